@@ -1,0 +1,28 @@
+# botd's commands. Every target creates .venv on first use and reinstalls
+# when pyproject.toml changes (the stamp file is older than it).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check botd tests bench
+	$(BIN)/ruff format --check botd tests bench
+	$(BIN)/mypy botd
+
+bench: $(STAMP)
+	$(BIN)/python bench/subscriber.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
