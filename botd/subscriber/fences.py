@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 
 FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})")
+# A line start that more text could still turn into a fence line (or lengthen its marker).
+_UNDECIDED_LINE = re.compile(r" {0,3}(?:`*|~*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,8 @@ class FenceSpan:
     """The backtick or tilde run that opened it (``"```"``, ``"~~~~"``)."""
     indent: str
     closed: bool
+    close_start: int
+    """Offset of the closing line's first character (``end`` when the fence is unclosed)."""
 
     @property
     def close_line(self) -> str:
@@ -39,6 +43,26 @@ def match_fence_line(line: str) -> tuple[str, str] | None:
     if m is None:
         return None
     return m.group(1), m.group(2)
+
+
+def undecided_line_start(
+    text: str, *, at_line_start: bool = True, hold_fence_lines: bool = False
+) -> int:
+    """Where a trailing partial line that may still become a fence line begins.
+
+    ``len(text)`` when there is none. ``at_line_start`` says whether ``text`` itself begins
+    a line (a stream fed in pieces may be in the middle of one). With ``hold_fence_lines``
+    a partial line that already is a fence line is held too (its info string is still
+    streaming, and cutting it would break the fence).
+    """
+    newline = text.rfind("\n")
+    line_begin = newline + 1 if newline >= 0 else (0 if at_line_start else -1)
+    if 0 <= line_begin < len(text) and (
+        _UNDECIDED_LINE.fullmatch(text, line_begin)
+        or (hold_fence_lines and FENCE_LINE.match(text, line_begin))
+    ):
+        return line_begin
+    return len(text)
 
 
 def parse_fence_spans(text: str) -> list[FenceSpan]:
@@ -60,13 +84,15 @@ def parse_fence_spans(text: str) -> list[FenceSpan]:
             if open_start < 0:
                 open_start, open_line, marker, indent = offset, line, line_marker, line_indent
             elif line_marker[0] == marker[0] and len(line_marker) >= len(marker):
-                spans.append(FenceSpan(open_start, line_end, open_line, marker, indent, True))
+                spans.append(
+                    FenceSpan(open_start, line_end, open_line, marker, indent, True, offset)
+                )
                 open_start = -1
         if newline == -1:
             break
         offset = newline + 1
     if open_start >= 0:
-        spans.append(FenceSpan(open_start, length, open_line, marker, indent, False))
+        spans.append(FenceSpan(open_start, length, open_line, marker, indent, False, length))
     return spans
 
 

@@ -1,0 +1,65 @@
+"""The ``botd`` command: ``botd replay | version``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="botd", description="LLM agents in chat.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = commands.add_parser(
+        "replay",
+        help="feed a recorded run's events to the subscriber and print what it emits",
+        description="Replay agent events (JSONL, one event per line) through the subscriber.",
+    )
+    replay.add_argument("events", metavar="EVENTS.jsonl|-", help="the events file, or - for stdin")
+    replay.add_argument("--block-break", choices=("text_end", "message_end"), default=None)
+    replay.add_argument("--chunk-min", type=_positive_int, default=None, metavar="N")
+    replay.add_argument("--chunk-max", type=_positive_int, default=None, metavar="N")
+    replay.add_argument(
+        "--break-preference", choices=("paragraph", "newline", "sentence"), default=None
+    )
+    replay.add_argument("--no-chunking", action="store_true", help="one block per flush")
+    replay.add_argument("--reasoning", choices=("off", "on", "stream"), default="off")
+    replay.add_argument("--enforce-final-tag", action="store_true")
+    replay.add_argument("--no-block-replies", action="store_true")
+    replay.add_argument("--partial-replies", action="store_true")
+    replay.add_argument("--current-message-id", default=None, metavar="ID")
+    replay.add_argument("--config", default=None, metavar="botd.yaml")
+
+    commands.add_parser("version", help="print botd's version")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "replay":
+        from .replay import main_stdio
+
+        return main_stdio(args)
+    if args.command == "version":
+        print(f"botd {__version__}")
+        return 0
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The streaming subscriber: agent events in, chat blocks out, nothing twice.
+
+This package's public API (spec subscriber-contract.md, section 3). Import from here; the
+modules behind it may move.
+"""
+
+from .assistant_text import extract_assistant_text, extract_thinking, format_reasoning
+from .chunker import BlockChunker, BreakPreference
+from .dedupe import MessagingTarget, is_messaging_duplicate, normalize_for_dedupe
+from .directives import DirectiveAccumulator, ReplyDirectives, parse_reply_directives
+from .final import FinalReplyInput, Origin, build_final_replies
+from .heartbeat import HeartbeatStrip, strip_heartbeat_token
+from .media import MediaSplit, split_media
+from .outbound import chunk_by_line, chunk_text
+from .payloads import (
+    BlockBreak,
+    BlockReply,
+    ChunkingConfig,
+    PartialReply,
+    ReasoningMode,
+    RunSummary,
+    SubscriberConfig,
+    ToolError,
+)
+from .subscriber import StreamSubscriber
+
+__all__ = [
+    "BlockBreak",
+    "BlockChunker",
+    "BlockReply",
+    "BreakPreference",
+    "ChunkingConfig",
+    "DirectiveAccumulator",
+    "FinalReplyInput",
+    "HeartbeatStrip",
+    "MediaSplit",
+    "MessagingTarget",
+    "Origin",
+    "PartialReply",
+    "ReasoningMode",
+    "ReplyDirectives",
+    "RunSummary",
+    "StreamSubscriber",
+    "SubscriberConfig",
+    "ToolError",
+    "build_final_replies",
+    "chunk_by_line",
+    "chunk_text",
+    "extract_assistant_text",
+    "extract_thinking",
+    "format_reasoning",
+    "is_messaging_duplicate",
+    "normalize_for_dedupe",
+    "parse_reply_directives",
+    "split_media",
+    "strip_heartbeat_token",
+]

@@ -1,0 +1,115 @@
+"""Coalescing block replies before delivery, and dropping repeats, with time passed in.
+
+Small blocks that stream in quick succession read better as one message. The coalescer
+joins text blocks until the joined text would pass ``max_chars``, a block with different
+threading or voice flags arrives, media arrives, or no block came for ``idle_ms`` while at
+least ``min_chars`` are waiting. It never reads a clock: callers pass ``now`` (milliseconds)
+and call ``poll`` at ``deadline``, so delivery can drive it from its own loop and tests from
+a counter.
+
+``BlockPipeline`` puts a repeat filter in front: a block whose text and media were already
+queued or sent in this run is dropped (``reply_to_id`` is not part of the key: threading
+may be added to one copy only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .payloads import BlockReply
+
+
+def block_key(reply: BlockReply) -> tuple[str, tuple[str, ...]]:
+    return reply.text.strip(), tuple(reply.media_urls)
+
+
+@dataclass(slots=True)
+class BlockCoalescer:
+    min_chars: int
+    max_chars: int
+    idle_ms: float
+    joiner: str = "\n\n"
+    _parts: list[str] = field(default_factory=list)
+    _length: int = 0
+    _template: BlockReply | None = None
+    deadline: float | None = None
+    """When ``poll`` should next be called (None: nothing is waiting)."""
+
+    def add(self, reply: BlockReply, now: float) -> list[BlockReply]:
+        """Queue ``reply``; returns what must be sent now, in order."""
+        ready: list[BlockReply] = []
+        if reply.media_urls:
+            ready += self.flush()
+            ready.append(reply)
+            return ready
+        template = self._template
+        if template is not None and (
+            template.reply_to_id != reply.reply_to_id
+            or template.audio_as_voice != reply.audio_as_voice
+        ):
+            ready += self.flush()
+        if len(reply.text) > self.max_chars:
+            ready += self.flush()
+            ready.append(reply)
+            return ready
+        added = len(reply.text) + (len(self.joiner) if self._parts else 0)
+        if self._parts and self._length + added > self.max_chars:
+            ready += self.flush()
+            added = len(reply.text)
+        if self._template is None:
+            self._template = reply
+        self._parts.append(reply.text)
+        self._length += added
+        if self._length >= self.max_chars:
+            ready += self.flush()
+        else:
+            self.deadline = now + self.idle_ms
+        return ready
+
+    def poll(self, now: float) -> list[BlockReply]:
+        """Send what has waited long enough; a buffer below ``min_chars`` waits again."""
+        if self.deadline is None or now < self.deadline:
+            return []
+        if self._length >= self.min_chars:
+            return self.flush()
+        self.deadline = now + self.idle_ms
+        return []
+
+    def flush(self) -> list[BlockReply]:
+        """Everything waiting, as one block (or nothing)."""
+        template = self._template
+        self.deadline = None
+        if template is None:
+            return []
+        text = self.joiner.join(self._parts)
+        self._parts = []
+        self._length = 0
+        self._template = None
+        return [replace(template, text=text)]
+
+
+@dataclass(slots=True)
+class BlockPipeline:
+    """Repeat filter plus optional coalescer; what it returns is what to send, in order."""
+
+    coalescer: BlockCoalescer | None = None
+    sent: list[BlockReply] = field(default_factory=list)
+    _seen: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+
+    def enqueue(self, reply: BlockReply, now: float) -> list[BlockReply]:
+        key = block_key(reply)
+        if key in self._seen:
+            return []
+        self._seen.add(key)
+        ready = self.coalescer.add(reply, now) if self.coalescer is not None else [reply]
+        return self._record(ready)
+
+    def poll(self, now: float) -> list[BlockReply]:
+        return self._record(self.coalescer.poll(now) if self.coalescer is not None else [])
+
+    def flush(self) -> list[BlockReply]:
+        return self._record(self.coalescer.flush() if self.coalescer is not None else [])
+
+    def _record(self, ready: list[BlockReply]) -> list[BlockReply]:
+        self.sent += ready
+        return ready

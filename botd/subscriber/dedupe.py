@@ -1,0 +1,324 @@
+"""Messaging-tool sends and the duplicate test that keeps them from being repeated.
+
+When the agent delivers text itself through a messaging tool (``message``, ``sessions_send``, or
+a channel tool such as ``telegram``), the same text must not go out a second time as a block or
+final reply. This module answers the questions the subscriber asks about that
+(spec/subscriber.md section 10, spec/subscriber-contract.md section 4 points 2 and 3):
+
+* Is this tool call a messaging send, with which text, to which target? (``messaging_send``)
+* Did the tool fail, so that its send must not count? (``is_failed_tool_result``)
+* Is a reply text a duplicate of something already sent? (``is_messaging_duplicate``)
+* Did a send go to the conversation the run is answering? (``same_route``)
+
+Targets are normalised per provider so that different spellings of one conversation compare
+equal. The formats (``to`` of a ``MessagingTarget``):
+
+* telegram: ``telegram:<chat>`` (a ``telegram:`` or ``tg:`` prefix is accepted on input, a
+  ``t.me/<name>`` link becomes ``@<name>``; usernames keep their ``@``), lowercased.
+* slack: ``channel:<id>`` or ``user:<id>``, lowercased. ``<@U1>``, ``<#C1|name>``, ``@x`` and
+  ``#x`` are read as user / channel; a bare id is a channel.
+* discord: as slack (``<@!id>`` mentions too). A Discord thread is itself a channel, so a
+  thread id becomes the target ``channel:<thread id>``.
+* any other provider: the target trimmed, as given.
+
+Threads are part of the target: outside Discord, a send into a thread has the target
+``<base target>:thread:<thread id>`` (thread id trimmed and lowercased), so ``channel:c1`` and
+``channel:c1:thread:123`` are different conversations. The thread id comes from the ``to``
+itself when it already has that suffix, else from the tool's ``threadId`` / ``thread_id`` /
+``threadTs`` / ``thread_ts`` / ``messageThreadId`` / ``message_thread_id`` argument. Whoever
+describes the originating conversation for ``same_route`` must use the same form (see
+``normalize_messaging_target``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+MIN_DUPLICATE_TEXT_LENGTH = 10
+"""Texts (normalised) shorter than this are never treated as duplicates: "OK", "Done." ..."""
+
+MAX_MESSAGING_SENT = 200
+"""How many committed sent texts (and targets) a run keeps; older ones are dropped first."""
+
+# Emoji and pictographs are dropped before comparing, since a model often adds or removes them
+# when it repeats itself. This also drops ©, ® and ™, but not U+FE0F or zero-width joiners.
+_EMOJI = regex.compile(r"\p{Emoji_Presentation}|\p{Extended_Pictographic}")
+
+
+# --- duplicate test -----------------------------------------------------------------------
+
+
+def normalize_for_dedupe(text: str) -> str:
+    """``text`` lowercased, without emoji, with whitespace runs collapsed to one space, trimmed."""
+    without_emoji = _EMOJI.sub("", text.strip().lower())
+    # str.split() both collapses and trims, with one definition of whitespace (str.isspace).
+    return " ".join(without_emoji.split())
+
+
+def is_duplicate_normalized(candidate: str, sent_normalized: Sequence[str]) -> bool:
+    """Whether the normalised ``candidate`` repeats one of the normalised sent texts.
+
+    Both the candidate and the sent text must be at least ``MIN_DUPLICATE_TEXT_LENGTH`` long.
+    A sent text inside the candidate ("I sent: <text>") is a duplicate. A candidate inside a
+    sent text is a duplicate only when it is at least half as long as that sent text, so that
+    a short remark quoting part of a long message still goes out (PR #76948).
+    """
+    if len(candidate) < MIN_DUPLICATE_TEXT_LENGTH:
+        return False
+    for sent in sent_normalized:
+        if len(sent) < MIN_DUPLICATE_TEXT_LENGTH:
+            continue
+        if sent in candidate:
+            return True
+        if candidate in sent and 2 * len(candidate) >= len(sent):
+            return True
+    return False
+
+
+def is_messaging_duplicate(text: str, sent_texts: Sequence[str]) -> bool:
+    """``is_duplicate_normalized`` on raw texts: both sides are normalised first."""
+    if not sent_texts:
+        return False
+    candidate = normalize_for_dedupe(text)
+    return is_duplicate_normalized(candidate, [normalize_for_dedupe(s) for s in sent_texts])
+
+
+# --- tool names and results ---------------------------------------------------------------
+
+_TOOL_NAME_ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
+
+
+def normalize_tool_name(name: str) -> str:
+    """The canonical tool name: trimmed, lowercased, with the known aliases resolved."""
+    key = name.strip().lower()
+    return _TOOL_NAME_ALIASES.get(key, key)
+
+
+def is_failed_tool_result(is_error: bool, result: object) -> bool:
+    """Whether a tool call failed: ``is_error``, or a result whose ``details.status`` is
+    ``error`` or ``timeout`` (trimmed, any case). Tools report some failures that way while
+    the call itself succeeds."""
+    if is_error:
+        return True
+    if not isinstance(result, Mapping):
+        return False
+    details = result.get("details")
+    if not isinstance(details, Mapping):
+        return False
+    status = details.get("status")
+    return isinstance(status, str) and status.strip().lower() in {"error", "timeout"}
+
+
+# --- targets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessagingTarget:
+    """Where a messaging tool sent its text; ``to`` is normalised for ``provider``."""
+
+    tool: str
+    provider: str
+    to: str
+    account_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "provider": self.provider,
+            "account_id": self.account_id,
+            "to": self.to,
+        }
+
+
+@dataclass(frozen=True)
+class MessagingSend:
+    """A messaging tool call: the text it sends (if any) and where (if the target is known).
+
+    ``target`` is None when the call names no target (for ``message``, the reply then goes to
+    the originating conversation) and always for ``sessions_send``, which talks to another
+    agent session rather than a chat.
+    """
+
+    text: str | None
+    target: MessagingTarget | None
+
+
+_THREAD_SUFFIX = re.compile(r":thread:", re.IGNORECASE)
+_THREAD_ARG_KEYS = (
+    "threadId",
+    "thread_id",
+    "threadTs",
+    "thread_ts",
+    "messageThreadId",
+    "message_thread_id",
+)
+
+_TELEGRAM_PREFIX = re.compile(r"^(?:telegram|tg):", re.IGNORECASE)
+_TELEGRAM_LINK = re.compile(r"^(?:https?://)?t\.me/([A-Za-z0-9_]+)/?$", re.IGNORECASE)
+# <@U123>, <@!123>, <@U123|name>, <#C123>, <#C123|name>
+_MENTION = re.compile(r"^<([@#])!?([^>|]+)(?:\|[^>]*)?>$")
+_KIND_PREFIX = re.compile(r"^(channel|user):", re.IGNORECASE)
+
+
+def _normalize_telegram(base: str) -> str:
+    chat = _TELEGRAM_PREFIX.sub("", base, count=1).strip()
+    link = _TELEGRAM_LINK.match(chat)
+    if link:
+        chat = "@" + link.group(1)
+    return f"telegram:{chat.lower()}" if chat else ""
+
+
+def _normalize_kind_target(base: str) -> str:
+    """Slack and Discord: ``channel:<id>`` or ``user:<id>``, lowercased."""
+    mention = _MENTION.match(base)
+    if mention:
+        kind = "user" if mention.group(1) == "@" else "channel"
+        ident = mention.group(2).strip()
+    elif _KIND_PREFIX.match(base):
+        kind, _, ident = base.partition(":")
+        kind = kind.lower()
+        ident = ident.strip()
+    elif base.startswith("@"):
+        kind, ident = "user", base[1:].strip()
+    elif base.startswith("#"):
+        kind, ident = "channel", base[1:].strip()
+    else:
+        kind, ident = "channel", base
+    return f"{kind}:{ident}".lower() if ident else ""
+
+
+_BASE_NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "telegram": _normalize_telegram,
+    "slack": _normalize_kind_target,
+    "discord": _normalize_kind_target,
+}
+
+
+def normalize_messaging_target(provider: str, to: str, *, thread_id: str | None = None) -> str:
+    """``to`` in the target format of ``provider`` (module docstring); "" when empty.
+
+    A ``:thread:<id>`` suffix already in ``to`` wins over ``thread_id``.
+    """
+    provider = provider.strip().lower()
+    base, thread = _split_thread(to.strip())
+    if thread is None and thread_id is not None:
+        thread = thread_id.strip().lower() or None
+    normalizer = _BASE_NORMALIZERS.get(provider)
+    base = normalizer(base) if normalizer else base
+    if not base:
+        return ""
+    if thread is None:
+        return base
+    if provider == "discord":
+        return f"channel:{thread}"
+    return f"{base}:thread:{thread}"
+
+
+def _split_thread(to: str) -> tuple[str, str | None]:
+    matches = list(_THREAD_SUFFIX.finditer(to))
+    if not matches:
+        return to, None
+    last = matches[-1]
+    thread = to[last.end() :].strip().lower()
+    return to[: last.start()].strip(), thread or None
+
+
+def same_route(target: MessagingTarget, *, provider: str, to: str, account_id: str | None) -> bool:
+    """Whether ``target`` is the conversation given by ``provider``/``to``/``account_id``.
+
+    Same provider (any case), same target once both are normalised for it (a thread is part
+    of the target), and the same account when both account ids are known.
+    """
+    wanted_provider = provider.strip().lower()
+    if target.provider.strip().lower() != wanted_provider:
+        return False
+    sent_account = (target.account_id or "").strip().lower()
+    wanted_account = (account_id or "").strip().lower()
+    if sent_account and wanted_account and sent_account != wanted_account:
+        return False
+    wanted_to = normalize_messaging_target(wanted_provider, to)
+    return bool(wanted_to) and normalize_messaging_target(wanted_provider, target.to) == wanted_to
+
+
+# --- which tool calls are sends -----------------------------------------------------------
+
+CHANNEL_TOOLS = frozenset({"telegram", "slack", "discord"})
+"""Tools named after a channel, whose ``sendMessage`` action sends a message."""
+
+MESSAGE_SEND_ACTIONS = frozenset({"send", "reply", "thread-reply"})
+"""Actions of the ``message`` tool that send text (botd's own tool uses ``send``/``reply``)."""
+
+
+def _string_arg(args: Mapping[str, Any], *keys: str) -> str | None:
+    """The first of ``keys`` whose value is a non-blank string (numbers count, as ids)."""
+    for key in keys:
+        value = args.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            value = str(value)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _action(args: Mapping[str, Any]) -> str:
+    value = args.get("action")
+    return value.strip().lower() if isinstance(value, str) else ""
+
+
+def messaging_send(tool_name: str, args: Mapping[str, Any]) -> MessagingSend | None:
+    """The send this tool call makes, or None when it is not a messaging send.
+
+    ``message`` sends with the actions in ``MESSAGE_SEND_ACTIONS`` (any case); its provider is
+    ``args.provider``, else ``args.channel``, else ``"message"``. ``sessions_send`` always
+    sends, with no chat target. ``telegram``/``slack``/``discord`` send with ``sendMessage``
+    and a ``to``; Discord also with ``threadReply`` and a ``channelId``.
+    """
+    tool = normalize_tool_name(tool_name)
+    text = _string_arg(args, "content", "message")
+    account_id = _string_arg(args, "accountId", "account_id")
+    account_id = account_id.strip() if account_id else None
+    thread_id = _string_arg(args, *_THREAD_ARG_KEYS)
+
+    if tool == "sessions_send":
+        return MessagingSend(text=text, target=None)
+
+    action = _action(args)
+    if tool == "message":
+        if action not in MESSAGE_SEND_ACTIONS:
+            return None
+        provider_arg = _string_arg(args, "provider", "channel")
+        provider = provider_arg.strip().lower() if provider_arg else "message"
+        to = _string_arg(args, "to")
+        return MessagingSend(text=text, target=_target(tool, provider, to, thread_id, account_id))
+
+    if tool in CHANNEL_TOOLS:
+        to = _string_arg(args, "to") if action == "sendmessage" else None
+        if to is None and tool == "discord" and action == "threadreply":
+            channel_id = _string_arg(args, "channelId", "channel_id")
+            if channel_id is not None:
+                channel_id = channel_id.strip()
+                to = channel_id if _KIND_PREFIX.match(channel_id) else f"channel:{channel_id}"
+                thread_id = None  # the thread is the channel itself
+        target = _target(tool, tool, to, thread_id, account_id)
+        # A channel tool call only counts as a send when it names a target.
+        return MessagingSend(text=text, target=target) if target else None
+
+    return None
+
+
+def _target(
+    tool: str, provider: str, to: str | None, thread_id: str | None, account_id: str | None
+) -> MessagingTarget | None:
+    if to is None:
+        return None
+    normalized = normalize_messaging_target(provider, to, thread_id=thread_id)
+    if not normalized:
+        return None
+    return MessagingTarget(tool=tool, provider=provider, to=normalized, account_id=account_id)
