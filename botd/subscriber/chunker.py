@@ -39,6 +39,7 @@ BreakPreference = Literal["paragraph", "newline", "sentence"]
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 _NON_SPACE = re.compile(r"\S")
+_BREAK_HINT = re.compile(r"[\n.!?]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,8 @@ class BlockChunker:
         # delta by delta would copy the whole buffer every time.
         self._pieces: list[str] = []
         self._length = 0
+        # Length of the buffer when a non-forced drain last found no break (-1: none since).
+        self._no_break_at = -1
 
     @property
     def buffer(self) -> str:
@@ -117,6 +120,7 @@ class BlockChunker:
     def reset(self) -> None:
         self._pieces = []
         self._length = 0
+        self._no_break_at = -1
 
     def has_buffered(self) -> bool:
         return self._length > 0
@@ -124,6 +128,22 @@ class BlockChunker:
     def _set_buffer(self, text: str) -> None:
         self._pieces = [text] if text else []
         self._length = len(text)
+        self._no_break_at = -1
+
+    def _nothing_new_to_break_at(self, buffer: str) -> bool:
+        """True when the text since the last fruitless search cannot hold a break.
+
+        Breaks come from newlines, sentence ends (punctuation, then whitespace) and the
+        buffer reaching ``max_chars``; without one of those, searching again is wasted work
+        on every delta while a block waits for its paragraph to end.
+        """
+        since = self._no_break_at
+        if since < 0 or self._length >= self.max_chars:
+            return False
+        new_text = buffer[since:]
+        if _BREAK_HINT.search(new_text):
+            return False
+        return not (since and buffer[since - 1] in ".!?" and new_text[:1].isspace())
 
     def drain(self, force: bool, emit: Callable[[str], None]) -> None:
         """Emit the blocks that are ready; with ``force``, everything that is buffered."""
@@ -132,10 +152,16 @@ class BlockChunker:
             return
         buffer = self.buffer
         held = ""
+        if not force and self._nothing_new_to_break_at(buffer):
+            return
         if not force:
             # A partial last line may still become a fence line: no block may split it.
+            # A trailing newline may be half of a paragraph break: wait for what follows.
             cut = undecided_line_start(buffer, hold_fence_lines=True)
-            buffer, held = buffer[:cut], buffer[cut:]
+            while cut and buffer[cut - 1] == "\n":
+                cut -= 1
+            if cut < len(buffer):
+                buffer, held = buffer[:cut], buffer[cut:]
         if force and len(buffer) <= maximum:
             # Short content is never split on a forced flush.
             self.reset()
@@ -153,7 +179,10 @@ class BlockChunker:
                     if buffer.strip():
                         emit(self._closed_if_open(buffer))
                     return
-                break
+                self._set_buffer(buffer + held)
+                # What was held back counts as new: it may hold a break once more arrives.
+                self._no_break_at = len(buffer)
+                return
             index = found.index
             raw = buffer[:index]
             if not raw.strip():

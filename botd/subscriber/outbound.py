@@ -2,29 +2,37 @@
 
 A reply longer than the platform allows is cut into chunks no longer than ``limit``:
 
-* ``chunk_text(..., markdown=False)`` is the plain, parenthesis-aware splitter: in each window
-  of ``limit`` characters it breaks at the last newline, else at the last other whitespace
-  outside parentheses, else hard at the limit.
-* ``chunk_text(..., markdown=True)`` does the same but only breaks outside code fences; when a
-  fence has to be cut, the chunk closes it and the next chunk reopens it, so every chunk renders
-  on its own.
-* ``mode="newline"`` splits on blank lines outside fences, one chunk per paragraph, and cuts an
-  over-long paragraph by length.
-* ``chunk_by_line`` sends one chunk per line.
+* ``chunk_text(..., markdown=False)`` is the reference's plain, parenthesis-aware ``chunkText``:
+  in each window of ``limit`` characters it breaks at the last newline, else at the last other
+  whitespace outside parentheses, else hard at the limit.
+* ``chunk_text(..., markdown=True)`` (``chunkMarkdownText``) does the same but breaks only
+  outside code fences; when a fence has to be cut, the chunk closes it and the next chunk
+  reopens it, so every chunk renders on its own.
+* ``mode="newline"`` splits at blank lines outside fences, one chunk per paragraph (the cases
+  pin this: paragraphs are not packed together), and cuts an over-long paragraph by length.
+* ``chunk_by_line`` (``chunkByNewline``) sends one chunk per line.
 
-Each function is linear in the text: fence spans are parsed once, and every step looks only at
-the window it is about to emit.
+Each function is linear in the text: fence spans are parsed once and looked up by bisection,
+and every step looks only at the window it is about to emit.
 
-Where botd goes beyond the reference (each keeps a guarantee the reference breaks):
+Where botd goes beyond the reference, to keep guarantees the reference breaks:
 
-* Markdown chunks never exceed the limit, always have balanced fences and never hold an empty
-  fence made by the split. A text whose last fence never closes gets the closing line too.
+* Markdown chunks never exceed the limit, have balanced fences and never hold an empty fence
+  made by the split (both sides of a cut keep some code). A text whose last fence never closes
+  gets the closing line too.
 * A cut inside a fence keeps the code verbatim: no separator character is dropped there.
 * A mid-line cut never leaves the next chunk starting with what would read as a fence line
-  (``foo ```bar`` cut before the backticks); the cut moves back instead.
-* When a fence's opening line is too long to repeat in every chunk, the chunks reopen it with the
-  bare marker; a closing line longer than its marker may be replaced by the bare marker.
-* Whitespace-only chunks are never produced; a whitespace-only text gives no chunks.
+  (``foo ```bar`` cut before the backticks) or, inside a fence, as its closing line: the cut
+  moves back instead.
+* An opening line longer than half the limit is not repeated: later chunks reopen the fence
+  with the bare marker. One that cannot share a chunk with the closing line at all is replaced
+  by the bare marker, its info text becoming the first code line. A closing line longer than
+  its marker may be replaced by the bare marker.
+* Balance can be impossible: a marker so long that two of them and one character exceed the
+  limit, or a run of marker characters inside code longer than the room a chunk leaves. Such a
+  fence is cut like plain text (nothing is lost) or may end early.
+* Whitespace-only chunks are never produced; a whitespace-only text gives no chunks. Leading
+  blank lines are dropped at a break, but a line's indentation is kept.
 """
 
 from __future__ import annotations
@@ -61,7 +69,12 @@ def resolve_text_chunk_limit(channel_limit: int | None, configured: int | None =
 def chunk_text(
     text: str, limit: int, *, markdown: bool = True, mode: ChunkMode = "length"
 ) -> list[str]:
-    """Split ``text`` into chunks of at most ``limit`` characters (``limit <= 0``: no limit)."""
+    """Split ``text`` into chunks of at most ``limit`` characters (``limit <= 0``: no limit).
+
+    ``markdown`` keeps code fences whole or closes and reopens them across chunks; ``mode``
+    ``"newline"`` first splits at blank lines outside fences. A text that fits is returned as
+    it is (markdown: when its fences are balanced).
+    """
     if mode not in ("length", "newline"):
         raise ValueError(f"unknown chunk mode: {mode!r}")
     if not text:
@@ -337,8 +350,7 @@ def _before_fence_like_run(text: str, start: int, lo: int, *, spaces_kept: bool)
     four spaces ahead of the run already stop it from being a fence line.
     """
     match = FENCE_LINE.match(text, start)
-    if match is None:
-        return start
+    assert match is not None, "called only where a fence-like run starts"
     run_char = match.group(2)[0]
     at = start + len(match.group(1))
     while at > lo and text[at - 1] == run_char:
@@ -363,6 +375,12 @@ def _chunk_markdown(text: str, limit: int) -> list[str]:
     def whitespace_break_ok(space: int) -> bool:
         return not _reads_as_fence_line(text, _next_start(text, space, keep_indent=True))
 
+    # A fence left open at the end is closed in the last chunk.
+    open_at_end = fences.at(length)
+    closing_at_end = ""
+    if open_at_end is not None and _can_split(text, open_at_end, limit):
+        closing_at_end = "\n" + open_at_end.close_line
+
     pos = 0
     # The fence this chunk continues, and the line that reopens it.
     reopened: FenceSpan | None = None
@@ -382,13 +400,8 @@ def _chunk_markdown(text: str, limit: int) -> list[str]:
                 continue
         head = reopen_line + "\n" if reopened else ""
         budget = limit - len(head)
-
-        open_at_end = fences.at(length)
-        closing = ""
-        if open_at_end is not None and _can_split(text, open_at_end, limit):
-            closing = "\n" + open_at_end.close_line
-        if length - pos + len(closing) <= budget:
-            chunks.append(head + text[pos:] + closing)
+        if length - pos + len(closing_at_end) <= budget:
+            chunks.append(head + text[pos:] + closing_at_end)
             break
 
         window_end = min(length, pos + budget)
@@ -421,7 +434,10 @@ def _chunk_markdown(text: str, limit: int) -> list[str]:
         content_end = fences.content_end(span)
         if span.closed and len(head) + content_end - pos + len(close_line) <= limit:
             # Only a closing line longer than its marker overflows: close with the bare marker.
-            chunks.append(head + text[pos:content_end] + close_line)
+            # Text after the closing line's marker run is kept, on that line when it fits.
+            chunks.extend(
+                _close_with_marker(text, span, head + text[pos:content_end], content_end, limit)
+            )
             pos = _next_start(text, span.end, keep_indent=True)
             reopened = None
             continue
@@ -452,6 +468,23 @@ def _chunk_markdown(text: str, limit: int) -> list[str]:
         reopen_line = _reopen_line(span, limit)
         pos = cut
     return chunks
+
+
+def _close_with_marker(
+    text: str, span: FenceSpan, body: str, close_start: int, limit: int
+) -> list[str]:
+    """``body`` closed by the bare marker, then the closing line's own text after its run.
+
+    That text stays on the closing line when it fits; otherwise it follows as a text of its own
+    (where a leading fence-like run would open a fence, which that chunking then closes).
+    """
+    run = FENCE_LINE.match(text, close_start)
+    assert run is not None, "a closed fence ends with a fence line"
+    trailing = text[run.end() : span.end].rstrip()
+    chunk = body + span.close_line
+    if len(chunk) + len(trailing) <= limit:
+        return [chunk + trailing]
+    return [chunk, *_chunk_markdown(trailing.lstrip(), limit)]
 
 
 def _cut_inside_fence(

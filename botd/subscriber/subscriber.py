@@ -382,7 +382,8 @@ class StreamSubscriber:
         """
         if self._suppress_block_chunks:
             return
-        chunk = self._block_stripper.feed(text).rstrip()
+        # Blank lines before a block mean nothing in chat; indentation is kept.
+        chunk = self._block_stripper.feed(text).rstrip().lstrip("\n")
         if not chunk:
             return
         if self._is_sent_duplicate(chunk):

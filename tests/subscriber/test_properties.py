@@ -248,3 +248,28 @@ def test_never_raises_on_any_event_order(
     for block in blocks:
         # Nothing empty is ever delivered.
         assert block.text.strip() or block.media_urls or block.audio_as_voice
+
+
+class _AlwaysSearching(BlockChunker):
+    """The chunker without its "nothing new to break at" shortcut."""
+
+    def _nothing_new_to_break_at(self, buffer: str) -> bool:
+        return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), sizes=SIZES, pref=st.sampled_from(["paragraph", "newline", "sentence"]))
+def test_skipping_fruitless_searches_changes_nothing(
+    data: Any, sizes: tuple[int, int], pref: Any
+) -> None:
+    text = data.draw(markdown_texts())
+    pieces = data.draw(splits(text))
+    results = []
+    for chunker in (BlockChunker(*sizes, pref), _AlwaysSearching(*sizes, pref)):
+        out: list[str] = []
+        for piece in pieces:
+            chunker.append(piece)
+            chunker.drain(False, out.append)
+        chunker.drain(True, out.append)
+        results.append(out)
+    assert results[0] == results[1]

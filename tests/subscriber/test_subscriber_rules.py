@@ -110,9 +110,11 @@ def test_thinking_and_toolcall_stream_events_are_ignored() -> None:
 # --- 4.3 the block gate -------------------------------------------------------------------
 
 
-def test_block_text_keeps_leading_whitespace_and_trims_the_end() -> None:
+def test_block_text_keeps_indentation_and_drops_blank_lines_around_it() -> None:
+    # The reference kept leading newlines; a chat message gains nothing from them, while
+    # the indentation of the first line (code, nested lists) must stay.
     rec = Recorder(no_chunking()).feed(message_start(), delta("\n  indented  \n\n"), text_end())
-    assert rec.texts == ["\n  indented"]
+    assert rec.texts == ["  indented"]
 
 
 def test_a_tag_only_block_is_not_delivered_but_its_reply_state_carries() -> None:
