@@ -26,6 +26,18 @@ _MARKER_OVERLAP = max(len(m) for m in _DIRECTIVE_MARKERS) - 1
 _SILENT_ONLY = re.compile(rf"(?:{re.escape(SILENT_TOKEN)}\s*)+")
 
 
+def _without_open_directive(text: str) -> str:
+    """``text`` minus a trailing ``[[`` that has not closed yet (or a lone trailing ``[``).
+
+    Shown as it streams, ``[[reply_`` would later vanish into a directive, and a preview
+    must never have to take back what it showed.
+    """
+    opening = text.rfind("[[")
+    if opening >= 0 and "]]" not in text[opening:]:
+        return text[:opening].rstrip()
+    return text[:-1].rstrip() if text.endswith("[") else text
+
+
 def _may_become_silent(text: str) -> bool:
     """True for ``NO_RE`` or ``NO_REPLY NO_REPLY``: showing it could flash a silent reply."""
     return SILENT_TOKEN.startswith(text) or _SILENT_ONLY.fullmatch(text) is not None
@@ -126,7 +138,7 @@ class PartialStream:
         self._recomputed_at = length
         if self._end == self._last_raw_end:
             return None
-        raw = self._slice(self._start, self._end)
+        raw = _without_open_directive(self._slice(self._start, self._end))
         parsed = parse_reply_directives(raw)
         previous = self._last_text
         if not parsed.text.startswith(previous):

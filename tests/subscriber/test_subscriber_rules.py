@@ -507,3 +507,24 @@ def test_a_failing_callback_does_not_break_the_subscriber() -> None:
     sub.handle(text_end())
     assert calls == ["called", "called"]
     assert sub.assistant_texts == ["one", "two"]
+
+
+def test_reply_directive_split_across_deltas_reaches_the_block() -> None:
+    rec = Recorder(no_chunking()).feed(
+        message_start(), delta("[[reply_"), delta("to:msg-9]] Sure"), delta(", done."), text_end()
+    )
+    assert [(b.text, b.reply_to_id, b.reply_to_tag) for b in rec.blocks] == [
+        ("Sure, done.", "msg-9", True)
+    ]
+    assert [p.text for p in rec.partials][-1] == "Sure, done."
+
+
+def test_reply_directive_split_across_chunker_blocks() -> None:
+    rec = Recorder(chunking(1, 30, "newline")).feed(
+        message_start(),
+        delta("[[reply_to_"),
+        delta("current]]\n"),
+        delta("First line\n"),
+        text_end(),
+    )
+    assert [(b.text, b.reply_to_current) for b in rec.blocks] == [("First line", True)]
