@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from ..events import (
     AgentEnd,
@@ -559,13 +558,3 @@ class StreamSubscriber:
         self._block_stripper.reset()
         if self._pending_compaction_retries > 0:
             self._pending_compaction_retries -= 1
-
-    def state_snapshot(self) -> dict[str, Any]:
-        """Counters for logs and debugging."""
-        return {
-            "message_index": self._message_index,
-            "assistant_texts": len(self.assistant_texts),
-            "block_replies": len(self.block_replies),
-            "sent_texts": len(self._sent_texts),
-            "compacting": self.is_compacting,
-        }
