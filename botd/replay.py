@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import yaml
 
-from .events import AgentEnd, AgentEvent, EventError, Message, parse_event_line
+from .events import AgentEnd, AgentEvent, EventError, parse_event_line
 from .subscriber import (
     BlockBreak,
     BlockReply,
@@ -26,6 +26,7 @@ from .subscriber import (
     StreamSubscriber,
     SubscriberConfig,
     build_final_replies,
+    error_text_for,
     extract_assistant_text,
 )
 
@@ -81,13 +82,6 @@ def block_streaming_from_yaml(path: Path) -> dict[str, Any]:
     return section
 
 
-def _error_text(message: Message | None) -> str:
-    if message is None or message.stop_reason != "error" or not message.error_message:
-        return ""
-    first_line = message.error_message.strip().split("\n", 1)[0]
-    return f"⚠️ The agent stopped with an error: {first_line}"
-
-
 def replay(events: list[AgentEvent], options: ReplayOptions, write: Callable[[str], None]) -> None:
     """Feed ``events`` to a subscriber configured by ``options``; write each emission."""
 
@@ -115,7 +109,7 @@ def replay(events: list[AgentEvent], options: ReplayOptions, write: Callable[[st
                 FinalReplyInput(
                     assistant_texts=sub.assistant_texts,
                     fallback_text=extract_assistant_text(last) if last is not None else "",
-                    error_text=_error_text(last),
+                    error_text=error_text_for(last),
                     reasoning_text=sub.reasoning_text if not options.block_replies else "",
                     current_message_id=options.current_message_id,
                     delivered_blocks=sub.block_replies,

@@ -277,3 +277,34 @@ def test_version_prints_the_version() -> None:
     result = subprocess.run([*BOTD, "version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert result.stdout.startswith("botd ")
+
+
+def test_agent_end_messages_supply_the_answer_of_a_run_without_message_events(
+    tmp_path: Path,
+) -> None:
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "Only here."}]}
+    events = [{"type": "agent_end", "messages": [{"role": "user", "content": "hi"}, answer]}]
+    out = outputs(run_replay(tmp_path, events, "--no-block-replies"))
+    assert [(o["kind"], o.get("text")) for o in out] == [
+        ("final_reply", "Only here."),
+        ("summary", None),
+    ]
+
+
+def test_a_failed_run_reports_its_error_after_streamed_blocks(tmp_path: Path) -> None:
+    failed = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Partial"}],
+        "stop_reason": "error",
+        "error_message": "overloaded_error",
+    }
+    events = [
+        START,
+        _assistant_update("text_delta", delta="Partial"),
+        _assistant_update("text_end"),
+        {"type": "message_end", "message": failed},
+        {"type": "agent_end"},
+    ]
+    out = outputs(run_replay(tmp_path, events))
+    assert [o["kind"] for o in out] == ["block_reply", "final_reply", "summary"]
+    assert out[1]["text"] == "⚠️ The agent stopped with an error: overloaded_error"

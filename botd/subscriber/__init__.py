@@ -8,7 +8,7 @@ from .assistant_text import extract_assistant_text, extract_thinking, format_rea
 from .chunker import BlockChunker, BreakPreference
 from .dedupe import MessagingTarget, is_messaging_duplicate, normalize_for_dedupe
 from .directives import DirectiveAccumulator, ReplyDirectives, parse_reply_directives
-from .final import FinalReplyInput, Origin, build_final_replies
+from .final import FinalReplyInput, Origin, build_final_replies, error_text_for
 from .heartbeat import HeartbeatStrip, strip_heartbeat_token
 from .media import MediaSplit, split_media
 from .outbound import chunk_by_line, chunk_text
@@ -46,6 +46,7 @@ __all__ = [
     "build_final_replies",
     "chunk_by_line",
     "chunk_text",
+    "error_text_for",
     "extract_assistant_text",
     "extract_thinking",
     "format_reasoning",

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..events import Message
 from .dedupe import MessagingTarget, is_messaging_duplicate, same_route
 from .directives import parse_reply_directives
 from .payloads import BlockReply, ToolError
@@ -89,11 +90,26 @@ def _went_to_origin(data: FinalReplyInput) -> bool:
     )
 
 
+def error_text_for(message: Message | None) -> str:
+    """The notice to show when the run's last assistant message failed ("" otherwise)."""
+    if message is None or message.stop_reason != "error" or not message.error_message:
+        return ""
+    first_line = message.error_message.strip().split("\n", 1)[0][:400]
+    return f"⚠️ The agent stopped with an error: {first_line}"
+
+
 def build_final_replies(data: FinalReplyInput) -> list[BlockReply]:
-    """The replies still to deliver after the run, in order."""
+    """The replies still to deliver after the run, in order.
+
+    An error notice always goes out, even after streamed blocks or a messaging-tool send:
+    the user must learn that the answer they saw is incomplete.
+    """
+    error = [BlockReply(text=data.error_text)] if data.error_text else []
+    return error + _answers_still_due(data)
+
+
+def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
     texts: list[str] = []
-    if data.error_text:
-        texts.append(data.error_text)
     if data.reasoning_text:
         texts.append(data.reasoning_text)
     answers = list(data.assistant_texts) or ([data.fallback_text] if data.fallback_text else [])

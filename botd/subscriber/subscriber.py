@@ -224,7 +224,7 @@ class StreamSubscriber:
         elif isinstance(event, AutoCompactionEnd):
             self._on_compaction_end(event.will_retry)
         elif isinstance(event, AgentEnd):
-            self._on_agent_end()
+            self._on_agent_end(event)
 
     # -- per-message state ------------------------------------------------------------------
 
@@ -552,7 +552,11 @@ class StreamSubscriber:
         self._reset_message_state()
         self._baseline = 0
 
-    def _on_agent_end(self) -> None:
+    def _on_agent_end(self, event: AgentEnd) -> None:
+        if self.last_assistant_message is None and event.messages:
+            # A run recorded without its message events still names its answer here.
+            answers = [m for m in event.messages if m.role == "assistant"]
+            self.last_assistant_message = answers[-1] if answers else None
         if self._on_block_reply is not None:
             self._flush_block_buffer()
         self._block_stripper.reset()

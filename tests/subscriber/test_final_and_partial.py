@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from botd.events import Message
 from botd.subscriber import (
     BlockReply,
     FinalReplyInput,
@@ -10,6 +11,7 @@ from botd.subscriber import (
     SubscriberConfig,
     ToolError,
     build_final_replies,
+    error_text_for,
 )
 
 from .harness import Recorder, delta, message_start, text_end
@@ -40,6 +42,25 @@ def test_silent_and_tag_only_texts_are_dropped() -> None:
 
 def test_substantive_text_ending_with_the_silent_token_is_delivered_without_it() -> None:
     assert finals(assistant_texts=["All done. NO_REPLY"]) == ["All done."]
+
+
+def test_error_notice_survives_streamed_blocks_and_sends() -> None:
+    texts = finals(
+        assistant_texts=["Half an answer"],
+        error_text="⚠️ The agent stopped with an error: overloaded",
+        delivered_blocks=[BlockReply("Half an answer")],
+        block_streaming=True,
+        sent_to_current=True,
+        origin=ORIGIN,
+    )
+    assert texts == ["⚠️ The agent stopped with an error: overloaded"]
+
+
+def test_error_text_for_a_failed_message_only() -> None:
+    failed = Message(role="assistant", stop_reason="error", error_message="overloaded\ndetails")
+    assert error_text_for(failed) == "⚠️ The agent stopped with an error: overloaded"
+    assert error_text_for(Message(role="assistant", stop_reason="end_turn")) == ""
+    assert error_text_for(None) == ""
 
 
 def test_error_and_reasoning_lead() -> None:
