@@ -1,0 +1,1 @@
+"""The agent runtime: the loop (turns, tools, steering, cancellation) and its providers."""
