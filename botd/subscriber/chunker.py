@@ -190,8 +190,13 @@ class BlockChunker:
                 continue
             if found.fence is not None:
                 emit(_close_fence(raw, found.fence))
-                rest = buffer[index:]
-                buffer = found.fence.open_line + "\n" + rest if rest.strip() else ""
+                closing_end = _closing_line_after(buffer, index, found.fence)
+                if closing_end >= 0:
+                    # Only the fence's own closing line was left: the close above replaces it.
+                    buffer = buffer[closing_end:].lstrip("\n")
+                else:
+                    rest = buffer[index:]
+                    buffer = found.fence.open_line + "\n" + rest if rest.strip() else ""
             else:
                 emit(raw)
                 if index < len(buffer) and buffer[index].isspace():
@@ -256,8 +261,7 @@ class BlockChunker:
         only a single line longer than a block is cut mid-line. It must not split the
         fence's opening line: it moves to just before the fence,
         or, when the fence starts the buffer, past the opening line and one character of
-        content (so reopening it always consumes more than it adds). A cut at or inside the
-        closing line moves past it: the block may then exceed the maximum by that line.
+        content (so reopening it always consumes more than it adds).
         """
         if fence is None:
             return _Break(index)
@@ -271,9 +275,6 @@ class BlockChunker:
             newline = buffer.rfind("\n", opener_end, index)
             if newline >= opener_end:
                 index = newline + 1
-        closing_end = _closing_line_after(buffer, index, fence)
-        if closing_end >= 0:
-            return _Break(closing_end)  # only the closing line is left: take it along
         return _Break(index, fence)
 
     def _soft_break(self, buffer: str) -> _Break:
