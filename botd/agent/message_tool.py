@@ -1,0 +1,156 @@
+"""The ``message`` tool: lets the agent post a message itself, here or to another chat.
+
+``send`` posts to a target: by default the conversation the run answers (its thread kept);
+``to`` names another chat (``chat`` or ``chat:thread:T``) and ``channel`` another platform,
+both on the run's account. ``reply`` answers the run's conversation as a reply to the message
+being answered. The subscriber recognises these calls (same ``action``/``message``/``to``/
+``channel`` arguments), so text sent here is not delivered a second time as a reply.
+
+Every failure is a tool result the model can read and tell the user about: no place to send
+to, a target the policy refuses, or the platform's own refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..channels.base import Target
+from .tools import SendFunction, ToolContext, ToolOutput
+from .types import ToolSpec
+
+_THREAD_MARK = ":thread:"
+
+_DESCRIPTION = (
+    "Post a message to a chat yourself. action 'send' posts to the current conversation, or "
+    "to another chat when 'to' is given (a chat id, or 'chat:thread:T' for a thread) and, "
+    "for another platform, 'channel'. action 'reply' answers the current conversation as a "
+    "reply to the user's message. Your normal answer is delivered anyway: use this tool only "
+    "to reach another chat or when asked to send something separately."
+)
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["send", "reply"]},
+        "message": {"type": "string", "minLength": 1, "description": "The text to post."},
+        "to": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A chat id, or 'chat:thread:T'. Default: the current conversation.",
+        },
+        "channel": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The platform (telegram, slack, discord, console). Default: current.",
+        },
+    },
+    "required": ["action", "message"],
+    "additionalProperties": False,
+}
+
+
+def describe_target(target: Target) -> str:
+    """A target as people read it: ``channel:chat`` or ``channel:chat:thread:T``."""
+    return f"{target.channel}:{target.route()}"
+
+
+def _parse_to(to: str) -> tuple[str, str | None]:
+    """``chat`` or ``chat:thread:T`` as (chat, thread); the last ``:thread:`` counts."""
+    chat, mark, thread = to.rpartition(_THREAD_MARK)
+    if not mark:
+        return to.strip(), None
+    return chat.strip(), thread.strip() or None
+
+
+def _failure(text: str, **details: Any) -> ToolOutput:
+    return ToolOutput(
+        text=text, is_error=True, details={"status": "error", "error": text, **details}
+    )
+
+
+class MessageTool:
+    """The ``message`` tool (see the module docstring).
+
+    ``send`` posts through the channel layer; ``allow`` decides which targets this agent may
+    post to (an operator's policy); ``timeout`` bounds one call (None: the loop's default).
+    """
+
+    def __init__(
+        self,
+        send: SendFunction,
+        *,
+        allow: Callable[[Target], bool] = lambda target: True,
+        timeout: float | None = 30.0,
+    ) -> None:
+        self._send = send
+        self._allow = allow
+        self.timeout = timeout
+        self.spec = ToolSpec(name="message", description=_DESCRIPTION, input_schema=_SCHEMA)
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        text = str(args.get("message", ""))
+        if not text.strip():
+            return _failure("message is empty: give the text to send")
+        resolved = self._target(
+            str(args.get("action", "send")), args.get("to"), args.get("channel"), context.origin
+        )
+        if isinstance(resolved, str):
+            return _failure(resolved)
+        target = resolved
+        where = describe_target(target)
+        if not self._allow(target):
+            return _failure(f"not allowed: {where}", to=target.route())
+        try:
+            ref = await self._send(target, text)
+        except Exception as exc:  # the platform's refusal, in its own words
+            reason = str(exc) or type(exc).__name__
+            return _failure(f"send to {where} failed: {reason}", to=target.route())
+        return ToolOutput(
+            text="sent",
+            details={
+                "status": "ok",
+                "message_id": ref.message_id,
+                "to": target.route(),
+                "channel": target.channel,
+            },
+        )
+
+    @staticmethod
+    def _target(action: str, to: Any, channel: Any, origin: Target | None) -> Target | str:
+        """Where the call posts, or why it cannot post anywhere."""
+        to = to.strip() if isinstance(to, str) and to.strip() else None
+        channel = channel.strip() if isinstance(channel, str) and channel.strip() else None
+        if origin is None:
+            if to is None or channel is None:
+                return "no current conversation: give both 'to' and 'channel'"
+            if action == "reply":
+                return "no current conversation to reply to: use action 'send'"
+            chat, thread = _parse_to(to)
+            if not chat:
+                return f"'to' names no chat: {to!r}"
+            return Target(channel=channel, chat_id=chat, thread_id=thread)
+
+        account = origin.account_id
+        if to is None:
+            if channel is not None and channel != origin.channel:
+                return f"give 'to' (a chat id) to send on another channel ({channel})"
+            here = Target(origin.channel, origin.chat_id, account, origin.thread_id)
+        else:
+            chat, thread = _parse_to(to)
+            if not chat:
+                return f"'to' names no chat: {to!r}"
+            here = Target(channel or origin.channel, chat, account, thread)
+
+        if action != "reply":
+            return here
+        same_conversation = (here.channel, here.chat_id, here.thread_id) == (
+            origin.channel,
+            origin.chat_id,
+            origin.thread_id,
+        )
+        if not same_conversation:
+            return (
+                "reply only answers the current conversation; use action 'send' to post elsewhere"
+            )
+        return origin  # the origin's reply_to_id is the message being answered
