@@ -1,0 +1,1 @@
+"""Loopback fakes of the network services botd talks to (see spec/testing.md)."""

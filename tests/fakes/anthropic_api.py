@@ -1,0 +1,368 @@
+"""A loopback fake of the Anthropic Messages API (``POST /v1/messages``), on aiohttp.
+
+Tests script the replies, one per request, in order, and read back what the client sent:
+
+    async with FakeAnthropicAPI(api_key="sk-test") as fake:
+        fake.push(http_error(529, "overloaded_error"), stream(text("Hello ", "world")))
+        ...  # point the SDK at fake.base_url
+        fake.requests[1].body["messages"]
+
+A reply is either ``stream(...)``, a server-sent-event stream built from a few block
+descriptions (``text``, ``thinking``, ``tool_use``) with the exact framing the real API uses
+(message_start, ping, content_block_start/delta/stop, message_delta, message_stop; see
+spec/testing.md section 2), optionally broken by an ``event: error`` frame, slowed down, or
+left hanging until the client goes away; or ``http_error(...)``, an error status with the
+API's JSON error body and any headers (``retry-after``). Every stream served is recorded as a
+``ServedStream`` saying whether it was completed or closed by the client before the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+# --- reply descriptions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    chunks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ThinkingBlock:
+    chunks: tuple[str, ...]
+    signature: str
+
+
+@dataclass(frozen=True)
+class ToolUseBlock:
+    id: str
+    name: str
+    json_pieces: tuple[str, ...]
+
+
+Block = TextBlock | ThinkingBlock | ToolUseBlock
+
+
+def text(*chunks: str) -> TextBlock:
+    """A text block streamed as these ``text_delta`` chunks."""
+    return TextBlock(chunks)
+
+
+def thinking(*chunks: str, signature: str) -> ThinkingBlock:
+    """A thinking block: ``thinking_delta`` chunks, then one ``signature_delta``."""
+    return ThinkingBlock(chunks, signature)
+
+
+def tool_use(tool_id: str, name: str, *json_pieces: str) -> ToolUseBlock:
+    """A tool_use block whose input JSON arrives in these ``input_json_delta`` pieces."""
+    return ToolUseBlock(tool_id, name, json_pieces)
+
+
+@dataclass(frozen=True)
+class StreamReply:
+    blocks: tuple[Block, ...]
+    stop_reason: str = "end_turn"
+    usage: dict[str, int] = field(default_factory=dict)
+    error: tuple[str, str] | None = None
+    delay: float = 0.0
+    stall: bool = False
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    status: int
+    error_type: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Reply = StreamReply | ErrorReply
+
+DEFAULT_USAGE = {
+    "input_tokens": 12,
+    "output_tokens": 7,
+    "cache_read_input_tokens": 0,
+    "cache_creation_input_tokens": 0,
+}
+
+
+def stream(
+    *blocks: Block,
+    stop_reason: str = "end_turn",
+    usage: dict[str, int] | None = None,
+    error: tuple[str, str] | None = None,
+    delay: float = 0.0,
+    stall: bool = False,
+) -> StreamReply:
+    """An HTTP 200 event stream of these blocks.
+
+    ``usage``: input/cache counts go in message_start, ``output_tokens`` in message_delta.
+    ``error=(type, message)``: after the blocks (the last one left open, as if cut off
+    mid-block) send ``event: error`` and end, with no message_delta/message_stop.
+    ``delay``: seconds between frames. ``stall``: after the scripted frames, keep the
+    response open (pinging) until the client closes it or the fake shuts down.
+    """
+    return StreamReply(
+        blocks, stop_reason, dict(usage or DEFAULT_USAGE), error, delay=delay, stall=stall
+    )
+
+
+def http_error(
+    status: int,
+    error_type: str,
+    message: str = "",
+    headers: dict[str, str] | None = None,
+) -> ErrorReply:
+    """An error response with the API's body ``{"type":"error","error":{type,message}}``."""
+    return ErrorReply(status, error_type, message or error_type, dict(headers or {}))
+
+
+# --- what the fake saw --------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names lower-cased."""
+    body: dict[str, Any]
+
+
+@dataclass
+class ServedStream:
+    """One event stream the fake served, and how it ended."""
+
+    request_index: int
+    completed: bool = False
+    """Every scripted frame was written and the response finished."""
+    closed_by_client: bool = False
+    """The client went away before the end."""
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+# --- SSE frames ---------------------------------------------------------------------------
+
+
+def _frame(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _block_frames(index: int, block: Block) -> tuple[list[bytes], bytes]:
+    """(start and delta frames, stop frame) of one content block."""
+
+    def delta(payload: dict[str, Any]) -> bytes:
+        return _frame(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": payload}
+        )
+
+    if isinstance(block, TextBlock):
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [delta({"type": "text_delta", "text": c}) for c in block.chunks]
+    elif isinstance(block, ThinkingBlock):
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [delta({"type": "thinking_delta", "thinking": c}) for c in block.chunks]
+        deltas.append(delta({"type": "signature_delta", "signature": block.signature}))
+    else:
+        start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+        deltas = [delta({"type": "input_json_delta", "partial_json": p}) for p in block.json_pieces]
+    frames = [
+        _frame(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        ),
+        *deltas,
+    ]
+    return frames, _frame("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def stream_frames(reply: StreamReply, *, model: str, message_id: str) -> list[bytes]:
+    """The whole scripted event stream of a ``StreamReply``, frame by frame."""
+    start_usage = {k: v for k, v in reply.usage.items() if k != "output_tokens"}
+    start_usage["output_tokens"] = 1
+    frames = [
+        _frame(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        _frame("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(reply.blocks):
+        body, stop = _block_frames(index, block)
+        frames.extend(body)
+        last = index == len(reply.blocks) - 1
+        if not (last and reply.error is not None):
+            frames.append(stop)
+    if reply.error is not None:
+        error_type, message = reply.error
+        frames.append(
+            _frame("error", {"type": "error", "error": {"type": error_type, "message": message}})
+        )
+        return frames
+    frames.append(
+        _frame(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": reply.usage.get("output_tokens", 0)},
+            },
+        )
+    )
+    frames.append(_frame("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def _error_json(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+# --- the server ---------------------------------------------------------------------------
+
+
+class FakeAnthropicAPI:
+    """The fake server: ``async with`` starts it on 127.0.0.1 (a free port) and stops it."""
+
+    STALL_LIMIT = 30.0
+    """A stalled stream gives up after this many seconds, so a broken test cannot hang."""
+
+    def __init__(self, *, api_key: str = "sk-test-key") -> None:
+        self.api_key = api_key
+        self.requests: list[RecordedRequest] = []
+        self.streams: list[ServedStream] = []
+        self._replies: list[Reply] = []
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one."""
+        self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        return len(self._replies)
+
+    async def wait_stream_ended(self, index: int = -1, timeout: float = 10.0) -> ServedStream:
+        """The ``index``-th served stream, once it has ended one way or the other."""
+        served = self.streams[index]
+        await asyncio.wait_for(served.ended.wait(), timeout)
+        return served
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/messages", self._messages)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeAnthropicAPI:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _authorized(self, request: web.Request) -> bool:
+        bearer = request.headers.get("Authorization", "")
+        return bearer == f"Bearer {self.api_key}" or request.headers.get("x-api-key") == (
+            self.api_key
+        )
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            body = {}
+        self.requests.append(
+            RecordedRequest(
+                method=request.method,
+                path=request.path,
+                headers={k.lower(): v for k, v in request.headers.items()},
+                body=body if isinstance(body, dict) else {"_raw": body},
+            )
+        )
+        if not self._authorized(request):
+            return web.json_response(
+                _error_json("authentication_error", "invalid x-api-key"), status=401
+            )
+        if not self._replies:
+            return web.json_response(
+                _error_json("invalid_request_error", "fake: no scripted reply left"), status=400
+            )
+        reply = self._replies.pop(0)
+        if isinstance(reply, ErrorReply):
+            return web.json_response(
+                _error_json(reply.error_type, reply.message),
+                status=reply.status,
+                headers=reply.headers,
+            )
+        return await self._serve_stream(request, reply, model=str(body.get("model", "fake")))
+
+    async def _serve_stream(
+        self, request: web.Request, reply: StreamReply, *, model: str
+    ) -> web.StreamResponse:
+        served = ServedStream(request_index=len(self.requests) - 1)
+        self.streams.append(served)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        frames = stream_frames(reply, model=model, message_id=f"msg_fake_{len(self.requests)}")
+        try:
+            await response.prepare(request)
+            for number, frame in enumerate(frames):
+                if number and reply.delay:
+                    await asyncio.sleep(reply.delay)
+                await response.write(frame)
+            if reply.stall:
+                await self._stall(response, reply.delay or 0.02)
+            await response.write_eof()
+            served.completed = not reply.stall
+        except ConnectionError:
+            # aiohttp raises a ConnectionResetError subclass on writing to a closed transport.
+            served.closed_by_client = True
+        except asyncio.CancelledError:
+            served.closed_by_client = True
+            raise
+        finally:
+            served.ended.set()
+        return response
+
+    async def _stall(self, response: web.StreamResponse, interval: float) -> None:
+        """Keep a stream open, pinging so a client that left is noticed on the next write."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.STALL_LIMIT
+        while not self._closing.is_set() and loop.time() < give_up:
+            await asyncio.sleep(interval)
+            await response.write(_frame("ping", {"type": "ping"}))

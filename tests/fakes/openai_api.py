@@ -1,0 +1,251 @@
+"""A loopback fake of an OpenAI-compatible chat-completions API (``POST /v1/chat/completions``).
+
+Each request takes the next scripted reply from a queue: a ``ChatStream`` (server-sent events
+built chunk by chunk: text, reasoning, tool calls with arguments split over chunks, finish reason,
+usage, an error chunk, a dropped connection, a delay between chunks) or an ``ErrorReply`` (a status
+with headers and a JSON or text body). Every request is recorded with its headers and JSON body.
+A stream the client closes before its last frame sets ``stream_closed_early``.
+
+    async with FakeOpenAI() as fake:
+        fake.enqueue(ChatStream().text("Hel", "lo").finish("stop").usage(12, 3))
+        provider = OpenAIProvider(base_url=fake.base_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: Any
+
+
+@dataclass
+class ErrorReply:
+    """An HTTP error: ``body`` is sent as JSON when it is a dict, as plain text otherwise."""
+
+    status: int
+    body: dict[str, Any] | str = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ChatStream:
+    """A scripted ``text/event-stream`` reply; each builder method appends frames, returns self."""
+
+    def __init__(self, model: str = "fake-model", *, completion_id: str = "chatcmpl-fake") -> None:
+        self.model = model
+        self.completion_id = completion_id
+        self.frames: list[str] = []
+        self.delay = 0.0
+        self.drop = False
+        self.send_done = True
+
+    # -- chunks -------------------------------------------------------------------------
+
+    def chunk(
+        self,
+        delta: dict[str, Any] | None = None,
+        *,
+        finish_reason: str | None = None,
+        usage: dict[str, Any] | None = None,
+        with_choice: bool = True,
+    ) -> ChatStream:
+        """One ``chat.completion.chunk`` (the other methods are shorthands for this)."""
+        payload: dict[str, Any] = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": self.model,
+            "choices": [],
+        }
+        if with_choice:
+            payload["choices"] = [
+                {"index": 0, "delta": delta or {}, "finish_reason": finish_reason}
+            ]
+        if usage is not None:
+            payload["usage"] = usage
+        return self.data(json.dumps(payload))
+
+    def role(self) -> ChatStream:
+        """The opening chunk real servers send: a role and empty content."""
+        return self.chunk({"role": "assistant", "content": ""})
+
+    def text(self, *parts: str) -> ChatStream:
+        for part in parts:
+            self.chunk({"content": part})
+        return self
+
+    def reasoning(self, *parts: str, key: str = "reasoning_content") -> ChatStream:
+        """Reasoning chunks under ``key`` (``reasoning_content``, or ``reasoning``)."""
+        for part in parts:
+            self.chunk({"content": None, key: part})
+        return self
+
+    def tool_call(
+        self, call_id: str, name: str, *argument_parts: str, index: int = 0
+    ) -> ChatStream:
+        """A tool call as OpenAI streams it: id and name first, then argument fragments."""
+        self.chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        for part in argument_parts:
+            self.chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+        return self
+
+    def finish(self, reason: str) -> ChatStream:
+        return self.chunk({}, finish_reason=reason)
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> ChatStream:
+        """The usage chunk ``stream_options.include_usage`` asks for (no choices)."""
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        return self.chunk(usage=usage, with_choice=False)
+
+    def error(self, message: str, *, code: int | str | None = None) -> ChatStream:
+        """An error object in the stream, as OpenRouter and vLLM send one mid-stream."""
+        error: dict[str, Any] = {"message": message, "type": "server_error"}
+        if code is not None:
+            error["code"] = code
+        return self.data(json.dumps({"error": error}))
+
+    # -- raw frames and faults ------------------------------------------------------------
+
+    def data(self, payload: str) -> ChatStream:
+        """One event whose data is ``payload`` (several ``data:`` lines if it has newlines)."""
+        lines = "".join(f"data: {line}\n" for line in payload.split("\n"))
+        return self.frame(lines + "\n")
+
+    def comment(self, text: str = "keepalive") -> ChatStream:
+        return self.frame(f": {text}\n\n")
+
+    def frame(self, raw: str) -> ChatStream:
+        """Text written to the stream as it is."""
+        self.frames.append(raw)
+        return self
+
+    def slow(self, delay: float) -> ChatStream:
+        """Wait ``delay`` seconds before each frame."""
+        self.delay = delay
+        return self
+
+    def drop_connection(self) -> ChatStream:
+        """Cut the connection after the frames, without ``[DONE]`` or the end of the body."""
+        self.drop = True
+        return self
+
+    def without_done(self) -> ChatStream:
+        """End the body normally but without ``data: [DONE]``."""
+        self.send_done = False
+        return self
+
+
+Reply = ChatStream | ErrorReply
+
+
+class FakeOpenAI:
+    """The fake server; use as ``async with FakeOpenAI() as fake`` and read ``fake.base_url``."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.stream_closed_early = asyncio.Event()
+        self._replies: list[Reply] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Script the next replies, one per request, in order."""
+        self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies no request has taken yet."""
+        return len(self._replies)
+
+    async def __aenter__(self) -> FakeOpenAI:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        self.requests.append(RecordedRequest(request.path, headers, body))
+        if not self._replies:
+            return web.json_response(
+                {"error": {"message": "fake: no scripted reply for this request"}}, status=418
+            )
+        reply = self._replies.pop(0)
+        if isinstance(reply, ErrorReply):
+            if isinstance(reply.body, dict):
+                return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+            return web.Response(text=reply.body, status=reply.status, headers=reply.headers)
+        return await self._stream(request, reply)
+
+    async def _stream(self, request: web.Request, script: ChatStream) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        frames = list(script.frames)
+        if script.send_done and not script.drop:
+            frames.append("data: [DONE]\n\n")
+        for frame in frames:
+            if script.delay:
+                await asyncio.sleep(script.delay)
+            if request.transport is None or request.transport.is_closing():
+                self.stream_closed_early.set()
+                return response
+            try:
+                await response.write(frame.encode())
+            except ConnectionResetError:  # aiohttp's ClientConnectionResetError is one
+                self.stream_closed_early.set()
+                return response
+        if script.drop:
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        await response.write_eof()
+        return response
