@@ -24,6 +24,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/subscriber.py
 	$(BIN)/python bench/outbound.py
+	$(BIN)/python bench/sessions.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,161 @@
+"""Sessions under load: 500 conversations x 10 messages through the whole runtime.
+
+Each message goes through the session manager, the agent loop (scripted provider, no
+delay), the subscriber and the final-reply step into an in-memory sink, with transcripts
+written to a real SQLite store. Three figures:
+
+* capacity: 500 users each send their 10 messages one after another, the next as soon as
+  the previous is answered, all users at once: messages per second;
+* latency: the same 5,000 messages arriving at a steady 2,000 per second (each conversation
+  still in order): p50 and p99 from a message's arrival to its first block;
+* memory: peak RSS, and traced memory per idle session once 500 sessions have answered.
+
+It asserts every message was answered exactly once, in order. Targets: >= 2,000 messages
+per second, p99 < 50 ms, < 50 KB per idle session.
+
+Run: make bench   (or .venv/bin/python bench/sessions.py)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import resource
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from botd.agent.loop import LoopConfig
+from botd.agent.providers.scripted import ScriptedProvider
+from botd.channels.base import InboundMessage, Target
+from botd.sessions import SessionManager, SessionSettings
+from botd.store import Store
+from botd.subscriber import BlockReply
+
+CONVERSATIONS = 500
+MESSAGES = 10
+RATE = 2000.0  # messages per second for the latency run
+
+
+class Sink:
+    """Records the first block of each answer, keyed by the message it answers."""
+
+    def __init__(self) -> None:
+        self.first_block_at: dict[str, float] = {}
+        self.answers: dict[str, list[str]] = {}
+        self.waiters: dict[str, asyncio.Future[None]] = {}
+
+    async def deliver(self, target: Target, reply: BlockReply) -> None:
+        text = reply.text.removeprefix("You said: ")
+        self.first_block_at.setdefault(text, time.perf_counter())
+        self.answers.setdefault(target.chat_id, []).append(text)
+        waiter = self.waiters.pop(text, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def message(conversation: int, n: int) -> InboundMessage:
+    chat = f"chat{conversation}"
+    return InboundMessage(
+        channel="bench",
+        chat_id=chat,
+        sender_id=f"user{conversation}",
+        text=f"{chat} message {n}",
+        message_id=f"{chat}-{n}",
+        conversation_key=f"bench:{chat}",
+    )
+
+
+def manager_for(state: Path, sink: Sink) -> tuple[SessionManager, Store]:
+    store = Store.open(state)
+    settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
+    return SessionManager(store, ScriptedProvider(chunk_chars=64), sink, settings), store
+
+
+def check(sink: Sink) -> None:
+    for conversation in range(CONVERSATIONS):
+        chat = f"chat{conversation}"
+        expected = [f"{chat} message {n}" for n in range(MESSAGES)]
+        if sink.answers.get(chat) != expected:
+            raise SystemExit(f"{chat}: lost, repeated or out of order: {sink.answers.get(chat)}")
+
+
+async def capacity(state: Path) -> float:
+    sink = Sink()
+    manager, store = manager_for(state, sink)
+    loop = asyncio.get_running_loop()
+
+    async def user(conversation: int) -> None:
+        for n in range(MESSAGES):
+            inbound = message(conversation, n)
+            answered = loop.create_future()
+            sink.waiters[inbound.text] = answered
+            await manager.submit(inbound)
+            await answered
+
+    started = time.perf_counter()
+    await asyncio.gather(*(user(c) for c in range(CONVERSATIONS)))
+    await manager.drain()
+    elapsed = time.perf_counter() - started
+    store.close()
+    check(sink)
+    return CONVERSATIONS * MESSAGES / elapsed
+
+
+async def latency(state: Path) -> list[float]:
+    sink = Sink()
+    manager, store = manager_for(state, sink)
+    arrivals: dict[str, float] = {}
+    started = time.perf_counter()
+    index = 0
+    for n in range(MESSAGES):
+        for conversation in range(CONVERSATIONS):
+            due = started + index / RATE
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            inbound = message(conversation, n)
+            arrivals[inbound.text] = time.perf_counter()
+            await manager.submit(inbound)
+            index += 1
+    await manager.drain()
+    store.close()
+    check(sink)
+    return [sink.first_block_at[text] - at for text, at in arrivals.items()]
+
+
+async def idle_memory(state: Path) -> float:
+    sink = Sink()
+    gc.collect()
+    tracemalloc.start()
+    manager, store = manager_for(state, sink)
+    before = tracemalloc.get_traced_memory()[0]
+    for conversation in range(CONVERSATIONS):
+        await manager.submit(message(conversation, 0))
+    await manager.drain()
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    store.close()
+    return (after - before) / CONVERSATIONS
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        rate = await capacity(base / "capacity")
+        samples = sorted(await latency(base / "latency"))
+        per_session = await idle_memory(base / "memory")
+    p50 = statistics.median(samples) * 1000
+    p99 = samples[int(len(samples) * 0.99) - 1] * 1000
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"capacity: {CONVERSATIONS * MESSAGES:,} messages at {rate:,.0f} messages/s")
+    print(f"latency at {RATE:,.0f} messages/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    print(f"memory: peak RSS {peak_mb:.0f} MB, {per_session / 1024:.1f} KB per idle session")
+    print("every message answered once, in order")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,407 @@
+"""Sessions: one per conversation, at most one agent run each, and what to do with a message
+that arrives while a run is going.
+
+``SessionManager.submit`` takes an inbound message (already deduplicated, allowed and
+addressed to the bot). Chat commands are answered at once: ``/new`` starts a fresh session,
+``/stop`` cancels the run and clears the queue, ``/status`` tells what the session is doing.
+Anything else becomes a prompt. While a run is active, the queue mode decides:
+
+* ``collect`` (the default): messages wait and are merged into one follow-up prompt after
+  the run. People often send a thought in several short messages; this answers them together
+  instead of once per line.
+* ``followup``: each waiting message gets its own run afterwards, in order.
+* ``steer``: the message is handed to the running agent, which reads it at the next tool
+  boundary; if the run ends before one, it runs next as a follow-up.
+* ``interrupt``: the run is cancelled and the new message starts a fresh one.
+
+Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
+never overlap, so its messages are answered strictly in order. Every message of every run is
+written to the store, so a restarted daemon continues each conversation where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal, Protocol
+
+from .agent.loop import AgentRun, LoopConfig, RunResult
+from .agent.tools import Tool
+from .agent.types import Provider
+from .channels.base import InboundMessage, Target
+from .compaction import compact_transcript, estimate_tokens, summarizer_for
+from .events import AgentEvent, Message, TextContent, event_to_json
+from .store import Store
+from .subscriber import (
+    BlockReply,
+    FinalReplyInput,
+    Origin,
+    StreamSubscriber,
+    SubscriberConfig,
+    build_final_replies,
+    error_text_for,
+    extract_assistant_text,
+)
+
+log = logging.getLogger(__name__)
+
+QueueMode = Literal["steer", "followup", "collect", "interrupt"]
+DEFAULT_QUEUE_MODE: QueueMode = "collect"
+COMMANDS = ("/new", "/reset", "/stop", "/status", "/help")
+
+
+class ReplySink(Protocol):
+    """Where a session's replies go (the delivery layer, or a test's list)."""
+
+    async def deliver(self, target: Target, reply: BlockReply) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPolicy:
+    """When a conversation silently starts over: never (default), after idle minutes, or
+    daily at an hour (local time)."""
+
+    mode: Literal["off", "idle", "daily"] = "off"
+    idle_minutes: int = 0
+    daily_hour: int = 4
+
+    def is_due(self, last_activity: float, now: float) -> bool:
+        if self.mode == "idle":
+            return now - last_activity >= self.idle_minutes * 60
+        if self.mode == "daily":
+            current = datetime.fromtimestamp(now)
+            boundary = current.replace(hour=self.daily_hour, minute=0, second=0, microsecond=0)
+            if boundary > current:
+                boundary -= timedelta(days=1)
+            return last_activity < boundary.timestamp()
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    loop: LoopConfig
+    subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
+    queue_mode: QueueMode = DEFAULT_QUEUE_MODE
+    max_concurrent_runs: int = 8
+    reset: ResetPolicy = field(default_factory=ResetPolicy)
+    record_events_dir: Path | None = None
+    """With a directory, each run's events are written there as JSONL for ``botd replay``."""
+    context_budget_tokens: int = 100_000
+    """When a transcript grows past this, its older turns are compacted."""
+    keep_recent_tokens: int = 20_000
+    """How much of the latest conversation compaction keeps word for word."""
+
+
+@dataclass(eq=False)
+class Session:
+    """One conversation's live state (its transcript lives in the store)."""
+
+    conversation_key: str
+    session_id: str
+    history: list[Message]
+    last_activity: float
+    pending: deque[InboundMessage] = field(default_factory=deque)
+    run: AgentRun | None = None
+    worker: asyncio.Task[None] | None = None
+    steered: list[Message] = field(default_factory=list)
+    """Steering handed to the running agent; what it did not read runs next."""
+    last_inbound: InboundMessage | None = None
+    runs_done: int = 0
+
+
+def _user_message(text: str) -> Message:
+    return Message(role="user", content=[TextContent(text=text)])
+
+
+class SessionManager:
+    """Owns every session; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        provider: Provider,
+        sink: ReplySink,
+        settings: SessionSettings,
+        *,
+        tools: Callable[[InboundMessage], Sequence[Tool]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._provider = provider
+        self._sink = sink
+        self._settings = settings
+        self._tools = tools or (lambda _message: ())
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
+        self._closed = False
+
+    # -- inbound ----------------------------------------------------------------------------
+
+    async def submit(self, message: InboundMessage) -> None:
+        """Take one inbound message: a command is answered now, text becomes a prompt."""
+        if self._closed:
+            log.warning("message %s dropped: shutting down", message.message_id)
+            return
+        command = message.text.strip().split(maxsplit=1)[0].lower() if message.text.strip() else ""
+        command = command.split("@", 1)[0]  # Telegram's /stop@botname
+        if command in COMMANDS:
+            await self._command(command, message)
+            return
+        session = self._session_for(message.conversation_key)
+        mode = self._settings.queue_mode
+        if session.run is not None and session.run.running:
+            if mode == "steer":
+                steering = _user_message(message.text)
+                session.steered.append(steering)
+                session.run.steer(steering)
+                return
+            if mode == "interrupt":
+                session.pending.clear()
+                session.run.cancel()
+        session.pending.append(message)
+        if session.worker is None or session.worker.done():
+            session.worker = asyncio.create_task(
+                self._work(session), name=f"session:{session.conversation_key}"
+            )
+
+    def status(self, conversation_key: str) -> str:
+        session = self._sessions.get(conversation_key)
+        if session is None:
+            return "No conversation yet."
+        running = session.run is not None and session.run.running
+        return (
+            f"Session {session.session_id[:8]}: {'working' if running else 'idle'}, "
+            f"{len(session.pending)} waiting, {len(session.history)} messages, "
+            f"{session.runs_done} runs, queue mode {self._settings.queue_mode}."
+        )
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        return self._sessions
+
+    async def _command(self, command: str, message: InboundMessage) -> None:
+        key = message.conversation_key
+        target = message.reply_target()
+        if command in ("/stop", "/new", "/reset"):
+            stopped = await self._stop(key)
+            if command == "/stop":
+                text = "Stopped." if stopped else "Nothing was running."
+            else:
+                record = self._store.new_session(key)
+                self._sessions[key] = Session(key, record.session_id, [], self._clock())
+                text = "Started a new conversation."
+        elif command == "/status":
+            text = self.status(key)
+        else:
+            text = "Commands: /new (start over), /stop (cancel), /status, /help."
+        await self._sink.deliver(target, BlockReply(text=text))
+
+    async def _stop(self, conversation_key: str) -> bool:
+        """Cancel the session's run and drop what waits; True when something was running."""
+        session = self._sessions.get(conversation_key)
+        if session is None:
+            return False
+        session.pending.clear()
+        session.steered.clear()
+        was_running = session.run is not None and session.run.running
+        if session.run is not None:
+            session.run.cancel()
+        if session.worker is not None:
+            await asyncio.gather(session.worker, return_exceptions=True)
+        return was_running
+
+    def _session_for(self, conversation_key: str) -> Session:
+        session = self._sessions.get(conversation_key)
+        now = self._clock()
+        if session is None:
+            record = self._store.get_or_create_session(conversation_key)
+            history = self._store.load_transcript(record.session_id)
+            session = Session(conversation_key, record.session_id, history, record.updated_at)
+            self._sessions[conversation_key] = session
+        idle = session.run is None or not session.run.running
+        if idle and self._settings.reset.is_due(session.last_activity, now):
+            log.info("session %s reset by policy", conversation_key)
+            record = self._store.new_session(conversation_key)
+            session.session_id, session.history = record.session_id, []
+        session.last_activity = now
+        return session
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def _next_prompt(self, session: Session) -> tuple[InboundMessage, list[Message]]:
+        if self._settings.queue_mode == "collect":
+            batch = list(session.pending)
+            session.pending.clear()
+            text = "\n\n".join(m.text for m in batch)
+            return batch[-1], [_user_message(text)]
+        message = session.pending.popleft()
+        return message, [_user_message(message.text)]
+
+    async def _work(self, session: Session) -> None:
+        """Run the session's waiting messages one run at a time, in order."""
+        while session.pending or (session.steered and session.last_inbound is not None):
+            if session.pending:
+                inbound, prompt = self._next_prompt(session)
+            else:
+                # Steering that no tool boundary picked up runs as a follow-up.
+                assert session.last_inbound is not None
+                inbound, prompt = session.last_inbound, list(session.steered)
+                session.steered.clear()
+            session.last_inbound = inbound
+            async with self._slots:
+                try:
+                    await self._run_once(session, inbound, prompt)
+                    await self._compact_if_needed(session)
+                except Exception:
+                    log.exception("run failed in %s", session.conversation_key)
+
+    async def _compact_if_needed(self, session: Session) -> None:
+        """Summarize older turns once the transcript outgrows the model's context budget."""
+        settings = self._settings
+        if estimate_tokens(session.history) <= settings.context_budget_tokens:
+            return
+        result = await compact_transcript(
+            session.history,
+            budget_tokens=settings.context_budget_tokens,
+            keep_recent_tokens=settings.keep_recent_tokens,
+            summarize=summarizer_for(self._provider, settings.loop.model),
+        )
+        if result is None:
+            return
+        self._store.compact(session.session_id, result)
+        session.history = list(result.messages)
+        log.info(
+            "compacted %s: %d messages into a %s (%d -> %d tokens)",
+            session.conversation_key,
+            result.compacted_count,
+            "summary" if result.summarized else "truncation note",
+            result.tokens_before,
+            result.tokens_after,
+        )
+
+    async def _run_once(
+        self, session: Session, inbound: InboundMessage, prompt: list[Message]
+    ) -> None:
+        target = inbound.reply_target()
+        outbox: asyncio.Queue[BlockReply | None] = asyncio.Queue()
+        sender = asyncio.create_task(self._send_all(target, outbox))
+        recorder = self._recorder(session)
+        subscriber = StreamSubscriber(self._settings.subscriber, on_block_reply=outbox.put_nowait)
+
+        def emit(event: AgentEvent) -> None:
+            subscriber.handle(event)
+            if recorder is not None:
+                recorder(event)
+
+        run = AgentRun(
+            self._provider,
+            self._tools(inbound),
+            self._settings.loop,
+            emit,
+            conversation_key=session.conversation_key,
+            origin=target,
+        )
+        session.run = run
+        result: RunResult | None = None
+        try:
+            result = await run.run(session.history, prompt)
+        finally:
+            session.run = None
+            added = result.messages if result is not None else run.messages
+            consumed = {id(m) for m in added}
+            session.steered = [m for m in session.steered if id(m) not in consumed]
+            if added:
+                self._store.append_messages(session.session_id, added)
+                session.history.extend(added)
+            session.runs_done += 1
+            if result is not None and result.stop_reason != "cancelled":
+                for reply in self._finals(subscriber, inbound, target):
+                    outbox.put_nowait(reply)
+            outbox.put_nowait(None)
+            await sender
+
+    def _finals(
+        self, subscriber: StreamSubscriber, inbound: InboundMessage, target: Target
+    ) -> list[BlockReply]:
+        last = subscriber.last_assistant_message
+        return build_final_replies(
+            FinalReplyInput(
+                assistant_texts=subscriber.assistant_texts,
+                fallback_text=extract_assistant_text(last) if last is not None else "",
+                error_text=error_text_for(last),
+                current_message_id=inbound.message_id,
+                delivered_blocks=subscriber.block_replies,
+                block_streaming=True,
+                sent_texts=subscriber.messaging_tool_sent_texts,
+                sent_targets=subscriber.messaging_tool_sent_targets,
+                sent_to_current=subscriber.sent_to_current_conversation,
+                origin=Origin(target.channel, target.route(), target.account_id),
+                last_tool_error=subscriber.last_tool_error,
+            )
+        )
+
+    async def _send_all(self, target: Target, outbox: asyncio.Queue[BlockReply | None]) -> None:
+        """Deliver a run's replies in order; a failed delivery is logged, not fatal."""
+        while (reply := await outbox.get()) is not None:
+            try:
+                await self._sink.deliver(target, reply)
+            except Exception:
+                log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
+
+    def _recorder(self, session: Session) -> Callable[[AgentEvent], None] | None:
+        directory = self._settings.record_events_dir
+        if directory is None:
+            return None
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{session.session_id}-{session.runs_done + 1:04d}.jsonl"
+        handle = path.open("a", encoding="utf-8")
+
+        def record(event: AgentEvent) -> None:
+            handle.write(event_to_json(event) + "\n")
+            if event.type == "agent_end":
+                handle.close()
+
+        return record
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait until every session is idle."""
+        while True:
+            workers = [
+                s.worker for s in self._sessions.values() if s.worker and not s.worker.done()
+            ]
+            if not workers:
+                return
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Stop taking input, let running turns finish within ``grace``, cancel the rest."""
+        self._closed = True
+        workers = [s.worker for s in self._sessions.values() if s.worker and not s.worker.done()]
+        if workers:
+            _, still_running = await asyncio.wait(workers, timeout=grace)
+            for session in self._sessions.values():
+                session.pending.clear()
+                if session.run is not None:
+                    session.run.cancel()
+            if still_running:
+                await asyncio.gather(*still_running, return_exceptions=True)
+
+
+__all__ = [
+    "DEFAULT_QUEUE_MODE",
+    "QueueMode",
+    "ReplySink",
+    "ResetPolicy",
+    "Session",
+    "SessionManager",
+    "SessionSettings",
+]

@@ -1,0 +1,370 @@
+"""Sessions: queue modes, commands, ordering, the global cap, restarts and recording."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from botd.agent.loop import LoopConfig
+from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
+from botd.agent.tools import ToolContext, ToolOutput
+from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
+from botd.channels.base import InboundMessage, Target
+from botd.events import TextContent
+from botd.replay import read_events
+from botd.sessions import ResetPolicy, SessionManager, SessionSettings
+from botd.store import Store
+from botd.subscriber import BlockReply, ChunkingConfig, SubscriberConfig
+
+
+class ListSink:
+    """Collects what would be posted, per chat."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, str]] = []
+        self.arrived = asyncio.Event()
+
+    async def deliver(self, target: Target, reply: BlockReply) -> None:
+        self.posts.append((target.chat_id, reply.text))
+        self.arrived.set()
+
+    def texts(self, chat: str) -> list[str]:
+        return [text for chat_id, text in self.posts if chat_id == chat]
+
+
+class RecordingProvider:
+    """A scripted provider that remembers every request and how many streams run at once."""
+
+    def __init__(self, inner: ScriptedProvider) -> None:
+        self.inner = inner
+        self.name = "recording"
+        self.requests: list[ModelRequest] = []
+        self.active = 0
+        self.peak = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
+        self.requests.append(request)
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            async for item in self.inner.stream(request):
+                yield item
+        finally:
+            self.active -= 1
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def prompts(self) -> list[list[str]]:
+        """The user texts of each request, in order."""
+        return [
+            [
+                "".join(b.text for b in m.blocks() if isinstance(b, TextContent))
+                for m in r.messages
+                if m.role == "user"
+            ]
+            for r in self.requests
+        ]
+
+
+class GateTool:
+    """A tool that waits until released (or cancelled)."""
+
+    def __init__(self) -> None:
+        self.spec = ToolSpec("wait", "Waits for a signal.", {"type": "object", "properties": {}})
+        self.timeout: float | None = None
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.cancelled = False
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return ToolOutput("released")
+
+
+def inbound(text: str, chat: str = "c1", n: int = 0) -> InboundMessage:
+    return InboundMessage(
+        channel="console",
+        chat_id=chat,
+        sender_id="u1",
+        text=text,
+        message_id=f"{chat}-{n}-{text}",
+        conversation_key=f"console:{chat}",
+    )
+
+
+def settings(**overrides: Any) -> SessionSettings:
+    fields: dict[str, Any] = {
+        "loop": LoopConfig(model="scripted"),
+        "subscriber": SubscriberConfig(chunking=ChunkingConfig(1, 4000)),
+    }
+    fields.update(overrides)
+    return SessionSettings(**fields)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    opened = Store.open(tmp_path / "state")
+    yield opened
+    opened.close()
+
+
+async def settle(manager: SessionManager) -> None:
+    await asyncio.wait_for(manager.drain(), 30)
+
+
+async def test_a_message_is_answered(store: Store) -> None:
+    sink = ListSink()
+    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    await manager.submit(inbound("hello"))
+    await settle(manager)
+    assert sink.texts("c1") == ["You said: hello"]
+
+
+async def test_followup_answers_each_waiting_message_in_order(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider(delay=0.005))
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="followup"))
+    for n, text in enumerate(["one", "two", "three"]):
+        await manager.submit(inbound(text, n=n))
+    await settle(manager)
+    assert sink.texts("c1") == ["You said: one", "You said: two", "You said: three"]
+    assert len(provider.requests) == 3
+
+
+async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider(delay=0.005))
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="collect"))
+    await manager.submit(inbound("first", n=0))
+    await asyncio.sleep(0)  # the first run starts
+    await manager.submit(inbound("second", n=1))
+    await manager.submit(inbound("third", n=2))
+    await settle(manager)
+    # One follow-up run got both waiting messages as one prompt.
+    assert len(provider.requests) == 2
+    assert provider.prompts()[1][-1] == "second\n\nthird"
+    assert sink.texts("c1")[0] == "You said: first"
+
+
+async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(store: Store) -> None:
+    gate = GateTool()
+    script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}, {"name": "wait", "args": {}}])]
+    provider = RecordingProvider(ScriptedProvider(script))
+    sink = ListSink()
+    manager = SessionManager(
+        store, provider, sink, settings(queue_mode="steer"), tools=lambda m: [gate]
+    )
+    await manager.submit(inbound("start", n=0))
+    await asyncio.wait_for(gate.started.wait(), 30)
+    await manager.submit(inbound("actually, stop that", n=1))
+    gate.release.set()
+    await settle(manager)
+    # The second model call saw the steering message; the second tool call was skipped.
+    assert provider.prompts()[1][-1] == "actually, stop that"
+    assert len(provider.requests) == 2
+    assert sink.texts("c1") == ["You said: actually, stop that"]
+
+
+async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider(delay=0.005))
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="steer"))
+    await manager.submit(inbound("first", n=0))
+    await asyncio.sleep(0.01)
+    await manager.submit(inbound("more", n=1))
+    await settle(manager)
+    assert sink.texts("c1") == ["You said: first", "You said: more"]
+
+
+async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Store) -> None:
+    provider = RecordingProvider(
+        ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
+    )
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="interrupt"))
+    await manager.submit(inbound("long task", n=0))
+    await asyncio.sleep(0.05)
+    await manager.submit(inbound("never mind", n=1))
+    await settle(manager)
+    assert sink.texts("c1")[-1] == "You said: never mind"
+    assert not any(text.startswith("x x") and len(text) > 700 for text in sink.texts("c1"))
+
+
+async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: Store) -> None:
+    gate = GateTool()
+    script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
+    sink = ListSink()
+    manager = SessionManager(
+        store,
+        ScriptedProvider(script),
+        sink,
+        settings(queue_mode="followup"),
+        tools=lambda m: [gate],
+    )
+    await manager.submit(inbound("do the thing", n=0))
+    await asyncio.wait_for(gate.started.wait(), 30)
+    await manager.submit(inbound("queued", n=1))
+    await manager.submit(inbound("/stop", n=2))
+    await settle(manager)
+    assert gate.cancelled
+    assert sink.texts("c1") == ["Stopped."]
+
+
+async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> None:
+    slow = ScriptedProvider(delay=0.002)
+    sink = ListSink()
+    manager = SessionManager(store, slow, sink, settings(queue_mode="followup"))
+    for n in range(3):
+        await manager.submit(inbound(f"a{n}", chat="A", n=n))
+        await manager.submit(inbound(f"b{n}", chat="B", n=n))
+    await settle(manager)
+    assert sink.texts("A") == ["You said: a0", "You said: a1", "You said: a2"]
+    assert sink.texts("B") == ["You said: b0", "You said: b1", "You said: b2"]
+    chats = [chat for chat, _ in sink.posts]
+    assert chats.index("B") < chats.index("A") + 3  # interleaved, not one after the other
+
+
+async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider(delay=0.002))
+    manager = SessionManager(store, provider, ListSink(), settings(max_concurrent_runs=2))
+    for chat in "ABCDE":
+        await manager.submit(inbound("hi", chat=chat))
+    await settle(manager)
+    assert provider.peak == 2
+    assert len(provider.requests) == 5
+
+
+async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = Store.open(state)
+    await_manager = SessionManager(first, ScriptedProvider(), ListSink(), settings())
+    await await_manager.submit(inbound("remember me"))
+    await settle(await_manager)
+    first.close()
+
+    second = Store.open(state)
+    provider = RecordingProvider(ScriptedProvider())
+    manager = SessionManager(second, provider, ListSink(), settings())
+    await manager.submit(inbound("still there?"))
+    await settle(manager)
+    second.close()
+    assert provider.prompts()[0] == ["remember me", "still there?"]
+    assistant = [m for m in provider.requests[0].messages if m.role == "assistant"]
+    assert len(assistant) == 1
+
+
+async def test_new_starts_a_fresh_conversation(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings())
+    await manager.submit(inbound("old topic", n=0))
+    await settle(manager)
+    await manager.submit(inbound("/new", n=1))
+    await manager.submit(inbound("new topic", n=2))
+    await settle(manager)
+    assert "Started a new conversation." in sink.texts("c1")
+    assert provider.prompts()[-1] == ["new topic"]
+
+
+async def test_status_reports_the_session(store: Store) -> None:
+    sink = ListSink()
+    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    await manager.submit(inbound("hi", n=0))
+    await settle(manager)
+    await manager.submit(inbound("/status", n=1))
+    status = sink.texts("c1")[-1]
+    assert "idle" in status and "1 runs" in status and "queue mode collect" in status
+
+
+async def test_idle_reset_policy_starts_over(store: Store) -> None:
+    now = [1_000_000.0]
+    provider = RecordingProvider(ScriptedProvider())
+    policy = ResetPolicy(mode="idle", idle_minutes=30)
+    manager = SessionManager(
+        store, provider, ListSink(), settings(reset=policy), clock=lambda: now[0]
+    )
+    await manager.submit(inbound("morning", n=0))
+    await settle(manager)
+    now[0] += 10 * 60
+    await manager.submit(inbound("still here", n=1))
+    await settle(manager)
+    now[0] += 31 * 60
+    await manager.submit(inbound("much later", n=2))
+    await settle(manager)
+    assert provider.prompts()[1] == ["morning", "still here"]
+    assert provider.prompts()[2] == ["much later"]
+
+
+def test_daily_reset_policy_boundary() -> None:
+    from datetime import datetime
+
+    policy = ResetPolicy(mode="daily", daily_hour=4)
+    before = datetime(2026, 11, 21, 23, 0).timestamp()
+    assert policy.is_due(before, datetime(2026, 11, 22, 5, 0).timestamp())
+    assert not policy.is_due(before, datetime(2026, 11, 22, 3, 0).timestamp())
+    assert not ResetPolicy().is_due(0, 10**10)
+
+
+async def test_recorded_runs_replay(store: Store, tmp_path: Path) -> None:
+    record_dir = tmp_path / "runs"
+    manager = SessionManager(
+        store, ScriptedProvider(), ListSink(), settings(record_events_dir=record_dir)
+    )
+    await manager.submit(inbound("record this"))
+    await settle(manager)
+    (path,) = record_dir.glob("*.jsonl")
+    events = read_events(path.read_text(encoding="utf-8").splitlines())
+    assert events[0].type == "agent_start" and events[-1].type == "agent_end"
+
+
+class EchoTool:
+    spec = ToolSpec("lookup", "Looks something up.", {"type": "object", "properties": {}})
+    timeout: float | None = None
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return ToolOutput("found: " + "data " * 40)
+
+
+async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restart(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    tool_turn = ScriptedTurn(tool_calls=[{"name": "lookup", "args": {}}])
+    answer = ScriptedTurn(text="Here is what I found. " * 10)
+    script = [tool_turn, answer] * 6
+    small = settings(queue_mode="followup", context_budget_tokens=600, keep_recent_tokens=200)
+    store = Store.open(state)
+    manager = SessionManager(
+        store, ScriptedProvider(script), ListSink(), small, tools=lambda m: [EchoTool()]
+    )
+    for n in range(6):
+        await manager.submit(inbound(f"question {n} " + "words " * 30, n=n))
+    await settle(manager)
+    store.close()
+
+    reopened = Store.open(state)
+    record = reopened.get_or_create_session("console:c1")
+    transcript = reopened.load_transcript(record.session_id)
+    reopened.close()
+    first_text = "".join(b.text for b in transcript[0].blocks() if isinstance(b, TextContent))
+    assert first_text.startswith("[Summary of earlier conversation]")
+    calls = {
+        b.id
+        for m in transcript
+        if m.role == "assistant"
+        for b in m.blocks()
+        if b.type == "tool_call"
+    }
+    results = {m.tool_call_id for m in transcript if m.role == "tool_result"}
+    assert calls == results and calls  # every kept call has its result and vice versa
+    assert len(transcript) < 6 * 5  # older turns were folded into the summary
