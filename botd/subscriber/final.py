@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..events import Message
 from .dedupe import MessagingTarget, is_messaging_duplicate, same_route
@@ -85,7 +85,13 @@ def _went_to_origin(data: FinalReplyInput) -> bool:
     if origin is None:
         return False
     return any(
-        same_route(target, provider=origin.channel, to=origin.to, account_id=origin.account_id)
+        same_route(
+            # A send that named no channel went through the originating one.
+            replace(target, provider=origin.channel) if target.provider == "message" else target,
+            provider=origin.channel,
+            to=origin.to,
+            account_id=origin.account_id,
+        )
         for target in data.sent_targets
     )
 

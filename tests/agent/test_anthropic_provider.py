@@ -495,3 +495,33 @@ def test_conversation_mapping_repairs_what_the_api_would_refuse() -> None:
         ("tool_result", "toolu_b", True),
         ("text", None, None),
     ]
+
+
+async def test_a_cancelled_run_stops_as_cancelled_and_closes_the_stream(
+    fake: FakeAnthropicAPI, make_provider: ProviderFactory
+) -> None:
+    from botd.agent.loop import AgentRun, LoopConfig
+    from botd.events import AgentEvent
+
+    fake.push(stream(text("partial ", "answer ", "more"), delay=0.02, stall=True))
+    events: list[AgentEvent] = []
+    first_delta = asyncio.Event()
+
+    def emit(event: AgentEvent) -> None:
+        events.append(event)
+        if event.type == "message_update" and event.assistant_event.type == "text_delta":
+            first_delta.set()
+
+    agent = AgentRun(make_provider(), [], LoopConfig(model=MODEL), emit)
+    task = asyncio.create_task(agent.run([], [user("hi")]))
+    await asyncio.wait_for(first_delta.wait(), HANG_GUARD)
+    agent.cancel()
+    result = await asyncio.wait_for(task, HANG_GUARD)
+
+    assert result.stop_reason == "cancelled"
+    served = await fake.wait_stream_ended(0, timeout=HANG_GUARD)
+    assert served.closed_by_client and not served.completed
+    assert events[-1].type == "agent_end"
+    ends = [e for e in events if e.type == "message_end" and e.message.role == "assistant"]
+    assert ends and ends[-1].message.stop_reason == "cancelled"
+    assert ends[-1].message.error_message is None  # a cancel is not an error

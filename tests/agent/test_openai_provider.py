@@ -569,3 +569,31 @@ def test_tool_calls_without_a_result_are_left_out() -> None:
         {"role": "user", "content": "weather?"},
         {"role": "user", "content": "never mind"},
     ]
+
+
+async def test_a_cancelled_run_stops_as_cancelled_and_closes_the_stream(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    from botd.agent.loop import AgentRun, LoopConfig
+    from botd.events import AgentEvent
+
+    fake.enqueue(ChatStream().role().text("partial ", "answer ", "more", "and more").slow(0.05))
+    events: list[AgentEvent] = []
+    first_delta = asyncio.Event()
+
+    def emit(event: AgentEvent) -> None:
+        events.append(event)
+        if event.type == "message_update" and event.assistant_event.type == "text_delta":
+            first_delta.set()
+
+    agent = AgentRun(make_provider(), [], LoopConfig(model="local-model"), emit)
+    task = asyncio.create_task(agent.run([], [Message(role="user", content="hi")]))
+    await asyncio.wait_for(first_delta.wait(), HANG_GUARD)
+    agent.cancel()
+    result = await asyncio.wait_for(task, HANG_GUARD)
+
+    assert result.stop_reason == "cancelled"
+    await asyncio.wait_for(fake.stream_closed_early.wait(), HANG_GUARD)
+    assert events[-1].type == "agent_end"
+    ends = [e for e in events if e.type == "message_end" and e.message.role == "assistant"]
+    assert ends and ends[-1].message.stop_reason == "cancelled"

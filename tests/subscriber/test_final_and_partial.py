@@ -144,6 +144,12 @@ def test_send_to_another_chat_never_swallows_the_reply() -> None:
     assert texts == [same_text]
 
 
+def test_send_naming_this_chat_without_a_channel_counts_as_this_conversation() -> None:
+    no_channel = MessagingTarget(tool="message", provider="message", to="42")
+    origin = Origin("telegram", "42")
+    assert finals(assistant_texts=["Reply"], sent_targets=[no_channel], origin=origin) == []
+
+
 def test_thread_is_part_of_the_target() -> None:
     in_thread = MessagingTarget(tool="message", provider="telegram", to="telegram:42:thread:7")
     assert finals(
