@@ -55,6 +55,7 @@ from ..events import (
     ToolCallContent,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     TurnEnd,
     TurnStart,
 )
@@ -517,8 +518,22 @@ class AgentRun:
                 "Fix the arguments and call the tool again."
             )
         timeout = tool.timeout if tool.timeout is not None else self._config.tool_timeout
+
+        def report_progress(partial_result: object) -> None:
+            self._emit(
+                ToolExecutionUpdate(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    args=call.arguments,
+                    partial_result=partial_result,
+                )
+            )
+
         context = ToolContext(
-            conversation_key=self._conversation_key, origin=self._origin, call_id=call.id
+            conversation_key=self._conversation_key,
+            origin=self._origin,
+            call_id=call.id,
+            report_progress=report_progress,
         )
         try:
             output = await self._in_inner_task(_run_tool(tool, call, context, timeout))

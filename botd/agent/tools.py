@@ -10,6 +10,10 @@ from ..channels.base import MessageRef, Target
 from .types import ToolSpec
 
 
+def _ignore_progress(partial_result: object) -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool call knows about where it runs."""
@@ -18,6 +22,8 @@ class ToolContext:
     origin: Target | None
     """Where the run's answer goes (None for runs with no chat, such as benchmarks)."""
     call_id: str
+    report_progress: Callable[[object], None] = field(default=_ignore_progress, compare=False)
+    """Hands a partial result to the run (emitted as ``tool_execution_update``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -963,3 +963,30 @@ def test_a_tool_with_an_invalid_schema_is_refused() -> None:
     tool.spec = ToolSpec("bad", "", {"type": "no-such-type"})
     with pytest.raises(ValueError, match="bad"):
         make_run(ScriptedProvider(), [tool])
+
+
+class ProgressTool:
+    """Reports two partial results before it finishes."""
+
+    spec = ToolSpec("progress", "Works in steps.", {"type": "object", "properties": {}})
+    timeout: float | None = None
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        context.report_progress("step 1 of 2")
+        context.report_progress({"done": 2, "of": 2})
+        return ToolOutput("finished")
+
+
+async def test_tool_progress_is_emitted_as_tool_execution_updates() -> None:
+    from botd.events import ToolExecutionUpdate
+
+    provider = ScriptedProvider(
+        [ScriptedTurn(tool_calls=[call("progress")]), ScriptedTurn(text="ok")]
+    )
+    run, events = make_run(provider, [ProgressTool()])
+    await run_to_end(run)
+    updates = events.of(ToolExecutionUpdate)
+    assert [u.partial_result for u in updates] == ["step 1 of 2", {"done": 2, "of": 2}]
+    types = events.types()
+    start, end = types.index("tool_execution_start"), types.index("tool_execution_end")
+    assert all(start < types.index("tool_execution_update") < end for _ in updates)
