@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import logging
-import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +48,7 @@ from ...events import (
     ToolCallContent,
 )
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
+from .retry import retry_after_seconds, retry_wait
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,6 @@ _STOP_REASONS: dict[str, StopReason] = {
 # request is wrong".
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 
-_INITIAL_BACKOFF = 0.5
-_MAX_BACKOFF = 8.0
 _MISSING_RESULT = "No result was recorded for this tool call."
 _ImageMediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
 
@@ -175,13 +172,8 @@ class AnthropicProvider:
     def _retry_wait(self, exc: Exception, retries_so_far: int) -> float:
         hinted = None
         if isinstance(exc, anthropic.APIStatusError) and exc.status_code != 200:
-            hinted = _retry_after_seconds(exc.response.headers)
-        if hinted is not None and hinted > 0:
-            wait = hinted
-        else:
-            backoff = min(_INITIAL_BACKOFF * 2.0**retries_so_far, _MAX_BACKOFF)
-            wait = backoff * (1 - 0.25 * random.random())
-        return min(wait, self._max_retry_wait)
+            hinted = retry_after_seconds(exc.response.headers)
+        return retry_wait(retries_so_far, hinted, max_wait=self._max_retry_wait)
 
     def _describe(self, exc: Exception) -> str:
         text = describe_error(exc)
@@ -402,28 +394,6 @@ def _is_retryable(exc: Exception) -> bool:
         return exc.status_code == 429 or exc.status_code >= 500
     # httpx2 transport errors surface unwrapped when they happen while reading the body.
     return isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError | _IncompleteStream)
-
-
-def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The server's requested wait: ``retry-after-ms``, then ``retry-after`` (seconds or date)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return float(millis) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when.timestamp() - time.time()
 
 
 def _shorten(text: str, limit: int = 300) -> str:

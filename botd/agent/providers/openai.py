@@ -26,10 +26,8 @@ reasoning, and those that reason do so by default (the reasoning they stream is 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
-import random
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -47,6 +45,7 @@ from ...events import (
     ToolCallContent,
 )
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
+from .retry import retry_after_seconds, retry_wait
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,6 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "content_filter": "refusal",
 }
 
-_BACKOFF_BASE = 0.5
 """Seconds before the first retry when the server gives no retry-after; doubles each time."""
 
 _DETAIL_LIMIT = 1000
@@ -225,11 +223,8 @@ class OpenAIProvider:
             yield event
 
     def _retry_wait(self, attempt: int, headers: httpx.Headers | None) -> float:
-        hinted = _retry_after_seconds(headers) if headers is not None else None
-        if hinted is None:
-            # Exponential backoff with jitter, so clients that failed together spread out.
-            hinted = _BACKOFF_BASE * 2**attempt * random.uniform(0.5, 1.0)
-        return min(max(hinted, 0.0), self._max_retry_wait)
+        hinted = retry_after_seconds(headers) if headers is not None else None
+        return retry_wait(attempt, hinted, max_wait=self._max_retry_wait)
 
     def _describe_transport_error(self, exc: httpx.TransportError, *, mid_stream: bool) -> str:
         reason = str(exc) or type(exc).__name__
@@ -623,28 +618,6 @@ def _int(value: Any) -> int:
 
 def _is_retryable(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
-
-
-def _retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """The server's requested wait: ``retry-after-ms``, or ``retry-after`` (seconds or a date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return float(millis) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when.timestamp() - time.time()
 
 
 def _is_error_payload(payload: Any) -> bool:
