@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +52,46 @@ class MessageRef:
 
     target: Target
     message_id: str
+
+
+Flavour = Literal["slack", "telegram_html", "discord", "plain"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a platform allows: limits apply to the text as the platform receives it."""
+
+    text_limit: int
+    markdown: Flavour
+    line_limit: int | None = None
+    can_edit: bool = True
+    threads: bool = True
+
+
+InboundSink = Callable[[InboundMessage], Awaitable[None]]
+"""Where an adapter hands each inbound message (the router)."""
+
+
+class ChannelAdapter(Protocol):
+    """One platform connection. Raw SDK objects never leave the adapter.
+
+    ``send`` takes Markdown as the agent wrote it; the adapter renders it for its platform,
+    splits it under its limits (``Capabilities``) and returns one ref per message posted.
+    """
+
+    name: str
+    capabilities: Capabilities
+
+    async def start(self, sink: InboundSink) -> None:
+        """Connect and begin delivering inbound messages to ``sink``; returns once running."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]: ...
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None: ...
+
+    async def react(self, ref: MessageRef, emoji: str) -> None: ...
+
+    async def typing(self, target: Target) -> None: ...
