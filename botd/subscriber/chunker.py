@@ -265,6 +265,8 @@ class BlockChunker:
         """
         if fence is None:
             return _Break(index)
+        if fence.closed and index > fence.close_start:
+            index = fence.close_start  # never inside the closing line
         opener_end = fence.start + len(fence.open_line) + 1
         if index <= opener_end:
             if fence.start > 0:

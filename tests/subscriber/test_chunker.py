@@ -219,3 +219,13 @@ def test_paragraph_break_right_after_a_fence_close() -> None:
     )
     assert out == ["Intro\n```js\nconsole.log('x')\n```"]
     assert buffered == "After first line\nAfter second line"
+
+
+def test_a_cut_never_splits_a_closing_fence_line() -> None:
+    # Found by the property test: the cut at max fell inside an empty fence's closing line.
+    text = "w0\n\n```python\n```\n\nw1"
+    out = stream(text, 16, 16, step=100)
+    assert all(fences_balanced(b.rstrip()) for b in out)
+    fragments = [ln for b in out for ln in b.splitlines() if ln.strip() in ("`", "``")]
+    assert fragments == []
+    assert "".join("".join(out).split()) == "".join(text.split())
