@@ -1,0 +1,243 @@
+"""The inbound path: dedupe, then access policy, then mention gating, then the session.
+
+Every message an adapter hands over passes here once. What is dropped is logged with its
+reason. A group message that is not addressed to the bot is not lost: it is kept (up to a
+limit per conversation) and shown to the agent with the next message that is, so the bot
+knows what was said since it last spoke.
+
+Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
+an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
+``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
+``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
+a configured pattern counts. Chat commands from allowed senders pass without a mention.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from .channels.base import InboundMessage, Target
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "disabled"]
+
+COMMAND_WORDS = frozenset({"/new", "/reset", "/stop", "/status", "/help"})
+PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
+PAIRING_TTL_SECONDS = 3600.0
+CONTEXT_LIMIT = 50
+CONTEXT_HEADER = "[Chat messages since your last reply]"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRule:
+    """Settings for one group or channel (``"*"``: every group not listed)."""
+
+    require_mention: bool = True
+    allow_from: frozenset[str] = frozenset()
+    """Senders allowed to address the bot here (empty: everyone in the group)."""
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """Who may talk to the bot on one channel account."""
+
+    dm_policy: DmPolicy = "pairing"
+    allow_from: frozenset[str] = frozenset()
+    group_policy: GroupPolicy = "allowlist"
+    groups: dict[str, GroupRule] = field(default_factory=dict)
+    require_mention: bool = True
+    mention_patterns: tuple[str, ...] = ()
+
+    def group_rule(self, chat_id: str) -> GroupRule | None:
+        return self.groups.get(chat_id) or self.groups.get("*")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    accepted: bool
+    reason: str
+
+
+Submit = Callable[[InboundMessage], Awaitable[None]]
+Reply = Callable[[Target, str], Awaitable[None]]
+
+
+class PairingBook:
+    """One-time codes for unknown DM senders, and the senders an admin approved.
+
+    Kept in a small JSON file in the state directory so approvals survive restarts.
+    """
+
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+        self._path = path
+        self._clock = clock
+        self._pending: dict[str, tuple[str, str, float]] = {}  # code -> channel, sender, when
+        self._approved: set[tuple[str, str]] = set()
+        if path is not None and path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self._approved = {(c, s) for c, s in data.get("approved", [])}
+
+    def is_approved(self, channel: str, sender: str) -> bool:
+        return (channel, sender) in self._approved
+
+    def request(self, channel: str, sender: str) -> str:
+        """The sender's pending code (a new one when none is pending)."""
+        now = self._clock()
+        for code, (ch, who, when) in list(self._pending.items()):
+            if now - when > PAIRING_TTL_SECONDS:
+                del self._pending[code]
+            elif (ch, who) == (channel, sender):
+                return code
+        code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+        self._pending[code] = (channel, sender, now)
+        return code
+
+    def approve(self, channel: str, code: str) -> str | None:
+        """Approve a pending code; returns the sender it admits, or None."""
+        entry = self._pending.pop(code.strip().upper(), None)
+        if entry is None or entry[0] != channel:
+            return None
+        if self._clock() - entry[2] > PAIRING_TTL_SECONDS:
+            return None
+        self._approved.add((channel, entry[1]))
+        self._save()
+        return entry[1]
+
+    def _save(self) -> None:
+        if self._path is None:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        approved = sorted([list(pair) for pair in self._approved])
+        self._path.write_text(json.dumps({"approved": approved}), encoding="utf-8")
+
+
+class Router:
+    """Decides what reaches a session (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        submit: Submit,
+        reply: Reply,
+        policies: dict[str, AccessPolicy],
+        *,
+        pairing: PairingBook | None = None,
+    ) -> None:
+        self._store = store
+        self._submit = submit
+        self._reply = reply
+        self._policies = policies
+        self._pairing = pairing or PairingBook(None)
+        self._context: dict[str, deque[InboundMessage]] = {}
+        self._patterns = {
+            channel: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
+            for channel, policy in policies.items()
+        }
+
+    async def handle(self, message: InboundMessage) -> Decision:
+        """Route one inbound message; returns what was decided and why."""
+        decision = await self._decide(message)
+        if not decision.accepted:
+            log.info(
+                "skipped %s message %s in %s: %s",
+                message.channel,
+                message.message_id,
+                message.conversation_key,
+                decision.reason,
+            )
+        return decision
+
+    async def _decide(self, message: InboundMessage) -> Decision:
+        key = f"{message.account_id}:{message.chat_id}:{message.message_id}"
+        if self._store.seen_inbound(message.channel, key):
+            return Decision(False, "already seen")
+        policy = self._policies.get(message.channel, AccessPolicy())
+        if message.is_direct:
+            verdict = await self._dm_access(message, policy)
+            if not verdict.accepted:
+                return verdict
+        else:
+            verdict = self._group_access(message, policy)
+            if not verdict.accepted:
+                return verdict
+            if not self._addressed(message, policy):
+                self._remember(message)
+                return Decision(False, "not addressed to the bot (kept as context)")
+        # A command goes through as typed; the kept context waits for the next prompt.
+        await self._submit(message if _is_command(message) else self._with_context(message))
+        return Decision(True, "accepted")
+
+    async def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+        sender = message.sender_id
+        if policy.dm_policy == "disabled":
+            return Decision(False, "direct messages are disabled")
+        if policy.dm_policy == "open" or sender in policy.allow_from:
+            return Decision(True, "allowed")
+        if self._pairing.is_approved(message.channel, sender):
+            return Decision(True, "paired")
+        if policy.dm_policy == "pairing":
+            code = self._pairing.request(message.channel, sender)
+            await self._reply(
+                message.reply_target(),
+                f"I don't know you yet. Ask the admin to approve pairing code {code} "
+                f"(botd pairing approve {message.channel} {code}).",
+            )
+            return Decision(False, f"unknown sender {sender}: pairing code issued")
+        return Decision(False, f"sender {sender} is not on the allowlist")
+
+    def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+        if policy.group_policy == "disabled":
+            return Decision(False, "group messages are disabled")
+        rule = policy.group_rule(message.chat_id)
+        if policy.group_policy == "allowlist" and rule is None:
+            return Decision(False, f"group {message.chat_id} is not on the allowlist")
+        if rule is not None and not rule.enabled:
+            return Decision(False, f"group {message.chat_id} is disabled")
+        if rule is not None and rule.allow_from and message.sender_id not in rule.allow_from:
+            return Decision(False, f"sender {message.sender_id} may not address the bot here")
+        return Decision(True, "allowed")
+
+    def _addressed(self, message: InboundMessage, policy: AccessPolicy) -> bool:
+        rule = policy.group_rule(message.chat_id)
+        required = rule.require_mention if rule is not None else policy.require_mention
+        if not required or message.mentions_bot or _is_command(message):
+            return True
+        return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
+
+    def _remember(self, message: InboundMessage) -> None:
+        kept = self._context.setdefault(message.conversation_key, deque(maxlen=CONTEXT_LIMIT))
+        kept.append(message)
+
+    def _with_context(self, message: InboundMessage) -> InboundMessage:
+        kept = self._context.pop(message.conversation_key, None)
+        if not kept:
+            return message
+        lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
+        text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
+        return replace(message, text=text)
+
+    def approve_pairing(self, channel: str, code: str) -> str | None:
+        return self._pairing.approve(channel, code)
+
+
+def _is_command(message: InboundMessage) -> bool:
+    words = message.text.strip().split(maxsplit=1)
+    return bool(words) and words[0].split("@", 1)[0].lower() in COMMAND_WORDS
+
+
+def parse_allow_list(values: Sequence[str | int]) -> frozenset[str]:
+    """Allowlist entries as strings (config files often write numeric ids as numbers)."""
+    return frozenset(str(v).strip() for v in values if str(v).strip())

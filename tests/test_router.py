@@ -1,0 +1,199 @@
+"""The inbound path: dedupe, access policy, pairing, mention gating, kept context."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from botd.channels.base import InboundMessage, Target
+from botd.router import CONTEXT_HEADER, AccessPolicy, GroupRule, PairingBook, Router
+from botd.store import Store
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.submitted: list[InboundMessage] = []
+        self.replies: list[tuple[Target, str]] = []
+
+    async def submit(self, message: InboundMessage) -> None:
+        self.submitted.append(message)
+
+    async def reply(self, target: Target, text: str) -> None:
+        self.replies.append((target, text))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path / "state")
+    yield opened
+    opened.close()
+
+
+def dm(text: str, sender: str = "alice", n: int = 1) -> InboundMessage:
+    return InboundMessage(
+        channel="telegram",
+        chat_id=sender,
+        sender_id=sender,
+        text=text,
+        message_id=str(n),
+        conversation_key=f"telegram:{sender}",
+        is_direct=True,
+    )
+
+
+def group(text: str, *, mention: bool = False, chat: str = "g1", sender: str = "bob", n: int = 1):
+    return InboundMessage(
+        channel="telegram",
+        chat_id=chat,
+        sender_id=sender,
+        sender_name=sender.title(),
+        text=text,
+        message_id=str(n),
+        conversation_key=f"telegram:{chat}",
+        mentions_bot=mention,
+    )
+
+
+def router(store: Store, rec: Recorder, policy: AccessPolicy, **kw: object) -> Router:
+    return Router(store, rec.submit, rec.reply, {"telegram": policy}, **kw)  # type: ignore[arg-type]
+
+
+async def test_open_dm_is_accepted_once(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(dm_policy="open"))
+    assert (await r.handle(dm("hi"))).accepted
+    again = await r.handle(dm("hi"))
+    assert not again.accepted and again.reason == "already seen"
+    assert [m.text for m in rec.submitted] == ["hi"]
+
+
+async def test_seen_messages_stay_seen_after_a_restart(tmp_path: Path) -> None:
+    rec = Recorder()
+    with Store.open(tmp_path / "s") as first:
+        await router(first, rec, AccessPolicy(dm_policy="open")).handle(dm("hi"))
+    with Store.open(tmp_path / "s") as second:
+        decision = await router(second, rec, AccessPolicy(dm_policy="open")).handle(dm("hi"))
+    assert not decision.accepted and len(rec.submitted) == 1
+
+
+async def test_allowlist_dm(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(dm_policy="allowlist", allow_from=frozenset({"alice"})))
+    assert (await r.handle(dm("hi", "alice"))).accepted
+    refused = await r.handle(dm("hi", "mallory", n=2))
+    assert not refused.accepted and "mallory" in refused.reason
+    assert rec.replies == []
+
+
+async def test_disabled_dm(store: Store) -> None:
+    rec = Recorder()
+    decision = await router(store, rec, AccessPolicy(dm_policy="disabled")).handle(dm("hi"))
+    assert not decision.accepted and decision.reason == "direct messages are disabled"
+
+
+async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: Store) -> None:
+    rec = Recorder()
+    book = PairingBook(tmp_path / "pairing.json")
+    r = router(store, rec, AccessPolicy(dm_policy="pairing"), pairing=book)
+    first = await r.handle(dm("hello?", "carol", n=1))
+    assert not first.accepted and "pairing code" in first.reason
+    ((_target, text),) = rec.replies
+    code = text.split("pairing code ")[1].split()[0]
+    assert len(code) == 8 and not set(code) & set("01IO")
+    await r.handle(dm("again?", "carol", n=2))
+    assert rec.replies[-1][1] == text  # the same pending code, not a new one
+    assert r.approve_pairing("telegram", code.lower()) == "carol"
+    assert (await r.handle(dm("now?", "carol", n=3))).accepted
+    # Approvals survive a restart.
+    assert PairingBook(tmp_path / "pairing.json").is_approved("telegram", "carol")
+
+
+async def test_wrong_pairing_code_admits_nobody(store: Store) -> None:
+    r = router(store, Recorder(), AccessPolicy(dm_policy="pairing"))
+    assert r.approve_pairing("telegram", "NOPE1234") is None
+
+
+async def test_pairing_code_expires(store: Store) -> None:
+    now = [0.0]
+    book = PairingBook(None, clock=lambda: now[0])
+    code = book.request("telegram", "dave")
+    now[0] += 3601
+    assert book.approve("telegram", code) is None
+
+
+async def test_group_not_on_allowlist_is_refused(store: Store) -> None:
+    rec = Recorder()
+    decision = await router(store, rec, AccessPolicy()).handle(group("hi", mention=True))
+    assert not decision.accepted and "allowlist" in decision.reason
+
+
+async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
+    rec = Recorder()
+    policy = AccessPolicy(groups={"g1": GroupRule()})
+    r = router(store, rec, policy)
+    skipped = await r.handle(group("lunch at noon?", n=1))
+    assert not skipped.accepted and "kept as context" in skipped.reason
+    await r.handle(group("pizza!", sender="eve", n=2))
+    assert (await r.handle(group("@bot what did they say?", mention=True, n=3))).accepted
+    (message,) = rec.submitted
+    assert message.text.splitlines() == [
+        CONTEXT_HEADER,
+        "Bob: lunch at noon?",
+        "Eve: pizza!",
+        "",
+        "@bot what did they say?",
+    ]
+    # The context is used once.
+    await r.handle(group("@bot and now?", mention=True, n=4))
+    assert rec.submitted[-1].text == "@bot and now?"
+
+
+async def test_group_without_mention_requirement(store: Store) -> None:
+    rec = Recorder()
+    policy = AccessPolicy(groups={"g1": GroupRule(require_mention=False)})
+    assert (await router(store, rec, policy).handle(group("anyone?"))).accepted
+
+
+async def test_open_group_policy_and_wildcard_rule(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(group_policy="open"))
+    assert (await r.handle(group("hey", mention=True, chat="any"))).accepted
+    r2 = router(store, rec, AccessPolicy(groups={"*": GroupRule(require_mention=False)}))
+    assert (await r2.handle(group("hey", chat="other", n=9))).accepted
+
+
+async def test_group_sender_allowlist_and_disabled_group(store: Store) -> None:
+    rec = Recorder()
+    policy = AccessPolicy(
+        groups={
+            "g1": GroupRule(allow_from=frozenset({"bob"})),
+            "g2": GroupRule(enabled=False),
+        }
+    )
+    r = router(store, rec, policy)
+    assert (await r.handle(group("hi", mention=True, sender="bob"))).accepted
+    assert not (await r.handle(group("hi", mention=True, sender="eve", n=2))).accepted
+    assert not (await r.handle(group("hi", mention=True, chat="g2", n=3))).accepted
+
+
+async def test_mention_pattern_counts(store: Store) -> None:
+    rec = Recorder()
+    policy = AccessPolicy(groups={"g1": GroupRule()}, mention_patterns=(r"\bbotty\b",))
+    assert (await router(store, rec, policy).handle(group("hey Botty, help"))).accepted
+
+
+async def test_commands_pass_without_a_mention_and_without_context(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
+    await r.handle(group("chatter", n=1))
+    assert (await r.handle(group("/stop@mybot", n=2))).accepted
+    assert rec.submitted[-1].text == "/stop@mybot"
+
+
+async def test_disabled_groups(store: Store) -> None:
+    decision = await router(store, Recorder(), AccessPolicy(group_policy="disabled")).handle(
+        group("hi", mention=True)
+    )
+    assert not decision.accepted and decision.reason == "group messages are disabled"
