@@ -1,0 +1,359 @@
+"""Telegram: long polling with python-telegram-bot, inside the daemon's own event loop.
+
+The PTB ``Application`` is driven by hand (``initialize``/``start``/``updater.start_polling``,
+never ``run_polling``, which would own the loop and its signals). Text messages, commands
+included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
+``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
+the General topic carry no thread id and map to topic 1).
+
+Restarts replay nothing: the update offset is saved in the store after each processed
+update and the first ``getUpdates`` resumes from it, and each ``chat:message_id`` is recorded
+with ``seen_inbound`` so a message redelivered anyway is dropped.
+
+A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
+words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
+rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
+again as plain text. 429s are waited out by PTB's ``AIORateLimiter``. Other refusals raise
+``TelegramAPIError`` with Telegram's description; no PTB object leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any, TypeAlias
+
+from telegram import Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatType, ParseMode
+from telegram.error import BadRequest, Conflict, TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ContextTypes,
+    ExtBot,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from botd.store import Store
+
+from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from .markdown import RenderedChunk, render_chunks
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "telegram"
+GENERAL_TOPIC = "1"
+"""A forum's General topic: its messages carry no thread id and sends must omit it."""
+ALLOWED_UPDATES = ("message",)
+
+_App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
+
+
+class TelegramAPIError(RuntimeError):
+    """Telegram refused a call; ``description`` is Telegram's reason (as PTB reports it)."""
+
+    def __init__(self, method: str, description: str) -> None:
+        super().__init__(f"Telegram {method}: {description}")
+        self.method = method
+        self.description = description
+
+
+def _is_parse_error(exc: BadRequest) -> bool:
+    return "can't parse entities" in exc.message.lower()
+
+
+def _is_not_modified(exc: BadRequest) -> bool:
+    return "message is not modified" in exc.message.lower()
+
+
+class _PollingBot(ExtBot[int]):
+    """PTB's bot, with the two polling policies PTB has no setting for.
+
+    The first ``getUpdates`` resumes from the saved offset, and a 409 Conflict is waited out
+    here with jittered backoff and reported as "no updates", instead of PTB's retry loop
+    logging a traceback on every attempt.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        resume_offset: int,
+        account_id: str,
+        backoff: tuple[float, float],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._resume_offset = resume_offset
+        self._account_id = account_id
+        self._backoff_base, self._backoff_cap = backoff
+        self._conflicts = 0
+
+    async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
+        offset = kwargs.get("offset")
+        if offset is None or offset < self._resume_offset:
+            kwargs["offset"] = self._resume_offset
+        try:
+            updates = await super().get_updates(*args, **kwargs)
+        except Conflict as exc:
+            if not kwargs.get("timeout"):
+                raise  # PTB's final offset-committing call at shutdown: don't wait
+            self._conflicts += 1
+            delay = min(self._backoff_cap, self._backoff_base * 2 ** (self._conflicts - 1))
+            delay *= 0.5 + random.random() / 2
+            log.warning(
+                "telegram[%s]: getUpdates refused (%s); retry %d in %.1fs",
+                self._account_id,
+                exc.message,
+                self._conflicts,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            return ()
+        if self._conflicts:
+            log.info("telegram[%s]: polling again after the conflict", self._account_id)
+            self._conflicts = 0
+        return updates
+
+
+class TelegramAdapter:
+    """A Telegram bot account as a ``ChannelAdapter``; see the module docstring.
+
+    ``conflict_backoff`` is (first delay, cap) in seconds for 409 retries.
+    """
+
+    name = CHANNEL
+    capabilities = Capabilities(
+        text_limit=4096, markdown="telegram_html", can_edit=True, threads=True
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        store: Store | None = None,
+        api_base_url: str = "https://api.telegram.org",
+        account_id: str = "default",
+        poll_timeout: int = 30,
+        conflict_backoff: tuple[float, float] = (1.0, 30.0),
+    ) -> None:
+        self._token = token
+        self._store = store
+        self._api_base_url = api_base_url.rstrip("/")
+        self.account_id = account_id
+        self._poll_timeout = poll_timeout
+        self._conflict_backoff = conflict_backoff
+        self._app: _App | None = None
+        self._bot: _PollingBot | None = None
+        self._sink: InboundSink | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        if self._app is not None:
+            raise RuntimeError("telegram adapter already started")
+        saved = self._store.get_offset(CHANNEL, self.account_id) if self._store else None
+        bot = _PollingBot(
+            self._token,
+            base_url=f"{self._api_base_url}/bot",
+            base_file_url=f"{self._api_base_url}/file/bot",
+            rate_limiter=AIORateLimiter(max_retries=3),
+            resume_offset=int(saved) if saved else 0,
+            account_id=self.account_id,
+            backoff=self._conflict_backoff,
+        )
+        app: _App = Application.builder().bot(bot).build()
+        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self._on_text))
+        # A later group sees every update once the handlers above are done with it.
+        app.add_handler(TypeHandler(Update, self._on_processed), group=1)
+        app.add_error_handler(self._on_error)
+        self._sink = sink
+        self._app, self._bot = app, bot
+        try:
+            await app.initialize()
+            await app.start()
+            assert app.updater is not None
+            await app.updater.start_polling(
+                timeout=self._poll_timeout,
+                allowed_updates=list(ALLOWED_UPDATES),
+                error_callback=self._on_polling_error,
+            )
+        except TelegramError as exc:
+            await self.stop()
+            raise TelegramAPIError("start", exc.message) from exc
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+
+    async def stop(self) -> None:
+        app, self._app = self._app, None
+        if app is not None:
+            # The bot stays usable meanwhile: PTB finishes the updates it already fetched.
+            await self._shutdown(app)
+            self._bot = None
+
+    async def _shutdown(self, app: _App) -> None:
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.shutdown()
+
+    def _require_bot(self) -> _PollingBot:
+        if self._bot is None:
+            raise RuntimeError("telegram adapter is not started")
+        return self._bot
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None or message.text is None or self._sink is None:
+            return
+        bot = self._require_bot()
+        sender = message.from_user
+        if sender is not None and sender.id == bot.id:
+            return
+        chat_id = str(message.chat.id)
+        if self._store is not None and self._store.seen_inbound(
+            CHANNEL, f"{chat_id}:{message.message_id}"
+        ):
+            log.debug("telegram: dropping redelivered message %s", message.message_id)
+            return
+        thread_id: str | None = None
+        if message.chat.is_forum:
+            topic = message.message_thread_id if message.is_topic_message else None
+            thread_id = str(topic) if topic else GENERAL_TOPIC
+        key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
+        reply = _replied_to(message)
+        await self._sink(
+            InboundMessage(
+                channel=CHANNEL,
+                chat_id=chat_id,
+                sender_id=str(sender.id) if sender else "",
+                text=message.text,
+                message_id=str(message.message_id),
+                conversation_key=key,
+                account_id=self.account_id,
+                thread_id=thread_id,
+                sender_name=sender.full_name if sender else "",
+                is_direct=message.chat.type == ChatType.PRIVATE,
+                mentions_bot=self._mentions_bot(message, reply),
+                reply_to_message_id=str(reply.message_id) if reply else None,
+            )
+        )
+
+    def _mentions_bot(self, message: Message, reply: Message | None) -> bool:
+        bot = self._require_bot()
+        handle = f"@{bot.username}".lower()
+        for entity, text in message.parse_entities().items():
+            if entity.type == MessageEntity.MENTION and text.lower() == handle:
+                return True
+            if entity.type == MessageEntity.BOT_COMMAND and text.lower().endswith(handle):
+                return True
+            if (
+                entity.type == MessageEntity.TEXT_MENTION
+                and entity.user
+                and entity.user.id == bot.id
+            ):
+                return True
+        return bool(reply and reply.from_user and reply.from_user.id == bot.id)
+
+    async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if self._store is not None:
+            self._store.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error(
+            "telegram[%s]: handling an update failed", self.account_id, exc_info=context.error
+        )
+
+    def _on_polling_error(self, exc: TelegramError) -> None:
+        log.warning("telegram[%s]: getUpdates failed: %s", self.account_id, exc.message)
+
+    # --- outbound -----------------------------------------------------------------------------
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
+
+    async def _send_chunks(
+        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+    ) -> list[MessageRef]:
+        bot = self._require_bot()
+        thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        refs = []
+        for chunk in chunks:
+            extra: dict[str, Any] = {}
+            if thread is not None:
+                extra["message_thread_id"] = int(thread)
+            if reply_to is not None:
+                extra["reply_parameters"] = ReplyParameters(
+                    int(reply_to), allow_sending_without_reply=True
+                )
+            reply_to = None  # only the first message replies
+            try:
+                try:
+                    sent = await bot.send_message(
+                        target.chat_id, chunk.text, parse_mode=ParseMode.HTML, **extra
+                    )
+                except BadRequest as exc:
+                    if not _is_parse_error(exc):
+                        raise
+                    log.warning("telegram: markup refused (%s); sending plain text", exc.message)
+                    sent = await bot.send_message(target.chat_id, chunk.plain, **extra)
+            except TelegramError as exc:
+                raise TelegramAPIError("sendMessage", exc.message) from exc
+            refs.append(MessageRef(target, str(sent.message_id)))
+        return refs
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        bot = self._require_bot()
+        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        if not chunks:
+            return
+        chat_id, message_id = ref.target.chat_id, int(ref.message_id)
+        try:
+            try:
+                await bot.edit_message_text(
+                    chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML
+                )
+            except BadRequest as exc:
+                if not _is_parse_error(exc):
+                    raise
+                await bot.edit_message_text(chunks[0].plain, chat_id, message_id)
+        except BadRequest as exc:
+            if not _is_not_modified(exc):
+                raise TelegramAPIError("editMessageText", exc.message) from exc
+        except TelegramError as exc:
+            raise TelegramAPIError("editMessageText", exc.message) from exc
+        # An edit that outgrew one message continues in new ones rather than losing text.
+        if len(chunks) > 1:
+            await self._send_chunks(ref.target, chunks[1:], reply_to=None)
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        bot = self._require_bot()
+        try:
+            await bot.set_message_reaction(ref.target.chat_id, int(ref.message_id), emoji)
+        except TelegramError as exc:
+            raise TelegramAPIError("setMessageReaction", exc.message) from exc
+
+    async def typing(self, target: Target) -> None:
+        bot = self._require_bot()
+        # Unlike sends, chat actions take the General topic's id too.
+        thread = int(target.thread_id) if target.thread_id is not None else None
+        try:
+            await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
+        except TelegramError as exc:
+            raise TelegramAPIError("sendChatAction", exc.message) from exc
+
+
+def _replied_to(message: Message) -> Message | None:
+    """The message this one answers; a topic's creation message does not count."""
+    reply = message.reply_to_message
+    if reply is None or reply.forum_topic_created is not None:
+        return None
+    return reply

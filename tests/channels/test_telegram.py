@@ -1,0 +1,293 @@
+"""The Telegram adapter end to end: real python-telegram-bot against the loopback fake API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from botd.channels.base import InboundMessage, Target
+from botd.channels.telegram import TelegramAdapter, TelegramAPIError
+from botd.store import Store
+from tests.fakes.telegram_api import (
+    BOT_USER,
+    FakeTelegramAPI,
+    ScriptedError,
+    cant_parse_entities,
+    conflict,
+    parse_html,
+    retry_after,
+)
+
+TOKEN = "123456:TEST-TOKEN"
+GUARD = 10  # seconds: a hang guard only, never a delay
+DM, GROUP, FORUM = 777, -100123, -100500
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegramAPI]:
+    async with FakeTelegramAPI(TOKEN) as api:
+        yield api
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path) as opened:
+        yield opened
+
+
+class Bot:
+    """A started adapter and the inbound messages it delivered."""
+
+    def __init__(self, adapter: TelegramAdapter) -> None:
+        self.adapter = adapter
+        self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
+
+    async def sink(self, message: InboundMessage) -> None:
+        await self.inbound.put(message)
+
+    async def next(self) -> InboundMessage:
+        async with asyncio.timeout(GUARD):
+            return await self.inbound.get()
+
+
+async def started(fake: FakeTelegramAPI, store: Store | None = None, **kwargs: Any) -> Bot:
+    adapter = TelegramAdapter(
+        TOKEN, store=store, api_base_url=fake.base_url, poll_timeout=5, **kwargs
+    )
+    bot = Bot(adapter)
+    await adapter.start(bot.sink)
+    return bot
+
+
+@pytest.fixture
+async def bot(fake: FakeTelegramAPI, store: Store) -> AsyncIterator[Bot]:
+    running = await started(fake, store)
+    yield running
+    await running.adapter.stop()
+
+
+async def test_a_dm_arrives_as_a_direct_message(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.push_text(DM, "hello there")
+    message = await bot.next()
+    assert message.channel == "telegram"
+    assert message.chat_id == str(DM)
+    assert message.conversation_key == f"telegram:{DM}"
+    assert message.is_direct
+    assert message.text == "hello there"
+    assert message.sender_id == str(DM)
+    assert message.sender_name == "Ada"
+    assert message.thread_id is None
+    first_poll = fake.calls_to("getUpdates")[0].params
+    assert first_poll["offset"] == "0"
+    assert first_poll["allowed_updates"] == ["message"]
+
+
+async def test_commands_pass_through_as_text(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.push_text(DM, "/stop")
+    assert (await bot.next()).text == "/stop"
+
+
+async def test_group_mentions(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.push_text(GROUP, "just chatting with @someone_else")
+    fake.push_text(GROUP, "hey @botd_test_bot can you help?")
+    fake.push_text(GROUP, "/status@botd_test_bot")
+    plain, mentioned, command = await bot.next(), await bot.next(), await bot.next()
+    assert plain.conversation_key == f"telegram:{GROUP}"
+    assert not plain.is_direct
+    assert not plain.mentions_bot
+    assert mentioned.mentions_bot
+    assert command.mentions_bot
+
+
+async def test_a_reply_to_the_bot_or_a_text_mention_counts_as_a_mention(
+    fake: FakeTelegramAPI, bot: Bot
+) -> None:
+    [ref] = await bot.adapter.send(Target("telegram", str(GROUP)), "an answer")
+    sent = fake.sent_message(GROUP, int(ref.message_id))
+    fake.push_text(GROUP, "thanks!", reply_to=sent)
+    fake.push_text(GROUP, "I replied to a human", reply_to=fake.push_text(GROUP, "hi"))
+    mention = {"type": "text_mention", "offset": 0, "length": 4, "user": BOT_USER}
+    fake.push_text(GROUP, "Botd, hello", entities=[mention])
+    reply = await bot.next()
+    assert reply.mentions_bot
+    assert reply.reply_to_message_id == ref.message_id
+    assert not (await bot.next()).mentions_bot  # "hi"
+    assert not (await bot.next()).mentions_bot  # the reply to "hi"
+    assert (await bot.next()).mentions_bot
+
+
+async def test_forum_topics_are_sessions_and_replies_go_back_to_the_topic(
+    fake: FakeTelegramAPI, bot: Bot
+) -> None:
+    fake.push_text(FORUM, "in a topic", is_forum=True, thread_id=42)
+    fake.push_text(FORUM, "in general", is_forum=True)
+    topic, general = await bot.next(), await bot.next()
+    assert topic.conversation_key == f"telegram:{FORUM}:topic:42"
+    assert topic.thread_id == "42"
+    assert general.conversation_key == f"telegram:{FORUM}:topic:1"
+
+    await bot.adapter.send(topic.reply_target(), "topic answer")
+    await bot.adapter.send(general.reply_target(), "general answer")
+    to_topic, to_general = (c.params for c in fake.calls_to("sendMessage"))
+    assert to_topic["message_thread_id"] == "42"
+    assert "message_thread_id" not in to_general  # Telegram rejects the General topic's id
+
+    await bot.adapter.typing(topic.reply_target())
+    await bot.adapter.typing(general.reply_target())
+    actions = [c.params for c in fake.calls_to("sendChatAction")]
+    assert [a["message_thread_id"] for a in actions] == ["42", "1"]
+
+
+def _long_answer() -> tuple[str, list[str]]:
+    """About 9,000 characters of Markdown with a code block, made of unique numbered words."""
+    words = [f"w{i:04d}" for i in range(1000)]
+    code = [f"line_{i:04d} = {i}" for i in range(200)]
+    prose = lambda ws: " ".join(ws)  # noqa: E731
+    markdown = (
+        "\n\n".join(prose(words[i : i + 50]) for i in range(0, 500, 50))
+        + "\n\n```python\n"
+        + "\n".join(code)
+        + "\n```\n\n"
+        + "\n\n".join(prose(words[i : i + 50]) for i in range(500, 1000, 50))
+    )
+    tokens = words[:500] + [t for line in code for t in line.split(" ")] + words[500:]
+    return markdown, tokens
+
+
+async def test_a_long_answer_is_split_without_losing_or_repeating_text(
+    fake: FakeTelegramAPI, bot: Bot
+) -> None:
+    markdown, tokens = _long_answer()
+    assert len(markdown) > 9000
+    refs = await bot.adapter.send(Target("telegram", str(DM), reply_to_id="5"), markdown)
+    sends = fake.calls_to("sendMessage")
+    assert len(sends) >= 3
+    assert len(refs) == len(sends)
+    assert all(c.status == 200 and c.params["parse_mode"] == "HTML" for c in sends)
+    assert all(len(c.params["text"]) <= 4096 for c in sends)
+    assert sends[0].params["reply_parameters"]["message_id"] == 5
+    assert all("reply_parameters" not in c.params for c in sends[1:])
+    assert any("<pre>" in c.params["text"] for c in sends)
+    visible = " ".join(parse_html(c.params["text"])[0] for c in sends)
+    assert re.findall(r"\S+", visible) == tokens
+
+
+async def test_a_429_is_waited_out_and_delivered_once(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.fail_next("sendMessage", retry_after(1))
+    refs = await bot.adapter.send(Target("telegram", str(DM)), "patience")
+    assert len(refs) == 1
+    assert [c.status for c in fake.calls_to("sendMessage")] == [429, 200]
+
+
+async def test_refused_markup_is_resent_as_plain_text(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.fail_next("sendMessage", cant_parse_entities())
+    refs = await bot.adapter.send(Target("telegram", str(DM)), "**bold** move")
+    refused, plain = fake.calls_to("sendMessage")
+    assert refused.status == 400
+    assert refused.params["parse_mode"] == "HTML"
+    assert plain.status == 200
+    assert "parse_mode" not in plain.params
+    assert plain.params["text"] == "bold move"
+    assert len(refs) == 1
+
+
+async def test_other_refusals_raise_with_telegrams_words(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.fail_next("sendMessage", ScriptedError(403, "Forbidden: bot was blocked by the user"))
+    with pytest.raises(TelegramAPIError, match="bot was blocked by the user"):
+        await bot.adapter.send(Target("telegram", str(DM)), "hello?")
+
+
+async def test_a_restart_replays_nothing(fake: FakeTelegramAPI, store: Store) -> None:
+    fake.forget_confirmed = False  # as if Telegram never learned what was read
+    first = await started(fake, store)
+    fake.push_text(DM, "one")
+    fake.push_text(DM, "two")
+    assert [(await first.next()).text for _ in range(2)] == ["one", "two"]
+    await first.adapter.stop()
+    assert store.get_offset("telegram", "default") == "3"
+
+    polls_before = len(fake.calls_to("getUpdates"))
+    second = await started(fake, store)
+    try:
+        fake.push_text(DM, "three")
+        assert (await second.next()).text == "three"
+        assert fake.calls_to("getUpdates")[polls_before].params["offset"] == "3"
+    finally:
+        await second.adapter.stop()
+
+
+async def test_a_redelivered_message_is_dropped(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.push_text(DM, "once", message_id=50)
+    fake.push_text(DM, "once", message_id=50)  # same message under a new update id
+    fake.push_text(DM, "after")
+    assert (await bot.next()).text == "once"
+    assert (await bot.next()).text == "after"
+
+
+async def test_a_409_conflict_is_survived(
+    fake: FakeTelegramAPI, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.fail_next("getUpdates", conflict(), times=2)
+    caplog.set_level(logging.WARNING, logger="botd.channels.telegram")
+    running = await started(fake, store, conflict_backoff=(0.01, 0.05))
+    try:
+        fake.push_text(DM, "still there?")
+        assert (await running.next()).text == "still there?"
+        assert [c.status for c in fake.calls_to("getUpdates")][:3] == [409, 409, 200]
+        assert "terminated by other getUpdates request" in caplog.text
+    finally:
+        await running.adapter.stop()
+
+
+async def test_edit_react_and_typing_reach_telegram(fake: FakeTelegramAPI, bot: Bot) -> None:
+    target = Target("telegram", str(DM))
+    [ref] = await bot.adapter.send(target, "draft")
+    await bot.adapter.edit(ref, "**final**")
+    await bot.adapter.edit(ref, "**final**")  # "message is not modified" is no error
+    edits = fake.calls_to("editMessageText")
+    assert edits[0].params == {
+        "chat_id": str(DM),
+        "message_id": ref.message_id,
+        "text": "<b>final</b>",
+        "parse_mode": "HTML",
+    }
+    assert [c.status for c in edits] == [200, 400]
+    assert fake.sent_message(DM, int(ref.message_id))["text"] == "final"
+
+    await bot.adapter.react(ref, "👍")
+    [reaction] = fake.calls_to("setMessageReaction")
+    assert reaction.params["reaction"] == [{"type": "emoji", "emoji": "👍"}]
+    await bot.adapter.typing(target)
+    [action] = fake.calls_to("sendChatAction")
+    assert action.params["action"] == "typing"
+    assert "message_thread_id" not in action.params
+
+
+async def test_stop_is_idempotent(fake: FakeTelegramAPI) -> None:
+    running = await started(fake)
+    await running.adapter.stop()
+    await running.adapter.stop()
+    with pytest.raises(RuntimeError):
+        await running.adapter.send(Target("telegram", str(DM)), "after stop")
+
+
+async def test_a_refused_token_fails_start_cleanly(fake: FakeTelegramAPI) -> None:
+    adapter = TelegramAdapter("999:WRONG", api_base_url=fake.base_url, poll_timeout=5)
+    with pytest.raises(TelegramAPIError, match="Telegram start"):
+        await adapter.start(Bot(adapter).sink)
+    await adapter.stop()
+    assert [c.method for c in fake.calls] == ["getMe"]

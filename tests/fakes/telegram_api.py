@@ -1,0 +1,472 @@
+"""A loopback fake of the Telegram Bot API (``POST /bot<token>/<method>``), on aiohttp.
+
+    async with FakeTelegramAPI(token="123:TEST") as fake:
+        fake.push_text(777, "hello")                   # a DM update for getUpdates
+        fake.fail_next("sendMessage", retry_after(1))   # script the next sendMessage to 429
+        ...  # point the client at fake.base_url (``base_url(f"{fake.base_url}/bot")``)
+        await fake.wait_for_call("sendMessage")
+        fake.calls_to("sendMessage")[0].params["text"]
+
+Bodies may be form-encoded, multipart or JSON; the nested fields PTB JSON-encodes inside a
+form (``reply_parameters``, ``reaction``, ``entities``...) are decoded, so ``params`` holds
+what the client meant. ``getUpdates`` long-polls a queue of updates and honours ``offset``
+and ``timeout`` like Telegram: updates below the offset are forgotten (confirmed), unless
+``forget_confirmed`` is False, which simulates a crash before Telegram learned the
+confirmation, so a poller starting from offset 0 would see everything again.
+
+``sendMessage``/``editMessageText`` with ``parse_mode=HTML`` check the markup the way
+Telegram does (only its tag subset, properly nested) and refuse it with Telegram's 400
+"can't parse entities"; text longer than 4096 characters after parsing gets "message is too
+long". Every request is recorded as a ``Call`` with the HTTP status it was answered with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = 999_000
+BOT_USERNAME = "botd_test_bot"
+
+# Fields PTB JSON-encodes inside a form body.
+_NESTED = frozenset(
+    {
+        "allowed_updates",
+        "caption_entities",
+        "commands",
+        "entities",
+        "link_preview_options",
+        "media",
+        "reaction",
+        "reply_markup",
+        "reply_parameters",
+    }
+)
+_ALLOWED_TAGS = frozenset(
+    {
+        "a",
+        "b",
+        "blockquote",
+        "code",
+        "del",
+        "em",
+        "i",
+        "ins",
+        "pre",
+        "s",
+        "span",
+        "strike",
+        "strong",
+        "tg-emoji",
+        "tg-spoiler",
+        "u",
+    }
+)
+TEXT_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class ScriptedError:
+    """An error answer: HTTP status, Telegram's description, optional ``parameters``."""
+
+    status: int
+    description: str
+    parameters: dict[str, Any] | None = None
+
+
+def cant_parse_entities() -> ScriptedError:
+    return ScriptedError(
+        400, 'Bad Request: can\'t parse entities: Unsupported start tag "foo" at byte offset 0'
+    )
+
+
+def retry_after(seconds: int = 1) -> ScriptedError:
+    return ScriptedError(429, f"Too Many Requests: retry after {seconds}", {"retry_after": seconds})
+
+
+def conflict() -> ScriptedError:
+    return ScriptedError(
+        409,
+        "Conflict: terminated by other getUpdates request; "
+        "make sure that only one bot instance is running",
+    )
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    status: int = 200
+
+
+@dataclass
+class _Script:
+    error: ScriptedError
+    remaining: int
+
+
+class _MarkupCheck(HTMLParser):
+    """Telegram's HTML parse_mode rules, roughly: its tag subset, nested properly."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.error is None and tag not in _ALLOWED_TAGS:
+            self.error = f'Unsupported start tag "{tag}" at byte offset {self.getpos()[1]}'
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.error is None and (not self.stack or self.stack[-1] != tag):
+            self.error = f"Unexpected end tag at byte offset {self.getpos()[1]}"
+        if self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse_html(markup: str) -> tuple[str, str | None]:
+    """The visible text of Telegram HTML, and the parse error Telegram would report, if any."""
+    checker = _MarkupCheck()
+    checker.feed(markup)
+    checker.close()
+    error = checker.error
+    if error is None and checker.stack:
+        error = f'Can\'t find end tag corresponding to start tag "{checker.stack[-1]}"'
+    return "".join(checker.text), error
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+_COMMAND = re.compile(r"/[A-Za-z0-9_]+(?:@[A-Za-z0-9_]+)?")
+
+
+def mention_entities(text: str) -> list[dict[str, Any]]:
+    """The entities Telegram would attach: a leading ``/command[@bot]``, ``@name`` mentions."""
+    entities = []
+    i = 0
+    if command := _COMMAND.match(text):
+        entities.append({"type": "bot_command", "offset": 0, "length": command.end()})
+        i = command.end()
+    while (i := text.find("@", i)) >= 0:
+        end = i + 1
+        while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+            end += 1
+        if end - i > 1 and (i == 0 or not text[i - 1].isalnum()):
+            entities.append(
+                {
+                    "type": "mention",
+                    "offset": _utf16_len(text[:i]),
+                    "length": _utf16_len(text[i:end]),
+                }
+            )
+        i = end
+    return entities
+
+
+def user(user_id: int, first_name: str = "Ada", username: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+    if username:
+        found["username"] = username
+    return found
+
+
+BOT_USER: dict[str, Any] = {
+    "id": BOT_ID,
+    "is_bot": True,
+    "first_name": "Botd",
+    "username": BOT_USERNAME,
+}
+
+
+class FakeTelegramAPI:
+    """See the module docstring."""
+
+    def __init__(self, token: str = "123456:TEST-TOKEN") -> None:
+        self.token = token
+        self.calls: list[Call] = []
+        self.forget_confirmed = True
+        self._updates: list[dict[str, Any]] = []
+        self._next_update_id = 1
+        self._next_message_id: dict[int, int] = {}
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._sent: dict[tuple[int, int], dict[str, Any]] = {}
+        self._scripts: dict[str, list[_Script]] = {}
+        self._changed = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        """What the adapter takes as ``api_base_url``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> FakeTelegramAPI:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
+        self._notify()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- scripting ----------------------------------------------------------------------------
+
+    def fail_next(self, method: str, error: ScriptedError, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``error``."""
+        self._scripts.setdefault(method, []).append(_Script(error, times))
+
+    def chat(
+        self, chat_id: int, *, chat_type: str | None = None, is_forum: bool = False
+    ) -> dict[str, Any]:
+        """A chat object (private for positive ids, a supergroup otherwise), remembered."""
+        if chat_id not in self._chats or chat_type is not None or is_forum:
+            kind = chat_type or ("private" if chat_id > 0 else "supergroup")
+            found: dict[str, Any] = {"id": chat_id, "type": kind}
+            if kind == "private":
+                found["first_name"] = "Ada"
+            else:
+                found["title"] = f"Group {chat_id}"
+            if is_forum:
+                found["is_forum"] = True
+            self._chats[chat_id] = found
+        return self._chats[chat_id]
+
+    def _new_message_id(self, chat_id: int) -> int:
+        self._next_message_id[chat_id] = self._next_message_id.get(chat_id, 0) + 1
+        return self._next_message_id[chat_id]
+
+    def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue a raw update (its ``update_id`` is assigned) and wake long polls."""
+        update = {"update_id": self._next_update_id, **update}
+        self._next_update_id += 1
+        self._updates.append(update)
+        self._notify()
+        return update
+
+    def push_text(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        sender: dict[str, Any] | None = None,
+        chat_type: str | None = None,
+        is_forum: bool = False,
+        thread_id: int | None = None,
+        reply_to: dict[str, Any] | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Queue a text message update; returns the message. ``@word`` mentions get entities.
+
+        ``thread_id`` makes it a forum-topic message (``is_topic_message``); ``reply_to`` is a
+        message dict (one the fake returned for a bot send, say).
+        """
+        chat = self.chat(chat_id, chat_type=chat_type, is_forum=is_forum)
+        message: dict[str, Any] = {
+            "message_id": message_id or self._new_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender or user(chat_id if chat_id > 0 else 4242),
+            "text": text,
+        }
+        found_entities = mention_entities(text) if entities is None else entities
+        if found_entities:
+            message["entities"] = found_entities
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
+        self.push_update({"message": message})
+        return message
+
+    # --- inspection ---------------------------------------------------------------------------
+
+    def calls_to(self, method: str, *, ok_only: bool = False) -> list[Call]:
+        return [c for c in self.calls if c.method == method and (not ok_only or c.status == 200)]
+
+    def sent_message(self, chat_id: int, message_id: int) -> dict[str, Any]:
+        """A message the bot sent (as last edited)."""
+        return self._sent[(chat_id, message_id)]
+
+    async def wait_for_call(
+        self, method: str, count: int = 1, *, ok_only: bool = False, timeout: float = 10
+    ) -> list[Call]:
+        """Wait (a hang guard, not a delay) until ``method`` was called ``count`` times."""
+
+        def enough() -> bool:
+            return len(self.calls_to(method, ok_only=ok_only)) >= count
+
+        async with asyncio.timeout(timeout):
+            await self._wait_until(enough)
+        return self.calls_to(method, ok_only=ok_only)
+
+    async def _wait_until(self, condition: Callable[[], bool]) -> None:
+        while not condition():
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        # Wake every waiter; each re-checks its condition against a fresh event.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # --- the API ------------------------------------------------------------------------------
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            body = await request.json()
+            return dict(body) if isinstance(body, dict) else {}
+        params: dict[str, Any] = {}
+        for key, value in (await request.post()).items():
+            if isinstance(value, str) and key in _NESTED:
+                params[key] = json.loads(value)
+            else:
+                params[key] = value
+        return params
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        call = Call(method, params)
+        self.calls.append(call)
+        try:
+            if request.match_info["token"] != self.token:
+                return self._error(call, ScriptedError(401, "Unauthorized"))
+            scripts = self._scripts.get(method)
+            if scripts:
+                script = scripts[0]
+                script.remaining -= 1
+                if script.remaining <= 0:
+                    scripts.pop(0)
+                return self._error(call, script.error)
+            handler = getattr(self, f"_api_{method}", None)
+            if handler is None:
+                return self._error(call, ScriptedError(404, "Not Found"))
+            result = await handler(params)
+            if isinstance(result, ScriptedError):
+                return self._error(call, result)
+            return web.json_response({"ok": True, "result": result})
+        finally:
+            self._notify()
+
+    def _error(self, call: Call, error: ScriptedError) -> web.Response:
+        call.status = error.status
+        body: dict[str, Any] = {
+            "ok": False,
+            "error_code": error.status,
+            "description": error.description,
+        }
+        if error.parameters:
+            body["parameters"] = error.parameters
+        return web.json_response(body, status=error.status)
+
+    async def _api_getMe(self, params: dict[str, Any]) -> Any:
+        return BOT_USER
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        offset = int(params.get("offset", 0) or 0)
+        timeout = float(params.get("timeout", 0) or 0)
+        if offset > 0 and self.forget_confirmed:
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+
+        def pending() -> list[dict[str, Any]]:
+            return [u for u in self._updates if u["update_id"] >= offset]
+
+        if not pending() and timeout > 0:
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wait_until(lambda: bool(pending()) or self._closing.is_set())
+            except TimeoutError:
+                pass
+        return pending()
+
+    def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:
+        text = str(params.get("text", ""))
+        if params.get("parse_mode") == "HTML":
+            text, error = parse_html(text)
+            if error is not None:
+                return text, ScriptedError(400, f"Bad Request: can't parse entities: {error}")
+        if not text.strip():
+            return text, ScriptedError(400, "Bad Request: message text is empty")
+        if _utf16_len(text) > TEXT_LIMIT:
+            return text, ScriptedError(400, "Bad Request: message is too long")
+        return text, None
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        text, error = self._check_text(params)
+        if error is not None:
+            return error
+        chat_id = int(params["chat_id"])
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": BOT_USER,
+            "text": text,
+        }
+        if "message_thread_id" in params:
+            message["message_thread_id"] = int(params["message_thread_id"])
+            message["is_topic_message"] = True
+        reply = params.get("reply_parameters")
+        if isinstance(reply, dict):
+            original = self._sent.get((chat_id, int(reply["message_id"])))
+            message["reply_to_message"] = original or {
+                "message_id": int(reply["message_id"]),
+                "date": int(time.time()),
+                "chat": self.chat(chat_id),
+            }
+        self._sent[(chat_id, message["message_id"])] = message
+        return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        text, error = self._check_text(params)
+        if error is not None:
+            return error
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        message = self._sent.get(key)
+        if message is None:
+            return ScriptedError(400, "Bad Request: message to edit not found")
+        if message["text"] == text:
+            return ScriptedError(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        message["text"] = text
+        message["edit_date"] = int(time.time())
+        return message
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        return True
