@@ -1,0 +1,392 @@
+"""Slack through slack-bolt (async): Socket Mode by default, or the HTTP Events API.
+
+Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``) and ``app_mention``.
+Bolt acks every delivery at once and runs the listeners after, so Slack never retries because we
+were slow. Slack still delivers a channel mention twice (a ``message`` and an ``app_mention`` with
+different event ids) and retries deliveries it thinks were lost, so each event is checked against
+the store twice, by event id and by ``channel:ts``, before it reaches the sink; the record is
+persistent, so a restart replays nothing. Every other subscribed event gets a no-op listener:
+bolt answers an unhandled event with 404 and Slack would retry it.
+
+Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
+a message inside a thread (one session per thread).
+
+Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
+with ``chat.postMessage``. The SDK's automatic retries are off (a slow success must never be
+posted twice); only a 429, where Slack clearly refused the request, is retried after its
+``Retry-After``. Slack has no typing indicator for bots in channels: ``typing`` sets the
+assistant-thread status when the target is a thread and does nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from ..store import Store
+from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from .markdown import render_chunks
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = 4000
+MESSAGE_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+"""``message`` subtypes that are prompts; edits, deletes, joins and the like are not."""
+RATE_LIMIT_ATTEMPTS = 3
+"""How often a call refused with 429 is tried in all."""
+MAX_RETRY_AFTER = 60.0
+TYPING_STATUS = "is typing…"
+_MEMORY_LIMIT = 4096
+
+# Slack reacts by emoji name; the few Unicode emoji the core uses are mapped.
+_EMOJI_NAMES = {
+    "👀": "eyes",
+    "✅": "white_check_mark",
+    "❌": "x",
+    "👍": "+1",
+    "👎": "-1",
+    "⏳": "hourglass_flowing_sand",
+    "⚠️": "warning",
+    "🤔": "thinking_face",
+}
+
+
+class SlackError(Exception):
+    """Slack refused a Web API call; ``error`` is Slack's own error string."""
+
+    def __init__(self, method: str, error: str) -> None:
+        super().__init__(f"slack {method} failed: {error}")
+        self.method = method
+        self.error = error
+
+
+class SlackAdapter:
+    """See the module docstring. ``store`` makes inbound dedupe survive restarts."""
+
+    name = "slack"
+    capabilities = Capabilities(
+        text_limit=TEXT_LIMIT, markdown="slack", can_edit=True, threads=True
+    )
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        mode: Literal["socket", "http"] = "socket",
+        api_base_url: str = "https://slack.com/api/",
+        store: Store | None = None,
+        reply_to_mode: Literal["off", "first", "all"] = "off",
+        account_id: str = "default",
+        http_host: str = "127.0.0.1",
+        http_port: int = 3000,
+        http_path: str = "/slack/events",
+    ) -> None:
+        if mode == "socket" and not app_token:
+            raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
+        if mode == "http" and not signing_secret:
+            raise ValueError("the Slack HTTP Events API needs a signing secret")
+        self._bot_token = bot_token
+        self._app_token = app_token
+        self._signing_secret = signing_secret
+        self._mode = mode
+        self._api_base_url = api_base_url
+        self._store = store
+        self.reply_to_mode = reply_to_mode
+        self.account_id = account_id
+        self._http_host = http_host
+        self._http_port = http_port
+        self._http_path = http_path
+        # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
+        self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
+        self.bot_user_id = ""
+        self.bot_id = ""
+        self.http_port: int | None = None
+        """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
+        self._sink: InboundSink | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._runner: web.AppRunner | None = None
+        self._seen_memory: OrderedDict[str, None] = OrderedDict()
+        self._first_replied: OrderedDict[str, None] = OrderedDict()
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Learn who the bot is (``auth.test``), then connect the socket or serve HTTP."""
+        self._sink = sink
+        who = await self._call("auth.test", self.client.auth_test)
+        self.bot_user_id = str(who.get("user_id") or "")
+        self.bot_id = str(who.get("bot_id") or "")
+        app = self._build_app()
+        if self._mode == "socket":
+            self._socket = AsyncSocketModeHandler(app, app_token=self._app_token)
+            await self._socket.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+            log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
+        else:
+            self._runner = web.AppRunner(app.web_app(path=self._http_path))
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self._http_host, self._http_port)
+            await site.start()
+            self.http_port = _bound_port(self._runner, self._http_port)
+            log.info(
+                "slack %s serving events on %s:%s%s",
+                self.account_id,
+                self._http_host,
+                self.http_port,
+                self._http_path,
+            )
+
+    async def stop(self) -> None:
+        """Close the socket or the HTTP site; safe to call twice."""
+        socket, self._socket = self._socket, None
+        runner, self._runner = self._runner, None
+        if socket is not None:
+            await socket.close_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+        if runner is not None:
+            await runner.cleanup()
+        # The AsyncWebClient opens a session per request (none passed in): nothing left open.
+        self._sink = None
+
+    def _build_app(self) -> AsyncApp:
+        app = AsyncApp(
+            client=self.client,
+            signing_secret=self._signing_secret,
+            # Bolt's DM "assistant thread" say() would fetch conversations.replies and add
+            # metadata to posts; the adapter posts through its own client instead.
+            attaching_conversation_kwargs_enabled=False,
+            # Socket Mode needs no signature; HTTP mode verifies every request (401 otherwise).
+            request_verification_enabled=self._mode == "http",
+        )
+        app.event("message")(self._on_message)
+        app.event("app_mention")(self._on_app_mention)
+        # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
+        app.event(re.compile(".*"))(self._on_other_event)
+        return app
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        subtype = event.get("subtype")
+        if subtype not in MESSAGE_SUBTYPES:
+            log.debug("slack: ignoring message subtype %s", subtype)
+            return
+        await self._inbound(body, event, app_mention=False)
+
+    async def _on_app_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self._inbound(body, event, app_mention=True)
+
+    async def _on_other_event(self, event: dict[str, Any]) -> None:
+        log.debug("slack: ignoring event %s", event.get("type"))
+
+    async def _inbound(
+        self, body: dict[str, Any], event: dict[str, Any], *, app_mention: bool
+    ) -> None:
+        sink = self._sink
+        channel = str(event.get("channel") or "")
+        ts = str(event.get("ts") or "")
+        user = str(event.get("user") or "")
+        if sink is None or not channel or not ts:
+            return
+        # Bolt drops our own events already; this also covers a bot_id it did not know yet.
+        if (self.bot_id and event.get("bot_id") == self.bot_id) or user == self.bot_user_id:
+            return
+        if event.get("bot_id") and not user:
+            log.debug("slack: ignoring a message from bot %s", event.get("bot_id"))
+            return
+        # Both checks record: the twin with another event id is caught by channel:ts.
+        event_id = str(body.get("event_id") or "")
+        if event_id and self._seen(event_id):
+            log.debug("slack: event %s already handled", event_id)
+            return
+        if self._seen(f"{channel}:{ts}"):
+            log.debug("slack: message %s:%s already handled", channel, ts)
+            return
+        text = str(event.get("text") or "")
+        thread_ts = event.get("thread_ts")
+        thread_id = str(thread_ts) if thread_ts else None
+        key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
+        mentioned = app_mention or (bool(self.bot_user_id) and f"<@{self.bot_user_id}>" in text)
+        await sink(
+            InboundMessage(
+                channel="slack",
+                chat_id=channel,
+                sender_id=user,
+                text=text,
+                message_id=ts,
+                conversation_key=key,
+                account_id=self.account_id,
+                thread_id=thread_id,
+                is_direct=event.get("channel_type") == "im",
+                mentions_bot=mentioned,
+            )
+        )
+
+    def _seen(self, key: str) -> bool:
+        """Record an inbound id; True if it was recorded before (persistent with a store)."""
+        if self.account_id != "default":
+            key = f"{self.account_id}/{key}"
+        if self._store is not None:
+            return self._store.seen_inbound("slack", key)
+        if key in self._seen_memory:
+            return True
+        _remember(self._seen_memory, key)
+        return False
+
+    # --- threading ----------------------------------------------------------------------------
+
+    def reply_target(self, message: InboundMessage) -> Target:
+        """Where the answer to ``message`` goes under ``reply_to_mode``.
+
+        - ``off``: where the message was, in its thread if it was in one.
+        - ``all``: every reply in a thread (the message's thread, or one started on it).
+        - ``first``: a message already in a thread is answered there; otherwise the target
+          carries ``reply_to_id = ts`` and ``send`` puts the first reply sent to it into a
+          thread on that message, and later replies of the run in the channel.
+        """
+        base = Target("slack", message.chat_id, self.account_id, message.thread_id)
+        if message.thread_id is not None or self.reply_to_mode == "off":
+            return base
+        if self.reply_to_mode == "all":
+            return Target("slack", message.chat_id, self.account_id, message.message_id)
+        return Target("slack", message.chat_id, self.account_id, reply_to_id=message.message_id)
+
+    def _thread_for(self, target: Target) -> str | None:
+        if target.thread_id is not None:
+            return target.thread_id
+        if target.reply_to_id is None:
+            return None
+        marker = f"{target.chat_id}:{target.reply_to_id}"
+        if marker in self._first_replied:
+            return None
+        _remember(self._first_replied, marker)
+        return target.reply_to_id
+
+    # --- outbound -----------------------------------------------------------------------------
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal."""
+        thread_ts = self._thread_for(target)
+        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        refs: list[MessageRef] = []
+        for chunk in render_chunks(markdown, "slack", TEXT_LIMIT):
+            response = await self._call(
+                "chat.postMessage",
+                self.client.chat_postMessage,
+                channel=target.chat_id,
+                text=chunk.text,
+                thread_ts=thread_ts,
+                mrkdwn=True,
+            )
+            refs.append(MessageRef(posted_to, str(response["ts"])))
+        return refs
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        """Replace a posted message; text beyond one message follows as new messages."""
+        chunks = render_chunks(markdown, "slack", TEXT_LIMIT)
+        if not chunks:
+            return
+        await self._call(
+            "chat.update",
+            self.client.chat_update,
+            channel=ref.target.chat_id,
+            ts=ref.message_id,
+            text=chunks[0].text,
+        )
+        for chunk in chunks[1:]:
+            await self._call(
+                "chat.postMessage",
+                self.client.chat_postMessage,
+                channel=ref.target.chat_id,
+                text=chunk.text,
+                thread_ts=ref.target.thread_id,
+                mrkdwn=True,
+            )
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        """Add a reaction by name (``eyes`` or ``:eyes:``) or by a few common Unicode emoji."""
+        name = _EMOJI_NAMES.get(emoji, emoji.strip(":"))
+        try:
+            await self._call(
+                "reactions.add",
+                self.client.reactions_add,
+                channel=ref.target.chat_id,
+                timestamp=ref.message_id,
+                name=name,
+            )
+        except SlackError as exc:
+            if exc.error != "already_reacted":
+                raise
+
+    async def typing(self, target: Target) -> None:
+        """Set "is typing…" on an assistant thread; Slack has no bot typing in channels.
+
+        Best effort: a thread that is not an assistant thread refuses it, which is logged.
+        """
+        if target.thread_id is None:
+            return
+        try:
+            await self._call(
+                "assistant.threads.setStatus",
+                self.client.assistant_threads_setStatus,
+                channel_id=target.chat_id,
+                thread_ts=target.thread_id,
+                status=TYPING_STATUS,
+            )
+        except SlackError as exc:
+            log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
+
+    async def _call(
+        self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
+    ) -> AsyncSlackResponse:
+        """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``."""
+        for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+            try:
+                return await func(**kwargs)
+            except SlackApiError as exc:
+                response = exc.response
+                if response.status_code == 429 and attempt < RATE_LIMIT_ATTEMPTS:
+                    delay = _retry_after(response.headers)
+                    log.warning("slack %s rate limited; retrying in %.1fs", method, delay)
+                    await self._sleep(delay)
+                    continue
+                error = response.get("error") if isinstance(response.data, dict) else None
+                raise SlackError(method, str(error or f"HTTP {response.status_code}")) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_after(headers: Any) -> float:
+    """Seconds from a Retry-After header (any case); 1 s when absent or unreadable."""
+    value = None
+    for name, raw in dict(headers or {}).items():
+        if str(name).lower() == "retry-after":
+            value = raw[0] if isinstance(raw, list) and raw else raw
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER) if value is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _remember(cache: OrderedDict[str, None], key: str) -> None:
+    cache[key] = None
+    while len(cache) > _MEMORY_LIMIT:
+        cache.popitem(last=False)
+
+
+def _bound_port(runner: web.AppRunner, requested: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return requested

@@ -1,0 +1,250 @@
+"""A loopback fake of the Slack Web API and of Socket Mode, for the real slack-bolt client.
+
+Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the query string, a form
+body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
+(a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
+``assistant.threads.setStatus`` and ``conversations.replies``; every call is recorded. Errors are
+scripted per method for the next call: a 429 with ``Retry-After`` or Slack's ``ok: false``.
+
+Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
+``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
+connection from the server side, as Slack does when it rotates sockets.
+
+``signed_headers`` signs an HTTP Events API request body like Slack does.
+
+    async with FakeSlack() as fake:
+        client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T0001"
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    method: str
+    http_method: str
+    token: str
+    args: dict[str, Any]
+
+
+@dataclass
+class ScriptedError:
+    """The next call of a method answers with this instead: HTTP ``status`` with ``ok: false``."""
+
+    error: str
+    status: int = 200
+    retry_after: int | None = None
+
+
+@dataclass
+class _State:
+    calls: list[ApiCall] = field(default_factory=list)
+    acks: list[str] = field(default_factory=list)
+    connections: int = 0
+
+
+def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+    """The headers Slack sends with an Events API request: timestamp and v0 HMAC signature."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    base = f"v0:{ts}:".encode() + body
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": signature,
+    }
+
+
+def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    """An ``event_callback`` body around ``event``, with a fresh event id unless given."""
+    return {
+        "token": "verification-token",
+        "team_id": TEAM_ID,
+        "api_app_id": "A0001",
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "event": event,
+    }
+
+
+class FakeSlack:
+    """See the module docstring. ``base_url`` ends with a slash, as the SDK requires."""
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._errors: dict[str, deque[ScriptedError]] = defaultdict(deque)
+        self._ts = itertools.count(1)
+        self._ws: web.WebSocketResponse | None = None
+        self._ws_ready = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.replies: dict[str, list[dict[str, Any]]] = {}
+        """``conversations.replies`` answers by ``thread_ts``."""
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def calls(self) -> list[ApiCall]:
+        return list(self._state.calls)
+
+    def calls_to(self, method: str) -> list[ApiCall]:
+        return [call for call in self._state.calls if call.method == method]
+
+    @property
+    def acks(self) -> list[str]:
+        """Envelope ids acknowledged by the Socket Mode client, in order."""
+        return list(self._state.acks)
+
+    @property
+    def connections(self) -> int:
+        """How many Socket Mode connections were opened."""
+        return self._state.connections
+
+    def fail_next(
+        self, method: str, error: str, *, status: int = 200, retry_after: int | None = None
+    ) -> None:
+        """Script the next call of ``method`` to fail (queued per method)."""
+        self._errors[method].append(ScriptedError(error, status, retry_after))
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_get("/link/", self._socket)
+        app.router.add_route("*", "/api/{method}", self._api)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        for address in self._runner.addresses:
+            self.port = int(address[1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- Web API ------------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args: dict[str, Any] = dict(request.query)
+        if request.can_read_body:
+            if request.content_type == "application/json":
+                args.update(await request.json())
+            else:
+                args.update(await request.post())
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self._state.calls.append(ApiCall(method, request.method, token, args))
+        if self._errors[method]:
+            scripted = self._errors[method].popleft()
+            headers = {}
+            if scripted.retry_after is not None:
+                headers["Retry-After"] = str(scripted.retry_after)
+            return web.json_response(
+                {"ok": False, "error": scripted.error}, status=scripted.status, headers=headers
+            )
+        return web.json_response(self._answer(method, args, request))
+
+    def _answer(self, method: str, args: dict[str, Any], request: web.Request) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://fake.slack.com/",
+                "team": "Fake",
+                "team_id": TEAM_ID,
+                "user": "botd",
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+            }
+        if method == "apps.connections.open":
+            url = f"ws://127.0.0.1:{self.port}/link/?ticket={uuid.uuid4()}"
+            return {"ok": True, "url": url}
+        if method == "chat.postMessage":
+            ts = f"1700000000.{next(self._ts):06d}"
+            return {"ok": True, "channel": args.get("channel"), "ts": ts, "message": {"ts": ts}}
+        if method == "chat.update":
+            return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
+        if method == "conversations.replies":
+            return {"ok": True, "messages": self.replies.get(str(args.get("ts")), [])}
+        if method in ("reactions.add", "assistant.threads.setStatus"):
+            return {"ok": True}
+        return {"ok": False, "error": "unknown_method"}
+
+    # --- Socket Mode --------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._ws = ws
+        self._state.connections += 1
+        hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0001"}}
+        await ws.send_str(json.dumps(hello))
+        self._ws_ready.set()
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                data = json.loads(message.data)
+                if "envelope_id" in data:
+                    self._state.acks.append(data["envelope_id"])
+        if self._ws is ws:
+            self._ws = None
+            self._ws_ready.clear()
+        return ws
+
+    async def wait_socket(self, timeout: float = 10.0) -> None:
+        """Wait until a Socket Mode client is connected."""
+        await asyncio.wait_for(self._ws_ready.wait(), timeout)
+
+    async def send_event(
+        self, body: dict[str, Any], *, retry_attempt: int = 0, envelope_id: str | None = None
+    ) -> str:
+        """Push an ``events_api`` envelope over the socket; returns its envelope id."""
+        await self.wait_socket()
+        assert self._ws is not None
+        envelope_id = envelope_id or str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+            "payload": body,
+        }
+        await self._ws.send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def drop_socket(self) -> None:
+        """Close the current Socket Mode connection from the server side."""
+        ws = self._ws
+        self._ws = None
+        self._ws_ready.clear()
+        if ws is not None:
+            await ws.close()
