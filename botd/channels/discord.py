@@ -1,0 +1,324 @@
+"""The Discord channel adapter, on discord.py (imported only here).
+
+One ``DiscordAdapter`` is one bot account on the gateway. It maps inbound messages to
+conversations (a DM per user, a guild channel, a thread of its own), drops its own messages
+and, unless ``allow_bots``, other bots', and dedupes through the store so a restart or a
+gateway replay delivers nothing twice. Outbound Markdown is rendered for Discord and split
+under 2000 characters and 17 lines a message; mentions are limited to users, so model output
+never pings @everyone, @here or a role.
+
+discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
+attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
+process-wide: every discord.py client in the process uses them, which is also how a REST or
+gateway proxy is configured. ``stop()`` restores the previous values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+
+import discord
+import yarl
+from discord.gateway import DiscordWebSocket
+
+from botd.channels.base import (
+    Capabilities,
+    InboundMessage,
+    InboundSink,
+    MessageRef,
+    Target,
+)
+from botd.channels.markdown import render_chunks
+from botd.store import Store
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "discord"
+TEXT_LIMIT = 2000
+LINE_LIMIT = 17
+MESSAGE_CONTENT_INTENT_HELP = (
+    'enable "Message Content Intent" for this bot in the Discord developer portal '
+    "(Applications > your app > Bot > Privileged Gateway Intents)"
+)
+
+# Model output may mention users, never @everyone/@here or roles; replies don't ping.
+ALLOWED_MENTIONS = discord.AllowedMentions(
+    everyone=False, roles=False, users=True, replied_user=False
+)
+
+_THREAD_TYPES = (
+    discord.ChannelType.public_thread,
+    discord.ChannelType.private_thread,
+    discord.ChannelType.news_thread,
+)
+
+
+class DiscordStartError(RuntimeError):
+    """The adapter could not connect: bad token, refused intents, or no READY in time."""
+
+
+class _Client(discord.Client):
+    """Forwards the two events the adapter needs."""
+
+    def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self._adapter = adapter
+
+    async def on_ready(self) -> None:
+        self._adapter._on_ready()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self._adapter._on_message(message)
+
+
+class DiscordAdapter:
+    """A ChannelAdapter for one Discord bot token."""
+
+    name = CHANNEL
+    capabilities = Capabilities(
+        text_limit=TEXT_LIMIT,
+        markdown="discord",
+        line_limit=LINE_LIMIT,
+        can_edit=True,
+        threads=True,
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        store: Store | None = None,
+        api_base_url: str | None = None,
+        gateway_url: str | None = None,
+        allow_bots: bool = False,
+        account_id: str = "default",
+        ready_timeout: float = 60.0,
+        guild_ready_timeout: float = 2.0,
+    ) -> None:
+        self._token = token
+        self._store = store
+        self._api_base_url = api_base_url
+        self._gateway_url = gateway_url
+        self._allow_bots = allow_bots
+        self.account_id = account_id
+        self._ready_timeout = ready_timeout
+        # How long discord.py waits after the last GUILD_CREATE before firing on_ready.
+        self._guild_ready_timeout = guild_ready_timeout
+        self._client: _Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._sink: InboundSink | None = None
+        self._saved_urls: tuple[str, yarl.URL] | None = None
+        self._patched_urls: tuple[str, yarl.URL] | None = None
+        self._warned_content = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Log in and connect; returns once READY and the guilds arrived (``on_ready``)."""
+        if self._client is not None:
+            raise RuntimeError("DiscordAdapter already started")
+        self._sink = sink
+        self._ready = asyncio.Event()
+        self._patch_urls()
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = True
+        self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
+        self._task = asyncio.create_task(self._run(self._client), name="discord-adapter")
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {self._task, ready},
+                timeout=self._ready_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            ready.cancel()
+        if ready in done:
+            self._task.add_done_callback(self._on_task_done)
+            return
+        error: BaseException | None = None
+        if self._task in done:
+            error = self._task.exception()
+        await self.stop()
+        if isinstance(error, DiscordStartError):
+            raise error
+        if error is not None:
+            raise DiscordStartError(f"Discord connection failed: {error!r}") from error
+        raise DiscordStartError(f"Discord did not become ready within {self._ready_timeout}s")
+
+    async def _run(self, client: _Client) -> None:
+        try:
+            await client.start(self._token)
+        except discord.PrivilegedIntentsRequired as exc:
+            raise DiscordStartError(
+                "Discord refused the gateway intents (close code 4014, disallowed intents): "
+                + MESSAGE_CONTENT_INTENT_HELP
+            ) from exc
+        except discord.LoginFailure as exc:
+            raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Discord connection ended", exc_info=task.exception())
+
+    async def stop(self) -> None:
+        """Close the connection and restore the patched URLs; safe to call more than once."""
+        client, task = self._client, self._task
+        self._client = self._task = None
+        if client is not None:
+            await client.close()
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._restore_urls()
+
+    def _patch_urls(self) -> None:
+        if self._api_base_url is None and self._gateway_url is None:
+            return
+        saved = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        base = self._api_base_url.rstrip("/") if self._api_base_url else saved[0]
+        gateway = yarl.URL(self._gateway_url) if self._gateway_url else saved[1]
+        discord.http.Route.BASE = base
+        DiscordWebSocket.DEFAULT_GATEWAY = gateway
+        self._saved_urls, self._patched_urls = saved, (base, gateway)
+
+    def _restore_urls(self) -> None:
+        if self._saved_urls is None:
+            return
+        current = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        # Leave the values alone if something else patched them since.
+        if current == self._patched_urls:
+            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
+        self._saved_urls = self._patched_urls = None
+
+    # --- inbound -----------------------------------------------------------------------------
+
+    def _on_ready(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        flags = client.application_flags
+        if not (flags.gateway_message_content or flags.gateway_message_content_limited):
+            log.warning(
+                "Discord bot %s may not receive guild message text: %s",
+                client.user,
+                MESSAGE_CONTENT_INTENT_HELP,
+            )
+            self._warned_content = True
+        self._ready.set()
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # No await before the sink, so messages reach it in gateway order.
+        client, sink = self._client, self._sink
+        if client is None or client.user is None or sink is None:
+            return
+        me = client.user
+        if message.author.id == me.id:
+            return
+        if message.author.bot and not self._allow_bots:
+            return
+        if self._store is not None and self._store.seen_inbound(CHANNEL, str(message.id)):
+            return
+        inbound = self._inbound(message, me.id)
+        if inbound.mentions_bot and not message.content and message.guild is not None:
+            self._warn_blank_content()
+        await sink(inbound)
+
+    def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
+        channel = message.channel
+        author = message.author
+        reference = message.reference
+        replied = reference.resolved if reference is not None else None
+        mentions_bot = any(u.id == me_id for u in message.mentions) or (
+            isinstance(replied, discord.Message) and replied.author.id == me_id
+        )
+        thread_id: str | None = None
+        if message.guild is None:
+            key = f"discord:dm:{author.id}"
+        elif isinstance(channel, discord.Thread) or getattr(channel, "type", None) in _THREAD_TYPES:
+            thread_id = str(channel.id)
+            key = f"discord:{channel.id}"
+        else:
+            key = f"discord:{channel.id}"
+        # The bot's own mention is addressing, not content.
+        text = re.sub(rf"<@!?{me_id}>", "", message.content).strip()
+        return InboundMessage(
+            channel=CHANNEL,
+            chat_id=str(channel.id),
+            sender_id=str(author.id),
+            text=text,
+            message_id=str(message.id),
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            sender_name=author.display_name,
+            is_direct=message.guild is None,
+            mentions_bot=mentions_bot,
+            reply_to_message_id=(
+                str(reference.message_id)
+                if reference is not None and reference.message_id is not None
+                else None
+            ),
+        )
+
+    def _warn_blank_content(self) -> None:
+        if not self._warned_content:
+            self._warned_content = True
+            log.warning(
+                "Discord delivered a message mentioning the bot with empty content: "
+                + MESSAGE_CONTENT_INTENT_HELP
+            )
+
+    # --- outbound ----------------------------------------------------------------------------
+
+    def _channel(self, target: Target) -> discord.PartialMessageable:
+        if self._client is None:
+            raise RuntimeError("DiscordAdapter is not started")
+        return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
+        channel = self._channel(target)
+        refs: list[MessageRef] = []
+        for chunk in render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT):
+            if not chunk.text.strip():
+                continue
+            reference: discord.MessageReference | None = None
+            if target.reply_to_id is not None and not refs:
+                reference = discord.MessageReference(
+                    message_id=int(target.reply_to_id),
+                    channel_id=channel.id,
+                    fail_if_not_exists=False,
+                )
+            if reference is None:
+                sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+            else:
+                sent = await channel.send(
+                    chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                )
+            refs.append(MessageRef(target, str(sent.id)))
+        return refs
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        """Replace a posted message's text; an edit is one message, so only the first chunk."""
+        chunks = render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT)
+        text = chunks[0].text if chunks else ""
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        await message.edit(content=text, allowed_mentions=ALLOWED_MENTIONS)
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        await message.add_reaction(emoji)
+
+    async def typing(self, target: Target) -> None:
+        """Show "typing…" once (about 10 s); the router refreshes it while a run is active."""
+        await self._channel(target).typing()

@@ -1,0 +1,367 @@
+"""DiscordAdapter end to end: the real discord.py client against the loopback fake.
+
+Messages the adapter must ignore are followed by a sentinel message; discord.py handles
+gateway events in order and the adapter does not await before handing a message to the sink,
+so when the sentinel reaches the sink the ignored ones have been decided.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from discord.gateway import DiscordWebSocket
+
+from botd.channels.base import InboundMessage, MessageRef, Target
+from botd.channels.discord import DiscordAdapter, DiscordStartError
+from botd.store import Store
+from tests.fakes.discord_api import (
+    BOT_ID,
+    BOT_USER,
+    CHANNEL_ID,
+    DM_CHANNEL_ID,
+    MESSAGE_CONTENT_INTENT,
+    OTHER_BOT_ID,
+    THREAD_ID,
+    USER_ID,
+    FakeDiscordAPI,
+    RecordedRequest,
+    user,
+)
+
+HANG_GUARD = 10.0
+TOKEN = "fake-discord-token"
+
+
+class Sink:
+    """Collects inbound messages in arrival order."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
+
+    async def __call__(self, message: InboundMessage) -> None:
+        await self.queue.put(message)
+
+    async def next(self) -> InboundMessage:
+        return await asyncio.wait_for(self.queue.get(), HANG_GUARD)
+
+
+@pytest.fixture(autouse=True)
+def restore_discord_urls() -> Iterator[None]:
+    """The adapter patches process-wide class attributes; make sure no test leaks them."""
+    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    yield
+    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
+    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscordAPI]:
+    async with FakeDiscordAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "state") as opened:
+        yield opened
+
+
+def make_adapter(fake: FakeDiscordAPI, store: Store | None, **options: Any) -> DiscordAdapter:
+    return DiscordAdapter(
+        TOKEN,
+        store=store,
+        api_base_url=fake.base_url,
+        gateway_url=fake.gateway_url,
+        guild_ready_timeout=0.05,
+        ready_timeout=HANG_GUARD,
+        **options,
+    )
+
+
+@pytest.fixture
+async def running(fake: FakeDiscordAPI, store: Store) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
+    sink = Sink()
+    adapter = make_adapter(fake, store)
+    await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
+    yield adapter, sink
+    await asyncio.wait_for(adapter.stop(), HANG_GUARD)
+
+
+def alice() -> dict[str, Any]:
+    return user(USER_ID, "alice")
+
+
+# --- connection ------------------------------------------------------------------------------
+
+
+async def test_identify_requests_the_message_content_intent(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    [identify] = fake.identifies
+    assert identify["token"] == TOKEN
+    intents = discord.Intents._from_value(identify["intents"])
+    assert identify["intents"] & MESSAGE_CONTENT_INTENT
+    assert intents.guilds and intents.guild_messages and intents.dm_messages
+    assert fake.base_url == discord.http.Route.BASE
+
+
+async def test_stop_restores_the_patched_urls_and_is_idempotent(
+    fake: FakeDiscordAPI, store: Store
+) -> None:
+    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    adapter = make_adapter(fake, store)
+    await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
+    assert str(DiscordWebSocket.DEFAULT_GATEWAY) == fake.gateway_url
+    await adapter.stop()
+    await adapter.stop()
+    assert (base, gateway) == (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+
+
+async def test_missing_content_intent_flag_logs_a_warning(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="botd.channels.discord")
+    async with FakeDiscordAPI(application_flags=0) as fake:
+        adapter = make_adapter(fake, store)
+        await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
+        await adapter.stop()
+    assert "Message Content Intent" in caplog.text
+
+
+async def test_empty_content_mentioning_the_bot_logs_a_warning(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="botd.channels.discord")
+    _, sink = running
+    await fake.dispatch_message(fake.message("", mentions=(BOT_USER,)))
+    assert (await sink.next()).mentions_bot
+    assert "Message Content Intent" in caplog.text
+
+
+async def test_disallowed_intents_close_is_a_clear_startup_error(store: Store) -> None:
+    async with FakeDiscordAPI(identify_close_code=4014) as fake:
+        adapter = make_adapter(fake, store)
+        with pytest.raises(DiscordStartError, match="Message Content Intent"):
+            await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
+        await adapter.stop()
+
+
+# --- inbound ---------------------------------------------------------------------------------
+
+
+async def test_a_dm_gets_the_per_user_dm_key(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    payload = fake.message("hello", channel_id=DM_CHANNEL_ID, guild=False)
+    await fake.dispatch_message(payload)
+    got = await sink.next()
+    assert got.conversation_key == f"discord:dm:{USER_ID}"
+    assert got.chat_id == str(DM_CHANNEL_ID)
+    assert got.is_direct and got.thread_id is None
+    assert (got.text, got.sender_id, got.message_id) == ("hello", str(USER_ID), payload["id"])
+    assert got.sender_name == "alice"
+    assert got.reply_target() == Target("discord", str(DM_CHANNEL_ID))
+
+
+async def test_guild_messages_report_whether_they_mention_the_bot(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    await fake.dispatch_message(fake.message("just chatting"))
+    await fake.dispatch_message(fake.message(f"<@{BOT_ID}> help me", mentions=(BOT_USER,)))
+    plain, mention = await sink.next(), await sink.next()
+    for got in (plain, mention):
+        assert got.conversation_key == f"discord:{CHANNEL_ID}"
+        assert got.chat_id == str(CHANNEL_ID)
+        assert not got.is_direct and got.thread_id is None
+    assert not plain.mentions_bot
+    assert mention.mentions_bot
+    assert mention.text == "help me"
+
+
+async def test_a_reply_to_the_bot_counts_as_a_mention(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    ours = fake.message("an earlier answer", author=BOT_USER)
+    await fake.dispatch_message(fake.message("follow-up", reply_to=ours))
+    got = await sink.next()
+    assert got.mentions_bot
+    assert got.reply_to_message_id == ours["id"]
+
+
+async def test_a_thread_message_gets_its_own_key(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    await fake.dispatch_message(fake.message("in the thread", channel_id=THREAD_ID))
+    got = await sink.next()
+    assert got.conversation_key == f"discord:{THREAD_ID}"
+    assert got.chat_id == got.thread_id == str(THREAD_ID)
+
+
+async def test_own_and_bot_messages_are_ignored(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    await fake.dispatch_message(fake.message("echo of myself", author=BOT_USER))
+    await fake.dispatch_message(fake.message("beep", author=user(OTHER_BOT_ID, "r2", bot=True)))
+    await fake.dispatch_message(fake.message("sentinel"))
+    assert (await sink.next()).text == "sentinel"
+    assert sink.queue.empty()
+
+
+async def test_other_bots_are_accepted_with_allow_bots(fake: FakeDiscordAPI, store: Store) -> None:
+    sink = Sink()
+    adapter = make_adapter(fake, store, allow_bots=True)
+    await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
+    try:
+        await fake.dispatch_message(fake.message("echo of myself", author=BOT_USER))
+        await fake.dispatch_message(fake.message("beep", author=user(OTHER_BOT_ID, "r2", bot=True)))
+        got = await sink.next()
+        assert (got.text, got.sender_id) == ("beep", str(OTHER_BOT_ID))
+        await fake.dispatch_message(fake.message("sentinel"))
+        assert (await sink.next()).text == "sentinel"
+    finally:
+        await adapter.stop()
+
+
+async def test_a_replayed_message_id_is_delivered_once(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    payload = fake.message("once")
+    await fake.dispatch_message(payload)
+    await fake.dispatch_message(payload)
+    await fake.dispatch_message(fake.message("sentinel"))
+    assert [(await sink.next()).text, (await sink.next()).text] == ["once", "sentinel"]
+
+
+async def test_a_dropped_gateway_reconnects_and_keeps_delivering(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    _, sink = running
+    await fake.dispatch_message(fake.message("before"))
+    assert (await sink.next()).text == "before"
+    await asyncio.wait_for(fake.drop_connection(), HANG_GUARD)
+    await fake.dispatch_message(fake.message("after"))
+    assert (await sink.next()).text == "after"
+    assert len(fake.resumes) + len(fake.identifies) == 2
+
+
+async def test_a_restart_with_the_same_store_redelivers_nothing(
+    fake: FakeDiscordAPI, store: Store
+) -> None:
+    first_sink = Sink()
+    first = make_adapter(fake, store)
+    await asyncio.wait_for(first.start(first_sink), HANG_GUARD)
+    old = fake.message("handled before the restart")
+    await fake.dispatch_message(old)
+    assert (await first_sink.next()).text == old["content"]
+    await first.stop()
+
+    second_sink = Sink()
+    second = make_adapter(fake, store)
+    await asyncio.wait_for(second.start(second_sink), HANG_GUARD)
+    try:
+        await fake.dispatch_message(old)
+        await fake.dispatch_message(fake.message("new"))
+        assert (await second_sink.next()).text == "new"
+        assert second_sink.queue.empty()
+    finally:
+        await second.stop()
+
+
+# --- outbound --------------------------------------------------------------------------------
+
+
+def is_message_post(request: RecordedRequest) -> bool:
+    return request.method == "POST" and request.path.endswith("/messages")
+
+
+async def test_a_long_answer_is_split_under_both_limits_without_loss(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    lines = [f"line {i:03d} " + "lorem ipsum dolor sit amet " * 2 for i in range(150)]
+    markdown = "\n".join(lines)
+    assert len(markdown) >= 9000
+    target = Target("discord", str(CHANNEL_ID))
+    refs = await asyncio.wait_for(adapter.send(target, markdown), HANG_GUARD)
+    posts = fake.message_posts()
+    assert len(posts) == len(refs) > 1
+    assert all(p.path == f"/channels/{CHANNEL_ID}/messages" for p in posts)
+    texts = [p.body["content"] for p in posts]
+    assert all(len(t) <= 2000 and len(t.split("\n")) <= 17 for t in texts)
+    received = [line.strip() for t in texts for line in t.split("\n") if line.strip()]
+    assert received == [line.strip() for line in lines]
+    assert len({r.message_id for r in refs}) == len(refs)
+    assert all(r.target == target for r in refs)
+
+
+async def test_every_post_limits_allowed_mentions(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    markdown = "@everyone look\n" * 40
+    await asyncio.wait_for(adapter.send(Target("discord", str(CHANNEL_ID)), markdown), HANG_GUARD)
+    posts = fake.message_posts()
+    assert len(posts) > 1
+    for post in posts:
+        allowed = post.body["allowed_mentions"]
+        assert set(allowed["parse"]) == {"users"}
+        assert not allowed.get("replied_user", False)
+
+
+async def test_a_reply_references_only_the_first_chunk(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    target = Target("discord", str(THREAD_ID), thread_id=str(THREAD_ID), reply_to_id="42")
+    await asyncio.wait_for(adapter.send(target, "x\n" * 40), HANG_GUARD)
+    first, *rest = fake.message_posts()
+    assert first.path == f"/channels/{THREAD_ID}/messages"
+    assert int(first.body["message_reference"]["message_id"]) == 42
+    assert rest and all("message_reference" not in p.body for p in rest)
+
+
+async def test_a_429_is_waited_out_and_posted_once(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    fake.rate_limit_next_post(retry_after=0.01)
+    refs = await asyncio.wait_for(
+        adapter.send(Target("discord", str(CHANNEL_ID)), "hello"), HANG_GUARD
+    )
+    assert len(fake.rate_limited) == 1
+    [post] = fake.message_posts()
+    assert post.body["content"] == "hello"
+    assert len(refs) == 1
+
+
+async def test_edit_react_and_typing(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    target = Target("discord", str(CHANNEL_ID))
+    ref = MessageRef(target, "777")
+    await asyncio.wait_for(adapter.edit(ref, "**changed**"), HANG_GUARD)
+    await asyncio.wait_for(adapter.react(ref, "👍"), HANG_GUARD)
+    await asyncio.wait_for(adapter.typing(target), HANG_GUARD)
+    calls = [(r.method, r.path) for r in fake.requests if r.path.startswith("/channels/")]
+    assert calls == [
+        ("PATCH", f"/channels/{CHANNEL_ID}/messages/777"),
+        ("PUT", f"/channels/{CHANNEL_ID}/messages/777/reactions/👍/@me"),
+        ("POST", f"/channels/{CHANNEL_ID}/typing"),
+    ]
+    patch = fake.requests[-3]
+    assert "changed" in patch.body["content"]
+    assert set(patch.body["allowed_mentions"]["parse"]) == {"users"}

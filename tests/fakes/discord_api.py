@@ -1,0 +1,441 @@
+"""A loopback fake of the Discord REST API and gateway, on aiohttp, for the real discord.py.
+
+discord.py has no base-URL setting; point it here by patching ``discord.http.Route.BASE`` to
+``fake.base_url`` and ``DiscordWebSocket.DEFAULT_GATEWAY`` to ``fake.gateway_url`` (see
+spec/testing.md section 5). What the fake serves:
+
+- REST under ``/api/v10``: ``users/@me``, ``oauth2/applications/@me`` (with configurable
+  application flags), ``channels/{id}/messages`` POST and PATCH, ``channels/{id}/typing`` and
+  reaction PUTs. JSON replies carry ``Content-Type: application/json`` exactly, because
+  discord.py compares the whole header. ``rate_limit_next_post()`` answers the next message
+  POST with a 429 that discord.py waits out (a ``Via`` header and ``retry_after`` in the body).
+- The gateway at ``/gateway/`` (text frames, compression ignored): HELLO, IDENTIFY (recorded,
+  or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
+  with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
+  ``dispatch`` pushes an event to the live session; ``drop_connection`` closes the socket the
+  way a network fault or a Discord restart would.
+
+Like real Discord, guild message content is blanked when IDENTIFY lacked the message-content
+intent, unless the message mentions the bot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_ID = 1100000000000000001
+APP_ID = BOT_ID
+GUILD_ID = 1200000000000000001
+CHANNEL_ID = 1300000000000000001
+THREAD_ID = 1300000000000000002
+USER_ID = 1400000000000000001
+OTHER_BOT_ID = 1400000000000000002
+DM_CHANNEL_ID = 1500000000000000001
+
+MESSAGE_CONTENT_INTENT = 1 << 15
+# Application flags: GATEWAY_MESSAGE_CONTENT (verified) and _LIMITED (unverified, < 100 guilds).
+FLAG_MESSAGE_CONTENT = 1 << 18
+FLAG_MESSAGE_CONTENT_LIMITED = 1 << 19
+
+TIMESTAMP = "2026-01-01T00:00:00.000000+00:00"
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    # Not web.json_response: that adds "; charset=utf-8", which discord.py treats as text.
+    return web.Response(
+        status=status,
+        body=json.dumps(data).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+
+
+def user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
+    return {
+        "id": str(user_id),
+        "username": name,
+        "global_name": name,
+        "discriminator": "0",
+        "avatar": None,
+        "bot": bot,
+    }
+
+
+BOT_USER = user(BOT_ID, "botd", bot=True)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class _Session:
+    ws: web.WebSocketResponse
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class FakeDiscordAPI:
+    """Run with ``async with FakeDiscordAPI() as fake:``; read ``requests``, ``identifies``."""
+
+    def __init__(
+        self,
+        *,
+        application_flags: int = FLAG_MESSAGE_CONTENT_LIMITED,
+        identify_close_code: int | None = None,
+    ) -> None:
+        self.application_flags = application_flags
+        self.identify_close_code = identify_close_code
+        """Close the gateway with this code on IDENTIFY (4014: disallowed intents)."""
+        self.requests: list[RecordedRequest] = []
+        self.identifies: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.rate_limited: list[RecordedRequest] = []
+        """Requests answered 429 (kept out of ``requests``)."""
+        self._pending_429: list[float] = []
+        self._ids = itertools.count(1600000000000000001)
+        self._sequence = 0
+        self._session: _Session | None = None
+        self._live = asyncio.Event()
+        """Set while a session is identified or resumed and can take dispatches."""
+        self._request_arrived = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self._port}/gateway/"
+
+    async def __aenter__(self) -> FakeDiscordAPI:
+        app = web.Application()
+        app.router.add_get("/gateway/", self._gateway)
+        app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._session is not None:
+            await self._session.ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- scripting ---------------------------------------------------------------------------
+
+    def rate_limit_next_post(self, retry_after: float = 0.01) -> None:
+        """Answer the next message POST with a 429 that discord.py retries after ``retry_after``."""
+        self._pending_429.append(retry_after)
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a dispatch (op 0) on the live session, waiting for one to be established."""
+        await self._live.wait()
+        assert self._session is not None
+        await self._send(self._session.ws, event, data)
+
+    async def dispatch_message(self, payload: dict[str, Any]) -> None:
+        """Dispatch MESSAGE_CREATE, blanking guild content as Discord does without the intent."""
+        intents = self.identifies[-1]["intents"] if self.identifies else 0
+        mentioned = any(int(u["id"]) == BOT_ID for u in payload.get("mentions", []))
+        if "guild_id" in payload and not intents & MESSAGE_CONTENT_INTENT and not mentioned:
+            payload = {**payload, "content": ""}
+        await self.dispatch("MESSAGE_CREATE", payload)
+
+    async def drop_connection(self, code: int = 4000) -> None:
+        """Close the live gateway socket from the server side (a resumable close code)."""
+        await self._live.wait()
+        session = self._session
+        assert session is not None
+        self._live.clear()
+        await session.ws.close(code=code)
+        await session.closed.wait()
+
+    async def wait_for_requests(
+        self, predicate: Callable[[RecordedRequest], bool], count: int = 1
+    ) -> list[RecordedRequest]:
+        """Wait until ``count`` recorded requests match; callers add their own hang guard."""
+        async with self._request_arrived:
+            await self._request_arrived.wait_for(
+                lambda: len([r for r in self.requests if predicate(r)]) >= count
+            )
+        return [r for r in self.requests if predicate(r)]
+
+    def message_posts(self) -> list[RecordedRequest]:
+        """Message POSTs answered 200 (429s are in ``rate_limited``), in order."""
+        return [r for r in self.requests if r.method == "POST" and r.path.endswith("/messages")]
+
+    # --- payload builders --------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def message(
+        self,
+        content: str,
+        *,
+        channel_id: int = CHANNEL_ID,
+        author: dict[str, Any] | None = None,
+        guild: bool = True,
+        mentions: tuple[dict[str, Any], ...] = (),
+        message_id: int | None = None,
+        reply_to: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A MESSAGE_CREATE payload; ``guild=False`` makes it a DM."""
+        author = author or user(USER_ID, "alice")
+        payload: dict[str, Any] = {
+            "id": str(message_id or self.next_id()),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": TIMESTAMP,
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": list(mentions),
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+        }
+        if guild:
+            payload["guild_id"] = str(GUILD_ID)
+            payload["member"] = {
+                "roles": [],
+                "joined_at": TIMESTAMP,
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+            }
+        if reply_to is not None:
+            payload["type"] = 19
+            payload["referenced_message"] = reply_to
+            payload["message_reference"] = {
+                "message_id": reply_to["id"],
+                "channel_id": reply_to["channel_id"],
+                **({"guild_id": str(GUILD_ID)} if guild else {}),
+            }
+        return payload
+
+    def _posted_message(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        payload = self.message(
+            body.get("content", ""), channel_id=int(channel_id), author=BOT_USER, guild=False
+        )
+        if body.get("message_reference"):
+            payload["type"] = 19
+            payload["message_reference"] = body["message_reference"]
+        return payload
+
+    def _guild(self) -> dict[str, Any]:
+        return {
+            "id": str(GUILD_ID),
+            "name": "Fake Guild",
+            "owner_id": str(USER_ID),
+            "unavailable": False,
+            "member_count": 2,
+            "large": False,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "voice_states": [],
+            "presences": [],
+            "roles": [
+                {
+                    "id": str(GUILD_ID),
+                    "name": "@everyone",
+                    "permissions": "104324673",
+                    "position": 0,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                }
+            ],
+            "channels": [
+                {
+                    "id": str(CHANNEL_ID),
+                    "type": 0,
+                    "guild_id": str(GUILD_ID),
+                    "name": "general",
+                    "position": 0,
+                    "permission_overwrites": [],
+                    "parent_id": None,
+                    "nsfw": False,
+                    "topic": None,
+                    "last_message_id": None,
+                    "rate_limit_per_user": 0,
+                }
+            ],
+            "threads": [
+                {
+                    "id": str(THREAD_ID),
+                    "type": 11,
+                    "guild_id": str(GUILD_ID),
+                    "parent_id": str(CHANNEL_ID),
+                    "owner_id": str(USER_ID),
+                    "name": "a thread",
+                    "last_message_id": None,
+                    "rate_limit_per_user": 0,
+                    "message_count": 0,
+                    "member_count": 2,
+                    "flags": 0,
+                    "thread_metadata": {
+                        "archived": False,
+                        "auto_archive_duration": 1440,
+                        "archive_timestamp": TIMESTAMP,
+                        "locked": False,
+                    },
+                }
+            ],
+            "members": [
+                {
+                    "user": BOT_USER,
+                    "roles": [],
+                    "joined_at": TIMESTAMP,
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                }
+            ],
+            "joined_at": TIMESTAMP,
+            "mfa_level": 0,
+            "verification_level": 0,
+            "explicit_content_filter": 0,
+            "default_message_notifications": 0,
+            "premium_tier": 0,
+            "nsfw_level": 0,
+            "system_channel_flags": 0,
+            "preferred_locale": "en-US",
+        }
+
+    # --- REST --------------------------------------------------------------------------------
+
+    async def _record(self, request: web.Request) -> RecordedRequest:
+        raw = await request.read()
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+        recorded = RecordedRequest(
+            request.method, "/" + request.match_info["path"], body, dict(request.headers)
+        )
+        return recorded
+
+    async def _remember(self, recorded: RecordedRequest) -> None:
+        async with self._request_arrived:
+            self.requests.append(recorded)
+            self._request_arrived.notify_all()
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        recorded = await self._record(request)
+        parts = recorded.path.strip("/").split("/")
+        method = recorded.method
+        if method == "POST" and parts[-1] == "messages" and self._pending_429:
+            retry_after = self._pending_429.pop(0)
+            self.rate_limited.append(recorded)
+            body = {"message": "You are being rate limited.", "retry_after": retry_after}
+            # Without Via discord.py takes a 429 for a Cloudflare ban and gives up.
+            return _json({**body, "global": False}, 429, {"Via": "1.1 google"})
+        await self._remember(recorded)
+        if parts == ["users", "@me"]:
+            return _json(BOT_USER)
+        if parts == ["oauth2", "applications", "@me"]:
+            return _json(
+                {
+                    "id": str(APP_ID),
+                    "name": "botd",
+                    "description": "",
+                    "icon": None,
+                    "bot_public": False,
+                    "bot_require_code_grant": False,
+                    "owner": user(USER_ID, "alice"),
+                    "verify_key": "0" * 64,
+                    "flags": self.application_flags,
+                }
+            )
+        if parts[0] == "channels" and len(parts) >= 3:
+            channel_id = parts[1]
+            if parts[2] == "typing" or "reactions" in parts:
+                return web.Response(status=204)
+            if parts[2] == "messages" and method == "POST":
+                return _json(self._posted_message(channel_id, recorded.body))
+            if parts[2] == "messages" and method == "PATCH":
+                payload = self._posted_message(channel_id, recorded.body)
+                payload["id"] = parts[3]
+                return _json(payload)
+        return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    # --- gateway -----------------------------------------------------------------------------
+
+    async def _send(self, ws: web.WebSocketResponse, event: str, data: dict[str, Any]) -> None:
+        self._sequence += 1
+        await ws.send_str(json.dumps({"op": 0, "t": event, "s": self._sequence, "d": data}))
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        session = _Session(ws)
+        self._session = session
+        try:
+            await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 1000}}))
+            async for frame in ws:
+                if frame.type != WSMsgType.TEXT:
+                    continue
+                payload = json.loads(frame.data)
+                op = payload["op"]
+                if op == 1:
+                    await ws.send_str(json.dumps({"op": 11}))
+                elif op == 2:
+                    self.identifies.append(payload["d"])
+                    if self.identify_close_code is not None:
+                        await ws.close(code=self.identify_close_code)
+                        break
+                    await self._identified(ws)
+                elif op == 6:
+                    self.resumes.append(payload["d"])
+                    await self._send(ws, "RESUMED", {})
+                    self._live.set()
+        finally:
+            if self._session is session:
+                self._live.clear()
+            session.closed.set()
+        return ws
+
+    async def _identified(self, ws: web.WebSocketResponse) -> None:
+        await self._send(
+            ws,
+            "READY",
+            {
+                "v": 10,
+                "user": BOT_USER,
+                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+                "session_id": f"session-{len(self.identifies)}",
+                "resume_gateway_url": self.gateway_url,
+                "shard": [0, 1],
+                "application": {"id": str(APP_ID), "flags": self.application_flags},
+                "private_channels": [],
+            },
+        )
+        await self._send(ws, "GUILD_CREATE", self._guild())
+        self._live.set()
