@@ -218,7 +218,11 @@ class SlackAdapter:
         thread_ts = event.get("thread_ts")
         thread_id = str(thread_ts) if thread_ts else None
         key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
-        mentioned = app_mention or (bool(self.bot_user_id) and f"<@{self.bot_user_id}>" in text)
+        mention = f"<@{self.bot_user_id}>" if self.bot_user_id else ""
+        mentioned = app_mention or (bool(mention) and mention in text)
+        if mention and mention in text:
+            # The model needs the message, not the bot's own name (which it would echo).
+            text = " ".join(text.replace(mention, " ").split()) or text
         await sink(
             InboundMessage(
                 channel="slack",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from typing import Any, TypeAlias
 
 from telegram import Message, MessageEntity, ReplyParameters, Update
@@ -234,7 +235,7 @@ class TelegramAdapter:
                 channel=CHANNEL,
                 chat_id=chat_id,
                 sender_id=str(sender.id) if sender else "",
-                text=message.text,
+                text=self._without_own_mention(message.text),
                 message_id=str(message.message_id),
                 conversation_key=key,
                 account_id=self.account_id,
@@ -245,6 +246,14 @@ class TelegramAdapter:
                 reply_to_message_id=str(reply.message_id) if reply else None,
             )
         )
+
+    def _without_own_mention(self, text: str) -> str:
+        """``text`` without ``@botname`` (kept in ``/cmd@botname``, which commands parse)."""
+        name = self._require_bot().username
+        if not name:
+            return text
+        cleaned = re.sub(rf"(?<![\w/])@{re.escape(name)}\b", " ", text, flags=re.IGNORECASE)
+        return " ".join(cleaned.split()) if cleaned != text else text
 
     def _mentions_bot(self, message: Message, reply: Message | None) -> bool:
         bot = self._require_bot()

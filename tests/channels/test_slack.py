@@ -165,6 +165,7 @@ async def test_socket_channel_mentions(
     plain, mention = inbox.messages
     assert not plain.mentions_bot and not plain.is_direct
     assert mention.mentions_bot and mention.conversation_key == "slack:C1"
+    assert mention.text == "hi"  # the bot's own mention is not passed to the agent
 
 
 async def test_socket_twins_and_a_retried_envelope_reach_the_sink_once(

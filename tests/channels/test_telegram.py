@@ -111,6 +111,10 @@ async def test_group_mentions(fake: FakeTelegramAPI, bot: Bot) -> None:
     assert not plain.mentions_bot
     assert mentioned.mentions_bot
     assert command.mentions_bot
+    # The agent gets the message without the bot's own name; commands keep their form.
+    assert mentioned.text == "hey can you help?"
+    assert command.text == "/status@botd_test_bot"
+    assert plain.text == "just chatting with @someone_else"
 
 
 async def test_a_reply_to_the_bot_or_a_text_mention_counts_as_a_mention(
