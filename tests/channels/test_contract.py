@@ -1,0 +1,619 @@
+"""One contract, three platforms: the whole stack end to end against the loopback fakes.
+
+Each test drives platform fake -> real SDK -> adapter -> Router -> SessionManager (scripted
+model) -> ChannelDelivery -> adapter -> real SDK -> fake, and is written once: a small
+per-platform driver pushes inbound messages and reads back what the bot posted.
+
+Synchronisation: the adapter hands each inbound message to a wrapper around the router that
+records the router's decision; a test waits (under a generous hang guard) until the decisions
+it expects are in, then ``SessionManager.drain()`` waits for the runs, whose deliveries are
+awaited, so every post has reached the fake by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import discord
+import pytest
+from discord.gateway import DiscordWebSocket
+
+from botd.agent.loop import LoopConfig
+from botd.agent.message_tool import MessageTool
+from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
+from botd.agent.tools import Tool
+from botd.channels.base import ChannelAdapter, InboundMessage, MessageRef, Target
+from botd.channels.discord import DiscordAdapter
+from botd.channels.slack import SlackAdapter
+from botd.channels.telegram import TelegramAdapter
+from botd.delivery import ChannelDelivery
+from botd.router import AccessPolicy, Decision, GroupRule, Router
+from botd.sessions import SessionManager, SessionSettings
+from botd.store import Store
+from botd.subscriber import SubscriberConfig
+from tests.fakes import discord_api, slack_api, telegram_api
+from tests.fakes.discord_api import FakeDiscordAPI
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+GUARD = 20.0  # seconds: a hang guard only, never a delay
+PLATFORMS = ("telegram", "slack", "discord")
+
+
+@dataclass(frozen=True)
+class Post:
+    """A message the bot posted, as the platform received it."""
+
+    chat: str
+    thread: str | None
+    text: str
+
+
+class Driver(Protocol):
+    """What a contract test needs from a platform (fake + adapter factory)."""
+
+    name: str
+    limit: int
+    line_limit: int | None
+    groups: tuple[str, ...]
+    """Group/channel ids on the allowlist (require_mention)."""
+    dm_chat: str
+    group_chat: str
+
+    def adapter(self, store: Store) -> ChannelAdapter: ...
+
+    async def push_dm(self, text: str) -> str:
+        """Push a DM; returns the id the adapter records in the store for it."""
+        ...
+
+    async def push_group(self, text: str, *, mention: bool) -> str: ...
+
+    async def push_thread(self, text: str) -> tuple[str, tuple[str, str | None]]:
+        """Push a mention in a thread/topic; returns its id and where answers must go."""
+        ...
+
+    async def replay(self, handle: str) -> None:
+        """Deliver an earlier message again, as the platform does after a restart."""
+        ...
+
+    def posted(self) -> list[Post]:
+        """Successful posts, in order."""
+        ...
+
+    def attempts(self) -> int:
+        """Post requests made, refused ones included."""
+        ...
+
+    def fail_next_post_with_429(self) -> None: ...
+
+    def visible(self, text: str) -> str:
+        """The posted text as a reader sees it (markup and fence markers removed)."""
+        ...
+
+    def balanced(self, text: str) -> bool:
+        """Whether one posted message's code formatting is balanced."""
+        ...
+
+
+def _fence_words(text: str) -> str:
+    return " ".join(w for w in text.split() if not w.startswith("```"))
+
+
+# --- Telegram ---------------------------------------------------------------------------------
+
+TG_TOKEN = "123456:TEST-TOKEN"
+TG_DM, TG_GROUP, TG_FORUM, TG_TOPIC = 777, -100123, -100500, 42
+
+
+class TelegramDriver:
+    name = "telegram"
+    limit = 4096
+    line_limit: int | None = None
+    groups: tuple[str, ...] = (str(TG_GROUP), str(TG_FORUM))
+    dm_chat = str(TG_DM)
+    group_chat = str(TG_GROUP)
+
+    def __init__(self, fake: FakeTelegramAPI) -> None:
+        self.fake = fake
+        # As if Telegram never learned what was read: only the adapter's offset and dedupe
+        # keep a restart from replaying.
+        fake.forget_confirmed = False
+        self._texts: dict[str, tuple[int, str, int | None]] = {}
+
+    def adapter(self, store: Store) -> ChannelAdapter:
+        return TelegramAdapter(
+            TG_TOKEN, store=store, api_base_url=self.fake.base_url, poll_timeout=5
+        )
+
+    def _push(self, chat: int, text: str, thread: int | None = None) -> str:
+        forum = chat == TG_FORUM
+        message = self.fake.push_text(chat, text, is_forum=forum, thread_id=thread)
+        handle = f"{chat}:{message['message_id']}"
+        self._texts[handle] = (chat, text, thread)
+        return handle
+
+    async def push_dm(self, text: str) -> str:
+        return self._push(TG_DM, text)
+
+    async def push_group(self, text: str, *, mention: bool) -> str:
+        return self._push(TG_GROUP, f"@{telegram_api.BOT_USERNAME} {text}" if mention else text)
+
+    async def push_thread(self, text: str) -> tuple[str, tuple[str, str | None]]:
+        handle = self._push(TG_FORUM, f"@{telegram_api.BOT_USERNAME} {text}", TG_TOPIC)
+        return handle, (str(TG_FORUM), str(TG_TOPIC))
+
+    async def replay(self, handle: str) -> None:
+        chat, text, thread = self._texts[handle]
+        message_id = int(handle.rsplit(":", 1)[1])
+        forum = chat == TG_FORUM
+        self.fake.push_text(chat, text, is_forum=forum, thread_id=thread, message_id=message_id)
+
+    def posted(self) -> list[Post]:
+        return [
+            Post(
+                str(c.params["chat_id"]),
+                str(c.params["message_thread_id"]) if "message_thread_id" in c.params else None,
+                str(c.params["text"]),
+            )
+            for c in self.fake.calls_to("sendMessage", ok_only=True)
+        ]
+
+    def attempts(self) -> int:
+        return len(self.fake.calls_to("sendMessage"))
+
+    def fail_next_post_with_429(self) -> None:
+        self.fake.fail_next("sendMessage", telegram_api.retry_after(1))
+
+    def visible(self, text: str) -> str:
+        return telegram_api.parse_html(text)[0]
+
+    def balanced(self, text: str) -> bool:
+        _, error = telegram_api.parse_html(text)
+        return error is None and text.count("<pre") == text.count("</pre>")
+
+
+# --- Slack (Socket Mode) ----------------------------------------------------------------------
+
+
+class SlackDriver:
+    name = "slack"
+    limit = 4000
+    line_limit: int | None = None
+    groups: tuple[str, ...] = ("C1",)
+    dm_chat = "D1"
+    group_chat = "C1"
+    THREAD_TS = "500.000001"
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        self._ts = itertools.count(1)
+        self._bodies: dict[str, dict[str, Any]] = {}
+        self._refused: set[int] = set()
+
+    def adapter(self, store: Store) -> ChannelAdapter:
+        return SlackAdapter(
+            bot_token="xoxb-test",
+            app_token="xapp-test",
+            api_base_url=self.fake.base_url,
+            store=store,
+        )
+
+    async def _push(self, channel: str, text: str, *, twin: bool = False, **extra: Any) -> str:
+        ts = f"{1000 + next(self._ts)}.000100"
+        event = {"type": "message", "channel": channel, "user": "U1", "text": text, "ts": ts}
+        event["channel_type"] = "im" if channel.startswith("D") else "channel"
+        event.update(extra)
+        body = slack_api.event_callback(event)
+        self._bodies[body["event_id"]] = body
+        await self.fake.send_event(body)
+        if twin:  # Slack delivers a channel mention twice: a message and an app_mention
+            mention = {k: v for k, v in event.items() if k != "channel_type"}
+            await self.fake.send_event(slack_api.event_callback({**mention, "type": "app_mention"}))
+        return str(body["event_id"])
+
+    async def push_dm(self, text: str) -> str:
+        return await self._push("D1", text)
+
+    async def push_group(self, text: str, *, mention: bool) -> str:
+        if mention:
+            return await self._push("C1", f"<@{slack_api.BOT_USER_ID}> {text}", twin=True)
+        return await self._push("C1", text)
+
+    async def push_thread(self, text: str) -> tuple[str, tuple[str, str | None]]:
+        handle = await self._push(
+            "C1", f"<@{slack_api.BOT_USER_ID}> {text}", twin=True, thread_ts=self.THREAD_TS
+        )
+        return handle, ("C1", self.THREAD_TS)
+
+    async def replay(self, handle: str) -> None:
+        await self.fake.send_event(self._bodies[handle], retry_attempt=1)
+
+    def posted(self) -> list[Post]:
+        calls = self.fake.calls_to("chat.postMessage")
+        return [
+            Post(str(c.args["channel"]), c.args.get("thread_ts") or None, str(c.args["text"]))
+            for i, c in enumerate(calls)
+            if i not in self._refused
+        ]
+
+    def attempts(self) -> int:
+        return len(self.fake.calls_to("chat.postMessage"))
+
+    def fail_next_post_with_429(self) -> None:
+        self._refused.add(len(self.fake.calls_to("chat.postMessage")))
+        self.fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=1)
+
+    def visible(self, text: str) -> str:
+        return html.unescape(_fence_words(text))
+
+    def balanced(self, text: str) -> bool:
+        return text.count("```") % 2 == 0
+
+
+# --- Discord ----------------------------------------------------------------------------------
+
+
+class DiscordDriver:
+    name = "discord"
+    limit = 2000
+    line_limit: int | None = 17
+    groups: tuple[str, ...] = (str(discord_api.CHANNEL_ID), str(discord_api.THREAD_ID))
+    dm_chat = str(discord_api.DM_CHANNEL_ID)
+    group_chat = str(discord_api.CHANNEL_ID)
+
+    def __init__(self, fake: FakeDiscordAPI) -> None:
+        self.fake = fake
+        self._payloads: dict[str, dict[str, Any]] = {}
+
+    def adapter(self, store: Store) -> ChannelAdapter:
+        return DiscordAdapter(
+            "fake-discord-token",
+            store=store,
+            api_base_url=self.fake.base_url,
+            gateway_url=self.fake.gateway_url,
+            guild_ready_timeout=0.05,
+            ready_timeout=GUARD,
+        )
+
+    async def _push(self, payload: dict[str, Any]) -> str:
+        self._payloads[payload["id"]] = payload
+        await asyncio.wait_for(self.fake.dispatch_message(payload), GUARD)
+        return str(payload["id"])
+
+    def _mention(self, text: str, channel_id: int) -> dict[str, Any]:
+        content = f"<@{discord_api.BOT_ID}> {text}"
+        return self.fake.message(content, channel_id=channel_id, mentions=(discord_api.BOT_USER,))
+
+    async def push_dm(self, text: str) -> str:
+        return await self._push(
+            self.fake.message(text, channel_id=discord_api.DM_CHANNEL_ID, guild=False)
+        )
+
+    async def push_group(self, text: str, *, mention: bool) -> str:
+        if mention:
+            return await self._push(self._mention(text, discord_api.CHANNEL_ID))
+        return await self._push(self.fake.message(text, channel_id=discord_api.CHANNEL_ID))
+
+    async def push_thread(self, text: str) -> tuple[str, tuple[str, str | None]]:
+        handle = await self._push(self._mention(text, discord_api.THREAD_ID))
+        return handle, (str(discord_api.THREAD_ID), None)
+
+    async def replay(self, handle: str) -> None:
+        await asyncio.wait_for(self.fake.dispatch_message(self._payloads[handle]), GUARD)
+
+    def posted(self) -> list[Post]:
+        return [
+            Post(p.path.split("/")[2], None, str(p.body["content"]))
+            for p in self.fake.message_posts()
+        ]
+
+    def attempts(self) -> int:
+        return len(self.fake.message_posts()) + len(self.fake.rate_limited)
+
+    def fail_next_post_with_429(self) -> None:
+        self.fake.rate_limit_next_post(retry_after=0.01)
+
+    def visible(self, text: str) -> str:
+        return _fence_words(text)
+
+    def balanced(self, text: str) -> bool:
+        return text.count("```") % 2 == 0
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _restore_discord_urls() -> Iterator[None]:
+    """The Discord adapter patches process-wide class attributes; nothing may leak."""
+    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    yield
+    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
+    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"
+
+
+class SpyStore(Store):
+    """A real store that also lists every inbound id it was asked about."""
+
+    asked: list[str]
+    _asked_more: asyncio.Event
+
+    def seen_inbound(self, channel: str, message_id: str) -> bool:
+        self.asked.append(message_id)
+        self._asked_more.set()
+        return super().seen_inbound(channel, message_id)
+
+    async def wait_asked(self, message_id: str, times: int) -> None:
+        """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""
+        async with asyncio.timeout(GUARD):
+            while self.asked.count(message_id) < times:
+                self._asked_more.clear()
+                await self._asked_more.wait()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SpyStore]:
+    (tmp_path / "state").mkdir()
+    spy = SpyStore(tmp_path / "state" / "botd.db")
+    spy.asked = []
+    spy._asked_more = asyncio.Event()
+    yield spy
+    spy.close()
+
+
+@pytest.fixture(params=PLATFORMS)
+async def driver(request: pytest.FixtureRequest) -> AsyncIterator[Driver]:
+    if request.param == "telegram":
+        async with FakeTelegramAPI(TG_TOKEN) as telegram:
+            yield TelegramDriver(telegram)
+    elif request.param == "slack":
+        async with FakeSlack() as slack:
+            yield SlackDriver(slack)
+    else:
+        async with FakeDiscordAPI() as fake_discord:
+            yield DiscordDriver(fake_discord)
+
+
+class Stack:
+    """adapter -> Router -> SessionManager -> ChannelDelivery -> adapter, on one store."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        store: Store,
+        provider: ScriptedProvider,
+        *,
+        message_tool: bool = False,
+        block_chunking: bool = True,
+    ) -> None:
+        self.adapter = driver.adapter(store)
+        self.delivery = ChannelDelivery({driver.name: self.adapter})
+        tools: Callable[[InboundMessage], Sequence[Tool]] | None = None
+        if message_tool:
+            tools = lambda _message: [MessageTool(self._send)]  # noqa: E731
+        self.sessions = SessionManager(
+            store,
+            provider,
+            self.delivery,
+            SessionSettings(
+                loop=LoopConfig("scripted"),
+                subscriber=SubscriberConfig()
+                if block_chunking
+                else SubscriberConfig(chunking=None),
+            ),
+            tools=tools,
+        )
+        policy = AccessPolicy(
+            dm_policy="open",
+            group_policy="allowlist",
+            groups={chat: GroupRule(require_mention=True) for chat in driver.groups},
+        )
+        self.router = Router(store, self.sessions.submit, self._reply, {driver.name: policy})
+        self.decisions: list[tuple[InboundMessage, Decision]] = []
+        self._changed = asyncio.Condition()
+
+    async def _send(self, target: Target, text: str) -> MessageRef:
+        refs = await self.delivery.send_text(target, text)
+        return refs[0]
+
+    async def _reply(self, target: Target, text: str) -> None:
+        await self.delivery.send_text(target, text)
+
+    async def _inbound(self, message: InboundMessage) -> None:
+        decision = await self.router.handle(message)
+        async with self._changed:
+            self.decisions.append((message, decision))
+            self._changed.notify_all()
+
+    async def start(self) -> None:
+        await asyncio.wait_for(self.adapter.start(self._inbound), GUARD)
+
+    async def stop(self) -> None:
+        await asyncio.wait_for(self.sessions.close(), GUARD)
+        await asyncio.wait_for(self.adapter.stop(), GUARD)
+
+    async def settle(self, decisions: int) -> list[tuple[InboundMessage, Decision]]:
+        """Wait until the router decided ``decisions`` messages and every run is done."""
+        async with asyncio.timeout(GUARD):
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.decisions) >= decisions)
+            await self.sessions.drain()
+        return list(self.decisions)
+
+
+@pytest.fixture
+async def stack_factory(driver: Driver, store: SpyStore) -> AsyncIterator[Callable[..., Any]]:
+    started: list[Stack] = []
+
+    async def make(
+        script: list[ScriptedTurn] | None = None,
+        *,
+        message_tool: bool = False,
+        block_chunking: bool = True,
+    ) -> Stack:
+        provider = ScriptedProvider(script)
+        stack = Stack(
+            driver, store, provider, message_tool=message_tool, block_chunking=block_chunking
+        )
+        await stack.start()
+        started.append(stack)
+        return stack
+
+    yield make
+    for stack in started:
+        await stack.stop()
+
+
+# --- the contract -----------------------------------------------------------------------------
+
+
+async def test_a_dm_is_answered(driver: Driver, stack_factory: Callable[..., Any]) -> None:
+    stack = await stack_factory()
+    await driver.push_dm("hello alpha")
+    [(_, decision)] = await stack.settle(1)
+    assert decision.accepted
+    [post] = driver.posted()
+    assert post.chat == driver.dm_chat
+    assert post.thread is None
+    assert driver.visible(post.text).strip() == "You said: hello alpha"
+
+
+async def test_a_group_message_is_answered_only_when_it_mentions_the_bot(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    await driver.push_group("just chatting bravo", mention=False)
+    [(plain, decision)] = await stack.settle(1)
+    assert not plain.mentions_bot
+    assert not decision.accepted
+    assert driver.posted() == []
+
+    await driver.push_group("please help charlie", mention=True)
+    decisions = await stack.settle(2)
+    assert decisions[1][1].accepted
+    [post] = driver.posted()
+    assert post.chat == driver.group_chat
+    assert post.thread is None
+    answer = driver.visible(post.text)
+    assert answer.startswith("You said:")
+    assert answer.rstrip().endswith("please help charlie")
+    assert "just chatting bravo" in answer  # kept as context, not answered on its own
+
+
+async def test_a_thread_message_is_answered_in_its_thread(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    _, (chat, thread) = await driver.push_thread("in the thread delta")
+    [(message, decision)] = await stack.settle(1)
+    assert decision.accepted and message.thread_id is not None
+    [post] = driver.posted()
+    assert (post.chat, post.thread) == (chat, thread)
+    assert driver.visible(post.text).rstrip().endswith("in the thread delta")
+
+
+def _long_answer() -> tuple[str, list[str]]:
+    """About 9,000 characters of Markdown with a code block, made of unique words."""
+    words = [f"w{i:04d}" for i in range(1000)]
+    code = [f"line_{i:04d} = {i}" for i in range(200)]
+    paragraphs = [" ".join(words[i : i + 50]) for i in range(0, 1000, 50)]
+    markdown = (
+        "\n\n".join(paragraphs[:10])
+        + "\n\n```python\n"
+        + "\n".join(code)
+        + "\n```\n\n"
+        + "\n\n".join(paragraphs[10:])
+    )
+    tokens = words[:500] + [t for line in code for t in line.split(" ")] + words[500:]
+    return markdown, tokens
+
+
+@pytest.mark.parametrize(
+    "block_chunking",
+    [True, False],
+    ids=["streamed-blocks", "one-block"],  # one-block: the adapter alone splits the answer
+)
+async def test_a_long_answer_is_split_under_the_platform_limits_without_loss(
+    driver: Driver, stack_factory: Callable[..., Any], block_chunking: bool
+) -> None:
+    markdown, tokens = _long_answer()
+    assert len(markdown) > 9000
+    stack = await stack_factory([ScriptedTurn(text=markdown)], block_chunking=block_chunking)
+    await driver.push_dm("write it all")
+    await stack.settle(1)
+    posts = driver.posted()
+    assert len(posts) >= 3
+    assert all(p.chat == driver.dm_chat for p in posts)
+    for post in posts:
+        assert len(post.text) <= driver.limit
+        if driver.line_limit is not None:
+            assert len(post.text.split("\n")) <= driver.line_limit
+        assert driver.balanced(post.text), post.text
+    seen = re.findall(r"\S+", " ".join(driver.visible(p.text) for p in posts))
+    assert seen == tokens
+
+
+async def test_a_message_sent_by_the_tool_is_not_repeated_as_the_answer(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    text = "The report is ready for you."
+    script = [
+        ScriptedTurn(tool_calls=[{"name": "message", "args": {"action": "send", "message": text}}]),
+        ScriptedTurn(text=text),
+    ]
+    stack = await stack_factory(script, message_tool=True)
+    await driver.push_dm("is the report ready?")
+    await stack.settle(1)
+    posts = driver.posted()
+    assert [driver.visible(p.text).strip() for p in posts] == [text]
+    assert posts[0].chat == driver.dm_chat
+
+
+async def test_a_429_is_waited_out_and_the_answer_posted_once(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    driver.fail_next_post_with_429()
+    await driver.push_dm("patience echo")
+    await stack.settle(1)
+    [post] = driver.posted()
+    assert driver.visible(post.text).strip() == "You said: patience echo"
+    assert driver.attempts() == 2  # one refused with 429, one posted
+
+
+async def test_a_restart_replays_nothing(
+    driver: Driver, store: SpyStore, stack_factory: Callable[..., Any]
+) -> None:
+    first = await stack_factory()
+    old = await driver.push_dm("before the restart foxtrot")
+    await first.settle(1)
+    assert len(driver.posted()) == 1
+    await first.stop()
+
+    second = await stack_factory()
+    checked = store.asked.count(old)
+    await driver.replay(old)
+    await driver.push_dm("after the restart golf")
+    [(message, decision)] = await second.settle(1)
+    assert decision.accepted and message.text == "after the restart golf"
+    await store.wait_asked(old, checked + 1)  # the adapter looked the replay up
+    await second.sessions.drain()
+    answers = [driver.visible(p.text).strip() for p in driver.posted()]
+    assert answers == ["You said: before the restart foxtrot", "You said: after the restart golf"]
