@@ -17,6 +17,15 @@ Anything else becomes a prompt. While a run is active, the queue mode decides:
 Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
 never overlap, so its messages are answered strictly in order. Every message of every run is
 written to the store, so a restarted daemon continues each conversation where it was.
+
+Replies leave a run through one ordered outbox. A plain ``ReplySink`` gets block replies as
+they are cut and the final replies after the run. A ``StreamingSink`` (``ChannelDelivery``)
+also chooses per target how a run is shown (``DeliveryMode``): ``blocks`` as above; ``final``
+cuts no blocks and posts only the final answer; ``edit`` cuts no blocks either but forwards
+partial replies for a live preview, which the final answer then finishes. Without streamed
+blocks the finals are built without block dedupe, so the answer is never lost. A sink with
+``typing`` is asked to show "typing…" from the start of a run, every ``typing_interval``
+seconds, until the run's replies are out.
 """
 
 from __future__ import annotations
@@ -26,22 +35,24 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from .agent.loop import AgentRun, LoopConfig, RunResult
 from .agent.tools import Tool
 from .agent.types import Provider
 from .channels.base import InboundMessage, Target
 from .compaction import compact_transcript, estimate_tokens, summarizer_for
+from .delivery import DeliveryMode, ReplyKind
 from .events import AgentEvent, Message, TextContent, event_to_json
 from .store import Store
 from .subscriber import (
     BlockReply,
     FinalReplyInput,
     Origin,
+    PartialReply,
     StreamSubscriber,
     SubscriberConfig,
     build_final_replies,
@@ -60,6 +71,30 @@ class ReplySink(Protocol):
     """Where a session's replies go (the delivery layer, or a test's list)."""
 
     async def deliver(self, target: Target, reply: BlockReply) -> None: ...
+
+
+@runtime_checkable
+class StreamingSink(Protocol):
+    """A sink that decides how runs are shown per target; it is told what each reply is."""
+
+    def delivery_mode(self, target: Target) -> DeliveryMode: ...
+
+    async def deliver(
+        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+    ) -> None: ...
+
+    async def preview(self, target: Target, partial: PartialReply) -> None:
+        """The answer so far (``edit`` mode only)."""
+        ...
+
+    async def end_run(self, target: Target) -> None:
+        """Every reply of the run is out (sent after cancelled runs too)."""
+        ...
+
+
+@runtime_checkable
+class TypingSink(Protocol):
+    async def typing(self, target: Target) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +131,8 @@ class SessionSettings:
     """When a transcript grows past this, its older turns are compacted."""
     keep_recent_tokens: int = 20_000
     """How much of the latest conversation compaction keeps word for word."""
+    typing_interval: float = 5.0
+    """How often a running session renews the typing indicator (platforms expire it)."""
 
 
 @dataclass(eq=False)
@@ -119,6 +156,41 @@ def _user_message(text: str) -> Message:
     return Message(role="user", content=[TextContent(text=text)])
 
 
+_Outgoing = tuple[ReplyKind, BlockReply] | tuple[Literal["partial"], PartialReply]
+
+
+class _Outbox:
+    """One run's replies in order. Partials coalesce: a slow preview edit skips to the latest
+    text instead of working through every delta (so a coalesced ``delta`` is not whole)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[_Outgoing | None] = asyncio.Queue()
+        self._partial: PartialReply | None = None
+
+    def put(self, kind: ReplyKind, reply: BlockReply) -> None:
+        self._queue.put_nowait((kind, reply))
+
+    def put_partial(self, partial: PartialReply) -> None:
+        if self._partial is None:
+            self._queue.put_nowait(("partial", partial))  # a place in line; the latest fills it
+        self._partial = partial
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def get(self) -> _Outgoing | None:
+        item = await self._queue.get()
+        if item is not None and item[0] == "partial" and self._partial is not None:
+            item, self._partial = ("partial", self._partial), None
+        return item
+
+
+async def _cancel_task(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 class SessionManager:
     """Owns every session; see the module docstring."""
 
@@ -135,6 +207,8 @@ class SessionManager:
         self._store = store
         self._provider = provider
         self._sink = sink
+        self._streaming = sink if isinstance(sink, StreamingSink) else None
+        self._typing = sink if isinstance(sink, TypingSink) else None
         self._settings = settings
         self._tools = tools or (lambda _message: ())
         self._clock = clock
@@ -290,10 +364,20 @@ class SessionManager:
         self, session: Session, inbound: InboundMessage, prompt: list[Message]
     ) -> None:
         target = inbound.reply_target()
-        outbox: asyncio.Queue[BlockReply | None] = asyncio.Queue()
-        sender = asyncio.create_task(self._send_all(target, outbox))
+        mode = self._streaming.delivery_mode(target) if self._streaming else "blocks"
+        outbox = _Outbox()
         recorder = self._recorder(session)
-        subscriber = StreamSubscriber(self._settings.subscriber, on_block_reply=outbox.put_nowait)
+        config = self._settings.subscriber
+        if mode != "blocks":
+            # Nothing streams as blocks: keep each assistant message whole for the finals
+            # instead of the chunker's pieces, so the answer is one reply (or one preview).
+            config = replace(config, chunking=None)
+        subscriber = StreamSubscriber(
+            config,
+            # Without a block callback the subscriber cuts no blocks at all.
+            on_block_reply=(lambda reply: outbox.put("block", reply)) if mode == "blocks" else None,
+            on_partial_reply=outbox.put_partial if mode == "edit" else None,
+        )
 
         def emit(event: AgentEvent) -> None:
             subscriber.handle(event)
@@ -310,6 +394,8 @@ class SessionManager:
         )
         session.run = run
         result: RunResult | None = None
+        typer = self._start_typing(session, target)
+        sender = asyncio.create_task(self._send_all(target, outbox, typer))
         try:
             result = await run.run(session.history, prompt)
         finally:
@@ -321,14 +407,38 @@ class SessionManager:
                 self._store.append_messages(session.session_id, added)
                 session.history.extend(added)
             session.runs_done += 1
-            if result is not None and result.stop_reason != "cancelled":
-                for reply in self._finals(subscriber, inbound, target):
-                    outbox.put_nowait(reply)
-            outbox.put_nowait(None)
-            await sender
+            try:
+                if result is not None and result.stop_reason != "cancelled":
+                    streamed = mode == "blocks"
+                    for reply in self._finals(subscriber, inbound, target, streamed):
+                        outbox.put("final", reply)
+                outbox.close()
+                await sender
+            finally:
+                await _cancel_task(typer)  # normally done already by the sender
+
+    def _start_typing(self, session: Session, target: Target) -> asyncio.Task[None] | None:
+        typing = self._typing
+        if typing is None:
+            return None
+        interval = self._settings.typing_interval
+
+        async def keep_typing() -> None:
+            while True:
+                try:
+                    await typing.typing(target)
+                except Exception as exc:
+                    log.warning("typing in %s failed: %s", target.chat_id, exc)
+                await asyncio.sleep(interval)
+
+        return asyncio.create_task(keep_typing(), name=f"typing:{session.conversation_key}")
 
     def _finals(
-        self, subscriber: StreamSubscriber, inbound: InboundMessage, target: Target
+        self,
+        subscriber: StreamSubscriber,
+        inbound: InboundMessage,
+        target: Target,
+        block_streaming: bool,
     ) -> list[BlockReply]:
         last = subscriber.last_assistant_message
         return build_final_replies(
@@ -337,8 +447,9 @@ class SessionManager:
                 fallback_text=extract_assistant_text(last) if last is not None else "",
                 error_text=error_text_for(last),
                 current_message_id=inbound.message_id,
-                delivered_blocks=subscriber.block_replies,
-                block_streaming=True,
+                # Only blocks that reached the chat may make a final redundant.
+                delivered_blocks=subscriber.block_replies if block_streaming else (),
+                block_streaming=block_streaming,
                 sent_texts=subscriber.messaging_tool_sent_texts,
                 sent_targets=subscriber.messaging_tool_sent_targets,
                 sent_to_current=subscriber.sent_to_current_conversation,
@@ -347,13 +458,30 @@ class SessionManager:
             )
         )
 
-    async def _send_all(self, target: Target, outbox: asyncio.Queue[BlockReply | None]) -> None:
+    async def _send_all(
+        self, target: Target, outbox: _Outbox, typer: asyncio.Task[None] | None
+    ) -> None:
         """Deliver a run's replies in order; a failed delivery is logged, not fatal."""
-        while (reply := await outbox.get()) is not None:
+        streaming = self._streaming
+        while (item := await outbox.get()) is not None:
             try:
-                await self._sink.deliver(target, reply)
+                if streaming is None:
+                    if item[0] != "partial":
+                        await self._sink.deliver(target, item[1])
+                elif item[0] == "partial":
+                    await streaming.preview(target, item[1])
+                else:
+                    await streaming.deliver(target, item[1], kind=item[0])
             except Exception:
                 log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
+        # Typing stops the moment the last reply is out, not when the run is wound up: an
+        # indicator that outlives the answer reads as a second answer coming.
+        await _cancel_task(typer)
+        if streaming is not None:
+            try:
+                await streaming.end_run(target)
+            except Exception:
+                log.exception("ending delivery to %s:%s failed", target.channel, target.chat_id)
 
     def _recorder(self, session: Session) -> Callable[[AgentEvent], None] | None:
         directory = self._settings.record_events_dir
@@ -404,4 +532,6 @@ __all__ = [
     "Session",
     "SessionManager",
     "SessionSettings",
+    "StreamingSink",
+    "TypingSink",
 ]
