@@ -320,5 +320,5 @@ class DiscordAdapter:
         await message.add_reaction(emoji)
 
     async def typing(self, target: Target) -> None:
-        """Show "typing…" once (about 10 s); sessions refresh it while a run is active while a run is active."""
+        """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
         await self._channel(target).typing()
