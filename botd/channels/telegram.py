@@ -71,11 +71,13 @@ def _is_not_modified(exc: BadRequest) -> bool:
 
 
 class _PollingBot(ExtBot[int]):
-    """PTB's bot, with the two polling policies PTB has no setting for.
+    """PTB's bot, with the polling policies PTB has no setting for.
 
-    The first ``getUpdates`` resumes from the saved offset, and a 409 Conflict is waited out
-    here with jittered backoff and reported as "no updates", instead of PTB's retry loop
-    logging a traceback on every attempt.
+    The first ``getUpdates`` resumes from the saved offset. A 409 Conflict (another poller
+    on the token) is waited out with jittered backoff and reported as "no updates", instead
+    of PTB's retry loop logging a traceback on every attempt. A long poll that Telegram (or
+    a proxy) accepts but never answers is abandoned after its timeout plus ``stall_grace``
+    and retried the same way, so a stalled connection cannot silence the bot.
     """
 
     def __init__(
@@ -84,45 +86,54 @@ class _PollingBot(ExtBot[int]):
         resume_offset: int,
         account_id: str,
         backoff: tuple[float, float],
+        stall_grace: float,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._resume_offset = resume_offset
         self._account_id = account_id
         self._backoff_base, self._backoff_cap = backoff
-        self._conflicts = 0
+        self._stall_grace = stall_grace
+        self._failures = 0
 
     async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
         offset = kwargs.get("offset")
         if offset is None or offset < self._resume_offset:
             kwargs["offset"] = self._resume_offset
+        poll = kwargs.get("timeout") or 0
+        poll_seconds = poll.total_seconds() if hasattr(poll, "total_seconds") else float(poll)
         try:
-            updates = await super().get_updates(*args, **kwargs)
-        except Conflict as exc:
-            if not kwargs.get("timeout"):
-                raise  # PTB's final offset-committing call at shutdown: don't wait
-            self._conflicts += 1
-            delay = min(self._backoff_cap, self._backoff_base * 2 ** (self._conflicts - 1))
-            delay *= 0.5 + random.random() / 2
-            log.warning(
-                "telegram[%s]: getUpdates refused (%s); retry %d in %.1fs",
-                self._account_id,
-                exc.message,
-                self._conflicts,
-                delay,
+            updates = await asyncio.wait_for(
+                super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
             )
-            await asyncio.sleep(delay)
+        except Conflict as exc:
+            if not poll_seconds:
+                raise  # PTB's final offset-committing call at shutdown: don't wait
+            await self._back_off(f"getUpdates refused ({exc.message})")
             return ()
-        if self._conflicts:
-            log.info("telegram[%s]: polling again after the conflict", self._account_id)
-            self._conflicts = 0
+        except TimeoutError:
+            await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
+            return ()
+        if self._failures:
+            log.info("telegram[%s]: polling again", self._account_id)
+            self._failures = 0
         return updates
+
+    async def _back_off(self, what: str) -> None:
+        self._failures += 1
+        delay = min(self._backoff_cap, self._backoff_base * 2 ** (self._failures - 1))
+        delay *= 0.5 + random.random() / 2
+        log.warning(
+            "telegram[%s]: %s; retry %d in %.1fs", self._account_id, what, self._failures, delay
+        )
+        await asyncio.sleep(delay)
 
 
 class TelegramAdapter:
     """A Telegram bot account as a ``ChannelAdapter``; see the module docstring.
 
-    ``conflict_backoff`` is (first delay, cap) in seconds for 409 retries.
+    ``conflict_backoff`` is (first delay, cap) in seconds for 409 and stall retries;
+    ``stall_grace`` is how long past its own timeout a long poll may go unanswered.
     """
 
     name = CHANNEL
@@ -139,6 +150,7 @@ class TelegramAdapter:
         account_id: str = "default",
         poll_timeout: int = 30,
         conflict_backoff: tuple[float, float] = (1.0, 30.0),
+        stall_grace: float = 15.0,
     ) -> None:
         self._token = token
         self._store = store
@@ -146,6 +158,7 @@ class TelegramAdapter:
         self.account_id = account_id
         self._poll_timeout = poll_timeout
         self._conflict_backoff = conflict_backoff
+        self._stall_grace = stall_grace
         self._app: _App | None = None
         self._bot: _PollingBot | None = None
         self._sink: InboundSink | None = None
@@ -164,6 +177,7 @@ class TelegramAdapter:
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,
             backoff=self._conflict_backoff,
+            stall_grace=self._stall_grace,
         )
         app: _App = Application.builder().bot(bot).build()
         app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self._on_text))

@@ -65,9 +65,8 @@ class Bot:
 
 
 async def started(fake: FakeTelegramAPI, store: Store | None = None, **kwargs: Any) -> Bot:
-    adapter = TelegramAdapter(
-        TOKEN, store=store, api_base_url=fake.base_url, poll_timeout=5, **kwargs
-    )
+    kwargs.setdefault("poll_timeout", 5)
+    adapter = TelegramAdapter(TOKEN, store=store, api_base_url=fake.base_url, **kwargs)
     bot = Bot(adapter)
     await adapter.start(bot.sink)
     return bot
@@ -253,6 +252,23 @@ async def test_a_409_conflict_is_survived(
         assert (await running.next()).text == "still there?"
         assert [c.status for c in fake.calls_to("getUpdates")][:3] == [409, 409, 200]
         assert "terminated by other getUpdates request" in caplog.text
+    finally:
+        await running.adapter.stop()
+
+
+async def test_a_stalled_poll_is_abandoned_and_messages_flow_again(
+    fake: FakeTelegramAPI, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.stall_next_polls(2)
+    caplog.set_level(logging.WARNING, logger="botd.channels.telegram")
+    running = await started(
+        fake, store, poll_timeout=1, stall_grace=0.2, conflict_backoff=(0.01, 0.05)
+    )
+    try:
+        fake.push_text(DM, "anyone home?")
+        assert (await running.next()).text == "anyone home?"
+        assert fake.stalls == 0
+        assert caplog.text.count("getUpdates stalled") == 2
     finally:
         await running.adapter.stop()
 

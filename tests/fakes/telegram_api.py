@@ -197,6 +197,7 @@ class FakeTelegramAPI:
     """See the module docstring."""
 
     def __init__(self, token: str = "123456:TEST-TOKEN") -> None:
+        self.stalls = 0
         self.token = token
         self.calls: list[Call] = []
         self.forget_confirmed = True
@@ -235,6 +236,10 @@ class FakeTelegramAPI:
             await self._runner.cleanup()
 
     # --- scripting ----------------------------------------------------------------------------
+
+    def stall_next_polls(self, times: int = 1) -> None:
+        """The next ``times`` getUpdates requests are held open and never answered."""
+        self.stalls = times
 
     def fail_next(self, method: str, error: ScriptedError, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with ``error``."""
@@ -392,6 +397,11 @@ class FakeTelegramAPI:
         return True
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.stalls > 0:
+            # A long poll accepted and never answered (a dead proxy, a black-holed route).
+            self.stalls -= 1
+            await self._closing.wait()
+            return []
         offset = int(params.get("offset", 0) or 0)
         timeout = float(params.get("timeout", 0) or 0)
         if offset > 0 and self.forget_confirmed:
