@@ -40,9 +40,13 @@ class InboundMessage:
     is_direct: bool = False
     mentions_bot: bool = False
     reply_to_message_id: str | None = None
+    target: Target | None = None
+    """Where answers go, when the adapter decides it (Slack's ``reply_to_mode``)."""
 
     def reply_target(self) -> Target:
         """Where an answer to this message goes."""
+        if self.target is not None:
+            return self.target
         return Target(self.channel, self.chat_id, self.account_id, self.thread_id)
 
 

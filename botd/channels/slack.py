@@ -25,6 +25,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from aiohttp import web
@@ -120,6 +121,7 @@ class SlackAdapter:
         self._runner: web.AppRunner | None = None
         self._seen_memory: OrderedDict[str, None] = OrderedDict()
         self._first_replied: OrderedDict[str, None] = OrderedDict()
+        self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -223,20 +225,22 @@ class SlackAdapter:
         if mention and mention in text:
             # The model needs the message, not the bot's own name (which it would echo).
             text = " ".join(text.replace(mention, " ").split()) or text
-        await sink(
-            InboundMessage(
-                channel="slack",
-                chat_id=channel,
-                sender_id=user,
-                text=text,
-                message_id=ts,
-                conversation_key=key,
-                account_id=self.account_id,
-                thread_id=thread_id,
-                is_direct=event.get("channel_type") == "im",
-                mentions_bot=mentioned,
-            )
+        message = InboundMessage(
+            channel="slack",
+            chat_id=channel,
+            sender_id=user,
+            text=text,
+            message_id=ts,
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            is_direct=event.get("channel_type") == "im",
+            mentions_bot=mentioned,
         )
+        target = self.reply_target(message)
+        if target.thread_id is None:
+            self._awaiting_answer[channel] = ts  # for the "working" reaction
+        await sink(replace(message, target=target))
 
     def _seen(self, key: str) -> bool:
         """Record an inbound id; True if it was recorded before (persistent with a store)."""
@@ -335,11 +339,16 @@ class SlackAdapter:
                 raise
 
     async def typing(self, target: Target) -> None:
-        """Set "is typing…" on an assistant thread; Slack has no bot typing in channels.
+        """Show that the bot is working: "is typing…" on a thread, 👀 on a channel message.
 
-        Best effort: a thread that is not an assistant thread refuses it, which is logged.
+        Slack has no bot typing indicator outside assistant threads, so an answer that goes
+        to the channel root gets an ``eyes`` reaction on the message it answers (once).
+        Best effort: a refusal is logged, never raised.
         """
         if target.thread_id is None:
+            ts = self._awaiting_answer.pop(target.chat_id, None)
+            if ts is not None:
+                await self._react_working(target, ts)
             return
         try:
             await self._call(
@@ -351,6 +360,14 @@ class SlackAdapter:
             )
         except SlackError as exc:
             log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
+
+    async def _react_working(self, target: Target, ts: str) -> None:
+        try:
+            await self.react(
+                MessageRef(Target("slack", target.chat_id, self.account_id), ts), "eyes"
+            )
+        except SlackError as exc:
+            log.debug("slack: no working reaction in %s: %s", target.chat_id, exc.error)
 
     async def _call(
         self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any

@@ -409,3 +409,38 @@ async def test_start_fails_on_a_refused_token_and_settings_are_checked(fake: Fak
         SlackAdapter(bot_token="xoxb-test")
     with pytest.raises(ValueError, match="signing secret"):
         SlackAdapter(bot_token="xoxb-test", mode="http")
+
+
+@pytest.mark.parametrize(
+    ("mode", "thread", "reply_to"),
+    [("off", None, None), ("all", "950.000001", None), ("first", None, "950.000001")],
+)
+async def test_inbound_messages_carry_the_reply_target_of_the_mode(
+    fake: FakeSlack, store: SpyStore, mode: str, thread: str | None, reply_to: str | None
+) -> None:
+    adapter = _adapter(fake, store, reply_to_mode=mode)
+    inbox = Inbox()
+    await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
+    try:
+        await fake.send_event(event_callback(_mention("C5", "950.000001", f"<@{BOT_USER_ID}> go")))
+        await wait_for(lambda: len(inbox.messages) == 1, "the mention")
+        target = inbox.messages[0].reply_target()
+        assert (target.thread_id, target.reply_to_id) == (thread, reply_to)
+    finally:
+        await adapter.stop()
+
+
+async def test_working_on_a_channel_message_shows_an_eyes_reaction_once(
+    fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
+) -> None:
+    adapter, inbox = socket_bot
+    await fake.send_event(event_callback(_mention("C6", "960.000001", f"<@{BOT_USER_ID}> work")))
+    await wait_for(lambda: len(inbox.messages) == 1, "the mention")
+    target = inbox.messages[0].reply_target()
+    await adapter.typing(target)
+    await adapter.typing(target)  # refreshed while working: one reaction is enough
+    reactions = fake.calls_to("reactions.add")
+    assert [(r.args["channel"], r.args["timestamp"], r.args["name"]) for r in reactions] == [
+        ("C6", "960.000001", "eyes")
+    ]
+    assert fake.calls_to("assistant.threads.setStatus") == []
