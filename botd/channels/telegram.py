@@ -13,7 +13,7 @@ with ``seen_inbound`` so a message redelivered anyway is dropped.
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
 rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
-again as plain text. 429s are waited out by PTB's ``AIORateLimiter``. Other refusals raise
+again as plain text. A 429 is waited out for its chat only (others go on). Other refusals raise
 ``TelegramAPIError`` with Telegram's description; no PTB object leaves this module.
 """
 
@@ -23,11 +23,14 @@ import asyncio
 import logging
 import random
 import re
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any, TypeAlias, TypeVar
 
 from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
-from telegram.error import BadRequest, Conflict, TelegramError
+from telegram.error import BadRequest, Conflict, RetryAfter, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -44,6 +47,9 @@ from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
 from .markdown import RenderedChunk, render_chunks
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_MAX_FLOOD_RETRIES = 3
 
 CHANNEL = "telegram"
 GENERAL_TOPIC = "1"
@@ -158,6 +164,7 @@ class TelegramAdapter:
         self.account_id = account_id
         self._poll_timeout = poll_timeout
         self._conflict_backoff = conflict_backoff
+        self._chat_paused_until: dict[str, float] = {}
         self._stall_grace = stall_grace
         self._app: _App | None = None
         self._bot: _PollingBot | None = None
@@ -173,7 +180,9 @@ class TelegramAdapter:
             self._token,
             base_url=f"{self._api_base_url}/bot",
             base_file_url=f"{self._api_base_url}/file/bot",
-            rate_limiter=AIORateLimiter(max_retries=3),
+            # No retries in the limiter: its RetryAfter handling pauses every chat, and one
+            # group's flood wait must not silence the others (see _per_chat).
+            rate_limiter=AIORateLimiter(max_retries=0),
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,
             backoff=self._conflict_backoff,
@@ -308,6 +317,7 @@ class TelegramAdapter:
     ) -> list[MessageRef]:
         bot = self._require_bot()
         thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        chat = target.chat_id
         refs = []
         for chunk in chunks:
             extra: dict[str, Any] = {}
@@ -320,18 +330,47 @@ class TelegramAdapter:
             reply_to = None  # only the first message replies
             try:
                 try:
-                    sent = await bot.send_message(
-                        target.chat_id, chunk.text, parse_mode=ParseMode.HTML, **extra
+                    sent = await self._per_chat(
+                        chat,
+                        partial(
+                            bot.send_message, chat, chunk.text, parse_mode=ParseMode.HTML, **extra
+                        ),
                     )
                 except BadRequest as exc:
                     if not _is_parse_error(exc):
                         raise
                     log.warning("telegram: markup refused (%s); sending plain text", exc.message)
-                    sent = await bot.send_message(target.chat_id, chunk.plain, **extra)
+                    sent = await self._per_chat(
+                        chat, partial(bot.send_message, chat, chunk.plain, **extra)
+                    )
             except TelegramError as exc:
                 raise TelegramAPIError("sendMessage", exc.message) from exc
             refs.append(MessageRef(target, str(sent.message_id)))
         return refs
+
+    async def _per_chat(self, chat_id: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, waiting out Telegram's 429s for this chat only.
+
+        A flood wait pauses further requests to the same chat until it has passed; other
+        chats go on. Gives up after ``_MAX_FLOOD_RETRIES`` waits (the error then reaches
+        the caller in Telegram's words).
+        """
+        loop = asyncio.get_running_loop()
+        for attempt in range(_MAX_FLOOD_RETRIES + 1):
+            pause = self._chat_paused_until.get(chat_id, 0.0) - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            try:
+                return await call()
+            except RetryAfter as exc:
+                if attempt == _MAX_FLOOD_RETRIES:
+                    raise
+                wait = _seconds(exc.retry_after) + 0.1
+                self._chat_paused_until[chat_id] = loop.time() + wait
+                log.warning(
+                    "telegram: flood wait %.1fs for chat %s (%s)", wait, chat_id, exc.message
+                )
+        raise AssertionError("unreachable")
 
     async def edit(self, ref: MessageRef, markdown: str) -> None:
         bot = self._require_bot()
@@ -341,13 +380,18 @@ class TelegramAdapter:
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)
         try:
             try:
-                await bot.edit_message_text(
-                    chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML
+                await self._per_chat(
+                    chat_id,
+                    lambda: bot.edit_message_text(
+                        chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML
+                    ),
                 )
             except BadRequest as exc:
                 if not _is_parse_error(exc):
                     raise
-                await bot.edit_message_text(chunks[0].plain, chat_id, message_id)
+                await self._per_chat(
+                    chat_id, lambda: bot.edit_message_text(chunks[0].plain, chat_id, message_id)
+                )
         except BadRequest as exc:
             if not _is_not_modified(exc):
                 raise TelegramAPIError("editMessageText", exc.message) from exc
@@ -372,6 +416,11 @@ class TelegramAdapter:
             await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
         except TelegramError as exc:
             raise TelegramAPIError("sendChatAction", exc.message) from exc
+
+
+def _seconds(value: float | timedelta) -> float:
+    """A retry-after as seconds (PTB is moving it from int to timedelta)."""
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def _replied_to(message: Message) -> Message | None:

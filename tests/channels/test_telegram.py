@@ -196,6 +196,19 @@ async def test_a_429_is_waited_out_and_delivered_once(fake: FakeTelegramAPI, bot
     assert [c.status for c in fake.calls_to("sendMessage")] == [429, 200]
 
 
+async def test_a_flood_wait_pauses_only_its_own_chat(fake: FakeTelegramAPI, bot: Bot) -> None:
+    fake.fail_next("sendMessage", retry_after(3))
+    slow = asyncio.create_task(bot.adapter.send(Target("telegram", str(GROUP)), "to the group"))
+    await fake.wait_for_call("sendMessage", 1)  # the group's first attempt got the 429
+    # Another chat is not held up by the group's flood wait.
+    await asyncio.wait_for(bot.adapter.send(Target("telegram", str(DM)), "to the DM"), 30)
+    assert not slow.done()
+    await asyncio.wait_for(slow, 30)
+    delivered = [c.params["chat_id"] for c in fake.calls_to("sendMessage", ok_only=True)]
+    assert delivered == [str(DM), str(GROUP)]
+    assert len(fake.calls_to("sendMessage")) == 3  # one refusal, two deliveries, no repeats
+
+
 async def test_refused_markup_is_resent_as_plain_text(fake: FakeTelegramAPI, bot: Bot) -> None:
     fake.fail_next("sendMessage", cant_parse_entities())
     refs = await bot.adapter.send(Target("telegram", str(DM)), "**bold** move")
