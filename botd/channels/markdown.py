@@ -91,12 +91,19 @@ def _line_count(text: str) -> int:
     return text.count("\n") + 1
 
 
+def _size(text: str, flavour: Flavour) -> int:
+    """Length as the platform counts it: Telegram counts UTF-16 code units (an emoji is 2)."""
+    if flavour == "telegram_html":
+        return len(text.encode("utf-16-le")) // 2
+    return len(text)
+
+
 def _fit(md: str, flavour: Flavour, limit: int, line_limit: int | None) -> list[RenderedChunk]:
     text = render(md, flavour)
     plain = text if flavour == "plain" else render(md, "plain")
     if not text.strip() and not plain.strip():
         return []
-    longest = max(len(text), len(plain))
+    longest = max(_size(text, flavour), _size(plain, flavour))
     too_many_lines = line_limit is not None and max(_line_count(text), _line_count(plain)) > (
         line_limit
     )

@@ -417,3 +417,14 @@ def test_plain_keeps_every_word(src: str, limit: int) -> None:
 @given(src=MARKDOWNISH)
 def test_telegram_render_is_valid_html(src: str) -> None:
     assert telegram_problems(render(src, "telegram_html")) == []
+
+
+def test_telegram_chunks_fit_in_utf16_units() -> None:
+    # Telegram counts UTF-16 code units: every emoji here is two of them.
+    markdown = " ".join(f"😀{n}" for n in range(3000))
+    chunks = render_chunks(markdown, "telegram_html", TELEGRAM_LIMIT)
+    assert len(chunks) > 1
+    for chunk in chunks:
+        assert len(chunk.text.encode("utf-16-le")) // 2 <= TELEGRAM_LIMIT
+        assert len(chunk.plain.encode("utf-16-le")) // 2 <= TELEGRAM_LIMIT
+    assert " ".join(c.plain for c in chunks).split() == markdown.split()
