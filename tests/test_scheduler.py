@@ -1,0 +1,393 @@
+"""The scheduler: standard cron, triggers under a controllable clock, runs, reminders, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from botd.agent.schedule_tool import ScheduleTool
+from botd.agent.tools import ToolContext
+from botd.channels.base import InboundMessage, Target
+from botd.scheduler import JobSpec, Scheduler, cron_trigger, standard_cron_fields
+
+BERLIN = ZoneInfo("Europe/Berlin")
+TARGET = Target("telegram", "100", thread_id="7")
+HANG_GUARD = 10.0  # seconds: only stops a broken test from hanging
+
+
+class Clock:
+    """A clock the test moves by hand; starts at the real time so APScheduler agrees."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Inbox:
+    """``submit`` for the scheduler: collects messages and lets a test await the next one."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+        self._arrived = asyncio.Event()
+
+    async def __call__(self, message: InboundMessage) -> None:
+        self.messages.append(message)
+        self._arrived.set()
+
+    async def wait(self, count: int = 1) -> list[InboundMessage]:
+        async with asyncio.timeout(HANG_GUARD):
+            while len(self.messages) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+        return self.messages
+
+
+@pytest.fixture
+def inbox() -> Inbox:
+    return Inbox()
+
+
+@pytest.fixture
+async def scheduler(tmp_path: Path, inbox: Inbox) -> AsyncIterator[Scheduler]:
+    sched = Scheduler(tmp_path, inbox, timezone="Europe/Berlin")
+    yield sched
+    sched.shutdown()
+
+
+# --- standard cron -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ("0", "sun"),
+        ("7", "sun"),
+        ("1", "mon"),
+        ("1-5", "mon-fri"),
+        ("0,6", "sat-sun"),
+        ("5-7", "fri-sun"),
+        ("0-6", "*"),
+        ("*", "*"),
+        ("*/2", "tue,thu,sat-sun"),  # standard */2 is 0,2,4,6
+        ("SUN", "sun"),
+        ("mon-wed,fri", "mon-wed,fri"),
+        ("sat-7", "sat-sun"),
+    ],
+)
+def test_day_of_week_is_standard(field: str, expected: str) -> None:
+    assert standard_cron_fields(f"0 9 * * {field}")["day_of_week"] == expected
+
+
+def test_cron_fields_and_macros() -> None:
+    assert standard_cron_fields("*/15 8-18 1 jan *") == {
+        "minute": "*/15",
+        "hour": "8-18",
+        "day": "1",
+        "month": "jan",
+        "day_of_week": "*",
+    }
+    assert standard_cron_fields("@weekly")["day_of_week"] == "sun"
+
+
+@pytest.mark.parametrize("expr", ["0 9 * *", "0 9 * * 8", "0 9 * * 5-1", "0 9 * * */0", "x"])
+def test_bad_cron_is_refused(expr: str) -> None:
+    with pytest.raises(ValueError, match="cron"):
+        standard_cron_fields(expr)
+
+
+def test_bad_cron_field_and_zone_are_refused() -> None:
+    with pytest.raises(ValueError, match="cron"):
+        cron_trigger("61 9 * * *", "UTC")
+    with pytest.raises(ValueError, match="time zone"):
+        cron_trigger("0 9 * * *", "Mars/Olympus")
+
+
+def test_sunday_zero_in_berlin_fires_sunday_nine_berlin_time() -> None:
+    trigger = cron_trigger("0 9 * * 0", "Europe/Berlin")
+    now = datetime(2025, 3, 26, 12, 0, tzinfo=UTC)  # a Wednesday
+    fire = trigger.get_next_fire_time(None, now)
+    local = fire.astimezone(BERLIN)
+    assert (local.weekday(), local.hour, local.minute) == (6, 9, 0)  # Sunday 09:00
+    assert local.date().isoformat() == "2025-03-30"  # the DST switch day: still 09:00 local
+    assert fire.astimezone(UTC).hour == 7  # CEST, UTC+2
+    following = trigger.get_next_fire_time(fire, fire + timedelta(seconds=1))
+    assert following.astimezone(BERLIN).date().isoformat() == "2025-04-06"
+
+
+def test_both_day_fields_restricted_fire_on_either() -> None:
+    trigger = cron_trigger("0 9 1 * 1", "UTC")  # the 1st of the month or any Monday
+    now = datetime(2025, 6, 28, tzinfo=UTC)  # a Saturday
+    first = trigger.get_next_fire_time(None, now)
+    assert first == datetime(2025, 6, 30, 9, tzinfo=UTC)  # Monday
+    second = trigger.get_next_fire_time(first, first + timedelta(seconds=1))
+    assert second == datetime(2025, 7, 1, 9, tzinfo=UTC)  # the 1st, a Tuesday
+
+
+# --- triggers under the clock ----------------------------------------------------------------
+
+
+async def test_jobs_next_fire_times(tmp_path: Path, inbox: Inbox) -> None:
+    clock = Clock(datetime(2025, 1, 1, 12, 0, tzinfo=UTC))  # a Wednesday
+    # Not started: the jobs wait in APScheduler's pending list, their triggers computed only.
+    sched = Scheduler(tmp_path, inbox, timezone="Europe/Berlin", clock=clock)
+    try:
+        sched.add_cron("weekly", "0 9 * * 0", prompt="p", target=TARGET, timezone="Europe/Berlin")
+        sched.add_every("tick", 90, prompt="p", target=TARGET)
+        sched.add_at("once", datetime(2025, 1, 2, 8, 30), prompt="p", target=TARGET)
+
+        assert sched.next_fire_time("weekly") == datetime(2025, 1, 5, 9, tzinfo=BERLIN)
+        assert sched.next_fire_time("tick") == clock.now + timedelta(seconds=90)
+        clock.now += timedelta(seconds=100)
+        assert sched.next_fire_time("tick") == clock.now + timedelta(seconds=80)
+        # A naive one-shot time is read in the scheduler's zone.
+        assert sched.next_fire_time("once") == datetime(2025, 1, 2, 8, 30, tzinfo=BERLIN)
+    finally:
+        sched.shutdown()
+
+
+# --- execution -------------------------------------------------------------------------------
+
+
+async def test_due_job_submits_its_prompt(scheduler: Scheduler, inbox: Inbox) -> None:
+    scheduler.start()
+    scheduler.add_at("ping", datetime.now(UTC) - timedelta(seconds=1), prompt="hi", target=TARGET)
+    scheduler.add_at(
+        "named",
+        datetime.now(UTC) - timedelta(seconds=1),
+        prompt="report",
+        target=TARGET,
+        conversation_key="telegram:100",
+    )
+    messages = await inbox.wait(2)
+    by_text = {m.text: m for m in messages}
+    own = by_text["hi"]
+    assert own.conversation_key == "cron:ping"
+    assert (own.channel, own.chat_id, own.thread_id) == ("telegram", "100", "7")
+    assert own.sender_id == "scheduler" and own.is_direct
+    assert own.target == TARGET and own.reply_target() == TARGET
+    assert by_text["report"].conversation_key == "telegram:100"
+    assert own.message_id != by_text["report"].message_id
+    await asyncio.sleep(0)
+    assert [r.outcome for r in scheduler.run_log("ping")] == ["submitted"]
+    assert scheduler.list_jobs() == []  # one-shot jobs are gone once run
+
+
+async def test_failed_submit_is_logged_and_schedule_goes_on(tmp_path: Path) -> None:
+    calls: list[InboundMessage] = []
+    done = asyncio.Event()
+
+    async def failing(message: InboundMessage) -> None:
+        calls.append(message)
+        done.set()
+        raise RuntimeError("session closed")
+
+    sched = Scheduler(tmp_path, failing)
+    sched.start()
+    try:
+        sched.add_every("tick", 3600, prompt="p", target=TARGET)
+        assert sched.run_now("tick")
+        async with asyncio.timeout(HANG_GUARD):
+            await done.wait()
+            while not sched.run_log("tick"):
+                await asyncio.sleep(0)
+        record = sched.run_log("tick")[0]
+        assert (record.outcome, record.error) == ("failed", "session closed")
+        assert [job.id for job in sched.list_jobs()] == ["tick"]
+        assert not sched.run_now("missing")
+    finally:
+        sched.shutdown()
+
+
+async def test_each_run_has_its_own_message_id(scheduler: Scheduler, inbox: Inbox) -> None:
+    scheduler.start()
+    scheduler.add_every("tick", 3600, prompt="p", target=TARGET)
+    scheduler.run_now("tick")
+    await inbox.wait(1)
+    scheduler.run_now("tick")
+    messages = await inbox.wait(2)
+    assert messages[0].message_id != messages[1].message_id
+    assert all(m.conversation_key == "cron:tick" for m in messages)
+
+
+# --- reminders through the tool --------------------------------------------------------------
+
+ORIGIN = Target("slack", "C1", "acme", thread_id="171.5", reply_to_id="171.9")
+
+
+def context(key: str = "slack:acme:C1:171.5", origin: Target | None = ORIGIN) -> ToolContext:
+    return ToolContext(conversation_key=key, origin=origin, call_id="call-1")
+
+
+async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inbox: Inbox) -> None:
+    scheduler.start()
+    tool = ScheduleTool(scheduler)
+    assert tool.spec.name == "schedule"
+    out = await tool.run({"action": "create", "in_minutes": 30, "message": "call Bob"}, context())
+    assert not out.is_error, out.text
+    job_id = out.details["id"]
+    assert job_id.startswith("reminder-")
+
+    listed = await tool.run({"action": "list"}, context())
+    assert job_id in listed.text
+    assert [job.id for job in scheduler.list_jobs("slack:acme:C1:171.5")] == [job_id]
+    assert (await tool.run({"action": "list"}, context("other"))).details["jobs"] == []
+
+    scheduler.run_now(job_id)  # drive it now instead of waiting half an hour
+    (message,) = await inbox.wait(1)
+    assert "call Bob" in message.text
+    assert message.conversation_key == "slack:acme:C1:171.5"
+    assert message.reply_target() == Target("slack", "C1", "acme", thread_id="171.5")
+    assert (message.channel, message.account_id, message.chat_id) == ("slack", "acme", "C1")
+
+
+async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
+    scheduler.start()
+    tool = ScheduleTool(scheduler)
+    bad = [
+        ({"action": "create", "message": "x"}, "exactly one"),
+        ({"action": "create", "message": "x", "at": "soon"}, "ISO 8601"),
+        ({"action": "create", "message": "x", "at": "2000-01-01T10:00"}, "past"),
+        ({"action": "create", "message": "x", "in_minutes": -5}, "positive"),
+        ({"action": "create", "message": " ", "in_minutes": 5}, "empty"),
+        ({"action": "cancel"}, "'id'"),
+        ({"action": "fly"}, "unknown action"),
+    ]
+    for args, words in bad:
+        out = await tool.run(args, context())
+        assert out.is_error and words in out.text, (args, out.text)
+    nowhere = await tool.run(
+        {"action": "create", "message": "x", "in_minutes": 5}, context(origin=None)
+    )
+    assert nowhere.is_error
+
+    at = (datetime.now(BERLIN) + timedelta(days=1)).replace(tzinfo=None).isoformat()
+    made = await tool.run({"action": "create", "message": "x", "at": at}, context())
+    job_id = made.details["id"]
+    info = scheduler.get(job_id)
+    assert info is not None and info.next_run_time is not None
+    assert info.next_run_time.replace(tzinfo=None).isoformat() == at  # read in Berlin time
+
+    other = await tool.run({"action": "cancel", "id": job_id}, context("other"))
+    assert other.is_error  # another conversation's reminder is not touched
+    done = await tool.run({"action": "cancel", "id": job_id}, context())
+    assert not done.is_error
+    assert scheduler.list_jobs() == []
+    assert not scheduler.cancel(job_id)
+
+
+# --- persistence, config, misfires -----------------------------------------------------------
+
+
+async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
+    first_inbox = Inbox()
+    first = Scheduler(tmp_path, first_inbox)
+    first.start()
+    out = await ScheduleTool(first).run(
+        {"action": "create", "in_minutes": 60, "message": "stand up"}, context()
+    )
+    job_id = out.details["id"]
+    first.shutdown()
+
+    inbox = Inbox()
+    second = Scheduler(tmp_path, inbox)
+    second.start()
+    try:
+        (info,) = second.list_jobs("slack:acme:C1:171.5")
+        assert info.id == job_id and info.next_run_time is not None
+        assert "stand up" in info.description
+        second.run_now(job_id)
+        (message,) = await inbox.wait(1)
+        assert "stand up" in message.text
+        assert message.conversation_key == "slack:acme:C1:171.5"
+        assert first_inbox.messages == []
+    finally:
+        second.shutdown()
+
+
+async def test_missed_runs_coalesce_into_one(tmp_path: Path, inbox: Inbox) -> None:
+    sched = Scheduler(tmp_path, inbox, misfire_grace_time=3600)
+    # Ten one-minute runs fall between the first run time and the start: as after downtime.
+    sched.add_every(
+        "tick",
+        60,
+        prompt="p",
+        target=TARGET,
+        first_run=datetime.now(UTC) - timedelta(minutes=10),
+    )
+    sched.start()
+    try:
+        await inbox.wait(1)
+        async with asyncio.timeout(HANG_GUARD):
+            while not sched.run_log("tick"):
+                await asyncio.sleep(0)
+        for _ in range(20):  # give any further (wrong) runs the chance to show
+            await asyncio.sleep(0)
+        assert len(inbox.messages) == 1
+        assert len(sched.run_log("tick")) == 1
+        (info,) = sched.list_jobs()
+        assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
+    finally:
+        sched.shutdown()
+
+
+async def test_run_missed_beyond_grace_is_skipped(tmp_path: Path, inbox: Inbox) -> None:
+    sched = Scheduler(tmp_path, inbox, misfire_grace_time=60)
+    sched.add_every(
+        "hourly",
+        3600,
+        prompt="p",
+        target=TARGET,
+        first_run=datetime.now(UTC) - timedelta(minutes=30),
+    )
+    sched.start()
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert inbox.messages == []
+        (info,) = sched.list_jobs()
+        assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
+    finally:
+        sched.shutdown()
+
+
+async def test_sync_config_jobs_replaces_config_and_keeps_reminders(
+    tmp_path: Path, inbox: Inbox
+) -> None:
+    sched = Scheduler(tmp_path, inbox)
+    daily = JobSpec("daily", "digest", TARGET, cron="0 8 * * 1-5", timezone="Europe/Berlin")
+    old = JobSpec("old", "gone soon", TARGET, every=600)
+    sched.sync_config_jobs([daily, old])  # before start: applied on start
+    sched.start()
+    try:
+        sched.add_at(
+            "reminder-abc", datetime.now(UTC) + timedelta(hours=1), prompt="r", target=TARGET
+        )
+        assert {job.id for job in sched.list_jobs()} == {"daily", "old", "reminder-abc"}
+        before = sched.get("daily")
+
+        sched.sync_config_jobs(
+            [daily, JobSpec("new", "hello", TARGET, at=datetime.now(UTC) + timedelta(days=1))]
+        )
+        assert {job.id for job in sched.list_jobs()} == {"daily", "new", "reminder-abc"}
+        assert sched.get("daily") == before  # unchanged definition: left alone
+
+        changed = JobSpec("daily", "digest", TARGET, cron="0 9 * * 0", timezone="UTC")
+        sched.sync_config_jobs([changed])
+        info = sched.get("daily")
+        assert info is not None and info.next_run_time is not None
+        assert (info.next_run_time.weekday(), info.next_run_time.hour) == (6, 9)
+        assert {job.id for job in sched.list_jobs()} == {"daily", "reminder-abc"}
+
+        with pytest.raises(ValueError, match="reminder"):
+            sched.sync_config_jobs([JobSpec("reminder-x", "p", TARGET, every=5)])
+        with pytest.raises(ValueError, match="exactly one"):
+            sched.sync_config_jobs([JobSpec("both", "p", TARGET, every=5, cron="* * * * *")])
+    finally:
+        sched.shutdown()
