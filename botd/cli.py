@@ -1,4 +1,4 @@
-"""The ``botd`` command: ``botd replay | version``."""
+"""The ``botd`` command: ``botd check | replay | version``."""
 
 from __future__ import annotations
 
@@ -43,8 +43,53 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--current-message-id", default=None, metavar="ID")
     replay.add_argument("--config", default=None, metavar="botd.yaml")
 
+    check = commands.add_parser(
+        "check",
+        help="validate a config file without starting anything",
+        description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
+    )
+    check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
+
+    run = commands.add_parser(
+        "run",
+        help="run the daemon (without --config: a console chat, offline unless ANTHROPIC_API_KEY)",
+    )
+    run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
+
     commands.add_parser("version", help="print botd's version")
     return parser
+
+
+def _check(path: str) -> int:
+    from pathlib import Path
+
+    from .config import ConfigError, load_config
+
+    try:
+        config = load_config(Path(path))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        count = len(exc.problems)
+        print(f"config invalid: {count} problem{'' if count == 1 else 's'}", file=sys.stderr)
+        return 2
+    print(f"config OK: {config.summary()}")
+    return 0
+
+
+def _run(config_path: str | None) -> int:
+    import asyncio
+    import os
+    from pathlib import Path
+
+    from .config import ConfigError, default_config, load_config
+    from .daemon import Daemon
+
+    try:
+        config = load_config(Path(config_path)) if config_path else default_config(os.environ)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return asyncio.run(Daemon(config).run())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .replay import main_stdio
 
         return main_stdio(args)
+    if args.command == "check":
+        return _check(args.config)
+    if args.command == "run":
+        return _run(args.config)
     if args.command == "version":
         print(f"botd {__version__}")
         return 0

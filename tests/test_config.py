@@ -1,0 +1,529 @@
+"""Config loading: every error names its key and line, secrets stay hidden, helpers work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from botd.config import (
+    BotdConfig,
+    ConfigError,
+    ConfigProblem,
+    default_config,
+    load_config,
+    parse_every,
+)
+from botd.scheduler import cron_trigger
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_ENV = {
+    "ANTHROPIC_API_KEY": "sk-ant-example",
+    "TELEGRAM_TOKEN": "123:tg-example",
+    "SLACK_BOT_TOKEN": "xoxb-example",
+    "SLACK_APP_TOKEN": "xapp-example",
+    "DISCORD_TOKEN": "discord-example",
+}
+
+
+def write(tmp_path: Path, text: str, name: str = "botd.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def problems(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> list[ConfigProblem]:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env or {})
+    return caught.value.problems
+
+
+def only(found: list[ConfigProblem]) -> ConfigProblem:
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ---------------------------------------------------------------- error classes
+
+
+def test_unknown_top_level_key_suggests(tmp_path: Path) -> None:
+    problem = only(problems(tmp_path, "state_dir: ./var\nmodle:\n  provider: scripted\n"))
+    assert problem == ConfigProblem("modle", 2, "unknown key 'modle'; did you mean 'model'?")
+
+
+def test_unknown_nested_key_suggests(tmp_path: Path) -> None:
+    text = """
+    agent:
+      block_streaming:
+        min_chars: 100
+        max_char: 500
+    """
+    problem = only(problems(tmp_path, text))
+    assert problem.path == "agent.block_streaming.max_char"
+    assert problem.line == 4
+    assert problem.message == "unknown key 'max_char'; did you mean 'max_chars'?"
+
+
+def test_unknown_key_without_close_match_lists_known(tmp_path: Path) -> None:
+    problem = only(problems(tmp_path, "health:\n  zzz: 1\n"))
+    assert problem.line == 2
+    assert problem.message == "unknown key 'zzz' (known: enabled, host, port)"
+
+
+def test_unknown_key_inside_group_and_alias_field(tmp_path: Path) -> None:
+    text = """
+    channels:
+      telegram:
+        token: t
+        groups:
+          -100123:
+            require_mentoin: false
+    agent:
+      block_streaming:
+        braek: text_end
+    """
+    found = problems(tmp_path, text)
+    assert [(p.line, p.message) for p in found] == [
+        (6, "unknown key 'require_mentoin'; did you mean 'require_mention'?"),
+        (9, "unknown key 'braek'; did you mean 'break'?"),
+    ]
+
+
+def test_wrong_type_is_readable(tmp_path: Path) -> None:
+    text = """
+    model:
+      provider: scripted
+      max_tokens: ten
+    """
+    problem = only(problems(tmp_path, text))
+    assert problem == ConfigProblem("model.max_tokens", 3, "expected a whole number, got 'ten'")
+
+
+def test_wrong_choice_and_bool_and_range(tmp_path: Path) -> None:
+    text = """
+    agent:
+      queue_mode: later
+      record_events: maybe
+      max_concurrent_runs: 0
+    """
+    found = {p.path: p for p in problems(tmp_path, text)}
+    assert found["agent.queue_mode"].line == 2
+    assert "expected 'steer', 'followup', 'collect' or 'interrupt'" in (
+        found["agent.queue_mode"].message
+    )
+    assert found["agent.record_events"].message == "expected true or false, got 'maybe'"
+    assert found["agent.max_concurrent_runs"].message == "must be at least 1, got 0"
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    problem = only(problems(tmp_path, "channels:\n  discord:\n    allow_bots: true\n"))
+    assert problem == ConfigProblem("channels.discord.token", 2, "required key is missing")
+
+
+def test_missing_secret_variable_names_key_line_and_variable(tmp_path: Path) -> None:
+    text = """
+    channels:
+      telegram:
+        token: ${TELEGRAM_TOKEN}
+    """
+    problem = only(problems(tmp_path, text, env={}))
+    assert problem.path == "channels.telegram.token"
+    assert problem.line == 3
+    assert "TELEGRAM_TOKEN is not set" in problem.message
+
+
+def test_variable_default_and_value(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        state_dir: ${STATE:-/srv/botd}
+        model:
+          provider: anthropic
+          api_key: ${KEY}
+          max_tokens: ${TOKENS:-2048}
+          base_url: "http://${HOST:-localhost}:${PORT:-8080}/v1"
+        agent:
+          system_prompt: "costs $$5"
+        """,
+    )
+    config = load_config(path, {"KEY": "sk-secret", "PORT": "9000"})
+    assert config.state_dir == Path("/srv/botd")
+    assert config.model.api_key == "sk-secret"
+    assert config.model.max_tokens == 2048
+    assert config.model.base_url == "http://localhost:9000/v1"
+    assert config.agent.system_prompt == "costs $5"
+
+
+def test_bad_cron(tmp_path: Path) -> None:
+    text = """
+    channels:
+      console: {enabled: true}
+    scheduler:
+      jobs:
+        - id: standup
+          cron: "0 25 * * 1"
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+        - id: sixfields
+          cron: "0 9 * * 1 2"
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+    """
+    found = problems(tmp_path, text)
+    assert [(p.path, p.line) for p in found] == [
+        ("scheduler.jobs[0].cron", 6),
+        ("scheduler.jobs[1].cron", 10),
+    ]
+    assert "hour" in found[0].message
+    assert "needs 5 fields" in found[1].message
+
+
+def test_bad_every_and_at_and_schedule_count(tmp_path: Path) -> None:
+    text = """
+    channels:
+      console: {enabled: true}
+    scheduler:
+      timezone: Mars/Olympus
+      jobs:
+        - id: a
+          every: 10 minutes
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+        - id: b
+          at: next tuesday
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+        - id: c
+          every: 1h
+          cron: "* * * * *"
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+    """
+    found = {p.path: p for p in problems(tmp_path, text)}
+    assert found["scheduler.timezone"].line == 4
+    assert "unknown time zone" in found["scheduler.timezone"].message
+    every = found["scheduler.jobs[0].every"]
+    assert every.line == 7
+    assert every.message == "expected an interval like 10m, 2h, 30s or 1d, got '10 minutes'"
+    at = found["scheduler.jobs[1].at"]
+    assert at.line == 11
+    assert "expected an ISO datetime" in at.message
+    both = found["scheduler.jobs[2]"]
+    assert both.line == 14
+    assert "exactly one of cron, every or at (got cron, every)" in both.message
+
+
+def test_cross_section_checks(tmp_path: Path) -> None:
+    text = """
+    channels:
+      console: {enabled: true}
+    scheduler:
+      jobs:
+        - id: a
+          every: 1h
+          prompt: hi
+          deliver_to: {channel: slack, chat: C1}
+        - id: a
+          every: 2h
+          prompt: hi
+          deliver_to: {channel: console, chat: me}
+    """
+    found = problems(tmp_path, text)
+    assert [(p.path, p.line, p.message) for p in found] == [
+        ("scheduler.jobs[0].deliver_to.channel", 8, "channel 'slack' is not configured"),
+        ("scheduler.jobs[1].id", 9, "job id 'a' is used twice"),
+    ]
+
+
+def test_every_error_listed_at_once(tmp_path: Path) -> None:
+    text = """
+    stat_dir: ./var
+    model:
+      provider: scripted
+      max_tokens: lots
+    agent:
+      reset:
+        mode: weekly
+    channels:
+      telegram:
+        token: ${TG}
+        delivery: stream
+    logging:
+      level: LOUD
+    """
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    lines = str(caught.value).splitlines()
+    assert lines == [
+        f"{path}:1: stat_dir: unknown key 'stat_dir'; did you mean 'state_dir'?",
+        f"{path}:4: model.max_tokens: expected a whole number, got 'lots'",
+        f"{path}:7: agent.reset.mode: expected 'off', 'idle' or 'daily', got 'weekly'",
+        f"{path}:10: channels.telegram.token: environment variable TG is not set "
+        "(set it, or write ${TG:-default})",
+        f"{path}:11: channels.telegram.delivery: expected 'blocks', 'edit' or 'final', "
+        "got 'stream'",
+        f"{path}:13: logging.level: expected 'DEBUG', 'INFO', 'WARNING' or 'ERROR', got 'LOUD'",
+    ]
+
+
+def test_yaml_syntax_error_has_line_and_no_snippet(tmp_path: Path) -> None:
+    text = "model:\n  api_key: sk-very-secret\n  name: [unclosed\n"
+    problem = only(problems(tmp_path, text))
+    assert problem.line is not None
+    assert problem.message.startswith("not valid YAML")
+    assert "sk-very-secret" not in problem.message
+
+
+def test_unreadable_and_non_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "absent.yaml", {})
+    assert "must be a mapping" in only(problems(tmp_path, "- a\n- b\n")).message
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_secret_values_never_appear_in_errors(tmp_path: Path) -> None:
+    secret = "s3cr3t-value-1234"
+    text = """
+    model:
+      provider: anthropic
+      api_key: ${KEY}
+      max_tokens: ${KEY}
+    channels:
+      slack:
+        bot_token: ["${KEY}"]
+        app_token: 12345
+        mode: ${KEY}
+      telegram:
+        token: ${KEY}
+        allow_from: {a: 1}
+    scheduler:
+      jobs:
+        - id: j
+          every: ${KEY}
+          prompt: p
+          deliver_to: {channel: telegram, chat: "1"}
+    """
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {"KEY": secret})
+    rendered = str(caught.value)
+    assert secret not in rendered
+    assert "12345" not in rendered
+    assert "got the value of ${KEY}" in rendered
+    assert len(caught.value.problems) >= 5
+
+
+# ---------------------------------------------------------------- the example and defaults
+
+
+def test_example_file_validates() -> None:
+    config = load_config(ROOT / "config.example.yaml", EXAMPLE_ENV)
+    assert config.channels.enabled() == ["telegram", "slack", "discord"]
+    assert config.model.api_key == "sk-ant-example"
+    assert len(config.scheduler.jobs) == 3
+    assert config.scheduler.jobs[2].at == datetime(2026, 12, 1, 10, 0)
+
+
+def test_example_file_shows_every_key() -> None:
+    import yaml
+
+    example = yaml.safe_load((ROOT / "config.example.yaml").read_text(encoding="utf-8"))
+
+    def missing(model: type, data: object, where: str) -> list[str]:
+        from pydantic import BaseModel
+
+        from botd.config import _unwrap_model
+
+        out = []
+        assert isinstance(data, dict), where
+        for name, field in model.model_fields.items():  # type: ignore[attr-defined]
+            key = field.alias or name
+            if key not in data:
+                out.append(f"{where}{key}")
+                continue
+            inner = _unwrap_model(field.annotation)
+            value = data[key]
+            if isinstance(value, list):  # a list of mappings: keys shown across its items
+                items = [item for item in reversed(value) if isinstance(item, dict)]
+                value = {k: v for item in items for k, v in item.items()}
+            elif isinstance(value, dict) and key == "groups":
+                value = next(iter(value.values()), None)
+            if inner is not None and isinstance(value, dict) and issubclass(inner, BaseModel):
+                out.extend(missing(inner, value, f"{where}{key}."))
+        return out
+
+    assert missing(BotdConfig, example, "") == []
+
+
+def test_empty_file_is_all_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""), {})
+    assert config == BotdConfig()
+    assert config.state_dir == Path("./var")
+    assert config.channels.enabled() == []
+
+
+def test_default_config() -> None:
+    scripted = default_config({})
+    assert scripted.model.provider == "scripted"
+    assert scripted.channels.enabled() == ["console"]
+    assert scripted.state_dir == Path("./var")
+    anthropic = default_config({"ANTHROPIC_API_KEY": "sk-x"})
+    assert anthropic.model.provider == "anthropic"
+    assert anthropic.provider_settings()["api_key"] == "sk-x"
+
+
+# ---------------------------------------------------------------- runtime helpers
+
+
+def test_runtime_helpers(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        model:
+          provider: openai
+          name: gpt-test
+          thinking: 2048
+        agent:
+          system_prompt: be brief
+          queue_mode: steer
+          record_events: true
+          reset: {mode: idle, idle_minutes: 30}
+          block_streaming:
+            break: message_end
+            min_chars: 10
+            max_chars: 20
+            enabled: true
+        channels:
+          telegram:
+            token: t
+            dm_policy: allowlist
+            allow_from: [12345]
+            groups:
+              -100200: {require_mention: false, allow_from: [7]}
+            delivery: edit
+          slack:
+            bot_token: b
+            mode: http
+            signing_secret: s
+            reply_to_mode: off
+        """,
+    )
+    config = load_config(path, {})
+    loop = config.loop_config()
+    assert (loop.model, loop.system, loop.thinking_budget) == ("gpt-test", "be brief", 2048)
+    subscriber = config.subscriber_config()
+    assert subscriber.block_break == "message_end"
+    assert subscriber.chunking is not None and subscriber.chunking.max_chars == 20
+    settings = config.session_settings(tmp_path)
+    assert settings.queue_mode == "steer"
+    assert settings.reset.mode == "idle" and settings.reset.idle_minutes == 30
+    assert settings.record_events_dir == tmp_path / "events"
+    policies = config.access_policies()
+    telegram = policies["telegram"]
+    assert telegram.dm_policy == "allowlist"
+    assert telegram.allow_from == frozenset({"12345"})
+    rule = telegram.group_rule("-100200")
+    assert rule is not None and not rule.require_mention and rule.allow_from == {"7"}
+    assert config.delivery_modes() == {"telegram": "edit", "slack": "blocks"}
+    assert config.channels.slack is not None and config.channels.slack.reply_to_mode == "off"
+    assert config.provider_settings()["base_url"] == "https://api.openai.com/v1"
+
+
+def test_scheduler_jobs() -> None:
+    config = load_config(ROOT / "config.example.yaml", EXAMPLE_ENV)
+    standup, inbox, launch = config.scheduler_jobs()
+    assert standup.id == "weekday-standup" and standup.cron == "0 9 * * 1-5"
+    assert standup.timezone == "Europe/Berlin"
+    assert standup.target.channel == "telegram" and standup.target.chat_id == "-1001234567890"
+    assert inbox.every == 7200.0 and inbox.target.chat_id == "C0123456789"
+    assert launch.at == datetime(2026, 12, 1, 10, 0) and launch.cron is None
+
+
+def test_chunking_disabled_and_min_above_max(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "agent:\n  block_streaming: {enabled: false}\n"), {})
+    assert config.subscriber_config().chunking is None
+    problem = only(
+        problems(tmp_path, "agent:\n  block_streaming:\n    min_chars: 50\n    max_chars: 10\n")
+    )
+    assert problem.path == "agent.block_streaming" and problem.line == 2
+    assert "min_chars (50) is above max_chars (10)" in problem.message
+
+
+# ---------------------------------------------------------------- standard cron
+
+
+def test_sunday_zero_fires_on_sunday() -> None:
+    # The day-of-week table itself is tested with the scheduler, whose parser config uses.
+    berlin = ZoneInfo("Europe/Berlin")
+    trigger = cron_trigger("0 9 * * 0", "Europe/Berlin")
+    start = datetime(2026, 11, 18, 12, 0, tzinfo=berlin)  # a Wednesday
+    fire = trigger.get_next_fire_time(None, start)
+    assert fire == datetime(2026, 11, 22, 9, 0, tzinfo=berlin)
+    assert fire.strftime("%A") == "Sunday"
+
+
+def test_parse_every() -> None:
+    assert parse_every("30s").total_seconds() == 30
+    assert parse_every("10m").total_seconds() == 600
+    assert parse_every("1h30m").total_seconds() == 5400
+    assert parse_every("1d").days == 1
+    for bad in ("", "10", "m", "10 minutes", "0m", "-5m"):
+        with pytest.raises(ValueError):
+            parse_every(bad)
+
+
+# ---------------------------------------------------------------- botd check
+
+
+def run_check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "botd.cli", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def test_check_ok() -> None:
+    result = run_check(ROOT / "config.example.yaml", EXAMPLE_ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("config OK: channels: telegram, slack, discord;")
+    assert "provider: anthropic" in result.stdout
+    assert "3 scheduled jobs" in result.stdout
+    assert "sk-ant-example" not in result.stdout
+
+
+def test_check_reports_every_problem(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        modle: {}
+        channels:
+          telegram:
+            token: ${NOPE_TOKEN}
+        scheduler:
+          jobs:
+            - id: x
+              cron: "61 * * * *"
+              prompt: p
+              deliver_to: {channel: telegram, chat: "1"}
+        """,
+    )
+    result = run_check(path, {})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert f"{path}:1: modle: unknown key 'modle'; did you mean 'model'?" in result.stderr
+    assert f"{path}:4: channels.telegram.token: environment variable NOPE_TOKEN" in (result.stderr)
+    assert f"{path}:8: scheduler.jobs[0].cron:" in result.stderr
+    assert "3 problems" in result.stderr
