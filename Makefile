@@ -5,13 +5,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint bench clean
+.PHONY: run test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# A console chat: the embedded default config (scripted provider unless ANTHROPIC_API_KEY).
+run: $(STAMP)
+	@$(BIN)/botd run $(if $(CONFIG),--config $(CONFIG))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

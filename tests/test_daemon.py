@@ -1,0 +1,155 @@
+"""``botd run`` as an admin runs it: a subprocess, real SDKs, loopback fakes, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+BOTD = [sys.executable, "-m", "botd.cli"]
+HANG_GUARD = 60.0
+DM = 777
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    env.update(extra)
+    return env
+
+
+def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*BOTD, "run"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=HANG_GUARD,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "You said: hello\n"
+    assert (tmp_path / "var" / "botd.sqlite3").exists()  # the embedded default's state
+
+
+async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(
+    tmp_path: Path,
+) -> None:
+    notify = tmp_path / "notify.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(notify))
+    listener.setblocking(False)
+    process = await asyncio.create_subprocess_exec(
+        *BOTD,
+        "run",
+        stdin=asyncio.subprocess.PIPE,  # kept open: the console waits for input
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=_env(NOTIFY_SOCKET=str(notify)),
+    )
+    loop = asyncio.get_running_loop()
+    try:
+        ready = await asyncio.wait_for(loop.sock_recv(listener, 4096), HANG_GUARD)
+        assert b"READY=1" in ready
+        process.send_signal(signal.SIGTERM)
+        messages = []
+        while not any(b"STOPPING=1" in m for m in messages):
+            messages.append(await asyncio.wait_for(loop.sock_recv(listener, 4096), HANG_GUARD))
+        assert await asyncio.wait_for(process.wait(), HANG_GUARD) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        listener.close()
+
+
+def _config(
+    path: Path, state: Path, telegram: FakeTelegramAPI, anthropic: FakeAnthropicAPI
+) -> Path:
+    config = path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(state))}
+model:
+  provider: anthropic
+  name: claude-test
+  api_key: ${{ANTHROPIC_TEST_KEY}}
+  base_url: {json.dumps(anthropic.base_url)}
+  max_retry_wait: 1
+channels:
+  telegram:
+    token: ${{TELEGRAM_TEST_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url)}
+    dm_policy: open
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def _start(config: Path, cwd: Path, token: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *BOTD,
+        "run",
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=_env(ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=token),
+    )
+
+
+async def _stop(process: asyncio.subprocess.Process) -> int:
+    process.send_signal(signal.SIGTERM)
+    return await asyncio.wait_for(process.wait(), HANG_GUARD)
+
+
+async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path) -> None:
+    token = "123456:TEST-TOKEN"
+    state = tmp_path / "state"
+    async with FakeTelegramAPI(token) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = _config(tmp_path, state, telegram, model)
+        model.push(stream(text("Hello ", "Ada!")))
+        first = await _start(config, tmp_path, token)
+        try:
+            telegram.push_text(DM, "hi there")
+            await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+            assert await _stop(first) == 0
+        finally:
+            if first.returncode is None:
+                first.kill()
+                await first.wait()
+        sent = telegram.calls_to("sendMessage", ok_only=True)
+        assert [c.params["text"] for c in sent] == ["Hello Ada!"]
+
+        model.push(stream(text("Still here.")))
+        second = await _start(config, tmp_path, token)
+        try:
+            telegram.push_text(DM, "are you still there?")
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+            assert await _stop(second) == 0
+        finally:
+            if second.returncode is None:
+                second.kill()
+                await second.wait()
+
+    texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
+    assert texts == ["Hello Ada!", "Still here."]  # nothing replayed after the restart
+    # The conversation continued: the second model call carried the first exchange.
+    second_request = model.requests[-1].body["messages"]
+    flattened = json.dumps(second_request)
+    assert "hi there" in flattened and "Hello Ada!" in flattened
+    assert "are you still there?" in flattened
+    assert len(model.requests) == 2
