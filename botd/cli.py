@@ -89,7 +89,8 @@ def _run(config_path: str | None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    return asyncio.run(Daemon(config).run())
+    path = Path(config_path) if config_path else None
+    return asyncio.run(Daemon(config, config_path=path).run())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

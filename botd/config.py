@@ -239,9 +239,14 @@ class BlockStreamingSection(_Section):
         return self
 
 
+BuiltinTool = Literal["message", "schedule"]
+BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+
+
 class AgentSection(_Section):
     system_prompt: str = ""
-    tools: list[str] = Field(default_factory=list)
+    tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
+    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default)."""
     queue_mode: QueueMode = "collect"
     max_concurrent_runs: int = Field(default=8, ge=1)
     max_turn_requests: int = Field(default=25, ge=1)

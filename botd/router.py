@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from .channels.base import InboundMessage, Target
+from .ops import LogContext
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -139,25 +140,37 @@ class Router:
         self._store = store
         self._submit = submit
         self._reply = reply
-        self._policies = policies
         self._pairing = pairing or PairingBook(None)
         self._context: dict[str, deque[InboundMessage]] = {}
+        self._policies: dict[str, AccessPolicy] = {}
+        self._patterns: dict[str, list[re.Pattern[str]]] = {}
+        self.update_policies(policies)
+
+    def update_policies(self, policies: dict[str, AccessPolicy]) -> None:
+        """Replace the access policies (a config reload); kept context is not touched."""
+        self._policies = dict(policies)
         self._patterns = {
             channel: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
             for channel, policy in policies.items()
         }
 
     async def handle(self, message: InboundMessage) -> Decision:
-        """Route one inbound message; returns what was decided and why."""
-        decision = await self._decide(message)
-        if not decision.accepted:
-            log.info(
-                "skipped %s message %s in %s: %s",
-                message.channel,
-                message.message_id,
-                message.conversation_key,
-                decision.reason,
-            )
+        """Route one inbound message; returns what was decided and why.
+
+        Everything logged meanwhile (and by a run this starts) carries the channel and
+        conversation ids.
+        """
+        with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
+            decision = await self._decide(message)
+            if not decision.accepted:
+                log.info(
+                    "skipped %s message %s in %s: %s",
+                    message.channel,
+                    message.message_id,
+                    message.conversation_key,
+                    decision.reason,
+                    extra={"reason": decision.reason},
+                )
         return decision
 
     async def _decide(self, message: InboundMessage) -> Decision:

@@ -26,6 +26,11 @@ partial replies for a live preview, which the final answer then finishes. Withou
 blocks the finals are built without block dedupe, so the answer is never lost. A sink with
 ``typing`` is asked to show "typing…" from the start of a run, every ``typing_interval``
 seconds, until the run's replies are out.
+
+Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
+number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
+first reply reached the chat (for metrics). ``/status`` also lists the conversation's scheduled
+jobs when a ``jobs`` callable is given.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from .channels.base import InboundMessage, Target
 from .compaction import compact_transcript, estimate_tokens, summarizer_for
 from .delivery import DeliveryMode, ReplyKind
 from .events import AgentEvent, Message, TextContent, event_to_json
+from .ops import LogContext
 from .store import Store
 from .subscriber import (
     BlockReply,
@@ -135,6 +141,30 @@ class SessionSettings:
     """How often a running session renews the typing indicator (platforms expire it)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunHooks:
+    """Callbacks around a run (the daemon's metrics); each is optional and must not block.
+
+    ``on_end`` gets the run's stop reason, ``"exception"`` when the run raised, or
+    ``"cancelled"`` when its task was cancelled. ``on_first_reply`` gets the seconds from the
+    arrival of the prompt's earliest message to the run's first delivered reply (``None`` when
+    the arrival is unknown, e.g. steering run as a follow-up). A hook that raises is logged.
+    """
+
+    on_start: Callable[[InboundMessage], None] | None = None
+    on_end: Callable[[InboundMessage, str], None] | None = None
+    on_first_reply: Callable[[InboundMessage, float | None], None] | None = None
+
+
+def _call_hook(hook: Callable[..., None] | None, *args: object) -> None:
+    if hook is None:
+        return
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("run hook failed")
+
+
 @dataclass(eq=False)
 class Session:
     """One conversation's live state (its transcript lives in the store)."""
@@ -150,6 +180,10 @@ class Session:
     """Steering handed to the running agent; what it did not read runs next."""
     last_inbound: InboundMessage | None = None
     runs_done: int = 0
+    arrived_at: dict[int, float] = field(default_factory=dict)
+    """``time.monotonic()`` at submit, by ``id()`` of the waiting message (for latency)."""
+    working_on: str = ""
+    """The running prompt's text (for ``/status``)."""
 
 
 def _user_message(text: str) -> Message:
@@ -203,6 +237,8 @@ class SessionManager:
         *,
         tools: Callable[[InboundMessage], Sequence[Tool]] | None = None,
         clock: Callable[[], float] = time.time,
+        jobs: Callable[[str], list[str]] | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         self._store = store
         self._provider = provider
@@ -212,6 +248,8 @@ class SessionManager:
         self._settings = settings
         self._tools = tools or (lambda _message: ())
         self._clock = clock
+        self._jobs = jobs
+        self._hooks = hooks or RunHooks()
         self._sessions: dict[str, Session] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
         self._closed = False
@@ -240,21 +278,36 @@ class SessionManager:
                 session.pending.clear()
                 session.run.cancel()
         session.pending.append(message)
+        session.arrived_at[id(message)] = time.monotonic()
         if session.worker is None or session.worker.done():
             session.worker = asyncio.create_task(
                 self._work(session), name=f"session:{session.conversation_key}"
             )
 
     def status(self, conversation_key: str) -> str:
+        """What the session is doing, what waits, and the conversation's scheduled jobs."""
         session = self._sessions.get(conversation_key)
+        lines: list[str] = []
         if session is None:
-            return "No conversation yet."
-        running = session.run is not None and session.run.running
-        return (
-            f"Session {session.session_id[:8]}: {'working' if running else 'idle'}, "
-            f"{len(session.pending)} waiting, {len(session.history)} messages, "
-            f"{session.runs_done} runs, queue mode {self._settings.queue_mode}."
-        )
+            lines.append("No conversation yet.")
+        else:
+            running = session.run is not None and session.run.running
+            lines.append(
+                f"Session {session.session_id[:8]}: {'working' if running else 'idle'}, "
+                f"{len(session.pending)} waiting, {len(session.history)} messages, "
+                f"{session.runs_done} runs, queue mode {self._settings.queue_mode}."
+            )
+            if running:
+                lines.append(f"Working on: {_preview(session.working_on)}")
+            lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
+        if self._jobs is not None:
+            try:
+                jobs = self._jobs(conversation_key)
+            except Exception:
+                log.exception("listing scheduled jobs for %s failed", conversation_key)
+                jobs = []
+            lines += [f"Scheduled: {job}" for job in jobs]
+        return "\n".join(lines)
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -309,32 +362,41 @@ class SessionManager:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def _next_prompt(self, session: Session) -> tuple[InboundMessage, list[Message]]:
+    def _next_prompt(self, session: Session) -> tuple[InboundMessage, list[Message], float | None]:
+        """The next prompt, the message answered, and when the earliest of it arrived."""
         if self._settings.queue_mode == "collect":
             batch = list(session.pending)
             session.pending.clear()
-            text = "\n\n".join(m.text for m in batch)
-            return batch[-1], [_user_message(text)]
-        message = session.pending.popleft()
-        return message, [_user_message(message.text)]
+        else:
+            batch = [session.pending.popleft()]
+        arrivals = [t for m in batch if (t := session.arrived_at.pop(id(m), None)) is not None]
+        if not session.pending:
+            session.arrived_at.clear()  # entries of messages dropped by /stop or interrupt
+        text = "\n\n".join(m.text for m in batch)
+        return batch[-1], [_user_message(text)], min(arrivals, default=None)
 
     async def _work(self, session: Session) -> None:
         """Run the session's waiting messages one run at a time, in order."""
         while session.pending or (session.steered and session.last_inbound is not None):
+            arrived: float | None = None
             if session.pending:
-                inbound, prompt = self._next_prompt(session)
+                inbound, prompt, arrived = self._next_prompt(session)
             else:
                 # Steering that no tool boundary picked up runs as a follow-up.
                 assert session.last_inbound is not None
                 inbound, prompt = session.last_inbound, list(session.steered)
                 session.steered.clear()
             session.last_inbound = inbound
-            async with self._slots:
-                try:
-                    await self._run_once(session, inbound, prompt)
-                    await self._compact_if_needed(session)
-                except Exception:
-                    log.exception("run failed in %s", session.conversation_key)
+            run_id = f"{session.session_id}:{session.runs_done + 1}"
+            with LogContext.bind(
+                channel=inbound.channel, conversation=session.conversation_key, run=run_id
+            ):
+                async with self._slots:
+                    try:
+                        await self._run_once(session, inbound, prompt, arrived)
+                        await self._compact_if_needed(session)
+                    except Exception:
+                        log.exception("run failed in %s", session.conversation_key)
 
     async def _compact_if_needed(self, session: Session) -> None:
         """Summarize older turns once the transcript outgrows the model's context budget."""
@@ -361,7 +423,11 @@ class SessionManager:
         )
 
     async def _run_once(
-        self, session: Session, inbound: InboundMessage, prompt: list[Message]
+        self,
+        session: Session,
+        inbound: InboundMessage,
+        prompt: list[Message],
+        arrived: float | None = None,
     ) -> None:
         target = inbound.reply_target()
         mode = self._streaming.delivery_mode(target) if self._streaming else "blocks"
@@ -393,13 +459,31 @@ class SessionManager:
             origin=target,
         )
         session.run = run
+        session.working_on = "\n".join(
+            c.text for m in prompt for c in m.content if isinstance(c, TextContent)
+        )
         result: RunResult | None = None
+        outcome = "exception"
         typer = self._start_typing(session, target)
-        sender = asyncio.create_task(self._send_all(target, outbox, typer))
+
+        def first_reply() -> None:
+            latency = None if arrived is None else max(0.0, time.monotonic() - arrived)
+            _call_hook(self._hooks.on_first_reply, inbound, latency)
+
+        sender = asyncio.create_task(self._send_all(target, outbox, typer, first_reply))
+        log.info("run started")
+        _call_hook(self._hooks.on_start, inbound)
         try:
             result = await run.run(session.history, prompt)
+            outcome = result.stop_reason
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
         finally:
+            log.info("run ended: %s", outcome)
+            _call_hook(self._hooks.on_end, inbound, outcome)
             session.run = None
+            session.working_on = ""
             added = result.messages if result is not None else run.messages
             consumed = {id(m) for m in added}
             session.steered = [m for m in session.steered if id(m) not in consumed]
@@ -459,21 +543,33 @@ class SessionManager:
         )
 
     async def _send_all(
-        self, target: Target, outbox: _Outbox, typer: asyncio.Task[None] | None
+        self,
+        target: Target,
+        outbox: _Outbox,
+        typer: asyncio.Task[None] | None,
+        first_reply: Callable[[], None] | None = None,
     ) -> None:
-        """Deliver a run's replies in order; a failed delivery is logged, not fatal."""
+        """Deliver a run's replies in order; a failed delivery is logged, not fatal.
+
+        ``first_reply`` is called once, after the first reply (or preview) is delivered.
+        """
         streaming = self._streaming
         while (item := await outbox.get()) is not None:
             try:
                 if streaming is None:
-                    if item[0] != "partial":
-                        await self._sink.deliver(target, item[1])
+                    if item[0] == "partial":
+                        continue
+                    await self._sink.deliver(target, item[1])
                 elif item[0] == "partial":
                     await streaming.preview(target, item[1])
                 else:
                     await streaming.deliver(target, item[1], kind=item[0])
             except Exception:
                 log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
+                continue
+            if first_reply is not None:
+                first_reply()
+                first_reply = None
         # Typing stops the moment the last reply is out, not when the run is wound up: an
         # indicator that outlives the answer reads as a second answer coming.
         await _cancel_task(typer)
@@ -524,11 +620,17 @@ class SessionManager:
                 await asyncio.gather(*still_running, return_exceptions=True)
 
 
+def _preview(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 __all__ = [
     "DEFAULT_QUEUE_MODE",
     "QueueMode",
     "ReplySink",
     "ResetPolicy",
+    "RunHooks",
     "Session",
     "SessionManager",
     "SessionSettings",

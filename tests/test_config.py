@@ -527,3 +527,10 @@ def test_check_reports_every_problem(tmp_path: Path) -> None:
     assert f"{path}:4: channels.telegram.token: environment variable NOPE_TOKEN" in (result.stderr)
     assert f"{path}:8: scheduler.jobs[0].cron:" in result.stderr
     assert "3 problems" in result.stderr
+
+
+def test_agent_tools_default_to_the_builtins_and_unknown_names_are_refused(tmp_path: Path) -> None:
+    assert default_config({}).agent.tools == ["message", "schedule"]
+    problem = only(problems(tmp_path, "agent:\n  tools: [message, shedule]\n"))
+    assert (problem.path, problem.line) == ("agent.tools[1]", 2)
+    assert "'shedule'" in problem.message

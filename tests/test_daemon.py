@@ -52,8 +52,8 @@ async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(
         *BOTD,
         "run",
         stdin=asyncio.subprocess.PIPE,  # kept open: the console waits for input
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
         cwd=tmp_path,
         env=_env(NOTIFY_SOCKET=str(notify)),
     )
@@ -97,18 +97,25 @@ channels:
     return config
 
 
-async def _start(config: Path, cwd: Path, token: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *BOTD,
-        "run",
-        "--config",
-        str(config),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        env=_env(ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=token),
-    )
+async def _start(
+    config: Path, cwd: Path, token: str, log_path: Path | None = None
+) -> asyncio.subprocess.Process:
+    # Logs go to a file: a pipe nobody reads would block the daemon once it fills.
+    log_file = (log_path or cwd / "daemon.log").open("ab")
+    try:
+        return await asyncio.create_subprocess_exec(
+            *BOTD,
+            "run",
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log_file,
+            cwd=cwd,
+            env=_env(ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=token),
+        )
+    finally:
+        log_file.close()  # the child has its own copy
 
 
 async def _stop(process: asyncio.subprocess.Process) -> int:
@@ -153,3 +160,51 @@ async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path
     assert "hi there" in flattened and "Hello Ada!" in flattened
     assert "are you still there?" in flattened
     assert len(model.requests) == 2
+
+
+async def _wait_for_log(path: Path, text: str) -> None:
+    """Wait (a hang guard, not a delay) until the daemon's log contains ``text``."""
+    async with asyncio.timeout(HANG_GUARD):
+        while text not in path.read_text(encoding="utf-8", errors="replace"):
+            await asyncio.sleep(0.05)
+
+
+async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: Path) -> None:
+    token = "123456:TEST-TOKEN"
+    async with FakeTelegramAPI(token) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = _config(tmp_path, tmp_path / "state", telegram, model)
+        valid = config.read_text(encoding="utf-8")
+        log_path = tmp_path / "daemon.log"
+        process = await _start(config, tmp_path, token, log_path)
+        try:
+            model.push(stream(text("one")))
+            telegram.push_text(DM, "first")
+            await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+
+            config.write_text(valid + "bogus_key: 1\n", encoding="utf-8")
+            process.send_signal(signal.SIGHUP)
+            await _wait_for_log(log_path, "reload refused")
+            model.push(stream(text("two")))
+            telegram.push_text(DM, "second")
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+
+            job = (
+                "scheduler:\n  jobs:\n    - id: nightly\n      cron: '0 3 * * *'\n"
+                "      prompt: report\n      deliver_to: {channel: telegram, chat: 777}\n"
+            )
+            config.write_text(valid + job, encoding="utf-8")
+            process.send_signal(signal.SIGHUP)
+            await _wait_for_log(log_path, "re-syncing scheduled jobs")
+            model.push(stream(text("three")))
+            telegram.push_text(DM, "third")
+            await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)
+            assert await _stop(process) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+    texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
+    assert texts == ["one", "two", "three"]
+    assert "reload refused" in log and "bogus_key" in log
+    assert "re-syncing scheduled jobs" in log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.channels.base import InboundMessage, Target
 from botd.events import TextContent
+from botd.ops import LogContext
 from botd.replay import read_events
-from botd.sessions import ResetPolicy, SessionManager, SessionSettings
+from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import BlockReply, ChunkingConfig, SubscriberConfig
 
@@ -368,3 +370,106 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
     results = {m.tool_call_id for m in transcript if m.role == "tool_result"}
     assert calls == results and calls  # every kept call has its result and vice versa
     assert len(transcript) < 6 * 5  # older turns were folded into the summary
+
+
+async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store: Store) -> None:
+    gate = GateTool()
+    script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
+    sink = ListSink()
+    asked: list[str] = []
+
+    def jobs(key: str) -> list[str]:
+        asked.append(key)
+        return (
+            ["daily: standup summary (next 2030-01-01T09:00+00:00)"] if key == "console:c1" else []
+        )
+
+    manager = SessionManager(
+        store,
+        ScriptedProvider(script),
+        sink,
+        settings(queue_mode="followup"),
+        tools=lambda m: [gate],
+        jobs=jobs,
+    )
+    await manager.submit(inbound("summarize the thread", n=0))
+    await asyncio.wait_for(gate.started.wait(), 30)
+    await manager.submit(inbound("and then this", n=1))
+    await manager.submit(inbound("/status", n=2))
+    status = sink.texts("c1")[-1]
+    assert "working" in status and "1 waiting" in status
+    assert "Working on: summarize the thread" in status
+    assert "Waiting: and then this" in status
+    assert "Scheduled: daily: standup summary" in status
+    assert asked == ["console:c1"]
+    await manager.submit(inbound("/stop", n=3))
+    assert sink.texts("c1")[-1] == "Stopped."
+    assert gate.cancelled
+    await settle(manager)
+
+
+async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
+    sink = ListSink()
+    manager = SessionManager(
+        store, ScriptedProvider(), sink, settings(), jobs=lambda key: ["r1: reminder: call Bob"]
+    )
+    await manager.submit(inbound("/status", n=0))
+    assert sink.texts("c1") == ["No conversation yet.\nScheduled: r1: reminder: call Bob"]
+
+
+async def test_a_run_logs_with_channel_conversation_and_run_ids(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[dict[str, str]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.name == "botd.sessions" and record.getMessage() == "run started":
+                seen.append(LogContext.current())
+
+    handler = Capture()
+    logging.getLogger("botd.sessions").addHandler(handler)
+    caplog.set_level(logging.INFO, logger="botd.sessions")
+    try:
+        sink = ListSink()
+        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        await manager.submit(inbound("hello", n=0))
+        await settle(manager)
+        await manager.submit(inbound("again", n=1))
+        await settle(manager)
+    finally:
+        logging.getLogger("botd.sessions").removeHandler(handler)
+    session_id = manager.sessions["console:c1"].session_id
+    assert seen == [
+        {"channel": "console", "conversation": "console:c1", "run": f"{session_id}:1"},
+        {"channel": "console", "conversation": "console:c1", "run": f"{session_id}:2"},
+    ]
+    assert LogContext.current() == {}
+
+
+async def test_run_hooks_report_start_end_and_first_reply(store: Store) -> None:
+    events: list[tuple[str, object]] = []
+    hooks = RunHooks(
+        on_start=lambda m: events.append(("start", m.text)),
+        on_end=lambda m, outcome: events.append(("end", outcome)),
+        on_first_reply=lambda m, seconds: events.append(("first", seconds is not None)),
+    )
+    sink = ListSink()
+    manager = SessionManager(store, ScriptedProvider(), sink, settings(), hooks=hooks)
+    await manager.submit(inbound("hello"))
+    await settle(manager)
+    assert events[0] == ("start", "hello")  # the reply and the end may come in either order
+    assert sorted(events[1:], key=str) == [("end", "end_turn"), ("first", True)]
+
+
+async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
+    def boom(message: InboundMessage) -> None:
+        raise RuntimeError("hook bug")
+
+    sink = ListSink()
+    manager = SessionManager(
+        store, ScriptedProvider(), sink, settings(), hooks=RunHooks(on_start=boom)
+    )
+    await manager.submit(inbound("hello"))
+    await settle(manager)
+    assert sink.texts("c1") == ["You said: hello"]
