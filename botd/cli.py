@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
 
+    pairing = commands.add_parser(
+        "pairing", help="list or approve the pairing codes of people who DM the bot"
+    )
+    pairing.add_argument("action", choices=("list", "approve"))
+    pairing.add_argument("channel", nargs="?", help="telegram, slack or discord (approve)")
+    pairing.add_argument("code", nargs="?", help="the code the person was given (approve)")
+    pairing.add_argument("--config", default=None, metavar="FILE", help="for its state_dir")
+
     commands.add_parser("version", help="print botd's version")
     return parser
 
@@ -73,6 +81,37 @@ def _check(path: str) -> int:
         print(f"config invalid: {count} problem{'' if count == 1 else 's'}", file=sys.stderr)
         return 2
     print(f"config OK: {config.summary()}")
+    return 0
+
+
+def _pairing(action: str, channel: str | None, code: str | None, config_path: str | None) -> int:
+    import os
+    from pathlib import Path
+
+    from .config import ConfigError, default_config, load_config
+    from .router import PairingBook
+
+    try:
+        config = load_config(Path(config_path)) if config_path else default_config(os.environ)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    book = PairingBook(Path(config.state_dir) / "pairing.json")
+    if action == "list":
+        waiting = book.pending()
+        for pending_code, pending_channel, sender in waiting:
+            print(f"{pending_code}  {pending_channel}  {sender}")
+        if not waiting:
+            print("no pairing codes waiting")
+        return 0
+    if not channel or not code:
+        print("usage: botd pairing approve CHANNEL CODE", file=sys.stderr)
+        return 2
+    admitted = book.approve(channel, code)
+    if admitted is None:
+        print(f"no pending code {code!r} on {channel} (expired after an hour?)", file=sys.stderr)
+        return 1
+    print(f"approved {admitted} on {channel}")
     return 0
 
 
@@ -104,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args.config)
     if args.command == "run":
         return _run(args.config)
+    if args.command == "pairing":
+        return _pairing(args.action, args.channel, args.code, args.config)
     if args.command == "version":
         print(f"botd {__version__}")
         return 0

@@ -79,7 +79,9 @@ Reply = Callable[[Target, str], Awaitable[None]]
 class PairingBook:
     """One-time codes for unknown DM senders, and the senders an admin approved.
 
-    Kept in a small JSON file in the state directory so approvals survive restarts.
+    Both live in a small JSON file in the state directory, so approvals survive restarts
+    and ``botd pairing approve`` (another process) can approve a code while the daemon
+    runs: the daemon reads the file again whenever it changed.
     """
 
     def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
@@ -87,42 +89,76 @@ class PairingBook:
         self._clock = clock
         self._pending: dict[str, tuple[str, str, float]] = {}  # code -> channel, sender, when
         self._approved: set[tuple[str, str]] = set()
-        if path is not None and path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            self._approved = {(c, s) for c, s in data.get("approved", [])}
+        self._loaded_mtime: float | None = None
+        self._reload()
 
     def is_approved(self, channel: str, sender: str) -> bool:
+        self._reload()
         return (channel, sender) in self._approved
+
+    def pending(self) -> list[tuple[str, str, str]]:
+        """``(code, channel, sender)`` of every code still waiting for approval."""
+        self._reload()
+        self._expire()
+        return [(code, ch, who) for code, (ch, who, _) in sorted(self._pending.items())]
 
     def request(self, channel: str, sender: str) -> str:
         """The sender's pending code (a new one when none is pending)."""
-        now = self._clock()
-        for code, (ch, who, when) in list(self._pending.items()):
-            if now - when > PAIRING_TTL_SECONDS:
-                del self._pending[code]
-            elif (ch, who) == (channel, sender):
+        self._reload()
+        self._expire()
+        for code, (ch, who, _when) in self._pending.items():
+            if (ch, who) == (channel, sender):
                 return code
         code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
-        self._pending[code] = (channel, sender, now)
+        self._pending[code] = (channel, sender, self._clock())
+        self._save()
         return code
 
     def approve(self, channel: str, code: str) -> str | None:
         """Approve a pending code; returns the sender it admits, or None."""
-        entry = self._pending.pop(code.strip().upper(), None)
+        self._reload()
+        self._expire()
+        entry = self._pending.get(code.strip().upper())
         if entry is None or entry[0] != channel:
             return None
-        if self._clock() - entry[2] > PAIRING_TTL_SECONDS:
-            return None
+        del self._pending[code.strip().upper()]
         self._approved.add((channel, entry[1]))
         self._save()
         return entry[1]
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for code, (_ch, _who, when) in list(self._pending.items()):
+            if now - when > PAIRING_TTL_SECONDS:
+                del self._pending[code]
+
+    def _reload(self) -> None:
+        path = self._path
+        if path is None or not path.exists():
+            return
+        mtime = path.stat().st_mtime
+        if mtime == self._loaded_mtime:
+            return
+        data = json.loads(path.read_text(encoding="utf-8"))
+        self._approved = {(c, s) for c, s in data.get("approved", [])}
+        self._pending = {
+            code: (entry[0], entry[1], float(entry[2]))
+            for code, entry in data.get("pending", {}).items()
+        }
+        self._loaded_mtime = mtime
 
     def _save(self) -> None:
         if self._path is None:
             return
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        approved = sorted([list(pair) for pair in self._approved])
-        self._path.write_text(json.dumps({"approved": approved}), encoding="utf-8")
+        data = {
+            "approved": sorted([list(pair) for pair in self._approved]),
+            "pending": {code: list(entry) for code, entry in self._pending.items()},
+        }
+        temporary = self._path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data), encoding="utf-8")
+        temporary.replace(self._path)  # atomic: the daemon never reads half a file
+        self._loaded_mtime = self._path.stat().st_mtime
 
 
 class Router:

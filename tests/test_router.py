@@ -197,3 +197,41 @@ async def test_disabled_groups(store: Store) -> None:
         group("hi", mention=True)
     )
     assert not decision.accepted and decision.reason == "group messages are disabled"
+
+
+async def test_pairing_is_approved_from_another_process_while_running(
+    tmp_path: Path, store: Store
+) -> None:
+    """The admin runs `botd pairing approve` while the daemon (this router) keeps running."""
+    import subprocess
+    import sys
+
+    rec = Recorder()
+    state = tmp_path / "botd-state"
+    r = router(
+        store, rec, AccessPolicy(dm_policy="pairing"), pairing=PairingBook(state / "pairing.json")
+    )
+    await r.handle(dm("hello?", "frank", n=1))
+    code = rec.replies[-1][1].split("pairing code ")[1].split()[0]
+    config = tmp_path / "botd.yaml"
+    config.write_text(f"state_dir: {state}\n", encoding="utf-8")
+    botd = [sys.executable, "-m", "botd.cli", "pairing"]
+    listed = subprocess.run(
+        [*botd, "list", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0 and f"{code}  telegram  frank" in listed.stdout
+    wrong = subprocess.run(
+        [*botd, "approve", "telegram", "WRONG123", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode == 1 and "no pending code" in wrong.stderr
+    approved = subprocess.run(
+        [*botd, "approve", "telegram", code, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert approved.returncode == 0 and "approved frank on telegram" in approved.stdout
+    assert (await r.handle(dm("now?", "frank", n=2))).accepted
