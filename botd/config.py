@@ -39,7 +39,7 @@ from pydantic import (
 from .agent.loop import LoopConfig
 from .delivery import DeliveryMode
 from .router import AccessPolicy, DmPolicy, GroupPolicy, GroupRule
-from .sessions import QueueMode, ResetPolicy, SessionSettings
+from .sessions import CoalesceSettings, QueueMode, ResetPolicy, SessionSettings
 from .subscriber.payloads import (
     BlockBreak,
     ChunkingConfig,
@@ -489,7 +489,16 @@ class BotdConfig(_Section):
                 mode=reset.mode, idle_minutes=reset.idle_minutes, daily_hour=reset.daily_hour
             ),
             record_events_dir=root / "events" if self.agent.record_events else None,
+            coalesce=self._coalesce_settings(),
         )
+
+    def _coalesce_settings(self) -> CoalesceSettings | None:
+        streaming = self.agent.block_streaming
+        section = streaming.coalesce
+        if section is None:
+            return None
+        joiner = {"paragraph": "\n\n", "newline": "\n", "sentence": " "}[streaming.break_preference]
+        return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
 
     def _access_sections(self) -> dict[str, _AccessSection]:
         sections: dict[str, _AccessSection | None] = {

@@ -65,6 +65,7 @@ from .subscriber import (
     error_text_for,
     extract_assistant_text,
 )
+from .subscriber.coalesce import BlockCoalescer
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,16 @@ class ResetPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class CoalesceSettings:
+    """Block coalescing: flush at ``max_chars``, or after ``idle_ms`` once ``min_chars`` wait."""
+
+    min_chars: int = 800
+    max_chars: int = 1200
+    idle_ms: float = 1000.0
+    joiner: str = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
 class SessionSettings:
     loop: LoopConfig
     subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
@@ -138,6 +149,8 @@ class SessionSettings:
     keep_recent_tokens: int = 20_000
     """How much of the latest conversation compaction keeps word for word."""
     typing_interval: float = 5.0
+    coalesce: CoalesceSettings | None = None
+    """Join small blocks that stream in quick succession into one message (blocks mode)."""
     """How often a running session renews the typing indicator (platforms expire it)."""
 
 
@@ -180,6 +193,8 @@ class Session:
     """Steering handed to the running agent; what it did not read runs next."""
     last_inbound: InboundMessage | None = None
     runs_done: int = 0
+    history_tokens: int = -1
+    """Estimated tokens of ``history``, kept up to date (-1: not counted yet)."""
     arrived_at: dict[int, float] = field(default_factory=dict)
     """``time.monotonic()`` at submit, by ``id()`` of the waiting message (for latency)."""
     working_on: str = ""
@@ -190,7 +205,12 @@ def _user_message(text: str) -> Message:
     return Message(role="user", content=[TextContent(text=text)])
 
 
-_Outgoing = tuple[ReplyKind, BlockReply] | tuple[Literal["partial"], PartialReply]
+_Outgoing = (
+    tuple[ReplyKind, BlockReply]
+    | tuple[Literal["partial"], PartialReply]
+    | tuple[Literal["flush"], BlockReply]
+)
+_NO_REPLY = BlockReply(text="")
 
 
 class _Outbox:
@@ -203,6 +223,10 @@ class _Outbox:
 
     def put(self, kind: ReplyKind, reply: BlockReply) -> None:
         self._queue.put_nowait((kind, reply))
+
+    def put_flush(self) -> None:
+        """A tool starts: what the coalescer holds goes out before anything the tool does."""
+        self._queue.put_nowait(("flush", _NO_REPLY))
 
     def put_partial(self, partial: PartialReply) -> None:
         if self._partial is None:
@@ -357,6 +381,7 @@ class SessionManager:
             log.info("session %s reset by policy", conversation_key)
             record = self._store.new_session(conversation_key)
             session.session_id, session.history = record.session_id, []
+            session.history_tokens = 0
         session.last_activity = now
         return session
 
@@ -401,7 +426,9 @@ class SessionManager:
     async def _compact_if_needed(self, session: Session) -> None:
         """Summarize older turns once the transcript outgrows the model's context budget."""
         settings = self._settings
-        if estimate_tokens(session.history) <= settings.context_budget_tokens:
+        if session.history_tokens < 0:
+            session.history_tokens = estimate_tokens(session.history)
+        if session.history_tokens <= settings.context_budget_tokens:
             return
         result = await compact_transcript(
             session.history,
@@ -413,6 +440,7 @@ class SessionManager:
             return
         self._store.compact(session.session_id, result)
         session.history = list(result.messages)
+        session.history_tokens = result.tokens_after
         log.info(
             "compacted %s: %d messages into a %s (%d -> %d tokens)",
             session.conversation_key,
@@ -443,6 +471,7 @@ class SessionManager:
             # Without a block callback the subscriber cuts no blocks at all.
             on_block_reply=(lambda reply: outbox.put("block", reply)) if mode == "blocks" else None,
             on_partial_reply=outbox.put_partial if mode == "edit" else None,
+            on_block_flush=outbox.put_flush if mode == "blocks" else None,
         )
 
         def emit(event: AgentEvent) -> None:
@@ -490,6 +519,8 @@ class SessionManager:
             if added:
                 self._store.append_messages(session.session_id, added)
                 session.history.extend(added)
+                if session.history_tokens >= 0:
+                    session.history_tokens += estimate_tokens(added)
             session.runs_done += 1
             try:
                 if result is not None and result.stop_reason != "cancelled":
@@ -554,22 +585,69 @@ class SessionManager:
         ``first_reply`` is called once, after the first reply (or preview) is delivered.
         """
         streaming = self._streaming
-        while (item := await outbox.get()) is not None:
+        settings = self._settings.coalesce
+        coalescer = (
+            BlockCoalescer(
+                settings.min_chars, settings.max_chars, settings.idle_ms, settings.joiner
+            )
+            if settings is not None
+            else None
+        )
+        loop = asyncio.get_running_loop()
+
+        def now_ms() -> float:
+            return loop.time() * 1000
+
+        async def send(kind: str, reply: BlockReply | PartialReply) -> None:
+            nonlocal first_reply
             try:
-                if streaming is None:
-                    if item[0] == "partial":
-                        continue
-                    await self._sink.deliver(target, item[1])
-                elif item[0] == "partial":
-                    await streaming.preview(target, item[1])
+                if isinstance(reply, PartialReply):
+                    if streaming is None:
+                        return
+                    await streaming.preview(target, reply)
+                elif streaming is None:
+                    await self._sink.deliver(target, reply)
                 else:
-                    await streaming.deliver(target, item[1], kind=item[0])
+                    await streaming.deliver(
+                        target, reply, kind="final" if kind == "final" else "block"
+                    )
             except Exception:
                 log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
-                continue
+                return
             if first_reply is not None:
                 first_reply()
                 first_reply = None
+
+        async def send_all(kind: str, replies: list[BlockReply]) -> None:
+            for reply in replies:
+                await send(kind, reply)
+
+        while True:
+            deadline = coalescer.deadline if coalescer is not None else None
+            if deadline is None:
+                item = await outbox.get()
+            else:
+                try:
+                    wait = max(0.0, (deadline - now_ms()) / 1000)
+                    item = await asyncio.wait_for(outbox.get(), wait)
+                except TimeoutError:
+                    assert coalescer is not None
+                    await send_all("block", coalescer.poll(now_ms()))
+                    continue
+            if item is None:
+                break
+            kind = item[0]
+            if coalescer is not None and kind == "block":
+                assert isinstance(item[1], BlockReply)
+                await send_all("block", coalescer.add(item[1], now_ms()))
+                continue
+            if coalescer is not None:
+                # A tool start or the final answer: what waits goes out first, in order.
+                await send_all("block", coalescer.flush())
+            if kind != "flush":
+                await send(kind, item[1])
+        if coalescer is not None:
+            await send_all("block", coalescer.flush())
         # Typing stops the moment the last reply is out, not when the run is wound up: an
         # indicator that outlives the answer reads as a second answer coming.
         await _cancel_task(typer)

@@ -473,3 +473,63 @@ async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
     await manager.submit(inbound("hello"))
     await settle(manager)
     assert sink.texts("c1") == ["You said: hello"]
+
+
+async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: Store) -> None:
+    from botd.sessions import CoalesceSettings
+
+    class NoopTool:
+        spec = ToolSpec("noop", "Does nothing.", {"type": "object", "properties": {}})
+        timeout: float | None = None
+
+        async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+            return ToolOutput("done")
+
+    script = [
+        ScriptedTurn(text="One.\n\nTwo.\n\nThree.", tool_calls=[{"name": "noop", "args": {}}]),
+        ScriptedTurn(text="Four.\n\nFive."),
+    ]
+    # Paragraph blocks of a few characters each; the idle window is long, so only the tool
+    # start and the end of the run flush what the coalescer holds.
+    small_blocks = SubscriberConfig(chunking=ChunkingConfig(1, 8))
+    coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=60_000)
+    sink = ListSink()
+    manager = SessionManager(
+        store,
+        ScriptedProvider(script),
+        sink,
+        settings(subscriber=small_blocks, coalesce=coalesce),
+        tools=lambda m: [NoopTool()],
+    )
+    await manager.submit(inbound("go"))
+    await settle(manager)
+    assert sink.texts("c1") == ["One.\n\nTwo.\n\nThree.", "Four.\n\nFive."]
+
+    plain = ListSink()
+    uncoalesced = SessionManager(
+        store,
+        ScriptedProvider(script),
+        plain,
+        settings(subscriber=small_blocks),
+        tools=lambda m: [NoopTool()],
+    )
+    await uncoalesced.submit(inbound("go", chat="c2"))
+    await settle(uncoalesced)
+    assert plain.texts("c2") == ["One.", "Two.", "Three.", "Four.", "Five."]
+
+
+def test_coalesce_config_reaches_the_sessions() -> None:
+    from botd.config import parse_config
+
+    text = (
+        "agent:\n  block_streaming:\n    break_preference: newline\n"
+        "    coalesce: {min_chars: 100, max_chars: 500, idle_ms: 250}\n"
+    )
+    coalesce = parse_config(text, {}, "botd.yaml").session_settings().coalesce
+    assert coalesce is not None
+    assert (coalesce.min_chars, coalesce.max_chars, coalesce.idle_ms, coalesce.joiner) == (
+        100,
+        500,
+        250,
+        "\n",
+    )
