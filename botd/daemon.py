@@ -447,6 +447,13 @@ class Daemon:
         provider: Provider,
     ) -> None:
         log.info("shutting down")
+        # Stop taking input first: a message received now would be marked seen and then
+        # dropped by the closing sessions; left with the platform, a restart picks it up.
+        for name, adapter in adapters.items():
+            try:
+                await adapter.stop_inbound()
+            except Exception:
+                log.exception("stopping input of channel %s failed", name)
         scheduler.shutdown()
         await sessions.close(grace=SHUTDOWN_GRACE_SECONDS)
         for name, adapter in adapters.items():

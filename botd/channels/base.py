@@ -90,6 +90,14 @@ class ChannelAdapter(Protocol):
         """Connect and begin delivering inbound messages to ``sink``; returns once running."""
         ...
 
+    async def stop_inbound(self) -> None:
+        """Stop receiving, keep sending: shutdown lets running answers finish after this.
+
+        What has not been received stays with the platform where it can (Telegram's queue),
+        so a restart picks it up instead of it being taken in and dropped.
+        """
+        ...
+
     async def stop(self) -> None: ...
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]: ...

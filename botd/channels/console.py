@@ -71,6 +71,9 @@ class ConsoleAdapter:
         if self._on_end is not None:
             await self._on_end()
 
+    async def stop_inbound(self) -> None:
+        await self.stop()  # stops reading; printing replies keeps working
+
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()

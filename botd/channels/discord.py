@@ -168,6 +168,10 @@ class DiscordAdapter:
         if not task.cancelled() and task.exception() is not None:
             log.error("Discord connection ended", exc_info=task.exception())
 
+    async def stop_inbound(self) -> None:
+        """Stop taking messages; the connection stays up so replies can still be sent."""
+        self._sink = None
+
     async def stop(self) -> None:
         """Close the connection and restore the patched URLs; safe to call more than once."""
         client, task = self._client, self._task

@@ -151,6 +151,10 @@ class SlackAdapter:
                 self._http_path,
             )
 
+    async def stop_inbound(self) -> None:
+        """Close the socket or HTTP site; posting (the Web API client) keeps working."""
+        await self.stop()
+
     async def stop(self) -> None:
         """Close the socket or the HTTP site; safe to call twice."""
         socket, self._socket = self._socket, None

@@ -212,6 +212,12 @@ class TelegramAdapter:
             raise
         log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
 
+    async def stop_inbound(self) -> None:
+        """Stop polling; updates not fetched yet stay with Telegram for the next start."""
+        app = self._app
+        if app is not None and app.updater is not None and app.updater.running:
+            await app.updater.stop()
+
     async def stop(self) -> None:
         app, self._app = self._app, None
         if app is not None:
