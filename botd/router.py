@@ -20,7 +20,7 @@ import re
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -285,8 +285,3 @@ class Router:
 def _is_command(message: InboundMessage) -> bool:
     words = message.text.strip().split(maxsplit=1)
     return bool(words) and words[0].split("@", 1)[0].lower() in COMMAND_WORDS
-
-
-def parse_allow_list(values: Sequence[str | int]) -> frozenset[str]:
-    """Allowlist entries as strings (config files often write numeric ids as numbers)."""
-    return frozenset(str(v).strip() for v in values if str(v).strip())

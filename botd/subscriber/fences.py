@@ -112,10 +112,6 @@ def fence_at(spans: list[FenceSpan], index: int) -> FenceSpan | None:
     return None
 
 
-def is_safe_break(spans: list[FenceSpan], index: int) -> bool:
-    return fence_at(spans, index) is None
-
-
 def open_fence_at_end(text: str) -> FenceSpan | None:
     """The fence left open at the end of ``text``, if any."""
     spans = parse_fence_spans(text)
