@@ -27,6 +27,7 @@ from typing import Literal
 
 from .channels.base import InboundMessage, Target
 from .ops import LogContext
+from .sessions import chat_command
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
 
-COMMAND_WORDS = frozenset({"/new", "/reset", "/stop", "/status", "/help"})
 PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
 CONTEXT_LIMIT = 50
@@ -283,5 +283,4 @@ class Router:
 
 
 def _is_command(message: InboundMessage) -> bool:
-    words = message.text.strip().split(maxsplit=1)
-    return bool(words) and words[0].split("@", 1)[0].lower() in COMMAND_WORDS
+    return chat_command(message.text) is not None

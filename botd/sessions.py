@@ -74,6 +74,15 @@ DEFAULT_QUEUE_MODE: QueueMode = "collect"
 COMMANDS = ("/new", "/reset", "/stop", "/status", "/help")
 
 
+def chat_command(text: str) -> str | None:
+    """The chat command ``text`` starts with (``/stop``, also as ``/stop@botname``), or None."""
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        return None
+    command = words[0].split("@", 1)[0].lower()  # Telegram addresses commands to a bot
+    return command if command in COMMANDS else None
+
+
 class ReplySink(Protocol):
     """Where a session's replies go (the delivery layer, or a test's list)."""
 
@@ -285,9 +294,8 @@ class SessionManager:
         if self._closed:
             log.warning("message %s dropped: shutting down", message.message_id)
             return
-        command = message.text.strip().split(maxsplit=1)[0].lower() if message.text.strip() else ""
-        command = command.split("@", 1)[0]  # Telegram's /stop@botname
-        if command in COMMANDS:
+        command = chat_command(message.text)
+        if command is not None:
             await self._command(command, message)
             return
         session = self._session_for(message.conversation_key)
@@ -714,4 +722,5 @@ __all__ = [
     "SessionSettings",
     "StreamingSink",
     "TypingSink",
+    "chat_command",
 ]
