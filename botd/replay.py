@@ -21,13 +21,9 @@ from .subscriber import (
     BlockBreak,
     BlockReply,
     ChunkingConfig,
-    FinalReplyInput,
     PartialReply,
     StreamSubscriber,
     SubscriberConfig,
-    build_final_replies,
-    error_text_for,
-    extract_assistant_text,
 )
 
 
@@ -104,21 +100,9 @@ def replay(events: list[AgentEvent], options: ReplayOptions, write: Callable[[st
     for event in events:
         sub.handle(event)
         if isinstance(event, AgentEnd):
-            last = sub.last_assistant_message
-            finals = build_final_replies(
-                FinalReplyInput(
-                    assistant_texts=sub.assistant_texts,
-                    fallback_text=extract_assistant_text(last) if last is not None else "",
-                    error_text=error_text_for(last),
-                    reasoning_text=sub.reasoning_text if not options.block_replies else "",
-                    current_message_id=options.current_message_id,
-                    delivered_blocks=sub.block_replies,
-                    block_streaming=options.block_replies,
-                    sent_texts=sub.messaging_tool_sent_texts,
-                    sent_targets=sub.messaging_tool_sent_targets,
-                    sent_to_current=sub.sent_to_current_conversation,
-                    last_tool_error=sub.last_tool_error,
-                )
+            finals = sub.final_replies(
+                block_streaming=options.block_replies,
+                current_message_id=options.current_message_id,
             )
             for reply in finals:
                 emit("final_reply", reply.to_dict())

@@ -56,14 +56,10 @@ from .ops import LogContext
 from .store import Store
 from .subscriber import (
     BlockReply,
-    FinalReplyInput,
     Origin,
     PartialReply,
     StreamSubscriber,
     SubscriberConfig,
-    build_final_replies,
-    error_text_for,
-    extract_assistant_text,
 )
 from .subscriber.coalesce import BlockCoalescer
 
@@ -533,7 +529,12 @@ class SessionManager:
             try:
                 if result is not None and result.stop_reason != "cancelled":
                     streamed = mode == "blocks"
-                    for reply in self._finals(subscriber, inbound, target, streamed):
+                    finals = subscriber.final_replies(
+                        block_streaming=streamed,
+                        current_message_id=inbound.message_id,
+                        origin=Origin(target.channel, target.route(), target.account_id),
+                    )
+                    for reply in finals:
                         outbox.put("final", reply)
                 outbox.close()
                 await sender
@@ -555,31 +556,6 @@ class SessionManager:
                 await asyncio.sleep(interval)
 
         return asyncio.create_task(keep_typing(), name=f"typing:{session.conversation_key}")
-
-    def _finals(
-        self,
-        subscriber: StreamSubscriber,
-        inbound: InboundMessage,
-        target: Target,
-        block_streaming: bool,
-    ) -> list[BlockReply]:
-        last = subscriber.last_assistant_message
-        return build_final_replies(
-            FinalReplyInput(
-                assistant_texts=subscriber.assistant_texts,
-                fallback_text=extract_assistant_text(last) if last is not None else "",
-                error_text=error_text_for(last),
-                current_message_id=inbound.message_id,
-                # Only blocks that reached the chat may make a final redundant.
-                delivered_blocks=subscriber.block_replies if block_streaming else (),
-                block_streaming=block_streaming,
-                sent_texts=subscriber.messaging_tool_sent_texts,
-                sent_targets=subscriber.messaging_tool_sent_targets,
-                sent_to_current=subscriber.sent_to_current_conversation,
-                origin=Origin(target.channel, target.route(), target.account_id),
-                last_tool_error=subscriber.last_tool_error,
-            )
-        )
 
     async def _send_all(
         self,

@@ -47,6 +47,7 @@ from .dedupe import (
     normalize_tool_name,
 )
 from .directives import DirectiveAccumulator, ReplyDirectives
+from .final import FinalReplyInput, Origin, build_final_replies, error_text_for
 from .partial import PartialStream
 from .payloads import BlockReply, PartialReply, RunSummary, SubscriberConfig, ToolError
 from .tags import StreamingTagStripper, TagStripper, strip_tags
@@ -187,6 +188,36 @@ class StreamSubscriber:
     def reasoning_text(self) -> str:
         """The last message's formatted reasoning (for the final reply with reasoning on)."""
         return self._last_reasoning_formatted
+
+    def final_replies(
+        self,
+        *,
+        block_streaming: bool,
+        current_message_id: str | None = None,
+        origin: Origin | None = None,
+    ) -> list[BlockReply]:
+        """What the run must still deliver now that it is over (see ``final.py``).
+
+        ``block_streaming``: blocks were delivered as the run went; only then may they make
+        a final redundant, and only without them does reasoning lead the final replies.
+        """
+        last = self.last_assistant_message
+        return build_final_replies(
+            FinalReplyInput(
+                assistant_texts=self.assistant_texts,
+                fallback_text=extract_assistant_text(last) if last is not None else "",
+                error_text=error_text_for(last),
+                reasoning_text="" if block_streaming else self._last_reasoning_formatted,
+                current_message_id=current_message_id,
+                delivered_blocks=self.block_replies if block_streaming else (),
+                block_streaming=block_streaming,
+                sent_texts=self._sent_texts,
+                sent_targets=self._sent_targets,
+                sent_to_current=self._sent_to_current,
+                origin=origin,
+                last_tool_error=self.last_tool_error,
+            )
+        )
 
     def summary(self) -> RunSummary:
         return RunSummary(

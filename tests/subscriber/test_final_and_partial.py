@@ -228,3 +228,27 @@ def test_partials_off_when_reasoning_on_without_block_replies() -> None:
 def test_held_back_tail_is_released_at_text_end() -> None:
     rec = partials("Use ``")
     assert rec.partials[-1].text == "Use ``"
+
+
+def test_final_replies_lead_with_reasoning_only_when_nothing_streamed_as_blocks() -> None:
+    from .harness import message_end
+
+    rec = Recorder(SubscriberConfig(chunking=None, reasoning="on"), block_replies_on=False)
+    rec.feed(
+        message_start(),
+        delta("Answer"),
+        text_end(),
+        message_end(
+            content=[{"type": "thinking", "thinking": "why"}, {"type": "text", "text": "Answer"}]
+        ),
+    )
+    finals = rec.sub.final_replies(block_streaming=False)
+    assert [r.text for r in finals] == ["Reasoning:\n_why_", "Answer"]
+
+
+def test_final_replies_after_streamed_blocks_are_empty() -> None:
+    rec = Recorder(SubscriberConfig(chunking=None))
+    rec.feed(message_start(), delta("Answer"), text_end())
+    assert rec.texts == ["Answer"]
+    assert rec.sub.final_replies(block_streaming=True) == []
+    assert [r.text for r in rec.sub.final_replies(block_streaming=False)] == ["Answer"]
