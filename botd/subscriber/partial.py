@@ -87,12 +87,6 @@ class PartialStream:
         """Reasoning seen in the tags so far (collected only when the stripper collects it)."""
         return self._stripper.stripper.thinking_so_far()
 
-    def text(self) -> str:
-        """The visible text so far, trimmed (what a partial reply's ``text`` shows)."""
-        if self._start < 0:
-            return ""
-        return self._slice(self._start, self._end)
-
     # -- internals ------------------------------------------------------------------------
 
     def _append(self, visible: str) -> None:
