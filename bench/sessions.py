@@ -29,7 +29,7 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.channels.base import InboundMessage, Target
+from botd.chat import InboundMessage, Target
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import BlockReply

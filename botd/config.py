@@ -534,7 +534,7 @@ class BotdConfig(_Section):
 
     def scheduler_jobs(self) -> list[JobSpec]:
         """The configured jobs as the scheduler's ``JobSpec``s."""
-        from .channels.base import Target
+        from .chat import Target
         from .scheduler import JobSpec
 
         return [

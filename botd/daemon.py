@@ -32,14 +32,18 @@ from .agent.providers import create_provider
 from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
-from .channels.base import ChannelAdapter, InboundMessage, MessageRef, Target
+from .channels.base import ChannelAdapter
+from .chat import InboundMessage, MessageRef, Target
 from .config import BotdConfig, ConfigError, load_config
 from .delivery import ChannelDelivery
-from .ops import HealthServer, Metrics, SystemdNotifier, configure_logging
+from .health import HealthServer
+from .logging import configure_logging
+from .metrics import Metrics
 from .router import PairingBook, Router
 from .scheduler import JobInfo, Scheduler
 from .sessions import RunHooks, SessionManager
 from .store import Store
+from .systemd import SystemdNotifier
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .channels.base import Capabilities, ChannelAdapter, MessageRef, Target
+from .channels.base import ChannelAdapter
 from .channels.markdown import render_chunks
+from .chat import Capabilities, MessageRef, Target
 from .subscriber import BlockReply, PartialReply, chunk_text
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from .channels.base import InboundMessage, Target
-from .ops import LogContext
+from .chat import InboundMessage, Target
+from .logging import LogContext
 from .sessions import chat_command
 from .store import Store
 

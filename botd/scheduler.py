@@ -41,7 +41,7 @@ from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
-from .channels.base import InboundMessage, Target
+from .chat import InboundMessage, Target
 
 log = logging.getLogger(__name__)
 

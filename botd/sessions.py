@@ -48,11 +48,11 @@ from typing import Literal, Protocol, runtime_checkable
 from .agent.loop import AgentRun, LoopConfig, RunResult
 from .agent.tools import Tool
 from .agent.types import Provider
-from .channels.base import InboundMessage, Target
+from .chat import InboundMessage, Target
 from .compaction import compact_transcript, estimate_tokens, summarizer_for
 from .delivery import DeliveryMode, ReplyKind
 from .events import AgentEvent, Message, TextContent, event_to_json
-from .ops import LogContext
+from .logging import LogContext
 from .store import Store
 from .subscriber import (
     BlockReply,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from botd.channels.base import Capabilities, InboundSink, MessageRef, Target
+from botd.channels.base import InboundSink
+from botd.chat import Capabilities, MessageRef, Target
 from botd.delivery import ChannelDelivery, UnknownChannelError
 from botd.subscriber import BlockReply, PartialReply
 

@@ -11,7 +11,8 @@ import pytest
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.channels.base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from botd.channels.base import InboundSink
+from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery, DeliveryMode
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store

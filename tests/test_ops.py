@@ -17,7 +17,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from botd.ops import HealthServer, LogContext, Metrics, SystemdNotifier, configure_logging
+from botd.health import HealthServer
+from botd.logging import LogContext, configure_logging
+from botd.metrics import Metrics
+from botd.systemd import SystemdNotifier
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "systemd" / "botd.service"
@@ -78,7 +81,7 @@ def test_missing_socket_logs_once_and_never_raises(
 ) -> None:
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "gone"))
     notifier = SystemdNotifier()
-    with caplog.at_level(logging.WARNING, logger="botd.ops"):
+    with caplog.at_level(logging.WARNING, logger="botd.systemd"):
         assert not notifier.ready()
         assert not notifier.watchdog()
         assert not notifier.stopping()
@@ -179,10 +182,10 @@ def _parse_prometheus(text: str) -> tuple[dict[str, str], list[tuple[str, dict[s
 
 def _metrics() -> Metrics:
     metrics = Metrics()
-    metrics.message_in("telegram")
-    metrics.message_in("telegram")
-    metrics.message_in("slack")
-    metrics.message_out("telegram")
+    metrics.inc("messages_in", "telegram")
+    metrics.inc("messages_in", "telegram")
+    metrics.inc("messages_in", "slack")
+    metrics.inc("messages_out", "telegram")
     metrics.run("telegram")
     metrics.error("slack")
     for seconds in (0.01, 0.3, 0.3, 4.0, 500.0):
@@ -244,7 +247,7 @@ async def test_health_server_restartable_and_stop_idempotent() -> None:
 
 def test_metrics_escape_labels_and_reject_unknown_counter() -> None:
     metrics = Metrics()
-    metrics.message_in('we"ird\\chan\nnel')
+    metrics.inc("messages_in", 'we"ird\\chan\nnel')
     assert 'channel="we\\"ird\\\\chan\\nnel"' in metrics.render()
     with pytest.raises(KeyError):
         metrics.inc("nope", "x")

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from botd.channels.base import InboundMessage, Target
+from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.daemon import Daemon, plan_reload
 from botd.sessions import SessionManager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.base import InboundMessage, Target
+from botd.chat import InboundMessage, Target
 from botd.router import CONTEXT_HEADER, AccessPolicy, GroupRule, PairingBook, Router
 from botd.store import Store
 

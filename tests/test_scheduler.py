@@ -12,7 +12,7 @@ import pytest
 
 from botd.agent.schedule_tool import ScheduleTool
 from botd.agent.tools import ToolContext
-from botd.channels.base import InboundMessage, Target
+from botd.chat import InboundMessage, Target
 from botd.scheduler import JobSpec, Scheduler, cron_trigger, standard_cron_fields
 
 BERLIN = ZoneInfo("Europe/Berlin")

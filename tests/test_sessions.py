@@ -14,9 +14,9 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import InboundMessage, Target
+from botd.chat import InboundMessage, Target
 from botd.events import TextContent
-from botd.ops import LogContext
+from botd.logging import LogContext
 from botd.replay import read_events
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store

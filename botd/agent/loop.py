@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
-from ..channels.base import Target
+from ..chat import Target
 from ..events import (
     AgentEnd,
     AgentEvent,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..channels.base import Target
+from ..chat import Target
 from .tools import SendFunction, ToolContext, ToolOutput
 from .types import ToolSpec
 

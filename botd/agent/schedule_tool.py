@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..channels.base import Target
+from ..chat import Target
 from ..scheduler import REMINDER_PREFIX, Scheduler, zone
 from .tools import ToolContext, ToolOutput
 from .types import ToolSpec

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..channels.base import MessageRef, Target
+from ..chat import MessageRef, Target
 from .types import ToolSpec
 
 

@@ -15,7 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from .base import InboundSink
 
 log = logging.getLogger(__name__)
 

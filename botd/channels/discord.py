@@ -24,14 +24,9 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from botd.channels.base import (
-    Capabilities,
-    InboundMessage,
-    InboundSink,
-    MessageRef,
-    Target,
-)
+from botd.channels.base import InboundSink
 from botd.channels.markdown import render_chunks
+from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.store import Store
 
 log = logging.getLogger(__name__)

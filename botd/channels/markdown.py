@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from botd.channels.base import Flavour
+from botd.chat import Flavour
 from botd.subscriber.fences import open_fence_at_end, parse_fence_spans
 from botd.subscriber.outbound import chunk_text
 

@@ -35,8 +35,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..store import Store
-from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from .base import InboundSink
 from .markdown import render_chunks
 
 log = logging.getLogger(__name__)

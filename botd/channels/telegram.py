@@ -43,7 +43,8 @@ from telegram.ext import (
 
 from botd.store import Store
 
-from .base import Capabilities, InboundMessage, InboundSink, MessageRef, Target
+from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from .base import InboundSink
 from .markdown import RenderedChunk, render_chunks
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import AssistantResult, ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import MessageRef, Target
+from botd.chat import MessageRef, Target
 from botd.events import (
     AgentEnd,
     AgentEvent,

@@ -10,7 +10,7 @@ from botd.agent.loop import AgentRun, LoopConfig
 from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
-from botd.channels.base import MessageRef, Target
+from botd.chat import MessageRef, Target
 from botd.events import AgentEvent, TextContent
 
 ORIGIN = Target("slack", "C1", account_id="work", thread_id="T9", reply_to_id="M5")

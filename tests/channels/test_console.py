@@ -8,8 +8,8 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.channels.base import Target
 from botd.channels.console import CONVERSATION_KEY, ConsoleAdapter
+from botd.chat import Target
 from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store

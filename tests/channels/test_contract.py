@@ -29,10 +29,11 @@ from botd.agent.loop import LoopConfig
 from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import Tool
-from botd.channels.base import ChannelAdapter, InboundMessage, MessageRef, Target
+from botd.channels.base import ChannelAdapter
 from botd.channels.discord import DiscordAdapter
 from botd.channels.slack import SlackAdapter
 from botd.channels.telegram import TelegramAdapter
+from botd.chat import InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Decision, GroupRule, Router
 from botd.sessions import SessionManager, SessionSettings

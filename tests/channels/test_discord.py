@@ -17,8 +17,8 @@ import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
-from botd.channels.base import InboundMessage, MessageRef, Target
 from botd.channels.discord import DiscordAdapter, DiscordStartError
+from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
 from tests.fakes.discord_api import (
     BOT_ID,

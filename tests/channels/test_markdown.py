@@ -9,7 +9,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from botd.channels.base import Flavour
 from botd.channels.markdown import (
     DISCORD_LIMIT,
     DISCORD_LINE_LIMIT,
@@ -19,6 +18,7 @@ from botd.channels.markdown import (
     render,
     render_chunks,
 )
+from botd.chat import Flavour
 from botd.subscriber.fences import fences_balanced
 
 FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)

@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from botd.channels.base import InboundMessage, MessageRef, Target
 from botd.channels.slack import SlackAdapter, SlackError
+from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
 from tests.fakes.slack_api import (
     BOT_USER_ID,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from botd.channels.base import InboundMessage, Target
 from botd.channels.telegram import TelegramAdapter, TelegramAPIError
+from botd.chat import InboundMessage, Target
 from botd.store import Store
 from tests.fakes.telegram_api import (
     BOT_USER,

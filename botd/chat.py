@@ -1,0 +1,76 @@
+"""The shared vocabulary of chat: what comes in, where answers go, what a platform allows.
+
+Every layer may import this module; it imports nothing of botd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Capabilities", "Flavour", "InboundMessage", "MessageRef", "Target"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where to post: a chat on a channel account, optionally a thread, optionally a reply."""
+
+    channel: str
+    """The platform: ``telegram``, ``slack``, ``discord``, ``console``."""
+    chat_id: str
+    account_id: str = "default"
+    thread_id: str | None = None
+    reply_to_id: str | None = None
+
+    def route(self) -> str:
+        """The messaging-tool route string of this target (``chat`` or ``chat:thread:T``)."""
+        return self.chat_id if self.thread_id is None else f"{self.chat_id}:thread:{self.thread_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """A chat message addressed to the bot, already mapped to its conversation."""
+
+    channel: str
+    chat_id: str
+    sender_id: str
+    text: str
+    message_id: str
+    conversation_key: str
+    """Decided by the adapter: a DM per peer, a group, or a thread/topic of it."""
+    account_id: str = "default"
+    thread_id: str | None = None
+    sender_name: str = ""
+    is_direct: bool = False
+    mentions_bot: bool = False
+    reply_to_message_id: str | None = None
+    target: Target | None = None
+    """Where answers go, when the adapter decides it (Slack's ``reply_to_mode``)."""
+
+    def reply_target(self) -> Target:
+        """Where an answer to this message goes."""
+        if self.target is not None:
+            return self.target
+        return Target(self.channel, self.chat_id, self.account_id, self.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """A message the bot posted, so it can be edited or reacted to."""
+
+    target: Target
+    message_id: str
+
+
+Flavour = Literal["slack", "telegram_html", "discord", "plain"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a platform allows: limits apply to the text as the platform receives it."""
+
+    text_limit: int
+    markdown: Flavour
+    line_limit: int | None = None
+    can_edit: bool = True
+    threads: bool = True

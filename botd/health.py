@@ -1,0 +1,81 @@
+"""The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
+
+aiohttp is imported here only, so nothing else of the core pays for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+
+from .metrics import Metrics
+
+__all__ = ["HealthServer"]
+
+log = logging.getLogger(__name__)
+
+
+class HealthServer:
+    """``GET /healthz`` (channel states as JSON) and ``GET /metrics`` on a local port.
+
+    ``/healthz`` answers 200 with ``status: ok`` when every channel is ``"running"``, else
+    503 with ``status: degraded``; the body always lists each channel's state.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        channel_states: Callable[[], dict[str, str]],
+        metrics: Metrics,
+    ) -> None:
+        self._host = host
+        self._port = port
+        self._channel_states = channel_states
+        self._metrics = metrics
+        self._runner: web.AppRunner | None = None
+        self.app = web.Application()
+        self.app.router.add_get("/healthz", self._healthz)
+        self.app.router.add_get("/metrics", self._metrics_handler)
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port (useful with ``port=0``)."""
+        if self._runner is not None:
+            raise RuntimeError("health server already started")
+        runner = web.AppRunner(self.app, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._host, self._port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        port = int(runner.addresses[0][1])
+        log.info("health endpoint on http://%s:%d", self._host, port)
+        return port
+
+    async def stop(self) -> None:
+        """Stop serving; safe to call when not started."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        try:
+            channels = dict(self._channel_states())
+        except Exception:
+            log.exception("channel state probe failed")
+            return web.json_response({"status": "error", "channels": {}}, status=503)
+        healthy = all(state == "running" for state in channels.values())
+        body = {"status": "ok" if healthy else "degraded", "channels": channels}
+        return web.json_response(body, status=200 if healthy else 503)
+
+    async def _metrics_handler(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self._metrics.render().encode(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
