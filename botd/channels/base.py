@@ -7,8 +7,9 @@ from typing import Protocol
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 
-InboundSink = Callable[[InboundMessage], Awaitable[None]]
-"""Where an adapter hands each inbound message (the router)."""
+InboundSink = Callable[[InboundMessage], Awaitable[object]]
+"""Where an adapter hands each inbound message (the router); adapters ignore what it returns
+(the router's decision)."""
 
 
 class ChannelAdapter(Protocol):
