@@ -150,7 +150,10 @@ def test_an_unknown_channel_is_an_error_with_did_you_mean() -> None:
         parse_config(text, {}, "botd.yaml")
     [problem] = caught.value.problems
     assert (problem.path, problem.line) == ("channels.telgram", 3)
-    assert problem.message == "unknown key 'telgram'; did you mean 'telegram'?"
+    assert problem.message == "unknown channel 'telgram'; did you mean 'telegram'?"
+    with pytest.raises(ConfigError) as caught:
+        parse_config("channels:\n  matrix: {}\n", {}, "botd.yaml")
+    assert caught.value.problems[0].message.startswith("unknown channel 'matrix' (known: ")
 
 
 def test_a_job_for_an_unregistered_channel_is_an_error_with_did_you_mean() -> None:

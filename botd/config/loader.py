@@ -102,6 +102,7 @@ def parse_config(
             line_of=lambda loc: line_of(root, loc),
             known_keys=lambda loc: known_keys(loc, registered),
             sourced=sourced,
+            noun=lambda loc: "channel" if loc == ("channels",) else "key",
         )
         problems.extend(p for p in found if p.path not in unset)
         config = None

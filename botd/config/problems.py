@@ -159,9 +159,11 @@ def translate(
     line_of: Callable[[Loc], int | None],
     known_keys: Callable[[Loc], list[str]],
     sourced: Mapping[Loc, Sequence[str]],
+    noun: Callable[[Loc], str] = lambda loc: "key",
 ) -> list[ConfigProblem]:
     """``exc``'s errors as problems: ``line_of`` finds a path's line, ``known_keys`` the keys
-    allowed in a mapping (for did-you-mean), ``sourced`` the variables a value was read from."""
+    allowed in a mapping (for did-you-mean) and ``noun`` what they are called there ("key"),
+    ``sourced`` the variables a value was read from."""
     problems = []
     for error in exc.errors():
         # Drop pydantic's function-validator markers from the path.
@@ -175,7 +177,8 @@ def translate(
             known = known_keys(loc[:-1])
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            problems.append(ConfigProblem(path, line, f"unknown key {key!r}{hint}"))
+            what = noun(loc[:-1])
+            problems.append(ConfigProblem(path, line, f"unknown {what} {key!r}{hint}"))
             continue
         last = loc[-1] if loc else ""
         shown = not (isinstance(last, str) and last in SECRET_KEYS)
