@@ -125,6 +125,11 @@ def test_config_and_check_load_no_runtime() -> None:
         from pathlib import Path
         import botd.config
         after_import = [m for m in {heavy!r} if m in sys.modules]
+        others = [
+            m for m in sys.modules
+            if m.startswith("botd.") and not m.startswith("botd.config")
+        ]
+        assert not others, others  # the config package imports nothing else of botd
         botd.config.load_config(
             Path("config.example.yaml"),
             {{"ANTHROPIC_API_KEY": "k", "TELEGRAM_TOKEN": "t", "SLACK_BOT_TOKEN": "b",
