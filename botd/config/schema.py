@@ -244,8 +244,14 @@ class ChatChannelSection(ChannelSection):
 
 @functools.lru_cache(maxsize=64)
 def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
-    """A model with one required field per configured channel; unknown names are errors."""
-    definitions: dict[str, Any] = {name: (section, ...) for name, section in fields}
+    """A model with one required field per configured channel; unknown names are errors.
+
+    Fields are ``c0``, ``c1``, ... aliased to the channel names, so a channel may have any
+    name, even one a pydantic model reserves (``schema``, ``copy``).
+    """
+    definitions: dict[str, Any] = {
+        f"c{index}": (section, Field(alias=name)) for index, (name, section) in enumerate(fields)
+    }
     return create_model("channels", __config__=ConfigDict(extra="forbid"), **definitions)
 
 
@@ -265,7 +271,7 @@ class ChannelsSection(BaseModel):
         fields = tuple((name, registered[name].section) for name in present if name in registered)
         # Errors raised here keep their paths (channels.<name>.<key>).
         validated = _sections_model(fields).model_validate(present, context=info.context)
-        return {name: getattr(validated, name) for name, _ in fields}
+        return {name: getattr(validated, f"c{index}") for index, (name, _) in enumerate(fields)}
 
     def sections(self) -> dict[str, BaseModel]:
         """Every configured channel's section, in the file's order."""
