@@ -181,10 +181,6 @@ def test_unknown_session_is_an_error(store: Store) -> None:
         store.append_messages("nope", [Message(role="user", content="x")])
     with pytest.raises(UnknownSessionError):
         store.load_transcript("nope")
-    with pytest.raises(UnknownSessionError):
-        store.touch_session("nope")
-    with pytest.raises(UnknownSessionError):
-        store.set_session_meta("nope", "k", 1)
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -227,25 +223,6 @@ def test_new_session_for_an_unseen_key(store: Store) -> None:
     assert store.get_or_create_session("never-seen").session_id == fresh.session_id
 
 
-def test_list_sessions(store: Store, clock: FakeClock) -> None:
-    a = store.get_or_create_session("a")
-    clock.advance(10)
-    b = store.get_or_create_session("b")
-    clock.advance(10)
-    store.touch_session(a.session_id)
-    assert store.get_session(a.session_id).updated_at == clock.now
-    listed = store.list_sessions()
-    assert [s.session_id for s in listed] == [a.session_id, b.session_id]
-
-    clock.advance(10)
-    b2 = store.new_session("b")
-    active = store.list_sessions()
-    assert [s.session_id for s in active] == [b2.session_id, a.session_id]
-    everything = store.list_sessions(include_inactive=True)
-    assert {s.session_id for s in everything} == {a.session_id, b.session_id, b2.session_id}
-    assert [s.active for s in everything if s.session_id == b.session_id] == [False]
-
-
 def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
     session = store.get_or_create_session("k")
     clock.advance(5)
@@ -254,26 +231,6 @@ def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
     assert record.message_count == 3
     assert record.updated_at == clock.now
     assert record.created_at == clock.now - 5
-
-
-def test_session_meta(tmp_path: Path, clock: FakeClock) -> None:
-    with reopen(tmp_path, clock) as store:
-        session = store.get_or_create_session("k")
-        assert store.get_session_meta(session.session_id) == {}
-        store.set_session_meta(session.session_id, "model", "claude-x")
-        store.set_session_meta(session.session_id, "route", {"chat": "42", "thread": None})
-        store.set_session_meta(session.session_id, "model", "claude-y")
-        store.set_session_meta(session.session_id, "gone", 1)
-        store.set_session_meta(session.session_id, "gone", None)
-        with pytest.raises(TypeError):
-            store.set_session_meta(session.session_id, "bad", object())
-    with reopen(tmp_path, clock) as store:
-        assert store.get_session_meta(session.session_id) == {
-            "model": "claude-y",
-            "route": {"chat": "42", "thread": None},
-        }
-        other = store.get_or_create_session("other")
-        assert store.get_session_meta(other.session_id) == {}
 
 
 # --- inbound dedupe ---------------------------------------------------------------------------
