@@ -42,7 +42,7 @@ from .metrics import Metrics
 from .router import PairingBook, Router
 from .scheduler import JobInfo, Scheduler
 from .sessions import RunHooks, SessionManager
-from .store import Store
+from .store import InboundPruner, Store
 from .systemd import SystemdNotifier
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def build_adapter(
 
         tg = channels.telegram
         return TelegramAdapter(
-            tg.token, store=store, api_base_url=tg.api_base_url, poll_timeout=tg.poll_timeout
+            tg.token, offsets=store, api_base_url=tg.api_base_url, poll_timeout=tg.poll_timeout
         )
     if name == "slack" and channels.slack is not None:
         from .channels.slack import SlackAdapter
@@ -157,7 +157,6 @@ def build_adapter(
             signing_secret=sl.signing_secret,
             mode=sl.mode,
             api_base_url=sl.api_base_url,
-            store=store,
             reply_to_mode=sl.reply_to_mode,
             http_host=sl.http_host,
             http_port=sl.http_port,
@@ -169,7 +168,6 @@ def build_adapter(
         dc = channels.discord
         return DiscordAdapter(
             dc.token,
-            store=store,
             api_base_url=dc.api_base_url,
             gateway_url=dc.gateway_url,
             allow_bots=dc.allow_bots,
@@ -245,6 +243,7 @@ class Daemon:
         state_dir = Path(config.state_dir)
         notifier = SystemdNotifier()
         store = Store.open(state_dir)
+        pruner = InboundPruner(store)
         provider = build_provider(config)
         adapters = build_adapters(config, store, self._console_done)
         delivery = ChannelDelivery(adapters, config.delivery_modes())
@@ -305,6 +304,7 @@ class Daemon:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
+            pruner.start()
             scheduler.start()
             scheduler.sync_config_jobs(config.scheduler_jobs())
             for name, adapter in adapters.items():
@@ -326,6 +326,7 @@ class Daemon:
             if reloader is not None:
                 reloader.cancel()
                 await asyncio.gather(reloader, return_exceptions=True)
+            await pruner.stop()
             notifier.stopping()
             await self._shutdown(adapters, sessions, scheduler, store, health, provider)
             if watchdog is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from botd.events import (
 from botd.store import (
     DB_FILENAME,
     SCHEMA_VERSION,
+    InboundPruner,
     StaleCompactionError,
     Store,
     StoreError,
@@ -261,6 +263,50 @@ def test_prune_inbound_uses_the_clock(store: Store, clock: FakeClock) -> None:
     assert store.seen_inbound("telegram", "recent") is True
     assert store.seen_inbound("telegram", "old") is False
     assert store.prune_inbound(older_than_seconds=2 * 86_400) == 0
+
+
+def test_a_message_with_several_keys_is_recorded_at_once(store: Store) -> None:
+    assert store.seen_inbound("slack", "EvA", "C1:1.0") is False
+    # A twin shares one key: a repeat, and its own new key is recorded too.
+    assert store.seen_inbound("slack", "EvB", "C1:1.0") is True
+    assert store.seen_inbound("slack", "EvB") is True
+    assert store.seen_inbound("slack", "EvC", "C1:2.0") is False
+    with pytest.raises(ValueError, match="at least one key"):
+        store.seen_inbound("slack")
+
+
+async def test_the_pruner_prunes_at_start_and_then_every_interval(
+    store: Store, clock: FakeClock
+) -> None:
+    ticks: asyncio.Queue[float] = asyncio.Queue()
+    go_on = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:  # the test decides when an interval has passed
+        await ticks.put(seconds)
+        await go_on.wait()
+        go_on.clear()
+
+    store.seen_inbound("telegram", "ancient")
+    clock.advance(8 * 86_400)
+    store.seen_inbound("telegram", "old")
+    pruner = InboundPruner(store, interval=60.0, sleep=sleep)
+    with pytest.raises(ValueError, match="at least"):
+        InboundPruner(store, retention=86_400)
+    pruner.start()
+    try:
+        async with asyncio.timeout(10):
+            assert await ticks.get() == 60.0  # pruned at start, then waits one interval
+        assert store.seen_inbound("telegram", "ancient") is False  # forgotten
+        assert store.seen_inbound("telegram", "old") is True
+        clock.advance(8 * 86_400)
+        go_on.set()
+        async with asyncio.timeout(10):
+            assert await ticks.get() == 60.0
+        assert store.seen_inbound("telegram", "old") is False
+    finally:
+        await pruner.stop()
+        await pruner.stop()  # idempotent
+    assert ticks.empty()
 
 
 # --- offsets ----------------------------------------------------------------------------------
