@@ -40,6 +40,7 @@ from .health import HealthServer
 from .logging import configure_logging
 from .metrics import Metrics
 from .router import PairingBook, Router
+from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, Scheduler
 from .sessions import RunHooks, SessionManager
 from .store import InboundPruner, Store
@@ -253,7 +254,12 @@ class Daemon:
             self.metrics.inc("messages_in", channel=message.channel)
             await sessions_holder[0].submit(message)
 
-        scheduler = Scheduler(state_dir, submit, timezone=config.scheduler.timezone)
+        scheduler = Scheduler(
+            store,
+            submit,
+            timezone=config.scheduler.timezone,
+            legacy_db=state_dir / LEGACY_DB_NAME,
+        )
 
         async def send(target: Target, text: str) -> MessageRef:
             refs = await delivery.send_text(target, text)

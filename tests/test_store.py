@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from botd.chat import Target
 from botd.compaction import compact_transcript
 from botd.events import (
     ImageContent,
@@ -21,11 +25,14 @@ from botd.store import (
     DB_FILENAME,
     SCHEMA_VERSION,
     InboundPruner,
+    RunRecord,
     StaleCompactionError,
     Store,
+    StoredJob,
     StoreError,
     UnknownSessionError,
 )
+from botd.store.schema import MIGRATIONS
 
 
 class FakeClock:
@@ -444,3 +451,60 @@ async def test_compaction_keeps_messages_appended_meanwhile(store: Store) -> Non
     store.append_messages(session.session_id, [late])
     store.compact(session.session_id, result)
     assert store.load_transcript(session.session_id) == [*result.messages, late]
+
+
+# --- the scheduler's tables -------------------------------------------------------------------
+
+
+def test_a_version_1_database_gains_the_scheduler_tables(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version=1")
+    conn.execute("INSERT INTO offsets VALUES ('telegram', 'default', '42', 0)")
+    conn.close()
+    with Store.open(tmp_path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.get_offset("telegram", "default") == "42"
+        assert store.load_jobs() == []
+
+
+def test_jobs_round_trip_and_the_run_log_keeps_the_last_runs(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    target = Target("slack", "C1", "acme", thread_id="171.5")
+    when = datetime(2025, 3, 30, 9, tzinfo=ZoneInfo("Europe/Berlin"))
+    job = StoredJob(
+        id="daily",
+        kind="cron",
+        trigger={"expr": "0 9 * * 0", "timezone": "Europe/Berlin"},
+        name="cron 0 9 * * 0 (Europe/Berlin): digest",
+        prompt="digest",
+        target=target,
+        source="config",
+        fingerprint="f1",
+        next_run_time=when,
+    )
+    with reopen(tmp_path, clock) as store:
+        store.save_job(job)
+        for n in range(5):
+            store.add_job_run(RunRecord("daily", when + timedelta(days=n), "submitted"), keep=3)
+        store.add_job_run(RunRecord("other", when, "failed", "boom"), keep=3)
+    with reopen(tmp_path, clock) as store:
+        assert store.load_jobs() == [job]
+        stored = store.get_job("daily")
+        assert stored is not None and stored.next_run_time is not None
+        assert stored.next_run_time.utcoffset() == timedelta(hours=2)  # its zone's offset kept
+        store.set_job_next_run("daily", None)
+        assert store.get_job("daily") == replace(job, next_run_time=None)
+        assert [r.at for r in store.job_runs("daily")] == [
+            when + timedelta(days=n) for n in (2, 3, 4)
+        ]
+        assert store.job_runs("other") == [RunRecord("other", when, "failed", "boom")]
+        assert store.delete_job("daily") and not store.delete_job("daily")
+        assert store.job_runs("daily") != []  # the run log outlives the job
+        # An import is done once: a second one changes nothing.
+        assert store.import_jobs("old-file", [job]) is True
+        assert store.imported("old-file")
+        assert store.import_jobs("old-file", [replace(job, id="again")]) is False
+        assert [j.id for j in store.load_jobs()] == ["daily"]

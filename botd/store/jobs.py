@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
 
+from ..chat import Target
 from .base import StoreBase
 
 Outcome = Literal["submitted", "failed"]
@@ -35,7 +36,7 @@ class StoredJob:
     name: str
     """How listings show the job."""
     prompt: str
-    target: dict[str, str | None]
+    target: Target
     conversation_key: str | None = None
     source: str | None = None
     """``config`` for a job the configuration owns; None for one made at run time."""
@@ -61,12 +62,33 @@ def _job(row: Sequence[Any]) -> StoredJob:
         trigger=json.loads(row[2]),
         name=str(row[3]),
         prompt=str(row[4]),
-        target=json.loads(row[5]),
+        target=_target(json.loads(row[5])),
         conversation_key=None if row[6] is None else str(row[6]),
         source=None if row[7] is None else str(row[7]),
         fingerprint=None if row[8] is None else str(row[8]),
         next_run_time=None if row[9] is None else datetime.fromisoformat(row[9]),
     )
+
+
+def _target(data: dict[str, str | None]) -> Target:
+    return Target(
+        channel=str(data["channel"]),
+        chat_id=str(data["chat_id"]),
+        account_id=str(data.get("account_id") or "default"),
+        thread_id=data.get("thread_id"),
+        reply_to_id=data.get("reply_to_id"),
+    )
+
+
+def _target_json(target: Target) -> str:
+    data = {
+        "channel": target.channel,
+        "chat_id": target.chat_id,
+        "account_id": target.account_id,
+        "thread_id": target.thread_id,
+        "reply_to_id": target.reply_to_id,
+    }
+    return json.dumps(data, ensure_ascii=False)
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -108,7 +130,7 @@ class ScheduleStore(StoreBase):
                 json.dumps(job.trigger, ensure_ascii=False),
                 job.name,
                 job.prompt,
-                json.dumps(job.target, ensure_ascii=False),
+                _target_json(job.target),
                 job.conversation_key,
                 job.source,
                 job.fingerprint,
