@@ -82,23 +82,24 @@ def import_legacy_jobs(table: JobTable, path: Path) -> int | None:
     if not path.exists() or table.imported(LEGACY_IMPORT):
         return None
     try:
-        states = _read_states(path)
-    except (sqlite3.Error, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+        rows = _read_rows(path)
+    except sqlite3.Error as exc:
         log.error("cannot read the old job file %s (kept for another try): %s", path, exc)
         return None
     jobs: list[StoredJob] = []
-    for state in states:
+    for job_id, blob in rows:
         try:
-            jobs.append(_job(state))
-        except (KeyError, TypeError, ValueError) as exc:
-            log.warning("job %s in %s not imported: %s", state.get("id"), path, exc)
+            jobs.append(_job(pickle.loads(blob)))
+        except Exception as exc:  # any damage to one pickled job: that job is skipped
+            log.warning("job %s in %s not imported: %s", job_id, path, exc)
     if not table.import_jobs(LEGACY_IMPORT, jobs, detail=str(path)):
         return None
     log.info("imported %d job(s) from %s; the file is no longer used", len(jobs), path)
     return len(jobs)
 
 
-def _read_states(path: Path) -> list[dict[str, Any]]:
+def _read_rows(path: Path) -> list[tuple[str, bytes]]:
+    """Each job's id and pickled state, read without writing to the file."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         table = conn.execute(
@@ -106,10 +107,10 @@ def _read_states(path: Path) -> list[dict[str, Any]]:
         ).fetchone()
         if table is None:
             return []
-        rows = conn.execute("SELECT job_state FROM apscheduler_jobs ORDER BY id").fetchall()
+        rows = conn.execute("SELECT id, job_state FROM apscheduler_jobs ORDER BY id").fetchall()
     finally:
         conn.close()
-    return [pickle.loads(row[0]) for row in rows]
+    return [(str(job_id), bytes(blob)) for job_id, blob in rows]
 
 
 def _job(state: dict[str, Any]) -> StoredJob:

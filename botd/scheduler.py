@@ -195,7 +195,7 @@ class JobSpec:
 class JobInfo:
     id: str
     next_run_time: datetime | None
-    """None once a one-shot job has run."""
+    """None when the job has no next run."""
     description: str
     conversation_key: str
     """Where the prompt runs (``cron:<id>`` for a job with its own session)."""

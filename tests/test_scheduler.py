@@ -569,6 +569,10 @@ async def test_an_old_schedule_file_is_imported_once_and_left_alone(
             ),
         ],
     )
+    damaged = sqlite3.connect(legacy)  # one job's state unreadable: that job alone is skipped
+    damaged.execute("INSERT INTO apscheduler_jobs VALUES ('broken', NULL, x'00ff')")
+    damaged.commit()
+    damaged.close()
     before = legacy.read_bytes()
 
     with Store.open(state_dir) as store:
