@@ -1,8 +1,8 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
 Start order: logging, the runtime (``botd.wiring.build_runtime``: store, provider, adapters'
-delivery side, sessions, scheduler, router), the scheduler's jobs, the adapters' inbound
-side, the health endpoint, and READY=1 to systemd. SIGTERM or
+delivery side, sessions, scheduler, router), the daily pruning of old inbound ids, the
+scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd. SIGTERM or
 SIGINT (or the console's end of input) shuts down in bounded order: stop taking input, let
 running turns finish within the grace period and cancel the rest, flush deliveries, close
 the adapters, the scheduler and the store, STOPPING=1, exit 0.
@@ -182,6 +182,7 @@ class Daemon:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
+            runtime.pruner.start()
             runtime.scheduler.start()
             runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
             for name, adapter in runtime.adapters.items():
@@ -325,6 +326,7 @@ class Daemon:
             except Exception:
                 log.exception("stopping input of channel %s failed", name)
         runtime.scheduler.shutdown()
+        await runtime.pruner.stop()
         await runtime.sessions.close(grace=SHUTDOWN_GRACE_SECONDS)
         for name, adapter in runtime.adapters.items():
             await self._stop_channel(name, adapter)

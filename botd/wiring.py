@@ -35,9 +35,10 @@ from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode
 from .metrics import Metrics
 from .router import AccessPolicy, GroupRule, PairingBook, Router
+from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
-from .store import Store
+from .store import InboundPruner, Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
@@ -235,9 +236,18 @@ def build_adapters(
 
 
 def build_scheduler(
-    config: BotdConfig, state_dir: Path, submit: Callable[[InboundMessage], Awaitable[None]]
+    config: BotdConfig,
+    store: Store,
+    state_dir: Path,
+    submit: Callable[[InboundMessage], Awaitable[None]],
 ) -> Scheduler:
-    return Scheduler(state_dir, submit, timezone=config.scheduler.timezone)
+    """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once."""
+    return Scheduler(
+        store,
+        submit,
+        timezone=config.scheduler.timezone,
+        legacy_db=state_dir / LEGACY_DB_NAME,
+    )
 
 
 def describe_job(info: JobInfo) -> str:
@@ -267,6 +277,8 @@ class Runtime:
     sessions: SessionManager
     scheduler: Scheduler
     router: Router
+    pruner: InboundPruner
+    """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
 
     def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
         """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
@@ -298,7 +310,7 @@ def build_runtime(
     store = Store.open(state_dir)
     try:
         provider = build_provider(config)
-        context = ChannelContext(store=store, on_end_of_input=on_end_of_input)
+        context = ChannelContext(offsets=store, on_end_of_input=on_end_of_input)
         adapters = build_adapters(config, context, registry)
     except BaseException:
         store.close()
@@ -338,7 +350,7 @@ def build_runtime(
         counters.inc("messages_in", channel=message.channel)
         await sessions.submit(message)
 
-    scheduler = build_scheduler(config, state_dir, submit)
+    scheduler = build_scheduler(config, store, state_dir, submit)
 
     async def reply(target: Target, text: str) -> None:
         await delivery.send_text(target, text)
@@ -361,5 +373,6 @@ def build_runtime(
         sessions=sessions,
         scheduler=scheduler,
         router=router,
+        pruner=InboundPruner(store),
     )
     return runtime

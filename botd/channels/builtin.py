@@ -70,7 +70,7 @@ def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapt
 
     return TelegramAdapter(
         section.token,
-        store=context.store,
+        offsets=context.offsets,
         api_base_url=section.api_base_url,
         poll_timeout=section.poll_timeout,
         account_id=section.account,
@@ -86,7 +86,6 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         signing_secret=section.signing_secret,
         mode=section.mode,
         api_base_url=section.api_base_url,
-        store=context.store,
         reply_to_mode=section.reply_to_mode,
         account_id=section.account,
         http_host=section.http_host,
@@ -100,7 +99,6 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
 
     return DiscordAdapter(
         section.token,
-        store=context.store,
         api_base_url=section.api_base_url,
         gateway_url=section.gateway_url,
         allow_bots=section.allow_bots,

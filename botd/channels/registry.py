@@ -22,15 +22,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from ..config import ENTRY_POINT_GROUP, ChannelSection
-from .base import ChannelAdapter
-
-if TYPE_CHECKING:
-    from ..store import Store
+from .base import ChannelAdapter, OffsetStore
 
 __all__ = [
     "ChannelContext",
@@ -53,7 +50,8 @@ class ChannelUnavailable(RuntimeError):
 class ChannelContext:
     """What an adapter factory may use besides its section."""
 
-    store: Store
+    offsets: OffsetStore
+    """Where a channel keeps its position in the platform's stream (Telegram's update offset)."""
     on_end_of_input: Callable[[], Awaitable[None]] | None = None
     """For a terminal channel: called when the operator closes its input (botd then stops)."""
 
