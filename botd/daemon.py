@@ -409,13 +409,13 @@ class Daemon:
             if name in plan.stop:
                 self._states.pop(name, None)
         router.update_policies(new.access_policies())
-        _set_delivery(delivery, adapters, new)
+        delivery.set_channels(adapters, new.delivery_modes())
         for name in sorted(plan.start | plan.restart):
             adapter = build_adapter(name, new, runtime.store, self._console_done)
             if adapter is None:
                 continue
             adapters[name] = adapter
-            _set_delivery(delivery, adapters, new)
+            delivery.set_channels(adapters, new.delivery_modes())
             try:
                 await self._start_channel(name, adapter, router)
             except Exception:
@@ -483,18 +483,6 @@ class _Runtime:
 
 def _why(name: str, plan: ReloadPlan) -> str:
     return "its section changed" if name in plan.restart else "removed from the config"
-
-
-def _set_delivery(
-    delivery: ChannelDelivery, adapters: dict[str, ChannelAdapter], config: BotdConfig
-) -> None:
-    """Point the delivery layer at the live adapters and the new delivery modes.
-
-    ``ChannelDelivery`` keeps its own copies and has no public setter yet (delivery.py is
-    outside this change), so they are replaced in place here.
-    """
-    delivery._adapters = dict(adapters)
-    delivery._modes = dict(config.delivery_modes())
 
 
 def _describe_job(info: JobInfo) -> str:
