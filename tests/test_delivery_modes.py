@@ -276,3 +276,21 @@ async def test_a_raising_typing_sink_does_not_break_the_run(
     await asyncio.wait_for(manager.drain(), 30)
     assert sink.posts == ["You said: hello"]
     assert "no typing here" in caplog.text
+
+
+async def test_a_run_that_fails_before_it_starts_still_ends_its_delivery(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = FakeAdapter()
+
+    def broken_tools(message: InboundMessage) -> list[Any]:
+        raise RuntimeError("no tools today")
+
+    settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_interval=0.001)
+    delivery = RecordingDelivery(adapter, "blocks")
+    manager = SessionManager(store, ScriptedProvider(), delivery, settings, tools=broken_tools)
+    await manager.submit(inbound("hello"))
+    await asyncio.wait_for(manager.drain(), 30)
+    assert "no tools today" in caplog.text
+    assert ("end_run", "c1") in adapter.calls
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]

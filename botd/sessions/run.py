@@ -22,9 +22,9 @@ from dataclasses import replace
 from ..agent.loop import AgentRun, RunResult
 from ..agent.tools import Tool
 from ..agent.types import Provider
-from ..chat import InboundMessage
+from ..chat import InboundMessage, Target
 from ..compaction import compact_transcript, estimate_tokens, summarizer_for
-from ..delivery import Delivery
+from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, event_to_json
 from ..store import Store
 from ..subscriber import Origin, StreamSubscriber
@@ -70,6 +70,21 @@ class Runner:
             call_hook(hooks.on_first_reply, inbound, latency)
 
         output = self._delivery.open_run(target, self._options, on_first_reply=first_reply)
+        try:
+            await self._answer(session, inbound, target, prompt, output)
+        finally:
+            await output.close()  # every reply out, "typing…" stopped
+
+    async def _answer(
+        self,
+        session: Session,
+        inbound: InboundMessage,
+        target: Target,
+        prompt: list[Message],
+        output: RunOutput,
+    ) -> None:
+        """Run the agent; its replies go to ``output`` as they come, the finals at the end."""
+        hooks = self._hooks
         mode = output.mode
         config = self._settings.subscriber
         if mode != "blocks":
@@ -109,17 +124,14 @@ class Runner:
             log.info("run ended: %s", outcome)
             call_hook(hooks.on_end, inbound, outcome)
             self._record(session, result.messages if result is not None else run.messages)
-            try:
-                if result is not None and result.stop_reason != "cancelled":
-                    finals = subscriber.final_replies(
-                        block_streaming=mode == "blocks",
-                        current_message_id=inbound.message_id,
-                        origin=Origin(target.channel, target.route(), target.account_id),
-                    )
-                    for reply in finals:
-                        output.final(reply)
-            finally:
-                await output.close()
+            if result is not None and result.stop_reason != "cancelled":
+                finals = subscriber.final_replies(
+                    block_streaming=mode == "blocks",
+                    current_message_id=inbound.message_id,
+                    origin=Origin(target.channel, target.route(), target.account_id),
+                )
+                for reply in finals:
+                    output.final(reply)
 
     def _record(self, session: Session, added: list[Message]) -> None:
         """The run is over: keep what it added, and what steering it did not read."""
