@@ -3,6 +3,7 @@
 * ``base``: what the sessions call (``Delivery.open_run`` -> ``RunOutput``, ``send_text``),
   the delivery modes, and the pieces a run sends (``Outgoing``);
 * ``outbox``: ``RunOutbox``, one run's ordered output with coalescing and "typing…";
+* ``coalesce``: ``BlockCoalescer``, which joins small blocks (time passed in, no clock);
 * ``channel``: ``ChannelDelivery``, which posts through the channel adapters;
 * ``preview``: edit-mode previews and fitting text to one message.
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from ..chat import MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
@@ -51,8 +51,7 @@ class RunOptions:
     """How often "typing…" is renewed while the run works (platforms expire it)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(NamedTuple):
     """One piece of a run on its way to the chat.
 
     ``seq`` numbers the run's blocks and finals from 1 in the order they are sent. Partial

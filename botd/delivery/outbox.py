@@ -27,8 +27,8 @@ from typing import Literal
 
 from ..chat import Target
 from ..subscriber import BlockReply, PartialReply
-from ..subscriber.coalesce import BlockCoalescer
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
+from .coalesce import BlockCoalescer
 
 log = logging.getLogger(__name__)
 
