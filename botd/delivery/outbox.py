@@ -62,6 +62,7 @@ class RunOutbox:
         self._partial: PartialReply | None = None
         self._sent = 0
         self._on_first_reply = on_first_reply
+        self._closed = False
         coalesce = options.coalesce
         self._coalescer = (
             BlockCoalescer(
@@ -75,7 +76,6 @@ class RunOutbox:
             self._keep_typing(options.typing_interval), name=f"typing:{name}"
         )
         self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{name}")
-        self._closed = False
 
     @property
     def mode(self) -> DeliveryMode:
