@@ -71,11 +71,14 @@ class RunOutbox:
             if coalesce is not None
             else None
         )
-        name = f"{target.channel}:{target.chat_id}"
-        self._typer: asyncio.Task[None] | None = asyncio.create_task(
-            self._keep_typing(options.typing_interval), name=f"typing:{name}"
-        )
-        self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{name}")
+        self._name = f"{target.channel}:{target.chat_id}"
+        self._loop = asyncio.get_running_loop()
+        self._typing_interval = options.typing_interval
+        self._typing_call: asyncio.Task[None] | None = None
+        self._typing_timer: asyncio.TimerHandle | None = None
+        self._typing = True
+        self._type()
+        self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{self._name}")
 
     @property
     def mode(self) -> DeliveryMode:
@@ -178,20 +181,32 @@ class RunOutbox:
 
     # -- typing --------------------------------------------------------------------------
 
-    async def _keep_typing(self, interval: float) -> None:
-        target = self.target
-        while True:
-            try:
-                await self._outlet.typing(target)
-            except Exception as exc:
-                log.warning("typing in %s failed: %s", target.chat_id, exc)
-            await asyncio.sleep(interval)
+    def _type(self) -> None:
+        """Show "typing…" now; the call, once done, arms the next one ``interval`` later.
+
+        A timer between calls rather than a sleeping task: most runs end long before the
+        first renewal, and a timer costs far less to cancel than a task.
+        """
+        self._typing_timer = None
+        self._typing_call = asyncio.create_task(self._type_once(), name=f"typing:{self._name}")
+
+    async def _type_once(self) -> None:
+        try:
+            await self._outlet.typing(self.target)
+        except Exception as exc:
+            log.warning("typing in %s failed: %s", self.target.chat_id, exc)
+        if self._typing:
+            self._typing_timer = self._loop.call_later(self._typing_interval, self._type)
 
     async def _stop_typing(self) -> None:
-        typer, self._typer = self._typer, None
-        if typer is not None:
-            typer.cancel()
-            await asyncio.gather(typer, return_exceptions=True)
+        self._typing = False
+        if self._typing_timer is not None:
+            self._typing_timer.cancel()
+            self._typing_timer = None
+        call, self._typing_call = self._typing_call, None
+        if call is not None and not call.done():
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
 
 
 __all__ = ["RunOutbox"]
