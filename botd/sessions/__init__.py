@@ -6,7 +6,6 @@
 * ``session``, ``settings``: a conversation's live state, and the sessions' settings.
 """
 
-from ..commands import chat_command
 from .manager import SessionManager
 from .session import Session
 from .settings import (
@@ -27,5 +26,4 @@ __all__ = [
     "Session",
     "SessionManager",
     "SessionSettings",
-    "chat_command",
 ]
