@@ -6,9 +6,9 @@ final replies into it without waiting, and awaits ``close()`` once the run is ov
 output does with them (order, coalescing, previews, typing) is delivery's business. One-shot
 texts outside a run (chat command answers) go through ``Delivery.send_text``.
 
-Every piece that leaves a run does so as an ``Outgoing`` passed to one method of the run's
-output, numbered in the order the chat should show it; that is where a durable outbox can
-write it down before sending and mark it sent with the platform's message id.
+Every piece that leaves a run passes, as an ``Outgoing`` with its kind and its number in the
+run, through one method (``RunOutbox._post``): the place where a durable outbox can write it
+down before sending and mark it sent with the platform's message ids.
 """
 
 from __future__ import annotations
