@@ -7,7 +7,7 @@ delivery as one-shot texts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from ..chat import InboundMessage
 from ..delivery import Delivery
@@ -21,14 +21,17 @@ HELP = "Commands: /new (start over), /stop (cancel), /status, /help."
 
 
 class CommandDesk:
-    """Answers chat commands about the sessions in ``sessions``."""
+    """Answers chat commands about the sessions in ``sessions`` (the manager's registry).
+
+    It holds the registry itself, not the manager, so the two form no reference cycle and
+    a dropped manager is freed at once with all its sessions.
+    """
 
     def __init__(
         self,
         store: Store,
         delivery: Delivery,
         sessions: dict[str, Session],
-        stop: Callable[[str], Awaitable[bool]],
         *,
         queue_mode: QueueMode,
         clock: Callable[[], float],
@@ -37,7 +40,6 @@ class CommandDesk:
         self._store = store
         self._delivery = delivery
         self._sessions = sessions
-        self._stop = stop
         self._queue_mode = queue_mode
         self._clock = clock
         self._jobs = jobs
@@ -46,7 +48,8 @@ class CommandDesk:
         """Do what ``command`` asks and reply in the message's chat."""
         key = message.conversation_key
         if command in ("/stop", "/new", "/reset"):
-            stopped = await self._stop(key)
+            session = self._sessions.get(key)
+            stopped = session is not None and await session.stop()
             if command == "/stop":
                 text = "Stopped." if stopped else "Nothing was running."
             else:

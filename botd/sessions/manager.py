@@ -80,7 +80,6 @@ class SessionManager:
             store,
             delivery,
             self._sessions,
-            self._stop,
             queue_mode=settings.queue_mode,
             clock=clock,
             jobs=jobs,
@@ -122,20 +121,6 @@ class SessionManager:
     @property
     def sessions(self) -> dict[str, Session]:
         return self._sessions
-
-    async def _stop(self, conversation_key: str) -> bool:
-        """Cancel the session's run and drop what waits; True when something was running."""
-        session = self._sessions.get(conversation_key)
-        if session is None:
-            return False
-        session.pending.clear()
-        session.steered.clear()
-        was_running = session.running
-        if session.run is not None:
-            session.run.cancel()
-        if session.worker is not None:
-            await asyncio.gather(session.worker, return_exceptions=True)
-        return was_running
 
     def _session_for(self, conversation_key: str) -> Session:
         session = self._sessions.get(conversation_key)

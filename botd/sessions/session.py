@@ -37,6 +37,17 @@ class Session:
     def running(self) -> bool:
         return self.run is not None and self.run.running
 
+    async def stop(self) -> bool:
+        """Cancel the run and drop what waits; True when something was running."""
+        self.pending.clear()
+        self.steered.clear()
+        was_running = self.running
+        if self.run is not None:
+            self.run.cancel()
+        if self.worker is not None:
+            await asyncio.gather(self.worker, return_exceptions=True)
+        return was_running
+
 
 def user_message(text: str) -> Message:
     return Message(role="user", content=[TextContent(text=text)])
