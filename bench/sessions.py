@@ -1,8 +1,9 @@
 """Sessions under load: 500 conversations x 10 messages through the whole runtime.
 
 Each message goes through the session manager, the agent loop (scripted provider, no
-delay), the subscriber and the final-reply step into an in-memory sink, with transcripts
-written to a real SQLite store. Three figures:
+delay), the subscriber, the final-reply step and the delivery (the run's outbox, typing,
+``ChannelDelivery``) into an in-memory platform, with transcripts written to a real SQLite
+store. Three figures:
 
 * capacity: 500 users each send their 10 messages one after another, the next as soon as
   the previous is answered, all users at once: messages per second;
@@ -29,10 +30,11 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.chat import InboundMessage, Target
+from botd.channels.base import InboundSink
+from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.delivery import ChannelDelivery
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
-from botd.subscriber import BlockReply
 
 CONVERSATIONS = 500
 MESSAGES = 10
@@ -40,20 +42,40 @@ RATE = 2000.0  # messages per second for the latency run
 
 
 class Sink:
-    """Records the first block of each answer, keyed by the message it answers."""
+    """A platform that records the first block of each answer, keyed by the message it
+    answers; the real ``ChannelDelivery`` posts to it."""
+
+    name = "bench"
+    capabilities = Capabilities(text_limit=100_000, markdown="plain")
 
     def __init__(self) -> None:
         self.first_block_at: dict[str, float] = {}
         self.answers: dict[str, list[str]] = {}
         self.waiters: dict[str, asyncio.Future[None]] = {}
 
-    async def deliver(self, target: Target, reply: BlockReply) -> None:
-        text = reply.text.removeprefix("You said: ")
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        text = markdown.removeprefix("You said: ")
         self.first_block_at.setdefault(text, time.perf_counter())
         self.answers.setdefault(target.chat_id, []).append(text)
         waiter = self.waiters.pop(text, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        return [MessageRef(target, text)]
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        return None
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        return None
+
+    async def typing(self, target: Target) -> None:
+        return None
+
+    async def start(self, sink: InboundSink) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
 
 
 def message(conversation: int, n: int) -> InboundMessage:
@@ -71,7 +93,8 @@ def message(conversation: int, n: int) -> InboundMessage:
 def manager_for(state: Path, sink: Sink) -> tuple[SessionManager, Store]:
     store = Store.open(state)
     settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
-    return SessionManager(store, ScriptedProvider(chunk_chars=64), sink, settings), store
+    delivery = ChannelDelivery({"bench": sink})
+    return SessionManager(store, ScriptedProvider(chunk_chars=64), delivery, settings), store
 
 
 def check(sink: Sink) -> None:

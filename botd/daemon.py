@@ -2,10 +2,10 @@
 
 Start order: logging, the runtime (``botd.wiring.build_runtime``: store, provider, adapters'
 delivery side, sessions, scheduler, router), the daily pruning of old inbound ids, the
-scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd. SIGTERM or
-SIGINT (or the console's end of input) shuts down in bounded order: stop taking input, let
-running turns finish within the grace period and cancel the rest, flush deliveries, close
-the adapters, the scheduler and the store, STOPPING=1, exit 0.
+scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd.
+SIGTERM or SIGINT (or the console's end of input) shuts down in bounded order: stop taking
+input, let running turns finish within the grace period and cancel the rest, flush
+deliveries, close the adapters, the scheduler and the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
 is refused with every problem logged, and the running config is kept. Otherwise

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Literal
 
 from .chat import InboundMessage, Target
+from .commands import chat_command
 from .logging import LogContext
-from .sessions import chat_command
 from .store import Store
 
 log = logging.getLogger(__name__)

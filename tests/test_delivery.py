@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, MessageRef, Target
-from botd.delivery import ChannelDelivery, UnknownChannelError
+from botd.delivery import (
+    ChannelDelivery,
+    CoalesceSettings,
+    DeliveryMode,
+    ReplyKind,
+    RunOptions,
+    RunOutbox,
+    UnknownChannelError,
+)
 from botd.subscriber import BlockReply, PartialReply
 
 
@@ -116,3 +126,107 @@ async def test_typing_failures_are_logged_not_raised(caplog: pytest.LogCaptureFi
     await ChannelDelivery({"telegram": FakeAdapter(fail=True)}).typing(CHAT)
     await ChannelDelivery({}).typing(CHAT)
     assert "bot was kicked" in caplog.text and "no adapter" in caplog.text
+
+
+async def test_set_channels_replaces_the_adapters_and_modes() -> None:
+    old, new = FakeAdapter(), FakeAdapter()
+    delivery = ChannelDelivery({"telegram": old})
+    delivery.set_channels({"slack": new}, {"slack": "edit"})
+    assert delivery.delivery_mode(Target("slack", "1")) == "edit"
+    await delivery.send_text(Target("slack", "1"), "hi")
+    assert new.sent and not old.sent
+    with pytest.raises(UnknownChannelError):
+        await delivery.send_text(CHAT, "hi")
+
+
+class RecordingOutlet:
+    """Notes every call a run's outbox makes, in order; ``refuse`` texts raise."""
+
+    def __init__(self, mode: DeliveryMode = "blocks", refuse: str = "") -> None:
+        self.mode = mode
+        self.refuse = refuse
+        self.calls: list[tuple[str, str]] = []
+
+    def delivery_mode(self, target: Target) -> DeliveryMode:
+        return self.mode
+
+    async def deliver(
+        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+    ) -> list[MessageRef]:
+        await asyncio.sleep(0)
+        if reply.text == self.refuse:
+            raise RuntimeError("refused")
+        self.calls.append((kind, reply.text))
+        return [MessageRef(target, str(len(self.calls)))]
+
+    async def preview(self, target: Target, partial: PartialReply) -> None:
+        await asyncio.sleep(0)
+        self.calls.append(("partial", partial.text))
+
+    async def typing(self, target: Target) -> None:
+        self.calls.append(("typing", ""))
+
+    async def end_run(self, target: Target) -> None:
+        self.calls.append(("end", ""))
+
+
+async def test_a_run_outbox_sends_in_order_and_a_refusal_skips_one_piece(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outlet, firsts = RecordingOutlet(refuse="two"), []
+    output = RunOutbox(outlet, CHAT, on_first_reply=lambda: firsts.append(len(outlet.calls)))
+    assert output.mode == "blocks"
+    for text in ("one", "two", "three"):
+        output.block(BlockReply(text))
+    output.flush()
+    output.final(BlockReply("done"))
+    await asyncio.wait_for(output.close(), 30)
+    assert outlet.calls == [
+        ("typing", ""),
+        ("block", "one"),
+        ("block", "three"),
+        ("final", "done"),
+        ("end", ""),
+    ]
+    assert firsts == [2]  # once, right after the first piece reached the chat
+    assert "refused" in caplog.text
+
+
+async def test_a_run_outbox_skips_to_the_latest_partial() -> None:
+    outlet = RecordingOutlet(mode="edit")
+    output = RunOutbox(outlet, CHAT, RunOptions(typing_interval=60))
+    output.partial(partial("a"))
+    output.partial(partial("ab"))
+    output.partial(partial("abc"))
+    output.final(BlockReply("abcd"))
+    await asyncio.wait_for(output.close(), 30)
+    assert [c for c in outlet.calls if c[0] != "typing"] == [
+        ("partial", "abc"),
+        ("final", "abcd"),
+        ("end", ""),
+    ]
+
+
+async def test_a_run_outbox_coalesces_blocks_until_a_tool_starts() -> None:
+    outlet = RecordingOutlet()
+    coalesce = CoalesceSettings(min_chars=1, max_chars=100, idle_ms=60_000, joiner=" ")
+    output = RunOutbox(outlet, CHAT, RunOptions(coalesce=coalesce))
+    output.block(BlockReply("a"))
+    output.block(BlockReply("b"))
+    output.flush()
+    output.block(BlockReply("c"))
+    await asyncio.wait_for(output.close(), 30)
+    assert [c for c in outlet.calls if c[0] == "block"] == [("block", "a b"), ("block", "c")]
+
+
+async def test_closing_a_run_outbox_stops_typing() -> None:
+    outlet = RecordingOutlet()
+    output = RunOutbox(outlet, CHAT, RunOptions(typing_interval=0.001))
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(output.close(), 30)
+    typed = outlet.calls.count(("typing", ""))
+    assert typed >= 1
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert outlet.calls.count(("typing", "")) == typed

@@ -13,10 +13,10 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
-from botd.delivery import ChannelDelivery, DeliveryMode
+from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
-from botd.subscriber import BlockReply, ChunkingConfig, SubscriberConfig, chunk_text
+from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
 
 ANSWER = (
     "First paragraph of the answer, with several words in it.\n\n"
@@ -223,14 +223,44 @@ async def test_a_failing_typing_call_does_not_break_the_run(
     assert "typing refused" in caplog.text
 
 
+PACING = RunOptions()
+
+
 class RaisingTypingSink:
-    """A plain sink whose typing raises: sessions log it and carry on."""
+    """A delivery of its own whose typing raises: the run's outbox logs it and carries on."""
 
     def __init__(self) -> None:
         self.posts: list[str] = []
 
-    async def deliver(self, target: Target, reply: BlockReply) -> None:
+    def open_run(
+        self,
+        target: Target,
+        options: RunOptions = PACING,
+        *,
+        on_first_reply: Callable[[], None] | None = None,
+    ) -> RunOutbox:
+        return RunOutbox(self, target, options, on_first_reply=on_first_reply)
+
+    async def send_text(
+        self, target: Target, markdown: str, *, reply_to: str | None = None
+    ) -> list[MessageRef]:
+        self.posts.append(markdown)
+        return []
+
+    def delivery_mode(self, target: Target) -> DeliveryMode:
+        return "blocks"
+
+    async def deliver(
+        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+    ) -> list[MessageRef]:
         self.posts.append(reply.text)
+        return []
+
+    async def preview(self, target: Target, partial: PartialReply) -> None:
+        return None
+
+    async def end_run(self, target: Target) -> None:
+        return None
 
     async def typing(self, target: Target) -> None:
         raise RuntimeError("no typing here")
@@ -246,3 +276,21 @@ async def test_a_raising_typing_sink_does_not_break_the_run(
     await asyncio.wait_for(manager.drain(), 30)
     assert sink.posts == ["You said: hello"]
     assert "no typing here" in caplog.text
+
+
+async def test_a_run_that_fails_before_it_starts_still_ends_its_delivery(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = FakeAdapter()
+
+    def broken_tools(message: InboundMessage) -> list[Any]:
+        raise RuntimeError("no tools today")
+
+    settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_interval=0.001)
+    delivery = RecordingDelivery(adapter, "blocks")
+    manager = SessionManager(store, ScriptedProvider(), delivery, settings, tools=broken_tools)
+    await manager.submit(inbound("hello"))
+    await asyncio.wait_for(manager.drain(), 30)
+    assert "no tools today" in caplog.text
+    assert ("end_run", "c1") in adapter.calls
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]

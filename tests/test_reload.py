@@ -6,13 +6,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from botd.chat import InboundMessage, Target
+from botd.chat import InboundMessage
 from botd.config import parse_config
 from botd.daemon import Daemon, plan_reload
 from botd.sessions import SessionManager
 from botd.store import Store
-from botd.subscriber import BlockReply
-from tests.test_sessions import settings
+from tests.test_sessions import ListSink, settings
 
 BASE = """
 channels:
@@ -77,11 +76,6 @@ model:
     assert plan.restart_only == ("model",)
 
 
-class Sink:
-    async def deliver(self, target: Target, reply: BlockReply) -> None:
-        pass
-
-
 async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> None:
     from botd.agent.providers.scripted import ScriptedProvider
 
@@ -89,7 +83,7 @@ async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> No
     store = Store.open(tmp_path / "state")
     try:
         manager = SessionManager(
-            store, ScriptedProvider(), Sink(), settings(), hooks=daemon.run_hooks()
+            store, ScriptedProvider(), ListSink("telegram"), settings(), hooks=daemon.run_hooks()
         )
         message = InboundMessage(
             channel="telegram",

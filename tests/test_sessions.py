@@ -14,25 +14,54 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.chat import InboundMessage, Target
+from botd.channels.base import InboundSink
+from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.delivery import ChannelDelivery
 from botd.events import TextContent
 from botd.logging import LogContext
 from botd.replay import read_events
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
-from botd.subscriber import BlockReply, ChunkingConfig, SubscriberConfig
+from botd.subscriber import ChunkingConfig, SubscriberConfig
 
 
-class ListSink:
-    """Collects what would be posted, per chat."""
+class ListAdapter:
+    """A platform that only records what is posted to it."""
 
-    def __init__(self) -> None:
+    name = "list"
+    capabilities = Capabilities(text_limit=100_000, markdown="plain")
+
+    def __init__(self, sink: ListSink) -> None:
+        self.sink = sink
+
+    async def start(self, sink: InboundSink) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        self.sink.posts.append((target.chat_id, markdown))
+        self.sink.arrived.set()
+        return [MessageRef(target, str(len(self.sink.posts)))]
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        return None
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        return None
+
+    async def typing(self, target: Target) -> None:
+        return None
+
+
+class ListSink(ChannelDelivery):
+    """Collects what would be posted, per chat (the real delivery over a recording adapter)."""
+
+    def __init__(self, channel: str = "console") -> None:
         self.posts: list[tuple[str, str]] = []
         self.arrived = asyncio.Event()
-
-    async def deliver(self, target: Target, reply: BlockReply) -> None:
-        self.posts.append((target.chat_id, reply.text))
-        self.arrived.set()
+        super().__init__({channel: ListAdapter(self)})
 
     def texts(self, chat: str) -> list[str]:
         return [text for chat_id, text in self.posts if chat_id == chat]

@@ -10,18 +10,10 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.console import CONVERSATION_KEY, ConsoleAdapter
 from botd.chat import Target
+from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
-from botd.subscriber import BlockReply
-
-
-class ConsoleSink:
-    def __init__(self, adapter: ConsoleAdapter) -> None:
-        self.adapter = adapter
-
-    async def deliver(self, target: Target, reply: BlockReply) -> None:
-        await self.adapter.send(target, reply.text)
 
 
 async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> None:
@@ -37,7 +29,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
         sessions = SessionManager(
             store,
             ScriptedProvider(),
-            ConsoleSink(console),
+            ChannelDelivery({"console": console}),
             SessionSettings(loop=LoopConfig("scripted")),
         )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from botd.delivery.coalesce import BlockCoalescer, BlockPipeline
 from botd.subscriber import (
     BlockChunker,
     BlockReply,
@@ -15,7 +16,6 @@ from botd.subscriber import (
     Origin,
     build_final_replies,
 )
-from botd.subscriber.coalesce import BlockCoalescer, BlockPipeline
 from tests.cases import case_ids, load_cases
 
 from .harness import Recorder, case_event, config_from_case

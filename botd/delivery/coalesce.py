@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .payloads import BlockReply
+from ..subscriber.payloads import BlockReply
 
 
 def block_key(reply: BlockReply) -> tuple[str, tuple[str, ...]]:

@@ -1,0 +1,40 @@
+"""Outbound: each run's replies, in order, to the chat they answer.
+
+* ``base``: what the sessions call (``Delivery.open_run`` -> ``RunOutput``, ``send_text``),
+  the delivery modes, and the pieces a run sends (``Outgoing``);
+* ``outbox``: ``RunOutbox``, one run's ordered output with coalescing and "typing…";
+* ``coalesce``: ``BlockCoalescer``, which joins small blocks (time passed in, no clock);
+* ``channel``: ``ChannelDelivery``, which posts through the channel adapters;
+* ``preview``: edit-mode previews and fitting text to one message.
+"""
+
+from .base import (
+    DEFAULT_DELIVERY_MODE,
+    CoalesceSettings,
+    Delivery,
+    DeliveryMode,
+    Outgoing,
+    Outlet,
+    PieceKind,
+    ReplyKind,
+    RunOptions,
+    RunOutput,
+)
+from .channel import ChannelDelivery, UnknownChannelError
+from .outbox import RunOutbox
+
+__all__ = [
+    "DEFAULT_DELIVERY_MODE",
+    "ChannelDelivery",
+    "CoalesceSettings",
+    "Delivery",
+    "DeliveryMode",
+    "Outgoing",
+    "Outlet",
+    "PieceKind",
+    "ReplyKind",
+    "RunOptions",
+    "RunOutbox",
+    "RunOutput",
+    "UnknownChannelError",
+]

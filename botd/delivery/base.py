@@ -1,0 +1,153 @@
+"""What the sessions see of delivery: one protocol to open a run's output, and its pieces.
+
+A session hands each run's replies to ``Delivery.open_run(target)``, which returns a
+``RunOutput``: the run pushes blocks, partial replies (live previews), tool-start flushes and
+final replies into it without waiting, and awaits ``close()`` once the run is over. What the
+output does with them (order, coalescing, previews, typing) is delivery's business. One-shot
+texts outside a run (chat command answers) go through ``Delivery.send_text``.
+
+Every piece that leaves a run passes, as an ``Outgoing`` with its kind and its number in the
+run, through one method (``RunOutbox._post``): the place where a durable outbox can write it
+down before sending and mark it sent with the platform's message ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, Protocol
+
+from ..chat import MessageRef, Target
+from ..subscriber import BlockReply, PartialReply
+
+DeliveryMode = Literal["blocks", "edit", "final"]
+"""How a run is shown in a chat: every block as its own message, one preview edited into the
+answer, or only the final answer."""
+DEFAULT_DELIVERY_MODE: DeliveryMode = "blocks"
+
+ReplyKind = Literal["block", "final"]
+"""What a delivered reply is: a block streamed during the run, or a final reply after it."""
+
+PieceKind = Literal["block", "partial", "final"]
+
+
+@dataclass(frozen=True, slots=True)
+class CoalesceSettings:
+    """Block coalescing: flush at ``max_chars``, or after ``idle_ms`` once ``min_chars`` wait."""
+
+    min_chars: int = 800
+    max_chars: int = 1200
+    idle_ms: float = 1000.0
+    joiner: str = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How one run's output is paced."""
+
+    coalesce: CoalesceSettings | None = None
+    """Join small blocks that stream in quick succession into one message (blocks mode)."""
+    typing_interval: float = 5.0
+    """How often "typing…" is renewed while the run works (platforms expire it)."""
+
+
+class Outgoing(NamedTuple):
+    """One piece of a run on its way to the chat.
+
+    ``seq`` numbers the run's blocks and finals from 1 in the order they are sent. Partial
+    replies carry 0: each preview replaces the one before, so none is worth keeping.
+    """
+
+    seq: int
+    kind: PieceKind
+    reply: BlockReply | PartialReply
+
+
+class RunOutput(Protocol):
+    """One run's replies, in order. The push methods never block; ``close`` waits."""
+
+    @property
+    def mode(self) -> DeliveryMode:
+        """How this run is shown (decided per target when the output is opened)."""
+        ...
+
+    def block(self, reply: BlockReply) -> None:
+        """A block the run finished (``blocks`` mode)."""
+        ...
+
+    def partial(self, reply: PartialReply) -> None:
+        """The answer so far (``edit`` mode); a newer one may replace it before it is shown."""
+        ...
+
+    def flush(self) -> None:
+        """A tool starts: blocks held back for coalescing go out before anything it does."""
+        ...
+
+    def final(self, reply: BlockReply) -> None:
+        """One of the run's final replies."""
+        ...
+
+    async def close(self) -> None:
+        """Every piece is out (or failed and was logged) and "typing…" has stopped."""
+        ...
+
+
+class Delivery(Protocol):
+    """Where the sessions send: a run's output, or a one-shot text."""
+
+    def open_run(
+        self,
+        target: Target,
+        options: RunOptions = ...,
+        *,
+        on_first_reply: Callable[[], None] | None = None,
+    ) -> RunOutput:
+        """Start a run's output to ``target``; "typing…" shows from now until ``close``.
+
+        ``on_first_reply`` is called once, right after the run's first piece reached the chat.
+        """
+        ...
+
+    async def send_text(
+        self, target: Target, markdown: str, *, reply_to: str | None = None
+    ) -> Sequence[MessageRef]:
+        """Post one text now; a refusal is raised."""
+        ...
+
+
+class Outlet(Protocol):
+    """The chat side a ``RunOutbox`` sends to, one call per piece (``ChannelDelivery``)."""
+
+    def delivery_mode(self, target: Target) -> DeliveryMode: ...
+
+    async def deliver(
+        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+    ) -> Sequence[MessageRef]:
+        """Post (or, for a final in ``edit`` mode, show in place) one reply; raise on refusal."""
+        ...
+
+    async def preview(self, target: Target, partial: PartialReply) -> None:
+        """Show the answer so far (``edit`` mode)."""
+        ...
+
+    async def typing(self, target: Target) -> None:
+        """Show "typing…" once; platforms expire it after a few seconds."""
+        ...
+
+    async def end_run(self, target: Target) -> None:
+        """Every piece of the run is out (also after cancelled runs)."""
+        ...
+
+
+__all__ = [
+    "DEFAULT_DELIVERY_MODE",
+    "CoalesceSettings",
+    "Delivery",
+    "DeliveryMode",
+    "Outgoing",
+    "Outlet",
+    "PieceKind",
+    "ReplyKind",
+    "RunOptions",
+    "RunOutput",
+]

@@ -1,0 +1,212 @@
+"""One run's output: an ordered outbox, block coalescing, "typing…", the first-reply signal.
+
+``RunOutbox`` is the ``RunOutput`` every delivery hands out. The run pushes pieces without
+waiting; one sender task takes them in order and passes each to the ``Outlet`` (the channel
+side), so a slow platform never holds up the agent and replies never overtake each other.
+
+* Partial replies coalesce: while one waits in line, a newer one takes its place, so a slow
+  preview edit skips to the latest text instead of working through every delta.
+* With ``CoalesceSettings``, blocks are joined by a ``BlockCoalescer`` and sent when it says
+  so: when the joined text is long enough, after its idle window, at a tool start
+  (``flush``), before a final reply, and at the end.
+* "typing…" is shown from the moment the output opens and renewed every
+  ``typing_interval`` seconds until the last piece is out; an indicator that outlives the
+  answer reads as a second answer coming. A failing typing call is only logged.
+
+Every piece goes through ``RunOutbox._post`` with its kind and its number in the run: the one
+place to write it down before sending, and to note the platform's message ids after.
+A refused piece is logged and skipped; the rest of the run still goes out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Literal
+
+from ..chat import Target
+from ..subscriber import BlockReply, PartialReply
+from .base import DeliveryMode, Outgoing, Outlet, RunOptions
+from .coalesce import BlockCoalescer
+
+log = logging.getLogger(__name__)
+
+_Queued = (
+    tuple[Literal["block", "final", "flush"], BlockReply]
+    | tuple[Literal["partial"], PartialReply]
+    | None
+)
+_NO_REPLY = BlockReply(text="")
+_DEFAULT_OPTIONS = RunOptions()
+
+
+class RunOutbox:
+    """A ``RunOutput`` over an ``Outlet``; see the module docstring.
+
+    Open it inside a running event loop: it starts its sender and typing tasks at once.
+    """
+
+    def __init__(
+        self,
+        outlet: Outlet,
+        target: Target,
+        options: RunOptions = _DEFAULT_OPTIONS,
+        *,
+        on_first_reply: Callable[[], None] | None = None,
+    ) -> None:
+        self.target = target
+        self._mode = outlet.delivery_mode(target)
+        self._outlet = outlet
+        self._queue: asyncio.Queue[_Queued] = asyncio.Queue()
+        self._partial: PartialReply | None = None
+        self._sent = 0
+        self._on_first_reply = on_first_reply
+        self._closed = False
+        coalesce = options.coalesce
+        self._coalescer = (
+            BlockCoalescer(
+                coalesce.min_chars, coalesce.max_chars, coalesce.idle_ms, coalesce.joiner
+            )
+            if coalesce is not None
+            else None
+        )
+        self._name = f"{target.channel}:{target.chat_id}"
+        self._loop = asyncio.get_running_loop()
+        self._typing_interval = options.typing_interval
+        self._typing_call: asyncio.Task[None] | None = None
+        self._typing_timer: asyncio.TimerHandle | None = None
+        self._typing = True
+        self._type()
+        self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{self._name}")
+
+    @property
+    def mode(self) -> DeliveryMode:
+        return self._mode
+
+    # -- the run's side: never blocks ----------------------------------------------------
+
+    def block(self, reply: BlockReply) -> None:
+        self._queue.put_nowait(("block", reply))
+
+    def partial(self, reply: PartialReply) -> None:
+        if self._partial is None:
+            self._queue.put_nowait(("partial", reply))  # a place in line; the latest fills it
+        self._partial = reply
+
+    def flush(self) -> None:
+        self._queue.put_nowait(("flush", _NO_REPLY))
+
+    def final(self, reply: BlockReply) -> None:
+        self._queue.put_nowait(("final", reply))
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put_nowait(None)
+        try:
+            await self._sender
+        finally:
+            await self._stop_typing()  # normally done already by the sender
+
+    # -- the sender ----------------------------------------------------------------------
+
+    async def _next(self) -> _Queued:
+        item = await self._queue.get()
+        if item is not None and item[0] == "partial" and self._partial is not None:
+            item, self._partial = ("partial", self._partial), None
+        return item
+
+    async def _send_all(self) -> None:
+        coalescer = self._coalescer
+        loop = asyncio.get_running_loop()
+        while True:
+            deadline = coalescer.deadline if coalescer is not None else None
+            if deadline is None:
+                item = await self._next()
+            else:
+                try:
+                    wait = max(0.0, (deadline - loop.time() * 1000) / 1000)
+                    item = await asyncio.wait_for(self._next(), wait)
+                except TimeoutError:
+                    assert coalescer is not None
+                    await self._post_blocks(coalescer.poll(loop.time() * 1000))
+                    continue
+            if item is None:
+                break
+            kind, reply = item
+            if coalescer is not None:
+                if kind == "block":
+                    assert isinstance(reply, BlockReply)
+                    await self._post_blocks(coalescer.add(reply, loop.time() * 1000))
+                    continue
+                # A tool start or the final answer: what waits goes out first, in order.
+                await self._post_blocks(coalescer.flush())
+            if kind == "partial":
+                await self._post(Outgoing(0, "partial", reply))
+            elif kind != "flush":
+                self._sent += 1
+                await self._post(Outgoing(self._sent, kind, reply))
+        if coalescer is not None:
+            await self._post_blocks(coalescer.flush())
+        await self._stop_typing()
+        try:
+            await self._outlet.end_run(self.target)
+        except Exception:
+            log.exception(
+                "ending delivery to %s:%s failed", self.target.channel, self.target.chat_id
+            )
+
+    async def _post_blocks(self, replies: list[BlockReply]) -> None:
+        for reply in replies:
+            self._sent += 1
+            await self._post(Outgoing(self._sent, "block", reply))
+
+    async def _post(self, piece: Outgoing) -> None:
+        """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
+        target, reply = self.target, piece.reply
+        try:
+            if isinstance(reply, PartialReply):
+                await self._outlet.preview(target, reply)
+            else:
+                await self._outlet.deliver(
+                    target, reply, kind="final" if piece.kind == "final" else "block"
+                )
+        except Exception:
+            log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
+            return
+        if self._on_first_reply is not None:
+            first_reply, self._on_first_reply = self._on_first_reply, None
+            first_reply()
+
+    # -- typing --------------------------------------------------------------------------
+
+    def _type(self) -> None:
+        """Show "typing…" now; the call, once done, arms the next one ``interval`` later.
+
+        A timer between calls rather than a sleeping task: most runs end long before the
+        first renewal, and a timer costs far less to cancel than a task.
+        """
+        self._typing_timer = None
+        self._typing_call = asyncio.create_task(self._type_once(), name=f"typing:{self._name}")
+
+    async def _type_once(self) -> None:
+        try:
+            await self._outlet.typing(self.target)
+        except Exception as exc:
+            log.warning("typing in %s failed: %s", self.target.chat_id, exc)
+        if self._typing:
+            self._typing_timer = self._loop.call_later(self._typing_interval, self._type)
+
+    async def _stop_typing(self) -> None:
+        self._typing = False
+        if self._typing_timer is not None:
+            self._typing_timer.cancel()
+            self._typing_timer = None
+        call, self._typing_call = self._typing_call, None
+        if call is not None and not call.done():
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+
+
+__all__ = ["RunOutbox"]

@@ -1,0 +1,61 @@
+"""Edit-mode previews: one run's live messages, and how a text is cut to fit them.
+
+A preview is posted at the first partial reply and edited as the answer grows. A text that
+outgrows one message is cut at a chunk boundary and continues in further messages, each
+edited the same way, so the answer is never posted twice. Pieces are cut in Markdown but must
+fit once rendered for the platform (markup and escapes add length), so each piece is checked
+against the platform's renderer and cut smaller when it would not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..channels.markdown import render_chunks
+from ..chat import Capabilities, MessageRef
+from ..subscriber import BlockReply, chunk_text
+
+
+@dataclass(eq=False)
+class Preview:
+    """One run's live messages in ``edit`` mode: each message's ref and the Markdown it shows."""
+
+    refs: list[MessageRef] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    edited_at: float = 0.0
+    finished: bool = False
+    fits: dict[str, bool] = field(default_factory=dict)
+    """Whether a piece renders as one message; earlier pieces recur on every edit."""
+
+
+def pieces(markdown: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
+    """``markdown`` as Markdown pieces that each render as one message of the platform."""
+    found: list[str] = []
+    for piece in chunk_text(markdown, caps.text_limit):
+        found.extend(_fit(piece, caps, fits))
+    return found
+
+
+def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
+    fit = fits.get(piece)
+    if fit is None:
+        rendered = render_chunks(piece, caps.markdown, caps.text_limit, line_limit=caps.line_limit)
+        fit = fits[piece] = len(rendered) <= 1
+    if fit:
+        return [piece]
+    # Rendering made it longer (markup, escapes, lines): cut the Markdown smaller.
+    smaller = chunk_text(piece, max(1, len(piece) * 3 // 4))
+    if any(len(part) >= len(piece) for part in smaller):
+        return [piece]  # cannot shrink further; the adapter splits it
+    return [fitted for part in smaller for fitted in _fit(part, caps, fits)]
+
+
+def with_media(reply: BlockReply) -> str:
+    """The reply's text with its media named after it (uploads are not supported yet)."""
+    if not reply.media_urls:
+        return reply.text
+    listed = "\n".join(reply.media_urls)
+    return f"{reply.text}\n\n{listed}" if reply.text else listed
+
+
+__all__ = ["Preview", "pieces", "with_media"]

@@ -1,0 +1,96 @@
+"""Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
+run and clears the queue, ``/status`` tells what the session is doing (and the
+conversation's scheduled jobs), ``/help`` lists the commands. Answers go out through the
+delivery as one-shot texts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..chat import InboundMessage
+from ..delivery import Delivery
+from ..store import Store
+from .session import Session
+from .settings import QueueMode
+
+log = logging.getLogger(__package__)
+
+HELP = "Commands: /new (start over), /stop (cancel), /status, /help."
+
+
+class CommandDesk:
+    """Answers chat commands about the sessions in ``sessions`` (the manager's registry).
+
+    It holds the registry itself, not the manager, so the two form no reference cycle and
+    a dropped manager is freed at once with all its sessions.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        delivery: Delivery,
+        sessions: dict[str, Session],
+        *,
+        queue_mode: QueueMode,
+        clock: Callable[[], float],
+        jobs: Callable[[str], list[str]] | None,
+    ) -> None:
+        self._store = store
+        self._delivery = delivery
+        self._sessions = sessions
+        self._queue_mode = queue_mode
+        self._clock = clock
+        self._jobs = jobs
+
+    async def answer(self, command: str, message: InboundMessage) -> None:
+        """Do what ``command`` asks and reply in the message's chat."""
+        key = message.conversation_key
+        if command in ("/stop", "/new", "/reset"):
+            session = self._sessions.get(key)
+            stopped = session is not None and await session.stop()
+            if command == "/stop":
+                text = "Stopped." if stopped else "Nothing was running."
+            else:
+                record = self._store.new_session(key)
+                self._sessions[key] = Session(key, record.session_id, [], self._clock())
+                text = "Started a new conversation."
+        elif command == "/status":
+            text = self.status(key)
+        else:
+            text = HELP
+        await self._delivery.send_text(message.reply_target(), text)
+
+    def status(self, conversation_key: str) -> str:
+        """What the session is doing, what waits, and the conversation's scheduled jobs."""
+        session = self._sessions.get(conversation_key)
+        lines: list[str] = []
+        if session is None:
+            lines.append("No conversation yet.")
+        else:
+            running = session.running
+            lines.append(
+                f"Session {session.session_id[:8]}: {'working' if running else 'idle'}, "
+                f"{len(session.pending)} waiting, {len(session.history)} messages, "
+                f"{session.runs_done} runs, queue mode {self._queue_mode}."
+            )
+            if running:
+                lines.append(f"Working on: {_preview(session.working_on)}")
+            lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
+        if self._jobs is not None:
+            try:
+                jobs = self._jobs(conversation_key)
+            except Exception:
+                log.exception("listing scheduled jobs for %s failed", conversation_key)
+                jobs = []
+            lines += [f"Scheduled: {job}" for job in jobs]
+        return "\n".join(lines)
+
+
+def _preview(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+__all__ = ["HELP", "CommandDesk"]

@@ -1,0 +1,56 @@
+"""One conversation's live state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..agent.loop import AgentRun
+from ..chat import InboundMessage
+from ..events import Message, TextContent
+
+
+@dataclass(eq=False)
+class Session:
+    """One conversation's live state (its transcript lives in the store)."""
+
+    conversation_key: str
+    session_id: str
+    history: list[Message]
+    last_activity: float
+    pending: deque[InboundMessage] = field(default_factory=deque)
+    run: AgentRun | None = None
+    worker: asyncio.Task[None] | None = None
+    steered: list[Message] = field(default_factory=list)
+    """Steering handed to the running agent; what it did not read runs next."""
+    last_inbound: InboundMessage | None = None
+    runs_done: int = 0
+    history_tokens: int = -1
+    """Estimated tokens of ``history``, kept up to date (-1: not counted yet)."""
+    arrived_at: dict[int, float] = field(default_factory=dict)
+    """``time.monotonic()`` at submit, by ``id()`` of the waiting message (for latency)."""
+    working_on: str = ""
+    """The running prompt's text (for ``/status``)."""
+
+    @property
+    def running(self) -> bool:
+        return self.run is not None and self.run.running
+
+    async def stop(self) -> bool:
+        """Cancel the run and drop what waits; True when something was running."""
+        self.pending.clear()
+        self.steered.clear()
+        was_running = self.running
+        if self.run is not None:
+            self.run.cancel()
+        if self.worker is not None:
+            await asyncio.gather(self.worker, return_exceptions=True)
+        return was_running
+
+
+def user_message(text: str) -> Message:
+    return Message(role="user", content=[TextContent(text=text)])
+
+
+__all__ = ["Session", "user_message"]

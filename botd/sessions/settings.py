@@ -1,0 +1,100 @@
+"""The sessions' settings: queue mode, reset policy, run hooks and how runs are paced."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+from ..agent.loop import LoopConfig
+from ..chat import InboundMessage
+from ..delivery import CoalesceSettings, RunOptions
+from ..subscriber import SubscriberConfig
+
+log = logging.getLogger(__package__)
+
+QueueMode = Literal["steer", "followup", "collect", "interrupt"]
+DEFAULT_QUEUE_MODE: QueueMode = "collect"
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPolicy:
+    """When a conversation silently starts over: never (default), after idle minutes, or
+    daily at an hour (local time)."""
+
+    mode: Literal["off", "idle", "daily"] = "off"
+    idle_minutes: int = 0
+    daily_hour: int = 4
+
+    def is_due(self, last_activity: float, now: float) -> bool:
+        if self.mode == "idle":
+            return now - last_activity >= self.idle_minutes * 60
+        if self.mode == "daily":
+            current = datetime.fromtimestamp(now)
+            boundary = current.replace(hour=self.daily_hour, minute=0, second=0, microsecond=0)
+            if boundary > current:
+                boundary -= timedelta(days=1)
+            return last_activity < boundary.timestamp()
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    loop: LoopConfig
+    subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
+    queue_mode: QueueMode = DEFAULT_QUEUE_MODE
+    max_concurrent_runs: int = 8
+    reset: ResetPolicy = field(default_factory=ResetPolicy)
+    record_events_dir: Path | None = None
+    """With a directory, each run's events are written there as JSONL for ``botd replay``."""
+    context_budget_tokens: int = 100_000
+    """When a transcript grows past this, its older turns are compacted."""
+    keep_recent_tokens: int = 20_000
+    """How much of the latest conversation compaction keeps word for word."""
+    typing_interval: float = 5.0
+    """How often a running session renews the typing indicator (platforms expire it)."""
+    coalesce: CoalesceSettings | None = None
+    """Join small blocks that stream in quick succession into one message (blocks mode)."""
+
+    def run_options(self) -> RunOptions:
+        """How the delivery paces each run's output."""
+        return RunOptions(coalesce=self.coalesce, typing_interval=self.typing_interval)
+
+
+@dataclass(frozen=True, slots=True)
+class RunHooks:
+    """Callbacks around a run (the daemon's metrics); each is optional and must not block.
+
+    ``on_end`` gets the run's stop reason, ``"exception"`` when the run raised, or
+    ``"cancelled"`` when its task was cancelled. ``on_first_reply`` gets the seconds from the
+    arrival of the prompt's earliest message to the run's first delivered reply (``None`` when
+    the arrival is unknown, e.g. steering run as a follow-up). A hook that raises is logged.
+    """
+
+    on_start: Callable[[InboundMessage], None] | None = None
+    on_end: Callable[[InboundMessage, str], None] | None = None
+    on_first_reply: Callable[[InboundMessage, float | None], None] | None = None
+
+
+def call_hook(hook: Callable[..., None] | None, *args: object) -> None:
+    """Call ``hook`` if set; a hook that raises is logged and does not reach the run."""
+    if hook is None:
+        return
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("run hook failed")
+
+
+__all__ = [
+    "DEFAULT_QUEUE_MODE",
+    "CoalesceSettings",
+    "QueueMode",
+    "ResetPolicy",
+    "RunHooks",
+    "SessionSettings",
+    "call_hook",
+]
