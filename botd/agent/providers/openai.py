@@ -44,8 +44,9 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
+from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
-from .retry import retry_after_seconds, retry_wait
+from . import retry_backoff
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,11 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
         body = build_request_body(request)
         attempt = 0
+        backoff = retry_backoff()
         while True:
             assembly = _Assembly(model=request.model)
             failure = ""
-            retry_wait: float | None = None
+            wait: float | None = None
             finished = False
             try:
                 async with self._client.stream("POST", self._url, json=body) as response:
@@ -114,13 +116,13 @@ class OpenAIProvider:
                     detail = _error_detail(await response.aread(), response.reason_phrase)
                     failure = f"HTTP {response.status_code}: {detail}"
                     if _is_retryable(response.status_code) and attempt < self._max_retries:
-                        retry_wait = self._retry_wait(attempt, response.headers)
+                        wait = self._retry_wait(backoff, response.headers)
             except httpx.TransportError as exc:
                 if finished:  # closing the response failed after the result: nothing to add
                     return
                 failure = self._describe_transport_error(exc, mid_stream=assembly.started)
                 if not assembly.started and attempt < self._max_retries:
-                    retry_wait = self._retry_wait(attempt, None)
+                    wait = self._retry_wait(backoff, None)
             except Exception as exc:
                 if finished:
                     return
@@ -128,7 +130,7 @@ class OpenAIProvider:
                 log.exception("%s: unexpected failure while streaming", self.name)
                 failure = f"unexpected error: {type(exc).__name__}: {exc}"
 
-            if retry_wait is not None:
+            if wait is not None:
                 attempt += 1
                 log.warning(
                     "%s: %s; retry %d of %d in %.1fs",
@@ -136,9 +138,9 @@ class OpenAIProvider:
                     failure,
                     attempt,
                     self._max_retries,
-                    retry_wait,
+                    wait,
                 )
-                await asyncio.sleep(retry_wait)
+                await asyncio.sleep(wait)
                 continue
             if attempt:
                 failure = f"{failure} (gave up after {attempt} retries)"
@@ -222,9 +224,8 @@ class OpenAIProvider:
         for event in assembly.apply(payload, whole_reply=whole_reply):
             yield event
 
-    def _retry_wait(self, attempt: int, headers: httpx.Headers | None) -> float:
-        hinted = retry_after_seconds(headers) if headers is not None else None
-        return retry_wait(attempt, hinted, max_wait=self._max_retry_wait)
+    def _retry_wait(self, backoff: Backoff, headers: httpx.Headers | None) -> float:
+        return retry_wait(backoff, retry_after(headers), max_wait=self._max_retry_wait)
 
     def _describe_transport_error(self, exc: httpx.TransportError, *, mid_stream: bool) -> str:
         reason = str(exc) or type(exc).__name__
