@@ -30,11 +30,6 @@ from botd.chat import Flavour
 from botd.subscriber.fences import open_fence_at_end, parse_fence_spans
 from botd.subscriber.outbound import chunk_text
 
-TELEGRAM_LIMIT = 4096
-SLACK_LIMIT = 4000
-DISCORD_LIMIT = 2000
-DISCORD_LINE_LIMIT = 17
-
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 # Slack's own angle tokens: user/channel/group mentions, special mentions and links.

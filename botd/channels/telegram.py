@@ -53,6 +53,8 @@ _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
 
 CHANNEL = "telegram"
+TEXT_LIMIT = 4096
+"""Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
 GENERAL_TOPIC = "1"
 """A forum's General topic: its messages carry no thread id and sends must omit it."""
 ALLOWED_UPDATES = ("message",)
@@ -150,7 +152,7 @@ class TelegramAdapter:
 
     name = CHANNEL
     capabilities = Capabilities(
-        text_limit=4096, markdown="telegram_html", can_edit=True, threads=True
+        text_limit=TEXT_LIMIT, markdown="telegram_html", can_edit=True, threads=True
     )
 
     def __init__(

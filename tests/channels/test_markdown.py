@@ -9,15 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from botd.channels.markdown import (
-    DISCORD_LIMIT,
-    DISCORD_LINE_LIMIT,
-    SLACK_LIMIT,
-    TELEGRAM_LIMIT,
-    RenderedChunk,
-    render,
-    render_chunks,
-)
+from botd.channels.discord import LINE_LIMIT as DISCORD_LINE_LIMIT
+from botd.channels.discord import TEXT_LIMIT as DISCORD_LIMIT
+from botd.channels.markdown import RenderedChunk, render, render_chunks
+from botd.channels.slack import TEXT_LIMIT as SLACK_LIMIT
+from botd.channels.telegram import TEXT_LIMIT as TELEGRAM_LIMIT
 from botd.chat import Flavour
 from botd.subscriber.fences import fences_balanced
 
