@@ -1,4 +1,4 @@
-"""Markdown as the agent wrote it, rendered per platform (spec/channels.md, "Markdown conversion").
+"""Markdown as the agent wrote it, rendered per platform.
 
 One CommonMark parse (markdown-it-py, with GFM tables and strikethrough, raw HTML off so that
 whatever HTML the model wrote stays text) feeds a small renderer per flavour:

@@ -6,7 +6,7 @@ translates the SDK's *derived* stream events (``text``, ``thinking``, ``signatur
 botd's ``AssistantStreamEvent``s, then ends with one ``AssistantResult``. The raw
 ``content_block_delta`` events are used only for their block index, never for their
 payload: the SDK follows each one with a derived event, so handling both would double
-every delta (spec/testing.md, section 2).
+every delta.
 
 Retries are ours, not the SDK's (the client is built with ``max_retries=0``): the SDK
 honours any ``retry-after`` up to ~49 days, which would freeze a chat for as long as the
