@@ -14,7 +14,8 @@ A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
 rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
 again as plain text. A 429 is waited out for its chat only (others go on). Other refusals raise
-``TelegramAPIError`` with Telegram's description; no PTB object leaves this module.
+``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, and a start that fails
+raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this module.
 """
 
 from __future__ import annotations
