@@ -1,31 +1,40 @@
 # botd's commands. Every target creates .venv on first use and reinstalls
-# when pyproject.toml changes (the stamp file is older than it).
+# when pyproject.toml changes (its stamp file is older than it).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# `run` needs botd and every platform SDK (botd[all]), so any CONFIG can run.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[all]'
+	touch $(RUN_STAMP)
+
+# The tests, lint and benchmarks need the test tools too (botd[test] includes botd[all]).
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(TEST_STAMP) $(RUN_STAMP)
 
 # A console chat: the embedded default config (scripted provider unless ANTHROPIC_API_KEY).
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@$(BIN)/botd run $(if $(CONFIG),--config $(CONFIG))
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check botd tests bench
 	$(BIN)/ruff format --check botd tests bench
 	$(BIN)/mypy botd
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/subscriber.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/sessions.py

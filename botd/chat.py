@@ -46,6 +46,9 @@ class InboundMessage:
     reply_to_message_id: str | None = None
     target: Target | None = None
     """Where answers go, when the adapter decides it (Slack's ``reply_to_mode``)."""
+    dedupe_keys: tuple[str, ...] = ()
+    """The platform ids that identify this message for the router's inbound ledger; a repeat
+    under any of them is dropped. Empty: the router keys it by account, chat and message id."""
 
     def reply_target(self) -> Target:
         """Where an answer to this message goes."""

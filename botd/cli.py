@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pairing", help="list or approve the pairing codes of people who DM the bot"
     )
     pairing.add_argument("action", choices=("list", "approve"))
-    pairing.add_argument("channel", nargs="?", help="telegram, slack or discord (approve)")
+    pairing.add_argument("channel", nargs="?", help="the channel, e.g. telegram (approve)")
     pairing.add_argument("code", nargs="?", help="the code the person was given (approve)")
     pairing.add_argument("--config", default=None, metavar="FILE", help="for its state_dir")
 
@@ -120,6 +120,7 @@ def _run(config_path: str | None) -> int:
     import os
     from pathlib import Path
 
+    from .channels.registry import ChannelUnavailable
     from .config import ConfigError, default_config, load_config
     from .daemon import Daemon
 
@@ -129,7 +130,11 @@ def _run(config_path: str | None) -> int:
         print(exc, file=sys.stderr)
         return 2
     path = Path(config_path) if config_path else None
-    return asyncio.run(Daemon(config, config_path=path).run())
+    try:
+        return asyncio.run(Daemon(config, config_path=path).run())
+    except ChannelUnavailable as exc:
+        print(f"botd: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

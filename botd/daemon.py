@@ -1,7 +1,8 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
-Start order: logging, store, provider, adapters' delivery side, sessions, router, scheduler,
-then the adapters' inbound side, the health endpoint, and READY=1 to systemd. SIGTERM or
+Start order: logging, the runtime (``botd.wiring.build_runtime``: store, provider, adapters'
+delivery side, sessions, scheduler, router), the daily pruning of old inbound ids, the
+scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd. SIGTERM or
 SIGINT (or the console's end of input) shuts down in bounded order: stop taking input, let
 running turns finish within the grace period and cancel the rest, flush deliveries, close
 the adapters, the scheduler and the store, STOPPING=1, exit 0.
@@ -22,50 +23,33 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent.message_tool import MessageTool
-from .agent.providers import create_provider
-from .agent.schedule_tool import ScheduleTool
-from .agent.tools import Tool
-from .agent.types import Provider
 from .channels.base import ChannelAdapter
-from .chat import InboundMessage, MessageRef, Target
+from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config
-from .delivery import ChannelDelivery
 from .health import HealthServer
 from .logging import configure_logging
 from .metrics import Metrics
-from .router import PairingBook, Router
-from .scheduler import JobInfo, Scheduler
-from .sessions import RunHooks, SessionManager
-from .store import Store
+from .sessions import RunHooks
 from .systemd import SystemdNotifier
+from .wiring import Runtime, build_runtime, scheduler_jobs
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 
-
-def build_provider(config: BotdConfig) -> Provider:
-    return create_provider(config.model.provider, **config.provider_settings())
-
-
-CHANNEL_NAMES = ("telegram", "slack", "discord", "console")
 RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
     """Each enabled channel's section as plain data (what a reload compares)."""
-    sections: dict[str, dict[str, Any]] = {}
-    for name in config.channels.enabled():
-        section = getattr(config.channels, name)
-        sections[name] = section.model_dump(mode="json")
-    return sections
+    sections = config.channels.sections()
+    return {name: sections[name].model_dump(mode="json") for name in config.channels.enabled()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,68 +118,6 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
-def build_adapter(
-    name: str, config: BotdConfig, store: Store, console_done: asyncio.Event
-) -> ChannelAdapter | None:
-    """The adapter of one configured channel (None when it is not configured); its SDK is
-    imported only when used."""
-    channels = config.channels
-    if name == "telegram" and channels.telegram is not None:
-        from .channels.telegram import TelegramAdapter
-
-        tg = channels.telegram
-        return TelegramAdapter(
-            tg.token, store=store, api_base_url=tg.api_base_url, poll_timeout=tg.poll_timeout
-        )
-    if name == "slack" and channels.slack is not None:
-        from .channels.slack import SlackAdapter
-
-        sl = channels.slack
-        return SlackAdapter(
-            bot_token=sl.bot_token,
-            app_token=sl.app_token,
-            signing_secret=sl.signing_secret,
-            mode=sl.mode,
-            api_base_url=sl.api_base_url,
-            store=store,
-            reply_to_mode=sl.reply_to_mode,
-            http_host=sl.http_host,
-            http_port=sl.http_port,
-            http_path=sl.http_path,
-        )
-    if name == "discord" and channels.discord is not None:
-        from .channels.discord import DiscordAdapter
-
-        dc = channels.discord
-        return DiscordAdapter(
-            dc.token,
-            store=store,
-            api_base_url=dc.api_base_url,
-            gateway_url=dc.gateway_url,
-            allow_bots=dc.allow_bots,
-        )
-    if name == "console" and channels.console is not None and channels.console.enabled:
-        from .channels.console import ConsoleAdapter
-
-        async def end_of_input() -> None:
-            console_done.set()
-
-        return ConsoleAdapter(on_end_of_input=end_of_input)
-    return None
-
-
-def build_adapters(
-    config: BotdConfig, store: Store, console_done: asyncio.Event
-) -> dict[str, ChannelAdapter]:
-    """One adapter per configured channel."""
-    adapters: dict[str, ChannelAdapter] = {}
-    for name in CHANNEL_NAMES:
-        adapter = build_adapter(name, config, store, console_done)
-        if adapter is not None:
-            adapters[name] = adapter
-    return adapters
-
-
 class Daemon:
     """One running botd (see the module docstring)."""
 
@@ -242,58 +164,13 @@ class Daemon:
     async def run(self) -> int:
         config = self.config
         configure_logging(config.logging.level, config.logging.format)
-        state_dir = Path(config.state_dir)
         notifier = SystemdNotifier()
-        store = Store.open(state_dir)
-        provider = build_provider(config)
-        adapters = build_adapters(config, store, self._console_done)
-        delivery = ChannelDelivery(adapters, config.delivery_modes())
-        sessions_holder: list[SessionManager] = []
 
-        async def submit(message: InboundMessage) -> None:
-            self.metrics.inc("messages_in", channel=message.channel)
-            await sessions_holder[0].submit(message)
+        async def end_of_input() -> None:
+            self._console_done.set()
 
-        scheduler = Scheduler(state_dir, submit, timezone=config.scheduler.timezone)
-
-        async def send(target: Target, text: str) -> MessageRef:
-            refs = await delivery.send_text(target, text)
-            self.metrics.inc("messages_out", channel=target.channel)
-            return refs[0] if refs else MessageRef(target, "")
-
-        def tools(message: InboundMessage) -> Sequence[Tool]:
-            enabled = set(self.config.agent.tools)
-            chosen: list[Tool] = []
-            if "message" in enabled:
-                # The live adapter dict: a channel added or removed by a reload counts at once.
-                chosen.append(MessageTool(send, allow=lambda t: t.channel in adapters))
-            if "schedule" in enabled:
-                chosen.append(ScheduleTool(scheduler))
-            return chosen
-
-        def jobs(conversation_key: str) -> list[str]:
-            return [_describe_job(info) for info in scheduler.list_jobs(conversation_key)]
-
-        sessions = SessionManager(
-            store,
-            provider,
-            delivery,
-            config.session_settings(state_dir),
-            tools=tools,
-            jobs=jobs,
-            hooks=self.run_hooks(),
-        )
-        sessions_holder.append(sessions)
-
-        async def reply(target: Target, text: str) -> None:
-            await delivery.send_text(target, text)
-
-        router = Router(
-            store,
-            submit,
-            reply,
-            config.access_policies(),
-            pairing=PairingBook(state_dir / "pairing.json"),
+        runtime = build_runtime(
+            config, metrics=self.metrics, hooks=self.run_hooks(), on_end_of_input=end_of_input
         )
         health: HealthServer | None = None
         watchdog: asyncio.Task[None] | None = None
@@ -305,10 +182,11 @@ class Daemon:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
-            scheduler.start()
-            scheduler.sync_config_jobs(config.scheduler_jobs())
-            for name, adapter in adapters.items():
-                await self._start_channel(name, adapter, router)
+            runtime.pruner.start()
+            runtime.scheduler.start()
+            runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+            for name, adapter in runtime.adapters.items():
+                await self._start_channel(name, adapter, runtime)
             if config.health.enabled:
                 health = HealthServer(
                     config.health.host,
@@ -317,17 +195,16 @@ class Daemon:
                     metrics=self.metrics,
                 )
                 await health.start()
-            notifier.ready(f"{len(adapters)} channel(s) running")
+            notifier.ready(f"{len(runtime.adapters)} channel(s) running")
             watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
-            runtime = _Runtime(store, adapters, delivery, router, scheduler, notifier)
-            reloader = asyncio.create_task(self._reload_loop(runtime))
-            await self._wait_for_stop(sessions)
+            reloader = asyncio.create_task(self._reload_loop(runtime, notifier))
+            await self._wait_for_stop(runtime)
         finally:
             if reloader is not None:
                 reloader.cancel()
                 await asyncio.gather(reloader, return_exceptions=True)
             notifier.stopping()
-            await self._shutdown(adapters, sessions, scheduler, store, health, provider)
+            await self._shutdown(runtime, health)
             if watchdog is not None:
                 watchdog.cancel()
                 await asyncio.gather(watchdog, return_exceptions=True)
@@ -336,9 +213,9 @@ class Daemon:
                     loop.remove_signal_handler(sig)
         return 0
 
-    async def _start_channel(self, name: str, adapter: ChannelAdapter, router: Router) -> None:
+    async def _start_channel(self, name: str, adapter: ChannelAdapter, runtime: Runtime) -> None:
         self._states[name] = "starting"
-        await adapter.start(router.handle)  # type: ignore[arg-type]
+        await adapter.start(runtime.router.handle)
         self._states[name] = "running"
         log.info("channel %s running", name)
 
@@ -351,22 +228,21 @@ class Daemon:
 
     # -- reload -----------------------------------------------------------------------------
 
-    async def _reload_loop(self, runtime: _Runtime) -> None:
+    async def _reload_loop(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
         """Serve SIGHUPs one at a time until shutdown."""
         while True:
             await self._reload_requested.wait()
             self._reload_requested.clear()
             try:
-                await self.reload(runtime)
+                await self.reload(runtime, notifier)
             except Exception:
                 log.exception("reload failed; keeping what runs")
 
-    async def reload(self, runtime: _Runtime) -> bool:
+    async def reload(self, runtime: Runtime, notifier: SystemdNotifier) -> bool:
         """Re-read the config file and apply it; False when it was refused (or there is none)."""
         if self.config_path is None:
             log.warning("reload ignored: botd runs the embedded default config (no --config)")
             return False
-        notifier = runtime.notifier
         notifier.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             log.info("reloading %s", self.config_path)
@@ -387,15 +263,15 @@ class Daemon:
                 return False
             plan = plan_reload(self.config, new)
             await self._apply(plan, new, runtime)
-            self.config = new
+            self.config = runtime.config = new
             log.info("reloaded %s: %s", self.config_path, plan.describe())
             return True
         finally:
             running = sum(1 for state in self._states.values() if state == "running")
             notifier.ready(f"{running} channel(s) running")
 
-    async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: _Runtime) -> None:
-        adapters, delivery, router = runtime.adapters, runtime.delivery, runtime.router
+    async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
+        adapters = runtime.adapters
         if plan.logging_changed:
             configure_logging(new.logging.level, new.logging.format)
         for key in plan.restart_only:
@@ -408,22 +284,21 @@ class Daemon:
                 await self._stop_channel(name, adapter)
             if name in plan.stop:
                 self._states.pop(name, None)
-        router.update_policies(new.access_policies())
-        _set_delivery(delivery, adapters, new)
+        runtime.update_channels(new)
         for name in sorted(plan.start | plan.restart):
-            adapter = build_adapter(name, new, runtime.store, self._console_done)
-            if adapter is None:
-                continue
-            adapters[name] = adapter
-            _set_delivery(delivery, adapters, new)
             try:
-                await self._start_channel(name, adapter, router)
+                adapter = runtime.build_adapter(name, new)
+                if adapter is None:
+                    continue
+                adapters[name] = adapter
+                runtime.update_channels(new)
+                await self._start_channel(name, adapter, runtime)
             except Exception:
                 log.exception("starting channel %s failed", name)
                 self._states[name] = "failed"
         if plan.jobs_changed:
             try:
-                runtime.scheduler.sync_config_jobs(new.scheduler_jobs())
+                runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
             except ValueError as exc:
                 log.error("scheduled jobs not re-synced: %s", exc)
             else:
@@ -431,7 +306,7 @@ class Daemon:
 
     # -- stop -------------------------------------------------------------------------------
 
-    async def _wait_for_stop(self, sessions: SessionManager) -> None:
+    async def _wait_for_stop(self, runtime: Runtime) -> None:
         stop = asyncio.create_task(self._stop.wait())
         console = asyncio.create_task(self._console_done.wait())
         done, pending = await asyncio.wait({stop, console}, return_when=asyncio.FIRST_COMPLETED)
@@ -439,68 +314,28 @@ class Daemon:
             task.cancel()
         if console in done:
             # End of input on the console: answer what was typed, then stop.
-            await sessions.drain()
+            await runtime.sessions.drain()
 
-    async def _shutdown(
-        self,
-        adapters: dict[str, ChannelAdapter],
-        sessions: SessionManager,
-        scheduler: Scheduler,
-        store: Store,
-        health: HealthServer | None,
-        provider: Provider,
-    ) -> None:
+    async def _shutdown(self, runtime: Runtime, health: HealthServer | None) -> None:
         log.info("shutting down")
         # Stop taking input first: a message received now would be marked seen and then
         # dropped by the closing sessions; left with the platform, a restart picks it up.
-        for name, adapter in adapters.items():
+        for name, adapter in runtime.adapters.items():
             try:
                 await adapter.stop_inbound()
             except Exception:
                 log.exception("stopping input of channel %s failed", name)
-        scheduler.shutdown()
-        await sessions.close(grace=SHUTDOWN_GRACE_SECONDS)
-        for name, adapter in adapters.items():
+        runtime.scheduler.shutdown()
+        await runtime.pruner.stop()
+        await runtime.sessions.close(grace=SHUTDOWN_GRACE_SECONDS)
+        for name, adapter in runtime.adapters.items():
             await self._stop_channel(name, adapter)
         if health is not None:
             await health.stop()
-        await provider.aclose()
-        store.close()
+        await runtime.provider.aclose()
+        runtime.store.close()
         log.info("stopped")
-
-
-@dataclass(eq=False)
-class _Runtime:
-    """What a reload changes in a running daemon."""
-
-    store: Store
-    adapters: dict[str, ChannelAdapter]
-    delivery: ChannelDelivery
-    router: Router
-    scheduler: Scheduler
-    notifier: SystemdNotifier
 
 
 def _why(name: str, plan: ReloadPlan) -> str:
     return "its section changed" if name in plan.restart else "removed from the config"
-
-
-def _set_delivery(
-    delivery: ChannelDelivery, adapters: dict[str, ChannelAdapter], config: BotdConfig
-) -> None:
-    """Point the delivery layer at the live adapters and the new delivery modes.
-
-    ``ChannelDelivery`` keeps its own copies and has no public setter yet (delivery.py is
-    outside this change), so they are replaced in place here.
-    """
-    delivery._adapters = dict(adapters)
-    delivery._modes = dict(config.delivery_modes())
-
-
-def _describe_job(info: JobInfo) -> str:
-    when = (
-        info.next_run_time.isoformat(timespec="minutes")
-        if info.next_run_time is not None
-        else "not scheduled"
-    )
-    return f"{info.id}: {info.description} (next {when})"

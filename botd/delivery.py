@@ -74,6 +74,13 @@ class ChannelDelivery:
         # Keyed by target: sessions never run two runs for one conversation at once.
         self._previews: dict[Target, _Preview] = {}
 
+    def set_channels(
+        self, adapters: Mapping[str, ChannelAdapter], modes: Mapping[str, DeliveryMode]
+    ) -> None:
+        """Serve these adapters with these delivery modes from now on (a config reload)."""
+        self._adapters = dict(adapters)
+        self._modes = dict(modes)
+
     def adapter_for(self, target: Target) -> ChannelAdapter:
         adapter = self._adapters.get(target.channel)
         if adapter is None:

@@ -1,7 +1,9 @@
 """The inbound path: dedupe, then access policy, then mention gating, then the session.
 
-Every message an adapter hands over passes here once. What is dropped is logged with its
-reason. A group message that is not addressed to the bot is not lost: it is kept (up to a
+Every message an adapter hands over passes here once. The router is the only writer of the
+inbound ledger: it records all of a message's dedupe keys in one transaction before anything
+else, so a platform's retry or a replay after a restart is dropped. What is dropped is logged
+with its reason. A group message that is not addressed to the bot is not lost: it is kept (up to a
 limit per conversation) and shown to the agent with the next message that is, so the bot
 knows what was said since it last spoke.
 
@@ -210,8 +212,10 @@ class Router:
         return decision
 
     async def _decide(self, message: InboundMessage) -> Decision:
-        key = f"{message.account_id}:{message.chat_id}:{message.message_id}"
-        if self._store.seen_inbound(message.channel, key):
+        keys = message.dedupe_keys or (
+            f"{message.account_id}:{message.chat_id}:{message.message_id}",
+        )
+        if self._store.seen_inbound(message.channel, *keys):
             return Decision(False, "already seen")
         policy = self._policies.get(message.channel, AccessPolicy())
         if message.is_direct:
@@ -277,9 +281,6 @@ class Router:
         lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
         text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
         return replace(message, text=text)
-
-    def approve_pairing(self, channel: str, code: str) -> str | None:
-        return self._pairing.approve(channel, code)
 
 
 def _is_command(message: InboundMessage) -> bool:

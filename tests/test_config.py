@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from botd import wiring
 from botd.config import (
     BotdConfig,
     ConfigError,
@@ -18,8 +19,10 @@ from botd.config import (
     default_config,
     load_config,
     parse_every,
+    registered_channels,
 )
-from botd.scheduler import cron_trigger
+from botd.config.cron import cron_trigger
+from botd.config.schema import ChannelsSection
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_ENV = {
@@ -341,16 +344,21 @@ def test_example_file_shows_every_key() -> None:
     def missing(model: type, data: object, where: str) -> list[str]:
         from pydantic import BaseModel
 
-        from botd.config import _unwrap_model
+        from botd.config.problems import unwrap_model
 
         out = []
         assert isinstance(data, dict), where
-        for name, field in model.model_fields.items():  # type: ignore[attr-defined]
-            key = field.alias or name
+        if model is ChannelsSection:  # one section per registered channel, by its own model
+            fields = {name: entry.section for name, entry in registered_channels().items()}
+        else:
+            fields = {
+                field.alias or name: unwrap_model(field.annotation)
+                for name, field in model.model_fields.items()  # type: ignore[attr-defined]
+            }
+        for key, inner in fields.items():
             if key not in data:
                 out.append(f"{where}{key}")
                 continue
-            inner = _unwrap_model(field.annotation)
             value = data[key]
             if isinstance(value, list):  # a list of mappings: keys shown across its items
                 items = [item for item in reversed(value) if isinstance(item, dict)]
@@ -378,7 +386,7 @@ def test_default_config() -> None:
     assert scripted.state_dir == Path("./var")
     anthropic = default_config({"ANTHROPIC_API_KEY": "sk-x"})
     assert anthropic.model.provider == "anthropic"
-    assert anthropic.provider_settings()["api_key"] == "sk-x"
+    assert wiring.provider_settings(anthropic)["api_key"] == "sk-x"
 
 
 # ---------------------------------------------------------------- runtime helpers
@@ -418,29 +426,29 @@ def test_runtime_helpers(tmp_path: Path) -> None:
         """,
     )
     config = load_config(path, {})
-    loop = config.loop_config()
+    loop = wiring.loop_config(config)
     assert (loop.model, loop.system, loop.thinking_budget) == ("gpt-test", "be brief", 2048)
-    subscriber = config.subscriber_config()
+    subscriber = wiring.subscriber_config(config)
     assert subscriber.block_break == "message_end"
     assert subscriber.chunking is not None and subscriber.chunking.max_chars == 20
-    settings = config.session_settings(tmp_path)
+    settings = wiring.session_settings(config, tmp_path)
     assert settings.queue_mode == "steer"
     assert settings.reset.mode == "idle" and settings.reset.idle_minutes == 30
     assert settings.record_events_dir == tmp_path / "events"
-    policies = config.access_policies()
+    policies = wiring.access_policies(config)
     telegram = policies["telegram"]
     assert telegram.dm_policy == "allowlist"
     assert telegram.allow_from == frozenset({"12345"})
     rule = telegram.group_rule("-100200")
     assert rule is not None and not rule.require_mention and rule.allow_from == {"7"}
-    assert config.delivery_modes() == {"telegram": "edit", "slack": "blocks"}
+    assert wiring.delivery_modes(config) == {"telegram": "edit", "slack": "blocks"}
     assert config.channels.slack is not None and config.channels.slack.reply_to_mode == "off"
-    assert config.provider_settings()["base_url"] == "https://api.openai.com/v1"
+    assert wiring.provider_settings(config)["base_url"] == "https://api.openai.com/v1"
 
 
 def test_scheduler_jobs() -> None:
     config = load_config(ROOT / "config.example.yaml", EXAMPLE_ENV)
-    standup, inbox, launch = config.scheduler_jobs()
+    standup, inbox, launch = wiring.scheduler_jobs(config)
     assert standup.id == "weekday-standup" and standup.cron == "0 9 * * 1-5"
     assert standup.timezone == "Europe/Berlin"
     assert standup.target.channel == "telegram" and standup.target.chat_id == "-1001234567890"
@@ -450,7 +458,7 @@ def test_scheduler_jobs() -> None:
 
 def test_chunking_disabled_and_min_above_max(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "agent:\n  block_streaming: {enabled: false}\n"), {})
-    assert config.subscriber_config().chunking is None
+    assert wiring.subscriber_config(config).chunking is None
     problem = only(
         problems(tmp_path, "agent:\n  block_streaming:\n    min_chars: 50\n    max_chars: 10\n")
     )

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -39,6 +40,45 @@ def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
     assert (tmp_path / "var" / "botd.sqlite3").exists()  # the embedded default's state
+
+
+def test_the_state_directory_holds_one_database(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(state))}
+model:
+  provider: scripted
+channels:
+  console:
+    enabled: true
+scheduler:
+  timezone: UTC
+  jobs:
+    - id: hourly
+      every: 1h
+      prompt: "Anything new?"
+      deliver_to: {{channel: console, chat: console}}
+""",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [*BOTD, "run", "--config", str(config)],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=HANG_GUARD,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "You said: hello\n"
+    # Conversations, dedupe ids, offsets and the scheduled job: all in botd.sqlite3.
+    databases = sorted(p.name for p in state.iterdir() if p.name != "pairing.json")
+    assert databases == ["botd.sqlite3"]
+    with Store.open(state) as store:
+        assert [job.id for job in store.load_jobs()] == ["hourly"]
 
 
 async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(

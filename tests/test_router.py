@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,15 +105,16 @@ async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: S
     assert len(code) == 8 and not set(code) & set("01IO")
     await r.handle(dm("again?", "carol", n=2))
     assert rec.replies[-1][1] == text  # the same pending code, not a new one
-    assert r.approve_pairing("telegram", code.lower()) == "carol"
+    assert book.approve("telegram", code.lower()) == "carol"
     assert (await r.handle(dm("now?", "carol", n=3))).accepted
     # Approvals survive a restart.
     assert PairingBook(tmp_path / "pairing.json").is_approved("telegram", "carol")
 
 
 async def test_wrong_pairing_code_admits_nobody(store: Store) -> None:
-    r = router(store, Recorder(), AccessPolicy(dm_policy="pairing"))
-    assert r.approve_pairing("telegram", "NOPE1234") is None
+    book = PairingBook(None)
+    router(store, Recorder(), AccessPolicy(dm_policy="pairing"), pairing=book)
+    assert book.approve("telegram", "NOPE1234") is None
 
 
 async def test_pairing_code_expires(store: Store) -> None:
@@ -235,3 +237,37 @@ async def test_pairing_is_approved_from_another_process_while_running(
     )
     assert approved.returncode == 0 and "approved frank on telegram" in approved.stdout
     assert (await r.handle(dm("now?", "frank", n=2))).accepted
+
+
+async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_dropped(
+    store: Store,
+) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(dm_policy="open"))
+    first = replace(dm("hi"), dedupe_keys=("EvA", "alice:1.0"))
+    twin = replace(dm("hi again"), dedupe_keys=("EvB", "alice:1.0"))
+    retry = replace(dm("hi"), dedupe_keys=("EvA",))
+    assert (await r.handle(first)).accepted
+    for repeat in (twin, retry):
+        decision = await r.handle(repeat)
+        assert not decision.accepted and decision.reason == "already seen"
+    assert [m.text for m in rec.submitted] == ["hi"]
+    # Every key of a message is recorded, the twin's own event id included.
+    assert store.seen_inbound("telegram", "EvB")
+    # A message without keys is recorded under its account, chat and message id.
+    assert (await r.handle(dm("plain", n=9))).accepted
+    assert store.seen_inbound("telegram", "default:alice:9")
+
+
+async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
+    writes: list[tuple[str, ...]] = []
+    record = store.seen_inbound
+
+    def counting(channel: str, *keys: str) -> bool:
+        writes.append(keys)
+        return record(channel, *keys)
+
+    store.seen_inbound = counting  # type: ignore[method-assign]
+    r = router(store, Recorder(), AccessPolicy(dm_policy="open"))
+    await r.handle(replace(dm("hi"), dedupe_keys=("EvA", "alice:1.0")))
+    assert writes == [("EvA", "alice:1.0")]

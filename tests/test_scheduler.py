@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import pickle
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 from botd.agent.schedule_tool import ScheduleTool
 from botd.agent.tools import ToolContext
 from botd.chat import InboundMessage, Target
-from botd.scheduler import JobSpec, Scheduler, cron_trigger, standard_cron_fields
+from botd.config.cron import cron_trigger, standard_cron_fields
+from botd.scheduler import JobInfo, JobSpec, Scheduler
+from botd.store import Store
 
 BERLIN = ZoneInfo("Europe/Berlin")
 TARGET = Target("telegram", "100", thread_id="7")
@@ -55,10 +61,22 @@ def inbox() -> Inbox:
 
 
 @pytest.fixture
-async def scheduler(tmp_path: Path, inbox: Inbox) -> AsyncIterator[Scheduler]:
-    sched = Scheduler(tmp_path, inbox, timezone="Europe/Berlin")
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "state") as opened:
+        yield opened
+
+
+@pytest.fixture
+async def scheduler(store: Store, inbox: Inbox) -> AsyncIterator[Scheduler]:
+    sched = Scheduler(store, inbox, timezone="Europe/Berlin")
     yield sched
     sched.shutdown()
+
+
+def fire_now(scheduler: Scheduler, job_id: str) -> None:
+    """Make a running job due now, as APScheduler itself reschedules a job (instead of
+    waiting for its time); its later schedule is unchanged."""
+    scheduler._aps.modify_job(job_id, next_run_time=datetime.now(UTC))
 
 
 # --- standard cron -------------------------------------------------------------------------
@@ -133,21 +151,32 @@ def test_both_day_fields_restricted_fire_on_either() -> None:
 # --- triggers under the clock ----------------------------------------------------------------
 
 
-async def test_jobs_next_fire_times(tmp_path: Path, inbox: Inbox) -> None:
+def next_run(scheduler: Scheduler, job_id: str) -> datetime | None:
+    info = scheduler.get(job_id)
+    assert info is not None
+    return info.next_run_time
+
+
+async def test_jobs_next_fire_times(store: Store, inbox: Inbox) -> None:
     clock = Clock(datetime(2025, 1, 1, 12, 0, tzinfo=UTC))  # a Wednesday
-    # Not started: the jobs wait in APScheduler's pending list, their triggers computed only.
-    sched = Scheduler(tmp_path, inbox, timezone="Europe/Berlin", clock=clock)
+    # Not started: the jobs are only in the table, their first run times computed by the clock.
+    sched = Scheduler(store, inbox, timezone="Europe/Berlin", clock=clock)
     try:
         sched.add_cron("weekly", "0 9 * * 0", prompt="p", target=TARGET, timezone="Europe/Berlin")
         sched.add_every("tick", 90, prompt="p", target=TARGET)
         sched.add_at("once", datetime(2025, 1, 2, 8, 30), prompt="p", target=TARGET)
 
-        assert sched.next_fire_time("weekly") == datetime(2025, 1, 5, 9, tzinfo=BERLIN)
-        assert sched.next_fire_time("tick") == clock.now + timedelta(seconds=90)
+        assert next_run(sched, "weekly") == datetime(2025, 1, 5, 9, tzinfo=BERLIN)
+        assert next_run(sched, "tick") == clock.now + timedelta(seconds=90)
         clock.now += timedelta(seconds=100)
-        assert sched.next_fire_time("tick") == clock.now + timedelta(seconds=80)
+        # The interval counts from the job's creation: its stored start, not from now.
+        tick = store.get_job("tick")
+        assert tick is not None and tick.kind == "every"
+        start = datetime.fromisoformat(tick.trigger["start"])
+        interval = IntervalTrigger(seconds=tick.trigger["seconds"], start_date=start)
+        assert interval.get_next_fire_time(None, clock.now) == clock.now + timedelta(seconds=80)
         # A naive one-shot time is read in the scheduler's zone.
-        assert sched.next_fire_time("once") == datetime(2025, 1, 2, 8, 30, tzinfo=BERLIN)
+        assert next_run(sched, "once") == datetime(2025, 1, 2, 8, 30, tzinfo=BERLIN)
     finally:
         sched.shutdown()
 
@@ -155,7 +184,7 @@ async def test_jobs_next_fire_times(tmp_path: Path, inbox: Inbox) -> None:
 # --- execution -------------------------------------------------------------------------------
 
 
-async def test_due_job_submits_its_prompt(scheduler: Scheduler, inbox: Inbox) -> None:
+async def test_due_job_submits_its_prompt(scheduler: Scheduler, store: Store, inbox: Inbox) -> None:
     scheduler.start()
     scheduler.add_at("ping", datetime.now(UTC) - timedelta(seconds=1), prompt="hi", target=TARGET)
     scheduler.add_at(
@@ -175,11 +204,11 @@ async def test_due_job_submits_its_prompt(scheduler: Scheduler, inbox: Inbox) ->
     assert by_text["report"].conversation_key == "telegram:100"
     assert own.message_id != by_text["report"].message_id
     await asyncio.sleep(0)
-    assert [r.outcome for r in scheduler.run_log("ping")] == ["submitted"]
+    assert [r.outcome for r in store.job_runs("ping")] == ["submitted"]
     assert scheduler.list_jobs() == []  # one-shot jobs are gone once run
 
 
-async def test_failed_submit_is_logged_and_schedule_goes_on(tmp_path: Path) -> None:
+async def test_failed_submit_is_logged_and_schedule_goes_on(store: Store) -> None:
     calls: list[InboundMessage] = []
     done = asyncio.Event()
 
@@ -188,19 +217,18 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(tmp_path: Path) -> N
         done.set()
         raise RuntimeError("session closed")
 
-    sched = Scheduler(tmp_path, failing)
+    sched = Scheduler(store, failing)
     sched.start()
     try:
         sched.add_every("tick", 3600, prompt="p", target=TARGET)
-        assert sched.run_now("tick")
+        fire_now(sched, "tick")
         async with asyncio.timeout(HANG_GUARD):
             await done.wait()
-            while not sched.run_log("tick"):
+            while not store.job_runs("tick"):
                 await asyncio.sleep(0)
-        record = sched.run_log("tick")[0]
+        record = store.job_runs("tick")[0]
         assert (record.outcome, record.error) == ("failed", "session closed")
         assert [job.id for job in sched.list_jobs()] == ["tick"]
-        assert not sched.run_now("missing")
     finally:
         sched.shutdown()
 
@@ -208,9 +236,9 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(tmp_path: Path) -> N
 async def test_each_run_has_its_own_message_id(scheduler: Scheduler, inbox: Inbox) -> None:
     scheduler.start()
     scheduler.add_every("tick", 3600, prompt="p", target=TARGET)
-    scheduler.run_now("tick")
+    fire_now(scheduler, "tick")
     await inbox.wait(1)
-    scheduler.run_now("tick")
+    fire_now(scheduler, "tick")
     messages = await inbox.wait(2)
     assert messages[0].message_id != messages[1].message_id
     assert all(m.conversation_key == "cron:tick" for m in messages)
@@ -239,7 +267,7 @@ async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inb
     assert [job.id for job in scheduler.list_jobs("slack:acme:C1:171.5")] == [job_id]
     assert (await tool.run({"action": "list"}, context("other"))).details["jobs"] == []
 
-    scheduler.run_now(job_id)  # drive it now instead of waiting half an hour
+    fire_now(scheduler, job_id)  # drive it now instead of waiting half an hour
     (message,) = await inbox.wait(1)
     assert "call Bob" in message.text
     assert message.conversation_key == "slack:acme:C1:171.5"
@@ -287,32 +315,35 @@ async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
 
 async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
     first_inbox = Inbox()
-    first = Scheduler(tmp_path, first_inbox)
-    first.start()
-    out = await ScheduleTool(first).run(
-        {"action": "create", "in_minutes": 60, "message": "stand up"}, context()
-    )
-    job_id = out.details["id"]
-    first.shutdown()
+    with Store.open(tmp_path) as store:
+        first = Scheduler(store, first_inbox)
+        first.start()
+        out = await ScheduleTool(first).run(
+            {"action": "create", "in_minutes": 60, "message": "stand up"}, context()
+        )
+        job_id = out.details["id"]
+        first.shutdown()
 
     inbox = Inbox()
-    second = Scheduler(tmp_path, inbox)
+    reopened = Store.open(tmp_path)
+    second = Scheduler(reopened, inbox)
     second.start()
     try:
         (info,) = second.list_jobs("slack:acme:C1:171.5")
         assert info.id == job_id and info.next_run_time is not None
         assert "stand up" in info.description
-        second.run_now(job_id)
+        fire_now(second, job_id)
         (message,) = await inbox.wait(1)
         assert "stand up" in message.text
         assert message.conversation_key == "slack:acme:C1:171.5"
         assert first_inbox.messages == []
     finally:
         second.shutdown()
+        reopened.close()
 
 
-async def test_missed_runs_coalesce_into_one(tmp_path: Path, inbox: Inbox) -> None:
-    sched = Scheduler(tmp_path, inbox, misfire_grace_time=3600)
+async def test_missed_runs_coalesce_into_one(store: Store, inbox: Inbox) -> None:
+    sched = Scheduler(store, inbox, misfire_grace_time=3600)
     # Ten one-minute runs fall between the first run time and the start: as after downtime.
     sched.add_every(
         "tick",
@@ -325,20 +356,20 @@ async def test_missed_runs_coalesce_into_one(tmp_path: Path, inbox: Inbox) -> No
     try:
         await inbox.wait(1)
         async with asyncio.timeout(HANG_GUARD):
-            while not sched.run_log("tick"):
+            while not store.job_runs("tick"):
                 await asyncio.sleep(0)
         for _ in range(20):  # give any further (wrong) runs the chance to show
             await asyncio.sleep(0)
         assert len(inbox.messages) == 1
-        assert len(sched.run_log("tick")) == 1
+        assert len(store.job_runs("tick")) == 1
         (info,) = sched.list_jobs()
         assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
     finally:
         sched.shutdown()
 
 
-async def test_run_missed_beyond_grace_is_skipped(tmp_path: Path, inbox: Inbox) -> None:
-    sched = Scheduler(tmp_path, inbox, misfire_grace_time=60)
+async def test_run_missed_beyond_grace_is_skipped(store: Store, inbox: Inbox) -> None:
+    sched = Scheduler(store, inbox, misfire_grace_time=60)
     sched.add_every(
         "hourly",
         3600,
@@ -358,9 +389,9 @@ async def test_run_missed_beyond_grace_is_skipped(tmp_path: Path, inbox: Inbox) 
 
 
 async def test_sync_config_jobs_replaces_config_and_keeps_reminders(
-    tmp_path: Path, inbox: Inbox
+    store: Store, inbox: Inbox
 ) -> None:
-    sched = Scheduler(tmp_path, inbox)
+    sched = Scheduler(store, inbox)
     daily = JobSpec("daily", "digest", TARGET, cron="0 8 * * 1-5", timezone="Europe/Berlin")
     old = JobSpec("old", "gone soon", TARGET, every=600)
     sched.sync_config_jobs([daily, old])  # before start: applied on start
@@ -391,3 +422,190 @@ async def test_sync_config_jobs_replaces_config_and_keeps_reminders(
             sched.sync_config_jobs([JobSpec("both", "p", TARGET, every=5, cron="* * * * *")])
     finally:
         sched.shutdown()
+
+
+async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        first = Scheduler(store, Inbox())
+        first.start()
+        try:
+            first.add_every("tick", 60, prompt="p", target=TARGET, first_run=datetime.now(UTC))
+            async with asyncio.timeout(HANG_GUARD):
+                while not store.job_runs("tick"):
+                    await asyncio.sleep(0)
+        finally:
+            first.shutdown()
+        # The run wrote the job's next run time back to the table.
+        stored = store.get_job("tick")
+        assert stored is not None and stored.next_run_time is not None
+        assert stored.next_run_time > datetime.now(UTC)
+        # botd stays down past that time: eleven one-minute runs are missed.
+        store.set_job_next_run("tick", stored.next_run_time - timedelta(minutes=11))
+
+    inbox = Inbox()
+    with Store.open(tmp_path) as store:
+        second = Scheduler(store, inbox)
+        second.start()
+        try:
+            await inbox.wait(1)
+            async with asyncio.timeout(HANG_GUARD):
+                while len(store.job_runs("tick")) < 2:
+                    await asyncio.sleep(0)
+            for _ in range(20):  # give any further (wrong) runs the chance to show
+                await asyncio.sleep(0)
+            assert len(inbox.messages) == 1
+            assert len(store.job_runs("tick")) == 2  # one before the restart, one after
+            info = second.get("tick")
+            assert info is not None and info.next_run_time is not None
+            assert info.next_run_time > datetime.now(UTC)
+        finally:
+            second.shutdown()
+
+
+# --- the old schedule.sqlite3 ----------------------------------------------------------------
+
+
+def legacy_state(
+    job_id: str,
+    trigger: object,
+    name: str,
+    next_run_time: datetime,
+    prompt: str,
+    *,
+    target: Target = TARGET,
+    conversation_key: str | None = None,
+    config: JobSpec | None = None,
+) -> dict[str, object]:
+    """A job as earlier botd versions pickled it through APScheduler's SQLAlchemy job store."""
+    kwargs: dict[str, object] = {
+        "instance": "/var/lib/botd",
+        "job_id": job_id,
+        "prompt": prompt,
+        "target": {
+            "channel": target.channel,
+            "chat_id": target.chat_id,
+            "account_id": target.account_id,
+            "thread_id": target.thread_id,
+            "reply_to_id": target.reply_to_id,
+        },
+        "conversation_key": conversation_key,
+    }
+    if config is not None:
+        kwargs.update(source="config", fingerprint=repr(config))
+    return {
+        "version": 1,
+        "id": job_id,
+        "func": "botd.scheduler:run_scheduled_job",
+        "trigger": trigger,
+        "executor": "default",
+        "args": (),
+        "kwargs": kwargs,
+        "name": name,
+        "misfire_grace_time": None if job_id.startswith("reminder-") else 3600,
+        "coalesce": True,
+        "max_instances": 1,
+        "next_run_time": next_run_time,
+    }
+
+
+def write_legacy_file(path: Path, states: list[dict[str, object]]) -> None:
+    """A ``schedule.sqlite3`` with the tables earlier versions wrote."""
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY,"
+        " next_run_time FLOAT, job_state BLOB NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE job_runs (id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, at TEXT NOT NULL,"
+        " outcome TEXT NOT NULL, error TEXT)"
+    )
+    for state in states:
+        when = state["next_run_time"]
+        assert isinstance(when, datetime)
+        conn.execute(
+            "INSERT INTO apscheduler_jobs VALUES (?, ?, ?)",
+            (state["id"], when.timestamp(), pickle.dumps(state, pickle.HIGHEST_PROTOCOL)),
+        )
+    conn.commit()
+    conn.close()
+
+
+async def test_an_old_schedule_file_is_imported_once_and_left_alone(
+    tmp_path: Path, inbox: Inbox
+) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    legacy = state_dir / "schedule.sqlite3"
+    now = datetime.now(UTC)
+    daily = JobSpec("daily", "digest", TARGET, cron="0 8 * * 1-5", timezone="Europe/Berlin")
+    daily_trigger = cron_trigger("0 8 * * 1-5", "Europe/Berlin")
+    daily_next = daily_trigger.get_next_fire_time(None, now)
+    remind_at = (now + timedelta(hours=2)).astimezone(BERLIN)
+    write_legacy_file(
+        legacy,
+        [
+            legacy_state(
+                "daily",
+                daily_trigger,
+                "cron 0 8 * * 1-5 (Europe/Berlin): digest",
+                daily_next,
+                "digest",
+                config=daily,
+            ),
+            legacy_state(
+                "reminder-abc",
+                DateTrigger(run_date=remind_at),
+                f"at {remind_at.isoformat()}: call Bob",
+                remind_at,
+                "Reminder: call Bob",
+                target=ORIGIN,
+                conversation_key="slack:acme:C1:171.5",
+            ),
+            legacy_state(
+                "tick",
+                IntervalTrigger(seconds=60, start_date=now - timedelta(minutes=30)),
+                "every 60s: p",
+                now - timedelta(minutes=10),  # missed while botd was being upgraded
+                "p",
+            ),
+        ],
+    )
+    damaged = sqlite3.connect(legacy)  # one job's state unreadable: that job alone is skipped
+    damaged.execute("INSERT INTO apscheduler_jobs VALUES ('broken', NULL, x'00ff')")
+    damaged.commit()
+    damaged.close()
+    before = legacy.read_bytes()
+
+    with Store.open(state_dir) as store:
+        sched = Scheduler(store, inbox, legacy_db=legacy)
+        sched.sync_config_jobs([daily])
+        sched.start()
+        try:
+            assert store.imported("schedule.sqlite3")
+            assert {job.id for job in sched.list_jobs()} == {"daily", "reminder-abc", "tick"}
+            # The configured job is unchanged, so it kept its next run time.
+            assert sched.get("daily") == JobInfo(
+                "daily",
+                daily_next,
+                "cron 0 8 * * 1-5 (Europe/Berlin): digest",
+                "cron:daily",
+                TARGET,
+            )
+            reminder = sched.get("reminder-abc")
+            assert reminder is not None and reminder.next_run_time == remind_at
+            assert (reminder.conversation_key, reminder.target) == ("slack:acme:C1:171.5", ORIGIN)
+            # The run missed while down happens once, now.
+            (message,) = await inbox.wait(1)
+            assert (message.text, message.conversation_key) == ("p", "cron:tick")
+        finally:
+            sched.shutdown()
+        assert sched.cancel("reminder-abc")
+
+    assert legacy.read_bytes() == before  # left alone
+    with Store.open(state_dir) as store:
+        again = Scheduler(store, Inbox(), legacy_db=legacy)
+        again.start()
+        try:  # not imported a second time: the cancelled reminder stays gone
+            assert {job.id for job in again.list_jobs()} == {"daily", "tick"}
+        finally:
+            again.shutdown()

@@ -520,12 +520,13 @@ async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: S
 
 def test_coalesce_config_reaches_the_sessions() -> None:
     from botd.config import parse_config
+    from botd.wiring import session_settings
 
     text = (
         "agent:\n  block_streaming:\n    break_preference: newline\n"
         "    coalesce: {min_chars: 100, max_chars: 500, idle_ms: 250}\n"
     )
-    coalesce = parse_config(text, {}, "botd.yaml").session_settings().coalesce
+    coalesce = session_settings(parse_config(text, {}, "botd.yaml")).coalesce
     assert coalesce is not None
     assert (coalesce.min_chars, coalesce.max_chars, coalesce.idle_ms, coalesce.joiner) == (
         100,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from botd.chat import Target
 from botd.compaction import compact_transcript
 from botd.events import (
     ImageContent,
@@ -19,11 +24,15 @@ from botd.events import (
 from botd.store import (
     DB_FILENAME,
     SCHEMA_VERSION,
+    InboundPruner,
+    RunRecord,
     StaleCompactionError,
     Store,
+    StoredJob,
     StoreError,
     UnknownSessionError,
 )
+from botd.store.schema import MIGRATIONS
 
 
 class FakeClock:
@@ -181,10 +190,6 @@ def test_unknown_session_is_an_error(store: Store) -> None:
         store.append_messages("nope", [Message(role="user", content="x")])
     with pytest.raises(UnknownSessionError):
         store.load_transcript("nope")
-    with pytest.raises(UnknownSessionError):
-        store.touch_session("nope")
-    with pytest.raises(UnknownSessionError):
-        store.set_session_meta("nope", "k", 1)
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -227,25 +232,6 @@ def test_new_session_for_an_unseen_key(store: Store) -> None:
     assert store.get_or_create_session("never-seen").session_id == fresh.session_id
 
 
-def test_list_sessions(store: Store, clock: FakeClock) -> None:
-    a = store.get_or_create_session("a")
-    clock.advance(10)
-    b = store.get_or_create_session("b")
-    clock.advance(10)
-    store.touch_session(a.session_id)
-    assert store.get_session(a.session_id).updated_at == clock.now
-    listed = store.list_sessions()
-    assert [s.session_id for s in listed] == [a.session_id, b.session_id]
-
-    clock.advance(10)
-    b2 = store.new_session("b")
-    active = store.list_sessions()
-    assert [s.session_id for s in active] == [b2.session_id, a.session_id]
-    everything = store.list_sessions(include_inactive=True)
-    assert {s.session_id for s in everything} == {a.session_id, b.session_id, b2.session_id}
-    assert [s.active for s in everything if s.session_id == b.session_id] == [False]
-
-
 def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
     session = store.get_or_create_session("k")
     clock.advance(5)
@@ -254,26 +240,6 @@ def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
     assert record.message_count == 3
     assert record.updated_at == clock.now
     assert record.created_at == clock.now - 5
-
-
-def test_session_meta(tmp_path: Path, clock: FakeClock) -> None:
-    with reopen(tmp_path, clock) as store:
-        session = store.get_or_create_session("k")
-        assert store.get_session_meta(session.session_id) == {}
-        store.set_session_meta(session.session_id, "model", "claude-x")
-        store.set_session_meta(session.session_id, "route", {"chat": "42", "thread": None})
-        store.set_session_meta(session.session_id, "model", "claude-y")
-        store.set_session_meta(session.session_id, "gone", 1)
-        store.set_session_meta(session.session_id, "gone", None)
-        with pytest.raises(TypeError):
-            store.set_session_meta(session.session_id, "bad", object())
-    with reopen(tmp_path, clock) as store:
-        assert store.get_session_meta(session.session_id) == {
-            "model": "claude-y",
-            "route": {"chat": "42", "thread": None},
-        }
-        other = store.get_or_create_session("other")
-        assert store.get_session_meta(other.session_id) == {}
 
 
 # --- inbound dedupe ---------------------------------------------------------------------------
@@ -304,6 +270,50 @@ def test_prune_inbound_uses_the_clock(store: Store, clock: FakeClock) -> None:
     assert store.seen_inbound("telegram", "recent") is True
     assert store.seen_inbound("telegram", "old") is False
     assert store.prune_inbound(older_than_seconds=2 * 86_400) == 0
+
+
+def test_a_message_with_several_keys_is_recorded_at_once(store: Store) -> None:
+    assert store.seen_inbound("slack", "EvA", "C1:1.0") is False
+    # A twin shares one key: a repeat, and its own new key is recorded too.
+    assert store.seen_inbound("slack", "EvB", "C1:1.0") is True
+    assert store.seen_inbound("slack", "EvB") is True
+    assert store.seen_inbound("slack", "EvC", "C1:2.0") is False
+    with pytest.raises(ValueError, match="at least one key"):
+        store.seen_inbound("slack")
+
+
+async def test_the_pruner_prunes_at_start_and_then_every_interval(
+    store: Store, clock: FakeClock
+) -> None:
+    ticks: asyncio.Queue[float] = asyncio.Queue()
+    go_on = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:  # the test decides when an interval has passed
+        await ticks.put(seconds)
+        await go_on.wait()
+        go_on.clear()
+
+    store.seen_inbound("telegram", "ancient")
+    clock.advance(8 * 86_400)
+    store.seen_inbound("telegram", "old")
+    pruner = InboundPruner(store, interval=60.0, sleep=sleep)
+    with pytest.raises(ValueError, match="at least"):
+        InboundPruner(store, retention=86_400)
+    pruner.start()
+    try:
+        async with asyncio.timeout(10):
+            assert await ticks.get() == 60.0  # pruned at start, then waits one interval
+        assert store.seen_inbound("telegram", "ancient") is False  # forgotten
+        assert store.seen_inbound("telegram", "old") is True
+        clock.advance(8 * 86_400)
+        go_on.set()
+        async with asyncio.timeout(10):
+            assert await ticks.get() == 60.0
+        assert store.seen_inbound("telegram", "old") is False
+    finally:
+        await pruner.stop()
+        await pruner.stop()  # idempotent
+    assert ticks.empty()
 
 
 # --- offsets ----------------------------------------------------------------------------------
@@ -441,3 +451,60 @@ async def test_compaction_keeps_messages_appended_meanwhile(store: Store) -> Non
     store.append_messages(session.session_id, [late])
     store.compact(session.session_id, result)
     assert store.load_transcript(session.session_id) == [*result.messages, late]
+
+
+# --- the scheduler's tables -------------------------------------------------------------------
+
+
+def test_a_version_1_database_gains_the_scheduler_tables(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version=1")
+    conn.execute("INSERT INTO offsets VALUES ('telegram', 'default', '42', 0)")
+    conn.close()
+    with Store.open(tmp_path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.get_offset("telegram", "default") == "42"
+        assert store.load_jobs() == []
+
+
+def test_jobs_round_trip_and_the_run_log_keeps_the_last_runs(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    target = Target("slack", "C1", "acme", thread_id="171.5")
+    when = datetime(2025, 3, 30, 9, tzinfo=ZoneInfo("Europe/Berlin"))
+    job = StoredJob(
+        id="daily",
+        kind="cron",
+        trigger={"expr": "0 9 * * 0", "timezone": "Europe/Berlin"},
+        name="cron 0 9 * * 0 (Europe/Berlin): digest",
+        prompt="digest",
+        target=target,
+        source="config",
+        fingerprint="f1",
+        next_run_time=when,
+    )
+    with reopen(tmp_path, clock) as store:
+        store.save_job(job)
+        for n in range(5):
+            store.add_job_run(RunRecord("daily", when + timedelta(days=n), "submitted"), keep=3)
+        store.add_job_run(RunRecord("other", when, "failed", "boom"), keep=3)
+    with reopen(tmp_path, clock) as store:
+        assert store.load_jobs() == [job]
+        stored = store.get_job("daily")
+        assert stored is not None and stored.next_run_time is not None
+        assert stored.next_run_time.utcoffset() == timedelta(hours=2)  # its zone's offset kept
+        store.set_job_next_run("daily", None)
+        assert store.get_job("daily") == replace(job, next_run_time=None)
+        assert [r.at for r in store.job_runs("daily")] == [
+            when + timedelta(days=n) for n in (2, 3, 4)
+        ]
+        assert store.job_runs("other") == [RunRecord("other", when, "failed", "boom")]
+        assert store.delete_job("daily") and not store.delete_job("daily")
+        assert store.job_runs("daily") != []  # the run log outlives the job
+        # An import is done once: a second one changes nothing.
+        assert store.import_jobs("old-file", [job]) is True
+        assert store.imported("old-file")
+        assert store.import_jobs("old-file", [replace(job, id="again")]) is False
+        assert [j.id for j in store.load_jobs()] == ["daily"]

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..chat import Target
-from ..scheduler import REMINDER_PREFIX, Scheduler, zone
+from ..config.cron import zone
+from ..scheduler import REMINDER_PREFIX, Scheduler
 from .tools import ToolContext, ToolOutput
 from .types import ToolSpec
 

@@ -7,8 +7,17 @@ from typing import Protocol
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 
-InboundSink = Callable[[InboundMessage], Awaitable[None]]
-"""Where an adapter hands each inbound message (the router)."""
+InboundSink = Callable[[InboundMessage], Awaitable[object]]
+"""Where an adapter hands each inbound message (the router); adapters ignore what it returns
+(the router's decision)."""
+
+
+class OffsetStore(Protocol):
+    """Where an adapter keeps its position in a platform's update stream across restarts."""
+
+    def get_offset(self, channel: str, account: str) -> str | None: ...
+
+    def set_offset(self, channel: str, account: str, value: str) -> None: ...
 
 
 class ChannelAdapter(Protocol):

@@ -2,10 +2,10 @@
 
 One ``DiscordAdapter`` is one bot account on the gateway. It maps inbound messages to
 conversations (a DM per user, a guild channel, a thread of its own), drops its own messages
-and, unless ``allow_bots``, other bots', and dedupes through the store so a restart or a
-gateway replay delivers nothing twice. Outbound Markdown is rendered for Discord and split
-under 2000 characters and 17 lines a message; mentions are limited to users, so model output
-never pings @everyone, @here or a role.
+and, unless ``allow_bots``, other bots', and gives each message its id as the dedupe key, so
+the router drops a gateway replay, after a restart too. Outbound Markdown is rendered for
+Discord and split under 2000 characters and 17 lines a message; mentions are limited to
+users, so model output never pings @everyone, @here or a role.
 
 discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
 attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
@@ -29,7 +29,6 @@ from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
-from botd.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,6 @@ class DiscordAdapter:
         self,
         token: str,
         *,
-        store: Store | None = None,
         api_base_url: str | None = None,
         gateway_url: str | None = None,
         allow_bots: bool = False,
@@ -114,7 +112,6 @@ class DiscordAdapter:
         guild_ready_timeout: float = 2.0,
     ) -> None:
         self._token = token
-        self._store = store
         self._api_base_url = api_base_url
         self._gateway_url = gateway_url
         self._allow_bots = allow_bots
@@ -248,8 +245,6 @@ class DiscordAdapter:
             return
         if message.author.bot and not self._allow_bots:
             return
-        if self._store is not None and self._store.seen_inbound(CHANNEL, str(message.id)):
-            return
         inbound = self._inbound(message, me.id)
         if inbound.mentions_bot and not message.content and message.guild is not None:
             self._warn_blank_content()
@@ -285,6 +280,7 @@ class DiscordAdapter:
             sender_name=author.display_name,
             is_direct=message.guild is None,
             mentions_bot=mentions_bot,
+            dedupe_keys=(str(message.id),),
             reply_to_message_id=(
                 str(reference.message_id)
                 if reference is not None and reference.message_id is not None

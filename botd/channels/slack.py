@@ -3,10 +3,12 @@
 Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``) and ``app_mention``.
 Bolt acks every delivery at once and runs the listeners after, so Slack never retries because we
 were slow. Slack still delivers a channel mention twice (a ``message`` and an ``app_mention`` with
-different event ids) and retries deliveries it thinks were lost, so each event is checked against
-the store twice, by event id and by ``channel:ts``, before it reaches the sink; the record is
-persistent, so a restart replays nothing. Every other subscribed event gets a no-op listener:
-bolt answers an unhandled event with 404 and Slack would retry it.
+different event ids) and retries deliveries it thinks were lost. The first delivery of a message
+goes on to the sink; a twin or retry of it while the adapter runs is dropped here, from a bounded
+memory of recent ids, so the router sees each message once. Each message carries both ids, the
+event id and ``channel:ts``, as its dedupe keys: the router's persistent ledger drops a retry that
+arrives after a restart. Every other subscribed event gets a no-op listener: bolt answers an
+unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread).
@@ -38,7 +40,6 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
-from ..store import Store
 from .base import InboundSink
 from .errors import ChannelError, ChannelStartError
 from .markdown import render_chunks
@@ -81,7 +82,7 @@ class SlackStartError(SlackError, ChannelStartError):
 
 
 class SlackAdapter:
-    """See the module docstring. ``store`` makes inbound dedupe survive restarts."""
+    """See the module docstring."""
 
     name = "slack"
     capabilities = Capabilities(
@@ -96,7 +97,6 @@ class SlackAdapter:
         signing_secret: str | None = None,
         mode: Literal["socket", "http"] = "socket",
         api_base_url: str = "https://slack.com/api/",
-        store: Store | None = None,
         reply_to_mode: Literal["off", "first", "all"] = "off",
         account_id: str = "default",
         http_host: str = "127.0.0.1",
@@ -112,7 +112,6 @@ class SlackAdapter:
         self._signing_secret = signing_secret
         self._mode = mode
         self._api_base_url = api_base_url
-        self._store = store
         self.reply_to_mode = reply_to_mode
         self.account_id = account_id
         self._http_host = http_host
@@ -243,12 +242,16 @@ class SlackAdapter:
         if event.get("bot_id") and not user:
             log.debug("slack: ignoring a message from bot %s", event.get("bot_id"))
             return
-        # Both checks record: the twin with another event id is caught by channel:ts.
+        # Both ids are remembered: the twin with another event id is caught by channel:ts.
         event_id = str(body.get("event_id") or "")
-        if event_id and self._seen(event_id):
+        keys = tuple(self._key(k) for k in (event_id, f"{channel}:{ts}") if k)
+        repeated = [key in self._seen_memory for key in keys]
+        for key in keys:
+            _remember(self._seen_memory, key)
+        if event_id and repeated[0]:
             log.debug("slack: event %s already handled", event_id)
             return
-        if self._seen(f"{channel}:{ts}"):
+        if repeated[-1]:
             log.debug("slack: message %s:%s already handled", channel, ts)
             return
         text = str(event.get("text") or "")
@@ -271,22 +274,16 @@ class SlackAdapter:
             thread_id=thread_id,
             is_direct=event.get("channel_type") == "im",
             mentions_bot=mentioned,
+            dedupe_keys=keys,
         )
         target = self.reply_target(message)
         if target.thread_id is None:
             self._awaiting_answer[channel] = ts  # for the "working" reaction
         await sink(replace(message, target=target))
 
-    def _seen(self, key: str) -> bool:
-        """Record an inbound id; True if it was recorded before (persistent with a store)."""
-        if self.account_id != "default":
-            key = f"{self.account_id}/{key}"
-        if self._store is not None:
-            return self._store.seen_inbound("slack", key)
-        if key in self._seen_memory:
-            return True
-        _remember(self._seen_memory, key)
-        return False
+    def _key(self, key: str) -> str:
+        """An inbound id as the ledger keeps it (prefixed by the account unless the default)."""
+        return key if self.account_id == "default" else f"{self.account_id}/{key}"
 
     # --- threading ----------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
 ``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
 the General topic carry no thread id and map to topic 1).
 
-Restarts replay nothing: the update offset is saved in the store after each processed
-update and the first ``getUpdates`` resumes from it, and each ``chat:message_id`` is recorded
-with ``seen_inbound`` so a message redelivered anyway is dropped.
+Restarts replay nothing: the update offset is saved (``offsets``) after each processed update
+and the first ``getUpdates`` resumes from it, and each message carries ``chat:message_id`` as
+its dedupe key, so the router drops a message redelivered anyway.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
@@ -40,11 +40,9 @@ from telegram.ext import (
     filters,
 )
 
-from botd.store import Store
-
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
-from .base import InboundSink
+from .base import InboundSink, OffsetStore
 from .errors import ChannelError, ChannelStartError
 from .markdown import RenderedChunk, render_chunks
 
@@ -160,7 +158,7 @@ class TelegramAdapter:
         self,
         token: str,
         *,
-        store: Store | None = None,
+        offsets: OffsetStore | None = None,
         api_base_url: str = "https://api.telegram.org",
         account_id: str = "default",
         poll_timeout: int = 30,
@@ -168,7 +166,7 @@ class TelegramAdapter:
         stall_grace: float = 15.0,
     ) -> None:
         self._token = token
-        self._store = store
+        self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
         self.account_id = account_id
         self._poll_timeout = poll_timeout
@@ -184,7 +182,7 @@ class TelegramAdapter:
     async def start(self, sink: InboundSink) -> None:
         if self._app is not None:
             raise RuntimeError("telegram adapter already started")
-        saved = self._store.get_offset(CHANNEL, self.account_id) if self._store else None
+        saved = self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
         bot = _PollingBot(
             self._token,
             base_url=f"{self._api_base_url}/bot",
@@ -262,11 +260,6 @@ class TelegramAdapter:
         if sender is not None and sender.id == bot.id:
             return
         chat_id = str(message.chat.id)
-        if self._store is not None and self._store.seen_inbound(
-            CHANNEL, f"{chat_id}:{message.message_id}"
-        ):
-            log.debug("telegram: dropping redelivered message %s", message.message_id)
-            return
         thread_id: str | None = None
         if message.chat.is_forum:
             topic = message.message_thread_id if message.is_topic_message else None
@@ -287,6 +280,7 @@ class TelegramAdapter:
                 is_direct=message.chat.type == ChatType.PRIVATE,
                 mentions_bot=self._mentions_bot(message, reply),
                 reply_to_message_id=str(reply.message_id) if reply else None,
+                dedupe_keys=(f"{chat_id}:{message.message_id}",),
             )
         )
 
@@ -315,8 +309,8 @@ class TelegramAdapter:
         return bool(reply and reply.from_user and reply.from_user.id == bot.id)
 
     async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        if self._store is not None:
-            self._store.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
+        if self._offsets is not None:
+            self._offsets.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error(

@@ -71,7 +71,7 @@ class Driver(Protocol):
     def adapter(self, store: Store) -> ChannelAdapter: ...
 
     async def push_dm(self, text: str) -> str:
-        """Push a DM; returns the id the adapter records in the store for it."""
+        """Push a DM; returns the id the router records in the store for it."""
         ...
 
     async def push_group(self, text: str, *, mention: bool) -> str: ...
@@ -134,7 +134,7 @@ class TelegramDriver:
 
     def adapter(self, store: Store) -> ChannelAdapter:
         return TelegramAdapter(
-            TG_TOKEN, store=store, api_base_url=self.fake.base_url, poll_timeout=5
+            TG_TOKEN, offsets=store, api_base_url=self.fake.base_url, poll_timeout=5
         )
 
     def _push(self, chat: int, text: str, thread: int | None = None) -> str:
@@ -210,7 +210,6 @@ class SlackDriver:
             bot_token="xoxb-test",
             app_token="xapp-test",
             api_base_url=self.fake.base_url,
-            store=store,
         )
 
     async def _push(self, channel: str, text: str, *, twin: bool = False, **extra: Any) -> str:
@@ -286,7 +285,6 @@ class DiscordDriver:
     def adapter(self, store: Store) -> ChannelAdapter:
         return DiscordAdapter(
             "fake-discord-token",
-            store=store,
             api_base_url=self.fake.base_url,
             gateway_url=self.fake.gateway_url,
             guild_ready_timeout=0.05,
@@ -369,10 +367,10 @@ class SpyStore(Store):
     asked: list[str]
     _asked_more: asyncio.Event
 
-    def seen_inbound(self, channel: str, message_id: str) -> bool:
-        self.asked.append(message_id)
+    def seen_inbound(self, channel: str, *keys: str) -> bool:
+        self.asked.extend(keys)
         self._asked_more.set()
-        return super().seen_inbound(channel, message_id)
+        return super().seen_inbound(channel, *keys)
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""
@@ -650,9 +648,12 @@ async def test_a_restart_replays_nothing(
     checked = store.asked.count(old)
     await driver.replay(old)
     await driver.push_dm("after the restart golf")
-    [(message, decision)] = await second.settle(1)
+    # Both reach the router, the one writer of the inbound ledger: the replay is dropped there.
+    decisions = await second.settle(2)
+    [(message, decision)] = [(m, d) for m, d in decisions if d.accepted]
     assert decision.accepted and message.text == "after the restart golf"
-    await store.wait_asked(old, checked + 1)  # the adapter looked the replay up
+    assert [d.reason for _, d in decisions if not d.accepted] == ["already seen"]
+    await store.wait_asked(old, checked + 1)  # the router looked the replay up
     await second.sessions.drain()
     answers = [driver.visible(p.text).strip() for p in driver.posted()]
     assert answers == ["You said: before the restart foxtrot", "You said: after the restart golf"]

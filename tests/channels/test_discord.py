@@ -21,6 +21,7 @@ from botd.channels.discord import DiscordAdapter, DiscordStartError
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
+from tests.channels.routed import through_router
 from tests.fakes.discord_api import (
     BOT_ID,
     BOT_USER,
@@ -74,10 +75,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
         yield opened
 
 
-def make_adapter(fake: FakeDiscordAPI, store: Store | None, **options: Any) -> DiscordAdapter:
+def make_adapter(fake: FakeDiscordAPI, **options: Any) -> DiscordAdapter:
     return DiscordAdapter(
         TOKEN,
-        store=store,
         api_base_url=fake.base_url,
         gateway_url=fake.gateway_url,
         guild_ready_timeout=0.05,
@@ -89,8 +89,8 @@ def make_adapter(fake: FakeDiscordAPI, store: Store | None, **options: Any) -> D
 @pytest.fixture
 async def running(fake: FakeDiscordAPI, store: Store) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
     sink = Sink()
-    adapter = make_adapter(fake, store)
-    await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
+    adapter = make_adapter(fake)
+    await asyncio.wait_for(adapter.start(through_router(store, sink, "discord")), HANG_GUARD)
     yield adapter, sink
     await asyncio.wait_for(adapter.stop(), HANG_GUARD)
 
@@ -117,7 +117,7 @@ async def test_stop_restores_the_patched_urls_and_is_idempotent(
     fake: FakeDiscordAPI, store: Store
 ) -> None:
     base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    adapter = make_adapter(fake, store)
+    adapter = make_adapter(fake)
     await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
     assert str(DiscordWebSocket.DEFAULT_GATEWAY) == fake.gateway_url
     await adapter.stop()
@@ -130,7 +130,7 @@ async def test_missing_content_intent_flag_logs_a_warning(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="botd.channels.discord")
     async with FakeDiscordAPI(application_flags=0) as fake:
-        adapter = make_adapter(fake, store)
+        adapter = make_adapter(fake)
         await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
         await adapter.stop()
     assert "Message Content Intent" in caplog.text
@@ -148,7 +148,7 @@ async def test_empty_content_mentioning_the_bot_logs_a_warning(
 
 async def test_disallowed_intents_close_is_a_clear_startup_error(store: Store) -> None:
     async with FakeDiscordAPI(identify_close_code=4014) as fake:
-        adapter = make_adapter(fake, store)
+        adapter = make_adapter(fake)
         with pytest.raises(DiscordStartError, match="Message Content Intent"):
             await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
         await adapter.stop()
@@ -236,7 +236,7 @@ async def test_own_and_bot_messages_are_ignored(
 
 async def test_other_bots_are_accepted_with_allow_bots(fake: FakeDiscordAPI, store: Store) -> None:
     sink = Sink()
-    adapter = make_adapter(fake, store, allow_bots=True)
+    adapter = make_adapter(fake, allow_bots=True)
     await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
     try:
         await fake.dispatch_message(fake.message("echo of myself", author=BOT_USER))
@@ -276,16 +276,16 @@ async def test_a_restart_with_the_same_store_redelivers_nothing(
     fake: FakeDiscordAPI, store: Store
 ) -> None:
     first_sink = Sink()
-    first = make_adapter(fake, store)
-    await asyncio.wait_for(first.start(first_sink), HANG_GUARD)
+    first = make_adapter(fake)
+    await asyncio.wait_for(first.start(through_router(store, first_sink, "discord")), HANG_GUARD)
     old = fake.message("handled before the restart")
     await fake.dispatch_message(old)
     assert (await first_sink.next()).text == old["content"]
     await first.stop()
 
     second_sink = Sink()
-    second = make_adapter(fake, store)
-    await asyncio.wait_for(second.start(second_sink), HANG_GUARD)
+    second = make_adapter(fake)
+    await asyncio.wait_for(second.start(through_router(store, second_sink, "discord")), HANG_GUARD)
     try:
         await fake.dispatch_message(old)
         await fake.dispatch_message(fake.message("new"))

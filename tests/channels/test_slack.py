@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from botd.channels.errors import ChannelStartError
 from botd.channels.slack import SlackAdapter, SlackError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
+from tests.channels.routed import through_router
 from tests.fakes.slack_api import (
     BOT_USER_ID,
     FakeSlack,
@@ -32,9 +34,9 @@ class SpyStore(Store):
 
     asked: list[str]
 
-    def seen_inbound(self, channel: str, message_id: str) -> bool:
-        self.asked.append(message_id)
-        return super().seen_inbound(channel, message_id)
+    def seen_inbound(self, channel: str, *keys: str) -> bool:
+        self.asked.extend(keys)
+        return super().seen_inbound(channel, *keys)
 
 
 class Inbox:
@@ -76,33 +78,37 @@ async def fake() -> AsyncIterator[FakeSlack]:
         yield server
 
 
-def _adapter(fake: FakeSlack, store: Store | None, **kwargs: Any) -> SlackAdapter:
+def _adapter(fake: FakeSlack, **kwargs: Any) -> SlackAdapter:
     return SlackAdapter(
         bot_token="xoxb-test",
         app_token="xapp-test",
         signing_secret=SECRET,
         api_base_url=fake.base_url,
-        store=store,
         **kwargs,
     )
 
 
 @pytest.fixture
 async def socket_bot(fake: FakeSlack, store: SpyStore) -> AsyncIterator[tuple[SlackAdapter, Inbox]]:
-    adapter = _adapter(fake, store)
+    adapter = _adapter(fake)
     inbox = Inbox()
-    await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
+    await asyncio.wait_for(adapter.start(through_router(store, inbox, "slack")), HANG_GUARD)
     yield adapter, inbox
     await adapter.stop()
 
 
 @pytest.fixture
 async def http_bot(fake: FakeSlack, store: SpyStore) -> AsyncIterator[tuple[SlackAdapter, Inbox]]:
-    adapter = _adapter(fake, store, mode="http", http_port=0)
+    adapter = _adapter(fake, mode="http", http_port=0)
     inbox = Inbox()
-    await adapter.start(inbox)
+    await adapter.start(through_router(store, inbox, "slack"))
     yield adapter, inbox
     await adapter.stop()
+
+
+def repeats_dropped(caplog: pytest.LogCaptureFixture) -> int:
+    """How many deliveries the adapter recognised as a twin or retry and dropped."""
+    return caplog.text.count("already handled")
 
 
 def _event(channel: str, ts: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -170,8 +176,12 @@ async def test_socket_channel_mentions(
 
 
 async def test_socket_twins_and_a_retried_envelope_reach_the_sink_once(
-    fake: FakeSlack, store: SpyStore, socket_bot: tuple[SlackAdapter, Inbox]
+    fake: FakeSlack,
+    store: SpyStore,
+    socket_bot: tuple[SlackAdapter, Inbox],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="botd.channels.slack")
     _, inbox = socket_bot
     text = f"<@{BOT_USER_ID}> do it"
     message = event_callback(_event("C1", "300.000001", text), event_id="EvMSG")
@@ -179,12 +189,15 @@ async def test_socket_twins_and_a_retried_envelope_reach_the_sink_once(
     await fake.send_event(message)
     await fake.send_event(mention)
     await fake.send_event(message, retry_attempt=1)
-    # Every delivery asks the store about its event id before anything else.
-    await wait_for(lambda: store.asked.count("EvMSG") == 2, "the retry to be checked")
-    await wait_for(lambda: "EvMENTION" in store.asked, "the twin to be checked")
+    # Every delivery is checked before anything else: the twin and the retry are dropped.
+    await wait_for(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
     await wait_for(lambda: len(inbox.messages) >= 1, "the message")
     assert len(inbox.messages) == 1
     assert inbox.messages[0].mentions_bot
+    # The one that went on carries both ids, and the router recorded them in the store.
+    keys = inbox.messages[0].dedupe_keys
+    assert "C1:300.000001" in keys and {"EvMSG", "EvMENTION"} & set(keys)
+    assert all(key in store.asked for key in keys)
     await wait_for(lambda: len(fake.acks) == 3, "three acks")
 
 
@@ -192,15 +205,15 @@ async def test_a_restart_with_the_same_store_replays_nothing(
     fake: FakeSlack, store: SpyStore
 ) -> None:
     body = event_callback(_event("D1", "400.000001", "once"), event_id="EvONCE")
-    first, first_inbox = _adapter(fake, store), Inbox()
-    await asyncio.wait_for(first.start(first_inbox), HANG_GUARD)
+    first, first_inbox = _adapter(fake), Inbox()
+    await asyncio.wait_for(first.start(through_router(store, first_inbox, "slack")), HANG_GUARD)
     await fake.send_event(body)
     await wait_for(lambda: len(first_inbox.messages) == 1, "the first delivery")
     await first.stop()
     await first.stop()  # idempotent
 
-    second, second_inbox = _adapter(fake, store), Inbox()
-    await asyncio.wait_for(second.start(second_inbox), HANG_GUARD)
+    second, second_inbox = _adapter(fake), Inbox()
+    await asyncio.wait_for(second.start(through_router(store, second_inbox, "slack")), HANG_GUARD)
     try:
         await fake.send_event(body, retry_attempt=1)
         await wait_for(lambda: store.asked.count("EvONCE") == 2, "the replay to be checked")
@@ -255,8 +268,12 @@ async def test_a_dropped_socket_reconnects_and_messages_flow(
 
 
 async def test_http_dm_mentions_and_retries(
-    fake: FakeSlack, store: SpyStore, http_bot: tuple[SlackAdapter, Inbox]
+    fake: FakeSlack,
+    store: SpyStore,
+    http_bot: tuple[SlackAdapter, Inbox],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="botd.channels.slack")
     adapter, inbox = http_bot
     status, _ = await _post_http(adapter, event_callback(_event("D7", "700.000001", "hello")))
     assert status == 200
@@ -273,8 +290,7 @@ async def test_http_dm_mentions_and_retries(
     ):
         status, _ = await _post_http(adapter, body, **headers)
         assert status == 200
-    await wait_for(lambda: store.asked.count("EvHTTPMENTION") == 2, "the retry to be checked")
-    await wait_for(lambda: "EvHTTPMSG" in store.asked, "the twin to be checked")
+    await wait_for(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
     await wait_for(lambda: len(inbox.messages) >= 2, "the mention")
     assert len(inbox.messages) == 2
     assert inbox.messages[1].mentions_bot and inbox.messages[1].conversation_key == "slack:C7"
@@ -317,7 +333,7 @@ def _inbound(channel: str, ts: str, thread_ts: str | None = None) -> InboundMess
 async def test_reply_to_mode_targets(
     fake: FakeSlack, mode: str, expected: list[str | None]
 ) -> None:
-    adapter = _adapter(fake, None, reply_to_mode=mode)
+    adapter = _adapter(fake, reply_to_mode=mode)
     target = adapter.reply_target(_inbound("C9", "900.000001"))
     await adapter.send(target, "one")
     await adapter.send(target, "two")
@@ -326,7 +342,7 @@ async def test_reply_to_mode_targets(
 
 @pytest.mark.parametrize("mode", ["off", "first", "all"])
 async def test_a_message_in_a_thread_is_always_answered_there(fake: FakeSlack, mode: str) -> None:
-    adapter = _adapter(fake, None, reply_to_mode=mode)
+    adapter = _adapter(fake, reply_to_mode=mode)
     target = adapter.reply_target(_inbound("C9", "901.000005", thread_ts="901.000001"))
     await adapter.send(target, "one")
     await adapter.send(target, "two")
@@ -335,7 +351,7 @@ async def test_a_message_in_a_thread_is_always_answered_there(fake: FakeSlack, m
 
 
 async def test_a_long_answer_is_split_without_loss(fake: FakeSlack) -> None:
-    adapter = _adapter(fake, None)
+    adapter = _adapter(fake)
     prose = [f"Paragraph {n:03d} says something plain and unremarkable here." for n in range(80)]
     code = [f"value_{n:03d} = compute({n}) + offset" for n in range(130)]
     markdown = "\n\n".join(prose) + "\n\n```\n" + "\n".join(code) + "\n```\n"
@@ -353,7 +369,7 @@ async def test_a_long_answer_is_split_without_loss(fake: FakeSlack) -> None:
 
 
 async def test_a_429_is_waited_out_and_posted_once(fake: FakeSlack) -> None:
-    adapter = _adapter(fake, None)
+    adapter = _adapter(fake)
     waits: list[float] = []
 
     async def record(delay: float) -> None:
@@ -368,7 +384,7 @@ async def test_a_429_is_waited_out_and_posted_once(fake: FakeSlack) -> None:
 
 
 async def test_slack_refusals_raise_with_slacks_error(fake: FakeSlack) -> None:
-    adapter = _adapter(fake, None)
+    adapter = _adapter(fake)
     fake.fail_next("chat.postMessage", "channel_not_found")
     with pytest.raises(SlackError) as caught:
         await adapter.send(Target("slack", "CX"), "hello?")
@@ -377,7 +393,7 @@ async def test_slack_refusals_raise_with_slacks_error(fake: FakeSlack) -> None:
 
 
 async def test_edit_react_and_typing(fake: FakeSlack) -> None:
-    adapter = _adapter(fake, None)
+    adapter = _adapter(fake)
     ref = MessageRef(Target("slack", "C1", thread_id="1.000001"), "1.000002")
     await adapter.edit(ref, "changed")
     [update] = fake.calls_to("chat.update")
@@ -401,7 +417,7 @@ async def test_edit_react_and_typing(fake: FakeSlack) -> None:
 
 
 async def test_start_fails_on_a_refused_token_and_settings_are_checked(fake: FakeSlack) -> None:
-    adapter = _adapter(fake, None)
+    adapter = _adapter(fake)
     fake.fail_next("auth.test", "invalid_auth")
     with pytest.raises(SlackError, match="invalid_auth"):
         await adapter.start(Inbox())
@@ -419,7 +435,7 @@ async def test_start_fails_on_a_refused_token_and_settings_are_checked(fake: Fak
 async def test_inbound_messages_carry_the_reply_target_of_the_mode(
     fake: FakeSlack, store: SpyStore, mode: str, thread: str | None, reply_to: str | None
 ) -> None:
-    adapter = _adapter(fake, store, reply_to_mode=mode)
+    adapter = _adapter(fake, reply_to_mode=mode)
     inbox = Inbox()
     await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
     try:

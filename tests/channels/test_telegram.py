@@ -15,6 +15,7 @@ from botd.channels.errors import ChannelStartError
 from botd.channels.telegram import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
 from botd.store import Store
+from tests.channels.routed import through_router
 from tests.fakes.telegram_api import (
     BOT_USER,
     FakeTelegramAPI,
@@ -66,10 +67,12 @@ class Bot:
 
 
 async def started(fake: FakeTelegramAPI, store: Store | None = None, **kwargs: Any) -> Bot:
+    """A started adapter; with a store, it keeps its offset there and its messages pass the
+    router (and its inbound ledger) on their way to the bot's queue."""
     kwargs.setdefault("poll_timeout", 5)
-    adapter = TelegramAdapter(TOKEN, store=store, api_base_url=fake.base_url, **kwargs)
+    adapter = TelegramAdapter(TOKEN, offsets=store, api_base_url=fake.base_url, **kwargs)
     bot = Bot(adapter)
-    await adapter.start(bot.sink)
+    await adapter.start(bot.sink if store is None else through_router(store, bot.sink, "telegram"))
     return bot
 
 

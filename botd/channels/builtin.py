@@ -1,0 +1,136 @@
+"""The built-in channels, described once: Telegram, Slack, Discord and the console.
+
+Each has its config section model and a ``ChannelSpec`` registered under the entry-point
+group ``botd.channels`` (see pyproject.toml). This module imports no platform SDK: each
+factory imports its adapter module when it is called, and each spec names the extra that
+installs the SDK (``pip install 'botd[telegram]'``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from ..config.schema import ChannelSection, ChatChannelSection, off_on
+from .base import ChannelAdapter
+from .registry import ChannelContext, ChannelSpec
+
+__all__ = [
+    "CONSOLE",
+    "DISCORD",
+    "SLACK",
+    "TELEGRAM",
+    "ConsoleSection",
+    "DiscordSection",
+    "SlackSection",
+    "TelegramSection",
+]
+
+
+class TelegramSection(ChatChannelSection):
+    token: str
+    api_base_url: str = "https://api.telegram.org"
+    poll_timeout: int = Field(default=30, ge=0)
+
+
+class SlackSection(ChatChannelSection):
+    bot_token: str
+    app_token: str | None = None
+    signing_secret: str | None = None
+    mode: Literal["socket", "http"] = "socket"
+    api_base_url: str = "https://slack.com/api/"
+    reply_to_mode: Annotated[Literal["off", "first", "all"], BeforeValidator(off_on)] = "off"
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=3000, ge=1, le=65535)
+    http_path: str = "/slack/events"
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> SlackSection:
+        if self.mode == "socket" and not self.app_token:
+            raise ValueError("Socket Mode needs app_token (the xapp-... app-level token)")
+        if self.mode == "http" and not self.signing_secret:
+            raise ValueError("mode http needs signing_secret")
+        return self
+
+
+class DiscordSection(ChatChannelSection):
+    token: str
+    api_base_url: str | None = None
+    gateway_url: str | None = None
+    allow_bots: bool = False
+
+
+class ConsoleSection(ChannelSection):
+    enabled: bool = False
+
+
+def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapter:
+    from .telegram import TelegramAdapter
+
+    return TelegramAdapter(
+        section.token,
+        offsets=context.offsets,
+        api_base_url=section.api_base_url,
+        poll_timeout=section.poll_timeout,
+        account_id=section.account,
+    )
+
+
+def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
+    from .slack import SlackAdapter
+
+    return SlackAdapter(
+        bot_token=section.bot_token,
+        app_token=section.app_token,
+        signing_secret=section.signing_secret,
+        mode=section.mode,
+        api_base_url=section.api_base_url,
+        reply_to_mode=section.reply_to_mode,
+        account_id=section.account,
+        http_host=section.http_host,
+        http_port=section.http_port,
+        http_path=section.http_path,
+    )
+
+
+def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
+    from .discord import DiscordAdapter
+
+    return DiscordAdapter(
+        section.token,
+        api_base_url=section.api_base_url,
+        gateway_url=section.gateway_url,
+        allow_bots=section.allow_bots,
+        account_id=section.account,
+    )
+
+
+def _console(section: ConsoleSection, context: ChannelContext) -> ChannelAdapter:
+    from .console import ConsoleAdapter
+
+    return ConsoleAdapter(on_end_of_input=context.on_end_of_input)
+
+
+TELEGRAM = ChannelSpec(
+    name="telegram",
+    section=TelegramSection,
+    factory=_telegram,
+    requirement="botd[telegram]",
+    modules=("telegram",),
+)
+SLACK = ChannelSpec(
+    name="slack",
+    section=SlackSection,
+    factory=_slack,
+    requirement="botd[slack]",
+    modules=("slack_bolt", "slack_sdk"),
+)
+DISCORD = ChannelSpec(
+    name="discord",
+    section=DiscordSection,
+    factory=_discord,
+    requirement="botd[discord]",
+    modules=("discord",),
+)
+CONSOLE = ChannelSpec(name="console", section=ConsoleSection, factory=_console)

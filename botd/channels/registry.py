@@ -1,0 +1,126 @@
+"""The channel registry: each channel described once, and found through entry points.
+
+A ``ChannelSpec`` names a channel, the model of its ``channels.<name>`` config section, the
+factory that builds its adapter from the validated section, and what must be installed for
+its platform SDK. Specs are registered under the entry-point group ``botd.channels``; the
+built-ins are registered by botd's own package metadata (``botd.channels.builtin``), so a
+separate distribution (``botd-matrix``) adds a channel without touching botd::
+
+    [project.entry-points."botd.channels"]
+    matrix = "botd_matrix:SPEC"
+
+The config validates sections against the registered models; the wiring builds adapters
+through the factories. Probing for an SDK uses ``importlib.util.find_spec`` and imports
+nothing, so ``botd check`` can name a missing extra without loading any SDK.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from ..config import ENTRY_POINT_GROUP, ChannelSection
+from .base import ChannelAdapter, OffsetStore
+
+__all__ = [
+    "ChannelContext",
+    "ChannelSpec",
+    "ChannelUnavailable",
+    "channel_specs",
+    "load_channel_specs",
+]
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=ChannelSection)
+
+
+class ChannelUnavailable(RuntimeError):
+    """A configured channel that cannot run here (its SDK is not installed, or it is unknown)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ChannelContext:
+    """What an adapter factory may use besides its section."""
+
+    offsets: OffsetStore
+    """Where a channel keeps its position in the platform's stream (Telegram's update offset)."""
+    on_end_of_input: Callable[[], Awaitable[None]] | None = None
+    """For a terminal channel: called when the operator closes its input (botd then stops)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ChannelSpec(Generic[S]):
+    """One channel: its name, config section, adapter factory and SDK requirement."""
+
+    name: str
+    section: type[S]
+    factory: Callable[[S, ChannelContext], ChannelAdapter]
+    """Builds the adapter; imports the adapter module (and so its SDK) only when called."""
+    requirement: str | None = None
+    """What provides the SDK, as pip takes it: ``botd[telegram]``."""
+    modules: tuple[str, ...] = ()
+    """Top-level modules the SDK provides, probed without importing them."""
+
+    def missing(self) -> str | None:
+        """One sentence naming what to install before this channel can run; None if ready."""
+        absent = [name for name in self.modules if not _installed(name)]
+        if not absent:
+            return None
+        install = self.requirement or absent[0]
+        return (
+            f"the {self.name} channel needs {install} ({', '.join(absent)} not installed): "
+            f"pip install '{install}'"
+        )
+
+    def build(self, section: BaseModel, context: ChannelContext) -> ChannelAdapter:
+        """The adapter of a validated section; ``ChannelUnavailable`` if its SDK is missing."""
+        missing = self.missing()
+        if missing is not None:
+            raise ChannelUnavailable(missing)
+        if not isinstance(section, self.section):
+            raise TypeError(
+                f"the {self.name} channel takes a {self.section.__name__}, "
+                f"not a {type(section).__name__}"
+            )
+        return self.factory(section, context)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def load_channel_specs() -> dict[str, ChannelSpec[Any]]:
+    """Every channel registered under ``botd.channels``, by name.
+
+    A plugin that fails to load is logged and left out: the config check reports it for a
+    config that uses it.
+    """
+    specs: dict[str, ChannelSpec[Any]] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            spec = point.load()
+        except Exception:
+            log.exception("channel plugin %s (%s) cannot be loaded", point.name, point.value)
+            continue
+        if not isinstance(spec, ChannelSpec) or spec.name != point.name:
+            log.error("channel plugin %s: %s is not its ChannelSpec", point.name, point.value)
+            continue
+        specs[point.name] = spec
+    return specs
+
+
+@functools.cache
+def channel_specs() -> Mapping[str, ChannelSpec[Any]]:
+    """``load_channel_specs()``, read once per process."""
+    return load_channel_specs()

@@ -1,0 +1,37 @@
+"""botd's configuration: one YAML file into typed, validated settings, and nothing more.
+
+``load_config`` reads the file with a YAML loader that remembers the line of every mapping
+key (``source``), expands ``${VAR}`` / ``${VAR:-default}`` from the environment, and
+validates the result with the models of ``schema``, which reject unknown keys; each
+``channels.<name>`` section is validated by the model its channel registered under the
+``botd.channels`` entry points. Every problem found is reported at once in a
+``ConfigError`` (``problems``), each as ``file:line: key.path: message``; values that came
+from the environment, and keys that hold secrets, are never echoed.
+
+This package imports no other part of botd: checking a file loads no runtime, no platform
+SDK. The runtime is built from a validated config by ``botd.wiring``. Cron expressions are
+read by ``cron``, which the scheduler uses too, so ``botd check`` accepts exactly what runs.
+"""
+
+from __future__ import annotations
+
+from .channels import ENTRY_POINT_GROUP, ChannelEntry, registered_channels
+from .cron import parse_every
+from .loader import default_config, load_config, parse_config
+from .problems import ConfigError, ConfigProblem
+from .schema import BotdConfig, ChannelSection, ChatChannelSection
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BotdConfig",
+    "ChannelEntry",
+    "ChannelSection",
+    "ChatChannelSection",
+    "ConfigError",
+    "ConfigProblem",
+    "default_config",
+    "load_config",
+    "parse_config",
+    "parse_every",
+    "registered_channels",
+]

@@ -1,0 +1,409 @@
+"""The config file's models: every section, its defaults and its rules, as plain data.
+
+Every section rejects unknown keys. ``channels`` holds one section per configured channel,
+each validated by the model its channel registered (see ``botd.config.channels``); a chat
+platform's section extends ``ChatChannelSection`` with its connection settings. The runtime
+reads these models; nothing here builds a runtime object.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from .channels import ChannelEntry, registered_channels
+from .cron import check_cron, parse_every, zone
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "AgentSection",
+    "BlockBreak",
+    "BlockStreamingSection",
+    "BotdConfig",
+    "BreakPreference",
+    "BuiltinTool",
+    "ChannelSection",
+    "ChannelsSection",
+    "ChatChannelSection",
+    "CoalesceSection",
+    "DeliverToSection",
+    "DeliveryMode",
+    "DmPolicy",
+    "GroupPolicy",
+    "GroupSection",
+    "HealthSection",
+    "Id",
+    "JobSection",
+    "LoggingSection",
+    "ModelSection",
+    "QueueMode",
+    "ReasoningMode",
+    "ResetMode",
+    "ResetSection",
+    "SchedulerSection",
+    "Section",
+    "channels_in",
+    "off_on",
+]
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+QueueMode = Literal["steer", "followup", "collect", "interrupt"]
+"""What a message arriving during a run does."""
+DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "disabled"]
+DeliveryMode = Literal["blocks", "edit", "final"]
+ReasoningMode = Literal["off", "on", "stream"]
+BlockBreak = Literal["text_end", "message_end"]
+BreakPreference = Literal["paragraph", "newline", "sentence"]
+ResetMode = Literal["off", "idle", "daily"]
+BuiltinTool = Literal["message", "schedule"]
+BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+
+CHANNELS_CONTEXT = "channels"
+"""The validation-context key of the registered channels (default: the entry points)."""
+
+
+def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
+    """The registered channels a validation runs against."""
+    if isinstance(context, Mapping) and CHANNELS_CONTEXT in context:
+        channels: Mapping[str, ChannelEntry] = context[CHANNELS_CONTEXT]
+        return channels
+    return registered_channels()
+
+
+def _as_text(value: Any) -> Any:
+    """Ids YAML reads as numbers (Telegram chat ids) are strings to botd."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def off_on(value: Any) -> Any:
+    """YAML 1.1 reads a bare ``off``/``on`` as a boolean; these settings mean the word."""
+    if value is False:
+        return "off"
+    if value is True:
+        return "on"
+    return value
+
+
+def _check_timezone(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        zone(name)
+    except ValueError:
+        raise ValueError(f"unknown time zone {name!r} (an IANA name like Europe/Berlin)") from None
+    return name
+
+
+Id = Annotated[str, BeforeValidator(_as_text)]
+"""A chat, user or group id: numbers YAML read are taken as their text."""
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+# --------------------------------------------------------------------------- model and agent
+
+
+class ModelSection(Section):
+    provider: Literal["anthropic", "openai", "scripted"] = "scripted"
+    name: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    max_tokens: int = Field(default=4096, ge=1)
+    thinking: int | None = Field(default=None, ge=1)
+    max_retry_wait: float = Field(default=60.0, ge=0)
+    script: str | None = None
+
+    @model_validator(mode="after")
+    def _provider_needs(self) -> ModelSection:
+        if self.provider == "anthropic" and not self.api_key:
+            raise ValueError("the anthropic provider needs api_key (e.g. ${ANTHROPIC_API_KEY})")
+        if self.provider == "openai" and not self.name:
+            raise ValueError("the openai provider needs name (the model to ask for)")
+        if self.script is not None and self.provider != "scripted":
+            raise ValueError("script is only for the scripted provider")
+        return self
+
+    @property
+    def model_name(self) -> str:
+        if self.name:
+            return self.name
+        return DEFAULT_ANTHROPIC_MODEL if self.provider == "anthropic" else "scripted"
+
+
+class ResetSection(Section):
+    mode: Annotated[ResetMode, BeforeValidator(off_on)] = "off"
+    idle_minutes: int = Field(default=0, ge=0)
+    daily_hour: int = Field(default=4, ge=0, le=23)
+
+    @model_validator(mode="after")
+    def _idle_needs_minutes(self) -> ResetSection:
+        if self.mode == "idle" and self.idle_minutes < 1:
+            raise ValueError("mode idle needs idle_minutes of at least 1")
+        return self
+
+
+class CoalesceSection(Section):
+    min_chars: int = Field(default=800, ge=1)
+    max_chars: int = Field(default=1200, ge=1)
+    idle_ms: float = Field(default=1000.0, ge=0)
+
+
+class BlockStreamingSection(Section):
+    break_: BlockBreak = Field(default="text_end", alias="break")
+    min_chars: int = Field(default=800, ge=1)
+    max_chars: int = Field(default=1200, ge=1)
+    break_preference: BreakPreference = "paragraph"
+    enabled: bool = True
+    coalesce: CoalesceSection | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> BlockStreamingSection:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) is above max_chars ({self.max_chars})")
+        return self
+
+
+class AgentSection(Section):
+    system_prompt: str = ""
+    tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
+    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default)."""
+    queue_mode: QueueMode = "collect"
+    max_concurrent_runs: int = Field(default=8, ge=1)
+    max_turn_requests: int = Field(default=25, ge=1)
+    tool_timeout: float = Field(default=120.0, gt=0)
+    record_events: bool = False
+    reasoning: Annotated[ReasoningMode, BeforeValidator(off_on)] = "off"
+    enforce_final_tag: bool = False
+    reset: ResetSection = Field(default_factory=ResetSection)
+    block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
+
+
+# --------------------------------------------------------------------------- channels
+
+
+class ChannelSection(Section):
+    """The base of every channel's section, a plugin's too."""
+
+
+class GroupSection(Section):
+    require_mention: bool = True
+    allow_from: list[Id] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class ChatChannelSection(ChannelSection):
+    """A chat platform's section: who may talk to the bot, how replies appear, which account.
+
+    ``account`` names the bot account the section connects (``default`` unless set); it
+    keeps the stored state of two accounts of one platform apart.
+    """
+
+    account: str = Field(default="default", min_length=1)
+    dm_policy: DmPolicy = "pairing"
+    allow_from: list[Id] = Field(default_factory=list)
+    group_policy: GroupPolicy = "allowlist"
+    groups: dict[Id, GroupSection] = Field(default_factory=dict)
+    require_mention: bool = True
+    delivery: DeliveryMode = "blocks"
+    mention_patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("mention_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+        return patterns
+
+
+@functools.lru_cache(maxsize=64)
+def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
+    """A model with one required field per configured channel; unknown names are errors.
+
+    Fields are ``c0``, ``c1``, ... aliased to the channel names, so a channel may have any
+    name, even one a pydantic model reserves (``schema``, ``copy``).
+    """
+    definitions: dict[str, Any] = {
+        f"c{index}": (section, Field(alias=name)) for index, (name, section) in enumerate(fields)
+    }
+    return create_model("channels", __config__=ConfigDict(extra="forbid"), **definitions)
+
+
+class ChannelsSection(BaseModel):
+    """``channels``: one section per configured channel, each validated by the model its
+    channel registered. A section left empty (``telegram:`` alone) is not configured."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _validate_sections(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, Mapping):
+            return data  # pydantic reports "expected a mapping"
+        registered = channels_in(info.context)
+        present = {name: value for name, value in data.items() if value is not None}
+        fields = tuple((name, registered[name].section) for name in present if name in registered)
+        # Errors raised here keep their paths (channels.<name>.<key>).
+        validated = _sections_model(fields).model_validate(present, context=info.context)
+        return {name: getattr(validated, f"c{index}") for index, (name, _) in enumerate(fields)}
+
+    def sections(self) -> dict[str, BaseModel]:
+        """Every configured channel's section, in the file's order."""
+        return dict(self.__pydantic_extra__ or {})
+
+    def section(self, name: str) -> BaseModel | None:
+        return self.sections().get(name)
+
+    def enabled(self) -> list[str]:
+        """The channels to run: configured, and not switched off with ``enabled: false``."""
+        return [
+            name
+            for name, section in self.sections().items()
+            if getattr(section, "enabled", True) is not False
+        ]
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+class DeliverToSection(Section):
+    channel: str
+    chat: Id
+    thread: Id | None = None
+
+    @field_validator("channel")
+    @classmethod
+    def _channel_registered(cls, value: str, info: ValidationInfo) -> str:
+        known = sorted(channels_in(info.context))
+        if value not in known:
+            close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            raise ValueError(f"unknown channel {value!r}{hint}")
+        return value
+
+
+class JobSection(Section):
+    id: Id
+    cron: str | None = None
+    every: str | None = None
+    at: datetime | None = None
+    timezone: str | None = None
+    prompt: str
+    conversation: str | None = None
+    deliver_to: DeliverToSection
+
+    @field_validator("every")
+    @classmethod
+    def _every_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_every(value)
+        return value
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at_parses(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(
+                    f"expected an ISO datetime like 2026-05-01T17:00, got {value!r}"
+                ) from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_exists(cls, value: str | None) -> str | None:
+        return _check_timezone(value)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_cron(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> JobSection:
+        given = [key for key in ("cron", "every", "at") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of cron, every or at"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+
+class SchedulerSection(Section):
+    timezone: str | None = None
+    jobs: list[JobSection] = Field(default_factory=list)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_exists(cls, value: str | None) -> str | None:
+        return _check_timezone(value)
+
+
+# --------------------------------------------------------------------------- operations
+
+
+class LoggingSection(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class HealthSection(Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8480, ge=1, le=65535)
+
+
+class BotdConfig(Section):
+    """The whole validated config file."""
+
+    state_dir: Path = Path("./var")
+    model: ModelSection = Field(default_factory=ModelSection)
+    agent: AgentSection = Field(default_factory=AgentSection)
+    channels: ChannelsSection = Field(default_factory=ChannelsSection)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    logging: LoggingSection = Field(default_factory=LoggingSection)
+    health: HealthSection = Field(default_factory=HealthSection)
+
+    def summary(self) -> str:
+        channels = ", ".join(self.channels.enabled()) or "none"
+        jobs = len(self.scheduler.jobs)
+        return (
+            f"channels: {channels}; provider: {self.model.provider} ({self.model.model_name}); "
+            f"{jobs} scheduled job{'' if jobs == 1 else 's'}"
+        )

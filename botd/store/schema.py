@@ -1,0 +1,100 @@
+"""The schema, as the migrations that build it: ``MIGRATIONS[n]`` takes version ``n`` to ``n + 1``.
+
+A migration that shipped is never edited: a change is a new entry at the end.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 0 -> 1: the initial schema.
+    (
+        """
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            conversation_key TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            summary TEXT,
+            meta TEXT NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE INDEX sessions_by_key ON sessions (conversation_key)",
+        # The session each conversation key uses now; /new repoints it.
+        """
+        CREATE TABLE active_sessions (
+            conversation_key TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (session_id)
+        )
+        """,
+        # AUTOINCREMENT: ids are never reused, so id order is append order for audit too.
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions (session_id),
+            role TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            compacted_at REAL
+        )
+        """,
+        "CREATE INDEX messages_live ON messages (session_id, compacted_at, id)",
+        """
+        CREATE TABLE inbound_seen (
+            channel TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (channel, message_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX inbound_seen_by_time ON inbound_seen (seen_at)",
+        """
+        CREATE TABLE offsets (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (channel, account)
+        ) WITHOUT ROWID
+        """,
+    ),
+    # 1 -> 2: the scheduler's jobs and run log, and a record of one-time imports.
+    (
+        # One row per job: its definition (the trigger as JSON: cron expression and zone,
+        # interval and start, or the one run time) and when it runs next, so a restart knows
+        # which runs it missed. next_run_time is ISO 8601 with its offset; NULL: no next run.
+        """
+        CREATE TABLE scheduler_jobs (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            name TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            target TEXT NOT NULL,
+            conversation_key TEXT,
+            source TEXT,
+            fingerprint TEXT,
+            next_run_time TEXT,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE scheduler_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            error TEXT
+        )
+        """,
+        "CREATE INDEX scheduler_runs_by_job ON scheduler_runs (job_id, id)",
+        """
+        CREATE TABLE imports (
+            name TEXT PRIMARY KEY,
+            imported_at REAL NOT NULL,
+            detail TEXT
+        ) WITHOUT ROWID
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)

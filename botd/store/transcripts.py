@@ -1,0 +1,245 @@
+"""Sessions and their append-only transcripts.
+
+Compaction does not rewrite rows: it marks the live rows as compacted (kept for audit) and
+appends the compacted view as new live rows, so ``load_transcript`` (the live rows in order)
+returns the compacted transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..events import Message
+from .base import StoreBase, StoreError
+
+if TYPE_CHECKING:
+    from ..compaction import CompactionResult
+
+
+class UnknownSessionError(KeyError):
+    """A session id that the store has no record of."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return f"unknown session {self.session_id!r}"
+
+
+class StaleCompactionError(StoreError):
+    """A compaction computed from a transcript that has since changed in the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One session: a conversation's transcript from its start (or its last ``/new``)."""
+
+    session_id: str
+    conversation_key: str
+    created_at: float
+    updated_at: float
+    message_count: int
+    """Messages in the live transcript (what ``load_transcript`` returns)."""
+    summary: str | None
+    """The latest compaction summary, if the transcript was ever compacted."""
+    active: bool
+    """Whether this is the session that its conversation key currently uses."""
+
+
+_SESSION_COLUMNS = (
+    "s.session_id, s.conversation_key, s.created_at, s.updated_at, s.message_count, s.summary, "
+    "a.session_id IS NOT NULL"
+)
+_SESSION_FROM = "sessions s LEFT JOIN active_sessions a ON a.session_id = s.session_id"
+
+
+def _message_json(message: Message) -> str:
+    return json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+
+
+def _record(row: Sequence[Any]) -> SessionRecord:
+    return SessionRecord(
+        session_id=str(row[0]),
+        conversation_key=str(row[1]),
+        created_at=float(row[2]),
+        updated_at=float(row[3]),
+        message_count=int(row[4]),
+        summary=None if row[5] is None else str(row[5]),
+        active=bool(row[6]),
+    )
+
+
+class TranscriptStore(StoreBase):
+    """Sessions per conversation key, and each session's transcript."""
+
+    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> None:
+        row = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,))
+        if row.fetchone() is None:
+            raise UnknownSessionError(session_id)
+
+    def _insert_messages(
+        self, conn: sqlite3.Connection, session_id: str, bodies: Sequence[tuple[str, str]]
+    ) -> None:
+        now = self._clock()
+        conn.executemany(
+            "INSERT INTO messages (session_id, role, body, created_at) VALUES (?, ?, ?, ?)",
+            [(session_id, role, body, now) for role, body in bodies],
+        )
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        row = (
+            self._connection()
+            .execute(
+                f"SELECT {_SESSION_COLUMNS} FROM {_SESSION_FROM} WHERE s.session_id = ?",
+                (session_id,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise UnknownSessionError(session_id)
+        return _record(row)
+
+    def _create_session(self, conn: sqlite3.Connection, conversation_key: str) -> str:
+        session_id = uuid.uuid4().hex
+        now = self._clock()
+        conn.execute(
+            "INSERT INTO sessions (session_id, conversation_key, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?)",
+            (session_id, conversation_key, now, now),
+        )
+        conn.execute(
+            "INSERT INTO active_sessions (conversation_key, session_id) VALUES (?, ?) "
+            "ON CONFLICT (conversation_key) DO UPDATE SET session_id = excluded.session_id",
+            (conversation_key, session_id),
+        )
+        return session_id
+
+    def get_or_create_session(self, conversation_key: str) -> SessionRecord:
+        """The active session of ``conversation_key``, created on first use."""
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT session_id FROM active_sessions WHERE conversation_key = ?",
+                (conversation_key,),
+            ).fetchone()
+            session_id = str(row[0]) if row is not None else None
+            if session_id is None:
+                session_id = self._create_session(conn, conversation_key)
+        return self.get_session(session_id)
+
+    def new_session(self, conversation_key: str) -> SessionRecord:
+        """Start a fresh session for ``conversation_key`` (``/new``) and make it the active one.
+
+        The previous session and its transcript stay in the database; they are just no longer
+        what ``get_or_create_session`` returns.
+        """
+        with self._transaction() as conn:
+            session_id = self._create_session(conn, conversation_key)
+        return self.get_session(session_id)
+
+    # --- transcripts --------------------------------------------------------------------------
+
+    def append_messages(self, session_id: str, messages: Sequence[Message]) -> None:
+        """Append messages (user, assistant, tool results: everything of a run) in order."""
+        bodies = [(message.role, _message_json(message)) for message in messages]
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
+                "WHERE session_id = ?",
+                (self._clock(), len(bodies), session_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownSessionError(session_id)
+            self._insert_messages(conn, session_id, bodies)
+
+    def _live_rows(self, conn: sqlite3.Connection, session_id: str) -> list[tuple[int, str, str]]:
+        rows = conn.execute(
+            "SELECT id, role, body FROM messages "
+            "WHERE session_id = ? AND compacted_at IS NULL ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        return [(int(row[0]), str(row[1]), str(row[2])) for row in rows]
+
+    def load_transcript(self, session_id: str) -> list[Message]:
+        """The live transcript, oldest first (after a compaction: the summary, then the rest)."""
+        conn = self._connection()
+        self._require_session(conn, session_id)
+        return [
+            Message.model_validate(json.loads(body))
+            for _, _, body in self._live_rows(conn, session_id)
+        ]
+
+    def replace_transcript_prefix(
+        self,
+        session_id: str,
+        prefix_count: int,
+        replacement: Sequence[Message],
+        *,
+        expected_rest: Sequence[Message] | None = None,
+        summary: str | None = None,
+    ) -> None:
+        """Replace the first ``prefix_count`` live messages by ``replacement``.
+
+        The replaced rows are kept, marked compacted. When ``expected_rest`` is given, the
+        live messages right after the prefix must equal it, or ``StaleCompactionError`` is
+        raised and nothing changes: it catches a replacement computed from an outdated
+        transcript. Messages appended after ``expected_rest`` are allowed and stay at the end.
+        ``summary`` is recorded on the session.
+        """
+        if prefix_count < 0:
+            raise ValueError(f"prefix_count must be >= 0, got {prefix_count}")
+        with self._transaction() as conn:
+            self._require_session(conn, session_id)
+            live = self._live_rows(conn, session_id)
+            if prefix_count > len(live):
+                raise StaleCompactionError(
+                    f"session {session_id}: cannot replace {prefix_count} messages, "
+                    f"the transcript has {len(live)}"
+                )
+            rest = live[prefix_count:]
+            if expected_rest is not None:
+                stored = [json.loads(body) for _, _, body in rest[: len(expected_rest)]]
+                expected = [json.loads(_message_json(message)) for message in expected_rest]
+                if stored != expected:
+                    raise StaleCompactionError(
+                        f"session {session_id}: the transcript changed since it was compacted"
+                    )
+            now = self._clock()
+            conn.execute(
+                "UPDATE messages SET compacted_at = ? "
+                "WHERE session_id = ? AND compacted_at IS NULL",
+                (now, session_id),
+            )
+            # The rest is re-appended after the replacement so that id order stays the
+            # transcript order; the originals remain as compacted rows.
+            bodies: list[tuple[str, str]] = [
+                (message.role, _message_json(message)) for message in replacement
+            ]
+            bodies += [(role, body) for _, role, body in rest]
+            self._insert_messages(conn, session_id, bodies)
+            conn.execute(
+                "UPDATE sessions SET message_count = ?, updated_at = ?, "
+                "summary = COALESCE(?, summary) WHERE session_id = ?",
+                (len(bodies), now, summary, session_id),
+            )
+
+    def compact(self, session_id: str, result: CompactionResult) -> None:
+        """Persist a compaction: its summary replaces the messages it summarized.
+
+        Raises ``StaleCompactionError`` when the stored transcript no longer matches what
+        ``result`` was computed from.
+        """
+        self.replace_transcript_prefix(
+            session_id,
+            result.compacted_count,
+            result.messages[:1],
+            expected_rest=result.kept,
+            summary=result.summary,
+        )

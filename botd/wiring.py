@@ -1,0 +1,378 @@
+"""Building a running botd from a validated config, in one place.
+
+``build_runtime`` creates, in order: the store, the model provider, one adapter per enabled
+channel (through the channel registry), the delivery layer, the sessions, the scheduler
+and the router, and returns them as a ``Runtime``. The scheduler submits prompts into the
+sessions, and the sessions' tools schedule jobs: the sessions are built first, and their
+tool factory, which runs only once messages flow, reaches the scheduler built right after.
+
+The functions that turn config sections into the runtime's settings (loop, subscriber and
+session settings, access policies, delivery modes, provider settings, scheduled jobs) live
+here too, so the config package stays plain data. ``Runtime`` offers what a reload needs:
+building one channel's adapter, and pointing the delivery layer and the router at the live
+channels and their new settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .agent.loop import LoopConfig
+from .agent.message_tool import MessageTool
+from .agent.providers import create_provider
+from .agent.schedule_tool import ScheduleTool
+from .agent.tools import Tool
+from .agent.types import Provider
+from .channels.base import ChannelAdapter
+from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
+from .chat import InboundMessage, MessageRef, Target
+from .config import BotdConfig, ChatChannelSection, parse_every
+from .delivery import ChannelDelivery, DeliveryMode
+from .metrics import Metrics
+from .router import AccessPolicy, GroupRule, PairingBook, Router
+from .schedule_store import LEGACY_DB_NAME
+from .scheduler import JobInfo, JobSpec, Scheduler
+from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
+from .store import InboundPruner, Store
+from .subscriber.payloads import ChunkingConfig, SubscriberConfig
+
+__all__ = [
+    "Runtime",
+    "access_policies",
+    "access_policy",
+    "build_adapter",
+    "build_adapters",
+    "build_provider",
+    "build_runtime",
+    "build_scheduler",
+    "delivery_modes",
+    "loop_config",
+    "provider_settings",
+    "scheduler_jobs",
+    "session_settings",
+    "subscriber_config",
+]
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+Specs = Mapping[str, ChannelSpec[Any]]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def loop_config(config: BotdConfig) -> LoopConfig:
+    return LoopConfig(
+        model=config.model.model_name,
+        system=config.agent.system_prompt,
+        max_tokens=config.model.max_tokens,
+        thinking_budget=config.model.thinking,
+        max_turn_requests=config.agent.max_turn_requests,
+        tool_timeout=config.agent.tool_timeout,
+    )
+
+
+def subscriber_config(config: BotdConfig) -> SubscriberConfig:
+    streaming = config.agent.block_streaming
+    chunking = (
+        ChunkingConfig(
+            min_chars=streaming.min_chars,
+            max_chars=streaming.max_chars,
+            break_preference=streaming.break_preference,
+        )
+        if streaming.enabled
+        else None
+    )
+    return SubscriberConfig(
+        block_break=streaming.break_,
+        chunking=chunking,
+        reasoning=config.agent.reasoning,
+        enforce_final_tag=config.agent.enforce_final_tag,
+    )
+
+
+def session_settings(config: BotdConfig, state_dir: Path | None = None) -> SessionSettings:
+    """Session settings; ``state_dir`` overrides the configured one (e.g. resolved)."""
+    root = config.state_dir if state_dir is None else state_dir
+    reset = config.agent.reset
+    return SessionSettings(
+        loop=loop_config(config),
+        subscriber=subscriber_config(config),
+        queue_mode=config.agent.queue_mode,
+        max_concurrent_runs=config.agent.max_concurrent_runs,
+        reset=ResetPolicy(
+            mode=reset.mode, idle_minutes=reset.idle_minutes, daily_hour=reset.daily_hour
+        ),
+        record_events_dir=root / "events" if config.agent.record_events else None,
+        coalesce=_coalesce_settings(config),
+    )
+
+
+def _coalesce_settings(config: BotdConfig) -> CoalesceSettings | None:
+    streaming = config.agent.block_streaming
+    section = streaming.coalesce
+    if section is None:
+        return None
+    joiner = {"paragraph": "\n\n", "newline": "\n", "sentence": " "}[streaming.break_preference]
+    return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
+
+
+def access_policy(section: BaseModel) -> AccessPolicy:
+    """Who may talk to the bot on a channel. A chat platform's section says so; a channel
+    without access settings (the console) belongs to whoever runs it and is open."""
+    if not isinstance(section, ChatChannelSection):
+        return AccessPolicy(dm_policy="open")
+    return AccessPolicy(
+        dm_policy=section.dm_policy,
+        allow_from=frozenset(section.allow_from),
+        group_policy=section.group_policy,
+        groups={
+            chat: GroupRule(
+                require_mention=rule.require_mention,
+                allow_from=frozenset(rule.allow_from),
+                enabled=rule.enabled,
+            )
+            for chat, rule in section.groups.items()
+        },
+        require_mention=section.require_mention,
+        mention_patterns=tuple(section.mention_patterns),
+    )
+
+
+def _enabled_sections(config: BotdConfig) -> dict[str, BaseModel]:
+    sections = config.channels.sections()
+    return {name: sections[name] for name in config.channels.enabled()}
+
+
+def access_policies(config: BotdConfig) -> dict[str, AccessPolicy]:
+    """One policy per enabled channel."""
+    return {name: access_policy(s) for name, s in _enabled_sections(config).items()}
+
+
+def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
+    """How replies appear, for each enabled chat channel that sets it."""
+    return {
+        name: section.delivery
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChatChannelSection)
+    }
+
+
+def provider_settings(config: BotdConfig) -> dict[str, Any]:
+    """Keyword settings for ``create_provider(config.model.provider, **settings)``."""
+    model = config.model
+    if model.provider == "scripted":
+        return {} if model.script is None else {"script": model.script}
+    settings: dict[str, Any] = {"max_retry_wait": model.max_retry_wait}
+    if model.api_key:
+        settings["api_key"] = model.api_key
+    if model.provider == "openai":
+        settings["base_url"] = model.base_url or DEFAULT_OPENAI_BASE_URL
+    elif model.base_url:
+        settings["base_url"] = model.base_url
+    return settings
+
+
+def scheduler_jobs(config: BotdConfig) -> list[JobSpec]:
+    """The configured jobs as the scheduler's ``JobSpec``s."""
+    return [
+        JobSpec(
+            id=job.id,
+            prompt=job.prompt,
+            target=Target(
+                channel=job.deliver_to.channel,
+                chat_id=job.deliver_to.chat,
+                thread_id=job.deliver_to.thread,
+            ),
+            cron=job.cron,
+            every=None if job.every is None else parse_every(job.every).total_seconds(),
+            at=job.at,
+            timezone=job.timezone,
+            conversation_key=job.conversation,
+        )
+        for job in config.scheduler.jobs
+    ]
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def build_provider(config: BotdConfig) -> Provider:
+    return create_provider(config.model.provider, **provider_settings(config))
+
+
+def build_adapter(
+    name: str, config: BotdConfig, context: ChannelContext, specs: Specs | None = None
+) -> ChannelAdapter | None:
+    """The adapter of one enabled channel (None when it is not enabled).
+
+    Raises ``ChannelUnavailable`` when the channel is unknown or its SDK is not installed.
+    """
+    section = config.channels.section(name)
+    if section is None or name not in config.channels.enabled():
+        return None
+    registry = channel_specs() if specs is None else specs
+    spec = registry.get(name)
+    if spec is None:
+        raise ChannelUnavailable(f"no channel named {name!r} is registered")
+    return spec.build(section, context)
+
+
+def build_adapters(
+    config: BotdConfig, context: ChannelContext, specs: Specs | None = None
+) -> dict[str, ChannelAdapter]:
+    """One adapter per enabled channel."""
+    adapters: dict[str, ChannelAdapter] = {}
+    for name in config.channels.enabled():
+        adapter = build_adapter(name, config, context, specs)
+        if adapter is not None:
+            adapters[name] = adapter
+    return adapters
+
+
+def build_scheduler(
+    config: BotdConfig,
+    store: Store,
+    state_dir: Path,
+    submit: Callable[[InboundMessage], Awaitable[None]],
+) -> Scheduler:
+    """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once."""
+    return Scheduler(
+        store,
+        submit,
+        timezone=config.scheduler.timezone,
+        legacy_db=state_dir / LEGACY_DB_NAME,
+    )
+
+
+def describe_job(info: JobInfo) -> str:
+    when = (
+        info.next_run_time.isoformat(timespec="minutes")
+        if info.next_run_time is not None
+        else "not scheduled"
+    )
+    return f"{info.id}: {info.description} (next {when})"
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+@dataclass(eq=False)
+class Runtime:
+    """A built botd: its parts, the live adapters and the config they were built from."""
+
+    config: BotdConfig
+    specs: Specs
+    context: ChannelContext
+    store: Store
+    provider: Provider
+    adapters: dict[str, ChannelAdapter]
+    """The live adapters by channel; a reload adds and removes entries in place."""
+    delivery: ChannelDelivery
+    sessions: SessionManager
+    scheduler: Scheduler
+    router: Router
+    pruner: InboundPruner
+    """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
+
+    def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
+        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
+        return build_adapter(name, config, self.context, self.specs)
+
+    def update_channels(self, config: BotdConfig) -> None:
+        """Point delivery at the live adapters and the router and delivery at ``config``'s
+        access policies and delivery modes."""
+        self.router.update_policies(access_policies(config))
+        self.delivery.set_channels(self.adapters, delivery_modes(config))
+
+
+def build_runtime(
+    config: BotdConfig,
+    *,
+    metrics: Metrics | None = None,
+    hooks: RunHooks | None = None,
+    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    specs: Specs | None = None,
+) -> Runtime:
+    """Every part of a botd for ``config``, connected and not yet started.
+
+    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts messages
+    in and out. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    """
+    counters = Metrics() if metrics is None else metrics
+    registry = channel_specs() if specs is None else specs
+    state_dir = Path(config.state_dir)
+    store = Store.open(state_dir)
+    try:
+        provider = build_provider(config)
+        context = ChannelContext(offsets=store, on_end_of_input=on_end_of_input)
+        adapters = build_adapters(config, context, registry)
+    except BaseException:
+        store.close()
+        raise
+    delivery = ChannelDelivery(adapters, delivery_modes(config))
+
+    async def send(target: Target, text: str) -> MessageRef:
+        refs = await delivery.send_text(target, text)
+        counters.inc("messages_out", channel=target.channel)
+        return refs[0] if refs else MessageRef(target, "")
+
+    def tools(message: InboundMessage) -> Sequence[Tool]:
+        # Read when a run starts: by then the runtime below exists.
+        enabled = set(runtime.config.agent.tools)
+        chosen: list[Tool] = []
+        if "message" in enabled:
+            # The live adapter dict: a channel added or removed by a reload counts at once.
+            chosen.append(MessageTool(send, allow=lambda t: t.channel in adapters))
+        if "schedule" in enabled:
+            chosen.append(ScheduleTool(scheduler))
+        return chosen
+
+    def jobs(conversation_key: str) -> list[str]:
+        return [describe_job(info) for info in scheduler.list_jobs(conversation_key)]
+
+    sessions = SessionManager(
+        store,
+        provider,
+        delivery,
+        session_settings(config, state_dir),
+        tools=tools,
+        jobs=jobs,
+        hooks=hooks,
+    )
+
+    async def submit(message: InboundMessage) -> None:
+        counters.inc("messages_in", channel=message.channel)
+        await sessions.submit(message)
+
+    scheduler = build_scheduler(config, store, state_dir, submit)
+
+    async def reply(target: Target, text: str) -> None:
+        await delivery.send_text(target, text)
+
+    router = Router(
+        store,
+        submit,
+        reply,
+        access_policies(config),
+        pairing=PairingBook(state_dir / "pairing.json"),
+    )
+    runtime = Runtime(
+        config=config,
+        specs=registry,
+        context=context,
+        store=store,
+        provider=provider,
+        adapters=adapters,
+        delivery=delivery,
+        sessions=sessions,
+        scheduler=scheduler,
+        router=router,
+        pruner=InboundPruner(store),
+    )
+    return runtime

@@ -1,0 +1,83 @@
+"""The runtime built in one place: parts connected, the scheduler reaching the sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from botd.chat import InboundMessage, Target
+from botd.config import parse_config
+from botd.metrics import Metrics
+from botd.wiring import build_runtime, scheduler_jobs
+
+
+def console_config(tmp_path: Path, jobs: str = "") -> str:
+    return f"state_dir: {tmp_path}\nchannels:\n  console: {{enabled: true}}\n" + jobs
+
+
+async def test_a_scheduled_prompt_reaches_the_sessions_and_is_delivered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = """
+scheduler:
+  jobs:
+    - id: ping
+      every: 1s
+      prompt: ping
+      deliver_to: {channel: console, chat: local}
+"""
+    config = parse_config(console_config(tmp_path, jobs), {})
+    metrics = Metrics()
+    runtime = build_runtime(config, metrics=metrics)
+    try:
+        assert list(runtime.adapters) == ["console"]
+        runtime.scheduler.start()
+
+        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        for _ in range(100):
+            if "You said: ping" in capsys.readouterr().out:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the scheduled prompt was never answered")
+        assert metrics.value("messages_in", "console") >= 1
+    finally:
+        runtime.scheduler.shutdown()
+        await runtime.sessions.close(grace=1)
+        await runtime.provider.aclose()
+        runtime.store.close()
+
+
+def inbound(message_id: str) -> InboundMessage:
+    return InboundMessage(
+        channel="console",
+        chat_id="local",
+        sender_id="you",
+        text="hi",
+        message_id=message_id,
+        conversation_key="console:local",
+        is_direct=True,
+    )
+
+
+async def test_update_channels_points_delivery_and_router_at_the_new_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = build_runtime(parse_config(console_config(tmp_path), {}))
+    try:
+        assert (await runtime.router.handle(inbound("m1"))).accepted  # the console is open
+        await asyncio.wait_for(runtime.sessions.drain(), 30)
+        assert capsys.readouterr().out == "You said: hi\n"
+        runtime.adapters.pop("console")
+        runtime.update_channels(parse_config(f"state_dir: {tmp_path}\n", {}))
+        with pytest.raises(LookupError):
+            await runtime.delivery.send_text(Target("console", "local"), "gone")
+        # No longer open: the router offers a pairing code, through a channel that is gone.
+        with pytest.raises(LookupError, match="no adapter for channel 'console'"):
+            await runtime.router.handle(inbound("m2"))
+    finally:
+        await runtime.sessions.close(grace=1)
+        await runtime.provider.aclose()
+        runtime.store.close()
