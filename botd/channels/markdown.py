@@ -44,6 +44,7 @@ _LINK_SCHEME = re.compile(r"(?i)(?:https?|mailto|tg|tel|ftp):")
 _CODE_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]+")
 _MASS_MENTION = re.compile(r"@(everyone|here)\b")
 _ZWSP = "\u200b"
+_BACKTICK_RUN = re.compile("``(?=`)")
 _RULE = "──────────"
 _BULLET = "• "
 
@@ -155,7 +156,8 @@ def _fallback(
     plain: str, flavour: Flavour, limit: int, line_limit: int | None
 ) -> list[RenderedChunk]:
     """Plain text cut by length: the last resort when the Markdown cannot be split further."""
-    # Escaping at most quintuples a character (``&`` → ``&amp;``); ZWSPs add one per mention.
+    # Escaping at most quintuples a character (``&`` → ``&amp;``); ZWSPs add one per mention
+    # or backtick run.
     size = max(1, limit // 6)
     chunks: list[RenderedChunk] = []
     for piece in chunk_text(plain, size, markdown=False):
@@ -165,7 +167,10 @@ def _fallback(
         else:
             parts = [piece]
         for part in parts:
-            if flavour in ("slack", "telegram_html"):
+            if flavour == "slack":
+                text = _BACKTICK_RUN.sub("``" + _ZWSP, _escape(part))
+                chunks.append(RenderedChunk(text, part))
+            elif flavour == "telegram_html":
                 chunks.append(RenderedChunk(_escape(part), part))
             elif flavour == "discord":
                 chunks.append(RenderedChunk(_neutralise_mentions(part), part))
@@ -328,6 +333,9 @@ class _Renderer:
     def text(self, content: str) -> str:
         if self.flavour != "slack":
             return self._escape_text(content)
+        # Backticks that were escaped in the Markdown are literal: a run of three must not
+        # read as a Slack code block, so it is broken by a ZWSP.
+        content = _BACKTICK_RUN.sub("``" + _ZWSP, content)
         # Slack links bare URLs only when they are wrapped in angle brackets.
         parts: list[str] = []
         last = 0
@@ -392,7 +400,7 @@ def _trim_url(url: str) -> str:
 
 def _slack_code_block(code: str) -> str:
     """A Slack code block; a backtick run inside is broken by a ZWSP so it cannot end it."""
-    return "```\n" + re.sub("``(?=`)", "``" + _ZWSP, _escape(code)) + "\n```"
+    return "```\n" + _BACKTICK_RUN.sub("``" + _ZWSP, _escape(code)) + "\n```"
 
 
 def _slack_url(url: str) -> str:

@@ -100,6 +100,13 @@ def test_slack_escapes_text_and_raw_html() -> None:
     )
 
 
+def test_slack_escaped_backticks_never_open_a_code_block() -> None:
+    # Found by test_chunks_respect_limits_and_markup: "\\```" is three literal backticks.
+    for chunk in render_chunks("\\```\n", "slack", 40):
+        assert "```" not in chunk.text
+        assert chunk.text.replace(ZWSP, "") == "```" == chunk.plain
+
+
 def test_slack_tokens_kept_verbatim() -> None:
     tokens = [
         "<@U123ABC>",
