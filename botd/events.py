@@ -1,7 +1,7 @@
 """Agent events and messages: what the runtime emits for one run, and their JSON form.
 
-The shape follows pi's ``AgentEvent`` with snake_case keys (spec/subscriber-contract.md,
-section 1). One event is one JSON object; a recorded run is one object per line (JSONL).
+Each event is a pydantic model told apart by its ``type`` field, with snake_case keys. One
+event is one JSON object; a recorded run is one object per line (JSONL).
 Unknown event types are not errors: ``parse_event`` returns None for them so a reader can
 skip them. A line that is not an object, or an event missing a required key, raises
 ``EventError`` with a message a person can act on.

@@ -2,7 +2,9 @@
 
 Every line of the input is read and checked before anything is fed, so a malformed line
 produces ``line N: what is wrong`` on stderr, no output, and exit status 2. Output is one
-JSON object per line (spec subscriber-contract.md, section 2).
+JSON object per line, each with a ``kind`` (``block_reply``, ``block_flush``,
+``partial_reply``, ``reasoning``, ``final_reply``, and a closing ``summary``) and that
+emission's fields.
 """
 
 from __future__ import annotations

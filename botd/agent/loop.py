@@ -4,22 +4,19 @@ A run starts from a conversation's history and a prompt (the new user messages).
 calls the provider with everything so far; when the model stops to use tools, the tool calls
 run in order, their results are appended, and the next turn begins. The run ends when the
 model stops for any other reason, when the turn budget is spent, on an error, or when it is
-cancelled. Every step is reported through ``emit`` in the event shapes of
-spec/subscriber-contract.md, section 1, and ``agent_end`` is always the last event.
+cancelled. Every step is reported through ``emit`` as an agent event (``botd.events``):
+``agent_start``, then per turn ``turn_start``, each message's ``message_start`` /
+``message_update`` / ``message_end``, each tool's ``tool_execution_start`` / ``_update`` /
+``_end``, ``turn_end``; ``agent_end`` is always the last event.
 
-Messages can reach a running run two ways (the session manager's queue modes):
+Messages can reach a running run through ``steer()`` (the session manager's steer queue
+mode): they are checked after each tool call. The remaining tool calls of the turn are skipped
+with an error result, and the steering messages go in before the next model call. Steering
+that arrives while the model writes a plain answer is injected once it finishes, and the run
+goes on.
 
-* ``steer()``: checked after each tool call. The remaining tool calls of the turn are skipped
-  with an error result, and the steering messages go in before the next model call. Steering
-  that arrives while the model writes a plain answer is injected once it finishes, and the
-  run goes on.
-* ``follow_up()``: held until the model would stop with ``end_turn``, then appended; the run
-  goes on.
-
-Prompt, steering and follow-up messages are added as the very objects given (callers may
-match them by identity). Whatever is still queued when the run ends (the turn budget ran
-out, an error, a cancellation) is returned by ``drain_pending()``, so the caller decides what
-to do with it.
+Prompt and steering messages are added as the very objects given (callers may match them by
+identity).
 
 Cancellation: ``cancel()`` stops the provider stream or the running tool (both run as inner
 tasks, so cancelling them never touches the task that runs ``run()``), and the run ends with
@@ -198,7 +195,6 @@ class AgentRun:
         self._history: list[Message] = []
         self._messages: list[Message] = []
         self._steering: list[Message] = []
-        self._follow_ups: list[Message] = []
         self._usage: dict[str, int] = {}
         self._requests_made = 0
 
@@ -229,17 +225,6 @@ class AgentRun:
     def steer(self, message: Message) -> None:
         """Inject ``message`` at the next tool boundary, skipping the turn's remaining calls."""
         self._steering.append(message)
-
-    def follow_up(self, message: Message) -> None:
-        """Append ``message`` when the model would otherwise finish, and keep going."""
-        self._follow_ups.append(message)
-
-    def drain_pending(self) -> list[Message]:
-        """Steering and follow-up messages the run did not take in; the queues are emptied."""
-        pending = self._steering + self._follow_ups
-        self._steering = []
-        self._follow_ups = []
-        return pending
 
     def cancel(self) -> None:
         """Stop the run promptly; ``run()`` then returns with ``stop_reason="cancelled"``."""
@@ -295,10 +280,6 @@ class AgentRun:
 
             # Steering left in the queue goes in at the next turn's start.
             if stop_reason == "tool_use" or self._steering:
-                continue
-            if stop_reason == "end_turn" and self._follow_ups:
-                self._steering.extend(self._follow_ups)
-                self._follow_ups = []
                 continue
             return self._finish(stop_reason)
 
@@ -395,7 +376,7 @@ class AgentRun:
             message = await self._in_inner_task(self._consume_stream(request))
         except (asyncio.CancelledError, _Cancelled):
             raise
-        except Exception as exc:  # the contract says providers do not raise; some will
+        except Exception as exc:  # providers report failures as results; a buggy one may raise
             log.warning("provider %s raised: %s", self._provider.name, exc, exc_info=True)
             error = str(exc) or type(exc).__name__
             assert self._partial is not None

@@ -1,4 +1,4 @@
-"""The contract between a channel adapter and the core."""
+"""What the core asks of a channel adapter, and where it hands inbound messages."""
 
 from __future__ import annotations
 
@@ -25,13 +25,20 @@ class ChannelAdapter(Protocol):
 
     ``send`` takes Markdown as the agent wrote it; the adapter renders it for its platform,
     splits it under its limits (``Capabilities``) and returns one ref per message posted.
+
+    Failures are ``ChannelError``s (``botd.channels.errors``) in the platform's own words;
+    a failed ``start`` raises ``ChannelStartError`` with a one-line reason.
     """
 
     name: str
     capabilities: Capabilities
 
     async def start(self, sink: InboundSink) -> None:
-        """Connect and begin delivering inbound messages to ``sink``; returns once running."""
+        """Connect and begin delivering inbound messages to ``sink``; returns once running.
+
+        Raises ``ChannelStartError`` when the platform refuses (a rejected token, refused
+        permissions) or cannot be reached; nothing is left running then.
+        """
         ...
 
     async def stop_inbound(self) -> None:
@@ -46,7 +53,16 @@ class ChannelAdapter(Protocol):
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]: ...
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None: ...
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Make ``ref``'s message show ``markdown``, rendered and split as ``send`` does.
+
+        The first part replaces the message's text; text that outgrows one message is
+        never dropped: the rest is posted as new messages right after it, in the same chat
+        and thread. Returns ``ref`` first, then a ref per new message. An empty text leaves
+        the message as it is (and returns ``[ref]``). An adapter whose platform cannot edit
+        (``capabilities.can_edit`` false) posts the text anew and returns what ``send`` does.
+        """
+        ...
 
     async def react(self, ref: MessageRef, emoji: str) -> None: ...
 

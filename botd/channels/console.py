@@ -86,8 +86,9 @@ class ConsoleAdapter:
         self._output.flush()
         return [MessageRef(target, next(self._ids))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
-        await self.send(ref.target, markdown)
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """A terminal cannot change a printed line: the new text is printed as a new reply."""
+        return await self.send(ref.target, markdown)
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         return None

@@ -19,13 +19,15 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Iterator
 
 import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
 from botd.channels.base import InboundSink
-from botd.channels.markdown import render_chunks
+from botd.channels.errors import ChannelError, ChannelStartError
+from botd.channels.markdown import RenderedChunk, render_chunks
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,26 @@ _THREAD_TYPES = (
 )
 
 
-class DiscordStartError(RuntimeError):
+class DiscordError(ChannelError):
+    """Discord refused a call; the message carries its HTTP status and Discord's own text."""
+
+    def __init__(self, action: str, status: int, text: str) -> None:
+        super().__init__(f"Discord {action}: {status} {text}".rstrip())
+        self.status = status
+        self.text = text
+
+
+class DiscordStartError(ChannelStartError):
     """The adapter could not connect: bad token, refused intents, or no READY in time."""
+
+
+@contextlib.contextmanager
+def _refusals(action: str) -> Iterator[None]:
+    """Turn discord.py's HTTP errors into ``DiscordError`` (no SDK object leaves the adapter)."""
+    try:
+        yield
+    except discord.HTTPException as exc:
+        raise DiscordError(action, exc.status, exc.text) from exc
 
 
 class _Client(discord.Client):
@@ -141,8 +161,11 @@ class DiscordAdapter:
         await self.stop()
         if isinstance(error, DiscordStartError):
             raise error
+        if isinstance(error, OSError):  # aiohttp's connection errors included
+            raise DiscordStartError(f"cannot reach Discord: {error}") from error
         if error is not None:
-            raise DiscordStartError(f"Discord connection failed: {error!r}") from error
+            reason = str(error) or type(error).__name__
+            raise DiscordStartError(f"Discord connection failed: {reason}") from error
         raise DiscordStartError(f"Discord did not become ready within {self._ready_timeout}s")
 
     async def _run(self, client: _Client) -> None:
@@ -280,40 +303,54 @@ class DiscordAdapter:
             raise RuntimeError("DiscordAdapter is not started")
         return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
 
+    def _chunks(self, markdown: str) -> list[RenderedChunk]:
+        chunks = render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT)
+        return [chunk for chunk in chunks if chunk.text.strip()]
+
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
+        return await self._post(target, self._chunks(markdown), reply_to=target.reply_to_id)
+
+    async def _post(
+        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+    ) -> list[MessageRef]:
         channel = self._channel(target)
         refs: list[MessageRef] = []
-        for chunk in render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT):
-            if not chunk.text.strip():
-                continue
-            reference: discord.MessageReference | None = None
-            if target.reply_to_id is not None and not refs:
-                reference = discord.MessageReference(
-                    message_id=int(target.reply_to_id),
-                    channel_id=channel.id,
-                    fail_if_not_exists=False,
-                )
-            if reference is None:
-                sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
-            else:
-                sent = await channel.send(
-                    chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
-                )
+        for chunk in chunks:
+            with _refusals("send"):
+                if reply_to is None:
+                    sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+                else:
+                    reference = discord.MessageReference(
+                        message_id=int(reply_to), channel_id=channel.id, fail_if_not_exists=False
+                    )
+                    sent = await channel.send(
+                        chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                    )
+            reply_to = None  # only the first message replies
             refs.append(MessageRef(target, str(sent.id)))
         return refs
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
-        """Replace a posted message's text; an edit is one message, so only the first chunk."""
-        chunks = render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT)
-        text = chunks[0].text if chunks else ""
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Replace a posted message's text; what does not fit follows in new messages.
+
+        A Discord message holds 2000 characters and the adapter keeps it under 17 lines,
+        so a longer text continues in messages posted after the edited one.
+        """
+        chunks = self._chunks(markdown)
+        if not chunks:
+            return [ref]
         message = self._channel(ref.target).get_partial_message(int(ref.message_id))
-        await message.edit(content=text, allowed_mentions=ALLOWED_MENTIONS)
+        with _refusals("edit"):
+            await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
+        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None)]
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         message = self._channel(ref.target).get_partial_message(int(ref.message_id))
-        await message.add_reaction(emoji)
+        with _refusals("react"):
+            await message.add_reaction(emoji)
 
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
-        await self._channel(target).typing()
+        with _refusals("typing"):
+            await self._channel(target).typing()

@@ -1,4 +1,4 @@
-"""Markdown as the agent wrote it, rendered per platform (spec/channels.md, "Markdown conversion").
+"""Markdown as the agent wrote it, rendered per platform.
 
 One CommonMark parse (markdown-it-py, with GFM tables and strikethrough, raw HTML off so that
 whatever HTML the model wrote stays text) feeds a small renderer per flavour:
@@ -30,11 +30,6 @@ from botd.chat import Flavour
 from botd.subscriber.fences import open_fence_at_end, parse_fence_spans
 from botd.subscriber.outbound import chunk_text
 
-TELEGRAM_LIMIT = 4096
-SLACK_LIMIT = 4000
-DISCORD_LIMIT = 2000
-DISCORD_LINE_LIMIT = 17
-
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 # Slack's own angle tokens: user/channel/group mentions, special mentions and links.
@@ -49,6 +44,7 @@ _LINK_SCHEME = re.compile(r"(?i)(?:https?|mailto|tg|tel|ftp):")
 _CODE_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]+")
 _MASS_MENTION = re.compile(r"@(everyone|here)\b")
 _ZWSP = "\u200b"
+_BACKTICK_RUN = re.compile("``(?=`)")
 _RULE = "──────────"
 _BULLET = "• "
 
@@ -160,7 +156,8 @@ def _fallback(
     plain: str, flavour: Flavour, limit: int, line_limit: int | None
 ) -> list[RenderedChunk]:
     """Plain text cut by length: the last resort when the Markdown cannot be split further."""
-    # Escaping at most quintuples a character (``&`` → ``&amp;``); ZWSPs add one per mention.
+    # Escaping at most quintuples a character (``&`` → ``&amp;``); ZWSPs add one per mention
+    # or backtick run.
     size = max(1, limit // 6)
     chunks: list[RenderedChunk] = []
     for piece in chunk_text(plain, size, markdown=False):
@@ -170,7 +167,10 @@ def _fallback(
         else:
             parts = [piece]
         for part in parts:
-            if flavour in ("slack", "telegram_html"):
+            if flavour == "slack":
+                text = _BACKTICK_RUN.sub("``" + _ZWSP, _escape(part))
+                chunks.append(RenderedChunk(text, part))
+            elif flavour == "telegram_html":
                 chunks.append(RenderedChunk(_escape(part), part))
             elif flavour == "discord":
                 chunks.append(RenderedChunk(_neutralise_mentions(part), part))
@@ -333,6 +333,9 @@ class _Renderer:
     def text(self, content: str) -> str:
         if self.flavour != "slack":
             return self._escape_text(content)
+        # Backticks that were escaped in the Markdown are literal: a run of three must not
+        # read as a Slack code block, so it is broken by a ZWSP.
+        content = _BACKTICK_RUN.sub("``" + _ZWSP, content)
         # Slack links bare URLs only when they are wrapped in angle brackets.
         parts: list[str] = []
         last = 0
@@ -397,7 +400,7 @@ def _trim_url(url: str) -> str:
 
 def _slack_code_block(code: str) -> str:
     """A Slack code block; a backtick run inside is broken by a ZWSP so it cannot end it."""
-    return "```\n" + re.sub("``(?=`)", "``" + _ZWSP, _escape(code)) + "\n```"
+    return "```\n" + _BACKTICK_RUN.sub("``" + _ZWSP, _escape(code)) + "\n```"
 
 
 def _slack_url(url: str) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Literal
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -38,7 +39,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from ..retry import retry_after
 from .base import InboundSink
+from .errors import ChannelError, ChannelStartError
 from .markdown import render_chunks
 
 log = logging.getLogger(__name__)
@@ -65,13 +68,17 @@ _EMOJI_NAMES = {
 }
 
 
-class SlackError(Exception):
+class SlackError(ChannelError):
     """Slack refused a Web API call; ``error`` is Slack's own error string."""
 
     def __init__(self, method: str, error: str) -> None:
         super().__init__(f"slack {method} failed: {error}")
         self.method = method
         self.error = error
+
+
+class SlackStartError(SlackError, ChannelStartError):
+    """Starting failed: Slack refused the token or the connection, or was not reachable."""
 
 
 class SlackAdapter:
@@ -127,7 +134,26 @@ class SlackAdapter:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self, sink: InboundSink) -> None:
-        """Learn who the bot is (``auth.test``), then connect the socket or serve HTTP."""
+        """Learn who the bot is (``auth.test``), then connect the socket or serve HTTP.
+
+        A refused bot token, an unreachable Slack or a busy HTTP port raises
+        ``SlackStartError`` and leaves nothing open. (Socket Mode's own connection is the
+        SDK's: it logs a refused app token and keeps retrying.)
+        """
+        try:
+            await self._start(sink)
+        except SlackStartError:
+            await self.stop()
+            raise
+        except SlackError as exc:
+            await self.stop()
+            raise SlackStartError(exc.method, exc.error) from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await self.stop()
+            reason = str(exc) or type(exc).__name__
+            raise SlackStartError("start", f"cannot reach Slack: {reason}") from exc
+
+    async def _start(self, sink: InboundSink) -> None:
         self._sink = sink
         who = await self._call("auth.test", self.client.auth_test)
         self.bot_user_id = str(who.get("user_id") or "")
@@ -141,7 +167,11 @@ class SlackAdapter:
             self._runner = web.AppRunner(app.web_app(path=self._http_path))
             await self._runner.setup()
             site = web.TCPSite(self._runner, self._http_host, self._http_port)
-            await site.start()
+            try:
+                await site.start()
+            except OSError as exc:
+                where = f"{self._http_host}:{self._http_port}"
+                raise SlackStartError("start", f"cannot listen on {where}: {exc}") from exc
             self.http_port = _bound_port(self._runner, self._http_port)
             log.info(
                 "slack %s serving events on %s:%s%s",
@@ -303,11 +333,12 @@ class SlackAdapter:
             refs.append(MessageRef(posted_to, str(response["ts"])))
         return refs
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""
         chunks = render_chunks(markdown, "slack", TEXT_LIMIT)
+        refs = [ref]
         if not chunks:
-            return
+            return refs
         await self._call(
             "chat.update",
             self.client.chat_update,
@@ -316,7 +347,7 @@ class SlackAdapter:
             text=chunks[0].text,
         )
         for chunk in chunks[1:]:
-            await self._call(
+            response = await self._call(
                 "chat.postMessage",
                 self.client.chat_postMessage,
                 channel=ref.target.chat_id,
@@ -324,6 +355,8 @@ class SlackAdapter:
                 thread_ts=ref.target.thread_id,
                 mrkdwn=True,
             )
+            refs.append(MessageRef(ref.target, str(response["ts"])))
+        return refs
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         """Add a reaction by name (``eyes`` or ``:eyes:``) or by a few common Unicode emoji."""
@@ -381,25 +414,14 @@ class SlackAdapter:
             except SlackApiError as exc:
                 response = exc.response
                 if response.status_code == 429 and attempt < RATE_LIMIT_ATTEMPTS:
-                    delay = _retry_after(response.headers)
+                    delay = retry_after(response.headers, cap=MAX_RETRY_AFTER)
+                    delay = 1.0 if delay is None else delay
                     log.warning("slack %s rate limited; retrying in %.1fs", method, delay)
                     await self._sleep(delay)
                     continue
                 error = response.get("error") if isinstance(response.data, dict) else None
                 raise SlackError(method, str(error or f"HTTP {response.status_code}")) from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _retry_after(headers: Any) -> float:
-    """Seconds from a Retry-After header (any case); 1 s when absent or unreadable."""
-    value = None
-    for name, raw in dict(headers or {}).items():
-        if str(name).lower() == "retry-after":
-            value = raw[0] if isinstance(raw, list) and raw else raw
-    try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER) if value is not None else 1.0
-    except (TypeError, ValueError):
-        return 1.0
 
 
 def _remember(cache: OrderedDict[str, None], key: str) -> None:

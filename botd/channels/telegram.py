@@ -14,17 +14,16 @@ A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
 rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
 again as plain text. A 429 is waited out for its chat only (others go on). Other refusals raise
-``TelegramAPIError`` with Telegram's description; no PTB object leaves this module.
+``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, and a start that fails
+raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
@@ -42,7 +41,9 @@ from telegram.ext import (
 )
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from ..retry import Backoff, retry_after
 from .base import InboundSink, OffsetStore
+from .errors import ChannelError, ChannelStartError
 from .markdown import RenderedChunk, render_chunks
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
 
 CHANNEL = "telegram"
+TEXT_LIMIT = 4096
+"""Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
 GENERAL_TOPIC = "1"
 """A forum's General topic: its messages carry no thread id and sends must omit it."""
 ALLOWED_UPDATES = ("message",)
@@ -58,13 +61,17 @@ ALLOWED_UPDATES = ("message",)
 _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 
 
-class TelegramAPIError(RuntimeError):
+class TelegramAPIError(ChannelError):
     """Telegram refused a call; ``description`` is Telegram's reason (as PTB reports it)."""
 
     def __init__(self, method: str, description: str) -> None:
         super().__init__(f"Telegram {method}: {description}")
         self.method = method
         self.description = description
+
+
+class TelegramStartError(TelegramAPIError, ChannelStartError):
+    """Starting failed: Telegram refused the token, or could not be reached."""
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -90,16 +97,15 @@ class _PollingBot(ExtBot[int]):
         *args: Any,
         resume_offset: int,
         account_id: str,
-        backoff: tuple[float, float],
+        backoff: Backoff,
         stall_grace: float,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._resume_offset = resume_offset
         self._account_id = account_id
-        self._backoff_base, self._backoff_cap = backoff
+        self._backoff = backoff
         self._stall_grace = stall_grace
-        self._failures = 0
 
     async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
         offset = kwargs.get("offset")
@@ -119,17 +125,19 @@ class _PollingBot(ExtBot[int]):
         except TimeoutError:
             await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
             return ()
-        if self._failures:
+        if self._backoff.failures:
             log.info("telegram[%s]: polling again", self._account_id)
-            self._failures = 0
+            self._backoff.reset()
         return updates
 
     async def _back_off(self, what: str) -> None:
-        self._failures += 1
-        delay = min(self._backoff_cap, self._backoff_base * 2 ** (self._failures - 1))
-        delay *= 0.5 + random.random() / 2
+        delay = self._backoff.next_delay()
         log.warning(
-            "telegram[%s]: %s; retry %d in %.1fs", self._account_id, what, self._failures, delay
+            "telegram[%s]: %s; retry %d in %.1fs",
+            self._account_id,
+            what,
+            self._backoff.failures,
+            delay,
         )
         await asyncio.sleep(delay)
 
@@ -143,7 +151,7 @@ class TelegramAdapter:
 
     name = CHANNEL
     capabilities = Capabilities(
-        text_limit=4096, markdown="telegram_html", can_edit=True, threads=True
+        text_limit=TEXT_LIMIT, markdown="telegram_html", can_edit=True, threads=True
     )
 
     def __init__(
@@ -184,7 +192,7 @@ class TelegramAdapter:
             rate_limiter=AIORateLimiter(max_retries=0),
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,
-            backoff=self._conflict_backoff,
+            backoff=self._poll_backoff(),
             stall_grace=self._stall_grace,
         )
         app: _App = Application.builder().bot(bot).build()
@@ -205,11 +213,16 @@ class TelegramAdapter:
             )
         except TelegramError as exc:
             await self.stop()
-            raise TelegramAPIError("start", exc.message) from exc
+            raise TelegramStartError("start", exc.message) from exc
         except BaseException:
             await self.stop()
             raise
         log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+
+    def _poll_backoff(self) -> Backoff:
+        """Waits between failed polls: doubling from the first delay to the cap, jittered."""
+        first, cap = self._conflict_backoff
+        return Backoff(first, factor=2.0, cap=cap, jitter=0.5)
 
     async def stop_inbound(self) -> None:
         """Stop polling; updates not fetched yet stay with Telegram for the next start."""
@@ -366,18 +379,19 @@ class TelegramAdapter:
             except RetryAfter as exc:
                 if attempt == _MAX_FLOOD_RETRIES:
                     raise
-                wait = _seconds(exc.retry_after) + 0.1
+                wait = (retry_after(exc.retry_after) or 0.0) + 0.1
                 self._chat_paused_until[chat_id] = loop.time() + wait
                 log.warning(
                     "telegram: flood wait %.1fs for chat %s (%s)", wait, chat_id, exc.message
                 )
         raise AssertionError("unreachable")
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
         bot = self._require_bot()
         chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
         if not chunks:
-            return
+            return [ref]
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)
         try:
             try:
@@ -398,9 +412,8 @@ class TelegramAdapter:
                 raise TelegramAPIError("editMessageText", exc.message) from exc
         except TelegramError as exc:
             raise TelegramAPIError("editMessageText", exc.message) from exc
-        # An edit that outgrew one message continues in new ones rather than losing text.
-        if len(chunks) > 1:
-            await self._send_chunks(ref.target, chunks[1:], reply_to=None)
+        # Text that outgrew one message continues in new ones rather than being lost.
+        return [ref, *await self._send_chunks(ref.target, chunks[1:], reply_to=None)]
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         bot = self._require_bot()
@@ -417,11 +430,6 @@ class TelegramAdapter:
             await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
         except TelegramError as exc:
             raise TelegramAPIError("sendChatAction", exc.message) from exc
-
-
-def _seconds(value: float | timedelta) -> float:
-    """A retry-after as seconds (PTB is moving it from int to timedelta)."""
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def _replied_to(message: Message) -> Message | None:

@@ -1,4 +1,4 @@
-"""Coalescing block replies before delivery, and dropping repeats, with time passed in.
+"""Coalescing block replies before delivery, with time passed in.
 
 Small blocks that stream in quick succession read better as one message. The coalescer
 joins text blocks until the joined text would pass ``max_chars``, a block with different
@@ -7,9 +7,8 @@ least ``min_chars`` are waiting. It never reads a clock: callers pass ``now`` (m
 and call ``poll`` at ``deadline``, so delivery can drive it from its own loop and tests from
 a counter.
 
-``BlockPipeline`` puts a repeat filter in front: a block whose text and media were already
-queued or sent in this run is dropped (``reply_to_id`` is not part of the key: threading
-may be added to one copy only).
+It drops nothing: repeats never reach it, since the subscriber emits each block once even
+when a ``text_end`` arrives twice.
 """
 
 from __future__ import annotations
@@ -17,10 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..subscriber.payloads import BlockReply
-
-
-def block_key(reply: BlockReply) -> tuple[str, tuple[str, ...]]:
-    return reply.text.strip(), tuple(reply.media_urls)
 
 
 @dataclass(slots=True)
@@ -86,30 +81,3 @@ class BlockCoalescer:
         self._length = 0
         self._template = None
         return [replace(template, text=text)]
-
-
-@dataclass(slots=True)
-class BlockPipeline:
-    """Repeat filter plus optional coalescer; what it returns is what to send, in order."""
-
-    coalescer: BlockCoalescer | None = None
-    sent: list[BlockReply] = field(default_factory=list)
-    _seen: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
-
-    def enqueue(self, reply: BlockReply, now: float) -> list[BlockReply]:
-        key = block_key(reply)
-        if key in self._seen:
-            return []
-        self._seen.add(key)
-        ready = self.coalescer.add(reply, now) if self.coalescer is not None else [reply]
-        return self._record(ready)
-
-    def poll(self, now: float) -> list[BlockReply]:
-        return self._record(self.coalescer.poll(now) if self.coalescer is not None else [])
-
-    def flush(self) -> list[BlockReply]:
-        return self._record(self.coalescer.flush() if self.coalescer is not None else [])
-
-    def _record(self, ready: list[BlockReply]) -> list[BlockReply]:
-        self.sent += ready
-        return ready

@@ -1,6 +1,6 @@
 """The streaming subscriber: agent events in, chat blocks out, nothing twice.
 
-This package's public API (spec subscriber-contract.md, section 3). Import from here; the
+What the rest of botd uses of the subscriber is exported here. Import from here; the
 modules behind it may move.
 """
 

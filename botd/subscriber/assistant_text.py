@@ -4,12 +4,12 @@ Models leak several kinds of markup into their text: reasoning wrapped in ``<thi
 tags, ``<final>`` wrappers, MiniMax's tool-call XML, and the ``[Tool Call: …]`` /
 ``[Tool Result for ID …]`` markers a runtime writes when it turns tool history into plain text
 for a model without tool support. ``extract_assistant_text`` removes all of that and tidies
-the result for a chat user (spec/subscriber.md section 7.1). The reasoning is found either in
-thinking blocks or in those tags (7.2, 7.3) and formatted for chat (section 9).
+the result for a chat user. The reasoning is found either in thinking blocks or in those
+tags, and ``format_reasoning`` formats it for chat.
 
 Tag patterns here are case-insensitive, allow whitespace inside the angle brackets and allow
-attributes (``<think reason="x">``). Unlike the streaming strip (section 6) they are NOT
-code-span aware: they work on a whole finished message.
+attributes (``<think reason="x">``). Unlike the streaming strip (``botd.subscriber.tags``)
+they are NOT code-span aware: they work on a whole finished message.
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ No break falls inside a fenced code block unless the fence alone is longer than
 ``max_chars``; then the block is cut there, the fence is closed at the end of the block and
 reopened at the start of the next, so every block renders as valid Markdown.
 
-botd departs from the reference (OpenClaw issue #143641) where it cut blocks badly:
+Three rules keep blocks from being cut badly:
 
 * while text is still streaming, no block is cut at arbitrary whitespace before the buffer
-  reaches ``max_chars``: the reference did so as soon as it held ``min_chars``, cutting
-  mid-sentence when a paragraph break was a few characters away;
+  reaches ``max_chars``: cutting as soon as it holds ``min_chars`` would cut mid-sentence
+  when a paragraph break is a few characters away;
 * a sentence ends at ``.``, ``!`` or ``?`` followed by whitespace that has arrived, or by the
   end of the text on a forced drain, never by the end of what has streamed so far (``3.`` may
   become ``3.14``);

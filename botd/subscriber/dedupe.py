@@ -2,8 +2,7 @@
 
 When the agent delivers text itself through a messaging tool (``message``, ``sessions_send``, or
 a channel tool such as ``telegram``), the same text must not go out a second time as a block or
-final reply. This module answers the questions the subscriber asks about that
-(spec/subscriber.md section 10, spec/subscriber-contract.md section 4 points 2 and 3):
+final reply. This module answers the questions the subscriber asks about that:
 
 * Is this tool call a messaging send, with which text, to which target? (``messaging_send``)
 * Did the tool fail, so that its send must not count? (``is_failed_tool_result``)

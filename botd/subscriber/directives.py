@@ -1,4 +1,4 @@
-"""Reply directives in assistant text (spec sections 8.1-8.3, contract section 4.1).
+"""Reply directives in assistant text: reply tags, the voice tag, MEDIA lines, ``NO_REPLY``.
 
 An assistant reply can carry instructions for its delivery inside the text:
 
@@ -11,8 +11,9 @@ An assistant reply can carry instructions for its delivery inside the text:
 arriving in pieces: it holds back a tag cut in two and carries reply state from a piece that
 was nothing but a tag to the next piece with content.
 
-Silent replies follow botd's rule, not the reference's: only a reply that is nothing but the
-token (possibly repeated) is silent. A reply that merely ends with it is delivered without it.
+Silent replies: only a reply that is nothing but the token (possibly repeated) is silent. A
+reply that merely ends with it is delivered without it, so a real answer is never lost to a
+token the model added out of habit.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def is_silent_reply(text: str) -> bool:
 
 
 def strip_trailing_silent_token(text: str) -> str:
-    """Remove ``NO_REPLY`` from the end of a substantive reply (contract section 4.1).
+    """Remove ``NO_REPLY`` from the end of a substantive reply.
 
     ``"All done. NO_REPLY"`` becomes ``"All done."``. The token must stand as its own word;
     text that does not end with it comes back unchanged.
@@ -81,7 +82,7 @@ def parse_inline_directives(
     strip_reply_tags: bool = True,
     strip_audio_tag: bool = False,
 ) -> InlineDirectives:
-    """Find ``[[reply_to...]]`` and ``[[audio_as_voice]]`` tags (spec section 8.2).
+    """Find ``[[reply_to...]]`` and ``[[audio_as_voice]]`` tags.
 
     A stripped tag becomes a space; then the directive whitespace rule applies (runs of spaces
     and tabs collapse, whitespace around newlines goes, the text is trimmed; fenced code lines
@@ -147,7 +148,7 @@ class ReplyDirectives:
 
 
 def parse_reply_directives(text: str, *, current_message_id: str | None = None) -> ReplyDirectives:
-    """Split a complete reply into its text and directives (spec section 8.1).
+    """Split a complete reply into its text and directives.
 
     MEDIA lines and the audio tag are taken out first, then reply tags. Whitespace is only
     normalised when a reply tag was found. A reply that is only ``NO_REPLY`` is silent (empty
@@ -181,7 +182,7 @@ def parse_reply_directives(text: str, *, current_message_id: str | None = None) 
 
 
 class DirectiveAccumulator:
-    """Parses a reply that arrives in pieces (spec section 8.3).
+    """Parses a reply that arrives in pieces.
 
     ``consume`` returns the directives of each piece, or None when there is nothing to deliver
     yet. Two things carry over between pieces:

@@ -101,8 +101,8 @@ def fence_at(spans: list[FenceSpan], index: int) -> FenceSpan | None:
 
     A break exactly at a span's start, or exactly at a closed span's end (the closing line's
     newline), is outside it. A fence that has not closed yet also holds a break at the very
-    end of the text: its closing line is still to come (botd departs from the reference here,
-    so that no block ends inside an open fence).
+    end of the text: its closing line is still to come, and no block may end inside an open
+    fence.
     """
     for span in spans:
         if span.start < index < span.end or (not span.closed and index == span.end > span.start):

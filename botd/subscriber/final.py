@@ -10,8 +10,8 @@ that did not reach the user yet. Three things can make a final reply redundant:
   dropped (a send without ``to`` goes to this conversation);
 * **a messaging-tool send of the same text**: a final that repeats what a tool sent is dropped.
 
-Sends to another chat never swallow the reply here (botd departs from the reference: its
-text filter compared against every send, wherever it went). When the originating
+Sends to another chat never swallow the reply here: the text filter compares only against
+sends to this conversation, since the user here has not seen the others. When the originating
 conversation is not known (``origin=None``, as in ``botd replay``), target suppression is
 off and the text filter compares against every send, so a repeat is never delivered.
 """

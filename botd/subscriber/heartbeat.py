@@ -1,4 +1,4 @@
-"""The ``HEARTBEAT_OK`` acknowledgement token (spec section 8.5).
+"""The ``HEARTBEAT_OK`` acknowledgement token.
 
 On a heartbeat run the agent answers ``HEARTBEAT_OK`` when nothing needs attention; such a reply
 is not delivered. ``strip_heartbeat_token`` removes the token from the start or end of a reply

@@ -1,12 +1,12 @@
-"""MEDIA lines and the ``[[audio_as_voice]]`` tag in assistant output (spec section 8.4).
+"""MEDIA lines and the ``[[audio_as_voice]]`` tag in assistant output.
 
 A reply attaches media by putting ``MEDIA: <url or path>`` on a line of its own. ``split_media``
 takes those lines out of the text and returns the media URLs separately. It also finds the
 ``[[audio_as_voice]]`` tag, which asks for an audio attachment to be sent as a voice note.
 
-Fenced code is never mined for media: a ``MEDIA:`` line inside a fence is part of the code. botd
-also leaves fenced lines alone when it tidies whitespace (the reference collapses spaces and blank
-lines everywhere, which breaks indentation inside code blocks).
+Fenced code is never mined for media: a ``MEDIA:`` line inside a fence is part of the code.
+Fenced lines are also left alone when whitespace is tidied, so that indentation and blank lines
+inside code blocks survive.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _lines_with_code_flags(text: str) -> list[tuple[str, bool]]:
 def _tidy_prose_lines(text: str, tidy: Callable[[str], str]) -> str:
     """Apply ``tidy`` to every line outside fenced code, drop prose lines left empty, trim.
 
-    Dropping empty prose lines is the reference's "runs of newlines become one newline".
+    Dropping empty prose lines makes a run of newlines one newline.
     """
     if "```" not in text and "~~~" not in text:
         kept = [tidied for line in text.split("\n") if (tidied := tidy(line))]
@@ -94,7 +94,7 @@ def _tidy_prose_lines(text: str, tidy: Callable[[str], str]) -> str:
 
 
 def normalize_directive_whitespace(text: str) -> str:
-    """Whitespace rule applied after directive tags are removed (spec section 8.2).
+    """Whitespace rule applied after directive tags are removed.
 
     Runs of spaces and tabs become one space, spaces and tabs around newlines go, and the text
     is trimmed. Lines inside fenced code are kept as they are.
@@ -122,7 +122,8 @@ def parse_audio_tag(text: str | None) -> AudioTag:
     """Find and remove ``[[audio_as_voice]]``.
 
     Each tag becomes a space and the directive whitespace rule is applied (also when there is
-    no tag, as the reference does). ``None`` or ``""`` gives empty text.
+    no tag, so a text reads the same whether or not it had one). ``None`` or ``""`` gives
+    empty text.
     """
     if not text:
         return AudioTag(text="", audio_as_voice=False, had_tag=False)

@@ -1,21 +1,21 @@
-"""Outbound splitting of a reply under a platform's text limit (spec/subscriber.md section 12).
+"""Outbound splitting of a reply under a platform's text limit.
 
 A reply longer than the platform allows is cut into chunks no longer than ``limit``:
 
-* ``chunk_text(..., markdown=False)`` is the reference's plain, parenthesis-aware ``chunkText``:
-  in each window of ``limit`` characters it breaks at the last newline, else at the last other
-  whitespace outside parentheses, else hard at the limit.
-* ``chunk_text(..., markdown=True)`` (``chunkMarkdownText``) does the same but breaks only
+* ``chunk_text(..., markdown=False)`` is the plain, parenthesis-aware split: in each window
+  of ``limit`` characters it breaks at the last newline, else at the last other whitespace
+  outside parentheses, else hard at the limit.
+* ``chunk_text(..., markdown=True)`` does the same but breaks only
   outside code fences; when a fence has to be cut, the chunk closes it and the next chunk
   reopens it, so every chunk renders on its own.
-* ``mode="newline"`` splits at blank lines outside fences, one chunk per paragraph (the cases
-  pin this: paragraphs are not packed together), and cuts an over-long paragraph by length.
-* ``chunk_by_line`` (``chunkByNewline``) sends one chunk per line.
+* ``mode="newline"`` splits at blank lines outside fences, one chunk per paragraph
+  (paragraphs are not packed together), and cuts an over-long paragraph by length.
+* ``chunk_by_line`` sends one chunk per line.
 
 Each function is linear in the text: fence spans are parsed once and looked up by bisection,
 and every step looks only at the window it is about to emit.
 
-Where botd goes beyond the reference, to keep guarantees the reference breaks:
+The Markdown split keeps these guarantees:
 
 * Markdown chunks never exceed the limit, have balanced fences and never hold an empty fence
   made by the split (both sides of a cut keep some code). A text whose last fence never closes
@@ -128,7 +128,7 @@ def chunk_by_line(
 
 
 def _chunk_plain(text: str, limit: int, *, first_limit: int | None = None) -> list[str]:
-    """The reference's ``chunkText``; the first chunk may get a smaller budget."""
+    """The plain split (see the module docstring); the first chunk may get a smaller budget."""
     chunks: list[str] = []
     pos = 0
     # The smaller first budget holds until a chunk is actually emitted.
@@ -158,7 +158,7 @@ def _find_break(
     allowed: Iterable[tuple[int, int]],
     accept: Callable[[int], bool] | None = None,
 ) -> int:
-    """The break the reference would pick in ``text[lo:hi]``, or -1 for none.
+    """Where to break ``text[lo:hi]``, or -1 for none.
 
     Only positions inside the ``allowed`` ranges count, and only at parenthesis depth zero
     (depth counted from ``lo`` over allowed positions; an unmatched ``)`` is ignored). The last
@@ -366,7 +366,7 @@ def _before_fence_like_run(text: str, start: int, lo: int, *, spaces_kept: bool)
 
 
 def _chunk_markdown(text: str, limit: int) -> list[str]:
-    """The reference's ``chunkMarkdownText``, with the guarantees in the module docstring."""
+    """The Markdown split, with the guarantees in the module docstring."""
     text = _trim_blank_edges(text)
     fences = _Fences(text)
     length = len(text)

@@ -1,7 +1,7 @@
 """Partial replies: the visible answer so far, updated as deltas arrive, in linear time.
 
-The reference recomputes the whole cleaned text (tags stripped, directives parsed) on every
-delta, which makes a long reply quadratic. Here the tag stripper runs once over each delta,
+Recomputing the whole cleaned text (tags stripped, directives parsed) on every delta would
+make a long reply quadratic. Instead the tag stripper runs once over each delta,
 the visible text only grows, and a partial reply carries just its ``delta`` plus a way to
 build the full text on demand. Text that carries reply directives or ``MEDIA:`` lines needs
 the whole-text parse (a directive can rewrite what came before it), so that path is taken

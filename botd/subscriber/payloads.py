@@ -14,7 +14,7 @@ ReasoningMode = Literal["off", "on", "stream"]
 
 @dataclass(frozen=True, slots=True)
 class ChunkingConfig:
-    """Block sizes for streamed replies (the reference's defaults: 800 to 1200, paragraphs)."""
+    """Block sizes for streamed replies: by default 800 to 1200 characters, cut at paragraphs."""
 
     min_chars: int = 800
     max_chars: int = 1200

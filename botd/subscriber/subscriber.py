@@ -1,15 +1,18 @@
 """The streaming subscriber: agent events in, chat blocks out, nothing twice.
 
-``StreamSubscriber.handle`` takes the events of one agent run in order (spec
-subscriber-contract.md, section 1) and calls back with block replies, flush signals, partial
-replies and reasoning. It keeps what the final-reply step needs: the assistant texts and the
-texts and targets that messaging tools delivered. It is pure and synchronous: no I/O, no
-clocks, no asyncio; callbacks are plain calls the caller may turn into tasks.
+``StreamSubscriber.handle`` takes the events of one agent run in order (``botd.events``) and
+calls back with block replies, flush signals, partial replies and reasoning. It keeps what the
+final-reply step needs: the assistant texts and the texts and targets that messaging tools
+delivered. It is pure and synchronous: no I/O, no clocks, no asyncio; callbacks are plain
+calls the caller may turn into tasks.
 
-The rules are the reference's (spec subscriber.md, sections 4 to 10), with botd's guards:
-``message_start`` is the only point where per-message state resets, text that arrives after
-``message_end`` is checked against the ended message so that a late or repeated ``text_end``
-never produces a second block, and a repeated ``message_end`` is recognised as such.
+Streamed text has reasoning and ``<final>`` tags stripped, is cut into blocks by the block
+chunker and flushed at ``text_end`` or ``message_end`` (``block_break``); reply directives are
+read from it, and text a messaging tool already sent is not sent again. Guards against sending
+twice: ``message_start`` is the only point where per-message state resets, text that arrives
+after ``message_end`` is checked against the ended message so that a late or repeated
+``text_end`` never produces a second block, and a repeated ``message_end`` is recognised as
+such.
 """
 
 from __future__ import annotations
@@ -181,7 +184,7 @@ class StreamSubscriber:
 
     @property
     def compaction_settled(self) -> bool:
-        """What ``waitForCompactionRetry`` waits for: no compaction running or to be retried."""
+        """True when no compaction is running or waiting to be retried (the run is settled)."""
         return not self.is_compacting
 
     @property
@@ -404,11 +407,11 @@ class StreamSubscriber:
         )
 
     def _emit_block_chunk(self, text: str) -> None:
-        """The single gate every block passes (4.3).
+        """The single gate every block passes.
 
-        Unlike the reference, a block equal to the previous one is not dropped here: the
-        chunker only ever holds new text (repeated and late text events are caught where
-        they come in), so two equal blocks in a row are the reply's own content.
+        A block equal to the previous one is not dropped here: the chunker only ever holds
+        new text (repeated and late text events are caught where they come in), so two equal
+        blocks in a row are the reply's own content.
         """
         if self._suppress_block_chunks:
             return

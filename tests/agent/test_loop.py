@@ -529,7 +529,7 @@ async def test_max_turn_requests_stops_the_run() -> None:
     assert_well_formed(events)
 
 
-# --- steering and follow-ups ---------------------------------------------------------------
+# --- steering ---------------------------------------------------------------------------
 
 
 async def test_steering_skips_the_remaining_calls_and_goes_in_before_the_next_call() -> None:
@@ -576,7 +576,7 @@ async def test_steering_skips_the_remaining_calls_and_goes_in_before_the_next_ca
     # Skipped calls still get start and end events.
     assert [e.tool_call_id for e in events.of(ToolExecutionStart)] == ["call_1", "call_2"]
     assert result.stop_reason == "end_turn"
-    assert run.drain_pending() == []
+    assert run._steering == []  # nothing left queued
     assert_well_formed(events)
 
 
@@ -624,63 +624,6 @@ async def test_steering_during_a_plain_answer_is_answered_too() -> None:
         "You said: also this",
     ]
     assert result.stop_reason == "end_turn"
-
-
-async def test_a_follow_up_continues_the_run_after_end_turn() -> None:
-    provider = ScriptedProvider()  # echoes
-    run, events = make_run(provider)
-    later = user("second question")
-    run.follow_up(later)
-
-    result = await run_to_end(run, "first question")
-
-    assert [text_of(m) for m in result.messages] == [
-        "first question",
-        "You said: first question",
-        "second question",
-        "You said: second question",
-    ]
-    assert result.messages[2] is later
-    assert events.types().count("turn_start") == 2
-    assert result.stop_reason == "end_turn"
-    assert_well_formed(events)
-
-
-async def test_a_follow_up_waits_for_the_tools_to_finish() -> None:
-    holder: dict[str, AgentRun] = {}
-    later = user("later")
-    tool = HookTool("work", lambda: None if tool.runs > 1 else holder["run"].follow_up(later))
-    provider = ScriptedProvider([ScriptedTurn(tool_calls=[call("work"), call("work")])])
-    run, _ = make_run(provider, [tool])
-    holder["run"] = run
-
-    result = await run_to_end(run)
-
-    assert tool.runs == 2  # a follow-up does not skip anything
-    assert [m.role for m in result.messages] == [
-        "user",
-        "assistant",
-        "tool_result",
-        "tool_result",
-        "assistant",  # the answer to the tool results
-        "user",  # then the follow-up
-        "assistant",
-    ]
-    assert result.messages[5] is later
-
-
-async def test_follow_ups_left_when_the_run_stops_otherwise_are_handed_back() -> None:
-    provider = ScriptedProvider([ScriptedTurn(text="cut o", stop_reason="max_tokens")])
-    run, _ = make_run(provider)
-    later = user("later")
-    run.follow_up(later)
-
-    result = await run_to_end(run)
-
-    assert result.stop_reason == "max_tokens"
-    assert provider.calls == 1
-    assert run.drain_pending() == [later]
-    assert run.drain_pending() == []
 
 
 # --- cancellation --------------------------------------------------------------------------

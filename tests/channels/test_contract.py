@@ -92,6 +92,10 @@ class Driver(Protocol):
         """Post requests made, refused ones included."""
         ...
 
+    def edited(self) -> list[str]:
+        """The texts of successful edits, in order."""
+        ...
+
     def fail_next_post_with_429(self) -> None: ...
 
     def visible(self, text: str) -> str:
@@ -168,6 +172,9 @@ class TelegramDriver:
 
     def attempts(self) -> int:
         return len(self.fake.calls_to("sendMessage"))
+
+    def edited(self) -> list[str]:
+        return [str(c.params["text"]) for c in self.fake.calls_to("editMessageText", ok_only=True)]
 
     def fail_next_post_with_429(self) -> None:
         self.fake.fail_next("sendMessage", telegram_api.retry_after(1))
@@ -246,6 +253,9 @@ class SlackDriver:
     def attempts(self) -> int:
         return len(self.fake.calls_to("chat.postMessage"))
 
+    def edited(self) -> list[str]:
+        return [str(c.args["text"]) for c in self.fake.calls_to("chat.update")]
+
     def fail_next_post_with_429(self) -> None:
         self._refused.add(len(self.fake.calls_to("chat.postMessage")))
         self.fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=1)
@@ -315,6 +325,9 @@ class DiscordDriver:
 
     def attempts(self) -> int:
         return len(self.fake.message_posts()) + len(self.fake.rate_limited)
+
+    def edited(self) -> list[str]:
+        return [str(r.body["content"]) for r in self.fake.requests if r.method == "PATCH"]
 
     def fail_next_post_with_429(self) -> None:
         self.fake.rate_limit_next_post(retry_after=0.01)
@@ -567,6 +580,31 @@ async def test_a_long_answer_is_split_under_the_platform_limits_without_loss(
         assert driver.balanced(post.text), post.text
     seen = re.findall(r"\S+", " ".join(driver.visible(p.text) for p in posts))
     assert seen == tokens
+
+
+async def test_an_edit_that_outgrows_one_message_continues_in_new_ones(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    target = Target(driver.name, driver.dm_chat)
+    [ref] = await asyncio.wait_for(stack.adapter.send(target, "draft"), GUARD)
+    markdown, tokens = _long_answer()
+
+    refs = await asyncio.wait_for(stack.adapter.edit(ref, markdown), GUARD)
+
+    [edit] = driver.edited()
+    _, *continued = driver.posted()
+    texts = [edit, *(p.text for p in continued)]
+    assert len(texts) >= 3
+    assert all(p.chat == driver.dm_chat for p in continued)
+    for text in texts:
+        assert len(text) <= driver.limit
+        if driver.line_limit is not None:
+            assert len(text.split("\n")) <= driver.line_limit
+        assert driver.balanced(text), text
+    assert re.findall(r"\S+", " ".join(driver.visible(t) for t in texts)) == tokens
+    assert refs[0] == ref and len(refs) == len(texts)
+    assert len({r.message_id for r in refs}) == len(refs)
 
 
 async def test_a_message_sent_by_the_tool_is_not_repeated_as_the_answer(

@@ -18,6 +18,7 @@ import pytest
 from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord import DiscordAdapter, DiscordStartError
+from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
 from tests.channels.routed import through_router
@@ -151,6 +152,20 @@ async def test_disallowed_intents_close_is_a_clear_startup_error(store: Store) -
         with pytest.raises(DiscordStartError, match="Message Content Intent"):
             await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
         await adapter.stop()
+
+
+async def test_an_unreachable_discord_is_a_one_line_startup_error(unused_port: int) -> None:
+    adapter = DiscordAdapter(
+        TOKEN,
+        api_base_url=f"http://127.0.0.1:{unused_port}/api/v10",
+        gateway_url=f"ws://127.0.0.1:{unused_port}/gateway/",
+        ready_timeout=HANG_GUARD,
+    )
+    with pytest.raises(ChannelStartError, match="Discord") as caught:
+        await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
+    assert isinstance(caught.value, DiscordStartError)
+    assert "\n" not in str(caught.value)
+    await adapter.stop()
 
 
 # --- inbound ---------------------------------------------------------------------------------
@@ -305,6 +320,40 @@ async def test_a_long_answer_is_split_under_both_limits_without_loss(
     assert received == [line.strip() for line in lines]
     assert len({r.message_id for r in refs}) == len(refs)
     assert all(r.target == target for r in refs)
+
+
+async def test_an_edit_that_outgrows_one_message_continues_in_new_ones(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    target = Target("discord", str(CHANNEL_ID))
+    ref = MessageRef(target, "777")
+    words = [f"w{i:04d}" for i in range(600)]
+    markdown = "\n".join(" ".join(words[i : i + 6]) for i in range(0, len(words), 6))
+    assert len(markdown) > 2000 and markdown.count("\n") > 17
+
+    refs = await asyncio.wait_for(adapter.edit(ref, markdown), HANG_GUARD)
+
+    [patch] = [r for r in fake.requests if r.method == "PATCH"]
+    assert patch.path == f"/channels/{CHANNEL_ID}/messages/777"
+    posts = fake.message_posts()
+    texts = [patch.body["content"], *(p.body["content"] for p in posts)]
+    assert all(len(t) <= 2000 and len(t.split("\n")) <= 17 for t in texts)
+    assert " ".join(texts).split() == words  # every word once, in order
+    assert refs[0] == ref
+    assert len(refs) == 1 + len(posts) > 1
+    assert all(r.target == target for r in refs)
+    assert len({r.message_id for r in refs}) == len(refs)
+
+
+async def test_a_refused_post_raises_a_channel_error_in_discords_words(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    adapter, _ = running
+    fake.refuse_next_post(403, 50013, "Missing Permissions")
+    with pytest.raises(ChannelError, match="403 Missing Permissions"):
+        await asyncio.wait_for(adapter.send(Target("discord", str(CHANNEL_ID)), "hi"), HANG_GUARD)
+    assert fake.message_posts() == []
 
 
 async def test_every_post_limits_allowed_mentions(

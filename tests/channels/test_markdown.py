@@ -9,15 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from botd.channels.markdown import (
-    DISCORD_LIMIT,
-    DISCORD_LINE_LIMIT,
-    SLACK_LIMIT,
-    TELEGRAM_LIMIT,
-    RenderedChunk,
-    render,
-    render_chunks,
-)
+from botd.channels.discord import LINE_LIMIT as DISCORD_LINE_LIMIT
+from botd.channels.discord import TEXT_LIMIT as DISCORD_LIMIT
+from botd.channels.markdown import RenderedChunk, render, render_chunks
+from botd.channels.slack import TEXT_LIMIT as SLACK_LIMIT
+from botd.channels.telegram import TEXT_LIMIT as TELEGRAM_LIMIT
 from botd.chat import Flavour
 from botd.subscriber.fences import fences_balanced
 
@@ -102,6 +98,13 @@ def test_slack_escapes_text_and_raw_html() -> None:
     assert out == (
         "a &lt; b &amp;&amp; c &gt; d &lt;script&gt;alert(1)&lt;/script&gt; &lt;b&gt;hi&lt;/b&gt;"
     )
+
+
+def test_slack_escaped_backticks_never_open_a_code_block() -> None:
+    # Found by test_chunks_respect_limits_and_markup: "\\```" is three literal backticks.
+    for chunk in render_chunks("\\```\n", "slack", 40):
+        assert "```" not in chunk.text
+        assert chunk.text.replace(ZWSP, "") == "```" == chunk.plain
 
 
 def test_slack_tokens_kept_verbatim() -> None:

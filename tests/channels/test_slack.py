@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from botd.channels.errors import ChannelStartError
 from botd.channels.slack import SlackAdapter, SlackError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
@@ -460,3 +461,16 @@ async def test_working_on_a_channel_message_shows_an_eyes_reaction_once(
         ("C6", "960.000001", "eyes")
     ]
     assert fake.calls_to("assistant.threads.setStatus") == []
+
+
+async def test_an_unreachable_slack_fails_start_with_one_line(unused_port: int) -> None:
+    adapter = SlackAdapter(
+        bot_token="xoxb-test",
+        app_token="xapp-test",
+        api_base_url=f"http://127.0.0.1:{unused_port}/api/",
+    )
+    with pytest.raises(ChannelStartError, match="cannot reach Slack") as caught:
+        await asyncio.wait_for(adapter.start(Inbox()), HANG_GUARD)
+    assert isinstance(caught.value, SlackError)
+    assert "\n" not in str(caught.value)
+    await adapter.stop()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from botd.channels.errors import ChannelStartError
 from botd.channels.telegram import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
 from botd.store import Store
@@ -327,6 +328,19 @@ async def test_a_refused_token_fails_start_cleanly(fake: FakeTelegramAPI) -> Non
         await adapter.start(Bot(adapter).sink)
     await adapter.stop()
     assert [c.method for c in fake.calls] == ["getMe"]
+
+
+async def test_start_failures_are_one_line_channel_start_errors(
+    fake: FakeTelegramAPI, unused_port: int
+) -> None:
+    refused = TelegramAdapter("999:WRONG", api_base_url=fake.base_url, poll_timeout=5)
+    with pytest.raises(ChannelStartError, match="Telegram start"):
+        await refused.start(Bot(refused).sink)
+    unreachable = TelegramAdapter(TOKEN, api_base_url=f"http://127.0.0.1:{unused_port}")
+    with pytest.raises(ChannelStartError, match="Telegram start") as caught:
+        await asyncio.wait_for(unreachable.start(Bot(unreachable).sink), GUARD)
+    assert "\n" not in str(caught.value)
+    await unreachable.stop()
 
 
 async def test_after_stop_inbound_sends_work_and_new_updates_wait_for_the_next_start(

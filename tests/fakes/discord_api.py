@@ -102,6 +102,7 @@ class FakeDiscordAPI:
         self.rate_limited: list[RecordedRequest] = []
         """Requests answered 429 (kept out of ``requests``)."""
         self._pending_429: list[float] = []
+        self._pending_refusals: list[tuple[int, int, str]] = []
         self._ids = itertools.count(1600000000000000001)
         self._sequence = 0
         self._session: _Session | None = None
@@ -144,6 +145,10 @@ class FakeDiscordAPI:
     def rate_limit_next_post(self, retry_after: float = 0.01) -> None:
         """Answer the next message POST with a 429 that discord.py retries after ``retry_after``."""
         self._pending_429.append(retry_after)
+
+    def refuse_next_post(self, status: int, code: int, message: str) -> None:
+        """Answer the next message POST with Discord's JSON error (``code`` and ``message``)."""
+        self._pending_refusals.append((status, code, message))
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a dispatch (op 0) on the live session, waiting for one to be established."""
@@ -357,6 +362,9 @@ class FakeDiscordAPI:
             body = {"message": "You are being rate limited.", "retry_after": retry_after}
             # Without Via discord.py takes a 429 for a Cloudflare ban and gives up.
             return _json({**body, "global": False}, 429, {"Via": "1.1 google"})
+        if method == "POST" and parts[-1] == "messages" and self._pending_refusals:
+            status, code, message = self._pending_refusals.pop(0)
+            return _json({"message": message, "code": code}, status)
         await self._remember(recorded)
         if parts == ["users", "@me"]:
             return _json(BOT_USER)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from botd.delivery.coalesce import BlockCoalescer, BlockPipeline
+from botd.delivery.coalesce import BlockCoalescer
 from botd.subscriber import (
     BlockChunker,
     BlockReply,
@@ -18,7 +18,7 @@ from botd.subscriber import (
 )
 from tests.cases import case_ids, load_cases
 
-from .harness import Recorder, case_event, config_from_case
+from .harness import Recorder, case_event, config_from_case, message_start, text_end
 
 SUBSCRIBER_CASES = load_cases("subscriber")
 
@@ -183,14 +183,21 @@ def test_final_reply_case(case: dict[str, Any]) -> None:
         joiner = {"paragraph": "\n\n", "newline": "\n", "sentence": " "}[
             spec["blockReplyChunking"]["breakPreference"]
         ]
-        pipeline = BlockPipeline(
-            BlockCoalescer(coalesce["minChars"], coalesce["maxChars"], coalesce["idleMs"], joiner)
+        # The agent's blocks as what produces them: text_end events of one assistant
+        # message, through the subscriber (which emits a repeated text_end once) and on to
+        # the coalescer that delivery puts in front of the adapter.
+        rec = Recorder(config_from_case({"chunking": spec["blockReplyChunking"]}))
+        rec.feed(message_start())
+        for block in spec["blockRepliesFromAgent"]:
+            rec.feed(text_end(block["text"]))
+        coalescer = BlockCoalescer(
+            coalesce["minChars"], coalesce["maxChars"], coalesce["idleMs"], joiner
         )
         now = 0.0
-        for block in spec["blockRepliesFromAgent"]:
-            pipeline.enqueue(BlockReply(text=block["text"]), now)
-        pipeline.flush()
-        delivered = pipeline.sent
+        delivered: list[BlockReply] = []
+        for reply in rec.blocks:
+            delivered += coalescer.add(reply, now)
+        delivered += coalescer.flush()
         assert [b.text for b in delivered] == expect["deliveredBlockReplies"]
         finals = build_final_replies(
             FinalReplyInput(

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...retry import Backoff
 from ..types import Provider, ProviderError
 
 PROVIDER_NAMES: tuple[str, ...] = ("anthropic", "openai", "scripted")
+
+
+def retry_backoff() -> Backoff:
+    """Delays between model-call retries the server gave no wait for (one per request).
+
+    0.5 s doubling up to 8 s, each up to a quarter shorter at random so that clients that
+    failed together spread out.
+    """
+    return Backoff(0.5, factor=2.0, cap=8.0, jitter=0.25)
 
 
 def create_provider(name: str, /, **settings: Any) -> Provider:

@@ -6,7 +6,7 @@ translates the SDK's *derived* stream events (``text``, ``thinking``, ``signatur
 botd's ``AssistantStreamEvent``s, then ends with one ``AssistantResult``. The raw
 ``content_block_delta`` events are used only for their block index, never for their
 payload: the SDK follows each one with a derived event, so handling both would double
-every delta (spec/testing.md, section 2).
+every delta.
 
 Retries are ours, not the SDK's (the client is built with ``max_retries=0``): the SDK
 honours any ``retry-after`` up to ~49 days, which would freeze a chat for as long as the
@@ -47,8 +47,9 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
+from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
-from .retry import retry_after_seconds, retry_wait
+from . import retry_backoff
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
         messages = to_api_messages(request.messages)
         retries = 0
+        backoff = retry_backoff()
         while True:
             attempt = _Attempt(model=request.model)
             try:
@@ -112,7 +114,7 @@ class AnthropicProvider:
                 raise
             except Exception as exc:
                 if not attempt.streamed and retries < self._max_retries and _is_retryable(exc):
-                    wait = self._retry_wait(exc, retries)
+                    wait = self._retry_wait(exc, backoff)
                     retries += 1
                     log.warning(
                         "%s: %s; retry %d of %d in %.2fs",
@@ -169,11 +171,11 @@ class AnthropicProvider:
                     attempt.streamed = True
                     yield event
 
-    def _retry_wait(self, exc: Exception, retries_so_far: int) -> float:
+    def _retry_wait(self, exc: Exception, backoff: Backoff) -> float:
         hinted = None
         if isinstance(exc, anthropic.APIStatusError) and exc.status_code != 200:
-            hinted = retry_after_seconds(exc.response.headers)
-        return retry_wait(retries_so_far, hinted, max_wait=self._max_retry_wait)
+            hinted = retry_after(exc.response.headers)
+        return retry_wait(backoff, hinted, max_wait=self._max_retry_wait)
 
     def _describe(self, exc: Exception) -> str:
         text = describe_error(exc)

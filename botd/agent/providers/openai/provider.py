@@ -1,0 +1,249 @@
+"""``OpenAIProvider``: the request, its retries, and the reading of its reply."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from ....retry import Backoff, retry_after, retry_wait
+from ...types import AssistantResult, ModelRequest, ProviderItem
+from .. import retry_backoff
+from .assembly import Assembly, SSEDecoder, SSEEvent, first_choice
+from .request import build_request_body
+
+log = logging.getLogger(__name__)
+
+_DETAIL_LIMIT = 1000
+"""Characters of a non-JSON error body kept in an error message."""
+
+
+class OpenAIProvider:
+    """A ``Provider`` for an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+        timeout: float = 600.0,
+        extra_headers: dict[str, str] | None = None,
+        name: str = "openai",
+    ) -> None:
+        self.name = name
+        self._base_url = base_url.rstrip("/")
+        self._url = f"{self._base_url}/chat/completions"
+        self._max_retries = max(0, max_retries)
+        self._max_retry_wait = max(0.0, max_retry_wait)
+        headers = {"Accept": "text/event-stream", **(extra_headers or {})}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        # The read timeout is the longest silence allowed between two chunks of a stream.
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0))
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
+        body = build_request_body(request)
+        attempt = 0
+        backoff = retry_backoff()
+        while True:
+            assembly = Assembly(model=request.model)
+            failure = ""
+            wait: float | None = None
+            finished = False
+            try:
+                async with self._client.stream("POST", self._url, json=body) as response:
+                    if response.is_success:
+                        async for item in self._read_stream(response, assembly):
+                            finished = isinstance(item, AssistantResult)
+                            yield item
+                        return
+                    detail = _error_detail(await response.aread(), response.reason_phrase)
+                    failure = f"HTTP {response.status_code}: {detail}"
+                    if _is_retryable(response.status_code) and attempt < self._max_retries:
+                        wait = self._retry_wait(backoff, response.headers)
+            except httpx.TransportError as exc:
+                if finished:  # closing the response failed after the result: nothing to add
+                    return
+                failure = self._describe_transport_error(exc, mid_stream=assembly.started)
+                if not assembly.started and attempt < self._max_retries:
+                    wait = self._retry_wait(backoff, None)
+            except Exception as exc:
+                if finished:
+                    return
+                # A surprise (a bug, an odd reply) must still end the turn with a result.
+                log.exception("%s: unexpected failure while streaming", self.name)
+                failure = f"unexpected error: {type(exc).__name__}: {exc}"
+
+            if wait is not None:
+                attempt += 1
+                log.warning(
+                    "%s: %s; retry %d of %d in %.1fs",
+                    self.name,
+                    failure,
+                    attempt,
+                    self._max_retries,
+                    wait,
+                )
+                await asyncio.sleep(wait)
+                continue
+            if attempt:
+                failure = f"{failure} (gave up after {attempt} retries)"
+            log.warning("%s: request failed: %s", self.name, failure)
+            for event in assembly.close_after_failure():
+                yield event
+            yield AssistantResult(assembly.message("error", failure))
+            return
+
+    async def _read_stream(
+        self, response: httpx.Response, assembly: Assembly
+    ) -> AsyncIterator[ProviderItem]:
+        """Events for one successful response, ending with its ``AssistantResult``."""
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            # A server that ignored ``stream: true`` (or reports an error with a 200).
+            payload = _parse_json_body(await response.aread())
+            if not _is_error_payload(payload) and first_choice(payload.get("choices")) is None:
+                payload = {"error": f"a reply without choices: {_shorten(str(payload), 200)}"}
+            async for item in self._apply_payload(payload, assembly, whole_reply=True):
+                yield item
+            if assembly.failed:
+                return
+        else:
+            decoder = SSEDecoder()
+            saw_done = False
+            async for line in response.aiter_lines():
+                sse = decoder.feed(line)
+                if sse is None:
+                    continue
+                if sse.data.strip() == "[DONE]":
+                    saw_done = True
+                    break
+                async for item in self._apply_sse(sse, assembly):
+                    yield item
+                if assembly.failed:
+                    return
+            if not saw_done and (sse := decoder.flush()) is not None:
+                # Data after the last blank line: lenient servers end the stream that way.
+                async for item in self._apply_sse(sse, assembly):
+                    yield item
+                if assembly.failed:
+                    return
+            if not saw_done and assembly.finish_reason is None:
+                failure = "the stream ended before the model finished (no finish_reason)"
+                log.warning("%s: %s", self.name, failure)
+                for event in assembly.close_after_failure():
+                    yield event
+                yield AssistantResult(assembly.message("error", failure))
+                return
+        for event in assembly.close_open_block():
+            yield event
+        yield AssistantResult(assembly.message(assembly.stop_reason()))
+
+    async def _apply_sse(self, sse: SSEEvent, assembly: Assembly) -> AsyncIterator[ProviderItem]:
+        try:
+            payload: Any = json.loads(sse.data)
+        except ValueError:
+            payload = None
+        if sse.event == "error" and not _is_error_payload(payload):
+            payload = {"error": payload if payload is not None else sse.data}
+        if not isinstance(payload, dict):
+            payload = {"error": f"unreadable stream data: {_shorten(sse.data, 200)}"}
+        async for item in self._apply_payload(payload, assembly, whole_reply=False):
+            yield item
+
+    async def _apply_payload(
+        self, payload: Any, assembly: Assembly, *, whole_reply: bool
+    ) -> AsyncIterator[ProviderItem]:
+        """Feed one decoded chunk (or a whole non-streamed reply); an error chunk ends the turn."""
+        if _is_error_payload(payload):
+            failure = _error_text(payload) or "the server reported an error"
+            log.warning("%s: error in the stream: %s", self.name, failure)
+            assembly.failed = True
+            for event in assembly.close_after_failure():
+                yield event
+            yield AssistantResult(assembly.message("error", failure))
+            return
+        if not isinstance(payload, dict):
+            return
+        for event in assembly.apply(payload, whole_reply=whole_reply):
+            yield event
+
+    def _retry_wait(self, backoff: Backoff, headers: httpx.Headers | None) -> float:
+        return retry_wait(backoff, retry_after(headers), max_wait=self._max_retry_wait)
+
+    def _describe_transport_error(self, exc: httpx.TransportError, *, mid_stream: bool) -> str:
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.ConnectError):
+            return f"cannot connect to {self._base_url}: {reason}"
+        if isinstance(exc, httpx.TimeoutException):
+            return f"timed out waiting for {self._base_url} ({type(exc).__name__})"
+        if mid_stream:
+            return f"the connection was lost mid-stream: {reason}"
+        return f"the connection to {self._base_url} failed: {reason}"
+
+
+# --- errors and retries ---------------------------------------------------------------------
+
+
+def _is_retryable(status: int) -> bool:
+    return status == 429 or 500 <= status <= 599
+
+
+def _is_error_payload(payload: Any) -> bool:
+    return isinstance(payload, dict) and bool(payload.get("error"))
+
+
+def _error_text(payload: Any) -> str | None:
+    """The server's own description of an error, from the shapes compatible servers use."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error")
+    if isinstance(error, dict):
+        message = error.get("message")
+        if isinstance(message, str) and message:
+            return message
+        return json.dumps(error, ensure_ascii=False)
+    if isinstance(error, str) and error:
+        return error  # Ollama: {"error": "..."}
+    for key in ("message", "detail"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if value:  # FastAPI-style validation errors (vLLM): a list of objects
+            return json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def _error_detail(body: bytes, reason: str) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        message = _error_text(json.loads(text))
+    except ValueError:
+        message = None
+    return message or _shorten(text, _DETAIL_LIMIT) or reason or "no details"
+
+
+def _parse_json_body(body: bytes) -> dict[str, Any]:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        return payload
+    return {"error": f"unreadable reply: {_shorten(text, 200) or 'empty body'}"}
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

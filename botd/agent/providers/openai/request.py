@@ -1,0 +1,109 @@
+"""The chat-completions request: botd's transcript and tools in the wire format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ....events import ImageContent, Message, TextContent, ToolCallContent
+from ...types import ModelRequest, ToolSpec
+
+
+def build_request_body(request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a streamed chat-completions request."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": build_messages(request.system, request.messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.max_tokens:
+        body["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.tools:
+        body["tools"] = [_tool_entry(tool) for tool in request.tools]
+    return body
+
+
+def build_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """botd's transcript as chat-completions messages (thinking is never sent back)."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool_result" and m.tool_call_id}
+    entries: list[dict[str, Any]] = []
+    if system:
+        entries.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "user":
+            entries.append({"role": "user", "content": _user_content(message)})
+        elif message.role == "assistant":
+            entry = _assistant_entry(message, answered)
+            if entry is not None:
+                entries.append(entry)
+        else:
+            entries.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.tool_call_id or "",
+                    "content": _tool_result_text(message),
+                }
+            )
+    return entries
+
+
+def _tool_entry(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.input_schema,
+        },
+    }
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    blocks = message.blocks()
+    if not any(isinstance(block, ImageContent) for block in blocks):
+        # Plain text is what every compatible server accepts.
+        return "".join(block.text for block in blocks if isinstance(block, TextContent))
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, TextContent):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageContent):
+            url = f"data:{block.mime_type};base64,{block.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def _assistant_entry(message: Message, answered: set[str]) -> dict[str, Any] | None:
+    blocks = message.blocks()
+    text = "".join(block.text for block in blocks if isinstance(block, TextContent))
+    # A call without a result (a run cut short) would make the server refuse the whole
+    # conversation, so such calls are left out.
+    tool_calls = [
+        {
+            "id": block.id,
+            "type": "function",
+            "function": {"name": block.name, "arguments": json.dumps(block.arguments)},
+        }
+        for block in blocks
+        if isinstance(block, ToolCallContent) and block.id in answered
+    ]
+    if not text and not tool_calls:
+        return None
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if tool_calls:
+        entry["tool_calls"] = tool_calls
+    return entry
+
+
+def _tool_result_text(message: Message) -> str:
+    pieces: list[str] = []
+    for block in message.blocks():
+        if isinstance(block, TextContent):
+            pieces.append(block.text)
+        elif isinstance(block, ImageContent):
+            # Tool messages carry text only in this API.
+            pieces.append(f"[image omitted: {block.mime_type}]")
+    return "\n".join(pieces)
