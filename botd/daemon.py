@@ -4,15 +4,17 @@ Start order: logging, the runtime (``botd.wiring.build_runtime``: store, provide
 delivery side, sessions, scheduler, router), the daily pruning of old inbound ids, the
 scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd.
 SIGTERM or SIGINT (or the console's end of input) shuts down in bounded order: stop taking
-input, let running turns finish within the grace period and cancel the rest, flush
-deliveries, close the adapters, the scheduler and the store, STOPPING=1, exit 0.
+input, let running turns finish within the grace period (``shutdown_grace``) and cancel the
+rest (a cancelled run posts nothing more), flush deliveries, close the adapters, the
+scheduler and the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
 is refused with every problem logged, and the running config is kept. Otherwise
 ``plan_reload`` decides: a channel whose section changed is stopped and started again alone,
 added and removed channels are started and stopped, the scheduler's configured jobs are
-re-synced, and the router takes the new access policies; unchanged channels are untouched.
-Settings that only apply at start (model, agent, state_dir, health) are logged as such.
+re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to
+the next stop; unchanged channels are untouched. Settings that only apply at start (model,
+agent, state_dir, health) are logged as such.
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ from .wiring import Runtime, build_runtime, scheduler_jobs
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_SECONDS = 10.0
-
 RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 
@@ -62,6 +62,7 @@ class ReloadPlan:
     stop: frozenset[str] = frozenset()
     jobs_changed: bool = False
     logging_changed: bool = False
+    grace_changed: bool = False
     restart_only: tuple[str, ...] = ()
     """Changed top-level sections that take effect only when botd restarts."""
     unchanged: frozenset[str] = field(default_factory=frozenset)
@@ -74,6 +75,7 @@ class ReloadPlan:
             or self.stop
             or self.jobs_changed
             or self.logging_changed
+            or self.grace_changed
             or self.restart_only
         )
 
@@ -91,6 +93,8 @@ class ReloadPlan:
             parts.append("re-syncing scheduled jobs")
         if self.logging_changed:
             parts.append("new logging settings")
+        if self.grace_changed:
+            parts.append("new shutdown grace")
         if self.restart_only:
             parts.append(f"changed {', '.join(self.restart_only)} (applies after a restart)")
         return "; ".join(parts) or "nothing changed"
@@ -109,6 +113,7 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
         stop=frozenset(before.keys() - after.keys()),
         jobs_changed=_dump(old.scheduler) != _dump(new.scheduler),
         logging_changed=_dump(old.logging) != _dump(new.logging),
+        grace_changed=old.shutdown_grace != new.shutdown_grace,
         restart_only=restart_only,
         unchanged=frozenset(n for n in both if before[n] == after[n]),
     )
@@ -327,7 +332,8 @@ class Daemon:
                 log.exception("stopping input of channel %s failed", name)
         runtime.scheduler.shutdown()
         await runtime.pruner.stop()
-        await runtime.sessions.close(grace=SHUTDOWN_GRACE_SECONDS)
+        # self.config, not the config botd started with: a reload may have changed the grace.
+        await runtime.sessions.close(grace=self.config.shutdown_grace)
         for name, adapter in runtime.adapters.items():
             await self._stop_channel(name, adapter)
         if health is not None:

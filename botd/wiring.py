@@ -168,7 +168,10 @@ def provider_settings(config: BotdConfig) -> dict[str, Any]:
     model = config.model
     if model.provider == "scripted":
         return {} if model.script is None else {"script": model.script}
-    settings: dict[str, Any] = {"max_retry_wait": model.max_retry_wait}
+    settings: dict[str, Any] = {
+        "max_retry_wait": model.max_retry_wait,
+        "idle_timeout": model.idle_timeout,
+    }
     if model.api_key:
         settings["api_key"] = model.api_key
     if model.provider == "openai":

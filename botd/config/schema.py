@@ -135,6 +135,8 @@ class ModelSection(Section):
     max_tokens: int = Field(default=4096, ge=1)
     thinking: int | None = Field(default=None, ge=1)
     max_retry_wait: float = Field(default=60.0, ge=0)
+    idle_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a model stream may stay silent before it is abandoned (and retried)."""
     script: str | None = None
 
     @model_validator(mode="after")
@@ -393,6 +395,8 @@ class BotdConfig(Section):
     """The whole validated config file."""
 
     state_dir: Path = Path("./var")
+    shutdown_grace: float = Field(default=10.0, ge=0)
+    """Seconds running answers get to finish when botd stops; what still runs is cancelled."""
     model: ModelSection = Field(default_factory=ModelSection)
     agent: AgentSection = Field(default_factory=AgentSection)
     channels: ChannelsSection = Field(default_factory=ChannelsSection)

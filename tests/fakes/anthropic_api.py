@@ -72,6 +72,7 @@ class StreamReply:
     error: tuple[str, str] | None = None
     delay: float = 0.0
     stall: bool = False
+    hang_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def stream(
     error: tuple[str, str] | None = None,
     delay: float = 0.0,
     stall: bool = False,
+    hang_after: int | None = None,
 ) -> StreamReply:
     """An HTTP 200 event stream of these blocks.
 
@@ -107,9 +109,18 @@ def stream(
     mid-block) send ``event: error`` and end, with no message_delta/message_stop.
     ``delay``: seconds between frames. ``stall``: after the scripted frames, keep the
     response open (pinging) until the client closes it or the fake shuts down.
+    ``hang_after=n``: send the headers and the first ``n`` frames (message_start is frame 0,
+    its ping frame 1, then each block's start, deltas and stop), then nothing at all, not
+    even a ping, until the client goes away: a model stream gone silent.
     """
     return StreamReply(
-        blocks, stop_reason, dict(usage or DEFAULT_USAGE), error, delay=delay, stall=stall
+        blocks,
+        stop_reason,
+        dict(usage or DEFAULT_USAGE),
+        error,
+        delay=delay,
+        stall=stall,
+        hang_after=hang_after,
     )
 
 
@@ -341,10 +352,15 @@ class FakeAnthropicAPI:
         frames = stream_frames(reply, model=model, message_id=f"msg_fake_{len(self.requests)}")
         try:
             await response.prepare(request)
+            if reply.hang_after is not None:
+                frames = frames[: reply.hang_after]
             for number, frame in enumerate(frames):
                 if number and reply.delay:
                     await asyncio.sleep(reply.delay)
                 await response.write(frame)
+            if reply.hang_after is not None:
+                served.closed_by_client = await self._hang(request)
+                return response
             if reply.stall:
                 await self._stall(response, reply.delay or 0.02)
             await response.write_eof()
@@ -358,6 +374,17 @@ class FakeAnthropicAPI:
         finally:
             served.ended.set()
         return response
+
+    async def _hang(self, request: web.Request) -> bool:
+        """Send nothing until the client closes the connection (True) or the fake gives up."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.STALL_LIMIT
+        while not self._closing.is_set() and loop.time() < give_up:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return True
+            await asyncio.sleep(0.01)
+        return False
 
     async def _stall(self, response: web.StreamResponse, interval: float) -> None:
         """Keep a stream open, pinging so a client that left is noticed on the next write."""

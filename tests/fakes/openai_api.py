@@ -49,6 +49,7 @@ class ChatStream:
         self.delay = 0.0
         self.drop = False
         self.send_done = True
+        self.hang = False
 
     # -- chunks -------------------------------------------------------------------------
 
@@ -155,6 +156,12 @@ class ChatStream:
         self.drop = True
         return self
 
+    def then_hang(self) -> ChatStream:
+        """After the frames send nothing at all (no ``[DONE]``, no keep-alive) until the
+        client goes away: a model stream gone silent."""
+        self.hang = True
+        return self
+
     def without_done(self) -> ChatStream:
         """End the body normally but without ``data: [DONE]``."""
         self.send_done = False
@@ -225,12 +232,25 @@ class FakeOpenAI:
             return web.Response(text=reply.body, status=reply.status, headers=reply.headers)
         return await self._stream(request, reply)
 
+    HANG_LIMIT = 30.0
+    """A hanging stream gives up after this many seconds, so a broken test cannot hang."""
+
+    async def _hang(self, request: web.Request) -> None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.HANG_LIMIT
+        while loop.time() < give_up:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                self.stream_closed_early.set()
+                return
+            await asyncio.sleep(0.01)
+
     async def _stream(self, request: web.Request, script: ChatStream) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         response.enable_chunked_encoding()
         await response.prepare(request)
         frames = list(script.frames)
-        if script.send_done and not script.drop:
+        if script.send_done and not script.drop and not script.hang:
             frames.append("data: [DONE]\n\n")
         for frame in frames:
             if script.delay:
@@ -243,6 +263,9 @@ class FakeOpenAI:
             except ConnectionResetError:  # aiohttp's ClientConnectionResetError is one
                 self.stream_closed_early.set()
                 return response
+        if script.hang:
+            await self._hang(request)
+            return response
         if script.drop:
             assert request.transport is not None
             request.transport.close()

@@ -13,6 +13,15 @@ from ..types import Provider, ProviderError
 
 PROVIDER_NAMES: tuple[str, ...] = ("anthropic", "openai", "scripted")
 
+DEFAULT_IDLE_TIMEOUT = 60.0
+"""Seconds a model stream may stay silent (not one byte) before it is abandoned."""
+
+CONNECT_TIMEOUT = 30.0
+"""Longest wait for a connection to the model's server (capped by the idle timeout)."""
+
+NO_ANSWER_IN_TIME = "The model did not answer in time; please try again."
+"""The error a stalled model call ends with: the one line the user reads, whoever the provider."""
+
 
 def retry_backoff() -> Backoff:
     """Delays between model-call retries the server gave no wait for (one per request).

@@ -14,6 +14,14 @@ server asks. We retry 429, 5xx (529 included), connection failures and in-stream
 overloaded/api errors only while nothing has been streamed to the consumer yet, and never
 wait longer than ``max_retry_wait`` at a time. Any other failure ends the stream with
 ``stop_reason="error"`` and the content received so far; only ``CancelledError`` escapes.
+
+A stream that stays silent for ``idle_timeout`` seconds (not one byte: the API's pings count
+as life) is abandoned: the client's read timeout is the idle timeout, so a stalled request
+fails with a timeout like any dropped connection. Before anything reached the consumer it is
+retried within the same budget. After output it is not: the consumer (a chat) has already
+shown that text, and a second attempt would stream a different answer from its start, so the
+turn ends with an error instead, keeping what streamed. A call that times out for good ends
+with ``NO_ANSWER_IN_TIME`` as its error: the one line the user is shown; the log has details.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from ...events import (
 )
 from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
-from . import retry_backoff
+from . import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +90,19 @@ class AnthropicProvider:
         base_url: str | None = None,
         max_retries: int = 3,
         max_retry_wait: float = 60.0,
-        timeout: float = 600.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         name: str = "anthropic",
     ) -> None:
+        if idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive")
         self.name = name
         self._api_key = api_key
         self._max_retries = max(0, max_retries)
         self._max_retry_wait = max(0.0, max_retry_wait)
+        self._idle_timeout = idle_timeout
+        # Every socket read (the response headers, then each piece of the event stream) may
+        # wait at most idle_timeout: that is what makes a silent stream fail.
+        timeout = httpx2.Timeout(idle_timeout, connect=min(idle_timeout, CONNECT_TIMEOUT))
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
@@ -130,7 +144,11 @@ class AnthropicProvider:
                 if retries:
                     plural = "retry" if retries == 1 else "retries"
                     description += f" (gave up after {retries} {plural})"
+                if attempt.streamed:
+                    description += " (after part of the answer had streamed: not retried)"
                 log.error("%s: request failed: %s", self.name, description)
+                if _is_timeout(exc):
+                    description = NO_ANSWER_IN_TIME
                 yield AssistantResult(attempt.message(self.name, error=description))
                 return
             yield AssistantResult(attempt.message(self.name))
@@ -179,6 +197,8 @@ class AnthropicProvider:
 
     def _describe(self, exc: Exception) -> str:
         text = describe_error(exc)
+        if _is_timeout(exc):
+            text += f" (silent for {self._idle_timeout:g} s, the idle timeout)"
         # Belt and braces: an error body or URL should never echo the key, but if one did,
         # it must not reach a log line or a chat.
         if self._api_key and self._api_key in text:
@@ -396,6 +416,11 @@ def _is_retryable(exc: Exception) -> bool:
         return exc.status_code == 429 or exc.status_code >= 500
     # httpx2 transport errors surface unwrapped when they happen while reading the body.
     return isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError | _IncompleteStream)
+
+
+def _is_timeout(exc: Exception) -> bool:
+    """The server went silent: no response, or no byte of the stream, within the timeout."""
+    return isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException)
 
 
 def _shorten(text: str, limit: int = 300) -> str:

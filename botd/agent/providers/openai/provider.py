@@ -1,4 +1,11 @@
-"""``OpenAIProvider``: the request, its retries, and the reading of its reply."""
+"""``OpenAIProvider``: the request, its retries, and the reading of its reply.
+
+A stream silent for ``idle_timeout`` seconds (not one byte; SSE keep-alive comments count as
+life) fails with httpx's read timeout. Before any event reached the consumer it is retried
+like a dropped connection; after, it is not (the chat has shown that text, and a new attempt
+would answer from the start), and the turn ends with an error keeping what streamed. A call
+that times out for good ends with ``NO_ANSWER_IN_TIME``, the one line the user is shown.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import httpx
 
 from ....retry import Backoff, retry_after, retry_wait
 from ...types import AssistantResult, ModelRequest, ProviderItem
-from .. import retry_backoff
+from .. import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 from .assembly import Assembly, SSEDecoder, SSEEvent, first_choice
 from .request import build_request_body
 
@@ -32,11 +39,14 @@ class OpenAIProvider:
         api_key: str | None = None,
         max_retries: int = 3,
         max_retry_wait: float = 60.0,
-        timeout: float = 600.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         extra_headers: dict[str, str] | None = None,
         name: str = "openai",
     ) -> None:
+        if idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive")
         self.name = name
+        self._idle_timeout = idle_timeout
         self._base_url = base_url.rstrip("/")
         self._url = f"{self._base_url}/chat/completions"
         self._max_retries = max(0, max_retries)
@@ -44,10 +54,10 @@ class OpenAIProvider:
         headers = {"Accept": "text/event-stream", **(extra_headers or {})}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # The read timeout is the longest silence allowed between two chunks of a stream.
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0))
-        )
+        # The read timeout is the longest silence allowed before the response and between
+        # two chunks of its stream.
+        timeout = httpx.Timeout(idle_timeout, connect=min(idle_timeout, CONNECT_TIMEOUT))
+        self._client = httpx.AsyncClient(headers=headers, timeout=timeout)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -59,6 +69,7 @@ class OpenAIProvider:
         while True:
             assembly = Assembly(model=request.model)
             failure = ""
+            timed_out = False
             wait: float | None = None
             finished = False
             try:
@@ -76,6 +87,7 @@ class OpenAIProvider:
                 if finished:  # closing the response failed after the result: nothing to add
                     return
                 failure = self._describe_transport_error(exc, mid_stream=assembly.started)
+                timed_out = isinstance(exc, httpx.TimeoutException)
                 if not assembly.started and attempt < self._max_retries:
                     wait = self._retry_wait(backoff, None)
             except Exception as exc:
@@ -102,7 +114,8 @@ class OpenAIProvider:
             log.warning("%s: request failed: %s", self.name, failure)
             for event in assembly.close_after_failure():
                 yield event
-            yield AssistantResult(assembly.message("error", failure))
+            shown = NO_ANSWER_IN_TIME if timed_out else failure
+            yield AssistantResult(assembly.message("error", shown))
             return
 
     async def _read_stream(
@@ -187,7 +200,10 @@ class OpenAIProvider:
         if isinstance(exc, httpx.ConnectError):
             return f"cannot connect to {self._base_url}: {reason}"
         if isinstance(exc, httpx.TimeoutException):
-            return f"timed out waiting for {self._base_url} ({type(exc).__name__})"
+            return (
+                f"timed out waiting for {self._base_url} ({type(exc).__name__}: "
+                f"silent for {self._idle_timeout:g} s, the idle timeout)"
+            )
         if mid_stream:
             return f"the connection was lost mid-stream: {reason}"
         return f"the connection to {self._base_url} failed: {reason}"
