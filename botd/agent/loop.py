@@ -169,8 +169,10 @@ class AgentRun:
         *,
         conversation_key: str = "",
         origin: Target | None = None,
+        on_cancel: Callable[[], None] | None = None,
     ) -> None:
         self._provider = provider
+        self._on_cancel = on_cancel
         self._config = config
         self._emit_callback = emit
         self._conversation_key = conversation_key
@@ -227,8 +229,18 @@ class AgentRun:
         self._steering.append(message)
 
     def cancel(self) -> None:
-        """Stop the run promptly; ``run()`` then returns with ``stop_reason="cancelled"``."""
+        """Stop the run promptly; ``run()`` then returns with ``stop_reason="cancelled"``.
+
+        ``on_cancel`` (given at construction) is called once, right here: before the run
+        emits its closing events, so its owner can stop showing what the run still says.
+        """
+        first = not self._cancel_requested
         self._cancel_requested = True
+        if first and self._on_cancel is not None:
+            try:
+                self._on_cancel()
+            except Exception:
+                log.exception("on_cancel failed")
         if self._inner is not None and not self._inner.done():
             self._inner.cancel()
 

@@ -87,6 +87,11 @@ class RunOutput(Protocol):
         """One of the run's final replies."""
         ...
 
+    def cancel(self) -> None:
+        """The run was stopped: from now on nothing more is posted (pieces already handed
+        to the platform stay; what waits and what comes later is dropped)."""
+        ...
+
     async def close(self) -> None:
         """Every piece is out (or failed and was logged) and "typing…" has stopped."""
         ...

@@ -16,6 +16,11 @@ side), so a slow platform never holds up the agent and replies never overtake ea
 Every piece goes through ``RunOutbox._post`` with its kind and its number in the run: the one
 place to write it down before sending, and to note the platform's message ids after.
 A refused piece is logged and skipped; the rest of the run still goes out.
+
+``cancel()`` is for a run that was stopped (``/stop``, an interrupt, shutdown): from then on
+nothing more is posted. A piece already handed to the platform stays; whatever still waits
+(in line, in the coalescer, the pending preview) and whatever the run pushes while it winds
+down is dropped, so the user sees nothing after the stop but its confirmation.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class RunOutbox:
         self._sent = 0
         self._on_first_reply = on_first_reply
         self._closed = False
+        self._cancelled = False
         coalesce = options.coalesce
         self._coalescer = (
             BlockCoalescer(
@@ -99,6 +105,15 @@ class RunOutbox:
 
     def final(self, reply: BlockReply) -> None:
         self._queue.put_nowait(("final", reply))
+
+    def cancel(self) -> None:
+        """The run was stopped: post nothing more (see the module docstring)."""
+        self._cancelled = True
+        self._partial = None
+        self._typing = False  # "typing…" would read as more to come
+        if self._typing_timer is not None:
+            self._typing_timer.cancel()
+            self._typing_timer = None
 
     async def close(self) -> None:
         if not self._closed:
@@ -164,6 +179,8 @@ class RunOutbox:
 
     async def _post(self, piece: Outgoing) -> None:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
+        if self._cancelled:
+            return  # a stopped run posts nothing more: the piece is dropped, not sent
         target, reply = self.target, piece.reply
         try:
             if isinstance(reply, PartialReply):

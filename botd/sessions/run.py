@@ -105,6 +105,9 @@ class Runner:
             self._listener(session, subscriber),
             conversation_key=session.conversation_key,
             origin=target,
+            # A stopped run shows nothing more: not the text it still had buffered, not the
+            # closing flush. Only the stop's confirmation follows.
+            on_cancel=output.cancel,
         )
         session.run = run
         session.working_on = "\n".join(
@@ -119,6 +122,7 @@ class Runner:
             outcome = result.stop_reason
         except asyncio.CancelledError:
             outcome = "cancelled"
+            output.cancel()
             raise
         finally:
             log.info("run ended: %s", outcome)
