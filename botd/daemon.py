@@ -333,7 +333,9 @@ class Daemon:
         runtime.scheduler.shutdown()
         await runtime.pruner.stop()
         # self.config, not the config botd started with: a reload may have changed the grace.
-        await runtime.sessions.close(grace=self.config.shutdown_grace)
+        grace = self.config.shutdown_grace
+        log.info("running answers get %g s to finish", grace)
+        await runtime.sessions.close(grace=grace)
         for name, adapter in runtime.adapters.items():
             await self._stop_channel(name, adapter)
         if health is not None:

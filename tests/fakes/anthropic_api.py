@@ -156,6 +156,8 @@ class ServedStream:
     closed_by_client: bool = False
     """The client went away before the end."""
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    silent: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once a ``hang_after`` stream has written its frames and fell silent."""
 
 
 # --- SSE frames ---------------------------------------------------------------------------
@@ -277,6 +279,15 @@ class FakeAnthropicAPI:
         """Scripted replies not yet used."""
         return len(self._replies)
 
+    async def wait_silent(self, index: int = -1, timeout: float = 10.0) -> ServedStream:
+        """The ``index``-th stream (waiting for it to be served), once it fell silent."""
+        async with asyncio.timeout(timeout):
+            while len(self.streams) <= (index if index >= 0 else 0):
+                await asyncio.sleep(0.01)
+            served = self.streams[index]
+            await served.silent.wait()
+        return served
+
     async def wait_stream_ended(self, index: int = -1, timeout: float = 10.0) -> ServedStream:
         """The ``index``-th served stream, once it has ended one way or the other."""
         served = self.streams[index]
@@ -359,6 +370,7 @@ class FakeAnthropicAPI:
                     await asyncio.sleep(reply.delay)
                 await response.write(frame)
             if reply.hang_after is not None:
+                served.silent.set()
                 served.closed_by_client = await self._hang(request)
                 return response
             if reply.stall:
