@@ -344,3 +344,22 @@ async def test_openai_stalls_as_the_user_sees_them(store: Store) -> None:
 
         api.enqueue(*[ChatStream().role().then_hang() for _ in range(3)])
         assert await answer_with(store, provider(), "blocks") == [ERROR_LINE]
+
+
+# --- the grace, configured ------------------------------------------------------------------
+
+
+def test_shutdown_grace_is_configured_and_a_reload_notes_its_change() -> None:
+    from botd.config import ConfigError, parse_config
+    from botd.daemon import plan_reload
+
+    default = parse_config("", {}, "botd.yaml")
+    assert default.shutdown_grace == 10
+    longer = parse_config("shutdown_grace: 25\n", {}, "botd.yaml")
+    assert longer.shutdown_grace == 25
+    plan = plan_reload(default, longer)
+    assert plan.grace_changed and not plan.empty
+    assert "new shutdown grace" in plan.describe()
+    assert not plan.restart_only  # it applies to the next stop without a restart
+    with pytest.raises(ConfigError, match="shutdown_grace"):
+        parse_config("shutdown_grace: -1\n", {}, "botd.yaml")

@@ -662,6 +662,59 @@ async def test_cancel_during_a_slow_stream_keeps_the_partial_text() -> None:
     assert_well_formed(events)
 
 
+async def test_on_cancel_is_called_once_before_the_closing_events() -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="x" * 400)], chunk_chars=4, delay=0.01)
+    events = Events()
+    seen_at_cancel: list[int] = []
+    first_delta = asyncio.Event()
+
+    def emit(event: AgentEvent) -> None:
+        events.append(event)
+        if isinstance(event, MessageUpdate):
+            first_delta.set()
+
+    run = AgentRun(
+        provider,
+        [],
+        LoopConfig(model="m"),
+        emit,
+        on_cancel=lambda: seen_at_cancel.append(len(events.types())),
+    )
+    task = asyncio.create_task(run.run([], [user("hi")]))
+    await asyncio.wait_for(first_delta.wait(), HANG_GUARD)
+    before = len(events.types())
+    run.cancel()
+    run.cancel()  # a second stop changes nothing
+    result = await asyncio.wait_for(task, HANG_GUARD)
+
+    assert result.stop_reason == "cancelled"
+    assert seen_at_cancel == [before]  # once, and before the partial message was closed
+    assert "agent_end" not in events.types()[:before]
+
+
+async def test_a_failing_on_cancel_does_not_stop_the_cancel() -> None:
+    provider = ScriptedProvider([ScriptedTurn(text="x" * 400)], chunk_chars=4, delay=0.01)
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    events = Events()
+    first_delta = asyncio.Event()
+
+    def emit(event: AgentEvent) -> None:
+        events.append(event)
+        if isinstance(event, MessageUpdate):
+            first_delta.set()
+
+    run = AgentRun(provider, [], LoopConfig(model="m"), emit, on_cancel=boom)
+    task = asyncio.create_task(run.run([], [user("hi")]))
+    await asyncio.wait_for(first_delta.wait(), HANG_GUARD)
+    run.cancel()
+    result = await asyncio.wait_for(task, HANG_GUARD)
+    assert result.stop_reason == "cancelled"
+    assert_well_formed(events)
+
+
 async def test_cancel_from_an_event_consumer_stops_the_stream() -> None:
     provider = ScriptedProvider([ScriptedTurn(text="a" * 40)], chunk_chars=4)
     holder: dict[str, AgentRun] = {}
