@@ -230,17 +230,14 @@ class AgentRun:
 
     def cancel(self) -> None:
         """Stop the run promptly; ``run()`` then returns with ``stop_reason="cancelled"``.
-
-        ``on_cancel`` (given at construction) is called once, right here: before the run
-        emits its closing events, so its owner can stop showing what the run still says.
-        """
-        first = not self._cancel_requested
+        ``on_cancel`` is called once, now: before the run's closing events."""
+        on_cancel, self._on_cancel = self._on_cancel, None
         self._cancel_requested = True
-        if first and self._on_cancel is not None:
-            try:
-                self._on_cancel()
-            except Exception:
-                log.exception("on_cancel failed")
+        try:
+            if on_cancel is not None:
+                on_cancel()
+        except Exception:
+            log.exception("on_cancel failed")
         if self._inner is not None and not self._inner.done():
             self._inner.cancel()
 
