@@ -207,3 +207,23 @@ async def test_a_message_that_may_have_landed_is_retried_with_a_warning(
     await delivery(adapter, time).send_text(A, "hello")
     assert adapter.posted == [("a", "hello")]
     assert "may have landed" in caplog.text
+
+
+def test_the_retry_budget_is_configured_per_channel() -> None:
+    from botd import wiring
+    from botd.config import ConfigError, parse_config
+
+    text = (
+        "channels:\n"
+        "  telegram:\n    token: '1:x'\n    delivery_retry_for: 600\n"
+        "  slack:\n    bot_token: xoxb-1\n    app_token: xapp-1\n"
+    )
+    config = parse_config(text, {}, "botd.yaml")
+    budgets = {name: s.budget for name, s in wiring.delivery_retry(config).items()}
+    assert budgets == {"telegram": 600.0, "slack": 300.0}
+    with pytest.raises(ConfigError, match="delivery_retry_for"):
+        parse_config(
+            "channels:\n  telegram:\n    token: '1:x'\n    delivery_retry_for: -1\n",
+            {},
+            "botd.yaml",
+        )
