@@ -181,7 +181,9 @@ class ChannelDelivery:
         """
         adapter = self.adapter_for(target)
         if reply_to is not None and target.reply_to_id is None:
-            target = replace(target, reply_to_id=reply_to)
+            target = Target(
+                target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
+            )
         try:
             return await self._post(adapter, target, markdown)
         except DeliveryGivenUp as exc:
@@ -198,8 +200,11 @@ class ChannelDelivery:
         """Send ``markdown`` one message at a time, each retried on its own."""
         key = _conversation(target)
         what = f"{target.channel} send to {target.chat_id}"
+        parts = _messages(markdown, adapter.capabilities)
+        if len(parts) == 1:
+            return await self._retried(key, what, partial(adapter.send, target, markdown))
         refs: list[MessageRef] = []
-        for part in _messages(markdown, adapter.capabilities):
+        for part in parts:
             posted = await self._retried(key, what, partial(adapter.send, target, part))
             refs.extend(posted)
             if posted:
