@@ -291,3 +291,24 @@ def test_a_429_carries_telegrams_retry_after() -> None:
 
     error = api_error("sendMessage", RetryAfter(7))
     assert error.retryable and error.retry_after == 7.0
+
+
+def _caused(error: Exception, cause: BaseException) -> Exception:
+    error.__cause__ = cause
+    return error
+
+
+def test_a_timeout_after_sending_may_have_landed_and_one_before_never_did() -> None:
+    import httpx
+    from telegram.error import NetworkError, TimedOut
+
+    read = api_error("sendMessage", _caused(TimedOut(), httpx.ReadTimeout("read")))
+    connect = api_error("sendMessage", _caused(TimedOut(), httpx.ConnectTimeout("connect")))
+    refused = api_error(
+        "sendMessage", _caused(NetworkError("httpx.ConnectError"), httpx.ConnectError("refused"))
+    )
+    answered = api_error("sendMessage", NetworkError("Bad Gateway"))
+    assert (read.retryable, read.maybe_delivered) == (True, True)
+    assert (connect.retryable, connect.maybe_delivered) == (True, False)
+    assert (refused.retryable, refused.maybe_delivered) == (True, False)
+    assert (answered.retryable, answered.maybe_delivered) == (True, False)
