@@ -32,7 +32,7 @@ from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
-from .delivery import ChannelDelivery, DeliveryMode
+from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .metrics import Metrics
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
@@ -51,6 +51,7 @@ __all__ = [
     "build_runtime",
     "build_scheduler",
     "delivery_modes",
+    "delivery_retry",
     "loop_config",
     "provider_settings",
     "scheduler_jobs",
@@ -158,6 +159,15 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
     """How replies appear, for each enabled chat channel that sets it."""
     return {
         name: section.delivery
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChatChannelSection)
+    }
+
+
+def delivery_retry(config: BotdConfig) -> dict[str, RetrySettings]:
+    """How long failed replies are retried, for each enabled chat channel."""
+    return {
+        name: RetrySettings(budget=section.delivery_retry_for)
         for name, section in _enabled_sections(config).items()
         if isinstance(section, ChatChannelSection)
     }
@@ -291,7 +301,9 @@ class Runtime:
         """Point delivery at the live adapters and the router and delivery at ``config``'s
         access policies and delivery modes."""
         self.router.update_policies(access_policies(config))
-        self.delivery.set_channels(self.adapters, delivery_modes(config))
+        self.delivery.set_channels(
+            self.adapters, delivery_modes(config), retry=delivery_retry(config)
+        )
 
 
 def build_runtime(
@@ -318,7 +330,7 @@ def build_runtime(
     except BaseException:
         store.close()
         raise
-    delivery = ChannelDelivery(adapters, delivery_modes(config))
+    delivery = ChannelDelivery(adapters, delivery_modes(config), retry=delivery_retry(config))
 
     async def send(target: Target, text: str) -> MessageRef:
         refs = await delivery.send_text(target, text)

@@ -26,8 +26,10 @@ class ChannelAdapter(Protocol):
     ``send`` takes Markdown as the agent wrote it; the adapter renders it for its platform,
     splits it under its limits (``Capabilities``) and returns one ref per message posted.
 
-    Failures are ``ChannelError``s (``botd.channels.errors``) in the platform's own words;
-    a failed ``start`` raises ``ChannelStartError`` with a one-line reason.
+    Failures are ``ChannelError``s (``botd.channels.errors``) in the platform's own words,
+    marked ``retryable`` when trying again may help (a 5xx, a 429 with its ``retry_after``, a
+    lost connection) and ``maybe_delivered`` when the request may have landed; a failed
+    ``start`` raises ``ChannelStartError`` with a one-line reason.
     """
 
     name: str
@@ -61,6 +63,13 @@ class ChannelAdapter(Protocol):
         and thread. Returns ``ref`` first, then a ref per new message. An empty text leaves
         the message as it is (and returns ``[ref]``). An adapter whose platform cannot edit
         (``capabilities.can_edit`` false) posts the text anew and returns what ``send`` does.
+        """
+        ...
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete ``ref``'s message; one that is already gone counts as deleted.
+
+        A platform without deletion (the console) does nothing.
         """
         ...
 

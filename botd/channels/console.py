@@ -90,6 +90,10 @@ class ConsoleAdapter:
         """A terminal cannot change a printed line: the new text is printed as a new reply."""
         return await self.send(ref.target, markdown)
 
+    async def delete(self, ref: MessageRef) -> None:
+        """A printed line stays printed: nothing to do."""
+        return None
+
     async def react(self, ref: MessageRef, emoji: str) -> None:
         return None
 

@@ -21,6 +21,7 @@ import logging
 import re
 from collections.abc import Iterator
 
+import aiohttp
 import discord
 import yarl
 from discord.gateway import DiscordWebSocket
@@ -29,6 +30,7 @@ from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.retry import retry_after
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +55,27 @@ _THREAD_TYPES = (
 
 
 class DiscordError(ChannelError):
-    """Discord refused a call; the message carries its HTTP status and Discord's own text."""
+    """Discord refused a call; the message carries its HTTP status and Discord's own text.
 
-    def __init__(self, action: str, status: int, text: str) -> None:
-        super().__init__(f"Discord {action}: {status} {text}".rstrip())
+    ``status`` is 0 when no HTTP answer came (the connection failed or timed out).
+    """
+
+    def __init__(
+        self,
+        action: str,
+        status: int,
+        text: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        maybe_delivered: bool = False,
+    ) -> None:
+        super().__init__(
+            f"Discord {action}: {status or 'no answer:'} {text}".rstrip(),
+            retryable=retryable,
+            retry_after=retry_after,
+            maybe_delivered=maybe_delivered,
+        )
         self.status = status
         self.text = text
 
@@ -67,11 +86,33 @@ class DiscordStartError(ChannelStartError):
 
 @contextlib.contextmanager
 def _refusals(action: str) -> Iterator[None]:
-    """Turn discord.py's HTTP errors into ``DiscordError`` (no SDK object leaves the adapter)."""
+    """Turn discord.py's errors into ``DiscordError`` (no SDK object leaves the adapter).
+
+    discord.py already waits out 429s and retries some 5xx itself; what still comes out as a
+    5xx, a 429 (``RateLimited``) or a failed connection may pass and is marked retryable.
+    A 4xx is Discord refusing the request (missing permissions, an unknown channel).
+    """
     try:
         yield
+    except discord.RateLimited as exc:
+        hint = retry_after(exc.retry_after)
+        raise DiscordError(action, 429, str(exc), retryable=True, retry_after=hint) from exc
     except discord.HTTPException as exc:
-        raise DiscordError(action, exc.status, exc.text) from exc
+        transient = exc.status >= 500 or exc.status == 429
+        hint = retry_after(exc.response.headers) if exc.status == 429 else None
+        raise DiscordError(
+            action, exc.status, exc.text, retryable=transient, retry_after=hint
+        ) from exc
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        never_sent = isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError)
+        reason = str(exc) or type(exc).__name__
+        raise DiscordError(
+            action,
+            0,
+            f"cannot reach Discord: {reason}",
+            retryable=True,
+            maybe_delivered=not never_sent,
+        ) from exc
 
 
 class _Client(discord.Client):
@@ -344,6 +385,16 @@ class DiscordAdapter:
         with _refusals("edit"):
             await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
         return [ref, *await self._post(ref.target, chunks[1:], reply_to=None)]
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete a posted message; one that is already gone counts as deleted."""
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        try:
+            with _refusals("delete"):
+                await message.delete()
+        except DiscordError as exc:
+            if exc.status != 404:
+                raise
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         message = self._channel(ref.target).get_partial_message(int(ref.message_id))

@@ -15,9 +15,11 @@ a message inside a thread (one session per thread).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
 with ``chat.postMessage``. The SDK's automatic retries are off (a slow success must never be
-posted twice); only a 429, where Slack clearly refused the request, is retried after its
-``Retry-After``. Slack has no typing indicator for bots in channels: ``typing`` sets the
-assistant-thread status when the target is a thread and does nothing otherwise.
+posted twice); only a 429, where Slack clearly refused the request, is retried here after its
+``Retry-After``. Other failures raise ``SlackError`` marked retryable or not (see ``_call``);
+the delivery layer decides whether to try again. Slack has no typing indicator for bots in
+channels: ``typing`` sets the assistant-thread status when the target is a thread and does
+nothing otherwise.
 """
 
 from __future__ import annotations
@@ -68,11 +70,30 @@ _EMOJI_NAMES = {
 }
 
 
+TRANSIENT_ERRORS = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+)
+"""Slack's ``ok: false`` errors that say the fault was Slack's and may pass."""
+
+
 class SlackError(ChannelError):
     """Slack refused a Web API call; ``error`` is Slack's own error string."""
 
-    def __init__(self, method: str, error: str) -> None:
-        super().__init__(f"slack {method} failed: {error}")
+    def __init__(
+        self,
+        method: str,
+        error: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        maybe_delivered: bool = False,
+    ) -> None:
+        super().__init__(
+            f"slack {method} failed: {error}",
+            retryable=retryable,
+            retry_after=retry_after,
+            maybe_delivered=maybe_delivered,
+        )
         self.method = method
         self.error = error
 
@@ -358,6 +379,19 @@ class SlackAdapter:
             refs.append(MessageRef(ref.target, str(response["ts"])))
         return refs
 
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete a posted message (``chat.delete``); one already gone counts as deleted."""
+        try:
+            await self._call(
+                "chat.delete",
+                self.client.chat_delete,
+                channel=ref.target.chat_id,
+                ts=ref.message_id,
+            )
+        except SlackError as exc:
+            if exc.error != "message_not_found":
+                raise
+
     async def react(self, ref: MessageRef, emoji: str) -> None:
         """Add a reaction by name (``eyes`` or ``:eyes:``) or by a few common Unicode emoji."""
         name = _EMOJI_NAMES.get(emoji, emoji.strip(":"))
@@ -407,21 +441,44 @@ class SlackAdapter:
     async def _call(
         self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
     ) -> AsyncSlackResponse:
-        """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``."""
+        """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``.
+
+        The error says whether trying again may help: a 5xx, a 429, one of Slack's own
+        faults (``TRANSIENT_ERRORS``) or a failed connection may pass; Slack's refusals
+        (``channel_not_found``, ``not_in_channel``, ...) will not.
+        """
         for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
             try:
                 return await func(**kwargs)
             except SlackApiError as exc:
                 response = exc.response
-                if response.status_code == 429 and attempt < RATE_LIMIT_ATTEMPTS:
-                    delay = retry_after(response.headers, cap=MAX_RETRY_AFTER)
-                    delay = 1.0 if delay is None else delay
+                status = response.status_code
+                hint = retry_after(response.headers, cap=MAX_RETRY_AFTER)
+                if status == 429 and attempt < RATE_LIMIT_ATTEMPTS:
+                    delay = 1.0 if hint is None else hint
                     log.warning("slack %s rate limited; retrying in %.1fs", method, delay)
                     await self._sleep(delay)
                     continue
                 error = response.get("error") if isinstance(response.data, dict) else None
-                raise SlackError(method, str(error or f"HTTP {response.status_code}")) from exc
+                transient = status >= 500 or status == 429 or error in TRANSIENT_ERRORS
+                raise SlackError(
+                    method,
+                    str(error or f"HTTP {status}"),
+                    retryable=transient,
+                    retry_after=hint if transient else None,
+                ) from exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise _connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _connection_error(method: str, exc: BaseException) -> SlackError:
+    """A failure below HTTP: retryable; maybe carried out unless it never connected."""
+    reason = str(exc) or type(exc).__name__
+    never_sent = isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError)
+    return SlackError(
+        method, f"cannot reach Slack: {reason}", retryable=True, maybe_delivered=not never_sent
+    )
 
 
 def _remember(cache: OrderedDict[str, None], key: str) -> None:

@@ -13,9 +13,11 @@ its dedupe key, so the router drops a message redelivered anyway.
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
 rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
-again as plain text. A 429 is waited out for its chat only (others go on). Other refusals raise
-``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, and a start that fails
-raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this module.
+again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
+``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
+5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error``); a start
+that fails raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this
+module.
 """
 
 from __future__ import annotations
@@ -27,9 +29,20 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
+import httpx
 from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
-from telegram.error import BadRequest, Conflict, RetryAfter, TelegramError
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -64,14 +77,57 @@ _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 class TelegramAPIError(ChannelError):
     """Telegram refused a call; ``description`` is Telegram's reason (as PTB reports it)."""
 
-    def __init__(self, method: str, description: str) -> None:
-        super().__init__(f"Telegram {method}: {description}")
+    def __init__(
+        self,
+        method: str,
+        description: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        maybe_delivered: bool = False,
+    ) -> None:
+        super().__init__(
+            f"Telegram {method}: {description}",
+            retryable=retryable,
+            retry_after=retry_after,
+            maybe_delivered=maybe_delivered,
+        )
         self.method = method
         self.description = description
 
 
 class TelegramStartError(TelegramAPIError, ChannelStartError):
     """Starting failed: Telegram refused the token, or could not be reached."""
+
+
+def api_error(method: str, exc: TelegramError) -> TelegramAPIError:
+    """``exc`` as a ``TelegramAPIError`` that says whether trying again may help.
+
+    PTB reports a 5xx answer as a bare ``NetworkError`` and a failure below HTTP as one
+    caused by an httpx error; which httpx error tells whether the request got out.
+    """
+    description = exc.message
+    if isinstance(exc, RetryAfter):
+        return TelegramAPIError(
+            method, description, retryable=True, retry_after=retry_after(exc.retry_after)
+        )
+    if isinstance(exc, BadRequest | Forbidden | InvalidToken | Conflict | ChatMigrated):
+        return TelegramAPIError(method, description)  # Telegram refused the request itself
+    if isinstance(exc, NetworkError):  # TimedOut included
+        cause = exc.__cause__
+        if isinstance(cause, httpx.HTTPError):
+            description = f"{description} ({type(cause).__name__})"
+        never_sent = isinstance(
+            cause, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
+        )
+        # Without an httpx cause Telegram (or a proxy) answered with an error status: the
+        # request was not carried out. A read timeout or a connection lost after sending
+        # leaves it open whether it was.
+        answered = cause is None and not isinstance(exc, TimedOut)
+        return TelegramAPIError(
+            method, description, retryable=True, maybe_delivered=not (never_sent or answered)
+        )
+    return TelegramAPIError(method, description)
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -358,7 +414,7 @@ class TelegramAdapter:
                         chat, partial(bot.send_message, chat, chunk.plain, **extra)
                     )
             except TelegramError as exc:
-                raise TelegramAPIError("sendMessage", exc.message) from exc
+                raise api_error("sendMessage", exc) from exc
             refs.append(MessageRef(target, str(sent.message_id)))
         return refs
 
@@ -409,18 +465,30 @@ class TelegramAdapter:
                 )
         except BadRequest as exc:
             if not _is_not_modified(exc):
-                raise TelegramAPIError("editMessageText", exc.message) from exc
+                raise api_error("editMessageText", exc) from exc
         except TelegramError as exc:
-            raise TelegramAPIError("editMessageText", exc.message) from exc
+            raise api_error("editMessageText", exc) from exc
         # Text that outgrew one message continues in new ones rather than being lost.
         return [ref, *await self._send_chunks(ref.target, chunks[1:], reply_to=None)]
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete ``ref``'s message; one that is already gone counts as deleted."""
+        bot = self._require_bot()
+        chat_id, message_id = ref.target.chat_id, int(ref.message_id)
+        try:
+            await self._per_chat(chat_id, lambda: bot.delete_message(chat_id, message_id))
+        except BadRequest as exc:
+            if "message to delete not found" not in exc.message.lower():
+                raise api_error("deleteMessage", exc) from exc
+        except TelegramError as exc:
+            raise api_error("deleteMessage", exc) from exc
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         bot = self._require_bot()
         try:
             await bot.set_message_reaction(ref.target.chat_id, int(ref.message_id), emoji)
         except TelegramError as exc:
-            raise TelegramAPIError("setMessageReaction", exc.message) from exc
+            raise api_error("setMessageReaction", exc) from exc
 
     async def typing(self, target: Target) -> None:
         bot = self._require_bot()
@@ -429,7 +497,7 @@ class TelegramAdapter:
         try:
             await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
         except TelegramError as exc:
-            raise TelegramAPIError("sendChatAction", exc.message) from exc
+            raise api_error("sendChatAction", exc) from exc
 
 
 def _replied_to(message: Message) -> Message | None:

@@ -231,6 +231,7 @@ class ChatChannelSection(ChannelSection):
     groups: dict[Id, GroupSection] = Field(default_factory=dict)
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
+    delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
 
     @field_validator("mention_patterns")

@@ -5,7 +5,8 @@
 * ``outbox``: ``RunOutbox``, one run's ordered output with coalescing and "typing…";
 * ``coalesce``: ``BlockCoalescer``, which joins small blocks (time passed in, no clock);
 * ``channel``: ``ChannelDelivery``, which posts through the channel adapters;
-* ``preview``: edit-mode previews and fitting text to one message.
+* ``preview``: edit-mode previews and fitting text to one message;
+* ``retrying``: ``Retrier``, which retries a conversation's failed sends in order.
 """
 
 from .base import (
@@ -22,17 +23,22 @@ from .base import (
 )
 from .channel import ChannelDelivery, UnknownChannelError
 from .outbox import RunOutbox
+from .retrying import DEFAULT_RETRY_BUDGET, DeliveryGivenUp, Retrier, RetrySettings
 
 __all__ = [
     "DEFAULT_DELIVERY_MODE",
+    "DEFAULT_RETRY_BUDGET",
     "ChannelDelivery",
     "CoalesceSettings",
     "Delivery",
+    "DeliveryGivenUp",
     "DeliveryMode",
     "Outgoing",
     "Outlet",
     "PieceKind",
     "ReplyKind",
+    "Retrier",
+    "RetrySettings",
     "RunOptions",
     "RunOutbox",
     "RunOutput",

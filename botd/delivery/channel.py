@@ -5,13 +5,29 @@ and splits it for its platform). Media the agent attached are named after the te
 uploads come later. A platform's refusal is logged in its own words and raised to the
 caller: a run's outbox logs it and carries on; nothing is dropped silently.
 
+Every send, final edit and delete passes through a ``Retrier`` (``retrying.py``), per
+conversation: a failure that may pass (a 5xx, a 429, a lost connection) is tried again with
+backoff, respecting the platform's ``retry_after``, for the channel's retry budget (five
+minutes unless configured); later pieces of the conversation wait behind it, and other
+conversations are not held up. A refusal (a 4xx) is not retried. When the budget is spent
+the piece is given up, logged, and the chat is told once, if it can be reached, that a reply
+could not be delivered. A text longer than one message is sent message by message, so a
+retry never posts again a part that already went out.
+
 How a run reaches a chat is chosen per channel (``DeliveryMode``):
 
 * ``blocks`` (the default): each block the agent finishes is its own message.
 * ``final``: only the run's final answer is posted; the sessions stream no blocks.
 * ``edit``: one preview per run, posted at the first partial reply and edited in place at
   most every ``min_edit_interval`` seconds, then finished in place with the final text (see
-  ``preview.py``). A channel whose adapter cannot edit falls back to ``blocks``.
+  ``preview.py``). A channel whose adapter cannot edit falls back to ``blocks``. A preview
+  edit that fails is only logged (the next one or the final shows the text). A final edit
+  that fails, after its retries, must neither lose the answer nor show it twice beside the
+  stale preview, so the preview message is deleted and the final text posted anew; when the
+  delete fails too, the final text is posted anew only if the failed edit certainly did not
+  land (a refusal, a 5xx): then the stale preview shows an outdated part and the answer is
+  shown once. If the edit may have landed (it timed out after it was sent), nothing new is
+  posted, since the preview most likely shows the answer already.
 
 The typing indicator is cosmetic: a failure is logged and never reaches the run.
 """
@@ -20,18 +36,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from functools import partial
+from typing import TypeVar
 
 from ..channels.base import ChannelAdapter
-from ..chat import MessageRef, Target
+from ..channels.errors import ChannelError
+from ..channels.markdown import render_chunks
+from ..chat import Capabilities, MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
 from .base import DEFAULT_DELIVERY_MODE, DeliveryMode, ReplyKind, RunOptions
 from .outbox import RunOutbox
 from .preview import Preview, pieces, with_media
+from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 
 log = logging.getLogger(__name__)
 
 _DEFAULT_OPTIONS = RunOptions()
+_T = TypeVar("_T")
+_ONE_ATTEMPT = RetrySettings(budget=0.0)
+
+GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be reached for a while."
+"""Told once per outage, when a piece was given up (if the chat can be reached by then)."""
 
 
 class UnknownChannelError(LookupError):
@@ -48,20 +75,38 @@ class ChannelDelivery:
         *,
         min_edit_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
+        retrier: Retrier | None = None,
     ) -> None:
+        """``retry`` is how failed sends are retried, for every channel or per channel name
+        (a channel not named gets the defaults); ``retrier`` replaces the one made here."""
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
         self._min_edit_interval = min_edit_interval
         self._clock = clock
+        self._retrier = retrier or Retrier()
+        self._retry: dict[str, RetrySettings] = {}
+        self._set_retry(retry)
         # Keyed by target: sessions never run two runs for one conversation at once.
         self._previews: dict[Target, Preview] = {}
 
     def set_channels(
-        self, adapters: Mapping[str, ChannelAdapter], modes: Mapping[str, DeliveryMode]
+        self,
+        adapters: Mapping[str, ChannelAdapter],
+        modes: Mapping[str, DeliveryMode],
+        retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
     ) -> None:
         """Serve these adapters with these modes from now on (a reload changed them)."""
         self._adapters = dict(adapters)
         self._modes = dict(modes)
+        if retry is not None:
+            self._set_retry(retry)
+
+    def _set_retry(self, retry: RetrySettings | Mapping[str, RetrySettings] | None) -> None:
+        if isinstance(retry, RetrySettings):
+            self._retrier.settings, self._retry = retry, {}
+        else:
+            self._retry = dict(retry or {})
 
     def open_run(
         self,
@@ -129,42 +174,164 @@ class ChannelDelivery:
     async def send_text(
         self, target: Target, markdown: str, *, reply_to: str | None = None
     ) -> list[MessageRef]:
+        """Post ``markdown`` now, retried while it fails for a passing reason.
+
+        Raises the platform's refusal, or ``DeliveryGivenUp`` once the retry budget is spent
+        (after telling the chat, if it can be reached, that a reply was lost).
+        """
         adapter = self.adapter_for(target)
         if reply_to is not None and target.reply_to_id is None:
             target = Target(
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
             )
         try:
-            return await adapter.send(target, markdown)
+            return await self._post(adapter, target, markdown)
+        except DeliveryGivenUp as exc:
+            log.error("%s: a reply to %s was given up: %s", target.channel, target.chat_id, exc)
+            await self._tell_given_up(adapter, target)
+            raise
         except Exception as exc:
             log.error("%s refused a reply to %s: %s", target.channel, target.chat_id, exc)
             raise
 
+    async def _post(
+        self, adapter: ChannelAdapter, target: Target, markdown: str
+    ) -> list[MessageRef]:
+        """Send ``markdown`` one message at a time, each retried on its own."""
+        key = _conversation(target)
+        what = f"{target.channel} send to {target.chat_id}"
+        parts = _messages(markdown, adapter.capabilities)
+        if len(parts) == 1:
+            return await self._retried(key, what, partial(adapter.send, target, markdown))
+        refs: list[MessageRef] = []
+        for part in parts:
+            posted = await self._retried(key, what, partial(adapter.send, target, part))
+            refs.extend(posted)
+            if posted:
+                # Later parts follow the first, in its thread, and reply to nothing.
+                target = replace(posted[0].target, reply_to_id=None)
+        return refs
+
+    async def _retried(self, key: _Key, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        return await self._retrier.call(key, what, attempt, settings=self._retry.get(key[0]))
+
+    async def _tell_given_up(self, adapter: ChannelAdapter, target: Target) -> None:
+        """Say once per outage, with a single attempt, that a reply could not be delivered."""
+        key = _conversation(target)
+        if not self._retrier.first_give_up(key):
+            return
+        plain = Target(target.channel, target.chat_id, target.account_id, target.thread_id)
+        try:
+            await self._retrier.call(
+                key,
+                "the undelivered-reply notice",
+                lambda: adapter.send(plain, GIVE_UP_NOTICE),
+                settings=_ONE_ATTEMPT,
+            )
+        except Exception as exc:
+            self._retrier.unreport(key)
+            log.warning("telling %s about the lost reply failed too: %s", target.chat_id, exc)
+
     async def _show(self, target: Target, preview: Preview, markdown: str, *, final: bool) -> None:
-        """Make the preview's messages show ``markdown``: edit what changed, post what is new."""
+        """Make the preview's messages show ``markdown``: edit what changed, post what is new.
+
+        A preview is tried once (the next one or the final shows its text); the final is
+        retried, and a final edit that fails replaces the preview (module docstring).
+        """
         adapter = self.adapter_for(target)
+        key = _conversation(target)
+        what = f"{target.channel} edit in {target.chat_id}"
         for index, piece in enumerate(pieces(markdown, adapter.capabilities, preview.fits)):
             if index < len(preview.refs):
                 if preview.shown[index] == piece:
                     continue
-                try:
-                    await adapter.edit(preview.refs[index], piece)
-                except Exception as exc:
-                    if not final:
-                        raise
-                    # The answer must arrive: post it anew rather than leave a stale preview.
-                    log.warning("%s final edit failed (%s); posting it", target.channel, exc)
-                    refs = await self.send_text(target, piece)
-                    if refs:
-                        preview.refs[index] = refs[0]
+                ref = preview.refs[index]
+                if not final:
+                    await adapter.edit(ref, piece)
+                else:
+                    try:
+                        await self._retried(key, what, partial(adapter.edit, ref, piece))
+                    except Exception as exc:
+                        refs = await self._replace(adapter, target, ref, piece, exc)
+                        if refs:
+                            preview.refs[index] = refs[0]
                 preview.shown[index] = piece
             else:
-                refs = await self.send_text(target, piece)
+                if final:
+                    refs = await self.send_text(target, piece)
+                else:
+                    refs = await adapter.send(target, piece)
                 if not refs:
                     return
                 # Pieces are fitted to one message each, so one ref stands for the piece.
                 preview.refs.append(refs[0])
                 preview.shown.append(piece)
+
+    async def _replace(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        stale: MessageRef,
+        piece: str,
+        failure: Exception,
+    ) -> list[MessageRef]:
+        """The final edit of ``stale`` failed: delete it and post ``piece``, or leave it."""
+        landed = isinstance(failure, ChannelError) and failure.maybe_delivered
+        key = _conversation(target)
+        try:
+            await self._retried(
+                key, f"{target.channel} delete in {target.chat_id}", lambda: adapter.delete(stale)
+            )
+        except Exception as exc:
+            if landed:
+                log.warning(
+                    "%s final edit in %s may have landed (%s) and the preview could not be "
+                    "deleted (%s); leaving it as it is",
+                    target.channel,
+                    target.chat_id,
+                    failure,
+                    exc,
+                )
+                return []
+            log.warning(
+                "%s final edit in %s failed (%s) and the preview could not be deleted (%s); "
+                "posting the answer beside it",
+                target.channel,
+                target.chat_id,
+                failure,
+                exc,
+            )
+        else:
+            log.warning(
+                "%s final edit in %s failed (%s); the preview was deleted, posting the answer",
+                target.channel,
+                target.chat_id,
+                failure,
+            )
+        return await self.send_text(target, piece)
+
+
+_Key = tuple[str, str, str, str | None]
+
+
+def _conversation(target: Target) -> _Key:
+    """What retries are kept apart by: one chat, or one thread of it."""
+    return (target.channel, target.account_id, target.chat_id, target.thread_id)
+
+
+def _messages(markdown: str, caps: Capabilities) -> list[str]:
+    """``markdown`` cut into parts that each render as one message of the platform.
+
+    A short text is one part as it is (rendering cannot make it outgrow a message); a longer
+    one is rendered to see whether it fits, and cut when it does not.
+    """
+    lines = caps.line_limit
+    if len(markdown) * 8 <= caps.text_limit and (lines is None or markdown.count("\n") * 2 < lines):
+        return [markdown]
+    rendered = render_chunks(markdown, caps.markdown, caps.text_limit, line_limit=lines)
+    if len(rendered) <= 1:
+        return [markdown]
+    return pieces(markdown, caps, {})
 
 
 __all__ = ["ChannelDelivery", "UnknownChannelError"]

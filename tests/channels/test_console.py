@@ -50,3 +50,11 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
     assert printed.count("hello") == 1 and printed.count("how are you?") == 1
     assert printed.index("hello") < printed.index("how are you?")
     assert sessions.sessions[CONVERSATION_KEY].runs_done >= 1
+
+
+async def test_delete_leaves_a_printed_reply_as_it_is() -> None:
+    output = io.StringIO()
+    adapter = ConsoleAdapter(output=output)
+    [ref] = await adapter.send(Target("console", "local"), "printed")
+    await adapter.delete(ref)
+    assert output.getvalue() == "printed\n"

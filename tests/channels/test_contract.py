@@ -34,7 +34,7 @@ from botd.channels.discord import DiscordAdapter
 from botd.channels.slack import SlackAdapter
 from botd.channels.telegram import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
-from botd.delivery import ChannelDelivery
+from botd.delivery import ChannelDelivery, RetrySettings
 from botd.router import AccessPolicy, Decision, GroupRule, Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
@@ -97,6 +97,14 @@ class Driver(Protocol):
         ...
 
     def fail_next_post_with_429(self) -> None: ...
+
+    def fail_next_posts_with_503_then_reset(self) -> None:
+        """The next post is answered 503, the one after loses its connection unanswered."""
+        ...
+
+    def shown_in_dm(self) -> list[str]:
+        """The bot's messages in the DM chat as they show now (after edits and deletes)."""
+        ...
 
     def visible(self, text: str) -> str:
         """The posted text as a reader sees it (markup and fence markers removed)."""
@@ -179,6 +187,13 @@ class TelegramDriver:
     def fail_next_post_with_429(self) -> None:
         self.fake.fail_next("sendMessage", telegram_api.retry_after(1))
 
+    def fail_next_posts_with_503_then_reset(self) -> None:
+        self.fake.fail_next("sendMessage", telegram_api.server_error(503))
+        self.fake.reset_next("sendMessage")
+
+    def shown_in_dm(self) -> list[str]:
+        return self.fake.visible(TG_DM)
+
     def visible(self, text: str) -> str:
         return telegram_api.parse_html(text)[0]
 
@@ -260,6 +275,15 @@ class SlackDriver:
         self._refused.add(len(self.fake.calls_to("chat.postMessage")))
         self.fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=1)
 
+    def fail_next_posts_with_503_then_reset(self) -> None:
+        sent = len(self.fake.calls_to("chat.postMessage"))
+        self._refused.update((sent, sent + 1))
+        self.fake.fail_next("chat.postMessage", "service_unavailable", status=503)
+        self.fake.reset_next("chat.postMessage")
+
+    def shown_in_dm(self) -> list[str]:
+        return self.fake.visible(self.dm_chat)
+
     def visible(self, text: str) -> str:
         return html.unescape(_fence_words(text))
 
@@ -331,6 +355,13 @@ class DiscordDriver:
 
     def fail_next_post_with_429(self) -> None:
         self.fake.rate_limit_next_post(retry_after=0.01)
+
+    def fail_next_posts_with_503_then_reset(self) -> None:
+        self.fake.fail_next("POST", 503)
+        self.fake.reset_next("POST")
+
+    def shown_in_dm(self) -> list[str]:
+        return self.fake.visible(int(self.dm_chat))
 
     def visible(self, text: str) -> str:
         return _fence_words(text)
@@ -416,7 +447,9 @@ class Stack:
         block_chunking: bool = True,
     ) -> None:
         self.adapter = driver.adapter(store)
-        self.delivery = ChannelDelivery({driver.name: self.adapter})
+        # Tiny backoff: retries are exercised, never waited for.
+        quick = RetrySettings(budget=30.0, first=0.01, cap=0.05)
+        self.delivery = ChannelDelivery({driver.name: self.adapter}, retry=quick)
         tools: Callable[[InboundMessage], Sequence[Tool]] | None = None
         if message_tool:
             tools = lambda _message: [MessageTool(self._send)]  # noqa: E731
@@ -633,6 +666,29 @@ async def test_a_429_is_waited_out_and_the_answer_posted_once(
     [post] = driver.posted()
     assert driver.visible(post.text).strip() == "You said: patience echo"
     assert driver.attempts() == 2  # one refused with 429, one posted
+
+
+async def test_a_503_and_a_reset_are_retried_and_the_answer_posted_once(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    driver.fail_next_posts_with_503_then_reset()
+    await driver.push_dm("patience echo")
+    await stack.settle(1)
+    [post] = driver.posted()
+    assert driver.visible(post.text).strip() == "You said: patience echo"
+
+
+async def test_delete_removes_a_message_and_deleting_it_again_is_harmless(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    target = Target(driver.name, driver.dm_chat)
+    [draft] = await asyncio.wait_for(stack.adapter.send(target, "draft"), GUARD)
+    await asyncio.wait_for(stack.adapter.send(target, "kept"), GUARD)
+    await asyncio.wait_for(stack.adapter.delete(draft), GUARD)
+    await asyncio.wait_for(stack.adapter.delete(draft), GUARD)  # already gone: fine
+    assert [driver.visible(text).strip() for text in driver.shown_in_dm()] == ["kept"]
 
 
 async def test_a_restart_replays_nothing(

@@ -15,6 +15,12 @@ spec/testing.md section 5). What the fake serves:
   ``dispatch`` pushes an event to the live session; ``drop_connection`` closes the socket the
   way a network fault or a Discord restart would.
 
+Faults on the message routes (POST, PATCH, DELETE under ``channels/{id}/messages``):
+``fail_next`` answers with an error status (a 503 discord.py does not retry itself, a 4xx),
+``reset_next`` drops the connection with a TCP reset, and ``land=True`` carries the call out
+first, as a timeout after the request landed would. Faulted requests go to ``faulted``, not
+``requests``. ``visible(channel)`` is what a channel shows now (posts, edits and deletes).
+
 Like real Discord, guild message content is blanked when IDENTIFY lacked the message-content
 intent, unless the message mentions the bot.
 """
@@ -29,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from .faults import reset
 
 BOT_ID = 1100000000000000001
 APP_ID = BOT_ID
@@ -79,6 +87,16 @@ class RecordedRequest:
 
 
 @dataclass
+@dataclass
+class _Fault:
+    method: str
+    status: int  # 0: reset the connection
+    code: int
+    message: str
+    land: bool
+
+
+@dataclass
 class _Session:
     ws: web.WebSocketResponse
     closed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -103,6 +121,11 @@ class FakeDiscordAPI:
         """Requests answered 429 (kept out of ``requests``)."""
         self._pending_429: list[float] = []
         self._pending_refusals: list[tuple[int, int, str]] = []
+        self._faults: list[_Fault] = []
+        self.faulted: list[RecordedRequest] = []
+        """Message requests answered with a scripted fault (kept out of ``requests``)."""
+        self.messages: dict[int, tuple[str, str]] = {}
+        """The bot's messages by id: (channel id, content as last edited); deleted ones gone."""
         self._ids = itertools.count(1600000000000000001)
         self._sequence = 0
         self._session: _Session | None = None
@@ -149,6 +172,31 @@ class FakeDiscordAPI:
     def refuse_next_post(self, status: int, code: int, message: str) -> None:
         """Answer the next message POST with Discord's JSON error (``code`` and ``message``)."""
         self._pending_refusals.append((status, code, message))
+
+    def fail_next(
+        self,
+        method: str,
+        status: int,
+        *,
+        code: int = 0,
+        message: str = "",
+        times: int = 1,
+        land: bool = False,
+    ) -> None:
+        """Answer the next ``times`` message requests of ``method`` (POST, PATCH, DELETE) with
+        ``status`` and Discord's JSON error; with ``land``, carry each out first."""
+        text = message or {503: "Service Unavailable"}.get(status, "error")
+        self._faults += [_Fault(method, status, code, text, land) for _ in range(times)]
+
+    def reset_next(self, method: str, *, times: int = 1, land: bool = False) -> None:
+        """Reset the connection of the next ``times`` message requests of ``method``."""
+        self._faults += [_Fault(method, 0, 0, "", land) for _ in range(times)]
+
+    def visible(self, channel_id: int) -> list[str]:
+        """The bot's messages in ``channel_id`` as they show now, oldest first."""
+        return [
+            text for _, (chat, text) in sorted(self.messages.items()) if chat == str(channel_id)
+        ]
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a dispatch (op 0) on the live session, waiting for one to be established."""
@@ -365,6 +413,14 @@ class FakeDiscordAPI:
         if method == "POST" and parts[-1] == "messages" and self._pending_refusals:
             status, code, message = self._pending_refusals.pop(0)
             return _json({"message": message, "code": code}, status)
+        fault = self._fault_for(method, parts)
+        if fault is not None:
+            self.faulted.append(recorded)
+            if fault.land:
+                self._message_call(method, parts, recorded)
+            if fault.status == 0:
+                return reset(request)
+            return _json({"message": fault.message, "code": fault.code}, fault.status)
         await self._remember(recorded)
         if parts == ["users", "@me"]:
             return _json(BOT_USER)
@@ -383,16 +439,38 @@ class FakeDiscordAPI:
                 }
             )
         if parts[0] == "channels" and len(parts) >= 3:
-            channel_id = parts[1]
             if parts[2] == "typing" or "reactions" in parts:
                 return web.Response(status=204)
-            if parts[2] == "messages" and method == "POST":
-                return _json(self._posted_message(channel_id, recorded.body))
-            if parts[2] == "messages" and method == "PATCH":
-                payload = self._posted_message(channel_id, recorded.body)
-                payload["id"] = parts[3]
-                return _json(payload)
+            if parts[2] == "messages":
+                return self._message_call(method, parts, recorded)
         return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _fault_for(self, method: str, parts: list[str]) -> _Fault | None:
+        if len(parts) < 3 or parts[0] != "channels" or parts[2] != "messages":
+            return None
+        for index, fault in enumerate(self._faults):
+            if fault.method == method:
+                return self._faults.pop(index)
+        return None
+
+    def _message_call(
+        self, method: str, parts: list[str], recorded: RecordedRequest
+    ) -> web.Response:
+        channel_id = parts[1]
+        if method == "POST" and len(parts) == 3:
+            payload = self._posted_message(channel_id, recorded.body)
+            self.messages[int(payload["id"])] = (channel_id, payload["content"])
+            return _json(payload)
+        if method == "PATCH" and len(parts) == 4:
+            payload = self._posted_message(channel_id, recorded.body)
+            payload["id"] = parts[3]
+            self.messages[int(parts[3])] = (channel_id, payload["content"])
+            return _json(payload)
+        if method == "DELETE" and len(parts) == 4:
+            if self.messages.pop(int(parts[3]), None) is None:
+                return _json({"message": "Unknown Message", "code": 10008}, 404)
+            return web.Response(status=204)
+        return _json({"message": "405: Method Not Allowed", "code": 0}, 405)
 
     # --- gateway -----------------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the quer
 body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
 (a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
 ``assistant.threads.setStatus`` and ``conversations.replies``; every call is recorded. Errors are
-scripted per method for the next call: a 429 with ``Retry-After`` or Slack's ``ok: false``.
+scripted per method for the next calls: a 429 with ``Retry-After``, Slack's ``ok: false``, a 5xx
+(``status``), or a connection reset (``reset_next``); with ``land=True`` the call is carried out
+before it fails, as a timeout after the request landed would. ``chat.delete`` removes a posted
+message; ``visible(channel)`` is what the channel shows now.
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
 ``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
@@ -32,6 +35,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from .faults import reset
+
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
@@ -52,6 +57,8 @@ class ScriptedError:
     error: str
     status: int = 200
     retry_after: int | None = None
+    land: bool = False
+    reset: bool = False
 
 
 @dataclass
@@ -99,6 +106,8 @@ class FakeSlack:
         self.port = 0
         self.replies: dict[str, list[dict[str, Any]]] = {}
         """``conversations.replies`` answers by ``thread_ts``."""
+        self.messages: dict[tuple[str, str], str] = {}
+        """The bot's messages by (channel, ts), as last updated; deleted ones are gone."""
 
     @property
     def base_url(self) -> str:
@@ -122,10 +131,27 @@ class FakeSlack:
         return self._state.connections
 
     def fail_next(
-        self, method: str, error: str, *, status: int = 200, retry_after: int | None = None
+        self,
+        method: str,
+        error: str,
+        *,
+        status: int = 200,
+        retry_after: int | None = None,
+        times: int = 1,
+        land: bool = False,
     ) -> None:
-        """Script the next call of ``method`` to fail (queued per method)."""
-        self._errors[method].append(ScriptedError(error, status, retry_after))
+        """Script the next ``times`` calls of ``method`` to fail (queued per method)."""
+        for _ in range(times):
+            self._errors[method].append(ScriptedError(error, status, retry_after, land))
+
+    def reset_next(self, method: str, *, times: int = 1, land: bool = False) -> None:
+        """Reset the connection of the next ``times`` calls of ``method``."""
+        for _ in range(times):
+            self._errors[method].append(ScriptedError("", land=land, reset=True))
+
+    def visible(self, channel: str) -> list[str]:
+        """The texts of the bot's messages in ``channel`` as they show now, oldest first."""
+        return [text for (chat, _), text in sorted(self.messages.items()) if chat == channel]
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -166,6 +192,10 @@ class FakeSlack:
         self._state.calls.append(ApiCall(method, request.method, token, args))
         if self._errors[method]:
             scripted = self._errors[method].popleft()
+            if scripted.land:
+                self._answer(method, args, request)
+            if scripted.reset:
+                return reset(request)
             headers = {}
             if scripted.retry_after is not None:
                 headers["Retry-After"] = str(scripted.retry_after)
@@ -190,8 +220,14 @@ class FakeSlack:
             return {"ok": True, "url": url}
         if method == "chat.postMessage":
             ts = f"1700000000.{next(self._ts):06d}"
+            self.messages[(str(args.get("channel")), ts)] = str(args.get("text"))
             return {"ok": True, "channel": args.get("channel"), "ts": ts, "message": {"ts": ts}}
         if method == "chat.update":
+            self.messages[(str(args.get("channel")), str(args.get("ts")))] = str(args.get("text"))
+            return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
+        if method == "chat.delete":
+            if self.messages.pop((str(args.get("channel")), str(args.get("ts"))), None) is None:
+                return {"ok": False, "error": "message_not_found"}
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "conversations.replies":
             return {"ok": True, "messages": self.replies.get(str(args.get("ts")), [])}

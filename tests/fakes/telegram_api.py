@@ -18,6 +18,11 @@ confirmation, so a poller starting from offset 0 would see everything again.
 Telegram does (only its tag subset, properly nested) and refuse it with Telegram's 400
 "can't parse entities"; text longer than 4096 characters after parsing gets "message is too
 long". Every request is recorded as a ``Call`` with the HTTP status it was answered with.
+
+Faults: ``fail_next`` scripts error answers (``server_error()`` for a 5xx, ``retry_after()``
+for a 429); ``reset_next`` drops the connection with a TCP reset (status 0 in ``calls``);
+``land=True`` carries the call out before failing it, as a timeout after the request landed
+would; ``outage()`` takes the whole server away until ``end()``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 from aiohttp import web
+
+from .faults import Outage, reset
 
 BOT_ID = 999_000
 BOT_USERNAME = "botd_test_bot"
@@ -88,6 +95,11 @@ def cant_parse_entities() -> ScriptedError:
     )
 
 
+def server_error(status: int = 500) -> ScriptedError:
+    phrases = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+    return ScriptedError(status, phrases.get(status, "Server Error"))
+
+
 def retry_after(seconds: int = 1) -> ScriptedError:
     return ScriptedError(429, f"Too Many Requests: retry after {seconds}", {"retry_after": seconds})
 
@@ -109,8 +121,9 @@ class Call:
 
 @dataclass
 class _Script:
-    error: ScriptedError
+    error: ScriptedError | None  # None: reset the connection
     remaining: int
+    land: bool = False
 
 
 class _MarkupCheck(HTMLParser):
@@ -210,6 +223,7 @@ class FakeTelegramAPI:
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._outage: Outage | None = None
         self.port = 0
 
     @property
@@ -241,9 +255,28 @@ class FakeTelegramAPI:
         """The next ``times`` getUpdates requests are held open and never answered."""
         self.stalls = times
 
-    def fail_next(self, method: str, error: ScriptedError, *, times: int = 1) -> None:
-        """Answer the next ``times`` calls of ``method`` with ``error``."""
-        self._scripts.setdefault(method, []).append(_Script(error, times))
+    def fail_next(
+        self, method: str, error: ScriptedError, *, times: int = 1, land: bool = False
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``error`` (after carrying each
+        out, with ``land``)."""
+        self._scripts.setdefault(method, []).append(_Script(error, times, land))
+
+    def reset_next(self, method: str, *, times: int = 1, land: bool = False) -> None:
+        """Reset the connection of the next ``times`` calls of ``method`` instead of answering
+        (after carrying each out, with ``land``)."""
+        self._scripts.setdefault(method, []).append(_Script(None, times, land))
+
+    def clear_faults(self) -> None:
+        """Forget every scripted failure not yet used."""
+        self._scripts.clear()
+
+    async def outage(self) -> Outage:
+        """Take the server away (connections refused or reset) until ``end()`` is awaited."""
+        assert self._runner is not None
+        self._outage = Outage(self._runner, self.port)
+        await self._outage.begin()
+        return self._outage
 
     def chat(
         self, chat_id: int, *, chat_type: str | None = None, is_forum: bool = False
@@ -360,16 +393,24 @@ class FakeTelegramAPI:
         call = Call(method, params)
         self.calls.append(call)
         try:
+            if self._outage is not None and self._outage.active:
+                call.status = 0
+                return reset(request)
             if request.match_info["token"] != self.token:
                 return self._error(call, ScriptedError(401, "Unauthorized"))
+            handler = getattr(self, f"_api_{method}", None)
             scripts = self._scripts.get(method)
             if scripts:
                 script = scripts[0]
                 script.remaining -= 1
                 if script.remaining <= 0:
                     scripts.pop(0)
+                if script.land and handler is not None:
+                    await handler(params)
+                if script.error is None:
+                    call.status = 0
+                    return reset(request)
                 return self._error(call, script.error)
-            handler = getattr(self, f"_api_{method}", None)
             if handler is None:
                 return self._error(call, ScriptedError(404, "Not Found"))
             result = await handler(params)
@@ -474,6 +515,16 @@ class FakeTelegramAPI:
         message["text"] = text
         message["edit_date"] = int(time.time())
         return message
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> Any:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if self._sent.pop(key, None) is None:
+            return ScriptedError(400, "Bad Request: message to delete not found")
+        return True
+
+    def visible(self, chat_id: int) -> list[str]:
+        """The texts of the bot's messages in ``chat_id`` as they show now, oldest first."""
+        return [m["text"] for (chat, _), m in sorted(self._sent.items()) if chat == chat_id]
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
         return True

@@ -1,0 +1,162 @@
+"""Retrying sends per conversation: a failure that may pass is tried again, in order.
+
+``Retrier.call`` runs one adapter call (a send, an edit, a delete) for a conversation. A
+``ChannelError`` marked ``retryable`` (a 5xx, a 429, a lost connection) is tried again after
+the platform's ``retry_after`` or, without one, a growing jittered delay (``Backoff``); any
+other error is raised at once, so a platform's refusal reaches the caller in its own words.
+
+The caller awaits its call, so a conversation's later pieces wait behind the one being
+retried and never overtake it. Nothing is shared between conversations but this object's
+bookkeeping: each waits in its own task, so one chat's outage or flood wait delays no other.
+
+The budget (``RetrySettings.budget``, five minutes by default) counts from the first failure
+of a conversation's current outage, not per piece: while a chat stays unreachable its
+pieces are retried until the budget is spent, and after that each gets one attempt and is
+given up (``DeliveryGivenUp``) until a call to that chat succeeds again, which ends the
+outage. A run of thirty paragraphs into a dead chat therefore costs five minutes, not thirty
+times five. The first give-up of an outage is reported once (``give_up_notice``).
+
+A failure that ``maybe_delivered`` (a timeout after the request went out) is retried like
+any other: the platforms offer no way to ask whether it landed, and a reply shown twice can
+be ignored while a lost one cannot be noticed. Edits and deletes are idempotent anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..channels.errors import ChannelError
+from ..retry import Backoff, retry_wait
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+DEFAULT_RETRY_BUDGET = 300.0
+"""Seconds a conversation's failing sends are retried before they are given up."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """How failed sends are retried: for ``budget`` seconds, waiting ``first`` doubling to
+    ``cap`` between tries (or what the platform asked, up to ``max_hint``)."""
+
+    budget: float = DEFAULT_RETRY_BUDGET
+    first: float = 1.0
+    cap: float = 30.0
+    max_hint: float = 300.0
+
+
+class DeliveryGivenUp(ChannelError):
+    """A piece was retried until the conversation's retry budget was spent, and given up.
+
+    ``last`` is the last failure; ``maybe_delivered`` is copied from it.
+    """
+
+    def __init__(self, what: str, last: ChannelError, *, seconds: float) -> None:
+        super().__init__(
+            f"gave up {what} after {seconds:.0f}s of failures: {last}",
+            maybe_delivered=last.maybe_delivered,
+        )
+        self.last = last
+
+
+@dataclass(slots=True)
+class _Outage:
+    """One conversation's failing spell: when it began and how far its backoff went."""
+
+    since: float
+    backoff: Backoff
+    reported: bool = False
+
+
+class Retrier:
+    """See the module docstring. ``clock`` and ``sleep`` are replaceable in tests."""
+
+    def __init__(
+        self,
+        settings: RetrySettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings or RetrySettings()
+        self._clock = clock
+        self._sleep = sleep
+        self._outages: dict[Hashable, _Outage] = {}
+
+    def failing(self, key: Hashable) -> bool:
+        """Whether calls for ``key`` are failing (an outage has begun and not ended)."""
+        return key in self._outages
+
+    async def call(
+        self,
+        key: Hashable,
+        what: str,
+        attempt: Callable[[], Awaitable[_T]],
+        *,
+        settings: RetrySettings | None = None,
+    ) -> _T:
+        """``attempt()``, tried again while it fails retryably and ``key``'s budget lasts.
+
+        Raises a non-retryable error as it came, and ``DeliveryGivenUp`` once the budget is
+        spent. ``settings`` overrides this retrier's own (a channel's budget, say).
+        """
+        chosen = settings or self.settings
+        while True:
+            try:
+                result = await attempt()
+            except ChannelError as exc:
+                if not exc.retryable:
+                    raise
+                outage = self._outages.get(key)
+                now = self._clock()
+                if outage is None:
+                    outage = self._outages[key] = _Outage(
+                        now, Backoff(chosen.first, factor=2.0, cap=chosen.cap)
+                    )
+                spent = now - outage.since
+                left = chosen.budget - spent
+                if left <= 0:
+                    raise DeliveryGivenUp(what, exc, seconds=spent) from exc
+                hinted = exc.retry_after
+                if hinted is not None:
+                    hinted = min(hinted, chosen.max_hint)
+                wait = retry_wait(outage.backoff, hinted, max_wait=left)
+                log.warning(
+                    "%s failed (%s)%s; retry %d in %.1fs",
+                    what,
+                    exc,
+                    "; it may have landed and show twice" if exc.maybe_delivered else "",
+                    outage.backoff.failures,
+                    wait,
+                )
+                await self._sleep(wait)
+                continue
+            if self._outages.pop(key, None) is not None:
+                log.info("%s went through; sending again", what)
+            return result
+
+    def first_give_up(self, key: Hashable) -> bool:
+        """True once per outage of ``key``: the moment to tell the chat a reply was lost.
+
+        Call ``unreport`` when telling failed, so the next give-up tries again.
+        """
+        outage = self._outages.get(key)
+        if outage is None or outage.reported:
+            return False
+        outage.reported = True
+        return True
+
+    def unreport(self, key: Hashable) -> None:
+        outage = self._outages.get(key)
+        if outage is not None:
+            outage.reported = False
+
+
+__all__ = ["DEFAULT_RETRY_BUDGET", "DeliveryGivenUp", "Retrier", "RetrySettings"]
