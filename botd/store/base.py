@@ -15,11 +15,25 @@ few commits, which at worst replays an inbound message or loses the last transcr
 The schema is migrated on open by ``PRAGMA user_version``: ``MIGRATIONS[n]`` takes a
 database from version ``n`` to ``n + 1``, each in its own transaction. A database written by
 a newer botd (a higher version than this code knows) is refused rather than guessed at.
+
+Opening refuses, with one line naming the file and the fix (``StoreOpenError``), a database
+botd cannot use: a directory in its place, a file botd may not write, a file that is not
+SQLite, one whose pages fail SQLite's ``quick_check``, one from a newer botd. The checks read
+the file and never write it; ``-wal``/``-shm`` files the attempt created are removed again.
+
+Every write goes through ``_transaction``, the one place that sees write failures. A storage
+fault there (disk full, I/O error, read-only, corruption) raises ``StoreWriteError`` with
+SQLite's own words and marks ``StoreBase.health`` degraded; the next write that commits
+clears it, so botd recovers by itself once the disk takes writes again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,15 +43,69 @@ from typing import Self
 
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
+log = logging.getLogger(__name__)
+
 DB_FILENAME = "botd.sqlite3"
 BUSY_TIMEOUT_MS = 2_000
 """How long to wait for another process's write lock (an operator's sqlite3 shell, say)."""
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SIDECARS = ("-wal", "-shm")
+
 Clock = Callable[[], float]
+
+CORRUPT_FIX = "restore it from a backup or move it aside (botd then starts afresh)"
 
 
 class StoreError(Exception):
     """The store cannot be used (closed, or a database this botd does not understand)."""
+
+
+class StoreOpenError(StoreError):
+    """The database cannot be opened; the message is one line naming the file and the fix."""
+
+
+class StoreWriteError(StoreError):
+    """A write failed for a storage reason (disk full, I/O error, read-only, corruption).
+
+    ``reason`` is SQLite's own words, e.g. ``database or disk is full``.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class StoreHealth:
+    """Whether the store's last write worked: ``reason`` is None, or why it failed."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self.reason: str | None = None
+        self.since: float | None = None
+        """When the current failure streak started."""
+        self.failures = 0
+        """Failed writes in the current streak."""
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    def failed(self, reason: str) -> None:
+        if self.reason is None:
+            self.since = self._clock()
+            log.error("store degraded: a write failed: %s", reason)
+        self.reason = reason
+        self.failures += 1
+
+    def succeeded(self) -> None:
+        if self.reason is not None:
+            log.warning(
+                "store recovered: writes work again (%d failed since the first failure)",
+                self.failures,
+            )
+        self.reason = self.since = None
+        self.failures = 0
 
 
 class StoreBase:
@@ -46,25 +114,60 @@ class StoreBase:
     def __init__(self, path: Path, *, clock: Clock = time.time) -> None:
         self.path = path
         self._clock = clock
-        # isolation_level=None: no implicit transactions; _transaction() says where they are.
-        conn = sqlite3.connect(path, isolation_level=None)
+        self.health = StoreHealth(clock)
+        self._conn: sqlite3.Connection | None = None
+        _preflight(path)
+        existing = {s for s in SIDECARS if Path(f"{path}{s}").exists()}
         try:
+            # isolation_level=None: no implicit transactions; _transaction() says where they are.
+            conn = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"{path}: cannot be opened ({exc}): {CORRUPT_FIX}") from None
+        try:
+            self._check(conn)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StoreError(f"{path}: could not switch to WAL mode (got {mode!r})")
+                raise StoreOpenError(f"{path}: could not switch to WAL mode (got {mode!r})")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._conn: sqlite3.Connection | None = conn
+            self._conn = conn
             self._migrate()
-        except BaseException:
+        except BaseException as exc:
             conn.close()
             self._conn = None
+            for suffix in SIDECARS:  # only what this attempt created, never an existing WAL
+                if suffix not in existing:
+                    with contextlib.suppress(OSError):
+                        Path(f"{path}{suffix}").unlink()
+            if isinstance(exc, StoreWriteError):
+                raise StoreOpenError(
+                    f"{path}: cannot be written ({exc.reason}): free space or make it "
+                    "writable for the user botd runs as"
+                ) from None
+            if isinstance(exc, sqlite3.Error):
+                raise StoreOpenError(f"{path}: cannot be opened ({exc}): {CORRUPT_FIX}") from None
             raise
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a newer schema or damaged pages before anything is written."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreOpenError(
+                f"{self.path}: schema version {version} is newer than this botd understands "
+                f"({SCHEMA_VERSION}); upgrade botd or point state_dir elsewhere"
+            )
+        problem = str(conn.execute("PRAGMA quick_check(1)").fetchone()[0])
+        if problem != "ok":
+            problem = " ".join(problem.replace("*** in database main ***", "").split())
+            raise StoreOpenError(f"{self.path}: is damaged (SQLite: {problem}): {CORRUPT_FIX}")
 
     @classmethod
     def open(cls, state_dir: Path, *, clock: Clock = time.time) -> Self:
-        """The store in ``state_dir`` (created if missing), migrated to the current schema."""
+        """The store in ``state_dir`` (created if missing), migrated to the current schema.
+
+        Raises ``StoreOpenError`` when the database cannot be used (see the module docstring).
+        """
         state_dir.mkdir(parents=True, exist_ok=True)
         return cls(state_dir / DB_FILENAME, clock=clock)
 
@@ -97,30 +200,81 @@ class StoreBase:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; the one place where write failures are seen.
+
+        A storage fault raises ``StoreWriteError`` and marks ``health`` degraded; a commit
+        clears it. Other errors (a constraint, a bug) pass through unchanged.
+        """
         # IMMEDIATE takes the write lock up front, so a read-then-write never fails halfway
         # because another process wrote in between.
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # SQLite may already have rolled back (some errors do); a failed COMMIT has not.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (some errors do); a failed COMMIT has not.
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as exc:
+                        log.error("rolling back a failed write failed too: %s", exc)
+                raise
+        except sqlite3.Error as exc:
+            if not _storage_fault(exc):
+                raise
+            self.health.failed(str(exc))
+            raise StoreWriteError(self.path, str(exc)) from exc
+        self.health.succeeded()
 
     def _migrate(self) -> None:
         conn = self._connection()
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this botd understands "
-                f"({SCHEMA_VERSION}); upgrade botd or point state_dir elsewhere"
-            )
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self._transaction():
                 for statement in MIGRATIONS[target - 1]:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
                 conn.execute(f"PRAGMA user_version={target}")
+
+
+def _storage_fault(exc: sqlite3.Error) -> bool:
+    """A failure of the disk or the file (full, I/O, read-only, locked, corrupt), not a
+    constraint violation or a misuse of the API."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+
+
+def _preflight(path: Path) -> None:
+    """Refuse what SQLite would open badly or not at all, reading only (no connection yet).
+
+    Real open attempts, not permission bits: root passes any mode check, and a read-only
+    mount shows only when a write is tried.
+    """
+    if path.is_dir():
+        raise StoreOpenError(f"{path}: is a directory, not a database file: move it aside")
+    for file in (path, *(Path(f"{path}{s}") for s in SIDECARS)):
+        try:
+            fd = os.open(file, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreOpenError(
+                f"{file}: cannot be opened for writing ({exc.strerror}): make it and its "
+                "directory writable for the user botd runs as"
+            ) from None
+        try:
+            header = os.pread(fd, len(SQLITE_MAGIC), 0) if file == path else SQLITE_MAGIC
+        finally:
+            os.close(fd)
+        if header and header != SQLITE_MAGIC:
+            raise StoreOpenError(f"{path}: is not a SQLite database (corrupt?): {CORRUPT_FIX}")
+    try:
+        # SQLite creates the -wal and -shm files next to the database.
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise StoreOpenError(
+            f"{path.parent}: cannot create files in the state dir ({exc.strerror}): make it "
+            "writable for the user botd runs as"
+        ) from None
