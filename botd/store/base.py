@@ -23,13 +23,14 @@ the file and never write it; ``-wal``/``-shm`` files the attempt created are rem
 
 Every write goes through ``_transaction``, the one place that sees write failures. A storage
 fault there (disk full, I/O error, read-only, corruption) raises ``StoreWriteError`` with
-SQLite's own words and marks ``StoreBase.health`` degraded; the next write that commits
-clears it, so botd recovers by itself once the disk takes writes again.
+SQLite's own words and marks ``StoreBase.health`` degraded for that kind of write; its next
+commit clears it, so botd recovers by itself once the disk takes writes again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import sqlite3
@@ -77,35 +78,40 @@ class StoreWriteError(StoreError):
 
 
 class StoreHealth:
-    """Whether the store's last write worked: ``reason`` is None, or why it failed."""
+    """Which kinds of write failed last time they were tried, and why.
+
+    A kind is the store method that wrote (``seen_inbound``, ``append_messages`` ...). The
+    store is degraded while any kind's last attempt failed; the kind's next commit clears
+    it. Per kind, because a full disk can still take a small in-place update (a channel's
+    offset) while every new row fails: one working write must not hide the others.
+    """
 
     def __init__(self, clock: Clock = time.time) -> None:
         self._clock = clock
-        self.reason: str | None = None
-        self.since: float | None = None
-        """When the current failure streak started."""
-        self.failures = 0
-        """Failed writes in the current streak."""
+        self._failing: dict[str, tuple[str, float]] = {}  # kind -> reason, since
 
     @property
     def ok(self) -> bool:
-        return self.reason is None
+        return not self._failing
 
-    def failed(self, reason: str) -> None:
-        if self.reason is None:
-            self.since = self._clock()
-            log.error("store degraded: a write failed: %s", reason)
-        self.reason = reason
-        self.failures += 1
+    @property
+    def reason(self) -> str | None:
+        """None while healthy, else the latest failure in SQLite's words (and its kind)."""
+        if not self._failing:
+            return None
+        kind, (reason, _since) = max(self._failing.items(), key=lambda item: item[1][1])
+        others = len(self._failing) - 1
+        more = f" (and {others} other kind{'s' if others > 1 else ''})" if others else ""
+        return f"{reason} (writing {kind}){more}"
 
-    def succeeded(self) -> None:
-        if self.reason is not None:
-            log.warning(
-                "store recovered: writes work again (%d failed since the first failure)",
-                self.failures,
-            )
-        self.reason = self.since = None
-        self.failures = 0
+    def failed(self, kind: str, reason: str) -> None:
+        if self.ok:
+            log.error("store degraded: %s failed to write: %s", kind, reason)
+        self._failing[kind] = (reason, self._clock())
+
+    def succeeded(self, kind: str) -> None:
+        if self._failing.pop(kind, None) is not None and self.ok:
+            log.warning("store recovered: %s writes again", kind)
 
 
 class StoreBase:
@@ -208,6 +214,7 @@ class StoreBase:
         # IMMEDIATE takes the write lock up front, so a read-then-write never fails halfway
         # because another process wrote in between.
         conn = self._connection()
+        kind = _writer()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -224,9 +231,9 @@ class StoreBase:
         except sqlite3.Error as exc:
             if not _storage_fault(exc):
                 raise
-            self.health.failed(str(exc))
+            self.health.failed(kind, str(exc))
             raise StoreWriteError(self.path, str(exc)) from exc
-        self.health.succeeded()
+        self.health.succeeded(kind)
 
     def _migrate(self) -> None:
         conn = self._connection()
@@ -237,6 +244,14 @@ class StoreBase:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
                 conn.execute(f"PRAGMA user_version={target}")
+
+
+def _writer() -> str:
+    """The store method that opened the transaction (the frame above ``contextmanager``)."""
+    frame = inspect.currentframe()
+    for _ in range(3):  # _writer, _transaction, contextlib's __enter__
+        frame = frame.f_back if frame is not None else None
+    return frame.f_code.co_name if frame is not None else "write"
 
 
 def _storage_fault(exc: sqlite3.Error) -> bool:
