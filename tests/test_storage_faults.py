@@ -9,6 +9,7 @@ runs as. Read-only mounts are real bind mounts (root only; skipped elsewhere).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -263,3 +264,28 @@ def test_a_read_only_mount(tmp_path: Path, what: str) -> None:
     )
     with _read_only_bind(mounted):
         _assert_refused(tmp_path, state, expect, bad=database)
+
+
+def test_a_full_file_system_at_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        database = _botd_database(state)
+        filler = os.open(state / "filler", os.O_WRONLY | os.O_CREAT)
+        try:  # every block taken
+            while os.write(filler, b"\0" * 4096):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(filler)
+        _assert_refused(tmp_path, state, "(No space left on device)", "free space", bad=database)
+    finally:
+        subprocess.run(["umount", str(state)], check=True, capture_output=True)

@@ -128,7 +128,7 @@ class StoreBase:
             # isolation_level=None: no implicit transactions; _transaction() says where they are.
             conn = sqlite3.connect(path, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StoreOpenError(f"{path}: cannot be opened ({exc}): {CORRUPT_FIX}") from None
+            raise StoreOpenError(f"{path}: cannot be opened ({exc}): {_open_fix(exc)}") from None
         try:
             self._check(conn)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -146,13 +146,11 @@ class StoreBase:
                 if suffix not in existing:
                     with contextlib.suppress(OSError):
                         Path(f"{path}{suffix}").unlink()
-            if isinstance(exc, StoreWriteError):
+            cause = exc.__cause__ if isinstance(exc, StoreWriteError) else exc
+            if isinstance(cause, sqlite3.Error):
                 raise StoreOpenError(
-                    f"{path}: cannot be written ({exc.reason}): free space or make it "
-                    "writable for the user botd runs as"
+                    f"{path}: cannot be opened ({cause}): {_open_fix(cause)}"
                 ) from None
-            if isinstance(exc, sqlite3.Error):
-                raise StoreOpenError(f"{path}: cannot be opened ({exc}): {CORRUPT_FIX}") from None
             raise
 
     def _check(self, conn: sqlite3.Connection) -> None:
@@ -244,6 +242,21 @@ class StoreBase:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
                 conn.execute(f"PRAGMA user_version={target}")
+
+
+def _open_fix(exc: sqlite3.Error) -> str:
+    """What an operator can do about an error SQLite gave while opening the database."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return CORRUPT_FIX
+    if name.startswith("SQLITE_FULL"):
+        return "free space on its file system"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return "another process holds it locked (an sqlite3 shell?): close that first"
+    return (
+        "check its file system (free space, a read-only mount) and that the file and its "
+        "directory are writable for the user botd runs as"
+    )
 
 
 def _writer() -> str:
