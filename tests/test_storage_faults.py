@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.store import DB_FILENAME, SCHEMA_VERSION, Store
+from botd.store import DB_FILENAME, SCHEMA_VERSION, Store, StoreOpenError
 
 BOTD = [sys.executable, "-m", "botd.cli"]
 HANG_GUARD = 60.0
@@ -287,5 +287,33 @@ def test_a_full_file_system_at_start(tmp_path: Path) -> None:
         finally:
             os.close(filler)
         _assert_refused(tmp_path, state, "(No space left on device)", "free space", bad=database)
+    finally:
+        subprocess.run(["umount", str(state)], check=True, capture_output=True)
+
+
+def test_a_new_database_on_a_full_file_system_leaves_nothing_behind(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(state)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        filler = os.open(state / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(filler, b"\0" * 4096):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(filler)
+        with pytest.raises(StoreOpenError) as refused:
+            Store.open(state)
+        message = str(refused.value)
+        assert "\n" not in message and message.startswith(f"{state / DB_FILENAME}: ")
+        assert sorted(p.name for p in state.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(state)], check=True, capture_output=True)

@@ -81,9 +81,10 @@ class StoreHealth:
     """Which kinds of write failed last time they were tried, and why.
 
     A kind is the store method that wrote (``seen_inbound``, ``append_messages`` ...). The
-    store is degraded while any kind's last attempt failed; the kind's next commit clears
-    it. Per kind, because a full disk can still take a small in-place update (a channel's
-    offset) while every new row fails: one working write must not hide the others.
+    store is degraded while a kind's last attempt failed. A commit of a kind that had failed
+    shows the fault is over and clears every kind (one that still fails marks it again at
+    its next try); a commit of a kind that never failed clears nothing, because a full disk
+    can still take a small in-place update (a channel's offset) while every new row fails.
     """
 
     def __init__(self, clock: Clock = time.time) -> None:
@@ -110,7 +111,8 @@ class StoreHealth:
         self._failing[kind] = (reason, self._clock())
 
     def succeeded(self, kind: str) -> None:
-        if self._failing.pop(kind, None) is not None and self.ok:
+        if kind in self._failing:
+            self._failing.clear()
             log.warning("store recovered: %s writes again", kind)
 
 
@@ -121,9 +123,10 @@ class StoreBase:
         self.path = path
         self._clock = clock
         self.health = StoreHealth(clock)
+        self._opened = False  # until then a failed write is an open error, not ill health
         self._conn: sqlite3.Connection | None = None
         _preflight(path)
-        existing = {s for s in SIDECARS if Path(f"{path}{s}").exists()}
+        existing = {s for s in ("", *SIDECARS) if Path(f"{path}{s}").exists()}
         try:
             # isolation_level=None: no implicit transactions; _transaction() says where they are.
             conn = sqlite3.connect(path, isolation_level=None)
@@ -139,10 +142,11 @@ class StoreBase:
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._conn = conn
             self._migrate()
+            self._opened = True
         except BaseException as exc:
             conn.close()
             self._conn = None
-            for suffix in SIDECARS:  # only what this attempt created, never an existing WAL
+            for suffix in ("", *SIDECARS):  # only what this attempt created
                 if suffix not in existing:
                     with contextlib.suppress(OSError):
                         Path(f"{path}{suffix}").unlink()
@@ -229,7 +233,8 @@ class StoreBase:
         except sqlite3.Error as exc:
             if not _storage_fault(exc):
                 raise
-            self.health.failed(kind, str(exc))
+            if self._opened:
+                self.health.failed(kind, str(exc))
             raise StoreWriteError(self.path, str(exc)) from exc
         self.health.succeeded(kind)
 
