@@ -123,6 +123,8 @@ def _run(config_path: str | None) -> int:
     from .channels.registry import ChannelUnavailable
     from .config import ConfigError, default_config, load_config
     from .daemon import Daemon
+    from .statelock import StateDirError
+    from .store import StoreOpenError
 
     try:
         config = load_config(Path(config_path)) if config_path else default_config(os.environ)
@@ -132,7 +134,9 @@ def _run(config_path: str | None) -> int:
     path = Path(config_path) if config_path else None
     try:
         return asyncio.run(Daemon(config, config_path=path).run())
-    except ChannelUnavailable as exc:
+    except (ChannelUnavailable, StateDirError, StoreOpenError) as exc:
+        # Cannot start (a missing SDK, a state dir in use, a database botd cannot use):
+        # one line that names the cause and the fix, no traceback.
         print(f"botd: {exc}", file=sys.stderr)
         return 2
 

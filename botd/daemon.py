@@ -1,8 +1,9 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
-Start order: logging, the runtime (``botd.wiring.build_runtime``: store, provider, adapters'
-delivery side, sessions, scheduler, router), the daily pruning of old inbound ids, the
-scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd.
+Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on
+the same directory is refused), the runtime (``botd.wiring.build_runtime``: store, provider,
+adapters' delivery side, sessions, scheduler, router), the daily pruning of old inbound ids,
+the scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd.
 SIGTERM or SIGINT (or the console's end of input) shuts down in bounded order: stop taking
 input, let running turns finish within the grace period (``shutdown_grace``) and cancel the
 rest (a cancelled run posts nothing more), flush deliveries, close the adapters, the
@@ -37,6 +38,7 @@ from .health import HealthServer
 from .logging import configure_logging
 from .metrics import Metrics
 from .sessions import RunHooks
+from .statelock import StateLock
 from .systemd import SystemdNotifier
 from .wiring import Runtime, build_runtime, scheduler_jobs
 
@@ -141,6 +143,9 @@ class Daemon:
         self._reload_requested = asyncio.Event()
         self.metrics = Metrics()
         self._states: dict[str, str] = {}
+        self.runtime: Runtime | None = None
+        """The running parts, once built (for tests and introspection)."""
+        self.health: HealthServer | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -174,9 +179,17 @@ class Daemon:
         async def end_of_input() -> None:
             self._console_done.set()
 
-        runtime = build_runtime(
-            config, metrics=self.metrics, hooks=self.run_hooks(), on_end_of_input=end_of_input
-        )
+        # Before anything opens the database: one daemon per state directory.
+        lock = StateLock(Path(config.state_dir))
+        lock.acquire()
+        try:
+            runtime = build_runtime(
+                config, metrics=self.metrics, hooks=self.run_hooks(), on_end_of_input=end_of_input
+            )
+        except BaseException:
+            lock.release()
+            raise
+        self.runtime = runtime
         health: HealthServer | None = None
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
@@ -198,7 +211,9 @@ class Daemon:
                     config.health.port,
                     channel_states=lambda: dict(self._states),
                     metrics=self.metrics,
+                    components=lambda: {"store": runtime.store.health.reason},
                 )
+                self.health = health
                 await health.start()
             notifier.ready(f"{len(runtime.adapters)} channel(s) running")
             watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
@@ -216,6 +231,7 @@ class Daemon:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
+            lock.release()
         return 0
 
     async def _start_channel(self, name: str, adapter: ChannelAdapter, runtime: Runtime) -> None:

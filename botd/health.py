@@ -6,7 +6,7 @@ aiohttp is imported here only, so nothing else of the core pays for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
@@ -18,10 +18,15 @@ log = logging.getLogger(__name__)
 
 
 class HealthServer:
-    """``GET /healthz`` (channel states as JSON) and ``GET /metrics`` on a local port.
+    """``GET /healthz`` (channel and component states as JSON) and ``GET /metrics``.
 
-    ``/healthz`` answers 200 with ``status: ok`` when every channel is ``"running"``, else
-    503 with ``status: degraded``; the body always lists each channel's state.
+    ``/healthz`` answers 200 with ``status: ok`` when every channel is ``"running"`` and
+    every component (the store, say) is healthy, else 503 with ``status: degraded``. The body
+    lists each channel's state, each component's (``{"status": "ok"}`` or ``{"status":
+    "degraded", "reason": ...}``), and ``problems``: one line per thing that is not well.
+
+    ``components`` maps a component's name to None while it is healthy, else to the reason
+    it is not (in its own words, e.g. SQLite's ``database or disk is full``).
     """
 
     def __init__(
@@ -31,15 +36,19 @@ class HealthServer:
         *,
         channel_states: Callable[[], dict[str, str]],
         metrics: Metrics,
+        components: Callable[[], Mapping[str, str | None]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._channel_states = channel_states
+        self._components = components or dict
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/metrics", self._metrics_handler)
+        self.port: int | None = None
+        """The bound port, once started."""
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with ``port=0``)."""
@@ -54,7 +63,7 @@ class HealthServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        port = int(runner.addresses[0][1])
+        port = self.port = int(runner.addresses[0][1])
         log.info("health endpoint on http://%s:%d", self._host, port)
         return port
 
@@ -67,12 +76,24 @@ class HealthServer:
     async def _healthz(self, request: web.Request) -> web.Response:
         try:
             channels = dict(self._channel_states())
+            components = dict(self._components())
         except Exception:
-            log.exception("channel state probe failed")
-            return web.json_response({"status": "error", "channels": {}}, status=503)
-        healthy = all(state == "running" for state in channels.values())
-        body = {"status": "ok" if healthy else "degraded", "channels": channels}
-        return web.json_response(body, status=200 if healthy else 503)
+            log.exception("health probe failed")
+            return web.json_response(
+                {"status": "error", "channels": {}, "components": {}}, status=503
+            )
+        problems = [f"channel {n}: {state}" for n, state in channels.items() if state != "running"]
+        problems += [f"{name}: {why}" for name, why in components.items() if why is not None]
+        body = {
+            "status": "degraded" if problems else "ok",
+            "channels": channels,
+            "components": {
+                name: {"status": "ok"} if why is None else {"status": "degraded", "reason": why}
+                for name, why in components.items()
+            },
+            "problems": problems,
+        }
+        return web.json_response(body, status=503 if problems else 200)
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         return web.Response(

@@ -12,6 +12,9 @@ an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow
 ``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
 ``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
 a configured pattern counts. Chat commands from allowed senders pass without a mention.
+
+When the store cannot take a message (its write fails: disk full, I/O error), the message is
+not handled: the failure is logged with the conversation and the sender is told in one line.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Literal
 from .chat import InboundMessage, Target
 from .commands import chat_command
 from .logging import LogContext
-from .store import Store
+from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
+STORE_FAILED_NOTICE = (
+    "Sorry, I could not handle your message: botd's storage is failing. Please try again later."
+)
+"""Told to a sender whose message could not be recorded (disk full, I/O error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +206,10 @@ class Router:
         conversation ids.
         """
         with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
-            decision = await self._decide(message)
+            try:
+                decision = await self._decide(message)
+            except StoreError as exc:
+                decision = await self._store_failed(message, exc)
             if not decision.accepted:
                 log.info(
                     "skipped %s message %s in %s: %s",
@@ -210,6 +220,20 @@ class Router:
                     extra={"reason": decision.reason},
                 )
         return decision
+
+    async def _store_failed(self, message: InboundMessage, exc: StoreError) -> Decision:
+        """The store could not take the message: log it, tell the sender in one line."""
+        log.error(
+            "message %s in %s could not be handled: the store failed: %s",
+            message.message_id,
+            message.conversation_key,
+            exc,
+        )
+        try:
+            await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
+        except Exception:
+            log.exception("telling %s that its message failed failed too", message.conversation_key)
+        return Decision(False, f"the store failed: {exc}")
 
     async def _decide(self, message: InboundMessage) -> Decision:
         keys = message.dedupe_keys or (

@@ -75,7 +75,9 @@ scheduler:
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
     # Conversations, dedupe ids, offsets and the scheduled job: all in botd.sqlite3.
-    databases = sorted(p.name for p in state.iterdir() if p.name != "pairing.json")
+    databases = sorted(
+        p.name for p in state.iterdir() if p.name not in ("pairing.json", "botd.lock")
+    )
     assert databases == ["botd.sqlite3"]
     with Store.open(state) as store:
         assert [job.id for job in store.load_jobs()] == ["hourly"]

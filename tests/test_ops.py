@@ -202,13 +202,19 @@ async def test_healthz_and_metrics() -> None:
             base = f"http://127.0.0.1:{port}"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 200
-                assert await resp.json() == {"status": "ok", "channels": states}
+                assert await resp.json() == {
+                    "status": "ok",
+                    "channels": states,
+                    "components": {},
+                    "problems": [],
+                }
             states["slack"] = "reconnecting"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 503
                 body = await resp.json()
                 assert body["status"] == "degraded"
                 assert body["channels"]["slack"] == "reconnecting"
+                assert body["problems"] == ["channel slack: reconnecting"]
             async with http.get(f"{base}/metrics") as resp:
                 assert resp.status == 200
                 assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")

@@ -5,7 +5,8 @@ feed a ``StreamSubscriber`` (and, when asked, a JSONL recording for ``botd repla
 hands the subscriber's replies to the output as they come: blocks in ``blocks`` mode,
 partial replies in ``edit`` mode, the final replies after the run. Without streamed blocks
 the finals are built without block dedupe, so the answer is never lost. Whatever the run
-added (also when it was cancelled) is appended to the transcript in the store.
+added (also when it was cancelled) is appended to the transcript in the store. When the store
+fails (disk full, I/O error) the failure is logged and the user is told in one line.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
@@ -26,12 +27,21 @@ from ..chat import InboundMessage, Target
 from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, event_to_json
-from ..store import Store
+from ..store import Store, StoreError
 from ..subscriber import Origin, StreamSubscriber
 from .session import Session
 from .settings import RunHooks, SessionSettings, call_hook
 
 log = logging.getLogger(__package__)
+
+NOT_HANDLED_NOTICE = (
+    "Sorry, I could not handle your message: botd's storage is failing. Please try again later."
+)
+"""Told when the store fails before the run could answer."""
+UNSAVED_NOTICE = (
+    "Note: botd could not save this exchange (its storage is failing), so I will not remember it."
+)
+"""Told after an answer whose transcript the store could not take."""
 
 
 class Runner:
@@ -70,10 +80,23 @@ class Runner:
             call_hook(hooks.on_first_reply, inbound, latency)
 
         output = self._delivery.open_run(target, self._options, on_first_reply=first_reply)
+        notice: str | None = None
         try:
-            await self._answer(session, inbound, target, prompt, output)
+            if not await self._answer(session, inbound, target, prompt, output):
+                notice = UNSAVED_NOTICE
+        except StoreError as exc:
+            log.error("the message could not be handled: the store failed: %s", exc)
+            notice = NOT_HANDLED_NOTICE
         finally:
             await output.close()  # every reply out, "typing…" stopped
+        if notice is not None:
+            await self._tell(target, notice)
+
+    async def _tell(self, target: Target, text: str) -> None:
+        try:
+            await self._delivery.send_text(target, text)
+        except Exception:
+            log.exception("telling the chat that the store failed failed too")
 
     async def _answer(
         self,
@@ -82,8 +105,10 @@ class Runner:
         target: Target,
         prompt: list[Message],
         output: RunOutput,
-    ) -> None:
-        """Run the agent; its replies go to ``output`` as they come, the finals at the end."""
+    ) -> bool:
+        """Run the agent; its replies go to ``output`` as they come, the finals at the end.
+
+        False when what the run added could not be saved (the store failed)."""
         hooks = self._hooks
         mode = output.mode
         config = self._settings.subscriber
@@ -115,6 +140,7 @@ class Runner:
         )
         result: RunResult | None = None
         outcome = "exception"
+        saved = True
         log.info("run started")
         call_hook(hooks.on_start, inbound)
         try:
@@ -127,7 +153,7 @@ class Runner:
         finally:
             log.info("run ended: %s", outcome)
             call_hook(hooks.on_end, inbound, outcome)
-            self._record(session, result.messages if result is not None else run.messages)
+            saved = self._record(session, result.messages if result is not None else run.messages)
             if result is not None and result.stop_reason != "cancelled":
                 finals = subscriber.final_replies(
                     block_streaming=mode == "blocks",
@@ -136,19 +162,33 @@ class Runner:
                 )
                 for reply in finals:
                     output.final(reply)
+        return saved
 
-    def _record(self, session: Session, added: list[Message]) -> None:
-        """The run is over: keep what it added, and what steering it did not read."""
+    def _record(self, session: Session, added: list[Message]) -> bool:
+        """The run is over: keep what it added, and what steering it did not read.
+
+        False when the store could not take it: logged, and the history stays as stored."""
         session.run = None
         session.working_on = ""
         consumed = {id(m) for m in added}
         session.steered = [m for m in session.steered if id(m) not in consumed]
         if added:
-            self._store.append_messages(session.session_id, added)
+            try:
+                self._store.append_messages(session.session_id, added)
+            except StoreError as exc:
+                session.runs_done += 1
+                log.error(
+                    "%d message(s) of the run in %s could not be saved: %s",
+                    len(added),
+                    session.conversation_key,
+                    exc,
+                )
+                return False
             session.history.extend(added)
             if session.history_tokens >= 0:
                 session.history_tokens += estimate_tokens(added)
         session.runs_done += 1
+        return True
 
     def _listener(
         self, session: Session, subscriber: StreamSubscriber

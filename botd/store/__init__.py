@@ -9,7 +9,15 @@ their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, of
 
 from __future__ import annotations
 
-from .base import BUSY_TIMEOUT_MS, DB_FILENAME, Clock, StoreError
+from .base import (
+    BUSY_TIMEOUT_MS,
+    DB_FILENAME,
+    Clock,
+    StoreError,
+    StoreHealth,
+    StoreOpenError,
+    StoreWriteError,
+)
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
 from .jobs import RunRecord, ScheduleStore, StoredJob
 from .schema import SCHEMA_VERSION
@@ -32,6 +40,9 @@ __all__ = [
     "StaleCompactionError",
     "Store",
     "StoreError",
+    "StoreHealth",
+    "StoreOpenError",
+    "StoreWriteError",
     "StoredJob",
     "UnknownSessionError",
 ]

@@ -15,11 +15,26 @@ few commits, which at worst replays an inbound message or loses the last transcr
 The schema is migrated on open by ``PRAGMA user_version``: ``MIGRATIONS[n]`` takes a
 database from version ``n`` to ``n + 1``, each in its own transaction. A database written by
 a newer botd (a higher version than this code knows) is refused rather than guessed at.
+
+Opening refuses, with one line naming the file and the fix (``StoreOpenError``), a database
+botd cannot use: a directory in its place, a file botd may not write, a file that is not
+SQLite, one whose pages fail SQLite's ``quick_check``, one from a newer botd. The checks read
+the file and never write it; ``-wal``/``-shm`` files the attempt created are removed again.
+
+Every write goes through ``_transaction``, the one place that sees write failures. A storage
+fault there (disk full, I/O error, read-only, corruption) raises ``StoreWriteError`` with
+SQLite's own words and marks ``StoreBase.health`` degraded for that kind of write; its next
+commit clears it, so botd recovers by itself once the disk takes writes again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import logging
+import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,15 +44,76 @@ from typing import Self
 
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
+log = logging.getLogger(__name__)
+
 DB_FILENAME = "botd.sqlite3"
 BUSY_TIMEOUT_MS = 2_000
 """How long to wait for another process's write lock (an operator's sqlite3 shell, say)."""
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SIDECARS = ("-wal", "-shm")
+
 Clock = Callable[[], float]
+
+CORRUPT_FIX = "restore it from a backup or move it aside (botd then starts afresh)"
 
 
 class StoreError(Exception):
     """The store cannot be used (closed, or a database this botd does not understand)."""
+
+
+class StoreOpenError(StoreError):
+    """The database cannot be opened; the message is one line naming the file and the fix."""
+
+
+class StoreWriteError(StoreError):
+    """A write failed for a storage reason (disk full, I/O error, read-only, corruption).
+
+    ``reason`` is SQLite's own words, e.g. ``database or disk is full``.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class StoreHealth:
+    """Which kinds of write failed last time they were tried, and why.
+
+    A kind is the store method that wrote (``seen_inbound``, ``append_messages`` ...). The
+    store is degraded while a kind's last attempt failed. A commit of a kind that had failed
+    shows the fault is over and clears every kind (one that still fails marks it again at
+    its next try); a commit of a kind that never failed clears nothing, because a full disk
+    can still take a small in-place update (a channel's offset) while every new row fails.
+    """
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self._failing: dict[str, tuple[str, float]] = {}  # kind -> reason, since
+
+    @property
+    def ok(self) -> bool:
+        return not self._failing
+
+    @property
+    def reason(self) -> str | None:
+        """None while healthy, else the latest failure in SQLite's words (and its kind)."""
+        if not self._failing:
+            return None
+        kind, (reason, _since) = max(self._failing.items(), key=lambda item: item[1][1])
+        others = len(self._failing) - 1
+        more = f" (and {others} other kind{'s' if others > 1 else ''})" if others else ""
+        return f"{reason} (writing {kind}){more}"
+
+    def failed(self, kind: str, reason: str) -> None:
+        if self.ok:
+            log.error("store degraded: %s failed to write: %s", kind, reason)
+        self._failing[kind] = (reason, self._clock())
+
+    def succeeded(self, kind: str) -> None:
+        if kind in self._failing:
+            self._failing.clear()
+            log.warning("store recovered: %s writes again", kind)
 
 
 class StoreBase:
@@ -46,25 +122,60 @@ class StoreBase:
     def __init__(self, path: Path, *, clock: Clock = time.time) -> None:
         self.path = path
         self._clock = clock
-        # isolation_level=None: no implicit transactions; _transaction() says where they are.
-        conn = sqlite3.connect(path, isolation_level=None)
+        self.health = StoreHealth(clock)
+        self._opened = False  # until then a failed write is an open error, not ill health
+        self._conn: sqlite3.Connection | None = None
+        _preflight(path)
+        existing = {s for s in ("", *SIDECARS) if Path(f"{path}{s}").exists()}
         try:
+            # isolation_level=None: no implicit transactions; _transaction() says where they are.
+            conn = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"{path}: cannot be opened ({exc}): {_open_fix(exc)}") from None
+        try:
+            self._check(conn)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StoreError(f"{path}: could not switch to WAL mode (got {mode!r})")
+                raise StoreOpenError(f"{path}: could not switch to WAL mode (got {mode!r})")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._conn: sqlite3.Connection | None = conn
+            self._conn = conn
             self._migrate()
-        except BaseException:
+            self._opened = True
+        except BaseException as exc:
             conn.close()
             self._conn = None
+            for suffix in ("", *SIDECARS):  # only what this attempt created
+                if suffix not in existing:
+                    with contextlib.suppress(OSError):
+                        Path(f"{path}{suffix}").unlink()
+            cause = exc.__cause__ if isinstance(exc, StoreWriteError) else exc
+            if isinstance(cause, sqlite3.Error):
+                raise StoreOpenError(
+                    f"{path}: cannot be opened ({cause}): {_open_fix(cause)}"
+                ) from None
             raise
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a newer schema or damaged pages before anything is written."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreOpenError(
+                f"{self.path}: schema version {version} is newer than this botd understands "
+                f"({SCHEMA_VERSION}); upgrade botd or point state_dir elsewhere"
+            )
+        problem = str(conn.execute("PRAGMA quick_check(1)").fetchone()[0])
+        if problem != "ok":
+            problem = " ".join(problem.replace("*** in database main ***", "").split())
+            raise StoreOpenError(f"{self.path}: is damaged (SQLite: {problem}): {CORRUPT_FIX}")
 
     @classmethod
     def open(cls, state_dir: Path, *, clock: Clock = time.time) -> Self:
-        """The store in ``state_dir`` (created if missing), migrated to the current schema."""
+        """The store in ``state_dir`` (created if missing), migrated to the current schema.
+
+        Raises ``StoreOpenError`` when the database cannot be used (see the module docstring).
+        """
         state_dir.mkdir(parents=True, exist_ok=True)
         return cls(state_dir / DB_FILENAME, clock=clock)
 
@@ -97,30 +208,106 @@ class StoreBase:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; the one place where write failures are seen.
+
+        A storage fault raises ``StoreWriteError`` and marks ``health`` degraded; a commit
+        clears it. Other errors (a constraint, a bug) pass through unchanged.
+        """
         # IMMEDIATE takes the write lock up front, so a read-then-write never fails halfway
         # because another process wrote in between.
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        kind = _writer()
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # SQLite may already have rolled back (some errors do); a failed COMMIT has not.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (some errors do); a failed COMMIT has not.
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as exc:
+                        log.error("rolling back a failed write failed too: %s", exc)
+                raise
+        except sqlite3.Error as exc:
+            if not _storage_fault(exc):
+                raise
+            if self._opened:
+                self.health.failed(kind, str(exc))
+            raise StoreWriteError(self.path, str(exc)) from exc
+        self.health.succeeded(kind)
 
     def _migrate(self) -> None:
         conn = self._connection()
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this botd understands "
-                f"({SCHEMA_VERSION}); upgrade botd or point state_dir elsewhere"
-            )
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self._transaction():
                 for statement in MIGRATIONS[target - 1]:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
                 conn.execute(f"PRAGMA user_version={target}")
+
+
+def _open_fix(exc: sqlite3.Error) -> str:
+    """What an operator can do about an error SQLite gave while opening the database."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return CORRUPT_FIX
+    if name.startswith("SQLITE_FULL"):
+        return "free space on its file system"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return "another process holds it locked (an sqlite3 shell?): close that first"
+    return (
+        "check its file system (free space, a read-only mount) and that the file and its "
+        "directory are writable for the user botd runs as"
+    )
+
+
+def _writer() -> str:
+    """The store method that opened the transaction (the frame above ``contextmanager``)."""
+    frame = inspect.currentframe()
+    for _ in range(3):  # _writer, _transaction, contextlib's __enter__
+        frame = frame.f_back if frame is not None else None
+    return frame.f_code.co_name if frame is not None else "write"
+
+
+def _storage_fault(exc: sqlite3.Error) -> bool:
+    """A failure of the disk or the file (full, I/O, read-only, locked, corrupt), not a
+    constraint violation or a misuse of the API."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+
+
+def _preflight(path: Path) -> None:
+    """Refuse what SQLite would open badly or not at all, reading only (no connection yet).
+
+    Real open attempts, not permission bits: root passes any mode check, and a read-only
+    mount shows only when a write is tried.
+    """
+    if path.is_dir():
+        raise StoreOpenError(f"{path}: is a directory, not a database file: move it aside")
+    for file in (path, *(Path(f"{path}{s}") for s in SIDECARS)):
+        try:
+            fd = os.open(file, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreOpenError(
+                f"{file}: cannot be opened for writing ({exc.strerror}): make it and its "
+                "directory writable for the user botd runs as"
+            ) from None
+        try:
+            header = os.pread(fd, len(SQLITE_MAGIC), 0) if file == path else SQLITE_MAGIC
+        finally:
+            os.close(fd)
+        if header and header != SQLITE_MAGIC:
+            raise StoreOpenError(f"{path}: is not a SQLite database (corrupt?): {CORRUPT_FIX}")
+    try:
+        # SQLite creates the -wal and -shm files next to the database.
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise StoreOpenError(
+            f"{path.parent}: cannot create files in the state dir ({exc.strerror}): make it "
+            "writable for the user botd runs as"
+        ) from None

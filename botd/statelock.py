@@ -1,0 +1,131 @@
+"""One daemon per state directory: an exclusive lock on ``<state_dir>/botd.lock``.
+
+Two daemons on one state directory would both read and write the same conversations and
+fork them (each answering without the turns the other handled). ``StateLock.acquire`` takes
+an exclusive, non-blocking ``flock`` on the lock file and writes the holder's pid into it;
+the lock lives as long as the open file, so it is released when the process ends, however
+it ends (a SIGKILL included), and a stale file left behind never blocks a later start. The
+file itself is never removed: unlinking a lock file races with a process about to lock it.
+
+``botd pairing`` does not take the lock: it only rewrites ``pairing.json`` atomically, which
+the running daemon reads again when it changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+LOCK_FILENAME = "botd.lock"
+
+__all__ = ["LOCK_FILENAME", "StateDirError", "StateDirInUse", "StateLock"]
+
+
+class StateDirError(Exception):
+    """The state directory cannot be used (not a directory, not writable); one line."""
+
+
+class StateDirInUse(StateDirError):
+    """Another process holds the state directory's lock."""
+
+    def __init__(self, state_dir: Path, pid: int | None) -> None:
+        self.state_dir = state_dir
+        self.pid = pid
+        holder = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(
+            f"state dir {state_dir} is in use by another botd ({holder}); "
+            "stop it first or use another state_dir"
+        )
+
+
+class StateLock:
+    """The exclusive lock on a state directory, held from ``acquire`` to ``release``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = state_dir / LOCK_FILENAME
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Create the directory if needed and lock it, or raise ``StateDirError``.
+
+        Raises ``StateDirInUse`` (naming the holder's pid) when another process has it.
+        """
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already locked by this process")
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StateDirError(
+                f"state dir {self.state_dir} exists and is not a directory: "
+                "move it aside or point state_dir elsewhere"
+            ) from None
+        except OSError as exc:
+            raise StateDirError(
+                f"state dir {self.state_dir} cannot be created ({exc.strerror}): "
+                "create it writable for the user botd runs as, or point state_dir elsewhere"
+            ) from None
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StateDirError(
+                f"cannot open the lock file {self.path} ({exc.strerror}): make state_dir and "
+                "its files writable for the user botd runs as, or point state_dir elsewhere"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            raise StateDirInUse(self.state_dir, pid) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise StateDirError(
+                f"cannot write the lock file {self.path} ({exc.strerror}): "
+                "free space or make state_dir writable, or point state_dir elsewhere"
+            ) from None
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent). The file stays; its pid is cleared."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):  # the lock goes with the descriptor regardless
+            os.ftruncate(fd, 0)
+        os.close(fd)
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> int | None:
+    """The pid the holder wrote, or None (not written yet, or not a number)."""
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
