@@ -124,7 +124,7 @@ def test_a_read_only_database_at_run_time_degrades_the_store(store: Store) -> No
 
 
 def test_a_constraint_error_is_not_a_storage_fault(store: Store) -> None:
-    with pytest.raises(sqlite3.IntegrityError), store._transaction() as conn:
+    with pytest.raises(sqlite3.IntegrityError), store._transaction("test_insert") as conn:
         conn.execute("INSERT INTO inbound_seen (channel, message_id, seen_at) VALUES (NULL, 1, 0)")
     assert store.health.ok
 

@@ -30,7 +30,6 @@ commit clears it, so botd recovers by itself once the disk takes writes again.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import sqlite3
@@ -207,8 +206,12 @@ class StoreBase:
         return self._conn
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, kind: str) -> Iterator[sqlite3.Connection]:
         """One write transaction; the one place where write failures are seen.
+
+        ``kind`` names the write (the store method) in the health record: a fault is cleared
+        when a write of the kind that failed commits again, so a small in-place update that
+        still fits on a full disk does not hide the inserts that keep failing.
 
         A storage fault raises ``StoreWriteError`` and marks ``health`` degraded; a commit
         clears it. Other errors (a constraint, a bug) pass through unchanged.
@@ -216,7 +219,6 @@ class StoreBase:
         # IMMEDIATE takes the write lock up front, so a read-then-write never fails halfway
         # because another process wrote in between.
         conn = self._connection()
-        kind = _writer()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -242,7 +244,7 @@ class StoreBase:
         conn = self._connection()
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         for target in range(version + 1, SCHEMA_VERSION + 1):
-            with self._transaction():
+            with self._transaction("migrate"):
                 for statement in MIGRATIONS[target - 1]:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
@@ -262,14 +264,6 @@ def _open_fix(exc: sqlite3.Error) -> str:
         "check its file system (free space, a read-only mount) and that the file and its "
         "directory are writable for the user botd runs as"
     )
-
-
-def _writer() -> str:
-    """The store method that opened the transaction (the frame above ``contextmanager``)."""
-    frame = inspect.currentframe()
-    for _ in range(3):  # _writer, _transaction, contextlib's __enter__
-        frame = frame.f_back if frame is not None else None
-    return frame.f_code.co_name if frame is not None else "write"
 
 
 def _storage_fault(exc: sqlite3.Error) -> bool:

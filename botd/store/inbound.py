@@ -38,7 +38,7 @@ class InboundStore(StoreBase):
             raise ValueError("seen_inbound needs at least one key")
         now = self._clock()
         inserted = 0
-        with self._transaction() as conn:
+        with self._transaction("seen_inbound") as conn:
             for key in unique:
                 cursor = conn.execute(
                     "INSERT OR IGNORE INTO inbound_seen (channel, message_id, seen_at) "
@@ -50,7 +50,7 @@ class InboundStore(StoreBase):
 
     def prune_inbound(self, older_than_seconds: float = DEFAULT_INBOUND_RETENTION_SECONDS) -> int:
         """Forget inbound ids first seen more than ``older_than_seconds`` ago; returns how many."""
-        with self._transaction() as conn:
+        with self._transaction("prune_inbound") as conn:
             cursor = conn.execute(
                 "DELETE FROM inbound_seen WHERE seen_at < ?",
                 (self._clock() - older_than_seconds,),
@@ -71,7 +71,7 @@ class InboundStore(StoreBase):
         return None if row is None else str(row[0])
 
     def set_offset(self, channel: str, account: str, value: str) -> None:
-        with self._transaction() as conn:
+        with self._transaction("set_offset") as conn:
             conn.execute(
                 "INSERT INTO offsets (channel, account, value, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (channel, account) DO UPDATE "

@@ -117,7 +117,7 @@ class ScheduleStore(StoreBase):
 
     def save_job(self, job: StoredJob) -> None:
         """Add a job, or replace the one with its id."""
-        with self._transaction() as conn:
+        with self._transaction("save_job") as conn:
             self._save_job(conn, job)
 
     def _save_job(self, conn: sqlite3.Connection, job: StoredJob) -> None:
@@ -141,7 +141,7 @@ class ScheduleStore(StoreBase):
 
     def set_job_next_run(self, job_id: str, next_run_time: datetime | None) -> None:
         """Record when a job runs next (nothing happens for an unknown id)."""
-        with self._transaction() as conn:
+        with self._transaction("set_job_next_run") as conn:
             conn.execute(
                 "UPDATE scheduler_jobs SET next_run_time = ?, updated_at = ? WHERE id = ?",
                 (_iso(next_run_time), self._clock(), job_id),
@@ -149,13 +149,13 @@ class ScheduleStore(StoreBase):
 
     def delete_job(self, job_id: str) -> bool:
         """Remove a job; False if there was none. Its run log is kept."""
-        with self._transaction() as conn:
+        with self._transaction("delete_job") as conn:
             cursor = conn.execute("DELETE FROM scheduler_jobs WHERE id = ?", (job_id,))
             return cursor.rowcount > 0
 
     def add_job_run(self, record: RunRecord, *, keep: int) -> None:
         """Append to a job's run log, keeping its last ``keep`` records."""
-        with self._transaction() as conn:
+        with self._transaction("add_job_run") as conn:
             conn.execute(
                 "INSERT INTO scheduler_runs (job_id, at, outcome, error) VALUES (?, ?, ?, ?)",
                 (record.job_id, record.at.isoformat(), record.outcome, record.error),
@@ -191,7 +191,7 @@ class ScheduleStore(StoreBase):
     def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
         """Add ``jobs`` (ids already present are left alone) and record the import ``name``,
         in one transaction; False, with nothing changed, if it was done before."""
-        with self._transaction() as conn:
+        with self._transaction("import_jobs") as conn:
             if conn.execute("SELECT 1 FROM imports WHERE name = ?", (name,)).fetchone():
                 return False
             for job in jobs:

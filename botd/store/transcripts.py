@@ -124,7 +124,7 @@ class TranscriptStore(StoreBase):
 
     def get_or_create_session(self, conversation_key: str) -> SessionRecord:
         """The active session of ``conversation_key``, created on first use."""
-        with self._transaction() as conn:
+        with self._transaction("get_or_create_session") as conn:
             row = conn.execute(
                 "SELECT session_id FROM active_sessions WHERE conversation_key = ?",
                 (conversation_key,),
@@ -140,7 +140,7 @@ class TranscriptStore(StoreBase):
         The previous session and its transcript stay in the database; they are just no longer
         what ``get_or_create_session`` returns.
         """
-        with self._transaction() as conn:
+        with self._transaction("new_session") as conn:
             session_id = self._create_session(conn, conversation_key)
         return self.get_session(session_id)
 
@@ -149,7 +149,7 @@ class TranscriptStore(StoreBase):
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages (user, assistant, tool results: everything of a run) in order."""
         bodies = [(message.role, _message_json(message)) for message in messages]
-        with self._transaction() as conn:
+        with self._transaction("append_messages") as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
                 "WHERE session_id = ?",
@@ -195,7 +195,7 @@ class TranscriptStore(StoreBase):
         """
         if prefix_count < 0:
             raise ValueError(f"prefix_count must be >= 0, got {prefix_count}")
-        with self._transaction() as conn:
+        with self._transaction("replace_transcript_prefix") as conn:
             self._require_session(conn, session_id)
             live = self._live_rows(conn, session_id)
             if prefix_count > len(live):
