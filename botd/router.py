@@ -1,11 +1,15 @@
 """The inbound path: dedupe, then access policy, then mention gating, then the session.
 
 Every message an adapter hands over passes here once. The router is the only writer of the
-inbound ledger: it records all of a message's dedupe keys in one transaction before anything
-else, so a platform's retry or a replay after a restart is dropped. What is dropped is logged
-with its reason. A group message that is not addressed to the bot is not lost: it is kept (up to a
-limit per conversation) and shown to the agent with the next message that is, so the bot
-knows what was said since it last spoke.
+inbound ledger and of the durable inbox. A message that passes is *accepted*: its dedupe keys
+and the message itself are written in one transaction (``Store.accept_inbound``) before it is
+handed to the session, and ``handle`` returns only after that, so an adapter that tells the
+platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
+could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
+replay after a restart is dropped. What is dropped is logged with its reason. A group message
+that is not addressed to the bot is not lost: it is kept (up to a limit per conversation) and
+shown to the agent with the next message that is, so the bot knows what was said since it last
+spoke.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -41,6 +45,7 @@ PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
+_NOT_ADDRESSED = "not addressed to the bot (kept as context)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,23 +220,35 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
-        if self._store.seen_inbound(message.channel, *keys):
+        if self._store.was_seen(message.channel, keys):
+            self._store.seen_inbound(message.channel, *keys)  # every form of it is caught
             return Decision(False, "already seen")
+        verdict = await self._access(message)
+        if not verdict.accepted:
+            # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
+            if self._store.seen_inbound(message.channel, *keys):
+                return Decision(False, "already seen")
+            if verdict.reason == _NOT_ADDRESSED:
+                self._remember(message)
+            return verdict
+        # A command goes through as typed; the kept context waits for the next prompt.
+        prompt = message if _is_command(message) else self._with_context(message)
+        inbox_id = self._store.accept_inbound(message.channel, keys, prompt)
+        if inbox_id is None:
+            return Decision(False, "already seen")
+        if prompt is not message:
+            self._context.pop(message.conversation_key, None)
+        await self._submit(replace(prompt, inbox_id=inbox_id))
+        return Decision(True, "accepted")
+
+    async def _access(self, message: InboundMessage) -> Decision:
         policy = self._policies.get(message.channel, AccessPolicy())
         if message.is_direct:
-            verdict = await self._dm_access(message, policy)
-            if not verdict.accepted:
-                return verdict
-        else:
-            verdict = self._group_access(message, policy)
-            if not verdict.accepted:
-                return verdict
-            if not self._addressed(message, policy):
-                self._remember(message)
-                return Decision(False, "not addressed to the bot (kept as context)")
-        # A command goes through as typed; the kept context waits for the next prompt.
-        await self._submit(message if _is_command(message) else self._with_context(message))
-        return Decision(True, "accepted")
+            return await self._dm_access(message, policy)
+        verdict = self._group_access(message, policy)
+        if verdict.accepted and not self._addressed(message, policy):
+            return Decision(False, _NOT_ADDRESSED)
+        return verdict
 
     async def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
         sender = message.sender_id
@@ -275,7 +292,9 @@ class Router:
         kept.append(message)
 
     def _with_context(self, message: InboundMessage) -> InboundMessage:
-        kept = self._context.pop(message.conversation_key, None)
+        """``message`` with the kept context before it (the context stays kept until the
+        message is accepted)."""
+        kept = self._context.get(message.conversation_key)
         if not kept:
             return message
         lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]

@@ -1,14 +1,17 @@
 """Slack through slack-bolt (async): Socket Mode by default, or the HTTP Events API.
 
 Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``) and ``app_mention``.
-Bolt acks every delivery at once and runs the listeners after, so Slack never retries because we
-were slow. Slack still delivers a channel mention twice (a ``message`` and an ``app_mention`` with
-different event ids) and retries deliveries it thinks were lost. The first delivery of a message
-goes on to the sink; a twin or retry of it while the adapter runs is dropped here, from a bounded
-memory of recent ids, so the router sees each message once. Each message carries both ids, the
-event id and ``channel:ts``, as its dedupe keys: the router's persistent ledger drops a retry that
-arrives after a restart. Every other subscribed event gets a no-op listener: bolt answers an
-unhandled event with 404 and Slack would retry it.
+Bolt runs the listener first and acks after it returned (``process_before_response``, over Socket
+Mode and HTTP alike): the listener hands the message to the sink, which returns once the router
+accepted it into the durable inbox (one local SQLite transaction, well within Slack's 3 seconds). A
+delivery the process died on, or whose accept failed, is left unacknowledged (bolt answers 500) and
+Slack delivers it again. Slack still delivers a channel mention twice (a ``message`` and an
+``app_mention`` with different event ids) and retries deliveries it thinks were lost. The first
+delivery of a message goes on to the sink; a twin or retry of it while the adapter runs is dropped
+here, from a bounded memory of recent ids, so the router sees each message once. Each message
+carries both ids, the event id and ``channel:ts``, as its dedupe keys: the router's persistent
+ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
+listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread).
@@ -205,6 +208,8 @@ class SlackAdapter:
             attaching_conversation_kwargs_enabled=False,
             # Socket Mode needs no signature; HTTP mode verifies every request (401 otherwise).
             request_verification_enabled=self._mode == "http",
+            # Ack only after the listener returned: the message is in the inbox by then.
+            process_before_response=True,
         )
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_app_mention)
@@ -279,7 +284,12 @@ class SlackAdapter:
         target = self.reply_target(message)
         if target.thread_id is None:
             self._awaiting_answer[channel] = ts  # for the "working" reaction
-        await sink(replace(message, target=target))
+        try:
+            await sink(replace(message, target=target))
+        except BaseException:
+            for key in keys:  # not accepted: Slack's redelivery must get through
+                self._seen_memory.pop(key, None)
+            raise
 
     def _key(self, key: str) -> str:
         """An inbound id as the ledger keeps it (prefixed by the account unless the default)."""

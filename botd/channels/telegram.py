@@ -6,9 +6,14 @@ included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
 ``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
 the General topic carry no thread id and map to topic 1).
 
-Restarts replay nothing: the update offset is saved (``offsets``) after each processed update
-and the first ``getUpdates`` resumes from it, and each message carries ``chat:message_id`` as
-its dedupe key, so the router drops a message redelivered anyway.
+Telegram forgets an update once a ``getUpdates`` asks for a higher offset. PTB asks for the
+next batch as soon as it queued the last one; here each ``getUpdates`` first waits until every
+update it would confirm was handled (the sink returned, i.e. the router accepted the message
+into the durable inbox) and confirms no further than that, so an update botd had not accepted
+when it died is delivered again at the next start. (At shutdown, PTB's last confirming call
+waits a bounded time and confirms only what was handled.) The handled offset is also saved
+(``offsets``) and the first ``getUpdates`` resumes from it; each message carries
+``chat:message_id`` as its dedupe key, so the router drops a message delivered twice.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
@@ -50,6 +55,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
+_CONFIRM_WAIT_AT_STOP = 5.0
+"""How long PTB's last confirming ``getUpdates`` at shutdown waits for updates in hand."""
 
 CHANNEL = "telegram"
 TEXT_LIMIT = 4096
@@ -106,13 +113,36 @@ class _PollingBot(ExtBot[int]):
         self._account_id = account_id
         self._backoff = backoff
         self._stall_grace = stall_grace
+        # Every update below this id was handled (its message accepted or ignored).
+        self._handled_below = resume_offset
+        self._progress = asyncio.Event()
+
+    def handled(self, update_id: int) -> None:
+        """An update's handlers are done: it may be confirmed to Telegram."""
+        self._handled_below = max(self._handled_below, update_id + 1)
+        self._progress.set()
+
+    async def _until_handled(self, offset: int, limit: float | None) -> None:
+        """Wait until every update below ``offset`` was handled (or ``limit`` seconds)."""
+        try:
+            async with asyncio.timeout(limit):
+                while self._handled_below < offset:
+                    self._progress.clear()
+                    await self._progress.wait()
+        except TimeoutError:
+            log.warning(
+                "telegram[%s]: updates below %d not handled in time; left with Telegram",
+                self._account_id,
+                offset,
+            )
 
     async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
-        offset = kwargs.get("offset")
-        if offset is None or offset < self._resume_offset:
-            kwargs["offset"] = self._resume_offset
         poll = kwargs.get("timeout") or 0
         poll_seconds = poll.total_seconds() if hasattr(poll, "total_seconds") else float(poll)
+        wanted = int(kwargs.get("offset") or 0)
+        # Confirm to Telegram only what was handled: the rest is delivered again.
+        await self._until_handled(wanted, None if poll_seconds else _CONFIRM_WAIT_AT_STOP)
+        kwargs["offset"] = max(min(wanted, self._handled_below), self._resume_offset)
         try:
             updates = await asyncio.wait_for(
                 super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
@@ -311,6 +341,8 @@ class TelegramAdapter:
     async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if self._offsets is not None:
             self._offsets.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
+        if self._bot is not None:
+            self._bot.handled(update.update_id)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error(

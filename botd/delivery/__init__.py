@@ -17,6 +17,7 @@ from .base import (
     Outlet,
     PieceKind,
     ReplyKind,
+    RunJournal,
     RunOptions,
     RunOutput,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Outlet",
     "PieceKind",
     "ReplyKind",
+    "RunJournal",
     "RunOptions",
     "RunOutbox",
     "RunOutput",

@@ -16,7 +16,7 @@ import asyncio
 import html
 import itertools
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -367,10 +367,11 @@ class SpyStore(Store):
     asked: list[str]
     _asked_more: asyncio.Event
 
-    def seen_inbound(self, channel: str, *keys: str) -> bool:
+    def was_seen(self, channel: str, keys: Iterable[str]) -> bool:
+        keys = list(keys)
         self.asked.extend(keys)
         self._asked_more.set()
-        return super().seen_inbound(channel, *keys)
+        return super().was_seen(channel, keys)
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""

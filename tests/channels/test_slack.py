@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,10 @@ class SpyStore(Store):
 
     asked: list[str]
 
-    def seen_inbound(self, channel: str, *keys: str) -> bool:
+    def was_seen(self, channel: str, keys: Iterable[str]) -> bool:
+        keys = list(keys)
         self.asked.extend(keys)
-        return super().seen_inbound(channel, *keys)
+        return super().was_seen(channel, keys)
 
 
 class Inbox:
