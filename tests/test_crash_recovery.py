@@ -15,6 +15,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -242,3 +243,62 @@ async def test_sigterm_past_the_grace_resumes_after_restart_and_tells_once(
     assert texts.count(NOTICE) == 1
     assert _query(state, "SELECT state FROM inbox") == [("answered",)]
     assert _user_turns(model.requests[1].body, prompt) == 1
+
+
+class ServingTelegram(FakeTelegramAPI):
+    """The Telegram fake, noting which updates it handed out."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.served: list[int] = []
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        updates = await super()._api_getUpdates(params)
+        self.served.extend(int(u["update_id"]) for u in updates)
+        return updates
+
+
+async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with ServingTelegram(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = _config(tmp_path, state, telegram, model)
+        first = await _start(config, tmp_path)
+        lock = None
+        try:
+            await telegram.wait_for_call("getUpdates", 1, timeout=HANG_GUARD)  # polling
+            # Another writer holds the database: the accept cannot commit yet.
+            lock = sqlite3.connect(state / "botd.sqlite3", isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            telegram.push_text(DM, "still there?")
+            pushed = telegram._next_update_id - 1
+            await _until(lambda: pushed in telegram.served, "the update handed out")
+            # The accept fails (the database stays locked past its busy timeout); the next
+            # poll must not confirm the update, but ask for it again.
+            polls = len(telegram.calls_to("getUpdates"))
+            await telegram.wait_for_call("getUpdates", polls + 1, timeout=HANG_GUARD)
+            first.kill()  # dies before the message was ever accepted
+            await _ended(first)
+        finally:
+            if lock is not None:
+                lock.execute("ROLLBACK")
+                lock.close()
+            if first.returncode is None:
+                first.kill()
+                await first.wait()
+        # Never confirmed: no getUpdates asked for an offset past it.
+        offsets = [int(c.params.get("offset") or 0) for c in telegram.calls_to("getUpdates")]
+        assert max(offsets) <= pushed
+        assert _query(state, "SELECT count(*) FROM inbox") == [(0,)]
+
+        model.push(stream(text("Yes.")))
+        second = await _start(config, tmp_path)
+        try:
+            await telegram.wait_for_call("sendMessage", 1, ok_only=True, timeout=HANG_GUARD)
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            if second.returncode is None:
+                second.kill()
+                await second.wait()
+    assert _texts(telegram) == ["Yes."]
+    assert _query(state, "SELECT state FROM inbox") == [("answered",)]

@@ -113,13 +113,26 @@ class _PollingBot(ExtBot[int]):
         self._account_id = account_id
         self._backoff = backoff
         self._stall_grace = stall_grace
-        # Every update below this id was handled (its message accepted or ignored).
+        # Every update below this id went through the handlers; the first that failed is
+        # asked for again (and what follows it: the router drops those as seen).
         self._handled_below = resume_offset
+        self._failed_from: int | None = None
         self._progress = asyncio.Event()
 
-    def handled(self, update_id: int) -> None:
-        """An update's handlers are done: it may be confirmed to Telegram."""
+    @property
+    def confirmed(self) -> int:
+        """The offset Telegram may be told: every update below it was accepted or ignored."""
+        return self._handled_below if self._failed_from is None else self._failed_from
+
+    def handled(self, update_id: int, *, ok: bool | None = None) -> None:
+        """An update went through the handlers; ``ok``: its message was accepted (True) or
+        its sink raised (False); None: no message of it went to the sink."""
         self._handled_below = max(self._handled_below, update_id + 1)
+        if ok is False:
+            first = self._failed_from
+            self._failed_from = update_id if first is None else min(first, update_id)
+        elif ok and self._failed_from == update_id:
+            self._failed_from = None
         self._progress.set()
 
     async def _until_handled(self, offset: int, limit: float | None) -> None:
@@ -142,7 +155,9 @@ class _PollingBot(ExtBot[int]):
         wanted = int(kwargs.get("offset") or 0)
         # Confirm to Telegram only what was handled: the rest is delivered again.
         await self._until_handled(wanted, None if poll_seconds else _CONFIRM_WAIT_AT_STOP)
-        kwargs["offset"] = max(min(wanted, self._handled_below), self._resume_offset)
+        if self._failed_from is not None and poll_seconds:
+            await self._back_off(f"update {self._failed_from} was not accepted; asking again")
+        kwargs["offset"] = max(min(wanted, self.confirmed), self._resume_offset)
         try:
             updates = await asyncio.wait_for(
                 super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
@@ -296,6 +311,23 @@ class TelegramAdapter:
             thread_id = str(topic) if topic else GENERAL_TOPIC
         key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
         reply = _replied_to(message)
+        try:
+            await self._deliver(message, chat_id, thread_id, key, reply)
+        except Exception:
+            bot.handled(update.update_id, ok=False)  # not accepted: ask for it again
+            raise
+        bot.handled(update.update_id, ok=True)
+
+    async def _deliver(
+        self,
+        message: Message,
+        chat_id: str,
+        thread_id: str | None,
+        key: str,
+        reply: Message | None,
+    ) -> None:
+        sender = message.from_user
+        assert self._sink is not None and message.text is not None
         await self._sink(
             InboundMessage(
                 channel=CHANNEL,
@@ -339,10 +371,12 @@ class TelegramAdapter:
         return bool(reply and reply.from_user and reply.from_user.id == bot.id)
 
     async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        bot = self._bot
+        if bot is None:
+            return
+        bot.handled(update.update_id)
         if self._offsets is not None:
-            self._offsets.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
-        if self._bot is not None:
-            self._bot.handled(update.update_id)
+            self._offsets.set_offset(CHANNEL, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error(
