@@ -46,6 +46,7 @@ PAIRING_TTL_SECONDS = 3600.0
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
+_PAIRING = "unknown sender: pairing needed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,16 +221,15 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
-        if self._store.was_seen(message.channel, keys):
-            self._store.seen_inbound(message.channel, *keys)  # every form of it is caught
-            return Decision(False, "already seen")
-        verdict = await self._access(message)
+        verdict = self._access(message)
         if not verdict.accepted:
             # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
             if self._store.seen_inbound(message.channel, *keys):
                 return Decision(False, "already seen")
             if verdict.reason == _NOT_ADDRESSED:
                 self._remember(message)
+            elif verdict.reason == _PAIRING:
+                return await self._offer_pairing(message)
             return verdict
         # A command goes through as typed; the kept context waits for the next prompt.
         prompt = message if _is_command(message) else self._with_context(message)
@@ -241,16 +241,18 @@ class Router:
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 
-    async def _access(self, message: InboundMessage) -> Decision:
+    def _access(self, message: InboundMessage) -> Decision:
+        """Whether the policy lets ``message`` through (no side effects: a pairing code is
+        offered by the caller, once it knows the message is not a repeat)."""
         policy = self._policies.get(message.channel, AccessPolicy())
         if message.is_direct:
-            return await self._dm_access(message, policy)
+            return self._dm_access(message, policy)
         verdict = self._group_access(message, policy)
         if verdict.accepted and not self._addressed(message, policy):
             return Decision(False, _NOT_ADDRESSED)
         return verdict
 
-    async def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+    def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
         sender = message.sender_id
         if policy.dm_policy == "disabled":
             return Decision(False, "direct messages are disabled")
@@ -259,14 +261,17 @@ class Router:
         if self._pairing.is_approved(message.channel, sender):
             return Decision(True, "paired")
         if policy.dm_policy == "pairing":
-            code = self._pairing.request(message.channel, sender)
-            await self._reply(
-                message.reply_target(),
-                f"I don't know you yet. Ask the admin to approve pairing code {code} "
-                f"(botd pairing approve {message.channel} {code}).",
-            )
-            return Decision(False, f"unknown sender {sender}: pairing code issued")
+            return Decision(False, _PAIRING)
         return Decision(False, f"sender {sender} is not on the allowlist")
+
+    async def _offer_pairing(self, message: InboundMessage) -> Decision:
+        code = self._pairing.request(message.channel, message.sender_id)
+        await self._reply(
+            message.reply_target(),
+            f"I don't know you yet. Ask the admin to approve pairing code {code} "
+            f"(botd pairing approve {message.channel} {code}).",
+        )
+        return Decision(False, f"unknown sender {message.sender_id}: pairing code issued")
 
     def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
         if policy.group_policy == "disabled":

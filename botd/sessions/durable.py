@@ -82,7 +82,7 @@ class TranscriptWriter:
         """Write the run's messages past those written already."""
         if len(messages) <= self.written or not self._keep_writing():
             return
-        self._store.append_messages(self._session_id, messages[self.written :])
+        self._store.append_messages_soon(self._session_id, messages[self.written :])
         self.written = len(messages)
 
 

@@ -191,6 +191,7 @@ class Runner:
         session.working_on = ""
         consumed = {id(m) for m in added}
         session.steered = [m for m in session.steered if id(m) not in consumed]
+        writer.run = None  # no cycle through the run's callback: freed without the GC
         if added:
             writer.flush(added)  # what the events did not write yet
             session.history.extend(added)

@@ -16,13 +16,17 @@ an interrupted step left behind, so the model can be asked again from there.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ..chat import InboundMessage, Target
 from ..events import Message, ToolCallContent
 from .transcripts import TranscriptStore, _message_json
+
+_INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
+_TARGET_FIELDS = tuple(f.name for f in fields(Target))
 
 InboxState = Literal["accepted", "running", "answered", "failed", "skipped"]
 FINISHED_STATES = ("answered", "failed", "skipped")
@@ -44,8 +48,12 @@ class InboxEntry:
 
 def inbound_json(message: InboundMessage) -> str:
     """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
-    data = asdict(message)
-    data.pop("inbox_id", None)
+    data: dict[str, Any] = {
+        name: getattr(message, name) for name in _INBOUND_FIELDS if name != "inbox_id"
+    }
+    target = message.target
+    if target is not None:
+        data["target"] = {name: getattr(target, name) for name in _TARGET_FIELDS}
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -90,22 +98,6 @@ class InboxStore(TranscriptStore):
             assert cursor.lastrowid is not None
             return int(cursor.lastrowid)
 
-    def was_seen(self, channel: str, keys: Iterable[str]) -> bool:
-        """Whether any of ``keys`` is in the ledger already (a read; records nothing)."""
-        unique = list(dict.fromkeys(keys))
-        if not unique:
-            return False
-        placeholders = ",".join("?" * len(unique))
-        row = (
-            self._connection()
-            .execute(
-                f"SELECT 1 FROM inbound_seen WHERE channel = ? AND message_id IN ({placeholders})",
-                (channel, *unique),
-            )
-            .fetchone()
-        )
-        return row is not None
-
     def start_inbox_run(
         self,
         ids: Sequence[int],
@@ -119,45 +111,56 @@ class InboxStore(TranscriptStore):
         With no ``user_turn`` (a resumed run, whose turn is in the transcript already) the
         rows keep the user turn they had.
         """
+        bodies = [(m.role, _message_json(m)) for m in user_turn]
+        ids = list(ids)
+        self._defer(lambda conn: self._start_run(conn, ids, session_id, run_id, bodies))
+
+    def _start_run(
+        self,
+        conn: sqlite3.Connection,
+        ids: Sequence[int],
+        session_id: str,
+        run_id: str,
+        bodies: Sequence[tuple[str, str]],
+    ) -> None:
         now = self._clock()
-        with self._transaction() as conn:
-            turn_id: int | None = None
-            if user_turn:
-                bodies = [(m.role, _message_json(m)) for m in user_turn]
-                conn.execute(
-                    "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
-                    "WHERE session_id = ?",
-                    (now, len(bodies), session_id),
-                )
-                for role, body in bodies:
-                    cursor = conn.execute(
-                        "INSERT INTO messages (session_id, role, body, created_at) "
-                        "VALUES (?, ?, ?, ?)",
-                        (session_id, role, body, now),
-                    )
-                    if turn_id is None:
-                        turn_id = cursor.lastrowid
-            conn.executemany(
-                "UPDATE inbox SET state = 'running', run_id = ?, session_id = ?, "
-                "user_turn_id = COALESCE(?, user_turn_id), attempts = attempts + 1, "
-                "updated_at = ? WHERE id = ?",
-                [(run_id, session_id, turn_id, now, inbox_id) for inbox_id in ids],
+        turn_id: int | None = None
+        if bodies:
+            conn.execute(
+                "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
+                "WHERE session_id = ?",
+                (now, len(bodies), session_id),
             )
+            for role, body in bodies:
+                cursor = conn.execute(
+                    "INSERT INTO messages (session_id, role, body, created_at) VALUES (?, ?, ?, ?)",
+                    (session_id, role, body, now),
+                )
+                if turn_id is None:
+                    turn_id = cursor.lastrowid
+        conn.executemany(
+            "UPDATE inbox SET state = 'running', run_id = ?, session_id = ?, "
+            "user_turn_id = COALESCE(?, user_turn_id), attempts = attempts + 1, "
+            "updated_at = ? WHERE id = ?",
+            [(run_id, session_id, turn_id, now, inbox_id) for inbox_id in ids],
+        )
 
     def finish_inbox(self, ids: Sequence[int], state: InboxState) -> None:
-        """Mark inbox rows answered, failed or skipped (one transaction)."""
+        """Mark inbox rows answered, failed or skipped (committed with the next transaction)."""
         if state not in FINISHED_STATES:
             raise ValueError(f"not a final inbox state: {state!r}")
         if not ids:
             return
-        now = self._clock()
-        with self._transaction() as conn:
-            conn.executemany(
-                "UPDATE inbox SET state = ?, updated_at = ? WHERE id = ?",
-                [(state, now, inbox_id) for inbox_id in ids],
+        placeholders = ",".join("?" * len(ids))
+        params = (state, self._clock(), *ids)
+        self._defer(
+            lambda conn: conn.execute(
+                f"UPDATE inbox SET state = ?, updated_at = ? WHERE id IN ({placeholders})", params
             )
+        )
 
     def inbox_state(self, inbox_id: int) -> InboxState | None:
+        self.flush_deferred()
         row = (
             self._connection()
             .execute("SELECT state FROM inbox WHERE id = ?", (inbox_id,))
@@ -167,6 +170,7 @@ class InboxStore(TranscriptStore):
 
     def unfinished_inbox(self) -> list[InboxEntry]:
         """Every accepted or running row, oldest first."""
+        self.flush_deferred()
         rows = (
             self._connection()
             .execute(

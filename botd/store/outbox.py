@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..chat import Target
-from .base import StoreBase
+from .deferred import DeferredWrites
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,39 +29,44 @@ class OutboxEntry:
     text: str
 
 
-class OutboxStore(StoreBase):
+class OutboxStore(DeferredWrites):
     """The outbox table (see the module docstring)."""
 
     def outbox_add(self, anchor: int | None, seq: int, kind: str, target: Target, text: str) -> int:
         """Write a piece about to be sent; returns its row id."""
         now = self._clock()
+        # Committed before it returns (with whatever records were queued before it).
         with self._transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO outbox (anchor, seq, kind, target, text, state, created_at, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (anchor, seq, kind, _target_json(target), text, now, now),
             )
-            assert cursor.lastrowid is not None
-            return int(cursor.lastrowid)
+        assert cursor.lastrowid is not None
+        return int(cursor.lastrowid)
 
     def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None:
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE outbox SET state = 'sent', refs = ?, updated_at = ? WHERE id = ?",
-                (json.dumps(list(message_ids)), self._clock(), row_id),
+        """Mark a piece sent (committed with the store's next transaction, see ``deferred``)."""
+        params = (json.dumps(list(message_ids)), self._clock(), row_id)
+        self._defer(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'sent', refs = ?, updated_at = ? WHERE id = ?", params
             )
+        )
 
     def outbox_failed(self, row_id: int) -> None:
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE outbox SET state = 'failed', updated_at = ? WHERE id = ?",
-                (self._clock(), row_id),
+        params = (self._clock(), row_id)
+        self._defer(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'failed', updated_at = ? WHERE id = ?", params
             )
+        )
 
     def outbox_sent_texts(self, anchors: Sequence[int]) -> list[str]:
         """The texts sent for runs anchored at ``anchors``, in the order they were sent."""
         if not anchors:
             return []
+        self.flush_deferred()
         placeholders = ",".join("?" * len(anchors))
         rows = (
             self._connection()
@@ -76,6 +81,7 @@ class OutboxStore(StoreBase):
 
     def outbox_pending(self) -> list[OutboxEntry]:
         """Every piece written and never confirmed, oldest first."""
+        self.flush_deferred()
         rows = (
             self._connection()
             .execute(

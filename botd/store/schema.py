@@ -98,6 +98,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2 -> 3: the durable inbox and outbox.
     (
+        # Neither table has an index beyond its id: each write touches one table page, and both
+        # are searched only at start (unfinished messages, unconfirmed pieces) and by the daily
+        # pruning, where a scan of a week's rows is cheap.
         # One row per accepted message, in arrival order (id). The message is the
         # InboundMessage as JSON. state: accepted -> running -> answered | failed | skipped.
         # A running row names the run (run_id), its session and the transcript row of the
@@ -117,8 +120,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             updated_at REAL NOT NULL
         )
         """,
-        "CREATE INDEX inbox_open ON inbox (id) WHERE state IN ('accepted', 'running')",
-        "CREATE INDEX inbox_by_time ON inbox (updated_at)",
         # One row per block or final reply of a run, written before it is sent (pending) and
         # marked sent with the platform's message ids (refs, a JSON list) or failed. anchor is
         # the inbox id the run answers (the first of its batch); NULL for runs of no inbox
@@ -137,9 +138,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             updated_at REAL NOT NULL
         )
         """,
-        "CREATE INDEX outbox_by_anchor ON outbox (anchor, id)",
-        "CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending'",
-        "CREATE INDEX outbox_by_time ON outbox (updated_at)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

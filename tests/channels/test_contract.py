@@ -16,7 +16,7 @@ import asyncio
 import html
 import itertools
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -367,11 +367,17 @@ class SpyStore(Store):
     asked: list[str]
     _asked_more: asyncio.Event
 
-    def was_seen(self, channel: str, keys: Iterable[str]) -> bool:
-        keys = list(keys)
+    def seen_inbound(self, channel: str, *keys: str) -> bool:
         self.asked.extend(keys)
         self._asked_more.set()
-        return super().was_seen(channel, keys)
+        return super().seen_inbound(channel, *keys)
+
+    def accept_inbound(
+        self, channel: str, keys: Sequence[str], message: InboundMessage
+    ) -> int | None:
+        self.asked.extend(keys)
+        self._asked_more.set()
+        return super().accept_inbound(channel, keys, message)
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,15 @@ class SpyStore(Store):
 
     asked: list[str]
 
-    def was_seen(self, channel: str, keys: Iterable[str]) -> bool:
-        keys = list(keys)
+    def seen_inbound(self, channel: str, *keys: str) -> bool:
         self.asked.extend(keys)
-        return super().was_seen(channel, keys)
+        return super().seen_inbound(channel, *keys)
+
+    def accept_inbound(
+        self, channel: str, keys: Sequence[str], message: InboundMessage
+    ) -> int | None:
+        self.asked.extend(keys)
+        return super().accept_inbound(channel, keys, message)
 
 
 class Inbox:
