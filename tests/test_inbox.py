@@ -231,3 +231,14 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
         texts = sink.texts("c1")
         assert texts[0] == "(The answer was interrupted by a restart; continuing.)"
         assert texts[-1] == "You said: and this"
+
+
+async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "state") as store:
+        _accept(store, inbound("waiting"))
+        recording = RecordingProvider(ScriptedProvider())
+        manager = SessionManager(store, recording, ListSink(), settings())
+        assert await manager.resume() == 1
+        await asyncio.wait_for(manager.close(grace=0.0), GUARD)
+        assert recording.requests == []
+        assert _states(store) == ["accepted"]

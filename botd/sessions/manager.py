@@ -192,6 +192,8 @@ class SessionManager:
     async def _work(self, session: Session) -> None:
         """Run the session's waiting messages one run at a time, in order."""
         await self._released.wait()
+        if self._closed:
+            return  # released by the shutdown: what waits stays in the inbox for next start
         while session.pending or (session.steered and session.last_inbound is not None):
             if session.pending:
                 step = self._next_prompt(session)
