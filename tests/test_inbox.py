@@ -242,3 +242,22 @@ async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_pa
         await asyncio.wait_for(manager.close(grace=0.0), GUARD)
         assert recording.requests == []
         assert _states(store) == ["accepted"]
+
+
+async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
+    store: Store,
+) -> None:
+    target = Target("console", "c1")
+    sent = store.outbox_add(None, 1, "block", target, "already shown")
+    store.outbox_sent(sent, ["m1"])
+    store.outbox_add(None, 2, "block", target, "never confirmed")  # a scheduled run's piece
+    open_run = _accept(store, inbound("resumed"))
+    store.outbox_add(open_run.inbox_id, 1, "block", target, "the resumed run's")
+    sink = ListSink()
+    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    await manager.resume()
+    await manager.release()
+    await asyncio.wait_for(manager.drain(), GUARD)
+    # The finished run's piece went out once; the resumed run made its own answer.
+    assert sink.texts("c1") == ["never confirmed", "You said: resumed"]
+    assert store.outbox_pending() == []
