@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import chat_command
 from .logging import LogContext
@@ -238,6 +239,9 @@ class Router:
             return Decision(False, "already seen")
         if prompt is not message:
             self._context.pop(message.conversation_key, None)
+        signal = on_accepted.get()
+        if signal is not None:
+            signal()  # the adapter may tell the platform now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 

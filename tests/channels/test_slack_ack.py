@@ -7,6 +7,7 @@ again, and it is accepted and answered once.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from botd.channels.slack import SlackAdapter
-from botd.chat import InboundMessage
+from botd.chat import InboundMessage, Target
+from botd.router import Router
 from botd.store import Store
-from tests.channels.routed import through_router
+from tests.channels.routed import OPEN, through_router
 from tests.channels.test_slack import (
     Inbox,
     _adapter,
@@ -121,5 +123,33 @@ async def test_http_answers_500_until_the_message_is_accepted(
         assert status == 200
         assert [m.text for m in inbox.messages] == ["over http"]
         assert store.inbox_count() == 1
+    finally:
+        await adapter.stop()
+
+
+async def test_the_ack_does_not_wait_for_what_follows_the_accept(
+    fake: FakeSlack, store: FailingStore
+) -> None:
+    # The session takes long over the message (a /stop waiting for a run, say): Slack is
+    # acknowledged once the message is accepted, not when the session is done with it.
+    release = asyncio.Event()
+    handed: list[InboundMessage] = []
+
+    async def slow_session(message: InboundMessage) -> None:
+        handed.append(message)
+        await release.wait()
+
+    async def no_reply(target: Target, text: str) -> None:
+        raise AssertionError(text)
+
+    router = Router(store, slow_session, no_reply, {"slack": OPEN})
+    adapter = _adapter(fake)
+    await adapter.start(router.handle)
+    try:
+        body = event_callback(_event("D1", "700.000001", "/stop"), event_id="EvSLOW")
+        envelope = await fake.send_event(body)
+        await wait_for(lambda: envelope in fake.acks, "the ack")
+        assert [m.text for m in handed] == ["/stop"] and store.inbox_count() == 1
+        release.set()
     finally:
         await adapter.stop()
