@@ -225,7 +225,9 @@ class Router:
         verdict = self._access(message)
         if not verdict.accepted:
             # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
-            if self._store.seen_inbound(message.channel, *keys):
+            repeat = self._store.seen_inbound(message.channel, *keys)
+            _signal_accepted()  # nothing more to keep: the platform may be told
+            if repeat:
                 return Decision(False, "already seen")
             if verdict.reason == _NOT_ADDRESSED:
                 self._remember(message)
@@ -239,9 +241,7 @@ class Router:
             return Decision(False, "already seen")
         if prompt is not message:
             self._context.pop(message.conversation_key, None)
-        signal = on_accepted.get()
-        if signal is not None:
-            signal()  # the adapter may tell the platform now
+        _signal_accepted()  # in the inbox: the platform may be told now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 
@@ -309,6 +309,13 @@ class Router:
         lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
         text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
         return replace(message, text=text)
+
+
+def _signal_accepted() -> None:
+    """Tell the adapter (if it asked, see ``on_accepted``) that the message is safe now."""
+    signal = on_accepted.get()
+    if signal is not None:
+        signal()
 
 
 def _is_command(message: InboundMessage) -> bool:
