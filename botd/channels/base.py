@@ -13,10 +13,11 @@ InboundSink = Callable[[InboundMessage], Awaitable[object]]
 (the router's decision)."""
 
 on_accepted: ContextVar[Callable[[], None] | None] = ContextVar("on_accepted", default=None)
-"""Set by an adapter around a sink call when it wants to know as soon as the message is
-accepted (durably in the inbox), before the sink returns: the router calls it right after the
-accept, then goes on handing the message to its session (which may answer a chat command
-first). Slack acknowledges at that point, so a slow command answer cannot hold the ack."""
+"""Set by an adapter around a sink call when it wants to know as soon as nothing of the message
+can be lost any more, before the sink returns: the router calls it right after the accept (the
+message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
+goes on (handing the message to its session, which may answer a chat command first, or sending
+a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
 
 
 class OffsetStore(Protocol):
