@@ -208,6 +208,8 @@ class SessionManager:
                 channel=step.inbound.channel, conversation=session.conversation_key, run=run_id
             ):
                 async with self._slots:
+                    if self._closed:
+                        return  # shutting down: left in the inbox, resumed at the next start
                     state: InboxState = "failed"
                     try:
                         outcome = await self._runner.run(
