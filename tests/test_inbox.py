@@ -261,3 +261,26 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
     # The finished run's piece went out once; the resumed run made its own answer.
     assert sink.texts("c1") == ["never confirmed", "You said: resumed"]
     assert store.outbox_pending() == []
+
+
+async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Store) -> None:
+    # The crash came after the whole answer was shown, before it was marked answered.
+    message = _accept(store, inbound("say it again"))
+    assert message.inbox_id is not None
+    session = store.get_or_create_session("console:c1")
+    store.start_inbox_run(
+        [message.inbox_id],
+        session_id=session.session_id,
+        run_id="r1",
+        user_turn=[_user("say it again")],
+    )
+    target = Target("console", "c1")
+    shown = store.outbox_add(message.inbox_id, 1, "block", target, "You said: say it again")
+    store.outbox_sent(shown, ["m1"])
+    sink = ListSink()
+    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    await manager.resume()
+    await manager.release()
+    await asyncio.wait_for(manager.drain(), GUARD)
+    assert sink.texts("c1") == []  # no repeat, and no notice for an answer already whole
+    assert _states(store) == ["answered"]

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 from ..agent.loop import AgentRun
 from ..chat import MessageRef, Target
-from ..delivery import Outgoing
+from ..delivery import Outgoing, RunOutput
 from ..events import AgentEvent, Message
 from ..store import InboxEntry, OutboxEntry, Store
+from ..subscriber import BlockReply, PartialReply
 
 log = logging.getLogger(__package__)
 
@@ -50,6 +51,37 @@ class OutboxJournal:
 
     def failed(self, key: int) -> None:
         self._store.outbox_failed(key)
+
+
+class NoticeFirst:
+    """A resumed run's output: the interruption notice goes out before its first new piece.
+
+    Only when the interrupted attempt had shown something (``needed``) and only if the
+    resumed run has something to add: an answer the chat already shows in full gets no
+    notice.
+    """
+
+    def __init__(self, output: RunOutput, *, needed: bool) -> None:
+        self._output = output
+        self._needed = needed
+
+    def _notice(self) -> None:
+        if self._needed:
+            self._needed = False
+            self._output.block(BlockReply(text=INTERRUPTED_NOTICE))
+            self._output.flush()  # alone, not joined to the answer's first block
+
+    def block(self, reply: BlockReply) -> None:
+        self._notice()
+        self._output.block(reply)
+
+    def partial(self, reply: PartialReply) -> None:
+        self._notice()
+        self._output.partial(reply)
+
+    def final(self, reply: BlockReply) -> None:
+        self._notice()
+        self._output.final(reply)
 
 
 class TranscriptWriter:
@@ -131,6 +163,7 @@ def resume_plan(store: Store) -> ResumePlan:
 
 __all__ = [
     "INTERRUPTED_NOTICE",
+    "NoticeFirst",
     "OutboxJournal",
     "ResumePlan",
     "TranscriptWriter",

@@ -12,7 +12,7 @@ every finished assistant message and tool result. Each block and final reply is 
 the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn already in the
 transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
 interrupted attempt posted, and says once that the answer was interrupted when it had shown
-something.
+something, right before the first piece it adds.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
@@ -34,8 +34,8 @@ from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, event_to_json
 from ..store import Store
-from ..subscriber import BlockReply, Origin, StreamSubscriber, is_messaging_duplicate
-from .durable import INTERRUPTED_NOTICE, OutboxJournal, TranscriptWriter
+from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
+from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
 from .session import Session
 from .settings import RunHooks, SessionSettings, call_hook
 
@@ -93,9 +93,6 @@ class Runner:
         options = replace(self._options, journal=journal)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
         try:
-            if posted and INTERRUPTED_NOTICE not in posted:
-                output.block(BlockReply(text=INTERRUPTED_NOTICE))
-                output.flush()  # alone, not joined to the answer's first block
             return await self._answer(session, inbound, target, prompt, output, inbox_ids, posted)
         finally:
             await output.close()  # every reply out, "typing…" stopped
@@ -118,11 +115,13 @@ class Runner:
             # Nothing streams as blocks: keep each assistant message whole for the finals
             # instead of the chunker's pieces, so the answer is one reply (or one preview).
             config = replace(config, chunking=None)
+        # A resumed run says it was interrupted before its first new piece, if it was seen.
+        shown = NoticeFirst(output, needed=bool(posted) and INTERRUPTED_NOTICE not in posted)
         subscriber = StreamSubscriber(
             config,
             # Without a block callback the subscriber cuts no blocks at all.
-            on_block_reply=output.block if mode == "blocks" else None,
-            on_partial_reply=output.partial if mode == "edit" else None,
+            on_block_reply=shown.block if mode == "blocks" else None,
+            on_partial_reply=shown.partial if mode == "edit" else None,
             on_block_flush=output.flush if mode == "blocks" else None,
         )
         subscriber.skip_already_posted(posted)
@@ -182,7 +181,7 @@ class Runner:
                 )
                 for reply in finals:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
-                        output.final(reply)
+                        shown.final(reply)
         return outcome
 
     def _record(self, session: Session, added: list[Message], writer: TranscriptWriter) -> None:
