@@ -138,11 +138,12 @@ class InboxStore(TranscriptStore):
                 )
                 if turn_id is None:
                     turn_id = cursor.lastrowid
-        conn.executemany(
+        placeholders = ",".join("?" * len(ids))
+        conn.execute(
             "UPDATE inbox SET state = 'running', run_id = ?, session_id = ?, "
             "user_turn_id = COALESCE(?, user_turn_id), attempts = attempts + 1, "
-            "updated_at = ? WHERE id = ?",
-            [(run_id, session_id, turn_id, now, inbox_id) for inbox_id in ids],
+            f"updated_at = ? WHERE id IN ({placeholders})",
+            (run_id, session_id, turn_id, now, *ids),
         )
 
     def finish_inbox(self, ids: Sequence[int], state: InboxState) -> None:
