@@ -284,3 +284,29 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Stor
     await asyncio.wait_for(manager.drain(), GUARD)
     assert sink.texts("c1") == []  # no repeat, and no notice for an answer already whole
     assert _states(store) == ["answered"]
+
+
+async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: Store) -> None:
+    # Two messages collected into one run that was cut, a third that was still waiting.
+    first, second, _third = (_accept(store, inbound(t, n=n)) for n, t in enumerate("abc"))
+    ids = [m.inbox_id for m in (first, second) if m.inbox_id is not None]
+    session = store.get_or_create_session("console:c1")
+    store.start_inbox_run(
+        ids, session_id=session.session_id, run_id="r1", user_turn=[_user("a\n\nb")]
+    )
+    recording = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, recording, sink, settings(queue_mode="collect"))
+    assert await manager.resume() == 3
+    await manager.release()
+    await asyncio.wait_for(manager.drain(), GUARD)
+    # The cut run went on from its turn (not written again); the waiting one ran after it.
+    assert recording.prompts() == [["a\n\nb"], ["a\n\nb", "c"]]
+    assert sink.texts("c1") == ["You said: a", "b", "You said: c"]
+    assert _states(store) == ["answered"] * 3
+    assert [m.role for m in store.load_transcript(session.session_id)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
