@@ -1,9 +1,10 @@
 """Sessions under load: 500 conversations x 10 messages through the whole runtime.
 
-Each message goes through the session manager, the agent loop (scripted provider, no
-delay), the subscriber, the final-reply step and the delivery (the run's outbox, typing,
-``ChannelDelivery``) into an in-memory platform, with transcripts written to a real SQLite
-store. Three figures:
+Each message goes through the router (dedupe and accept into the durable inbox), the session
+manager (inbox states, the transcript written as the run goes), the agent loop (scripted
+provider, no delay), the subscriber, the final-reply step and the delivery (the run's outbox,
+each piece journaled in the durable outbox before it is sent, typing, ``ChannelDelivery``) into
+an in-memory platform, all on a real SQLite store. Three figures:
 
 * capacity: 500 users each send their 10 messages one after another, the next as soon as
   the previous is answered, all users at once: messages per second;
@@ -11,7 +12,8 @@ store. Three figures:
   still in order): p50 and p99 from a message's arrival to its first block;
 * memory: peak RSS, and traced memory per idle session once 500 sessions have answered.
 
-It asserts every message was answered exactly once, in order. Targets: >= 2,000 messages
+It asserts every message was answered exactly once, in order, and that the inbox and outbox
+hold nothing unfinished at the end. Targets: >= 2,000 messages
 per second, p99 < 50 ms, < 50 KB per idle session.
 
 Run: make bench   (or .venv/bin/python bench/sessions.py)
@@ -33,6 +35,7 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery
+from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 
@@ -87,14 +90,35 @@ def message(conversation: int, n: int) -> InboundMessage:
         text=f"{chat} message {n}",
         message_id=f"{chat}-{n}",
         conversation_key=f"bench:{chat}",
+        is_direct=True,
     )
 
 
-def manager_for(state: Path, sink: Sink) -> tuple[SessionManager, Store]:
-    store = Store.open(state)
-    settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
-    delivery = ChannelDelivery({"bench": sink})
-    return SessionManager(store, ScriptedProvider(chunk_chars=64), delivery, settings), store
+class Intake:
+    """The sessions behind the router, as the daemon wires them: ``submit`` is the router."""
+
+    def __init__(self, state: Path, sink: Sink) -> None:
+        self.store = store = Store.open(state)
+        settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
+        delivery = ChannelDelivery({"bench": sink})
+        self.manager = SessionManager(store, ScriptedProvider(chunk_chars=64), delivery, settings)
+
+        async def reply(target: Target, text: str) -> None:
+            raise SystemExit(f"the router refused a message: {text}")
+
+        open_policy = {"bench": AccessPolicy(dm_policy="open")}
+        self.router = Router(store, self.manager.submit, reply, open_policy)
+
+    async def submit(self, inbound: InboundMessage) -> None:
+        if not (await self.router.handle(inbound)).accepted:
+            raise SystemExit(f"not accepted: {inbound.message_id}")
+
+    def close(self) -> None:
+        unfinished = self.store.unfinished_inbox()
+        unsent = self.store.outbox_pending()
+        self.store.close()
+        if unfinished or unsent:
+            raise SystemExit(f"{len(unfinished)} unanswered, {len(unsent)} unconfirmed pieces")
 
 
 def check(sink: Sink) -> None:
@@ -107,7 +131,7 @@ def check(sink: Sink) -> None:
 
 async def capacity(state: Path) -> float:
     sink = Sink()
-    manager, store = manager_for(state, sink)
+    intake = Intake(state, sink)
     loop = asyncio.get_running_loop()
 
     async def user(conversation: int) -> None:
@@ -115,21 +139,21 @@ async def capacity(state: Path) -> float:
             inbound = message(conversation, n)
             answered = loop.create_future()
             sink.waiters[inbound.text] = answered
-            await manager.submit(inbound)
+            await intake.submit(inbound)
             await answered
 
     started = time.perf_counter()
     await asyncio.gather(*(user(c) for c in range(CONVERSATIONS)))
-    await manager.drain()
+    await intake.manager.drain()
     elapsed = time.perf_counter() - started
-    store.close()
+    intake.close()
     check(sink)
     return CONVERSATIONS * MESSAGES / elapsed
 
 
 async def latency(state: Path) -> list[float]:
     sink = Sink()
-    manager, store = manager_for(state, sink)
+    intake = Intake(state, sink)
     arrivals: dict[str, float] = {}
     started = time.perf_counter()
     index = 0
@@ -141,10 +165,10 @@ async def latency(state: Path) -> list[float]:
                 await asyncio.sleep(delay)
             inbound = message(conversation, n)
             arrivals[inbound.text] = time.perf_counter()
-            await manager.submit(inbound)
+            await intake.submit(inbound)
             index += 1
-    await manager.drain()
-    store.close()
+    await intake.manager.drain()
+    intake.close()
     check(sink)
     return [sink.first_block_at[text] - at for text, at in arrivals.items()]
 
@@ -153,15 +177,15 @@ async def idle_memory(state: Path) -> float:
     sink = Sink()
     gc.collect()
     tracemalloc.start()
-    manager, store = manager_for(state, sink)
+    intake = Intake(state, sink)
     before = tracemalloc.get_traced_memory()[0]
     for conversation in range(CONVERSATIONS):
-        await manager.submit(message(conversation, 0))
-    await manager.drain()
+        await intake.submit(message(conversation, 0))
+    await intake.manager.drain()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    store.close()
+    intake.close()
     return (after - before) / CONVERSATIONS
 
 

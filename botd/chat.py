@@ -49,6 +49,9 @@ class InboundMessage:
     dedupe_keys: tuple[str, ...] = ()
     """The platform ids that identify this message for the router's inbound ledger; a repeat
     under any of them is dropped. Empty: the router keys it by account, chat and message id."""
+    inbox_id: int | None = None
+    """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
+    scheduled job's prompt)."""
 
     def reply_target(self) -> Target:
         """Where an answer to this message goes."""

@@ -2,11 +2,14 @@
 
 Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on
 the same directory is refused), the runtime (``botd.wiring.build_runtime``: store, provider,
-adapters' delivery side, sessions, scheduler, router), the daily pruning of old inbound ids,
-the scheduler's jobs, the adapters' inbound side, the health endpoint, and READY=1 to systemd.
-SIGTERM or SIGINT (or the console's end of input) shuts down in bounded order: stop taking
-input, let running turns finish within the grace period (``shutdown_grace``) and cancel the
-rest (a cancelled run posts nothing more), flush deliveries, close the adapters, the
+adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
+queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
+each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the adapters'
+inbound side, then the resumed runs let go (``release``: the channels can send now), the
+health endpoint, and READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input)
+shuts down in bounded order: stop taking input, let running turns finish within the grace
+period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and is left
+unanswered in the inbox: the next start resumes it), flush deliveries, close the adapters, the
 scheduler and the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
@@ -200,11 +203,13 @@ class Daemon:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
+            await runtime.sessions.resume()
             runtime.pruner.start()
             runtime.scheduler.start()
             runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
             for name, adapter in runtime.adapters.items():
                 await self._start_channel(name, adapter, runtime)
+            await runtime.sessions.release()
             if config.health.enabled:
                 health = HealthServer(
                     config.health.host,

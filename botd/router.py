@@ -1,11 +1,15 @@
 """The inbound path: dedupe, then access policy, then mention gating, then the session.
 
 Every message an adapter hands over passes here once. The router is the only writer of the
-inbound ledger: it records all of a message's dedupe keys in one transaction before anything
-else, so a platform's retry or a replay after a restart is dropped. What is dropped is logged
-with its reason. A group message that is not addressed to the bot is not lost: it is kept (up to a
-limit per conversation) and shown to the agent with the next message that is, so the bot
-knows what was said since it last spoke.
+inbound ledger and of the durable inbox. A message that passes is *accepted*: its dedupe keys
+and the message itself are written in one transaction (``Store.accept_inbound``) before it is
+handed to the session, and ``handle`` returns only after that, so an adapter that tells the
+platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
+could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
+replay after a restart is dropped. What is dropped is logged with its reason. A group message
+that is not addressed to the bot is not lost: it is kept (up to a limit per conversation) and
+shown to the agent with the next message that is, so the bot knows what was said since it last
+spoke.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -13,8 +17,11 @@ an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow
 ``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
 a configured pattern counts. Chat commands from allowed senders pass without a mention.
 
-When the store cannot take a message (its write fails: disk full, I/O error), the message is
-not handled: the failure is logged with the conversation and the sender is told in one line.
+When the store cannot take a message (its write fails: disk full, I/O error), the failure is
+logged with the conversation, the sender is told in one line (once per message, however often
+the platform hands it over again), and ``handle`` raises ``StoreError``: the adapter must not
+confirm the message, so the platform delivers it again and it is answered once the store
+works again (where the platform redelivers: Telegram and Slack do, Discord does not).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import chat_command
 from .logging import LogContext
@@ -45,9 +53,15 @@ PAIRING_TTL_SECONDS = 3600.0
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
 STORE_FAILED_NOTICE = (
-    "Sorry, I could not handle your message: botd's storage is failing. Please try again later."
+    "Sorry, I cannot take your message right now: botd's storage is failing. "
+    "I will answer it when the storage recovers if your platform sends it again; "
+    "if no answer comes, please send it again later."
 )
 """Told to a sender whose message could not be recorded (disk full, I/O error)."""
+STORE_FAILED_MEMORY = 1000
+"""How many messages the router remembers having told about a store failure."""
+_NOT_ADDRESSED = "not addressed to the bot (kept as context)"
+_PAIRING = "unknown sender: pairing needed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +201,8 @@ class Router:
         self._reply = reply
         self._pairing = pairing or PairingBook(None)
         self._context: dict[str, deque[InboundMessage]] = {}
+        self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
+        """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
         self.update_policies(policies)
@@ -203,13 +219,15 @@ class Router:
         """Route one inbound message; returns what was decided and why.
 
         Everything logged meanwhile (and by a run this starts) carries the channel and
-        conversation ids.
+        conversation ids. Raises ``StoreError`` when the store could not take the message
+        (see the module docstring): the adapter must leave it unconfirmed.
         """
         with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
             try:
                 decision = await self._decide(message)
             except StoreError as exc:
-                decision = await self._store_failed(message, exc)
+                await self._store_failed(message, exc)
+                raise
             if not decision.accepted:
                 log.info(
                     "skipped %s message %s in %s: %s",
@@ -221,43 +239,62 @@ class Router:
                 )
         return decision
 
-    async def _store_failed(self, message: InboundMessage, exc: StoreError) -> Decision:
-        """The store could not take the message: log it, tell the sender in one line."""
+    async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
+        """The store could not take the message: log it, tell the sender once in one line."""
         log.error(
             "message %s in %s could not be handled: the store failed: %s",
             message.message_id,
             message.conversation_key,
             exc,
         )
+        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
+        if identity in self._told_store_failed:
+            return
+        self._told_store_failed.append(identity)
         try:
             await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
         except Exception:
             log.exception("telling %s that its message failed failed too", message.conversation_key)
-        return Decision(False, f"the store failed: {exc}")
 
     async def _decide(self, message: InboundMessage) -> Decision:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
-        if self._store.seen_inbound(message.channel, *keys):
-            return Decision(False, "already seen")
-        policy = self._policies.get(message.channel, AccessPolicy())
-        if message.is_direct:
-            verdict = await self._dm_access(message, policy)
-            if not verdict.accepted:
-                return verdict
-        else:
-            verdict = self._group_access(message, policy)
-            if not verdict.accepted:
-                return verdict
-            if not self._addressed(message, policy):
+        verdict = self._access(message)
+        if not verdict.accepted:
+            # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
+            repeat = self._store.seen_inbound(message.channel, *keys)
+            _signal_accepted()  # nothing more to keep: the platform may be told
+            if repeat:
+                return Decision(False, "already seen")
+            if verdict.reason == _NOT_ADDRESSED:
                 self._remember(message)
-                return Decision(False, "not addressed to the bot (kept as context)")
+            elif verdict.reason == _PAIRING:
+                return await self._offer_pairing(message)
+            return verdict
         # A command goes through as typed; the kept context waits for the next prompt.
-        await self._submit(message if _is_command(message) else self._with_context(message))
+        prompt = message if _is_command(message) else self._with_context(message)
+        inbox_id = self._store.accept_inbound(message.channel, keys, prompt)
+        if inbox_id is None:
+            return Decision(False, "already seen")
+        if prompt is not message:
+            self._context.pop(message.conversation_key, None)
+        _signal_accepted()  # in the inbox: the platform may be told now
+        await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 
-    async def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+    def _access(self, message: InboundMessage) -> Decision:
+        """Whether the policy lets ``message`` through (no side effects: a pairing code is
+        offered by the caller, once it knows the message is not a repeat)."""
+        policy = self._policies.get(message.channel, AccessPolicy())
+        if message.is_direct:
+            return self._dm_access(message, policy)
+        verdict = self._group_access(message, policy)
+        if verdict.accepted and not self._addressed(message, policy):
+            return Decision(False, _NOT_ADDRESSED)
+        return verdict
+
+    def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
         sender = message.sender_id
         if policy.dm_policy == "disabled":
             return Decision(False, "direct messages are disabled")
@@ -266,14 +303,17 @@ class Router:
         if self._pairing.is_approved(message.channel, sender):
             return Decision(True, "paired")
         if policy.dm_policy == "pairing":
-            code = self._pairing.request(message.channel, sender)
-            await self._reply(
-                message.reply_target(),
-                f"I don't know you yet. Ask the admin to approve pairing code {code} "
-                f"(botd pairing approve {message.channel} {code}).",
-            )
-            return Decision(False, f"unknown sender {sender}: pairing code issued")
+            return Decision(False, _PAIRING)
         return Decision(False, f"sender {sender} is not on the allowlist")
+
+    async def _offer_pairing(self, message: InboundMessage) -> Decision:
+        code = self._pairing.request(message.channel, message.sender_id)
+        await self._reply(
+            message.reply_target(),
+            f"I don't know you yet. Ask the admin to approve pairing code {code} "
+            f"(botd pairing approve {message.channel} {code}).",
+        )
+        return Decision(False, f"unknown sender {message.sender_id}: pairing code issued")
 
     def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
         if policy.group_policy == "disabled":
@@ -299,12 +339,21 @@ class Router:
         kept.append(message)
 
     def _with_context(self, message: InboundMessage) -> InboundMessage:
-        kept = self._context.pop(message.conversation_key, None)
+        """``message`` with the kept context before it (the context stays kept until the
+        message is accepted)."""
+        kept = self._context.get(message.conversation_key)
         if not kept:
             return message
         lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
         text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
         return replace(message, text=text)
+
+
+def _signal_accepted() -> None:
+    """Tell the adapter (if it asked, see ``on_accepted``) that the message is safe now."""
+    signal = on_accepted.get()
+    if signal is not None:
+        signal()
 
 
 def _is_command(message: InboundMessage) -> bool:

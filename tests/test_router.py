@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -260,14 +260,23 @@ async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_d
 
 
 async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
+    # Accepted: its keys and the message itself go into the database in one transaction.
     writes: list[tuple[str, ...]] = []
-    record = store.seen_inbound
+    accept, record = store.accept_inbound, store.seen_inbound
 
-    def counting(channel: str, *keys: str) -> bool:
+    def counting_accept(channel: str, keys: Sequence[str], message: InboundMessage) -> int | None:
+        writes.append(tuple(keys))
+        return accept(channel, keys, message)
+
+    def counting_record(channel: str, *keys: str) -> bool:
         writes.append(keys)
         return record(channel, *keys)
 
-    store.seen_inbound = counting  # type: ignore[method-assign]
-    r = router(store, Recorder(), AccessPolicy(dm_policy="open"))
+    store.accept_inbound = counting_accept  # type: ignore[method-assign]
+    store.seen_inbound = counting_record  # type: ignore[method-assign]
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(dm_policy="open"))
     await r.handle(replace(dm("hi"), dedupe_keys=("EvA", "alice:1.0")))
     assert writes == [("EvA", "alice:1.0")]
+    inbox_id = rec.submitted[0].inbox_id
+    assert inbox_id is not None and store.inbox_state(inbox_id) == "accepted"

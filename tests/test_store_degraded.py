@@ -29,7 +29,7 @@ from botd.daemon import Daemon
 from botd.router import STORE_FAILED_NOTICE, AccessPolicy, Router
 from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
-from botd.store import Store, StoreHealth, StoreWriteError
+from botd.store import Store, StoreError, StoreHealth, StoreWriteError
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.test_sessions import ListSink, inbound, settings
@@ -158,10 +158,12 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
     message = replace(inbound("hello"), is_direct=True)
     free = fill_the_disk(store)
     with caplog.at_level(logging.ERROR, logger="botd.router"):
-        decision = await router.handle(message)
-    assert not decision.accepted
-    assert decision.reason.startswith("the store failed: ")
-    assert sink.texts("c1") == [STORE_FAILED_NOTICE]
+        # The adapter must leave the message unconfirmed, so the platform hands it over again.
+        with pytest.raises(StoreError):
+            await router.handle(message)
+        with pytest.raises(StoreError):
+            await router.handle(message)  # the platform's redelivery while the disk is full
+    assert sink.texts("c1") == [STORE_FAILED_NOTICE]  # told once, not per redelivery
     assert any(
         "could not be handled" in r.getMessage() and "console:c1" in r.getMessage()
         for r in caplog.records
@@ -261,6 +263,7 @@ health:
             assert status == 200 and body["components"] == {"store": {"status": "ok"}}
 
             free = fill_the_disk(store)
+            model.push(stream(text("Yes, here.")))
             telegram.push_text(DM, "are you there?")
             await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
             status, body = await _healthz(port)
@@ -269,16 +272,18 @@ health:
             assert body["components"] == {
                 "store": {
                     "status": "degraded",
-                    "reason": "database or disk is full (writing seen_inbound)",
+                    "reason": "database or disk is full (writing accept_inbound)",
                 }
             }
-            assert body["problems"] == ["store: database or disk is full (writing seen_inbound)"]
+            assert body["problems"] == ["store: database or disk is full (writing accept_inbound)"]
             assert not running.done()  # the daemon stays up
 
             free()  # the operator made room
+            # Never confirmed, the update comes again and is answered now.
+            await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)
             model.push(stream(text("Back again.")))
             telegram.push_text(DM, "and now?")
-            await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)
+            await telegram.wait_for_call("sendMessage", 4, timeout=HANG_GUARD)
             status, body = await _healthz(port)
             assert status == 200 and body["status"] == "ok"
         finally:
@@ -290,7 +295,8 @@ health:
             root.setLevel(level)
 
     texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
-    assert texts == ["Hello!", STORE_FAILED_NOTICE, "Back again."]
-    # The model was asked twice: the message the store could not take never reached it.
-    assert len(model.requests) == 2
-    assert "are you there?" not in json.dumps(model.requests[-1].body["messages"])
+    assert texts == ["Hello!", STORE_FAILED_NOTICE, "Yes, here.", "Back again."]
+    # The message the store could not take reached the model once, after the recovery.
+    assert len(model.requests) == 3
+    assert json.dumps(model.requests[1].body["messages"]).count("are you there?") == 1
+    assert json.dumps(model.requests[2].body["messages"]).count("are you there?") == 1

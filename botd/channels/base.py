@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Protocol
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
@@ -10,6 +11,13 @@ from ..chat import Capabilities, InboundMessage, MessageRef, Target
 InboundSink = Callable[[InboundMessage], Awaitable[object]]
 """Where an adapter hands each inbound message (the router); adapters ignore what it returns
 (the router's decision)."""
+
+on_accepted: ContextVar[Callable[[], None] | None] = ContextVar("on_accepted", default=None)
+"""Set by an adapter around a sink call when it wants to know as soon as nothing of the message
+can be lost any more, before the sink returns: the router calls it right after the accept (the
+message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
+goes on (handing the message to its session, which may answer a chat command first, or sending
+a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
 
 
 class OffsetStore(Protocol):

@@ -57,18 +57,22 @@ class ConsoleAdapter:
             text = raw.decode("utf-8", errors="replace").strip()
             if not text:
                 continue
-            await sink(
-                InboundMessage(
-                    channel="console",
-                    chat_id="local",
-                    sender_id=self._user,
-                    text=text,
-                    message_id=next(self._ids),
-                    conversation_key=CONVERSATION_KEY,
-                    is_direct=True,
-                    mentions_bot=True,
-                )
+            message = InboundMessage(
+                channel="console",
+                chat_id="local",
+                sender_id=self._user,
+                text=text,
+                message_id=next(self._ids),
+                conversation_key=CONVERSATION_KEY,
+                is_direct=True,
+                mentions_bot=True,
             )
+            try:
+                await sink(message)
+            except Exception:
+                # A line the core could not take (the store failing, say) was already
+                # reported to the operator; input goes on with the next line.
+                log.exception("console: a line could not be handled")
         if self._on_end is not None:
             await self._on_end()
 

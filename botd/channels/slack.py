@@ -1,14 +1,18 @@
 """Slack through slack-bolt (async): Socket Mode by default, or the HTTP Events API.
 
 Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``) and ``app_mention``.
-Bolt acks every delivery at once and runs the listeners after, so Slack never retries because we
-were slow. Slack still delivers a channel mention twice (a ``message`` and an ``app_mention`` with
-different event ids) and retries deliveries it thinks were lost. The first delivery of a message
-goes on to the sink; a twin or retry of it while the adapter runs is dropped here, from a bounded
-memory of recent ids, so the router sees each message once. Each message carries both ids, the
-event id and ``channel:ts``, as its dedupe keys: the router's persistent ledger drops a retry that
-arrives after a restart. Every other subscribed event gets a no-op listener: bolt answers an
-unhandled event with 404 and Slack would retry it.
+Bolt runs the listener first and acks after it returned (``process_before_response``, over Socket
+Mode and HTTP alike): the listener hands the message to the sink and returns as soon as the router
+accepted it into the durable inbox (one local SQLite transaction, well within Slack's 3 seconds),
+leaving the rest (a chat command's answer, say) to go on in the background. A
+delivery the process died on, or whose accept failed, is left unacknowledged (bolt answers 500) and
+Slack delivers it again. Slack still delivers a channel mention twice (a ``message`` and an
+``app_mention`` with different event ids) and retries deliveries it thinks were lost. The first
+delivery of a message goes on to the sink; a twin or retry of it while the adapter runs is dropped
+here, from a bounded memory of recent ids, so the router sees each message once. Each message
+carries both ids, the event id and ``channel:ts``, as its dedupe keys: the router's persistent
+ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
+listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread).
@@ -42,7 +46,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
-from .base import InboundSink
+from .base import InboundSink, on_accepted
 from .errors import ChannelError, ChannelStartError
 from .markdown import render_chunks
 
@@ -148,6 +152,7 @@ class SlackAdapter:
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
         self._seen_memory: OrderedDict[str, None] = OrderedDict()
+        self._handling: set[asyncio.Future[object]] = set()
         self._first_replied: OrderedDict[str, None] = OrderedDict()
         self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -226,6 +231,8 @@ class SlackAdapter:
             attaching_conversation_kwargs_enabled=False,
             # Socket Mode needs no signature; HTTP mode verifies every request (401 otherwise).
             request_verification_enabled=self._mode == "http",
+            # Ack only after the listener returned: the message is in the inbox by then.
+            process_before_response=True,
         )
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_app_mention)
@@ -300,7 +307,40 @@ class SlackAdapter:
         target = self.reply_target(message)
         if target.thread_id is None:
             self._awaiting_answer[channel] = ts  # for the "working" reaction
-        await sink(replace(message, target=target))
+        try:
+            await self._until_accepted(sink, replace(message, target=target))
+        except BaseException:
+            for key in keys:  # not accepted: Slack's redelivery must get through
+                self._seen_memory.pop(key, None)
+            raise
+
+    async def _until_accepted(self, sink: InboundSink, message: InboundMessage) -> None:
+        """Hand ``message`` to ``sink``; return once it was accepted, or the sink returned.
+
+        Bolt acks when this returns. What the sink still does after the accept (answering a
+        chat command, say) goes on in the background, so the ack is never held by it.
+        """
+        accepted = asyncio.Event()
+        token = on_accepted.set(accepted.set)
+        try:
+            handling = asyncio.ensure_future(sink(message))  # the task copies the context
+        finally:
+            on_accepted.reset(token)
+        signalled = asyncio.ensure_future(accepted.wait())
+        try:
+            await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signalled.cancel()
+        if handling.done():
+            handling.result()  # a failure before the accept: no ack, Slack delivers again
+            return
+        self._handling.add(handling)
+        handling.add_done_callback(self._handled)
+
+    def _handled(self, task: asyncio.Future[object]) -> None:
+        self._handling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("slack: handling an accepted message failed", exc_info=task.exception())
 
     def _key(self, key: str) -> str:
         """An inbound id as the ledger keeps it (prefixed by the account unless the default)."""

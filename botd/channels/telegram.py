@@ -6,9 +6,14 @@ included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
 ``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
 the General topic carry no thread id and map to topic 1).
 
-Restarts replay nothing: the update offset is saved (``offsets``) after each processed update
-and the first ``getUpdates`` resumes from it, and each message carries ``chat:message_id`` as
-its dedupe key, so the router drops a message redelivered anyway.
+Telegram forgets an update once a ``getUpdates`` asks for a higher offset. PTB asks for the
+next batch as soon as it queued the last one; here each ``getUpdates`` first waits until every
+update it would confirm was handled (the sink returned, i.e. the router accepted the message
+into the durable inbox) and confirms no further than that, so an update botd had not accepted
+when it died is delivered again at the next start. (At shutdown, PTB's last confirming call
+waits a bounded time and confirms only what was handled.) The handled offset is also saved
+(``offsets``) and the first ``getUpdates`` resumes from it; each message carries
+``chat:message_id`` as its dedupe key, so the router drops a message delivered twice.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
@@ -63,6 +68,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
+_CONFIRM_WAIT_AT_STOP = 5.0
+"""How long PTB's last confirming ``getUpdates`` at shutdown waits for updates in hand."""
 
 CHANNEL = "telegram"
 TEXT_LIMIT = 4096
@@ -162,13 +169,51 @@ class _PollingBot(ExtBot[int]):
         self._account_id = account_id
         self._backoff = backoff
         self._stall_grace = stall_grace
+        # Every update below this id went through the handlers; the first that failed is
+        # asked for again (and what follows it: the router drops those as seen).
+        self._handled_below = resume_offset
+        self._failed_from: int | None = None
+        self._progress = asyncio.Event()
+
+    @property
+    def confirmed(self) -> int:
+        """The offset Telegram may be told: every update below it was accepted or ignored."""
+        return self._handled_below if self._failed_from is None else self._failed_from
+
+    def handled(self, update_id: int, *, ok: bool | None = None) -> None:
+        """An update went through the handlers; ``ok``: its message was accepted (True) or
+        its sink raised (False); None: no message of it went to the sink."""
+        self._handled_below = max(self._handled_below, update_id + 1)
+        if ok is False:
+            first = self._failed_from
+            self._failed_from = update_id if first is None else min(first, update_id)
+        elif ok and self._failed_from == update_id:
+            self._failed_from = None
+        self._progress.set()
+
+    async def _until_handled(self, offset: int, limit: float | None) -> None:
+        """Wait until every update below ``offset`` was handled (or ``limit`` seconds)."""
+        try:
+            async with asyncio.timeout(limit):
+                while self._handled_below < offset:
+                    self._progress.clear()
+                    await self._progress.wait()
+        except TimeoutError:
+            log.warning(
+                "telegram[%s]: updates below %d not handled in time; left with Telegram",
+                self._account_id,
+                offset,
+            )
 
     async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
-        offset = kwargs.get("offset")
-        if offset is None or offset < self._resume_offset:
-            kwargs["offset"] = self._resume_offset
         poll = kwargs.get("timeout") or 0
         poll_seconds = poll.total_seconds() if hasattr(poll, "total_seconds") else float(poll)
+        wanted = int(kwargs.get("offset") or 0)
+        # Confirm to Telegram only what was handled: the rest is delivered again.
+        await self._until_handled(wanted, None if poll_seconds else _CONFIRM_WAIT_AT_STOP)
+        if self._failed_from is not None and poll_seconds:
+            await self._back_off(f"update {self._failed_from} was not accepted; asking again")
+        kwargs["offset"] = max(min(wanted, self.confirmed), self._resume_offset)
         try:
             updates = await asyncio.wait_for(
                 super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
@@ -322,6 +367,23 @@ class TelegramAdapter:
             thread_id = str(topic) if topic else GENERAL_TOPIC
         key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
         reply = _replied_to(message)
+        try:
+            await self._deliver(message, chat_id, thread_id, key, reply)
+        except Exception:
+            bot.handled(update.update_id, ok=False)  # not accepted: ask for it again
+            raise
+        bot.handled(update.update_id, ok=True)
+
+    async def _deliver(
+        self,
+        message: Message,
+        chat_id: str,
+        thread_id: str | None,
+        key: str,
+        reply: Message | None,
+    ) -> None:
+        sender = message.from_user
+        assert self._sink is not None and message.text is not None
         await self._sink(
             InboundMessage(
                 channel=CHANNEL,
@@ -365,8 +427,12 @@ class TelegramAdapter:
         return bool(reply and reply.from_user and reply.from_user.id == bot.id)
 
     async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        bot = self._bot
+        if bot is None:
+            return
+        bot.handled(update.update_id)
         if self._offsets is not None:
-            self._offsets.set_offset(CHANNEL, self.account_id, str(update.update_id + 1))
+            self._offsets.set_offset(CHANNEL, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error(

@@ -18,6 +18,7 @@ from .base import (
     Outlet,
     PieceKind,
     ReplyKind,
+    RunJournal,
     RunOptions,
     RunOutput,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "ReplyKind",
     "Retrier",
     "RetrySettings",
+    "RunJournal",
     "RunOptions",
     "RunOutbox",
     "RunOutput",

@@ -41,6 +41,20 @@ class CoalesceSettings:
     joiner: str = "\n\n"
 
 
+class RunJournal(Protocol):
+    """Where a run's outbox writes each block and final reply down (the durable outbox).
+
+    ``written`` is called before the piece is sent and returns a key for it; ``sent`` after
+    the platform took it, with the refs of the messages it made; ``failed`` when it refused.
+    """
+
+    def written(self, piece: Outgoing, text: str) -> int: ...
+
+    def sent(self, key: int, refs: Sequence[MessageRef]) -> None: ...
+
+    def failed(self, key: int) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How one run's output is paced."""
@@ -49,6 +63,8 @@ class RunOptions:
     """Join small blocks that stream in quick succession into one message (blocks mode)."""
     typing_interval: float = 5.0
     """How often "typing…" is renewed while the run works (platforms expire it)."""
+    journal: RunJournal | None = None
+    """Where each block and final reply is written before it is sent (None: nowhere)."""
 
 
 class Outgoing(NamedTuple):
@@ -153,6 +169,7 @@ __all__ = [
     "Outlet",
     "PieceKind",
     "ReplyKind",
+    "RunJournal",
     "RunOptions",
     "RunOutput",
 ]

@@ -13,24 +13,27 @@ side), so a slow platform never holds up the agent and replies never overtake ea
   ``typing_interval`` seconds until the last piece is out; an indicator that outlives the
   answer reads as a second answer coming. A failing typing call is only logged.
 
-Every piece goes through ``RunOutbox._post`` with its kind and its number in the run: the one
-place to write it down before sending, and to note the platform's message ids after.
-A refused piece is logged and skipped; the rest of the run still goes out.
+Every piece goes through ``RunOutbox._post`` with its kind and its number in the run. With a
+``RunJournal`` in the options, each block and final reply is written down there before it is
+sent and marked sent (with the platform's message refs) or failed after; a journal that cannot
+write is logged and the piece still goes out. A refused piece is logged and skipped; the rest
+of the run still goes out.
 
 ``cancel()`` is for a run that was stopped (``/stop``, an interrupt, shutdown): from then on
 nothing more is posted. A piece already handed to the platform stays; whatever still waits
 (in line, in the coalescer, the pending preview) and whatever the run pushes while it winds
-down is dropped, so the user sees nothing after the stop but its confirmation.
+down is dropped (and never journaled), so the user sees nothing after the stop but its
+confirmation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-from ..chat import Target
+from ..chat import MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
@@ -80,6 +83,7 @@ class RunOutbox:
         self._name = f"{target.channel}:{target.chat_id}"
         self._loop = asyncio.get_running_loop()
         self._typing_interval = options.typing_interval
+        self._journal = options.journal
         self._typing_call: asyncio.Task[None] | None = None
         self._typing_timer: asyncio.TimerHandle | None = None
         self._typing = True
@@ -182,19 +186,41 @@ class RunOutbox:
         if self._cancelled:
             return  # a stopped run posts nothing more: the piece is dropped, not sent
         target, reply = self.target, piece.reply
+        journal = self._journal if not isinstance(reply, PartialReply) else None
+        key: int | None = None
+        if journal is not None:
+            try:
+                key = journal.written(piece, reply.text)
+            except Exception:
+                log.exception("writing a reply to the outbox failed; sending it anyway")
         try:
             if isinstance(reply, PartialReply):
                 await self._outlet.preview(target, reply)
             else:
-                await self._outlet.deliver(
+                refs = await self._outlet.deliver(
                     target, reply, kind="final" if piece.kind == "final" else "block"
                 )
         except Exception:
             log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
+            self._note(key, None)
             return
+        if not isinstance(reply, PartialReply):
+            self._note(key, refs)
         if self._on_first_reply is not None:
             first_reply, self._on_first_reply = self._on_first_reply, None
             first_reply()
+
+    def _note(self, key: int | None, refs: Sequence[MessageRef] | None) -> None:
+        """Tell the journal how the written piece ``key`` went (sent with ``refs``, or not)."""
+        if self._journal is None or key is None:
+            return
+        try:
+            if refs is None:
+                self._journal.failed(key)
+            else:
+                self._journal.sent(key, refs)
+        except Exception:
+            log.exception("marking a reply in the outbox failed")
 
     # -- typing --------------------------------------------------------------------------
 

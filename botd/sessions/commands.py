@@ -49,6 +49,12 @@ class CommandDesk:
         key = message.conversation_key
         if command in ("/stop", "/new", "/reset"):
             session = self._sessions.get(key)
+            if session is not None:
+                # Messages waiting are dropped: done with, as far as the inbox goes.
+                dropped = [m.inbox_id for m in session.pending if m.inbox_id is not None]
+                session.resumed.clear()
+                if dropped:
+                    self._store.finish_inbox(dropped, "skipped")
             stopped = session is not None and await session.stop()
             if command == "/stop":
                 text = "Stopped." if stopped else "Nothing was running."

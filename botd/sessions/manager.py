@@ -15,8 +15,17 @@ becomes a prompt. While a run is active, the queue mode decides:
 
 Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
 never overlap, so its messages are answered strictly in order. Each run (``run.py``) writes
-every message to the store, so a restarted daemon continues each conversation where it was,
-and hands its replies to the delivery's run output.
+every message to the store as it happens, so a restarted daemon continues each conversation
+where it was, and hands its replies to the delivery's run output.
+
+Messages from the durable inbox carry their ``inbox_id``; the manager marks them running,
+answered, failed or skipped (``durable.py`` says when). At start, ``resume`` queues what the
+previous process left unanswered, oldest first, before any channel takes input: a message
+whose run was interrupted continues from its transcript, one that waited runs as it came.
+Runs wait until ``release`` (called once the channels can send), which also sends the reply
+pieces a crash left unconfirmed and answers resumed chat commands. ``close`` lets running
+answers finish within the grace and cancels the rest without marking them: they resume at
+the next start.
 
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
@@ -30,6 +39,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from ..agent.tools import Tool
 from ..agent.types import Provider
@@ -38,8 +48,9 @@ from ..commands import chat_command
 from ..delivery import Delivery
 from ..events import Message
 from ..logging import LogContext
-from ..store import Store
+from ..store import InboxState, OutboxEntry, Store
 from .commands import CommandDesk
+from .durable import resume_plan
 from .run import Runner
 from .session import Session, user_message
 from .settings import RunHooks, SessionSettings
@@ -68,6 +79,11 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
         self._closed = False
+        self._released = asyncio.Event()
+        self._released.set()
+        self._delivery = delivery
+        self._deferred: list[InboundMessage] = []
+        self._unsent: list[OutboxEntry] = []
         self._runner = Runner(
             store,
             provider,
@@ -94,7 +110,11 @@ class SessionManager:
             return
         command = chat_command(message.text)
         if command is not None:
+            if not self._released.is_set():
+                self._deferred.append(message)  # answered once the channels can send
+                return
             await self._commands.answer(command, message)
+            self._finish([message.inbox_id], "answered")
             return
         session = self._session_for(message.conversation_key)
         mode = self._settings.queue_mode
@@ -102,9 +122,12 @@ class SessionManager:
             if mode == "steer":
                 steering = user_message(message.text)
                 session.steered.append(steering)
+                if message.inbox_id is not None:
+                    session.steered_ids.append(message.inbox_id)
                 session.run.steer(steering)
                 return
             if mode == "interrupt":
+                self._finish([m.inbox_id for m in session.pending], "skipped")
                 session.pending.clear()
                 session.run.cancel()
         session.pending.append(message)
@@ -140,41 +163,122 @@ class SessionManager:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def _next_prompt(self, session: Session) -> tuple[InboundMessage, list[Message], float | None]:
-        """The next prompt, the message answered, and when the earliest of it arrived."""
-        if self._settings.queue_mode == "collect":
-            batch = list(session.pending)
-            session.pending.clear()
+    def _next_prompt(self, session: Session) -> _Next:
+        """The next prompt, the messages it answers, and when the earliest of them arrived.
+
+        An interrupted run's messages (``session.resumed``) go again as they were batched,
+        with no prompt: their user turn is in the transcript.
+        """
+        head = session.pending[0]
+        turn = session.resumed.get(head.inbox_id) if head.inbox_id is not None else None
+        batch: list[InboundMessage] = []
+        if turn is not None:
+            while session.pending and _resumed_turn(session, session.pending[0]) == turn:
+                batch.append(session.pending.popleft())
+        elif self._settings.queue_mode == "collect":
+            while session.pending and _resumed_turn(session, session.pending[0]) is None:
+                batch.append(session.pending.popleft())
         else:
-            batch = [session.pending.popleft()]
+            batch.append(session.pending.popleft())
         arrivals = [t for m in batch if (t := session.arrived_at.pop(id(m), None)) is not None]
         if not session.pending:
             session.arrived_at.clear()  # entries of messages dropped by /stop or interrupt
-        text = "\n\n".join(m.text for m in batch)
-        return batch[-1], [user_message(text)], min(arrivals, default=None)
+        ids = [m.inbox_id for m in batch if m.inbox_id is not None]
+        for inbox_id in ids:
+            session.resumed.pop(inbox_id, None)
+        prompt = [] if turn is not None else [user_message("\n\n".join(m.text for m in batch))]
+        return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None)
 
     async def _work(self, session: Session) -> None:
         """Run the session's waiting messages one run at a time, in order."""
+        await self._released.wait()
+        if self._closed:
+            return  # released by the shutdown: what waits stays in the inbox for next start
         while session.pending or (session.steered and session.last_inbound is not None):
-            arrived: float | None = None
             if session.pending:
-                inbound, prompt, arrived = self._next_prompt(session)
+                step = self._next_prompt(session)
             else:
                 # Steering that no tool boundary picked up runs as a follow-up.
                 assert session.last_inbound is not None
-                inbound, prompt = session.last_inbound, list(session.steered)
+                step = _Next(session.last_inbound, list(session.steered), None, [], False)
                 session.steered.clear()
-            session.last_inbound = inbound
+            session.last_inbound = step.inbound
             run_id = f"{session.session_id}:{session.runs_done + 1}"
             with LogContext.bind(
-                channel=inbound.channel, conversation=session.conversation_key, run=run_id
+                channel=step.inbound.channel, conversation=session.conversation_key, run=run_id
             ):
                 async with self._slots:
+                    if self._closed:
+                        return  # shutting down: left in the inbox, resumed at the next start
+                    state: InboxState = "failed"
                     try:
-                        await self._runner.run(session, inbound, prompt, arrived)
+                        outcome = await self._runner.run(
+                            session,
+                            step.inbound,
+                            step.prompt,
+                            step.arrived,
+                            inbox_ids=step.ids,
+                            resumed=step.resumed,
+                        )
+                        state = _STATES.get(outcome, "answered")
                         await self._runner.compact_if_needed(session)
                     except Exception:
                         log.exception("run failed in %s", session.conversation_key)
+                    if not (self._closed and state == "skipped"):
+                        # Cancelled by the shutdown: left running, to resume at the next start.
+                        steered, session.steered_ids = session.steered_ids, []
+                        self._finish([*step.ids, *steered], state)
+
+    def _finish(self, ids: Sequence[int | None], state: InboxState) -> None:
+        """Mark inbox rows (None: not from the inbox) as done; a failed write is logged."""
+        known = [inbox_id for inbox_id in ids if inbox_id is not None]
+        if not known:
+            return
+        try:
+            self._store.finish_inbox(known, state)
+        except Exception:
+            log.exception("marking inbox messages %s %s failed", known, state)
+
+    # -- restart ----------------------------------------------------------------------------
+
+    async def resume(self) -> int:
+        """Queue what the previous process left unanswered (see the module docstring).
+
+        Runs wait for ``release``. Returns how many messages were queued again.
+        """
+        self._released.clear()
+        plan = resume_plan(self._store)
+        for entry in plan.entries:
+            if entry.id in plan.resumed_turns and entry.user_turn_id is not None:
+                session = self._session_for(entry.message.conversation_key)
+                session.resumed[entry.id] = entry.user_turn_id
+            await self.submit(entry.message)
+        self._unsent = plan.unsent
+        if plan.entries or plan.unsent:
+            log.info(
+                "resuming %d message(s) (%d interrupted), %d unconfirmed reply piece(s)",
+                len(plan.entries),
+                len(plan.resumed_turns),
+                len(plan.unsent),
+            )
+        return len(plan.entries)
+
+    async def release(self) -> None:
+        """The channels can send: let the runs go, send what a crash left unconfirmed, and
+        answer resumed chat commands."""
+        self._released.set()
+        unsent, self._unsent = self._unsent, []
+        for piece in unsent:
+            try:
+                refs = await self._delivery.send_text(piece.target, piece.text)
+            except Exception:
+                log.exception("sending an unconfirmed reply to %s failed", piece.target.chat_id)
+                self._store.outbox_failed(piece.id)
+            else:
+                self._store.outbox_sent(piece.id, [ref.message_id for ref in refs])
+        deferred, self._deferred = self._deferred, []
+        for message in deferred:
+            await self.submit(message)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -191,15 +295,36 @@ class SessionManager:
     async def close(self, grace: float = 10.0) -> None:
         """Stop taking input, let running turns finish within ``grace``, cancel the rest."""
         self._closed = True
+        self._released.set()  # a worker still waiting for release ends at once
         workers = [s.worker for s in self._sessions.values() if s.worker and not s.worker.done()]
         if workers:
             _, still_running = await asyncio.wait(workers, timeout=grace)
+            # What is cancelled now is left unanswered in the inbox and resumes at next start.
+            self._runner.shutting_down = True
             for session in self._sessions.values():
                 session.pending.clear()
                 if session.run is not None:
                     session.run.cancel()
             if still_running:
                 await asyncio.gather(*still_running, return_exceptions=True)
+
+
+class _Next(NamedTuple):
+    """A run to do: the message it answers for, its prompt, the inbox rows it answers."""
+
+    inbound: InboundMessage
+    prompt: list[Message]
+    arrived: float | None
+    ids: list[int]
+    resumed: bool
+
+
+_STATES: dict[str, InboxState] = {"cancelled": "skipped", "error": "failed"}
+"""Inbox states by how a run ended (anything else: answered)."""
+
+
+def _resumed_turn(session: Session, message: InboundMessage) -> int | None:
+    return None if message.inbox_id is None else session.resumed.get(message.inbox_id)
 
 
 __all__ = ["SessionManager"]

@@ -4,9 +4,16 @@
 feed a ``StreamSubscriber`` (and, when asked, a JSONL recording for ``botd replay``), and
 hands the subscriber's replies to the output as they come: blocks in ``blocks`` mode,
 partial replies in ``edit`` mode, the final replies after the run. Without streamed blocks
-the finals are built without block dedupe, so the answer is never lost. Whatever the run
-added (also when it was cancelled) is appended to the transcript in the store. When the store
-fails (disk full, I/O error) the failure is logged and the user is told in one line.
+the finals are built without block dedupe, so the answer is never lost.
+
+What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
+inbox messages the user turn is written with their ``running`` state in one transaction, then
+every finished assistant message and tool result. Each block and final reply is written to
+the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn already in the
+transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
+interrupted attempt posted, and says once that the answer was interrupted when it had shown
+something, right before the first piece it adds. A stopped run posts nothing more. When the
+store fails (disk full, I/O error) the failure is logged and the user is told in one line.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
@@ -28,7 +35,8 @@ from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, event_to_json
 from ..store import Store, StoreError
-from ..subscriber import Origin, StreamSubscriber
+from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
+from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
 from .session import Session
 from .settings import RunHooks, SessionSettings, call_hook
 
@@ -63,6 +71,8 @@ class Runner:
         self._options = settings.run_options()
         self._tools = tools
         self._hooks = hooks
+        self.shutting_down = False
+        """Set while botd shuts down: a run cancelled then writes nothing more (it resumes)."""
 
     async def run(
         self,
@@ -70,8 +80,16 @@ class Runner:
         inbound: InboundMessage,
         prompt: list[Message],
         arrived: float | None = None,
-    ) -> None:
-        """Answer ``prompt`` (on behalf of ``inbound``), which arrived at ``arrived``."""
+        *,
+        inbox_ids: Sequence[int] = (),
+        resumed: bool = False,
+    ) -> str:
+        """Answer ``prompt`` (on behalf of ``inbound``), which arrived at ``arrived``.
+
+        ``inbox_ids``: the inbox rows this run answers; ``resumed``: their user turn is in the
+        transcript already (an interrupted run goes on; ``prompt`` is then empty). Returns
+        how the run ended (the agent's stop reason, ``cancelled`` or ``exception``).
+        """
         target = inbound.reply_target()
         hooks = self._hooks
 
@@ -79,10 +97,17 @@ class Runner:
             latency = None if arrived is None else max(0.0, time.monotonic() - arrived)
             call_hook(hooks.on_first_reply, inbound, latency)
 
-        output = self._delivery.open_run(target, self._options, on_first_reply=first_reply)
-        notice: str | None = None
+        anchor = min(inbox_ids) if inbox_ids else None
+        posted = self._store.outbox_sent_texts([anchor]) if resumed and anchor is not None else []
+        journal = OutboxJournal(self._store, anchor, target)
+        options = replace(self._options, journal=journal)
+        output = self._delivery.open_run(target, options, on_first_reply=first_reply)
+        outcome, notice = "exception", None
         try:
-            if not await self._answer(session, inbound, target, prompt, output):
+            outcome, saved = await self._answer(
+                session, inbound, target, prompt, output, inbox_ids, posted
+            )
+            if not saved:
                 notice = UNSAVED_NOTICE
         except StoreError as exc:
             log.error("the message could not be handled: the store failed: %s", exc)
@@ -91,6 +116,7 @@ class Runner:
             await output.close()  # every reply out, "typing…" stopped
         if notice is not None:
             await self._tell(target, notice)
+        return outcome
 
     async def _tell(self, target: Target, text: str) -> None:
         try:
@@ -105,10 +131,13 @@ class Runner:
         target: Target,
         prompt: list[Message],
         output: RunOutput,
-    ) -> bool:
+        inbox_ids: Sequence[int],
+        posted: list[str],
+    ) -> tuple[str, bool]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
 
-        False when what the run added could not be saved (the store failed)."""
+        Returns how the run ended and whether what it added was saved (False: the store
+        failed; logged, and the history stays as stored)."""
         hooks = self._hooks
         mode = output.mode
         config = self._settings.subscriber
@@ -116,27 +145,52 @@ class Runner:
             # Nothing streams as blocks: keep each assistant message whole for the finals
             # instead of the chunker's pieces, so the answer is one reply (or one preview).
             config = replace(config, chunking=None)
+        # A resumed run says it was interrupted before its first new piece, if it was seen.
+        shown = NoticeFirst(output, needed=bool(posted) and INTERRUPTED_NOTICE not in posted)
         subscriber = StreamSubscriber(
             config,
             # Without a block callback the subscriber cuts no blocks at all.
-            on_block_reply=output.block if mode == "blocks" else None,
-            on_partial_reply=output.partial if mode == "edit" else None,
+            on_block_reply=shown.block if mode == "blocks" else None,
+            on_partial_reply=shown.partial if mode == "edit" else None,
             on_block_flush=output.flush if mode == "blocks" else None,
         )
+        subscriber.skip_already_posted(posted)
+        if inbox_ids:
+            # The user turn and the messages' running state: one transaction.
+            self._store.start_inbox_run(
+                inbox_ids,
+                session_id=session.session_id,
+                run_id=f"{session.session_id}:{session.runs_done + 1}",
+                user_turn=prompt,
+            )
+        writer = TranscriptWriter(
+            self._store,
+            session.session_id,
+            written=len(prompt) if inbox_ids else 0,
+            keep_writing=lambda: not self.shutting_down,
+        )
+        listener = self._listener(session, subscriber)
+
+        def on_event(event: AgentEvent) -> None:
+            listener(event)
+            writer.on_event(event)
+
         run = AgentRun(
             self._provider,
             self._tools(inbound),
             self._settings.loop,
-            self._listener(session, subscriber),
+            on_event,
             conversation_key=session.conversation_key,
             origin=target,
             # A stopped run shows nothing more: not the text it still had buffered, not the
             # closing flush. Only the stop's confirmation follows.
             on_cancel=output.cancel,
         )
+        writer.run = run
         session.run = run
-        session.working_on = "\n".join(
-            c.text for m in prompt for c in m.content if isinstance(c, TextContent)
+        session.working_on = (
+            "\n".join(c.text for m in prompt for c in m.content if isinstance(c, TextContent))
+            or inbound.text
         )
         result: RunResult | None = None
         outcome = "exception"
@@ -153,7 +207,8 @@ class Runner:
         finally:
             log.info("run ended: %s", outcome)
             call_hook(hooks.on_end, inbound, outcome)
-            saved = self._record(session, result.messages if result is not None else run.messages)
+            added = result.messages if result is not None else run.messages
+            saved = self._record(session, added, writer)
             if result is not None and result.stop_reason != "cancelled":
                 finals = subscriber.final_replies(
                     block_streaming=mode == "blocks",
@@ -161,10 +216,11 @@ class Runner:
                     origin=Origin(target.channel, target.route(), target.account_id),
                 )
                 for reply in finals:
-                    output.final(reply)
-        return saved
+                    if not (posted and is_messaging_duplicate(reply.text, posted)):
+                        shown.final(reply)
+        return outcome, saved
 
-    def _record(self, session: Session, added: list[Message]) -> bool:
+    def _record(self, session: Session, added: list[Message], writer: TranscriptWriter) -> bool:
         """The run is over: keep what it added, and what steering it did not read.
 
         False when the store could not take it: logged, and the history stays as stored."""
@@ -172,9 +228,13 @@ class Runner:
         session.working_on = ""
         consumed = {id(m) for m in added}
         session.steered = [m for m in session.steered if id(m) not in consumed]
+        writer.run = None  # no cycle through the run's callback: freed without the GC
         if added:
             try:
-                self._store.append_messages(session.session_id, added)
+                writer.flush(added)  # what the events did not write yet
+                # Committed now, not with the next write: a failure must reach this run, so
+                # its user is told the exchange was not saved.
+                self._store.flush_deferred()
             except StoreError as exc:
                 session.runs_done += 1
                 log.error(

@@ -32,6 +32,11 @@ class Session:
     """``time.monotonic()`` at submit, by ``id()`` of the waiting message (for latency)."""
     working_on: str = ""
     """The running prompt's text (for ``/status``)."""
+    resumed: dict[int, int] = field(default_factory=dict)
+    """Inbox ids whose interrupted run continues from the transcript, to their user turn's
+    transcript row (messages of one batch share it)."""
+    steered_ids: list[int] = field(default_factory=list)
+    """Inbox ids of steering handed to the running agent (answered with its run)."""
 
     @property
     def running(self) -> bool:

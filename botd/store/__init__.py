@@ -4,7 +4,8 @@ the scheduler's jobs.
 ``Store`` is the one class the rest of botd opens (``Store.open(state_dir)``). Its parts live
 in their own modules over one shared connection (``base``): ``transcripts`` (sessions and
 their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, offsets) and
-``jobs`` (scheduled jobs and their run log). ``schema`` holds the migrations.
+``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
+``outbox`` (every reply piece, written before it is sent). ``schema`` holds the migrations.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from .base import (
     StoreWriteError,
 )
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
+from .inbox import InboxEntry, InboxState, InboxStore
 from .jobs import RunRecord, ScheduleStore, StoredJob
+from .outbox import OutboxEntry, OutboxStore
 from .schema import SCHEMA_VERSION
 from .transcripts import (
     SessionRecord,
     StaleCompactionError,
-    TranscriptStore,
     UnknownSessionError,
 )
 
@@ -35,6 +37,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "Clock",
     "InboundPruner",
+    "InboxEntry",
+    "InboxState",
+    "OutboxEntry",
     "RunRecord",
     "SessionRecord",
     "StaleCompactionError",
@@ -48,5 +53,5 @@ __all__ = [
 ]
 
 
-class Store(TranscriptStore, InboundStore, ScheduleStore):
+class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore):
     """botd's SQLite state. Open with ``Store.open(state_dir)``; close when done."""

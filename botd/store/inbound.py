@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from .base import StoreBase
 
@@ -80,8 +81,17 @@ class InboundStore(StoreBase):
             )
 
 
+class Prunable(Protocol):
+    """What the pruner needs of the store: the ledger, and the finished inbox and outbox."""
+
+    def prune_inbound(self, older_than_seconds: float = ...) -> int: ...
+
+    def prune_finished(self, older_than_seconds: float) -> int: ...
+
+
 class InboundPruner:
-    """A background task that prunes the inbound ledger at start and then every ``interval``.
+    """A background task that prunes the inbound ledger, the finished inbox rows and the sent
+    outbox pieces at start and then every ``interval``.
 
     Owned by the daemon: ``start`` inside the running loop, ``stop`` cancels the task and
     waits for it. A failed prune is logged and tried again at the next interval.
@@ -89,7 +99,7 @@ class InboundPruner:
 
     def __init__(
         self,
-        store: InboundStore,
+        store: Prunable,
         *,
         retention: float = DEFAULT_INBOUND_RETENTION_SECONDS,
         interval: float = PRUNE_INTERVAL_SECONDS,
@@ -121,6 +131,7 @@ class InboundPruner:
         while True:
             try:
                 pruned = self._store.prune_inbound(self._retention)
+                pruned += self._store.prune_finished(self._retention)
             except Exception:
                 log.exception("pruning the inbound ledger failed")
             else:

@@ -96,5 +96,48 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    # 2 -> 3: the durable inbox and outbox.
+    (
+        # Neither table has an index beyond its id: each write touches one table page, and both
+        # are searched only at start (unfinished messages, unconfirmed pieces) and by the daily
+        # pruning, where a scan of a week's rows is cheap.
+        # One row per accepted message, in arrival order (id). The message is the
+        # InboundMessage as JSON. state: accepted -> running -> answered | failed | skipped.
+        # A running row names the run (run_id), its session and the transcript row of the
+        # user turn it wrote (user_turn_id), so a restart resumes it without writing it twice.
+        """
+        CREATE TABLE inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            conversation_key TEXT NOT NULL,
+            message TEXT NOT NULL,
+            state TEXT NOT NULL,
+            run_id TEXT,
+            session_id TEXT,
+            user_turn_id INTEGER,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            accepted_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+        # One row per block or final reply of a run, written before it is sent (pending) and
+        # marked sent with the platform's message ids (refs, a JSON list) or failed. anchor is
+        # the inbox id the run answers (the first of its batch); NULL for runs of no inbox
+        # message (scheduled jobs).
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            anchor INTEGER,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            text TEXT NOT NULL,
+            state TEXT NOT NULL,
+            refs TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

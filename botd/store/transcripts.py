@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..events import Message
-from .base import StoreBase, StoreError
+from .base import StoreError
+from .deferred import DeferredWrites
 
 if TYPE_CHECKING:
     from ..compaction import CompactionResult
@@ -75,7 +76,7 @@ def _record(row: Sequence[Any]) -> SessionRecord:
     )
 
 
-class TranscriptStore(StoreBase):
+class TranscriptStore(DeferredWrites):
     """Sessions per conversation key, and each session's transcript."""
 
     def _require_session(self, conn: sqlite3.Connection, session_id: str) -> None:
@@ -95,6 +96,7 @@ class TranscriptStore(StoreBase):
     # --- sessions -----------------------------------------------------------------------------
 
     def get_session(self, session_id: str) -> SessionRecord:
+        self.flush_deferred()
         row = (
             self._connection()
             .execute(
@@ -150,14 +152,24 @@ class TranscriptStore(StoreBase):
         """Append messages (user, assistant, tool results: everything of a run) in order."""
         bodies = [(message.role, _message_json(message)) for message in messages]
         with self._transaction("append_messages") as conn:
-            cursor = conn.execute(
-                "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
-                "WHERE session_id = ?",
-                (self._clock(), len(bodies), session_id),
-            )
-            if cursor.rowcount == 0:
-                raise UnknownSessionError(session_id)
-            self._insert_messages(conn, session_id, bodies)
+            self._append(conn, session_id, bodies)
+
+    def append_messages_soon(self, session_id: str, messages: Sequence[Message]) -> None:
+        """``append_messages``, committed with the store's next transaction (see ``deferred``)."""
+        bodies = [(message.role, _message_json(message)) for message in messages]
+        self._defer("append_messages_soon", lambda conn: self._append(conn, session_id, bodies))
+
+    def _append(
+        self, conn: sqlite3.Connection, session_id: str, bodies: Sequence[tuple[str, str]]
+    ) -> None:
+        cursor = conn.execute(
+            "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
+            "WHERE session_id = ?",
+            (self._clock(), len(bodies), session_id),
+        )
+        if cursor.rowcount == 0:
+            raise UnknownSessionError(session_id)
+        self._insert_messages(conn, session_id, bodies)
 
     def _live_rows(self, conn: sqlite3.Connection, session_id: str) -> list[tuple[int, str, str]]:
         rows = conn.execute(
@@ -169,6 +181,7 @@ class TranscriptStore(StoreBase):
 
     def load_transcript(self, session_id: str) -> list[Message]:
         """The live transcript, oldest first (after a compaction: the summary, then the rest)."""
+        self.flush_deferred()
         conn = self._connection()
         self._require_session(conn, session_id)
         return [

@@ -2,23 +2,21 @@
 
 ``StreamSubscriber.handle`` takes the events of one agent run in order (``botd.events``) and
 calls back with block replies, flush signals, partial replies and reasoning. It keeps what the
-final-reply step needs: the assistant texts and the texts and targets that messaging tools
-delivered. It is pure and synchronous: no I/O, no clocks, no asyncio; callbacks are plain
-calls the caller may turn into tasks.
+final-reply step needs: the assistant texts and what messaging tools delivered. It is pure and
+synchronous (no I/O, clocks or asyncio); callbacks are plain calls the caller may make tasks.
 
 Streamed text has reasoning and ``<final>`` tags stripped, is cut into blocks by the block
 chunker and flushed at ``text_end`` or ``message_end`` (``block_break``); reply directives are
-read from it, and text a messaging tool already sent is not sent again. Guards against sending
-twice: ``message_start`` is the only point where per-message state resets, text that arrives
-after ``message_end`` is checked against the ended message so that a late or repeated
-``text_end`` never produces a second block, and a repeated ``message_end`` is recognised as
-such.
+read from it, and text a messaging tool (or an interrupted attempt of the run,
+``skip_already_posted``) already sent is not sent again. ``message_start`` alone resets
+per-message state; text after ``message_end`` is checked against the ended message, so a late or
+repeated ``text_end`` or ``message_end`` never produces a second block.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..events import (
     AgentEnd,
@@ -150,6 +148,7 @@ class StreamSubscriber:
         self._sent_texts: list[str] = []
         self._sent_normalized: list[str] = []
         self._sent_targets: list[MessagingTarget] = []
+        self._posted_normalized: list[str] = []
         self._sent_to_current = False
         self._pending_texts: dict[str, str] = {}
         self._pending_targets: dict[str, MessagingTarget | None] = {}
@@ -401,10 +400,13 @@ class StreamSubscriber:
         self.assistant_texts.append(text)
         self._remember_assistant_text(text)
 
+    def skip_already_posted(self, texts: Sequence[str]) -> None:
+        """Texts an interrupted attempt of this run posted: blocks repeating one are dropped."""
+        self._posted_normalized.extend(normalize_for_dedupe(t) for t in texts)
+
     def _is_sent_duplicate(self, text: str) -> bool:
-        return bool(self._sent_normalized) and is_duplicate_normalized(
-            normalize_for_dedupe(text), self._sent_normalized
-        )
+        sent = self._sent_normalized + self._posted_normalized
+        return is_duplicate_normalized(normalize_for_dedupe(text), sent) if sent else False
 
     def _emit_block_chunk(self, text: str) -> None:
         """The single gate every block passes.

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,12 @@ class SpyStore(Store):
     def seen_inbound(self, channel: str, *keys: str) -> bool:
         self.asked.extend(keys)
         return super().seen_inbound(channel, *keys)
+
+    def accept_inbound(
+        self, channel: str, keys: Sequence[str], message: InboundMessage
+    ) -> int | None:
+        self.asked.extend(keys)
+        return super().accept_inbound(channel, keys, message)
 
 
 class Inbox:

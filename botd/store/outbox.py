@@ -1,0 +1,132 @@
+"""The durable outbox: each block or final reply of a run, written before it is sent.
+
+``outbox_add`` writes a piece as ``pending`` (with where it goes and its text);
+``outbox_sent`` marks it sent with the platform's message ids, ``outbox_failed`` marks a piece
+the platform refused. A piece is keyed to its run by ``anchor``: the inbox id the run answers
+(the first of its batch), so a run resumed after a restart finds what it already posted
+(``outbox_sent_texts``). ``outbox_pending`` lists what a crash left unconfirmed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..chat import Target
+from .deferred import DeferredWrites
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A piece written but never confirmed sent."""
+
+    id: int
+    anchor: int | None
+    seq: int
+    kind: str
+    target: Target
+    text: str
+
+
+class OutboxStore(DeferredWrites):
+    """The outbox table (see the module docstring)."""
+
+    def outbox_add(self, anchor: int | None, seq: int, kind: str, target: Target, text: str) -> int:
+        """Write a piece about to be sent; returns its row id."""
+        now = self._clock()
+        # Committed before it returns (with whatever records were queued before it).
+        with self._transaction("outbox_add") as conn:
+            cursor = conn.execute(
+                "INSERT INTO outbox (anchor, seq, kind, target, text, state, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (anchor, seq, kind, _target_json(target), text, now, now),
+            )
+        assert cursor.lastrowid is not None
+        return int(cursor.lastrowid)
+
+    def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None:
+        """Mark a piece sent (committed with the store's next transaction, see ``deferred``)."""
+        params = (json.dumps(list(message_ids)), self._clock(), row_id)
+        self._defer(
+            "outbox_sent",
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'sent', refs = ?, updated_at = ? WHERE id = ?", params
+            ),
+        )
+
+    def outbox_failed(self, row_id: int) -> None:
+        params = (self._clock(), row_id)
+        self._defer(
+            "outbox_failed",
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'failed', updated_at = ? WHERE id = ?", params
+            ),
+        )
+
+    def outbox_sent_texts(self, anchors: Sequence[int]) -> list[str]:
+        """The texts sent for runs anchored at ``anchors``, in the order they were sent."""
+        if not anchors:
+            return []
+        self.flush_deferred()
+        placeholders = ",".join("?" * len(anchors))
+        rows = (
+            self._connection()
+            .execute(
+                f"SELECT text FROM outbox WHERE anchor IN ({placeholders}) AND state = 'sent' "
+                "ORDER BY id",
+                tuple(anchors),
+            )
+            .fetchall()
+        )
+        return [str(row[0]) for row in rows]
+
+    def outbox_pending(self) -> list[OutboxEntry]:
+        """Every piece written and never confirmed, oldest first."""
+        self.flush_deferred()
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT id, anchor, seq, kind, target, text FROM outbox "
+                "WHERE state = 'pending' ORDER BY id"
+            )
+            .fetchall()
+        )
+        return [
+            OutboxEntry(
+                id=int(row[0]),
+                anchor=None if row[1] is None else int(row[1]),
+                seq=int(row[2]),
+                kind=str(row[3]),
+                target=Target(**json.loads(row[4])),
+                text=str(row[5]),
+            )
+            for row in rows
+        ]
+
+    def outbox_supersede(self, row_ids: Sequence[int]) -> None:
+        """Pieces a resumed run will produce again: no longer waiting to be sent."""
+        if not row_ids:
+            return
+        now = self._clock()
+        with self._transaction("outbox_supersede") as conn:
+            conn.executemany(
+                "UPDATE outbox SET state = 'superseded', updated_at = ? WHERE id = ?",
+                [(now, row_id) for row_id in row_ids],
+            )
+
+
+def _target_json(target: Target) -> str:
+    return json.dumps(
+        {
+            "channel": target.channel,
+            "chat_id": target.chat_id,
+            "account_id": target.account_id,
+            "thread_id": target.thread_id,
+            "reply_to_id": target.reply_to_id,
+        },
+        ensure_ascii=False,
+    )
+
+
+__all__ = ["OutboxEntry", "OutboxStore"]
