@@ -12,17 +12,15 @@ import asyncio
 import json
 import signal
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from botd.router import STORE_FAILED_NOTICE
+from tests.daemon_process import HANG_GUARD, ended, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.test_daemon import _env
 
-HANG_GUARD = 60.0
 DM = 777
 TOKEN = "123456:TEST-TOKEN"
 NOTICE = "(The answer was interrupted by a restart; continuing.)"
@@ -59,27 +57,12 @@ channels:
 
 
 async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
-    log_file = (cwd / "daemon.log").open("ab")
-    try:
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "botd.cli",
-            "run",
-            "--config",
-            str(config),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
-            cwd=cwd,
-            env=_env(ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=TOKEN),
-        )
-    finally:
-        log_file.close()
+    return await start_daemon(
+        config, cwd, ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=TOKEN
+    )
 
 
-async def _ended(process: asyncio.subprocess.Process) -> int:
-    return await asyncio.wait_for(process.wait(), HANG_GUARD)
+_ended = ended
 
 
 def _query(state: Path, sql: str) -> list[tuple[object, ...]]:

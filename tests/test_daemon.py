@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 from botd.store import Store
+from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
-BOTD = [sys.executable, "-m", "botd.cli"]
-HANG_GUARD = 60.0
 DM = 777
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
-    env.update(extra)
-    return env
 
 
 def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) -> None:
@@ -34,7 +24,7 @@ def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) ->
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_env(),
+        env=daemon_env(),
         timeout=HANG_GUARD,
     )
     assert result.returncode == 0, result.stderr
@@ -69,7 +59,7 @@ scheduler:
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_env(),
+        env=daemon_env(),
         timeout=HANG_GUARD,
     )
     assert result.returncode == 0, result.stderr
@@ -97,7 +87,7 @@ async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         cwd=tmp_path,
-        env=_env(NOTIFY_SOCKET=str(notify)),
+        env=daemon_env(NOTIFY_SOCKET=str(notify)),
     )
     loop = asyncio.get_running_loop()
     try:
@@ -142,27 +132,16 @@ channels:
 async def _start(
     config: Path, cwd: Path, token: str, log_path: Path | None = None
 ) -> asyncio.subprocess.Process:
-    # Logs go to a file: a pipe nobody reads would block the daemon once it fills.
-    log_file = (log_path or cwd / "daemon.log").open("ab")
-    try:
-        return await asyncio.create_subprocess_exec(
-            *BOTD,
-            "run",
-            "--config",
-            str(config),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
-            cwd=cwd,
-            env=_env(ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=token),
-        )
-    finally:
-        log_file.close()  # the child has its own copy
+    return await start_daemon(
+        config,
+        cwd,
+        log_path=log_path,
+        ANTHROPIC_TEST_KEY="sk-ant-test",
+        TELEGRAM_TEST_TOKEN=token,
+    )
 
 
-async def _stop(process: asyncio.subprocess.Process) -> int:
-    process.send_signal(signal.SIGTERM)
-    return await asyncio.wait_for(process.wait(), HANG_GUARD)
+_stop = stop_daemon
 
 
 async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path) -> None:

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import sys
 from pathlib import Path
 
 from botd.agent.providers import NO_ANSWER_IN_TIME
 from botd.store import Store
+from tests.daemon_process import HANG_GUARD, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
-BOTD = [sys.executable, "-m", "botd.cli"]
-HANG_GUARD = 60.0
 DM = 777
 TOKEN = "123456:TEST-TOKEN"
 API_KEY = "sk-ant-test"
@@ -55,31 +51,10 @@ channels:
 
 
 async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
-        ANTHROPIC_TEST_KEY=API_KEY,
-        TELEGRAM_TEST_TOKEN=TOKEN,
-    )
-    with (cwd / "daemon.log").open("ab") as log_file:  # a file: a full pipe would block it
-        return await asyncio.create_subprocess_exec(
-            *BOTD,
-            "run",
-            "--config",
-            str(config),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
-            cwd=cwd,
-            env=env,
-        )
+    return await start_daemon(config, cwd, ANTHROPIC_TEST_KEY=API_KEY, TELEGRAM_TEST_TOKEN=TOKEN)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> int:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-    return await asyncio.wait_for(process.wait(), HANG_GUARD)
+_stop = stop_daemon
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:

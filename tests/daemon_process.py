@@ -1,0 +1,58 @@
+"""``botd run`` as a child process, for the tests that start, kill and restart the daemon.
+
+The child gets the environment of the test run without the operator's ANTHROPIC_* variables
+(a test never reaches a real model), loopback kept off any proxy, and the extra variables a
+config file refers to. Its stderr goes to a file: a pipe nobody reads would block the daemon
+once it fills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+BOTD = [sys.executable, "-m", "botd.cli"]
+HANG_GUARD = 60.0
+
+
+def daemon_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    env.update(extra)
+    return env
+
+
+async def start_daemon(
+    config: Path, cwd: Path, *, log_path: Path | None = None, **env: str
+) -> asyncio.subprocess.Process:
+    """``botd run --config CONFIG`` in ``cwd`` with stdin closed; ``env`` adds variables."""
+    log_file = (log_path or cwd / "daemon.log").open("ab")
+    try:
+        return await asyncio.create_subprocess_exec(
+            *BOTD,
+            "run",
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log_file,
+            cwd=cwd,
+            env=daemon_env(**env),
+        )
+    finally:
+        log_file.close()  # the child has its own copy
+
+
+async def ended(process: asyncio.subprocess.Process) -> int:
+    """The exit status, waited for no longer than the hang guard."""
+    return await asyncio.wait_for(process.wait(), HANG_GUARD)
+
+
+async def stop_daemon(process: asyncio.subprocess.Process) -> int:
+    """SIGTERM (unless it already ended), then its exit status."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+    return await ended(process)
