@@ -26,8 +26,8 @@ from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
-from .chat import Target
 from .store import RunRecord, StoredJob
+from .store.targets import target_from_data
 
 log = logging.getLogger(__name__)
 
@@ -139,13 +139,7 @@ def _job(state: dict[str, Any]) -> StoredJob:
         trigger=data,
         name=name,
         prompt=str(kwargs["prompt"]),
-        target=Target(
-            channel=str(target["channel"]),
-            chat_id=str(target["chat_id"]),
-            account_id=str(target.get("account_id") or "default"),
-            thread_id=target.get("thread_id"),
-            reply_to_id=target.get("reply_to_id"),
-        ),
+        target=target_from_data(target),
         conversation_key=kwargs.get("conversation_key"),
         source=kwargs.get("source"),
         fingerprint=kwargs.get("fingerprint"),

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from ..chat import InboundMessage, Target
+from ..chat import InboundMessage
 from ..events import Message, ToolCallContent
+from .targets import target_data, target_from_data
 from .transcripts import TranscriptStore, _message_json
 
 _INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
-_TARGET_FIELDS = tuple(f.name for f in fields(Target))
 
 InboxState = Literal["accepted", "running", "answered", "failed", "skipped"]
 FINISHED_STATES = ("answered", "failed", "skipped")
@@ -53,7 +53,7 @@ def inbound_json(message: InboundMessage) -> str:
     }
     target = message.target
     if target is not None:
-        data["target"] = {name: getattr(target, name) for name in _TARGET_FIELDS}
+        data["target"] = target_data(target)
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -62,7 +62,7 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     target = data.pop("target", None)
     data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
     data["inbox_id"] = inbox_id
-    return InboundMessage(**data, target=None if target is None else Target(**target))
+    return InboundMessage(**data, target=None if target is None else target_from_data(target))
 
 
 class InboxStore(TranscriptStore):

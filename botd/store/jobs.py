@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 
 from ..chat import Target
 from .base import StoreBase
+from .targets import target_from_json, target_json
 
 Outcome = Literal["submitted", "failed"]
 
@@ -62,33 +63,12 @@ def _job(row: Sequence[Any]) -> StoredJob:
         trigger=json.loads(row[2]),
         name=str(row[3]),
         prompt=str(row[4]),
-        target=_target(json.loads(row[5])),
+        target=target_from_json(row[5]),
         conversation_key=None if row[6] is None else str(row[6]),
         source=None if row[7] is None else str(row[7]),
         fingerprint=None if row[8] is None else str(row[8]),
         next_run_time=None if row[9] is None else datetime.fromisoformat(row[9]),
     )
-
-
-def _target(data: dict[str, str | None]) -> Target:
-    return Target(
-        channel=str(data["channel"]),
-        chat_id=str(data["chat_id"]),
-        account_id=str(data.get("account_id") or "default"),
-        thread_id=data.get("thread_id"),
-        reply_to_id=data.get("reply_to_id"),
-    )
-
-
-def _target_json(target: Target) -> str:
-    data = {
-        "channel": target.channel,
-        "chat_id": target.chat_id,
-        "account_id": target.account_id,
-        "thread_id": target.thread_id,
-        "reply_to_id": target.reply_to_id,
-    }
-    return json.dumps(data, ensure_ascii=False)
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -130,7 +110,7 @@ class ScheduleStore(StoreBase):
                 json.dumps(job.trigger, ensure_ascii=False),
                 job.name,
                 job.prompt,
-                _target_json(job.target),
+                target_json(job.target),
                 job.conversation_key,
                 job.source,
                 job.fingerprint,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..chat import Target
 from .deferred import DeferredWrites
+from .targets import target_from_json, target_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,7 @@ class OutboxStore(DeferredWrites):
             cursor = conn.execute(
                 "INSERT INTO outbox (anchor, seq, kind, target, text, state, created_at, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (anchor, seq, kind, _target_json(target), text, now, now),
+                (anchor, seq, kind, target_json(target), text, now, now),
             )
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
@@ -98,7 +99,7 @@ class OutboxStore(DeferredWrites):
                 anchor=None if row[1] is None else int(row[1]),
                 seq=int(row[2]),
                 kind=str(row[3]),
-                target=Target(**json.loads(row[4])),
+                target=target_from_json(row[4]),
                 text=str(row[5]),
             )
             for row in rows
@@ -114,19 +115,6 @@ class OutboxStore(DeferredWrites):
                 "UPDATE outbox SET state = 'superseded', updated_at = ? WHERE id = ?",
                 [(now, row_id) for row_id in row_ids],
             )
-
-
-def _target_json(target: Target) -> str:
-    return json.dumps(
-        {
-            "channel": target.channel,
-            "chat_id": target.chat_id,
-            "account_id": target.account_id,
-            "thread_id": target.thread_id,
-            "reply_to_id": target.reply_to_id,
-        },
-        ensure_ascii=False,
-    )
 
 
 __all__ = ["OutboxEntry", "OutboxStore"]
