@@ -274,7 +274,7 @@ class Router:
             return verdict
         # A command goes through as typed; the kept context waits for the next prompt.
         prompt = message if _is_command(message) else self._with_context(message)
-        inbox_id = self._store.accept_inbound(message.channel, keys, prompt)
+        inbox_id = await self._store.accept_inbound(message.channel, keys, prompt)
         if inbox_id is None:
             return Decision(False, "already seen")
         if prompt is not message:

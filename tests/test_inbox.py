@@ -27,8 +27,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened.close()
 
 
-def _accept(store: Store, message: InboundMessage) -> InboundMessage:
-    inbox_id = store.accept_inbound(message.channel, (message.message_id,), message)
+async def _accept(store: Store, message: InboundMessage) -> InboundMessage:
+    inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
     assert inbox_id is not None
     return replace(message, inbox_id=inbox_id)
 
@@ -45,20 +45,20 @@ def _user(text: str) -> Message:
 # --- the store ------------------------------------------------------------------------------
 
 
-def test_a_message_and_its_keys_are_accepted_once(store: Store) -> None:
+async def test_a_message_and_its_keys_are_accepted_once(store: Store) -> None:
     message = replace(inbound("hello"), target=Target("console", "c1", thread_id="t"))
-    first = store.accept_inbound("console", ("a", "b"), message)
+    first = await store.accept_inbound("console", ("a", "b"), message)
     assert first is not None
-    assert store.accept_inbound("console", ("b", "c"), message) is None
+    assert await store.accept_inbound("console", ("b", "c"), message) is None
     assert store.seen_inbound("console", "c")  # the repeat's other key was recorded
     [entry] = store.unfinished_inbox()
     assert entry.id == first and entry.state == "accepted"
     assert entry.message == replace(message, inbox_id=first)  # round-trips, target included
 
 
-def test_a_run_writes_its_user_turn_with_the_running_state(store: Store) -> None:
+async def test_a_run_writes_its_user_turn_with_the_running_state(store: Store) -> None:
     session = store.get_or_create_session("console:c1")
-    ids = [_accept(store, inbound(t, n=n)).inbox_id for n, t in enumerate(["a", "b"])]
+    ids = [(await _accept(store, inbound(t, n=n))).inbox_id for n, t in enumerate(["a", "b"])]
     known = [i for i in ids if i is not None]
     store.start_inbox_run(known, session_id=session.session_id, run_id="r1", user_turn=[_user("a")])
     assert store.load_transcript(session.session_id) == [_user("a")]
@@ -72,9 +72,9 @@ def test_a_run_writes_its_user_turn_with_the_running_state(store: Store) -> None
         store.finish_inbox(known, "running")
 
 
-def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store) -> None:
+async def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store) -> None:
     session = store.get_or_create_session("console:c1")
-    [message] = [_accept(store, inbound("go"))]
+    [message] = [await _accept(store, inbound("go"))]
     assert message.inbox_id is not None
     store.start_inbox_run(
         [message.inbox_id], session_id=session.session_id, run_id="r", user_turn=[_user("go")]
@@ -102,11 +102,11 @@ def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store) -> N
     assert not store.trim_interrupted(session.session_id, entry.user_turn_id)
 
 
-def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> None:
+async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> None:
     target = Target("console", "c1")
-    sent = store.outbox_add(7, 1, "block", target, "one")
-    pending = store.outbox_add(7, 2, "block", target, "two")
-    failed = store.outbox_add(None, 1, "final", target, "three")
+    sent = await store.outbox_add(7, 1, "block", target, "one")
+    pending = await store.outbox_add(7, 2, "block", target, "two")
+    failed = await store.outbox_add(None, 1, "final", target, "three")
     store.outbox_sent(sent, ["m1"])
     store.outbox_failed(failed)
     assert store.outbox_sent_texts([7]) == ["one"]
@@ -116,15 +116,16 @@ def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> None:
     assert store.outbox_pending() == []
 
 
-def test_finished_rows_are_pruned_and_open_ones_kept(tmp_path: Path) -> None:
+async def test_finished_rows_are_pruned_and_open_ones_kept(tmp_path: Path) -> None:
     now = [1000.0]
     with Store.open(tmp_path, clock=lambda: now[0]) as store:
-        done = _accept(store, inbound("done", n=1))
-        _accept(store, inbound("open", n=2))
+        done = await _accept(store, inbound("done", n=1))
+        await _accept(store, inbound("open", n=2))
         assert done.inbox_id is not None
         store.finish_inbox([done.inbox_id], "answered")
-        store.outbox_sent(store.outbox_add(done.inbox_id, 1, "block", Target("c", "1"), "x"), [])
-        store.outbox_add(done.inbox_id, 2, "block", Target("c", "1"), "y")
+        sent = await store.outbox_add(done.inbox_id, 1, "block", Target("c", "1"), "x")
+        store.outbox_sent(sent, [])
+        await store.outbox_add(done.inbox_id, 2, "block", Target("c", "1"), "y")
         now[0] += 100
         assert store.prune_finished(50) == 2
         assert _states(store) == ["accepted"]
@@ -161,11 +162,11 @@ async def test_the_router_hands_on_only_what_it_accepted(store: Store) -> None:
 async def test_states_follow_the_runs(store: Store) -> None:
     sink = ListSink()
     manager = SessionManager(store, ScriptedProvider(delay=0.005), sink, settings())
-    first = _accept(store, inbound("first", n=0))
+    first = await _accept(store, inbound("first", n=0))
     await manager.submit(first)
     await asyncio.sleep(0)  # the first run starts
     for n in (1, 2):
-        await manager.submit(_accept(store, inbound(f"more {n}", n=n)))
+        await manager.submit(await _accept(store, inbound(f"more {n}", n=n)))
     await asyncio.wait_for(manager.drain(), GUARD)
     # The two waiting messages were collected into one run and answered with it.
     assert _states(store) == ["answered"] * 3
@@ -176,10 +177,10 @@ async def test_stop_marks_the_run_and_what_waited_skipped(store: Store) -> None:
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
     manager = SessionManager(store, provider, ListSink(), settings(), tools=lambda m: [gate])
-    await manager.submit(_accept(store, inbound("work", n=0)))
+    await manager.submit(await _accept(store, inbound("work", n=0)))
     await asyncio.wait_for(gate.started.wait(), GUARD)
-    await manager.submit(_accept(store, inbound("then this", n=1)))
-    await manager.submit(_accept(store, inbound("/stop", n=2)))
+    await manager.submit(await _accept(store, inbound("then this", n=1)))
+    await manager.submit(await _accept(store, inbound("/stop", n=2)))
     await asyncio.wait_for(manager.drain(), GUARD)
     assert _states(store) == ["skipped", "skipped", "answered"]
 
@@ -188,7 +189,7 @@ async def test_the_user_turn_is_in_the_transcript_while_the_run_goes(store: Stor
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
     manager = SessionManager(store, provider, ListSink(), settings(), tools=lambda m: [gate])
-    await manager.submit(_accept(store, inbound("remember me")))
+    await manager.submit(await _accept(store, inbound("remember me")))
     await asyncio.wait_for(gate.started.wait(), GUARD)
     session_id = store.get_or_create_session("console:c1").session_id
     roles = [m.role for m in store.load_transcript(session_id)]
@@ -208,9 +209,9 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
         )
         sink = ListSink()
         manager = SessionManager(store, provider, sink, settings(), tools=lambda m: [gate])
-        await manager.submit(_accept(store, inbound("find it", n=0)))
+        await manager.submit(await _accept(store, inbound("find it", n=0)))
         await asyncio.wait_for(gate.started.wait(), GUARD)
-        await manager.submit(_accept(store, inbound("and this", n=1)))
+        await manager.submit(await _accept(store, inbound("and this", n=1)))
         await asyncio.wait_for(manager.close(grace=0.0), GUARD)
         assert _states(store) == ["running", "accepted"]
         assert sink.texts("c1") == ["Looking."]
@@ -235,7 +236,7 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
 
 async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_path: Path) -> None:
     with Store.open(tmp_path / "state") as store:
-        _accept(store, inbound("waiting"))
+        await _accept(store, inbound("waiting"))
         recording = RecordingProvider(ScriptedProvider())
         manager = SessionManager(store, recording, ListSink(), settings())
         assert await manager.resume() == 1
@@ -248,11 +249,11 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
     store: Store,
 ) -> None:
     target = Target("console", "c1")
-    sent = store.outbox_add(None, 1, "block", target, "already shown")
+    sent = await store.outbox_add(None, 1, "block", target, "already shown")
     store.outbox_sent(sent, ["m1"])
-    store.outbox_add(None, 2, "block", target, "never confirmed")  # a scheduled run's piece
-    open_run = _accept(store, inbound("resumed"))
-    store.outbox_add(open_run.inbox_id, 1, "block", target, "the resumed run's")
+    await store.outbox_add(None, 2, "block", target, "never confirmed")  # a scheduled run's piece
+    open_run = await _accept(store, inbound("resumed"))
+    await store.outbox_add(open_run.inbox_id, 1, "block", target, "the resumed run's")
     sink = ListSink()
     manager = SessionManager(store, ScriptedProvider(), sink, settings())
     await manager.resume()
@@ -265,7 +266,7 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
 
 async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Store) -> None:
     # The crash came after the whole answer was shown, before it was marked answered.
-    message = _accept(store, inbound("say it again"))
+    message = await _accept(store, inbound("say it again"))
     assert message.inbox_id is not None
     session = store.get_or_create_session("console:c1")
     store.start_inbox_run(
@@ -275,7 +276,7 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Stor
         user_turn=[_user("say it again")],
     )
     target = Target("console", "c1")
-    shown = store.outbox_add(message.inbox_id, 1, "block", target, "You said: say it again")
+    shown = await store.outbox_add(message.inbox_id, 1, "block", target, "You said: say it again")
     store.outbox_sent(shown, ["m1"])
     sink = ListSink()
     manager = SessionManager(store, ScriptedProvider(), sink, settings())
@@ -288,7 +289,7 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Stor
 
 async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: Store) -> None:
     # Two messages collected into one run that was cut, a third that was still waiting.
-    first, second, _third = (_accept(store, inbound(t, n=n)) for n, t in enumerate("abc"))
+    first, second, _third = [await _accept(store, inbound(t, n=n)) for n, t in enumerate("abc")]
     ids = [m.inbox_id for m in (first, second) if m.inbox_id is not None]
     session = store.get_or_create_session("console:c1")
     store.start_inbox_run(

@@ -264,9 +264,11 @@ async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
     writes: list[tuple[str, ...]] = []
     accept, record = store.accept_inbound, store.seen_inbound
 
-    def counting_accept(channel: str, keys: Sequence[str], message: InboundMessage) -> int | None:
+    async def counting_accept(
+        channel: str, keys: Sequence[str], message: InboundMessage
+    ) -> int | None:
         writes.append(tuple(keys))
-        return accept(channel, keys, message)
+        return await accept(channel, keys, message)
 
     def counting_record(channel: str, *keys: str) -> bool:
         writes.append(keys)

@@ -44,11 +44,11 @@ class CoalesceSettings:
 class RunJournal(Protocol):
     """Where a run's outbox writes each block and final reply down (the durable outbox).
 
-    ``written`` is called before the piece is sent and returns a key for it; ``sent`` after
+    ``written`` is awaited before the piece is sent and returns a key for it; ``sent`` after
     the platform took it, with the refs of the messages it made; ``failed`` when it refused.
     """
 
-    def written(self, piece: Outgoing, text: str) -> int: ...
+    async def written(self, piece: Outgoing, text: str) -> int: ...
 
     def sent(self, key: int, refs: Sequence[MessageRef]) -> None: ...
 

@@ -190,9 +190,12 @@ class RunOutbox:
         key: int | None = None
         if journal is not None:
             try:
-                key = journal.written(piece, reply.text)
+                key = await journal.written(piece, reply.text)
             except Exception:
                 log.exception("writing a reply to the outbox failed; sending it anyway")
+            if self._cancelled:  # stopped while the piece was written: it is not sent
+                self._note(key, None)
+                return
         try:
             if isinstance(reply, PartialReply):
                 await self._outlet.preview(target, reply)

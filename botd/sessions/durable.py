@@ -43,8 +43,8 @@ class OutboxJournal:
         self._anchor = anchor
         self._target = target
 
-    def written(self, piece: Outgoing, text: str) -> int:
-        return self._store.outbox_add(self._anchor, piece.seq, piece.kind, self._target, text)
+    async def written(self, piece: Outgoing, text: str) -> int:
+        return await self._store.outbox_add(self._anchor, piece.seq, piece.kind, self._target, text)
 
     def sent(self, key: int, refs: Sequence[MessageRef]) -> None:
         self._store.outbox_sent(key, [ref.message_id for ref in refs])

@@ -208,7 +208,7 @@ class Runner:
             log.info("run ended: %s", outcome)
             call_hook(hooks.on_end, inbound, outcome)
             added = result.messages if result is not None else run.messages
-            saved = self._record(session, added, writer)
+            saved = await self._record(session, added, writer, cancelled=outcome == "cancelled")
             if result is not None and result.stop_reason != "cancelled":
                 finals = subscriber.final_replies(
                     block_streaming=mode == "blocks",
@@ -220,7 +220,9 @@ class Runner:
                         shown.final(reply)
         return outcome, saved
 
-    def _record(self, session: Session, added: list[Message], writer: TranscriptWriter) -> bool:
+    async def _record(
+        self, session: Session, added: list[Message], writer: TranscriptWriter, *, cancelled: bool
+    ) -> bool:
         """The run is over: keep what it added, and what steering it did not read.
 
         False when the store could not take it: logged, and the history stays as stored."""
@@ -232,9 +234,13 @@ class Runner:
         if added:
             try:
                 writer.flush(added)  # what the events did not write yet
-                # Committed now, not with the next write: a failure must reach this run, so
-                # its user is told the exchange was not saved.
-                self._store.flush_deferred()
+                # Committed before the run ends, so a failure reaches it and its user is told
+                # the exchange was not saved. A cancelled run must not wait (a second cancel
+                # would cut this short): it commits at once.
+                if cancelled:
+                    self._store.flush_deferred()
+                else:
+                    await self._store.committed("append_messages_soon")
             except StoreError as exc:
                 session.runs_done += 1
                 log.error(

@@ -233,7 +233,7 @@ class StoreBase:
                         log.error("rolling back a failed write failed too: %s", exc)
                 raise
         except sqlite3.Error as exc:
-            if not _storage_fault(exc):
+            if not storage_fault(exc):
                 raise
             if self._opened:
                 self.health.failed(kind, str(exc))
@@ -266,7 +266,7 @@ def _open_fix(exc: sqlite3.Error) -> str:
     )
 
 
-def _storage_fault(exc: sqlite3.Error) -> bool:
+def storage_fault(exc: sqlite3.Error) -> bool:
     """A failure of the disk or the file (full, I/O, read-only, locked, corrupt), not a
     constraint violation or a misuse of the API."""
     return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError

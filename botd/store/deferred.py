@@ -1,18 +1,29 @@
-"""Writes that record what already happened, committed with the next write that cannot wait.
+"""Group commit: many coroutines' writes in one transaction per event-loop iteration.
 
-Some writes must be durable before botd acts: a message is accepted before the platform is
-told, a reply piece is written before it is sent. Others only record what already happened: a
-run started (its user turn), a message of the run ended, a piece was sent, a message was
-answered. Those are queued here (``_defer``) and committed, in order, inside the next
-transaction of the store (``_transaction``), or at the end of the event-loop iteration when
-no transaction comes sooner (``flush_deferred``). Under load that turns several commits per
-message into one, and a crash can lose at most the records of the last loop iteration, which
-the inbox and outbox treat like a crash just before them (the run resumes; a piece whose send
-was not recorded is the ambiguous case, sent again).
+A commit costs far more than the small insert or update inside it (the WAL append and its
+bookkeeping), and under load dozens of conversations write in the same loop iteration. So
+writes are queued and committed together:
 
-Reads that must see these records call ``flush_deferred`` first; ``close`` flushes too.
-When a transaction carrying queued writes fails, they are dropped with it (and logged by the
-caller's error): kept, one bad write would fail every transaction after it.
+* ``_commit(kind, write)`` is for writes that must be durable before botd acts on them: a
+  message is accepted before the platform is told, a reply piece is written before it is
+  sent. The caller awaits it; it returns what ``write`` returned once the transaction that
+  carried it has committed, or raises what failed it.
+* ``_defer(kind, write)`` is for records of what already happened: a run started (its user
+  turn), a message of the run ended, a piece was sent, a message was answered. Nobody waits
+  for them; a crash can lose at most the records of the last loop iteration, which the
+  inbox and outbox treat like a crash just before them (the run resumes; a piece whose send
+  was not recorded is the ambiguous case, sent again).
+
+Everything queued is committed, in order, at the end of the loop iteration
+(``flush_deferred``) or inside the store's next direct transaction (``_transaction``),
+whichever comes first. Reads that must see the queued records call ``flush_deferred``
+first; ``close`` flushes too.
+
+Each awaited write runs inside its own savepoint, so one that fails for its own reason (a
+constraint, text SQLite cannot take, a bug) is undone alone and only its caller sees the
+error. A storage fault (disk full, I/O error) fails the whole transaction: every waiting
+caller gets the ``StoreWriteError`` and the queued records are dropped with it (kept, one
+bad record would fail every transaction after it).
 """
 
 from __future__ import annotations
@@ -22,56 +33,107 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from .base import StoreBase
+from .base import StoreBase, StoreWriteError, storage_fault
 
 log = logging.getLogger(__name__)
 
-Deferred = tuple[str, Callable[[sqlite3.Connection], object]]
-"""A queued write: its kind (the store method, for ``health``) and the write itself."""
+T = TypeVar("T")
+
+Write = Callable[[sqlite3.Connection], Any]
+Deferred = tuple[str, Write]
+"""A queued record: its kind (the store method, for ``health``) and the write itself."""
+Waiting = tuple[str, Write, "asyncio.Future[Any]"]
+"""A queued write someone awaits: its kind, the write and the future of its result."""
 
 
 class DeferredWrites(StoreBase):
-    """The queue of deferred writes (see the module docstring)."""
+    """The queues of group-committed writes (see the module docstring)."""
 
     _deferred: list[Deferred] | None = None
+    _waiting: list[Waiting] | None = None
     _flush_scheduled = False
 
-    def _defer(self, kind: str, write: Callable[[sqlite3.Connection], object]) -> None:
-        """Queue ``write`` (called with the connection inside a transaction) for soon."""
+    def _defer(self, kind: str, write: Write) -> None:
+        """Queue the record ``write`` (called with the connection inside a transaction)."""
         if self._deferred is None:
             self._deferred = []
         self._deferred.append((kind, write))
-        if not self._flush_scheduled:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.flush_deferred()  # no loop to wait for: now
-                return
-            self._flush_scheduled = True
-            loop.call_soon(self._scheduled_flush)
+        self._schedule_flush()
+
+    async def _commit(self, kind: str, write: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``write`` in the next group transaction; its result once that committed."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if self._waiting is None:
+            self._waiting = []
+        self._waiting.append((kind, write, future))
+        self._schedule_flush()
+        return await future
+
+    async def committed(self, kind: str) -> None:
+        """Wait until everything queued so far has committed (raises what failed it)."""
+        await self._commit(kind, _nothing)
+
+    def _schedule_flush(self) -> None:
+        if self._flush_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush_deferred()  # no loop to wait for: now
+            return
+        self._flush_scheduled = True
+        loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
         try:
             self.flush_deferred()
+        except StoreWriteError as exc:
+            log.error("writing queued records to the store failed: %s", exc)
         except Exception:
             log.exception("writing queued records to the store failed")
 
     def flush_deferred(self) -> None:
-        """Commit every queued write now (one transaction)."""
-        if self._deferred and self._conn is not None:
+        """Commit everything queued now (one transaction)."""
+        if self._conn is None:
+            return
+        first = self._waiting or self._deferred
+        if first:
             # Named after the first queued write, so health says what could not be written.
-            with self._transaction(self._deferred[0][0]):
+            with self._transaction(first[0][0]):
                 pass  # the queued writes ride in it
 
     @contextmanager
     def _transaction(self, kind: str) -> Iterator[sqlite3.Connection]:
-        queued, self._deferred = self._deferred, None
-        with super()._transaction(kind) as conn:
-            for _kind, write in queued or ():
-                write(conn)
-            yield conn
+        records, self._deferred = self._deferred or (), None
+        waiting, self._waiting = self._waiting or (), None
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            with super()._transaction(kind) as conn:
+                for _kind, write in records:
+                    write(conn)
+                for _kind, write, future in waiting:
+                    if write is _nothing:
+                        outcomes.append((future, None, None))
+                    elif not future.cancelled():  # its caller gave up before it was written
+                        outcomes.append(_in_savepoint(conn, write, future))
+                yield conn
+        except BaseException as exc:
+            for _kind, _write, future in waiting:
+                if not future.done():
+                    future.set_exception(exc)
+            raise
+        for kind_done in {k for k, _ in records} | {k for k, _w, _f in waiting}:
+            self.health.succeeded(kind_done)
+        for future, value, error in outcomes:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
 
     def close(self) -> None:
         try:
@@ -80,6 +142,34 @@ class DeferredWrites(StoreBase):
             log.exception("writing queued records to the store failed at close")
         finally:
             super().close()
+
+
+def _in_savepoint(
+    conn: sqlite3.Connection, write: Write, future: asyncio.Future[Any]
+) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
+    """Run one awaited write so that a failure of its own undoes only it."""
+    conn.execute("SAVEPOINT awaited")
+    try:
+        value = write(conn)
+    except sqlite3.Error as exc:
+        if storage_fault(exc):
+            raise  # the transaction as a whole failed
+        _undo(conn)
+        return future, None, exc
+    except Exception as exc:
+        _undo(conn)
+        return future, None, exc
+    conn.execute("RELEASE awaited")
+    return future, value, None
+
+
+def _undo(conn: sqlite3.Connection) -> None:
+    conn.execute("ROLLBACK TO awaited")
+    conn.execute("RELEASE awaited")
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
 
 
 __all__ = ["DeferredWrites"]

@@ -68,10 +68,11 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
 class InboxStore(TranscriptStore):
     """The inbox table, next to the ledger and transcripts it shares transactions with."""
 
-    def accept_inbound(
+    async def accept_inbound(
         self, channel: str, keys: Sequence[str], message: InboundMessage
     ) -> int | None:
-        """Record the message's dedupe ids and the message itself in one transaction.
+        """Record the message's dedupe ids and the message itself, atomically, and wait for
+        the commit (grouped with other writes of the moment, see ``deferred``).
 
         Returns the new inbox id, or None when any id was seen before (then only the ids are
         recorded, so a later form of the repeat is caught too).
@@ -80,7 +81,9 @@ class InboxStore(TranscriptStore):
         if not unique:
             raise ValueError("accept_inbound needs at least one key")
         now = self._clock()
-        with self._transaction("accept_inbound") as conn:
+        params = (channel, message.conversation_key, inbound_json(message), now, now)
+
+        def write(conn: sqlite3.Connection) -> int | None:
             inserted = 0
             for key in unique:
                 inserted += conn.execute(
@@ -93,10 +96,12 @@ class InboxStore(TranscriptStore):
             cursor = conn.execute(
                 "INSERT INTO inbox (channel, conversation_key, message, state, accepted_at, "
                 "updated_at) VALUES (?, ?, ?, 'accepted', ?, ?)",
-                (channel, message.conversation_key, inbound_json(message), now, now),
+                params,
             )
             assert cursor.lastrowid is not None
             return int(cursor.lastrowid)
+
+        return await self._commit("accept_inbound", write)
 
     def start_inbox_run(
         self,

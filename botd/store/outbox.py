@@ -10,6 +10,7 @@ the platform refused. A piece is keyed to its run by ``anchor``: the inbox id th
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,18 +34,23 @@ class OutboxEntry:
 class OutboxStore(DeferredWrites):
     """The outbox table (see the module docstring)."""
 
-    def outbox_add(self, anchor: int | None, seq: int, kind: str, target: Target, text: str) -> int:
-        """Write a piece about to be sent; returns its row id."""
+    async def outbox_add(
+        self, anchor: int | None, seq: int, kind: str, target: Target, text: str
+    ) -> int:
+        """Write a piece about to be sent; its row id once committed (see ``deferred``)."""
         now = self._clock()
-        # Committed before it returns (with whatever records were queued before it).
-        with self._transaction("outbox_add") as conn:
+        params = (anchor, seq, kind, target_json(target), text, now, now)
+
+        def write(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
                 "INSERT INTO outbox (anchor, seq, kind, target, text, state, created_at, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (anchor, seq, kind, target_json(target), text, now, now),
+                params,
             )
-        assert cursor.lastrowid is not None
-        return int(cursor.lastrowid)
+            assert cursor.lastrowid is not None
+            return int(cursor.lastrowid)
+
+        return await self._commit("outbox_add", write)
 
     def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None:
         """Mark a piece sent (committed with the store's next transaction, see ``deferred``)."""

@@ -403,12 +403,12 @@ class SpyStore(Store):
         self._asked_more.set()
         return super().seen_inbound(channel, *keys)
 
-    def accept_inbound(
+    async def accept_inbound(
         self, channel: str, keys: Sequence[str], message: InboundMessage
     ) -> int | None:
         self.asked.extend(keys)
         self._asked_more.set()
-        return super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message)
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""

@@ -38,11 +38,11 @@ class SpyStore(Store):
         self.asked.extend(keys)
         return super().seen_inbound(channel, *keys)
 
-    def accept_inbound(
+    async def accept_inbound(
         self, channel: str, keys: Sequence[str], message: InboundMessage
     ) -> int | None:
         self.asked.extend(keys)
-        return super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message)
 
 
 class Inbox:

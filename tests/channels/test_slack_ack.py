@@ -37,13 +37,13 @@ class FailingStore(Store):
 
     failures = 0
 
-    def accept_inbound(
+    async def accept_inbound(
         self, channel: str, keys: Sequence[str], message: InboundMessage
     ) -> int | None:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database or disk is full")
-        return super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message)
 
     def inbox_count(self) -> int:
         return int(self._connection().execute("SELECT count(*) FROM inbox").fetchone()[0])

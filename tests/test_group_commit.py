@@ -1,0 +1,105 @@
+"""Group commit: the writes botd waits for share one transaction per event-loop iteration, and
+one that fails alone fails only its own caller."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from botd.chat import Target
+from botd.store import Store, StoreWriteError
+from tests.test_sessions import inbound
+from tests.test_store_degraded import fill_the_disk
+
+TARGET = Target("console", "c1")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path / "state")
+    yield opened
+    opened.close()
+
+
+def count_commits(store: Store) -> list[str]:
+    statements: list[str] = []
+    store._connection().set_trace_callback(statements.append)
+    return statements
+
+
+def _commits(statements: list[str]) -> int:
+    return sum(1 for s in statements if s.strip().upper() == "COMMIT")
+
+
+async def test_writes_awaited_together_commit_in_one_transaction(store: Store) -> None:
+    statements = count_commits(store)
+    messages = [inbound(f"m{n}", n=n) for n in range(20)]
+    ids = await asyncio.gather(
+        *(store.accept_inbound("console", (m.message_id,), m) for m in messages),
+        *(store.outbox_add(None, n, "block", TARGET, f"piece {n}") for n in range(20)),
+    )
+    assert _commits(statements) == 1
+    assert all(isinstance(i, int) for i in ids)
+    assert [e.message.text for e in store.unfinished_inbox()] == [m.text for m in messages]
+    assert [p.text for p in store.outbox_pending()] == [f"piece {n}" for n in range(20)]
+
+
+async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: Store) -> None:
+    # SQLite cannot store a lone surrogate: that write fails, its neighbours commit.
+    bad = inbound("bad \ud800", n=1)
+    good = [inbound("before", n=0), inbound("after", n=2)]
+    results = await asyncio.gather(
+        store.accept_inbound("console", ("0",), good[0]),
+        store.accept_inbound("console", ("1",), bad),
+        store.accept_inbound("console", ("2",), good[1]),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], int) and isinstance(results[2], int)
+    assert isinstance(results[1], UnicodeEncodeError)
+    assert [e.message.text for e in store.unfinished_inbox()] == ["before", "after"]
+    # Nothing of the failed write stayed behind, its key included: it can be accepted later.
+    assert not store.seen_inbound("console", "1")
+    assert store.health.ok
+
+
+async def test_a_storage_fault_fails_every_waiting_write_and_recovery_follows(
+    store: Store,
+) -> None:
+    free = fill_the_disk(store)
+    results = await asyncio.gather(
+        *(store.accept_inbound("console", (str(n),), inbound(f"m{n}", n=n)) for n in range(3)),
+        store.outbox_add(None, 1, "block", TARGET, "a piece"),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, StoreWriteError) for r in results), results
+    assert not store.health.ok
+    assert store.unfinished_inbox() == [] and store.outbox_pending() == []
+    free()
+    assert await store.accept_inbound("console", ("0",), inbound("m0", n=0)) is not None
+    assert store.health.ok
+
+
+async def test_a_caller_that_gave_up_before_the_commit_writes_nothing(store: Store) -> None:
+    waiting = asyncio.ensure_future(store.outbox_add(None, 1, "block", TARGET, "never"))
+    await asyncio.sleep(0)  # queued, not yet committed
+    waiting.cancel()
+    kept = await store.outbox_add(None, 2, "block", TARGET, "kept")
+    assert waiting.cancelled()
+    assert [(p.id, p.text) for p in store.outbox_pending()] == [(kept, "kept")]
+
+
+async def test_records_queued_before_an_awaited_write_commit_with_it(store: Store) -> None:
+    session = store.get_or_create_session("console:c1")
+    message = inbound("hi")
+    inbox_id = await store.accept_inbound("console", ("k",), message)
+    assert inbox_id is not None
+    statements = count_commits(store)
+    store.finish_inbox([inbox_id], "answered")  # a record: nobody waits for it
+    await store.committed("test")
+    assert _commits(statements) == 1
+    store._connection().set_trace_callback(None)
+    assert store.inbox_state(inbox_id) == "answered"
+    assert store.get_or_create_session("console:c1").session_id == session.session_id
