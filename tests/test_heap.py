@@ -1,0 +1,22 @@
+"""The collector settings the daemon runs with once started."""
+
+from __future__ import annotations
+
+import gc
+
+from botd.daemon import GC_YOUNG_THRESHOLD, settled_heap
+
+
+def test_the_settled_heap_freezes_start_up_and_is_restored_after() -> None:
+    before = gc.get_threshold()
+    start_up = [object() for _ in range(3)] + [[n] for n in range(100)]
+    with settled_heap():
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, before[1], before[2])
+        # What existed at start (the lists here) is out of every generation the collector scans.
+        assert gc.get_freeze_count() >= 100
+        scanned = {id(o) for o in gc.get_objects()}
+        assert not any(id(x) in scanned for x in start_up[3:])
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    scanned = {id(o) for o in gc.get_objects()}
+    assert all(id(x) in scanned for x in start_up[3:])
