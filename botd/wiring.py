@@ -368,7 +368,9 @@ def build_runtime(
     scheduler = build_scheduler(config, store, state_dir, submit)
 
     async def reply(target: Target, text: str) -> None:
-        await delivery.send_text(target, text)
+        # In the background: a pairing reply retried through an outage of one chat must not
+        # hold up the channel's input for the others.
+        sessions.post_later(target, text)
 
     router = Router(
         store,

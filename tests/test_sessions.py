@@ -66,6 +66,14 @@ class ListSink(ChannelDelivery):
     def texts(self, chat: str) -> list[str]:
         return [text for chat_id, text in self.posts if chat_id == chat]
 
+    async def last(self, chat: str, count: int) -> str:
+        """The chat's latest text once it has ``count`` texts (hang-guarded)."""
+        async with asyncio.timeout(30):
+            while len(self.texts(chat)) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.texts(chat)[-1]
+
 
 class RecordingProvider:
     """A scripted provider that remembers every request and how many streams run at once."""
@@ -313,7 +321,7 @@ async def test_status_reports_the_session(store: Store) -> None:
     await manager.submit(inbound("hi", n=0))
     await settle(manager)
     await manager.submit(inbound("/status", n=1))
-    status = sink.texts("c1")[-1]
+    status = await sink.last("c1", 2)
     assert "idle" in status and "1 runs" in status and "queue mode collect" in status
 
 
@@ -425,14 +433,14 @@ async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store
     await asyncio.wait_for(gate.started.wait(), 30)
     await manager.submit(inbound("and then this", n=1))
     await manager.submit(inbound("/status", n=2))
-    status = sink.texts("c1")[-1]
+    status = await sink.last("c1", 1)
     assert "working" in status and "1 waiting" in status
     assert "Working on: summarize the thread" in status
     assert "Waiting: and then this" in status
     assert "Scheduled: daily: standup summary" in status
     assert asked == ["console:c1"]
     await manager.submit(inbound("/stop", n=3))
-    assert sink.texts("c1")[-1] == "Stopped."
+    assert await sink.last("c1", 2) == "Stopped."
     assert gate.cancelled
     await settle(manager)
 
@@ -443,6 +451,7 @@ async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
         store, ScriptedProvider(), sink, settings(), jobs=lambda key: ["r1: reminder: call Bob"]
     )
     await manager.submit(inbound("/status", n=0))
+    await settle(manager)
     assert sink.texts("c1") == ["No conversation yet.\nScheduled: r1: reminder: call Bob"]
 
 

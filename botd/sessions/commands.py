@@ -1,7 +1,7 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
-conversation's scheduled jobs), ``/help`` lists the commands. Answers go out through the
-delivery as one-shot texts.
+conversation's scheduled jobs), ``/help`` lists the commands. ``answer`` does what the command
+asks and returns the text to reply with; the manager sends it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable
 
 from ..chat import InboundMessage
-from ..delivery import Delivery
 from ..store import Store
 from .session import Session
 from .settings import QueueMode
@@ -30,7 +29,6 @@ class CommandDesk:
     def __init__(
         self,
         store: Store,
-        delivery: Delivery,
         sessions: dict[str, Session],
         *,
         queue_mode: QueueMode,
@@ -38,14 +36,13 @@ class CommandDesk:
         jobs: Callable[[str], list[str]] | None,
     ) -> None:
         self._store = store
-        self._delivery = delivery
         self._sessions = sessions
         self._queue_mode = queue_mode
         self._clock = clock
         self._jobs = jobs
 
-    async def answer(self, command: str, message: InboundMessage) -> None:
-        """Do what ``command`` asks and reply in the message's chat."""
+    async def answer(self, command: str, message: InboundMessage) -> str:
+        """Do what ``command`` asks; the answer for the message's chat."""
         key = message.conversation_key
         if command in ("/stop", "/new", "/reset"):
             session = self._sessions.get(key)
@@ -66,7 +63,7 @@ class CommandDesk:
             text = self.status(key)
         else:
             text = HELP
-        await self._delivery.send_text(message.reply_target(), text)
+        return text
 
     def status(self, conversation_key: str) -> str:
         """What the session is doing, what waits, and the conversation's scheduled jobs."""

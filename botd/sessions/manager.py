@@ -2,8 +2,10 @@
 to do with a message that arrives while a run is going.
 
 ``SessionManager.submit`` takes an inbound message (already deduplicated, allowed and
-addressed to the bot). Chat commands are answered at once (``commands.py``). Anything else
-becomes a prompt. While a run is active, the queue mode decides:
+addressed to the bot). Chat commands are done at once (``commands.py``) and their answer
+sent in the background (``post_later``), so an outage of one chat never holds up the
+channel's input for the others. Anything else becomes a prompt. While a run is active, the
+queue mode decides:
 
 * ``collect`` (the default): messages wait and are merged into one follow-up prompt after
   the run. People often send a thought in several short messages; this answers them together
@@ -38,12 +40,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple
 
 from ..agent.tools import Tool
 from ..agent.types import Provider
-from ..chat import InboundMessage
+from ..chat import InboundMessage, Target
 from ..commands import chat_command
 from ..delivery import Delivery
 from ..events import Message
@@ -84,6 +86,7 @@ class SessionManager:
         self._delivery = delivery
         self._deferred: list[InboundMessage] = []
         self._unsent: list[OutboxEntry] = []
+        self._posting: set[asyncio.Task[None]] = set()
         self._runner = Runner(
             store,
             provider,
@@ -94,7 +97,6 @@ class SessionManager:
         )
         self._commands = CommandDesk(
             store,
-            delivery,
             self._sessions,
             queue_mode=settings.queue_mode,
             clock=clock,
@@ -113,8 +115,8 @@ class SessionManager:
             if not self._released.is_set():
                 self._deferred.append(message)  # answered once the channels can send
                 return
-            await self._commands.answer(command, message)
-            self._finish([message.inbox_id], "answered")
+            text = await self._commands.answer(command, message)
+            self.post_later(message.reply_target(), text, inbox_id=message.inbox_id)
             return
         session = self._session_for(message.conversation_key)
         mode = self._settings.queue_mode
@@ -140,6 +142,33 @@ class SessionManager:
     def status(self, conversation_key: str) -> str:
         """What the session is doing, what waits, and the conversation's scheduled jobs."""
         return self._commands.status(conversation_key)
+
+    def post_later(self, target: Target, text: str, *, inbox_id: int | None = None) -> None:
+        """Send a one-shot text (a command's answer, a pairing reply) in the background.
+
+        The delivery retries it through an outage of that chat; meanwhile the channel goes on
+        taking input for every other chat. ``inbox_id``, the message it answers, is marked
+        answered once it is sent (failed when refused); cut by a shutdown, the message stays
+        in the inbox and is answered after the restart.
+        """
+        self._spawn(self._post([(target, text)], inbox_id), f"post:{target.chat_id}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+    async def _post(self, texts: Sequence[tuple[Target, str]], inbox_id: int | None) -> None:
+        for target, text in texts:
+            try:
+                await self._delivery.send_text(target, text)
+            except Exception as exc:
+                log.warning(
+                    "a reply to %s:%s was not sent: %s", target.channel, target.chat_id, exc
+                )
+                self._finish([inbox_id], "failed")
+                return
+        self._finish([inbox_id], "answered")
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -268,7 +297,19 @@ class SessionManager:
         answer resumed chat commands."""
         self._released.set()
         unsent, self._unsent = self._unsent, []
+        by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
         for piece in unsent:
+            target = piece.target
+            by_chat.setdefault((target.channel, target.chat_id, target.thread_id), []).append(piece)
+        for (_channel, chat_id, _thread), pieces in by_chat.items():
+            # Each chat's pieces in order, beside the others: one chat's outage holds up none.
+            self._spawn(self._send_unconfirmed(pieces), f"unconfirmed:{chat_id}")
+        deferred, self._deferred = self._deferred, []
+        for message in deferred:
+            await self.submit(message)
+
+    async def _send_unconfirmed(self, pieces: Sequence[OutboxEntry]) -> None:
+        for piece in pieces:
             try:
                 refs = await self._delivery.send_text(piece.target, piece.text)
             except Exception:
@@ -276,35 +317,34 @@ class SessionManager:
                 self._store.outbox_failed(piece.id)
             else:
                 self._store.outbox_sent(piece.id, [ref.message_id for ref in refs])
-        deferred, self._deferred = self._deferred, []
-        for message in deferred:
-            await self.submit(message)
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    def _busy(self) -> list[asyncio.Task[None]]:
+        workers = [s.worker for s in self._sessions.values() if s.worker and not s.worker.done()]
+        return workers + [task for task in self._posting if not task.done()]
+
     async def drain(self) -> None:
-        """Wait until every session is idle."""
-        while True:
-            workers = [
-                s.worker for s in self._sessions.values() if s.worker and not s.worker.done()
-            ]
-            if not workers:
-                return
-            await asyncio.gather(*workers, return_exceptions=True)
+        """Wait until every session is idle and every one-shot text sent."""
+        while busy := self._busy():
+            await asyncio.gather(*busy, return_exceptions=True)
 
     async def close(self, grace: float = 10.0) -> None:
-        """Stop taking input, let running turns finish within ``grace``, cancel the rest."""
+        """Stop taking input, let running turns (and one-shot texts) finish within ``grace``,
+        cancel the rest."""
         self._closed = True
         self._released.set()  # a worker still waiting for release ends at once
-        workers = [s.worker for s in self._sessions.values() if s.worker and not s.worker.done()]
-        if workers:
-            _, still_running = await asyncio.wait(workers, timeout=grace)
+        busy = self._busy()
+        if busy:
+            _, still_running = await asyncio.wait(busy, timeout=grace)
             # What is cancelled now is left unanswered in the inbox and resumes at next start.
             self._runner.shutting_down = True
             for session in self._sessions.values():
                 session.pending.clear()
                 if session.run is not None:
                     session.run.cancel()
+            for task in self._posting:
+                task.cancel()
             if still_running:
                 await asyncio.gather(*still_running, return_exceptions=True)
 

@@ -124,6 +124,10 @@ class _Script:
     error: ScriptedError | None  # None: reset the connection
     remaining: int
     land: bool = False
+    chat_id: int | None = None  # None: any chat
+
+    def applies(self, params: dict[str, Any]) -> bool:
+        return self.chat_id is None or str(params.get("chat_id")) == str(self.chat_id)
 
 
 class _MarkupCheck(HTMLParser):
@@ -256,11 +260,17 @@ class FakeTelegramAPI:
         self.stalls = times
 
     def fail_next(
-        self, method: str, error: ScriptedError, *, times: int = 1, land: bool = False
+        self,
+        method: str,
+        error: ScriptedError,
+        *,
+        times: int = 1,
+        land: bool = False,
+        chat_id: int | None = None,
     ) -> None:
-        """Answer the next ``times`` calls of ``method`` with ``error`` (after carrying each
-        out, with ``land``)."""
-        self._scripts.setdefault(method, []).append(_Script(error, times, land))
+        """Answer the next ``times`` calls of ``method`` (to ``chat_id`` only, if given) with
+        ``error`` (after carrying each out, with ``land``)."""
+        self._scripts.setdefault(method, []).append(_Script(error, times, land, chat_id))
 
     def reset_next(self, method: str, *, times: int = 1, land: bool = False) -> None:
         """Reset the connection of the next ``times`` calls of ``method`` instead of answering
@@ -399,12 +409,12 @@ class FakeTelegramAPI:
             if request.match_info["token"] != self.token:
                 return self._error(call, ScriptedError(401, "Unauthorized"))
             handler = getattr(self, f"_api_{method}", None)
-            scripts = self._scripts.get(method)
-            if scripts:
-                script = scripts[0]
+            scripts = self._scripts.get(method, [])
+            script = next((s for s in scripts if s.applies(params)), None)
+            if script is not None:
                 script.remaining -= 1
                 if script.remaining <= 0:
-                    scripts.pop(0)
+                    scripts.remove(script)
                 if script.land and handler is not None:
                     await handler(params)
                 if script.error is None:
