@@ -39,7 +39,7 @@ from typing import Literal
 
 from .channels.base import on_accepted
 from .chat import InboundMessage, Target
-from .commands import chat_command
+from .commands import addressed_elsewhere, chat_command
 from .logging import LogContext
 from .store import Store, StoreError
 
@@ -291,6 +291,12 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
+        other_bot = addressed_elsewhere(message.text, message.bot_name)
+        if other_bot is not None:
+            # Neither a command nor a prompt here: recorded, so a redelivery is dropped too.
+            repeat = self._store.seen_inbound(message.channel, *keys)
+            _signal_accepted()
+            return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
         if not verdict.accepted:
             # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
@@ -391,4 +397,4 @@ def _signal_accepted() -> None:
 
 
 def _is_command(message: InboundMessage) -> bool:
-    return chat_command(message.text) is not None
+    return chat_command(message.text, message.bot_name) is not None

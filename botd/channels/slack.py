@@ -151,6 +151,8 @@ class SlackAdapter:
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
         self.bot_user_id = ""
         self.bot_id = ""
+        self.bot_name = ""
+        """The bot's user name (``auth.test``): ``/command@name`` for another name is skipped."""
         self.http_port: int | None = None
         """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
         self._sink: InboundSink | None = None
@@ -189,6 +191,7 @@ class SlackAdapter:
         who = await self._call("auth.test", self.client.auth_test)
         self.bot_user_id = str(who.get("user_id") or "")
         self.bot_id = str(who.get("bot_id") or "")
+        self.bot_name = str(who.get("user") or "")
         app = self._build_app()
         if self._mode == "socket":
             self._socket = AsyncSocketModeHandler(app, app_token=self._app_token)
@@ -308,6 +311,7 @@ class SlackAdapter:
             is_direct=event.get("channel_type") == "im",
             mentions_bot=mentioned,
             dedupe_keys=keys,
+            bot_name=self.bot_name,
         )
         target = self.reply_target(message)
         if target.thread_id is None:
