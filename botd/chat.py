@@ -49,6 +49,9 @@ class InboundMessage:
     dedupe_keys: tuple[str, ...] = ()
     """The platform ids that identify this message for the router's inbound ledger; a repeat
     under any of them is dropped. Empty: the router keys it by account, chat and message id."""
+    bot_name: str = ""
+    """This bot's own name on the platform, when the adapter knows it (Telegram's username):
+    a ``/command@name`` for another name is not for this bot. Empty: unknown."""
     inbox_id: int | None = None
     """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
     scheduled job's prompt)."""

@@ -2,21 +2,49 @@
 
 The router asks whether a message is a command (commands pass mention gating in groups);
 the sessions answer it. Both read the one list here.
+
+In a group with several bots a command may name the bot it is for (``/stop@some_bot``, the
+Telegram convention). When the adapter knows this bot's own name, a command naming another
+bot is not a command for this one: ``addressed_elsewhere`` finds it so the router can skip it.
 """
 
 from __future__ import annotations
 
+import re
+
 COMMANDS = ("/new", "/reset", "/stop", "/status", "/help")
 """Every chat command, as typed (lower case, without a bot name)."""
 
+_ADDRESSED = re.compile(r"(/\w{1,64})@([\w.-]{1,64})", re.ASCII)
+"""``/command@botname`` as one word."""
 
-def chat_command(text: str) -> str | None:
-    """The chat command ``text`` starts with (``/stop``, also as ``/stop@botname``), or None."""
+
+def chat_command(text: str, bot_name: str = "") -> str | None:
+    """The chat command ``text`` starts with (``/stop``, also as ``/stop@botname``), or None.
+
+    With ``bot_name`` (this bot's own name on the platform) a command addressed to another
+    name is None: it is not for this bot.
+    """
     words = text.strip().split(maxsplit=1)
     if not words:
         return None
-    command = words[0].split("@", 1)[0].lower()  # Telegram addresses commands to a bot
+    if bot_name and addressed_elsewhere(text, bot_name) is not None:
+        return None
+    command = words[0].split("@", 1)[0].lower()
     return command if command in COMMANDS else None
 
 
-__all__ = ["COMMANDS", "chat_command"]
+def addressed_elsewhere(text: str, bot_name: str) -> str | None:
+    """The bot name when ``text`` starts with a ``/command@name`` for a name other than
+    ``bot_name`` (any command, botd's or not); None otherwise, and when ``bot_name`` is
+    unknown (empty)."""
+    words = text.strip().split(maxsplit=1)
+    if not words or not bot_name:
+        return None
+    match = _ADDRESSED.fullmatch(words[0])
+    if match is None or match.group(2).lower() == bot_name.lower():
+        return None
+    return match.group(2)
+
+
+__all__ = ["COMMANDS", "addressed_elsewhere", "chat_command"]

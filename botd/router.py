@@ -39,7 +39,7 @@ from typing import Literal
 
 from .channels.base import on_accepted
 from .chat import InboundMessage, Target
-from .commands import chat_command
+from .commands import addressed_elsewhere, chat_command
 from .logging import LogContext
 from .store import Store, StoreError
 
@@ -50,6 +50,8 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 
 PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
+MAX_PENDING_PER_CHANNEL = 3
+"""How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
 STORE_FAILED_NOTICE = (
@@ -105,6 +107,9 @@ class PairingBook:
     Both live in a small JSON file in the state directory, so approvals survive restarts
     and ``botd pairing approve`` (another process) can approve a code while the daemon
     runs: the daemon reads the file again whenever it changed.
+
+    A flood of strangers cannot pile up codes: at most ``MAX_PENDING_PER_CHANNEL`` wait per
+    channel, and a new one expires the oldest of them first (it can no longer be approved).
     """
 
     def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
@@ -127,15 +132,41 @@ class PairingBook:
 
     def request(self, channel: str, sender: str) -> str:
         """The sender's pending code (a new one when none is pending)."""
+        return self.issue(channel, sender)[0]
+
+    def issue(self, channel: str, sender: str) -> tuple[str, bool]:
+        """The sender's pending code, and whether it was issued just now.
+
+        A new code expires the channel's oldest pending ones so that at most
+        ``MAX_PENDING_PER_CHANNEL`` wait; each expiry is logged.
+        """
         self._reload()
         self._expire()
         for code, (ch, who, _when) in self._pending.items():
             if (ch, who) == (channel, sender):
-                return code
-        code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+                return code, False
+        # Oldest first: by the time issued, ties in the order issued (the dict's order).
+        waiting = [(e[2], code) for code, e in self._pending.items() if e[0] == channel]
+        waiting.sort(key=lambda pair: pair[0])
+        while len(waiting) >= MAX_PENDING_PER_CHANNEL:
+            _when, oldest = waiting.pop(0)
+            _ch, who, _ = self._pending.pop(oldest)
+            log.warning(
+                "pairing: the code of %s on %s expired early: %d codes were waiting there",
+                who,
+                channel,
+                MAX_PENDING_PER_CHANNEL,
+            )
+        code = self._new_code()
         self._pending[code] = (channel, sender, self._clock())
         self._save()
-        return code
+        return code, True
+
+    def _new_code(self) -> str:
+        while True:
+            code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+            if code not in self._pending:
+                return code
 
     def approve(self, channel: str, code: str) -> str | None:
         """Approve a pending code; returns the sender it admits, or None."""
@@ -260,6 +291,12 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
+        other_bot = addressed_elsewhere(message.text, message.bot_name)
+        if other_bot is not None:
+            # Neither a command nor a prompt here: recorded, so a redelivery is dropped too.
+            repeat = self._store.seen_inbound(message.channel, *keys)
+            _signal_accepted()
+            return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
         if not verdict.accepted:
             # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
@@ -307,7 +344,10 @@ class Router:
         return Decision(False, f"sender {sender} is not on the allowlist")
 
     async def _offer_pairing(self, message: InboundMessage) -> Decision:
-        code = self._pairing.request(message.channel, message.sender_id)
+        """Send an unknown sender a pairing code: once per code, however often they write."""
+        code, issued = self._pairing.issue(message.channel, message.sender_id)
+        if not issued:
+            return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
         await self._reply(
             message.reply_target(),
             f"I don't know you yet. Ask the admin to approve pairing code {code} "
@@ -357,4 +397,4 @@ def _signal_accepted() -> None:
 
 
 def _is_command(message: InboundMessage) -> bool:
-    return chat_command(message.text) is not None
+    return chat_command(message.text, message.bot_name) is not None

@@ -44,6 +44,9 @@ class SlackSection(ChatChannelSection):
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=3000, ge=1, le=65535)
     http_path: str = "/slack/events"
+    allow_mass_mentions: bool = False
+    """Post ``<!channel>``, ``<!here>``, ``<!everyone>`` and user-group mentions as Slack
+    mentions (default: as plain text that notifies nobody)."""
 
     @model_validator(mode="after")
     def _mode_needs(self) -> SlackSection:
@@ -91,6 +94,7 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         http_host=section.http_host,
         http_port=section.http_port,
         http_path=section.http_path,
+        allow_mass_mentions=section.allow_mass_mentions,
     )
 
 

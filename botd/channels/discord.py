@@ -20,6 +20,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 import aiohttp
 import discord
@@ -286,7 +287,7 @@ class DiscordAdapter:
             return
         if message.author.bot and not self._allow_bots:
             return
-        inbound = self._inbound(message, me.id)
+        inbound = replace(self._inbound(message, me.id), bot_name=me.name)
         if inbound.mentions_bot and not message.content and message.guild is not None:
             self._warn_blank_content()
         await sink(inbound)

@@ -6,7 +6,8 @@ whatever HTML the model wrote stays text) feeds a small renderer per flavour:
 * ``slack``: mrkdwn. ``*bold*``, ``_italic_``, ``~strike~``, ``<url|label>``, headings as bold
   lines, ``•``/numbered list lines, ``>`` quotes, tables as a code block. ``&``, ``<``, ``>`` are
   escaped everywhere except Slack's own angle tokens (``<@U…>``, ``<!here>``, ``<https://…|…>``),
-  which are kept verbatim.
+  which are kept verbatim. ``defuse_slack_mass_mentions`` turns the tokens that notify a whole
+  channel or user group into plain readable text.
 * ``telegram_html``: only Telegram's tag set; every other ``<``, ``>``, ``&`` is escaped.
 * ``discord``: the source itself (Discord reads Markdown), with top-level tables turned into
   code blocks and ``@everyone``/``@here`` broken by a zero-width space.
@@ -43,6 +44,9 @@ _BARE_URL = re.compile(r"https?://[^\s<>\"\ue000-\uf8ff]+")
 _LINK_SCHEME = re.compile(r"(?i)(?:https?|mailto|tg|tel|ftp):")
 _CODE_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]+")
 _MASS_MENTION = re.compile(r"@(everyone|here)\b")
+# Slack's special mentions and user-group mentions, with or without a label.
+_SLACK_SPECIAL_MENTION = re.compile(r"<!(channel|here|everyone|group)(?:\|[^<>\n]*)?>", re.I)
+_SLACK_GROUP_MENTION = re.compile(r"<!subteam\^[^<>|\n]*(?:\|([^<>\n]*))?>", re.I)
 _ZWSP = "\u200b"
 _BACKTICK_RUN = re.compile("``(?=`)")
 _RULE = "──────────"
@@ -461,6 +465,24 @@ def _render_slack(markdown: str) -> str:
         return rendered
     placeholder = re.compile(re.escape(open_mark) + r"(\d+)" + re.escape(close_mark))
     return placeholder.sub(lambda match: tokens[int(match.group(1))], rendered)
+
+
+def defuse_slack_mass_mentions(mrkdwn: str) -> str:
+    """``mrkdwn`` with every mention that notifies many people turned into plain text.
+
+    ``<!channel>``, ``<!here>``, ``<!everyone>`` (also with a label, ``<!here|here>``) read
+    ``@channel``, ``@here``, ``@everyone``; a user-group mention ``<!subteam^ID|@handle>`` reads
+    ``@handle`` (``@usergroup`` without a label). Plain ``@channel`` text notifies nobody in a
+    message posted without ``link_names``, so the result pings no one; user mentions
+    (``<@U…>``), channel links and dates stay as they are.
+    """
+    text = _SLACK_SPECIAL_MENTION.sub(lambda match: "@" + match.group(1).lower(), mrkdwn)
+
+    def group(match: re.Match[str]) -> str:
+        handle = (match.group(1) or "").strip().lstrip("@")
+        return "@" + (handle or "usergroup")
+
+    return _SLACK_GROUP_MENTION.sub(group, text)
 
 
 def _render_discord(markdown: str) -> str:

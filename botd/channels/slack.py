@@ -18,12 +18,15 @@ Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread
 a message inside a thread (one session per thread).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
-with ``chat.postMessage``. The SDK's automatic retries are off (a slow success must never be
-posted twice); only a 429, where Slack clearly refused the request, is retried here after its
-``Retry-After``. Other failures raise ``SlackError`` marked retryable or not (see ``_call``);
-the delivery layer decides whether to try again. Slack has no typing indicator for bots in
-channels: ``typing`` sets the assistant-thread status when the target is a thread and does
-nothing otherwise.
+with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
+``<!here>``, ``<!everyone>``, ``<!subteam^…>``) are posted as plain text (``@channel``) unless
+``allow_mass_mentions`` is set, and nothing is posted with ``link_names``, so text the model was
+made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
+are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
+request, is retried here after its ``Retry-After``. Other failures raise ``SlackError`` marked
+retryable or not (see ``_call``); the delivery layer decides whether to try again. Slack has no
+typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
+target is a thread and does nothing otherwise.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from .base import InboundSink, on_accepted
 from .errors import ChannelError, ChannelStartError
-from .markdown import render_chunks
+from .markdown import defuse_slack_mass_mentions, render_chunks
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,7 @@ class SlackAdapter:
         http_host: str = "127.0.0.1",
         http_port: int = 3000,
         http_path: str = "/slack/events",
+        allow_mass_mentions: bool = False,
     ) -> None:
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
@@ -142,10 +146,13 @@ class SlackAdapter:
         self._http_host = http_host
         self._http_port = http_port
         self._http_path = http_path
+        self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
         self.bot_user_id = ""
         self.bot_id = ""
+        self.bot_name = ""
+        """The bot's user name (``auth.test``): ``/command@name`` for another name is skipped."""
         self.http_port: int | None = None
         """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
         self._sink: InboundSink | None = None
@@ -184,6 +191,7 @@ class SlackAdapter:
         who = await self._call("auth.test", self.client.auth_test)
         self.bot_user_id = str(who.get("user_id") or "")
         self.bot_id = str(who.get("bot_id") or "")
+        self.bot_name = str(who.get("user") or "")
         app = self._build_app()
         if self._mode == "socket":
             self._socket = AsyncSocketModeHandler(app, app_token=self._app_token)
@@ -303,6 +311,7 @@ class SlackAdapter:
             is_direct=event.get("channel_type") == "im",
             mentions_bot=mentioned,
             dedupe_keys=keys,
+            bot_name=self.bot_name,
         )
         target = self.reply_target(message)
         if target.thread_id is None:
@@ -382,42 +391,52 @@ class SlackAdapter:
         thread_ts = self._thread_for(target)
         posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
         refs: list[MessageRef] = []
-        for chunk in render_chunks(markdown, "slack", TEXT_LIMIT):
+        for text in self._render(markdown):
             response = await self._call(
                 "chat.postMessage",
                 self.client.chat_postMessage,
                 channel=target.chat_id,
-                text=chunk.text,
+                text=text,
                 thread_ts=thread_ts,
                 mrkdwn=True,
+                link_names=False,
             )
             refs.append(MessageRef(posted_to, str(response["ts"])))
         return refs
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""
-        chunks = render_chunks(markdown, "slack", TEXT_LIMIT)
+        texts = self._render(markdown)
         refs = [ref]
-        if not chunks:
+        if not texts:
             return refs
         await self._call(
             "chat.update",
             self.client.chat_update,
             channel=ref.target.chat_id,
             ts=ref.message_id,
-            text=chunks[0].text,
+            text=texts[0],
+            link_names=False,
         )
-        for chunk in chunks[1:]:
+        for text in texts[1:]:
             response = await self._call(
                 "chat.postMessage",
                 self.client.chat_postMessage,
                 channel=ref.target.chat_id,
-                text=chunk.text,
+                text=text,
                 thread_ts=ref.target.thread_id,
                 mrkdwn=True,
+                link_names=False,
             )
             refs.append(MessageRef(ref.target, str(response["ts"])))
         return refs
+
+    def _render(self, markdown: str) -> list[str]:
+        """The mrkdwn messages ``markdown`` is posted as, mass mentions defused unless allowed."""
+        texts = [chunk.text for chunk in render_chunks(markdown, "slack", TEXT_LIMIT)]
+        if self.allow_mass_mentions:
+            return texts
+        return [defuse_slack_mass_mentions(text) for text in texts]
 
     async def delete(self, ref: MessageRef) -> None:
         """Delete a posted message (``chat.delete``); one already gone counts as deleted."""

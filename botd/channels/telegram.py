@@ -399,6 +399,7 @@ class TelegramAdapter:
                 mentions_bot=self._mentions_bot(message, reply),
                 reply_to_message_id=str(reply.message_id) if reply else None,
                 dedupe_keys=(f"{chat_id}:{message.message_id}",),
+                bot_name=self._require_bot().username or "",
             )
         )
 

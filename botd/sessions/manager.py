@@ -110,7 +110,7 @@ class SessionManager:
         if self._closed:
             log.warning("message %s dropped: shutting down", message.message_id)
             return
-        command = chat_command(message.text)
+        command = chat_command(message.text, message.bot_name)
         if command is not None:
             if not self._released.is_set():
                 self._deferred.append(message)  # answered once the channels can send
