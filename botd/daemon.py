@@ -75,6 +75,8 @@ def settled_heap() -> Iterator[None]:
 
 RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
+LIVE_KEYS = {"agent": {"message_targets"}}
+"""Keys of those sections read when used (the message tool's targets): a reload applies them."""
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
@@ -136,7 +138,7 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
     before, after = channel_sections(old), channel_sections(new)
     both = before.keys() & after.keys()
     restart_only = tuple(
-        key for key in RESTART_ONLY if _dump(getattr(old, key)) != _dump(getattr(new, key))
+        key for key in RESTART_ONLY if _restart_view(old, key) != _restart_view(new, key)
     )
     return ReloadPlan(
         restart=frozenset(n for n in both if before[n] != after[n]),
@@ -148,6 +150,14 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
         restart_only=restart_only,
         unchanged=frozenset(n for n in both if before[n] == after[n]),
     )
+
+
+def _restart_view(config: BotdConfig, key: str) -> Any:
+    """Section ``key`` without the keys a reload applies live."""
+    value = getattr(config, key)
+    if not hasattr(value, "model_dump"):
+        return value
+    return value.model_dump(mode="json", exclude=LIVE_KEYS.get(key))
 
 
 def _dump(value: Any) -> Any:
