@@ -96,6 +96,8 @@ class ReloadPlan:
     jobs_changed: bool = False
     logging_changed: bool = False
     grace_changed: bool = False
+    targets_changed: bool = False
+    """``agent.message_targets`` changed (read live by the message tool)."""
     restart_only: tuple[str, ...] = ()
     """Changed top-level sections that take effect only when botd restarts."""
     unchanged: frozenset[str] = field(default_factory=frozenset)
@@ -109,6 +111,7 @@ class ReloadPlan:
             or self.jobs_changed
             or self.logging_changed
             or self.grace_changed
+            or self.targets_changed
             or self.restart_only
         )
 
@@ -128,6 +131,8 @@ class ReloadPlan:
             parts.append("new logging settings")
         if self.grace_changed:
             parts.append("new shutdown grace")
+        if self.targets_changed:
+            parts.append("new message targets")
         if self.restart_only:
             parts.append(f"changed {', '.join(self.restart_only)} (applies after a restart)")
         return "; ".join(parts) or "nothing changed"
@@ -147,6 +152,7 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
         jobs_changed=_dump(old.scheduler) != _dump(new.scheduler),
         logging_changed=_dump(old.logging) != _dump(new.logging),
         grace_changed=old.shutdown_grace != new.shutdown_grace,
+        targets_changed=old.agent.message_targets != new.agent.message_targets,
         restart_only=restart_only,
         unchanged=frozenset(n for n in both if before[n] == after[n]),
     )

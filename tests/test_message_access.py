@@ -15,6 +15,7 @@ from botd.config.schema import MessageTargetSection
 from botd.message_access import NOT_LISTED, MessageAccess
 from botd.router import AccessPolicy, GroupRule, PairingBook, Router, chat_kind
 from botd.store import Store
+from botd.wiring import scheduler_jobs
 
 
 async def _nothing(*_args: object) -> None:
@@ -269,3 +270,28 @@ def test_a_message_target_on_a_channel_not_configured(tmp_path: Path) -> None:
     assert [(p.path, p.line, p.message) for p in caught.value.problems] == [
         ("agent.message_targets[0].channel", 4, "channel 'telegram' is not configured")
     ]
+
+
+def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(tmp_path: Path, store: Store) -> None:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            channels:
+              telegram: {token: "123:abc", group_policy: allowlist}
+            scheduler:
+              jobs:
+                - id: digest
+                  every: 1h
+                  prompt: post the digest
+                  deliver_to: {channel: telegram, chat: -100999, thread: 3}
+            """
+        ),
+        encoding="utf-8",
+    )
+    job = scheduler_jobs(load_config(path, {}))[0]
+    access, _ = _access(store, [])
+    # The job's run answers in its deliver_to conversation (the scheduler's message targets
+    # it), so that is the run's own conversation even off the group allowlist; no other chat.
+    assert access.refusal(job.target, job.target) is None
+    assert access.refusal(Target("telegram", "-100999"), job.target) == NOT_LISTED

@@ -39,7 +39,8 @@ _DESCRIPTION = (
     "to another chat when 'to' is given (a chat id, or 'chat:thread:T' for a thread) and, "
     "for another platform, 'channel'. action 'reply' answers the current conversation as a "
     "reply to the user's message. Your normal answer is delivered anyway: use this tool only "
-    "to reach another chat or when asked to send something separately."
+    "to reach another chat or when asked to send something separately. Other chats are "
+    "reachable only where the operator allows it; a refusal says why."
 )
 
 _SCHEMA: dict[str, Any] = {
