@@ -73,7 +73,11 @@ class MessageAccess:
             return None
         if not listed(target, self._targets()):
             return NOT_LISTED
-        decision = self._policy.may_post(target)
+        try:
+            decision = self._policy.may_post(target)
+        except Exception as exc:  # e.g. an unreadable pairing file: refuse, never guess
+            log.warning("the access policy for %s could not be read: %r", target.channel, exc)
+            return f"the access policy for chat {target.chat_id} could not be read"
         if not decision.accepted:
             return f"the access policy refuses chat {target.chat_id} ({decision.reason})"
         return None

@@ -398,7 +398,7 @@ def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:
 
 def _refused_dm(peer: str, verdict: Decision) -> str:
     if verdict.reason == _PAIRING:
-        return f"user {peer} is not approved (pairing needed)"
+        return f"user {peer} has not been paired or allowlisted"
     return verdict.reason
 
 

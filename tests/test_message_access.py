@@ -65,7 +65,7 @@ def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(store: Store, tmp_
     assert router.may_post(Target("telegram", "111")).accepted  # allowlisted
     stranger = router.may_post(Target("telegram", "999"))
     assert not stranger.accepted
-    assert stranger.reason == "user 999 is not approved (pairing needed)"
+    assert stranger.reason == "user 999 has not been paired or allowlisted"
 
     code = pairing.request("telegram", "999")
     assert pairing.approve("telegram", code) == "999"
@@ -182,7 +182,7 @@ def test_a_listed_target_still_needs_the_policy(store: Store) -> None:
         "the access policy refuses chat -100999 (group -100999 is not on the allowlist)"
     )
     assert access.refusal(Target("telegram", "999"), origin) == (
-        "the access policy refuses chat 999 (user 999 is not approved (pairing needed))"
+        "the access policy refuses chat 999 (user 999 has not been paired or allowlisted)"
     )
     # An entry without a thread names the chat, not its threads.
     assert access.refusal(Target("telegram", "-100200", thread_id="5"), origin) == NOT_LISTED
@@ -295,3 +295,16 @@ def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(tmp_path: Path, store: 
     # it), so that is the run's own conversation even off the group allowlist; no other chat.
     assert access.refusal(job.target, job.target) is None
     assert access.refusal(Target("telegram", "-100999"), job.target) == NOT_LISTED
+
+
+def test_an_unreadable_pairing_file_refuses(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "pairing.json"
+    book = PairingBook(path)
+    path.write_text("{not json", encoding="utf-8")  # damaged after botd read it
+    access = MessageAccess(
+        _router(store, POLICY, book), lambda: [_target("telegram/999")], ("telegram",)
+    )
+
+    assert access.refusal(Target("telegram", "999"), Target("telegram", "111")) == (
+        "the access policy for chat 999 could not be read"
+    )

@@ -189,7 +189,7 @@ async def test_the_message_tool_reaches_only_where_it_belongs(
             assert results["t3"] == (
                 True,
                 f"not allowed: telegram:{STRANGER}: the access policy refuses chat "
-                f"{STRANGER} (user {STRANGER} is not approved (pairing needed))",
+                f"{STRANGER} (user {STRANGER} has not been paired or allowlisted)",
             )
             assert results["t4"] == (False, "sent")
             assert results["t5"] == (False, "sent")
