@@ -413,7 +413,8 @@ def chat_kind(target: Target) -> tuple[ChatKind, str | None]:
     operator's direct chat. Other platforms' ids (Discord's) do not tell: ``unknown``."""
     chat = target.chat_id
     if target.channel == "telegram":
-        return ("direct", chat) if chat.isdigit() and int(chat) > 0 else ("group", None)
+        direct = chat.isascii() and chat.isdigit() and int(chat) > 0
+        return ("direct", chat) if direct else ("group", None)
     if target.channel == "slack":
         if chat[:1] in ("U", "W"):
             return "direct", chat

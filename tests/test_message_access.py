@@ -51,6 +51,7 @@ def test_chat_kind_follows_each_platforms_ids() -> None:
     assert chat_kind(Target("telegram", "777")) == ("direct", "777")
     assert chat_kind(Target("telegram", "-100123")) == ("group", None)
     assert chat_kind(Target("telegram", "@news")) == ("group", None)
+    assert chat_kind(Target("telegram", "²")) == ("group", None)  # a digit int() refuses
     assert chat_kind(Target("slack", "U0ABC")) == ("direct", "U0ABC")
     assert chat_kind(Target("slack", "W0ABC")) == ("direct", "W0ABC")
     assert chat_kind(Target("slack", "D0ABC")) == ("direct", None)
