@@ -75,6 +75,8 @@ def settled_heap() -> Iterator[None]:
 
 RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
+LIVE_KEYS = {"agent": {"message_targets"}}
+"""Keys of those sections read when used (the message tool's targets): a reload applies them."""
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
@@ -94,6 +96,8 @@ class ReloadPlan:
     jobs_changed: bool = False
     logging_changed: bool = False
     grace_changed: bool = False
+    targets_changed: bool = False
+    """``agent.message_targets`` changed (read live by the message tool)."""
     restart_only: tuple[str, ...] = ()
     """Changed top-level sections that take effect only when botd restarts."""
     unchanged: frozenset[str] = field(default_factory=frozenset)
@@ -107,6 +111,7 @@ class ReloadPlan:
             or self.jobs_changed
             or self.logging_changed
             or self.grace_changed
+            or self.targets_changed
             or self.restart_only
         )
 
@@ -126,6 +131,8 @@ class ReloadPlan:
             parts.append("new logging settings")
         if self.grace_changed:
             parts.append("new shutdown grace")
+        if self.targets_changed:
+            parts.append("new message targets")
         if self.restart_only:
             parts.append(f"changed {', '.join(self.restart_only)} (applies after a restart)")
         return "; ".join(parts) or "nothing changed"
@@ -136,7 +143,7 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
     before, after = channel_sections(old), channel_sections(new)
     both = before.keys() & after.keys()
     restart_only = tuple(
-        key for key in RESTART_ONLY if _dump(getattr(old, key)) != _dump(getattr(new, key))
+        key for key in RESTART_ONLY if _restart_view(old, key) != _restart_view(new, key)
     )
     return ReloadPlan(
         restart=frozenset(n for n in both if before[n] != after[n]),
@@ -145,9 +152,18 @@ def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
         jobs_changed=_dump(old.scheduler) != _dump(new.scheduler),
         logging_changed=_dump(old.logging) != _dump(new.logging),
         grace_changed=old.shutdown_grace != new.shutdown_grace,
+        targets_changed=old.agent.message_targets != new.agent.message_targets,
         restart_only=restart_only,
         unchanged=frozenset(n for n in both if before[n] == after[n]),
     )
+
+
+def _restart_view(config: BotdConfig, key: str) -> Any:
+    """Section ``key`` without the keys a reload applies live."""
+    value = getattr(config, key)
+    if not hasattr(value, "model_dump"):
+        return value
+    return value.model_dump(mode="json", exclude=LIVE_KEYS.get(key))
 
 
 def _dump(value: Any) -> Any:

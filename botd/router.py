@@ -356,16 +356,51 @@ class Router:
         return Decision(False, f"unknown sender {message.sender_id}: pairing code issued")
 
     def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
-        if policy.group_policy == "disabled":
-            return Decision(False, "group messages are disabled")
+        verdict = _group_allowed(policy, message.chat_id)
+        if not verdict.accepted:
+            return verdict
         rule = policy.group_rule(message.chat_id)
-        if policy.group_policy == "allowlist" and rule is None:
-            return Decision(False, f"group {message.chat_id} is not on the allowlist")
-        if rule is not None and not rule.enabled:
-            return Decision(False, f"group {message.chat_id} is disabled")
         if rule is not None and rule.allow_from and message.sender_id not in rule.allow_from:
             return Decision(False, f"sender {message.sender_id} may not address the bot here")
-        return Decision(True, "allowed")
+        return verdict
+
+    def may_post(self, target: Target) -> Decision:
+        """Whether the access policy would let botd talk in ``target``'s chat at all: for a
+        direct chat, whether its user would be let in (allowlisted, paired, or DMs open); for
+        a group, whether the group policy allows that group. Nothing is recorded and no
+        pairing code is issued: this only asks the same rules ``handle`` applies.
+
+        Whether a chat id names a direct chat follows each platform's ids (``chat_kind``); a
+        chat whose kind its id does not tell is allowed only as a group named under
+        ``groups`` (never by ``"*"`` or an open group policy, which could be a stranger's DM).
+        """
+        policy = self._policies.get(target.channel, AccessPolicy())
+        kind, peer = chat_kind(target)
+        if kind == "direct":
+            if peer is None:  # a DM whose user the id does not tell
+                if policy.dm_policy == "open":
+                    return Decision(True, "allowed")
+                return Decision(
+                    False, f"chat {target.chat_id} is a direct chat with an unknown user"
+                )
+            probe = InboundMessage(
+                channel=target.channel,
+                chat_id=target.chat_id,
+                sender_id=peer,
+                text="",
+                message_id="",
+                conversation_key="",
+                account_id=target.account_id,
+                is_direct=True,
+            )
+            verdict = self._dm_access(probe, policy)
+            return verdict if verdict.accepted else Decision(False, _refused_dm(peer, verdict))
+        verdict = _group_allowed(policy, target.chat_id)
+        if verdict.accepted and kind == "unknown" and target.chat_id not in policy.groups:
+            return Decision(
+                False, f"chat {target.chat_id} is not named under groups (its kind is unknown)"
+            )
+        return verdict
 
     def _addressed(self, message: InboundMessage, policy: AccessPolicy) -> bool:
         rule = policy.group_rule(message.chat_id)
@@ -387,6 +422,46 @@ class Router:
         lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
         text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
         return replace(message, text=text)
+
+
+def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:
+    """Whether the group policy allows group ``chat_id`` (whoever the sender)."""
+    if policy.group_policy == "disabled":
+        return Decision(False, "group messages are disabled")
+    rule = policy.group_rule(chat_id)
+    if policy.group_policy == "allowlist" and rule is None:
+        return Decision(False, f"group {chat_id} is not on the allowlist")
+    if rule is not None and not rule.enabled:
+        return Decision(False, f"group {chat_id} is disabled")
+    return Decision(True, "allowed")
+
+
+def _refused_dm(peer: str, verdict: Decision) -> str:
+    if verdict.reason == _PAIRING:
+        return f"user {peer} has not been paired or allowlisted"
+    return verdict.reason
+
+
+ChatKind = Literal["direct", "group", "unknown"]
+
+
+def chat_kind(target: Target) -> tuple[ChatKind, str | None]:
+    """Whether ``target``'s chat is a direct chat (and with whom) or a group, as far as the
+    platform's ids tell: Telegram's private chats have the user's (positive) id, groups a
+    negative one or an ``@name``; Slack's user ids (``U…``, ``W…``) open a DM with that user,
+    ``D…`` is a DM whose user the id does not tell, the rest are channels; the console is its
+    operator's direct chat. Other platforms' ids (Discord's) do not tell: ``unknown``."""
+    chat = target.chat_id
+    if target.channel == "telegram":
+        direct = chat.isascii() and chat.isdigit() and int(chat) > 0
+        return ("direct", chat) if direct else ("group", None)
+    if target.channel == "slack":
+        if chat[:1] in ("U", "W"):
+            return "direct", chat
+        return ("direct", None) if chat.startswith("D") else ("group", None)
+    if target.channel == "console":
+        return "direct", chat
+    return "unknown", None
 
 
 def _signal_accepted() -> None:

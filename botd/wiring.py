@@ -33,6 +33,7 @@ from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, 
 from .chat import InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
+from .message_access import MessageAccess
 from .metrics import Metrics
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
@@ -342,8 +343,7 @@ def build_runtime(
         enabled = set(runtime.config.agent.tools)
         chosen: list[Tool] = []
         if "message" in enabled:
-            # The live adapter dict: a channel added or removed by a reload counts at once.
-            chosen.append(MessageTool(send, allow=lambda t: t.channel in adapters))
+            chosen.append(MessageTool(send, refusal=message_access.refusal))
         if "schedule" in enabled:
             chosen.append(ScheduleTool(scheduler))
         return chosen
@@ -379,6 +379,9 @@ def build_runtime(
         access_policies(config),
         pairing=PairingBook(state_dir / "pairing.json"),
     )
+    # Everything read live: the router's current policies, the current config's targets and
+    # the adapter dict a reload adds channels to and removes them from.
+    message_access = MessageAccess(router, lambda: runtime.config.agent.message_targets, adapters)
     runtime = Runtime(
         config=config,
         specs=registry,

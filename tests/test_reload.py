@@ -76,6 +76,17 @@ model:
     assert plan.restart_only == ("model",)
 
 
+def test_message_targets_apply_live_other_agent_keys_at_restart() -> None:
+    targets = config(BASE + "agent:\n  message_targets: [telegram/-100123]\n")
+    plan = plan_reload(config(), targets)
+    assert plan.targets_changed and plan.restart_only == () and not plan.empty
+    assert plan.describe() == "new message targets"
+
+    prompt = config(BASE + "agent:\n  system_prompt: be terse\n")
+    plan = plan_reload(config(), prompt)
+    assert not plan.targets_changed and plan.restart_only == ("agent",)
+
+
 async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> None:
     from botd.agent.providers.scripted import ScriptedProvider
 

@@ -7,11 +7,13 @@ being answered. The subscriber recognises these calls (same ``action``/``message
 ``channel`` arguments), so text sent here is not delivered a second time as a reply.
 
 Every failure is a tool result the model can read and tell the user about: no place to send
-to, a target the policy refuses, or the platform's own refusal.
+to, a target the operator's policy refuses (also logged as a warning naming the target and the
+conversation; nothing is sent), or the platform's own refusal.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,14 +21,26 @@ from ..chat import Target
 from .tools import SendFunction, ToolContext, ToolOutput
 from .types import ToolSpec
 
+log = logging.getLogger(__name__)
+
 _THREAD_MARK = ":thread:"
+
+Refusal = Callable[[Target, Target | None], str | None]
+"""Why a run in the second target (its origin, None if it has none) may not post to the first
+one; None when it may."""
+
+
+def _anywhere(target: Target, origin: Target | None) -> str | None:
+    return None
+
 
 _DESCRIPTION = (
     "Post a message to a chat yourself. action 'send' posts to the current conversation, or "
     "to another chat when 'to' is given (a chat id, or 'chat:thread:T' for a thread) and, "
     "for another platform, 'channel'. action 'reply' answers the current conversation as a "
     "reply to the user's message. Your normal answer is delivered anyway: use this tool only "
-    "to reach another chat or when asked to send something separately."
+    "to reach another chat or when asked to send something separately. Other chats are "
+    "reachable only where the operator allows it; a refusal says why."
 )
 
 _SCHEMA: dict[str, Any] = {
@@ -72,19 +86,20 @@ def _failure(text: str, **details: Any) -> ToolOutput:
 class MessageTool:
     """The ``message`` tool (see the module docstring).
 
-    ``send`` posts through the channel layer; ``allow`` decides which targets this agent may
-    post to (an operator's policy); ``timeout`` bounds one call (None: the loop's default).
+    ``send`` posts through the channel layer; ``refusal`` decides which targets this agent may
+    post to (an operator's policy; by default anywhere); ``timeout`` bounds one call (None: the
+    loop's default).
     """
 
     def __init__(
         self,
         send: SendFunction,
         *,
-        allow: Callable[[Target], bool] = lambda target: True,
+        refusal: Refusal = _anywhere,
         timeout: float | None = 30.0,
     ) -> None:
         self._send = send
-        self._allow = allow
+        self._refusal = refusal
         self.timeout = timeout
         self.spec = ToolSpec(name="message", description=_DESCRIPTION, input_schema=_SCHEMA)
 
@@ -99,8 +114,15 @@ class MessageTool:
             return _failure(resolved)
         target = resolved
         where = describe_target(target)
-        if not self._allow(target):
-            return _failure(f"not allowed: {where}", to=target.route())
+        refused = self._refusal(target, context.origin)
+        if refused is not None:
+            log.warning(
+                "message tool: refused a send to %s from conversation %s: %s",
+                where,
+                context.conversation_key,
+                refused,
+            )
+            return _failure(f"not allowed: {where}: {refused}", to=target.route())
         try:
             ref = await self._send(target, text)
         except Exception as exc:  # the platform's refusal, in its own words

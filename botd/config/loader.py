@@ -53,6 +53,16 @@ def _cross_checks(
         if missing is not None:
             where: Loc = ("channels", name)
             problems.append(ConfigProblem(format_path(where), line_of(root, where), missing))
+    for index, target in enumerate(config.agent.message_targets):
+        if target.channel not in configured:
+            where = ("agent", "message_targets", index, "channel")
+            problems.append(
+                ConfigProblem(
+                    format_path(where),
+                    line_of(root, where),
+                    f"channel {target.channel!r} is not configured",
+                )
+            )
     seen: set[str] = set()
     for index, job in enumerate(config.scheduler.jobs):
         loc: Loc = ("scheduler", "jobs", index)

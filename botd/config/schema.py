@@ -51,6 +51,7 @@ __all__ = [
     "Id",
     "JobSection",
     "LoggingSection",
+    "MessageTargetSection",
     "ModelSection",
     "QueueMode",
     "ReasoningMode",
@@ -189,10 +190,54 @@ class BlockStreamingSection(Section):
         return self
 
 
+def _registered_channel(value: str, info: ValidationInfo) -> str:
+    known = sorted(channels_in(info.context))
+    if value not in known:
+        close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+        raise ValueError(f"unknown channel {value!r}{hint}")
+    return value
+
+
+class MessageTargetSection(Section):
+    """A chat the ``message`` tool may post to besides the run's own conversation: a mapping
+    ``{channel, chat, thread}`` or the string ``channel/chat`` or ``channel/chat/thread``.
+    Without ``thread`` it names the chat itself, not its threads."""
+
+    channel: str
+    chat: Id
+    thread: Id | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        parts = [part.strip() for part in value.split("/")]
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValueError(
+                f"{value!r} is not channel/chat or channel/chat/thread "
+                "(or a mapping with channel, chat and thread)"
+            )
+        return dict(zip(("channel", "chat", "thread"), parts, strict=False))
+
+    @field_validator("channel")
+    @classmethod
+    def _channel_registered(cls, value: str, info: ValidationInfo) -> str:
+        return _registered_channel(value, info)
+
+    def describe(self) -> str:
+        """``channel/chat`` or ``channel/chat/thread``."""
+        return "/".join(p for p in (self.channel, self.chat, self.thread) if p is not None)
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
     """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default)."""
+    message_targets: list[MessageTargetSection] = Field(default_factory=list)
+    """Chats the ``message`` tool may post to besides the run's own conversation (the access
+    policy still has to allow each)."""
     queue_mode: QueueMode = "collect"
     max_concurrent_runs: int = Field(default=8, ge=1)
     max_turn_requests: int = Field(default=25, ge=1)
@@ -303,12 +348,7 @@ class DeliverToSection(Section):
     @field_validator("channel")
     @classmethod
     def _channel_registered(cls, value: str, info: ValidationInfo) -> str:
-        known = sorted(channels_in(info.context))
-        if value not in known:
-            close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise ValueError(f"unknown channel {value!r}{hint}")
-        return value
+        return _registered_channel(value, info)
 
 
 class JobSection(Section):

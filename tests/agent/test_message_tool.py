@@ -101,12 +101,14 @@ async def test_reply_naming_the_current_conversation_is_fine() -> None:
 
 async def test_a_refused_target_is_a_clear_error() -> None:
     outbox = Outbox()
-    tool = MessageTool(outbox, allow=lambda target: target.chat_id == "C1")
+    tool = MessageTool(
+        outbox, refusal=lambda target, origin: None if target.chat_id == "C1" else "not here"
+    )
 
     output = await call(tool, action="send", message="psst", to="C-secret")
 
     assert output.is_error
-    assert output.text == "not allowed: slack:C-secret"
+    assert output.text == "not allowed: slack:C-secret: not here"
     assert output.details["status"] == "error"
     assert outbox.sent == []
 
