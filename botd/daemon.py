@@ -37,9 +37,9 @@ from typing import Any
 
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
-from .config import BotdConfig, ConfigError, load_config
+from .config import BotdConfig, ConfigError, load_config, secret_values
 from .health import HealthServer
-from .logging import configure_logging
+from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Metrics
 from .sessions import RunHooks
 from .statelock import StateLock
@@ -163,8 +163,11 @@ class Daemon:
         env: Mapping[str, str] | None = None,
         *,
         config_path: Path | None = None,
+        debug: bool = False,
     ) -> None:
         self.config = config
+        self.debug = debug
+        """Log at DEBUG whatever ``logging.level`` says (``botd --debug``)."""
         self.config_path = config_path
         self._env = dict(os.environ if env is None else env)
         self._stop = asyncio.Event()
@@ -200,9 +203,14 @@ class Daemon:
 
         return RunHooks(on_start=on_start, on_end=on_end, on_first_reply=on_first_reply)
 
+    def _configure_logging(self, config: BotdConfig) -> None:
+        level = "DEBUG" if self.debug else config.logging.level
+        configure_logging(level, config.logging.format)
+
     async def run(self) -> int:
         config = self.config
-        configure_logging(config.logging.level, config.logging.format)
+        add_secrets(secret_values(config))  # before the first line is logged
+        self._configure_logging(config)
         notifier = SystemdNotifier()
 
         async def end_of_input() -> None:
@@ -223,6 +231,7 @@ class Daemon:
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(asyncio_exception_handler)
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self.request_stop)
@@ -301,6 +310,7 @@ class Daemon:
             log.info("reloading %s", self.config_path)
             try:
                 new = load_config(self.config_path, self._env)
+                add_secrets(secret_values(new))  # new tokens are masked before anything runs
             except ConfigError as exc:
                 for problem in exc.problems:
                     where = f" (line {problem.line})" if problem.line is not None else ""
@@ -326,7 +336,7 @@ class Daemon:
     async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
         adapters = runtime.adapters
         if plan.logging_changed:
-            configure_logging(new.logging.level, new.logging.format)
+            self._configure_logging(new)
         for key in plan.restart_only:
             log.warning("config %s changed: it applies when botd restarts", key)
         # Stop first: a restarted channel must not run twice, even for a moment.
