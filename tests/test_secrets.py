@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import urllib.request
 from pathlib import Path
@@ -152,6 +153,13 @@ async def _run_to_end(config: Path, cwd: Path, **env: str) -> tuple[int, bytes, 
     return process.returncode, out, err
 
 
+async def _wait_for_log(path: Path, text: str) -> None:
+    """Wait (a hang guard, not a delay) until the daemon's log contains ``text``."""
+    async with asyncio.timeout(HANG_GUARD):
+        while text not in path.read_text(encoding="utf-8", errors="replace"):
+            await asyncio.sleep(0.05)
+
+
 def _get(url: str) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=HANG_GUARD) as response:
@@ -180,6 +188,17 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
         try:
             telegram.push_text(DM, "hi there")
             await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+            # A reload adds Slack (new secrets) whose server is out of reach: it fails alone.
+            _config(
+                tmp_path,
+                fmt,
+                telegram_url=telegram.base_url,
+                model_url=model.base_url,
+                health_port=port,
+                slack_url=_closed_url(),
+            )
+            process.send_signal(signal.SIGHUP)
+            await _wait_for_log(log_path, "starting channel slack failed")
             loop = asyncio.get_running_loop()
             healthz = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/healthz")
             metrics = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/metrics")
@@ -197,7 +216,7 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
     if fmt == "json":
         for line in log.decode().splitlines():
             json.loads(line)
-    assert b'"status"' in healthz and b"botd_" in metrics
+    assert b'"slack": "failed"' in healthz and b"botd_" in metrics
     leaks = _written(tmp_path / "state", ("log", log), ("/healthz", healthz), ("/metrics", metrics))
     assert leaks == []
 
