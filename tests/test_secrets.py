@@ -14,11 +14,12 @@ import signal
 import socket
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, ended, start_daemon, stop_daemon
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
@@ -188,6 +189,12 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
         try:
             telegram.push_text(DM, "hi there")
             await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+            # A model API that echoes the key (URL-encoded) in its error: the notice in the chat
+            # and the transcript are masked.
+            echoed = quote(API_KEY, safe="")
+            model.push(ErrorReply(400, "invalid_request_error", f"bad key {echoed} given"))
+            telegram.push_text(DM, "again")
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
             # A reload adds Slack (new secrets) whose server is out of reach: it fails alone.
             _config(
                 tmp_path,
@@ -207,9 +214,9 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    assert [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)] == [
-        "Hello Ada!"
-    ]
+    sent = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
+    assert sent[0] == "Hello Ada!"
+    assert "bad key *** given" in sent[1]
     log = log_path.read_bytes()
     assert b"DEBUG" in log  # the run logged at DEBUG: third-party loggers included
     assert b"/getUpdates" in log  # httpx's request lines are there, token masked
