@@ -175,17 +175,20 @@ def _run(config_path: str | None, debug: bool) -> int:
         return 2
     _registered(config)
     path = Path(config_path) if config_path else None
+    daemon = Daemon(config, config_path=path, debug=debug)
     try:
-        return asyncio.run(Daemon(config, config_path=path, debug=debug).run())
+        return asyncio.run(daemon.run())
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         # Cannot start (a missing SDK, a state dir in use, a database botd cannot use, a
         # channel refusing its token or out of reach): one line that names the cause, no
         # traceback unless --debug. Under JSON logs the line is a JSON record like the rest.
+        # A failure after start-up is a bug: its traceback is always logged (masked).
         line = f"botd: {_one_line(exc)}"
-        if json_logging():
-            logging.getLogger("botd").critical(line, exc_info=exc if debug else None)
+        if json_logging() or daemon.started:
+            show = debug or daemon.started
+            logging.getLogger("botd").critical(line, exc_info=exc if show else None)
             return 2
         if debug:
             _say("".join(traceback.format_exception(exc)).rstrip())

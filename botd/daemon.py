@@ -178,6 +178,8 @@ class Daemon:
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthServer | None = None
+        self.started = False
+        """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -256,6 +258,7 @@ class Daemon:
                 self.health = health
                 await health.start()
             notifier.ready(f"{len(runtime.adapters)} channel(s) running")
+            self.started = True
             watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
             reloader = asyncio.create_task(self._reload_loop(runtime, notifier))
             with settled_heap():
