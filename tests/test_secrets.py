@@ -20,6 +20,7 @@ import pytest
 
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, ended, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
+from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
@@ -28,8 +29,10 @@ SLACK_BOT = "Vb3#kLm9Qe7r"
 SLACK_APP = "Zt5!pR2wYx8n"
 SLACK_SIGNING = "Jd6@uF1s"
 WRONG_TOKEN = "m3Xc_Rv8Kq1d"
-SECRETS = (TELEGRAM_TOKEN, API_KEY, SLACK_BOT, SLACK_APP, SLACK_SIGNING, WRONG_TOKEN)
+DISCORD_TOKEN = "Dk2&mN5=vB8p"
+SECRETS = (TELEGRAM_TOKEN, API_KEY, SLACK_BOT, SLACK_APP, SLACK_SIGNING, WRONG_TOKEN, DISCORD_TOKEN)
 SECRET_ENV = {
+    "D_TOKEN": DISCORD_TOKEN,
     "T_TOKEN": TELEGRAM_TOKEN,
     "M_KEY": API_KEY,
     "S_BOT": SLACK_BOT,
@@ -95,6 +98,7 @@ def _config(
     model_url: str,
     token_var: str = "T_TOKEN",
     slack_url: str | None = None,
+    discord: FakeDiscordAPI | None = None,
     health_port: int | None = None,
 ) -> Path:
     slack = (
@@ -108,6 +112,13 @@ def _config(
         if slack_url
         else ""
     )
+    if discord is not None:
+        slack += f"""
+  discord:
+    token: ${{D_TOKEN}}
+    api_base_url: {json.dumps(discord.base_url)}
+    gateway_url: {json.dumps(discord.gateway_url)}
+"""
     health = f"health: {{enabled: true, port: {health_port}}}\n" if health_port else ""
     config = tmp_path / "botd.yaml"
     config.write_text(
@@ -175,12 +186,14 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
     async with (
         FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
         FakeAnthropicAPI(api_key=API_KEY) as model,
+        FakeDiscordAPI() as discord,
     ):
         config = _config(
             tmp_path,
             fmt,
             telegram_url=telegram.base_url,
             model_url=model.base_url,
+            discord=discord,
             health_port=port,
         )
         model.push(stream(text("Hello ", "Ada!")))
@@ -201,6 +214,7 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
                 fmt,
                 telegram_url=telegram.base_url,
                 model_url=model.base_url,
+                discord=discord,
                 health_port=port,
                 slack_url=_closed_url(),
             )
@@ -223,7 +237,12 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
     if fmt == "json":
         for line in log.decode().splitlines():
             json.loads(line)
-    assert b'"slack": "failed"' in healthz and b"botd_" in metrics
+    assert [i["token"] for i in discord.identifies] == [DISCORD_TOKEN]
+    assert (
+        b'"discord": "running"' in healthz
+        and b'"slack": "failed"' in healthz
+        and b"botd_" in metrics
+    )
     leaks = _written(tmp_path / "state", ("log", log), ("/healthz", healthz), ("/metrics", metrics))
     assert leaks == []
 
