@@ -1,12 +1,23 @@
-"""The ``botd`` command: ``botd check | replay | version``."""
+"""The ``botd`` command: ``botd check | run | pairing | replay | version``.
+
+Every error it prints goes through the log masking, and every secret of a loaded config is
+registered for that masking before anything runs. A startup failure is one line ``botd:
+why`` and exit status 2; ``--debug`` (before or after the command) logs at DEBUG whatever the
+config says and shows the failure's traceback too, masked like everything else.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
+from .logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
+
+if TYPE_CHECKING:
+    from .config import BotdConfig
 
 
 def _positive_int(value: str) -> int:
@@ -19,12 +30,33 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _say(*parts: object, file: TextIO | None = None) -> None:
+    """Print like ``print``, secrets masked (stderr unless ``file``)."""
+    print(mask_secrets(" ".join(str(part) for part in parts)), file=file or sys.stderr)
+
+
+def _registered(config: BotdConfig) -> BotdConfig:
+    """``config``, its secrets registered for masking first."""
+    from .config import secret_values
+
+    add_secrets(secret_values(config))
+    return config
+
+
+_DEBUG_HELP = "log at DEBUG and show tracebacks of startup failures (secrets stay masked)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="botd", description="LLM agents in chat.")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    # Also accepted after the command; SUPPRESS keeps a global --debug from being reset.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = commands.add_parser(
         "replay",
+        parents=[common],
         help="feed a recorded run's events to the subscriber and print what it emits",
         description="Replay agent events (JSONL, one event per line) through the subscriber.",
     )
@@ -45,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check",
+        parents=[common],
         help="validate a config file without starting anything",
         description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
     )
@@ -52,12 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
+        parents=[common],
         help="run the daemon (without --config: a console chat, offline unless ANTHROPIC_API_KEY)",
     )
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
 
     pairing = commands.add_parser(
-        "pairing", help="list or approve the pairing codes of people who DM the bot"
+        "pairing",
+        parents=[common],
+        help="list or approve the pairing codes of people who DM the bot",
     )
     pairing.add_argument("action", choices=("list", "approve"))
     pairing.add_argument("channel", nargs="?", help="the channel, e.g. telegram (approve)")
@@ -74,13 +110,16 @@ def _check(path: str) -> int:
     from .config import ConfigError, load_config
 
     try:
-        config = load_config(Path(path))
+        config = _registered(load_config(Path(path)))
     except ConfigError as exc:
-        print(exc, file=sys.stderr)
+        _say(exc)
         count = len(exc.problems)
-        print(f"config invalid: {count} problem{'' if count == 1 else 's'}", file=sys.stderr)
+        _say(f"config invalid: {count} problem{'' if count == 1 else 's'}")
         return 2
-    print(f"config OK: {config.summary()}")
+    except OSError as exc:
+        _say(f"botd: cannot read {path}: {exc}")
+        return 2
+    _say(f"config OK: {config.summary()}", file=sys.stdout)
     return 0
 
 
@@ -94,8 +133,9 @@ def _pairing(action: str, channel: str | None, code: str | None, config_path: st
     try:
         config = load_config(Path(config_path)) if config_path else default_config(os.environ)
     except ConfigError as exc:
-        print(exc, file=sys.stderr)
+        _say(exc)
         return 2
+    _registered(config)
     book = PairingBook(Path(config.state_dir) / "pairing.json")
     if action == "list":
         waiting = book.pending()
@@ -105,45 +145,68 @@ def _pairing(action: str, channel: str | None, code: str | None, config_path: st
             print("no pairing codes waiting")
         return 0
     if not channel or not code:
-        print("usage: botd pairing approve CHANNEL CODE", file=sys.stderr)
+        _say("usage: botd pairing approve CHANNEL CODE")
         return 2
     admitted = book.approve(channel, code)
     if admitted is None:
-        print(f"no pending code {code!r} on {channel} (expired after an hour?)", file=sys.stderr)
+        _say(f"no pending code {code!r} on {channel} (expired after an hour?)")
         return 1
     print(f"approved {admitted} on {channel}")
     return 0
 
 
-def _run(config_path: str | None) -> int:
+def _run(config_path: str | None, debug: bool) -> int:
     import asyncio
+    import logging
     import os
+    import traceback
     from pathlib import Path
 
-    from .channels.registry import ChannelUnavailable
     from .config import ConfigError, default_config, load_config
     from .daemon import Daemon
-    from .statelock import StateDirError
-    from .store import StoreOpenError
 
     try:
         config = load_config(Path(config_path)) if config_path else default_config(os.environ)
     except ConfigError as exc:
-        print(exc, file=sys.stderr)
+        _say(exc)
         return 2
+    except OSError as exc:
+        _say(f"botd: cannot read {config_path}: {exc}")
+        return 2
+    _registered(config)
     path = Path(config_path) if config_path else None
+    daemon = Daemon(config, config_path=path, debug=debug)
     try:
-        return asyncio.run(Daemon(config, config_path=path).run())
-    except (ChannelUnavailable, StateDirError, StoreOpenError) as exc:
-        # Cannot start (a missing SDK, a state dir in use, a database botd cannot use):
-        # one line that names the cause and the fix, no traceback.
-        print(f"botd: {exc}", file=sys.stderr)
+        return asyncio.run(daemon.run())
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        # Cannot start (a missing SDK, a state dir in use, a database botd cannot use, a
+        # channel refusing its token or out of reach): one line that names the cause, no
+        # traceback unless --debug. Under JSON logs the line is a JSON record like the rest.
+        # A failure after start-up is a bug: its traceback is always logged (masked).
+        line = f"botd: {_one_line(exc)}"
+        if json_logging() or daemon.started:
+            show = debug or daemon.started
+            logging.getLogger("botd").critical(line, exc_info=exc if show else None)
+            return 2
+        if debug:
+            _say("".join(traceback.format_exception(exc)).rstrip())
+        _say(line)
         return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    if args.command != "replay":  # replay reports its own errors, line by line
+        install_exception_hooks()
     if args.command == "replay":
         from .replay import main_stdio
 
@@ -151,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check(args.config)
     if args.command == "run":
-        return _run(args.config)
+        return _run(args.config, debug)
     if args.command == "pairing":
         return _pairing(args.action, args.channel, args.code, args.config)
     if args.command == "version":

@@ -37,9 +37,9 @@ from typing import Any
 
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
-from .config import BotdConfig, ConfigError, load_config
+from .config import BotdConfig, ConfigError, load_config, secret_values
 from .health import HealthServer
-from .logging import configure_logging
+from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Metrics
 from .sessions import RunHooks
 from .statelock import StateLock
@@ -179,8 +179,11 @@ class Daemon:
         env: Mapping[str, str] | None = None,
         *,
         config_path: Path | None = None,
+        debug: bool = False,
     ) -> None:
         self.config = config
+        self.debug = debug
+        """Log at DEBUG whatever ``logging.level`` says (``botd --debug``)."""
         self.config_path = config_path
         self._env = dict(os.environ if env is None else env)
         self._stop = asyncio.Event()
@@ -191,6 +194,8 @@ class Daemon:
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthServer | None = None
+        self.started = False
+        """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -216,9 +221,14 @@ class Daemon:
 
         return RunHooks(on_start=on_start, on_end=on_end, on_first_reply=on_first_reply)
 
+    def _configure_logging(self, config: BotdConfig) -> None:
+        level = "DEBUG" if self.debug else config.logging.level
+        configure_logging(level, config.logging.format)
+
     async def run(self) -> int:
         config = self.config
-        configure_logging(config.logging.level, config.logging.format)
+        add_secrets(secret_values(config))  # before the first line is logged
+        self._configure_logging(config)
         notifier = SystemdNotifier()
 
         async def end_of_input() -> None:
@@ -239,6 +249,7 @@ class Daemon:
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(asyncio_exception_handler)
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self.request_stop)
@@ -263,6 +274,7 @@ class Daemon:
                 self.health = health
                 await health.start()
             notifier.ready(f"{len(runtime.adapters)} channel(s) running")
+            self.started = True
             watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
             reloader = asyncio.create_task(self._reload_loop(runtime, notifier))
             with settled_heap():
@@ -317,6 +329,7 @@ class Daemon:
             log.info("reloading %s", self.config_path)
             try:
                 new = load_config(self.config_path, self._env)
+                add_secrets(secret_values(new))  # new tokens are masked before anything runs
             except ConfigError as exc:
                 for problem in exc.problems:
                     where = f" (line {problem.line})" if problem.line is not None else ""
@@ -342,7 +355,7 @@ class Daemon:
     async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
         adapters = runtime.adapters
         if plan.logging_changed:
-            configure_logging(new.logging.level, new.logging.format)
+            self._configure_logging(new)
         for key in plan.restart_only:
             log.warning("config %s changed: it applies when botd restarts", key)
         # Stop first: a restarted channel must not run twice, even for a moment.

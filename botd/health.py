@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
+from .logging import mask_secrets
 from .metrics import Metrics
 
 __all__ = ["HealthServer"]
@@ -84,6 +85,11 @@ class HealthServer:
             )
         problems = [f"channel {n}: {state}" for n, state in channels.items() if state != "running"]
         problems += [f"{name}: {why}" for name, why in components.items() if why is not None]
+        # A reason is an error's own text, which could quote a configured secret.
+        problems = [mask_secrets(problem) for problem in problems]
+        components = {
+            name: None if why is None else mask_secrets(why) for name, why in components.items()
+        }
         body = {
             "status": "degraded" if problems else "ok",
             "channels": channels,

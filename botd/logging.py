@@ -2,20 +2,29 @@
 
 ``LogContext`` holds the channel, conversation and run ids in context variables, so every line
 logged while a run works carries them. ``mask_secrets`` hides token-shaped text and every value
-registered with ``add_secret``; ``configure_logging`` installs the handler that applies both.
+registered with ``add_secret`` (as is, URL-encoded or JSON-escaped); ``configure_logging``
+installs the root handler that applies both to every record, third-party loggers' and Python
+warnings included, in text and JSON alike. ``install_exception_hooks`` and
+``asyncio_exception_handler`` send uncaught exceptions through that handler instead of raw
+tracebacks on stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
 import logging
 import re
+import string
 import sys
+import threading
 import time
-from collections.abc import Iterator
-from typing import Literal, TextIO
+import traceback
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any, Literal, TextIO
 
 __all__ = [
     "JsonFormatter",
@@ -23,7 +32,11 @@ __all__ = [
     "SecretFilter",
     "TextFormatter",
     "add_secret",
+    "add_secrets",
+    "asyncio_exception_handler",
     "configure_logging",
+    "install_exception_hooks",
+    "json_logging",
     "mask_secrets",
 ]
 
@@ -87,20 +100,65 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?P<keep>)\b[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"),
 )
 _MASK = "***"
+MIN_SECRET_LENGTH = 4
+"""Shorter registered values are not masked: hiding every ``abc`` would garble the logs."""
+
 _literal_secrets: set[str] = set()
+_literal_pattern: re.Pattern[str] | None = None
+
+# Characters that stay as they are in a URL, JSON and a Python repr.
+_PLAIN = frozenset(string.ascii_letters + string.digits + "-_.~")
+
+
+def _char_forms(char: str) -> str:
+    """A pattern for one character of a secret in any form a log line may carry it.
+
+    As is, percent-encoded (any case; ``+`` for a space), JSON-escaped (``\\uXXXX``,
+    ``\\"``), and with its backslash doubled by each layer of escaping (a repr inside JSON).
+    """
+    if char in _PLAIN:
+        return re.escape(char)
+    forms = [re.escape(char)]
+    encoded = "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+    forms.append("(?i:" + re.escape(encoded) + ")")
+    if char == " ":
+        forms.append(r"\+")
+    if ord(char) < 0x10000:
+        forms.append(rf"\\{{1,4}}(?i:u{ord(char):04x})")
+    if char in "\\\"'/":
+        forms.append(r"\\{1,7}" + re.escape(char))
+    elif char in "\n\r\t\b\f":
+        forms.append(r"\\{1,4}" + {"\n": "n", "\r": "r", "\t": "t", "\b": "b", "\f": "f"}[char])
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _secret_pattern(secret: str) -> str:
+    return "".join(_char_forms(char) for char in secret)
 
 
 def add_secret(value: str) -> None:
-    """Also mask this exact value (e.g. a configured key of no known shape); short ones ignored."""
-    if len(value) >= 8:
-        _literal_secrets.add(value)
+    """Also mask this exact value wherever it appears, as is, URL-encoded or JSON-escaped.
+
+    Values shorter than ``MIN_SECRET_LENGTH`` (the empty string too) are ignored.
+    """
+    global _literal_pattern
+    if len(value) < MIN_SECRET_LENGTH or value in _literal_secrets:
+        return
+    _literal_secrets.add(value)
+    ordered = sorted(_literal_secrets, key=len, reverse=True)  # a longer secret wins
+    _literal_pattern = re.compile("|".join(_secret_pattern(secret) for secret in ordered))
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """``add_secret`` for each value (a loaded config's ``secret_values``)."""
+    for value in values:
+        add_secret(value)
 
 
 def mask_secrets(text: str) -> str:
-    """``text`` with every token-shaped substring and registered secret masked."""
-    for secret in sorted(_literal_secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, _MASK)
+    """``text`` with every registered secret and token-shaped substring masked."""
+    if _literal_pattern is not None:
+        text = _literal_pattern.sub(_MASK, text)
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(r"\g<keep>" + _MASK, text)
     return text
@@ -110,7 +168,10 @@ class SecretFilter(logging.Filter):
     """Masks secrets in a record's message (after ``%`` formatting) before any handler sees it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # bad %-args: the formatter reports them, masked
+            return True
         masked = mask_secrets(message)
         if masked != message:
             record.msg, record.args = masked, None
@@ -174,6 +235,9 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
+        # Each value masked as text, then the line once more for what ``default=str`` and the
+        # JSON escaping made of the rest.
+        entry = {key: mask_secrets(v) if isinstance(v, str) else v for key, v in entry.items()}
         return mask_secrets(json.dumps(entry, default=str, ensure_ascii=False))
 
 
@@ -207,4 +271,81 @@ def configure_logging(
             old.close()
     root.addHandler(handler)
     root.setLevel(levels[level.upper()])
+    logging.captureWarnings(True)  # warnings go through the handler (and its masking) too
     return handler
+
+
+def json_logging() -> bool:
+    """Whether the handler ``configure_logging`` installed writes JSON lines."""
+    return any(
+        getattr(handler, _HANDLER_MARK, False) and isinstance(handler.formatter, JsonFormatter)
+        for handler in logging.getLogger().handlers
+    )
+
+
+# --------------------------------------------------------------------------- uncaught errors
+
+_crash_log = logging.getLogger("botd.uncaught")
+
+
+def _traceback_text(exc: BaseException | None, tb: TracebackType | None = None) -> str:
+    if exc is None:
+        return ""
+    lines = traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    return "".join(lines).rstrip()
+
+
+def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    _crash_log.critical("uncaught exception\n%s", mask_secrets(_traceback_text(exc, tb)))
+
+
+def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    text = _traceback_text(args.exc_value, args.exc_traceback)
+    _crash_log.error("uncaught exception in thread %s\n%s", name, mask_secrets(text))
+
+
+def _unraisablehook(unraisable: sys.UnraisableHookArgs) -> None:
+    what = unraisable.err_msg or "Exception ignored in"
+    try:
+        where = repr(unraisable.object)
+    except Exception:
+        where = "<object repr failed>"
+    text = _traceback_text(unraisable.exc_value, unraisable.exc_traceback)
+    _crash_log.warning("%s: %s\n%s", what, mask_secrets(where), mask_secrets(text))
+
+
+def install_exception_hooks() -> None:
+    """Route uncaught exceptions (main thread, other threads, unraisable) to the log, masked.
+
+    Python's own hooks print tracebacks straight to stderr, past the log format and the
+    masking; these log them as one record each instead.
+    """
+    sys.excepthook = _excepthook
+    threading.excepthook = _thread_excepthook
+    sys.unraisablehook = _unraisablehook
+
+
+def asyncio_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An event loop's exception handler: what asyncio reports, logged as one masked record.
+
+    ``loop.set_exception_handler(asyncio_exception_handler)``; asyncio's default handler
+    logs the exception with its traceback unmasked by anything but the handler's formatter,
+    this one masks every part of the context, the reprs of its objects included.
+    """
+    message = str(context.get("message") or "unhandled exception in the event loop")
+    details = []
+    for key, value in context.items():
+        if key in ("message", "exception"):
+            continue
+        try:
+            details.append(f"{key}: {value!r}")
+        except Exception:
+            details.append(f"{key}: <repr failed>")
+    text = "\n".join([message, *details])
+    exc = context.get("exception")
+    if isinstance(exc, BaseException):
+        text += "\n" + _traceback_text(exc)
+    _crash_log.error("%s", mask_secrets(text))

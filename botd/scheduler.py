@@ -41,6 +41,7 @@ from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import
 
 from .chat import InboundMessage, Target
 from .config.cron import cron_trigger, zone
+from .logging import mask_secrets
 from .schedule_store import JobTable, MirroredJobStore, import_legacy_jobs
 from .store import RunRecord, StoredJob
 
@@ -436,7 +437,7 @@ class Scheduler:
         try:
             await self._submit(message)
         except Exception as exc:  # the run log and the log say why; the schedule goes on
-            error = str(exc) or type(exc).__name__
+            error = mask_secrets(str(exc) or type(exc).__name__)  # kept in the run log
             log.warning("job %s failed: %s", job_id, error)
             self._record(RunRecord(job_id, self._clock(), "failed", error))
             return

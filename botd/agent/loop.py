@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import jsonschema
@@ -56,6 +56,7 @@ from ..events import (
     TurnEnd,
     TurnStart,
 )
+from ..logging import mask_secrets
 from .tools import Tool, ToolContext, ToolOutput
 from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolSpec
 
@@ -427,6 +428,8 @@ class AgentRun:
     def _complete(self, message: Message) -> Message:
         """The provider's message with what the transcript needs filled in."""
         missing: dict[str, Any] = {}
+        if message.error_message:  # may quote a secret (so may a tool's error): masked
+            missing["error_message"] = mask_secrets(message.error_message)
         if message.model is None:
             missing["model"] = self._config.model
         if message.provider is None:
@@ -477,6 +480,7 @@ class AgentRun:
         )
 
     def _record_result(self, call: ToolCallContent, output: ToolOutput) -> None:
+        output = replace(output, text=mask_secrets(output.text)) if output.is_error else output
         self._emit(
             ToolExecutionEnd(
                 tool_call_id=call.id,

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from ..config.schema import ChannelSection, ChatChannelSection, off_on
+from ..config.secrets import OptionalSecret, Secret
 from .base import ChannelAdapter
 from .registry import ChannelContext, ChannelSpec
 
@@ -29,15 +30,15 @@ __all__ = [
 
 
 class TelegramSection(ChatChannelSection):
-    token: str
+    token: Secret
     api_base_url: str = "https://api.telegram.org"
     poll_timeout: int = Field(default=30, ge=0)
 
 
 class SlackSection(ChatChannelSection):
-    bot_token: str
-    app_token: str | None = None
-    signing_secret: str | None = None
+    bot_token: Secret
+    app_token: OptionalSecret = None
+    signing_secret: OptionalSecret = None
     mode: Literal["socket", "http"] = "socket"
     api_base_url: str = "https://slack.com/api/"
     reply_to_mode: Annotated[Literal["off", "first", "all"], BeforeValidator(off_on)] = "off"
@@ -58,7 +59,7 @@ class SlackSection(ChatChannelSection):
 
 
 class DiscordSection(ChatChannelSection):
-    token: str
+    token: Secret
     api_base_url: str | None = None
     gateway_url: str | None = None
     allow_bots: bool = False

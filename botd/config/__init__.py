@@ -9,8 +9,10 @@ validates the result with the models of ``schema``, which reject unknown keys; e
 from the environment, and keys that hold secrets, are never echoed.
 
 This package imports no other part of botd: checking a file loads no runtime, no platform
-SDK. The runtime is built from a validated config by ``botd.wiring``. Cron expressions are
-read by ``cron``, which the scheduler uses too, so ``botd check`` accepts exactly what runs.
+SDK. Secret fields are marked in the models (``secrets``) and ``secret_values`` collects
+their values from a loaded config, for the logging to mask. The runtime is built from a
+validated config by ``botd.wiring``. Cron expressions are read by ``cron``, which the scheduler uses
+too, so ``botd check`` accepts exactly what runs.
 """
 
 from __future__ import annotations
@@ -20,18 +22,23 @@ from .cron import parse_every
 from .loader import default_config, load_config, parse_config
 from .problems import ConfigError, ConfigProblem
 from .schema import BotdConfig, ChannelSection, ChatChannelSection
+from .secrets import SECRET, OptionalSecret, Secret, secret_values
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SECRET",
     "BotdConfig",
     "ChannelEntry",
     "ChannelSection",
     "ChatChannelSection",
     "ConfigError",
     "ConfigProblem",
+    "OptionalSecret",
+    "Secret",
     "default_config",
     "load_config",
     "parse_config",
     "parse_every",
     "registered_channels",
+    "secret_values",
 ]

@@ -29,6 +29,7 @@ from pydantic import (
 
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
+from .secrets import OptionalSecret
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -131,7 +132,7 @@ class Section(BaseModel):
 class ModelSection(Section):
     provider: Literal["anthropic", "openai", "scripted"] = "scripted"
     name: str | None = None
-    api_key: str | None = None
+    api_key: OptionalSecret = None
     base_url: str | None = None
     max_tokens: int = Field(default=4096, ge=1)
     thinking: int | None = Field(default=None, ge=1)

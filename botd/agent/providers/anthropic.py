@@ -55,6 +55,7 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
+from ...logging import mask_secrets
 from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
 from . import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
@@ -424,7 +425,8 @@ def _is_timeout(exc: Exception) -> bool:
 
 
 def _shorten(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
+    # Masked before the cut: a secret cut in half would no longer be recognised.
+    text = " ".join(mask_secrets(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -1,0 +1,87 @@
+"""Which config values are secrets, marked in the models and collected from a loaded config.
+
+A field holds a secret when its type carries the ``SECRET`` mark (``Secret``,
+``OptionalSecret``, or the mark anywhere inside it: ``dict[str, Secret]`` for headers), or
+when its name is one of ``SECRET_KEYS`` (so a plugin's ``token`` field is covered even
+unmarked). ``secret_values`` walks a validated config, every section and every channel's
+included, and returns each secret's value; the password of a URL with credentials
+(``https://user:pass@host``) counts too. Whoever writes logs registers these values for
+masking; this module only finds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, get_args, get_origin
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from .problems import SECRET_KEYS
+
+__all__ = ["SECRET", "OptionalSecret", "Secret", "SecretMark", "is_secret_field", "secret_values"]
+
+
+class SecretMark:
+    """The mark on a field type whose values are secrets (see ``Secret``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SECRET"
+
+
+SECRET = SecretMark()
+Secret = Annotated[str, SECRET]
+"""A secret string: masked in every log line, error and traceback botd writes."""
+OptionalSecret = Annotated[str | None, SECRET]
+"""A secret string that may be left out."""
+
+
+def _marked(annotation: Any) -> bool:
+    """Whether the ``SECRET`` mark appears anywhere in a type."""
+    if get_origin(annotation) is Annotated and any(
+        isinstance(meta, SecretMark) for meta in annotation.__metadata__
+    ):
+        return True
+    return any(_marked(arg) for arg in get_args(annotation))
+
+
+def is_secret_field(name: str, info: FieldInfo) -> bool:
+    """Whether a model's field holds a secret (marked, or named like one)."""
+    if name in SECRET_KEYS or (info.alias is not None and info.alias in SECRET_KEYS):
+        return True
+    return any(isinstance(meta, SecretMark) for meta in info.metadata) or _marked(info.annotation)
+
+
+def secret_values(model: BaseModel) -> set[str]:
+    """Every non-empty secret value in ``model`` and the models inside it."""
+    found: set[str] = set()
+    _collect(model, False, found)
+    return found
+
+
+def _collect(value: Any, secret: bool, found: set[str]) -> None:
+    if isinstance(value, BaseModel):
+        for name, info in type(value).model_fields.items():
+            _collect(getattr(value, name, None), secret or is_secret_field(name, info), found)
+        for name, extra in (value.__pydantic_extra__ or {}).items():
+            _collect(extra, secret or name in SECRET_KEYS, found)
+    elif isinstance(value, str):
+        if secret:
+            if value:
+                found.add(value)
+        elif "://" in value and "@" in value:
+            try:
+                password = urlsplit(value).password
+            except ValueError:
+                password = None
+            if password:
+                found.add(password)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _collect(item, secret, found)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            _collect(item, secret, found)

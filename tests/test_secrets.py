@@ -1,0 +1,319 @@
+"""Configured secrets never reach anything botd writes: logs, errors, the state dir, /metrics.
+
+Each scenario runs ``botd run`` as a child at DEBUG, in text and in JSON log format, then
+searches stderr, stdout, every file of the state directory (the SQLite database and its WAL
+included) and the health endpoint's bodies for every secret and every 8-character piece of
+one. The secrets have no recognisable shape, so only their registration can mask them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, ended, start_daemon, stop_daemon
+from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
+from tests.fakes.discord_api import FakeDiscordAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
+API_KEY = "Hn4+wQ8v/Ze1%x"
+SLACK_BOT = "Vb3#kLm9Qe7r"
+SLACK_APP = "Zt5!pR2wYx8n"
+SLACK_SIGNING = "Jd6@uF1s"
+WRONG_TOKEN = "m3Xc_Rv8Kq1d"
+DISCORD_TOKEN = "Dk2&mN5=vB8p"
+SECRETS = (TELEGRAM_TOKEN, API_KEY, SLACK_BOT, SLACK_APP, SLACK_SIGNING, WRONG_TOKEN, DISCORD_TOKEN)
+SECRET_ENV = {
+    "D_TOKEN": DISCORD_TOKEN,
+    "T_TOKEN": TELEGRAM_TOKEN,
+    "M_KEY": API_KEY,
+    "S_BOT": SLACK_BOT,
+    "S_APP": SLACK_APP,
+    "S_SIGN": SLACK_SIGNING,
+}
+DM = 777
+
+pytestmark = pytest.mark.parametrize("fmt", ["text", "json"])
+
+
+def _pieces(secret: str) -> list[str]:
+    return [secret[i : i + 8] for i in range(len(secret) - 7)]
+
+
+def _leaks(where: str, data: bytes) -> list[str]:
+    found = []
+    for secret in SECRETS:
+        for piece in _pieces(secret):
+            if piece.encode() in data:
+                found.append(f"{where}: {piece!r} of a secret")
+    return found
+
+
+def _written(state: Path, *outputs: tuple[str, bytes]) -> list[str]:
+    """Every leak in the given outputs and in every file under ``state``."""
+    leaks = []
+    for where, data in outputs:
+        leaks += _leaks(where, data)
+    for path in sorted(state.rglob("*")):
+        if path.is_file():
+            leaks += _leaks(str(path.relative_to(state)), path.read_bytes())
+    return leaks
+
+
+def _last_line(err: bytes, fmt: str) -> str:
+    """The last line on stderr; under JSON logs every line is a record and this its msg."""
+    lines = err.decode().splitlines()
+    if fmt == "text":
+        return lines[-1]
+    records = [json.loads(line) for line in lines]
+    assert records[-1]["level"] == "CRITICAL"
+    message: str = records[-1]["msg"]
+    return message
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _closed_url() -> str:
+    return f"http://127.0.0.1:{_free_port()}/"
+
+
+def _config(
+    tmp_path: Path,
+    fmt: str,
+    *,
+    telegram_url: str,
+    model_url: str,
+    token_var: str = "T_TOKEN",
+    slack_url: str | None = None,
+    discord: FakeDiscordAPI | None = None,
+    health_port: int | None = None,
+) -> Path:
+    slack = (
+        f"""
+  slack:
+    bot_token: ${{S_BOT}}
+    app_token: ${{S_APP}}
+    signing_secret: ${{S_SIGN}}
+    api_base_url: {json.dumps(slack_url)}
+"""
+        if slack_url
+        else ""
+    )
+    if discord is not None:
+        slack += f"""
+  discord:
+    token: ${{D_TOKEN}}
+    api_base_url: {json.dumps(discord.base_url)}
+    gateway_url: {json.dumps(discord.gateway_url)}
+"""
+    health = f"health: {{enabled: true, port: {health_port}}}\n" if health_port else ""
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(tmp_path / "state"))}
+logging: {{level: DEBUG, format: {fmt}}}
+{health}model:
+  provider: anthropic
+  name: claude-test
+  api_key: ${{M_KEY}}
+  base_url: {json.dumps(model_url)}
+  max_retry_wait: 1
+channels:
+  telegram:
+    token: ${{{token_var}}}
+    api_base_url: {json.dumps(telegram_url)}
+    dm_policy: open
+{slack}""",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def _run_to_end(config: Path, cwd: Path, **env: str) -> tuple[int, bytes, bytes]:
+    """``botd run`` that is expected to end by itself: status, stdout, stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *BOTD,
+        "run",
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=daemon_env(**SECRET_ENV, **env),
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out, err
+
+
+async def _wait_for_log(path: Path, text: str) -> None:
+    """Wait (a hang guard, not a delay) until the daemon's log contains ``text``."""
+    async with asyncio.timeout(HANG_GUARD):
+        while text not in path.read_text(encoding="utf-8", errors="replace"):
+            await asyncio.sleep(0.05)
+
+
+def _get(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=HANG_GUARD) as response:
+            body: bytes = response.read()
+            return body
+    except urllib.error.HTTPError as exc:  # 503 while degraded still has a body
+        return exc.read()
+
+
+async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
+    port = _free_port()
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=API_KEY) as model,
+        FakeDiscordAPI() as discord,
+    ):
+        config = _config(
+            tmp_path,
+            fmt,
+            telegram_url=telegram.base_url,
+            model_url=model.base_url,
+            discord=discord,
+            health_port=port,
+        )
+        model.push(stream(text("Hello ", "Ada!")))
+        log_path = tmp_path / "daemon.log"
+        process = await start_daemon(config, tmp_path, log_path=log_path, **SECRET_ENV)
+        try:
+            telegram.push_text(DM, "hi there")
+            await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+            # A model API that echoes the key (URL-encoded) in its error: the notice in the chat
+            # and the transcript are masked.
+            echoed = quote(API_KEY, safe="")
+            model.push(ErrorReply(400, "invalid_request_error", f"bad key {echoed} given"))
+            telegram.push_text(DM, "again")
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+            # A reload adds Slack (new secrets) whose server is out of reach: it fails alone.
+            _config(
+                tmp_path,
+                fmt,
+                telegram_url=telegram.base_url,
+                model_url=model.base_url,
+                discord=discord,
+                health_port=port,
+                slack_url=_closed_url(),
+            )
+            process.send_signal(signal.SIGHUP)
+            await _wait_for_log(log_path, "starting channel slack failed")
+            loop = asyncio.get_running_loop()
+            healthz = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/healthz")
+            metrics = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/metrics")
+            assert await stop_daemon(process) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    sent = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
+    assert sent[0] == "Hello Ada!"
+    assert "bad key *** given" in sent[1]
+    log = log_path.read_bytes()
+    assert b"DEBUG" in log  # the run logged at DEBUG: third-party loggers included
+    assert b"/getUpdates" in log  # httpx's request lines are there, token masked
+    if fmt == "json":
+        for line in log.decode().splitlines():
+            json.loads(line)
+    assert [i["token"] for i in discord.identifies] == [DISCORD_TOKEN]
+    assert (
+        b'"discord": "running"' in healthz
+        and b'"slack": "failed"' in healthz
+        and b"botd_" in metrics
+    )
+    leaks = _written(tmp_path / "state", ("log", log), ("/healthz", healthz), ("/metrics", metrics))
+    assert leaks == []
+
+
+async def test_a_rejected_token_gives_one_masked_line(tmp_path: Path, fmt: str) -> None:
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=API_KEY) as model,
+    ):
+        config = _config(
+            tmp_path,
+            fmt,
+            telegram_url=telegram.base_url,
+            model_url=model.base_url,
+            token_var="T_WRONG",
+        )
+        status, out, err = await _run_to_end(config, tmp_path, T_WRONG=WRONG_TOKEN)
+    assert [c.status for c in telegram.calls_to("getMe")] == [401]
+    assert status != 0
+    assert b"Traceback" not in err
+    last = _last_line(err, fmt)
+    assert last.startswith("botd: ") and "rejected" in last
+    assert _written(tmp_path / "state", ("stdout", out), ("stderr", err)) == []
+
+
+async def test_an_unreachable_server_gives_one_masked_line(tmp_path: Path, fmt: str) -> None:
+    async with FakeAnthropicAPI(api_key=API_KEY) as model:
+        config = _config(
+            tmp_path,
+            fmt,
+            telegram_url=_closed_url(),
+            model_url=model.base_url,
+            slack_url=_closed_url(),
+        )
+        status, out, err = await _run_to_end(config, tmp_path)
+    assert status != 0
+    assert b"Traceback" not in err
+    assert _last_line(err, fmt).startswith("botd: ")
+    assert _written(tmp_path / "state", ("stdout", out), ("stderr", err)) == []
+
+
+async def test_debug_shows_the_traceback_masked(tmp_path: Path, fmt: str) -> None:
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=API_KEY) as model,
+    ):
+        config = _config(
+            tmp_path,
+            fmt,
+            telegram_url=telegram.base_url,
+            model_url=model.base_url,
+            token_var="T_WRONG",
+        )
+        config.write_text(
+            config.read_text(encoding="utf-8").replace("level: DEBUG", "level: WARNING"),
+            encoding="utf-8",
+        )
+        process = await asyncio.create_subprocess_exec(
+            *BOTD,
+            "--debug",
+            "run",
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=tmp_path,
+            env=daemon_env(**SECRET_ENV, T_WRONG=WRONG_TOKEN),
+        )
+        out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
+    status = await ended(process)
+    assert status != 0
+    assert b"Traceback" in err and b"DEBUG" in err  # --debug: tracebacks and DEBUG lines
+    assert _written(tmp_path / "state", ("stdout", out), ("stderr", err)) == []
