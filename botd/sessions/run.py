@@ -113,7 +113,10 @@ class Runner:
             log.error("the message could not be handled: the store failed: %s", exc)
             notice = NOT_HANDLED_NOTICE
         finally:
-            await output.close()  # every reply out, "typing…" stopped
+            try:
+                await output.close()  # every reply out, "typing…" stopped
+            except Exception:  # "typing…" is stopped all the same; the notice still goes
+                log.exception("closing the run's output to %s failed", target.chat_id)
         if notice is not None:
             await self._tell(target, notice)
         return outcome
@@ -248,6 +251,16 @@ class Runner:
                     len(added),
                     session.conversation_key,
                     exc,
+                )
+                return False
+            except Exception:
+                # A write failing for its own reason (text SQLite cannot take, a bug) must not
+                # cut the cleanup short: the finals still go out and the user is told.
+                session.runs_done += 1
+                log.exception(
+                    "%d message(s) of the run in %s could not be saved",
+                    len(added),
+                    session.conversation_key,
                 )
                 return False
             session.history.extend(added)
