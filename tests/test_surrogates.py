@@ -2,9 +2,9 @@
 chat or from the model, and a store write that fails in a run's cleanup.
 
 Either way the message is answered, the user reads one line when something could not be
-saved, and the run leaves no "typing…" behind. Real python-telegram-bot and anthropic SDKs
-over the loopback fakes; the fakes' JSON escapes the surrogate (``\\ud800``), so it reaches
-the SDKs as a real platform would send it.
+saved, and the run leaves no "typing…" behind, even when closing its output fails too. Real
+python-telegram-bot and anthropic SDKs over the loopback fakes; the fakes' JSON escapes the
+surrogate (``\\ud800``), so it reaches the SDKs as a real platform would send it.
 """
 
 from __future__ import annotations
@@ -17,15 +17,22 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
+from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage, Target, storable
 from botd.config import parse_config
 from botd.daemon import Daemon
+from botd.delivery.outbox import RunOutbox
 from botd.events import Message
+from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store
 from tests.channels.test_telegram import GROUP, started
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.test_sessions import ListSink, inbound, settings
+from tests.test_store_degraded import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777
@@ -188,3 +195,29 @@ async def test_a_group_mention_after_a_lone_surrogate_is_still_found(tmp_path: P
                 await bot.adapter.stop()
     assert message.mentions_bot
     assert message.text == "\ufffd hey help"
+
+
+async def test_a_failing_output_close_still_stops_typing_and_tells_the_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Everything fails at once at the end of the run: the transcript write (a full disk) and
+    # the output's close (a bug in the sender). The user still reads the one line.
+    close = RunOutbox.close
+
+    async def failing_close(self: RunOutbox) -> None:
+        await close(self)
+        raise RuntimeError("the sender lost its queue")
+
+    monkeypatch.setattr(RunOutbox, "close", failing_close)
+    with Store.open(tmp_path / "state") as store:
+        sink = ListSink()
+        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        await manager.submit(inbound("first", n=1))
+        await asyncio.wait_for(manager.drain(), HANG_GUARD)
+        session = manager.sessions["console:c1"]
+        await manager.submit(inbound("second", n=2))  # the run starts after this returns
+        fill_the_disk(store, session.session_id)
+        await asyncio.wait_for(manager.drain(), HANG_GUARD)
+        assert _typing_tasks() == []
+        assert sink.texts("c1") == ["You said: first", "You said: second", UNSAVED_NOTICE]
+        await manager.close()

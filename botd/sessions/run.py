@@ -13,7 +13,8 @@ the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn a
 transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
 interrupted attempt posted, and says once that the answer was interrupted when it had shown
 something, right before the first piece it adds. A stopped run posts nothing more. When the
-store fails (disk full, I/O error) the failure is logged and the user is told in one line.
+store fails (disk full, I/O error, a write it refuses) the failure is logged and the user is
+told in one line; the run's output is closed and "typing…" stopped whatever failed.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
