@@ -27,18 +27,26 @@ def storable(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _make_storable(instance: Target | InboundMessage) -> None:
     """Replace every text field of a frozen dataclass ``instance`` by its ``storable`` form."""
-    for field in fields(instance):
-        value = getattr(instance, field.name)
+    names = _FIELD_NAMES.get(type(instance))
+    if names is None:
+        names = _FIELD_NAMES[type(instance)] = tuple(f.name for f in fields(instance))
+    for name in names:
+        value = getattr(instance, name)
         if isinstance(value, str):
+            if value.isascii():
+                continue  # the common case, decided without a search
             clean = storable(value)
             if clean is not value:
-                object.__setattr__(instance, field.name, clean)
-        elif isinstance(value, tuple) and any(isinstance(v, str) for v in value):
+                object.__setattr__(instance, name, clean)
+        elif isinstance(value, tuple) and value:
             cleaned = tuple(storable(v) if isinstance(v, str) else v for v in value)
             if cleaned != value:
-                object.__setattr__(instance, field.name, cleaned)
+                object.__setattr__(instance, name, cleaned)
 
 
 @dataclass(frozen=True, slots=True)
