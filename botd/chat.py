@@ -5,10 +5,48 @@ Every layer may import this module; it imports nothing of botd.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, fields
 from typing import Literal
 
-__all__ = ["Capabilities", "Flavour", "InboundMessage", "MessageRef", "Target"]
+__all__ = ["Capabilities", "Flavour", "InboundMessage", "MessageRef", "Target", "storable"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: each lone UTF-16 surrogate becomes U+FFFD.
+
+    JSON may escape half of a surrogate pair (``"\\ud800"``) and decoders hand it on as is;
+    SQLite, HTTP bodies and the platforms refuse such a string. A high and low surrogate
+    next to each other are joined into the character they encode. Text without any
+    surrogate is returned unchanged (the same object).
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _make_storable(instance: Target | InboundMessage) -> None:
+    """Replace every text field of a frozen dataclass ``instance`` by its ``storable`` form."""
+    names = _FIELD_NAMES.get(type(instance))
+    if names is None:
+        names = _FIELD_NAMES[type(instance)] = tuple(f.name for f in fields(instance))
+    for name in names:
+        value = getattr(instance, name)
+        if isinstance(value, str):
+            if value.isascii():
+                continue  # the common case, decided without a search
+            clean = storable(value)
+            if clean is not value:
+                object.__setattr__(instance, name, clean)
+        elif isinstance(value, tuple) and value:
+            cleaned = tuple(storable(v) if isinstance(v, str) else v for v in value)
+            if cleaned != value:
+                object.__setattr__(instance, name, cleaned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +64,16 @@ class Target:
         """The messaging-tool route string of this target (``chat`` or ``chat:thread:T``)."""
         return self.chat_id if self.thread_id is None else f"{self.chat_id}:thread:{self.thread_id}"
 
+    def __post_init__(self) -> None:
+        _make_storable(self)
+
 
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """A chat message addressed to the bot, already mapped to its conversation."""
+    """A chat message addressed to the bot, already mapped to its conversation.
+
+    Its text fields are ``storable``: a lone surrogate is U+FFFD from construction on.
+    """
 
     channel: str
     chat_id: str
@@ -55,6 +99,11 @@ class InboundMessage:
     inbox_id: int | None = None
     """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
     scheduled job's prompt)."""
+
+    def __post_init__(self) -> None:
+        # Whatever a platform sent, every text field can be stored and sent on: each lone
+        # surrogate is replaced here, where every adapter's message is made.
+        _make_storable(self)
 
     def reply_target(self) -> Target:
         """Where an answer to this message goes."""

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .chat import storable
+
 
 class _Model(BaseModel):
     # Unknown keys are tolerated (newer runtimes may add some) and dropped.
@@ -256,3 +258,30 @@ def event_to_dict(event: AgentEvent) -> dict[str, Any]:
 
 def event_to_json(event: AgentEvent) -> str:
     return json.dumps(event_to_dict(event), ensure_ascii=False)
+
+
+def storable_data(value: Any) -> Any:
+    """Decoded JSON ``value`` with every string (keys too) made ``storable``."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable_data(k): storable_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable_data(v) for v in value]
+    return value
+
+
+def storable_message(message: Message) -> Message:
+    """``message`` with every text in it ``storable``: itself when it was already."""
+    data = message.model_dump(mode="json", exclude_none=True)
+    clean = storable_data(data)
+    return message if clean == data else Message.model_validate(clean)
+
+
+def storable_event(event: AssistantStreamEvent) -> AssistantStreamEvent:
+    """``event`` with its text ``storable`` (a model may stream half a surrogate pair)."""
+    delta = None if event.delta is None else storable(event.delta)
+    content = None if event.content is None else storable(event.content)
+    if delta is event.delta and content is event.content:
+        return event
+    return event.model_copy(update={"delta": delta, "content": content})

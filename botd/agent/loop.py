@@ -55,6 +55,8 @@ from ..events import (
     ToolExecutionUpdate,
     TurnEnd,
     TurnStart,
+    storable_event,
+    storable_message,
 )
 from ..logging import mask_secrets
 from .tools import Tool, ToolContext, ToolOutput
@@ -410,9 +412,11 @@ class AgentRun:
         assert partial is not None
         stream = self._provider.stream(request)
         try:
+            # What the model wrote is made storable here, whichever provider streamed it.
             async for item in stream:
                 if isinstance(item, AssistantResult):
-                    return item.message
+                    return storable_message(item.message)
+                item = storable_event(item)
                 partial.feed(item)
                 self._emit(MessageUpdate(message=update_message, assistant_event=item))
                 # A stream that never waits (cached, scripted) would not see the task's

@@ -94,7 +94,7 @@ def _line_count(text: str) -> int:
 def _size(text: str, flavour: Flavour) -> int:
     """Length as the platform counts it: Telegram counts UTF-16 code units (an emoji is 2)."""
     if flavour == "telegram_html":
-        return len(text.encode("utf-16-le")) // 2
+        return len(text.encode("utf-16-le", "surrogatepass")) // 2
     return len(text)
 
 

@@ -414,7 +414,7 @@ class TelegramAdapter:
     def _mentions_bot(self, message: Message, reply: Message | None) -> bool:
         bot = self._require_bot()
         handle = f"@{bot.username}".lower()
-        for entity, text in message.parse_entities().items():
+        for entity, text in _entities(message):
             if entity.type == MessageEntity.MENTION and text.lower() == handle:
                 return True
             if entity.type == MessageEntity.BOT_COMMAND and text.lower().endswith(handle):
@@ -573,3 +573,21 @@ def _replied_to(message: Message) -> Message | None:
     if reply is None or reply.forum_topic_created is not None:
         return None
     return reply
+
+
+def _entities(message: Message) -> list[tuple[MessageEntity, str]]:
+    """Each entity of ``message`` with its text, as ``Message.parse_entities`` gives them.
+
+    Offsets count UTF-16 code units; a lone surrogate in the text (which that method cannot
+    encode) keeps its unit here, so the entities after it still land on their text.
+    """
+    raw = (message.text or "").encode("utf-16-le", "surrogatepass")
+    return [
+        (
+            entity,
+            raw[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
+                "utf-16-le", "surrogatepass"
+            ),
+        )
+        for entity in message.entities
+    ]

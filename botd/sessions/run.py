@@ -13,7 +13,8 @@ the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn a
 transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
 interrupted attempt posted, and says once that the answer was interrupted when it had shown
 something, right before the first piece it adds. A stopped run posts nothing more. When the
-store fails (disk full, I/O error) the failure is logged and the user is told in one line.
+store fails (disk full, I/O error, a write it refuses) the failure is logged and the user is
+told in one line; the run's output is closed and "typing…" stopped whatever failed.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
@@ -113,7 +114,10 @@ class Runner:
             log.error("the message could not be handled: the store failed: %s", exc)
             notice = NOT_HANDLED_NOTICE
         finally:
-            await output.close()  # every reply out, "typing…" stopped
+            try:
+                await output.close()  # every reply out, "typing…" stopped
+            except Exception:  # "typing…" is stopped all the same; the notice still goes
+                log.exception("closing the run's output to %s failed", target.chat_id)
         if notice is not None:
             await self._tell(target, notice)
         return outcome
@@ -248,6 +252,16 @@ class Runner:
                     len(added),
                     session.conversation_key,
                     exc,
+                )
+                return False
+            except Exception:
+                # A write failing for its own reason (text SQLite cannot take, a bug) must not
+                # cut the cleanup short: the finals still go out and the user is told.
+                session.runs_done += 1
+                log.exception(
+                    "%d message(s) of the run in %s could not be saved",
+                    len(added),
+                    session.conversation_key,
                 )
                 return False
             session.history.extend(added)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..chat import storable
 from ..events import Message
 from .base import StoreError
 from .deferred import DeferredWrites
@@ -61,7 +62,10 @@ _SESSION_FROM = "sessions s LEFT JOIN active_sessions a ON a.session_id = s.sess
 
 
 def _message_json(message: Message) -> str:
-    return json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    # Storable whatever produced the message: one bad record would fail the group commit
+    # it rides in, everyone's writes with it.
+    body = json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    return storable(body)
 
 
 def _record(row: Sequence[Any]) -> SessionRecord:

@@ -186,6 +186,16 @@ async def test_a_dm_gets_the_per_user_dm_key(
     assert got.reply_target() == Target("discord", str(DM_CHANNEL_ID))
 
 
+async def test_a_lone_surrogate_arrives_replaced_and_is_accepted(
+    running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
+) -> None:
+    # The fake's JSON escapes it ("\ud800"), so the SDK decodes half a surrogate pair; the
+    # sink is behind the router, which stores the message before handing it on.
+    _, sink = running
+    await fake.dispatch_message(fake.message("hi \ud800", channel_id=DM_CHANNEL_ID, guild=False))
+    assert (await sink.next()).text == "hi \ufffd"
+
+
 async def test_guild_messages_report_whether_they_mention_the_bot(
     running: tuple[DiscordAdapter, Sink], fake: FakeDiscordAPI
 ) -> None:

@@ -167,6 +167,17 @@ async def test_socket_dm_reaches_the_sink_and_is_answered(
     assert refs == [MessageRef(Target("slack", "D1"), "1700000000.000001")]
 
 
+async def test_a_lone_surrogate_arrives_replaced_and_is_accepted(
+    fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
+) -> None:
+    # The fake's JSON escapes it ("\ud800"), so the SDK decodes half a surrogate pair.
+    _adapter, inbox = socket_bot
+    envelope = await fake.send_event(event_callback(_event("D1", "100.000009", "hi \ud800")))
+    await wait_for(lambda: len(inbox.messages) == 1, "the DM")
+    assert inbox.messages[0].text == "hi \ufffd"
+    await wait_for(lambda: envelope in fake.acks, "the ack")  # the router stored it
+
+
 async def test_socket_channel_mentions(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
