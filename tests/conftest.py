@@ -20,6 +20,18 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 @pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fake server is on loopback: no proxy from the environment may sit in between,
+    and no token or model key from the operator's shell may reach a test."""
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy") or name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+@pytest.fixture(autouse=True)
 def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """Secrets a test registers for masking (a daemon run in-process registers its config's)
     are forgotten after it, so no test's output depends on which ran before it."""

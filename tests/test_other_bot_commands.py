@@ -32,14 +32,6 @@ GUARD = 60.0  # seconds: a hang guard only
 GROUP = -100123
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
-
-
 def test_commands_addressed_to_another_bot_are_not_botds() -> None:
     assert chat_command("/stop@botd_test_bot", "botd_test_bot") == "/stop"
     assert chat_command("/STOP@BOTD_TEST_BOT now", "botd_test_bot") == "/stop"

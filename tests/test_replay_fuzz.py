@@ -17,13 +17,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from botd.cli import main
+from botd.events import AssistantEventType
 from botd.subscriber import StreamSubscriber
 
 # Text as a model or a platform might send it: any code point, lone surrogates included.
@@ -43,20 +44,7 @@ JSON_VALUE = st.recursive(
     ),
     max_leaves=8,
 )
-ASSISTANT_EVENT_TYPES = [
-    "start",
-    "text_start",
-    "text_delta",
-    "text_end",
-    "thinking_start",
-    "thinking_delta",
-    "thinking_end",
-    "toolcall_start",
-    "toolcall_delta",
-    "toolcall_end",
-    "done",
-    "error",
-]
+ASSISTANT_EVENT_TYPES = list(get_args(AssistantEventType))
 
 
 def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

@@ -5,7 +5,6 @@ Also: a stalled model seen through the sessions (one answer, or one error line).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -274,15 +273,6 @@ async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -
 
 
 # --- a stalled model, as the user sees it -----------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("ANTHROPIC_") or name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
 ERROR_LINE = f"⚠️ The agent stopped with an error: {NO_ANSWER_IN_TIME}"

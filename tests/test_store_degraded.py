@@ -24,12 +24,17 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import Target
-from botd.config import parse_config
-from botd.daemon import Daemon
 from botd.router import STORE_FAILED_NOTICE, AccessPolicy, Router
 from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError
+from tests.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.test_sessions import ListSink, inbound, settings
@@ -222,36 +227,16 @@ async def _healthz(port: int) -> tuple[int, dict[str, object]]:
 async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
     tmp_path: Path,
 ) -> None:
-    token = "123456:TEST-TOKEN"
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    async with FakeTelegramAPI(token) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = parse_config(
-            f"""
-state_dir: {json.dumps(str(tmp_path / "state"))}
-model:
-  provider: anthropic
-  name: claude-test
-  api_key: sk-ant-test
-  base_url: {json.dumps(model.base_url)}
-  max_retry_wait: 1
-channels:
-  telegram:
-    token: {json.dumps(token)}
-    api_base_url: {json.dumps(telegram.base_url)}
-    dm_policy: open
-health:
-  enabled: true
-  port: {_free_port()}
-""",
-            {},
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            telegram_yaml(telegram, "dm_policy: open"),
+            f"health:\n  enabled: true\n  port: {_free_port()}\n",
         )
-        daemon = Daemon(config, env={})
-        running = asyncio.create_task(daemon.run())
-        try:
-            async with asyncio.timeout(HANG_GUARD):
-                while daemon.health is None or daemon.health.port is None:
-                    await asyncio.sleep(0.02)
+        ready = lambda d: d.health is not None and d.health.port is not None  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
+            assert daemon.health is not None and daemon.health.port is not None
             port = daemon.health.port
             assert daemon.runtime is not None
             store = daemon.runtime.store
@@ -276,9 +261,8 @@ health:
                 }
             }
             assert body["problems"] == ["store: database or disk is full (writing accept_inbound)"]
-            assert not running.done()  # the daemon stays up
 
-            free()  # the operator made room
+            free()  # the operator made room; the daemon stayed up meanwhile
             # Never confirmed, the update comes again and is answered now.
             await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)
             model.push(stream(text("Back again.")))
@@ -286,13 +270,6 @@ health:
             await telegram.wait_for_call("sendMessage", 4, timeout=HANG_GUARD)
             status, body = await _healthz(port)
             assert status == 200 and body["status"] == "ok"
-        finally:
-            daemon.request_stop()
-            assert await asyncio.wait_for(running, HANG_GUARD) == 0
-            for handler in root.handlers[:]:
-                if handler not in handlers:
-                    root.removeHandler(handler)
-            root.setLevel(level)
 
     texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
     assert texts == ["Hello!", STORE_FAILED_NOTICE, "Yes, here.", "Back again."]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -21,7 +20,6 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage, Target, storable
-from botd.config import parse_config
 from botd.daemon import Daemon
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
@@ -29,6 +27,13 @@ from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store
 from tests.channels.test_telegram import GROUP, started
+from tests.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.test_sessions import ListSink, inbound, settings
@@ -45,40 +50,13 @@ def _typing_tasks() -> list[asyncio.Task[object]]:
 
 @asynccontextmanager
 async def _botd(tmp_path: Path) -> AsyncIterator[tuple[Daemon, FakeTelegramAPI, FakeAnthropicAPI]]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = parse_config(
-            f"""
-state_dir: {json.dumps(str(tmp_path / "state"))}
-model:
-  provider: anthropic
-  name: claude-test
-  api_key: sk-ant-test
-  base_url: {json.dumps(model.base_url)}
-  max_retry_wait: 1
-channels:
-  telegram:
-    token: {json.dumps(TOKEN)}
-    api_base_url: {json.dumps(telegram.base_url)}
-    dm_policy: open
-""",
-            {},
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
+        config = config_yaml(
+            tmp_path, anthropic_yaml(model), telegram_yaml(telegram, "dm_policy: open")
         )
-        daemon = Daemon(config, env={})
-        running = asyncio.create_task(daemon.run())
-        try:
-            async with asyncio.timeout(HANG_GUARD):
-                while daemon.runtime is None or "telegram" not in daemon.runtime.adapters:
-                    await asyncio.sleep(0.02)
+        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
             yield daemon, telegram, model
-        finally:
-            daemon.request_stop()
-            assert await asyncio.wait_for(running, HANG_GUARD) == 0
-            for handler in root.handlers[:]:
-                if handler not in handlers:
-                    root.removeHandler(handler)
-            root.setLevel(level)
 
 
 async def _run_over(daemon: Daemon) -> None:

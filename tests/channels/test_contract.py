@@ -374,15 +374,6 @@ class DiscordDriver:
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
-
-
-@pytest.fixture(autouse=True)
 def _restore_discord_urls() -> Iterator[None]:
     """The Discord adapter patches process-wide class attributes; nothing may leak."""
     base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY

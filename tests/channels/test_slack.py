@@ -62,14 +62,6 @@ async def wait_for(predicate: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SpyStore]:
     spy = SpyStore(tmp_path / "botd.db")

@@ -23,13 +23,10 @@ from tests.channels.test_slack import (
     Inbox,
     _adapter,
     _event,
-    _no_proxy,
     _post_http,
     wait_for,
 )
 from tests.fakes.slack_api import FakeSlack, event_callback
-
-__all__ = ["_no_proxy"]  # the proxy-clearing fixture, used here too
 
 
 class FailingStore(Store):

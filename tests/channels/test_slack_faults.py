@@ -21,14 +21,6 @@ QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 CHANNEL = "C1"
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as server:

@@ -31,14 +31,6 @@ GUARD = 10  # seconds: a hang guard only, never a delay
 DM, GROUP, FORUM = 777, -100123, -100500
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeTelegramAPI]:
     async with FakeTelegramAPI(TOKEN) as api:

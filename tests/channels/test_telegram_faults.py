@@ -26,13 +26,6 @@ DM, GROUP = 777, -100123
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeTelegramAPI]:
     async with FakeTelegramAPI(TOKEN) as api:

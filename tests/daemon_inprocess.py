@@ -1,0 +1,89 @@
+"""botd's daemon run in the test's own event loop: the whole wiring, with the real SDKs over
+the loopback fakes, for tests that need to look inside it (its store, its sessions) while it
+runs. ``tests/daemon_process.py`` runs it as a child process instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from botd.config import parse_config
+from botd.daemon import Daemon
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+HANG_GUARD = 60.0
+TELEGRAM_TOKEN = "123456:TEST-TOKEN"
+ANTHROPIC_KEY = "sk-ant-test"
+
+
+def anthropic_yaml(model: FakeAnthropicAPI, *, api_key: str = ANTHROPIC_KEY) -> str:
+    """A ``model:`` section answering through ``model`` (capped retry waits)."""
+    return f"""model:
+  provider: anthropic
+  name: claude-test
+  api_key: {json.dumps(api_key)}
+  base_url: {json.dumps(model.base_url)}
+  max_retry_wait: 1
+"""
+
+
+def telegram_yaml(telegram: FakeTelegramAPI, *options: str) -> str:
+    """A ``channels:`` section with Telegram over ``telegram``; ``options`` are more lines
+    of its section (``"dm_policy: open"``)."""
+    extra = "".join(f"    {line}\n" for line in options)
+    return f"""channels:
+  telegram:
+    token: {json.dumps(telegram.token)}
+    api_base_url: {json.dumps(telegram.base_url)}
+{extra}"""
+
+
+def config_yaml(tmp_path: Path, *sections: str) -> str:
+    """A whole config: the state dir under ``tmp_path`` and the given sections."""
+    return f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n" + "".join(sections)
+
+
+@asynccontextmanager
+async def daemon_running(
+    config: str, *, ready: Callable[[Daemon], bool] = lambda d: d.started
+) -> AsyncIterator[Daemon]:
+    """``Daemon.run()`` as a task until the block ends, then stopped (exit status 0 asserted)
+    and the root logger put back as it was (the daemon configures it)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    daemon = Daemon(parse_config(config, {}), env={})
+    running = asyncio.create_task(daemon.run())
+    try:
+        async with asyncio.timeout(HANG_GUARD):
+            while not ready(daemon):
+                if running.done():
+                    running.result()  # what ended it, raised here
+                    raise AssertionError("the daemon ended before it was ready")
+                await asyncio.sleep(0.02)
+        yield daemon
+    finally:
+        daemon.request_stop()
+        try:
+            assert await asyncio.wait_for(running, HANG_GUARD) == 0
+        finally:
+            for handler in root.handlers[:]:
+                if handler not in handlers:
+                    root.removeHandler(handler)
+            root.setLevel(level)
+
+
+__all__ = [
+    "ANTHROPIC_KEY",
+    "HANG_GUARD",
+    "TELEGRAM_TOKEN",
+    "anthropic_yaml",
+    "config_yaml",
+    "daemon_running",
+    "telegram_yaml",
+]
