@@ -1,4 +1,4 @@
-"""The ``botd`` command: ``botd check | run | pairing | replay | version``.
+"""The ``botd`` command: ``botd check | doctor | run | pairing | replay | version``.
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -82,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
+
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the config, then probe each channel, the model API and the state dir",
+        description="Check the config like botd check, then probe every credential live and "
+        "the state dir; one line per check with what to do. Exit 0 when all pass, 1 when a "
+        "check fails, 2 when the config is invalid.",
+    )
+    doctor.add_argument(
+        "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
+    )
 
     run = commands.add_parser(
         "run",
@@ -213,6 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_stdio(args)
     if args.command == "check":
         return _check(args.config)
+    if args.command == "doctor":
+        from pathlib import Path
+
+        from .doctor import doctor
+
+        return doctor(Path(args.config) if args.config else None, debug=debug)
     if args.command == "run":
         return _run(args.config, debug)
     if args.command == "pairing":
