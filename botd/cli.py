@@ -30,6 +30,16 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {value}")
+    return number
+
+
 def _say(*parts: object, file: TextIO | None = None) -> None:
     """Print like ``print``, secrets masked (stderr unless ``file``)."""
     print(mask_secrets(" ".join(str(part) for part in parts)), file=file or sys.stderr)
@@ -93,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument(
         "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
+    )
+    doctor.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each request may take before it counts as unreachable (default 10)",
     )
 
     run = commands.add_parser(
@@ -230,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from .doctor import doctor
 
-        return doctor(Path(args.config) if args.config else None, debug=debug)
+        config = Path(args.config) if args.config else None
+        return doctor(config, timeout=args.timeout, debug=debug)
     if args.command == "run":
         return _run(args.config, debug)
     if args.command == "pairing":

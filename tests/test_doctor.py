@@ -25,7 +25,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FLAG_MESSAGE_CONTENT_LIMITED, FakeDiscordAPI
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 
 TELEGRAM_TOKEN = "424242:q9ZrTk7pLw2xVb"
 WRONG_TELEGRAM = "424242:m3XcRv8Kq1dJh"
@@ -73,8 +73,10 @@ def _closed_url(path: str = "/") -> str:
     return f"http://127.0.0.1:{port}{path}"
 
 
-async def doctor(config: Path | None, cwd: Path, **env: str) -> Report:
-    args = ["doctor"] + (["--config", str(config)] if config else [])
+async def doctor(
+    config: Path | None, cwd: Path, *, options: tuple[str, ...] = (), **env: str
+) -> Report:
+    args = ["doctor", *options] + (["--config", str(config)] if config else [])
     process = await asyncio.create_subprocess_exec(
         *BOTD,
         *args,
@@ -269,6 +271,50 @@ async def test_telegram_webhook_and_privacy_hints(tmp_path: Path) -> None:
     report.line_with("privacy mode off")
 
 
+async def test_telegram_server_trouble_and_dropped_connection(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        config = write_config(tmp_path, telegram=telegram.base_url)
+        telegram.fail_next("getMe", server_error(502))
+        report = await doctor(config, tmp_path)
+        assert report.status == 1
+        line = report.line_with("telegram:")
+        assert line.startswith("✗") and "502" in line and "try again later" in line
+
+        telegram.reset_next("getMe")
+        report = await doctor(config, tmp_path)
+        assert report.status == 1
+        assert report.line_with("telegram:").startswith(
+            f"✗ telegram: cannot reach {telegram.base_url}"
+        )
+
+        telegram.fail_next("getWebhookInfo", server_error(500))
+        report = await doctor(config, tmp_path)
+    assert report.status == 1
+    report.line_with("telegram: token accepted")
+    assert report.line_with("getWebhookInfo").startswith("✗")
+
+
+async def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # read nothing, answer nothing
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        config = write_config(tmp_path, telegram=f"http://127.0.0.1:{port}")
+        report = await doctor(config, tmp_path, options=("--timeout", "0.2"))
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+    assert report.status == 1
+    line = report.line_with("telegram:")
+    assert line.startswith("✗ telegram: cannot reach") and "no answer within 0.2 s" in line
+
+
 # --------------------------------------------------------------------------- slack
 
 
@@ -300,6 +346,21 @@ async def test_rejected_slack_tokens(tmp_path: Path) -> None:
     assert line.startswith("✗") and "connections:write" in line
 
 
+async def test_slack_server_errors(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        config = write_config(tmp_path, slack=slack.base_url + "nope/")
+        report = await doctor(config, tmp_path)
+        assert report.status == 1
+        assert "404" in report.line_with("✗ slack:")
+        assert "channels.slack.api_base_url" in report.line_with("✗ slack:")
+
+        config = write_config(tmp_path, slack=slack.base_url)
+        slack.fail_next("auth.test", "internal_error", status=500)
+        report = await doctor(config, tmp_path)
+    assert report.status == 1
+    assert "internal_error" in report.line_with("✗ slack: auth.test failed")
+
+
 # --------------------------------------------------------------------------- discord
 
 
@@ -325,6 +386,17 @@ async def test_rejected_discord_token(tmp_path: Path) -> None:
     assert "channels.discord.token" in line
 
 
+async def test_discord_wrong_base_url(tmp_path: Path) -> None:
+    async with FakeDiscordAPI(token=DISCORD_TOKEN) as discord:
+        config = write_config(tmp_path, discord=discord)
+        text = config.read_text().replace(discord.base_url, discord.base_url + "/v9")
+        config.write_text(text)
+        report = await doctor(config, tmp_path)
+    assert report.status == 1
+    line = report.line_with("discord:")
+    assert line.startswith("✗") and "404" in line and "channels.discord.api_base_url" in line
+
+
 # --------------------------------------------------------------------------- model
 
 
@@ -344,6 +416,15 @@ async def test_unreachable_model_names_the_url(tmp_path: Path) -> None:
     assert report.status == 1
     assert report.line_with("model (anthropic").startswith("✗ model (anthropic, ")
     assert f"cannot reach {url}" in report.line_with("model (anthropic")
+
+
+async def test_model_base_url_answering_404(tmp_path: Path) -> None:
+    async with FakeAnthropicAPI(api_key=MODEL_KEY) as model:
+        lines = anthropic(model).replace(model.base_url, model.base_url + "/v1")
+        report = await doctor(write_config(tmp_path, model=lines), tmp_path)
+    assert report.status == 1
+    line = report.line_with("model (anthropic")
+    assert line.startswith("✗") and "404" in line and "check model.base_url" in line
 
 
 # --------------------------------------------------------------------------- state dir

@@ -188,7 +188,7 @@ def print_checks(checks: Iterable[Check], stream: Any = None) -> int:
     return 1 if bad else 0
 
 
-def doctor(config_path: Path | None, *, debug: bool = False) -> int:
+def doctor(config_path: Path | None, *, timeout: float = PROBE_TIMEOUT, debug: bool = False) -> int:
     """``botd doctor``: the config validated like ``botd check``, then every probe.
 
     Without a path it checks what ``botd run`` without one would use (the console, Anthropic
@@ -211,5 +211,5 @@ def doctor(config_path: Path | None, *, debug: bool = False) -> int:
     add_secrets(secret_values(config))
     source = config_path or "(built-in default)"
     checks = [passed(f"config {source} OK: {config.summary()}")]
-    checks.extend(asyncio.run(diagnose(config, debug=debug)))
+    checks.extend(asyncio.run(diagnose(config, timeout=timeout, debug=debug)))
     return print_checks(checks)

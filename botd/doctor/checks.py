@@ -85,7 +85,7 @@ async def request(
     try:
         response = await client.request(method, url, headers=headers, params=params)
     except httpx.TimeoutException:
-        raise Unreachable(f"no answer within {PROBE_TIMEOUT:g} s") from None
+        raise Unreachable(f"no answer within {client.timeout.read or PROBE_TIMEOUT:g} s") from None
     except httpx.HTTPError as exc:
         raise Unreachable(reason(exc)) from None
     return Answer(response)
