@@ -1,4 +1,4 @@
-"""The ``botd`` command: ``botd check | doctor | run | pairing | replay | version``.
+"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version``.
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -110,6 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar="SECONDS",
         help="how long each request may take before it counts as unreachable (default 10)",
+    )
+
+    init = commands.add_parser(
+        "init",
+        parents=[common],
+        help="write a starting config by asking a few questions",
+        description="Ask for the platform, the names of the variables holding its secrets, "
+        "the DM policy and the model provider, and write a starting config; an existing "
+        "file is never overwritten (exit 1).",
+    )
+    init.add_argument(
+        "path", nargs="?", default="botd.yaml", metavar="FILE", help="where (default botd.yaml)"
     )
 
     run = commands.add_parser(
@@ -249,6 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         config = Path(args.config) if args.config else None
         return doctor(config, timeout=args.timeout, debug=debug)
+    if args.command == "init":
+        from pathlib import Path
+
+        from .firstrun import init
+
+        return init(Path(args.path))
     if args.command == "run":
         return _run(args.config, debug)
     if args.command == "pairing":
