@@ -521,3 +521,30 @@ async def test_missing_config_file_exits_2(tmp_path: Path) -> None:
     report = await doctor(tmp_path / "absent.yaml", tmp_path)
     assert report.status == 2
     assert report.out == ""
+
+
+def test_lock_holder_read_from_proc_locks_without_locking(tmp_path: Path) -> None:
+    from botd.doctor.state import _flock_held
+
+    lock = tmp_path / "botd.lock"
+    lock.write_text("")
+    info = lock.stat()
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}"
+    table = tmp_path / "locks"
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        cases = {
+            f"1: FLOCK  ADVISORY  WRITE 42 {device}:{info.st_ino} 0 EOF\n": True,
+            f"1: FLOCK  ADVISORY  READ 42 {device}:{info.st_ino} 0 EOF\n": False,
+            f"1: POSIX  ADVISORY  WRITE 42 {device}:{info.st_ino} 0 EOF\n": False,
+            f"1: -> FLOCK  ADVISORY  WRITE 43 {device}:{info.st_ino} 0 EOF\n": False,
+            f"1: FLOCK  ADVISORY  WRITE 42 ff:ff:{info.st_ino} 0 EOF\n": None,  # overlayfs
+            f"1: FLOCK  ADVISORY  WRITE 42 {device}:{info.st_ino + 1} 0 EOF\n": False,
+            "": False,
+        }
+        for text, expected in cases.items():
+            table.write_text(text)
+            assert _flock_held(fd, table) is expected, text
+        assert _flock_held(fd, tmp_path / "absent") is None
+    finally:
+        os.close(fd)

@@ -67,17 +67,50 @@ def _lock_check(path: Path) -> Check:
             "make state_dir and its files readable and writable for the user botd runs as",
         )
     try:
-        # A shared lock conflicts only with a running botd's exclusive one; released at once.
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
-        holder = f"pid {text}" if text.isdigit() else "pid unknown"
-        return passed(f"state dir in use by a running botd ({holder})")
+        held = _flock_held(fd)
+        if held is None:
+            # No /proc/locks: a shared lock conflicts only with a running botd's exclusive
+            # one. Held for an instant, it could make a botd starting that very instant
+            # fail, which is why /proc/locks is asked first.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                held = False
+            except BlockingIOError:
+                held = True
+        if held:
+            text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
+            holder = f"pid {text}" if text.isdigit() else "pid unknown"
+            return passed(f"state dir in use by a running botd ({holder})")
     except OSError as exc:
-        return failed(f"cannot lock {path} ({exc.strerror})", "check the file system")
+        return failed(f"cannot read the lock on {path} ({exc.strerror})", "check the file system")
     finally:
         os.close(fd)
     return passed("state dir not in use by another botd")
+
+
+def _flock_held(fd: int, locks: Path = Path("/proc/locks")) -> bool | None:
+    """Whether an exclusive ``flock`` is held on the file; None when that cannot be told.
+
+    Lines read ``1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF``, the
+    device numbers in hex; reading them takes no lock, so it cannot disturb a starting botd.
+    Some file systems (overlayfs, btrfs subvolumes) show another device there than ``stat``
+    does: a lock on the same inode number with another device is "cannot tell".
+    """
+    try:
+        table = locks.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    unsure = False
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1:4:2] != ["FLOCK", "WRITE"]:
+            continue  # "->": a request blocked behind a lock, not a lock held
+        if fields[5] == device:
+            return True
+        unsure = unsure or fields[5].rsplit(":", 1)[-1] == str(info.st_ino)
+    return None if unsure else False
 
 
 def _database_check(path: Path) -> Check:
