@@ -254,7 +254,8 @@ async def test_unreachable_telegram_names_the_url_not_the_token(tmp_path: Path) 
 async def test_telegram_webhook_and_privacy_hints(tmp_path: Path) -> None:
     extra = "    groups: {'-100': {require_mention: false}}\n"
     async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
-        telegram.webhook_url = "https://example.org/hook"
+        # A webhook URL often carries the token; the output masks it (see ``doctor``).
+        telegram.webhook_url = f"https://example.org/hook/{TELEGRAM_TOKEN}"
         config = write_config(tmp_path, telegram=telegram.base_url, extra=extra)
         report = await doctor(config, tmp_path)
         assert report.status == 1
