@@ -234,6 +234,14 @@ async def test_wrong_telegram_base_url_says_check_api_base_url(tmp_path: Path, s
     assert "rejected" not in line
 
 
+async def test_404_with_a_malformed_token_names_both_suspects(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        config = write_config(tmp_path, telegram=telegram.base_url + "/v2")
+        report = await doctor(config, tmp_path, T_TOKEN="not-a-telegram-token")
+    line = report.line_with("telegram:")
+    assert "api_base_url" in line and "does not look like one from @BotFather" in line
+
+
 async def test_telegram_base_url_ending_in_bot_is_accepted(tmp_path: Path) -> None:
     async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
         config = write_config(tmp_path, telegram=telegram.base_url + "/bot")

@@ -95,7 +95,8 @@ async def _model(client: httpx.AsyncClient, config: BotdConfig) -> list[Check]:
         ids = {str(item.get("id")) for item in listed if isinstance(item, dict)}
         if model.model_name not in ids:
             note = f"; {model.model_name} is not in its list of models: check model.name"
-    return [passed(f"{name}: API key accepted by {base}{note}")]
+    what = "API key accepted by" if model.api_key else "models listed by"
+    return [passed(f"{name}: {what} {base}{note}")]
 
 
 # --------------------------------------------------------------------------- all of it

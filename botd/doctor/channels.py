@@ -10,6 +10,7 @@ the message-content intent botd asks the gateway for. URLs are named without tok
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -56,13 +57,13 @@ async def telegram(client: httpx.AsyncClient, section: Any) -> list[Check]:
             )
         ]
     if me.status == 404:
-        return [
-            failed(
-                f"telegram: {base} answered getMe with 404 Not Found",
-                "check channels.telegram.api_base_url: it is the server's root, e.g. "
-                f"{TELEGRAM_API} (botd adds /bot<token>/ itself)",
-            )
-        ]
+        fix = (
+            "check channels.telegram.api_base_url: it is the server's root, e.g. "
+            f"{TELEGRAM_API} (botd adds /bot<token>/ itself)"
+        )
+        if not re.fullmatch(r"\d+:[\w-]+", token):  # Telegram answers such tokens 404 too
+            fix += ", and the token: it does not look like one from @BotFather (digits:letters)"
+        return [failed(f"telegram: {base} answered getMe with 404 Not Found", fix)]
     result = me.field("result")
     if me.status != 200 or me.field("ok") is not True or not isinstance(result, dict):
         return [_telegram_trouble("getMe", base, me)]
