@@ -1,4 +1,4 @@
-"""The ``botd`` command: ``botd check | run | pairing | replay | version``.
+"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version``.
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -27,6 +27,16 @@ def _positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {value}")
     return number
 
 
@@ -82,6 +92,37 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
+
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the config, then probe each channel, the model API and the state dir",
+        description="Check the config like botd check, then probe every credential live and "
+        "the state dir; one line per check with what to do. Exit 0 when all pass, 1 when a "
+        "check fails, 2 when the config is invalid.",
+    )
+    doctor.add_argument(
+        "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
+    )
+    doctor.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each request may take before it counts as unreachable (default 10)",
+    )
+
+    init = commands.add_parser(
+        "init",
+        parents=[common],
+        help="write a starting config by asking a few questions",
+        description="Ask for the platform, the names of the variables holding its secrets, "
+        "the DM policy and the model provider, and write a starting config; an existing "
+        "file is never overwritten (exit 1).",
+    )
+    init.add_argument(
+        "path", nargs="?", default="botd.yaml", metavar="FILE", help="where (default botd.yaml)"
+    )
 
     run = commands.add_parser(
         "run",
@@ -213,6 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_stdio(args)
     if args.command == "check":
         return _check(args.config)
+    if args.command == "doctor":
+        from pathlib import Path
+
+        from .doctor import doctor
+
+        config = Path(args.config) if args.config else None
+        return doctor(config, timeout=args.timeout, debug=debug)
+    if args.command == "init":
+        from pathlib import Path
+
+        from .firstrun import init
+
+        return init(Path(args.path))
     if args.command == "run":
         return _run(args.config, debug)
     if args.command == "pairing":

@@ -297,6 +297,7 @@ class FakeAnthropicAPI:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -320,6 +321,22 @@ class FakeAnthropicAPI:
         bearer = request.headers.get("Authorization", "")
         return bearer == f"Bearer {self.api_key}" or request.headers.get("x-api-key") == (
             self.api_key
+        )
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """The models list (one model), or the API's 401 for a wrong key."""
+        if not self._authorized(request):
+            return web.json_response(
+                _error_json("authentication_error", "invalid x-api-key"), status=401
+            )
+        model = {"type": "model", "id": "claude-fake", "display_name": "Fake", "created_at": ""}
+        return web.json_response(
+            {
+                "data": [model],
+                "has_more": False,
+                "first_id": "claude-fake",
+                "last_id": "claude-fake",
+            }
         )
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:

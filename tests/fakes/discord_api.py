@@ -4,11 +4,13 @@ discord.py has no base-URL setting; point it here by patching ``discord.http.Rou
 ``fake.base_url`` and ``DiscordWebSocket.DEFAULT_GATEWAY`` to ``fake.gateway_url`` (see
 spec/testing.md section 5). What the fake serves:
 
-- REST under ``/api/v10``: ``users/@me``, ``oauth2/applications/@me`` (with configurable
-  application flags), ``channels/{id}/messages`` POST and PATCH, ``channels/{id}/typing`` and
-  reaction PUTs. JSON replies carry ``Content-Type: application/json`` exactly, because
-  discord.py compares the whole header. ``rate_limit_next_post()`` answers the next message
-  POST with a 429 that discord.py waits out (a ``Via`` header and ``retry_after`` in the body).
+- REST under ``/api/v10``: ``users/@me``, ``oauth2/applications/@me`` and
+  ``applications/@me`` (with configurable application flags), ``gateway/bot``,
+  ``channels/{id}/messages`` POST and PATCH, ``channels/{id}/typing`` and reaction PUTs
+  (all answered 401 when ``token`` is set and not sent). JSON replies carry
+  ``Content-Type: application/json`` exactly, because discord.py compares the whole header.
+  ``rate_limit_next_post()`` answers the next message POST with a 429 that discord.py waits
+  out (a ``Via`` header and ``retry_after`` in the body).
 - The gateway at ``/gateway/`` (text frames, compression ignored): HELLO, IDENTIFY (recorded,
   or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
   with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
@@ -110,8 +112,11 @@ class FakeDiscordAPI:
         *,
         application_flags: int = FLAG_MESSAGE_CONTENT_LIMITED,
         identify_close_code: int | None = None,
+        token: str | None = None,
     ) -> None:
         self.application_flags = application_flags
+        self.token = token
+        """When set, REST requests without ``Authorization: Bot <token>`` get a 401."""
         self.identify_close_code = identify_close_code
         """Close the gateway with this code on IDENTIFY (4014: disallowed intents)."""
         self.requests: list[RecordedRequest] = []
@@ -422,9 +427,14 @@ class FakeDiscordAPI:
                 return reset(request)
             return _json({"message": fault.message, "code": fault.code}, fault.status)
         await self._remember(recorded)
+        if self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _json({"message": "401: Unauthorized", "code": 0}, 401)
         if parts == ["users", "@me"]:
             return _json(BOT_USER)
-        if parts == ["oauth2", "applications", "@me"]:
+        if parts == ["gateway", "bot"]:
+            limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+            return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        if parts in (["oauth2", "applications", "@me"], ["applications", "@me"]):
             return _json(
                 {
                     "id": str(APP_ID),

@@ -1,5 +1,7 @@
 """A loopback fake of an OpenAI-compatible chat-completions API (``POST /v1/chat/completions``).
 
+``GET /v1/models`` lists ``models`` (a 401 when ``api_key`` is set and not sent).
+
 Each request takes the next scripted reply from a queue: a ``ChatStream`` (server-sent events
 built chunk by chunk: text, reasoning, tool calls with arguments split over chunks, finish reason,
 usage, an error chunk, a dropped connection, a delay between chunks) or an ``ErrorReply`` (a status
@@ -174,7 +176,13 @@ Reply = ChatStream | ErrorReply
 class FakeOpenAI:
     """The fake server; use as ``async with FakeOpenAI() as fake`` and read ``fake.base_url``."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, api_key: str | None = None, models: tuple[str, ...] = ("fake-model",)
+    ) -> None:
+        self.api_key = api_key
+        """When set, ``GET /v1/models`` without ``Bearer <api_key>`` gets a 401."""
+        self.models = models
+        """What ``GET /v1/models`` lists."""
         self.requests: list[RecordedRequest] = []
         self.stream_closed_early = asyncio.Event()
         self._replies: list[Reply] = []
@@ -197,6 +205,7 @@ class FakeOpenAI:
     async def __aenter__(self) -> FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -212,6 +221,15 @@ class FakeOpenAI:
     ) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.api_key is not None and request.headers.get("Authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=401)
+        data = [{"id": name, "object": "model", "owned_by": "fake"} for name in self.models]
+        return web.json_response({"object": "list", "data": data})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

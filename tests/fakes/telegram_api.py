@@ -218,6 +218,10 @@ class FakeTelegramAPI:
         self.token = token
         self.calls: list[Call] = []
         self.forget_confirmed = True
+        self.webhook_url = ""
+        """What ``getWebhookInfo`` reports as set (empty: none, so polling works)."""
+        self.can_read_all_group_messages = False
+        """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
         self._updates: list[dict[str, Any]] = []
         self._next_update_id = 1
         self._next_message_id: dict[int, int] = {}
@@ -442,7 +446,10 @@ class FakeTelegramAPI:
         return web.json_response(body, status=error.status)
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
-        return BOT_USER
+        return {**BOT_USER, "can_read_all_group_messages": self.can_read_all_group_messages}
+
+    async def _api_getWebhookInfo(self, params: dict[str, Any]) -> Any:
+        return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": 0}
 
     async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
         return True
