@@ -18,6 +18,7 @@ provider and model that answer and how to quit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -31,6 +32,7 @@ from typing import TextIO
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from .base import InboundSink
+from .errors import ChannelError
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +187,14 @@ class ConsoleAdapter:
         banner: bool | None = None,
     ) -> None:
         self._reader = reader
-        self._output = output or sys.stdout
+        # None when botd was started with stdout closed: replies then go nowhere.
+        self._output: TextIO | None = output if output is not None else sys.stdout
         self._notices = notices
         self._on_end = on_end_of_input
         self._user = user
         self._model = model
         self._banner = banner
+        self._warned_closed = False
         self._task: asyncio.Task[None] | None = None
         # Ids unique across restarts, so inbound dedupe never swallows a new line.
         self._ids = (f"{int(time.time() * 1000)}-{n}" for n in itertools.count(1))
@@ -255,9 +259,35 @@ class ConsoleAdapter:
         self._task = None
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
-        self._output.write(markdown.rstrip() + "\n")
-        self._output.flush()
+        """Print the reply. Once stdout is closed (``botd run | head -1``, ``>&-``) replies are
+        dropped, with one warning: nobody reads them, and retrying cannot change that. Any
+        other write error (a full disk under ``> answers.txt``) is a retryable failure."""
+        output = self._output
+        if output is not None:
+            try:
+                output.write(markdown.rstrip() + "\n")
+                output.flush()
+            except (BrokenPipeError, ValueError):  # ValueError: a closed file
+                self._output_gone(output)
+            except OSError as exc:
+                raise ChannelError(
+                    f"console: writing stdout failed: {exc}", retryable=True
+                ) from exc
+        elif not self._warned_closed:
+            self._output_gone(None)
         return [MessageRef(target, next(self._ids))]
+
+    def _output_gone(self, output: TextIO | None) -> None:
+        self._output = None
+        self._warned_closed = True
+        log.warning("console: stdout is closed; replies are no longer printed")
+        if output is sys.stdout and output is not None:
+            # What could not be written stays buffered, and flushing it at exit would fail
+            # again: the descriptor is pointed at /dev/null instead.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, output.fileno())
+                os.close(devnull)
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """A terminal cannot change a printed line: the new text is printed as a new reply."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import itertools
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +22,7 @@ from botd.channels.console import (
     TooLong,
     banner_text,
 )
+from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
@@ -135,3 +138,15 @@ async def test_the_banner_names_the_model_and_how_to_quit() -> None:
 
 async def _ignore(message: InboundMessage) -> None:
     return None
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_a_failing_stdout_write_is_a_retryable_channel_error() -> None:
+    console = ConsoleAdapter(output=_FullDisk())
+    with pytest.raises(ChannelError) as raised:
+        await console.send(Target("console", "local"), "lost")
+    assert raised.value.retryable and "No space left" in str(raised.value)

@@ -43,13 +43,16 @@ def test_a_pipe_is_answered_line_by_line(tmp_path: Path) -> None:
 
 def test_a_regular_file_is_read_to_its_end_and_answered(tmp_path: Path) -> None:
     questions = tmp_path / "questions.txt"
-    questions.write_bytes(b"first question\n\n   \nlast question without a newline")
+    questions.write_bytes(
+        b"first question\r\n\n   \nnot \xff UTF-8\nlast question without a newline"
+    )
     with questions.open("rb") as stdin:
         printed = _answers(_run(tmp_path, stdin=stdin))
     # Lines arriving together may be answered by one run (collect mode): each once, in order.
     assert printed.startswith("You said: first question")
     assert printed.count("first question") == 1
     assert printed.count("last question without a newline") == 1
+    assert printed.count("not \ufffd UTF-8") == 1
     assert printed.index("first question") < printed.index("last question")
 
 
@@ -215,3 +218,84 @@ def test_a_signal_stops_a_console_waiting_on_its_terminal(tmp_path: Path, sig: i
         os.close(controller)
     assert process.returncode == 0, stderr.decode(errors="replace")
     assert b"Fatal Python error" not in stderr and b"Traceback" not in stderr
+
+
+def test_a_terminal_that_hangs_up_is_the_end_of_input(tmp_path: Path) -> None:
+    # Reading a pty whose other side is closed fails (EIO): botd answers what it read, then
+    # stops as at Ctrl-D.
+    pty = pytest.importorskip("pty")
+    try:
+        controller, terminal = pty.openpty()
+    except OSError as exc:
+        pytest.skip(f"no pty here: {exc}")
+    process = subprocess.Popen(
+        [*BOTD, "run"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=daemon_env(),
+    )
+    os.close(terminal)
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        _read_until(process.stderr.fileno(), b"quit.")
+        os.write(controller, b"last words\n")
+        answered = _read_until(process.stdout.fileno(), b"words\n")
+        os.close(controller)
+        stdout, stderr = process.communicate(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr.decode(errors="replace")
+    assert (answered + stdout).decode() == "You said: last words\n"
+    assert b"Traceback" not in stderr
+
+
+def test_a_closed_stdout_drops_replies_with_one_warning(tmp_path: Path) -> None:
+    script = (
+        "import os, subprocess, sys; os.close(1); sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, *BOTD, "run"],
+        input=b"one\ntwo\n",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=daemon_env(),
+        timeout=HANG_GUARD,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert result.stderr.decode().count("stdout is closed") == 1
+    assert b"Traceback" not in result.stderr
+
+
+def test_a_reader_that_goes_away_does_not_stop_the_answers(tmp_path: Path) -> None:
+    # `botd run < questions | head -1`: the first answer is read, then the pipe closes.
+    process = subprocess.Popen(
+        [*BOTD, "run"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=daemon_env(),
+    )
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b"first\n")
+        process.stdin.flush()
+        assert b"You said: first" in _read_until(process.stdout.fileno(), b"first\n")
+        process.stdout.close()
+        process.stdin.write(b"second\nthird\n")
+        process.stdin.close()
+        assert process.stderr is not None
+        stderr = process.stderr.read()
+        process.wait(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr.decode(errors="replace")
+    assert stderr.decode().count("stdout is closed") == 1
+    assert b"Traceback" not in stderr and b"Exception ignored" not in stderr
