@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -56,11 +57,9 @@ class TooLong:
     size: int
 
     def describe(self) -> str:
-        where = (
-            f"line {self.first}"
-            if self.first == self.last
-            else (f"the block of lines {self.first}-{self.last}")
-        )
+        where = f"line {self.first}"
+        if self.first != self.last:
+            where = f"the block of lines {self.first}-{self.last}"
         return (
             f"console: {where} is {self.size} bytes, over the {MAX_MESSAGE_BYTES}-byte "
             "(1 MiB) limit: not sent"
@@ -201,15 +200,15 @@ class ConsoleAdapter:
 
     async def start(self, sink: InboundSink) -> None:
         if self._reader is not None:
-            reader = self._reader
-            source: ChunkSource = lambda: reader.read(_CHUNK)  # noqa: E731
+            source: ChunkSource = functools.partial(self._reader.read, _CHUNK)
             terminal = False
         else:
             source, terminal = _stdin_source(sys.stdin)
         if self._banner if self._banner is not None else terminal:
             notices = self._notices or sys.stderr
-            notices.write(banner_text(self._model) + "\n")
-            notices.flush()
+            with contextlib.suppress(AttributeError, OSError, ValueError):  # stderr closed
+                notices.write(banner_text(self._model) + "\n")
+                notices.flush()
         self._task = asyncio.create_task(self._read(source, sink), name="console-input")
 
     async def _read(self, source: ChunkSource, sink: InboundSink) -> None:
