@@ -222,8 +222,20 @@ class Daemon:
         return RunHooks(on_start=on_start, on_end=on_end, on_first_reply=on_first_reply)
 
     def _configure_logging(self, config: BotdConfig) -> None:
-        level = "DEBUG" if self.debug else config.logging.level
-        configure_logging(level, config.logging.format)
+        configure_logging(self.log_level(config), config.logging.format)
+
+    def log_level(self, config: BotdConfig) -> str:
+        """DEBUG under ``--debug``; else ``logging.level`` if the config sets it; else WARNING
+        while the console is enabled (its chat is on the terminal the logs go to) and INFO
+        otherwise."""
+        if self.debug:
+            return "DEBUG"
+        if (
+            "level" not in config.logging.model_fields_set
+            and "console" in config.channels.enabled()
+        ):
+            return "WARNING"
+        return config.logging.level
 
     async def run(self) -> int:
         config = self.config

@@ -326,7 +326,11 @@ def build_runtime(
     store = Store.open(state_dir)
     try:
         provider = build_provider(config)
-        context = ChannelContext(offsets=store, on_end_of_input=on_end_of_input)
+        context = ChannelContext(
+            offsets=store,
+            on_end_of_input=on_end_of_input,
+            model=f"{config.model.provider} provider (model {config.model.model_name})",
+        )
         adapters = build_adapters(config, context, registry)
     except BaseException:
         store.close()

@@ -229,3 +229,22 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
     assert texts == ["one", "two", "three"]
     assert "reload refused" in log and "bogus_key" in log
     assert "re-syncing scheduled jobs" in log
+
+
+def test_the_log_level_is_warning_while_the_console_runs_unless_asked() -> None:
+    from botd.config import parse_config
+    from botd.daemon import Daemon
+
+    console = "channels:\n  console: {enabled: true}\n"
+    telegram = "channels:\n  telegram: {token: t}\n"
+    for yaml_text, debug, level in [
+        (console, False, "WARNING"),
+        (console, True, "DEBUG"),
+        (console + "logging: {level: INFO}\n", False, "INFO"),
+        (console + "logging: {format: json}\n", False, "WARNING"),
+        (console.replace("true", "false") + telegram.split("\n", 1)[1], False, "INFO"),
+        (telegram, False, "INFO"),
+        (telegram + "logging: {level: ERROR}\n", True, "DEBUG"),
+    ]:
+        config = parse_config(yaml_text, {})
+        assert Daemon(config, debug=debug).log_level(config) == level, yaml_text

@@ -32,7 +32,10 @@ def _console_config(tmp_path: Path, state: Path) -> Path:
     config.write_text(
         f"state_dir: {json.dumps(str(state))}\n"
         "model:\n  provider: scripted\n"
-        "channels:\n  console:\n    enabled: true\n",
+        "channels:\n  console:\n    enabled: true\n"
+        # Asked for: with the console enabled the default is WARNING, and the test waits
+        # for the INFO line saying the console runs.
+        "logging:\n  level: INFO\n",
         encoding="utf-8",
     )
     return config

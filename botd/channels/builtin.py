@@ -114,7 +114,7 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
 def _console(section: ConsoleSection, context: ChannelContext) -> ChannelAdapter:
     from .console import ConsoleAdapter
 
-    return ConsoleAdapter(on_end_of_input=context.on_end_of_input)
+    return ConsoleAdapter(on_end_of_input=context.on_end_of_input, model=context.model)
 
 
 TELEGRAM = ChannelSpec(

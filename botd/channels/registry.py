@@ -54,6 +54,8 @@ class ChannelContext:
     """Where a channel keeps its position in the platform's stream (Telegram's update offset)."""
     on_end_of_input: Callable[[], Awaitable[None]] | None = None
     """For a terminal channel: called when the operator closes its input (botd then stops)."""
+    model: str | None = None
+    """What answers, e.g. ``scripted provider (model scripted)``: a terminal channel's banner."""
 
 
 @dataclass(frozen=True, eq=False)

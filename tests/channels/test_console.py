@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
+import itertools
 from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.channels.console import CONVERSATION_KEY, ConsoleAdapter
-from botd.chat import Target
+from botd.channels.console import (
+    CONVERSATION_KEY,
+    ConsoleAdapter,
+    LineSplitter,
+    MessageAssembler,
+    TooLong,
+    banner_text,
+)
+from botd.channels.errors import ChannelError
+from botd.chat import InboundMessage, Target
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager, SessionSettings
@@ -58,3 +72,81 @@ async def test_delete_leaves_a_printed_reply_as_it_is() -> None:
     [ref] = await adapter.send(Target("console", "local"), "printed")
     await adapter.delete(ref)
     assert output.getvalue() == "printed\n"
+
+
+def _messages(data: bytes, cuts: list[int], limit: int = 16) -> list[str | TooLong]:
+    """``data`` fed in pieces cut at ``cuts``, through a splitter and an assembler."""
+    splitter, assembler = LineSplitter(limit), MessageAssembler(limit)
+    out: list[str | TooLong] = []
+    bounds = [0, *sorted(cuts), len(data)]
+    for start, end in itertools.pairwise(bounds):
+        for line in splitter.feed(data[start:end]):
+            out += assembler.line(line)
+    for line in splitter.end():
+        out += assembler.line(line)
+    return out + assembler.end()
+
+
+def test_lines_blocks_and_refusals() -> None:
+    data = (
+        b"short\r\n"  # 1
+        b"  \n"  # 2: blank, skipped
+        + b"z"
+        * 17  # 3: over the 16-byte limit
+        + b'\n"""\n'  # 4: opens a block
+        b"\n  code\n\n"  # 5-7
+        b'  """  \n'  # 8: closes it
+        b'"""\n'  # 9: a block too long to send
+         + b"a" * 10 + b"\n" + b"b" * 10 + b'\n"""\n'  # 12
+        b"tail"  # 13: no newline at the end
+    )
+    assert _messages(data, []) == [
+        "short",
+        TooLong(3, 3, 17),
+        "  code",
+        TooLong(9, 12, 22),
+        "tail",
+    ]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=120), max_size=12))
+def test_where_the_input_is_cut_into_chunks_changes_nothing(cuts: list[int]) -> None:
+    data = b'one\n"""\ntwo\nthree\n"""\n' + b"w" * 40 + b"\nfour\xc3\xa9\nfive"
+    assert _messages(data, [min(cut, len(data)) for cut in cuts]) == _messages(data, [])
+
+
+def test_a_too_long_line_inside_a_block_refuses_the_block() -> None:
+    assert _messages(b'"""\nok\n' + b"q" * 20 + b'\n"""\nnext\n', []) == [
+        TooLong(1, 4, 3 + 21),
+        "next",
+    ]
+
+
+async def test_the_banner_names_the_model_and_how_to_quit() -> None:
+    notices = io.StringIO()
+    reader = asyncio.StreamReader()
+    reader.feed_eof()
+    console = ConsoleAdapter(
+        reader, io.StringIO(), model="scripted provider (model m)", notices=notices, banner=True
+    )
+    await console.start(_ignore)
+    await console.stop()
+    assert notices.getvalue() == banner_text("scripted provider (model m)") + "\n"
+    assert "scripted provider (model m)" in notices.getvalue()
+    assert "Ctrl-D to quit" in notices.getvalue()
+
+
+async def _ignore(message: InboundMessage) -> None:
+    return None
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_a_failing_stdout_write_is_a_retryable_channel_error() -> None:
+    console = ConsoleAdapter(output=_FullDisk())
+    with pytest.raises(ChannelError) as raised:
+        await console.send(Target("console", "local"), "lost")
+    assert raised.value.retryable and "No space left" in str(raised.value)
