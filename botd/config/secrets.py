@@ -6,7 +6,8 @@ when its name is one of ``SECRET_KEYS`` (so a plugin's ``token`` field is covere
 unmarked). ``secret_values`` walks a validated config, every section and every channel's
 included, and returns each secret's value; the password of a URL with credentials
 (``https://user:pass@host``) counts too. Whoever writes logs registers these values for
-masking; this module only finds them.
+masking; this module only finds them. ``Secret`` and ``OptionalSecret`` refuse a blank
+value (``""``, spaces, an empty ``${VAR:-}``): a token left empty is a mistake.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, get_args, get_origin
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
 from .problems import SECRET_KEYS
@@ -33,10 +34,19 @@ class SecretMark:
 
 
 SECRET = SecretMark()
-Secret = Annotated[str, SECRET]
-"""A secret string: masked in every log line, error and traceback botd writes."""
-OptionalSecret = Annotated[str | None, SECRET]
-"""A secret string that may be left out."""
+
+
+def _not_blank(value: str | None) -> str | None:
+    """A secret that is empty or only spaces (``""``, ``${X:-}``) is a mistake, not a value."""
+    if value is not None and not value.strip():
+        raise ValueError("is blank: a secret needs a value (is its variable set and not empty?)")
+    return value
+
+
+Secret = Annotated[str, SECRET, AfterValidator(_not_blank)]
+"""A secret string: masked in every log line, error and traceback botd writes; never blank."""
+OptionalSecret = Annotated[str | None, SECRET, AfterValidator(_not_blank)]
+"""A secret string that may be left out (but not left blank)."""
 
 
 def _marked(annotation: Any) -> bool:
