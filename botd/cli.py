@@ -43,7 +43,7 @@ def _registered(config: BotdConfig) -> BotdConfig:
 
 
 _DEBUG_HELP = "log at DEBUG and show tracebacks of startup failures (secrets stay masked)"
-_ALLOW_EMPTY_HELP = "accept a config that enables no channel (it then only runs scheduled jobs)"
+_ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers no one)"
 
 
 def version() -> str:

@@ -108,7 +108,7 @@ def pairing(
     import os
 
     from .config import ConfigError, default_config, load_config
-    from .router import PairingBook
+    from .router import PairingFileError
 
     configured: set[str] | None = None
     if args.state_dir:
@@ -125,6 +125,24 @@ def pairing(
             return 2
         register(config)
         state_dir = Path(config.state_dir)
+    try:
+        return _act(args, state_dir, configured, say)
+    except PairingFileError as exc:
+        say(f"botd: {exc}")
+        return 2
+    except OSError as exc:  # the state dir cannot be written (approve, revoke)
+        say(f"botd: cannot update {state_dir / 'pairing.json'}: {exc.strerror or exc}")
+        return 2
+
+
+def _act(
+    args: argparse.Namespace,
+    state_dir: Path,
+    configured: set[str] | None,
+    say: Callable[..., None],
+) -> int:
+    from .router import PairingBook
+
     book = PairingBook(state_dir / "pairing.json")
     if args.action == "list":
         return _list(book, as_json=args.json)

@@ -101,6 +101,10 @@ Submit = Callable[[InboundMessage], Awaitable[None]]
 Reply = Callable[[Target, str], Awaitable[None]]
 
 
+class PairingFileError(ValueError):
+    """``pairing.json`` exists but cannot be read; the message says which file and why."""
+
+
 @dataclass(frozen=True, slots=True)
 class PendingCode:
     """A pairing code waiting for an admin: who asked, on which channel, and when."""
@@ -234,22 +238,30 @@ class PairingBook:
         path = self._path
         if path is None or not path.exists():
             return
-        mtime = path.stat().st_mtime
-        if mtime == self._loaded_mtime:
-            return
-        data = json.loads(path.read_text(encoding="utf-8"))
-        self._approved = {(c, s) for c, s in data.get("approved", [])}
-        self._names = {(c, s): n for c, s, n in data.get("approved_names", [])}
-        self._pending = {
-            code: PendingCode(
-                code,
-                str(entry[0]),
-                str(entry[1]),
-                str(entry[3]) if len(entry) > 3 and entry[3] else None,
-                float(entry[2]),
-            )
-            for code, entry in data.get("pending", {}).items()
-        }
+        try:
+            mtime = path.stat().st_mtime
+            if mtime == self._loaded_mtime:
+                return
+            data = json.loads(path.read_text(encoding="utf-8"))
+            approved = {(str(c), str(s)) for c, s in data.get("approved", [])}
+            names = {(str(c), str(s)): str(n) for c, s, n in data.get("approved_names", [])}
+            pending = {
+                str(code): PendingCode(
+                    str(code),
+                    str(entry[0]),
+                    str(entry[1]),
+                    str(entry[3]) if len(entry) > 3 and entry[3] else None,
+                    float(entry[2]),
+                )
+                for code, entry in data.get("pending", {}).items()
+            }
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            # A damaged file (edited by hand, a full disk): whoever asks is refused, and the
+            # file is left as it is for the admin to fix.
+            raise PairingFileError(
+                f"{path} cannot be read ({type(exc).__name__}: {exc}); fix or remove it"
+            ) from None
+        self._approved, self._names, self._pending = approved, names, pending
         self._loaded_mtime = mtime
 
     def _save(self) -> None:

@@ -188,3 +188,27 @@ def test_the_name_is_kept_when_the_code_is_issued_and_reissue_keeps_it(tmp_path:
 )
 def test_ages_read_at_a_glance(seconds: float, shown: str) -> None:
     assert format_age(seconds) == shown
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"pending": {"X": ["telegram"]}}', "[1, 2]"])
+def test_a_damaged_pairing_file_is_one_error_line(tmp_path: Path, text: str) -> None:
+    (tmp_path / "pairing.json").write_text(text, encoding="utf-8")
+    result = botd("list", "--state-dir", str(tmp_path))
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"botd: {tmp_path / 'pairing.json'} cannot be read (")
+    assert line.endswith("fix or remove it")
+
+
+def test_approve_into_a_state_dir_that_cannot_be_written_is_one_error_line(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    book = PairingBook(state / "pairing.json")
+    code, _ = book.issue("telegram", "1", "Ann")
+    (state / "pairing.tmp").mkdir()  # the new file cannot be written, whoever runs this
+    result = botd("approve", "telegram", code, "--state-dir", str(state))
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"botd: cannot update {state / 'pairing.json'}: ")
+    assert book.pending() == [(code, "telegram", "1")]  # nothing half-written
