@@ -7,10 +7,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from botd.config import ConfigError, ConfigProblem, load_config, parse_config
+from botd.config import ChatChannelSection, ConfigError, ConfigProblem, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLE = "channels:\n  console: {enabled: true}\n"
@@ -22,7 +23,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def problems(text: str, env: dict[str, str] | None = None, **options: bool) -> list[ConfigProblem]:
+def problems(text: str, env: dict[str, str] | None = None, **options: Any) -> list[ConfigProblem]:
     with pytest.raises(ConfigError) as caught:
         parse_config(textwrap.dedent(text).lstrip("\n"), env or {}, **options)
     return caught.value.problems
@@ -244,3 +245,26 @@ def test_an_unclosed_list_in_a_job_is_named_with_its_index() -> None:
     """
     (problem,) = problems(text)
     assert (problem.path, problem.line) == ("scheduler.jobs[1].prompt", 6)
+
+
+class PluginSection(ChatChannelSection):
+    token: str  # a secret by its name only, not marked
+
+
+class PluginEntry:
+    section = PluginSection
+
+    def missing(self) -> str | None:
+        return None
+
+
+def test_a_blank_secret_by_name_only_is_refused_too() -> None:
+    text = "channels:\n  matrix:\n    dm_policy: open\n    token: '  '\n"
+    found = problems(text, channels={"matrix": PluginEntry()})
+    assert [(p.path, p.line, p.message.split(":")[0]) for p in found] == [
+        ("channels.matrix.token", 4, "is blank"),
+    ]
+    config = parse_config(
+        "channels:\n  matrix:\n    token: t\n", {}, channels={"matrix": PluginEntry()}
+    )
+    assert config.channels.enabled() == ["matrix"]

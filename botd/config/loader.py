@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from .channels import ChannelEntry, registered_channels
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
+from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
 
 __all__ = ["default_config", "known_keys", "load_config", "parse_config"]
@@ -161,6 +162,15 @@ def parse_config(
         )
         problems.extend(p for p in found if p.path not in unset_paths)
         config = None
+    if config is not None and not unset_ok:
+        for loc in blank_secrets(config):
+            problems.append(
+                ConfigProblem(
+                    format_path(loc),
+                    line_of(root, loc),
+                    "is blank: a secret needs a value (is its variable set and not empty?)",
+                )
+            )
     problems.extend(_cross_checks(root, registered, allow_empty=allow_empty))
     if problems or config is None:
         problems.sort(key=lambda p: (p.line or 0, p.path))

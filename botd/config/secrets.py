@@ -21,7 +21,15 @@ from pydantic.fields import FieldInfo
 
 from .problems import SECRET_KEYS
 
-__all__ = ["SECRET", "OptionalSecret", "Secret", "SecretMark", "is_secret_field", "secret_values"]
+__all__ = [
+    "SECRET",
+    "OptionalSecret",
+    "Secret",
+    "SecretMark",
+    "blank_secrets",
+    "is_secret_field",
+    "secret_values",
+]
 
 
 class SecretMark:
@@ -69,6 +77,36 @@ def secret_values(model: BaseModel) -> set[str]:
     """Every non-empty secret value in ``model`` and the models inside it."""
     found: set[str] = set()
     _collect(model, False, found)
+    return found
+
+
+def blank_secrets(model: BaseModel) -> list[tuple[str | int, ...]]:
+    """The paths (by the file's key names) of secrets in ``model`` that are blank strings.
+
+    ``Secret`` refuses a blank value itself; this finds the fields that are secrets only by
+    their name (a plugin's unmarked ``token: str``).
+    """
+    found: list[tuple[str | int, ...]] = []
+
+    def visit(value: Any, secret: bool, loc: tuple[str | int, ...]) -> None:
+        if isinstance(value, BaseModel):
+            for name, info in type(value).model_fields.items():
+                key = info.alias or name
+                inner = secret or is_secret_field(name, info)
+                visit(getattr(value, name, None), inner, (*loc, key))
+            for name, extra in (value.__pydantic_extra__ or {}).items():
+                visit(extra, secret or name in SECRET_KEYS, (*loc, name))
+        elif isinstance(value, str):
+            if secret and not value.strip():
+                found.append(loc)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                visit(item, secret, (*loc, str(key)))
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                visit(item, secret, (*loc, index))
+
+    visit(model, False, ())
     return found
 
 
