@@ -1,4 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version``.
+"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version`` (and
+``--version``).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -11,9 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
 from .logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
 
 if TYPE_CHECKING:
@@ -54,11 +54,28 @@ def _registered(config: BotdConfig) -> BotdConfig:
 
 
 _DEBUG_HELP = "log at DEBUG and show tracebacks of startup failures (secrets stay masked)"
+_ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers no one)"
+
+
+def version() -> str:
+    """The installed distribution's version (the package's own when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("botd")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="botd", description="LLM agents in chat.")
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    parser.add_argument(
+        "--version", action="version", version=f"botd {version()}", help="print the version"
+    )
     # Also accepted after the command; SUPPRESS keeps a global --debug from being reset.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
@@ -71,19 +88,54 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay agent events (JSONL, one event per line) through the subscriber.",
     )
     replay.add_argument("events", metavar="EVENTS.jsonl|-", help="the events file, or - for stdin")
-    replay.add_argument("--block-break", choices=("text_end", "message_end"), default=None)
-    replay.add_argument("--chunk-min", type=_positive_int, default=None, metavar="N")
-    replay.add_argument("--chunk-max", type=_positive_int, default=None, metavar="N")
     replay.add_argument(
-        "--break-preference", choices=("paragraph", "newline", "sentence"), default=None
+        "--block-break",
+        choices=("text_end", "message_end"),
+        default=None,
+        help="where a block may end: at a text segment's end, or only at the message's end",
+    )
+    replay.add_argument(
+        "--chunk-min", type=_positive_int, default=None, metavar="N", help="smallest block, chars"
+    )
+    replay.add_argument(
+        "--chunk-max", type=_positive_int, default=None, metavar="N", help="largest block, chars"
+    )
+    replay.add_argument(
+        "--break-preference",
+        choices=("paragraph", "newline", "sentence"),
+        default=None,
+        help="where a long block is preferably cut",
     )
     replay.add_argument("--no-chunking", action="store_true", help="one block per flush")
-    replay.add_argument("--reasoning", choices=("off", "on", "stream"), default="off")
-    replay.add_argument("--enforce-final-tag", action="store_true")
-    replay.add_argument("--no-block-replies", action="store_true")
-    replay.add_argument("--partial-replies", action="store_true")
-    replay.add_argument("--current-message-id", default=None, metavar="ID")
-    replay.add_argument("--config", default=None, metavar="botd.yaml")
+    replay.add_argument(
+        "--reasoning",
+        choices=("off", "on", "stream"),
+        default="off",
+        help="show the model's reasoning: not at all, as a block, or streamed",
+    )
+    replay.add_argument(
+        "--enforce-final-tag",
+        action="store_true",
+        help="show only text inside <final> tags",
+    )
+    replay.add_argument(
+        "--no-block-replies", action="store_true", help="emit no blocks, only the final replies"
+    )
+    replay.add_argument(
+        "--partial-replies", action="store_true", help="emit the growing text as partial replies"
+    )
+    replay.add_argument(
+        "--current-message-id",
+        default=None,
+        metavar="ID",
+        help="the id of the message being answered (for reply-to tags)",
+    )
+    replay.add_argument(
+        "--config",
+        default=None,
+        metavar="botd.yaml",
+        help="take the block-streaming settings from this config",
+    )
 
     check = commands.add_parser(
         "check",
@@ -92,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
+    check.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
 
     doctor = commands.add_parser(
         "doctor",
@@ -128,30 +181,36 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         parents=[common],
         help="run the daemon (without --config: a console chat, offline unless ANTHROPIC_API_KEY)",
+        description=(
+            "Run botd: connect the configured channels, answer messages, run scheduled jobs "
+            "until stopped (SIGTERM or Ctrl-C). Without --config it chats on the console, "
+            "with Anthropic when ANTHROPIC_API_KEY is set and a scripted model otherwise. "
+            "Exit status 2: the config or the state dir is unusable."
+        ),
     )
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
+    run.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
 
-    pairing = commands.add_parser(
-        "pairing",
-        parents=[common],
-        help="list or approve the pairing codes of people who DM the bot",
-    )
-    pairing.add_argument("action", choices=("list", "approve"))
-    pairing.add_argument("channel", nargs="?", help="the channel, e.g. telegram (approve)")
-    pairing.add_argument("code", nargs="?", help="the code the person was given (approve)")
-    pairing.add_argument("--config", default=None, metavar="FILE", help="for its state_dir")
+    _add_pairing(commands, common)
 
-    commands.add_parser("version", help="print botd's version")
+    commands.add_parser("version", help="print botd's version", description="Print botd's version.")
     return parser
 
 
-def _check(path: str) -> int:
+def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``botd pairing list|approve|revoke``: they read the state dir only (see pairing_cli)."""
+    from .pairing_cli import add_parser
+
+    add_parser(commands, common)
+
+
+def _check(path: str, allow_empty: bool) -> int:
     from pathlib import Path
 
     from .config import ConfigError, load_config
 
     try:
-        config = _registered(load_config(Path(path)))
+        config = _registered(load_config(Path(path), allow_empty=allow_empty))
     except ConfigError as exc:
         _say(exc)
         count = len(exc.problems)
@@ -164,39 +223,7 @@ def _check(path: str) -> int:
     return 0
 
 
-def _pairing(action: str, channel: str | None, code: str | None, config_path: str | None) -> int:
-    import os
-    from pathlib import Path
-
-    from .config import ConfigError, default_config, load_config
-    from .router import PairingBook
-
-    try:
-        config = load_config(Path(config_path)) if config_path else default_config(os.environ)
-    except ConfigError as exc:
-        _say(exc)
-        return 2
-    _registered(config)
-    book = PairingBook(Path(config.state_dir) / "pairing.json")
-    if action == "list":
-        waiting = book.pending()
-        for pending_code, pending_channel, sender in waiting:
-            print(f"{pending_code}  {pending_channel}  {sender}")
-        if not waiting:
-            print("no pairing codes waiting")
-        return 0
-    if not channel or not code:
-        _say("usage: botd pairing approve CHANNEL CODE")
-        return 2
-    admitted = book.approve(channel, code)
-    if admitted is None:
-        _say(f"no pending code {code!r} on {channel} (expired after an hour?)")
-        return 1
-    print(f"approved {admitted} on {channel}")
-    return 0
-
-
-def _run(config_path: str | None, debug: bool) -> int:
+def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int:
     import asyncio
     import logging
     import os
@@ -207,7 +234,11 @@ def _run(config_path: str | None, debug: bool) -> int:
     from .daemon import Daemon
 
     try:
-        config = load_config(Path(config_path)) if config_path else default_config(os.environ)
+        config = (
+            load_config(Path(config_path), allow_empty=allow_empty)
+            if config_path
+            else default_config(os.environ)
+        )
     except ConfigError as exc:
         _say(exc)
         return 2
@@ -253,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return main_stdio(args)
     if args.command == "check":
-        return _check(args.config)
+        return _check(args.config, args.allow_empty)
     if args.command == "doctor":
         from pathlib import Path
 
@@ -268,11 +299,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return init(Path(args.path))
     if args.command == "run":
-        return _run(args.config, debug)
+        return _run(args.config, debug, args.allow_empty)
     if args.command == "pairing":
-        return _pairing(args.action, args.channel, args.code, args.config)
+        from .pairing_cli import pairing
+
+        return pairing(args, say=_say, register=_registered)
     if args.command == "version":
-        print(f"botd {__version__}")
+        print(f"botd {version()}")
         return 0
     parser.error(f"unknown command {args.command}")
     return 2

@@ -240,7 +240,7 @@ def test_cross_section_checks(tmp_path: Path) -> None:
     found = problems(tmp_path, text)
     assert [(p.path, p.line, p.message) for p in found] == [
         ("scheduler.jobs[0].deliver_to.channel", 8, "channel 'slack' is not configured"),
-        ("scheduler.jobs[1].id", 9, "job id 'a' is used twice"),
+        ("scheduler.jobs[1].id", 9, "job id 'a' is used twice (first on line 5)"),
     ]
 
 

@@ -23,12 +23,14 @@ from botd.cli import build_parser
 from botd.config import (
     BotdConfig,
     ChatChannelSection,
+    ConfigError,
     OptionalSecret,
     Secret,
     parse_config,
     registered_channels,
     secret_values,
 )
+from botd.config.schema import ModelSection
 from botd.daemon import Daemon
 from botd.logging import (
     add_secret,
@@ -127,8 +129,11 @@ channels:
 
 def test_no_secret_and_empty_values_give_nothing() -> None:
     assert secret_values(BotdConfig()) == set()
-    config = parse_config("model: {provider: openai, name: m, api_key: ''}")
-    assert secret_values(config) == set()
+    # A blank secret is refused when a file is loaded; built directly, it is still no secret.
+    with pytest.raises(ConfigError, match="is blank"):
+        parse_config("model: {provider: openai, name: m, api_key: ''}")
+    blank = ModelSection.model_construct(provider="openai", name="m", api_key="")
+    assert secret_values(BotdConfig.model_construct(model=blank)) == set()
 
 
 # --------------------------------------------------------------------------- masking

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ValidationError
 from .channels import ChannelEntry, registered_channels
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
-from .source import interpolate, line_of, read_yaml
+from .secrets import blank_secrets
+from .source import duplicate_keys, interpolate, line_of, read_yaml
 
 __all__ = ["default_config", "known_keys", "load_config", "parse_config"]
 
@@ -41,49 +42,84 @@ def known_keys(loc: Loc, channels: Mapping[str, ChannelEntry]) -> list[str]:
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _enabled_channels(root: Any) -> list[str]:
+    """The channels the file configures and does not switch off (read before validation)."""
+    sections = _mapping(_mapping(root).get("channels"))
+    return [
+        str(name)
+        for name, section in sections.items()
+        if section is not None and _mapping(section).get("enabled", True) is not False
+    ]
+
+
+def _channel_named(value: Any) -> str | None:
+    """The channel of a target as written: a mapping's ``channel``, or ``channel/chat``."""
+    if isinstance(value, Mapping):
+        channel = value.get("channel")
+        return channel if isinstance(channel, str) else None
+    if isinstance(value, str) and "/" in value:
+        return value.split("/", 1)[0].strip()
+    return None
+
+
 def _cross_checks(
-    config: BotdConfig, root: Any, channels: Mapping[str, ChannelEntry]
+    root: Any, channels: Mapping[str, ChannelEntry], *, allow_empty: bool
 ) -> list[ConfigProblem]:
-    """Rules that span sections: channels can run, delivery targets exist, job ids are unique."""
+    """Rules that span sections: channels can run, delivery targets exist, job ids are unique.
+
+    They read the file as written, not the validated config, so they are reported together
+    with every other problem even when some section does not validate; a value of the wrong
+    shape is left to the models to report.
+    """
     problems = []
-    configured = config.channels.enabled()
+    configured = _enabled_channels(root)
+
+    def add(where: Loc, message: str) -> None:
+        problems.append(ConfigProblem(format_path(where), line_of(root, where), message))
+
     for name in configured:
         entry = channels.get(name)
         missing = entry.missing() if entry is not None else None
         if missing is not None:
-            where: Loc = ("channels", name)
-            problems.append(ConfigProblem(format_path(where), line_of(root, where), missing))
-    for index, target in enumerate(config.agent.message_targets):
-        if target.channel not in configured:
-            where = ("agent", "message_targets", index, "channel")
-            problems.append(
-                ConfigProblem(
-                    format_path(where),
-                    line_of(root, where),
-                    f"channel {target.channel!r} is not configured",
-                )
+            add(("channels", name), missing)
+    if not configured and not allow_empty:
+        where: Loc = ("channels",) if "channels" in _mapping(root) else ()
+        add(
+            where,
+            "no channel is enabled, so nothing would answer: configure one under channels "
+            "(or pass --allow-empty)",
+        )
+    agent = _mapping(_mapping(root).get("agent"))
+    targets = agent.get("message_targets")
+    for index, target in enumerate(targets if isinstance(targets, list) else []):
+        channel = _channel_named(target)
+        if channel in channels and channel not in configured:
+            add(
+                ("agent", "message_targets", index, "channel"),
+                f"channel {channel!r} is not configured",
             )
-    seen: set[str] = set()
-    for index, job in enumerate(config.scheduler.jobs):
+    jobs = _mapping(_mapping(root).get("scheduler")).get("jobs")
+    seen: dict[str, int | None] = {}
+    for index, job in enumerate(jobs if isinstance(jobs, list) else []):
+        if not isinstance(job, Mapping):
+            continue
         loc: Loc = ("scheduler", "jobs", index)
-        if job.id in seen:
-            problems.append(
-                ConfigProblem(
-                    format_path((*loc, "id")),
-                    line_of(root, (*loc, "id")),
-                    f"job id {job.id!r} is used twice",
-                )
-            )
-        seen.add(job.id)
-        if job.deliver_to.channel not in configured:
-            where = (*loc, "deliver_to", "channel")
-            problems.append(
-                ConfigProblem(
-                    format_path(where),
-                    line_of(root, where),
-                    f"channel {job.deliver_to.channel!r} is not configured",
-                )
-            )
+        job_id = job.get("id")
+        if isinstance(job_id, str | int) and not isinstance(job_id, bool):
+            text = str(job_id)
+            if text in seen:
+                first = seen[text]
+                also = f" (first on line {first})" if first is not None else ""
+                add((*loc, "id"), f"job id {text!r} is used twice{also}")
+            else:
+                seen[text] = line_of(root, (*loc, "id"))
+        channel = _channel_named(job.get("deliver_to"))
+        if channel in channels and channel not in configured:
+            add((*loc, "deliver_to", "channel"), f"channel {channel!r} is not configured")
     return problems
 
 
@@ -93,16 +129,26 @@ def parse_config(
     source: str = "<config>",
     *,
     channels: Mapping[str, ChannelEntry] | None = None,
+    allow_empty: bool = True,
+    unset_ok: bool = False,
 ) -> BotdConfig:
     """Validate config ``text``; raises ``ConfigError`` listing every problem.
 
     ``channels`` are the channels the file may configure (default: the registered ones).
+    ``allow_empty=False`` makes a file that enables no channel a problem. ``unset_ok`` is for
+    reading the file without the daemon's environment (``botd pairing``): a variable that is
+    not set is no problem outside ``state_dir``, and its value is a stand-in, so the config
+    returned must not be run.
     """
     environ = os.environ if env is None else env
     registered = registered_channels() if channels is None else channels
     root = read_yaml(text, source)
-    problems, sourced = interpolate(root, environ)
-    unset = {p.path for p in problems}
+    problems = duplicate_keys(root)
+    unset, sourced = interpolate(root, environ)
+    if unset_ok:
+        unset = [p for p in unset if p.path == "state_dir"]
+    problems.extend(unset)
+    unset_paths = {p.path for p in unset}
     config: BotdConfig | None
     try:
         config = BotdConfig.model_validate(root, context={CHANNELS_CONTEXT: registered})
@@ -114,10 +160,18 @@ def parse_config(
             sourced=sourced,
             noun=lambda loc: "channel" if loc == ("channels",) else "key",
         )
-        problems.extend(p for p in found if p.path not in unset)
+        problems.extend(p for p in found if p.path not in unset_paths)
         config = None
-    if config is not None:
-        problems.extend(_cross_checks(config, root, registered))
+    if config is not None and not unset_ok:
+        for loc in blank_secrets(config):
+            problems.append(
+                ConfigProblem(
+                    format_path(loc),
+                    line_of(root, loc),
+                    "is blank: a secret needs a value (is its variable set and not empty?)",
+                )
+            )
+    problems.extend(_cross_checks(root, registered, allow_empty=allow_empty))
     if problems or config is None:
         problems.sort(key=lambda p: (p.line or 0, p.path))
         raise ConfigError(problems, source)
@@ -129,8 +183,10 @@ def load_config(
     env: Mapping[str, str] | None = None,
     *,
     channels: Mapping[str, ChannelEntry] | None = None,
+    allow_empty: bool = True,
+    unset_ok: bool = False,
 ) -> BotdConfig:
-    """Read and validate the config file at ``path``."""
+    """Read and validate the config file at ``path`` (the options as for ``parse_config``)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -139,7 +195,9 @@ def load_config(
         ) from None
     except UnicodeDecodeError:
         raise ConfigError([ConfigProblem("", None, "not UTF-8 text")], str(path)) from None
-    return parse_config(text, env, str(path), channels=channels)
+    return parse_config(
+        text, env, str(path), channels=channels, allow_empty=allow_empty, unset_ok=unset_ok
+    )
 
 
 def default_config(

@@ -145,7 +145,7 @@ def _message(error: Any, shown: bool, variables: Sequence[str] | None) -> str:
         return f"must be {_BOUNDS[kind]} {limit}, {got}"
     if kind == "value_error":
         text = str(ctx.get("error", error["msg"]))
-        if variables and isinstance(value, str) and value:
+        if variables and isinstance(value, str) and value.strip():
             # The validator quoted what it got; that came from the environment.
             text = text.replace(repr(value), f"${{{variables[0]}}}").replace(value, "...")
         return text

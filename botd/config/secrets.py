@@ -6,7 +6,8 @@ when its name is one of ``SECRET_KEYS`` (so a plugin's ``token`` field is covere
 unmarked). ``secret_values`` walks a validated config, every section and every channel's
 included, and returns each secret's value; the password of a URL with credentials
 (``https://user:pass@host``) counts too. Whoever writes logs registers these values for
-masking; this module only finds them.
+masking; this module only finds them. ``Secret`` and ``OptionalSecret`` refuse a blank
+value (``""``, spaces, an empty ``${VAR:-}``): a token left empty is a mistake.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from collections.abc import Mapping
 from typing import Annotated, Any, get_args, get_origin
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
 from .problems import SECRET_KEYS
 
-__all__ = ["SECRET", "OptionalSecret", "Secret", "SecretMark", "is_secret_field", "secret_values"]
+__all__ = [
+    "SECRET",
+    "OptionalSecret",
+    "Secret",
+    "SecretMark",
+    "blank_secrets",
+    "is_secret_field",
+    "secret_values",
+]
 
 
 class SecretMark:
@@ -33,10 +42,19 @@ class SecretMark:
 
 
 SECRET = SecretMark()
-Secret = Annotated[str, SECRET]
-"""A secret string: masked in every log line, error and traceback botd writes."""
-OptionalSecret = Annotated[str | None, SECRET]
-"""A secret string that may be left out."""
+
+
+def _not_blank(value: str | None) -> str | None:
+    """A secret that is empty or only spaces (``""``, ``${X:-}``) is a mistake, not a value."""
+    if value is not None and not value.strip():
+        raise ValueError("is blank: a secret needs a value (is its variable set and not empty?)")
+    return value
+
+
+Secret = Annotated[str, SECRET, AfterValidator(_not_blank)]
+"""A secret string: masked in every log line, error and traceback botd writes; never blank."""
+OptionalSecret = Annotated[str | None, SECRET, AfterValidator(_not_blank)]
+"""A secret string that may be left out (but not left blank)."""
 
 
 def _marked(annotation: Any) -> bool:
@@ -59,6 +77,36 @@ def secret_values(model: BaseModel) -> set[str]:
     """Every non-empty secret value in ``model`` and the models inside it."""
     found: set[str] = set()
     _collect(model, False, found)
+    return found
+
+
+def blank_secrets(model: BaseModel) -> list[tuple[str | int, ...]]:
+    """The paths (by the file's key names) of secrets in ``model`` that are blank strings.
+
+    ``Secret`` refuses a blank value itself; this finds the fields that are secrets only by
+    their name (a plugin's unmarked ``token: str``).
+    """
+    found: list[tuple[str | int, ...]] = []
+
+    def visit(value: Any, secret: bool, loc: tuple[str | int, ...]) -> None:
+        if isinstance(value, BaseModel):
+            for name, info in type(value).model_fields.items():
+                key = info.alias or name
+                inner = secret or is_secret_field(name, info)
+                visit(getattr(value, name, None), inner, (*loc, key))
+            for name, extra in (value.__pydantic_extra__ or {}).items():
+                visit(extra, secret or name in SECRET_KEYS, (*loc, name))
+        elif isinstance(value, str):
+            if secret and not value.strip():
+                found.append(loc)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                visit(item, secret, (*loc, str(key)))
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                visit(item, secret, (*loc, index))
+
+    visit(model, False, ())
     return found
 
 

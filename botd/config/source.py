@@ -1,9 +1,13 @@
 """The config file as data: YAML whose mappings remember their lines, with ``${VAR}``s filled.
 
 ``read_yaml`` parses with a safe loader whose mappings know the line of each of their keys,
-so every later problem can name its line. ``interpolate`` replaces ``${VAR}`` and
-``${VAR:-default}`` in string values from the environment (``$$`` is a literal dollar) and
-remembers which values came from which variables, so errors never echo them.
+so every later problem can name its line; a key written twice in one mapping is a problem
+naming both lines (YAML would silently keep the last). A syntax error names the line where
+the mistake most likely is (where an unclosed quote or bracket opened, the line missing its
+``:``) and the key path that line belongs to, read from the indentation. ``interpolate``
+replaces ``${VAR}`` and ``${VAR:-default}`` in string values from the environment (``$$``
+is a literal dollar) and remembers which values came from which variables, so errors never
+echo them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import yaml
 
 from .problems import ConfigError, ConfigProblem, Loc, format_path
 
-__all__ = ["Sourced", "interpolate", "line_of", "read_yaml"]
+__all__ = ["Sourced", "duplicate_keys", "interpolate", "line_of", "read_yaml"]
 
 Sourced = dict[Loc, list[str]]
 """For each value read from the environment: the variables it was made of."""
@@ -27,6 +31,8 @@ class LineDict(dict[Any, Any]):
 
     line: int
     key_lines: dict[Any, int]
+    duplicates: list[tuple[Any, int, int]]
+    """Keys written more than once: the key, its first line and the repeated line."""
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -37,7 +43,19 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[
     data = LineDict()
     data.line = node.start_mark.line + 1
     data.key_lines = {}
+    data.duplicates = []
     yield data
+    # Keys written in this mapping (not merged in with <<), before merging flattens them.
+    written: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            continue
+        key = loader.construct_object(key_node)
+        line = key_node.start_mark.line + 1
+        if key in written:
+            data.duplicates.append((key, written[key], line))
+        else:
+            written[key] = line
     data.update(loader.construct_mapping(node))  # flattens merge keys into node.value
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
@@ -57,12 +75,7 @@ def read_yaml(text: str, source: str) -> dict[Any, Any]:
     try:
         root = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        words = "; ".join(p for p in (exc.context, exc.problem) if p) or "not valid YAML"
-        raise ConfigError(
-            [ConfigProblem("", mark.line + 1 if mark else None, f"not valid YAML: {words}")],
-            source,
-        ) from None
+        raise ConfigError([_syntax_problem(exc, text)], source) from None
     except yaml.YAMLError:
         raise ConfigError([ConfigProblem("", None, "not valid YAML")], source) from None
     if root is None:
@@ -71,6 +84,95 @@ def read_yaml(text: str, source: str) -> dict[Any, Any]:
     if not isinstance(root, dict):
         raise ConfigError([ConfigProblem("", 1, "the file must be a mapping of keys")], source)
     return root
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, text: str) -> ConfigProblem:
+    """A YAML syntax error at the line it most likely is, with the key path of that line.
+
+    Only the parser's words are quoted: its snippet of the file could show a secret.
+    """
+    words = "; ".join(p for p in (exc.context, exc.problem) if p) or "not valid YAML"
+    context = exc.context or ""
+    mark = exc.problem_mark or exc.context_mark
+    if exc.context_mark is not None and context.startswith(
+        ("while scanning a quoted scalar", "while parsing a flow", "while scanning a simple key")
+    ):
+        # An unclosed quote or bracket: the parser stops far below where it opened.
+        mark = exc.context_mark
+    if mark is None:
+        return ConfigProblem("", None, f"not valid YAML: {words}")
+    line = mark.line + 1
+    lines = text.splitlines()
+    if exc.problem == "mapping values are not allowed here":
+        # `key value` without its colon reads as text continuing onto the next key's line.
+        before = line - 1
+        while before >= 1 and (not lines[before - 1].strip() or _comment(lines[before - 1])):
+            before -= 1
+        if before >= 1 and ":" not in lines[before - 1]:
+            line = before
+            words += " (is the ':' after a key missing?)"
+    return ConfigProblem(_path_at(lines, line), line, f"not valid YAML: {words}")
+
+
+def _comment(line: str) -> bool:
+    return line.lstrip().startswith("#")
+
+
+_KEY = re.compile(r"""\s*(?:-\s+)*(?:"([^"]*)"|'([^']*)'|([^\s#'"{\[][^:#]*?))\s*:(?:\s|$)""")
+
+
+def _path_at(lines: list[str], line: int) -> str:
+    """The key path of block-style YAML at ``line`` (1-based), read from the indentation."""
+    stack: list[tuple[int, str | int]] = []  # (indent, key or list index)
+    items: dict[tuple[int, tuple[str | int, ...]], int] = {}
+    for text in lines[: max(line, 0)]:
+        if not text.strip() or _comment(text):
+            continue
+        indent = len(text) - len(text.lstrip(" "))
+        body = text[indent:]
+        while body.startswith("-") and body[1:2] in (" ", ""):
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            parent = tuple(part for _, part in stack)
+            index = items.get((indent, parent), -1) + 1
+            items[(indent, parent)] = index
+            stack.append((indent, index))
+            step = 1 + len(body[1:]) - len(body[1:].lstrip(" "))
+            indent += step
+            body = body[step:]
+        match = _KEY.match(body)
+        if match is None:
+            continue
+        key = next(group for group in match.groups() if group is not None).strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, key))
+    return format_path(tuple(part for _, part in stack))
+
+
+def duplicate_keys(root: Any) -> list[ConfigProblem]:
+    """Every key written twice in one mapping of ``root``, named with both its lines."""
+    problems: list[ConfigProblem] = []
+
+    def visit(node: Any, loc: Loc) -> None:
+        if isinstance(node, LineDict):
+            for key, first, again in getattr(node, "duplicates", ()):
+                problems.append(
+                    ConfigProblem(
+                        format_path((*loc, str(key))),
+                        again,
+                        f"key {str(key)!r} is written twice (lines {first} and {again}); keep one",
+                    )
+                )
+        if isinstance(node, dict):
+            for key, value in node.items():
+                visit(value, (*loc, key if isinstance(key, str | int) else str(key)))
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                visit(item, (*loc, index))
+
+    visit(root, ())
+    return problems
 
 
 def line_of(root: Any, loc: Loc) -> int | None:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from ..chat import InboundMessage
-from ..store import Store
+from ..store import Store, StoreError
 from .session import Session
 from .settings import QueueMode
 
@@ -70,7 +70,22 @@ class CommandDesk:
         session = self._sessions.get(conversation_key)
         lines: list[str] = []
         if session is None:
-            lines.append("No conversation yet.")
+            # Not in memory (none yet, or botd restarted since): what the store holds.
+            try:
+                record = self._store.active_session(conversation_key)
+            except StoreError as exc:
+                log.error("reading the session of %s for /status failed: %s", conversation_key, exc)
+                lines.append("The conversation's state cannot be read now (storage failing).")
+                record = None
+            else:
+                if record is None:
+                    lines.append("No conversation yet.")
+            if record is not None:
+                lines.append(
+                    f"Session {record.session_id[:8]}: idle, 0 waiting, "
+                    f"{record.message_count} messages, {record.runs} runs, "
+                    f"queue mode {self._queue_mode}."
+                )
         else:
             running = session.running
             lines.append(

@@ -181,12 +181,14 @@ class SessionManager:
             record = self._store.get_or_create_session(conversation_key)
             history = self._store.load_transcript(record.session_id)
             session = Session(conversation_key, record.session_id, history, record.updated_at)
+            session.runs_done = session.runs_started = record.runs
             self._sessions[conversation_key] = session
         if not session.running and self._settings.reset.is_due(session.last_activity, now):
             log.info("session %s reset by policy", conversation_key)
             record = self._store.new_session(conversation_key)
             session.session_id, session.history = record.session_id, []
             session.history_tokens = 0
+            session.runs_done = session.runs_started = 0
         session.last_activity = now
         return session
 
@@ -232,7 +234,9 @@ class SessionManager:
                 step = _Next(session.last_inbound, list(session.steered), None, [], False)
                 session.steered.clear()
             session.last_inbound = step.inbound
-            run_id = f"{session.session_id}:{session.runs_done + 1}"
+            session.runs_started += 1
+            self._store.count_run_soon(session.session_id)
+            run_id = session.run_id
             with LogContext.bind(
                 channel=step.inbound.channel, conversation=session.conversation_key, run=run_id
             ):

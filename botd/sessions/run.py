@@ -1,7 +1,9 @@
 """One agent run of a session: the agent, its subscriber, the recording, the transcript.
 
 ``Runner.run`` opens the run's output on the delivery, builds an ``AgentRun`` whose events
-feed a ``StreamSubscriber`` (and, when asked, a JSONL recording for ``botd replay``), and
+feed a ``StreamSubscriber`` (and, when asked, a JSONL recording for ``botd replay``, named
+after the run id: run numbers count on across restarts, and a recording is never appended
+to), and
 hands the subscriber's replies to the output as they come: blocks in ``blocks`` mode,
 partial replies in ``edit`` mode, the final replies after the run. Without streamed blocks
 the finals are built without block dedupe, so the answer is never lost.
@@ -23,10 +25,13 @@ the model's context budget.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
 
 from ..agent.loop import AgentRun, RunResult
 from ..agent.tools import Tool
@@ -164,7 +169,7 @@ class Runner:
             self._store.start_inbox_run(
                 inbox_ids,
                 session_id=session.session_id,
-                run_id=f"{session.session_id}:{session.runs_done + 1}",
+                run_id=session.run_id,
                 user_turn=prompt,
             )
         writer = TranscriptWriter(
@@ -278,8 +283,7 @@ class Runner:
         if directory is None:
             return subscriber.handle
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{session.session_id}-{session.runs_done + 1:04d}.jsonl"
-        handle = path.open("a", encoding="utf-8")
+        handle = _new_recording(directory, f"{session.session_id}-{session.runs_started:04d}")
 
         def record(event: AgentEvent) -> None:
             subscriber.handle(event)
@@ -315,6 +319,21 @@ class Runner:
             result.tokens_before,
             result.tokens_after,
         )
+
+
+def _new_recording(directory: Path, stem: str) -> TextIO:
+    """A new file for a run's events: ``stem.jsonl``, or ``stem.2.jsonl``… when taken.
+
+    Never appends to an earlier recording: a run number whose count did not reach the store
+    before a crash is used again by the next process, and its events must stay apart.
+    """
+    for attempt in itertools.count(1):
+        name = f"{stem}.jsonl" if attempt == 1 else f"{stem}.{attempt}.jsonl"
+        try:
+            return (directory / name).open("x", encoding="utf-8")
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
 
 
 __all__ = ["Runner"]

@@ -26,6 +26,9 @@ class Session:
     """Steering handed to the running agent; what it did not read runs next."""
     last_inbound: InboundMessage | None = None
     runs_done: int = 0
+    """Runs of this session that ended (counted on from the store after a restart)."""
+    runs_started: int = 0
+    """Runs this session started, counted on from the store: the latest run's number."""
     history_tokens: int = -1
     """Estimated tokens of ``history``, kept up to date (-1: not counted yet)."""
     arrived_at: dict[int, float] = field(default_factory=dict)
@@ -37,6 +40,11 @@ class Session:
     transcript row (messages of one batch share it)."""
     steered_ids: list[int] = field(default_factory=list)
     """Inbox ids of steering handed to the running agent (answered with its run)."""
+
+    @property
+    def run_id(self) -> str:
+        """The id of the session's latest run: ``session_id:number``, unique across restarts."""
+        return f"{self.session_id}:{self.runs_started}"
 
     @property
     def running(self) -> bool:

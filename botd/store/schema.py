@@ -139,5 +139,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 3 -> 4: how many runs each session started, so run ids (session:number) and the
+    # recordings named after them keep counting across restarts. Sessions from before count
+    # on from the highest run number their inbox rows still name.
+    (
+        "ALTER TABLE sessions ADD COLUMN runs INTEGER NOT NULL DEFAULT 0",
+        """
+        UPDATE sessions SET runs = coalesce((
+            SELECT max(CAST(substr(run_id, length(session_id) + 2) AS INTEGER))
+            FROM inbox
+            WHERE inbox.session_id = sessions.session_id AND run_id IS NOT NULL
+        ), 0)
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,11 +52,13 @@ class SessionRecord:
     """The latest compaction summary, if the transcript was ever compacted."""
     active: bool
     """Whether this is the session that its conversation key currently uses."""
+    runs: int = 0
+    """Runs the session started (the number of its latest run; see ``count_run_soon``)."""
 
 
 _SESSION_COLUMNS = (
     "s.session_id, s.conversation_key, s.created_at, s.updated_at, s.message_count, s.summary, "
-    "a.session_id IS NOT NULL"
+    "a.session_id IS NOT NULL, s.runs"
 )
 _SESSION_FROM = "sessions s LEFT JOIN active_sessions a ON a.session_id = s.session_id"
 
@@ -77,6 +79,7 @@ def _record(row: Sequence[Any]) -> SessionRecord:
         message_count=int(row[4]),
         summary=None if row[5] is None else str(row[5]),
         active=bool(row[6]),
+        runs=int(row[7]),
     )
 
 
@@ -149,6 +152,31 @@ class TranscriptStore(DeferredWrites):
         with self._transaction("new_session") as conn:
             session_id = self._create_session(conn, conversation_key)
         return self.get_session(session_id)
+
+    def active_session(self, conversation_key: str) -> SessionRecord | None:
+        """The session ``conversation_key`` uses now, or None before its first message."""
+        self.flush_deferred()
+        row = (
+            self._connection()
+            .execute(
+                f"SELECT {_SESSION_COLUMNS} FROM {_SESSION_FROM} WHERE a.conversation_key = ?",
+                (conversation_key,),
+            )
+            .fetchone()
+        )
+        return None if row is None else _record(row)
+
+    def count_run_soon(self, session_id: str) -> None:
+        """Count a run the session starts, committed with the store's next transaction.
+
+        The count survives a restart, so a restarted session numbers its runs on from it.
+        """
+        self._defer(
+            "count_run",
+            lambda conn: conn.execute(
+                "UPDATE sessions SET runs = runs + 1 WHERE session_id = ?", (session_id,)
+            ),
+        )
 
     # --- transcripts --------------------------------------------------------------------------
 
