@@ -162,9 +162,11 @@ class _PollingBot(ExtBot[int]):
         account_id: str,
         backoff: Backoff,
         stall_grace: float,
+        on_down: Callable[[str], None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self._on_down = on_down
         self._resume_offset = resume_offset
         self._account_id = account_id
         self._backoff = backoff
@@ -226,6 +228,14 @@ class _PollingBot(ExtBot[int]):
         except TimeoutError:
             await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
             return ()
+        except InvalidToken as exc:
+            # The token was revoked while running. PTB would end polling with a traceback;
+            # the daemon is told instead, and restarts the channel until the token works.
+            if not poll_seconds or self._on_down is None:
+                raise
+            self._on_down(f"getUpdates: the token was rejected ({exc.message})")
+            await self._back_off(f"getUpdates refused the token ({exc.message})")
+            return ()
         if self._backoff.failures:
             log.info("telegram[%s]: polling again", self._account_id)
             self._backoff.reset()
@@ -265,8 +275,10 @@ class TelegramAdapter:
         poll_timeout: int = 30,
         conflict_backoff: tuple[float, float] = (1.0, 30.0),
         stall_grace: float = 15.0,
+        on_down: Callable[[str], None] | None = None,
     ) -> None:
         self._token = token
+        self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
         self.account_id = account_id
@@ -295,6 +307,7 @@ class TelegramAdapter:
             account_id=self.account_id,
             backoff=self._poll_backoff(),
             stall_grace=self._stall_grace,
+            on_down=self._on_down,
         )
         app: _App = Application.builder().bot(bot).build()
         app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self._on_text))
@@ -314,11 +327,29 @@ class TelegramAdapter:
             )
         except TelegramError as exc:
             await self.stop()
-            raise TelegramStartError("start", exc.message) from exc
+            raise TelegramStartError("start", self._start_failure(exc)) from exc
         except BaseException:
             await self.stop()
             raise
         log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+
+    def _start_failure(self, exc: TelegramError) -> str:
+        """Why start failed, in words that point at the fix.
+
+        PTB reports both a 401 and a 404 from getMe as "the token was rejected". Telegram
+        answers 401 ("Unauthorized") for a token it does not know, but 404 ("Not Found") for
+        a URL that is no Bot API method: most often ``api_base_url`` is wrong.
+        """
+        if not isinstance(exc, InvalidToken):
+            return exc.message
+        cause = exc.__cause__
+        said = cause.message if isinstance(cause, TelegramError) else exc.message
+        if "not found" in said.lower() or "(404)" in said:
+            return (
+                f"getMe answered 404 ({said}): check api_base_url "
+                f"({self._api_base_url!r} should be the Bot API root, e.g. https://api.telegram.org)"
+            )
+        return f"the bot token was rejected by Telegram (getMe: {said})"
 
     def _poll_backoff(self) -> Backoff:
         """Waits between failed polls: doubling from the first delay to the cap, jittered."""
