@@ -181,7 +181,10 @@ class SlackAdapter:
             raise
         except SlackError as exc:
             await self.stop()
-            raise SlackStartError(exc.method, exc.error) from exc
+            error = exc.error
+            if exc.method == "apps.connections.open" and not exc.retryable:
+                error = f"{error} (Slack refused the app-level token, app_token)"
+            raise SlackStartError(exc.method, error) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             await self.stop()
             reason = str(exc) or type(exc).__name__
