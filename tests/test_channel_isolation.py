@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import subprocess
 import urllib.error
@@ -147,6 +148,55 @@ async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes
     assert down  # one line per failed attempt, the reason on the same line
     assert all("retry" in line for line in down)
     assert "channel telegram is up again" in log
+
+
+async def test_a_reload_fixing_a_down_channel_s_url_brings_it_up(tmp_path: Path) -> None:
+    log_path = tmp_path / "daemon.log"
+    loop = asyncio.get_running_loop()
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI() as model:
+        config = tmp_path / "botd.yaml"
+        port = _free_port()
+
+        def write(url: str) -> None:
+            config.write_text(
+                f"""
+state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: true, port: {port}}}
+model: {{provider: anthropic, name: claude-test, api_key: sk-test-key,
+         base_url: {json.dumps(model.base_url)}}}
+channels:
+  telegram: {{token: "${{T_TOKEN}}", api_base_url: {json.dumps(url)}, poll_timeout: 1}}
+""",
+                encoding="utf-8",
+            )
+
+        write(f"{telegram.base_url}/wrong")  # a URL that is no Bot API: getMe answers 404
+        process = await start_daemon(config, tmp_path, log_path=log_path, T_TOKEN=TOKEN)
+        try:
+
+            async def down_with_404() -> bool:
+                return "check api_base_url" in log_path.read_text(errors="replace")
+
+            await _until("the 404", down_with_404)
+            write(telegram.base_url)
+            process.send_signal(signal.SIGHUP)
+
+            async def healthy() -> bool:
+                try:
+                    status, _ = await loop.run_in_executor(None, _healthz, port)
+                except OSError:
+                    return False
+                return status == 200
+
+            await _until("telegram up after the reload", healthy)
+            assert await stop_daemon(process) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    log = log_path.read_text(encoding="utf-8")
+    assert "Traceback" not in log and "rejected" not in log
+    assert "restarting telegram" in log
 
 
 def _run_to_end(*args: str) -> subprocess.CompletedProcess[str]:

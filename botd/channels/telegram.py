@@ -66,6 +66,21 @@ from .markdown import RenderedChunk, render_chunks
 
 log = logging.getLogger(__name__)
 
+
+class _TracebackOnlyWhenDebugging(logging.Filter):
+    """Drops the traceback PTB logs with an error answer that is no JSON (a wrong
+    ``api_base_url`` reaching some other web server): the start error says it in one line.
+    Under DEBUG (``botd --debug``) the traceback stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not log.isEnabledFor(logging.DEBUG):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+logging.getLogger("telegram.request.BaseRequest").addFilter(_TracebackOnlyWhenDebugging())
+
 _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
 _CONFIRM_WAIT_AT_STOP = 5.0

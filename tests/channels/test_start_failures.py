@@ -128,3 +128,27 @@ async def test_a_slack_socket_start_asks_for_one_url_and_connects() -> None:
             assert slack.calls_to("apps.connections.open")[0].token == "xapp-test"
         finally:
             await adapter.stop()
+
+
+async def test_a_discord_connection_ended_for_good_reports_the_channel_down() -> None:
+    from botd.channels.discord import DiscordAdapter
+    from tests.fakes.discord_api import FakeDiscordAPI
+
+    reports: asyncio.Queue[str] = asyncio.Queue()
+    async with FakeDiscordAPI() as discord:
+        adapter = DiscordAdapter(
+            "discord-token",
+            api_base_url=discord.base_url,
+            gateway_url=discord.gateway_url,
+            guild_ready_timeout=0.05,
+            ready_timeout=GUARD,
+            on_down=reports.put_nowait,
+        )
+        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        try:
+            await discord.drop_connection(4004)  # authentication failed: not resumable
+            reason = await asyncio.wait_for(reports.get(), GUARD)
+        finally:
+            await adapter.stop()
+    assert reason.startswith("Discord connection ended") and "\n" not in reason
+    assert reports.empty()  # stop() itself reports nothing
