@@ -375,7 +375,8 @@ class Daemon:
     async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
         adapters = runtime.adapters
         channels = self.channels
-        assert channels is not None
+        if channels is None:  # reload before run() built one (tests drive reload directly)
+            channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
         if plan.logging_changed:
             self._configure_logging(new)
         for key in plan.restart_only:

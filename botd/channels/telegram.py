@@ -16,13 +16,15 @@ waits a bounded time and confirms only what was handled.) The handled offset is 
 ``chat:message_id`` as its dedupe key, so the router drops a message delivered twice.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
-words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
-rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
+words and retried with capped, jittered backoff; polling never gives up (a token revoked
+while running is reported through ``on_down``, and the daemon restarts the channel). Outgoing
+text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
 again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
 ``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
-5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error``); a start
-that fails raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this
-module.
+5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error`` in
+``telegram_errors``); a start that fails raises ``TelegramStartError`` (a
+``ChannelStartError``) saying whether the token was refused or the URL is wrong; no PTB object
+leaves this module.
 """
 
 from __future__ import annotations
@@ -34,19 +36,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
-import httpx
 from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
     BadRequest,
-    ChatMigrated,
     Conflict,
-    Forbidden,
     InvalidToken,
-    NetworkError,
     RetryAfter,
     TelegramError,
-    TimedOut,
 )
 from telegram.ext import (
     AIORateLimiter,
@@ -61,25 +58,26 @@ from telegram.ext import (
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from .base import InboundSink, OffsetStore
-from .errors import ChannelError, ChannelStartError
 from .markdown import RenderedChunk, render_chunks
+from .telegram_errors import (
+    TelegramAPIError,
+    TelegramStartError,
+    api_error,
+    quiet_non_json_error_tracebacks,
+    start_failure,
+)
+
+__all__ = [
+    "ALLOWED_UPDATES",
+    "CHANNEL",
+    "TEXT_LIMIT",
+    "TelegramAPIError",
+    "TelegramAdapter",
+    "TelegramStartError",
+    "api_error",
+]
 
 log = logging.getLogger(__name__)
-
-
-class _TracebackOnlyWhenDebugging(logging.Filter):
-    """Drops the traceback PTB logs with an error answer that is no JSON (a wrong
-    ``api_base_url`` reaching some other web server): the start error says it in one line.
-    Under DEBUG (``botd --debug``) the traceback stays."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and not log.isEnabledFor(logging.DEBUG):
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
-logging.getLogger("telegram.request.BaseRequest").addFilter(_TracebackOnlyWhenDebugging())
 
 _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
@@ -94,62 +92,6 @@ GENERAL_TOPIC = "1"
 ALLOWED_UPDATES = ("message",)
 
 _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
-
-
-class TelegramAPIError(ChannelError):
-    """Telegram refused a call; ``description`` is Telegram's reason (as PTB reports it)."""
-
-    def __init__(
-        self,
-        method: str,
-        description: str,
-        *,
-        retryable: bool = False,
-        retry_after: float | None = None,
-        maybe_delivered: bool = False,
-    ) -> None:
-        super().__init__(
-            f"Telegram {method}: {description}",
-            retryable=retryable,
-            retry_after=retry_after,
-            maybe_delivered=maybe_delivered,
-        )
-        self.method = method
-        self.description = description
-
-
-class TelegramStartError(TelegramAPIError, ChannelStartError):
-    """Starting failed: Telegram refused the token, or could not be reached."""
-
-
-def api_error(method: str, exc: TelegramError) -> TelegramAPIError:
-    """``exc`` as a ``TelegramAPIError`` that says whether trying again may help.
-
-    PTB reports a 5xx answer as a bare ``NetworkError`` and a failure below HTTP as one
-    caused by an httpx error; which httpx error tells whether the request got out.
-    """
-    description = exc.message
-    if isinstance(exc, RetryAfter):
-        return TelegramAPIError(
-            method, description, retryable=True, retry_after=retry_after(exc.retry_after)
-        )
-    if isinstance(exc, BadRequest | Forbidden | InvalidToken | Conflict | ChatMigrated):
-        return TelegramAPIError(method, description)  # Telegram refused the request itself
-    if isinstance(exc, NetworkError):  # TimedOut included
-        cause = exc.__cause__
-        if isinstance(cause, httpx.HTTPError):
-            description = f"{description} ({type(cause).__name__})"
-        never_sent = isinstance(
-            cause, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
-        )
-        # Without an httpx cause Telegram (or a proxy) answered with an error status: the
-        # request was not carried out. A read timeout or a connection lost after sending
-        # leaves it open whether it was.
-        answered = cause is None and not isinstance(exc, TimedOut)
-        return TelegramAPIError(
-            method, description, retryable=True, maybe_delivered=not (never_sent or answered)
-        )
-    return TelegramAPIError(method, description)
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -243,11 +185,9 @@ class _PollingBot(ExtBot[int]):
         except TimeoutError:
             await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
             return ()
-        except InvalidToken as exc:
-            # The token was revoked while running. PTB would end polling with a traceback;
-            # the daemon is told instead, and restarts the channel until the token works.
+        except InvalidToken as exc:  # revoked while running: the daemon restarts the channel
             if not poll_seconds or self._on_down is None:
-                raise
+                raise  # (PTB would end polling with a traceback)
             self._on_down(f"getUpdates: the token was rejected ({exc.message})")
             await self._back_off(f"getUpdates refused the token ({exc.message})")
             return ()
@@ -310,6 +250,7 @@ class TelegramAdapter:
     async def start(self, sink: InboundSink) -> None:
         if self._app is not None:
             raise RuntimeError("telegram adapter already started")
+        quiet_non_json_error_tracebacks()
         saved = self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
         bot = _PollingBot(
             self._token,
@@ -342,29 +283,11 @@ class TelegramAdapter:
             )
         except TelegramError as exc:
             await self.stop()
-            raise TelegramStartError("start", self._start_failure(exc)) from exc
+            raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
         except BaseException:
             await self.stop()
             raise
         log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
-
-    def _start_failure(self, exc: TelegramError) -> str:
-        """Why start failed, in words that point at the fix.
-
-        PTB reports both a 401 and a 404 from getMe as "the token was rejected". Telegram
-        answers 401 ("Unauthorized") for a token it does not know, but 404 ("Not Found") for
-        a URL that is no Bot API method: most often ``api_base_url`` is wrong.
-        """
-        if not isinstance(exc, InvalidToken):
-            return exc.message
-        cause = exc.__cause__
-        said = cause.message if isinstance(cause, TelegramError) else exc.message
-        if "not found" in said.lower() or "(404)" in said:
-            return (
-                f"getMe answered 404 ({said}): check api_base_url "
-                f"({self._api_base_url!r} should be the Bot API root, e.g. https://api.telegram.org)"
-            )
-        return f"the bot token was rejected by Telegram (getMe: {said})"
 
     def _poll_backoff(self) -> Backoff:
         """Waits between failed polls: doubling from the first delay to the cap, jittered."""
