@@ -29,8 +29,8 @@ __all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "ChannelKeeper"]
 
 log = logging.getLogger(__name__)
 
-CHANNEL_RETRY_FIRST = 1.0
-"""Seconds before the first retry of a channel that failed (jitter makes it 0.5 to 1)."""
+CHANNEL_RETRY_FIRST = 2.0
+"""Seconds before the first retry of a channel that failed (jitter makes it 1 to 2)."""
 CHANNEL_RETRY_CAP = 300.0
 """The longest wait between two retries of a channel that keeps failing."""
 

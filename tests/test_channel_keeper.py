@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -17,6 +19,8 @@ from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
 from botd.config import BotdConfig
 from botd.retry import Backoff
+from botd.sessions.commands import CommandDesk
+from botd.store import Store
 from botd.wiring import Runtime
 
 GUARD = 20.0
@@ -179,3 +183,25 @@ async def test_a_report_about_a_channel_not_running_is_ignored() -> None:
     keeper.report_down("nobody", "unknown channel")
     assert keeper.down() == {"flaky": "cannot reach flaky: connection refused (port 9)"}
     await keeper.close()
+
+
+def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
+    down = {"telegram": "getMe answered 404: check api_base_url", "discord": "token rejected"}
+    with Store.open(tmp_path) as store:
+        desk = CommandDesk(
+            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=lambda: down
+        )
+        lines = desk.status("telegram:1").splitlines()
+
+        def broken() -> dict[str, str]:
+            raise RuntimeError("keeper gone")
+
+        quiet = CommandDesk(
+            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=broken
+        )
+        assert quiet.status("telegram:1") == "No conversation yet."
+    assert lines == [
+        "No conversation yet.",
+        "Channel discord is down: token rejected",
+        "Channel telegram is down: getMe answered 404: check api_base_url",
+    ]
