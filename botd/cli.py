@@ -253,8 +253,9 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        # Cannot start (a missing SDK, a state dir in use, a database botd cannot use, a
-        # channel refusing its token or out of reach): one line that names the cause, no
+        # Cannot start (a missing SDK, a state dir in use, a database botd cannot use; a
+        # channel that fails is no such failure: it is down and retried while the rest run):
+        # one line that names the cause, no
         # traceback unless --debug. Under JSON logs the line is a JSON record like the rest.
         # A failure after start-up is a bug: its traceback is always logged (masked).
         line = f"botd: {_one_line(exc)}"

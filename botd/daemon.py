@@ -5,12 +5,14 @@ the same directory is refused), the runtime (``botd.wiring.build_runtime``: stor
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the adapters'
-inbound side, then the resumed runs let go (``release``: the channels can send now), the
-health endpoint, and READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input)
-shuts down in bounded order: stop taking input, let running turns finish within the grace
-period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and is left
-unanswered in the inbox: the next start resumes it), flush deliveries, close the adapters, the
-scheduler and the store, STOPPING=1, exit 0.
+inbound side (``ChannelKeeper``: a channel that fails to start, or later stops working, is
+down in ``/healthz`` and ``/status`` and retried with backoff while the others run), then
+the resumed runs let go (``release``: the channels can send now), the health endpoint, and
+READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input) shuts down in bounded
+order: end the channels' retries, stop taking input, let running turns finish within the
+grace period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and
+is left unanswered in the inbox: the next start resumes it), flush deliveries, close the
+adapters, the scheduler and the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
 is refused with every problem logged, and the running config is kept. Otherwise
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .channel_keeper import ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
@@ -190,7 +193,8 @@ class Daemon:
         self._console_done = asyncio.Event()
         self._reload_requested = asyncio.Event()
         self.metrics = Metrics()
-        self._states: dict[str, str] = {}
+        self.channels: ChannelKeeper | None = None
+        """Starts the channels and retries the ones that fail, once the runtime is built."""
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthServer | None = None
@@ -249,14 +253,28 @@ class Daemon:
         # Before anything opens the database: one daemon per state directory.
         lock = StateLock(Path(config.state_dir))
         lock.acquire()
+
+        def channel_down(name: str, reason: str) -> None:
+            if self.channels is not None:
+                self.channels.report_down(name, reason)
+
+        def channels_down() -> dict[str, str]:
+            return {} if self.channels is None else self.channels.down()
+
         try:
             runtime = build_runtime(
-                config, metrics=self.metrics, hooks=self.run_hooks(), on_end_of_input=end_of_input
+                config,
+                metrics=self.metrics,
+                hooks=self.run_hooks(),
+                on_end_of_input=end_of_input,
+                on_channel_down=channel_down,
+                channels_down=channels_down,
             )
         except BaseException:
             lock.release()
             raise
         self.runtime = runtime
+        channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
         health: HealthServer | None = None
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
@@ -272,20 +290,22 @@ class Daemon:
             runtime.pruner.start()
             runtime.scheduler.start()
             runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
-            for name, adapter in runtime.adapters.items():
-                await self._start_channel(name, adapter, runtime)
+            # A channel that fails is down and retried in the background; the rest go on.
+            for name, adapter in list(runtime.adapters.items()):
+                await channels.start(name, adapter)
             await runtime.sessions.release()
             if config.health.enabled:
                 health = HealthServer(
                     config.health.host,
                     config.health.port,
-                    channel_states=lambda: dict(self._states),
+                    channel_states=lambda: dict(channels.states),
+                    channel_reasons=lambda: dict(channels.reasons),
                     metrics=self.metrics,
                     components=lambda: {"store": runtime.store.health.reason},
                 )
                 self.health = health
                 await health.start()
-            notifier.ready(f"{len(runtime.adapters)} channel(s) running")
+            notifier.ready(self._running_status())
             self.started = True
             watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
             reloader = asyncio.create_task(self._reload_loop(runtime, notifier))
@@ -306,18 +326,19 @@ class Daemon:
             lock.release()
         return 0
 
-    async def _start_channel(self, name: str, adapter: ChannelAdapter, runtime: Runtime) -> None:
-        self._states[name] = "starting"
-        await adapter.start(runtime.router.handle)
-        self._states[name] = "running"
-        log.info("channel %s running", name)
+    def _running_status(self) -> str:
+        channels = self.channels
+        running = 0 if channels is None else channels.running()
+        down = {} if channels is None else channels.down()
+        return f"{running} channel(s) running" + (f", {len(down)} down" if down else "")
 
     async def _stop_channel(self, name: str, adapter: ChannelAdapter) -> None:
         try:
             await adapter.stop()
         except Exception:
             log.exception("stopping channel %s failed", name)
-        self._states[name] = "stopped"
+        if self.channels is not None:
+            self.channels.states[name] = "stopped"
 
     # -- reload -----------------------------------------------------------------------------
 
@@ -361,35 +382,40 @@ class Daemon:
             log.info("reloaded %s: %s", self.config_path, plan.describe())
             return True
         finally:
-            running = sum(1 for state in self._states.values() if state == "running")
-            notifier.ready(f"{running} channel(s) running")
+            notifier.ready(self._running_status())
 
     async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
         adapters = runtime.adapters
+        channels = self.channels
+        if channels is None:  # reload before run() built one (tests drive reload directly)
+            channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
         if plan.logging_changed:
             self._configure_logging(new)
         for key in plan.restart_only:
             log.warning("config %s changed: it applies when botd restarts", key)
         # Stop first: a restarted channel must not run twice, even for a moment.
         for name in sorted(plan.stop | plan.restart):
+            await channels.forget(name)  # a retry under the old settings ends here
             adapter = adapters.pop(name, None)
             if adapter is not None:
                 log.info("stopping channel %s (%s)", name, _why(name, plan))
                 await self._stop_channel(name, adapter)
             if name in plan.stop:
-                self._states.pop(name, None)
+                channels.states.pop(name, None)
         runtime.update_channels(new)
         for name in sorted(plan.start | plan.restart):
             try:
                 adapter = runtime.build_adapter(name, new)
-                if adapter is None:
-                    continue
-                adapters[name] = adapter
-                runtime.update_channels(new)
-                await self._start_channel(name, adapter, runtime)
-            except Exception:
-                log.exception("starting channel %s failed", name)
-                self._states[name] = "failed"
+            except Exception as exc:
+                log.error("channel %s cannot be built: %s", name, exc)
+                channels.states[name] = "down"
+                channels.reasons[name] = str(exc)
+                continue
+            if adapter is None:
+                continue
+            adapters[name] = adapter
+            runtime.update_channels(new)
+            await channels.start(name, adapter)  # down and retried when it fails
         if plan.jobs_changed:
             try:
                 runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
@@ -412,6 +438,8 @@ class Daemon:
 
     async def _shutdown(self, runtime: Runtime, health: HealthServer | None) -> None:
         log.info("shutting down")
+        if self.channels is not None:
+            await self.channels.close()  # retries waiting or starting end now
         # Stop taking input first: a message received now would be marked seen and then
         # dropped by the closing sessions; left with the platform, a restart picks it up.
         for name, adapter in runtime.adapters.items():

@@ -27,7 +27,8 @@ class HealthServer:
     "degraded", "reason": ...}``), and ``problems``: one line per thing that is not well.
 
     ``components`` maps a component's name to None while it is healthy, else to the reason
-    it is not (in its own words, e.g. SQLite's ``database or disk is full``).
+    it is not (in its own words, e.g. SQLite's ``database or disk is full``);
+    ``channel_reasons`` maps a channel that is down to why, shown in its problem line.
     """
 
     def __init__(
@@ -38,11 +39,13 @@ class HealthServer:
         channel_states: Callable[[], dict[str, str]],
         metrics: Metrics,
         components: Callable[[], Mapping[str, str | None]] | None = None,
+        channel_reasons: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._channel_states = channel_states
         self._components = components or dict
+        self._channel_reasons = channel_reasons or dict
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
@@ -78,12 +81,17 @@ class HealthServer:
         try:
             channels = dict(self._channel_states())
             components = dict(self._components())
+            reasons = dict(self._channel_reasons())
         except Exception:
             log.exception("health probe failed")
             return web.json_response(
                 {"status": "error", "channels": {}, "components": {}}, status=503
             )
-        problems = [f"channel {n}: {state}" for n, state in channels.items() if state != "running"]
+        problems = [
+            f"channel {n}: {state}" + (f" ({reasons[n]})" if n in reasons else "")
+            for n, state in channels.items()
+            if state != "running"
+        ]
         problems += [f"{name}: {why}" for name, why in components.items() if why is not None]
         # A reason is an error's own text, which could quote a configured secret.
         problems = [mask_secrets(problem) for problem in problems]

@@ -313,12 +313,16 @@ def build_runtime(
     metrics: Metrics | None = None,
     hooks: RunHooks | None = None,
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    on_channel_down: Callable[[str, str], None] | None = None,
+    channels_down: Callable[[], Mapping[str, str]] | None = None,
     specs: Specs | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
     ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts messages
-    in and out. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    in and out. ``on_channel_down`` hears of a started channel that stopped working
+    (channel, reason); ``channels_down`` tells ``/status`` which channels are down and why.
+    Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
@@ -329,6 +333,7 @@ def build_runtime(
         context = ChannelContext(
             offsets=store,
             on_end_of_input=on_end_of_input,
+            on_channel_down=on_channel_down,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)
@@ -363,6 +368,7 @@ def build_runtime(
         tools=tools,
         jobs=jobs,
         hooks=hooks,
+        channels_down=channels_down,
     )
 
     async def submit(message: InboundMessage) -> None:

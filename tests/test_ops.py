@@ -369,3 +369,38 @@ def test_tokens_are_masked(fmt: str) -> None:
     assert "xoxb-***" in text and "sk-ant-***" in text and "123456789:***" in text
     assert "plain text 12:30 and sk-short stays" in text
     assert "/bot123456789:***/getUpdates" in text
+
+
+def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed (.ci/run installs Debian's systemd)")
+    text = UNIT.read_text()
+    for key in (
+        "RestartPreventExitStatus=2",
+        "SystemCallFilter=@system-service",
+        "ProtectProc=invisible",
+        "ProcSubset=pid",
+        "UMask=0077",
+        "Documentation=file:///usr/share/doc/botd/README.md",
+    ):
+        assert re.search(rf"^{re.escape(key)}$", text, re.M), key
+    unit_section = text.split("[Service]")[0]
+    assert re.search(r"^StartLimitIntervalSec=\d+$", unit_section, re.M)
+    assert re.search(r"^StartLimitBurst=\d+$", unit_section, re.M)
+    # The README's install steps put the README where Documentation= points.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "README.md /usr/share/doc/botd/README.md" in readme
+    copy = tmp_path / "botd.service"
+    copy.write_text(text)
+    result = subprocess.run(
+        [analyze, "security", "--offline=true", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    found = re.search(r"Overall exposure level for botd\.service: (\d+\.\d+)", result.stdout)
+    assert found is not None, result.stdout + result.stderr
+    assert float(found.group(1)) <= 2.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from ..config.schema import ChannelSection, ChatChannelSection, off_on
 from ..config.secrets import OptionalSecret, Secret
@@ -29,9 +29,17 @@ __all__ = [
 ]
 
 
+def _without_bot_suffix(url: str) -> str:
+    """``url`` without trailing slashes and without one trailing ``/bot``."""
+    trimmed = url.rstrip("/")
+    return trimmed[: -len("/bot")] if trimmed.endswith("/bot") else trimmed
+
+
 class TelegramSection(ChatChannelSection):
     token: Secret
-    api_base_url: str = "https://api.telegram.org"
+    api_base_url: Annotated[str, AfterValidator(_without_bot_suffix)] = "https://api.telegram.org"
+    """The Bot API's root; python-telegram-bot's own form (a trailing ``/bot``) is accepted
+    and the suffix dropped, since botd adds ``/bot<token>`` itself."""
     poll_timeout: int = Field(default=30, ge=0)
 
 
@@ -78,6 +86,7 @@ def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapt
         api_base_url=section.api_base_url,
         poll_timeout=section.poll_timeout,
         account_id=section.account,
+        on_down=context.down_reporter("telegram"),
     )
 
 
@@ -108,6 +117,7 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         gateway_url=section.gateway_url,
         allow_bots=section.allow_bots,
         account_id=section.account,
+        on_down=context.down_reporter("discord"),
     )
 
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import aiohttp
@@ -152,8 +152,10 @@ class DiscordAdapter:
         account_id: str = "default",
         ready_timeout: float = 60.0,
         guild_ready_timeout: float = 2.0,
+        on_down: Callable[[str], None] | None = None,
     ) -> None:
         self._token = token
+        self._on_down = on_down
         self._api_base_url = api_base_url
         self._gateway_url = gateway_url
         self._allow_bots = allow_bots
@@ -222,8 +224,20 @@ class DiscordAdapter:
             raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Discord connection ended", exc_info=task.exception())
+        """The connection's task ended: unless ``stop`` ended it, the channel is down."""
+        if task is not self._task or task.cancelled():
+            return  # stopped on purpose
+        error = task.exception()
+        reason = (
+            f"Discord connection ended: {' '.join(str(error).split()) or type(error).__name__}"
+            if error is not None
+            else "Discord connection ended"
+        )
+        if self._on_down is None:
+            log.error("%s", reason, exc_info=error)
+        else:
+            log.debug("%s", reason, exc_info=error)
+            self._on_down(reason)
 
     async def stop_inbound(self) -> None:
         """Stop taking messages; the connection stays up so replies can still be sent."""

@@ -56,6 +56,20 @@ class ChannelContext:
     """For a terminal channel: called when the operator closes its input (botd then stops)."""
     model: str | None = None
     """What answers, e.g. ``scripted provider (model scripted)``: a terminal channel's banner."""
+    on_channel_down: Callable[[str, str], None] | None = None
+    """Called with (channel, one-line reason) when a started channel stops working for good
+    (its connection ended, its token was revoked); the daemon then restarts it with backoff."""
+
+    def down_reporter(self, channel: str) -> Callable[[str], None] | None:
+        """``on_channel_down`` bound to ``channel`` (None when nobody listens)."""
+        report = self.on_channel_down
+        if report is None:
+            return None
+
+        def down(reason: str) -> None:
+            report(channel, reason)
+
+        return down
 
 
 @dataclass(frozen=True, eq=False)

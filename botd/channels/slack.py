@@ -170,8 +170,9 @@ class SlackAdapter:
         """Learn who the bot is (``auth.test``), then connect the socket or serve HTTP.
 
         A refused bot token, an unreachable Slack or a busy HTTP port raises
-        ``SlackStartError`` and leaves nothing open. (Socket Mode's own connection is the
-        SDK's: it logs a refused app token and keeps retrying.)
+        ``SlackStartError`` and leaves nothing open, and so does a refused app token: the
+        first Socket Mode URL (``apps.connections.open``) is asked for here. (Reconnecting
+        later is the SDK's: it logs failures and keeps retrying.)
         """
         try:
             await self._start(sink)
@@ -180,7 +181,10 @@ class SlackAdapter:
             raise
         except SlackError as exc:
             await self.stop()
-            raise SlackStartError(exc.method, exc.error) from exc
+            error = exc.error
+            if exc.method == "apps.connections.open" and not exc.retryable:
+                error = f"{error} (Slack refused the app-level token, app_token)"
+            raise SlackStartError(exc.method, error) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             await self.stop()
             reason = str(exc) or type(exc).__name__
@@ -194,8 +198,16 @@ class SlackAdapter:
         self.bot_name = str(who.get("user") or "")
         app = self._build_app()
         if self._mode == "socket":
-            self._socket = AsyncSocketModeHandler(app, app_token=self._app_token)
-            await self._socket.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+            self._socket = handler = AsyncSocketModeHandler(app, app_token=self._app_token)
+            # The SDK retries a refused app token for ever, logging it each time: ask for the
+            # first socket URL here, so a refusal fails the start, and hand the URL over.
+            opened = await self._call(
+                "apps.connections.open",
+                handler.client.web_client.apps_connections_open,
+                app_token=self._app_token,
+            )
+            handler.client.wss_uri = str(opened["url"])
+            await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
             log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
         else:
             self._runner = web.AppRunner(app.web_app(path=self._http_path))

@@ -16,13 +16,15 @@ waits a bounded time and confirms only what was handled.) The handled offset is 
 ``chat:message_id`` as its dedupe key, so the router drops a message delivered twice.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
-words and retried with capped, jittered backoff; polling never gives up. Outgoing text is
-rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
+words and retried with capped, jittered backoff; polling never gives up (a token revoked
+while running is reported through ``on_down``, and the daemon restarts the channel). Outgoing
+text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
 again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
 ``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
-5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error``); a start
-that fails raises ``TelegramStartError`` (a ``ChannelStartError``); no PTB object leaves this
-module.
+5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error`` in
+``telegram_errors``); a start that fails raises ``TelegramStartError`` (a
+``ChannelStartError``) saying whether the token was refused or the URL is wrong; no PTB object
+leaves this module.
 """
 
 from __future__ import annotations
@@ -34,19 +36,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
-import httpx
 from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
     BadRequest,
-    ChatMigrated,
     Conflict,
-    Forbidden,
     InvalidToken,
-    NetworkError,
     RetryAfter,
     TelegramError,
-    TimedOut,
 )
 from telegram.ext import (
     AIORateLimiter,
@@ -61,8 +58,24 @@ from telegram.ext import (
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from .base import InboundSink, OffsetStore
-from .errors import ChannelError, ChannelStartError
 from .markdown import RenderedChunk, render_chunks
+from .telegram_errors import (
+    TelegramAPIError,
+    TelegramStartError,
+    api_error,
+    quiet_non_json_error_tracebacks,
+    start_failure,
+)
+
+__all__ = [
+    "ALLOWED_UPDATES",
+    "CHANNEL",
+    "TEXT_LIMIT",
+    "TelegramAPIError",
+    "TelegramAdapter",
+    "TelegramStartError",
+    "api_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,62 +92,6 @@ GENERAL_TOPIC = "1"
 ALLOWED_UPDATES = ("message",)
 
 _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
-
-
-class TelegramAPIError(ChannelError):
-    """Telegram refused a call; ``description`` is Telegram's reason (as PTB reports it)."""
-
-    def __init__(
-        self,
-        method: str,
-        description: str,
-        *,
-        retryable: bool = False,
-        retry_after: float | None = None,
-        maybe_delivered: bool = False,
-    ) -> None:
-        super().__init__(
-            f"Telegram {method}: {description}",
-            retryable=retryable,
-            retry_after=retry_after,
-            maybe_delivered=maybe_delivered,
-        )
-        self.method = method
-        self.description = description
-
-
-class TelegramStartError(TelegramAPIError, ChannelStartError):
-    """Starting failed: Telegram refused the token, or could not be reached."""
-
-
-def api_error(method: str, exc: TelegramError) -> TelegramAPIError:
-    """``exc`` as a ``TelegramAPIError`` that says whether trying again may help.
-
-    PTB reports a 5xx answer as a bare ``NetworkError`` and a failure below HTTP as one
-    caused by an httpx error; which httpx error tells whether the request got out.
-    """
-    description = exc.message
-    if isinstance(exc, RetryAfter):
-        return TelegramAPIError(
-            method, description, retryable=True, retry_after=retry_after(exc.retry_after)
-        )
-    if isinstance(exc, BadRequest | Forbidden | InvalidToken | Conflict | ChatMigrated):
-        return TelegramAPIError(method, description)  # Telegram refused the request itself
-    if isinstance(exc, NetworkError):  # TimedOut included
-        cause = exc.__cause__
-        if isinstance(cause, httpx.HTTPError):
-            description = f"{description} ({type(cause).__name__})"
-        never_sent = isinstance(
-            cause, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
-        )
-        # Without an httpx cause Telegram (or a proxy) answered with an error status: the
-        # request was not carried out. A read timeout or a connection lost after sending
-        # leaves it open whether it was.
-        answered = cause is None and not isinstance(exc, TimedOut)
-        return TelegramAPIError(
-            method, description, retryable=True, maybe_delivered=not (never_sent or answered)
-        )
-    return TelegramAPIError(method, description)
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -162,9 +119,11 @@ class _PollingBot(ExtBot[int]):
         account_id: str,
         backoff: Backoff,
         stall_grace: float,
+        on_down: Callable[[str], None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self._on_down = on_down
         self._resume_offset = resume_offset
         self._account_id = account_id
         self._backoff = backoff
@@ -226,6 +185,12 @@ class _PollingBot(ExtBot[int]):
         except TimeoutError:
             await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
             return ()
+        except InvalidToken as exc:  # revoked while running: the daemon restarts the channel
+            if not poll_seconds or self._on_down is None:
+                raise  # (PTB would end polling with a traceback)
+            self._on_down(f"getUpdates: the token was rejected ({exc.message})")
+            await self._back_off(f"getUpdates refused the token ({exc.message})")
+            return ()
         if self._backoff.failures:
             log.info("telegram[%s]: polling again", self._account_id)
             self._backoff.reset()
@@ -265,8 +230,10 @@ class TelegramAdapter:
         poll_timeout: int = 30,
         conflict_backoff: tuple[float, float] = (1.0, 30.0),
         stall_grace: float = 15.0,
+        on_down: Callable[[str], None] | None = None,
     ) -> None:
         self._token = token
+        self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
         self.account_id = account_id
@@ -283,6 +250,7 @@ class TelegramAdapter:
     async def start(self, sink: InboundSink) -> None:
         if self._app is not None:
             raise RuntimeError("telegram adapter already started")
+        quiet_non_json_error_tracebacks()
         saved = self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
         bot = _PollingBot(
             self._token,
@@ -295,6 +263,7 @@ class TelegramAdapter:
             account_id=self.account_id,
             backoff=self._poll_backoff(),
             stall_grace=self._stall_grace,
+            on_down=self._on_down,
         )
         app: _App = Application.builder().bot(bot).build()
         app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self._on_text))
@@ -314,7 +283,7 @@ class TelegramAdapter:
             )
         except TelegramError as exc:
             await self.stop()
-            raise TelegramStartError("start", exc.message) from exc
+            raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
         except BaseException:
             await self.stop()
             raise

@@ -1,13 +1,14 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
-conversation's scheduled jobs), ``/help`` lists the commands. ``answer`` does what the command
-asks and returns the text to reply with; the manager sends it.
+conversation's scheduled jobs, and which channels are down), ``/help`` lists the commands.
+``answer`` does what the command asks and returns the text to reply with; the manager
+sends it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..chat import InboundMessage
 from ..store import Store, StoreError
@@ -34,12 +35,15 @@ class CommandDesk:
         queue_mode: QueueMode,
         clock: Callable[[], float],
         jobs: Callable[[str], list[str]] | None,
+        channels_down: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._store = store
         self._sessions = sessions
         self._queue_mode = queue_mode
         self._clock = clock
         self._jobs = jobs
+        self._channels_down = channels_down
+        """Which channels are down and why (the daemon's view), for ``/status``."""
 
     async def answer(self, command: str, message: InboundMessage) -> str:
         """Do what ``command`` asks; the answer for the message's chat."""
@@ -103,6 +107,13 @@ class CommandDesk:
                 log.exception("listing scheduled jobs for %s failed", conversation_key)
                 jobs = []
             lines += [f"Scheduled: {job}" for job in jobs]
+        if self._channels_down is not None:
+            try:
+                down = dict(self._channels_down())
+            except Exception:
+                log.exception("listing the channels that are down failed")
+                down = {}
+            lines += [f"Channel {name} is down: {why}" for name, why in sorted(down.items())]
         return "\n".join(lines)
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..agent.tools import Tool
@@ -74,6 +74,7 @@ class SessionManager:
         clock: Callable[[], float] = time.time,
         jobs: Callable[[str], list[str]] | None = None,
         hooks: RunHooks | None = None,
+        channels_down: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -101,6 +102,7 @@ class SessionManager:
             queue_mode=settings.queue_mode,
             clock=clock,
             jobs=jobs,
+            channels_down=channels_down,
         )
 
     # -- inbound ----------------------------------------------------------------------------

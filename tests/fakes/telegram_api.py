@@ -213,7 +213,8 @@ BOT_USER: dict[str, Any] = {
 class FakeTelegramAPI:
     """See the module docstring."""
 
-    def __init__(self, token: str = "123456:TEST-TOKEN") -> None:
+    def __init__(self, token: str = "123456:TEST-TOKEN", *, port: int = 0) -> None:
+        """``port``: where to listen (0: any free port)."""
         self.stalls = 0
         self.token = token
         self.calls: list[Call] = []
@@ -232,7 +233,7 @@ class FakeTelegramAPI:
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._outage: Outage | None = None
-        self.port = 0
+        self.port = port
 
     @property
     def base_url(self) -> str:
@@ -244,7 +245,7 @@ class FakeTelegramAPI:
         app.router.add_post("/bot{token}/{method}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         server = site._server
         assert server is not None

@@ -1,0 +1,181 @@
+"""Each channel on its own: one that cannot start, or stops working, leaves the others be.
+
+``ChannelKeeper.start`` starts a channel's adapter. When that fails (a closed port, a refused
+token: any exception from ``start``) the channel is marked ``down`` with the reason in one
+line, logged in one line (the traceback only with ``--debug``), and tried again after a
+backoff delay (``CHANNEL_RETRY_FIRST``, doubling up to ``CHANNEL_RETRY_CAP``, jittered) with
+a fresh adapter built from the current config, until it starts; then it is ``running`` again
+and its backoff starts over. An adapter that reports a started channel dead
+(``report_down``: its connection ended, its token was revoked) is stopped and retried the
+same way. ``forget`` ends a channel's retries (a reload that restarts or removes it starts
+afresh with the new settings); ``close`` ends them all at shutdown.
+
+The states are what ``/healthz`` and ``/status`` show: ``starting``, ``running``, ``down``
+(with ``reasons``) and ``stopped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from .channels.base import ChannelAdapter
+from .config import BotdConfig
+from .retry import Backoff
+from .wiring import Runtime
+
+__all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "ChannelKeeper"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL_RETRY_FIRST = 2.0
+"""Seconds before the first retry of a channel that failed (jitter makes it 1 to 2)."""
+CHANNEL_RETRY_CAP = 300.0
+"""The longest wait between two retries of a channel that keeps failing."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line, or its type's name when it has none."""
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
+
+
+class ChannelKeeper:
+    """Starts the runtime's channels and keeps restarting the ones that fail (see module)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        config: Callable[[], BotdConfig],
+        *,
+        debug: bool = False,
+        backoff: Callable[[], Backoff] | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._config = config
+        self._debug = debug
+        self._new_backoff = backoff or (
+            lambda: Backoff(CHANNEL_RETRY_FIRST, factor=2.0, cap=CHANNEL_RETRY_CAP)
+        )
+        self.states: dict[str, str] = {}
+        """Each channel's state: ``starting``, ``running``, ``down`` or ``stopped``."""
+        self.reasons: dict[str, str] = {}
+        """Why each ``down`` channel is down, in one line."""
+        self._backoffs: dict[str, Backoff] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
+
+    def down(self) -> dict[str, str]:
+        """The channels that are down, each with its reason."""
+        return {
+            name: self.reasons.get(name, "down") for name, s in self.states.items() if s == "down"
+        }
+
+    def running(self) -> int:
+        return sum(1 for state in self.states.values() if state == "running")
+
+    def backoff(self, name: str) -> Backoff:
+        """The backoff of ``name``'s retries (reset when it comes up)."""
+        found = self._backoffs.get(name)
+        if found is None:
+            found = self._backoffs[name] = self._new_backoff()
+        return found
+
+    async def start(self, name: str, adapter: ChannelAdapter) -> bool:
+        """Start ``adapter`` (already in ``runtime.adapters``); True when it runs.
+
+        On failure the channel is down and retried in the background.
+        """
+        self.states[name] = "starting"
+        failure = await self._attempt(name, adapter)
+        if failure is None:
+            return True
+        self._down(name, failure)
+        return False
+
+    def report_down(self, name: str, reason: str) -> None:
+        """A running channel stopped working for good: stop it and retry it (adapters call
+        this through ``ChannelContext.on_channel_down``)."""
+        if self._closed or self.states.get(name) != "running" or name in self._retries:
+            return
+        self._down(name, " ".join(reason.split()) or "stopped working", stale=True)
+
+    async def forget(self, name: str) -> None:
+        """End ``name``'s retries and drop its backoff (it is being stopped or rebuilt)."""
+        task = self._retries.pop(name, None)
+        self._backoffs.pop(name, None)
+        self.reasons.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Shutdown: no more retries; the ones waiting or starting are cancelled now."""
+        self._closed = True
+        tasks = list(self._retries.values())
+        self._retries.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- inside ---------------------------------------------------------------------------
+
+    async def _attempt(self, name: str, adapter: ChannelAdapter) -> str | None:
+        """Start ``adapter``; None when it runs, else why not (logged by the caller)."""
+        try:
+            await adapter.start(self._runtime.router.handle)
+        except Exception as exc:
+            if self._debug:
+                log.debug("channel %s: start failed", name, exc_info=exc)
+            return one_line(exc)
+        failures = self.backoff(name).failures
+        self.backoff(name).reset()
+        self.states[name] = "running"
+        self.reasons.pop(name, None)
+        if failures:
+            log.warning("channel %s is up again after %d failed attempt(s)", name, failures)
+        else:
+            log.info("channel %s running", name)
+        return None
+
+    def _down(self, name: str, reason: str, *, stale: bool = False) -> None:
+        self.states[name] = "down"
+        self.reasons[name] = reason
+        if self._closed:
+            log.error("channel %s down: %s", name, reason)
+            return
+        backoff = self.backoff(name)
+        delay = backoff.next_delay()
+        log.error("channel %s down: %s; retry %d in %.1fs", name, reason, backoff.failures, delay)
+        self._retries[name] = asyncio.create_task(
+            self._retry(name, delay, stale), name=f"channel-retry:{name}"
+        )
+
+    async def _retry(self, name: str, delay: float, stale: bool) -> None:
+        runtime = self._runtime
+        if stale:
+            dead = runtime.adapters.get(name)
+            if dead is not None:
+                try:
+                    await dead.stop()
+                except Exception as exc:
+                    log.warning("channel %s: stopping it failed: %s", name, one_line(exc))
+        await asyncio.sleep(delay)
+        config = self._config()
+        try:
+            adapter = runtime.build_adapter(name, config)
+        except Exception as exc:
+            self._retries.pop(name, None)
+            self._down(name, one_line(exc))
+            return
+        if adapter is None:  # no longer configured
+            self._retries.pop(name, None)
+            return
+        runtime.adapters[name] = adapter
+        runtime.update_channels(config)
+        failure = await self._attempt(name, adapter)
+        if self._retries.get(name) is asyncio.current_task():
+            del self._retries[name]
+        if failure is not None:
+            self._down(name, failure)

@@ -1,0 +1,233 @@
+"""``botd run`` with one channel out of reach: the others work, the one is down and comes up by
+itself; only a config error or an unusable state directory stops botd (exit 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, start_daemon, stop_daemon
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+TOKEN = "123456:TEST-TOKEN"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthz(port: int) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+async def _until(what: str, check: Any) -> None:
+    """Poll ``check`` (a hang guard, not a delay) until it is true."""
+    async with asyncio.timeout(HANG_GUARD):
+        while not await check():
+            await asyncio.sleep(0.05)
+
+
+def _config(tmp_path: Path, *, slack_url: str, telegram_port: int, model_url: str) -> Path:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        f"""
+state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: true, port: {_free_port()}}}
+model:
+  provider: anthropic
+  name: claude-test
+  api_key: sk-test-key
+  base_url: {json.dumps(model_url)}
+channels:
+  slack:
+    bot_token: xoxb-test
+    app_token: xapp-test
+    api_base_url: {json.dumps(slack_url)}
+    dm_policy: open
+  telegram:
+    token: ${{T_TOKEN}}
+    api_base_url: "http://127.0.0.1:{telegram_port}/bot"
+    dm_policy: open
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _health_port(config: Path) -> int:
+    for line in config.read_text(encoding="utf-8").splitlines():
+        if line.startswith("health:"):
+            return int(line.split("port:")[1].strip(" }"))
+    raise AssertionError("no health port")
+
+
+async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes_up(
+    tmp_path: Path,
+) -> None:
+    telegram_port = _free_port()  # nobody listens there yet
+    log_path = tmp_path / "daemon.log"
+    loop = asyncio.get_running_loop()
+    async with FakeSlack() as slack, FakeAnthropicAPI() as model:
+        config = _config(
+            tmp_path,
+            slack_url=slack.base_url,
+            telegram_port=telegram_port,
+            model_url=model.base_url,
+        )
+        port = _health_port(config)
+        process = await start_daemon(config, tmp_path, log_path=log_path, T_TOKEN=TOKEN)
+        try:
+
+            async def degraded() -> bool:
+                if "channel telegram down" not in log_path.read_text(errors="replace"):
+                    return False
+                try:
+                    status, _ = await loop.run_in_executor(None, _healthz, port)
+                except OSError:
+                    return False  # the health endpoint is not up yet
+                return status == 503
+
+            await _until("telegram down", degraded)
+            status, body = await loop.run_in_executor(None, _healthz, port)
+            assert status == 503
+            assert body["channels"] == {"slack": "running", "telegram": "down"}
+            [problem] = body["problems"]
+            assert problem.startswith("channel telegram: down (") and "\n" not in problem
+
+            # Slack works meanwhile: a question is answered, /status names the down channel.
+            model.push(stream(text("Hi from the model")))
+            event = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
+            await slack.send_event(event_callback({**event, "text": "hello", "ts": "1.000001"}))
+            await slack.send_event(event_callback({**event, "text": "/status", "ts": "1.000002"}))
+
+            def posted() -> list[str]:
+                return [str(c.args.get("text")) for c in slack.calls_to("chat.postMessage")]
+
+            async def both_answered() -> bool:
+                return len(posted()) >= 2
+
+            await _until("two answers", both_answered)
+            assert "Hi from the model" in posted()
+            [status_text] = [t for t in posted() if "Channel telegram is down:" in t]
+            assert "slack" not in status_text.split("Channel telegram")[1]
+
+            # Telegram comes up on that port: the channel is retried into running.
+            async with FakeTelegramAPI(TOKEN, port=telegram_port) as telegram:
+
+                async def healthy() -> bool:
+                    status, _ = await loop.run_in_executor(None, _healthz, port)
+                    return status == 200
+
+                await _until("telegram up", healthy)
+                assert telegram.calls_to("getMe")
+                status, body = await loop.run_in_executor(None, _healthz, port)
+                assert body["channels"] == {"slack": "running", "telegram": "running"}
+                assert await stop_daemon(process) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    log = log_path.read_text(encoding="utf-8")
+    assert "Traceback" not in log
+    down = [line for line in log.splitlines() if "channel telegram down:" in line]
+    assert down  # one line per failed attempt, the reason on the same line
+    assert all("retry" in line for line in down)
+    assert "channel telegram is up again" in log
+
+
+async def test_a_reload_fixing_a_down_channel_s_url_brings_it_up(tmp_path: Path) -> None:
+    log_path = tmp_path / "daemon.log"
+    loop = asyncio.get_running_loop()
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI() as model:
+        config = tmp_path / "botd.yaml"
+        port = _free_port()
+
+        def write(url: str) -> None:
+            config.write_text(
+                f"""
+state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: true, port: {port}}}
+model: {{provider: anthropic, name: claude-test, api_key: sk-test-key,
+         base_url: {json.dumps(model.base_url)}}}
+channels:
+  telegram: {{token: "${{T_TOKEN}}", api_base_url: {json.dumps(url)}, poll_timeout: 1}}
+""",
+                encoding="utf-8",
+            )
+
+        write(f"{telegram.base_url}/wrong")  # a URL that is no Bot API: getMe answers 404
+        process = await start_daemon(config, tmp_path, log_path=log_path, T_TOKEN=TOKEN)
+        try:
+
+            async def down_with_404() -> bool:
+                return "check api_base_url" in log_path.read_text(errors="replace")
+
+            await _until("the 404", down_with_404)
+            write(telegram.base_url)
+            process.send_signal(signal.SIGHUP)
+
+            async def healthy() -> bool:
+                try:
+                    status, _ = await loop.run_in_executor(None, _healthz, port)
+                except OSError:
+                    return False
+                return status == 200
+
+            await _until("telegram up after the reload", healthy)
+            assert await stop_daemon(process) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    log = log_path.read_text(encoding="utf-8")
+    assert "Traceback" not in log and "rejected" not in log
+    assert "restarting telegram" in log
+
+
+def _run_to_end(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*BOTD, *args],
+        capture_output=True,
+        text=True,
+        env=daemon_env(),
+        stdin=subprocess.DEVNULL,
+        timeout=HANG_GUARD,
+    )
+
+
+def test_a_config_error_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "botd.yaml"
+    config.write_text("channels: {telegram: {token: t, poll_timeout: -1}}\n", encoding="utf-8")
+    result = _run_to_end("run", "--config", str(config))
+    assert result.returncode == 2
+    assert "poll_timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unusable_state_dir_exits_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the state directory should be\n", encoding="utf-8")
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        f"state_dir: {json.dumps(str(blocker / 'state'))}\n"
+        "channels: {telegram: {token: t, api_base_url: 'http://127.0.0.1:9/'}}\n",
+        encoding="utf-8",
+    )
+    result = _run_to_end("run", "--config", str(config))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("botd: "), result.stderr

@@ -1,0 +1,207 @@
+"""``ChannelKeeper`` in-process: a failing channel is down and retried with backoff, its backoff
+starts over once it comes up, a channel that dies later is retried the same way, and shutdown
+or a reload ends the retries at once. The adapters are scripted stand-ins (no platform here);
+the subprocess tests in test_channel_isolation.py run the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from botd.channel_keeper import ChannelKeeper
+from botd.channels.base import InboundSink
+from botd.channels.errors import ChannelStartError
+from botd.config import BotdConfig
+from botd.retry import Backoff
+from botd.sessions.commands import CommandDesk
+from botd.store import Store
+from botd.wiring import Runtime
+
+GUARD = 20.0
+
+
+class Flaky:
+    """An adapter whose ``start`` fails ``failures`` times, then works (or blocks)."""
+
+    name = "flaky"
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.started = False
+        self.stopped = False
+
+    async def start(self, sink: InboundSink) -> None:
+        self.plan.attempts += 1
+        if self.plan.block is not None:
+            await self.plan.block.wait()
+        if self.plan.failures > 0:
+            self.plan.failures -= 1
+            raise ChannelStartError("cannot reach flaky: connection refused\n(port 9)")
+        self.started = True
+        self.plan.up.set()
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+@dataclass
+class Plan:
+    failures: int = 0
+    attempts: int = 0
+    block: asyncio.Event | None = None
+    up: asyncio.Event = field(default_factory=asyncio.Event)
+    built: list[Flaky] = field(default_factory=list)
+
+
+class FakeRuntime:
+    """What the keeper uses of a ``Runtime``: the adapters, a router, rebuilding an adapter."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.adapters: dict[str, Any] = {}
+        self.router = self
+        self.updates = 0
+
+    async def handle(self, message: object) -> None:
+        return None
+
+    def build_adapter(self, name: str, config: BotdConfig) -> Flaky:
+        adapter = Flaky(self.plan)
+        self.plan.built.append(adapter)
+        return adapter
+
+    def update_channels(self, config: BotdConfig) -> None:
+        self.updates += 1
+
+
+class RecordingBackoff(Backoff):
+    def __init__(self, first: float, cap: float) -> None:
+        super().__init__(first, factor=2.0, cap=cap, jitter=0.0)
+        self.delays: list[float] = []
+
+    def next_delay(self) -> float:
+        delay = super().next_delay()
+        self.delays.append(delay)
+        return delay
+
+
+def _keeper(plan: Plan, first: float = 0.01, cap: float = 0.04) -> tuple[ChannelKeeper, Any]:
+    runtime = FakeRuntime(plan)
+    keeper = ChannelKeeper(
+        cast(Runtime, runtime),
+        lambda: cast(BotdConfig, None),
+        backoff=lambda: RecordingBackoff(first, cap),
+    )
+    return keeper, runtime
+
+
+async def _start(keeper: ChannelKeeper, runtime: Any, plan: Plan) -> bool:
+    adapter = runtime.build_adapter("flaky", None)
+    runtime.adapters["flaky"] = adapter
+    return await keeper.start("flaky", adapter)
+
+
+async def test_a_failing_channel_is_down_then_retried_until_up_and_its_backoff_resets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = Plan(failures=4)
+    keeper, runtime = _keeper(plan)
+    with caplog.at_level(logging.INFO, logger="botd.channel_keeper"):
+        assert await _start(keeper, runtime, plan) is False
+        assert keeper.states["flaky"] == "down"
+        assert keeper.down() == {"flaky": "cannot reach flaky: connection refused (port 9)"}
+        await asyncio.wait_for(plan.up.wait(), GUARD)
+    assert keeper.states["flaky"] == "running" and keeper.down() == {}
+    assert plan.attempts == 5
+    backoff = keeper.backoff("flaky")
+    assert isinstance(backoff, RecordingBackoff)
+    assert backoff.delays == [0.01, 0.02, 0.04, 0.04]  # doubling up to the cap
+    assert backoff.failures == 0  # reset on success
+    # Each retry ran a fresh adapter, and delivery was pointed at it.
+    assert runtime.adapters["flaky"] is plan.built[-1] and plan.built[-1].started
+    assert runtime.updates == 4
+    down = [r for r in caplog.records if "down:" in r.getMessage()]
+    assert len(down) == 4 and all(r.exc_info is None for r in down)
+    assert all("\n" not in r.getMessage() for r in caplog.records)
+    assert "up again after 4 failed attempt(s)" in caplog.text
+    # Dying later starts from the first delay again, not the long one it had reached.
+    plan.up.clear()
+    plan.failures = 1
+    keeper.report_down("flaky", "connection ended:\nreset by peer")
+    assert keeper.down() == {"flaky": "connection ended: reset by peer"}
+    await asyncio.wait_for(plan.up.wait(), GUARD)
+    assert backoff.delays[4:] == [0.01, 0.02]
+    assert plan.built[-2].stopped is False and plan.built[-3].stopped  # the dead one stopped
+    await keeper.close()
+
+
+async def test_shutdown_during_a_long_wait_ends_the_retry_at_once() -> None:
+    plan = Plan(failures=100)
+    keeper, runtime = _keeper(plan, first=3600.0, cap=3600.0)
+    assert await _start(keeper, runtime, plan) is False
+    await asyncio.wait_for(keeper.close(), GUARD)
+    assert plan.attempts == 1
+    keeper.report_down("flaky", "late news")  # ignored once closed
+    assert plan.attempts == 1
+
+
+async def test_shutdown_during_a_retrying_start_cancels_it() -> None:
+    plan = Plan(failures=1)
+    keeper, runtime = _keeper(plan)
+    assert await _start(keeper, runtime, plan) is False
+    plan.block = asyncio.Event()  # the retry's start hangs (a server that never answers)
+    while plan.attempts < 2:
+        await asyncio.sleep(0.01)
+    await asyncio.wait_for(keeper.close(), GUARD)
+    assert keeper.states["flaky"] == "down"
+
+
+async def test_forget_ends_the_retry_and_a_new_start_begins_a_new_backoff() -> None:
+    plan = Plan(failures=100)
+    keeper, runtime = _keeper(plan, first=3600.0, cap=3600.0)
+    assert await _start(keeper, runtime, plan) is False
+    old = keeper.backoff("flaky")
+    await asyncio.wait_for(keeper.forget("flaky"), GUARD)  # a reload changed its section
+    assert keeper.backoff("flaky") is not old
+    plan.failures = 0
+    assert await _start(keeper, runtime, plan) is True
+    assert keeper.states["flaky"] == "running"
+    await keeper.close()
+
+
+async def test_a_report_about_a_channel_not_running_is_ignored() -> None:
+    plan = Plan(failures=100)
+    keeper, runtime = _keeper(plan, first=3600.0, cap=3600.0)
+    assert await _start(keeper, runtime, plan) is False
+    keeper.report_down("flaky", "again")  # already down and retrying: one retry only
+    keeper.report_down("nobody", "unknown channel")
+    assert keeper.down() == {"flaky": "cannot reach flaky: connection refused (port 9)"}
+    await keeper.close()
+
+
+def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
+    down = {"telegram": "getMe answered 404: check api_base_url", "discord": "token rejected"}
+    with Store.open(tmp_path) as store:
+        desk = CommandDesk(
+            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=lambda: down
+        )
+        lines = desk.status("telegram:1").splitlines()
+
+        def broken() -> dict[str, str]:
+            raise RuntimeError("keeper gone")
+
+        quiet = CommandDesk(
+            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=broken
+        )
+        assert quiet.status("telegram:1") == "No conversation yet."
+    assert lines == [
+        "No conversation yet.",
+        "Channel discord is down: token rejected",
+        "Channel telegram is down: getMe answered 404: check api_base_url",
+    ]
