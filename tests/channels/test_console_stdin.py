@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -149,35 +151,60 @@ def _read_until(fd: int, wanted: bytes) -> bytes:
     return seen
 
 
-def test_a_terminal_gets_a_banner_and_no_info_lines(tmp_path: Path) -> None:
+class _Terminal:
+    """The controlling side of the pty botd reads: what is written here is typed."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def type(self, data: bytes) -> None:
+        assert self._fd is not None
+        os.write(self._fd, data)
+
+    def hang_up(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@contextmanager
+def _on_a_terminal(cwd: Path) -> Iterator[tuple[subprocess.Popen[bytes], _Terminal]]:
+    """``botd run`` in ``cwd`` with a pty as its stdin; yields it and the terminal it reads,
+    hung up on the way out, killing botd if it still runs."""
     pty = pytest.importorskip("pty")
     try:
-        controller, terminal = pty.openpty()
+        controller, stdin = pty.openpty()
     except OSError as exc:
         pytest.skip(f"no pty here: {exc}")
     process = subprocess.Popen(
         [*BOTD, "run"],
-        stdin=terminal,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=tmp_path,
+        cwd=cwd,
         env=daemon_env(),
     )
-    os.close(terminal)
+    os.close(stdin)
+    terminal = _Terminal(controller)
     try:
-        assert process.stderr is not None
-        banner = _read_until(process.stderr.fileno(), b"quit.")
-        assert b"scripted provider (model scripted)" in banner
-        assert b"Ctrl-D to quit" in banner and b'"""' in banner
-        os.write(controller, b"hello from a terminal\n")
-        os.write(controller, b'"""\ntwo\nlines\n"""\n')
-        os.write(controller, b"\x04")  # Ctrl-D at the start of a line: end of input
-        stdout, stderr = process.communicate(timeout=HANG_GUARD)
+        yield process, terminal
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        os.close(controller)
+        terminal.hang_up()
+
+
+def test_a_terminal_gets_a_banner_and_no_info_lines(tmp_path: Path) -> None:
+    with _on_a_terminal(tmp_path) as (process, terminal):
+        assert process.stderr is not None
+        banner = _read_until(process.stderr.fileno(), b"quit.")
+        assert b"scripted provider (model scripted)" in banner
+        assert b"Ctrl-D to quit" in banner and b'"""' in banner
+        terminal.type(b"hello from a terminal\n")
+        terminal.type(b'"""\ntwo\nlines\n"""\n')
+        terminal.type(b"\x04")  # Ctrl-D at the start of a line: end of input
+        stdout, stderr = process.communicate(timeout=HANG_GUARD)
     assert process.returncode == 0, stderr.decode(errors="replace")
     printed = stdout.decode()
     assert printed.count("hello from a terminal") == 1
@@ -189,33 +216,14 @@ def test_a_terminal_gets_a_banner_and_no_info_lines(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_console_waiting_on_its_terminal(tmp_path: Path, sig: int) -> None:
     # The reading thread stays blocked in read(): the daemon still stops and exits 0.
-    pty = pytest.importorskip("pty")
-    try:
-        controller, terminal = pty.openpty()
-    except OSError as exc:
-        pytest.skip(f"no pty here: {exc}")
-    process = subprocess.Popen(
-        [*BOTD, "run"],
-        stdin=terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env=daemon_env(),
-    )
-    os.close(terminal)
-    try:
+    with _on_a_terminal(tmp_path) as (process, terminal):
         assert process.stderr is not None
         _read_until(process.stderr.fileno(), b"quit.")
-        os.write(controller, b"are you there?\n")
+        terminal.type(b"are you there?\n")
         assert process.stdout is not None
         assert b"You said: are you there?" in _read_until(process.stdout.fileno(), b"?\n")
         process.send_signal(sig)
         _, stderr = process.communicate(timeout=HANG_GUARD)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
     assert process.returncode == 0, stderr.decode(errors="replace")
     assert b"Fatal Python error" not in stderr and b"Traceback" not in stderr
 
@@ -223,31 +231,13 @@ def test_a_signal_stops_a_console_waiting_on_its_terminal(tmp_path: Path, sig: i
 def test_a_terminal_that_hangs_up_is_the_end_of_input(tmp_path: Path) -> None:
     # Reading a pty whose other side is closed fails (EIO): botd answers what it read, then
     # stops as at Ctrl-D.
-    pty = pytest.importorskip("pty")
-    try:
-        controller, terminal = pty.openpty()
-    except OSError as exc:
-        pytest.skip(f"no pty here: {exc}")
-    process = subprocess.Popen(
-        [*BOTD, "run"],
-        stdin=terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env=daemon_env(),
-    )
-    os.close(terminal)
-    try:
+    with _on_a_terminal(tmp_path) as (process, terminal):
         assert process.stderr is not None and process.stdout is not None
         _read_until(process.stderr.fileno(), b"quit.")
-        os.write(controller, b"last words\n")
+        terminal.type(b"last words\n")
         answered = _read_until(process.stdout.fileno(), b"words\n")
-        os.close(controller)
+        terminal.hang_up()
         stdout, stderr = process.communicate(timeout=HANG_GUARD)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 0, stderr.decode(errors="replace")
     assert (answered + stdout).decode() == "You said: last words\n"
     assert b"Traceback" not in stderr
