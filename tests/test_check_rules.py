@@ -62,6 +62,20 @@ def test_a_duplicate_key_names_the_key_and_both_lines() -> None:
     ]
 
 
+def test_a_problem_with_a_repeated_key_points_at_the_value_kept() -> None:
+    # YAML keeps the last of the two: a problem with that value names its line, not the first.
+    text = """
+    channels:
+      telegram:
+        token: "123:abc"
+        token: "  "
+    """
+    assert [(p.path, p.line, p.message.split(":")[0]) for p in problems(text)] == [
+        ("channels.telegram.token", 4, "key 'token' is written twice (lines 3 and 4); keep one"),
+        ("channels.telegram.token", 4, "is blank"),
+    ]
+
+
 def test_duplicate_keys_at_the_top_and_in_list_items_are_all_found() -> None:
     text = """
     channels:

@@ -57,10 +57,12 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[
         else:
             written[key] = line
     data.update(loader.construct_mapping(node))  # flattens merge keys into node.value
+    # The line of the value kept: YAML keeps the last of a repeated key, and a key of the
+    # mapping's own over one merged in (merged keys come first in the flattened node).
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
         if isinstance(key, str | int | float | bool) or key is None:
-            data.key_lines.setdefault(key, key_node.start_mark.line + 1)
+            data.key_lines[key] = key_node.start_mark.line + 1
 
 
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
