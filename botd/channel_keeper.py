@@ -1,6 +1,9 @@
 """Each channel on its own: one that cannot start, or stops working, leaves the others be.
 
-``ChannelKeeper.start`` starts a channel's adapter. When that fails (a closed port, a refused
+``ChannelKeeper.start_all`` starts every channel at once and waits for them at most
+``START_WAIT`` seconds: a start that hangs (a server that accepts and never answers) goes on in
+the background and holds up neither the other channels nor the daemon's readiness.
+``ChannelKeeper.start`` starts one channel's adapter. When that fails (a closed port, a refused
 token: any exception from ``start``) the channel is marked ``down`` with the reason in one
 line, logged in one line (the traceback only with ``--debug``), and tried again after a
 backoff delay (``CHANNEL_RETRY_FIRST``, doubling up to ``CHANNEL_RETRY_CAP``, jittered) with
@@ -18,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
 
 from .channels.base import ChannelAdapter
 from .config import BotdConfig
 from .retry import Backoff
 from .wiring import Runtime
 
-__all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "ChannelKeeper"]
+__all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "START_WAIT", "ChannelKeeper"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,8 @@ CHANNEL_RETRY_FIRST = 2.0
 """Seconds before the first retry of a channel that failed (jitter makes it 1 to 2)."""
 CHANNEL_RETRY_CAP = 300.0
 """The longest wait between two retries of a channel that keeps failing."""
+START_WAIT = 5.0
+"""How long the daemon's start waits for its channels before going on without the slow ones."""
 
 
 def one_line(exc: BaseException) -> str:
@@ -64,6 +71,7 @@ class ChannelKeeper:
         """Why each ``down`` channel is down, in one line."""
         self._backoffs: dict[str, Backoff] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
+        self._starting: dict[str, asyncio.Task[bool]] = {}
         self._closed = False
 
     def down(self) -> dict[str, str]:
@@ -81,6 +89,27 @@ class ChannelKeeper:
         if found is None:
             found = self._backoffs[name] = self._new_backoff()
         return found
+
+    async def start_all(
+        self, adapters: Mapping[str, ChannelAdapter], *, wait: float = START_WAIT
+    ) -> None:
+        """Start every channel side by side; return once each has started or failed, or after
+        ``wait`` seconds, leaving the slow ones starting in the background."""
+        for name, adapter in adapters.items():
+            task = asyncio.create_task(self.start(name, adapter), name=f"channel-start:{name}")
+            self._starting[name] = task
+            task.add_done_callback(partial(self._started, name))
+        pending = list(self._starting.values())
+        if not pending:
+            return
+        _, slow = await asyncio.wait(pending, timeout=wait)
+        if slow:
+            names = ", ".join(sorted(n for n, t in self._starting.items() if t in slow))
+            log.warning("channel(s) %s still starting after %.0fs; going on meanwhile", names, wait)
+
+    def _started(self, name: str, task: asyncio.Task[bool]) -> None:
+        if self._starting.get(name) is task:
+            del self._starting[name]
 
     async def start(self, name: str, adapter: ChannelAdapter) -> bool:
         """Start ``adapter`` (already in ``runtime.adapters``); True when it runs.
@@ -103,18 +132,20 @@ class ChannelKeeper:
 
     async def forget(self, name: str) -> None:
         """End ``name``'s retries and drop its backoff (it is being stopped or rebuilt)."""
-        task = self._retries.pop(name, None)
+        tasks = [t for t in (self._retries.pop(name, None), self._starting.pop(name, None)) if t]
         self._backoffs.pop(name, None)
         self.reasons.pop(name, None)
-        if task is not None:
+        for task in tasks:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
-        """Shutdown: no more retries; the ones waiting or starting are cancelled now."""
+        """Shutdown: no more retries; the ones waiting or starting (first starts that are
+        still going included) are cancelled now."""
         self._closed = True
-        tasks = list(self._retries.values())
+        tasks: list[asyncio.Task[Any]] = [*self._retries.values(), *self._starting.values()]
         self._retries.clear()
+        self._starting.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -290,9 +290,9 @@ class Daemon:
             runtime.pruner.start()
             runtime.scheduler.start()
             runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
-            # A channel that fails is down and retried in the background; the rest go on.
-            for name, adapter in list(runtime.adapters.items()):
-                await channels.start(name, adapter)
+            # All at once: one that fails is down and retried in the background, one that
+            # hangs goes on starting there; the rest go on.
+            await channels.start_all(dict(runtime.adapters))
             await runtime.sessions.release()
             if config.health.enabled:
                 health = HealthServer(

@@ -231,3 +231,55 @@ def test_an_unusable_state_dir_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("botd: "), result.stderr
+
+
+async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A server that answers one byte at a time, a second apart: each read is quick enough
+    for a client's read timeout, the answer never ends."""
+    try:
+        for byte in b"HTTP/1.1 200 OK\r\n" * 1000:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(1)
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+async def test_a_channel_whose_start_hangs_holds_up_no_other(tmp_path: Path) -> None:
+    # Telegram is listed first and its server never finishes an answer: the channels start
+    # side by side and the daemon goes on without the slow one, so Slack answers while
+    # Telegram is still starting.
+    hanging = await asyncio.start_server(_trickle, "127.0.0.1", 0)
+    log_path = tmp_path / "daemon.log"
+    try:
+        async with FakeSlack() as slack, FakeAnthropicAPI() as model:
+            config = _config(
+                tmp_path,
+                slack_url=slack.base_url,
+                telegram_port=hanging.sockets[0].getsockname()[1],
+                model_url=model.base_url,
+            )
+            written = config.read_text(encoding="utf-8")
+            slack_part = written[written.index("  slack:") : written.index("  telegram:")]
+            config.write_text(written.replace(slack_part, "") + slack_part, encoding="utf-8")
+            process = await start_daemon(config, tmp_path, log_path=log_path, T_TOKEN=TOKEN)
+            try:
+                model.push(stream(text("Slack still answers")))
+                event = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
+                await slack.wait_socket(HANG_GUARD)
+                await slack.send_event(event_callback({**event, "text": "hi", "ts": "2.000001"}))
+
+                async def answered() -> bool:
+                    return bool(slack.calls_to("chat.postMessage"))
+
+                await _until("slack answers", answered)
+                logged = log_path.read_text(errors="replace")
+                assert "channel(s) telegram still starting" in logged
+                assert "channel telegram down" not in logged  # its start had not even failed
+            finally:
+                assert await stop_daemon(process) == 0
+    finally:
+        hanging.close()
+    assert "Traceback" not in log_path.read_text(errors="replace")

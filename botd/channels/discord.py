@@ -356,7 +356,8 @@ class DiscordAdapter:
 
     def _channel(self, target: Target) -> discord.PartialMessageable:
         if self._client is None:
-            raise RuntimeError("DiscordAdapter is not started")
+            # Starting, or being restarted after it went down: a send waits (is retried) for it.
+            raise ChannelError("discord is not connected (yet)", retryable=True)
         return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
 
     def _chunks(self, markdown: str) -> list[RenderedChunk]:

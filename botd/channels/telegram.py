@@ -58,6 +58,7 @@ from telegram.ext import (
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from .base import InboundSink, OffsetStore
+from .errors import ChannelError
 from .markdown import RenderedChunk, render_chunks
 from .telegram_errors import (
     TelegramAPIError,
@@ -316,7 +317,8 @@ class TelegramAdapter:
 
     def _require_bot(self) -> _PollingBot:
         if self._bot is None:
-            raise RuntimeError("telegram adapter is not started")
+            # Starting, or being restarted after it went down: a send waits (is retried) for it.
+            raise ChannelError("telegram is not connected (yet)", retryable=True)
         return self._bot
 
     # --- inbound ------------------------------------------------------------------------------

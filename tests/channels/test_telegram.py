@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from botd.channels.errors import ChannelStartError
+from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.telegram import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
 from botd.store import Store
@@ -310,8 +310,10 @@ async def test_stop_is_idempotent(fake: FakeTelegramAPI) -> None:
     running = await started(fake)
     await running.adapter.stop()
     await running.adapter.stop()
-    with pytest.raises(RuntimeError):
+    # Not connected: a passing failure, which the delivery retries until the channel is back.
+    with pytest.raises(ChannelError, match="not connected") as refused:
         await running.adapter.send(Target("telegram", str(DM)), "after stop")
+    assert refused.value.retryable
 
 
 async def test_a_refused_token_fails_start_cleanly(fake: FakeTelegramAPI) -> None:
