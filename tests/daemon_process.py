@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +24,26 @@ def daemon_env(**extra: str) -> dict[str, str]:
     env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
     env.update(extra)
     return env
+
+
+def run_botd(
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``botd ARGS`` to its end (hang-guarded): ``input`` on its stdin (none: stdin closed to
+    /dev/null), its output captured as text, ``daemon_env()`` unless ``env`` is given."""
+    return subprocess.run(
+        [*BOTD, *args],
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=daemon_env() if env is None else env,
+        timeout=HANG_GUARD,
+    )
 
 
 async def start_daemon(

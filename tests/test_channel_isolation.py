@@ -7,13 +7,17 @@ import asyncio
 import json
 import signal
 import socket
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, start_daemon, stop_daemon
+from tests.daemon_process import (
+    HANG_GUARD,
+    run_botd,
+    start_daemon,
+    stop_daemon,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -199,21 +203,10 @@ channels:
     assert "restarting telegram" in log
 
 
-def _run_to_end(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*BOTD, *args],
-        capture_output=True,
-        text=True,
-        env=daemon_env(),
-        stdin=subprocess.DEVNULL,
-        timeout=HANG_GUARD,
-    )
-
-
 def test_a_config_error_exits_2(tmp_path: Path) -> None:
     config = tmp_path / "botd.yaml"
     config.write_text("channels: {telegram: {token: t, poll_timeout: -1}}\n", encoding="utf-8")
-    result = _run_to_end("run", "--config", str(config))
+    result = run_botd("run", "--config", str(config))
     assert result.returncode == 2
     assert "poll_timeout" in result.stderr and "Traceback" not in result.stderr
 
@@ -227,7 +220,7 @@ def test_an_unusable_state_dir_exits_2(tmp_path: Path) -> None:
         "channels: {telegram: {token: t, api_base_url: 'http://127.0.0.1:9/'}}\n",
         encoding="utf-8",
     )
-    result = _run_to_end("run", "--config", str(config))
+    result = run_botd("run", "--config", str(config))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("botd: "), result.stderr

@@ -6,11 +6,17 @@ import asyncio
 import json
 import signal
 import socket
-import subprocess
 from pathlib import Path
 
 from botd.store import Store
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, start_daemon, stop_daemon
+from tests.daemon_process import (
+    BOTD,
+    HANG_GUARD,
+    daemon_env,
+    run_botd,
+    start_daemon,
+    stop_daemon,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -18,15 +24,7 @@ DM = 777
 
 
 def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [*BOTD, "run"],
-        input="hello\n",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=daemon_env(),
-        timeout=HANG_GUARD,
-    )
+    result = run_botd("run", cwd=tmp_path, input="hello\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
     assert (tmp_path / "var" / "botd.sqlite3").exists()  # the embedded default's state
@@ -53,15 +51,7 @@ scheduler:
 """,
         encoding="utf-8",
     )
-    result = subprocess.run(
-        [*BOTD, "run", "--config", str(config)],
-        input="hello\n",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=daemon_env(),
-        timeout=HANG_GUARD,
-    )
+    result = run_botd("run", "--config", str(config), cwd=tmp_path, input="hello\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: hello\n"
     # Conversations, dedupe ids, offsets and the scheduled job: all in botd.sqlite3.

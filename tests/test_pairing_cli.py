@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,21 +14,14 @@ from botd.chat import InboundMessage, Target
 from botd.pairing_cli import format_age
 from botd.router import AccessPolicy, PairingBook, Router
 from botd.store import Store
+from tests.daemon_process import run_botd
 
 ROOT = Path(__file__).resolve().parent.parent
-BOTD = [sys.executable, "-m", "botd.cli", "pairing"]
 
 
 def botd(*args: str) -> subprocess.CompletedProcess[str]:
     # No TELEGRAM_TOKEN, no ANTHROPIC_API_KEY: the admin's shell lacks the EnvironmentFile.
-    return subprocess.run(
-        [*BOTD, *args],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin"},
-        cwd=ROOT,
-        timeout=60,
-    )
+    return run_botd("pairing", *args, cwd=ROOT, env={"PATH": "/usr/bin:/bin"})
 
 
 @pytest.fixture

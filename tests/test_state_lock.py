@@ -16,9 +16,7 @@ from botd.config import parse_config
 from botd.daemon import Daemon
 from botd.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
-
-BOTD = [sys.executable, "-m", "botd.cli"]
-HANG_GUARD = 60.0
+from tests.daemon_process import BOTD, HANG_GUARD, run_botd
 
 
 def _env() -> dict[str, str]:
@@ -190,14 +188,6 @@ async def test_a_second_botd_run_exits_2_naming_the_first(tmp_path: Path) -> Non
             await first.wait()
 
     # Once the first is gone the state dir is free again.
-    result = subprocess.run(
-        [*BOTD, "run", "--config", str(config)],
-        input="again\n",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(),
-        timeout=HANG_GUARD,
-    )
+    result = run_botd("run", "--config", str(config), cwd=tmp_path, input="again\n", env=_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout == "You said: again\n"
