@@ -72,6 +72,13 @@ async def ended(process: asyncio.subprocess.Process) -> int:
     return await asyncio.wait_for(process.wait(), HANG_GUARD)
 
 
+async def reap(process: asyncio.subprocess.Process) -> None:
+    """Kill ``process`` if it still runs and wait for it: a test's cleanup, whatever failed."""
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
 async def stop_daemon(process: asyncio.subprocess.Process) -> int:
     """SIGTERM (unless it already ended), then its exit status."""
     if process.returncode is None:

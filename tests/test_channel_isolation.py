@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.daemon_process import (
     HANG_GUARD,
+    reap,
     run_botd,
     start_daemon,
     stop_daemon,
@@ -143,9 +144,7 @@ async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes
                 assert body["channels"] == {"slack": "running", "telegram": "running"}
                 assert await stop_daemon(process) == 0
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await reap(process)
     log = log_path.read_text(encoding="utf-8")
     assert "Traceback" not in log
     down = [line for line in log.splitlines() if "channel telegram down:" in line]
@@ -195,9 +194,7 @@ channels:
             await _until("telegram up after the reload", healthy)
             assert await stop_daemon(process) == 0
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await reap(process)
     log = log_path.read_text(encoding="utf-8")
     assert "Traceback" not in log and "rejected" not in log
     assert "restarting telegram" in log

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.router import STORE_FAILED_NOTICE
-from tests.daemon_process import HANG_GUARD, ended, start_daemon
+from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -114,9 +114,7 @@ async def _restart_and_finish(config: Path, tmp_path: Path, telegram: FakeTelegr
         second.send_signal(signal.SIGTERM)
         assert await _ended(second) == 0
     finally:
-        if second.returncode is None:
-            second.kill()
-            await second.wait()
+        await reap(second)
     return _texts(telegram)
 
 
@@ -133,9 +131,7 @@ async def test_sigkill_mid_stream_then_restart_answers_in_full_once(tmp_path: Pa
             first.kill()  # SIGKILL: no shutdown code runs
             await _ended(first)
         finally:
-            if first.returncode is None:
-                first.kill()
-                await first.wait()
+            await reap(first)
         shown_before = len(_texts(telegram))
         assert 3 <= shown_before < len(PARAGRAPHS)
 
@@ -164,9 +160,7 @@ async def test_sigkill_before_the_model_answered_then_restart_answers(tmp_path: 
             first.kill()
             await _ended(first)
         finally:
-            if first.returncode is None:
-                first.kill()
-                await first.wait()
+            await reap(first)
         assert _texts(telegram) == []
 
         model.push(stream(text("Yes, ", "here.")), stream(text("Noted.")))
@@ -178,9 +172,7 @@ async def test_sigkill_before_the_model_answered_then_restart_answers(tmp_path: 
             second.send_signal(signal.SIGTERM)
             assert await _ended(second) == 0
         finally:
-            if second.returncode is None:
-                second.kill()
-                await second.wait()
+            await reap(second)
 
     # Nothing was shown before the crash, so there is nothing to call interrupted.
     assert _texts(telegram) == ["Yes, here.", "Noted."]
@@ -207,9 +199,7 @@ async def test_sigterm_past_the_grace_resumes_after_restart_and_tells_once(
             first.send_signal(signal.SIGTERM)
             assert await _ended(first) == 0
         finally:
-            if first.returncode is None:
-                first.kill()
-                await first.wait()
+            await reap(first)
         shown_before = len(_texts(telegram))
         assert shown_before < len(PARAGRAPHS)
         # Left unanswered in the inbox for the next start.
@@ -262,9 +252,7 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             if lock is not None:
                 lock.execute("ROLLBACK")
                 lock.close()
-            if first.returncode is None:
-                first.kill()
-                await first.wait()
+            await reap(first)
         # Never confirmed: no getUpdates asked for an offset past it.
         offsets = [int(c.params.get("offset") or 0) for c in telegram.calls_to("getUpdates")]
         assert max(offsets) <= pushed
@@ -279,8 +267,6 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             second.send_signal(signal.SIGTERM)
             assert await _ended(second) == 0
         finally:
-            if second.returncode is None:
-                second.kill()
-                await second.wait()
+            await reap(second)
     assert _texts(telegram) == [STORE_FAILED_NOTICE, "Yes."]
     assert _query(state, "SELECT state FROM inbox") == [("answered",)]

@@ -13,6 +13,7 @@ from tests.daemon_process import (
     BOTD,
     HANG_GUARD,
     daemon_env,
+    reap,
     run_botd,
     start_daemon,
     stop_daemon,
@@ -89,9 +90,7 @@ async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(
             messages.append(await asyncio.wait_for(loop.sock_recv(listener, 4096), HANG_GUARD))
         assert await asyncio.wait_for(process.wait(), HANG_GUARD) == 0
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await reap(process)
         listener.close()
 
 
@@ -146,9 +145,7 @@ async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path
             await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
             assert await _stop(first) == 0
         finally:
-            if first.returncode is None:
-                first.kill()
-                await first.wait()
+            await reap(first)
         sent = telegram.calls_to("sendMessage", ok_only=True)
         assert [c.params["text"] for c in sent] == ["Hello Ada!"]
 
@@ -159,9 +156,7 @@ async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path
             await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
             assert await _stop(second) == 0
         finally:
-            if second.returncode is None:
-                second.kill()
-                await second.wait()
+            await reap(second)
 
     texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
     assert texts == ["Hello Ada!", "Still here."]  # nothing replayed after the restart
@@ -211,9 +206,7 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
             await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)
             assert await _stop(process) == 0
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await reap(process)
         log = log_path.read_text(encoding="utf-8", errors="replace")
     texts = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
     assert texts == ["one", "two", "three"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from botd.agent.providers import NO_ANSWER_IN_TIME
 from botd.store import Store
-from tests.daemon_process import HANG_GUARD, start_daemon, stop_daemon
+from tests.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -58,9 +58,7 @@ _stop = stop_daemon
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
+    await reap(process)
 
 
 def _sent(telegram: FakeTelegramAPI) -> list[str]:

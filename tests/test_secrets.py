@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, start_daemon, stop_daemon
+from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -191,9 +191,7 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
             metrics = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/metrics")
             assert await stop_daemon(process) == 0
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await reap(process)
     sent = [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
     assert sent[0] == "Hello Ada!"
     assert "bad key *** given" in sent[1]
@@ -232,9 +230,7 @@ async def _run_until_down(config: Path, cwd: Path, *args: str, **env: str) -> tu
         await _wait_for_log(log_path, " down: ")
         status = await stop_daemon(process)
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await reap(process)
     return status, log_path.read_bytes()
 
 

@@ -16,7 +16,7 @@ from botd.config import parse_config
 from botd.daemon import Daemon
 from botd.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
-from tests.daemon_process import BOTD, HANG_GUARD, run_botd
+from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
 
 
 def _env() -> dict[str, str]:
@@ -183,9 +183,7 @@ async def test_a_second_botd_run_exits_2_naming_the_first(tmp_path: Path) -> Non
         first.stdin.close()
         assert await asyncio.wait_for(first.wait(), HANG_GUARD) == 0
     finally:
-        if first.returncode is None:
-            first.kill()
-            await first.wait()
+        await reap(first)
 
     # Once the first is gone the state dir is free again.
     result = run_botd("run", "--config", str(config), cwd=tmp_path, input="again\n", env=_env())
