@@ -31,8 +31,7 @@ __all__ = [
 
 def _without_bot_suffix(url: str) -> str:
     """``url`` without trailing slashes and without one trailing ``/bot``."""
-    trimmed = url.rstrip("/")
-    return trimmed[: -len("/bot")] if trimmed.endswith("/bot") else trimmed
+    return url.rstrip("/").removesuffix("/bot")
 
 
 class TelegramSection(ChatChannelSection):

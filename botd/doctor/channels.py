@@ -38,7 +38,7 @@ DISCORD_INTENT_FIX = (
 
 
 async def telegram(client: httpx.AsyncClient, section: Any) -> list[Check]:
-    base = str(section.api_base_url).rstrip("/").removesuffix("/bot")
+    base = str(section.api_base_url)  # the section dropped a trailing "/" or "/bot" already
     token = str(section.token)
 
     async def call(method: str) -> Answer:
