@@ -53,8 +53,9 @@ from ..logging import LogContext
 from ..store import InboxState, OutboxEntry, Store
 from .commands import CommandDesk
 from .durable import resume_plan
+from .prompt import user_turn
 from .run import Runner
-from .session import Session, user_message
+from .session import Session
 from .settings import RunHooks, SessionSettings
 
 log = logging.getLogger(__package__)
@@ -124,7 +125,7 @@ class SessionManager:
         mode = self._settings.queue_mode
         if session.run is not None and session.run.running:
             if mode == "steer":
-                steering = user_message(message.text)
+                steering = user_turn([message])
                 session.steered.append(steering)
                 if message.inbox_id is not None:
                     session.steered_ids.append(message.inbox_id)
@@ -219,7 +220,7 @@ class SessionManager:
         ids = [m.inbox_id for m in batch if m.inbox_id is not None]
         for inbox_id in ids:
             session.resumed.pop(inbox_id, None)
-        prompt = [] if turn is not None else [user_message("\n\n".join(m.text for m in batch))]
+        prompt = [] if turn is not None else [user_turn(batch)]
         return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None)
 
     async def _work(self, session: Session) -> None:

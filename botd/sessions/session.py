@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..agent.loop import AgentRun
 from ..chat import InboundMessage
-from ..events import Message, TextContent
+from ..events import Message
 
 
 @dataclass(eq=False)
@@ -62,8 +62,4 @@ class Session:
         return was_running
 
 
-def user_message(text: str) -> Message:
-    return Message(role="user", content=[TextContent(text=text)])
-
-
-__all__ = ["Session", "user_message"]
+__all__ = ["Session"]
