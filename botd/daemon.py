@@ -4,15 +4,18 @@ Start order: logging, the state directory's lock (``botd.statelock``: a second d
 the same directory is refused), the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
-each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the adapters'
+each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
+servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
+retried with backoff, its tools left out of runs meanwhile), the adapters'
 inbound side (``ChannelKeeper``: a channel that fails to start, or later stops working, is
 down in ``/healthz`` and ``/status`` and retried with backoff while the others run), then
 the resumed runs let go (``release``: the channels can send now), the health endpoint, and
 READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input) shuts down in bounded
 order: end the channels' retries, stop taking input, let running turns finish within the
 grace period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and
-is left unanswered in the inbox: the next start resumes it), flush deliveries, close the
-adapters, the scheduler and the store, STOPPING=1, exit 0.
+is left unanswered in the inbox: the next start resumes it), stop the MCP servers (a stdio
+server's process is waited for), flush deliveries, close the adapters, the scheduler and
+the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
 is refused with every problem logged, and the running config is kept. Otherwise
@@ -20,7 +23,9 @@ is refused with every problem logged, and the running config is kept. Otherwise
 added and removed channels are started and stopped, the scheduler's configured jobs are
 re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to
 the next stop; unchanged channels are untouched. Settings that only apply at start (model,
-agent, state_dir, health) are logged as such.
+agent, state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its
+servers run from start to stop. A group's ``tools`` list is part of its channel's section
+and applies with it.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .channel_keeper import ChannelKeeper
+from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
@@ -75,6 +80,9 @@ def settled_heap() -> Iterator[None]:
         gc.set_threshold(*before)
         gc.unfreeze()
 
+
+MCP_START_WAIT = START_WAIT
+"""How long start-up waits for the MCP servers once the channels started (or went on)."""
 
 RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
@@ -292,7 +300,10 @@ class Daemon:
             runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
             # All at once: one that fails is down and retried in the background, one that
             # hangs goes on starting there; the rest go on.
+            runtime.mcp.start()  # side by side with the channels
             await channels.start_all(dict(runtime.adapters))
+            # Resumed runs get the MCP tools of the servers up by now.
+            await runtime.mcp.wait_started(MCP_START_WAIT)
             await runtime.sessions.release()
             if config.health.enabled:
                 health = HealthServer(
@@ -301,7 +312,10 @@ class Daemon:
                     channel_states=lambda: dict(channels.states),
                     channel_reasons=lambda: dict(channels.reasons),
                     metrics=self.metrics,
-                    components=lambda: {"store": runtime.store.health.reason},
+                    components=lambda: {
+                        "store": runtime.store.health.reason,
+                        **runtime.mcp.health(),
+                    },
                 )
                 self.health = health
                 await health.start()
@@ -453,6 +467,7 @@ class Daemon:
         grace = self.config.shutdown_grace
         log.info("running answers get %g s to finish", grace)
         await runtime.sessions.close(grace=grace)
+        await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
         for name, adapter in runtime.adapters.items():
             await self._stop_channel(name, adapter)
         if health is not None:

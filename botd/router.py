@@ -74,6 +74,8 @@ class GroupRule:
     allow_from: frozenset[str] = frozenset()
     """Senders allowed to address the bot here (empty: everyone in the group)."""
     enabled: bool = True
+    tools: tuple[str, ...] | None = None
+    """The tools a run here is offered (names, or prefixes ending in ``*``; None: all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,10 @@ class Router:
             channel: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
             for channel, policy in policies.items()
         }
+
+    def group_rule(self, channel: str, chat_id: str) -> GroupRule | None:
+        """The rule the current policy of ``channel`` has for group ``chat_id``, if any."""
+        return self._policies.get(channel, AccessPolicy()).group_rule(chat_id)
 
     async def handle(self, message: InboundMessage) -> Decision:
         """Route one inbound message; returns what was decided and why.

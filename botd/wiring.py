@@ -16,13 +16,14 @@ channels and their new settings.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from .agent.loop import LoopConfig
+from .agent.mcp import McpManager, narrow
 from .agent.message_tool import MessageTool
 from .agent.providers import create_provider
 from .agent.schedule_tool import ScheduleTool
@@ -138,6 +139,7 @@ def access_policy(section: BaseModel) -> AccessPolicy:
                 require_mention=rule.require_mention,
                 allow_from=frozenset(rule.allow_from),
                 enabled=rule.enabled,
+                tools=None if rule.tools is None else tuple(rule.tools),
             )
             for chat, rule in section.groups.items()
         },
@@ -293,6 +295,8 @@ class Runtime:
     router: Router
     pruner: InboundPruner
     """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
+    mcp: McpManager = field(default_factory=lambda: McpManager({}))
+    """The MCP servers whose tools runs get (started and closed by the daemon)."""
 
     def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
         """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
@@ -337,6 +341,7 @@ def build_runtime(
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)
+        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
     except BaseException:
         store.close()
         raise
@@ -355,6 +360,10 @@ def build_runtime(
             chosen.append(MessageTool(send, refusal=message_access.refusal))
         if "schedule" in enabled:
             chosen.append(ScheduleTool(scheduler))
+        chosen.extend(mcp.tools())  # the servers running now
+        rule = None if message.is_direct else router.group_rule(message.channel, message.chat_id)
+        if rule is not None and rule.tools is not None:
+            return narrow(chosen, rule.tools)
         return chosen
 
     def jobs(conversation_key: str) -> list[str]:
@@ -404,5 +413,6 @@ def build_runtime(
         scheduler=scheduler,
         router=router,
         pruner=InboundPruner(store),
+        mcp=mcp,
     )
     return runtime

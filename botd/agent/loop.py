@@ -143,11 +143,6 @@ class _PartialAssistant:
         return content
 
 
-def _tool_result_payload(output: ToolOutput) -> dict[str, Any]:
-    """A tool result in the JSON shape of ``tool_execution_end``."""
-    return {"content": [{"type": "text", "text": output.text}], "details": dict(output.details)}
-
-
 def _format_seconds(seconds: float) -> str:
     return f"{seconds:g}"
 
@@ -489,13 +484,13 @@ class AgentRun:
             ToolExecutionEnd(
                 tool_call_id=call.id,
                 tool_name=call.name,
-                result=_tool_result_payload(output),
+                result=output.payload(),
                 is_error=output.is_error,
             )
         )
         message = Message(
             role="tool_result",
-            content=[TextContent(text=output.text)],
+            content=output.content(),
             tool_call_id=call.id,
             tool_name=call.name,
             is_error=output.is_error,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..chat import MessageRef, Target
+from ..events import ContentBlock, ImageContent, TextContent
 from .types import ToolSpec
 
 
@@ -28,11 +29,25 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """A tool's result as the model reads it; ``is_error`` marks a failed call."""
+    """A tool's result as the model reads it; ``is_error`` marks a failed call.
+
+    ``images`` go to the model after the text, as image blocks of the tool result."""
 
     text: str
     is_error: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    images: tuple[ImageContent, ...] = ()
+
+    def content(self) -> list[ContentBlock]:
+        """The tool result message's content: the text, then the images."""
+        return [TextContent(text=self.text), *self.images]
+
+    def payload(self) -> dict[str, Any]:
+        """The result in the JSON shape of ``tool_execution_end``."""
+        return {
+            "content": [block.model_dump(mode="json") for block in self.content()],
+            "details": dict(self.details),
+        }
 
 
 class Tool(Protocol):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,7 +30,7 @@ from pydantic import (
 
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
-from .secrets import OptionalSecret
+from .secrets import OptionalSecret, Secret
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -52,6 +53,7 @@ __all__ = [
     "Id",
     "JobSection",
     "LoggingSection",
+    "McpServerSection",
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
@@ -232,6 +234,56 @@ class MessageTargetSection(Section):
         return "/".join(p for p in (self.channel, self.chat, self.thread) if p is not None)
 
 
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+"""What an MCP server may be called: its tools are named ``mcp__<name>__<tool>``."""
+
+
+def _server_name(name: str) -> str:
+    if not MCP_SERVER_NAME.fullmatch(name):
+        raise ValueError(f"MCP server name {name!r} may hold only letters, digits, '_' and '-'")
+    return name
+
+
+McpServerName = Annotated[str, AfterValidator(_server_name)]
+
+
+class McpServerSection(Section):
+    """One MCP server whose tools the agent may use: a command botd runs and talks to over
+    its stdin and stdout (``command``, ``args``, ``env``, ``cwd``), or a streamable-HTTP
+    endpoint (``url``, ``headers``). ``env`` and ``headers`` values are secrets."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, Secret] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, Secret] = Field(default_factory=dict)
+    tools: list[str] | None = None
+    """The server's tools to offer, by their own names (unset: all of them)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds one call may take (unset: ``agent.tool_timeout``)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> McpServerSection:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give either command (a server botd runs) or url (a streamable-HTTP server)"
+                + (", not both" if self.command is not None else "")
+            )
+        kind, other = ("url", ("args", "env", "cwd")) if self.url else ("command", ("headers",))
+        wrong = [key for key in other if key in self.model_fields_set]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} do(es) not go with {kind}")
+        return self
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
@@ -248,6 +300,8 @@ class AgentSection(Section):
     enforce_final_tag: bool = False
     reset: ResetSection = Field(default_factory=ResetSection)
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
+    mcp_servers: dict[McpServerName, McpServerSection] = Field(default_factory=dict)
+    """MCP servers whose tools the agent may use, by name (tools ``mcp__<name>__<tool>``)."""
 
 
 # --------------------------------------------------------------------------- channels
@@ -261,6 +315,9 @@ class GroupSection(Section):
     require_mention: bool = True
     allow_from: list[Id] = Field(default_factory=list)
     enabled: bool = True
+    tools: list[str] | None = None
+    """The tools a run in this group is offered: built-ins by name, MCP tools by full name,
+    ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
 
 
 class ChatChannelSection(ChannelSection):

@@ -8,6 +8,9 @@ websocket it offers is never opened); Discord ``users/@me``, ``gateway/bot`` and
 are plain HTTP requests against the configured base URLs, each with a short timeout, so a
 status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
 
+Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
+stopped again (``doctor.mcp``).
+
 The state dir is checked without changing it: whether it exists or can be created, whether
 it takes files, whether a running botd holds its lock, and whether its database opens, read
 only, at a schema this botd understands. Every line goes through the secret masking, and
@@ -42,6 +45,7 @@ from .checks import (
     request,
     unreachable,
 )
+from .mcp import mcp_checks
 from .state import state_dir_checks
 
 __all__ = ["PROBE_TIMEOUT", "Check", "diagnose", "doctor", "print_checks", "state_dir_checks"]
@@ -49,6 +53,8 @@ __all__ = ["PROBE_TIMEOUT", "Check", "diagnose", "doctor", "print_checks", "stat
 ANTHROPIC_API = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 OPENAI_API = "https://api.openai.com/v1"
+MCP_TIMEOUT = 30.0
+"""Seconds an MCP server gets to start and list its tools."""
 
 # --------------------------------------------------------------------------- model
 
@@ -140,6 +146,8 @@ async def diagnose(
             elif name != "console":
                 probes.append(_skipped(name))
         probes.append(_guarded("model", _model(client, config), debug))
+        # A server's start (a stdio command's imports) may take longer than one request.
+        probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
         found = await asyncio.gather(*probes)
     checks = [check for group in found for check in group]
     if not config.channels.enabled():

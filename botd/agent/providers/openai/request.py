@@ -32,7 +32,13 @@ def build_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]
     entries: list[dict[str, Any]] = []
     if system:
         entries.append({"role": "system", "content": system})
+    # Tool messages carry text only in this API: the images of a run of tool results follow
+    # it as one user message (none may come between an assistant's calls and their results).
+    images: list[dict[str, Any]] = []
     for message in messages:
+        if message.role != "tool_result" and images:
+            entries.append({"role": "user", "content": images})
+            images = []
         if message.role == "user":
             entries.append({"role": "user", "content": _user_content(message)})
         elif message.role == "assistant":
@@ -47,6 +53,9 @@ def build_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]
                     "content": _tool_result_text(message),
                 }
             )
+            images.extend(_tool_result_images(message))
+    if images:
+        entries.append({"role": "user", "content": images})
     return entries
 
 
@@ -104,6 +113,18 @@ def _tool_result_text(message: Message) -> str:
         if isinstance(block, TextContent):
             pieces.append(block.text)
         elif isinstance(block, ImageContent):
-            # Tool messages carry text only in this API.
-            pieces.append(f"[image omitted: {block.mime_type}]")
+            pieces.append(f"[image {block.mime_type}: shown in the next message]")
     return "\n".join(pieces)
+
+
+def _tool_result_images(message: Message) -> list[dict[str, Any]]:
+    """The images of a tool result as user-message parts, each after a line naming the call."""
+    parts: list[dict[str, Any]] = []
+    for block in message.blocks():
+        if isinstance(block, ImageContent):
+            if not parts:
+                name = message.tool_name or "a tool"
+                parts.append({"type": "text", "text": f"Image(s) returned by {name}:"})
+            url = f"data:{block.mime_type};base64,{block.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts

@@ -1,0 +1,378 @@
+"""MCP servers as tools, piece by piece: the names the model sees, the group lists, the
+config's rules, results turned into what the model reads, and the manager keeping real
+servers (tests/fakes/mcp_server.py on the MCP SDK) up over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+)
+
+from botd.agent.mcp import McpManager, McpUnavailable, allowed, narrow, tool_name
+from botd.agent.mcp.client import MAX_RESULT_CHARS, to_output
+from botd.agent.providers.openai.request import build_messages
+from botd.agent.tools import ToolContext, ToolOutput
+from botd.config import ConfigError, parse_config, secret_values
+from botd.config.schema import McpServerSection
+from botd.events import ImageContent as BotdImage
+from botd.events import Message, ToolCallContent
+from botd.events import TextContent as BotdText
+from botd.retry import Backoff
+
+FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
+NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+CONTEXT = ToolContext("test", None, "call-1")
+HANG_GUARD = 60.0
+
+
+# --------------------------------------------------------------------------- names
+
+
+def test_tool_names_are_prefixed_and_fit_the_model_apis_rule() -> None:
+    assert tool_name("docs", "search") == "mcp__docs__search"
+    assert tool_name("docs", "read.file v2") == "mcp__docs__read_file_v2"
+    long = tool_name("a-server", "x" * 80)
+    assert NAME_RULE.match(long) and len(long) == 64
+    assert long == tool_name("a-server", "x" * 80)  # the same every time
+    assert long != tool_name("a-server", "x" * 79 + "y")  # a shared start stays apart
+    assert long.startswith("mcp__a-server__xxx")
+    for tool in ["é", "a/b", "日本", "x" * 200, "ok"]:
+        assert NAME_RULE.match(tool_name("s", tool))
+
+
+def test_a_name_taken_by_a_sibling_gets_the_hashed_ending() -> None:
+    first = tool_name("s", "a.b")
+    second = tool_name("s", "a_b", taken=[first])
+    assert first == "mcp__s__a_b" and second != first and NAME_RULE.match(second)
+
+
+def test_group_lists_match_names_and_server_prefixes() -> None:
+    assert allowed("mcp__docs__search", ["mcp__docs__*"])
+    assert allowed("message", ["message"])
+    assert not allowed("mcp__docs__search", ["mcp__doc__*", "message"])
+    assert not allowed("schedule", [])
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.spec = type("Spec", (), {"name": name})()
+
+    tools: list[Any] = [Named("message"), Named("mcp__a__x"), Named("mcp__b__y")]
+    assert [t.spec.name for t in narrow(tools, ["mcp__a__*", "message"])] == [
+        "message",
+        "mcp__a__x",
+    ]
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _problems(text: str) -> list[tuple[str, str]]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(textwrap.dedent(text).lstrip("\n"), {})
+    return [(p.path, p.message) for p in caught.value.problems]
+
+
+CONSOLE = "channels:\n  console: {enabled: true}\n"
+
+
+def test_a_server_is_either_a_command_or_a_url() -> None:
+    found = _problems(
+        """
+        agent:
+          mcp_servers:
+            both: {command: x, url: "http://127.0.0.1:1/mcp"}
+            neither: {args: [a]}
+            mixed: {url: "http://127.0.0.1:1/mcp", env: {A: b}}
+            mixed2: {command: x, headers: {A: b}}
+            notaurl: {url: "ftp://x"}
+            "bad name": {command: x}
+        channels:
+          console: {enabled: true}
+        """
+    )
+    paths = dict(found)
+    assert "not both" in paths["agent.mcp_servers.both"]
+    assert "either command" in paths["agent.mcp_servers.neither"]
+    assert "env" in paths["agent.mcp_servers.mixed"]
+    assert "headers" in paths["agent.mcp_servers.mixed2"]
+    assert "http://" in paths["agent.mcp_servers.notaurl.url"]
+    assert "letters, digits" in paths["agent.mcp_servers.bad name.[key]"]
+
+
+def test_env_and_header_values_are_secrets() -> None:
+    config = parse_config(
+        textwrap.dedent(
+            """
+            agent:
+              mcp_servers:
+                local: {command: x, env: {API_TOKEN: env-secret-1}}
+                remote: {url: "https://mcp.example/mcp", headers: {Authorization: Bearer hdr-2}}
+            """
+        ).lstrip("\n")
+        + CONSOLE,
+        {},
+    )
+    assert {"env-secret-1", "Bearer hdr-2"} <= secret_values(config)
+    assert config.agent.mcp_servers["local"].command == "x"
+
+
+def test_a_group_may_list_its_tools() -> None:
+    config = parse_config(
+        "channels:\n  telegram:\n    token: 1:x\n    groups:\n"
+        '      "-100": {tools: [message, "mcp__docs__*"]}\n',
+        {},
+    )
+    section: Any = config.channels.section("telegram")
+    assert section.groups["-100"].tools == ["message", "mcp__docs__*"]
+
+
+def test_without_the_sdk_configured_servers_are_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "mcp" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(McpUnavailable, match=re.escape("pip install 'botd[mcp]'")):
+        McpManager({"x": McpServerSection(command="x")})
+    McpManager({})  # nothing configured: nothing needed
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_results_become_text_images_and_errors() -> None:
+    output = to_output(
+        CallToolResult(
+            content=[
+                TextContent(type="text", text="one"),
+                ImageContent(type="image", data="AAAA", mime_type="image/png"),
+                ImageContent(type="image", data="AAAA", mime_type="image/tiff"),
+                EmbeddedResource(
+                    type="resource",
+                    resource=TextResourceContents(uri="file:///a.txt", text="inside"),
+                ),
+            ]
+        )
+    )
+    assert output.text == "one\n[image of type image/tiff left out]\ninside"
+    assert output.images == (BotdImage(mime_type="image/png", data="AAAA"),)
+    assert not output.is_error
+    assert output.content() == [BotdText(text=output.text), *output.images]
+
+    failed = to_output(CallToolResult(content=[TextContent(type="text", text="no")], is_error=True))
+    assert failed.is_error and failed.text == "no"
+    assert to_output(CallToolResult(content=[])).text == "(the tool returned nothing)"
+    huge = to_output(CallToolResult(content=[TextContent(type="text", text="x" * 200_000)]))
+    assert len(huge.text) < MAX_RESULT_CHARS + 100 and huge.text.endswith("more characters cut]")
+
+
+def test_openai_requests_show_tool_images_in_a_user_message_after_the_results() -> None:
+    image = BotdImage(mime_type="image/png", data="AAAA")
+    messages = [
+        Message(role="user", content="draw"),
+        Message(
+            role="assistant",
+            content=[
+                ToolCallContent(id="c1", name="mcp__t__image", arguments={}),
+                ToolCallContent(id="c2", name="mcp__t__echo", arguments={"text": "x"}),
+            ],
+        ),
+        Message(
+            role="tool_result",
+            tool_call_id="c1",
+            tool_name="mcp__t__image",
+            content=ToolOutput("a picture", images=(image,)).content(),
+        ),
+        Message(role="tool_result", tool_call_id="c2", content=[BotdText(text="echo: x")]),
+    ]
+    entries = build_messages("", messages)
+    assert [e["role"] for e in entries] == ["user", "assistant", "tool", "tool", "user"]
+    assert "shown in the next message" in entries[2]["content"]
+    parts = entries[4]["content"]
+    assert parts[0] == {"type": "text", "text": "Image(s) returned by mcp__t__image:"}
+    assert parts[1]["image_url"]["url"] == "data:image/png;base64,AAAA"
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def _fast() -> Backoff:
+    return Backoff(0.05, factor=2.0, cap=0.2, jitter=0.0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by a parent that is gone) counts as ended.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+async def _until(condition: Any, what: str) -> None:
+    async with asyncio.timeout(HANG_GUARD):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def pidfile(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "pids"
+    yield path
+    # Whatever a test did, no server process outlives it.
+    if path.exists():
+        for line in path.read_text().split():
+            if _alive(int(line)):
+                os.kill(int(line), 9)
+
+
+def _stdio(pidfile: Path, **more: Any) -> McpServerSection:
+    return McpServerSection(
+        command=sys.executable, args=[FAKE], env={"FAKE_MCP_PIDFILE": str(pidfile)}, **more
+    )
+
+
+@pytest.fixture
+async def manager(pidfile: Path) -> AsyncIterator[McpManager]:
+    manager = McpManager(
+        {
+            "t": _stdio(pidfile, timeout=5.0),
+            "only": _stdio(pidfile, tools=["echo", "nope"]),
+            "gone": McpServerSection(command="/nonexistent/mcp-server"),
+        },
+        backoff=_fast,
+        probe_interval=0.5,
+    )
+    manager.start()
+    try:
+        await _until(lambda: manager.states()["t"] == "running", "t running")
+        await _until(lambda: manager.states()["only"] == "running", "only running")
+        yield manager
+    finally:
+        await manager.close()
+
+
+async def test_a_stdio_server_runs_and_its_tools_answer(manager: McpManager) -> None:
+    tools = {tool.spec.name: tool for tool in manager.tools()}
+    assert {"mcp__t__echo", "mcp__t__add", "mcp__t__image", "mcp__only__echo"} <= set(tools)
+    assert not [n for n in tools if n.startswith("mcp__only__") and n != "mcp__only__echo"]
+    assert tools["mcp__t__echo"].timeout == 5.0
+    assert tools["mcp__t__add"].spec.input_schema["required"] == ["a", "b"]
+
+    assert await tools["mcp__t__echo"].run({"text": "hi"}, CONTEXT) == ToolOutput(
+        "echo: hi", details={"status": "ok"}
+    )
+    assert (await tools["mcp__t__add"].run({"a": 2, "b": 3}, CONTEXT)).text == "5"
+    picture = await tools["mcp__t__image"].run({}, CONTEXT)
+    assert picture.text == "a 1x1 picture:" and picture.images[0].mime_type == "image/png"
+    failed = await tools["mcp__t__fail"].run({"why": "no"}, CONTEXT)
+    assert failed.is_error and "fail" in failed.text
+    env = await tools["mcp__t__env"].run({"name": "FAKE_MCP_PIDFILE"}, CONTEXT)
+    assert env.text.endswith("pids")
+
+    health = manager.health()
+    assert health["mcp:t"] is None
+    assert health["mcp:gone"] is not None
+    assert health["mcp:gone"].startswith("down: ")
+    assert "No such file" in health["mcp:gone"]
+
+
+async def test_a_server_that_dies_is_restarted(manager: McpManager, pidfile: Path) -> None:
+    before = pidfile.read_text().split()
+    tools = {tool.spec.name: tool for tool in manager.tools()}
+    crashed = await tools["mcp__t__crash"].run({}, CONTEXT)
+    assert crashed.is_error and crashed.text.startswith("MCP server 't' failed the call: ")
+    # Its tools are left out until it is back; then they answer again.
+    await _until(lambda: manager.states()["t"] != "running", "t noticed down")
+    assert not [t for t in manager.tools() if t.spec.name.startswith("mcp__t__")]
+    await _until(lambda: manager.states()["t"] == "running", "t running again")
+    assert len(pidfile.read_text().split()) > len(before)
+    again = {tool.spec.name: tool for tool in manager.tools()}
+    assert (await again["mcp__t__echo"].run({"text": "back"}, CONTEXT)).text == "echo: back"
+    # A tool object of the old connection reaches the new one too.
+    assert (await tools["mcp__t__echo"].run({"text": "old"}, CONTEXT)).text == "echo: old"
+
+
+async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
+    manager = McpManager({"a": _stdio(pidfile), "b": _stdio(pidfile)}, backoff=_fast)
+    manager.start()
+    await _until(lambda: set(manager.states().values()) == {"running"}, "both running")
+    # One busy in a long call while botd stops.
+    busy = next(t for t in manager.tools() if t.spec.name == "mcp__a__sleep")
+    call = asyncio.create_task(busy.run({"seconds": 60}, CONTEXT))
+    await asyncio.sleep(0.2)
+    await manager.close()
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 2 and not [p for p in pids if _alive(p)]
+    assert set(manager.states().values()) == {"stopped"}
+    assert (await call).is_error
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The fake on streamable HTTP (a token required); yields its URL."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, FAKE, "--http", str(port), "--token", "tok-123"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline().strip() == "serving"
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+async def test_a_streamable_http_server_with_headers(http_server: str) -> None:
+    manager = McpManager(
+        {
+            "web": McpServerSection(url=http_server, headers={"Authorization": "Bearer tok-123"}),
+            "refused": McpServerSection(url=http_server, headers={"Authorization": "Bearer no"}),
+        },
+        backoff=lambda: Backoff(5.0, jitter=0.0),
+        start_timeout=20.0,
+    )
+    manager.start()
+    try:
+        await manager.wait_started(HANG_GUARD)
+        await _until(lambda: manager.states()["web"] == "running", "web running")
+        tools = {tool.spec.name: tool for tool in manager.tools()}
+        assert (await tools["mcp__web__add"].run({"a": 1, "b": 2}, CONTEXT)).text == "3"
+        assert manager.states()["refused"] == "down"
+        assert (manager.health()["mcp:refused"] or "").startswith("down: ")
+    finally:
+        await manager.close()

@@ -1,0 +1,112 @@
+"""A small MCP server for the tests, on the MCP SDK's own server side.
+
+Run as a script it serves over stdio (``python tests/fakes/mcp_server.py``), or over
+streamable HTTP with ``--http PORT`` (on 127.0.0.1, path ``/mcp``); ``--token T`` then
+refuses every request without ``Authorization: Bearer T``. Its tools:
+
+- ``echo(text)``: the text back; ``add(a, b)``: the sum, as text;
+- ``image()``: a tiny PNG as an image block, after a line of text;
+- ``fail(why)``: raises, so the SDK answers an error result (``isError``);
+- ``crash()``: the process exits at once, mid-call;
+- ``sleep(seconds)``: answers after that long;
+- ``env(name)``: the server's environment variable ``name`` (or ``unset``).
+
+With ``FAKE_MCP_PIDFILE`` set, each process appends its pid to that file on start, so a
+test can check that no server process outlives the daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+from typing import Any
+
+from mcp.server.mcpserver import Image, MCPServer
+from mcp.types import ImageContent, TextContent
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""A 1x1 PNG."""
+
+server = MCPServer("botd-test-server")
+
+
+@server.tool(description="Say the text back.")
+def echo(text: str) -> str:
+    return f"echo: {text}"
+
+
+@server.tool(description="Add two numbers.")
+def add(a: float, b: float) -> str:
+    return f"{a + b:g}"
+
+
+@server.tool(description="A picture.")
+def image() -> list[TextContent | ImageContent]:
+    return [
+        TextContent(type="text", text="a 1x1 picture:"),
+        Image(data=PNG, format="png").to_image_content(),
+    ]
+
+
+@server.tool(description="Always fails.")
+def fail(why: str = "asked to fail") -> str:
+    raise RuntimeError(why)
+
+
+@server.tool(description="Ends the server process at once.")
+def crash() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Answers after a while.")
+async def sleep(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "awake"
+
+
+@server.tool(description="An environment variable of the server.")
+def env(name: str) -> str:
+    return os.environ.get(name, "unset")
+
+
+def _require_token(app: Any, token: str) -> Any:
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"no token"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--token", default=None)
+    args = parser.parse_args()
+    pidfile = os.environ.get("FAKE_MCP_PIDFILE")
+    if pidfile:
+        with open(pidfile, "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+    if args.http is None:
+        server.run()
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    if args.token:
+        app = _require_token(app, args.token)
+    print("serving", flush=True, file=sys.stderr)
+    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
