@@ -376,3 +376,21 @@ async def test_a_streamable_http_server_with_headers(http_server: str) -> None:
         assert (manager.health()["mcp:refused"] or "").startswith("down: ")
     finally:
         await manager.close()
+
+
+def test_a_reload_leaves_servers_to_a_restart_and_applies_group_lists() -> None:
+    from botd.daemon import plan_reload
+
+    def config(servers: str, tools: str) -> Any:
+        return parse_config(
+            f"agent:\n  mcp_servers: {servers}\n"
+            "channels:\n  telegram:\n    token: 1:x\n    groups:\n"
+            f'      "-100": {{tools: {tools}}}\n',
+            {},
+        )
+
+    before = config("{a: {command: x}}", "[message]")
+    servers = plan_reload(before, config("{a: {command: y}}", "[message]"))
+    assert servers.restart_only == ("agent",) and not servers.restart
+    lists = plan_reload(before, config("{a: {command: x}}", '["mcp__a__*"]'))
+    assert lists.restart == {"telegram"} and not lists.restart_only
