@@ -306,3 +306,43 @@ async def test_doctor_starts_each_server_once(tmp_path: Path, pidfile: Path) -> 
         ": check its command, args, env and cwd (try running the command yourself)"
     )
     assert not [p for p in (int(x) for x in pidfile.read_text().split()) if _alive(p)]
+
+
+async def test_sigterm_stops_the_server_processes_with_botd(tmp_path: Path, pidfile: Path) -> None:
+    import signal
+
+    from tests.daemon_process import ended, reap, start_daemon
+
+    port = _free_port()
+    async with FakeTelegramAPI(TELEGRAM_TOKEN) as telegram:
+        path = tmp_path / "botd.yaml"
+        path.write_text(
+            config_yaml(
+                tmp_path,
+                f"health: {{enabled: true, port: {port}}}\n",
+                _agent(pidfile),
+                telegram_yaml(telegram, "dm_policy: open"),
+            ),
+            encoding="utf-8",
+        )
+        process = await start_daemon(path, tmp_path)
+        try:
+            loop = asyncio.get_running_loop()
+
+            def up() -> bool:
+                try:
+                    _, body = _healthz(port)
+                except OSError:
+                    return False
+                return body.get("components", {}).get("mcp:t") == {"status": "ok"}
+
+            async with asyncio.timeout(HANG_GUARD):
+                while not await loop.run_in_executor(None, up):
+                    await asyncio.sleep(0.1)
+            pids = [int(p) for p in pidfile.read_text().split()]
+            assert len(pids) == 1 and _alive(pids[0])
+            process.send_signal(signal.SIGTERM)
+            assert await ended(process) == 0
+        finally:
+            await reap(process)
+    assert not _alive(pids[0])

@@ -302,6 +302,25 @@ async def test_a_stdio_server_runs_and_its_tools_answer(manager: McpManager) -> 
     assert "No such file" in health["mcp:gone"]
 
 
+async def test_a_call_cut_short_leaves_the_server_usable(manager: McpManager) -> None:
+    tools = {tool.spec.name: tool for tool in manager.tools()}
+    with pytest.raises(TimeoutError):  # the loop's own deadline does this
+        await asyncio.wait_for(tools["mcp__t__sleep"].run({"seconds": 30}, CONTEXT), 0.5)
+    assert (await tools["mcp__t__echo"].run({"text": "still"}, CONTEXT)).text == "echo: still"
+    assert manager.states()["t"] == "running"
+
+
+def test_sdk_errors_are_one_line() -> None:
+    from mcp import MCPError
+
+    from botd.agent.mcp.client import describe_error
+
+    assert describe_error(MCPError(-32000, "Connection\nclosed")) == "Connection closed"
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [OSError("refused")])
+    assert describe_error(group) == "refused"
+    assert describe_error(RuntimeError()) == "RuntimeError"
+
+
 async def test_a_server_that_dies_is_restarted(manager: McpManager, pidfile: Path) -> None:
     before = pidfile.read_text().split()
     tools = {tool.spec.name: tool for tool in manager.tools()}
@@ -394,3 +413,30 @@ def test_a_reload_leaves_servers_to_a_restart_and_applies_group_lists() -> None:
     assert servers.restart_only == ("agent",) and not servers.restart
     lists = plan_reload(before, config("{a: {command: x}}", '["mcp__a__*"]'))
     assert lists.restart == {"telegram"} and not lists.restart_only
+
+
+def test_listed_tools_with_bad_schemas_or_clashing_names_are_left_out() -> None:
+    from types import SimpleNamespace
+
+    manager = McpManager(
+        {"a": McpServerSection(command="x"), "a__b": McpServerSection(command="x")}
+    )
+    keepers = manager._keepers
+    listed = [
+        SimpleNamespace(name="b__c", description="d", input_schema={"type": "object"}),
+        SimpleNamespace(name="bad", description=None, input_schema={"type": 12}),
+        SimpleNamespace(name="plain", description=None, input_schema=None),
+    ]
+    keepers["a"].tools = keepers["a"]._tools_of(listed)
+    assert [t.spec.name for t in keepers["a"].tools] == ["mcp__a__b__c", "mcp__a__plain"]
+    assert keepers["a"].tools[1].spec.input_schema == {"type": "object"}
+    keepers["a__b"].tools = keepers["a__b"]._tools_of(
+        [SimpleNamespace(name="c", description="", input_schema={"type": "object"})]
+    )
+    for keeper in keepers.values():
+        keeper.state = "running"
+    tools = manager.tools()
+    assert [(t.spec.name, getattr(t, "server", None)) for t in tools] == [
+        ("mcp__a__b__c", "a"),
+        ("mcp__a__plain", "a"),
+    ]

@@ -96,12 +96,12 @@ async def list_tools(client: Client) -> list[Any]:
 
 def describe_error(exc: BaseException) -> str:
     """One line for a failure the SDK raised (its own errors carry a code and a message)."""
-    message = getattr(exc, "message", None)
-    if not isinstance(message, str):
-        message = str(exc)
     # A task group's failure wraps the one that matters.
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return describe_error(exc.exceptions[0])
+    message = getattr(exc, "message", None)
+    if not isinstance(message, str):
+        message = str(exc)
     text = " ".join(message.split())
     return text or type(exc).__name__
 

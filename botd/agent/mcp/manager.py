@@ -229,6 +229,7 @@ class McpManager:
             )
             for name, section in servers.items()
         }
+        self._clashes: set[str] = set()
 
     @property
     def names(self) -> list[str]:
@@ -253,13 +254,26 @@ class McpManager:
             log.warning("MCP server(s) %s still starting; going on meanwhile", names)
 
     def tools(self) -> list[Tool]:
-        """The tools of every running server, in the config's order."""
-        return [
-            tool
-            for keeper in self._keepers.values()
-            if keeper.state == "running"
-            for tool in keeper.tools
-        ]
+        """The tools of every running server, in the config's order. A name another server's
+        tool has already (server ``a`` tool ``b__c`` and server ``a__b`` tool ``c``) is
+        left out, so a run never gets two tools of one name."""
+        chosen: dict[str, Tool] = {}
+        for keeper in self._keepers.values():
+            if keeper.state != "running":
+                continue
+            for tool in keeper.tools:
+                name = tool.spec.name
+                if name not in chosen:
+                    chosen[name] = tool
+                elif name not in self._clashes:
+                    self._clashes.add(name)
+                    log.warning(
+                        "MCP server %s: tool %r left out: another server's tool is named %s",
+                        keeper.name,
+                        tool.remote_name,
+                        name,
+                    )
+        return list(chosen.values())
 
     def states(self) -> dict[str, str]:
         return {name: keeper.state for name, keeper in self._keepers.items()}
