@@ -157,6 +157,18 @@ async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
     assert turn_text(rec.submitted[-1]) == "[Bob (id bob)] @bot and now?"
 
 
+async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Store) -> None:
+    # A Slack thread fetched on the first mention there already holds what was kept of it.
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
+    await r.handle(group("in the thread", n=1))
+    thread = "[Earlier messages in this thread]\n[Bob (id bob)] in the thread"
+    mention = replace(group("@bot so?", mention=True, n=2), context=thread)
+    assert (await r.handle(mention)).accepted
+    assert rec.submitted[-1].context == thread  # shown once, not twice
+    assert store.kept_chatter("telegram:g1") == []  # and consumed
+
+
 async def test_group_without_mention_requirement(store: Store) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule(require_mention=False)})
