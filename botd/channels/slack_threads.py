@@ -104,10 +104,10 @@ class ThreadContext:
         if not self.wanted(message):
             return message
         self._remember(message.conversation_key)
-        assert message.thread_id is not None
+        thread_ts = message.thread_id or message.message_id  # wanted: always the thread's
         try:
             async with asyncio.timeout(self._timeout):
-                thread = await self._fetch(message.chat_id, message.thread_id, message.message_id)
+                thread = await self._fetch(message.chat_id, thread_ts, message.message_id)
         except SlackApiError as exc:
             response = exc.response
             error = response.get("error") if isinstance(response.data, dict) else None
@@ -124,9 +124,11 @@ class ThreadContext:
         if not context:
             return message
         log.info(
-            "slack: %d earlier message(s) of thread %s given as context",
-            min(len(earlier), self.limit),
+            "slack: thread %s in %s: %d earlier message(s) read, %d characters given as context",
             message.thread_id,
+            message.chat_id,
+            len(earlier),
+            len(context),
         )
         return replace(message, context=context)
 
