@@ -335,6 +335,7 @@ def build_runtime(
             offsets=store,
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
+            has_conversation=lambda key: store.active_session(key) is not None,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)
