@@ -29,6 +29,7 @@ from .agent.providers import create_provider
 from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
+from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import InboundMessage, MessageRef, Target
@@ -338,6 +339,7 @@ def build_runtime(
             offsets=store,
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
+            has_conversation=lambda key: store.active_session(key) is not None,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)
@@ -360,6 +362,16 @@ def build_runtime(
             chosen.append(MessageTool(send, refusal=message_access.refusal))
         if "schedule" in enabled:
             chosen.append(ScheduleTool(scheduler))
+        if "web_fetch" in enabled:
+            web = runtime.config.agent.web_fetch
+            chosen.append(
+                WebFetchTool(
+                    allow_hosts=web.allow_hosts,
+                    max_bytes=web.max_bytes,
+                    max_chars=web.max_chars,
+                    timeout=web.timeout,
+                )
+            )
         chosen.extend(mcp.tools())  # the servers running now
         rule = None if message.is_direct else router.group_rule(message.channel, message.chat_id)
         if rule is not None and rule.tools is not None:

@@ -5,7 +5,8 @@ the scheduler's jobs.
 in their own modules over one shared connection (``base``): ``transcripts`` (sessions and
 their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, offsets) and
 ``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
-``outbox`` (every reply piece, written before it is sent). ``schema`` holds the migrations.
+``outbox`` (every reply piece, written before it is sent), ``chatter`` (group messages kept for
+the bot's next turn there). ``schema`` holds the migrations.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .base import (
     StoreOpenError,
     StoreWriteError,
 )
+from .chatter import CHATTER_RETENTION_SECONDS, ChatterStore, KeptLine
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
 from .inbox import InboxEntry, InboxState, InboxStore
 from .jobs import RunRecord, ScheduleStore, StoredJob
@@ -32,6 +34,7 @@ from .transcripts import (
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CHATTER_RETENTION_SECONDS",
     "DB_FILENAME",
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "SCHEMA_VERSION",
@@ -39,6 +42,7 @@ __all__ = [
     "InboundPruner",
     "InboxEntry",
     "InboxState",
+    "KeptLine",
     "OutboxEntry",
     "RunRecord",
     "SessionRecord",
@@ -53,5 +57,5 @@ __all__ = [
 ]
 
 
-class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore):
+class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore):
     """botd's SQLite state. Open with ``Store.open(state_dir)``; close when done."""

@@ -152,5 +152,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ), 0)
         """,
     ),
+    # 4 -> 5: group messages the bot was not addressed in (kept chatter), shown with the next
+    # message that is addressed to it in that conversation and deleted then. The index serves
+    # both the read of one conversation's chatter and the trim to its newest rows on write.
+    (
+        """
+        CREATE TABLE chatter (
+            id INTEGER PRIMARY KEY,
+            conversation_key TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            sender_name TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kept_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX chatter_by_conversation ON chatter (conversation_key, id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
