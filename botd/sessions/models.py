@@ -57,7 +57,7 @@ class ModelBook:
         else:
             found = self._find(argument)
             if found is None:
-                known = ", ".join(f"{i}. {n}" for i, n in enumerate(self.names, 1))
+                known = ", ".join(f"{i}: {n}" for i, n in enumerate(self.names, 1))
                 return f"Unknown model {argument!r}. Configured: {known}."
             chosen = found
         try:
@@ -79,7 +79,7 @@ class ModelBook:
         for number, name in enumerate(self.names, 1):
             role = "primary" if number == 1 else "fallback"
             mark = " ← current" if name == current else ""
-            lines.append(f"{number}. {name} ({role}){mark}")
+            lines.append(f"{number}: {name} ({role}){mark}")
         lines.append("/model <name or number> switches; /model default goes back.")
         return "\n".join(lines)
 
