@@ -16,8 +16,10 @@ import aiohttp
 import pytest
 
 from botd import wiring
+from botd.agent.providers.scripted import ScriptedProvider
 from botd.config import ConfigError, parse_config, secret_values
 from botd.events import Message
+from botd.sessions import SessionManager
 from botd.sessions.models import ModelBook, usage_of
 from botd.store import ModelUsage, Store
 from tests.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD, config_yaml, daemon_running
@@ -25,6 +27,7 @@ from tests.daemon_inprocess import telegram_yaml as telegram_section
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.test_sessions import ListSink, inbound, settings, settle
 
 ALICE = 111
 PRIMARY, FALLBACK = "claude-test", "gpt-fake"
@@ -312,3 +315,25 @@ def test_usage_is_counted_per_model_that_answered() -> None:
         ModelUsage("b", input=5, output=1, cache_write=3),
         ModelUsage("default"),
     ]
+
+
+async def test_a_runs_usage_commits_with_its_last_transcript_write(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "state") as store:
+        statements: list[str] = []
+        store._connection().set_trace_callback(statements.append)
+        manager = SessionManager(store, ScriptedProvider(), ListSink(), settings())
+        await manager.submit(inbound("hello there"))
+        await settle(manager)
+        store._connection().set_trace_callback(None)
+        transactions: list[list[str]] = []
+        for statement in statements:
+            if statement.strip().upper().startswith("BEGIN"):
+                transactions.append([])
+            elif transactions:
+                transactions[-1].append(statement)
+        [carrying] = [t for t in transactions if any("INTO run_usage" in s for s in t)]
+        # No transaction of its own: it rides with the run's assistant message.
+        assert any("INSERT INTO messages" in s for s in carrying)
+        totals = store.usage_totals(conversation_key="console:c1")
+        assert totals.runs == 1 and totals.input > 0 and totals.output > 0
+        assert store.last_model("console:c1") == "scripted"

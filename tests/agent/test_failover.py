@@ -217,3 +217,32 @@ def test_a_tool_loop_stays_with_the_model_that_began_it() -> None:
     assert [c.name for c in mid_loop] == [FALLBACK, PRIMARY]
     next_turn = provider.order(_request(user, asked, result, Message(role="user", content="more")))
     assert [c.name for c in next_turn] == [PRIMARY, FALLBACK]
+
+
+class _Broken:
+    """A provider that raises before it streams anything (a bug, not an API failure)."""
+
+    name = "broken"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
+        raise RuntimeError("boom")
+        yield  # pragma: no cover - makes this a generator
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_provider_that_raises_before_streaming_fails_over() -> None:
+    provider = FailoverProvider(
+        [ModelChoice("b1", _Broken()), ModelChoice("s1", ScriptedProvider(name="scripted"))]
+    )
+    *_events, result = await _collect(provider, _request(model="b1"))
+    assert isinstance(result, AssistantResult)
+    assert result.message.stop_reason == "end_turn"
+    assert (result.message.model, result.message.provider) == ("s1", "scripted")
+    provider = FailoverProvider([ModelChoice("b1", _Broken()), ModelChoice("b2", _Broken())])
+    [result] = await _collect(provider, _request(model="b1"))
+    assert isinstance(result, AssistantResult)
+    assert (
+        result.message.error_message == "No model could answer (broken/b1: boom; broken/b2: boom)"
+    )

@@ -101,6 +101,7 @@ class FailoverProvider:
             )
             streamed = False
             result: AssistantResult | None = None
+            raised: str | None = None
             items = choice.provider.stream(attempt)
             try:
                 async for item in items:
@@ -109,12 +110,19 @@ class FailoverProvider:
                         break
                     streamed = True
                     yield item
+            except Exception as exc:  # a provider should not raise; one that does is a failure
+                if streamed:
+                    raise  # the loop ends the turn keeping what streamed
+                log.warning("model %s raised: %s", choice.label, exc, exc_info=True)
+                raised = str(exc) or type(exc).__name__
             finally:
                 # Closed now (its connection with it), also when our consumer stops early.
                 close = getattr(items, "aclose", None)
                 if close is not None:
                     await close()
-            message = _answered_by(result, choice)
+            if result is None and streamed:
+                raise RuntimeError("the provider's stream ended without a result")
+            message = _answered_by(result, choice, raised)
             last = position == len(ordered) - 1
             if message.stop_reason != "error" or streamed:
                 yield AssistantResult(message)
@@ -167,13 +175,15 @@ def _tool_loop_author(messages: list[Message]) -> tuple[str, str] | None:
     return None
 
 
-def _answered_by(result: AssistantResult | None, choice: ModelChoice) -> Message:
+def _answered_by(
+    result: AssistantResult | None, choice: ModelChoice, raised: str | None = None
+) -> Message:
     """The call's message, naming the model that answered (a stream without a result fails)."""
     if result is None:
         return Message(
             role="assistant",
             stop_reason="error",
-            error_message="the provider's stream ended without a result",
+            error_message=raised or "the provider's stream ended without a result",
             model=choice.name,
             provider=choice.provider.name,
         )
