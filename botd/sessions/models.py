@@ -97,7 +97,7 @@ class ModelBook:
             log.error("reading the last model of %s failed: %s", conversation_key, exc)
             last = None
         if last is not None:
-            line += f"; the last run was answered by {last}"
+            line += f"; the last answer came from {last}"
         return line + "."
 
     def usage(self, conversation_key: str) -> str:
