@@ -6,7 +6,8 @@ in their own modules over one shared connection (``base``): ``transcripts`` (ses
 their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, offsets) and
 ``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
 ``outbox`` (every reply piece, written before it is sent), ``chatter`` (group messages kept for
-the bot's next turn there). ``schema`` holds the migrations.
+the bot's next turn there), ``usage`` (token usage per run, the conversations' model choices).
+``schema`` holds the migrations.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .transcripts import (
     StaleCompactionError,
     UnknownSessionError,
 )
+from .usage import USAGE_KINDS, ModelUsage, UsageStore, UsageTotals
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -38,11 +40,13 @@ __all__ = [
     "DB_FILENAME",
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "SCHEMA_VERSION",
+    "USAGE_KINDS",
     "Clock",
     "InboundPruner",
     "InboxEntry",
     "InboxState",
     "KeptLine",
+    "ModelUsage",
     "OutboxEntry",
     "RunRecord",
     "SessionRecord",
@@ -54,8 +58,10 @@ __all__ = [
     "StoreWriteError",
     "StoredJob",
     "UnknownSessionError",
+    "UsageStore",
+    "UsageTotals",
 ]
 
 
-class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore):
+class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore, UsageStore):
     """botd's SQLite state. Open with ``Store.open(state_dir)``; close when done."""

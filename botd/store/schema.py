@@ -168,5 +168,32 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX chatter_by_conversation ON chatter (conversation_key, id)",
     ),
+    # 5 -> 6: token usage per run and model that answered, and the model each conversation chose
+    # with /model (none: the configured primary).
+    (
+        """
+        CREATE TABLE run_usage (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_key TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX run_usage_by_key ON run_usage (conversation_key, id)",
+        "CREATE INDEX run_usage_by_time ON run_usage (created_at)",
+        """
+        CREATE TABLE conversation_models (
+            conversation_key TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
