@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from ..chat import InboundMessage
+from ..chat import Attachment, InboundMessage
 from ..events import Message, ToolCallContent
 from .targets import target_data, target_from_data
 from .transcripts import TranscriptStore, _message_json
@@ -49,11 +49,17 @@ class InboxEntry:
 def inbound_json(message: InboundMessage) -> str:
     """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
     data: dict[str, Any] = {
-        name: getattr(message, name) for name in _INBOUND_FIELDS if name != "inbox_id"
+        name: getattr(message, name)
+        for name in _INBOUND_FIELDS
+        if name not in ("inbox_id", "attachments")
     }
     target = message.target
     if target is not None:
         data["target"] = target_data(target)
+    if message.attachments:
+        data["attachments"] = [
+            {f.name: getattr(a, f.name) for f in fields(Attachment)} for a in message.attachments
+        ]
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -61,6 +67,7 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     data: dict[str, Any] = json.loads(text)
     target = data.pop("target", None)
     data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
+    data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
     data["inbox_id"] = inbox_id
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 
