@@ -215,3 +215,25 @@ def test_only_the_newest_images_are_sent_again() -> None:
     assert kept[0].content[1] == TextContent(text="#0")  # type: ignore[index]
     assert kept[5] is history[5]  # unchanged messages are not copied
     assert isinstance(history[0].content[0], ImageContent)  # type: ignore[index]
+
+
+# --- config and the Slack token guard -----------------------------------------------------------
+
+
+def test_media_config_defaults_and_the_transcription_key_is_a_secret() -> None:
+    from botd.config import parse_config, secret_values
+
+    assert parse_config("", {}).media == MediaSection()
+    assert MediaSection().max_bytes == 20 * 1024 * 1024
+    config = parse_config("media:\n  transcription:\n    api_key: sk-tr-123\n", {})
+    assert config.media.transcription is not None
+    assert config.media.transcription.model == "whisper-1"
+    assert "sk-tr-123" in secret_values(config)
+
+
+async def test_slack_sends_its_token_only_to_slack_s_file_hosts() -> None:
+    from botd.channels.slack_inbound_media import slack_download
+
+    elsewhere = Attachment("image", "http://127.0.0.1:9/steal", "x.png")
+    with pytest.raises(DownloadError, match="not on Slack's file server"):
+        await slack_download(elsewhere, 1000, bot_token="xoxb-secret", api_hosts=["slack.com"])
