@@ -293,3 +293,51 @@ async def test_an_image_message_accepted_before_a_restart_is_answered_after_it(
     assert images(content) == [PNG]
     assert "describe it" in texts(content)
     assert again.sent() == ["It is a chart."]
+
+
+async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
+    tmp_path: Path,
+) -> None:
+    """A message accepted but not yet run when botd stops keeps only the file's reference
+    (in the inbox); after the restart the file is fetched again and reaches the model."""
+    other = 778
+    async with (
+        FakeTelegramAPI() as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+        FakeOpenAI(api_key=TRANSCRIBE_KEY) as transcriber,
+    ):
+        config = config_yaml(
+            tmp_path,
+            "shutdown_grace: 0.2\nagent:\n  max_concurrent_runs: 1\n",
+            anthropic_yaml(model),
+            telegram_yaml(telegram, "dm_policy: open"),
+            media_yaml(transcriber),
+        )
+        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
+            model.push(stream(stall=True))  # the one run slot stays taken
+            telegram.push_text(other, "a long question")
+            async with asyncio.timeout(HANG_GUARD):
+                while not model.requests:
+                    await asyncio.sleep(0.02)
+            telegram.push_file(DM, "photo", PNG, caption="and this one?")
+            async with asyncio.timeout(HANG_GUARD):
+                while not telegram.file_downloads:
+                    await asyncio.sleep(0.02)
+            assert daemon.runtime is not None
+            assert daemon.runtime.store.unfinished_inbox()[-1].state == "accepted"
+        assert len(model.requests) == 1
+        model.push(stream(text("First answer.")), stream(text("Second answer.")))
+        async with daemon_running(config, ready=ready) as daemon:
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+            assert daemon.runtime is not None
+            await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+    with_image = [r for r in model.requests[1:] if PNG in images(_last_user(r.body["messages"]))]
+    assert len(with_image) == 1
+    assert "and this one?" in texts(_last_user(with_image[0].body["messages"]))
+    assert len(telegram.file_downloads) == 2  # fetched again after the restart
+
+
+def _last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    content = [m for m in messages if m["role"] == "user"][-1]["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
