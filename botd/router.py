@@ -54,6 +54,8 @@ MAX_PENDING_PER_CHANNEL = 3
 """How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
+KEPT_FILES = 4
+"""Files of kept chatter that come along with the message addressing the bot (the newest)."""
 STORE_FAILED_NOTICE = (
     "Sorry, I cannot take your message right now: botd's storage is failing. "
     "I will answer it when the storage recovers if your platform sends it again; "
@@ -486,9 +488,17 @@ class Router:
         kept = self._context.get(message.conversation_key)
         if not kept:
             return message
-        lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
+        lines = [f"{m.sender_name or m.sender_id}: {_kept_text(m)}" for m in kept]
         text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
-        return replace(message, text=text)
+        # Files of the kept messages come along (the newest few), read when the run starts.
+        files = tuple(a for m in kept for a in m.attachments)[-KEPT_FILES:]
+        return replace(message, text=text, attachments=(*files, *message.attachments))
+
+
+def _kept_text(message: InboundMessage) -> str:
+    """A kept message's line: its text, and the names of the files it came with."""
+    files = " ".join(f"[sent {a.label()}]" for a in message.attachments)
+    return f"{message.text} {files}".strip() if files else message.text
 
 
 def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:

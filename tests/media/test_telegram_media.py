@@ -142,7 +142,9 @@ async def test_an_image_sent_as_a_file_is_sniffed_from_its_bytes(tmp_path: Path)
     assert image["source"]["media_type"] == "image/png"
 
 
-async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group(tmp_path: Path) -> None:
+async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group_with_the_kept_photo(
+    tmp_path: Path,
+) -> None:
     async with botd(tmp_path) as b:
         b.model.push(stream(text("Seen.")))
         b.telegram.push_file(GROUP, "photo", JPEG)  # no mention: kept, not answered
@@ -151,7 +153,9 @@ async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group(tmp_path: Pa
         await b.idle()
     assert len(b.model.requests) == 1
     content = b.user_content()
-    assert PNG in images(content)
+    # The photo posted before (kept as chatter) comes along with the one addressing the bot.
+    assert images(content) == [JPEG, PNG]
+    assert "Ada: [sent photo.jpg]" in texts(content)
     assert "look at this" in texts(content)
 
 
