@@ -29,7 +29,7 @@ from pydantic import (
 
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
-from .secrets import OptionalSecret
+from .secrets import OptionalSecret, Secret
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -53,6 +53,7 @@ __all__ = [
     "Id",
     "JobSection",
     "LoggingSection",
+    "MediaSection",
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
@@ -61,6 +62,7 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
+    "TranscriptionSection",
     "channels_in",
     "off_on",
 ]
@@ -455,6 +457,29 @@ class SchedulerSection(Section):
 # --------------------------------------------------------------------------- operations
 
 
+# --------------------------------------------------------------------------- media
+
+
+class TranscriptionSection(Section):
+    """Where voice notes and audio files are turned into text."""
+
+    provider: Literal["openai"] = "openai"
+    """An OpenAI-compatible ``POST {base_url}/audio/transcriptions``."""
+    base_url: str = "https://api.openai.com/v1"
+    api_key: Secret
+    model: str = "whisper-1"
+    timeout: float = Field(default=60.0, gt=0)
+
+
+class MediaSection(Section):
+    """Files users send: the size limit, and how audio is read."""
+
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """Larger files are refused (declared size before the download, actual bytes during it)."""
+    transcription: TranscriptionSection | None = None
+    """Not set: voice notes and audio are answered with a line saying they cannot be read."""
+
+
 class LoggingSection(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -483,6 +508,7 @@ class BotdConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
+    media: MediaSection = Field(default_factory=MediaSection)
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"
