@@ -9,7 +9,16 @@ import re
 from dataclasses import dataclass, fields
 from typing import Literal
 
-__all__ = ["Capabilities", "Flavour", "InboundMessage", "MessageRef", "Target", "storable"]
+__all__ = [
+    "Attachment",
+    "AttachmentKind",
+    "Capabilities",
+    "Flavour",
+    "InboundMessage",
+    "MessageRef",
+    "Target",
+    "storable",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -68,6 +77,36 @@ class Target:
         _make_storable(self)
 
 
+AttachmentKind = Literal["image", "audio", "voice", "document", "video", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with an inbound message, as the platform announced it.
+
+    Only the platform's reference is kept, never the bytes: the file is fetched through its
+    adapter when the run that answers the message starts, so the durable inbox stays small
+    and a message accepted before a restart can still be read after it.
+    """
+
+    kind: AttachmentKind
+    """What the platform says it is (a photo, a voice note, a file); the bytes decide in
+    the end (an image sent as a file is still an image)."""
+    ref: str
+    """The platform's handle: a Telegram ``file_id``, a Slack ``url_private``, a Discord
+    attachment URL."""
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None
+    """The size the platform declared, in bytes (None: not told)."""
+
+    def label(self) -> str:
+        """How a reply or a note names this file."""
+        return self.name or {"voice": "the voice note", "image": "the image"}.get(
+            self.kind, f"the {self.kind}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A chat message addressed to the bot, already mapped to its conversation.
@@ -102,6 +141,9 @@ class InboundMessage:
     inbox_id: int | None = None
     """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
     scheduled job's prompt)."""
+    attachments: tuple[Attachment, ...] = ()
+    """Files sent with it (photos, voice notes, documents); ``text`` is then their caption,
+    possibly empty."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

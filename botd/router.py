@@ -42,7 +42,7 @@ from .chat import InboundMessage, Target
 from .commands import addressed_elsewhere, chat_command
 from .logging import LogContext
 from .speakers import labelled
-from .store import Store, StoreError
+from .store import KeptLine, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ MAX_PENDING_PER_CHANNEL = 3
 """How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
 CONTEXT_LIMIT = 50
 CONTEXT_HEADER = "[Chat messages since your last reply]"
+KEPT_FILES = 4
+"""Files of kept chatter that come along with the message addressing the bot (the newest)."""
 STORE_FAILED_NOTICE = (
     "Sorry, I cannot take your message right now: botd's storage is failing. "
     "I will answer it when the storage recovers if your platform sends it again; "
@@ -505,8 +507,19 @@ class Router:
         consumed = (key, kept[-1].id)
         if message.context:
             return message, consumed
-        lines = [labelled(line.sender_name, line.sender_id, line.text) for line in kept]
-        return replace(message, context="\n".join([CONTEXT_HEADER, *lines])), consumed
+        lines = [labelled(line.sender_name, line.sender_id, _kept_text(line)) for line in kept]
+        # Files of the kept messages come along (the newest few), read when the run starts.
+        files = tuple(a for line in kept for a in line.attachments)[-KEPT_FILES:]
+        context = "\n".join([CONTEXT_HEADER, *lines])
+        return replace(message, context=context, attachments=(*files, *message.attachments)), (
+            consumed
+        )
+
+
+def _kept_text(line: KeptLine) -> str:
+    """A kept message's text, and the names of the files it came with."""
+    files = " ".join(f"[sent {a.label()}]" for a in line.attachments)
+    return f"{line.text} {files}".strip() if files else line.text
 
 
 def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:

@@ -31,11 +31,12 @@ from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
-from .channels.base import ChannelAdapter
+from .channels.base import ChannelAdapter, DownloadError
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
-from .chat import InboundMessage, MessageRef, Target
+from .chat import Attachment, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
+from .media import MediaResolver
 from .message_access import MessageAccess
 from .metrics import Metrics
 from .router import AccessPolicy, GroupRule, PairingBook, Router
@@ -417,6 +418,12 @@ def build_runtime(
     def jobs(conversation_key: str) -> list[str]:
         return [describe_job(info) for info in scheduler.list_jobs(conversation_key)]
 
+    async def download(message: InboundMessage, attachment: Attachment, max_bytes: int) -> bytes:
+        adapter = runtime.adapters.get(message.channel)
+        if adapter is None:
+            raise DownloadError(f"the {message.channel} channel is not running")
+        return await adapter.download(attachment, max_bytes)
+
     sessions = SessionManager(
         store,
         provider,
@@ -427,6 +434,7 @@ def build_runtime(
         hooks=hooks,
         channels_down=channels_down,
         models=model_names(config),
+        media=MediaResolver(lambda: runtime.config.media, download),
     )
 
     async def submit(message: InboundMessage) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from botd.channels.slack_threads import CONTEXT_CHARS, THREAD_HEADER, render_thread
-from botd.chat import InboundMessage
+from botd.chat import Attachment, InboundMessage
 from botd.events import TextContent
 from botd.router import CONTEXT_LIMIT
 from botd.sessions.prompt import turn_text, user_turn
@@ -138,6 +139,18 @@ async def test_chatter_survives_a_reopen_and_is_consumed_with_the_accept(tmp_pat
         assert accepted is not None
         # What was shown is gone; what came after it stays for the next turn.
         assert [kept.text for kept in second.kept_chatter("telegram:-100")] == ["later"]
+
+
+async def test_kept_chatter_keeps_its_files_across_a_reopen(tmp_path: Path) -> None:
+    photo = Attachment("image", "file-1", "photo.jpg", "image/jpeg", 1234)
+    with Store.open(tmp_path / "s") as first:
+        message = replace(_message(""), attachments=(photo,))
+        await first.keep_chatter("telegram", ["a"], message, limit=10)
+        await first.keep_chatter("telegram", ["b"], _message("no file"), limit=10)
+    with Store.open(tmp_path / "s") as second:
+        with_file, without = second.kept_chatter("telegram:-100")
+        assert with_file.attachments == (photo,)
+        assert without.attachments == ()
 
 
 async def test_old_chatter_is_pruned(tmp_path: Path) -> None:

@@ -6,7 +6,26 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Protocol
 
-from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+
+
+class DownloadError(Exception):
+    """An attachment could not be fetched; the message is one short phrase a user can read
+    ("the download failed (HTTP 500)"), never a token or a private URL."""
+
+
+class TooLarge(DownloadError):
+    """An attachment is over the size limit (declared, or found while reading it)."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        self.size, self.limit = size, limit
+        told = f"{_megabytes(size)} MB, " if size is not None else ""
+        super().__init__(f"it is too big ({told}the limit is {_megabytes(limit)} MB)")
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1048576:.1f}".removesuffix(".0")
+
 
 InboundSink = Callable[[InboundMessage], Awaitable[object]]
 """Where an adapter hands each inbound message (the router); adapters ignore what it returns
@@ -84,3 +103,12 @@ class ChannelAdapter(Protocol):
     async def react(self, ref: MessageRef, emoji: str) -> None: ...
 
     async def typing(self, target: Target) -> None: ...
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The bytes of ``attachment`` (one of an inbound message of this adapter's).
+
+        Reads no more than ``max_bytes``: a file declared or found larger raises
+        ``TooLarge``; any other failure raises ``DownloadError``. This default is for
+        adapters whose platform sends no files (the console).
+        """
+        raise DownloadError(f"files cannot be fetched from {self.name}")

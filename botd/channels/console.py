@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
-from .base import InboundSink
+from .base import ChannelAdapter, InboundSink
 from .errors import ChannelError
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class MessageAssembler:
         return [text] if text else []
 
 
-class ConsoleAdapter:
+class ConsoleAdapter(ChannelAdapter):
     """See the module docstring. ``reader`` defaults to stdin, ``output`` to stdout, ``notices``
     (the banner) to stderr. The banner is printed when stdin is a terminal, or when
     ``banner=True``; ``model`` is what it says answers, e.g. ``scripted provider (model x)``."""

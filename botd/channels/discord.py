@@ -28,9 +28,10 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from botd.channels.base import InboundSink
+from botd.channels.discord_inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from botd.retry import retry_after
 
 log = logging.getLogger(__name__)
@@ -302,7 +303,8 @@ class DiscordAdapter:
         if message.author.bot and not self._allow_bots:
             return
         inbound = replace(self._inbound(message, me.id), bot_name=me.name)
-        if inbound.mentions_bot and not message.content and message.guild is not None:
+        blank = not message.content and not message.attachments
+        if inbound.mentions_bot and blank and message.guild is not None:
             self._warn_blank_content()
         await sink(inbound)
 
@@ -342,6 +344,7 @@ class DiscordAdapter:
                 if reference is not None and reference.message_id is not None
                 else None
             ),
+            attachments=discord_attachments(message),
         )
 
     def _warn_blank_content(self) -> None:
@@ -416,6 +419,9 @@ class DiscordAdapter:
         message = self._channel(ref.target).get_partial_message(int(ref.message_id))
         with _refusals("react"):
             await message.add_reaction(emoji)
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await discord_download(attachment, max_bytes)
 
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""

@@ -39,6 +39,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -48,11 +49,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from .base import InboundSink, on_accepted
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
+from .slack_inbound_media import slack_attachments, slack_download
 from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
@@ -330,6 +332,7 @@ class SlackAdapter:
             mentions_bot=mentioned,
             dedupe_keys=keys,
             bot_name=self.bot_name,
+            attachments=slack_attachments(event),
         )
         message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
         target = self.reply_target(message)
@@ -484,6 +487,13 @@ class SlackAdapter:
         except SlackError as exc:
             if exc.error != "already_reacted":
                 raise
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """A file of a message, with the bot token (needs the ``files:read`` scope)."""
+        api_host = urlsplit(self._api_base_url).hostname or ""
+        return await slack_download(
+            attachment, max_bytes, bot_token=self._bot_token, api_hosts=[api_host]
+        )
 
     async def typing(self, target: Target) -> None:
         """Show that the bot is working: "is typing…" on a thread, 👀 on a channel message.

@@ -55,7 +55,7 @@ from telegram.ext import (
     filters,
 )
 
-from ..chat import Capabilities, InboundMessage, MessageRef, Target
+from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from .base import InboundSink, OffsetStore
 from .errors import ChannelError
@@ -67,6 +67,7 @@ from .telegram_errors import (
     quiet_non_json_error_tracebacks,
     start_failure,
 )
+from .telegram_inbound_media import MEDIA, telegram_attachments, telegram_download
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -267,7 +268,8 @@ class TelegramAdapter:
             on_down=self._on_down,
         )
         app: _App = Application.builder().bot(bot).build()
-        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self._on_text))
+        taken = filters.TEXT | MEDIA  # files come with their caption as the text
+        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & taken, self._on_text))
         # A later group sees every update once the handlers above are done with it.
         app.add_handler(TypeHandler(Update, self._on_processed), group=1)
         app.add_error_handler(self._on_error)
@@ -325,7 +327,7 @@ class TelegramAdapter:
 
     async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
-        if message is None or message.text is None or self._sink is None:
+        if message is None or self._sink is None:
             return
         bot = self._require_bot()
         sender = message.from_user
@@ -354,13 +356,13 @@ class TelegramAdapter:
         reply: Message | None,
     ) -> None:
         sender = message.from_user
-        assert self._sink is not None and message.text is not None
+        assert self._sink is not None
         await self._sink(
             InboundMessage(
                 channel=CHANNEL,
                 chat_id=chat_id,
                 sender_id=str(sender.id) if sender else "",
-                text=self._without_own_mention(message.text),
+                text=self._without_own_mention(message.text or message.caption or ""),
                 message_id=str(message.message_id),
                 conversation_key=key,
                 account_id=self.account_id,
@@ -371,6 +373,7 @@ class TelegramAdapter:
                 reply_to_message_id=str(reply.message_id) if reply else None,
                 dedupe_keys=(f"{chat_id}:{message.message_id}",),
                 bot_name=self._require_bot().username or "",
+                attachments=telegram_attachments(message),
             )
         )
 
@@ -528,6 +531,9 @@ class TelegramAdapter:
         except TelegramError as exc:
             raise api_error("setMessageReaction", exc) from exc
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await telegram_download(self._require_bot(), attachment, max_bytes)
+
     async def typing(self, target: Target) -> None:
         bot = self._require_bot()
         # Unlike sends, chat actions take the General topic's id too.
@@ -552,7 +558,10 @@ def _entities(message: Message) -> list[tuple[MessageEntity, str]]:
     Offsets count UTF-16 code units; a lone surrogate in the text (which that method cannot
     encode) keeps its unit here, so the entities after it still land on their text.
     """
-    raw = (message.text or "").encode("utf-16-le", "surrogatepass")
+    caption = message.text is None  # a file's caption has its own entities
+    raw = ((message.caption if caption else message.text) or "").encode(
+        "utf-16-le", "surrogatepass"
+    )
     return [
         (
             entity,
@@ -560,5 +569,5 @@ def _entities(message: Message) -> list[tuple[MessageEntity, str]]:
                 "utf-16-le", "surrogatepass"
             ),
         )
-        for entity in message.entities
+        for entity in (message.caption_entities if caption else message.entities)
     ]

@@ -55,6 +55,7 @@ __all__ = [
     "JobSection",
     "LoggingSection",
     "McpServerSection",
+    "MediaSection",
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
@@ -63,6 +64,7 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
+    "TranscriptionSection",
     "channels_in",
     "off_on",
 ]
@@ -512,6 +514,29 @@ class SchedulerSection(Section):
 # --------------------------------------------------------------------------- operations
 
 
+# --------------------------------------------------------------------------- media
+
+
+class TranscriptionSection(Section):
+    """Where voice notes and audio files are turned into text."""
+
+    provider: Literal["openai"] = "openai"
+    """An OpenAI-compatible ``POST {base_url}/audio/transcriptions``."""
+    base_url: str = "https://api.openai.com/v1"
+    api_key: Secret
+    model: str = "whisper-1"
+    timeout: float = Field(default=60.0, gt=0)
+
+
+class MediaSection(Section):
+    """Files users send: the size limit, and how audio is read."""
+
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """Larger files are refused (declared size before the download, actual bytes during it)."""
+    transcription: TranscriptionSection | None = None
+    """Not set: voice notes and audio are answered with a line saying they cannot be read."""
+
+
 class LoggingSection(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -540,6 +565,7 @@ class BotdConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
+    media: MediaSection = Field(default_factory=MediaSection)
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"

@@ -48,14 +48,16 @@ from ..agent.tools import Tool
 from ..agent.types import Provider
 from ..chat import InboundMessage, Target
 from ..commands import chat_command
+from ..config.schema import MediaSection
 from ..delivery import Delivery
 from ..events import Message
 from ..logging import LogContext
+from ..media import MediaResolver
 from ..store import InboxState, OutboxEntry, Store
 from .commands import CommandDesk
 from .durable import resume_plan
 from .models import ModelBook
-from .prompt import user_turn
+from .prompt import media_user_turn, user_turn
 from .run import Runner
 from .session import Session
 from .settings import RunHooks, SessionSettings
@@ -79,10 +81,12 @@ class SessionManager:
         hooks: RunHooks | None = None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         models: Sequence[str] = (),
+        media: MediaResolver | None = None,
     ) -> None:
         self._store = store
         self._models = ModelBook(store, models or [settings.loop.model], clock)
         self._settings = settings
+        self._media = media or MediaResolver(MediaSection)
         self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
@@ -130,7 +134,9 @@ class SessionManager:
         session = self._session_for(message.conversation_key)
         mode = self._settings.queue_mode
         if session.run is not None and session.run.running:
-            if mode == "steer":
+            if mode == "steer" and not message.attachments:
+                # (Files are read before a run starts: a message with files waits for the
+                # next run instead of steering this one.)
                 steering = user_turn([message])
                 session.steered.append(steering)
                 if message.inbox_id is not None:
@@ -227,7 +233,25 @@ class SessionManager:
         for inbox_id in ids:
             session.resumed.pop(inbox_id, None)
         prompt = [] if turn is not None else [user_turn(batch)]
-        return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None)
+        return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None, batch)
+
+    async def _read_media(self, step: _Next) -> _Next | None:
+        """``step`` with its messages' attachments read into its prompt; the user is told
+        in one line per file that could not be read. None: nothing is left to answer (the
+        messages are then marked done)."""
+        turn, problems = await media_user_turn(step.batch, self._media)
+        target = step.inbound.reply_target()
+        told = True
+        if problems:
+            try:
+                await self._delivery.send_text(target, "\n".join(problems))
+            except Exception as exc:
+                told = False
+                log.warning("telling %s about unreadable files failed: %s", target.chat_id, exc)
+        if turn is None:
+            self._finish(step.ids, "answered" if told else "failed")
+            return None
+        return step._replace(prompt=[turn])
 
     async def _work(self, session: Session) -> None:
         """Run the session's waiting messages one run at a time, in order."""
@@ -237,10 +261,20 @@ class SessionManager:
         while session.pending or (session.steered and session.last_inbound is not None):
             if session.pending:
                 step = self._next_prompt(session)
+                if not step.resumed and any(m.attachments for m in step.batch):
+                    with LogContext.bind(
+                        channel=step.inbound.channel, conversation=session.conversation_key
+                    ):
+                        read = await self._read_media(step)
+                    if self._closed:
+                        return  # shutting down: left in the inbox, resumed at the next start
+                    if read is None:
+                        continue
+                    step = read
             else:
                 # Steering that no tool boundary picked up runs as a follow-up.
                 assert session.last_inbound is not None
-                step = _Next(session.last_inbound, list(session.steered), None, [], False)
+                step = _Next(session.last_inbound, list(session.steered), None, [], False, [])
                 session.steered.clear()
             session.last_inbound = step.inbound
             session.runs_started += 1
@@ -370,6 +404,7 @@ class _Next(NamedTuple):
     arrived: float | None
     ids: list[int]
     resumed: bool
+    batch: list[InboundMessage]
 
 
 _STATES: dict[str, InboxState] = {"cancelled": "skipped", "error": "failed"}

@@ -5,6 +5,11 @@ In a group conversation each message is labelled with its sender's display name 
 direct chat has one peer and stays unlabelled, and so do scheduled jobs' prompts (they
 arrive as direct). The context an adapter or the router attached to a message (kept
 chatter, earlier thread messages, labelled the same way) comes first.
+
+``user_turn`` joins the texts of a batch; ``media_user_turn`` also reads the messages'
+attachments (``botd.media``): each message's files (images, transcripts, document text)
+come right before its text, and a note for each file that could not be read. The lines
+for the user about those files are returned beside the turn, for the caller to send.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..chat import InboundMessage
-from ..events import Message, TextContent
+from ..events import ContentBlock, ImageContent, Message, TextContent
+from ..media import MediaResolver
 from ..speakers import labelled
 
 
@@ -33,4 +39,49 @@ def user_turn(batch: Sequence[InboundMessage]) -> Message:
     return Message(role="user", content=[TextContent(text=text)])
 
 
-__all__ = ["turn_text", "user_turn"]
+async def media_user_turn(
+    batch: Sequence[InboundMessage], media: MediaResolver
+) -> tuple[Message | None, list[str]]:
+    """The user turn for ``batch`` with its attachments read, and a line for the user per
+    file that could not be read.
+
+    The turn is None when nothing is left for the model: no message has text and no file
+    could be read (then the lines are the whole answer).
+    """
+    blocks: list[TextContent | ImageContent] = []
+    problems: list[str] = []
+    substance = False
+    for message in batch:
+        text = turn_text(message)
+        parts: list[TextContent | ImageContent] = []
+        if message.attachments:
+            resolved = await media.resolve(message)
+            problems.extend(resolved.problems)
+            parts.extend(resolved.blocks)
+            parts.extend(resolved.notes)
+            substance = substance or bool(resolved.blocks)
+        if message.text or message.context or not message.attachments:
+            parts.append(TextContent(text=text))
+            substance = True
+        elif parts and not message.is_direct:
+            # A file sent in a group without a caption: who sent it still comes first.
+            parts.insert(0, TextContent(text=text.strip()))
+        blocks.extend(parts)
+    if not substance:
+        return None, problems
+    return Message(role="user", content=_joined(blocks)), problems
+
+
+def _joined(blocks: Sequence[TextContent | ImageContent]) -> list[ContentBlock]:
+    """``blocks`` with each run of text blocks joined into one, blank line apart."""
+    joined: list[ContentBlock] = []
+    for block in blocks:
+        last = joined[-1] if joined else None
+        if isinstance(block, TextContent) and isinstance(last, TextContent):
+            joined[-1] = TextContent(text=f"{last.text}\n\n{block.text}")
+        else:
+            joined.append(block)
+    return joined
+
+
+__all__ = ["media_user_turn", "turn_text", "user_turn"]

@@ -43,6 +43,7 @@ from ..chat import InboundMessage, Target
 from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, event_to_json
+from ..media.history import with_recent_images
 from ..store import Store, StoreError
 from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
 from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
@@ -215,7 +216,8 @@ class Runner:
         log.info("run started")
         call_hook(hooks.on_start, inbound)
         try:
-            result = await run.run(session.history, prompt)
+            # Images stay in the transcript; only the newest are sent again (media.history).
+            result = await run.run(with_recent_images(session.history), prompt)
             outcome = result.stop_reason
         except asyncio.CancelledError:
             outcome = "cancelled"

@@ -14,12 +14,14 @@ pruner drops what conversations that never spoke to the bot again left behind
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..chat import InboundMessage
+from ..chat import Attachment, InboundMessage
 from .deferred import DeferredWrites
+from .targets import attachments_data, attachments_from_data
 
 CHATTER_RETENTION_SECONDS = 7 * 24 * 3600.0
 """Chatter older than this is dropped: a week-old remark is no context for today's question."""
@@ -27,12 +29,13 @@ CHATTER_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class KeptLine:
-    """One kept message: who said it and what."""
+    """One kept message: who said it, what, and the files it came with."""
 
     id: int
     sender_id: str
     sender_name: str
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 class ChatterStore(DeferredWrites):
@@ -49,7 +52,8 @@ class ChatterStore(DeferredWrites):
             raise ValueError("keep_chatter needs at least one key")
         now = self._clock()
         key = message.conversation_key
-        row = (key, message.sender_id, message.sender_name, message.text, now)
+        files = json.dumps(attachments_data(message.attachments)) if message.attachments else ""
+        row = (key, message.sender_id, message.sender_name, message.text, now, files)
 
         def write(conn: sqlite3.Connection) -> bool:
             inserted = 0
@@ -62,8 +66,9 @@ class ChatterStore(DeferredWrites):
             if inserted < len(unique):
                 return True
             conn.execute(
-                "INSERT INTO chatter (conversation_key, sender_id, sender_name, text, kept_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO chatter "
+                "(conversation_key, sender_id, sender_name, text, kept_at, attachments) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 row,
             )
             # Beyond the newest `limit` rows, or too old: dropped (both by the index).
@@ -83,13 +88,22 @@ class ChatterStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT id, sender_id, sender_name, text FROM chatter "
+                "SELECT id, sender_id, sender_name, text, attachments FROM chatter "
                 "WHERE conversation_key = ? AND kept_at >= ? ORDER BY id",
                 (conversation_key, self._clock() - CHATTER_RETENTION_SECONDS),
             )
             .fetchall()
         )
-        return [KeptLine(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+        return [
+            KeptLine(
+                int(r[0]),
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                attachments_from_data(json.loads(r[4])) if r[4] else (),
+            )
+            for r in rows
+        ]
 
     def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
         """Drop chatter kept more than ``older_than_seconds`` ago; returns how many rows."""

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from ..chat import InboundMessage
 from ..events import Message, ToolCallContent
 from .chatter import consume_chatter as _consume_chatter
-from .targets import target_data, target_from_data
+from .targets import attachments_data, attachments_from_data, target_data, target_from_data
 from .transcripts import TranscriptStore, _message_json
 
 _INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
@@ -50,11 +50,15 @@ class InboxEntry:
 def inbound_json(message: InboundMessage) -> str:
     """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
     data: dict[str, Any] = {
-        name: getattr(message, name) for name in _INBOUND_FIELDS if name != "inbox_id"
+        name: getattr(message, name)
+        for name in _INBOUND_FIELDS
+        if name not in ("inbox_id", "attachments")
     }
     target = message.target
     if target is not None:
         data["target"] = target_data(target)
+    if message.attachments:
+        data["attachments"] = attachments_data(message.attachments)
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -62,6 +66,7 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     data: dict[str, Any] = json.loads(text)
     target = data.pop("target", None)
     data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
+    data["attachments"] = attachments_from_data(data.get("attachments"))
     data["inbox_id"] = inbox_id
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 

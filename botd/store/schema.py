@@ -152,8 +152,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ), 0)
         """,
     ),
-    # 4 -> 5: group messages the bot was not addressed in (kept chatter), shown with the next
-    # message that is addressed to it in that conversation and deleted then. The index serves
+    # 4 -> 5: group messages the bot was not addressed in (kept chatter, with the files they
+    # came with as JSON, '' for none), shown with the next message that is addressed to it in
+    # that conversation and deleted then. The index serves
     # both the read of one conversation's chatter and the trim to its newest rows on write.
     (
         """
@@ -163,7 +164,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             sender_id TEXT NOT NULL,
             sender_name TEXT NOT NULL,
             text TEXT NOT NULL,
-            kept_at REAL NOT NULL
+            kept_at REAL NOT NULL,
+            attachments TEXT NOT NULL DEFAULT ''
         )
         """,
         "CREATE INDEX chatter_by_conversation ON chatter (conversation_key, id)",

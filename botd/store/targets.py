@@ -1,4 +1,5 @@
-"""Where a reply goes (``Target``) as the store keeps it: one JSON object of its fields.
+"""Where a reply goes (``Target``) and what files came with a message (``Attachment``) as the
+store keeps them: JSON objects of their fields.
 
 The inbox (an accepted message's reply target), the outbox (each piece's target) and the
 scheduled jobs (where a job posts) all write and read it here, so a row written by one is read
@@ -8,10 +9,11 @@ back the same way by all.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from ..chat import Target
+from ..chat import Attachment, Target
 
 _FIELDS = tuple(f.name for f in fields(Target))
 
@@ -38,3 +40,11 @@ def target_json(target: Target) -> str:
 
 def target_from_json(text: str) -> Target:
     return target_from_data(json.loads(text))
+
+
+def attachments_data(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    return [{f.name: getattr(a, f.name) for f in fields(Attachment)} for a in attachments]
+
+
+def attachments_from_data(data: Sequence[dict[str, Any]] | None) -> tuple[Attachment, ...]:
+    return tuple(Attachment(**a) for a in data or ())

@@ -23,6 +23,11 @@ Faults on the message routes (POST, PATCH, DELETE under ``channels/{id}/messages
 first, as a timeout after the request landed would. Faulted requests go to ``faulted``, not
 ``requests``. ``visible(channel)`` is what a channel shows now (posts, edits and deletes).
 
+Attachments: ``attachment(data, filename, content_type)`` keeps bytes and returns the
+attachment object for a message payload (``message(..., attachments=[...])``); its ``url``
+serves them (``GET /attachments/<id>/<filename>``, as Discord's CDN does, no token needed),
+and ``attachment_downloads`` lists the paths fetched.
+
 Like real Discord, guild message content is blanked when IDENTIFY lacked the message-content
 intent, unless the message mentions the bot.
 """
@@ -139,6 +144,8 @@ class FakeDiscordAPI:
         self._request_arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
+        self._attachments: dict[str, bytes] = {}
+        self.attachment_downloads: list[str] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -154,6 +161,7 @@ class FakeDiscordAPI:
         app = web.Application()
         app.router.add_get("/gateway/", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{path:.*}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -255,6 +263,7 @@ class FakeDiscordAPI:
         mentions: tuple[dict[str, Any], ...] = (),
         message_id: int | None = None,
         reply_to: dict[str, Any] | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A MESSAGE_CREATE payload; ``guild=False`` makes it a DM."""
         author = author or user(USER_ID, "alice")
@@ -269,7 +278,7 @@ class FakeDiscordAPI:
             "mention_everyone": False,
             "mentions": list(mentions),
             "mention_roles": [],
-            "attachments": [],
+            "attachments": list(attachments or ()),
             "embeds": [],
             "pinned": False,
             "type": 0,
@@ -292,6 +301,29 @@ class FakeDiscordAPI:
                 **({"guild_id": str(GUILD_ID)} if guild else {}),
             }
         return payload
+
+    def attachment(self, data: bytes, filename: str, content_type: str) -> dict[str, Any]:
+        """Keep ``data`` to be served; returns the attachment object for a message."""
+        attachment_id = str(self.next_id())
+        path = f"{attachment_id}/{filename}"
+        self._attachments[path] = data
+        url = f"http://127.0.0.1:{self._port}/attachments/{path}"
+        return {
+            "id": attachment_id,
+            "filename": filename,
+            "content_type": content_type,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+        }
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        self.attachment_downloads.append(path)
+        data = self._attachments.get(path)
+        if data is None:
+            return web.Response(status=404, text="not found")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     def _posted_message(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
         payload = self.message(

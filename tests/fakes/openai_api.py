@@ -11,6 +11,10 @@ A stream the client closes before its last frame sets ``stream_closed_early``.
     async with FakeOpenAI() as fake:
         fake.enqueue(ChatStream().text("Hel", "lo").finish("stop").usage(12, 3))
         provider = OpenAIProvider(base_url=fake.base_url)
+
+``POST /v1/audio/transcriptions`` (multipart ``model`` and ``file``, as OpenAI's API takes
+them) answers ``{"text": transcript}``; every upload is recorded in ``transcriptions``, and
+``fail_transcriptions`` answers the next ones with an error status instead.
 """
 
 from __future__ import annotations
@@ -30,6 +34,17 @@ class RecordedRequest:
     headers: dict[str, str]
     """Header names in lower case."""
     body: Any
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """One upload to ``/audio/transcriptions``."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    authorization: str
 
 
 @dataclass
@@ -188,6 +203,10 @@ class FakeOpenAI:
         self._replies: list[Reply] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.transcript = "this is the transcript"
+        """What ``/audio/transcriptions`` answers."""
+        self.transcriptions: list[Transcription] = []
+        self._transcription_failures: list[int] = []
 
     @property
     def base_url(self) -> str:
@@ -206,6 +225,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -221,6 +241,37 @@ class FakeOpenAI:
     ) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def fail_transcriptions(self, status: int = 500, *, times: int = 1) -> None:
+        """Answer the next ``times`` transcription requests with HTTP ``status``."""
+        self._transcription_failures.extend([status] * times)
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        model = form.get("model")
+        if not isinstance(upload, web.FileField) or not isinstance(model, str):
+            error = {"message": "file and model are required", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        self.transcriptions.append(
+            Transcription(
+                model=model,
+                filename=upload.filename,
+                content_type=upload.content_type,
+                data=upload.file.read(),
+                authorization=request.headers.get("Authorization", ""),
+            )
+        )
+        if self._transcription_failures:
+            status = self._transcription_failures.pop(0)
+            error = {"message": "The server had an error", "type": "server_error"}
+            return web.json_response({"error": error}, status=status)
+        if self.api_key is not None and request.headers.get("Authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=401)
+        return web.json_response({"text": self.transcript})
 
     async def _models(self, request: web.Request) -> web.Response:
         if self.api_key is not None and request.headers.get("Authorization") != (

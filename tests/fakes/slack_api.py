@@ -14,6 +14,12 @@ Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes
 ``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
 connection from the server side, as Slack does when it rotates sockets.
 
+Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` message lists;
+``GET /files-pri/<team>-<id>/<name>`` (its ``url_private``) serves them only with
+``Authorization: Bearer <token>`` for the token given, and Slack's HTML sign-in page
+otherwise, as Slack does for a token without ``files:read``. ``file_downloads`` records
+each fetch and the token it came with.
+
 ``signed_headers`` signs an HTTP Events API request body like Slack does.
 
     async with FakeSlack() as fake:
@@ -109,6 +115,9 @@ class FakeSlack:
         """``conversations.replies`` answers by ``thread_ts``."""
         self.messages: dict[tuple[str, str], str] = {}
         """The bot's messages by (channel, ts), as last updated; deleted ones are gone."""
+        self._files: dict[str, tuple[bytes, str]] = {}
+        self.file_downloads: list[tuple[str, str]] = []
+        """(path, bearer token sent) of every file fetch."""
 
     @property
     def base_url(self) -> str:
@@ -160,6 +169,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_get("/link/", self._socket)
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/files-pri/{path:.*}", self._file)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -178,6 +188,40 @@ class FakeSlack:
             await self._ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    # --- files --------------------------------------------------------------------------------
+
+    def add_file(
+        self, data: bytes, *, name: str, mimetype: str, token: str, **extra: Any
+    ) -> dict[str, Any]:
+        """Keep ``data`` for fetches with ``token``; returns the file object for an event."""
+        file_id = f"F{len(self._files) + 1:04d}"
+        path = f"{TEAM_ID}-{file_id}/{name}"
+        self._files[path] = (data, token)
+        url = f"http://127.0.0.1:{self.port}/files-pri/{path}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": f"{url}?download=1",
+            **extra,
+        }
+
+    async def _file(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self.file_downloads.append((path, token))
+        found = self._files.get(path)
+        if found is None:
+            return web.Response(status=404, text="not found")
+        data, wanted = found
+        if token != wanted:
+            return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     # --- Web API ------------------------------------------------------------------------------
 

@@ -23,6 +23,12 @@ Faults: ``fail_next`` scripts error answers (``server_error()`` for a 5xx, ``ret
 for a 429); ``reset_next`` drops the connection with a TCP reset (status 0 in ``calls``);
 ``land=True`` carries the call out before failing it, as a timeout after the request landed
 would; ``outage()`` takes the whole server away until ``end()``.
+
+Files users send: ``push_file`` stores the bytes under a new ``file_id`` and queues a
+message carrying them (a photo in two sizes, a document, a voice note, an audio file, a
+video, with an optional caption); ``getFile`` answers with the file's path, and
+``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched).
+``getFile`` can be failed like any method (``fail_next``).
 """
 
 from __future__ import annotations
@@ -234,6 +240,9 @@ class FakeTelegramAPI:
         self._runner: web.AppRunner | None = None
         self._outage: Outage | None = None
         self.port = port
+        self._files: dict[str, tuple[str, bytes]] = {}
+        self.file_downloads: list[str] = []
+        """Paths of the files the bot downloaded, in order."""
 
     @property
     def base_url(self) -> str:
@@ -243,6 +252,7 @@ class FakeTelegramAPI:
     async def __aenter__(self) -> FakeTelegramAPI:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.*}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -358,6 +368,70 @@ class FakeTelegramAPI:
         self.push_update({"message": message})
         return message
 
+    def add_file(self, data: bytes, *, name: str = "file") -> str:
+        """Keep ``data`` as a file the bot may fetch; returns its ``file_id``."""
+        file_id = f"file-{len(self._files) + 1}"
+        self._files[file_id] = (f"documents/{file_id}-{name}", data)
+        return file_id
+
+    def push_file(
+        self,
+        chat_id: int,
+        kind: str,
+        data: bytes,
+        *,
+        caption: str | None = None,
+        file_name: str | None = None,
+        mime_type: str | None = None,
+        declared_size: int | None = None,
+        sender: dict[str, Any] | None = None,
+        chat_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Queue a message carrying ``data`` as ``kind`` (``photo``, ``document``,
+        ``voice``, ``audio``, ``video``) with ``caption``; returns the message.
+
+        A photo comes in two sizes, a small thumbnail first (other bytes) and ``data`` as the
+        large one. ``declared_size`` is the size the message claims (default: the real one).
+        """
+        chat = self.chat(chat_id, chat_type=chat_type)
+        file_id = self.add_file(data, name=file_name or kind)
+        described: dict[str, Any] = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(data) if declared_size is None else declared_size,
+        }
+        if kind == "photo":
+            small = self.add_file(b"\xff\xd8\xffthumbnail", name="thumb.jpg")
+            thumb = {"file_id": small, "file_unique_id": f"u{small}", "file_size": 14}
+            media: Any = [
+                {**thumb, "width": 90, "height": 60},
+                {**described, "width": 1280, "height": 853},
+            ]
+        else:
+            media = dict(described)
+            if file_name is not None:
+                media["file_name"] = file_name
+            if mime_type is not None:
+                media["mime_type"] = mime_type
+            if kind in ("voice", "audio", "video"):
+                media["duration"] = 3
+            if kind == "video":
+                media.update(width=640, height=480)
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender or user(chat_id if chat_id > 0 else 4242),
+            kind: media,
+        }
+        if caption is not None:
+            message["caption"] = caption
+            found = mention_entities(caption)
+            if found:
+                message["caption_entities"] = found
+        self.push_update({"message": message})
+        return message
+
     # --- inspection ---------------------------------------------------------------------------
 
     def calls_to(self, method: str, *, ok_only: bool = False) -> list[Call]:
@@ -445,6 +519,30 @@ class FakeTelegramAPI:
         if error.parameters:
             body["parameters"] = error.parameters
         return web.json_response(body, status=error.status)
+
+    async def _api_getFile(self, params: dict[str, Any]) -> Any:
+        found = self._files.get(str(params.get("file_id")))
+        if found is None:
+            return ScriptedError(400, "Bad Request: invalid file_id")
+        path, data = found
+        file_id = str(params["file_id"])
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(data),
+            "file_path": path,
+        }
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 401}, status=401)
+        path = request.match_info["path"]
+        for known, data in self._files.values():
+            if known == path:
+                self.file_downloads.append(path)
+                self._notify()
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.json_response({"ok": False, "error_code": 404}, status=404)
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return {**BOT_USER, "can_read_all_group_messages": self.can_read_all_group_messages}

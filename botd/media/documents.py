@@ -1,0 +1,134 @@
+"""What of a file the model can read: the image formats it takes, text files, PDF text.
+
+``image_type`` sniffs the bytes (a photo's declared type is not trusted: an image sent as
+a file may be named anything). Text files are decoded as UTF-8, an undecodable byte
+becoming U+FFFD. PDF text is read with pypdf, an optional dependency (``botd[pdf]``); without
+it ``pdf_text`` raises ``PdfSupportMissing``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import PurePath
+
+from ..chat import Attachment
+
+log = logging.getLogger(__name__)
+
+DOCUMENT_CHAR_LIMIT = 40_000
+"""Characters of one document's text given to the model; the rest is cut, and said so."""
+
+TEXT_EXTENSIONS = frozenset(
+    """txt text md markdown rst csv tsv json jsonl ndjson yaml yml toml ini cfg conf env log
+    xml html htm css js mjs cjs ts tsx jsx py pyi rb go rs java kt kts scala c h cc cpp cxx
+    hpp cs swift m mm php pl pm lua r sql sh bash zsh fish ps1 bat cmd dockerfile makefile
+    gradle tf hcl proto graphql gql vue svelte dart ex exs erl hs clj elm nim zig diff patch
+    tex bib srt vtt properties lock""".split()
+)
+"""File name extensions read as text."""
+
+TEXT_MIME_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/javascript",
+        "application/x-javascript",
+        "application/x-sh",
+        "application/sql",
+        "application/x-ndjson",
+    }
+)
+
+
+class PdfSupportMissing(Exception):
+    """pypdf is not installed (``pip install 'botd[pdf]'``)."""
+
+
+class DocumentUnreadable(Exception):
+    """The file could not be read as what it claimed to be (a broken PDF, say)."""
+
+
+def image_type(data: bytes) -> str | None:
+    """The MIME type of ``data`` when it is an image the model takes (JPEG, PNG, GIF, WebP)."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def is_pdf(attachment: Attachment, data: bytes) -> bool:
+    return data.startswith(b"%PDF-") or (
+        attachment.mime_type == "application/pdf" and b"%PDF-" in data[:1024]
+    )
+
+
+def is_text(attachment: Attachment, data: bytes) -> bool:
+    """Whether ``data`` is a text file: by its name or type, or (untyped) by its bytes."""
+    name = PurePath(attachment.name.lower())
+    mime = attachment.mime_type.split(";")[0].strip().lower()
+    if name.suffix.lstrip(".") in TEXT_EXTENSIONS or name.name in TEXT_EXTENSIONS:
+        return True
+    if mime.startswith("text/") or mime in TEXT_MIME_TYPES or mime.endswith(("+json", "+xml")):
+        return True
+    if mime in ("", "application/octet-stream") and b"\x00" not in data[:8192]:
+        try:
+            data[:8192].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return exc.start > 8188  # only a character cut at the sample's end
+        return True
+    return False
+
+
+def decode_text(data: bytes) -> str:
+    """``data`` as UTF-8 text (a byte order mark dropped, bad bytes as U+FFFD)."""
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def pdf_text(data: bytes) -> str:
+    """The text of a PDF's pages, a blank line between pages (synchronous: CPU work)."""
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+    except ImportError:
+        raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'") from None
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise DocumentUnreadable("the PDF is encrypted")
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+    except PyPdfError as exc:
+        log.warning("a PDF could not be read: %s", exc)
+        raise DocumentUnreadable("the PDF could not be read") from None
+    except (ValueError, KeyError, TypeError) as exc:  # pypdf on malformed input
+        log.warning("a PDF could not be read: %s: %s", type(exc).__name__, exc)
+        raise DocumentUnreadable("the PDF could not be read") from None
+    return "\n\n".join(page for page in pages if page)
+
+
+def capped(text: str, limit: int = DOCUMENT_CHAR_LIMIT) -> str:
+    """``text``, cut at ``limit`` characters with a line saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[… cut: {len(text) - limit} more characters not shown]"
+
+
+__all__ = [
+    "DOCUMENT_CHAR_LIMIT",
+    "DocumentUnreadable",
+    "PdfSupportMissing",
+    "capped",
+    "decode_text",
+    "image_type",
+    "is_pdf",
+    "is_text",
+    "pdf_text",
+]

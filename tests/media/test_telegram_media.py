@@ -1,0 +1,347 @@
+"""Files sent on Telegram reach the model, end to end: the real python-telegram-bot and
+anthropic SDKs inside botd, the loopback Telegram, Anthropic and transcription fakes outside.
+
+A photo arrives as an image block with its caption, a voice note as its transcript, a text
+file and a PDF as their text; a file over ``media.max_bytes``, of an unsupported type, or
+whose transcription fails gets one line back and (with no text) no model call at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from botd.daemon import Daemon
+from tests.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+from tests.media.files import JPEG, OGG, PNG, ZIP, minimal_pdf
+
+DM = 777
+GROUP = -100123
+TRANSCRIBE_KEY = "sk-transcribe-test"
+
+
+def media_yaml(transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000) -> str:
+    lines = f"media:\n  max_bytes: {max_bytes}\n"
+    if transcriber is not None:
+        lines += (
+            "  transcription:\n"
+            f"    base_url: {json.dumps(transcriber.base_url)}\n"
+            f"    api_key: {TRANSCRIBE_KEY}\n"
+            "    model: whisper-test\n"
+        )
+    return lines
+
+
+class Botd:
+    def __init__(
+        self,
+        daemon: Daemon,
+        telegram: FakeTelegramAPI,
+        model: FakeAnthropicAPI,
+        transcriber: FakeOpenAI,
+    ) -> None:
+        self.daemon, self.telegram, self.model, self.transcriber = (
+            daemon,
+            telegram,
+            model,
+            transcriber,
+        )
+
+    async def idle(self) -> None:
+        """Wait (a hang guard) until every session is idle."""
+        assert self.daemon.runtime is not None
+        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), HANG_GUARD)
+
+    def sent(self) -> list[str]:
+        return [str(c.params["text"]) for c in self.telegram.calls_to("sendMessage", ok_only=True)]
+
+    def user_content(self, request: int = -1) -> list[dict[str, Any]]:
+        """The content blocks of the last user message of model request ``request``."""
+        messages = self.model.requests[request].body["messages"]
+        content = [m for m in messages if m["role"] == "user"][-1]["content"]
+        return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+@asynccontextmanager
+async def botd(
+    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
+) -> AsyncIterator[Botd]:
+    async with (
+        FakeTelegramAPI() as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+        FakeOpenAI(api_key=TRANSCRIBE_KEY) as transcriber,
+    ):
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            telegram_yaml(
+                telegram, "dm_policy: open", "groups:", '  "-100123": {require_mention: true}'
+            ),
+            media_yaml(transcriber if transcription else None, max_bytes=max_bytes),
+            extra,
+        )
+        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
+            yield Botd(daemon, telegram, model, transcriber)
+
+
+def images(content: list[dict[str, Any]]) -> list[bytes]:
+    return [
+        base64.b64decode(b["source"]["data"])
+        for b in content
+        if b["type"] == "image" and b["source"]["type"] == "base64"
+    ]
+
+
+def texts(content: list[dict[str, Any]]) -> str:
+    return "\n".join(b["text"] for b in content if b["type"] == "text")
+
+
+async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("A nice photo.")))
+        b.telegram.push_file(DM, "photo", JPEG, caption="what is in this picture?")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    content = b.user_content()
+    assert images(content) == [JPEG]  # the large size, not the thumbnail
+    image = next(block for block in content if block["type"] == "image")
+    assert image["source"]["media_type"] == "image/jpeg"
+    assert "what is in this picture?" in texts(content)
+    assert b.sent() == ["A nice photo."]
+    assert len(b.telegram.file_downloads) == 1
+
+
+async def test_an_image_sent_as_a_file_is_sniffed_from_its_bytes(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("A diagram.")))
+        # Declared as a generic file: the bytes say PNG.
+        b.telegram.push_file(
+            DM, "document", PNG, file_name="scan.bin", mime_type="application/octet-stream"
+        )
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    content = b.user_content()
+    assert images(content) == [PNG]
+    image = next(block for block in content if block["type"] == "image")
+    assert image["source"]["media_type"] == "image/png"
+
+
+async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group_with_the_kept_photo(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("Seen.")))
+        b.telegram.push_file(GROUP, "photo", JPEG)  # no mention: kept, not answered
+        b.telegram.push_file(GROUP, "photo", PNG, caption="@botd_test_bot look at this")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    assert len(b.model.requests) == 1
+    content = b.user_content()
+    # The photo posted before (kept as chatter) comes along with the one addressing the bot.
+    assert images(content) == [JPEG, PNG]
+    assert "[Ada (id 4242)] [sent photo.jpg]" in texts(content)
+    assert "look at this" in texts(content)
+
+
+async def test_a_voice_note_reaches_the_model_as_its_transcript(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.transcriber.transcript = "please book a table for two"
+        b.model.push(stream(text("Booked.")))
+        b.telegram.push_file(DM, "voice", OGG, mime_type="audio/ogg")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [upload] = b.transcriber.transcriptions
+    assert upload.data == OGG
+    assert upload.model == "whisper-test"
+    assert upload.authorization == f"Bearer {TRANSCRIBE_KEY}"
+    assert "[voice note transcript] please book a table for two" in texts(b.user_content())
+    assert b.sent() == ["Booked."]
+
+
+async def test_text_and_pdf_documents_reach_the_model_as_text(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("Read the notes.")), stream(text("Read the PDF.")))
+        notes = "line one\nline two ünïcode\n".encode() + b"\xff bad byte"
+        b.telegram.push_file(DM, "document", notes, file_name="notes.txt", mime_type="text/plain")
+        await b.telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
+        await b.idle()
+        b.telegram.push_file(
+            DM,
+            "document",
+            minimal_pdf("Quarterly revenue grew"),
+            file_name="report.pdf",
+            mime_type="application/pdf",
+            caption="summarise",
+        )
+        await b.telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+        await b.idle()
+    first = texts(b.user_content(0))
+    assert "[file: notes.txt]" in first
+    assert "line two ünïcode" in first
+    assert "\ufffd bad byte" in first  # undecodable bytes replaced, not fatal
+    second = texts(b.user_content(1))
+    assert "[file: report.pdf]" in second
+    assert "Quarterly revenue grew" in second
+    assert "summarise" in second
+
+
+async def test_a_file_over_the_limit_gets_one_line_and_no_model_call(tmp_path: Path) -> None:
+    async with botd(tmp_path, max_bytes=1000) as b:
+        b.telegram.push_file(DM, "photo", JPEG, declared_size=5_000_000)
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [line] = b.sent()
+    assert "\n" not in line
+    assert "too big" in line
+    assert b.model.requests == []
+    assert b.telegram.file_downloads == []  # refused on the declared size
+
+
+async def test_a_file_larger_than_declared_is_refused_by_getfile_size(tmp_path: Path) -> None:
+    async with botd(tmp_path, max_bytes=100) as b:
+        b.telegram.push_file(DM, "document", b"x" * 500, file_name="a.txt", declared_size=10)
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [line] = b.sent()
+    assert "too big" in line
+    assert b.model.requests == []
+
+
+async def test_an_unsupported_file_gets_one_line_and_no_model_call(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.telegram.push_file(
+            DM, "document", ZIP, file_name="archive.zip", mime_type="application/zip"
+        )
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [line] = b.sent()
+    assert line.startswith("I could not read archive.zip:")
+    assert "not supported" in line and "\n" not in line
+    assert b.model.requests == []
+
+
+async def test_a_failed_transcription_gets_one_line(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.transcriber.fail_transcriptions(503)
+        b.telegram.push_file(DM, "voice", OGG, mime_type="audio/ogg")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [line] = b.sent()
+    assert "voice note" in line and "503" in line and "\n" not in line
+    assert TRANSCRIBE_KEY not in line
+    assert b.model.requests == []
+
+
+async def test_a_voice_note_without_transcription_configured_gets_one_line(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path, transcription=False) as b:
+        b.telegram.push_file(DM, "voice", OGG, mime_type="audio/ogg")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [line] = b.sent()
+    assert "no transcription service is configured" in line
+    assert b.telegram.file_downloads == [] and b.model.requests == []
+
+
+async def test_a_failed_download_with_a_caption_still_answers_the_caption(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as b:
+        b.telegram.fail_next("getFile", server_error(502))
+        b.model.push(stream(text("About your question…")))
+        b.telegram.push_file(DM, "photo", JPEG, caption="and what about this?")
+        await b.telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+        await b.idle()
+    notice, answer = b.sent()
+    assert notice.startswith("I could not read photo.jpg:") and "\n" not in notice
+    assert answer == "About your question…"
+    content = b.user_content()
+    assert images(content) == []
+    assert "and what about this?" in texts(content)
+    assert "[photo.jpg could not be read:" in texts(content)
+
+
+async def test_an_image_message_accepted_before_a_restart_is_answered_after_it(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path, extra="shutdown_grace: 0.2\n") as b:
+        b.model.push(stream(stall=True))  # the model takes the request and says nothing
+        b.telegram.push_file(DM, "photo", PNG, caption="describe it")
+        async with asyncio.timeout(HANG_GUARD):
+            while not b.model.requests:
+                await asyncio.sleep(0.02)
+    # botd stopped mid-run: the message stays unanswered in the inbox.
+    assert b.sent() == []
+    async with botd(tmp_path) as again:
+        again.model.push(stream(text("It is a chart.")))
+        await again.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await again.idle()
+    content = again.user_content()
+    assert images(content) == [PNG]
+    assert "describe it" in texts(content)
+    assert again.sent() == ["It is a chart."]
+
+
+async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
+    tmp_path: Path,
+) -> None:
+    """A message accepted but not yet run when botd stops keeps only the file's reference
+    (in the inbox); after the restart the file is fetched again and reaches the model."""
+    other = 778
+    async with (
+        FakeTelegramAPI() as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+        FakeOpenAI(api_key=TRANSCRIBE_KEY) as transcriber,
+    ):
+        config = config_yaml(
+            tmp_path,
+            "shutdown_grace: 0.2\nagent:\n  max_concurrent_runs: 1\n",
+            anthropic_yaml(model),
+            telegram_yaml(telegram, "dm_policy: open"),
+            media_yaml(transcriber),
+        )
+        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
+            model.push(stream(stall=True))  # the one run slot stays taken
+            telegram.push_text(other, "a long question")
+            async with asyncio.timeout(HANG_GUARD):
+                while not model.requests:
+                    await asyncio.sleep(0.02)
+            telegram.push_file(DM, "photo", PNG, caption="and this one?")
+            async with asyncio.timeout(HANG_GUARD):
+                while not telegram.file_downloads:
+                    await asyncio.sleep(0.02)
+            assert daemon.runtime is not None
+            assert daemon.runtime.store.unfinished_inbox()[-1].state == "accepted"
+        assert len(model.requests) == 1
+        model.push(stream(text("First answer.")), stream(text("Second answer.")))
+        async with daemon_running(config, ready=ready) as daemon:
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+            assert daemon.runtime is not None
+            await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+    with_image = [r for r in model.requests[1:] if PNG in images(_last_user(r.body["messages"]))]
+    assert len(with_image) == 1
+    assert "and this one?" in texts(_last_user(with_image[0].body["messages"]))
+    assert len(telegram.file_downloads) == 2  # fetched again after the restart
+
+
+def _last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    content = [m for m in messages if m["role"] == "user"][-1]["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
