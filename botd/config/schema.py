@@ -232,6 +232,12 @@ class MessageTargetSection(Section):
         return "/".join(p for p in (self.channel, self.chat, self.thread) if p is not None)
 
 
+class WebFetchSection(Section):
+    allow_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(default=2_000_000, ge=1)
+    timeout: float = Field(default=20.0, gt=0)
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
@@ -248,6 +254,7 @@ class AgentSection(Section):
     enforce_final_tag: bool = False
     reset: ResetSection = Field(default_factory=ResetSection)
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
+    web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
 
 
 # --------------------------------------------------------------------------- channels
@@ -433,6 +440,13 @@ class HealthSection(Section):
     port: int = Field(default=8480, ge=1, le=65535)
 
 
+class MediaSection(Section):
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """The largest file fetched or uploaded, in bytes."""
+    outbound_dir: Path | None = None
+    """Where local files the agent names (``MEDIA: /path``) may come from; None: nowhere."""
+
+
 class BotdConfig(Section):
     """The whole validated config file."""
 
@@ -445,6 +459,7 @@ class BotdConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
+    media: MediaSection = Field(default_factory=MediaSection)
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"
