@@ -13,6 +13,7 @@ The reply's text goes with the first file as its caption when it fits the platfo
 limit (``Capabilities.caption_limit``, measured as rendered), else as a message of its own
 before it. Files follow in the order named; only the first message replies to anything.
 
+An adapter without ``send_file`` gets the references named after the text, unfetched.
 When a file cannot be sent (the guard refused the URL, the fetch failed, the path is outside
 ``outbound_dir`` or missing, the platform refused the upload or said it is too large) the
 reference is posted as text instead, once: a URL as the link, a local path as its file name
@@ -173,6 +174,11 @@ async def send_with_media(
     ``post_text`` and ``upload`` are the caller's retried sends; a failure that outlasts the
     retries (``DeliveryGivenUp``) is raised, a refusal falls back to text.
     """
+    if getattr(adapter, "send_file", None) is None:
+        # A platform without uploads: the references are named after the text, unfetched.
+        log.warning("%s cannot upload files; posting their references", adapter.name)
+        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in media)
+        return await post_text(target, _joined(text, shown))
     refs: list[MessageRef] = []
     caption = text
     if caption.strip() and not fits_caption(caption, adapter.capabilities):
