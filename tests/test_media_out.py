@@ -1,0 +1,233 @@
+"""Files out, end to end: a reply's ``MEDIA:`` lines and the message tool's ``media`` become
+real uploads, through botd's whole wiring with python-telegram-bot and the Anthropic SDK over
+the loopback fakes.
+
+URLs are served by a loopback file server that ``agent.web_fetch.allow_hosts`` lets through;
+with the default guard the same URL is refused, and its link is posted once instead. Local
+files come only from ``media.outbound_dir`` (a path outside it, or a symlink leading out of
+it, is named with the reason instead). A 5xx on the upload is retried and the file shows
+once. ``[[reply_to_current]]`` in ``blocks`` mode replies to the message being answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from aiohttp import web
+
+from botd.daemon import Daemon
+from tests.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+
+DM = 777
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+OGG = b"OggS" + b"\x00voice" * 100
+
+
+class FileServer:
+    """A loopback HTTP server of a few files (name -> (media type, bytes)); counts requests."""
+
+    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
+        self.files = files
+        self.requests: list[str] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    async def _serve(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.requests.append(name)
+        if name not in self.files:
+            return web.Response(status=404)
+        media_type, body = self.files[name]
+        return web.Response(body=body, content_type=media_type)
+
+    async def __aenter__(self) -> FileServer:
+        app = web.Application()
+        app.router.add_get("/{name}", self._serve)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        for address in self._runner.addresses:
+            self.port = int(address[1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def media_yaml(*, allow_loopback: bool, outbound_dir: Path | None = None) -> str:
+    hosts = '["127.0.0.1"]' if allow_loopback else "[]"
+    lines = f"agent:\n  web_fetch:\n    allow_hosts: {hosts}\n"
+    if outbound_dir is not None:
+        lines += f"media:\n  outbound_dir: {json.dumps(str(outbound_dir))}\n"
+    return lines
+
+
+@asynccontextmanager
+async def botd(
+    tmp_path: Path, *, allow_loopback: bool = True, outbound_dir: Path | None = None
+) -> AsyncIterator[tuple[Daemon, FakeTelegramAPI, FakeAnthropicAPI, FileServer]]:
+    files = {"cat.png": ("image/png", PNG), "hello.ogg": ("audio/ogg", OGG)}
+    async with (
+        FakeTelegramAPI() as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+        FileServer(files) as server,
+    ):
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            telegram_yaml(telegram, "dm_policy: open"),
+            media_yaml(allow_loopback=allow_loopback, outbound_dir=outbound_dir),
+        )
+        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
+        async with daemon_running(config, ready=ready) as daemon:
+            yield daemon, telegram, model, server
+
+
+async def run_over(daemon: Daemon) -> None:
+    assert daemon.runtime is not None
+    await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+
+
+async def answered(daemon: Daemon, telegram: FakeTelegramAPI, prompt: str = "a cat?") -> int:
+    """Send ``prompt`` from the DM, wait until its run is over; the message's id."""
+    message = telegram.push_text(DM, prompt)
+    await telegram.wait_for_call("sendChatAction")
+    await asyncio.sleep(0.05)
+    await run_over(daemon)
+    return int(message["message_id"])
+
+
+async def test_a_media_url_is_uploaded_as_a_photo_with_the_text_as_caption(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as (daemon, telegram, model, server):
+        model.push(stream(text(f"Here is a cat.\nMEDIA: {server.url('cat.png')}")))
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendPhoto", ok_only=True)
+    [upload] = telegram.uploads
+    assert upload.method == "sendPhoto"
+    assert upload.file.data == PNG
+    assert upload.file.filename == "cat.png"
+    assert upload.caption == "Here is a cat."
+    assert telegram.calls_to("sendMessage") == []  # the text went as the caption
+    assert server.requests == ["cat.png"]
+
+
+async def test_audio_as_voice_sends_a_voice_note(tmp_path: Path) -> None:
+    async with botd(tmp_path) as (daemon, telegram, model, server):
+        model.push(stream(text(f"[[audio_as_voice]]\nMEDIA: {server.url('hello.ogg')}")))
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendVoice", ok_only=True)
+    [upload] = telegram.uploads
+    assert (upload.method, upload.file.data) == ("sendVoice", OGG)
+
+
+async def test_a_private_url_under_the_default_guard_is_posted_as_its_link_once(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path, allow_loopback=False) as (daemon, telegram, model, server):
+        url = server.url("cat.png")
+        model.push(stream(text(f"Here is a cat.\nMEDIA: {url}")))
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendMessage", ok_only=True)
+    assert telegram.uploads == []
+    assert server.requests == []  # refused before any request was made
+    texts = [call.params["text"] for call in telegram.calls_to("sendMessage")]
+    assert len(texts) == 1
+    assert texts[0].startswith("Here is a cat.")
+    assert texts[0].count(url) == 1
+
+
+async def test_local_files_only_from_the_outbound_dir(tmp_path: Path) -> None:
+    outbound = tmp_path / "out"
+    outbound.mkdir()
+    (outbound / "report.txt").write_bytes(b"the report")
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"do not send")
+    (outbound / "escape.txt").symlink_to(secret)
+    reply = (
+        f"Files:\nMEDIA: {outbound / 'report.txt'}\nMEDIA: {secret}\n"
+        f"MEDIA: {outbound / 'escape.txt'}"
+    )
+    async with botd(tmp_path, outbound_dir=outbound) as (daemon, telegram, model, _server):
+        model.push(stream(text(reply)))
+        await answered(daemon, telegram, "the files?")
+        await telegram.wait_for_call("sendMessage", 2, ok_only=True)
+    [upload] = telegram.uploads
+    assert (upload.method, upload.file.data, upload.caption) == (
+        "sendDocument",
+        b"the report",
+        "Files:",
+    )
+    texts = [call.params["text"] for call in telegram.calls_to("sendMessage")]
+    assert texts == [
+        "secret.txt (not sent: outside media.outbound_dir)",
+        "escape.txt (not sent: outside media.outbound_dir)",
+    ]
+    assert all(u.file.data != b"do not send" for u in telegram.uploads)
+
+
+async def test_local_files_are_refused_without_an_outbound_dir(tmp_path: Path) -> None:
+    path = tmp_path / "photo.png"
+    path.write_bytes(PNG)
+    async with botd(tmp_path) as (daemon, telegram, model, _server):
+        model.push(stream(text(f"MEDIA: {path}")))
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendMessage", ok_only=True)
+    assert telegram.uploads == []
+    [call] = telegram.calls_to("sendMessage")
+    assert call.params["text"].startswith("photo.png (not sent: local files are not sent")
+
+
+async def test_a_5xx_on_the_upload_is_retried_and_the_file_shows_once(tmp_path: Path) -> None:
+    async with botd(tmp_path) as (daemon, telegram, model, server):
+        telegram.fail_next("sendPhoto", server_error(502))
+        model.push(stream(text(f"A cat.\nMEDIA: {server.url('cat.png')}")))
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendPhoto", ok_only=True)
+    assert [call.status for call in telegram.calls_to("sendPhoto")] == [502, 200]
+    assert len(telegram.uploads) == 1
+    assert telegram.uploads[0].caption == "A cat."
+    assert telegram.calls_to("sendMessage") == []  # the caption was not posted again
+
+
+async def test_the_message_tool_uploads_its_media(tmp_path: Path) -> None:
+    async with botd(tmp_path) as (daemon, telegram, model, server):
+        args = {"action": "send", "message": "Sent separately", "media": [server.url("cat.png")]}
+        model.push(
+            stream(tool_use("t1", "message", json.dumps(args)), stop_reason="tool_use"),
+            stream(text("Done.")),
+        )
+        await answered(daemon, telegram)
+        await telegram.wait_for_call("sendPhoto", ok_only=True)
+    [upload] = telegram.uploads
+    assert (upload.file.data, upload.caption) == (PNG, "Sent separately")
+    assert [call.params["text"] for call in telegram.calls_to("sendMessage")] == ["Done."]
+
+
+async def test_reply_to_current_replies_to_the_message_in_blocks_mode(tmp_path: Path) -> None:
+    async with botd(tmp_path) as (daemon, telegram, model, _server):
+        model.push(stream(text("[[reply_to_current]] Yes, this one.")))
+        message_id = await answered(daemon, telegram)
+        await telegram.wait_for_call("sendMessage", ok_only=True)
+    [call] = telegram.calls_to("sendMessage")
+    assert call.params["text"] == "Yes, this one."
+    assert call.params["reply_parameters"]["message_id"] == message_id
