@@ -17,8 +17,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from aiohttp import web
-
 from botd.daemon import Daemon
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -29,47 +27,12 @@ from tests.daemon_inprocess import (
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.files import FileServer
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 
 DM = 777
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 OGG = b"OggS" + b"\x00voice" * 100
-
-
-class FileServer:
-    """A loopback HTTP server of a few files (name -> (media type, bytes)); counts requests."""
-
-    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
-        self.files = files
-        self.requests: list[str] = []
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
-
-    async def _serve(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        self.requests.append(name)
-        if name not in self.files:
-            return web.Response(status=404)
-        media_type, body = self.files[name]
-        return web.Response(body=body, content_type=media_type)
-
-    async def __aenter__(self) -> FileServer:
-        app = web.Application()
-        app.router.add_get("/{name}", self._serve)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        for address in self._runner.addresses:
-            self.port = int(address[1])
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 def media_yaml(*, allow_loopback: bool, outbound_dir: Path | None = None) -> str:

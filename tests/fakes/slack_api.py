@@ -13,6 +13,11 @@ Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes
 ``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
 connection from the server side, as Slack does when it rotates sockets.
 
+Files (``files_upload_v2``): ``files.getUploadURLExternal`` hands out a file id and an upload
+URL back to this fake (``/upload/{file_id}``, where the bytes are posted; ``fail_upload``
+answers the next posts with an error status), and ``files.completeUploadExternal`` shares
+the uploaded files in a channel; ``shared_files`` lists what was shared, with the bytes.
+
 ``signed_headers`` signs an HTTP Events API request body like Slack does.
 
     async with FakeSlack() as fake:
@@ -59,6 +64,18 @@ class ScriptedError:
     retry_after: int | None = None
     land: bool = False
     reset: bool = False
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file ``files.completeUploadExternal`` shared: where, with which comment, its bytes."""
+
+    file_id: str
+    title: str
+    channel: str
+    initial_comment: str | None
+    thread_ts: str | None
+    data: bytes
 
 
 @dataclass
@@ -108,6 +125,13 @@ class FakeSlack:
         """``conversations.replies`` answers by ``thread_ts``."""
         self.messages: dict[tuple[str, str], str] = {}
         """The bot's messages by (channel, ts), as last updated; deleted ones are gone."""
+        self.uploaded: dict[str, bytes] = {}
+        """Bytes posted to each upload URL, by file id."""
+        self.upload_posts: list[str] = []
+        """The file ids of every post to an upload URL, failed ones included."""
+        self.shared_files: list[SharedFile] = []
+        self._upload_failures: deque[int] = deque()
+        self._file_ids = itertools.count(1)
 
     @property
     def base_url(self) -> str:
@@ -149,6 +173,10 @@ class FakeSlack:
         for _ in range(times):
             self._errors[method].append(ScriptedError("", land=land, reset=True))
 
+    def fail_upload(self, status: int = 500, *, times: int = 1) -> None:
+        """Answer the next ``times`` posts to an upload URL with ``status``."""
+        self._upload_failures.extend([status] * times)
+
     def visible(self, channel: str) -> list[str]:
         """The texts of the bot's messages in ``channel`` as they show now, oldest first."""
         return [text for (chat, _), text in sorted(self.messages.items()) if chat == channel]
@@ -159,6 +187,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_get("/link/", self._socket)
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -231,9 +260,44 @@ class FakeSlack:
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "conversations.replies":
             return {"ok": True, "messages": self.replies.get(str(args.get("ts")), [])}
+        if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
+            return self._files(method, args)
         if method in ("reactions.add", "assistant.threads.setStatus"):
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        self.upload_posts.append(file_id)
+        if self._upload_failures:
+            return web.Response(status=self._upload_failures.popleft(), text="upload failed")
+        self.uploaded[file_id] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _files(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._file_ids):04d}"
+            url = f"http://127.0.0.1:{self.port}/upload/{file_id}"
+            return {"ok": True, "upload_url": url, "file_id": file_id}
+        files = json.loads(str(args.get("files", "[]")))
+        shared = []
+        for entry in files:
+            file_id = str(entry.get("id"))
+            if file_id not in self.uploaded:
+                return {"ok": False, "error": "file_not_found"}
+            self.shared_files.append(
+                SharedFile(
+                    file_id,
+                    str(entry.get("title", "")),
+                    str(args.get("channel_id")),
+                    args.get("initial_comment"),
+                    args.get("thread_ts"),
+                    self.uploaded[file_id],
+                )
+            )
+            shared.append({"id": file_id, "title": entry.get("title", "")})
+        return {"ok": True, "files": shared}
 
     # --- Socket Mode --------------------------------------------------------------------------
 
