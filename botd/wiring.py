@@ -28,6 +28,7 @@ from .agent.providers import create_provider
 from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
+from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import InboundMessage, MessageRef, Target
@@ -375,6 +376,16 @@ def build_runtime(
             chosen.append(MessageTool(send, refusal=message_access.refusal, send_media=send_media))
         if "schedule" in enabled:
             chosen.append(ScheduleTool(scheduler))
+        if "web_fetch" in enabled:
+            web = runtime.config.agent.web_fetch
+            chosen.append(
+                WebFetchTool(
+                    allow_hosts=web.allow_hosts,
+                    max_bytes=web.max_bytes,
+                    max_chars=web.max_chars,
+                    timeout=web.timeout,
+                )
+            )
         return chosen
 
     def jobs(conversation_key: str) -> list[str]:

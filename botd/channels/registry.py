@@ -17,7 +17,6 @@ nothing, so ``botd check`` can name a missing extra without loading any SDK.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..config import ENTRY_POINT_GROUP, ChannelSection
+from ..config.extras import installed
 from .base import ChannelAdapter, OffsetStore
 
 __all__ = [
@@ -87,7 +87,7 @@ class ChannelSpec(Generic[S]):
 
     def missing(self) -> str | None:
         """One sentence naming what to install before this channel can run; None if ready."""
-        absent = [name for name in self.modules if not _installed(name)]
+        absent = [name for name in self.modules if not installed(name)]
         if not absent:
             return None
         install = self.requirement or absent[0]
@@ -107,13 +107,6 @@ class ChannelSpec(Generic[S]):
                 f"not a {type(section).__name__}"
             )
         return self.factory(section, context)
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def load_channel_specs() -> dict[str, ChannelSpec[Any]]:

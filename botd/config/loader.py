@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .channels import ChannelEntry, registered_channels
+from .extras import WEB_MODULES, missing_extra
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
@@ -94,6 +95,11 @@ def _cross_checks(
             "(or pass --allow-empty)",
         )
     agent = _mapping(_mapping(root).get("agent"))
+    tools = agent.get("tools")
+    if isinstance(tools, list) and "web_fetch" in tools:
+        missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
+        if missing is not None:
+            add(("agent", "tools", tools.index("web_fetch")), missing)
     targets = agent.get("message_targets")
     for index, target in enumerate(targets if isinstance(targets, list) else []):
         channel = _channel_named(target)

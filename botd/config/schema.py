@@ -75,7 +75,7 @@ ReasoningMode = Literal["off", "on", "stream"]
 BlockBreak = Literal["text_end", "message_end"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
-BuiltinTool = Literal["message", "schedule"]
+BuiltinTool = Literal["message", "schedule", "web_fetch"]
 BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
 
 CHANNELS_CONTEXT = "channels"
@@ -233,15 +233,24 @@ class MessageTargetSection(Section):
 
 
 class WebFetchSection(Section):
+    """What the ``web_fetch`` tool (and media fetched from URLs) may reach and read."""
+
     allow_hosts: list[str] = Field(default_factory=list)
+    """Host names (``*.example.com`` for subdomains), IP addresses or CIDR networks fetched even
+    though they are not public (loopback, private, link-local): everything else non-public is
+    refused."""
     max_bytes: int = Field(default=2_000_000, ge=1)
+    max_chars: int = Field(default=20_000, ge=100)
+    """Characters of text the tool hands the model (the rest is cut, and says so)."""
     timeout: float = Field(default=20.0, gt=0)
 
 
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
-    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default)."""
+    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default),
+    and ``web_fetch`` when listed."""
+    web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     message_targets: list[MessageTargetSection] = Field(default_factory=list)
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
     policy still has to allow each)."""
@@ -254,7 +263,6 @@ class AgentSection(Section):
     enforce_final_tag: bool = False
     reset: ResetSection = Field(default_factory=ResetSection)
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
-    web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
 
 
 # --------------------------------------------------------------------------- channels

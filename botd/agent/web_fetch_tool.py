@@ -1,0 +1,149 @@
+"""The ``web_fetch`` tool: the model reads a web page or text file by URL.
+
+Pages come back as markdown (scripts, styles and other non-content elements removed), other
+text as it is, both cut at a character cap that the result states. Only public addresses are
+fetched unless the operator allowed a host (``botd.fetch`` does the refusing, after DNS and on
+every redirect). Anything that is not text is an error result naming its type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Collection
+from typing import Any
+
+from ..config.extras import WEB_MODULES, missing_extra
+from ..fetch import Fetched, FetchFailed, fetch
+from .tools import ToolContext, ToolOutput
+from .types import ToolSpec
+
+_DESCRIPTION = (
+    "Fetch a web page or text file by its http(s) URL and read it as text (pages are turned "
+    "into markdown). Only public addresses can be fetched. Long pages are cut; the result "
+    "says where."
+)
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "minLength": 1, "description": "The http or https URL."},
+    },
+    "required": ["url"],
+    "additionalProperties": False,
+}
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/x-ndjson",
+    }
+)
+# Elements whose content is never what a reader of the page sees.
+_HIDDEN = ("script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "head")
+_BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*){2,}")
+
+
+def _error(text: str) -> ToolOutput:
+    return ToolOutput(text=text, is_error=True, details={"status": "error", "error": text})
+
+
+def _is_text(content_type: str) -> bool:
+    return (
+        content_type.startswith("text/")
+        or content_type in _TEXT_TYPES
+        or content_type.endswith(("+json", "+xml"))
+    )
+
+
+def _looks_like_html(body: bytes) -> bool:
+    head = body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html")) or b"<body" in head
+
+
+def page_markdown(body: bytes, charset: str | None) -> tuple[str, str]:
+    """The title and markdown text of an HTML page given as bytes."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    # Given the bytes, BeautifulSoup finds the encoding itself (the header's charset first,
+    # then the page's own meta tag, then a guess).
+    soup = BeautifulSoup(body, "html.parser", from_encoding=charset)
+    title = soup.title.get_text(" ", strip=True) if soup.title is not None else ""
+    for element in soup(list(_HIDDEN)):
+        element.decompose()
+    converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img"])
+    text = converter.convert_soup(soup)
+    return title, _BLANK_RUNS.sub("\n\n", text).strip()
+
+
+def _plain_text(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return body.decode("utf-8", errors="replace")
+
+
+class WebFetchTool:
+    """The ``web_fetch`` tool (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        allow_hosts: Collection[str] = (),
+        max_bytes: int = 2_000_000,
+        max_chars: int = 20_000,
+        timeout: float = 20.0,
+    ) -> None:
+        self._allow_hosts = tuple(allow_hosts)
+        self._max_bytes = max_bytes
+        self._max_chars = max_chars
+        self._fetch_timeout = timeout
+        self.timeout: float | None = timeout + 10.0
+        self.spec = ToolSpec(name="web_fetch", description=_DESCRIPTION, input_schema=_SCHEMA)
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
+        if missing is not None:
+            return _error(missing)
+        url = str(args.get("url", "")).strip()
+        try:
+            fetched = await fetch(
+                url,
+                allow_hosts=self._allow_hosts,
+                max_bytes=self._max_bytes,
+                timeout=self._fetch_timeout,
+            )
+        except FetchFailed as exc:
+            return _error(str(exc))
+        return await self._readable(fetched)
+
+    async def _readable(self, fetched: Fetched) -> ToolOutput:
+        kind = fetched.content_type
+        title = ""
+        if kind in _HTML_TYPES or (not kind and _looks_like_html(fetched.body)):
+            # Parsing a large page takes a while: off the event loop, so chats go on meanwhile.
+            title, text = await asyncio.to_thread(page_markdown, fetched.body, fetched.charset)
+        elif _is_text(kind) or not kind:
+            text = _plain_text(fetched.body, fetched.charset)
+        else:
+            return _error(f"{fetched.url} is {kind}, not a page or text web_fetch can read")
+        total = len(text)
+        cut = total > self._max_chars
+        if cut:
+            text = text[: self._max_chars]
+        lines = [f"URL: {fetched.url}"]
+        if title:
+            lines.append(f"Title: {title}")
+        lines.append(f"Content-Type: {kind or 'unknown'}")
+        if cut:
+            lines.append(f"(Showing the first {self._max_chars:,} of {total:,} characters.)")
+        body = "\n".join(lines) + "\n\n" + text
+        details = {"status": "ok", "url": fetched.url, "chars": total, "truncated": cut}
+        return ToolOutput(text=body, details=details)

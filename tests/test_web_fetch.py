@@ -1,0 +1,161 @@
+"""The ``web_fetch`` tool: pages come back as readable markdown, text as is, other types and
+refused addresses as error results; in a running botd the model's call goes through the real
+Anthropic and Telegram SDKs over the fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from botd.agent.tools import ToolContext
+from botd.agent.web_fetch_tool import WebFetchTool
+from botd.config import ConfigError, parse_config
+from tests.daemon_inprocess import (
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+
+PAGE = """<!doctype html><html><head><title>Release notes</title>
+<style>body { color: red }</style><script>var secret = "do-not-show";</script></head>
+<body><nav>menu</nav><h1>Version 2</h1><p>It is <b>faster</b> and has <a href="/docs">docs</a>.</p>
+<ul><li>one</li><li>two</li></ul></body></html>"""
+
+CONTEXT = ToolContext(conversation_key="k", origin=None, call_id="c1")
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[str]:
+    async def page(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name == "notes":
+            return web.Response(text=PAGE, content_type="text/html")
+        if name == "plain":
+            return web.Response(text="line one\nline two", content_type="text/plain")
+        if name == "data":
+            return web.Response(text='{"ok": true}', content_type="application/json")
+        if name == "long":
+            return web.Response(text="word " * 2000, content_type="text/plain")
+        return web.Response(body=b"\x89PNG\r\n", content_type="image/png")
+
+    app = web.Application()
+    app.router.add_get("/{name}", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    assert tcp._server is not None
+    port = tcp._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_a_page_is_read_as_markdown_without_its_scripts(site: str) -> None:
+    tool = WebFetchTool(allow_hosts=["127.0.0.1"])
+    result = await tool.run({"url": f"{site}/notes"}, CONTEXT)
+    assert not result.is_error
+    assert result.text.startswith(f"URL: {site}/notes\nTitle: Release notes\n")
+    assert "# Version 2" in result.text
+    assert "It is **faster** and has [docs](/docs)." in result.text
+    assert "- one\n- two" in result.text
+    assert "do-not-show" not in result.text
+    assert "color: red" not in result.text
+
+
+async def test_text_types_are_returned_as_they_are(site: str) -> None:
+    tool = WebFetchTool(allow_hosts=["127.0.0.1"])
+    plain = await tool.run({"url": f"{site}/plain"}, CONTEXT)
+    assert plain.text.endswith("\n\nline one\nline two")
+    data = await tool.run({"url": f"{site}/data"}, CONTEXT)
+    assert data.text.endswith('{"ok": true}')
+
+
+async def test_long_text_is_cut_and_says_so(site: str) -> None:
+    tool = WebFetchTool(allow_hosts=["127.0.0.1"], max_chars=300)
+    result = await tool.run({"url": f"{site}/long"}, CONTEXT)
+    assert "(Showing the first 300 of 10,000 characters.)" in result.text
+    assert result.text.endswith("word " * 60)
+    assert result.details["truncated"] is True
+
+
+async def test_other_types_refused_addresses_and_big_files_are_errors(site: str) -> None:
+    image = await WebFetchTool(allow_hosts=["127.0.0.1"]).run({"url": f"{site}/x.png"}, CONTEXT)
+    assert image.is_error
+    assert image.text == f"{site}/x.png is image/png, not a page or text web_fetch can read"
+    refused = await WebFetchTool().run({"url": f"{site}/notes"}, CONTEXT)
+    assert refused.is_error
+    assert "loopback" in refused.text
+    big = await WebFetchTool(allow_hosts=["127.0.0.1"], max_bytes=100).run(
+        {"url": f"{site}/notes"}, CONTEXT
+    )
+    assert big.is_error
+    assert "larger than 100 bytes" in big.text
+
+
+def test_a_missing_extra_is_one_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("botd.config.loader.WEB_MODULES", ("botd_no_such_module",))
+    text = "agent:\n  tools: [message, web_fetch]\nchannels:\n  console: {}\n"
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, {})
+    rendered = str(error.value)
+    assert "agent.tools[1]" in rendered
+    assert "pip install 'botd[web]'" in rendered
+
+
+def _tool_result(body: dict[str, Any]) -> tuple[bool, str]:
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result":
+                inner = block.get("content", "")
+                words = inner if isinstance(inner, str) else "".join(p["text"] for p in inner)
+                return bool(block.get("is_error")), words
+    raise AssertionError("no tool result in the request")
+
+
+async def _ask(tmp_path: Path, site: str, web_fetch: dict[str, Any]) -> tuple[bool, str]:
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        agent = f"agent:\n  tools: [message, web_fetch]\n  web_fetch: {json.dumps(web_fetch)}\n"
+        config = config_yaml(
+            tmp_path, anthropic_yaml(model), agent, telegram_yaml(telegram, "dm_policy: open")
+        )
+        call = tool_use("w1", "web_fetch", json.dumps({"url": f"{site}/notes"}))
+        model.push(stream(call, stop_reason="tool_use"), stream(text("read it")))
+        async with daemon_running(config):
+            telegram.push_text(42, "what is new?", sender=user(42))
+            async with asyncio.timeout(HANG_GUARD):
+                while not any(
+                    c.params["text"] == "read it"
+                    for c in telegram.calls_to("sendMessage", ok_only=True)
+                ):
+                    await asyncio.sleep(0.02)
+        assert len(model.requests) == 2
+        offered = [tool["name"] for tool in model.requests[0].body["tools"]]
+        assert "web_fetch" in offered
+        return _tool_result(model.requests[1].body)
+
+
+async def test_the_model_reads_an_allowed_page_through_a_running_botd(
+    tmp_path: Path, site: str
+) -> None:
+    is_error, words = await _ask(tmp_path, site, {"allow_hosts": ["127.0.0.1"]})
+    assert not is_error
+    assert "# Version 2" in words
+    assert "do-not-show" not in words
+
+
+async def test_a_running_botd_refuses_a_private_address_by_default(
+    tmp_path: Path, site: str
+) -> None:
+    is_error, words = await _ask(tmp_path, site, {})
+    assert is_error
+    assert words.startswith("refused to fetch from 127.0.0.1: a loopback address")
