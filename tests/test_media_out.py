@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from botd.agent.providers.scripted import ScriptedProvider
+from botd.channels.base import OutboundFile
+from botd.chat import Capabilities, MessageRef, Target
 from botd.daemon import Daemon
+from botd.delivery import ChannelDelivery, Outgoing, RunOptions
+from botd.delivery.media import MediaSettings
+from botd.sessions import SessionManager
+from botd.store import Store
+from botd.subscriber import BlockReply
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -29,6 +37,7 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.files import FileServer
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+from tests.test_sessions import settings
 
 DM = 777
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -194,3 +203,106 @@ async def test_reply_to_current_replies_to_the_message_in_blocks_mode(tmp_path: 
     [call] = telegram.calls_to("sendMessage")
     assert call.params["text"] == "Yes, this one."
     assert call.params["reply_parameters"]["message_id"] == message_id
+
+
+# --- the outbox: one piece per file, references written down --------------------------------
+
+
+class FileAdapter:
+    """A chat that records texts and uploads (name, bytes, caption)."""
+
+    name = "console"
+    capabilities = Capabilities(text_limit=4000, markdown="plain", caption_limit=1000)
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.files: list[tuple[str, bytes, str]] = []
+
+    async def start(self, sink: object) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        self.texts.append(markdown)
+        return [MessageRef(target, f"t{len(self.texts)}")]
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        self.files.append((file.filename, file.data, caption))
+        return [MessageRef(target, f"f{len(self.files)}")]
+
+    async def typing(self, target: Target) -> None:
+        return None
+
+
+class Journal:
+    """A run journal that remembers what was written (seq, text, files) and confirmed."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[int, str, list[str]]] = []
+        self.confirmed: list[int] = []
+
+    async def written(self, piece: Outgoing, text: str) -> int:
+        assert isinstance(piece.reply, BlockReply)
+        self.pieces.append((piece.seq, text, list(piece.reply.media_urls)))
+        return piece.seq
+
+    def sent(self, key: int, refs: Sequence[MessageRef]) -> None:
+        self.confirmed.append(key)
+
+    def failed(self, key: int) -> None:
+        raise AssertionError("nothing fails here")
+
+
+def outbound_files(tmp_path: Path) -> tuple[Path, MediaSettings]:
+    outbound = tmp_path / "out"
+    outbound.mkdir()
+    (outbound / "a.png").write_bytes(PNG)
+    (outbound / "b.ogg").write_bytes(OGG)
+    return outbound, MediaSettings(outbound_dir=outbound)
+
+
+async def test_each_file_is_its_own_journaled_piece(tmp_path: Path) -> None:
+    outbound, media = outbound_files(tmp_path)
+    adapter, journal = FileAdapter(), Journal()
+    delivery = ChannelDelivery({"console": adapter}, media=media)
+    output = delivery.open_run(Target("console", "c1"), RunOptions(journal=journal))
+    a, b = str(outbound / "a.png"), str(outbound / "b.ogg")
+    output.block(BlockReply("Two files.", media_urls=[a, b]))
+    output.final(BlockReply("Done."))
+    await output.close()
+    assert journal.pieces == [(1, "Two files.", [a]), (2, "", [b]), (3, "Done.", [])]
+    assert journal.confirmed == [1, 2, 3]
+    assert adapter.files == [("a.png", PNG, "Two files."), ("b.ogg", OGG, "")]
+    assert adapter.texts == ["Done."]
+
+
+async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_never(
+    tmp_path: Path,
+) -> None:
+    outbound, media = outbound_files(tmp_path)
+    target = Target("console", "c1")
+    with Store.open(tmp_path / "state") as store:
+        # A crash after the first upload was confirmed and before the second one was.
+        done = await store.outbox_add(
+            None, 1, "block", target, "A", media=[str(outbound / "a.png")]
+        )
+        store.outbox_sent(done, ["f1"])
+        await store.outbox_add(
+            None, 2, "block", target, "", media=[str(outbound / "b.ogg")], audio_as_voice=True
+        )
+        [pending] = store.outbox_pending()
+        assert (pending.media, pending.audio_as_voice) == ((str(outbound / "b.ogg"),), True)
+        adapter = FileAdapter()
+        delivery = ChannelDelivery({"console": adapter}, media=media)
+        manager = SessionManager(store, ScriptedProvider(), delivery, settings())
+        await manager.resume()
+        await manager.release()
+        await asyncio.wait_for(manager.drain(), HANG_GUARD)
+        await asyncio.wait_for(manager.close(grace=0.0), HANG_GUARD)
+        assert adapter.files == [("b.ogg", OGG, "")]
+        assert adapter.texts == []
+        assert store.outbox_pending() == []
