@@ -17,12 +17,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
 from botd.chat import Capabilities, MessageRef, Target
 from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
-from botd.delivery.media import MediaSettings
+from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.sessions import SessionManager
 from botd.store import Store
 from botd.subscriber import BlockReply
@@ -306,3 +308,46 @@ async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_ne
         assert adapter.files == [("b.ogg", OGG, "")]
         assert adapter.texts == []
         assert store.outbox_pending() == []
+
+
+# --- references to files ----------------------------------------------------------------------
+
+
+async def test_local_references_resolve_inside_the_outbound_dir_only(tmp_path: Path) -> None:
+    outbound, media = outbound_files(tmp_path)
+    (outbound / "sub").mkdir()
+    relative = await load("./a.png", media)
+    assert (relative.filename, relative.data, relative.kind) == ("a.png", PNG, "photo")
+    voice = await load(str(outbound / "b.ogg"), media, as_voice=True)
+    assert (voice.kind, voice.as_voice, voice.source) == ("audio", True, str(outbound / "b.ogg"))
+    for reference, reason in [
+        ("./missing.png", "no such file"),
+        (str(outbound / "sub"), "not a file"),
+        ("../escape.png", "no such file"),
+        (str(tmp_path / "out" / ".." / "out" / ".." / "x"), "no such file"),
+    ]:
+        with pytest.raises(MediaUnavailable, match=reason):
+            await load(reference, media)
+    (tmp_path / "escape.png").write_bytes(PNG)
+    with pytest.raises(MediaUnavailable, match=r"outside media\.outbound_dir"):
+        await load("../escape.png", media)
+    with pytest.raises(MediaUnavailable, match=r"larger than media\.max_bytes"):
+        await load("a.png", MediaSettings(outbound_dir=outbound, max_bytes=10))
+
+
+async def test_a_fetched_file_over_max_bytes_is_posted_as_its_link(tmp_path: Path) -> None:
+    adapter = FileAdapter()
+    async with FileServer({"big.png": ("image/png", PNG)}) as server:
+        settings = MediaSettings(allow_hosts=("127.0.0.1",), max_bytes=100)
+        delivery = ChannelDelivery({"console": adapter}, media=settings)
+        url = server.url("big.png")
+        await delivery.deliver(Target("console", "c1"), BlockReply("Big.", media_urls=[url]))
+    assert adapter.files == []
+    assert adapter.texts == [f"Big.\n\n{url}"]
+
+
+def test_what_is_posted_instead_of_a_file() -> None:
+    assert shown_instead(" https://x.example/a.png ", "refused") == "https://x.example/a.png"
+    assert shown_instead("/srv/out/report.pdf", "no such file") == (
+        "report.pdf (not sent: no such file)"
+    )

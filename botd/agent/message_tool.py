@@ -58,7 +58,7 @@ _SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "action": {"type": "string", "enum": ["send", "reply"]},
-        "message": {"type": "string", "description": "The text to post."},
+        "message": {"type": "string", "minLength": 1, "description": "The text to post."},
         "media": {
             "type": "array",
             "items": {"type": "string", "minLength": 1},
@@ -76,7 +76,7 @@ _SCHEMA: dict[str, Any] = {
             "description": "The platform (telegram, slack, discord, console). Default: current.",
         },
     },
-    "required": ["action"],
+    "required": ["action", "message"],
     "additionalProperties": False,
 }
 
@@ -128,7 +128,7 @@ class MessageTool:
         if not isinstance(raw_media, list):
             return _failure("media must be a list of URLs or paths")
         media = [str(m).strip() for m in raw_media if str(m).strip()]
-        if not text.strip() and not media:
+        if not text.strip():
             return _failure("message is empty: give the text to send")
         if media and self._send_media is None:
             return _failure("files cannot be sent from here")
