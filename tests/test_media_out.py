@@ -27,7 +27,7 @@ from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.sessions import SessionManager
 from botd.store import Store
-from botd.subscriber import BlockReply
+from botd.subscriber import BlockReply, PartialReply
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -236,6 +236,10 @@ class FileAdapter:
         self.files.append((file.filename, file.data, caption))
         return [MessageRef(target, f"f{len(self.files)}")]
 
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        self.texts[int(ref.message_id[1:]) - 1] = markdown
+        return [ref]
+
     async def typing(self, target: Target) -> None:
         return None
 
@@ -351,3 +355,16 @@ def test_what_is_posted_instead_of_a_file() -> None:
     assert shown_instead("/srv/out/report.pdf", "no such file") == (
         "report.pdf (not sent: no such file)"
     )
+
+
+async def test_edit_mode_finishes_the_preview_then_uploads_the_files(tmp_path: Path) -> None:
+    outbound, media = outbound_files(tmp_path)
+    adapter = FileAdapter()
+    delivery = ChannelDelivery({"console": adapter}, {"console": "edit"}, media=media)
+    target = Target("console", "c1")
+    output = delivery.open_run(target)
+    output.partial(PartialReply("Here", [], lambda: "Here"))
+    output.final(BlockReply("Here it is.", media_urls=[str(outbound / "a.png")]))
+    await output.close()
+    assert adapter.texts == ["Here it is."]  # the preview, finished in place
+    assert adapter.files == [("a.png", PNG, "")]
