@@ -12,6 +12,7 @@ once. ``[[reply_to_current]]`` in ``blocks`` mode replies to the message being a
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
+from botd.channels.console import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
 from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
@@ -368,3 +370,26 @@ async def test_edit_mode_finishes_the_preview_then_uploads_the_files(tmp_path: P
     await output.close()
     assert adapter.texts == ["Here it is."]  # the preview, finished in place
     assert adapter.files == [("a.png", PNG, "")]
+
+
+async def test_text_too_long_for_a_caption_goes_first_as_its_own_message(tmp_path: Path) -> None:
+    outbound, media = outbound_files(tmp_path)
+    adapter = FileAdapter()
+    long_text = "word " * 300  # 1500 characters, over the caption limit of 1000
+    delivery = ChannelDelivery({"console": adapter}, media=media)
+    await delivery.deliver(
+        Target("console", "c1"), BlockReply(long_text, media_urls=[str(outbound / "a.png")])
+    )
+    assert adapter.texts == [long_text]
+    assert adapter.files == [("a.png", PNG, "")]
+
+
+async def test_the_console_prints_what_it_cannot_upload(tmp_path: Path) -> None:
+    outbound, media = outbound_files(tmp_path)
+    printed = io.StringIO()
+    console = ConsoleAdapter(output=printed)
+    delivery = ChannelDelivery({"console": console}, media=media)
+    await delivery.deliver(
+        Target("console", "local"), BlockReply("See:", media_urls=[str(outbound / "a.png")])
+    )
+    assert printed.getvalue() == f"See:\n[file: {outbound / 'a.png'}]\n"

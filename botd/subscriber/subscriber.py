@@ -7,10 +7,10 @@ synchronous (no I/O, clocks or asyncio); callbacks are plain calls the caller ma
 
 Streamed text has reasoning and ``<final>`` tags stripped, is cut into blocks by the block
 chunker and flushed at ``text_end`` or ``message_end`` (``block_break``); reply directives are
-read from it, and text a messaging tool (or an interrupted attempt, ``skip_already_posted``)
-already sent is not sent again. ``message_start`` alone resets per-message state; text after
-``message_end`` is checked against the ended message, so a late or repeated ``text_end`` or
-``message_end`` never produces a second block.
+read from it, and text a messaging tool (or an interrupted attempt of the run,
+``skip_already_posted``) already sent is not sent again. ``message_start`` alone resets
+per-message state; text after ``message_end`` is checked against the ended message, so a late or
+repeated ``text_end`` or ``message_end`` never produces a second block.
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ class StreamSubscriber:
     """Consumes one agent run's events; see the module docstring.
 
     Callbacks (all optional): ``on_block_reply`` (a block is ready; without it no blocks are
-    cut), ``on_block_flush`` (a tool starts), ``on_partial_reply`` (the answer so far),
-    ``on_reasoning`` (with ``reasoning="stream"``), ``on_assistant_message_start`` (typing).
+    cut), ``on_block_flush`` (a tool starts: deliver what is queued), ``on_partial_reply``
+    (the answer so far, for previews), ``on_reasoning`` (the reasoning stream, with
+    ``reasoning="stream"``), ``on_assistant_message_start`` (a typing signal).
     ``current_message_id``: the message a block's ``[[reply_to_current]]`` replies to.
     """
 
