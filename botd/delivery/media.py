@@ -121,8 +121,11 @@ def _local_path(reference: str, outbound_dir: Path | None) -> Path:
 
 
 def _read(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the resolved ``path``; a link put in its place since it was checked is
+    not followed (``O_NOFOLLOW``)."""
     try:
-        with path.open("rb") as handle:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(descriptor, "rb") as handle:
             if os.fstat(handle.fileno()).st_size > max_bytes:
                 raise MediaUnavailable(f"larger than media.max_bytes ({max_bytes} bytes)")
             data = handle.read(max_bytes + 1)
