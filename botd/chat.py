@@ -96,6 +96,9 @@ class InboundMessage:
     bot_name: str = ""
     """This bot's own name on the platform, when the adapter knows it (Telegram's username):
     a ``/command@name`` for another name is not for this bot. Empty: unknown."""
+    context: str = ""
+    """What the model reads before this message, already labelled by speaker: chatter kept
+    since the bot last spoke in the group, earlier messages of a thread. Empty: none."""
     inbox_id: int | None = None
     """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
     scheduled job's prompt)."""

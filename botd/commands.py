@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-COMMANDS = ("/new", "/reset", "/stop", "/status", "/help")
+COMMANDS = ("/new", "/reset", "/stop", "/status", "/model", "/usage", "/help")
 """Every chat command, as typed (lower case, without a bot name)."""
 
 _ADDRESSED = re.compile(r"(/\w{1,64})@([\w.-]{1,64})", re.ASCII)

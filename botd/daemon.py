@@ -46,6 +46,7 @@ from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Metrics
 from .sessions import RunHooks
 from .statelock import StateLock
+from .store import ModelUsage
 from .systemd import SystemdNotifier
 from .wiring import Runtime, build_runtime, scheduler_jobs
 
@@ -209,7 +210,8 @@ class Daemon:
         self._reload_requested.set()
 
     def run_hooks(self) -> RunHooks:
-        """The sessions' hooks that feed ``self.metrics`` (runs, errors, reply latency)."""
+        """The sessions' hooks that feed ``self.metrics`` (runs, errors, reply latency,
+        tokens)."""
         metrics = self.metrics
 
         def on_start(inbound: InboundMessage) -> None:
@@ -223,7 +225,12 @@ class Daemon:
             if seconds is not None:
                 metrics.observe_latency(inbound.channel, seconds)
 
-        return RunHooks(on_start=on_start, on_end=on_end, on_first_reply=on_first_reply)
+        def on_usage(inbound: InboundMessage, usage: ModelUsage) -> None:
+            metrics.add_tokens(usage.model, usage.counts())
+
+        return RunHooks(
+            on_start=on_start, on_end=on_end, on_first_reply=on_first_reply, on_usage=on_usage
+        )
 
     def _configure_logging(self, config: BotdConfig) -> None:
         configure_logging(self.log_level(config), config.logging.format)

@@ -1,8 +1,10 @@
-"""In-process counters and a reply-latency histogram in the Prometheus text format (0.0.4)."""
+"""In-process counters (messages, runs, errors, model tokens) and a reply-latency histogram in
+the Prometheus text format (0.0.4)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 __all__ = ["DEFAULT_LATENCY_BUCKETS", "Metrics"]
 
@@ -54,6 +56,8 @@ class Metrics:
         self._bounds = tuple(bounds)
         self._counters: dict[str, dict[str, int]] = {name: {} for name in _COUNTERS}
         self._latency: dict[str, _Histogram] = {}
+        self._tokens: dict[tuple[str, str], int] = {}
+        """Tokens used by (model, kind): input, output, cache_read, cache_write."""
 
     def inc(self, name: str, channel: str, amount: int = 1) -> None:
         """Add to counter ``name`` (one of messages_in, messages_out, runs, errors)."""
@@ -80,6 +84,17 @@ class Metrics:
         hist.count += 1
         hist.total += seconds
 
+    def add_tokens(self, model: str, counts: Mapping[str, int]) -> None:
+        """Count the tokens ``model`` used, by kind (zero counts add no series)."""
+        for kind, amount in counts.items():
+            if amount > 0:
+                key = (model, kind)
+                self._tokens[key] = self._tokens.get(key, 0) + amount
+
+    def tokens(self, model: str, kind: str) -> int:
+        """Tokens of ``kind`` that ``model`` used so far (0 when none)."""
+        return self._tokens.get((model, kind), 0)
+
     def value(self, name: str, channel: str) -> int:
         """A counter's current value (0 when never incremented)."""
         return self._counters[name].get(channel, 0)
@@ -92,6 +107,14 @@ class Metrics:
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
             for channel, count in sorted(self._counters[name].items()):
                 lines.append(f"{metric}{_labels(channel=channel)} {count}")
+        metric = f"{self.prefix}_tokens_total"
+        lines += [
+            f"# HELP {metric} Model tokens used, by model and kind "
+            "(input, output, cache_read, cache_write).",
+            f"# TYPE {metric} counter",
+        ]
+        for (model, kind), count in sorted(self._tokens.items()):
+            lines.append(f"{metric}{_labels(model=model, kind=kind)} {count}")
         metric = f"{self.prefix}_reply_latency_seconds"
         lines += [
             f"# HELP {metric} Seconds from an accepted message to its first delivered reply.",

@@ -7,9 +7,9 @@ handed to the session, and ``handle`` returns only after that, so an adapter tha
 platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
 could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
 replay after a restart is dropped. What is dropped is logged with its reason. A group message
-that is not addressed to the bot is not lost: it is kept (up to a limit per conversation) and
-shown to the agent with the next message that is, so the bot knows what was said since it last
-spoke.
+that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
+conversation, so it survives a restart) and shown to the agent, each line labelled with its
+sender, with the next message that is, so the bot knows what was said since it last spoke.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -41,6 +41,7 @@ from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import addressed_elsewhere, chat_command
 from .logging import LogContext
+from .speakers import labelled
 from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -298,7 +299,6 @@ class Router:
         self._submit = submit
         self._reply = reply
         self._pairing = pairing or PairingBook(None)
-        self._context: dict[str, deque[InboundMessage]] = {}
         self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
@@ -367,22 +367,25 @@ class Router:
         verdict = self._access(message)
         if not verdict.accepted:
             # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
-            repeat = self._store.seen_inbound(message.channel, *keys)
+            if verdict.reason == _NOT_ADDRESSED:  # kept as context, with its ids
+                repeat = await self._store.keep_chatter(
+                    message.channel, keys, message, limit=CONTEXT_LIMIT
+                )
+            else:
+                repeat = self._store.seen_inbound(message.channel, *keys)
             _signal_accepted()  # nothing more to keep: the platform may be told
             if repeat:
                 return Decision(False, "already seen")
-            if verdict.reason == _NOT_ADDRESSED:
-                self._remember(message)
-            elif verdict.reason == _PAIRING:
+            if verdict.reason == _PAIRING:
                 return await self._offer_pairing(message)
             return verdict
         # A command goes through as typed; the kept context waits for the next prompt.
-        prompt = message if _is_command(message) else self._with_context(message)
-        inbox_id = await self._store.accept_inbound(message.channel, keys, prompt)
+        prompt, consumed = (message, None) if _is_command(message) else self._with_context(message)
+        inbox_id = await self._store.accept_inbound(
+            message.channel, keys, prompt, consume_chatter=consumed
+        )
         if inbox_id is None:
             return Decision(False, "already seen")
-        if prompt is not message:
-            self._context.pop(message.conversation_key, None)
         _signal_accepted()  # in the inbox: the platform may be told now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
@@ -476,19 +479,28 @@ class Router:
             return True
         return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
 
-    def _remember(self, message: InboundMessage) -> None:
-        kept = self._context.setdefault(message.conversation_key, deque(maxlen=CONTEXT_LIMIT))
-        kept.append(message)
+    def _with_context(
+        self, message: InboundMessage
+    ) -> tuple[InboundMessage, tuple[str, int] | None]:
+        """``message`` with the kept chatter of its conversation as its context, and what the
+        accept consumes (conversation key and last row id; None: nothing kept). The chatter
+        stays kept until the message is accepted.
 
-    def _with_context(self, message: InboundMessage) -> InboundMessage:
-        """``message`` with the kept context before it (the context stays kept until the
-        message is accepted)."""
-        kept = self._context.get(message.conversation_key)
+        Context the adapter attached already (a Slack thread's earlier messages, fetched on
+        the first mention there) is the platform's own record of the same conversation and
+        includes what was kept of it: that chatter is consumed without being shown twice.
+        """
+        if message.is_direct:
+            return message, None  # chatter is kept in groups only
+        key = message.conversation_key
+        kept = self._store.kept_chatter(key)
         if not kept:
-            return message
-        lines = [f"{m.sender_name or m.sender_id}: {m.text}" for m in kept]
-        text = "\n".join([CONTEXT_HEADER, *lines, "", message.text])
-        return replace(message, text=text)
+            return message, None
+        consumed = (key, kept[-1].id)
+        if message.context:
+            return message, consumed
+        lines = [labelled(line.sender_name, line.sender_id, line.text) for line in kept]
+        return replace(message, context="\n".join([CONTEXT_HEADER, *lines])), consumed
 
 
 def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from .agent.loop import LoopConfig
 from .agent.message_tool import MessageTool
 from .agent.providers import create_provider
+from .agent.providers.failover import FailoverProvider, ModelChoice
 from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
@@ -56,6 +57,7 @@ __all__ = [
     "delivery_modes",
     "delivery_retry",
     "loop_config",
+    "model_names",
     "provider_settings",
     "scheduler_jobs",
     "session_settings",
@@ -229,8 +231,42 @@ def scheduler_jobs(config: BotdConfig) -> list[JobSpec]:
 # --------------------------------------------------------------------------- parts
 
 
+def fallback_settings(config: BotdConfig, index: int) -> dict[str, Any]:
+    """Keyword settings for ``create_provider`` of ``model.fallbacks[index]``."""
+    model = config.model
+    fallback = model.fallbacks[index]
+    settings: dict[str, Any] = {
+        "max_retry_wait": (
+            model.max_retry_wait if fallback.max_retry_wait is None else fallback.max_retry_wait
+        ),
+        "idle_timeout": model.idle_timeout
+        if fallback.idle_timeout is None
+        else fallback.idle_timeout,
+    }
+    if fallback.api_key:
+        settings["api_key"] = fallback.api_key
+    if fallback.provider == "openai":
+        settings["base_url"] = fallback.base_url or DEFAULT_OPENAI_BASE_URL
+    elif fallback.base_url:
+        settings["base_url"] = fallback.base_url
+    return settings
+
+
+def model_names(config: BotdConfig) -> list[str]:
+    """The configured models' names: the primary, then its fallbacks in order."""
+    return [config.model.model_name, *(f.name for f in config.model.fallbacks)]
+
+
 def build_provider(config: BotdConfig) -> Provider:
-    return create_provider(config.model.provider, **provider_settings(config))
+    """The model provider; with fallbacks, one that fails over from model to model."""
+    primary = create_provider(config.model.provider, **provider_settings(config))
+    if not config.model.fallbacks:
+        return primary
+    choices = [ModelChoice(config.model.model_name, primary)]
+    for index, fallback in enumerate(config.model.fallbacks):
+        provider = create_provider(fallback.provider, **fallback_settings(config, index))
+        choices.append(ModelChoice(fallback.name, provider))
+    return FailoverProvider(choices)
 
 
 def build_adapter(
@@ -348,6 +384,7 @@ def build_runtime(
             offsets=store,
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
+            has_conversation=lambda key: store.active_session(key) is not None,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)
@@ -400,6 +437,7 @@ def build_runtime(
         jobs=jobs,
         hooks=hooks,
         channels_down=channels_down,
+        models=model_names(config),
     )
 
     async def submit(message: InboundMessage) -> None:

@@ -105,6 +105,7 @@ def inbound(text: str = "question") -> InboundMessage:
         text=text,
         message_id="m1",
         conversation_key="fake:c1",
+        is_direct=True,
     )
 
 

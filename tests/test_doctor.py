@@ -207,6 +207,26 @@ async def test_openai_compatible_models_list(tmp_path: Path) -> None:
     assert line.startswith("✗") and "API key was rejected" in line and "model.api_key" in line
 
 
+async def test_each_fallback_model_is_probed_with_its_own_key(tmp_path: Path) -> None:
+    async with (
+        FakeAnthropicAPI(api_key=MODEL_KEY) as primary,
+        FakeOpenAI(api_key="sk-fallback-right", models=("gpt-fake",)) as fallback,
+    ):
+        model = (
+            anthropic(primary)
+            + "\n  fallbacks:\n    - provider: openai\n      name: gpt-fake\n"
+            + f"      api_key: ${{F_KEY}}\n      base_url: {json.dumps(fallback.base_url)}"
+        )
+        config = write_config(tmp_path, telegram=_closed_url(), model=model)
+        report = await doctor(config, tmp_path, F_KEY="sk-fallback-right")
+        line = report.line_with("model.fallbacks[0] (openai, gpt-fake)")
+        assert line.startswith("✓") and "API key accepted" in line
+        report.line_with("model (anthropic")
+        report = await doctor(config, tmp_path, F_KEY="sk-fallback-wrong")
+    line = report.line_with("model.fallbacks[0] (openai")
+    assert line.startswith("✗") and "check model.fallbacks[0].api_key" in line
+
+
 # --------------------------------------------------------------------------- telegram
 
 

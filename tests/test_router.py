@@ -10,6 +10,7 @@ import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.router import CONTEXT_HEADER, AccessPolicy, GroupRule, PairingBook, Router
+from botd.sessions.prompt import turn_text
 from botd.store import Store
 
 
@@ -141,16 +142,31 @@ async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
     await r.handle(group("pizza!", sender="eve", n=2))
     assert (await r.handle(group("@bot what did they say?", mention=True, n=3))).accepted
     (message,) = rec.submitted
-    assert message.text.splitlines() == [
+    # The message is as sent; the chatter is its context, each line labelled by its sender.
+    assert message.text == "@bot what did they say?"
+    assert turn_text(message).splitlines() == [
         CONTEXT_HEADER,
-        "Bob: lunch at noon?",
-        "Eve: pizza!",
+        "[Bob (id bob)] lunch at noon?",
+        "[Eve (id eve)] pizza!",
         "",
-        "@bot what did they say?",
+        "[Bob (id bob)] @bot what did they say?",
     ]
     # The context is used once.
     await r.handle(group("@bot and now?", mention=True, n=4))
-    assert rec.submitted[-1].text == "@bot and now?"
+    assert rec.submitted[-1].context == ""
+    assert turn_text(rec.submitted[-1]) == "[Bob (id bob)] @bot and now?"
+
+
+async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Store) -> None:
+    # A Slack thread fetched on the first mention there already holds what was kept of it.
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
+    await r.handle(group("in the thread", n=1))
+    thread = "[Earlier messages in this thread]\n[Bob (id bob)] in the thread"
+    mention = replace(group("@bot so?", mention=True, n=2), context=thread)
+    assert (await r.handle(mention)).accepted
+    assert rec.submitted[-1].context == thread  # shown once, not twice
+    assert store.kept_chatter("telegram:g1") == []  # and consumed
 
 
 async def test_group_without_mention_requirement(store: Store) -> None:
@@ -266,10 +282,14 @@ async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
     accept, record = store.accept_inbound, store.seen_inbound
 
     async def counting_accept(
-        channel: str, keys: Sequence[str], message: InboundMessage
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
     ) -> int | None:
         writes.append(tuple(keys))
-        return await accept(channel, keys, message)
+        return await accept(channel, keys, message, consume_chatter=consume_chatter)
 
     def counting_record(channel: str, *keys: str) -> bool:
         writes.append(keys)

@@ -138,6 +138,7 @@ def inbound(text: str, chat: str = "c1", n: int = 0) -> InboundMessage:
         text=text,
         message_id=f"{chat}-{n}-{text}",
         conversation_key=f"console:{chat}",
+        is_direct=True,  # as the console adapter marks its operator's messages
     )
 
 

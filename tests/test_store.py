@@ -464,7 +464,7 @@ def test_a_version_1_database_gains_the_scheduler_tables(tmp_path: Path) -> None
     conn.execute("INSERT INTO offsets VALUES ('telegram', 'default', '42', 0)")
     conn.close()
     with Store.open(tmp_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION
+        assert store.schema_version() == SCHEMA_VERSION == len(MIGRATIONS)
         assert store.get_offset("telegram", "default") == "42"
         assert store.load_jobs() == []
 

@@ -55,6 +55,9 @@ class SlackSection(ChatChannelSection):
     allow_mass_mentions: bool = False
     """Post ``<!channel>``, ``<!here>``, ``<!everyone>`` and user-group mentions as Slack
     mentions (default: as plain text that notifies nobody)."""
+    thread_context: int = Field(default=20, ge=0)
+    """On the first mention inside a thread, how many of its earlier messages the model is
+    given (``conversations.replies``); 0: none."""
 
     @model_validator(mode="after")
     def _mode_needs(self) -> SlackSection:
@@ -104,6 +107,8 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         http_port=section.http_port,
         http_path=section.http_path,
         allow_mass_mentions=section.allow_mass_mentions,
+        thread_context=section.thread_context,
+        known_conversation=context.has_conversation,
     )
 
 

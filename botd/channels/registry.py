@@ -56,6 +56,8 @@ class ChannelContext:
     """For a terminal channel: called when the operator closes its input (botd then stops)."""
     model: str | None = None
     """What answers, e.g. ``scripted provider (model scripted)``: a terminal channel's banner."""
+    has_conversation: Callable[[str], bool] | None = None
+    """Whether botd has a conversation (a session) under a conversation key already."""
     on_channel_down: Callable[[str, str], None] | None = None
     """Called with (channel, one-line reason) when a started channel stops working for good
     (its connection ended, its token was revoked); the daemon then restarts it with backoff."""

@@ -15,7 +15,8 @@ ledger drops a retry that arrives after a restart. Every other subscribed event 
 listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
-a message inside a thread (one session per thread).
+a message inside a thread (one session per thread). The first mention inside a thread the bot was
+not in brings the thread's earlier messages along as context (``slack_threads``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
 with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
@@ -53,6 +54,7 @@ from . import slack_uploads
 from .base import InboundSink, OutboundFile, on_accepted
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
+from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,8 @@ class SlackAdapter:
         http_port: int = 3000,
         http_path: str = "/slack/events",
         allow_mass_mentions: bool = False,
+        thread_context: int = DEFAULT_THREAD_CONTEXT,
+        known_conversation: Callable[[str], bool] | None = None,
     ) -> None:
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
@@ -148,6 +152,7 @@ class SlackAdapter:
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
+        self.threads = ThreadContext(self.client, limit=thread_context, known=known_conversation)
         self.bot_user_id = ""
         self.bot_id = ""
         self.bot_name = ""
@@ -314,6 +319,7 @@ class SlackAdapter:
             channel="slack",
             chat_id=channel,
             sender_id=user,
+            sender_name=sender_name(event),
             text=text,
             message_id=ts,
             conversation_key=key,
@@ -324,6 +330,7 @@ class SlackAdapter:
             dedupe_keys=keys,
             bot_name=self.bot_name,
         )
+        message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
         target = self.reply_target(message)
         if target.thread_id is None:
             self._awaiting_answer[channel] = ts  # for the "working" reaction

@@ -46,6 +46,7 @@ __all__ = [
     "DeliverToSection",
     "DeliveryMode",
     "DmPolicy",
+    "FallbackModelSection",
     "GroupPolicy",
     "GroupSection",
     "HealthSection",
@@ -129,6 +130,26 @@ class Section(BaseModel):
 # --------------------------------------------------------------------------- model and agent
 
 
+class FallbackModelSection(Section):
+    """One entry of ``model.fallbacks``: a model that answers when the ones before it fail.
+
+    Retry waits and the idle timeout are the primary's unless set here.
+    """
+
+    provider: Literal["anthropic", "openai"]
+    name: str = Field(min_length=1)
+    api_key: OptionalSecret = None
+    base_url: str | None = None
+    max_retry_wait: float | None = Field(default=None, ge=0)
+    idle_timeout: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _provider_needs(self) -> FallbackModelSection:
+        if self.provider == "anthropic" and not self.api_key:
+            raise ValueError("the anthropic provider needs api_key (e.g. ${ANTHROPIC_API_KEY})")
+        return self
+
+
 class ModelSection(Section):
     provider: Literal["anthropic", "openai", "scripted"] = "scripted"
     name: str | None = None
@@ -140,6 +161,8 @@ class ModelSection(Section):
     idle_timeout: float = Field(default=60.0, gt=0)
     """Seconds a model stream may stay silent before it is abandoned (and retried)."""
     script: str | None = None
+    fallbacks: list[FallbackModelSection] = Field(default_factory=list)
+    """Models that answer, in order, when the one before them gives up on a call."""
 
     @model_validator(mode="after")
     def _provider_needs(self) -> ModelSection:

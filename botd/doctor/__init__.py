@@ -54,49 +54,71 @@ OPENAI_API = "https://api.openai.com/v1"
 
 
 async def _model(client: httpx.AsyncClient, config: BotdConfig) -> list[Check]:
+    """The model's API probed, then each fallback's."""
     model = config.model
     if model.provider == "scripted":
-        return [passed("model: scripted (no API)")]
-    if model.provider == "anthropic":
-        base = (model.base_url or ANTHROPIC_API).rstrip("/")
+        checks = [passed("model: scripted (no API)")]
+    else:
+        checks = [
+            await _probe_model(
+                client, "model", model.provider, model.model_name, model.api_key, model.base_url
+            )
+        ]
+    for index, fallback in enumerate(model.fallbacks):
+        key = f"model.fallbacks[{index}]"
+        checks.append(
+            await _probe_model(
+                client, key, fallback.provider, fallback.name, fallback.api_key, fallback.base_url
+            )
+        )
+    return checks
+
+
+async def _probe_model(
+    client: httpx.AsyncClient,
+    key: str,
+    provider: str,
+    model_name: str,
+    api_key: str | None,
+    base_url: str | None,
+) -> Check:
+    """One model API's list of models, asked with its key; ``key`` is where it is configured."""
+    if provider == "anthropic":
+        base = (base_url or ANTHROPIC_API).rstrip("/")
         url = f"{base}/v1/models"
-        headers = {"x-api-key": str(model.api_key), "anthropic-version": ANTHROPIC_VERSION}
+        headers = {"x-api-key": str(api_key), "anthropic-version": ANTHROPIC_VERSION}
         params: dict[str, str] | None = {"limit": "1"}
     else:
-        base = (model.base_url or OPENAI_API).rstrip("/")
+        base = (base_url or OPENAI_API).rstrip("/")
         url = f"{base}/models"
-        headers = {"Authorization": f"Bearer {model.api_key}"} if model.api_key else {}
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         params = None
-    name = f"model ({model.provider}, {model.model_name})"
+    name = f"{key} ({provider}, {model_name})"
     try:
         answer = await request(client, "GET", url, headers=headers, params=params)
     except Unreachable as exc:
-        return [unreachable(name, base, exc, "model.base_url")]
+        return unreachable(name, base, exc, f"{key}.base_url")
     if answer.status in (401, 403):
-        return [
-            failed(
-                f"{name}: the API key was rejected by {base} ({answer.status})",
-                "check model.api_key (and the variable it names)",
-            )
-        ]
+        return failed(
+            f"{name}: the API key was rejected by {base} ({answer.status})",
+            f"check {key}.api_key (and the variable it names)",
+        )
     if answer.status == 404:
-        hint = " (it usually ends in /v1)" if model.provider == "openai" else ""
-        return [failed(f"{name}: {base} answered {url} with 404", f"check model.base_url{hint}")]
+        hint = " (it usually ends in /v1)" if provider == "openai" else ""
+        return failed(f"{name}: {base} answered {url} with 404", f"check {key}.base_url{hint}")
     if answer.status != 200:
-        return [
-            failed(
-                f"{name}: {base} answered {answer.status}",
-                "if it is a 5xx or 429 the API is having trouble: try again later",
-            )
-        ]
+        return failed(
+            f"{name}: {base} answered {answer.status}",
+            "if it is a 5xx or 429 the API is having trouble: try again later",
+        )
     note = ""
     listed = answer.field("data")
-    if model.provider == "openai" and isinstance(listed, list) and listed:
+    if provider == "openai" and isinstance(listed, list) and listed:
         ids = {str(item.get("id")) for item in listed if isinstance(item, dict)}
-        if model.model_name not in ids:
-            note = f"; {model.model_name} is not in its list of models: check model.name"
-    what = "API key accepted by" if model.api_key else "models listed by"
-    return [passed(f"{name}: {what} {base}{note}")]
+        if model_name not in ids:
+            note = f"; {model_name} is not in its list of models: check {key}.name"
+    what = "API key accepted by" if api_key else "models listed by"
+    return passed(f"{name}: {what} {base}{note}")
 
 
 # --------------------------------------------------------------------------- all of it

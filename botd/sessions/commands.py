@@ -1,6 +1,7 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
-conversation's scheduled jobs, and which channels are down), ``/help`` lists the commands.
+conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
+the conversation's model, ``/usage`` shows the tokens used, ``/help`` lists the commands.
 ``answer`` does what the command asks and returns the text to reply with; the manager
 sends it.
 """
@@ -12,12 +13,16 @@ from collections.abc import Callable, Mapping
 
 from ..chat import InboundMessage
 from ..store import Store, StoreError
+from .models import ModelBook
 from .session import Session
 from .settings import QueueMode
 
 log = logging.getLogger(__package__)
 
-HELP = "Commands: /new (start over), /stop (cancel), /status, /help."
+HELP = (
+    "Commands: /new (start over), /stop (cancel), /status, /model (list or switch the model), "
+    "/usage (tokens used), /help."
+)
 
 
 class CommandDesk:
@@ -36,6 +41,7 @@ class CommandDesk:
         clock: Callable[[], float],
         jobs: Callable[[str], list[str]] | None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
+        models: ModelBook | None = None,
     ) -> None:
         self._store = store
         self._sessions = sessions
@@ -44,6 +50,8 @@ class CommandDesk:
         self._jobs = jobs
         self._channels_down = channels_down
         """Which channels are down and why (the daemon's view), for ``/status``."""
+        self._models = models
+        """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
     async def answer(self, command: str, message: InboundMessage) -> str:
         """Do what ``command`` asks; the answer for the message's chat."""
@@ -65,6 +73,11 @@ class CommandDesk:
                 text = "Started a new conversation."
         elif command == "/status":
             text = self.status(key)
+        elif command == "/model" and self._models is not None:
+            words = message.text.strip().split(maxsplit=1)
+            text = self._models.answer(key, words[1] if len(words) > 1 else "")
+        elif command == "/usage" and self._models is not None:
+            text = self._models.usage(key)
         else:
             text = HELP
         return text
@@ -100,6 +113,9 @@ class CommandDesk:
             if running:
                 lines.append(f"Working on: {_preview(session.working_on)}")
             lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
+        model_line = None if self._models is None else self._models.status_line(conversation_key)
+        if model_line is not None:
+            lines.append(model_line)
         if self._jobs is not None:
             try:
                 jobs = self._jobs(conversation_key)

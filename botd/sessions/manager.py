@@ -32,7 +32,8 @@ the next start.
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
 first reply reached the chat (for metrics). ``/status`` also lists the conversation's scheduled
-jobs when a ``jobs`` callable is given.
+jobs when a ``jobs`` callable is given. ``models`` names the configured models (primary
+first) that ``/model`` chooses among per conversation.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ..logging import LogContext
 from ..store import InboxState, OutboxEntry, Store
 from .commands import CommandDesk
 from .durable import resume_plan
+from .models import ModelBook
 from .prompt import user_turn
 from .run import Runner
 from .session import Session
@@ -76,8 +78,10 @@ class SessionManager:
         jobs: Callable[[str], list[str]] | None = None,
         hooks: RunHooks | None = None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
+        models: Sequence[str] = (),
     ) -> None:
         self._store = store
+        self._models = ModelBook(store, models or [settings.loop.model], clock)
         self._settings = settings
         self._clock = clock
         self._sessions: dict[str, Session] = {}
@@ -96,6 +100,7 @@ class SessionManager:
             settings,
             tools or (lambda _message: ()),
             hooks or RunHooks(),
+            self._models,
         )
         self._commands = CommandDesk(
             store,
@@ -104,6 +109,7 @@ class SessionManager:
             clock=clock,
             jobs=jobs,
             channels_down=channels_down,
+            models=self._models,
         )
 
     # -- inbound ----------------------------------------------------------------------------

@@ -8,6 +8,9 @@ hands the subscriber's replies to the output as they come: blocks in ``blocks`` 
 partial replies in ``edit`` mode, the final replies after the run. Without streamed blocks
 the finals are built without block dedupe, so the answer is never lost.
 
+The run asks the conversation's model first (``ModelBook.current``, what ``/model`` chose),
+and its token usage per model is queued to commit with its last transcript write.
+
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
 every finished assistant message and tool result. Each block and final reply is written to
@@ -43,6 +46,7 @@ from ..events import AgentEvent, Message, TextContent, event_to_json
 from ..store import Store, StoreError
 from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
 from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
+from .models import ModelBook, usage_of
 from .session import Session
 from .settings import RunHooks, SessionSettings, call_hook
 
@@ -69,8 +73,11 @@ class Runner:
         settings: SessionSettings,
         tools: Callable[[InboundMessage], Sequence[Tool]],
         hooks: RunHooks,
+        models: ModelBook | None = None,
     ) -> None:
         self._store = store
+        self._models = models or ModelBook(store, [settings.loop.model], time.time)
+        """Which model each conversation's runs ask first."""
         self._provider = provider
         self._delivery = delivery
         self._settings = settings
@@ -185,10 +192,11 @@ class Runner:
             listener(event)
             writer.on_event(event)
 
+        loop = replace(self._settings.loop, model=self._models.current(session.conversation_key))
         run = AgentRun(
             self._provider,
             self._tools(inbound),
-            self._settings.loop,
+            loop,
             on_event,
             conversation_key=session.conversation_key,
             origin=target,
@@ -218,6 +226,7 @@ class Runner:
             log.info("run ended: %s", outcome)
             call_hook(hooks.on_end, inbound, outcome)
             added = result.messages if result is not None else run.messages
+            self._count_usage(session, inbound, added, loop.model)
             saved = await self._record(session, added, writer, cancelled=outcome == "cancelled")
             if result is not None and result.stop_reason != "cancelled":
                 finals = subscriber.final_replies(
@@ -229,6 +238,21 @@ class Runner:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
                         shown.final(reply)
         return outcome, saved
+
+    def _count_usage(
+        self, session: Session, inbound: InboundMessage, added: list[Message], model: str
+    ) -> None:
+        """Queue the run's token usage to commit with its last transcript write; tell hooks."""
+        try:
+            usage = usage_of(added, model)
+            self._store.record_usage_soon(
+                session.conversation_key, session.session_id, session.run_id, usage
+            )
+        except Exception:  # counting must never keep the run's transcript from being saved
+            log.exception("counting the run's token usage failed")
+            return
+        for entry in usage:
+            call_hook(self._hooks.on_usage, inbound, entry)
 
     async def _record(
         self, session: Session, added: list[Message], writer: TranscriptWriter, *, cancelled: bool

@@ -12,6 +12,7 @@ from typing import Literal
 from ..agent.loop import LoopConfig
 from ..chat import InboundMessage
 from ..delivery import CoalesceSettings, RunOptions
+from ..store import ModelUsage
 from ..subscriber import SubscriberConfig
 
 log = logging.getLogger(__package__)
@@ -71,12 +72,15 @@ class RunHooks:
     ``on_end`` gets the run's stop reason, ``"exception"`` when the run raised, or
     ``"cancelled"`` when its task was cancelled. ``on_first_reply`` gets the seconds from the
     arrival of the prompt's earliest message to the run's first delivered reply (``None`` when
-    the arrival is unknown, e.g. steering run as a follow-up). A hook that raises is logged.
+    the arrival is unknown, e.g. steering run as a follow-up). ``on_usage`` gets the tokens
+    each model used in the run. A hook that raises is logged.
     """
 
     on_start: Callable[[InboundMessage], None] | None = None
     on_end: Callable[[InboundMessage, str], None] | None = None
     on_first_reply: Callable[[InboundMessage, float | None], None] | None = None
+    on_usage: Callable[[InboundMessage, ModelUsage], None] | None = None
+    """The tokens one model used in the run (once per model that answered, at its end)."""
 
 
 def call_hook(hook: Callable[..., None] | None, *args: object) -> None:

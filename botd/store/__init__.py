@@ -5,7 +5,9 @@ the scheduler's jobs.
 in their own modules over one shared connection (``base``): ``transcripts`` (sessions and
 their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, offsets) and
 ``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
-``outbox`` (every reply piece, written before it is sent). ``schema`` holds the migrations.
+``outbox`` (every reply piece, written before it is sent), ``chatter`` (group messages kept for
+the bot's next turn there), ``usage`` (token usage per run, the conversations' model choices).
+``schema`` holds the migrations.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .base import (
     StoreOpenError,
     StoreWriteError,
 )
+from .chatter import CHATTER_RETENTION_SECONDS, ChatterStore, KeptLine
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
 from .inbox import InboxEntry, InboxState, InboxStore
 from .jobs import RunRecord, ScheduleStore, StoredJob
@@ -29,16 +32,21 @@ from .transcripts import (
     StaleCompactionError,
     UnknownSessionError,
 )
+from .usage import USAGE_KINDS, ModelUsage, UsageStore, UsageTotals
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CHATTER_RETENTION_SECONDS",
     "DB_FILENAME",
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "SCHEMA_VERSION",
+    "USAGE_KINDS",
     "Clock",
     "InboundPruner",
     "InboxEntry",
     "InboxState",
+    "KeptLine",
+    "ModelUsage",
     "OutboxEntry",
     "RunRecord",
     "SessionRecord",
@@ -50,8 +58,10 @@ __all__ = [
     "StoreWriteError",
     "StoredJob",
     "UnknownSessionError",
+    "UsageStore",
+    "UsageTotals",
 ]
 
 
-class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore):
+class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore, UsageStore):
     """botd's SQLite state. Open with ``Store.open(state_dir)``; close when done."""

@@ -82,16 +82,19 @@ class InboundStore(StoreBase):
 
 
 class Prunable(Protocol):
-    """What the pruner needs of the store: the ledger, and the finished inbox and outbox."""
+    """What the pruner needs of the store: the ledger, the finished inbox and outbox, and the
+    kept chatter."""
 
     def prune_inbound(self, older_than_seconds: float = ...) -> int: ...
 
     def prune_finished(self, older_than_seconds: float) -> int: ...
 
+    def prune_chatter(self) -> int: ...
+
 
 class InboundPruner:
-    """A background task that prunes the inbound ledger, the finished inbox rows and the sent
-    outbox pieces at start and then every ``interval``.
+    """A background task that prunes the inbound ledger, the finished inbox rows, the sent
+    outbox pieces and old kept chatter at start and then every ``interval``.
 
     Owned by the daemon: ``start`` inside the running loop, ``stop`` cancels the task and
     waits for it. A failed prune is logged and tried again at the next interval.
@@ -132,6 +135,7 @@ class InboundPruner:
             try:
                 pruned = self._store.prune_inbound(self._retention)
                 pruned += self._store.prune_finished(self._retention)
+                pruned += self._store.prune_chatter()  # by its own retention
             except Exception:
                 log.exception("pruning the inbound ledger failed")
             else:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..chat import InboundMessage
 from ..events import Message, ToolCallContent
+from .chatter import consume_chatter as _consume_chatter
 from .targets import target_data, target_from_data
 from .transcripts import TranscriptStore, _message_json
 
@@ -69,13 +70,20 @@ class InboxStore(TranscriptStore):
     """The inbox table, next to the ledger and transcripts it shares transactions with."""
 
     async def accept_inbound(
-        self, channel: str, keys: Sequence[str], message: InboundMessage
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
     ) -> int | None:
         """Record the message's dedupe ids and the message itself, atomically, and wait for
         the commit (grouped with other writes of the moment, see ``deferred``).
 
         Returns the new inbox id, or None when any id was seen before (then only the ids are
-        recorded, so a later form of the repeat is caught too).
+        recorded, so a later form of the repeat is caught too). ``consume_chatter``
+        (conversation key, last row id) deletes the kept chatter the message carries, in the
+        same transaction as the message is accepted.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
@@ -99,6 +107,8 @@ class InboxStore(TranscriptStore):
                 params,
             )
             assert cursor.lastrowid is not None
+            if consume_chatter is not None:
+                _consume_chatter(conn, *consume_chatter)
             return int(cursor.lastrowid)
 
         return await self._commit("accept_inbound", write)

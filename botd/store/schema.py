@@ -152,7 +152,50 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ), 0)
         """,
     ),
-    # 4 -> 5: the files an outbox piece uploads, as references (URLs or paths, never bytes):
+    # 4 -> 5: group messages the bot was not addressed in (kept chatter), shown with the next
+    # message that is addressed to it in that conversation and deleted then. The index serves
+    # both the read of one conversation's chatter and the trim to its newest rows on write.
+    (
+        """
+        CREATE TABLE chatter (
+            id INTEGER PRIMARY KEY,
+            conversation_key TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            sender_name TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kept_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX chatter_by_conversation ON chatter (conversation_key, id)",
+    ),
+    # 5 -> 6: token usage per run and model that answered, and the model each conversation chose
+    # with /model (none: the configured primary).
+    (
+        """
+        CREATE TABLE run_usage (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_key TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX run_usage_by_key ON run_usage (conversation_key, id)",
+        "CREATE INDEX run_usage_by_time ON run_usage (created_at)",
+        """
+        CREATE TABLE conversation_models (
+            conversation_key TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
+    # 6 -> 7: the files an outbox piece uploads, as references (URLs or paths, never bytes):
     # a JSON object {"urls": [...], "voice": bool}; NULL for a piece of text only.
     ("ALTER TABLE outbox ADD COLUMN media TEXT",),
 )

@@ -395,11 +395,16 @@ class SpyStore(Store):
         return super().seen_inbound(channel, *keys)
 
     async def accept_inbound(
-        self, channel: str, keys: Sequence[str], message: InboundMessage
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
     ) -> int | None:
         self.asked.extend(keys)
         self._asked_more.set()
-        return await super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""

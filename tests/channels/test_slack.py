@@ -39,10 +39,15 @@ class SpyStore(Store):
         return super().seen_inbound(channel, *keys)
 
     async def accept_inbound(
-        self, channel: str, keys: Sequence[str], message: InboundMessage
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
     ) -> int | None:
         self.asked.extend(keys)
-        return await super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
 
 
 class Inbox:

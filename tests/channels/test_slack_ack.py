@@ -35,12 +35,17 @@ class FailingStore(Store):
     failures = 0
 
     async def accept_inbound(
-        self, channel: str, keys: Sequence[str], message: InboundMessage
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
     ) -> int | None:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database or disk is full")
-        return await super().accept_inbound(channel, keys, message)
+        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
 
     def inbox_count(self) -> int:
         return int(self._connection().execute("SELECT count(*) FROM inbox").fetchone()[0])

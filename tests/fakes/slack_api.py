@@ -3,7 +3,8 @@
 Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the query string, a form
 body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
 (a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
-``assistant.threads.setStatus`` and ``conversations.replies``; every call is recorded. Errors are
+``assistant.threads.setStatus`` and ``conversations.replies`` (by ``latest``, ``limit`` and
+``cursor``, from ``replies``); every call is recorded. Errors are
 scripted per method for the next calls: a 429 with ``Retry-After``, Slack's ``ok: false``, a 5xx
 (``status``), or a connection reset (``reset_next``); with ``land=True`` the call is carried out
 before it fails, as a timeout after the request landed would. ``chat.delete`` removes a posted
@@ -259,12 +260,31 @@ class FakeSlack:
                 return {"ok": False, "error": "message_not_found"}
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "conversations.replies":
-            return {"ok": True, "messages": self.replies.get(str(args.get("ts")), [])}
+            return self._replies(args)
         if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
             return self._files(method, args)
         if method in ("reactions.add", "assistant.threads.setStatus"):
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}
+
+    def _replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A thread, oldest first, as Slack pages it: only messages before ``latest`` (and
+        at it with ``inclusive``), ``limit`` per page, the next page by ``cursor``."""
+        messages = self.replies.get(str(args.get("ts")), [])
+        latest = args.get("latest")
+        if latest is not None:
+            inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+            cut = float(latest)
+            messages = [
+                m for m in messages if float(m["ts"]) < cut or (inclusive and float(m["ts"]) == cut)
+            ]
+        start = int(args.get("cursor") or 0)
+        limit = int(args.get("limit") or 1000)
+        page = messages[start : start + limit]
+        more = start + limit < len(messages)
+        answer: dict[str, Any] = {"ok": True, "messages": page, "has_more": more}
+        answer["response_metadata"] = {"next_cursor": str(start + limit) if more else ""}
+        return answer
 
     async def _upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]

@@ -1,0 +1,203 @@
+"""Slack thread context: the earlier messages of a thread, on the bot's first mention there.
+
+Someone who mentions the bot inside a thread that has been going on without it expects it to
+have read the thread. ``ThreadContext.add_to`` fetches the thread with
+``conversations.replies`` when a channel message mentions the bot inside a thread (its
+``thread_ts`` differs from its own ts) that the bot has no conversation for yet (neither in
+the store, asked through ``known``, nor fetched before in this process), and attaches it to
+the message as context: the thread's first message, then the most recent ones before the
+mention, ``limit`` in all, each line labelled with its sender like kept chatter (the bot's
+own as ``[you]``), at most ``CONTEXT_CHARS`` characters.
+
+The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls, within
+``FETCH_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A failure
+(Slack's error, a 429, a timeout, a dropped connection) is logged in Slack's words and the
+message goes on without the context; it is not tried again for that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ..chat import InboundMessage
+from ..speakers import bot_line, labelled
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CONTEXT_CHARS",
+    "DEFAULT_THREAD_CONTEXT",
+    "THREAD_HEADER",
+    "ThreadContext",
+    "render_thread",
+    "sender_name",
+]
+
+DEFAULT_THREAD_CONTEXT = 20
+"""How many earlier messages of a thread the model is given (``channels.slack.thread_context``)."""
+CONTEXT_CHARS = 6000
+"""At most this many characters of thread context (the oldest replies are left out first)."""
+LINE_CHARS = 1000
+"""A single message longer than this is cut."""
+PAGE_SIZE = 200
+MAX_PAGES = 3
+FETCH_TIMEOUT = 3.0
+THREAD_HEADER = "[Earlier messages in this thread]"
+_MEMORY = 4096
+
+
+def sender_name(event: Mapping[str, Any]) -> str:
+    """The display name Slack sent along with a message (``user_profile``), if any."""
+    profile = event.get("user_profile")
+    if not isinstance(profile, Mapping):
+        return str(event.get("username") or "")
+    for field in ("display_name", "real_name", "name"):
+        value = profile.get(field)
+        if value:
+            return str(value)
+    return ""
+
+
+class ThreadContext:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        limit: int = DEFAULT_THREAD_CONTEXT,
+        known: Callable[[str], bool] | None = None,
+        timeout: float = FETCH_TIMEOUT,
+    ) -> None:
+        self._client = client
+        self.limit = limit
+        self.known = known
+        """Whether the bot has a conversation under a key already (the store's sessions)."""
+        self._timeout = timeout
+        self._done: OrderedDict[str, None] = OrderedDict()
+
+    def wanted(self, message: InboundMessage) -> bool:
+        """Whether ``message`` is a first mention inside an existing thread."""
+        thread = message.thread_id
+        if self.limit <= 0 or message.is_direct or not message.mentions_bot:
+            return False
+        if thread is None or thread == message.message_id:
+            return False
+        key = message.conversation_key
+        if key in self._done:
+            return False
+        return not (self.known is not None and self.known(key))
+
+    async def add_to(
+        self, message: InboundMessage, bot_user_id: str = "", bot_id: str = ""
+    ) -> InboundMessage:
+        """``message`` with its thread's earlier messages as context, where wanted."""
+        if not self.wanted(message):
+            return message
+        self._remember(message.conversation_key)
+        thread_ts = message.thread_id or message.message_id  # wanted: always the thread's
+        try:
+            async with asyncio.timeout(self._timeout):
+                thread = await self._fetch(message.chat_id, thread_ts, message.message_id)
+        except SlackApiError as exc:
+            response = exc.response
+            error = response.get("error") if isinstance(response.data, dict) else None
+            _failed(message, str(error or f"HTTP {response.status_code}"))
+            return message
+        except TimeoutError:
+            _failed(message, f"no answer within {self._timeout:g}s")
+            return message
+        except (aiohttp.ClientError, OSError) as exc:
+            _failed(message, f"cannot reach Slack: {exc or type(exc).__name__}")
+            return message
+        earlier = [m for m in thread if str(m.get("ts")) != message.message_id]
+        context = render_thread(earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id)
+        if not context:
+            return message
+        log.info(
+            "slack: thread %s in %s: %d earlier message(s) read, %d characters given as context",
+            message.thread_id,
+            message.chat_id,
+            len(earlier),
+            len(context),
+        )
+        return replace(message, context=context)
+
+    async def _fetch(self, channel: str, thread: str, before: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            response = await self._client.conversations_replies(
+                channel=channel,
+                ts=thread,
+                latest=before,
+                inclusive=False,
+                limit=PAGE_SIZE,
+                cursor=cursor,
+            )
+            page = response.get("messages") or []
+            messages.extend(m for m in page if isinstance(m, dict))
+            metadata = response.get("response_metadata") or {}
+            cursor = str(metadata.get("next_cursor") or "") if isinstance(metadata, dict) else ""
+            if not cursor:
+                break
+        return messages
+
+    def _remember(self, key: str) -> None:
+        self._done[key] = None
+        while len(self._done) > _MEMORY:
+            self._done.popitem(last=False)
+
+
+def _failed(message: InboundMessage, reason: str) -> None:
+    log.warning(
+        "slack: thread %s in %s answered without its earlier messages: "
+        "conversations.replies failed: %s",
+        message.thread_id,
+        message.chat_id,
+        reason,
+    )
+
+
+def render_thread(
+    messages: list[dict[str, Any]], limit: int, *, bot_user_id: str = "", bot_id: str = ""
+) -> str:
+    """The thread's first message and its latest ones (``limit`` in all), labelled, within
+    ``CONTEXT_CHARS``; empty when there is nothing to show."""
+    lines = [_line(m, bot_user_id, bot_id) for m in messages]
+    lines = [line for line in lines if line]
+    if not lines or limit <= 0:
+        return ""
+    first, replies = lines[0], lines[1:]
+    keep = replies[len(replies) - (limit - 1) :] if limit > 1 else []
+    omitted = len(replies) - len(keep)
+    size = len(first) + sum(len(line) + 1 for line in keep)
+    while keep and size > CONTEXT_CHARS:
+        size -= len(keep.pop(0)) + 1
+        omitted += 1
+    shown = [THREAD_HEADER, first[:CONTEXT_CHARS]]
+    if omitted:
+        shown.append(f"[… {omitted} more message(s) of the thread left out]")
+    return "\n".join([*shown, *keep])
+
+
+def _line(message: Mapping[str, Any], bot_user_id: str, bot_id: str) -> str:
+    text = str(message.get("text") or "").strip()
+    if not text:
+        return ""
+    if len(text) > LINE_CHARS:
+        text = text[: LINE_CHARS - 1] + "…"
+    user = str(message.get("user") or "")
+    bot = str(message.get("bot_id") or "")
+    if (bot_user_id and user == bot_user_id) or (bot_id and bot == bot_id):
+        return bot_line(text)
+    return labelled(sender_name(message), user or bot, text)

@@ -1,0 +1,164 @@
+"""Which model a conversation uses, and what its runs spent: ``/model`` and ``/usage``.
+
+``ModelBook`` knows the configured models (the primary, then its fallbacks) and each
+conversation's choice, kept in the store so that it survives a restart. A run asks the book
+for its conversation's model (``current``) and names it in its request; the failover
+provider tries that model first and the others, in configured order, after it. A choice
+naming a model the configuration no longer has falls back to the primary.
+
+``usage_of`` reads a run's token counts off its assistant messages, per model that answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from ..events import Message
+from ..store import ModelUsage, Store, StoreError, UsageTotals
+
+log = logging.getLogger(__package__)
+
+
+class ModelBook:
+    """The configured models and each conversation's choice among them."""
+
+    def __init__(self, store: Store, names: Sequence[str], clock: Callable[[], float]) -> None:
+        if not names:
+            raise ValueError("at least one model must be configured")
+        self._store = store
+        self.names: tuple[str, ...] = tuple(names)
+        self._clock = clock
+        self._choices: dict[str, str | None] = {}
+
+    @property
+    def primary(self) -> str:
+        return self.names[0]
+
+    def current(self, conversation_key: str) -> str:
+        """The model the conversation's runs ask first."""
+        if conversation_key not in self._choices:
+            try:
+                self._choices[conversation_key] = self._store.model_choice(conversation_key)
+            except StoreError as exc:
+                log.error("reading the model of %s failed: %s", conversation_key, exc)
+                return self.primary
+        chosen = self._choices[conversation_key]
+        return chosen if chosen in self.names else self.primary
+
+    def answer(self, conversation_key: str, argument: str) -> str:
+        """``/model`` (list), ``/model <name or number>`` (switch), ``/model default``."""
+        argument = argument.strip()
+        if not argument:
+            return self.listing(conversation_key)
+        if argument.lower() == "default":
+            chosen = self.primary
+        else:
+            found = self._find(argument)
+            if found is None:
+                known = ", ".join(f"{i}: {n}" for i, n in enumerate(self.names, 1))
+                return f"Unknown model {argument!r}. Configured: {known}."
+            chosen = found
+        try:
+            self._store.set_model_choice(
+                conversation_key, None if chosen == self.primary else chosen
+            )
+        except StoreError as exc:
+            log.error("keeping the model of %s failed: %s", conversation_key, exc)
+            return "The model cannot be switched now (storage failing)."
+        self._choices[conversation_key] = None if chosen == self.primary else chosen
+        others = [n for n in self.names if n != chosen]
+        tail = f"; fallbacks: {', '.join(others)}" if others else ""
+        default = " (the default)" if chosen == self.primary else ""
+        return f"This conversation now uses {chosen}{default}{tail}."
+
+    def listing(self, conversation_key: str) -> str:
+        current = self.current(conversation_key)
+        lines = ["Models:"]
+        for number, name in enumerate(self.names, 1):
+            role = "primary" if number == 1 else "fallback"
+            mark = " ← current" if name == current else ""
+            lines.append(f"{number}: {name} ({role}){mark}")
+        lines.append("/model <name or number> switches; /model default goes back.")
+        return "\n".join(lines)
+
+    def status_line(self, conversation_key: str) -> str | None:
+        """``/status``'s line: the conversation's model and the one that answered last.
+
+        None with a single model configured: then no other one can have answered.
+        """
+        if len(self.names) < 2:
+            return None
+        line = f"Model: {self.current(conversation_key)}"
+        try:
+            last = self._store.last_model(conversation_key)
+        except StoreError as exc:
+            log.error("reading the last model of %s failed: %s", conversation_key, exc)
+            last = None
+        if last is not None:
+            line += f"; the last answer came from {last}"
+        return line + "."
+
+    def usage(self, conversation_key: str) -> str:
+        """``/usage``: the conversation's token totals and today's (UTC, all conversations)."""
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        try:
+            mine = self._store.usage_totals(conversation_key=conversation_key)
+            today = self._store.usage_totals(since=midnight)
+        except StoreError as exc:
+            log.error("reading token usage failed: %s", exc)
+            return "Token usage cannot be read now (storage failing)."
+        return (
+            f"This conversation: {_totals(mine)}.\n"
+            f"Today ({now:%Y-%m-%d} UTC, all conversations): {_totals(today)}."
+        )
+
+    def _find(self, argument: str) -> str | None:
+        if argument.isdigit():
+            number = int(argument)
+            return self.names[number - 1] if 1 <= number <= len(self.names) else None
+        wanted = argument.lower()
+        return next((n for n in self.names if n.lower() == wanted), None)
+
+
+def _totals(totals: UsageTotals) -> str:
+    runs = f"{totals.runs} run{'' if totals.runs == 1 else 's'}"
+    return (
+        f"{runs}, {totals.input} input, {totals.output} output, "
+        f"{totals.cache_read} cache read, {totals.cache_write} cache write tokens"
+    )
+
+
+def usage_of(messages: Sequence[Message], default_model: str) -> list[ModelUsage]:
+    """The token counts of a run's assistant messages, summed per model that answered.
+
+    A failed call counts when it reported tokens; an answer counts even without any (its
+    model still answered the run).
+    """
+    sums: dict[str, dict[str, int]] = {}
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        raw = message.usage or {}
+        counts = {
+            "input": _count(raw.get("input_tokens")),
+            "output": _count(raw.get("output_tokens")),
+            "cache_read": _count(raw.get("cache_read_input_tokens")),
+            "cache_write": _count(raw.get("cache_creation_input_tokens")),
+        }
+        if message.stop_reason == "error" and not any(counts.values()):
+            continue
+        model = message.model or default_model
+        total = sums.setdefault(model, dict.fromkeys(counts, 0))
+        for kind, value in counts.items():
+            total[kind] += value
+    return [ModelUsage(model, **counts) for model, counts in sums.items()]
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+__all__ = ["ModelBook", "usage_of"]

@@ -1,0 +1,111 @@
+"""Kept chatter: group messages the bot was not addressed in, waiting for its next turn there.
+
+In a group that requires a mention, what people say to each other is not a prompt but is
+worth knowing when someone does address the bot. ``keep_chatter`` records such a message
+together with its dedupe ids, in one group-committed transaction (the same commit the
+router's ledger write would cost, shared with whatever else the loop iteration writes), and
+trims the conversation to its newest ``limit`` rows and to rows younger than
+``CHATTER_RETENTION_SECONDS``. ``kept_chatter`` reads a conversation's rows; they are deleted
+in the transaction that accepts the addressed message (``accept_inbound``'s
+``consume_chatter``), so each line reaches the model once, also across a restart. The daily
+pruner drops what conversations that never spoke to the bot again left behind
+(``prune_chatter``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..chat import InboundMessage
+from .deferred import DeferredWrites
+
+CHATTER_RETENTION_SECONDS = 7 * 24 * 3600.0
+"""Chatter older than this is dropped: a week-old remark is no context for today's question."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeptLine:
+    """One kept message: who said it and what."""
+
+    id: int
+    sender_id: str
+    sender_name: str
+    text: str
+
+
+class ChatterStore(DeferredWrites):
+    """The ``chatter`` table (see the module docstring)."""
+
+    async def keep_chatter(
+        self, channel: str, keys: Sequence[str], message: InboundMessage, *, limit: int
+    ) -> bool:
+        """Record the message's dedupe ids and, unless any was seen before, keep the message
+        as chatter of its conversation (its newest ``limit`` rows are kept). Returns whether
+        it was a repeat. Waits for the group commit that carries it."""
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            raise ValueError("keep_chatter needs at least one key")
+        now = self._clock()
+        key = message.conversation_key
+        row = (key, message.sender_id, message.sender_name, message.text, now)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            inserted = 0
+            for dedupe in unique:
+                inserted += conn.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, message_id, seen_at) "
+                    "VALUES (?, ?, ?)",
+                    (channel, dedupe, now),
+                ).rowcount
+            if inserted < len(unique):
+                return True
+            conn.execute(
+                "INSERT INTO chatter (conversation_key, sender_id, sender_name, text, kept_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                row,
+            )
+            # Beyond the newest `limit` rows, or too old: dropped (both by the index).
+            conn.execute(
+                "DELETE FROM chatter WHERE conversation_key = ? AND (id <= ("
+                "SELECT id FROM chatter WHERE conversation_key = ? ORDER BY id DESC "
+                "LIMIT 1 OFFSET ?) OR kept_at < ?)",
+                (key, key, limit, now - CHATTER_RETENTION_SECONDS),
+            )
+            return False
+
+        return await self._commit("keep_chatter", write)
+
+    def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+        """The conversation's kept chatter, oldest first (what ``keep_chatter`` committed;
+        nothing of it waits in the deferred queue, so no flush is needed)."""
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT id, sender_id, sender_name, text FROM chatter "
+                "WHERE conversation_key = ? AND kept_at >= ? ORDER BY id",
+                (conversation_key, self._clock() - CHATTER_RETENTION_SECONDS),
+            )
+            .fetchall()
+        )
+        return [KeptLine(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
+        """Drop chatter kept more than ``older_than_seconds`` ago; returns how many rows."""
+        with self._transaction("prune_chatter") as conn:
+            cursor = conn.execute(
+                "DELETE FROM chatter WHERE kept_at < ?", (self._clock() - older_than_seconds,)
+            )
+            return int(cursor.rowcount)
+
+
+def consume_chatter(conn: sqlite3.Connection, conversation_key: str, up_to: int) -> None:
+    """Delete the conversation's chatter up to row ``up_to`` (what was shown to the model);
+    chatter kept meanwhile stays for the next turn."""
+    conn.execute(
+        "DELETE FROM chatter WHERE conversation_key = ? AND id <= ?", (conversation_key, up_to)
+    )
+
+
+__all__ = ["CHATTER_RETENTION_SECONDS", "ChatterStore", "KeptLine", "consume_chatter"]
