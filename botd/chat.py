@@ -177,3 +177,5 @@ class Capabilities:
     line_limit: int | None = None
     can_edit: bool = True
     threads: bool = True
+    caption_limit: int | None = None
+    """The longest text an uploaded file can carry as its caption; None: no captions."""

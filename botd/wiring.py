@@ -36,6 +36,7 @@ from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, 
 from .chat import Attachment, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
+from .delivery.media import MediaSettings
 from .media import MediaResolver
 from .message_access import MessageAccess
 from .metrics import Metrics
@@ -160,6 +161,17 @@ def _enabled_sections(config: BotdConfig) -> dict[str, BaseModel]:
 def access_policies(config: BotdConfig) -> dict[str, AccessPolicy]:
     """One policy per enabled channel."""
     return {name: access_policy(s) for name, s in _enabled_sections(config).items()}
+
+
+def media_settings(config: BotdConfig) -> MediaSettings:
+    """Where uploaded files may come from: the address guard's allow list, the size cap and
+    the one local directory."""
+    return MediaSettings(
+        allow_hosts=tuple(config.agent.web_fetch.allow_hosts),
+        max_bytes=config.media.max_bytes,
+        outbound_dir=config.media.outbound_dir,
+        timeout=config.agent.web_fetch.timeout,
+    )
 
 
 def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
@@ -347,6 +359,7 @@ class Runtime:
         self.delivery.set_channels(
             self.adapters, delivery_modes(config), retry=delivery_retry(config)
         )
+        self.delivery.media = media_settings(config)
 
 
 def build_runtime(
@@ -384,10 +397,17 @@ def build_runtime(
     except BaseException:
         store.close()
         raise
-    delivery = ChannelDelivery(adapters, delivery_modes(config), retry=delivery_retry(config))
+    delivery = ChannelDelivery(
+        adapters, delivery_modes(config), retry=delivery_retry(config), media=media_settings(config)
+    )
 
     async def send(target: Target, text: str) -> MessageRef:
         refs = await delivery.send_text(target, text)
+        counters.inc("messages_out", channel=target.channel)
+        return refs[0] if refs else MessageRef(target, "")
+
+    async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
+        refs = await delivery.send_text(target, text, media=media)
         counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
@@ -396,7 +416,7 @@ def build_runtime(
         enabled = set(runtime.config.agent.tools)
         chosen: list[Tool] = []
         if "message" in enabled:
-            chosen.append(MessageTool(send, refusal=message_access.refusal))
+            chosen.append(MessageTool(send, refusal=message_access.refusal, send_media=send_media))
         if "schedule" in enabled:
             chosen.append(ScheduleTool(scheduler))
         if "web_fetch" in enabled:

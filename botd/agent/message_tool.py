@@ -3,8 +3,11 @@
 ``send`` posts to a target: by default the conversation the run answers (its thread kept);
 ``to`` names another chat (``chat`` or ``chat:thread:T``) and ``channel`` another platform,
 both on the run's account. ``reply`` answers the run's conversation as a reply to the message
-being answered. The subscriber recognises these calls (same ``action``/``message``/``to``/
-``channel`` arguments), so text sent here is not delivered a second time as a reply.
+being answered. ``media`` lists files to upload with the text (URLs, or paths under
+``media.outbound_dir``), sent like a reply's ``MEDIA:`` lines: a file that cannot be sent is
+posted as its link instead. The subscriber recognises these calls (same ``action``/
+``message``/``to``/``channel`` arguments), so text sent here is not delivered a second time
+as a reply.
 
 Every failure is a tool result the model can read and tell the user about: no place to send
 to, a target the operator's policy refuses (also logged as a warning naming the target and the
@@ -14,10 +17,10 @@ conversation; nothing is sent), or the platform's own refusal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..chat import Target
+from ..chat import MessageRef, Target
 from .tools import SendFunction, ToolContext, ToolOutput
 from .types import ToolSpec
 
@@ -30,6 +33,13 @@ Refusal = Callable[[Target, Target | None], str | None]
 one; None when it may."""
 
 
+MediaSendFunction = Callable[[Target, str, Sequence[str]], Awaitable[MessageRef]]
+"""Posts text with files (URLs or paths) to a target through the channel layer."""
+
+MAX_MEDIA = 10
+"""The most files one call may send."""
+
+
 def _anywhere(target: Target, origin: Target | None) -> str | None:
     return None
 
@@ -38,7 +48,8 @@ _DESCRIPTION = (
     "Post a message to a chat yourself. action 'send' posts to the current conversation, or "
     "to another chat when 'to' is given (a chat id, or 'chat:thread:T' for a thread) and, "
     "for another platform, 'channel'. action 'reply' answers the current conversation as a "
-    "reply to the user's message. Your normal answer is delivered anyway: use this tool only "
+    "reply to the user's message. 'media' attaches files (URLs or paths) to upload. "
+    "Your normal answer is delivered anyway: use this tool only "
     "to reach another chat or when asked to send something separately. Other chats are "
     "reachable only where the operator allows it; a refusal says why."
 )
@@ -48,6 +59,12 @@ _SCHEMA: dict[str, Any] = {
     "properties": {
         "action": {"type": "string", "enum": ["send", "reply"]},
         "message": {"type": "string", "minLength": 1, "description": "The text to post."},
+        "media": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "maxItems": MAX_MEDIA,
+            "description": "Files to upload with the text: http(s) URLs or local file paths.",
+        },
         "to": {
             "type": "string",
             "minLength": 1,
@@ -97,16 +114,24 @@ class MessageTool:
         *,
         refusal: Refusal = _anywhere,
         timeout: float | None = 30.0,
+        send_media: MediaSendFunction | None = None,
     ) -> None:
         self._send = send
+        self._send_media = send_media
         self._refusal = refusal
         self.timeout = timeout
         self.spec = ToolSpec(name="message", description=_DESCRIPTION, input_schema=_SCHEMA)
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         text = str(args.get("message", ""))
+        raw_media = args.get("media") or []
+        if not isinstance(raw_media, list):
+            return _failure("media must be a list of URLs or paths")
+        media = [str(m).strip() for m in raw_media if str(m).strip()]
         if not text.strip():
             return _failure("message is empty: give the text to send")
+        if media and self._send_media is None:
+            return _failure("files cannot be sent from here")
         resolved = self._target(
             str(args.get("action", "send")), args.get("to"), args.get("channel"), context.origin
         )
@@ -124,7 +149,10 @@ class MessageTool:
             )
             return _failure(f"not allowed: {where}: {refused}", to=target.route())
         try:
-            ref = await self._send(target, text)
+            if media and self._send_media is not None:
+                ref = await self._send_media(target, text, media)
+            else:
+                ref = await self._send(target, text)
         except Exception as exc:  # the platform's refusal, in its own words
             reason = str(exc) or type(exc).__name__
             return _failure(f"send to {where} failed: {reason}", to=target.route())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import mimetypes
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from .errors import ChannelError
 
 
 class DownloadError(Exception):
@@ -37,6 +40,45 @@ can be lost any more, before the sink returns: the router calls it right after t
 message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
 goes on (handing the message to its session, which may answer a chat command first, or sending
 a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
+
+
+FileKind = Literal["photo", "audio", "video", "document"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundFile:
+    """A file to upload: its bytes, the name it is shown under and its media type.
+
+    ``as_voice`` asks for an audio file to be sent as a voice note where the platform has
+    them (Telegram); elsewhere it is an ordinary audio file.
+    """
+
+    data: bytes
+    filename: str
+    content_type: str = ""
+    as_voice: bool = False
+    source: str = ""
+    """Where the bytes came from (the URL or path the agent named), for logs and the console."""
+
+    @property
+    def media_type(self) -> str:
+        """The declared media type, else the one the file name suggests ('' when neither)."""
+        if self.content_type:
+            return self.content_type.lower()
+        guessed, _ = mimetypes.guess_type(self.filename)
+        return (guessed or "").lower()
+
+    @property
+    def kind(self) -> FileKind:
+        """What the file is shown as: a photo (jpeg, png, webp), audio, video or a document."""
+        media = self.media_type
+        if media in ("image/jpeg", "image/png", "image/webp"):
+            return "photo"
+        if media.startswith("audio/"):
+            return "audio"
+        if media.startswith("video/"):
+            return "video"
+        return "document"
 
 
 class OffsetStore(Protocol):
@@ -99,6 +141,17 @@ class ChannelAdapter(Protocol):
         A platform without deletion (the console) does nothing.
         """
         ...
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        """Upload ``file`` to ``target`` with ``caption`` (Markdown, at most
+        ``capabilities.caption_limit`` once rendered; empty: none); one ref per message.
+
+        Fails like ``send``; a file too large for the platform is a refusal (not retryable).
+        An adapter that cannot upload raises a ``ChannelError`` saying so.
+        """
+        raise ChannelError(f"{self.name}: file uploads are not supported")
 
     async def react(self, ref: MessageRef, emoji: str) -> None: ...
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ..chat import Capabilities, InboundMessage, MessageRef, Target
-from .base import ChannelAdapter, InboundSink
+from .base import ChannelAdapter, InboundSink, OutboundFile
 from .errors import ChannelError
 
 log = logging.getLogger(__name__)
@@ -256,6 +256,13 @@ class ConsoleAdapter(ChannelAdapter):
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._task = None
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        """Print the caption and what the file is: a terminal shows no uploads."""
+        named = f"[file: {file.source or file.filename}]"
+        return await self.send(target, f"{caption}\n{named}" if caption.strip() else named)
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
         """Print the reply. Once stdout is closed (``botd run | head -1``, ``>&-``) replies are

@@ -27,7 +27,8 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from botd.channels.base import InboundSink
+from botd.channels import discord_uploads
+from botd.channels.base import InboundSink, OutboundFile
 from botd.channels.discord_inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
@@ -139,8 +140,7 @@ class DiscordAdapter:
         text_limit=TEXT_LIMIT,
         markdown="discord",
         line_limit=LINE_LIMIT,
-        can_edit=True,
-        threads=True,
+        caption_limit=TEXT_LIMIT,
     )
 
     def __init__(
@@ -390,6 +390,11 @@ class DiscordAdapter:
             reply_to = None  # only the first message replies
             refs.append(MessageRef(target, str(sent.id)))
         return refs
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        return await discord_uploads.send_file(self, target, file, caption)
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message's text; what does not fit follows in new messages.

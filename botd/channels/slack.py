@@ -51,7 +51,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
-from .base import InboundSink, on_accepted
+from . import slack_uploads
+from .base import InboundSink, OutboundFile, on_accepted
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
 from .slack_inbound_media import slack_attachments, slack_download
@@ -117,9 +118,7 @@ class SlackAdapter:
     """See the module docstring."""
 
     name = "slack"
-    capabilities = Capabilities(
-        text_limit=TEXT_LIMIT, markdown="slack", can_edit=True, threads=True
-    )
+    capabilities = Capabilities(text_limit=TEXT_LIMIT, markdown="slack", caption_limit=TEXT_LIMIT)
 
     def __init__(
         self,
@@ -425,6 +424,11 @@ class SlackAdapter:
             )
             refs.append(MessageRef(posted_to, str(response["ts"])))
         return refs
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        return await slack_uploads.send_file(self, target, file, caption)
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""

@@ -57,7 +57,8 @@ from telegram.ext import (
 
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
-from .base import InboundSink, OffsetStore
+from . import telegram_uploads as uploads
+from .base import InboundSink, OffsetStore, OutboundFile
 from .errors import ChannelError
 from .markdown import RenderedChunk, render_chunks
 from .telegram_errors import (
@@ -219,7 +220,7 @@ class TelegramAdapter:
 
     name = CHANNEL
     capabilities = Capabilities(
-        text_limit=TEXT_LIMIT, markdown="telegram_html", can_edit=True, threads=True
+        text_limit=TEXT_LIMIT, markdown="telegram_html", caption_limit=uploads.CAPTION_LIMIT
     )
 
     def __init__(
@@ -422,6 +423,14 @@ class TelegramAdapter:
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
         chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
         return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        return await uploads.send_file(
+            self._require_bot(), self._per_chat, target, file, caption, thread=thread
+        )
 
     async def _send_chunks(
         self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None

@@ -529,12 +529,15 @@ class TranscriptionSection(Section):
 
 
 class MediaSection(Section):
-    """Files users send: the size limit, and how audio is read."""
+    """Files in and out: the size limit, how audio is read, where local files may come from."""
 
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
-    """Larger files are refused (declared size before the download, actual bytes during it)."""
+    """The largest file read, whether users send it (declared size before the download, actual
+    bytes during it) or the agent names it for upload (fetched or local)."""
     transcription: TranscriptionSection | None = None
     """Not set: voice notes and audio are answered with a line saying they cannot be read."""
+    outbound_dir: Path | None = None
+    """Where local files the agent names (``MEDIA: /path``) may come from; None: nowhere."""
 
 
 class LoggingSection(Section):

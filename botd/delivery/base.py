@@ -130,9 +130,15 @@ class Delivery(Protocol):
         ...
 
     async def send_text(
-        self, target: Target, markdown: str, *, reply_to: str | None = None
+        self,
+        target: Target,
+        markdown: str,
+        *,
+        reply_to: str | None = None,
+        media: Sequence[str] = (),
+        audio_as_voice: bool = False,
     ) -> Sequence[MessageRef]:
-        """Post one text now; a refusal is raised."""
+        """Post one text now, with ``media`` (URLs or paths) uploaded; a refusal is raised."""
         ...
 
 

@@ -1,9 +1,10 @@
 """``ChannelDelivery``: replies to the adapter of their platform.
 
 It finds the adapter for a target's channel and hands it the Markdown (each adapter renders
-and splits it for its platform). Media the agent attached are named after the text, since
-uploads come later. A platform's refusal is logged in its own words and raised to the
-caller: a run's outbox logs it and carries on; nothing is dropped silently.
+and splits it for its platform). Media the agent attached are uploaded as files, the text as
+the first one's caption when it fits (``media.py``). A platform's refusal is logged in its
+own words and raised to the caller: a run's outbox logs it and carries on; nothing is
+dropped silently.
 
 Every send, final edit and delete passes through a ``Retrier`` (``retrying.py``), per
 conversation: a failure that may pass (a 5xx, a 429, a lost connection) is tried again with
@@ -36,19 +37,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
-from ..channels.base import ChannelAdapter
+from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
 from .base import DEFAULT_DELIVERY_MODE, DeliveryMode, ReplyKind, RunOptions
+from .media import MediaSettings, send_with_media, upload_file
 from .outbox import RunOutbox
-from .preview import Preview, pieces, with_media
+from .preview import Preview, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 
 log = logging.getLogger(__name__)
@@ -77,9 +79,12 @@ class ChannelDelivery:
         clock: Callable[[], float] = time.monotonic,
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
         retrier: Retrier | None = None,
+        media: MediaSettings | None = None,
     ) -> None:
         """``retry`` is how failed sends are retried, for every channel or per channel name
-        (a channel not named gets the defaults); ``retrier`` replaces the one made here."""
+        (a channel not named gets the defaults); ``retrier`` replaces the one made here;
+        ``media`` is where uploaded files may come from (``media`` may be replaced later)."""
+        self.media = media or MediaSettings()
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
         self._min_edit_interval = min_edit_interval
@@ -141,9 +146,22 @@ class ChannelDelivery:
             if preview is not None and not preview.finished:
                 # The run's first final reply takes over the preview; any further ones are new.
                 preview.finished = True
-                await self._show(target, preview, with_media(reply), final=True)
-                return list(preview.refs)
-        return await self.send_text(target, with_media(reply), reply_to=reply.reply_to_id)
+                await self._show(target, preview, reply.text, final=True)
+                refs = list(preview.refs)
+                if reply.media_urls:
+                    refs.extend(
+                        await self.send_text(
+                            target, "", media=reply.media_urls, audio_as_voice=reply.audio_as_voice
+                        )
+                    )
+                return refs
+        return await self.send_text(
+            target,
+            reply.text,
+            reply_to=reply.reply_to_id,
+            media=reply.media_urls,
+            audio_as_voice=reply.audio_as_voice,
+        )
 
     async def preview(self, target: Target, partial: PartialReply) -> None:
         """Show the answer so far (``edit`` mode); throttled, and a failure only logged."""
@@ -172,10 +190,18 @@ class ChannelDelivery:
             log.warning("%s typing in %s failed: %s", target.channel, target.chat_id, exc)
 
     async def send_text(
-        self, target: Target, markdown: str, *, reply_to: str | None = None
+        self,
+        target: Target,
+        markdown: str,
+        *,
+        reply_to: str | None = None,
+        media: Sequence[str] = (),
+        audio_as_voice: bool = False,
     ) -> list[MessageRef]:
         """Post ``markdown`` now, retried while it fails for a passing reason.
 
+        ``media`` (URLs or local paths) are uploaded with it, ``markdown`` as the first one's
+        caption when it fits; a file that cannot be sent is posted as text (``media.py``).
         Raises the platform's refusal, or ``DeliveryGivenUp`` once the retry budget is spent
         (after telling the chat, if it can be reached, that a reply was lost).
         """
@@ -185,6 +211,17 @@ class ChannelDelivery:
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
             )
         try:
+            if media:
+                return await send_with_media(
+                    adapter,
+                    target,
+                    markdown,
+                    media,
+                    as_voice=audio_as_voice,
+                    settings=self.media,
+                    post_text=partial(self._post, adapter),
+                    upload=partial(self._upload, adapter),
+                )
             return await self._post(adapter, target, markdown)
         except DeliveryGivenUp as exc:
             log.error("%s: a reply to %s was given up: %s", target.channel, target.chat_id, exc)
@@ -211,6 +248,15 @@ class ChannelDelivery:
                 # Later parts follow the first, in its thread, and reply to nothing.
                 target = replace(posted[0].target, reply_to_id=None)
         return refs
+
+    async def _upload(
+        self, adapter: ChannelAdapter, target: Target, file: OutboundFile, caption: str
+    ) -> list[MessageRef]:
+        """Upload one file, retried on its own like a message."""
+        what = f"{target.channel} upload to {target.chat_id}"
+        return await self._retried(
+            _conversation(target), what, partial(upload_file, adapter, target, file, caption)
+        )
 
     async def _retried(self, key: _Key, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
         return await self._retrier.call(key, what, attempt, settings=self._retry.get(key[0]))

@@ -13,7 +13,9 @@ side), so a slow platform never holds up the agent and replies never overtake ea
   ``typing_interval`` seconds until the last piece is out; an indicator that outlives the
   answer reads as a second answer coming. A failing typing call is only logged.
 
-Every piece goes through ``RunOutbox._post`` with its kind and its number in the run. With a
+Every piece goes through ``RunOutbox._post`` with its kind and its number in the run; a reply
+naming several files is one piece per file (``per_file``), so each upload is written down and
+confirmed on its own and a restart never uploads a confirmed file again. With a
 ``RunJournal`` in the options, each block and final reply is written down there before it is
 sent and marked sent (with the platform's message refs) or failed after; a journal that cannot
 write is logged and the piece still goes out. A refused piece is logged and skipped; the rest
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from ..chat import MessageRef, Target
@@ -164,8 +167,10 @@ class RunOutbox:
             if kind == "partial":
                 await self._post(Outgoing(0, "partial", reply))
             elif kind != "flush":
-                self._sent += 1
-                await self._post(Outgoing(self._sent, kind, reply))
+                assert isinstance(reply, BlockReply)
+                for part in per_file(reply):
+                    self._sent += 1
+                    await self._post(Outgoing(self._sent, kind, part))
         if coalescer is not None:
             await self._post_blocks(coalescer.flush())
         await self._stop_typing()
@@ -178,8 +183,9 @@ class RunOutbox:
 
     async def _post_blocks(self, replies: list[BlockReply]) -> None:
         for reply in replies:
-            self._sent += 1
-            await self._post(Outgoing(self._sent, "block", reply))
+            for part in per_file(reply):
+                self._sent += 1
+                await self._post(Outgoing(self._sent, "block", part))
 
     async def _post(self, piece: Outgoing) -> None:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
@@ -255,4 +261,14 @@ class RunOutbox:
             await asyncio.gather(call, return_exceptions=True)
 
 
-__all__ = ["RunOutbox"]
+def per_file(reply: BlockReply) -> list[BlockReply]:
+    """``reply`` as the pieces it is sent in: one per file it names, the text (and the reply
+    id) with the first, so each upload is written down and confirmed on its own."""
+    if len(reply.media_urls) <= 1:
+        return [reply]
+    first, *rest = reply.media_urls
+    later = [replace(reply, text="", media_urls=[url], reply_to_id=None) for url in rest]
+    return [replace(reply, media_urls=[first]), *later]
+
+
+__all__ = ["RunOutbox", "per_file"]

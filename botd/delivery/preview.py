@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef
-from ..subscriber import BlockReply, chunk_text
+from ..subscriber import chunk_text
 
 
 @dataclass(eq=False)
@@ -50,12 +50,4 @@ def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
     return [fitted for part in smaller for fitted in _fit(part, caps, fits)]
 
 
-def with_media(reply: BlockReply) -> str:
-    """The reply's text with its media named after it (uploads are not supported yet)."""
-    if not reply.media_urls:
-        return reply.text
-    listed = "\n".join(reply.media_urls)
-    return f"{reply.text}\n\n{listed}" if reply.text else listed
-
-
-__all__ = ["Preview", "pieces", "with_media"]
+__all__ = ["Preview", "pieces"]

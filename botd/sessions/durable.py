@@ -44,7 +44,18 @@ class OutboxJournal:
         self._target = target
 
     async def written(self, piece: Outgoing, text: str) -> int:
-        return await self._store.outbox_add(self._anchor, piece.seq, piece.kind, self._target, text)
+        reply = piece.reply
+        media = reply.media_urls if isinstance(reply, BlockReply) else []
+        voice = isinstance(reply, BlockReply) and reply.audio_as_voice
+        return await self._store.outbox_add(
+            self._anchor,
+            piece.seq,
+            piece.kind,
+            self._target,
+            text,
+            media=media,
+            audio_as_voice=voice,
+        )
 
     def sent(self, key: int, refs: Sequence[MessageRef]) -> None:
         self._store.outbox_sent(key, [ref.message_id for ref in refs])

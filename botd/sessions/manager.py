@@ -358,7 +358,15 @@ class SessionManager:
     async def _send_unconfirmed(self, pieces: Sequence[OutboxEntry]) -> None:
         for piece in pieces:
             try:
-                refs = await self._delivery.send_text(piece.target, piece.text)
+                if piece.media:  # the files are fetched and uploaded anew, from their references
+                    refs = await self._delivery.send_text(
+                        piece.target,
+                        piece.text,
+                        media=piece.media,
+                        audio_as_voice=piece.audio_as_voice,
+                    )
+                else:
+                    refs = await self._delivery.send_text(piece.target, piece.text)
             except Exception:
                 log.exception("sending an unconfirmed reply to %s failed", piece.target.chat_id)
                 self._store.outbox_failed(piece.id)

@@ -170,6 +170,7 @@ class Runner:
             on_block_reply=shown.block if mode == "blocks" else None,
             on_partial_reply=shown.partial if mode == "edit" else None,
             on_block_flush=output.flush if mode == "blocks" else None,
+            current_message_id=inbound.message_id,
         )
         subscriber.skip_already_posted(posted)
         if inbox_ids:

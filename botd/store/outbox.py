@@ -1,6 +1,7 @@
 """The durable outbox: each block or final reply of a run, written before it is sent.
 
-``outbox_add`` writes a piece as ``pending`` (with where it goes and its text);
+``outbox_add`` writes a piece as ``pending`` (with where it goes, its text and the references
+of the files it uploads, never their bytes);
 ``outbox_sent`` marks it sent with the platform's message ids, ``outbox_failed`` marks a piece
 the platform refused. A piece is keyed to its run by ``anchor``: the inbox id the run answers
 (the first of its batch), so a run resumed after a restart finds what it already posted
@@ -29,22 +30,47 @@ class OutboxEntry:
     kind: str
     target: Target
     text: str
+    media: tuple[str, ...] = ()
+    """The files the piece uploads (URLs or local paths)."""
+    audio_as_voice: bool = False
+
+
+def _media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
+    if not media:
+        return None
+    return json.dumps({"urls": list(media), "voice": audio_as_voice})
+
+
+def _media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
+    if not isinstance(raw, str) or not raw:
+        return (), False
+    data = json.loads(raw)
+    return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
 
 
 class OutboxStore(DeferredWrites):
     """The outbox table (see the module docstring)."""
 
     async def outbox_add(
-        self, anchor: int | None, seq: int, kind: str, target: Target, text: str
+        self,
+        anchor: int | None,
+        seq: int,
+        kind: str,
+        target: Target,
+        text: str,
+        *,
+        media: Sequence[str] = (),
+        audio_as_voice: bool = False,
     ) -> int:
         """Write a piece about to be sent; its row id once committed (see ``deferred``)."""
         now = self._clock()
-        params = (anchor, seq, kind, target_json(target), text, now, now)
+        files = _media_json(media, audio_as_voice)
+        params = (anchor, seq, kind, target_json(target), text, files, now, now)
 
         def write(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
-                "INSERT INTO outbox (anchor, seq, kind, target, text, state, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                "INSERT INTO outbox (anchor, seq, kind, target, text, media, state, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 params,
             )
             assert cursor.lastrowid is not None
@@ -94,22 +120,27 @@ class OutboxStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT id, anchor, seq, kind, target, text FROM outbox "
+                "SELECT id, anchor, seq, kind, target, text, media FROM outbox "
                 "WHERE state = 'pending' ORDER BY id"
             )
             .fetchall()
         )
-        return [
-            OutboxEntry(
-                id=int(row[0]),
-                anchor=None if row[1] is None else int(row[1]),
-                seq=int(row[2]),
-                kind=str(row[3]),
-                target=target_from_json(row[4]),
-                text=str(row[5]),
+        entries = []
+        for row in rows:
+            media, voice = _media_from_json(row[6])
+            entries.append(
+                OutboxEntry(
+                    id=int(row[0]),
+                    anchor=None if row[1] is None else int(row[1]),
+                    seq=int(row[2]),
+                    kind=str(row[3]),
+                    target=target_from_json(row[4]),
+                    text=str(row[5]),
+                    media=media,
+                    audio_as_voice=voice,
+                )
             )
-            for row in rows
-        ]
+        return entries
 
     def outbox_supersede(self, row_ids: Sequence[int]) -> None:
         """Pieces a resumed run will produce again: no longer waiting to be sent."""

@@ -197,5 +197,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 6 -> 7: the files an outbox piece uploads, as references (URLs or paths, never bytes):
+    # a JSON object {"urls": [...], "voice": bool}; NULL for a piece of text only.
+    ("ALTER TABLE outbox ADD COLUMN media TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

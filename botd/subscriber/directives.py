@@ -195,7 +195,9 @@ class DirectiveAccumulator:
     so each call only scans the new text: the tail is joined once, when it is released.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, current_message_id: str | None = None) -> None:
+        """``current_message_id``: what ``[[reply_to_current]]`` replies to (None: nothing)."""
+        self._current = (current_message_id or "").strip() or None
         self._tail_parts: list[str] = []
         self._pending_explicit_id: str | None = None
         self._pending_saw_current = False
@@ -219,8 +221,9 @@ class DirectiveAccumulator:
         explicit_id = parsed.reply_to_id or self._pending_explicit_id
         saw_current = parsed.reply_to_current or self._pending_saw_current
         has_tag = parsed.reply_to_tag or self._pending_has_tag
+        reply_to_id = explicit_id if explicit_id is not None or not saw_current else self._current
         merged = dataclasses.replace(
-            parsed, reply_to_id=explicit_id, reply_to_current=saw_current, reply_to_tag=has_tag
+            parsed, reply_to_id=reply_to_id, reply_to_current=saw_current, reply_to_tag=has_tag
         )
         if not merged.renderable:
             if has_tag:

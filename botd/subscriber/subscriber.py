@@ -99,6 +99,7 @@ class StreamSubscriber:
     cut), ``on_block_flush`` (a tool starts: deliver what is queued), ``on_partial_reply``
     (the answer so far, for previews), ``on_reasoning`` (the reasoning stream, with
     ``reasoning="stream"``), ``on_assistant_message_start`` (a typing signal).
+    ``current_message_id``: the message a block's ``[[reply_to_current]]`` replies to.
     """
 
     def __init__(
@@ -110,6 +111,7 @@ class StreamSubscriber:
         on_partial_reply: PartialReplyCallback | None = None,
         on_reasoning: ReasoningCallback | None = None,
         on_assistant_message_start: FlushCallback | None = None,
+        current_message_id: str | None = None,
     ) -> None:
         self.config = config or SubscriberConfig()
         self._on_block_reply = on_block_reply
@@ -124,12 +126,8 @@ class StreamSubscriber:
         self._emit_partials = on_partial_reply is not None and not (
             self._include_reasoning and on_block_reply is None
         )
-        chunking = self.config.chunking
-        self._chunker = (
-            BlockChunker(chunking.min_chars, chunking.max_chars, chunking.break_preference)
-            if chunking is not None
-            else None
-        )
+        c = self.config.chunking
+        self._chunker = BlockChunker(c.min_chars, c.max_chars, c.break_preference) if c else None
         enforce = self.config.enforce_final_tag
         self._block_stripper = TagStripper(enforce_final=enforce)
         self._partial = PartialStream(
@@ -137,7 +135,7 @@ class StreamSubscriber:
                 TagStripper(enforce_final=enforce, collect_thinking=self._stream_reasoning)
             )
         )
-        self._directives = DirectiveAccumulator()
+        self._directives = DirectiveAccumulator(current_message_id)
 
         # Run state: lasts until a compaction retry.
         self.assistant_texts: list[str] = []

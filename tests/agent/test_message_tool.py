@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -149,7 +150,8 @@ def test_the_spec_is_what_the_model_sees() -> None:
     assert tool.spec.name == "message" and tool.timeout == 5
     assert schema["required"] == ["action", "message"]
     assert schema["properties"]["action"]["enum"] == ["send", "reply"]
-    assert set(schema["properties"]) == {"action", "message", "to", "channel"}
+    assert set(schema["properties"]) == {"action", "message", "to", "channel", "media"}
+    assert schema["properties"]["media"]["items"] == {"type": "string", "minLength": 1}
 
 
 @pytest.mark.parametrize(
@@ -179,3 +181,28 @@ async def test_the_loop_checks_calls_against_the_schema(
     assert isinstance(tool_result.content[0], TextContent)
     assert expected in tool_result.content[0].text
     assert outbox.sent == []
+
+
+async def test_media_goes_through_the_media_send_and_the_same_refusals() -> None:
+    plain, sent_files = Outbox(), []
+
+    async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
+        sent_files.append((target, text, list(media)))
+        return MessageRef(target, "file-1")
+
+    def refusal(target: Target, origin: Target | None) -> str | None:
+        return "not listed" if target.chat_id == "elsewhere" else None
+
+    tool = MessageTool(plain, refusal=refusal, send_media=send_media)
+    done = await call(tool, action="send", message="a cat", media=["https://x.example/c.png"])
+    assert not done.is_error and done.details["message_id"] == "file-1"
+    here = Target("slack", "C1", account_id="work", thread_id="T9")
+    assert sent_files == [(here, "a cat", ["https://x.example/c.png"])]
+    refused = await call(tool, action="send", message="x", to="elsewhere", media=["/a.png"])
+    assert refused.is_error and "not listed" in refused.text
+    assert len(sent_files) == 1 and plain.sent == []
+    without = MessageTool(plain)
+    missing = await call(without, action="send", message="x", media=["/a.png"])
+    assert missing.is_error and "files cannot be sent" in missing.text
+    wrong = await call(tool, action="send", message="x", media="/a.png")
+    assert wrong.is_error and "list" in wrong.text

@@ -28,6 +28,9 @@ attachment object for a message payload (``message(..., attachments=[...])``); i
 serves them (``GET /attachments/<id>/<filename>``, as Discord's CDN does, no token needed),
 and ``attachment_downloads`` lists the paths fetched.
 
+A message posted as multipart (``payload_json`` and file parts, as discord.py sends
+attachments) is recorded with its JSON part as ``body`` and its files in ``files``.
+
 Like real Discord, guild message content is blanked when IDENTIFY lacked the message-content
 intent, unless the message mentions the bot.
 """
@@ -85,12 +88,23 @@ def user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
 BOT_USER = user(BOT_ID, "botd", bot=True)
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file part of a multipart message post: its name, media type and bytes."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
 @dataclass
 class RecordedRequest:
     method: str
     path: str
     body: Any
     headers: dict[str, str]
+    files: list[Attachment] = field(default_factory=list)
+    """The attachments of a multipart post (the JSON part is ``body``)."""
 
 
 @dataclass
@@ -327,7 +341,7 @@ class FakeDiscordAPI:
 
     def _posted_message(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
         payload = self.message(
-            body.get("content", ""), channel_id=int(channel_id), author=BOT_USER, guild=False
+            body.get("content") or "", channel_id=int(channel_id), author=BOT_USER, guild=False
         )
         if body.get("message_reference"):
             payload["type"] = 19
@@ -420,6 +434,17 @@ class FakeDiscordAPI:
     # --- REST --------------------------------------------------------------------------------
 
     async def _record(self, request: web.Request) -> RecordedRequest:
+        if request.content_type.startswith("multipart/"):
+            form = await request.post()
+            files = [
+                Attachment(value.filename, value.content_type, value.file.read())
+                for value in form.values()
+                if isinstance(value, web.FileField)
+            ]
+            payload = form.get("payload_json")
+            body = json.loads(payload) if isinstance(payload, str) else {}
+            path = "/" + request.match_info["path"]
+            return RecordedRequest(request.method, path, body, dict(request.headers), files)
         raw = await request.read()
         body: Any = None
         if raw:

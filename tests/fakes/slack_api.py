@@ -20,6 +20,11 @@ Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` mes
 otherwise, as Slack does for a token without ``files:read``. ``file_downloads`` records
 each fetch and the token it came with.
 
+Files (``files_upload_v2``): ``files.getUploadURLExternal`` hands out a file id and an upload
+URL back to this fake (``/upload/{file_id}``, where the bytes are posted; ``fail_upload``
+answers the next posts with an error status), and ``files.completeUploadExternal`` shares
+the uploaded files in a channel; ``shared_files`` lists what was shared, with the bytes.
+
 ``signed_headers`` signs an HTTP Events API request body like Slack does.
 
     async with FakeSlack() as fake:
@@ -66,6 +71,18 @@ class ScriptedError:
     retry_after: int | None = None
     land: bool = False
     reset: bool = False
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file ``files.completeUploadExternal`` shared: where, with which comment, its bytes."""
+
+    file_id: str
+    title: str
+    channel: str
+    initial_comment: str | None
+    thread_ts: str | None
+    data: bytes
 
 
 @dataclass
@@ -115,9 +132,16 @@ class FakeSlack:
         """``conversations.replies`` answers by ``thread_ts``."""
         self.messages: dict[tuple[str, str], str] = {}
         """The bot's messages by (channel, ts), as last updated; deleted ones are gone."""
-        self._files: dict[str, tuple[bytes, str]] = {}
+        self._private_files: dict[str, tuple[bytes, str]] = {}
         self.file_downloads: list[tuple[str, str]] = []
         """(path, bearer token sent) of every file fetch."""
+        self.uploaded: dict[str, bytes] = {}
+        """Bytes posted to each upload URL, by file id."""
+        self.upload_posts: list[str] = []
+        """The file ids of every post to an upload URL, failed ones included."""
+        self.shared_files: list[SharedFile] = []
+        self._upload_failures: deque[int] = deque()
+        self._file_ids = itertools.count(1)
 
     @property
     def base_url(self) -> str:
@@ -159,6 +183,10 @@ class FakeSlack:
         for _ in range(times):
             self._errors[method].append(ScriptedError("", land=land, reset=True))
 
+    def fail_upload(self, status: int = 500, *, times: int = 1) -> None:
+        """Answer the next ``times`` posts to an upload URL with ``status``."""
+        self._upload_failures.extend([status] * times)
+
     def visible(self, channel: str) -> list[str]:
         """The texts of the bot's messages in ``channel`` as they show now, oldest first."""
         return [text for (chat, _), text in sorted(self.messages.items()) if chat == channel]
@@ -170,6 +198,7 @@ class FakeSlack:
         app.router.add_get("/link/", self._socket)
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/files-pri/{path:.*}", self._file)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -195,9 +224,9 @@ class FakeSlack:
         self, data: bytes, *, name: str, mimetype: str, token: str, **extra: Any
     ) -> dict[str, Any]:
         """Keep ``data`` for fetches with ``token``; returns the file object for an event."""
-        file_id = f"F{len(self._files) + 1:04d}"
+        file_id = f"F{len(self._private_files) + 1:04d}"
         path = f"{TEAM_ID}-{file_id}/{name}"
-        self._files[path] = (data, token)
+        self._private_files[path] = (data, token)
         url = f"http://127.0.0.1:{self.port}/files-pri/{path}"
         return {
             "id": file_id,
@@ -215,7 +244,7 @@ class FakeSlack:
         path = request.match_info["path"]
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         self.file_downloads.append((path, token))
-        found = self._files.get(path)
+        found = self._private_files.get(path)
         if found is None:
             return web.Response(status=404, text="not found")
         data, wanted = found
@@ -276,6 +305,8 @@ class FakeSlack:
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "conversations.replies":
             return self._replies(args)
+        if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
+            return self._shared_file_call(method, args)
         if method in ("reactions.add", "assistant.threads.setStatus"):
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}
@@ -298,6 +329,39 @@ class FakeSlack:
         answer: dict[str, Any] = {"ok": True, "messages": page, "has_more": more}
         answer["response_metadata"] = {"next_cursor": str(start + limit) if more else ""}
         return answer
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        self.upload_posts.append(file_id)
+        if self._upload_failures:
+            return web.Response(status=self._upload_failures.popleft(), text="upload failed")
+        self.uploaded[file_id] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _shared_file_call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._file_ids):04d}"
+            url = f"http://127.0.0.1:{self.port}/upload/{file_id}"
+            return {"ok": True, "upload_url": url, "file_id": file_id}
+        files = json.loads(str(args.get("files", "[]")))
+        shared = []
+        for entry in files:
+            file_id = str(entry.get("id"))
+            if file_id not in self.uploaded:
+                return {"ok": False, "error": "file_not_found"}
+            self.shared_files.append(
+                SharedFile(
+                    file_id,
+                    str(entry.get("title", "")),
+                    str(args.get("channel_id")),
+                    args.get("initial_comment"),
+                    args.get("thread_ts"),
+                    self.uploaded[file_id],
+                )
+            )
+            shared.append({"id": file_id, "title": entry.get("title", "")})
+        return {"ok": True, "files": shared}
 
     # --- Socket Mode --------------------------------------------------------------------------
 

@@ -29,6 +29,10 @@ message carrying them (a photo in two sizes, a document, a voice note, an audio 
 video, with an optional caption); ``getFile`` answers with the file's path, and
 ``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched).
 ``getFile`` can be failed like any method (``fail_next``).
+
+Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
+the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
+with its caption; ``uploads`` lists the files that went through, in order.
 """
 
 from __future__ import annotations
@@ -116,6 +120,25 @@ def conflict() -> ScriptedError:
         "Conflict: terminated by other getUpdates request; "
         "make sure that only one bot instance is running",
     )
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file part of a multipart request: its name, media type and bytes."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot sent: the method, the chat, the file and its caption."""
+
+    method: str
+    chat_id: int
+    file: UploadedFile
+    caption: str
 
 
 @dataclass
@@ -243,6 +266,7 @@ class FakeTelegramAPI:
         self._files: dict[str, tuple[str, bytes]] = {}
         self.file_downloads: list[str] = []
         """Paths of the files the bot downloaded, in order."""
+        self.uploads: list[Upload] = []
 
     @property
     def base_url(self) -> str:
@@ -470,7 +494,9 @@ class FakeTelegramAPI:
             return dict(body) if isinstance(body, dict) else {}
         params: dict[str, Any] = {}
         for key, value in (await request.post()).items():
-            if isinstance(value, str) and key in _NESTED:
+            if isinstance(value, web.FileField):
+                params[key] = UploadedFile(value.filename, value.content_type, value.file.read())
+            elif isinstance(value, str) and key in _NESTED:
                 params[key] = json.loads(value)
             else:
                 params[key] = value
@@ -647,3 +673,48 @@ class FakeTelegramAPI:
 
     async def _api_setMessageReaction(self, params: dict[str, Any]) -> Any:
         return True
+
+    async def _upload(self, method: str, field: str, params: dict[str, Any]) -> Any:
+        file = params.get(field)
+        if not isinstance(file, UploadedFile):
+            return ScriptedError(400, f"Bad Request: there is no {field} in the request")
+        chat_id = int(params["chat_id"])
+        caption = str(params.get("caption", ""))
+        if params.get("parse_mode") == "HTML" and caption:
+            caption, error = parse_html(caption)
+            if error is not None:
+                return ScriptedError(400, f"Bad Request: can't parse entities: {error}")
+        if _utf16_len(caption) > 1024:
+            return ScriptedError(400, "Bad Request: message caption is too long")
+        self.uploads.append(Upload(method, chat_id, file, caption))
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": BOT_USER,
+        }
+        if caption:
+            message["caption"] = caption
+        reply = params.get("reply_parameters")
+        if isinstance(reply, dict):
+            message["reply_to_message"] = {
+                "message_id": int(reply["message_id"]),
+                "date": int(time.time()),
+                "chat": self.chat(chat_id),
+            }
+        return message
+
+    async def _api_sendPhoto(self, params: dict[str, Any]) -> Any:
+        return await self._upload("sendPhoto", "photo", params)
+
+    async def _api_sendDocument(self, params: dict[str, Any]) -> Any:
+        return await self._upload("sendDocument", "document", params)
+
+    async def _api_sendVoice(self, params: dict[str, Any]) -> Any:
+        return await self._upload("sendVoice", "voice", params)
+
+    async def _api_sendAudio(self, params: dict[str, Any]) -> Any:
+        return await self._upload("sendAudio", "audio", params)
+
+    async def _api_sendVideo(self, params: dict[str, Any]) -> Any:
+        return await self._upload("sendVideo", "video", params)

@@ -537,3 +537,20 @@ def test_accumulator_matches_the_naive_model(steps: list[tuple[str, bool]]) -> N
     model = NaiveAccumulator()
     for chunk, final in [*steps, ("", True)]:
         assert real.consume(chunk, final=final) == model.consume(chunk, final=final), chunk
+
+
+def test_streamed_reply_to_current_resolves_to_the_current_message() -> None:
+    """Blocks parsed piece by piece resolve ``[[reply_to_current]]`` like final replies do;
+    an explicit id still wins, and a tag-only piece carries over to the next one."""
+    acc = DirectiveAccumulator(current_message_id="42")
+    parsed = acc.consume("[[reply_to_current]] yes")
+    assert parsed is not None and parsed.reply_to_id == "42" and parsed.reply_to_current
+    assert acc.consume("[[reply_to_current]]") is None
+    carried = acc.consume("then this")
+    assert carried is not None and carried.reply_to_id == "42"
+    explicit = acc.consume("[[reply_to_current]] [[reply_to: 7]] that")
+    assert explicit is not None and explicit.reply_to_id == "7"
+    plain = acc.consume("no tag")
+    assert plain is not None and plain.reply_to_id is None
+    unknown = DirectiveAccumulator().consume("[[reply_to_current]] x")
+    assert unknown is not None and unknown.reply_to_id is None

@@ -1,0 +1,235 @@
+"""Files out: the media a reply names (``MEDIA:`` lines, the message tool's ``media``) as uploads.
+
+Each reference becomes an ``OutboundFile`` before the adapter uploads it:
+
+* an ``http(s)`` URL is fetched through the address guard (``botd.fetch``): a host that
+  resolves to loopback, private, link-local or metadata space is refused unless it is in
+  ``agent.web_fetch.allow_hosts``; at most ``media.max_bytes`` are read;
+* anything else is a local path, taken only when it resolves (symlinks followed) to a regular
+  file inside ``media.outbound_dir``; a relative path is read from that directory. Without an
+  ``outbound_dir`` no local file is sent.
+
+The reply's text goes with the first file as its caption when it fits the platform's caption
+limit (``Capabilities.caption_limit``, measured as rendered), else as a message of its own
+before it. Files follow in the order named; only the first message replies to anything.
+
+An adapter without ``send_file`` gets the references named after the text, unfetched.
+When a file cannot be sent (the guard refused the URL, the fetch failed, the path is outside
+``outbound_dir`` or missing, the platform refused the upload or said it is too large) the
+reference is posted as text instead, once: a URL as the link, a local path as its file name
+with a short reason; a warning names the reason in the platform's own words. A failure that
+may pass (a 5xx, a 429, a lost connection) is not a refusal: the caller retries the upload
+alone, so nothing already posted is posted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+import os
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..channels.base import ChannelAdapter, OutboundFile
+from ..channels.errors import ChannelError
+from ..channels.markdown import render_chunks
+from ..chat import Capabilities, MessageRef, Target
+from ..fetch import FetchFailed, FetchRefused, fetch
+from .retrying import DeliveryGivenUp
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+_URL = re.compile(r"^https?://", re.IGNORECASE)
+
+PostText = Callable[[Target, str], Awaitable[list[MessageRef]]]
+Upload = Callable[[Target, OutboundFile, str], Awaitable[list[MessageRef]]]
+
+
+@dataclass(frozen=True, slots=True)
+class MediaSettings:
+    """Where files may come from and how large they may be."""
+
+    allow_hosts: tuple[str, ...] = ()
+    """Hosts, addresses or networks the address guard lets through (``allow_hosts``)."""
+    max_bytes: int = DEFAULT_MAX_BYTES
+    outbound_dir: Path | None = None
+    """The one directory local files are taken from (None: no local files)."""
+    timeout: float = 20.0
+
+
+class MediaUnavailable(Exception):
+    """A reference that did not become a file; the message is the short reason."""
+
+
+def is_url(reference: str) -> bool:
+    return bool(_URL.match(reference.strip()))
+
+
+def shown_instead(reference: str, reason: str) -> str:
+    """What is posted when ``reference`` cannot be uploaded: the link, or the file's name
+    with why it was not sent."""
+    if is_url(reference):
+        return reference.strip()
+    name = Path(reference.strip()).name or reference.strip()
+    return f"{name} (not sent: {reason})"
+
+
+async def load(reference: str, settings: MediaSettings, *, as_voice: bool = False) -> OutboundFile:
+    """``reference`` as a file to upload; raises ``MediaUnavailable`` with the reason."""
+    reference = reference.strip()
+    if is_url(reference):
+        try:
+            fetched = await fetch(
+                reference,
+                allow_hosts=settings.allow_hosts,
+                max_bytes=settings.max_bytes,
+                timeout=settings.timeout,
+            )
+        except FetchRefused as exc:
+            raise MediaUnavailable(f"address refused: {exc}") from exc
+        except FetchFailed as exc:
+            raise MediaUnavailable(str(exc)) from exc
+        return OutboundFile(
+            fetched.body, fetched.filename, fetched.content_type, as_voice, source=reference
+        )
+    path = _local_path(reference, settings.outbound_dir)
+    data = await asyncio.to_thread(_read, path, settings.max_bytes)
+    guessed, _ = mimetypes.guess_type(path.name)
+    return OutboundFile(data, path.name, guessed or "", as_voice, source=reference)
+
+
+def _local_path(reference: str, outbound_dir: Path | None) -> Path:
+    """The file ``reference`` names, resolved, if it lies inside ``outbound_dir``."""
+    if outbound_dir is None:
+        raise MediaUnavailable("local files are not sent (media.outbound_dir is not set)")
+    root = outbound_dir.expanduser().resolve()
+    named = Path(reference.removeprefix("file://")).expanduser()
+    candidate = named if named.is_absolute() else root / named
+    try:
+        resolved = candidate.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise MediaUnavailable("no such file") from None
+    if not resolved.is_relative_to(root):
+        raise MediaUnavailable("outside media.outbound_dir")
+    if not resolved.is_file():
+        raise MediaUnavailable("not a file")
+    return resolved
+
+
+def _read(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the resolved ``path``; a link put in its place since it was checked is
+    not followed (``O_NOFOLLOW``)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > max_bytes:
+                raise MediaUnavailable(f"larger than media.max_bytes ({max_bytes} bytes)")
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise MediaUnavailable(f"cannot be read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise MediaUnavailable(f"larger than media.max_bytes ({max_bytes} bytes)")
+    return data
+
+
+def fits_caption(text: str, caps: Capabilities) -> bool:
+    """Whether ``text`` can be a file's caption on a platform with ``caps``."""
+    limit = caps.caption_limit
+    if limit is None or not text.strip():
+        return False
+    if len(text) > limit:
+        return False
+    return len(render_chunks(text, caps.markdown, limit, line_limit=caps.line_limit)) <= 1
+
+
+def _joined(text: str, extra: str) -> str:
+    return f"{text}\n\n{extra}" if text.strip() else extra
+
+
+async def upload_file(
+    adapter: ChannelAdapter, target: Target, file: OutboundFile, caption: str
+) -> list[MessageRef]:
+    """``adapter.send_file``, or the refusal of an adapter that has none."""
+    send_file = getattr(adapter, "send_file", None)
+    if send_file is None:
+        raise ChannelError(f"{adapter.name}: file uploads are not supported")
+    refs: list[MessageRef] = await send_file(target, file, caption)
+    return refs
+
+
+async def send_with_media(
+    adapter: ChannelAdapter,
+    target: Target,
+    text: str,
+    media: Sequence[str],
+    *,
+    as_voice: bool,
+    settings: MediaSettings,
+    post_text: PostText,
+    upload: Upload,
+) -> list[MessageRef]:
+    """Post ``text`` and upload ``media`` (see the module docstring).
+
+    ``post_text`` and ``upload`` are the caller's retried sends; a failure that outlasts the
+    retries (``DeliveryGivenUp``) is raised, a refusal falls back to text.
+    """
+    if getattr(adapter, "send_file", None) is None:
+        # A platform without uploads: the references are named after the text, unfetched.
+        log.warning("%s cannot upload files; posting their references", adapter.name)
+        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in media)
+        return await post_text(target, _joined(text, shown))
+    refs: list[MessageRef] = []
+    caption = text
+    if caption.strip() and not fits_caption(caption, adapter.capabilities):
+        refs.extend(await post_text(target, caption))
+        caption = ""
+    for reference in media:
+        if refs:
+            target = replace(refs[0].target, reply_to_id=None)  # only the first one replies
+        try:
+            file = await load(reference, settings, as_voice=as_voice)
+        except MediaUnavailable as exc:
+            log.warning(
+                "%s: not sending %s to %s: %s", adapter.name, reference, target.chat_id, exc
+            )
+            refs.extend(
+                await post_text(target, _joined(caption, shown_instead(reference, str(exc))))
+            )
+            caption = ""
+            continue
+        try:
+            posted = await upload(target, file, caption)
+        except DeliveryGivenUp:
+            raise
+        except ChannelError as exc:
+            log.warning(
+                "%s refused the upload of %s to %s: %s",
+                adapter.name,
+                reference,
+                target.chat_id,
+                exc,
+            )
+            reason = "refused by the platform"
+            posted = await post_text(target, _joined(caption, shown_instead(reference, reason)))
+        refs.extend(posted)
+        caption = ""
+    if caption.strip():
+        refs.extend(await post_text(target, caption))
+    return refs
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MediaSettings",
+    "MediaUnavailable",
+    "fits_caption",
+    "is_url",
+    "load",
+    "send_with_media",
+    "shown_instead",
+    "upload_file",
+]
