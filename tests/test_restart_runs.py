@@ -82,11 +82,12 @@ async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Pa
     # The restarted process has not loaded the session: /status is its first message.
     _, status = await one_process(state, record_dir)
     assert status == (
-        f"Session {session_id[:8]}: idle, 0 waiting, 2 messages, 1 runs, queue mode collect."
+        f"Session {session_id[:8]}: idle, 0 waiting, 2 messages, 1 runs, queue mode collect.\n"
+        "Model: scripted."
     )
     with Store.open(state) as store:
         manager = SessionManager(store, ScriptedProvider(), ListSink(), settings())
-        assert manager.status("console:nobody") == "No conversation yet."
+        assert manager.status("console:nobody") == "No conversation yet.\nModel: scripted."
 
 
 async def test_status_says_so_when_the_store_cannot_be_read(
@@ -101,7 +102,7 @@ async def test_status_says_so_when_the_store_cannot_be_read(
 
         monkeypatch.setattr(store, "active_session", failing)
         assert manager.status("console:c1") == (
-            "The conversation's state cannot be read now (storage failing)."
+            "The conversation's state cannot be read now (storage failing).\nModel: scripted."
         )
 
 

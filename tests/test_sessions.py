@@ -453,7 +453,9 @@ async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
     )
     await manager.submit(inbound("/status", n=0))
     await settle(manager)
-    assert sink.texts("c1") == ["No conversation yet.\nScheduled: r1: reminder: call Bob"]
+    assert sink.texts("c1") == [
+        "No conversation yet.\nModel: scripted.\nScheduled: r1: reminder: call Bob"
+    ]
 
 
 async def test_a_run_logs_with_channel_conversation_and_run_ids(

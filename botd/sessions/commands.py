@@ -113,9 +113,8 @@ class CommandDesk:
             if running:
                 lines.append(f"Working on: {_preview(session.working_on)}")
             lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
-        model_line = None if self._models is None else self._models.status_line(conversation_key)
-        if model_line is not None:
-            lines.append(model_line)
+        if self._models is not None:
+            lines.append(self._models.status_line(conversation_key))
         if self._jobs is not None:
             try:
                 jobs = self._jobs(conversation_key)

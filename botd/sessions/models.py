@@ -83,14 +83,12 @@ class ModelBook:
         lines.append("/model <name or number> switches; /model default goes back.")
         return "\n".join(lines)
 
-    def status_line(self, conversation_key: str) -> str | None:
-        """``/status``'s line: the conversation's model and the one that answered last.
-
-        None with a single model configured: then no other one can have answered.
-        """
-        if len(self.names) < 2:
-            return None
+    def status_line(self, conversation_key: str) -> str:
+        """``/status``'s line: the conversation's model and, with fallbacks configured, the one
+        that answered last (with a single model no other one can have answered)."""
         line = f"Model: {self.current(conversation_key)}"
+        if len(self.names) < 2:
+            return line + "."
         try:
             last = self._store.last_model(conversation_key)
         except StoreError as exc:
