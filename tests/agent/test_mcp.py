@@ -337,6 +337,30 @@ async def test_a_server_that_dies_is_restarted(manager: McpManager, pidfile: Pat
     assert (await tools["mcp__t__echo"].run({"text": "old"}, CONTEXT)).text == "echo: old"
 
 
+async def test_a_server_that_dies_at_once_keeps_backing_off(
+    pidfile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server up for less than STABLE_AFTER did not prove itself: its failures add up.
+    monkeypatch.setattr("botd.agent.mcp.manager.STABLE_AFTER", 3600.0)
+    backoffs: list[Backoff] = []
+
+    def recorded() -> Backoff:
+        backoffs.append(_fast())
+        return backoffs[-1]
+
+    manager = McpManager({"t": _stdio(pidfile)}, backoff=recorded)
+    manager.start()
+    try:
+        for round_ in range(1, 3):
+            await _until(lambda: manager.states()["t"] == "running", "t running")
+            crash = next(t for t in manager.tools() if t.spec.name == "mcp__t__crash")
+            await crash.run({}, CONTEXT)
+            await _until(lambda r=round_: backoffs[0].failures >= r, "t counted down")
+        assert backoffs[0].failures == 2
+    finally:
+        await manager.close()
+
+
 async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
     manager = McpManager({"a": _stdio(pidfile), "b": _stdio(pidfile)}, backoff=_fast)
     manager.start()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,9 @@ RETRY_FIRST = 2.0
 """Seconds before the first reconnection of a server that failed (jitter makes it 1 to 2)."""
 RETRY_CAP = 300.0
 """The longest wait between two attempts at a server that keeps failing."""
+STABLE_AFTER = 60.0
+"""Seconds a server must stay up before its backoff starts over: one that dies right after
+every start keeps backing off instead of being restarted every few seconds."""
 START_TIMEOUT = 30.0
 """Seconds connecting and listing the tools may take before the attempt counts as failed."""
 PROBE_INTERVAL = 30.0
@@ -85,6 +89,7 @@ class _Keeper:
         self.started = asyncio.Event()
         """Set once the first attempt ended, whichever way."""
         self._backoff = backoff
+        self._up_since: float | None = None
         self._probe_interval = probe_interval
         self._start_timeout = start_timeout
         self._client: Client | None = None
@@ -124,6 +129,9 @@ class _Keeper:
             self.started.set()
             if self._closing:
                 break
+            if self._up_since is not None and time.monotonic() - self._up_since >= STABLE_AFTER:
+                self._backoff.reset()
+            self._up_since = None
             self.state, self.reason = "down", reason
             delay = self._backoff.next_delay()
             log.error(
@@ -148,7 +156,7 @@ class _Keeper:
             self._client = client
             self._wake.clear()
             failures = self._backoff.failures
-            self._backoff.reset()
+            self._up_since = time.monotonic()
             self.state, self.reason = "running", ""
             self.started.set()
             again = f" (up again after {failures} failed attempt(s))" if failures else ""
