@@ -197,16 +197,27 @@ def provider_settings(config: BotdConfig) -> dict[str, Any]:
     model = config.model
     if model.provider == "scripted":
         return {} if model.script is None else {"script": model.script}
-    settings: dict[str, Any] = {
-        "max_retry_wait": model.max_retry_wait,
-        "idle_timeout": model.idle_timeout,
-    }
-    if model.api_key:
-        settings["api_key"] = model.api_key
-    if model.provider == "openai":
-        settings["base_url"] = model.base_url or DEFAULT_OPENAI_BASE_URL
-    elif model.base_url:
-        settings["base_url"] = model.base_url
+    return _api_settings(
+        model.provider, model.api_key, model.base_url, model.max_retry_wait, model.idle_timeout
+    )
+
+
+def _api_settings(
+    provider: str,
+    api_key: str | None,
+    base_url: str | None,
+    max_retry_wait: float,
+    idle_timeout: float,
+) -> dict[str, Any]:
+    """A model API's keyword settings for ``create_provider``: its key, its base URL (the
+    OpenAI-compatible provider's default spelled out) and its waits."""
+    settings: dict[str, Any] = {"max_retry_wait": max_retry_wait, "idle_timeout": idle_timeout}
+    if api_key:
+        settings["api_key"] = api_key
+    if provider == "openai":
+        settings["base_url"] = base_url or DEFAULT_OPENAI_BASE_URL
+    elif base_url:
+        settings["base_url"] = base_url
     return settings
 
 
@@ -238,21 +249,13 @@ def fallback_settings(config: BotdConfig, index: int) -> dict[str, Any]:
     """Keyword settings for ``create_provider`` of ``model.fallbacks[index]``."""
     model = config.model
     fallback = model.fallbacks[index]
-    settings: dict[str, Any] = {
-        "max_retry_wait": (
-            model.max_retry_wait if fallback.max_retry_wait is None else fallback.max_retry_wait
-        ),
-        "idle_timeout": model.idle_timeout
-        if fallback.idle_timeout is None
-        else fallback.idle_timeout,
-    }
-    if fallback.api_key:
-        settings["api_key"] = fallback.api_key
-    if fallback.provider == "openai":
-        settings["base_url"] = fallback.base_url or DEFAULT_OPENAI_BASE_URL
-    elif fallback.base_url:
-        settings["base_url"] = fallback.base_url
-    return settings
+    return _api_settings(
+        fallback.provider,
+        fallback.api_key,
+        fallback.base_url,
+        model.max_retry_wait if fallback.max_retry_wait is None else fallback.max_retry_wait,
+        model.idle_timeout if fallback.idle_timeout is None else fallback.idle_timeout,
+    )
 
 
 def model_names(config: BotdConfig) -> list[str]:
