@@ -24,7 +24,7 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every fake server is on loopback: no proxy from the environment may sit in between,
     and no token or model key from the operator's shell may reach a test."""
     for name in list(os.environ):
-        if name.lower().endswith("_proxy") or name.startswith("ANTHROPIC_"):
+        if name.lower().endswith("_proxy") or name.startswith(("ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name)
     monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from botd.fetch import AddressRules, FetchFailed, FetchRefused, fetch
+from tests.fakes.loopback import serve
 
 LOOPBACK = ["127.0.0.1"]
 
@@ -73,13 +74,7 @@ class Site:
     async def __aenter__(self) -> Site:
         app = web.Application()
         app.router.add_get("/{name}", self._page)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.runner, self.port = await serve(app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

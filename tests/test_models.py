@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -32,15 +31,6 @@ from tests.test_sessions import ListSink, inbound, settings, settle
 ALICE = 111
 PRIMARY, FALLBACK = "claude-test", "gpt-fake"
 OVERLOADED = [http_error(529, "overloaded_error", "Overloaded")] * 4  # a try and 3 retries
-
-
-@pytest.fixture(autouse=True)
-def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from tests.daemon_inprocess import (
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.loopback import serve
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 
 PAGE = """<!doctype html><html><head><title>Release notes</title>
@@ -50,12 +51,7 @@ async def site() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/{name}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
-    assert tcp._server is not None
-    port = tcp._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    runner, port = await serve(app)
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -36,15 +35,6 @@ MODEL = "claude-test-1"
 HANG_GUARD = 30.0
 
 ProviderFactory = Callable[..., AnthropicProvider]
-
-
-@pytest.fixture(autouse=True)
-def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("ANTHROPIC_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
 @pytest.fixture

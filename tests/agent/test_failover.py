@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,15 +21,6 @@ from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 
 API_KEY = "sk-ant-failover-test"
 PRIMARY, FALLBACK = "claude-test", "gpt-fake"
-
-
-@pytest.fixture(autouse=True)
-def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ a small idle timeout; the fakes send headers and some frames, then nothing at al
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,15 +24,6 @@ API_KEY = "sk-ant-test-idle"
 IDLE = 0.3
 """The idle timeout under test: small, so a stall is noticed quickly."""
 HANG_GUARD = 30.0
-
-
-@pytest.fixture(autouse=True)
-def _offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("ANTHROPIC_") or name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
 @pytest.fixture

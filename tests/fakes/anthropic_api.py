@@ -25,6 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .loopback import serve
+
 # --- reply descriptions -----------------------------------------------------------------
 
 
@@ -298,11 +300,7 @@ class FakeAnthropicAPI:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
+        self._runner, self._port = await serve(app, shutdown_timeout=1.0)
 
     async def close(self) -> None:
         self._closing.set()

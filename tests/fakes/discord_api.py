@@ -47,6 +47,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from .faults import reset
+from .loopback import serve
 
 BOT_ID = 1100000000000000001
 APP_ID = BOT_ID
@@ -176,11 +177,7 @@ class FakeDiscordAPI:
         app.router.add_get("/gateway/", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
         app.router.add_get("/attachments/{path:.*}", self._attachment)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
+        self._runner, self._port = await serve(app, shutdown_timeout=1.0)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

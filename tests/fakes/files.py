@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from .loopback import serve
+
 
 class FileServer:
     """A loopback HTTP server of a few files (name -> (media type, bytes)); counts requests."""
@@ -35,12 +37,7 @@ class FileServer:
     async def __aenter__(self) -> FileServer:
         app = web.Application()
         app.router.add_get("/{name}", self._serve)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        for address in self._runner.addresses:
-            self.port = int(address[1])
+        self._runner, self.port = await serve(app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .loopback import serve
+
 
 @dataclass(frozen=True)
 class RecordedRequest:
@@ -226,11 +228,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._runner, self.port = await serve(app, access_log=None, shutdown_timeout=1.0)
         return self
 
     async def __aexit__(

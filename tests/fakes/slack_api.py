@@ -48,6 +48,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from .faults import reset
+from .loopback import serve
 
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
@@ -199,12 +200,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/files-pri/{path:.*}", self._file)
         app.router.add_post("/upload/{file_id}", self._upload)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        for address in self._runner.addresses:
-            self.port = int(address[1])
+        self._runner, self.port = await serve(app)
         return self
 
     async def __aexit__(

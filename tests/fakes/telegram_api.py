@@ -49,6 +49,7 @@ from typing import Any
 from aiohttp import web
 
 from .faults import Outage, reset
+from .loopback import serve
 
 BOT_ID = 999_000
 BOT_USERNAME = "botd_test_bot"
@@ -277,13 +278,7 @@ class FakeTelegramAPI:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.*}", self._file)
-        self._runner = web.AppRunner(app, shutdown_timeout=1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self._runner, self.port = await serve(app, self.port, shutdown_timeout=1)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -21,6 +21,7 @@ from botd.media import MediaResolver
 from botd.media.history import EARLIER_IMAGE, with_recent_images
 from botd.sessions.prompt import media_user_turn, user_turn
 from botd.store.inbox import inbound_from_json, inbound_json
+from tests.fakes.loopback import serve
 from tests.media.files import JPEG, PNG, ZIP, minimal_pdf
 
 
@@ -65,11 +66,8 @@ async def server() -> AsyncIterator[str]:
     app.router.add_get("/chunked", chunked)
     app.router.add_get("/big", lying)
     app.router.add_get("/broken", broken)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    runner, port = await serve(app)
+    yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
 
 
