@@ -11,7 +11,7 @@ import discord
 
 from ..chat import Attachment, AttachmentKind
 from .base import TooLarge
-from .fetch import fetch_capped
+from .downloads import fetch_capped
 
 _KINDS: dict[str, AttachmentKind] = {"image": "image", "audio": "audio", "video": "video"}
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ..chat import Attachment, AttachmentKind
 from .base import DownloadError, TooLarge
-from .fetch import fetch_capped
+from .downloads import fetch_capped
 
 FILE_HOSTS = frozenset({"files.slack.com"})
 """Where Slack serves the files of messages."""

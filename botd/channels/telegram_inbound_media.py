@@ -15,7 +15,7 @@ from telegram.ext import filters
 
 from ..chat import Attachment, AttachmentKind
 from .base import DownloadError, TooLarge
-from .fetch import fetch_capped
+from .downloads import fetch_capped
 
 MEDIA = (
     filters.PHOTO

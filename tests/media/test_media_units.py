@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from botd.channels.base import DownloadError, TooLarge
-from botd.channels.fetch import fetch_capped
+from botd.channels.downloads import fetch_capped
 from botd.chat import Attachment, InboundMessage
 from botd.config.schema import MediaSection
 from botd.events import ImageContent, Message, TextContent
