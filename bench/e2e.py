@@ -39,6 +39,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -251,19 +252,30 @@ def check_once(label: str, track: Tracking) -> None:
 
 
 async def measure(
-    label: str, pid: int, telegram: Telegram, drive: Any, *, messages: int
+    label: str,
+    process: asyncio.subprocess.Process,
+    telegram: Telegram,
+    drive: Any,
+    *,
+    messages: int,
 ) -> Figures:
     """Run ``drive()`` (which posts the messages and waits for their answers) as one load
-    window; check every message was answered exactly once."""
+    window of ``process``; check every message was answered exactly once."""
     telegram.track = Tracking()
+    pid = process.pid
     cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
-    try:
-        async with asyncio.timeout(HANG_GUARD):
-            await drive()
-    except TimeoutError:
+    driving = asyncio.ensure_future(drive())
+    exited = asyncio.ensure_future(process.wait())
+    await asyncio.wait({driving, exited}, timeout=HANG_GUARD, return_when="FIRST_COMPLETED")
+    exited.cancel()
+    if not driving.done():
+        driving.cancel()
+        if process.returncode is not None:
+            raise SystemExit(f"e2e {label}: the process ended (status {process.returncode})")
         check_once(label, telegram.track)
-        raise
+        raise SystemExit(f"e2e {label}: no answers for {HANG_GUARD:.0f}s")
+    driving.result()
     last = max(times[0] for times in telegram.track.answers.values())
     await asyncio.sleep(SETTLE)
     cpu = cpu_seconds(pid) - cpu_before
@@ -383,8 +395,8 @@ async def main(args: argparse.Namespace) -> None:
     heavy_label = f"saturating ({args.chats} chats x {args.each})"
     light_n = args.light_chats * args.light_each
     heavy_n = args.chats * args.each
-    with tempfile.TemporaryDirectory(prefix="botd-e2e-") as tmp_name:
-        tmp = Path(tmp_name)
+    tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
+    try:
         async with Telegram() as telegram, Model() as model:
             # botd at the two loads, keeping the bodies it sent for the floor.
             config = write_config(tmp, "loads", telegram, model)
@@ -393,7 +405,7 @@ async def main(args: argparse.Namespace) -> None:
                 model.keep = True
                 botd_light = await measure(
                     light_label,
-                    daemon.pid,
+                    daemon,
                     telegram,
                     light(telegram, args.light_chats, args.light_each),
                     messages=light_n,
@@ -401,7 +413,7 @@ async def main(args: argparse.Namespace) -> None:
                 heavy = saturating(telegram, args.chats, args.each)
 
                 async def window() -> Figures:
-                    return await measure(heavy_label, daemon.pid, telegram, heavy, messages=heavy_n)
+                    return await measure(heavy_label, daemon, telegram, heavy, messages=heavy_n)
 
                 if args.profile:
                     botd_heavy = await profiled(daemon.pid, Path(args.profile), window)
@@ -424,14 +436,14 @@ async def main(args: argparse.Namespace) -> None:
             try:
                 floor_light = await measure(
                     light_label,
-                    floor.pid,
+                    floor,
                     telegram,
                     light(telegram, args.light_chats, args.light_each),
                     messages=light_n,
                 )
                 floor_heavy = await measure(
                     heavy_label,
-                    floor.pid,
+                    floor,
                     telegram,
                     saturating(telegram, args.chats, args.each),
                     messages=heavy_n,
@@ -446,7 +458,7 @@ async def main(args: argparse.Namespace) -> None:
                 idle = rss_kb(daemon.pid)
                 many = await measure(
                     f"{args.conversations:,} conversations",
-                    daemon.pid,
+                    daemon,
                     telegram,
                     waves(telegram, args.conversations, args.chats),
                     messages=args.conversations,
@@ -455,6 +467,10 @@ async def main(args: argparse.Namespace) -> None:
                 after = rss_kb(daemon.pid)
             finally:
                 await stop(daemon)
+    except BaseException:
+        print(f"e2e: the logs (botd's and the floor's) are kept in {tmp}", file=sys.stderr)
+        raise
+    shutil.rmtree(tmp)
 
     print(report(botd_light, floor_light))
     print(report(botd_heavy, floor_heavy))
