@@ -10,7 +10,8 @@ The fake model answers each request with a short streamed text naming the messag
 
 Loads:
 
-* light: 10 chats, each sending its next message once the previous one is answered;
+* light: 10 chats x 20 messages, each chat sending its next message once the previous one
+  is answered;
 * saturating: 200 chats x 5 messages, all available at once;
 * conversations: a fresh daemon, RSS idle after start, then 5,000 distinct chats one message
   each (in waves of 200), then RSS again: KB per conversation.
@@ -26,9 +27,16 @@ same message, one ``send_message``) at the same loads, with botd's run cap as it
 concurrency. It is measured the same way; the ratio is botd's CPU per message over the
 floor's.
 
-Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
+botd's Telegram bot sends through python-telegram-bot's ``AIORateLimiter``, which holds every
+request naming a chat (``sendMessage`` and ``sendChatAction`` alike) to 30 per second, so
+botd's messages/s and latencies are bounded by that limit times its calls per message (which
+the bench prints), whatever its CPU. The floor's plain ``Bot`` has no limiter; with
+``--floor-limiter`` it sends through the same one, for latencies compared under one limit.
+
+Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE] [--floor-limiter])
 ``--profile FILE`` records botd under the saturating load with py-spy (raw collapsed stacks
-in FILE) and prints the top self-time entries.
+in FILE) and prints the functions with the most self time, and botd's own functions with the
+most time including what they call. The loads' sizes are options (``--help``).
 """
 
 from __future__ import annotations
