@@ -29,6 +29,7 @@ class FakeAdapter:
         self.edits: list[tuple[str, str]] = []
         self.fail = fail
         self.fail_edit = fail_edit
+        self.typed: list[Target] = []
 
     async def start(self, sink: InboundSink) -> None:
         return None
@@ -51,6 +52,7 @@ class FakeAdapter:
         return None
 
     async def typing(self, target: Target) -> None:
+        self.typed.append(target)
         if self.fail:
             raise RuntimeError("Forbidden: bot was kicked")
 
@@ -181,14 +183,13 @@ async def test_a_run_outbox_sends_in_order_and_a_refusal_skips_one_piece(
     output.flush()
     output.final(BlockReply("done"))
     await asyncio.wait_for(output.close(), 30)
-    assert outlet.calls == [
-        ("typing", ""),
+    assert outlet.calls == [  # answered at once: no "typing…" at all
         ("block", "one"),
         ("block", "three"),
         ("final", "done"),
         ("end", ""),
     ]
-    assert firsts == [2]  # once, right after the first piece reached the chat
+    assert firsts == [1]  # once, right after the first piece reached the chat
     assert "refused" in caplog.text
 
 
@@ -221,7 +222,7 @@ async def test_a_run_outbox_coalesces_blocks_until_a_tool_starts() -> None:
 
 async def test_closing_a_run_outbox_stops_typing() -> None:
     outlet = RecordingOutlet()
-    output = RunOutbox(outlet, CHAT, RunOptions(typing_interval=0.001))
+    output = RunOutbox(outlet, CHAT, RunOptions(typing_delay=0, typing_interval=0.001))
     await asyncio.sleep(0.01)
     await asyncio.wait_for(output.close(), 30)
     typed = outlet.calls.count(("typing", ""))
@@ -230,3 +231,47 @@ async def test_closing_a_run_outbox_stops_typing() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
     assert outlet.calls.count(("typing", "")) == typed
+
+
+async def test_typing_is_sent_once_per_conversation_per_interval_until_a_message_goes() -> None:
+    tg, now = FakeAdapter(), [0.0]
+    delivery = ChannelDelivery({"telegram": tg}, typing_interval=5.0, clock=lambda: now[0])
+    other = Target("telegram", "43")
+    await delivery.typing(CHAT)
+    await delivery.typing(CHAT)  # still showing: not sent again
+    await delivery.typing(Target("telegram", CHAT.chat_id, reply_to_id="9"))  # same chat
+    await delivery.typing(other)
+    assert tg.typed == [CHAT, other]
+    now[0] = 5.0
+    await delivery.typing(CHAT)  # expired: renewed
+    assert tg.typed == [CHAT, other, CHAT]
+    await delivery.send_text(CHAT, "answer")  # a message clears it on the platform
+    await delivery.typing(CHAT)
+    assert tg.typed == [CHAT, other, CHAT, CHAT]
+
+
+async def test_a_slow_run_shows_typing_until_its_first_piece_and_never_after() -> None:
+    outlet = RecordingOutlet()
+    output = RunOutbox(outlet, CHAT, RunOptions(typing_delay=0.02, typing_interval=0.01))
+    async with asyncio.timeout(30):
+        while ("typing", "") not in outlet.calls:
+            await asyncio.sleep(0.005)
+    output.block(BlockReply("one"))
+    async with asyncio.timeout(30):
+        while ("block", "one") not in outlet.calls:
+            await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)  # several intervals: no renewal once the answer started
+    output.block(BlockReply("two"))
+    await asyncio.wait_for(output.close(), 30)
+    first_block = outlet.calls.index(("block", "one"))
+    assert ("typing", "") in outlet.calls[:first_block]
+    assert ("typing", "") not in outlet.calls[first_block:]
+
+
+async def test_a_quick_run_sends_no_typing() -> None:
+    outlet = RecordingOutlet()
+    output = RunOutbox(outlet, CHAT, RunOptions(typing_delay=60))
+    output.final(BlockReply("done"))
+    await asyncio.wait_for(output.close(), 30)
+    assert outlet.calls == [("final", "done"), ("end", "")]
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]

@@ -204,7 +204,13 @@ async def test_edit_mode_falls_back_to_blocks_without_editing(store: Store) -> N
 
 async def test_typing_runs_while_working_and_stops_with_the_replies(store: Store) -> None:
     adapter = FakeAdapter()
-    await answer(store, RecordingDelivery(adapter, "final"), delay=0.001, typing_interval=0.001)
+    await answer(
+        store,
+        RecordingDelivery(adapter, "final"),
+        delay=0.001,
+        typing_delay=0,
+        typing_interval=0.001,
+    )
     assert adapter.count("typing") >= 1
     end = adapter.calls.index(("end_run", "c1"))
     assert all(call != "typing" for call, _ in adapter.calls[end:])
@@ -219,7 +225,7 @@ async def test_a_failing_typing_call_does_not_break_the_run(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter = FakeAdapter(typing_fails=True)
-    await answer(store, RecordingDelivery(adapter, "final"))
+    await answer(store, RecordingDelivery(adapter, "final"), typing_delay=0)
     assert adapter.texts() == [ANSWER]
     assert "typing refused" in caplog.text
 
@@ -271,7 +277,7 @@ async def test_a_raising_typing_sink_does_not_break_the_run(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = RaisingTypingSink()
-    settings = SessionSettings(loop=LoopConfig(model="scripted"))
+    settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_delay=0)
     manager = SessionManager(store, ScriptedProvider(), sink, settings)
     await manager.submit(inbound("hello"))
     await asyncio.wait_for(manager.drain(), 30)
@@ -287,7 +293,9 @@ async def test_a_run_that_fails_before_it_starts_still_ends_its_delivery(
     def broken_tools(message: InboundMessage) -> list[Any]:
         raise RuntimeError("no tools today")
 
-    settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_interval=0.001)
+    settings = SessionSettings(
+        loop=LoopConfig(model="scripted"), typing_delay=0, typing_interval=0.001
+    )
     delivery = RecordingDelivery(adapter, "blocks")
     manager = SessionManager(store, ScriptedProvider(), delivery, settings, tools=broken_tools)
     await manager.submit(inbound("hello"))

@@ -104,3 +104,25 @@ async def test_records_queued_before_an_awaited_write_commit_with_it(store: Stor
     store._connection().set_trace_callback(None)
     assert store.inbox_state(inbox_id) == "answered"
     assert store.get_or_create_session("console:c1").session_id == session.session_id
+
+
+async def test_an_offset_rides_in_the_group_commit_of_the_accepted_message(store: Store) -> None:
+    statements = count_commits(store)
+    message = inbound("m", n=1)
+    store.set_offset("telegram", "default", "2")
+    assert await store.accept_inbound("console", ("1",), message) is not None
+    assert _commits(statements) == 1
+    assert store.get_offset("telegram", "default") == "2"
+
+
+async def test_an_offset_read_sees_the_queued_write(store: Store) -> None:
+    store.set_offset("telegram", "default", "7")
+    assert store.get_offset("telegram", "default") == "7"
+
+
+def test_an_existing_session_is_found_without_a_write_transaction(store: Store) -> None:
+    created = store.get_or_create_session("console:c1")
+    statements = count_commits(store)
+    found = store.get_or_create_session("console:c1")
+    assert found == created
+    assert not [s for s in statements if s.strip().upper().startswith(("BEGIN", "COMMIT"))]

@@ -59,7 +59,7 @@ from ..events import (
     storable_message,
 )
 from ..logging import mask_secrets
-from .tools import Tool, ToolContext, ToolOutput
+from .tools import Tool, ToolContext, ToolOutput, schema_validator
 from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -183,13 +183,12 @@ class AgentRun:
             if name in self._tools:
                 raise ValueError(f"two tools are named {name!r}")
             try:
-                jsonschema.Draft202012Validator.check_schema(tool.spec.input_schema)
+                self._validators[name] = schema_validator(tool.spec.input_schema)
             except jsonschema.SchemaError as exc:
                 raise ValueError(
                     f"tool {name!r} has an invalid input schema: {exc.message}"
                 ) from exc
             self._tools[name] = tool
-            self._validators[name] = jsonschema.Draft202012Validator(tool.spec.input_schema)
         self._tool_specs: list[ToolSpec] = [tool.spec for tool in self._tools.values()]
 
         self._history: list[Message] = []

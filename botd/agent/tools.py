@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import jsonschema
 
 from ..chat import MessageRef, Target
 from ..events import ContentBlock, ImageContent, TextContent
@@ -60,3 +63,31 @@ class Tool(Protocol):
 
 SendFunction = Callable[[Target, str], Awaitable[MessageRef]]
 """Posts text to a target through the channel layer."""
+
+
+_VALIDATORS: OrderedDict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = (
+    OrderedDict()
+)
+VALIDATOR_CACHE_SIZE = 1024
+"""How many compiled schemas are kept (the least recently used one goes first)."""
+
+
+def schema_validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """The compiled validator of a tool's input schema, checked against the meta-schema the
+    first time this schema object is seen and reused after that.
+
+    Schemas are keyed by the object itself (a built-in tool's schema is a module constant, an
+    MCP tool's is kept from its listing), so a schema must not be changed in place once it was
+    handed out. Raises ``jsonschema.SchemaError`` for an invalid schema (not cached)."""
+    key = id(schema)
+    found = _VALIDATORS.get(key)
+    if found is not None and found[0] is schema:
+        _VALIDATORS.move_to_end(key)
+        return found[1]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    # The entry holds the schema, so its id cannot be reused by another object meanwhile.
+    _VALIDATORS[key] = (schema, validator)
+    while len(_VALIDATORS) > VALIDATOR_CACHE_SIZE:
+        _VALIDATORS.popitem(last=False)
+    return validator

@@ -61,6 +61,8 @@ class RunOptions:
 
     coalesce: CoalesceSettings | None = None
     """Join small blocks that stream in quick succession into one message (blocks mode)."""
+    typing_delay: float = 1.0
+    """Seconds a run may work with no piece out before "typing…" is shown (0: at once)."""
     typing_interval: float = 5.0
     """How often "typing…" is renewed while the run works (platforms expire it)."""
     journal: RunJournal | None = None
@@ -123,7 +125,8 @@ class Delivery(Protocol):
         *,
         on_first_reply: Callable[[], None] | None = None,
     ) -> RunOutput:
-        """Start a run's output to ``target``; "typing…" shows from now until ``close``.
+        """Start a run's output to ``target``; "typing…" shows if no piece went out within
+        the options' ``typing_delay``, until the first piece goes out or ``close``.
 
         ``on_first_reply`` is called once, right after the run's first piece reached the chat.
         """

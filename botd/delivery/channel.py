@@ -30,7 +30,10 @@ How a run reaches a chat is chosen per channel (``DeliveryMode``):
   shown once. If the edit may have landed (it timed out after it was sent), nothing new is
   posted, since the preview most likely shows the answer already.
 
-The typing indicator is cosmetic: a failure is logged and never reaches the run.
+The typing indicator is cosmetic: a failure is logged and never reaches the run. It is
+sent at most once per conversation every ``typing_interval`` seconds (the platforms keep it
+showing about that long), across runs too, unless a message was sent there since (which
+clears it on the platforms).
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be 
 """Told once per outage, when a piece was given up (if the chat can be reached by then)."""
 
 
+_TYPED_KEPT = 1024
+"""Past this many remembered typing times, the expired ones are dropped."""
+
+
 class UnknownChannelError(LookupError):
     """A reply for a channel no adapter serves."""
 
@@ -76,6 +83,7 @@ class ChannelDelivery:
         modes: Mapping[str, DeliveryMode] | None = None,
         *,
         min_edit_interval: float = 1.0,
+        typing_interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
         retrier: Retrier | None = None,
@@ -88,6 +96,8 @@ class ChannelDelivery:
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
         self._min_edit_interval = min_edit_interval
+        self._typing_interval = typing_interval
+        self._typed_at: dict[_Key, float] = {}
         self._clock = clock
         self._retrier = retrier or Retrier()
         self._retry: dict[str, RetrySettings] = {}
@@ -184,6 +194,16 @@ class ChannelDelivery:
         self._previews.pop(target, None)
 
     async def typing(self, target: Target) -> None:
+        now = self._clock()
+        key = _conversation(target)
+        last = self._typed_at.get(key)
+        if last is not None and now - last < self._typing_interval:
+            return  # the last one still shows
+        if len(self._typed_at) >= _TYPED_KEPT:
+            self._typed_at = {
+                k: t for k, t in self._typed_at.items() if now - t < self._typing_interval
+            }
+        self._typed_at[key] = now
         try:
             await self.adapter_for(target).typing(target)
         except Exception as exc:
@@ -206,6 +226,9 @@ class ChannelDelivery:
         (after telling the chat, if it can be reached, that a reply was lost).
         """
         adapter = self.adapter_for(target)
+        if self._typed_at:
+            # A message sent clears "typing…" there: a slow run after it may show it again.
+            self._typed_at.pop(_conversation(target), None)
         if reply_to is not None and target.reply_to_id is None:
             target = Target(
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
@@ -361,7 +384,7 @@ _Key = tuple[str, str, str, str | None]
 
 
 def _conversation(target: Target) -> _Key:
-    """What retries are kept apart by: one chat, or one thread of it."""
+    """What retries (and typing) are kept apart by: one chat, or one thread of it."""
     return (target.channel, target.account_id, target.chat_id, target.thread_id)
 
 

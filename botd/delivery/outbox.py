@@ -9,9 +9,10 @@ side), so a slow platform never holds up the agent and replies never overtake ea
 * With ``CoalesceSettings``, blocks are joined by a ``BlockCoalescer`` and sent when it says
   so: when the joined text is long enough, after its idle window, at a tool start
   (``flush``), before a final reply, and at the end.
-* "typing…" is shown from the moment the output opens and renewed every
-  ``typing_interval`` seconds until the last piece is out; an indicator that outlives the
-  answer reads as a second answer coming. A failing typing call is only logged.
+* "typing…" is shown only when the run is visibly slow: once ``typing_delay`` seconds went
+  by with no piece out, then renewed every ``typing_interval`` seconds until the first piece
+  goes out. A quick answer sends no typing call at all, and an indicator that outlives the
+  start of the answer reads as a second answer coming. A failing typing call is only logged.
 
 Every piece goes through ``RunOutbox._post`` with its kind and its number in the run; a reply
 naming several files is one piece per file (``per_file``), so each upload is written down and
@@ -55,7 +56,7 @@ _DEFAULT_OPTIONS = RunOptions()
 class RunOutbox:
     """A ``RunOutput`` over an ``Outlet``; see the module docstring.
 
-    Open it inside a running event loop: it starts its sender and typing tasks at once.
+    Open it inside a running event loop: it starts its sender task and typing timer at once.
     """
 
     def __init__(
@@ -90,7 +91,10 @@ class RunOutbox:
         self._typing_call: asyncio.Task[None] | None = None
         self._typing_timer: asyncio.TimerHandle | None = None
         self._typing = True
-        self._type()
+        if options.typing_delay > 0:
+            self._typing_timer = self._loop.call_later(options.typing_delay, self._type)
+        else:
+            self._type()
         self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{self._name}")
 
     @property
@@ -191,6 +195,8 @@ class RunOutbox:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
         if self._cancelled:
             return  # a stopped run posts nothing more: the piece is dropped, not sent
+        if self._typing:
+            await self._stop_typing()  # the answer has started: no more "typing…"
         target, reply = self.target, piece.reply
         journal = self._journal if not isinstance(reply, PartialReply) else None
         key: int | None = None

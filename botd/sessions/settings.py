@@ -55,6 +55,8 @@ class SessionSettings:
     """When a transcript grows past this, its older turns are compacted."""
     keep_recent_tokens: int = 20_000
     """How much of the latest conversation compaction keeps word for word."""
+    typing_delay: float = 1.0
+    """How long a run works with no reply out before the typing indicator shows."""
     typing_interval: float = 5.0
     """How often a running session renews the typing indicator (platforms expire it)."""
     coalesce: CoalesceSettings | None = None
@@ -62,7 +64,11 @@ class SessionSettings:
 
     def run_options(self) -> RunOptions:
         """How the delivery paces each run's output."""
-        return RunOptions(coalesce=self.coalesce, typing_interval=self.typing_interval)
+        return RunOptions(
+            coalesce=self.coalesce,
+            typing_delay=self.typing_delay,
+            typing_interval=self.typing_interval,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from .base import StoreBase
+from .deferred import DeferredWrites
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
 PRUNE_INTERVAL_SECONDS = 24 * 3600.0
 
 
-class InboundStore(StoreBase):
+class InboundStore(DeferredWrites):
     """Inbound dedupe ids and the channels' saved positions."""
 
     # --- inbound dedupe -----------------------------------------------------------------------
@@ -62,6 +63,7 @@ class InboundStore(StoreBase):
 
     def get_offset(self, channel: str, account: str) -> str | None:
         """A channel account's saved position (Telegram's update offset, say), if any."""
+        self.flush_deferred()
         row = (
             self._connection()
             .execute(
@@ -72,13 +74,22 @@ class InboundStore(StoreBase):
         return None if row is None else str(row[0])
 
     def set_offset(self, channel: str, account: str, value: str) -> None:
-        with self._transaction("set_offset") as conn:
+        """Save a channel account's position with the next group commit (``deferred``).
+
+        A record of what already happened: the messages before it were accepted (committed)
+        already, and one lost in a crash only has the platform send some of them again, which
+        the inbound ledger catches as repeats."""
+        params = (channel, account, value, self._clock())
+
+        def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO offsets (channel, account, value, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (channel, account) DO UPDATE "
                 "SET value = excluded.value, updated_at = excluded.updated_at",
-                (channel, account, value, self._clock()),
+                params,
             )
+
+        self._defer("set_offset", write)
 
 
 class Prunable(Protocol):

@@ -133,6 +133,9 @@ class TranscriptStore(DeferredWrites):
 
     def get_or_create_session(self, conversation_key: str) -> SessionRecord:
         """The active session of ``conversation_key``, created on first use."""
+        found = self.active_session(conversation_key)
+        if found is not None:
+            return found  # a read: no write transaction for a session that exists
         with self._transaction("get_or_create_session") as conn:
             row = conn.execute(
                 "SELECT session_id FROM active_sessions WHERE conversation_key = ?",

@@ -27,7 +27,7 @@ import jsonschema
 
 from ...config.schema import McpServerSection
 from ...retry import Backoff
-from ..tools import Tool, ToolContext, ToolOutput
+from ..tools import Tool, ToolContext, ToolOutput, schema_validator
 from ..types import ToolSpec
 from .client import connect, describe_error, list_tools, require_sdk, to_output
 from .names import tool_name
@@ -187,7 +187,8 @@ class _Keeper:
                 continue
             schema = remote.input_schema or {"type": "object"}
             try:
-                jsonschema.Draft202012Validator.check_schema(schema)
+                # Checked and compiled here, once per listing, not by every run.
+                schema_validator(schema)
             except jsonschema.SchemaError as exc:
                 log.warning(
                     "MCP server %s: tool %r left out: its input schema is invalid: %s",
