@@ -38,6 +38,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/subscriber.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/sessions.py
+	$(BIN)/python bench/e2e.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

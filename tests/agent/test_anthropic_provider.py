@@ -23,6 +23,7 @@ from botd.events import (
 )
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
+    StreamReply,
     http_error,
     stream,
     text,
@@ -124,6 +125,25 @@ async def test_text_streams_in_order_and_ends_with_the_full_message(
     assert sent.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert "thinking" not in sent.body
     assert fake.streams[0].completed
+
+
+async def test_concurrent_requests_each_get_the_reply_made_from_their_body(
+    fake: FakeAnthropicAPI, make_provider: ProviderFactory
+) -> None:
+    fake.push(stream(text("scripted first")))
+
+    def echo(body: dict[str, Any]) -> StreamReply:
+        asked = body["messages"][-1]["content"][0]["text"]
+        return stream(text("you asked: ", asked))
+
+    fake.responder = echo
+    provider = make_provider()
+    first = await run(provider, ask(user("one")))
+    answers = await asyncio.gather(*(run(provider, ask(user(f"q{n}"))) for n in range(5)))
+
+    assert first[1].content == [TextContent(text="scripted first")]
+    got = [message.content for _, message in answers]
+    assert got == [[TextContent(text=f"you asked: q{n}")] for n in range(5)]
 
 
 async def test_tool_calls_are_parsed_and_their_results_sent_back_merged(

@@ -91,6 +91,30 @@ async def test_a_dm_arrives_as_a_direct_message(fake: FakeTelegramAPI, bot: Bot)
     assert first_poll["allowed_updates"] == ["message"]
 
 
+async def test_a_backlog_arrives_in_order_a_hundred_updates_per_poll_at_most(
+    fake: FakeTelegramAPI, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed_out: list[int] = []
+    poll = fake._api_getUpdates
+
+    async def counted(params: dict[str, Any]) -> Any:
+        updates = await poll(params)
+        handed_out.append(len(updates))
+        return updates
+
+    monkeypatch.setattr(fake, "_api_getUpdates", counted)
+    for n in range(250):
+        fake.push_text(DM + n % 5, f"message {n}")
+    bot = await started(fake, store)
+    try:
+        texts = [(await bot.next()).text for _ in range(250)]
+    finally:
+        await bot.adapter.stop()
+    assert texts == [f"message {n}" for n in range(250)]
+    # Like Telegram, one getUpdates hands out at most 100 updates: the backlog took three.
+    assert [n for n in handed_out if n] == [100, 100, 50]
+
+
 async def test_commands_pass_through_as_text(fake: FakeTelegramAPI, bot: Bot) -> None:
     fake.push_text(DM, "/stop")
     assert (await bot.next()).text == "/stop"

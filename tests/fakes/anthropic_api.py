@@ -14,12 +14,18 @@ spec/testing.md section 2), optionally broken by an ``event: error`` frame, slow
 left hanging until the client goes away; or ``http_error(...)``, an error status with the
 API's JSON error body and any headers (``retry-after``). Every stream served is recorded as a
 ``ServedStream`` saying whether it was completed or closed by the client before the end.
+
+Once the scripted replies are used up, ``responder`` (when set) makes the reply from the
+request's body, so a load of concurrent conversations can each get their own answer:
+
+    fake.responder = lambda body: stream(text(f"{len(body['messages'])} messages read."))
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,6 +270,8 @@ class FakeAnthropicAPI:
         self.requests: list[RecordedRequest] = []
         self.streams: list[ServedStream] = []
         self._replies: list[Reply] = []
+        self.responder: Callable[[dict[str, Any]], Reply] | None = None
+        """The reply to a request once no scripted one is left (None: a 400)."""
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -354,11 +362,14 @@ class FakeAnthropicAPI:
             return web.json_response(
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
-        if not self._replies:
+        if self._replies:
+            reply = self._replies.pop(0)
+        elif self.responder is not None:
+            reply = self.responder(body if isinstance(body, dict) else {})
+        else:
             return web.json_response(
                 _error_json("invalid_request_error", "fake: no scripted reply left"), status=400
             )
-        reply = self._replies.pop(0)
         if isinstance(reply, ErrorReply):
             return web.json_response(
                 _error_json(reply.error_type, reply.message),

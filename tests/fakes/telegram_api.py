@@ -9,8 +9,9 @@
 
 Bodies may be form-encoded, multipart or JSON; the nested fields PTB JSON-encodes inside a
 form (``reply_parameters``, ``reaction``, ``entities``...) are decoded, so ``params`` holds
-what the client meant. ``getUpdates`` long-polls a queue of updates and honours ``offset``
-and ``timeout`` like Telegram: updates below the offset are forgotten (confirmed), unless
+what the client meant. ``getUpdates`` long-polls a queue of updates and honours ``offset``,
+``timeout`` and ``limit`` (1 to 100, default 100: one poll hands out up to that many pending
+updates) like Telegram: updates below the offset are forgotten (confirmed), unless
 ``forget_confirmed`` is False, which simulates a crash before Telegram learned the
 confirmation, so a poller starting from offset 0 would see everything again.
 
@@ -89,6 +90,8 @@ _ALLOWED_TAGS = frozenset(
     }
 )
 TEXT_LIMIT = 4096
+UPDATES_LIMIT = 100
+"""The most updates one ``getUpdates`` hands out (Telegram's cap and default ``limit``)."""
 
 
 @dataclass(frozen=True)
@@ -582,6 +585,7 @@ class FakeTelegramAPI:
             return []
         offset = int(params.get("offset", 0) or 0)
         timeout = float(params.get("timeout", 0) or 0)
+        limit = min(max(int(params.get("limit", 0) or UPDATES_LIMIT), 1), UPDATES_LIMIT)
         if offset > 0 and self.forget_confirmed:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
 
@@ -594,7 +598,7 @@ class FakeTelegramAPI:
                     await self._wait_until(lambda: bool(pending()) or self._closing.is_set())
             except TimeoutError:
                 pass
-        return pending()
+        return pending()[:limit]
 
     def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:
         text = str(params.get("text", ""))

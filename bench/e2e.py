@@ -1,0 +1,521 @@
+"""The whole daemon per message: ``botd run`` with the real SDKs over the loopback fakes.
+
+botd runs as a subprocess (``botd run --config``, python-telegram-bot and the anthropic SDK
+inside it) against ``FakeTelegramAPI`` and ``FakeAnthropicAPI``, which run here, in the bench
+process: botd's figures are read from its own ``/proc`` entry, so the fakes' CPU is not in
+them (on a 2-core machine the fakes and botd each have a core). botd is configured as an
+operator would: ``dm_policy: open``, the default delivery, one conversation per chat with
+``queue_mode: followup`` (each message its own run and its own answer), state in a temp dir.
+The fake model answers each request with a short streamed text naming the message it answers.
+
+Loads:
+
+* light: 10 chats x 20 messages, each chat sending its next message once the previous one
+  is answered;
+* saturating: 200 chats x 5 messages, all available at once;
+* conversations: a fresh daemon, RSS idle after start, then 5,000 distinct chats one message
+  each (in waves of 200), then RSS again: KB per conversation.
+
+Per load: messages/s, botd's CPU ms per answered message (utime+stime of the botd process
+from ``/proc/<pid>/stat`` over the load window only, start-up excluded), p50/p95/p99 latency
+from an update being available at the fake to the first ``sendMessage`` answering it. Every
+message must be answered exactly once (counted per message): a loss or a duplicate fails.
+
+The floor (``bench/e2e_floor.py``, a subprocess) does per message only what the SDKs must
+(its share of ``getUpdates`` long polls, one streamed request with the body botd sent for the
+same message, one ``send_message``) at the same loads, with botd's run cap as its
+concurrency. It is measured the same way; the ratio is botd's CPU per message over the
+floor's.
+
+botd's Telegram bot sends through python-telegram-bot's ``AIORateLimiter``, which holds every
+request naming a chat (``sendMessage`` and ``sendChatAction`` alike) to 30 per second, so
+botd's messages/s and latencies are bounded by that limit times its calls per message (which
+the bench prints), whatever its CPU. The floor's plain ``Bot`` has no limiter; with
+``--floor-limiter`` it sends through the same one, for latencies compared under one limit.
+
+Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE] [--floor-limiter])
+``--profile FILE`` records botd under the saturating load with py-spy (raw collapsed stacks
+in FILE) and prints the functions with the most self time, and botd's own functions with the
+most time including what they call. The loads' sizes are options (``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+TOKEN = "123456:BENCH-TOKEN"
+API_KEY = "sk-ant-bench"
+RUN_CAP = 8  # botd's default max_concurrent_runs, the floor's concurrency
+HANG_GUARD = 600.0
+SETTLE = 0.5  # seconds after the last answer before CPU and duplicates are read
+KEY = re.compile(r"\bm\d+-\d+\b")
+TICK = os.sysconf("SC_CLK_TCK")
+FLOOR = Path(__file__).resolve().parent / "e2e_floor.py"
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no VmRSS for {pid}")
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+class Model(FakeAnthropicAPI):
+    """The fake model: answers ``Answer to <key>.`` to the message named in the last user
+    turn, keeping the body of each request by that key while ``keep`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(api_key=API_KEY)
+        self.responder = self.reply
+        self.bodies: dict[str, dict[str, Any]] = {}
+        self.keep = False
+
+    def reply(self, body: dict[str, Any]) -> Reply:
+        found = KEY.search(last_user_text(body))
+        key = found.group(0) if found else "unknown"
+        if self.keep:
+            self.bodies[key] = body
+        # The recorded requests and streams are not needed: keep the fake's memory flat.
+        self.requests.clear()
+        self.streams.clear()
+        return stream(text("Answer to ", f"{key}."))
+
+
+@dataclass
+class Tracking:
+    available: dict[str, float] = field(default_factory=dict)
+    answers: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+    waiters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    strays: list[str] = field(default_factory=list)
+    methods: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+class Telegram(FakeTelegramAPI):
+    """The Telegram fake, noting when each message became available and when (and how many
+    times) it was answered, and when a long poll came in."""
+
+    def __init__(self) -> None:
+        super().__init__(TOKEN)
+        self.track = Tracking()
+        self.polling = asyncio.Event()
+
+    def post(self, chat_id: int, key: str) -> asyncio.Future[None]:
+        answered = asyncio.get_running_loop().create_future()
+        self.track.waiters[key] = answered
+        self.track.available[key] = time.perf_counter()
+        self.push_text(chat_id, f"{key} please answer briefly")
+        return answered
+
+    async def _handle(self, request: Any) -> Any:
+        self.track.methods[request.match_info["method"]] += 1
+        return await super()._handle(request)
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if float(params.get("timeout", 0) or 0) > 0:
+            self.polling.set()
+        return await super()._api_getUpdates(params)
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        at = time.perf_counter()
+        result = await super()._api_sendMessage(params)
+        found = KEY.search(str(params.get("text", "")))
+        if found is None or found.group(0) not in self.track.available:
+            self.track.strays.append(str(params.get("text", "")))
+            return result
+        key = found.group(0)
+        self.track.answers[key].append(at)
+        waiter = self.track.waiters.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        self.calls.clear()  # the call log is not needed: keep memory flat
+        return result
+
+
+@dataclass
+class Figures:
+    label: str
+    messages: int
+    rate: float
+    cpu_ms: float
+    latencies: list[float]
+    methods: collections.Counter[str]
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] * 1000
+
+    def latency_line(self) -> str:
+        return (
+            f"p50/p95/p99 {self.percentile(0.5):.0f}/{self.percentile(0.95):.0f}/"
+            f"{self.percentile(0.99):.0f} ms"
+        )
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    env.update({"BENCH_ANTHROPIC_KEY": API_KEY, "BENCH_TELEGRAM_TOKEN": TOKEN})
+    return env
+
+
+def write_config(tmp: Path, name: str, telegram: Telegram, model: Model) -> Path:
+    config = tmp / f"{name}.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(tmp / name))}
+model:
+  provider: anthropic
+  name: claude-bench
+  api_key: ${{BENCH_ANTHROPIC_KEY}}
+  base_url: {json.dumps(model.base_url)}
+agent:
+  queue_mode: followup
+channels:
+  telegram:
+    token: ${{BENCH_TELEGRAM_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url)}
+    dm_policy: open
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def start(command: list[str], log: Path, telegram: Telegram) -> asyncio.subprocess.Process:
+    """Start ``command`` and wait until its first long poll reached the fake."""
+    telegram.polling.clear()
+    with log.open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            env=child_env(),
+            cwd=log.parent,
+        )
+    try:
+        async with asyncio.timeout(60):
+            await telegram.polling.wait()
+    except TimeoutError:
+        process.kill()
+        raise SystemExit(f"{command[-1]} did not start polling; see {log}") from None
+    await asyncio.sleep(SETTLE)
+    return process
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+
+
+def check_once(label: str, track: Tracking) -> None:
+    lost = [k for k in track.available if not track.answers.get(k)]
+    twice = {k: len(v) for k, v in track.answers.items() if len(v) > 1}
+    if lost or twice or track.strays:
+        raise SystemExit(
+            f"e2e {label}: not answered exactly once: {len(lost)} lost {lost[:5]}, "
+            f"{len(twice)} answered more than once {list(twice.items())[:5]}, "
+            f"{len(track.strays)} answers to no message {track.strays[:3]}"
+        )
+
+
+async def measure(
+    label: str,
+    process: asyncio.subprocess.Process,
+    telegram: Telegram,
+    drive: Any,
+    *,
+    messages: int,
+) -> Figures:
+    """Run ``drive()`` (which posts the messages and waits for their answers) as one load
+    window of ``process``; check every message was answered exactly once."""
+    telegram.track = Tracking()
+    pid = process.pid
+    cpu_before = cpu_seconds(pid)
+    started = time.perf_counter()
+    driving = asyncio.ensure_future(drive())
+    exited = asyncio.ensure_future(process.wait())
+    await asyncio.wait({driving, exited}, timeout=HANG_GUARD, return_when="FIRST_COMPLETED")
+    exited.cancel()
+    if not driving.done():
+        driving.cancel()
+        if process.returncode is not None:
+            raise SystemExit(f"e2e {label}: the process ended (status {process.returncode})")
+        check_once(label, telegram.track)
+        raise SystemExit(f"e2e {label}: no answers for {HANG_GUARD:.0f}s")
+    driving.result()
+    last = max(times[0] for times in telegram.track.answers.values())
+    await asyncio.sleep(SETTLE)
+    cpu = cpu_seconds(pid) - cpu_before
+    track = telegram.track
+    check_once(label, track)
+    if len(track.available) != messages:
+        raise SystemExit(f"e2e {label}: {len(track.available)} messages posted, not {messages}")
+    latencies = [track.answers[k][0] - at for k, at in track.available.items()]
+    rate = messages / (last - started)
+    methods = collections.Counter(track.methods)  # as of now: later calls are not this load's
+    return Figures(label, messages, rate, cpu / messages * 1000, latencies, methods)
+
+
+def light(telegram: Telegram, chats: int, each: int) -> Any:
+    async def user(chat: int) -> None:
+        for n in range(each):
+            await telegram.post(chat, f"m{chat}-{n}")
+
+    async def drive() -> None:
+        await asyncio.gather(*(user(1000 + c) for c in range(chats)))
+
+    return drive
+
+
+def saturating(telegram: Telegram, chats: int, each: int, first_chat: int = 2000) -> Any:
+    async def drive() -> None:
+        waiting = [
+            telegram.post(first_chat + c, f"m{first_chat + c}-{n}")
+            for n in range(each)
+            for c in range(chats)
+        ]
+        await asyncio.gather(*waiting)
+
+    return drive
+
+
+def waves(telegram: Telegram, conversations: int, wave: int) -> Any:
+    async def drive() -> None:
+        for start_at in range(0, conversations, wave):
+            chats = range(100_000 + start_at, 100_000 + min(conversations, start_at + wave))
+            await asyncio.gather(*(telegram.post(c, f"m{c}-0") for c in chats))
+
+    return drive
+
+
+async def profiled(pid: int, out: Path, window: Any) -> Any:
+    """Run ``window()`` with py-spy recording ``pid`` (raw collapsed stacks into ``out``)."""
+    spy = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"),
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--rate",
+        "200",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    await asyncio.sleep(1.0)  # py-spy attaching
+    try:
+        return await window()
+    finally:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
+
+
+# Leaf frames of a thread or an event loop waiting for work: not CPU, left out of the shares.
+IDLE_LEAVES = ("EpollSelector.select (selectors.py)", "_worker (concurrent/futures/thread.py)")
+LINE_NUMBER = re.compile(r":\d+\)$")
+
+
+def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
+    """From py-spy's raw collapsed stacks, the ``count`` functions with the most self time
+    (most often the leaf of a busy sample), and the ``count`` botd functions with the most
+    time including what they call; shares of the busy samples."""
+    leaves: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack or not samples.isdigit():
+            continue
+        frames = [LINE_NUMBER.sub(")", frame) for frame in stack.split(";")]
+        if frames[-1] in IDLE_LEAVES:
+            continue
+        leaves[frames[-1]] += int(samples)
+        for frame in set(frames):
+            if "botd/" in frame and "botd/cli.py" not in frame:
+                inclusive[frame] += int(samples)
+        total += int(samples)
+    own = [f"{n / total:6.1%}  {frame}" for frame, n in leaves.most_common(count)]
+    whole = [f"{n / total:6.1%}  {frame}" for frame, n in inclusive.most_common(count)]
+    return own, whole
+
+
+def report(botd: Figures, floor: Figures) -> str:
+    calls = ", ".join(
+        f"{n / botd.messages:.2f} {method}"
+        for method, n in sorted(botd.methods.items())
+        if method != "getUpdates"
+    )
+    return (
+        f"e2e {botd.label}: {botd.messages:,} messages, {botd.rate:.1f} msg/s, "
+        f"botd {botd.cpu_ms:.1f} ms CPU/msg, floor {floor.cpu_ms:.1f} ms CPU/msg "
+        f"({floor.rate:.1f} msg/s), ratio {botd.cpu_ms / floor.cpu_ms:.2f}; "
+        f"latency {botd.latency_line()} (floor {floor.latency_line()}); "
+        f"botd's Telegram calls per message: {calls}"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
+    light_label = f"light ({args.light_chats} chats)"
+    heavy_label = f"saturating ({args.chats} chats x {args.each})"
+    light_n = args.light_chats * args.light_each
+    heavy_n = args.chats * args.each
+    tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
+    try:
+        async with Telegram() as telegram, Model() as model:
+            # botd at the two loads, keeping the bodies it sent for the floor.
+            config = write_config(tmp, "loads", telegram, model)
+            daemon = await start([*botd_cmd, str(config)], tmp / "loads.log", telegram)
+            try:
+                model.keep = True
+                botd_light = await measure(
+                    light_label,
+                    daemon,
+                    telegram,
+                    light(telegram, args.light_chats, args.light_each),
+                    messages=light_n,
+                )
+                heavy = saturating(telegram, args.chats, args.each)
+
+                async def window() -> Figures:
+                    return await measure(heavy_label, daemon, telegram, heavy, messages=heavy_n)
+
+                if args.profile:
+                    botd_heavy = await profiled(daemon.pid, Path(args.profile), window)
+                else:
+                    botd_heavy = await window()
+                model.keep = False
+            finally:
+                await stop(daemon)
+            bodies = tmp / "bodies.json"
+            bodies.write_text(json.dumps(model.bodies))
+            model.bodies.clear()
+
+            # The floor at the same loads, with the same bodies.
+            floor_cmd = [sys.executable, str(FLOOR), "--telegram", telegram.base_url]
+            floor_cmd += ["--token", TOKEN, "--anthropic", model.base_url, "--api-key", API_KEY]
+            floor_cmd += ["--bodies", str(bodies), "--concurrency", str(RUN_CAP)]
+            if args.floor_limiter:
+                floor_cmd.append("--rate-limiter")
+            floor = await start(floor_cmd, tmp / "floor.log", telegram)
+            try:
+                floor_light = await measure(
+                    light_label,
+                    floor,
+                    telegram,
+                    light(telegram, args.light_chats, args.light_each),
+                    messages=light_n,
+                )
+                floor_heavy = await measure(
+                    heavy_label,
+                    floor,
+                    telegram,
+                    saturating(telegram, args.chats, args.each),
+                    messages=heavy_n,
+                )
+            finally:
+                await stop(floor)
+
+            # A fresh daemon: RSS idle, then after many conversations.
+            config = write_config(tmp, "memory", telegram, model)
+            daemon = await start([*botd_cmd, str(config)], tmp / "memory.log", telegram)
+            try:
+                idle = rss_kb(daemon.pid)
+                many = await measure(
+                    f"{args.conversations:,} conversations",
+                    daemon,
+                    telegram,
+                    waves(telegram, args.conversations, args.chats),
+                    messages=args.conversations,
+                )
+                await asyncio.sleep(1.0)
+                after = rss_kb(daemon.pid)
+            finally:
+                await stop(daemon)
+    except BaseException:
+        print(f"e2e: the logs (botd's and the floor's) are kept in {tmp}", file=sys.stderr)
+        raise
+    shutil.rmtree(tmp)
+
+    print(report(botd_light, floor_light))
+    print(report(botd_heavy, floor_heavy))
+    print(
+        f"e2e light p99: botd {botd_light.percentile(0.99):.1f} ms, "
+        f"floor {floor_light.percentile(0.99):.1f} ms"
+    )
+    print(
+        f"e2e memory: botd RSS {idle / 1024:.0f} MB idle after start, {after / 1024:.0f} MB "
+        f"after {args.conversations:,} conversations "
+        f"({(after - idle) / args.conversations:.1f} KB per conversation; "
+        f"{many.rate:.1f} msg/s, {many.cpu_ms:.1f} ms CPU/msg)"
+    )
+    print("e2e: every message answered exactly once")
+    if args.profile:
+        own, whole = top_frames(Path(args.profile))
+        print(f"botd under the saturating load (py-spy, {args.profile}), self time:")
+        print("\n".join(f"  {line}" for line in own))
+        print("botd's own functions, with what they call:")
+        print("\n".join(f"  {line}" for line in whole))
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--light-chats", type=int, default=10)
+    parser.add_argument("--light-each", type=int, default=20)
+    parser.add_argument("--chats", type=int, default=200)
+    parser.add_argument("--each", type=int, default=5)
+    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--profile", help="py-spy raw output file for the saturating load")
+    parser.add_argument(
+        "--floor-limiter",
+        action="store_true",
+        help="the floor sends through python-telegram-bot's AIORateLimiter, as botd does",
+    )
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))
