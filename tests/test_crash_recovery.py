@@ -246,6 +246,9 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             # poll must not confirm the update, but ask for it again.
             polls = len(telegram.calls_to("getUpdates"))
             await telegram.wait_for_call("getUpdates", polls + 1, timeout=HANG_GUARD)
+            # The sender is told once that the message could not be taken (sent in the
+            # background, so not ordered with the poll).
+            await telegram.wait_for_call("sendMessage", 1, ok_only=True, timeout=HANG_GUARD)
             first.kill()  # dies before the message was ever accepted
             await _ended(first)
         finally:
