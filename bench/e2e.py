@@ -10,33 +10,37 @@ The fake model answers each request with a short streamed text naming the messag
 
 Loads:
 
-* light: 10 chats x 20 messages, each chat sending its next message once the previous one
-  is answered;
+* light: 10 chats x 20 messages, each chat writing its next message about half a second
+  (``--think``) after its previous one was answered: about 19 messages/s, under Telegram's
+  limit, so latency is the time botd takes, not queueing;
 * saturating: 200 chats x 5 messages, all available at once;
 * conversations: a fresh daemon, RSS idle after start, then 5,000 distinct chats one message
   each (in waves of 200), then RSS again: KB per conversation.
 
 Per load: messages/s, botd's CPU ms per answered message (utime+stime of the botd process
-from ``/proc/<pid>/stat`` over the load window only, start-up excluded), p50/p95/p99 latency
-from an update being available at the fake to the first ``sendMessage`` answering it. Every
-message must be answered exactly once (counted per message): a loss or a duplicate fails.
+from ``/proc/<pid>/stat`` over the load window only, start-up excluded; the kernel's part
+shown apart), p50/p95/p99 latency from an update being available at the fake to the first
+``sendMessage`` answering it. Every message must be answered exactly once (counted per
+message): a loss or a duplicate fails.
 
 The floor (``bench/e2e_floor.py``, a subprocess) does per message only what the SDKs must
 (its share of ``getUpdates`` long polls, one streamed request with the body botd sent for the
 same message, one ``send_message``) at the same loads, with botd's run cap as its
-concurrency. It is measured the same way; the ratio is botd's CPU per message over the
-floor's.
+concurrency, measured the same way. botd's Telegram bot sends through python-telegram-bot's
+``AIORateLimiter`` (Telegram allows a bot about 30 messages a second; beyond that it answers
+429), so under the saturating load botd answers 30 messages/s whatever its CPU. CPU per
+message depends on the rate it is spent at: a process answering 400 messages/s shares each
+long poll, wake-up and warm cache among many more messages than one answering 30. So the
+floor compared runs under the same limiter, at the same rate as botd; the ratio printed is
+botd's CPU per message over that floor's. The floor is then run again without a limiter
+(which only the fakes allow) and printed for reference: at the light load, where the limit
+is not reached, the two floors cost the same.
 
-botd's Telegram bot sends through python-telegram-bot's ``AIORateLimiter``, which holds every
-request naming a chat (``sendMessage`` and ``sendChatAction`` alike) to 30 per second, so
-botd's messages/s and latencies are bounded by that limit times its calls per message (which
-the bench prints), whatever its CPU. The floor's plain ``Bot`` has no limiter; with
-``--floor-limiter`` it sends through the same one, for latencies compared under one limit.
-
-Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE] [--floor-limiter])
-``--profile FILE`` records botd under the saturating load with py-spy (raw collapsed stacks
-in FILE) and prints the functions with the most self time, and botd's own functions with the
-most time including what they call. The loads' sizes are options (``--help``).
+Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
+``--profile FILE`` records botd under the saturating load with py-spy (``pip install
+py-spy`` into the venv; raw collapsed stacks in FILE, the floor's in FILE.floor) and prints
+the functions with the most self time, and botd's own functions with the most time
+including what they call. The loads' sizes are options (``--help``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import asyncio
 import collections
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -71,10 +76,10 @@ TICK = os.sysconf("SC_CLK_TCK")
 FLOOR = Path(__file__).resolve().parent / "e2e_floor.py"
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (all its threads), in seconds."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """utime and stime of ``pid`` (all its threads), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def rss_kb(pid: int) -> int:
@@ -172,6 +177,7 @@ class Figures:
     messages: int
     rate: float
     cpu_ms: float
+    sys_ms: float  # the part of cpu_ms spent in the kernel (system calls)
     latencies: list[float]
     methods: collections.Counter[str]
 
@@ -286,7 +292,8 @@ async def measure(
     driving.result()
     last = max(times[0] for times in telegram.track.answers.values())
     await asyncio.sleep(SETTLE)
-    cpu = cpu_seconds(pid) - cpu_before
+    user_after, sys_after = cpu_seconds(pid)
+    user, kernel = user_after - cpu_before[0], sys_after - cpu_before[1]
     track = telegram.track
     check_once(label, track)
     if len(track.available) != messages:
@@ -294,12 +301,28 @@ async def measure(
     latencies = [track.answers[k][0] - at for k, at in track.available.items()]
     rate = messages / (last - started)
     methods = collections.Counter(track.methods)  # as of now: later calls are not this load's
-    return Figures(label, messages, rate, cpu / messages * 1000, latencies, methods)
+    per_message = 1000 / messages
+    return Figures(
+        label,
+        messages,
+        rate,
+        (user + kernel) * per_message,
+        kernel * per_message,
+        latencies,
+        methods,
+    )
 
 
-def light(telegram: Telegram, chats: int, each: int) -> Any:
+def light(telegram: Telegram, chats: int, each: int, think: float) -> Any:
+    """Each chat writes its next message ``think`` seconds (give or take a quarter, from a
+    fixed seed) after its previous one was answered; the chats start spread over ``think``."""
+
     async def user(chat: int) -> None:
+        pace = random.Random(chat)
+        await asyncio.sleep(think * (chat % chats) / chats)
         for n in range(each):
+            if n:
+                await asyncio.sleep(think * pace.uniform(0.75, 1.25))
             await telegram.post(chat, f"m{chat}-{n}")
 
     async def drive() -> None:
@@ -331,8 +354,11 @@ def waves(telegram: Telegram, conversations: int, wave: int) -> Any:
 
 async def profiled(pid: int, out: Path, window: Any) -> Any:
     """Run ``window()`` with py-spy recording ``pid`` (raw collapsed stacks into ``out``)."""
+    recorder = Path(sys.executable).parent / "py-spy"
+    if not recorder.exists():
+        raise SystemExit(f"--profile needs py-spy: {Path(sys.executable)} -m pip install py-spy")
     spy = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "py-spy"),
+        str(recorder),
         "record",
         "--pid",
         str(pid),
@@ -382,6 +408,11 @@ def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
     return own, whole
 
 
+def floor_profile(botd_profile: str) -> Path:
+    """Where the floor's profile goes when botd's goes to ``botd_profile``."""
+    return Path(f"{botd_profile}.floor")
+
+
 def report(botd: Figures, floor: Figures) -> str:
     calls = ", ".join(
         f"{n / botd.messages:.2f} {method}"
@@ -390,22 +421,62 @@ def report(botd: Figures, floor: Figures) -> str:
     )
     return (
         f"e2e {botd.label}: {botd.messages:,} messages, {botd.rate:.1f} msg/s, "
-        f"botd {botd.cpu_ms:.1f} ms CPU/msg, floor {floor.cpu_ms:.1f} ms CPU/msg "
+        f"botd {botd.cpu_ms:.1f} ms CPU/msg ({botd.sys_ms:.1f} in the kernel), "
+        f"floor {floor.cpu_ms:.1f} ms CPU/msg ({floor.sys_ms:.1f} in the kernel) "
         f"({floor.rate:.1f} msg/s), ratio {botd.cpu_ms / floor.cpu_ms:.2f}; "
         f"latency {botd.latency_line()} (floor {floor.latency_line()}); "
         f"botd's Telegram calls per message: {calls}"
     )
 
 
+def labels(args: argparse.Namespace) -> tuple[str, str]:
+    return (
+        f"light ({args.light_chats} chats)",
+        f"saturating ({args.chats} chats x {args.each})",
+    )
+
+
+async def floor_loads(
+    command: list[str],
+    log: Path,
+    telegram: Telegram,
+    args: argparse.Namespace,
+    profile: str | None,
+) -> tuple[Figures, Figures]:
+    """The floor process at the light and the saturating load."""
+    light_label, heavy_label = labels(args)
+    floor = await start(command, log, telegram)
+    try:
+        at_light = await measure(
+            light_label,
+            floor,
+            telegram,
+            light(telegram, args.light_chats, args.light_each, args.think),
+            messages=args.light_chats * args.light_each,
+        )
+        heavy = saturating(telegram, args.chats, args.each)
+
+        async def window() -> Figures:
+            return await measure(
+                heavy_label, floor, telegram, heavy, messages=args.chats * args.each
+            )
+
+        if profile:
+            return at_light, await profiled(floor.pid, floor_profile(profile), window)
+        return at_light, await window()
+    finally:
+        await stop(floor)
+
+
 async def main(args: argparse.Namespace) -> None:
     botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
-    light_label = f"light ({args.light_chats} chats)"
-    heavy_label = f"saturating ({args.chats} chats x {args.each})"
+    light_label, heavy_label = labels(args)
     light_n = args.light_chats * args.light_each
     heavy_n = args.chats * args.each
     tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
+    telegram, model = Telegram(), Model()
     try:
-        async with Telegram() as telegram, Model() as model:
+        async with telegram, model:
             # botd at the two loads, keeping the bodies it sent for the floor.
             config = write_config(tmp, "loads", telegram, model)
             daemon = await start([*botd_cmd, str(config)], tmp / "loads.log", telegram)
@@ -415,7 +486,7 @@ async def main(args: argparse.Namespace) -> None:
                     light_label,
                     daemon,
                     telegram,
-                    light(telegram, args.light_chats, args.light_each),
+                    light(telegram, args.light_chats, args.light_each, args.think),
                     messages=light_n,
                 )
                 heavy = saturating(telegram, args.chats, args.each)
@@ -434,30 +505,17 @@ async def main(args: argparse.Namespace) -> None:
             bodies.write_text(json.dumps(model.bodies))
             model.bodies.clear()
 
-            # The floor at the same loads, with the same bodies.
+            # The floor at the same loads, with the same bodies: under botd's rate limit (the
+            # figures compared), then without it (for reference).
             floor_cmd = [sys.executable, str(FLOOR), "--telegram", telegram.base_url]
             floor_cmd += ["--token", TOKEN, "--anthropic", model.base_url, "--api-key", API_KEY]
             floor_cmd += ["--bodies", str(bodies), "--concurrency", str(RUN_CAP)]
-            if args.floor_limiter:
-                floor_cmd.append("--rate-limiter")
-            floor = await start(floor_cmd, tmp / "floor.log", telegram)
-            try:
-                floor_light = await measure(
-                    light_label,
-                    floor,
-                    telegram,
-                    light(telegram, args.light_chats, args.light_each),
-                    messages=light_n,
-                )
-                floor_heavy = await measure(
-                    heavy_label,
-                    floor,
-                    telegram,
-                    saturating(telegram, args.chats, args.each),
-                    messages=heavy_n,
-                )
-            finally:
-                await stop(floor)
+            floor_light, floor_heavy = await floor_loads(
+                [*floor_cmd, "--rate-limiter"], tmp / "floor.log", telegram, args, args.profile
+            )
+            free_light, free_heavy = await floor_loads(
+                floor_cmd, tmp / "floor-unlimited.log", telegram, args, None
+            )
 
             # A fresh daemon: RSS idle, then after many conversations.
             config = write_config(tmp, "memory", telegram, model)
@@ -482,6 +540,12 @@ async def main(args: argparse.Namespace) -> None:
 
     print(report(botd_light, floor_light))
     print(report(botd_heavy, floor_heavy))
+    for free, botd in ((free_light, botd_light), (free_heavy, botd_heavy)):
+        print(
+            f"e2e {free.label}, the floor without a rate limiter (for reference): "
+            f"{free.rate:.1f} msg/s, {free.cpu_ms:.1f} ms CPU/msg "
+            f"(botd / this: {botd.cpu_ms / free.cpu_ms:.2f}); latency {free.latency_line()}"
+        )
     print(
         f"e2e light p99: botd {botd_light.percentile(0.99):.1f} ms, "
         f"floor {floor_light.percentile(0.99):.1f} ms"
@@ -505,15 +569,16 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--light-chats", type=int, default=10)
     parser.add_argument("--light-each", type=int, default=20)
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.5,
+        help="seconds a light-load chat waits after an answer before its next message",
+    )
     parser.add_argument("--chats", type=int, default=200)
     parser.add_argument("--each", type=int, default=5)
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--profile", help="py-spy raw output file for the saturating load")
-    parser.add_argument(
-        "--floor-limiter",
-        action="store_true",
-        help="the floor sends through python-telegram-bot's AIORateLimiter, as botd does",
-    )
     return parser.parse_args()
 
 

@@ -29,7 +29,6 @@ from typing import Any, Literal, TextIO
 __all__ = [
     "JsonFormatter",
     "LogContext",
-    "SecretFilter",
     "TextFormatter",
     "add_secret",
     "add_secrets",
@@ -167,20 +166,6 @@ def mask_secrets(text: str) -> str:
     return text
 
 
-class SecretFilter(logging.Filter):
-    """Masks secrets in a record's message (after ``%`` formatting) before any handler sees it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # bad %-args: the formatter reports them, masked
-            return True
-        masked = mask_secrets(message)
-        if masked != message:
-            record.msg, record.args = masked, None
-        return True
-
-
 class _ContextFilter(logging.Filter):
     """Copies the ``LogContext`` ids onto the record; ``extra=`` values take precedence."""
 
@@ -245,6 +230,8 @@ class JsonFormatter(logging.Formatter):
 
 
 _HANDLER_MARK = "_botd_handler"
+# httpx2/httpcore2: the copies of httpx/httpcore the anthropic SDK carries.
+_HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 
 
 def configure_logging(
@@ -264,8 +251,9 @@ def configure_logging(
         raise ValueError(f"unknown log format {fmt!r} (expected 'text' or 'json')")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    # The formatters mask the whole line they produce (message, ids, traceback), so a record
+    # needs no masking of its own on the way.
     handler.addFilter(_ContextFilter())
-    handler.addFilter(SecretFilter())
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -274,6 +262,11 @@ def configure_logging(
             old.close()
     root.addHandler(handler)
     root.setLevel(levels[level.upper()])
+    # The HTTP clients log a line per request at INFO: two per answered message, noise beside
+    # botd's own lines. They are kept for DEBUG; their warnings and errors always show.
+    chatty = logging.WARNING if levels[level.upper()] > logging.DEBUG else logging.NOTSET
+    for name in _HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(chatty)
     logging.captureWarnings(True)  # warnings go through the handler (and its masking) too
     return handler
 

@@ -266,11 +266,36 @@ def test_metrics_escape_labels_and_reject_unknown_counter() -> None:
 def restore_root_logger() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    clients = {name: logging.getLogger(name).level for name in HTTP_CLIENTS}
     yield
     for handler in list(root.handlers):
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
+    for name, client_level in clients.items():
+        logging.getLogger(name).setLevel(client_level)
+
+
+HTTP_CLIENTS = ("httpx", "httpcore", "httpx2", "httpcore2")
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+@pytest.mark.parametrize("client", HTTP_CLIENTS)
+def test_http_clients_request_lines_show_only_at_debug(client: str) -> None:
+    out = io.StringIO()
+    configure_logging("INFO", "text", stream=out)
+    logger = logging.getLogger(client)
+    logger.info('HTTP Request: POST http://example.test/sendMessage "HTTP/1.1 200 OK"')
+    logger.warning("connection reset, retrying")
+    logging.getLogger("botd.test").info("botd's own line")
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 3)[3] for line in lines] == [
+        "connection reset, retrying",
+        "botd's own line",
+    ]
+    configure_logging("DEBUG", "text", stream=out)  # a reload to DEBUG shows them again
+    logger.info("HTTP Request: GET http://example.test/getMe")
+    assert out.getvalue().splitlines()[-1].endswith("HTTP Request: GET http://example.test/getMe")
 
 
 @pytest.mark.usefixtures("restore_root_logger")

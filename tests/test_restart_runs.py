@@ -35,7 +35,7 @@ def run_ids() -> RunIds:
     logger = logging.getLogger("botd.sessions")
     logger.addHandler(handler)
     level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)  # "run started" is a DEBUG line
     yield handler
     logger.removeHandler(handler)
     logger.setLevel(level)

@@ -465,7 +465,7 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
 
     class Capture(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.name == "botd.sessions" and record.getMessage() == "run started":
+            if record.name == "botd.sessions" and record.getMessage().startswith("run ended:"):
                 seen.append(LogContext.current())
 
     handler = Capture()

@@ -214,7 +214,8 @@ class Runner:
         result: RunResult | None = None
         outcome = "exception"
         saved = True
-        log.info("run started")
+        log.debug("run started")
+        began = time.monotonic()
         call_hook(hooks.on_start, inbound)
         try:
             # Images stay in the transcript; only the newest are sent again (media.history).
@@ -225,7 +226,7 @@ class Runner:
             output.cancel()
             raise
         finally:
-            log.info("run ended: %s", outcome)
+            log.info("run ended: %s after %.1f s", outcome, time.monotonic() - began)
             call_hook(hooks.on_end, inbound, outcome)
             added = result.messages if result is not None else run.messages
             self._count_usage(session, inbound, added, loop.model)
