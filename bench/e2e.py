@@ -3,10 +3,10 @@
 botd runs as a subprocess (``botd run --config``, python-telegram-bot and the anthropic SDK
 inside it) against ``FakeTelegramAPI`` and ``FakeAnthropicAPI``, which run here, in the bench
 process: botd's figures are read from its own ``/proc`` entry, so the fakes' CPU is not in
-them (on a 2-core machine the fakes and botd each have a core). botd is configured as an
-operator would: ``dm_policy: open``, the default delivery, one conversation per chat with
-``queue_mode: followup`` (each message its own run and its own answer), state in a temp dir.
-The fake model answers each request with a short streamed text naming the message it answers.
+them. botd is configured as an operator would: ``dm_policy: open``, the default delivery,
+one conversation per chat with ``queue_mode: followup`` (each message its own run and its
+own answer), state in a temp dir. The fake model answers each request with a short streamed
+text naming the message it answers.
 
 Loads:
 
@@ -32,15 +32,22 @@ concurrency, measured the same way. botd's Telegram bot sends through python-tel
 message depends on the rate it is spent at: a process answering 400 messages/s shares each
 long poll, wake-up and warm cache among many more messages than one answering 30. So the
 floor compared runs under the same limiter, at the same rate as botd; the ratio printed is
-botd's CPU per message over that floor's. The floor is then run again without a limiter
-(which only the fakes allow) and printed for reference: at the light load, where the limit
-is not reached, the two floors cost the same.
+botd's CPU per message over that floor's. A floor without a limiter (which only the fakes
+allow) is printed for reference: at the light load, where the limit is not reached, the two
+floors cost the same.
+
+On a shared machine one window's CPU per message can be off by 20%, for botd and the floor
+alike. So botd, the floor and the unthrottled floor run side by side (each with its own
+Telegram fake, idle while another is measured), and the loads are run in ``--rounds``
+rounds (3), each load going to botd and then, with the same messages and request bodies,
+to the floor: figures are the medians of the rounds, the ratio the median of each round's
+ratio, latencies pooled.
 
 Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
-``--profile FILE`` records botd under the saturating load with py-spy (``pip install
-py-spy`` into the venv; raw collapsed stacks in FILE, the floor's in FILE.floor) and prints
-the functions with the most self time, and botd's own functions with the most time
-including what they call. The loads' sizes are options (``--help``).
+``--profile FILE`` records botd under the saturating load of the last round with py-spy
+(``pip install py-spy`` into the venv; raw collapsed stacks in FILE, the floor's in
+FILE.floor) and prints the functions with the most self time, and botd's own functions with
+the most time including what they call. The loads' sizes are options (``--help``).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -313,15 +321,16 @@ async def measure(
     )
 
 
-def light(telegram: Telegram, chats: int, each: int, think: float) -> Any:
+def light(telegram: Telegram, chats: int, each: int, think: float, first: int = 0) -> Any:
     """Each chat writes its next message ``think`` seconds (give or take a quarter, from a
-    fixed seed) after its previous one was answered; the chats start spread over ``think``."""
+    fixed seed) after its previous one was answered; the chats start spread over ``think``.
+    Messages are numbered from ``first`` in each chat."""
 
     async def user(chat: int) -> None:
-        pace = random.Random(chat)
+        pace = random.Random(chat * 1000 + first)
         await asyncio.sleep(think * (chat % chats) / chats)
-        for n in range(each):
-            if n:
+        for n in range(first, first + each):
+            if n > first:
                 await asyncio.sleep(think * pace.uniform(0.75, 1.25))
             await telegram.post(chat, f"m{chat}-{n}")
 
@@ -331,11 +340,15 @@ def light(telegram: Telegram, chats: int, each: int, think: float) -> Any:
     return drive
 
 
-def saturating(telegram: Telegram, chats: int, each: int, first_chat: int = 2000) -> Any:
+def saturating(
+    telegram: Telegram, chats: int, each: int, first: int = 0, first_chat: int = 2000
+) -> Any:
+    """``each`` messages (numbered from ``first``) in each of ``chats`` chats, all at once."""
+
     async def drive() -> None:
         waiting = [
             telegram.post(first_chat + c, f"m{first_chat + c}-{n}")
-            for n in range(each)
+            for n in range(first, first + each)
             for c in range(chats)
         ]
         await asyncio.gather(*waiting)
@@ -408,25 +421,9 @@ def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
     return own, whole
 
 
-def floor_profile(botd_profile: str) -> Path:
-    """Where the floor's profile goes when botd's goes to ``botd_profile``."""
-    return Path(f"{botd_profile}.floor")
-
-
-def report(botd: Figures, floor: Figures) -> str:
-    calls = ", ".join(
-        f"{n / botd.messages:.2f} {method}"
-        for method, n in sorted(botd.methods.items())
-        if method != "getUpdates"
-    )
-    return (
-        f"e2e {botd.label}: {botd.messages:,} messages, {botd.rate:.1f} msg/s, "
-        f"botd {botd.cpu_ms:.1f} ms CPU/msg ({botd.sys_ms:.1f} in the kernel), "
-        f"floor {floor.cpu_ms:.1f} ms CPU/msg ({floor.sys_ms:.1f} in the kernel) "
-        f"({floor.rate:.1f} msg/s), ratio {botd.cpu_ms / floor.cpu_ms:.2f}; "
-        f"latency {botd.latency_line()} (floor {floor.latency_line()}); "
-        f"botd's Telegram calls per message: {calls}"
-    )
+def floor_profile(botd_profile: str, name: str) -> Path:
+    """Where a floor's profile goes when botd's goes to ``botd_profile``."""
+    return Path(f"{botd_profile}.{name}")
 
 
 def labels(args: argparse.Namespace) -> tuple[str, str]:
@@ -436,88 +433,134 @@ def labels(args: argparse.Namespace) -> tuple[str, str]:
     )
 
 
-async def floor_loads(
-    command: list[str],
-    log: Path,
-    telegram: Telegram,
-    args: argparse.Namespace,
-    profile: str | None,
-) -> tuple[Figures, Figures]:
-    """The floor process at the light and the saturating load."""
-    light_label, heavy_label = labels(args)
-    floor = await start(command, log, telegram)
-    try:
-        at_light = await measure(
-            light_label,
-            floor,
-            telegram,
-            light(telegram, args.light_chats, args.light_each, args.think),
-            messages=args.light_chats * args.light_each,
-        )
-        heavy = saturating(telegram, args.chats, args.each)
+@dataclass
+class Contender:
+    """A process under measurement (botd, the floor, the unthrottled floor) and its own
+    Telegram fake, with its figures per load, round by round."""
 
-        async def window() -> Figures:
-            return await measure(
-                heavy_label, floor, telegram, heavy, messages=args.chats * args.each
-            )
+    name: str
+    telegram: Telegram
+    process: asyncio.subprocess.Process | None = None
+    figures: dict[str, list[Figures]] = field(default_factory=lambda: collections.defaultdict(list))
 
-        if profile:
-            return at_light, await profiled(floor.pid, floor_profile(profile), window)
-        return at_light, await window()
-    finally:
-        await stop(floor)
+    async def window(self, label: str, drive: Any, messages: int, profile: Path | None) -> None:
+        assert self.process is not None
+        process = self.process
+
+        async def measured() -> Figures:
+            return await measure(label, process, self.telegram, drive, messages=messages)
+
+        if profile is None:
+            self.figures[label].append(await measured())
+        else:
+            self.figures[label].append(await profiled(process.pid, profile, measured))
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def pooled(rounds: list[Figures]) -> Figures:
+    """The rounds of one load as one: messages and latencies pooled, rate and CPU per
+    message the rounds' medians."""
+    methods: collections.Counter[str] = collections.Counter()
+    for figures in rounds:
+        methods.update(figures.methods)
+    return Figures(
+        rounds[0].label,
+        sum(f.messages for f in rounds),
+        median([f.rate for f in rounds]),
+        median([f.cpu_ms for f in rounds]),
+        median([f.sys_ms for f in rounds]),
+        [latency for f in rounds for latency in f.latencies],
+        methods,
+    )
+
+
+def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
+    botd, floor = pooled(botd_rounds), pooled(floor_rounds)
+    ratios = [b.cpu_ms / f.cpu_ms for b, f in zip(botd_rounds, floor_rounds, strict=True)]
+    calls = ", ".join(
+        f"{n / botd.messages:.2f} {method}"
+        for method, n in sorted(botd.methods.items())
+        if method != "getUpdates"
+    )
+    return (
+        f"e2e {botd.label}: {botd.messages:,} messages in {len(ratios)} rounds, "
+        f"{botd.rate:.1f} msg/s, botd {botd.cpu_ms:.1f} ms CPU/msg ({botd.sys_ms:.1f} in the "
+        f"kernel), floor {floor.cpu_ms:.1f} ms CPU/msg ({floor.sys_ms:.1f} in the kernel) "
+        f"({floor.rate:.1f} msg/s), ratio {median(ratios):.2f} (by round: "
+        f"{' '.join(f'{r:.2f}' for r in ratios)}); latency {botd.latency_line()} "
+        f"(floor {floor.latency_line()}); botd's Telegram calls per message: {calls}"
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
     botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
     light_label, heavy_label = labels(args)
-    light_n = args.light_chats * args.light_each
-    heavy_n = args.chats * args.each
     tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
-    telegram, model = Telegram(), Model()
+    model = Model()
+    botd = Contender("botd", Telegram())
+    floor = Contender("floor", Telegram())
+    free = Contender("floor-unlimited", Telegram())
+    contenders = (botd, floor, free)
+    bodies = tmp / "bodies.json"
+    bodies.write_text("{}")
     try:
-        async with telegram, model:
-            # botd at the two loads, keeping the bodies it sent for the floor.
-            config = write_config(tmp, "loads", telegram, model)
-            daemon = await start([*botd_cmd, str(config)], tmp / "loads.log", telegram)
+        async with model, botd.telegram, floor.telegram, free.telegram:
+            config = write_config(tmp, "loads", botd.telegram, model)
+            botd.process = await start([*botd_cmd, str(config)], tmp / "loads.log", botd.telegram)
+            for contender in (floor, free):
+                command = [sys.executable, str(FLOOR), "--telegram", contender.telegram.base_url]
+                command += ["--token", TOKEN, "--anthropic", model.base_url]
+                command += ["--api-key", API_KEY, "--bodies", str(bodies)]
+                command += ["--concurrency", str(RUN_CAP)]
+                if contender is floor:
+                    command.append("--rate-limiter")
+                log = tmp / f"{contender.name}.log"
+                contender.process = await start(command, log, contender.telegram)
             try:
-                model.keep = True
-                botd_light = await measure(
-                    light_label,
-                    daemon,
-                    telegram,
-                    light(telegram, args.light_chats, args.light_each, args.think),
-                    messages=light_n,
-                )
-                heavy = saturating(telegram, args.chats, args.each)
-
-                async def window() -> Figures:
-                    return await measure(heavy_label, daemon, telegram, heavy, messages=heavy_n)
-
-                if args.profile:
-                    botd_heavy = await profiled(daemon.pid, Path(args.profile), window)
-                else:
-                    botd_heavy = await window()
+                # Round by round, each load goes to botd (whose request bodies are kept), then
+                # to the floor with the same messages and bodies; so a slow spell of the
+                # machine meets both. The unthrottled floor runs in the first round only.
+                for round_ in range(args.rounds):
+                    last = round_ == args.rounds - 1
+                    for label, size in ((light_label, args.light_each), (heavy_label, args.each)):
+                        for contender in contenders:
+                            if contender is free and round_ > 0:
+                                continue
+                            if label == light_label:
+                                drive = light(
+                                    contender.telegram,
+                                    args.light_chats,
+                                    size,
+                                    args.think,
+                                    first=round_ * size,
+                                )
+                                messages = args.light_chats * size
+                            else:
+                                drive = saturating(
+                                    contender.telegram, args.chats, size, first=round_ * size
+                                )
+                                messages = args.chats * size
+                            profile = None
+                            if args.profile and label == heavy_label and last:
+                                profile = Path(args.profile)
+                                if contender is not botd:
+                                    profile = floor_profile(args.profile, contender.name)
+                            model.keep = contender is botd
+                            await contender.window(label, drive, messages, profile)
+                            if contender is botd:
+                                bodies.write_text(json.dumps(model.bodies))
                 model.keep = False
             finally:
-                await stop(daemon)
-            bodies = tmp / "bodies.json"
-            bodies.write_text(json.dumps(model.bodies))
+                for contender in contenders:
+                    if contender.process is not None:
+                        await stop(contender.process)
             model.bodies.clear()
 
-            # The floor at the same loads, with the same bodies: under botd's rate limit (the
-            # figures compared), then without it (for reference).
-            floor_cmd = [sys.executable, str(FLOOR), "--telegram", telegram.base_url]
-            floor_cmd += ["--token", TOKEN, "--anthropic", model.base_url, "--api-key", API_KEY]
-            floor_cmd += ["--bodies", str(bodies), "--concurrency", str(RUN_CAP)]
-            floor_light, floor_heavy = await floor_loads(
-                [*floor_cmd, "--rate-limiter"], tmp / "floor.log", telegram, args, args.profile
-            )
-            free_light, free_heavy = await floor_loads(
-                floor_cmd, tmp / "floor-unlimited.log", telegram, args, None
-            )
-
             # A fresh daemon: RSS idle, then after many conversations.
+            telegram = botd.telegram
             config = write_config(tmp, "memory", telegram, model)
             daemon = await start([*botd_cmd, str(config)], tmp / "memory.log", telegram)
             try:
@@ -534,18 +577,21 @@ async def main(args: argparse.Namespace) -> None:
             finally:
                 await stop(daemon)
     except BaseException:
-        print(f"e2e: the logs (botd's and the floor's) are kept in {tmp}", file=sys.stderr)
+        print(f"e2e: the logs (botd's and the floors') are kept in {tmp}", file=sys.stderr)
         raise
     shutil.rmtree(tmp)
 
-    print(report(botd_light, floor_light))
-    print(report(botd_heavy, floor_heavy))
-    for free, botd in ((free_light, botd_light), (free_heavy, botd_heavy)):
+    for label in (light_label, heavy_label):
+        print(report(botd.figures[label], floor.figures[label]))
+    for label in (light_label, heavy_label):
+        unthrottled, botd_first = free.figures[label][0], botd.figures[label][0]
         print(
-            f"e2e {free.label}, the floor without a rate limiter (for reference): "
-            f"{free.rate:.1f} msg/s, {free.cpu_ms:.1f} ms CPU/msg "
-            f"(botd / this: {botd.cpu_ms / free.cpu_ms:.2f}); latency {free.latency_line()}"
+            f"e2e {label}, the floor without a rate limiter (for reference, first round): "
+            f"{unthrottled.rate:.1f} msg/s, {unthrottled.cpu_ms:.1f} ms CPU/msg "
+            f"(botd / this: {botd_first.cpu_ms / unthrottled.cpu_ms:.2f}); "
+            f"latency {unthrottled.latency_line()}"
         )
+    botd_light, floor_light = pooled(botd.figures[light_label]), pooled(floor.figures[light_label])
     print(
         f"e2e light p99: botd {botd_light.percentile(0.99):.1f} ms, "
         f"floor {floor_light.percentile(0.99):.1f} ms"
@@ -578,6 +624,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--chats", type=int, default=200)
     parser.add_argument("--each", type=int, default=5)
     parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of both loads, botd and the floor in turn; figures are the medians",
+    )
     parser.add_argument("--profile", help="py-spy raw output file for the saturating load")
     return parser.parse_args()
 

@@ -6,7 +6,8 @@ streamed text with one ``Bot.send_message``. Nothing else: no store, no router, 
 
 The request body for each message is the one botd sent for the same message (the model, the
 system prompt, the tools, the whole history), read from ``--bodies`` (a JSON object from the
-message's key, its first word, to the body), so the prompt size is botd's exactly. Messages of
+message's key, its first word, to the body, read again when a key is not in it yet), so the
+prompt size is botd's exactly. Messages of
 one chat are answered in order, and at most ``--concurrency`` at once, as botd's run cap does.
 
 With ``--rate-limiter`` its bot is python-telegram-bot's ``ExtBot`` with
@@ -40,13 +41,17 @@ async def answer(
     bot: Bot,
     client: anthropic.AsyncAnthropic,
     bodies: dict[str, dict[str, Any]],
+    bodies_file: str,
     chat_locks: dict[int, asyncio.Lock],
     cap: asyncio.Semaphore,
 ) -> None:
     message = update.message
     if message is None or message.text is None:
         return
-    body = bodies[message.text.split()[0]]
+    key = message.text.split()[0]
+    if key not in bodies:  # the bench records botd's bodies round by round: read them again
+        bodies.update(json.loads(Path(bodies_file).read_text()))
+    body = bodies[key]
     arguments = {k: body[k] for k in _SDK_ARGS if k in body}
     extra = {k: v for k, v in body.items() if k not in _SDK_ARGS and k != "stream"}
     lock = chat_locks.setdefault(message.chat_id, asyncio.Lock())
@@ -88,7 +93,9 @@ async def main() -> None:
             halt.cancel()
             for update in poll.result():
                 offset = update.update_id + 1
-                task = asyncio.ensure_future(answer(update, bot, client, bodies, chat_locks, cap))
+                task = asyncio.ensure_future(
+                    answer(update, bot, client, bodies, args.bodies, chat_locks, cap)
+                )
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
     await client.close()

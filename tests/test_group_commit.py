@@ -4,13 +4,14 @@ one that fails alone fails only its own caller."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from botd.chat import Target
-from botd.store import Store, StoreWriteError
+from botd.store import Store, StoreWriteError, deferred
 from tests.test_sessions import inbound
 from tests.test_store_degraded import fill_the_disk
 
@@ -126,3 +127,77 @@ def test_an_existing_session_is_found_without_a_write_transaction(store: Store) 
     found = store.get_or_create_session("console:c1")
     assert found == created
     assert not [s for s in statements if s.strip().upper().startswith(("BEGIN", "COMMIT"))]
+
+
+def _seen_by_another_connection(store: Store, sql: str) -> list[tuple[object, ...]]:
+    """What a second connection (another process, after a crash) reads from the database."""
+    other = sqlite3.connect(store.path)
+    try:
+        return list(other.execute(sql).fetchall())
+    finally:
+        other.close()
+
+
+async def _iterations(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_a_run_start_waits_for_the_reply_piece_and_rides_in_its_commit(
+    store: Store,
+) -> None:
+    session = store.get_or_create_session("console:c1")
+    inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
+    assert inbox_id is not None
+    statements = count_commits(store)
+    store.start_inbox_run([inbox_id], session_id=session.session_id, run_id="r:1")
+    store.count_run_soon(session.session_id)
+    await _iterations(5)  # the loop goes on: the lazy records do not commit on their own yet
+    assert _commits(statements) == 0
+    states = "SELECT state FROM inbox"
+    assert _seen_by_another_connection(store, states) == [("accepted",)]
+    await store.outbox_add(inbox_id, 1, "block", TARGET, "the reply")
+    assert _commits(statements) == 1  # one transaction: the start, the count and the piece
+    assert _seen_by_another_connection(store, states) == [("running",)]
+    runs = f"SELECT runs FROM sessions WHERE session_id = '{session.session_id}'"
+    assert _seen_by_another_connection(store, runs) == [(1,)]
+
+
+async def test_a_lazy_record_alone_commits_after_the_window(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deferred, "LAZY_WINDOW", 0.05)
+    store.set_offset("telegram", "default", "9")
+    offsets = "SELECT value FROM offsets"
+    assert _seen_by_another_connection(store, offsets) == []
+    async with asyncio.timeout(10):
+        while not _seen_by_another_connection(store, offsets):
+            await asyncio.sleep(0.01)
+    assert _seen_by_another_connection(store, offsets) == [("9",)]
+
+
+async def test_a_prompt_record_carries_the_lazy_ones_queued_before_it(store: Store) -> None:
+    inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
+    assert inbox_id is not None
+    statements = count_commits(store)
+    store.set_offset("telegram", "default", "3")  # lazy
+    store.finish_inbox([inbox_id], "answered")  # prompt: the end of this iteration
+    await _iterations(3)
+    assert _commits(statements) == 1
+    assert _seen_by_another_connection(store, "SELECT value FROM offsets") == [("3",)]
+    assert _seen_by_another_connection(store, "SELECT state FROM inbox") == [("answered",)]
+
+
+def test_a_lazy_record_queued_at_close_is_committed(tmp_path: Path) -> None:
+    opened = Store.open(tmp_path / "state")
+
+    async def queue() -> None:
+        opened.set_offset("telegram", "default", "11")
+
+    asyncio.run(queue())
+    opened.close()
+    reopened = Store.open(tmp_path / "state")
+    try:
+        assert reopened.get_offset("telegram", "default") == "11"
+    finally:
+        reopened.close()

@@ -19,6 +19,14 @@ Everything queued is committed, in order, at the end of the loop iteration
 whichever comes first. Reads that must see the queued records call ``flush_deferred``
 first; ``close`` flushes too.
 
+``_defer(kind, write, lazy=True)`` is for the records whose loss in a crash changes nothing
+a user sees: a channel's offset (the platform sends the messages again and the inbound
+ledger drops them), a run's start (the message stays accepted and its run starts over, as
+after a crash a moment earlier) and counts. They wait for the next write that commits
+anyway (a run's reply piece, usually, a few milliseconds later) and ride in it, or commit
+alone after ``LAZY_WINDOW``: one transaction fewer per message or more. Being in the same
+queue, they are still committed before anything queued after them.
+
 Each awaited write runs inside its own savepoint, so one that fails for its own reason (a
 constraint, text SQLite cannot take, a bug) is undone alone and only its caller sees the
 error. A storage fault (disk full, I/O error) fails the whole transaction: every waiting
@@ -41,6 +49,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+LAZY_WINDOW = 0.5
+"""Seconds a lazy record waits for another write to ride with before it commits alone."""
+
 Write = Callable[[sqlite3.Connection], Any]
 Deferred = tuple[str, Write]
 """A queued record: its kind (the store method, for ``health``) and the write itself."""
@@ -54,13 +65,32 @@ class DeferredWrites(StoreBase):
     _deferred: list[Deferred] | None = None
     _waiting: list[Waiting] | None = None
     _flush_scheduled = False
+    _lazy_flush: asyncio.TimerHandle | None = None
 
-    def _defer(self, kind: str, write: Write) -> None:
-        """Queue the record ``write`` (called with the connection inside a transaction)."""
+    def _defer(self, kind: str, write: Write, *, lazy: bool = False) -> None:
+        """Queue the record ``write`` (called with the connection inside a transaction);
+        ``lazy``: it may wait for the next commit (see the module docstring)."""
         if self._deferred is None:
             self._deferred = []
         self._deferred.append((kind, write))
-        self._schedule_flush()
+        if lazy:
+            self._schedule_lazy_flush()
+        else:
+            self._schedule_flush()
+
+    def _schedule_lazy_flush(self) -> None:
+        if self._flush_scheduled or self._lazy_flush is not None:
+            return  # something will commit it sooner
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush_deferred()  # no loop to wait for: now
+            return
+        self._lazy_flush = loop.call_later(LAZY_WINDOW, self._scheduled_lazy_flush)
+
+    def _scheduled_lazy_flush(self) -> None:
+        self._lazy_flush = None
+        self._flush_logging_errors()
 
     async def _commit(self, kind: str, write: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``write`` in the next group transaction; its result once that committed."""
@@ -88,6 +118,9 @@ class DeferredWrites(StoreBase):
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
+        self._flush_logging_errors()
+
+    def _flush_logging_errors(self) -> None:
         try:
             self.flush_deferred()
         except StoreWriteError as exc:
@@ -109,6 +142,9 @@ class DeferredWrites(StoreBase):
     def _transaction(self, kind: str) -> Iterator[sqlite3.Connection]:
         records, self._deferred = self._deferred or (), None
         waiting, self._waiting = self._waiting or (), None
+        if self._lazy_flush is not None:  # the lazy records queued ride in this one
+            self._lazy_flush.cancel()
+            self._lazy_flush = None
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
             with super()._transaction(kind) as conn:

@@ -74,7 +74,7 @@ class InboundStore(DeferredWrites):
         return None if row is None else str(row[0])
 
     def set_offset(self, channel: str, account: str, value: str) -> None:
-        """Save a channel account's position with the next group commit (``deferred``).
+        """Save a channel account's position, lazily, with a later group commit (``deferred``).
 
         A record of what already happened: the messages before it were accepted (committed)
         already, and one lost in a crash only has the platform send some of them again, which
@@ -89,7 +89,7 @@ class InboundStore(DeferredWrites):
                 params,
             )
 
-        self._defer("set_offset", write)
+        self._defer("set_offset", write, lazy=True)
 
 
 class Prunable(Protocol):

@@ -129,12 +129,15 @@ class InboxStore(TranscriptStore):
         """A run starts on these inbox rows: write its user turn (if any) and mark them running.
 
         With no ``user_turn`` (a resumed run, whose turn is in the transcript already) the
-        rows keep the user turn they had.
+        rows keep the user turn they had. Lazy (``deferred``): lost in a crash, the rows stay
+        as they were and the run starts over.
         """
         bodies = [(m.role, _message_json(m)) for m in user_turn]
         ids = list(ids)
         self._defer(
-            "start_inbox_run", lambda conn: self._start_run(conn, ids, session_id, run_id, bodies)
+            "start_inbox_run",
+            lambda conn: self._start_run(conn, ids, session_id, run_id, bodies),
+            lazy=True,
         )
 
     def _start_run(

@@ -170,15 +170,18 @@ class TranscriptStore(DeferredWrites):
         return None if row is None else _record(row)
 
     def count_run_soon(self, session_id: str) -> None:
-        """Count a run the session starts, committed with the store's next transaction.
+        """Count a run the session starts, committed lazily with the store's next transaction.
 
-        The count survives a restart, so a restarted session numbers its runs on from it.
+        The count survives a restart, so a restarted session numbers its runs on from it. A
+        crash before it committed lost the run's start with it: that run is run again, under
+        the same number.
         """
         self._defer(
             "count_run",
             lambda conn: conn.execute(
                 "UPDATE sessions SET runs = runs + 1 WHERE session_id = ?", (session_id,)
             ),
+            lazy=True,
         )
 
     # --- transcripts --------------------------------------------------------------------------

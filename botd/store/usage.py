@@ -83,6 +83,7 @@ class UsageStore(DeferredWrites):
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             ),
+            lazy=True,
         )
 
     def usage_totals(
