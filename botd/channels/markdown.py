@@ -98,9 +98,17 @@ def _size(text: str, flavour: Flavour) -> int:
     return len(text)
 
 
-def _fit(md: str, flavour: Flavour, limit: int, line_limit: int | None) -> list[RenderedChunk]:
+def _rendered_and_plain(md: str, flavour: Flavour) -> tuple[str, str]:
+    """``md`` rendered for ``flavour`` and as plain text; Telegram's two from one parse."""
+    if flavour == "telegram_html":
+        root = SyntaxTreeNode(_MD.parse(md))
+        return _Renderer(flavour).tree(root), _Renderer("plain").tree(root)
     text = render(md, flavour)
-    plain = text if flavour == "plain" else render(md, "plain")
+    return text, text if flavour == "plain" else render(md, "plain")
+
+
+def _fit(md: str, flavour: Flavour, limit: int, line_limit: int | None) -> list[RenderedChunk]:
+    text, plain = _rendered_and_plain(md, flavour)
     if not text.strip() and not plain.strip():
         return []
     longest = max(_size(text, flavour), _size(plain, flavour))
@@ -229,7 +237,10 @@ class _Renderer:
         self._open: set[str] = set()
 
     def document(self, markdown: str) -> str:
-        root = SyntaxTreeNode(_MD.parse(markdown))
+        return self.tree(SyntaxTreeNode(_MD.parse(markdown)))
+
+    def tree(self, root: SyntaxTreeNode) -> str:
+        """A parsed document (left unchanged, so one parse serves several renderers)."""
         return self.blocks(root.children, "\n\n").strip("\n")
 
     # Blocks.

@@ -422,6 +422,17 @@ def test_telegram_render_is_valid_html(src: str) -> None:
     assert telegram_problems(render(src, "telegram_html")) == []
 
 
+@settings(max_examples=200, deadline=None)
+@given(src=MARKDOWNISH)
+def test_a_telegram_chunk_and_its_plain_form_are_the_renderings_of_the_markdown(src: str) -> None:
+    # The two come from one parse: each is what rendering the markdown on its own gives.
+    chunks = render_chunks(src, "telegram_html", 1_000_000)
+    if not chunks:
+        assert not render(src, "telegram_html").strip() and not render(src, "plain").strip()
+        return
+    assert chunks == [RenderedChunk(render(src, "telegram_html"), render(src, "plain"))]
+
+
 def test_telegram_chunks_fit_in_utf16_units() -> None:
     # Telegram counts UTF-16 code units: every emoji here is two of them.
     markdown = " ".join(f"😀{n}" for n in range(3000))
