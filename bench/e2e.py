@@ -443,6 +443,15 @@ class Contender:
     process: asyncio.subprocess.Process | None = None
     figures: dict[str, list[Figures]] = field(default_factory=lambda: collections.defaultdict(list))
 
+    async def reload_bodies(self, tmp: Path, count: int) -> None:
+        """Have a floor read the bodies file again (SIGHUP), before its window, not in it."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
+        log, loaded = tmp / f"{self.name}.log", f"bodies: {count}\n"
+        async with asyncio.timeout(60):
+            while loaded not in log.read_text():
+                await asyncio.sleep(0.05)
+
     async def window(self, label: str, drive: Any, messages: int, profile: Path | None) -> None:
         assert self.process is not None
         process = self.process
@@ -552,6 +561,8 @@ async def main(args: argparse.Namespace) -> None:
                             await contender.window(label, drive, messages, profile)
                             if contender is botd:
                                 bodies.write_text(json.dumps(model.bodies))
+                                for other in (floor, free):
+                                    await other.reload_bodies(tmp, len(model.bodies))
                 model.keep = False
             finally:
                 for contender in contenders:

@@ -6,8 +6,9 @@ streamed text with one ``Bot.send_message``. Nothing else: no store, no router, 
 
 The request body for each message is the one botd sent for the same message (the model, the
 system prompt, the tools, the whole history), read from ``--bodies`` (a JSON object from the
-message's key, its first word, to the body, read again when a key is not in it yet), so the
-prompt size is botd's exactly. Messages of
+message's key, its first word, to the body; read again on SIGHUP, which the bench sends
+before each of the floor's windows, so the reading is not measured), so the prompt size is
+botd's exactly. Messages of
 one chat are answered in order, and at most ``--concurrency`` at once, as botd's run cap does.
 
 With ``--rate-limiter`` its bot is python-telegram-bot's ``ExtBot`` with
@@ -41,17 +42,13 @@ async def answer(
     bot: Bot,
     client: anthropic.AsyncAnthropic,
     bodies: dict[str, dict[str, Any]],
-    bodies_file: str,
     chat_locks: dict[int, asyncio.Lock],
     cap: asyncio.Semaphore,
 ) -> None:
     message = update.message
     if message is None or message.text is None:
         return
-    key = message.text.split()[0]
-    if key not in bodies:  # the bench records botd's bodies round by round: read them again
-        bodies.update(json.loads(Path(bodies_file).read_text()))
-    body = bodies[key]
+    body = bodies[message.text.split()[0]]
     arguments = {k: body[k] for k in _SDK_ARGS if k in body}
     extra = {k: v for k, v in body.items() if k not in _SDK_ARGS and k != "stream"}
     lock = chat_locks.setdefault(message.chat_id, asyncio.Lock())
@@ -68,9 +65,18 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rate-limiter", action="store_true")
     args = parser.parse_args()
-    bodies: dict[str, dict[str, Any]] = json.loads(Path(args.bodies).read_text())
+    bodies: dict[str, dict[str, Any]] = {}
+
+    def load_bodies() -> None:
+        bodies.clear()
+        bodies.update(json.loads(Path(args.bodies).read_text()))
+        print(f"bodies: {len(bodies)}", flush=True)
+
+    load_bodies()
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, load_bodies)
     client = anthropic.AsyncAnthropic(api_key=args.api_key, base_url=args.anthropic, max_retries=0)
     bot = Bot(args.token, base_url=f"{args.telegram}/bot")
     if args.rate_limiter:
@@ -93,9 +99,7 @@ async def main() -> None:
             halt.cancel()
             for update in poll.result():
                 offset = update.update_id + 1
-                task = asyncio.ensure_future(
-                    answer(update, bot, client, bodies, args.bodies, chat_locks, cap)
-                )
+                task = asyncio.ensure_future(answer(update, bot, client, bodies, chat_locks, cap))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
     await client.close()
