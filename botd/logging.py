@@ -247,6 +247,7 @@ def configure_logging(
     levels = logging.getLevelNamesMapping()
     if level.upper() not in levels:
         raise ValueError(f"unknown log level {level!r}")
+    threshold = levels[level.upper()]
     if fmt not in ("text", "json"):
         raise ValueError(f"unknown log format {fmt!r} (expected 'text' or 'json')")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
@@ -261,10 +262,10 @@ def configure_logging(
             root.removeHandler(old)
             old.close()
     root.addHandler(handler)
-    root.setLevel(levels[level.upper()])
+    root.setLevel(threshold)
     # The HTTP clients log a line per request at INFO: two per answered message, noise beside
     # botd's own lines. They are kept for DEBUG; their warnings and errors always show.
-    chatty = logging.WARNING if levels[level.upper()] > logging.DEBUG else logging.NOTSET
+    chatty = logging.WARNING if threshold > logging.DEBUG else logging.NOTSET
     for name in _HTTP_CLIENT_LOGGERS:
         logging.getLogger(name).setLevel(chatty)
     logging.captureWarnings(True)  # warnings go through the handler (and its masking) too

@@ -73,20 +73,7 @@ class DeferredWrites(StoreBase):
         if self._deferred is None:
             self._deferred = []
         self._deferred.append((kind, write))
-        if lazy:
-            self._schedule_lazy_flush()
-        else:
-            self._schedule_flush()
-
-    def _schedule_lazy_flush(self) -> None:
-        if self._flush_scheduled or self._lazy_flush is not None:
-            return  # something will commit it sooner
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush_deferred()  # no loop to wait for: now
-            return
-        self._lazy_flush = loop.call_later(LAZY_WINDOW, self._scheduled_lazy_flush)
+        self._schedule_flush(lazy=lazy)
 
     def _scheduled_lazy_flush(self) -> None:
         self._lazy_flush = None
@@ -105,16 +92,21 @@ class DeferredWrites(StoreBase):
         """Wait until everything queued so far has committed (raises what failed it)."""
         await self._commit(kind, _nothing)
 
-    def _schedule_flush(self) -> None:
-        if self._flush_scheduled:
+    def _schedule_flush(self, *, lazy: bool = False) -> None:
+        """A flush at the end of this loop iteration, or (``lazy``) within ``LAZY_WINDOW``,
+        unless one already comes as soon."""
+        if self._flush_scheduled or (lazy and self._lazy_flush is not None):
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush_deferred()  # no loop to wait for: now
             return
-        self._flush_scheduled = True
-        loop.call_soon(self._scheduled_flush)
+        if lazy:
+            self._lazy_flush = loop.call_later(LAZY_WINDOW, self._scheduled_lazy_flush)
+        else:
+            self._flush_scheduled = True
+            loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
