@@ -45,9 +45,10 @@ ratio, latencies pooled.
 
 Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
 ``--profile FILE`` records botd under the saturating load of the last round with py-spy
-(``pip install py-spy`` into the venv; raw collapsed stacks in FILE, the floor's in
-FILE.floor) and prints the functions with the most self time, and botd's own functions with
-the most time including what they call. The loads' sizes are options (``--help``).
+(``pip install py-spy`` into the venv; raw collapsed stacks in FILE, the floors' in
+FILE.floor and, when that round is the first, FILE.floor-unlimited) and prints the functions
+with the most self time, and botd's own functions with the most time including what they
+call. The loads' sizes are options (``--help``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -421,16 +423,26 @@ def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
     return own, whole
 
 
-def floor_profile(botd_profile: str, name: str) -> Path:
-    """Where a floor's profile goes when botd's goes to ``botd_profile``."""
-    return Path(f"{botd_profile}.{name}")
+Load = tuple[str, int, Callable[[Telegram], Any]]
+"""A load: its label, its number of messages, and its drive for a contender's Telegram fake."""
 
 
-def labels(args: argparse.Namespace) -> tuple[str, str]:
-    return (
-        f"light ({args.light_chats} chats)",
-        f"saturating ({args.chats} chats x {args.each})",
-    )
+def loads(args: argparse.Namespace, round_: int) -> list[Load]:
+    """The light and the saturating load of round ``round_`` (messages numbered on from the
+    earlier rounds', so each round's are new to botd's conversations)."""
+    light_first, heavy_first = round_ * args.light_each, round_ * args.each
+    return [
+        (
+            f"light ({args.light_chats} chats)",
+            args.light_chats * args.light_each,
+            lambda t: light(t, args.light_chats, args.light_each, args.think, first=light_first),
+        ),
+        (
+            f"saturating ({args.chats} chats x {args.each})",
+            args.chats * args.each,
+            lambda t: saturating(t, args.chats, args.each, first=heavy_first),
+        ),
+    ]
 
 
 @dataclass
@@ -440,19 +452,22 @@ class Contender:
 
     name: str
     telegram: Telegram
+    log: Path
     process: asyncio.subprocess.Process | None = None
     figures: dict[str, list[Figures]] = field(default_factory=lambda: collections.defaultdict(list))
+    bodies_loads: int = 1  # a floor reads the bodies file once as it starts
 
-    async def reload_bodies(self, tmp: Path, count: int) -> None:
+    async def reload_bodies(self) -> None:
         """Have a floor read the bodies file again (SIGHUP), before its window, not in it."""
         assert self.process is not None
+        self.bodies_loads += 1
         self.process.send_signal(signal.SIGHUP)
-        log, loaded = tmp / f"{self.name}.log", f"bodies: {count}\n"
+        loaded = f"bodies load {self.bodies_loads}:"
         async with asyncio.timeout(60):
-            while loaded not in log.read_text():
+            while loaded not in self.log.read_text():
                 await asyncio.sleep(0.05)
 
-    async def window(self, label: str, drive: Any, messages: int, profile: Path | None) -> None:
+    async def window(self, label: str, drive: Any, messages: int, profile: str | None) -> None:
         assert self.process is not None
         process = self.process
 
@@ -462,11 +477,7 @@ class Contender:
         if profile is None:
             self.figures[label].append(await measured())
         else:
-            self.figures[label].append(await profiled(process.pid, profile, measured))
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
+            self.figures[label].append(await profiled(process.pid, Path(profile), measured))
 
 
 def pooled(rounds: list[Figures]) -> Figures:
@@ -478,9 +489,9 @@ def pooled(rounds: list[Figures]) -> Figures:
     return Figures(
         rounds[0].label,
         sum(f.messages for f in rounds),
-        median([f.rate for f in rounds]),
-        median([f.cpu_ms for f in rounds]),
-        median([f.sys_ms for f in rounds]),
+        statistics.median([f.rate for f in rounds]),
+        statistics.median([f.cpu_ms for f in rounds]),
+        statistics.median([f.sys_ms for f in rounds]),
         [latency for f in rounds for latency in f.latencies],
         methods,
     )
@@ -498,7 +509,7 @@ def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
         f"e2e {botd.label}: {botd.messages:,} messages in {len(ratios)} rounds, "
         f"{botd.rate:.1f} msg/s, botd {botd.cpu_ms:.1f} ms CPU/msg ({botd.sys_ms:.1f} in the "
         f"kernel), floor {floor.cpu_ms:.1f} ms CPU/msg ({floor.sys_ms:.1f} in the kernel) "
-        f"({floor.rate:.1f} msg/s), ratio {median(ratios):.2f} (by round: "
+        f"({floor.rate:.1f} msg/s), ratio {statistics.median(ratios):.2f} (by round: "
         f"{' '.join(f'{r:.2f}' for r in ratios)}); latency {botd.latency_line()} "
         f"(floor {floor.latency_line()}); botd's Telegram calls per message: {calls}"
     )
@@ -506,19 +517,18 @@ def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
 
 async def main(args: argparse.Namespace) -> None:
     botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
-    light_label, heavy_label = labels(args)
+    (light_label, _, _), (heavy_label, _, _) = loads(args, 0)
     tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
     model = Model()
-    botd = Contender("botd", Telegram())
-    floor = Contender("floor", Telegram())
-    free = Contender("floor-unlimited", Telegram())
-    contenders = (botd, floor, free)
+    botd = Contender("botd", Telegram(), tmp / "loads.log")
+    floor = Contender("floor", Telegram(), tmp / "floor.log")
+    free = Contender("floor-unlimited", Telegram(), tmp / "floor-unlimited.log")
     bodies = tmp / "bodies.json"
     bodies.write_text("{}")
     try:
         async with model, botd.telegram, floor.telegram, free.telegram:
             config = write_config(tmp, "loads", botd.telegram, model)
-            botd.process = await start([*botd_cmd, str(config)], tmp / "loads.log", botd.telegram)
+            botd.process = await start([*botd_cmd, str(config)], botd.log, botd.telegram)
             for contender in (floor, free):
                 command = [sys.executable, str(FLOOR), "--telegram", contender.telegram.base_url]
                 command += ["--token", TOKEN, "--anthropic", model.base_url]
@@ -526,49 +536,30 @@ async def main(args: argparse.Namespace) -> None:
                 command += ["--concurrency", str(RUN_CAP)]
                 if contender is floor:
                     command.append("--rate-limiter")
-                log = tmp / f"{contender.name}.log"
-                contender.process = await start(command, log, contender.telegram)
+                contender.process = await start(command, contender.log, contender.telegram)
             try:
                 # Round by round, each load goes to botd (whose request bodies are kept), then
                 # to the floor with the same messages and bodies; so a slow spell of the
                 # machine meets both. The unthrottled floor runs in the first round only.
                 for round_ in range(args.rounds):
-                    last = round_ == args.rounds - 1
-                    for label, size in ((light_label, args.light_each), (heavy_label, args.each)):
-                        for contender in contenders:
-                            if contender is free and round_ > 0:
-                                continue
-                            if label == light_label:
-                                drive = light(
-                                    contender.telegram,
-                                    args.light_chats,
-                                    size,
-                                    args.think,
-                                    first=round_ * size,
-                                )
-                                messages = args.light_chats * size
-                            else:
-                                drive = saturating(
-                                    contender.telegram, args.chats, size, first=round_ * size
-                                )
-                                messages = args.chats * size
-                            profile = None
-                            if args.profile and label == heavy_label and last:
-                                profile = Path(args.profile)
-                                if contender is not botd:
-                                    profile = floor_profile(args.profile, contender.name)
-                            model.keep = contender is botd
-                            await contender.window(label, drive, messages, profile)
-                            if contender is botd:
-                                bodies.write_text(json.dumps(model.bodies))
-                                for other in (floor, free):
-                                    await other.reload_bodies(tmp, len(model.bodies))
-                model.keep = False
+                    floors = (floor, free) if round_ == 0 else (floor,)
+                    for label, messages, load in loads(args, round_):
+                        profile = None
+                        if args.profile and label == heavy_label and round_ == args.rounds - 1:
+                            profile = args.profile
+                        model.keep = True
+                        await botd.window(label, load(botd.telegram), messages, profile)
+                        model.keep = False
+                        bodies.write_text(json.dumps(model.bodies))
+                        model.bodies.clear()
+                        for other in floors:
+                            await other.reload_bodies()
+                            other_profile = profile and f"{profile}.{other.name}"
+                            await other.window(label, load(other.telegram), messages, other_profile)
             finally:
-                for contender in contenders:
+                for contender in (botd, floor, free):
                     if contender.process is not None:
                         await stop(contender.process)
-            model.bodies.clear()
 
             # A fresh daemon: RSS idle, then after many conversations.
             telegram = botd.telegram

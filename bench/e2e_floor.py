@@ -6,8 +6,9 @@ streamed text with one ``Bot.send_message``. Nothing else: no store, no router, 
 
 The request body for each message is the one botd sent for the same message (the model, the
 system prompt, the tools, the whole history), read from ``--bodies`` (a JSON object from the
-message's key, its first word, to the body; read again on SIGHUP, which the bench sends
-before each of the floor's windows, so the reading is not measured), so the prompt size is
+message's key, its first word, to the body; the file holds the bodies of botd's last window
+and is read again on SIGHUP, which the bench sends before each of the floor's windows, so
+the reading is not measured), so the prompt size is
 botd's exactly. Messages of
 one chat are answered in order, and at most ``--concurrency`` at once, as botd's run cap does.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import signal
 from pathlib import Path
@@ -66,11 +68,12 @@ async def main() -> None:
     parser.add_argument("--rate-limiter", action="store_true")
     args = parser.parse_args()
     bodies: dict[str, dict[str, Any]] = {}
+    loads = itertools.count(1)
 
     def load_bodies() -> None:
         bodies.clear()
         bodies.update(json.loads(Path(args.bodies).read_text()))
-        print(f"bodies: {len(bodies)}", flush=True)
+        print(f"bodies load {next(loads)}: {len(bodies)}", flush=True)
 
     load_bodies()
     stop = asyncio.Event()
