@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Target
+from botd.events import Message, TextContent
 from botd.store import Store, StoreWriteError, deferred
+from botd.store.transcripts import UnknownSessionError
 from tests.test_sessions import inbound
 from tests.test_store_degraded import fill_the_disk
 
@@ -201,3 +203,46 @@ def test_a_lazy_record_queued_at_close_is_committed(tmp_path: Path) -> None:
         assert reopened.get_offset("telegram", "default") == "11"
     finally:
         reopened.close()
+
+
+async def test_a_run_closing_transcript_write_rides_with_the_sent_mark_and_the_answer(
+    store: Store,
+) -> None:
+    session = store.get_or_create_session("console:c1")
+    inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
+    assert inbox_id is not None
+    piece = await store.outbox_add(inbox_id, 1, "block", TARGET, "the reply")
+    statements = count_commits(store)
+    closing = [Message(role="assistant", content=[TextContent(text="the reply")])]
+    saved = store.append_messages_later(session.session_id, closing)
+    await _iterations(5)  # lazy: it waits for the next commit
+    assert _commits(statements) == 0 and not saved.done()
+    store.outbox_sent(piece, ["m1"])
+    store.finish_inbox([inbox_id], "answered")
+    await saved
+    assert _commits(statements) == 1  # the message, the sent mark and the answer together
+    assert [m.role for m in store.load_transcript(session.session_id)] == ["assistant"]
+
+
+async def test_a_closing_transcript_write_that_fails_alone_lets_the_rest_commit(
+    store: Store,
+) -> None:
+    inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
+    assert inbox_id is not None
+    # An unknown session: this write fails for its own reason when its transaction runs.
+    saved = store.append_messages_later("no-such-session", [Message(role="assistant")])
+    store.finish_inbox([inbox_id], "answered")
+    with pytest.raises(UnknownSessionError):
+        await saved
+    assert _seen_by_another_connection(store, "SELECT state FROM inbox") == [("answered",)]
+
+
+async def test_commit_soon_commits_a_lazy_write_without_its_window(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deferred, "LAZY_WINDOW", 3600.0)  # only commit_soon can commit it
+    session = store.get_or_create_session("console:c1")
+    saved = store.append_messages_later(session.session_id, [Message(role="assistant")])
+    store.commit_soon()
+    await asyncio.wait_for(saved, 30)  # a hang guard
+    assert len(store.load_transcript(session.session_id)) == 1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from botd.chat import InboundMessage, Target
 from botd.events import Message, TextContent, ToolCallContent
 from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager
-from botd.store import Store
+from botd.store import DB_FILENAME, Store
 from tests.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
 
 GUARD = 30.0
@@ -311,3 +313,44 @@ async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: St
         "user",
         "assistant",
     ]
+
+
+async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_again(
+    tmp_path: Path,
+) -> None:
+    # The disk as a crash would leave it right after the commit that marked the reply sent:
+    # the message must be marked answered in that same commit, or a restart would run it again
+    # (and a real model would answer it a second time, in other words).
+    state, crashed = tmp_path / "state", tmp_path / "crashed"
+    with Store.open(state) as store:
+        commit = store._transaction
+
+        @contextmanager
+        def snapshotting(kind: str) -> Iterator[sqlite3.Connection]:
+            marks_sent = any(k == "outbox_sent" for k, _ in store._deferred or ())
+            with commit(kind) as conn:
+                yield conn
+            if marks_sent and not crashed.exists():
+                crashed.mkdir()
+                with sqlite3.connect(crashed / DB_FILENAME) as copy:
+                    store._connection().backup(copy)
+
+        store._transaction = snapshotting  # type: ignore[method-assign]
+        sink = ListSink()
+        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        await manager.submit(await _accept(store, inbound("hello")))
+        await asyncio.wait_for(manager.drain(), GUARD)
+        await manager.close(grace=5)
+        assert sink.texts("c1") == ["You said: hello"]
+    assert crashed.exists()
+
+    with Store.open(crashed) as store:
+        recording = RecordingProvider(ScriptedProvider())
+        sink = ListSink()
+        manager = SessionManager(store, recording, sink, settings())
+        assert await manager.resume() == 0
+        await manager.release()
+        await asyncio.wait_for(manager.drain(), GUARD)
+        assert recording.requests == []
+        assert sink.texts("c1") == []
+        assert _states(store) == ["answered"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -132,16 +132,17 @@ async def test_a_store_write_failing_in_the_cleanup_still_answers_and_tells_the_
     async with _botd(tmp_path) as (daemon, telegram, model):
         assert daemon.runtime is not None
         store = daemon.runtime.store
-        append: Callable[[str, Sequence[Message]], None] = store.append_messages_soon
+        append = store.append_messages_later
 
-        def failing_append(session_id: str, messages: Sequence[Message]) -> None:
-            # The write fails for its own reason (not a storage fault) when its group commits.
+        def failing_append(session_id: str, messages: Sequence[Message]) -> asyncio.Future[None]:
+            # The run's closing write fails for its own reason (not a storage fault) when its
+            # group commits.
             def write(conn: sqlite3.Connection) -> None:
                 raise sqlite3.InterfaceError("Error binding parameter 2: type 'X' not supported")
 
-            store._defer("append_messages_soon", write)
+            return store._commit_later("append_messages_soon", write)
 
-        store.append_messages_soon = failing_append  # type: ignore[method-assign]
+        store.append_messages_later = failing_append  # type: ignore[method-assign]
         model.push(stream(text("Here is my answer.")))
         telegram.push_text(DM, "hello")
         await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
@@ -149,7 +150,7 @@ async def test_a_store_write_failing_in_the_cleanup_still_answers_and_tells_the_
         assert _typing_tasks() == []
 
         # The store works again: the next message is answered and saved as usual.
-        store.append_messages_soon = append  # type: ignore[method-assign]
+        store.append_messages_later = append  # type: ignore[method-assign]
         model.push(stream(text("And again.")))
         telegram.push_text(DM, "still there?")
         await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)

@@ -110,8 +110,11 @@ class RunOutput(Protocol):
         to the platform stay; what waits and what comes later is dropped)."""
         ...
 
-    async def close(self) -> None:
-        """Every piece is out (or failed and was logged) and "typing…" has stopped."""
+    async def close(self, then: Callable[[], None] | None = None) -> None:
+        """Every piece is out (or failed and was logged) and "typing…" has stopped.
+
+        ``then`` is called once every piece is out, in the same step as the last one's
+        confirmation, or refusal (not when the sender itself broke down)."""
         ...
 
 

@@ -22,6 +22,10 @@ sent and marked sent (with the platform's message refs) or failed after; a journ
 write is logged and the piece still goes out. A refused piece is logged and skipped; the rest
 of the run still goes out.
 
+``close(then)`` waits until every piece is out; ``then`` is called right after the last
+piece's confirmation, in the same step, so what it records commits together with that
+piece's sent mark (a run's messages marked answered, with its reply marked sent).
+
 ``cancel()`` is for a run that was stopped (``/stop``, an interrupt, shutdown): from then on
 nothing more is posted. A piece already handed to the platform stays; whatever still waits
 (in line, in the coalescer, the pending preview) and whatever the run pushes while it winds
@@ -75,6 +79,7 @@ class RunOutbox:
         self._sent = 0
         self._on_first_reply = on_first_reply
         self._closed = False
+        self._then: Callable[[], None] | None = None
         self._cancelled = False
         coalesce = options.coalesce
         self._coalescer = (
@@ -126,9 +131,10 @@ class RunOutbox:
             self._typing_timer.cancel()
             self._typing_timer = None
 
-    async def close(self) -> None:
+    async def close(self, then: Callable[[], None] | None = None) -> None:
         if not self._closed:
             self._closed = True
+            self._then = then
             self._queue.put_nowait(None)
         try:
             await self._sender
@@ -177,6 +183,7 @@ class RunOutbox:
                     await self._post(Outgoing(self._sent, kind, part))
         if coalescer is not None:
             await self._post_blocks(coalescer.flush())
+        self._delivered()
         await self._stop_typing()
         try:
             await self._outlet.end_run(self.target)
@@ -184,6 +191,16 @@ class RunOutbox:
             log.exception(
                 "ending delivery to %s:%s failed", self.target.channel, self.target.chat_id
             )
+
+    def _delivered(self) -> None:
+        """Everything is out: ``close``'s ``then``, in the step of the last confirmation."""
+        then, self._then = self._then, None
+        if then is None:
+            return
+        try:
+            then()
+        except Exception:
+            log.exception("after delivering to %s:%s", self.target.channel, self.target.chat_id)
 
     async def _post_blocks(self, replies: list[BlockReply]) -> None:
         for reply in replies:

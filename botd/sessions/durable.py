@@ -18,6 +18,7 @@ cancelled its run. A run cancelled because botd shuts down marks nothing: its me
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from ..agent.loop import AgentRun
 from ..chat import MessageRef, Target
 from ..delivery import Outgoing, RunOutput
-from ..events import AgentEvent, Message
+from ..events import AgentEvent, Message, ToolCallContent
 from ..store import InboxEntry, OutboxEntry, Store
 from ..subscriber import BlockReply, PartialReply
 
@@ -98,6 +99,12 @@ class NoticeFirst:
 class TranscriptWriter:
     """Appends a run's messages to the transcript as each one is finished.
 
+    A step the run goes on from (an assistant message calling tools, their results) is
+    written when it ends. An assistant message that calls no tool is usually the run's
+    last: it is left to the run's end (``flush_later``), where it commits with the run's
+    other closing records. Losing it in a crash changes nothing: a resumed run drops a
+    closing assistant message anyway and asks the model again from the step before.
+
     ``written`` counts the run's messages already in the store (the user turn, when the
     inbox wrote it with the run's start). ``keep_writing`` is asked before each write: false
     while botd shuts down, so a run cancelled then leaves only finished steps behind.
@@ -118,8 +125,14 @@ class TranscriptWriter:
         self.run: AgentRun | None = None
 
     def on_event(self, event: AgentEvent) -> None:
-        if event.type == "message_end" and self.run is not None:
-            self.flush(self.run.messages)
+        if event.type != "message_end" or self.run is None:
+            return
+        ended = event.message
+        if ended.role == "assistant" and not any(
+            isinstance(block, ToolCallContent) for block in ended.content
+        ):
+            return  # the run's closing message, most likely: written with its end
+        self.flush(self.run.messages)
 
     def flush(self, messages: Sequence[Message]) -> None:
         """Write the run's messages past those written already."""
@@ -127,6 +140,15 @@ class TranscriptWriter:
             return
         self._store.append_messages_soon(self._session_id, messages[self.written :])
         self.written = len(messages)
+
+    def flush_later(self, messages: Sequence[Message]) -> asyncio.Future[None] | None:
+        """Write the run's messages past those written already with the store's next
+        commit; the future tells when they are in (None: nothing to write)."""
+        if len(messages) <= self.written or not self._keep_writing():
+            return None
+        future = self._store.append_messages_later(self._session_id, messages[self.written :])
+        self.written = len(messages)
+        return future
 
 
 @dataclass(frozen=True, slots=True)

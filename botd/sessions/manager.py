@@ -286,8 +286,11 @@ class SessionManager:
                 async with self._slots:
                     if self._closed:
                         return  # shutting down: left in the inbox, resumed at the next start
-                    state: InboxState = "failed"
+                    finish = _Finish(session, step.ids, self._finish, lambda: self._closed)
+                    outcome: str | None = None  # None: the run raised
                     try:
+                        # Marked done with the run's last reply (in one transaction with its
+                        # sent mark), or below when the run did not get that far.
                         outcome = await self._runner.run(
                             session,
                             step.inbound,
@@ -295,15 +298,16 @@ class SessionManager:
                             step.arrived,
                             inbox_ids=step.ids,
                             resumed=step.resumed,
+                            on_delivered=finish,
                         )
-                        state = _STATES.get(outcome, "answered")
-                        await self._runner.compact_if_needed(session)
                     except Exception:
                         log.exception("run failed in %s", session.conversation_key)
-                    if not (self._closed and state == "skipped"):
-                        # Cancelled by the shutdown: left running, to resume at the next start.
-                        steered, session.steered_ids = session.steered_ids, []
-                        self._finish([*step.ids, *steered], state)
+                    if not finish.done:
+                        finish(outcome)
+                    try:
+                        await self._runner.compact_if_needed(session)
+                    except Exception:
+                        log.exception("compacting %s failed", session.conversation_key)
 
     def _finish(self, ids: Sequence[int | None], state: InboxState) -> None:
         """Mark inbox rows (None: not from the inbox) as done; a failed write is logged."""
@@ -417,6 +421,35 @@ class _Next(NamedTuple):
 
 _STATES: dict[str, InboxState] = {"cancelled": "skipped", "error": "failed"}
 """Inbox states by how a run ended (anything else: answered)."""
+
+
+class _Finish:
+    """Marks a run's inbox messages (and the steering it took) done, once."""
+
+    def __init__(
+        self,
+        session: Session,
+        ids: Sequence[int],
+        mark: Callable[[Sequence[int | None], InboxState], None],
+        closed: Callable[[], bool],
+    ) -> None:
+        self._session = session
+        self._ids = ids
+        self._mark = mark
+        self._closed = closed
+        self.done = False
+
+    def __call__(self, outcome: str | None) -> None:
+        """``outcome``: how the run ended (None: it raised)."""
+        if self.done:
+            return
+        self.done = True
+        state = "failed" if outcome is None else _STATES.get(outcome, "answered")
+        if self._closed() and state == "skipped":
+            return  # cancelled by the shutdown: left running, to resume at the next start
+        session = self._session
+        steered, session.steered_ids = session.steered_ids, []
+        self._mark([*self._ids, *steered], state)
 
 
 def _resumed_turn(session: Session, message: InboundMessage) -> int | None:

@@ -28,6 +28,7 @@ the model's context budget.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -97,12 +98,18 @@ class Runner:
         *,
         inbox_ids: Sequence[int] = (),
         resumed: bool = False,
+        on_delivered: Callable[[str], None] | None = None,
     ) -> str:
         """Answer ``prompt`` (on behalf of ``inbound``), which arrived at ``arrived``.
 
         ``inbox_ids``: the inbox rows this run answers; ``resumed``: their user turn is in the
         transcript already (an interrupted run goes on; ``prompt`` is then empty). Returns
         how the run ended (the agent's stop reason, ``cancelled`` or ``exception``).
+
+        ``on_delivered`` is called with that outcome when the run returned and everything it
+        posted is confirmed, in the same step as the last confirmation, so what it records
+        commits together with that piece's sent mark. It is not called when the run raised
+        or the store failed it.
         """
         target = inbound.reply_target()
         hooks = self._hooks
@@ -117,20 +124,24 @@ class Runner:
         options = replace(self._options, journal=journal)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
         outcome, notice = "exception", None
+        saving: _Saving | None = None
+        delivered: Callable[[], None] | None = None
         try:
-            outcome, saved = await self._answer(
+            outcome, saving = await self._answer(
                 session, inbound, target, prompt, output, inbox_ids, posted
             )
-            if not saved:
-                notice = UNSAVED_NOTICE
+            if on_delivered is not None:
+                delivered = functools.partial(on_delivered, outcome)
         except StoreError as exc:
             log.error("the message could not be handled: the store failed: %s", exc)
             notice = NOT_HANDLED_NOTICE
         finally:
             try:
-                await output.close()  # every reply out, "typing…" stopped
+                await output.close(then=delivered)  # every reply out, "typing…" stopped
             except Exception:  # "typing…" is stopped all the same; the notice still goes
                 log.exception("closing the run's output to %s failed", target.chat_id)
+        if saving is not None and not await saving.settled():
+            notice = UNSAVED_NOTICE
         if notice is not None:
             await self._tell(target, notice)
         return outcome
@@ -150,11 +161,10 @@ class Runner:
         output: RunOutput,
         inbox_ids: Sequence[int],
         posted: list[str],
-    ) -> tuple[str, bool]:
+    ) -> tuple[str, _Saving]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
 
-        Returns how the run ended and whether what it added was saved (False: the store
-        failed; logged, and the history stays as stored)."""
+        Returns how the run ended and the saving of what it added (see ``_Saving``)."""
         hooks = self._hooks
         mode = output.mode
         config = self._settings.subscriber
@@ -213,7 +223,7 @@ class Runner:
         )
         result: RunResult | None = None
         outcome = "exception"
-        saved = True
+        saving = _SAVED
         log.debug("run started")
         began = time.monotonic()
         call_hook(hooks.on_start, inbound)
@@ -230,7 +240,10 @@ class Runner:
             call_hook(hooks.on_end, inbound, outcome)
             added = result.messages if result is not None else run.messages
             self._count_usage(session, inbound, added, loop.model)
-            saved = await self._record(session, added, writer, cancelled=outcome == "cancelled")
+            # A run that returned leaves its closing messages to commit with its last reply's
+            # sent mark; one that was cancelled or raised commits at once (a second cancel
+            # must not cut a wait short).
+            saving = self._record(session, added, writer, later=result is not None)
             if result is not None and result.stop_reason != "cancelled":
                 finals = subscriber.final_replies(
                     block_streaming=mode == "blocks",
@@ -240,7 +253,7 @@ class Runner:
                 for reply in finals:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
                         shown.final(reply)
-        return outcome, saved
+        return outcome, saving
 
     def _count_usage(
         self, session: Session, inbound: InboundMessage, added: list[Message], model: str
@@ -257,51 +270,35 @@ class Runner:
         for entry in usage:
             call_hook(self._hooks.on_usage, inbound, entry)
 
-    async def _record(
-        self, session: Session, added: list[Message], writer: TranscriptWriter, *, cancelled: bool
-    ) -> bool:
+    def _record(
+        self, session: Session, added: list[Message], writer: TranscriptWriter, *, later: bool
+    ) -> _Saving:
         """The run is over: keep what it added, and what steering it did not read.
 
-        False when the store could not take it: logged, and the history stays as stored."""
+        ``later``: what is still unwritten commits with the store's next transaction (the
+        returned saving waits for it); otherwise at once. A failure is logged, and the
+        history stays as stored."""
         session.run = None
         session.working_on = ""
         consumed = {id(m) for m in added}
         session.steered = [m for m in session.steered if id(m) not in consumed]
         writer.run = None  # no cycle through the run's callback: freed without the GC
-        if added:
-            try:
+        if not added:
+            session.runs_done += 1
+            return _SAVED
+        saving = _Saving(self._store, session, added)
+        try:
+            if later:
+                saving.pending = writer.flush_later(added)
+            else:
                 writer.flush(added)  # what the events did not write yet
-                # Committed before the run ends, so a failure reaches it and its user is told
-                # the exchange was not saved. A cancelled run must not wait (a second cancel
-                # would cut this short): it commits at once.
-                if cancelled:
-                    self._store.flush_deferred()
-                else:
-                    await self._store.committed("append_messages_soon")
-            except StoreError as exc:
-                session.runs_done += 1
-                log.error(
-                    "%d message(s) of the run in %s could not be saved: %s",
-                    len(added),
-                    session.conversation_key,
-                    exc,
-                )
-                return False
-            except Exception:
-                # A write failing for its own reason (text SQLite cannot take, a bug) must not
-                # cut the cleanup short: the finals still go out and the user is told.
-                session.runs_done += 1
-                log.exception(
-                    "%d message(s) of the run in %s could not be saved",
-                    len(added),
-                    session.conversation_key,
-                )
-                return False
-            session.history.extend(added)
-            if session.history_tokens >= 0:
-                session.history_tokens += estimate_tokens(added)
-        session.runs_done += 1
-        return True
+                self._store.flush_deferred()
+        except Exception as exc:
+            saving.failed(exc)
+        else:
+            if saving.pending is None:
+                saving.kept()
+        return saving
 
     def _listener(
         self, session: Session, subscriber: StreamSubscriber
@@ -365,3 +362,66 @@ def _new_recording(directory: Path, stem: str) -> TextIO:
 
 
 __all__ = ["Runner"]
+
+
+class _Saving:
+    """Whether a run's messages reached the transcript, known once their write committed.
+
+    Until then they stay out of the session's history; a write that failed leaves the
+    history as stored, is logged, and the run's user is told (``UNSAVED_NOTICE``).
+    """
+
+    def __init__(self, store: Store | None, session: Session | None, added: list[Message]):
+        self._store = store
+        self._session = session
+        self._added = added
+        self.pending: asyncio.Future[None] | None = None
+        self._saved: bool | None = None if session is not None else True
+
+    def kept(self) -> None:
+        session = self._session
+        assert session is not None
+        session.history.extend(self._added)
+        if session.history_tokens >= 0:
+            session.history_tokens += estimate_tokens(self._added)
+        session.runs_done += 1
+        self._saved = True
+
+    def failed(self, exc: BaseException) -> None:
+        session = self._session
+        assert session is not None
+        session.runs_done += 1
+        count, key = len(self._added), session.conversation_key
+        if isinstance(exc, StoreError):
+            log.error("%d message(s) of the run in %s could not be saved: %s", count, key, exc)
+        else:
+            # A write failing for its own reason (text SQLite cannot take, a bug) must not
+            # cut the cleanup short: the finals still go out and the user is told.
+            log.error(
+                "%d message(s) of the run in %s could not be saved",
+                count,
+                key,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+        self._saved = False
+
+    async def settled(self) -> bool:
+        """True once the messages are in the transcript; False when they could not be."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            assert self._store is not None
+            if not pending.done():
+                self._store.commit_soon()  # nothing else committed it: now
+            try:
+                # Shielded: a cancel arriving now must not drop the write it waits for.
+                await asyncio.shield(pending)
+            except Exception as exc:
+                self.failed(exc)
+            else:
+                self.kept()
+        assert self._saved is not None
+        return self._saved
+
+
+_SAVED = _Saving(None, None, [])
+"""The saving of a run that added nothing."""

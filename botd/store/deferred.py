@@ -25,7 +25,10 @@ ledger drops them), a run's start (the message stays accepted and its run starts
 after a crash a moment earlier) and counts. They wait for the next write that commits
 anyway (a run's reply piece, usually, a few milliseconds later) and ride in it, or commit
 alone after ``LAZY_WINDOW``: one transaction fewer per message or more. Being in the same
-queue, they are still committed before anything queued after them.
+queue, they are still committed before anything queued after them. ``_commit_later`` is
+the same for a write whose outcome someone reads later: a run's last transcript messages,
+whose loss in a crash only means the run starts over from its last finished step, as it
+would anyway (see ``append_messages_later``).
 
 Each awaited write runs inside its own savepoint, so one that fails for its own reason (a
 constraint, text SQLite cannot take, a bug) is undone alone and only its caller sees the
@@ -81,12 +84,25 @@ class DeferredWrites(StoreBase):
 
     async def _commit(self, kind: str, write: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``write`` in the next group transaction; its result once that committed."""
+        return await self._commit_later(kind, write, lazy=False)
+
+    def _commit_later(
+        self, kind: str, write: Callable[[sqlite3.Connection], T], *, lazy: bool = True
+    ) -> asyncio.Future[T]:
+        """Queue ``write`` as ``_commit`` does, without waiting; ``lazy``: it may wait for the
+        next commit as a lazy record does. The future gets what ``write`` returned (or what
+        failed it) once the transaction that carried it committed."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._waiting is None:
             self._waiting = []
         self._waiting.append((kind, write, future))
-        self._schedule_flush()
-        return await future
+        self._schedule_flush(lazy=lazy)
+        return future
+
+    def commit_soon(self) -> None:
+        """Commit what is queued at the end of this loop iteration, lazy records included."""
+        if self._waiting or self._deferred:
+            self._schedule_flush()
 
     async def committed(self, kind: str) -> None:
         """Wait until everything queued so far has committed (raises what failed it)."""

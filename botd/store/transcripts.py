@@ -7,6 +7,7 @@ returns the compacted transcript.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import uuid
@@ -196,6 +197,17 @@ class TranscriptStore(DeferredWrites):
         """``append_messages``, committed with the store's next transaction (see ``deferred``)."""
         bodies = [(message.role, _message_json(message)) for message in messages]
         self._defer("append_messages_soon", lambda conn: self._append(conn, session_id, bodies))
+
+    def append_messages_later(
+        self, session_id: str, messages: Sequence[Message]
+    ) -> asyncio.Future[None]:
+        """``append_messages`` in the store's next transaction, which may be a moment away (a
+        lazy write); the future tells once it committed, or what failed it. Its own failure
+        (text SQLite cannot take) is undone alone: the rest of that transaction commits."""
+        bodies = [(message.role, _message_json(message)) for message in messages]
+        return self._commit_later(
+            "append_messages_soon", lambda conn: self._append(conn, session_id, bodies)
+        )
 
     def _append(
         self, conn: sqlite3.Connection, session_id: str, bodies: Sequence[tuple[str, str]]
