@@ -49,6 +49,14 @@ _SLACK_SPECIAL_MENTION = re.compile(r"<!(channel|here|everyone|group)(?:\|[^<>\n
 _SLACK_GROUP_MENTION = re.compile(r"<!subteam\^[^<>|\n]*(?:\|([^<>\n]*))?>", re.I)
 _ZWSP = "\u200b"
 _BACKTICK_RUN = re.compile("``(?=`)")
+# One line that Markdown leaves as it is: no character that starts inline syntax (or an
+# entity, an escape, a line break), nothing at its start that opens a block (a heading, a
+# list, a quote, an indented code block), no space at either end (a paragraph is trimmed).
+_PLAIN_LINE = re.compile(
+    r"[^\s\x00-\x1f\x7f-\x9f\\`*_\[\]<>&~|#=+\-0-9]"
+    r"(?:[^\x00-\x1f\x7f-\x9f\u2028\u2029\\`*_\[\]<>&~|]*"
+    r"[^\s\x00-\x1f\x7f-\x9f\\`*_\[\]<>&~|])?"
+)
 _RULE = "──────────"
 _BULLET = "• "
 
@@ -101,6 +109,9 @@ def _size(text: str, flavour: Flavour) -> int:
 def _rendered_and_plain(md: str, flavour: Flavour) -> tuple[str, str]:
     """``md`` rendered for ``flavour`` and as plain text; Telegram's two from one parse."""
     if flavour == "telegram_html":
+        if _PLAIN_LINE.fullmatch(md):
+            return _escape(md), md  # what the parse would give, without it
+
         root = SyntaxTreeNode(_MD.parse(md))
         return _Renderer(flavour).tree(root), _Renderer("plain").tree(root)
     text = render(md, flavour)

@@ -16,6 +16,7 @@ from botd.channels.slack import TEXT_LIMIT as SLACK_LIMIT
 from botd.channels.telegram import TEXT_LIMIT as TELEGRAM_LIMIT
 from botd.chat import Flavour
 from botd.subscriber.fences import fences_balanced
+from botd.subscriber.outbound import chunk_text
 
 FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
 ZWSP = "\u200b"
@@ -426,11 +427,42 @@ def test_telegram_render_is_valid_html(src: str) -> None:
 @given(src=MARKDOWNISH)
 def test_a_telegram_chunk_and_its_plain_form_are_the_renderings_of_the_markdown(src: str) -> None:
     # The two come from one parse: each is what rendering the markdown on its own gives.
+    assert_rendered_as_a_whole(src)
+
+
+def assert_rendered_as_a_whole(src: str) -> None:
+    """``src`` fits one message: its chunk is the rendering of the one piece ``chunk_text``
+    makes of it (which closes a fence left open, trimming the line it ends)."""
     chunks = render_chunks(src, "telegram_html", 1_000_000)
+    (piece,) = chunk_text(src, 1_000_000) or [""]
     if not chunks:
-        assert not render(src, "telegram_html").strip() and not render(src, "plain").strip()
+        assert not render(piece, "telegram_html").strip() and not render(piece, "plain").strip()
         return
-    assert chunks == [RenderedChunk(render(src, "telegram_html"), render(src, "plain"))]
+    assert chunks == [RenderedChunk(render(piece, "telegram_html"), render(piece, "plain"))]
+
+
+ONE_LINE = st.text(
+    alphabet=st.sampled_from(
+        [
+            *"aZ09 .,:;!?-+=#>*_`~|[]()<>&\\\"'@/{}^%$",
+            *("\t", "\n", "\r", "\x00", "\x0b", "\x1f", "\x85", "\xa0", "\u2028", "\u3000"),
+            *("é", "😀", "\ud7ff"),
+        ]
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(src=ONE_LINE)
+def test_a_short_line_renders_as_the_full_parse_does(src: str) -> None:
+    # Plain lines skip the parse: whichever way a line goes, the result is the parse's.
+    assert_rendered_as_a_whole(src)
+
+
+def test_a_plain_sentence_is_sent_as_written() -> None:
+    line = 'Answer to m1-2. It\'s done: 3 of 4 (75%), see ./x/y, "ok"? Yes! #1 @bob'
+    assert render_chunks(line, "telegram_html", 4096) == [RenderedChunk(line, line)]
 
 
 def test_telegram_chunks_fit_in_utf16_units() -> None:
