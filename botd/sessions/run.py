@@ -13,7 +13,9 @@ and its token usage per model is queued to commit with its last transcript write
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
-every finished assistant message and tool result. Each block and final reply is written to
+every finished step (an assistant message calling tools, their results); the closing message
+commits with the run's end, together with its last reply's sent mark and the messages'
+``answered`` state when the manager passes ``on_delivered``. Each block and final reply is written to
 the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn already in the
 transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
 interrupted attempt posted, and says once that the answer was interrupted when it had shown
