@@ -15,13 +15,13 @@ What the run adds goes to the transcript as it happens (``TranscriptWriter``): f
 inbox messages the user turn is written with their ``running`` state in one transaction, then
 every finished step (an assistant message calling tools, their results); the closing message
 commits with the run's end, together with its last reply's sent mark and the messages'
-``answered`` state when the manager passes ``on_delivered``. Each block and final reply is written to
-the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn already in the
-transcript) gets no prompt: it continues from the transcript, drops blocks repeating what the
-interrupted attempt posted, and says once that the answer was interrupted when it had shown
-something, right before the first piece it adds. A stopped run posts nothing more. When the
-store fails (disk full, I/O error, a write it refuses) the failure is logged and the user is
-told in one line; the run's output is closed and "typing…" stopped whatever failed.
+``answered`` state when the manager passes ``on_delivered``. Each block and final reply is
+written to the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn
+already in the transcript) gets no prompt: it continues from the transcript, drops blocks
+repeating what the interrupted attempt posted, and says once that the answer was interrupted
+when it had shown something, right before the first piece it adds. A stopped run posts nothing
+more. When the store fails (disk full, I/O error, a write it refuses) the failure is logged and
+the user is told in one line; the run's output is closed and "typing…" stopped whatever failed.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
