@@ -136,19 +136,23 @@ class TranscriptWriter:
 
     def flush(self, messages: Sequence[Message]) -> None:
         """Write the run's messages past those written already."""
-        if len(messages) <= self.written or not self._keep_writing():
-            return
-        self._store.append_messages_soon(self._session_id, messages[self.written :])
-        self.written = len(messages)
+        unwritten = self._unwritten(messages)
+        if unwritten:
+            self._store.append_messages_soon(self._session_id, unwritten)
 
     def flush_later(self, messages: Sequence[Message]) -> asyncio.Future[None] | None:
         """Write the run's messages past those written already with the store's next
         commit; the future tells when they are in (None: nothing to write)."""
+        unwritten = self._unwritten(messages)
+        return self._store.append_messages_later(self._session_id, unwritten) if unwritten else None
+
+    def _unwritten(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """The messages past those written already (none while botd shuts down), counted
+        as written from now on."""
         if len(messages) <= self.written or not self._keep_writing():
-            return None
-        future = self._store.append_messages_later(self._session_id, messages[self.written :])
-        self.written = len(messages)
-        return future
+            return ()
+        unwritten, self.written = messages[self.written :], len(messages)
+        return unwritten
 
 
 @dataclass(frozen=True, slots=True)

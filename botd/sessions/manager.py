@@ -302,8 +302,7 @@ class SessionManager:
                         )
                     except Exception:
                         log.exception("run failed in %s", session.conversation_key)
-                    if not finish.done:
-                        finish(outcome)
+                    finish(outcome)  # when the run did not get to it (once only)
                     try:
                         await self._runner.compact_if_needed(session)
                     except Exception:
@@ -437,13 +436,13 @@ class _Finish:
         self._ids = ids
         self._mark = mark
         self._closed = closed
-        self.done = False
+        self._done = False
 
     def __call__(self, outcome: str | None) -> None:
-        """``outcome``: how the run ended (None: it raised)."""
-        if self.done:
+        """``outcome``: how the run ended (None: it raised). Calls after the first do nothing."""
+        if self._done:
             return
-        self.done = True
+        self._done = True
         state = "failed" if outcome is None else _STATES.get(outcome, "answered")
         if self._closed() and state == "skipped":
             return  # cancelled by the shutdown: left running, to resume at the next start

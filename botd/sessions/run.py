@@ -225,7 +225,6 @@ class Runner:
         )
         result: RunResult | None = None
         outcome = "exception"
-        saving = _SAVED
         log.debug("run started")
         began = time.monotonic()
         call_hook(hooks.on_start, inbound)
@@ -285,14 +284,11 @@ class Runner:
         consumed = {id(m) for m in added}
         session.steered = [m for m in session.steered if id(m) not in consumed]
         writer.run = None  # no cycle through the run's callback: freed without the GC
-        if not added:
-            session.runs_done += 1
-            return _SAVED
         saving = _Saving(self._store, session, added)
         try:
             if later:
                 saving.pending = writer.flush_later(added)
-            else:
+            elif added:
                 writer.flush(added)  # what the events did not write yet
                 self._store.flush_deferred()
         except Exception as exc:
@@ -363,9 +359,6 @@ def _new_recording(directory: Path, stem: str) -> TextIO:
     raise AssertionError("unreachable")
 
 
-__all__ = ["Runner"]
-
-
 class _Saving:
     """Whether a run's messages reached the transcript, known once their write committed.
 
@@ -373,16 +366,16 @@ class _Saving:
     history as stored, is logged, and the run's user is told (``UNSAVED_NOTICE``).
     """
 
-    def __init__(self, store: Store | None, session: Session | None, added: list[Message]):
+    def __init__(self, store: Store, session: Session, added: list[Message]) -> None:
         self._store = store
         self._session = session
         self._added = added
         self.pending: asyncio.Future[None] | None = None
-        self._saved: bool | None = None if session is not None else True
+        """The write still to commit (None: done, or nothing was left to write)."""
+        self._saved = False
 
     def kept(self) -> None:
         session = self._session
-        assert session is not None
         session.history.extend(self._added)
         if session.history_tokens >= 0:
             session.history_tokens += estimate_tokens(self._added)
@@ -391,7 +384,6 @@ class _Saving:
 
     def failed(self, exc: BaseException) -> None:
         session = self._session
-        assert session is not None
         session.runs_done += 1
         count, key = len(self._added), session.conversation_key
         if isinstance(exc, StoreError):
@@ -403,7 +395,7 @@ class _Saving:
                 "%d message(s) of the run in %s could not be saved",
                 count,
                 key,
-                exc_info=(type(exc), exc, exc.__traceback__),
+                exc_info=exc,
             )
         self._saved = False
 
@@ -411,7 +403,6 @@ class _Saving:
         """True once the messages are in the transcript; False when they could not be."""
         pending, self.pending = self.pending, None
         if pending is not None:
-            assert self._store is not None
             if not pending.done():
                 self._store.commit_soon()  # nothing else committed it: now
             try:
@@ -421,9 +412,7 @@ class _Saving:
                 self.failed(exc)
             else:
                 self.kept()
-        assert self._saved is not None
         return self._saved
 
 
-_SAVED = _Saving(None, None, [])
-"""The saving of a run that added nothing."""
+__all__ = ["Runner"]
