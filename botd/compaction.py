@@ -95,7 +95,7 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 def _tool_call_ids(message: Message) -> list[str]:
     if message.role != "assistant":
         return []
-    return [block.id for block in message.blocks() if isinstance(block, ToolCallContent)]
+    return [call.id for call in message.tool_calls()]
 
 
 def valid_cut_points(messages: Sequence[Message]) -> list[int]:

@@ -79,6 +79,12 @@ class Message(_Model):
             return [TextContent(text=self.content)] if self.content else []
         return list(self.content)
 
+    def tool_calls(self) -> list[ToolCallContent]:
+        """The tool calls among the blocks, in order."""
+        if isinstance(self.content, str):
+            return []
+        return [block for block in self.content if isinstance(block, ToolCallContent)]
+
 
 AssistantEventType = Literal[
     "start",

@@ -280,7 +280,7 @@ class AgentRun:
             if stop_reason == "cancelled":
                 raise _Cancelled
             if stop_reason == "tool_use":
-                calls = [b for b in assistant.blocks() if isinstance(b, ToolCallContent)]
+                calls = assistant.tool_calls()
                 await self._run_tool_calls(calls)
             self._end_turn()
 
@@ -438,7 +438,7 @@ class AgentRun:
 
     def _stop_reason_of(self, message: Message) -> StopReason:
         reason = message.stop_reason
-        has_calls = any(isinstance(b, ToolCallContent) for b in message.blocks())
+        has_calls = bool(message.tool_calls())
         if reason is None:
             return "tool_use" if has_calls else "end_turn"
         if reason not in STOP_REASONS:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ..agent.loop import AgentRun
 from ..chat import MessageRef, Target
 from ..delivery import Outgoing, RunOutput
-from ..events import AgentEvent, Message, ToolCallContent
+from ..events import AgentEvent, Message
 from ..store import InboxEntry, OutboxEntry, Store
 from ..subscriber import BlockReply, PartialReply
 
@@ -128,9 +128,7 @@ class TranscriptWriter:
         if event.type != "message_end" or self.run is None:
             return
         ended = event.message
-        if ended.role == "assistant" and not any(
-            isinstance(block, ToolCallContent) for block in ended.content
-        ):
+        if ended.role == "assistant" and not ended.tool_calls():
             return  # the run's closing message, most likely: written with its end
         self.flush(self.run.messages)
 

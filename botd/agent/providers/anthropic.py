@@ -568,7 +568,7 @@ def to_api_messages(messages: list[Message]) -> list[MessageParam]:
             add("user", _user_blocks(message))
         else:
             add("assistant", _assistant_blocks(message))
-            unanswered.extend(b.id for b in message.blocks() if isinstance(b, ToolCallContent))
+            unanswered.extend(call.id for call in message.tool_calls())
     if turns and turns[-1][0] == "user":
         # The conversation ends in tool results: any call left unanswered is answered now.
         close_tool_round()
