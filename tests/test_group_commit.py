@@ -102,7 +102,7 @@ async def test_records_queued_before_an_awaited_write_commit_with_it(store: Stor
     assert inbox_id is not None
     statements = count_commits(store)
     store.finish_inbox([inbox_id], "answered")  # a record: nobody waits for it
-    await store.committed("test")
+    await store.outbox_add(None, 1, "block", TARGET, "an awaited write")
     assert _commits(statements) == 1
     store._connection().set_trace_callback(None)
     assert store.inbox_state(inbox_id) == "answered"

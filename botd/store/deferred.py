@@ -104,10 +104,6 @@ class DeferredWrites(StoreBase):
         if self._waiting or self._deferred:
             self._schedule_flush()
 
-    async def committed(self, kind: str) -> None:
-        """Wait until everything queued so far has committed (raises what failed it)."""
-        await self._commit(kind, _nothing)
-
     def _schedule_flush(self, *, lazy: bool = False) -> None:
         """A flush at the end of this loop iteration, or (``lazy``) within ``LAZY_WINDOW``,
         unless one already comes as soon."""
@@ -159,9 +155,7 @@ class DeferredWrites(StoreBase):
                 for _kind, write in records:
                     write(conn)
                 for _kind, write, future in waiting:
-                    if write is _nothing:
-                        outcomes.append((future, None, None))
-                    elif not future.cancelled():  # its caller gave up before it was written
+                    if not future.cancelled():  # its caller gave up before it was written
                         outcomes.append(_in_savepoint(conn, write, future))
                 yield conn
         except BaseException as exc:
@@ -210,10 +204,6 @@ def _in_savepoint(
 def _undo(conn: sqlite3.Connection) -> None:
     conn.execute("ROLLBACK TO awaited")
     conn.execute("RELEASE awaited")
-
-
-def _nothing(conn: sqlite3.Connection) -> None:
-    return None
 
 
 __all__ = ["DeferredWrites"]
