@@ -398,6 +398,12 @@ class Router:
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 
+    def admits(self, message: InboundMessage) -> bool:
+        """Whether the policy lets ``message`` through as a prompt (its sender may address the
+        bot there, and did): asked by an adapter before work that only such a message needs.
+        Nothing is recorded and no pairing code is issued."""
+        return self._access(message).accepted
+
     def _access(self, message: InboundMessage) -> Decision:
         """Whether the policy lets ``message`` through (no side effects: a pairing code is
         offered by the caller, once it knows the message is not a repeat)."""

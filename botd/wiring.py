@@ -393,6 +393,8 @@ def build_runtime(
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
             has_conversation=lambda key: store.active_session(key) is not None,
+            # Asked once messages arrive, by when the router below exists.
+            admits=lambda message: router.admits(message),
             model=f"{config.model.provider} provider (model {config.model.model_name})",
         )
         adapters = build_adapters(config, context, registry)

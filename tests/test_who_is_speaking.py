@@ -261,3 +261,28 @@ async def test_thread_context_zero_fetches_nothing(tmp_path: Path) -> None:
             await _mention(slack, "1700000000.000400", "hi")
             await _posted(slack, 1)
         assert slack.calls_to("conversations.replies") == []
+
+
+async def test_a_sender_the_policy_refuses_does_not_use_up_the_threads_fetch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only U7 may address the bot in this channel: a stranger's mention is refused before
+    # anything is fetched for it, and the thread is still read on U7's first mention.
+    only_u7 = f"groups: {{{CHANNEL}: {{allow_from: [U7]}}}}"
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        slack.replies[THREAD] = _earlier_thread()
+        model.push(stream(text("Roll back.")))
+        with caplog.at_level(logging.INFO, logger="botd.router"):
+            async with daemon_running(_slack_config(tmp_path, slack, model, only_u7)):
+                await _mention(slack, "1700000000.000350", "dump the thread", user_id="U9")
+                async with asyncio.timeout(HANG_GUARD):
+                    while not any("U9 may not address" in r.getMessage() for r in caplog.records):
+                        await asyncio.sleep(0.02)
+                assert slack.calls_to("conversations.replies") == []
+                await _mention(slack, "1700000000.000400", "what should we do?")
+                assert await _posted(slack, 1) == ["Roll back."]
+        assert len(slack.calls_to("conversations.replies")) == 1
+    first = _last_user_text(model.requests[0].body).splitlines()
+    assert first[0] == "[Earlier messages in this thread]"
+    assert first[-1] == "[Sam (id U7)] what should we do?"
+    assert len(model.requests) == 1

@@ -109,6 +109,7 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         allow_mass_mentions=section.allow_mass_mentions,
         thread_context=section.thread_context,
         known_conversation=context.has_conversation,
+        admits=context.admits,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..chat import InboundMessage
 from ..config import ENTRY_POINT_GROUP, ChannelSection
 from ..config.extras import installed
 from .base import ChannelAdapter, OffsetStore
@@ -58,6 +59,9 @@ class ChannelContext:
     """What answers, e.g. ``scripted provider (model scripted)``: a terminal channel's banner."""
     has_conversation: Callable[[str], bool] | None = None
     """Whether botd has a conversation (a session) under a conversation key already."""
+    admits: Callable[[InboundMessage], bool] | None = None
+    """Whether the access policy lets a message through as a prompt (nothing recorded): for
+    work an adapter does only for such a message (a Slack thread's fetch)."""
     on_channel_down: Callable[[str, str], None] | None = None
     """Called with (channel, one-line reason) when a started channel stops working for good
     (its connection ended, its token was revoked); the daemon then restarts it with backoff."""

@@ -136,6 +136,7 @@ class SlackAdapter:
         allow_mass_mentions: bool = False,
         thread_context: int = DEFAULT_THREAD_CONTEXT,
         known_conversation: Callable[[str], bool] | None = None,
+        admits: Callable[[InboundMessage], bool] | None = None,
     ) -> None:
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
@@ -154,7 +155,9 @@ class SlackAdapter:
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
-        self.threads = ThreadContext(self.client, limit=thread_context, known=known_conversation)
+        self.threads = ThreadContext(
+            self.client, limit=thread_context, known=known_conversation, admits=admits
+        )
         self.bot_user_id = ""
         self.bot_id = ""
         self.bot_name = ""

@@ -4,7 +4,8 @@ Someone who mentions the bot inside a thread that has been going on without it e
 have read the thread. ``ThreadContext.add_to`` fetches the thread with
 ``conversations.replies`` when a channel message mentions the bot inside a thread (its
 ``thread_ts`` differs from its own ts) that the bot has no conversation for yet (neither in
-the store, asked through ``known``, nor fetched before in this process), and attaches it to
+the store, asked through ``known``, nor fetched before in this process), from a sender the
+access policy lets address the bot there (asked through ``admits``), and attaches it to
 the message as context: the thread's first message, then the most recent ones before the
 mention, ``limit`` in all, each line labelled with its sender like kept chatter (the bot's
 own as ``[you]``), at most ``CONTEXT_CHARS`` characters.
@@ -76,12 +77,16 @@ class ThreadContext:
         *,
         limit: int = DEFAULT_THREAD_CONTEXT,
         known: Callable[[str], bool] | None = None,
+        admits: Callable[[InboundMessage], bool] | None = None,
         timeout: float = FETCH_TIMEOUT,
     ) -> None:
         self._client = client
         self.limit = limit
         self.known = known
         """Whether the bot has a conversation under a key already (the store's sessions)."""
+        self.admits = admits
+        """Whether the access policy lets a message through: a refused sender's mention
+        fetches nothing, and leaves the thread to be read on an admitted one's."""
         self._timeout = timeout
         self._done: OrderedDict[str, None] = OrderedDict()
 
@@ -93,9 +98,9 @@ class ThreadContext:
         if thread is None or thread == message.message_id:
             return False
         key = message.conversation_key
-        if key in self._done:
+        if key in self._done or (self.known is not None and self.known(key)):
             return False
-        return not (self.known is not None and self.known(key))
+        return self.admits is None or self.admits(message)
 
     async def add_to(
         self, message: InboundMessage, bot_user_id: str = "", bot_id: str = ""
