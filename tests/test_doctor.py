@@ -171,6 +171,7 @@ async def test_every_check_passes_against_the_fakes(tmp_path: Path) -> None:
     report.line_with("telegram: privacy mode on")
     report.line_with("slack: bot token accepted")
     report.line_with("slack: app token accepted, Socket Mode available")
+    assert report.line_with("slack: the bot token's scopes").endswith("channels and DMs")
     report.line_with("discord: token accepted")
     report.line_with("discord: gateway reachable")
     report.line_with("discord: message content intent enabled")
@@ -374,6 +375,32 @@ async def test_rejected_slack_tokens(tmp_path: Path) -> None:
     report.line_with("slack: bot token accepted")
     line = report.line_with("app token")
     assert line.startswith("✗") and "connections:write" in line
+
+
+async def test_slack_scopes_the_bot_token_lacks(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        config = write_config(tmp_path, slack=slack.base_url)
+        slack.scopes = ["chat:write", "app_mentions:read", "channels:history", "im:history"]
+        report = await doctor(config, tmp_path)
+        assert report.status == 0, report.out + report.err
+        line = report.line_with("slack: the bot token's scopes")
+        assert line.startswith("✓")
+        assert "without files:read files users send are not read" in line
+        assert "without groups:history private channels are not heard" in line
+
+        slack.scopes = ["app_mentions:read", "channels:history", "files:read"]
+        report = await doctor(config, tmp_path)
+        assert report.status == 1
+        line = report.line_with("slack: the bot token lacks")
+        assert line.startswith("✗ slack: the bot token lacks chat:write (it cannot post), ")
+        assert "im:history (it does not hear direct messages)" in line
+        assert "Bot Token Scopes" in line and "reinstall" in line
+        assert "files:read" not in line.partition(":")[2].partition("add the scopes")[0]
+
+        slack.scopes = None  # a proxy that drops the header: nothing to judge by
+        report = await doctor(config, tmp_path)
+    assert report.status == 0
+    assert not [line for line in report.lines if "slack: the bot token" in line]
 
 
 async def test_slack_server_errors(tmp_path: Path) -> None:

@@ -2,11 +2,12 @@
 
 Each check is one line, ``✓`` or ``✗``, saying what was checked and, on ``✗``, what to do.
 The probes are the cheapest read-only requests each service has: Telegram ``getMe`` and
-``getWebhookInfo``; Slack ``auth.test`` and, in Socket Mode, ``apps.connections.open`` (the
-websocket it offers is never opened); Discord ``users/@me``, ``gateway/bot`` and
-``applications/@me`` (for the message-content intent); the model API's list of models. They
-are plain HTTP requests against the configured base URLs, each with a short timeout, so a
-status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
+``getWebhookInfo``; Slack ``auth.test`` (and the scopes it says the token has) and, in Socket
+Mode, ``apps.connections.open`` (the websocket it offers is never opened); Discord
+``users/@me``, ``gateway/bot`` and ``applications/@me`` (for the message-content intent);
+the model API's list of models. They are plain HTTP requests against the configured base
+URLs, each with a short timeout, so a status code is reported as what it means (a 404 is a
+wrong base URL, not a rejected token).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
 stopped again (``doctor.mcp``).

@@ -2,7 +2,8 @@
 
 Telegram: ``getMe`` (401 is a rejected token, 404 a wrong ``api_base_url``) and
 ``getWebhookInfo`` (a webhook conflicts with polling), and whether privacy mode hides
-group messages the config wants. Slack: ``auth.test`` with the bot token and, in Socket Mode,
+group messages the config wants. Slack: ``auth.test`` with the bot token, and the scopes its
+answer's ``X-OAuth-Scopes`` header lists against those botd uses, and, in Socket Mode,
 ``apps.connections.open`` with the app token (the websocket URL it returns is never opened).
 Discord: ``users/@me``, ``gateway/bot`` (session starts left) and ``applications/@me`` for
 the message-content intent botd asks the gateway for. URLs are named without tokens.
@@ -156,6 +157,9 @@ async def slack(client: httpx.AsyncClient, section: Any) -> list[Check]:
         return [_slack_trouble("auth.test", base, auth)]
     who = f"@{auth.field('user') or '?'} in {auth.field('team') or '?'}"
     checks = [passed(f"slack: bot token accepted, {who} ({base})")]
+    granted = auth.headers.get("x-oauth-scopes")
+    if granted is not None:  # Slack sends it with every answer; a proxy may not
+        checks.append(_slack_scopes({s.strip() for s in granted.split(",") if s.strip()}))
     if section.mode != "socket":
         return checks
     try:
@@ -184,6 +188,38 @@ async def slack(client: httpx.AsyncClient, section: Any) -> list[Check]:
     else:
         checks.append(passed("slack: app token accepted, Socket Mode available"))
     return checks
+
+
+# Bot token scopes botd uses, with what the bot cannot do without each: the first four it
+# needs to be of any use, the others for one feature each.
+_SLACK_NEEDED_SCOPES = {
+    "chat:write": "it cannot post",
+    "app_mentions:read": "it does not hear mentions",
+    "channels:history": "it does not hear public channels nor read their threads",
+    "im:history": "it does not hear direct messages",
+}
+_SLACK_FEATURE_SCOPES = {
+    "groups:history": "private channels are not heard",
+    "mpim:history": "group DMs are not heard",
+    "reactions:write": "no reaction marks a message being answered",
+    "files:read": "files users send are not read",
+    "files:write": "the agent's files are posted as links, not uploaded",
+    "assistant:write": "no typing status in assistant threads",
+}
+
+
+def _slack_scopes(granted: set[str]) -> Check:
+    """The bot token's scopes (``X-OAuth-Scopes``) against those botd uses."""
+    lacking = [f"{s} ({why})" for s, why in _SLACK_NEEDED_SCOPES.items() if s not in granted]
+    if lacking:
+        return failed(
+            f"slack: the bot token lacks {', '.join(lacking)}",
+            "add the scopes under OAuth & Permissions > Bot Token Scopes, then reinstall the "
+            "app to the workspace",
+        )
+    what = "slack: the bot token's scopes let it post and hear mentions, channels and DMs"
+    without = [f"without {s} {why}" for s, why in _SLACK_FEATURE_SCOPES.items() if s not in granted]
+    return passed(f"{what}; {'; '.join(without)}" if without else what)
 
 
 def _slack_not_found(method: str, base: str) -> Check:

@@ -56,10 +56,11 @@ def failed(what: str, fix: str) -> Check:
 
 
 class Answer:
-    """An HTTP answer: its status and its JSON body (None when the body was not JSON)."""
+    """An HTTP answer: its status, headers and JSON body (None when the body was not JSON)."""
 
     def __init__(self, response: httpx.Response) -> None:
         self.status = response.status_code
+        self.headers = response.headers
         self.body: Any
         try:
             self.body = response.json()

@@ -25,6 +25,9 @@ URL back to this fake (``/upload/{file_id}``, where the bytes are posted; ``fail
 answers the next posts with an error status), and ``files.completeUploadExternal`` shares
 the uploaded files in a channel; ``shared_files`` lists what was shared, with the bytes.
 
+Every answer carries ``X-OAuth-Scopes``, the scopes the token was granted, as Slack's do:
+``scopes`` (all a botd app asks for, unless a test takes some away; None: no header).
+
 ``signed_headers`` signs an HTTP Events API request body like Slack does.
 
     async with FakeSlack() as fake:
@@ -118,6 +121,20 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dic
     }
 
 
+ALL_SCOPES = (
+    "chat:write",
+    "app_mentions:read",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "reactions:write",
+    "files:read",
+    "files:write",
+    "assistant:write",
+)
+
+
 class FakeSlack:
     """See the module docstring. ``base_url`` ends with a slash, as the SDK requires."""
 
@@ -143,6 +160,8 @@ class FakeSlack:
         self.shared_files: list[SharedFile] = []
         self._upload_failures: deque[int] = deque()
         self._file_ids = itertools.count(1)
+        self.scopes: list[str] | None = list(ALL_SCOPES)
+        """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
     @property
     def base_url(self) -> str:
@@ -266,13 +285,16 @@ class FakeSlack:
                 self._answer(method, args, request)
             if scripted.reset:
                 return reset(request)
-            headers = {}
+            headers = self._scope_header()
             if scripted.retry_after is not None:
                 headers["Retry-After"] = str(scripted.retry_after)
             return web.json_response(
                 {"ok": False, "error": scripted.error}, status=scripted.status, headers=headers
             )
-        return web.json_response(self._answer(method, args, request))
+        return web.json_response(self._answer(method, args, request), headers=self._scope_header())
+
+    def _scope_header(self) -> dict[str, str]:
+        return {} if self.scopes is None else {"X-OAuth-Scopes": ",".join(self.scopes)}
 
     def _answer(self, method: str, args: dict[str, Any], request: web.Request) -> dict[str, Any]:
         if method == "auth.test":
