@@ -152,6 +152,9 @@ class RecordingOutlet:
     def delivery_mode(self, target: Target) -> DeliveryMode:
         return self.mode
 
+    def fits_caption(self, target: Target, text: str) -> bool:
+        return True
+
     async def deliver(
         self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
     ) -> list[MessageRef]:

@@ -257,6 +257,9 @@ class RaisingTypingSink:
     def delivery_mode(self, target: Target) -> DeliveryMode:
         return "blocks"
 
+    def fits_caption(self, target: Target, text: str) -> bool:
+        return True
+
     async def deliver(
         self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
     ) -> list[MessageRef]:

@@ -293,6 +293,35 @@ async def test_each_file_is_its_own_journaled_piece(tmp_path: Path) -> None:
     assert adapter.texts == ["Done."]
 
 
+async def test_a_text_too_long_for_a_caption_is_its_own_piece_before_the_file(
+    tmp_path: Path,
+) -> None:
+    # Posted and confirmed before the upload is written down: a crash during the upload
+    # sends the file again at the restart, never the text.
+    outbound, media = outbound_files(tmp_path)
+    adapter, journal = FileAdapter(), Journal()
+    delivery = ChannelDelivery({"console": adapter}, media=media)
+    output = delivery.open_run(Target("console", "c1"), RunOptions(journal=journal))
+    a, b = str(outbound / "a.png"), str(outbound / "b.ogg")
+    long_text = "A long report. " * 100  # 1,500 characters: over the 1,000 a caption takes
+    output.block(BlockReply(long_text, media_urls=[a, b], reply_to_id="m1"))
+    output.block(BlockReply("Short caption.", media_urls=[a]))
+    await output.close()
+    assert journal.pieces == [
+        (1, long_text, []),
+        (2, "", [a]),
+        (3, "", [b]),
+        (4, "Short caption.", [a]),
+    ]
+    assert journal.confirmed == [1, 2, 3, 4]
+    assert adapter.texts == [long_text]
+    assert adapter.files == [
+        ("a.png", PNG, ""),
+        ("b.ogg", OGG, ""),
+        ("a.png", PNG, "Short caption."),
+    ]
+
+
 async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_never(
     tmp_path: Path,
 ) -> None:

@@ -163,6 +163,11 @@ class Outlet(Protocol):
         """Show the answer so far (``edit`` mode)."""
         ...
 
+    def fits_caption(self, target: Target, text: str) -> bool:
+        """Whether ``text`` goes out with a file as its caption in ``target``'s chat (else as a
+        message of its own before the file)."""
+        ...
+
     async def typing(self, target: Target) -> None:
         """Show "typing…" once; platforms expire it after a few seconds."""
         ...

@@ -16,11 +16,12 @@ side), so a slow platform never holds up the agent and replies never overtake ea
 
 Every piece goes through ``RunOutbox._post`` with its kind and its number in the run; a reply
 naming several files is one piece per file (``per_file``), so each upload is written down and
-confirmed on its own and a restart never uploads a confirmed file again. With a
-``RunJournal`` in the options, each block and final reply is written down there before it is
-sent and marked sent (with the platform's message refs) or failed after; a journal that cannot
-write is logged and the piece still goes out. A refused piece is logged and skipped; the rest
-of the run still goes out.
+confirmed on its own and a restart never uploads a confirmed file again; a text too long to
+be the first file's caption there (``Outlet.fits_caption``) is a piece of its own before
+them. With a ``RunJournal`` in the options, each block and final reply is written down there
+before it is sent and marked sent (with the platform's message refs) or failed after; a
+journal that cannot write is logged and the piece still goes out. A refused piece is logged
+and skipped; the rest of the run still goes out.
 
 ``close(then)`` waits until every piece is out; ``then`` is called right after the last
 piece's confirmation, in the same step, so what it records commits together with that
@@ -178,7 +179,7 @@ class RunOutbox:
                 await self._post(Outgoing(0, "partial", reply))
             elif kind != "flush":
                 assert isinstance(reply, BlockReply)
-                for part in per_file(reply):
+                for part in self._pieces(reply):
                     self._sent += 1
                     await self._post(Outgoing(self._sent, kind, part))
         if coalescer is not None:
@@ -204,9 +205,14 @@ class RunOutbox:
 
     async def _post_blocks(self, replies: list[BlockReply]) -> None:
         for reply in replies:
-            for part in per_file(reply):
+            for part in self._pieces(reply):
                 self._sent += 1
                 await self._post(Outgoing(self._sent, "block", part))
+
+    def _pieces(self, reply: BlockReply) -> list[BlockReply]:
+        if not reply.media_urls:
+            return [reply]
+        return per_file(reply, lambda text: self._outlet.fits_caption(self.target, text))
 
     async def _post(self, piece: Outgoing) -> None:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
@@ -284,14 +290,22 @@ class RunOutbox:
             await asyncio.gather(call, return_exceptions=True)
 
 
-def per_file(reply: BlockReply) -> list[BlockReply]:
+def per_file(
+    reply: BlockReply, fits_caption: Callable[[str], bool] = lambda text: True
+) -> list[BlockReply]:
     """``reply`` as the pieces it is sent in: one per file it names, the text (and the reply
-    id) with the first, so each upload is written down and confirmed on its own."""
-    if len(reply.media_urls) <= 1:
+    id) with the first, so each upload is written down and confirmed on its own. A text that
+    ``fits_caption`` says cannot be the first file's caption is a piece of its own before the
+    files, so a crash between its post and an upload never posts it again."""
+    if not reply.media_urls:
         return [reply]
+    apart: list[BlockReply] = []
+    if reply.text.strip() and not fits_caption(reply.text):
+        apart.append(replace(reply, media_urls=[]))
+        reply = replace(reply, text="", reply_to_id=None)
     first, *rest = reply.media_urls
     later = [replace(reply, text="", media_urls=[url], reply_to_id=None) for url in rest]
-    return [replace(reply, media_urls=[first]), *later]
+    return [*apart, replace(reply, media_urls=[first]), *later]
 
 
 __all__ = ["RunOutbox", "per_file"]
