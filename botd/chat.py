@@ -144,6 +144,9 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     """Files sent with it (photos, voice notes, documents); ``text`` is then their caption,
     possibly empty."""
+    album: str | None = None
+    """The platform's id of files sent together as one post (a Telegram album arrives as one
+    message per file, the caption on one of them): such messages are answered as one."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

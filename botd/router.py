@@ -15,7 +15,8 @@ Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
 ``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
 ``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
-a configured pattern counts. Chat commands from allowed senders pass without a mention.
+a configured pattern counts. Chat commands from allowed senders pass without a mention, and
+so do the other files of an album (one post) a part of which addressed the bot.
 
 When the store cannot take a message (its write fails: disk full, I/O error), the failure is
 logged with the conversation, the sender is told in one line (once per message, however often
@@ -64,6 +65,8 @@ STORE_FAILED_NOTICE = (
 )
 """Told to a sender whose message could not be recorded (disk full, I/O error)."""
 STORE_FAILED_MEMORY = 1000
+ALBUM_MEMORY = 1000
+"""Albums remembered as addressing the bot (their later parts then count as addressed)."""
 """How many messages the router remembers having told about a store failure."""
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
 _PAIRING = "unknown sender: pairing needed"
@@ -307,6 +310,9 @@ class Router:
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
+        self._addressed_albums: deque[tuple[str, ...]] = deque(maxlen=ALBUM_MEMORY)
+        """Albums a part of which addressed the bot in a group: their other parts (no
+        caption, so no mention) are addressed too."""
         self.update_policies(policies)
 
     def update_policies(self, policies: dict[str, AccessPolicy]) -> None:
@@ -387,6 +393,9 @@ class Router:
             if verdict.reason == _PAIRING:
                 return await self._offer_pairing(message)
             return verdict
+        album = _album_key(message)
+        if album is not None and album not in self._addressed_albums:
+            self._addressed_albums.append(album)
         # A command goes through as typed; the kept context waits for the next prompt.
         prompt, consumed = (message, None) if _is_command(message) else self._with_context(message)
         inbox_id = await self._store.accept_inbound(
@@ -491,6 +500,8 @@ class Router:
         required = rule.require_mention if rule is not None else policy.require_mention
         if not required or message.mentions_bot or _is_command(message):
             return True
+        if _album_key(message) in self._addressed_albums:
+            return True  # another file of a post that addressed the bot
         return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
 
     def _with_context(
@@ -520,6 +531,12 @@ class Router:
         return replace(message, context=context, attachments=(*files, *message.attachments)), (
             consumed
         )
+
+
+def _album_key(message: InboundMessage) -> tuple[str, ...] | None:
+    if message.album is None:
+        return None
+    return (message.channel, message.account_id, message.chat_id, message.album)
 
 
 def _kept_text(line: KeptLine) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,49 @@ async def test_followup_answers_each_waiting_message_in_order(store: Store) -> N
     await settle(manager)
     assert sink.texts("c1") == ["You said: one", "You said: two", "You said: three"]
     assert len(provider.requests) == 3
+
+
+async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider(delay=0.005))
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="followup"))
+    parts = [replace(inbound(t, n=n), album="a1") for n, t in enumerate(["look", "", "ok?"])]
+    await manager.submit(parts[0])
+    await asyncio.sleep(0.2)  # the next parts come moments later, as a platform sends them
+    for part in parts[1:]:
+        await manager.submit(part)
+    await manager.submit(inbound("unrelated", n=9))
+    await settle(manager)
+    assert provider.prompts()[0][-1] == "look\n\n\n\nok?"
+    assert len(provider.requests) == 2  # the album, then the next message on its own
+    assert sink.texts("c1")[-1] == "You said: unrelated"
+
+
+async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Store) -> None:
+    provider = RecordingProvider(
+        ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
+    )
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="interrupt"))
+    await manager.submit(inbound("long task", n=0))
+    await asyncio.sleep(0.05)
+    first, second = (replace(inbound(t, n=n), album="a1") for n, t in ((1, "this"), (2, "and")))
+    await manager.submit(first)
+    await manager.submit(second)
+    await settle(manager)
+    assert provider.prompts()[-1][-1] == "this\n\nand"
+
+
+async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings())
+    await manager.submit(replace(inbound("look", n=0), album="a1"))
+    await asyncio.sleep(0.05)  # its worker waits for the rest of the album
+    await manager.submit(inbound("/stop", n=1))
+    await settle(manager)
+    assert provider.requests == []
+    assert sink.texts("c1") == ["Stopped."]
 
 
 async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:

@@ -375,6 +375,7 @@ class TelegramAdapter:
                 dedupe_keys=(f"{chat_id}:{message.message_id}",),
                 bot_name=self._require_bot().username or "",
                 attachments=telegram_attachments(message),
+                album=message.media_group_id,
             )
         )
 

@@ -15,6 +15,10 @@ queue mode decides:
   boundary; if the run ends before one, it runs next as a follow-up.
 * ``interrupt``: the run is cancelled and the new message starts a fresh one.
 
+Files sent together as one post (a Telegram album: one message per file, the caption on one
+of them) are answered as one, in every mode: the first of them waits until no further part
+has come for ``ALBUM_WINDOW`` seconds, and the parts go into one prompt.
+
 Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
 never overlap, so its messages are answered strictly in order. Each run (``run.py``) writes
 every message to the store as it happens, so a restarted daemon continues each conversation
@@ -63,6 +67,10 @@ from .session import Session
 from .settings import RunHooks, SessionSettings
 
 log = logging.getLogger(__package__)
+
+ALBUM_WINDOW = 1.0
+"""Seconds a message that is part of an album waits after the album's latest part arrived,
+for the rest of it (Telegram sends an album's files as separate messages, moments apart)."""
 
 
 class SessionManager:
@@ -144,8 +152,12 @@ class SessionManager:
                 session.run.steer(steering)
                 return
             if mode == "interrupt":
-                self._finish([m.inbox_id for m in session.pending], "skipped")
+                # Earlier parts of this message's album stay: they are answered with it.
+                siblings = [m for m in session.pending if _same_album(m, message)]
+                skipped = [m.inbox_id for m in session.pending if not _same_album(m, message)]
+                self._finish(skipped, "skipped")
                 session.pending.clear()
+                session.pending.extend(siblings)
                 session.run.cancel()
         session.pending.append(message)
         session.arrived_at[id(message)] = time.monotonic()
@@ -226,6 +238,13 @@ class SessionManager:
                 batch.append(session.pending.popleft())
         else:
             batch.append(session.pending.popleft())
+            # An album's parts are one post: answered together in every queue mode.
+            while (
+                session.pending
+                and _same_album(session.pending[0], batch[0])
+                and _resumed_turn(session, session.pending[0]) is None
+            ):
+                batch.append(session.pending.popleft())
         arrivals = [t for m in batch if (t := session.arrived_at.pop(id(m), None)) is not None]
         if not session.pending:
             session.arrived_at.clear()  # entries of messages dropped by /stop or interrupt
@@ -234,6 +253,20 @@ class SessionManager:
             session.resumed.pop(inbox_id, None)
         prompt = [] if turn is not None else [user_turn(batch)]
         return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None, batch)
+
+    async def _album_gathered(self, session: Session) -> None:
+        """When the next waiting message is part of an album, wait until no part of it has
+        arrived for ``ALBUM_WINDOW`` seconds, so the whole album is answered in one run."""
+        head = session.pending[0]
+        if head.album is None:
+            return
+        while True:
+            parts = [m for m in session.pending if _same_album(m, head)]  # /stop may clear them
+            latest = max((session.arrived_at.get(id(m), 0.0) for m in parts), default=0.0)
+            wait = latest + ALBUM_WINDOW - time.monotonic()
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
 
     async def _read_media(self, step: _Next) -> _Next | None:
         """``step`` with its messages' attachments read into its prompt; the user is told
@@ -260,6 +293,11 @@ class SessionManager:
             return  # released by the shutdown: what waits stays in the inbox for next start
         while session.pending or (session.steered and session.last_inbound is not None):
             if session.pending:
+                await self._album_gathered(session)
+                if self._closed:
+                    return  # shutting down: left in the inbox, resumed at the next start
+                if not session.pending:
+                    continue  # cleared meanwhile (/stop)
                 step = self._next_prompt(session)
                 if not step.resumed and any(m.attachments for m in step.batch):
                     with LogContext.bind(
@@ -449,6 +487,10 @@ class _Finish:
         session = self._session
         steered, session.steered_ids = session.steered_ids, []
         self._mark([*self._ids, *steered], state)
+
+
+def _same_album(message: InboundMessage, other: InboundMessage) -> bool:
+    return message.album is not None and message.album == other.album
 
 
 def _resumed_turn(session: Session, message: InboundMessage) -> int | None:

@@ -51,10 +51,11 @@ class Session:
         return self.run is not None and self.run.running
 
     async def stop(self) -> bool:
-        """Cancel the run and drop what waits; True when something was running."""
+        """Cancel the run and drop what waits; True when something was running or waiting (an
+        album's first part waits for the rest before its run starts)."""
+        was_running = self.running or bool(self.pending)
         self.pending.clear()
         self.steered.clear()
-        was_running = self.running
         if self.run is not None:
             self.run.cancel()
         if self.worker is not None:

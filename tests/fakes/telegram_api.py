@@ -408,9 +408,11 @@ class FakeTelegramAPI:
         declared_size: int | None = None,
         sender: dict[str, Any] | None = None,
         chat_type: str | None = None,
+        album: str | None = None,
     ) -> dict[str, Any]:
         """Queue a message carrying ``data`` as ``kind`` (``photo``, ``document``,
-        ``voice``, ``audio``, ``video``) with ``caption``; returns the message.
+        ``voice``, ``audio``, ``video``) with ``caption``; returns the message. ``album``:
+        its ``media_group_id`` (the files of an album come as one message each).
 
         A photo comes in two sizes, a small thumbnail first (other bytes) and ``data`` as the
         large one. ``declared_size`` is the size the message claims (default: the real one).
@@ -451,6 +453,8 @@ class FakeTelegramAPI:
             found = mention_entities(caption)
             if found:
                 message["caption_entities"] = found
+        if album is not None:
+            message["media_group_id"] = album
         self.push_update({"message": message})
         return message
 

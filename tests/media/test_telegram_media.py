@@ -159,6 +159,38 @@ async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group_with_the_kep
     assert "look at this" in texts(content)
 
 
+async def test_an_album_is_answered_once_with_all_its_photos(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("Two photos: a cat and a dog.")))
+        b.telegram.push_file(DM, "photo", JPEG, caption="compare these", album="A1")
+        b.telegram.push_file(DM, "photo", PNG, album="A1")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    assert len(b.model.requests) == 1
+    content = b.user_content()
+    assert images(content) == [JPEG, PNG]
+    assert "compare these" in texts(content)
+    assert b.sent() == ["Two photos: a cat and a dog."]
+
+
+async def test_an_album_addressing_the_bot_in_a_group_brings_its_uncaptioned_photos(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("Both seen.")))
+        b.telegram.push_file(GROUP, "photo", JPEG, caption="@botd_test_bot which?", album="G1")
+        b.telegram.push_file(GROUP, "photo", PNG, album="G1")  # no caption, same post
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+        assert b.daemon.runtime is not None
+        assert b.daemon.runtime.store.kept_chatter(f"telegram:{GROUP}") == []
+    assert len(b.model.requests) == 1
+    content = b.user_content()
+    assert images(content) == [JPEG, PNG]
+    assert "which?" in texts(content)
+    assert b.sent() == ["Both seen."]
+
+
 async def test_a_voice_note_reaches_the_model_as_its_transcript(tmp_path: Path) -> None:
     async with botd(tmp_path) as b:
         b.transcriber.transcript = "please book a table for two"
