@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -346,3 +347,43 @@ async def test_sigterm_stops_the_server_processes_with_botd(tmp_path: Path, pidf
         finally:
             await reap(process)
     assert not _alive(pids[0])
+
+
+async def test_doctor_names_the_status_an_http_server_refused_with(
+    tmp_path: Path, pidfile: Path, http_server: str
+) -> None:
+    from botd.config import parse_config
+    from botd.doctor.mcp import mcp_checks
+
+    servers = (
+        f"    web:\n      url: {json.dumps(http_server)}\n"
+        "      headers: {Authorization: Bearer wrong-token}\n",
+    )
+    config = parse_config(config_yaml(tmp_path, _agent(pidfile, *servers)), {})
+    checks = await mcp_checks(config, timeout=HANG_GUARD)
+    line = checks[1].line()
+    assert line.startswith("✗ mcp server web: did not start: ")
+    assert "(HTTP 401 Unauthorized)" in line
+    assert "wrong-token" not in line
+    assert line.endswith(": check its url and headers, and that the server runs")
+
+
+async def test_a_stdio_servers_stderr_is_logged_under_its_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from contextlib import AsyncExitStack
+
+    from botd.agent.mcp.client import connect, list_tools
+    from botd.config.schema import McpServerSection
+
+    section = McpServerSection(
+        command=sys.executable,
+        args=[FAKE],
+        env={"FAKE_MCP_STDERR": "warming up\n\nready on stdio"},
+    )
+    with caplog.at_level(logging.INFO, logger="botd.agent.mcp"):
+        async with AsyncExitStack() as stack:
+            client = await connect(stack, section, name="files")
+            assert len(await list_tools(client)) == 7
+    lines = [r.getMessage() for r in caplog.records if r.name == "botd.agent.mcp.client"]
+    assert lines == ["mcp[files]: warming up", "mcp[files]: ready on stdio"]

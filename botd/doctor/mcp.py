@@ -9,7 +9,14 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 
-from ..agent.mcp.client import INSTALL_HINT, McpUnavailable, connect, list_tools, require_sdk
+from ..agent.mcp.client import (
+    INSTALL_HINT,
+    HttpRefusals,
+    McpUnavailable,
+    connect,
+    list_tools,
+    require_sdk,
+)
 from ..agent.mcp.client import describe_error as _describe
 from ..config import BotdConfig
 from ..config.schema import McpServerSection
@@ -20,14 +27,15 @@ __all__ = ["mcp_checks"]
 
 async def _probe(name: str, section: McpServerSection, timeout: float) -> Check:
     what = f"mcp server {name}"
+    refusals = HttpRefusals()
     try:
         async with asyncio.timeout(timeout), AsyncExitStack() as stack:
-            client = await connect(stack, section)
+            client = await connect(stack, section, refusals, name=name)
             tools = await list_tools(client)
     except TimeoutError:
         return failed(f"{what}: no answer within {timeout:g}s", _fix(section))
     except Exception as exc:
-        return failed(f"{what}: did not start: {_describe(exc)}", _fix(section))
+        return failed(f"{what}: did not start: {_describe(exc, refusals)}", _fix(section))
     count = len(tools)
     return passed(f"{what}: started, {count} tool{'' if count == 1 else 's'}")
 

@@ -12,7 +12,8 @@ refuses every request without ``Authorization: Bearer T``. Its tools:
 - ``env(name)``: the server's environment variable ``name`` (or ``unset``).
 
 With ``FAKE_MCP_PIDFILE`` set, each process appends its pid to that file on start, so a
-test can check that no server process outlives the daemon.
+test can check that no server process outlives the daemon. ``FAKE_MCP_STDERR`` is written to
+stderr on start, as servers write their banners.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def main() -> None:
     if pidfile:
         with open(pidfile, "a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\n")
+    banner = os.environ.get("FAKE_MCP_STDERR")
+    if banner:
+        print(banner, flush=True, file=sys.stderr)
     if args.http is None:
         server.run()
         return

@@ -4,14 +4,27 @@ The SDK (PyPI ``mcp``, the extra ``botd[mcp]``) is imported here only, and only 
 server is connected, so a botd without MCP servers never loads it. ``connect`` enters a
 connected ``mcp.Client`` on an exit stack: a stdio server's process is started then and
 stopped (stdin closed, then terminated, then killed) when the stack closes.
+
+What a stdio server writes to its stderr is logged line by line under its name
+(``mcp[files]: ...``, at most ``STDERR_LINE_CHARS`` characters a line) instead of landing
+unlabelled in botd's own stderr.
+
+The SDK turns a streamable-HTTP server's error status into one generic error ("Server
+returned an error response"), whatever the status was. ``HttpRefusals`` watches the HTTP
+client's answers to the requests botd posts, and ``describe_error`` adds the status the
+server last refused with (``HTTP 401 Unauthorized``), which says what to fix.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
+import logging
+import os
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ...config.schema import McpServerSection
 from ...events import ImageContent
@@ -23,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INSTALL_HINT",
     "MAX_RESULT_CHARS",
+    "HttpRefusals",
     "McpUnavailable",
     "connect",
     "describe_error",
@@ -31,13 +45,34 @@ __all__ = [
     "to_output",
 ]
 
+log = logging.getLogger(__name__)
+
 INSTALL_HINT = "pip install 'botd[mcp]'"
+STDERR_LINE_CHARS = 1000
+"""A stdio server's stderr line longer than this is cut in the log."""
 MAX_RESULT_CHARS = 100_000
 """Text of one tool result beyond this is cut (with a note), to spare the model's context."""
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """Image types the model APIs take; others are named in the text instead."""
 _LIST_PAGES = 100
 """Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang us)."""
+
+
+class HttpRefusals:
+    """The error status of the latest answer a streamable-HTTP server gave to a POST (the
+    requests that carry botd's messages), cleared by the next successful one."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    async def note(self, response: Any) -> None:
+        """An ``httpx2`` response hook."""
+        if response.request.method != "POST":
+            return  # a GET for the server's own stream may be refused (405) by design
+        if response.status_code >= 400:
+            self.last = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+        else:
+            self.last = ""
 
 
 class McpUnavailable(RuntimeError):
@@ -52,10 +87,19 @@ def require_sdk() -> None:
         )
 
 
-async def connect(stack: AsyncExitStack, section: McpServerSection) -> Client:
-    """A connected client for ``section``'s server, closed with ``stack``."""
+async def connect(
+    stack: AsyncExitStack,
+    section: McpServerSection,
+    refusals: HttpRefusals | None = None,
+    *,
+    name: str = "",
+) -> Client:
+    """A connected client for ``section``'s server (``name``: for its stderr lines), closed
+    with ``stack``; ``refusals`` hears a streamable-HTTP server's answers (see the module
+    docstring)."""
     require_sdk()
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
     if section.url is not None:
@@ -65,6 +109,7 @@ async def connect(stack: AsyncExitStack, section: McpServerSection) -> Client:
             httpx2.AsyncClient(
                 headers=dict(section.headers),
                 timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [refusals.note]} if refusals is not None else None,
             )
         )
         # The transport's own connection, not a cache of answers: every listing is fresh.
@@ -77,8 +122,46 @@ async def connect(stack: AsyncExitStack, section: McpServerSection) -> Client:
             env=dict(section.env) or None,
             cwd=section.cwd,
         )
-        client = Client(params, cache=None)
+        errlog = await _stderr_logged(stack, name or section.command)
+        try:
+            client = Client(stdio_client(params, errlog=errlog), cache=None)
+            return await stack.enter_async_context(client)
+        finally:
+            errlog.close()  # the server process holds its own copy
     return await stack.enter_async_context(client)
+
+
+async def _stderr_logged(stack: AsyncExitStack, name: str) -> TextIO:
+    """A file for a server's stderr whose lines are logged under ``name`` until the server
+    closes it; the reading ends with ``stack`` at the latest."""
+    read_fd, write_fd = os.pipe()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+
+    async def relay() -> None:
+        try:
+            while line := await reader.readline():
+                text = line.decode("utf-8", "replace").rstrip()
+                if text:
+                    log.info("mcp[%s]: %s", name, text[:STDERR_LINE_CHARS])
+        except (ValueError, OSError) as exc:  # a line beyond the limit, a broken pipe
+            log.warning("mcp[%s]: reading its stderr stopped: %s", name, exc)
+
+    task = asyncio.create_task(relay(), name=f"mcp-stderr:{name}")
+
+    async def stop() -> None:
+        if not task.done():
+            # The process is gone by now; what it wrote is read to the end, briefly.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), 1.0)
+            task.cancel()
+        transport.close()
+
+    stack.push_async_callback(stop)
+    return os.fdopen(write_fd, "w", encoding="utf-8")
 
 
 async def list_tools(client: Client) -> list[Any]:
@@ -94,16 +177,19 @@ async def list_tools(client: Client) -> list[Any]:
     return tools
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for a failure the SDK raised (its own errors carry a code and a message)."""
+def describe_error(exc: BaseException, refusals: HttpRefusals | None = None) -> str:
+    """One line for a failure the SDK raised (its own errors carry a code and a message),
+    with the HTTP status the server last refused with, when there is one."""
     # A task group's failure wraps the one that matters.
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return describe_error(exc.exceptions[0])
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
     message = getattr(exc, "message", None)
     if not isinstance(message, str):
         message = str(exc)
-    text = " ".join(message.split())
-    return text or type(exc).__name__
+    text = " ".join(message.split()) or type(exc).__name__
+    if refusals is not None and refusals.last and refusals.last not in text:
+        text = f"{text} ({refusals.last})"
+    return text
 
 
 def to_output(result: Any) -> ToolOutput:

@@ -29,7 +29,7 @@ from ...config.schema import McpServerSection
 from ...retry import Backoff
 from ..tools import Tool, ToolContext, ToolOutput, schema_validator
 from ..types import ToolSpec
-from .client import connect, describe_error, list_tools, require_sdk, to_output
+from .client import HttpRefusals, connect, describe_error, list_tools, require_sdk, to_output
 from .names import tool_name
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ class _Keeper:
         self._probe_interval = probe_interval
         self._start_timeout = start_timeout
         self._client: Client | None = None
+        self._refusals = HttpRefusals()
         self._wake = asyncio.Event()
         self._closing = False
         self.task: asyncio.Task[None] | None = None
@@ -108,7 +109,8 @@ class _Keeper:
         except Exception as exc:
             # Maybe the server is gone: its keeper checks now rather than at the next probe.
             self._wake.set()
-            return _error(f"MCP server {self.name!r} failed the call: {describe_error(exc)}")
+            why = describe_error(exc, self._refusals)
+            return _error(f"MCP server {self.name!r} failed the call: {why}")
         return to_output(result)
 
     # -- keeping it up ----------------------------------------------------------------------
@@ -123,7 +125,7 @@ class _Keeper:
             try:
                 reason = await self._session()
             except Exception as exc:
-                reason = describe_error(exc)
+                reason = describe_error(exc, self._refusals)
             self._client = None
             self.tools = []
             self.started.set()
@@ -150,7 +152,8 @@ class _Keeper:
         """One connection, from start to its end; returns why it ended."""
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self._start_timeout):
-                client = await connect(stack, self.section)
+                self._refusals = HttpRefusals()
+                client = await connect(stack, self.section, self._refusals, name=self.name)
                 listed = await list_tools(client)
             self.tools = self._tools_of(listed)
             self._client = client
@@ -176,7 +179,7 @@ class _Keeper:
                 async with asyncio.timeout(self._start_timeout):
                     await client.list_tools(cache_mode="refresh")
             except Exception as exc:
-                return f"stopped answering: {describe_error(exc)}"
+                return f"stopped answering: {describe_error(exc, self._refusals)}"
 
     def _tools_of(self, listed: list[Any]) -> list[McpTool]:
         wanted = self.section.tools
