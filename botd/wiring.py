@@ -458,6 +458,7 @@ def build_runtime(
         jobs=jobs,
         hooks=hooks,
         channels_down=channels_down,
+        servers_down=lambda: {n: s for n, s in mcp.states().items() if s != "running"},
         models=model_names(config),
         media=MediaResolver(lambda: runtime.config.media, download),
     )

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -204,6 +205,15 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             assert gone["status"] == "degraded" and gone["reason"].startswith("down: ")
             assert "No such file" in gone["reason"]
             assert [p for p in body["problems"] if p.startswith("mcp:gone: down: ")]
+
+            # /status tells the chat which server's tools are missing, not why (a path, a host).
+            told = len(telegram.calls_to("sendMessage", ok_only=True))
+            telegram.push_text(FRIEND, "/status", sender=user(FRIEND))
+            await _until(lambda: len(telegram.calls_to("sendMessage", ok_only=True)) > told)
+            status = str(telegram.calls_to("sendMessage", ok_only=True)[told].params["text"])
+            assert re.search(r"MCP server gone is (down|starting): its tools are not", status)
+            assert "MCP server t " not in status and "MCP server web " not in status
+            assert "nonexistent" not in status and "No such file" not in status
 
             # A server that dies mid-call: an error result, then it is started again.
             started = len(pidfile.read_text().split())

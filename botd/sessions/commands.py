@@ -41,6 +41,7 @@ class CommandDesk:
         clock: Callable[[], float],
         jobs: Callable[[str], list[str]] | None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
+        servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
     ) -> None:
         self._store = store
@@ -50,6 +51,9 @@ class CommandDesk:
         self._jobs = jobs
         self._channels_down = channels_down
         """Which channels are down and why (the daemon's view), for ``/status``."""
+        self._servers_down = servers_down
+        """The MCP servers not running now, with their state (``down``, ``starting``): their
+        tools are not offered. Only the state: the reason may name hosts or paths."""
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
@@ -129,6 +133,16 @@ class CommandDesk:
                 log.exception("listing the channels that are down failed")
                 down = {}
             lines += [f"Channel {name} is down: {why}" for name, why in sorted(down.items())]
+        if self._servers_down is not None:
+            try:
+                servers = dict(self._servers_down())
+            except Exception:
+                log.exception("listing the MCP servers that are down failed")
+                servers = {}
+            lines += [
+                f"MCP server {name} is {state}: its tools are not offered now."
+                for name, state in sorted(servers.items())
+            ]
         return "\n".join(lines)
 
 

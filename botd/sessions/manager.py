@@ -36,8 +36,9 @@ the next start.
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
 first reply reached the chat (for metrics). ``/status`` also lists the conversation's scheduled
-jobs when a ``jobs`` callable is given. ``models`` names the configured models (primary
-first) that ``/model`` chooses among per conversation.
+jobs when a ``jobs`` callable is given, and the channels and MCP servers that are down.
+``models`` names the configured models (primary first) that ``/model`` chooses among per
+conversation.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class SessionManager:
         jobs: Callable[[str], list[str]] | None = None,
         hooks: RunHooks | None = None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
+        servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: Sequence[str] = (),
         media: MediaResolver | None = None,
     ) -> None:
@@ -121,6 +123,7 @@ class SessionManager:
             clock=clock,
             jobs=jobs,
             channels_down=channels_down,
+            servers_down=servers_down,
             models=self._models,
         )
 
