@@ -126,24 +126,25 @@ class CommandDesk:
                 log.exception("listing scheduled jobs for %s failed", conversation_key)
                 jobs = []
             lines += [f"Scheduled: {job}" for job in jobs]
-        if self._channels_down is not None:
-            try:
-                down = dict(self._channels_down())
-            except Exception:
-                log.exception("listing the channels that are down failed")
-                down = {}
-            lines += [f"Channel {name} is down: {why}" for name, why in sorted(down.items())]
-        if self._servers_down is not None:
-            try:
-                servers = dict(self._servers_down())
-            except Exception:
-                log.exception("listing the MCP servers that are down failed")
-                servers = {}
-            lines += [
-                f"MCP server {name} is {state}: its tools are not offered now."
-                for name, state in sorted(servers.items())
-            ]
+        down = _down(self._channels_down, "channels")
+        lines += [f"Channel {name} is down: {why}" for name, why in down]
+        servers = _down(self._servers_down, "MCP servers")
+        lines += [
+            f"MCP server {name} is {state}: its tools are not offered now."
+            for name, state in servers
+        ]
         return "\n".join(lines)
+
+
+def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tuple[str, str]]:
+    """What ``source`` says is down, by name; nothing when it is unset or fails (logged)."""
+    if source is None:
+        return []
+    try:
+        return sorted(dict(source()).items())
+    except Exception:
+        log.exception("listing the %s that are down failed", what)
+        return []
 
 
 def _preview(text: str, limit: int = 80) -> str:
