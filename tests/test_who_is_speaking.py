@@ -170,17 +170,21 @@ def _thread_message(ts: str, user_id: str, said: str) -> dict[str, Any]:
     return {"type": "message", "user": user_id, "text": said, "ts": ts, "thread_ts": THREAD}
 
 
-async def _mention(slack: FakeSlack, ts: str, said: str, user_id: str = "U7") -> None:
-    event = {
+async def _mention(
+    slack: FakeSlack, ts: str, said: str, user_id: str = "U7", *, in_thread: bool = True
+) -> None:
+    """A channel message mentioning the bot: inside THREAD with the sender's profile (Sam),
+    or (``in_thread=False``) outside any thread with no profile."""
+    event: dict[str, Any] = {
         "type": "message",
         "channel": CHANNEL,
         "channel_type": "channel",
         "user": user_id,
         "text": f"<@{BOT_USER_ID}> {said}",
         "ts": ts,
-        "thread_ts": THREAD,
-        "user_profile": {"display_name": "Sam"},
     }
+    if in_thread:
+        event.update(thread_ts=THREAD, user_profile={"display_name": "Sam"})
     await slack.send_event(event_callback(event))
 
 
@@ -286,3 +290,44 @@ async def test_a_sender_the_policy_refuses_does_not_use_up_the_threads_fetch(
     assert first[0] == "[Earlier messages in this thread]"
     assert first[-1] == "[Sam (id U7)] what should we do?"
     assert len(model.requests) == 1
+
+
+async def test_a_slack_sender_without_a_profile_is_named_through_users_info(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        slack.users["U5"] = {"display_name": "", "real_name": "Kim Park"}
+        model.push(stream(text("Hi Kim.")), stream(text("Again.")), stream(text("Who?")))
+        async with daemon_running(_slack_config(tmp_path, slack, model)):
+            await _mention(slack, "1700000001.000100", "hello", "U5", in_thread=False)
+            await _posted(slack, 1)
+            await _mention(slack, "1700000001.000200", "me again", "U5", in_thread=False)
+            await _posted(slack, 2)
+            await _mention(
+                slack, "1700000001.000300", "and me", "U6", in_thread=False
+            )  # users.info: not found
+            await _posted(slack, 3)
+        looked_up = [call.args["user"] for call in slack.calls_to("users.info")]
+    assert looked_up == ["U5", "U6"]  # once per user, however often they write
+    assert _last_user_text(model.requests[0].body) == "[Kim Park (id U5)] hello"
+    assert _last_user_text(model.requests[1].body) == "[Kim Park (id U5)] me again"
+    assert _last_user_text(model.requests[2].body) == "[id U6] and me"
+
+
+async def test_without_users_read_senders_stay_ids_and_the_log_says_what_to_add(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        slack.users["U5"] = {"display_name": "Kim"}
+        slack.fail_next("users.info", "missing_scope")
+        slack.fail_next("users.info", "missing_scope")
+        model.push(stream(text("ok")), stream(text("ok")))
+        with caplog.at_level(logging.WARNING, logger="botd.channels.slack_names"):
+            async with daemon_running(_slack_config(tmp_path, slack, model)):
+                await _mention(slack, "1700000001.000100", "hello", "U5", in_thread=False)
+                await _posted(slack, 1)
+                await _mention(slack, "1700000001.000200", "hi", "U6", in_thread=False)
+                await _posted(slack, 2)
+    assert _last_user_text(model.requests[0].body) == "[id U5] hello"
+    [warning] = [r.getMessage() for r in caplog.records if "users.info" in r.getMessage()]
+    assert "users:read" in warning

@@ -16,7 +16,8 @@ listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread). The first mention inside a thread the bot was
-not in brings the thread's earlier messages along as context (``slack_threads``).
+not in brings the thread's earlier messages along as context (``slack_threads``). A sender
+whose message brings no name is looked up once an hour (``slack_names``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
 with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
@@ -56,6 +57,7 @@ from .base import InboundSink, OutboundFile, on_accepted
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
 from .slack_inbound_media import slack_attachments, slack_download
+from .slack_names import SenderNames
 from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
@@ -155,6 +157,7 @@ class SlackAdapter:
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
+        self.names = SenderNames(self.client)
         self.threads = ThreadContext(
             self.client, limit=thread_context, known=known_conversation, admits=admits
         )
@@ -324,7 +327,7 @@ class SlackAdapter:
             channel="slack",
             chat_id=channel,
             sender_id=user,
-            sender_name=sender_name(event),
+            sender_name=await self.names.of(user, sender_name(event)),
             text=text,
             message_id=ts,
             conversation_key=key,

@@ -31,6 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..chat import InboundMessage
 from ..speakers import bot_line, labelled
+from .slack_names import profile_name
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,7 @@ def sender_name(event: Mapping[str, Any]) -> str:
     profile = event.get("user_profile")
     if not isinstance(profile, Mapping):
         return str(event.get("username") or "")
-    for field in ("display_name", "real_name", "name"):
-        value = profile.get(field)
-        if value:
-            return str(value)
-    return ""
+    return profile_name(profile)
 
 
 class ThreadContext:

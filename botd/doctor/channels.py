@@ -205,6 +205,7 @@ _SLACK_FEATURE_SCOPES = {
     "files:read": "files users send are not read",
     "files:write": "the agent's files are posted as links, not uploaded",
     "assistant:write": "no typing status in assistant threads",
+    "users:read": "senders whose message carries no profile show as ids",
 }
 
 

@@ -3,12 +3,12 @@
 Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the query string, a form
 body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
 (a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
-``assistant.threads.setStatus`` and ``conversations.replies`` (by ``latest``, ``limit`` and
-``cursor``, from ``replies``); every call is recorded. Errors are
-scripted per method for the next calls: a 429 with ``Retry-After``, Slack's ``ok: false``, a 5xx
-(``status``), or a connection reset (``reset_next``); with ``land=True`` the call is carried out
-before it fails, as a timeout after the request landed would. ``chat.delete`` removes a posted
-message; ``visible(channel)`` is what the channel shows now.
+``assistant.threads.setStatus``, ``conversations.replies`` (by ``latest``, ``limit`` and
+``cursor``, from ``replies``) and ``users.info`` (from ``users``); every call is recorded.
+Errors are scripted per method for the next calls: a 429 with ``Retry-After``, Slack's
+``ok: false``, a 5xx (``status``), or a connection reset (``reset_next``); with ``land=True``
+the call is carried out before it fails, as a timeout after the request landed would.
+``chat.delete`` removes a posted message; ``visible(channel)`` is what the channel shows now.
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
 ``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
@@ -132,6 +132,7 @@ ALL_SCOPES = (
     "files:read",
     "files:write",
     "assistant:write",
+    "users:read",
 )
 
 
@@ -160,6 +161,8 @@ class FakeSlack:
         self.shared_files: list[SharedFile] = []
         self._upload_failures: deque[int] = deque()
         self._file_ids = itertools.count(1)
+        self.users: dict[str, dict[str, Any]] = {}
+        """``users.info`` answers: each user's profile by id (others: ``user_not_found``)."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
@@ -327,6 +330,11 @@ class FakeSlack:
             return self._shared_file_call(method, args)
         if method in ("reactions.add", "assistant.threads.setStatus"):
             return {"ok": True}
+        if method == "users.info":
+            profile = self.users.get(str(args.get("user")))
+            if profile is None:
+                return {"ok": False, "error": "user_not_found"}
+            return {"ok": True, "user": {"id": args.get("user"), "profile": profile}}
         return {"ok": False, "error": "unknown_method"}
 
     def _replies(self, args: dict[str, Any]) -> dict[str, Any]:
