@@ -331,3 +331,33 @@ async def test_without_users_read_senders_stay_ids_and_the_log_says_what_to_add(
     assert _last_user_text(model.requests[0].body) == "[id U5] hello"
     [warning] = [r.getMessage() for r in caplog.records if "users.info" in r.getMessage()]
     assert "users:read" in warning
+
+
+async def test_names_are_remembered_an_hour_and_a_failed_lookup_five_minutes() -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from botd.channels.slack_names import FAILED_TTL, NAME_TTL, SenderNames
+
+    now = [0.0]
+    async with FakeSlack() as slack:
+        names = SenderNames(
+            AsyncWebClient(token="xoxb-test", base_url=slack.base_url), clock=lambda: now[0]
+        )
+        slack.users["U5"] = {"display_name": "Kim"}
+        assert await names.of("U5", "Brought") == "Brought"  # the message's own name wins
+        assert await names.of("U5") == "Kim"
+        slack.users["U5"] = {"display_name": "Kim P."}
+        now[0] = NAME_TTL - 1
+        assert await names.of("U5") == "Kim"
+        now[0] = NAME_TTL + 1
+        assert await names.of("U5") == "Kim P."
+
+        slack.fail_next("users.info", "ratelimited", status=429, retry_after=1)
+        assert await names.of("U6") == ""
+        slack.users["U6"] = {"real_name": "Lee"}
+        now[0] += FAILED_TTL - 1
+        assert await names.of("U6") == ""
+        now[0] += 2
+        assert await names.of("U6") == "Lee"
+        looked_up = [call.args["user"] for call in slack.calls_to("users.info")]
+    assert looked_up == ["U5", "U5", "U6", "U6"]

@@ -3,10 +3,11 @@
 A message event carries its sender's profile (``user_profile``) only sometimes, and without a
 name the model sees the sender as a bare id (``[id U0123]``) and cannot address people. So
 ``SenderNames.of`` asks ``users.info`` for a sender whose message brings no name, once per
-user for ``NAME_TTL`` seconds (the answer, or its failure, is remembered: a workspace of
-strangers costs one call per person, not per message), within ``LOOKUP_TIMEOUT`` seconds
-(the message waits for it before Slack is acknowledged). A failure leaves the id alone; a
-token without the ``users:read`` scope is logged once, with what to add.
+user for ``NAME_TTL`` seconds (a failure for ``FAILED_TTL``: a workspace of strangers costs
+one call per person, not per message, and a passing failure is tried again soon), within
+``LOOKUP_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A
+failure leaves the id alone; a token without the ``users:read`` scope is logged once, with
+what to add.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOOKUP_TIMEOUT", "NAME_TTL", "SenderNames", "profile_name"]
+__all__ = ["FAILED_TTL", "LOOKUP_TIMEOUT", "NAME_TTL", "SenderNames", "profile_name"]
 
 NAME_TTL = 3600.0
+FAILED_TTL = 300.0
 LOOKUP_TIMEOUT = 2.0
 _MEMORY = 4096
 
@@ -55,7 +57,8 @@ class SenderNames:
         self._client = client
         self._timeout = timeout
         self._clock = clock
-        self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
+        """By user id: the name (None: the lookup failed) and when it was looked up."""
         self._told_scope = False
 
     async def of(self, user: str, brought: str = "") -> str:
@@ -65,17 +68,20 @@ class SenderNames:
             return brought
         now = self._clock()
         known = self._known.get(user)
-        if known is not None and now - known[1] < NAME_TTL:
-            self._known.move_to_end(user)
-            return known[0]
+        if known is not None:
+            name, when = known
+            if now - when < (FAILED_TTL if name is None else NAME_TTL):
+                self._known.move_to_end(user)
+                return name or ""
         name = await self._look_up(user)
         self._known[user] = (name, now)
         self._known.move_to_end(user)
         while len(self._known) > _MEMORY:
             self._known.popitem(last=False)
-        return name
+        return name or ""
 
-    async def _look_up(self, user: str) -> str:
+    async def _look_up(self, user: str) -> str | None:
+        """The user's name ("" when Slack has none); None when the lookup failed."""
         try:
             async with asyncio.timeout(self._timeout):
                 response = await self._client.users_info(user=user)
@@ -90,13 +96,13 @@ class SenderNames:
                     )
             else:
                 log.info("slack: no name for %s (users.info: %s)", user, error or exc)
-            return ""
+            return None
         except TimeoutError:
             log.info("slack: no name for %s (users.info: no answer in %gs)", user, self._timeout)
-            return ""
+            return None
         except (aiohttp.ClientError, OSError) as exc:
             log.info("slack: no name for %s (users.info: %s)", user, exc or type(exc).__name__)
-            return ""
+            return None
         found = response.get("user")
         if not isinstance(found, Mapping):
             return ""
