@@ -65,9 +65,9 @@ STORE_FAILED_NOTICE = (
 )
 """Told to a sender whose message could not be recorded (disk full, I/O error)."""
 STORE_FAILED_MEMORY = 1000
+"""How many messages the router remembers having told about a store failure."""
 ALBUM_MEMORY = 1000
 """Albums remembered as addressing the bot (their later parts then count as addressed)."""
-"""How many messages the router remembers having told about a store failure."""
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
 _PAIRING = "unknown sender: pairing needed"
 
