@@ -32,7 +32,7 @@ import logging
 import re
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -310,7 +310,7 @@ class Router:
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
-        self._addressed_albums: deque[tuple[str, ...]] = deque(maxlen=ALBUM_MEMORY)
+        self._addressed_albums: OrderedDict[tuple[str, ...], None] = OrderedDict()
         """Albums a part of which addressed the bot in a group: their other parts (no
         caption, so no mention) are addressed too."""
         self.update_policies(policies)
@@ -394,8 +394,10 @@ class Router:
                 return await self._offer_pairing(message)
             return verdict
         album = _album_key(message)
-        if album is not None and album not in self._addressed_albums:
-            self._addressed_albums.append(album)
+        if album is not None:
+            self._addressed_albums[album] = None
+            while len(self._addressed_albums) > ALBUM_MEMORY:
+                self._addressed_albums.popitem(last=False)
         # A command goes through as typed; the kept context waits for the next prompt.
         prompt, consumed = (message, None) if _is_command(message) else self._with_context(message)
         inbox_id = await self._store.accept_inbound(
@@ -500,7 +502,8 @@ class Router:
         required = rule.require_mention if rule is not None else policy.require_mention
         if not required or message.mentions_bot or _is_command(message):
             return True
-        if _album_key(message) in self._addressed_albums:
+        album = _album_key(message)
+        if album is not None and album in self._addressed_albums:
             return True  # another file of a post that addressed the bot
         return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
 
