@@ -51,7 +51,7 @@ from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
 from .base import DEFAULT_DELIVERY_MODE, DeliveryMode, ReplyKind, RunOptions
-from .media import MediaSettings, fits_caption, send_with_media, upload_file
+from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
 from .preview import Preview, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
@@ -175,7 +175,7 @@ class ChannelDelivery:
 
     def fits_caption(self, target: Target, text: str) -> bool:
         adapter = self._adapters.get(target.channel)
-        if adapter is None or getattr(adapter, "send_file", None) is None:
+        if adapter is None or not can_upload(adapter):
             return True  # no uploads: the references are named after the text, in one message
         return fits_caption(text, adapter.capabilities)
 

@@ -136,6 +136,11 @@ def _read(path: Path, max_bytes: int) -> bytes:
     return data
 
 
+def can_upload(adapter: ChannelAdapter) -> bool:
+    """Whether ``adapter`` uploads files (it has ``send_file``)."""
+    return getattr(adapter, "send_file", None) is not None
+
+
 def fits_caption(text: str, caps: Capabilities) -> bool:
     """Whether ``text`` can be a file's caption on a platform with ``caps``."""
     limit = caps.caption_limit
@@ -177,7 +182,7 @@ async def send_with_media(
     ``post_text`` and ``upload`` are the caller's retried sends; a failure that outlasts the
     retries (``DeliveryGivenUp``) is raised, a refusal falls back to text.
     """
-    if getattr(adapter, "send_file", None) is None:
+    if not can_upload(adapter):
         # A platform without uploads: the references are named after the text, unfetched.
         log.warning("%s cannot upload files; posting their references", adapter.name)
         shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in media)
@@ -226,6 +231,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "MediaSettings",
     "MediaUnavailable",
+    "can_upload",
     "fits_caption",
     "is_url",
     "load",
