@@ -53,14 +53,14 @@ class Session:
     async def stop(self) -> bool:
         """Cancel the run and drop what waits; True when something was running or waiting (an
         album's first part waits for the rest before its run starts)."""
-        was_running = self.running or bool(self.pending)
+        stopped = self.running or bool(self.pending)
         self.pending.clear()
         self.steered.clear()
         if self.run is not None:
             self.run.cancel()
         if self.worker is not None:
             await asyncio.gather(self.worker, return_exceptions=True)
-        return was_running
+        return stopped
 
 
 __all__ = ["Session"]
