@@ -34,6 +34,13 @@ def chat_command(text: str, bot_name: str = "") -> str | None:
     return command if command in COMMANDS else None
 
 
+def command_argument(text: str) -> str:
+    """What follows the command word in ``text`` (``/new what is this?`` -> ``what is this?``),
+    its own line breaks kept; empty when nothing does."""
+    words = text.strip().split(maxsplit=1)
+    return words[1] if len(words) > 1 else ""
+
+
 def addressed_elsewhere(text: str, bot_name: str) -> str | None:
     """The bot name when ``text`` starts with a ``/command@name`` for a name other than
     ``bot_name`` (any command, botd's or not); None otherwise, and when ``bot_name`` is
@@ -47,4 +54,4 @@ def addressed_elsewhere(text: str, bot_name: str) -> str | None:
     return match.group(2)
 
 
-__all__ = ["COMMANDS", "addressed_elsewhere", "chat_command"]
+__all__ = ["COMMANDS", "addressed_elsewhere", "chat_command", "command_argument"]

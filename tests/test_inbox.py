@@ -354,3 +354,45 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
         assert recording.requests == []
         assert sink.texts("c1") == []
         assert _states(store) == ["answered"]
+
+
+async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: Store) -> None:
+    # A crash left three messages unanswered: one, then /new, then one for the new conversation.
+    for n, text in enumerate(["old topic", "/new", "new topic"]):
+        await _accept(store, inbound(text, n=n))
+    before = store.get_or_create_session("console:c1").session_id
+    recording = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, recording, sink, settings())
+    assert await manager.resume() == 3
+    await manager.release()
+    await asyncio.wait_for(manager.drain(), GUARD)
+    # The message after /new is answered in the new conversation (before, /new was answered
+    # last and dropped it); the one before it is dropped by /new, as a waiting message is.
+    assert recording.prompts() == [["new topic"]]
+    assert manager.sessions["console:c1"].session_id != before
+    assert sorted(sink.texts("c1")) == ["Started a new conversation.", "You said: new topic"]
+    assert _states(store) == ["skipped", "answered", "answered"]
+
+
+async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: Store) -> None:
+    # /new with text had started over and its run was cut: the run goes on where it was.
+    message = await _accept(store, inbound("/new what now?"))
+    assert message.inbox_id is not None
+    session = store.new_session("console:c1")
+    store.start_inbox_run(
+        [message.inbox_id],
+        session_id=session.session_id,
+        run_id="r1",
+        user_turn=[_user("what now?")],
+    )
+    recording = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, recording, sink, settings())
+    assert await manager.resume() == 1
+    await manager.release()
+    await asyncio.wait_for(manager.drain(), GUARD)
+    assert manager.sessions["console:c1"].session_id == session.session_id
+    assert recording.prompts() == [["what now?"]]  # its turn, once
+    assert sink.texts("c1") == ["You said: what now?"]
+    assert _states(store) == ["answered"]

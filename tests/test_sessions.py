@@ -619,3 +619,19 @@ def test_coalesce_config_reaches_the_sessions() -> None:
         250,
         "\n",
     )
+
+
+async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings())
+    await manager.submit(inbound("old topic", n=0))
+    await settle(manager)
+    old = manager.sessions["console:c1"].session_id
+    await manager.submit(inbound("/new  what is\nthe new topic?", n=1))
+    await settle(manager)
+    assert manager.sessions["console:c1"].session_id != old
+    assert provider.prompts()[-1] == ["what is\nthe new topic?"]
+    # Its answer is the reply: no separate "Started a new conversation."
+    # (the scripted echo is posted a line per block)
+    assert sink.texts("c1") == ["You said: old topic", "You said: what is", "the new topic?"]

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from ..chat import InboundMessage
+from ..commands import command_argument
 from ..store import Store, StoreError
 from .models import ModelBook
 from .session import Session
@@ -20,9 +21,16 @@ from .settings import QueueMode
 log = logging.getLogger(__package__)
 
 HELP = (
-    "Commands: /new (start over), /stop (cancel), /status, /model (list or switch the model), "
-    "/usage (tokens used), /help."
+    "Commands: /new (start over; /new <text> starts over with that message), /stop (cancel), "
+    "/status, /model (list or switch the model), /usage (tokens used), /help."
 )
+
+STARTING_OVER = ("/new", "/reset")
+"""The commands that start a new conversation; text or files after them are its first
+message."""
+
+FILES_NOT_READ = "\n(The file sent with the command was not read: send it on its own.)"
+"""Added to a command's answer when files came with it (a captioned photo, say)."""
 
 
 class CommandDesk:
@@ -60,7 +68,7 @@ class CommandDesk:
     async def answer(self, command: str, message: InboundMessage) -> str:
         """Do what ``command`` asks; the answer for the message's chat."""
         key = message.conversation_key
-        if command in ("/stop", "/new", "/reset"):
+        if command == "/stop" or command in STARTING_OVER:
             session = self._sessions.get(key)
             if session is not None:
                 # Messages waiting are dropped: done with, as far as the inbox goes.
@@ -78,8 +86,7 @@ class CommandDesk:
         elif command == "/status":
             text = self.status(key)
         elif command == "/model" and self._models is not None:
-            words = message.text.strip().split(maxsplit=1)
-            text = self._models.answer(key, words[1] if len(words) > 1 else "")
+            text = self._models.answer(key, command_argument(message.text))
         elif command == "/usage" and self._models is not None:
             text = self._models.usage(key)
         else:

@@ -4,7 +4,9 @@ to do with a message that arrives while a run is going.
 ``SessionManager.submit`` takes an inbound message (already deduplicated, allowed and
 addressed to the bot). Chat commands are done at once (``commands.py``) and their answer
 sent in the background (``post_later``), so an outage of one chat never holds up the
-channel's input for the others. Anything else becomes a prompt. While a run is active, the
+channel's input for the others; ``/new`` or ``/reset`` followed by text or with files
+starts over with them as the new conversation's first message. Anything else becomes a
+prompt. While a run is active, the
 queue mode decides:
 
 * ``collect`` (the default): messages wait and are merged into one follow-up prompt after
@@ -29,9 +31,10 @@ answered, failed or skipped (``durable.py`` says when). At start, ``resume`` que
 previous process left unanswered, oldest first, before any channel takes input: a message
 whose run was interrupted continues from its transcript, one that waited runs as it came.
 Runs wait until ``release`` (called once the channels can send), which also sends the reply
-pieces a crash left unconfirmed and answers resumed chat commands. ``close`` lets running
-answers finish within the grace and cancels the rest without marking them: they resume at
-the next start.
+pieces a crash left unconfirmed and answers resumed chat commands (a conversation's
+messages after such a command wait for it, so a resumed ``/new`` keeps its place).
+``close`` lets running answers finish within the grace and cancels the rest without
+marking them: they resume at the next start.
 
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
@@ -47,19 +50,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..agent.tools import Tool
 from ..agent.types import Provider
 from ..chat import InboundMessage, Target
-from ..commands import chat_command
+from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
 from ..delivery import Delivery
 from ..events import Message
 from ..logging import LogContext
 from ..media import MediaResolver
 from ..store import InboxState, OutboxEntry, Store
-from .commands import CommandDesk
+from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
 from .durable import resume_plan
 from .models import ModelBook
 from .prompt import media_user_turn, user_turn
@@ -105,6 +109,7 @@ class SessionManager:
         self._released.set()
         self._delivery = delivery
         self._deferred: list[InboundMessage] = []
+        self._deferred_keys: set[str] = set()
         self._unsent: list[OutboxEntry] = []
         self._posting: set[asyncio.Task[None]] = set()
         self._runner = Runner(
@@ -135,13 +140,30 @@ class SessionManager:
             log.warning("message %s dropped: shutting down", message.message_id)
             return
         command = chat_command(message.text, message.bot_name)
-        if command is not None:
-            if not self._released.is_set():
-                self._deferred.append(message)  # answered once the channels can send
-                return
-            text = await self._commands.answer(command, message)
-            self.post_later(message.reply_target(), text, inbox_id=message.inbox_id)
+        if not self._released.is_set() and (
+            command is not None or message.conversation_key in self._deferred_keys
+        ):
+            # A command is answered once the channels can send; what its conversation says
+            # after it waits behind it, so a restart keeps their order (a /new, then a message
+            # for the new conversation).
+            self._deferred.append(message)
+            self._deferred_keys.add(message.conversation_key)
             return
+        if command is not None:
+            rest = command_argument(message.text)
+            if command not in STARTING_OVER or not (rest or message.attachments):
+                text = await self._commands.answer(command, message)
+                if message.attachments:
+                    text += FILES_NOT_READ
+                self.post_later(message.reply_target(), text, inbox_id=message.inbox_id)
+                return
+            # "/new <text>" (or files captioned /new): start over, and the rest is the new
+            # conversation's first message. A run of it that a restart resumes is already in
+            # the new conversation: it does not start over again.
+            known = self._sessions.get(message.conversation_key)
+            if known is None or message.inbox_id not in known.resumed:
+                await self._commands.answer(command, message)
+            message = replace(message, text=rest)
         session = self._session_for(message.conversation_key)
         mode = self._settings.queue_mode
         if session.run is not None and session.run.running:
@@ -396,6 +418,7 @@ class SessionManager:
             # Each chat's pieces in order, beside the others: one chat's outage holds up none.
             self._spawn(self._send_unconfirmed(pieces), f"unconfirmed:{chat_id}")
         deferred, self._deferred = self._deferred, []
+        self._deferred_keys.clear()
         for message in deferred:
             await self.submit(message)
 

@@ -377,3 +377,33 @@ async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
 def _last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     content = [m for m in messages if m["role"] == "user"][-1]["content"]
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+async def test_a_photo_captioned_new_starts_over_with_the_photo(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.model.push(stream(text("Noted.")))
+        b.telegram.push_text(DM, "the code word is heron")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+        b.model.push(stream(text("A nice photo.")))
+        b.telegram.push_file(DM, "photo", JPEG, caption="/new what is in this picture?")
+        await b.telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
+        await b.idle()
+    # The photo is the new conversation's first message: nothing of the old one is sent.
+    assert len(b.model.requests[-1].body["messages"]) == 1
+    content = b.user_content()
+    assert images(content) == [JPEG]
+    assert "what is in this picture?" in texts(content)
+    assert "/new" not in texts(content) and "heron" not in texts(content)
+    assert b.sent() == ["Noted.", "A nice photo."]
+
+
+async def test_a_file_sent_with_another_command_is_said_to_be_unread(tmp_path: Path) -> None:
+    async with botd(tmp_path) as b:
+        b.telegram.push_file(DM, "photo", JPEG, caption="/status")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    (answer,) = b.sent()
+    assert answer.startswith("No conversation yet.")
+    assert answer.endswith("(The file sent with the command was not read: send it on its own.)")
+    assert b.model.requests == []
