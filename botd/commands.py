@@ -15,6 +15,17 @@ import re
 COMMANDS = ("/new", "/reset", "/stop", "/status", "/model", "/usage", "/help")
 """Every chat command, as typed (lower case, without a bot name)."""
 
+MENU = (
+    ("/new", "Start a new conversation (text after it: its first message)"),
+    ("/stop", "Cancel the answer being written and what waits"),
+    ("/status", "What the bot is doing in this chat"),
+    ("/model", "List the models, or switch: /model <name or number>"),
+    ("/usage", "Tokens used in this chat and today"),
+    ("/help", "The commands"),
+)
+"""The commands a platform lists in its command menu, with what each does (``/reset``, the
+same as ``/new``, is left out)."""
+
 _ADDRESSED = re.compile(r"(/\w{1,64})@([\w.-]{1,64})", re.ASCII)
 """``/command@botname`` as one word."""
 
@@ -54,4 +65,4 @@ def addressed_elsewhere(text: str, bot_name: str) -> str | None:
     return match.group(2)
 
 
-__all__ = ["COMMANDS", "addressed_elsewhere", "chat_command", "command_argument"]
+__all__ = ["COMMANDS", "MENU", "addressed_elsewhere", "chat_command", "command_argument"]

@@ -40,6 +40,9 @@ class TelegramSection(ChatChannelSection):
     """The Bot API's root; python-telegram-bot's own form (a trailing ``/bot``) is accepted
     and the suffix dropped, since botd adds ``/bot<token>`` itself."""
     poll_timeout: int = Field(default=30, ge=0)
+    command_menu: bool = True
+    """At start, make the bot's command menu (what a user sees on typing ``/``) list botd's
+    chat commands; false leaves the menu as set with @BotFather."""
 
 
 class SlackSection(ChatChannelSection):
@@ -88,6 +91,7 @@ def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapt
         api_base_url=section.api_base_url,
         poll_timeout=section.poll_timeout,
         account_id=section.account,
+        command_menu=section.command_menu,
         on_down=context.down_reporter("telegram"),
     )
 

@@ -69,6 +69,7 @@ from .telegram_errors import (
     start_failure,
 )
 from .telegram_inbound_media import MEDIA, telegram_attachments, telegram_download
+from .telegram_menu import publish_commands
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -234,8 +235,11 @@ class TelegramAdapter:
         conflict_backoff: tuple[float, float] = (1.0, 30.0),
         stall_grace: float = 15.0,
         on_down: Callable[[str], None] | None = None,
+        command_menu: bool = True,
     ) -> None:
         self._token = token
+        self._command_menu = command_menu
+        self._menu_task: asyncio.Task[bool] | None = None
         self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
@@ -292,6 +296,10 @@ class TelegramAdapter:
             await self.stop()
             raise
         log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+        if self._command_menu:
+            self._menu_task = asyncio.create_task(
+                publish_commands(bot, self.account_id), name=f"telegram[{self.account_id}]:menu"
+            )
 
     def _poll_backoff(self) -> Backoff:
         """Waits between failed polls: doubling from the first delay to the cap, jittered."""
@@ -305,6 +313,9 @@ class TelegramAdapter:
             await app.updater.stop()
 
     async def stop(self) -> None:
+        menu, self._menu_task = self._menu_task, None
+        if menu is not None:
+            menu.cancel()
         app, self._app = self._app, None
         if app is not None:
             # The bot stays usable meanwhile: PTB finishes the updates it already fetched.

@@ -385,3 +385,65 @@ async def test_after_stop_inbound_sends_work_and_new_updates_wait_for_the_next_s
         assert (await second.next()).text == "during shutdown"
     finally:
         await second.adapter.stop()
+
+
+async def _menu_settled(fake: FakeTelegramAPI, calls: int) -> None:
+    """Wait (a hang guard) until ``calls`` menu calls were made."""
+
+    def menu_calls() -> int:
+        return len([c for c in fake.calls if c.method in ("getMyCommands", "setMyCommands")])
+
+    async with asyncio.timeout(GUARD):
+        while menu_calls() < calls:
+            await asyncio.sleep(0.01)
+
+
+async def test_the_command_menu_lists_the_chat_commands_and_is_set_once(
+    fake: FakeTelegramAPI,
+) -> None:
+    first = await started(fake)
+    await _menu_settled(fake, 2)
+    await first.adapter.stop()
+    assert [(c["command"], c["description"]) for c in fake.my_commands][:3] == [
+        ("new", "Start a new conversation (text after it: its first message)"),
+        ("stop", "Cancel the answer being written and what waits"),
+        ("status", "What the bot is doing in this chat"),
+    ]
+    assert {c["command"] for c in fake.my_commands} == {
+        "new",
+        "stop",
+        "status",
+        "model",
+        "usage",
+        "help",
+    }
+    # A restart finds the menu right and leaves it.
+    second = await started(fake)
+    await _menu_settled(fake, 3)
+    await second.adapter.stop()
+    assert [c.method for c in fake.calls].count("setMyCommands") == 1
+
+
+async def test_a_refused_menu_is_logged_and_polling_goes_on(
+    fake: FakeTelegramAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.fail_next("setMyCommands", ScriptedError(400, "Bad Request: BOT_COMMAND_INVALID"))
+    running = await started(fake)
+    try:
+        await _menu_settled(fake, 2)
+        fake.push_text(DM, "still here")
+        assert (await running.next()).text == "still here"
+    finally:
+        await running.adapter.stop()
+    # In Telegram's words, as python-telegram-bot renders them.
+    assert "the command menu was not set: bot_command_invalid" in caplog.text.lower()
+
+
+async def test_command_menu_false_leaves_the_botfather_menu(fake: FakeTelegramAPI) -> None:
+    fake.my_commands = [{"command": "start", "description": "Set with BotFather"}]
+    running = await started(fake, command_menu=False)
+    fake.push_text(DM, "hello")
+    await running.next()
+    await running.adapter.stop()
+    assert not [c for c in fake.calls if "MyCommands" in c.method]
+    assert fake.my_commands == [{"command": "start", "description": "Set with BotFather"}]

@@ -253,6 +253,8 @@ class FakeTelegramAPI:
         self.calls: list[Call] = []
         self.forget_confirmed = True
         self.webhook_url = ""
+        self.my_commands: list[dict[str, Any]] = []
+        """The bot's command menu (``setMyCommands``), as the bot would show it."""
         """What ``getWebhookInfo`` reports as set (empty: none, so polling works)."""
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
@@ -574,6 +576,13 @@ class FakeTelegramAPI:
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return {**BOT_USER, "can_read_all_group_messages": self.can_read_all_group_messages}
+
+    async def _api_getMyCommands(self, params: dict[str, Any]) -> Any:
+        return self.my_commands
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
+        self.my_commands = list(params.get("commands") or [])
+        return True
 
     async def _api_getWebhookInfo(self, params: dict[str, Any]) -> Any:
         return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": 0}
