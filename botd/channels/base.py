@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,6 +25,24 @@ class TooLarge(DownloadError):
         self.size, self.limit = size, limit
         told = f"{_megabytes(size)} MB, " if size is not None else ""
         super().__init__(f"it is too big ({told}the limit is {_megabytes(limit)} MB)")
+
+
+def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) -> str:
+    """``text`` with every match of the regular expression ``mention`` (the bot's own name,
+    which addresses it and is no part of what was said) taken out.
+
+    Line breaks and indentation stay, so a pasted log or code block reaches the model as it
+    was written: a mention at the start or end of a line goes with the blanks beside it, one
+    between two words leaves one space, and the whole is stripped at both ends.
+    """
+    pattern = re.compile(rf"[ \t]*(?:{mention})[ \t]*", flags)
+
+    def gap(match: re.Match[str]) -> str:
+        start, end = match.start(), match.end()
+        at_edge = start == 0 or text[start - 1] in "\r\n" or end == len(text) or text[end] in "\r\n"
+        return "" if at_edge else " "
+
+    return pattern.sub(gap, text).strip()
 
 
 def _megabytes(size: int) -> str:

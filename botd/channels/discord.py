@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -28,7 +27,7 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from botd.channels import discord_uploads
-from botd.channels.base import InboundSink, OutboundFile
+from botd.channels.base import InboundSink, OutboundFile, without_mention
 from botd.channels.discord_inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
@@ -325,7 +324,7 @@ class DiscordAdapter:
         else:
             key = f"discord:{channel.id}"
         # The bot's own mention is addressing, not content.
-        text = re.sub(rf"<@!?{me_id}>", "", message.content).strip()
+        text = without_mention(message.content, rf"<@!?{me_id}>")
         return InboundMessage(
             channel=CHANNEL,
             chat_id=str(channel.id),

@@ -53,7 +53,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from . import slack_uploads
-from .base import InboundSink, OutboundFile, on_accepted
+from .base import InboundSink, OutboundFile, on_accepted, without_mention
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
 from .slack_inbound_media import slack_attachments, slack_download
@@ -322,7 +322,7 @@ class SlackAdapter:
         mentioned = app_mention or (bool(mention) and mention in text)
         if mention and mention in text:
             # The model needs the message, not the bot's own name (which it would echo).
-            text = " ".join(text.replace(mention, " ").split()) or text
+            text = without_mention(text, re.escape(mention)) or text
         message = InboundMessage(
             channel="slack",
             chat_id=channel,

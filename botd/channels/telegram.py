@@ -58,7 +58,7 @@ from telegram.ext import (
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from . import telegram_uploads as uploads
-from .base import InboundSink, OffsetStore, OutboundFile
+from .base import InboundSink, OffsetStore, OutboundFile, without_mention
 from .errors import ChannelError
 from .markdown import RenderedChunk, render_chunks
 from .telegram_errors import (
@@ -395,8 +395,7 @@ class TelegramAdapter:
         name = self._require_bot().username
         if not name:
             return text
-        cleaned = re.sub(rf"(?<![\w/])@{re.escape(name)}\b", " ", text, flags=re.IGNORECASE)
-        return " ".join(cleaned.split()) if cleaned != text else text
+        return without_mention(text, rf"(?<![\w/])@{re.escape(name)}\b", re.IGNORECASE)
 
     def _mentions_bot(self, message: Message, reply: Message | None) -> bool:
         bot = self._require_bot()

@@ -565,6 +565,19 @@ async def test_a_group_message_is_answered_only_when_it_mentions_the_bot(
     assert "just chatting bravo" in answer  # kept as context, not answered on its own
 
 
+async def test_a_mention_keeps_the_messages_line_breaks_and_indentation(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    # Before, the bot's name was taken out by joining every word with one space: a pasted
+    # code block or log reached the model as one line.
+    stack = await stack_factory()
+    pasted = "why does this fail?\n```\ndef f():\n    return 1\n```\nthanks echo"
+    await driver.push_group(pasted, mention=True)
+    [(message, decision)] = await stack.settle(1)
+    assert decision.accepted and message.mentions_bot
+    assert message.text == pasted
+
+
 async def test_a_thread_message_is_answered_in_its_thread(
     driver: Driver, stack_factory: Callable[..., Any]
 ) -> None:
