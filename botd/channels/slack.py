@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -56,6 +56,7 @@ from . import slack_uploads
 from .base import InboundSink, OutboundFile, on_accepted, without_mention
 from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
+from .slack_commands import slash_message
 from .slack_inbound_media import slack_attachments, slack_download
 from .slack_names import SenderNames
 from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
@@ -266,6 +267,7 @@ class SlackAdapter:
             # Ack only after the listener returned: the message is in the inbox by then.
             process_before_response=True,
         )
+        app.command(re.compile(".*"))(self._on_slash_command)
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_app_mention)
         # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
@@ -283,6 +285,23 @@ class SlackAdapter:
 
     async def _on_app_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         await self._inbound(body, event, app_mention=True)
+
+    async def _on_slash_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """A slash command of this app (``slack_commands``), acked once it is in the inbox.
+        Slack never delivers one again: one the router could not take is acked all the
+        same (the router has told the chat to send it again)."""
+        key = self._key(f"command:{command.get('trigger_id') or ''}")
+        message = slash_message(
+            command, account_id=self.account_id, bot_name=self.bot_name, key=key
+        )
+        sink = self._sink
+        try:
+            if sink is not None and message is not None:
+                await self._until_accepted(sink, message)
+        except Exception as exc:
+            log.warning("slack: slash command %s was not taken: %s", command.get("command"), exc)
+        finally:
+            await ack()
 
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         log.debug("slack: ignoring event %s", event.get("type"))

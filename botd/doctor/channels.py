@@ -206,6 +206,7 @@ _SLACK_FEATURE_SCOPES = {
     "files:write": "the agent's files are posted as links, not uploaded",
     "assistant:write": "no typing status in assistant threads",
     "users:read": "senders whose message carries no profile show as ids",
+    "commands": "no slash command (/botd stop) reaches the bot",
 }
 
 

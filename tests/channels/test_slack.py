@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -308,6 +309,37 @@ async def test_http_dm_mentions_and_retries(
     await wait_for(lambda: len(inbox.messages) >= 2, "the mention")
     assert len(inbox.messages) == 2
     assert inbox.messages[1].mentions_bot and inbox.messages[1].conversation_key == "slack:C7"
+
+
+async def test_http_slash_command_is_a_chat_command_of_its_channel(
+    http_bot: tuple[SlackAdapter, Inbox],
+) -> None:
+    adapter, inbox = http_bot
+    form = urlencode(
+        {
+            "command": "/botd",
+            "text": "stop",
+            "channel_id": "C7",
+            "user_id": "U1",
+            "user_name": "ann",
+            "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+            "response_url": "https://hooks.slack.invalid/commands/1",
+        }
+    ).encode()
+    headers = {
+        **signed_headers(SECRET, form),
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    url = f"http://127.0.0.1:{adapter.http_port}/slack/events"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=form, headers=headers) as response,
+    ):
+        assert response.status == 200
+    [message] = inbox.messages  # taken before the ack
+    assert message.text == "/stop" and message.mentions_bot and not message.is_direct
+    assert message.conversation_key == "slack:C7" and message.sender_name == "ann"
+    assert message.target is not None and message.target.thread_id is None
 
 
 async def test_http_rejects_a_bad_signature_and_acks_other_events(

@@ -11,7 +11,8 @@ the call is carried out before it fails, as a timeout after the request landed w
 ``chat.delete`` removes a posted message; ``visible(channel)`` is what the channel shows now.
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
-``send_event``; the client's acks (``{"envelope_id": …}``) are recorded. ``drop_socket`` closes the
+``send_event`` (or ``send_slash_command``); the client's acks (``{"envelope_id": …}``,
+with the payload a command's ack may carry) are recorded. ``drop_socket`` closes the
 connection from the server side, as Slack does when it rotates sockets.
 
 Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` message lists;
@@ -93,6 +94,7 @@ class SharedFile:
 class _State:
     calls: list[ApiCall] = field(default_factory=list)
     acks: list[str] = field(default_factory=list)
+    ack_payloads: dict[str, Any] = field(default_factory=dict)
     connections: int = 0
 
 
@@ -133,6 +135,7 @@ ALL_SCOPES = (
     "files:write",
     "assistant:write",
     "users:read",
+    "commands",
 )
 
 
@@ -404,6 +407,7 @@ class FakeSlack:
                 data = json.loads(message.data)
                 if "envelope_id" in data:
                     self._state.acks.append(data["envelope_id"])
+                    self._state.ack_payloads[data["envelope_id"]] = data.get("payload")
         if self._ws is ws:
             self._ws = None
             self._ws_ready.clear()
@@ -430,6 +434,46 @@ class FakeSlack:
         }
         await self._ws.send_str(json.dumps(envelope))
         return envelope_id
+
+    async def send_slash_command(
+        self,
+        command: str,
+        text: str = "",
+        *,
+        channel: str = "D1",
+        user: str = "U1",
+        trigger_id: str | None = None,
+    ) -> str:
+        """Push a ``slash_commands`` envelope, as Slack does when a user runs ``command``
+        (``/botd``) with ``text`` in ``channel``; returns its envelope id."""
+        await self.wait_socket()
+        assert self._ws is not None
+        envelope_id = str(uuid.uuid4())
+        payload = {
+            "token": "verification-token",
+            "team_id": "T1",
+            "channel_id": channel,
+            "channel_name": "directmessage" if channel.startswith("D") else "general",
+            "user_id": user,
+            "user_name": f"name-{user}",
+            "command": command,
+            "text": text,
+            "api_app_id": "A0001",
+            "response_url": f"{self.base_url}commands/{envelope_id}",
+            "trigger_id": trigger_id or f"trigger-{envelope_id}",
+        }
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+            "payload": payload,
+        }
+        await self._ws.send_str(json.dumps(envelope))
+        return envelope_id
+
+    def ack_payload(self, envelope_id: str) -> Any:
+        """What the client sent back with its ack of ``envelope_id`` (None: nothing)."""
+        return self._state.ack_payloads.get(envelope_id)
 
     async def drop_socket(self) -> None:
         """Close the current Socket Mode connection from the server side."""
