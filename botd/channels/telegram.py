@@ -13,7 +13,9 @@ into the durable inbox) and confirms no further than that, so an update botd had
 when it died is delivered again at the next start. (At shutdown, PTB's last confirming call
 waits a bounded time and confirms only what was handled.) The handled offset is also saved
 (``offsets``) and the first ``getUpdates`` resumes from it; each message carries
-``chat:message_id`` as its dedupe key, so the router drops a message delivered twice.
+``chat:message_id`` as its dedupe key, so the router drops a message delivered twice. The
+parts of an album, and of a long text the app split (``telegram_pastes``), share an album id:
+the sessions answer them as one.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
@@ -70,6 +72,7 @@ from .telegram_errors import (
 )
 from .telegram_inbound_media import MEDIA, telegram_attachments, telegram_download
 from .telegram_menu import publish_commands
+from .telegram_pastes import SplitPastes
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -240,6 +243,7 @@ class TelegramAdapter:
         self._token = token
         self._command_menu = command_menu
         self._menu_task: asyncio.Task[bool] | None = None
+        self._pastes = SplitPastes()
         self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
@@ -369,13 +373,15 @@ class TelegramAdapter:
     ) -> None:
         sender = message.from_user
         assert self._sink is not None
+        text = self._without_own_mention(message.text or message.caption or "")
+        sender_key, mid = str(sender.id) if sender else "", str(message.message_id)
         await self._sink(
             InboundMessage(
                 channel=CHANNEL,
                 chat_id=chat_id,
-                sender_id=str(sender.id) if sender else "",
-                text=self._without_own_mention(message.text or message.caption or ""),
-                message_id=str(message.message_id),
+                sender_id=sender_key,
+                text=text,
+                message_id=mid,
                 conversation_key=key,
                 account_id=self.account_id,
                 thread_id=thread_id,
@@ -386,7 +392,8 @@ class TelegramAdapter:
                 dedupe_keys=(f"{chat_id}:{message.message_id}",),
                 bot_name=self._require_bot().username or "",
                 attachments=telegram_attachments(message),
-                album=message.media_group_id,
+                album=message.media_group_id
+                or self._pastes.paste_of(chat_id, sender_key, mid, text, message.date.timestamp()),
             )
         )
 

@@ -367,16 +367,18 @@ class FakeTelegramAPI:
         reply_to: dict[str, Any] | None = None,
         entities: list[dict[str, Any]] | None = None,
         message_id: int | None = None,
+        date: int | None = None,
     ) -> dict[str, Any]:
         """Queue a text message update; returns the message. ``@word`` mentions get entities.
 
         ``thread_id`` makes it a forum-topic message (``is_topic_message``); ``reply_to`` is a
-        message dict (one the fake returned for a bot send, say).
+        message dict (one the fake returned for a bot send, say); ``date`` is when it was
+        sent (Unix seconds; default now).
         """
         chat = self.chat(chat_id, chat_type=chat_type, is_forum=is_forum)
         message: dict[str, Any] = {
             "message_id": message_id or self._new_message_id(chat_id),
-            "date": int(time.time()),
+            "date": int(time.time()) if date is None else date,
             "chat": chat,
             "from": sender or user(chat_id if chat_id > 0 else 4242),
             "text": text,
