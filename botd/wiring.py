@@ -112,6 +112,7 @@ def session_settings(config: BotdConfig, state_dir: Path | None = None) -> Sessi
         loop=loop_config(config),
         subscriber=subscriber_config(config),
         queue_mode=config.agent.queue_mode,
+        debounce=config.agent.debounce,
         max_concurrent_runs=config.agent.max_concurrent_runs,
         reset=ResetPolicy(
             mode=reset.mode, idle_minutes=reset.idle_minutes, daily_hour=reset.daily_hour

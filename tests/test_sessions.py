@@ -635,3 +635,59 @@ async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
     # Its answer is the reply: no separate "Started a new conversation."
     # (the scripted echo is posted a line per block)
     assert sink.texts("c1") == ["You said: old topic", "You said: what is", "the new topic?"]
+
+
+async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Store) -> None:
+    for mode in ("collect", "followup"):
+        provider = RecordingProvider(ScriptedProvider())
+        sink = ListSink(channel="console")
+        manager = SessionManager(store, provider, sink, settings(queue_mode=mode, debounce=1.0))
+        chat = f"burst-{mode}"
+        for n, text in enumerate(["hi", "can you", "check the logs"]):
+            await manager.submit(inbound(text, chat=chat, n=n))
+        await settle(manager)
+        # Without the debounce the first line ran at once and got an answer of its own.
+        assert provider.prompts() == [["hi\n\ncan you\n\ncheck the logs"]], mode
+        assert len(sink.texts(chat)) == 3  # one answer (the echo posts a line per block)
+
+
+async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
+    store: Store,
+) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(queue_mode="followup", debounce=0.05))
+    await manager.submit(inbound("one", n=0))
+    await settle(manager)
+    await manager.submit(inbound("two", n=1))
+    await settle(manager)
+    assert provider.prompts() == [["one"], ["one", "two"]]
+
+
+async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings(debounce=120.0))
+    await manager.submit(inbound("never mind", n=0))
+    await asyncio.sleep(0.05)  # its worker waits for more
+    await manager.submit(inbound("/stop", n=1))
+    await settle(manager)  # (its hang guard is 30 s: the worker ends with the queue cleared)
+    assert provider.requests == []
+    assert sink.texts("c1") == ["Stopped."]
+
+
+async def test_a_shutdown_does_not_wait_out_the_debounce(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    manager = SessionManager(store, provider, ListSink(), settings(debounce=120.0))
+    await manager.submit(await _accepted(store, inbound("later", n=0)))
+    await asyncio.sleep(0.05)  # its worker waits for more
+    await asyncio.wait_for(manager.close(grace=60.0), 30)
+    assert provider.requests == []
+    # Not answered: still in the inbox, for the next start.
+    assert [entry.message.text for entry in store.unfinished_inbox()] == ["later"]
+
+
+async def _accepted(store: Store, message: InboundMessage) -> InboundMessage:
+    inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
+    assert inbox_id is not None
+    return replace(message, inbox_id=inbox_id)

@@ -332,6 +332,9 @@ class AgentSection(Section):
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
     policy still has to allow each)."""
     queue_mode: QueueMode = "collect"
+    debounce: float = Field(default=0.0, ge=0, le=60)
+    """Seconds a new message waits for more from its conversation before its run starts, so
+    a thought typed as several quick messages gets one answer (0: off)."""
     max_concurrent_runs: int = Field(default=8, ge=1)
     max_turn_requests: int = Field(default=25, ge=1)
     tool_timeout: float = Field(default=120.0, gt=0)

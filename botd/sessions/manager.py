@@ -19,7 +19,10 @@ queue mode decides:
 
 Files sent together as one post (a Telegram album: one message per file, the caption on one
 of them) are answered as one, in every mode: the first of them waits until no further part
-has come for ``ALBUM_WINDOW`` seconds, and the parts go into one prompt.
+has come for ``ALBUM_WINDOW`` seconds, and the parts go into one prompt. With a
+``debounce`` (seconds, off by default) the same holds for any burst: a message waits until
+its conversation has said nothing more for that long, and messages that came within it of
+each other go into one prompt, so "hi" - "can you" - "check the logs" gets one answer.
 
 Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
 never overlap, so its messages are answered strictly in order. Each run (``run.py``) writes
@@ -263,10 +266,11 @@ class SessionManager:
                 batch.append(session.pending.popleft())
         else:
             batch.append(session.pending.popleft())
-            # An album's parts are one post: answered together in every queue mode.
+            # An album's parts are one post, and so is a burst within the debounce: answered
+            # together in every queue mode.
             while (
                 session.pending
-                and _same_album(session.pending[0], batch[0])
+                and self._one_post(session, batch[-1], session.pending[0])
                 and _resumed_turn(session, session.pending[0]) is None
             ):
                 batch.append(session.pending.popleft())
@@ -279,19 +283,46 @@ class SessionManager:
         prompt = [] if turn is not None else [user_turn(batch)]
         return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None, batch)
 
-    async def _album_gathered(self, session: Session) -> None:
-        """When the next waiting message is part of an album, wait until no part of it has
-        arrived for ``ALBUM_WINDOW`` seconds, so the whole album is answered in one run."""
+    async def _gathered(self, session: Session) -> None:
+        """Before the next waiting message runs: when it is part of an album, wait until no
+        part of it arrived for ``ALBUM_WINDOW`` seconds; with a debounce, until nothing
+        arrived for that long. An interrupted run going on again does not wait."""
         head = session.pending[0]
-        if head.album is None:
+        debounce = self._settings.debounce
+        if _resumed_turn(session, head) is not None or (head.album is None and not debounce):
             return
-        while True:
-            parts = [m for m in session.pending if _same_album(m, head)]  # /stop may clear them
-            latest = max((session.arrived_at.get(id(m), 0.0) for m in parts), default=0.0)
-            wait = latest + ALBUM_WINDOW - time.monotonic()
+        while session.pending and not self._closed:  # /stop may clear it meanwhile
+            if debounce:
+                latest = max(session.arrived_at.get(id(m), 0.0) for m in session.pending)
+                window = debounce
+            else:
+                parts = [m for m in session.pending if _same_album(m, head)]
+                latest = max((session.arrived_at.get(id(m), 0.0) for m in parts), default=0.0)
+                window = 0.0
+            if head.album is not None:
+                window = max(window, ALBUM_WINDOW)
+            wait = latest + window - time.monotonic()
             if wait <= 0:
                 return
-            await asyncio.sleep(wait)
+            session.wake = asyncio.Event()
+            try:
+                async with asyncio.timeout(wait):
+                    await session.wake.wait()
+            except TimeoutError:
+                pass
+            finally:
+                session.wake = None
+
+    def _one_post(self, session: Session, last: InboundMessage, then: InboundMessage) -> bool:
+        """Whether ``then``, waiting after ``last``, goes into the same prompt: the same
+        album, or sent within the debounce of it."""
+        if _same_album(then, last):
+            return True
+        debounce = self._settings.debounce
+        if not debounce:
+            return False
+        came, before = session.arrived_at.get(id(then)), session.arrived_at.get(id(last))
+        return came is not None and before is not None and came - before <= debounce
 
     async def _read_media(self, step: _Next) -> _Next | None:
         """``step`` with its messages' attachments read into its prompt; the user is told
@@ -318,7 +349,7 @@ class SessionManager:
             return  # released by the shutdown: what waits stays in the inbox for next start
         while session.pending or (session.steered and session.last_inbound is not None):
             if session.pending:
-                await self._album_gathered(session)
+                await self._gathered(session)
                 if self._closed:
                     return  # shutting down: left in the inbox, resumed at the next start
                 if not session.pending:
@@ -456,6 +487,9 @@ class SessionManager:
         cancel the rest."""
         self._closed = True
         self._released.set()  # a worker still waiting for release ends at once
+        for session in self._sessions.values():
+            if session.wake is not None:
+                session.wake.set()  # nor does one wait for more of an album or burst
         busy = self._busy()
         if busy:
             _, still_running = await asyncio.wait(busy, timeout=grace)

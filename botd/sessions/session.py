@@ -40,6 +40,8 @@ class Session:
     transcript row (messages of one batch share it)."""
     steered_ids: list[int] = field(default_factory=list)
     """Inbox ids of steering handed to the running agent (answered with its run)."""
+    wake: asyncio.Event | None = None
+    """Set while the worker waits for an album or burst to be complete; ``stop`` sets it."""
 
     @property
     def run_id(self) -> str:
@@ -56,6 +58,8 @@ class Session:
         stopped = self.running or bool(self.pending)
         self.pending.clear()
         self.steered.clear()
+        if self.wake is not None:
+            self.wake.set()  # a worker waiting for more of an album or burst ends now
         if self.run is not None:
             self.run.cancel()
         if self.worker is not None:

@@ -47,6 +47,9 @@ class SessionSettings:
     loop: LoopConfig
     subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
     queue_mode: QueueMode = DEFAULT_QUEUE_MODE
+    debounce: float = 0.0
+    """Seconds a new message waits for more from its conversation before its run starts;
+    messages that came within it of each other are answered together (0: off)."""
     max_concurrent_runs: int = 8
     reset: ResetPolicy = field(default_factory=ResetPolicy)
     record_events_dir: Path | None = None
