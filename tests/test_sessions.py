@@ -691,3 +691,33 @@ async def _accepted(store: Store, message: InboundMessage) -> InboundMessage:
     inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
     assert inbox_id is not None
     return replace(message, inbox_id=inbox_id)
+
+
+async def test_a_reset_by_policy_is_said_before_the_next_answer(store: Store) -> None:
+    now = [1_000_000.0]
+    sink = ListSink()
+    policy = ResetPolicy(mode="idle", idle_minutes=30)
+    manager = SessionManager(
+        store, ScriptedProvider(), sink, settings(reset=policy), clock=lambda: now[0]
+    )
+    await manager.submit(inbound("morning", n=0))
+    await settle(manager)
+    now[0] += 31 * 60
+    await manager.submit(inbound("much later", n=1))
+    await settle(manager)
+    now[0] += 60
+    await manager.submit(inbound("and again", n=2))
+    await settle(manager)
+    # Before, the conversation started over silently: the model's memory just ended.
+    assert sink.texts("c1") == [
+        "You said: morning",
+        "(A new conversation: the last one was idle for 30 minutes or more.)",
+        "You said: much later",
+        "You said: and again",
+    ]
+
+
+def test_the_daily_reset_names_its_hour() -> None:
+    assert ResetPolicy(mode="daily", daily_hour=4).notice() == (
+        "(A new conversation: conversations start over every day at 04:00.)"
+    )

@@ -66,21 +66,22 @@ class OutboxJournal:
 
 
 class NoticeFirst:
-    """A resumed run's output: the interruption notice goes out before its first new piece.
+    """A run's output with a one-line notice going out before its first piece.
 
-    Only when the interrupted attempt had shown something (``needed``) and only if the
-    resumed run has something to add: an answer the chat already shows in full gets no
-    notice.
+    The notice (None: none) says why the answer is what it is: a resumed run's that it was
+    interrupted (only when the interrupted attempt had shown something), a run in a
+    conversation the reset policy just started over that it starts over. It goes out only if
+    the run has something to add: an answer the chat already shows in full gets no notice.
     """
 
-    def __init__(self, output: RunOutput, *, needed: bool) -> None:
+    def __init__(self, output: RunOutput, notice: str | None) -> None:
         self._output = output
-        self._needed = needed
+        self._notice_text = notice
 
     def _notice(self) -> None:
-        if self._needed:
-            self._needed = False
-            self._output.block(BlockReply(text=INTERRUPTED_NOTICE))
+        if self._notice_text is not None:
+            text, self._notice_text = self._notice_text, None
+            self._output.block(BlockReply(text=text))
             self._output.flush()  # alone, not joined to the answer's first block
 
     def block(self, reply: BlockReply) -> None:

@@ -240,6 +240,7 @@ class SessionManager:
             self._sessions[conversation_key] = session
         if not session.running and self._settings.reset.is_due(session.last_activity, now):
             log.info("session %s reset by policy", conversation_key)
+            session.reset_notice = self._settings.reset.notice()
             record = self._store.new_session(conversation_key)
             session.session_id, session.history = record.session_id, []
             session.history_tokens = 0

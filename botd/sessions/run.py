@@ -19,9 +19,11 @@ commits with the run's end, together with its last reply's sent mark and the mes
 written to the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn
 already in the transcript) gets no prompt: it continues from the transcript, drops blocks
 repeating what the interrupted attempt posted, and says once that the answer was interrupted
-when it had shown something, right before the first piece it adds. A stopped run posts nothing
-more. When the store fails (disk full, I/O error, a write it refuses) the failure is logged and
-the user is told in one line; the run's output is closed and "typing…" stopped whatever failed.
+when it had shown something, right before the first piece it adds; the first run after the
+reset policy started the conversation over says that, the same way. A stopped run posts
+nothing more. When the store fails (disk full, I/O error, a write it refuses) the failure is
+logged and the user is told in one line; the run's output is closed and "typing…" stopped
+whatever failed.
 
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
@@ -174,8 +176,12 @@ class Runner:
             # Nothing streams as blocks: keep each assistant message whole for the finals
             # instead of the chunker's pieces, so the answer is one reply (or one preview).
             config = replace(config, chunking=None)
-        # A resumed run says it was interrupted before its first new piece, if it was seen.
-        shown = NoticeFirst(output, needed=bool(posted) and INTERRUPTED_NOTICE not in posted)
+        # A resumed run says it was interrupted before its first new piece, if it was seen;
+        # the first run of a conversation the reset policy started over says so.
+        notice, session.reset_notice = session.reset_notice, None
+        if posted and INTERRUPTED_NOTICE not in posted:
+            notice = INTERRUPTED_NOTICE
+        shown = NoticeFirst(output, notice)
         subscriber = StreamSubscriber(
             config,
             # Without a block callback the subscriber cuts no blocks at all.

@@ -40,6 +40,8 @@ class Session:
     transcript row (messages of one batch share it)."""
     steered_ids: list[int] = field(default_factory=list)
     """Inbox ids of steering handed to the running agent (answered with its run)."""
+    reset_notice: str | None = None
+    """Why the reset policy just started the conversation over, for its next run to say."""
     wake: asyncio.Event | None = None
     """Set while the worker waits for an album or burst to be complete; ``stop`` sets it."""
 

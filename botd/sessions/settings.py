@@ -23,7 +23,7 @@ DEFAULT_QUEUE_MODE: QueueMode = "collect"
 
 @dataclass(frozen=True, slots=True)
 class ResetPolicy:
-    """When a conversation silently starts over: never (default), after idle minutes, or
+    """When a conversation starts over: never (default), after idle minutes, or
     daily at an hour (local time)."""
 
     mode: Literal["off", "idle", "daily"] = "off"
@@ -40,6 +40,14 @@ class ResetPolicy:
                 boundary -= timedelta(days=1)
             return last_activity < boundary.timestamp()
         return False
+
+    def notice(self) -> str:
+        """What the first answer after a reset by this policy says first."""
+        if self.mode == "idle":
+            why = f"the last one was idle for {self.idle_minutes} minutes or more"
+        else:
+            why = f"conversations start over every day at {self.daily_hour:02d}:00"
+        return f"(A new conversation: {why}.)"
 
 
 @dataclass(frozen=True, slots=True)
