@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-COMMANDS = ("/new", "/reset", "/stop", "/status", "/model", "/usage", "/help")
+COMMANDS = ("/new", "/reset", "/stop", "/status", "/model", "/usage", "/whoami", "/help")
 """Every chat command, as typed (lower case, without a bot name)."""
 
 MENU = (
@@ -21,6 +21,7 @@ MENU = (
     ("/status", "What the bot is doing in this chat"),
     ("/model", "List the models, or switch: /model <name or number>"),
     ("/usage", "Tokens used in this chat and today"),
+    ("/whoami", "Your user id and this chat's id, for the bot's settings"),
     ("/help", "The commands"),
 )
 """The commands a platform lists in its command menu, with what each does (``/reset``, the

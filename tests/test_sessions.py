@@ -721,3 +721,25 @@ def test_the_daily_reset_names_its_hour() -> None:
     assert ResetPolicy(mode="daily", daily_hour=4).notice() == (
         "(A new conversation: conversations start over every day at 04:00.)"
     )
+
+
+async def test_whoami_gives_the_ids_the_settings_take(store: Store) -> None:
+    sink = ListSink(channel="telegram")
+    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    message = InboundMessage(
+        channel="telegram",
+        chat_id="-100123",
+        sender_id="4242",
+        sender_name="Ann Lee",
+        text="/whoami@botd_bot",
+        message_id="7",
+        conversation_key="telegram:-100123:topic:5",
+        thread_id="5",
+        bot_name="botd_bot",
+    )
+    await manager.submit(message)
+    await settle(manager)
+    assert sink.texts("-100123") == [
+        "You: Ann Lee (user id 4242).\n"
+        "Here: telegram chat -100123, thread 5 (conversation telegram:-100123:topic:5)."
+    ]

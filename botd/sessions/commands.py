@@ -1,7 +1,8 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
 conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
-the conversation's model, ``/usage`` shows the tokens used, ``/help`` lists the commands.
+the conversation's model, ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
+and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
 ``answer`` does what the command asks and returns the text to reply with; the manager
 sends it.
 """
@@ -22,7 +23,8 @@ log = logging.getLogger(__package__)
 
 HELP = (
     "Commands: /new (start over; /new <text> starts over with that message), /stop (cancel), "
-    "/status, /model (list or switch the model), /usage (tokens used), /help."
+    "/status, /model (list or switch the model), /usage (tokens used), /whoami (your id and "
+    "this chat's), /help."
 )
 
 STARTING_OVER = ("/new", "/reset")
@@ -89,6 +91,8 @@ class CommandDesk:
             text = self._models.answer(key, command_argument(message.text))
         elif command == "/usage" and self._models is not None:
             text = self._models.usage(key)
+        elif command == "/whoami":
+            text = whoami(message)
         else:
             text = HELP
         return text
@@ -141,6 +145,19 @@ class CommandDesk:
             for name, state in servers
         ]
         return "\n".join(lines)
+
+
+def whoami(message: InboundMessage) -> str:
+    """Who sent ``message`` and where, by the ids the settings use (``allow_from``,
+    ``groups``)."""
+    name = f"{message.sender_name} " if message.sender_name else ""
+    where = f"{message.channel} chat {message.chat_id}"
+    if message.thread_id is not None:
+        where += f", thread {message.thread_id}"
+    return (
+        f"You: {name}(user id {message.sender_id}).\n"
+        f"Here: {where} (conversation {message.conversation_key})."
+    )
 
 
 def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tuple[str, str]]:
