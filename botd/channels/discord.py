@@ -316,10 +316,14 @@ class DiscordAdapter:
             isinstance(replied, discord.Message) and replied.author.id == me_id
         )
         thread_id: str | None = None
+        chat_id = str(channel.id)
         if message.guild is None:
             key = f"discord:dm:{author.id}"
         elif isinstance(channel, discord.Thread) or getattr(channel, "type", None) in _THREAD_TYPES:
+            # A thread is its own conversation in its channel: the channel's settings (its
+            # allowlist entry, its tools) hold in it, as for Slack threads and Telegram topics.
             thread_id = str(channel.id)
+            chat_id = str(getattr(channel, "parent_id", None) or channel.id)
             key = f"discord:{channel.id}"
         else:
             key = f"discord:{channel.id}"
@@ -327,7 +331,7 @@ class DiscordAdapter:
         text = without_mention(message.content, rf"<@!?{me_id}>")
         return InboundMessage(
             channel=CHANNEL,
-            chat_id=str(channel.id),
+            chat_id=chat_id,
             sender_id=str(author.id),
             text=text,
             message_id=str(message.id),

@@ -298,7 +298,8 @@ class DiscordDriver:
     name = "discord"
     limit = 2000
     line_limit: int | None = 17
-    groups: tuple[str, ...] = (str(discord_api.CHANNEL_ID), str(discord_api.THREAD_ID))
+    # Only the channel: its threads are under its entry (before, each thread needed its own).
+    groups: tuple[str, ...] = (str(discord_api.CHANNEL_ID),)
     dm_chat = str(discord_api.DM_CHANNEL_ID)
     group_chat = str(discord_api.CHANNEL_ID)
 

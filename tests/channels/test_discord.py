@@ -230,7 +230,8 @@ async def test_a_thread_message_gets_its_own_key(
     await fake.dispatch_message(fake.message("in the thread", channel_id=THREAD_ID))
     got = await sink.next()
     assert got.conversation_key == f"discord:{THREAD_ID}"
-    assert got.chat_id == got.thread_id == str(THREAD_ID)
+    # In its channel (whose settings hold in it), as its own thread.
+    assert (got.chat_id, got.thread_id) == (str(CHANNEL_ID), str(THREAD_ID))
 
 
 async def test_own_and_bot_messages_are_ignored(
