@@ -76,6 +76,9 @@ class DiscordSection(ChatChannelSection):
     api_base_url: str | None = None
     gateway_url: str | None = None
     allow_bots: bool = False
+    auto_thread: bool = False
+    """Answer a mention in a server's text channel in a new thread started on it (one
+    conversation per thread; the thread's later messages need no mention)."""
 
 
 class ConsoleSection(ChannelSection):
@@ -127,6 +130,8 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         allow_bots=section.allow_bots,
         account_id=section.account,
         on_down=context.down_reporter("discord"),
+        auto_thread=section.auto_thread,
+        admits=context.admits,
     )
 
 

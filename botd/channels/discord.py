@@ -153,8 +153,12 @@ class DiscordAdapter:
         ready_timeout: float = 60.0,
         guild_ready_timeout: float = 2.0,
         on_down: Callable[[str], None] | None = None,
+        auto_thread: bool = False,
+        admits: Callable[[InboundMessage], bool] | None = None,
     ) -> None:
         self._token = token
+        self._auto_thread = auto_thread
+        self._admits = admits
         self._on_down = on_down
         self._api_base_url = api_base_url
         self._gateway_url = gateway_url
@@ -305,15 +309,54 @@ class DiscordAdapter:
         blank = not message.content and not message.attachments
         if inbound.mentions_bot and blank and message.guild is not None:
             self._warn_blank_content()
+        if self._auto_thread and self._starts_thread(message, inbound):
+            # (An await before the sink: this message may reach it after a later one of
+            # its channel, which is another conversation from now on.)
+            inbound = await self._in_new_thread(message, inbound)
         await sink(inbound)
+
+    def _starts_thread(self, message: discord.Message, inbound: InboundMessage) -> bool:
+        """Whether ``message`` gets a thread of its own: a mention of the bot in a server's
+        text channel, from a sender the access policy lets in (asked before the thread
+        exists: a stranger's mention must not leave an empty thread behind)."""
+        channel_type = getattr(message.channel, "type", None)
+        return (
+            inbound.mentions_bot
+            and inbound.thread_id is None
+            and message.guild is not None
+            and channel_type in (discord.ChannelType.text, discord.ChannelType.news)
+            and (self._admits is None or self._admits(inbound))
+        )
+
+    async def _in_new_thread(
+        self, message: discord.Message, inbound: InboundMessage
+    ) -> InboundMessage:
+        """``inbound`` moved into a new thread started on ``message``; where it was when
+        Discord refuses one (a missing permission, say), with a log line in its words."""
+        try:
+            thread = await message.create_thread(
+                name=_thread_name(inbound.text, inbound.sender_name), auto_archive_duration=1440
+            )
+        except discord.HTTPException as exc:
+            log.warning(
+                "discord: no thread started on message %s (%s %s); answering in the channel",
+                message.id,
+                exc.status,
+                exc.text or exc,
+            )
+            return inbound
+        return replace(inbound, thread_id=str(thread.id), conversation_key=f"discord:{thread.id}")
 
     def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
         channel = message.channel
         author = message.author
         reference = message.reference
         replied = reference.resolved if reference is not None else None
-        mentions_bot = any(u.id == me_id for u in message.mentions) or (
-            isinstance(replied, discord.Message) and replied.author.id == me_id
+        mentions_bot = (
+            any(u.id == me_id for u in message.mentions)
+            or (isinstance(replied, discord.Message) and replied.author.id == me_id)
+            # A thread the bot started (``auto_thread``) is a conversation with it.
+            or (isinstance(channel, discord.Thread) and channel.owner_id == me_id)
         )
         thread_id: str | None = None
         chat_id = str(channel.id)
@@ -435,3 +478,16 @@ class DiscordAdapter:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
         with _refusals("typing"):
             await self._channel(target).typing()
+
+
+def _thread_name(text: str, sender: str) -> str:
+    """A thread's name from the message it starts on: its first line, at most 80 characters
+    (Discord allows 100), cut at a word."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    line = " ".join(line.split())
+    if not line:
+        return f"Question from {sender}"[:80] if sender else "A question"
+    if len(line) <= 80:
+        return line
+    cut = line[:79].rsplit(" ", 1)[0] or line[:79]
+    return cut + "…"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -425,3 +426,69 @@ async def test_edit_react_and_typing(
     patch = fake.requests[-3]
     assert "changed" in patch.body["content"]
     assert set(patch.body["allowed_mentions"]["parse"]) == {"users"}
+
+
+@asynccontextmanager
+async def threading_bot(
+    fake: FakeDiscordAPI, store: Store, **options: Any
+) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
+    sink = Sink()
+    adapter = make_adapter(fake, auto_thread=True, **options)
+    await asyncio.wait_for(adapter.start(through_router(store, sink, "discord")), HANG_GUARD)
+    try:
+        yield adapter, sink
+    finally:
+        await asyncio.wait_for(adapter.stop(), HANG_GUARD)
+
+
+def _mentioning(fake: FakeDiscordAPI, text: str, channel_id: int = CHANNEL_ID) -> dict[str, Any]:
+    return fake.message(f"<@{BOT_ID}> {text}", channel_id=channel_id, mentions=(BOT_USER,))
+
+
+async def test_auto_thread_answers_a_mention_in_a_thread_started_on_it(
+    fake: FakeDiscordAPI, store: Store
+) -> None:
+    async with threading_bot(fake, store) as (adapter, sink):
+        asked = _mentioning(fake, "why is the build red?\nlog follows")
+        await fake.dispatch_message(asked)
+        got = await sink.next()
+        [(thread_id, started_on)] = fake.threads_started.items()
+        assert started_on == asked["id"]
+        assert got.conversation_key == f"discord:{thread_id}"
+        assert (got.chat_id, got.thread_id) == (str(CHANNEL_ID), thread_id)
+        await adapter.send(got.reply_target(), "Looking.")
+        # The thread's later messages need no mention: the bot started it.
+        await fake.dispatch_message(fake.message("and now?", channel_id=int(thread_id)))
+        later = await sink.next()
+    [start] = [r for r in fake.requests if r.path.endswith("/threads")]
+    assert start.body["name"] == "why is the build red?"
+    assert fake.message_posts()[-1].path.endswith(f"/channels/{thread_id}/messages")
+    assert later.mentions_bot and later.conversation_key == f"discord:{thread_id}"
+    assert len(fake.threads_started) == 1  # nothing started for a message in a thread
+
+
+async def test_auto_thread_leaves_dms_plain_messages_and_refused_senders_alone(
+    fake: FakeDiscordAPI, store: Store
+) -> None:
+    async with threading_bot(fake, store, admits=lambda m: m.sender_id != "666") as (_, sink):
+        await fake.dispatch_message(fake.message("just chatting"))
+        await fake.dispatch_message(
+            fake.message("dm", channel_id=DM_CHANNEL_ID, guild=False, mentions=(BOT_USER,))
+        )
+        stranger = _mentioning(fake, "let me in")
+        stranger["author"] = user(666, "mallory")
+        await fake.dispatch_message(stranger)
+        for _ in range(3):
+            assert (await sink.next()).thread_id is None
+    assert fake.threads_started == {}
+
+
+async def test_a_refused_thread_is_logged_and_the_mention_answered_in_the_channel(
+    fake: FakeDiscordAPI, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.refuse_threads = (403, 50013, "Missing Permissions")
+    async with threading_bot(fake, store) as (_, sink):
+        await fake.dispatch_message(_mentioning(fake, "help"))
+        got = await sink.next()
+    assert got.conversation_key == f"discord:{CHANNEL_ID}" and got.thread_id is None
+    assert "no thread started" in caplog.text and "403 Missing Permissions" in caplog.text

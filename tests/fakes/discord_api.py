@@ -11,6 +11,9 @@ spec/testing.md section 5). What the fake serves:
   ``Content-Type: application/json`` exactly, because discord.py compares the whole header.
   ``rate_limit_next_post()`` answers the next message POST with a 429 that discord.py waits
   out (a ``Via`` header and ``retry_after`` in the body).
+  ``channels/{id}/messages/{id}/threads`` POST starts a thread owned by the bot (one per
+  message, announced with THREAD_CREATE; ``threads_started``), or answers
+  ``refuse_threads`` (status, code, message) instead.
 - The gateway at ``/gateway/`` (text frames, compression ignored): HELLO, IDENTIFY (recorded,
   or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
   with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
@@ -161,6 +164,10 @@ class FakeDiscordAPI:
         self._port = 0
         self._attachments: dict[str, bytes] = {}
         self.attachment_downloads: list[str] = []
+        self.threads_started: dict[str, str] = {}
+        """Threads the bot started on a message: thread id -> the message's id."""
+        self.refuse_threads: tuple[int, int, str] | None = None
+        """(status, code, message) answering every thread start instead (a missing permission)."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -502,12 +509,52 @@ class FakeDiscordAPI:
                     "flags": self.application_flags,
                 }
             )
+        if parts[0] == "channels" and len(parts) == 5 and parts[4] == "threads":
+            return await self._start_thread(parts[1], parts[3], recorded.body or {})
         if parts[0] == "channels" and len(parts) >= 3:
             if parts[2] == "typing" or "reactions" in parts:
                 return web.Response(status=204)
             if parts[2] == "messages":
                 return self._message_call(method, parts, recorded)
         return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    async def _start_thread(
+        self, channel_id: str, message_id: str, body: dict[str, Any]
+    ) -> web.Response:
+        """``POST /channels/{id}/messages/{id}/threads``: a public thread on the message, owned
+        by the bot, announced with THREAD_CREATE as Discord does; one per message."""
+        if self.refuse_threads is not None:
+            status, code, message = self.refuse_threads
+            return _json({"message": message, "code": code}, status)
+        if message_id in self.threads_started.values():
+            return _json(
+                {"message": "A thread has already been created for this message", "code": 160004},
+                400,
+            )
+        thread_id = str(self.next_id())
+        self.threads_started[thread_id] = message_id
+        thread = {
+            "id": thread_id,
+            "type": 11,
+            "guild_id": str(GUILD_ID),
+            "parent_id": channel_id,
+            "owner_id": str(BOT_ID),
+            "name": str(body.get("name") or ""),
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": int(body.get("auto_archive_duration") or 1440),
+                "archive_timestamp": TIMESTAMP,
+                "locked": False,
+            },
+        }
+        if self._live.is_set() and self._session is not None:
+            await self._send(self._session.ws, "THREAD_CREATE", {**thread, "newly_created": True})
+        return _json(thread, 201)
 
     def _fault_for(self, method: str, parts: list[str]) -> _Fault | None:
         if len(parts) < 3 or parts[0] != "channels" or parts[2] != "messages":
