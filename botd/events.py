@@ -266,6 +266,24 @@ def event_to_json(event: AgentEvent) -> str:
     return json.dumps(event_to_dict(event), ensure_ascii=False)
 
 
+def recording_json(event: AgentEvent) -> str:
+    """``event`` as a run recording keeps it: the JSON of ``event_to_json`` with each
+    image's base64 data left out (an empty ``data`` and a note of its size), so a recording
+    stays small and holds no picture a user sent. Replaying needs none of them."""
+    return json.dumps(_without_image_data(event_to_dict(event)), ensure_ascii=False)
+
+
+def _without_image_data(value: Any) -> Any:
+    if isinstance(value, dict):
+        data = value.get("data")
+        if value.get("type") == "image" and isinstance(data, str) and data:
+            return {**value, "data": "", "omitted": f"{len(data)} characters of base64"}
+        return {key: _without_image_data(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_image_data(item) for item in value]
+    return value
+
+
 def storable_data(value: Any) -> Any:
     """Decoded JSON ``value`` with every string (keys too) made ``storable``."""
     if isinstance(value, str):

@@ -18,7 +18,7 @@ from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery
-from botd.events import TextContent
+from botd.events import ImageContent, TextContent
 from botd.logging import LogContext
 from botd.replay import read_events
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
@@ -743,3 +743,40 @@ async def test_whoami_gives_the_ids_the_settings_take(store: Store) -> None:
         "You: Ann Lee (user id 4242).\n"
         "Here: telegram chat -100123, thread 5 (conversation telegram:-100123:topic:5)."
     ]
+
+
+class PhotoTool:
+    spec = ToolSpec("photo", "Takes a photo.", {"type": "object", "properties": {}})
+    timeout: float | None = None
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return ToolOutput("took one", images=(ImageContent(mime_type="image/png", data=PIXELS),))
+
+
+PIXELS = "iVBORw0KGgo" + "A" * 4000
+
+
+async def test_a_recording_keeps_no_image_data_and_still_replays(
+    store: Store, tmp_path: Path
+) -> None:
+    record_dir = tmp_path / "runs"
+    script = [ScriptedTurn(tool_calls=[{"name": "photo", "args": {}}]), ScriptedTurn(text="Done.")]
+    provider = RecordingProvider(ScriptedProvider(script))
+    manager = SessionManager(
+        store,
+        provider,
+        ListSink(),
+        settings(record_events_dir=record_dir),
+        tools=lambda m: [PhotoTool()],
+    )
+    await manager.submit(inbound("take a photo"))
+    await settle(manager)
+    # The model got the picture; the recording only its size.
+    sent = [b for m in provider.requests[-1].messages for b in m.blocks()]
+    assert any(isinstance(b, ImageContent) and b.data == PIXELS for b in sent)
+    (path,) = record_dir.glob("*.jsonl")
+    recorded = path.read_text(encoding="utf-8")
+    assert PIXELS[:40] not in recorded
+    assert f'"omitted": "{len(PIXELS)} characters of base64"' in recorded
+    events = read_events(recorded.splitlines())
+    assert events[-1].type == "agent_end"

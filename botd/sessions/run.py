@@ -47,7 +47,7 @@ from ..agent.types import Provider
 from ..chat import InboundMessage, Target
 from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
-from ..events import AgentEvent, Message, TextContent, event_to_json
+from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images
 from ..store import Store, StoreError
 from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
@@ -316,7 +316,7 @@ class Runner:
 
         def record(event: AgentEvent) -> None:
             subscriber.handle(event)
-            handle.write(event_to_json(event) + "\n")
+            handle.write(recording_json(event) + "\n")
             if event.type == "agent_end":
                 handle.close()
 
