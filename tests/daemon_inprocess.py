@@ -15,6 +15,7 @@ from pathlib import Path
 from botd.config import parse_config
 from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 HANG_GUARD = 60.0
@@ -41,6 +42,18 @@ def telegram_yaml(telegram: FakeTelegramAPI, *options: str) -> str:
   telegram:
     token: {json.dumps(telegram.token)}
     api_base_url: {json.dumps(telegram.base_url)}
+{extra}"""
+
+
+def slack_yaml(slack: FakeSlack, *options: str) -> str:
+    """A ``channels:`` section with Slack over ``slack`` in Socket Mode; ``options`` are
+    more lines of its section (``"dm_policy: open"``)."""
+    extra = "".join(f"    {line}\n" for line in options)
+    return f"""channels:
+  slack:
+    bot_token: xoxb-test
+    app_token: xapp-test
+    api_base_url: {json.dumps(slack.base_url)}
 {extra}"""
 
 

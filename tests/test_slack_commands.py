@@ -6,14 +6,19 @@ the real slack-bolt and anthropic SDKs inside the daemon, the loopback fakes out
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
 
 from botd.channels.slack_commands import slash_text
 from botd.store import StoreError
-from tests.daemon_inprocess import HANG_GUARD, anthropic_yaml, config_yaml, daemon_running
+from tests.daemon_inprocess import (
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    slack_yaml,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack
 
@@ -37,18 +42,7 @@ def test_what_a_slash_command_stands_for(command: str, said: str, meant: str) ->
 
 
 def _config(tmp_path: Path, slack: FakeSlack, model: FakeAnthropicAPI, *more: str) -> str:
-    extra = "".join(f"    {line}\n" for line in more)
-    return config_yaml(
-        tmp_path,
-        anthropic_yaml(model),
-        f"""channels:
-  slack:
-    bot_token: xoxb-test
-    app_token: xapp-test
-    api_base_url: {json.dumps(slack.base_url)}
-    dm_policy: open
-{extra}""",
-    )
+    return config_yaml(tmp_path, anthropic_yaml(model), slack_yaml(slack, "dm_policy: open", *more))
 
 
 async def _posted(slack: FakeSlack, count: int) -> list[str]:

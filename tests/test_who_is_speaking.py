@@ -7,7 +7,6 @@ over the loopback fakes, the whole daemon in the test's loop.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
+    slack_yaml,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -152,17 +152,8 @@ THREAD = "1700000000.000100"
 
 
 def _slack_config(tmp_path: Path, slack: FakeSlack, model: FakeAnthropicAPI, *more: str) -> str:
-    extra = "".join(f"    {line}\n" for line in more)
     return config_yaml(
-        tmp_path,
-        anthropic_yaml(model),
-        f"""channels:
-  slack:
-    bot_token: xoxb-test
-    app_token: xapp-test
-    api_base_url: {json.dumps(slack.base_url)}
-    group_policy: open
-{extra}""",
+        tmp_path, anthropic_yaml(model), slack_yaml(slack, "group_policy: open", *more)
     )
 
 
