@@ -6,8 +6,7 @@ addressed to the bot). Chat commands are done at once (``commands.py``) and thei
 sent in the background (``post_later``), so an outage of one chat never holds up the
 channel's input for the others; ``/new`` or ``/reset`` followed by text or with files
 starts over with them as the new conversation's first message. Anything else becomes a
-prompt. While a run is active, the
-queue mode decides:
+prompt. While a run is active, the queue mode decides:
 
 * ``collect`` (the default): messages wait and are merged into one follow-up prompt after
   the run. People often send a thought in several short messages; this answers them together
