@@ -12,8 +12,19 @@ from __future__ import annotations
 
 import re
 
-COMMANDS = ("/new", "/reset", "/stop", "/status", "/model", "/usage", "/whoami", "/help")
-"""Every chat command, as typed (lower case, without a bot name)."""
+COMMANDS = (
+    "/new",
+    "/reset",
+    "/stop",
+    "/status",
+    "/model",
+    "/usage",
+    "/whoami",
+    "/help",
+    "/start",
+)
+"""Every chat command, as typed (lower case, without a bot name). ``/start`` is what
+Telegram's app sends when a user first opens a chat with the bot."""
 
 MENU = (
     ("/new", "Start a new conversation (text after it: its first message)"),

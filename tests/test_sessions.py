@@ -780,3 +780,14 @@ async def test_a_recording_keeps_no_image_data_and_still_replays(
     assert f'"omitted": "{len(PIXELS)} characters of base64"' in recorded
     events = read_events(recorded.splitlines())
     assert events[-1].type == "agent_end"
+
+
+async def test_start_greets_instead_of_asking_the_model(store: Store) -> None:
+    provider = RecordingProvider(ScriptedProvider())
+    sink = ListSink()
+    manager = SessionManager(store, provider, sink, settings())
+    await manager.submit(inbound("/start", n=0))  # Telegram's app sends it on first contact
+    await settle(manager)
+    [greeting] = sink.texts("c1")
+    assert greeting.startswith("Hello! Write to me and I will answer. Commands: /new")
+    assert provider.requests == []

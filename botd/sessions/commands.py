@@ -93,6 +93,8 @@ class CommandDesk:
             text = self._models.usage(key)
         elif command == "/whoami":
             text = whoami(message)
+        elif command == "/start":
+            text = "Hello! Write to me and I will answer. " + HELP
         else:
             text = HELP
         return text
