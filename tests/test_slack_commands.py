@@ -118,3 +118,25 @@ async def test_a_slash_command_that_cannot_be_stored_is_answered_in_one_line(
     # Acked (Slack would only show the user a timeout) and told once, by the router.
     assert slack.ack_payload(envelope) is None
     assert answer.startswith("Sorry") and "send it again" in answer
+
+
+async def test_a_command_where_the_bot_is_no_member_is_told_only_to_its_user(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = _config(tmp_path, slack, model, "group_policy: open")
+        async with daemon_running(config) as daemon:
+            # Slack lets anyone run the command in a channel the bot was never invited to,
+            # and refuses the bot's post there.
+            slack.fail_next("chat.postMessage", "not_in_channel")
+            envelope = await slack.send_slash_command("/botd", "status", channel="C9")
+            async with asyncio.timeout(HANG_GUARD):
+                while not slack.command_responses:
+                    await asyncio.sleep(0.02)
+            assert daemon.runtime is not None
+            await daemon.runtime.sessions.drain()
+    [(responded_to, body)] = slack.command_responses
+    assert responded_to == envelope
+    assert body["response_type"] == "ephemeral"
+    assert body["text"].startswith("I cannot post in this channel: invite me")
+    assert slack.calls_to("chat.postMessage")[0].args["channel"] == "C9"

@@ -25,8 +25,9 @@ with ``chat.postMessage``. Mentions that notify a whole channel or user group (`
 ``allow_mass_mentions`` is set, and nothing is posted with ``link_names``, so text the model was
 made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
 are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
-request, is retried here after its ``Retry-After``. Other failures raise ``SlackError`` marked
-retryable or not (see ``_call``); the delivery layer decides whether to try again. Slack has no
+request, is retried here after its ``Retry-After``. Other failures raise ``SlackError``
+(``slack_errors``) marked retryable or not (see ``_call``); the delivery layer decides
+whether to try again. Slash commands (``slack_commands``) come in as messages. Slack has no
 typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
 target is a thread and does nothing otherwise.
 """
@@ -54,9 +55,9 @@ from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from . import slack_uploads
 from .base import InboundSink, OutboundFile, on_accepted, without_mention
-from .errors import ChannelError, ChannelStartError
 from .markdown import defuse_slack_mass_mentions, render_chunks
-from .slack_commands import slash_message
+from .slack_commands import NOT_A_MEMBER, CommandReplies, slash_message
+from .slack_errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .slack_inbound_media import slack_attachments, slack_download
 from .slack_names import SenderNames
 from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
@@ -83,38 +84,6 @@ _EMOJI_NAMES = {
     "⚠️": "warning",
     "🤔": "thinking_face",
 }
-
-
-TRANSIENT_ERRORS = frozenset(
-    {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
-)
-"""Slack's ``ok: false`` errors that say the fault was Slack's and may pass."""
-
-
-class SlackError(ChannelError):
-    """Slack refused a Web API call; ``error`` is Slack's own error string."""
-
-    def __init__(
-        self,
-        method: str,
-        error: str,
-        *,
-        retryable: bool = False,
-        retry_after: float | None = None,
-        maybe_delivered: bool = False,
-    ) -> None:
-        super().__init__(
-            f"slack {method} failed: {error}",
-            retryable=retryable,
-            retry_after=retry_after,
-            maybe_delivered=maybe_delivered,
-        )
-        self.method = method
-        self.error = error
-
-
-class SlackStartError(SlackError, ChannelStartError):
-    """Starting failed: Slack refused the token or the connection, or was not reachable."""
 
 
 class SlackAdapter:
@@ -159,6 +128,7 @@ class SlackAdapter:
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
         self.names = SenderNames(self.client)
+        self.command_replies = CommandReplies()
         self.threads = ThreadContext(
             self.client, limit=thread_context, known=known_conversation, admits=admits
         )
@@ -290,6 +260,7 @@ class SlackAdapter:
         """A slash command of this app (``slack_commands``), acked once it is in the inbox.
         Slack never delivers one again: one the router could not take is acked all the
         same (the router has told the chat to send it again)."""
+        self.command_replies.remember(command)
         key = self._key(f"command:{command.get('trigger_id') or ''}")
         message = slash_message(
             command, account_id=self.account_id, bot_name=self.bot_name, key=key
@@ -438,15 +409,20 @@ class SlackAdapter:
         posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
         refs: list[MessageRef] = []
         for text in self._render(markdown):
-            response = await self._call(
-                "chat.postMessage",
-                self.client.chat_postMessage,
-                channel=target.chat_id,
-                text=text,
-                thread_ts=thread_ts,
-                mrkdwn=True,
-                link_names=False,
-            )
+            try:
+                response = await self._call(
+                    "chat.postMessage",
+                    self.client.chat_postMessage,
+                    channel=target.chat_id,
+                    text=text,
+                    thread_ts=thread_ts,
+                    mrkdwn=True,
+                    link_names=False,
+                )
+            except SlackError as exc:
+                if exc.error in NOT_A_MEMBER:  # a slash command's user is told, if any
+                    await self.command_replies.tell_not_a_member(target.chat_id)
+                raise
             refs.append(MessageRef(posted_to, str(response["ts"])))
         return refs
 
@@ -585,17 +561,8 @@ class SlackAdapter:
                     retry_after=hint if transient else None,
                 ) from exc
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                raise _connection_error(method, exc) from exc
+                raise connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _connection_error(method: str, exc: BaseException) -> SlackError:
-    """A failure below HTTP: retryable; maybe carried out unless it never connected."""
-    reason = str(exc) or type(exc).__name__
-    never_sent = isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError)
-    return SlackError(
-        method, f"cannot reach Slack: {reason}", retryable=True, maybe_delivered=not never_sent
-    )
 
 
 def _remember(cache: OrderedDict[str, None], key: str) -> None:

@@ -14,15 +14,39 @@ receives instead are the slash commands registered in its configuration (with th
 (a slash command carries no thread), addressed to the bot and keyed by its ``trigger_id``,
 so it passes the same router, access policy and inbox as a message, and the answer is posted
 in that channel.
+
+A slash command works in any channel, also one the bot is no member of, where Slack refuses
+its answer (``not_in_channel``). ``CommandReplies`` keeps each command's ``response_url``
+for a while, so the user who ran it is told so, in a message only they see.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from ..chat import InboundMessage, Target
 from ..commands import COMMANDS
+
+log = logging.getLogger(__name__)
+
+NOT_A_MEMBER = frozenset({"not_in_channel", "channel_not_found"})
+"""Slack's refusals of a post where the bot is no member."""
+
+NOT_A_MEMBER_TEXT = (
+    "I cannot post in this channel: invite me to it (/invite @me), or talk to me in a direct "
+    "message."
+)
+
+REPLY_WINDOW = 25 * 60.0
+"""Seconds a command's response URL is used (Slack honours it for 30 minutes)."""
+
+_MEMORY = 1000
 
 
 def slash_text(command: str, text: str) -> str:
@@ -68,4 +92,43 @@ def slash_message(
     )
 
 
-__all__ = ["slash_message", "slash_text"]
+class CommandReplies:
+    """The response URLs of recent slash commands, by channel (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._urls: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def remember(self, payload: Mapping[str, Any]) -> None:
+        channel, url = str(payload.get("channel_id") or ""), payload.get("response_url")
+        if channel and isinstance(url, str) and url.startswith(("https://", "http://")):
+            self._urls[channel] = (url, self._clock())
+            self._urls.move_to_end(channel)
+            while len(self._urls) > _MEMORY:
+                self._urls.popitem(last=False)
+
+    async def tell_not_a_member(self, channel: str) -> None:
+        """Tell the user of a recent slash command in ``channel`` that the bot may not post
+        there (once: the URL is used up); nothing when no command came from it lately."""
+        found = self._urls.pop(channel, None)
+        if found is None or self._clock() - found[1] > REPLY_WINDOW:
+            return
+        try:
+            response = await AsyncWebhookClient(found[0], timeout=10).send(
+                text=NOT_A_MEMBER_TEXT, response_type="ephemeral"
+            )
+        except Exception as exc:
+            log.warning(
+                "slack: telling a command's user the bot is not in %s failed: %s", channel, exc
+            )
+            return
+        if response.status_code >= 300:
+            log.warning(
+                "slack: telling a command's user the bot is not in %s failed: HTTP %s %s",
+                channel,
+                response.status_code,
+                response.body,
+            )
+
+
+__all__ = ["NOT_A_MEMBER", "CommandReplies", "slash_message", "slash_text"]

@@ -27,7 +27,7 @@ async def send_file(
     adapter: SlackAdapter, target: Target, file: OutboundFile, caption: str
 ) -> list[MessageRef]:
     """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id."""
-    from .slack import SlackError
+    from .slack_errors import SlackError
 
     if len(file.data) > UPLOAD_LIMIT:
         raise SlackError(METHOD, f"file_too_large ({file.filename}: {len(file.data)} bytes)")

@@ -12,8 +12,10 @@ the call is carried out before it fails, as a timeout after the request landed w
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
 ``send_event`` (or ``send_slash_command``); the client's acks (``{"envelope_id": …}``,
-with the payload a command's ack may carry) are recorded. ``drop_socket`` closes the
-connection from the server side, as Slack does when it rotates sockets.
+with the payload a command's ack may carry) are recorded, and what is posted to a command's
+``response_url`` (``/commands/<envelope id>``) is kept in ``command_responses``.
+``drop_socket`` closes the connection from the server side, as Slack does when it rotates
+sockets.
 
 Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` message lists;
 ``GET /files-pri/<team>-<id>/<name>`` (its ``url_private``) serves them only with
@@ -143,6 +145,8 @@ class FakeSlack:
     """See the module docstring. ``base_url`` ends with a slash, as the SDK requires."""
 
     def __init__(self) -> None:
+        self.command_responses: list[tuple[str, dict[str, Any]]] = []
+        """What was posted to slash commands' response URLs: (envelope id, body)."""
         self._state = _State()
         self._errors: dict[str, deque[ScriptedError]] = defaultdict(deque)
         self._ts = itertools.count(1)
@@ -225,6 +229,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/files-pri/{path:.*}", self._file)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_post("/commands/{envelope_id}", self._command_response)
         self._runner, self.port = await serve(app)
         return self
 
@@ -459,7 +464,7 @@ class FakeSlack:
             "command": command,
             "text": text,
             "api_app_id": "A0001",
-            "response_url": f"{self.base_url}commands/{envelope_id}",
+            "response_url": f"http://127.0.0.1:{self.port}/commands/{envelope_id}",
             "trigger_id": trigger_id or f"trigger-{envelope_id}",
         }
         envelope = {
@@ -470,6 +475,11 @@ class FakeSlack:
         }
         await self._ws.send_str(json.dumps(envelope))
         return envelope_id
+
+    async def _command_response(self, request: web.Request) -> web.Response:
+        """A message posted to a slash command's ``response_url``."""
+        self.command_responses.append((request.match_info["envelope_id"], await request.json()))
+        return web.Response(text="ok")
 
     def ack_payload(self, envelope_id: str) -> Any:
         """What the client sent back with its ack of ``envelope_id`` (None: nothing)."""
