@@ -317,12 +317,12 @@ class DiscordAdapter:
 
     def _starts_thread(self, message: discord.Message, inbound: InboundMessage) -> bool:
         """Whether ``message`` gets a thread of its own: a mention of the bot in a server's
-        text channel, from a sender the access policy lets in (asked before the thread
-        exists: a stranger's mention must not leave an empty thread behind)."""
+        text or news channel (a thread is neither), from a sender the access policy lets in
+        (asked before the thread exists: a stranger's mention must not leave an empty
+        thread behind)."""
         channel_type = getattr(message.channel, "type", None)
         return (
             inbound.mentions_bot
-            and inbound.thread_id is None
             and message.guild is not None
             and channel_type in (discord.ChannelType.text, discord.ChannelType.news)
             and (self._admits is None or self._admits(inbound))
@@ -483,8 +483,7 @@ class DiscordAdapter:
 def _thread_name(text: str, sender: str) -> str:
     """A thread's name from the message it starts on: its first line, at most 80 characters
     (Discord allows 100), cut at a word."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    line = " ".join(line.split())
+    line = next((" ".join(part.split()) for part in text.splitlines() if part.strip()), "")
     if not line:
         return f"Question from {sender}"[:80] if sender else "A question"
     if len(line) <= 80:

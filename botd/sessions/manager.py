@@ -291,16 +291,11 @@ class SessionManager:
         debounce = self._settings.debounce
         if _resumed_turn(session, head) is not None or (head.album is None and not debounce):
             return
+        window = max(debounce, ALBUM_WINDOW if head.album is not None else 0.0)
         while session.pending and not self._closed:  # /stop may clear it meanwhile
-            if debounce:
-                latest = max(session.arrived_at.get(id(m), 0.0) for m in session.pending)
-                window = debounce
-            else:
-                parts = [m for m in session.pending if _same_album(m, head)]
-                latest = max((session.arrived_at.get(id(m), 0.0) for m in parts), default=0.0)
-                window = 0.0
-            if head.album is not None:
-                window = max(window, ALBUM_WINDOW)
+            # With a debounce anything waiting counts as more; without, the album's parts.
+            waiting = [m for m in session.pending if debounce or _same_album(m, head)]
+            latest = max((session.arrived_at.get(id(m), 0.0) for m in waiting), default=0.0)
             wait = latest + window - time.monotonic()
             if wait <= 0:
                 return
