@@ -15,6 +15,7 @@ from pathlib import Path
 from botd.config import parse_config
 from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -54,6 +55,18 @@ def slack_yaml(slack: FakeSlack, *options: str) -> str:
     bot_token: xoxb-test
     app_token: xapp-test
     api_base_url: {json.dumps(slack.base_url)}
+{extra}"""
+
+
+def discord_yaml(discord: FakeDiscordAPI, *options: str) -> str:
+    """A ``channels:`` section with Discord over ``discord``; ``options`` are more lines of
+    its section (``"dm_policy: open"``)."""
+    extra = "".join(f"    {line}\n" for line in options)
+    return f"""channels:
+  discord:
+    token: fake-discord-token
+    api_base_url: {json.dumps(discord.base_url)}
+    gateway_url: {json.dumps(discord.gateway_url)}
 {extra}"""
 
 
@@ -98,5 +111,7 @@ __all__ = [
     "anthropic_yaml",
     "config_yaml",
     "daemon_running",
+    "discord_yaml",
+    "slack_yaml",
     "telegram_yaml",
 ]

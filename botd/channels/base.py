@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable
@@ -59,6 +61,47 @@ can be lost any more, before the sink returns: the router calls it right after t
 message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
 goes on (handing the message to its session, which may answer a chat command first, or sending
 a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
+
+log = logging.getLogger(__name__)
+
+
+class UntilAccepted:
+    """Hands a message to the sink and returns once it was accepted (``on_accepted``); what
+    the sink still does after the accept (answering a chat command, say) goes on in the
+    background, so an acknowledgement the platform wants soon is never held by it."""
+
+    def __init__(self, platform: str) -> None:
+        self._platform = platform
+        self._handling: set[asyncio.Future[object]] = set()
+
+    async def hand(self, sink: InboundSink, message: InboundMessage) -> None:
+        """Return once ``message`` was accepted or the sink returned; a failure before the
+        accept is raised (the message was not taken)."""
+        accepted = asyncio.Event()
+        token = on_accepted.set(accepted.set)
+        try:
+            handling = asyncio.ensure_future(sink(message))  # the task copies the context
+        finally:
+            on_accepted.reset(token)
+        signalled = asyncio.ensure_future(accepted.wait())
+        try:
+            await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signalled.cancel()
+        if handling.done():
+            handling.result()
+            return
+        self._handling.add(handling)
+        handling.add_done_callback(self._handled)
+
+    def _handled(self, task: asyncio.Future[object]) -> None:
+        self._handling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "%s: handling an accepted message failed",
+                self._platform,
+                exc_info=task.exception(),
+            )
 
 
 FileKind = Literal["photo", "audio", "video", "document"]

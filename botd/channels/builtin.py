@@ -79,6 +79,9 @@ class DiscordSection(ChatChannelSection):
     auto_thread: bool = False
     """Answer a mention in a server's text channel in a new thread started on it (one
     conversation per thread; the thread's later messages need no mention)."""
+    command_menu: bool = True
+    """At start, register botd's chat commands as the application's slash commands (the
+    list a user sees on typing ``/``); false leaves the registered ones as they are."""
 
 
 class ConsoleSection(ChannelSection):
@@ -132,6 +135,7 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         on_down=context.down_reporter("discord"),
         auto_thread=section.auto_thread,
         admits=context.admits,
+        command_menu=section.command_menu,
     )
 
 

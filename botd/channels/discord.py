@@ -27,7 +27,15 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from botd.channels import discord_uploads
-from botd.channels.base import InboundSink, OutboundFile, without_mention
+from botd.channels.base import InboundSink, OutboundFile, UntilAccepted, without_mention
+from botd.channels.discord_commands import (
+    NOT_ADMITTED_TEXT,
+    NOT_TAKEN_TEXT,
+    answer,
+    command_message,
+    command_tree,
+    publish_commands,
+)
 from botd.channels.discord_inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
@@ -155,8 +163,12 @@ class DiscordAdapter:
         on_down: Callable[[str], None] | None = None,
         auto_thread: bool = False,
         admits: Callable[[InboundMessage], bool] | None = None,
+        command_menu: bool = True,
     ) -> None:
         self._token = token
+        self._command_menu = command_menu
+        self._publishing: asyncio.Task[bool] | None = None
+        self._until_accepted = UntilAccepted(CHANNEL).hand
         self._auto_thread = auto_thread
         self._admits = admits
         self._on_down = on_down
@@ -190,6 +202,9 @@ class DiscordAdapter:
         intents.dm_messages = True
         intents.message_content = True
         self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
+        # Always there, so a command registered before (command_menu since turned off) is
+        # still answered.
+        self._tree = command_tree(self._client, self._on_command)
         self._task = asyncio.create_task(self._run(self._client), name="discord-adapter")
         ready = asyncio.create_task(self._ready.wait())
         try:
@@ -251,6 +266,9 @@ class DiscordAdapter:
         """Close the connection and restore the patched URLs; safe to call more than once."""
         client, task = self._client, self._task
         self._client = self._task = None
+        if self._publishing is not None:
+            self._publishing.cancel()
+            self._publishing = None
         if client is not None:
             await client.close()
         if task is not None:
@@ -293,7 +311,33 @@ class DiscordAdapter:
                 MESSAGE_CONTENT_INTENT_HELP,
             )
             self._warned_content = True
+        if self._command_menu and self._publishing is None:  # once per start, not per resume
+            self._publishing = asyncio.create_task(
+                publish_commands(self._tree, self.account_id), name="discord-commands"
+            )
         self._ready.set()
+
+    async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
+        """A slash command used (``discord_commands``): handed on like a typed one, and the
+        interaction answered, for its user only, once it was taken or could not be."""
+        client, sink = self._client, self._sink
+        me = client.user if client is not None else None
+        message = command_message(
+            interaction, text, account_id=self.account_id, bot_name=me.name if me else ""
+        )
+        if sink is None or message is None:
+            await answer(interaction, "Not taken: botd is not taking messages now.")
+            return
+        # A sender the policy refuses is handed on all the same: the router may answer
+        # (a pairing code, say).
+        admitted = self._admits is None or self._admits(message)
+        try:
+            await self._until_accepted(sink, message)
+        except Exception as exc:
+            log.warning("discord: slash command %s was not taken: %s", text.split()[0], exc)
+            await answer(interaction, NOT_TAKEN_TEXT)
+            return
+        await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
 
     async def _on_message(self, message: discord.Message) -> None:
         # No await before the sink, so messages reach it in gateway order.

@@ -54,7 +54,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from . import slack_uploads
-from .base import InboundSink, OutboundFile, on_accepted, without_mention
+from .base import InboundSink, OutboundFile, UntilAccepted, without_mention
 from .markdown import defuse_slack_mass_mentions, render_chunks
 from .slack_commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .slack_errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
@@ -142,7 +142,7 @@ class SlackAdapter:
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
         self._seen_memory: OrderedDict[str, None] = OrderedDict()
-        self._handling: set[asyncio.Future[object]] = set()
+        self._until_accepted = UntilAccepted("slack").hand
         self._first_replied: OrderedDict[str, None] = OrderedDict()
         self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -339,34 +339,6 @@ class SlackAdapter:
             for key in keys:  # not accepted: Slack's redelivery must get through
                 self._seen_memory.pop(key, None)
             raise
-
-    async def _until_accepted(self, sink: InboundSink, message: InboundMessage) -> None:
-        """Hand ``message`` to ``sink``; return once it was accepted, or the sink returned.
-
-        Bolt acks when this returns. What the sink still does after the accept (answering a
-        chat command, say) goes on in the background, so the ack is never held by it.
-        """
-        accepted = asyncio.Event()
-        token = on_accepted.set(accepted.set)
-        try:
-            handling = asyncio.ensure_future(sink(message))  # the task copies the context
-        finally:
-            on_accepted.reset(token)
-        signalled = asyncio.ensure_future(accepted.wait())
-        try:
-            await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            signalled.cancel()
-        if handling.done():
-            handling.result()  # a failure before the accept: no ack, Slack delivers again
-            return
-        self._handling.add(handling)
-        handling.add_done_callback(self._handled)
-
-    def _handled(self, task: asyncio.Future[object]) -> None:
-        self._handling.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("slack: handling an accepted message failed", exc_info=task.exception())
 
     def _key(self, key: str) -> str:
         """An inbound id as the ledger keeps it (prefixed by the account unless the default)."""

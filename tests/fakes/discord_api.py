@@ -14,6 +14,8 @@ spec/testing.md section 5). What the fake serves:
   ``channels/{id}/messages/{id}/threads`` POST starts a thread owned by the bot (one per
   message, announced with THREAD_CREATE; ``threads_started``), or answers
   ``refuse_threads`` (status, code, message) instead.
+  ``applications/{id}/commands`` and interaction callbacks: ``commands`` (``AppCommands``
+  in ``discord_interactions``).
 - The gateway at ``/gateway/`` (text frames, compression ignored): HELLO, IDENTIFY (recorded,
   or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
   with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
@@ -49,6 +51,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from .discord_interactions import TIMESTAMP, AppCommands
+from .discord_interactions import json_response as _json
 from .faults import reset
 from .loopback import serve
 
@@ -65,17 +69,6 @@ MESSAGE_CONTENT_INTENT = 1 << 15
 # Application flags: GATEWAY_MESSAGE_CONTENT (verified) and _LIMITED (unverified, < 100 guilds).
 FLAG_MESSAGE_CONTENT = 1 << 18
 FLAG_MESSAGE_CONTENT_LIMITED = 1 << 19
-
-TIMESTAMP = "2026-01-01T00:00:00.000000+00:00"
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    # Not web.json_response: that adds "; charset=utf-8", which discord.py treats as text.
-    return web.Response(
-        status=status,
-        body=json.dumps(data).encode(),
-        headers={"Content-Type": "application/json", **(headers or {})},
-    )
 
 
 def user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
@@ -111,7 +104,6 @@ class RecordedRequest:
     """The attachments of a multipart post (the JSON part is ``body``)."""
 
 
-@dataclass
 @dataclass
 class _Fault:
     method: str
@@ -168,6 +160,8 @@ class FakeDiscordAPI:
         """Threads the bot started on a message: thread id -> the message's id."""
         self.refuse_threads: tuple[int, int, str] | None = None
         """(status, code, message) answering every thread start instead (a missing permission)."""
+        self.commands = AppCommands(APP_ID)
+        """The application's slash commands and the interactions' answers."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -446,9 +440,9 @@ class FakeDiscordAPI:
                 if isinstance(value, web.FileField)
             ]
             payload = form.get("payload_json")
-            body = json.loads(payload) if isinstance(payload, str) else {}
+            parsed = json.loads(payload) if isinstance(payload, str) else {}
             path = "/" + request.match_info["path"]
-            return RecordedRequest(request.method, path, body, dict(request.headers), files)
+            return RecordedRequest(request.method, path, parsed, dict(request.headers), files)
         raw = await request.read()
         body: Any = None
         if raw:
@@ -509,6 +503,9 @@ class FakeDiscordAPI:
                     "flags": self.application_flags,
                 }
             )
+        served = self.commands.handle(method, parts, recorded.body)
+        if served is not None:
+            return served
         if parts[0] == "channels" and len(parts) == 5 and parts[4] == "threads":
             return await self._start_thread(parts[1], parts[3], recorded.body or {})
         if parts[0] == "channels" and len(parts) >= 3:
