@@ -25,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import discord
 from discord import app_commands
 
@@ -104,8 +105,10 @@ async def publish_commands(tree: app_commands.CommandTree[Any], account_id: str)
             exc.text or exc,
         )
         return False
-    except (discord.ClientException, OSError) as exc:  # no application id yet, a lost connection
-        log.warning("discord[%s]: the slash commands were not registered: %s", account_id, exc)
+    except (discord.ClientException, aiohttp.ClientError, OSError) as exc:
+        # No application id yet, a lost connection, a timeout.
+        reason = str(exc) or type(exc).__name__
+        log.warning("discord[%s]: the slash commands were not registered: %s", account_id, reason)
         return False
     log.info("discord[%s]: slash commands registered (%d)", account_id, len(wanted))
     return True
