@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
+from botd.channels.slack_threads import ThreadContext
+from botd.chat import InboundMessage
 from botd.router import CONTEXT_HEADER
 from tests.daemon_inprocess import (
     HANG_GUARD,
@@ -220,6 +223,51 @@ async def test_a_first_mention_in_a_slack_thread_brings_the_thread_once(tmp_path
         "[Sam (id U7)] what should we do?",
     ]
     assert _last_user_text(model.requests[1].body) == "[Sam (id U7)] sure?"
+
+
+async def test_thread_senders_without_a_profile_are_named_through_users_info(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        slack.replies[THREAD] = _earlier_thread()
+        slack.users["U2"] = {"display_name": "Bo"}
+        model.push(stream(text("Roll back.")))
+        async with daemon_running(_slack_config(tmp_path, slack, model)):
+            await _mention(slack, "1700000000.000400", "what should we do?")
+            await _posted(slack, 1)
+        # Only the sender that came without a name is looked up (not Ann, not the bot).
+        assert [c.args["user"] for c in slack.calls_to("users.info")] == ["U2"]
+    lines = _last_user_text(model.requests[0].body).splitlines()
+    assert lines[1:4] == [
+        "[Ann (id U1)] The deploy failed",
+        "[Bo (id U2)] Rollback?",
+        "[you] Earlier bot note",
+    ]
+
+
+async def test_names_that_do_not_come_in_time_leave_the_thread_with_ids() -> None:
+    async def never(user: str) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    async with FakeSlack() as slack:
+        slack.replies[THREAD] = _earlier_thread()
+        client = AsyncWebClient(token="xoxb-test", base_url=slack.base_url, retry_handlers=[])
+        threads = ThreadContext(client, names=never, timeout=0.3)
+        mention = InboundMessage(
+            channel="slack",
+            chat_id=CHANNEL,
+            sender_id="U7",
+            text="what now?",
+            message_id="1700000000.000400",
+            conversation_key=f"slack:{CHANNEL}:thread:{THREAD}",
+            thread_id=THREAD,
+            mentions_bot=True,
+        )
+        async with asyncio.timeout(HANG_GUARD):
+            found = await threads.add_to(mention, BOT_USER_ID, BOT_ID)
+    assert found.context is not None
+    assert "[id U2] Rollback?" in found.context.splitlines()
 
 
 @pytest.mark.parametrize(

@@ -130,7 +130,11 @@ class SlackAdapter:
         self.names = SenderNames(self.client)
         self.command_replies = CommandReplies()
         self.threads = ThreadContext(
-            self.client, limit=thread_context, known=known_conversation, admits=admits
+            self.client,
+            limit=thread_context,
+            known=known_conversation,
+            admits=admits,
+            names=self.names.of,
         )
         self.bot_user_id = ""
         self.bot_id = ""

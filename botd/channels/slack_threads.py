@@ -8,7 +8,9 @@ the store, asked through ``known``, nor fetched before in this process), from a 
 access policy lets address the bot there (asked through ``admits``), and attaches it to
 the message as context: the thread's first message, then the most recent ones before the
 mention, ``limit`` in all, each line labelled with its sender like kept chatter (the bot's
-own as ``[you]``), at most ``CONTEXT_CHARS`` characters.
+own as ``[you]``), at most ``CONTEXT_CHARS`` characters. A sender whose message brought no
+name (``conversations.replies`` often leaves the profile out) is named through ``names``
+(``users.info``, remembered), within the same time budget as the fetch.
 
 The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls, within
 ``FETCH_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A failure
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -75,9 +77,11 @@ class ThreadContext:
         limit: int = DEFAULT_THREAD_CONTEXT,
         known: Callable[[str], bool] | None = None,
         admits: Callable[[InboundMessage], bool] | None = None,
+        names: Callable[[str], Awaitable[str]] | None = None,
         timeout: float = FETCH_TIMEOUT,
     ) -> None:
         self._client = client
+        self._names = names
         self.limit = limit
         self.known = known
         """Whether the bot has a conversation under a key already (the store's sessions)."""
@@ -107,8 +111,9 @@ class ThreadContext:
             return message
         self._remember(message.conversation_key)
         thread_ts = message.thread_id or message.message_id  # wanted: always the thread's
+        deadline = asyncio.get_running_loop().time() + self._timeout
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout_at(deadline):
                 thread = await self._fetch(message.chat_id, thread_ts, message.message_id)
         except SlackApiError as exc:
             response = exc.response
@@ -122,7 +127,10 @@ class ThreadContext:
             _failed(message, f"cannot reach Slack: {exc or type(exc).__name__}")
             return message
         earlier = [m for m in thread if str(m.get("ts")) != message.message_id]
-        context = render_thread(earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id)
+        names = await self._names_of(earlier, deadline, bot_user_id)
+        context = render_thread(
+            earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id, names=names
+        )
         if not context:
             return message
         log.info(
@@ -154,6 +162,30 @@ class ThreadContext:
                 break
         return messages
 
+    async def _names_of(
+        self, messages: list[dict[str, Any]], deadline: float, bot_user_id: str
+    ) -> dict[str, str]:
+        """The names of the senders of the messages that may be shown and brought none
+        (``users.info``, through ``names``), as many as come before ``deadline``: the fetch
+        and the names share one time budget, since the message waits for both."""
+        if self._names is None or not messages:
+            return {}
+        shown = [messages[0], *messages[len(messages) - max(self.limit - 1, 0) :]]
+        wanted = {str(m["user"]) for m in shown if m.get("user") and not sender_name(m)}
+        users = sorted(wanted - {bot_user_id})  # the bot's own lines show as [you]
+        if not users:
+            return {}
+        lookups = {user: asyncio.ensure_future(self._names(user)) for user in users}
+        remaining = deadline - asyncio.get_running_loop().time()
+        await asyncio.wait(lookups.values(), timeout=max(remaining, 0))
+        found: dict[str, str] = {}
+        for user, lookup in lookups.items():
+            if not lookup.done():
+                lookup.cancel()  # out of time: shown as its id
+            elif not lookup.cancelled() and lookup.exception() is None and lookup.result():
+                found[user] = lookup.result()
+        return found
+
     def _remember(self, key: str) -> None:
         self._done[key] = None
         while len(self._done) > _MEMORY:
@@ -171,11 +203,17 @@ def _failed(message: InboundMessage, reason: str) -> None:
 
 
 def render_thread(
-    messages: list[dict[str, Any]], limit: int, *, bot_user_id: str = "", bot_id: str = ""
+    messages: list[dict[str, Any]],
+    limit: int,
+    *,
+    bot_user_id: str = "",
+    bot_id: str = "",
+    names: Mapping[str, str] | None = None,
 ) -> str:
-    """The thread's first message and its latest ones (``limit`` in all), labelled, within
-    ``CONTEXT_CHARS``; empty when there is nothing to show."""
-    lines = [_line(m, bot_user_id, bot_id) for m in messages]
+    """The thread's first message and its latest ones (``limit`` in all), labelled (by
+    the name a message brought, else ``names`` by user id), within ``CONTEXT_CHARS``; empty
+    when there is nothing to show."""
+    lines = [_line(m, bot_user_id, bot_id, names or {}) for m in messages]
     lines = [line for line in lines if line]
     if not lines or limit <= 0:
         return ""
@@ -192,7 +230,9 @@ def render_thread(
     return "\n".join([*shown, *keep])
 
 
-def _line(message: Mapping[str, Any], bot_user_id: str, bot_id: str) -> str:
+def _line(
+    message: Mapping[str, Any], bot_user_id: str, bot_id: str, names: Mapping[str, str]
+) -> str:
     text = str(message.get("text") or "").strip()
     if not text:
         return ""
@@ -202,4 +242,4 @@ def _line(message: Mapping[str, Any], bot_user_id: str, bot_id: str) -> str:
     bot = str(message.get("bot_id") or "")
     if (bot_user_id and user == bot_user_id) or (bot_id and bot == bot_id):
         return bot_line(text)
-    return labelled(sender_name(message), user or bot, text)
+    return labelled(sender_name(message) or names.get(user, ""), user or bot, text)
