@@ -544,3 +544,35 @@ def test_agent_tools_default_to_the_builtins_and_unknown_names_are_refused(tmp_p
     problem = only(problems(tmp_path, "agent:\n  tools: [message, shedule]\n"))
     assert (problem.path, problem.line) == ("agent.tools[1]", 2)
     assert "'shedule'" in problem.message
+
+
+def test_a_fallback_that_repeats_a_model_on_the_same_server_is_refused(tmp_path: Path) -> None:
+    text = """
+        model:
+          provider: openai
+          name: gpt-x
+          base_url: http://gw.example/v1
+          fallbacks:
+            - {provider: openai, name: gpt-y, base_url: http://gw.example/v1}
+            - {provider: openai, name: gpt-x, base_url: http://other.example/v1}
+            - {provider: openai, name: gpt-y, base_url: http://gw.example/v1}
+        """
+    problem = only(problems(tmp_path, text))
+    assert problem.path == "model" and problem.line == 1
+    assert "fallbacks[2] (openai gpt-y) repeats fallbacks[0]" in problem.message
+    # The same model through another server is a real fallback.
+    path = write(
+        tmp_path,
+        text.replace(
+            "- {provider: openai, name: gpt-y, base_url: http://gw",
+            "- {provider: openai, name: gpt-z, base_url: http://gw",
+            1,
+        ),
+    )
+    assert len(load_config(path, {}).model.fallbacks) == 3
+    repeated_primary = text.replace(
+        "name: gpt-y, base_url: http://gw.example/v1}\n",
+        "name: gpt-x, base_url: http://gw.example/v1}\n",
+        1,
+    )
+    assert "repeats the primary model" in only(problems(tmp_path, repeated_primary)).message

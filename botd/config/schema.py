@@ -178,6 +178,22 @@ class ModelSection(Section):
             raise ValueError("script is only for the scripted provider")
         return self
 
+    @model_validator(mode="after")
+    def _no_model_twice(self) -> ModelSection:
+        """A fallback that is the same model on the same server as the primary or an earlier
+        fallback would only ask it again: a slip of the pen (a copied entry), refused."""
+        seen = {(self.provider, self.model_name, self.base_url): "the primary model"}
+        for index, fallback in enumerate(self.fallbacks):
+            key = (fallback.provider, fallback.name, fallback.base_url)
+            if key in seen:
+                raise ValueError(
+                    f"fallbacks[{index}] ({fallback.provider} {fallback.name}) repeats "
+                    f"{seen[key]} on the same server, so it would only ask it again: remove "
+                    "it, or give it another base_url"
+                )
+            seen[key] = f"fallbacks[{index}]"
+        return self
+
     @property
     def model_name(self) -> str:
         if self.name:
