@@ -371,7 +371,9 @@ async def profiled(pid: int, out: Path, window: Any) -> Any:
     """Run ``window()`` with py-spy recording ``pid`` (raw collapsed stacks into ``out``)."""
     recorder = Path(sys.executable).parent / "py-spy"
     if not recorder.exists():
-        raise SystemExit(f"--profile needs py-spy: {Path(sys.executable)} -m pip install py-spy")
+        raise SystemExit(
+            f"--profile needs py-spy: {Path(sys.executable)} -m pip install -e '.[profile]'"
+        )
     spy = await asyncio.create_subprocess_exec(
         str(recorder),
         "record",
