@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Literal
@@ -51,6 +50,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from ..bounded import Recent
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from . import slack_uploads
@@ -145,9 +145,9 @@ class SlackAdapter:
         self._sink: InboundSink | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
-        self._seen_memory: OrderedDict[str, None] = OrderedDict()
+        self._seen_memory: Recent[str, None] = Recent(_MEMORY_LIMIT)
         self._until_accepted = UntilAccepted("slack").hand
-        self._first_replied: OrderedDict[str, None] = OrderedDict()
+        self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
         self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -301,7 +301,7 @@ class SlackAdapter:
         keys = tuple(self._key(k) for k in (event_id, f"{channel}:{ts}") if k)
         repeated = [key in self._seen_memory for key in keys]
         for key in keys:
-            _remember(self._seen_memory, key)
+            self._seen_memory.remember(key, None)
         if event_id and repeated[0]:
             log.debug("slack: event %s already handled", event_id)
             return
@@ -374,7 +374,7 @@ class SlackAdapter:
         marker = f"{target.chat_id}:{target.reply_to_id}"
         if marker in self._first_replied:
             return None
-        _remember(self._first_replied, marker)
+        self._first_replied.remember(marker, None)
         return target.reply_to_id
 
     # --- outbound -----------------------------------------------------------------------------
@@ -539,12 +539,6 @@ class SlackAdapter:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _remember(cache: OrderedDict[str, None], key: str) -> None:
-    cache[key] = None
-    while len(cache) > _MEMORY_LIMIT:
-        cache.popitem(last=False)
 
 
 def _bound_port(runner: web.AppRunner, requested: int) -> int:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from ..bounded import Recent
 from ..chat import InboundMessage, Target
 from ..commands import COMMANDS
 
@@ -97,15 +97,12 @@ class CommandReplies:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._urls: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._urls: Recent[str, tuple[str, float]] = Recent(_MEMORY)
 
     def remember(self, payload: Mapping[str, Any]) -> None:
         channel, url = str(payload.get("channel_id") or ""), payload.get("response_url")
         if channel and isinstance(url, str) and url.startswith(("https://", "http://")):
-            self._urls[channel] = (url, self._clock())
-            self._urls.move_to_end(channel)
-            while len(self._urls) > _MEMORY:
-                self._urls.popitem(last=False)
+            self._urls.remember(channel, (url, self._clock()))
 
     async def tell_not_a_member(self, channel: str) -> None:
         """Tell the user of a recent slash command in ``channel`` that the bot may not post

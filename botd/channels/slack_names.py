@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from ..bounded import Recent
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class SenderNames:
         self._client = client
         self._timeout = timeout
         self._clock = clock
-        self._known: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
+        self._known: Recent[str, tuple[str | None, float]] = Recent(_MEMORY)
         """By user id: the name (None: the lookup failed) and when it was looked up."""
         self._told_scope = False
 
@@ -71,13 +72,10 @@ class SenderNames:
         if known is not None:
             name, when = known
             if now - when < (FAILED_TTL if name is None else NAME_TTL):
-                self._known.move_to_end(user)
+                self._known.touch(user)
                 return name or ""
         name = await self._look_up(user)
-        self._known[user] = (name, now)
-        self._known.move_to_end(user)
-        while len(self._known) > _MEMORY:
-            self._known.popitem(last=False)
+        self._known.remember(user, (name, now))
         return name or ""
 
     async def _look_up(self, user: str) -> str | None:

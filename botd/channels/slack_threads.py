@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -31,6 +30,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from ..bounded import Recent
 from ..chat import InboundMessage
 from ..speakers import bot_line, labelled
 from .slack_names import profile_name
@@ -89,7 +89,7 @@ class ThreadContext:
         """Whether the access policy lets a message through: a refused sender's mention
         fetches nothing, and leaves the thread to be read on an admitted one's."""
         self._timeout = timeout
-        self._done: OrderedDict[str, None] = OrderedDict()
+        self._done: Recent[str, None] = Recent(_MEMORY)
 
     def wanted(self, message: InboundMessage) -> bool:
         """Whether ``message`` is a first mention inside an existing thread."""
@@ -109,7 +109,7 @@ class ThreadContext:
         """``message`` with its thread's earlier messages as context, where wanted."""
         if not self.wanted(message):
             return message
-        self._remember(message.conversation_key)
+        self._done.remember(message.conversation_key, None)
         thread_ts = message.thread_id or message.message_id  # wanted: always the thread's
         deadline = asyncio.get_running_loop().time() + self._timeout
         try:
@@ -185,11 +185,6 @@ class ThreadContext:
             elif not lookup.cancelled() and lookup.exception() is None and lookup.result():
                 found[user] = lookup.result()
         return found
-
-    def _remember(self, key: str) -> None:
-        self._done[key] = None
-        while len(self._done) > _MEMORY:
-            self._done.popitem(last=False)
 
 
 def _failed(message: InboundMessage, reason: str) -> None:
