@@ -31,6 +31,7 @@ from botd.channels.base import InboundSink, OutboundFile, UntilAccepted, without
 from botd.channels.discord_commands import (
     NOT_ADMITTED_TEXT,
     NOT_TAKEN_TEXT,
+    CommandFollowups,
     answer,
     command_message,
     command_tree,
@@ -169,6 +170,7 @@ class DiscordAdapter:
         self._command_menu = command_menu
         self._publishing: asyncio.Task[bool] | None = None
         self._until_accepted = UntilAccepted(CHANNEL).hand
+        self.followups = CommandFollowups()
         self._auto_thread = auto_thread
         self._admits = admits
         self._on_down = on_down
@@ -328,6 +330,7 @@ class DiscordAdapter:
         if sink is None or message is None:
             await answer(interaction, "Not taken: botd is not taking messages now.")
             return
+        self.followups.remember(message.thread_id or message.chat_id, interaction)
         # A sender the policy refuses is handed on all the same: the router may answer
         # (a pairing code, say).
         admitted = self._admits is None or self._admits(message)
@@ -467,16 +470,23 @@ class DiscordAdapter:
         channel = self._channel(target)
         refs: list[MessageRef] = []
         for chunk in chunks:
-            with _refusals("send"):
-                if reply_to is None:
-                    sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
-                else:
-                    reference = discord.MessageReference(
-                        message_id=int(reply_to), channel_id=channel.id, fail_if_not_exists=False
-                    )
-                    sent = await channel.send(
-                        chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
-                    )
+            try:
+                with _refusals("send"):
+                    if reply_to is None:
+                        sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+                    else:
+                        reference = discord.MessageReference(
+                            message_id=int(reply_to),
+                            channel_id=channel.id,
+                            fail_if_not_exists=False,
+                        )
+                        sent = await channel.send(
+                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                        )
+            except DiscordError as exc:
+                if exc.status == 403:  # a slash command's user is told, if any
+                    await self.followups.tell_cannot_post(str(channel.id), exc.text)
+                raise
             reply_to = None  # only the first message replies
             refs.append(MessageRef(target, str(sent.id)))
         return refs

@@ -11,6 +11,11 @@ the application has registered and only overwrites that (``PUT``, one call) when
 so a restart changes nothing already right. A refusal or an outage is logged in Discord's
 words and never holds up messages.
 
+A command can be used in a channel the bot may not post in (Discord offers an application's
+commands wherever its members may use them). Where Discord then refuses the answer,
+``CommandFollowups`` tells the command's user so through the interaction, which needs no
+channel permission.
+
 A use of a command arrives as an interaction, which Discord wants answered within three
 seconds. ``command_message`` makes it an ``InboundMessage`` of the conversation it was used
 in (a DM, a channel, a thread of a channel), addressed to the bot and keyed by the
@@ -22,6 +27,7 @@ its user sees, saying whether the command was taken.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +35,7 @@ import aiohttp
 import discord
 from discord import app_commands
 
+from ..bounded import Recent
 from ..chat import InboundMessage, Target
 from ..commands import MENU
 
@@ -45,6 +52,17 @@ TEXT_HELP = {
 NOT_TAKEN_TEXT = "Not taken: botd's storage is failing. Use the command again later."
 
 NOT_ADMITTED_TEXT = "Not taken: this bot answers only the people its owner let in here."
+
+CANNOT_POST_TEXT = (
+    "I cannot post in this channel (Discord: {reason}): give me the View Channel and Send "
+    "Messages permissions here, or use me in a direct message."
+)
+
+FOLLOWUP_WINDOW = 14 * 60.0
+"""Seconds a command's interaction is used to tell its user something (Discord honours its
+token for 15 minutes)."""
+
+_MEMORY = 1000
 
 OnCommand = Callable[[discord.Interaction, str], Awaitable[None]]
 """Called with a command's interaction and the text it stands for (``/new what next?``)."""
@@ -152,6 +170,35 @@ def command_message(
     )
 
 
+class CommandFollowups:
+    """The latest slash command used in each channel, for a while: when Discord refuses
+    botd's answer there (the bot may not see or post in the channel, which does not stop its
+    commands being used), the user who ran it is told so, in a message only they see."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._used: Recent[str, tuple[discord.Interaction, float]] = Recent(_MEMORY)
+
+    def remember(self, channel_id: str, interaction: discord.Interaction) -> None:
+        self._used.remember(channel_id, (interaction, self._clock()))
+
+    async def tell_cannot_post(self, channel_id: str, reason: str) -> None:
+        """Tell the user of a recent command in ``channel_id`` that botd cannot post there
+        (once); nothing when no command came from it lately."""
+        found = self._used.pop(channel_id, None)
+        if found is None or self._clock() - found[1] > FOLLOWUP_WINDOW:
+            return
+        text = CANNOT_POST_TEXT.format(reason=reason or "refused")
+        try:
+            await found[0].followup.send(text, ephemeral=True)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.warning(
+                "discord: telling a command's user botd cannot post in %s failed: %s",
+                channel_id,
+                exc,
+            )
+
+
 async def answer(interaction: discord.Interaction, text: str) -> None:
     """Answer ``interaction`` with ``text`` only its user sees; a refusal is logged."""
     try:
@@ -161,9 +208,11 @@ async def answer(interaction: discord.Interaction, text: str) -> None:
 
 
 __all__ = [
+    "CANNOT_POST_TEXT",
     "NOT_ADMITTED_TEXT",
     "NOT_TAKEN_TEXT",
     "WITH_TEXT",
+    "CommandFollowups",
     "answer",
     "command_message",
     "command_tree",

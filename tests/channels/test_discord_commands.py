@@ -12,7 +12,8 @@ import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
-from botd.channels.discord_commands import NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
+from botd.channels.discord_commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
+from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU
 from botd.store import Store, StoreError, StoreWriteError
@@ -290,3 +291,26 @@ async def test_a_slash_command_the_store_cannot_take_is_told_once_in_the_channel
             [notice] = await _shown(fake, DM_CHANNEL_ID, 1)
     assert answer["data"]["content"] == NOT_TAKEN_TEXT
     assert notice.startswith("Sorry") and "send it again" in notice
+
+
+async def test_a_commands_user_is_told_once_when_discord_refuses_the_answer_there(
+    fake: FakeDiscordAPI,
+) -> None:
+    adapter = make_adapter(fake)
+    sink = Sink()
+    await adapter.start(sink)
+    try:
+        await answered(fake, await use(fake, "help"))
+        await sink.next()
+        for _ in range(2):
+            fake.refuse_next_post(403, 50013, "Missing Permissions")
+            with pytest.raises(ChannelError, match="Missing Permissions"):
+                await adapter.send(Target("discord", str(CHANNEL_ID)), "Commands: …")
+        fake.refuse_next_post(403, 50001, "Missing Access")  # no command used there
+        with pytest.raises(ChannelError):
+            await adapter.send(Target("discord", str(DM_CHANNEL_ID)), "hello")
+    finally:
+        await adapter.stop()
+    [followup] = fake.commands.followups
+    assert followup["content"] == CANNOT_POST_TEXT.format(reason="Missing Permissions")
+    assert followup["flags"] & EPHEMERAL

@@ -3,7 +3,9 @@
 ``AppCommands`` serves ``applications/{id}/commands`` (GET the registered list, PUT to
 overwrite it, as ``CommandTree.sync`` does; ``refuse`` answers both with a Discord error
 instead) and ``interactions/{id}/{token}/callback`` (an interaction's answer, recorded in
-``answers``; a second answer to one interaction is refused with 40060, as Discord does).
+``answers``; a second answer to one interaction is refused with 40060, as Discord does) and
+``webhooks/{app}/{token}`` (a follow-up message through an interaction's token, recorded in
+``followups``).
 ``interaction(...)`` builds an INTERACTION_CREATE payload for a slash command used in a
 guild channel, a thread of it or a DM.
 """
@@ -41,6 +43,8 @@ class AppCommands:
         """Each PUT's body, in order."""
         self.answers: dict[str, dict[str, Any]] = {}
         """Each interaction's answer (the callback's body), by interaction id."""
+        self.followups: list[dict[str, Any]] = []
+        """Follow-up messages posted through interaction tokens (the bodies), in order."""
         self.refuse: tuple[int, int, str] | None = None
         """(status, code, message) answering every command list call instead."""
         self._ids = itertools.count(1700000000000000001)
@@ -69,7 +73,31 @@ class AppCommands:
                 "response_message_ephemeral": ephemeral,
             }
             return json_response({"interaction": callback})
+        if len(parts) == 3 and parts[0] == "webhooks" and method == "POST":
+            self.followups.append(body or {})
+            return json_response(self._followup_message(parts[1], body or {}))
         return None
+
+    def _followup_message(self, app_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": str(next(self._ids)),
+            "channel_id": str(next(self._ids)),
+            "type": 0,
+            "content": str(body.get("content") or ""),
+            "author": {"id": app_id, "username": "botd", "discriminator": "0", "avatar": None},
+            "webhook_id": app_id,
+            "application_id": app_id,
+            "timestamp": TIMESTAMP,
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "flags": int(body.get("flags") or 0),
+        }
 
     def _stored(self, command: dict[str, Any]) -> dict[str, Any]:
         return {
