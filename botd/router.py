@@ -32,12 +32,13 @@ import logging
 import re
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from .bounded import Recent
 from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import addressed_elsewhere, chat_command
@@ -310,7 +311,7 @@ class Router:
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
-        self._addressed_albums: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        self._addressed_albums: Recent[tuple[str, ...], None] = Recent(ALBUM_MEMORY)
         """Albums a part of which addressed the bot in a group: their other parts (no
         caption, so no mention) are addressed too."""
         self.update_policies(policies)
@@ -395,9 +396,7 @@ class Router:
             return verdict
         album = _album_key(message)
         if album is not None:
-            self._addressed_albums[album] = None
-            while len(self._addressed_albums) > ALBUM_MEMORY:
-                self._addressed_albums.popitem(last=False)
+            self._addressed_albums.remember(album, None)
         # A command goes through as typed; the kept context waits for the next prompt.
         prompt, consumed = (message, None) if _is_command(message) else self._with_context(message)
         inbox_id = await self._store.accept_inbound(

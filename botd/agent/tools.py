@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonschema
 
+from ..bounded import Recent
 from ..chat import MessageRef, Target
 from ..events import ContentBlock, ImageContent, TextContent
 from .types import ToolSpec
@@ -65,11 +65,11 @@ SendFunction = Callable[[Target, str], Awaitable[MessageRef]]
 """Posts text to a target through the channel layer."""
 
 
-_VALIDATORS: OrderedDict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = (
-    OrderedDict()
-)
 VALIDATOR_CACHE_SIZE = 1024
 """How many compiled schemas are kept (the least recently used one goes first)."""
+_VALIDATORS: Recent[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = Recent(
+    VALIDATOR_CACHE_SIZE
+)
 
 
 def schema_validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
@@ -82,12 +82,10 @@ def schema_validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
     key = id(schema)
     found = _VALIDATORS.get(key)
     if found is not None and found[0] is schema:
-        _VALIDATORS.move_to_end(key)
+        _VALIDATORS.touch(key)
         return found[1]
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     # The entry holds the schema, so its id cannot be reused by another object meanwhile.
-    _VALIDATORS[key] = (schema, validator)
-    while len(_VALIDATORS) > VALIDATOR_CACHE_SIZE:
-        _VALIDATORS.popitem(last=False)
+    _VALIDATORS.remember(key, (schema, validator))
     return validator

@@ -45,7 +45,7 @@ def test_an_invalid_schema_raises_every_time_and_is_not_kept() -> None:
 
 
 def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools, "VALIDATOR_CACHE_SIZE", 3)
+    monkeypatch.setattr(tools._VALIDATORS, "size", 3)
     schemas = [{"type": "object", "title": str(i)} for i in range(5)]
     for schema in schemas:
         schema_validator(schema)
