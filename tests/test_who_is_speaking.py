@@ -245,6 +245,30 @@ async def test_thread_senders_without_a_profile_are_named_through_users_info(
     ]
 
 
+async def test_a_thread_longer_than_its_first_pages_brings_its_latest_messages(
+    tmp_path: Path,
+) -> None:
+    start = float(THREAD)
+    replies = [_thread_message(f"{start + 10 * n:.6f}", "U2", f"reply {n}") for n in range(1, 701)]
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        slack.replies[THREAD] = [_earlier_thread()[0], *replies]
+        model.push(stream(text("Caught up.")))
+        async with daemon_running(_slack_config(tmp_path, slack, model)):
+            await _mention(slack, f"{start + 7010:.6f}", "where are we?")
+            await _posted(slack, 1)
+        fetches = slack.calls_to("conversations.replies")
+    # Three pages from the start, then the latest part by time, the widest window that fits.
+    assert [f.args.get("oldest") for f in fetches[:3]] == [None, None, None]
+    assert all(f.args.get("oldest") for f in fetches[3:]) and len(fetches) <= 3 + 4
+    lines = _last_user_text(model.requests[0].body).splitlines()
+    assert lines[:3] == [
+        "[Earlier messages in this thread]",
+        "[Ann (id U1)] The deploy failed",
+        "[… more messages of the thread left out]",
+    ]
+    assert lines[3:22] == [f"[id U2] reply {n}" for n in range(682, 701)]
+
+
 async def test_names_that_do_not_come_in_time_leave_the_thread_with_ids() -> None:
     async def never(user: str) -> str:
         await asyncio.sleep(3600)

@@ -12,7 +12,8 @@ own as ``[you]``), at most ``CONTEXT_CHARS`` characters. A sender whose message 
 name (``conversations.replies`` often leaves the profile out) is named through ``names``
 (``users.info``, remembered), within the same time budget as the fetch.
 
-The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls, within
+The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls from the
+thread's start, then, for a longer thread, a few for its latest part (``TAIL_WINDOWS``), within
 ``FETCH_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A failure
 (Slack's error, a 429, a timeout, a dropped connection) is logged in Slack's words and the
 message goes on without the context; it is not tried again for that thread.
@@ -54,6 +55,9 @@ LINE_CHARS = 1000
 """A single message longer than this is cut."""
 PAGE_SIZE = 200
 MAX_PAGES = 3
+TAIL_WINDOWS = (86400.0, 3600.0, 300.0, 30.0)
+"""Seconds before the mention asked for, widest first, when a thread is longer than
+``MAX_PAGES`` pages: the first window that fits one page gives its latest messages."""
 FETCH_TIMEOUT = 3.0
 THREAD_HEADER = "[Earlier messages in this thread]"
 _MEMORY = 4096
@@ -114,7 +118,7 @@ class ThreadContext:
         deadline = asyncio.get_running_loop().time() + self._timeout
         try:
             async with asyncio.timeout_at(deadline):
-                thread = await self._fetch(message.chat_id, thread_ts, message.message_id)
+                thread, gap = await self._fetch(message.chat_id, thread_ts, message.message_id)
         except SlackApiError as exc:
             response = exc.response
             error = response.get("error") if isinstance(response.data, dict) else None
@@ -129,7 +133,7 @@ class ThreadContext:
         earlier = [m for m in thread if str(m.get("ts")) != message.message_id]
         names = await self._names_of(earlier, deadline, bot_user_id)
         context = render_thread(
-            earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id, names=names
+            earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id, names=names, gap=gap
         )
         if not context:
             return message
@@ -142,25 +146,46 @@ class ThreadContext:
         )
         return replace(message, context=context)
 
-    async def _fetch(self, channel: str, thread: str, before: str) -> list[dict[str, Any]]:
+    async def _fetch(
+        self, channel: str, thread: str, before: str
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The thread before ``before``, oldest first, and whether a stretch between its
+        first pages and its latest messages was skipped (a thread longer than ``MAX_PAGES``
+        pages: Slack pages a thread from its start, so its latest part is asked for apart,
+        by time, in the widest window that fits one page)."""
         messages: list[dict[str, Any]] = []
-        cursor: str | None = None
+        cursor = ""
         for _ in range(MAX_PAGES):
-            response = await self._client.conversations_replies(
-                channel=channel,
-                ts=thread,
-                latest=before,
-                inclusive=False,
-                limit=PAGE_SIZE,
-                cursor=cursor,
-            )
-            page = response.get("messages") or []
-            messages.extend(m for m in page if isinstance(m, dict))
-            metadata = response.get("response_metadata") or {}
-            cursor = str(metadata.get("next_cursor") or "") if isinstance(metadata, dict) else ""
+            page, cursor = await self._page(channel, thread, before, cursor=cursor)
+            messages.extend(page)
             if not cursor:
-                break
-        return messages
+                return messages, False
+        for window in TAIL_WINDOWS:
+            oldest = f"{float(before) - window:.6f}"
+            tail, more = await self._page(channel, thread, before, oldest=oldest)
+            if not more:
+                seen = {str(m.get("ts")) for m in messages}
+                newer = [m for m in tail if str(m.get("ts")) not in seen]
+                return messages[:1] + newer, True
+        return messages, False  # every window overflows: the first pages, as they are
+
+    async def _page(
+        self, channel: str, thread: str, before: str, *, cursor: str = "", oldest: str = ""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """One page of the thread before ``before`` (from ``oldest``), and the next cursor."""
+        response = await self._client.conversations_replies(
+            channel=channel,
+            ts=thread,
+            latest=before,
+            inclusive=False,
+            limit=PAGE_SIZE,
+            cursor=cursor or None,
+            oldest=oldest or None,
+        )
+        page = [m for m in response.get("messages") or [] if isinstance(m, dict)]
+        metadata = response.get("response_metadata") or {}
+        next_cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else ""
+        return page, str(next_cursor or "")
 
     async def _names_of(
         self, messages: list[dict[str, Any]], deadline: float, bot_user_id: str
@@ -204,10 +229,12 @@ def render_thread(
     bot_user_id: str = "",
     bot_id: str = "",
     names: Mapping[str, str] | None = None,
+    gap: bool = False,
 ) -> str:
     """The thread's first message and its latest ones (``limit`` in all), labelled (by
     the name a message brought, else ``names`` by user id), within ``CONTEXT_CHARS``; empty
-    when there is nothing to show."""
+    when there is nothing to show. ``gap``: messages between the first and the others were
+    not fetched, so how many are left out is not known."""
     lines = [_line(m, bot_user_id, bot_id, names or {}) for m in messages]
     lines = [line for line in lines if line]
     if not lines or limit <= 0:
@@ -220,7 +247,9 @@ def render_thread(
         size -= len(keep.pop(0)) + 1
         omitted += 1
     shown = [THREAD_HEADER, first[:CONTEXT_CHARS]]
-    if omitted:
+    if gap:
+        shown.append("[… more messages of the thread left out]")
+    elif omitted:
         shown.append(f"[… {omitted} more message(s) of the thread left out]")
     return "\n".join([*shown, *keep])
 

@@ -346,8 +346,9 @@ class FakeSlack:
         return {"ok": False, "error": "unknown_method"}
 
     def _replies(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A thread, oldest first, as Slack pages it: only messages before ``latest`` (and
-        at it with ``inclusive``), ``limit`` per page, the next page by ``cursor``."""
+        """A thread, oldest first, as Slack pages it: only messages before ``latest`` and
+        after ``oldest`` (and at them with ``inclusive``), ``limit`` per page, the next page
+        by ``cursor``."""
         messages = self.replies.get(str(args.get("ts")), [])
         latest = args.get("latest")
         if latest is not None:
@@ -355,6 +356,15 @@ class FakeSlack:
             cut = float(latest)
             messages = [
                 m for m in messages if float(m["ts"]) < cut or (inclusive and float(m["ts"]) == cut)
+            ]
+        oldest = args.get("oldest")
+        if oldest is not None:
+            inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+            floor = float(oldest)
+            messages = [
+                m
+                for m in messages
+                if float(m["ts"]) > floor or (inclusive and float(m["ts"]) == floor)
             ]
         start = int(args.get("cursor") or 0)
         limit = int(args.get("limit") or 1000)
