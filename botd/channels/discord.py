@@ -37,6 +37,7 @@ from botd.channels.discord_commands import (
     command_tree,
     publish_commands,
 )
+from botd.channels.discord_conversations import conversation_of
 from botd.channels.discord_inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
@@ -56,12 +57,6 @@ MESSAGE_CONTENT_INTENT_HELP = (
 # Model output may mention users, never @everyone/@here or roles; replies don't ping.
 ALLOWED_MENTIONS = discord.AllowedMentions(
     everyone=False, roles=False, users=True, replied_user=False
-)
-
-_THREAD_TYPES = (
-    discord.ChannelType.public_thread,
-    discord.ChannelType.private_thread,
-    discord.ChannelType.news_thread,
 )
 
 
@@ -333,7 +328,7 @@ class DiscordAdapter:
         self.followups.remember(message.thread_id or message.chat_id, interaction)
         # A sender the policy refuses is handed on all the same: the router may answer
         # (a pairing code, say).
-        admitted = self._admits is None or self._admits(message)
+        admitted = self._admitted(message)
         try:
             await self._until_accepted(sink, message)
         except Exception as exc:
@@ -372,8 +367,12 @@ class DiscordAdapter:
             inbound.mentions_bot
             and message.guild is not None
             and channel_type in (discord.ChannelType.text, discord.ChannelType.news)
-            and (self._admits is None or self._admits(inbound))
+            and self._admitted(inbound)
         )
+
+    def _admitted(self, message: InboundMessage) -> bool:
+        """Whether the access policy lets ``message``'s sender address the bot there."""
+        return self._admits is None or self._admits(message)
 
     async def _in_new_thread(
         self, message: discord.Message, inbound: InboundMessage
@@ -392,7 +391,8 @@ class DiscordAdapter:
                 exc.text or exc,
             )
             return inbound
-        return replace(inbound, thread_id=str(thread.id), conversation_key=f"discord:{thread.id}")
+        where = conversation_of(thread, thread.id, dm_user_id=None)
+        return replace(inbound, thread_id=where.thread_id, conversation_key=where.key)
 
     def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
         channel = message.channel
@@ -405,29 +405,20 @@ class DiscordAdapter:
             # A thread the bot started (``auto_thread``) is a conversation with it.
             or (isinstance(channel, discord.Thread) and channel.owner_id == me_id)
         )
-        thread_id: str | None = None
-        chat_id = str(channel.id)
-        if message.guild is None:
-            key = f"discord:dm:{author.id}"
-        elif isinstance(channel, discord.Thread) or getattr(channel, "type", None) in _THREAD_TYPES:
-            # A thread is its own conversation in its channel: the channel's settings (its
-            # allowlist entry, its tools) hold in it, as for Slack threads and Telegram topics.
-            thread_id = str(channel.id)
-            chat_id = str(getattr(channel, "parent_id", None) or channel.id)
-            key = f"discord:{channel.id}"
-        else:
-            key = f"discord:{channel.id}"
+        where = conversation_of(
+            channel, channel.id, dm_user_id=author.id if message.guild is None else None
+        )
         # The bot's own mention is addressing, not content.
         text = without_mention(message.content, rf"<@!?{me_id}>")
         return InboundMessage(
             channel=CHANNEL,
-            chat_id=chat_id,
+            chat_id=where.chat_id,
             sender_id=str(author.id),
             text=text,
             message_id=str(message.id),
-            conversation_key=key,
+            conversation_key=where.key,
             account_id=self.account_id,
-            thread_id=thread_id,
+            thread_id=where.thread_id,
             sender_name=author.display_name,
             is_direct=message.guild is None,
             mentions_bot=mentions_bot,

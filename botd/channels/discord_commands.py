@@ -38,6 +38,7 @@ from discord import app_commands
 from ..bounded import Recent
 from ..chat import InboundMessage, Target
 from ..commands import MENU
+from .discord_conversations import conversation_of
 
 log = logging.getLogger(__name__)
 
@@ -140,17 +141,8 @@ def command_message(
     if channel_id is None:
         return None
     user = interaction.user
-    chat_id, thread_id = str(channel_id), None
-    channel = interaction.channel
-    if interaction.guild_id is None:
-        key = f"discord:dm:{user.id}"
-    elif isinstance(channel, discord.Thread):
-        # As for a message in a thread: the channel's settings hold, the thread is its own
-        # conversation.
-        chat_id, thread_id = str(channel.parent_id or channel_id), str(channel_id)
-        key = f"discord:{channel_id}"
-    else:
-        key = f"discord:{channel_id}"
+    dm_user = user.id if interaction.guild_id is None else None
+    chat_id, thread_id, key = conversation_of(interaction.channel, channel_id, dm_user_id=dm_user)
     return InboundMessage(
         channel="discord",
         chat_id=chat_id,

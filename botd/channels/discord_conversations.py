@@ -1,0 +1,39 @@
+"""Which conversation a Discord message or slash command belongs to.
+
+A DM is one conversation per user. In a server, a channel is one conversation and a thread
+is one of its own, under its channel's settings (the channel's allowlist entry, its tools
+hold in it, as for Slack threads and Telegram topics): the thread's chat is its channel, and
+the thread is named apart.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import discord
+
+THREAD_TYPES = (
+    discord.ChannelType.public_thread,
+    discord.ChannelType.private_thread,
+    discord.ChannelType.news_thread,
+)
+
+
+class Conversation(NamedTuple):
+    chat_id: str
+    thread_id: str | None
+    key: str
+
+
+def conversation_of(channel: object, channel_id: int, *, dm_user_id: int | None) -> Conversation:
+    """The conversation of ``channel`` (id ``channel_id``); ``dm_user_id``: the user whose DM
+    it is, None in a server."""
+    if dm_user_id is not None:
+        return Conversation(str(channel_id), None, f"discord:dm:{dm_user_id}")
+    if isinstance(channel, discord.Thread) or getattr(channel, "type", None) in THREAD_TYPES:
+        parent = getattr(channel, "parent_id", None) or channel_id
+        return Conversation(str(parent), str(channel_id), f"discord:{channel_id}")
+    return Conversation(str(channel_id), None, f"discord:{channel_id}")
+
+
+__all__ = ["THREAD_TYPES", "Conversation", "conversation_of"]
