@@ -1,10 +1,12 @@
-"""A mapping that keeps only its newest entries: the memory of what a long-running daemon has
-seen lately (ids already handled, names looked up, replies owed) without growing forever."""
+"""Memories that keep only their newest entries: what a long-running daemon has seen lately
+(ids already handled, names looked up, replies owed) without growing forever."""
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -28,4 +30,23 @@ class Recent(OrderedDict[K, V]):
         self.move_to_end(key)
 
 
-__all__ = ["Recent"]
+class Expiring(Generic[K, V]):
+    """At most ``size`` entries (the newest), each good for ``ttl`` seconds of ``clock``:
+    ``take`` hands an entry out once, and not when it is older than that."""
+
+    def __init__(self, size: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: Recent[K, tuple[V, float]] = Recent(size)
+        self._ttl = ttl
+        self._clock = clock
+
+    def remember(self, key: K, value: V) -> None:
+        self._entries.remember(key, (value, self._clock()))
+
+    def take(self, key: K) -> V | None:
+        found = self._entries.pop(key, None)
+        if found is None or self._clock() - found[1] > self._ttl:
+            return None
+        return found[0]
+
+
+__all__ = ["Expiring", "Recent"]

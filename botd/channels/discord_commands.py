@@ -35,7 +35,7 @@ import aiohttp
 import discord
 from discord import app_commands
 
-from ..bounded import Recent
+from ..bounded import Expiring
 from ..chat import InboundMessage, Target
 from ..commands import MENU
 from .discord_conversations import conversation_of
@@ -168,21 +168,20 @@ class CommandFollowups:
     commands being used), the user who ran it is told so, in a message only they see."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._used: Recent[str, tuple[discord.Interaction, float]] = Recent(_MEMORY)
+        self._used: Expiring[str, discord.Interaction] = Expiring(_MEMORY, FOLLOWUP_WINDOW, clock)
 
     def remember(self, channel_id: str, interaction: discord.Interaction) -> None:
-        self._used.remember(channel_id, (interaction, self._clock()))
+        self._used.remember(channel_id, interaction)
 
     async def tell_cannot_post(self, channel_id: str, reason: str) -> None:
         """Tell the user of a recent command in ``channel_id`` that botd cannot post there
         (once); nothing when no command came from it lately."""
-        found = self._used.pop(channel_id, None)
-        if found is None or self._clock() - found[1] > FOLLOWUP_WINDOW:
+        interaction = self._used.take(channel_id)
+        if interaction is None:
             return
         text = CANNOT_POST_TEXT.format(reason=reason or "refused")
         try:
-            await found[0].followup.send(text, ephemeral=True)
+            await interaction.followup.send(text, ephemeral=True)
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             log.warning(
                 "discord: telling a command's user botd cannot post in %s failed: %s",

@@ -29,7 +29,7 @@ from typing import Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from ..bounded import Recent
+from ..bounded import Expiring
 from ..chat import InboundMessage, Target
 from ..commands import COMMANDS
 
@@ -96,22 +96,21 @@ class CommandReplies:
     """The response URLs of recent slash commands, by channel (see the module docstring)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._urls: Recent[str, tuple[str, float]] = Recent(_MEMORY)
+        self._urls: Expiring[str, str] = Expiring(_MEMORY, REPLY_WINDOW, clock)
 
     def remember(self, payload: Mapping[str, Any]) -> None:
         channel, url = str(payload.get("channel_id") or ""), payload.get("response_url")
         if channel and isinstance(url, str) and url.startswith(("https://", "http://")):
-            self._urls.remember(channel, (url, self._clock()))
+            self._urls.remember(channel, url)
 
     async def tell_not_a_member(self, channel: str) -> None:
         """Tell the user of a recent slash command in ``channel`` that the bot may not post
         there (once: the URL is used up); nothing when no command came from it lately."""
-        found = self._urls.pop(channel, None)
-        if found is None or self._clock() - found[1] > REPLY_WINDOW:
+        url = self._urls.take(channel)
+        if url is None:
             return
         try:
-            response = await AsyncWebhookClient(found[0], timeout=10).send(
+            response = await AsyncWebhookClient(url, timeout=10).send(
                 text=NOT_A_MEMBER_TEXT, response_type="ephemeral"
             )
         except Exception as exc:
