@@ -483,8 +483,7 @@ class SessionManager:
         self._closed = True
         self._released.set()  # a worker still waiting for release ends at once
         for session in self._sessions.values():
-            if session.wake is not None:
-                session.wake.set()  # nor does one wait for more of an album or burst
+            session.end_wait()  # nor does one wait for more of an album or burst
         busy = self._busy()
         if busy:
             _, still_running = await asyncio.wait(busy, timeout=grace)

@@ -45,6 +45,11 @@ class Session:
     wake: asyncio.Event | None = None
     """Set while the worker waits for an album or burst to be complete; ``stop`` sets it."""
 
+    def end_wait(self) -> None:
+        """A worker waiting for more of an album or burst stops waiting now."""
+        if self.wake is not None:
+            self.wake.set()
+
     @property
     def run_id(self) -> str:
         """The id of the session's latest run: ``session_id:number``, unique across restarts."""
@@ -60,8 +65,7 @@ class Session:
         stopped = self.running or bool(self.pending)
         self.pending.clear()
         self.steered.clear()
-        if self.wake is not None:
-            self.wake.set()  # a worker waiting for more of an album or burst ends now
+        self.end_wait()
         if self.run is not None:
             self.run.cancel()
         if self.worker is not None:
