@@ -147,6 +147,10 @@ class InboundMessage:
     album: str | None = None
     """The platform's id of files sent together as one post (a Telegram album arrives as one
     message per file, the caption on one of them): such messages are answered as one."""
+    edited: bool = False
+    """An earlier message edited: ``text`` is what it says now. The router keeps it as context
+    for the conversation's next prompt; it is never a prompt itself. Its ``dedupe_keys``
+    name this edit (a later edit of the same message is another)."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

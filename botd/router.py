@@ -10,6 +10,8 @@ replay after a restart is dropped. What is dropped is logged with its reason. A 
 that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
 conversation, so it survives a restart) and shown to the agent, each line labelled with its
 sender, with the next message that is, so the bot knows what was said since it last spoke.
+An edit of an earlier message is kept the same way, in any conversation (a DM too): the next
+prompt there shows what the message now says; an edit never starts a run of its own.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -42,9 +44,9 @@ from .bounded import Recent
 from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import addressed_elsewhere, chat_command
+from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
 from .logging import LogContext
-from .speakers import labelled
-from .store import KeptLine, Store, StoreError
+from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,6 @@ PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
 MAX_PENDING_PER_CHANNEL = 3
 """How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
-CONTEXT_LIMIT = 50
-CONTEXT_HEADER = "[Chat messages since your last reply]"
-KEPT_FILES = 4
-"""Files of kept chatter that come along with the message addressing the bot (the newest)."""
 STORE_FAILED_NOTICE = (
     "Sorry, I cannot take your message right now: botd's storage is failing. "
     "I will answer it when the storage recovers if your platform sends it again; "
@@ -71,6 +69,7 @@ ALBUM_MEMORY = 1000
 """Albums remembered as addressing the bot (their later parts then count as addressed)."""
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
 _PAIRING = "unknown sender: pairing needed"
+_EDIT_KEPT = "an edit of an earlier message (kept as context)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +372,8 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
+        if message.edited:
+            return await self._keep_edit(message, keys)
         other_bot = addressed_elsewhere(message.text, message.bot_name)
         if other_bot is not None:
             # Neither a command nor a prompt here: recorded, so a redelivery is dropped too.
@@ -398,7 +399,9 @@ class Router:
         if album is not None:
             self._addressed_albums.remember(album, None)
         # A command goes through as typed; the kept context waits for the next prompt.
-        prompt, consumed = (message, None) if _is_command(message) else self._with_context(message)
+        prompt, consumed = (
+            (message, None) if _is_command(message) else with_kept_context(self._store, message)
+        )
         inbox_id = await self._store.accept_inbound(
             message.channel, keys, prompt, consume_chatter=consumed
         )
@@ -407,6 +410,22 @@ class Router:
         _signal_accepted()  # in the inbox: the platform may be told now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
+
+    async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
+        """An earlier message edited: never a prompt or a command itself (an edit that adds a
+        mention does not start a run), but kept as context for the conversation's next prompt
+        when its sender could have addressed the bot there, or been kept as chatter."""
+        verdict = self._access(message)
+        if verdict.accepted or verdict.reason == _NOT_ADDRESSED:
+            repeat = await self._store.keep_chatter(
+                message.channel, keys, as_edit(message), limit=CONTEXT_LIMIT
+            )
+            reason = _EDIT_KEPT
+        else:  # no pairing code for an edit: recorded, so a redelivery is dropped too
+            repeat = self._store.seen_inbound(message.channel, *keys)
+            reason = f"an edit: {verdict.reason}"
+        _signal_accepted()
+        return Decision(False, "already seen" if repeat else reason)
 
     def admits(self, message: InboundMessage) -> bool:
         """Whether the policy lets ``message`` through as a prompt (its sender may address the
@@ -506,45 +525,11 @@ class Router:
             return True  # another file of a post that addressed the bot
         return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
 
-    def _with_context(
-        self, message: InboundMessage
-    ) -> tuple[InboundMessage, tuple[str, int] | None]:
-        """``message`` with the kept chatter of its conversation as its context, and what the
-        accept consumes (conversation key and last row id; None: nothing kept). The chatter
-        stays kept until the message is accepted.
-
-        Context the adapter attached already (a Slack thread's earlier messages, fetched on
-        the first mention there) is the platform's own record of the same conversation and
-        includes what was kept of it: that chatter is consumed without being shown twice.
-        """
-        if message.is_direct:
-            return message, None  # chatter is kept in groups only
-        key = message.conversation_key
-        kept = self._store.kept_chatter(key)
-        if not kept:
-            return message, None
-        consumed = (key, kept[-1].id)
-        if message.context:
-            return message, consumed
-        lines = [labelled(line.sender_name, line.sender_id, _kept_text(line)) for line in kept]
-        # Files of the kept messages come along (the newest few), read when the run starts.
-        files = tuple(a for line in kept for a in line.attachments)[-KEPT_FILES:]
-        context = "\n".join([CONTEXT_HEADER, *lines])
-        return replace(message, context=context, attachments=(*files, *message.attachments)), (
-            consumed
-        )
-
 
 def _album_key(message: InboundMessage) -> tuple[str, ...] | None:
     if message.album is None:
         return None
     return (message.channel, message.account_id, message.chat_id, message.album)
-
-
-def _kept_text(line: KeptLine) -> str:
-    """A kept message's text, and the names of the files it came with."""
-    files = " ".join(f"[sent {a.label()}]" for a in line.attachments)
-    return f"{line.text} {files}".strip() if files else line.text
 
 
 def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from botd.chat import InboundMessage, Target
-from botd.router import CONTEXT_HEADER, AccessPolicy, GroupRule, PairingBook, Router
+from botd.kept_context import CONTEXT_HEADER
+from botd.router import AccessPolicy, GroupRule, PairingBook, Router
 from botd.sessions.prompt import turn_text
 from botd.store import Store
 

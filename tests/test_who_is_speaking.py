@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from botd.channels.slack_threads import ThreadContext
 from botd.chat import InboundMessage
-from botd.router import CONTEXT_HEADER
+from botd.kept_context import CONTEXT_HEADER
 from tests.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,

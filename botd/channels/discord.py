@@ -122,7 +122,7 @@ def _refusals(action: str) -> Iterator[None]:
 
 
 class _Client(discord.Client):
-    """Forwards the two events the adapter needs."""
+    """Forwards the events the adapter needs."""
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
         super().__init__(**options)  # type: ignore[arg-type]
@@ -133,6 +133,9 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter._on_message(message)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        await self._adapter._on_edit(payload)
 
 
 class DiscordAdapter:
@@ -337,16 +340,22 @@ class DiscordAdapter:
             return
         await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
 
-    async def _on_message(self, message: discord.Message) -> None:
-        # No await before the sink, so messages reach it in gateway order.
+    def _taking(self, message: discord.Message) -> tuple[InboundSink, discord.ClientUser] | None:
+        """The sink and the bot's user, when ``message`` is one to hand on: not the bot's
+        own, nor another bot's unless ``allow_bots``."""
         client, sink = self._client, self._sink
         if client is None or client.user is None or sink is None:
+            return None
+        if message.author.id == client.user.id or (message.author.bot and not self._allow_bots):
+            return None
+        return sink, client.user
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # No await before the sink, so messages reach it in gateway order.
+        taking = self._taking(message)
+        if taking is None:
             return
-        me = client.user
-        if message.author.id == me.id:
-            return
-        if message.author.bot and not self._allow_bots:
-            return
+        sink, me = taking
         inbound = replace(self._inbound(message, me.id), bot_name=me.name)
         blank = not message.content and not message.attachments
         if inbound.mentions_bot and blank and message.guild is not None:
@@ -356,6 +365,21 @@ class DiscordAdapter:
             # its channel, which is another conversation from now on.)
             inbound = await self._in_new_thread(message, inbound)
         await sink(inbound)
+
+    async def _on_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        """A message whose text its sender edited, handed on as an edit. Discord also sends
+        an update when it adds a link preview: no ``edited_at``, or the text as it was."""
+        message, before = payload.message, payload.cached_message
+        edited_at = message.edited_at
+        if edited_at is None or (before is not None and before.content == message.content):
+            return
+        taking = self._taking(message)
+        if taking is None:
+            return
+        sink, me = taking
+        key = f"{message.id}:edit:{edited_at.timestamp():.3f}"
+        inbound = self._inbound(message, me.id)
+        await sink(replace(inbound, bot_name=me.name, dedupe_keys=(key,), edited=True))
 
     def _starts_thread(self, message: discord.Message, inbound: InboundMessage) -> bool:
         """Whether ``message`` gets a thread of its own: a mention of the bot in a server's

@@ -1,6 +1,7 @@
 """Slack through slack-bolt (async): Socket Mode by default, or the HTTP Events API.
 
-Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``) and ``app_mention``.
+Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``; ``message_changed``
+as an edit of a message's text) and ``app_mention``.
 Bolt runs the listener first and acks after it returned (``process_before_response``, over Socket
 Mode and HTTP alike): the listener hands the message to the sink and returns as soon as the router
 accepted it into the durable inbox (one local SQLite transaction, well within Slack's 3 seconds),
@@ -252,10 +253,25 @@ class SlackAdapter:
 
     async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         subtype = event.get("subtype")
+        if subtype == "message_changed":
+            await self._on_edit(body, event)
+            return
         if subtype not in MESSAGE_SUBTYPES:
             log.debug("slack: ignoring message subtype %s", subtype)
             return
         await self._inbound(body, event, app_mention=False)
+
+    async def _on_edit(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """A message whose text its sender edited, handed on as an edit. Slack sends
+        ``message_changed`` for link previews added and other changes too: those carry no
+        ``edited`` mark, or the same text, and are ignored."""
+        new, old = event.get("message") or {}, event.get("previous_message") or {}
+        edited_at = (new.get("edited") or {}).get("ts")
+        if not edited_at or new.get("text") == old.get("text"):
+            log.debug("slack: ignoring a message change that is no edit of its text")
+            return
+        where: dict[str, Any] = {k: event[k] for k in ("channel", "channel_type") if k in event}
+        await self._inbound(body, {**new, **where}, app_mention=False, edited_at=str(edited_at))
 
     async def _on_app_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         await self._inbound(body, event, app_mention=True)
@@ -282,7 +298,12 @@ class SlackAdapter:
         log.debug("slack: ignoring event %s", event.get("type"))
 
     async def _inbound(
-        self, body: dict[str, Any], event: dict[str, Any], *, app_mention: bool
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        *,
+        app_mention: bool,
+        edited_at: str | None = None,
     ) -> None:
         sink = self._sink
         channel = str(event.get("channel") or "")
@@ -298,7 +319,8 @@ class SlackAdapter:
             return
         # Both ids are remembered: the twin with another event id is caught by channel:ts.
         event_id = str(body.get("event_id") or "")
-        keys = tuple(self._key(k) for k in (event_id, f"{channel}:{ts}") if k)
+        message_key = f"{channel}:{ts}" + (f":edit:{edited_at}" if edited_at else "")
+        keys = tuple(self._key(k) for k in (event_id, message_key) if k)
         repeated = [key in self._seen_memory for key in keys]
         for key in keys:
             self._seen_memory.remember(key, None)
@@ -332,10 +354,12 @@ class SlackAdapter:
             dedupe_keys=keys,
             bot_name=self.bot_name,
             attachments=slack_attachments(event),
+            edited=edited_at is not None,
         )
-        message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
+        if edited_at is None:
+            message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
         target = self.reply_target(message)
-        if target.thread_id is None:
+        if target.thread_id is None and edited_at is None:
             self._awaiting_answer[channel] = ts  # for the "working" reaction
         try:
             await self._until_accepted(sink, replace(message, target=target))

@@ -96,7 +96,7 @@ TEXT_LIMIT = 4096
 """Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
 GENERAL_TOPIC = "1"
 """A forum's General topic: its messages carry no thread id and sends must omit it."""
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "edited_message")
 
 _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 
@@ -278,7 +278,8 @@ class TelegramAdapter:
         )
         app: _App = Application.builder().bot(bot).build()
         taken = filters.TEXT | MEDIA  # files come with their caption as the text
-        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & taken, self._on_text))
+        updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
+        app.add_handler(MessageHandler(updates & taken, self._on_text))
         # A later group sees every update once the handlers above are done with it.
         app.add_handler(TypeHandler(Update, self._on_processed), group=1)
         app.add_error_handler(self._on_error)
@@ -342,7 +343,7 @@ class TelegramAdapter:
     # --- inbound ------------------------------------------------------------------------------
 
     async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
+        message = update.message or update.edited_message
         if message is None or self._sink is None:
             return
         bot = self._require_bot()
@@ -375,6 +376,13 @@ class TelegramAdapter:
         assert self._sink is not None
         text = self._without_own_mention(message.text or message.caption or "")
         sender_key, mid = str(sender.id) if sender else "", str(message.message_id)
+        key_of, album, edit = f"{chat_id}:{mid}", None, message.edit_date
+        if edit is not None:  # each edit is its own, never part of an album or a paste
+            key_of += f":edit:{int(edit.timestamp())}"
+        else:
+            album = message.media_group_id or self._pastes.paste_of(
+                chat_id, sender_key, mid, text, message.date.timestamp()
+            )
         await self._sink(
             InboundMessage(
                 channel=CHANNEL,
@@ -389,11 +397,11 @@ class TelegramAdapter:
                 is_direct=message.chat.type == ChatType.PRIVATE,
                 mentions_bot=self._mentions_bot(message, reply),
                 reply_to_message_id=str(reply.message_id) if reply else None,
-                dedupe_keys=(f"{chat_id}:{message.message_id}",),
+                dedupe_keys=(key_of,),
                 bot_name=self._require_bot().username or "",
                 attachments=telegram_attachments(message),
-                album=message.media_group_id
-                or self._pastes.paste_of(chat_id, sender_key, mid, text, message.date.timestamp()),
+                album=album,
+                edited=edit is not None,
             )
         )
 

@@ -1,8 +1,9 @@
 """Kept chatter: group messages the bot was not addressed in, waiting for its next turn there.
 
 In a group that requires a mention, what people say to each other is not a prompt but is
-worth knowing when someone does address the bot. ``keep_chatter`` records such a message
-together with its dedupe ids, in one group-committed transaction (the same commit the
+worth knowing when someone does address the bot. (Edits of earlier messages are kept the same
+way, in DMs too: the router hands them over marked as edits.) ``keep_chatter`` records such a
+message together with its dedupe ids, in one group-committed transaction (the same commit the
 router's ledger write would cost, shared with whatever else the loop iteration writes), and
 trims the conversation to its newest ``limit`` rows and to rows younger than
 ``CHATTER_RETENTION_SECONDS``. ``kept_chatter`` reads a conversation's rows; they are deleted

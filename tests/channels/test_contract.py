@@ -84,6 +84,10 @@ class Driver(Protocol):
         """Deliver an earlier message again, as the platform does after a restart."""
         ...
 
+    async def edit(self, handle: str, text: str) -> None:
+        """Its sender edits an earlier message to ``text``; the platform sends the edit."""
+        ...
+
     def posted(self) -> list[Post]:
         """Successful posts, in order."""
         ...
@@ -139,6 +143,8 @@ class TelegramDriver:
         # keep a restart from replaying.
         fake.forget_confirmed = False
         self._texts: dict[str, tuple[int, str, int | None]] = {}
+        self._messages: dict[str, dict[str, Any]] = {}
+        self._edits = itertools.count(1)
 
     def adapter(self, store: Store) -> ChannelAdapter:
         return TelegramAdapter(
@@ -150,6 +156,7 @@ class TelegramDriver:
         message = self.fake.push_text(chat, text, is_forum=forum, thread_id=thread)
         handle = f"{chat}:{message['message_id']}"
         self._texts[handle] = (chat, text, thread)
+        self._messages[handle] = message
         return handle
 
     async def push_dm(self, text: str) -> str:
@@ -167,6 +174,10 @@ class TelegramDriver:
         message_id = int(handle.rsplit(":", 1)[1])
         forum = chat == TG_FORUM
         self.fake.push_text(chat, text, is_forum=forum, thread_id=thread, message_id=message_id)
+
+    async def edit(self, handle: str, text: str) -> None:
+        message = self._messages[handle]
+        self.fake.push_edit(message, text, edit_date=message["date"] + next(self._edits))
 
     def posted(self) -> list[Post]:
         return [
@@ -257,6 +268,12 @@ class SlackDriver:
     async def replay(self, handle: str) -> None:
         await self.fake.send_event(self._bodies[handle], retry_attempt=1)
 
+    async def edit(self, handle: str, text: str) -> None:
+        original = self._bodies[handle]["event"]
+        edited_ts = f"{1000 + next(self._ts)}.000100"
+        event = slack_api.message_changed(original, text, edited_ts=edited_ts)
+        await self.fake.send_event(slack_api.event_callback(event))
+
     def posted(self) -> list[Post]:
         calls = self.fake.calls_to("chat.postMessage")
         return [
@@ -341,6 +358,10 @@ class DiscordDriver:
 
     async def replay(self, handle: str) -> None:
         await asyncio.wait_for(self.fake.dispatch_message(self._payloads[handle]), GUARD)
+
+    async def edit(self, handle: str, text: str) -> None:
+        at = f"2026-01-01T00:00:{len(self._payloads):02d}+00:00"
+        await asyncio.wait_for(self.fake.dispatch_edit(self._payloads[handle], text, at=at), GUARD)
 
     def posted(self) -> list[Post]:
         return [
@@ -589,6 +610,42 @@ async def test_a_thread_message_is_answered_in_its_thread(
     [post] = driver.posted()
     assert (post.chat, post.thread) == (chat, thread)
     assert driver.visible(post.text).rstrip().endswith("in the thread delta")
+
+
+async def test_an_edit_is_shown_with_the_next_message_once_and_answered_by_nothing(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    # People fix a message after sending it: the bot sees what it says now with their next
+    # message (not the old text alone), and the edit itself gets no answer.
+    stack = await stack_factory()
+    handle = await driver.push_dm("meet at noon foxtrot")
+    await stack.settle(1)
+    await driver.edit(handle, "meet at one golf")
+    edited, decision = (await stack.settle(2))[1]
+    assert edited.edited and edited.text == "meet at one golf"
+    assert not decision.accepted and len(driver.posted()) == 1
+    await driver.push_dm("where hotel")
+    decisions = await stack.settle(3)
+    assert [d.accepted for _, d in decisions] == [True, False, True]
+    await driver.push_dm("thanks india")
+    await stack.settle(4)
+    _, second, third = (driver.visible(p.text) for p in driver.posted())
+    assert "meet at one golf" in second and second.rstrip().endswith("where hotel")
+    assert "golf" not in third  # shown once
+
+
+async def test_an_edit_in_a_group_is_context_even_without_a_mention(
+    driver: Driver, stack_factory: Callable[..., Any]
+) -> None:
+    stack = await stack_factory()
+    handle = await driver.push_group("lunch at noon juliet", mention=False)
+    await stack.settle(1)
+    await driver.edit(handle, "lunch at one kilo")
+    await driver.push_group("what time lima", mention=True)
+    await stack.settle(3)
+    [post] = driver.posted()
+    answer = driver.visible(post.text)
+    assert "lunch at noon juliet" in answer and "lunch at one kilo" in answer
 
 
 def _long_answer() -> tuple[str, list[str]]:

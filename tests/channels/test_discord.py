@@ -246,6 +246,32 @@ async def test_own_and_bot_messages_are_ignored(
     assert sink.queue.empty()
 
 
+async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(
+    fake: FakeDiscordAPI,
+) -> None:
+    sink = Sink()
+    adapter = make_adapter(fake)
+    await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
+    try:
+        said = fake.message("see https://example.com", channel_id=THREAD_ID)
+        await fake.dispatch_message(said)
+        assert (await sink.next()).text == "see https://example.com"
+        # Discord adds the link's preview: an update with no edit time, the text as it was.
+        await fake.dispatch("MESSAGE_UPDATE", {**said, "embeds": []})
+        own = fake.message("draft", author=BOT_USER)
+        await fake.dispatch_edit(own, "final", at="2026-01-01T00:00:01+00:00")  # its own
+        beep = fake.message("beep", author=user(OTHER_BOT_ID, "r2", bot=True))
+        await fake.dispatch_edit(beep, "boop", at="2026-01-01T00:00:02+00:00")
+        await fake.dispatch_edit(said, "see https://example.org", at="2026-01-01T00:00:03+00:00")
+        edit = await sink.next()
+        assert edit.edited and edit.text == "see https://example.org"
+        assert (edit.message_id, edit.conversation_key) == (said["id"], f"discord:{THREAD_ID}")
+        assert edit.dedupe_keys == (f"{said['id']}:edit:1767225603.000",)
+        assert sink.queue.empty()
+    finally:
+        await adapter.stop()
+
+
 async def test_other_bots_are_accepted_with_allow_bots(fake: FakeDiscordAPI, store: Store) -> None:
     sink = Sink()
     adapter = make_adapter(fake, allow_bots=True)

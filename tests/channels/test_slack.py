@@ -24,6 +24,7 @@ from tests.fakes.slack_api import (
     BOT_USER_ID,
     FakeSlack,
     event_callback,
+    message_changed,
     signed_headers,
 )
 
@@ -265,6 +266,34 @@ async def test_other_message_subtypes_and_own_messages_are_ignored(
     await wait_for(lambda: len(inbox.messages) >= 1, "the last message")
     await wait_for(lambda: all(e in fake.acks for e in envelopes), "acks for ignored events")
     assert [m.text for m in inbox.messages] == ["last"]
+
+
+async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(fake: FakeSlack) -> None:
+    adapter, inbox = _adapter(fake), Inbox()
+    await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
+    try:
+        said = _event("C1", "560.000001", "see https://example.com", thread_ts="550.000001")
+        # Slack adds the link's preview: a change without an `edited` mark.
+        unfurled = message_changed(said, said["text"], edited_ts="560.000002")
+        del unfurled["message"]["edited"]
+        own = _event("C1", "560.000003", "draft", user=BOT_USER_ID)
+        changes = [
+            unfurled,
+            message_changed(own, "final", edited_ts="560.000004"),  # the bot's own preview
+            message_changed(said, said["text"], edited_ts="560.000005"),  # same text
+            message_changed(said, "see https://example.org", edited_ts="560.000006"),
+        ]
+        envelopes = [await fake.send_event(event_callback(e)) for e in changes]
+        await wait_for(lambda: all(e in fake.acks for e in envelopes), "acks")
+        [edit] = inbox.messages
+        assert edit.edited and edit.text == "see https://example.org"
+        assert edit.message_id == "560.000001" and edit.thread_id == "550.000001"
+        assert edit.conversation_key == "slack:C1:thread:550.000001"
+        assert edit.dedupe_keys[-1] == "C1:560.000001:edit:560.000006"
+        assert edit.context == ""  # no thread fetch for an edit
+        assert fake.calls_to("conversations.replies") == []
+    finally:
+        await adapter.stop()
 
 
 async def test_a_dropped_socket_reconnects_and_messages_flow(

@@ -88,7 +88,26 @@ async def test_a_dm_arrives_as_a_direct_message(fake: FakeTelegramAPI, bot: Bot)
     assert message.thread_id is None
     first_poll = fake.calls_to("getUpdates")[0].params
     assert first_poll["offset"] == "0"
-    assert first_poll["allowed_updates"] == ["message"]
+    assert first_poll["allowed_updates"] == ["message", "edited_message"]
+
+
+async def test_an_edit_arrives_as_an_edit_of_its_message_never_as_part_of_a_paste(
+    fake: FakeTelegramAPI,
+) -> None:
+    bot = await started(fake)
+    try:
+        long = "x" * 4000  # a part of a long text Telegram's app split: an album of its own
+        message = fake.push_text(GROUP, long)
+        first = await bot.next()
+        assert first.album is not None and not first.edited
+        fake.push_edit(message, long + " and more", edit_date=message["date"] + 5)
+        edit = await bot.next()
+        assert edit.edited and edit.text == long + " and more" and edit.album is None
+        assert edit.message_id == first.message_id
+        assert edit.dedupe_keys == (f"{GROUP}:{message['message_id']}:edit:{message['date'] + 5}",)
+        assert edit.conversation_key == first.conversation_key
+    finally:
+        await bot.adapter.stop()
 
 
 async def test_a_backlog_arrives_in_order_a_hundred_updates_per_poll_at_most(

@@ -237,6 +237,12 @@ class FakeDiscordAPI:
             payload = {**payload, "content": ""}
         await self.dispatch("MESSAGE_CREATE", payload)
 
+    async def dispatch_edit(self, payload: dict[str, Any], content: str, *, at: str) -> None:
+        """Dispatch MESSAGE_UPDATE: the message of ``payload`` now reads ``content``, edited at
+        ``at`` (an ISO timestamp)."""
+        edited = {**payload, "content": content, "edited_timestamp": at}
+        await self.dispatch("MESSAGE_UPDATE", edited)
+
     async def drop_connection(self, code: int = 4000) -> None:
         """Close the live gateway socket from the server side (a resumable close code)."""
         await self._live.wait()

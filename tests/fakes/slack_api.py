@@ -125,6 +125,26 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dic
     }
 
 
+def message_changed(
+    original: dict[str, Any], text: str, *, edited_ts: str, user: str | None = None
+) -> dict[str, Any]:
+    """The ``message_changed`` event Slack sends when ``original`` (a ``message`` event) is
+    edited to ``text`` at ``edited_ts`` (by its sender, unless ``user``)."""
+    before = {k: v for k, v in original.items() if k not in ("channel", "channel_type")}
+    editor = user or str(original.get("user") or "")
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": original["channel"],
+        **({"channel_type": original["channel_type"]} if "channel_type" in original else {}),
+        "ts": edited_ts,
+        "event_ts": edited_ts,
+        "message": {**before, "text": text, "edited": {"user": editor, "ts": edited_ts}},
+        "previous_message": before,
+    }
+
+
 ALL_SCOPES = (
     "chat:write",
     "app_mentions:read",

@@ -394,6 +394,16 @@ class FakeTelegramAPI:
         self.push_update({"message": message})
         return message
 
+    def push_edit(self, message: dict[str, Any], text: str, *, edit_date: int) -> dict[str, Any]:
+        """Queue the ``edited_message`` update of a user's message now reading ``text``
+        (entities for its ``@word`` mentions, ``edit_date`` when it was edited)."""
+        edited = {k: v for k, v in message.items() if k != "entities"}
+        edited.update(text=text, edit_date=edit_date)
+        if found := mention_entities(text):
+            edited["entities"] = found
+        self.push_update({"edited_message": edited})
+        return edited
+
     def add_file(self, data: bytes, *, name: str = "file") -> str:
         """Keep ``data`` as a file the bot may fetch; returns its ``file_id``."""
         file_id = f"file-{len(self._files) + 1}"
