@@ -267,7 +267,9 @@ class SlackAdapter:
         ``edited`` mark, or the same text, and are ignored."""
         new, old = event.get("message") or {}, event.get("previous_message") or {}
         edited_at = (new.get("edited") or {}).get("ts")
-        if not edited_at or new.get("text") == old.get("text"):
+        # A deleted thread parent turns into a "tombstone": a change, but no one's words.
+        kind = new.get("subtype")
+        if not edited_at or kind not in MESSAGE_SUBTYPES or new.get("text") == old.get("text"):
             log.debug("slack: ignoring a message change that is no edit of its text")
             return
         where: dict[str, Any] = {k: event[k] for k in ("channel", "channel_type") if k in event}

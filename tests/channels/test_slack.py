@@ -281,6 +281,9 @@ async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(fake: FakeS
             unfurled,
             message_changed(own, "final", edited_ts="560.000004"),  # the bot's own preview
             message_changed(said, said["text"], edited_ts="560.000005"),  # same text
+            message_changed(
+                said, "This message was deleted.", edited_ts="560.000007", subtype="tombstone"
+            ),
             message_changed(said, "see https://example.org", edited_ts="560.000006"),
         ]
         envelopes = [await fake.send_event(event_callback(e)) for e in changes]

@@ -126,10 +126,16 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dic
 
 
 def message_changed(
-    original: dict[str, Any], text: str, *, edited_ts: str, user: str | None = None
+    original: dict[str, Any],
+    text: str,
+    *,
+    edited_ts: str,
+    user: str | None = None,
+    subtype: str | None = None,
 ) -> dict[str, Any]:
     """The ``message_changed`` event Slack sends when ``original`` (a ``message`` event) is
-    edited to ``text`` at ``edited_ts`` (by its sender, unless ``user``)."""
+    edited to ``text`` at ``edited_ts`` (by its sender, unless ``user``); ``subtype``: what
+    the message became (``tombstone`` for a deleted thread parent)."""
     before = {k: v for k, v in original.items() if k not in ("channel", "channel_type")}
     editor = user or str(original.get("user") or "")
     return {
@@ -140,7 +146,12 @@ def message_changed(
         **({"channel_type": original["channel_type"]} if "channel_type" in original else {}),
         "ts": edited_ts,
         "event_ts": edited_ts,
-        "message": {**before, "text": text, "edited": {"user": editor, "ts": edited_ts}},
+        "message": {
+            **before,
+            "text": text,
+            "edited": {"user": editor, "ts": edited_ts},
+            **({"subtype": subtype} if subtype else {}),
+        },
         "previous_message": before,
     }
 
