@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
+import discord
 import pytest
+from discord.gateway import DiscordWebSocket
 
 
 @pytest.fixture
@@ -13,3 +16,14 @@ def unused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def restore_discord_urls() -> Iterator[None]:
+    """The Discord adapter points process-wide class attributes at the fake; each test must
+    leave them as it found them (restored here either way, so one leak fails one test)."""
+    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    yield
+    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
+    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"

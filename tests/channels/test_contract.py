@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import discord
 import pytest
-from discord.gateway import DiscordWebSocket
 
 from botd.agent.loop import LoopConfig
 from botd.agent.message_tool import MessageTool
@@ -393,16 +391,6 @@ class DiscordDriver:
 
 
 # --- fixtures ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _restore_discord_urls() -> Iterator[None]:
-    """The Discord adapter patches process-wide class attributes; nothing may leak."""
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
-    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"
 
 
 class SpyStore(Store):

@@ -54,16 +54,6 @@ class Sink:
         return await asyncio.wait_for(self.queue.get(), HANG_GUARD)
 
 
-@pytest.fixture(autouse=True)
-def restore_discord_urls() -> Iterator[None]:
-    """The adapter patches process-wide class attributes; make sure no test leaks them."""
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
-    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscordAPI]:
     async with FakeDiscordAPI() as server:

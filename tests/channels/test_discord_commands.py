@@ -8,9 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import discord
 import pytest
-from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord_commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
 from botd.channels.errors import ChannelError
@@ -42,13 +40,6 @@ THREAD = {
     "name": "a thread",
 }
 DM = {"id": str(DM_CHANNEL_ID), "type": 1}
-
-
-@pytest.fixture(autouse=True)
-def restore_discord_urls() -> Iterator[None]:
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ Backoff is tiny: tests assert what was posted, never how long it took.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
-import discord
 import pytest
-from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord import DiscordAdapter, DiscordError
 from botd.chat import Target
@@ -21,13 +19,6 @@ from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 GUARD = 20.0  # seconds: a hang guard only, never a delay
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 TARGET = Target("discord", str(CHANNEL_ID))
-
-
-@pytest.fixture(autouse=True)
-def restore_discord_urls() -> Iterator[None]:
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
 
 
 @pytest.fixture

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import discord
 import pytest
-from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord import DiscordAdapter
 from botd.channels.markdown import defuse_slack_mass_mentions
@@ -157,14 +155,6 @@ async def test_allow_mass_mentions_in_the_config_posts_them_verbatim(
 # --- Discord and Telegram stay as they were --------------------------------------------------
 
 
-@pytest.fixture
-def _restore_discord_urls() -> Iterator[None]:
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
-
-
-@pytest.mark.usefixtures("_restore_discord_urls")
 async def test_discord_still_suppresses_everyone_here_and_role_pings(tmp_path: Path) -> None:
     async with FakeDiscordAPI() as fake:
         adapter = DiscordAdapter(

@@ -7,12 +7,10 @@ upload URL is retried and the file is shared once; a platform refusal posts the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import discord
 import pytest
-from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord import DiscordAdapter
 from botd.channels.slack import SlackAdapter
@@ -47,13 +45,6 @@ async def slack() -> AsyncIterator[tuple[FakeSlack, SlackAdapter]]:
         )
         yield fake, adapter
         await adapter.stop()
-
-
-@pytest.fixture(autouse=True)
-def restore_discord_urls() -> Iterator[None]:
-    base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-    yield
-    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
 
 
 @pytest.fixture
