@@ -376,21 +376,14 @@ class Router:
             return await self._keep_edit(message, keys)
         other_bot = addressed_elsewhere(message.text, message.bot_name)
         if other_bot is not None:
-            # Neither a command nor a prompt here: recorded, so a redelivery is dropped too.
-            repeat = self._store.seen_inbound(message.channel, *keys)
-            _signal_accepted()
+            # Neither a command nor a prompt here.
+            repeat = await self._recorded(message, keys, kept=None)
             return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
         if not verdict.accepted:
-            # Recorded, so a redelivery is dropped as seen (and no second pairing code sent).
-            if verdict.reason == _NOT_ADDRESSED:  # kept as context, with its ids
-                repeat = await self._store.keep_chatter(
-                    message.channel, keys, message, limit=CONTEXT_LIMIT
-                )
-            else:
-                repeat = self._store.seen_inbound(message.channel, *keys)
-            _signal_accepted()  # nothing more to keep: the platform may be told
-            if repeat:
+            # (A redelivery is dropped as seen: no second pairing code is sent.)
+            kept = message if verdict.reason == _NOT_ADDRESSED else None
+            if await self._recorded(message, keys, kept=kept):
                 return Decision(False, "already seen")
             if verdict.reason == _PAIRING:
                 return await self._offer_pairing(message)
@@ -416,16 +409,26 @@ class Router:
         mention does not start a run), but kept as context for the conversation's next prompt
         when its sender could have addressed the bot there, or been kept as chatter."""
         verdict = self._access(message)
-        if verdict.accepted or verdict.reason == _NOT_ADDRESSED:
-            repeat = await self._store.keep_chatter(
-                message.channel, keys, as_edit(message), limit=CONTEXT_LIMIT
-            )
-            reason = _EDIT_KEPT
-        else:  # no pairing code for an edit: recorded, so a redelivery is dropped too
-            repeat = self._store.seen_inbound(message.channel, *keys)
-            reason = f"an edit: {verdict.reason}"
-        _signal_accepted()
+        keep = verdict.accepted or verdict.reason == _NOT_ADDRESSED
+        # No pairing code for an edit.
+        repeat = await self._recorded(message, keys, kept=as_edit(message) if keep else None)
+        reason = _EDIT_KEPT if keep else f"an edit: {verdict.reason}"
         return Decision(False, "already seen" if repeat else reason)
+
+    async def _recorded(
+        self, message: InboundMessage, keys: tuple[str, ...], *, kept: InboundMessage | None
+    ) -> bool:
+        """Record a message that is no prompt under its ``keys``, so a redelivery is dropped,
+        with ``kept`` as context for its conversation's next prompt (None: the keys alone);
+        then the platform may be told. Returns whether it was a repeat."""
+        if kept is not None:
+            repeat = await self._store.keep_chatter(
+                message.channel, keys, kept, limit=CONTEXT_LIMIT
+            )
+        else:
+            repeat = self._store.seen_inbound(message.channel, *keys)
+        _signal_accepted()  # nothing more to keep
+        return repeat
 
     def admits(self, message: InboundMessage) -> bool:
         """Whether the policy lets ``message`` through as a prompt (its sender may address the
