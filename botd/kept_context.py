@@ -52,7 +52,8 @@ def with_kept_context(
     # Files of the kept messages come along (the newest few), read when the run starts.
     files = tuple(a for line in kept for a in line.attachments)[-KEPT_FILES:]
     context = "\n".join([CONTEXT_HEADER, *lines])
-    return replace(message, context=context, attachments=(*files, *message.attachments)), (consumed)
+    shown = replace(message, context=context, attachments=(*files, *message.attachments))
+    return shown, consumed
 
 
 def _kept_text(line: KeptLine) -> str:
