@@ -26,8 +26,10 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 run: $(RUN_STAMP)
 	@$(BIN)/botd run $(if $(CONFIG),--config $(CONFIG))
 
+# Two workers (pytest-xdist): most tests wait on loopback servers, so two cores run two at once.
+WORKERS ?= 2
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check botd tests bench
