@@ -29,6 +29,7 @@ from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.test_sessions import ListSink, inbound, settings, settle
 
 ALICE = 111
+BOB = 222
 PRIMARY, FALLBACK = "claude-test", "gpt-fake"
 OVERLOADED = [http_error(529, "overloaded_error", "Overloaded")] * 4  # a try and 3 retries
 
@@ -133,9 +134,23 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
             "This conversation: 2 runs, 32 input, 8 output, 7 cache read, 2 cache write tokens."
         )
         assert usage.splitlines()[1].endswith(
-            "UTC, all conversations): 2 runs, 32 input, 8 output, 7 cache read, "
+            "UTC), this conversation: 2 runs, 32 input, 8 output, 7 cache read, "
             "2 cache write tokens."
         )
+        # Another user, in their own chat, sees their own totals and nothing of Alice's.
+        telegram.push_text(BOB, "/usage")
+        async with asyncio.timeout(HANG_GUARD):
+            while not telegram.visible(BOB):
+                await asyncio.sleep(0.02)
+        [bobs] = telegram.visible(BOB)
+        assert bobs.splitlines()[0] == (
+            "This conversation: 0 runs, 0 input, 0 output, 0 cache read, 0 cache write tokens."
+        )
+        assert bobs.splitlines()[1].endswith(
+            "UTC), this conversation: 0 runs, 0 input, 0 output, 0 cache read, "
+            "0 cache write tokens."
+        )
+        assert "32" not in bobs
         async with (
             aiohttp.ClientSession() as http,
             http.get(f"http://127.0.0.1:{port}/metrics") as resp,

@@ -99,18 +99,23 @@ class ModelBook:
         return line + "."
 
     def usage(self, conversation_key: str) -> str:
-        """``/usage``: the conversation's token totals and today's (UTC, all conversations)."""
+        """``/usage``: the conversation's token totals, all time and today (UTC).
+
+        Only the asking conversation's: anyone allowed to talk to the bot may ask, and what
+        other chats spend is not theirs to see. Totals across conversations are for the
+        operator (the ``botd_tokens_total`` metric).
+        """
         now = datetime.fromtimestamp(self._clock(), UTC)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         try:
             mine = self._store.usage_totals(conversation_key=conversation_key)
-            today = self._store.usage_totals(since=midnight)
+            today = self._store.usage_totals(conversation_key=conversation_key, since=midnight)
         except StoreError as exc:
             log.error("reading token usage failed: %s", exc)
             return "Token usage cannot be read now (storage failing)."
         return (
             f"This conversation: {_totals(mine)}.\n"
-            f"Today ({now:%Y-%m-%d} UTC, all conversations): {_totals(today)}."
+            f"Today ({now:%Y-%m-%d} UTC), this conversation: {_totals(today)}."
         )
 
     def _find(self, argument: str) -> str | None:
