@@ -26,6 +26,16 @@ def daemon_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def bare_env(**extra: str) -> dict[str, str]:
+    """An environment with nothing of the test run's but ``PATH`` (and ``PYTHONPATH``, so a
+    checkout run with it tests its own code), plus ``extra``."""
+    env = {"PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    env.update(extra)
+    return env
+
+
 def run_botd(
     *args: str,
     cwd: Path | None = None,

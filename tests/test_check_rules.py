@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from botd.config import ChatChannelSection, ConfigError, ConfigProblem, load_config, parse_config
+from tests.daemon_process import bare_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLE = "channels:\n  console: {enabled: true}\n"
@@ -36,7 +37,7 @@ def check(
         [sys.executable, "-m", "botd.cli", "check", "--config", str(path), *flags],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", **(env or {})},
+        env=bare_env(**(env or {})),
         cwd=ROOT,
         timeout=60,
     )
@@ -152,7 +153,7 @@ def test_run_refuses_a_config_without_channels(tmp_path: Path) -> None:
         [sys.executable, "-m", "botd.cli", "run", "--config", str(path)],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin"},
+        env=bare_env(),
         cwd=ROOT,
         timeout=60,
     )

@@ -23,6 +23,7 @@ from botd.config import (
 )
 from botd.config.cron import cron_trigger
 from botd.config.schema import ChannelsSection
+from tests.daemon_process import bare_env
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_ENV = {
@@ -499,7 +500,7 @@ def run_check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
         [sys.executable, "-m", "botd.cli", "check", "--config", str(path)],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", **env},
+        env=bare_env(**env),
         cwd=ROOT,
         timeout=60,
     )

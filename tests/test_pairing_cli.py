@@ -14,14 +14,14 @@ from botd.chat import InboundMessage, Target
 from botd.pairing_cli import format_age
 from botd.router import AccessPolicy, PairingBook, Router
 from botd.store import Store
-from tests.daemon_process import run_botd
+from tests.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def botd(*args: str) -> subprocess.CompletedProcess[str]:
     # No TELEGRAM_TOKEN, no ANTHROPIC_API_KEY: the admin's shell lacks the EnvironmentFile.
-    return run_botd("pairing", *args, cwd=ROOT, env={"PATH": "/usr/bin:/bin"})
+    return run_botd("pairing", *args, cwd=ROOT, env=bare_env())
 
 
 @pytest.fixture
