@@ -12,6 +12,13 @@ own as ``[you]``), at most ``CONTEXT_CHARS`` characters. A sender whose message 
 name (``conversations.replies`` often leaves the profile out) is named through ``names``
 (``users.info``, remembered), within the same time budget as the fetch.
 
+Only what the policy would take from its sender reaches the model: each earlier message's
+sender is asked about through ``admits`` as if they had mentioned the bot there (another
+bot like a person, by its user id, else its bot id), and the bot's own lines stay. The
+others' messages are left out before anything is chosen or named, so neither their words,
+their files nor their names are shown or looked up; one line says how many were left out,
+so the model does not take the thread for whole (a reply may answer one of them).
+
 The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls from the
 thread's start, then, for a longer thread, a few for its latest part (``TAIL_WINDOWS``), within
 ``FETCH_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A failure
@@ -43,6 +50,7 @@ __all__ = [
     "DEFAULT_THREAD_CONTEXT",
     "THREAD_HEADER",
     "ThreadContext",
+    "refused_line",
     "render_thread",
     "sender_name",
 ]
@@ -91,7 +99,9 @@ class ThreadContext:
         """Whether the bot has a conversation under a key already (the store's sessions)."""
         self.admits = admits
         """Whether the access policy lets a message through: a refused sender's mention
-        fetches nothing, and leaves the thread to be read on an admitted one's."""
+        fetches nothing, and leaves the thread to be read on an admitted one's; an earlier
+        message of the thread is shown only when the same question, asked for its sender,
+        is answered yes."""
         self._timeout = timeout
         self._done: Recent[str, None] = Recent(_MEMORY)
 
@@ -131,20 +141,58 @@ class ThreadContext:
             _failed(message, f"cannot reach Slack: {exc or type(exc).__name__}")
             return message
         earlier = [m for m in thread if str(m.get("ts")) != message.message_id]
-        names = await self._names_of(earlier, deadline, bot_user_id)
+        admitted = self._admitted(message, earlier, bot_user_id, bot_id)
+        refused = sum(1 for m in earlier if _said(m)) - sum(1 for m in admitted if _said(m))
+        names = await self._names_of(admitted, deadline, bot_user_id)
         context = render_thread(
-            earlier, self.limit, bot_user_id=bot_user_id, bot_id=bot_id, names=names, gap=gap
+            admitted,
+            self.limit,
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            names=names,
+            gap=gap,
+            refused=refused,
         )
         if not context:
             return message
         log.info(
-            "slack: thread %s in %s: %d earlier message(s) read, %d characters given as context",
+            "slack: thread %s in %s: %d earlier message(s) read, %d of senders the policy "
+            "refuses left out, %d characters given as context",
             message.thread_id,
             message.chat_id,
             len(earlier),
+            refused,
             len(context),
         )
         return replace(message, context=context)
+
+    def _admitted(
+        self,
+        mention: InboundMessage,
+        messages: list[dict[str, Any]],
+        bot_user_id: str,
+        bot_id: str,
+    ) -> list[dict[str, Any]]:
+        """The bot's own ``messages`` and those whose sender the policy would let address
+        the bot where ``mention`` was: each sender is asked about once, through ``admits``,
+        as the sender of a mention in the same place."""
+        admits = self.admits
+        if admits is None:
+            return messages
+        verdicts: dict[str, bool] = {}
+        shown: list[dict[str, Any]] = []
+        for m in messages:
+            if not _is_own(m, bot_user_id, bot_id):
+                sender = str(m.get("user") or m.get("bot_id") or "")
+                if sender not in verdicts:
+                    probe = replace(
+                        mention, sender_id=sender, sender_name="", text="", attachments=()
+                    )
+                    verdicts[sender] = admits(probe)
+                if not verdicts[sender]:
+                    continue
+            shown.append(m)
+        return shown
 
     async def _fetch(
         self, channel: str, thread: str, before: str
@@ -230,15 +278,20 @@ def render_thread(
     bot_id: str = "",
     names: Mapping[str, str] | None = None,
     gap: bool = False,
+    refused: int = 0,
 ) -> str:
     """The thread's first message and its latest ones (``limit`` in all), labelled (by
     the name a message brought, else ``names`` by user id), within ``CONTEXT_CHARS``; empty
     when there is nothing to show. ``gap``: messages between the first and the others were
-    not fetched, so how many are left out is not known."""
+    not fetched, so how many are left out is not known. ``refused``: how many messages of
+    senders the policy refuses were taken out of ``messages``, said in one line."""
+    if limit <= 0:
+        return ""
     lines = [_line(m, bot_user_id, bot_id, names or {}) for m in messages]
     lines = [line for line in lines if line]
-    if not lines or limit <= 0:
-        return ""
+    head = [THREAD_HEADER, refused_line(refused)] if refused else [THREAD_HEADER]
+    if not lines:
+        return "\n".join(head) if refused else ""
     first, replies = lines[0], lines[1:]
     keep = replies[len(replies) - (limit - 1) :] if limit > 1 else []
     omitted = len(replies) - len(keep)
@@ -246,12 +299,29 @@ def render_thread(
     while keep and size > CONTEXT_CHARS:
         size -= len(keep.pop(0)) + 1
         omitted += 1
-    shown = [THREAD_HEADER, first[:CONTEXT_CHARS]]
+    shown = [*head, first[:CONTEXT_CHARS]]
     if gap:
         shown.append("[… more messages of the thread left out]")
     elif omitted:
         shown.append(f"[… {omitted} more message(s) of the thread left out]")
     return "\n".join([*shown, *keep])
+
+
+def refused_line(count: int) -> str:
+    """The line that says ``count`` messages of senders the policy refuses were left out."""
+    return f"[… {count} message(s) from senders not allowed to address you here left out]"
+
+
+def _said(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` has text to show (a join or a file alone has none)."""
+    return bool(str(message.get("text") or "").strip())
+
+
+def _is_own(message: Mapping[str, Any], bot_user_id: str, bot_id: str) -> bool:
+    """Whether ``message`` is the bot's own (by its user id or its bot id)."""
+    user = str(message.get("user") or "")
+    bot = str(message.get("bot_id") or "")
+    return bool((bot_user_id and user == bot_user_id) or (bot_id and bot == bot_id))
 
 
 def _line(
@@ -262,8 +332,8 @@ def _line(
         return ""
     if len(text) > LINE_CHARS:
         text = text[: LINE_CHARS - 1] + "…"
+    if _is_own(message, bot_user_id, bot_id):
+        return bot_line(text)
     user = str(message.get("user") or "")
     bot = str(message.get("bot_id") or "")
-    if (bot_user_id and user == bot_user_id) or (bot_id and bot == bot_id):
-        return bot_line(text)
     return labelled(sender_name(message) or names.get(user, ""), user or bot, text)
