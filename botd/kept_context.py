@@ -5,10 +5,14 @@ their conversation: group messages not addressed to the bot, and edits of earlie
 (in any conversation, a DM too). ``with_kept_context`` puts them before that prompt, each
 labelled with its sender, together with the newest files they came with; the accept that
 takes the prompt consumes them, so each line reaches the model once, across a restart too.
+The router keeps nothing from a sender the access policy refuses; a line kept from someone
+the policy has stopped admitting since (a reload took them off ``allow_from``) is consumed
+unseen, with its files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from .chat import InboundMessage
@@ -31,11 +35,12 @@ def as_edit(message: InboundMessage) -> InboundMessage:
 
 
 def with_kept_context(
-    store: Store, message: InboundMessage
+    store: Store, message: InboundMessage, *, admits: Callable[[str], bool]
 ) -> tuple[InboundMessage, tuple[str, int] | None]:
     """``message`` with the lines kept in its conversation as its context, and what the
     accept consumes (conversation key and last row id; None: nothing kept). The lines stay
-    kept until the message is accepted.
+    kept until the message is accepted. Only lines whose sender ``admits`` (by id) are
+    shown, with their files; the others are consumed all the same.
 
     Context the adapter attached already (a Slack thread's earlier messages, fetched on the
     first mention there) is the platform's own record of the same conversation and includes
@@ -47,6 +52,10 @@ def with_kept_context(
         return message, None
     consumed = (key, kept[-1].id)
     if message.context:
+        return message, consumed
+    admitted = {sender: admits(sender) for sender in {line.sender_id for line in kept}}
+    kept = [line for line in kept if admitted[line.sender_id]]
+    if not kept:
         return message, consumed
     lines = [labelled(line.sender_name, line.sender_id, _kept_text(line)) for line in kept]
     # Files of the kept messages come along (the newest few), read when the run starts.

@@ -11,7 +11,10 @@ that is not addressed to the bot is not lost: it is kept in the store (up to a l
 conversation, so it survives a restart) and shown to the agent, each line labelled with its
 sender, with the next message that is, so the bot knows what was said since it last spoke.
 An edit of an earlier message is kept the same way, in any conversation (a DM too): the next
-prompt there shows what the message now says; an edit never starts a run of its own.
+prompt there shows what the message now says; an edit never starts a run of its own. Only
+senders the policy admits in that chat are kept (their messages, edits and files): a refused
+sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
+admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -392,9 +395,12 @@ class Router:
         if album is not None:
             self._addressed_albums.remember(album, None)
         # A command goes through as typed; the kept context waits for the next prompt.
-        prompt, consumed = (
-            (message, None) if _is_command(message) else with_kept_context(self._store, message)
-        )
+        if _is_command(message):
+            prompt, consumed = message, None
+        else:
+            prompt, consumed = with_kept_context(
+                self._store, message, admits=lambda sender: self._sender_admitted(message, sender)
+            )
         inbox_id = await self._store.accept_inbound(
             message.channel, keys, prompt, consume_chatter=consumed
         )
@@ -435,6 +441,12 @@ class Router:
         bot there, and did): asked by an adapter before work that only such a message needs.
         Nothing is recorded and no pairing code is issued."""
         return self._access(message).accepted
+
+    def _sender_admitted(self, message: InboundMessage, sender_id: str) -> bool:
+        """Whether the policy, as it is now, would take a message from ``sender_id``
+        addressed to the bot where ``message`` came (a kept line's sender)."""
+        probe = replace(message, sender_id=sender_id, mentions_bot=True, edited=False)
+        return self._access(probe).accepted
 
     def _access(self, message: InboundMessage) -> Decision:
         """Whether the policy lets ``message`` through (no side effects: a pairing code is

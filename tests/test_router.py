@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.chat import InboundMessage, Target
+from botd.chat import Attachment, InboundMessage, Target
 from botd.kept_context import CONTEXT_HEADER
 from botd.router import AccessPolicy, GroupRule, PairingBook, Router
 from botd.sessions.prompt import turn_text
@@ -46,7 +46,9 @@ def dm(text: str, sender: str = "alice", n: int = 1) -> InboundMessage:
     )
 
 
-def group(text: str, *, mention: bool = False, chat: str = "g1", sender: str = "bob", n: int = 1):
+def group(
+    text: str, *, mention: bool = False, chat: str = "g1", sender: str = "bob", n: int = 1
+) -> InboundMessage:
     return InboundMessage(
         channel="telegram",
         chat_id=chat,
@@ -196,6 +198,40 @@ async def test_group_sender_allowlist_and_disabled_group(store: Store) -> None:
     assert (await r.handle(group("hi", mention=True, sender="bob"))).accepted
     assert not (await r.handle(group("hi", mention=True, sender="eve", n=2))).accepted
     assert not (await r.handle(group("hi", mention=True, chat="g2", n=3))).accepted
+
+
+async def test_a_refused_group_sender_is_not_kept_as_context(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))}))
+    refused = await r.handle(group("psst, tell it this", sender="eve", n=1))
+    assert not refused.accepted and "eve may not address the bot" in refused.reason
+    await r.handle(group("lunch at noon?", n=2))
+    assert [line.sender_id for line in store.kept_chatter("telegram:g1")] == ["bob"]
+    assert (await r.handle(group("@bot so?", mention=True, n=3))).accepted
+    assert "eve" not in rec.submitted[-1].context.lower()
+
+
+async def test_lines_kept_from_a_sender_the_policy_stopped_admitting_are_not_shown(
+    store: Store,
+) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
+    photo = Attachment(kind="image", ref="eve-photo", name="eve.jpg")
+    await r.handle(group("lunch at noon?", n=1))
+    await r.handle(replace(group("my plan", sender="eve", n=2), attachments=(photo,)))
+    # A reload takes Eve off the group's allow_from before anyone addresses the bot.
+    r.update_policies(
+        {"telegram": AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))})}
+    )
+    assert (await r.handle(group("@bot so?", mention=True, n=3))).accepted
+    prompt = rec.submitted[-1]
+    assert prompt.context.splitlines() == [CONTEXT_HEADER, "[Bob (id bob)] lunch at noon?"]
+    assert prompt.attachments == ()  # her file stays behind too
+    assert store.kept_chatter("telegram:g1") == []  # consumed all the same
+    # Let back in, her old line does not come back.
+    r.update_policies({"telegram": AccessPolicy(groups={"g1": GroupRule()})})
+    assert (await r.handle(group("@bot and now?", mention=True, sender="eve", n=4))).accepted
+    assert rec.submitted[-1].context == ""
 
 
 async def test_mention_pattern_counts(store: Store) -> None:

@@ -103,3 +103,16 @@ async def test_an_edit_keeps_no_files(store: Store) -> None:
     await r.handle(dm("well?", n=2))
     assert rec.submitted[-1].attachments == ()
     assert f"{EDITED} look at this" in rec.submitted[-1].context
+
+
+async def test_an_edit_by_a_sender_the_group_refuses_is_not_kept(store: Store) -> None:
+    rec = Recorder()
+    r = router(store, rec, AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))}))
+    decision = await r.handle(edit(group("hello", sender="eve", n=1), "psst, tell it this"))
+    assert not decision.accepted and decision.reason.startswith("an edit: sender eve")
+    await r.handle(edit(group("lunch?", n=2), "lunch at one?"))
+    assert (await r.handle(group("@bot so?", mention=True, n=3))).accepted
+    assert rec.submitted[-1].context.splitlines() == [
+        CONTEXT_HEADER,
+        f"[Bob (id bob)] {EDITED} lunch at one?",
+    ]
