@@ -555,6 +555,9 @@ class MediaSection(Section):
     bytes during it) or the agent names it for upload (fetched or local)."""
     transcription: TranscriptionSection | None = None
     """Not set: voice notes and audio are answered with a line saying they cannot be read."""
+    read_timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds reading one PDF or image may take (in a worker process of its own, which may
+    use as much CPU time); past them the worker is killed and the user told in one line."""
     outbound_dir: Path | None = None
     """Where local files the agent names (``MEDIA: /path``) may come from; None: nowhere."""
 

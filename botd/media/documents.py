@@ -3,16 +3,20 @@
 ``image_type`` sniffs the bytes (a photo's declared type is not trusted: an image sent as
 a file may be named anything). Text files are decoded as UTF-8, an undecodable byte
 becoming U+FFFD. PDF text is read with pypdf, an optional dependency (``botd[pdf]``); without
-it ``pdf_text`` raises ``PdfSupportMissing``.
+it ``pdf_text`` raises ``PdfSupportMissing``. ``pdf_text`` runs in the reading worker
+(``worker``), so this module imports nothing of botd at run time.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+from dataclasses import dataclass
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
-from ..chat import Attachment
+if TYPE_CHECKING:
+    from ..chat import Attachment
 
 log = logging.getLogger(__name__)
 
@@ -93,25 +97,44 @@ def decode_text(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def pdf_text(data: bytes) -> str:
-    """The text of a PDF's pages, a blank line between pages (synchronous: CPU work)."""
+@dataclass(frozen=True)
+class PdfText:
+    text: str
+    """The text of the pages read, a blank line between pages."""
+    pages_read: int
+    pages: int
+    """How many pages the PDF has: more than ``pages_read`` when reading stopped early."""
+
+
+def pdf_text(data: bytes, enough: int = DOCUMENT_CHAR_LIMIT) -> PdfText:
+    """The text of a PDF's pages, read page by page until it is longer than ``enough``
+    characters (synchronous CPU work: run in the reading worker)."""
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
     except ImportError:
         raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'") from None
+    texts: list[str] = []
+    length = 0
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise DocumentUnreadable("the PDF is encrypted")
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        pages = len(reader.pages)
+        for page in reader.pages:
+            if length > enough:
+                break
+            text = (page.extract_text() or "").strip()
+            texts.append(text)
+            if text:
+                length += len(text) + (2 if length else 0)  # as joined below
     except PyPdfError as exc:
         log.warning("a PDF could not be read: %s", exc)
         raise DocumentUnreadable("the PDF could not be read") from None
     except (ValueError, KeyError, TypeError) as exc:  # pypdf on malformed input
         log.warning("a PDF could not be read: %s: %s", type(exc).__name__, exc)
         raise DocumentUnreadable("the PDF could not be read") from None
-    return "\n\n".join(page for page in pages if page)
+    return PdfText("\n\n".join(text for text in texts if text), len(texts), pages)
 
 
 def capped(text: str, limit: int = DOCUMENT_CHAR_LIMIT) -> str:
@@ -121,11 +144,23 @@ def capped(text: str, limit: int = DOCUMENT_CHAR_LIMIT) -> str:
     return f"{text[:limit]}\n[… cut: {len(text) - limit} more characters not shown]"
 
 
+def capped_pdf(pdf: PdfText, limit: int = DOCUMENT_CHAR_LIMIT) -> str:
+    """A PDF's text cut at ``limit`` characters, saying so when reading stopped early."""
+    if pdf.pages_read == pdf.pages:
+        return capped(pdf.text, limit)
+    return (
+        f"{pdf.text[:limit]}\n[… cut: only the first {limit} characters are shown, "
+        f"from pages 1–{pdf.pages_read} of {pdf.pages}]"
+    )
+
+
 __all__ = [
     "DOCUMENT_CHAR_LIMIT",
     "DocumentUnreadable",
     "PdfSupportMissing",
+    "PdfText",
     "capped",
+    "capped_pdf",
     "decode_text",
     "image_type",
     "is_pdf",

@@ -4,22 +4,26 @@
 (``download``, capped at ``media.max_bytes``; a declared size over it is refused without a
 download) and turns it into what the model reads:
 
-* an image (JPEG, PNG, GIF or WebP, decided by its bytes) becomes an image block;
+* an image (JPEG, PNG, GIF or WebP, decided by its bytes and verified by Pillow) becomes an
+  image block, scaled down and re-encoded first where the model APIs need it (``images``);
 * a voice note or audio file is transcribed (``transcribe``) and becomes text marked as a
   transcript;
 * a text file becomes its text, a PDF the text of its pages (``botd[pdf]``), each under the
   file's name and cut at ``DOCUMENT_CHAR_LIMIT`` characters.
 
+Images and PDFs are read in worker processes (``sandbox``): at most a few at once, each
+within ``media.read_timeout`` seconds, killed past it or when ``resolve`` is cancelled.
+
 Whatever cannot be read (too big, a type the model cannot take, audio with no transcription
-configured, a failed download or transcription) becomes one line for the user in
-``Resolved.problems`` and a short note for the model in ``Resolved.notes``, so that the text
-of the message still goes through and the model knows what it did not get. Nothing here
-raises for a bad file: a failure is always a line for the user.
+configured, a failed download or transcription, a corrupt image, a read over its budget)
+becomes one line for the user in ``Resolved.problems`` and a short note for the model in
+``Resolved.notes``, so that the text of the message still goes through and the model knows
+what it did not get. Nothing here raises for a bad file: a failure is always a line for the
+user.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 from collections.abc import Awaitable, Callable
@@ -31,24 +35,21 @@ from ..chat import Attachment, InboundMessage
 from ..config.schema import MediaSection
 from ..events import ImageContent, TextContent
 from .documents import (
-    DocumentUnreadable,
     PdfSupportMissing,
     capped,
+    capped_pdf,
     decode_text,
     image_type,
     is_pdf,
     is_text,
-    pdf_text,
 )
+from .sandbox import Budget, ReadFailed, Sandbox
 from .transcribe import TranscriptionFailed, transcribe
 
 log = logging.getLogger(__name__)
 
 Download = Callable[[InboundMessage, Attachment, int], Awaitable[bytes]]
 """Fetch an attachment of a message (through its channel's adapter), at most so many bytes."""
-
-IMAGE_LIMIT = 5 * 1024 * 1024
-"""The largest image the model APIs take (Anthropic's limit): a larger one is refused."""
 
 
 class _Unreadable(Exception):
@@ -70,13 +71,14 @@ class Resolved:
 class MediaResolver:
     """See the module docstring. ``settings`` is called for each message (a reload applies
     to the next one); ``download`` fetches through the message's adapter (None: files
-    cannot be fetched at all)."""
+    cannot be fetched at all). Its ``Sandbox`` bounds how many files are read at once."""
 
     def __init__(
         self, settings: Callable[[], MediaSection], download: Download | None = None
     ) -> None:
         self._settings = settings
         self._download = download
+        self._sandbox = Sandbox()
 
     async def resolve(self, message: InboundMessage) -> Resolved:
         resolved = Resolved()
@@ -85,7 +87,7 @@ class MediaResolver:
             label = attachment.label()
             try:
                 resolved.blocks.append(await self._read(message, attachment, settings))
-            except _Unreadable as exc:
+            except (_Unreadable, ReadFailed) as exc:
                 resolved.problems.append(f"I could not read {label}: {exc}.")
                 resolved.notes.append(TextContent(text=f"[{label} could not be read: {exc}]"))
             except DownloadError as exc:
@@ -114,11 +116,12 @@ class MediaResolver:
         data = await self._download(message, attachment, limit)
         if len(data) > limit:  # an adapter that read past the cap: refused all the same
             raise TooLarge(len(data), limit)
-        mime = image_type(data)
-        if mime is not None:
-            if len(data) > IMAGE_LIMIT:
-                raise TooLarge(len(data), IMAGE_LIMIT)
-            return ImageContent(mime_type=mime, data=base64.b64encode(data).decode("ascii"))
+        budget = Budget.of(settings.read_timeout)
+        if image_type(data) is not None:
+            image = await self._sandbox.fit_image(data, budget)
+            return ImageContent(
+                mime_type=image.mime_type, data=base64.b64encode(image.data).decode("ascii")
+            )
         if attachment.kind == "image":
             raise _Unreadable("only JPEG, PNG, GIF and WebP images can be read")
         if audio:
@@ -142,17 +145,15 @@ class MediaResolver:
             return TextContent(text=f"{mark} {text or '(no speech recognised)'}")
         if is_pdf(attachment, data):
             try:
-                text = await asyncio.to_thread(pdf_text, data)
+                pdf = await self._sandbox.pdf_text(data, budget)
             except PdfSupportMissing as exc:
                 log.warning("a PDF was sent but cannot be read: %s", exc)
                 raise _Unreadable("PDF reading is not installed here") from None
-            except DocumentUnreadable as exc:
-                raise _Unreadable(str(exc)) from None
-            return TextContent(text=f"[file: {attachment.label()}]\n{capped(text)}")
+            return TextContent(text=f"[file: {attachment.label()}]\n{capped_pdf(pdf)}")
         if is_text(attachment, data):
             return TextContent(text=f"[file: {attachment.label()}]\n{capped(decode_text(data))}")
         kind = attachment.mime_type or "unknown"
         raise _Unreadable(f"this type of file is not supported ({kind})")
 
 
-__all__ = ["IMAGE_LIMIT", "Download", "MediaResolver", "Resolved"]
+__all__ = ["Download", "MediaResolver", "Resolved"]

@@ -1,24 +1,88 @@
-"""Small real files for the media tests: image headers the sniffing knows, a PDF with text."""
+"""Small real files for the media tests: images Pillow reads, PDFs with text or slow to read,
+and files that are only what their first bytes claim."""
 
 from __future__ import annotations
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
-JPEG = b"\xff\xd8\xff\xe0" + b"\x00\x10JFIF\x00" + bytes(range(200))
+import io
+import struct
+import zlib
+from collections.abc import Sequence
+
+from PIL import Image
+
+
+def png(size: tuple[int, int] = (4, 3), color: tuple[int, ...] = (10, 200, 30)) -> bytes:
+    """A PNG of one colour (RGBA when ``color`` has four values)."""
+    out = io.BytesIO()
+    Image.new("RGBA" if len(color) == 4 else "RGB", size, color).save(out, "PNG")
+    return out.getvalue()
+
+
+def jpeg(
+    size: tuple[int, int] = (8, 8),
+    color: tuple[int, int, int] = (200, 30, 10),
+    *,
+    orientation: int | None = None,
+) -> bytes:
+    """A JPEG of one colour, with an EXIF orientation tag when given one."""
+    out = io.BytesIO()
+    image = Image.new("RGB", size, color)
+    if orientation is None:
+        image.save(out, "JPEG")
+    else:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        image.save(out, "JPEG", exif=exif)
+    return out.getvalue()
+
+
+PNG = png()
+JPEG = jpeg()
 OGG = b"OggS\x00\x02" + bytes(range(100))
 ZIP = b"PK\x03\x04" + bytes(range(100))
 
 
-def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF showing ``text`` (ASCII, no parentheses), with a correct xref table."""
-    content = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
+def claimed_png(width: int, height: int) -> bytes:
+    """A small PNG whose header claims ``width``×``height`` RGB pixels (a decompression bomb's
+    claim: its one IDAT chunk holds only a few rows)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        checksum = struct.pack(">I", zlib.crc32(kind + body))
+        return struct.pack(">I", len(body)) + kind + body + checksum
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    rows = zlib.compress(bytes(3 * width + 1) * 4)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+    )
+
+
+def pdf(contents: Sequence[bytes], *, compressed: bool = False) -> bytes:
+    """A PDF with a page for each content stream (Helvetica as /F1), with a correct xref
+    table; the same stream given twice is written once and shared by its pages."""
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", b""]
+    objects[2] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    streams: dict[bytes, int] = {}
+    pages: list[int] = []
+    for content in contents:
+        if content not in streams:
+            data, extra = (
+                (zlib.compress(content), b" /Filter /FlateDecode")
+                if compressed
+                else (
+                    content,
+                    b"",
+                )
+            )
+            objects.append(b"<< /Length %d%s >>\nstream\n%s\nendstream" % (len(data), extra, data))
+            streams[content] = len(objects)
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 3 0 R >> >> >>" % streams[content]
+        )
+        pages.append(len(objects))
+    kids = b" ".join(b"%d 0 R" % page for page in pages)
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages))
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -33,3 +97,19 @@ def minimal_pdf(text: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def showing(text: str) -> bytes:
+    """A page's content stream showing ``text`` (ASCII, no parentheses)."""
+    return f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF showing ``text`` (ASCII, no parentheses)."""
+    return pdf([showing(text)])
+
+
+def slow_pdf() -> bytes:
+    """A small PDF (about 40 kB) whose text takes pypdf about a minute of CPU to look for:
+    300 pages, each showing an empty string 10,000 times."""
+    return pdf([b"BT /F1 1 Tf " + b"() Tj " * 10_000 + b"ET"] * 300, compressed=True)

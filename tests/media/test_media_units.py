@@ -4,8 +4,8 @@ the resolver's decisions, the user turn it builds, and the image cap of the hist
 from __future__ import annotations
 
 import base64
-import builtins
 import logging
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -170,14 +170,7 @@ async def test_an_unexpected_failure_is_one_line_not_a_crash(
 async def test_a_pdf_without_the_extra_is_one_line_and_the_log_names_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real_import = builtins.__import__
-
-    def no_pypdf(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("pypdf"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_pypdf)
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # what an import finds when it is missing
     media = _resolver({"p": minimal_pdf("Hello")})
     with caplog.at_level(logging.WARNING):
         turn, problems = await media_user_turn(

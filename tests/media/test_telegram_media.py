@@ -1,22 +1,27 @@
 """Files sent on Telegram reach the model, end to end: the real python-telegram-bot and
 anthropic SDKs inside botd, the loopback Telegram, Anthropic and transcription fakes outside.
 
-A photo arrives as an image block with its caption, a voice note as its transcript, a text
-file and a PDF as their text; a file over ``media.max_bytes``, of an unsupported type, or
-whose transcription fails gets one line back and (with no text) no model call at all.
+A photo arrives as an image block with its caption (scaled down when larger than the model
+APIs take), a voice note as its transcript, a text file and a PDF as their text; a file over
+``media.max_bytes``, of an unsupported type, or whose transcription fails, or an image
+claiming a huge size, gets one line back and (with no text) no model call at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
+
 from botd.daemon import Daemon
+from botd.media.images import IMAGE_MAX_SIDE
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -28,7 +33,7 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.media.files import JPEG, OGG, PNG, ZIP, minimal_pdf
+from tests.media.files import JPEG, OGG, PNG, ZIP, claimed_png, jpeg, minimal_pdf
 
 DM = 777
 GROUP = -100123
@@ -140,6 +145,34 @@ async def test_an_image_sent_as_a_file_is_sniffed_from_its_bytes(tmp_path: Path)
     assert images(content) == [PNG]
     image = next(block for block in content if block["type"] == "image")
     assert image["source"]["media_type"] == "image/png"
+
+
+async def test_a_large_image_reaches_the_model_scaled_to_what_the_apis_take(
+    tmp_path: Path,
+) -> None:
+    big = jpeg((6000, 4000))
+    async with botd(tmp_path, max_bytes=len(big) + 1) as b:
+        b.model.push(stream(text("A red picture.")))
+        b.telegram.push_file(
+            DM, "document", big, file_name="scan.jpg", mime_type="image/jpeg", caption="what?"
+        )
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    [image] = images(b.user_content())
+    with Image.open(io.BytesIO(image)) as seen:
+        assert (seen.format, seen.size) == ("JPEG", (IMAGE_MAX_SIDE, IMAGE_MAX_SIDE * 2 // 3))
+    assert b.sent() == ["A red picture."]
+
+
+async def test_an_image_claiming_a_huge_size_gets_one_line_and_no_model_call(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as b:
+        b.telegram.push_file(DM, "document", claimed_png(50_000, 50_000), file_name="huge.png")
+        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
+        await b.idle()
+    assert b.sent() == ["I could not read huge.png: the image is too large (50000×50000 pixels)."]
+    assert b.model.requests == []
 
 
 async def test_a_photo_caption_mentioning_the_bot_counts_in_a_group_with_the_kept_photo(

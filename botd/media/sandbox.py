@@ -1,0 +1,141 @@
+"""Reading files in worker processes: a few at a time, each within a budget.
+
+A PDF's text and an image's pixels are read by ``python -m botd.media.worker`` (see there),
+not in botd's process: parsing and decoding are CPU work that holds the GIL for seconds,
+and on the default thread pool they would make DNS lookups (``loop.getaddrinfo``) and other
+tools wait behind them. ``Sandbox`` runs such a job so that
+
+* at most ``slots`` workers run at once; further jobs wait for a slot (nothing uses the
+  default thread pool);
+* a worker gets ``Budget.wall`` seconds from its start and is killed past them;
+* the worker limits its own CPU time and memory (``Budget.cpu``, ``Budget.memory``), which
+  bounds it even when botd is gone;
+* a cancelled job kills its worker at once and waits until it is reaped, so that a reading
+  stopped by ``/stop`` burns no more CPU.
+
+Whatever keeps a job from its answer raises ``ReadFailed`` with one phrase for the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import signal
+import sys
+from contextlib import suppress
+from dataclasses import dataclass
+from importlib.util import find_spec
+from typing import Any
+
+from .documents import PdfSupportMissing, PdfText
+from .images import FittedImage
+from .worker import EXIT_NO_MEMORY
+
+log = logging.getLogger(__name__)
+
+READ_SLOTS = 2
+"""Workers running at once: reading is CPU work, and botd shares its cores with the rest."""
+READ_MEMORY = 1024 * 1024 * 1024
+"""The address space a worker may use (1 GiB): room for a 50-megapixel image decoded whole."""
+
+
+class ReadFailed(Exception):
+    """The file could not be read; the message is one short phrase for the user."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one reading may take."""
+
+    wall: float
+    """Seconds from the worker's start until it is killed."""
+    cpu: int
+    """Seconds of CPU time the worker may use (whole seconds: the kernel's unit)."""
+    memory: int = READ_MEMORY
+
+    @classmethod
+    def of(cls, seconds: float) -> Budget:
+        """``seconds`` of wall-clock time, and as much CPU time: the CPU limit only binds a
+        worker botd can no longer kill (one worker uses one core at most)."""
+        return cls(seconds, max(1, math.ceil(seconds)))
+
+
+class Sandbox:
+    """Runs reading jobs in worker processes, at most ``slots`` at once (see the module)."""
+
+    def __init__(self, slots: int = READ_SLOTS) -> None:
+        self._slots = asyncio.Semaphore(slots)
+
+    async def pdf_text(self, data: bytes, budget: Budget) -> PdfText:
+        """The text of a PDF (``documents.pdf_text``), read in a worker."""
+        if find_spec("pypdf") is None:
+            raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'")
+        header, payload = await self._run("pdf", data, budget)
+        return PdfText(payload.decode(), int(header["pages_read"]), int(header["pages"]))
+
+    async def fit_image(self, data: bytes, budget: Budget) -> FittedImage:
+        """An image the model takes (``images.fit_image``), made in a worker."""
+        header, payload = await self._run("image", data, budget)
+        return FittedImage(
+            str(header["mime_type"]), payload, int(header["width"]), int(header["height"])
+        )
+
+    async def _run(self, job: str, data: bytes, budget: Budget) -> tuple[dict[str, Any], bytes]:
+        async with self._slots:
+            worker = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "botd.media.worker",
+                job,
+                str(budget.cpu),
+                str(budget.memory),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                async with asyncio.timeout(budget.wall):
+                    out, err = await worker.communicate(data)
+            except TimeoutError:
+                raise ReadFailed(f"reading it took longer than {budget.wall:g} s") from None
+            finally:  # a deadline, a cancellation, any error: the worker does not outlive it
+                if worker.returncode is None:
+                    with suppress(ProcessLookupError):
+                        worker.kill()
+                    await worker.wait()
+        return _answer(job, worker.returncode, out, err, budget)
+
+
+def _answer(
+    job: str, status: int | None, out: bytes, err: bytes, budget: Budget
+) -> tuple[dict[str, Any], bytes]:
+    """The header and payload a worker wrote, or why there are none."""
+    if status == -signal.SIGXCPU:
+        raise ReadFailed(f"reading it needed more than {budget.cpu} s of processing")
+    if status == EXIT_NO_MEMORY:
+        raise ReadFailed(f"reading it needed more than {budget.memory // 2**20} MB of memory")
+    line, _, payload = out.partition(b"\n")
+    try:
+        header = json.loads(line) if status == 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        log.warning("the %s reading worker failed (exit status %s): %s", job, status, _tail(err))
+        raise ReadFailed("the reader stopped unexpectedly")
+    if "missing" in header:
+        raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'")
+    if "unreadable" in header:
+        log.info("a file was not readable (%s): %s", job, header.get("detail"))
+        raise ReadFailed(str(header["unreadable"]))
+    return header, payload
+
+
+def _tail(err: bytes) -> str:
+    """The last line a worker wrote to stderr (its error), for the log."""
+    lines = err.decode(errors="replace").strip().splitlines()
+    return lines[-1][:500] if lines else "nothing on stderr"
+
+
+__all__ = ["READ_MEMORY", "READ_SLOTS", "Budget", "ReadFailed", "Sandbox"]
