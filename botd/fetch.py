@@ -9,8 +9,10 @@ in the ``Host`` header and TLS's server name), so a name that resolves to a publ
 for the check and to a private one a moment later gains nothing. Redirects are followed by
 hand, each hop checked the same way.
 
-The body is read as a stream and given up past ``max_bytes`` (after decompression, so a small
-compressed body cannot expand without limit).
+The body is read by ``botd.capped_body``: given up past ``max_bytes``, counted after decoding
+as the decoding happens, so a small compressed body cannot expand without limit. At most one
+content encoding is taken (gzip or deflate): stacked encodings (``gzip, gzip``), an encoding
+botd does not decode (``br``, ``zstd``) and a broken stream are a ``FetchFailed`` line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from email.message import Message as _HeaderParser
 from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
+
+from .capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
 
 __all__ = ["AddressRules", "FetchFailed", "FetchRefused", "Fetched", "fetch"]
 
@@ -220,7 +224,11 @@ async def _fetch(url: str, rules: AddressRules, max_bytes: int, max_redirects: i
         for _ in range(max_redirects + 1):
             host = current.host
             address = await _vetted_address(host, current.port or _default_port(current), rules)
-            headers = {"Host": current.netloc.decode("ascii"), "User-Agent": _USER_AGENT}
+            headers = {
+                "Host": current.netloc.decode("ascii"),
+                "User-Agent": _USER_AGENT,
+                "Accept-Encoding": ACCEPT_ENCODING,
+            }
             request = client.build_request(
                 "GET",
                 _pinned(current, address),
@@ -259,23 +267,14 @@ def _default_port(url: httpx.URL) -> int:
 
 
 async def _read_capped(response: httpx.Response, max_bytes: int, host: str) -> bytes:
-    declared = response.headers.get("content-length")
-    too_big = f"the file at {host} is larger than {max_bytes:,} bytes"
-    # A compressed body's length says nothing of the size it expands to: counted below.
-    encoded = "content-encoding" in response.headers
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes and not encoded:
-        raise FetchFailed(too_big)
-    chunks: list[bytes] = []
-    size = 0
     try:
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > max_bytes:
-                raise FetchFailed(too_big)
-            chunks.append(chunk)
+        return await read_capped_body(response, max_bytes)
+    except BodyTooLarge:
+        raise FetchFailed(f"the file at {host} is larger than {max_bytes:,} bytes") from None
+    except BodyUnreadable as exc:
+        raise FetchFailed(f"cannot read the file at {host}: {exc}") from None
     except httpx.HTTPError as exc:
         raise FetchFailed(f"cannot fetch {host}: {_describe(exc)}") from None
-    return b"".join(chunks)
 
 
 def _describe(exc: httpx.HTTPError) -> str:

@@ -1,6 +1,6 @@
-"""The ``web_fetch`` tool: pages come back as readable markdown, text as is, other types and
-refused addresses as error results; in a running botd the model's call goes through the real
-Anthropic and Telegram SDKs over the fakes."""
+"""The ``web_fetch`` tool: pages come back as readable markdown, text as is, other types,
+refused addresses and compression bombs as one-line error results; in a running botd the
+model's call goes through the real Anthropic and Telegram SDKs over the fakes."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiohttp import web
 from botd.agent.tools import ToolContext
 from botd.agent.web_fetch_tool import WebFetchTool
 from botd.config import ConfigError, parse_config
+from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
 from tests.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
@@ -47,6 +48,13 @@ async def site() -> AsyncIterator[str]:
             return web.Response(text='{"ok": true}', content_type="application/json")
         if name == "long":
             return web.Response(text="word " * 2000, content_type="text/plain")
+        if name in ("bomb", "stacked"):
+            body, encoding = (
+                (gzip_bomb(), "gzip") if name == "bomb" else (stacked_bomb(), "gzip, gzip")
+            )
+            return web.Response(
+                body=body, content_type="text/html", headers={"Content-Encoding": encoding}
+            )
         return web.Response(body=b"\x89PNG\r\n", content_type="image/png")
 
     app = web.Application()
@@ -98,6 +106,21 @@ async def test_other_types_refused_addresses_and_big_files_are_errors(site: str)
     assert "larger than 100 bytes" in big.text
 
 
+async def test_compression_bombs_are_one_error_line_within_bounded_memory(site: str) -> None:
+    tool = WebFetchTool(allow_hosts=["127.0.0.1"], max_bytes=MIB)
+    with peak_allocated() as peak:
+        bomb = await tool.run({"url": f"{site}/bomb"}, CONTEXT)
+        stacked = await tool.run({"url": f"{site}/stacked"}, CONTEXT)
+        assert peak() < MIB + 8 * MIB  # the cap and a few MB
+    assert bomb.is_error
+    assert bomb.text == "the file at 127.0.0.1 is larger than 1,048,576 bytes"
+    assert stacked.is_error
+    assert stacked.text == (
+        "cannot read the file at 127.0.0.1: it came with stacked content encodings "
+        "(gzip, gzip), which botd refuses"
+    )
+
+
 def test_a_missing_extra_is_one_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("botd.config.loader.WEB_MODULES", ("botd_no_such_module",))
     text = "agent:\n  tools: [message, web_fetch]\nchannels:\n  console: {}\n"
@@ -118,13 +141,15 @@ def _tool_result(body: dict[str, Any]) -> tuple[bool, str]:
     raise AssertionError("no tool result in the request")
 
 
-async def _ask(tmp_path: Path, site: str, web_fetch: dict[str, Any]) -> tuple[bool, str]:
+async def _ask(
+    tmp_path: Path, site: str, web_fetch: dict[str, Any], page: str = "notes"
+) -> tuple[bool, str]:
     async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         agent = f"agent:\n  tools: [message, web_fetch]\n  web_fetch: {json.dumps(web_fetch)}\n"
         config = config_yaml(
             tmp_path, anthropic_yaml(model), agent, telegram_yaml(telegram, "dm_policy: open")
         )
-        call = tool_use("w1", "web_fetch", json.dumps({"url": f"{site}/notes"}))
+        call = tool_use("w1", "web_fetch", json.dumps({"url": f"{site}/{page}"}))
         model.push(stream(call, stop_reason="tool_use"), stream(text("read it")))
         async with daemon_running(config):
             telegram.push_text(42, "what is new?", sender=user(42))
@@ -155,3 +180,14 @@ async def test_a_running_botd_refuses_a_private_address_by_default(
     is_error, words = await _ask(tmp_path, site, {})
     assert is_error
     assert words.startswith("refused to fetch from 127.0.0.1: a loopback address")
+
+
+async def test_a_running_botd_tells_the_model_in_one_line_of_stacked_encodings(
+    tmp_path: Path, site: str
+) -> None:
+    is_error, words = await _ask(tmp_path, site, {"allow_hosts": ["127.0.0.1"]}, page="stacked")
+    assert is_error
+    assert words == (
+        "cannot read the file at 127.0.0.1: it came with stacked content encodings "
+        "(gzip, gzip), which botd refuses"
+    )

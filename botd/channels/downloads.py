@@ -1,10 +1,13 @@
 """Reading a file over HTTP without ever holding more than a size limit of it.
 
 Every adapter that downloads attachments goes through ``fetch_capped``: the response is
-streamed, a ``Content-Length`` over the limit is refused before the body is read, and the
-reading stops as soon as the bytes pass the limit (a server may send more than it declared,
-or declare nothing). Failures become ``DownloadError``s whose text is safe to show a user:
-the URL (which may carry a token) is never part of it.
+streamed and read by ``botd.capped_body`` (the same reader as ``botd.fetch``), so a
+``Content-Length`` over the limit is refused before the body is read, and the reading stops
+as soon as the bytes pass the limit, counted after decoding as the decoding happens (a
+server may send more than it declared, declare nothing, or send a small compressed body
+that expands to gigabytes). At most one content encoding (gzip or deflate) is decoded;
+stacked, unknown or broken encodings are refused. Failures become ``DownloadError``s whose
+text is safe to show a user: the URL (which may carry a token) is never part of it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 
 import httpx
 
+from ..capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
 from .base import DownloadError, TooLarge
 
 DOWNLOAD_TIMEOUT = 60.0
@@ -29,24 +33,23 @@ async def fetch_capped(
     """The body at ``url`` and its content type; ``TooLarge`` past ``max_bytes``.
 
     Redirects are followed (httpx drops an ``Authorization`` header when one leaves the
-    host), a 4xx/5xx or a lost connection raises ``DownloadError``.
+    host), a 4xx/5xx, a lost connection or a body that cannot be decoded raises
+    ``DownloadError``.
     """
+    sent = {**(headers or {}), "Accept-Encoding": ACCEPT_ENCODING}
     try:
         async with (
             httpx.AsyncClient(timeout=timeout, follow_redirects=True) as client,
-            client.stream("GET", url, headers=dict(headers or {})) as response,
+            client.stream("GET", url, headers=sent) as response,
         ):
             if response.status_code >= 400:
                 raise DownloadError(f"the download failed (HTTP {response.status_code})")
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > max_bytes:
-                raise TooLarge(int(declared), max_bytes)
-            body = bytearray()
-            async for piece in response.aiter_bytes():
-                body += piece
-                if len(body) > max_bytes:
-                    raise TooLarge(None, max_bytes)
-            return bytes(body), response.headers.get("content-type", "")
+            body = await read_capped_body(response, max_bytes)
+            return body, response.headers.get("content-type", "")
+    except BodyTooLarge as exc:
+        raise TooLarge(exc.declared, max_bytes) from None
+    except BodyUnreadable as exc:
+        raise DownloadError(str(exc)) from None
     except httpx.TimeoutException:
         raise DownloadError("the download timed out") from None
     except httpx.HTTPError as exc:

@@ -28,7 +28,9 @@ would; ``outage()`` takes the whole server away until ``end()``.
 Files users send: ``push_file`` stores the bytes under a new ``file_id`` and queues a
 message carrying them (a photo in two sizes, a document, a voice note, an audio file, a
 video, with an optional caption); ``getFile`` answers with the file's path, and
-``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched).
+``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched);
+with ``content_encoding`` the bytes go out as they are under that ``Content-Encoding`` (a
+compressed body, or a hostile one).
 ``getFile`` can be failed like any method (``fail_next``).
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
@@ -270,6 +272,7 @@ class FakeTelegramAPI:
         self._outage: Outage | None = None
         self.port = port
         self._files: dict[str, tuple[str, bytes]] = {}
+        self._file_encodings: dict[str, str] = {}  # path -> Content-Encoding it is served with
         self.file_downloads: list[str] = []
         """Paths of the files the bot downloaded, in order."""
         self.uploads: list[Upload] = []
@@ -404,10 +407,16 @@ class FakeTelegramAPI:
         self.push_update({"edited_message": edited})
         return edited
 
-    def add_file(self, data: bytes, *, name: str = "file") -> str:
-        """Keep ``data`` as a file the bot may fetch; returns its ``file_id``."""
+    def add_file(
+        self, data: bytes, *, name: str = "file", content_encoding: str | None = None
+    ) -> str:
+        """Keep ``data`` as a file the bot may fetch (served with ``content_encoding`` when
+        given); returns its ``file_id``."""
         file_id = f"file-{len(self._files) + 1}"
-        self._files[file_id] = (f"documents/{file_id}-{name}", data)
+        path = f"documents/{file_id}-{name}"
+        self._files[file_id] = (path, data)
+        if content_encoding is not None:
+            self._file_encodings[path] = content_encoding
         return file_id
 
     def push_file(
@@ -423,6 +432,7 @@ class FakeTelegramAPI:
         sender: dict[str, Any] | None = None,
         chat_type: str | None = None,
         album: str | None = None,
+        content_encoding: str | None = None,
     ) -> dict[str, Any]:
         """Queue a message carrying ``data`` as ``kind`` (``photo``, ``document``,
         ``voice``, ``audio``, ``video``) with ``caption``; returns the message. ``album``:
@@ -430,9 +440,10 @@ class FakeTelegramAPI:
 
         A photo comes in two sizes, a small thumbnail first (other bytes) and ``data`` as the
         large one. ``declared_size`` is the size the message claims (default: the real one).
+        ``content_encoding``: the file is served as it is with that ``Content-Encoding``.
         """
         chat = self.chat(chat_id, chat_type=chat_type)
-        file_id = self.add_file(data, name=file_name or kind)
+        file_id = self.add_file(data, name=file_name or kind, content_encoding=content_encoding)
         described: dict[str, Any] = {
             "file_id": file_id,
             "file_unique_id": f"u{file_id}",
@@ -583,7 +594,11 @@ class FakeTelegramAPI:
             if known == path:
                 self.file_downloads.append(path)
                 self._notify()
-                return web.Response(body=data, content_type="application/octet-stream")
+                encoding = self._file_encodings.get(path)
+                headers = {"Content-Encoding": encoding} if encoding is not None else {}
+                return web.Response(
+                    body=data, content_type="application/octet-stream", headers=headers
+                )
         return web.json_response({"ok": False, "error_code": 404}, status=404)
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
