@@ -192,6 +192,47 @@ def test_unknown_session_is_an_error(store: Store) -> None:
         store.load_transcript("nope")
 
 
+async def test_rewriting_messages_changes_them_in_place_queued_ones_too(
+    store: Store, clock: FakeClock
+) -> None:
+    session = store.get_or_create_session("k").session_id
+    image = ImageContent(mime_type="image/png", data="QkFE")
+    first = Message(role="user", content=[TextContent(text="old"), image])
+    store.append_messages(session, [first, Message(role="assistant", content="Seen.")])
+    # The compacted view replaces the first message; its row stays, marked compacted.
+    store.replace_transcript_prefix(session, 1, [first])
+    queued = Message(role="tool_result", tool_call_id="t", content=[image])
+    store.append_messages_soon(session, [queued])  # not committed yet
+    clock.advance(5)
+
+    def without(message: Message) -> Message | None:
+        blocks = message.blocks()
+        if image not in blocks:
+            return None
+        kept = [TextContent(text="[gone]") if b == image else b for b in blocks]
+        return message.model_copy(update={"content": kept})
+
+    assert store.rewrite_messages(session, without) == 2
+
+    texts = [m.blocks() for m in store.load_transcript(session)]
+    assert texts == [
+        [TextContent(text="old"), TextContent(text="[gone]")],
+        [TextContent(text="Seen.")],
+        [TextContent(text="[gone]")],
+    ]
+    record = store.get_session(session)
+    assert record.message_count == 3 and record.updated_at == clock.now
+    conn = sqlite3.connect(store.path)
+    try:
+        compacted = conn.execute(
+            "SELECT body FROM messages WHERE compacted_at IS NOT NULL ORDER BY id"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert [image.data in body for (body,) in compacted] == [True, False]
+    assert store.rewrite_messages(session, without) == 0
+
+
 # --- sessions ---------------------------------------------------------------------------------
 
 

@@ -18,6 +18,14 @@ goes on.
 Prompt and steering messages are added as the very objects given (callers may match them by
 identity).
 
+A model call refused because of images in the request (``AssistantResult.refused_images``)
+does not end the run the first time: those images are left out of everything the run sends
+(the history, the prompt, tool results: ``media.history.without_images``), ``on_images_left_out``
+is told (so the caller can leave them out of what it keeps too), and the call is made once
+more, in the same turn. The refused attempt is reported by its ``message_end`` but not added
+to the run's messages. A second refusal ends the run with its error like any failed call;
+the images it names are left out all the same, so the next run does not meet them.
+
 Cancellation: ``cancel()`` stops the provider stream or the running tool (both run as inner
 tasks, so cancelling them never touches the task that runs ``run()``), and the run ends with
 ``stop_reason="cancelled"``. When the task running ``run()`` is itself cancelled (shutdown),
@@ -59,6 +67,7 @@ from ..events import (
     storable_message,
 )
 from ..logging import mask_secrets
+from ..media.history import without_image, without_images
 from .tools import Tool, ToolContext, ToolOutput, schema_validator
 from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolSpec
 
@@ -168,9 +177,14 @@ class AgentRun:
         conversation_key: str = "",
         origin: Target | None = None,
         on_cancel: Callable[[], None] | None = None,
+        on_images_left_out: Callable[[frozenset[str], list[Message]], None] | None = None,
     ) -> None:
         self._provider = provider
         self._on_cancel = on_cancel
+        self._on_images_left_out = on_images_left_out
+        """Called with the base64 data of images the model refused and the messages that
+        held them, before the run leaves them out (see the module docstring)."""
+        self._asked_again = False
         self._config = config
         self._emit_callback = emit
         self._conversation_key = conversation_key
@@ -274,6 +288,8 @@ class AgentRun:
                 self._inject(self._take_steering())
 
             assistant = await self._call_model()
+            if assistant is None:
+                continue  # images the model refused are left out: ask again
             stop_reason = self._stop_reason_of(assistant)
             if stop_reason == "error":
                 return self._finish("error", assistant.error_message or "the model call failed")
@@ -366,7 +382,10 @@ class AgentRun:
 
     # -- model calls -------------------------------------------------------------------------
 
-    async def _call_model(self) -> Message:
+    async def _call_model(self) -> Message | None:
+        """One model call, its message added to the run; None when the model refused images
+        of the request for the first time: they are left out, and the call is to be made
+        again."""
         request = ModelRequest(
             model=self._config.model,
             messages=self._history + self._messages,
@@ -378,8 +397,10 @@ class AgentRun:
         self._requests_made += 1
         self._partial = _PartialAssistant()
         self._emit(MessageStart(message=Message(role="assistant")))
+        refused = frozenset[str]()
         try:
-            message = await self._in_inner_task(self._consume_stream(request))
+            result = await self._in_inner_task(self._consume_stream(request))
+            message, refused = result.message, result.refused_images
         except (asyncio.CancelledError, _Cancelled):
             raise
         except Exception as exc:  # providers report failures as results; a buggy one may raise
@@ -395,12 +416,34 @@ class AgentRun:
         self._partial = None
         message = self._complete(message)
         self._add_usage(message.usage)
+        if refused and message.stop_reason == "error" and self._leave_out(refused):
+            self._emit(MessageEnd(message=message))  # the refused attempt, not kept
+            return None
         self._messages.append(message)
         self._turn_message = message
         self._emit(MessageEnd(message=message))
         return message
 
-    async def _consume_stream(self, request: ModelRequest) -> Message:
+    def _leave_out(self, refused: frozenset[str]) -> bool:
+        """Leave the images ``refused`` out of the run; whether to ask the model again (only
+        the first time: a second refusal ends the run)."""
+        held = [m for m in (*self._history, *self._messages) if without_image(m, refused)]
+        log.warning(
+            "the model refused %d image(s) of the request; left out%s",
+            len(refused),
+            "" if self._asked_again else ", asking again",
+        )
+        if self._on_images_left_out is not None:
+            try:
+                self._on_images_left_out(refused, held)
+            except Exception:  # the run still goes on without them
+                log.exception("on_images_left_out failed")
+        self._history = without_images(self._history, refused)
+        self._messages = without_images(self._messages, refused)
+        ask_again, self._asked_again = not self._asked_again, True
+        return ask_again
+
+    async def _consume_stream(self, request: ModelRequest) -> AssistantResult:
         update_message = Message(role="assistant")  # shared by every update: no copies
         partial = self._partial
         assert partial is not None
@@ -409,7 +452,7 @@ class AgentRun:
             # What the model wrote is made storable here, whichever provider streamed it.
             async for item in stream:
                 if isinstance(item, AssistantResult):
-                    return storable_message(item.message)
+                    return replace(item, message=storable_message(item.message))
                 item = storable_event(item)
                 partial.feed(item)
                 self._emit(MessageUpdate(message=update_message, assistant_event=item))

@@ -7,6 +7,10 @@ message. The result's ``message.stop_reason`` is one of ``STOP_REASONS``; a fail
 ``stop_reason="error"`` and ``error_message`` set, keeping the text that already streamed,
 rather than raising. Cancellation is asyncio's: the caller cancels the task that iterates
 the stream, and the provider closes its connection on the way out.
+
+A request the server refused because of an image in it (too large, unreadable, not
+accepted by this model) is a failure of its own kind: the result names the images
+(``AssistantResult.refused_images``), so the loop can leave them out and ask again.
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ class AssistantResult:
     """
 
     message: Message
+    refused_images: frozenset[str] = frozenset()
+    """The base64 ``data`` of the images the server refused the request for (the message
+    then ends with ``stop_reason="error"``): the one its error named, or every image of the
+    request when it named none. Empty for any other outcome, a refusal that names an image
+    of a request holding none included."""
 
 
 ProviderItem = AssistantStreamEvent | AssistantResult

@@ -25,6 +25,12 @@ nothing more. When the store fails (disk full, I/O error, a write it refuses) th
 logged and the user is told in one line; the run's output is closed and "typing…" stopped
 whatever failed.
 
+When the model refuses the request because of images in it, the agent loop leaves them
+out and asks once more (``agent.loop``); the run leaves them out of what it keeps too
+(``_ImagesLeftOut``): the session's history and the stored transcript (the rows rewritten in
+place, in one transaction, so a resumed run or a restart never sends them again), and the
+chat is told in one line, once, before the answer.
+
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget.
 """
@@ -48,9 +54,9 @@ from ..chat import InboundMessage, Target
 from ..compaction import compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
-from ..media.history import with_recent_images
+from ..media.history import with_recent_images, without_image, without_images
 from ..store import Store, StoreError
-from ..subscriber import Origin, StreamSubscriber, is_messaging_duplicate
+from ..subscriber import BlockReply, Origin, StreamSubscriber, is_messaging_duplicate
 from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
 from .models import ModelBook, usage_of
 from .session import Session
@@ -222,6 +228,7 @@ class Runner:
             # A stopped run shows nothing more: not the text it still had buffered, not the
             # closing flush. Only the stop's confirmation follows.
             on_cancel=output.cancel,
+            on_images_left_out=_ImagesLeftOut(self._store, session, shown, output),
         )
         writer.run = run
         session.run = run
@@ -348,6 +355,59 @@ class Runner:
             result.tokens_before,
             result.tokens_after,
         )
+
+
+class _ImagesLeftOut:
+    """What a run does when the model refused images of its request (the agent loop leaves
+    them out of the request and asks again): they leave the session's history and its stored
+    transcript too, and the chat is told once.
+
+    The stored messages are rewritten in one transaction that commits the run's queued
+    records first (its user turn, its finished steps), so whatever the run wrote loses the
+    images as well. A store that fails here is logged: this process sends the images no more,
+    and after a restart the model refuses them again and they are left out then.
+    """
+
+    def __init__(
+        self, store: Store, session: Session, shown: NoticeFirst, output: RunOutput
+    ) -> None:
+        self._store = store
+        self._session = session
+        self._session_id = session.session_id  # the run's, should /new start another
+        self._shown = shown
+        self._output = output
+        self._told = False
+
+    def __call__(self, refused: frozenset[str], held: list[Message]) -> None:
+        session = self._session
+        session.history = without_images(session.history, refused)
+        session.history_tokens = -1  # counted again when next needed
+        try:
+            changed = self._store.rewrite_messages(
+                self._session_id, lambda message: without_image(message, refused)
+            )
+        except StoreError as exc:
+            log.error("the refused image(s) could not be left out of the transcript: %s", exc)
+        except Exception:
+            log.exception("leaving the refused image(s) out of the transcript failed")
+        else:
+            log.info("left %d refused image(s) out of %d stored message(s)", len(refused), changed)
+        if not self._told:
+            self._told = True
+            self._shown.block(BlockReply(text=_images_left_out_notice(len(refused), held)))
+            self._output.flush()  # alone, not joined to the answer's first block
+
+
+def _images_left_out_notice(count: int, held: Sequence[Message]) -> str:
+    """The one line telling the chat that ``count`` images the model refused, held by the
+    messages ``held``, were left out."""
+    it, image = ("them", f"the {count} images") if count > 1 else ("it", "the image")
+    if held and all(message.role == "user" for message in held):
+        return f"I could not use {image} you sent (the model refused {it}), so I left {it} out."
+    return (
+        f"I could not use {image} in this conversation (the model refused {it}), "
+        f"so I left {it} out."
+    )
 
 
 def _new_recording(directory: Path, stem: str) -> TextIO:

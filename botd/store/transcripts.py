@@ -2,7 +2,9 @@
 
 Compaction does not rewrite rows: it marks the live rows as compacted (kept for audit) and
 appends the compacted view as new live rows, so ``load_transcript`` (the live rows in order)
-returns the compacted transcript.
+returns the compacted transcript. The one change made to a row in place is
+``rewrite_messages``: a message that must not be sent to a model again (an image the model
+refused) gets its new form where it was.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +240,32 @@ class TranscriptStore(DeferredWrites):
             Message.model_validate(json.loads(body))
             for _, _, body in self._live_rows(conn, session_id)
         ]
+
+    def rewrite_messages(
+        self, session_id: str, rewrite: Callable[[Message], Message | None]
+    ) -> int:
+        """Give the live messages ``rewrite`` changes their new form, in one transaction;
+        returns how many changed.
+
+        ``rewrite`` gets each live message and returns its replacement, or None to leave it
+        as it is. A changed message keeps its row (its place in the transcript, and the id
+        an inbox row names its user turn by); the records queued before commit first, so a
+        message a run wrote a moment ago is rewritten too. Compacted rows stay as they were.
+        """
+        with self._transaction("rewrite_messages") as conn:
+            self._require_session(conn, session_id)
+            changed: list[tuple[str, int]] = []
+            for row_id, _, body in self._live_rows(conn, session_id):
+                replacement = rewrite(Message.model_validate(json.loads(body)))
+                if replacement is not None:
+                    changed.append((_message_json(replacement), row_id))
+            conn.executemany("UPDATE messages SET body = ? WHERE id = ?", changed)
+            if changed:
+                conn.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE session_id = ?",
+                    (self._clock(), session_id),
+                )
+        return len(changed)
 
     def replace_transcript_prefix(
         self,

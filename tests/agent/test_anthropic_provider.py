@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import socket
@@ -15,6 +16,7 @@ from botd.agent.providers.anthropic import AnthropicProvider, to_api_messages
 from botd.agent.types import AssistantResult, ModelRequest, ToolSpec
 from botd.events import (
     AssistantStreamEvent,
+    ContentBlock,
     ImageContent,
     Message,
     TextContent,
@@ -30,6 +32,7 @@ from tests.fakes.anthropic_api import (
     thinking,
     tool_use,
 )
+from tests.fakes.image_headers import png
 
 API_KEY = "sk-ant-test-0123456789-secret"
 MODEL = "claude-test-1"
@@ -535,3 +538,108 @@ async def test_a_cancelled_run_stops_as_cancelled_and_closes_the_stream(
     ends = [e for e in events if e.type == "message_end" and e.message.role == "assistant"]
     assert ends and ends[-1].message.stop_reason == "cancelled"
     assert ends[-1].message.error_message is None  # a cancel is not an error
+
+
+# --- a request refused for an image -------------------------------------------------------
+
+
+def image_of(width: int, height: int) -> ImageContent:
+    return ImageContent(mime_type="image/png", data=base64.b64encode(png(width, height)).decode())
+
+
+async def final(provider: AnthropicProvider, request: ModelRequest) -> AssistantResult:
+    items = await asyncio.wait_for(_items(provider, request), HANG_GUARD)
+    last = items[-1]
+    assert isinstance(last, AssistantResult)
+    return last
+
+
+async def _items(provider: AnthropicProvider, request: ModelRequest) -> list[Any]:
+    return [item async for item in provider.stream(request)]
+
+
+async def test_an_image_too_large_is_named_as_the_refused_one(
+    fake: FakeAnthropicAPI, make_provider: ProviderFactory
+) -> None:
+    small, wide = image_of(10, 10), image_of(9000, 100)
+    request = ask(
+        Message(role="user", content=[TextContent(text="first"), small]),
+        Message(role="assistant", content=[TextContent(text="Seen.")]),
+        Message(role="user", content=[TextContent(text="and this"), wide]),
+    )
+
+    result = await final(make_provider(), request)
+
+    assert result.refused_images == {wide.data}
+    assert result.message.stop_reason == "error"
+    assert result.message.error_message is not None
+    assert "messages.2.content.1.image" in result.message.error_message
+    assert "8000 pixels" in result.message.error_message
+    assert len(fake.requests) == 1  # a 400 is not retried
+
+
+async def test_an_image_in_a_tool_result_is_named_by_its_place_inside_it(
+    fake: FakeAnthropicAPI, make_provider: ProviderFactory
+) -> None:
+    kept, refused = image_of(20, 20), image_of(100, 9000)
+    request = ask(
+        Message(role="user", content=[TextContent(text="take a screenshot"), kept]),
+        Message(role="assistant", content=[ToolCallContent(id="t1", name="shot", arguments={})]),
+        Message(
+            role="tool_result",
+            tool_call_id="t1",
+            tool_name="shot",
+            content=[TextContent(text="here it is"), refused],
+        ),
+    )
+
+    result = await final(make_provider(), request)
+
+    assert fake.refusals == [
+        "messages.2.content.0.tool_result.content.1.image.source.base64.data: At least one "
+        "of the image dimensions exceed max allowed size: 8000 pixels"
+    ]
+    assert result.refused_images == {refused.data}
+
+
+async def test_an_image_refusal_naming_no_place_blames_every_image(
+    fake: FakeAnthropicAPI, make_provider: ProviderFactory
+) -> None:
+    one, two = image_of(10, 10), image_of(12, 12)
+    fake.push(http_error(400, "invalid_request_error", "Could not process image"))
+    request = ask(Message(role="user", content=[one, TextContent(text="both?"), two]))
+
+    result = await final(make_provider(), request)
+
+    assert result.refused_images == {one.data, two.data}
+    assert result.message.error_message is not None
+    assert "Could not process image" in result.message.error_message
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "words", "with_image"),
+    [
+        (400, "invalid_request_error", "messages: text content blocks must be non-empty", True),
+        (400, "invalid_request_error", "Could not process image", False),  # no image sent
+        (413, "request_too_large", "Request exceeds the maximum allowed number of bytes", True),
+        (529, "overloaded_error", "image processing is overloaded", True),
+    ],
+)
+async def test_other_failures_blame_no_image(
+    fake: FakeAnthropicAPI,
+    make_provider: ProviderFactory,
+    status: int,
+    error_type: str,
+    words: str,
+    with_image: bool,
+) -> None:
+    fake.push(http_error(status, error_type, words))
+    content: list[ContentBlock] = [TextContent(text="hi")]
+    if with_image:
+        content.append(image_of(10, 10))
+
+    request = ask(Message(role="user", content=content))
+    result = await final(make_provider(max_retries=0), request)
+
+    assert result.message.stop_reason == "error"
+    assert result.refused_images == frozenset()

@@ -3,6 +3,7 @@ fakes, one model taking over a call the other gave up on."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -15,8 +16,9 @@ from botd.agent.providers.failover import FailoverProvider, ModelChoice, without
 from botd.agent.providers.openai import OpenAIProvider
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.types import AssistantResult, ModelRequest, ProviderItem
-from botd.events import Message, TextContent, ThinkingContent, ToolCallContent
+from botd.events import ImageContent, Message, TextContent, ThinkingContent, ToolCallContent
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking
+from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 
 API_KEY = "sk-ant-failover-test"
@@ -236,3 +238,19 @@ async def test_a_provider_that_raises_before_streaming_fails_over() -> None:
     assert (
         result.message.error_message == "No model could answer (broken/b1: boom; broken/b2: boom)"
     )
+
+
+async def test_a_refused_image_is_not_handed_to_the_fallback(
+    failover: FailoverProvider, anthropic_api: FakeAnthropicAPI, openai_api: FakeOpenAI
+) -> None:
+    wide = ImageContent(mime_type="image/png", data=base64.b64encode(png(9000, 10)).decode())
+    openai_api.enqueue(ChatStream(FALLBACK).text("must not be asked").finish("stop"))
+    request = _request(Message(role="user", content=[TextContent(text="look"), wide]))
+
+    *_events, result = await _collect(failover, request)
+
+    assert isinstance(result, AssistantResult)
+    assert result.refused_images == {wide.data}
+    assert result.message.stop_reason == "error"
+    assert (result.message.model, result.message.provider) == (PRIMARY, "anthropic")
+    assert len(anthropic_api.requests) == 1 and openai_api.requests == []

@@ -18,6 +18,7 @@ from botd.events import (
     AgentEnd,
     AgentEvent,
     AssistantStreamEvent,
+    ImageContent,
     Message,
     MessageEnd,
     MessageStart,
@@ -30,6 +31,7 @@ from botd.events import (
     event_to_json,
     parse_event_line,
 )
+from botd.media.history import LEFT_OUT_IMAGE
 from botd.subscriber import BlockReply, StreamSubscriber, SubscriberConfig
 
 HANG_GUARD = 10.0  # seconds; only so that a broken test fails instead of hanging
@@ -986,3 +988,121 @@ async def test_tool_progress_is_emitted_as_tool_execution_updates() -> None:
     types = events.types()
     start, end = types.index("tool_execution_start"), types.index("tool_execution_end")
     assert all(start < types.index("tool_execution_update") < end for _ in updates)
+
+
+# --- images the model refuses --------------------------------------------------------------
+
+
+class ImageRefusingProvider(RecordingProvider):
+    """Refuses every request holding one of the images in ``refuse``, naming them as a
+    provider reads them off the server's error (``one_at_a_time``: only the first one held,
+    as an error naming a place does); answers the other requests with ``inner``."""
+
+    def __init__(self, inner: Any, refuse: set[str], *, one_at_a_time: bool = False) -> None:
+        super().__init__(inner)
+        self.refuse = refuse
+        self.one_at_a_time = one_at_a_time
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
+        self.requests.append(request)
+        held = [data for data in image_data(request.messages) if data in self.refuse]
+        if held:
+            return self._refusal(frozenset(held[:1] if self.one_at_a_time else held))
+        stream: AsyncIterator[ProviderItem] = self.inner.stream(request)
+        return stream
+
+    async def _refusal(self, named: frozenset[str]) -> AsyncIterator[ProviderItem]:
+        error = "HTTP 400: image too large"
+        message = Message(role="assistant", stop_reason="error", error_message=error)
+        yield AssistantResult(message, named)
+
+
+def image_data(messages: list[Message]) -> list[str]:
+    return [b.data for m in messages for b in m.blocks() if isinstance(b, ImageContent)]
+
+
+def with_image(text: str, *data: str) -> Message:
+    images = [ImageContent(mime_type="image/png", data=d) for d in data]
+    return Message(role="user", content=[TextContent(text=text), *images])
+
+
+LeftOut = list[tuple[frozenset[str], list[Message]]]
+
+
+def refusing_run(provider: Any, tools: list[Any] | None = None) -> tuple[AgentRun, Events, LeftOut]:
+    events, left_out = Events(), []
+    run = AgentRun(
+        provider,
+        tools or [],
+        LoopConfig(model="test-model"),
+        events.append,
+        on_images_left_out=lambda refused, held: left_out.append((refused, held)),
+    )
+    return run, events, left_out
+
+
+async def test_a_refused_image_is_left_out_and_the_model_asked_once_more() -> None:
+    provider = ImageRefusingProvider(ScriptedProvider([ScriptedTurn(text="Answered.")]), {"BAD"})
+    run, events, left_out = refusing_run(provider)
+    earlier = [with_image("earlier", "BAD", "GOOD"), Message(role="assistant", content="Seen.")]
+    prompt = with_image("and this?", "BAD")
+
+    result = await asyncio.wait_for(run.run(earlier, [prompt]), HANG_GUARD)
+
+    assert result.stop_reason == "end_turn"
+    refused, retried = provider.requests
+    assert image_data(refused.messages) == ["BAD", "GOOD", "BAD"]
+    assert image_data(retried.messages) == ["GOOD"]
+    assert text_of(retried.messages[0]) == f"earlier{LEFT_OUT_IMAGE}"
+    assert text_of(retried.messages[-1]) == f"and this?{LEFT_OUT_IMAGE}"
+    # The caller hears once, with the messages that held the image, before they change.
+    [(images, held)] = left_out
+    assert images == {"BAD"} and held == [earlier[0], prompt]
+    # The refused attempt ends as a message, but the run keeps only the answer.
+    ends = [e.message for e in events.of(MessageEnd) if e.message.role == "assistant"]
+    assert [m.stop_reason for m in ends] == ["error", "end_turn"]
+    assert [m.role for m in result.messages] == ["user", "assistant"]
+    assert image_data(result.messages) == [] and text_of(result.messages[1]) == "Answered."
+    assert events.types().count("turn_start") == 1  # asked again in the same turn
+    assert_well_formed(events)
+
+
+class Screenshot:
+    """Returns an image ``X``."""
+
+    spec = ToolSpec(name="shot", description="", input_schema={"type": "object"})
+    timeout: float | None = None
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return ToolOutput(text="here", images=(ImageContent(mime_type="image/png", data="X"),))
+
+
+async def test_an_image_a_tool_returned_is_left_out_of_the_next_call() -> None:
+    script = [ScriptedTurn(tool_calls=[call("shot")]), ScriptedTurn(text="Described.")]
+    provider = ImageRefusingProvider(ScriptedProvider(script), {"X"})
+    run, _events, left_out = refusing_run(provider, [Screenshot()])
+
+    result = await run_to_end(run)
+
+    assert result.stop_reason == "end_turn"
+    assert [image_data(r.messages) for r in provider.requests] == [[], ["X"], []]
+    [(_images, [held])] = left_out
+    assert held.role == "tool_result"
+    tool_result = next(m for m in result.messages if m.role == "tool_result")
+    assert image_data([tool_result]) == [] and LEFT_OUT_IMAGE in text_of(tool_result)
+
+
+async def test_a_second_refusal_ends_the_run_with_its_error_and_leaves_that_image_out() -> None:
+    inner = ScriptedProvider([ScriptedTurn(text="never")])
+    provider = ImageRefusingProvider(inner, {"A", "B"}, one_at_a_time=True)
+    run, _events, left_out = refusing_run(provider)
+
+    result = await asyncio.wait_for(run.run([], [with_image("two", "A", "B")]), HANG_GUARD)
+
+    assert result.stop_reason == "error"
+    assert result.error_message == "HTTP 400: image too large"
+    assert len(provider.requests) == 2  # asked once more, not again
+    assert [images for images, _held in left_out] == [{"A"}, {"B"}]
+    # What the run keeps holds neither image: the next run does not meet them.
+    assert image_data(result.messages) == []
+    assert [m.role for m in result.messages] == ["user", "assistant"]

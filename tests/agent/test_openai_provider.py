@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -14,12 +15,14 @@ from botd.agent.providers.openai import OpenAIProvider, build_request_body
 from botd.agent.types import AssistantResult, ModelRequest, ToolSpec
 from botd.events import (
     AssistantStreamEvent,
+    ContentBlock,
     ImageContent,
     Message,
     TextContent,
     ThinkingContent,
     ToolCallContent,
 )
+from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 
 HANG_GUARD = 10.0
@@ -597,3 +600,92 @@ async def test_a_cancelled_run_stops_as_cancelled_and_closes_the_stream(
     assert events[-1].type == "agent_end"
     ends = [e for e in events if e.type == "message_end" and e.message.role == "assistant"]
     assert ends and ends[-1].message.stop_reason == "cancelled"
+
+
+# --- a request refused for an image -------------------------------------------------------
+
+
+def image_of(width: int, height: int) -> ImageContent:
+    return ImageContent(mime_type="image/png", data=base64.b64encode(png(width, height)).decode())
+
+
+async def final(provider: OpenAIProvider, request: ModelRequest) -> AssistantResult:
+    async with asyncio.timeout(HANG_GUARD):
+        items = [item async for item in provider.stream(request)]
+    assert isinstance(items[-1], AssistantResult)
+    return items[-1]
+
+
+def with_images(*images: ImageContent) -> ModelRequest:
+    return ask(
+        messages=[
+            Message(role="user", content=[TextContent(text="first"), images[0]]),
+            Message(role="assistant", content="Seen."),
+            Message(role="user", content=[TextContent(text="and these"), *images[1:]]),
+        ]
+    )
+
+
+async def test_an_invalid_image_refusal_blames_every_image_of_the_request(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    small, wide = image_of(10, 10), image_of(9000, 100)
+
+    result = await final(make_provider(), with_images(small, wide))
+
+    assert fake.refusals == 1 and len(fake.requests) == 1  # a 400 is not retried
+    assert result.refused_images == {small.data, wide.data}  # OpenAI names no place
+    assert result.message.stop_reason == "error"
+    assert result.message.error_message == "HTTP 400: Invalid image."
+
+
+async def test_an_image_error_naming_its_place_blames_that_image(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    first, second, third = image_of(10, 10), image_of(11, 11), image_of(12, 12)
+    error = {
+        "message": "Invalid 'messages[3].content[2].image_url'. Unable to parse the image.",
+        "type": "invalid_request_error",
+        "param": "messages[3].content[2].image_url",
+        "code": "image_parse_error",
+    }
+    fake.enqueue(ErrorReply(400, {"error": error}))
+
+    # messages[0] is the system prompt; [3] the second user message: text, then two images.
+    result = await final(make_provider(), with_images(first, second, third))
+
+    assert result.refused_images == {third.data}
+
+
+async def test_a_server_saying_only_invalid_image_blames_every_image(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    one, two = image_of(10, 10), image_of(12, 12)
+    fake.enqueue(ErrorReply(400, {"error": "image: unknown format"}))  # Ollama's shape
+
+    result = await final(make_provider(), with_images(one, two))
+
+    assert result.refused_images == {one.data, two.data}
+
+
+@pytest.mark.parametrize(
+    ("reply", "with_image"),
+    [
+        (ErrorReply(400, {"error": {"message": "max_tokens is too large", "code": None}}), True),
+        (ErrorReply(400, {"error": {"message": "Invalid image.", "code": "invalid_image"}}), False),
+        (ErrorReply(500, {"error": {"message": "image service failed"}}), True),
+    ],
+)
+async def test_other_failures_blame_no_image(
+    fake: FakeOpenAI, make_provider: ProviderFactory, reply: ErrorReply, with_image: bool
+) -> None:
+    fake.enqueue(reply)
+    content: list[ContentBlock] = [TextContent(text="hi")]
+    if with_image:
+        content.append(image_of(10, 10))
+
+    request = ask(messages=[Message(role="user", content=content)])
+    result = await final(make_provider(max_retries=0), request)
+
+    assert result.message.stop_reason == "error"
+    assert result.refused_images == frozenset()

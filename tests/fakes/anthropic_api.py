@@ -19,6 +19,13 @@ Once the scripted replies are used up, ``responder`` (when set) makes the reply 
 request's body, so a load of concurrent conversations can each get their own answer:
 
     fake.responder = lambda body: stream(text(f"{len(body['messages'])} messages read."))
+
+Like the real API, the fake refuses a request holding an image it cannot take before any
+scripted reply is used: HTTP 400 ``invalid_request_error`` naming the image's place, as in
+"messages.0.content.1.image.source.base64.data: At least one of the image dimensions exceed
+max allowed size: 8000 pixels" (``max_image_side``, read from the image's header) or
+"….image.source.base64: image exceeds 5 MB maximum: … bytes > 5242880 bytes". An image
+whose header it cannot read is let through (see ``image_headers``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .image_headers import base64_image_size
 from .loopback import serve
 
 # --- reply descriptions -----------------------------------------------------------------
@@ -256,6 +264,53 @@ def _error_json(error_type: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
+MAX_IMAGE_SIDE = 8000
+"""Pixels an image may have on a side (Anthropic's documented limit)."""
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+"""Characters of base64 an image may take (the API's 5 MB)."""
+
+
+def image_refusal(body: dict[str, Any], max_side: int = MAX_IMAGE_SIDE) -> str | None:
+    """The API's message refusing the first image of ``body`` it cannot take, or None."""
+    messages = body.get("messages")
+    for n, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for m, block in enumerate(content if isinstance(content, list) else []):
+            places = [(f"messages.{n}.content.{m}", block)]
+            inner = block.get("content") if isinstance(block, dict) else None
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                places += [
+                    (f"messages.{n}.content.{m}.tool_result.content.{k}", part)
+                    for k, part in enumerate(inner if isinstance(inner, list) else [])
+                ]
+            for place, candidate in places:
+                refusal = _image_refusal(place, candidate, max_side)
+                if refusal is not None:
+                    return refusal
+    return None
+
+
+def _image_refusal(place: str, block: Any, max_side: int) -> str | None:
+    if not isinstance(block, dict) or block.get("type") != "image":
+        return None
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, dict) else None
+    if not isinstance(data, str):
+        return None
+    if len(data) > MAX_IMAGE_BASE64:
+        return (
+            f"{place}.image.source.base64: image exceeds 5 MB maximum: "
+            f"{len(data)} bytes > {MAX_IMAGE_BASE64} bytes"
+        )
+    size = base64_image_size(data)
+    if size is not None and max(size) > max_side:
+        return (
+            f"{place}.image.source.base64.data: At least one of the image dimensions "
+            f"exceed max allowed size: {max_side} pixels"
+        )
+    return None
+
+
 # --- the server ---------------------------------------------------------------------------
 
 
@@ -272,6 +327,11 @@ class FakeAnthropicAPI:
         self._replies: list[Reply] = []
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         """The reply to a request once no scripted one is left (None: a 400)."""
+        self.max_image_side = MAX_IMAGE_SIDE
+        """Pixels on a side beyond which an image is refused (a model server may allow
+        fewer than the API's 8000)."""
+        self.refusals: list[str] = []
+        """The image refusals sent, in order."""
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -362,6 +422,10 @@ class FakeAnthropicAPI:
             return web.json_response(
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
+        refusal = image_refusal(body, self.max_image_side) if isinstance(body, dict) else None
+        if refusal is not None:
+            self.refusals.append(refusal)
+            return web.json_response(_error_json("invalid_request_error", refusal), status=400)
         if self._replies:
             reply = self._replies.pop(0)
         elif self.responder is not None:

@@ -8,6 +8,12 @@ usage, an error chunk, a dropped connection, a delay between chunks) or an ``Err
 with headers and a JSON or text body). Every request is recorded with its headers and JSON body.
 A stream the client closes before its last frame sets ``stream_closed_early``.
 
+Like OpenAI, the fake refuses a request holding an image it cannot take before any scripted
+reply is used: HTTP 400 ``{"error": {"message": "Invalid image.", "type":
+"invalid_request_error", "param": null, "code": "invalid_image"}}`` for a data-URL image whose
+header claims more than ``max_image_side`` pixels on a side (an unreadable header is let
+through, see ``image_headers``). The error names no place, as OpenAI's does not.
+
     async with FakeOpenAI() as fake:
         fake.enqueue(ChatStream().text("Hel", "lo").finish("stop").usage(12, 3))
         provider = OpenAIProvider(base_url=fake.base_url)
@@ -27,7 +33,34 @@ from typing import Any
 
 from aiohttp import web
 
+from .image_headers import base64_image_size
 from .loopback import serve
+
+INVALID_IMAGE = {
+    "error": {
+        "message": "Invalid image.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_image",
+    }
+}
+"""OpenAI's answer to an image it cannot take."""
+
+
+def too_large_image(body: Any, max_side: int) -> bool:
+    """Whether the request ``body`` holds a data-URL image over ``max_side`` pixels a side."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            image = part.get("image_url") if isinstance(part, dict) else None
+            url = image.get("url") if isinstance(image, dict) else None
+            if not isinstance(url, str) or ";base64," not in url:
+                continue
+            size = base64_image_size(url.partition(";base64,")[2])
+            if size is not None and max(size) > max_side:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -209,6 +242,10 @@ class FakeOpenAI:
         """What ``/audio/transcriptions`` answers."""
         self.transcriptions: list[Transcription] = []
         self._transcription_failures: list[int] = []
+        self.max_image_side = 8000
+        """Pixels on a side beyond which an image is refused."""
+        self.refusals = 0
+        """Requests refused for an image."""
 
     @property
     def base_url(self) -> str:
@@ -288,6 +325,9 @@ class FakeOpenAI:
             body = raw.decode("utf-8", "replace")
         headers = {name.lower(): value for name, value in request.headers.items()}
         self.requests.append(RecordedRequest(request.path, headers, body))
+        if too_large_image(body, self.max_image_side):
+            self.refusals += 1
+            return web.json_response(INVALID_IMAGE, status=400)
         if not self._replies:
             return web.json_response(
                 {"error": {"message": "fake: no scripted reply for this request"}}, status=418

@@ -22,6 +22,12 @@ retried within the same budget. After output it is not: the consumer (a chat) ha
 shown that text, and a second attempt would stream a different answer from its start, so the
 turn ends with an error instead, keeping what streamed. A call that times out for good ends
 with ``NO_ANSWER_IN_TIME`` as its error: the one line the user is shown; the log has details.
+
+A 400 ``invalid_request_error`` about an image ("messages.7.content.2.image.source.base64.data:
+At least one of the image dimensions exceed max allowed size: 8000 pixels", "Could not
+process image", "image exceeds 5 MB maximum") ends with ``refused_images`` set: the image at
+the place the message names (``messages.N.content.M``, or ``….tool_result.content.K`` inside a
+tool result), or every image of the request when it names none.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -150,7 +157,8 @@ class AnthropicProvider:
                 log.error("%s: request failed: %s", self.name, description)
                 if _is_timeout(exc):
                     description = NO_ANSWER_IN_TIME
-                yield AssistantResult(attempt.message(self.name, error=description))
+                refused = frozenset[str]() if attempt.streamed else refused_images(exc, messages)
+                yield AssistantResult(attempt.message(self.name, error=description), refused)
                 return
             yield AssistantResult(attempt.message(self.name))
             return
@@ -417,6 +425,67 @@ def _is_retryable(exc: Exception) -> bool:
         return exc.status_code == 429 or exc.status_code >= 500
     # httpx2 transport errors surface unwrapped when they happen while reading the body.
     return isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError | _IncompleteStream)
+
+
+_IMAGE_AT = re.compile(
+    r"messages\.(\d+)\.content\.(\d+)(?:\.(?:tool_result\.)?content\.(\d+))?\.image\b"
+)
+"""Where an error message places the image it blames: ``messages.N.content.M.image…``, or
+``messages.N.content.M.tool_result.content.K.image…`` for one inside a tool result."""
+_NAMES_AN_IMAGE = re.compile(r"\bimages?\b", re.IGNORECASE)
+
+
+def refused_images(exc: Exception, messages: list[MessageParam]) -> frozenset[str]:
+    """The images a refusal blames (``AssistantResult.refused_images``): for a 400
+    ``invalid_request_error`` about an image, the one at the place it names, else every
+    image of ``messages`` (the request as sent). Empty for any other failure."""
+    if not isinstance(exc, anthropic.BadRequestError):
+        return frozenset()
+    error_type, text = _error_fields(exc.body)
+    if error_type != "invalid_request_error" or not text:
+        return frozenset()
+    located = _IMAGE_AT.search(text)
+    if located is not None:
+        data = _image_data_at(messages, [int(n) for n in located.groups() if n is not None])
+        if data is not None:
+            return frozenset({data})
+    elif not _NAMES_AN_IMAGE.search(text):
+        return frozenset()
+    return frozenset(_image_data(messages))
+
+
+def _image_data_at(messages: list[MessageParam], place: list[int]) -> str | None:
+    """The base64 data of the image block at ``place`` of the request (message, block, and
+    block inside a tool result), if one is there."""
+    found: Any = messages
+    try:
+        for step, index in enumerate(place):
+            found = found[index] if step == 0 else found["content"][index]
+    except (IndexError, KeyError, TypeError):
+        return None
+    return _base64_of(found)
+
+
+def _image_data(messages: list[MessageParam]) -> list[str]:
+    """The base64 data of every image of the request, tool results' included."""
+    found: list[str] = []
+    for message in messages:
+        content = message["content"]
+        for block in content if isinstance(content, list) else ():
+            inner = block.get("content") if isinstance(block, Mapping) else None
+            for candidate in [block, *(inner if isinstance(inner, list) else ())]:
+                data = _base64_of(candidate)
+                if data is not None:
+                    found.append(data)
+    return found
+
+
+def _base64_of(block: Any) -> str | None:
+    if not isinstance(block, Mapping) or block.get("type") != "image":
+        return None
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, Mapping) else None
+    return data if isinstance(data, str) and data else None
 
 
 def _is_timeout(exc: Exception) -> bool:

@@ -10,7 +10,11 @@ timeouts, dropped connections), so an error here means that model gave up.
 Every error fails over, authentication and request errors included: a revoked or mistyped
 key on one account is as much an outage of that model as an overloaded server, and another
 model may well take a request that one refused. The switch is logged in one line (provider,
-model, why), so a key problem is still seen.
+model, why), so a key problem is still seen. The exception is a request refused for an image
+in it (``AssistantResult.refused_images``): that refusal is returned as it is, so the loop
+leaves the image out and asks the same model again. Handed to another model, the image
+would stay in the conversation and every later request would meet the same refusal first,
+leaving the conversation on its fallback for as long as the image is sent.
 
 A model that failed after part of its answer had streamed is not replaced: the chat has
 shown that part, and another model would start a different answer from the beginning, so
@@ -123,6 +127,10 @@ class FailoverProvider:
             if result is None and streamed:
                 raise RuntimeError("the provider's stream ended without a result")
             message = _answered_by(result, choice, raised)
+            if result is not None and result.refused_images:
+                log.warning("model %s refused an image of the request", choice.label)
+                yield AssistantResult(message, result.refused_images)
+                return
             last = position == len(ordered) - 1
             if message.stop_reason != "error" or streamed:
                 yield AssistantResult(message)

@@ -5,6 +5,11 @@ life) fails with httpx's read timeout. Before any event reached the consumer it 
 like a dropped connection; after, it is not (the chat has shown that text, and a new attempt
 would answer from the start), and the turn ends with an error keeping what streamed. A call
 that times out for good ends with ``NO_ANSWER_IN_TIME``, the one line the user is shown.
+
+A 400 about an image (an image error ``code`` such as ``invalid_image`` or
+``image_parse_error``, a ``param`` naming an ``image_url``, or words such as "Invalid image."
+from servers that send only a message) ends with ``refused_images`` set: the image at the
+``messages[N].content[M]`` the error names, or every image of the request.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +27,7 @@ from ....retry import Backoff, retry_after, retry_wait
 from ...types import AssistantResult, ModelRequest, ProviderItem
 from .. import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 from .assembly import Assembly, SSEDecoder, SSEEvent, first_choice
-from .request import build_request_body
+from .request import build_request_body, image_data, image_data_at
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,7 @@ class OpenAIProvider:
             timed_out = False
             wait: float | None = None
             finished = False
+            refused = frozenset[str]()
             try:
                 async with self._client.stream("POST", self._url, json=body) as response:
                     if response.is_success:
@@ -79,8 +86,11 @@ class OpenAIProvider:
                             finished = isinstance(item, AssistantResult)
                             yield item
                         return
-                    detail = _error_detail(await response.aread(), response.reason_phrase)
+                    reply = await response.aread()
+                    detail = _error_detail(reply, response.reason_phrase)
                     failure = f"HTTP {response.status_code}: {detail}"
+                    if response.status_code == 400:
+                        refused = refused_images(_parse_json_body(reply), body)
                     if _is_retryable(response.status_code) and attempt < self._max_retries:
                         wait = self._retry_wait(backoff, response.headers)
             except httpx.TransportError as exc:
@@ -115,7 +125,7 @@ class OpenAIProvider:
             for event in assembly.close_after_failure():
                 yield event
             shown = NO_ANSWER_IN_TIME if timed_out else failure
-            yield AssistantResult(assembly.message("error", shown))
+            yield AssistantResult(assembly.message("error", shown), refused)
             return
 
     async def _read_stream(
@@ -239,6 +249,43 @@ def _error_text(payload: Any) -> str | None:
         if value:  # FastAPI-style validation errors (vLLM): a list of objects
             return json.dumps(value, ensure_ascii=False)
     return None
+
+
+_IMAGE_CODES = frozenset(
+    {
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "invalid_image_mode",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_file_too_large",
+        "image_content_policy_violation",
+        "unsupported_image_media_type",
+        "empty_image_file",
+    }
+)
+"""OpenAI's error codes for an image it cannot take."""
+_NAMES_AN_IMAGE = re.compile(r"\bimages?\b|image_url", re.IGNORECASE)
+
+
+def refused_images(payload: dict[str, Any], body: dict[str, Any]) -> frozenset[str]:
+    """The images a 400 ``payload`` blames (``AssistantResult.refused_images``) in the
+    request ``body``: the one at the ``messages[N].content[M]`` it names, else every image of
+    the request; empty when the error is not about an image."""
+    error = payload.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    param = error.get("param") if isinstance(error, dict) else None
+    words = [text for text in (param, _error_text(payload)) if isinstance(text, str)]
+    if code not in _IMAGE_CODES and not any(_NAMES_AN_IMAGE.search(text) for text in words):
+        return frozenset()
+    for text in words:
+        located = image_data_at(body, text)
+        if located is not None:
+            return frozenset({located})
+    return frozenset(image_data(body))
 
 
 def _error_detail(body: bytes, reason: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ....events import ImageContent, Message, TextContent, ToolCallContent
@@ -128,3 +129,44 @@ def _tool_result_images(message: Message) -> list[dict[str, Any]]:
             url = f"data:{block.mime_type};base64,{block.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
     return parts
+
+
+_PLACE = re.compile(r"messages\[(\d+)\]\.content\[(\d+)\]")
+"""A place in the request as errors name it: ``messages[1].content[1].image_url``."""
+
+
+def image_data_at(body: dict[str, Any], text: str) -> str | None:
+    """The base64 data of the image at the place ``text`` names in the request ``body``,
+    if one is there."""
+    located = _PLACE.search(text)
+    if located is None:
+        return None
+    try:
+        part = body["messages"][int(located[1])]["content"][int(located[2])]
+    except (IndexError, KeyError, TypeError):
+        return None
+    return _data_of(part)
+
+
+def image_data(body: dict[str, Any]) -> list[str]:
+    """The base64 data of every image of the request ``body``."""
+    found: list[str] = []
+    for entry in body.get("messages", []):
+        content = entry.get("content") if isinstance(entry, dict) else None
+        for part in content if isinstance(content, list) else ():
+            data = _data_of(part)
+            if data is not None:
+                found.append(data)
+    return found
+
+
+def _data_of(part: Any) -> str | None:
+    """The base64 data of an ``image_url`` part holding a data URL (what botd sends)."""
+    if not isinstance(part, dict) or part.get("type") != "image_url":
+        return None
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else None
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    _, separator, data = url.partition(";base64,")
+    return data if separator and data else None
