@@ -29,7 +29,9 @@ Files users send: ``push_file`` stores the bytes under a new ``file_id`` and que
 message carrying them (a photo in two sizes, a document, a voice note, an audio file, a
 video, with an optional caption); ``getFile`` answers with the file's path, and
 ``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched).
-``getFile`` can be failed like any method (``fail_next``).
+``getFile`` can be failed like any method (``fail_next``); ``hold_downloads`` makes the file
+server take each download and answer it only once the returned event is set (a slow or stuck
+file server), counting the requests waiting in ``downloads_held``.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -272,6 +274,9 @@ class FakeTelegramAPI:
         self._files: dict[str, tuple[str, bytes]] = {}
         self.file_downloads: list[str] = []
         """Paths of the files the bot downloaded, in order."""
+        self.downloads_held: list[str] = []
+        """Paths of the downloads held (``hold_downloads``), in the order they came."""
+        self._download_gate: asyncio.Event | None = None
         self.uploads: list[Upload] = []
 
     @property
@@ -288,6 +293,8 @@ class FakeTelegramAPI:
 
     async def __aexit__(self, *exc: object) -> None:
         self._closing.set()
+        if self._download_gate is not None:
+            self._download_gate.set()  # held downloads end with the server
         self._notify()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -297,6 +304,11 @@ class FakeTelegramAPI:
     def stall_next_polls(self, times: int = 1) -> None:
         """The next ``times`` getUpdates requests are held open and never answered."""
         self.stalls = times
+
+    def hold_downloads(self) -> asyncio.Event:
+        """Hold every file download from now on until the returned event is set."""
+        self._download_gate = asyncio.Event()
+        return self._download_gate
 
     def fail_next(
         self,
@@ -581,6 +593,10 @@ class FakeTelegramAPI:
         path = request.match_info["path"]
         for known, data in self._files.values():
             if known == path:
+                if self._download_gate is not None:
+                    self.downloads_held.append(path)
+                    self._notify()
+                    await self._download_gate.wait()
                 self.file_downloads.append(path)
                 self._notify()
                 return web.Response(body=data, content_type="application/octet-stream")
