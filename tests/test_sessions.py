@@ -24,6 +24,7 @@ from botd.replay import read_events
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from tests.waiting import until
 
 
 class ListAdapter:
@@ -302,6 +303,36 @@ async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: St
     await settle(manager)
     assert gate.cancelled
     assert sink.texts("c1") == ["Stopped."]
+
+
+async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
+    store: Store,
+) -> None:
+    gate = GateTool()
+    provider = RecordingProvider(
+        ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
+    )
+    sink = ListSink()
+    manager = SessionManager(
+        store, provider, sink, settings(max_concurrent_runs=1), tools=lambda m: [gate]
+    )
+    await manager.submit(inbound("long job", chat="A"))
+    await asyncio.wait_for(gate.started.wait(), 30)  # the one run slot is A's
+    waiting = await _accepted(store, inbound("my turn?", chat="B"))
+    await manager.submit(waiting)
+    await until(lambda: not manager.sessions["console:B"].pending, "B's turn to begin")
+    await manager.submit(inbound("/status", chat="B", n=1))
+    status = await sink.last("B", 1)
+    assert ": working, 0 waiting" in status and "Preparing: my turn?" in status
+    async with asyncio.timeout(30):  # answered now, not once A's run ends
+        await manager.submit(inbound("/stop", chat="B", n=2))
+        assert await sink.last("B", 2) == "Stopped."
+    assert waiting.inbox_id is not None and store.inbox_state(waiting.inbox_id) == "skipped"
+    gate.release.set()
+    await settle(manager)
+    assert sink.texts("B") == [status, "Stopped."]
+    assert sink.texts("A") == ["You said: long job"]
+    assert len(provider.requests) == 2  # A's two model calls; none for B
 
 
 async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> None:

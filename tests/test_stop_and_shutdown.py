@@ -15,6 +15,7 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers import NO_ANSWER_IN_TIME
 from botd.agent.providers.anthropic import AnthropicProvider
 from botd.agent.providers.openai import OpenAIProvider
+from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
@@ -25,6 +26,7 @@ from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
+from tests.test_sessions import GateTool
 
 HANG_GUARD = 30.0
 CHAT = "c1"
@@ -237,6 +239,36 @@ async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Stor
     assert adapter.posts == ["Stopped."]
 
 
+async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
+    store: Store,
+) -> None:
+    # The run posts "One." (held by the platform), then waits in a tool.
+    gate = GateTool()
+    model = ScriptedProvider([ScriptedTurn(text="One.\n\n", tool_calls=[{"name": "wait"}])])
+    adapter = RecordingAdapter()
+    adapter.hold = held = asyncio.Event()
+    manager = SessionManager(
+        store, model, delivery(adapter), settings(min_chars=1), tools=lambda m: [gate]
+    )
+    await manager.submit(inbound("count"))
+    await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
+    await asyncio.wait_for(gate.started.wait(), HANG_GUARD)
+
+    async with asyncio.timeout(HANG_GUARD):  # taken now, while "One." is with the platform
+        await manager.submit(inbound("/new", n=1))
+        await manager.submit(inbound("and now?", n=2))
+    held.set()
+    await asyncio.wait_for(manager.drain(), HANG_GUARD)
+
+    assert gate.cancelled
+    posts = adapter.posts
+    assert sorted(posts) == sorted(
+        ["One.", "Started a new conversation.", "You said: [id u1] and now?"]
+    )
+    # The cut run's last piece first: the confirmation and the new conversation come after.
+    assert posts[0] == "One."
+
+
 # --- shutdown ---------------------------------------------------------------------------------
 
 
@@ -260,8 +292,6 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
 
 
 async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -> None:
-    from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-
     model = ScriptedProvider([ScriptedTurn(text="All done.")], delay=0.001)
     adapter = RecordingAdapter()
     manager = SessionManager(store, model, delivery(adapter), settings())

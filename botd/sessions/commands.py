@@ -3,20 +3,24 @@ run and clears the queue, ``/status`` tells what the session is doing (and the
 conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
 the conversation's model, ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
 and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
-``answer`` does what the command asks and returns the text to reply with; the manager
-sends it.
+``answer`` does what the command asks, at once, and returns the text to reply with and
+what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
+read, or its run) and answer once it has wound down, so the confirmation is the last word.
+The manager sends it in the background; no command ever waits for a run or a preparation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from ..chat import InboundMessage
 from ..commands import command_argument
 from ..store import Store, StoreError
 from .models import ModelBook
-from .session import Session
+from .session import Session, Stopped
 from .settings import QueueMode
 
 log = logging.getLogger(__package__)
@@ -33,6 +37,14 @@ message."""
 
 FILES_NOT_READ = "\n(The file sent with the command was not read: send it on its own.)"
 """Added to a command's answer when files came with it (a captioned photo, say)."""
+
+
+class Reply(NamedTuple):
+    """A command's answer: its text, and what it is sent after."""
+
+    text: str
+    after: asyncio.Event | None = None
+    """Set once the turn the command cut is over (None: send at once)."""
 
 
 class CommandDesk:
@@ -67,25 +79,31 @@ class CommandDesk:
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
-    async def answer(self, command: str, message: InboundMessage) -> str:
+    def answer(self, command: str, message: InboundMessage) -> Reply:
         """Do what ``command`` asks; the answer for the message's chat."""
         key = message.conversation_key
         if command == "/stop" or command in STARTING_OVER:
             session = self._sessions.get(key)
+            stopped = Stopped(False, [], None)
             if session is not None:
-                # Messages waiting are dropped: done with, as far as the inbox goes.
-                dropped = [m.inbox_id for m in session.pending if m.inbox_id is not None]
                 session.resumed.clear()
-                if dropped:
-                    self._store.finish_inbox(dropped, "skipped")
-            stopped = session is not None and await session.stop()
+                stopped = session.stop()
+                # Messages waiting or being prepared are dropped: done with, as far as the
+                # inbox goes (a cut run marks its own as it ends).
+                if stopped.dropped:
+                    self._store.finish_inbox(stopped.dropped, "skipped")
             if command == "/stop":
-                text = "Stopped." if stopped else "Nothing was running."
+                text = "Stopped." if stopped.anything else "Nothing was running."
             else:
                 record = self._store.new_session(key)
-                self._sessions[key] = Session(key, record.session_id, [], self._clock())
+                fresh = Session(key, record.session_id, [], self._clock())
+                fresh.after = stopped.over
+                if fresh.after is None and session is not None:
+                    fresh.after = session.after  # its own worker had not started yet
+                self._sessions[key] = fresh
                 text = "Started a new conversation."
-        elif command == "/status":
+            return Reply(text, stopped.over)
+        if command == "/status":
             text = self.status(key)
         elif command == "/model" and self._models is not None:
             text = self._models.answer(key, command_argument(message.text))
@@ -97,7 +115,7 @@ class CommandDesk:
             text = "Hello! Write to me and I will answer. " + HELP
         else:
             text = HELP
-        return text
+        return Reply(text)
 
     def status(self, conversation_key: str) -> str:
         """What the session is doing, what waits, and the conversation's scheduled jobs."""
@@ -121,13 +139,16 @@ class CommandDesk:
                     f"queue mode {self._queue_mode}."
                 )
         else:
-            running = session.running
+            working = session.working
             lines.append(
-                f"Session {session.session_id[:8]}: {'working' if running else 'idle'}, "
+                f"Session {session.session_id[:8]}: {'working' if working else 'idle'}, "
                 f"{len(session.pending)} waiting, {len(session.history)} messages, "
                 f"{session.runs_done} runs, queue mode {self._queue_mode}."
             )
-            if running:
+            if session.preparing and session.turn is not None:
+                # Its files are being fetched and read (or it waits for a run slot).
+                lines.append(f"Preparing: {_preview(session.turn.preview)}")
+            elif working:
                 lines.append(f"Working on: {_preview(session.working_on)}")
             lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
         if self._models is not None:
@@ -178,4 +199,4 @@ def _preview(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-__all__ = ["HELP", "CommandDesk"]
+__all__ = ["HELP", "CommandDesk", "Reply"]

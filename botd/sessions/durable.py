@@ -12,8 +12,9 @@ Inbox states as the sessions set them: ``running`` when a run starts on a messag
 message of a collected batch; the run writes their one user turn); ``answered`` when the run
 ended (collected messages too: the run answered them together); ``failed`` when the model or
 the run failed; ``skipped`` when ``/stop``, ``/new`` or an ``interrupt`` dropped the message or
-cancelled its run. A run cancelled because botd shuts down marks nothing: its messages stay
-``running`` (or ``accepted``, when still waiting) and the next start resumes them.
+cancelled its run (or its files being read before the run). A run, or a reading of files,
+cancelled because botd shuts down marks nothing: its messages stay ``running`` (or
+``accepted``, when still waiting or being prepared) and the next start resumes them.
 """
 
 from __future__ import annotations

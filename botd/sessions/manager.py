@@ -23,6 +23,14 @@ has come for ``ALBUM_WINDOW`` seconds, and the parts go into one prompt. With a
 its conversation has said nothing more for that long, and messages that came within it of
 each other go into one prompt, so "hi" - "can you" - "check the logs" gets one answer.
 
+Each session's worker takes its waiting messages one *turn* at a time (``Session.turn``): the
+turn is prepared (the messages' files downloaded, transcribed, read; a run slot waited for)
+and then run. Preparing is part of the run: ``/stop``, ``/new``, an interrupt or the shutdown
+cut it at once (the turn is a task of its own), and nothing of its messages is said after
+that. No command waits for a turn: ``/stop`` and ``/new`` are answered once the cut turn has
+wound down, in the background, and a conversation ``/new`` started over begins its first
+turn after that too, so nothing on a channel's input path ever waits for a run.
+
 Runs of different sessions go in parallel, capped by a global semaphore; runs of one session
 never overlap, so its messages are answered strictly in order. Each run (``run.py``) writes
 every message to the store as it happens, so a restarted daemon continues each conversation
@@ -35,8 +43,8 @@ whose run was interrupted continues from its transcript, one that waited runs as
 Runs wait until ``release`` (called once the channels can send), which also sends the reply
 pieces a crash left unconfirmed and answers resumed chat commands (a conversation's
 messages after such a command wait for it, so a resumed ``/new`` keeps its place).
-``close`` lets running answers finish within the grace and cancels the rest without
-marking them: they resume at the next start.
+``close`` cuts turns still being prepared, lets running answers finish within the grace and
+cancels the rest, without marking them: they resume at the next start.
 
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when its
@@ -61,7 +69,7 @@ from ..chat import InboundMessage, Target
 from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
 from ..delivery import Delivery
-from ..events import Message
+from ..events import Message, TextContent
 from ..logging import LogContext
 from ..media import MediaResolver
 from ..store import InboxState, OutboxEntry, Store
@@ -70,7 +78,7 @@ from .durable import resume_plan
 from .models import ModelBook
 from .prompt import media_user_turn, user_turn
 from .run import Runner
-from .session import Session
+from .session import Session, Turn
 from .settings import RunHooks, SessionSettings
 
 log = logging.getLogger(__package__)
@@ -114,6 +122,8 @@ class SessionManager:
         self._deferred_keys: set[str] = set()
         self._unsent: list[OutboxEntry] = []
         self._posting: set[asyncio.Task[None]] = set()
+        self._workers: set[asyncio.Task[None]] = set()
+        """Every session's worker, a session /new replaced included, until it ends."""
         self._runner = Runner(
             store,
             provider,
@@ -154,24 +164,27 @@ class SessionManager:
         if command is not None:
             rest = command_argument(message.text)
             if command not in STARTING_OVER or not (rest or message.attachments):
-                text = await self._commands.answer(command, message)
-                if message.attachments:
-                    text += FILES_NOT_READ
-                self.post_later(message.reply_target(), text, inbox_id=message.inbox_id)
+                reply = self._commands.answer(command, message)
+                text = reply.text + (FILES_NOT_READ if message.attachments else "")
+                self._spawn(
+                    self._post([(message.reply_target(), text)], message.inbox_id, reply.after),
+                    f"post:{message.chat_id}",
+                )
                 return
             # "/new <text>" (or files captioned /new): start over, and the rest is the new
             # conversation's first message. A run of it that a restart resumes is already in
             # the new conversation: it does not start over again.
             known = self._sessions.get(message.conversation_key)
             if known is None or message.inbox_id not in known.resumed:
-                await self._commands.answer(command, message)
+                self._commands.answer(command, message)
             message = replace(message, text=rest)
         session = self._session_for(message.conversation_key)
         mode = self._settings.queue_mode
-        if session.run is not None and session.run.running:
-            if mode == "steer" and not message.attachments:
+        if session.working:
+            if mode == "steer" and session.run is not None and not message.attachments:
                 # (Files are read before a run starts: a message with files waits for the
-                # next run instead of steering this one.)
+                # next run instead of steering this one; so does one sent while a turn is
+                # still being prepared.)
                 steering = user_turn([message])
                 session.steered.append(steering)
                 if message.inbox_id is not None:
@@ -182,16 +195,19 @@ class SessionManager:
                 # Earlier parts of this message's album stay: they are answered with it.
                 siblings = [m for m in session.pending if _same_album(m, message)]
                 skipped = [m.inbox_id for m in session.pending if not _same_album(m, message)]
+                skipped += session.cut()  # a turn being prepared, or its run
                 self._finish(skipped, "skipped")
                 session.pending.clear()
                 session.pending.extend(siblings)
-                session.run.cancel()
         session.pending.append(message)
         session.arrived_at[id(message)] = time.monotonic()
         if session.worker is None or session.worker.done():
-            session.worker = asyncio.create_task(
+            worker = asyncio.create_task(
                 self._work(session), name=f"session:{session.conversation_key}"
             )
+            session.worker = worker
+            self._workers.add(worker)
+            worker.add_done_callback(self._workers.discard)
 
     def status(self, conversation_key: str) -> str:
         """What the session is doing, what waits, and the conversation's scheduled jobs."""
@@ -205,14 +221,22 @@ class SessionManager:
         answered once it is sent (failed when refused); cut by a shutdown, the message stays
         in the inbox and is answered after the restart.
         """
-        self._spawn(self._post([(target, text)], inbox_id), f"post:{target.chat_id}")
+        self._spawn(self._post([(target, text)], inbox_id, None), f"post:{target.chat_id}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(work, name=name)
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
-    async def _post(self, texts: Sequence[tuple[Target, str]], inbox_id: int | None) -> None:
+    async def _post(
+        self,
+        texts: Sequence[tuple[Target, str]],
+        inbox_id: int | None,
+        after: asyncio.Event | None,
+    ) -> None:
+        """Send ``texts`` in order once ``after`` is set (None: now), then mark ``inbox_id``."""
+        if after is not None:
+            await after.wait()  # the turn a /stop or /new cut winds down first
         for target, text in texts:
             try:
                 await self._delivery.send_text(target, text)
@@ -338,8 +362,11 @@ class SessionManager:
         return step._replace(prompt=[turn])
 
     async def _work(self, session: Session) -> None:
-        """Run the session's waiting messages one run at a time, in order."""
+        """Take the session's waiting messages one turn at a time, in order."""
         await self._released.wait()
+        if session.after is not None:
+            after, session.after = session.after, None
+            await after.wait()  # the previous session's turn, cut by /new, winds down first
         if self._closed:
             return  # released by the shutdown: what waits stays in the inbox for next start
         while session.pending or (session.steered and session.last_inbound is not None):
@@ -350,52 +377,91 @@ class SessionManager:
                 if not session.pending:
                     continue  # cleared meanwhile (/stop)
                 step = self._next_prompt(session)
-                if not step.resumed and any(m.attachments for m in step.batch):
-                    with LogContext.bind(
-                        channel=step.inbound.channel, conversation=session.conversation_key
-                    ):
-                        read = await self._read_media(step)
-                    if self._closed:
-                        return  # shutting down: left in the inbox, resumed at the next start
-                    if read is None:
-                        continue
-                    step = read
             else:
                 # Steering that no tool boundary picked up runs as a follow-up.
                 assert session.last_inbound is not None
                 step = _Next(session.last_inbound, list(session.steered), None, [], False, [])
                 session.steered.clear()
+            ran = await self._take_turn(session, step)
+            if self._closed:
+                return  # shutting down: left in the inbox, resumed at the next start
+            if ran and self._sessions.get(session.conversation_key) is session:
+                # (A conversation /new started over is not compacted: nothing reads it.)
+                await self._compact(session, step.inbound.channel)
+
+    async def _compact(self, session: Session, channel: str) -> None:
+        """Fold older turns into a summary if the transcript outgrew its budget (a model
+        call: it takes a run slot)."""
+        with LogContext.bind(channel=channel, conversation=session.conversation_key):
+            async with self._slots:
+                try:
+                    await self._runner.compact_if_needed(session)
+                except Exception:
+                    log.exception("compacting %s failed", session.conversation_key)
+
+    async def _take_turn(self, session: Session, step: _Next) -> bool:
+        """Prepare and run ``step`` as the session's turn (``Session.turn``), a task of its
+        own that ``Session.cut`` cancels until the run starts. True when the run started."""
+        turn = Turn(step.ids, _preview(step))
+        with LogContext.bind(channel=step.inbound.channel, conversation=session.conversation_key):
+            task = asyncio.create_task(
+                self._turn(session, turn, step), name=f"turn:{session.conversation_key}"
+            )
+        turn.task = task
+        session.turn = turn
+        try:
+            # Not ``await task``: a cut turn ends cancelled, and the worker goes on.
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()  # the worker itself was cancelled: its turn goes with it
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+        finally:
+            session.turn = None
+            turn.over.set()
+        if not task.cancelled() and (failure := task.exception()) is not None:
+            log.error("a turn in %s failed", session.conversation_key, exc_info=failure)
+        return turn.ran
+
+    async def _turn(self, session: Session, turn: Turn, step: _Next) -> None:
+        """The turn: read ``step``'s files (downloads, transcription, documents), take a run
+        slot, run it. ``/stop``, ``/new``, an interrupt or the shutdown cancel this task
+        while it prepares (``Session.cut``): nothing of the message is said after that."""
+        reading = not step.resumed and any(m.attachments for m in step.batch)
+        if self._closed and (reading or self._slots.locked()):
+            # The shutdown came before the turn began, and it would only wait: left in the
+            # inbox, resumed at the next start. (One that need not wait runs, as it would
+            # have had it begun a moment earlier; its run gets the grace.)
+            return
+        turn.begun = True  # from here on the shutdown cuts it while it prepares
+        if reading:
+            read = await self._read_media(step)
+            if read is None:
+                return
+            step = read
+        async with self._slots:
+            turn.ran = True  # from here on a cut cancels the run, which winds down itself
             session.last_inbound = step.inbound
             session.runs_started += 1
             self._store.count_run_soon(session.session_id)
-            run_id = session.run_id
-            with LogContext.bind(
-                channel=step.inbound.channel, conversation=session.conversation_key, run=run_id
-            ):
-                async with self._slots:
-                    if self._closed:
-                        return  # shutting down: left in the inbox, resumed at the next start
-                    finish = _Finish(session, step.ids, self._finish, lambda: self._closed)
-                    outcome: str | None = None  # None: the run raised
-                    try:
-                        # Marked done with the run's last reply (in one transaction with its
-                        # sent mark), or below when the run did not get that far.
-                        outcome = await self._runner.run(
-                            session,
-                            step.inbound,
-                            step.prompt,
-                            step.arrived,
-                            inbox_ids=step.ids,
-                            resumed=step.resumed,
-                            on_delivered=finish,
-                        )
-                    except Exception:
-                        log.exception("run failed in %s", session.conversation_key)
-                    finish(outcome)  # when the run did not get to it (once only)
-                    try:
-                        await self._runner.compact_if_needed(session)
-                    except Exception:
-                        log.exception("compacting %s failed", session.conversation_key)
+            with LogContext.bind(run=session.run_id):
+                finish = _Finish(session, step.ids, self._finish, lambda: self._closed)
+                outcome: str | None = None  # None: the run raised
+                try:
+                    # Marked done with the run's last reply (in one transaction with its
+                    # sent mark), or below when the run did not get that far.
+                    outcome = await self._runner.run(
+                        session,
+                        step.inbound,
+                        step.prompt,
+                        step.arrived,
+                        inbox_ids=step.ids,
+                        resumed=step.resumed,
+                        on_delivered=finish,
+                    )
+                except Exception:
+                    log.exception("run failed in %s", session.conversation_key)
+                finish(outcome)  # when the run did not get to it (once only)
 
     def _finish(self, ids: Sequence[int | None], state: InboxState) -> None:
         """Mark inbox rows (None: not from the inbox) as done; a failed write is logged."""
@@ -469,8 +535,8 @@ class SessionManager:
     # -- lifecycle --------------------------------------------------------------------------
 
     def _busy(self) -> list[asyncio.Task[None]]:
-        workers = [s.worker for s in self._sessions.values() if s.worker and not s.worker.done()]
-        return workers + [task for task in self._posting if not task.done()]
+        tasks = [*self._workers, *self._posting]
+        return [task for task in tasks if not task.done()]
 
     async def drain(self) -> None:
         """Wait until every session is idle and every one-shot text sent."""
@@ -484,6 +550,10 @@ class SessionManager:
         self._released.set()  # a worker still waiting for release ends at once
         for session in self._sessions.values():
             session.end_wait()  # nor does one wait for more of an album or burst
+            if session.preparing and session.turn is not None and session.turn.begun:
+                # Reading files (or waiting for a run slot) ends now, marking nothing: the
+                # message stays in the inbox and is prepared again at the next start.
+                session.cut()
         busy = self._busy()
         if busy:
             _, still_running = await asyncio.wait(busy, timeout=grace)
@@ -541,6 +611,15 @@ class _Finish:
         session = self._session
         steered, session.steered_ids = session.steered_ids, []
         self._mark([*self._ids, *steered], state)
+
+
+def _preview(step: _Next) -> str:
+    """What a turn answers, for ``/status``: its messages' text, else their files' names
+    (else the steering it runs)."""
+    texts = [m.text for m in step.batch if m.text.strip()]
+    files = [a.label() for m in step.batch for a in m.attachments]
+    steering = [b.text for m in step.prompt for b in m.blocks() if isinstance(b, TextContent)]
+    return "\n".join(texts) or ", ".join(files) or "\n".join(steering)
 
 
 def _same_album(message: InboundMessage, other: InboundMessage) -> bool:

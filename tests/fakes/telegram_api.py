@@ -31,7 +31,9 @@ video, with an optional caption); ``getFile`` answers with the file's path, and
 ``GET /file/bot<token>/<path>`` serves its bytes (``file_downloads`` lists the paths fetched);
 with ``content_encoding`` the bytes go out as they are under that ``Content-Encoding`` (a
 compressed body, or a hostile one).
-``getFile`` can be failed like any method (``fail_next``).
+``getFile`` can be failed like any method (``fail_next``); ``hold_downloads`` makes the file
+server take each download and answer it only once the returned event is set (a slow or stuck
+file server), counting the requests waiting in ``downloads_held``.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -275,6 +277,9 @@ class FakeTelegramAPI:
         self._file_encodings: dict[str, str] = {}  # path -> Content-Encoding it is served with
         self.file_downloads: list[str] = []
         """Paths of the files the bot downloaded, in order."""
+        self.downloads_held: list[str] = []
+        """Paths of the downloads held (``hold_downloads``), in the order they came."""
+        self._download_gate: asyncio.Event | None = None
         self.uploads: list[Upload] = []
 
     @property
@@ -291,6 +296,8 @@ class FakeTelegramAPI:
 
     async def __aexit__(self, *exc: object) -> None:
         self._closing.set()
+        if self._download_gate is not None:
+            self._download_gate.set()  # held downloads end with the server
         self._notify()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -300,6 +307,11 @@ class FakeTelegramAPI:
     def stall_next_polls(self, times: int = 1) -> None:
         """The next ``times`` getUpdates requests are held open and never answered."""
         self.stalls = times
+
+    def hold_downloads(self) -> asyncio.Event:
+        """Hold every file download from now on until the returned event is set."""
+        self._download_gate = asyncio.Event()
+        return self._download_gate
 
     def fail_next(
         self,
@@ -592,6 +604,10 @@ class FakeTelegramAPI:
         path = request.match_info["path"]
         for known, data in self._files.values():
             if known == path:
+                if self._download_gate is not None:
+                    self.downloads_held.append(path)
+                    self._notify()
+                    await self._download_gate.wait()
                 self.file_downloads.append(path)
                 self._notify()
                 encoding = self._file_encodings.get(path)

@@ -16,8 +16,9 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import pytest
 from PIL import Image
 
 from botd.daemon import Daemon
@@ -34,6 +35,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.media.files import JPEG, OGG, PNG, ZIP, claimed_png, jpeg, minimal_pdf
+from tests.waiting import until
 
 DM = 777
 GROUP = -100123
@@ -82,10 +84,19 @@ class Botd:
         return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
+class Fakes(NamedTuple):
+    """The loopback services botd talks to, and a config pointing at them."""
+
+    telegram: FakeTelegramAPI
+    model: FakeAnthropicAPI
+    transcriber: FakeOpenAI
+    config: str
+
+
 @asynccontextmanager
-async def botd(
+async def fakes(
     tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
-) -> AsyncIterator[Botd]:
+) -> AsyncIterator[Fakes]:
     async with (
         FakeTelegramAPI() as telegram,
         FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
@@ -100,9 +111,22 @@ async def botd(
             media_yaml(transcriber if transcription else None, max_bytes=max_bytes),
             extra,
         )
-        ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
-        async with daemon_running(config, ready=ready) as daemon:
-            yield Botd(daemon, telegram, model, transcriber)
+        yield Fakes(telegram, model, transcriber, config)
+
+
+def telegram_ready(daemon: Daemon) -> bool:
+    return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
+
+
+@asynccontextmanager
+async def botd(
+    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
+) -> AsyncIterator[Botd]:
+    async with (
+        fakes(tmp_path, transcription=transcription, max_bytes=max_bytes, extra=extra) as f,
+        daemon_running(f.config, ready=telegram_ready) as daemon,
+    ):
+        yield Botd(daemon, f.telegram, f.model, f.transcriber)
 
 
 def images(content: list[dict[str, Any]]) -> list[bytes]:
@@ -440,3 +464,170 @@ async def test_a_file_sent_with_another_command_is_said_to_be_unread(tmp_path: P
     assert answer.startswith("No conversation yet.")
     assert answer.endswith("(The file sent with the command was not read: send it on its own.)")
     assert b.model.requests == []
+
+
+# --- reading a file is part of its message's run -----------------------------------------------
+# A download, a transcription or a document read is cut by /stop, /new, an interrupt or the
+# shutdown as a run is; no command waits for one, and no other chat waits behind one.
+
+REPORT = minimal_pdf("Quarterly revenue grew")
+
+
+def push_report(telegram: FakeTelegramAPI, chat: int = DM, caption: str = "summarise") -> None:
+    telegram.push_file(
+        chat,
+        "document",
+        REPORT,
+        file_name="report.pdf",
+        mime_type="application/pdf",
+        caption=caption,
+    )
+
+
+def sent_to(telegram: FakeTelegramAPI, chat: int) -> list[str]:
+    calls = telegram.calls_to("sendMessage", ok_only=True)
+    return [str(c.params["text"]) for c in calls if int(c.params["chat_id"]) == chat]
+
+
+async def until_sent(telegram: FakeTelegramAPI, chat: int, count: int = 1) -> None:
+    await until(
+        lambda: len(sent_to(telegram, chat)) >= count,
+        f"{count} message(s) to chat {chat}",
+        guard=HANG_GUARD,
+    )
+
+
+async def until_held(telegram: FakeTelegramAPI, count: int = 1) -> None:
+    await until(
+        lambda: len(telegram.downloads_held) >= count, f"{count} download(s) held", HANG_GUARD
+    )
+
+
+async def idle(daemon: Daemon) -> None:
+    assert daemon.runtime is not None
+    await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+
+
+@pytest.mark.parametrize(
+    ("command", "confirmation"),
+    [("/stop", "Stopped."), ("/new", "Started a new conversation.")],
+)
+async def test_a_stop_while_a_file_downloads_cuts_it_and_nothing_of_it_is_posted(
+    tmp_path: Path, command: str, confirmation: str
+) -> None:
+    async with fakes(tmp_path) as f:
+        async with daemon_running(f.config, ready=telegram_ready) as daemon:
+            assert daemon.runtime is not None
+            store = daemon.runtime.store
+            release = f.telegram.hold_downloads()
+            push_report(f.telegram)
+            await until_held(f.telegram)
+            [reading] = store.unfinished_inbox()
+            f.telegram.push_text(DM, command)
+            # Confirmed while the download still hangs: the command waited for nothing.
+            await until_sent(f.telegram, DM)
+            assert sent_to(f.telegram, DM) == [confirmation]
+            assert store.inbox_state(reading.id) == "skipped"
+            release.set()
+            await idle(daemon)
+            assert sent_to(f.telegram, DM) == [confirmation]  # no "could not read", no answer
+        # Not answered after a restart either.
+        async with daemon_running(f.config, ready=telegram_ready) as daemon:
+            await idle(daemon)
+        assert sent_to(f.telegram, DM) == [confirmation]
+        assert f.model.requests == []
+
+
+async def test_new_with_text_while_a_file_downloads_starts_over_with_the_text_alone(
+    tmp_path: Path,
+) -> None:
+    async with botd(tmp_path) as b:
+        release = b.telegram.hold_downloads()
+        push_report(b.telegram)
+        await until_held(b.telegram)
+        b.model.push(stream(text("Fresh start.")))
+        b.telegram.push_text(DM, "/new what is on today?")
+        await until_sent(b.telegram, DM)
+        release.set()
+        await b.idle()
+    assert sent_to(b.telegram, DM) == ["Fresh start."]
+    [request] = b.model.requests
+    assert [m["role"] for m in request.body["messages"]] == ["user"]
+    assert texts(b.user_content()) == "what is on today?"
+
+
+async def test_a_chat_whose_file_is_being_read_holds_up_no_other_chat(tmp_path: Path) -> None:
+    other, third, fourth = DM + 1, DM + 2, DM + 3
+    async with botd(tmp_path) as b:
+        release = b.telegram.hold_downloads()
+        push_report(b.telegram, DM)
+        push_report(b.telegram, other, caption="and mine")
+        await until_held(b.telegram, 2)
+        b.telegram.push_text(DM, "/stop")
+        b.model.push(stream(text("Hello there.")))
+        b.telegram.push_text(third, "hello")
+        b.telegram.push_text(fourth, "/stop")
+        b.telegram.push_text(other, "/status")
+        for chat in (DM, third, fourth, other):
+            await until_sent(b.telegram, chat)
+        # All answered while both downloads still hang; the other chat's goes on.
+        assert sent_to(b.telegram, DM) == ["Stopped."]
+        assert sent_to(b.telegram, third) == ["Hello there."]
+        assert sent_to(b.telegram, fourth) == ["Nothing was running."]
+        [status] = sent_to(b.telegram, other)
+        assert ": working, 0 waiting" in status
+        assert "Preparing: and mine" in status
+        b.model.push(stream(text("Revenue grew.")))
+        release.set()
+        await until_sent(b.telegram, other, 2)
+        await b.idle()
+    assert sent_to(b.telegram, other) == [status, "Revenue grew."]
+    assert sent_to(b.telegram, DM) == ["Stopped."]
+    assert len(b.model.requests) == 2
+    read = texts(b.user_content())
+    assert "Quarterly revenue grew" in read and "and mine" in read
+
+
+async def test_an_interrupting_message_cuts_a_file_being_read(tmp_path: Path) -> None:
+    async with (
+        fakes(tmp_path, extra="agent:\n  queue_mode: interrupt\n") as f,
+        daemon_running(f.config, ready=telegram_ready) as daemon,
+    ):
+        assert daemon.runtime is not None
+        store = daemon.runtime.store
+        release = f.telegram.hold_downloads()
+        push_report(f.telegram)
+        await until_held(f.telegram)
+        [reading] = store.unfinished_inbox()
+        f.model.push(stream(text("Sure, forget the report.")))
+        f.telegram.push_text(DM, "never mind that")
+        await until_sent(f.telegram, DM)
+        assert store.inbox_state(reading.id) == "skipped"
+        release.set()
+        await idle(daemon)
+    assert sent_to(f.telegram, DM) == ["Sure, forget the report."]
+    [request] = f.model.requests
+    assert "never mind that" in str(request.body["messages"])
+    assert "report.pdf" not in str(request.body["messages"])
+
+
+async def test_a_shutdown_while_a_file_downloads_leaves_it_for_the_restart(
+    tmp_path: Path,
+) -> None:
+    async with fakes(tmp_path, extra="shutdown_grace: 0.2\n") as f:
+        async with daemon_running(f.config, ready=telegram_ready):
+            release = f.telegram.hold_downloads()
+            push_report(f.telegram)
+            await until_held(f.telegram)
+        # botd stopped while the download hung, and said nothing of the file.
+        assert f.telegram.calls_to("sendMessage") == []
+        release.set()
+        f.model.push(stream(text("Revenue grew.")))
+        async with daemon_running(f.config, ready=telegram_ready) as daemon:
+            await until_sent(f.telegram, DM)
+            await idle(daemon)
+    assert sent_to(f.telegram, DM) == ["Revenue grew."]
+    [request] = f.model.requests
+    read = texts(_last_user(request.body["messages"]))
+    assert "Quarterly revenue grew" in read and "summarise" in read
+    assert len(f.telegram.downloads_held) == 2  # fetched again after the restart
