@@ -376,6 +376,31 @@ async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
     assert (await call).is_error
 
 
+async def test_a_server_that_dies_takes_what_it_started_with_it(tmp_path: Path) -> None:
+    children = tmp_path / "children"
+    section = McpServerSection(
+        command=sys.executable,
+        args=[FAKE],
+        env={"FAKE_MCP_PIDFILE": str(tmp_path / "pids"), "FAKE_MCP_CHILD_PIDFILE": str(children)},
+    )
+    manager = McpManager({"t": section}, backoff=_fast)
+    manager.start()
+    try:
+        await _until(lambda: manager.states()["t"] == "running", "t running")
+        [child] = [int(p) for p in children.read_text().split()]
+        assert _alive(child)
+        crash = next(t for t in manager.tools() if t.spec.name == "mcp__t__crash")
+        await crash.run({}, CONTEXT)
+        await _until(lambda: not _alive(child), "the child of the crashed server gone")
+        await _until(lambda: len(children.read_text().split()) == 2, "t started again")
+    finally:
+        await manager.close()
+        for pid in [int(p) for p in children.read_text().split()]:
+            if _alive(pid):
+                os.kill(pid, 9)
+    assert not [int(p) for p in children.read_text().split() if _alive(int(p))]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -13,7 +13,11 @@ refuses every request without ``Authorization: Bearer T``. Its tools:
 
 With ``FAKE_MCP_PIDFILE`` set, each process appends its pid to that file on start, so a
 test can check that no server process outlives the daemon. ``FAKE_MCP_STDERR`` is written to
-stderr on start, as servers write their banners.
+stderr on start, as servers write their banners. Misbehaving on request (stdio only):
+
+- ``FAKE_MCP_CHILD_PIDFILE``: start a child process (``sleep 1000``) and append its pid
+  to that file, as a server starts helpers of its own;
+- ``FAKE_MCP_IGNORE_EOF``: keep running once stdin has ended (until a signal ends it).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import argparse
 import asyncio
 import base64
 import os
+import subprocess
 import sys
+import time
 from typing import Any
 
 from mcp.server.mcpserver import Image, MCPServer
@@ -75,6 +81,12 @@ def env(name: str) -> str:
     return os.environ.get(name, "unset")
 
 
+def _start_child(pidfile: str) -> None:
+    child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    with open(pidfile, "a", encoding="utf-8") as handle:
+        handle.write(f"{child.pid}\n")
+
+
 def _require_token(app: Any, token: str) -> Any:
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -101,7 +113,12 @@ def main() -> None:
     if banner:
         print(banner, flush=True, file=sys.stderr)
     if args.http is None:
+        children = os.environ.get("FAKE_MCP_CHILD_PIDFILE")
+        if children:
+            _start_child(children)
         server.run()
+        while os.environ.get("FAKE_MCP_IGNORE_EOF"):
+            time.sleep(3600)
         return
     import uvicorn
 
