@@ -2,8 +2,8 @@
 model calls ``mcp__<server>__<tool>`` and its next request carries the result (text, an
 image, an error); a server whose command does not exist leaves botd answering and shows in
 ``/healthz``; a server that dies is started again; a streamable-HTTP server works the same;
-a group's ``tools`` list hides and refuses the rest; and no server process, nor one a server
-started, outlives botd, stopped or killed."""
+a group's ``tools`` list hides and refuses the rest; a tool the SDK would refuse is left out
+alone; and no server process, nor one a server started, outlives botd, stopped or killed."""
 
 from __future__ import annotations
 
@@ -382,6 +382,49 @@ async def test_no_server_process_outlives_botd(
         finally:
             await reap(process)
     await until(lambda: not _alive(server) and not _alive(child), "the server and its child gone")
+
+
+async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
+    tmp_path: Path, pidfile: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = _free_port()
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+    ):
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            f"health: {{enabled: true, port: {port}}}\n",
+            _agent(pidfile, FAKE_MCP_BAD_TOOL="1"),
+            telegram_yaml(telegram, "dm_policy: open"),
+        )
+        daemon: Daemon
+        with caplog.at_level(logging.WARNING, logger="botd.agent.mcp"):
+            async with daemon_running(config) as daemon:
+                assert daemon.runtime is not None
+                mcp = daemon.runtime.mcp
+                await _until(lambda: mcp.states()["t"] in ("running", "down"))
+                assert mcp.states()["t"] == "running"
+                loop = asyncio.get_running_loop()
+                _, body = await loop.run_in_executor(None, _healthz, port)
+                assert body["components"]["mcp:t"] == {"status": "ok"}
+
+                offered, results = await Chat(telegram, model).run(
+                    FRIEND, tool_use("b1", "mcp__t__echo", '{"text": "still here"}')
+                )
+                assert {"mcp__t__echo", "mcp__t__add", "mcp__t__env"} <= set(offered)
+                assert "mcp__t__broken" not in offered
+                assert results["b1"] == (False, [{"type": "text", "text": "echo: still here"}])
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("botd.agent.mcp")
+    ]
+    assert warnings == [
+        "MCP server t: tool 'broken' left out: "
+        "its input schema is not an object schema (type 'string')"
+    ]
 
 
 async def test_doctor_names_the_status_an_http_server_refused_with(

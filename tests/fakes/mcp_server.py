@@ -17,7 +17,10 @@ stderr on start, as servers write their banners. Misbehaving on request (stdio o
 
 - ``FAKE_MCP_CHILD_PIDFILE``: start a child process (``sleep 1000``) and append its pid
   to that file, as a server starts helpers of its own;
-- ``FAKE_MCP_IGNORE_EOF``: keep running once stdin has ended (until a signal ends it).
+- ``FAKE_MCP_IGNORE_EOF``: keep running once stdin has ended (until a signal ends it);
+- ``FAKE_MCP_BAD_TOOL``: list one more tool, ``broken``, whose input schema on the wire is
+  ``{"type": "string"}`` (the SDK's server side refuses to send that, so its output is
+  rewritten on the way out).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -81,6 +86,34 @@ def env(name: str) -> str:
     return os.environ.get(name, "unset")
 
 
+def broken(text: str) -> str:
+    return f"broken: {text}"
+
+
+def _break_listings() -> None:
+    """From now on the process's stdout passes through a thread that gives the tool
+    ``broken`` the input schema ``{"type": "string"}`` in every listing."""
+    wire = os.dup(1)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 1)
+    os.close(write_end)
+
+    def relay() -> None:
+        with os.fdopen(read_end, "rb") as source, os.fdopen(wire, "wb", buffering=0) as sink:
+            for line in source:
+                try:
+                    message = json.loads(line)
+                    for tool in message.get("result", {}).get("tools", []):
+                        if tool.get("name") == "broken":
+                            tool["inputSchema"] = {"type": "string"}
+                    line = json.dumps(message).encode() + b"\n"
+                except (ValueError, AttributeError):
+                    pass  # not a JSON-RPC message: as it was
+                sink.write(line)
+
+    threading.Thread(target=relay, name="break-listings", daemon=True).start()
+
+
 def _start_child(pidfile: str) -> None:
     child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     with open(pidfile, "a", encoding="utf-8") as handle:
@@ -116,6 +149,9 @@ def main() -> None:
         children = os.environ.get("FAKE_MCP_CHILD_PIDFILE")
         if children:
             _start_child(children)
+        if os.environ.get("FAKE_MCP_BAD_TOOL"):
+            server.add_tool(broken, description="Listed with a schema that is not an object.")
+            _break_listings()
         server.run()
         while os.environ.get("FAKE_MCP_IGNORE_EOF"):
             time.sleep(3600)

@@ -1,11 +1,12 @@
 """Talking to one MCP server through the official SDK: connecting, listing, converting.
 
-The SDK (PyPI ``mcp``, the extra ``botd[mcp]``) is imported here only, and only when a
-server is connected, so a botd without MCP servers never loads it.
+The SDK (PyPI ``mcp``, the extra ``botd[mcp]``) is imported here and in ``listing`` only,
+and only when a server is connected, so a botd without MCP servers never loads it.
 ``connect`` enters a connected ``mcp.Client`` on an exit stack: a stdio server's process is
 started then and stopped (stdin closed, then terminated, then killed) when the stack closes.
 On Linux it is started through ``launcher``, which ends what the server started along with
-it, and everything when botd dies without closing it.
+it, and everything when botd dies without closing it. Its tool listings are checked tool by
+tool (``listing``), so one tool the SDK refuses does not cost the server's other tools.
 
 What a stdio server writes to its stderr is logged line by line under its name
 (``mcp[files]: ...``, at most ``STDERR_LINE_CHARS`` characters a line) instead of landing
@@ -106,6 +107,14 @@ async def connect(
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
+    from .listing import checked_listings
+
+    entered: Client | None = None
+
+    def version() -> str | None:
+        """The protocol version the connection agreed on, for the listing check."""
+        return entered.protocol_version if entered is not None else None
+
     errlog: TextIO | None = None
     if section.url is not None:
         import httpx2
@@ -122,13 +131,15 @@ async def connect(
         params = _stdio_parameters(section)  # raises for a missing command, before the pipe
         errlog = await _stderr_logged(stack, name or str(section.command))
         transport = stdio_client(params, errlog=errlog)
+    label = name or str(section.url or section.command)
     # The transport's own connection, not a cache of answers: every listing is fresh.
-    client = Client(transport, cache=None)
+    client = Client(checked_listings(transport, label, version), cache=None)
     try:
-        return await stack.enter_async_context(client)
+        entered = await stack.enter_async_context(client)
     finally:
         if errlog is not None:
             errlog.close()  # the server process holds its own copy
+    return entered
 
 
 def _stdio_parameters(section: McpServerSection) -> StdioServerParameters:
