@@ -2,7 +2,8 @@
 model calls ``mcp__<server>__<tool>`` and its next request carries the result (text, an
 image, an error); a server whose command does not exist leaves botd answering and shows in
 ``/healthz``; a server that dies is started again; a streamable-HTTP server works the same;
-a group's ``tools`` list hides and refuses the rest; and no server process outlives botd."""
+a group's ``tools`` list hides and refuses the rest; a tool the SDK would refuse is left out
+alone; and no server process, nor one a server started, outlives botd, stopped or killed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -33,6 +35,7 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.waiting import until
 
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
 FRIEND = 111
@@ -71,14 +74,19 @@ async def _until(check: Any) -> None:
             await asyncio.sleep(0.05)
 
 
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
 @pytest.fixture
 def pidfile(tmp_path: Path) -> Iterator[Path]:
+    """Where the servers write their pids (``children`` beside it: the processes they
+    start); whatever the test did, none is left running after it."""
     path = tmp_path / "pids"
     yield path
-    if path.exists():  # nothing left behind, whatever the test did
-        for pid in (int(p) for p in path.read_text().split()):
-            if _alive(pid):
-                os.kill(pid, 9)
+    for pid in _pids(path) + _pids(tmp_path / "children"):
+        if _alive(pid):
+            os.kill(pid, 9)
 
 
 @pytest.fixture
@@ -99,11 +107,14 @@ def http_server() -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def _agent(pidfile: Path, *servers: str) -> str:
+def _agent(pidfile: Path, *servers: str, **env: str) -> str:
+    """The ``agent:`` section: the fake on stdio as ``t`` (``env``: more of its
+    environment), then ``servers``."""
+    variables = json.dumps({"FAKE_MCP_PIDFILE": str(pidfile), **env})
     stdio = f"""    t:
       command: {json.dumps(sys.executable)}
       args: [{json.dumps(FAKE)}]
-      env: {{FAKE_MCP_PIDFILE: {json.dumps(str(pidfile))}}}
+      env: {variables}
 """
     return "agent:\n  mcp_servers:\n" + stdio + "".join(servers)
 
@@ -210,10 +221,10 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             told = len(telegram.calls_to("sendMessage", ok_only=True))
             telegram.push_text(FRIEND, "/status", sender=user(FRIEND))
             await _until(lambda: len(telegram.calls_to("sendMessage", ok_only=True)) > told)
-            status = str(telegram.calls_to("sendMessage", ok_only=True)[told].params["text"])
-            assert re.search(r"MCP server gone is (down|starting): its tools are not", status)
-            assert "MCP server t " not in status and "MCP server web " not in status
-            assert "nonexistent" not in status and "No such file" not in status
+            said = str(telegram.calls_to("sendMessage", ok_only=True)[told].params["text"])
+            assert re.search(r"MCP server gone is (down|starting): its tools are not", said)
+            assert "MCP server t " not in said and "MCP server web " not in said
+            assert "nonexistent" not in said and "No such file" not in said
 
             # A server that dies mid-call: an error result, then it is started again.
             started = len(pidfile.read_text().split())
@@ -319,11 +330,24 @@ async def test_doctor_starts_each_server_once(tmp_path: Path, pidfile: Path) -> 
     assert not [p for p in (int(x) for x in pidfile.read_text().split()) if _alive(p)]
 
 
-async def test_sigterm_stops_the_server_processes_with_botd(tmp_path: Path, pidfile: Path) -> None:
-    import signal
-
+@pytest.mark.parametrize(
+    ("stop", "server_env"),
+    [
+        # botd stops in order: the server ends on the end of its input, the process it
+        # started goes with it.
+        (signal.SIGTERM, {}),
+        # botd is killed (as the out-of-memory killer does): nothing closes anything, and
+        # this server would not end on the end of its input anyway.
+        (signal.SIGKILL, {"FAKE_MCP_IGNORE_EOF": "1"}),
+    ],
+    ids=["sigterm", "sigkill"],
+)
+async def test_no_server_process_outlives_botd(
+    tmp_path: Path, pidfile: Path, stop: signal.Signals, server_env: dict[str, str]
+) -> None:
     from tests.daemon_process import ended, reap, start_daemon
 
+    children = tmp_path / "children"
     port = _free_port()
     async with FakeTelegramAPI(TELEGRAM_TOKEN) as telegram:
         path = tmp_path / "botd.yaml"
@@ -331,7 +355,7 @@ async def test_sigterm_stops_the_server_processes_with_botd(tmp_path: Path, pidf
             config_yaml(
                 tmp_path,
                 f"health: {{enabled: true, port: {port}}}\n",
-                _agent(pidfile),
+                _agent(pidfile, FAKE_MCP_CHILD_PIDFILE=str(children), **server_env),
                 telegram_yaml(telegram, "dm_policy: open"),
             ),
             encoding="utf-8",
@@ -345,18 +369,62 @@ async def test_sigterm_stops_the_server_processes_with_botd(tmp_path: Path, pidf
                     _, body = _healthz(port)
                 except OSError:
                     return False
-                return body.get("components", {}).get("mcp:t") == {"status": "ok"}
+                return bool(body.get("components", {}).get("mcp:t") == {"status": "ok"})
 
             async with asyncio.timeout(HANG_GUARD):
                 while not await loop.run_in_executor(None, up):
                     await asyncio.sleep(0.1)
-            pids = [int(p) for p in pidfile.read_text().split()]
-            assert len(pids) == 1 and _alive(pids[0])
-            process.send_signal(signal.SIGTERM)
-            assert await ended(process) == 0
+            await until(lambda: len(_pids(children)) == 1, "the server to start its child")
+            [server], [child] = _pids(pidfile), _pids(children)
+            assert _alive(server) and _alive(child)
+            process.send_signal(stop)
+            assert await ended(process) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
         finally:
             await reap(process)
-    assert not _alive(pids[0])
+    await until(lambda: not _alive(server) and not _alive(child), "the server and its child gone")
+
+
+async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
+    tmp_path: Path, pidfile: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = _free_port()
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+    ):
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            f"health: {{enabled: true, port: {port}}}\n",
+            _agent(pidfile, FAKE_MCP_BAD_TOOL="1"),
+            telegram_yaml(telegram, "dm_policy: open"),
+        )
+        daemon: Daemon
+        with caplog.at_level(logging.WARNING, logger="botd.agent.mcp"):
+            async with daemon_running(config) as daemon:
+                assert daemon.runtime is not None
+                mcp = daemon.runtime.mcp
+                await _until(lambda: mcp.states()["t"] in ("running", "down"))
+                assert mcp.states()["t"] == "running"
+                loop = asyncio.get_running_loop()
+                _, body = await loop.run_in_executor(None, _healthz, port)
+                assert body["components"]["mcp:t"] == {"status": "ok"}
+
+                offered, results = await Chat(telegram, model).run(
+                    FRIEND, tool_use("b1", "mcp__t__echo", '{"text": "still here"}')
+                )
+                assert {"mcp__t__echo", "mcp__t__add", "mcp__t__env"} <= set(offered)
+                assert "mcp__t__broken" not in offered
+                assert results["b1"] == (False, [{"type": "text", "text": "echo: still here"}])
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("botd.agent.mcp")
+    ]
+    assert warnings == [
+        "MCP server t: tool 'broken' left out: "
+        "its input schema is not an object schema (type 'string')"
+    ]
 
 
 async def test_doctor_names_the_status_an_http_server_refused_with(

@@ -5,6 +5,7 @@ servers (tests/fakes/mcp_server.py on the MCP SDK) up over stdio and streamable 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +376,91 @@ async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
     assert len(pids) == 2 and not [p for p in pids if _alive(p)]
     assert set(manager.states().values()) == {"stopped"}
     assert (await call).is_error
+
+
+async def test_a_server_that_dies_takes_what_it_started_with_it(tmp_path: Path) -> None:
+    children = tmp_path / "children"
+    section = McpServerSection(
+        command=sys.executable,
+        args=[FAKE],
+        env={"FAKE_MCP_PIDFILE": str(tmp_path / "pids"), "FAKE_MCP_CHILD_PIDFILE": str(children)},
+    )
+    manager = McpManager({"t": section}, backoff=_fast)
+    manager.start()
+    try:
+        await _until(lambda: manager.states()["t"] == "running", "t running")
+        [child] = [int(p) for p in children.read_text().split()]
+        assert _alive(child)
+        crash = next(t for t in manager.tools() if t.spec.name == "mcp__t__crash")
+        await crash.run({}, CONTEXT)
+        await _until(lambda: not _alive(child), "the child of the crashed server gone")
+        await _until(lambda: len(children.read_text().split()) == 2, "t started again")
+    finally:
+        await manager.close()
+        for pid in [int(p) for p in children.read_text().split()]:
+            if _alive(pid):
+                os.kill(pid, 9)
+    assert not [int(p) for p in children.read_text().split() if _alive(int(p))]
+
+
+async def test_a_listing_is_checked_tool_by_tool(caplog: pytest.LogCaptureFixture) -> None:
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp.types.jsonrpc import JSONRPCRequest, JSONRPCResponse
+
+    from botd.agent.mcp.listing import checked_listings
+
+    # A transport as the SDK sees one: what the server sends, what botd sends.
+    from_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](9)
+    write_stream, to_server = anyio.create_memory_object_stream[SessionMessage](9)
+
+    @asynccontextmanager
+    async def transport() -> AsyncIterator[Any]:
+        yield read_stream, write_stream
+
+    good = {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}
+    listing = {
+        "tools": [
+            good,
+            {"name": "text", "inputSchema": {"type": "string"}},
+            {"name": "loud", "inputSchema": {"type": "object"}, "annotations": "very"},
+            {"inputSchema": {"type": "object"}},
+            "nonsense",
+        ],
+        "nextCursor": "page-2",
+    }
+
+    def answer(id_: int) -> SessionMessage:
+        return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=id_, result=listing))
+
+    with caplog.at_level(logging.WARNING, logger="botd.agent.mcp"):
+        async with checked_listings(transport(), "t", lambda: "2025-11-25") as (read, write):
+            for id_ in (1, 2):  # the periodic check lists again: no second warning
+                request = JSONRPCRequest(jsonrpc="2.0", id=id_, method="tools/list")
+                await write.send(SessionMessage(request))
+                assert (await to_server.receive()).message == request
+                await from_server.send(answer(id_))
+                checked = await read.receive()
+                assert isinstance(checked, SessionMessage)
+                assert isinstance(checked.message, JSONRPCResponse)
+                assert checked.message.result == {"tools": [good], "nextCursor": "page-2"}
+            # An answer to anything else passes as it came.
+            await from_server.send(answer(7))
+            passed = await read.receive()
+            assert isinstance(passed, SessionMessage)
+            assert passed.message == answer(7).message
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4
+    assert warnings[0] == (
+        "MCP server t: tool 'text' left out: its input schema is not an object schema"
+        " (type 'string')"
+    )
+    assert warnings[1].startswith(
+        "MCP server t: tool 'loud' left out: the MCP SDK refuses it: annotations: "
+    )
+    assert warnings[2].startswith("MCP server t: tool \"{'inputSchema'")
+    assert "the MCP SDK refuses it: name: " in warnings[2]
+    assert warnings[3] == "MCP server t: tool \"'nonsense'\" left out: it is not an object"
 
 
 def _free_port() -> int:

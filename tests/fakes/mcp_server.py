@@ -13,7 +13,14 @@ refuses every request without ``Authorization: Bearer T``. Its tools:
 
 With ``FAKE_MCP_PIDFILE`` set, each process appends its pid to that file on start, so a
 test can check that no server process outlives the daemon. ``FAKE_MCP_STDERR`` is written to
-stderr on start, as servers write their banners.
+stderr on start, as servers write their banners. Misbehaving on request (stdio only):
+
+- ``FAKE_MCP_CHILD_PIDFILE``: start a child process (``sleep 1000``) and append its pid
+  to that file, as a server starts helpers of its own;
+- ``FAKE_MCP_IGNORE_EOF``: keep running once stdin has ended (until a signal ends it);
+- ``FAKE_MCP_BAD_TOOL``: list one more tool, ``broken``, whose input schema on the wire is
+  ``{"type": "string"}`` (the SDK's server side refuses to send that, so its output is
+  rewritten on the way out).
 """
 
 from __future__ import annotations
@@ -21,8 +28,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
+import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 from mcp.server.mcpserver import Image, MCPServer
@@ -75,6 +86,40 @@ def env(name: str) -> str:
     return os.environ.get(name, "unset")
 
 
+def broken(text: str) -> str:
+    return f"broken: {text}"
+
+
+def _break_listings() -> None:
+    """From now on the process's stdout passes through a thread that gives the tool
+    ``broken`` the input schema ``{"type": "string"}`` in every listing."""
+    wire = os.dup(1)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 1)
+    os.close(write_end)
+
+    def relay() -> None:
+        with os.fdopen(read_end, "rb") as source, os.fdopen(wire, "wb", buffering=0) as sink:
+            for line in source:
+                try:
+                    message = json.loads(line)
+                    for tool in message.get("result", {}).get("tools", []):
+                        if tool.get("name") == "broken":
+                            tool["inputSchema"] = {"type": "string"}
+                    line = json.dumps(message).encode() + b"\n"
+                except (ValueError, AttributeError):
+                    pass  # not a JSON-RPC message: as it was
+                sink.write(line)
+
+    threading.Thread(target=relay, name="break-listings", daemon=True).start()
+
+
+def _start_child(pidfile: str) -> None:
+    child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    with open(pidfile, "a", encoding="utf-8") as handle:
+        handle.write(f"{child.pid}\n")
+
+
 def _require_token(app: Any, token: str) -> Any:
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -101,7 +146,15 @@ def main() -> None:
     if banner:
         print(banner, flush=True, file=sys.stderr)
     if args.http is None:
+        children = os.environ.get("FAKE_MCP_CHILD_PIDFILE")
+        if children:
+            _start_child(children)
+        if os.environ.get("FAKE_MCP_BAD_TOOL"):
+            server.add_tool(broken, description="Listed with a schema that is not an object.")
+            _break_listings()
         server.run()
+        while os.environ.get("FAKE_MCP_IGNORE_EOF"):
+            time.sleep(3600)
         return
     import uvicorn
 

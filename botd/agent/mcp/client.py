@@ -1,9 +1,12 @@
 """Talking to one MCP server through the official SDK: connecting, listing, converting.
 
-The SDK (PyPI ``mcp``, the extra ``botd[mcp]``) is imported here only, and only when a
-server is connected, so a botd without MCP servers never loads it. ``connect`` enters a
-connected ``mcp.Client`` on an exit stack: a stdio server's process is started then and
-stopped (stdin closed, then terminated, then killed) when the stack closes.
+The SDK (PyPI ``mcp``, the extra ``botd[mcp]``) is imported here and in ``listing`` only,
+and only when a server is connected, so a botd without MCP servers never loads it.
+``connect`` enters a connected ``mcp.Client`` on an exit stack: a stdio server's process is
+started then and stopped (stdin closed, then terminated, then killed) when the stack closes.
+On Linux it is started through ``launcher``, which ends what the server started along with
+it, and everything when botd dies without closing it. Its tool listings are checked tool by
+tool (``listing``), so one tool the SDK refuses does not cost the server's other tools.
 
 What a stdio server writes to its stderr is logged line by line under its name
 (``mcp[files]: ...``, at most ``STDERR_LINE_CHARS`` characters a line) instead of landing
@@ -23,15 +26,17 @@ import importlib.util
 import json
 import logging
 import os
+import sys
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ...config.schema import McpServerSection
 from ...events import ImageContent
 from ..tools import ToolOutput
+from .launcher import check_executable, launch_command
 
 if TYPE_CHECKING:
-    from mcp import Client
+    from mcp import Client, StdioServerParameters
 
 __all__ = [
     "INSTALL_HINT",
@@ -98,10 +103,19 @@ async def connect(
     with ``stack``; ``refusals`` hears a streamable-HTTP server's answers (see the module
     docstring)."""
     require_sdk()
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
+    from .listing import checked_listings
+
+    entered: Client | None = None
+
+    def version() -> str | None:
+        """The protocol version the connection agreed on, for the listing check."""
+        return entered.protocol_version if entered is not None else None
+
+    errlog: TextIO | None = None
     if section.url is not None:
         import httpx2
 
@@ -112,23 +126,38 @@ async def connect(
                 event_hooks={"response": [refusals.note]} if refusals is not None else None,
             )
         )
-        # The transport's own connection, not a cache of answers: every listing is fresh.
-        client = Client(streamable_http_client(section.url, http_client=http), cache=None)
+        transport = streamable_http_client(section.url, http_client=http)
     else:
-        assert section.command is not None  # the config allows nothing else
-        params = StdioServerParameters(
-            command=section.command,
-            args=list(section.args),
-            env=dict(section.env) or None,
-            cwd=section.cwd,
-        )
-        errlog = await _stderr_logged(stack, name or section.command)
-        try:
-            client = Client(stdio_client(params, errlog=errlog), cache=None)
-            return await stack.enter_async_context(client)
-        finally:
+        params = _stdio_parameters(section)  # raises for a missing command, before the pipe
+        errlog = await _stderr_logged(stack, name or str(section.command))
+        transport = stdio_client(params, errlog=errlog)
+    label = name or str(section.url or section.command)
+    # The transport's own connection, not a cache of answers: every listing is fresh.
+    client = Client(checked_listings(transport, label, version), cache=None)
+    try:
+        entered = await stack.enter_async_context(client)
+    finally:
+        if errlog is not None:
             errlog.close()  # the server process holds its own copy
-    return await stack.enter_async_context(client)
+    return entered
+
+
+def _stdio_parameters(section: McpServerSection) -> StdioServerParameters:
+    """How the SDK starts ``section``'s command: through the launcher on Linux, with the
+    error a missing command gives raised here, since the launcher only meets it later."""
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import get_default_environment
+
+    assert section.command is not None  # the config allows nothing else
+    command, args = section.command, list(section.args)
+    if sys.platform == "linux" and sys.executable:
+        # The environment the SDK gives the process, for the PATH the command is found in.
+        env = get_default_environment() | dict(section.env)
+        check_executable(command, env, os.fspath(section.cwd) if section.cwd else None)
+        command, args = launch_command(command, args)
+    return StdioServerParameters(
+        command=command, args=args, env=dict(section.env) or None, cwd=section.cwd
+    )
 
 
 async def _stderr_logged(stack: AsyncExitStack, name: str) -> TextIO:

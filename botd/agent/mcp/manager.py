@@ -169,17 +169,19 @@ class _Keeper:
 
     async def _watch(self, client: Client) -> str:
         """Wait until the server is gone (or botd closes); returns why it ended."""
-        while True:
+        # Closing may have begun while it was starting (the wake-up it set is cleared).
+        while not self._closing:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._probe_interval)
             if self._closing:
-                return "stopped"
+                break
             self._wake.clear()
             try:
                 async with asyncio.timeout(self._start_timeout):
                     await client.list_tools(cache_mode="refresh")
             except Exception as exc:
                 return f"stopped answering: {describe_error(exc, self._refusals)}"
+        return "stopped"
 
     def _tools_of(self, listed: list[Any]) -> list[McpTool]:
         wanted = self.section.tools
