@@ -38,6 +38,7 @@ from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .media import MediaResolver
+from .media.sandbox import Sandbox
 from .message_access import MessageAccess
 from .metrics import Metrics
 from .router import AccessPolicy, GroupRule, PairingBook, Router
@@ -417,6 +418,10 @@ def build_runtime(
         counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
+    # One pool of reading workers for files users send and pages the model fetches: together
+    # they never run more than its slots of parsing at once.
+    reading = Sandbox()
+
     def tools(message: InboundMessage) -> Sequence[Tool]:
         # Read when a run starts: by then the runtime below exists.
         enabled = set(runtime.config.agent.tools)
@@ -433,6 +438,7 @@ def build_runtime(
                     max_bytes=web.max_bytes,
                     max_chars=web.max_chars,
                     timeout=web.timeout,
+                    sandbox=reading,
                 )
             )
         chosen.extend(mcp.tools())  # the servers running now
@@ -461,7 +467,7 @@ def build_runtime(
         channels_down=channels_down,
         servers_down=lambda: {n: s for n, s in mcp.states().items() if s != "running"},
         models=model_names(config),
-        media=MediaResolver(lambda: runtime.config.media, download),
+        media=MediaResolver(lambda: runtime.config.media, download, sandbox=reading),
     )
 
     async def submit(message: InboundMessage) -> None:

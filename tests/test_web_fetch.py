@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from aiohttp import web
 from botd.agent.tools import ToolContext
 from botd.agent.web_fetch_tool import WebFetchTool
 from botd.config import ConfigError, parse_config
+from botd.media.sandbox import READ_SLOTS, Sandbox
 from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
 from tests.daemon_inprocess import (
     HANG_GUARD,
@@ -27,11 +29,18 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.loopback import serve
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.media.reading import worker_pids
+from tests.waiting import until
 
 PAGE = """<!doctype html><html><head><title>Release notes</title>
 <style>body { color: red }</style><script>var secret = "do-not-show";</script></head>
 <body><nav>menu</nav><h1>Version 2</h1><p>It is <b>faster</b> and has <a href="/docs">docs</a>.</p>
 <ul><li>one</li><li>two</li></ul></body></html>"""
+
+DEEP_PAGE = "<html><body>" + "<div>" * 5000 + "x" + "</div>" * 5000 + "</body></html>"
+"""Nested deeper than the markdown converter can walk."""
+HEAVY_PAGE = "<html><body>" + "<p>a <b>b</b> <a href='c'>c</a></p>\n" * 40_000 + "</body></html>"
+"""About 1.5 MB of markup: seconds of parsing."""
 
 CONTEXT = ToolContext(conversation_key="k", origin=None, call_id="c1")
 
@@ -48,6 +57,10 @@ async def site() -> AsyncIterator[str]:
             return web.Response(text='{"ok": true}', content_type="application/json")
         if name == "long":
             return web.Response(text="word " * 2000, content_type="text/plain")
+        if name == "deep":
+            return web.Response(text=DEEP_PAGE, content_type="text/html")
+        if name == "heavy":
+            return web.Response(text=HEAVY_PAGE, content_type="text/html")
         if name in ("bomb", "stacked"):
             body, encoding = (
                 (gzip_bomb(), "gzip") if name == "bomb" else (stacked_bomb(), "gzip, gzip")
@@ -74,6 +87,38 @@ async def test_a_page_is_read_as_markdown_without_its_scripts(site: str) -> None
     assert "- one\n- two" in result.text
     assert "do-not-show" not in result.text
     assert "color: red" not in result.text
+
+
+async def test_a_page_too_deep_or_too_slow_to_parse_is_one_error_line(site: str) -> None:
+    deep = await WebFetchTool(allow_hosts=["127.0.0.1"]).run({"url": f"{site}/deep"}, CONTEXT)
+    assert deep.is_error
+    assert deep.text == f"{site}/deep could not be read: the page is nested too deeply to read"
+    # The parsing gets the fetch's timeout as its budget; past it the worker is killed.
+    slow = WebFetchTool(allow_hosts=["127.0.0.1"], timeout=0.2)
+    heavy = await slow.run({"url": f"{site}/heavy"}, CONTEXT)
+    assert heavy.is_error
+    assert heavy.text == f"{site}/heavy could not be read: reading it took longer than 0.2 s"
+    assert worker_pids() == set()
+
+
+async def test_pages_are_parsed_in_workers_while_dns_lookups_answer(site: str) -> None:
+    """More heavy pages than the default thread pool (where DNS lookups run) has threads:
+    while their parsing fills every reading slot, ``getaddrinfo`` answers."""
+    sandbox = Sandbox()
+    tool = WebFetchTool(allow_hosts=["127.0.0.1"], sandbox=sandbox)
+    count = min(32, (os.cpu_count() or 1) + 4) + 1  # asyncio's default pool size, and one
+    reads = [asyncio.create_task(tool.run({"url": f"{site}/heavy"}, CONTEXT)) for _ in range(count)]
+    try:
+        await until(lambda: len(worker_pids()) == READ_SLOTS, "the reading slots to fill")
+        loop = asyncio.get_running_loop()
+        addresses = await asyncio.wait_for(loop.getaddrinfo("localhost", 80), HANG_GUARD)
+        assert addresses
+        assert not any(read.done() for read in reads)
+    finally:
+        for read in reads:
+            read.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+    await until(lambda: not worker_pids(), "the cancelled workers to be reaped")
 
 
 async def test_text_types_are_returned_as_they_are(site: str) -> None:

@@ -4,17 +4,20 @@ Pages come back as markdown (scripts, styles and other non-content elements remo
 text as it is, both cut at a character cap that the result states. Only public addresses are
 fetched unless the operator allowed a host (``botd.fetch`` does the refusing, after DNS and on
 every redirect). Anything that is not text is an error result naming its type.
+
+A page is parsed in a reading worker (``botd.media.sandbox``, shared with the files users
+send): a large or hostile page costs a process of its own within a time, CPU and memory
+budget, never the event loop or the thread pool DNS lookups use.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import Collection
 from typing import Any
 
 from ..config.extras import WEB_MODULES, missing_extra
 from ..fetch import Fetched, FetchFailed, fetch
+from ..media.sandbox import Budget, ReadFailed, Sandbox
 from .tools import ToolContext, ToolOutput
 from .types import ToolSpec
 
@@ -45,9 +48,6 @@ _TEXT_TYPES = frozenset(
         "application/x-ndjson",
     }
 )
-# Elements whose content is never what a reader of the page sees.
-_HIDDEN = ("script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "head")
-_BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*){2,}")
 
 
 def _error(text: str) -> ToolOutput:
@@ -67,22 +67,6 @@ def _looks_like_html(body: bytes) -> bool:
     return head.startswith((b"<!doctype html", b"<html")) or b"<body" in head
 
 
-def page_markdown(body: bytes, charset: str | None) -> tuple[str, str]:
-    """The title and markdown text of an HTML page given as bytes."""
-    from bs4 import BeautifulSoup
-    from markdownify import MarkdownConverter
-
-    # Given the bytes, BeautifulSoup finds the encoding itself (the header's charset first,
-    # then the page's own meta tag, then a guess).
-    soup = BeautifulSoup(body, "html.parser", from_encoding=charset)
-    title = soup.title.get_text(" ", strip=True) if soup.title is not None else ""
-    for element in soup(list(_HIDDEN)):
-        element.decompose()
-    converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img"])
-    text = converter.convert_soup(soup)
-    return title, _BLANK_RUNS.sub("\n\n", text).strip()
-
-
 def _plain_text(body: bytes, charset: str | None) -> str:
     try:
         return body.decode(charset or "utf-8", errors="replace")
@@ -100,8 +84,10 @@ class WebFetchTool:
         max_bytes: int = 2_000_000,
         max_chars: int = 20_000,
         timeout: float = 20.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._allow_hosts = tuple(allow_hosts)
+        self._sandbox = sandbox or Sandbox()
         self._max_bytes = max_bytes
         self._max_chars = max_chars
         self._fetch_timeout = timeout
@@ -128,8 +114,12 @@ class WebFetchTool:
         kind = fetched.content_type
         title = ""
         if kind in _HTML_TYPES or (not kind and _looks_like_html(fetched.body)):
-            # Parsing a large page takes a while: off the event loop, so chats go on meanwhile.
-            title, text = await asyncio.to_thread(page_markdown, fetched.body, fetched.charset)
+            try:
+                title, text = await self._sandbox.page_markdown(
+                    fetched.body, fetched.charset, Budget.of(self._fetch_timeout)
+                )
+            except ReadFailed as exc:
+                return _error(f"{fetched.url} could not be read: {exc}")
         elif _is_text(kind) or not kind:
             text = _plain_text(fetched.body, fetched.charset)
         else:

@@ -71,14 +71,19 @@ class Resolved:
 class MediaResolver:
     """See the module docstring. ``settings`` is called for each message (a reload applies
     to the next one); ``download`` fetches through the message's adapter (None: files
-    cannot be fetched at all). Its ``Sandbox`` bounds how many files are read at once."""
+    cannot be fetched at all). ``sandbox`` bounds how many files are read at once (one
+    shared with the other readers of the runtime, or its own)."""
 
     def __init__(
-        self, settings: Callable[[], MediaSection], download: Download | None = None
+        self,
+        settings: Callable[[], MediaSection],
+        download: Download | None = None,
+        *,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._settings = settings
         self._download = download
-        self._sandbox = Sandbox()
+        self._sandbox = sandbox or Sandbox()
 
     async def resolve(self, message: InboundMessage) -> Resolved:
         resolved = Resolved()

@@ -1,6 +1,7 @@
 """Reading files in worker processes: a few at a time, each within a budget.
 
-A PDF's text and an image's pixels are read by ``python -m botd.media.worker`` (see there),
+A PDF's text, an image's pixels and a web page's markdown are made by
+``python -m botd.media.worker`` (see there),
 not in botd's process: parsing and decoding are CPU work that holds the GIL for seconds,
 and on the default thread pool they would make DNS lookups (``loop.getaddrinfo``) and other
 tools wait behind them. ``Sandbox`` runs such a job so that
@@ -82,7 +83,17 @@ class Sandbox:
             str(header["mime_type"]), payload, int(header["width"]), int(header["height"])
         )
 
-    async def _run(self, job: str, data: bytes, budget: Budget) -> tuple[dict[str, Any], bytes]:
+    async def page_markdown(
+        self, body: bytes, charset: str | None, budget: Budget
+    ) -> tuple[str, str]:
+        """The title and markdown text of an HTML page (``pages.page_markdown``), made in a
+        worker."""
+        header, payload = await self._run("html", body, budget, charset or "")
+        return str(header["title"]), payload.decode()
+
+    async def _run(
+        self, job: str, data: bytes, budget: Budget, *option: str
+    ) -> tuple[dict[str, Any], bytes]:
         async with self._slots:
             worker = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -91,6 +102,7 @@ class Sandbox:
                 job,
                 str(budget.cpu),
                 str(budget.memory),
+                *option,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
