@@ -283,3 +283,120 @@ def test_a_blank_secret_by_name_only_is_refused_too() -> None:
         "channels:\n  matrix:\n    token: t\n", {}, channels={"matrix": PluginEntry()}
     )
     assert config.channels.enabled() == ["matrix"]
+
+
+# ---------------------------------------------------------------- media.outbound_dir
+
+
+def outbound_config(tmp_path: Path, outbound_dir: str, state_dir: Path | None = None) -> Path:
+    """A config (console channel) with ``outbound_dir`` on line 6, in ``tmp_path/conf``."""
+    state = tmp_path / "state" if state_dir is None else state_dir
+    conf = tmp_path / "conf"
+    conf.mkdir(exist_ok=True)
+    path = conf / "botd.yaml"
+    path.write_text(
+        f"state_dir: {state}\n{CONSOLE}media:\n  max_bytes: 1000\n  outbound_dir: {outbound_dir}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("outbound_dir", "says"),
+    [
+        ("/", "is /, so the agent could send any file botd can read"),
+        ("'~'", "is the home directory of the user botd runs as"),  # bare ~ is YAML's null
+        ("{tmp}", "holds the state dir ({tmp}/state), botd's database"),
+        ("{tmp}/conf", "holds the config file ({tmp}/conf/botd.yaml) with its secrets"),
+        ("/proc", "is /proc"),
+    ],
+)
+def test_check_refuses_an_outbound_dir_that_exposes_secrets(
+    tmp_path: Path, outbound_dir: str, says: str
+) -> None:
+    tmp = tmp_path.resolve()
+    path = outbound_config(tmp, outbound_dir.format(tmp=tmp))
+    result = check(path)
+    assert result.returncode == 2
+    [problem, summary] = result.stderr.splitlines()
+    assert problem.startswith(f"{path}:6: media.outbound_dir: {says.format(tmp=tmp)};")
+    assert problem.endswith("point it at a directory that holds only files meant to be sent")
+    assert summary == "config invalid: 1 problem"
+
+
+def test_check_takes_an_outbound_dir_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    result = check(outbound_config(tmp_path, str(tmp_path / "out")))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("config OK:")
+
+
+def test_run_refuses_an_outbound_dir_that_holds_the_state_dir(tmp_path: Path) -> None:
+    path = outbound_config(tmp_path, str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "botd.cli", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env=bare_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert f"{path}:6: media.outbound_dir: holds the state dir" in result.stderr
+    assert not (tmp_path / "state").exists()  # refused before anything started
+
+
+def outbound_problem(text: str) -> tuple[int | None, str]:
+    """The line and message of the one problem ``text`` has, which is ``media.outbound_dir``'s."""
+    [problem] = problems(text)
+    assert problem.path == "media.outbound_dir"
+    return problem.line, problem.message.split(";")[0]
+
+
+@pytest.mark.parametrize(
+    ("outbound_dir", "says"),
+    [
+        ("/etc", "is /etc"),
+        ("/run", "is /run"),
+        ("/root", "is"),  # the home directory too, when the tests run as root
+        ("/sys", "is /sys"),
+        ("/dev", "is /dev"),
+        ("/proc/self", "lies inside /proc"),
+        ("/sys/kernel", "lies inside /sys"),
+        ("/dev/shm", "lies inside /dev"),
+    ],
+)
+def test_system_directories_are_refused(outbound_dir: str, says: str) -> None:
+    line, message = outbound_problem(
+        f"{CONSOLE}state_dir: /srv/botd\nmedia:\n  outbound_dir: {outbound_dir}\n"
+    )
+    assert line == 5
+    assert message.startswith(says)
+
+
+def test_a_directory_of_its_own_inside_etc_or_run_is_fine() -> None:
+    for outbound_dir in ("/run/botd/out", "/etc/botd/out"):
+        config = parse_config(f"{CONSOLE}media:\n  outbound_dir: {outbound_dir}\n", {})
+        assert config.media.outbound_dir == Path(outbound_dir)
+
+
+def test_relative_and_linked_paths_are_compared_resolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    # Both relative to the working directory, as botd uses them.
+    line, message = outbound_problem(f"{CONSOLE}state_dir: ./var\nmedia: {{outbound_dir: .}}\n")
+    assert (line, message) == (
+        4,
+        f"holds the state dir ({tmp_path.resolve()}/var), botd's database",
+    )
+    # A link to the directory that holds the state dir.
+    (tmp_path / "real" / "state").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    text = f"{CONSOLE}state_dir: {tmp_path}/real/state\nmedia: {{outbound_dir: ./link}}\n"
+    assert outbound_problem(text)[1].startswith("holds the state dir")
+    # `~` is the home directory in both keys.
+    text = f"{CONSOLE}state_dir: ~/botd-state\nmedia: {{outbound_dir: ~/botd-out}}\n"
+    config = parse_config(text, {})
+    assert config.state_dir == Path.home() / "botd-state"
+    assert config.media.outbound_dir == Path.home() / "botd-out"

@@ -4,8 +4,8 @@ the loopback fakes.
 
 URLs are served by a loopback file server that ``agent.web_fetch.allow_hosts`` lets through;
 with the default guard the same URL is refused, and its link is posted once instead. Local
-files come only from ``media.outbound_dir`` (a path outside it, or a symlink leading out of
-it, is named with the reason instead). A 5xx on the upload is retried and the file shows
+files come only from ``media.outbound_dir`` (a path outside it, a symlink, a hard link to a
+file elsewhere is named with the reason instead). A 5xx on the upload is retried and the file shows
 once. ``[[reply_to_current]]`` in ``blocks`` mode replies to the message being answered.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -42,6 +43,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.files import FileServer
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.test_sessions import settings
+from tests.waiting import until
 
 DM = 777
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -141,17 +143,27 @@ async def test_local_files_only_from_the_outbound_dir(tmp_path: Path) -> None:
     outbound = tmp_path / "out"
     outbound.mkdir()
     (outbound / "report.txt").write_bytes(b"the report")
-    secret = tmp_path / "secret.txt"
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    secret = secrets / "secret.txt"
     secret.write_bytes(b"do not send")
     (outbound / "escape.txt").symlink_to(secret)
+    (outbound / "linked").symlink_to(secrets)
+    os.link(secret, outbound / "notes.txt")
     reply = (
         f"Files:\nMEDIA: {outbound / 'report.txt'}\nMEDIA: {secret}\n"
-        f"MEDIA: {outbound / 'escape.txt'}"
+        f"MEDIA: {outbound / 'escape.txt'}\nMEDIA: ./linked/secret.txt\n"
+        f"MEDIA: {outbound / 'notes.txt'}\nMEDIA: ../secrets/secret.txt"
     )
     async with botd(tmp_path, outbound_dir=outbound) as (daemon, telegram, model, _server):
         model.push(stream(text(reply)))
         await answered(daemon, telegram, "the files?")
-        await telegram.wait_for_call("sendMessage", 2, ok_only=True)
+
+        def posted() -> int:  # six references, each posted once: as a file or as a text
+            return len(telegram.uploads) + len(telegram.calls_to("sendMessage", ok_only=True))
+
+        await until(lambda: posted() >= 6, "each reference posted")
+    assert all(u.file.data != b"do not send" for u in telegram.uploads)
     [upload] = telegram.uploads
     assert (upload.method, upload.file.data, upload.caption) == (
         "sendDocument",
@@ -161,9 +173,11 @@ async def test_local_files_only_from_the_outbound_dir(tmp_path: Path) -> None:
     texts = [call.params["text"] for call in telegram.calls_to("sendMessage")]
     assert texts == [
         "secret.txt (not sent: outside media.outbound_dir)",
-        "escape.txt (not sent: outside media.outbound_dir)",
+        "escape.txt (not sent: a link)",
+        "secret.txt (not sent: a link)",
+        "notes.txt (not sent: more than one hard link)",
+        "secret.txt (not sent: outside media.outbound_dir)",
     ]
-    assert all(u.file.data != b"do not send" for u in telegram.uploads)
 
 
 async def test_local_files_are_refused_without_an_outbound_dir(tmp_path: Path) -> None:
@@ -363,8 +377,8 @@ async def test_local_references_resolve_inside_the_outbound_dir_only(tmp_path: P
     for reference, reason in [
         ("./missing.png", "no such file"),
         (str(outbound / "sub"), "not a file"),
-        ("../escape.png", "no such file"),
-        (str(tmp_path / "out" / ".." / "out" / ".." / "x"), "no such file"),
+        ("../escape.png", r"outside media\.outbound_dir"),
+        (str(tmp_path / "out" / ".." / "out" / ".." / "x"), r"outside media\.outbound_dir"),
     ]:
         with pytest.raises(MediaUnavailable, match=reason):
             await load(reference, media)

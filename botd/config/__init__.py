@@ -8,8 +8,8 @@ validates the result with the models of ``schema``, which reject unknown keys; e
 ``ConfigError`` (``problems``), each as ``file:line: key.path: message``, in one pass: a key
 written twice, a blank secret, a value of the wrong kind and the rules spanning sections
 (unique job ids, delivery targets on configured channels, optionally at least one enabled
-channel) together. Values that came from the environment, and keys that hold secrets, are
-never echoed.
+channel, a ``media.outbound_dir`` that exposes no secrets: ``paths``) together. Values
+that came from the environment, and keys that hold secrets, are never echoed.
 
 This package imports no other part of botd: checking a file loads no runtime, no platform
 SDK. Secret fields are marked in the models (``secrets``) and ``secret_values`` collects

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from .channels import ChannelEntry, registered_channels
 from .extras import WEB_MODULES, missing_extra
+from .paths import outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
@@ -137,10 +138,12 @@ def parse_config(
     channels: Mapping[str, ChannelEntry] | None = None,
     allow_empty: bool = True,
     unset_ok: bool = False,
+    config_file: Path | None = None,
 ) -> BotdConfig:
     """Validate config ``text``; raises ``ConfigError`` listing every problem.
 
     ``channels`` are the channels the file may configure (default: the registered ones).
+    ``config_file`` is where ``text`` was read from, which ``media.outbound_dir`` must not hold.
     ``allow_empty=False`` makes a file that enables no channel a problem. ``unset_ok`` is for
     reading the file without the daemon's environment (``botd pairing``): a variable that is
     not set is no problem outside ``state_dir``, and its value is a stand-in, so the config
@@ -177,6 +180,13 @@ def parse_config(
                     "is blank: a secret needs a value (is its variable set and not empty?)",
                 )
             )
+    if config is not None and config.media.outbound_dir is not None:
+        exposed = outbound_dir_problem(
+            config.media.outbound_dir, state_dir=config.state_dir, config_file=config_file
+        )
+        if exposed is not None:
+            key: Loc = ("media", "outbound_dir")
+            problems.append(ConfigProblem(format_path(key), line_of(root, key), exposed))
     problems.extend(_cross_checks(root, registered, allow_empty=allow_empty))
     if problems or config is None:
         problems.sort(key=lambda p: (p.line or 0, p.path))
@@ -202,7 +212,13 @@ def load_config(
     except UnicodeDecodeError:
         raise ConfigError([ConfigProblem("", None, "not UTF-8 text")], str(path)) from None
     return parse_config(
-        text, env, str(path), channels=channels, allow_empty=allow_empty, unset_ok=unset_ok
+        text,
+        env,
+        str(path),
+        channels=channels,
+        allow_empty=allow_empty,
+        unset_ok=unset_ok,
+        config_file=path,
     )
 
 

@@ -559,7 +559,13 @@ class MediaSection(Section):
     """Seconds reading one PDF or image may take (in a worker process of its own, which may
     use as much CPU time); past them the worker is killed and the user told in one line."""
     outbound_dir: Path | None = None
-    """Where local files the agent names (``MEDIA: /path``) may come from; None: nowhere."""
+    """Where local files the agent names (``MEDIA: /path``) may come from; None: nowhere.
+    ``botd check`` refuses one that is or holds a place with secrets (``config.paths``)."""
+
+    @field_validator("outbound_dir")
+    @classmethod
+    def _expand_outbound_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
 
 
 class LoggingSection(Section):
@@ -582,6 +588,7 @@ class BotdConfig(Section):
     """The whole validated config file."""
 
     state_dir: Path = Path("./var")
+    """Relative to the working directory; ``~`` is the home directory (``config.paths``)."""
     shutdown_grace: float = Field(default=10.0, ge=0)
     """Seconds running answers get to finish when botd stops; what still runs is cancelled."""
     model: ModelSection = Field(default_factory=ModelSection)
@@ -591,6 +598,11 @@ class BotdConfig(Section):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
     media: MediaSection = Field(default_factory=MediaSection)
+
+    @field_validator("state_dir")
+    @classmethod
+    def _expand_state_home(cls, value: Path) -> Path:
+        return value.expanduser()
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"

@@ -5,9 +5,13 @@ Each reference becomes an ``OutboundFile`` before the adapter uploads it:
 * an ``http(s)`` URL is fetched through the address guard (``botd.fetch``): a host that
   resolves to loopback, private, link-local or metadata space is refused unless it is in
   ``agent.web_fetch.allow_hosts``; at most ``media.max_bytes`` are read;
-* anything else is a local path, taken only when it resolves (symlinks followed) to a regular
-  file inside ``media.outbound_dir``; a relative path is read from that directory. Without an
-  ``outbound_dir`` no local file is sent.
+* anything else is a local path beneath ``media.outbound_dir``: relative to it, or absolute
+  and starting with it (as configured or resolved), never through ``..``. It is opened from a
+  descriptor of the directory with no symlink followed at any component and read from the
+  descriptor it opened (``botd.safe_open``), so a directory swapped for a link meanwhile
+  gains nothing; it must be a regular file with one hard link, at most ``media.max_bytes``.
+  The directory itself is resolved once, when the settings are made (a link the operator put
+  in its path is followed then). Without an ``outbound_dir`` no local file is sent.
 
 The reply's text goes with the first file as its caption when it fits the platform's caption
 limit (``Capabilities.caption_limit``, measured as rendered), else as a message of its own
@@ -15,11 +19,12 @@ before it. Files follow in the order named; only the first message replies to an
 
 An adapter without ``send_file`` gets the references named after the text, unfetched.
 When a file cannot be sent (the guard refused the URL, the fetch failed, the path is outside
-``outbound_dir`` or missing, the platform refused the upload or said it is too large) the
-reference is posted as text instead, once: a URL as the link, a local path as its file name
-with a short reason; a warning names the reason in the platform's own words. A failure that
-may pass (a 5xx, a 429, a lost connection) is not a refusal: the caller retries the upload
-alone, so nothing already posted is posted again.
+``outbound_dir``, goes through a link, has another hard link or is missing, the platform
+refused the upload or said it is too large) the reference is posted as text instead, once:
+a URL as the link, a local path as its file name with a short reason; a warning names the
+reason in the platform's own words. A failure that may pass (a 5xx, a 429, a lost
+connection) is not a refusal: the caller retries the upload alone, so nothing already
+posted is posted again.
 """
 
 from __future__ import annotations
@@ -30,20 +35,23 @@ import mimetypes
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 
 from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
+from ..config.paths import resolved
 from ..fetch import FetchFailed, FetchRefused, fetch
+from ..safe_open import NotRead, Refusal, open_directory, read_beneath
 from .retrying import DeliveryGivenUp
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 _URL = re.compile(r"^https?://", re.IGNORECASE)
+_OUTSIDE = "outside media.outbound_dir"
 
 PostText = Callable[[Target, str], Awaitable[list[MessageRef]]]
 Upload = Callable[[Target, OutboundFile, str], Awaitable[list[MessageRef]]]
@@ -59,6 +67,23 @@ class MediaSettings:
     outbound_dir: Path | None = None
     """The one directory local files are taken from (None: no local files)."""
     timeout: float = 20.0
+    openat2: bool = True
+    """False: open local files by walking the path one component at a time, as on a system
+    without ``openat2(2)`` (the tests cover both ways with it)."""
+    outbound_root: Path | None = field(init=False, default=None)
+    """``outbound_dir`` resolved once, when the settings are made (at start, at a reload): a
+    link the operator configured is followed here, none beneath it later."""
+    outbound_names: tuple[Path, ...] = field(init=False, default=())
+    """The prefixes an absolute reference may start with: the directory as configured and as
+    resolved."""
+
+    def __post_init__(self) -> None:
+        if self.outbound_dir is None:
+            return
+        root = resolved(self.outbound_dir)
+        configured = Path(os.path.abspath(self.outbound_dir.expanduser()))
+        object.__setattr__(self, "outbound_root", root)
+        object.__setattr__(self, "outbound_names", tuple(dict.fromkeys((configured, root))))
 
 
 class MediaUnavailable(Exception):
@@ -96,44 +121,48 @@ async def load(reference: str, settings: MediaSettings, *, as_voice: bool = Fals
         return OutboundFile(
             fetched.body, fetched.filename, fetched.content_type, as_voice, source=reference
         )
-    path = _local_path(reference, settings.outbound_dir)
-    data = await asyncio.to_thread(_read, path, settings.max_bytes)
-    guessed, _ = mimetypes.guess_type(path.name)
-    return OutboundFile(data, path.name, guessed or "", as_voice, source=reference)
-
-
-def _local_path(reference: str, outbound_dir: Path | None) -> Path:
-    """The file ``reference`` names, resolved, if it lies inside ``outbound_dir``."""
-    if outbound_dir is None:
+    root = settings.outbound_root
+    if root is None:
         raise MediaUnavailable("local files are not sent (media.outbound_dir is not set)")
-    root = outbound_dir.expanduser().resolve()
+    relative = _beneath_outbound_dir(reference, settings)
+    data = await asyncio.to_thread(_read_local, root, relative, settings)
+    guessed, _ = mimetypes.guess_type(relative.name)
+    return OutboundFile(data, relative.name, guessed or "", as_voice, source=reference)
+
+
+def _beneath_outbound_dir(reference: str, settings: MediaSettings) -> PurePosixPath:
+    """The path ``reference`` names relative to ``outbound_dir``, read from its text alone: a
+    relative path as it is, an absolute one if it starts with the directory (as configured or
+    resolved); ``..`` is refused wherever it is."""
     named = Path(reference.removeprefix("file://")).expanduser()
-    candidate = named if named.is_absolute() else root / named
-    try:
-        resolved = candidate.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise MediaUnavailable("no such file") from None
-    if not resolved.is_relative_to(root):
-        raise MediaUnavailable("outside media.outbound_dir")
-    if not resolved.is_file():
-        raise MediaUnavailable("not a file")
-    return resolved
+    if ".." in named.parts:
+        raise MediaUnavailable(_OUTSIDE)
+    if not named.is_absolute():
+        return PurePosixPath(named)
+    for directory in settings.outbound_names:
+        if named.is_relative_to(directory):
+            return PurePosixPath(named.relative_to(directory))
+    raise MediaUnavailable(_OUTSIDE)
 
 
-def _read(path: Path, max_bytes: int) -> bytes:
-    """The bytes of the resolved ``path``; a link put in its place since it was checked is
-    not followed (``O_NOFOLLOW``)."""
+def _read_local(root: Path, relative: PurePosixPath, settings: MediaSettings) -> bytes:
+    """The bytes of ``relative`` beneath the resolved ``outbound_dir`` ``root``, no link
+    followed on the way (``botd.safe_open``)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(descriptor, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size > max_bytes:
-                raise MediaUnavailable(f"larger than media.max_bytes ({max_bytes} bytes)")
-            data = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise MediaUnavailable(f"cannot be read ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:
-        raise MediaUnavailable(f"larger than media.max_bytes ({max_bytes} bytes)")
-    return data
+        directory = open_directory(root, openat2=settings.openat2)
+    except NotRead as exc:
+        raise MediaUnavailable(f"media.outbound_dir cannot be opened ({exc})") from None
+    try:
+        return read_beneath(directory, relative, settings.max_bytes, openat2=settings.openat2)
+    except NotRead as exc:
+        if exc.refusal is Refusal.OUTSIDE:
+            raise MediaUnavailable(_OUTSIDE) from None
+        if exc.refusal is Refusal.TOO_LARGE:
+            limit = settings.max_bytes
+            raise MediaUnavailable(f"larger than media.max_bytes ({limit} bytes)") from None
+        raise MediaUnavailable(str(exc)) from None
+    finally:
+        os.close(directory)
 
 
 def can_upload(adapter: ChannelAdapter) -> bool:
