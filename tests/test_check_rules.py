@@ -364,6 +364,8 @@ def outbound_problem(text: str) -> tuple[int | None, str]:
         ("/proc/self", "lies inside /proc"),
         ("/sys/kernel", "lies inside /sys"),
         ("/dev/shm", "lies inside /dev"),
+        ("/run/credentials/botd.service", "lies inside /run/credentials"),
+        ("/run/secrets/bot", "lies inside /run/secrets"),
     ],
 )
 def test_system_directories_are_refused(outbound_dir: str, says: str) -> None:

@@ -13,7 +13,9 @@ botd's own secrets or the system's:
 * ``/proc`` (``/proc/self/environ`` holds botd's environment, tokens included), ``/sys`` and
   ``/dev``, nor anything inside them;
 * ``/etc``, ``/run`` (systemd credentials, container secrets) and ``/root``; a directory
-  inside them is allowed (``/run/botd/out`` from systemd's ``RuntimeDirectory``).
+  inside them is allowed (``/run/botd/out`` from systemd's ``RuntimeDirectory``), except
+  inside ``/run/credentials`` (systemd's ``LoadCredential=``) and ``/run/secrets`` (container
+  secrets), which hold nothing else.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = ["outbound_dir_problem", "resolved"]
 
 _KERNEL_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
 """Nothing inside these is a file to send."""
+_SECRET_DIRS = (Path("/run/credentials"), Path("/run/secrets"))
+"""Secrets handed to services: nothing inside these is a file to send either."""
 _SYSTEM_DIRS = (Path("/etc"), Path("/run"), Path("/root"))
 """These and what holds them are refused; a directory of botd's own inside is not."""
 _ADVICE = "point it at a directory that holds only files meant to be sent"
@@ -70,7 +74,7 @@ def outbound_dir_problem(
     for system in (*_KERNEL_DIRS, *_SYSTEM_DIRS):
         if holds(system):
             return f"{'is' if out == resolved(system) else 'holds'} {system}; {_ADVICE}"
-    for system in _KERNEL_DIRS:
+    for system in (*_KERNEL_DIRS, *_SECRET_DIRS):
         if out.is_relative_to(resolved(system)):
             return f"lies inside {system}; {_ADVICE}"
     return None
