@@ -34,7 +34,8 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.media.files import JPEG, OGG, PNG, ZIP, claimed_png, jpeg, minimal_pdf
+from tests.media.files import JPEG, OGG, PNG, ZIP, claimed_png, jpeg, minimal_pdf, slow_pdf
+from tests.media.reading import reaped, worker_pids
 from tests.waiting import until
 
 DM = 777
@@ -631,3 +632,36 @@ async def test_a_shutdown_while_a_file_downloads_leaves_it_for_the_restart(
     read = texts(_last_user(request.body["messages"]))
     assert "Quarterly revenue grew" in read and "summarise" in read
     assert len(f.telegram.downloads_held) == 2  # fetched again after the restart
+
+
+@pytest.mark.parametrize(
+    ("command", "confirmation"),
+    [("/stop", "Stopped."), ("/new", "Started a new conversation.")],
+)
+async def test_a_stop_during_a_long_pdf_read_kills_the_reader_and_another_chat_is_answered(
+    tmp_path: Path, command: str, confirmation: str
+) -> None:
+    other = DM + 1
+    async with fakes(tmp_path, max_bytes=1_000_000) as f:
+        async with daemon_running(f.config, ready=telegram_ready) as daemon:
+            assert daemon.runtime is not None
+            store = daemon.runtime.store
+            f.telegram.push_file(
+                DM, "document", slow_pdf(), file_name="slow.pdf", mime_type="application/pdf"
+            )
+            await until(lambda: len(worker_pids()) == 1, "the PDF's reader to start")
+            [reader] = worker_pids()
+            [reading] = store.unfinished_inbox()
+            f.model.push(stream(text("Hello there.")))
+            f.telegram.push_text(other, "hello")
+            await until_sent(f.telegram, other)
+            assert reader in worker_pids()  # answered while the PDF is still being read
+            f.telegram.push_text(DM, command)
+            await until_sent(f.telegram, DM)
+            # The reader (a minute of CPU for this PDF) was killed by the command.
+            await until(lambda: reaped(reader), "the reader to be killed")
+            assert store.inbox_state(reading.id) == "skipped"
+            await idle(daemon)
+        assert sent_to(f.telegram, DM) == [confirmation]
+        assert sent_to(f.telegram, other) == ["Hello there."]
+        assert len(f.model.requests) == 1
