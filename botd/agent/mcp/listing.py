@@ -21,7 +21,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from mcp.client import Transport
@@ -111,7 +111,28 @@ def _refusal(result: dict[str, Any], version: str | None) -> str | None:
     return None
 
 
-class _CheckedReads:
+class _Wrapped:
+    """One of the transport's streams, wrapped: closing it closes the stream inside, and
+    it is its own async context (as the SDK's streams are)."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _CheckedReads(_Wrapped):
     """The transport's read stream, with ``tools/list`` answers checked."""
 
     def __init__(self, inner: Any, pending: set[str | int], check: _ToolCheck) -> None:
@@ -137,9 +158,6 @@ class _CheckedReads:
                     return dataclasses.replace(item, message=checked)
         return item
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> _CheckedReads:
         return self
 
@@ -149,19 +167,8 @@ class _CheckedReads:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> _CheckedReads:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class _NotedWrites:
+class _NotedWrites(_Wrapped):
     """The transport's write stream, noting the ids of ``tools/list`` requests."""
 
     def __init__(self, inner: Any, pending: set[str | int]) -> None:
@@ -173,17 +180,3 @@ class _NotedWrites:
         if isinstance(message, JSONRPCRequest) and message.method == _LIST:
             self._pending.add(message.id)
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _NotedWrites:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
