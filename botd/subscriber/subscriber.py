@@ -338,8 +338,14 @@ class StreamSubscriber:
 
         A late ``text_end`` (or ``text_start``) resending text the ended message already had
         is dropped. New text means the runtime skipped ``message_start``: start afresh so
-        the text is still delivered.
+        the text is still delivered, except after a message whose answer was settled at its
+        end (reasoning on without blocks: ``_suppress_block_chunks``). There, as in the
+        reference, only ``message_start`` opens a new message; anything else is a stale
+        draft of the settled answer.
         """
+        if self._suppress_block_chunks:
+            log.debug("%s after a settled message_end ignored", kind)
+            return False
         ended = self._ended_text or ""
         new_text = delta or ("" if kind == "text_delta" else content) or ""
         if kind != "text_delta" and (not new_text or new_text in ended):
