@@ -202,7 +202,10 @@ class BlockChunker:
                     buffer = buffer[closing_end:].lstrip("\n")
                 else:
                     rest = buffer[index:]
-                    buffer = found.fence.open_line + "\n" + rest if rest.strip() else ""
+                    # Reopened even when only the next line's indentation has streamed: the
+                    # fence's code is still to come (dropping it left that code unfenced).
+                    reopen = rest.strip() or (not force and not found.fence.closed)
+                    buffer = found.fence.open_line + "\n" + rest if reopen else ""
             else:
                 emit(raw)
                 if index < len(buffer) and buffer[index].isspace():
