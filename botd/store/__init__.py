@@ -23,7 +23,7 @@ from .base import (
 )
 from .chatter import CHATTER_RETENTION_SECONDS, ChatterStore, KeptLine
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
-from .inbox import InboxEntry, InboxState, InboxStore
+from .inbox import InboxEntry, InboxState, InboxStore, Unanswered
 from .jobs import RunRecord, ScheduleStore, StoredJob
 from .outbox import OutboxEntry, OutboxStore
 from .schema import SCHEMA_VERSION
@@ -57,6 +57,7 @@ __all__ = [
     "StoreOpenError",
     "StoreWriteError",
     "StoredJob",
+    "Unanswered",
     "UnknownSessionError",
     "UsageStore",
     "UsageTotals",

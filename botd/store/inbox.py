@@ -47,6 +47,15 @@ class InboxEntry:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """The accepted messages not answered yet (as ``unanswered`` counts them)."""
+
+    count: int
+    oldest_accepted_at: float | None
+    """When the oldest of them was accepted (the store's clock, seconds); None: there is none."""
+
+
 def inbound_json(message: InboundMessage) -> str:
     """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
     data: dict[str, Any] = {
@@ -73,6 +82,9 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
 
 class InboxStore(TranscriptStore):
     """The inbox table, next to the ledger and transcripts it shares transactions with."""
+
+    _unanswered_from = 0
+    """No inbox row below this id is unfinished (see ``unanswered``)."""
 
     async def accept_inbound(
         self,
@@ -218,6 +230,28 @@ class InboxStore(TranscriptStore):
             for row in rows
         ]
 
+    def unanswered(self) -> Unanswered:
+        """How many accepted messages are not answered yet, and when the oldest was accepted.
+
+        Cheap enough for every health probe: a finished row never becomes unfinished and a
+        new row gets a higher id, so the lowest unfinished id only grows. The search starts
+        from the one found last time and reads only the rows from there on (the backlog, and
+        what was answered since). It reads what is written: a finish queued a moment ago
+        (``deferred``) counts as unanswered until its transaction commits.
+        """
+        conn = self._connection()
+        count, first, oldest = conn.execute(
+            "SELECT count(*), min(id), min(accepted_at) FROM inbox "
+            "WHERE id >= ? AND state IN ('accepted', 'running')",
+            (self._unanswered_from,),
+        ).fetchone()
+        if first is not None:
+            self._unanswered_from = int(first)
+        else:
+            (last,) = conn.execute("SELECT max(id) FROM inbox").fetchone()
+            self._unanswered_from = max(self._unanswered_from, int(last or 0) + 1)
+        return Unanswered(int(count), None if oldest is None else float(oldest))
+
     def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool:
         """Make an interrupted run's transcript resumable from its last finished step.
 
@@ -283,4 +317,11 @@ def _clean_prefix(messages: Sequence[Message]) -> int:
     return keep
 
 
-__all__ = ["FINISHED_STATES", "InboxEntry", "InboxState", "InboxStore", "inbound_from_json"]
+__all__ = [
+    "FINISHED_STATES",
+    "InboxEntry",
+    "InboxState",
+    "InboxStore",
+    "Unanswered",
+    "inbound_from_json",
+]
