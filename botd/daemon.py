@@ -49,6 +49,7 @@ from .config import BotdConfig, ConfigError, load_config, secret_values
 from .health import HealthServer
 from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Metrics
+from .outages import stuck_inbox
 from .sessions import RunHooks
 from .statelock import StateLock
 from .store import ModelUsage
@@ -276,6 +277,10 @@ class Daemon:
         def channels_down() -> dict[str, str]:
             return {} if self.channels is None else self.channels.down()
 
+        def reachability(name: str, error: str | None) -> None:
+            if self.channels is not None:
+                self.channels.reachability(name, error)
+
         try:
             runtime = build_runtime(
                 config,
@@ -283,6 +288,7 @@ class Daemon:
                 hooks=self.run_hooks(),
                 on_end_of_input=end_of_input,
                 on_channel_down=channel_down,
+                on_reachability=reachability,
                 channels_down=channels_down,
             )
         except BaseException:
@@ -316,13 +322,10 @@ class Daemon:
                 health = HealthServer(
                     config.health.host,
                     config.health.port,
-                    channel_states=lambda: dict(channels.states),
-                    channel_reasons=lambda: dict(channels.reasons),
+                    channel_states=channels.view,
+                    channel_problems=channels.problems,
                     metrics=self.metrics,
-                    components=lambda: {
-                        "store": runtime.store.health.reason,
-                        **runtime.mcp.health(),
-                    },
+                    components=lambda: health_components(runtime, self.config),
                 )
                 self.health = health
                 await health.start()
@@ -482,6 +485,22 @@ class Daemon:
         await runtime.provider.aclose()
         runtime.store.close()
         log.info("stopped")
+
+
+def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
+    """``/healthz``'s components: each None while well, else what is wrong. The store (a
+    write failing), the inbox (its oldest unanswered message older than
+    ``health.stuck_after``), each model API (down: ``botd.outages``) and MCP server."""
+    backlog = runtime.store.unanswered()
+    models = runtime.model_health.items()
+    return {
+        "store": runtime.store.health.reason,
+        "inbox": stuck_inbox(
+            backlog.oldest_accepted_at, backlog.count, time.time(), config.health.stuck_after
+        ),
+        **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
+        **runtime.mcp.health(),
+    }
 
 
 def _why(name: str, plan: ReloadPlan) -> str:

@@ -1,11 +1,15 @@
 """The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
 
-aiohttp is imported here only, so nothing else of the core pays for it.
+aiohttp is imported here only, so nothing else of the core pays for it. A port another
+process holds is ``HealthPortInUse``, one line naming ``health.port`` (``port_in_use`` checks
+for it beforehand).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
@@ -13,9 +17,40 @@ from aiohttp import web
 from .logging import mask_secrets
 from .metrics import Metrics
 
-__all__ = ["HealthServer"]
+__all__ = ["HealthPortInUse", "HealthServer", "port_in_use"]
 
 log = logging.getLogger(__name__)
+
+
+class HealthPortInUse(OSError):
+    """The health endpoint cannot listen where ``health.host``/``health.port`` say."""
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> HealthPortInUse:
+    if exc.errno == errno.EADDRINUSE:
+        why = "is in use by another process (another botd?)"
+    else:
+        why = f"cannot be listened on ({exc.strerror or exc})"
+    return HealthPortInUse(
+        f"health.port {port} on {host} {why}: set another health.port, or health.enabled: false"
+    )
+
+
+def port_in_use(host: str, port: int) -> str | None:
+    """Why the health endpoint could not listen on ``host``:``port`` now (one line naming
+    ``health.port``), or None when it could. A check before start, not a reservation."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(_cannot_listen(host, port, exc))
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return str(_cannot_listen(host, port, exc))
+    return None
 
 
 class HealthServer:
@@ -28,7 +63,8 @@ class HealthServer:
 
     ``components`` maps a component's name to None while it is healthy, else to the reason
     it is not (in its own words, e.g. SQLite's ``database or disk is full``);
-    ``channel_reasons`` maps a channel that is down to why, shown in its problem line.
+    ``channel_problems`` maps a channel that is not running to what its problem line says
+    after its name (``down for 42 s (getUpdates failed: …)``; else its state is said).
     """
 
     def __init__(
@@ -39,13 +75,13 @@ class HealthServer:
         channel_states: Callable[[], dict[str, str]],
         metrics: Metrics,
         components: Callable[[], Mapping[str, str | None]] | None = None,
-        channel_reasons: Callable[[], Mapping[str, str]] | None = None,
+        channel_problems: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._channel_states = channel_states
         self._components = components or dict
-        self._channel_reasons = channel_reasons or dict
+        self._channel_problems = channel_problems or dict
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
@@ -55,7 +91,9 @@ class HealthServer:
         """The bound port, once started."""
 
     async def start(self) -> int:
-        """Bind and serve; returns the bound port (useful with ``port=0``)."""
+        """Bind and serve; returns the bound port (useful with ``port=0``).
+
+        Raises ``HealthPortInUse`` when the port is taken or cannot be listened on."""
         if self._runner is not None:
             raise RuntimeError("health server already started")
         runner = web.AppRunner(self.app, access_log=None)
@@ -63,6 +101,9 @@ class HealthServer:
         try:
             site = web.TCPSite(runner, self._host, self._port)
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise _cannot_listen(self._host, self._port, exc) from None
         except BaseException:
             await runner.cleanup()
             raise
@@ -81,14 +122,14 @@ class HealthServer:
         try:
             channels = dict(self._channel_states())
             components = dict(self._components())
-            reasons = dict(self._channel_reasons())
+            described = dict(self._channel_problems())
         except Exception:
             log.exception("health probe failed")
             return web.json_response(
                 {"status": "error", "channels": {}, "components": {}}, status=503
             )
         problems = [
-            f"channel {n}: {state}" + (f" ({reasons[n]})" if n in reasons else "")
+            f"channel {n}: {described.get(n) or state}"
             for n, state in channels.items()
             if state != "running"
         ]

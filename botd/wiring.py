@@ -41,6 +41,7 @@ from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .message_access import MessageAccess
 from .metrics import Metrics
+from .outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
@@ -204,6 +205,24 @@ def provider_settings(config: BotdConfig) -> dict[str, Any]:
     )
 
 
+def _watched(
+    settings: dict[str, Any],
+    provider: str,
+    model: str,
+    config: BotdConfig,
+    health: dict[str, Reachability] | None,
+) -> dict[str, Any]:
+    """``settings`` with a ``Reachability`` following the model API's calls, kept in
+    ``health`` under ``model:<provider>/<model>`` (the scripted provider calls nothing)."""
+    if health is None or provider == "scripted":
+        return settings
+    name = f"model:{provider}/{model}"
+    health[name] = Reachability(
+        name, down_after=config.health.down_after, after_failures=MODEL_DOWN_AFTER_CALLS
+    )
+    return {**settings, "health": health[name]}
+
+
 def _api_settings(
     provider: str,
     api_key: str | None,
@@ -265,14 +284,19 @@ def model_names(config: BotdConfig) -> list[str]:
     return [config.model.model_name, *(f.name for f in config.model.fallbacks)]
 
 
-def build_provider(config: BotdConfig) -> Provider:
-    """The model provider; with fallbacks, one that fails over from model to model."""
-    primary = create_provider(config.model.provider, **provider_settings(config))
-    if not config.model.fallbacks:
+def build_provider(config: BotdConfig, health: dict[str, Reachability] | None = None) -> Provider:
+    """The model provider; with fallbacks, one that fails over from model to model. With
+    ``health``, each model's calls are followed there (``/healthz``: ``model:<name>``)."""
+    model = config.model
+    settings = _watched(provider_settings(config), model.provider, model.model_name, config, health)
+    primary = create_provider(model.provider, **settings)
+    if not model.fallbacks:
         return primary
-    choices = [ModelChoice(config.model.model_name, primary)]
-    for index, fallback in enumerate(config.model.fallbacks):
-        provider = create_provider(fallback.provider, **fallback_settings(config, index))
+    choices = [ModelChoice(model.model_name, primary)]
+    for index, fallback in enumerate(model.fallbacks):
+        settings = fallback_settings(config, index)
+        settings = _watched(settings, fallback.provider, fallback.name, config, health)
+        provider = create_provider(fallback.provider, **settings)
         choices.append(ModelChoice(fallback.name, provider))
     return FailoverProvider(choices)
 
@@ -352,6 +376,8 @@ class Runtime:
     """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
     mcp: McpManager = field(default_factory=lambda: McpManager({}))
     """The MCP servers whose tools runs get (started and closed by the daemon)."""
+    model_health: dict[str, Reachability] = field(default_factory=dict)
+    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
     def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
         """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
@@ -374,6 +400,7 @@ def build_runtime(
     hooks: RunHooks | None = None,
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
     on_channel_down: Callable[[str, str], None] | None = None,
+    on_reachability: Callable[[str, str | None], None] | None = None,
     channels_down: Callable[[], Mapping[str, str]] | None = None,
     specs: Specs | None = None,
 ) -> Runtime:
@@ -381,19 +408,22 @@ def build_runtime(
 
     ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts messages
     in and out. ``on_channel_down`` hears of a started channel that stopped working
-    (channel, reason); ``channels_down`` tells ``/status`` which channels are down and why.
+    (channel, reason), ``on_reachability`` whether a running channel's platform answers
+    (``PlatformLink``); ``channels_down`` tells ``/status`` which channels are down and why.
     Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
     state_dir = Path(config.state_dir)
     store = Store.open(state_dir)
+    model_health: dict[str, Reachability] = {}
     try:
-        provider = build_provider(config)
+        provider = build_provider(config, model_health)
         context = ChannelContext(
             offsets=store,
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
+            on_reachability=on_reachability,
             has_conversation=lambda key: store.active_session(key) is not None,
             # Asked once messages arrive, by when the router below exists.
             admits=lambda message: router.admits(message),
@@ -504,5 +534,6 @@ def build_runtime(
         router=router,
         pruner=InboundPruner(store),
         mcp=mcp,
+        model_health=model_health,
     )
     return runtime

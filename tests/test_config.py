@@ -77,7 +77,9 @@ def test_unknown_nested_key_suggests(tmp_path: Path) -> None:
 def test_unknown_key_without_close_match_lists_known(tmp_path: Path) -> None:
     problem = only(problems(tmp_path, "health:\n  zzz: 1\n"))
     assert problem.line == 2
-    assert problem.message == "unknown key 'zzz' (known: enabled, host, port)"
+    assert problem.message == (
+        "unknown key 'zzz' (known: enabled, host, port, down_after, stuck_after)"
+    )
 
 
 def test_unknown_key_inside_group_and_alias_field(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from botd.health import HealthServer
+from botd.health import HealthPortInUse, HealthServer, port_in_use
 from botd.logging import LogContext, configure_logging
 from botd.metrics import Metrics
 from botd.systemd import SystemdNotifier
@@ -249,6 +249,23 @@ async def test_health_server_restartable_and_stop_idempotent() -> None:
     assert port > 0
     await server.stop()
     await server.stop()
+
+
+async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        line = (
+            f"health.port {port} on 127.0.0.1 is in use by another process (another botd?): "
+            "set another health.port, or health.enabled: false"
+        )
+        assert port_in_use("127.0.0.1", port) == line
+        server = HealthServer(port=port, channel_states=dict, metrics=Metrics())
+        with pytest.raises(HealthPortInUse) as caught:
+            await server.start()
+        assert str(caught.value) == line
+        await server.stop()  # nothing was left running
 
 
 def test_metrics_escape_labels_and_reject_unknown_counter() -> None:

@@ -333,6 +333,7 @@ class FakeAnthropicAPI:
         self.refusals: list[str] = []
         """The image refusals sent, in order."""
         self._closing = asyncio.Event()
+        self._gate: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -343,6 +344,12 @@ class FakeAnthropicAPI:
     def push(self, *replies: Reply) -> None:
         """Queue replies; each request takes the next one."""
         self._replies.extend(replies)
+
+    def hold(self) -> asyncio.Event:
+        """From now on every request waits, unanswered, until the returned event is set (or
+        the fake closes): a model that takes its time."""
+        self._gate = asyncio.Event()
+        return self._gate
 
     @property
     def pending(self) -> int:
@@ -372,6 +379,8 @@ class FakeAnthropicAPI:
 
     async def close(self) -> None:
         self._closing.set()
+        if self._gate is not None:
+            self._gate.set()  # held requests end with the server
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -422,6 +431,8 @@ class FakeAnthropicAPI:
             return web.json_response(
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
+        if self._gate is not None:
+            await self._gate.wait()
         refusal = image_refusal(body, self.max_image_side) if isinstance(body, dict) else None
         if refusal is not None:
             self.refusals.append(refusal)
