@@ -71,8 +71,14 @@ def discord_yaml(discord: FakeDiscordAPI, *options: str) -> str:
 
 
 def config_yaml(tmp_path: Path, *sections: str) -> str:
-    """A whole config: the state dir under ``tmp_path`` and the given sections."""
-    return f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n" + "".join(sections)
+    """A whole config: the state dir under ``tmp_path`` and the given sections. No health
+    endpoint unless a section sets one: it is on by default, on one fixed port."""
+    health = any(section.startswith("health:") for section in sections)
+    return (
+        f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+        + ("" if health else "health: {enabled: false}\n")
+        + "".join(sections)
+    )
 
 
 @asynccontextmanager

@@ -17,6 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from botd.config import BotdConfig, default_config
 from botd.health import HealthPortInUse, HealthServer, port_in_use
 from botd.logging import LogContext, configure_logging
 from botd.metrics import Metrics
@@ -266,6 +267,11 @@ async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
             await server.start()
         assert str(caught.value) == line
         await server.stop()  # nothing was left running
+
+
+def test_health_is_on_by_default_but_not_for_the_embedded_console_config() -> None:
+    assert BotdConfig().health.enabled and BotdConfig().health.port == 8480
+    assert default_config({}).health.enabled is False  # two `make run`s share no port
 
 
 def test_metrics_escape_labels_and_reject_unknown_counter() -> None:

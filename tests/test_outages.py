@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
+from tests.daemon_process import HANG_GUARD, daemon_env, reap, run_botd, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
@@ -130,7 +130,6 @@ def _config(path: Path, running: Running, *, down_after: float, stuck_after: flo
         f"""
 state_dir: {json.dumps(str(path.parent / "state"))}
 health:
-  enabled: true
   port: {running.health_port}
   down_after: {down_after}
   stuck_after: {stuck_after}
@@ -306,3 +305,30 @@ async def test_a_stuck_inbox_degrades_health_naming_its_age(tmp_path: Path) -> N
         )
         body = await botd.until_health("the inbox well", lambda status, _: status == 200)
         assert body["components"]["inbox"] == {"status": "ok"}
+
+
+async def test_health_is_on_by_default_and_a_port_in_use_stops_botd_run_in_one_line(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        async with FakeTelegramAPI(TELEGRAM_TOKEN) as telegram:
+            config = tmp_path / "botd.yaml"
+            config.write_text(
+                f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+                f"health: {{port: {port}}}\n"
+                "model: {provider: scripted}\n"
+                "channels:\n"
+                f"  telegram: {{token: '${{T_TOKEN}}', api_base_url: '{telegram.base_url}'}}\n",
+                encoding="utf-8",
+            )
+            env = daemon_env(T_TOKEN=TELEGRAM_TOKEN)
+            result = await asyncio.to_thread(run_botd, "run", "--config", str(config), env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"botd: health.port {port} on 127.0.0.1 is in use by another process (another botd?): "
+        "set another health.port, or health.enabled: false"
+    )
+    assert "Traceback" not in result.stderr

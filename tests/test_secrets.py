@@ -108,7 +108,11 @@ def _config(
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
 """
-    health = f"health: {{enabled: true, port: {health_port}}}\n" if health_port else ""
+    health = (
+        f"health: {{enabled: true, port: {health_port}}}\n"
+        if health_port
+        else "health: {enabled: false}\n"
+    )
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"""

@@ -29,6 +29,7 @@ def _console_config(tmp_path: Path, state: Path) -> Path:
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"state_dir: {json.dumps(str(state))}\n"
+        "health: {enabled: false}\n"
         "model:\n  provider: scripted\n"
         "channels:\n  console:\n    enabled: true\n"
         # Asked for: with the console enabled the default is WARNING, and the test waits

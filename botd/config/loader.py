@@ -228,12 +228,13 @@ def default_config(
     channels: Mapping[str, ChannelEntry] | None = None,
 ) -> BotdConfig:
     """The embedded default: the console channel, Anthropic when ``ANTHROPIC_API_KEY`` is set
-    (else the scripted provider), state in ``./var``."""
+    (else the scripted provider), state in ``./var``, no health endpoint (a chat on a
+    terminal has no one to probe it, and two of them would contend for its port)."""
     environ = os.environ if env is None else env
     api_key = environ.get("ANTHROPIC_API_KEY")
     model = {"provider": "anthropic", "api_key": api_key} if api_key else {"provider": "scripted"}
     registered = registered_channels() if channels is None else channels
     return BotdConfig.model_validate(
-        {"model": model, "channels": {"console": {"enabled": True}}},
+        {"model": model, "channels": {"console": {"enabled": True}}, "health": {"enabled": False}},
         context={CHANNELS_CONTEXT: registered},
     )

@@ -579,7 +579,7 @@ class LoggingSection(Section):
 
 
 class HealthSection(Section):
-    enabled: bool = False
+    enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=8480, ge=1, le=65535)
     down_after: float = Field(default=30.0, ge=0)
