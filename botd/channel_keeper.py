@@ -20,7 +20,7 @@ itself, so nothing is restarted. Its adapter says so through its ``PlatformLink`
 platform answers again (see ``botd.outages``).
 
 The states are ``starting``, ``running``, ``down`` (with ``reasons``) and ``stopped``;
-``view`` is what ``/healthz`` and ``/status`` show.
+``view`` and ``problems`` are what ``/healthz`` shows of them, ``down`` what ``/status`` says.
 """
 
 from __future__ import annotations

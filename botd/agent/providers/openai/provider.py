@@ -97,10 +97,7 @@ class OpenAIProvider:
                     failure = f"HTTP {response.status_code}: {detail}"
                     if response.status_code == 400:
                         refused = refused_images(_parse_json_body(reply), body)
-                    outage = _is_retryable(response.status_code) or response.status_code in (
-                        401,
-                        403,
-                    )
+                    outage = _is_outage(response.status_code)
                     if _is_retryable(response.status_code) and attempt < self._max_retries:
                         wait = self._retry_wait(backoff, response.headers)
             except httpx.TransportError as exc:
@@ -243,6 +240,12 @@ class OpenAIProvider:
 
 def _is_retryable(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
+
+
+def _is_outage(status: int) -> bool:
+    """Whether a failed call's status says the server is not answering (a 5xx, a rate
+    limit, a refused key), rather than refusing this request."""
+    return _is_retryable(status) or status in (401, 403)
 
 
 def _is_error_payload(payload: Any) -> bool:
