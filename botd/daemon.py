@@ -39,6 +39,7 @@ import signal
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +49,10 @@ from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .health import HealthServer
 from .logging import add_secrets, asyncio_exception_handler, configure_logging
-from .metrics import Metrics
+from .metrics import Backlog, Metrics
 from .sessions import RunHooks
 from .statelock import StateLock
-from .store import ModelUsage
+from .store import ModelUsage, Store
 from .systemd import SystemdNotifier
 from .wiring import Runtime, build_runtime, scheduler_jobs
 
@@ -223,11 +224,10 @@ class Daemon:
         metrics = self.metrics
 
         def on_start(inbound: InboundMessage) -> None:
-            metrics.run(inbound.channel)
+            metrics.run_started(inbound.channel)
 
         def on_end(inbound: InboundMessage, outcome: str) -> None:
-            if outcome in ("error", "exception"):
-                metrics.error(inbound.channel)
+            metrics.run_ended(inbound.channel, failed=outcome in ("error", "exception"))
 
         def on_first_reply(inbound: InboundMessage, seconds: float | None) -> None:
             if seconds is not None:
@@ -289,7 +289,8 @@ class Daemon:
             lock.release()
             raise
         self.runtime = runtime
-        channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
+        channels = self.channels = self._keeper(runtime)
+        self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
         health: HealthServer | None = None
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
@@ -316,7 +317,7 @@ class Daemon:
                 health = HealthServer(
                     config.health.host,
                     config.health.port,
-                    channel_states=lambda: dict(channels.states),
+                    channel_states=self.channel_states,
                     channel_reasons=lambda: dict(channels.reasons),
                     metrics=self.metrics,
                     components=lambda: {
@@ -346,6 +347,16 @@ class Daemon:
                     loop.remove_signal_handler(sig)
             lock.release()
         return 0
+
+    def channel_states(self) -> dict[str, str]:
+        """Each channel's state, as ``/healthz`` and ``botd_channel_up`` show it."""
+        return {} if self.channels is None else dict(self.channels.states)
+
+    def _keeper(self, runtime: Runtime) -> ChannelKeeper:
+        def down(name: str) -> None:
+            self.metrics.error(name, "channel_down")
+
+        return ChannelKeeper(runtime, lambda: self.config, debug=self.debug, on_down=down)
 
     def _running_status(self) -> str:
         channels = self.channels
@@ -409,7 +420,7 @@ class Daemon:
         adapters = runtime.adapters
         channels = self.channels
         if channels is None:  # reload before run() built one (tests drive reload directly)
-            channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
+            channels = self.channels = self._keeper(runtime)
         if plan.logging_changed:
             self._configure_logging(new)
         for key in plan.restart_only:
@@ -482,6 +493,12 @@ class Daemon:
         await runtime.provider.aclose()
         runtime.store.close()
         log.info("stopped")
+
+
+def store_backlog(store: Store) -> Backlog:
+    """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
+    inbox = store.inbox_backlog()
+    return Backlog(inbox.count, inbox.oldest_age, store.outbox_pending_count())
 
 
 def _why(name: str, plan: ReloadPlan) -> str:

@@ -1,15 +1,22 @@
 """The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
 
-aiohttp is imported here only, so nothing else of the core pays for it.
+aiohttp is imported here only, so nothing else of the core pays for it. ``/metrics`` is
+``prometheus_client``'s own handler over the daemon's registry: the text format 0.0.4, or
+OpenMetrics when the scraper asks for it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
 
+from . import __version__
 from .logging import mask_secrets
 from .metrics import Metrics
 
@@ -29,6 +36,11 @@ class HealthServer:
     ``components`` maps a component's name to None while it is healthy, else to the reason
     it is not (in its own words, e.g. SQLite's ``database or disk is full``);
     ``channel_reasons`` maps a channel that is down to why, shown in its problem line.
+
+    For ``botd status`` the body also has ``botd`` (``version``, ``pid``, ``node``: which
+    process answers), ``channel_errors`` (each channel's reason, as in ``channel_reasons``)
+    and ``stats`` (``runs_in_flight``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
+    ``outbox_pending``: ``Metrics.stats``).
     """
 
     def __init__(
@@ -50,7 +62,7 @@ class HealthServer:
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
-        self.app.router.add_get("/metrics", self._metrics_handler)
+        self.app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
         self.port: int | None = None
         """The bound port, once started."""
 
@@ -98,7 +110,7 @@ class HealthServer:
         components = {
             name: None if why is None else mask_secrets(why) for name, why in components.items()
         }
-        body = {
+        body: dict[str, Any] = {
             "status": "degraded" if problems else "ok",
             "channels": channels,
             "components": {
@@ -107,10 +119,14 @@ class HealthServer:
             },
             "problems": problems,
         }
+        body.update(self._about(reasons))
         return web.json_response(body, status=503 if problems else 200)
 
-    async def _metrics_handler(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self._metrics.render().encode(),
-            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
-        )
+    def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:
+        """What ``botd status`` shows besides the states: which process answers, each down
+        channel's error and the work in hand."""
+        return {
+            "botd": {"version": __version__, "pid": os.getpid(), "node": socket.gethostname()},
+            "channel_errors": {name: mask_secrets(why) for name, why in reasons.items()},
+            "stats": self._metrics.stats(),
+        }

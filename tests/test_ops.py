@@ -182,12 +182,12 @@ def _parse_prometheus(text: str) -> tuple[dict[str, str], list[tuple[str, dict[s
 
 def _metrics() -> Metrics:
     metrics = Metrics()
-    metrics.inc("messages_in", "telegram")
-    metrics.inc("messages_in", "telegram")
-    metrics.inc("messages_in", "slack")
-    metrics.inc("messages_out", "telegram")
-    metrics.run("telegram")
-    metrics.error("slack")
+    metrics.message_in("telegram")
+    metrics.message_in("telegram")
+    metrics.message_in("slack")
+    metrics.message_out("telegram")
+    metrics.run_started("telegram")
+    metrics.error("slack", "send_failed")
     for seconds in (0.01, 0.3, 0.3, 4.0, 500.0):
         metrics.observe_latency("telegram", seconds)
     return metrics
@@ -202,12 +202,15 @@ async def test_healthz_and_metrics() -> None:
             base = f"http://127.0.0.1:{port}"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 200
-                assert await resp.json() == {
+                body = await resp.json()
+                assert {key: body[key] for key in ("status", "channels", "components")} == {
                     "status": "ok",
                     "channels": states,
                     "components": {},
-                    "problems": [],
                 }
+                assert body["problems"] == []
+                assert body["botd"]["pid"] == os.getpid()
+                assert body["stats"] == {"runs_in_flight": 1}  # started, never ended
             states["slack"] = "reconnecting"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 503
@@ -228,7 +231,7 @@ async def test_healthz_and_metrics() -> None:
     values = {(n, tuple(sorted(labels.items()))): v for n, labels, v in samples}
     assert values[("botd_messages_in_total", (("channel", "telegram"),))] == 2
     assert values[("botd_messages_in_total", (("channel", "slack"),))] == 1
-    assert values[("botd_errors_total", (("channel", "slack"),))] == 1
+    assert values[("botd_errors_total", (("channel", "slack"), ("kind", "send_failed")))] == 1
     buckets = [
         (labels["le"], v) for n, labels, v in samples if n == "botd_reply_latency_seconds_bucket"
     ]
@@ -251,12 +254,12 @@ async def test_health_server_restartable_and_stop_idempotent() -> None:
     await server.stop()
 
 
-def test_metrics_escape_labels_and_reject_unknown_counter() -> None:
+def test_metrics_escape_labels_and_reject_unknown_error_kinds() -> None:
     metrics = Metrics()
-    metrics.inc("messages_in", 'we"ird\\chan\nnel')
+    metrics.message_in('we"ird\\chan\nnel')
     assert 'channel="we\\"ird\\\\chan\\nnel"' in metrics.render()
-    with pytest.raises(KeyError):
-        metrics.inc("nope", "x")
+    with pytest.raises(ValueError, match="unknown error kind"):
+        metrics.error("x", "nope")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- logging
