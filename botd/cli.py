@@ -1,5 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version`` (and
-``--version``).
+"""The ``botd`` command: ``botd check | doctor | init | run | status | pairing | replay |
+version`` (and ``--version``).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -191,10 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
     run.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
 
+    _add_status(commands, common)
     _add_pairing(commands, common)
 
     commands.add_parser("version", help="print botd's version", description="Print botd's version.")
     return parser
+
+
+def _add_status(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``botd status``: asks the running daemon (see status_cli)."""
+    from .status_cli import add_parser
+
+    add_parser(commands, common)
 
 
 def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -301,6 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return init(Path(args.path))
     if args.command == "run":
         return _run(args.config, debug, args.allow_empty)
+    if args.command == "status":
+        from .status_cli import status
+
+        return status(args, say=_say, register=_registered)
     if args.command == "pairing":
         from .pairing_cli import pairing
 
