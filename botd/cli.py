@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         parents=[common],
         help="validate a config file without starting anything",
-        description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
+        description="Validate a botd config file; exit 0 when it is usable, 2 when not. "
+        "What is usable but likely not meant (a placeholder id from the reference config, a "
+        "secret written in a file others may read) is a ⚠ line on stderr.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
     check.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
@@ -207,10 +209,11 @@ def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
 def _check(path: str, allow_empty: bool) -> int:
     from pathlib import Path
 
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config_with_warnings
 
     try:
-        config = _registered(load_config(Path(path), allow_empty=allow_empty))
+        loaded = load_config_with_warnings(Path(path), allow_empty=allow_empty)
+        config = _registered(loaded.config)
     except ConfigError as exc:
         _say(exc)
         count = len(exc.problems)
@@ -219,6 +222,8 @@ def _check(path: str, allow_empty: bool) -> int:
     except OSError as exc:
         _say(f"botd: cannot read {path}: {exc}")
         return 2
+    for warning in loaded.warnings:  # usable, but likely not what was meant
+        _say(f"⚠ {warning.render(path)}")
     _say(f"config OK: {config.summary()}", file=sys.stdout)
     return 0
 
