@@ -153,8 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="check the config, then probe each channel, the model API and the state dir",
         description="Check the config like botd check, then probe every credential live and "
-        "the state dir; one line per check with what to do. Exit 0 when all pass, 1 when a "
-        "check fails, 2 when the config is invalid.",
+        "the state dir; one line per check with what to do: ✓ passed, ⚠ works but most likely "
+        "not as meant, ✗ failed. Exit 0 when none fails, 1 when one fails (or, with --strict, "
+        "warns), 2 when the config is invalid.",
+    )
+    doctor.add_argument(
+        "--strict", action="store_true", help="a warning (⚠) fails too: exit 1 on warnings"
+    )
+    doctor.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: each check's name, status (ok, warn, fail) and detail",
     )
     doctor.add_argument(
         "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
@@ -297,7 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .doctor import doctor
 
         config = Path(args.config) if args.config else None
-        return doctor(config, timeout=args.timeout, debug=debug)
+        return doctor(
+            config, timeout=args.timeout, debug=debug, strict=args.strict, as_json=args.json
+        )
     if args.command == "init":
         from pathlib import Path
 
