@@ -5,12 +5,14 @@ doctor`` warns.
 The question is asked the way the server will bind (asyncio's ``create_server``, which the
 health endpoint's aiohttp uses): every address the host name stands for, ``SO_REUSEADDR``
 set (so a port left in ``TIME_WAIT`` by a botd that just stopped is free), IPv6 sockets
-for IPv6 only. The socket is closed again at once; a port taken in between is found by
-the server itself.
+for IPv6 only, and an address the system cannot assign (``localhost``'s ``::1`` with IPv6
+off) skipped as long as another one binds. Each socket is closed again at once; a port
+taken in between is found by the server itself.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 
@@ -26,7 +28,11 @@ def listen_problem(host: str, port: int) -> str | None:
         )
     except socket.gaierror as exc:
         return f"{host}: {exc.strerror}"
+    unassignable: str | None = None
+    bound = False
     for family, kind, proto, _, address in dict.fromkeys(addresses):
+        ip = address[0] if isinstance(address[0], str) else host
+        shown = f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
         try:
             with socket.socket(family, kind, proto) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -34,8 +40,10 @@ def listen_problem(host: str, port: int) -> str | None:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
         except OSError as exc:
-            ip = address[0] if isinstance(address[0], str) else host
-            shown = f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
             why = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+            if exc.errno == errno.EADDRNOTAVAIL:
+                unassignable = unassignable or f"{shown}: {why}"
+                continue
             return f"{shown}: {why}"
-    return None
+        bound = True
+    return None if bound else unassignable
