@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         parents=[common],
         help="validate a config file without starting anything",
-        description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
+        description="Validate a botd config file; exit 0 when it is usable, 2 when not. "
+        "What is usable but likely not meant (a placeholder id from the reference config, a "
+        "secret written in a file others may read) is a ⚠ line on stderr.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
     check.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
@@ -151,8 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="check the config, then probe each channel, the model API and the state dir",
         description="Check the config like botd check, then probe every credential live and "
-        "the state dir; one line per check with what to do. Exit 0 when all pass, 1 when a "
-        "check fails, 2 when the config is invalid.",
+        "the state dir; one line per check with what to do: ✓ passed, ⚠ works but most likely "
+        "not as meant, ✗ failed. Exit 0 when none fails, 1 when one fails (or, with --strict, "
+        "warns), 2 when the config is invalid.",
+    )
+    doctor.add_argument(
+        "--strict", action="store_true", help="a warning (⚠) fails too: exit 1 on warnings"
+    )
+    doctor.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: each check's name, status (ok, warn, fail) and detail",
     )
     doctor.add_argument(
         "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
@@ -215,10 +226,11 @@ def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
 def _check(path: str, allow_empty: bool) -> int:
     from pathlib import Path
 
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config_with_warnings
 
     try:
-        config = _registered(load_config(Path(path), allow_empty=allow_empty))
+        loaded = load_config_with_warnings(Path(path), allow_empty=allow_empty)
+        config = _registered(loaded.config)
     except ConfigError as exc:
         _say(exc)
         count = len(exc.problems)
@@ -227,6 +239,8 @@ def _check(path: str, allow_empty: bool) -> int:
     except OSError as exc:
         _say(f"botd: cannot read {path}: {exc}")
         return 2
+    for warning in loaded.warnings:  # usable, but likely not what was meant
+        _say(f"⚠ {warning.render(path)}")
     _say(f"config OK: {config.summary()}", file=sys.stdout)
     return 0
 
@@ -300,7 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .doctor import doctor
 
         config = Path(args.config) if args.config else None
-        return doctor(config, timeout=args.timeout, debug=debug)
+        return doctor(
+            config, timeout=args.timeout, debug=debug, strict=args.strict, as_json=args.json
+        )
     if args.command == "init":
         from pathlib import Path
 

@@ -1,7 +1,8 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
 Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on
-the same directory is refused), the runtime (``botd.wiring.build_runtime``: store, provider,
+the same directory is refused), whether the health port is free (``check_health_port``),
+the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
@@ -50,6 +51,7 @@ from .config import BotdConfig, ConfigError, load_config, secret_values
 from .health import HealthServer
 from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Backlog, Metrics
+from .ports import listen_problem
 from .sessions import RunHooks
 from .statelock import StateLock
 from .store import ModelUsage, Store
@@ -183,6 +185,27 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
+class HealthPortUnavailable(RuntimeError):
+    """``health.port`` cannot be listened on; the message names the key and the address."""
+
+
+def check_health_port(config: BotdConfig) -> None:
+    """Raise ``HealthPortUnavailable`` when health is enabled and its address is taken.
+
+    Asked before any channel connects, so a port in use stops botd at start (exit 2, one
+    line naming ``health.port``) instead of after every channel came up.
+    """
+    health = config.health
+    if not health.enabled:
+        return
+    problem = listen_problem(health.host, health.port)
+    if problem is not None:
+        raise HealthPortUnavailable(
+            f"health.port: cannot listen on {problem}; stop what listens there or choose "
+            "another health.port"
+        )
+
+
 class Daemon:
     """One running botd (see the module docstring)."""
 
@@ -277,6 +300,7 @@ class Daemon:
             return {} if self.channels is None else self.channels.down()
 
         try:
+            check_health_port(config)
             runtime = build_runtime(
                 config,
                 metrics=self.metrics,
