@@ -58,16 +58,10 @@ _ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers 
 
 
 def version() -> str:
-    """The installed distribution's version (the package's own when not installed)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    """botd's version: ``botd.__version__``, which a build also writes into the metadata."""
+    from . import __version__
 
-    try:
-        return installed("botd")
-    except PackageNotFoundError:
-        from . import __version__
-
-        return __version__
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
