@@ -1,5 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | status | pairing | replay |
-version`` (and ``--version``).
+"""The ``botd`` command: ``botd check | doctor | init | run | status | pairing | replay | unit |
+version`` (and ``--version``; ``python -m botd`` is the same command).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .firstrun import DROP_INS
 from .logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
 
 if TYPE_CHECKING:
@@ -58,16 +59,10 @@ _ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers 
 
 
 def version() -> str:
-    """The installed distribution's version (the package's own when not installed)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    """botd's version: ``botd.__version__``, which a build also writes into the metadata."""
+    from . import __version__
 
-    try:
-        return installed("botd")
-    except PackageNotFoundError:
-        from . import __version__
-
-        return __version__
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,13 +174,32 @@ def build_parser() -> argparse.ArgumentParser:
     init = commands.add_parser(
         "init",
         parents=[common],
-        help="write a starting config by asking a few questions",
+        help="write a starting config by asking a few questions (or the full reference)",
         description="Ask for the platform, the names of the variables holding its secrets, "
-        "the DM policy and the model provider, and write a starting config; an existing "
+        "the DM policy and the model provider, and write a starting config; with --example, "
+        "write the full reference of every key instead, without questions. An existing "
         "file is never overwritten (exit 1).",
     )
     init.add_argument(
         "path", nargs="?", default="botd.yaml", metavar="FILE", help="where (default botd.yaml)"
+    )
+    init.add_argument(
+        "--example",
+        action="store_true",
+        help="write the full config reference (every key, explained) instead of asking",
+    )
+
+    unit = commands.add_parser(
+        "unit",
+        help="print the systemd unit botd ships (hardened, Type=notify)",
+        description="Print the systemd unit file this botd ships, for "
+        "/etc/systemd/system/botd.service; its ExecStart runs /opt/botd/.venv/bin/botd.",
+    )
+    unit.add_argument(
+        "--drop-in",
+        choices=sorted(DROP_INS),
+        help="print this drop-in instead (mcp-node: MCP servers on Node.js need "
+        "MemoryDenyWriteExecute off), for /etc/systemd/system/botd.service.d/NAME.conf",
     )
 
     run = commands.add_parser(
@@ -320,9 +334,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "init":
         from pathlib import Path
 
-        from .firstrun import init
+        from .firstrun import init, write_example
 
-        return init(Path(args.path))
+        return write_example(Path(args.path)) if args.example else init(Path(args.path))
+    if args.command == "unit":
+        from .firstrun import print_unit
+
+        return print_unit(drop_in=args.drop_in)
     if args.command == "run":
         return _run(args.config, debug, args.allow_empty)
     if args.command == "status":

@@ -1,8 +1,9 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
-Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on
-the same directory is refused), whether the health port is free (``check_health_port``),
-the runtime (``botd.wiring.build_runtime``: store, provider,
+Start order: logging (its first line, ``start_line``, names botd's version, the config file,
+the state dir and the channels), the state directory's lock (``botd.statelock``: a second
+daemon on the same directory is refused), whether the health port is free
+(``check_health_port``), the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
@@ -44,6 +45,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
@@ -92,6 +94,14 @@ RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 LIVE_KEYS = {"agent": {"message_targets"}}
 """Keys of those sections read when used (the message tool's targets): a reload applies them."""
+
+
+def start_line(config: BotdConfig, config_path: Path | None) -> str:
+    """The line botd logs first: its version, the config file, the state dir, the channels."""
+    source = os.path.abspath(config_path) if config_path is not None else "(embedded default)"
+    channels = ", ".join(config.channels.enabled()) or "none"
+    state = os.path.abspath(config.state_dir)
+    return f"botd {__version__} starting: config {source}, state {state}, channels {channels}"
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
@@ -283,6 +293,7 @@ class Daemon:
         config = self.config
         add_secrets(secret_values(config))  # before the first line is logged
         self._configure_logging(config)
+        log.info("%s", start_line(config, self.config_path))
         notifier = SystemdNotifier()
 
         async def end_of_input() -> None:
