@@ -65,8 +65,11 @@ class ChannelKeeper:
         *,
         debug: bool = False,
         backoff: Callable[[], Backoff] | None = None,
+        on_down: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_down`` hears of each time a channel is marked down (the metrics count it)."""
         self._runtime = runtime
+        self._on_down = on_down
         self._config = config
         self._debug = debug
         self._new_backoff = backoff or (
@@ -236,6 +239,8 @@ class ChannelKeeper:
         self._forget_link(name)
         self.states[name] = "down"
         self.reasons[name] = reason
+        if self._on_down is not None:
+            self._on_down(name)
         if self._closed:
             log.error("channel %s down: %s", name, reason)
             return

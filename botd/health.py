@@ -1,23 +1,28 @@
 """The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
 
-aiohttp is imported here only, so nothing else of the core pays for it. A port another
-process holds is ``HealthPortInUse``, one line naming ``health.port`` (``port_in_use`` checks
-for it beforehand).
+aiohttp is imported here only, so nothing else of the core pays for it. ``/metrics`` is
+``prometheus_client``'s own handler over the daemon's registry: the text format 0.0.4, or
+OpenMetrics when the scraper asks for it. A port another process holds is
+``HealthPortInUse``, one line naming ``health.port`` (``botd run`` checks for it beforehand
+with ``ports.listen_problem``, and says it in the same words).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
+import os
 import socket
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
 
+from . import __version__
 from .logging import mask_secrets
 from .metrics import Metrics
 
-__all__ = ["HealthPortInUse", "HealthServer", "port_in_use"]
+__all__ = ["HealthPortInUse", "HealthServer", "cannot_listen"]
 
 log = logging.getLogger(__name__)
 
@@ -26,31 +31,13 @@ class HealthPortInUse(OSError):
     """The health endpoint cannot listen where ``health.host``/``health.port`` say."""
 
 
-def _cannot_listen(host: str, port: int, exc: OSError) -> HealthPortInUse:
-    if exc.errno == errno.EADDRINUSE:
-        why = "is in use by another process (another botd?)"
-    else:
-        why = f"cannot be listened on ({exc.strerror or exc})"
-    return HealthPortInUse(
-        f"health.port {port} on {host} {why}: set another health.port, or health.enabled: false"
+def cannot_listen(problem: str) -> str:
+    """The one line for a health endpoint that cannot listen: ``problem`` says where and why
+    (``127.0.0.1:8480: Address already in use``, from ``ports.listen_problem`` or a bind)."""
+    return (
+        f"health.port: cannot listen on {problem}; stop what listens there, choose another "
+        "health.port, or set health.enabled: false"
     )
-
-
-def port_in_use(host: str, port: int) -> str | None:
-    """Why the health endpoint could not listen on ``host``:``port`` now (one line naming
-    ``health.port``), or None when it could. A check before start, not a reservation."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as exc:
-        return str(_cannot_listen(host, port, exc))
-    for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
-            try:
-                probe.bind(address)
-            except OSError as exc:
-                return str(_cannot_listen(host, port, exc))
-    return None
 
 
 class HealthServer:
@@ -65,6 +52,11 @@ class HealthServer:
     it is not (in its own words, e.g. SQLite's ``database or disk is full``);
     ``channel_problems`` maps a channel that is not running to what its problem line says
     after its name (``down for 42 s (getUpdates failed: …)``; else its state is said).
+
+    For ``botd status`` the body also has ``botd`` (``version``, ``pid``, ``node``: which
+    process answers), ``channel_errors`` (each channel's problem, as in ``channel_problems``)
+    and ``stats`` (``runs_in_flight``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
+    ``outbox_pending``: ``Metrics.stats``).
     """
 
     def __init__(
@@ -86,7 +78,7 @@ class HealthServer:
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
-        self.app.router.add_get("/metrics", self._metrics_handler)
+        self.app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
         self.port: int | None = None
         """The bound port, once started."""
 
@@ -103,7 +95,9 @@ class HealthServer:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise _cannot_listen(self._host, self._port, exc) from None
+            # asyncio words a failed bind its own way; the errno says it plainly.
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise HealthPortInUse(cannot_listen(f"{self._host}:{self._port}: {why}")) from None
         except BaseException:
             await runner.cleanup()
             raise
@@ -139,7 +133,7 @@ class HealthServer:
         components = {
             name: None if why is None else mask_secrets(why) for name, why in components.items()
         }
-        body = {
+        body: dict[str, Any] = {
             "status": "degraded" if problems else "ok",
             "channels": channels,
             "components": {
@@ -148,10 +142,14 @@ class HealthServer:
             },
             "problems": problems,
         }
+        body.update(self._about(described))
         return web.json_response(body, status=503 if problems else 200)
 
-    async def _metrics_handler(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self._metrics.render().encode(),
-            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
-        )
+    def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:
+        """What ``botd status`` shows besides the states: which process answers, each down
+        channel's error and the work in hand."""
+        return {
+            "botd": {"version": __version__, "pid": os.getpid(), "node": socket.gethostname()},
+            "channel_errors": {name: mask_secrets(why) for name, why in reasons.items()},
+            "stats": self._metrics.stats(),
+        }

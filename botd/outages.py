@@ -161,17 +161,13 @@ class Reachability:
         log.warning("%s: %s", self.name, said)
 
 
-def stuck_inbox(
-    accepted_at: float | None, waiting: int, now: float, stuck_after: float
-) -> str | None:
-    """The ``/healthz`` problem of an inbox whose oldest unanswered message (accepted at
-    ``accepted_at``, wall-clock seconds) is older than ``stuck_after``; None when it is not."""
-    if accepted_at is None:
-        return None
-    age = now - accepted_at
-    if age <= stuck_after:
+def stuck_inbox(oldest_age: float | None, waiting: int, stuck_after: float) -> str | None:
+    """The ``/healthz`` problem of an inbox whose oldest unanswered message has waited
+    ``oldest_age`` seconds, longer than ``stuck_after``; None when it has not (or there is
+    none)."""
+    if oldest_age is None or oldest_age <= stuck_after:
         return None
     return (
-        f"the oldest unanswered message was accepted {span(age)} ago "
+        f"the oldest unanswered message was accepted {span(oldest_age)} ago "
         f"({waiting} unanswered; health.stuck_after is {span(stuck_after)})"
     )

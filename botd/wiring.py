@@ -406,10 +406,11 @@ def build_runtime(
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
-    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts messages
-    in and out. ``on_channel_down`` hears of a started channel that stopped working
-    (channel, reason), ``on_reachability`` whether a running channel's platform answers
-    (``PlatformLink``); ``channels_down`` tells ``/status`` which channels are down and why.
+    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts the
+    messages accepted and every message delivery posts. ``on_channel_down`` hears of a
+    started channel that stopped working (channel, reason), ``on_reachability`` whether a
+    running channel's platform answers (``PlatformLink``); ``channels_down`` tells ``/status``
+    which channels are down and why.
     Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     """
     counters = Metrics() if metrics is None else metrics
@@ -435,17 +436,19 @@ def build_runtime(
         store.close()
         raise
     delivery = ChannelDelivery(
-        adapters, delivery_modes(config), retry=delivery_retry(config), media=media_settings(config)
+        adapters,
+        delivery_modes(config),
+        retry=delivery_retry(config),
+        media=media_settings(config),
+        counts=counters,  # every message out, counted where it is sent
     )
 
     async def send(target: Target, text: str) -> MessageRef:
         refs = await delivery.send_text(target, text)
-        counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
     async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
         refs = await delivery.send_text(target, text, media=media)
-        counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
     # One pool of reading workers for files users send and pages the model fetches: together
@@ -501,10 +504,11 @@ def build_runtime(
     )
 
     async def submit(message: InboundMessage) -> None:
-        counters.inc("messages_in", channel=message.channel)
+        counters.message_in(message.channel)
         await sessions.submit(message)
 
-    scheduler = build_scheduler(config, store, state_dir, submit)
+    # A scheduled job's prompt goes to the sessions as it is: it is no message in.
+    scheduler = build_scheduler(config, store, state_dir, sessions.submit)
 
     async def reply(target: Target, text: str) -> None:
         # In the background: a pairing reply retried through an outage of one chat must not

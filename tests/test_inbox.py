@@ -16,7 +16,7 @@ from botd.chat import InboundMessage, Target
 from botd.events import Message, TextContent, ToolCallContent
 from botd.router import AccessPolicy, Router
 from botd.sessions import SessionManager
-from botd.store import DB_FILENAME, Store, Unanswered
+from botd.store import DB_FILENAME, Store
 from tests.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
 
 GUARD = 30.0
@@ -396,28 +396,3 @@ async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: S
     assert recording.prompts() == [["what now?"]]  # its turn, once
     assert sink.texts("c1") == ["You said: what now?"]
     assert _states(store) == ["answered"]
-
-
-async def test_unanswered_counts_the_open_rows_and_dates_the_oldest(tmp_path: Path) -> None:
-    now = [1000.0]
-    store = Store.open(tmp_path / "state", clock=lambda: now[0])
-    try:
-        assert store.unanswered() == Unanswered(0, None)
-        first = await _accept(store, inbound("one", n=1))
-        now[0] = 1010.0
-        second = await _accept(store, inbound("two", n=2))
-        assert store.unanswered() == Unanswered(2, 1000.0)
-        store.start_inbox_run([first.inbox_id or 0], session_id="s", run_id="s:1")
-        store.finish_inbox([first.inbox_id or 0], "answered")
-        store.flush_deferred()
-        assert store.unanswered() == Unanswered(
-            1, 1010.0
-        )  # the oldest answered: the next one dates it
-        store.finish_inbox([second.inbox_id or 0], "failed")
-        store.flush_deferred()
-        assert store.unanswered() == Unanswered(0, None)
-        now[0] = 1020.0
-        await _accept(store, inbound("three", n=3))  # after a look found none
-        assert store.unanswered() == Unanswered(1, 1020.0)
-    finally:
-        store.close()

@@ -333,8 +333,8 @@ async def test_health_is_on_by_default_and_a_port_in_use_stops_botd_run_in_one_l
             env = daemon_env(T_TOKEN=TELEGRAM_TOKEN)
             result = await asyncio.to_thread(run_botd, "run", "--config", str(config), env=env)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"botd: health.port {port} on 127.0.0.1 is in use by another process (another botd?): "
-        "set another health.port, or health.enabled: false"
-    )
+    assert result.stderr.strip().splitlines() == [
+        f"botd: health.port: cannot listen on 127.0.0.1:{port}: Address already in use; stop "
+        "what listens there, choose another health.port, or set health.enabled: false"
+    ]
     assert "Traceback" not in result.stderr

@@ -91,9 +91,9 @@ def test_span_and_stuck_inbox() -> None:
         "2 h",
         "25 h",
     ]
-    assert stuck_inbox(None, 0, 1000.0, 600) is None
-    assert stuck_inbox(500.0, 2, 1000.0, 600) is None
-    assert stuck_inbox(200.0, 3, 1000.0, 600) == (
+    assert stuck_inbox(None, 0, 600) is None
+    assert stuck_inbox(500.0, 2, 600) is None
+    assert stuck_inbox(800.0, 3, 600) == (
         "the oldest unanswered message was accepted 13 min ago "
         "(3 unanswered; health.stuck_after is 10 min)"
     )

@@ -293,7 +293,9 @@ class TelegramAdapter:
             on_down=self._on_down,
             link=self._link,
         )
-        app: _App = Application.builder().bot(bot).build()
+        # No job queue: botd schedules its own jobs, and PTB's would start a second APScheduler
+        # (a second "Scheduler started" in the log) that runs nothing.
+        app: _App = Application.builder().bot(bot).job_queue(None).build()
         taken = filters.TEXT | MEDIA  # files come with their caption as the text
         updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
         app.add_handler(MessageHandler(updates & taken, self._on_text))

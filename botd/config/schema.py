@@ -594,7 +594,7 @@ class BotdConfig(Section):
     """The whole validated config file."""
 
     state_dir: Path = Path("./var")
-    """Relative to the working directory; ``~`` is the home directory (``config.paths``)."""
+    """Relative to the config file's directory; ``~`` is the home directory (``config.paths``)."""
     shutdown_grace: float = Field(default=10.0, ge=0)
     """Seconds running answers get to finish when botd stops; what still runs is cancelled."""
     model: ModelSection = Field(default_factory=ModelSection)

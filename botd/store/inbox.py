@@ -48,12 +48,12 @@ class InboxEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class Unanswered:
-    """The accepted messages not answered yet (as ``unanswered`` counts them)."""
+class InboxBacklog:
+    """The accepted messages not finished yet (``accepted`` or ``running``)."""
 
     count: int
-    oldest_accepted_at: float | None
-    """When the oldest of them was accepted (the store's clock, seconds); None: there is none."""
+    oldest_age: float | None
+    """Seconds since the oldest of them was accepted (None: there is none)."""
 
 
 def inbound_json(message: InboundMessage) -> str:
@@ -230,27 +230,24 @@ class InboxStore(TranscriptStore):
             for row in rows
         ]
 
-    def unanswered(self) -> Unanswered:
-        """How many accepted messages are not answered yet, and when the oldest was accepted.
+    def inbox_backlog(self) -> InboxBacklog:
+        """How many accepted messages are not finished, and the age of the oldest (one read
+        of the partial index ``inbox_unfinished``, whatever the table holds).
 
-        Cheap enough for every health probe: a finished row never becomes unfinished and a
-        new row gets a higher id, so the lowest unfinished id only grows. The search starts
-        from the one found last time and reads only the rows from there on (the backlog, and
-        what was answered since). It reads what is written: a finish queued a moment ago
-        (``deferred``) counts as unanswered until its transaction commits.
+        Reads what is committed: a state change queued a moment ago (``deferred``) shows
+        once it is written, a moment later.
         """
-        conn = self._connection()
-        count, first, oldest = conn.execute(
-            "SELECT count(*), min(id), min(accepted_at) FROM inbox "
-            "WHERE id >= ? AND state IN ('accepted', 'running')",
-            (self._unanswered_from,),
-        ).fetchone()
-        if first is not None:
-            self._unanswered_from = int(first)
-        else:
-            (last,) = conn.execute("SELECT max(id) FROM inbox").fetchone()
-            self._unanswered_from = max(self._unanswered_from, int(last or 0) + 1)
-        return Unanswered(int(count), None if oldest is None else float(oldest))
+        row = (
+            self._connection()
+            .execute(
+                "SELECT count(*), min(accepted_at) FROM inbox "
+                "WHERE state IN ('accepted', 'running')"
+            )
+            .fetchone()
+        )
+        count, oldest = int(row[0]), row[1]
+        age = None if oldest is None else max(0.0, self._clock() - float(oldest))
+        return InboxBacklog(count, age)
 
     def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool:
         """Make an interrupted run's transcript resumable from its last finished step.
@@ -319,9 +316,9 @@ def _clean_prefix(messages: Sequence[Message]) -> int:
 
 __all__ = [
     "FINISHED_STATES",
+    "InboxBacklog",
     "InboxEntry",
     "InboxState",
     "InboxStore",
-    "Unanswered",
     "inbound_from_json",
 ]
