@@ -102,7 +102,8 @@ class Reachability:
 
     def failed(self, error: str) -> None:
         """A try failed for a reason that is the peer's: ``error`` in a few words."""
-        self._error = mask_secrets(" ".join(error.split())) or "no answer"
+        # "httpx.ReadError: " (an exception without a message) reads better without its colon
+        self._error = mask_secrets(" ".join(error.split()).rstrip(":")) or "no answer"
         self._failures += 1
         if self._since is None:
             self._since = self._clock()
