@@ -669,7 +669,9 @@ def test_run_keeps_a_relative_state_dir_next_to_its_config(tmp_path: Path) -> No
     conf = tmp_path / "conf"
     conf.mkdir()
     config = conf / "botd.yaml"
-    config.write_text("state_dir: ./var\nchannels:\n  console: {enabled: true}\n")
+    config.write_text(
+        "state_dir: ./var\nhealth: {enabled: false}\nchannels:\n  console: {enabled: true}\n"
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     # The console ends at the end of its input (stdin is /dev/null): botd starts and stops.

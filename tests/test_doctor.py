@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from botd.ports import listen_problem
 from botd.router import PairingBook
 from botd.statelock import StateLock
 from botd.store import SCHEMA_VERSION, Store
@@ -138,6 +139,7 @@ def write_config(
     config.write_text(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 model:
   {model}
 channels:{channels}
@@ -629,6 +631,9 @@ def test_lock_holder_read_from_proc_locks_without_locking(tmp_path: Path) -> Non
 async def test_the_example_copied_as_it_is_passes_check_and_doctor(tmp_path: Path) -> None:
     config = tmp_path / "botd.yaml"
     shutil.copyfile(EXAMPLE, config)
+    taken = listen_problem("127.0.0.1", 8480)  # the example's health port, as it is
+    if taken is not None:
+        pytest.skip(f"the example's health port is taken on this machine: {taken}")
     async with (
         FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram,
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
@@ -679,7 +684,9 @@ async def botd_check(config: Path, cwd: Path, **env: str) -> Report:
 
 def write_text(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
     config = tmp_path / "botd.yaml"
-    config.write_text(f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n{text}")
+    # Last, so the line numbers the tests expect are the text's own; 8480 may be taken.
+    health = "" if "health:" in text else "health: {enabled: false}\n"
+    config.write_text(f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n{text}{health}")
     config.chmod(mode)
     return config
 
