@@ -66,10 +66,13 @@ class ChannelKeeper:
         debug: bool = False,
         backoff: Callable[[], Backoff] | None = None,
         on_down: Callable[[str], None] | None = None,
+        on_unreachable: Callable[[str], None] | None = None,
     ) -> None:
-        """``on_down`` hears of each time a channel is marked down (the metrics count it)."""
+        """``on_down`` hears of each time a channel is marked down, ``on_unreachable`` of
+        each failed try of a running channel to reach its platform (the metrics count both)."""
         self._runtime = runtime
         self._on_down = on_down
+        self._on_unreachable = on_unreachable
         self._config = config
         self._debug = debug
         self._new_backoff = backoff or (
@@ -98,6 +101,8 @@ class ChannelKeeper:
             link.answered()
         else:
             link.failed(error)
+            if self._on_unreachable is not None:
+                self._on_unreachable(name)
 
     def view(self) -> dict[str, str]:
         """Each channel's state as ``/healthz`` shows it: a running channel whose platform

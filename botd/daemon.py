@@ -393,7 +393,16 @@ class Daemon:
         def down(name: str) -> None:
             self.metrics.error(name, "channel_down")
 
-        return ChannelKeeper(runtime, lambda: self.config, debug=self.debug, on_down=down)
+        def unreachable(name: str) -> None:
+            self.metrics.error(name, "unreachable")
+
+        return ChannelKeeper(
+            runtime,
+            lambda: self.config,
+            debug=self.debug,
+            on_down=down,
+            on_unreachable=unreachable,
+        )
 
     def _running_status(self) -> str:
         channels = self.channels

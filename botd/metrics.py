@@ -54,13 +54,15 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
     120.0,
 )
 
-ErrorKind = Literal["send_retry", "send_failed", "channel_down", "run_failed"]
+ErrorKind = Literal["send_retry", "send_failed", "unreachable", "channel_down", "run_failed"]
 """What ``botd_errors_total`` counts, by its ``kind`` label:
 
 * ``send_retry``: a send, upload, edit or delete failed for a passing reason (a 5xx, a 429,
   a lost connection) and is tried again; one per failed attempt;
 * ``send_failed``: a reply did not reach its chat: the platform refused it, or its retry
   budget was spent;
+* ``unreachable``: a running channel's SDK could not reach its platform (a long poll, a
+  socket or a gateway connection failed) and tries again by itself; one per failed try;
 * ``channel_down``: a channel was marked down: it failed to start, a retry of it failed, or
   its adapter reported it dead;
 * ``run_failed``: an agent run ended in an error.

@@ -8,29 +8,19 @@ that conversation should leave, read with ``prometheus_client``'s own parser.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from botd.daemon import Daemon
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+from tests.health_probe import free_port, named, scrape, value
 from tests.waiting import until
 
 ALICE, STRANGER = 111, 333
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def config_text(
@@ -54,31 +44,6 @@ def config_text(
         + telegram_section
         + slack_section
     )
-
-
-async def scrape(port: int) -> tuple[Samples, dict[str, str]]:
-    """``/metrics`` parsed: every sample by (name, labels), and each family's type."""
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"http://127.0.0.1:{port}/metrics") as resp,
-    ):
-        assert resp.status == 200
-        exposition = await resp.text()
-    samples: Samples = {}
-    types: dict[str, str] = {}
-    for family in text_string_to_metric_families(exposition):
-        types[family.name] = family.type
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples, types
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
-
-
-def named(samples: Samples, name: str) -> dict[frozenset[tuple[str, str]], float]:
-    return {labels: v for (n, labels), v in samples.items() if n == name}
 
 
 @pytest.fixture

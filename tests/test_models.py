@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.daemon_inprocess import telegram_yaml as telegram_section
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
 from tests.test_sessions import ListSink, inbound, settings, settle
 
 ALICE = 111
@@ -51,12 +51,6 @@ async def anthropic_api() -> AsyncIterator[FakeAnthropicAPI]:
 async def openai_api() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI() as api:
         yield api
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(
@@ -106,7 +100,7 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
     anthropic_api: FakeAnthropicAPI,
     openai_api: FakeOpenAI,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     anthropic_api.push(*OVERLOADED)
     openai_api.enqueue(
         ChatStream(FALLBACK).text("Hello ", "from the fallback").finish("stop").usage(12, 3)

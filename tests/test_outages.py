@@ -27,15 +27,10 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port, scrape, value
 
 TELEGRAM_TOKEN = "123456:OUTAGE-TOKEN"
 DM = 5150
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _until(what: str, check: Callable[[], Any], guard: float = HANG_GUARD) -> None:
@@ -176,7 +171,7 @@ async def botd_over_fakes(
             slack=await stack.enter_async_context(FakeSlack()),
             discord=await stack.enter_async_context(FakeDiscordAPI()),
             model=await stack.enter_async_context(FakeAnthropicAPI()),
-            health_port=_free_port(),
+            health_port=free_port(),
             log_path=tmp_path / "daemon.log",
             http=await stack.enter_async_context(aiohttp.ClientSession()),
         )
@@ -226,6 +221,13 @@ async def test_a_platform_out_of_reach_is_down_while_the_others_answer_and_comes
         [problem] = body["problems"]
         assert problem.startswith(f"channel {name}: down for ") and "\n" not in problem
         assert any(error in problem for error in LAST_ERROR[name]), problem
+
+        # Each failed try of the SDK to reach its platform is counted as it happens.
+        samples, _ = await scrape(botd.health_port)
+        tries = value(samples, "botd_errors_total", channel=name, kind="unreachable")
+        assert tries is not None and tries >= 1, tries
+        assert value(samples, "botd_channel_up", channel=name) == 0
+        assert value(samples, "botd_errors_total", channel=name, kind="channel_down") is None
 
         # The other channels answer meanwhile, and /status there names the one down.
         assert await botd.ask(other, "still there?") == "an answer"

@@ -24,7 +24,7 @@ from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.daemon_process import reap, run_botd, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.test_metrics import free_port
+from tests.health_probe import free_port
 from tests.waiting import until
 
 ALICE = 111
