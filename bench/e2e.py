@@ -372,7 +372,7 @@ async def profiled(pid: int, out: Path, window: Any) -> Any:
     recorder = Path(sys.executable).parent / "py-spy"
     if not recorder.exists():
         raise SystemExit(
-            f"--profile needs py-spy: {Path(sys.executable)} -m pip install -e '.[profile]'"
+            f"--profile needs py-spy: {Path(sys.executable)} -m pip install --group profile"
         )
     spy = await asyncio.create_subprocess_exec(
         str(recorder),

@@ -13,8 +13,14 @@ and its backoff starts over. An adapter that reports a started channel dead
 same way. ``forget`` ends a channel's retries (a reload that restarts or removes it starts
 afresh with the new settings); ``close`` ends them all at shutdown.
 
-The states are what ``/healthz`` and ``/status`` show: ``starting``, ``running``, ``down``
-(with ``reasons``) and ``stopped``.
+A running channel whose platform cannot be reached is another matter: its SDK reconnects by
+itself, so nothing is restarted. Its adapter says so through its ``PlatformLink``
+(``reachability``); once that has lasted ``health.down_after`` seconds the channel shows as
+``down`` (``view``, ``down``, ``problems``: ``down for 42 s (the last error)``) until the
+platform answers again (see ``botd.outages``).
+
+The states are ``starting``, ``running``, ``down`` (with ``reasons``) and ``stopped``;
+``view`` and ``problems`` are what ``/healthz`` shows of them, ``down`` what ``/status`` says.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 from .channels.base import ChannelAdapter
 from .config import BotdConfig
+from .outages import Outage, Reachability, span
 from .retry import Backoff
 from .wiring import Runtime
 
@@ -58,8 +65,14 @@ class ChannelKeeper:
         *,
         debug: bool = False,
         backoff: Callable[[], Backoff] | None = None,
+        on_down: Callable[[str], None] | None = None,
+        on_unreachable: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_down`` hears of each time a channel is marked down, ``on_unreachable`` of
+        each failed try of a running channel to reach its platform (the metrics count both)."""
         self._runtime = runtime
+        self._on_down = on_down
+        self._on_unreachable = on_unreachable
         self._config = config
         self._debug = debug
         self._new_backoff = backoff or (
@@ -72,13 +85,61 @@ class ChannelKeeper:
         self._backoffs: dict[str, Backoff] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
         self._starting: dict[str, asyncio.Task[bool]] = {}
+        self._links: dict[str, Reachability] = {}
         self._closed = False
 
-    def down(self) -> dict[str, str]:
-        """The channels that are down, each with its reason."""
+    def reachability(self, name: str, error: str | None) -> None:
+        """An adapter's word on whether its platform answers (``PlatformLink``): ``error``
+        when a try failed, None when one went through."""
+        if self._closed:
+            return
+        link = self._links.get(name)
+        if link is None:
+            down_after = self._config().health.down_after
+            link = self._links[name] = Reachability(f"channel {name}", down_after=down_after)
+        if error is None:
+            link.answered()
+        else:
+            link.failed(error)
+            if self._on_unreachable is not None:
+                self._on_unreachable(name)
+
+    def view(self) -> dict[str, str]:
+        """Each channel's state as ``/healthz`` shows it: a running channel whose platform
+        has not answered for ``health.down_after`` seconds is ``down``."""
         return {
-            name: self.reasons.get(name, "down") for name, s in self.states.items() if s == "down"
+            name: "down" if state == "running" and self._outage(name) else state
+            for name, state in self.states.items()
         }
+
+    def down(self) -> dict[str, str]:
+        """The channels that are down, each with why (``/status``)."""
+        found: dict[str, str] = {}
+        for name, state in self.states.items():
+            outage = self._outage(name) if state == "running" else None
+            if outage is not None:
+                found[name] = f"unreachable for {span(outage.seconds)} ({outage.error})"
+            elif state == "down":
+                found[name] = self.reasons.get(name, "down")
+        return found
+
+    def problems(self) -> dict[str, str]:
+        """What ``/healthz`` says after ``channel <name>:`` of each channel that is not
+        running: ``down (why)``, ``down for 42 s (the last error)``, ``starting``."""
+        found: dict[str, str] = {}
+        for name, state in self.states.items():
+            outage = self._outage(name) if state == "running" else None
+            if outage is not None:
+                found[name] = outage.describe()
+            elif state == "down" and name in self.reasons:
+                found[name] = f"down ({self.reasons[name]})"
+            elif state != "running":
+                found[name] = state
+        return found
+
+    def _outage(self, name: str) -> Outage | None:
+        link = self._links.get(name)
+        return None if link is None else link.outage()
 
     def running(self) -> int:
         return sum(1 for state in self.states.values() if state == "running")
@@ -135,6 +196,7 @@ class ChannelKeeper:
         tasks = [t for t in (self._retries.pop(name, None), self._starting.pop(name, None)) if t]
         self._backoffs.pop(name, None)
         self.reasons.pop(name, None)
+        self._forget_link(name)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -146,6 +208,8 @@ class ChannelKeeper:
         tasks: list[asyncio.Task[Any]] = [*self._retries.values(), *self._starting.values()]
         self._retries.clear()
         self._starting.clear()
+        for name in list(self._links):
+            self._forget_link(name)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -154,6 +218,7 @@ class ChannelKeeper:
 
     async def _attempt(self, name: str, adapter: ChannelAdapter) -> str | None:
         """Start ``adapter``; None when it runs, else why not (logged by the caller)."""
+        self._forget_link(name)  # a new connection: what the last one met is over
         try:
             await adapter.start(self._runtime.router.handle)
         except Exception as exc:
@@ -170,9 +235,17 @@ class ChannelKeeper:
             log.info("channel %s running", name)
         return None
 
+    def _forget_link(self, name: str) -> None:
+        link = self._links.pop(name, None)
+        if link is not None:
+            link.reset()
+
     def _down(self, name: str, reason: str, *, stale: bool = False) -> None:
+        self._forget_link(name)
         self.states[name] = "down"
         self.reasons[name] = reason
+        if self._on_down is not None:
+            self._on_down(name)
         if self._closed:
             log.error("channel %s down: %s", name, reason)
             return

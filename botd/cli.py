@@ -1,5 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | pairing | replay | version`` (and
-``--version``).
+"""The ``botd`` command: ``botd check | doctor | init | run | status | pairing | replay | unit |
+version`` (and ``--version``; ``python -m botd`` is the same command).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .firstrun import DROP_INS
 from .logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
 
 if TYPE_CHECKING:
@@ -58,16 +59,10 @@ _ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers 
 
 
 def version() -> str:
-    """The installed distribution's version (the package's own when not installed)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    """botd's version: ``botd.__version__``, which a build also writes into the metadata."""
+    from . import __version__
 
-    try:
-        return installed("botd")
-    except PackageNotFoundError:
-        from . import __version__
-
-        return __version__
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         parents=[common],
         help="validate a config file without starting anything",
-        description="Validate a botd config file; exit 0 when it is usable, 2 when not.",
+        description="Validate a botd config file; exit 0 when it is usable, 2 when not. "
+        "What is usable but likely not meant (a placeholder id from the reference config, a "
+        "secret written in a file others may read) is a ⚠ line on stderr.",
     )
     check.add_argument("--config", required=True, metavar="FILE", help="the YAML config file")
     check.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
@@ -151,8 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="check the config, then probe each channel, the model API and the state dir",
         description="Check the config like botd check, then probe every credential live and "
-        "the state dir; one line per check with what to do. Exit 0 when all pass, 1 when a "
-        "check fails, 2 when the config is invalid.",
+        "the state dir; one line per check with what to do: ✓ passed, ⚠ works but most likely "
+        "not as meant, ✗ failed. Exit 0 when none fails, 1 when one fails (or, with --strict, "
+        "warns), 2 when the config is invalid.",
+    )
+    doctor.add_argument(
+        "--strict", action="store_true", help="a warning (⚠) fails too: exit 1 on warnings"
+    )
+    doctor.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: each check's name, status (ok, warn, fail) and detail",
     )
     doctor.add_argument(
         "--config", default=None, metavar="FILE", help="the YAML config file (default: as run)"
@@ -168,13 +174,32 @@ def build_parser() -> argparse.ArgumentParser:
     init = commands.add_parser(
         "init",
         parents=[common],
-        help="write a starting config by asking a few questions",
+        help="write a starting config by asking a few questions (or the full reference)",
         description="Ask for the platform, the names of the variables holding its secrets, "
-        "the DM policy and the model provider, and write a starting config; an existing "
+        "the DM policy and the model provider, and write a starting config; with --example, "
+        "write the full reference of every key instead, without questions. An existing "
         "file is never overwritten (exit 1).",
     )
     init.add_argument(
         "path", nargs="?", default="botd.yaml", metavar="FILE", help="where (default botd.yaml)"
+    )
+    init.add_argument(
+        "--example",
+        action="store_true",
+        help="write the full config reference (every key, explained) instead of asking",
+    )
+
+    unit = commands.add_parser(
+        "unit",
+        help="print the systemd unit botd ships (hardened, Type=notify)",
+        description="Print the systemd unit file this botd ships, for "
+        "/etc/systemd/system/botd.service; its ExecStart runs /opt/botd/.venv/bin/botd.",
+    )
+    unit.add_argument(
+        "--drop-in",
+        choices=sorted(DROP_INS),
+        help="print this drop-in instead (mcp-node: MCP servers on Node.js need "
+        "MemoryDenyWriteExecute off), for /etc/systemd/system/botd.service.d/NAME.conf",
     )
 
     run = commands.add_parser(
@@ -191,10 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
     run.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
 
+    _add_status(commands, common)
     _add_pairing(commands, common)
 
     commands.add_parser("version", help="print botd's version", description="Print botd's version.")
     return parser
+
+
+def _add_status(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``botd status``: asks the running daemon (see status_cli)."""
+    from .status_cli import add_parser
+
+    add_parser(commands, common)
 
 
 def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -207,10 +240,11 @@ def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
 def _check(path: str, allow_empty: bool) -> int:
     from pathlib import Path
 
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config_with_warnings
 
     try:
-        config = _registered(load_config(Path(path), allow_empty=allow_empty))
+        loaded = load_config_with_warnings(Path(path), allow_empty=allow_empty)
+        config = _registered(loaded.config)
     except ConfigError as exc:
         _say(exc)
         count = len(exc.problems)
@@ -219,6 +253,8 @@ def _check(path: str, allow_empty: bool) -> int:
     except OSError as exc:
         _say(f"botd: cannot read {path}: {exc}")
         return 2
+    for warning in loaded.warnings:  # usable, but likely not what was meant
+        _say(f"⚠ {warning.render(path)}")
     _say(f"config OK: {config.summary()}", file=sys.stdout)
     return 0
 
@@ -292,15 +328,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .doctor import doctor
 
         config = Path(args.config) if args.config else None
-        return doctor(config, timeout=args.timeout, debug=debug)
+        return doctor(
+            config, timeout=args.timeout, debug=debug, strict=args.strict, as_json=args.json
+        )
     if args.command == "init":
         from pathlib import Path
 
-        from .firstrun import init
+        from .firstrun import init, write_example
 
-        return init(Path(args.path))
+        return write_example(Path(args.path)) if args.example else init(Path(args.path))
+    if args.command == "unit":
+        from .firstrun import print_unit
+
+        return print_unit(drop_in=args.drop_in)
     if args.command == "run":
         return _run(args.config, debug, args.allow_empty)
+    if args.command == "status":
+        from .status_cli import status
+
+        return status(args, say=_say, register=_registered)
     if args.command == "pairing":
         from .pairing_cli import pairing
 

@@ -1,7 +1,9 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
-Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on
-the same directory is refused), the runtime (``botd.wiring.build_runtime``: store, provider,
+Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on the
+same directory is refused), whether the health port is free (``check_health_port``), the first
+INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
+the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
@@ -39,19 +41,23 @@ import signal
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
-from .health import HealthServer
+from .health import HealthServer, cannot_listen
 from .logging import add_secrets, asyncio_exception_handler, configure_logging
-from .metrics import Metrics
+from .metrics import Backlog, Metrics
+from .outages import stuck_inbox
+from .ports import listen_problem
 from .sessions import RunHooks
 from .statelock import StateLock
-from .store import ModelUsage
+from .store import ModelUsage, Store
 from .systemd import SystemdNotifier
 from .wiring import Runtime, build_runtime, scheduler_jobs
 
@@ -89,6 +95,14 @@ RESTART_ONLY = ("state_dir", "model", "agent", "health")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 LIVE_KEYS = {"agent": {"message_targets"}}
 """Keys of those sections read when used (the message tool's targets): a reload applies them."""
+
+
+def start_line(config: BotdConfig, config_path: Path | None) -> str:
+    """The line botd logs first: its version, the config file, the state dir, the channels."""
+    source = os.path.abspath(config_path) if config_path is not None else "(embedded default)"
+    channels = ", ".join(config.channels.enabled()) or "none"
+    state = os.path.abspath(config.state_dir)
+    return f"botd {__version__} starting: config {source}, state {state}, channels {channels}"
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
@@ -182,6 +196,24 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
+class HealthPortUnavailable(RuntimeError):
+    """``health.port`` cannot be listened on; the message names the key and the address."""
+
+
+def check_health_port(config: BotdConfig) -> None:
+    """Raise ``HealthPortUnavailable`` when health is enabled and its address is taken.
+
+    Asked before any channel connects, so a port in use stops botd at start (exit 2, one
+    line naming ``health.port``) instead of after every channel came up.
+    """
+    health = config.health
+    if not health.enabled:
+        return
+    problem = listen_problem(health.host, health.port)
+    if problem is not None:
+        raise HealthPortUnavailable(cannot_listen(problem))
+
+
 class Daemon:
     """One running botd (see the module docstring)."""
 
@@ -223,11 +255,10 @@ class Daemon:
         metrics = self.metrics
 
         def on_start(inbound: InboundMessage) -> None:
-            metrics.run(inbound.channel)
+            metrics.run_started(inbound.channel)
 
         def on_end(inbound: InboundMessage, outcome: str) -> None:
-            if outcome in ("error", "exception"):
-                metrics.error(inbound.channel)
+            metrics.run_ended(inbound.channel, failed=outcome in ("error", "exception"))
 
         def on_first_reply(inbound: InboundMessage, seconds: float | None) -> None:
             if seconds is not None:
@@ -276,20 +307,29 @@ class Daemon:
         def channels_down() -> dict[str, str]:
             return {} if self.channels is None else self.channels.down()
 
+        def reachability(name: str, error: str | None) -> None:
+            if self.channels is not None:
+                self.channels.reachability(name, error)
+
         try:
+            check_health_port(config)
+            # Once nothing quick can refuse the start (a start refused is one line alone).
+            log.info("%s", start_line(config, self.config_path))
             runtime = build_runtime(
                 config,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
                 on_end_of_input=end_of_input,
                 on_channel_down=channel_down,
+                on_reachability=reachability,
                 channels_down=channels_down,
             )
         except BaseException:
             lock.release()
             raise
         self.runtime = runtime
-        channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
+        channels = self.channels = self._keeper(runtime)
+        self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
         health: HealthServer | None = None
         watchdog: asyncio.Task[None] | None = None
         reloader: asyncio.Task[None] | None = None
@@ -316,13 +356,10 @@ class Daemon:
                 health = HealthServer(
                     config.health.host,
                     config.health.port,
-                    channel_states=lambda: dict(channels.states),
-                    channel_reasons=lambda: dict(channels.reasons),
+                    channel_states=self.channel_states,
+                    channel_problems=channels.problems,
                     metrics=self.metrics,
-                    components=lambda: {
-                        "store": runtime.store.health.reason,
-                        **runtime.mcp.health(),
-                    },
+                    components=lambda: health_components(runtime, self.config),
                 )
                 self.health = health
                 await health.start()
@@ -346,6 +383,26 @@ class Daemon:
                     loop.remove_signal_handler(sig)
             lock.release()
         return 0
+
+    def channel_states(self) -> dict[str, str]:
+        """Each channel's state, as ``/healthz`` and ``botd_channel_up`` show it (a running
+        channel whose platform has been unreachable for ``health.down_after`` is down)."""
+        return {} if self.channels is None else self.channels.view()
+
+    def _keeper(self, runtime: Runtime) -> ChannelKeeper:
+        def down(name: str) -> None:
+            self.metrics.error(name, "channel_down")
+
+        def unreachable(name: str) -> None:
+            self.metrics.error(name, "unreachable")
+
+        return ChannelKeeper(
+            runtime,
+            lambda: self.config,
+            debug=self.debug,
+            on_down=down,
+            on_unreachable=unreachable,
+        )
 
     def _running_status(self) -> str:
         channels = self.channels
@@ -409,7 +466,7 @@ class Daemon:
         adapters = runtime.adapters
         channels = self.channels
         if channels is None:  # reload before run() built one (tests drive reload directly)
-            channels = self.channels = ChannelKeeper(runtime, lambda: self.config, debug=self.debug)
+            channels = self.channels = self._keeper(runtime)
         if plan.logging_changed:
             self._configure_logging(new)
         for key in plan.restart_only:
@@ -482,6 +539,26 @@ class Daemon:
         await runtime.provider.aclose()
         runtime.store.close()
         log.info("stopped")
+
+
+def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
+    """``/healthz``'s components: each None while well, else what is wrong. The store (a
+    write failing), the inbox (its oldest unanswered message older than
+    ``health.stuck_after``), each model API (down: ``botd.outages``) and MCP server."""
+    inbox = runtime.store.inbox_backlog()
+    models = runtime.model_health.items()
+    return {
+        "store": runtime.store.health.reason,
+        "inbox": stuck_inbox(inbox.oldest_age, inbox.count, config.health.stuck_after),
+        **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
+        **runtime.mcp.health(),
+    }
+
+
+def store_backlog(store: Store) -> Backlog:
+    """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
+    inbox = store.inbox_backlog()
+    return Backlog(inbox.count, inbox.oldest_age, store.outbox_pending_count())
 
 
 def _why(name: str, plan: ReloadPlan) -> str:

@@ -6,6 +6,11 @@ the bot, and the model provider; each question shows its default, taken with an 
 answer. The text is validated with the variables standing in before anything is written,
 and the file is created exclusively: an existing path is refused, even one that appears
 while the questions are being answered.
+
+Files ship inside the package (``botd/data``, so an install from a wheel has them too): the
+full config reference, which ``botd init --example FILE`` writes the same way, the systemd
+unit, which ``botd unit`` prints, and its drop-ins (``botd unit --drop-in NAME``: ``mcp-node``
+for MCP servers on Node.js).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["Answers", "init", "render"]
+__all__ = ["Answers", "init", "print_unit", "render", "shipped", "write_example"]
 
 PLATFORMS = ("telegram", "slack", "discord", "console")
 DM_POLICIES = ("pairing", "allowlist", "open", "disabled")
@@ -64,7 +69,8 @@ class Answers:
 def render(answers: Answers) -> str:
     """The config file's text for ``answers``."""
     lines = [
-        "# botd config written by `botd init`; config.example.yaml explains every key.",
+        "# botd config written by `botd init`; `botd init --example FILE` writes the reference",
+        "# of every key, explained.",
         "# Secrets come from the environment: ${NAME} is replaced by that variable.",
         "state_dir: ./var",
         "",
@@ -160,6 +166,20 @@ def init(path: Path, stdin: TextIO | None = None, stdout: TextIO | None = None) 
     except ConfigError as exc:  # a bug in render, not the operator's fault
         print(f"botd: the config botd init made is invalid:\n{exc}", file=sys.stderr)
         return 2
+    status = _create(path, text)
+    if status:
+        return status
+    exports = " ".join(f"{name}=..." for name in names)
+    print(f"\nwrote {path}. Next:", file=out)
+    if exports:
+        print(f"  export {exports}", file=out)
+    print(f"  botd doctor --config {path}", file=out)
+    print(f"  botd run --config {path}", file=out)
+    return 0
+
+
+def _create(path: Path, text: str) -> int:
+    """Write ``text`` to a new file ``path``: 0, 1 when it exists, 2 when it cannot be made."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     except FileExistsError:
@@ -170,10 +190,55 @@ def init(path: Path, stdin: TextIO | None = None, stdout: TextIO | None = None) 
         return 2
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         file.write(text)
-    exports = " ".join(f"{name}=..." for name in names)
-    print(f"\nwrote {path}. Next:", file=out)
-    if exports:
-        print(f"  export {exports}", file=out)
-    print(f"  botd doctor --config {path}", file=out)
-    print(f"  botd run --config {path}", file=out)
+    return 0
+
+
+REFERENCE = "config-reference.yaml"
+UNIT = "botd.service"
+DROP_INS = {"mcp-node": "mcp-node.conf"}
+"""The unit's drop-ins botd ships, by the name ``botd unit --drop-in`` takes."""
+
+
+class MissingData(Exception):
+    """A file botd ships is not in this installation."""
+
+
+def shipped(name: str) -> str:
+    """The text of ``botd/data/NAME``: ``REFERENCE``, ``UNIT`` or one of ``DROP_INS``."""
+    from importlib.resources import files
+
+    try:
+        return files("botd").joinpath("data", name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MissingData(f"this botd installation lacks its {name} ({exc.strerror})") from None
+
+
+def write_example(path: Path, stdout: TextIO | None = None) -> int:
+    """``botd init --example PATH``: the full reference; 0, 1 when PATH exists, else 2."""
+    if path.exists():
+        print(f"botd: {path} exists; botd init never overwrites a file", file=sys.stderr)
+        return 1
+    try:
+        text = shipped(REFERENCE)
+    except MissingData as exc:
+        print(f"botd: {exc}", file=sys.stderr)
+        return 2
+    status = _create(path, text)
+    if status:
+        return status
+    out = stdout or sys.stdout
+    print(f"wrote {path}: every key botd reads, explained. Keep what you use, then:", file=out)
+    print(f"  botd check --config {path}", file=out)
+    return 0
+
+
+def print_unit(stdout: TextIO | None = None, *, drop_in: str | None = None) -> int:
+    """``botd unit``: the systemd unit (or the drop-in named) on stdout; 2 when the
+    installation lacks it."""
+    try:
+        text = shipped(UNIT if drop_in is None else DROP_INS[drop_in])
+    except MissingData as exc:
+        print(f"botd: {exc}", file=sys.stderr)
+        return 2
+    (stdout or sys.stdout).write(text)
     return 0

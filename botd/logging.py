@@ -4,7 +4,8 @@
 logged while a run works carries them. ``mask_secrets`` hides token-shaped text and every value
 registered with ``add_secret`` (as is, URL-encoded or JSON-escaped); ``configure_logging``
 installs the root handler that applies both to every record, third-party loggers' and Python
-warnings included, in text and JSON alike. ``install_exception_hooks`` and
+warnings included, in text and JSON alike; other libraries' warnings about parts of them botd
+does not use (discord.py's voice support) it logs at DEBUG. ``install_exception_hooks`` and
 ``asyncio_exception_handler`` send uncaught exceptions through that handler instead of raw
 tracebacks on stderr.
 """
@@ -188,6 +189,24 @@ def _timestamp(record: logging.LogRecord) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{ms:03d}Z"
 
 
+class _Demote(logging.Filter):
+    """Logs the ``_NOT_BOTDS_CONCERN`` warnings at DEBUG: shown only when the threshold is."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG:
+            return True
+        for name, text in _NOT_BOTDS_CONCERN:
+            if record.name == name and text in str(record.msg):
+                if self.threshold > logging.DEBUG:
+                    return False
+                record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
 class TextFormatter(logging.Formatter):
     """``time LEVEL logger [channel=... conversation=... run=...] message``."""
 
@@ -230,6 +249,12 @@ class JsonFormatter(logging.Formatter):
 
 
 _HANDLER_MARK = "_botd_handler"
+# Other libraries' warnings about parts of them botd does not use: (logger, text in the
+# message). They are logged at DEBUG instead, so a start shows only what concerns botd.
+_NOT_BOTDS_CONCERN: tuple[tuple[str, str], ...] = (
+    # discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
+    ("discord.client", "voice will NOT be supported"),
+)
 # httpx2/httpcore2: the copies of httpx/httpcore the anthropic SDK carries.
 _HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 
@@ -254,6 +279,7 @@ def configure_logging(
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     # The formatters mask the whole line they produce (message, ids, traceback), so a record
     # needs no masking of its own on the way.
+    handler.addFilter(_Demote(threshold))
     handler.addFilter(_ContextFilter())
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()

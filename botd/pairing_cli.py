@@ -3,8 +3,11 @@
 The commands read and write ``pairing.json`` in the state dir and nothing else, so they work
 from a shell that lacks the daemon's secrets (they usually live in the unit's
 EnvironmentFile): with ``--config`` the file is read with unset ``${VAR}``s left as
-stand-ins (only ``state_dir`` must resolve), or ``--state-dir`` names the directory directly.
-A running daemon sees an approval or a revocation at its next message, as it rereads the
+stand-ins (only ``state_dir`` must resolve; a relative one is taken from the config file's
+directory, as ``botd run`` takes it), or ``--state-dir`` names the directory directly.
+Each command names the state dir it read, and one that does not exist is an error (exit 2):
+reading an empty list from the wrong directory would look like "nobody is waiting". A
+running daemon sees an approval or a revocation at its next message, as it rereads the
 file when it changed.
 
 A channel name that is neither configured nor in the pairing file is its own error (exit
@@ -112,7 +115,8 @@ def pairing(
 
     configured: set[str] | None = None
     if args.state_dir:
-        state_dir = Path(args.state_dir)
+        state_dir = Path(args.state_dir).expanduser().absolute()
+        origin = "--state-dir"
     else:
         try:
             if args.config:
@@ -124,7 +128,15 @@ def pairing(
             say(exc)
             return 2
         register(config)
-        state_dir = Path(config.state_dir)
+        state_dir = Path(config.state_dir).absolute()
+        origin = f"state_dir of {args.config}" if args.config else "the default state_dir"
+    if not state_dir.is_dir():
+        what = "is not a directory" if state_dir.exists() else "does not exist"
+        say(
+            f"botd: state dir {state_dir} ({origin}) {what}: is it the state_dir botd runs "
+            "with? (botd creates it when it first starts)"
+        )
+        return 2
     try:
         return _act(args, state_dir, configured, say)
     except PairingFileError as exc:
@@ -145,7 +157,7 @@ def _act(
 
     book = PairingBook(state_dir / "pairing.json")
     if args.action == "list":
-        return _list(book, as_json=args.json)
+        return _list(book, state_dir, as_json=args.json)
     known = (configured or set()) | book.channels()
     if configured is not None and args.channel not in known:
         say(f"unknown channel {args.channel!r}; configured: {', '.join(sorted(known)) or 'none'}")
@@ -155,24 +167,25 @@ def _act(
         if admitted is None:
             say(
                 f"no pending code {args.code!r} on {args.channel} "
-                "(unknown, or expired after an hour)"
+                f"(unknown, or expired after an hour; state dir {state_dir})"
             )
             return 1
-        print(f"approved {admitted} on {args.channel}")
+        print(f"approved {admitted} on {args.channel} (state dir {state_dir})")
         return 0
     if not book.revoke(args.channel, args.sender):
-        say(f"{args.sender} is not approved on {args.channel}")
+        say(f"{args.sender} is not approved on {args.channel} (state dir {state_dir})")
         return 1
-    print(f"revoked {args.sender} on {args.channel}")
+    print(f"revoked {args.sender} on {args.channel} (state dir {state_dir})")
     return 0
 
 
-def _list(book: PairingBook, *, as_json: bool) -> int:
+def _list(book: PairingBook, state_dir: Path, *, as_json: bool) -> int:
     now = time.time()
     waiting = book.waiting()
     approved = book.approved()
     if as_json:
         data = {
+            "state_dir": str(state_dir),
             "pending": [
                 {
                     "code": p.code,
@@ -191,6 +204,7 @@ def _list(book: PairingBook, *, as_json: bool) -> int:
         }
         print(json.dumps(data, ensure_ascii=False))
         return 0
+    print(f"state dir {state_dir}")
     for p in waiting:
         age = format_age(now - p.issued_at)
         print(f"{p.code}  {p.channel}  {_shown(p.sender)}  {_shown(p.name)}  {age} ago")

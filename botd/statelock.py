@@ -8,7 +8,9 @@ it ends (a SIGKILL included), and a stale file left behind never blocks a later 
 file itself is never removed: unlinking a lock file races with a process about to lock it.
 
 ``botd pairing`` does not take the lock: it only rewrites ``pairing.json`` atomically, which
-the running daemon reads again when it changes.
+the running daemon reads again when it changes. ``botd status`` does not touch it either:
+``holder`` reads the pid in the file and asks the system whether that process lives (trying
+the lock, even shared and for a moment, could make a daemon starting then fail).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Self
 
 LOCK_FILENAME = "botd.lock"
 
-__all__ = ["LOCK_FILENAME", "StateDirError", "StateDirInUse", "StateLock"]
+__all__ = ["LOCK_FILENAME", "StateDirError", "StateDirInUse", "StateLock", "holder"]
 
 
 class StateDirError(Exception):
@@ -120,6 +122,28 @@ class StateLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def holder(state_dir: Path) -> int | None:
+    """The pid of the botd holding ``state_dir``'s lock, None when none does: no lock file,
+    no pid in it (released), or the process that wrote it is gone (killed)."""
+    try:
+        fd = os.open(state_dir / LOCK_FILENAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        pid = _read_pid(fd)
+    finally:
+        os.close(fd)
+    if pid is None or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, as another user
+    return pid
 
 
 def _read_pid(fd: int) -> int | None:

@@ -41,6 +41,7 @@ from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .message_access import MessageAccess
 from .metrics import Metrics
+from .outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
@@ -204,6 +205,24 @@ def provider_settings(config: BotdConfig) -> dict[str, Any]:
     )
 
 
+def _watched(
+    settings: dict[str, Any],
+    provider: str,
+    model: str,
+    config: BotdConfig,
+    health: dict[str, Reachability] | None,
+) -> dict[str, Any]:
+    """``settings`` with a ``Reachability`` following the model API's calls, kept in
+    ``health`` under ``model:<provider>/<model>`` (the scripted provider calls nothing)."""
+    if health is None or provider == "scripted":
+        return settings
+    name = f"model:{provider}/{model}"
+    health[name] = Reachability(
+        name, down_after=config.health.down_after, after_failures=MODEL_DOWN_AFTER_CALLS
+    )
+    return {**settings, "health": health[name]}
+
+
 def _api_settings(
     provider: str,
     api_key: str | None,
@@ -265,14 +284,19 @@ def model_names(config: BotdConfig) -> list[str]:
     return [config.model.model_name, *(f.name for f in config.model.fallbacks)]
 
 
-def build_provider(config: BotdConfig) -> Provider:
-    """The model provider; with fallbacks, one that fails over from model to model."""
-    primary = create_provider(config.model.provider, **provider_settings(config))
-    if not config.model.fallbacks:
+def build_provider(config: BotdConfig, health: dict[str, Reachability] | None = None) -> Provider:
+    """The model provider; with fallbacks, one that fails over from model to model. With
+    ``health``, each model's calls are followed there (``/healthz``: ``model:<name>``)."""
+    model = config.model
+    settings = _watched(provider_settings(config), model.provider, model.model_name, config, health)
+    primary = create_provider(model.provider, **settings)
+    if not model.fallbacks:
         return primary
-    choices = [ModelChoice(config.model.model_name, primary)]
-    for index, fallback in enumerate(config.model.fallbacks):
-        provider = create_provider(fallback.provider, **fallback_settings(config, index))
+    choices = [ModelChoice(model.model_name, primary)]
+    for index, fallback in enumerate(model.fallbacks):
+        settings = fallback_settings(config, index)
+        settings = _watched(settings, fallback.provider, fallback.name, config, health)
+        provider = create_provider(fallback.provider, **settings)
         choices.append(ModelChoice(fallback.name, provider))
     return FailoverProvider(choices)
 
@@ -352,6 +376,8 @@ class Runtime:
     """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
     mcp: McpManager = field(default_factory=lambda: McpManager({}))
     """The MCP servers whose tools runs get (started and closed by the daemon)."""
+    model_health: dict[str, Reachability] = field(default_factory=dict)
+    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
     def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
         """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
@@ -374,26 +400,31 @@ def build_runtime(
     hooks: RunHooks | None = None,
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
     on_channel_down: Callable[[str, str], None] | None = None,
+    on_reachability: Callable[[str, str | None], None] | None = None,
     channels_down: Callable[[], Mapping[str, str]] | None = None,
     specs: Specs | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
-    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts messages
-    in and out. ``on_channel_down`` hears of a started channel that stopped working
-    (channel, reason); ``channels_down`` tells ``/status`` which channels are down and why.
+    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts the
+    messages accepted and every message delivery posts. ``on_channel_down`` hears of a
+    started channel that stopped working (channel, reason), ``on_reachability`` whether a
+    running channel's platform answers (``PlatformLink``); ``channels_down`` tells ``/status``
+    which channels are down and why.
     Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
     state_dir = Path(config.state_dir)
     store = Store.open(state_dir)
+    model_health: dict[str, Reachability] = {}
     try:
-        provider = build_provider(config)
+        provider = build_provider(config, model_health)
         context = ChannelContext(
             offsets=store,
             on_end_of_input=on_end_of_input,
             on_channel_down=on_channel_down,
+            on_reachability=on_reachability,
             has_conversation=lambda key: store.active_session(key) is not None,
             # Asked once messages arrive, by when the router below exists.
             admits=lambda message: router.admits(message),
@@ -405,17 +436,19 @@ def build_runtime(
         store.close()
         raise
     delivery = ChannelDelivery(
-        adapters, delivery_modes(config), retry=delivery_retry(config), media=media_settings(config)
+        adapters,
+        delivery_modes(config),
+        retry=delivery_retry(config),
+        media=media_settings(config),
+        counts=counters,  # every message out, counted where it is sent
     )
 
     async def send(target: Target, text: str) -> MessageRef:
         refs = await delivery.send_text(target, text)
-        counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
     async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
         refs = await delivery.send_text(target, text, media=media)
-        counters.inc("messages_out", channel=target.channel)
         return refs[0] if refs else MessageRef(target, "")
 
     # One pool of reading workers for files users send and pages the model fetches: together
@@ -471,10 +504,11 @@ def build_runtime(
     )
 
     async def submit(message: InboundMessage) -> None:
-        counters.inc("messages_in", channel=message.channel)
+        counters.message_in(message.channel)
         await sessions.submit(message)
 
-    scheduler = build_scheduler(config, store, state_dir, submit)
+    # A scheduled job's prompt goes to the sessions as it is: it is no message in.
+    scheduler = build_scheduler(config, store, state_dir, sessions.submit)
 
     async def reply(target: Target, text: str) -> None:
         # In the background: a pairing reply retried through an outage of one chat must not
@@ -504,5 +538,6 @@ def build_runtime(
         router=router,
         pruner=InboundPruner(store),
         mcp=mcp,
+        model_health=model_health,
     )
     return runtime

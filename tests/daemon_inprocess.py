@@ -71,19 +71,31 @@ def discord_yaml(discord: FakeDiscordAPI, *options: str) -> str:
 
 
 def config_yaml(tmp_path: Path, *sections: str) -> str:
-    """A whole config: the state dir under ``tmp_path`` and the given sections."""
-    return f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n" + "".join(sections)
+    """A whole config: the state dir under ``tmp_path`` and the given sections. No health
+    endpoint unless a section sets one: it is on by default, on one fixed port."""
+    health = any(section.startswith("health:") for section in sections)
+    return (
+        f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+        + ("" if health else "health: {enabled: false}\n")
+        + "".join(sections)
+    )
 
 
 @asynccontextmanager
 async def daemon_running(
-    config: str, *, ready: Callable[[Daemon], bool] = lambda d: d.started
+    config: str,
+    *,
+    ready: Callable[[Daemon], bool] = lambda d: d.started,
+    config_path: Path | None = None,
 ) -> AsyncIterator[Daemon]:
     """``Daemon.run()`` as a task until the block ends, then stopped (exit status 0 asserted)
-    and the root logger put back as it was (the daemon configures it)."""
+    and the root logger put back as it was (the daemon configures it). ``config_path``: the
+    file the config is written to first, run as ``botd run --config`` runs it."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    daemon = Daemon(parse_config(config, {}), env={})
+    if config_path is not None:
+        config_path.write_text(config, encoding="utf-8")
+    daemon = Daemon(parse_config(config, {}), env={}, config_path=config_path)
     running = asyncio.create_task(daemon.run())
     try:
         async with asyncio.timeout(HANG_GUARD):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,14 +21,9 @@ from tests.daemon_process import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
 
 TOKEN = "123456:TEST-TOKEN"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthz(port: int) -> tuple[int, dict[str, Any]]:
@@ -52,7 +46,7 @@ def _config(tmp_path: Path, *, slack_url: str, telegram_port: int, model_url: st
     path.write_text(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
-health: {{enabled: true, port: {_free_port()}}}
+health: {{enabled: true, port: {free_port()}}}
 model:
   provider: anthropic
   name: claude-test
@@ -84,7 +78,7 @@ def _health_port(config: Path) -> int:
 async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes_up(
     tmp_path: Path,
 ) -> None:
-    telegram_port = _free_port()  # nobody listens there yet
+    telegram_port = free_port()  # nobody listens there yet
     log_path = tmp_path / "daemon.log"
     loop = asyncio.get_running_loop()
     async with FakeSlack() as slack, FakeAnthropicAPI() as model:
@@ -158,7 +152,7 @@ async def test_a_reload_fixing_a_down_channel_s_url_brings_it_up(tmp_path: Path)
     loop = asyncio.get_running_loop()
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI() as model:
         config = tmp_path / "botd.yaml"
-        port = _free_port()
+        port = free_port()
 
         def write(url: str) -> None:
             config.write_text(

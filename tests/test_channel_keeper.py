@@ -205,3 +205,75 @@ def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
         "Channel discord is down: token rejected",
         "Channel telegram is down: getMe answered 404: check api_base_url",
     ]
+
+
+def _reaching_keeper(plan: Plan, down_after: float) -> tuple[ChannelKeeper, Any]:
+    runtime = FakeRuntime(plan)
+    config = BotdConfig.model_validate({"health": {"down_after": down_after}})
+    keeper = ChannelKeeper(
+        cast(Runtime, runtime), lambda: config, backoff=lambda: RecordingBackoff(0.01, 0.04)
+    )
+    return keeper, runtime
+
+
+def _outage_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """What the outage tracker logged (the keeper's own lines depend on other tests' levels)."""
+    return [record for record in caplog.records if record.name == "botd.outages"]
+
+
+async def test_a_platform_out_of_reach_shows_down_and_back_without_a_restart(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = Plan()
+    keeper, runtime = _reaching_keeper(plan, down_after=0)
+    assert await _start(keeper, runtime, plan) is True
+    with caplog.at_level(logging.INFO, logger="botd.outages"):
+        keeper.reachability("flaky", "getUpdates failed:\nhttpx.ConnectError: refused")
+        assert keeper.states == {"flaky": "running"}  # the SDK reconnects: no restart
+        assert keeper.view() == {"flaky": "down"}
+        assert keeper.problems() == {
+            "flaky": "down for 0 s (getUpdates failed: httpx.ConnectError: refused)"
+        }
+        assert keeper.down() == {
+            "flaky": "unreachable for 0 s (getUpdates failed: httpx.ConnectError: refused)"
+        }
+        keeper.reachability("flaky", None)
+        assert keeper.view() == {"flaky": "running"}
+        assert keeper.problems() == {} and keeper.down() == {}
+    assert plan.attempts == 1 and runtime.updates == 0
+    assert [(r.levelname, r.getMessage()) for r in _outage_lines(caplog)] == [
+        (
+            "WARNING",
+            "channel flaky: down for 0 s (getUpdates failed: httpx.ConnectError: refused)",
+        ),
+        ("INFO", "channel flaky is back after 0 s"),
+    ]
+    await keeper.close()
+
+
+async def test_a_short_outage_does_not_show_and_a_restart_forgets_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = Plan()
+    keeper, runtime = _reaching_keeper(plan, down_after=3600)
+    assert await _start(keeper, runtime, plan) is True
+    with caplog.at_level(logging.INFO, logger="botd.outages"):
+        keeper.reachability("flaky", "the socket is disconnected")
+        assert keeper.view() == {"flaky": "running"} and keeper.problems() == {}
+        keeper.reachability("flaky", None)
+    assert _outage_lines(caplog) == []  # a reconnect under down_after is the SDK's business
+    # A channel down and restarted (its start failed, or it reported itself dead) starts
+    # with a clean slate: what its old connection met is over.
+    keeper, runtime = _reaching_keeper(plan, down_after=0)
+    assert await _start(keeper, runtime, plan) is True
+    keeper.reachability("flaky", "gateway closed")
+    assert keeper.view() == {"flaky": "down"}
+    plan.up.clear()
+    keeper.report_down("flaky", "connection ended")
+    assert keeper.problems() == {"flaky": "down (connection ended)"}
+    assert keeper.down() == {"flaky": "connection ended"}
+    await asyncio.wait_for(plan.up.wait(), GUARD)
+    assert keeper.view() == {"flaky": "running"} and keeper.problems() == {}
+    await keeper.close()
+    keeper.reachability("flaky", "after shutdown")  # ignored once closed
+    assert keeper.view() == {"flaky": "running"}

@@ -346,6 +346,23 @@ def test_run_refuses_an_outbound_dir_that_holds_the_state_dir(tmp_path: Path) ->
     assert not (tmp_path / "state").exists()  # refused before anything started
 
 
+def test_relative_paths_are_taken_from_the_config_files_directory(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    path = conf / "botd.yaml"
+    path.write_text(f"{CONSOLE}state_dir: ./var\nmedia: {{outbound_dir: .}}\n", encoding="utf-8")
+    result = check(path)  # run from the checkout, not from conf/
+    assert result.returncode == 2
+    [problem, _] = result.stderr.splitlines()
+    assert problem.startswith(
+        f"{path}:4: media.outbound_dir: holds the state dir ({conf.resolve()}/var), "
+    )
+    path.write_text(f"{CONSOLE}state_dir: ./var\nmedia: {{outbound_dir: out}}\n", encoding="utf-8")
+    config = load_config(path, {})
+    assert config.state_dir == conf / "var"
+    assert config.media.outbound_dir == conf / "out"
+
+
 def outbound_problem(text: str) -> tuple[int | None, str]:
     """The line and message of the one problem ``text`` has, which is ``media.outbound_dir``'s."""
     [problem] = problems(text)

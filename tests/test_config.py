@@ -18,21 +18,22 @@ from botd.config import (
     ConfigProblem,
     default_config,
     load_config,
+    parse_config,
     parse_every,
     registered_channels,
 )
 from botd.config.cron import cron_trigger
 from botd.config.schema import ChannelsSection
-from tests.daemon_process import bare_env
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE_ENV = {
-    "ANTHROPIC_API_KEY": "sk-ant-example",
-    "TELEGRAM_TOKEN": "123:tg-example",
-    "SLACK_BOT_TOKEN": "xoxb-example",
-    "SLACK_APP_TOKEN": "xapp-example",
-    "DISCORD_TOKEN": "discord-example",
-}
+from tests.config_reference import (
+    EXAMPLE,
+    EXAMPLES_ENV,
+    REFERENCE,
+    REFERENCE_ENV,
+    ROOT,
+    switched_on,
+    with_examples,
+)
+from tests.daemon_process import bare_env, run_botd
 
 
 def write(tmp_path: Path, text: str, name: str = "botd.yaml") -> Path:
@@ -77,7 +78,9 @@ def test_unknown_nested_key_suggests(tmp_path: Path) -> None:
 def test_unknown_key_without_close_match_lists_known(tmp_path: Path) -> None:
     problem = only(problems(tmp_path, "health:\n  zzz: 1\n"))
     assert problem.line == 2
-    assert problem.message == "unknown key 'zzz' (known: enabled, host, port)"
+    assert problem.message == (
+        "unknown key 'zzz' (known: enabled, host, port, down_after, stuck_after)"
+    )
 
 
 def test_unknown_key_inside_group_and_alias_field(tmp_path: Path) -> None:
@@ -329,18 +332,38 @@ def test_secret_values_never_appear_in_errors(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the example and defaults
 
 
-def test_example_file_validates() -> None:
-    config = load_config(ROOT / "config.example.yaml", EXAMPLE_ENV)
+def test_the_reference_validates_and_starts_nothing_but_its_channels() -> None:
+    config = load_config(REFERENCE, REFERENCE_ENV)
     assert config.channels.enabled() == ["telegram", "slack", "discord"]
     assert config.model.api_key == "sk-ant-example"
+    # Copied whole it posts nowhere on its own, starts no server and asks no other model.
+    assert config.scheduler.jobs == []
+    assert config.agent.mcp_servers == {}
+    assert config.model.fallbacks == []
+    assert config.agent.message_targets == []
+    assert all(
+        not section.groups
+        for section in config.channels.sections().values()
+        if hasattr(section, "groups")
+    )
+
+
+def test_the_references_examples_validate(tmp_path: Path) -> None:
+    config = load_config(switched_on(tmp_path), EXAMPLES_ENV)
     assert len(config.scheduler.jobs) == 3
     assert config.scheduler.jobs[2].at == datetime(2026, 12, 1, 10, 0)
+    assert set(config.agent.mcp_servers) == {"files", "search"}
+    assert config.model.fallbacks[0].base_url == "http://localhost:11434/v1"
+    assert config.media.transcription is not None
+    assert config.agent.block_streaming.coalesce is not None
 
 
-def test_example_file_shows_every_key() -> None:
+def test_the_reference_shows_every_key() -> None:
+    """Every key of every section, with the examples switched on (the lists' keys are in
+    their examples)."""
     import yaml
 
-    example = yaml.safe_load((ROOT / "config.example.yaml").read_text(encoding="utf-8"))
+    example = yaml.safe_load(with_examples(REFERENCE.read_text(encoding="utf-8")))
 
     def missing(model: type, data: object, where: str) -> list[str]:
         from pydantic import BaseModel
@@ -375,11 +398,73 @@ def test_example_file_shows_every_key() -> None:
     assert missing(BotdConfig, example, "") == []
 
 
+# Keys the reference sets to other than their default, each saying its default in a comment:
+# the scripted provider would give canned replies on real channels.
+NOT_DEFAULT = {
+    "model.provider",
+    "model.name",
+    "model.api_key",
+    "agent.system_prompt",
+    "channels.slack.app_token",
+}
+
+
+def test_the_reference_shows_each_key_with_its_default() -> None:
+    import yaml
+    from pydantic import BaseModel
+
+    text = REFERENCE.read_text(encoding="utf-8")
+    written = yaml.safe_load(text)
+    config = parse_config(text, REFERENCE_ENV)  # no file: state_dir stays as written
+
+    def differing(model: BaseModel, data: dict[str, object], where: str) -> list[str]:
+        out = []
+        fields = type(model).model_fields
+        if isinstance(model, ChannelsSection):
+            for name, section in model.sections().items():
+                inner = data[name]
+                assert isinstance(inner, dict)
+                out.extend(differing(section, inner, f"{where}{name}."))
+            return out
+        for name, field in fields.items():
+            key = field.alias or name
+            if key not in data or field.is_required():
+                continue
+            value = getattr(model, name)
+            if isinstance(value, BaseModel) and isinstance(data[key], dict):
+                out.extend(differing(value, data[key], f"{where}{key}."))  # type: ignore[arg-type]
+            elif value != field.get_default(call_default_factory=True):
+                out.append(f"{where}{key}")
+        return out
+
+    assert set(differing(config, written, "")) == NOT_DEFAULT
+
+
+def test_the_example_is_one_platform_and_nothing_else() -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-ant-x", "TELEGRAM_TOKEN": "1:x"}
+    config = load_config(EXAMPLE, env)
+    assert config.channels.enabled() == ["telegram"]
+    assert config.model.provider == "anthropic" and config.model.fallbacks == []
+    assert config.model.base_url == "https://api.anthropic.com"
+    assert config.scheduler.jobs == [] and config.agent.mcp_servers == {}
+    assert config.agent.message_targets == []
+    assert config.state_dir == ROOT / "var"  # next to the file, wherever botd runs from
+    # Its URLs come from the environment, so a test (or a proxy) points it elsewhere.
+    moved = load_config(
+        EXAMPLE,
+        {**env, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "TELEGRAM_API_BASE_URL": "http://x"},
+    )
+    assert moved.model.base_url == "http://127.0.0.1:9"
+    telegram = moved.channels.section("telegram")
+    assert telegram is not None and getattr(telegram, "api_base_url", None) == "http://x"
+
+
 def test_empty_file_is_all_defaults(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, ""), {})
-    assert config == BotdConfig()
-    assert config.state_dir == Path("./var")
+    assert config == BotdConfig(state_dir=tmp_path / "var")  # ./var, next to the file
     assert config.channels.enabled() == []
+    assert parse_config("", {}) == BotdConfig()  # text without a file: ./var as it is
+    assert BotdConfig().state_dir == Path("./var")
 
 
 def test_default_config() -> None:
@@ -449,8 +534,8 @@ def test_runtime_helpers(tmp_path: Path) -> None:
     assert wiring.provider_settings(config)["base_url"] == "https://api.openai.com/v1"
 
 
-def test_scheduler_jobs() -> None:
-    config = load_config(ROOT / "config.example.yaml", EXAMPLE_ENV)
+def test_scheduler_jobs(tmp_path: Path) -> None:
+    config = load_config(switched_on(tmp_path), EXAMPLES_ENV)
     standup, inbox, launch = wiring.scheduler_jobs(config)
     assert standup.id == "weekday-standup" and standup.cron == "0 9 * * 1-5"
     assert standup.timezone == "Europe/Berlin"
@@ -507,12 +592,13 @@ def run_check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 def test_check_ok() -> None:
-    result = run_check(ROOT / "config.example.yaml", EXAMPLE_ENV)
+    result = run_check(REFERENCE, REFERENCE_ENV)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("config OK: channels: telegram, slack, discord;")
     assert "provider: anthropic" in result.stdout
-    assert "3 scheduled jobs" in result.stdout
+    assert "0 scheduled jobs" in result.stdout
     assert "sk-ant-example" not in result.stdout
+    assert result.stderr == ""  # no placeholder left in: nothing to warn about
 
 
 def test_check_reports_every_problem(tmp_path: Path) -> None:
@@ -577,3 +663,19 @@ def test_a_fallback_that_repeats_a_model_on_the_same_server_is_refused(tmp_path:
         1,
     )
     assert "repeats the primary model" in only(problems(tmp_path, repeated_primary)).message
+
+
+def test_run_keeps_a_relative_state_dir_next_to_its_config(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    config = conf / "botd.yaml"
+    config.write_text(
+        "state_dir: ./var\nhealth: {enabled: false}\nchannels:\n  console: {enabled: true}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # The console ends at the end of its input (stdin is /dev/null): botd starts and stops.
+    result = run_botd("run", "--config", str(config), cwd=elsewhere, env=bare_env())
+    assert result.returncode == 0, result.stderr
+    assert (conf / "var" / "botd.sqlite3").exists()
+    assert not (elsewhere / "var").exists()

@@ -36,6 +36,7 @@ def _config(path: Path, state: Path, telegram: FakeTelegramAPI, model: FakeAnthr
     config.write_text(
         f"""
 state_dir: {json.dumps(str(state))}
+health: {{enabled: false}}
 shutdown_grace: 1
 model:
   provider: anthropic

@@ -37,6 +37,7 @@ def test_the_state_directory_holds_one_database(tmp_path: Path) -> None:
     config.write_text(
         f"""
 state_dir: {json.dumps(str(state))}
+health: {{enabled: false}}
 model:
   provider: scripted
 channels:
@@ -101,6 +102,7 @@ def _config(
     config.write_text(
         f"""
 state_dir: {json.dumps(str(state))}
+health: {{enabled: false}}
 model:
   provider: anthropic
   name: claude-test

@@ -31,6 +31,7 @@ def _config(
     config.write_text(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 shutdown_grace: {shutdown_grace}
 model:
   provider: anthropic

@@ -164,9 +164,10 @@ class RecordingOutlet:
         self.calls.append((kind, reply.text))
         return [MessageRef(target, str(len(self.calls)))]
 
-    async def preview(self, target: Target, partial: PartialReply) -> None:
+    async def preview(self, target: Target, partial: PartialReply) -> bool:
         await asyncio.sleep(0)
         self.calls.append(("partial", partial.text))
+        return True
 
     async def typing(self, target: Target) -> None:
         self.calls.append(("typing", ""))

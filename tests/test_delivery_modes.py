@@ -266,8 +266,8 @@ class RaisingTypingSink:
         self.posts.append(reply.text)
         return []
 
-    async def preview(self, target: Target, partial: PartialReply) -> None:
-        return None
+    async def preview(self, target: Target, partial: PartialReply) -> bool:
+        return False
 
     async def end_run(self, target: Target) -> None:
         return None

@@ -1,9 +1,9 @@
 """``botd doctor`` as a child process against the loopback fakes.
 
 Each scenario writes a config naming the fakes, runs ``botd doctor --config``, and reads its
-lines: one per check, ``✓``/``✗``, with what to do on ``✗``; exit 0 only when every check
-passes, 1 when a probe fails, 2 when the config is invalid. No run's output may contain a
-configured secret or any 8-character piece of one.
+lines: one per check, ``✓``/``⚠``/``✗``, with what to do unless ``✓``; exit 0 when no check
+fails (``--strict``: nor warns), 1 when one does, 2 when the config is invalid. No run's
+output may contain a configured secret or any 8-character piece of one.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import sqlite3
 from dataclasses import dataclass
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from botd.ports import listen_problem
+from botd.router import PairingBook
 from botd.statelock import StateLock
 from botd.store import SCHEMA_VERSION, Store
+from tests.config_reference import EXAMPLE
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FLAG_MESSAGE_CONTENT_LIMITED, FakeDiscordAPI
@@ -58,6 +62,9 @@ class Report:
 
     def passed(self) -> list[str]:
         return [line for line in self.lines if line.startswith("✓")]
+
+    def warned(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("⚠")]
 
     def line_with(self, text: str) -> str:
         """The first check line containing ``text`` (not the config line, which names paths)."""
@@ -132,6 +139,7 @@ def write_config(
     config.write_text(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 model:
   {model}
 channels:{channels}
@@ -177,7 +185,15 @@ async def test_every_check_passes_against_the_fakes(tmp_path: Path) -> None:
     report.line_with("discord: message content intent enabled")
     report.line_with("model (anthropic")
     report.line_with("does not exist yet; botd creates it")
-    assert report.lines[-1] == f"all {len(report.passed())} checks passed"
+    # Working, but not as most would mean it: each platform answers in no group.
+    assert [line.split(":")[0] for line in report.warned()] == [
+        "⚠ telegram",
+        "⚠ slack",
+        "⚠ discord",
+    ]
+    assert all("group_policy allowlist with no group" in line for line in report.warned())
+    checks = len(report.passed()) + 3
+    assert report.lines[-1] == f"all {checks} checks passed; 3 warnings"
     # The probes were the read-only ones, and the websocket was never opened.
     assert [call.method for call in slack.calls] == ["auth.test", "apps.connections.open"]
     assert slack.calls_to("auth.test")[0].token == SLACK_BOT
@@ -201,8 +217,11 @@ async def test_openai_compatible_models_list(tmp_path: Path) -> None:
         )
         config = write_config(tmp_path, telegram=_closed_url(), model=model)
         report = await doctor(config, tmp_path)
-        line = report.line_with("model (openai")
-        assert line.startswith("✓") and "not in its list" in line
+        assert report.line_with("model (openai").startswith("✓ model (openai, fake-model): API")
+        line = report.line_with("does not know the model")
+        assert line.startswith("⚠ model (openai, fake-model): ")
+        assert "fake-model, which is not in its list of models" in line
+        assert line.endswith("check model.name")
         report = await doctor(config, tmp_path, M_KEY="sk-wrong-key-000")
     line = report.line_with("model (openai")
     assert line.startswith("✗") and "API key was rejected" in line and "model.api_key" in line
@@ -240,7 +259,7 @@ async def test_rejected_telegram_token(tmp_path: Path) -> None:
     assert line.startswith("✗ telegram: the token was rejected")
     assert "401" in line and "@BotFather" in line and "channels.telegram.token" in line
     assert report.failed() == [line]
-    assert report.lines[-1].endswith("checks failed")
+    assert "checks failed" in report.lines[-1]
 
 
 @pytest.mark.parametrize("suffix", ["/v2", "/bot/x"])
@@ -604,3 +623,288 @@ def test_lock_holder_read_from_proc_locks_without_locking(tmp_path: Path) -> Non
         assert _flock_held(fd, tmp_path / "absent") is None
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- the example
+
+
+async def test_the_example_copied_as_it_is_passes_check_and_doctor(tmp_path: Path) -> None:
+    config = tmp_path / "botd.yaml"
+    shutil.copyfile(EXAMPLE, config)
+    taken = listen_problem("127.0.0.1", 8480)  # the example's health port, as it is
+    if taken is not None:
+        pytest.skip(f"the example's health port is taken on this machine: {taken}")
+    async with (
+        FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=MODEL_KEY) as model,
+    ):
+        # The example's own variables: its secrets, and where its two APIs are.
+        env = {
+            "TELEGRAM_TOKEN": TELEGRAM_TOKEN,
+            "ANTHROPIC_API_KEY": MODEL_KEY,
+            "TELEGRAM_API_BASE_URL": telegram.base_url,
+            "ANTHROPIC_BASE_URL": model.base_url,
+        }
+        elsewhere = tmp_path / "elsewhere"  # run from another directory than the file's
+        elsewhere.mkdir()
+        check = await botd_check(config, elsewhere, **env)
+        report = await doctor(config, elsewhere, options=("--strict",), **env)
+    assert check.status == 0, check.err
+    assert check.out == (
+        "config OK: channels: telegram; provider: anthropic (claude-sonnet-4-5); 0 scheduled jobs\n"
+    )
+    assert check.err == ""  # not one warning
+    assert report.status == 0, report.out + report.err
+    assert report.failed() == [] and report.warned() == []
+    report.line_with("telegram: token accepted")
+    assert report.line_with("model (anthropic, claude-sonnet-4-5)").startswith("✓")
+    report.line_with(f"state dir {tmp_path / 'var'} does not exist yet")  # next to the file
+    assert [call.method for call in telegram.calls] == ["getMe", "getWebhookInfo"]
+
+
+async def botd_check(config: Path, cwd: Path, **env: str) -> Report:
+    process = await asyncio.create_subprocess_exec(
+        *BOTD,
+        "check",
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=daemon_env(**{"PYTHONIOENCODING": "utf-8", **env}),
+    )
+    out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
+    assert process.returncode is not None
+    return Report(process.returncode, out.decode(), err.decode())
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def write_text(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    config = tmp_path / "botd.yaml"
+    # Last, so the line numbers the tests expect are the text's own; 8480 may be taken.
+    health = "" if "health:" in text else "health: {enabled: false}\n"
+    config.write_text(f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n{text}{health}")
+    config.chmod(mode)
+    return config
+
+
+async def test_the_scripted_provider_on_a_real_channel_warns(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        # No model section: ANTHROPIC_API_KEY in the environment does not make one.
+        config = write_text(
+            tmp_path,
+            "channels:\n  telegram:\n    token: ${T_TOKEN}\n"
+            f"    api_base_url: {json.dumps(telegram.base_url)}\n    group_policy: disabled\n",
+        )
+        report = await doctor(config, tmp_path, ANTHROPIC_API_KEY=MODEL_KEY)
+        assert report.status == 0, report.out + report.err
+        (line,) = report.warned()
+        assert line.startswith(
+            "⚠ model: the scripted provider (canned replies, no model) answers on telegram "
+            "(the config has no model: section; ANTHROPIC_API_KEY is set, but only botd run "
+            "without --config uses it)"
+        )
+        assert "provider: anthropic" in line
+        assert report.lines[-1].endswith("checks passed; 1 warning")
+
+        strict = await doctor(config, tmp_path, options=("--strict",))
+        assert strict.status == 1
+        assert strict.warned() and strict.failed() == []
+
+    # On the console alone canned replies are what one asked for.
+    console = write_text(tmp_path, "channels:\n  console: {enabled: true}\n")
+    report = await doctor(console, tmp_path, options=("--strict",))
+    assert report.status == 0 and report.warned() == [], report.out
+
+
+async def test_an_access_policy_that_admits_nobody_warns(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        channel = (
+            "model: {provider: scripted}\nchannels:\n  telegram:\n    token: ${T_TOKEN}\n"
+            f"    api_base_url: {json.dumps(telegram.base_url)}\n"
+        )
+        # What botd init writes: an allowlist with nobody on it; groups left at allowlist.
+        config = write_text(tmp_path, channel + "    dm_policy: allowlist\n    allow_from: []\n")
+        report = await doctor(config, tmp_path)
+        assert report.status == 0, report.out + report.err
+        scripted, dms, groups = report.warned()
+        assert dms.startswith(
+            "⚠ telegram: dm_policy allowlist with an empty allow_from, and nobody approved by "
+            "pairing: no one can DM the bot: add user ids to channels.telegram.allow_from"
+        )
+        assert groups.startswith(
+            "⚠ telegram: group_policy allowlist with no group under groups: the bot answers in "
+            'no group: list the groups by id under channels.telegram.groups ("*" for every '
+            "group), or set group_policy: disabled"
+        )
+        assert scripted.startswith("⚠ model: the scripted provider")
+
+        # Someone approved by pairing is admitted under the allowlist; a group listed too.
+        PairingBook(tmp_path / "state" / "pairing.json").issue("telegram", "7", "Ann")
+        book = PairingBook(tmp_path / "state" / "pairing.json")
+        assert book.approve("telegram", book.pending()[0][0]) == "7"
+        config = write_text(
+            tmp_path,
+            channel + "    dm_policy: allowlist\n    groups: {'-100': {require_mention: true}}\n",
+        )
+        report = await doctor(config, tmp_path)
+        assert [line.split(":")[0] for line in report.warned()] == ["⚠ model"], report.out
+
+        # A group list whose every group is switched off admits no group either.
+        config = write_text(
+            tmp_path, channel + "    groups: {'*': {enabled: false}}\n    allow_from: [7]\n"
+        )
+        report = await doctor(config, tmp_path)
+        assert "group_policy allowlist with no group" in report.line_with("⚠ telegram")
+
+
+async def test_a_literal_secret_in_a_file_others_may_read_warns(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        text = (
+            "model: {provider: scripted}\nchannels:\n  telegram:\n"
+            f"    token: {json.dumps(TELEGRAM_TOKEN)}\n"
+            f"    api_base_url: {json.dumps(telegram.base_url)}\n    group_policy: disabled\n"
+        )
+        config = write_text(tmp_path, text, mode=0o644)
+        report = await doctor(config, tmp_path)  # asserts the token is in no output
+        assert report.status == 0, report.out + report.err
+        line = report.line_with("a secret written in the file")
+        assert line == (
+            f"⚠ {config}:5: channels.telegram.token: a secret written in the file, which "
+            "others may read (mode 0644): write it as ${VAR} and keep the value in the "
+            f"environment, or chmod 600 {config}"
+        )
+        check = await botd_check(config, tmp_path)
+        assert check.status == 0
+        assert check.err.splitlines() == [line]
+
+        config.chmod(0o640)  # the group may read it: as bad
+        report = await doctor(config, tmp_path)
+        assert "(mode 0640)" in report.line_with("a secret written in the file")
+
+        config.chmod(0o600)  # only botd's user: fine
+        report = await doctor(config, tmp_path)
+        assert not [line for line in report.lines if "a secret written" in line]
+        # ${VAR} in a readable file is fine too.
+        config = write_text(tmp_path, text.replace(json.dumps(TELEGRAM_TOKEN), "${T_TOKEN}"))
+        config.chmod(0o644)
+        report = await doctor(config, tmp_path)
+        assert not [line for line in report.lines if "a secret written" in line]
+
+
+async def test_placeholder_ids_from_the_reference_warn(tmp_path: Path) -> None:
+    text = (
+        "model: {provider: scripted}\nchannels:\n  console: {enabled: true}\n"
+        "scheduler:\n  jobs:\n    - id: standup\n      every: 1h\n      prompt: p\n"
+        '      deliver_to: {channel: console, chat: "-1001234567890"}\n'
+        "agent:\n  message_targets: [console/C0123456789]\n"
+    )
+    config = write_text(tmp_path, text)
+    check = await botd_check(config, tmp_path)
+    assert check.status == 0
+    assert check.err.splitlines() == [
+        f"⚠ {config}:10: scheduler.jobs[0].deliver_to.chat: -1001234567890 is a placeholder "
+        "id from the reference config, not a real chat or user: put the real id here "
+        "(/whoami in the chat tells it) or remove the entry",
+        f"⚠ {config}:12: agent.message_targets[0]: C0123456789 is a placeholder id from the "
+        "reference config, not a real chat or user: put the real id here (/whoami in the chat "
+        "tells it) or remove the entry",
+    ]
+    report = await doctor(config, tmp_path)
+    assert report.status == 0
+    assert [line.split(": ", 1)[0] for line in report.warned()] == [
+        f"⚠ {config}:10",
+        f"⚠ {config}:12",
+    ]
+
+
+async def test_the_health_port_in_use_warns(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        text = (
+            "channels:\n  console: {enabled: true}\n"
+            f"health: {{enabled: true, host: 127.0.0.1, port: {port}}}\n"
+        )
+        config = write_text(tmp_path, text)
+        report = await doctor(config, tmp_path)
+        assert report.status == 0, report.out + report.err
+        assert report.warned() == [
+            f"⚠ health.port: cannot listen on 127.0.0.1:{port}: Address already in use, so "
+            "botd run would stop at start: stop what listens there, or choose another "
+            "health.port"
+        ]
+        # Held by the botd running on this state dir, it is that botd's endpoint.
+        with StateLock(tmp_path / "state"):
+            report = await doctor(config, tmp_path, options=("--strict",))
+        assert report.status == 0, report.out
+        line = report.line_with("health endpoint")
+        assert line.startswith(f"✓ health endpoint: 127.0.0.1:{port} is taken, presumably by")
+    report = await doctor(config, tmp_path, options=("--strict",))
+    assert report.status == 0, report.out
+    assert report.line_with("health endpoint") == f"✓ health endpoint: 127.0.0.1:{port} is free"
+
+
+async def test_an_anthropic_model_the_api_does_not_know_warns(tmp_path: Path) -> None:
+    async with FakeAnthropicAPI(api_key=MODEL_KEY) as model:
+        model.aliases = {"claude-fake-latest": "claude-fake"}
+        config = write_config(tmp_path, model=anthropic(model) + "\n  name: claude-sonet-4-5")
+        report = await doctor(config, tmp_path)
+        assert report.status == 0, report.out + report.err
+        (line,) = report.warned()
+        assert line == (
+            f"⚠ model (anthropic, claude-sonet-4-5): {model.base_url} does not know the model "
+            "claude-sonet-4-5, which is not in its list of models (did you mean "
+            "claude-sonnet-4-5-20250929?): check model.name"
+        )
+        # An alias the list does not show, but the API resolves: known.
+        for name in ("claude-sonnet-4-5", "claude-fake-latest", "claude-fake"):
+            config = write_config(tmp_path, model=anthropic(model) + f"\n  name: {name}")
+            report = await doctor(config, tmp_path, options=("--strict",))
+            assert report.status == 0, (name, report.out)
+
+
+async def test_strict_and_json(tmp_path: Path) -> None:
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        config = write_config(tmp_path, telegram=telegram.base_url)  # groups: allowlist, none
+        report = await doctor(config, tmp_path, options=("--json",))
+        assert report.status == 0, report.out + report.err
+        data = json.loads(report.out)  # one document, nothing else on stdout
+        assert data["status"] == "warn"
+        names = {check["name"]: check for check in data["checks"]}
+        assert names["config"]["status"] == "ok"
+        assert names["telegram.token"] == {
+            "name": "telegram.token",
+            "status": "ok",
+            "detail": f"telegram: token accepted, bot @botd_test_bot ({telegram.base_url})",
+        }
+        assert names["channels.telegram.group_policy"]["status"] == "warn"
+        assert "set group_policy: disabled" in names["channels.telegram.group_policy"]["detail"]
+        assert names["model.provider"]["status"] == "warn"
+        assert {"telegram.webhook", "telegram.privacy", "model", "state_dir"} <= set(names)
+        assert all(check["status"] in ("ok", "warn", "fail") for check in data["checks"])
+
+        strict = await doctor(config, tmp_path, options=("--json", "--strict"))
+        assert strict.status == 1
+        assert json.loads(strict.out)["status"] == "warn"
+
+        report = await doctor(config, tmp_path, options=("--json",), T_TOKEN=WRONG_TELEGRAM)
+    assert report.status == 1
+    data = json.loads(report.out)
+    assert data["status"] == "fail"
+    (bad,) = [check for check in data["checks"] if check["status"] == "fail"]
+    assert bad["name"] == "telegram.token" and "the token was rejected" in bad["detail"]
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model: {provider: nonsense}\n")
+    report = await doctor(broken, tmp_path, options=("--json",))
+    assert report.status == 2 and report.err == ""
+    data = json.loads(report.out)
+    assert data["status"] == "fail"
+    (problem,) = data["checks"]
+    assert problem["name"] == "config" and problem["status"] == "fail"
+    assert problem["detail"].startswith(f"{broken}:1: model.provider: ")

@@ -35,20 +35,13 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.health_probe import free_port
 from tests.waiting import until
 
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
 FRIEND = 111
 NARROW = -100200  # offered message and mcp__t__echo only
 SERVER_WIDE = -100300  # offered every tool of server t
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -92,7 +85,7 @@ def pidfile(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The fake MCP server on streamable HTTP, a bearer token required; yields its URL."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, FAKE, "--http", str(port), "--token", "web-token-7"],
         stderr=subprocess.PIPE,
@@ -164,7 +157,7 @@ class Chat:
 async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
     tmp_path: Path, pidfile: Path, http_server: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     servers = (
         "    gone:\n      command: /nonexistent/mcp-server\n",
         f"    web:\n      url: {json.dumps(http_server)}\n"
@@ -348,7 +341,7 @@ async def test_no_server_process_outlives_botd(
     from tests.daemon_process import ended, reap, start_daemon
 
     children = tmp_path / "children"
-    port = _free_port()
+    port = free_port()
     async with FakeTelegramAPI(TELEGRAM_TOKEN) as telegram:
         path = tmp_path / "botd.yaml"
         path.write_text(
@@ -387,7 +380,7 @@ async def test_no_server_process_outlives_botd(
 async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
     tmp_path: Path, pidfile: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = _free_port()
+    port = free_port()
     async with (
         FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
         FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,

@@ -44,6 +44,7 @@ def _config(
     group_lines = "".join(f'      "{g}": {{require_mention: false}}\n' for g in groups)
     return f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 model:
   provider: anthropic
   name: claude-test

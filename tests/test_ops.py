@@ -17,13 +17,18 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from botd.health import HealthServer
+from botd.config import BotdConfig, default_config
+from botd.health import HealthPortInUse, HealthServer, cannot_listen
 from botd.logging import LogContext, configure_logging
 from botd.metrics import Metrics
+from botd.ports import listen_problem
 from botd.systemd import SystemdNotifier
+from tests.daemon_process import ended, reap, start_daemon
+from tests.fakes.telegram_api import FakeTelegramAPI
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "systemd" / "botd.service"
+NODE_DROP_IN = ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"
 
 # --------------------------------------------------------------------------- notify socket
 
@@ -127,7 +132,19 @@ async def test_run_watchdog_without_watchdog_waits_for_stop() -> None:
 # --------------------------------------------------------------------------- unit file
 
 
-def test_unit_file_verifies(tmp_path: Path) -> None:
+def _unit_copy(tmp_path: Path, text: str, *, drop_in: bool) -> Path:
+    """The unit as ``botd.service`` in ``tmp_path``, with the Node drop-in beside it in
+    ``botd.service.d/`` (where systemd-analyze, like systemd, reads drop-ins) or without."""
+    copy = tmp_path / "botd.service"
+    copy.write_text(text)
+    if drop_in:
+        (tmp_path / "botd.service.d").mkdir()
+        shutil.copyfile(NODE_DROP_IN, tmp_path / "botd.service.d" / NODE_DROP_IN.name)
+    return copy
+
+
+@pytest.mark.parametrize("drop_in", [False, True], ids=["unit", "unit+mcp-node"])
+def test_unit_file_verifies(tmp_path: Path, drop_in: bool) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze not installed (.ci/run installs Debian's systemd)")
@@ -137,8 +154,9 @@ def test_unit_file_verifies(tmp_path: Path) -> None:
     # verify checks that ExecStart exists; the real one lives on the target machine only.
     exec_line = "ExecStart=/opt/botd/.venv/bin/botd run --config /etc/botd/botd.yaml"
     assert exec_line in text.splitlines()
-    copy = tmp_path / "botd.service"
-    copy.write_text(text.replace("/opt/botd/.venv/bin/botd", "/bin/true"))
+    copy = _unit_copy(
+        tmp_path, text.replace("/opt/botd/.venv/bin/botd", "/bin/true"), drop_in=drop_in
+    )
     result = subprocess.run(
         [analyze, "verify", "--man=no", str(copy)],
         capture_output=True,
@@ -182,12 +200,12 @@ def _parse_prometheus(text: str) -> tuple[dict[str, str], list[tuple[str, dict[s
 
 def _metrics() -> Metrics:
     metrics = Metrics()
-    metrics.inc("messages_in", "telegram")
-    metrics.inc("messages_in", "telegram")
-    metrics.inc("messages_in", "slack")
-    metrics.inc("messages_out", "telegram")
-    metrics.run("telegram")
-    metrics.error("slack")
+    metrics.message_in("telegram")
+    metrics.message_in("telegram")
+    metrics.message_in("slack")
+    metrics.message_out("telegram")
+    metrics.run_started("telegram")
+    metrics.error("slack", "send_failed")
     for seconds in (0.01, 0.3, 0.3, 4.0, 500.0):
         metrics.observe_latency("telegram", seconds)
     return metrics
@@ -202,12 +220,15 @@ async def test_healthz_and_metrics() -> None:
             base = f"http://127.0.0.1:{port}"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 200
-                assert await resp.json() == {
+                body = await resp.json()
+                assert {key: body[key] for key in ("status", "channels", "components")} == {
                     "status": "ok",
                     "channels": states,
                     "components": {},
-                    "problems": [],
                 }
+                assert body["problems"] == []
+                assert body["botd"]["pid"] == os.getpid()
+                assert body["stats"] == {"runs_in_flight": 1}  # started, never ended
             states["slack"] = "reconnecting"
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 503
@@ -228,7 +249,7 @@ async def test_healthz_and_metrics() -> None:
     values = {(n, tuple(sorted(labels.items()))): v for n, labels, v in samples}
     assert values[("botd_messages_in_total", (("channel", "telegram"),))] == 2
     assert values[("botd_messages_in_total", (("channel", "slack"),))] == 1
-    assert values[("botd_errors_total", (("channel", "slack"),))] == 1
+    assert values[("botd_errors_total", (("channel", "slack"), ("kind", "send_failed")))] == 1
     buckets = [
         (labels["le"], v) for n, labels, v in samples if n == "botd_reply_latency_seconds_bucket"
     ]
@@ -251,12 +272,34 @@ async def test_health_server_restartable_and_stop_idempotent() -> None:
     await server.stop()
 
 
-def test_metrics_escape_labels_and_reject_unknown_counter() -> None:
+async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        line = (
+            f"health.port: cannot listen on 127.0.0.1:{port}: Address already in use; stop "
+            "what listens there, choose another health.port, or set health.enabled: false"
+        )
+        assert cannot_listen(listen_problem("127.0.0.1", port) or "") == line
+        server = HealthServer(port=port, channel_states=dict, metrics=Metrics())
+        with pytest.raises(HealthPortInUse) as caught:
+            await server.start()
+        assert str(caught.value) == line
+        await server.stop()  # nothing was left running
+
+
+def test_health_is_on_by_default_but_not_for_the_embedded_console_config() -> None:
+    assert BotdConfig().health.enabled and BotdConfig().health.port == 8480
+    assert default_config({}).health.enabled is False  # two `make run`s share no port
+
+
+def test_metrics_escape_labels_and_reject_unknown_error_kinds() -> None:
     metrics = Metrics()
-    metrics.inc("messages_in", 'we"ird\\chan\nnel')
+    metrics.message_in('we"ird\\chan\nnel')
     assert 'channel="we\\"ird\\\\chan\\nnel"' in metrics.render()
-    with pytest.raises(KeyError):
-        metrics.inc("nope", "x")
+    with pytest.raises(ValueError, match="unknown error kind"):
+        metrics.error("x", "nope")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- logging
@@ -396,10 +439,23 @@ def test_tokens_are_masked(fmt: str) -> None:
     assert "/bot123456789:***/getUpdates" in text
 
 
-def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path) -> None:
+def _analyze_security() -> str:
+    """systemd-analyze, if it can score a unit file offline (systemd 252 or later)."""
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze not installed (.ci/run installs Debian's systemd)")
+    version = subprocess.run(
+        [analyze, "--version"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    found = re.match(r"systemd (\d+)", version)
+    if found is None or int(found.group(1)) < 252:
+        pytest.skip(f"systemd-analyze security --offline needs systemd 252: {version[:40]!r}")
+    return analyze
+
+
+@pytest.mark.parametrize("drop_in", [False, True], ids=["unit", "unit+mcp-node"])
+def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path, drop_in: bool) -> None:
+    analyze = _analyze_security()
     text = UNIT.read_text()
     for key in (
         "RestartPreventExitStatus=2",
@@ -416,10 +472,9 @@ def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path) -> None:
     # The README's install steps put the README where Documentation= points.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "README.md /usr/share/doc/botd/README.md" in readme
-    copy = tmp_path / "botd.service"
-    copy.write_text(text)
+    copy = _unit_copy(tmp_path, text, drop_in=drop_in)
     result = subprocess.run(
-        [analyze, "security", "--offline=true", str(copy)],
+        [analyze, "security", "--offline=yes", str(copy)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -429,3 +484,60 @@ def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path) -> None:
     found = re.search(r"Overall exposure level for botd\.service: (\d+\.\d+)", result.stdout)
     assert found is not None, result.stdout + result.stderr
     assert float(found.group(1)) <= 2.0
+    # The drop-in was read (it is what changes MemoryDenyWriteExecute's line).
+    memory = next(line for line in result.stdout.splitlines() if "MemoryDenyWriteExecute=" in line)
+    assert memory.startswith("✗" if drop_in else "✓"), memory
+
+
+def test_mcp_servers_on_node_get_a_drop_in_and_a_writable_cache() -> None:
+    unit = UNIT.read_text()
+    # The default stays strict; the drop-in lifts that one setting, nothing else.
+    assert re.search(r"^MemoryDenyWriteExecute=yes$", unit, re.M)
+    settings = [
+        line
+        for line in NODE_DROP_IN.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert settings == ["[Service]", "MemoryDenyWriteExecute=no"]
+    # npx (and uvx) write to HOME, which must be writable under ProtectSystem=strict: the
+    # unit's cache directory, and HOME is one of the variables MCP servers get from botd.
+    assert re.search(r"^CacheDirectory=botd$", unit, re.M)
+    assert re.search(r"^Environment=HOME=%C/botd$", unit, re.M)
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    assert "HOME" in DEFAULT_INHERITED_ENV_VARS
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "systemd/botd.service.d/mcp-node.conf" in readme
+
+
+async def test_run_with_the_health_port_taken_stops_before_any_channel_connects(
+    tmp_path: Path,
+) -> None:
+    token = "424242:q9ZrTk7pLw2xVb"
+    async with FakeTelegramAPI(token=token) as telegram:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            config = tmp_path / "botd.yaml"
+            config.write_text(
+                f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+                "model: {provider: scripted}\n"
+                f"channels:\n  telegram:\n    token: ${{T_TOKEN}}\n"
+                f"    api_base_url: {json.dumps(telegram.base_url)}\n"
+                f"health: {{enabled: true, host: 127.0.0.1, port: {port}}}\n",
+                encoding="utf-8",
+            )
+            process = await start_daemon(config, tmp_path, T_TOKEN=token)
+            try:
+                status = await ended(process)
+            finally:
+                await reap(process)
+        assert telegram.calls == []  # no channel was connected first
+    log = (tmp_path / "daemon.log").read_text(encoding="utf-8")
+    assert status == 2, log
+    assert (
+        f"botd: health.port: cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "stop what listens there, choose another health.port, or set health.enabled: false"
+    ) in log.splitlines()
+    assert "Traceback" not in log

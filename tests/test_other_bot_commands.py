@@ -105,6 +105,7 @@ async def test_stop_for_another_bot_leaves_the_run_and_stop_for_botd_stops_it(
         config = parse_config(
             f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 model:
   provider: anthropic
   name: claude-test

@@ -77,11 +77,13 @@ async def test_list_approve_revoke_without_the_secrets(
 
     listed = botd("list", "--config", str(config))
     assert listed.returncode == 0, listed.stderr
-    (line,) = listed.stdout.splitlines()
+    state, line = listed.stdout.splitlines()
+    assert state == f"state dir {tmp_path / 'state'}"
     assert line.startswith(f"{code}  telegram  4242  Frank Zappa  ")
     assert line.endswith("s ago")
 
     as_json = json.loads(botd("list", "--json", "--config", str(config)).stdout)
+    assert as_json["state_dir"] == str(tmp_path / "state")
     (pending,) = as_json["pending"]
     assert pending["code"] == code and pending["channel"] == "telegram"
     assert pending["sender"] == "4242" and pending["name"] == "Frank Zappa"
@@ -96,23 +98,25 @@ async def test_list_approve_revoke_without_the_secrets(
 
     approved = botd("approve", "telegram", code.lower(), "--config", str(config))
     assert approved.returncode == 0, approved.stderr
-    assert approved.stdout == "approved 4242 on telegram\n"
+    assert approved.stdout == f"approved 4242 on telegram (state dir {tmp_path / 'state'})\n"
     assert book.is_approved("telegram", "4242")  # the running daemon sees it
     after = botd("list", "--config", str(config)).stdout.splitlines()
-    assert after == ["no pairing codes waiting", "approved  telegram  4242  Frank Zappa"]
+    assert after[1:] == ["no pairing codes waiting", "approved  telegram  4242  Frank Zappa"]
 
     revoked = botd("revoke", "telegram", "4242", "--state-dir", str(tmp_path / "state"))
-    assert revoked.returncode == 0 and revoked.stdout == "revoked 4242 on telegram\n"
+    assert revoked.returncode == 0
+    assert revoked.stdout == f"revoked 4242 on telegram (state dir {tmp_path / 'state'})\n"
     assert not book.is_approved("telegram", "4242")
     again = botd("revoke", "telegram", "4242", "--config", str(config))
     assert again.returncode == 1 and "4242 is not approved on telegram" in again.stderr
 
 
 def test_state_dir_needs_no_config_and_an_empty_state_lists_nothing(tmp_path: Path) -> None:
-    listed = botd("list", "--state-dir", str(tmp_path / "nothing"))
-    assert listed.returncode == 0 and listed.stdout == "no pairing codes waiting\n"
+    listed = botd("list", "--state-dir", str(tmp_path))
+    assert listed.returncode == 0
+    assert listed.stdout == f"state dir {tmp_path}\nno pairing codes waiting\n"
     empty = json.loads(botd("list", "--json", "--state-dir", str(tmp_path)).stdout)
-    assert empty == {"pending": [], "approved": []}
+    assert empty == {"state_dir": str(tmp_path), "pending": [], "approved": []}
 
 
 def test_an_unset_variable_in_state_dir_is_still_an_error(tmp_path: Path) -> None:
@@ -150,8 +154,8 @@ def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) -> None:
     )
     assert book.approved() == [("slack", "U1", None)]
     listed = botd("list", "--state-dir", str(tmp_path)).stdout.splitlines()
-    assert listed[0].startswith("ABCDEFGH  telegram  7  -  ")
-    assert listed[1] == "approved  slack  U1  -"
+    assert listed[1].startswith("ABCDEFGH  telegram  7  -  ")
+    assert listed[2] == "approved  slack  U1  -"
     # Approving it writes the new format, which the old readers' fields still lead.
     assert book.approve("telegram", "ABCDEFGH") == "7"
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -162,7 +166,7 @@ async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: Store) -> 
     book = PairingBook(tmp_path / "pairing.json")
     await ask(store, book, "666", "Evil\x1b[2J\nName")
     listed = botd("list", "--state-dir", str(tmp_path))
-    (line,) = listed.stdout.splitlines()
+    (_, line) = listed.stdout.splitlines()
     assert "\x1b" not in listed.stdout
     assert "Evil\\x1b[2J\\nName" in line
 
@@ -204,3 +208,63 @@ def test_approve_into_a_state_dir_that_cannot_be_written_is_one_error_line(
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"botd: cannot update {state / 'pairing.json'}: ")
     assert book.pending() == [(code, "telegram", "1")]  # nothing half-written
+
+
+def test_a_relative_state_dir_is_read_next_to_the_config_from_anywhere(tmp_path: Path) -> None:
+    # /srv/bot/botd.yaml with state_dir: ./var, run from another directory: the daemon's
+    # ./var is /srv/bot/var, and that is what pairing reads and names.
+    bot = tmp_path / "srv" / "bot"
+    bot.mkdir(parents=True)
+    config = bot / "botd.yaml"
+    config.write_text(
+        "state_dir: ./var\nchannels:\n  telegram:\n    token: ${TELEGRAM_TOKEN}\n",
+        encoding="utf-8",
+    )
+    book = PairingBook(bot / "var" / "pairing.json")
+    code, _ = book.issue("telegram", "4242", "Frank")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "var").mkdir(parents=True)  # a ./var where the command runs: not this one
+    listed = run_botd("pairing", "list", "--config", str(config), cwd=elsewhere, env=bare_env())
+    assert listed.returncode == 0, listed.stderr
+    state, line = listed.stdout.splitlines()
+    assert state == f"state dir {bot / 'var'}"
+    assert line.startswith(f"{code}  telegram  4242  Frank  ")
+    approved = run_botd(
+        "pairing",
+        "approve",
+        "telegram",
+        code,
+        "--config",
+        str(config),
+        cwd=elsewhere,
+        env=bare_env(),
+    )
+    assert approved.returncode == 0, approved.stderr
+    assert book.is_approved("telegram", "4242")
+    assert not (elsewhere / "var" / "pairing.json").exists()
+
+
+@pytest.mark.parametrize("how", ["--state-dir", "--config"])
+def test_a_state_dir_that_does_not_exist_is_an_error_naming_it(tmp_path: Path, how: str) -> None:
+    missing = tmp_path / "nonexistent"
+    if how == "--state-dir":
+        where = ["--state-dir", str(missing)]
+    else:
+        config = tmp_path / "botd.yaml"
+        config.write_text("state_dir: ./nonexistent\n", encoding="utf-8")
+        where = ["--config", str(config)]
+    for action in (["list"], ["list", "--json"], ["approve", "telegram", "ABCD2345"]):
+        result = botd(*action, *where)
+        assert result.returncode == 2, result
+        assert result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"botd: state dir {missing} (")
+        assert "does not exist" in line
+    assert not missing.exists()  # not created by asking
+
+
+def test_a_state_dir_that_is_a_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("oops", encoding="utf-8")
+    result = botd("list", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 2
+    assert "is not a directory" in result.stderr

@@ -111,4 +111,4 @@ async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> No
     rendered = daemon.metrics.render()
     assert 'botd_runs_total{channel="telegram"} 1' in rendered
     assert 'botd_reply_latency_seconds_count{channel="telegram"} 1' in rendered
-    assert daemon.metrics.value("errors", "telegram") == 0
+    assert daemon.metrics.value("botd_errors_total", channel="telegram", kind="run_failed") == 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import urllib.request
 from pathlib import Path
 from urllib.parse import quote
@@ -22,6 +21,7 @@ from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, reap, start_daemo
 from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
 
 TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
 API_KEY = "Hn4+wQ8v/Ze1%x"
@@ -68,15 +68,8 @@ def _written(state: Path, *outputs: tuple[str, bytes]) -> list[str]:
     return leaks
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _closed_url() -> str:
-    return f"http://127.0.0.1:{_free_port()}/"
+    return f"http://127.0.0.1:{free_port()}/"
 
 
 def _config(
@@ -108,7 +101,11 @@ def _config(
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
 """
-    health = f"health: {{enabled: true, port: {health_port}}}\n" if health_port else ""
+    health = (
+        f"health: {{enabled: true, port: {health_port}}}\n"
+        if health_port
+        else "health: {enabled: false}\n"
+    )
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"""
@@ -148,7 +145,7 @@ def _get(url: str) -> bytes:
 
 
 async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
-    port = _free_port()
+    port = free_port()
     async with (
         FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
         FakeAnthropicAPI(api_key=API_KEY) as model,

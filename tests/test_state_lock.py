@@ -29,6 +29,7 @@ def _console_config(tmp_path: Path, state: Path) -> Path:
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"state_dir: {json.dumps(str(state))}\n"
+        "health: {enabled: false}\n"
         "model:\n  provider: scripted\n"
         "channels:\n  console:\n    enabled: true\n"
         # Asked for: with the console enabled the default is WARNING, and the test waits
@@ -172,7 +173,8 @@ async def test_a_second_botd_run_exits_2_naming_the_first(tmp_path: Path) -> Non
             env=_env(),
         )
         listed, _ = await asyncio.wait_for(pairing.communicate(), HANG_GUARD)
-        assert pairing.returncode == 0 and listed.decode() == "no pairing codes waiting\n"
+        assert pairing.returncode == 0
+        assert listed.decode() == f"state dir {state}\nno pairing codes waiting\n"
 
         # The first daemon was not disturbed: it still answers and ends cleanly.
         assert first.stdin is not None and first.stdout is not None

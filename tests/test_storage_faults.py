@@ -36,6 +36,7 @@ def _config(tmp_path: Path, state: Path) -> Path:
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"state_dir: {json.dumps(str(state))}\n"
+        "health: {enabled: false}\n"
         "model:\n  provider: scripted\n"
         "channels:\n  console:\n    enabled: true\n",
         encoding="utf-8",

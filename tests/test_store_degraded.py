@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import sqlite3
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
 from tests.test_sessions import ListSink, inbound, settings
 
 HANG_GUARD = 60.0
@@ -210,12 +210,6 @@ async def test_an_answer_whose_transcript_cannot_be_saved_is_shown_and_the_user_
 # --------------------------------------------------------------------------- the daemon
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def _healthz(port: int) -> tuple[int, dict[str, object]]:
     async with (
         aiohttp.ClientSession() as http,
@@ -232,7 +226,7 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
             tmp_path,
             anthropic_yaml(model),
             telegram_yaml(telegram, "dm_policy: open"),
-            f"health:\n  enabled: true\n  port: {_free_port()}\n",
+            f"health:\n  enabled: true\n  port: {free_port()}\n",
         )
         ready = lambda d: d.health is not None and d.health.port is not None  # noqa: E731
         async with daemon_running(config, ready=ready) as daemon:
@@ -245,7 +239,7 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
             telegram.push_text(DM, "hi")
             await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
             status, body = await _healthz(port)
-            assert status == 200 and body["components"] == {"store": {"status": "ok"}}
+            assert status == 200 and body["components"]["store"] == {"status": "ok"}
 
             free = fill_the_disk(store)
             model.push(stream(text("Yes, here.")))
@@ -254,11 +248,9 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
             status, body = await _healthz(port)
             assert status == 503
             assert body["status"] == "degraded"
-            assert body["components"] == {
-                "store": {
-                    "status": "degraded",
-                    "reason": "database or disk is full (writing accept_inbound)",
-                }
+            assert body["components"]["store"] == {
+                "status": "degraded",
+                "reason": "database or disk is full (writing accept_inbound)",
             }
             assert body["problems"] == ["store: database or disk is full (writing accept_inbound)"]
 

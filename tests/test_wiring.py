@@ -43,7 +43,9 @@ scheduler:
             await asyncio.sleep(0.1)
         else:
             pytest.fail("the scheduled prompt was never answered")
-        assert metrics.value("messages_in", "console") >= 1
+        assert metrics.value("botd_messages_out_total", channel="console") >= 1
+        # A scheduled job's prompt is no message in from the channel.
+        assert metrics.value("botd_messages_in_total", channel="console") == 0
     finally:
         runtime.scheduler.shutdown()
         await runtime.sessions.close(grace=1)

@@ -143,6 +143,30 @@ class OutboundFile:
         return "document"
 
 
+class PlatformLink:
+    """How an adapter tells botd whether its platform answers while its SDK reconnects by
+    itself (``ChannelContext.link`` gives one per channel).
+
+    ``unreachable(error)`` at every try that failed (a poll, a reconnect: ``error`` in the
+    platform's or the SDK's words), ``reachable()`` once one went through; calling either
+    again changes nothing. botd shows a channel that stayed unreachable longer than
+    ``health.down_after`` as down (``/healthz``, ``/status``) and restarts nothing for it. A
+    connection that is gone for good (a revoked token) is ``on_channel_down``'s instead.
+    Without a listener (tests, ``botd doctor``) both do nothing.
+    """
+
+    def __init__(self, report: Callable[[str | None], None] | None = None) -> None:
+        self._report = report
+
+    def unreachable(self, error: str) -> None:
+        if self._report is not None:
+            self._report(error)
+
+    def reachable(self) -> None:
+        if self._report is not None:
+            self._report(None)
+
+
 class OffsetStore(Protocol):
     """Where an adapter keeps its position in a platform's update stream across restarts."""
 
@@ -160,7 +184,9 @@ class ChannelAdapter(Protocol):
     Failures are ``ChannelError``s (``botd.channels.errors``) in the platform's own words,
     marked ``retryable`` when trying again may help (a 5xx, a 429 with its ``retry_after``, a
     lost connection) and ``maybe_delivered`` when the request may have landed; a failed
-    ``start`` raises ``ChannelStartError`` with a one-line reason.
+    ``start`` raises ``ChannelStartError`` with a one-line reason. Once started, an adapter
+    whose SDK reconnects by itself says through its ``PlatformLink`` whether the platform
+    answers.
     """
 
     name: str

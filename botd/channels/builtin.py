@@ -99,6 +99,7 @@ def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapt
         account_id=section.account,
         command_menu=section.command_menu,
         on_down=context.down_reporter("telegram"),
+        link=context.link("telegram"),
     )
 
 
@@ -120,6 +121,7 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         thread_context=section.thread_context,
         known_conversation=context.has_conversation,
         admits=context.admits,
+        link=context.link("slack"),
     )
 
 
@@ -133,6 +135,7 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         allow_bots=section.allow_bots,
         account_id=section.account,
         on_down=context.down_reporter("discord"),
+        link=context.link("discord"),
         auto_thread=section.auto_thread,
         admits=context.admits,
         command_menu=section.command_menu,

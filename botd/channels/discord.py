@@ -11,6 +11,10 @@ discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the cl
 attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
 process-wide: every discord.py client in the process uses them, which is also how a REST or
 gateway proxy is configured. ``stop()`` restores the previous values.
+
+discord.py reconnects by itself: a gateway connection that ended or could not be made again
+tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
+answers again. A connection discord.py gave up on ends the channel (``on_down``).
 """
 
 from __future__ import annotations
@@ -18,16 +22,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import aiohttp
 import discord
 import yarl
-from discord.gateway import DiscordWebSocket
+from discord.gateway import DiscordWebSocket, ReconnectWebSocket
 
 from botd.channels import discord_uploads
-from botd.channels.base import InboundSink, OutboundFile, UntilAccepted, without_mention
+from botd.channels.base import (
+    InboundSink,
+    OutboundFile,
+    PlatformLink,
+    UntilAccepted,
+    without_mention,
+)
 from botd.channels.discord_commands import (
     NOT_ADMITTED_TEXT,
     NOT_TAKEN_TEXT,
@@ -128,8 +140,18 @@ class _Client(discord.Client):
         super().__init__(**options)  # type: ignore[arg-type]
         self._adapter = adapter
 
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "disconnect" and self._adapter._client is self:
+            # discord.py dispatches it from inside its handler of what ended the connection
+            # (or failed to make a new one), and tells it nowhere else but its log.
+            self._adapter._on_disconnect(sys.exc_info()[1])
+        super().dispatch(event, *args, **kwargs)
+
     async def on_ready(self) -> None:
         self._adapter._on_ready()
+
+    async def on_resumed(self) -> None:
+        self._adapter._link.reachable()
 
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter._on_message(message)
@@ -160,6 +182,7 @@ class DiscordAdapter:
         ready_timeout: float = 60.0,
         guild_ready_timeout: float = 2.0,
         on_down: Callable[[str], None] | None = None,
+        link: PlatformLink | None = None,
         auto_thread: bool = False,
         admits: Callable[[InboundMessage], bool] | None = None,
         command_menu: bool = True,
@@ -172,6 +195,7 @@ class DiscordAdapter:
         self._auto_thread = auto_thread
         self._admits = admits
         self._on_down = on_down
+        self._link = link or PlatformLink()
         self._api_base_url = api_base_url
         self._gateway_url = gateway_url
         self._allow_bots = allow_bots
@@ -258,6 +282,22 @@ class DiscordAdapter:
             log.debug("%s", reason, exc_info=error)
             self._on_down(reason)
 
+    def _on_disconnect(self, error: BaseException | None) -> None:
+        """The gateway connection ended or a new one failed: discord.py reconnects (resumes)
+        by itself; until READY or RESUMED the platform counts as unreachable."""
+        if isinstance(error, ReconnectWebSocket):
+            what = "the gateway closed the connection; resuming"
+        elif isinstance(error, discord.ConnectionClosed):
+            what = f"the gateway closed the connection (code {error.code})"
+        elif error is None:
+            what = "the gateway connection was lost"
+        else:
+            text = " ".join(str(error).split())
+            what = f"cannot reach the gateway: {type(error).__name__}" + (
+                f": {text}" if text else ""
+            )
+        self._link.unreachable(what)
+
     async def stop_inbound(self) -> None:
         """Stop taking messages; the connection stays up so replies can still be sent."""
         self._sink = None
@@ -311,6 +351,7 @@ class DiscordAdapter:
                 MESSAGE_CONTENT_INTENT_HELP,
             )
             self._warned_content = True
+        self._link.reachable()
         if self._command_menu and self._publishing is None:  # once per start, not per resume
             self._publishing = asyncio.create_task(
                 publish_commands(self._tree, self.account_id), name="discord-commands"

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ..chat import InboundMessage
 from ..config import ENTRY_POINT_GROUP, ChannelSection
 from ..config.extras import installed
-from .base import ChannelAdapter, OffsetStore
+from .base import ChannelAdapter, OffsetStore, PlatformLink
 
 __all__ = [
     "ChannelContext",
@@ -65,6 +65,23 @@ class ChannelContext:
     on_channel_down: Callable[[str, str], None] | None = None
     """Called with (channel, one-line reason) when a started channel stops working for good
     (its connection ended, its token was revoked); the daemon then restarts it with backoff."""
+
+    on_reachability: Callable[[str, str | None], None] | None = None
+    """Called with (channel, error) when a running channel's platform could not be reached
+    (its SDK retries by itself) and with (channel, None) once it answers again: see
+    ``PlatformLink``."""
+
+    def link(self, channel: str) -> PlatformLink:
+        """``on_reachability`` bound to ``channel`` (one that does nothing when nobody
+        listens)."""
+        report = self.on_reachability
+        if report is None:
+            return PlatformLink()
+
+        def reachability(error: str | None) -> None:
+            report(channel, error)
+
+        return PlatformLink(reachability)
 
     def down_reporter(self, channel: str) -> Callable[[str], None] | None:
         """``on_channel_down`` bound to ``channel`` (None when nobody listens)."""

@@ -55,12 +55,13 @@ from ..bounded import Recent
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import retry_after
 from . import slack_uploads
-from .base import InboundSink, OutboundFile, UntilAccepted, without_mention
+from .base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
 from .markdown import defuse_slack_mass_mentions, render_chunks
 from .slack_commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .slack_errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .slack_inbound_media import slack_attachments, slack_download
 from .slack_names import SenderNames
+from .slack_socket import SocketWatch
 from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class SlackAdapter:
         thread_context: int = DEFAULT_THREAD_CONTEXT,
         known_conversation: Callable[[str], bool] | None = None,
         admits: Callable[[InboundMessage], bool] | None = None,
+        link: PlatformLink | None = None,
     ) -> None:
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
@@ -145,6 +147,8 @@ class SlackAdapter:
         """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
         self._sink: InboundSink | None = None
         self._socket: AsyncSocketModeHandler | None = None
+        self._link = link or PlatformLink()
+        self._socket_watch: SocketWatch | None = None
         self._runner: web.AppRunner | None = None
         self._seen_memory: Recent[str, None] = Recent(_MEMORY_LIMIT)
         self._until_accepted = UntilAccepted("slack").hand
@@ -160,7 +164,8 @@ class SlackAdapter:
         A refused bot token, an unreachable Slack or a busy HTTP port raises
         ``SlackStartError`` and leaves nothing open, and so does a refused app token: the
         first Socket Mode URL (``apps.connections.open``) is asked for here. (Reconnecting
-        later is the SDK's: it logs failures and keeps retrying.)
+        later is the SDK's: it logs failures and keeps retrying; a ``SocketWatch`` tells
+        ``link`` whether the socket is connected meanwhile.)
         """
         try:
             await self._start(sink)
@@ -186,7 +191,11 @@ class SlackAdapter:
         self.bot_name = str(who.get("user") or "")
         app = self._build_app()
         if self._mode == "socket":
-            self._socket = handler = AsyncSocketModeHandler(app, app_token=self._app_token)
+            # The client reconnects by itself; the watch tells botd whether it is connected.
+            watch = self._socket_watch = SocketWatch(self._link, self.account_id)
+            self._socket = handler = AsyncSocketModeHandler(
+                app, app_token=self._app_token, logger=watch.logger
+            )
             # The SDK retries a refused app token for ever, logging it each time: ask for the
             # first socket URL here, so a refusal fails the start, and hand the URL over.
             opened = await self._call(
@@ -196,6 +205,7 @@ class SlackAdapter:
             )
             handler.client.wss_uri = str(opened["url"])
             await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+            watch.start(handler.client)
             log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
         else:
             self._runner = web.AppRunner(app.web_app(path=self._http_path))
@@ -223,6 +233,9 @@ class SlackAdapter:
         """Close the socket or the HTTP site; safe to call twice."""
         socket, self._socket = self._socket, None
         runner, self._runner = self._runner, None
+        watch, self._socket_watch = self._socket_watch, None
+        if watch is not None:
+            await watch.stop()
         if socket is not None:
             await socket.close_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
         if runner is not None:

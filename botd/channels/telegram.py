@@ -19,7 +19,8 @@ the sessions answer them as one.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
-while running is reported through ``on_down``, and the daemon restarts the channel). Outgoing
+while running is reported through ``on_down``, and the daemon restarts the channel); whether
+Telegram answers the polls goes to ``link`` (a ``PlatformLink``). Outgoing
 text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
 again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
 ``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
@@ -60,7 +61,7 @@ from telegram.ext import (
 from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ..retry import Backoff, retry_after
 from . import telegram_uploads as uploads
-from .base import InboundSink, OffsetStore, OutboundFile, without_mention
+from .base import InboundSink, OffsetStore, OutboundFile, PlatformLink, without_mention
 from .errors import ChannelError
 from .markdown import RenderedChunk, render_chunks
 from .telegram_errors import (
@@ -116,7 +117,9 @@ class _PollingBot(ExtBot[int]):
     on the token) is waited out with jittered backoff and reported as "no updates", instead
     of PTB's retry loop logging a traceback on every attempt. A long poll that Telegram (or
     a proxy) accepts but never answers is abandoned after its timeout plus ``stall_grace``
-    and retried the same way, so a stalled connection cannot silence the bot.
+    and retried the same way, so a stalled connection cannot silence the bot. Every poll
+    tells ``link`` whether Telegram answered: a failed one (no connection, a 5xx, a stall, a
+    409) that it did not, one that returned that it did.
     """
 
     def __init__(
@@ -127,10 +130,12 @@ class _PollingBot(ExtBot[int]):
         backoff: Backoff,
         stall_grace: float,
         on_down: Callable[[str], None] | None = None,
+        link: PlatformLink | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._on_down = on_down
+        self._link = link or PlatformLink()
         self._resume_offset = resume_offset
         self._account_id = account_id
         self._backoff = backoff
@@ -187,10 +192,13 @@ class _PollingBot(ExtBot[int]):
         except Conflict as exc:
             if not poll_seconds:
                 raise  # PTB's final offset-committing call at shutdown: don't wait
+            self._link.unreachable(f"getUpdates refused: {exc.message}")
             await self._back_off(f"getUpdates refused ({exc.message})")
             return ()
         except TimeoutError:
-            await self._back_off(f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s")
+            stalled = f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s"
+            self._link.unreachable(stalled)
+            await self._back_off(stalled)
             return ()
         except InvalidToken as exc:  # revoked while running: the daemon restarts the channel
             if not poll_seconds or self._on_down is None:
@@ -198,6 +206,12 @@ class _PollingBot(ExtBot[int]):
             self._on_down(f"getUpdates: the token was rejected ({exc.message})")
             await self._back_off(f"getUpdates refused the token ({exc.message})")
             return ()
+        except TelegramError as exc:  # PTB's loop logs it (error_callback) and polls again
+            if poll_seconds:
+                self._link.unreachable(f"getUpdates failed: {exc.message}")
+            raise
+        if poll_seconds:
+            self._link.reachable()
         if self._backoff.failures:
             log.info("telegram[%s]: polling again", self._account_id)
             self._backoff.reset()
@@ -239,8 +253,10 @@ class TelegramAdapter:
         stall_grace: float = 15.0,
         on_down: Callable[[str], None] | None = None,
         command_menu: bool = True,
+        link: PlatformLink | None = None,
     ) -> None:
         self._token = token
+        self._link = link or PlatformLink()
         self._command_menu = command_menu
         self._menu_task: asyncio.Task[bool] | None = None
         self._pastes = SplitPastes()
@@ -275,8 +291,11 @@ class TelegramAdapter:
             backoff=self._poll_backoff(),
             stall_grace=self._stall_grace,
             on_down=self._on_down,
+            link=self._link,
         )
-        app: _App = Application.builder().bot(bot).build()
+        # No job queue: botd schedules its own jobs, and PTB's would start a second APScheduler
+        # (a second "Scheduler started" in the log) that runs nothing.
+        app: _App = Application.builder().bot(bot).job_queue(None).build()
         taken = filters.TEXT | MEDIA  # files come with their caption as the text
         updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
         app.add_handler(MessageHandler(updates & taken, self._on_text))

@@ -9,7 +9,11 @@ validates the result with the models of ``schema``, which reject unknown keys; e
 written twice, a blank secret, a value of the wrong kind and the rules spanning sections
 (unique job ids, delivery targets on configured channels, optionally at least one enabled
 channel, a ``media.outbound_dir`` that exposes no secrets: ``paths``) together. Values
-that came from the environment, and keys that hold secrets, are never echoed.
+that came from the environment, and keys that hold secrets, are never echoed. A relative
+``state_dir`` or ``media.outbound_dir`` is taken from the config file's directory
+(``paths``). A valid file may still carry warnings (``notices``: placeholder ids from the
+reference config, secrets written in a file others may read), which
+``load_config_with_warnings`` returns beside the config.
 
 This package imports no other part of botd: checking a file loads no runtime, no platform
 SDK. Secret fields are marked in the models (``secrets``) and ``secret_values`` collects
@@ -22,7 +26,13 @@ from __future__ import annotations
 
 from .channels import ENTRY_POINT_GROUP, ChannelEntry, registered_channels
 from .cron import parse_every
-from .loader import default_config, load_config, parse_config
+from .loader import (
+    LoadedConfig,
+    default_config,
+    load_config,
+    load_config_with_warnings,
+    parse_config,
+)
 from .problems import ConfigError, ConfigProblem
 from .schema import BotdConfig, ChannelSection, ChatChannelSection
 from .secrets import SECRET, OptionalSecret, Secret, secret_values
@@ -36,10 +46,12 @@ __all__ = [
     "ChatChannelSection",
     "ConfigError",
     "ConfigProblem",
+    "LoadedConfig",
     "OptionalSecret",
     "Secret",
     "default_config",
     "load_config",
+    "load_config_with_warnings",
     "parse_config",
     "parse_every",
     "registered_channels",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,30 @@ from pydantic import BaseModel, ValidationError
 
 from .channels import ChannelEntry, registered_channels
 from .extras import WEB_MODULES, missing_extra
-from .paths import outbound_dir_problem
+from .notices import literal_secrets, placeholder_ids
+from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
 
-__all__ = ["default_config", "known_keys", "load_config", "parse_config"]
+__all__ = [
+    "LoadedConfig",
+    "default_config",
+    "known_keys",
+    "load_config",
+    "load_config_with_warnings",
+    "parse_config",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """A valid config and what ``botd check`` warns about in it (``notices``)."""
+
+    config: BotdConfig
+    warnings: list[ConfigProblem]
+    """Placeholder ids, and literal secrets in a file others may read, by line."""
 
 
 def known_keys(loc: Loc, channels: Mapping[str, ChannelEntry]) -> list[str]:
@@ -143,12 +161,37 @@ def parse_config(
     """Validate config ``text``; raises ``ConfigError`` listing every problem.
 
     ``channels`` are the channels the file may configure (default: the registered ones).
-    ``config_file`` is where ``text`` was read from, which ``media.outbound_dir`` must not hold.
-    ``allow_empty=False`` makes a file that enables no channel a problem. ``unset_ok`` is for
-    reading the file without the daemon's environment (``botd pairing``): a variable that is
-    not set is no problem outside ``state_dir``, and its value is a stand-in, so the config
-    returned must not be run.
+    ``config_file`` is where ``text`` was read from: relative paths in it (``state_dir``,
+    ``media.outbound_dir``) are taken from its directory (without it, from the working
+    directory), and ``media.outbound_dir`` must not hold it. ``allow_empty=False`` makes a
+    file that enables no channel a problem. ``unset_ok`` is for reading the file without the
+    daemon's environment (``botd pairing``): a variable that is not set is no problem outside
+    ``state_dir``, and its value is a stand-in, so the config returned must not be run.
     """
+    return _parse(
+        text,
+        env,
+        source,
+        channels=channels,
+        allow_empty=allow_empty,
+        unset_ok=unset_ok,
+        config_file=config_file,
+        mode=None,
+    ).config
+
+
+def _parse(
+    text: str,
+    env: Mapping[str, str] | None,
+    source: str,
+    *,
+    channels: Mapping[str, ChannelEntry] | None,
+    allow_empty: bool,
+    unset_ok: bool,
+    config_file: Path | None,
+    mode: int | None,
+) -> LoadedConfig:
+    """``parse_config``, with the warnings; ``mode`` is the file's (None: not a file)."""
     environ = os.environ if env is None else env
     registered = registered_channels() if channels is None else channels
     root = read_yaml(text, source)
@@ -171,6 +214,8 @@ def parse_config(
         )
         problems.extend(p for p in found if p.path not in unset_paths)
         config = None
+    if config is not None and config_file is not None:
+        config = _paths_from(config, config_file)
     if config is not None and not unset_ok:
         for loc in blank_secrets(config):
             problems.append(
@@ -191,7 +236,22 @@ def parse_config(
     if problems or config is None:
         problems.sort(key=lambda p: (p.line or 0, p.path))
         raise ConfigError(problems, source)
-    return config
+    warnings = placeholder_ids(root)
+    if mode is not None:
+        warnings.extend(literal_secrets(root, config, sourced, mode=mode, file_name=source))
+    warnings.sort(key=lambda p: (p.line or 0, p.path))
+    return LoadedConfig(config, warnings)
+
+
+def _paths_from(config: BotdConfig, config_file: Path) -> BotdConfig:
+    """``config`` with its relative paths taken from ``config_file``'s directory."""
+    update: dict[str, Any] = {"state_dir": configured_path(config.state_dir, config_file)}
+    outbound = config.media.outbound_dir
+    if outbound is not None:
+        update["media"] = config.media.model_copy(
+            update={"outbound_dir": configured_path(outbound, config_file)}
+        )
+    return config.model_copy(update=update)
 
 
 def load_config(
@@ -203,15 +263,31 @@ def load_config(
     unset_ok: bool = False,
 ) -> BotdConfig:
     """Read and validate the config file at ``path`` (the options as for ``parse_config``)."""
+    return load_config_with_warnings(
+        path, env, channels=channels, allow_empty=allow_empty, unset_ok=unset_ok
+    ).config
+
+
+def load_config_with_warnings(
+    path: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    channels: Mapping[str, ChannelEntry] | None = None,
+    allow_empty: bool = True,
+    unset_ok: bool = False,
+) -> LoadedConfig:
+    """``load_config``, with what ``botd check`` warns about in the file (``notices``)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            text = handle.read().decode("utf-8")
     except OSError as exc:
         raise ConfigError(
             [ConfigProblem("", None, f"cannot read: {exc.strerror}")], str(path)
         ) from None
     except UnicodeDecodeError:
         raise ConfigError([ConfigProblem("", None, "not UTF-8 text")], str(path)) from None
-    return parse_config(
+    return _parse(
         text,
         env,
         str(path),
@@ -219,6 +295,7 @@ def load_config(
         allow_empty=allow_empty,
         unset_ok=unset_ok,
         config_file=path,
+        mode=mode,
     )
 
 
@@ -228,12 +305,13 @@ def default_config(
     channels: Mapping[str, ChannelEntry] | None = None,
 ) -> BotdConfig:
     """The embedded default: the console channel, Anthropic when ``ANTHROPIC_API_KEY`` is set
-    (else the scripted provider), state in ``./var``."""
+    (else the scripted provider), state in ``./var``, no health endpoint (a chat on a
+    terminal has no one to probe it, and two of them would contend for its port)."""
     environ = os.environ if env is None else env
     api_key = environ.get("ANTHROPIC_API_KEY")
     model = {"provider": "anthropic", "api_key": api_key} if api_key else {"provider": "scripted"}
     registered = registered_channels() if channels is None else channels
     return BotdConfig.model_validate(
-        {"model": model, "channels": {"console": {"enabled": True}}},
+        {"model": model, "channels": {"console": {"enabled": True}}, "health": {"enabled": False}},
         context={CHANNELS_CONTEXT: registered},
     )

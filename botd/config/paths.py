@@ -1,8 +1,11 @@
 """Where the directories a config names really are, and which of them must not be sent from.
 
-``resolved`` is the one way a configured path (``state_dir``, ``media.outbound_dir``) becomes
-the directory botd uses: ``~`` expanded, a relative path taken from the working directory,
-symlinks resolved. Every comparison between configured paths goes through it.
+``configured_path`` is the one rule for where a path a config file names is: ``~`` is the home
+directory, and a relative path is taken from the directory that holds the config file (the
+working directory only for a config without a file: the built-in default). The loader applies
+it to ``state_dir`` and ``media.outbound_dir``, so ``botd run``, ``check``, ``doctor`` and
+``pairing`` all read the same directories wherever they are started from. ``resolved`` is that
+path with its symlinks resolved; every comparison between configured paths goes through it.
 
 ``outbound_dir_problem`` is ``botd check``'s rule for ``media.outbound_dir``: every file
 beneath it can be sent to a chat by the agent, so it must not be, nor hold, a place with
@@ -25,7 +28,7 @@ import os
 import pwd
 from pathlib import Path
 
-__all__ = ["outbound_dir_problem", "resolved"]
+__all__ = ["configured_path", "outbound_dir_problem", "resolved"]
 
 _KERNEL_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
 """Nothing inside these is a file to send."""
@@ -36,10 +39,20 @@ _SYSTEM_DIRS = (Path("/etc"), Path("/run"), Path("/root"))
 _ADVICE = "point it at a directory that holds only files meant to be sent"
 
 
-def resolved(path: Path) -> Path:
-    """``path`` as botd uses it: ``~`` expanded, relative to the working directory, links
-    resolved (those that exist)."""
-    return path.expanduser().resolve()
+def configured_path(path: Path, config_file: Path | None = None) -> Path:
+    """Where ``path``, as ``config_file`` names it, is: ``~`` expanded, a relative path taken
+    from the config file's directory (as named, its links not followed) or, without a file,
+    from the working directory."""
+    path = path.expanduser()
+    if path.is_absolute():
+        return path
+    base = config_file.absolute().parent if config_file is not None else Path.cwd()
+    return base / path
+
+
+def resolved(path: Path, config_file: Path | None = None) -> Path:
+    """``path`` as botd uses it (``configured_path``), links resolved (those that exist)."""
+    return configured_path(path, config_file).resolve()
 
 
 def _homes() -> list[Path]:

@@ -43,6 +43,12 @@ class ConfigProblem:
     line: int | None
     message: str
 
+    def render(self, source: str) -> str:
+        """``file:line: key.path: message`` (``source`` names the file)."""
+        where = source if self.line is None else f"{source}:{self.line}"
+        key = f" {self.path}:" if self.path else ""
+        return f"{where}:{key} {self.message}"
+
 
 class ConfigError(Exception):
     """Every problem found in a config file; ``str()`` lists them one per line."""
@@ -53,12 +59,7 @@ class ConfigError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        lines = []
-        for problem in self.problems:
-            where = self.source if problem.line is None else f"{self.source}:{problem.line}"
-            key = f" {problem.path}:" if problem.path else ""
-            lines.append(f"{where}:{key} {problem.message}")
-        return "\n".join(lines)
+        return "\n".join(problem.render(self.source) for problem in self.problems)
 
     def __str__(self) -> str:
         return self.render()

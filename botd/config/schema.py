@@ -582,16 +582,22 @@ class LoggingSection(Section):
 
 
 class HealthSection(Section):
-    enabled: bool = False
+    enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=8480, ge=1, le=65535)
+    down_after: float = Field(default=30.0, ge=0)
+    """Seconds a platform (or the model API) may fail to answer before ``/healthz`` shows it
+    down: shorter outages are the SDKs' reconnects."""
+    stuck_after: float = Field(default=600.0, gt=0)
+    """Seconds the oldest accepted message may wait for its answer before ``/healthz`` shows
+    the inbox stuck."""
 
 
 class BotdConfig(Section):
     """The whole validated config file."""
 
     state_dir: Path = Path("./var")
-    """Relative to the working directory; ``~`` is the home directory (``config.paths``)."""
+    """Relative to the config file's directory; ``~`` is the home directory (``config.paths``)."""
     shutdown_grace: float = Field(default=10.0, ge=0)
     """Seconds running answers get to finish when botd stops; what still runs is cancelled."""
     model: ModelSection = Field(default_factory=ModelSection)

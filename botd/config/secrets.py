@@ -28,6 +28,7 @@ __all__ = [
     "SecretMark",
     "blank_secrets",
     "is_secret_field",
+    "secret_locations",
     "secret_values",
 ]
 
@@ -86,7 +87,14 @@ def blank_secrets(model: BaseModel) -> list[tuple[str | int, ...]]:
     ``Secret`` refuses a blank value itself; this finds the fields that are secrets only by
     their name (a plugin's unmarked ``token: str``).
     """
-    found: list[tuple[str | int, ...]] = []
+    return [loc for loc, value in secret_locations(model) if not value.strip()]
+
+
+def secret_locations(model: BaseModel) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every secret string in ``model`` with its path (by the file's key names, dict keys as
+    text): the values of secret fields, blank ones included, and the password of a URL with
+    credentials (its path is the URL's)."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
 
     def visit(value: Any, secret: bool, loc: tuple[str | int, ...]) -> None:
         if isinstance(value, BaseModel):
@@ -96,9 +104,8 @@ def blank_secrets(model: BaseModel) -> list[tuple[str | int, ...]]:
                 visit(getattr(value, name, None), inner, (*loc, key))
             for name, extra in (value.__pydantic_extra__ or {}).items():
                 visit(extra, secret or name in SECRET_KEYS, (*loc, name))
-        elif isinstance(value, str):
-            if secret and not value.strip():
-                found.append(loc)
+        elif isinstance(value, str) and (secret or _url_password(value)):
+            found.append((loc, value))
         elif isinstance(value, Mapping):
             for key, item in value.items():
                 visit(item, secret, (*loc, str(key)))
@@ -108,6 +115,16 @@ def blank_secrets(model: BaseModel) -> list[tuple[str | int, ...]]:
 
     visit(model, False, ())
     return found
+
+
+def _url_password(value: str) -> str | None:
+    """The password of a URL with credentials (``https://user:pass@host``), if any."""
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value).password or None
+    except ValueError:
+        return None
 
 
 def _collect(value: Any, secret: bool, found: set[str]) -> None:
@@ -120,11 +137,8 @@ def _collect(value: Any, secret: bool, found: set[str]) -> None:
         if secret:
             if value:
                 found.add(value)
-        elif "://" in value and "@" in value:
-            try:
-                password = urlsplit(value).password
-            except ValueError:
-                password = None
+        else:
+            password = _url_password(value)
             if password:
                 found.add(password)
     elif isinstance(value, Mapping):

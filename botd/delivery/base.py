@@ -55,6 +55,18 @@ class RunJournal(Protocol):
     def failed(self, key: int) -> None: ...
 
 
+class DeliveryCounts(Protocol):
+    """Where delivery counts what it posted and what failed (the daemon's ``Metrics``)."""
+
+    def message_out(self, channel: str, count: int = 1) -> None:
+        """``count`` messages were posted to ``channel``, confirmed by the platform."""
+        ...
+
+    def error(self, channel: str, kind: Literal["send_retry", "send_failed"]) -> None:
+        """A send on ``channel`` failed and is retried, or a reply did not reach its chat."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How one run's output is paced."""
@@ -159,8 +171,9 @@ class Outlet(Protocol):
         """Post (or, for a final in ``edit`` mode, show in place) one reply; raise on refusal."""
         ...
 
-    async def preview(self, target: Target, partial: PartialReply) -> None:
-        """Show the answer so far (``edit`` mode)."""
+    async def preview(self, target: Target, partial: PartialReply) -> bool:
+        """Show the answer so far (``edit`` mode); True when the chat shows a preview (one
+        that failed is only logged: the next one, or the final, shows the text)."""
         ...
 
     def fits_caption(self, target: Target, text: str) -> bool:
@@ -181,6 +194,7 @@ __all__ = [
     "DEFAULT_DELIVERY_MODE",
     "CoalesceSettings",
     "Delivery",
+    "DeliveryCounts",
     "DeliveryMode",
     "Outgoing",
     "Outlet",

@@ -30,6 +30,11 @@ How a run reaches a chat is chosen per channel (``DeliveryMode``):
   shown once. If the edit may have landed (it timed out after it was sent), nothing new is
   posted, since the preview most likely shows the answer already.
 
+Each message a platform confirmed is counted (``counts``, the daemon's metrics) where it is
+sent: a text (each part of a long one), an upload, the give-up notice, an ``edit`` preview's
+message when it is posted (its edits are not counted again). Each failed attempt that is
+retried counts as a ``send_retry``, each reply refused or given up as a ``send_failed``.
+
 The typing indicator is cosmetic: a failure is logged and never reaches the run. It is
 sent at most once per conversation every ``typing_interval`` seconds (the platforms keep it
 showing about that long), across runs too, unless a message was sent there since (which
@@ -43,14 +48,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..subscriber import BlockReply, PartialReply
-from .base import DEFAULT_DELIVERY_MODE, DeliveryMode, ReplyKind, RunOptions
+from .base import DEFAULT_DELIVERY_MODE, DeliveryCounts, DeliveryMode, ReplyKind, RunOptions
 from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
 from .preview import Preview, pieces
@@ -88,11 +93,14 @@ class ChannelDelivery:
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
         retrier: Retrier | None = None,
         media: MediaSettings | None = None,
+        counts: DeliveryCounts | None = None,
     ) -> None:
         """``retry`` is how failed sends are retried, for every channel or per channel name
         (a channel not named gets the defaults); ``retrier`` replaces the one made here;
-        ``media`` is where uploaded files may come from (``media`` may be replaced later)."""
+        ``media`` is where uploaded files may come from (``media`` may be replaced later);
+        ``counts`` hears of every message posted and every failed send (the metrics)."""
         self.media = media or MediaSettings()
+        self._counts = counts
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
         self._min_edit_interval = min_edit_interval
@@ -179,21 +187,24 @@ class ChannelDelivery:
             return True  # no uploads: the references are named after the text, in one message
         return fits_caption(text, adapter.capabilities)
 
-    async def preview(self, target: Target, partial: PartialReply) -> None:
-        """Show the answer so far (``edit`` mode); throttled, and a failure only logged."""
+    async def preview(self, target: Target, partial: PartialReply) -> bool:
+        """Show the answer so far (``edit`` mode); throttled, and a failure only logged.
+
+        True when the chat shows a preview of the run (this one or an earlier one)."""
         if self.delivery_mode(target) != "edit":
-            return
+            return False
         now = self._clock()
         preview = self._previews.get(target)
         if preview is None:
             preview = self._previews[target] = Preview()
         elif preview.finished or now - preview.edited_at < self._min_edit_interval:
-            return  # skipped text is not lost: the next edit or the final shows it
+            return bool(preview.refs)  # skipped text is not lost: the next edit or the final
         preview.edited_at = now
         try:
             await self._show(target, preview, partial.text, final=False)
         except Exception as exc:
             log.warning("%s preview in %s failed: %s", target.channel, target.chat_id, exc)
+        return bool(preview.refs)
 
     async def end_run(self, target: Target) -> None:
         """The run's replies are out: the next run starts a new preview."""
@@ -254,10 +265,12 @@ class ChannelDelivery:
             return await self._post(adapter, target, markdown)
         except DeliveryGivenUp as exc:
             log.error("%s: a reply to %s was given up: %s", target.channel, target.chat_id, exc)
+            self._count_error(target.channel, "send_failed")
             await self._tell_given_up(adapter, target)
             raise
         except Exception as exc:
             log.error("%s refused a reply to %s: %s", target.channel, target.chat_id, exc)
+            self._count_error(target.channel, "send_failed")
             raise
 
     async def _post(
@@ -268,10 +281,10 @@ class ChannelDelivery:
         what = f"{target.channel} send to {target.chat_id}"
         parts = _messages(markdown, adapter.capabilities)
         if len(parts) == 1:
-            return await self._retried(key, what, partial(adapter.send, target, markdown))
+            return await self._sent(key, what, partial(adapter.send, target, markdown))
         refs: list[MessageRef] = []
         for part in parts:
-            posted = await self._retried(key, what, partial(adapter.send, target, part))
+            posted = await self._sent(key, what, partial(adapter.send, target, part))
             refs.extend(posted)
             if posted:
                 # Later parts follow the first, in its thread, and reply to nothing.
@@ -283,12 +296,38 @@ class ChannelDelivery:
     ) -> list[MessageRef]:
         """Upload one file, retried on its own like a message."""
         what = f"{target.channel} upload to {target.chat_id}"
-        return await self._retried(
+        return await self._sent(
             _conversation(target), what, partial(upload_file, adapter, target, file, caption)
         )
 
+    async def _sent(
+        self, key: _Key, what: str, attempt: Callable[[], Awaitable[list[MessageRef]]]
+    ) -> list[MessageRef]:
+        """A send or an upload, retried; each message it made is counted once it is confirmed."""
+        refs = await self._retried(key, what, attempt)
+        self._count_sent(key[0], refs)
+        return refs
+
     async def _retried(self, key: _Key, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        return await self._retrier.call(key, what, attempt, settings=self._retry.get(key[0]))
+        channel = key[0]
+        return await self._retrier.call(
+            key,
+            what,
+            attempt,
+            settings=self._retry.get(channel),
+            on_retry=None if self._counts is None else partial(self._count_error, channel),
+        )
+
+    def _count_sent(self, channel: str, refs: Sequence[MessageRef]) -> None:
+        """Count a confirmed send: one per message it made (one if the adapter names none)."""
+        if self._counts is not None:
+            self._counts.message_out(channel, len(refs) or 1)
+
+    def _count_error(
+        self, channel: str, kind: Literal["send_retry", "send_failed"] = "send_retry"
+    ) -> None:
+        if self._counts is not None:
+            self._counts.error(channel, kind)
 
     async def _tell_given_up(self, adapter: ChannelAdapter, target: Target) -> None:
         """Say once per outage, with a single attempt, that a reply could not be delivered."""
@@ -297,7 +336,7 @@ class ChannelDelivery:
             return
         plain = Target(target.channel, target.chat_id, target.account_id, target.thread_id)
         try:
-            await self._retrier.call(
+            refs = await self._retrier.call(
                 key,
                 "the undelivered-reply notice",
                 lambda: adapter.send(plain, GIVE_UP_NOTICE),
@@ -306,6 +345,8 @@ class ChannelDelivery:
         except Exception as exc:
             self._retrier.unreport(key)
             log.warning("telling %s about the lost reply failed too: %s", target.chat_id, exc)
+            return
+        self._count_sent(target.channel, refs)
 
     async def _show(self, target: Target, preview: Preview, markdown: str, *, final: bool) -> None:
         """Make the preview's messages show ``markdown``: edit what changed, post what is new.
@@ -335,7 +376,8 @@ class ChannelDelivery:
                 if final:
                     refs = await self.send_text(target, piece)
                 else:
-                    refs = await adapter.send(target, piece)
+                    refs = await adapter.send(target, piece)  # tried once, like every preview
+                    self._count_sent(target.channel, refs)
                 if not refs:
                     return
                 # Pieces are fitted to one message each, so one ref stands for the piece.

@@ -231,9 +231,10 @@ class RunOutbox:
             if self._cancelled:  # stopped while the piece was written: it is not sent
                 self._note(key, None)
                 return
+        shown = True
         try:
             if isinstance(reply, PartialReply):
-                await self._outlet.preview(target, reply)
+                shown = await self._outlet.preview(target, reply)
             else:
                 refs = await self._outlet.deliver(
                     target, reply, kind="final" if piece.kind == "final" else "block"
@@ -244,7 +245,8 @@ class RunOutbox:
             return
         if not isinstance(reply, PartialReply):
             self._note(key, refs)
-        if self._on_first_reply is not None:
+        if shown and self._on_first_reply is not None:
+            # The first piece the chat shows (a preview that failed shows nothing yet).
             first_reply, self._on_first_reply = self._on_first_reply, None
             first_reply()
 

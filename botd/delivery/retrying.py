@@ -101,11 +101,13 @@ class Retrier:
         attempt: Callable[[], Awaitable[_T]],
         *,
         settings: RetrySettings | None = None,
+        on_retry: Callable[[], None] | None = None,
     ) -> _T:
         """``attempt()``, tried again while it fails retryably and ``key``'s budget lasts.
 
         Raises a non-retryable error as it came, and ``DeliveryGivenUp`` once the budget is
-        spent. ``settings`` overrides this retrier's own (a channel's budget, say).
+        spent. ``settings`` overrides this retrier's own (a channel's budget, say);
+        ``on_retry`` is called for each failed attempt that is tried again (for metrics).
         """
         chosen = settings or self.settings
         while True:
@@ -136,6 +138,8 @@ class Retrier:
                     outage.backoff.failures,
                     wait,
                 )
+                if on_retry is not None:
+                    on_retry()
                 await self._sleep(wait)
                 continue
             if self._outages.pop(key, None) is not None:

@@ -1,5 +1,9 @@
 """What every doctor check shares: the report line, and one HTTP request with its failures.
 
+A check has a name (what was checked, e.g. ``telegram.token``, ``health.port``), a status
+(``ok``; ``warn``: it works, but likely not as meant; ``fail``: it does not work) and its
+words: what was found and, unless it passed, what to do.
+
 A probe asks with ``request`` and gets an ``Answer`` (status and JSON body, whatever the
 status) or ``Unreachable`` (no HTTP answer at all: refused, reset, timed out, no such host),
 so each probe can say what a status means for its service.
@@ -9,50 +13,73 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from ..logging import mask_secrets
 
 __all__ = [
+    "ASCII_MARKS",
+    "MARKS",
     "PROBE_TIMEOUT",
     "Answer",
     "Check",
+    "Status",
     "Unreachable",
     "failed",
     "passed",
     "reason",
     "request",
     "unreachable",
+    "warned",
 ]
 
 PROBE_TIMEOUT = 10.0
 """Seconds each request may take (connect, send, wait for the answer) before it counts as down."""
 
 
+Status = Literal["ok", "warn", "fail"]
+MARKS: dict[Status, str] = {"ok": "✓", "warn": "⚠", "fail": "✗"}
+ASCII_MARKS: dict[Status, str] = {"ok": "+", "warn": "!", "fail": "x"}
+"""The marks where the output cannot encode the others."""
+
+
 @dataclass(frozen=True)
 class Check:
-    """One line of the report: whether it passed, what was checked, and what to do if not."""
+    """One line of the report: what was checked, how it went, and what to do if not well."""
 
-    ok: bool
+    name: str
+    status: Status
     what: str
     fix: str = ""
 
-    def line(self, marks: tuple[str, str] = ("✓", "✗")) -> str:
-        mark = marks[0] if self.ok else marks[1]
-        text = f"{mark} {self.what}"
-        if not self.ok and self.fix:
+    @property
+    def ok(self) -> bool:
+        """Whether it works (a warning does)."""
+        return self.status != "fail"
+
+    def detail(self) -> str:
+        """What was found, and what to do unless it passed; secrets masked."""
+        text = self.what
+        if self.status != "ok" and self.fix:
             text += f": {self.fix}"
         return mask_secrets(text)
 
+    def line(self, marks: dict[Status, str] = MARKS) -> str:
+        return f"{marks[self.status]} {self.detail()}"
 
-def passed(what: str) -> Check:
-    return Check(True, what)
+
+def passed(name: str, what: str) -> Check:
+    return Check(name, "ok", what)
 
 
-def failed(what: str, fix: str) -> Check:
-    return Check(False, what, fix)
+def warned(name: str, what: str, fix: str) -> Check:
+    return Check(name, "warn", what, fix)
+
+
+def failed(name: str, what: str, fix: str) -> Check:
+    return Check(name, "fail", what, fix)
 
 
 class Answer:
@@ -105,8 +132,10 @@ def reason(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def unreachable(name: str, base: str, why: object, key: str) -> Check:
+def unreachable(name: str, label: str, base: str, why: object, key: str) -> Check:
+    """``name``'s check failed for want of an answer from ``base``; ``label`` starts the line."""
     return failed(
-        f"{name}: cannot reach {base} ({why})",
+        name,
+        f"{label}: cannot reach {base} ({why})",
         f"check the network (proxy, firewall, DNS) and {key}",
     )

@@ -27,17 +27,19 @@ __all__ = ["mcp_checks"]
 
 async def _probe(name: str, section: McpServerSection, timeout: float) -> Check:
     what = f"mcp server {name}"
+    key = f"agent.mcp_servers.{name}"
     refusals = HttpRefusals()
     try:
         async with asyncio.timeout(timeout), AsyncExitStack() as stack:
             client = await connect(stack, section, refusals, name=name)
             tools = await list_tools(client)
     except TimeoutError:
-        return failed(f"{what}: no answer within {timeout:g}s", _fix(section))
+        return failed(key, f"{what}: no answer within {timeout:g}s", _fix(section))
     except Exception as exc:
-        return failed(f"{what}: did not start: {_describe(exc, refusals)}", _fix(section))
+        why = _describe(exc, refusals)
+        return failed(key, f"{what}: did not start: {why}", _fix(section))
     count = len(tools)
-    return passed(f"{what}: started, {count} tool{'' if count == 1 else 's'}")
+    return passed(key, f"{what}: started, {count} tool{'' if count == 1 else 's'}")
 
 
 def _fix(section: McpServerSection) -> str:
@@ -55,7 +57,11 @@ async def mcp_checks(config: BotdConfig, timeout: float) -> list[Check]:
         require_sdk()
     except McpUnavailable:
         return [
-            failed(f"mcp server {name}: the MCP SDK is not installed", INSTALL_HINT)
+            failed(
+                f"agent.mcp_servers.{name}",
+                f"mcp server {name}: the MCP SDK is not installed",
+                INSTALL_HINT,
+            )
             for name in servers
         ]
     probes = [_probe(name, section, timeout) for name, section in servers.items()]

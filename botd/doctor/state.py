@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .checks import Check, failed, passed
 
-__all__ = ["state_dir_checks"]
+__all__ = ["lock_holder", "state_dir_checks"]
 
 
 def state_dir_checks(state_dir: Path) -> list[Check]:
@@ -25,6 +25,7 @@ def state_dir_checks(state_dir: Path) -> list[Check]:
     if state_dir.exists() and not state_dir.is_dir():
         return [
             failed(
+                "state_dir",
                 f"state dir {state_dir} exists and is not a directory",
                 "move it aside or point state_dir elsewhere",
             )
@@ -32,9 +33,11 @@ def state_dir_checks(state_dir: Path) -> list[Check]:
     if not state_dir.exists():
         parent = next((p for p in state_dir.absolute().parents if p.exists()), Path("/"))
         if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
-            return [passed(f"state dir {state_dir} does not exist yet; botd creates it")]
+            what = f"state dir {state_dir} does not exist yet; botd creates it"
+            return [passed("state_dir", what)]
         return [
             failed(
+                "state_dir",
                 f"state dir {state_dir} does not exist and cannot be created ({parent} is "
                 "not writable)",
                 "create it writable for the user botd runs as, or point state_dir elsewhere",
@@ -46,11 +49,12 @@ def state_dir_checks(state_dir: Path) -> list[Check]:
     except OSError as exc:
         return [
             failed(
+                "state_dir",
                 f"state dir {state_dir} does not take new files ({exc.strerror})",
                 "make it writable for the user botd runs as (and free some space)",
             )
         ]
-    checks = [passed(f"state dir {state_dir} writable")]
+    checks = [passed("state_dir", f"state dir {state_dir} writable")]
     checks.append(_lock_check(state_dir / LOCK_FILENAME))
     checks.append(_database_check(state_dir / DB_FILENAME))
     return checks
@@ -58,14 +62,36 @@ def state_dir_checks(state_dir: Path) -> list[Check]:
 
 def _lock_check(path: Path) -> Check:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return passed("state dir not in use by another botd")
+        holder = _holder(path)
     except OSError as exc:
         return failed(
+            "state_dir.lock",
             f"cannot read the lock file {path} ({exc.strerror})",
             "make state_dir and its files readable and writable for the user botd runs as",
         )
+    if holder is None:
+        return passed("state_dir.lock", "state dir not in use by another botd")
+    return passed("state_dir.lock", f"state dir in use by a running botd ({holder})")
+
+
+def lock_holder(state_dir: Path) -> str | None:
+    """``pid 1234`` (or ``pid unknown``) of the botd running on ``state_dir``; None when none
+    does, or it cannot be told."""
+    from ..statelock import LOCK_FILENAME
+
+    try:
+        return _holder(state_dir / LOCK_FILENAME)
+    except OSError:
+        return None
+
+
+def _holder(path: Path) -> str | None:
+    """Who holds the lock file ``path`` (see ``lock_holder``); raises ``OSError`` when the
+    file cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
     try:
         held = _flock_held(fd)
         if held is None:
@@ -77,15 +103,12 @@ def _lock_check(path: Path) -> Check:
                 held = False
             except BlockingIOError:
                 held = True
-        if held:
-            text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
-            holder = f"pid {text}" if text.isdigit() else "pid unknown"
-            return passed(f"state dir in use by a running botd ({holder})")
-    except OSError as exc:
-        return failed(f"cannot read the lock on {path} ({exc.strerror})", "check the file system")
+        if not held:
+            return None
+        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
+        return f"pid {text}" if text.isdigit() else "pid unknown"
     finally:
         os.close(fd)
-    return passed("state dir not in use by another botd")
 
 
 def _flock_held(fd: int, locks: Path = Path("/proc/locks")) -> bool | None:
@@ -118,32 +141,38 @@ def _database_check(path: Path) -> Check:
     from ..store.base import _preflight
 
     if not path.exists():
-        return passed(f"no database yet; botd creates {path} (schema {SCHEMA_VERSION})")
+        return passed(
+            "state_dir.database", f"no database yet; botd creates {path} (schema {SCHEMA_VERSION})"
+        )
     try:
         _preflight(path)
         version, problem = _read_database(path)
     except StoreOpenError as exc:
-        return failed("database cannot be used", str(exc))
+        return failed("state_dir.database", "database cannot be used", str(exc))
     except sqlite3.Error as exc:
         return failed(
+            "state_dir.database",
             f"database {path} cannot be read ({exc})",
             "restore it from a backup or move it aside (botd then starts afresh)",
         )
     if problem != "ok":
         return failed(
+            "state_dir.database",
             f"database {path} is damaged (SQLite: {problem})",
             "restore it from a backup or move it aside (botd then starts afresh)",
         )
     if version > SCHEMA_VERSION:
         return failed(
+            "state_dir.database",
             f"database {path} has schema {version}, newer than this botd ({SCHEMA_VERSION})",
             "upgrade botd or point state_dir elsewhere",
         )
     if version < SCHEMA_VERSION:
         return passed(
-            f"database opens; schema {version}, migrated to {SCHEMA_VERSION} when botd starts"
+            "state_dir.database",
+            f"database opens; schema {version}, migrated to {SCHEMA_VERSION} when botd starts",
         )
-    return passed(f"database opens, schema {version} (current)")
+    return passed("state_dir.database", f"database opens, schema {version} (current)")
 
 
 def _read_database(path: Path) -> tuple[int, str]:

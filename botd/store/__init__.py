@@ -23,7 +23,7 @@ from .base import (
 )
 from .chatter import CHATTER_RETENTION_SECONDS, ChatterStore, KeptLine
 from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
-from .inbox import InboxEntry, InboxState, InboxStore
+from .inbox import InboxBacklog, InboxEntry, InboxState, InboxStore
 from .jobs import RunRecord, ScheduleStore, StoredJob
 from .outbox import OutboxEntry, OutboxStore
 from .schema import SCHEMA_VERSION
@@ -43,6 +43,7 @@ __all__ = [
     "USAGE_KINDS",
     "Clock",
     "InboundPruner",
+    "InboxBacklog",
     "InboxEntry",
     "InboxState",
     "KeptLine",
@@ -57,6 +58,7 @@ __all__ = [
     "StoreOpenError",
     "StoreWriteError",
     "StoredJob",
+    "Unanswered",
     "UnknownSessionError",
     "UsageStore",
     "UsageTotals",

@@ -47,6 +47,15 @@ class InboxEntry:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class InboxBacklog:
+    """The accepted messages not finished yet (``accepted`` or ``running``)."""
+
+    count: int
+    oldest_age: float | None
+    """Seconds since the oldest of them was accepted (None: there is none)."""
+
+
 def inbound_json(message: InboundMessage) -> str:
     """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
     data: dict[str, Any] = {
@@ -73,6 +82,9 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
 
 class InboxStore(TranscriptStore):
     """The inbox table, next to the ledger and transcripts it shares transactions with."""
+
+    _unanswered_from = 0
+    """No inbox row below this id is unfinished (see ``unanswered``)."""
 
     async def accept_inbound(
         self,
@@ -218,6 +230,25 @@ class InboxStore(TranscriptStore):
             for row in rows
         ]
 
+    def inbox_backlog(self) -> InboxBacklog:
+        """How many accepted messages are not finished, and the age of the oldest (one read
+        of the partial index ``inbox_unfinished``, whatever the table holds).
+
+        Reads what is committed: a state change queued a moment ago (``deferred``) shows
+        once it is written, a moment later.
+        """
+        row = (
+            self._connection()
+            .execute(
+                "SELECT count(*), min(accepted_at) FROM inbox "
+                "WHERE state IN ('accepted', 'running')"
+            )
+            .fetchone()
+        )
+        count, oldest = int(row[0]), row[1]
+        age = None if oldest is None else max(0.0, self._clock() - float(oldest))
+        return InboxBacklog(count, age)
+
     def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool:
         """Make an interrupted run's transcript resumable from its last finished step.
 
@@ -283,4 +314,11 @@ def _clean_prefix(messages: Sequence[Message]) -> int:
     return keep
 
 
-__all__ = ["FINISHED_STATES", "InboxEntry", "InboxState", "InboxStore", "inbound_from_json"]
+__all__ = [
+    "FINISHED_STATES",
+    "InboxBacklog",
+    "InboxEntry",
+    "InboxState",
+    "InboxStore",
+    "inbound_from_json",
+]

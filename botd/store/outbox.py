@@ -142,6 +142,16 @@ class OutboxStore(DeferredWrites):
             )
         return entries
 
+    def outbox_pending_count(self) -> int:
+        """How many pieces are written and not confirmed (one read of the partial index
+        ``outbox_waiting``); what is committed, like ``inbox_backlog``."""
+        row = (
+            self._connection()
+            .execute("SELECT count(*) FROM outbox WHERE state = 'pending'")
+            .fetchone()
+        )
+        return int(row[0])
+
     def outbox_supersede(self, row_ids: Sequence[int]) -> None:
         """Pieces a resumed run will produce again: no longer waiting to be sent."""
         if not row_ids:

@@ -200,5 +200,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 6 -> 7: the files an outbox piece uploads, as references (URLs or paths, never bytes):
     # a JSON object {"urls": [...], "voice": bool}; NULL for a piece of text only.
     ("ALTER TABLE outbox ADD COLUMN media TEXT",),
+    # 7 -> 8: partial indexes of the unfinished inbox rows and the unconfirmed outbox pieces,
+    # so /metrics and /healthz count them (and find the oldest) without reading the tables.
+    # They hold only the few rows waiting: a row enters at its write and leaves when done.
+    (
+        "CREATE INDEX inbox_unfinished ON inbox (accepted_at) "
+        "WHERE state IN ('accepted', 'running')",
+        "CREATE INDEX outbox_waiting ON outbox (id) WHERE state = 'pending'",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

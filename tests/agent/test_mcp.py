@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -36,6 +35,7 @@ from botd.events import ImageContent as BotdImage
 from botd.events import Message, ToolCallContent
 from botd.events import TextContent as BotdText
 from botd.retry import Backoff
+from tests.health_probe import free_port
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -463,16 +463,10 @@ async def test_a_listing_is_checked_tool_by_tool(caplog: pytest.LogCaptureFixtur
     assert warnings[3] == "MCP server t: tool \"'nonsense'\" left out: it is not an object"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The fake on streamable HTTP (a token required); yields its URL."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, FAKE, "--http", str(port), "--token", "tok-123"],
         stderr=subprocess.PIPE,

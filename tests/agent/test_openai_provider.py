@@ -22,6 +22,7 @@ from botd.events import (
     ThinkingContent,
     ToolCallContent,
 )
+from botd.outages import Reachability
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 
@@ -420,6 +421,27 @@ async def test_connection_refused_retries_then_errors(make_provider: ProviderFac
     assert message.stop_reason == "error"
     assert message.error_message is not None
     assert "cannot connect" in message.error_message
+
+
+async def test_health_counts_what_says_the_server_is_out_not_what_it_refuses(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    health = Reachability("model:openai/fake-model", down_after=3600, after_failures=2)
+    provider = make_provider(max_retries=0, health=health)
+    fake.enqueue(ErrorReply(400, {"error": {"message": "context too long"}}))
+    await run(provider, ask())
+    assert not health.failing  # the server answered: this request was refused
+    fake.enqueue(ErrorReply(503, {"error": {"message": "model is loading"}}))
+    await run(provider, ask())
+    assert health.failing and health.outage() is None  # one call: not yet
+    fake.enqueue(ErrorReply(401, {"error": {"message": "invalid api key"}}))
+    await run(provider, ask())
+    outage = health.outage()
+    assert outage is not None and outage.failures == 2
+    assert outage.error == "HTTP 401: invalid api key"
+    fake.enqueue(ChatStream().text("back").finish("stop"))
+    await run(provider, ask())
+    assert not health.failing and health.outage() is None
 
 
 # --- failures mid-stream -------------------------------------------------------------------------

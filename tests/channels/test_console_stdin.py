@@ -119,7 +119,7 @@ def test_an_info_line_needs_an_explicit_level_while_the_console_runs(tmp_path: P
     config = tmp_path / "botd.yaml"
     config.write_text(
         f"state_dir: {tmp_path / 'state'}\nchannels:\n  console: {{enabled: true}}\n"
-        "logging:\n  level: INFO\n",
+        "logging:\n  level: INFO\nhealth: {enabled: false}\n",
         encoding="utf-8",
     )
     asked = subprocess.run(

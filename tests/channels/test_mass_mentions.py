@@ -98,6 +98,7 @@ async def _slack_daemon(
     config = parse_config(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
+health: {{enabled: false}}
 channels:
   slack:
     bot_token: xoxb-test

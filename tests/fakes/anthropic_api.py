@@ -325,6 +325,10 @@ def prompt_tokens(body: dict[str, Any]) -> int:
 # --- the server ---------------------------------------------------------------------------
 
 
+def _model_info(model_id: str) -> dict[str, str]:
+    return {"type": "model", "id": model_id, "display_name": model_id, "created_at": ""}
+
+
 class FakeAnthropicAPI:
     """The fake server: ``async with`` starts it on 127.0.0.1 (a free port) and stops it."""
 
@@ -347,7 +351,12 @@ class FakeAnthropicAPI:
         """The model's context window (None: no limit); see the module docstring."""
         self.too_long: list[int] = []
         """The request indices refused as too long for ``context_tokens``, in order."""
+        self.models: list[str] = ["claude-fake", "claude-sonnet-4-5-20250929"]
+        """The ids ``GET /v1/models`` lists (dated ones, as the API lists them)."""
+        self.aliases: dict[str, str] = {}
+        """Other names ``GET /v1/models/{name}`` knows, to the listed id each stands for."""
         self._closing = asyncio.Event()
+        self._gate: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -358,6 +367,12 @@ class FakeAnthropicAPI:
     def push(self, *replies: Reply) -> None:
         """Queue replies; each request takes the next one."""
         self._replies.extend(replies)
+
+    def hold(self) -> asyncio.Event:
+        """From now on every request waits, unanswered, until the returned event is set (or
+        the fake closes): a model that takes its time."""
+        self._gate = asyncio.Event()
+        return self._gate
 
     @property
     def pending(self) -> int:
@@ -383,10 +398,13 @@ class FakeAnthropicAPI:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/models/{name}", self._model)
         self._runner, self._port = await serve(app, shutdown_timeout=1.0)
 
     async def close(self) -> None:
         self._closing.set()
+        if self._gate is not None:
+            self._gate.set()  # held requests end with the server
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -405,20 +423,32 @@ class FakeAnthropicAPI:
         )
 
     async def _models(self, request: web.Request) -> web.Response:
-        """The models list (one model), or the API's 401 for a wrong key."""
+        """The models list (``models``, one page), or the API's 401 for a wrong key."""
         if not self._authorized(request):
             return web.json_response(
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
-        model = {"type": "model", "id": "claude-fake", "display_name": "Fake", "created_at": ""}
+        data = [_model_info(model) for model in self.models]
         return web.json_response(
             {
-                "data": [model],
+                "data": data,
                 "has_more": False,
-                "first_id": "claude-fake",
-                "last_id": "claude-fake",
+                "first_id": self.models[0] if self.models else None,
+                "last_id": self.models[-1] if self.models else None,
             }
         )
+
+    async def _model(self, request: web.Request) -> web.Response:
+        """One model by its id or an alias, or the API's 404."""
+        if not self._authorized(request):
+            return web.json_response(
+                _error_json("authentication_error", "invalid x-api-key"), status=401
+            )
+        name = request.match_info["name"]
+        found = name if name in self.models else self.aliases.get(name)
+        if found is None:
+            return web.json_response(_error_json("not_found_error", f"model: {name}"), status=404)
+        return web.json_response(_model_info(found))
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -437,6 +467,8 @@ class FakeAnthropicAPI:
             return web.json_response(
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
+        if self._gate is not None:
+            await self._gate.wait()
         refusal = image_refusal(body, self.max_image_side) if isinstance(body, dict) else None
         if refusal is not None:
             self.refusals.append(refusal)

@@ -53,7 +53,7 @@ from aiohttp import WSMsgType, web
 
 from .discord_interactions import TIMESTAMP, AppCommands
 from .discord_interactions import json_response as _json
-from .faults import reset
+from .faults import Outage, reset
 from .loopback import serve
 
 BOT_ID = 1100000000000000001
@@ -153,6 +153,7 @@ class FakeDiscordAPI:
         """Set while a session is identified or resumed and can take dispatches."""
         self._request_arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        self._outage: Outage | None = None
         self._port = 0
         self._attachments: dict[str, bytes] = {}
         self.attachment_downloads: list[str] = []
@@ -251,6 +252,16 @@ class FakeDiscordAPI:
         self._live.clear()
         await session.ws.close(code=code)
         await session.closed.wait()
+
+    async def outage(self) -> Outage:
+        """Take Discord away until ``end()`` is awaited: new connections are refused,
+        requests on open ones reset, and the live gateway socket is closed (resuming fails)."""
+        assert self._runner is not None
+        self._outage = Outage(self._runner, self._port)
+        await self._outage.begin()
+        if self._live.is_set():
+            await self.drop_connection()
+        return self._outage
 
     async def wait_for_requests(
         self, predicate: Callable[[RecordedRequest], bool], count: int = 1
@@ -467,6 +478,8 @@ class FakeDiscordAPI:
             self._request_arrived.notify_all()
 
     async def _rest(self, request: web.Request) -> web.Response:
+        if self._outage is not None and self._outage.active:
+            return reset(request)
         recorded = await self._record(request)
         parts = recorded.path.strip("/").split("/")
         method = recorded.method
@@ -592,7 +605,9 @@ class FakeDiscordAPI:
         self._sequence += 1
         await ws.send_str(json.dumps({"op": 0, "t": event, "s": self._sequence, "d": data}))
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self._outage is not None and self._outage.active:
+            return reset(request)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         session = _Session(ws)

@@ -30,6 +30,7 @@ import asyncio
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -161,8 +162,14 @@ def main() -> None:
     app = server.streamable_http_app(host="127.0.0.1")
     if args.token:
         app = _require_token(app, args.token)
+    # Listen before saying so: a client that connects at once is queued, not refused.
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.http))
+    listener.listen(64)
     print("serving", flush=True, file=sys.stderr)
-    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from .faults import reset
+from .faults import Outage, reset
 from .loopback import serve
 
 BOT_USER_ID = "UBOT"
@@ -184,6 +184,7 @@ class FakeSlack:
         self._ws: web.WebSocketResponse | None = None
         self._ws_ready = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._outage: Outage | None = None
         self.port = 0
         self.replies: dict[str, list[dict[str, Any]]] = {}
         """``conversations.replies`` answers by ``thread_ts``."""
@@ -321,6 +322,8 @@ class FakeSlack:
                 args.update(await request.post())
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         self._state.calls.append(ApiCall(method, request.method, token, args))
+        if self._outage is not None and self._outage.active:
+            return reset(request)
         if self._errors[method]:
             scripted = self._errors[method].popleft()
             if scripted.land:
@@ -440,7 +443,9 @@ class FakeSlack:
 
     # --- Socket Mode --------------------------------------------------------------------------
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self._outage is not None and self._outage.active:
+            return reset(request)
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self._ws = ws
@@ -525,6 +530,15 @@ class FakeSlack:
     def ack_payload(self, envelope_id: str) -> Any:
         """What the client sent back with its ack of ``envelope_id`` (None: nothing)."""
         return self._state.ack_payloads.get(envelope_id)
+
+    async def outage(self) -> Outage:
+        """Take Slack away until ``end()`` is awaited: new connections are refused, requests
+        on open ones reset, and the Socket Mode connection is closed (reconnecting fails)."""
+        assert self._runner is not None
+        self._outage = Outage(self._runner, self.port)
+        await self._outage.begin()
+        await self.drop_socket()
+        return self._outage
 
     async def drop_socket(self) -> None:
         """Close the current Socket Mode connection from the server side."""

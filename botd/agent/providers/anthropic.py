@@ -63,6 +63,7 @@ from ...events import (
     ToolCallContent,
 )
 from ...logging import mask_secrets
+from ...outages import Reachability
 from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
 from . import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
@@ -100,10 +101,12 @@ class AnthropicProvider:
         max_retry_wait: float = 60.0,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         name: str = "anthropic",
+        health: Reachability | None = None,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive")
         self.name = name
+        self._health = health
         self._api_key = api_key
         self._max_retries = max(0, max_retries)
         self._max_retry_wait = max(0.0, max_retry_wait)
@@ -155,11 +158,15 @@ class AnthropicProvider:
                 if attempt.streamed:
                     description += " (after part of the answer had streamed: not retried)"
                 log.error("%s: request failed: %s", self.name, description)
+                if self._health is not None and _is_outage(exc):
+                    self._health.failed(description)
                 if _is_timeout(exc):
                     description = NO_ANSWER_IN_TIME
                 refused = frozenset[str]() if attempt.streamed else refused_images(exc, messages)
                 yield AssistantResult(attempt.message(self.name, error=description), refused)
                 return
+            if self._health is not None:
+                self._health.answered()
             yield AssistantResult(attempt.message(self.name))
             return
 
@@ -425,6 +432,14 @@ def _is_retryable(exc: Exception) -> bool:
         return exc.status_code == 429 or exc.status_code >= 500
     # httpx2 transport errors surface unwrapped when they happen while reading the body.
     return isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError | _IncompleteStream)
+
+
+def _is_outage(exc: Exception) -> bool:
+    """Whether a failed call says the API is not answering (no connection, a timeout, an
+    overload, a 5xx, a rate limit, a refused key), rather than refusing this request."""
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code in (401, 403):
+        return True
+    return _is_retryable(exc)
 
 
 _IMAGE_AT = re.compile(

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ....outages import Reachability
 from ....retry import Backoff, retry_after, retry_wait
 from ...types import AssistantResult, ModelRequest, ProviderItem
 from .. import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
@@ -48,10 +49,12 @@ class OpenAIProvider:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         extra_headers: dict[str, str] | None = None,
         name: str = "openai",
+        health: Reachability | None = None,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive")
         self.name = name
+        self._health = health
         self._idle_timeout = idle_timeout
         self._base_url = base_url.rstrip("/")
         self._url = f"{self._base_url}/chat/completions"
@@ -79,11 +82,14 @@ class OpenAIProvider:
             wait: float | None = None
             finished = False
             refused = frozenset[str]()
+            outage = False  # the failure says the server is not answering
             try:
                 async with self._client.stream("POST", self._url, json=body) as response:
                     if response.is_success:
                         async for item in self._read_stream(response, assembly):
                             finished = isinstance(item, AssistantResult)
+                            if finished and self._health is not None:
+                                self._answered(item)
                             yield item
                         return
                     reply = await response.aread()
@@ -91,11 +97,13 @@ class OpenAIProvider:
                     failure = f"HTTP {response.status_code}: {detail}"
                     if response.status_code == 400:
                         refused = refused_images(_parse_json_body(reply), body)
+                    outage = _is_outage(response.status_code)
                     if _is_retryable(response.status_code) and attempt < self._max_retries:
                         wait = self._retry_wait(backoff, response.headers)
             except httpx.TransportError as exc:
                 if finished:  # closing the response failed after the result: nothing to add
                     return
+                outage = True
                 failure = self._describe_transport_error(exc, mid_stream=assembly.started)
                 timed_out = isinstance(exc, httpx.TimeoutException)
                 if not assembly.started and attempt < self._max_retries:
@@ -122,11 +130,19 @@ class OpenAIProvider:
             if attempt:
                 failure = f"{failure} (gave up after {attempt} retries)"
             log.warning("%s: request failed: %s", self.name, failure)
+            if outage and self._health is not None:
+                self._health.failed(failure)
             for event in assembly.close_after_failure():
                 yield event
             shown = NO_ANSWER_IN_TIME if timed_out else failure
             yield AssistantResult(assembly.message("error", shown), refused)
             return
+
+    def _answered(self, item: ProviderItem) -> None:
+        """A reply came: unless it is an error (in the stream), the server answers."""
+        assert self._health is not None and isinstance(item, AssistantResult)
+        if item.message.stop_reason != "error":
+            self._health.answered()
 
     async def _read_stream(
         self, response: httpx.Response, assembly: Assembly
@@ -224,6 +240,12 @@ class OpenAIProvider:
 
 def _is_retryable(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
+
+
+def _is_outage(status: int) -> bool:
+    """Whether a failed call's status says the server is not answering (a 5xx, a rate
+    limit, a refused key), rather than refusing this request."""
+    return _is_retryable(status) or status in (401, 403)
 
 
 def _is_error_payload(payload: Any) -> bool:

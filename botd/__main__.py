@@ -1,0 +1,8 @@
+"""``python -m botd``: the ``botd`` command (``botd.cli``)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
