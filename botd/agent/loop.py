@@ -26,6 +26,17 @@ more, in the same turn. The refused attempt is reported by its ``message_end`` b
 to the run's messages. A second refusal ends the run with its error like any failed call;
 the images it names are left out all the same, so the next run does not meet them.
 
+A model call refused because the request is longer than the model's context window
+(``is_context_overflow``: Anthropic's "prompt is too long", OpenAI's
+``context_length_exceeded``) is compacted and asked again, once per run, when the run was
+given a ``compact`` callback: the refused attempt's ``message_end`` is reported (it is not
+kept), then ``auto_compaction_start``; ``compact`` folds the history the run started from
+into a shorter one (the run's own messages are kept as they are); ``auto_compaction_end``
+says whether the call is made again (``will_retry``). A consumer that gathered the run's
+output so far starts over at a retry (the subscriber does), and the call is made once more
+in the same turn. When nothing could be compacted, or the retry is refused too, the run
+ends with the error like any failed call.
+
 Cancellation: ``cancel()`` stops the provider stream or the running tool (both run as inner
 tasks, so cancelling them never touches the task that runs ``run()``), and the run ends with
 ``stop_reason="cancelled"``. When the task running ``run()`` is itself cancelled (shutdown),
@@ -50,6 +61,8 @@ from ..events import (
     AgentEvent,
     AgentStart,
     AssistantStreamEvent,
+    AutoCompactionEnd,
+    AutoCompactionStart,
     ContentBlock,
     Message,
     MessageEnd,
@@ -77,6 +90,29 @@ _T = TypeVar("_T")
 
 SKIPPED_TEXT = "Skipped: a new user message arrived"
 CANCELLED_TEXT = "Cancelled: the run was stopped"
+
+Compact = Callable[[list[Message], list[Message]], Coroutine[Any, Any, list[Message] | None]]
+"""Given the history a run started from and the run's messages so far, the history folded
+into a shorter one (a summary and the recent turns), or None when it cannot be shortened."""
+
+_CONTEXT_OVERFLOW = (
+    "prompt is too long",  # Anthropic: "prompt is too long: 215000 tokens > 200000 maximum"
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
+    "context_length_exceeded",  # OpenAI's error code
+    "maximum context length",  # OpenAI, vLLM: "This model's maximum context length is …"
+    "exceeds the context window",  # OpenAI Responses-style wording
+    "exceeds the available context size",  # llama.cpp server
+)
+_NOT_OVERFLOW = ("rate limit", "per min")
+"""A rate limit on tokens per minute mentions tokens and limits too; it is not an overflow."""
+
+
+def is_context_overflow(error_message: str | None) -> bool:
+    """Whether a failed call's error says the request was too long for the model's window."""
+    text = (error_message or "").lower()
+    if not text or any(words in text for words in _NOT_OVERFLOW):
+        return False
+    return any(words in text for words in _CONTEXT_OVERFLOW)
 
 
 @dataclass(frozen=True)
@@ -178,8 +214,12 @@ class AgentRun:
         origin: Target | None = None,
         on_cancel: Callable[[], None] | None = None,
         on_images_left_out: Callable[[frozenset[str], list[Message]], None] | None = None,
+        compact: Compact | None = None,
     ) -> None:
         self._provider = provider
+        self._compact = compact
+        """Shortens the history when the model refuses a request for its length."""
+        self._compacted = False
         self._on_cancel = on_cancel
         self._on_images_left_out = on_images_left_out
         """Called with the base64 data of images the model refused and the messages that
@@ -383,9 +423,9 @@ class AgentRun:
     # -- model calls -------------------------------------------------------------------------
 
     async def _call_model(self) -> Message | None:
-        """One model call, its message added to the run; None when the model refused images
-        of the request for the first time: they are left out, and the call is to be made
-        again."""
+        """One model call, its message added to the run; None when the call is to be made
+        again: the model refused images of the request for the first time (they are left
+        out), or refused it for its length and the history was compacted."""
         request = ModelRequest(
             model=self._config.model,
             messages=self._history + self._messages,
@@ -419,10 +459,44 @@ class AgentRun:
         if refused and message.stop_reason == "error" and self._leave_out(refused):
             self._emit(MessageEnd(message=message))  # the refused attempt, not kept
             return None
+        overflow = message.stop_reason == "error" and is_context_overflow(message.error_message)
+        if overflow and self._compact is not None and not self._compacted:
+            self._emit(MessageEnd(message=message))  # the refused attempt, not kept yet
+            if await self._compact_history():
+                return None
+            self._messages.append(message)  # the run ends with the refusal
+            self._turn_message = message
+            return message
         self._messages.append(message)
         self._turn_message = message
         self._emit(MessageEnd(message=message))
         return message
+
+    async def _compact_history(self) -> bool:
+        """Compact the history between the compaction events; whether to ask again."""
+        assert self._compact is not None
+        self._compacted = True
+        log.warning("the model refused the request for its length; compacting the history")
+        self._emit(AutoCompactionStart())
+        shorter: list[Message] | None = None
+        try:
+            shorter = await self._in_inner_task(self._compact(self._history, self.messages))
+        except (asyncio.CancelledError, _Cancelled):
+            self._emit(AutoCompactionEnd(will_retry=False))
+            raise
+        except Exception:  # the run ends with the refusal, as without compaction
+            log.exception("compacting the history failed")
+        if shorter is None:
+            log.warning("the history could not be compacted; the run ends with the refusal")
+        else:
+            log.info(
+                "history compacted (%d messages, now %d), asking again",
+                len(self._history),
+                len(shorter),
+            )
+            self._history = list(shorter)
+        self._emit(AutoCompactionEnd(will_retry=shorter is not None))
+        return shorter is not None
 
     def _leave_out(self, refused: frozenset[str]) -> bool:
         """Leave the images ``refused`` out of the run; whether to ask the model again (only

@@ -356,6 +356,9 @@ class AgentSection(Section):
     tool_timeout: float = Field(default=120.0, gt=0)
     record_events: bool = False
     reasoning: Annotated[ReasoningMode, BeforeValidator(off_on)] = "off"
+    """The model's reasoning in the chat: ``off``; ``on``, a message of its own when each of
+    the model's messages ends; ``stream``, a message of its own as soon as it is complete,
+    before its answer (above an ``edit`` preview; in ``final`` delivery as ``on``)."""
     enforce_final_tag: bool = False
     reset: ResetSection = Field(default_factory=ResetSection)
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)

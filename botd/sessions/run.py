@@ -31,8 +31,20 @@ out and asks once more (``agent.loop``); the run leaves them out of what it keep
 place, in one transaction, so a resumed run or a restart never sends them again), and the
 chat is told in one line, once, before the answer.
 
+With ``agent.reasoning: stream`` the subscriber's reasoning stream goes to a
+``ReasoningPoster`` (``reasoning.py``), which posts each message's reasoning as a block of
+its own before its answer (``blocks`` mode; ``edit`` mode before the preview shows); in
+``final`` mode, where nothing streams, the run takes reasoning ``on``: the final replies lead
+with the answer's reasoning.
+
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
-the model's context budget.
+the model's context budget. That budget is an estimate: when the model refuses a request
+for its length all the same, the agent loop asks ``_CompactOnOverflow`` to compact the
+session's history (the same summary by the model), and asks again with it, once. The
+compaction is stored when the run is over and its messages are saved (``_keep_compaction``),
+not during the run: the run's user turn keeps its place in the stored transcript, so a run
+interrupted by a crash resumes where it was (a run that did not end well drops it: the next
+one compacts again).
 """
 
 from __future__ import annotations
@@ -51,14 +63,21 @@ from ..agent.loop import AgentRun, RunResult
 from ..agent.tools import Tool
 from ..agent.types import Provider
 from ..chat import InboundMessage, Target
-from ..compaction import compact_transcript, estimate_tokens, summarizer_for
+from ..compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
-from ..store import Store, StoreError
-from ..subscriber import BlockReply, Origin, StreamSubscriber, is_messaging_duplicate
+from ..store import StaleCompactionError, Store, StoreError
+from ..subscriber import (
+    BlockReply,
+    Origin,
+    StreamSubscriber,
+    SubscriberConfig,
+    is_messaging_duplicate,
+)
 from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
 from .models import ModelBook, usage_of
+from .reasoning import ReasoningPoster
 from .session import Session
 from .settings import RunHooks, SessionSettings, call_hook
 
@@ -136,9 +155,10 @@ class Runner:
         outcome, notice = "exception", None
         saving: _Saving | None = None
         delivered: Callable[[], None] | None = None
+        overflow = _CompactOnOverflow(self._provider, session, self._settings)
         try:
             outcome, saving = await self._answer(
-                session, inbound, target, prompt, output, inbox_ids, posted
+                session, inbound, target, prompt, output, inbox_ids, posted, overflow
             )
             if on_delivered is not None:
                 delivered = functools.partial(on_delivered, outcome)
@@ -152,6 +172,8 @@ class Runner:
                 log.exception("closing the run's output to %s failed", target.chat_id)
         if saving is not None and not await saving.settled():
             notice = UNSAVED_NOTICE
+        elif saving is not None and overflow.result is not None:
+            self._keep_compaction(session, overflow.session_id, overflow.result)
         if notice is not None:
             await self._tell(target, notice)
         return outcome
@@ -171,6 +193,7 @@ class Runner:
         output: RunOutput,
         inbox_ids: Sequence[int],
         posted: list[str],
+        overflow: _CompactOnOverflow,
     ) -> tuple[str, _Saving]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
 
@@ -182,21 +205,15 @@ class Runner:
             # Nothing streams as blocks: keep each assistant message whole for the finals
             # instead of the chunker's pieces, so the answer is one reply (or one preview).
             config = replace(config, chunking=None)
+        if mode == "final" and config.reasoning == "stream":
+            config = replace(config, reasoning="on")  # nothing streams: it leads the finals
         # A resumed run says it was interrupted before its first new piece, if it was seen;
         # the first run of a conversation the reset policy started over says so.
         notice, session.reset_notice = session.reset_notice, None
         if posted and INTERRUPTED_NOTICE not in posted:
             notice = INTERRUPTED_NOTICE
         shown = NoticeFirst(output, notice)
-        subscriber = StreamSubscriber(
-            config,
-            # Without a block callback the subscriber cuts no blocks at all.
-            on_block_reply=shown.block if mode == "blocks" else None,
-            on_partial_reply=shown.partial if mode == "edit" else None,
-            on_block_flush=output.flush if mode == "blocks" else None,
-            current_message_id=inbound.message_id,
-        )
-        subscriber.skip_already_posted(posted)
+        subscriber, reasoning = self._subscriber(config, shown, output, inbound, posted)
         if inbox_ids:
             # The user turn and the messages' running state: one transaction.
             self._store.start_inbox_run(
@@ -218,6 +235,7 @@ class Runner:
             writer.on_event(event)
 
         loop = replace(self._settings.loop, model=self._models.current(session.conversation_key))
+        overflow.model = loop.model
         run = AgentRun(
             self._provider,
             self._tools(inbound),
@@ -229,6 +247,7 @@ class Runner:
             # closing flush. Only the stop's confirmation follows.
             on_cancel=output.cancel,
             on_images_left_out=_ImagesLeftOut(self._store, session, shown, output),
+            compact=overflow,
         )
         writer.run = run
         session.run = run
@@ -259,6 +278,8 @@ class Runner:
             # must not cut a wait short).
             saving = self._record(session, added, writer, later=result is not None)
             if result is not None and result.stop_reason != "cancelled":
+                if reasoning is not None:
+                    reasoning.close()  # a last message's reasoning still waiting
                 finals = subscriber.final_replies(
                     block_streaming=mode == "blocks",
                     current_message_id=inbound.message_id,
@@ -268,6 +289,41 @@ class Runner:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
                         shown.final(reply)
         return outcome, saving
+
+    @staticmethod
+    def _subscriber(
+        config: SubscriberConfig,
+        shown: NoticeFirst,
+        output: RunOutput,
+        inbound: InboundMessage,
+        posted: list[str],
+    ) -> tuple[StreamSubscriber, ReasoningPoster | None]:
+        """The run's subscriber, its callbacks chosen by the delivery mode: blocks and
+        flushes in ``blocks`` mode, partial replies in ``edit`` mode; with reasoning
+        ``stream`` (not in ``final`` mode) the reasoning goes through a poster, which the
+        answer passes too so the reasoning is posted before it."""
+        mode = output.mode
+        on_block = shown.block if mode == "blocks" else None
+        on_partial = shown.partial if mode == "edit" else None
+        on_flush = output.flush if mode == "blocks" else None
+        poster = None
+        if config.reasoning == "stream" and mode != "final":
+            poster = ReasoningPoster(shown, output, posted)
+            on_block = poster.block if on_block is not None else None
+            on_partial = poster.partial if on_partial is not None else None
+            on_flush = poster.flush if on_flush is not None else None
+        subscriber = StreamSubscriber(
+            config,
+            # Without a block callback the subscriber cuts no blocks at all.
+            on_block_reply=on_block,
+            on_partial_reply=on_partial,
+            on_block_flush=on_flush,
+            on_reasoning=poster.reasoning if poster is not None else None,
+            on_assistant_message_start=poster.message_start if poster is not None else None,
+            current_message_id=inbound.message_id,
+        )
+        subscriber.skip_already_posted(posted)
+        return subscriber, poster
 
     def _count_usage(
         self, session: Session, inbound: InboundMessage, added: list[Message], model: str
@@ -347,14 +403,71 @@ class Runner:
         self._store.compact(session.session_id, result)
         session.history = list(result.messages)
         session.history_tokens = result.tokens_after
-        log.info(
-            "compacted %s: %d messages into a %s (%d -> %d tokens)",
-            session.conversation_key,
-            result.compacted_count,
-            "summary" if result.summarized else "truncation note",
-            result.tokens_before,
-            result.tokens_after,
+        _log_compaction(session, result)
+
+    def _keep_compaction(self, session: Session, session_id: str, result: CompactionResult) -> None:
+        """Store the compaction a run made when the model refused its request for its
+        length, now that the run's messages follow the history in the transcript; the
+        session's history takes it too. A store that refuses it (the transcript changed
+        since: ``/new``, images left out) is logged; the history stays as stored."""
+        if session.session_id != session_id:
+            return  # /new started another session meanwhile: nothing reads that one
+        try:
+            self._store.compact(session_id, result)
+        except (StaleCompactionError, StoreError) as exc:
+            log.warning("the compaction made during the run could not be stored: %s", exc)
+            return
+        compacted = result.compacted_count + len(result.kept)
+        session.history = [*result.messages, *session.history[compacted:]]
+        session.history_tokens = -1  # counted again when next needed
+        _log_compaction(session, result)
+
+
+def _log_compaction(session: Session, result: CompactionResult) -> None:
+    log.info(
+        "compacted %s: %d messages into a %s (%d -> %d tokens)",
+        session.conversation_key,
+        result.compacted_count,
+        "summary" if result.summarized else "truncation note",
+        result.tokens_before,
+        result.tokens_after,
+    )
+
+
+class _CompactOnOverflow:
+    """The agent loop's ``compact`` for one run: the model refused a request for its length.
+
+    The session's history (as stored, not the run's copy with older images left out of
+    what is sent) is compacted as ``Runner.compact_if_needed`` does, whatever the estimate
+    says (the model said it is too long), summarized by the run's model. The recent turns
+    kept verbatim are at most a quarter of the history (and ``keep_recent_tokens``): the
+    estimate was wrong once, so the request must shrink well below it. The run gets the
+    history in the form it sends; the result waits in ``result`` for the run's end (see
+    ``Runner._keep_compaction``).
+    """
+
+    def __init__(self, provider: Provider, session: Session, settings: SessionSettings) -> None:
+        self._provider = provider
+        self._session = session
+        self.session_id = session.session_id
+        self._keep_recent = settings.keep_recent_tokens
+        self.model = settings.loop.model
+        """The model that summarizes: the run's (set when the run is built)."""
+        self.result: CompactionResult | None = None
+
+    async def __call__(self, sent: list[Message], added: list[Message]) -> list[Message] | None:
+        # ``sent`` is the history in the form the run sends it: the stored one is compacted.
+        stored = self._session.history
+        result = await compact_transcript(
+            stored,
+            budget_tokens=0,  # the model said it is too long: the estimate does not matter
+            keep_recent_tokens=min(self._keep_recent, estimate_tokens(stored) // 4),
+            summarize=summarizer_for(self._provider, self.model),
         )
+        if result is None:
+            return None
+        self.result = result
+        return with_recent_images(result.messages)
 
 
 class _ImagesLeftOut:

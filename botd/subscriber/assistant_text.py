@@ -71,13 +71,17 @@ def _strip_minimax_tool_xml(text: str) -> str:
 def strip_downgraded_tool_text(text: str) -> str:
     """``text`` without ``[Tool Call: …]`` markers and ``[Tool Result for ID …]`` sections.
 
-    A tool-call marker takes with it an ``Arguments:`` label right after it and the value
-    that follows: a JSON object or array (brackets balanced, strings respected; to the end of
-    the text when never closed) or else the rest of that line. A tool result has no end
-    marker, so its section runs to the next tool marker or to the end of the text.
+    A tool-call marker takes with it the line break right after it, an ``Arguments:`` label
+    after that and the value that follows: a JSON object or array (brackets balanced,
+    strings respected; to the end of the text when never closed) or else the rest of that
+    line. When the text before the marker ends a line, the line break after what was taken
+    goes too, so the lines around a removed call are not split by a blank line. A tool
+    result has no end marker, so its section runs to the next tool marker or to the end of
+    the text.
     """
     out: list[str] = []
     pos = 0
+    at_line_start = True  # what is kept so far is empty or ends a line
     while True:
         call = _TOOL_CALL_MARKER.search(text, pos)
         result = _TOOL_RESULT_MARKER.search(text, pos)
@@ -85,17 +89,32 @@ def strip_downgraded_tool_text(text: str) -> str:
         if marker is None:
             out.append(text[pos:])
             break
-        out.append(text[pos : marker.start()])
+        before = text[pos : marker.start()]
+        out.append(before)
+        if before:
+            at_line_start = before[-1] in "\r\n"
         if marker is call:
-            pos = _skip_arguments(text, marker.end())
+            after = marker.end()
+            while text[after : after + 1] in (" ", "\t"):
+                after += 1
+            pos = _skip_arguments(text, _skip_line_break(text, after))
+            if at_line_start:
+                pos = _skip_line_break(text, pos)
         else:
             following = _NEXT_TOOL_MARKER.search(text, marker.end())
             pos = following.start() if following else len(text)
     return "".join(out)
 
 
+def _skip_line_break(text: str, pos: int) -> int:
+    """Past the line break (LF, CRLF or CR) at ``pos``, if there is one."""
+    if text.startswith("\r\n", pos):
+        return pos + 2
+    return pos + 1 if text[pos : pos + 1] in ("\n", "\r") else pos
+
+
 def _skip_arguments(text: str, pos: int) -> int:
-    """Where the text resumes after a tool-call marker ending at ``pos``."""
+    """Where the text resumes after a tool call's ``Arguments:`` at ``pos`` (if any)."""
     label = _ARGUMENTS_LABEL.match(text, pos)
     if label is None:
         return pos

@@ -102,6 +102,8 @@ class BlockChunker:
         self._length = 0
         # Length of the buffer when a non-forced drain last found no break (-1: none since).
         self._no_break_at = -1
+        # A drain cut a block and left nothing: newlines arriving next belong to that break.
+        self._after_break = False
 
     @property
     def buffer(self) -> str:
@@ -113,6 +115,9 @@ class BlockChunker:
         return self._length
 
     def append(self, text: str) -> None:
+        if self._after_break:
+            text = text.lstrip("\n")
+            self._after_break = not text
         if text:
             self._pieces.append(text)
             self._length += len(text)
@@ -121,6 +126,7 @@ class BlockChunker:
         self._pieces = []
         self._length = 0
         self._no_break_at = -1
+        self._after_break = False
 
     def has_buffered(self) -> bool:
         return self._length > 0
@@ -155,11 +161,11 @@ class BlockChunker:
         if not force and self._nothing_new_to_break_at(buffer):
             return
         if not force:
-            # A partial last line may still become a fence line: no block may split it.
-            # A trailing newline may be half of a paragraph break: wait for what follows.
+            # A partial last line may still become a fence line: no block may split it. A
+            # trailing newline is not held back: it is the best line break there is, and
+            # holding it would cut at an earlier one (should it become a paragraph break,
+            # the newline that completes it is dropped after the cut all the same).
             cut = undecided_line_start(buffer, hold_fence_lines=True)
-            while cut and buffer[cut - 1] == "\n":
-                cut -= 1
             if cut < len(buffer):
                 buffer, held = buffer[:cut], buffer[cut:]
         if force and len(buffer) <= maximum:
@@ -196,7 +202,10 @@ class BlockChunker:
                     buffer = buffer[closing_end:].lstrip("\n")
                 else:
                     rest = buffer[index:]
-                    buffer = found.fence.open_line + "\n" + rest if rest.strip() else ""
+                    # Reopened even when only the next line's indentation has streamed: the
+                    # fence's code is still to come (dropping it left that code unfenced).
+                    reopen = rest.strip() or (not force and not found.fence.closed)
+                    buffer = found.fence.open_line + "\n" + rest if reopen else ""
             else:
                 emit(raw)
                 if index < len(buffer) and buffer[index].isspace():
@@ -205,6 +214,7 @@ class BlockChunker:
             if not force and len(buffer) < maximum:
                 break
         self._set_buffer(buffer + held)
+        self._after_break = not buffer and not held
 
     # -- break picking ---------------------------------------------------------------------
 

@@ -4,6 +4,10 @@ On a heartbeat run the agent answers ``HEARTBEAT_OK`` when nothing needs attenti
 is not delivered. ``strip_heartbeat_token`` removes the token from the start or end of a reply
 (also when wrapped in light Markdown or HTML) and says whether what is left should be skipped.
 A token in the middle of a reply is never touched.
+
+botd has no heartbeat runs (scheduled prompts answered by the token) and nothing calls this:
+it stays as the pure function of the subscriber's public API (spec subscriber-contract.md,
+section 3) that the reference's cases pin, ready for such a feature.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ A reply longer than the platform allows is cut into chunks no longer than ``limi
   (paragraphs are not packed together), and cuts an over-long paragraph by length.
 * ``chunk_by_line`` sends one chunk per line.
 
+The daemon splits replies in ``length`` mode (``botd.channels.markdown``, under each
+platform's limit). ``mode="newline"``, ``chunk_by_line`` and ``resolve_text_chunk_limit``
+(the reference's per-account limit rule) are the reference's other splitters: no setting
+selects them and nothing in botd calls them; they stay as the subscriber's public API (spec
+subscriber-contract.md, section 3) that the reference's cases pin.
+
 Each function is linear in the text: fence spans are parsed once and looked up by bisection,
 and every step looks only at the window it is about to emit.
 

@@ -11,6 +11,13 @@ read from it, and text a messaging tool (or an interrupted attempt of the run,
 ``skip_already_posted``) already sent is not sent again. ``message_start`` alone resets
 per-message state; text after ``message_end`` is checked against the ended message, so a late or
 repeated ``text_end`` or ``message_end`` never produces a second block.
+
+Reasoning: with ``reasoning="on"`` each message's formatted reasoning is a block of its own
+(or leads the final replies when there are no blocks). With ``reasoning="stream"`` it goes to
+``on_reasoning`` instead, as the formatted reasoning so far: while reasoning tags stream in the
+text, and, taking a later change of the reference, at the end of each thinking block of a
+model that thinks natively (``thinking_end``: once per block, so the cost stays linear), so
+a consumer has a message's reasoning before its answer starts.
 """
 
 from __future__ import annotations
@@ -207,7 +214,10 @@ class StreamSubscriber:
                 assistant_texts=self.assistant_texts,
                 fallback_text=extract_assistant_text(last) if last is not None else "",
                 error_text=error_text_for(last),
-                reasoning_text="" if block_streaming else self._last_reasoning_formatted,
+                # With reasoning="stream" the reasoning went to on_reasoning, not here.
+                reasoning_text=""
+                if block_streaming or not self._include_reasoning
+                else self._last_reasoning_formatted,
                 current_message_id=current_message_id,
                 delivered_blocks=self.block_replies if block_streaming else (),
                 block_streaming=block_streaming,
@@ -279,6 +289,7 @@ class StreamSubscriber:
         self._remembered_normalized = ""
         self._baseline = len(self.assistant_texts)
         self._blocks_this_message = 0
+        self._thinking_blocks: dict[int, list[str]] = {}
         # Raw text of this message once its message_end was handled (see _after_end).
         self._ended_text: str | None = None
 
@@ -311,6 +322,10 @@ class StreamSubscriber:
     def _on_message_update(self, event: MessageUpdate) -> None:
         update = event.assistant_event
         kind = update.type
+        if kind.startswith("thinking_"):
+            if self._stream_reasoning:
+                self._on_thinking(kind, update.content_index, update.delta, update.content)
+            return
         if kind not in ("text_delta", "text_start", "text_end"):
             return
         if self._ended_text is not None and not self._after_end(kind, update.delta, update.content):
@@ -338,8 +353,14 @@ class StreamSubscriber:
 
         A late ``text_end`` (or ``text_start``) resending text the ended message already had
         is dropped. New text means the runtime skipped ``message_start``: start afresh so
-        the text is still delivered.
+        the text is still delivered, except after a message whose answer was settled at its
+        end (reasoning on without blocks: ``_suppress_block_chunks``). There, as in the
+        reference, only ``message_start`` opens a new message; anything else is a stale
+        draft of the settled answer.
         """
+        if self._suppress_block_chunks:
+            log.debug("%s after a settled message_end ignored", kind)
+            return False
         ended = self._ended_text or ""
         new_text = delta or ("" if kind == "text_delta" else content) or ""
         if kind != "text_delta" and (not new_text or new_text in ended):
@@ -350,6 +371,24 @@ class StreamSubscriber:
         log.info("text after message_end without message_start: treated as a new message")
         self._on_message_start()
         return True
+
+    def _on_thinking(
+        self, kind: str, index: int | None, delta: str | None, content: str | None
+    ) -> None:
+        """A native thinking block's events: its reasoning is streamed when it ends."""
+        key = -1 if index is None else index
+        pieces = self._thinking_blocks.setdefault(key, [])
+        if kind == "thinking_delta":
+            if delta:
+                pieces.append(delta)
+        elif content:
+            pieces[:] = [content]  # start/end may carry the whole block
+        if kind == "thinking_end":
+            # Joined as extract_thinking joins a message's blocks, so the reasoning streamed
+            # again at message_end is the same text and is not repeated.
+            self._stream_reasoning_text(
+                "\n".join("".join(block) for block in self._thinking_blocks.values()).strip()
+            )
 
     def _stream_partial(self, partial: PartialReply | None) -> None:
         if self._stream_reasoning:

@@ -26,6 +26,11 @@ scripted reply is used: HTTP 400 ``invalid_request_error`` naming the image's pl
 max allowed size: 8000 pixels" (``max_image_side``, read from the image's header) or
 "….image.source.base64: image exceeds 5 MB maximum: … bytes > 5242880 bytes". An image
 whose header it cannot read is let through (see ``image_headers``).
+
+With ``context_tokens`` set (the model's context window), a request estimated over it
+(characters / 4 of its system prompt, tools and messages as sent) is refused the same way,
+in the API's words: HTTP 400 ``invalid_request_error`` "prompt is too long: 215000 tokens >
+200000 maximum".
 """
 
 from __future__ import annotations
@@ -311,6 +316,12 @@ def _image_refusal(place: str, block: Any, max_side: int) -> str | None:
     return None
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The fake's estimate of a request's prompt: characters / 4 of what the model reads."""
+    read = [body.get("system"), body.get("tools"), body.get("messages")]
+    return len(json.dumps(read, ensure_ascii=False)) // 4
+
+
 # --- the server ---------------------------------------------------------------------------
 
 
@@ -336,6 +347,10 @@ class FakeAnthropicAPI:
         fewer than the API's 8000)."""
         self.refusals: list[str] = []
         """The image refusals sent, in order."""
+        self.context_tokens: int | None = None
+        """The model's context window (None: no limit); see the module docstring."""
+        self.too_long: list[int] = []
+        """The request indices refused as too long for ``context_tokens``, in order."""
         self.models: list[str] = ["claude-fake", "claude-sonnet-4-5-20250929"]
         """The ids ``GET /v1/models`` lists (dated ones, as the API lists them)."""
         self.aliases: dict[str, str] = {}
@@ -458,6 +473,11 @@ class FakeAnthropicAPI:
         if refusal is not None:
             self.refusals.append(refusal)
             return web.json_response(_error_json("invalid_request_error", refusal), status=400)
+        tokens = prompt_tokens(body) if isinstance(body, dict) else 0
+        if self.context_tokens is not None and tokens > self.context_tokens:
+            self.too_long.append(len(self.requests) - 1)
+            message = f"prompt is too long: {tokens} tokens > {self.context_tokens} maximum"
+            return web.json_response(_error_json("invalid_request_error", message), status=400)
         if self._replies:
             reply = self._replies.pop(0)
         elif self.responder is not None:

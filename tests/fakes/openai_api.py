@@ -12,7 +12,11 @@ Like OpenAI, the fake refuses a request holding an image it cannot take before a
 reply is used: HTTP 400 ``{"error": {"message": "Invalid image.", "type":
 "invalid_request_error", "param": null, "code": "invalid_image"}}`` for a data-URL image whose
 header claims more than ``max_image_side`` pixels on a side (an unreadable header is let
-through, see ``image_headers``). The error names no place, as OpenAI's does not.
+through, see ``image_headers``). The error names no place, as OpenAI's does not. With
+``context_tokens`` set (the model's context window), a request estimated over it (characters
+/ 4 of its messages and tools) gets OpenAI's HTTP 400 ``context_length_exceeded``: "This
+model's maximum context length is … tokens. However, your messages resulted in … tokens.
+Please reduce the length of the messages."
 
     async with FakeOpenAI() as fake:
         fake.enqueue(ChatStream().text("Hel", "lo").finish("stop").usage(12, 3))
@@ -45,6 +49,21 @@ INVALID_IMAGE = {
     }
 }
 """OpenAI's answer to an image it cannot take."""
+
+
+def context_length_exceeded(maximum: int, tokens: int) -> dict[str, Any]:
+    """OpenAI's answer to a request longer than the model's context window."""
+    return {
+        "error": {
+            "message": (
+                f"This model's maximum context length is {maximum} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+            ),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
 
 
 def too_large_image(body: Any, max_side: int) -> bool:
@@ -246,6 +265,10 @@ class FakeOpenAI:
         """Pixels on a side beyond which an image is refused."""
         self.refusals = 0
         """Requests refused for an image."""
+        self.context_tokens: int | None = None
+        """The model's context window (None: no limit); see the module docstring."""
+        self.too_long = 0
+        """Requests refused as longer than ``context_tokens``."""
 
     @property
     def base_url(self) -> str:
@@ -328,6 +351,13 @@ class FakeOpenAI:
         if too_large_image(body, self.max_image_side):
             self.refusals += 1
             return web.json_response(INVALID_IMAGE, status=400)
+        if self.context_tokens is not None and isinstance(body, dict):
+            tokens = len(json.dumps([body.get("tools"), body.get("messages")])) // 4
+            if tokens > self.context_tokens:
+                self.too_long += 1
+                return web.json_response(
+                    context_length_exceeded(self.context_tokens, tokens), status=400
+                )
         if not self._replies:
             return web.json_response(
                 {"error": {"message": "fake: no scripted reply for this request"}}, status=418

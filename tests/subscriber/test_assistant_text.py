@@ -134,16 +134,23 @@ def test_downgraded_tool_call_with_arguments_removed() -> None:
         'Checking.\n[Tool Call: read (ID: toolu_1)]\nArguments: {"path": "a}.txt", '
         '"opts": [1, {"x": "\\"]"}]}\nAll good.'
     )
-    assert extract_assistant_text(assistant(text)) == "Checking.\n\nAll good."
+    # The call's own line break goes with it: no blank line between the lines around it.
+    assert extract_assistant_text(assistant(text)) == "Checking.\nAll good."
 
 
 def test_downgraded_tool_call_without_arguments() -> None:
-    assert extract_assistant_text(assistant("A [Tool Call: exec (ID: 9)] B")) == "A  B"
+    # The spaces after the marker go with it (the reference's rule), the ones before stay.
+    assert extract_assistant_text(assistant("A [Tool Call: exec (ID: 9)] B")) == "A B"
 
 
 def test_downgraded_arguments_scalar_runs_to_end_of_line() -> None:
     text = "[Tool Call: x (ID: 1)] Arguments: none at all\nReply"
-    assert strip_downgraded_tool_text(text) == "\nReply"
+    assert strip_downgraded_tool_text(text) == "Reply"
+
+
+def test_downgraded_tool_calls_in_a_row_leave_no_blank_lines() -> None:
+    text = "A\r\n[Tool Call: x (ID: 1)]\r\n[Tool Call: y (ID: 2)]\r\nArguments: {}\r\nB"
+    assert strip_downgraded_tool_text(text) == "A\r\nB"
 
 
 def test_downgraded_unbalanced_arguments_run_to_end() -> None:

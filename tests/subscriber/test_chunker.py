@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from botd.subscriber import BlockChunker
 from botd.subscriber.fences import fence_at, fences_balanced, parse_fence_spans
 
@@ -154,6 +156,17 @@ def test_hard_cut_at_max_without_whitespace() -> None:
 
 
 # --- fences -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_a_fence_cut_when_only_the_next_lines_indentation_streamed_is_reopened(step: int) -> None:
+    code = "".join(f"    value_{i} = compute({i})\n" for i in range(12))
+    blocks = stream(f"```python\ndef step():\n{code}```\n\nAfter the code.", 20, 60, step=step)
+    # Every piece of the code is in its fence, and no line lost its indentation.
+    assert all(b.startswith("```python\n") for b in blocks if "value_" in b), blocks
+    lines = [line for b in blocks for line in b.split("\n") if "value_" in line]
+    assert lines == code.rstrip("\n").split("\n")
+    assert blocks[-1] == "After the code."
 
 
 def test_fence_that_fits_is_emitted_whole() -> None:
