@@ -469,9 +469,11 @@ def test_unit_file_hardening_keeps_exposure_at_most_2(tmp_path: Path, drop_in: b
     unit_section = text.split("[Service]")[0]
     assert re.search(r"^StartLimitIntervalSec=\d+$", unit_section, re.M)
     assert re.search(r"^StartLimitBurst=\d+$", unit_section, re.M)
-    # The README's install steps put the README where Documentation= points.
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "README.md /usr/share/doc/botd/README.md" in readme
+    # The install steps put the README where Documentation= points, and the pages it links
+    # to beside it.
+    install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    assert "README.md /usr/share/doc/botd/README.md" in install
+    assert "-t /usr/share/doc/botd/docs docs/*.md" in install
     copy = _unit_copy(tmp_path, text, drop_in=drop_in)
     result = subprocess.run(
         [analyze, "security", "--offline=yes", str(copy)],
@@ -506,8 +508,10 @@ def test_mcp_servers_on_node_get_a_drop_in_and_a_writable_cache() -> None:
     from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
 
     assert "HOME" in DEFAULT_INHERITED_ENV_VARS
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "systemd/botd.service.d/mcp-node.conf" in readme
+    # The install page tells when to install the drop-in, and how.
+    install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    assert "systemd/botd.service.d/mcp-node.conf" in install
+    assert "botd unit --drop-in mcp-node" in install
 
 
 async def test_run_with_the_health_port_taken_stops_before_any_channel_connects(
