@@ -35,7 +35,7 @@ def _direct(
         text=True,
         timeout=60,
         check=False,
-        preexec_fn=_ignore_hup if ignore_hup else None,
+        preexec_fn=_ignore_hup if ignore_hup else _default_hup,
     )
 
 
@@ -52,8 +52,13 @@ def _launched(
         timeout=60,
         check=False,
         start_new_session=True,  # as the MCP SDK starts it
-        preexec_fn=_ignore_hup if ignore_hup else None,
+        preexec_fn=_ignore_hup if ignore_hup else _default_hup,
     )
+
+
+def _default_hup() -> None:
+    """SIGHUP at its default in the child, whatever the test run inherited (``nohup``)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _ignore_hup() -> None:
