@@ -16,7 +16,7 @@ channels and their new settings.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +258,7 @@ def scheduler_jobs(config: BotdConfig) -> list[JobSpec]:
             at=job.at,
             timezone=job.timezone,
             conversation_key=job.conversation,
+            heartbeat=None if job.heartbeat is None else job.heartbeat.ack_max_chars,
         )
         for job in config.scheduler.jobs
     ]
@@ -507,8 +508,14 @@ def build_runtime(
         counters.message_in(message.channel)
         await sessions.submit(message)
 
-    # A scheduled job's prompt goes to the sessions as it is: it is no message in.
-    scheduler = build_scheduler(config, store, state_dir, sessions.submit)
+    async def run_job(message: InboundMessage) -> None:
+        # A scheduled job's prompt is no message in (not counted), but it is accepted into
+        # the inbox like one: a run cut by a restart resumes, and is answered once.
+        inbox_id = await store.accept_inbound(message.channel, [message.message_id], message)
+        if inbox_id is not None:
+            await sessions.submit(replace(message, inbox_id=inbox_id))
+
+    scheduler = build_scheduler(config, store, state_dir, run_job)
 
     async def reply(target: Target, text: str) -> None:
         # In the background: a pairing reply retried through an outage of one chat must not

@@ -51,6 +51,7 @@ __all__ = [
     "GroupPolicy",
     "GroupSection",
     "HealthSection",
+    "HeartbeatSection",
     "Id",
     "JobSection",
     "LoggingSection",
@@ -471,6 +472,28 @@ class DeliverToSection(Section):
         return _registered_channel(value, info)
 
 
+DEFAULT_ACK_MAX_CHARS = 300
+
+
+class HeartbeatSection(Section):
+    """A job's ``heartbeat``: ``true`` for the defaults, or a mapping of them."""
+
+    ack_max_chars: int = Field(default=DEFAULT_ACK_MAX_CHARS, ge=0, le=4000)
+    """A reply that is ``HEARTBEAT_OK`` with a remark of at most this many characters is an
+    acknowledgement too, and is not posted (models like to add "all quiet")."""
+
+
+def _heartbeat_switch(value: Any) -> Any:
+    """``heartbeat: true`` is a heartbeat check with the defaults; ``false``, an ordinary job."""
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise ValueError(f"expected true, false or a mapping with ack_max_chars, got {value!r}")
+
+
 class JobSection(Section):
     id: Id
     cron: str | None = None
@@ -480,6 +503,9 @@ class JobSection(Section):
     prompt: str
     conversation: str | None = None
     deliver_to: DeliverToSection
+    heartbeat: Annotated[HeartbeatSection | None, BeforeValidator(_heartbeat_switch)] = None
+    """A heartbeat check: the prompt asks the agent to answer ``HEARTBEAT_OK`` when nothing
+    needs attention, and such an answer is not posted (None: an ordinary job)."""
 
     @field_validator("every")
     @classmethod

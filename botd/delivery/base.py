@@ -79,6 +79,11 @@ class RunOptions:
     """How often "typing…" is renewed while the run works (platforms expire it)."""
     journal: RunJournal | None = None
     """Where each block and final reply is written before it is sent (None: nowhere)."""
+    mode: DeliveryMode | None = None
+    """How this run is shown whatever its channel's mode (None: the channel's); a heartbeat
+    check shows only its final answer, if any."""
+    typing: bool = True
+    """Whether "typing…" is shown at all (a heartbeat check that finds nothing shows nothing)."""
 
 
 class Outgoing(NamedTuple):
