@@ -34,8 +34,8 @@ from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter, DownloadError
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import Attachment, InboundMessage, MessageRef, Target
-from .config import BotdConfig, ChatChannelSection, parse_every
-from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
+from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
+from .delivery import ChannelDelivery, ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .media import MediaResolver
 from .media.sandbox import Sandbox
@@ -183,6 +183,15 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
         name: section.delivery
         for name, section in _enabled_sections(config).items()
         if isinstance(section, ChatChannelSection)
+    }
+
+
+def delivery_chunking(config: BotdConfig) -> dict[str, ChunkSettings]:
+    """How each enabled channel cuts replies into messages."""
+    return {
+        name: ChunkSettings(section.chunk_mode, section.text_chunk_limit)
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChannelSection)
     }
 
 
@@ -389,7 +398,10 @@ class Runtime:
         access policies and delivery modes."""
         self.router.update_policies(access_policies(config))
         self.delivery.set_channels(
-            self.adapters, delivery_modes(config), retry=delivery_retry(config)
+            self.adapters,
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            chunking=delivery_chunking(config),
         )
         self.delivery.media = media_settings(config)
 
@@ -442,6 +454,7 @@ def build_runtime(
         retry=delivery_retry(config),
         media=media_settings(config),
         counts=counters,  # every message out, counted where it is sent
+        chunking=delivery_chunking(config),
     )
 
     async def send(target: Target, text: str) -> MessageRef:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -43,6 +43,7 @@ __all__ = [
     "ChannelSection",
     "ChannelsSection",
     "ChatChannelSection",
+    "ChunkMode",
     "CoalesceSection",
     "DeliverToSection",
     "DeliveryMode",
@@ -79,6 +80,7 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final"]
 ReasoningMode = Literal["off", "on", "stream"]
 BlockBreak = Literal["text_end", "message_end"]
+ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
 BuiltinTool = Literal["message", "schedule", "web_fetch"]
@@ -370,8 +372,34 @@ class AgentSection(Section):
 # --------------------------------------------------------------------------- channels
 
 
+MIN_TEXT_CHUNK_LIMIT = 100
+"""The shortest ``text_chunk_limit``: below it a reply becomes a flood of messages."""
+
+
 class ChannelSection(Section):
-    """The base of every channel's section, a plugin's too."""
+    """The base of every channel's section, a plugin's too: how replies are cut into messages
+    (delivery does the cutting, for every channel alike)."""
+
+    chunk_mode: ChunkMode = "length"
+    """``length``: a reply is one message unless it outgrows the limit; ``newline``: one
+    message per paragraph (per line on the console), each still cut at the limit."""
+    text_chunk_limit: int | None = None
+    """The longest message in characters, from ``MIN_TEXT_CHUNK_LIMIT`` up to the platform's
+    own limit (None: the platform's limit)."""
+    platform_text_limit: ClassVar[int | None] = None
+    """The platform's own limit, which ``text_chunk_limit`` may not exceed (None: unknown)."""
+
+    @field_validator("text_chunk_limit")
+    @classmethod
+    def _limit_in_range(cls, value: int | None) -> int | None:
+        if value is None:
+            return None
+        if value < MIN_TEXT_CHUNK_LIMIT:
+            raise ValueError(f"must be at least {MIN_TEXT_CHUNK_LIMIT} characters, got {value}")
+        top = cls.platform_text_limit
+        if top is not None and value > top:
+            raise ValueError(f"must be at most {top}, the platform's own limit, got {value}")
+        return value
 
 
 class GroupSection(Section):

@@ -17,7 +17,7 @@ from .heartbeat import (
     strip_heartbeat_token,
 )
 from .media import MediaSplit, split_media
-from .outbound import chunk_by_line, chunk_text
+from .outbound import chunk_by_line, chunk_text, resolve_text_chunk_limit
 from .payloads import (
     BlockBreak,
     BlockReply,
@@ -62,6 +62,7 @@ __all__ = [
     "is_messaging_duplicate",
     "normalize_for_dedupe",
     "parse_reply_directives",
+    "resolve_text_chunk_limit",
     "split_media",
     "strip_heartbeat_token",
 ]
