@@ -139,8 +139,8 @@ class InboundMessage:
     """What the model reads before this message, already labelled by speaker: chatter kept
     since the bot last spoke in the group, earlier messages of a thread. Empty: none."""
     inbox_id: int | None = None
-    """The durable inbox row the router accepted it as (None: not from the inbox, e.g. a
-    scheduled job's prompt)."""
+    """The durable inbox row it was accepted as: a chat message by the router, a scheduled
+    job's prompt by the job's firing (None: not from the inbox)."""
     attachments: tuple[Attachment, ...] = ()
     """Files sent with it (photos, voice notes, documents); ``text`` is then their caption,
     possibly empty."""
@@ -151,6 +151,11 @@ class InboundMessage:
     """An earlier message edited: ``text`` is what it says now. The router keeps it as context
     for the conversation's next prompt; it is never a prompt itself. Its ``dedupe_keys``
     name this edit (a later edit of the same message is another)."""
+
+    heartbeat: int | None = None
+    """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
+    or the token with a remark of at most this many characters, is not posted (None: not a
+    heartbeat check)."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

@@ -6,6 +6,10 @@ Three kinds of trigger: ``cron`` (standard cron: day-of-week 0 and 7 are Sunday,
 day-of-month and day-of-week are restricted a day matching either fires, as in Vixie cron),
 ``every`` (seconds) and ``at`` (one shot).
 
+A job may be a heartbeat check (``JobSpec.heartbeat``): its prompt ends with
+``HEARTBEAT_INSTRUCTION`` and its message carries the acknowledgement bound, so the run posts
+nothing when the agent answers ``HEARTBEAT_OK`` (``botd.sessions.run``).
+
 Storage is the store's job table (``JobTable``): each job's definition as plain data and its
 next run time, and beside it each job's run log. APScheduler runs on its in-memory job store,
 rebuilt from the table at start; adding, cancelling and syncing jobs write the table, and the
@@ -44,6 +48,7 @@ from .config.cron import cron_trigger, zone
 from .logging import mask_secrets
 from .schedule_store import JobTable, MirroredJobStore, import_legacy_jobs
 from .store import RunRecord, StoredJob
+from .subscriber import HEARTBEAT_INSTRUCTION
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +83,9 @@ class JobSpec:
     """For ``cron`` and a naive ``at``; default: the scheduler's zone."""
     conversation_key: str | None = None
     """A named conversation to run in; None: the job's own session ``cron:<id>``."""
+    heartbeat: int | None = None
+    """A heartbeat check: an answer that is ``HEARTBEAT_OK`` with a remark of at most this
+    many characters is not posted. None: an ordinary job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +264,7 @@ class Scheduler:
         else:
             assert spec.at is not None
             job = self._at_job(spec.id, spec.at, *args, spec.timezone, spec.conversation_key, None)
-        return replace(job, source="config", fingerprint=repr(spec))
+        return replace(job, source="config", fingerprint=repr(spec), heartbeat=spec.heartbeat)
 
     def list_jobs(self, conversation_key: str | None = None) -> list[JobInfo]:
         """All jobs, or those running in ``conversation_key``; soonest first."""
@@ -399,7 +407,7 @@ class Scheduler:
         self._aps.add_job(
             self._fire,
             trigger=self._trigger(job),
-            args=(job.id, job.prompt, job.target, job.conversation_key),
+            args=(job.id, job.prompt, job.target, job.conversation_key, job.heartbeat),
             id=job.id,
             name=job.name,
             next_run_time=job.next_run_time,
@@ -418,14 +426,19 @@ class Scheduler:
         )
 
     async def _fire(
-        self, job_id: str, prompt: str, target: Target, conversation_key: str | None
+        self,
+        job_id: str,
+        prompt: str,
+        target: Target,
+        conversation_key: str | None,
+        heartbeat: int | None = None,
     ) -> None:
         """What every job runs: submit its prompt, and log the run."""
         message = InboundMessage(
             channel=target.channel,
             chat_id=target.chat_id,
             sender_id=SENDER,
-            text=prompt,
+            text=prompt if heartbeat is None else f"{prompt}\n\n{HEARTBEAT_INSTRUCTION}",
             message_id=f"{SENDER}:{job_id}:{uuid.uuid4().hex}",
             conversation_key=conversation_key or f"cron:{job_id}",
             account_id=target.account_id,
@@ -433,6 +446,7 @@ class Scheduler:
             sender_name=SENDER,
             is_direct=True,
             target=target,
+            heartbeat=heartbeat,
         )
         try:
             await self._submit(message)

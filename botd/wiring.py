@@ -16,7 +16,7 @@ channels and their new settings.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,8 @@ from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter, DownloadError
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import Attachment, InboundMessage, MessageRef, Target
-from .config import BotdConfig, ChatChannelSection, parse_every
-from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
+from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
+from .delivery import ChannelDelivery, ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .media import MediaResolver
 from .media.sandbox import Sandbox
@@ -186,6 +186,15 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
     }
 
 
+def delivery_chunking(config: BotdConfig) -> dict[str, ChunkSettings]:
+    """How each enabled channel cuts replies into messages."""
+    return {
+        name: ChunkSettings(section.chunk_mode, section.text_chunk_limit)
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChannelSection)
+    }
+
+
 def delivery_retry(config: BotdConfig) -> dict[str, RetrySettings]:
     """How long failed replies are retried, for each enabled chat channel."""
     return {
@@ -258,6 +267,7 @@ def scheduler_jobs(config: BotdConfig) -> list[JobSpec]:
             at=job.at,
             timezone=job.timezone,
             conversation_key=job.conversation,
+            heartbeat=None if job.heartbeat is None else job.heartbeat.ack_max_chars,
         )
         for job in config.scheduler.jobs
     ]
@@ -388,7 +398,10 @@ class Runtime:
         access policies and delivery modes."""
         self.router.update_policies(access_policies(config))
         self.delivery.set_channels(
-            self.adapters, delivery_modes(config), retry=delivery_retry(config)
+            self.adapters,
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            chunking=delivery_chunking(config),
         )
         self.delivery.media = media_settings(config)
 
@@ -441,6 +454,7 @@ def build_runtime(
         retry=delivery_retry(config),
         media=media_settings(config),
         counts=counters,  # every message out, counted where it is sent
+        chunking=delivery_chunking(config),
     )
 
     async def send(target: Target, text: str) -> MessageRef:
@@ -507,8 +521,14 @@ def build_runtime(
         counters.message_in(message.channel)
         await sessions.submit(message)
 
-    # A scheduled job's prompt goes to the sessions as it is: it is no message in.
-    scheduler = build_scheduler(config, store, state_dir, sessions.submit)
+    async def run_job(message: InboundMessage) -> None:
+        # A scheduled job's prompt is no message in (not counted), but it is accepted into
+        # the inbox like one: a run cut by a restart resumes, and is answered once.
+        inbox_id = await store.accept_inbound(message.channel, [message.message_id], message)
+        if inbox_id is not None:
+            await sessions.submit(replace(message, inbox_id=inbox_id))
+
+    scheduler = build_scheduler(config, store, state_dir, run_job)
 
     async def reply(target: Target, text: str) -> None:
         # In the background: a pairing reply retried through an outage of one chat must not

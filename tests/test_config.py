@@ -226,6 +226,55 @@ def test_bad_every_and_at_and_schedule_count(tmp_path: Path) -> None:
     assert "exactly one of cron, every or at (got cron, every)" in both.message
 
 
+def test_heartbeat_jobs_are_checked_with_key_and_line(tmp_path: Path) -> None:
+    text = """
+    channels:
+      console: {enabled: true}
+    scheduler:
+      jobs:
+        - id: a
+          every: 30m
+          prompt: check
+          heartbeat: sometimes
+          deliver_to: {channel: console, chat: me}
+        - id: b
+          every: 30m
+          prompt: check
+          heartbeat:
+            ack_max_chars: -1
+          deliver_to: {channel: console, chat: me}
+        - id: c
+          every: 30m
+          prompt: check
+          heartbeat: {ack_chars: 10}
+          deliver_to: {channel: console, chat: me}
+    """
+    found = {p.path: p for p in problems(tmp_path, text)}
+    switch = found["scheduler.jobs[0].heartbeat"]
+    assert switch.line == 8
+    assert switch.message == (
+        "expected true, false or a mapping with ack_max_chars, got 'sometimes'"
+    )
+    bound = found["scheduler.jobs[1].heartbeat.ack_max_chars"]
+    assert (bound.line, bound.message) == (14, "must be at least 0, got -1")
+    unknown = found["scheduler.jobs[2].heartbeat.ack_chars"]
+    assert unknown.line == 19 and "ack_max_chars" in unknown.message  # did you mean
+
+
+def test_heartbeat_switch_takes_the_defaults(tmp_path: Path) -> None:
+    text = """
+    channels:
+      console: {enabled: true}
+    scheduler:
+      jobs:
+        - {id: a, every: 1h, prompt: p, heartbeat: true, deliver_to: {channel: console, chat: me}}
+        - {id: b, every: 1h, prompt: p, heartbeat: false, deliver_to: {channel: console, chat: me}}
+    """
+    config = load_config(write(tmp_path, text), {})
+    quiet, plain = wiring.scheduler_jobs(config)
+    assert quiet.heartbeat == 300 and plain.heartbeat is None
+
+
 def test_cross_section_checks(tmp_path: Path) -> None:
     text = """
     channels:
@@ -350,8 +399,10 @@ def test_the_reference_validates_and_starts_nothing_but_its_channels() -> None:
 
 def test_the_references_examples_validate(tmp_path: Path) -> None:
     config = load_config(switched_on(tmp_path), EXAMPLES_ENV)
-    assert len(config.scheduler.jobs) == 3
+    assert len(config.scheduler.jobs) == 4
     assert config.scheduler.jobs[2].at == datetime(2026, 12, 1, 10, 0)
+    heartbeat = config.scheduler.jobs[3].heartbeat
+    assert heartbeat is not None and heartbeat.ack_max_chars == 300
     assert set(config.agent.mcp_servers) == {"files", "search"}
     assert config.model.fallbacks[0].base_url == "http://localhost:11434/v1"
     assert config.media.transcription is not None
@@ -536,12 +587,13 @@ def test_runtime_helpers(tmp_path: Path) -> None:
 
 def test_scheduler_jobs(tmp_path: Path) -> None:
     config = load_config(switched_on(tmp_path), EXAMPLES_ENV)
-    standup, inbox, launch = wiring.scheduler_jobs(config)
+    standup, inbox, launch, watch = wiring.scheduler_jobs(config)
     assert standup.id == "weekday-standup" and standup.cron == "0 9 * * 1-5"
     assert standup.timezone == "Europe/Berlin"
     assert standup.target.channel == "telegram" and standup.target.chat_id == "-1001234567890"
     assert inbox.every == 7200.0 and inbox.target.chat_id == "C0123456789"
     assert launch.at == datetime(2026, 12, 1, 10, 0) and launch.cron is None
+    assert watch.heartbeat == 300 and standup.heartbeat is None
 
 
 def test_chunking_disabled_and_min_above_max(tmp_path: Path) -> None:

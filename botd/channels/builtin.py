@@ -35,6 +35,7 @@ def _without_bot_suffix(url: str) -> str:
 
 
 class TelegramSection(ChatChannelSection):
+    platform_text_limit = 4096  # the adapter's Capabilities.text_limit
     token: Secret
     api_base_url: Annotated[str, AfterValidator(_without_bot_suffix)] = "https://api.telegram.org"
     """The Bot API's root; python-telegram-bot's own form (a trailing ``/bot``) is accepted
@@ -46,6 +47,7 @@ class TelegramSection(ChatChannelSection):
 
 
 class SlackSection(ChatChannelSection):
+    platform_text_limit = 4000
     bot_token: Secret
     app_token: OptionalSecret = None
     signing_secret: OptionalSecret = None
@@ -72,6 +74,7 @@ class SlackSection(ChatChannelSection):
 
 
 class DiscordSection(ChatChannelSection):
+    platform_text_limit = 2000
     token: Secret
     api_base_url: str | None = None
     gateway_url: str | None = None

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -43,6 +43,7 @@ __all__ = [
     "ChannelSection",
     "ChannelsSection",
     "ChatChannelSection",
+    "ChunkMode",
     "CoalesceSection",
     "DeliverToSection",
     "DeliveryMode",
@@ -51,6 +52,7 @@ __all__ = [
     "GroupPolicy",
     "GroupSection",
     "HealthSection",
+    "HeartbeatSection",
     "Id",
     "JobSection",
     "LoggingSection",
@@ -78,6 +80,7 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final"]
 ReasoningMode = Literal["off", "on", "stream"]
 BlockBreak = Literal["text_end", "message_end"]
+ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
 BuiltinTool = Literal["message", "schedule", "web_fetch"]
@@ -369,8 +372,34 @@ class AgentSection(Section):
 # --------------------------------------------------------------------------- channels
 
 
+MIN_TEXT_CHUNK_LIMIT = 100
+"""The shortest ``text_chunk_limit``: below it a reply becomes a flood of messages."""
+
+
 class ChannelSection(Section):
-    """The base of every channel's section, a plugin's too."""
+    """The base of every channel's section, a plugin's too: how replies are cut into messages
+    (delivery does the cutting, for every channel alike)."""
+
+    chunk_mode: ChunkMode = "length"
+    """``length``: a reply is one message unless it outgrows the limit; ``newline``: one
+    message per paragraph (per line on the console), each still cut at the limit."""
+    text_chunk_limit: int | None = None
+    """The longest message in characters, from ``MIN_TEXT_CHUNK_LIMIT`` up to the platform's
+    own limit (None: the platform's limit)."""
+    platform_text_limit: ClassVar[int | None] = None
+    """The platform's own limit, which ``text_chunk_limit`` may not exceed (None: unknown)."""
+
+    @field_validator("text_chunk_limit")
+    @classmethod
+    def _limit_in_range(cls, value: int | None) -> int | None:
+        if value is None:
+            return None
+        if value < MIN_TEXT_CHUNK_LIMIT:
+            raise ValueError(f"must be at least {MIN_TEXT_CHUNK_LIMIT} characters, got {value}")
+        top = cls.platform_text_limit
+        if top is not None and value > top:
+            raise ValueError(f"must be at most {top}, the platform's own limit, got {value}")
+        return value
 
 
 class GroupSection(Section):
@@ -471,6 +500,28 @@ class DeliverToSection(Section):
         return _registered_channel(value, info)
 
 
+DEFAULT_ACK_MAX_CHARS = 300
+
+
+class HeartbeatSection(Section):
+    """A job's ``heartbeat``: ``true`` for the defaults, or a mapping of them."""
+
+    ack_max_chars: int = Field(default=DEFAULT_ACK_MAX_CHARS, ge=0, le=4000)
+    """A reply that is ``HEARTBEAT_OK`` with a remark of at most this many characters is an
+    acknowledgement too, and is not posted (models like to add "all quiet")."""
+
+
+def _heartbeat_switch(value: Any) -> Any:
+    """``heartbeat: true`` is a heartbeat check with the defaults; ``false``, an ordinary job."""
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise ValueError(f"expected true, false or a mapping with ack_max_chars, got {value!r}")
+
+
 class JobSection(Section):
     id: Id
     cron: str | None = None
@@ -480,6 +531,9 @@ class JobSection(Section):
     prompt: str
     conversation: str | None = None
     deliver_to: DeliverToSection
+    heartbeat: Annotated[HeartbeatSection | None, BeforeValidator(_heartbeat_switch)] = None
+    """A heartbeat check: the prompt asks the agent to answer ``HEARTBEAT_OK`` when nothing
+    needs attention, and such an answer is not posted (None: an ordinary job)."""
 
     @field_validator("every")
     @classmethod

@@ -11,6 +11,8 @@
 
 from .base import (
     DEFAULT_DELIVERY_MODE,
+    ChunkMode,
+    ChunkSettings,
     CoalesceSettings,
     Delivery,
     DeliveryCounts,
@@ -31,6 +33,8 @@ __all__ = [
     "DEFAULT_DELIVERY_MODE",
     "DEFAULT_RETRY_BUDGET",
     "ChannelDelivery",
+    "ChunkMode",
+    "ChunkSettings",
     "CoalesceSettings",
     "Delivery",
     "DeliveryCounts",

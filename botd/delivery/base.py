@@ -31,6 +31,21 @@ ReplyKind = Literal["block", "final"]
 PieceKind = Literal["block", "partial", "final"]
 
 
+ChunkMode = Literal["length", "newline"]
+"""How a reply is cut into messages: only where it outgrows one, or also at every paragraph."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    """How one channel cuts replies into messages (``chunk_mode``, ``text_chunk_limit``)."""
+
+    mode: ChunkMode = "length"
+    """``length``: one message unless the text outgrows it; ``newline``: a message per
+    paragraph (per line on a plain-text channel), each still cut by length."""
+    limit: int | None = None
+    """The longest message, at most the platform's own limit (None: the platform's)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CoalesceSettings:
     """Block coalescing: flush at ``max_chars``, or after ``idle_ms`` once ``min_chars`` wait."""
@@ -79,6 +94,11 @@ class RunOptions:
     """How often "typing…" is renewed while the run works (platforms expire it)."""
     journal: RunJournal | None = None
     """Where each block and final reply is written before it is sent (None: nowhere)."""
+    mode: DeliveryMode | None = None
+    """How this run is shown whatever its channel's mode (None: the channel's); a heartbeat
+    check shows only its final answer, if any."""
+    typing: bool = True
+    """Whether "typing…" is shown at all (a heartbeat check that finds nothing shows nothing)."""
 
 
 class Outgoing(NamedTuple):
@@ -192,6 +212,8 @@ class Outlet(Protocol):
 
 __all__ = [
     "DEFAULT_DELIVERY_MODE",
+    "ChunkMode",
+    "ChunkSettings",
     "CoalesceSettings",
     "Delivery",
     "DeliveryCounts",

@@ -30,6 +30,11 @@ How a run reaches a chat is chosen per channel (``DeliveryMode``):
   shown once. If the edit may have landed (it timed out after it was sent), nothing new is
   posted, since the preview most likely shows the answer already.
 
+Each channel cuts replies into messages as its ``ChunkSettings`` say (``chunk_mode``,
+``text_chunk_limit``): under its limit, which is the platform's own unless set lower, and in
+``newline`` mode one message per paragraph. The cut applies to every text it posts: blocks,
+finals, captions and the pieces of an ``edit`` preview.
+
 Each message a platform confirmed is counted (``counts``, the daemon's metrics) where it is
 sent: a text (each part of a long one), an upload, the give-up notice, an ``edit`` preview's
 message when it is posted (its edits are not counted again). Each failed attempt that is
@@ -54,16 +59,25 @@ from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
-from ..subscriber import BlockReply, PartialReply
-from .base import DEFAULT_DELIVERY_MODE, DeliveryCounts, DeliveryMode, ReplyKind, RunOptions
+from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
+from .base import (
+    DEFAULT_DELIVERY_MODE,
+    ChunkMode,
+    ChunkSettings,
+    DeliveryCounts,
+    DeliveryMode,
+    ReplyKind,
+    RunOptions,
+)
 from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
-from .preview import Preview, pieces
+from .preview import Preview, paragraphs, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 
 log = logging.getLogger(__name__)
 
 _DEFAULT_OPTIONS = RunOptions()
+_DEFAULT_CHUNKING = ChunkSettings()
 _T = TypeVar("_T")
 _ONE_ATTEMPT = RetrySettings(budget=0.0)
 
@@ -94,15 +108,19 @@ class ChannelDelivery:
         retrier: Retrier | None = None,
         media: MediaSettings | None = None,
         counts: DeliveryCounts | None = None,
+        chunking: Mapping[str, ChunkSettings] | None = None,
     ) -> None:
         """``retry`` is how failed sends are retried, for every channel or per channel name
-        (a channel not named gets the defaults); ``retrier`` replaces the one made here;
+        (a channel not named gets the defaults); ``chunking`` how each channel's replies are
+        cut into messages (a channel not named: by length, at the platform's limit);
+        ``retrier`` replaces the one made here;
         ``media`` is where uploaded files may come from (``media`` may be replaced later);
         ``counts`` hears of every message posted and every failed send (the metrics)."""
         self.media = media or MediaSettings()
         self._counts = counts
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
+        self._chunking = dict(chunking or {})
         self._min_edit_interval = min_edit_interval
         self._typing_interval = typing_interval
         self._typed_at: dict[_Key, float] = {}
@@ -118,10 +136,13 @@ class ChannelDelivery:
         adapters: Mapping[str, ChannelAdapter],
         modes: Mapping[str, DeliveryMode],
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
+        chunking: Mapping[str, ChunkSettings] | None = None,
     ) -> None:
         """Serve these adapters with these modes from now on (a reload changed them)."""
         self._adapters = dict(adapters)
         self._modes = dict(modes)
+        if chunking is not None:
+            self._chunking = dict(chunking)
         if retry is not None:
             self._set_retry(retry)
 
@@ -146,6 +167,21 @@ class ChannelDelivery:
             known = ", ".join(sorted(self._adapters)) or "none"
             raise UnknownChannelError(f"no adapter for channel {target.channel!r} (have: {known})")
         return adapter
+
+    def capabilities(self, channel: str, adapter: ChannelAdapter) -> Capabilities:
+        """What ``adapter``'s platform allows, held to the channel's ``text_chunk_limit``."""
+        caps = adapter.capabilities
+        configured = self._chunking.get(channel, _DEFAULT_CHUNKING).limit
+        if configured is None or configured >= caps.text_limit:
+            return caps
+        limit = resolve_text_chunk_limit(caps.text_limit, configured)
+        caption = caps.caption_limit
+        return replace(
+            caps, text_limit=limit, caption_limit=None if caption is None else min(caption, limit)
+        )
+
+    def _chunk_mode(self, channel: str) -> ChunkMode:
+        return self._chunking.get(channel, _DEFAULT_CHUNKING).mode
 
     def delivery_mode(self, target: Target) -> DeliveryMode:
         mode = self._modes.get(target.channel, DEFAULT_DELIVERY_MODE)
@@ -185,7 +221,7 @@ class ChannelDelivery:
         adapter = self._adapters.get(target.channel)
         if adapter is None or not can_upload(adapter):
             return True  # no uploads: the references are named after the text, in one message
-        return fits_caption(text, adapter.capabilities)
+        return fits_caption(text, self.capabilities(target.channel, adapter))
 
     async def preview(self, target: Target, partial: PartialReply) -> bool:
         """Show the answer so far (``edit`` mode); throttled, and a failure only logged.
@@ -261,6 +297,7 @@ class ChannelDelivery:
                     settings=self.media,
                     post_text=partial(self._post, adapter),
                     upload=partial(self._upload, adapter),
+                    caps=self.capabilities(target.channel, adapter),
                 )
             return await self._post(adapter, target, markdown)
         except DeliveryGivenUp as exc:
@@ -279,7 +316,8 @@ class ChannelDelivery:
         """Send ``markdown`` one message at a time, each retried on its own."""
         key = _conversation(target)
         what = f"{target.channel} send to {target.chat_id}"
-        parts = _messages(markdown, adapter.capabilities)
+        caps = self.capabilities(target.channel, adapter)
+        parts = _messages(markdown, caps, self._chunk_mode(target.channel))
         if len(parts) == 1:
             return await self._sent(key, what, partial(adapter.send, target, markdown))
         refs: list[MessageRef] = []
@@ -357,7 +395,9 @@ class ChannelDelivery:
         adapter = self.adapter_for(target)
         key = _conversation(target)
         what = f"{target.channel} edit in {target.chat_id}"
-        for index, piece in enumerate(pieces(markdown, adapter.capabilities, preview.fits)):
+        caps = self.capabilities(target.channel, adapter)
+        shown = pieces(markdown, caps, preview.fits, self._chunk_mode(target.channel))
+        for index, piece in enumerate(shown):
             if index < len(preview.refs):
                 if preview.shown[index] == piece:
                     continue
@@ -436,12 +476,15 @@ def _conversation(target: Target) -> _Key:
     return (target.channel, target.account_id, target.chat_id, target.thread_id)
 
 
-def _messages(markdown: str, caps: Capabilities) -> list[str]:
+def _messages(markdown: str, caps: Capabilities, mode: ChunkMode = "length") -> list[str]:
     """``markdown`` cut into parts that each render as one message of the platform.
 
     A short text is one part as it is (rendering cannot make it outgrow a message); a longer
-    one is rendered to see whether it fits, and cut when it does not.
+    one is rendered to see whether it fits, and cut when it does not. In ``newline`` mode each
+    paragraph is cut so on its own.
     """
+    if mode == "newline":
+        return [part for each in paragraphs(markdown, caps, mode) for part in _messages(each, caps)]
     lines = caps.line_limit
     if len(markdown) * 8 <= caps.text_limit and (lines is None or markdown.count("\n") * 2 < lines):
         return [markdown]

@@ -205,11 +205,13 @@ async def send_with_media(
     settings: MediaSettings,
     post_text: PostText,
     upload: Upload,
+    caps: Capabilities | None = None,
 ) -> list[MessageRef]:
     """Post ``text`` and upload ``media`` (see the module docstring).
 
     ``post_text`` and ``upload`` are the caller's retried sends; a failure that outlasts the
-    retries (``DeliveryGivenUp``) is raised, a refusal falls back to text.
+    retries (``DeliveryGivenUp``) is raised, a refusal falls back to text. ``caps``: the limits
+    the text is held to (default: the adapter's own).
     """
     if not can_upload(adapter):
         # A platform without uploads: the references are named after the text, unfetched.
@@ -218,7 +220,7 @@ async def send_with_media(
         return await post_text(target, _joined(text, shown))
     refs: list[MessageRef] = []
     caption = text
-    if caption.strip() and not fits_caption(caption, adapter.capabilities):
+    if caption.strip() and not fits_caption(caption, caps or adapter.capabilities):
         refs.extend(await post_text(target, caption))
         caption = ""
     for reference in media:

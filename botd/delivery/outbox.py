@@ -73,7 +73,7 @@ class RunOutbox:
         on_first_reply: Callable[[], None] | None = None,
     ) -> None:
         self.target = target
-        self._mode = outlet.delivery_mode(target)
+        self._mode = options.mode or outlet.delivery_mode(target)
         self._outlet = outlet
         self._queue: asyncio.Queue[_Queued] = asyncio.Queue()
         self._partial: PartialReply | None = None
@@ -96,10 +96,10 @@ class RunOutbox:
         self._journal = options.journal
         self._typing_call: asyncio.Task[None] | None = None
         self._typing_timer: asyncio.TimerHandle | None = None
-        self._typing = True
-        if options.typing_delay > 0:
+        self._typing = options.typing
+        if options.typing and options.typing_delay > 0:
             self._typing_timer = self._loop.call_later(options.typing_delay, self._type)
-        else:
+        elif options.typing:
             self._type()
         self._sender = asyncio.create_task(self._send_all(), name=f"outbox:{self._name}")
 

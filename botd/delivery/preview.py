@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef
-from ..subscriber import chunk_text
+from ..subscriber import chunk_by_line, chunk_text
+from .base import ChunkMode
 
 
 @dataclass(eq=False)
@@ -28,12 +29,27 @@ class Preview:
     """Whether a piece renders as one message; earlier pieces recur on every edit."""
 
 
-def pieces(markdown: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
-    """``markdown`` as Markdown pieces that each render as one message of the platform."""
+def pieces(
+    markdown: str, caps: Capabilities, fits: dict[str, bool], mode: ChunkMode = "length"
+) -> list[str]:
+    """``markdown`` as Markdown pieces that each render as one message of the platform;
+    in ``newline`` mode a piece per paragraph (see ``paragraphs``)."""
     found: list[str] = []
-    for piece in chunk_text(markdown, caps.text_limit):
-        found.extend(_fit(piece, caps, fits))
+    for paragraph in paragraphs(markdown, caps, mode):
+        for piece in chunk_text(paragraph, caps.text_limit):
+            found.extend(_fit(piece, caps, fits))
     return found
+
+
+def paragraphs(markdown: str, caps: Capabilities, mode: ChunkMode) -> list[str]:
+    """``markdown`` as the messages ``mode`` asks for before any cut by length: the whole
+    text (``length``), or one per paragraph outside code fences (``newline``; one per line on
+    a plain-text channel, where a line is what reads as a message)."""
+    if mode == "length":
+        return [markdown]
+    if caps.markdown == "plain":
+        return chunk_by_line(markdown, caps.text_limit)
+    return chunk_text(markdown, caps.text_limit, mode="newline")
 
 
 def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
@@ -50,4 +66,4 @@ def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
     return [fitted for part in smaller for fitted in _fit(part, caps, fits)]
 
 
-__all__ = ["Preview", "pieces"]
+__all__ = ["Preview", "paragraphs", "pieces"]

@@ -305,7 +305,11 @@ class SessionManager:
         for inbox_id in ids:
             session.resumed.pop(inbox_id, None)
         prompt = [] if turn is not None else [user_turn(batch)]
-        return _Next(batch[-1], prompt, min(arrivals, default=None), ids, turn is not None, batch)
+        inbound = batch[-1]
+        if inbound.heartbeat is not None and any(m.heartbeat is None for m in batch):
+            # A heartbeat check answered together with people's messages: they get the answer.
+            inbound = replace(inbound, heartbeat=None)
+        return _Next(inbound, prompt, min(arrivals, default=None), ids, turn is not None, batch)
 
     async def _gathered(self, session: Session) -> None:
         """Before the next waiting message runs: when it is part of an album, wait until no

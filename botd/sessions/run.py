@@ -37,6 +37,11 @@ its own before its answer (``blocks`` mode; ``edit`` mode before the preview sho
 ``final`` mode, where nothing streams, the run takes reasoning ``on``: the final replies lead
 with the answer's reasoning.
 
+A heartbeat check's run (``InboundMessage.heartbeat``, a scheduled job's) is shown as in
+``final`` mode, without "typing…", and posts only its answer as ``heartbeat_reply`` decides:
+nothing when the agent said ``HEARTBEAT_OK`` (a resumed one too), the alert without the token
+otherwise. Its messages are marked answered all the same.
+
 ``Runner.compact_if_needed`` folds older turns into a summary once the transcript outgrows
 the model's context budget. That budget is an estimate: when the model refuses a request
 for its length all the same, the agent loop asks ``_CompactOnOverflow`` to compact the
@@ -73,6 +78,7 @@ from ..subscriber import (
     Origin,
     StreamSubscriber,
     SubscriberConfig,
+    heartbeat_reply,
     is_messaging_duplicate,
 )
 from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
@@ -151,6 +157,8 @@ class Runner:
         posted = self._store.outbox_sent_texts([anchor]) if resumed and anchor is not None else []
         journal = OutboxJournal(self._store, anchor, target)
         options = replace(self._options, journal=journal)
+        if inbound.heartbeat is not None:
+            options = replace(options, mode="final", typing=False)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
         outcome, notice = "exception", None
         saving: _Saving | None = None
@@ -285,6 +293,8 @@ class Runner:
                     current_message_id=inbound.message_id,
                     origin=Origin(target.channel, target.route(), target.account_id),
                 )
+                if inbound.heartbeat is not None:
+                    finals = _heartbeat_answer(finals, inbound.heartbeat)
                 for reply in finals:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
                         shown.final(reply)
@@ -421,6 +431,15 @@ class Runner:
         session.history = [*result.messages, *session.history[compacted:]]
         session.history_tokens = -1  # counted again when next needed
         _log_compaction(session, result)
+
+
+def _heartbeat_answer(finals: Sequence[BlockReply], max_ack_chars: int) -> list[BlockReply]:
+    """What a heartbeat check posts of its final replies (nothing, or its alert)."""
+    reply = heartbeat_reply(finals, max_ack_chars)
+    if reply is None:
+        log.info("heartbeat check: nothing needs attention, nothing posted")
+        return []
+    return [reply]
 
 
 def _log_compaction(session: Session, result: CompactionResult) -> None:

@@ -21,7 +21,8 @@ from .targets import target_from_json, target_json
 Outcome = Literal["submitted", "failed"]
 
 _JOB_COLUMNS = (
-    "id, kind, trigger, name, prompt, target, conversation_key, source, fingerprint, next_run_time"
+    "id, kind, trigger, name, prompt, target, conversation_key, source, fingerprint, "
+    "next_run_time, heartbeat"
 )
 
 
@@ -44,6 +45,8 @@ class StoredJob:
     fingerprint: str | None = None
     """A config job's definition as text, to tell whether the configuration changed it."""
     next_run_time: datetime | None = None
+    heartbeat: int | None = None
+    """A heartbeat check's acknowledgement bound (``JobSpec.heartbeat``); None: not one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,7 @@ def _job(row: Sequence[Any]) -> StoredJob:
         source=None if row[7] is None else str(row[7]),
         fingerprint=None if row[8] is None else str(row[8]),
         next_run_time=None if row[9] is None else datetime.fromisoformat(row[9]),
+        heartbeat=None if row[10] is None else int(row[10]),
     )
 
 
@@ -103,7 +107,7 @@ class ScheduleStore(StoreBase):
     def _save_job(self, conn: sqlite3.Connection, job: StoredJob) -> None:
         conn.execute(
             f"INSERT OR REPLACE INTO scheduler_jobs ({_JOB_COLUMNS}, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.id,
                 job.kind,
@@ -115,6 +119,7 @@ class ScheduleStore(StoreBase):
                 job.source,
                 job.fingerprint,
                 _iso(job.next_run_time),
+                job.heartbeat,
                 self._clock(),
             ),
         )

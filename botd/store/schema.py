@@ -208,5 +208,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE state IN ('accepted', 'running')",
         "CREATE INDEX outbox_waiting ON outbox (id) WHERE state = 'pending'",
     ),
+    # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
+    ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,9 +9,15 @@ from .chunker import BlockChunker, BreakPreference
 from .dedupe import MessagingTarget, is_messaging_duplicate, normalize_for_dedupe
 from .directives import DirectiveAccumulator, ReplyDirectives, parse_reply_directives
 from .final import FinalReplyInput, Origin, build_final_replies, error_text_for
-from .heartbeat import HeartbeatStrip, strip_heartbeat_token
+from .heartbeat import (
+    HEARTBEAT_INSTRUCTION,
+    HEARTBEAT_TOKEN,
+    HeartbeatStrip,
+    heartbeat_reply,
+    strip_heartbeat_token,
+)
 from .media import MediaSplit, split_media
-from .outbound import chunk_by_line, chunk_text
+from .outbound import chunk_by_line, chunk_text, resolve_text_chunk_limit
 from .payloads import (
     BlockBreak,
     BlockReply,
@@ -25,6 +31,8 @@ from .payloads import (
 from .subscriber import StreamSubscriber
 
 __all__ = [
+    "HEARTBEAT_INSTRUCTION",
+    "HEARTBEAT_TOKEN",
     "BlockBreak",
     "BlockChunker",
     "BlockReply",
@@ -50,9 +58,11 @@ __all__ = [
     "extract_assistant_text",
     "extract_thinking",
     "format_reasoning",
+    "heartbeat_reply",
     "is_messaging_duplicate",
     "normalize_for_dedupe",
     "parse_reply_directives",
+    "resolve_text_chunk_limit",
     "split_media",
     "strip_heartbeat_token",
 ]

@@ -1,23 +1,30 @@
-"""The ``HEARTBEAT_OK`` acknowledgement token.
+"""The ``HEARTBEAT_OK`` acknowledgement token of heartbeat checks.
 
-On a heartbeat run the agent answers ``HEARTBEAT_OK`` when nothing needs attention; such a reply
-is not delivered. ``strip_heartbeat_token`` removes the token from the start or end of a reply
-(also when wrapped in light Markdown or HTML) and says whether what is left should be skipped.
-A token in the middle of a reply is never touched.
-
-botd has no heartbeat runs (scheduled prompts answered by the token) and nothing calls this:
-it stays as the pure function of the subscriber's public API (spec subscriber-contract.md,
-section 3) that the reference's cases pin, ready for such a feature.
+A heartbeat check is a scheduled job (``heartbeat:`` on a job in ``scheduler.jobs``) whose
+prompt ends with ``HEARTBEAT_INSTRUCTION``: when nothing needs attention the agent answers
+``HEARTBEAT_OK``, and such a reply is not delivered. ``strip_heartbeat_token`` removes the
+token from the start or end of a reply (also when wrapped in light Markdown or HTML) and says
+whether what is left should be skipped; a token in the middle of a reply is never touched.
+``heartbeat_reply`` applies it to a heartbeat run's answer.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from .payloads import BlockReply
 
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
 DEFAULT_MAX_ACK_CHARS = 300
+HEARTBEAT_INSTRUCTION = (
+    f"(This is a scheduled heartbeat check. If nothing needs attention, answer with exactly "
+    f"{HEARTBEAT_TOKEN} and nothing else. If something does, answer with the alert alone, "
+    f"without {HEARTBEAT_TOKEN}.)"
+)
+"""What a heartbeat job's prompt ends with, so the agent knows how to say "all is well"."""
 
 _HTML_TAG = re.compile(r"<[^>]*>")
 _NBSP_ENTITY = re.compile(r"&nbsp;", re.IGNORECASE)
@@ -97,3 +104,21 @@ def strip_heartbeat_token(
     if mode == "heartbeat" and len(rest) <= max(0, max_ack_chars):
         return HeartbeatStrip(should_skip=True, text="", did_strip=True)
     return HeartbeatStrip(should_skip=False, text=rest, did_strip=True)
+
+
+def heartbeat_reply(finals: Sequence[BlockReply], max_ack_chars: int) -> BlockReply | None:
+    """What a heartbeat run posts of its final replies: None when nothing.
+
+    The run's answer is its last reply with text or files (what the agent said once done;
+    narration before its tool calls is not an alert). A reply that is only the token, or the
+    token and a remark of at most ``max_ack_chars`` characters, is an acknowledgement and
+    is not posted, unless it carries files (then they go, without the text). Anything else is
+    the alert, posted without the token.
+    """
+    answer = next((r for r in reversed(finals) if r.text.strip() or r.media_urls), None)
+    if answer is None:
+        return None
+    stripped = strip_heartbeat_token(answer.text, max_ack_chars=max_ack_chars)
+    if stripped.should_skip:
+        return replace(answer, text="") if answer.media_urls else None
+    return replace(answer, text=stripped.text) if stripped.did_strip else answer

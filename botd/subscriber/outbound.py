@@ -12,11 +12,10 @@ A reply longer than the platform allows is cut into chunks no longer than ``limi
   (paragraphs are not packed together), and cuts an over-long paragraph by length.
 * ``chunk_by_line`` sends one chunk per line.
 
-The daemon splits replies in ``length`` mode (``botd.channels.markdown``, under each
-platform's limit). ``mode="newline"``, ``chunk_by_line`` and ``resolve_text_chunk_limit``
-(the reference's per-account limit rule) are the reference's other splitters: no setting
-selects them and nothing in botd calls them; they stay as the subscriber's public API (spec
-subscriber-contract.md, section 3) that the reference's cases pin.
+Delivery cuts every reply with these (``botd.delivery``): by length under each channel's
+limit, which ``resolve_text_chunk_limit`` finds (a channel's ``text_chunk_limit``, else the
+platform's own); with ``chunk_mode: newline`` first by paragraph (``mode="newline"``), or by
+line on the plain-text console (``chunk_by_line``).
 
 Each function is linear in the text: fence spans are parsed once and looked up by bisection,
 and every step looks only at the window it is about to emit.

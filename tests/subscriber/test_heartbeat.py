@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from botd.subscriber.heartbeat import HEARTBEAT_TOKEN, HeartbeatStrip, strip_heartbeat_token
+from botd.subscriber import BlockReply
+from botd.subscriber.heartbeat import (
+    HEARTBEAT_TOKEN,
+    HeartbeatStrip,
+    heartbeat_reply,
+    strip_heartbeat_token,
+)
 from tests.cases import case_ids, load_cases
 
 HEARTBEAT_CASES = load_cases("heartbeat_strip")
@@ -123,3 +129,21 @@ def test_markup_wrapped_token_with_rest_uses_the_normalised_copy() -> None:
 def test_token_in_the_middle_is_untouched(mode: Any) -> None:
     text = "I replied HEARTBEAT_OK to the monitor earlier"
     assert strip_heartbeat_token(text, mode=mode) == HeartbeatStrip(False, text, False)
+
+
+def test_a_heartbeat_run_posts_only_its_last_reply_and_nothing_when_quiet() -> None:
+    narration = BlockReply(text="Let me look at the queue.")
+    assert heartbeat_reply([narration, BlockReply(text="HEARTBEAT_OK")], 300) is None
+    assert heartbeat_reply([narration, BlockReply(text="**HEARTBEAT_OK**")], 300) is None
+    assert heartbeat_reply([], 300) is None
+    alert = heartbeat_reply([narration, BlockReply(text="HEARTBEAT_OK\n\nQueue stuck.")], 5)
+    assert alert == BlockReply(text="Queue stuck.")
+    plain = BlockReply(text="Queue stuck.", reply_to_id="9")
+    assert heartbeat_reply([plain, BlockReply(text="  ")], 300) is plain
+
+
+def test_a_quiet_heartbeat_still_sends_the_files_it_names() -> None:
+    reply = BlockReply(text="HEARTBEAT_OK", media_urls=["https://example.com/graph.png"])
+    assert heartbeat_reply([reply], 300) == BlockReply(
+        text="", media_urls=["https://example.com/graph.png"]
+    )
