@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from botd.channels.slack_threads import THREAD_HEADER, refused_line, render_thread
+from botd.channels.slack.threads import THREAD_HEADER, refused_line, render_thread
 from botd.daemon import Daemon
 from botd.kept_context import CONTEXT_HEADER, EDITED
 from tests.daemon_inprocess import (

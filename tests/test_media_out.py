@@ -23,7 +23,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
-from botd.channels.console import ConsoleAdapter
+from botd.channels.console.adapter import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
 from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.slack import SlackAdapter
+from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.slack_commands import slash_text
+from botd.channels.slack.commands import slash_text
 from botd.store import StoreError
 from tests.daemon_inprocess import (
     HANG_GUARD,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.slack_threads import CONTEXT_CHARS, THREAD_HEADER, render_thread
+from botd.channels.slack.threads import CONTEXT_CHARS, THREAD_HEADER, render_thread
 from botd.chat import Attachment, InboundMessage
 from botd.events import TextContent
 from botd.kept_context import CONTEXT_LIMIT

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from botd.channels.telegram_pastes import LONG_TEXT, SplitPastes
+from botd.channels.telegram.pastes import LONG_TEXT, SplitPastes
 from tests.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,

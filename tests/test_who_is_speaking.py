@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from botd.channels.slack_threads import ThreadContext
+from botd.channels.slack.threads import ThreadContext
 from botd.chat import InboundMessage
 from botd.kept_context import CONTEXT_HEADER
 from tests.daemon_inprocess import (
@@ -307,7 +307,7 @@ async def test_a_failing_thread_fetch_still_gets_an_answer(
         else:  # a dropped connection (aiohttp tries an idempotent GET once more by itself)
             slack.reset_next("conversations.replies", times=2)
         model.push(stream(text("Answered anyway.")))
-        with caplog.at_level(logging.WARNING, logger="botd.channels.slack_threads"):
+        with caplog.at_level(logging.WARNING, logger="botd.channels.slack.threads"):
             async with daemon_running(_slack_config(tmp_path, slack, model)):
                 await _mention(slack, "1700000000.000400", "what now?")
                 assert await _posted(slack, 1) == ["Answered anyway."]
@@ -385,7 +385,7 @@ async def test_without_users_read_senders_stay_ids_and_the_log_says_what_to_add(
         slack.fail_next("users.info", "missing_scope")
         slack.fail_next("users.info", "missing_scope")
         model.push(stream(text("ok")), stream(text("ok")))
-        with caplog.at_level(logging.WARNING, logger="botd.channels.slack_names"):
+        with caplog.at_level(logging.WARNING, logger="botd.channels.slack.names"):
             async with daemon_running(_slack_config(tmp_path, slack, model)):
                 await _mention(slack, "1700000001.000100", "hello", "U5", in_thread=False)
                 await _posted(slack, 1)
@@ -399,7 +399,7 @@ async def test_without_users_read_senders_stay_ids_and_the_log_says_what_to_add(
 async def test_names_are_remembered_an_hour_and_a_failed_lookup_five_minutes() -> None:
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from botd.channels.slack_names import FAILED_TTL, NAME_TTL, SenderNames
+    from botd.channels.slack.names import FAILED_TTL, NAME_TTL, SenderNames
 
     now = [0.0]
     async with FakeSlack() as slack:

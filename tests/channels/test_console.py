@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.channels.console import (
+from botd.channels.console.adapter import (
     CONVERSATION_KEY,
     ConsoleAdapter,
     LineSplitter,

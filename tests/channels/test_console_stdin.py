@@ -15,7 +15,7 @@ from typing import IO
 
 import pytest
 
-from botd.channels.console import MAX_MESSAGE_BYTES
+from botd.channels.console.adapter import MAX_MESSAGE_BYTES
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 

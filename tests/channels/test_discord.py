@@ -18,7 +18,7 @@ import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
-from botd.channels.discord import DiscordAdapter, DiscordStartError
+from botd.channels.discord.adapter import DiscordAdapter, DiscordStartError
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store

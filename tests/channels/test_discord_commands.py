@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from botd.channels.discord_commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
+from botd.channels.discord.commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU

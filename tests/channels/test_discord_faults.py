@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from botd.channels.discord import DiscordAdapter, DiscordError
+from botd.channels.discord.adapter import DiscordAdapter, DiscordError
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from botd.channels.errors import ChannelStartError
-from botd.channels.slack import SlackAdapter
-from botd.channels.slack_errors import SlackError
+from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.slack.errors import SlackError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
 from tests.channels.routed import through_router

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.slack import SlackAdapter
+from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.router import Router
 from botd.store import Store

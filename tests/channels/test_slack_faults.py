@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from botd.channels.slack import SlackAdapter
-from botd.channels.slack_errors import SlackError
+from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.slack.errors import SlackError
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply

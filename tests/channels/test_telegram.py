@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from botd.channels.errors import ChannelError, ChannelStartError
-from botd.channels.telegram import TelegramAdapter, TelegramAPIError
+from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
 from botd.store import Store
 from tests.channels.routed import through_router

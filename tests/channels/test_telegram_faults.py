@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from botd.channels.telegram import TelegramAdapter, TelegramAPIError, api_error
+from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError, api_error
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
 from botd.delivery.channel import GIVE_UP_NOTICE

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.discord import DiscordAdapter
-from botd.channels.slack import SlackAdapter
+from botd.channels.discord.adapter import DiscordAdapter
+from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.delivery.media import MediaSettings

@@ -224,7 +224,7 @@ def test_media_config_defaults_and_the_transcription_key_is_a_secret() -> None:
 
 
 async def test_slack_sends_its_token_only_to_slack_s_file_hosts() -> None:
-    from botd.channels.slack_inbound_media import slack_download
+    from botd.channels.slack.inbound_media import slack_download
 
     elsewhere = Attachment("image", "http://127.0.0.1:9/steal", "x.png")
     with pytest.raises(DownloadError, match="not on Slack's file server"):

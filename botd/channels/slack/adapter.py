@@ -51,18 +51,18 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from ..bounded import Recent
-from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
-from ..retry import retry_after
-from . import slack_uploads
-from .base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
-from .markdown import defuse_slack_mass_mentions, render_chunks
-from .slack_commands import NOT_A_MEMBER, CommandReplies, slash_message
-from .slack_errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
-from .slack_inbound_media import slack_attachments, slack_download
-from .slack_names import SenderNames
-from .slack_socket import SocketWatch
-from .slack_threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
+from ...bounded import Recent
+from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...retry import retry_after
+from ..base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
+from ..markdown import defuse_slack_mass_mentions, render_chunks
+from . import uploads
+from .commands import NOT_A_MEMBER, CommandReplies, slash_message
+from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
+from .inbound_media import slack_attachments, slack_download
+from .names import SenderNames
+from .socket_mode import SocketWatch
+from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
 
@@ -444,7 +444,7 @@ class SlackAdapter:
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""
     ) -> list[MessageRef]:
-        return await slack_uploads.send_file(self, target, file, caption)
+        return await uploads.send_file(self, target, file, caption)
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from .errors import ChannelError, ChannelStartError
+from ..errors import ChannelError, ChannelStartError
 
 TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}

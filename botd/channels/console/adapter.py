@@ -31,9 +31,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from ..chat import Capabilities, InboundMessage, MessageRef, Target
-from .base import ChannelAdapter, InboundSink, OutboundFile
-from .errors import ChannelError
+from ...chat import Capabilities, InboundMessage, MessageRef, Target
+from ..base import ChannelAdapter, InboundSink, OutboundFile
+from ..errors import ChannelError
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackRequestError
 
-from ..chat import MessageRef, Target
-from .base import OutboundFile
+from ...chat import MessageRef, Target
+from ..base import OutboundFile
 
 if TYPE_CHECKING:
-    from .slack import SlackAdapter
+    from .adapter import SlackAdapter
 
 UPLOAD_LIMIT = 1024 * 1024 * 1024
 METHOD = "files_upload_v2"
@@ -27,7 +27,7 @@ async def send_file(
     adapter: SlackAdapter, target: Target, file: OutboundFile, caption: str
 ) -> list[MessageRef]:
     """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id."""
-    from .slack_errors import SlackError
+    from .errors import SlackError
 
     if len(file.data) > UPLOAD_LIMIT:
         raise SlackError(METHOD, f"file_too_large ({file.filename}: {len(file.data)} bytes)")

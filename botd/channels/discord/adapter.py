@@ -32,7 +32,6 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket, ReconnectWebSocket
 
-from botd.channels import discord_uploads
 from botd.channels.base import (
     InboundSink,
     OutboundFile,
@@ -40,7 +39,8 @@ from botd.channels.base import (
     UntilAccepted,
     without_mention,
 )
-from botd.channels.discord_commands import (
+from botd.channels.discord import uploads
+from botd.channels.discord.commands import (
     NOT_ADMITTED_TEXT,
     NOT_TAKEN_TEXT,
     CommandFollowups,
@@ -49,8 +49,8 @@ from botd.channels.discord_commands import (
     command_tree,
     publish_commands,
 )
-from botd.channels.discord_conversations import conversation_of
-from botd.channels.discord_inbound_media import discord_attachments, discord_download
+from botd.channels.discord.conversations import conversation_of
+from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.markdown import RenderedChunk, render_chunks
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
@@ -550,7 +550,7 @@ class DiscordAdapter:
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""
     ) -> list[MessageRef]:
-        return await discord_uploads.send_file(self, target, file, caption)
+        return await uploads.send_file(self, target, file, caption)
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message's text; what does not fit follows in new messages.

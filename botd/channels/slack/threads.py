@@ -38,10 +38,10 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..bounded import Recent
-from ..chat import InboundMessage
-from ..speakers import bot_line, labelled
-from .slack_names import profile_name
+from ...bounded import Recent
+from ...chat import InboundMessage
+from ...speakers import bot_line, labelled
+from .names import profile_name
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import discord
 
-from ..chat import MessageRef, Target
-from .base import OutboundFile
+from ...chat import MessageRef, Target
+from ..base import OutboundFile
 
 if TYPE_CHECKING:
-    from .discord import DiscordAdapter
+    from .adapter import DiscordAdapter
 
 UPLOAD_LIMIT = 10 * 1024 * 1024
 
@@ -23,7 +23,7 @@ async def send_file(
     adapter: DiscordAdapter, target: Target, file: OutboundFile, caption: str
 ) -> list[MessageRef]:
     """Post ``file`` as an attachment in ``target``'s channel or thread."""
-    from .discord import ALLOWED_MENTIONS, DiscordError, _refusals
+    from .adapter import ALLOWED_MENTIONS, DiscordError, _refusals
 
     if len(file.data) > UPLOAD_LIMIT:
         raise DiscordError(

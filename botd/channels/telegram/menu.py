@@ -13,7 +13,7 @@ import logging
 from telegram import Bot, BotCommand
 from telegram.error import TelegramError
 
-from ..commands import MENU
+from ...commands import MENU
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..chat import Attachment, AttachmentKind
-from .base import DownloadError, TooLarge
-from .downloads import fetch_capped
+from ...chat import Attachment, AttachmentKind
+from ..base import DownloadError, TooLarge
+from ..downloads import fetch_capped
 
 FILE_HOSTS = frozenset({"files.slack.com"})
 """Where Slack serves the files of messages."""

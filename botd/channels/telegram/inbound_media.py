@@ -13,9 +13,9 @@ from telegram import Bot, Message
 from telegram.error import TelegramError
 from telegram.ext import filters
 
-from ..chat import Attachment, AttachmentKind
-from .base import DownloadError, TooLarge
-from .downloads import fetch_capped
+from ...chat import Attachment, AttachmentKind
+from ..base import DownloadError, TooLarge
+from ..downloads import fetch_capped
 
 MEDIA = (
     filters.PHOTO

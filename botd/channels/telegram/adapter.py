@@ -58,22 +58,22 @@ from telegram.ext import (
     filters,
 )
 
-from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
-from ..retry import Backoff, retry_after
-from . import telegram_uploads as uploads
-from .base import InboundSink, OffsetStore, OutboundFile, PlatformLink, without_mention
-from .errors import ChannelError
-from .markdown import RenderedChunk, render_chunks
-from .telegram_errors import (
+from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...retry import Backoff, retry_after
+from ..base import InboundSink, OffsetStore, OutboundFile, PlatformLink, without_mention
+from ..errors import ChannelError
+from ..markdown import RenderedChunk, render_chunks
+from . import uploads
+from .errors import (
     TelegramAPIError,
     TelegramStartError,
     api_error,
     quiet_non_json_error_tracebacks,
     start_failure,
 )
-from .telegram_inbound_media import MEDIA, telegram_attachments, telegram_download
-from .telegram_menu import publish_commands
-from .telegram_pastes import SplitPastes
+from .inbound_media import MEDIA, telegram_attachments, telegram_download
+from .menu import publish_commands
+from .pastes import SplitPastes
 
 __all__ = [
     "ALLOWED_UPDATES",

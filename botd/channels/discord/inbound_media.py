@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import discord
 
-from ..chat import Attachment, AttachmentKind
-from .base import TooLarge
-from .downloads import fetch_capped
+from ...chat import Attachment, AttachmentKind
+from ..base import TooLarge
+from ..downloads import fetch_capped
 
 _KINDS: dict[str, AttachmentKind] = {"image": "image", "audio": "audio", "video": "video"}
 

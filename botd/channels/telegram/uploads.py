@@ -19,10 +19,10 @@ from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, TelegramError
 
-from ..chat import MessageRef, Target
-from .base import OutboundFile
-from .markdown import render_chunks
-from .telegram_errors import TelegramAPIError, api_error
+from ...chat import MessageRef, Target
+from ..base import OutboundFile
+from ..markdown import render_chunks
+from .errors import TelegramAPIError, api_error
 
 log = logging.getLogger("botd.channels.telegram")
 

@@ -17,7 +17,7 @@ import re
 
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
-from .base import PlatformLink
+from ..base import PlatformLink
 
 __all__ = ["SocketWatch"]
 

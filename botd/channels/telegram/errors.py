@@ -28,8 +28,8 @@ from telegram.error import (
     TimedOut,
 )
 
-from ..retry import retry_after
-from .errors import ChannelError, ChannelStartError
+from ...retry import retry_after
+from ..errors import ChannelError, ChannelStartError
 
 __all__ = [
     "TelegramAPIError",

@@ -22,7 +22,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..bounded import Recent
+from ...bounded import Recent
 
 log = logging.getLogger(__name__)
 

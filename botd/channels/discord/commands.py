@@ -35,10 +35,10 @@ import aiohttp
 import discord
 from discord import app_commands
 
-from ..bounded import Expiring
-from ..chat import InboundMessage, Target
-from ..commands import MENU
-from .discord_conversations import conversation_of
+from ...bounded import Expiring
+from ...chat import InboundMessage, Target
+from ...commands import MENU
+from .conversations import conversation_of
 
 log = logging.getLogger(__name__)
 

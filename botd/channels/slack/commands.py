@@ -29,9 +29,9 @@ from typing import Any
 
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from ..bounded import Expiring
-from ..chat import InboundMessage, Target
-from ..commands import COMMANDS
+from ...bounded import Expiring
+from ...chat import InboundMessage, Target
+from ...commands import COMMANDS
 
 log = logging.getLogger(__name__)
 
