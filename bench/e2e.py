@@ -518,7 +518,7 @@ def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
 
 
 async def main(args: argparse.Namespace) -> None:
-    botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
+    botd_cmd = [sys.executable, "-m", "botd", "run", "--config"]
     (light_label, _, _), (heavy_label, _, _) = loads(args, 0)
     tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
     model = Model()

@@ -34,7 +34,7 @@ def check(
     path: Path, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "botd.cli", "check", "--config", str(path), *flags],
+        [sys.executable, "-m", "botd", "check", "--config", str(path), *flags],
         capture_output=True,
         text=True,
         env=bare_env(**(env or {})),
@@ -150,7 +150,7 @@ def test_no_enabled_channel_is_an_error_unless_allowed(tmp_path: Path) -> None:
 def test_run_refuses_a_config_without_channels(tmp_path: Path) -> None:
     path = write(tmp_path, f"state_dir: {tmp_path / 'state'}\n")
     result = subprocess.run(
-        [sys.executable, "-m", "botd.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "botd", "run", "--config", str(path)],
         capture_output=True,
         text=True,
         env=bare_env(),
@@ -334,7 +334,7 @@ def test_check_takes_an_outbound_dir_of_its_own(tmp_path: Path) -> None:
 def test_run_refuses_an_outbound_dir_that_holds_the_state_dir(tmp_path: Path) -> None:
     path = outbound_config(tmp_path, str(tmp_path))
     result = subprocess.run(
-        [sys.executable, "-m", "botd.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "botd", "run", "--config", str(path)],
         capture_output=True,
         text=True,
         env=bare_env(),

@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 from botd.cli import build_parser
 
-BOTD = [sys.executable, "-m", "botd.cli"]
+BOTD = [sys.executable, "-m", "botd"]
 
 
 def _parsers(

@@ -582,7 +582,7 @@ def test_parse_every() -> None:
 
 def run_check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "botd.cli", "check", "--config", str(path)],
+        [sys.executable, "-m", "botd", "check", "--config", str(path)],
         capture_output=True,
         text=True,
         env=bare_env(**env),

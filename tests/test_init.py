@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from botd.cli.init import init
 from botd.config import load_config
-from botd.firstrun import init
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 

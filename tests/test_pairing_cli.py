@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from botd.chat import InboundMessage, Target
-from botd.pairing_cli import format_age
+from botd.cli.pairing import format_age
 from botd.router import AccessPolicy, PairingBook, Router
 from botd.store import Store
 from tests.daemon_process import bare_env, run_botd

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-BOTD = [sys.executable, "-m", "botd.cli"]
+BOTD = [sys.executable, "-m", "botd"]
 
 
 def _assistant_update(kind: str, **fields: Any) -> dict[str, Any]:

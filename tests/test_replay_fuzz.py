@@ -318,7 +318,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_replay_quietly(tmp_path: Path) -
             ):
                 handle.write(json.dumps(event) + "\n")
     replay = subprocess.Popen(
-        [sys.executable, "-m", "botd.cli", "replay", str(path)],
+        [sys.executable, "-m", "botd", "replay", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.cli.replay import read_events
 from botd.logging import LogContext
-from botd.replay import read_events
 from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS

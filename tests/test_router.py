@@ -271,7 +271,7 @@ async def test_pairing_is_approved_from_another_process_while_running(
     code = rec.replies[-1][1].split("pairing code ")[1].split()[0]
     config = tmp_path / "botd.yaml"
     config.write_text(f"state_dir: {state}\n", encoding="utf-8")
-    botd = [sys.executable, "-m", "botd.cli", "pairing"]
+    botd = [sys.executable, "-m", "botd", "pairing"]
     listed = subprocess.run(
         [*botd, "list", "--config", str(config)], capture_output=True, text=True, timeout=60
     )

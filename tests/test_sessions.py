@@ -17,10 +17,10 @@ from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.cli.replay import read_events
 from botd.delivery import ChannelDelivery
 from botd.events import ImageContent, TextContent
 from botd.logging import LogContext
-from botd.replay import read_events
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig

@@ -24,7 +24,7 @@ import pytest
 
 from botd.store import DB_FILENAME, SCHEMA_VERSION, Store, StoreOpenError
 
-BOTD = [sys.executable, "-m", "botd.cli"]
+BOTD = [sys.executable, "-m", "botd"]
 HANG_GUARD = 60.0
 
 

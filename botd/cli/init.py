@@ -145,7 +145,7 @@ def ask_answers(stdin: TextIO, stdout: TextIO) -> Answers:
 
 def init(path: Path, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """``botd init PATH``: 0 when written, 1 when PATH exists, 2 when the answers ran out."""
-    from .config import ConfigError, parse_config
+    from ..config import ConfigError, parse_config
 
     out = stdout or sys.stdout
     if path.exists():

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import BotdConfig
+    from ..config import BotdConfig
 
 __all__ = ["EXIT_DOWN", "EXIT_NOT_RUNNING", "EXIT_OK", "add_parser", "health_url", "status"]
 
@@ -116,7 +116,7 @@ def status(
     config's secrets for masking."""
     import sys
 
-    from .config import ConfigError, default_config, load_config
+    from ..config import ConfigError, default_config, load_config
 
     try:
         if args.config:
@@ -138,7 +138,7 @@ def status(
 
 def inspect(config: BotdConfig) -> Report:
     """Find the botd of ``config``'s state dir and ask its health endpoint."""
-    from .statelock import holder
+    from ..statelock import holder
 
     state_dir = Path(config.state_dir)
     pid = holder(state_dir)
@@ -206,7 +206,7 @@ def _ask(url: str) -> dict[str, Any]:
 
 def describe(report: Report) -> list[str]:
     """``report`` as the lines ``botd status`` prints."""
-    from .pairing_cli import format_age
+    from .pairing import format_age
 
     if report.health is None or report.status == "unknown":
         if report.pid is None:

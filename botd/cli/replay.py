@@ -28,9 +28,9 @@ from typing import IO, Any
 
 import yaml
 
-from .chat import storable
-from .events import AgentEnd, AgentEvent, EventError, parse_event, storable_data
-from .subscriber import (
+from ..chat import storable
+from ..events import AgentEnd, AgentEvent, EventError, parse_event, storable_data
+from ..subscriber import (
     BlockBreak,
     BlockReply,
     ChunkingConfig,

@@ -14,11 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .firstrun import DROP_INS
-from .logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
+from ..logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
+from .init import DROP_INS
 
 if TYPE_CHECKING:
-    from .config import BotdConfig
+    from ..config import BotdConfig
 
 
 def _positive_int(value: str) -> int:
@@ -48,7 +48,7 @@ def _say(*parts: object, file: TextIO | None = None) -> None:
 
 def _registered(config: BotdConfig) -> BotdConfig:
     """``config``, its secrets registered for masking first."""
-    from .config import secret_values
+    from ..config import secret_values
 
     add_secrets(secret_values(config))
     return config
@@ -60,7 +60,7 @@ _ALLOW_EMPTY_HELP = "accept a config that enables no channel (botd then answers 
 
 def version() -> str:
     """botd's version: ``botd.__version__``, which a build also writes into the metadata."""
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -225,14 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_status(commands: Any, common: argparse.ArgumentParser) -> None:
     """``botd status``: asks the running daemon (see status_cli)."""
-    from .status_cli import add_parser
+    from .status import add_parser
 
     add_parser(commands, common)
 
 
 def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
     """``botd pairing list|approve|revoke``: they read the state dir only (see pairing_cli)."""
-    from .pairing_cli import add_parser
+    from .pairing import add_parser
 
     add_parser(commands, common)
 
@@ -240,7 +240,7 @@ def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
 def _check(path: str, allow_empty: bool) -> int:
     from pathlib import Path
 
-    from .config import ConfigError, load_config_with_warnings
+    from ..config import ConfigError, load_config_with_warnings
 
     try:
         loaded = load_config_with_warnings(Path(path), allow_empty=allow_empty)
@@ -266,8 +266,8 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
     import traceback
     from pathlib import Path
 
-    from .config import ConfigError, default_config, load_config
-    from .daemon import Daemon
+    from ..config import ConfigError, default_config, load_config
+    from ..daemon import Daemon
 
     try:
         config = (
@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         from pathlib import Path
 
-        from .doctor import doctor
+        from ..doctor import doctor
 
         config = Path(args.config) if args.config else None
         return doctor(
@@ -334,21 +334,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "init":
         from pathlib import Path
 
-        from .firstrun import init, write_example
+        from .init import init, write_example
 
         return write_example(Path(args.path)) if args.example else init(Path(args.path))
     if args.command == "unit":
-        from .firstrun import print_unit
+        from .init import print_unit
 
         return print_unit(drop_in=args.drop_in)
     if args.command == "run":
         return _run(args.config, debug, args.allow_empty)
     if args.command == "status":
-        from .status_cli import status
+        from .status import status
 
         return status(args, say=_say, register=_registered)
     if args.command == "pairing":
-        from .pairing_cli import pairing
+        from .pairing import pairing
 
         return pairing(args, say=_say, register=_registered)
     if args.command == "version":
@@ -356,7 +356,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     parser.error(f"unknown command {args.command}")
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
