@@ -48,7 +48,7 @@ from .channels.base import on_accepted
 from .chat import InboundMessage, Target
 from .commands import addressed_elsewhere, chat_command
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
-from .logging import LogContext
+from .ops.logging import LogContext
 from .store import Store, StoreError
 
 log = logging.getLogger(__name__)

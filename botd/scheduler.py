@@ -41,7 +41,7 @@ from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import
 
 from .chat import InboundMessage, Target
 from .config.cron import cron_trigger, zone
-from .logging import mask_secrets
+from .ops.logging import mask_secrets
 from .schedule_store import JobTable, MirroredJobStore, import_legacy_jobs
 from .store import RunRecord, StoredJob
 

@@ -40,8 +40,8 @@ from .delivery.media import MediaSettings
 from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .message_access import MessageAccess
-from .metrics import Metrics
-from .outages import MODEL_DOWN_AFTER_CALLS, Reachability
+from .ops.metrics import Metrics
+from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler

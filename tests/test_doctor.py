@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from botd.ports import listen_problem
+from botd.ops.ports import listen_problem
+from botd.ops.statelock import StateLock
 from botd.router import PairingBook
-from botd.statelock import StateLock
 from botd.store import SCHEMA_VERSION, Store
 from tests.config_reference import EXAMPLE
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
@@ -599,7 +599,7 @@ async def test_missing_config_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_lock_holder_read_from_proc_locks_without_locking(tmp_path: Path) -> None:
-    from botd.doctor.state import _flock_held
+    from botd.ops.doctor.state import _flock_held
 
     lock = tmp_path / "botd.lock"
     lock.write_text("")

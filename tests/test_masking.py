@@ -32,7 +32,7 @@ from botd.config import (
 )
 from botd.config.schema import ModelSection
 from botd.daemon import Daemon
-from botd.logging import (
+from botd.ops.logging import (
     add_secret,
     asyncio_exception_handler,
     configure_logging,
@@ -233,7 +233,7 @@ def test_an_exception_escaping_a_command_is_logged_masked(tmp_path: Path) -> Non
     secret = "Rk9-escape-Wz"
     program = (
         "import sys\n"
-        "from botd.logging import add_secret, install_exception_hooks\n"
+        "from botd.ops.logging import add_secret, install_exception_hooks\n"
         f"add_secret({secret!r})\n"
         "install_exception_hooks()\n"
         f"raise RuntimeError('boom ' + {secret!r})\n"

@@ -309,7 +309,7 @@ async def test_without_the_sdk_botd_refuses_to_start_in_one_line(
 
 async def test_doctor_starts_each_server_once(tmp_path: Path, pidfile: Path) -> None:
     from botd.config import parse_config
-    from botd.doctor.mcp import mcp_checks
+    from botd.ops.doctor.mcp import mcp_checks
 
     servers = ("    gone:\n      command: /nonexistent/mcp-server\n",)
     config = parse_config(config_yaml(tmp_path, _agent(pidfile, *servers)), {})
@@ -424,7 +424,7 @@ async def test_doctor_names_the_status_an_http_server_refused_with(
     tmp_path: Path, pidfile: Path, http_server: str
 ) -> None:
     from botd.config import parse_config
-    from botd.doctor.mcp import mcp_checks
+    from botd.ops.doctor.mcp import mcp_checks
 
     servers = (
         f"    web:\n      url: {json.dumps(http_server)}\n"

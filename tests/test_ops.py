@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 
 from botd.config import BotdConfig, default_config
-from botd.health import HealthPortInUse, HealthServer, cannot_listen
-from botd.logging import LogContext, configure_logging
-from botd.metrics import Metrics
-from botd.ports import listen_problem
-from botd.systemd import SystemdNotifier
+from botd.ops.health import HealthPortInUse, HealthServer, cannot_listen
+from botd.ops.logging import LogContext, configure_logging
+from botd.ops.metrics import Metrics
+from botd.ops.ports import listen_problem
+from botd.ops.systemd import SystemdNotifier
 from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -86,7 +86,7 @@ def test_missing_socket_logs_once_and_never_raises(
 ) -> None:
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "gone"))
     notifier = SystemdNotifier()
-    with caplog.at_level(logging.WARNING, logger="botd.systemd"):
+    with caplog.at_level(logging.WARNING, logger="botd.ops.systemd"):
         assert not notifier.ready()
         assert not notifier.watchdog()
         assert not notifier.stopping()

@@ -13,7 +13,7 @@ import discord
 import pytest
 
 import botd
-from botd.logging import configure_logging
+from botd.ops.logging import configure_logging
 from tests.daemon_inprocess import config_yaml, daemon_running, discord_yaml, telegram_yaml
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI

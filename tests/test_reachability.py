@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from botd.logging import add_secrets
-from botd.outages import Outage, Reachability, span, stuck_inbox
+from botd.ops.logging import add_secrets
+from botd.ops.outages import Outage, Reachability, span, stuck_inbox
 from tests.waiting import until
 
 
@@ -26,7 +26,7 @@ def test_down_once_down_after_passed_and_back_at_the_first_answer(
     clock = Clock()
     link = Reachability("channel slack", down_after=30, clock=clock)
     assert link.outage() is None and not link.failing
-    with caplog.at_level(logging.INFO, logger="botd.outages"):
+    with caplog.at_level(logging.INFO, logger="botd.ops.outages"):
         link.failed("reconnecting: Cannot connect")
         clock.now += 29
         link.failed("reconnecting: Cannot connect\nto host")
@@ -72,7 +72,7 @@ async def test_the_down_line_is_logged_when_down_after_passes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     link = Reachability("channel discord", down_after=0.01)
-    with caplog.at_level(logging.WARNING, logger="botd.outages"):
+    with caplog.at_level(logging.WARNING, logger="botd.ops.outages"):
         link.failed("gateway closed")
         assert caplog.records == []
         await until(lambda: bool(caplog.records), "the timer's line")

@@ -10,7 +10,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.cli.replay import read_events
-from botd.logging import LogContext
+from botd.ops.logging import LogContext
 from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS

@@ -20,7 +20,7 @@ from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.cli.replay import read_events
 from botd.delivery import ChannelDelivery
 from botd.events import ImageContent, TextContent
-from botd.logging import LogContext
+from botd.ops.logging import LogContext
 from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig

@@ -14,7 +14,7 @@ import pytest
 
 from botd.config import parse_config
 from botd.daemon import Daemon
-from botd.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
+from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
 
@@ -75,7 +75,7 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, pathlib; from botd.statelock import StateLock; "
+            "import sys, pathlib; from botd.ops.statelock import StateLock; "
             f"StateLock(pathlib.Path({str(state)!r})).acquire(); print('locked', flush=True); "
             "sys.stdin.read()",
         ],

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from botd.daemon import Daemon
-from botd.statelock import LOCK_FILENAME
+from botd.ops.statelock import LOCK_FILENAME
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.daemon_process import reap, run_botd, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
+from ..ops.logging import add_secrets, install_exception_hooks, json_logging, mask_secrets
 from .init import DROP_INS
 
 if TYPE_CHECKING:
@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         from pathlib import Path
 
-        from ..doctor import doctor
+        from ..ops.doctor import doctor
 
         config = Path(args.config) if args.config else None
         return doctor(

@@ -138,7 +138,7 @@ def status(
 
 def inspect(config: BotdConfig) -> Report:
     """Find the botd of ``config``'s state dir and ask its health endpoint."""
-    from ..statelock import holder
+    from ..ops.statelock import holder
 
     state_dir = Path(config.state_dir)
     pid = holder(state_dir)

@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from ..config import BotdConfig
+from ...config import BotdConfig
 from ..logging import mask_secrets
 from . import channels
 from .advice import access_checks, config_warnings, health_port_check, provider_check
@@ -353,7 +353,7 @@ def doctor(
     with ``strict`` one warned). ``as_json``: one JSON document on stdout instead, the
     config's problems included.
     """
-    from ..config import ConfigError, default_config, load_config_with_warnings, secret_values
+    from ...config import ConfigError, default_config, load_config_with_warnings, secret_values
     from ..logging import add_secrets
 
     source = str(config_path) if config_path else "(built-in default)"

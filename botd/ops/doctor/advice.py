@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config import BotdConfig, ChatChannelSection, ConfigProblem
+from ...config import BotdConfig, ChatChannelSection, ConfigProblem
 from ..ports import listen_problem
 from .checks import Check, failed, passed, warned
 from .state import lock_holder
@@ -57,7 +57,7 @@ def provider_check(config: BotdConfig, env: Mapping[str, str]) -> list[Check]:
 
 def access_checks(config: BotdConfig, state_dir: Path) -> list[Check]:
     """Warnings for access policies that admit nobody, by channel."""
-    from ..router import PairingBook, PairingFileError
+    from ...router import PairingBook, PairingFileError
 
     sections = {
         name: section

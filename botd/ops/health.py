@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from . import __version__
+from .. import __version__
 from .logging import mask_secrets
 from .metrics import Metrics
 

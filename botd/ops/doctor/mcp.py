@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 
-from ..agent.mcp.client import (
+from ...agent.mcp.client import (
     INSTALL_HINT,
     HttpRefusals,
     McpUnavailable,
@@ -17,9 +17,9 @@ from ..agent.mcp.client import (
     list_tools,
     require_sdk,
 )
-from ..agent.mcp.client import describe_error as _describe
-from ..config import BotdConfig
-from ..config.schema import McpServerSection
+from ...agent.mcp.client import describe_error as _describe
+from ...config import BotdConfig
+from ...config.schema import McpServerSection
 from .checks import Check, failed, passed
 
 __all__ = ["mcp_checks"]
