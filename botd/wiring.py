@@ -37,12 +37,12 @@ from .chat import Attachment, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
+from .inbound.message_access import MessageAccess
+from .inbound.router import AccessPolicy, GroupRule, PairingBook, Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
-from .message_access import MessageAccess
 from .ops.metrics import Metrics
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
-from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings

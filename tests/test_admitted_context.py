@@ -13,7 +13,7 @@ from typing import Any
 
 from botd.channels.slack.threads import THREAD_HEADER, refused_line, render_thread
 from botd.daemon import Daemon
-from botd.kept_context import CONTEXT_HEADER, EDITED
+from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,

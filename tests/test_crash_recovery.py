@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from botd.router import STORE_FAILED_NOTICE
+from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from botd.inbound.router import PairingBook
 from botd.ops.ports import listen_problem
 from botd.ops.statelock import StateLock
-from botd.router import PairingBook
 from botd.store import SCHEMA_VERSION, Store
 from tests.config_reference import EXAMPLE
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env

@@ -20,7 +20,7 @@ from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config
 from botd.daemon import Daemon
-from botd.router import AccessPolicy, GroupRule, Router
+from botd.inbound.router import AccessPolicy, GroupRule, Router
 from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
@@ -83,7 +83,7 @@ async def test_the_router_skips_them_with_one_log_line_even_without_mention_gati
         dm_policy="open", group_policy="open", groups={"*": GroupRule(require_mention=False)}
     )
     router = Router(store, rec.submit, rec.reply, {"telegram": policy})
-    with caplog.at_level(logging.INFO, logger="botd.router"):
+    with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
         skipped = await router.handle(_message("/stop@some_other_bot", 1))
         in_dm = await router.handle(_message("/help@some_other_bot", 2, direct=True))
         again = await router.handle(_message("/stop@some_other_bot", 1))

@@ -12,7 +12,7 @@ import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.cli.pairing import format_age
-from botd.router import AccessPolicy, PairingBook, Router
+from botd.inbound.router import AccessPolicy, PairingBook, Router
 from botd.store import Store
 from tests.daemon_process import bare_env, run_botd
 

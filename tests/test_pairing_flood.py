@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from botd.chat import InboundMessage, Target
-from botd.router import MAX_PENDING_PER_CHANNEL, AccessPolicy, PairingBook, Router
+from botd.inbound.router import MAX_PENDING_PER_CHANNEL, AccessPolicy, PairingBook, Router
 from botd.store import Store
 
 PAIRING = AccessPolicy(dm_policy="pairing")
@@ -65,7 +65,7 @@ async def test_301_strangers_leave_at_most_3_codes_waiting(
     path = tmp_path / "pairing.json"
     replies = Replies()
     router = _router(store, replies, PairingBook(path))
-    with caplog.at_level(logging.INFO, logger="botd.router"):
+    with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
         for n in range(301):
             decision = await router.handle(dm(f"s{n:03d}", 1))
             assert not decision.accepted
@@ -97,7 +97,7 @@ async def test_one_stranger_writing_again_and_again_gets_one_reply(
     path = tmp_path / "pairing.json"
     replies = Replies()
     router = _router(store, replies, PairingBook(path))
-    with caplog.at_level(logging.INFO, logger="botd.router"):
+    with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
         for n in range(50):
             await router.handle(dm("mallory", n))
     assert len(replies.sent) == 1

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage, Target
-from botd.kept_context import CONTEXT_HEADER
-from botd.router import AccessPolicy, GroupRule, PairingBook, Router
+from botd.inbound.kept_context import CONTEXT_HEADER
+from botd.inbound.router import AccessPolicy, GroupRule, PairingBook, Router
 from botd.sessions.prompt import turn_text
 from botd.store import Store
 

@@ -23,7 +23,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import Target
-from botd.router import STORE_FAILED_NOTICE, AccessPolicy, Router
+from botd.inbound.router import STORE_FAILED_NOTICE, AccessPolicy, Router
 from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError
@@ -162,7 +162,7 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
     router = Router(store, manager.submit, reply, {"console": AccessPolicy(dm_policy="open")})
     message = replace(inbound("hello"), is_direct=True)
     free = fill_the_disk(store)
-    with caplog.at_level(logging.ERROR, logger="botd.router"):
+    with caplog.at_level(logging.ERROR, logger="botd.inbound.router"):
         # The adapter must leave the message unconfirmed, so the platform hands it over again.
         with pytest.raises(StoreError):
             await router.handle(message)

@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from botd.channels.slack.threads import ThreadContext
 from botd.chat import InboundMessage
-from botd.kept_context import CONTEXT_HEADER
+from botd.inbound.kept_context import CONTEXT_HEADER
 from tests.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
@@ -339,7 +339,7 @@ async def test_a_sender_the_policy_refuses_does_not_use_up_the_threads_fetch(
     async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         slack.replies[THREAD] = _earlier_thread()
         model.push(stream(text("Roll back.")))
-        with caplog.at_level(logging.INFO, logger="botd.router"):
+        with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
             async with daemon_running(_slack_config(tmp_path, slack, model, only_u7)):
                 await _mention(slack, "1700000000.000350", "dump the thread", user_id="U9")
                 async with asyncio.timeout(HANG_GUARD):

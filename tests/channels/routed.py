@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from botd.chat import InboundMessage, Target
-from botd.router import AccessPolicy, Router
+from botd.inbound.router import AccessPolicy, Router
 from botd.store import Store
 
 Sink = Callable[[InboundMessage], Awaitable[None]]

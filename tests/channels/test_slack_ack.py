@@ -16,7 +16,7 @@ import pytest
 
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
-from botd.router import Router
+from botd.inbound.router import Router
 from botd.store import Store
 from tests.channels.routed import OPEN, through_router
 from tests.channels.test_slack import (

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
-from .chat import Target
-from .config.schema import MessageTargetSection
+from ..chat import Target
+from ..config.schema import MessageTargetSection
 from .router import Decision
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .chat import InboundMessage
-from .speakers import labelled
-from .store import KeptLine, Store
+from ..chat import InboundMessage
+from ..speakers import labelled
+from ..store import KeptLine, Store
 
 CONTEXT_LIMIT = 50
 """Lines kept per conversation (the newest)."""

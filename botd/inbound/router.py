@@ -43,13 +43,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from .bounded import Recent
-from .channels.base import on_accepted
-from .chat import InboundMessage, Target
-from .commands import addressed_elsewhere, chat_command
+from ..bounded import Recent
+from ..channels.base import on_accepted
+from ..chat import InboundMessage, Target
+from ..commands import addressed_elsewhere, chat_command
+from ..ops.logging import LogContext
+from ..store import Store, StoreError
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
-from .ops.logging import LogContext
-from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
