@@ -43,8 +43,8 @@ from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .ops.metrics import Metrics
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
-from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
+from .scheduler.store import LEGACY_DB_NAME
 from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
 from .store import InboundPruner, Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig

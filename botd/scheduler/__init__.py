@@ -12,7 +12,7 @@ rebuilt from the table at start; adding, cancelling and syncing jobs write the t
 in-memory store writes back every next run time APScheduler computes and every job it drops
 once done, so a restart knows what was missed. Jobs call a bound method of their scheduler with
 plain arguments: nothing is pickled. A ``schedule.sqlite3`` left by an earlier botd is imported
-once at start (``botd.schedule_store``) and then left alone.
+once at start (``botd.scheduler.store``) and then left alone.
 
 Misfires are coalesced: runs missed while botd was down become one run on start, if the latest
 one is within ``misfire_grace_time``. Reminders (id prefix ``reminder-``) have no grace limit:
@@ -39,11 +39,11 @@ from apscheduler.schedulers.base import BaseScheduler  # type: ignore[import-unt
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
-from .chat import InboundMessage, Target
-from .config.cron import cron_trigger, zone
-from .ops.logging import mask_secrets
-from .schedule_store import JobTable, MirroredJobStore, import_legacy_jobs
-from .store import RunRecord, StoredJob
+from ..chat import InboundMessage, Target
+from ..config.cron import cron_trigger, zone
+from ..ops.logging import mask_secrets
+from ..store import RunRecord, StoredJob
+from .store import JobTable, MirroredJobStore, import_legacy_jobs
 
 log = logging.getLogger(__name__)
 

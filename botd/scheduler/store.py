@@ -26,8 +26,8 @@ from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
-from .store import RunRecord, StoredJob
-from .store.targets import target_from_data
+from ..store import RunRecord, StoredJob
+from ..store.targets import target_from_data
 
 log = logging.getLogger(__name__)
 
