@@ -1,5 +1,5 @@
 """Compressed bodies from a hostile server: whatever botd downloads for a chat (a page or a
-``MEDIA:`` URL through ``botd.fetch``, a file someone sent through ``fetch_capped``) is decoded
+``MEDIA:`` URL through ``botd.net.fetch``, a file someone sent through ``fetch_capped``) is decoded
 with bounded work.
 
 A gzip bomb (1 GiB of zeros in about 1 MB) is given up at the cap, and the memory allocated
@@ -24,7 +24,7 @@ import pytest
 
 from botd.channels.base import DownloadError, TooLarge
 from botd.channels.downloads import fetch_capped
-from botd.fetch import Fetched, FetchFailed, fetch
+from botd.net.fetch import Fetched, FetchFailed, fetch
 from tests.compressed import MIB, gzip_bomb, gzip_of_zeros, peak_allocated, stacked_bomb
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -91,7 +91,7 @@ async def _failure_and_peak(work: Coroutine[Any, Any, object]) -> tuple[Exceptio
     raise AssertionError("the download did not fail")
 
 
-# --- pages and MEDIA: URLs (botd.fetch) ---------------------------------------------------------
+# --- pages and MEDIA: URLs (botd.net.fetch) -----------------------------------------------------
 
 
 async def test_a_gzip_bomb_is_given_up_at_the_cap_within_bounded_memory(

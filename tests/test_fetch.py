@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from botd.fetch import AddressRules, FetchFailed, FetchRefused, fetch
+from botd.net.fetch import AddressRules, FetchFailed, FetchRefused, fetch
 from tests.fakes.loopback import serve
 
 LOOPBACK = ["127.0.0.1"]

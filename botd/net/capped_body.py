@@ -1,7 +1,7 @@
 """Reading an HTTP response body without ever doing more than a size limit's worth of work.
 
 Every body botd downloads for a chat goes through ``read_capped_body``: pages and ``MEDIA:``
-URLs (``botd.fetch``) and the files people send on Telegram, Slack and Discord
+URLs (``botd.net.fetch``) and the files people send on Telegram, Slack and Discord
 (``botd.channels.downloads``). A hostile server can make a small body expand enormously
 (1 GiB of zeros gzips to about 1 MB), so the size that counts is the size *after* decoding,
 and it is counted while decoding happens, not after:

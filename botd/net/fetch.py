@@ -9,7 +9,7 @@ in the ``Host`` header and TLS's server name), so a name that resolves to a publ
 for the check and to a private one a moment later gains nothing. Redirects are followed by
 hand, each hop checked the same way.
 
-The body is read by ``botd.capped_body``: given up past ``max_bytes``, counted after decoding
+The body is read by ``botd.net.capped_body``: given up past ``max_bytes``, counted after decoding
 as the decoding happens, so a small compressed body cannot expand without limit. At most one
 content encoding is taken (gzip or deflate): stacked encodings (``gzip, gzip``), an encoding
 botd does not decode (``br``, ``zstd``) and a broken stream are a ``FetchFailed`` line.
