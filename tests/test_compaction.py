@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from botd.agent.types import AssistantResult, ModelRequest, ProviderItem
-from botd.compaction import (
+from botd.agent.compaction import (
     SUMMARY_HEADER,
     SummaryError,
     compact_transcript,
     estimate_tokens,
     summarizer_for,
 )
+from botd.agent.types import AssistantResult, ModelRequest, ProviderItem
 from botd.events import (
     AssistantStreamEvent,
     ImageContent,

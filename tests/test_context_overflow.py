@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from botd.compaction import SUMMARY_HEADER
+from botd.agent.compaction import SUMMARY_HEADER
 from botd.daemon import Daemon
 from botd.events import Message, TextContent
 from botd.store import Store

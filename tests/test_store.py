@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from botd.agent.compaction import compact_transcript
 from botd.chat import Target
-from botd.compaction import compact_transcript
 from botd.events import (
     ImageContent,
     Message,

@@ -23,7 +23,7 @@ from .base import StoreError
 from .deferred import DeferredWrites
 
 if TYPE_CHECKING:
-    from ..compaction import CompactionResult
+    from ..agent.compaction import CompactionResult
 
 
 class UnknownSessionError(KeyError):

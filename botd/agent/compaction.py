@@ -26,8 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from .agent.types import AssistantResult, ModelRequest, Provider
-from .events import ImageContent, Message, TextContent, ThinkingContent, ToolCallContent
+from ..events import ImageContent, Message, TextContent, ThinkingContent, ToolCallContent
+from .types import AssistantResult, ModelRequest, Provider
 
 log = logging.getLogger(__name__)
 
