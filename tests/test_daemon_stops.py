@@ -8,7 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from botd.agent.providers import NO_ANSWER_IN_TIME
+from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.store import Store
 from tests.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from botd.agent.loop import LoopConfig
-from botd.agent.providers import NO_ANSWER_IN_TIME
 from botd.agent.providers.anthropic import AnthropicProvider
 from botd.agent.providers.openai import OpenAIProvider
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
+from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target

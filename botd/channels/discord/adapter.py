@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -39,7 +40,6 @@ from botd.channels.base import (
     UntilAccepted,
     without_mention,
 )
-from botd.channels.discord import uploads
 from botd.channels.discord.commands import (
     NOT_ADMITTED_TEXT,
     NOT_TAKEN_TEXT,
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "discord"
 TEXT_LIMIT = 2000
 LINE_LIMIT = 17
+UPLOAD_LIMIT = 10 * 1024 * 1024
 MESSAGE_CONTENT_INTENT_HELP = (
     'enable "Message Content Intent" for this bot in the Discord developer portal '
     "(Applications > your app > Bot > Privileged Gateway Intents)"
@@ -550,7 +551,35 @@ class DiscordAdapter:
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""
     ) -> list[MessageRef]:
-        return await uploads.send_file(self, target, file, caption)
+        """Post ``file`` as an attachment (``discord.File``) in ``target``'s channel or thread,
+        the caption as the message's content.
+
+        Discord takes attachments of up to 10 MiB from a bot in a server without boosts; a
+        larger file is refused before anything is sent.
+        """
+        if len(file.data) > UPLOAD_LIMIT:
+            raise DiscordError(
+                "upload", 413, f"file too large: {file.filename} is {len(file.data)} bytes"
+            )
+        channel = self._channel(target)
+        chunks = self._chunks(caption) if caption.strip() else []
+        content = chunks[0].text if chunks else None
+        attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
+        with _refusals("upload"):
+            if target.reply_to_id is None:
+                sent = await channel.send(
+                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS
+                )
+            else:
+                reference = discord.MessageReference(
+                    message_id=int(target.reply_to_id),
+                    channel_id=channel.id,
+                    fail_if_not_exists=False,
+                )
+                sent = await channel.send(
+                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                )
+        return [MessageRef(target, str(sent.id))]
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message's text; what does not fit follows in new messages.

@@ -47,7 +47,7 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
@@ -56,7 +56,6 @@ from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ...retry import retry_after
 from ..base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
 from ..markdown import defuse_slack_mass_mentions, render_chunks
-from . import uploads
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .inbound_media import slack_attachments, slack_download
@@ -67,6 +66,8 @@ from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 4000
+UPLOAD_LIMIT = 1024 * 1024 * 1024
+UPLOAD = "files_upload_v2"
 MESSAGE_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 """``message`` subtypes that are prompts; edits, deletes, joins and the like are not."""
 RATE_LIMIT_ATTEMPTS = 3
@@ -444,7 +445,36 @@ class SlackAdapter:
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""
     ) -> list[MessageRef]:
-        return await uploads.send_file(self, target, file, caption)
+        """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id.
+
+        ``files_upload_v2`` is three steps in one call: the SDK asks for an upload URL
+        (``files.getUploadURLExternal``), posts the bytes there and shares the file in the
+        channel (``files.completeUploadExternal``) with the caption as its
+        ``initial_comment``. When the bytes cannot be posted (a 5xx of the upload URL) the SDK
+        raises a request error, which is retryable; a file whose upload was never completed is
+        not shared, so a retry shows the file once. Slack takes files of up to 1 GB.
+        """
+        if len(file.data) > UPLOAD_LIMIT:
+            raise SlackError(UPLOAD, f"file_too_large ({file.filename}: {len(file.data)} bytes)")
+        comments = self._render(caption) if caption.strip() else []
+        thread_ts = self._thread_for(target)
+        try:
+            response = await self._call(
+                UPLOAD,
+                self.client.files_upload_v2,
+                channel=target.chat_id,
+                content=file.data,
+                filename=file.filename,
+                title=file.filename,
+                initial_comment=comments[0] if comments else None,
+                thread_ts=thread_ts,
+            )
+        except SlackRequestError as exc:
+            raise SlackError(UPLOAD, str(exc), retryable=True) from exc
+        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        files = response.get("files") or []
+        file_id = str(files[0].get("id", "")) if files and isinstance(files[0], dict) else ""
+        return [MessageRef(posted_to, file_id)]
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""
