@@ -138,14 +138,14 @@ def _flock_held(fd: int, locks: Path = Path("/proc/locks")) -> bool | None:
 
 def _database_check(path: Path) -> Check:
     from ...store import SCHEMA_VERSION, StoreOpenError
-    from ...store.base import _preflight
+    from ...store.base import preflight
 
     if not path.exists():
         return passed(
             "state_dir.database", f"no database yet; botd creates {path} (schema {SCHEMA_VERSION})"
         )
     try:
-        _preflight(path)
+        preflight(path)
         version, problem = _read_database(path)
     except StoreOpenError as exc:
         return failed("state_dir.database", "database cannot be used", str(exc))
