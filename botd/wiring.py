@@ -31,14 +31,16 @@ from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
-from .channels.base import ChannelAdapter, DownloadError
+from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
-from .chat import Attachment, InboundMessage, MessageRef, Target
+from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
+from .inbound.access import AccessPolicy, GroupRule
 from .inbound.message_access import MessageAccess
-from .inbound.router import AccessPolicy, GroupRule, PairingBook, Router
+from .inbound.pairing import PairingBook
+from .inbound.router import Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .ops.metrics import Metrics

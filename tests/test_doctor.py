@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.inbound.router import PairingBook
+from botd.inbound.pairing import PairingBook
 from botd.ops.ports import listen_problem
 from botd.ops.statelock import StateLock
 from botd.store import SCHEMA_VERSION, Store

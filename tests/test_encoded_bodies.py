@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from botd.channels.base import DownloadError, TooLarge
 from botd.channels.downloads import fetch_capped
+from botd.chat import DownloadError, TooLarge
 from botd.net.fetch import Fetched, FetchFailed, fetch
 from tests.compressed import MIB, gzip_bomb, gzip_of_zeros, peak_allocated, stacked_bomb
 from tests.daemon_inprocess import (

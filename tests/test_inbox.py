@@ -14,7 +14,8 @@ import pytest
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.chat import InboundMessage, Target
 from botd.events import Message, TextContent, ToolCallContent
-from botd.inbound.router import AccessPolicy, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.router import Router
 from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store
 from tests.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings

@@ -12,8 +12,10 @@ import pytest
 from botd.chat import Target
 from botd.config import BotdConfig, ConfigError, load_config
 from botd.config.schema import MessageTargetSection
+from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.message_access import NOT_LISTED, MessageAccess
-from botd.inbound.router import AccessPolicy, GroupRule, PairingBook, Router, chat_kind
+from botd.inbound.pairing import PairingBook
+from botd.inbound.router import Router, chat_kind
 from botd.store import Store
 from botd.wiring import scheduler_jobs
 

@@ -20,7 +20,8 @@ from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config
 from botd.daemon import Daemon
-from botd.inbound.router import AccessPolicy, GroupRule, Router
+from botd.inbound.access import AccessPolicy, GroupRule
+from botd.inbound.router import Router
 from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback

@@ -12,7 +12,9 @@ import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.cli.pairing import format_age
-from botd.inbound.router import AccessPolicy, PairingBook, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.pairing import PairingBook
+from botd.inbound.router import Router
 from botd.store import Store
 from tests.daemon_process import bare_env, run_botd
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from botd.chat import InboundMessage, Target
-from botd.inbound.router import MAX_PENDING_PER_CHANNEL, AccessPolicy, PairingBook, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.pairing import MAX_PENDING_PER_CHANNEL, PairingBook
+from botd.inbound.router import Router
 from botd.store import Store
 
 PAIRING = AccessPolicy(dm_policy="pairing")
@@ -65,7 +67,7 @@ async def test_301_strangers_leave_at_most_3_codes_waiting(
     path = tmp_path / "pairing.json"
     replies = Replies()
     router = _router(store, replies, PairingBook(path))
-    with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
+    with caplog.at_level(logging.INFO, logger="botd.inbound"):
         for n in range(301):
             decision = await router.handle(dm(f"s{n:03d}", 1))
             assert not decision.accepted

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage, Target
+from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
-from botd.inbound.router import AccessPolicy, GroupRule, PairingBook, Router
+from botd.inbound.pairing import PairingBook
+from botd.inbound.router import Router
 from botd.sessions.prompt import turn_text
 from botd.store import Store
 

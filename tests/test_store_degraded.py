@@ -23,7 +23,8 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import Target
-from botd.inbound.router import STORE_FAILED_NOTICE, AccessPolicy, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError

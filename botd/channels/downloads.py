@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from ..chat import DownloadError, TooLarge
 from ..net.capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
-from .base import DownloadError, TooLarge
 
 DOWNLOAD_TIMEOUT = 60.0
 """Seconds a download may take to connect, and between two pieces of its body."""

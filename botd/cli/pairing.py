@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import BotdConfig
-    from ..inbound.router import PairingBook
+    from ..inbound.pairing import PairingBook
 
 __all__ = ["add_parser", "format_age", "pairing"]
 
@@ -111,7 +111,7 @@ def pairing(
     import os
 
     from ..config import ConfigError, default_config, load_config
-    from ..inbound.router import PairingFileError
+    from ..inbound.pairing import PairingFileError
 
     configured: set[str] | None = None
     if args.state_dir:
@@ -153,7 +153,7 @@ def _act(
     configured: set[str] | None,
     say: Callable[..., None],
 ) -> int:
-    from ..inbound.router import PairingBook
+    from ..inbound.pairing import PairingBook
 
     book = PairingBook(state_dir / "pairing.json")
     if args.action == "list":

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ..chat import Target
 from ..config.schema import MessageTargetSection
-from .router import Decision
+from .access import Decision
 
 log = logging.getLogger(__name__)
 

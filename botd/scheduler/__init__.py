@@ -113,6 +113,9 @@ class Scheduler:
     ``legacy_db``: a ``schedule.sqlite3`` from an earlier botd, imported once on start.
     """
 
+    reminder_prefix = REMINDER_PREFIX
+    """The id prefix of the agent's reminders (no configured job may use it)."""
+
     def __init__(
         self,
         store: JobTable,

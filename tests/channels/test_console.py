@@ -25,7 +25,8 @@ from botd.channels.console.adapter import (
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.delivery import ChannelDelivery
-from botd.inbound.router import AccessPolicy, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.router import Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 

@@ -33,7 +33,8 @@ from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery, RetrySettings
-from botd.inbound.router import AccessPolicy, Decision, GroupRule, Router
+from botd.inbound.access import AccessPolicy, Decision, GroupRule
+from botd.inbound.router import Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import SubscriberConfig

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from botd.channels.base import DownloadError, TooLarge
 from botd.channels.downloads import fetch_capped
-from botd.chat import Attachment, InboundMessage
+from botd.chat import Attachment, DownloadError, InboundMessage, TooLarge
 from botd.config.schema import MediaSection
 from botd.events import ImageContent, Message, TextContent
 from botd.media import MediaResolver

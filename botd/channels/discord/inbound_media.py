@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import discord
 
-from ...chat import Attachment, AttachmentKind
-from ..base import TooLarge
+from ...chat import Attachment, AttachmentKind, TooLarge
 from ..downloads import fetch_capped
 
 _KINDS: dict[str, AttachmentKind] = {"image": "image", "audio": "audio", "video": "video"}

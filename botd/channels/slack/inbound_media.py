@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...chat import Attachment, AttachmentKind
-from ..base import DownloadError, TooLarge
+from ...chat import Attachment, AttachmentKind, DownloadError, TooLarge
 from ..downloads import fetch_capped
 
 FILE_HOSTS = frozenset({"files.slack.com"})

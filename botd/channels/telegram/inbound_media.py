@@ -13,8 +13,7 @@ from telegram import Bot, Message
 from telegram.error import TelegramError
 from telegram.ext import filters
 
-from ...chat import Attachment, AttachmentKind
-from ..base import DownloadError, TooLarge
+from ...chat import Attachment, AttachmentKind, DownloadError, TooLarge
 from ..downloads import fetch_capped
 
 MEDIA = (

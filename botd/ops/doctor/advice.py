@@ -57,7 +57,7 @@ def provider_check(config: BotdConfig, env: Mapping[str, str]) -> list[Check]:
 
 def access_checks(config: BotdConfig, state_dir: Path) -> list[Check]:
     """Warnings for access policies that admit nobody, by channel."""
-    from ...inbound.router import PairingBook, PairingFileError
+    from ...inbound.pairing import PairingBook, PairingFileError
 
     sections = {
         name: section
