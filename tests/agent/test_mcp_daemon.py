@@ -38,7 +38,7 @@ from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.health_probe import free_port
 from tests.waiting import until
 
-FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 FRIEND = 111
 NARROW = -100200  # offered message and mcp__t__echo only
 SERVER_WIDE = -100300  # offered every tool of server t

@@ -15,8 +15,8 @@ from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU
 from botd.store import Store, StoreError, StoreWriteError
+from tests.channels.discord.test_discord import HANG_GUARD, Sink, make_adapter
 from tests.channels.routed import through_router
-from tests.channels.test_discord import HANG_GUARD, Sink, make_adapter
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import (

@@ -38,7 +38,7 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
-from tests.test_sessions import ListSink, inbound, settings
+from tests.sessions.test_sessions import ListSink, inbound, settings
 
 HANG_GUARD = 60.0
 DM = 777

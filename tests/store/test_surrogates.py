@@ -26,7 +26,7 @@ from botd.events import Message
 from botd.sessions import SessionManager
 from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store
-from tests.channels.test_telegram import GROUP, started
+from tests.channels.telegram.test_telegram import GROUP, started
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -36,8 +36,8 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.test_sessions import ListSink, inbound, settings
-from tests.test_store_degraded import fill_the_disk
+from tests.sessions.test_sessions import ListSink, inbound, settings
+from tests.store.test_store_degraded import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777

@@ -14,7 +14,7 @@ import pytest
 from botd.config import ChatChannelSection, ConfigError, ConfigProblem, load_config, parse_config
 from tests.daemon_process import bare_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = "channels:\n  console: {enabled: true}\n"
 
 

@@ -26,7 +26,7 @@ from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.test_sessions import GateTool
+from tests.sessions.test_sessions import GateTool
 
 HANG_GUARD = 30.0
 CHAT = "c1"

@@ -18,7 +18,7 @@ from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
 from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store
-from tests.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
+from tests.sessions.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
 
 GUARD = 30.0
 

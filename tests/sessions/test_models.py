@@ -27,7 +27,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
-from tests.test_sessions import ListSink, inbound, settings, settle
+from tests.sessions.test_sessions import ListSink, inbound, settings, settle
 
 ALICE = 111
 BOB = 222

@@ -18,7 +18,7 @@ from botd.inbound.router import Router
 from botd.store import Store
 from tests.daemon_process import bare_env, run_botd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def botd(*args: str) -> subprocess.CompletedProcess[str]:

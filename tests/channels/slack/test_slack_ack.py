@@ -19,7 +19,7 @@ from botd.chat import InboundMessage, Target
 from botd.inbound.router import Router
 from botd.store import Store
 from tests.channels.routed import OPEN, through_router
-from tests.channels.test_slack import (
+from tests.channels.slack.test_slack import (
     Inbox,
     _adapter,
     _event,

@@ -28,7 +28,7 @@ from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
 from botd.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILTINS = {"telegram": TELEGRAM, "slack": SLACK, "discord": DISCORD, "console": CONSOLE}
 
 

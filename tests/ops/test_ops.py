@@ -26,7 +26,7 @@ from botd.ops.systemd import SystemdNotifier
 from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "botd.service"
 NODE_DROP_IN = ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"
 

@@ -14,7 +14,7 @@ from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from botd.inbound.pairing import PairingBook
 from botd.sessions.prompt import turn_text
 from botd.store import Store
-from tests.test_router import Recorder, dm, group, router
+from tests.inbound.test_router import Recorder, dm, group, router
 
 
 @pytest.fixture

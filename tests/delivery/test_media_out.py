@@ -42,7 +42,7 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.files import FileServer
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.test_sessions import settings
+from tests.sessions.test_sessions import settings
 from tests.waiting import until
 
 DM = 777

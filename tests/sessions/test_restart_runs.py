@@ -14,7 +14,7 @@ from botd.ops.logging import LogContext
 from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS
-from tests.test_sessions import ListSink, inbound, settings, settle
+from tests.sessions.test_sessions import ListSink, inbound, settings, settle
 
 
 class RunIds(logging.Handler):
