@@ -417,7 +417,7 @@ def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
             continue
         leaves[frames[-1]] += int(samples)
         for frame in set(frames):
-            if "botd/" in frame and "botd/cli.py" not in frame:
+            if "botd/" in frame and "botd/cli/__init__.py" not in frame:
                 inclusive[frame] += int(samples)
         total += int(samples)
     own = [f"{n / total:6.1%}  {frame}" for frame, n in leaves.most_common(count)]

@@ -360,7 +360,7 @@ class DiscordAdapter:
         self._ready.set()
 
     async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
-        """A slash command used (``discord_commands``): handed on like a typed one, and the
+        """A slash command used (``commands``): handed on like a typed one, and the
         interaction answered, for its user only, once it was taken or could not be."""
         client, sink = self._client, self._sink
         me = client.user if client is not None else None

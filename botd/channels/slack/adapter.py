@@ -17,8 +17,8 @@ listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread). The first mention inside a thread the bot was
-not in brings the thread's earlier messages along as context (``slack_threads``). A sender
-whose message brings no name is looked up once an hour (``slack_names``).
+not in brings the thread's earlier messages along as context (``threads``). A sender
+whose message brings no name is looked up once an hour (``names``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
 with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
@@ -27,8 +27,8 @@ with ``chat.postMessage``. Mentions that notify a whole channel or user group (`
 made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
 are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
 request, is retried here after its ``Retry-After``. Other failures raise ``SlackError``
-(``slack_errors``) marked retryable or not (see ``_call``); the delivery layer decides
-whether to try again. Slash commands (``slack_commands``) come in as messages. Slack has no
+(``errors``) marked retryable or not (see ``_call``); the delivery layer decides
+whether to try again. Slash commands (``commands``) come in as messages. Slack has no
 typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
 target is a thread and does nothing otherwise.
 """
@@ -293,7 +293,7 @@ class SlackAdapter:
         await self._inbound(body, event, app_mention=True)
 
     async def _on_slash_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        """A slash command of this app (``slack_commands``), acked once it is in the inbox.
+        """A slash command of this app (``commands``), acked once it is in the inbox.
         Slack never delivers one again: one the router could not take is acked all the
         same (the router has told the chat to send it again)."""
         self.command_replies.remember(command)

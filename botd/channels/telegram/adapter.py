@@ -14,7 +14,7 @@ when it died is delivered again at the next start. (At shutdown, PTB's last conf
 waits a bounded time and confirms only what was handled.) The handled offset is also saved
 (``offsets``) and the first ``getUpdates`` resumes from it; each message carries
 ``chat:message_id`` as its dedupe key, so the router drops a message delivered twice. The
-parts of an album, and of a long text the app split (``telegram_pastes``), share an album id:
+parts of an album, and of a long text the app split (``pastes``), share an album id:
 the sessions answer them as one.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
@@ -25,7 +25,7 @@ text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't pars
 again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
 ``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
 5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error`` in
-``telegram_errors``); a start that fails raises ``TelegramStartError`` (a
+``errors``); a start that fails raises ``TelegramStartError`` (a
 ``ChannelStartError``) saying whether the token was refused or the URL is wrong; no PTB object
 leaves this module.
 """
