@@ -417,7 +417,7 @@ def top_frames(raw: Path, count: int = 15) -> tuple[list[str], list[str]]:
             continue
         leaves[frames[-1]] += int(samples)
         for frame in set(frames):
-            if "botd/" in frame and "botd/cli.py" not in frame:
+            if "botd/" in frame and "botd/cli/__init__.py" not in frame:
                 inclusive[frame] += int(samples)
         total += int(samples)
     own = [f"{n / total:6.1%}  {frame}" for frame, n in leaves.most_common(count)]
@@ -518,7 +518,7 @@ def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
 
 
 async def main(args: argparse.Namespace) -> None:
-    botd_cmd = [sys.executable, "-m", "botd.cli", "run", "--config"]
+    botd_cmd = [sys.executable, "-m", "botd", "run", "--config"]
     (light_label, _, _), (heavy_label, _, _) = loads(args, 0)
     tmp = Path(tempfile.mkdtemp(prefix="botd-e2e-"))
     model = Model()

@@ -37,7 +37,8 @@ from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.daemon import settled_heap
 from botd.delivery import ChannelDelivery
-from botd.router import AccessPolicy, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.router import Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 

@@ -17,7 +17,7 @@ A running channel whose platform cannot be reached is another matter: its SDK re
 itself, so nothing is restarted. Its adapter says so through its ``PlatformLink``
 (``reachability``); once that has lasted ``health.down_after`` seconds the channel shows as
 ``down`` (``view``, ``down``, ``problems``: ``down for 42 s (the last error)``) until the
-platform answers again (see ``botd.outages``).
+platform answers again (see ``botd.ops.outages``).
 
 The states are ``starting``, ``running``, ``down`` (with ``reasons``) and ``stopped``;
 ``view`` and ``problems`` are what ``/healthz`` shows of them, ``down`` what ``/status`` says.
@@ -33,7 +33,7 @@ from typing import Any
 
 from .channels.base import ChannelAdapter
 from .config import BotdConfig
-from .outages import Outage, Reachability, span
+from .ops.outages import Outage, Reachability, span
 from .retry import Backoff
 from .wiring import Runtime
 

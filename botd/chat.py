@@ -107,6 +107,24 @@ class Attachment:
         )
 
 
+class DownloadError(Exception):
+    """An attachment could not be fetched; the message is one short phrase a user can read
+    ("the download failed (HTTP 500)"), never a token or a private URL."""
+
+
+class TooLarge(DownloadError):
+    """An attachment is over the size limit (declared, or found while reading it)."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        self.size, self.limit = size, limit
+        told = f"{_megabytes(size)} MB, " if size is not None else ""
+        super().__init__(f"it is too big ({told}the limit is {_megabytes(limit)} MB)")
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1048576:.1f}".removesuffix(".0")
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A chat message addressed to the bot, already mapped to its conversation.

@@ -1,6 +1,6 @@
 """``botd run``: every configured channel, the sessions and the scheduler in one process.
 
-Start order: logging, the state directory's lock (``botd.statelock``: a second daemon on the
+Start order: logging, the state directory's lock (``botd.ops.statelock``: a second daemon on the
 same directory is refused), whether the health port is free (``check_health_port``), the first
 INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
 the runtime (``botd.wiring.build_runtime``: store, provider,
@@ -50,15 +50,15 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
-from .health import HealthServer, cannot_listen
-from .logging import add_secrets, asyncio_exception_handler, configure_logging
-from .metrics import Backlog, Metrics
-from .outages import stuck_inbox
-from .ports import listen_problem
+from .ops.health import HealthServer, cannot_listen
+from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
+from .ops.metrics import Backlog, Metrics
+from .ops.outages import stuck_inbox
+from .ops.ports import listen_problem
+from .ops.statelock import StateLock
+from .ops.systemd import SystemdNotifier
 from .sessions import RunHooks
-from .statelock import StateLock
 from .store import ModelUsage, Store
-from .systemd import SystemdNotifier
 from .wiring import Runtime, build_runtime, scheduler_jobs
 
 log = logging.getLogger(__name__)
@@ -544,7 +544,7 @@ class Daemon:
 def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
     """``/healthz``'s components: each None while well, else what is wrong. The store (a
     write failing), the inbox (its oldest unanswered message older than
-    ``health.stuck_after``), each model API (down: ``botd.outages``) and MCP server."""
+    ``health.stuck_after``), each model API (down: ``botd.ops.outages``) and MCP server."""
     inbox = runtime.store.inbox_backlog()
     models = runtime.model_health.items()
     return {

@@ -31,20 +31,22 @@ from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
-from .channels.base import ChannelAdapter, DownloadError
+from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
-from .chat import Attachment, InboundMessage, MessageRef, Target
+from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
 from .delivery import ChannelDelivery, ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
+from .inbound.access import AccessPolicy, GroupRule
+from .inbound.message_access import MessageAccess
+from .inbound.pairing import PairingBook
+from .inbound.router import Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
-from .message_access import MessageAccess
-from .metrics import Metrics
-from .outages import MODEL_DOWN_AFTER_CALLS, Reachability
-from .router import AccessPolicy, GroupRule, PairingBook, Router
-from .schedule_store import LEGACY_DB_NAME
+from .ops.metrics import Metrics
+from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
+from .scheduler.store import LEGACY_DB_NAME
 from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
 from .store import InboundPruner, Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig

@@ -12,7 +12,7 @@ import os
 import pytest
 from hypothesis import settings
 
-import botd.logging as botd_logging
+import botd.ops.logging as botd_logging
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)

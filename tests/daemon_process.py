@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BOTD = [sys.executable, "-m", "botd.cli"]
+BOTD = [sys.executable, "-m", "botd"]
 HANG_GUARD = 60.0
 
 

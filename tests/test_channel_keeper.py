@@ -218,7 +218,7 @@ def _reaching_keeper(plan: Plan, down_after: float) -> tuple[ChannelKeeper, Any]
 
 def _outage_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     """What the outage tracker logged (the keeper's own lines depend on other tests' levels)."""
-    return [record for record in caplog.records if record.name == "botd.outages"]
+    return [record for record in caplog.records if record.name == "botd.ops.outages"]
 
 
 async def test_a_platform_out_of_reach_shows_down_and_back_without_a_restart(
@@ -227,7 +227,7 @@ async def test_a_platform_out_of_reach_shows_down_and_back_without_a_restart(
     plan = Plan()
     keeper, runtime = _reaching_keeper(plan, down_after=0)
     assert await _start(keeper, runtime, plan) is True
-    with caplog.at_level(logging.INFO, logger="botd.outages"):
+    with caplog.at_level(logging.INFO, logger="botd.ops.outages"):
         keeper.reachability("flaky", "getUpdates failed:\nhttpx.ConnectError: refused")
         assert keeper.states == {"flaky": "running"}  # the SDK reconnects: no restart
         assert keeper.view() == {"flaky": "down"}
@@ -257,7 +257,7 @@ async def test_a_short_outage_does_not_show_and_a_restart_forgets_it(
     plan = Plan()
     keeper, runtime = _reaching_keeper(plan, down_after=3600)
     assert await _start(keeper, runtime, plan) is True
-    with caplog.at_level(logging.INFO, logger="botd.outages"):
+    with caplog.at_level(logging.INFO, logger="botd.ops.outages"):
         keeper.reachability("flaky", "the socket is disconnected")
         assert keeper.view() == {"flaky": "running"} and keeper.problems() == {}
         keeper.reachability("flaky", None)

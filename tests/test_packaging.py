@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import botd
-from botd.firstrun import print_unit, write_example
+from botd.cli.init import print_unit, write_example
 from tests.daemon_process import HANG_GUARD, daemon_env, run_botd
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from botd.config import parse_config
 from botd.daemon import Daemon, plan_reload
 from botd.sessions import SessionManager
 from botd.store import Store
-from tests.test_sessions import ListSink, settings
+from tests.sessions.test_sessions import ListSink, settings
 
 BASE = """
 channels:

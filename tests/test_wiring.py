@@ -10,7 +10,7 @@ import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.config import parse_config
-from botd.metrics import Metrics
+from botd.ops.metrics import Metrics
 from botd.wiring import build_runtime, scheduler_jobs
 
 

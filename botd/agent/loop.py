@@ -79,8 +79,8 @@ from ..events import (
     storable_event,
     storable_message,
 )
-from ..logging import mask_secrets
 from ..media.history import without_image, without_images
+from ..ops.logging import mask_secrets
 from .tools import Tool, ToolContext, ToolOutput, schema_validator
 from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolSpec
 

@@ -4,18 +4,18 @@ A reminder is a persisted one-shot scheduler job (id ``reminder-…``) that, whe
 prompt in the conversation it was created in and posts there (the call's origin, without the
 reply-to: the message it answered may be long gone). It survives restarts, and ``list`` and
 ``/status`` see it through ``Scheduler.list_jobs``. ``cancel`` only touches this conversation's
-reminders.
+reminders. The tool knows the scheduler only as ``Reminders``: what it asks of it.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from ..chat import Target
 from ..config.cron import zone
-from ..scheduler import REMINDER_PREFIX, Scheduler
 from .tools import ToolContext, ToolOutput
 from .types import ToolSpec
 
@@ -39,6 +39,45 @@ _SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+
+class ScheduledJob(Protocol):
+    """A job as the tool shows it (``botd.scheduler.JobInfo`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def next_run_time(self) -> datetime | None: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def conversation_key(self) -> str: ...
+
+
+class Reminders(Protocol):
+    """What the tool asks of the scheduler (``botd.scheduler.Scheduler`` is one): its zone and
+    clock, the id prefix that marks a reminder, and one-shot jobs set, listed, looked up and
+    cancelled."""
+
+    @property
+    def reminder_prefix(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    def now(self) -> datetime: ...
+    def add_at(
+        self,
+        job_id: str,
+        when: datetime,
+        *,
+        prompt: str,
+        target: Target,
+        conversation_key: str | None = None,
+        label: str | None = None,
+    ) -> ScheduledJob: ...
+    def list_jobs(self, conversation_key: str | None = None) -> Sequence[ScheduledJob]: ...
+    def get(self, job_id: str) -> ScheduledJob | None: ...
+    def cancel(self, job_id: str) -> bool: ...
+
+
 PROMPT = "Reminder you scheduled earlier in this conversation; tell the user now: {message}"
 
 
@@ -47,9 +86,9 @@ def _error(text: str) -> ToolOutput:
 
 
 class ScheduleTool:
-    """The ``schedule`` tool over a ``Scheduler`` (see the module docstring)."""
+    """The ``schedule`` tool over the scheduler's ``Reminders`` (see the module docstring)."""
 
-    def __init__(self, scheduler: Scheduler, *, timeout: float | None = 10.0) -> None:
+    def __init__(self, scheduler: Reminders, *, timeout: float | None = 10.0) -> None:
         self._scheduler = scheduler
         self.timeout = timeout
         self.spec = ToolSpec(name="schedule", description=_DESCRIPTION, input_schema=_SCHEMA)
@@ -95,7 +134,7 @@ class ScheduleTool:
         if isinstance(when, str):
             return _error(when)
         target = Target(origin.channel, origin.chat_id, origin.account_id, origin.thread_id)
-        job_id = f"{REMINDER_PREFIX}{uuid.uuid4().hex[:10]}"
+        job_id = f"{self._scheduler.reminder_prefix}{uuid.uuid4().hex[:10]}"
         info = self._scheduler.add_at(
             job_id,
             when,
@@ -127,7 +166,7 @@ class ScheduleTool:
         job = self._scheduler.get(job_id)
         if (
             job is None
-            or not job_id.startswith(REMINDER_PREFIX)
+            or not job_id.startswith(self._scheduler.reminder_prefix)
             or job.conversation_key != context.conversation_key
         ):
             return _error(f"no reminder {job_id} in this conversation")

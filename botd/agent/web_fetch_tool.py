@@ -2,7 +2,7 @@
 
 Pages come back as markdown (scripts, styles and other non-content elements removed), other
 text as it is, both cut at a character cap that the result states. Only public addresses are
-fetched unless the operator allowed a host (``botd.fetch`` does the refusing, after DNS and on
+fetched unless the operator allowed a host (``botd.net.fetch`` does the refusing, after DNS and on
 every redirect). Anything that is not text is an error result naming its type.
 
 A page is parsed in a reading worker (``botd.media.sandbox``, shared with the files users
@@ -16,8 +16,8 @@ from collections.abc import Collection
 from typing import Any
 
 from ..config.extras import WEB_MODULES, missing_extra
-from ..fetch import Fetched, FetchFailed, fetch
 from ..media.sandbox import Budget, ReadFailed, Sandbox
+from ..net.fetch import Fetched, FetchFailed, fetch
 from .tools import ToolContext, ToolOutput
 from .types import ToolSpec
 

@@ -11,22 +11,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ..chat import Attachment, Capabilities, DownloadError, InboundMessage, MessageRef, Target
 from .errors import ChannelError
-
-
-class DownloadError(Exception):
-    """An attachment could not be fetched; the message is one short phrase a user can read
-    ("the download failed (HTTP 500)"), never a token or a private URL."""
-
-
-class TooLarge(DownloadError):
-    """An attachment is over the size limit (declared, or found while reading it)."""
-
-    def __init__(self, size: int | None, limit: int) -> None:
-        self.size, self.limit = size, limit
-        told = f"{_megabytes(size)} MB, " if size is not None else ""
-        super().__init__(f"it is too big ({told}the limit is {_megabytes(limit)} MB)")
 
 
 def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) -> str:
@@ -45,10 +31,6 @@ def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) ->
         return "" if at_edge else " "
 
     return pattern.sub(gap, text).strip()
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1048576:.1f}".removesuffix(".0")
 
 
 InboundSink = Callable[[InboundMessage], Awaitable[object]]

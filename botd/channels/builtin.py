@@ -92,7 +92,7 @@ class ConsoleSection(ChannelSection):
 
 
 def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapter:
-    from .telegram import TelegramAdapter
+    from .telegram.adapter import TelegramAdapter
 
     return TelegramAdapter(
         section.token,
@@ -107,7 +107,7 @@ def _telegram(section: TelegramSection, context: ChannelContext) -> ChannelAdapt
 
 
 def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
-    from .slack import SlackAdapter
+    from .slack.adapter import SlackAdapter
 
     return SlackAdapter(
         bot_token=section.bot_token,
@@ -129,7 +129,7 @@ def _slack(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
 
 
 def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
-    from .discord import DiscordAdapter
+    from .discord.adapter import DiscordAdapter
 
     return DiscordAdapter(
         section.token,
@@ -146,7 +146,7 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
 
 
 def _console(section: ConsoleSection, context: ChannelContext) -> ChannelAdapter:
-    from .console import ConsoleAdapter
+    from .console.adapter import ConsoleAdapter
 
     return ConsoleAdapter(on_end_of_input=context.on_end_of_input, model=context.model)
 

@@ -1,7 +1,7 @@
 """Reading a file over HTTP without ever holding more than a size limit of it.
 
 Every adapter that downloads attachments goes through ``fetch_capped``: the response is
-streamed and read by ``botd.capped_body`` (the same reader as ``botd.fetch``), so a
+streamed and read by ``botd.net.capped_body`` (the same reader as ``botd.net.fetch``), so a
 ``Content-Length`` over the limit is refused before the body is read, and the reading stops
 as soon as the bytes pass the limit, counted after decoding as the decoding happens (a
 server may send more than it declared, declare nothing, or send a small compressed body
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from ..capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
-from .base import DownloadError, TooLarge
+from ..chat import DownloadError, TooLarge
+from ..net.capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
 
 DOWNLOAD_TIMEOUT = 60.0
 """Seconds a download may take to connect, and between two pieces of its body."""

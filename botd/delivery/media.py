@@ -2,7 +2,7 @@
 
 Each reference becomes an ``OutboundFile`` before the adapter uploads it:
 
-* an ``http(s)`` URL is fetched through the address guard (``botd.fetch``): a host that
+* an ``http(s)`` URL is fetched through the address guard (``botd.net.fetch``): a host that
   resolves to loopback, private, link-local or metadata space is refused unless it is in
   ``agent.web_fetch.allow_hosts``; at most ``media.max_bytes`` are read;
 * anything else is a local path beneath ``media.outbound_dir``: relative to it, or absolute
@@ -43,7 +43,7 @@ from ..channels.errors import ChannelError
 from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..config.paths import resolved
-from ..fetch import FetchFailed, FetchRefused, fetch
+from ..net.fetch import FetchFailed, FetchRefused, fetch
 from ..safe_open import NotRead, Refusal, open_directory, read_beneath
 from .retrying import DeliveryGivenUp
 

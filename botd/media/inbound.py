@@ -30,8 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from mimetypes import guess_extension
 
-from ..channels.base import DownloadError, TooLarge
-from ..chat import Attachment, InboundMessage
+from ..chat import Attachment, DownloadError, InboundMessage, TooLarge
 from ..config.schema import MediaSection
 from ..events import ImageContent, TextContent
 from .documents import (

@@ -70,8 +70,8 @@ from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
 from ..delivery import Delivery
 from ..events import Message, TextContent
-from ..logging import LogContext
 from ..media import MediaResolver
+from ..ops.logging import LogContext
 from ..store import InboxState, OutboxEntry, Store
 from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
 from .durable import resume_plan

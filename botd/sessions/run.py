@@ -64,11 +64,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from ..agent.compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
 from ..agent.loop import AgentRun, RunResult
 from ..agent.tools import Tool
 from ..agent.types import Provider
 from ..chat import InboundMessage, Target
-from ..compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images

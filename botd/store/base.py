@@ -127,7 +127,7 @@ class StoreBase:
         self._opened = False  # until then a failed write is an open error, not ill health
         self._conn: sqlite3.Connection | None = None
         self._checkpointer = WalCheckpointer(path)
-        _preflight(path)
+        preflight(path)
         existing = {s for s in ("", *SIDECARS) if Path(f"{path}{s}").exists()}
         try:
             # isolation_level=None: no implicit transactions; _transaction() says where they are.
@@ -282,7 +282,7 @@ def storage_fault(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
 
 
-def _preflight(path: Path) -> None:
+def preflight(path: Path) -> None:
     """Refuse what SQLite would open badly or not at all, reading only (no connection yet).
 
     Real open attempts, not permission bits: root passes any mode check, and a read-only

@@ -25,7 +25,7 @@ from ..chat import InboundMessage
 from ..events import Message, ToolCallContent
 from .chatter import consume_chatter as _consume_chatter
 from .targets import attachments_data, attachments_from_data, target_data, target_from_data
-from .transcripts import TranscriptStore, _message_json
+from .transcripts import TranscriptStore, message_json
 
 _INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
 
@@ -144,7 +144,7 @@ class InboxStore(TranscriptStore):
         rows keep the user turn they had. Lazy (``deferred``): lost in a crash, the rows stay
         as they were and the run starts over.
         """
-        bodies = [(m.role, _message_json(m)) for m in user_turn]
+        bodies = [(m.role, message_json(m)) for m in user_turn]
         ids = list(ids)
         self._defer(
             "start_inbox_run",

@@ -23,7 +23,7 @@ from .base import StoreError
 from .deferred import DeferredWrites
 
 if TYPE_CHECKING:
-    from ..compaction import CompactionResult
+    from ..agent.compaction import CompactionResult
 
 
 class UnknownSessionError(KeyError):
@@ -66,7 +66,8 @@ _SESSION_COLUMNS = (
 _SESSION_FROM = "sessions s LEFT JOIN active_sessions a ON a.session_id = s.session_id"
 
 
-def _message_json(message: Message) -> str:
+def message_json(message: Message) -> str:
+    """``message`` as the JSON text the store keeps (transcripts, the inbox's user turns)."""
     # Storable whatever produced the message: one bad record would fail the group commit
     # it rides in, everyone's writes with it.
     body = json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
@@ -191,13 +192,13 @@ class TranscriptStore(DeferredWrites):
 
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages (user, assistant, tool results: everything of a run) in order."""
-        bodies = [(message.role, _message_json(message)) for message in messages]
+        bodies = [(message.role, message_json(message)) for message in messages]
         with self._transaction("append_messages") as conn:
             self._append(conn, session_id, bodies)
 
     def append_messages_soon(self, session_id: str, messages: Sequence[Message]) -> None:
         """``append_messages``, committed with the store's next transaction (see ``deferred``)."""
-        bodies = [(message.role, _message_json(message)) for message in messages]
+        bodies = [(message.role, message_json(message)) for message in messages]
         self._defer("append_messages_soon", lambda conn: self._append(conn, session_id, bodies))
 
     def append_messages_later(
@@ -206,7 +207,7 @@ class TranscriptStore(DeferredWrites):
         """``append_messages`` in the store's next transaction, which may be a moment away (a
         lazy write); the future tells once it committed, or what failed it. Its own failure
         (text SQLite cannot take) is undone alone: the rest of that transaction commits."""
-        bodies = [(message.role, _message_json(message)) for message in messages]
+        bodies = [(message.role, message_json(message)) for message in messages]
         return self._commit_later(
             "append_messages_soon", lambda conn: self._append(conn, session_id, bodies)
         )
@@ -258,7 +259,7 @@ class TranscriptStore(DeferredWrites):
             for row_id, _, body in self._live_rows(conn, session_id):
                 replacement = rewrite(Message.model_validate(json.loads(body)))
                 if replacement is not None:
-                    changed.append((_message_json(replacement), row_id))
+                    changed.append((message_json(replacement), row_id))
             conn.executemany("UPDATE messages SET body = ? WHERE id = ?", changed)
             if changed:
                 conn.execute(
@@ -297,7 +298,7 @@ class TranscriptStore(DeferredWrites):
             rest = live[prefix_count:]
             if expected_rest is not None:
                 stored = [json.loads(body) for _, _, body in rest[: len(expected_rest)]]
-                expected = [json.loads(_message_json(message)) for message in expected_rest]
+                expected = [json.loads(message_json(message)) for message in expected_rest]
                 if stored != expected:
                     raise StaleCompactionError(
                         f"session {session_id}: the transcript changed since it was compacted"
@@ -311,7 +312,7 @@ class TranscriptStore(DeferredWrites):
             # The rest is re-appended after the replacement so that id order stays the
             # transcript order; the originals remain as compacted rows.
             bodies: list[tuple[str, str]] = [
-                (message.role, _message_json(message)) for message in replacement
+                (message.role, message_json(message)) for message in replacement
             ]
             bodies += [(role, body) for _, role, body in rest]
             self._insert_messages(conn, session_id, bodies)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from botd.agent.providers import NO_ANSWER_IN_TIME
 from botd.agent.providers.anthropic import AnthropicProvider
 from botd.agent.providers.openai import OpenAIProvider
+from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.agent.types import AssistantResult, ModelRequest, Provider
 from botd.events import AssistantStreamEvent, Message, TextContent
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text

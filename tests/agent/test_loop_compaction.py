@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from botd.agent.compaction import SUMMARY_HEADER, compact_transcript, summarizer_for
 from botd.agent.loop import AgentRun, Compact, LoopConfig, RunResult, is_context_overflow
 from botd.agent.providers.anthropic import AnthropicProvider
 from botd.agent.providers.openai import OpenAIProvider
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
-from botd.compaction import SUMMARY_HEADER, compact_transcript, summarizer_for
 from botd.events import (
     AgentEvent,
     AutoCompactionEnd,

@@ -22,7 +22,7 @@ from botd.events import (
     ThinkingContent,
     ToolCallContent,
 )
-from botd.outages import Reachability
+from botd.ops.outages import Reachability
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from botd.chat import InboundMessage, Target
-from botd.router import AccessPolicy, Router
+from botd.inbound.access import AccessPolicy
+from botd.inbound.router import Router
 from botd.store import Store
 
 Sink = Callable[[InboundMessage], Awaitable[None]]

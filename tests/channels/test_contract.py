@@ -28,12 +28,13 @@ from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import Tool
 from botd.channels.base import ChannelAdapter
-from botd.channels.discord import DiscordAdapter
-from botd.channels.slack import SlackAdapter
-from botd.channels.telegram import TelegramAdapter
+from botd.channels.discord.adapter import DiscordAdapter
+from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.delivery import ChannelDelivery, RetrySettings
-from botd.router import AccessPolicy, Decision, GroupRule, Router
+from botd.inbound.access import AccessPolicy, Decision, GroupRule
+from botd.inbound.router import Router
 from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import SubscriberConfig

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from botd.channels.discord import LINE_LIMIT as DISCORD_LINE_LIMIT
-from botd.channels.discord import TEXT_LIMIT as DISCORD_LIMIT
+from botd.channels.discord.adapter import LINE_LIMIT as DISCORD_LINE_LIMIT
+from botd.channels.discord.adapter import TEXT_LIMIT as DISCORD_LIMIT
 from botd.channels.markdown import RenderedChunk, render, render_chunks
-from botd.channels.slack import TEXT_LIMIT as SLACK_LIMIT
-from botd.channels.telegram import TEXT_LIMIT as TELEGRAM_LIMIT
+from botd.channels.slack.adapter import TEXT_LIMIT as SLACK_LIMIT
+from botd.channels.telegram.adapter import TEXT_LIMIT as TELEGRAM_LIMIT
 from botd.chat import Flavour
 from botd.subscriber.fences import fences_balanced
 from botd.subscriber.outbound import chunk_text

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.discord import DiscordAdapter
+from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.markdown import defuse_slack_mass_mentions
-from botd.channels.slack import SlackAdapter
-from botd.channels.telegram import TelegramAdapter
+from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import MessageRef, Target
 from botd.config import parse_config
 from botd.daemon import Daemon

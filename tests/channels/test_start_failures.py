@@ -11,8 +11,8 @@ import pytest
 
 from botd.channels.builtin import TelegramSection
 from botd.channels.errors import ChannelStartError
-from botd.channels.slack import SlackAdapter
-from botd.channels.telegram import TelegramAdapter
+from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -131,7 +131,7 @@ async def test_a_slack_socket_start_asks_for_one_url_and_connects() -> None:
 
 
 async def test_a_discord_connection_ended_for_good_reports_the_channel_down() -> None:
-    from botd.channels.discord import DiscordAdapter
+    from botd.channels.discord.adapter import DiscordAdapter
     from tests.fakes.discord_api import FakeDiscordAPI
 
     reports: asyncio.Queue[str] = asyncio.Queue()

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.discord import DiscordAdapter
-from botd.channels.slack import SlackAdapter
+from botd.channels.discord.adapter import DiscordAdapter
+from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.delivery.media import MediaSettings
 from botd.store import Store
 from botd.subscriber import BlockReply
+from tests.channels.discord.test_discord import Sink, make_adapter
 from tests.channels.routed import through_router
-from tests.channels.test_discord import Sink, make_adapter
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.files import FileServer
 from tests.fakes.slack_api import FakeSlack

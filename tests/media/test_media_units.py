@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from botd.channels.base import DownloadError, TooLarge
 from botd.channels.downloads import fetch_capped
-from botd.chat import Attachment, InboundMessage
+from botd.chat import Attachment, DownloadError, InboundMessage, TooLarge
 from botd.config.schema import MediaSection
 from botd.events import ImageContent, Message, TextContent
 from botd.media import MediaResolver
@@ -224,7 +223,7 @@ def test_media_config_defaults_and_the_transcription_key_is_a_secret() -> None:
 
 
 async def test_slack_sends_its_token_only_to_slack_s_file_hosts() -> None:
-    from botd.channels.slack_inbound_media import slack_download
+    from botd.channels.slack.inbound_media import slack_download
 
     elsewhere = Attachment("image", "http://127.0.0.1:9/steal", "x.png")
     with pytest.raises(DownloadError, match="not on Slack's file server"):

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from botd.cli.replay import ReplayOptions, read_events, replay
 from botd.events import event_to_json
-from botd.replay import ReplayOptions, read_events, replay
 from tests.cases import case_ids, load_cases
 
 from .harness import case_event, config_from_case

@@ -62,11 +62,11 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
-from ...logging import mask_secrets
-from ...outages import Reachability
+from ...ops.logging import mask_secrets
+from ...ops.outages import Reachability
 from ...retry import Backoff, retry_after, retry_wait
 from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
-from . import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
+from .waits import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 
 log = logging.getLogger(__name__)
 

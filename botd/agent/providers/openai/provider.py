@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 
-from ....outages import Reachability
+from ....ops.outages import Reachability
 from ....retry import Backoff, retry_after, retry_wait
 from ...types import AssistantResult, ModelRequest, ProviderItem
-from .. import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
+from ..waits import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 from .assembly import Assembly, SSEDecoder, SSEEvent, first_choice
 from .request import build_request_body, image_data, image_data_at
 

@@ -1,0 +1,1 @@
+"""Discord: discord.py, imported only inside this package."""

@@ -1,0 +1,631 @@
+"""The Discord channel adapter, on discord.py (imported only here).
+
+One ``DiscordAdapter`` is one bot account on the gateway. It maps inbound messages to
+conversations (a DM per user, a guild channel, a thread of its own), drops its own messages
+and, unless ``allow_bots``, other bots', and gives each message its id as the dedupe key, so
+the router drops a gateway replay, after a restart too. Outbound Markdown is rendered for
+Discord and split under 2000 characters and 17 lines a message; mentions are limited to
+users, so model output never pings @everyone, @here or a role.
+
+discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
+attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
+process-wide: every discord.py client in the process uses them, which is also how a REST or
+gateway proxy is configured. ``stop()`` restores the previous values.
+
+discord.py reconnects by itself: a gateway connection that ended or could not be made again
+tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
+answers again. A connection discord.py gave up on ends the channel (``on_down``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import discord
+import yarl
+from discord.gateway import DiscordWebSocket, ReconnectWebSocket
+
+from botd.channels.base import (
+    InboundSink,
+    OutboundFile,
+    PlatformLink,
+    UntilAccepted,
+    without_mention,
+)
+from botd.channels.discord.commands import (
+    NOT_ADMITTED_TEXT,
+    NOT_TAKEN_TEXT,
+    CommandFollowups,
+    answer,
+    command_message,
+    command_tree,
+    publish_commands,
+)
+from botd.channels.discord.conversations import conversation_of
+from botd.channels.discord.inbound_media import discord_attachments, discord_download
+from botd.channels.errors import ChannelError, ChannelStartError
+from botd.channels.markdown import RenderedChunk, render_chunks
+from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from botd.retry import retry_after
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "discord"
+TEXT_LIMIT = 2000
+LINE_LIMIT = 17
+UPLOAD_LIMIT = 10 * 1024 * 1024
+MESSAGE_CONTENT_INTENT_HELP = (
+    'enable "Message Content Intent" for this bot in the Discord developer portal '
+    "(Applications > your app > Bot > Privileged Gateway Intents)"
+)
+
+# Model output may mention users, never @everyone/@here or roles; replies don't ping.
+ALLOWED_MENTIONS = discord.AllowedMentions(
+    everyone=False, roles=False, users=True, replied_user=False
+)
+
+
+class DiscordError(ChannelError):
+    """Discord refused a call; the message carries its HTTP status and Discord's own text.
+
+    ``status`` is 0 when no HTTP answer came (the connection failed or timed out).
+    """
+
+    def __init__(
+        self,
+        action: str,
+        status: int,
+        text: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        maybe_delivered: bool = False,
+    ) -> None:
+        super().__init__(
+            f"Discord {action}: {status or 'no answer:'} {text}".rstrip(),
+            retryable=retryable,
+            retry_after=retry_after,
+            maybe_delivered=maybe_delivered,
+        )
+        self.status = status
+        self.text = text
+
+
+class DiscordStartError(ChannelStartError):
+    """The adapter could not connect: bad token, refused intents, or no READY in time."""
+
+
+@contextlib.contextmanager
+def _refusals(action: str) -> Iterator[None]:
+    """Turn discord.py's errors into ``DiscordError`` (no SDK object leaves the adapter).
+
+    discord.py already waits out 429s and retries some 5xx itself; what still comes out as a
+    5xx, a 429 (``RateLimited``) or a failed connection may pass and is marked retryable.
+    A 4xx is Discord refusing the request (missing permissions, an unknown channel).
+    """
+    try:
+        yield
+    except discord.RateLimited as exc:
+        hint = retry_after(exc.retry_after)
+        raise DiscordError(action, 429, str(exc), retryable=True, retry_after=hint) from exc
+    except discord.HTTPException as exc:
+        transient = exc.status >= 500 or exc.status == 429
+        hint = retry_after(exc.response.headers) if exc.status == 429 else None
+        raise DiscordError(
+            action, exc.status, exc.text, retryable=transient, retry_after=hint
+        ) from exc
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        never_sent = isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError)
+        reason = str(exc) or type(exc).__name__
+        raise DiscordError(
+            action,
+            0,
+            f"cannot reach Discord: {reason}",
+            retryable=True,
+            maybe_delivered=not never_sent,
+        ) from exc
+
+
+class _Client(discord.Client):
+    """Forwards the events the adapter needs."""
+
+    def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self._adapter = adapter
+
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "disconnect" and self._adapter._client is self:
+            # discord.py dispatches it from inside its handler of what ended the connection
+            # (or failed to make a new one), and tells it nowhere else but its log.
+            self._adapter._on_disconnect(sys.exc_info()[1])
+        super().dispatch(event, *args, **kwargs)
+
+    async def on_ready(self) -> None:
+        self._adapter._on_ready()
+
+    async def on_resumed(self) -> None:
+        self._adapter._link.reachable()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self._adapter._on_message(message)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        await self._adapter._on_edit(payload)
+
+
+class DiscordAdapter:
+    """A ChannelAdapter for one Discord bot token."""
+
+    name = CHANNEL
+    capabilities = Capabilities(
+        text_limit=TEXT_LIMIT,
+        markdown="discord",
+        line_limit=LINE_LIMIT,
+        caption_limit=TEXT_LIMIT,
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        api_base_url: str | None = None,
+        gateway_url: str | None = None,
+        allow_bots: bool = False,
+        account_id: str = "default",
+        ready_timeout: float = 60.0,
+        guild_ready_timeout: float = 2.0,
+        on_down: Callable[[str], None] | None = None,
+        link: PlatformLink | None = None,
+        auto_thread: bool = False,
+        admits: Callable[[InboundMessage], bool] | None = None,
+        command_menu: bool = True,
+    ) -> None:
+        self._token = token
+        self._command_menu = command_menu
+        self._publishing: asyncio.Task[bool] | None = None
+        self._until_accepted = UntilAccepted(CHANNEL).hand
+        self.followups = CommandFollowups()
+        self._auto_thread = auto_thread
+        self._admits = admits
+        self._on_down = on_down
+        self._link = link or PlatformLink()
+        self._api_base_url = api_base_url
+        self._gateway_url = gateway_url
+        self._allow_bots = allow_bots
+        self.account_id = account_id
+        self._ready_timeout = ready_timeout
+        # How long discord.py waits after the last GUILD_CREATE before firing on_ready.
+        self._guild_ready_timeout = guild_ready_timeout
+        self._client: _Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._sink: InboundSink | None = None
+        self._saved_urls: tuple[str, yarl.URL] | None = None
+        self._patched_urls: tuple[str, yarl.URL] | None = None
+        self._warned_content = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Log in and connect; returns once READY and the guilds arrived (``on_ready``)."""
+        if self._client is not None:
+            raise RuntimeError("DiscordAdapter already started")
+        self._sink = sink
+        self._ready = asyncio.Event()
+        self._patch_urls()
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = True
+        self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
+        # Always there, so a command registered before (command_menu since turned off) is
+        # still answered.
+        self._tree = command_tree(self._client, self._on_command)
+        self._task = asyncio.create_task(self._run(self._client), name="discord-adapter")
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {self._task, ready},
+                timeout=self._ready_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            ready.cancel()
+        if ready in done:
+            self._task.add_done_callback(self._on_task_done)
+            return
+        error: BaseException | None = None
+        if self._task in done:
+            error = self._task.exception()
+        await self.stop()
+        if isinstance(error, DiscordStartError):
+            raise error
+        if isinstance(error, OSError):  # aiohttp's connection errors included
+            raise DiscordStartError(f"cannot reach Discord: {error}") from error
+        if error is not None:
+            reason = str(error) or type(error).__name__
+            raise DiscordStartError(f"Discord connection failed: {reason}") from error
+        raise DiscordStartError(f"Discord did not become ready within {self._ready_timeout}s")
+
+    async def _run(self, client: _Client) -> None:
+        try:
+            await client.start(self._token)
+        except discord.PrivilegedIntentsRequired as exc:
+            raise DiscordStartError(
+                "Discord refused the gateway intents (close code 4014, disallowed intents): "
+                + MESSAGE_CONTENT_INTENT_HELP
+            ) from exc
+        except discord.LoginFailure as exc:
+            raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        """The connection's task ended: unless ``stop`` ended it, the channel is down."""
+        if task is not self._task or task.cancelled():
+            return  # stopped on purpose
+        error = task.exception()
+        reason = (
+            f"Discord connection ended: {' '.join(str(error).split()) or type(error).__name__}"
+            if error is not None
+            else "Discord connection ended"
+        )
+        if self._on_down is None:
+            log.error("%s", reason, exc_info=error)
+        else:
+            log.debug("%s", reason, exc_info=error)
+            self._on_down(reason)
+
+    def _on_disconnect(self, error: BaseException | None) -> None:
+        """The gateway connection ended or a new one failed: discord.py reconnects (resumes)
+        by itself; until READY or RESUMED the platform counts as unreachable."""
+        if isinstance(error, ReconnectWebSocket):
+            what = "the gateway closed the connection; resuming"
+        elif isinstance(error, discord.ConnectionClosed):
+            what = f"the gateway closed the connection (code {error.code})"
+        elif error is None:
+            what = "the gateway connection was lost"
+        else:
+            text = " ".join(str(error).split())
+            what = f"cannot reach the gateway: {type(error).__name__}" + (
+                f": {text}" if text else ""
+            )
+        self._link.unreachable(what)
+
+    async def stop_inbound(self) -> None:
+        """Stop taking messages; the connection stays up so replies can still be sent."""
+        self._sink = None
+
+    async def stop(self) -> None:
+        """Close the connection and restore the patched URLs; safe to call more than once."""
+        client, task = self._client, self._task
+        self._client = self._task = None
+        if self._publishing is not None:
+            self._publishing.cancel()
+            self._publishing = None
+        if client is not None:
+            await client.close()
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._restore_urls()
+
+    def _patch_urls(self) -> None:
+        if self._api_base_url is None and self._gateway_url is None:
+            return
+        saved = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        base = self._api_base_url.rstrip("/") if self._api_base_url else saved[0]
+        gateway = yarl.URL(self._gateway_url) if self._gateway_url else saved[1]
+        discord.http.Route.BASE = base
+        DiscordWebSocket.DEFAULT_GATEWAY = gateway
+        self._saved_urls, self._patched_urls = saved, (base, gateway)
+
+    def _restore_urls(self) -> None:
+        if self._saved_urls is None:
+            return
+        current = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        # Leave the values alone if something else patched them since.
+        if current == self._patched_urls:
+            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
+        self._saved_urls = self._patched_urls = None
+
+    # --- inbound -----------------------------------------------------------------------------
+
+    def _on_ready(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        flags = client.application_flags
+        if not (flags.gateway_message_content or flags.gateway_message_content_limited):
+            log.warning(
+                "Discord bot %s may not receive guild message text: %s",
+                client.user,
+                MESSAGE_CONTENT_INTENT_HELP,
+            )
+            self._warned_content = True
+        self._link.reachable()
+        if self._command_menu and self._publishing is None:  # once per start, not per resume
+            self._publishing = asyncio.create_task(
+                publish_commands(self._tree, self.account_id), name="discord-commands"
+            )
+        self._ready.set()
+
+    async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
+        """A slash command used (``commands``): handed on like a typed one, and the
+        interaction answered, for its user only, once it was taken or could not be."""
+        client, sink = self._client, self._sink
+        me = client.user if client is not None else None
+        message = command_message(
+            interaction, text, account_id=self.account_id, bot_name=me.name if me else ""
+        )
+        if sink is None or message is None:
+            await answer(interaction, "Not taken: botd is not taking messages now.")
+            return
+        self.followups.remember(message.thread_id or message.chat_id, interaction)
+        # A sender the policy refuses is handed on all the same: the router may answer
+        # (a pairing code, say).
+        admitted = self._admitted(message)
+        try:
+            await self._until_accepted(sink, message)
+        except Exception as exc:
+            log.warning("discord: slash command %s was not taken: %s", text.split()[0], exc)
+            await answer(interaction, NOT_TAKEN_TEXT)
+            return
+        await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
+
+    def _taking(self, message: discord.Message) -> tuple[InboundSink, discord.ClientUser] | None:
+        """The sink and the bot's user, when ``message`` is one to hand on: not the bot's
+        own, nor another bot's unless ``allow_bots``."""
+        client, sink = self._client, self._sink
+        if client is None or client.user is None or sink is None:
+            return None
+        if message.author.id == client.user.id or (message.author.bot and not self._allow_bots):
+            return None
+        return sink, client.user
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # No await before the sink, so messages reach it in gateway order.
+        taking = self._taking(message)
+        if taking is None:
+            return
+        sink, me = taking
+        inbound = replace(self._inbound(message, me.id), bot_name=me.name)
+        blank = not message.content and not message.attachments
+        if inbound.mentions_bot and blank and message.guild is not None:
+            self._warn_blank_content()
+        if self._auto_thread and self._starts_thread(message, inbound):
+            # (An await before the sink: this message may reach it after a later one of
+            # its channel, which is another conversation from now on.)
+            inbound = await self._in_new_thread(message, inbound)
+        await sink(inbound)
+
+    async def _on_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        """A message whose text its sender edited, handed on as an edit. Discord also sends
+        an update when it adds a link preview: no ``edited_at``, or the text as it was."""
+        message, before = payload.message, payload.cached_message
+        edited_at = message.edited_at
+        if edited_at is None or (before is not None and before.content == message.content):
+            return
+        taking = self._taking(message)
+        if taking is None:
+            return
+        sink, me = taking
+        key = f"{message.id}:edit:{edited_at.timestamp():.3f}"
+        inbound = self._inbound(message, me.id)
+        await sink(replace(inbound, bot_name=me.name, dedupe_keys=(key,), edited=True))
+
+    def _starts_thread(self, message: discord.Message, inbound: InboundMessage) -> bool:
+        """Whether ``message`` gets a thread of its own: a mention of the bot in a server's
+        text or news channel (a thread is neither), from a sender the access policy lets in
+        (asked before the thread exists: a stranger's mention must not leave an empty
+        thread behind)."""
+        channel_type = getattr(message.channel, "type", None)
+        return (
+            inbound.mentions_bot
+            and message.guild is not None
+            and channel_type in (discord.ChannelType.text, discord.ChannelType.news)
+            and self._admitted(inbound)
+        )
+
+    def _admitted(self, message: InboundMessage) -> bool:
+        """Whether the access policy lets ``message``'s sender address the bot there."""
+        return self._admits is None or self._admits(message)
+
+    async def _in_new_thread(
+        self, message: discord.Message, inbound: InboundMessage
+    ) -> InboundMessage:
+        """``inbound`` moved into a new thread started on ``message``; where it was when
+        Discord refuses one (a missing permission, say), with a log line in its words."""
+        try:
+            thread = await message.create_thread(
+                name=_thread_name(inbound.text, inbound.sender_name), auto_archive_duration=1440
+            )
+        except discord.HTTPException as exc:
+            log.warning(
+                "discord: no thread started on message %s (%s %s); answering in the channel",
+                message.id,
+                exc.status,
+                exc.text or exc,
+            )
+            return inbound
+        where = conversation_of(thread, thread.id, dm_user_id=None)
+        return replace(inbound, thread_id=where.thread_id, conversation_key=where.key)
+
+    def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
+        channel = message.channel
+        author = message.author
+        reference = message.reference
+        replied = reference.resolved if reference is not None else None
+        mentions_bot = (
+            any(u.id == me_id for u in message.mentions)
+            or (isinstance(replied, discord.Message) and replied.author.id == me_id)
+            # A thread the bot started (``auto_thread``) is a conversation with it.
+            or (isinstance(channel, discord.Thread) and channel.owner_id == me_id)
+        )
+        where = conversation_of(
+            channel, channel.id, dm_user_id=author.id if message.guild is None else None
+        )
+        # The bot's own mention is addressing, not content.
+        text = without_mention(message.content, rf"<@!?{me_id}>")
+        return InboundMessage(
+            channel=CHANNEL,
+            chat_id=where.chat_id,
+            sender_id=str(author.id),
+            text=text,
+            message_id=str(message.id),
+            conversation_key=where.key,
+            account_id=self.account_id,
+            thread_id=where.thread_id,
+            sender_name=author.display_name,
+            is_direct=message.guild is None,
+            mentions_bot=mentions_bot,
+            dedupe_keys=(str(message.id),),
+            reply_to_message_id=(
+                str(reference.message_id)
+                if reference is not None and reference.message_id is not None
+                else None
+            ),
+            attachments=discord_attachments(message),
+        )
+
+    def _warn_blank_content(self) -> None:
+        if not self._warned_content:
+            self._warned_content = True
+            log.warning(
+                "Discord delivered a message mentioning the bot with empty content: "
+                + MESSAGE_CONTENT_INTENT_HELP
+            )
+
+    # --- outbound ----------------------------------------------------------------------------
+
+    def _channel(self, target: Target) -> discord.PartialMessageable:
+        if self._client is None:
+            # Starting, or being restarted after it went down: a send waits (is retried) for it.
+            raise ChannelError("discord is not connected (yet)", retryable=True)
+        return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
+
+    def _chunks(self, markdown: str) -> list[RenderedChunk]:
+        chunks = render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT)
+        return [chunk for chunk in chunks if chunk.text.strip()]
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
+        return await self._post(target, self._chunks(markdown), reply_to=target.reply_to_id)
+
+    async def _post(
+        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+    ) -> list[MessageRef]:
+        channel = self._channel(target)
+        refs: list[MessageRef] = []
+        for chunk in chunks:
+            try:
+                with _refusals("send"):
+                    if reply_to is None:
+                        sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+                    else:
+                        reference = discord.MessageReference(
+                            message_id=int(reply_to),
+                            channel_id=channel.id,
+                            fail_if_not_exists=False,
+                        )
+                        sent = await channel.send(
+                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                        )
+            except DiscordError as exc:
+                if exc.status == 403:  # a slash command's user is told, if any
+                    await self.followups.tell_cannot_post(str(channel.id), exc.text)
+                raise
+            reply_to = None  # only the first message replies
+            refs.append(MessageRef(target, str(sent.id)))
+        return refs
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        """Post ``file`` as an attachment (``discord.File``) in ``target``'s channel or thread,
+        the caption as the message's content.
+
+        Discord takes attachments of up to 10 MiB from a bot in a server without boosts; a
+        larger file is refused before anything is sent.
+        """
+        if len(file.data) > UPLOAD_LIMIT:
+            raise DiscordError(
+                "upload", 413, f"file too large: {file.filename} is {len(file.data)} bytes"
+            )
+        channel = self._channel(target)
+        chunks = self._chunks(caption) if caption.strip() else []
+        content = chunks[0].text if chunks else None
+        attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
+        with _refusals("upload"):
+            if target.reply_to_id is None:
+                sent = await channel.send(
+                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS
+                )
+            else:
+                reference = discord.MessageReference(
+                    message_id=int(target.reply_to_id),
+                    channel_id=channel.id,
+                    fail_if_not_exists=False,
+                )
+                sent = await channel.send(
+                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                )
+        return [MessageRef(target, str(sent.id))]
+
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Replace a posted message's text; what does not fit follows in new messages.
+
+        A Discord message holds 2000 characters and the adapter keeps it under 17 lines,
+        so a longer text continues in messages posted after the edited one.
+        """
+        chunks = self._chunks(markdown)
+        if not chunks:
+            return [ref]
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        with _refusals("edit"):
+            await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
+        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None)]
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete a posted message; one that is already gone counts as deleted."""
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        try:
+            with _refusals("delete"):
+                await message.delete()
+        except DiscordError as exc:
+            if exc.status != 404:
+                raise
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        with _refusals("react"):
+            await message.add_reaction(emoji)
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await discord_download(attachment, max_bytes)
+
+    async def typing(self, target: Target) -> None:
+        """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
+        with _refusals("typing"):
+            await self._channel(target).typing()
+
+
+def _thread_name(text: str, sender: str) -> str:
+    """A thread's name from the message it starts on: its first line, at most 80 characters
+    (Discord allows 100), cut at a word."""
+    line = next((" ".join(part.split()) for part in text.splitlines() if part.strip()), "")
+    if not line:
+        return f"Question from {sender}"[:80] if sender else "A question"
+    if len(line) <= 80:
+        return line
+    cut = line[:79].rsplit(" ", 1)[0] or line[:79]
+    return cut + "…"

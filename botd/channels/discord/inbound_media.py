@@ -1,0 +1,36 @@
+"""Files in Discord messages: a message's attachments, and how to fetch one.
+
+Each ``discord.Attachment`` becomes an ``Attachment`` holding its CDN URL; a voice message
+(the flag Discord sets on clips recorded in the app) is a voice note. The CDN serves the
+file by its (signed) URL, no token needed: the download streams it, capped.
+"""
+
+from __future__ import annotations
+
+import discord
+
+from ...chat import Attachment, AttachmentKind, TooLarge
+from ..downloads import fetch_capped
+
+_KINDS: dict[str, AttachmentKind] = {"image": "image", "audio": "audio", "video": "video"}
+
+
+def discord_attachments(message: discord.Message) -> tuple[Attachment, ...]:
+    """The files of ``message``, as attachments."""
+    found: list[Attachment] = []
+    for item in message.attachments:
+        mime = item.content_type or ""
+        kind = "voice" if item.is_voice_message() else _KINDS.get(mime.split("/")[0], "document")
+        found.append(Attachment(kind, item.url, item.filename, mime, item.size))
+    return tuple(found)
+
+
+async def discord_download(attachment: Attachment, max_bytes: int) -> bytes:
+    """The bytes of ``attachment`` from Discord's CDN, at most ``max_bytes``."""
+    if attachment.size is not None and attachment.size > max_bytes:
+        raise TooLarge(attachment.size, max_bytes)
+    body, _ = await fetch_capped(attachment.ref, max_bytes)
+    return body
+
+
+__all__ = ["discord_attachments", "discord_download"]

@@ -1,0 +1,1 @@
+"""Slack: slack-bolt and slack_sdk, imported only inside this package."""

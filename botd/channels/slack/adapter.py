@@ -1,0 +1,617 @@
+"""Slack through slack-bolt (async): Socket Mode by default, or the HTTP Events API.
+
+Inbound: ``message`` events (no subtype, ``file_share``, ``thread_broadcast``; ``message_changed``
+as an edit of a message's text) and ``app_mention``.
+Bolt runs the listener first and acks after it returned (``process_before_response``, over Socket
+Mode and HTTP alike): the listener hands the message to the sink and returns as soon as the router
+accepted it into the durable inbox (one local SQLite transaction, well within Slack's 3 seconds),
+leaving the rest (a chat command's answer, say) to go on in the background. A
+delivery the process died on, or whose accept failed, is left unacknowledged (bolt answers 500) and
+Slack delivers it again. Slack still delivers a channel mention twice (a ``message`` and an
+``app_mention`` with different event ids) and retries deliveries it thinks were lost. The first
+delivery of a message goes on to the sink; a twin or retry of it while the adapter runs is dropped
+here, from a bounded memory of recent ids, so the router sees each message once. Each message
+carries both ids, the event id and ``channel:ts``, as its dedupe keys: the router's persistent
+ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
+listener: bolt answers an unhandled event with 404 and Slack would retry it.
+
+Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
+a message inside a thread (one session per thread). The first mention inside a thread the bot was
+not in brings the thread's earlier messages along as context (``threads``). A sender
+whose message brings no name is looked up once an hour (``names``).
+
+Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
+with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
+``<!here>``, ``<!everyone>``, ``<!subteam^…>``) are posted as plain text (``@channel``) unless
+``allow_mass_mentions`` is set, and nothing is posted with ``link_names``, so text the model was
+made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
+are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
+request, is retried here after its ``Retry-After``. Other failures raise ``SlackError``
+(``errors``) marked retryable or not (see ``_call``); the delivery layer decides
+whether to try again. Slash commands (``commands``) come in as messages. Slack has no
+typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
+target is a thread and does nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from ...bounded import Recent
+from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...retry import retry_after
+from ..base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
+from ..markdown import defuse_slack_mass_mentions, render_chunks
+from .commands import NOT_A_MEMBER, CommandReplies, slash_message
+from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
+from .inbound_media import slack_attachments, slack_download
+from .names import SenderNames
+from .socket_mode import SocketWatch
+from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = 4000
+UPLOAD_LIMIT = 1024 * 1024 * 1024
+UPLOAD = "files_upload_v2"
+MESSAGE_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+"""``message`` subtypes that are prompts; edits, deletes, joins and the like are not."""
+RATE_LIMIT_ATTEMPTS = 3
+"""How often a call refused with 429 is tried in all."""
+MAX_RETRY_AFTER = 60.0
+TYPING_STATUS = "is typing…"
+_MEMORY_LIMIT = 4096
+
+# Slack reacts by emoji name; the few Unicode emoji the core uses are mapped.
+_EMOJI_NAMES = {
+    "👀": "eyes",
+    "✅": "white_check_mark",
+    "❌": "x",
+    "👍": "+1",
+    "👎": "-1",
+    "⏳": "hourglass_flowing_sand",
+    "⚠️": "warning",
+    "🤔": "thinking_face",
+}
+
+
+class SlackAdapter:
+    """See the module docstring."""
+
+    name = "slack"
+    capabilities = Capabilities(text_limit=TEXT_LIMIT, markdown="slack", caption_limit=TEXT_LIMIT)
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        mode: Literal["socket", "http"] = "socket",
+        api_base_url: str = "https://slack.com/api/",
+        reply_to_mode: Literal["off", "first", "all"] = "off",
+        account_id: str = "default",
+        http_host: str = "127.0.0.1",
+        http_port: int = 3000,
+        http_path: str = "/slack/events",
+        allow_mass_mentions: bool = False,
+        thread_context: int = DEFAULT_THREAD_CONTEXT,
+        known_conversation: Callable[[str], bool] | None = None,
+        admits: Callable[[InboundMessage], bool] | None = None,
+        link: PlatformLink | None = None,
+    ) -> None:
+        if mode == "socket" and not app_token:
+            raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
+        if mode == "http" and not signing_secret:
+            raise ValueError("the Slack HTTP Events API needs a signing secret")
+        self._bot_token = bot_token
+        self._app_token = app_token
+        self._signing_secret = signing_secret
+        self._mode = mode
+        self._api_base_url = api_base_url
+        self.reply_to_mode = reply_to_mode
+        self.account_id = account_id
+        self._http_host = http_host
+        self._http_port = http_port
+        self._http_path = http_path
+        self.allow_mass_mentions = allow_mass_mentions
+        # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
+        self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
+        self.names = SenderNames(self.client)
+        self.command_replies = CommandReplies()
+        self.threads = ThreadContext(
+            self.client,
+            limit=thread_context,
+            known=known_conversation,
+            admits=admits,
+            names=self.names.of,
+        )
+        self.bot_user_id = ""
+        self.bot_id = ""
+        self.bot_name = ""
+        """The bot's user name (``auth.test``): ``/command@name`` for another name is skipped."""
+        self.http_port: int | None = None
+        """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
+        self._sink: InboundSink | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._link = link or PlatformLink()
+        self._socket_watch: SocketWatch | None = None
+        self._runner: web.AppRunner | None = None
+        self._seen_memory: Recent[str, None] = Recent(_MEMORY_LIMIT)
+        self._until_accepted = UntilAccepted("slack").hand
+        self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
+        self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Learn who the bot is (``auth.test``), then connect the socket or serve HTTP.
+
+        A refused bot token, an unreachable Slack or a busy HTTP port raises
+        ``SlackStartError`` and leaves nothing open, and so does a refused app token: the
+        first Socket Mode URL (``apps.connections.open``) is asked for here. (Reconnecting
+        later is the SDK's: it logs failures and keeps retrying; a ``SocketWatch`` tells
+        ``link`` whether the socket is connected meanwhile.)
+        """
+        try:
+            await self._start(sink)
+        except SlackStartError:
+            await self.stop()
+            raise
+        except SlackError as exc:
+            await self.stop()
+            error = exc.error
+            if exc.method == "apps.connections.open" and not exc.retryable:
+                error = f"{error} (Slack refused the app-level token, app_token)"
+            raise SlackStartError(exc.method, error) from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await self.stop()
+            reason = str(exc) or type(exc).__name__
+            raise SlackStartError("start", f"cannot reach Slack: {reason}") from exc
+
+    async def _start(self, sink: InboundSink) -> None:
+        self._sink = sink
+        who = await self._call("auth.test", self.client.auth_test)
+        self.bot_user_id = str(who.get("user_id") or "")
+        self.bot_id = str(who.get("bot_id") or "")
+        self.bot_name = str(who.get("user") or "")
+        app = self._build_app()
+        if self._mode == "socket":
+            # The client reconnects by itself; the watch tells botd whether it is connected.
+            watch = self._socket_watch = SocketWatch(self._link, self.account_id)
+            self._socket = handler = AsyncSocketModeHandler(
+                app, app_token=self._app_token, logger=watch.logger
+            )
+            # The SDK retries a refused app token for ever, logging it each time: ask for the
+            # first socket URL here, so a refusal fails the start, and hand the URL over.
+            opened = await self._call(
+                "apps.connections.open",
+                handler.client.web_client.apps_connections_open,
+                app_token=self._app_token,
+            )
+            handler.client.wss_uri = str(opened["url"])
+            await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+            watch.start(handler.client)
+            log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
+        else:
+            self._runner = web.AppRunner(app.web_app(path=self._http_path))
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self._http_host, self._http_port)
+            try:
+                await site.start()
+            except OSError as exc:
+                where = f"{self._http_host}:{self._http_port}"
+                raise SlackStartError("start", f"cannot listen on {where}: {exc}") from exc
+            self.http_port = _bound_port(self._runner, self._http_port)
+            log.info(
+                "slack %s serving events on %s:%s%s",
+                self.account_id,
+                self._http_host,
+                self.http_port,
+                self._http_path,
+            )
+
+    async def stop_inbound(self) -> None:
+        """Close the socket or HTTP site; posting (the Web API client) keeps working."""
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Close the socket or the HTTP site; safe to call twice."""
+        socket, self._socket = self._socket, None
+        runner, self._runner = self._runner, None
+        watch, self._socket_watch = self._socket_watch, None
+        if watch is not None:
+            await watch.stop()
+        if socket is not None:
+            await socket.close_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+        if runner is not None:
+            await runner.cleanup()
+        # The AsyncWebClient opens a session per request (none passed in): nothing left open.
+        self._sink = None
+
+    def _build_app(self) -> AsyncApp:
+        app = AsyncApp(
+            client=self.client,
+            signing_secret=self._signing_secret,
+            # Bolt's DM "assistant thread" say() would fetch conversations.replies and add
+            # metadata to posts; the adapter posts through its own client instead.
+            attaching_conversation_kwargs_enabled=False,
+            # Socket Mode needs no signature; HTTP mode verifies every request (401 otherwise).
+            request_verification_enabled=self._mode == "http",
+            # Ack only after the listener returned: the message is in the inbox by then.
+            process_before_response=True,
+        )
+        app.command(re.compile(".*"))(self._on_slash_command)
+        app.event("message")(self._on_message)
+        app.event("app_mention")(self._on_app_mention)
+        # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
+        app.event(re.compile(".*"))(self._on_other_event)
+        return app
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        subtype = event.get("subtype")
+        if subtype == "message_changed":
+            await self._on_edit(body, event)
+            return
+        if subtype not in MESSAGE_SUBTYPES:
+            log.debug("slack: ignoring message subtype %s", subtype)
+            return
+        await self._inbound(body, event, app_mention=False)
+
+    async def _on_edit(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """A message whose text its sender edited, handed on as an edit. Slack sends
+        ``message_changed`` for link previews added and other changes too: those carry no
+        ``edited`` mark, or the same text, and are ignored."""
+        new, old = event.get("message") or {}, event.get("previous_message") or {}
+        edited_at = (new.get("edited") or {}).get("ts")
+        # A deleted thread parent turns into a "tombstone": a change, but no one's words.
+        kind = new.get("subtype")
+        if not edited_at or kind not in MESSAGE_SUBTYPES or new.get("text") == old.get("text"):
+            log.debug("slack: ignoring a message change that is no edit of its text")
+            return
+        where: dict[str, Any] = {k: event[k] for k in ("channel", "channel_type") if k in event}
+        await self._inbound(body, {**new, **where}, app_mention=False, edited_at=str(edited_at))
+
+    async def _on_app_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self._inbound(body, event, app_mention=True)
+
+    async def _on_slash_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """A slash command of this app (``commands``), acked once it is in the inbox.
+        Slack never delivers one again: one the router could not take is acked all the
+        same (the router has told the chat to send it again)."""
+        self.command_replies.remember(command)
+        key = self._key(f"command:{command.get('trigger_id') or ''}")
+        message = slash_message(
+            command, account_id=self.account_id, bot_name=self.bot_name, key=key
+        )
+        sink = self._sink
+        try:
+            if sink is not None and message is not None:
+                await self._until_accepted(sink, message)
+        except Exception as exc:
+            log.warning("slack: slash command %s was not taken: %s", command.get("command"), exc)
+        finally:
+            await ack()
+
+    async def _on_other_event(self, event: dict[str, Any]) -> None:
+        log.debug("slack: ignoring event %s", event.get("type"))
+
+    async def _inbound(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        *,
+        app_mention: bool,
+        edited_at: str | None = None,
+    ) -> None:
+        sink = self._sink
+        channel = str(event.get("channel") or "")
+        ts = str(event.get("ts") or "")
+        user = str(event.get("user") or "")
+        if sink is None or not channel or not ts:
+            return
+        # Bolt drops our own events already; this also covers a bot_id it did not know yet.
+        if (self.bot_id and event.get("bot_id") == self.bot_id) or user == self.bot_user_id:
+            return
+        if event.get("bot_id") and not user:
+            log.debug("slack: ignoring a message from bot %s", event.get("bot_id"))
+            return
+        # Both ids are remembered: the twin with another event id is caught by channel:ts.
+        event_id = str(body.get("event_id") or "")
+        message_key = f"{channel}:{ts}" + (f":edit:{edited_at}" if edited_at else "")
+        keys = tuple(self._key(k) for k in (event_id, message_key) if k)
+        repeated = [key in self._seen_memory for key in keys]
+        for key in keys:
+            self._seen_memory.remember(key, None)
+        if event_id and repeated[0]:
+            log.debug("slack: event %s already handled", event_id)
+            return
+        if repeated[-1]:
+            log.debug("slack: message %s:%s already handled", channel, ts)
+            return
+        text = str(event.get("text") or "")
+        thread_ts = event.get("thread_ts")
+        thread_id = str(thread_ts) if thread_ts else None
+        key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
+        mention = f"<@{self.bot_user_id}>" if self.bot_user_id else ""
+        mentioned = app_mention or (bool(mention) and mention in text)
+        if mention and mention in text:
+            # The model needs the message, not the bot's own name (which it would echo).
+            text = without_mention(text, re.escape(mention)) or text
+        message = InboundMessage(
+            channel="slack",
+            chat_id=channel,
+            sender_id=user,
+            sender_name=await self.names.of(user, sender_name(event)),
+            text=text,
+            message_id=ts,
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            is_direct=event.get("channel_type") == "im",
+            mentions_bot=mentioned,
+            dedupe_keys=keys,
+            bot_name=self.bot_name,
+            attachments=slack_attachments(event),
+            edited=edited_at is not None,
+        )
+        if edited_at is None:
+            message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
+        target = self.reply_target(message)
+        if target.thread_id is None and edited_at is None:
+            self._awaiting_answer[channel] = ts  # for the "working" reaction
+        try:
+            await self._until_accepted(sink, replace(message, target=target))
+        except BaseException:
+            for key in keys:  # not accepted: Slack's redelivery must get through
+                self._seen_memory.pop(key, None)
+            raise
+
+    def _key(self, key: str) -> str:
+        """An inbound id as the ledger keeps it (prefixed by the account unless the default)."""
+        return key if self.account_id == "default" else f"{self.account_id}/{key}"
+
+    # --- threading ----------------------------------------------------------------------------
+
+    def reply_target(self, message: InboundMessage) -> Target:
+        """Where the answer to ``message`` goes under ``reply_to_mode``.
+
+        - ``off``: where the message was, in its thread if it was in one.
+        - ``all``: every reply in a thread (the message's thread, or one started on it).
+        - ``first``: a message already in a thread is answered there; otherwise the target
+          carries ``reply_to_id = ts`` and ``send`` puts the first reply sent to it into a
+          thread on that message, and later replies of the run in the channel.
+        """
+        base = Target("slack", message.chat_id, self.account_id, message.thread_id)
+        if message.thread_id is not None or self.reply_to_mode == "off":
+            return base
+        if self.reply_to_mode == "all":
+            return Target("slack", message.chat_id, self.account_id, message.message_id)
+        return Target("slack", message.chat_id, self.account_id, reply_to_id=message.message_id)
+
+    def _thread_for(self, target: Target) -> str | None:
+        if target.thread_id is not None:
+            return target.thread_id
+        if target.reply_to_id is None:
+            return None
+        marker = f"{target.chat_id}:{target.reply_to_id}"
+        if marker in self._first_replied:
+            return None
+        self._first_replied.remember(marker, None)
+        return target.reply_to_id
+
+    # --- outbound -----------------------------------------------------------------------------
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal."""
+        thread_ts = self._thread_for(target)
+        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        refs: list[MessageRef] = []
+        for text in self._render(markdown):
+            try:
+                response = await self._call(
+                    "chat.postMessage",
+                    self.client.chat_postMessage,
+                    channel=target.chat_id,
+                    text=text,
+                    thread_ts=thread_ts,
+                    mrkdwn=True,
+                    link_names=False,
+                )
+            except SlackError as exc:
+                if exc.error in NOT_A_MEMBER:  # a slash command's user is told, if any
+                    await self.command_replies.tell_not_a_member(target.chat_id)
+                raise
+            refs.append(MessageRef(posted_to, str(response["ts"])))
+        return refs
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id.
+
+        ``files_upload_v2`` is three steps in one call: the SDK asks for an upload URL
+        (``files.getUploadURLExternal``), posts the bytes there and shares the file in the
+        channel (``files.completeUploadExternal``) with the caption as its
+        ``initial_comment``. When the bytes cannot be posted (a 5xx of the upload URL) the SDK
+        raises a request error, which is retryable; a file whose upload was never completed is
+        not shared, so a retry shows the file once. Slack takes files of up to 1 GB.
+        """
+        if len(file.data) > UPLOAD_LIMIT:
+            raise SlackError(UPLOAD, f"file_too_large ({file.filename}: {len(file.data)} bytes)")
+        comments = self._render(caption) if caption.strip() else []
+        thread_ts = self._thread_for(target)
+        try:
+            response = await self._call(
+                UPLOAD,
+                self.client.files_upload_v2,
+                channel=target.chat_id,
+                content=file.data,
+                filename=file.filename,
+                title=file.filename,
+                initial_comment=comments[0] if comments else None,
+                thread_ts=thread_ts,
+            )
+        except SlackRequestError as exc:
+            raise SlackError(UPLOAD, str(exc), retryable=True) from exc
+        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        files = response.get("files") or []
+        file_id = str(files[0].get("id", "")) if files and isinstance(files[0], dict) else ""
+        return [MessageRef(posted_to, file_id)]
+
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Replace a posted message; text beyond one message follows as new messages."""
+        texts = self._render(markdown)
+        refs = [ref]
+        if not texts:
+            return refs
+        await self._call(
+            "chat.update",
+            self.client.chat_update,
+            channel=ref.target.chat_id,
+            ts=ref.message_id,
+            text=texts[0],
+            link_names=False,
+        )
+        for text in texts[1:]:
+            response = await self._call(
+                "chat.postMessage",
+                self.client.chat_postMessage,
+                channel=ref.target.chat_id,
+                text=text,
+                thread_ts=ref.target.thread_id,
+                mrkdwn=True,
+                link_names=False,
+            )
+            refs.append(MessageRef(ref.target, str(response["ts"])))
+        return refs
+
+    def _render(self, markdown: str) -> list[str]:
+        """The mrkdwn messages ``markdown`` is posted as, mass mentions defused unless allowed."""
+        texts = [chunk.text for chunk in render_chunks(markdown, "slack", TEXT_LIMIT)]
+        if self.allow_mass_mentions:
+            return texts
+        return [defuse_slack_mass_mentions(text) for text in texts]
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete a posted message (``chat.delete``); one already gone counts as deleted."""
+        try:
+            await self._call(
+                "chat.delete",
+                self.client.chat_delete,
+                channel=ref.target.chat_id,
+                ts=ref.message_id,
+            )
+        except SlackError as exc:
+            if exc.error != "message_not_found":
+                raise
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        """Add a reaction by name (``eyes`` or ``:eyes:``) or by a few common Unicode emoji."""
+        name = _EMOJI_NAMES.get(emoji, emoji.strip(":"))
+        try:
+            await self._call(
+                "reactions.add",
+                self.client.reactions_add,
+                channel=ref.target.chat_id,
+                timestamp=ref.message_id,
+                name=name,
+            )
+        except SlackError as exc:
+            if exc.error != "already_reacted":
+                raise
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """A file of a message, with the bot token (needs the ``files:read`` scope)."""
+        api_host = urlsplit(self._api_base_url).hostname or ""
+        return await slack_download(
+            attachment, max_bytes, bot_token=self._bot_token, api_hosts=[api_host]
+        )
+
+    async def typing(self, target: Target) -> None:
+        """Show that the bot is working: "is typing…" on a thread, 👀 on a channel message.
+
+        Slack has no bot typing indicator outside assistant threads, so an answer that goes
+        to the channel root gets an ``eyes`` reaction on the message it answers (once).
+        Best effort: a refusal is logged, never raised.
+        """
+        if target.thread_id is None:
+            ts = self._awaiting_answer.pop(target.chat_id, None)
+            if ts is not None:
+                await self._react_working(target, ts)
+            return
+        try:
+            await self._call(
+                "assistant.threads.setStatus",
+                self.client.assistant_threads_setStatus,
+                channel_id=target.chat_id,
+                thread_ts=target.thread_id,
+                status=TYPING_STATUS,
+            )
+        except SlackError as exc:
+            log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
+
+    async def _react_working(self, target: Target, ts: str) -> None:
+        try:
+            await self.react(
+                MessageRef(Target("slack", target.chat_id, self.account_id), ts), "eyes"
+            )
+        except SlackError as exc:
+            log.debug("slack: no working reaction in %s: %s", target.chat_id, exc.error)
+
+    async def _call(
+        self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
+    ) -> AsyncSlackResponse:
+        """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``.
+
+        The error says whether trying again may help: a 5xx, a 429, one of Slack's own
+        faults (``TRANSIENT_ERRORS``) or a failed connection may pass; Slack's refusals
+        (``channel_not_found``, ``not_in_channel``, ...) will not.
+        """
+        for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+            try:
+                return await func(**kwargs)
+            except SlackApiError as exc:
+                response = exc.response
+                status = response.status_code
+                hint = retry_after(response.headers, cap=MAX_RETRY_AFTER)
+                if status == 429 and attempt < RATE_LIMIT_ATTEMPTS:
+                    delay = 1.0 if hint is None else hint
+                    log.warning("slack %s rate limited; retrying in %.1fs", method, delay)
+                    await self._sleep(delay)
+                    continue
+                error = response.get("error") if isinstance(response.data, dict) else None
+                transient = status >= 500 or status == 429 or error in TRANSIENT_ERRORS
+                raise SlackError(
+                    method,
+                    str(error or f"HTTP {status}"),
+                    retryable=transient,
+                    retry_after=hint if transient else None,
+                ) from exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise connection_error(method, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bound_port(runner: web.AppRunner, requested: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return requested

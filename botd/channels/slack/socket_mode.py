@@ -1,0 +1,75 @@
+"""Whether Slack's Socket Mode connection is up, told to the channel's ``PlatformLink``.
+
+slack_sdk's Socket Mode client reconnects by itself (a socket Slack closed, one whose pings
+go unanswered) and tells of the loss and of its failed attempts only in its log. A
+``SocketWatch`` asks the client every ``interval`` seconds whether it is connected
+(``is_connected``: a socket open, its pings answered) and tells the link. The error it
+reports is the last failure the client logged (through the logger the watch hands the
+handler, which goes on to botd's log as before), else that the socket is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+
+from ..base import PlatformLink
+
+__all__ = ["SocketWatch"]
+
+WATCH_INTERVAL = 1.0
+"""Seconds between two looks at the connection."""
+
+_SESSION_ID = re.compile(r" ?\(?\bs_-?\d+\)?")
+"""The SDK's session ids (``(s_1234)``): noise in a line a person reads."""
+
+
+class _LastFailure(logging.Handler):
+    """Keeps the last warning or error logged through the watch's logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.text = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.text = " ".join(_SESSION_ID.sub("", record.getMessage()).split())
+
+
+class SocketWatch:
+    """Watches one Socket Mode client for ``link`` (see the module docstring)."""
+
+    def __init__(self, link: PlatformLink, account: str, interval: float = WATCH_INTERVAL) -> None:
+        self._link = link
+        self._interval = interval
+        self.logger = logging.getLogger(f"{__name__}.{account}")
+        """The logger to give the Socket Mode handler (``logger=``)."""
+        self._failures = _LastFailure()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, client: SocketModeClient) -> None:
+        """Begin watching ``client`` (connected by now)."""
+        if self._task is None:
+            self.logger.addHandler(self._failures)
+            self._task = asyncio.create_task(self._watch(client), name="slack-socket-watch")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        self.logger.removeHandler(self._failures)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _watch(self, client: SocketModeClient) -> None:
+        while not client.closed:
+            if await client.is_connected():
+                self._failures.text = ""
+                self._link.reachable()
+            else:
+                why = self._failures.text or "the socket is disconnected"
+                self._link.unreachable(f"Socket Mode reconnecting: {why}")
+            await asyncio.sleep(self._interval)

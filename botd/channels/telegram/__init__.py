@@ -1,0 +1,1 @@
+"""Telegram: python-telegram-bot, imported only inside this package."""

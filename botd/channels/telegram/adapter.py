@@ -1,0 +1,627 @@
+"""Telegram: long polling with python-telegram-bot, inside the daemon's own event loop.
+
+The PTB ``Application`` is driven by hand (``initialize``/``start``/``updater.start_polling``,
+never ``run_polling``, which would own the loop and its signals). Text messages, commands
+included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
+``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
+the General topic carry no thread id and map to topic 1).
+
+Telegram forgets an update once a ``getUpdates`` asks for a higher offset. PTB asks for the
+next batch as soon as it queued the last one; here each ``getUpdates`` first waits until every
+update it would confirm was handled (the sink returned, i.e. the router accepted the message
+into the durable inbox) and confirms no further than that, so an update botd had not accepted
+when it died is delivered again at the next start. (At shutdown, PTB's last confirming call
+waits a bounded time and confirms only what was handled.) The handled offset is also saved
+(``offsets``) and the first ``getUpdates`` resumes from it; each message carries
+``chat:message_id`` as its dedupe key, so the router drops a message delivered twice. The
+parts of an album, and of a long text the app split (``pastes``), share an album id:
+the sessions answer them as one.
+
+A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
+words and retried with capped, jittered backoff; polling never gives up (a token revoked
+while running is reported through ``on_down``, and the daemon restarts the channel); whether
+Telegram answers the polls goes to ``link`` (a ``PlatformLink``). Outgoing
+text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
+again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
+``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
+5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error`` in
+``errors``); a start that fails raises ``TelegramStartError`` (a
+``ChannelStartError``) saying whether the token was refused or the URL is wrong; no PTB object
+leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeAlias, TypeVar
+
+from telegram import Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatType, ParseMode
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ContextTypes,
+    ExtBot,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...retry import Backoff, retry_after
+from ..base import InboundSink, OffsetStore, OutboundFile, PlatformLink, without_mention
+from ..errors import ChannelError
+from ..markdown import RenderedChunk, render_chunks
+from . import uploads
+from .errors import (
+    TelegramAPIError,
+    TelegramStartError,
+    api_error,
+    quiet_non_json_error_tracebacks,
+    start_failure,
+)
+from .inbound_media import MEDIA, telegram_attachments, telegram_download
+from .menu import publish_commands
+from .pastes import SplitPastes
+
+__all__ = [
+    "ALLOWED_UPDATES",
+    "CHANNEL",
+    "TEXT_LIMIT",
+    "TelegramAPIError",
+    "TelegramAdapter",
+    "TelegramStartError",
+    "api_error",
+]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_MAX_FLOOD_RETRIES = 3
+_CONFIRM_WAIT_AT_STOP = 5.0
+"""How long PTB's last confirming ``getUpdates`` at shutdown waits for updates in hand."""
+
+CHANNEL = "telegram"
+TEXT_LIMIT = 4096
+"""Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
+GENERAL_TOPIC = "1"
+"""A forum's General topic: its messages carry no thread id and sends must omit it."""
+ALLOWED_UPDATES = ("message", "edited_message")
+
+_App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
+
+
+def _is_parse_error(exc: BadRequest) -> bool:
+    return "can't parse entities" in exc.message.lower()
+
+
+def _is_not_modified(exc: BadRequest) -> bool:
+    return "message is not modified" in exc.message.lower()
+
+
+class _PollingBot(ExtBot[int]):
+    """PTB's bot, with the polling policies PTB has no setting for.
+
+    The first ``getUpdates`` resumes from the saved offset. A 409 Conflict (another poller
+    on the token) is waited out with jittered backoff and reported as "no updates", instead
+    of PTB's retry loop logging a traceback on every attempt. A long poll that Telegram (or
+    a proxy) accepts but never answers is abandoned after its timeout plus ``stall_grace``
+    and retried the same way, so a stalled connection cannot silence the bot. Every poll
+    tells ``link`` whether Telegram answered: a failed one (no connection, a 5xx, a stall, a
+    409) that it did not, one that returned that it did.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        resume_offset: int,
+        account_id: str,
+        backoff: Backoff,
+        stall_grace: float,
+        on_down: Callable[[str], None] | None = None,
+        link: PlatformLink | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_down = on_down
+        self._link = link or PlatformLink()
+        self._resume_offset = resume_offset
+        self._account_id = account_id
+        self._backoff = backoff
+        self._stall_grace = stall_grace
+        # Every update below this id went through the handlers; the first that failed is
+        # asked for again (and what follows it: the router drops those as seen).
+        self._handled_below = resume_offset
+        self._failed_from: int | None = None
+        self._progress = asyncio.Event()
+
+    @property
+    def confirmed(self) -> int:
+        """The offset Telegram may be told: every update below it was accepted or ignored."""
+        return self._handled_below if self._failed_from is None else self._failed_from
+
+    def handled(self, update_id: int, *, ok: bool | None = None) -> None:
+        """An update went through the handlers; ``ok``: its message was accepted (True) or
+        its sink raised (False); None: no message of it went to the sink."""
+        self._handled_below = max(self._handled_below, update_id + 1)
+        if ok is False:
+            first = self._failed_from
+            self._failed_from = update_id if first is None else min(first, update_id)
+        elif ok and self._failed_from == update_id:
+            self._failed_from = None
+        self._progress.set()
+
+    async def _until_handled(self, offset: int, limit: float | None) -> None:
+        """Wait until every update below ``offset`` was handled (or ``limit`` seconds)."""
+        try:
+            async with asyncio.timeout(limit):
+                while self._handled_below < offset:
+                    self._progress.clear()
+                    await self._progress.wait()
+        except TimeoutError:
+            log.warning(
+                "telegram[%s]: updates below %d not handled in time; left with Telegram",
+                self._account_id,
+                offset,
+            )
+
+    async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
+        poll = kwargs.get("timeout") or 0
+        poll_seconds = poll.total_seconds() if hasattr(poll, "total_seconds") else float(poll)
+        wanted = int(kwargs.get("offset") or 0)
+        # Confirm to Telegram only what was handled: the rest is delivered again.
+        await self._until_handled(wanted, None if poll_seconds else _CONFIRM_WAIT_AT_STOP)
+        if self._failed_from is not None and poll_seconds:
+            await self._back_off(f"update {self._failed_from} was not accepted; asking again")
+        kwargs["offset"] = max(min(wanted, self.confirmed), self._resume_offset)
+        try:
+            updates = await asyncio.wait_for(
+                super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
+            )
+        except Conflict as exc:
+            if not poll_seconds:
+                raise  # PTB's final offset-committing call at shutdown: don't wait
+            self._link.unreachable(f"getUpdates refused: {exc.message}")
+            await self._back_off(f"getUpdates refused ({exc.message})")
+            return ()
+        except TimeoutError:
+            stalled = f"getUpdates stalled for {poll_seconds + self._stall_grace:.0f}s"
+            self._link.unreachable(stalled)
+            await self._back_off(stalled)
+            return ()
+        except InvalidToken as exc:  # revoked while running: the daemon restarts the channel
+            if not poll_seconds or self._on_down is None:
+                raise  # (PTB would end polling with a traceback)
+            self._on_down(f"getUpdates: the token was rejected ({exc.message})")
+            await self._back_off(f"getUpdates refused the token ({exc.message})")
+            return ()
+        except TelegramError as exc:  # PTB's loop logs it (error_callback) and polls again
+            if poll_seconds:
+                self._link.unreachable(f"getUpdates failed: {exc.message}")
+            raise
+        if poll_seconds:
+            self._link.reachable()
+        if self._backoff.failures:
+            log.info("telegram[%s]: polling again", self._account_id)
+            self._backoff.reset()
+        return updates
+
+    async def _back_off(self, what: str) -> None:
+        delay = self._backoff.next_delay()
+        log.warning(
+            "telegram[%s]: %s; retry %d in %.1fs",
+            self._account_id,
+            what,
+            self._backoff.failures,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+
+class TelegramAdapter:
+    """A Telegram bot account as a ``ChannelAdapter``; see the module docstring.
+
+    ``conflict_backoff`` is (first delay, cap) in seconds for 409 and stall retries;
+    ``stall_grace`` is how long past its own timeout a long poll may go unanswered.
+    """
+
+    name = CHANNEL
+    capabilities = Capabilities(
+        text_limit=TEXT_LIMIT, markdown="telegram_html", caption_limit=uploads.CAPTION_LIMIT
+    )
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        offsets: OffsetStore | None = None,
+        api_base_url: str = "https://api.telegram.org",
+        account_id: str = "default",
+        poll_timeout: int = 30,
+        conflict_backoff: tuple[float, float] = (1.0, 30.0),
+        stall_grace: float = 15.0,
+        on_down: Callable[[str], None] | None = None,
+        command_menu: bool = True,
+        link: PlatformLink | None = None,
+    ) -> None:
+        self._token = token
+        self._link = link or PlatformLink()
+        self._command_menu = command_menu
+        self._menu_task: asyncio.Task[bool] | None = None
+        self._pastes = SplitPastes()
+        self._on_down = on_down
+        self._offsets = offsets
+        self._api_base_url = api_base_url.rstrip("/")
+        self.account_id = account_id
+        self._poll_timeout = poll_timeout
+        self._conflict_backoff = conflict_backoff
+        self._chat_paused_until: dict[str, float] = {}
+        self._stall_grace = stall_grace
+        self._app: _App | None = None
+        self._bot: _PollingBot | None = None
+        self._sink: InboundSink | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        if self._app is not None:
+            raise RuntimeError("telegram adapter already started")
+        quiet_non_json_error_tracebacks()
+        saved = self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
+        bot = _PollingBot(
+            self._token,
+            base_url=f"{self._api_base_url}/bot",
+            base_file_url=f"{self._api_base_url}/file/bot",
+            # No retries in the limiter: its RetryAfter handling pauses every chat, and one
+            # group's flood wait must not silence the others (see _per_chat).
+            rate_limiter=AIORateLimiter(max_retries=0),
+            resume_offset=int(saved) if saved else 0,
+            account_id=self.account_id,
+            backoff=self._poll_backoff(),
+            stall_grace=self._stall_grace,
+            on_down=self._on_down,
+            link=self._link,
+        )
+        # No job queue: botd schedules its own jobs, and PTB's would start a second APScheduler
+        # (a second "Scheduler started" in the log) that runs nothing.
+        app: _App = Application.builder().bot(bot).job_queue(None).build()
+        taken = filters.TEXT | MEDIA  # files come with their caption as the text
+        updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
+        app.add_handler(MessageHandler(updates & taken, self._on_text))
+        # A later group sees every update once the handlers above are done with it.
+        app.add_handler(TypeHandler(Update, self._on_processed), group=1)
+        app.add_error_handler(self._on_error)
+        self._sink = sink
+        self._app, self._bot = app, bot
+        try:
+            await app.initialize()
+            await app.start()
+            assert app.updater is not None
+            await app.updater.start_polling(
+                timeout=self._poll_timeout,
+                allowed_updates=list(ALLOWED_UPDATES),
+                error_callback=self._on_polling_error,
+            )
+        except TelegramError as exc:
+            await self.stop()
+            raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+        if self._command_menu:
+            self._menu_task = asyncio.create_task(
+                publish_commands(bot, self.account_id), name=f"telegram[{self.account_id}]:menu"
+            )
+
+    def _poll_backoff(self) -> Backoff:
+        """Waits between failed polls: doubling from the first delay to the cap, jittered."""
+        first, cap = self._conflict_backoff
+        return Backoff(first, factor=2.0, cap=cap, jitter=0.5)
+
+    async def stop_inbound(self) -> None:
+        """Stop polling; updates not fetched yet stay with Telegram for the next start."""
+        app = self._app
+        if app is not None and app.updater is not None and app.updater.running:
+            await app.updater.stop()
+
+    async def stop(self) -> None:
+        menu, self._menu_task = self._menu_task, None
+        if menu is not None:
+            menu.cancel()
+        app, self._app = self._app, None
+        if app is not None:
+            # The bot stays usable meanwhile: PTB finishes the updates it already fetched.
+            await self._shutdown(app)
+            self._bot = None
+
+    async def _shutdown(self, app: _App) -> None:
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.shutdown()
+
+    def _require_bot(self) -> _PollingBot:
+        if self._bot is None:
+            # Starting, or being restarted after it went down: a send waits (is retried) for it.
+            raise ChannelError("telegram is not connected (yet)", retryable=True)
+        return self._bot
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message or update.edited_message
+        if message is None or self._sink is None:
+            return
+        bot = self._require_bot()
+        sender = message.from_user
+        if sender is not None and sender.id == bot.id:
+            return
+        chat_id = str(message.chat.id)
+        thread_id: str | None = None
+        if message.chat.is_forum:
+            topic = message.message_thread_id if message.is_topic_message else None
+            thread_id = str(topic) if topic else GENERAL_TOPIC
+        key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
+        reply = _replied_to(message)
+        try:
+            await self._deliver(message, chat_id, thread_id, key, reply)
+        except Exception:
+            bot.handled(update.update_id, ok=False)  # not accepted: ask for it again
+            raise
+        bot.handled(update.update_id, ok=True)
+
+    async def _deliver(
+        self,
+        message: Message,
+        chat_id: str,
+        thread_id: str | None,
+        key: str,
+        reply: Message | None,
+    ) -> None:
+        sender = message.from_user
+        assert self._sink is not None
+        text = self._without_own_mention(message.text or message.caption or "")
+        sender_key, mid = str(sender.id) if sender else "", str(message.message_id)
+        key_of, album, edit = f"{chat_id}:{mid}", None, message.edit_date
+        if edit is not None:  # each edit is its own, never part of an album or a paste
+            key_of += f":edit:{int(edit.timestamp())}"
+        else:
+            album = message.media_group_id or self._pastes.paste_of(
+                chat_id, sender_key, mid, text, message.date.timestamp()
+            )
+        await self._sink(
+            InboundMessage(
+                channel=CHANNEL,
+                chat_id=chat_id,
+                sender_id=sender_key,
+                text=text,
+                message_id=mid,
+                conversation_key=key,
+                account_id=self.account_id,
+                thread_id=thread_id,
+                sender_name=sender.full_name if sender else "",
+                is_direct=message.chat.type == ChatType.PRIVATE,
+                mentions_bot=self._mentions_bot(message, reply),
+                reply_to_message_id=str(reply.message_id) if reply else None,
+                dedupe_keys=(key_of,),
+                bot_name=self._require_bot().username or "",
+                attachments=telegram_attachments(message),
+                album=album,
+                edited=edit is not None,
+            )
+        )
+
+    def _without_own_mention(self, text: str) -> str:
+        """``text`` without ``@botname`` (kept in ``/cmd@botname``, which commands parse)."""
+        name = self._require_bot().username
+        if not name:
+            return text
+        return without_mention(text, rf"(?<![\w/])@{re.escape(name)}\b", re.IGNORECASE)
+
+    def _mentions_bot(self, message: Message, reply: Message | None) -> bool:
+        bot = self._require_bot()
+        handle = f"@{bot.username}".lower()
+        for entity, text in _entities(message):
+            if entity.type == MessageEntity.MENTION and text.lower() == handle:
+                return True
+            if entity.type == MessageEntity.BOT_COMMAND and text.lower().endswith(handle):
+                return True
+            if (
+                entity.type == MessageEntity.TEXT_MENTION
+                and entity.user
+                and entity.user.id == bot.id
+            ):
+                return True
+        return bool(reply and reply.from_user and reply.from_user.id == bot.id)
+
+    async def _on_processed(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        bot = self._bot
+        if bot is None:
+            return
+        bot.handled(update.update_id)
+        if self._offsets is not None:
+            self._offsets.set_offset(CHANNEL, self.account_id, str(bot.confirmed))
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error(
+            "telegram[%s]: handling an update failed", self.account_id, exc_info=context.error
+        )
+
+    def _on_polling_error(self, exc: TelegramError) -> None:
+        log.warning("telegram[%s]: getUpdates failed: %s", self.account_id, exc.message)
+
+    # --- outbound -----------------------------------------------------------------------------
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        return await uploads.send_file(
+            self._require_bot(), self._per_chat, target, file, caption, thread=thread
+        )
+
+    async def _send_chunks(
+        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+    ) -> list[MessageRef]:
+        bot = self._require_bot()
+        thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        chat = target.chat_id
+        refs = []
+        for chunk in chunks:
+            extra: dict[str, Any] = {}
+            if thread is not None:
+                extra["message_thread_id"] = int(thread)
+            if reply_to is not None:
+                extra["reply_parameters"] = ReplyParameters(
+                    int(reply_to), allow_sending_without_reply=True
+                )
+            reply_to = None  # only the first message replies
+            try:
+                try:
+                    sent = await self._per_chat(
+                        chat,
+                        partial(
+                            bot.send_message, chat, chunk.text, parse_mode=ParseMode.HTML, **extra
+                        ),
+                    )
+                except BadRequest as exc:
+                    if not _is_parse_error(exc):
+                        raise
+                    log.warning("telegram: markup refused (%s); sending plain text", exc.message)
+                    sent = await self._per_chat(
+                        chat, partial(bot.send_message, chat, chunk.plain, **extra)
+                    )
+            except TelegramError as exc:
+                raise api_error("sendMessage", exc) from exc
+            refs.append(MessageRef(target, str(sent.message_id)))
+        return refs
+
+    async def _per_chat(self, chat_id: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, waiting out Telegram's 429s for this chat only.
+
+        A flood wait pauses further requests to the same chat until it has passed; other
+        chats go on. Gives up after ``_MAX_FLOOD_RETRIES`` waits (the error then reaches
+        the caller in Telegram's words).
+        """
+        loop = asyncio.get_running_loop()
+        for attempt in range(_MAX_FLOOD_RETRIES + 1):
+            pause = self._chat_paused_until.get(chat_id, 0.0) - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            try:
+                return await call()
+            except RetryAfter as exc:
+                if attempt == _MAX_FLOOD_RETRIES:
+                    raise
+                wait = (retry_after(exc.retry_after) or 0.0) + 0.1
+                self._chat_paused_until[chat_id] = loop.time() + wait
+                log.warning(
+                    "telegram: flood wait %.1fs for chat %s (%s)", wait, chat_id, exc.message
+                )
+        raise AssertionError("unreachable")
+
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
+        bot = self._require_bot()
+        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        if not chunks:
+            return [ref]
+        chat_id, message_id = ref.target.chat_id, int(ref.message_id)
+        try:
+            try:
+                await self._per_chat(
+                    chat_id,
+                    lambda: bot.edit_message_text(
+                        chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML
+                    ),
+                )
+            except BadRequest as exc:
+                if not _is_parse_error(exc):
+                    raise
+                await self._per_chat(
+                    chat_id, lambda: bot.edit_message_text(chunks[0].plain, chat_id, message_id)
+                )
+        except BadRequest as exc:
+            if not _is_not_modified(exc):
+                raise api_error("editMessageText", exc) from exc
+        except TelegramError as exc:
+            raise api_error("editMessageText", exc) from exc
+        # Text that outgrew one message continues in new ones rather than being lost.
+        return [ref, *await self._send_chunks(ref.target, chunks[1:], reply_to=None)]
+
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete ``ref``'s message; one that is already gone counts as deleted."""
+        bot = self._require_bot()
+        chat_id, message_id = ref.target.chat_id, int(ref.message_id)
+        try:
+            await self._per_chat(chat_id, lambda: bot.delete_message(chat_id, message_id))
+        except BadRequest as exc:
+            if "message to delete not found" not in exc.message.lower():
+                raise api_error("deleteMessage", exc) from exc
+        except TelegramError as exc:
+            raise api_error("deleteMessage", exc) from exc
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        bot = self._require_bot()
+        try:
+            await bot.set_message_reaction(ref.target.chat_id, int(ref.message_id), emoji)
+        except TelegramError as exc:
+            raise api_error("setMessageReaction", exc) from exc
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await telegram_download(self._require_bot(), attachment, max_bytes)
+
+    async def typing(self, target: Target) -> None:
+        bot = self._require_bot()
+        # Unlike sends, chat actions take the General topic's id too.
+        thread = int(target.thread_id) if target.thread_id is not None else None
+        try:
+            await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
+        except TelegramError as exc:
+            raise api_error("sendChatAction", exc) from exc
+
+
+def _replied_to(message: Message) -> Message | None:
+    """The message this one answers; a topic's creation message does not count."""
+    reply = message.reply_to_message
+    if reply is None or reply.forum_topic_created is not None:
+        return None
+    return reply
+
+
+def _entities(message: Message) -> list[tuple[MessageEntity, str]]:
+    """Each entity of ``message`` with its text, as ``Message.parse_entities`` gives them.
+
+    Offsets count UTF-16 code units; a lone surrogate in the text (which that method cannot
+    encode) keeps its unit here, so the entities after it still land on their text.
+    """
+    caption = message.text is None  # a file's caption has its own entities
+    raw = ((message.caption if caption else message.text) or "").encode(
+        "utf-16-le", "surrogatepass"
+    )
+    return [
+        (
+            entity,
+            raw[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
+                "utf-16-le", "surrogatepass"
+            ),
+        )
+        for entity in (message.caption_entities if caption else message.entities)
+    ]

@@ -1,0 +1,41 @@
+"""The bot's command menu on Telegram: the list a user sees on typing ``/``.
+
+At start the adapter publishes botd's chat commands (``commands.MENU``) with
+``setMyCommands``, once it has seen with ``getMyCommands`` that the menu differs, so a
+restart changes nothing that is already right. It is done in the background: a refusal or an
+outage is logged in Telegram's words and never holds up polling.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Bot, BotCommand
+from telegram.error import TelegramError
+
+from ...commands import MENU
+
+log = logging.getLogger(__name__)
+
+
+def menu_commands() -> list[BotCommand]:
+    """``MENU`` as Telegram takes it (names without the slash)."""
+    return [BotCommand(name.removeprefix("/"), description) for name, description in MENU]
+
+
+async def publish_commands(bot: Bot, account_id: str) -> bool:
+    """Set the bot's menu to botd's commands unless it is already; False when Telegram
+    refused or could not be reached (logged)."""
+    wanted = menu_commands()
+    try:
+        if tuple(await bot.get_my_commands()) == tuple(wanted):
+            return True
+        await bot.set_my_commands(wanted)
+    except TelegramError as exc:
+        log.warning("telegram[%s]: the command menu was not set: %s", account_id, exc.message)
+        return False
+    log.info("telegram[%s]: command menu set (%d commands)", account_id, len(wanted))
+    return True
+
+
+__all__ = ["menu_commands", "publish_commands"]

@@ -1,0 +1,246 @@
+"""``botd status``: how the running botd is doing, asked from outside it.
+
+The daemon is found through its state dir: the pid in its lock file (``statelock.holder``),
+then its health endpoint (``health.host`` and ``health.port`` of the config) is asked for
+``/healthz``. Shown: which botd answers (version, pid, node), each channel up or not with its
+last error, the runs in flight, the inbox backlog with the age of the oldest message not yet
+answered, the reply pieces not yet sent, and the endpoint's problem lines. ``--json`` prints
+one JSON object instead: ``status`` (``ok``, ``degraded``, ``unknown`` or ``not running``),
+``state_dir``, ``pid``, ``url``, ``health`` (the ``/healthz`` body, or null) and ``reason``
+(why the status is ``unknown`` or ``not running``, else null).
+
+Exit status: 0 when everything is up; 1 when something is down or degraded, or when botd
+runs but cannot be asked (its health endpoint is off or does not answer); 2 when the config
+cannot be read; 3 when no botd runs on the state dir (no pid in its lock file, or that
+process is gone).
+
+Of the config only ``state_dir`` and ``health`` are used, and unset ``${VAR}``s are left as
+stand-ins, so the command works from a shell without the daemon's secrets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import BotdConfig
+
+__all__ = ["EXIT_DOWN", "EXIT_NOT_RUNNING", "EXIT_OK", "add_parser", "health_url", "status"]
+
+EXIT_OK = 0
+EXIT_DOWN = 1
+EXIT_NOT_RUNNING = 3
+REQUEST_TIMEOUT = 5.0
+"""Seconds the health endpoint gets to answer."""
+_ANY_ADDRESS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``status`` to ``commands`` (argparse subparsers)."""
+    parser = commands.add_parser(
+        "status",
+        parents=[common],
+        help="show how the running botd is doing: channels, runs, inbox backlog",
+        description=(
+            "Ask the botd running on the config's state dir (the pid in its lock file) for "
+            "its health: each channel up or down with its last error, runs in flight, the "
+            "inbox backlog and its oldest unanswered message. Exit 0 when all is up, 1 when "
+            "something is down or botd cannot be asked, 3 when no botd runs."
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="the botd.yaml, for its state_dir and health port (its secrets need not be set)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def health_url(host: str, port: int) -> str:
+    """Where ``/healthz`` of an endpoint bound to ``host``:``port`` is asked (an endpoint on
+    every address is asked on loopback)."""
+    host = _ANY_ADDRESS.get(host, host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/healthz"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What ``botd status`` found."""
+
+    status: str
+    """``ok``, ``degraded``, ``unknown`` or ``not running``."""
+    state_dir: Path
+    pid: int | None
+    url: str | None
+    health: dict[str, Any] | None = None
+    reason: str | None = None
+
+    @property
+    def exit_status(self) -> int:
+        if self.status == "ok":
+            return EXIT_OK
+        if self.status == "not running":
+            return EXIT_NOT_RUNNING
+        return EXIT_DOWN
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "status": self.status,
+                "state_dir": str(self.state_dir),
+                "pid": self.pid,
+                "url": self.url,
+                "health": self.health,
+                "reason": self.reason,
+            },
+            ensure_ascii=False,
+        )
+
+
+def status(
+    args: argparse.Namespace,
+    *,
+    say: Callable[..., None],
+    register: Callable[[BotdConfig], BotdConfig],
+) -> int:
+    """Run ``botd status``; ``say`` prints (masked), ``register`` registers a loaded
+    config's secrets for masking."""
+    import sys
+
+    from ..config import ConfigError, default_config, load_config
+
+    try:
+        if args.config:
+            config = load_config(Path(args.config), unset_ok=True)
+        else:
+            config = default_config(os.environ)
+    except ConfigError as exc:
+        say(exc)
+        return 2
+    register(config)
+    report = inspect(config)
+    if args.json:
+        say(report.as_json(), file=sys.stdout)
+    else:
+        for line in describe(report):
+            say(line, file=sys.stdout)
+    return report.exit_status
+
+
+def inspect(config: BotdConfig) -> Report:
+    """Find the botd of ``config``'s state dir and ask its health endpoint."""
+    from ..ops.statelock import holder
+
+    state_dir = Path(config.state_dir)
+    pid = holder(state_dir)
+    if pid is None:
+        return Report(
+            "not running", state_dir, None, None, reason=f"no botd holds state dir {state_dir}"
+        )
+    if not config.health.enabled:
+        return Report(
+            "unknown",
+            state_dir,
+            pid,
+            None,
+            reason="its health endpoint is off (health.enabled: false), so it cannot be asked",
+        )
+    url = health_url(config.health.host, config.health.port)
+    try:
+        body = _ask(url)
+    except _NoAnswer as exc:
+        return Report(
+            "unknown",
+            state_dir,
+            pid,
+            url,
+            reason=f"its health endpoint does not answer ({exc}): still starting, or "
+            "health.port changed since it started",
+        )
+    answering = _mapping(body.get("botd")).get("pid")
+    if isinstance(answering, int) and answering != pid:
+        return Report(
+            "unknown",
+            state_dir,
+            pid,
+            url,
+            body,
+            reason=f"the health endpoint answers for pid {answering}, not for pid {pid} "
+            "holding the state dir: another botd uses that port",
+        )
+    return Report("ok" if body.get("status") == "ok" else "degraded", state_dir, pid, url, body)
+
+
+class _NoAnswer(Exception):
+    """The endpoint could not be reached, or did not answer with its JSON."""
+
+
+def _ask(url: str) -> dict[str, Any]:
+    import httpx
+
+    try:
+        # Never through a proxy: this is a loopback (or local) address.
+        with httpx.Client(trust_env=False, timeout=REQUEST_TIMEOUT) as client:
+            response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise _NoAnswer(" ".join(str(exc).split()) or type(exc).__name__) from None
+    if response.status_code not in (200, 503):
+        raise _NoAnswer(f"HTTP {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise _NoAnswer("not JSON") from None
+    if not isinstance(body, dict):
+        raise _NoAnswer("not a JSON object")
+    return body
+
+
+def describe(report: Report) -> list[str]:
+    """``report`` as the lines ``botd status`` prints."""
+    from .pairing import format_age
+
+    if report.health is None or report.status == "unknown":
+        if report.pid is None:
+            return [f"botd is not running: {report.reason}"]
+        return [f"botd runs (pid {report.pid}), but {report.reason}"]
+    body = report.health
+    about = _mapping(body.get("botd"))
+    lines = [
+        f"botd {about.get('version', '?')} (pid {about.get('pid', report.pid)}"
+        f" on {about.get('node', '?')}): {report.status}"
+    ]
+    errors = _mapping(body.get("channel_errors"))
+    channels = _mapping(body.get("channels"))
+    width = max((len(str(name)) for name in channels), default=0)
+    for name, state in sorted(channels.items()):
+        shown = "up" if state == "running" else str(state)
+        why = errors.get(name)
+        lines.append(f"  channel {name:<{width}}  {shown}" + (f": {why}" if why else ""))
+    stats = _mapping(body.get("stats"))
+    if "runs_in_flight" in stats:
+        lines.append(f"  runs in flight: {stats['runs_in_flight']}")
+    if "inbox_backlog" in stats:
+        backlog = f"  inbox: {stats['inbox_backlog']} not answered yet"
+        oldest = stats.get("inbox_oldest_unanswered_seconds")
+        if isinstance(oldest, int | float):
+            backlog += f", the oldest for {format_age(oldest)}"
+        lines.append(backlog)
+    if "outbox_pending" in stats:
+        lines.append(f"  outbox: {stats['outbox_pending']} piece(s) not yet confirmed sent")
+    problems = body.get("problems")
+    if isinstance(problems, list):
+        lines.extend(f"  problem: {problem}" for problem in problems)
+    return lines
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}

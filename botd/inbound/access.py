@@ -1,0 +1,48 @@
+"""Who may talk to the bot on one channel account: the access policies the router applies to
+every inbound message, and the message tool's outbound posts are asked against.
+
+``dm_policy`` (``open``, ``allowlist``, ``pairing``: an unknown sender gets a one-time code an
+admin approves, ``disabled``), ``allow_from``, ``group_policy`` (``open``, ``allowlist``,
+``disabled``) with per-group rules, and ``require_mention`` (default true).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "disabled"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRule:
+    """Settings for one group or channel (``"*"``: every group not listed)."""
+
+    require_mention: bool = True
+    allow_from: frozenset[str] = frozenset()
+    """Senders allowed to address the bot here (empty: everyone in the group)."""
+    enabled: bool = True
+    tools: tuple[str, ...] | None = None
+    """The tools a run here is offered (names, or prefixes ending in ``*``; None: all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """Who may talk to the bot on one channel account."""
+
+    dm_policy: DmPolicy = "pairing"
+    allow_from: frozenset[str] = frozenset()
+    group_policy: GroupPolicy = "allowlist"
+    groups: dict[str, GroupRule] = field(default_factory=dict)
+    require_mention: bool = True
+    mention_patterns: tuple[str, ...] = ()
+
+    def group_rule(self, chat_id: str) -> GroupRule | None:
+        return self.groups.get(chat_id) or self.groups.get("*")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    accepted: bool
+    reason: str

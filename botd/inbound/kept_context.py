@@ -1,0 +1,74 @@
+"""What a prompt is shown of its conversation since the bot last answered there.
+
+The router keeps two kinds of lines in the store (``ChatterStore``) until the next prompt of
+their conversation: group messages not addressed to the bot, and edits of earlier messages
+(in any conversation, a DM too). ``with_kept_context`` puts them before that prompt, each
+labelled with its sender, together with the newest files they came with; the accept that
+takes the prompt consumes them, so each line reaches the model once, across a restart too.
+The router keeps nothing from a sender the access policy refuses; a line kept from someone
+the policy has stopped admitting since (a reload took them off ``allow_from``) is consumed
+unseen, with its files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..chat import InboundMessage
+from ..speakers import labelled
+from ..store import KeptLine, Store
+
+CONTEXT_LIMIT = 50
+"""Lines kept per conversation (the newest)."""
+CONTEXT_HEADER = "[Chat messages since your last reply]"
+KEPT_FILES = 4
+"""Files of kept chatter that come along with the message addressing the bot (the newest)."""
+EDITED = "(edited an earlier message to:)"
+"""How a kept edit starts: the model is told the message changed, not that a new one came."""
+
+
+def as_edit(message: InboundMessage) -> InboundMessage:
+    """An edited message as it is kept: its new text, marked as an edit. Its files were
+    kept (or answered) with the message when it came, so they are not kept again."""
+    return replace(message, text=f"{EDITED} {message.text}".rstrip(), attachments=())
+
+
+def with_kept_context(
+    store: Store, message: InboundMessage, *, admits: Callable[[str], bool]
+) -> tuple[InboundMessage, tuple[str, int] | None]:
+    """``message`` with the lines kept in its conversation as its context, and what the
+    accept consumes (conversation key and last row id; None: nothing kept). The lines stay
+    kept until the message is accepted. Only lines whose sender ``admits`` (by id) are
+    shown, with their files; the others are consumed all the same.
+
+    Context the adapter attached already (a Slack thread's earlier messages, fetched on the
+    first mention there) is the platform's own record of the same conversation and includes
+    what was kept of it: those lines are consumed without being shown twice.
+    """
+    key = message.conversation_key
+    kept = store.kept_chatter(key)
+    if not kept:
+        return message, None
+    consumed = (key, kept[-1].id)
+    if message.context:
+        return message, consumed
+    admitted = {sender: admits(sender) for sender in {line.sender_id for line in kept}}
+    kept = [line for line in kept if admitted[line.sender_id]]
+    if not kept:
+        return message, consumed
+    lines = [labelled(line.sender_name, line.sender_id, _kept_text(line)) for line in kept]
+    # Files of the kept messages come along (the newest few), read when the run starts.
+    files = tuple(a for line in kept for a in line.attachments)[-KEPT_FILES:]
+    context = "\n".join([CONTEXT_HEADER, *lines])
+    shown = replace(message, context=context, attachments=(*files, *message.attachments))
+    return shown, consumed
+
+
+def _kept_text(line: KeptLine) -> str:
+    """A kept message's text, and the names of the files it came with."""
+    files = " ".join(f"[sent {a.label()}]" for a in line.attachments)
+    return f"{line.text} {files}".strip() if files else line.text
+
+
+__all__ = ["CONTEXT_HEADER", "CONTEXT_LIMIT", "EDITED", "as_edit", "with_kept_context"]

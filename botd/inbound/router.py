@@ -1,0 +1,375 @@
+"""The inbound path: dedupe, then access policy, then mention gating, then the session.
+
+Every message an adapter hands over passes here once. The router is the only writer of the
+inbound ledger and of the durable inbox. A message that passes is *accepted*: its dedupe keys
+and the message itself are written in one transaction (``Store.accept_inbound``) before it is
+handed to the session, and ``handle`` returns only after that, so an adapter that tells the
+platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
+could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
+replay after a restart is dropped. What is dropped is logged with its reason. A group message
+that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
+conversation, so it survives a restart) and shown to the agent, each line labelled with its
+sender, with the next message that is, so the bot knows what was said since it last spoke.
+An edit of an earlier message is kept the same way, in any conversation (a DM too): the next
+prompt there shows what the message now says; an edit never starts a run of its own. Only
+senders the policy admits in that chat are kept (their messages, edits and files): a refused
+sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
+admits when the next prompt comes (a reload changed it) is not shown.
+
+Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
+an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
+``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
+``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
+a configured pattern counts. Chat commands from allowed senders pass without a mention, and
+so do the other files of an album (one post) a part of which addressed the bot.
+
+When the store cannot take a message (its write fails: disk full, I/O error), the failure is
+logged with the conversation, the sender is told in one line (once per message, however often
+the platform hands it over again), and ``handle`` raises ``StoreError``: the adapter must not
+confirm the message, so the platform delivers it again and it is answered once the store
+works again (where the platform redelivers: Telegram and Slack do, Discord does not).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Literal
+
+from ..bounded import Recent
+from ..channels.base import on_accepted
+from ..chat import InboundMessage, Target
+from ..commands import addressed_elsewhere, chat_command
+from ..ops.logging import LogContext
+from ..store import Store, StoreError
+from .access import AccessPolicy, Decision, GroupRule
+from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
+from .pairing import PairingBook
+
+log = logging.getLogger(__name__)
+
+STORE_FAILED_NOTICE = (
+    "Sorry, I cannot take your message right now: botd's storage is failing. "
+    "I will answer it when the storage recovers if your platform sends it again; "
+    "if no answer comes, please send it again later."
+)
+"""Told to a sender whose message could not be recorded (disk full, I/O error)."""
+STORE_FAILED_MEMORY = 1000
+"""How many messages the router remembers having told about a store failure."""
+ALBUM_MEMORY = 1000
+"""Albums remembered as addressing the bot (their later parts then count as addressed)."""
+_NOT_ADDRESSED = "not addressed to the bot (kept as context)"
+_PAIRING = "unknown sender: pairing needed"
+_EDIT_KEPT = "an edit of an earlier message (kept as context)"
+
+
+Submit = Callable[[InboundMessage], Awaitable[None]]
+Reply = Callable[[Target, str], Awaitable[None]]
+
+
+class Router:
+    """Decides what reaches a session (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        submit: Submit,
+        reply: Reply,
+        policies: dict[str, AccessPolicy],
+        *,
+        pairing: PairingBook | None = None,
+    ) -> None:
+        self._store = store
+        self._submit = submit
+        self._reply = reply
+        self._pairing = pairing or PairingBook(None)
+        self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
+        """Messages whose sender was told the store failed (a redelivery is not told again)."""
+        self._policies: dict[str, AccessPolicy] = {}
+        self._patterns: dict[str, list[re.Pattern[str]]] = {}
+        self._addressed_albums: Recent[tuple[str, ...], None] = Recent(ALBUM_MEMORY)
+        """Albums a part of which addressed the bot in a group: their other parts (no
+        caption, so no mention) are addressed too."""
+        self.update_policies(policies)
+
+    def update_policies(self, policies: dict[str, AccessPolicy]) -> None:
+        """Replace the access policies (a config reload); kept context is not touched."""
+        self._policies = dict(policies)
+        self._patterns = {
+            channel: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
+            for channel, policy in policies.items()
+        }
+
+    def group_rule(self, channel: str, chat_id: str) -> GroupRule | None:
+        """The rule the current policy of ``channel`` has for group ``chat_id``, if any."""
+        return self._policies.get(channel, AccessPolicy()).group_rule(chat_id)
+
+    async def handle(self, message: InboundMessage) -> Decision:
+        """Route one inbound message; returns what was decided and why.
+
+        Everything logged meanwhile (and by a run this starts) carries the channel and
+        conversation ids. Raises ``StoreError`` when the store could not take the message
+        (see the module docstring): the adapter must leave it unconfirmed.
+        """
+        with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
+            try:
+                decision = await self._decide(message)
+            except StoreError as exc:
+                await self._store_failed(message, exc)
+                raise
+            if not decision.accepted:
+                log.info(
+                    "skipped %s message %s in %s: %s",
+                    message.channel,
+                    message.message_id,
+                    message.conversation_key,
+                    decision.reason,
+                    extra={"reason": decision.reason},
+                )
+        return decision
+
+    async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
+        """The store could not take the message: log it, tell the sender once in one line."""
+        log.error(
+            "message %s in %s could not be handled: the store failed: %s",
+            message.message_id,
+            message.conversation_key,
+            exc,
+        )
+        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
+        if identity in self._told_store_failed:
+            return
+        self._told_store_failed.append(identity)
+        try:
+            await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
+        except Exception:
+            log.exception("telling %s that its message failed failed too", message.conversation_key)
+
+    async def _decide(self, message: InboundMessage) -> Decision:
+        keys = message.dedupe_keys or (
+            f"{message.account_id}:{message.chat_id}:{message.message_id}",
+        )
+        if message.edited:
+            return await self._keep_edit(message, keys)
+        other_bot = addressed_elsewhere(message.text, message.bot_name)
+        if other_bot is not None:
+            # Neither a command nor a prompt here.
+            repeat = await self._recorded(message, keys, kept=None)
+            return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
+        verdict = self._access(message)
+        if not verdict.accepted:
+            # (A redelivery is dropped as seen: no second pairing code is sent.)
+            kept = message if verdict.reason == _NOT_ADDRESSED else None
+            if await self._recorded(message, keys, kept=kept):
+                return Decision(False, "already seen")
+            if verdict.reason == _PAIRING:
+                return await self._offer_pairing(message)
+            return verdict
+        album = _album_key(message)
+        if album is not None:
+            self._addressed_albums.remember(album, None)
+        # A command goes through as typed; the kept context waits for the next prompt.
+        if _is_command(message):
+            prompt, consumed = message, None
+        else:
+            prompt, consumed = with_kept_context(
+                self._store, message, admits=lambda sender: self._sender_admitted(message, sender)
+            )
+        inbox_id = await self._store.accept_inbound(
+            message.channel, keys, prompt, consume_chatter=consumed
+        )
+        if inbox_id is None:
+            return Decision(False, "already seen")
+        _signal_accepted()  # in the inbox: the platform may be told now
+        await self._submit(replace(prompt, inbox_id=inbox_id))
+        return Decision(True, "accepted")
+
+    async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
+        """An earlier message edited: never a prompt or a command itself (an edit that adds a
+        mention does not start a run), but kept as context for the conversation's next prompt
+        when its sender could have addressed the bot there, or been kept as chatter."""
+        verdict = self._access(message)
+        keep = verdict.accepted or verdict.reason == _NOT_ADDRESSED
+        # No pairing code for an edit.
+        repeat = await self._recorded(message, keys, kept=as_edit(message) if keep else None)
+        reason = _EDIT_KEPT if keep else f"an edit: {verdict.reason}"
+        return Decision(False, "already seen" if repeat else reason)
+
+    async def _recorded(
+        self, message: InboundMessage, keys: tuple[str, ...], *, kept: InboundMessage | None
+    ) -> bool:
+        """Record a message that is no prompt under its ``keys``, so a redelivery is dropped,
+        with ``kept`` as context for its conversation's next prompt (None: the keys alone);
+        then the platform may be told. Returns whether it was a repeat."""
+        if kept is not None:
+            repeat = await self._store.keep_chatter(
+                message.channel, keys, kept, limit=CONTEXT_LIMIT
+            )
+        else:
+            repeat = self._store.seen_inbound(message.channel, *keys)
+        _signal_accepted()  # nothing more to keep
+        return repeat
+
+    def admits(self, message: InboundMessage) -> bool:
+        """Whether the policy lets ``message`` through as a prompt (its sender may address the
+        bot there, and did): asked by an adapter before work that only such a message needs.
+        Nothing is recorded and no pairing code is issued."""
+        return self._access(message).accepted
+
+    def _sender_admitted(self, message: InboundMessage, sender_id: str) -> bool:
+        """Whether the policy, as it is now, would take a message from ``sender_id``
+        addressed to the bot where ``message`` came (a kept line's sender)."""
+        probe = replace(message, sender_id=sender_id, mentions_bot=True, edited=False)
+        return self._access(probe).accepted
+
+    def _access(self, message: InboundMessage) -> Decision:
+        """Whether the policy lets ``message`` through (no side effects: a pairing code is
+        offered by the caller, once it knows the message is not a repeat)."""
+        policy = self._policies.get(message.channel, AccessPolicy())
+        if message.is_direct:
+            return self._dm_access(message, policy)
+        verdict = self._group_access(message, policy)
+        if verdict.accepted and not self._addressed(message, policy):
+            return Decision(False, _NOT_ADDRESSED)
+        return verdict
+
+    def _dm_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+        sender = message.sender_id
+        if policy.dm_policy == "disabled":
+            return Decision(False, "direct messages are disabled")
+        if policy.dm_policy == "open" or sender in policy.allow_from:
+            return Decision(True, "allowed")
+        if self._pairing.is_approved(message.channel, sender):
+            return Decision(True, "paired")
+        if policy.dm_policy == "pairing":
+            return Decision(False, _PAIRING)
+        return Decision(False, f"sender {sender} is not on the allowlist")
+
+    async def _offer_pairing(self, message: InboundMessage) -> Decision:
+        """Send an unknown sender a pairing code: once per code, however often they write."""
+        code, issued = self._pairing.issue(message.channel, message.sender_id, message.sender_name)
+        if not issued:
+            return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
+        await self._reply(
+            message.reply_target(),
+            f"I don't know you yet. Ask the admin to approve pairing code {code} "
+            f"(botd pairing approve {message.channel} {code}).",
+        )
+        return Decision(False, f"unknown sender {message.sender_id}: pairing code issued")
+
+    def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
+        verdict = _group_allowed(policy, message.chat_id)
+        if not verdict.accepted:
+            return verdict
+        rule = policy.group_rule(message.chat_id)
+        if rule is not None and rule.allow_from and message.sender_id not in rule.allow_from:
+            return Decision(False, f"sender {message.sender_id} may not address the bot here")
+        return verdict
+
+    def may_post(self, target: Target) -> Decision:
+        """Whether the access policy would let botd talk in ``target``'s chat at all: for a
+        direct chat, whether its user would be let in (allowlisted, paired, or DMs open); for
+        a group, whether the group policy allows that group. Nothing is recorded and no
+        pairing code is issued: this only asks the same rules ``handle`` applies.
+
+        Whether a chat id names a direct chat follows each platform's ids (``chat_kind``); a
+        chat whose kind its id does not tell is allowed only as a group named under
+        ``groups`` (never by ``"*"`` or an open group policy, which could be a stranger's DM).
+        """
+        policy = self._policies.get(target.channel, AccessPolicy())
+        kind, peer = chat_kind(target)
+        if kind == "direct":
+            if peer is None:  # a DM whose user the id does not tell
+                if policy.dm_policy == "open":
+                    return Decision(True, "allowed")
+                return Decision(
+                    False, f"chat {target.chat_id} is a direct chat with an unknown user"
+                )
+            probe = InboundMessage(
+                channel=target.channel,
+                chat_id=target.chat_id,
+                sender_id=peer,
+                text="",
+                message_id="",
+                conversation_key="",
+                account_id=target.account_id,
+                is_direct=True,
+            )
+            verdict = self._dm_access(probe, policy)
+            return verdict if verdict.accepted else Decision(False, _refused_dm(peer, verdict))
+        verdict = _group_allowed(policy, target.chat_id)
+        if verdict.accepted and kind == "unknown" and target.chat_id not in policy.groups:
+            return Decision(
+                False, f"chat {target.chat_id} is not named under groups (its kind is unknown)"
+            )
+        return verdict
+
+    def _addressed(self, message: InboundMessage, policy: AccessPolicy) -> bool:
+        rule = policy.group_rule(message.chat_id)
+        required = rule.require_mention if rule is not None else policy.require_mention
+        if not required or message.mentions_bot or _is_command(message):
+            return True
+        album = _album_key(message)
+        if album is not None and album in self._addressed_albums:
+            return True  # another file of a post that addressed the bot
+        return any(p.search(message.text) for p in self._patterns.get(message.channel, ()))
+
+
+def _album_key(message: InboundMessage) -> tuple[str, ...] | None:
+    if message.album is None:
+        return None
+    return (message.channel, message.account_id, message.chat_id, message.album)
+
+
+def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:
+    """Whether the group policy allows group ``chat_id`` (whoever the sender)."""
+    if policy.group_policy == "disabled":
+        return Decision(False, "group messages are disabled")
+    rule = policy.group_rule(chat_id)
+    if policy.group_policy == "allowlist" and rule is None:
+        return Decision(False, f"group {chat_id} is not on the allowlist")
+    if rule is not None and not rule.enabled:
+        return Decision(False, f"group {chat_id} is disabled")
+    return Decision(True, "allowed")
+
+
+def _refused_dm(peer: str, verdict: Decision) -> str:
+    if verdict.reason == _PAIRING:
+        return f"user {peer} has not been paired or allowlisted"
+    return verdict.reason
+
+
+ChatKind = Literal["direct", "group", "unknown"]
+
+
+def chat_kind(target: Target) -> tuple[ChatKind, str | None]:
+    """Whether ``target``'s chat is a direct chat (and with whom) or a group, as far as the
+    platform's ids tell: Telegram's private chats have the user's (positive) id, groups a
+    negative one or an ``@name``; Slack's user ids (``U…``, ``W…``) open a DM with that user,
+    ``D…`` is a DM whose user the id does not tell, the rest are channels; the console is its
+    operator's direct chat. Other platforms' ids (Discord's) do not tell: ``unknown``."""
+    chat = target.chat_id
+    if target.channel == "telegram":
+        direct = chat.isascii() and chat.isdigit() and int(chat) > 0
+        return ("direct", chat) if direct else ("group", None)
+    if target.channel == "slack":
+        if chat[:1] in ("U", "W"):
+            return "direct", chat
+        return ("direct", None) if chat.startswith("D") else ("group", None)
+    if target.channel == "console":
+        return "direct", chat
+    return "unknown", None
+
+
+def _signal_accepted() -> None:
+    """Tell the adapter (if it asked, see ``on_accepted``) that the message is safe now."""
+    signal = on_accepted.get()
+    if signal is not None:
+        signal()
+
+
+def _is_command(message: InboundMessage) -> bool:
+    return chat_command(message.text, message.bot_name) is not None

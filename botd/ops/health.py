@@ -1,0 +1,155 @@
+"""The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
+
+aiohttp is imported here only, so nothing else of the core pays for it. ``/metrics`` is
+``prometheus_client``'s own handler over the daemon's registry: the text format 0.0.4, or
+OpenMetrics when the scraper asks for it. A port another process holds is
+``HealthPortInUse``, one line naming ``health.port`` (``botd run`` checks for it beforehand
+with ``ports.listen_problem``, and says it in the same words).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from .. import __version__
+from .logging import mask_secrets
+from .metrics import Metrics
+
+__all__ = ["HealthPortInUse", "HealthServer", "cannot_listen"]
+
+log = logging.getLogger(__name__)
+
+
+class HealthPortInUse(OSError):
+    """The health endpoint cannot listen where ``health.host``/``health.port`` say."""
+
+
+def cannot_listen(problem: str) -> str:
+    """The one line for a health endpoint that cannot listen: ``problem`` says where and why
+    (``127.0.0.1:8480: Address already in use``, from ``ports.listen_problem`` or a bind)."""
+    return (
+        f"health.port: cannot listen on {problem}; stop what listens there, choose another "
+        "health.port, or set health.enabled: false"
+    )
+
+
+class HealthServer:
+    """``GET /healthz`` (channel and component states as JSON) and ``GET /metrics``.
+
+    ``/healthz`` answers 200 with ``status: ok`` when every channel is ``"running"`` and
+    every component (the store, say) is healthy, else 503 with ``status: degraded``. The body
+    lists each channel's state, each component's (``{"status": "ok"}`` or ``{"status":
+    "degraded", "reason": ...}``), and ``problems``: one line per thing that is not well.
+
+    ``components`` maps a component's name to None while it is healthy, else to the reason
+    it is not (in its own words, e.g. SQLite's ``database or disk is full``);
+    ``channel_problems`` maps a channel that is not running to what its problem line says
+    after its name (``down for 42 s (getUpdates failed: …)``; else its state is said).
+
+    For ``botd status`` the body also has ``botd`` (``version``, ``pid``, ``node``: which
+    process answers), ``channel_errors`` (each channel's problem, as in ``channel_problems``)
+    and ``stats`` (``runs_in_flight``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
+    ``outbox_pending``: ``Metrics.stats``).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        channel_states: Callable[[], dict[str, str]],
+        metrics: Metrics,
+        components: Callable[[], Mapping[str, str | None]] | None = None,
+        channel_problems: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
+        self._host = host
+        self._port = port
+        self._channel_states = channel_states
+        self._components = components or dict
+        self._channel_problems = channel_problems or dict
+        self._metrics = metrics
+        self._runner: web.AppRunner | None = None
+        self.app = web.Application()
+        self.app.router.add_get("/healthz", self._healthz)
+        self.app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
+        self.port: int | None = None
+        """The bound port, once started."""
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port (useful with ``port=0``).
+
+        Raises ``HealthPortInUse`` when the port is taken or cannot be listened on."""
+        if self._runner is not None:
+            raise RuntimeError("health server already started")
+        runner = web.AppRunner(self.app, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._host, self._port)
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            # asyncio words a failed bind its own way; the errno says it plainly.
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise HealthPortInUse(cannot_listen(f"{self._host}:{self._port}: {why}")) from None
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        port = self.port = int(runner.addresses[0][1])
+        log.info("health endpoint on http://%s:%d", self._host, port)
+        return port
+
+    async def stop(self) -> None:
+        """Stop serving; safe to call when not started."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        try:
+            channels = dict(self._channel_states())
+            components = dict(self._components())
+            described = dict(self._channel_problems())
+        except Exception:
+            log.exception("health probe failed")
+            return web.json_response(
+                {"status": "error", "channels": {}, "components": {}}, status=503
+            )
+        problems = [
+            f"channel {n}: {described.get(n) or state}"
+            for n, state in channels.items()
+            if state != "running"
+        ]
+        problems += [f"{name}: {why}" for name, why in components.items() if why is not None]
+        # A reason is an error's own text, which could quote a configured secret.
+        problems = [mask_secrets(problem) for problem in problems]
+        components = {
+            name: None if why is None else mask_secrets(why) for name, why in components.items()
+        }
+        body: dict[str, Any] = {
+            "status": "degraded" if problems else "ok",
+            "channels": channels,
+            "components": {
+                name: {"status": "ok"} if why is None else {"status": "degraded", "reason": why}
+                for name, why in components.items()
+            },
+            "problems": problems,
+        }
+        body.update(self._about(described))
+        return web.json_response(body, status=503 if problems else 200)
+
+    def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:
+        """What ``botd status`` shows besides the states: which process answers, each down
+        channel's error and the work in hand."""
+        return {
+            "botd": {"version": __version__, "pid": os.getpid(), "node": socket.gethostname()},
+            "channel_errors": {name: mask_secrets(why) for name, why in reasons.items()},
+            "stats": self._metrics.stats(),
+        }
