@@ -35,10 +35,10 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import SessionManager, SessionSettings
 from botd.daemon import settled_heap
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 
 CONVERSATIONS = 500

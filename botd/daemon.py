@@ -50,12 +50,12 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
+from .conversation import RunHooks
 from .health import HealthServer, cannot_listen
 from .logging import add_secrets, asyncio_exception_handler, configure_logging
 from .metrics import Backlog, Metrics
 from .outages import stuck_inbox
 from .ports import listen_problem
-from .sessions import RunHooks
 from .statelock import StateLock
 from .store import ModelUsage, Store
 from .systemd import SystemdNotifier

@@ -35,6 +35,7 @@ from .channels.base import ChannelAdapter, DownloadError
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import Attachment, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
+from .conversation import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .media import MediaResolver
@@ -45,7 +46,6 @@ from .outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .router import AccessPolicy, GroupRule, PairingBook, Router
 from .schedule_store import LEGACY_DB_NAME
 from .scheduler import JobInfo, JobSpec, Scheduler
-from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
 from .store import InboundPruner, Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 

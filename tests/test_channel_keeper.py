@@ -18,8 +18,8 @@ from botd.channel_keeper import ChannelKeeper
 from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
 from botd.config import BotdConfig
+from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
-from botd.sessions.commands import CommandDesk
 from botd.store import Store
 from botd.wiring import Runtime
 

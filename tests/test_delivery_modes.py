@@ -13,8 +13,8 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import SessionManager, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
 

@@ -13,9 +13,9 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.chat import InboundMessage, Target
+from botd.conversation import SessionManager
 from botd.events import Message, TextContent, ToolCallContent
 from botd.router import AccessPolicy, Router
-from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store
 from tests.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
 

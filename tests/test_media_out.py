@@ -25,10 +25,10 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
 from botd.channels.console import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
+from botd.conversation import SessionManager
 from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
-from botd.sessions import SessionManager
 from botd.store import Store
 from botd.subscriber import BlockReply, PartialReply
 from tests.daemon_inprocess import (

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from botd import wiring
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.config import ConfigError, parse_config, secret_values
+from botd.conversation import SessionManager
+from botd.conversation.models import ModelBook, usage_of
 from botd.events import Message
-from botd.sessions import SessionManager
-from botd.sessions.models import ModelBook, usage_of
 from botd.store import ModelUsage, Store
 from tests.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD, config_yaml, daemon_running
 from tests.daemon_inprocess import telegram_yaml as telegram_section

@@ -8,8 +8,8 @@ from typing import Any
 
 from botd.chat import InboundMessage
 from botd.config import parse_config
+from botd.conversation import SessionManager
 from botd.daemon import Daemon, plan_reload
-from botd.sessions import SessionManager
 from botd.store import Store
 from tests.test_sessions import ListSink, settings
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.conversation import SessionManager
 from botd.logging import LogContext
 from botd.replay import read_events
-from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS
 from tests.test_sessions import ListSink, inbound, settings, settle
@@ -25,14 +25,14 @@ class RunIds(logging.Handler):
         self.ids: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name == "botd.sessions" and record.getMessage() == "run started":
+        if record.name == "botd.conversation" and record.getMessage() == "run started":
             self.ids.append(LogContext.current()["run"])
 
 
 @pytest.fixture
 def run_ids() -> RunIds:
     handler = RunIds()
-    logger = logging.getLogger("botd.sessions")
+    logger = logging.getLogger("botd.conversation")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.DEBUG)  # "run started" is a DEBUG line

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage, Target
+from botd.conversation.prompt import turn_text
 from botd.kept_context import CONTEXT_HEADER
 from botd.router import AccessPolicy, GroupRule, PairingBook, Router
-from botd.sessions.prompt import turn_text
 from botd.store import Store
 
 

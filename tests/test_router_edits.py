@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage
+from botd.conversation.prompt import turn_text
 from botd.kept_context import CONTEXT_HEADER, EDITED
 from botd.router import AccessPolicy, GroupRule, PairingBook
-from botd.sessions.prompt import turn_text
 from botd.store import Store
 from tests.test_router import Recorder, dm, group, router
 

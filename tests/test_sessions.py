@@ -17,11 +17,11 @@ from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.events import ImageContent, TextContent
 from botd.logging import LogContext
 from botd.replay import read_events
-from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.waiting import until
@@ -540,12 +540,12 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
 
     class Capture(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.name == "botd.sessions" and record.getMessage().startswith("run ended:"):
+            if record.name == "botd.conversation" and record.getMessage().startswith("run ended:"):
                 seen.append(LogContext.current())
 
     handler = Capture()
-    logging.getLogger("botd.sessions").addHandler(handler)
-    caplog.set_level(logging.INFO, logger="botd.sessions")
+    logging.getLogger("botd.conversation").addHandler(handler)
+    caplog.set_level(logging.INFO, logger="botd.conversation")
     try:
         sink = ListSink()
         manager = SessionManager(store, ScriptedProvider(), sink, settings())
@@ -554,7 +554,7 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
         await manager.submit(inbound("again", n=1))
         await settle(manager)
     finally:
-        logging.getLogger("botd.sessions").removeHandler(handler)
+        logging.getLogger("botd.conversation").removeHandler(handler)
     session_id = manager.sessions["console:c1"].session_id
     assert seen == [
         {"channel": "console", "conversation": "console:c1", "run": f"{session_id}:1"},
@@ -592,7 +592,7 @@ async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
 
 
 async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: Store) -> None:
-    from botd.sessions import CoalesceSettings
+    from botd.conversation import CoalesceSettings
 
     class NoopTool:
         spec = ToolSpec("noop", "Does nothing.", {"type": "object", "properties": {}})

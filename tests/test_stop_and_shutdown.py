@@ -19,9 +19,9 @@ from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import SessionManager, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text

@@ -23,9 +23,9 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import Target
+from botd.conversation import SessionManager
+from botd.conversation.run import UNSAVED_NOTICE
 from botd.router import STORE_FAILED_NOTICE, AccessPolicy, Router
-from botd.sessions import SessionManager
-from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,

@@ -20,11 +20,11 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage, Target, storable
+from botd.conversation import SessionManager
+from botd.conversation.run import UNSAVED_NOTICE
 from botd.daemon import Daemon
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
-from botd.sessions import SessionManager
-from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store
 from tests.channels.test_telegram import GROUP, started
 from tests.daemon_inprocess import (

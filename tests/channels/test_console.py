@@ -24,9 +24,9 @@ from botd.channels.console import (
 )
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
+from botd.conversation import SessionManager, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 
 

@@ -32,9 +32,9 @@ from botd.channels.discord import DiscordAdapter
 from botd.channels.slack import SlackAdapter
 from botd.channels.telegram import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
+from botd.conversation import SessionManager, SessionSettings
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.router import AccessPolicy, Decision, GroupRule, Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import SubscriberConfig
 from tests.fakes import discord_api, slack_api, telegram_api
