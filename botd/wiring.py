@@ -35,7 +35,7 @@ from .channels.base import ChannelAdapter, DownloadError
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import Attachment, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChatChannelSection, parse_every
-from .conversation import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
+from .conversation import CoalesceSettings, Conversations, ResetPolicy, RunHooks, SessionSettings
 from .delivery import ChannelDelivery, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .media import MediaResolver
@@ -369,7 +369,7 @@ class Runtime:
     adapters: dict[str, ChannelAdapter]
     """The live adapters by channel; a reload adds and removes entries in place."""
     delivery: ChannelDelivery
-    sessions: SessionManager
+    sessions: Conversations
     scheduler: Scheduler
     router: Router
     pruner: InboundPruner
@@ -489,7 +489,7 @@ def build_runtime(
             raise DownloadError(f"the {message.channel} channel is not running")
         return await adapter.download(attachment, max_bytes)
 
-    sessions = SessionManager(
+    sessions = Conversations(
         store,
         provider,
         delivery,

@@ -24,7 +24,7 @@ from botd.channels.console import (
 )
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
-from botd.conversation import SessionManager, SessionSettings
+from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.router import AccessPolicy, Router
 from botd.store import Store
@@ -40,7 +40,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
 
     console = ConsoleAdapter(reader, output, on_end_of_input=on_end)
     with Store.open(tmp_path / "state") as store:
-        sessions = SessionManager(
+        sessions = Conversations(
             store,
             ScriptedProvider(),
             ChannelDelivery({"console": console}),
@@ -63,7 +63,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
     assert printed.startswith("You said: hello")
     assert printed.count("hello") == 1 and printed.count("how are you?") == 1
     assert printed.index("hello") < printed.index("how are you?")
-    assert sessions.sessions[CONVERSATION_KEY].runs_done >= 1
+    assert sessions.conversations[CONVERSATION_KEY].runs_done >= 1
 
 
 async def test_delete_leaves_a_printed_reply_as_it_is() -> None:
