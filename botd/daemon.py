@@ -5,7 +5,7 @@ same directory is refused), whether the health port is free (``check_health_port
 INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
 the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
-queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
+queued again (``Conversations.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
 servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
 retried with backoff, its tools left out of runs meanwhile), the adapters'
