@@ -55,8 +55,9 @@ stored states, before any channel takes input:
   is gone (a ``/new`` since) runs again from its text;
 * ``written`` pieces of a run that goes on are superseded; those of finished runs are sent at
   release. **The ambiguous window**: a piece whose send reached the platform but whose sent
-  record was lost in the crash is posted a second time — the one case where a piece is posted
-  twice. Everything else is posted at most once.
+  record was lost in the crash is posted a second time; so is a command's one-line answer
+  (not journaled: it is sent, then its entry is answered) whose answered record was lost.
+  Everything else is posted at most once (``tests/conversation/test_promise_machine.py``).
 
 The parts
 =========
