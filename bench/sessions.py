@@ -35,11 +35,11 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import Conversations, SessionSettings
 from botd.daemon import settled_heap
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 
 CONVERSATIONS = 500
@@ -104,7 +104,7 @@ class Intake:
         self.store = store = Store.open(state)
         settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
         delivery = ChannelDelivery({"bench": sink})
-        self.manager = SessionManager(store, ScriptedProvider(chunk_chars=64), delivery, settings)
+        self.manager = Conversations(store, ScriptedProvider(chunk_chars=64), delivery, settings)
 
         async def reply(target: Target, text: str) -> None:
             raise SystemExit(f"the router refused a message: {text}")

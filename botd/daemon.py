@@ -5,7 +5,7 @@ same directory is refused), whether the health port is free (``check_health_port
 INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
 the runtime (``botd.wiring.build_runtime``: store, provider,
 adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
-queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
+queued again (``Conversations.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
 servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
 retried with backoff, its tools left out of runs meanwhile), the adapters'
@@ -50,6 +50,7 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
+from .conversation import RunHooks
 from .ops.health import HealthServer, cannot_listen
 from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
 from .ops.metrics import Backlog, Metrics
@@ -57,7 +58,6 @@ from .ops.outages import stuck_inbox
 from .ops.ports import listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
-from .sessions import RunHooks
 from .store import ModelUsage, Store
 from .wiring import Runtime, build_runtime, scheduler_jobs
 

@@ -35,6 +35,7 @@ from .channels.base import ChannelAdapter
 from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
+from .conversation import CoalesceSettings, Conversations, ResetPolicy, RunHooks, SessionSettings
 from .delivery import ChannelDelivery, ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .inbound.access import AccessPolicy, GroupRule
@@ -47,7 +48,6 @@ from .ops.metrics import Metrics
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .sessions import CoalesceSettings, ResetPolicy, RunHooks, SessionManager, SessionSettings
 from .store import InboundPruner, Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
@@ -381,7 +381,7 @@ class Runtime:
     adapters: dict[str, ChannelAdapter]
     """The live adapters by channel; a reload adds and removes entries in place."""
     delivery: ChannelDelivery
-    sessions: SessionManager
+    sessions: Conversations
     scheduler: Scheduler
     router: Router
     pruner: InboundPruner
@@ -505,7 +505,7 @@ def build_runtime(
             raise DownloadError(f"the {message.channel} channel is not running")
         return await adapter.download(attachment, max_bytes)
 
-    sessions = SessionManager(
+    sessions = Conversations(
         store,
         provider,
         delivery,

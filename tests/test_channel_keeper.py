@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -18,8 +17,8 @@ from botd.channel_keeper import ChannelKeeper
 from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
 from botd.config import BotdConfig
+from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
-from botd.sessions.commands import CommandDesk
 from botd.store import Store
 from botd.wiring import Runtime
 
@@ -185,21 +184,17 @@ async def test_a_report_about_a_channel_not_running_is_ignored() -> None:
     await keeper.close()
 
 
-def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
+async def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
     down = {"telegram": "getMe answered 404: check api_base_url", "discord": "token rejected"}
     with Store.open(tmp_path) as store:
-        desk = CommandDesk(
-            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=lambda: down
-        )
-        lines = desk.status("telegram:1").splitlines()
+        desk = CommandDesk(store, {}, queue_mode="collect", jobs=None, channels_down=lambda: down)
+        lines = (await desk.status("telegram:1")).splitlines()
 
         def broken() -> dict[str, str]:
             raise RuntimeError("keeper gone")
 
-        quiet = CommandDesk(
-            store, {}, queue_mode="collect", clock=time.time, jobs=None, channels_down=broken
-        )
-        assert quiet.status("telegram:1") == "No conversation yet."
+        quiet = CommandDesk(store, {}, queue_mode="collect", jobs=None, channels_down=broken)
+        assert await quiet.status("telegram:1") == "No conversation yet."
     assert lines == [
         "No conversation yet.",
         "Channel discord is down: token rejected",

@@ -8,8 +8,8 @@ from typing import Any
 
 from botd.chat import InboundMessage
 from botd.config import parse_config
+from botd.conversation import Conversations
 from botd.daemon import Daemon, plan_reload
-from botd.sessions import SessionManager
 from botd.store import Store
 from tests.sessions.test_sessions import ListSink, settings
 
@@ -93,7 +93,7 @@ async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> No
     daemon = Daemon(config(), env={})
     store = Store.open(tmp_path / "state")
     try:
-        manager = SessionManager(
+        manager = Conversations(
             store, ScriptedProvider(), ListSink("telegram"), settings(), hooks=daemon.run_hooks()
         )
         message = InboundMessage(

@@ -12,9 +12,9 @@ import pytest
 
 from botd.channels.slack.threads import CONTEXT_CHARS, THREAD_HEADER, render_thread
 from botd.chat import Attachment, InboundMessage
+from botd.conversation.prompt import turn_text, user_turn
 from botd.events import TextContent
 from botd.inbound.kept_context import CONTEXT_LIMIT
-from botd.sessions.prompt import turn_text, user_turn
 from botd.speakers import NAME_LIMIT, clean_name, labelled, speaker_label
 from botd.store import CHATTER_RETENTION_SECONDS, InboundPruner, Store
 

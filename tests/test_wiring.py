@@ -78,7 +78,7 @@ async def test_update_channels_points_delivery_and_router_at_the_new_config(
         with pytest.raises(LookupError):
             await runtime.delivery.send_text(Target("console", "local"), "gone")
         # No longer open: the router offers a pairing code, through a channel that is gone.
-        with caplog.at_level(logging.WARNING, logger="botd.sessions"):
+        with caplog.at_level(logging.WARNING, logger="botd.conversation"):
             assert not (await runtime.router.handle(inbound("m2"))).accepted
             await asyncio.wait_for(runtime.sessions.drain(), 30)
         assert "no adapter for channel 'console'" in caplog.text

@@ -9,7 +9,7 @@ cancelled. Every step is reported through ``emit`` as an agent event (``botd.eve
 ``message_update`` / ``message_end``, each tool's ``tool_execution_start`` / ``_update`` /
 ``_end``, ``turn_end``; ``agent_end`` is always the last event.
 
-Messages can reach a running run through ``steer()`` (the session manager's steer queue
+Messages can reach a running run through ``steer()`` (the conversation's steer queue
 mode): they are checked after each tool call. The remaining tool calls of the turn are skipped
 with an error result, and the steering messages go in before the next model call. Steering
 that arrives while the model writes a plain answer is injected once it finishes, and the run

@@ -57,7 +57,8 @@ class CoalesceSettings:
 
 
 class RunJournal(Protocol):
-    """Where a run's outbox writes each block and final reply down (the durable outbox).
+    """Where a run's outbox writes each block and final reply down (the durable outbox;
+    ``conversation.promise.PieceJournal``, where the pieces' states change).
 
     ``written`` is awaited before the piece is sent and returns a key for it; ``sent`` after
     the platform took it, with the refs of the messages it made; ``failed`` when it refused.

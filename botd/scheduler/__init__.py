@@ -8,7 +8,7 @@ day-of-month and day-of-week are restricted a day matching either fires, as in V
 
 A job may be a heartbeat check (``JobSpec.heartbeat``): its prompt ends with
 ``HEARTBEAT_INSTRUCTION`` and its message carries the acknowledgement bound, so the run posts
-nothing when the agent answers ``HEARTBEAT_OK`` (``botd.sessions.run``).
+nothing when the agent answers ``HEARTBEAT_OK`` (``botd.conversation.run``).
 
 Storage is the store's job table (``JobTable``): each job's definition as plain data and its
 next run time, and beside it each job's run log. APScheduler runs on its in-memory job store,

@@ -7,7 +7,9 @@ their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, of
 ``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
 ``outbox`` (every reply piece, written before it is sent), ``chatter`` (group messages kept for
 the bot's next turn there), ``usage`` (token usage per run, the conversations' model choices).
-``schema`` holds the migrations.
+``schema`` holds the migrations. ``protocols`` says what the rest of botd needs of it
+(``ConversationLedger``: what one conversation needs), so that only the wiring sees the
+whole ``Store``.
 """
 
 from __future__ import annotations

@@ -249,7 +249,11 @@ class InboxStore(TranscriptStore):
         age = None if oldest is None else max(0.0, self._clock() - float(oldest))
         return InboxBacklog(count, age)
 
-    def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool:
+    async def unfinished_entries(self) -> list[InboxEntry]:
+        """``unfinished_inbox``, for the conversations."""
+        return self.unfinished_inbox()
+
+    async def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool:
         """Make an interrupted run's transcript resumable from its last finished step.
 
         Keeps the user turn (row ``user_turn_id``) and every finished step after it; removes

@@ -97,7 +97,7 @@ class OutboxStore(DeferredWrites):
             ),
         )
 
-    def outbox_sent_texts(self, anchors: Sequence[int]) -> list[str]:
+    async def outbox_sent_texts(self, anchors: Sequence[int]) -> list[str]:
         """The texts sent for runs anchored at ``anchors``, in the order they were sent."""
         if not anchors:
             return []
@@ -142,6 +142,10 @@ class OutboxStore(DeferredWrites):
             )
         return entries
 
+    async def unconfirmed_pieces(self) -> list[OutboxEntry]:
+        """``outbox_pending``, for the conversations."""
+        return self.outbox_pending()
+
     def outbox_pending_count(self) -> int:
         """How many pieces are written and not confirmed (one read of the partial index
         ``outbox_waiting``); what is committed, like ``inbox_backlog``."""
@@ -152,7 +156,7 @@ class OutboxStore(DeferredWrites):
         )
         return int(row[0])
 
-    def outbox_supersede(self, row_ids: Sequence[int]) -> None:
+    async def outbox_supersede(self, row_ids: Sequence[int]) -> None:
         """Pieces a resumed run will produce again: no longer waiting to be sent."""
         if not row_ids:
             return

@@ -173,6 +173,24 @@ class TranscriptStore(DeferredWrites):
         )
         return None if row is None else _record(row)
 
+    # --- the async face (``protocols.ConversationLedger``) ---------------------------------
+
+    async def open_session(self, conversation_key: str) -> SessionRecord:
+        """``get_or_create_session``, for the conversations."""
+        return self.get_or_create_session(conversation_key)
+
+    async def start_session(self, conversation_key: str) -> SessionRecord:
+        """``new_session``, for the conversations."""
+        return self.new_session(conversation_key)
+
+    async def stored_session(self, conversation_key: str) -> SessionRecord | None:
+        """``active_session``, for the conversations."""
+        return self.active_session(conversation_key)
+
+    async def transcript(self, session_id: str) -> list[Message]:
+        """``load_transcript``, for the conversations."""
+        return self.load_transcript(session_id)
+
     def count_run_soon(self, session_id: str) -> None:
         """Count a run the session starts, committed lazily with the store's next transaction.
 

@@ -1,12 +1,12 @@
 """One contract, three platforms: the whole stack end to end against the loopback fakes.
 
-Each test drives platform fake -> real SDK -> adapter -> Router -> SessionManager (scripted
+Each test drives platform fake -> real SDK -> adapter -> Router -> Conversations (scripted
 model) -> ChannelDelivery -> adapter -> real SDK -> fake, and is written once: a small
 per-platform driver pushes inbound messages and reads back what the bot posted.
 
 Synchronisation: the adapter hands each inbound message to a wrapper around the router that
 records the router's decision; a test waits (under a generous hang guard) until the decisions
-it expects are in, then ``SessionManager.drain()`` waits for the runs, whose deliveries are
+it expects are in, then ``Conversations.drain()`` waits for the runs, whose deliveries are
 awaited, so every post has reached the fake by then.
 """
 
@@ -32,10 +32,10 @@ from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
+from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.inbound.access import AccessPolicy, Decision, GroupRule
 from botd.inbound.router import Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import SubscriberConfig
 from tests.fakes import discord_api, slack_api, telegram_api
@@ -449,7 +449,7 @@ async def driver(request: pytest.FixtureRequest) -> AsyncIterator[Driver]:
 
 
 class Stack:
-    """adapter -> Router -> SessionManager -> ChannelDelivery -> adapter, on one store."""
+    """adapter -> Router -> Conversations -> ChannelDelivery -> adapter, on one store."""
 
     def __init__(
         self,
@@ -467,7 +467,7 @@ class Stack:
         tools: Callable[[InboundMessage], Sequence[Tool]] | None = None
         if message_tool:
             tools = lambda _message: [MessageTool(self._send)]  # noqa: E731
-        self.sessions = SessionManager(
+        self.sessions = Conversations(
             store,
             provider,
             self.delivery,

@@ -105,7 +105,7 @@ def test_builtin_specs_name_their_extras_and_are_installed_here() -> None:
 
 def test_config_and_check_load_no_runtime() -> None:
     heavy = [
-        "botd.sessions",
+        "botd.conversation",
         "botd.inbound.router",
         "botd.delivery",
         "botd.agent.loop",

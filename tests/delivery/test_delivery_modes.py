@@ -13,8 +13,8 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
 
@@ -123,14 +123,14 @@ async def answer(
     *,
     delay: float = 0.0,
     **overrides: Any,
-) -> SessionManager:
+) -> Conversations:
     fields: dict[str, Any] = {
         "loop": LoopConfig(model="scripted"),
         "subscriber": SubscriberConfig(chunking=ChunkingConfig(10, 60)),
     }
     fields.update(overrides)
     provider = ScriptedProvider([ScriptedTurn(text=text)], chunk_chars=5, delay=delay)
-    manager = SessionManager(store, provider, delivery, SessionSettings(**fields))
+    manager = Conversations(store, provider, delivery, SessionSettings(**fields))
     await manager.submit(inbound())
     await asyncio.wait_for(manager.drain(), 30)
     return manager
@@ -281,7 +281,7 @@ async def test_a_raising_typing_sink_does_not_break_the_run(
 ) -> None:
     sink = RaisingTypingSink()
     settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_delay=0)
-    manager = SessionManager(store, ScriptedProvider(), sink, settings)
+    manager = Conversations(store, ScriptedProvider(), sink, settings)
     await manager.submit(inbound("hello"))
     await asyncio.wait_for(manager.drain(), 30)
     assert sink.posts == ["You said: hello"]
@@ -300,7 +300,7 @@ async def test_a_run_that_fails_before_it_starts_still_ends_its_delivery(
         loop=LoopConfig(model="scripted"), typing_delay=0, typing_interval=0.001
     )
     delivery = RecordingDelivery(adapter, "blocks")
-    manager = SessionManager(store, ScriptedProvider(), delivery, settings, tools=broken_tools)
+    manager = Conversations(store, ScriptedProvider(), delivery, settings, tools=broken_tools)
     await manager.submit(inbound("hello"))
     await asyncio.wait_for(manager.drain(), 30)
     assert "no tools today" in caplog.text

@@ -25,10 +25,10 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
 from botd.channels.console.adapter import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
+from botd.conversation import Conversations
 from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
-from botd.sessions import SessionManager
 from botd.store import Store
 from botd.subscriber import BlockReply, PartialReply
 from tests.daemon_inprocess import (
@@ -354,7 +354,7 @@ async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_ne
         assert (pending.media, pending.audio_as_voice) == ((str(outbound / "b.ogg"),), True)
         adapter = FileAdapter()
         delivery = ChannelDelivery({"console": adapter}, media=media)
-        manager = SessionManager(store, ScriptedProvider(), delivery, settings())
+        manager = Conversations(store, ScriptedProvider(), delivery, settings())
         await manager.resume()
         await manager.release()
         await asyncio.wait_for(manager.drain(), HANG_GUARD)

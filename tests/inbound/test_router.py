@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage, Target
+from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
 from botd.inbound.pairing import PairingBook
 from botd.inbound.router import Router
-from botd.sessions.prompt import turn_text
 from botd.store import Store
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from botd.chat import Attachment, InboundMessage
+from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from botd.inbound.pairing import PairingBook
-from botd.sessions.prompt import turn_text
 from botd.store import Store
 from tests.inbound.test_router import Recorder, dm, group, router
 

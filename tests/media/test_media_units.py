@@ -15,10 +15,10 @@ from aiohttp import web
 from botd.channels.downloads import fetch_capped
 from botd.chat import Attachment, DownloadError, InboundMessage, TooLarge
 from botd.config.schema import MediaSection
+from botd.conversation.prompt import media_user_turn, user_turn
 from botd.events import ImageContent, Message, TextContent
 from botd.media import MediaResolver
 from botd.media.history import EARLIER_IMAGE, with_recent_images
-from botd.sessions.prompt import media_user_turn, user_turn
 from botd.store.inbox import inbound_from_json, inbound_json
 from tests.fakes.loopback import serve
 from tests.media.files import JPEG, PNG, ZIP, minimal_pdf

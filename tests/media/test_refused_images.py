@@ -17,10 +17,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from botd.conversation.notices import INTERRUPTED_NOTICE
 from botd.daemon import Daemon
 from botd.events import ImageContent, Message, TextContent
 from botd.media.history import LEFT_OUT_IMAGE
-from botd.sessions.durable import INTERRUPTED_NOTICE
 from botd.store import Store
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,

@@ -41,7 +41,7 @@ async def model() -> AsyncIterator[FakeAnthropicAPI]:
 
 
 class Lines(logging.Handler):
-    """Every line ``botd.sessions`` logs."""
+    """Every line ``botd.conversation`` logs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -54,7 +54,7 @@ class Lines(logging.Handler):
 @pytest.fixture
 def session_log() -> Iterator[Lines]:
     handler = Lines()
-    logger = logging.getLogger("botd.sessions")
+    logger = logging.getLogger("botd.conversation")
     logger.addHandler(handler)
     yield handler
     logger.removeHandler(handler)

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from botd import wiring
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.config import ConfigError, parse_config, secret_values
+from botd.conversation import Conversations
+from botd.conversation.models import ModelBook, usage_of
 from botd.events import Message
-from botd.sessions import SessionManager
-from botd.sessions.models import ModelBook, usage_of
 from botd.store import ModelUsage, Store
 from tests.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD, config_yaml, daemon_running
 from tests.daemon_inprocess import telegram_yaml as telegram_section
@@ -322,7 +322,7 @@ async def test_a_runs_usage_commits_with_its_last_transcript_write(tmp_path: Pat
     with Store.open(tmp_path / "state") as store:
         statements: list[str] = []
         store._connection().set_trace_callback(statements.append)
-        manager = SessionManager(store, ScriptedProvider(), ListSink(), settings())
+        manager = Conversations(store, ScriptedProvider(), ListSink(), settings())
         await manager.submit(inbound("hello there"))
         await settle(manager)
         store._connection().set_trace_callback(None)

@@ -88,7 +88,7 @@ async def test_blocks_mode_posts_each_messages_reasoning_before_its_answer(tmp_p
         said = await bot.say("what is it?", answer="It is 42.")
         assert said == ["Reasoning:\nI need a tool.", "Looking.", REASONING, "It is 42."]
         # Journaled in the outbox like every block, in the order posted.
-        assert bot.store.outbox_sent_texts([1]) == [
+        assert await bot.store.outbox_sent_texts([1]) == [
             "Reasoning:\n_I need a tool._",
             "Looking.",
             "Reasoning:\n_First I check._\n_Then I answer._",

@@ -10,8 +10,8 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.cli.replay import read_events
+from botd.conversation import Conversations
 from botd.ops.logging import LogContext
-from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS
 from tests.sessions.test_sessions import ListSink, inbound, settings, settle
@@ -25,14 +25,14 @@ class RunIds(logging.Handler):
         self.ids: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name == "botd.sessions" and record.getMessage() == "run started":
+        if record.name == "botd.conversation" and record.getMessage() == "run started":
             self.ids.append(LogContext.current()["run"])
 
 
 @pytest.fixture
 def run_ids() -> RunIds:
     handler = RunIds()
-    logger = logging.getLogger("botd.sessions")
+    logger = logging.getLogger("botd.conversation")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.DEBUG)  # "run started" is a DEBUG line
@@ -41,11 +41,11 @@ def run_ids() -> RunIds:
     logger.setLevel(level)
 
 
-async def one_process(state: Path, record_dir: Path, *texts: str) -> tuple[SessionManager, str]:
+async def one_process(state: Path, record_dir: Path, *texts: str) -> tuple[Conversations, str]:
     """A process's life: open the store, answer ``texts``, then ``/status``; closed after."""
     with Store.open(state) as store:
         sink = ListSink()
-        manager = SessionManager(
+        manager = Conversations(
             store, ScriptedProvider(), sink, settings(record_events_dir=record_dir)
         )
         for n, text in enumerate(texts):
@@ -63,8 +63,8 @@ async def test_run_ids_and_recordings_continue_after_a_restart(
     state, record_dir = tmp_path / "state", tmp_path / "runs"
     first, _ = await one_process(state, record_dir, "one", "two")
     second, status = await one_process(state, record_dir, "three")
-    session_id = first.sessions["console:c1"].session_id
-    assert second.sessions["console:c1"].session_id == session_id  # the same conversation
+    session_id = first.conversations["console:c1"].session_id
+    assert second.conversations["console:c1"].session_id == session_id  # the same conversation
     assert run_ids.ids == [f"{session_id}:1", f"{session_id}:2", f"{session_id}:3"]
     recordings = sorted(p.name for p in record_dir.glob("*.jsonl"))
     assert recordings == [f"{session_id}-{n:04d}.jsonl" for n in (1, 2, 3)]
@@ -78,7 +78,7 @@ async def test_run_ids_and_recordings_continue_after_a_restart(
 async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Path) -> None:
     state, record_dir = tmp_path / "state", tmp_path / "runs"
     first, _ = await one_process(state, record_dir, "hello")
-    session_id = first.sessions["console:c1"].session_id
+    session_id = first.conversations["console:c1"].session_id
     # The restarted process has not loaded the session: /status is its first message.
     _, status = await one_process(state, record_dir)
     assert status == (
@@ -86,8 +86,8 @@ async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Pa
         "Model: scripted."
     )
     with Store.open(state) as store:
-        manager = SessionManager(store, ScriptedProvider(), ListSink(), settings())
-        assert manager.status("console:nobody") == "No conversation yet.\nModel: scripted."
+        manager = Conversations(store, ScriptedProvider(), ListSink(), settings())
+        assert await manager.status("console:nobody") == "No conversation yet.\nModel: scripted."
 
 
 async def test_status_says_so_when_the_store_cannot_be_read(
@@ -95,13 +95,13 @@ async def test_status_says_so_when_the_store_cannot_be_read(
 ) -> None:
     with Store.open(tmp_path / "state") as store:
         sink = ListSink()
-        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        manager = Conversations(store, ScriptedProvider(), sink, settings())
 
         def failing(_key: str) -> None:
             raise StoreError("disk I/O error")
 
         monkeypatch.setattr(store, "active_session", failing)
-        assert manager.status("console:c1") == (
+        assert await manager.status("console:c1") == (
             "The conversation's state cannot be read now (storage failing).\nModel: scripted."
         )
 
@@ -110,7 +110,7 @@ async def test_new_conversation_starts_counting_again(tmp_path: Path, run_ids: R
     state, record_dir = tmp_path / "state", tmp_path / "runs"
     with Store.open(state) as store:
         sink = ListSink()
-        manager = SessionManager(
+        manager = Conversations(
             store, ScriptedProvider(), sink, settings(record_events_dir=record_dir)
         )
         await manager.submit(inbound("one", n=1))
@@ -138,7 +138,7 @@ async def test_a_taken_recording_name_is_never_appended_to(tmp_path: Path) -> No
     """A run number whose count was lost in a crash is reused; its recording stays apart."""
     state, record_dir = tmp_path / "state", tmp_path / "runs"
     first, _ = await one_process(state, record_dir, "one")
-    session_id = first.sessions["console:c1"].session_id
+    session_id = first.conversations["console:c1"].session_id
     conn = sqlite3.connect(state / DB_FILENAME)
     conn.execute("UPDATE sessions SET runs = 0")  # as if the count never reached the disk
     conn.commit()

@@ -18,10 +18,10 @@ from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.cli.replay import read_events
+from botd.conversation import Conversations, ResetPolicy, RunHooks, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
-from botd.sessions import ResetPolicy, RunHooks, SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.waiting import until
@@ -160,13 +160,13 @@ def store(tmp_path: Path) -> Store:
     opened.close()
 
 
-async def settle(manager: SessionManager) -> None:
+async def settle(manager: Conversations) -> None:
     await asyncio.wait_for(manager.drain(), 30)
 
 
 async def test_a_message_is_answered(store: Store) -> None:
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hello"))
     await settle(manager)
     assert sink.texts("c1") == ["You said: hello"]
@@ -175,7 +175,7 @@ async def test_a_message_is_answered(store: Store) -> None:
 async def test_followup_answers_each_waiting_message_in_order(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="followup"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
     for n, text in enumerate(["one", "two", "three"]):
         await manager.submit(inbound(text, n=n))
     await settle(manager)
@@ -186,7 +186,7 @@ async def test_followup_answers_each_waiting_message_in_order(store: Store) -> N
 async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="followup"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
     parts = [replace(inbound(t, n=n), album="a1") for n, t in enumerate(["look", "", "ok?"])]
     await manager.submit(parts[0])
     await asyncio.sleep(0.2)  # the next parts come moments later, as a platform sends them
@@ -204,7 +204,7 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Stor
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="interrupt"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
     await manager.submit(inbound("long task", n=0))
     await asyncio.sleep(0.05)
     first, second = (replace(inbound(t, n=n), album="a1") for n, t in ((1, "this"), (2, "and")))
@@ -217,7 +217,7 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Stor
 async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings())
+    manager = Conversations(store, provider, sink, settings())
     await manager.submit(replace(inbound("look", n=0), album="a1"))
     await asyncio.sleep(0.05)  # its worker waits for the rest of the album
     await manager.submit(inbound("/stop", n=1))
@@ -229,7 +229,7 @@ async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -
 async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="collect"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="collect"))
     await manager.submit(inbound("first", n=0))
     await asyncio.sleep(0)  # the first run starts
     await manager.submit(inbound("second", n=1))
@@ -246,7 +246,7 @@ async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(store: 
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}, {"name": "wait", "args": {}}])]
     provider = RecordingProvider(ScriptedProvider(script))
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store, provider, sink, settings(queue_mode="steer"), tools=lambda m: [gate]
     )
     await manager.submit(inbound("start", n=0))
@@ -263,7 +263,7 @@ async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(store: 
 async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="steer"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="steer"))
     await manager.submit(inbound("first", n=0))
     await asyncio.sleep(0.01)
     await manager.submit(inbound("more", n=1))
@@ -276,7 +276,7 @@ async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Stor
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="interrupt"))
+    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
     await manager.submit(inbound("long task", n=0))
     await asyncio.sleep(0.05)
     await manager.submit(inbound("never mind", n=1))
@@ -289,7 +289,7 @@ async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: St
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store,
         ScriptedProvider(script),
         sink,
@@ -313,14 +313,14 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
         ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
     )
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store, provider, sink, settings(max_concurrent_runs=1), tools=lambda m: [gate]
     )
     await manager.submit(inbound("long job", chat="A"))
     await asyncio.wait_for(gate.started.wait(), 30)  # the one run slot is A's
     waiting = await _accepted(store, inbound("my turn?", chat="B"))
     await manager.submit(waiting)
-    await until(lambda: not manager.sessions["console:B"].pending, "B's turn to begin")
+    await until(lambda: not manager.conversations["console:B"].pending, "B's turn to begin")
     await manager.submit(inbound("/status", chat="B", n=1))
     status = await sink.last("B", 1)
     assert ": working, 0 waiting" in status and "Preparing: my turn?" in status
@@ -338,7 +338,7 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
 async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> None:
     slow = ScriptedProvider(delay=0.002)
     sink = ListSink()
-    manager = SessionManager(store, slow, sink, settings(queue_mode="followup"))
+    manager = Conversations(store, slow, sink, settings(queue_mode="followup"))
     for n in range(3):
         await manager.submit(inbound(f"a{n}", chat="A", n=n))
         await manager.submit(inbound(f"b{n}", chat="B", n=n))
@@ -351,7 +351,7 @@ async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> 
 
 async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.002))
-    manager = SessionManager(store, provider, ListSink(), settings(max_concurrent_runs=2))
+    manager = Conversations(store, provider, ListSink(), settings(max_concurrent_runs=2))
     for chat in "ABCDE":
         await manager.submit(inbound("hi", chat=chat))
     await settle(manager)
@@ -362,14 +362,14 @@ async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
 async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = Store.open(state)
-    await_manager = SessionManager(first, ScriptedProvider(), ListSink(), settings())
+    await_manager = Conversations(first, ScriptedProvider(), ListSink(), settings())
     await await_manager.submit(inbound("remember me"))
     await settle(await_manager)
     first.close()
 
     second = Store.open(state)
     provider = RecordingProvider(ScriptedProvider())
-    manager = SessionManager(second, provider, ListSink(), settings())
+    manager = Conversations(second, provider, ListSink(), settings())
     await manager.submit(inbound("still there?"))
     await settle(manager)
     second.close()
@@ -381,7 +381,7 @@ async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
 async def test_new_starts_a_fresh_conversation(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings())
+    manager = Conversations(store, provider, sink, settings())
     await manager.submit(inbound("old topic", n=0))
     await settle(manager)
     await manager.submit(inbound("/new", n=1))
@@ -393,7 +393,7 @@ async def test_new_starts_a_fresh_conversation(store: Store) -> None:
 
 async def test_status_reports_the_session(store: Store) -> None:
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hi", n=0))
     await settle(manager)
     await manager.submit(inbound("/status", n=1))
@@ -405,7 +405,7 @@ async def test_idle_reset_policy_starts_over(store: Store) -> None:
     now = [1_000_000.0]
     provider = RecordingProvider(ScriptedProvider())
     policy = ResetPolicy(mode="idle", idle_minutes=30)
-    manager = SessionManager(
+    manager = Conversations(
         store, provider, ListSink(), settings(reset=policy), clock=lambda: now[0]
     )
     await manager.submit(inbound("morning", n=0))
@@ -432,7 +432,7 @@ def test_daily_reset_policy_boundary() -> None:
 
 async def test_recorded_runs_replay(store: Store, tmp_path: Path) -> None:
     record_dir = tmp_path / "runs"
-    manager = SessionManager(
+    manager = Conversations(
         store, ScriptedProvider(), ListSink(), settings(record_events_dir=record_dir)
     )
     await manager.submit(inbound("record this"))
@@ -459,7 +459,7 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
     script = [tool_turn, answer] * 6
     small = settings(queue_mode="followup", context_budget_tokens=600, keep_recent_tokens=200)
     store = Store.open(state)
-    manager = SessionManager(
+    manager = Conversations(
         store, ScriptedProvider(script), ListSink(), small, tools=lambda m: [EchoTool()]
     )
     for n in range(6):
@@ -497,7 +497,7 @@ async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store
             ["daily: standup summary (next 2030-01-01T09:00+00:00)"] if key == "console:c1" else []
         )
 
-    manager = SessionManager(
+    manager = Conversations(
         store,
         ScriptedProvider(script),
         sink,
@@ -523,7 +523,7 @@ async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store
 
 async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store, ScriptedProvider(), sink, settings(), jobs=lambda key: ["r1: reminder: call Bob"]
     )
     await manager.submit(inbound("/status", n=0))
@@ -540,22 +540,22 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
 
     class Capture(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.name == "botd.sessions" and record.getMessage().startswith("run ended:"):
+            if record.name == "botd.conversation" and record.getMessage().startswith("run ended:"):
                 seen.append(LogContext.current())
 
     handler = Capture()
-    logging.getLogger("botd.sessions").addHandler(handler)
-    caplog.set_level(logging.INFO, logger="botd.sessions")
+    logging.getLogger("botd.conversation").addHandler(handler)
+    caplog.set_level(logging.INFO, logger="botd.conversation")
     try:
         sink = ListSink()
-        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        manager = Conversations(store, ScriptedProvider(), sink, settings())
         await manager.submit(inbound("hello", n=0))
         await settle(manager)
         await manager.submit(inbound("again", n=1))
         await settle(manager)
     finally:
-        logging.getLogger("botd.sessions").removeHandler(handler)
-    session_id = manager.sessions["console:c1"].session_id
+        logging.getLogger("botd.conversation").removeHandler(handler)
+    session_id = manager.conversations["console:c1"].session_id
     assert seen == [
         {"channel": "console", "conversation": "console:c1", "run": f"{session_id}:1"},
         {"channel": "console", "conversation": "console:c1", "run": f"{session_id}:2"},
@@ -571,7 +571,7 @@ async def test_run_hooks_report_start_end_and_first_reply(store: Store) -> None:
         on_first_reply=lambda m, seconds: events.append(("first", seconds is not None)),
     )
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings(), hooks=hooks)
+    manager = Conversations(store, ScriptedProvider(), sink, settings(), hooks=hooks)
     await manager.submit(inbound("hello"))
     await settle(manager)
     assert events[0] == ("start", "hello")  # the reply and the end may come in either order
@@ -583,7 +583,7 @@ async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
         raise RuntimeError("hook bug")
 
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store, ScriptedProvider(), sink, settings(), hooks=RunHooks(on_start=boom)
     )
     await manager.submit(inbound("hello"))
@@ -592,7 +592,7 @@ async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
 
 
 async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: Store) -> None:
-    from botd.sessions import CoalesceSettings
+    from botd.conversation import CoalesceSettings
 
     class NoopTool:
         spec = ToolSpec("noop", "Does nothing.", {"type": "object", "properties": {}})
@@ -610,7 +610,7 @@ async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: S
     small_blocks = SubscriberConfig(chunking=ChunkingConfig(1, 8))
     coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=60_000)
     sink = ListSink()
-    manager = SessionManager(
+    manager = Conversations(
         store,
         ScriptedProvider(script),
         sink,
@@ -622,7 +622,7 @@ async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: S
     assert sink.texts("c1") == ["One.\n\nTwo.\n\nThree.", "Four.\n\nFive."]
 
     plain = ListSink()
-    uncoalesced = SessionManager(
+    uncoalesced = Conversations(
         store,
         ScriptedProvider(script),
         plain,
@@ -655,13 +655,13 @@ def test_coalesce_config_reaches_the_sessions() -> None:
 async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings())
+    manager = Conversations(store, provider, sink, settings())
     await manager.submit(inbound("old topic", n=0))
     await settle(manager)
-    old = manager.sessions["console:c1"].session_id
+    old = manager.conversations["console:c1"].session_id
     await manager.submit(inbound("/new  what is\nthe new topic?", n=1))
     await settle(manager)
-    assert manager.sessions["console:c1"].session_id != old
+    assert manager.conversations["console:c1"].session_id != old
     assert provider.prompts()[-1] == ["what is\nthe new topic?"]
     # Its answer is the reply: no separate "Started a new conversation."
     # (the scripted echo is posted a line per block)
@@ -672,7 +672,7 @@ async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Stor
     for mode in ("collect", "followup"):
         provider = RecordingProvider(ScriptedProvider())
         sink = ListSink(channel="console")
-        manager = SessionManager(store, provider, sink, settings(queue_mode=mode, debounce=1.0))
+        manager = Conversations(store, provider, sink, settings(queue_mode=mode, debounce=1.0))
         chat = f"burst-{mode}"
         for n, text in enumerate(["hi", "can you", "check the logs"]):
             await manager.submit(inbound(text, chat=chat, n=n))
@@ -687,7 +687,7 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 ) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(queue_mode="followup", debounce=0.05))
+    manager = Conversations(store, provider, sink, settings(queue_mode="followup", debounce=0.05))
     await manager.submit(inbound("one", n=0))
     await settle(manager)
     await manager.submit(inbound("two", n=1))
@@ -698,7 +698,7 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings(debounce=120.0))
+    manager = Conversations(store, provider, sink, settings(debounce=120.0))
     await manager.submit(inbound("never mind", n=0))
     await asyncio.sleep(0.05)  # its worker waits for more
     await manager.submit(inbound("/stop", n=1))
@@ -709,7 +709,7 @@ async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Stor
 
 async def test_a_shutdown_does_not_wait_out_the_debounce(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
-    manager = SessionManager(store, provider, ListSink(), settings(debounce=120.0))
+    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0))
     await manager.submit(await _accepted(store, inbound("later", n=0)))
     await asyncio.sleep(0.05)  # its worker waits for more
     await asyncio.wait_for(manager.close(grace=60.0), 30)
@@ -728,7 +728,7 @@ async def test_a_reset_by_policy_is_said_before_the_next_answer(store: Store) ->
     now = [1_000_000.0]
     sink = ListSink()
     policy = ResetPolicy(mode="idle", idle_minutes=30)
-    manager = SessionManager(
+    manager = Conversations(
         store, ScriptedProvider(), sink, settings(reset=policy), clock=lambda: now[0]
     )
     await manager.submit(inbound("morning", n=0))
@@ -756,7 +756,7 @@ def test_the_daily_reset_names_its_hour() -> None:
 
 async def test_whoami_gives_the_ids_the_settings_take(store: Store) -> None:
     sink = ListSink(channel="telegram")
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     message = InboundMessage(
         channel="telegram",
         chat_id="-100123",
@@ -793,7 +793,7 @@ async def test_a_recording_keeps_no_image_data_and_still_replays(
     record_dir = tmp_path / "runs"
     script = [ScriptedTurn(tool_calls=[{"name": "photo", "args": {}}]), ScriptedTurn(text="Done.")]
     provider = RecordingProvider(ScriptedProvider(script))
-    manager = SessionManager(
+    manager = Conversations(
         store,
         provider,
         ListSink(),
@@ -816,7 +816,7 @@ async def test_a_recording_keeps_no_image_data_and_still_replays(
 async def test_start_greets_instead_of_asking_the_model(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, provider, sink, settings())
+    manager = Conversations(store, provider, sink, settings())
     await manager.submit(inbound("/start", n=0))  # Telegram's app sends it on first contact
     await settle(manager)
     [greeting] = sink.texts("c1")

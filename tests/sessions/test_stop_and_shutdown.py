@@ -19,9 +19,9 @@ from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -141,7 +141,7 @@ def store(tmp_path: Path) -> Store:
     opened.close()
 
 
-async def stop(manager: SessionManager) -> None:
+async def stop(manager: Conversations) -> None:
     async with asyncio.timeout(HANG_GUARD):
         await manager.submit(inbound("/stop", n=99))
         await manager.drain()
@@ -154,7 +154,7 @@ async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
     # The chunker holds the text (a block needs 4000 characters): nothing was shown yet.
     model = HangingProvider("The first half ", "of an answer")
     adapter = RecordingAdapter()
-    manager = SessionManager(store, model, delivery(adapter), settings())
+    manager = Conversations(store, model, delivery(adapter), settings())
     await manager.submit(inbound("tell me"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
 
@@ -168,7 +168,7 @@ async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
     coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=600_000)
-    manager = SessionManager(
+    manager = Conversations(
         store, model, delivery(adapter), settings(min_chars=1, coalesce=coalesce)
     )
     await manager.submit(inbound("count"))
@@ -184,7 +184,7 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Stor
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
     adapter.hold = gate = asyncio.Event()
-    manager = SessionManager(store, model, delivery(adapter), settings(min_chars=1))
+    manager = Conversations(store, model, delivery(adapter), settings(min_chars=1))
     await manager.submit(inbound("count"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
@@ -206,7 +206,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     model = HangingProvider("The first half ", "of an answer")
     adapter = RecordingAdapter()
     adapter.hold = gate = asyncio.Event()
-    manager = SessionManager(store, model, delivery(adapter, "edit"), settings())
+    manager = Conversations(store, model, delivery(adapter, "edit"), settings())
     await manager.submit(inbound("tell me"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
@@ -226,7 +226,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
 async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Store) -> None:
     model = HangingProvider("Half an answer")
     adapter = RecordingAdapter()
-    manager = SessionManager(store, model, delivery(adapter), settings(queue_mode="interrupt"))
+    manager = Conversations(store, model, delivery(adapter), settings(queue_mode="interrupt"))
     await manager.submit(inbound("first"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
     model.pieces = ()  # the second run says nothing, then hangs too
@@ -247,7 +247,7 @@ async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
     model = ScriptedProvider([ScriptedTurn(text="One.\n\n", tool_calls=[{"name": "wait"}])])
     adapter = RecordingAdapter()
     adapter.hold = held = asyncio.Event()
-    manager = SessionManager(
+    manager = Conversations(
         store, model, delivery(adapter), settings(min_chars=1), tools=lambda m: [gate]
     )
     await manager.submit(inbound("count"))
@@ -277,7 +277,7 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
 ) -> None:
     model = HangingProvider("Half ", "an answer")
     adapter = RecordingAdapter()
-    manager = SessionManager(store, model, delivery(adapter), settings())
+    manager = Conversations(store, model, delivery(adapter), settings())
     await manager.submit(inbound("tell me"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
 
@@ -285,7 +285,7 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
 
     assert model.cancelled
     assert adapter.posts == []
-    session = manager.sessions[f"console:{CHAT}"]
+    session = manager.conversations[f"console:{CHAT}"]
     stored = store.load_transcript(session.session_id)
     replies = [m for m in stored if m.role == "assistant"]
     assert all(m.stop_reason == "cancelled" for m in replies)
@@ -294,7 +294,7 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
 async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -> None:
     model = ScriptedProvider([ScriptedTurn(text="All done.")], delay=0.001)
     adapter = RecordingAdapter()
-    manager = SessionManager(store, model, delivery(adapter), settings())
+    manager = Conversations(store, model, delivery(adapter), settings())
     await manager.submit(inbound("go"))
 
     await asyncio.wait_for(manager.close(grace=HANG_GUARD), HANG_GUARD)
@@ -310,7 +310,7 @@ ERROR_LINE = f"⚠️ The agent stopped with an error: {NO_ANSWER_IN_TIME}"
 
 async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> list[str]:
     adapter = RecordingAdapter()
-    manager = SessionManager(store, provider, delivery(adapter, mode), settings(min_chars=1))
+    manager = Conversations(store, provider, delivery(adapter, mode), settings(min_chars=1))
     try:
         await manager.submit(inbound("hi"))
         await asyncio.wait_for(manager.drain(), HANG_GUARD)

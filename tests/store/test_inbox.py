@@ -13,10 +13,10 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.chat import InboundMessage, Target
+from botd.conversation import Conversations
 from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.sessions import SessionManager
 from botd.store import DB_FILENAME, Store
 from tests.sessions.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
 
@@ -93,16 +93,16 @@ async def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store
     store.append_messages(session.session_id, [call, result, result2, cut])
     [entry] = store.unfinished_inbox()
     assert entry.user_turn_id is not None
-    assert store.trim_interrupted(session.session_id, entry.user_turn_id)
+    assert await store.trim_interrupted(session.session_id, entry.user_turn_id)
     assert store.load_transcript(session.session_id) == [_user("go"), call, result, result2]
     # A step whose tool calls are not all answered is dropped whole.
     store.append_messages(session.session_id, [call, result])
-    assert store.trim_interrupted(session.session_id, entry.user_turn_id)
+    assert await store.trim_interrupted(session.session_id, entry.user_turn_id)
     assert store.load_transcript(session.session_id) == [_user("go"), call, result, result2]
     assert store.get_session(session.session_id).message_count == 4
     # After a /new the turn is no longer live: nothing to continue from.
     store.new_session("console:c1")
-    assert not store.trim_interrupted(session.session_id, entry.user_turn_id)
+    assert not await store.trim_interrupted(session.session_id, entry.user_turn_id)
 
 
 async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> None:
@@ -112,10 +112,10 @@ async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> 
     failed = await store.outbox_add(None, 1, "final", target, "three")
     store.outbox_sent(sent, ["m1"])
     store.outbox_failed(failed)
-    assert store.outbox_sent_texts([7]) == ["one"]
+    assert await store.outbox_sent_texts([7]) == ["one"]
     [left] = store.outbox_pending()
     assert (left.id, left.anchor, left.text, left.target) == (pending, 7, "two", target)
-    store.outbox_supersede([pending])
+    await store.outbox_supersede([pending])
     assert store.outbox_pending() == []
 
 
@@ -164,7 +164,7 @@ async def test_the_router_hands_on_only_what_it_accepted(store: Store) -> None:
 
 async def test_states_follow_the_runs(store: Store) -> None:
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(delay=0.005), sink, settings())
+    manager = Conversations(store, ScriptedProvider(delay=0.005), sink, settings())
     first = await _accept(store, inbound("first", n=0))
     await manager.submit(first)
     await asyncio.sleep(0)  # the first run starts
@@ -179,7 +179,7 @@ async def test_states_follow_the_runs(store: Store) -> None:
 async def test_stop_marks_the_run_and_what_waited_skipped(store: Store) -> None:
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
-    manager = SessionManager(store, provider, ListSink(), settings(), tools=lambda m: [gate])
+    manager = Conversations(store, provider, ListSink(), settings(), tools=lambda m: [gate])
     await manager.submit(await _accept(store, inbound("work", n=0)))
     await asyncio.wait_for(gate.started.wait(), GUARD)
     await manager.submit(await _accept(store, inbound("then this", n=1)))
@@ -191,7 +191,7 @@ async def test_stop_marks_the_run_and_what_waited_skipped(store: Store) -> None:
 async def test_the_user_turn_is_in_the_transcript_while_the_run_goes(store: Store) -> None:
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
-    manager = SessionManager(store, provider, ListSink(), settings(), tools=lambda m: [gate])
+    manager = Conversations(store, provider, ListSink(), settings(), tools=lambda m: [gate])
     await manager.submit(await _accept(store, inbound("remember me")))
     await asyncio.wait_for(gate.started.wait(), GUARD)
     session_id = store.get_or_create_session("console:c1").session_id
@@ -211,7 +211,7 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
             [ScriptedTurn(text="Looking.", tool_calls=[{"name": "wait", "args": {}}])]
         )
         sink = ListSink()
-        manager = SessionManager(store, provider, sink, settings(), tools=lambda m: [gate])
+        manager = Conversations(store, provider, sink, settings(), tools=lambda m: [gate])
         await manager.submit(await _accept(store, inbound("find it", n=0)))
         await asyncio.wait_for(gate.started.wait(), GUARD)
         await manager.submit(await _accept(store, inbound("and this", n=1)))
@@ -222,7 +222,7 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
     with Store.open(state) as store:
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
-        manager = SessionManager(store, recording, sink, settings(), tools=lambda m: [gate])
+        manager = Conversations(store, recording, sink, settings(), tools=lambda m: [gate])
         assert await manager.resume() == 2
         await asyncio.sleep(0)
         assert recording.requests == []  # nothing runs before release
@@ -241,7 +241,7 @@ async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_pa
     with Store.open(tmp_path / "state") as store:
         await _accept(store, inbound("waiting"))
         recording = RecordingProvider(ScriptedProvider())
-        manager = SessionManager(store, recording, ListSink(), settings())
+        manager = Conversations(store, recording, ListSink(), settings())
         assert await manager.resume() == 1
         await asyncio.wait_for(manager.close(grace=0.0), GUARD)
         assert recording.requests == []
@@ -258,7 +258,7 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
     open_run = await _accept(store, inbound("resumed"))
     await store.outbox_add(open_run.inbox_id, 1, "block", target, "the resumed run's")
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.resume()
     await manager.release()
     await asyncio.wait_for(manager.drain(), GUARD)
@@ -282,7 +282,7 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Stor
     shown = await store.outbox_add(message.inbox_id, 1, "block", target, "You said: say it again")
     store.outbox_sent(shown, ["m1"])
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.resume()
     await manager.release()
     await asyncio.wait_for(manager.drain(), GUARD)
@@ -300,7 +300,7 @@ async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: St
     )
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, recording, sink, settings(queue_mode="collect"))
+    manager = Conversations(store, recording, sink, settings(queue_mode="collect"))
     assert await manager.resume() == 3
     await manager.release()
     await asyncio.wait_for(manager.drain(), GUARD)
@@ -338,7 +338,7 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
 
         store._transaction = snapshotting  # type: ignore[method-assign]
         sink = ListSink()
-        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        manager = Conversations(store, ScriptedProvider(), sink, settings())
         await manager.submit(await _accept(store, inbound("hello")))
         await asyncio.wait_for(manager.drain(), GUARD)
         await manager.close(grace=5)
@@ -348,7 +348,7 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
     with Store.open(crashed) as store:
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
-        manager = SessionManager(store, recording, sink, settings())
+        manager = Conversations(store, recording, sink, settings())
         assert await manager.resume() == 0
         await manager.release()
         await asyncio.wait_for(manager.drain(), GUARD)
@@ -364,14 +364,14 @@ async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: S
     before = store.get_or_create_session("console:c1").session_id
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, recording, sink, settings())
+    manager = Conversations(store, recording, sink, settings())
     assert await manager.resume() == 3
     await manager.release()
     await asyncio.wait_for(manager.drain(), GUARD)
     # The message after /new is answered in the new conversation (before, /new was answered
     # last and dropped it); the one before it is dropped by /new, as a waiting message is.
     assert recording.prompts() == [["new topic"]]
-    assert manager.sessions["console:c1"].session_id != before
+    assert manager.conversations["console:c1"].session_id != before
     assert sorted(sink.texts("c1")) == ["Started a new conversation.", "You said: new topic"]
     assert _states(store) == ["skipped", "answered", "answered"]
 
@@ -389,11 +389,11 @@ async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: S
     )
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = SessionManager(store, recording, sink, settings())
+    manager = Conversations(store, recording, sink, settings())
     assert await manager.resume() == 1
     await manager.release()
     await asyncio.wait_for(manager.drain(), GUARD)
-    assert manager.sessions["console:c1"].session_id == session.session_id
+    assert manager.conversations["console:c1"].session_id == session.session_id
     assert recording.prompts() == [["what now?"]]  # its turn, once
     assert sink.texts("c1") == ["You said: what now?"]
     assert _states(store) == ["answered"]

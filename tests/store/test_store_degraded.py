@@ -23,10 +23,10 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import Target
+from botd.conversation import Conversations
+from botd.conversation.notices import UNSAVED_NOTICE
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
-from botd.sessions import SessionManager
-from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -155,7 +155,7 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
 
     async def reply(target: Target, text: str) -> None:
         await sink.send_text(target, text)
@@ -187,11 +187,11 @@ async def test_an_answer_whose_transcript_cannot_be_saved_is_shown_and_the_user_
     store: Store,
 ) -> None:
     sink = ListSink()
-    manager = SessionManager(store, ScriptedProvider(), sink, settings())
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("first", n=1))
     await asyncio.wait_for(manager.drain(), HANG_GUARD)
 
-    session = manager.sessions["console:c1"]
+    session = manager.conversations["console:c1"]
     await manager.submit(inbound("second", n=2))  # the run starts after this returns
     free = fill_the_disk(store, session.session_id)
     await asyncio.wait_for(manager.drain(), HANG_GUARD)

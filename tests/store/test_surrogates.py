@@ -20,11 +20,11 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage, Target, storable
+from botd.conversation import Conversations
+from botd.conversation.notices import UNSAVED_NOTICE
 from botd.daemon import Daemon
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
-from botd.sessions import SessionManager
-from botd.sessions.run import UNSAVED_NOTICE
 from botd.store import Store
 from tests.channels.telegram.test_telegram import GROUP, started
 from tests.daemon_inprocess import (
@@ -190,10 +190,10 @@ async def test_a_failing_output_close_still_stops_typing_and_tells_the_user(
     monkeypatch.setattr(RunOutbox, "close", failing_close)
     with Store.open(tmp_path / "state") as store:
         sink = ListSink()
-        manager = SessionManager(store, ScriptedProvider(), sink, settings())
+        manager = Conversations(store, ScriptedProvider(), sink, settings())
         await manager.submit(inbound("first", n=1))
         await asyncio.wait_for(manager.drain(), HANG_GUARD)
-        session = manager.sessions["console:c1"]
+        session = manager.conversations["console:c1"]
         await manager.submit(inbound("second", n=2))  # the run starts after this returns
         fill_the_disk(store, session.session_id)
         await asyncio.wait_for(manager.drain(), HANG_GUARD)

@@ -24,10 +24,10 @@ from botd.channels.console.adapter import (
 )
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
+from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.sessions import SessionManager, SessionSettings
 from botd.store import Store
 
 
@@ -41,7 +41,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
 
     console = ConsoleAdapter(reader, output, on_end_of_input=on_end)
     with Store.open(tmp_path / "state") as store:
-        sessions = SessionManager(
+        sessions = Conversations(
             store,
             ScriptedProvider(),
             ChannelDelivery({"console": console}),
@@ -64,7 +64,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
     assert printed.startswith("You said: hello")
     assert printed.count("hello") == 1 and printed.count("how are you?") == 1
     assert printed.index("hello") < printed.index("how are you?")
-    assert sessions.sessions[CONVERSATION_KEY].runs_done >= 1
+    assert sessions.conversations[CONVERSATION_KEY].runs_done >= 1
 
 
 async def test_delete_leaves_a_printed_reply_as_it_is() -> None:

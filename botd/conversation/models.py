@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ..events import Message
-from ..store import ModelUsage, Store, StoreError, UsageTotals
+from ..store import ModelUsage, StoreError, UsageTotals
+from ..store.protocols import ModelChoices
 
 log = logging.getLogger(__package__)
 
@@ -24,7 +25,9 @@ log = logging.getLogger(__package__)
 class ModelBook:
     """The configured models and each conversation's choice among them."""
 
-    def __init__(self, store: Store, names: Sequence[str], clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: ModelChoices, names: Sequence[str], clock: Callable[[], float]
+    ) -> None:
         if not names:
             raise ValueError("at least one model must be configured")
         self._store = store

@@ -3,10 +3,11 @@ run and clears the queue, ``/status`` tells what the session is doing (and the
 conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
 the conversation's model, ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
 and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
-``answer`` does what the command asks, at once, and returns the text to reply with and
-what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
+``answer`` does what the command asks, at once, through the conversation's own methods
+(``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
+and what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
 read, or its run) and answer once it has wound down, so the confirmation is the last word.
-The manager sends it in the background; no command ever waits for a run or a preparation.
+The registry sends it in the background; no command ever waits for a run or a preparation.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import NamedTuple
 
 from ..chat import InboundMessage
 from ..commands import command_argument
-from ..store import Store, StoreError
+from ..store import StoreError
+from ..store.protocols import ConversationLedger
+from .conversation import Conversation
 from .models import ModelBook
-from .session import Session, Stopped
+from .session import Stopped
 from .settings import QueueMode
 
 log = logging.getLogger(__package__)
@@ -48,28 +51,27 @@ class Reply(NamedTuple):
 
 
 class CommandDesk:
-    """Answers chat commands about the sessions in ``sessions`` (the manager's registry).
+    """Answers chat commands about the conversations in ``conversations`` (the registry's
+    map).
 
-    It holds the registry itself, not the manager, so the two form no reference cycle and
-    a dropped manager is freed at once with all its sessions.
+    It holds the map itself, not the registry, so the two form no reference cycle and a
+    dropped registry is freed at once with all its conversations.
     """
 
     def __init__(
         self,
-        store: Store,
-        sessions: dict[str, Session],
+        ledger: ConversationLedger,
+        conversations: Mapping[str, Conversation],
         *,
         queue_mode: QueueMode,
-        clock: Callable[[], float],
         jobs: Callable[[str], list[str]] | None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
     ) -> None:
-        self._store = store
-        self._sessions = sessions
+        self._ledger = ledger
+        self._conversations = conversations
         self._queue_mode = queue_mode
-        self._clock = clock
         self._jobs = jobs
         self._channels_down = channels_down
         """Which channels are down and why (the daemon's view), for ``/status``."""
@@ -79,32 +81,25 @@ class CommandDesk:
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
-    def answer(self, command: str, message: InboundMessage) -> Reply:
+    async def answer(self, command: str, message: InboundMessage) -> Reply:
         """Do what ``command`` asks; the answer for the message's chat."""
         key = message.conversation_key
         if command == "/stop" or command in STARTING_OVER:
-            session = self._sessions.get(key)
-            stopped = Stopped(False, [], None)
-            if session is not None:
-                session.resumed.clear()
-                stopped = session.stop()
-                # Messages waiting or being prepared are dropped: done with, as far as the
-                # inbox goes (a cut run marks its own as it ends).
-                if stopped.dropped:
-                    self._store.finish_inbox(stopped.dropped, "skipped")
+            conversation = self._conversations.get(key)
+            stopped = Stopped(False, None)
             if command == "/stop":
+                if conversation is not None:
+                    stopped = conversation.stop()
                 text = "Stopped." if stopped.anything else "Nothing was running."
             else:
-                record = self._store.new_session(key)
-                fresh = Session(key, record.session_id, [], self._clock())
-                fresh.after = stopped.over
-                if fresh.after is None and session is not None:
-                    fresh.after = session.after  # its own worker had not started yet
-                self._sessions[key] = fresh
+                if conversation is not None:
+                    stopped = await conversation.start_over()
+                else:
+                    await self._ledger.start_session(key)
                 text = "Started a new conversation."
             return Reply(text, stopped.over)
         if command == "/status":
-            text = self.status(key)
+            text = await self.status(key)
         elif command == "/model" and self._models is not None:
             text = self._models.answer(key, command_argument(message.text))
         elif command == "/usage" and self._models is not None:
@@ -117,14 +112,14 @@ class CommandDesk:
             text = HELP
         return Reply(text)
 
-    def status(self, conversation_key: str) -> str:
-        """What the session is doing, what waits, and the conversation's scheduled jobs."""
-        session = self._sessions.get(conversation_key)
+    async def status(self, conversation_key: str) -> str:
+        """What the conversation is doing, what waits, and its scheduled jobs."""
+        conversation = self._conversations.get(conversation_key)
         lines: list[str] = []
-        if session is None:
+        if conversation is None:
             # Not in memory (none yet, or botd restarted since): what the store holds.
             try:
-                record = self._store.active_session(conversation_key)
+                record = await self._ledger.stored_session(conversation_key)
             except StoreError as exc:
                 log.error("reading the session of %s for /status failed: %s", conversation_key, exc)
                 lines.append("The conversation's state cannot be read now (storage failing).")
@@ -139,18 +134,7 @@ class CommandDesk:
                     f"queue mode {self._queue_mode}."
                 )
         else:
-            working = session.working
-            lines.append(
-                f"Session {session.session_id[:8]}: {'working' if working else 'idle'}, "
-                f"{len(session.pending)} waiting, {len(session.history)} messages, "
-                f"{session.runs_done} runs, queue mode {self._queue_mode}."
-            )
-            if session.preparing and session.turn is not None:
-                # Its files are being fetched and read (or it waits for a run slot).
-                lines.append(f"Preparing: {_preview(session.turn.preview)}")
-            elif working:
-                lines.append(f"Working on: {_preview(session.working_on)}")
-            lines += [f"Waiting: {_preview(m.text)}" for m in session.pending]
+            lines += conversation.status_lines(self._queue_mode)
         if self._models is not None:
             lines.append(self._models.status_line(conversation_key))
         if self._jobs is not None:
@@ -192,11 +176,6 @@ def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tup
     except Exception:
         log.exception("listing the %s that are down failed", what)
         return []
-
-
-def _preview(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 __all__ = ["HELP", "CommandDesk", "Reply"]

@@ -72,7 +72,8 @@ from ..chat import InboundMessage, Target
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
-from ..store import StaleCompactionError, Store, StoreError
+from ..store import StaleCompactionError, StoreError
+from ..store.protocols import ConversationLedger
 from ..subscriber import (
     BlockReply,
     Origin,
@@ -81,39 +82,36 @@ from ..subscriber import (
     heartbeat_reply,
     is_messaging_duplicate,
 )
-from .durable import INTERRUPTED_NOTICE, NoticeFirst, OutboxJournal, TranscriptWriter
 from .models import ModelBook, usage_of
+from .notices import INTERRUPTED_NOTICE, NOT_HANDLED_NOTICE, UNSAVED_NOTICE, NoticeFirst
+from .promise import Promise
+from .queue import Steering
 from .reasoning import ReasoningPoster
-from .session import Session
+from .session import Session, Turn
 from .settings import RunHooks, SessionSettings, call_hook
+from .steps import Saving, TranscriptWriter
 
 log = logging.getLogger(__package__)
 
-NOT_HANDLED_NOTICE = (
-    "Sorry, I could not handle your message: botd's storage is failing. Please try again later."
-)
-"""Told when the store fails before the run could answer."""
-UNSAVED_NOTICE = (
-    "Note: botd could not save this exchange (its storage is failing), so I will not remember it."
-)
-"""Told after an answer whose transcript the store could not take."""
-
 
 class Runner:
-    """Runs one prompt of a session at a time (the manager sees to that)."""
+    """Runs the turns of every conversation (each conversation runs one at a time)."""
 
     def __init__(
         self,
-        store: Store,
+        ledger: ConversationLedger,
+        promise: Promise,
         provider: Provider,
         delivery: Delivery,
         settings: SessionSettings,
         tools: Callable[[InboundMessage], Sequence[Tool]],
         hooks: RunHooks,
-        models: ModelBook | None = None,
+        models: ModelBook,
+        cancelling: Callable[[], bool],
     ) -> None:
-        self._store = store
-        self._models = models or ModelBook(store, [settings.loop.model], time.time)
+        self._ledger = ledger
+        self._promise = promise
+        self._models = models
         """Which model each conversation's runs ask first."""
         self._provider = provider
         self._delivery = delivery
@@ -121,31 +119,30 @@ class Runner:
         self._options = settings.run_options()
         self._tools = tools
         self._hooks = hooks
-        self.shutting_down = False
-        """Set while botd shuts down: a run cancelled then writes nothing more (it resumes)."""
+        self._cancelling = cancelling
+        """True once botd's shutdown cancels runs: a run cancelled then writes nothing more
+        (it resumes at the next start)."""
 
     async def run(
         self,
-        session: Session,
-        inbound: InboundMessage,
-        prompt: list[Message],
-        arrived: float | None = None,
+        turn: Turn,
+        steering: Steering,
         *,
-        inbox_ids: Sequence[int] = (),
-        resumed: bool = False,
         on_delivered: Callable[[str], None] | None = None,
     ) -> str:
-        """Answer ``prompt`` (on behalf of ``inbound``), which arrived at ``arrived``.
+        """Answer ``turn`` (its prompt, on behalf of its last message).
 
-        ``inbox_ids``: the inbox rows this run answers; ``resumed``: their user turn is in the
-        transcript already (an interrupted run goes on; ``prompt`` is then empty). Returns
-        how the run ended (the agent's stop reason, ``cancelled`` or ``exception``).
+        A resumed turn's user turn is in the transcript already (an interrupted run goes on;
+        its prompt is empty). ``steering`` is the conversation's: what the run reads of it
+        is no longer waiting when it ends. Returns how the run ended (the agent's stop
+        reason, ``cancelled`` or ``exception``).
 
         ``on_delivered`` is called with that outcome when the run returned and everything it
         posted is confirmed, in the same step as the last confirmation, so what it records
         commits together with that piece's sent mark. It is not called when the run raised
         or the store failed it.
         """
+        session, inbound, arrived = turn.session, turn.inbound, turn.arrived
         target = inbound.reply_target()
         hooks = self._hooks
 
@@ -153,21 +150,18 @@ class Runner:
             latency = None if arrived is None else max(0.0, time.monotonic() - arrived)
             call_hook(hooks.on_first_reply, inbound, latency)
 
-        anchor = min(inbox_ids) if inbox_ids else None
-        posted = self._store.outbox_sent_texts([anchor]) if resumed and anchor is not None else []
-        journal = OutboxJournal(self._store, anchor, target)
-        options = replace(self._options, journal=journal)
+        anchor = min(turn.ids) if turn.ids else None
+        posted = await self._promise.posted_before(anchor) if turn.resumed else []
+        options = replace(self._options, journal=self._promise.journal(anchor, target))
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
         outcome, notice = "exception", None
-        saving: _Saving | None = None
+        saving: Saving | None = None
         delivered: Callable[[], None] | None = None
         overflow = _CompactOnOverflow(self._provider, session, self._settings)
         try:
-            outcome, saving = await self._answer(
-                session, inbound, target, prompt, output, inbox_ids, posted, overflow
-            )
+            outcome, saving = await self._answer(turn, steering, target, output, posted, overflow)
             if on_delivered is not None:
                 delivered = functools.partial(on_delivered, outcome)
         except StoreError as exc:
@@ -194,18 +188,17 @@ class Runner:
 
     async def _answer(
         self,
-        session: Session,
-        inbound: InboundMessage,
+        turn: Turn,
+        steering: Steering,
         target: Target,
-        prompt: list[Message],
         output: RunOutput,
-        inbox_ids: Sequence[int],
         posted: list[str],
         overflow: _CompactOnOverflow,
-    ) -> tuple[str, _Saving]:
+    ) -> tuple[str, Saving]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
 
-        Returns how the run ended and the saving of what it added (see ``_Saving``)."""
+        Returns how the run ended and the saving of what it added (see ``Saving``)."""
+        session, inbound, prompt = turn.session, turn.inbound, turn.prompt
         hooks = self._hooks
         mode = output.mode
         config = self._settings.subscriber
@@ -217,24 +210,21 @@ class Runner:
             config = replace(config, reasoning="on")  # nothing streams: it leads the finals
         # A resumed run says it was interrupted before its first new piece, if it was seen;
         # the first run of a conversation the reset policy started over says so.
-        notice, session.reset_notice = session.reset_notice, None
+        notice = session.take_reset_notice()
         if posted and INTERRUPTED_NOTICE not in posted:
             notice = INTERRUPTED_NOTICE
         shown = NoticeFirst(output, notice)
         subscriber, reasoning = self._subscriber(config, shown, output, inbound, posted)
-        if inbox_ids:
-            # The user turn and the messages' running state: one transaction.
-            self._store.start_inbox_run(
-                inbox_ids,
-                session_id=session.session_id,
-                run_id=session.run_id,
-                user_turn=prompt,
-            )
+        # The user turn and the messages' running state: one transaction.
+        self._promise.running(
+            turn.ids, session_id=session.session_id, run_id=session.run_id, user_turn=prompt
+        )
+        cancelling = self._cancelling
         writer = TranscriptWriter(
-            self._store,
+            self._ledger,
             session.session_id,
-            written=len(prompt) if inbox_ids else 0,
-            keep_writing=lambda: not self.shutting_down,
+            written=len(prompt) if turn.ids else 0,
+            keep_writing=lambda: not cancelling(),
         )
         listener = self._listener(session, subscriber)
 
@@ -254,12 +244,12 @@ class Runner:
             # A stopped run shows nothing more: not the text it still had buffered, not the
             # closing flush. Only the stop's confirmation follows.
             on_cancel=output.cancel,
-            on_images_left_out=_ImagesLeftOut(self._store, session, shown, output),
+            on_images_left_out=_ImagesLeftOut(self._ledger, session, shown, output),
             compact=overflow,
         )
         writer.run = run
-        session.run = run
-        session.working_on = (
+        turn.agent = run
+        turn.working_on = (
             "\n".join(c.text for m in prompt for c in m.content if isinstance(c, TextContent))
             or inbound.text
         )
@@ -284,7 +274,7 @@ class Runner:
             # A run that returned leaves its closing messages to commit with its last reply's
             # sent mark; one that was cancelled or raised commits at once (a second cancel
             # must not cut a wait short).
-            saving = self._record(session, added, writer, later=result is not None)
+            saving = self._record(turn, steering, added, writer, later=result is not None)
             if result is not None and result.stop_reason != "cancelled":
                 if reasoning is not None:
                     reasoning.close()  # a last message's reasoning still waiting
@@ -341,7 +331,7 @@ class Runner:
         """Queue the run's token usage to commit with its last transcript write; tell hooks."""
         try:
             usage = usage_of(added, model)
-            self._store.record_usage_soon(
+            self._ledger.record_usage_soon(
                 session.conversation_key, session.session_id, session.run_id, usage
             )
         except Exception:  # counting must never keep the run's transcript from being saved
@@ -351,25 +341,30 @@ class Runner:
             call_hook(self._hooks.on_usage, inbound, entry)
 
     def _record(
-        self, session: Session, added: list[Message], writer: TranscriptWriter, *, later: bool
-    ) -> _Saving:
+        self,
+        turn: Turn,
+        steering: Steering,
+        added: list[Message],
+        writer: TranscriptWriter,
+        *,
+        later: bool,
+    ) -> Saving:
         """The run is over: keep what it added, and what steering it did not read.
 
         ``later``: what is still unwritten commits with the store's next transaction (the
         returned saving waits for it); otherwise at once. A failure is logged, and the
         history stays as stored."""
-        session.run = None
-        session.working_on = ""
-        consumed = {id(m) for m in added}
-        session.steered = [m for m in session.steered if id(m) not in consumed]
+        turn.agent = None
+        turn.working_on = ""
+        steering.read_by(added)
         writer.run = None  # no cycle through the run's callback: freed without the GC
-        saving = _Saving(self._store, session, added)
+        saving = Saving(self._ledger, turn.session, added)
         try:
             if later:
                 saving.pending = writer.flush_later(added)
             elif added:
                 writer.flush(added)  # what the events did not write yet
-                self._store.flush_deferred()
+                self._ledger.flush_deferred()
         except Exception as exc:
             saving.failed(exc)
         else:
@@ -410,9 +405,8 @@ class Runner:
         )
         if result is None:
             return
-        self._store.compact(session.session_id, result)
-        session.history = list(result.messages)
-        session.history_tokens = result.tokens_after
+        self._ledger.compact(session.session_id, result)
+        session.compacted(result)
         _log_compaction(session, result)
 
     def _keep_compaction(self, session: Session, session_id: str, result: CompactionResult) -> None:
@@ -423,13 +417,11 @@ class Runner:
         if session.session_id != session_id:
             return  # /new started another session meanwhile: nothing reads that one
         try:
-            self._store.compact(session_id, result)
+            self._ledger.compact(session_id, result)
         except (StaleCompactionError, StoreError) as exc:
             log.warning("the compaction made during the run could not be stored: %s", exc)
             return
-        compacted = result.compacted_count + len(result.kept)
-        session.history = [*result.messages, *session.history[compacted:]]
-        session.history_tokens = -1  # counted again when next needed
+        session.compacted_during_run(result)
         _log_compaction(session, result)
 
 
@@ -501,9 +493,9 @@ class _ImagesLeftOut:
     """
 
     def __init__(
-        self, store: Store, session: Session, shown: NoticeFirst, output: RunOutput
+        self, ledger: ConversationLedger, session: Session, shown: NoticeFirst, output: RunOutput
     ) -> None:
-        self._store = store
+        self._ledger = ledger
         self._session = session
         self._session_id = session.session_id  # the run's, should /new start another
         self._shown = shown
@@ -512,10 +504,9 @@ class _ImagesLeftOut:
 
     def __call__(self, refused: frozenset[str], held: list[Message]) -> None:
         session = self._session
-        session.history = without_images(session.history, refused)
-        session.history_tokens = -1  # counted again when next needed
+        session.rewritten(without_images(session.history, refused))
         try:
-            changed = self._store.rewrite_messages(
+            changed = self._ledger.rewrite_messages(
                 self._session_id, lambda message: without_image(message, refused)
             )
         except StoreError as exc:
@@ -555,62 +546,6 @@ def _new_recording(directory: Path, stem: str) -> TextIO:
         except FileExistsError:
             continue
     raise AssertionError("unreachable")
-
-
-class _Saving:
-    """Whether a run's messages reached the transcript, known once their write committed.
-
-    Until then they stay out of the session's history; a write that failed leaves the
-    history as stored, is logged, and the run's user is told (``UNSAVED_NOTICE``).
-    """
-
-    def __init__(self, store: Store, session: Session, added: list[Message]) -> None:
-        self._store = store
-        self._session = session
-        self._added = added
-        self.pending: asyncio.Future[None] | None = None
-        """The write still to commit (None: done, or nothing was left to write)."""
-        self._saved = False
-
-    def kept(self) -> None:
-        session = self._session
-        session.history.extend(self._added)
-        if session.history_tokens >= 0:
-            session.history_tokens += estimate_tokens(self._added)
-        session.runs_done += 1
-        self._saved = True
-
-    def failed(self, exc: BaseException) -> None:
-        session = self._session
-        session.runs_done += 1
-        count, key = len(self._added), session.conversation_key
-        if isinstance(exc, StoreError):
-            log.error("%d message(s) of the run in %s could not be saved: %s", count, key, exc)
-        else:
-            # A write failing for its own reason (text SQLite cannot take, a bug) must not
-            # cut the cleanup short: the finals still go out and the user is told.
-            log.error(
-                "%d message(s) of the run in %s could not be saved",
-                count,
-                key,
-                exc_info=exc,
-            )
-        self._saved = False
-
-    async def settled(self) -> bool:
-        """True once the messages are in the transcript; False when they could not be."""
-        pending, self.pending = self.pending, None
-        if pending is not None:
-            if not pending.done():
-                self._store.commit_soon()  # nothing else committed it: now
-            try:
-                # Shielded: a cancel arriving now must not drop the write it waits for.
-                await asyncio.shield(pending)
-            except Exception as exc:
-                self.failed(exc)
-            else:
-                self.kept()
-        return self._saved
 
 
 __all__ = ["Runner"]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from ..delivery import RunOutput
 from ..subscriber import BlockReply, PartialReply, normalize_for_dedupe
-from .durable import NoticeFirst
+from .notices import NoticeFirst
 
 
 class ReasoningPoster:

@@ -1,0 +1,216 @@
+"""The one place where a conversation's inbox entries and outbox pieces change state.
+
+The package docstring (``botd.conversation``) draws the machine; this module is it. Every
+transition is a named method of ``Promise`` (or of the ``PieceJournal`` and ``RunEnd`` it
+hands out), written through the ``ConversationLedger``; nothing else in botd writes an
+entry's or a piece's state. Accepting (nothing -> accepted) is the inbound side's, in one
+transaction with the message's dedupe keys (``Store.accept_inbound``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..chat import MessageRef, Target
+from ..delivery import Delivery, Outgoing
+from ..events import Message
+from ..store import InboxEntry, InboxState, OutboxEntry
+from ..store.protocols import ConversationLedger
+from ..subscriber import BlockReply
+
+log = logging.getLogger(__package__)
+
+OUTCOME_STATES: dict[str, InboxState] = {"cancelled": "skipped", "error": "failed"}
+"""An entry's final state by how its run ended (anything else: answered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePlan:
+    """What an earlier process left unfinished, made ready to go on."""
+
+    entries: list[InboxEntry] = field(default_factory=list)
+    """Entries accepted or running, oldest first: queued again as they came."""
+    resumed_turns: dict[int, int] = field(default_factory=dict)
+    """Running entries whose run goes on from its transcript, to their user turn's row."""
+    unsent: list[OutboxEntry] = field(default_factory=list)
+    """Pieces written and never confirmed whose run is over: sent at release."""
+
+
+class Promise:
+    """The transitions of the entries and pieces of every conversation (see the package
+    docstring), over one ledger."""
+
+    def __init__(self, ledger: ConversationLedger) -> None:
+        self._ledger = ledger
+
+    # -- entries: accepted -> running -> answered | failed | skipped --------------------------
+
+    def running(
+        self, ids: Sequence[int], *, session_id: str, run_id: str, user_turn: Sequence[Message]
+    ) -> None:
+        """accepted -> running: a run starts on ``ids``; its user turn is written in the same
+        transaction (none for a resumed run: its turn is in the transcript). A lazy record:
+        lost in a crash, the entries are accepted still and their run starts over."""
+        if ids:
+            self._ledger.start_inbox_run(
+                ids, session_id=session_id, run_id=run_id, user_turn=user_turn
+            )
+
+    def answered(self, ids: Sequence[int | None]) -> None:
+        """-> answered: the run's last piece is out (or a command's answer was sent)."""
+        self.end(ids, "answered")
+
+    def failed(self, ids: Sequence[int | None]) -> None:
+        """-> failed: the run or the model failed, or the answer was refused (user told)."""
+        self.end(ids, "failed")
+
+    def skipped(self, ids: Sequence[int | None]) -> None:
+        """-> skipped: ``/stop``, ``/new`` or an interrupt dropped the entry or cut its run."""
+        self.end(ids, "skipped")
+
+    def end(self, ids: Sequence[int | None], state: InboxState) -> None:
+        """-> ``state`` (None ids: messages not from the inbox); a failed write is logged."""
+        known = [inbox_id for inbox_id in ids if inbox_id is not None]
+        if not known:
+            return
+        try:
+            self._ledger.finish_inbox(known, state)
+        except Exception:
+            log.exception("marking inbox messages %s %s failed", known, state)
+
+    def run_end(
+        self, ids: Sequence[int], steered: Callable[[], list[int]], closing: Callable[[], bool]
+    ) -> RunEnd:
+        """What ends a run's entries, once: ``ids``, and the steering it took."""
+        return RunEnd(self, ids, steered, closing)
+
+    # -- pieces: written -> sent | failed | superseded ----------------------------------------
+
+    def journal(self, anchor: int | None, target: Target) -> PieceJournal:
+        """The run's journal: each piece written before it is sent, marked after."""
+        return PieceJournal(self._ledger, anchor, target)
+
+    async def posted_before(self, anchor: int | None) -> list[str]:
+        """What an interrupted attempt of the run anchored at ``anchor`` posted, in order."""
+        return [] if anchor is None else await self._ledger.outbox_sent_texts([anchor])
+
+    async def send_unconfirmed(self, delivery: Delivery, pieces: Sequence[OutboxEntry]) -> None:
+        """written -> sent | failed: the pieces of finished runs that a crash left
+        unconfirmed, in order (the documented ambiguous window: the chat may show them)."""
+        for piece in pieces:
+            try:
+                if piece.media:  # the files are fetched and uploaded anew, from their references
+                    refs = await delivery.send_text(
+                        piece.target,
+                        piece.text,
+                        media=piece.media,
+                        audio_as_voice=piece.audio_as_voice,
+                    )
+                else:
+                    refs = await delivery.send_text(piece.target, piece.text)
+            except Exception:
+                log.exception("sending an unconfirmed reply to %s failed", piece.target.chat_id)
+                self._ledger.outbox_failed(piece.id)
+            else:
+                self._ledger.outbox_sent(piece.id, [ref.message_id for ref in refs])
+
+    # -- resume: the same machine, started from stored state ----------------------------------
+
+    async def resume(self) -> ResumePlan:
+        """Read what an earlier process left unfinished and make it ready to go on.
+
+        A running entry whose user turn is still live has its transcript trimmed to the last
+        finished step (its run goes on from there); one whose turn is gone (a ``/new`` since)
+        runs again from its text. Unconfirmed pieces of runs that go on are superseded (the
+        run produces them again and skips what the chat shows); those of finished runs are
+        sent at release.
+        """
+        ledger = self._ledger
+        entries = await ledger.unfinished_entries()
+        resumed: dict[int, int] = {}
+        trimmed: dict[int, bool] = {}
+        for entry in entries:
+            if entry.state != "running" or entry.user_turn_id is None or entry.session_id is None:
+                continue
+            turn = entry.user_turn_id
+            if turn not in trimmed:
+                trimmed[turn] = await ledger.trim_interrupted(entry.session_id, turn)
+            if trimmed[turn]:
+                resumed[entry.id] = turn
+        open_ids = {entry.id for entry in entries}
+        unsent: list[OutboxEntry] = []
+        superseded: list[int] = []
+        for piece in await ledger.unconfirmed_pieces():
+            if piece.anchor is not None and piece.anchor in open_ids:
+                superseded.append(piece.id)
+            else:
+                unsent.append(piece)
+        await ledger.outbox_supersede(superseded)
+        return ResumePlan(entries, resumed, unsent)
+
+
+class RunEnd:
+    """Ends a run's entries (and the steering it took) by how the run ended, once.
+
+    Called with the run's last piece confirmation (so the state commits with that piece's
+    sent mark), or after the run when it did not get that far. A run the shutdown cancelled
+    ends nothing: its entries stay running and resume at the next start.
+    """
+
+    def __init__(
+        self,
+        promise: Promise,
+        ids: Sequence[int],
+        steered: Callable[[], list[int]],
+        closing: Callable[[], bool],
+    ) -> None:
+        self._promise = promise
+        self._ids = ids
+        self._steered = steered
+        self._closing = closing
+        self._done = False
+
+    def __call__(self, outcome: str | None) -> None:
+        """``outcome``: how the run ended (None: it raised). Calls after the first do nothing."""
+        if self._done:
+            return
+        self._done = True
+        state = "failed" if outcome is None else OUTCOME_STATES.get(outcome, "answered")
+        if self._closing() and state == "skipped":
+            return  # cancelled by the shutdown: left running, to resume at the next start
+        self._promise.end([*self._ids, *self._steered()], state)
+
+
+class PieceJournal:
+    """One run's pieces in the outbox, keyed by the run's ``anchor`` entry (the delivery's
+    ``RunJournal``): written (awaited, before the send) -> sent | failed (records)."""
+
+    def __init__(self, ledger: ConversationLedger, anchor: int | None, target: Target) -> None:
+        self._ledger = ledger
+        self._anchor = anchor
+        self._target = target
+
+    async def written(self, piece: Outgoing, text: str) -> int:
+        reply = piece.reply
+        media = reply.media_urls if isinstance(reply, BlockReply) else []
+        voice = isinstance(reply, BlockReply) and reply.audio_as_voice
+        return await self._ledger.outbox_add(
+            self._anchor,
+            piece.seq,
+            piece.kind,
+            self._target,
+            text,
+            media=media,
+            audio_as_voice=voice,
+        )
+
+    def sent(self, key: int, refs: Sequence[MessageRef]) -> None:
+        self._ledger.outbox_sent(key, [ref.message_id for ref in refs])
+
+    def failed(self, key: int) -> None:
+        self._ledger.outbox_failed(key)
+
+
+__all__ = ["OUTCOME_STATES", "PieceJournal", "Promise", "ResumePlan", "RunEnd"]

@@ -1,0 +1,290 @@
+"""``Conversations``: the map of conversation key -> ``Conversation``, the global run cap,
+chat commands, and the registry's lifetime (resume, release, close).
+
+``submit`` takes an inbound message (already deduplicated, allowed and addressed to the
+bot). Chat commands are done at once (``commands.py``) and their answer sent in the
+background (``post_later``), so an outage of one chat never holds up the channel's input for
+the others; ``/new`` or ``/reset`` followed by text or with files starts over with them as
+the new conversation's first message. Anything else goes to its conversation, which queues
+it (``Conversation.take``).
+
+Runs of different conversations go in parallel, capped by a global semaphore; runs of one
+conversation never overlap. Every worker and one-shot post is a task of the registry's
+``TaskOwner``, awaited by ``drain`` and ``close``.
+
+At start, ``resume`` queues what the previous process left unanswered, oldest first, before
+any channel takes input (``Promise.resume``). Runs wait until ``release`` (called once the
+channels can send), which also sends the reply pieces a crash left unconfirmed and answers
+resumed chat commands (a conversation's messages after such a command wait for it, so a
+resumed ``/new`` keeps its place). ``close`` cuts turns still being prepared, lets running
+answers finish within the grace and cancels the rest, without ending their entries: they
+resume at the next start.
+
+Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
+number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when
+its first reply reached the chat (for metrics). ``/status`` also lists the conversation's
+scheduled jobs when a ``jobs`` callable is given, and the channels and MCP servers that are
+down. ``models`` names the configured models (primary first) that ``/model`` chooses among
+per conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from ..agent.tools import Tool
+from ..agent.types import Provider
+from ..chat import InboundMessage, Target
+from ..commands import chat_command, command_argument
+from ..config.schema import MediaSection
+from ..delivery import Delivery
+from ..media import MediaResolver
+from ..store import OutboxEntry
+from ..store.protocols import ConversationStore
+from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
+from .conversation import Conversation, Shared
+from .models import ModelBook
+from .promise import Promise
+from .queue import Timer, Windows, strategy
+from .run import Runner
+from .session import Session
+from .settings import RunHooks, SessionSettings
+from .tasks import TaskOwner
+
+log = logging.getLogger(__package__)
+
+
+class Conversations:
+    """Owns every conversation; see the module docstring."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        provider: Provider,
+        delivery: Delivery,
+        settings: SessionSettings,
+        *,
+        tools: Callable[[InboundMessage], Sequence[Tool]] | None = None,
+        clock: Callable[[], float] = time.time,
+        jobs: Callable[[str], list[str]] | None = None,
+        hooks: RunHooks | None = None,
+        channels_down: Callable[[], Mapping[str, str]] | None = None,
+        servers_down: Callable[[], Mapping[str, str]] | None = None,
+        models: Sequence[str] = (),
+        media: MediaResolver | None = None,
+        timer: Timer | None = None,
+    ) -> None:
+        self._ledger = store
+        self._conversations: dict[str, Conversation] = {}
+        self._closed = False
+        self._cancelling = False
+        self._released = asyncio.Event()
+        self._released.set()
+        self._delivery = delivery
+        self._deferred: list[InboundMessage] = []
+        self._deferred_keys: set[str] = set()
+        self._unsent: list[OutboxEntry] = []
+        self._workers = TaskOwner()
+        """Each conversation's worker, until it ends."""
+        self._posts = TaskOwner()
+        """One-shot texts (command answers, unconfirmed pieces) on their way."""
+        self._promise = Promise(store)
+        book = ModelBook(store, models or [settings.loop.model], clock)
+        runner = Runner(
+            store,
+            self._promise,
+            provider,
+            delivery,
+            settings,
+            tools or (lambda _message: ()),
+            hooks or RunHooks(),
+            book,
+            lambda: self._cancelling,
+        )
+        windows = Windows(settings.debounce)
+        self._shared = Shared(
+            ledger=store,
+            promise=self._promise,
+            runner=runner,
+            delivery=delivery,
+            media=media or MediaResolver(MediaSection),
+            queue=strategy(settings.queue_mode),
+            windows=windows if timer is None else replace(windows, timer=timer),
+            reset=settings.reset,
+            clock=clock,
+            slots=asyncio.Semaphore(settings.max_concurrent_runs),
+            released=self._released,
+            closing=lambda: self._closed,
+            workers=self._workers,
+        )
+        self._commands = CommandDesk(
+            store,
+            self._conversations,
+            queue_mode=settings.queue_mode,
+            jobs=jobs,
+            channels_down=channels_down,
+            servers_down=servers_down,
+            models=book,
+        )
+
+    # -- inbound ----------------------------------------------------------------------------
+
+    async def submit(self, message: InboundMessage) -> None:
+        """Take one inbound message: a command is answered now, text goes to its
+        conversation."""
+        if self._closed:
+            log.warning("message %s dropped: shutting down", message.message_id)
+            return
+        command = chat_command(message.text, message.bot_name)
+        if not self._released.is_set() and (
+            command is not None or message.conversation_key in self._deferred_keys
+        ):
+            # A command is answered once the channels can send; what its conversation says
+            # after it waits behind it, so a restart keeps their order (a /new, then a message
+            # for the new conversation).
+            self._deferred.append(message)
+            self._deferred_keys.add(message.conversation_key)
+            return
+        if command is not None:
+            rest = command_argument(message.text)
+            if command not in STARTING_OVER or not (rest or message.attachments):
+                reply = await self._commands.answer(command, message)
+                text = reply.text + (FILES_NOT_READ if message.attachments else "")
+                self._posts.spawn(
+                    self._post(message.reply_target(), text, message.inbox_id, reply.after),
+                    f"post:{message.chat_id}",
+                )
+                return
+            # "/new <text>" (or files captioned /new): start over, and the rest is the new
+            # conversation's first message. A run of it that a restart resumes is already in
+            # the new conversation: it does not start over again.
+            known = self._conversations.get(message.conversation_key)
+            if known is None or message.inbox_id is None or not known.resumes(message.inbox_id):
+                await self._commands.answer(command, message)
+            message = replace(message, text=rest)
+        conversation = await self.conversation(message.conversation_key)
+        await conversation.take(message)
+
+    async def conversation(self, key: str) -> Conversation:
+        """The conversation under ``key``, loaded from the store on first use."""
+        found = self._conversations.get(key)
+        if found is not None:
+            return found
+        record = await self._ledger.open_session(key)
+        history = await self._ledger.transcript(record.session_id)
+        found = self._conversations.get(key)  # another submit loaded it meanwhile
+        if found is not None:
+            return found
+        session = Session(key, record.session_id, history, record.runs, record.runs)
+        conversation = Conversation(key, session, record.updated_at, self._shared)
+        self._conversations[key] = conversation
+        return conversation
+
+    async def status(self, conversation_key: str) -> str:
+        """What the conversation is doing, what waits, and its scheduled jobs."""
+        return await self._commands.status(conversation_key)
+
+    def post_later(self, target: Target, text: str, *, inbox_id: int | None = None) -> None:
+        """Send a one-shot text (a command's answer, a pairing reply) in the background.
+
+        The delivery retries it through an outage of that chat; meanwhile the channel goes on
+        taking input for every other chat. ``inbox_id``, the message it answers, is answered
+        once it is sent (failed when refused); cut by a shutdown, the message stays in the
+        inbox and is answered after the restart.
+        """
+        self._posts.spawn(self._post(target, text, inbox_id, None), f"post:{target.chat_id}")
+
+    async def _post(
+        self, target: Target, text: str, inbox_id: int | None, after: asyncio.Event | None
+    ) -> None:
+        """Send ``text`` once ``after`` is set (None: now), then end ``inbox_id``."""
+        if after is not None:
+            await after.wait()  # the turn a /stop or /new cut winds down first
+        try:
+            await self._delivery.send_text(target, text)
+        except Exception as exc:
+            log.warning("a reply to %s:%s was not sent: %s", target.channel, target.chat_id, exc)
+            self._promise.failed([inbox_id])
+            return
+        self._promise.answered([inbox_id])
+
+    @property
+    def conversations(self) -> Mapping[str, Conversation]:
+        return self._conversations
+
+    # -- restart ----------------------------------------------------------------------------
+
+    async def resume(self) -> int:
+        """Queue what the previous process left unanswered (see the module docstring).
+
+        Runs wait for ``release``. Returns how many messages were queued again.
+        """
+        self._released.clear()
+        plan = await self._promise.resume()
+        for entry in plan.entries:
+            user_turn_id = plan.resumed_turns.get(entry.id)
+            if user_turn_id is not None:
+                conversation = await self.conversation(entry.message.conversation_key)
+                conversation.resume_from(entry.id, user_turn_id)
+            await self.submit(entry.message)
+        self._unsent = plan.unsent
+        if plan.entries or plan.unsent:
+            log.info(
+                "resuming %d message(s) (%d interrupted), %d unconfirmed reply piece(s)",
+                len(plan.entries),
+                len(plan.resumed_turns),
+                len(plan.unsent),
+            )
+        return len(plan.entries)
+
+    async def release(self) -> None:
+        """The channels can send: let the runs go, send what a crash left unconfirmed, and
+        answer resumed chat commands."""
+        self._released.set()
+        unsent, self._unsent = self._unsent, []
+        by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
+        for piece in unsent:
+            target = piece.target
+            by_chat.setdefault((target.channel, target.chat_id, target.thread_id), []).append(piece)
+        for (_channel, chat_id, _thread), pieces in by_chat.items():
+            # Each chat's pieces in order, beside the others: one chat's outage holds up none.
+            self._posts.spawn(
+                self._promise.send_unconfirmed(self._delivery, pieces), f"unconfirmed:{chat_id}"
+            )
+        deferred, self._deferred = self._deferred, []
+        self._deferred_keys.clear()
+        for message in deferred:
+            await self.submit(message)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait until every conversation is idle and every one-shot text sent."""
+        while self._workers.running() or self._posts.running():
+            await self._workers.settle()
+            await self._posts.settle()
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Stop taking input, let running turns (and one-shot texts) finish within ``grace``,
+        cancel the rest and await every task."""
+        self._closed = True
+        self._released.set()  # a worker still waiting for release ends at once
+        for conversation in self._conversations.values():
+            conversation.closing()
+        busy = [*self._workers.running(), *self._posts.running()]
+        if busy:
+            await asyncio.wait(busy, timeout=grace)
+        # What is cancelled now is left unanswered in the inbox and resumes at next start:
+        # runs wind down by themselves (writing nothing more), one-shot texts are cancelled.
+        self._cancelling = True
+        for conversation in self._conversations.values():
+            conversation.cancel()
+        await self._posts.close()
+        await self._workers.settle()
+
+
+__all__ = ["Conversations"]

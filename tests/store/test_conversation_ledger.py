@@ -1,0 +1,88 @@
+"""The SQLite ``Store`` as a ``ConversationLedger``: the transitions of ``Promise`` written
+through it read back as the state machine says (``botd.conversation``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from botd.chat import InboundMessage, Target
+from botd.conversation.promise import Promise
+from botd.delivery import Outgoing
+from botd.events import Message
+from botd.store import Store
+from botd.store.protocols import ConversationLedger
+from botd.subscriber import BlockReply
+
+TARGET = Target("console", "c1")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "state") as opened:
+        yield opened
+
+
+async def accepted(store: Store, n: int) -> int:
+    message = InboundMessage(
+        channel="console",
+        chat_id="c1",
+        sender_id="u1",
+        text=f"m{n}",
+        message_id=f"c1-{n}",
+        conversation_key="console:c1",
+    )
+    inbox_id = await store.accept_inbound("console", [message.message_id], message)
+    assert inbox_id is not None
+    return inbox_id
+
+
+async def test_entries_go_accepted_running_answered_through_the_ledger(store: Store) -> None:
+    ledger: ConversationLedger = store
+    promise = Promise(ledger)
+    first, second = await accepted(store, 1), await accepted(store, 2)
+    session = await ledger.open_session("console:c1")
+    turn = [Message(role="user", content="m1")]
+    promise.running([first], session_id=session.session_id, run_id="r:1", user_turn=turn)
+    entries = await ledger.unfinished_entries()
+    assert [(e.id, e.state) for e in entries] == [(first, "running"), (second, "accepted")]
+    assert entries[0].user_turn_id is not None
+    assert await ledger.transcript(session.session_id) == turn
+    promise.answered([first])
+    promise.skipped([second, None])
+    assert await ledger.unfinished_entries() == []
+    assert [store.inbox_state(first), store.inbox_state(second)] == ["answered", "skipped"]
+
+
+async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_sends(
+    store: Store,
+) -> None:
+    ledger: ConversationLedger = store
+    promise = Promise(ledger)
+    done, going_on = await accepted(store, 1), await accepted(store, 2)
+    session = await ledger.open_session("console:c1")
+    for inbox_id in (done, going_on):
+        promise.running(
+            [inbox_id],
+            session_id=session.session_id,
+            run_id=f"r:{inbox_id}",
+            user_turn=[Message(role="user", content=f"m{inbox_id}")],
+        )
+    finished, ongoing = promise.journal(done, TARGET), promise.journal(going_on, TARGET)
+    sent = await finished.written(Outgoing(1, "block", BlockReply(text="one")), "one")
+    refused = await finished.written(Outgoing(2, "block", BlockReply(text="two")), "two")
+    unconfirmed = await finished.written(Outgoing(3, "final", BlockReply(text="three")), "three")
+    cut = await ongoing.written(Outgoing(1, "block", BlockReply(text="four")), "four")
+    finished.sent(sent, [])
+    finished.failed(refused)
+    promise.answered([done])
+    assert await promise.posted_before(done) == ["one"]
+
+    plan = await promise.resume()  # as the next start finds it
+    assert [e.id for e in plan.entries] == [going_on]
+    assert set(plan.resumed_turns) == {going_on}  # its run goes on from its transcript
+    assert [p.id for p in plan.unsent] == [unconfirmed]  # a finished run's: sent at release
+    assert [p.id for p in await ledger.unconfirmed_pieces()] == [unconfirmed]
+    assert cut not in [p.id for p in plan.unsent]  # superseded: its run makes it again
