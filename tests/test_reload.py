@@ -11,7 +11,7 @@ from botd.config import parse_config
 from botd.conversation import Conversations
 from botd.daemon import Daemon, plan_reload
 from botd.store import Store
-from tests.sessions.test_sessions import ListSink, settings
+from tests.conversation.test_sessions import ListSink, settings
 
 BASE = """
 channels:

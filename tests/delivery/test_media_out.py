@@ -31,6 +31,7 @@ from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.store import Store
 from botd.subscriber import BlockReply, PartialReply
+from tests.conversation.test_sessions import settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -42,7 +43,6 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.files import FileServer
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.sessions.test_sessions import settings
 from tests.waiting import until
 
 DM = 777

@@ -18,7 +18,13 @@ from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
 from botd.store import DB_FILENAME, Store
-from tests.sessions.test_sessions import GateTool, ListSink, RecordingProvider, inbound, settings
+from tests.conversation.test_sessions import (
+    GateTool,
+    ListSink,
+    RecordingProvider,
+    inbound,
+    settings,
+)
 
 GUARD = 30.0
 

@@ -28,6 +28,7 @@ from botd.conversation.notices import UNSAVED_NOTICE
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import Store, StoreError, StoreHealth, StoreWriteError
+from tests.conversation.test_sessions import ListSink, inbound, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -38,7 +39,6 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
-from tests.sessions.test_sessions import ListSink, inbound, settings
 
 HANG_GUARD = 60.0
 DM = 777

@@ -27,6 +27,7 @@ from botd.delivery.outbox import RunOutbox
 from botd.events import Message
 from botd.store import Store
 from tests.channels.telegram.test_telegram import GROUP, started
+from tests.conversation.test_sessions import ListSink, inbound, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -36,7 +37,6 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.sessions.test_sessions import ListSink, inbound, settings
 from tests.store.test_store_degraded import fill_the_disk
 
 HANG_GUARD = 60.0

@@ -24,9 +24,9 @@ from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from tests.conversation.test_sessions import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.sessions.test_sessions import GateTool
 
 HANG_GUARD = 30.0
 CHAT = "c1"
