@@ -1,9 +1,10 @@
 """The built-in channels, described once: Telegram, Slack, Discord and the console.
 
 Each has its config section model and a ``ChannelSpec`` registered under the entry-point
-group ``botd.channels`` (see pyproject.toml). This module imports no platform SDK: each
-factory imports its adapter module when it is called, and each spec names the extra that
-installs the SDK (``pip install 'botd[telegram]'``).
+group ``botd.channels`` (see pyproject.toml), put together from its own package: what its ids
+tell and how its targets are spelled (``<platform>/targets.py``). This module imports no
+platform SDK: each factory imports its adapter module when it is called, and each spec names
+the extra that installs the SDK (``pip install 'botd[telegram]'``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from ..chat import ChatKind
 from ..config.schema import ChannelSection, ChatChannelSection, off_on
 from ..config.secrets import OptionalSecret, Secret
 from .base import ChannelAdapter
+from .discord import targets as discord_targets
 from .registry import ChannelContext, ChannelSpec
+from .slack import targets as slack_targets
+from .telegram import targets as telegram_targets
 
 __all__ = [
     "CONSOLE",
@@ -157,6 +162,8 @@ TELEGRAM = ChannelSpec(
     factory=_telegram,
     requirement="botd[telegram]",
     modules=("telegram",),
+    chat_kind=telegram_targets.chat_kind,
+    targets=telegram_targets.TARGET_FORM,
 )
 SLACK = ChannelSpec(
     name="slack",
@@ -164,6 +171,8 @@ SLACK = ChannelSpec(
     factory=_slack,
     requirement="botd[slack]",
     modules=("slack_bolt", "slack_sdk"),
+    chat_kind=slack_targets.chat_kind,
+    targets=slack_targets.TARGET_FORM,
 )
 DISCORD = ChannelSpec(
     name="discord",
@@ -171,5 +180,15 @@ DISCORD = ChannelSpec(
     factory=_discord,
     requirement="botd[discord]",
     modules=("discord",),
+    targets=discord_targets.TARGET_FORM,
 )
-CONSOLE = ChannelSpec(name="console", section=ConsoleSection, factory=_console)
+
+
+def _console_chat(chat_id: str) -> tuple[ChatKind, str | None]:
+    """The console is its operator's direct chat."""
+    return "direct", chat_id
+
+
+CONSOLE = ChannelSpec(
+    name="console", section=ConsoleSection, factory=_console, chat_kind=_console_chat, local=True
+)
