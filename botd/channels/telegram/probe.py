@@ -1,12 +1,8 @@
-"""The chat platforms' live probes: Telegram, Slack and Discord, read-only requests only.
+"""The doctor's live probe of a Telegram bot: read-only requests only.
 
-Telegram: ``getMe`` (401 is a rejected token, 404 a wrong ``api_base_url``) and
-``getWebhookInfo`` (a webhook conflicts with polling), and whether privacy mode hides
-group messages the config wants. Slack: ``auth.test`` with the bot token, and the scopes its
-answer's ``X-OAuth-Scopes`` header lists against those botd uses, and, in Socket Mode,
-``apps.connections.open`` with the app token (the websocket URL it returns is never opened).
-Discord: ``users/@me``, ``gateway/bot`` (session starts left) and ``applications/@me`` for
-the message-content intent botd asks the gateway for. URLs are named without tokens.
+``getMe`` (401 is a rejected token, 404 a wrong ``api_base_url``) and ``getWebhookInfo`` (a
+webhook conflicts with polling), and whether privacy mode hides group messages the config
+wants. URLs are named without tokens.
 """
 
 from __future__ import annotations
@@ -16,36 +12,16 @@ from typing import Any
 
 import httpx
 
-from .checks import Answer, Check, Unreachable, failed, passed, request, unreachable
+from ...ops.doctor.checks import Answer, Check, Unreachable, failed, passed, request, unreachable
 
-__all__ = ["DISCORD_API", "SLACK_API", "TELEGRAM_API", "discord", "slack", "telegram"]
+__all__ = ["TELEGRAM_API", "probe"]
 
 TELEGRAM_API = "https://api.telegram.org"
-SLACK_API = "https://slack.com/api/"
-DISCORD_API = "https://discord.com/api/v10"
-
-# Application flags granting the message-content intent (verified apps, and apps in fewer
-# than 100 servers).
-GATEWAY_MESSAGE_CONTENT = 1 << 18
-GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 19
-
-API_URL_KEY = {
-    "telegram": "channels.telegram.api_base_url",
-    "slack": "channels.slack.api_base_url",
-    "discord": "channels.discord.api_base_url",
-}
-"""The key that points each platform's probes at its API."""
-
-DISCORD_INTENT_FIX = (
-    'enable "Message Content Intent" in the Discord developer portal '
-    "(Applications > your app > Bot > Privileged Gateway Intents)"
-)
+API_URL_KEY = "channels.telegram.api_base_url"
+"""The key that points the probe at the API."""
 
 
-# --------------------------------------------------------------------------- telegram
-
-
-async def telegram(client: httpx.AsyncClient, section: Any) -> list[Check]:
+async def probe(client: httpx.AsyncClient, section: Any) -> list[Check]:
     base = str(section.api_base_url)  # the section dropped a trailing "/" or "/bot" already
     token = str(section.token)
 
@@ -55,7 +31,7 @@ async def telegram(client: httpx.AsyncClient, section: Any) -> list[Check]:
     try:
         me = await call("getMe")
     except Unreachable as exc:
-        return [unreachable("telegram.token", "telegram", base, exc, API_URL_KEY["telegram"])]
+        return [unreachable("telegram.token", "telegram", base, exc, API_URL_KEY)]
     if me.status == 401:
         return [
             failed(
@@ -85,7 +61,7 @@ async def telegram(client: httpx.AsyncClient, section: Any) -> list[Check]:
     except Unreachable as exc:
         return [
             *checks,
-            unreachable("telegram.webhook", "telegram", base, exc, API_URL_KEY["telegram"]),
+            unreachable("telegram.webhook", "telegram", base, exc, API_URL_KEY),
         ]
     info = hook.field("result")
     if hook.status != 200 or not isinstance(info, dict):
@@ -140,213 +116,4 @@ def _telegram_privacy(section: Any, me: dict[str, Any]) -> Check:
         "telegram: privacy mode on: in groups the bot sees only mentions, commands and "
         "replies to it (enough with require_mention; turn it off in @BotFather with /setprivacy "
         "for more)",
-    )
-
-
-# --------------------------------------------------------------------------- slack
-
-_SLACK_REJECTED = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-)
-
-
-async def slack(client: httpx.AsyncClient, section: Any) -> list[Check]:
-    base = str(section.api_base_url)
-    base = base if base.endswith("/") else base + "/"
-
-    async def call(method: str, token: str) -> Answer:
-        headers = {"Authorization": f"Bearer {token}"}
-        return await request(client, "POST", f"{base}{method}", headers=headers)
-
-    try:
-        auth = await call("auth.test", str(section.bot_token))
-    except Unreachable as exc:
-        return [unreachable("slack.bot_token", "slack", base, exc, API_URL_KEY["slack"])]
-    if auth.status == 404:
-        return [_slack_not_found("slack.bot_token", "auth.test", base)]
-    error = auth.field("error")
-    if error in _SLACK_REJECTED:
-        return [
-            failed(
-                "slack.bot_token",
-                f"slack: the bot token was rejected (auth.test: {error})",
-                "check channels.slack.bot_token: the xoxb-... Bot User OAuth Token "
-                "(OAuth & Permissions); reinstall the app if it was revoked",
-            )
-        ]
-    if auth.field("ok") is not True:
-        return [_slack_trouble("slack.bot_token", "auth.test", base, auth)]
-    who = f"@{auth.field('user') or '?'} in {auth.field('team') or '?'}"
-    checks = [passed("slack.bot_token", f"slack: bot token accepted, {who} ({base})")]
-    granted = auth.headers.get("x-oauth-scopes")
-    if granted is not None:  # Slack sends it with every answer; a proxy may not
-        checks.append(_slack_scopes({s.strip() for s in granted.split(",") if s.strip()}))
-    if section.mode != "socket":
-        return checks
-    try:
-        socket = await call("apps.connections.open", str(section.app_token))
-    except Unreachable as exc:
-        return [*checks, unreachable("slack.app_token", "slack", base, exc, API_URL_KEY["slack"])]
-    error = socket.field("error")
-    if socket.status == 404:
-        checks.append(_slack_not_found("slack.app_token", "apps.connections.open", base))
-    elif error in _SLACK_REJECTED or error == "not_allowed_token_type":
-        checks.append(
-            failed(
-                "slack.app_token",
-                f"slack: the app token was rejected (apps.connections.open: {error})",
-                "check channels.slack.app_token: the xapp-... app-level token with the "
-                "connections:write scope (Basic Information > App-Level Tokens)",
-            )
-        )
-    elif socket.field("ok") is not True:
-        checks.append(
-            failed(
-                "slack.app_token",
-                f"slack: Socket Mode refused (apps.connections.open: {error or socket.status})",
-                "turn Socket Mode on in the app's settings and give the app token the "
-                "connections:write scope",
-            )
-        )
-    else:
-        checks.append(passed("slack.app_token", "slack: app token accepted, Socket Mode available"))
-    return checks
-
-
-# Bot token scopes botd uses, with what the bot cannot do without each: the first four it
-# needs to be of any use, the others for one feature each.
-_SLACK_NEEDED_SCOPES = {
-    "chat:write": "it cannot post",
-    "app_mentions:read": "it does not hear mentions",
-    "channels:history": "it does not hear public channels nor read their threads",
-    "im:history": "it does not hear direct messages",
-}
-_SLACK_FEATURE_SCOPES = {
-    "groups:history": "private channels are not heard",
-    "mpim:history": "group DMs are not heard",
-    "reactions:write": "no reaction marks a message being answered",
-    "files:read": "files users send are not read",
-    "files:write": "the agent's files are posted as links, not uploaded",
-    "assistant:write": "no typing status in assistant threads",
-    "users:read": "senders whose message carries no profile show as ids",
-    "commands": "no slash command (/botd stop) reaches the bot",
-}
-
-
-def _slack_scopes(granted: set[str]) -> Check:
-    """The bot token's scopes (``X-OAuth-Scopes``) against those botd uses."""
-    lacking = [f"{s} ({why})" for s, why in _SLACK_NEEDED_SCOPES.items() if s not in granted]
-    if lacking:
-        return failed(
-            "slack.scopes",
-            f"slack: the bot token lacks {', '.join(lacking)}",
-            "add the scopes under OAuth & Permissions > Bot Token Scopes, then reinstall the "
-            "app to the workspace",
-        )
-    what = "slack: the bot token's scopes let it post and hear mentions, channels and DMs"
-    without = [f"without {s} {why}" for s, why in _SLACK_FEATURE_SCOPES.items() if s not in granted]
-    return passed("slack.scopes", f"{what}; {'; '.join(without)}" if without else what)
-
-
-def _slack_not_found(name: str, method: str, base: str) -> Check:
-    return failed(
-        name,
-        f"slack: {base} answered {method} with 404 Not Found",
-        f"check channels.slack.api_base_url (normally {SLACK_API})",
-    )
-
-
-def _slack_trouble(name: str, method: str, base: str, answer: Answer) -> Check:
-    return failed(
-        name,
-        f"slack: {method} failed ({answer.field('error') or answer.status})",
-        f"if Slack is having trouble try again later; otherwise check the app at {base}",
-    )
-
-
-# --------------------------------------------------------------------------- discord
-
-
-async def discord(client: httpx.AsyncClient, section: Any) -> list[Check]:
-    base = str(section.api_base_url or DISCORD_API).rstrip("/")
-    headers = {"Authorization": f"Bot {section.token}"}
-
-    async def get(path: str) -> Answer:
-        return await request(client, "GET", f"{base}/{path}", headers=headers)
-
-    try:
-        me = await get("users/@me")
-    except Unreachable as exc:
-        return [unreachable("discord.token", "discord", base, exc, API_URL_KEY["discord"])]
-    if me.status == 401:
-        return [
-            failed(
-                "discord.token",
-                "discord: the bot token was rejected (users/@me: 401 Unauthorized)",
-                "check channels.discord.token: the bot token from the developer portal "
-                "(Applications > your app > Bot > Reset Token)",
-            )
-        ]
-    if me.status == 404:
-        return [_discord_not_found("discord.token", "users/@me", base)]
-    if me.status != 200:
-        return [_discord_trouble("discord.token", "users/@me", me)]
-    bot = me.field("username") or "?"
-    checks = [passed("discord.token", f"discord: token accepted, bot {bot} ({base})")]
-    try:
-        gateway = await get("gateway/bot")
-        application = await get("applications/@me")
-    except Unreachable as exc:
-        return [
-            *checks,
-            unreachable("discord.gateway", "discord", base, exc, API_URL_KEY["discord"]),
-        ]
-    if gateway.status != 200:
-        checks.append(_discord_trouble("discord.gateway", "gateway/bot", gateway))
-    else:
-        limit = gateway.field("session_start_limit")
-        remaining = limit.get("remaining") if isinstance(limit, dict) else None
-        if remaining == 0:
-            wait = int(limit.get("reset_after", 0)) // 1000 if isinstance(limit, dict) else 0
-            checks.append(
-                failed(
-                    "discord.gateway",
-                    "discord: no gateway session starts left today",
-                    f"wait about {wait} s before starting botd (too many restarts)",
-                )
-            )
-        else:
-            url = gateway.field("url") or "?"
-            checks.append(passed("discord.gateway", f"discord: gateway reachable ({url})"))
-    flags = application.field("flags")
-    if application.status != 200 or not isinstance(flags, int):
-        checks.append(_discord_trouble("discord.intent", "applications/@me", application))
-    elif flags & (GATEWAY_MESSAGE_CONTENT | GATEWAY_MESSAGE_CONTENT_LIMITED):
-        checks.append(passed("discord.intent", "discord: message content intent enabled"))
-    else:
-        checks.append(
-            failed(
-                "discord.intent",
-                "discord: the message content intent is off, so Discord refuses the gateway "
-                "connection botd asks for",
-                DISCORD_INTENT_FIX,
-            )
-        )
-    return checks
-
-
-def _discord_not_found(name: str, path: str, base: str) -> Check:
-    return failed(
-        name,
-        f"discord: {base} answered {path} with 404 Not Found",
-        f"check channels.discord.api_base_url (normally {DISCORD_API}, or leave it out)",
-    )
-
-
-def _discord_trouble(name: str, path: str, answer: Answer) -> Check:
-    message = answer.field("message") or "no message"
-    return failed(
-        name,
-        f"discord: {path} answered {answer.status} ({message})",
-        "if it is a 5xx or 429, Discord is having trouble: try again later",
     )
