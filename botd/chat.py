@@ -6,17 +6,22 @@ Every layer may import this module; it imports nothing of botd.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "Attachment",
     "AttachmentKind",
     "Capabilities",
+    "ChatKind",
+    "ChatKindOf",
     "Flavour",
     "InboundMessage",
     "MessageRef",
     "Target",
+    "TargetForm",
+    "ToolSend",
     "storable",
 ]
 
@@ -75,6 +80,39 @@ class Target:
 
     def __post_init__(self) -> None:
         _make_storable(self)
+
+
+ChatKind = Literal["direct", "group", "unknown"]
+"""What a chat is, as far as its ids tell: a direct chat with one person, a group, or not told."""
+
+ChatKindOf = Callable[[str], tuple[ChatKind, str | None]]
+"""A platform's reading of a chat id: its kind and, for a direct chat, the person's id when
+the chat id tells it."""
+
+
+def _in_thread(target: str, thread: str) -> str:
+    return f"{target}:thread:{thread}"
+
+
+ToolSend = Callable[[str, Mapping[str, Any], str | None], tuple[str, str | None] | None]
+"""For a tool named after a platform (OpenClaw's ``telegram`` tool): given the action
+(trimmed, lowercased), the call's arguments and the thread id they name, the target the call
+sends to (as written) and the thread id that applies; None when the call sends nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetForm:
+    """How a platform spells the target of a messaging-tool send, so that two spellings of one
+    conversation compare equal (the subscriber's messaging-tool dedupe). A platform without a
+    form has its targets compared trimmed, as given."""
+
+    normalize: Callable[[str], str]
+    """A target without its thread, in the platform's one spelling ("" when it names none)."""
+    in_thread: Callable[[str, str], str] = _in_thread
+    """The target of a thread: (normalised target, thread id) -> by default
+    ``<target>:thread:<thread id>``."""
+    tool_send: ToolSend | None = None
+    """How the tool named after the platform sends (None: there is no such tool)."""
 
 
 AttachmentKind = Literal["image", "audio", "voice", "document", "video", "other"]

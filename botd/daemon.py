@@ -48,6 +48,7 @@ from typing import Any
 from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter
+from .channels.registry import channel_specs
 from .chat import InboundMessage
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .conversation import RunHooks
@@ -276,13 +277,13 @@ class Daemon:
 
     def log_level(self, config: BotdConfig) -> str:
         """DEBUG under ``--debug``; else ``logging.level`` if the config sets it; else WARNING
-        while the console is enabled (its chat is on the terminal the logs go to) and INFO
-        otherwise."""
+        while a ``local`` channel is enabled (the console: its chat is on the terminal the logs
+        go to) and INFO otherwise."""
         if self.debug:
             return "DEBUG"
-        if (
-            "level" not in config.logging.model_fields_set
-            and "console" in config.channels.enabled()
+        specs = channel_specs()
+        if "level" not in config.logging.model_fields_set and any(
+            name in specs and specs[name].local for name in config.channels.enabled()
         ):
             return "WARNING"
         return config.logging.level

@@ -32,7 +32,13 @@ from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter
-from .channels.registry import ChannelContext, ChannelSpec, ChannelUnavailable, channel_specs
+from .channels.registry import (
+    ChannelContext,
+    ChannelSpec,
+    ChannelUnavailable,
+    channel_specs,
+    target_forms,
+)
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
 from .conversation import CoalesceSettings, Conversations, ResetPolicy, RunHooks, SessionSettings
@@ -105,6 +111,7 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
         chunking=chunking,
         reasoning=config.agent.reasoning,
         enforce_final_tag=config.agent.enforce_final_tag,
+        target_forms=target_forms(),
     )
 
 

@@ -1,6 +1,9 @@
 """The shape of ``botd``'s imports, read from the source with ``ast``: no import cycle, no
-private name imported from another module, and each chat platform's SDK imported only inside
-that platform's channel package.
+private name imported from another module, each chat platform's SDK imported only inside
+that platform's channel package, no platform package imported by the core (it asks the
+channel specs), and the channels below the pipeline (they import nothing of the subscriber,
+delivery, sessions, inbound or agent packages: what they share with the subscriber is in
+``botd.text``).
 
 Every import counts wherever it is written: at module level, inside a function (a deferred
 import is still a dependency) or under ``if TYPE_CHECKING:``. The one exception: imports under
@@ -29,6 +32,12 @@ SDKS = {
     "discord": "botd.channels.discord",
 }
 """A platform SDK's top-level module, and the one package that may import it."""
+
+PLATFORM_PACKAGES = ("telegram", "slack", "discord", "console")
+"""The built-in platforms' packages under ``botd.channels``: only ``botd.channels`` imports them."""
+
+ABOVE_CHANNELS = ("subscriber", "delivery", "sessions", "conversation", "inbound", "agent")
+"""The pipeline's packages, which use the channels and which no channel module may import."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,33 @@ def misplaced_sdk_imports(package: Path) -> list[str]:
     return misplaced
 
 
+def platform_imports_outside_channels(package: Path) -> list[str]:
+    """Imports of a platform package (``botd.channels.telegram``...) from outside
+    ``botd.channels``: the core asks the registered specs instead."""
+    homes = tuple(f"{package.name}.channels.{name}" for name in PLATFORM_PACKAGES)
+    found_imports = []
+    for found in all_imports(package):
+        if found.importer.startswith(f"{package.name}.channels"):
+            continue
+        names = [found.module]
+        if found.name is not None:
+            names.append(f"{found.module}.{found.name}")
+        if any(name == home or name.startswith(f"{home}.") for name in names for home in homes):
+            found_imports.append(f"{found.importer}:{found.line} imports {names[-1]}")
+    return found_imports
+
+
+def channel_imports_upwards(package: Path) -> list[str]:
+    """Imports by a ``botd.channels`` module of a package above the channels."""
+    above = tuple(f"{package.name}.{name}" for name in ABOVE_CHANNELS)
+    return [
+        f"{found.importer}:{found.line} imports {found.module}"
+        for found in all_imports(package)
+        if found.importer.startswith(f"{package.name}.channels")
+        and any(found.module == top or found.module.startswith(f"{top}.") for top in above)
+    ]
+
+
 # --- botd itself ----------------------------------------------------------------------------
 
 
@@ -185,6 +221,14 @@ def test_no_private_name_is_imported_from_another_module() -> None:
 
 def test_each_platform_sdk_is_imported_only_in_its_channel_package() -> None:
     assert misplaced_sdk_imports(PACKAGE) == []
+
+
+def test_the_core_imports_no_platform_package() -> None:
+    assert platform_imports_outside_channels(PACKAGE) == []
+
+
+def test_the_channels_import_nothing_of_the_pipeline_above_them() -> None:
+    assert channel_imports_upwards(PACKAGE) == []
 
 
 def test_the_reader_sees_botd_as_it_is() -> None:
@@ -278,4 +322,34 @@ def test_a_platform_sdk_outside_its_channel_package_is_found(tmp_path: Path) -> 
     assert sorted(misplaced_sdk_imports(package)) == [
         "botd.channels.slack.threads:1 imports telegram.ext",
         "botd.inbound.router:2 imports slack_sdk.errors",
+    ]
+
+
+def test_a_platform_package_imported_by_the_core_is_found(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "channels/builtin.py": "from .telegram import targets\n",
+            "channels/telegram/targets.py": "",
+            "inbound/router.py": "def kind():\n    from ..channels.slack.targets import x\n",
+            "ops/doctor.py": "from ..channels import discord\n",
+        },
+    )
+    assert sorted(platform_imports_outside_channels(package)) == [
+        "botd.inbound.router:2 imports botd.channels.slack.targets.x",
+        "botd.ops.doctor:1 imports botd.channels.discord",
+    ]
+
+
+def test_a_channel_importing_the_pipeline_is_found(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "channels/markdown.py": "from botd.subscriber.fences import parse\n",
+            "channels/base.py": "from ..chat import Target\nfrom ..text.fences import f\n",
+            "delivery/channel.py": "from ..channels.markdown import render\n",
+        },
+    )
+    assert channel_imports_upwards(package) == [
+        "botd.channels.markdown:1 imports botd.subscriber.fences"
     ]

@@ -1,21 +1,32 @@
 """The built-in channels, described once: Telegram, Slack, Discord and the console.
 
 Each has its config section model and a ``ChannelSpec`` registered under the entry-point
-group ``botd.channels`` (see pyproject.toml). This module imports no platform SDK: each
-factory imports its adapter module when it is called, and each spec names the extra that
-installs the SDK (``pip install 'botd[telegram]'``).
+group ``botd.channels`` (see pyproject.toml), put together from its own package: what its ids
+tell and how its targets are spelled (``<platform>/targets.py``), the doctor's probe of its
+account (``<platform>/probe.py``). This module imports no
+platform SDK: each factory imports its adapter module when it is called, and each spec names
+the extra that installs the SDK (``pip install 'botd[telegram]'``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from ..chat import ChatKind
 from ..config.schema import ChannelSection, ChatChannelSection, off_on
 from ..config.secrets import OptionalSecret, Secret
 from .base import ChannelAdapter
+from .discord import targets as discord_targets
 from .registry import ChannelContext, ChannelSpec
+from .slack import targets as slack_targets
+from .telegram import targets as telegram_targets
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..ops.doctor.checks import Check
 
 __all__ = [
     "CONSOLE",
@@ -145,6 +156,29 @@ def _discord(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
     )
 
 
+async def _probe_telegram(client: httpx.AsyncClient, section: TelegramSection) -> list[Check]:
+    from .telegram.probe import probe
+
+    return await probe(client, section)
+
+
+async def _probe_slack(client: httpx.AsyncClient, section: SlackSection) -> list[Check]:
+    from .slack.probe import probe
+
+    return await probe(client, section)
+
+
+async def _probe_discord(client: httpx.AsyncClient, section: DiscordSection) -> list[Check]:
+    from .discord.probe import probe
+
+    return await probe(client, section)
+
+
+async def _probe_console(client: httpx.AsyncClient, section: ConsoleSection) -> list[Check]:
+    """Nothing to reach: the console is the terminal botd runs in."""
+    return []
+
+
 def _console(section: ConsoleSection, context: ChannelContext) -> ChannelAdapter:
     from .console.adapter import ConsoleAdapter
 
@@ -157,6 +191,9 @@ TELEGRAM = ChannelSpec(
     factory=_telegram,
     requirement="botd[telegram]",
     modules=("telegram",),
+    chat_kind=telegram_targets.chat_kind,
+    targets=telegram_targets.TARGET_FORM,
+    probe=_probe_telegram,
 )
 SLACK = ChannelSpec(
     name="slack",
@@ -164,6 +201,9 @@ SLACK = ChannelSpec(
     factory=_slack,
     requirement="botd[slack]",
     modules=("slack_bolt", "slack_sdk"),
+    chat_kind=slack_targets.chat_kind,
+    targets=slack_targets.TARGET_FORM,
+    probe=_probe_slack,
 )
 DISCORD = ChannelSpec(
     name="discord",
@@ -171,5 +211,21 @@ DISCORD = ChannelSpec(
     factory=_discord,
     requirement="botd[discord]",
     modules=("discord",),
+    targets=discord_targets.TARGET_FORM,
+    probe=_probe_discord,
 )
-CONSOLE = ChannelSpec(name="console", section=ConsoleSection, factory=_console)
+
+
+def _console_chat(chat_id: str) -> tuple[ChatKind, str | None]:
+    """The console is its operator's direct chat."""
+    return "direct", chat_id
+
+
+CONSOLE = ChannelSpec(
+    name="console",
+    section=ConsoleSection,
+    factory=_console,
+    chat_kind=_console_chat,
+    probe=_probe_console,
+    local=True,
+)

@@ -28,8 +28,8 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from botd.chat import Flavour
-from botd.subscriber.fences import open_fence_at_end, parse_fence_spans
-from botd.subscriber.outbound import chunk_text
+from botd.text.chunks import chunk_text
+from botd.text.fences import open_fence_at_end, parse_fence_spans
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 

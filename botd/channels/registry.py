@@ -1,10 +1,15 @@
 """The channel registry: each channel described once, and found through entry points.
 
-A ``ChannelSpec`` names a channel, the model of its ``channels.<name>`` config section, the
-factory that builds its adapter from the validated section, and what must be installed for
-its platform SDK. Specs are registered under the entry-point group ``botd.channels``; the
-built-ins are registered by botd's own package metadata (``botd.channels.builtin``), so a
-separate distribution (``botd-matrix``) adds a channel without touching botd::
+A ``ChannelSpec`` names a channel and brings all botd knows about its platform: the model of
+its ``channels.<name>`` config section, the factory that builds its adapter from the validated
+section, what must be installed for its platform SDK, what its chat ids tell (``chat_kind``),
+how its messaging-tool targets are spelled (``targets``), the doctor's live probes of its
+account (``probe``) and whether it is the operator's own terminal (``local``). The core names
+no platform: the router, the doctor and the subscriber's dedupe ask the specs.
+
+Specs are registered under the entry-point group ``botd.channels``; the built-ins are
+registered by botd's own package metadata (``botd.channels.builtin``), so a separate
+distribution (``botd-matrix``) adds a channel without touching botd::
 
     [project.entry-points."botd.channels"]
     matrix = "botd_matrix:SPEC"
@@ -21,26 +26,37 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..chat import InboundMessage
+from ..chat import ChatKindOf, InboundMessage, TargetForm
 from ..config import ENTRY_POINT_GROUP, ChannelSection
 from ..config.extras import installed
 from .base import ChannelAdapter, OffsetStore, PlatformLink
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..ops.doctor.checks import Check
 
 __all__ = [
     "ChannelContext",
     "ChannelSpec",
     "ChannelUnavailable",
+    "Probe",
     "channel_specs",
     "load_channel_specs",
+    "target_forms",
 ]
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S", bound=ChannelSection)
+
+Probe = Callable[["httpx.AsyncClient", S], Awaitable[list["Check"]]]
+"""The doctor's live probe of a channel: read-only requests with the validated section's
+credentials, one report line per finding (``botd.ops.doctor.checks``)."""
 
 
 class ChannelUnavailable(RuntimeError):
@@ -97,7 +113,8 @@ class ChannelContext:
 
 @dataclass(frozen=True, eq=False)
 class ChannelSpec(Generic[S]):
-    """One channel: its name, config section, adapter factory and SDK requirement."""
+    """One channel: its name, config section, adapter factory, SDK requirement and what its
+    platform's ids, targets and probes mean."""
 
     name: str
     section: type[S]
@@ -107,6 +124,17 @@ class ChannelSpec(Generic[S]):
     """What provides the SDK, as pip takes it: ``botd[telegram]``."""
     modules: tuple[str, ...] = ()
     """Top-level modules the SDK provides, probed without importing them."""
+    chat_kind: ChatKindOf | None = None
+    """What a chat id tells of its chat (direct, with whom, or a group); None: ids tell
+    nothing (every chat's kind is ``unknown``)."""
+    targets: TargetForm | None = None
+    """How the platform's messaging-tool targets are spelled, for the dedupe of what the
+    agent sent itself; None: targets compare as given."""
+    probe: Probe[S] | None = None
+    """The doctor's live probe (it imports what it needs when called); None: the doctor
+    says it has none for this channel."""
+    local: bool = False
+    """The operator's own terminal (the console): nobody else reads it, and the logs share it."""
 
     def missing(self) -> str | None:
         """One sentence naming what to install before this channel can run; None if ready."""
@@ -156,3 +184,9 @@ def load_channel_specs() -> dict[str, ChannelSpec[Any]]:
 def channel_specs() -> Mapping[str, ChannelSpec[Any]]:
     """``load_channel_specs()``, read once per process."""
     return load_channel_specs()
+
+
+def target_forms(specs: Mapping[str, ChannelSpec[Any]] | None = None) -> dict[str, TargetForm]:
+    """The target forms of ``specs`` (default: the registered channels), by channel name."""
+    found = channel_specs() if specs is None else specs
+    return {name: spec.targets for name, spec in found.items() if spec.targets is not None}

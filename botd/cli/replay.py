@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import yaml
 
+from ..channels.registry import target_forms
 from ..chat import storable
 from ..events import AgentEnd, AgentEvent, EventError, parse_event, storable_data
 from ..subscriber import (
@@ -218,6 +219,7 @@ def options_from_args(args: Any) -> ReplayOptions:
         chunking=chunking,
         reasoning=args.reasoning,
         enforce_final_tag=args.enforce_final_tag,
+        target_forms=target_forms(),
     )
     return ReplayOptions(
         config=config,

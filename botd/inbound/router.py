@@ -37,11 +37,11 @@ import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Literal
 
 from ..bounded import Recent
 from ..channels.base import on_accepted
-from ..chat import InboundMessage, Target
+from ..channels.registry import channel_specs
+from ..chat import ChatKind, InboundMessage, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import Store, StoreError
@@ -342,26 +342,13 @@ def _refused_dm(peer: str, verdict: Decision) -> str:
     return verdict.reason
 
 
-ChatKind = Literal["direct", "group", "unknown"]
-
-
 def chat_kind(target: Target) -> tuple[ChatKind, str | None]:
-    """Whether ``target``'s chat is a direct chat (and with whom) or a group, as far as the
-    platform's ids tell: Telegram's private chats have the user's (positive) id, groups a
-    negative one or an ``@name``; Slack's user ids (``U…``, ``W…``) open a DM with that user,
-    ``D…`` is a DM whose user the id does not tell, the rest are channels; the console is its
-    operator's direct chat. Other platforms' ids (Discord's) do not tell: ``unknown``."""
-    chat = target.chat_id
-    if target.channel == "telegram":
-        direct = chat.isascii() and chat.isdigit() and int(chat) > 0
-        return ("direct", chat) if direct else ("group", None)
-    if target.channel == "slack":
-        if chat[:1] in ("U", "W"):
-            return "direct", chat
-        return ("direct", None) if chat.startswith("D") else ("group", None)
-    if target.channel == "console":
-        return "direct", chat
-    return "unknown", None
+    """Whether ``target``'s chat is a direct chat (and with whom) or a group, as far as its
+    channel's ids tell (its spec's ``chat_kind``); ``unknown`` where they do not tell."""
+    spec = channel_specs().get(target.channel)
+    if spec is None or spec.chat_kind is None:
+        return "unknown", None
+    return spec.chat_kind(target.chat_id)
 
 
 def _signal_accepted() -> None:

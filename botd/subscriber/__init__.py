@@ -4,6 +4,7 @@ What the rest of botd uses of the subscriber is exported here. Import from here;
 modules behind it may move.
 """
 
+from ..text.chunks import chunk_by_line, chunk_text, resolve_text_chunk_limit
 from .assistant_text import extract_assistant_text, extract_thinking, format_reasoning
 from .chunker import BlockChunker, BreakPreference
 from .dedupe import MessagingTarget, is_messaging_duplicate, normalize_for_dedupe
@@ -17,7 +18,6 @@ from .heartbeat import (
     strip_heartbeat_token,
 )
 from .media import MediaSplit, split_media
-from .outbound import chunk_by_line, chunk_text, resolve_text_chunk_limit
 from .payloads import (
     BlockBreak,
     BlockReply,

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .fences import (
+from ..text.fences import (
     FenceSpan,
     fence_at,
     match_fence_line,

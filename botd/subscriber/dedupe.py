@@ -1,7 +1,7 @@
 """Messaging-tool sends and the duplicate test that keeps them from being repeated.
 
 When the agent delivers text itself through a messaging tool (``message``, ``sessions_send``, or
-a channel tool such as ``telegram``), the same text must not go out a second time as a block or
+a tool named after a platform), the same text must not go out a second time as a block or
 final reply. This module answers the questions the subscriber asks about that:
 
 * Is this tool call a messaging send, with which text, to which target? (``messaging_send``)
@@ -10,33 +10,28 @@ final reply. This module answers the questions the subscriber asks about that:
 * Did a send go to the conversation the run is answering? (``same_route``)
 
 Targets are normalised per provider so that different spellings of one conversation compare
-equal. The formats (``to`` of a ``MessagingTarget``):
+equal. Each platform brings its spelling as a ``TargetForm`` (its channel spec's); the caller
+passes them in, keyed by provider. A provider without a form has its target trimmed, as given.
 
-* telegram: ``telegram:<chat>`` (a ``telegram:`` or ``tg:`` prefix is accepted on input, a
-  ``t.me/<name>`` link becomes ``@<name>``; usernames keep their ``@``), lowercased.
-* slack: ``channel:<id>`` or ``user:<id>``, lowercased. ``<@U1>``, ``<#C1|name>``, ``@x`` and
-  ``#x`` are read as user / channel; a bare id is a channel.
-* discord: as slack (``<@!id>`` mentions too). A Discord thread is itself a channel, so a
-  thread id becomes the target ``channel:<thread id>``.
-* any other provider: the target trimmed, as given.
-
-Threads are part of the target: outside Discord, a send into a thread has the target
-``<base target>:thread:<thread id>`` (thread id trimmed and lowercased), so ``channel:c1`` and
-``channel:c1:thread:123`` are different conversations. The thread id comes from the ``to``
-itself when it already has that suffix, else from the tool's ``threadId`` / ``thread_id`` /
-``threadTs`` / ``thread_ts`` / ``messageThreadId`` / ``message_thread_id`` argument. Whoever
-describes the originating conversation for ``same_route`` must use the same form (see
-``normalize_messaging_target``).
+Threads are part of the target: a send into a thread has, unless the platform's form says
+otherwise, the target ``<base target>:thread:<thread id>`` (thread id trimmed and lowercased),
+so ``channel:c1`` and ``channel:c1:thread:123`` are different conversations. The thread id
+comes from the ``to`` itself when it already has that suffix, else from the tool's
+``threadId`` / ``thread_id`` / ``threadTs`` / ``thread_ts`` / ``messageThreadId`` /
+``message_thread_id`` argument. Whoever describes the originating conversation for
+``same_route`` must use the same form (see ``normalize_messaging_target``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import regex
+
+from ..chat import TargetForm
 
 MIN_DUPLICATE_TEXT_LENGTH = 10
 """Texts (normalised) shorter than this are never treated as duplicates: "OK", "Done." ..."""
@@ -157,49 +152,12 @@ _THREAD_ARG_KEYS = (
     "message_thread_id",
 )
 
-_TELEGRAM_PREFIX = re.compile(r"^(?:telegram|tg):", re.IGNORECASE)
-_TELEGRAM_LINK = re.compile(r"^(?:https?://)?t\.me/([A-Za-z0-9_]+)/?$", re.IGNORECASE)
-# <@U123>, <@!123>, <@U123|name>, <#C123>, <#C123|name>
-_MENTION = re.compile(r"^<([@#])!?([^>|]+)(?:\|[^>]*)?>$")
-_KIND_PREFIX = re.compile(r"^(channel|user):", re.IGNORECASE)
 
-
-def _normalize_telegram(base: str) -> str:
-    chat = _TELEGRAM_PREFIX.sub("", base, count=1).strip()
-    link = _TELEGRAM_LINK.match(chat)
-    if link:
-        chat = "@" + link.group(1)
-    return f"telegram:{chat.lower()}" if chat else ""
-
-
-def _normalize_kind_target(base: str) -> str:
-    """Slack and Discord: ``channel:<id>`` or ``user:<id>``, lowercased."""
-    mention = _MENTION.match(base)
-    if mention:
-        kind = "user" if mention.group(1) == "@" else "channel"
-        ident = mention.group(2).strip()
-    elif _KIND_PREFIX.match(base):
-        kind, _, ident = base.partition(":")
-        kind = kind.lower()
-        ident = ident.strip()
-    elif base.startswith("@"):
-        kind, ident = "user", base[1:].strip()
-    elif base.startswith("#"):
-        kind, ident = "channel", base[1:].strip()
-    else:
-        kind, ident = "channel", base
-    return f"{kind}:{ident}".lower() if ident else ""
-
-
-_BASE_NORMALIZERS: dict[str, Callable[[str], str]] = {
-    "telegram": _normalize_telegram,
-    "slack": _normalize_kind_target,
-    "discord": _normalize_kind_target,
-}
-
-
-def normalize_messaging_target(provider: str, to: str, *, thread_id: str | None = None) -> str:
-    """``to`` in the target format of ``provider`` (module docstring); "" when empty.
+def normalize_messaging_target(
+    forms: Mapping[str, TargetForm], provider: str, to: str, *, thread_id: str | None = None
+) -> str:
+    """``to`` in the target form of ``provider`` (its ``TargetForm`` in ``forms``, else
+    trimmed as given, with a thread as ``:thread:<id>``); "" when empty.
 
     A ``:thread:<id>`` suffix already in ``to`` wins over ``thread_id``.
     """
@@ -207,15 +165,13 @@ def normalize_messaging_target(provider: str, to: str, *, thread_id: str | None 
     base, thread = _split_thread(to.strip())
     if thread is None and thread_id is not None:
         thread = thread_id.strip().lower() or None
-    normalizer = _BASE_NORMALIZERS.get(provider)
-    base = normalizer(base) if normalizer else base
+    form = forms.get(provider)
+    base = form.normalize(base) if form else base
     if not base:
         return ""
     if thread is None:
         return base
-    if provider == "discord":
-        return f"channel:{thread}"
-    return f"{base}:thread:{thread}"
+    return form.in_thread(base, thread) if form else f"{base}:thread:{thread}"
 
 
 def _split_thread(to: str) -> tuple[str, str | None]:
@@ -227,7 +183,14 @@ def _split_thread(to: str) -> tuple[str, str | None]:
     return to[: last.start()].strip(), thread or None
 
 
-def same_route(target: MessagingTarget, *, provider: str, to: str, account_id: str | None) -> bool:
+def same_route(
+    forms: Mapping[str, TargetForm],
+    target: MessagingTarget,
+    *,
+    provider: str,
+    to: str,
+    account_id: str | None,
+) -> bool:
     """Whether ``target`` is the conversation given by ``provider``/``to``/``account_id``.
 
     Same provider (any case), same target once both are normalised for it (a thread is part
@@ -240,14 +203,13 @@ def same_route(target: MessagingTarget, *, provider: str, to: str, account_id: s
     wanted_account = (account_id or "").strip().lower()
     if sent_account and wanted_account and sent_account != wanted_account:
         return False
-    wanted_to = normalize_messaging_target(wanted_provider, to)
-    return bool(wanted_to) and normalize_messaging_target(wanted_provider, target.to) == wanted_to
+    wanted_to = normalize_messaging_target(forms, wanted_provider, to)
+    return bool(wanted_to) and (
+        normalize_messaging_target(forms, wanted_provider, target.to) == wanted_to
+    )
 
 
 # --- which tool calls are sends -----------------------------------------------------------
-
-CHANNEL_TOOLS = frozenset({"telegram", "slack", "discord"})
-"""Tools named after a channel, whose ``sendMessage`` action sends a message."""
 
 MESSAGE_SEND_ACTIONS = frozenset({"send", "reply", "thread-reply"})
 """Actions of the ``message`` tool that send text (botd's own tool uses ``send``/``reply``)."""
@@ -271,13 +233,15 @@ def _action(args: Mapping[str, Any]) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
 
 
-def messaging_send(tool_name: str, args: Mapping[str, Any]) -> MessagingSend | None:
+def messaging_send(
+    forms: Mapping[str, TargetForm], tool_name: str, args: Mapping[str, Any]
+) -> MessagingSend | None:
     """The send this tool call makes, or None when it is not a messaging send.
 
     ``message`` sends with the actions in ``MESSAGE_SEND_ACTIONS`` (any case); its provider is
     ``args.provider``, else ``args.channel``, else ``"message"``. ``sessions_send`` always
-    sends, with no chat target. ``telegram``/``slack``/``discord`` send with ``sendMessage``
-    and a ``to``; Discord also with ``threadReply`` and a ``channelId``.
+    sends, with no chat target. A tool named after a platform sends as its form's
+    ``tool_send`` says (OpenClaw's ``telegram`` tool: ``sendMessage`` with a ``to``).
     """
     tool = normalize_tool_name(tool_name)
     text = _string_arg(args, "content", "message")
@@ -295,29 +259,30 @@ def messaging_send(tool_name: str, args: Mapping[str, Any]) -> MessagingSend | N
         provider_arg = _string_arg(args, "provider", "channel")
         provider = provider_arg.strip().lower() if provider_arg else "message"
         to = _string_arg(args, "to")
-        return MessagingSend(text=text, target=_target(tool, provider, to, thread_id, account_id))
+        target = _target(forms, tool, provider, to, thread_id, account_id)
+        return MessagingSend(text=text, target=target)
 
-    if tool in CHANNEL_TOOLS:
-        to = _string_arg(args, "to") if action == "sendmessage" else None
-        if to is None and tool == "discord" and action == "threadreply":
-            channel_id = _string_arg(args, "channelId", "channel_id")
-            if channel_id is not None:
-                channel_id = channel_id.strip()
-                to = channel_id if _KIND_PREFIX.match(channel_id) else f"channel:{channel_id}"
-                thread_id = None  # the thread is the channel itself
-        target = _target(tool, tool, to, thread_id, account_id)
-        # A channel tool call only counts as a send when it names a target.
+    form = forms.get(tool)
+    if form is not None and form.tool_send is not None:
+        sent = form.tool_send(action, args, thread_id)
+        # A platform tool call only counts as a send when it names a target.
+        target = None if sent is None else _target(forms, tool, tool, *sent, account_id)
         return MessagingSend(text=text, target=target) if target else None
 
     return None
 
 
 def _target(
-    tool: str, provider: str, to: str | None, thread_id: str | None, account_id: str | None
+    forms: Mapping[str, TargetForm],
+    tool: str,
+    provider: str,
+    to: str | None,
+    thread_id: str | None,
+    account_id: str | None,
 ) -> MessagingTarget | None:
     if to is None:
         return None
-    normalized = normalize_messaging_target(provider, to, thread_id=thread_id)
+    normalized = normalize_messaging_target(forms, provider, to, thread_id=thread_id)
     if not normalized:
         return None
     return MessagingTarget(tool=tool, provider=provider, to=normalized, account_id=account_id)

@@ -19,9 +19,10 @@ off and the text filter compares against every send, so a repeat is never delive
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
+from ..chat import TargetForm
 from ..events import Message
 from .dedupe import MessagingTarget, is_messaging_duplicate, same_route
 from .directives import parse_reply_directives
@@ -60,6 +61,8 @@ class FinalReplyInput:
     """A committed send named no target (it went to the originating conversation)."""
     origin: Origin | None = None
     last_tool_error: ToolError | None = None
+    target_forms: Mapping[str, TargetForm] = field(default_factory=dict)
+    """The platforms' target forms, to compare ``sent_targets`` with ``origin``."""
 
 
 def _squash(text: str) -> str:
@@ -86,6 +89,7 @@ def _went_to_origin(data: FinalReplyInput) -> bool:
         return False
     return any(
         same_route(
+            data.target_forms,
             # A send that named no channel went through the originating one.
             replace(target, provider=origin.channel) if target.provider == "message" else target,
             provider=origin.channel,

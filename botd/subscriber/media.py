@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from botd.subscriber.fences import parse_fence_spans
+from botd.text.fences import parse_fence_spans
 
 AUDIO_TAG_PATTERN = re.compile(r"\[\[\s*audio_as_voice\s*\]\]", re.IGNORECASE)
 """``[[audio_as_voice]]``, any case, whitespace allowed inside the brackets."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..chat import TargetForm
 from .chunker import BreakPreference
 
 BlockBreak = Literal["text_end", "message_end"]
@@ -30,6 +31,9 @@ class SubscriberConfig:
     reasoning: ReasoningMode = "off"
     enforce_final_tag: bool = False
     """Deliver only text inside ``<final>...</final>``."""
+    target_forms: Mapping[str, TargetForm] = field(default_factory=dict)
+    """Each platform's spelling of a messaging-tool target, by channel name (the registered
+    channels'), so that a send the agent made itself is recognised whatever its spelling."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,6 +225,7 @@ class StreamSubscriber:
                 sent_targets=self._sent_targets,
                 sent_to_current=self._sent_to_current,
                 origin=origin,
+                target_forms=self.config.target_forms,
                 last_tool_error=self.last_tool_error,
             )
         )
@@ -574,7 +575,7 @@ class StreamSubscriber:
         if self._on_block_flush is not None:
             self._on_block_flush()
         tool_name = normalize_tool_name(event.tool_name)
-        send = messaging_send(tool_name, event.args)
+        send = messaging_send(self.config.target_forms, tool_name, event.args)
         if send is None:
             return
         call_id = event.tool_call_id

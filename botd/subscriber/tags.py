@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .fences import undecided_line_start
+from ..text.fences import undecided_line_start
 
 _THINKING_TAG = re.compile(r"<\s*(/?)\s*(?:think(?:ing)?|thought|antthinking)\s*>", re.IGNORECASE)
 _FINAL_TAG = re.compile(r"<\s*(/?)\s*final\s*>", re.IGNORECASE)

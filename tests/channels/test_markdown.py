@@ -15,8 +15,8 @@ from botd.channels.markdown import RenderedChunk, render, render_chunks
 from botd.channels.slack.adapter import TEXT_LIMIT as SLACK_LIMIT
 from botd.channels.telegram.adapter import TEXT_LIMIT as TELEGRAM_LIMIT
 from botd.chat import Flavour
-from botd.subscriber.fences import fences_balanced
-from botd.subscriber.outbound import chunk_text
+from botd.text.chunks import chunk_text
+from botd.text.fences import fences_balanced
 
 FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
 ZWSP = "\u200b"

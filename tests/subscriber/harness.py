@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from botd.channels.registry import target_forms
 from botd.events import (
     AgentEnd,
     AgentEvent,
@@ -109,6 +110,8 @@ class Recorder:
     messages: list[Message] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not self.config.target_forms:  # as the daemon builds it: the channels' target forms
+            self.config = replace(self.config, target_forms=target_forms())
         self.sub = StreamSubscriber(
             self.config,
             on_block_reply=self._on_block if self.block_replies_on else None,
@@ -158,6 +161,7 @@ def config_from_case(case_config: dict[str, Any]) -> SubscriberConfig:
         ),
         reasoning=case_config.get("reasoningMode", "off"),
         enforce_final_tag=case_config.get("enforceFinalTag", False),
+        target_forms=target_forms(),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from botd.subscriber import BlockChunker
-from botd.subscriber.fences import fence_at, fences_balanced, parse_fence_spans
+from botd.text.fences import fence_at, fences_balanced, parse_fence_spans
 
 
 def drain(text: str, minimum: int, maximum: int, pref: str = "paragraph", force: bool = False):

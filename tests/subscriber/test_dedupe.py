@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from botd.channels.registry import target_forms
 from botd.subscriber.dedupe import (
     MAX_MESSAGING_SENT,
     MIN_DUPLICATE_TEXT_LENGTH,
@@ -24,6 +25,9 @@ from botd.subscriber.dedupe import (
     same_route,
 )
 from tests.cases import case_ids, load_cases
+
+FORMS = target_forms()
+"""The registered channels' target forms, as the daemon gives them to the subscriber."""
 
 # --- golden cases -------------------------------------------------------------------------
 
@@ -51,7 +55,7 @@ def test_dedupe_case(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", TARGET_CASES, ids=case_ids(TARGET_CASES))
 def test_messaging_target_case(case: dict[str, Any]) -> None:
-    send = messaging_send(case["input"]["toolName"], case["input"]["args"])
+    send = messaging_send(FORMS, case["input"]["toolName"], case["input"]["args"])
     assert send is not None
     assert send.target is not None
     expect = case["expect"]
@@ -78,6 +82,7 @@ def test_route_case(case: dict[str, Any]) -> None:
     ]
     suppressed = any(
         same_route(
+            FORMS,
             target,
             provider=given_input["messageProvider"],
             to=given_input["originatingTo"],
@@ -245,53 +250,57 @@ def test_failed_result_from_case_file() -> None:
 
 @pytest.mark.parametrize("action", ["send", "reply", "thread-reply", " send ", "Send"])
 def test_message_send_actions(action: str) -> None:
-    send = messaging_send("message", {"action": action, "to": "+1555", "message": "Hello there"})
+    send = messaging_send(
+        FORMS, "message", {"action": action, "to": "+1555", "message": "Hello there"}
+    )
     assert send is not None
     assert send.text == "Hello there"
 
 
 @pytest.mark.parametrize("action", ["react", "delete", "edit", "read", "", None])
 def test_message_non_send_actions(action: str | None) -> None:
-    assert messaging_send("message", {"action": action, "to": "+1555", "message": "Hi"}) is None
+    assert (
+        messaging_send(FORMS, "message", {"action": action, "to": "+1555", "message": "Hi"}) is None
+    )
 
 
 def test_message_without_action_is_not_a_send() -> None:
-    assert messaging_send("message", {"to": "+1555", "message": "Hi"}) is None
+    assert messaging_send(FORMS, "message", {"to": "+1555", "message": "Hi"}) is None
 
 
 def test_text_prefers_content_over_message() -> None:
-    send = messaging_send("message", {"action": "send", "content": "A", "message": "B"})
+    send = messaging_send(FORMS, "message", {"action": "send", "content": "A", "message": "B"})
     assert send == MessagingSend(text="A", target=None)
 
 
 def test_text_falls_back_to_message_when_content_blank() -> None:
-    send = messaging_send("message", {"action": "send", "content": "  ", "message": "B"})
+    send = messaging_send(FORMS, "message", {"action": "send", "content": "  ", "message": "B"})
     assert send is not None and send.text == "B"
 
 
 def test_send_without_text() -> None:
-    send = messaging_send("message", {"action": "send", "to": "123", "channel": "telegram"})
+    send = messaging_send(FORMS, "message", {"action": "send", "to": "123", "channel": "telegram"})
     assert send is not None
     assert send.text is None
     assert send.target is not None and send.target.to == "telegram:123"
 
 
 def test_message_without_to_has_no_target() -> None:
-    assert messaging_send("message", {"action": "send", "message": "Hi there"}) == MessagingSend(
-        text="Hi there", target=None
-    )
-    send = messaging_send("message", {"action": "send", "to": "   ", "message": "Hi"})
+    assert messaging_send(
+        FORMS, "message", {"action": "send", "message": "Hi there"}
+    ) == MessagingSend(text="Hi there", target=None)
+    send = messaging_send(FORMS, "message", {"action": "send", "to": "   ", "message": "Hi"})
     assert send == MessagingSend(text="Hi", target=None)
 
 
 def test_message_provider_defaults_to_message() -> None:
-    send = messaging_send("message", {"action": "send", "to": " Room-42 ", "message": "Hi"})
+    send = messaging_send(FORMS, "message", {"action": "send", "to": " Room-42 ", "message": "Hi"})
     assert send is not None
     assert send.target == MessagingTarget(tool="message", provider="message", to="Room-42")
 
 
 def test_message_channel_is_lowercased() -> None:
-    send = messaging_send("message", {"action": "send", "channel": "Slack", "to": "C1"})
+    send = messaging_send(FORMS, "message", {"action": "send", "channel": "Slack", "to": "C1"})
     assert send is not None and send.target is not None
     assert (send.target.provider, send.target.to) == ("slack", "channel:c1")
 
@@ -299,7 +308,7 @@ def test_message_channel_is_lowercased() -> None:
 @pytest.mark.parametrize("key", ["accountId", "account_id"])
 def test_account_id(key: str) -> None:
     args = {"action": "send", "provider": "slack", "to": "channel:C1", key: " alt "}
-    send = messaging_send("message", args)
+    send = messaging_send(FORMS, "message", args)
     assert send is not None and send.target is not None
     assert send.target.account_id == "alt"
     assert send.target.to_dict() == {
@@ -311,16 +320,16 @@ def test_account_id(key: str) -> None:
 
 
 def test_tool_name_is_normalized() -> None:
-    send = messaging_send(" Message ", {"action": "send", "to": "x", "message": "Hi"})
+    send = messaging_send(FORMS, " Message ", {"action": "send", "to": "x", "message": "Hi"})
     assert send is not None and send.target is not None
     assert send.target.tool == "message"
 
 
 def test_sessions_send_always_sends_without_target() -> None:
-    assert messaging_send("sessions_send", {"sessionKey": "s1", "message": "Ping"}) == (
+    assert messaging_send(FORMS, "sessions_send", {"sessionKey": "s1", "message": "Ping"}) == (
         MessagingSend(text="Ping", target=None)
     )
-    assert messaging_send("sessions_send", {}) == MessagingSend(text=None, target=None)
+    assert messaging_send(FORMS, "sessions_send", {}) == MessagingSend(text=None, target=None)
 
 
 @pytest.mark.parametrize(
@@ -343,7 +352,7 @@ def test_sessions_send_always_sends_without_target() -> None:
     ],
 )
 def test_channel_tool_send_message(tool: str, to: str, expected: str) -> None:
-    send = messaging_send(tool, {"action": "sendMessage", "to": to, "content": "Hello"})
+    send = messaging_send(FORMS, tool, {"action": "sendMessage", "to": to, "content": "Hello"})
     assert send is not None
     assert send.text == "Hello"
     assert send.target == MessagingTarget(tool=tool, provider=tool, to=expected)
@@ -351,25 +360,25 @@ def test_channel_tool_send_message(tool: str, to: str, expected: str) -> None:
 
 @pytest.mark.parametrize("tool", ["telegram", "slack", "discord"])
 def test_channel_tool_other_actions_are_not_sends(tool: str) -> None:
-    assert messaging_send(tool, {"action": "react", "to": "123", "emoji": "x"}) is None
-    assert messaging_send(tool, {"action": "sendMessage", "content": "no target"}) is None
+    assert messaging_send(FORMS, tool, {"action": "react", "to": "123", "emoji": "x"}) is None
+    assert messaging_send(FORMS, tool, {"action": "sendMessage", "content": "no target"}) is None
 
 
 def test_discord_thread_reply_targets_the_thread_channel() -> None:
     send = messaging_send(
-        "discord", {"action": "threadReply", "channelId": "999", "content": "In the thread"}
+        FORMS, "discord", {"action": "threadReply", "channelId": "999", "content": "In the thread"}
     )
     assert send == MessagingSend(
         text="In the thread",
         target=MessagingTarget(tool="discord", provider="discord", to="channel:999"),
     )
-    assert messaging_send("discord", {"action": "threadReply", "content": "x"}) is None
-    assert messaging_send("slack", {"action": "threadReply", "channelId": "1"}) is None
+    assert messaging_send(FORMS, "discord", {"action": "threadReply", "content": "x"}) is None
+    assert messaging_send(FORMS, "slack", {"action": "threadReply", "channelId": "1"}) is None
 
 
 def test_other_tools_are_not_sends() -> None:
-    assert messaging_send("exec", {"command": "echo send"}) is None
-    assert messaging_send("whatsapp", {"action": "sendMessage", "to": "1"}) is None
+    assert messaging_send(FORMS, "exec", {"command": "echo send"}) is None
+    assert messaging_send(FORMS, "whatsapp", {"action": "sendMessage", "to": "1"}) is None
 
 
 # --- threads and routes -------------------------------------------------------------------
@@ -377,11 +386,12 @@ def test_other_tools_are_not_sends() -> None:
 
 def test_thread_argument_becomes_part_of_target() -> None:
     send = messaging_send(
-        "slack", {"action": "sendMessage", "to": "C1", "threadTs": "1700.01", "content": "x"}
+        FORMS, "slack", {"action": "sendMessage", "to": "C1", "threadTs": "1700.01", "content": "x"}
     )
     assert send is not None and send.target is not None
     assert send.target.to == "channel:c1:thread:1700.01"
     send = messaging_send(
+        FORMS,
         "message",
         {"action": "thread-reply", "channel": "telegram", "to": "-1001", "threadId": 7},
     )
@@ -391,21 +401,26 @@ def test_thread_argument_becomes_part_of_target() -> None:
 
 def test_discord_thread_argument_is_the_thread_channel() -> None:
     send = messaging_send(
-        "message", {"action": "send", "channel": "discord", "to": "channel:1", "threadId": "55"}
+        FORMS,
+        "message",
+        {"action": "send", "channel": "discord", "to": "channel:1", "threadId": "55"},
     )
     assert send is not None and send.target is not None
     assert send.target.to == "channel:55"
 
 
 def test_normalize_messaging_target() -> None:
-    assert normalize_messaging_target("Slack", " channel:C1:Thread:ABC ") == "channel:c1:thread:abc"
-    assert normalize_messaging_target("slack", "C1", thread_id="9") == "channel:c1:thread:9"
+    assert (
+        normalize_messaging_target(FORMS, "Slack", " channel:C1:Thread:ABC ")
+        == "channel:c1:thread:abc"
+    )
+    assert normalize_messaging_target(FORMS, "slack", "C1", thread_id="9") == "channel:c1:thread:9"
     # A thread already in the target wins over the argument.
-    assert normalize_messaging_target("slack", "C1:thread:1", thread_id="2") == (
+    assert normalize_messaging_target(FORMS, "slack", "C1:thread:1", thread_id="2") == (
         "channel:c1:thread:1"
     )
-    assert normalize_messaging_target("telegram", "telegram:") == ""
-    assert normalize_messaging_target("irc", " #Room ") == "#Room"
+    assert normalize_messaging_target(FORMS, "telegram", "telegram:") == ""
+    assert normalize_messaging_target(FORMS, "irc", " #Room ") == "#Room"
 
 
 def _target(provider: str, to: str, account_id: str | None = None) -> MessagingTarget:
@@ -414,41 +429,49 @@ def _target(provider: str, to: str, account_id: str | None = None) -> MessagingT
 
 def test_same_route_matches_normalized_target() -> None:
     target = _target("slack", "channel:c1")
-    assert same_route(target, provider="SLACK", to="channel:C1", account_id=None)
-    assert same_route(target, provider="slack", to="C1", account_id="primary")
+    assert same_route(FORMS, target, provider="SLACK", to="channel:C1", account_id=None)
+    assert same_route(FORMS, target, provider="slack", to="C1", account_id="primary")
 
 
 def test_same_route_provider_mismatch() -> None:
     target = _target("discord", "channel:c1")
-    assert not same_route(target, provider="slack", to="channel:C1", account_id=None)
+    assert not same_route(FORMS, target, provider="slack", to="channel:C1", account_id=None)
 
 
 def test_same_route_target_mismatch() -> None:
     target = _target("telegram", "telegram:123")
-    assert not same_route(target, provider="telegram", to="124", account_id=None)
-    assert same_route(target, provider="telegram", to="123", account_id=None)
+    assert not same_route(FORMS, target, provider="telegram", to="124", account_id=None)
+    assert same_route(FORMS, target, provider="telegram", to="123", account_id=None)
 
 
 def test_same_route_account() -> None:
     target = _target("slack", "channel:c1", account_id="alt")
-    assert not same_route(target, provider="slack", to="channel:c1", account_id="primary")
-    assert same_route(target, provider="slack", to="channel:c1", account_id="ALT")
+    assert not same_route(FORMS, target, provider="slack", to="channel:c1", account_id="primary")
+    assert same_route(FORMS, target, provider="slack", to="channel:c1", account_id="ALT")
     # Unknown on either side: the account does not decide.
-    assert same_route(target, provider="slack", to="channel:c1", account_id=None)
-    assert same_route(_target("slack", "channel:c1"), provider="slack", to="c1", account_id="x")
+    assert same_route(FORMS, target, provider="slack", to="channel:c1", account_id=None)
+    assert same_route(
+        FORMS, _target("slack", "channel:c1"), provider="slack", to="c1", account_id="x"
+    )
 
 
 def test_same_route_thread_is_part_of_target() -> None:
     in_thread = _target("slack", "channel:c1:thread:123")
     top_level = _target("slack", "channel:c1")
-    assert not same_route(top_level, provider="slack", to="channel:c1:thread:123", account_id=None)
-    assert not same_route(in_thread, provider="slack", to="channel:c1", account_id=None)
-    assert same_route(in_thread, provider="slack", to="channel:C1:thread:123", account_id=None)
-    assert not same_route(in_thread, provider="slack", to="channel:c1:thread:124", account_id=None)
+    assert not same_route(
+        FORMS, top_level, provider="slack", to="channel:c1:thread:123", account_id=None
+    )
+    assert not same_route(FORMS, in_thread, provider="slack", to="channel:c1", account_id=None)
+    assert same_route(
+        FORMS, in_thread, provider="slack", to="channel:C1:thread:123", account_id=None
+    )
+    assert not same_route(
+        FORMS, in_thread, provider="slack", to="channel:c1:thread:124", account_id=None
+    )
 
 
 def test_same_route_empty_origin_never_matches() -> None:
-    assert not same_route(_target("irc", ""), provider="irc", to="  ", account_id=None)
+    assert not same_route(FORMS, _target("irc", ""), provider="irc", to="  ", account_id=None)
 
 
 @given(
@@ -457,9 +480,9 @@ def test_same_route_empty_origin_never_matches() -> None:
     st.none() | st.text(alphabet="aB1. ", max_size=6),
 )
 def test_send_to_raw_origin_is_same_route(provider: str, to: str, thread: str | None) -> None:
-    normalized = normalize_messaging_target(provider, to, thread_id=thread)
+    normalized = normalize_messaging_target(FORMS, provider, to, thread_id=thread)
     assume(normalized)
     # Normalising is stable, so a recorded target matches the origin it was written for.
-    assert normalize_messaging_target(provider, normalized) == normalized
+    assert normalize_messaging_target(FORMS, provider, normalized) == normalized
     target = MessagingTarget(tool="message", provider=provider, to=normalized)
-    assert same_route(target, provider=provider.upper(), to=normalized, account_id=None)
+    assert same_route(FORMS, target, provider=provider.upper(), to=normalized, account_id=None)

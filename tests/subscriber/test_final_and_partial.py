@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from botd.channels.registry import target_forms
 from botd.events import Message
 from botd.subscriber import (
     BlockReply,
@@ -22,6 +23,7 @@ ELSEWHERE = MessagingTarget(tool="message", provider="telegram", to="telegram:99
 
 
 def finals(**fields: object) -> list[str]:
+    fields.setdefault("target_forms", target_forms())
     return [r.text for r in build_final_replies(FinalReplyInput(**fields))]  # type: ignore[arg-type]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from botd.channels.registry import target_forms
 from botd.delivery.coalesce import BlockCoalescer
 from botd.subscriber import (
     BlockChunker,
@@ -215,6 +216,7 @@ def test_final_reply_case(case: dict[str, Any]) -> None:
             sent_texts=spec["messagingToolSentTexts"],
             sent_targets=[_target(t) for t in spec["messagingToolSentTargets"]],
             origin=Origin(spec["messageProvider"], spec["originatingTo"], spec.get("accountId")),
+            target_forms=target_forms(),
         )
     )
     assert [f.text for f in finals] == [p["text"] for p in expect["replyPayloads"]]

@@ -29,7 +29,7 @@ from botd.subscriber import (
     StreamSubscriber,
     SubscriberConfig,
 )
-from botd.subscriber.fences import fences_balanced, match_fence_line
+from botd.text.fences import fences_balanced, match_fence_line
 
 from .harness import Recorder, delta, message_end, message_start, text_end
 

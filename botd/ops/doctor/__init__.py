@@ -3,11 +3,10 @@
 Each check is one line, ``✓``, ``⚠`` (it works, but most likely not as meant: ``advice``) or
 ``✗``, saying what was found and, unless ``✓``, what to do; ``--json`` prints one JSON
 document instead, each check with its name, status (``ok``, ``warn``, ``fail``) and detail.
-The probes are the cheapest read-only requests each service has: Telegram ``getMe`` and
-``getWebhookInfo``; Slack ``auth.test`` (and the scopes it says the token has) and, in Socket
-Mode, ``apps.connections.open`` (the websocket it offers is never opened); Discord
-``users/@me``, ``gateway/bot`` and ``applications/@me`` (for the message-content intent);
-the model API's list of models, which also tells whether it knows the model configured
+The probes are the cheapest read-only requests each service has: each enabled channel's
+comes from its spec (``ChannelSpec.probe``: the built-ins' are ``botd.channels.<platform>.probe``,
+e.g. Telegram's ``getMe``); a channel without one is named as not probed. The model's is the
+model API's list of models, which also tells whether it knows the model configured
 (Anthropic lists dated ids only: an alias is known when a listed id is it with a date, or
 when ``GET /v1/models/{name}`` finds it). They are plain HTTP requests against the
 configured base URLs, each with a short timeout, so a status code is reported as what it
@@ -34,16 +33,16 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import BaseModel
 
+from ...channels.registry import channel_specs
 from ...config import BotdConfig
 from ..logging import mask_secrets
-from . import channels
 from .advice import access_checks, config_warnings, health_port_check, provider_check
 from .checks import (
     ASCII_MARKS,
@@ -201,13 +200,6 @@ async def _anthropic_knows(
 
 # --------------------------------------------------------------------------- all of it
 
-Probe = Callable[[httpx.AsyncClient, Any], Awaitable[list[Check]]]
-PROBES: dict[str, Probe] = {
-    "telegram": channels.telegram,
-    "slack": channels.slack,
-    "discord": channels.discord,
-}
-
 
 async def _guarded(name: str, probe: Awaitable[list[Check]], debug: bool) -> list[Check]:
     """A probe's checks, or one failed line if the probe itself broke (a bug in botd)."""
@@ -240,11 +232,12 @@ async def diagnose(
     limits = httpx.Timeout(timeout)
     async with httpx.AsyncClient(timeout=limits, follow_redirects=False) as client:
         probes: list[Awaitable[list[Check]]] = []
+        specs = channel_specs()
         for name in config.channels.enabled():
-            probe = PROBES.get(name)
-            if probe is not None:
-                probes.append(_guarded(name, probe(client, sections[name]), debug))
-            elif name != "console":
+            spec = specs.get(name)
+            if spec is not None and spec.probe is not None:
+                probes.append(_guarded(name, spec.probe(client, sections[name]), debug))
+            else:
                 probes.append(_skipped(name))
         probes.append(_guarded("model", _model(client, config), debug))
         # A server's start (a stdio command's imports) may take longer than one request.

@@ -4,7 +4,8 @@ Each is a ``⚠`` line (exit 0 unless ``--strict``) with what to do:
 
 * what ``botd check`` warns about in the file (placeholder ids, literal secrets in a file
   others may read: ``botd.config.notices``);
-* the scripted provider (canned replies) answering on a real channel, typically because
+* the scripted provider (canned replies) answering on a channel others read (not the
+  operator's own terminal, a spec's ``local``), typically because
   the file has no ``model:`` section (``ANTHROPIC_API_KEY`` is then not used: only ``botd
   run`` without a config falls back on it);
 * an access policy that admits nobody: ``dm_policy: allowlist`` with an empty
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...channels.registry import channel_specs
 from ...config import BotdConfig, ChatChannelSection, ConfigProblem
 from ..ports import listen_problem
 from .checks import Check, failed, passed, warned
@@ -36,7 +38,10 @@ def config_warnings(warnings: list[ConfigProblem], source: str) -> list[Check]:
 
 def provider_check(config: BotdConfig, env: Mapping[str, str]) -> list[Check]:
     """A warning when canned replies would answer on a real channel."""
-    real = [name for name in config.channels.enabled() if name != "console"]
+    specs = channel_specs()
+    real = [
+        name for name in config.channels.enabled() if name not in specs or not specs[name].local
+    ]
     if config.model.provider != "scripted" or not real:
         return []
     why = ""

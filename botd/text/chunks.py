@@ -47,7 +47,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
-from botd.subscriber.fences import FENCE_LINE, FenceSpan, fences_balanced, parse_fence_spans
+from botd.text.fences import FENCE_LINE, FenceSpan, fences_balanced, parse_fence_spans
 
 DEFAULT_TEXT_CHUNK_LIMIT = 4000
 

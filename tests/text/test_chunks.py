@@ -1,4 +1,4 @@
-"""Outbound splitting under a platform text limit (botd.subscriber.outbound)."""
+"""Outbound splitting under a platform text limit (botd.text.chunks)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from botd.subscriber.fences import fences_balanced, parse_fence_spans
-from botd.subscriber.outbound import (
+from botd.text.chunks import (
     DEFAULT_TEXT_CHUNK_LIMIT,
     chunk_by_line,
     chunk_text,
     resolve_text_chunk_limit,
 )
+from botd.text.fences import fences_balanced, parse_fence_spans
 from tests.cases import case_ids, load_cases
 
 # --- golden cases -------------------------------------------------------------------------

@@ -1,0 +1,32 @@
+"""What Telegram's ids tell: a chat's kind, and one spelling of a messaging-tool target."""
+
+from __future__ import annotations
+
+import re
+
+from ...chat import ChatKind, TargetForm
+from ..targets import send_message
+
+__all__ = ["TARGET_FORM", "chat_kind", "normalize_target"]
+
+_PREFIX = re.compile(r"^(?:telegram|tg):", re.IGNORECASE)
+_LINK = re.compile(r"^(?:https?://)?t\.me/([A-Za-z0-9_]+)/?$", re.IGNORECASE)
+
+
+def chat_kind(chat_id: str) -> tuple[ChatKind, str | None]:
+    """A private chat has the user's (positive) id; a group a negative one or an ``@name``."""
+    direct = chat_id.isascii() and chat_id.isdigit() and int(chat_id) > 0
+    return ("direct", chat_id) if direct else ("group", None)
+
+
+def normalize_target(base: str) -> str:
+    """``telegram:<chat>`` lowercased: a ``telegram:`` or ``tg:`` prefix is accepted, a
+    ``t.me/<name>`` link becomes ``@<name>``, usernames keep their ``@``."""
+    chat = _PREFIX.sub("", base, count=1).strip()
+    link = _LINK.match(chat)
+    if link:
+        chat = "@" + link.group(1)
+    return f"telegram:{chat.lower()}" if chat else ""
+
+
+TARGET_FORM = TargetForm(normalize_target, tool_send=send_message)
