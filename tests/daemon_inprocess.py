@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from botd.config import parse_config
-from botd.daemon import Daemon
+from botd.app import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack

@@ -218,7 +218,7 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
 
 def test_the_log_level_is_warning_while_the_console_runs_unless_asked() -> None:
     from botd.config import parse_config
-    from botd.daemon import Daemon
+    from botd.app import Daemon
 
     console = "channels:\n  console: {enabled: true}\n"
     telegram = "channels:\n  telegram: {token: t}\n"

@@ -8,7 +8,7 @@ from typing import Any
 
 from botd.chat import InboundMessage
 from botd.config import parse_config
-from botd.daemon import Daemon, plan_reload
+from botd.app import Daemon, plan_reload
 from botd.sessions import SessionManager
 from botd.store import Store
 from tests.sessions.test_sessions import ListSink, settings

@@ -267,7 +267,7 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
     from pathlib import Path
 
     from ..config import ConfigError, default_config, load_config
-    from ..daemon import Daemon
+    from ..app import Daemon
 
     try:
         config = (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.agent.compaction import SUMMARY_HEADER
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.events import Message, TextContent
 from botd.store import Store
 from tests.daemon_inprocess import (

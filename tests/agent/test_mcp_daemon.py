@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,

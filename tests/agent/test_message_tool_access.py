@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from botd.config import load_config
-from botd.daemon import Daemon
+from botd.app import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 
@@ -76,7 +76,7 @@ class Warnings(logging.Handler):
 @pytest.fixture
 def warnings() -> Iterator[Warnings]:
     handler = Warnings()
-    loggers = [logging.getLogger("botd.agent.message_tool"), logging.getLogger("botd.daemon")]
+    loggers = [logging.getLogger("botd.agent.message_tool"), logging.getLogger("botd.app")]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler

@@ -20,7 +20,7 @@ from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import MessageRef, Target
 from botd.config import parse_config
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.store import Store
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.ops.statelock import LOCK_FILENAME
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.daemon_process import reap, run_botd, start_daemon

@@ -25,7 +25,7 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import OutboundFile
 from botd.channels.console.adapter import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.sessions import SessionManager

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.channels.slack.threads import THREAD_HEADER, refused_line, render_thread
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,

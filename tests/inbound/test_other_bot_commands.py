@@ -19,7 +19,7 @@ from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.router import Router
 from botd.store import Store

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.events import ImageContent, Message, TextContent
 from botd.media.history import LEFT_OUT_IMAGE
 from botd.sessions.durable import INTERRUPTED_NOTICE

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 from PIL import Image
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.media.images import IMAGE_MAX_SIDE
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,

@@ -31,7 +31,7 @@ from botd.config import (
     secret_values,
 )
 from botd.config.schema import ModelSection
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.ops.logging import (
     add_secret,
     asyncio_exception_handler,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error

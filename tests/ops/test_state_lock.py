@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from botd.config import parse_config
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.store import Store
 from botd.subscriber import HEARTBEAT_INSTRUCTION
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml

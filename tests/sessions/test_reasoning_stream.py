@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.store import Store
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,

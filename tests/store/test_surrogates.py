@@ -20,7 +20,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage, Target, storable
-from botd.daemon import Daemon
+from botd.app import Daemon
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
 from botd.sessions import SessionManager
