@@ -33,9 +33,9 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.app import settled_heap
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
-from botd.app import settled_heap
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router

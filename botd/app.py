@@ -1,10 +1,22 @@
-"""``botd run``: every configured channel, the sessions and the scheduler in one process.
+"""The App: ``botd run``'s every configured channel, the sessions and the scheduler in one
+process, built from a validated config and owning every task it starts.
+
+``build_runtime`` builds the parts in dependency order, each from parts already built: the
+store, the model provider, the MCP servers, delivery, the intake (where accepted messages go),
+the scheduler and the router (both handing to the intake), the channel keeper (which builds
+the adapters and hears their events), the tools and the sessions; the intake is connected to
+the sessions last (``Intake.connect``: the sessions' tools need the router and the scheduler).
+
+``App.run`` holds an ``AsyncExitStack`` and an ``asyncio.TaskGroup``: the App's own tasks (the
+systemd watchdog, the reload loop) are in the group, and each part that starts tasks of its
+own (the keeper's starts and retries, the sessions' workers, the MCP servers, the pruner,
+the adapters) ends and awaits them in its close, which the stack calls: when ``run``
+returns, no task botd started is left.
 
 Start order: logging, the state directory's lock (``botd.ops.statelock``: a second daemon on the
 same directory is refused), whether the health port is free (``check_health_port``), the first
 INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
-the runtime (``botd.wiring.build_runtime``: store, provider,
-adapters' delivery side, sessions, scheduler, router), what the last process left unanswered
+the runtime (``build_runtime``), what the last process left unanswered
 queued again (``SessionManager.resume``: before any channel takes input, so it goes first in
 each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
 servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
@@ -21,8 +33,9 @@ the store, STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
 is refused with every problem logged, and the running config is kept. Otherwise
-``plan_reload`` decides: a channel whose section changed is stopped and started again alone,
-added and removed channels are started and stopped, the scheduler's configured jobs are
+``plan_reload`` decides and the channel keeper applies the channels' part (``ChannelKeeper.
+reload``): a channel whose section changed is stopped and started again alone, added and
+removed channels are started and stopped; the scheduler's configured jobs are
 re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to
 the next stop; unchanged channels are untouched. Settings that only apply at start (model,
 agent, state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its
@@ -39,27 +52,57 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .agent.mcp import McpManager, narrow
+from .agent.message_tool import MessageTool
+from .agent.schedule_tool import ScheduleTool
+from .agent.tools import Tool
+from .agent.types import Provider
+from .agent.web_fetch_tool import WebFetchTool
 from .channel_keeper import START_WAIT, ChannelKeeper
-from .channels.base import ChannelAdapter
-from .chat import InboundMessage
+from .channels.base import ChannelAdapter, InboundSink
+from .channels.registry import ChannelContext, channel_specs
+from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ConfigError, load_config, secret_values
+from .delivery import ChannelDelivery
+from .inbound.message_access import MessageAccess
+from .inbound.pairing import PairingBook
+from .inbound.router import Router
+from .media import MediaResolver
+from .media.sandbox import Sandbox
 from .ops.health import HealthServer, cannot_listen
 from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
 from .ops.metrics import Backlog, Metrics
-from .ops.outages import stuck_inbox
+from .ops.outages import Reachability, stuck_inbox
 from .ops.ports import listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
-from .sessions import RunHooks
-from .store import ModelUsage, Store
-from .wiring import Runtime, build_runtime, scheduler_jobs
+from .scheduler import Scheduler
+from .sessions import RunHooks, SessionManager
+from .store import InboundPruner, ModelUsage, Store
+from .wiring import (
+    Specs,
+    access_policies,
+    build_adapter,
+    build_provider,
+    build_scheduler,
+    delivery_chunking,
+    delivery_modes,
+    delivery_retry,
+    describe_job,
+    media_settings,
+    model_names,
+    scheduler_jobs,
+    session_settings,
+)
+
+__all__ = ["App", "ReloadPlan", "Runtime", "build_runtime", "plan_reload", "settled_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +257,310 @@ def check_health_port(config: BotdConfig) -> None:
         raise HealthPortUnavailable(cannot_listen(problem))
 
 
-class Daemon:
+# --------------------------------------------------------------------------- the runtime
+
+
+class LiveConfig:
+    """The config in force: the one botd started with, until a reload replaces it. The parts
+    that read settings when they are used (the tools, the message targets, media) hold this."""
+
+    def __init__(self, config: BotdConfig) -> None:
+        self.current = config
+
+    def get(self) -> BotdConfig:
+        return self.current
+
+
+class Intake:
+    """Where accepted messages and scheduled prompts go: into the sessions.
+
+    Built before the router and the scheduler (they hand to it) and connected to the
+    sessions once those exist (``connect``): the sessions' tools need the router and the
+    scheduler, so one side of that cycle is joined after construction.
+    """
+
+    def __init__(self, store: Store, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._sessions: SessionManager | None = None
+
+    def connect(self, sessions: SessionManager) -> None:
+        self._sessions = sessions
+
+    @property
+    def sessions(self) -> SessionManager:
+        if self._sessions is None:
+            raise RuntimeError("the intake is not connected to the sessions yet")
+        return self._sessions
+
+    async def submit(self, message: InboundMessage) -> None:
+        """An accepted message in from a channel (counted)."""
+        self._metrics.message_in(message.channel)
+        await self.sessions.submit(message)
+
+    async def reply(self, target: Target, text: str) -> None:
+        """A router's own answer (a pairing code), sent in the background: one retried
+        through an outage of its chat must not hold up the channel's input for the others."""
+        self.sessions.post_later(target, text)
+
+    async def run_job(self, message: InboundMessage) -> None:
+        """A scheduled job's prompt: no message in (not counted), but accepted into the inbox
+        like one, so a run cut by a restart resumes and is answered once."""
+        inbox_id = await self._store.accept_inbound(message.channel, [message.message_id], message)
+        if inbox_id is not None:
+            await self.sessions.submit(replace(message, inbox_id=inbox_id))
+
+
+class Channels:
+    """The live adapters and what follows them: delivery posts through them, the router
+    takes their access policies (the ``ChannelKeeper``'s host)."""
+
+    def __init__(
+        self, specs: Specs, router: Router, delivery: ChannelDelivery, sink: InboundSink
+    ) -> None:
+        self.specs = specs
+        self.adapters: dict[str, ChannelAdapter] = {}
+        self.sink = sink
+        self._router = router
+        self._delivery = delivery
+
+    def build_adapter(
+        self, name: str, config: BotdConfig, context: ChannelContext
+    ) -> ChannelAdapter | None:
+        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
+        return build_adapter(name, config, context, self.specs)
+
+    def update_channels(self, config: BotdConfig) -> None:
+        """Point delivery at the live adapters and the router and delivery at ``config``'s
+        access policies and delivery modes."""
+        self._router.update_policies(access_policies(config))
+        self._delivery.set_channels(
+            self.adapters,
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            chunking=delivery_chunking(config),
+        )
+        self._delivery.media = media_settings(config)
+
+    async def download(
+        self, message: InboundMessage, attachment: Attachment, max_bytes: int
+    ) -> bytes:
+        """A file a user sent, fetched through its channel."""
+        adapter = self.adapters.get(message.channel)
+        if adapter is None:
+            raise DownloadError(f"the {message.channel} channel is not running")
+        return await adapter.download(attachment, max_bytes)
+
+
+class Toolbox:
+    """The tools a run gets, chosen when it starts: the configured ones (read live), the
+    running MCP servers' tools, narrowed by the group's ``tools`` list."""
+
+    def __init__(
+        self,
+        live: LiveConfig,
+        delivery: ChannelDelivery,
+        scheduler: Scheduler,
+        router: Router,
+        message_access: MessageAccess,
+        mcp: McpManager,
+        sandbox: Sandbox,
+    ) -> None:
+        self._live = live
+        self._delivery = delivery
+        self._scheduler = scheduler
+        self._router = router
+        self._message_access = message_access
+        self._mcp = mcp
+        self._sandbox = sandbox
+
+    async def _send(self, target: Target, text: str) -> MessageRef:
+        refs = await self._delivery.send_text(target, text)
+        return refs[0] if refs else MessageRef(target, "")
+
+    async def _send_media(self, target: Target, text: str, media: Sequence[str]) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media)
+        return refs[0] if refs else MessageRef(target, "")
+
+    def for_message(self, message: InboundMessage) -> Sequence[Tool]:
+        agent = self._live.current.agent
+        enabled = set(agent.tools)
+        chosen: list[Tool] = []
+        if "message" in enabled:
+            refusal = self._message_access.refusal
+            chosen.append(MessageTool(self._send, refusal=refusal, send_media=self._send_media))
+        if "schedule" in enabled:
+            chosen.append(ScheduleTool(self._scheduler))
+        if "web_fetch" in enabled:
+            web = agent.web_fetch
+            chosen.append(
+                WebFetchTool(
+                    allow_hosts=web.allow_hosts,
+                    max_bytes=web.max_bytes,
+                    max_chars=web.max_chars,
+                    timeout=web.timeout,
+                    sandbox=self._sandbox,
+                )
+            )
+        chosen.extend(self._mcp.tools())  # the servers running now
+        rule = (
+            None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)
+        )
+        if rule is not None and rule.tools is not None:
+            return narrow(chosen, rule.tools)
+        return chosen
+
+    def jobs(self, conversation_key: str) -> list[str]:
+        return [describe_job(info) for info in self._scheduler.list_jobs(conversation_key)]
+
+
+@dataclass(eq=False)
+class Runtime:
+    """A built botd: its parts, connected and not yet started."""
+
+    live: LiveConfig
+    store: Store
+    provider: Provider
+    channels: Channels
+    keeper: ChannelKeeper
+    delivery: ChannelDelivery
+    sessions: SessionManager
+    scheduler: Scheduler
+    router: Router
+    pruner: InboundPruner
+    """Forgets inbound ids past the platforms' redelivery windows (started by the App)."""
+    mcp: McpManager
+    """The MCP servers whose tools runs get (started and closed by the App)."""
+    model_health: dict[str, Reachability] = field(default_factory=dict)
+    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
+
+    @property
+    def config(self) -> BotdConfig:
+        return self.live.current
+
+    @config.setter
+    def config(self, config: BotdConfig) -> None:
+        self.live.current = config
+
+    @property
+    def adapters(self) -> dict[str, ChannelAdapter]:
+        """The live adapters by channel (the keeper adds and removes entries)."""
+        return self.channels.adapters
+
+    def update_channels(self, config: BotdConfig) -> None:
+        self.channels.update_channels(config)
+
+    async def aclose(self) -> None:
+        """Close what construction opened (the store, the provider's client)."""
+        await self.provider.aclose()
+        self.store.close()
+
+
+def build_runtime(
+    config: BotdConfig,
+    *,
+    metrics: Metrics | None = None,
+    hooks: RunHooks | None = None,
+    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    debug: bool = False,
+    specs: Specs | None = None,
+) -> Runtime:
+    """Every part of a botd for ``config``, connected and not yet started.
+
+    Built in dependency order, each part from parts already built; the one cycle (the
+    sessions' tools reach the router and the scheduler, which hand messages to the
+    sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
+    console's input ends; ``metrics`` counts messages in and out, channels down and
+    unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    """
+    counters = Metrics() if metrics is None else metrics
+    registry = channel_specs() if specs is None else specs
+    state_dir = Path(config.state_dir)
+    live = LiveConfig(config)
+    store = Store.open(state_dir)
+    model_health: dict[str, Reachability] = {}
+    try:
+        provider = build_provider(config, model_health)
+        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
+        delivery = ChannelDelivery(
+            {},  # the channels, once built (``Channels.update_channels``)
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            media=media_settings(config),
+            counts=counters,  # every message out, counted where it is sent
+            chunking=delivery_chunking(config),
+        )
+        intake = Intake(store, counters)
+        scheduler = build_scheduler(config, store, state_dir, intake.run_job)
+        router = Router(
+            store,
+            intake.submit,
+            intake.reply,
+            access_policies(config),
+            pairing=PairingBook(state_dir / "pairing.json"),
+        )
+        channels = Channels(registry, router, delivery, router.handle)
+        keeper = ChannelKeeper(
+            channels,
+            live.get,
+            ChannelContext(
+                offsets=store,
+                on_end_of_input=on_end_of_input,
+                has_conversation=lambda key: store.active_session(key) is not None,
+                admits=router.admits,
+                model=f"{config.model.provider} provider (model {config.model.model_name})",
+            ),
+            debug=debug,
+            on_down=partial(counters.error, kind="channel_down"),
+            on_unreachable=partial(counters.error, kind="unreachable"),
+        )
+        # Everything read live: the router's current policies, the current config's targets
+        # and the adapters a reload adds channels to and removes them from.
+        message_access = MessageAccess(
+            router, lambda: live.current.agent.message_targets, channels.adapters
+        )
+        # One pool of reading workers for files users send and pages the model fetches:
+        # together they never run more than its slots of parsing at once.
+        reading = Sandbox()
+        toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+        sessions = SessionManager(
+            store,
+            provider,
+            delivery,
+            session_settings(config, state_dir),
+            tools=toolbox.for_message,
+            jobs=toolbox.jobs,
+            hooks=hooks,
+            channels_down=keeper.down,
+            servers_down=mcp.down,
+            models=model_names(config),
+            media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+        )
+        intake.connect(sessions)
+        keeper.build_all(config)
+    except BaseException:
+        store.close()
+        raise
+    return Runtime(
+        live=live,
+        store=store,
+        provider=provider,
+        channels=channels,
+        keeper=keeper,
+        delivery=delivery,
+        sessions=sessions,
+        scheduler=scheduler,
+        router=router,
+        pruner=InboundPruner(store),
+        mcp=mcp,
+        model_health=model_health,
+    )
+
+
+# --------------------------------------------------------------------------- the App
+
+
+class App:
     """One running botd (see the module docstring)."""
 
     def __init__(
@@ -231,16 +577,19 @@ class Daemon:
         self.config_path = config_path
         self._env = dict(os.environ if env is None else env)
         self._stop = asyncio.Event()
-        self._console_done = asyncio.Event()
+        self._input_ended = False
         self._reload_requested = asyncio.Event()
         self.metrics = Metrics()
-        self.channels: ChannelKeeper | None = None
-        """Starts the channels and retries the ones that fail, once the runtime is built."""
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthServer | None = None
         self.started = False
         """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
+
+    @property
+    def channels(self) -> ChannelKeeper | None:
+        """The keeper of the channels, once the runtime is built."""
+        return None if self.runtime is None else self.runtime.keeper
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -248,6 +597,11 @@ class Daemon:
     def request_reload(self) -> None:
         """Re-read the config file soon (SIGHUP); ignored without a config file."""
         self._reload_requested.set()
+
+    async def _end_of_input(self) -> None:
+        """The console's input ended: answer what was typed, then stop."""
+        self._input_ended = True
+        self._stop.set()
 
     def run_hooks(self) -> RunHooks:
         """The sessions' hooks that feed ``self.metrics`` (runs, errors, reply latency,
@@ -288,135 +642,103 @@ class Daemon:
         return config.logging.level
 
     async def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT (or the console's end of input), stop; 0."""
         config = self.config
         add_secrets(secret_values(config))  # before the first line is logged
         self._configure_logging(config)
         notifier = SystemdNotifier()
-
-        async def end_of_input() -> None:
-            self._console_done.set()
-
-        # Before anything opens the database: one daemon per state directory.
-        lock = StateLock(Path(config.state_dir))
-        lock.acquire()
-
-        def channel_down(name: str, reason: str) -> None:
-            if self.channels is not None:
-                self.channels.report_down(name, reason)
-
-        def channels_down() -> dict[str, str]:
-            return {} if self.channels is None else self.channels.down()
-
-        def reachability(name: str, error: str | None) -> None:
-            if self.channels is not None:
-                self.channels.reachability(name, error)
-
-        try:
+        # Every background task of the App is in this group and every part's own tasks are
+        # ended and awaited by its close on the stack: nothing botd started outlives run().
+        async with contextlib.AsyncExitStack() as stack:
+            # Before anything opens the database: one daemon per state directory.
+            lock = StateLock(Path(config.state_dir))
+            lock.acquire()
+            stack.callback(lock.release)
             check_health_port(config)
             # Once nothing quick can refuse the start (a start refused is one line alone).
             log.info("%s", start_line(config, self.config_path))
-            runtime = build_runtime(
+            runtime = self.runtime = build_runtime(
                 config,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
-                on_end_of_input=end_of_input,
-                on_channel_down=channel_down,
-                on_reachability=reachability,
-                channels_down=channels_down,
+                on_end_of_input=self._end_of_input,
+                debug=self.debug,
             )
-        except BaseException:
-            lock.release()
-            raise
-        self.runtime = runtime
-        channels = self.channels = self._keeper(runtime)
-        self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
-        health: HealthServer | None = None
-        watchdog: asyncio.Task[None] | None = None
-        reloader: asyncio.Task[None] | None = None
+            stack.push_async_callback(runtime.aclose)
+            self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
+            stack.enter_context(self._signals())
+            tasks = await stack.enter_async_context(asyncio.TaskGroup())
+            # Pinging systemd's watchdog until the very end, shutdown included.
+            tasks.create_task(notifier.run_watchdog(self._stop), name="systemd-watchdog")
+            stack.push_async_callback(self._shutdown, runtime, notifier)
+            await self._start(runtime, notifier)
+            reloader = tasks.create_task(self._reload_loop(runtime, notifier), name="reloader")
+            with settled_heap():
+                await self._stop.wait()
+            reloader.cancel()
+            await asyncio.wait({reloader})  # a reload under way ends before the shutdown
+            if self._input_ended:
+                # End of input on the console: answer what was typed, then stop.
+                await runtime.sessions.drain()
+        return 0
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT stop, SIGHUP reloads, while the block runs."""
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(asyncio_exception_handler)
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        handlers = {
+            signal.SIGTERM: self.request_stop,
+            signal.SIGINT: self.request_stop,
+            signal.SIGHUP: self.request_reload,
+        }
+        for sig, handler in handlers.items():
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, self.request_stop)
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+                loop.add_signal_handler(sig, handler)
         try:
-            await runtime.sessions.resume()
-            runtime.pruner.start()
-            runtime.scheduler.start()
-            runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
-            # All at once: one that fails is down and retried in the background, one that
-            # hangs goes on starting there; the rest go on.
-            runtime.mcp.start()  # side by side with the channels
-            await channels.start_all(dict(runtime.adapters))
-            # Resumed runs get the MCP tools of the servers up by now.
-            await runtime.mcp.wait_started(MCP_START_WAIT)
-            await runtime.sessions.release()
-            if config.health.enabled:
-                health = HealthServer(
-                    config.health.host,
-                    config.health.port,
-                    channel_states=self.channel_states,
-                    channel_problems=channels.problems,
-                    metrics=self.metrics,
-                    components=lambda: health_components(runtime, self.config),
-                )
-                self.health = health
-                await health.start()
-            notifier.ready(self._running_status())
-            self.started = True
-            watchdog = asyncio.create_task(notifier.run_watchdog(self._stop))
-            reloader = asyncio.create_task(self._reload_loop(runtime, notifier))
-            with settled_heap():
-                await self._wait_for_stop(runtime)
+            yield
         finally:
-            if reloader is not None:
-                reloader.cancel()
-                await asyncio.gather(reloader, return_exceptions=True)
-            notifier.stopping()
-            await self._shutdown(runtime, health)
-            if watchdog is not None:
-                watchdog.cancel()
-                await asyncio.gather(watchdog, return_exceptions=True)
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            for sig in handlers:
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
-            lock.release()
-        return 0
+
+    async def _start(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
+        config = self.config
+        await runtime.sessions.resume()
+        runtime.pruner.start()
+        runtime.scheduler.start()
+        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        # All at once: one that fails is down and retried in the background, one that hangs
+        # goes on starting there; the rest go on.
+        runtime.mcp.start()  # side by side with the channels
+        await runtime.keeper.start_all()
+        # Resumed runs get the MCP tools of the servers up by now.
+        await runtime.mcp.wait_started(MCP_START_WAIT)
+        await runtime.sessions.release()
+        if config.health.enabled:
+            health = HealthServer(
+                config.health.host,
+                config.health.port,
+                channel_states=self.channel_states,
+                channel_problems=runtime.keeper.problems,
+                metrics=self.metrics,
+                components=lambda: health_components(runtime, self.config),
+            )
+            self.health = health
+            await health.start()
+        notifier.ready(self._running_status())
+        self.started = True
 
     def channel_states(self) -> dict[str, str]:
         """Each channel's state, as ``/healthz`` and ``botd_channel_up`` show it (a running
         channel whose platform has been unreachable for ``health.down_after`` is down)."""
-        return {} if self.channels is None else self.channels.view()
-
-    def _keeper(self, runtime: Runtime) -> ChannelKeeper:
-        def down(name: str) -> None:
-            self.metrics.error(name, "channel_down")
-
-        def unreachable(name: str) -> None:
-            self.metrics.error(name, "unreachable")
-
-        return ChannelKeeper(
-            runtime,
-            lambda: self.config,
-            debug=self.debug,
-            on_down=down,
-            on_unreachable=unreachable,
-        )
+        return {} if self.runtime is None else self.runtime.keeper.view()
 
     def _running_status(self) -> str:
-        channels = self.channels
-        running = 0 if channels is None else channels.running()
-        down = {} if channels is None else channels.down()
+        keeper = self.channels
+        running = 0 if keeper is None else keeper.running()
+        down = {} if keeper is None else keeper.down()
         return f"{running} channel(s) running" + (f", {len(down)} down" if down else "")
-
-    async def _stop_channel(self, name: str, adapter: ChannelAdapter) -> None:
-        try:
-            await adapter.stop()
-        except Exception:
-            log.exception("stopping channel %s failed", name)
-        if self.channels is not None:
-            self.channels.states[name] = "stopped"
 
     # -- reload -----------------------------------------------------------------------------
 
@@ -463,37 +785,12 @@ class Daemon:
             notifier.ready(self._running_status())
 
     async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
-        adapters = runtime.adapters
-        channels = self.channels
-        if channels is None:  # reload before run() built one (tests drive reload directly)
-            channels = self.channels = self._keeper(runtime)
         if plan.logging_changed:
             self._configure_logging(new)
         for key in plan.restart_only:
             log.warning("config %s changed: it applies when botd restarts", key)
-        # Stop first: a restarted channel must not run twice, even for a moment.
-        for name in sorted(plan.stop | plan.restart):
-            await channels.forget(name)  # a retry under the old settings ends here
-            adapter = adapters.pop(name, None)
-            if adapter is not None:
-                log.info("stopping channel %s (%s)", name, _why(name, plan))
-                await self._stop_channel(name, adapter)
-            if name in plan.stop:
-                channels.states.pop(name, None)
+        await runtime.keeper.reload(new, stop=plan.stop, restart=plan.restart, start=plan.start)
         runtime.update_channels(new)
-        for name in sorted(plan.start | plan.restart):
-            try:
-                adapter = runtime.build_adapter(name, new)
-            except Exception as exc:
-                log.error("channel %s cannot be built: %s", name, exc)
-                channels.states[name] = "down"
-                channels.reasons[name] = str(exc)
-                continue
-            if adapter is None:
-                continue
-            adapters[name] = adapter
-            runtime.update_channels(new)
-            await channels.start(name, adapter)  # down and retried when it fails
         if plan.jobs_changed:
             try:
                 runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
@@ -504,27 +801,15 @@ class Daemon:
 
     # -- stop -------------------------------------------------------------------------------
 
-    async def _wait_for_stop(self, runtime: Runtime) -> None:
-        stop = asyncio.create_task(self._stop.wait())
-        console = asyncio.create_task(self._console_done.wait())
-        done, pending = await asyncio.wait({stop, console}, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        if console in done:
-            # End of input on the console: answer what was typed, then stop.
-            await runtime.sessions.drain()
-
-    async def _shutdown(self, runtime: Runtime, health: HealthServer | None) -> None:
+    async def _shutdown(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
+        self._stop.set()  # the watchdog ends once the stack has closed the rest
+        notifier.stopping()
         log.info("shutting down")
-        if self.channels is not None:
-            await self.channels.close()  # retries waiting or starting end now
+        keeper = runtime.keeper
+        await keeper.close()  # retries waiting or starting end now
         # Stop taking input first: a message received now would be marked seen and then
         # dropped by the closing sessions; left with the platform, a restart picks it up.
-        for name, adapter in runtime.adapters.items():
-            try:
-                await adapter.stop_inbound()
-            except Exception:
-                log.exception("stopping input of channel %s failed", name)
+        await keeper.stop_inbound()
         runtime.scheduler.shutdown()
         await runtime.pruner.stop()
         # self.config, not the config botd started with: a reload may have changed the grace.
@@ -532,12 +817,9 @@ class Daemon:
         log.info("running answers get %g s to finish", grace)
         await runtime.sessions.close(grace=grace)
         await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
-        for name, adapter in runtime.adapters.items():
-            await self._stop_channel(name, adapter)
-        if health is not None:
-            await health.stop()
-        await runtime.provider.aclose()
-        runtime.store.close()
+        await keeper.stop_all()
+        if self.health is not None:
+            await self.health.stop()
         log.info("stopped")
 
 
@@ -559,7 +841,3 @@ def store_backlog(store: Store) -> Backlog:
     """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
     inbox = store.inbox_backlog()
     return Backlog(inbox.count, inbox.oldest_age, store.outbox_pending_count())
-
-
-def _why(name: str, plan: ReloadPlan) -> str:
-    return "its section changed" if name in plan.restart else "removed from the config"

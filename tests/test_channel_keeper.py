@@ -14,14 +14,14 @@ from typing import Any, cast
 
 import pytest
 
-from botd.channel_keeper import ChannelKeeper
+from botd.channel_keeper import ChannelHost, ChannelKeeper
 from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
+from botd.channels.registry import ChannelContext
 from botd.config import BotdConfig
 from botd.retry import Backoff
 from botd.sessions.commands import CommandDesk
 from botd.store import Store
-from botd.wiring import Runtime
 
 GUARD = 20.0
 
@@ -60,18 +60,18 @@ class Plan:
 
 
 class FakeRuntime:
-    """What the keeper uses of a ``Runtime``: the adapters, a router, rebuilding an adapter."""
+    """The keeper's host (``ChannelHost``): the adapters, a sink, rebuilding an adapter."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.adapters: dict[str, Any] = {}
-        self.router = self
+        self.sink = self.handle
         self.updates = 0
 
     async def handle(self, message: object) -> None:
         return None
 
-    def build_adapter(self, name: str, config: BotdConfig) -> Flaky:
+    def build_adapter(self, name: str, config: BotdConfig, context: object = None) -> Flaky:
         adapter = Flaky(self.plan)
         self.plan.built.append(adapter)
         return adapter
@@ -94,8 +94,9 @@ class RecordingBackoff(Backoff):
 def _keeper(plan: Plan, first: float = 0.01, cap: float = 0.04) -> tuple[ChannelKeeper, Any]:
     runtime = FakeRuntime(plan)
     keeper = ChannelKeeper(
-        cast(Runtime, runtime),
+        cast(ChannelHost, runtime),
         lambda: cast(BotdConfig, None),
+        ChannelContext(offsets=cast(Any, None)),
         backoff=lambda: RecordingBackoff(first, cap),
     )
     return keeper, runtime
@@ -211,7 +212,10 @@ def _reaching_keeper(plan: Plan, down_after: float) -> tuple[ChannelKeeper, Any]
     runtime = FakeRuntime(plan)
     config = BotdConfig.model_validate({"health": {"down_after": down_after}})
     keeper = ChannelKeeper(
-        cast(Runtime, runtime), lambda: config, backoff=lambda: RecordingBackoff(0.01, 0.04)
+        cast(ChannelHost, runtime),
+        lambda: config,
+        ChannelContext(offsets=cast(Any, None)),
+        backoff=lambda: RecordingBackoff(0.01, 0.04),
     )
     return keeper, runtime
 
