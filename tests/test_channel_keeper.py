@@ -281,3 +281,23 @@ async def test_a_short_outage_does_not_show_and_a_restart_forgets_it(
     await keeper.close()
     keeper.reachability("flaky", "after shutdown")  # ignored once closed
     assert keeper.view() == {"flaky": "running"}
+
+
+async def test_a_reload_restart_goes_through_the_keeper_stopped_then_down_and_retried() -> None:
+    plan = Plan()
+    keeper, runtime = _keeper(plan)
+    assert await _start(keeper, runtime, plan) is True
+    old = runtime.adapters["flaky"]
+    plan.failures = 1  # the restarted channel's first start fails
+    plan.up.clear()
+    await keeper.reload(cast(BotdConfig, None), stop=set(), restart={"flaky"}, start=set())
+    assert old.stopped  # the old adapter is stopped before the new one starts
+    assert keeper.view() == {"flaky": "down"}
+    assert keeper.problems() == {"flaky": "down (cannot reach flaky: connection refused (port 9))"}
+    await asyncio.wait_for(plan.up.wait(), GUARD)  # retried by the keeper, under its backoff
+    assert keeper.view() == {"flaky": "running"}
+    assert runtime.adapters["flaky"] is plan.built[-1] and plan.built[-1] is not old
+
+    await keeper.reload(cast(BotdConfig, None), stop={"flaky"}, restart=set(), start=set())
+    assert plan.built[-1].stopped and keeper.view() == {} and runtime.adapters == {}
+    await keeper.close()
