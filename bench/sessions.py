@@ -14,7 +14,7 @@ an in-memory platform, all on a real SQLite store. Three figures:
 
 It asserts every message was answered exactly once, in order, and that the inbox and outbox
 hold nothing unfinished at the end. The collector runs as in a started daemon
-(``botd.daemon.settled_heap``). Targets: >= 2,000 messages
+(``botd.app.settled_heap``). Targets: >= 2,000 messages
 per second, p99 < 50 ms, < 50 KB per idle session.
 
 Run: make bench   (or .venv/bin/python bench/sessions.py)
@@ -33,10 +33,10 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.app import settled_heap
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
-from botd.daemon import settled_heap
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router

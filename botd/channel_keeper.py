@@ -10,8 +10,14 @@ backoff delay (``CHANNEL_RETRY_FIRST``, doubling up to ``CHANNEL_RETRY_CAP``, ji
 a fresh adapter built from the current config, until it starts; then it is ``running`` again
 and its backoff starts over. An adapter that reports a started channel dead
 (``report_down``: its connection ended, its token was revoked) is stopped and retried the
-same way. ``forget`` ends a channel's retries (a reload that restarts or removes it starts
-afresh with the new settings); ``close`` ends them all at shutdown.
+same way. ``forget`` ends a channel's retries; ``close`` ends them all at shutdown.
+
+The keeper also holds every adapter's life beyond its first start: it builds them
+(``build_all``, with a ``ChannelContext`` whose channel events come back to it), applies a
+reload (``reload``: a changed channel is stopped and started again alone under the new
+settings, added and removed channels are started and stopped, their retries under the old
+settings ended first) and stops them at shutdown (``stop_inbound``, then ``stop_all``). Nobody
+else writes its states.
 
 A running channel whose platform cannot be reached is another matter: its SDK reconnects by
 itself, so nothing is restarted. Its adapter says so through its ``PlatformLink``
@@ -27,17 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Set
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
-from .channels.base import ChannelAdapter
+from .channels.base import ChannelAdapter, InboundSink
+from .channels.registry import ChannelContext
 from .config import BotdConfig
 from .ops.outages import Outage, Reachability, span
 from .retry import Backoff
-from .wiring import Runtime
 
-__all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "START_WAIT", "ChannelKeeper"]
+__all__ = ["CHANNEL_RETRY_CAP", "CHANNEL_RETRY_FIRST", "START_WAIT", "ChannelHost", "ChannelKeeper"]
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +62,29 @@ def one_line(exc: BaseException) -> str:
     return text if text else type(exc).__name__
 
 
+class ChannelHost(Protocol):
+    """What the keeper keeps channels in: the live adapters, how one is built, what takes
+    their messages and what follows the set of live channels (delivery, access)."""
+
+    adapters: dict[str, ChannelAdapter]
+    """The live adapters by channel; the keeper adds and removes entries."""
+    sink: InboundSink
+
+    def build_adapter(
+        self, name: str, config: BotdConfig, context: ChannelContext
+    ) -> ChannelAdapter | None: ...
+
+    def update_channels(self, config: BotdConfig) -> None: ...
+
+
 class ChannelKeeper:
-    """Starts the runtime's channels and keeps restarting the ones that fail (see module)."""
+    """Builds, starts, retries, restarts and stops the channels (see module)."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        host: ChannelHost,
         config: Callable[[], BotdConfig],
+        context: ChannelContext,
         *,
         debug: bool = False,
         backoff: Callable[[], Backoff] | None = None,
@@ -69,8 +92,12 @@ class ChannelKeeper:
         on_unreachable: Callable[[str], None] | None = None,
     ) -> None:
         """``on_down`` hears of each time a channel is marked down, ``on_unreachable`` of
-        each failed try of a running channel to reach its platform (the metrics count both)."""
-        self._runtime = runtime
+        each failed try of a running channel to reach its platform (the metrics count both).
+        The adapters are built with ``context``, its channel events pointed at the keeper."""
+        self._host = host
+        self.context = replace(
+            context, on_channel_down=self.report_down, on_reachability=self.reachability
+        )
         self._on_down = on_down
         self._on_unreachable = on_unreachable
         self._config = config
@@ -151,12 +178,21 @@ class ChannelKeeper:
             found = self._backoffs[name] = self._new_backoff()
         return found
 
-    async def start_all(
-        self, adapters: Mapping[str, ChannelAdapter], *, wait: float = START_WAIT
-    ) -> None:
-        """Start every channel side by side; return once each has started or failed, or after
-        ``wait`` seconds, leaving the slow ones starting in the background."""
-        for name, adapter in adapters.items():
+    def build_all(self, config: BotdConfig) -> None:
+        """Build an adapter for every channel ``config`` enables (none started).
+
+        Raises ``ChannelUnavailable`` when a channel is unknown or its SDK is not installed.
+        """
+        for name in config.channels.enabled():
+            adapter = self._host.build_adapter(name, config, self.context)
+            if adapter is not None:
+                self._host.adapters[name] = adapter
+        self._host.update_channels(config)
+
+    async def start_all(self, *, wait: float = START_WAIT) -> None:
+        """Start every built channel side by side; return once each has started or failed,
+        or after ``wait`` seconds, leaving the slow ones starting in the background."""
+        for name, adapter in dict(self._host.adapters).items():
             task = asyncio.create_task(self.start(name, adapter), name=f"channel-start:{name}")
             self._starting[name] = task
             task.add_done_callback(partial(self._started, name))
@@ -173,7 +209,7 @@ class ChannelKeeper:
             del self._starting[name]
 
     async def start(self, name: str, adapter: ChannelAdapter) -> bool:
-        """Start ``adapter`` (already in ``runtime.adapters``); True when it runs.
+        """Start ``adapter`` (already among the host's adapters); True when it runs.
 
         On failure the channel is down and retried in the background.
         """
@@ -214,13 +250,65 @@ class ChannelKeeper:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def reload(
+        self, config: BotdConfig, *, stop: Set[str], restart: Set[str], start: Set[str]
+    ) -> None:
+        """Apply a reload to ``config``: the ``stop`` and ``restart`` channels are stopped (and
+        their retries under the old settings ended), then the ``start`` and ``restart`` ones
+        built and started under ``config`` (down and retried when a start fails)."""
+        host = self._host
+        # Stop first: a restarted channel must not run twice, even for a moment.
+        for name in sorted(stop | restart):
+            await self.forget(name)
+            adapter = host.adapters.pop(name, None)
+            if adapter is not None:
+                why = "its section changed" if name in restart else "removed from the config"
+                log.info("stopping channel %s (%s)", name, why)
+                await self._stop(name, adapter)
+            if name in stop:
+                self.states.pop(name, None)
+        host.update_channels(config)
+        for name in sorted(start | restart):
+            try:
+                adapter = host.build_adapter(name, config, self.context)
+            except Exception as exc:
+                log.error("channel %s cannot be built: %s", name, exc)
+                self.states[name] = "down"
+                self.reasons[name] = str(exc)
+                continue
+            if adapter is None:
+                continue
+            host.adapters[name] = adapter
+            host.update_channels(config)
+            await self.start(name, adapter)
+
+    async def stop_inbound(self) -> None:
+        """Every channel stops taking input (replies can still be sent)."""
+        for name, adapter in self._host.adapters.items():
+            try:
+                await adapter.stop_inbound()
+            except Exception:
+                log.exception("stopping input of channel %s failed", name)
+
+    async def stop_all(self) -> None:
+        """Stop every channel's adapter (shutdown, after ``close`` and ``stop_inbound``)."""
+        for name, adapter in self._host.adapters.items():
+            await self._stop(name, adapter)
+
     # -- inside ---------------------------------------------------------------------------
+
+    async def _stop(self, name: str, adapter: ChannelAdapter) -> None:
+        try:
+            await adapter.stop()
+        except Exception:
+            log.exception("stopping channel %s failed", name)
+        self.states[name] = "stopped"
 
     async def _attempt(self, name: str, adapter: ChannelAdapter) -> str | None:
         """Start ``adapter``; None when it runs, else why not (logged by the caller)."""
         self._forget_link(name)  # a new connection: what the last one met is over
         try:
-            await adapter.start(self._runtime.router.handle)
+            await adapter.start(self._host.sink)
         except Exception as exc:
             if self._debug:
                 log.debug("channel %s: start failed", name, exc_info=exc)
@@ -257,9 +345,9 @@ class ChannelKeeper:
         )
 
     async def _retry(self, name: str, delay: float, stale: bool) -> None:
-        runtime = self._runtime
+        host = self._host
         if stale:
-            dead = runtime.adapters.get(name)
+            dead = host.adapters.get(name)
             if dead is not None:
                 try:
                     await dead.stop()
@@ -268,7 +356,7 @@ class ChannelKeeper:
         await asyncio.sleep(delay)
         config = self._config()
         try:
-            adapter = runtime.build_adapter(name, config)
+            adapter = host.build_adapter(name, config, self.context)
         except Exception as exc:
             self._retries.pop(name, None)
             self._down(name, one_line(exc))
@@ -276,8 +364,8 @@ class ChannelKeeper:
         if adapter is None:  # no longer configured
             self._retries.pop(name, None)
             return
-        runtime.adapters[name] = adapter
-        runtime.update_channels(config)
+        host.adapters[name] = adapter
+        host.update_channels(config)
         failure = await self._attempt(name, adapter)
         if self._retries.get(name) is asyncio.current_task():
             del self._retries[name]

@@ -1,36 +1,24 @@
-"""Building a running botd from a validated config, in one place.
+"""Factories from a validated config: the runtime's settings and its stand-alone parts.
 
-``build_runtime`` creates, in order: the store, the model provider, one adapter per enabled
-channel (through the channel registry), the delivery layer, the sessions, the scheduler
-and the router, and returns them as a ``Runtime``. The scheduler submits prompts into the
-sessions, and the sessions' tools schedule jobs: the sessions are built first, and their
-tool factory, which runs only once messages flow, reaches the scheduler built right after.
-
-The functions that turn config sections into the runtime's settings (loop, subscriber and
-session settings, access policies, delivery modes, provider settings, scheduled jobs) live
-here too, so the config package stays plain data. ``Runtime`` offers what a reload needs:
-building one channel's adapter, and pointing the delivery layer and the router at the live
-channels and their new settings.
+The functions that turn config sections into settings (loop, subscriber and session
+settings, access policies, delivery modes and retries, media, provider settings, scheduled
+jobs) and the parts built from the config alone (the model provider with its fallbacks, one
+channel's adapter through the channel registry, the scheduler) live here, so the config
+package stays plain data. ``botd.app`` puts the parts together in dependency order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from .agent.loop import LoopConfig
-from .agent.mcp import McpManager, narrow
-from .agent.message_tool import MessageTool
 from .agent.providers import create_provider
 from .agent.providers.failover import FailoverProvider, ModelChoice
-from .agent.schedule_tool import ScheduleTool
-from .agent.tools import Tool
 from .agent.types import Provider
-from .agent.web_fetch_tool import WebFetchTool
 from .channels.base import ChannelAdapter
 from .channels.registry import (
     ChannelContext,
@@ -39,32 +27,24 @@ from .channels.registry import (
     channel_specs,
     target_forms,
 )
-from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
+from .chat import InboundMessage, Target
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
-from .conversation import CoalesceSettings, Conversations, ResetPolicy, RunHooks, SessionSettings
-from .delivery import ChannelDelivery, ChunkSettings, DeliveryMode, RetrySettings
+from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
+from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .inbound.access import AccessPolicy, GroupRule
-from .inbound.message_access import MessageAccess
-from .inbound.pairing import PairingBook
-from .inbound.router import Router
-from .media import MediaResolver
-from .media.sandbox import Sandbox
-from .ops.metrics import Metrics
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .store import InboundPruner, Store
+from .store import Store
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
-    "Runtime",
     "access_policies",
     "access_policy",
     "build_adapter",
     "build_adapters",
     "build_provider",
-    "build_runtime",
     "build_scheduler",
     "delivery_modes",
     "delivery_retry",
@@ -371,202 +351,3 @@ def describe_job(info: JobInfo) -> str:
         else "not scheduled"
     )
     return f"{info.id}: {info.description} (next {when})"
-
-
-# --------------------------------------------------------------------------- the runtime
-
-
-@dataclass(eq=False)
-class Runtime:
-    """A built botd: its parts, the live adapters and the config they were built from."""
-
-    config: BotdConfig
-    specs: Specs
-    context: ChannelContext
-    store: Store
-    provider: Provider
-    adapters: dict[str, ChannelAdapter]
-    """The live adapters by channel; a reload adds and removes entries in place."""
-    delivery: ChannelDelivery
-    sessions: Conversations
-    scheduler: Scheduler
-    router: Router
-    pruner: InboundPruner
-    """Forgets inbound ids past the platforms' redelivery windows (started by the daemon)."""
-    mcp: McpManager = field(default_factory=lambda: McpManager({}))
-    """The MCP servers whose tools runs get (started and closed by the daemon)."""
-    model_health: dict[str, Reachability] = field(default_factory=dict)
-    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
-
-    def build_adapter(self, name: str, config: BotdConfig) -> ChannelAdapter | None:
-        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
-        return build_adapter(name, config, self.context, self.specs)
-
-    def update_channels(self, config: BotdConfig) -> None:
-        """Point delivery at the live adapters and the router and delivery at ``config``'s
-        access policies and delivery modes."""
-        self.router.update_policies(access_policies(config))
-        self.delivery.set_channels(
-            self.adapters,
-            delivery_modes(config),
-            retry=delivery_retry(config),
-            chunking=delivery_chunking(config),
-        )
-        self.delivery.media = media_settings(config)
-
-
-def build_runtime(
-    config: BotdConfig,
-    *,
-    metrics: Metrics | None = None,
-    hooks: RunHooks | None = None,
-    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
-    on_channel_down: Callable[[str, str], None] | None = None,
-    on_reachability: Callable[[str, str | None], None] | None = None,
-    channels_down: Callable[[], Mapping[str, str]] | None = None,
-    specs: Specs | None = None,
-) -> Runtime:
-    """Every part of a botd for ``config``, connected and not yet started.
-
-    ``on_end_of_input`` is called when the console's input ends; ``metrics`` counts the
-    messages accepted and every message delivery posts. ``on_channel_down`` hears of a
-    started channel that stopped working (channel, reason), ``on_reachability`` whether a
-    running channel's platform answers (``PlatformLink``); ``channels_down`` tells ``/status``
-    which channels are down and why.
-    Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
-    """
-    counters = Metrics() if metrics is None else metrics
-    registry = channel_specs() if specs is None else specs
-    state_dir = Path(config.state_dir)
-    store = Store.open(state_dir)
-    model_health: dict[str, Reachability] = {}
-    try:
-        provider = build_provider(config, model_health)
-        context = ChannelContext(
-            offsets=store,
-            on_end_of_input=on_end_of_input,
-            on_channel_down=on_channel_down,
-            on_reachability=on_reachability,
-            has_conversation=lambda key: store.active_session(key) is not None,
-            # Asked once messages arrive, by when the router below exists.
-            admits=lambda message: router.admits(message),
-            model=f"{config.model.provider} provider (model {config.model.model_name})",
-        )
-        adapters = build_adapters(config, context, registry)
-        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
-    except BaseException:
-        store.close()
-        raise
-    delivery = ChannelDelivery(
-        adapters,
-        delivery_modes(config),
-        retry=delivery_retry(config),
-        media=media_settings(config),
-        counts=counters,  # every message out, counted where it is sent
-        chunking=delivery_chunking(config),
-    )
-
-    async def send(target: Target, text: str) -> MessageRef:
-        refs = await delivery.send_text(target, text)
-        return refs[0] if refs else MessageRef(target, "")
-
-    async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
-        refs = await delivery.send_text(target, text, media=media)
-        return refs[0] if refs else MessageRef(target, "")
-
-    # One pool of reading workers for files users send and pages the model fetches: together
-    # they never run more than its slots of parsing at once.
-    reading = Sandbox()
-
-    def tools(message: InboundMessage) -> Sequence[Tool]:
-        # Read when a run starts: by then the runtime below exists.
-        enabled = set(runtime.config.agent.tools)
-        chosen: list[Tool] = []
-        if "message" in enabled:
-            chosen.append(MessageTool(send, refusal=message_access.refusal, send_media=send_media))
-        if "schedule" in enabled:
-            chosen.append(ScheduleTool(scheduler))
-        if "web_fetch" in enabled:
-            web = runtime.config.agent.web_fetch
-            chosen.append(
-                WebFetchTool(
-                    allow_hosts=web.allow_hosts,
-                    max_bytes=web.max_bytes,
-                    max_chars=web.max_chars,
-                    timeout=web.timeout,
-                    sandbox=reading,
-                )
-            )
-        chosen.extend(mcp.tools())  # the servers running now
-        rule = None if message.is_direct else router.group_rule(message.channel, message.chat_id)
-        if rule is not None and rule.tools is not None:
-            return narrow(chosen, rule.tools)
-        return chosen
-
-    def jobs(conversation_key: str) -> list[str]:
-        return [describe_job(info) for info in scheduler.list_jobs(conversation_key)]
-
-    async def download(message: InboundMessage, attachment: Attachment, max_bytes: int) -> bytes:
-        adapter = runtime.adapters.get(message.channel)
-        if adapter is None:
-            raise DownloadError(f"the {message.channel} channel is not running")
-        return await adapter.download(attachment, max_bytes)
-
-    sessions = Conversations(
-        store,
-        provider,
-        delivery,
-        session_settings(config, state_dir),
-        tools=tools,
-        jobs=jobs,
-        hooks=hooks,
-        channels_down=channels_down,
-        servers_down=lambda: {n: s for n, s in mcp.states().items() if s != "running"},
-        models=model_names(config),
-        media=MediaResolver(lambda: runtime.config.media, download, sandbox=reading),
-    )
-
-    async def submit(message: InboundMessage) -> None:
-        counters.message_in(message.channel)
-        await sessions.submit(message)
-
-    async def run_job(message: InboundMessage) -> None:
-        # A scheduled job's prompt is no message in (not counted), but it is accepted into
-        # the inbox like one: a run cut by a restart resumes, and is answered once.
-        inbox_id = await store.accept_inbound(message.channel, [message.message_id], message)
-        if inbox_id is not None:
-            await sessions.submit(replace(message, inbox_id=inbox_id))
-
-    scheduler = build_scheduler(config, store, state_dir, run_job)
-
-    async def reply(target: Target, text: str) -> None:
-        # In the background: a pairing reply retried through an outage of one chat must not
-        # hold up the channel's input for the others.
-        sessions.post_later(target, text)
-
-    router = Router(
-        store,
-        submit,
-        reply,
-        access_policies(config),
-        pairing=PairingBook(state_dir / "pairing.json"),
-    )
-    # Everything read live: the router's current policies, the current config's targets and
-    # the adapter dict a reload adds channels to and removes them from.
-    message_access = MessageAccess(router, lambda: runtime.config.agent.message_targets, adapters)
-    runtime = Runtime(
-        config=config,
-        specs=registry,
-        context=context,
-        store=store,
-        provider=provider,
-        adapters=adapters,
-        delivery=delivery,
-        sessions=sessions,
-        scheduler=scheduler,
-        router=router,
-        pruner=InboundPruner(store),
-        mcp=mcp,
-        model_health=model_health,
-    )
-    return runtime

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from botd.app import App
 from botd.config import parse_config
-from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
@@ -85,17 +85,17 @@ def config_yaml(tmp_path: Path, *sections: str) -> str:
 async def daemon_running(
     config: str,
     *,
-    ready: Callable[[Daemon], bool] = lambda d: d.started,
+    ready: Callable[[App], bool] = lambda d: d.started,
     config_path: Path | None = None,
-) -> AsyncIterator[Daemon]:
-    """``Daemon.run()`` as a task until the block ends, then stopped (exit status 0 asserted)
+) -> AsyncIterator[App]:
+    """``App.run()`` as a task until the block ends, then stopped (exit status 0 asserted)
     and the root logger put back as it was (the daemon configures it). ``config_path``: the
     file the config is written to first, run as ``botd run --config`` runs it."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     if config_path is not None:
         config_path.write_text(config, encoding="utf-8")
-    daemon = Daemon(parse_config(config, {}), env={}, config_path=config_path)
+    daemon = App(parse_config(config, {}), env={}, config_path=config_path)
     running = asyncio.create_task(daemon.run())
     try:
         async with asyncio.timeout(HANG_GUARD):

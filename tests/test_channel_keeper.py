@@ -13,14 +13,14 @@ from typing import Any, cast
 
 import pytest
 
-from botd.channel_keeper import ChannelKeeper
+from botd.channel_keeper import ChannelHost, ChannelKeeper
 from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
+from botd.channels.registry import ChannelContext
 from botd.config import BotdConfig
 from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
 from botd.store import Store
-from botd.wiring import Runtime
 
 GUARD = 20.0
 
@@ -59,18 +59,18 @@ class Plan:
 
 
 class FakeRuntime:
-    """What the keeper uses of a ``Runtime``: the adapters, a router, rebuilding an adapter."""
+    """The keeper's host (``ChannelHost``): the adapters, a sink, rebuilding an adapter."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.adapters: dict[str, Any] = {}
-        self.router = self
+        self.sink = self.handle
         self.updates = 0
 
     async def handle(self, message: object) -> None:
         return None
 
-    def build_adapter(self, name: str, config: BotdConfig) -> Flaky:
+    def build_adapter(self, name: str, config: BotdConfig, context: object = None) -> Flaky:
         adapter = Flaky(self.plan)
         self.plan.built.append(adapter)
         return adapter
@@ -93,8 +93,9 @@ class RecordingBackoff(Backoff):
 def _keeper(plan: Plan, first: float = 0.01, cap: float = 0.04) -> tuple[ChannelKeeper, Any]:
     runtime = FakeRuntime(plan)
     keeper = ChannelKeeper(
-        cast(Runtime, runtime),
+        cast(ChannelHost, runtime),
         lambda: cast(BotdConfig, None),
+        ChannelContext(offsets=cast(Any, None)),
         backoff=lambda: RecordingBackoff(first, cap),
     )
     return keeper, runtime
@@ -206,7 +207,10 @@ def _reaching_keeper(plan: Plan, down_after: float) -> tuple[ChannelKeeper, Any]
     runtime = FakeRuntime(plan)
     config = BotdConfig.model_validate({"health": {"down_after": down_after}})
     keeper = ChannelKeeper(
-        cast(Runtime, runtime), lambda: config, backoff=lambda: RecordingBackoff(0.01, 0.04)
+        cast(ChannelHost, runtime),
+        lambda: config,
+        ChannelContext(offsets=cast(Any, None)),
+        backoff=lambda: RecordingBackoff(0.01, 0.04),
     )
     return keeper, runtime
 
@@ -272,3 +276,23 @@ async def test_a_short_outage_does_not_show_and_a_restart_forgets_it(
     await keeper.close()
     keeper.reachability("flaky", "after shutdown")  # ignored once closed
     assert keeper.view() == {"flaky": "running"}
+
+
+async def test_a_reload_restart_goes_through_the_keeper_stopped_then_down_and_retried() -> None:
+    plan = Plan()
+    keeper, runtime = _keeper(plan)
+    assert await _start(keeper, runtime, plan) is True
+    old = runtime.adapters["flaky"]
+    plan.failures = 1  # the restarted channel's first start fails
+    plan.up.clear()
+    await keeper.reload(cast(BotdConfig, None), stop=set(), restart={"flaky"}, start=set())
+    assert old.stopped  # the old adapter is stopped before the new one starts
+    assert keeper.view() == {"flaky": "down"}
+    assert keeper.problems() == {"flaky": "down (cannot reach flaky: connection refused (port 9))"}
+    await asyncio.wait_for(plan.up.wait(), GUARD)  # retried by the keeper, under its backoff
+    assert keeper.view() == {"flaky": "running"}
+    assert runtime.adapters["flaky"] is plan.built[-1] and plan.built[-1] is not old
+
+    await keeper.reload(cast(BotdConfig, None), stop={"flaky"}, restart=set(), start=set())
+    assert plan.built[-1].stopped and keeper.view() == {} and runtime.adapters == {}
+    await keeper.close()

@@ -217,8 +217,8 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
 
 
 def test_the_log_level_is_warning_while_the_console_runs_unless_asked() -> None:
+    from botd.app import App
     from botd.config import parse_config
-    from botd.daemon import Daemon
 
     console = "channels:\n  console: {enabled: true}\n"
     telegram = "channels:\n  telegram: {token: t}\n"
@@ -232,4 +232,4 @@ def test_the_log_level_is_warning_while_the_console_runs_unless_asked() -> None:
         (telegram + "logging: {level: ERROR}\n", True, "DEBUG"),
     ]:
         config = parse_config(yaml_text, {})
-        assert Daemon(config, debug=debug).log_level(config) == level, yaml_text
+        assert App(config, debug=debug).log_level(config) == level, yaml_text

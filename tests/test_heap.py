@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from botd.daemon import GC_YOUNG_THRESHOLD, settled_heap
+from botd.app import GC_YOUNG_THRESHOLD, settled_heap
 
 
 def test_the_settled_heap_freezes_start_up_and_is_restored_after() -> None:

@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from botd.app import App, plan_reload
 from botd.chat import InboundMessage
 from botd.config import parse_config
 from botd.conversation import Conversations
-from botd.daemon import Daemon, plan_reload
 from botd.store import Store
 from tests.conversation.test_sessions import ListSink, settings
 
@@ -90,7 +90,7 @@ def test_message_targets_apply_live_other_agent_keys_at_restart() -> None:
 async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> None:
     from botd.agent.providers.scripted import ScriptedProvider
 
-    daemon = Daemon(config(), env={})
+    daemon = App(config(), env={})
     store = Store.open(tmp_path / "state")
     try:
         manager = Conversations(

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from botd.app import build_runtime
 from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.ops.metrics import Metrics
-from botd.wiring import build_runtime, scheduler_jobs
+from botd.wiring import scheduler_jobs
 
 
 def console_config(tmp_path: Path, jobs: str = "") -> str:

@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 class UntilAccepted:
     """Hands a message to the sink and returns once it was accepted (``on_accepted``); what
     the sink still does after the accept (answering a chat command, say) goes on in the
-    background, so an acknowledgement the platform wants soon is never held by it."""
+    background, so an acknowledgement the platform wants soon is never held by it. Those
+    hand-offs belong to it: ``settle`` waits for them (the adapter's ``stop_inbound``)."""
 
     def __init__(self, platform: str) -> None:
         self._platform = platform
@@ -70,11 +71,18 @@ class UntilAccepted:
             await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             signalled.cancel()
+            await asyncio.wait({signalled})
         if handling.done():
             handling.result()
             return
         self._handling.add(handling)
         handling.add_done_callback(self._handled)
+
+    async def settle(self) -> None:
+        """Wait until every accepted message's hand-off has ended (it only hands the message
+        on, the accept being durable already)."""
+        while self._handling:
+            await asyncio.wait(set(self._handling))
 
     def _handled(self, task: asyncio.Future[object]) -> None:
         self._handling.discard(task)

@@ -266,8 +266,8 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
     import traceback
     from pathlib import Path
 
+    from ..app import App
     from ..config import ConfigError, default_config, load_config
-    from ..daemon import Daemon
 
     try:
         config = (
@@ -283,7 +283,7 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
         return 2
     _registered(config)
     path = Path(config_path) if config_path else None
-    daemon = Daemon(config, config_path=path, debug=debug)
+    daemon = App(config, config_path=path, debug=debug)
     try:
         return asyncio.run(daemon.run())
     except KeyboardInterrupt:

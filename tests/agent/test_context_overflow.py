@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.agent.compaction import SUMMARY_HEADER
-from botd.daemon import Daemon
+from botd.app import App
 from botd.events import Message, TextContent
 from botd.store import Store
 from tests.daemon_inprocess import (
@@ -70,7 +70,7 @@ def text_of(message: Message) -> str:
 
 
 class Chat:
-    def __init__(self, daemon: Daemon, telegram: FakeTelegramAPI) -> None:
+    def __init__(self, daemon: App, telegram: FakeTelegramAPI) -> None:
         self.daemon, self.telegram = daemon, telegram
 
     @property
@@ -92,7 +92,7 @@ class Chat:
         return self.telegram.visible(DM)[before:]
 
 
-def _ready(daemon: Daemon) -> bool:
+def _ready(daemon: App) -> bool:
     return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
 
 

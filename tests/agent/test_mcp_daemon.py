@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import App
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -174,7 +174,7 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             _agent(pidfile, *servers),
             telegram_yaml(telegram, "dm_policy: open"),
         )
-        daemon: Daemon
+        daemon: App
         async with daemon_running(config) as daemon:
             assert daemon.runtime is not None
             mcp = daemon.runtime.mcp
@@ -296,7 +296,7 @@ async def test_without_the_sdk_botd_refuses_to_start_in_one_line(
     handlers, level = list(root.handlers), root.level
     try:
         with pytest.raises(McpUnavailable) as caught:
-            await Daemon(parse_config(config, {}), env={}).run()
+            await App(parse_config(config, {}), env={}).run()
     finally:
         for handler in root.handlers[:]:
             if handler not in handlers:
@@ -392,7 +392,7 @@ async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
             _agent(pidfile, FAKE_MCP_BAD_TOOL="1"),
             telegram_yaml(telegram, "dm_policy: open"),
         )
-        daemon: Daemon
+        daemon: App
         with caplog.at_level(logging.WARNING, logger="botd.agent.mcp"):
             async with daemon_running(config) as daemon:
                 assert daemon.runtime is not None

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from botd.app import App
 from botd.config import load_config
-from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 
@@ -76,7 +76,7 @@ class Warnings(logging.Handler):
 @pytest.fixture
 def warnings() -> Iterator[Warnings]:
     handler = Warnings()
-    loggers = [logging.getLogger("botd.agent.message_tool"), logging.getLogger("botd.daemon")]
+    loggers = [logging.getLogger("botd.agent.message_tool"), logging.getLogger("botd.app")]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler
@@ -115,15 +115,15 @@ class Bot:
     def __init__(self, tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> None:
         self.tmp_path, self.telegram, self.model = tmp_path, telegram, model
         self.path = tmp_path / "botd.yaml"
-        self.daemon: Daemon | None = None
+        self.daemon: App | None = None
         self.task: asyncio.Task[int] | None = None
 
     def write(self, groups: list[int], targets: list[str]) -> None:
         text = _config(self.tmp_path, self.telegram, self.model, groups, targets)
         self.path.write_text(text, encoding="utf-8")
 
-    async def start(self) -> Daemon:
-        self.daemon = Daemon(load_config(self.path, {}), env={}, config_path=self.path)
+    async def start(self) -> App:
+        self.daemon = App(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
         async with asyncio.timeout(HANG_GUARD):
             while self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from botd.app import App
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.markdown import defuse_slack_mass_mentions
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import MessageRef, Target
 from botd.config import parse_config
-from botd.daemon import Daemon
 from botd.store import Store
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
@@ -94,7 +94,7 @@ async def test_slack_posts_mass_mentions_verbatim_when_allowed(slack: FakeSlack)
 
 async def _slack_daemon(
     tmp_path: Path, slack: FakeSlack, extra: str
-) -> tuple[Daemon, asyncio.Task[int]]:
+) -> tuple[App, asyncio.Task[int]]:
     config = parse_config(
         f"""
 state_dir: {json.dumps(str(tmp_path / "state"))}
@@ -109,7 +109,7 @@ channels:
 """,
         {},
     )
-    daemon = Daemon(config, env={})
+    daemon = App(config, env={})
     task = asyncio.create_task(daemon.run())
     await slack.wait_socket(GUARD)
     return daemon, task

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from botd import wiring
+from botd.app import build_runtime
 from botd.channels.base import InboundSink
 from botd.channels.builtin import CONSOLE, DISCORD, SLACK, TELEGRAM
 from botd.channels.registry import (
@@ -278,7 +279,7 @@ def test_the_runtime_refuses_a_channel_without_its_sdk(
     )
     without("slack_bolt", monkeypatch)
     with pytest.raises(ChannelUnavailable, match=r"pip install 'botd\[slack\]'"):
-        wiring.build_runtime(config)
+        build_runtime(config)
 
 
 # ---------------------------------------------------------------- accounts

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import App
 from botd.ops.statelock import LOCK_FILENAME
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.daemon_process import reap, run_botd, start_daemon
@@ -132,7 +132,7 @@ async def test_a_channel_down_is_1_naming_it_with_the_work_in_hand(
             slack,
         )
 
-        def slack_down(daemon: Daemon) -> bool:
+        def slack_down(daemon: App) -> bool:
             return daemon.started and daemon.channel_states().get("slack") == "down"
 
         async with daemon_running(config.read_text(encoding="utf-8"), ready=slack_down) as daemon:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from botd.daemon import Daemon
+from botd.app import App
 from botd.store import Store
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -32,7 +32,7 @@ REASONING = "Reasoning:\nFirst I check.\nThen I answer."
 
 
 class Chat:
-    def __init__(self, daemon: Daemon, telegram: FakeTelegramAPI) -> None:
+    def __init__(self, daemon: App, telegram: FakeTelegramAPI) -> None:
         self.daemon, self.telegram = daemon, telegram
 
     @property
@@ -51,7 +51,7 @@ class Chat:
         return self.telegram.visible(DM)[before:]
 
 
-def _ready(daemon: Daemon) -> bool:
+def _ready(daemon: App) -> bool:
     return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.app import App
 from botd.channels.base import OutboundFile
 from botd.channels.console.adapter import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
 from botd.conversation import Conversations
-from botd.daemon import Daemon
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.store import Store
@@ -61,7 +61,7 @@ def media_yaml(*, allow_loopback: bool, outbound_dir: Path | None = None) -> str
 @asynccontextmanager
 async def botd(
     tmp_path: Path, *, allow_loopback: bool = True, outbound_dir: Path | None = None
-) -> AsyncIterator[tuple[Daemon, FakeTelegramAPI, FakeAnthropicAPI, FileServer]]:
+) -> AsyncIterator[tuple[App, FakeTelegramAPI, FakeAnthropicAPI, FileServer]]:
     files = {"cat.png": ("image/png", PNG), "hello.ogg": ("audio/ogg", OGG)}
     async with (
         FakeTelegramAPI() as telegram,
@@ -79,12 +79,12 @@ async def botd(
             yield daemon, telegram, model, server
 
 
-async def run_over(daemon: Daemon) -> None:
+async def run_over(daemon: App) -> None:
     assert daemon.runtime is not None
     await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
 
 
-async def answered(daemon: Daemon, telegram: FakeTelegramAPI, prompt: str = "a cat?") -> int:
+async def answered(daemon: App, telegram: FakeTelegramAPI, prompt: str = "a cat?") -> int:
     """Send ``prompt`` from the DM, wait until its run is over; the message's id."""
     before = len(telegram.calls)
     message = telegram.push_text(DM, prompt)

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from botd.app import App
 from botd.channels.slack.threads import THREAD_HEADER, refused_line, render_thread
-from botd.daemon import Daemon
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -216,7 +216,7 @@ async def test_telegram_chatter_edits_and_files_of_a_refused_sender_never_reach_
         model.push(stream(text("At one.")))
         mallory, bob, alice = user(MALLORY, "Mallory"), user(BOB, "Bob"), user(ALICE, "Alice")
 
-        def ready(daemon: Daemon) -> bool:
+        def ready(daemon: App) -> bool:
             return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
 
         async with daemon_running(config, ready=ready):

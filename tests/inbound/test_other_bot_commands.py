@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from botd.app import App
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config
-from botd.daemon import Daemon
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.router import Router
 from botd.store import Store
@@ -121,7 +121,7 @@ channels:
 """,
             {},
         )
-        daemon = Daemon(config, env={})
+        daemon = App(config, env={})
         task = asyncio.create_task(daemon.run())
         try:
             telegram.push_text(GROUP, f"@{BOT_USERNAME} tell me everything")

@@ -17,8 +17,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from botd.app import App
 from botd.conversation.notices import INTERRUPTED_NOTICE
-from botd.daemon import Daemon
 from botd.events import ImageContent, Message, TextContent
 from botd.media.history import LEFT_OUT_IMAGE
 from botd.store import Store
@@ -48,7 +48,7 @@ class Chat:
 
     def __init__(
         self,
-        daemon: Daemon,
+        daemon: App,
         telegram: FakeTelegramAPI,
         model: FakeAnthropicAPI | FakeOpenAI,
     ) -> None:
@@ -147,7 +147,7 @@ def stored_text(store: Store, session_id: str) -> str:
     )
 
 
-def _ready(daemon: Daemon) -> bool:
+def _ready(daemon: App) -> bool:
     return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
 
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 from PIL import Image
 
-from botd.daemon import Daemon
+from botd.app import App
 from botd.media.images import IMAGE_MAX_SIDE
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -58,7 +58,7 @@ def media_yaml(transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000) -> s
 class Botd:
     def __init__(
         self,
-        daemon: Daemon,
+        daemon: App,
         telegram: FakeTelegramAPI,
         model: FakeAnthropicAPI,
         transcriber: FakeOpenAI,
@@ -115,7 +115,7 @@ async def fakes(
         yield Fakes(telegram, model, transcriber, config)
 
 
-def telegram_ready(daemon: Daemon) -> bool:
+def telegram_ready(daemon: App) -> bool:
     return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
 
 
@@ -504,7 +504,7 @@ async def until_held(telegram: FakeTelegramAPI, count: int = 1) -> None:
     )
 
 
-async def idle(daemon: Daemon) -> None:
+async def idle(daemon: App) -> None:
     assert daemon.runtime is not None
     await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
 

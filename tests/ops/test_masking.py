@@ -19,6 +19,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 from pydantic import BaseModel, Field
 
+from botd.app import App
 from botd.cli import build_parser
 from botd.config import (
     BotdConfig,
@@ -31,7 +32,6 @@ from botd.config import (
     secret_values,
 )
 from botd.config.schema import ModelSection
-from botd.daemon import Daemon
 from botd.ops.logging import (
     add_secret,
     asyncio_exception_handler,
@@ -264,11 +264,16 @@ class _Notifier:
 async def test_a_reload_registers_the_new_config_s_secrets(tmp_path: Path) -> None:
     config_path = tmp_path / "botd.yaml"
     config_path.write_text("model: {provider: scripted}\n", encoding="utf-8")
-    daemon = Daemon(BotdConfig(), {"NEW_KEY": "Yh5-reload-Pq"}, config_path=config_path)
+    daemon = App(BotdConfig(), {"NEW_KEY": "Yh5-reload-Pq"}, config_path=config_path)
     config_path.write_text(
         "model: {provider: anthropic, api_key: '${NEW_KEY}'}\n", encoding="utf-8"
     )
-    runtime = SimpleNamespace(adapters={}, config=None, update_channels=lambda new: None)
+
+    async def reload(config: BotdConfig, **channels: object) -> None:
+        pass
+
+    keeper = SimpleNamespace(reload=reload)
+    runtime = SimpleNamespace(config=None, keeper=keeper, update_channels=lambda new: None)
     assert await daemon.reload(cast(Any, runtime), cast(Any, _Notifier()))
     assert mask_secrets("key Yh5-reload-Pq") == "key ***"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import App
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
@@ -69,7 +69,7 @@ async def test_every_metric_counts_a_scripted_conversation(
     def shown(count: int) -> bool:
         return len(telegram.visible(ALICE)) >= count
 
-    def slack_down(daemon: Daemon) -> bool:
+    def slack_down(daemon: App) -> bool:
         return daemon.started and daemon.channel_states().get("slack") == "down"
 
     async with daemon_running(config, ready=slack_down) as daemon:

@@ -61,7 +61,7 @@ async def test_a_start_logs_one_line_of_what_runs_and_each_scheduler_once(
             pass
     lines = capsys.readouterr().err.splitlines()
     started = (
-        f"INFO botd.daemon botd {botd.__version__} starting: config {path}, "
+        f"INFO botd.app botd {botd.__version__} starting: config {path}, "
         f"state {os.path.abspath(tmp_path / 'state')}, channels telegram, discord"
     )
     ours = [line for line in lines if " botd." in line]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from botd.app import App
 from botd.config import parse_config
-from botd.daemon import Daemon
 from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
@@ -114,7 +114,7 @@ async def test_a_daemon_in_process_is_refused_before_the_database_is_opened(
         f"state_dir: {json.dumps(str(state))}\nchannels:\n  console:\n    enabled: true\n", {}
     )
     with StateLock(state), pytest.raises(StateDirInUse, match=f"pid {os.getpid()}"):
-        await Daemon(config, env={}).run()
+        await App(config, env={}).run()
     assert not (state / DB_FILENAME).exists()
 
 

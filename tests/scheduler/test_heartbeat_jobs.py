@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.daemon import Daemon
+from botd.app import App
 from botd.store import Store
 from botd.subscriber import HEARTBEAT_INSTRUCTION
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
@@ -87,12 +87,12 @@ def _config(
     )
 
 
-def _store(daemon: Daemon) -> Store:
+def _store(daemon: App) -> Store:
     assert daemon.runtime is not None
     return daemon.runtime.store
 
 
-def _answered(daemon: Daemon) -> bool:
+def _answered(daemon: App) -> bool:
     """The job's run (the first inbox row of a fresh state dir) is marked answered."""
     return _store(daemon).inbox_state(1) == "answered"
 

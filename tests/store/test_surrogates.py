@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.app import App
 from botd.chat import InboundMessage, Target, storable
 from botd.conversation import Conversations
 from botd.conversation.notices import UNSAVED_NOTICE
-from botd.daemon import Daemon
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
 from botd.store import Store
@@ -49,7 +49,7 @@ def _typing_tasks() -> list[asyncio.Task[object]]:
 
 
 @asynccontextmanager
-async def _botd(tmp_path: Path) -> AsyncIterator[tuple[Daemon, FakeTelegramAPI, FakeAnthropicAPI]]:
+async def _botd(tmp_path: Path) -> AsyncIterator[tuple[App, FakeTelegramAPI, FakeAnthropicAPI]]:
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
         config = config_yaml(
             tmp_path, anthropic_yaml(model), telegram_yaml(telegram, "dm_policy: open")
@@ -59,7 +59,7 @@ async def _botd(tmp_path: Path) -> AsyncIterator[tuple[Daemon, FakeTelegramAPI, 
             yield daemon, telegram, model
 
 
-async def _run_over(daemon: Daemon) -> None:
+async def _run_over(daemon: App) -> None:
     """Wait (within the hang guard) until every session is idle."""
     assert daemon.runtime is not None
     await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)

@@ -187,6 +187,7 @@ async def _stderr_logged(stack: AsyncExitStack, name: str) -> TextIO:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), 1.0)
             task.cancel()
+            await asyncio.wait({task})
         transport.close()
 
     stack.push_async_callback(stop)

@@ -264,6 +264,7 @@ class McpManager:
         for task in slow:
             task.cancel()
         if slow:
+            await asyncio.wait(slow)
             names = ", ".join(n for n, k in self._keepers.items() if not k.started.is_set())
             log.warning("MCP server(s) %s still starting; going on meanwhile", names)
 
@@ -291,6 +292,10 @@ class McpManager:
 
     def states(self) -> dict[str, str]:
         return {name: keeper.state for name, keeper in self._keepers.items()}
+
+    def down(self) -> dict[str, str]:
+        """The servers not running now, each with its state (``/status``)."""
+        return {name: state for name, state in self.states().items() if state != "running"}
 
     def health(self) -> dict[str, str | None]:
         """``/healthz`` components: ``mcp:<name>`` -> None while running, else its state and

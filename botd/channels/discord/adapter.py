@@ -191,7 +191,8 @@ class DiscordAdapter:
         self._token = token
         self._command_menu = command_menu
         self._publishing: asyncio.Task[bool] | None = None
-        self._until_accepted = UntilAccepted(CHANNEL).hand
+        self._handing = UntilAccepted(CHANNEL)
+        self._until_accepted = self._handing.hand
         self.followups = CommandFollowups()
         self._auto_thread = auto_thread
         self._admits = admits
@@ -240,6 +241,7 @@ class DiscordAdapter:
             )
         finally:
             ready.cancel()
+            await asyncio.wait({ready})
         if ready in done:
             self._task.add_done_callback(self._on_task_done)
             return
@@ -300,16 +302,19 @@ class DiscordAdapter:
         self._link.unreachable(what)
 
     async def stop_inbound(self) -> None:
-        """Stop taking messages; the connection stays up so replies can still be sent."""
+        """Stop taking messages; the connection stays up so replies can still be sent.
+        Messages accepted already are handed on first."""
         self._sink = None
+        await self._handing.settle()
 
     async def stop(self) -> None:
         """Close the connection and restore the patched URLs; safe to call more than once."""
         client, task = self._client, self._task
         self._client = self._task = None
-        if self._publishing is not None:
-            self._publishing.cancel()
-            self._publishing = None
+        publishing, self._publishing = self._publishing, None
+        if publishing is not None:
+            publishing.cancel()
+            await asyncio.wait({publishing})
         if client is not None:
             await client.close()
         if task is not None:

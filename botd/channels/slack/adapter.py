@@ -152,7 +152,8 @@ class SlackAdapter:
         self._socket_watch: SocketWatch | None = None
         self._runner: web.AppRunner | None = None
         self._seen_memory: Recent[str, None] = Recent(_MEMORY_LIMIT)
-        self._until_accepted = UntilAccepted("slack").hand
+        self._handing = UntilAccepted("slack")
+        self._until_accepted = self._handing.hand
         self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
         self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -227,8 +228,10 @@ class SlackAdapter:
             )
 
     async def stop_inbound(self) -> None:
-        """Close the socket or HTTP site; posting (the Web API client) keeps working."""
+        """Close the socket or HTTP site; posting (the Web API client) keeps working. Messages
+        accepted already are handed on first."""
         await self.stop()
+        await self._handing.settle()
 
     async def stop(self) -> None:
         """Close the socket or the HTTP site; safe to call twice."""

@@ -250,12 +250,14 @@ class ThreadContext:
             return {}
         lookups = {user: asyncio.ensure_future(self._names(user)) for user in users}
         remaining = deadline - asyncio.get_running_loop().time()
-        await asyncio.wait(lookups.values(), timeout=max(remaining, 0))
+        _, late = await asyncio.wait(lookups.values(), timeout=max(remaining, 0))
+        for lookup in late:
+            lookup.cancel()  # out of time: shown as its id
+        if late:
+            await asyncio.wait(late)
         found: dict[str, str] = {}
         for user, lookup in lookups.items():
-            if not lookup.done():
-                lookup.cancel()  # out of time: shown as its id
-            elif not lookup.cancelled() and lookup.exception() is None and lookup.result():
+            if not lookup.cancelled() and lookup.exception() is None and lookup.result():
                 found[user] = lookup.result()
         return found
 

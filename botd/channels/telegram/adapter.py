@@ -340,6 +340,7 @@ class TelegramAdapter:
         menu, self._menu_task = self._menu_task, None
         if menu is not None:
             menu.cancel()
+            await asyncio.wait({menu})
         app, self._app = self._app, None
         if app is not None:
             # The bot stays usable meanwhile: PTB finishes the updates it already fetched.

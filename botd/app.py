@@ -1,0 +1,843 @@
+"""The App: ``botd run``'s every configured channel, the sessions and the scheduler in one
+process, built from a validated config and owning every task it starts.
+
+``build_runtime`` builds the parts in dependency order, each from parts already built: the
+store, the model provider, the MCP servers, delivery, the intake (where accepted messages go),
+the scheduler and the router (both handing to the intake), the channel keeper (which builds
+the adapters and hears their events), the tools and the sessions; the intake is connected to
+the sessions last (``Intake.connect``: the sessions' tools need the router and the scheduler).
+
+``App.run`` holds an ``AsyncExitStack`` and an ``asyncio.TaskGroup``: the App's own tasks (the
+systemd watchdog, the reload loop) are in the group, and each part that starts tasks of its
+own (the keeper's starts and retries, the sessions' workers, the MCP servers, the pruner,
+the adapters) ends and awaits them in its close, which the stack calls: when ``run``
+returns, no task botd started is left.
+
+Start order: logging, the state directory's lock (``botd.ops.statelock``: a second daemon on the
+same directory is refused), whether the health port is free (``check_health_port``), the first
+INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
+the runtime (``build_runtime``), what the last process left unanswered
+queued again (``Conversations.resume``: before any channel takes input, so it goes first in
+each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
+servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
+retried with backoff, its tools left out of runs meanwhile), the adapters'
+inbound side (``ChannelKeeper``: a channel that fails to start, or later stops working, is
+down in ``/healthz`` and ``/status`` and retried with backoff while the others run), then
+the resumed runs let go (``release``: the channels can send now), the health endpoint, and
+READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input) shuts down in bounded
+order: end the channels' retries, stop taking input, let running turns finish within the
+grace period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and
+is left unanswered in the inbox: the next start resumes it), stop the MCP servers (a stdio
+server's process is waited for), flush deliveries, close the adapters, the scheduler and
+the store, STOPPING=1, exit 0.
+
+SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
+is refused with every problem logged, and the running config is kept. Otherwise
+``plan_reload`` decides and the channel keeper applies the channels' part (``ChannelKeeper.
+reload``): a channel whose section changed is stopped and started again alone, added and
+removed channels are started and stopped; the scheduler's configured jobs are
+re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to
+the next stop; unchanged channels are untouched. Settings that only apply at start (model,
+agent, state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its
+servers run from start to stop. A group's ``tools`` list is part of its channel's section
+and applies with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .agent.mcp import McpManager, narrow
+from .agent.message_tool import MessageTool
+from .agent.schedule_tool import ScheduleTool
+from .agent.tools import Tool
+from .agent.types import Provider
+from .agent.web_fetch_tool import WebFetchTool
+from .channel_keeper import START_WAIT, ChannelKeeper
+from .channels.base import ChannelAdapter, InboundSink
+from .channels.registry import ChannelContext, channel_specs
+from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
+from .config import BotdConfig, ConfigError, load_config, secret_values
+from .conversation import Conversations, RunHooks
+from .delivery import ChannelDelivery
+from .inbound.message_access import MessageAccess
+from .inbound.pairing import PairingBook
+from .inbound.router import Router
+from .media import MediaResolver
+from .media.sandbox import Sandbox
+from .ops.health import HealthServer, cannot_listen
+from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
+from .ops.metrics import Backlog, Metrics
+from .ops.outages import Reachability, stuck_inbox
+from .ops.ports import listen_problem
+from .ops.statelock import StateLock
+from .ops.systemd import SystemdNotifier
+from .scheduler import Scheduler
+from .store import InboundPruner, ModelUsage, Store
+from .wiring import (
+    Specs,
+    access_policies,
+    build_adapter,
+    build_provider,
+    build_scheduler,
+    delivery_chunking,
+    delivery_modes,
+    delivery_retry,
+    describe_job,
+    media_settings,
+    model_names,
+    scheduler_jobs,
+    session_settings,
+)
+
+__all__ = ["App", "ReloadPlan", "Runtime", "build_runtime", "plan_reload", "settled_heap"]
+
+log = logging.getLogger(__name__)
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between collections of the youngest generation (CPython's default is 700).
+
+Every message allocates thousands of short-lived objects, almost all freed by reference
+counting; at the default the cycle collector runs every few hundred of them and costs about
+a tenth of the daemon's time under load. What a longer interval keeps alive is bounded by it.
+"""
+
+
+@contextlib.contextmanager
+def settled_heap() -> Iterator[None]:
+    """The collector as the daemon runs it once started: what start-up allocated (modules,
+    SDK clients, the config) frozen out of every collection, and a longer young interval.
+    Restored on exit."""
+    before = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, before[1], before[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
+MCP_START_WAIT = START_WAIT
+"""How long start-up waits for the MCP servers once the channels started (or went on)."""
+
+RESTART_ONLY = ("state_dir", "model", "agent", "health")
+"""Top-level sections read only at start: a change is logged and waits for a restart."""
+LIVE_KEYS = {"agent": {"message_targets"}}
+"""Keys of those sections read when used (the message tool's targets): a reload applies them."""
+
+
+def start_line(config: BotdConfig, config_path: Path | None) -> str:
+    """The line botd logs first: its version, the config file, the state dir, the channels."""
+    source = os.path.abspath(config_path) if config_path is not None else "(embedded default)"
+    channels = ", ".join(config.channels.enabled()) or "none"
+    state = os.path.abspath(config.state_dir)
+    return f"botd {__version__} starting: config {source}, state {state}, channels {channels}"
+
+
+def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
+    """Each enabled channel's section as plain data (what a reload compares)."""
+    sections = config.channels.sections()
+    return {name: sections[name].model_dump(mode="json") for name in config.channels.enabled()}
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadPlan:
+    """What a reload from one valid config to another has to do."""
+
+    restart: frozenset[str] = frozenset()
+    """Channels configured before and after whose section changed."""
+    start: frozenset[str] = frozenset()
+    stop: frozenset[str] = frozenset()
+    jobs_changed: bool = False
+    logging_changed: bool = False
+    grace_changed: bool = False
+    targets_changed: bool = False
+    """``agent.message_targets`` changed (read live by the message tool)."""
+    restart_only: tuple[str, ...] = ()
+    """Changed top-level sections that take effect only when botd restarts."""
+    unchanged: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.restart
+            or self.start
+            or self.stop
+            or self.jobs_changed
+            or self.logging_changed
+            or self.grace_changed
+            or self.targets_changed
+            or self.restart_only
+        )
+
+    def describe(self) -> str:
+        parts = [
+            f"{what} {', '.join(sorted(names))}"
+            for what, names in (
+                ("restarting", self.restart),
+                ("starting", self.start),
+                ("stopping", self.stop),
+            )
+            if names
+        ]
+        if self.jobs_changed:
+            parts.append("re-syncing scheduled jobs")
+        if self.logging_changed:
+            parts.append("new logging settings")
+        if self.grace_changed:
+            parts.append("new shutdown grace")
+        if self.targets_changed:
+            parts.append("new message targets")
+        if self.restart_only:
+            parts.append(f"changed {', '.join(self.restart_only)} (applies after a restart)")
+        return "; ".join(parts) or "nothing changed"
+
+
+def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
+    """Compare two valid configs section by section (see ``ReloadPlan``)."""
+    before, after = channel_sections(old), channel_sections(new)
+    both = before.keys() & after.keys()
+    restart_only = tuple(
+        key for key in RESTART_ONLY if _restart_view(old, key) != _restart_view(new, key)
+    )
+    return ReloadPlan(
+        restart=frozenset(n for n in both if before[n] != after[n]),
+        start=frozenset(after.keys() - before.keys()),
+        stop=frozenset(before.keys() - after.keys()),
+        jobs_changed=_dump(old.scheduler) != _dump(new.scheduler),
+        logging_changed=_dump(old.logging) != _dump(new.logging),
+        grace_changed=old.shutdown_grace != new.shutdown_grace,
+        targets_changed=old.agent.message_targets != new.agent.message_targets,
+        restart_only=restart_only,
+        unchanged=frozenset(n for n in both if before[n] == after[n]),
+    )
+
+
+def _restart_view(config: BotdConfig, key: str) -> Any:
+    """Section ``key`` without the keys a reload applies live."""
+    value = getattr(config, key)
+    if not hasattr(value, "model_dump"):
+        return value
+    return value.model_dump(mode="json", exclude=LIVE_KEYS.get(key))
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+class HealthPortUnavailable(RuntimeError):
+    """``health.port`` cannot be listened on; the message names the key and the address."""
+
+
+def check_health_port(config: BotdConfig) -> None:
+    """Raise ``HealthPortUnavailable`` when health is enabled and its address is taken.
+
+    Asked before any channel connects, so a port in use stops botd at start (exit 2, one
+    line naming ``health.port``) instead of after every channel came up.
+    """
+    health = config.health
+    if not health.enabled:
+        return
+    problem = listen_problem(health.host, health.port)
+    if problem is not None:
+        raise HealthPortUnavailable(cannot_listen(problem))
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+class LiveConfig:
+    """The config in force: the one botd started with, until a reload replaces it. The parts
+    that read settings when they are used (the tools, the message targets, media) hold this."""
+
+    def __init__(self, config: BotdConfig) -> None:
+        self.current = config
+
+    def get(self) -> BotdConfig:
+        return self.current
+
+
+class Intake:
+    """Where accepted messages and scheduled prompts go: into the sessions.
+
+    Built before the router and the scheduler (they hand to it) and connected to the
+    sessions once those exist (``connect``): the sessions' tools need the router and the
+    scheduler, so one side of that cycle is joined after construction.
+    """
+
+    def __init__(self, store: Store, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._sessions: Conversations | None = None
+
+    def connect(self, sessions: Conversations) -> None:
+        self._sessions = sessions
+
+    @property
+    def sessions(self) -> Conversations:
+        if self._sessions is None:
+            raise RuntimeError("the intake is not connected to the sessions yet")
+        return self._sessions
+
+    async def submit(self, message: InboundMessage) -> None:
+        """An accepted message in from a channel (counted)."""
+        self._metrics.message_in(message.channel)
+        await self.sessions.submit(message)
+
+    async def reply(self, target: Target, text: str) -> None:
+        """A router's own answer (a pairing code), sent in the background: one retried
+        through an outage of its chat must not hold up the channel's input for the others."""
+        self.sessions.post_later(target, text)
+
+    async def run_job(self, message: InboundMessage) -> None:
+        """A scheduled job's prompt: no message in (not counted), but accepted into the inbox
+        like one, so a run cut by a restart resumes and is answered once."""
+        inbox_id = await self._store.accept_inbound(message.channel, [message.message_id], message)
+        if inbox_id is not None:
+            await self.sessions.submit(replace(message, inbox_id=inbox_id))
+
+
+class Channels:
+    """The live adapters and what follows them: delivery posts through them, the router
+    takes their access policies (the ``ChannelKeeper``'s host)."""
+
+    def __init__(
+        self, specs: Specs, router: Router, delivery: ChannelDelivery, sink: InboundSink
+    ) -> None:
+        self.specs = specs
+        self.adapters: dict[str, ChannelAdapter] = {}
+        self.sink = sink
+        self._router = router
+        self._delivery = delivery
+
+    def build_adapter(
+        self, name: str, config: BotdConfig, context: ChannelContext
+    ) -> ChannelAdapter | None:
+        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
+        return build_adapter(name, config, context, self.specs)
+
+    def update_channels(self, config: BotdConfig) -> None:
+        """Point delivery at the live adapters and the router and delivery at ``config``'s
+        access policies and delivery modes."""
+        self._router.update_policies(access_policies(config))
+        self._delivery.set_channels(
+            self.adapters,
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            chunking=delivery_chunking(config),
+        )
+        self._delivery.media = media_settings(config)
+
+    async def download(
+        self, message: InboundMessage, attachment: Attachment, max_bytes: int
+    ) -> bytes:
+        """A file a user sent, fetched through its channel."""
+        adapter = self.adapters.get(message.channel)
+        if adapter is None:
+            raise DownloadError(f"the {message.channel} channel is not running")
+        return await adapter.download(attachment, max_bytes)
+
+
+class Toolbox:
+    """The tools a run gets, chosen when it starts: the configured ones (read live), the
+    running MCP servers' tools, narrowed by the group's ``tools`` list."""
+
+    def __init__(
+        self,
+        live: LiveConfig,
+        delivery: ChannelDelivery,
+        scheduler: Scheduler,
+        router: Router,
+        message_access: MessageAccess,
+        mcp: McpManager,
+        sandbox: Sandbox,
+    ) -> None:
+        self._live = live
+        self._delivery = delivery
+        self._scheduler = scheduler
+        self._router = router
+        self._message_access = message_access
+        self._mcp = mcp
+        self._sandbox = sandbox
+
+    async def _send(self, target: Target, text: str) -> MessageRef:
+        refs = await self._delivery.send_text(target, text)
+        return refs[0] if refs else MessageRef(target, "")
+
+    async def _send_media(self, target: Target, text: str, media: Sequence[str]) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media)
+        return refs[0] if refs else MessageRef(target, "")
+
+    def for_message(self, message: InboundMessage) -> Sequence[Tool]:
+        agent = self._live.current.agent
+        enabled = set(agent.tools)
+        chosen: list[Tool] = []
+        if "message" in enabled:
+            refusal = self._message_access.refusal
+            chosen.append(MessageTool(self._send, refusal=refusal, send_media=self._send_media))
+        if "schedule" in enabled:
+            chosen.append(ScheduleTool(self._scheduler))
+        if "web_fetch" in enabled:
+            web = agent.web_fetch
+            chosen.append(
+                WebFetchTool(
+                    allow_hosts=web.allow_hosts,
+                    max_bytes=web.max_bytes,
+                    max_chars=web.max_chars,
+                    timeout=web.timeout,
+                    sandbox=self._sandbox,
+                )
+            )
+        chosen.extend(self._mcp.tools())  # the servers running now
+        rule = (
+            None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)
+        )
+        if rule is not None and rule.tools is not None:
+            return narrow(chosen, rule.tools)
+        return chosen
+
+    def jobs(self, conversation_key: str) -> list[str]:
+        return [describe_job(info) for info in self._scheduler.list_jobs(conversation_key)]
+
+
+@dataclass(eq=False)
+class Runtime:
+    """A built botd: its parts, connected and not yet started."""
+
+    live: LiveConfig
+    store: Store
+    provider: Provider
+    channels: Channels
+    keeper: ChannelKeeper
+    delivery: ChannelDelivery
+    sessions: Conversations
+    scheduler: Scheduler
+    router: Router
+    pruner: InboundPruner
+    """Forgets inbound ids past the platforms' redelivery windows (started by the App)."""
+    mcp: McpManager
+    """The MCP servers whose tools runs get (started and closed by the App)."""
+    model_health: dict[str, Reachability] = field(default_factory=dict)
+    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
+
+    @property
+    def config(self) -> BotdConfig:
+        return self.live.current
+
+    @config.setter
+    def config(self, config: BotdConfig) -> None:
+        self.live.current = config
+
+    @property
+    def adapters(self) -> dict[str, ChannelAdapter]:
+        """The live adapters by channel (the keeper adds and removes entries)."""
+        return self.channels.adapters
+
+    def update_channels(self, config: BotdConfig) -> None:
+        self.channels.update_channels(config)
+
+    async def aclose(self) -> None:
+        """Close what construction opened (the store, the provider's client)."""
+        await self.provider.aclose()
+        self.store.close()
+
+
+def build_runtime(
+    config: BotdConfig,
+    *,
+    metrics: Metrics | None = None,
+    hooks: RunHooks | None = None,
+    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    debug: bool = False,
+    specs: Specs | None = None,
+) -> Runtime:
+    """Every part of a botd for ``config``, connected and not yet started.
+
+    Built in dependency order, each part from parts already built; the one cycle (the
+    sessions' tools reach the router and the scheduler, which hand messages to the
+    sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
+    console's input ends; ``metrics`` counts messages in and out, channels down and
+    unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    """
+    counters = Metrics() if metrics is None else metrics
+    registry = channel_specs() if specs is None else specs
+    state_dir = Path(config.state_dir)
+    live = LiveConfig(config)
+    store = Store.open(state_dir)
+    model_health: dict[str, Reachability] = {}
+    try:
+        provider = build_provider(config, model_health)
+        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
+        delivery = ChannelDelivery(
+            {},  # the channels, once built (``Channels.update_channels``)
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            media=media_settings(config),
+            counts=counters,  # every message out, counted where it is sent
+            chunking=delivery_chunking(config),
+        )
+        intake = Intake(store, counters)
+        scheduler = build_scheduler(config, store, state_dir, intake.run_job)
+        router = Router(
+            store,
+            intake.submit,
+            intake.reply,
+            access_policies(config),
+            pairing=PairingBook(state_dir / "pairing.json"),
+        )
+        channels = Channels(registry, router, delivery, router.handle)
+        keeper = ChannelKeeper(
+            channels,
+            live.get,
+            ChannelContext(
+                offsets=store,
+                on_end_of_input=on_end_of_input,
+                has_conversation=lambda key: store.active_session(key) is not None,
+                admits=router.admits,
+                model=f"{config.model.provider} provider (model {config.model.model_name})",
+            ),
+            debug=debug,
+            on_down=partial(counters.error, kind="channel_down"),
+            on_unreachable=partial(counters.error, kind="unreachable"),
+        )
+        # Everything read live: the router's current policies, the current config's targets
+        # and the adapters a reload adds channels to and removes them from.
+        message_access = MessageAccess(
+            router, lambda: live.current.agent.message_targets, channels.adapters
+        )
+        # One pool of reading workers for files users send and pages the model fetches:
+        # together they never run more than its slots of parsing at once.
+        reading = Sandbox()
+        toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+        sessions = Conversations(
+            store,
+            provider,
+            delivery,
+            session_settings(config, state_dir),
+            tools=toolbox.for_message,
+            jobs=toolbox.jobs,
+            hooks=hooks,
+            channels_down=keeper.down,
+            servers_down=mcp.down,
+            models=model_names(config),
+            media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+        )
+        intake.connect(sessions)
+        keeper.build_all(config)
+    except BaseException:
+        store.close()
+        raise
+    return Runtime(
+        live=live,
+        store=store,
+        provider=provider,
+        channels=channels,
+        keeper=keeper,
+        delivery=delivery,
+        sessions=sessions,
+        scheduler=scheduler,
+        router=router,
+        pruner=InboundPruner(store),
+        mcp=mcp,
+        model_health=model_health,
+    )
+
+
+# --------------------------------------------------------------------------- the App
+
+
+class App:
+    """One running botd (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: BotdConfig,
+        env: Mapping[str, str] | None = None,
+        *,
+        config_path: Path | None = None,
+        debug: bool = False,
+    ) -> None:
+        self.config = config
+        self.debug = debug
+        """Log at DEBUG whatever ``logging.level`` says (``botd --debug``)."""
+        self.config_path = config_path
+        self._env = dict(os.environ if env is None else env)
+        self._stop = asyncio.Event()
+        self._input_ended = False
+        self._reload_requested = asyncio.Event()
+        self.metrics = Metrics()
+        self.runtime: Runtime | None = None
+        """The running parts, once built (for tests and introspection)."""
+        self.health: HealthServer | None = None
+        self.started = False
+        """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
+
+    @property
+    def channels(self) -> ChannelKeeper | None:
+        """The keeper of the channels, once the runtime is built."""
+        return None if self.runtime is None else self.runtime.keeper
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        """Re-read the config file soon (SIGHUP); ignored without a config file."""
+        self._reload_requested.set()
+
+    async def _end_of_input(self) -> None:
+        """The console's input ended: answer what was typed, then stop."""
+        self._input_ended = True
+        self._stop.set()
+
+    def run_hooks(self) -> RunHooks:
+        """The sessions' hooks that feed ``self.metrics`` (runs, errors, reply latency,
+        tokens)."""
+        metrics = self.metrics
+
+        def on_start(inbound: InboundMessage) -> None:
+            metrics.run_started(inbound.channel)
+
+        def on_end(inbound: InboundMessage, outcome: str) -> None:
+            metrics.run_ended(inbound.channel, failed=outcome in ("error", "exception"))
+
+        def on_first_reply(inbound: InboundMessage, seconds: float | None) -> None:
+            if seconds is not None:
+                metrics.observe_latency(inbound.channel, seconds)
+
+        def on_usage(inbound: InboundMessage, usage: ModelUsage) -> None:
+            metrics.add_tokens(usage.model, usage.counts())
+
+        return RunHooks(
+            on_start=on_start, on_end=on_end, on_first_reply=on_first_reply, on_usage=on_usage
+        )
+
+    def _configure_logging(self, config: BotdConfig) -> None:
+        configure_logging(self.log_level(config), config.logging.format)
+
+    def log_level(self, config: BotdConfig) -> str:
+        """DEBUG under ``--debug``; else ``logging.level`` if the config sets it; else WARNING
+        while a ``local`` channel is enabled (the console: its chat is on the terminal the logs
+        go to) and INFO otherwise."""
+        if self.debug:
+            return "DEBUG"
+        specs = channel_specs()
+        if "level" not in config.logging.model_fields_set and any(
+            name in specs and specs[name].local for name in config.channels.enabled()
+        ):
+            return "WARNING"
+        return config.logging.level
+
+    async def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT (or the console's end of input), stop; 0."""
+        config = self.config
+        add_secrets(secret_values(config))  # before the first line is logged
+        self._configure_logging(config)
+        notifier = SystemdNotifier()
+        # Every background task of the App is in this group and every part's own tasks are
+        # ended and awaited by its close on the stack: nothing botd started outlives run().
+        async with contextlib.AsyncExitStack() as stack:
+            # Before anything opens the database: one daemon per state directory.
+            lock = StateLock(Path(config.state_dir))
+            lock.acquire()
+            stack.callback(lock.release)
+            check_health_port(config)
+            # Once nothing quick can refuse the start (a start refused is one line alone).
+            log.info("%s", start_line(config, self.config_path))
+            runtime = self.runtime = build_runtime(
+                config,
+                metrics=self.metrics,
+                hooks=self.run_hooks(),
+                on_end_of_input=self._end_of_input,
+                debug=self.debug,
+            )
+            stack.push_async_callback(runtime.aclose)
+            self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
+            stack.enter_context(self._signals())
+            tasks = await stack.enter_async_context(asyncio.TaskGroup())
+            # Pinging systemd's watchdog until the very end, shutdown included.
+            tasks.create_task(notifier.run_watchdog(self._stop), name="systemd-watchdog")
+            stack.push_async_callback(self._shutdown, runtime, notifier)
+            await self._start(runtime, notifier)
+            reloader = tasks.create_task(self._reload_loop(runtime, notifier), name="reloader")
+            with settled_heap():
+                await self._stop.wait()
+            reloader.cancel()
+            await asyncio.wait({reloader})  # a reload under way ends before the shutdown
+            if self._input_ended:
+                # End of input on the console: answer what was typed, then stop.
+                await runtime.sessions.drain()
+        return 0
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT stop, SIGHUP reloads, while the block runs."""
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(asyncio_exception_handler)
+        handlers = {
+            signal.SIGTERM: self.request_stop,
+            signal.SIGINT: self.request_stop,
+            signal.SIGHUP: self.request_reload,
+        }
+        for sig, handler in handlers.items():
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, handler)
+        try:
+            yield
+        finally:
+            for sig in handlers:
+                with contextlib.suppress(NotImplementedError):
+                    loop.remove_signal_handler(sig)
+
+    async def _start(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
+        config = self.config
+        await runtime.sessions.resume()
+        runtime.pruner.start()
+        runtime.scheduler.start()
+        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        # All at once: one that fails is down and retried in the background, one that hangs
+        # goes on starting there; the rest go on.
+        runtime.mcp.start()  # side by side with the channels
+        await runtime.keeper.start_all()
+        # Resumed runs get the MCP tools of the servers up by now.
+        await runtime.mcp.wait_started(MCP_START_WAIT)
+        await runtime.sessions.release()
+        if config.health.enabled:
+            health = HealthServer(
+                config.health.host,
+                config.health.port,
+                channel_states=self.channel_states,
+                channel_problems=runtime.keeper.problems,
+                metrics=self.metrics,
+                components=lambda: health_components(runtime, self.config),
+            )
+            self.health = health
+            await health.start()
+        notifier.ready(self._running_status())
+        self.started = True
+
+    def channel_states(self) -> dict[str, str]:
+        """Each channel's state, as ``/healthz`` and ``botd_channel_up`` show it (a running
+        channel whose platform has been unreachable for ``health.down_after`` is down)."""
+        return {} if self.runtime is None else self.runtime.keeper.view()
+
+    def _running_status(self) -> str:
+        keeper = self.channels
+        running = 0 if keeper is None else keeper.running()
+        down = {} if keeper is None else keeper.down()
+        return f"{running} channel(s) running" + (f", {len(down)} down" if down else "")
+
+    # -- reload -----------------------------------------------------------------------------
+
+    async def _reload_loop(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
+        """Serve SIGHUPs one at a time until shutdown."""
+        while True:
+            await self._reload_requested.wait()
+            self._reload_requested.clear()
+            try:
+                await self.reload(runtime, notifier)
+            except Exception:
+                log.exception("reload failed; keeping what runs")
+
+    async def reload(self, runtime: Runtime, notifier: SystemdNotifier) -> bool:
+        """Re-read the config file and apply it; False when it was refused (or there is none)."""
+        if self.config_path is None:
+            log.warning("reload ignored: botd runs the embedded default config (no --config)")
+            return False
+        notifier.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        try:
+            log.info("reloading %s", self.config_path)
+            try:
+                new = load_config(self.config_path, self._env)
+                add_secrets(secret_values(new))  # new tokens are masked before anything runs
+            except ConfigError as exc:
+                for problem in exc.problems:
+                    where = f" (line {problem.line})" if problem.line is not None else ""
+                    log.error("reload refused: %s%s: %s", problem.path, where, problem.message)
+                log.error(
+                    "reload refused: %d problem(s) in %s; keeping the running config",
+                    len(exc.problems),
+                    self.config_path,
+                )
+                return False
+            except OSError as exc:
+                log.error("reload refused: cannot read %s: %s", self.config_path, exc)
+                return False
+            plan = plan_reload(self.config, new)
+            await self._apply(plan, new, runtime)
+            self.config = runtime.config = new
+            log.info("reloaded %s: %s", self.config_path, plan.describe())
+            return True
+        finally:
+            notifier.ready(self._running_status())
+
+    async def _apply(self, plan: ReloadPlan, new: BotdConfig, runtime: Runtime) -> None:
+        if plan.logging_changed:
+            self._configure_logging(new)
+        for key in plan.restart_only:
+            log.warning("config %s changed: it applies when botd restarts", key)
+        await runtime.keeper.reload(new, stop=plan.stop, restart=plan.restart, start=plan.start)
+        runtime.update_channels(new)
+        if plan.jobs_changed:
+            try:
+                runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
+            except ValueError as exc:
+                log.error("scheduled jobs not re-synced: %s", exc)
+            else:
+                log.info("scheduled jobs re-synced: %d configured", len(new.scheduler.jobs))
+
+    # -- stop -------------------------------------------------------------------------------
+
+    async def _shutdown(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
+        self._stop.set()  # the watchdog ends once the stack has closed the rest
+        notifier.stopping()
+        log.info("shutting down")
+        keeper = runtime.keeper
+        await keeper.close()  # retries waiting or starting end now
+        # Stop taking input first: a message received now would be marked seen and then
+        # dropped by the closing sessions; left with the platform, a restart picks it up.
+        await keeper.stop_inbound()
+        runtime.scheduler.shutdown()
+        await runtime.pruner.stop()
+        # self.config, not the config botd started with: a reload may have changed the grace.
+        grace = self.config.shutdown_grace
+        log.info("running answers get %g s to finish", grace)
+        await runtime.sessions.close(grace=grace)
+        await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
+        await keeper.stop_all()
+        if self.health is not None:
+            await self.health.stop()
+        log.info("stopped")
+
+
+def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
+    """``/healthz``'s components: each None while well, else what is wrong. The store (a
+    write failing), the inbox (its oldest unanswered message older than
+    ``health.stuck_after``), each model API (down: ``botd.ops.outages``) and MCP server."""
+    inbox = runtime.store.inbox_backlog()
+    models = runtime.model_health.items()
+    return {
+        "store": runtime.store.health.reason,
+        "inbox": stuck_inbox(inbox.oldest_age, inbox.count, config.health.stuck_after),
+        **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
+        **runtime.mcp.health(),
+    }
+
+
+def store_backlog(store: Store) -> Backlog:
+    """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
+    inbox = store.inbox_backlog()
+    return Backlog(inbox.count, inbox.oldest_age, store.outbox_pending_count())
