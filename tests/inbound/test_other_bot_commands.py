@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,12 +53,6 @@ class Recorder:
 
     async def reply(self, target: Target, text: str) -> None:
         raise AssertionError(f"replied {text!r}")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def _message(text: str, n: int, *, direct: bool = False) -> InboundMessage:

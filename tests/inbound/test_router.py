@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from botd.chat import Attachment, InboundMessage, Target
 from botd.inbound.access import AccessPolicy, GroupRule
@@ -27,13 +25,6 @@ class Recorder:
 
     async def reply(self, target: Target, text: str) -> None:
         self.replies.append((target, text))
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 def dm(text: str, sender: str = "alice", n: int = 1) -> InboundMessage:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from botd.chat import Attachment, InboundMessage
 from botd.inbound.access import AccessPolicy, GroupRule
@@ -15,13 +12,6 @@ from botd.inbound.pairing import PairingBook
 from botd.sessions.prompt import turn_text
 from botd.store import Store
 from tests.inbound.test_router import Recorder, dm, group, router
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 def edit(message: InboundMessage, text: str, version: int = 1) -> InboundMessage:

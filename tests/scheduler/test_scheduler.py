@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -58,12 +58,6 @@ class Inbox:
 @pytest.fixture
 def inbox() -> Inbox:
     return Inbox()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import discord
@@ -58,12 +57,6 @@ class Sink:
 async def fake() -> AsyncIterator[FakeDiscordAPI]:
     async with FakeDiscordAPI() as server:
         yield server
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def make_adapter(fake: FakeDiscordAPI, **options: Any) -> DiscordAdapter:

@@ -4,7 +4,7 @@ with an answer only its user sees (the real discord.py against the loopback fake
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +46,6 @@ DM = {"id": str(DM_CHANNEL_ID), "type": 1}
 async def fake() -> AsyncIterator[FakeDiscordAPI]:
     async with FakeDiscordAPI() as server:
         yield server
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 async def registered(fake: FakeDiscordAPI, count: int = 1) -> None:

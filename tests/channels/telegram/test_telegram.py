@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -35,12 +34,6 @@ DM, GROUP, FORUM = 777, -100123, -100500
 async def fake() -> AsyncIterator[FakeTelegramAPI]:
     async with FakeTelegramAPI(TOKEN) as api:
         yield api
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        yield opened
 
 
 class Bot:
