@@ -15,7 +15,7 @@ from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU
 from botd.store import Store, StoreError, StoreWriteError
-from tests.channels.discord.test_discord import HANG_GUARD, Sink, make_adapter
+from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -28,6 +28,7 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
+from tests.waiting import HANG_GUARD
 
 EPHEMERAL = 64
 
