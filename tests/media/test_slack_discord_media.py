@@ -19,7 +19,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.media.files import JPEG, PNG
-from tests.media.test_telegram_media import images, texts
+from tests.media.telegram_botd import images, texts
 
 BOT_TOKEN = "xoxb-media-test"
 
