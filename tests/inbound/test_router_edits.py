@@ -11,7 +11,7 @@ from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from botd.inbound.pairing import PairingBook
 from botd.sessions.prompt import turn_text
 from botd.store import Store
-from tests.inbound.test_router import Recorder, dm, group, router
+from tests.inbound.routing import Recorder, dm, group, router
 
 
 def edit(message: InboundMessage, text: str, version: int = 1) -> InboundMessage:
