@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -49,6 +50,11 @@ def until_sync(predicate: Callable[[], T], what: str, guard: float = HANG_GUARD)
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(POLL)
     return value
+
+
+def file_contains(path: Path, text: str) -> Callable[[], bool]:
+    """A predicate: whether the file at ``path`` (a log being written) contains ``text``."""
+    return lambda: path.exists() and text in path.read_text(encoding="utf-8", errors="replace")
 
 
 async def guarded(awaitable: Awaitable[T], what: str, guard: float = HANG_GUARD) -> T:
