@@ -22,8 +22,8 @@ from botd.config import load_config
 from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.waiting import HANG_GUARD
 
-HANG_GUARD = 60.0
 TOKEN = "123456:TEST-TOKEN"
 FRIEND = 111  # on allow_from
 STRANGER = 999  # never approved

@@ -20,10 +20,10 @@ from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
 from botd.store import Store
+from tests.waiting import HANG_GUARD
 
 BERLIN = ZoneInfo("Europe/Berlin")
 TARGET = Target("telegram", "100", thread_id="7")
-HANG_GUARD = 10.0  # seconds: only stops a broken test from hanging
 
 
 class Clock:

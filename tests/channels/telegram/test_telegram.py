@@ -24,9 +24,9 @@ from tests.fakes.telegram_api import (
     parse_html,
     retry_after,
 )
+from tests.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
-GUARD = 10  # seconds: a hang guard only, never a delay
 DM, GROUP, FORUM = 777, -100123, -100500
 
 
@@ -47,7 +47,7 @@ class Bot:
         await self.inbound.put(message)
 
     async def next(self) -> InboundMessage:
-        async with asyncio.timeout(GUARD):
+        async with asyncio.timeout(HANG_GUARD):
             return await self.inbound.get()
 
 
@@ -368,7 +368,7 @@ async def test_start_failures_are_one_line_channel_start_errors(
         await refused.start(Bot(refused).sink)
     unreachable = TelegramAdapter(TOKEN, api_base_url=f"http://127.0.0.1:{unused_port}")
     with pytest.raises(ChannelStartError, match="Telegram start") as caught:
-        await asyncio.wait_for(unreachable.start(Bot(unreachable).sink), GUARD)
+        await asyncio.wait_for(unreachable.start(Bot(unreachable).sink), HANG_GUARD)
     assert "\n" not in str(caught.value)
     await unreachable.stop()
 
@@ -405,7 +405,7 @@ async def _menu_settled(fake: FakeTelegramAPI, calls: int) -> None:
     def menu_calls() -> int:
         return len([c for c in fake.calls if c.method in ("getMyCommands", "setMyCommands")])
 
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         while menu_calls() < calls:
             await asyncio.sleep(0.01)
 
