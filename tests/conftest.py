@@ -8,7 +8,7 @@ means a change, not a lucky draw.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,8 @@ from hypothesis import settings
 
 import botd.ops.logging as botd_logging
 from botd.store import Store
+from tests.chat import Chat, chatting
+from tests.fakes.telegram_api import FakeTelegramAPI
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -48,3 +50,10 @@ def store(tmp_path: Path) -> Iterator[Store]:
     ``tmp_path/state``), closed after the test."""
     with Store.open(tmp_path / "store") as opened:
         yield opened
+
+
+@pytest.fixture
+async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
+    """A DM with botd over the real Telegram SDK and the loopback Bot API (``tests/chat.py``)."""
+    async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
+        yield dm
