@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from botd.daemon import Daemon
+from botd.store import Store
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -32,8 +33,9 @@ class Chat:
 
     def __init__(self, daemon: Daemon, telegram: FakeTelegramAPI, chat_id: int = DM) -> None:
         self.daemon, self.telegram, self.chat_id = daemon, telegram, chat_id
-        self.read = 0
-        """How many of the bot's messages in the chat the test has read."""
+        self.read = len(telegram.visible(chat_id))
+        """How many of the bot's messages in the chat the test has read (those shown before
+        this botd ran count as read)."""
 
     async def send(self, text: str) -> None:
         """``text`` sent by the person, as Telegram hands it to the bot's next poll."""
@@ -44,9 +46,19 @@ class Chat:
         assert self.daemon.runtime is not None
         await guarded(self.daemon.runtime.sessions.drain(), "botd to finish its runs")
 
+    @property
+    def store(self) -> Store:
+        """The running daemon's store."""
+        assert self.daemon.runtime is not None
+        return self.daemon.runtime.store
+
     def shown(self) -> list[str]:
         """The texts of the bot's messages in the chat as they show now, oldest first."""
         return self.telegram.visible(self.chat_id)
+
+    def unread(self) -> list[str]:
+        """The bot's messages in the chat shown now that the test has not read."""
+        return self.shown()[self.read :]
 
     async def reply(self) -> str:
         """The bot's next message in the chat not read yet, as it shows once botd is idle
