@@ -32,10 +32,12 @@ def imports_of_test_modules(root: Path) -> list[str]:
         parts = (root.name, *path.relative_to(root).with_suffix("").parts)
         importer = ".".join(parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             imported: list[str] = []
             if isinstance(node, ast.Import):
                 imported = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = node.module or ""
                 if node.level:
                     package = parts[: len(parts) - node.level]

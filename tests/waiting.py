@@ -36,7 +36,7 @@ async def until(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]  # awaited above: no longer awaitable
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(POLL)
