@@ -25,7 +25,7 @@ from botd.store import Store
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 HOSTILE = (
@@ -127,9 +127,10 @@ async def _echo_through_daemon(tmp_path: Path, slack: FakeSlack, extra: str) -> 
             "ts": "100.000001",
         }
         await slack.send_event(event_callback(event))
-        async with asyncio.timeout(HANG_GUARD):
-            while not any("thanks" in text for text in slack.visible("D1")):
-                await asyncio.sleep(0.02)
+        await until(
+            lambda: any("thanks" in text for text in slack.visible("D1")),
+            'any("thanks" in text for text in slack.visible("D1"))',
+        )
     finally:
         daemon.request_stop()
         assert await asyncio.wait_for(task, HANG_GUARD) == 0

@@ -28,7 +28,7 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 EPHEMERAL = 64
 
@@ -58,9 +58,10 @@ async def registered(fake: FakeDiscordAPI, count: int = 1) -> None:
 
 
 async def answered(fake: FakeDiscordAPI, interaction: dict[str, Any]) -> dict[str, Any]:
-    async with asyncio.timeout(HANG_GUARD):
-        while interaction["id"] not in fake.commands.answers:
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: interaction["id"] in fake.commands.answers,
+        'interaction["id"] in fake.commands.answers',
+    )
     return fake.commands.answers[interaction["id"]]
 
 
@@ -86,9 +87,7 @@ async def test_the_chat_commands_are_registered_once_with_text_where_they_take_i
     await first.start(Sink())
     try:
         await registered(fake)
-        async with asyncio.timeout(HANG_GUARD):
-            while not fake.commands.overwrites:
-                await asyncio.sleep(0.01)
+        await until(lambda: fake.commands.overwrites, "fake.commands.overwrites")
     finally:
         await first.stop()
     [overwrite] = fake.commands.overwrites
@@ -237,9 +236,7 @@ async def test_a_repeated_interaction_is_taken_once(fake: FakeDiscordAPI, store:
 
 
 async def _shown(fake: FakeDiscordAPI, channel: int, count: int) -> list[str]:
-    async with asyncio.timeout(HANG_GUARD):
-        while len(fake.visible(channel)) < count:
-            await asyncio.sleep(0.02)
+    await until(lambda: len(fake.visible(channel)) >= count, "len(fake.visible(channel)) >= count")
     return fake.visible(channel)
 
 

@@ -24,7 +24,7 @@ from tests.fakes.telegram_api import (
     parse_html,
     retry_after,
 )
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 DM, GROUP, FORUM = 777, -100123, -100500
@@ -405,9 +405,7 @@ async def _menu_settled(fake: FakeTelegramAPI, calls: int) -> None:
     def menu_calls() -> int:
         return len([c for c in fake.calls if c.method in ("getMyCommands", "setMyCommands")])
 
-    async with asyncio.timeout(HANG_GUARD):
-        while menu_calls() < calls:
-            await asyncio.sleep(0.01)
+    await until(lambda: menu_calls() >= calls, "menu_calls() >= calls")
 
 
 async def test_the_command_menu_lists_the_chat_commands_and_is_set_once(
