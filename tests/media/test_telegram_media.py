@@ -278,9 +278,7 @@ async def test_an_image_message_accepted_before_a_restart_is_answered_after_it(
     async with botd(tmp_path, extra="shutdown_grace: 0.2\n") as b:
         b.model.push(stream(stall=True))  # the model takes the request and says nothing
         b.telegram.push_file(DM, "photo", PNG, caption="describe it")
-        async with asyncio.timeout(HANG_GUARD):
-            while not b.model.requests:
-                await asyncio.sleep(0.02)
+        await until(lambda: b.model.requests, "b.model.requests")
     # botd stopped mid-run: the message stays unanswered in the inbox.
     assert b.sent() == []
     async with botd(tmp_path) as again:
@@ -315,13 +313,9 @@ async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
         async with daemon_running(config, ready=ready) as daemon:
             model.push(stream(stall=True))  # the one run slot stays taken
             telegram.push_text(other, "a long question")
-            async with asyncio.timeout(HANG_GUARD):
-                while not model.requests:
-                    await asyncio.sleep(0.02)
+            await until(lambda: model.requests, "model.requests")
             telegram.push_file(DM, "photo", PNG, caption="and this one?")
-            async with asyncio.timeout(HANG_GUARD):
-                while not telegram.file_downloads:
-                    await asyncio.sleep(0.02)
+            await until(lambda: telegram.file_downloads, "telegram.file_downloads")
             assert daemon.runtime is not None
             assert daemon.runtime.store.unfinished_inbox()[-1].state == "accepted"
         assert len(model.requests) == 1
