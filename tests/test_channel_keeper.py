@@ -22,7 +22,7 @@ from botd.retry import Backoff
 from botd.sessions.commands import CommandDesk
 from botd.store import Store
 from botd.wiring import Runtime
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 
 class Flaky:
@@ -155,8 +155,7 @@ async def test_shutdown_during_a_retrying_start_cancels_it() -> None:
     keeper, runtime = _keeper(plan)
     assert await _start(keeper, runtime, plan) is False
     plan.block = asyncio.Event()  # the retry's start hangs (a server that never answers)
-    while plan.attempts < 2:
-        await asyncio.sleep(0.01)
+    await until(lambda: plan.attempts >= 2, "plan.attempts >= 2")
     await asyncio.wait_for(keeper.close(), HANG_GUARD)
     assert keeper.states["flaky"] == "down"
 

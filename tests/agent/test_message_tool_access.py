@@ -22,7 +22,7 @@ from botd.config import load_config
 from botd.daemon import Daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 FRIEND = 111  # on allow_from
@@ -125,9 +125,12 @@ class Bot:
     async def start(self) -> Daemon:
         self.daemon = Daemon(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
-        async with asyncio.timeout(HANG_GUARD):
-            while self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters:
-                await asyncio.sleep(0.02)
+        await until(
+            lambda: (
+                not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)
+            ),
+            'not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)',
+        )
         return self.daemon
 
     async def stop(self) -> None:

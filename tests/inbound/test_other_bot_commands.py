@@ -25,7 +25,7 @@ from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 API_KEY = "sk-ant-test"
@@ -161,9 +161,7 @@ async def test_slack_knows_its_bot_name_from_auth_test(store: Store) -> None:
             for ts, said in (("1.000001", "/stop@someone_else"), ("1.000002", "/stop@botd")):
                 event = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
                 await fake.send_event(event_callback({**event, "text": said, "ts": ts}))
-            async with asyncio.timeout(HANG_GUARD):
-                while len(fake.acks) < 2:
-                    await asyncio.sleep(0.01)
+            await until(lambda: len(fake.acks) >= 2, "len(fake.acks) >= 2")
         finally:
             await adapter.stop()
     assert adapter.bot_name == "botd"
