@@ -1,4 +1,4 @@
-"""Test-wide settings.
+"""Test-wide settings and fixtures.
 
 Hypothesis explores new random examples on every local run, which is how it finds bugs; in
 CI (``CI`` set) it is derandomized so that a run is reproducible and a red build always
@@ -8,11 +8,16 @@ means a change, not a lucky draw.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 import botd.ops.logging as botd_logging
+from botd.store import Store
+from tests.chat import Chat, chatting
+from tests.fakes.telegram_api import FakeTelegramAPI
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -37,3 +42,18 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     are forgotten after it, so no test's output depends on which ran before it."""
     monkeypatch.setattr(botd_logging, "_literal_secrets", set())
     monkeypatch.setattr(botd_logging, "_literal_pattern", None)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh SQLite store of its own (``tmp_path/store``, apart from any daemon's
+    ``tmp_path/state``), closed after the test."""
+    with Store.open(tmp_path / "store") as opened:
+        yield opened
+
+
+@pytest.fixture
+async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
+    """A DM with botd over the real Telegram SDK and the loopback Bot API (``tests/chat.py``)."""
+    async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
+        yield dm

@@ -15,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.waiting import HANG_GUARD as HANG_GUARD  # the one hang guard, named here too
+
 BOTD = [sys.executable, "-m", "botd"]
-HANG_GUARD = 60.0
 
 
 def daemon_env(**extra: str) -> dict[str, str]:

@@ -22,6 +22,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
+from tests.waiting import until
 
 TOKEN = "123456:TEST-TOKEN"
 
@@ -32,13 +33,6 @@ def _healthz(port: int) -> tuple[int, dict[str, Any]]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-async def _until(what: str, check: Any) -> None:
-    """Poll ``check`` (a hang guard, not a delay) until it is true."""
-    async with asyncio.timeout(HANG_GUARD):
-        while not await check():
-            await asyncio.sleep(0.05)
 
 
 def _config(tmp_path: Path, *, slack_url: str, telegram_port: int, model_url: str) -> Path:
@@ -101,7 +95,7 @@ async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes
                     return False  # the health endpoint is not up yet
                 return status == 503
 
-            await _until("telegram down", degraded)
+            await until(degraded, "telegram down")
             status, body = await loop.run_in_executor(None, _healthz, port)
             assert status == 503
             assert body["channels"] == {"slack": "running", "telegram": "down"}
@@ -120,7 +114,7 @@ async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes
             async def both_answered() -> bool:
                 return len(posted()) >= 2
 
-            await _until("two answers", both_answered)
+            await until(both_answered, "two answers")
             assert "Hi from the model" in posted()
             [status_text] = [t for t in posted() if "Channel telegram is down:" in t]
             assert "slack" not in status_text.split("Channel telegram")[1]
@@ -132,7 +126,7 @@ async def test_a_channel_out_of_reach_is_down_while_the_other_answers_then_comes
                     status, _ = await loop.run_in_executor(None, _healthz, port)
                     return status == 200
 
-                await _until("telegram up", healthy)
+                await until(healthy, "telegram up")
                 assert telegram.calls_to("getMe")
                 status, body = await loop.run_in_executor(None, _healthz, port)
                 assert body["channels"] == {"slack": "running", "telegram": "running"}
@@ -174,7 +168,7 @@ channels:
             async def down_with_404() -> bool:
                 return "check api_base_url" in log_path.read_text(errors="replace")
 
-            await _until("the 404", down_with_404)
+            await until(down_with_404, "the 404")
             write(telegram.base_url)
             process.send_signal(signal.SIGHUP)
 
@@ -185,7 +179,7 @@ channels:
                     return False
                 return status == 200
 
-            await _until("telegram up after the reload", healthy)
+            await until(healthy, "telegram up after the reload")
             assert await stop_daemon(process) == 0
         finally:
             await reap(process)
@@ -258,7 +252,7 @@ async def test_a_channel_whose_start_hangs_holds_up_no_other(tmp_path: Path) -> 
                 async def answered() -> bool:
                     return bool(slack.calls_to("chat.postMessage"))
 
-                await _until("slack answers", answered)
+                await until(answered, "slack answers")
                 logged = log_path.read_text(errors="replace")
                 assert "channel(s) telegram still starting" in logged
                 assert "channel telegram down" not in logged  # its start had not even failed

@@ -21,8 +21,7 @@ from botd.config import BotdConfig
 from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
 from botd.store import Store
-
-GUARD = 20.0
+from tests.waiting import HANG_GUARD, until
 
 
 class Flaky:
@@ -116,7 +115,7 @@ async def test_a_failing_channel_is_down_then_retried_until_up_and_its_backoff_r
         assert await _start(keeper, runtime, plan) is False
         assert keeper.states["flaky"] == "down"
         assert keeper.down() == {"flaky": "cannot reach flaky: connection refused (port 9)"}
-        await asyncio.wait_for(plan.up.wait(), GUARD)
+        await asyncio.wait_for(plan.up.wait(), HANG_GUARD)
     assert keeper.states["flaky"] == "running" and keeper.down() == {}
     assert plan.attempts == 5
     backoff = keeper.backoff("flaky")
@@ -135,7 +134,7 @@ async def test_a_failing_channel_is_down_then_retried_until_up_and_its_backoff_r
     plan.failures = 1
     keeper.report_down("flaky", "connection ended:\nreset by peer")
     assert keeper.down() == {"flaky": "connection ended: reset by peer"}
-    await asyncio.wait_for(plan.up.wait(), GUARD)
+    await asyncio.wait_for(plan.up.wait(), HANG_GUARD)
     assert backoff.delays[4:] == [0.01, 0.02]
     assert plan.built[-2].stopped is False and plan.built[-3].stopped  # the dead one stopped
     await keeper.close()
@@ -145,7 +144,7 @@ async def test_shutdown_during_a_long_wait_ends_the_retry_at_once() -> None:
     plan = Plan(failures=100)
     keeper, runtime = _keeper(plan, first=3600.0, cap=3600.0)
     assert await _start(keeper, runtime, plan) is False
-    await asyncio.wait_for(keeper.close(), GUARD)
+    await asyncio.wait_for(keeper.close(), HANG_GUARD)
     assert plan.attempts == 1
     keeper.report_down("flaky", "late news")  # ignored once closed
     assert plan.attempts == 1
@@ -156,9 +155,8 @@ async def test_shutdown_during_a_retrying_start_cancels_it() -> None:
     keeper, runtime = _keeper(plan)
     assert await _start(keeper, runtime, plan) is False
     plan.block = asyncio.Event()  # the retry's start hangs (a server that never answers)
-    while plan.attempts < 2:
-        await asyncio.sleep(0.01)
-    await asyncio.wait_for(keeper.close(), GUARD)
+    await until(lambda: plan.attempts >= 2, "plan.attempts >= 2")
+    await asyncio.wait_for(keeper.close(), HANG_GUARD)
     assert keeper.states["flaky"] == "down"
 
 
@@ -167,7 +165,7 @@ async def test_forget_ends_the_retry_and_a_new_start_begins_a_new_backoff() -> N
     keeper, runtime = _keeper(plan, first=3600.0, cap=3600.0)
     assert await _start(keeper, runtime, plan) is False
     old = keeper.backoff("flaky")
-    await asyncio.wait_for(keeper.forget("flaky"), GUARD)  # a reload changed its section
+    await asyncio.wait_for(keeper.forget("flaky"), HANG_GUARD)  # a reload changed its section
     assert keeper.backoff("flaky") is not old
     plan.failures = 0
     assert await _start(keeper, runtime, plan) is True
@@ -271,7 +269,7 @@ async def test_a_short_outage_does_not_show_and_a_restart_forgets_it(
     keeper.report_down("flaky", "connection ended")
     assert keeper.problems() == {"flaky": "down (connection ended)"}
     assert keeper.down() == {"flaky": "connection ended"}
-    await asyncio.wait_for(plan.up.wait(), GUARD)
+    await asyncio.wait_for(plan.up.wait(), HANG_GUARD)
     assert keeper.view() == {"flaky": "running"} and keeper.problems() == {}
     await keeper.close()
     keeper.reachability("flaky", "after shutdown")  # ignored once closed

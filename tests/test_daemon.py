@@ -20,6 +20,7 @@ from tests.daemon_process import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import file_contains, until
 
 DM = 777
 
@@ -170,13 +171,6 @@ async def test_telegram_and_anthropic_end_to_end_across_a_restart(tmp_path: Path
     assert len(model.requests) == 2
 
 
-async def _wait_for_log(path: Path, text: str) -> None:
-    """Wait (a hang guard, not a delay) until the daemon's log contains ``text``."""
-    async with asyncio.timeout(HANG_GUARD):
-        while text not in path.read_text(encoding="utf-8", errors="replace"):
-            await asyncio.sleep(0.05)
-
-
 async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: Path) -> None:
     token = "123456:TEST-TOKEN"
     async with FakeTelegramAPI(token) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
@@ -191,7 +185,7 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
 
             config.write_text(valid + "bogus_key: 1\n", encoding="utf-8")
             process.send_signal(signal.SIGHUP)
-            await _wait_for_log(log_path, "reload refused")
+            await until(file_contains(log_path, "reload refused"), "reload refused in the log")
             model.push(stream(text("two")))
             telegram.push_text(DM, "second")
             await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
@@ -202,7 +196,10 @@ async def test_sighup_refuses_an_invalid_file_and_applies_a_valid_one(tmp_path: 
             )
             config.write_text(valid + job, encoding="utf-8")
             process.send_signal(signal.SIGHUP)
-            await _wait_for_log(log_path, "re-syncing scheduled jobs")
+            await until(
+                file_contains(log_path, "re-syncing scheduled jobs"),
+                "re-syncing scheduled jobs in the log",
+            )
             model.push(stream(text("three")))
             telegram.push_text(DM, "third")
             await telegram.wait_for_call("sendMessage", 3, timeout=HANG_GUARD)

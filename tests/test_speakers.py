@@ -4,7 +4,6 @@ rendered within its bounds."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,12 +104,6 @@ def test_context_comes_before_the_labelled_message() -> None:
 
 
 # --- kept chatter in the store ---------------------------------------------------------------
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 async def test_chatter_is_kept_bounded_and_records_its_ids(store: Store) -> None:

@@ -11,28 +11,21 @@ restart too) are sent compacted.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from botd.agent.compaction import SUMMARY_HEADER
-from botd.app import App
 from botd.events import Message, TextContent
 from botd.store import Store
+from tests.chat import DM, chatting
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
-    anthropic_yaml,
-    config_yaml,
-    daemon_running,
-    telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
 
-DM = 777
 WINDOW = 8_000
 """The fake model's context window, in its tokens (characters / 4)."""
 ERROR_LINE = "⚠️ The agent stopped with an error:"
@@ -69,44 +62,6 @@ def text_of(message: Message) -> str:
     return "".join(b.text for b in message.blocks() if isinstance(b, TextContent))
 
 
-class Chat:
-    def __init__(self, daemon: App, telegram: FakeTelegramAPI) -> None:
-        self.daemon, self.telegram = daemon, telegram
-
-    @property
-    def store(self) -> Store:
-        assert self.daemon.runtime is not None
-        return self.daemon.runtime.store
-
-    async def say(self, words: str, *, answer: str) -> list[str]:
-        """Send ``words``; once a reply starting with ``answer`` shows and the run is over,
-        what the bot posted since."""
-        before = len(self.telegram.visible(DM))
-        self.telegram.push_text(DM, words)
-        await until(
-            lambda: any(t.startswith(answer) for t in self.telegram.visible(DM)[before:]),
-            repr(answer),
-        )
-        assert self.daemon.runtime is not None
-        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), 60)
-        return self.telegram.visible(DM)[before:]
-
-
-def _ready(daemon: App) -> bool:
-    return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
-
-
-@asynccontextmanager
-async def chat_with(
-    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
-) -> AsyncIterator[Chat]:
-    config = config_yaml(
-        tmp_path, anthropic_yaml(model), telegram_yaml(telegram, "dm_policy: open")
-    )
-    async with daemon_running(config, ready=_ready) as daemon:
-        yield Chat(daemon, telegram)
-
-
 @asynccontextmanager
 async def fakes() -> AsyncIterator[tuple[FakeTelegramAPI, FakeAnthropicAPI]]:
     async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
@@ -120,9 +75,11 @@ async def test_a_prompt_too_long_is_compacted_answered_once_and_stays_compacted(
     # About 12,000 tokens: over the model's window, well under botd's own budget.
     session_id = earlier_turns(tmp_path, turns=4, size=6_000)
     async with fakes() as (telegram, model):
-        async with chat_with(tmp_path, telegram, model) as chat:
+        async with chatting(tmp_path, telegram, model=model) as chat:
             model.push(stream(text("They compared apples.")), stream(text("Pears are sweeter.")))
-            assert await chat.say("and pears?", answer="Pears") == ["Pears are sweeter."]
+            await chat.send("and pears?")
+            assert await chat.reply() == "Pears are sweeter."
+            assert chat.unread() == []
             refused, summary, retried = (r.body for r in model.requests)
             assert model.too_long == [0]
             assert "question 0" in sent_text(refused) and "and pears?" in sent_text(refused)
@@ -138,12 +95,16 @@ async def test_a_prompt_too_long_is_compacted_answered_once_and_stays_compacted(
             assert not any("question 0" in text_of(m) for m in stored)
 
             model.push(stream(text("Quite sure.")))
-            assert await chat.say("sure?", answer="Quite") == ["Quite sure."]
+            await chat.send("sure?")
+            assert await chat.reply() == "Quite sure."
+            assert chat.unread() == []
             assert sent_text(model.requests[-1].body).startswith(SUMMARY_HEADER)
 
-        async with chat_with(tmp_path, telegram, model) as chat:
+        async with chatting(tmp_path, telegram, model=model) as chat:
             model.push(stream(text("Back.")))
-            assert await chat.say("after a restart", answer="Back") == ["Back."]
+            await chat.send("after a restart")
+            assert await chat.reply() == "Back."
+            assert chat.unread() == []
             assert sent_text(model.requests[-1].body).startswith(SUMMARY_HEADER)
     assert model.too_long == [0]  # never refused again
     assert len(model.requests) == 5
@@ -155,10 +116,12 @@ async def test_a_conversation_compaction_cannot_shorten_enough_gets_one_error_li
 ) -> None:
     # The last answer alone is over the window: compaction keeps it, the retry is refused.
     session_id = earlier_turns(tmp_path, turns=1, size=40_000)
-    async with fakes() as (telegram, model), chat_with(tmp_path, telegram, model) as chat:
+    async with fakes() as (telegram, model), chatting(tmp_path, telegram, model=model) as chat:
         model.push(stream(text("A question about q.")))
-        said = await chat.say("hello", answer=ERROR_LINE)
-        assert len(said) == 1 and "prompt is too long" in said[0]
+        await chat.send("hello")
+        said = await chat.reply()
+        assert said.startswith(ERROR_LINE) and "prompt is too long" in said
+        assert chat.unread() == []
         assert model.too_long == [0, 2]  # asked again once, after the summary, no more
         # The exchange is kept as it went: the user's message and the refusal.
         stored = chat.store.load_transcript(session_id)

@@ -32,9 +32,7 @@ from botd.events import (
 from botd.media.history import LEFT_OUT_IMAGE
 from botd.subscriber import BlockReply, StreamSubscriber, SubscriberConfig
 from tests.agent.loop_helpers import EchoTool, Events, assert_well_formed, call, text_of, user
-
-HANG_GUARD = 10.0  # seconds; only so that a broken test fails instead of hanging
-
+from tests.waiting import HANG_GUARD
 
 # --- helpers -------------------------------------------------------------------------------
 

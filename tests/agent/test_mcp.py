@@ -36,11 +36,11 @@ from botd.events import Message, ToolCallContent
 from botd.events import TextContent as BotdText
 from botd.retry import Backoff
 from tests.health_probe import free_port
+from tests.waiting import HANG_GUARD, until
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 CONTEXT = ToolContext("test", None, "call-1")
-HANG_GUARD = 60.0
 
 
 # --------------------------------------------------------------------------- names
@@ -236,12 +236,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def _until(condition: Any, what: str) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while not condition():
-            await asyncio.sleep(0.05)
-
-
 @pytest.fixture
 def pidfile(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "pids"
@@ -272,8 +266,8 @@ async def manager(pidfile: Path) -> AsyncIterator[McpManager]:
     )
     manager.start()
     try:
-        await _until(lambda: manager.states()["t"] == "running", "t running")
-        await _until(lambda: manager.states()["only"] == "running", "only running")
+        await until(lambda: manager.states()["t"] == "running", "t running")
+        await until(lambda: manager.states()["only"] == "running", "only running")
         yield manager
     finally:
         await manager.close()
@@ -329,9 +323,9 @@ async def test_a_server_that_dies_is_restarted(manager: McpManager, pidfile: Pat
     crashed = await tools["mcp__t__crash"].run({}, CONTEXT)
     assert crashed.is_error and crashed.text.startswith("MCP server 't' failed the call: ")
     # Its tools are left out until it is back; then they answer again.
-    await _until(lambda: manager.states()["t"] != "running", "t noticed down")
+    await until(lambda: manager.states()["t"] != "running", "t noticed down")
     assert not [t for t in manager.tools() if t.spec.name.startswith("mcp__t__")]
-    await _until(lambda: manager.states()["t"] == "running", "t running again")
+    await until(lambda: manager.states()["t"] == "running", "t running again")
     assert len(pidfile.read_text().split()) > len(before)
     again = {tool.spec.name: tool for tool in manager.tools()}
     assert (await again["mcp__t__echo"].run({"text": "back"}, CONTEXT)).text == "echo: back"
@@ -354,10 +348,10 @@ async def test_a_server_that_dies_at_once_keeps_backing_off(
     manager.start()
     try:
         for round_ in range(1, 3):
-            await _until(lambda: manager.states()["t"] == "running", "t running")
+            await until(lambda: manager.states()["t"] == "running", "t running")
             crash = next(t for t in manager.tools() if t.spec.name == "mcp__t__crash")
             await crash.run({}, CONTEXT)
-            await _until(lambda r=round_: backoffs[0].failures >= r, "t counted down")
+            await until(lambda r=round_: backoffs[0].failures >= r, "t counted down")
         assert backoffs[0].failures == 2
     finally:
         await manager.close()
@@ -366,7 +360,7 @@ async def test_a_server_that_dies_at_once_keeps_backing_off(
 async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
     manager = McpManager({"a": _stdio(pidfile), "b": _stdio(pidfile)}, backoff=_fast)
     manager.start()
-    await _until(lambda: set(manager.states().values()) == {"running"}, "both running")
+    await until(lambda: set(manager.states().values()) == {"running"}, "both running")
     # One busy in a long call while botd stops.
     busy = next(t for t in manager.tools() if t.spec.name == "mcp__a__sleep")
     call = asyncio.create_task(busy.run({"seconds": 60}, CONTEXT))
@@ -388,13 +382,13 @@ async def test_a_server_that_dies_takes_what_it_started_with_it(tmp_path: Path) 
     manager = McpManager({"t": section}, backoff=_fast)
     manager.start()
     try:
-        await _until(lambda: manager.states()["t"] == "running", "t running")
+        await until(lambda: manager.states()["t"] == "running", "t running")
         [child] = [int(p) for p in children.read_text().split()]
         assert _alive(child)
         crash = next(t for t in manager.tools() if t.spec.name == "mcp__t__crash")
         await crash.run({}, CONTEXT)
-        await _until(lambda: not _alive(child), "the child of the crashed server gone")
-        await _until(lambda: len(children.read_text().split()) == 2, "t started again")
+        await until(lambda: not _alive(child), "the child of the crashed server gone")
+        await until(lambda: len(children.read_text().split()) == 2, "t started again")
     finally:
         await manager.close()
         for pid in [int(p) for p in children.read_text().split()]:
@@ -493,7 +487,7 @@ async def test_a_streamable_http_server_with_headers(http_server: str) -> None:
     manager.start()
     try:
         await manager.wait_started(HANG_GUARD)
-        await _until(lambda: manager.states()["web"] == "running", "web running")
+        await until(lambda: manager.states()["web"] == "running", "web running")
         tools = {tool.spec.name: tool for tool in manager.tools()}
         assert (await tools["mcp__web__add"].run({"a": 1, "b": 2}, CONTEXT)).text == "3"
         assert manager.states()["refused"] == "down"

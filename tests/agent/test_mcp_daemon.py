@@ -61,12 +61,6 @@ def _healthz(port: int) -> tuple[int, dict[str, Any]]:
         return exc.code, json.loads(exc.read())
 
 
-async def _until(check: Any) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while not check():
-            await asyncio.sleep(0.05)
-
-
 def _pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
@@ -178,7 +172,10 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
         async with daemon_running(config) as daemon:
             assert daemon.runtime is not None
             mcp = daemon.runtime.mcp
-            await _until(lambda: mcp.states()["t"] == mcp.states()["web"] == "running")
+            await until(
+                lambda: mcp.states()["t"] == mcp.states()["web"] == "running",
+                "both servers running",
+            )
             chat = Chat(telegram, model)
             offered, results = await chat.run(
                 FRIEND,
@@ -213,7 +210,10 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             # /status tells the chat which server's tools are missing, not why (a path, a host).
             told = len(telegram.calls_to("sendMessage", ok_only=True))
             telegram.push_text(FRIEND, "/status", sender=user(FRIEND))
-            await _until(lambda: len(telegram.calls_to("sendMessage", ok_only=True)) > told)
+            await until(
+                lambda: len(telegram.calls_to("sendMessage", ok_only=True)) > told,
+                "the next answer",
+            )
             said = str(telegram.calls_to("sendMessage", ok_only=True)[told].params["text"])
             assert re.search(r"MCP server gone is (down|starting): its tools are not", said)
             assert "MCP server t " not in said and "MCP server web " not in said
@@ -224,8 +224,10 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             _, results = await chat.run(FRIEND, tool_use("c5", "mcp__t__crash", "{}"))
             crashed, parts = results["c5"]
             assert crashed and _text(parts).startswith("MCP server 't' failed the call: ")
-            await _until(lambda: len(pidfile.read_text().split()) > started)
-            await _until(lambda: mcp.states()["t"] == "running")
+            await until(
+                lambda: len(pidfile.read_text().split()) > started, "the server started again"
+            )
+            await until(lambda: mcp.states()["t"] == "running", "t running")
             _, results = await chat.run(FRIEND, tool_use("c6", "mcp__t__add", '{"a":1,"b":1}'))
             assert results["c6"] == (False, [{"type": "text", "text": "2"}])
             pids = [int(p) for p in pidfile.read_text().split()]
@@ -254,7 +256,7 @@ async def test_a_group_list_narrows_the_tools(tmp_path: Path, pidfile: Path) -> 
         async with daemon_running(config) as daemon:
             assert daemon.runtime is not None
             mcp = daemon.runtime.mcp
-            await _until(lambda: mcp.states()["t"] == "running")
+            await until(lambda: mcp.states()["t"] == "running", "t running")
             chat = Chat(telegram, model)
             offered, results = await chat.run(
                 NARROW,
@@ -397,7 +399,7 @@ async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
             async with daemon_running(config) as daemon:
                 assert daemon.runtime is not None
                 mcp = daemon.runtime.mcp
-                await _until(lambda: mcp.states()["t"] in ("running", "down"))
+                await until(lambda: mcp.states()["t"] in ("running", "down"), "t running or down")
                 assert mcp.states()["t"] == "running"
                 loop = asyncio.get_running_loop()
                 _, body = await loop.run_in_executor(None, _healthz, port)

@@ -22,8 +22,8 @@ from botd.app import App
 from botd.config import load_config
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.waiting import HANG_GUARD, until
 
-HANG_GUARD = 60.0
 TOKEN = "123456:TEST-TOKEN"
 FRIEND = 111  # on allow_from
 STRANGER = 999  # never approved
@@ -125,9 +125,12 @@ class Bot:
     async def start(self) -> App:
         self.daemon = App(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
-        async with asyncio.timeout(HANG_GUARD):
-            while self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters:
-                await asyncio.sleep(0.02)
+        await until(
+            lambda: (
+                not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)
+            ),
+            'not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)',
+        )
         return self.daemon
 
     async def stop(self) -> None:

@@ -25,8 +25,8 @@ from botd.events import (
 from botd.ops.outages import Reachability
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
+from tests.waiting import HANG_GUARD
 
-HANG_GUARD = 10.0
 """Seconds before a test that hangs fails (a guard, never a timing assertion)."""
 
 WEATHER_TOOL = ToolSpec(

@@ -18,6 +18,7 @@ from botd.events import (
     ThinkingContent,
     ToolCallContent,
 )
+from tests.waiting import until
 
 
 def request(*texts: str) -> ModelRequest:
@@ -143,8 +144,7 @@ async def test_a_delayed_stream_can_be_cancelled() -> None:
             seen.append(item)
 
     task = asyncio.create_task(consume())
-    while not seen:
-        await asyncio.sleep(0)
+    await until(lambda: seen, "seen")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)

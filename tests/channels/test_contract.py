@@ -42,8 +42,8 @@ from tests.fakes import discord_api, slack_api, telegram_api
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import HANG_GUARD
 
-GUARD = 20.0  # seconds: a hang guard only, never a delay
 PLATFORMS = ("telegram", "slack", "discord")
 
 
@@ -329,12 +329,12 @@ class DiscordDriver:
             api_base_url=self.fake.base_url,
             gateway_url=self.fake.gateway_url,
             guild_ready_timeout=0.05,
-            ready_timeout=GUARD,
+            ready_timeout=HANG_GUARD,
         )
 
     async def _push(self, payload: dict[str, Any]) -> str:
         self._payloads[payload["id"]] = payload
-        await asyncio.wait_for(self.fake.dispatch_message(payload), GUARD)
+        await asyncio.wait_for(self.fake.dispatch_message(payload), HANG_GUARD)
         return str(payload["id"])
 
     def _mention(self, text: str, channel_id: int) -> dict[str, Any]:
@@ -356,11 +356,13 @@ class DiscordDriver:
         return handle, (str(discord_api.THREAD_ID), None)
 
     async def replay(self, handle: str) -> None:
-        await asyncio.wait_for(self.fake.dispatch_message(self._payloads[handle]), GUARD)
+        await asyncio.wait_for(self.fake.dispatch_message(self._payloads[handle]), HANG_GUARD)
 
     async def edit(self, handle: str, text: str) -> None:
         at = f"2026-01-01T00:00:{len(self._payloads):02d}+00:00"
-        await asyncio.wait_for(self.fake.dispatch_edit(self._payloads[handle], text, at=at), GUARD)
+        await asyncio.wait_for(
+            self.fake.dispatch_edit(self._payloads[handle], text, at=at), HANG_GUARD
+        )
 
     def posted(self) -> list[Post]:
         return [
@@ -419,7 +421,7 @@ class SpyStore(Store):
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""
-        async with asyncio.timeout(GUARD):
+        async with asyncio.timeout(HANG_GUARD):
             while self.asked.count(message_id) < times:
                 self._asked_more.clear()
                 await self._asked_more.wait()
@@ -502,15 +504,15 @@ class Stack:
             self._changed.notify_all()
 
     async def start(self) -> None:
-        await asyncio.wait_for(self.adapter.start(self._inbound), GUARD)
+        await asyncio.wait_for(self.adapter.start(self._inbound), HANG_GUARD)
 
     async def stop(self) -> None:
-        await asyncio.wait_for(self.sessions.close(), GUARD)
-        await asyncio.wait_for(self.adapter.stop(), GUARD)
+        await asyncio.wait_for(self.sessions.close(), HANG_GUARD)
+        await asyncio.wait_for(self.adapter.stop(), HANG_GUARD)
 
     async def settle(self, decisions: int) -> list[tuple[InboundMessage, Decision]]:
         """Wait until the router decided ``decisions`` messages and every run is done."""
-        async with asyncio.timeout(GUARD):
+        async with asyncio.timeout(HANG_GUARD):
             async with self._changed:
                 await self._changed.wait_for(lambda: len(self.decisions) >= decisions)
             await self.sessions.drain()
@@ -683,10 +685,10 @@ async def test_an_edit_that_outgrows_one_message_continues_in_new_ones(
 ) -> None:
     stack = await stack_factory()
     target = Target(driver.name, driver.dm_chat)
-    [ref] = await asyncio.wait_for(stack.adapter.send(target, "draft"), GUARD)
+    [ref] = await asyncio.wait_for(stack.adapter.send(target, "draft"), HANG_GUARD)
     markdown, tokens = _long_answer()
 
-    refs = await asyncio.wait_for(stack.adapter.edit(ref, markdown), GUARD)
+    refs = await asyncio.wait_for(stack.adapter.edit(ref, markdown), HANG_GUARD)
 
     [edit] = driver.edited()
     _, *continued = driver.posted()
@@ -747,10 +749,10 @@ async def test_delete_removes_a_message_and_deleting_it_again_is_harmless(
 ) -> None:
     stack = await stack_factory()
     target = Target(driver.name, driver.dm_chat)
-    [draft] = await asyncio.wait_for(stack.adapter.send(target, "draft"), GUARD)
-    await asyncio.wait_for(stack.adapter.send(target, "kept"), GUARD)
-    await asyncio.wait_for(stack.adapter.delete(draft), GUARD)
-    await asyncio.wait_for(stack.adapter.delete(draft), GUARD)  # already gone: fine
+    [draft] = await asyncio.wait_for(stack.adapter.send(target, "draft"), HANG_GUARD)
+    await asyncio.wait_for(stack.adapter.send(target, "kept"), HANG_GUARD)
+    await asyncio.wait_for(stack.adapter.delete(draft), HANG_GUARD)
+    await asyncio.wait_for(stack.adapter.delete(draft), HANG_GUARD)  # already gone: fine
     assert [driver.visible(text).strip() for text in driver.shown_in_dm()] == ["kept"]
 
 

@@ -25,8 +25,8 @@ from botd.store import Store
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import HANG_GUARD, until
 
-GUARD = 30.0  # seconds: a hang guard only
 TOKEN = "123456:TEST-TOKEN"
 HOSTILE = (
     "Hey <!channel> and <!here|here> and <!everyone>, also <!channel|@channel>, "
@@ -111,7 +111,7 @@ channels:
     )
     daemon = App(config, env={})
     task = asyncio.create_task(daemon.run())
-    await slack.wait_socket(GUARD)
+    await slack.wait_socket(HANG_GUARD)
     return daemon, task
 
 
@@ -127,12 +127,13 @@ async def _echo_through_daemon(tmp_path: Path, slack: FakeSlack, extra: str) -> 
             "ts": "100.000001",
         }
         await slack.send_event(event_callback(event))
-        async with asyncio.timeout(GUARD):
-            while not any("thanks" in text for text in slack.visible("D1")):
-                await asyncio.sleep(0.02)
+        await until(
+            lambda: any("thanks" in text for text in slack.visible("D1")),
+            'any("thanks" in text for text in slack.visible("D1"))',
+        )
     finally:
         daemon.request_stop()
-        assert await asyncio.wait_for(task, GUARD) == 0
+        assert await asyncio.wait_for(task, HANG_GUARD) == 0
     [shown] = slack.visible("D1")
     return shown
 
@@ -163,20 +164,20 @@ async def test_discord_still_suppresses_everyone_here_and_role_pings(tmp_path: P
             api_base_url=fake.base_url,
             gateway_url=fake.gateway_url,
             guild_ready_timeout=0.05,
-            ready_timeout=GUARD,
+            ready_timeout=HANG_GUARD,
         )
 
         async def sink(message: object) -> None:
             return None
 
-        await asyncio.wait_for(adapter.start(sink), GUARD)
+        await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
         try:
             target = Target("discord", str(CHANNEL_ID))
             text = "@everyone @here <@&999> <@42> <!channel>"
-            [ref] = await asyncio.wait_for(adapter.send(target, text), GUARD)
-            await asyncio.wait_for(adapter.edit(ref, text + " again"), GUARD)
+            [ref] = await asyncio.wait_for(adapter.send(target, text), HANG_GUARD)
+            await asyncio.wait_for(adapter.edit(ref, text + " again"), HANG_GUARD)
         finally:
-            await asyncio.wait_for(adapter.stop(), GUARD)
+            await asyncio.wait_for(adapter.stop(), HANG_GUARD)
         [post] = fake.message_posts()
         patch = next(r for r in fake.requests if r.method == "PATCH")
         for body in (post.body, patch.body):

@@ -16,9 +16,9 @@ from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
-GUARD = 20.0
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ async def _ignore(message: InboundMessage) -> None:
 async def test_a_404_from_get_me_says_check_api_base_url(telegram: FakeTelegramAPI) -> None:
     adapter = TelegramAdapter(TOKEN, api_base_url=f"{telegram.base_url}/wrong")
     with pytest.raises(ChannelStartError) as caught:
-        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
     message = str(caught.value)
     assert "404" in message and "check api_base_url" in message
     assert "rejected" not in message
@@ -52,7 +52,7 @@ async def test_a_404_from_get_me_says_check_api_base_url(telegram: FakeTelegramA
 async def test_a_401_from_get_me_says_the_token_was_rejected(telegram: FakeTelegramAPI) -> None:
     adapter = TelegramAdapter("999:WRONG", api_base_url=telegram.base_url)
     with pytest.raises(ChannelStartError) as caught:
-        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
     message = str(caught.value)
     assert "token was rejected" in message and "api_base_url" not in message
     assert "999:WRONG" not in message
@@ -75,7 +75,7 @@ async def test_ptb_s_own_url_form_starts(telegram: FakeTelegramAPI) -> None:
     section = TelegramSection(token=TOKEN, api_base_url=f"{telegram.base_url}/bot")
     adapter = TelegramAdapter(TOKEN, api_base_url=section.api_base_url, poll_timeout=1)
     try:
-        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
     finally:
         await adapter.stop()
     assert [c.status for c in telegram.calls_to("getMe")] != []
@@ -92,12 +92,12 @@ async def test_a_token_revoked_while_polling_reports_the_channel_down(
         conflict_backoff=(0.01, 0.05),
         on_down=reports.put_nowait,
     )
-    await asyncio.wait_for(adapter.start(_ignore), GUARD)
+    await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
     try:
         telegram.token = "456:OTHER"  # every call from now on answers 401
-        reason = await asyncio.wait_for(reports.get(), GUARD)
+        reason = await asyncio.wait_for(reports.get(), HANG_GUARD)
     finally:
-        await asyncio.wait_for(adapter.stop(), GUARD)
+        await asyncio.wait_for(adapter.stop(), HANG_GUARD)
     assert "getUpdates" in reason and "rejected" in reason
     assert TOKEN not in reason
 
@@ -109,7 +109,7 @@ async def test_a_refused_app_token_fails_the_slack_start() -> None:
             bot_token="xoxb-test", app_token="xapp-test", api_base_url=slack.base_url
         )
         with pytest.raises(ChannelStartError, match="invalid_auth") as caught:
-            await asyncio.wait_for(adapter.start(_ignore), GUARD)
+            await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
         await adapter.stop()
         assert "app_token" in str(caught.value)
         # Asked once: no retry loop inside the SDK, and no socket was opened.
@@ -122,7 +122,7 @@ async def test_a_slack_socket_start_asks_for_one_url_and_connects() -> None:
         adapter = SlackAdapter(
             bot_token="xoxb-test", app_token="xapp-test", api_base_url=slack.base_url
         )
-        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
         try:
             assert len(slack.calls_to("apps.connections.open")) == 1
             assert slack.calls_to("apps.connections.open")[0].token == "xapp-test"
@@ -141,13 +141,13 @@ async def test_a_discord_connection_ended_for_good_reports_the_channel_down() ->
             api_base_url=discord.base_url,
             gateway_url=discord.gateway_url,
             guild_ready_timeout=0.05,
-            ready_timeout=GUARD,
+            ready_timeout=HANG_GUARD,
             on_down=reports.put_nowait,
         )
-        await asyncio.wait_for(adapter.start(_ignore), GUARD)
+        await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
         try:
             await discord.drop_connection(4004)  # authentication failed: not resumable
-            reason = await asyncio.wait_for(reports.get(), GUARD)
+            reason = await asyncio.wait_for(reports.get(), HANG_GUARD)
         finally:
             await adapter.stop()
     assert reason.startswith("Discord connection ended") and "\n" not in reason

@@ -19,13 +19,13 @@ from botd.delivery import ChannelDelivery, RetrySettings
 from botd.delivery.media import MediaSettings
 from botd.store import Store
 from botd.subscriber import BlockReply
-from tests.channels.discord.test_discord import Sink, make_adapter
+from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.files import FileServer
 from tests.fakes.slack_api import FakeSlack
+from tests.waiting import HANG_GUARD
 
-HANG_GUARD = 30.0
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 LOOPBACK = MediaSettings(allow_hosts=("127.0.0.1",))
 FAST_RETRY = RetrySettings(budget=10.0, first=0.01, cap=0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +35,6 @@ def config(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     return path
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "store") as opened:
-        yield opened
 
 
 def dm(sender: str, name: str) -> InboundMessage:

@@ -18,6 +18,7 @@ from botd.delivery import (
     UnknownChannelError,
 )
 from botd.subscriber import BlockReply, PartialReply
+from tests.waiting import until
 
 
 class FakeAdapter:
@@ -257,13 +258,11 @@ async def test_typing_is_sent_once_per_conversation_per_interval_until_a_message
 async def test_a_slow_run_shows_typing_until_its_first_piece_and_never_after() -> None:
     outlet = RecordingOutlet()
     output = RunOutbox(outlet, CHAT, RunOptions(typing_delay=0.02, typing_interval=0.01))
-    async with asyncio.timeout(30):
-        while ("typing", "") not in outlet.calls:
-            await asyncio.sleep(0.005)
+    await until(lambda: ("typing", "") in outlet.calls, '("typing", "") in outlet.calls', guard=30)
     output.block(BlockReply("one"))
-    async with asyncio.timeout(30):
-        while ("block", "one") not in outlet.calls:
-            await asyncio.sleep(0.005)
+    await until(
+        lambda: ("block", "one") in outlet.calls, '("block", "one") in outlet.calls', guard=30
+    )
     await asyncio.sleep(0.05)  # several intervals: no renewal once the answer started
     output.block(BlockReply("two"))
     await asyncio.wait_for(output.close(), 30)

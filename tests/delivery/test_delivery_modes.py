@@ -109,13 +109,6 @@ def inbound(text: str = "question") -> InboundMessage:
     )
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
-
-
 async def answer(
     store: Store,
     delivery: ChannelDelivery,

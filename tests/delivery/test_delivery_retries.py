@@ -16,8 +16,8 @@ from botd.chat import Capabilities, MessageRef, Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
 from botd.delivery.channel import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply
+from tests.waiting import HANG_GUARD
 
-GUARD = 10  # seconds: a hang guard only
 A, B = Target("chat", "a"), Target("chat", "b")
 
 
@@ -156,7 +156,7 @@ async def test_a_run_keeps_order_behind_a_retried_piece() -> None:
     output = delivery(adapter, time).open_run(A)
     for text in ("one", "two", "three"):
         output.block(BlockReply(text))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await output.close()
     assert adapter.posted == [("a", "one"), ("a", "two"), ("a", "three")]
 
@@ -176,7 +176,7 @@ async def test_one_chat_retrying_does_not_hold_up_another() -> None:
     adapter.fail("a", transient(retry_after=60.0))
     slow = sender.open_run(A)
     slow.block(BlockReply("for a"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await waiting.wait()
         fast = sender.open_run(B)
         fast.block(BlockReply("for b"))

@@ -90,9 +90,10 @@ async def answered(daemon: App, telegram: FakeTelegramAPI, prompt: str = "a cat?
     message = telegram.push_text(DM, prompt)
     # The run's first reply (a text or an upload) shows it was taken; a quick run shows no
     # "typing…" to wait for.
-    async with asyncio.timeout(HANG_GUARD):
-        while not any(c.method.startswith("send") for c in telegram.calls[before:]):
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: any(c.method.startswith("send") for c in telegram.calls[before:]),
+        'any(c.method.startswith("send") for c in telegram.calls[before:])',
+    )
     await asyncio.sleep(0.05)
     await run_over(daemon)
     return int(message["message_id"])

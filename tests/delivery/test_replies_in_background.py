@@ -7,7 +7,6 @@ for would stall every chat of the bot. Real daemon, real SDK, the loopback Bot A
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from tests.daemon_inprocess import HANG_GUARD as GUARD
 from tests.daemon_inprocess import config_yaml, daemon_running, telegram_yaml
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+from tests.waiting import until
 
 ALICE, BOB, STRANGER = 111, 222, 333
 
@@ -32,9 +32,9 @@ def _config(tmp_path: Path, telegram: FakeTelegramAPI, dm_policy: str) -> str:
 
 
 async def _until_visible(telegram: FakeTelegramAPI, chat: int, count: int) -> list[str]:
-    async with asyncio.timeout(GUARD):
-        while len(telegram.visible(chat)) < count:
-            await asyncio.sleep(0.02)
+    await until(
+        lambda: len(telegram.visible(chat)) >= count, "len(telegram.visible(chat)) >= count"
+    )
     return telegram.visible(chat)
 
 

@@ -33,7 +33,7 @@ from tests.fakes.slack_api import (
 )
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
 from tests.media.files import JPEG, PNG
-from tests.media.test_telegram_media import images, texts
+from tests.media.telegram_botd import images, texts
 from tests.waiting import until
 
 SECRET = "SECRET"

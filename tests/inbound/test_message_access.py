@@ -4,7 +4,6 @@ policy allows, nothing else; the policy question asked without side effects; the
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ from botd.wiring import scheduler_jobs
 
 async def _nothing(*_args: object) -> None:
     return None
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 def _router(store: Store, policy: AccessPolicy, pairing: PairingBook | None = None) -> Router:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,10 @@ from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 API_KEY = "sk-ant-test"
-GUARD = 60.0  # seconds: a hang guard only
 GROUP = -100123
 
 
@@ -54,12 +53,6 @@ class Recorder:
 
     async def reply(self, target: Target, text: str) -> None:
         raise AssertionError(f"replied {text!r}")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def _message(text: str, n: int, *, direct: bool = False) -> InboundMessage:
@@ -125,22 +118,22 @@ channels:
         task = asyncio.create_task(daemon.run())
         try:
             telegram.push_text(GROUP, f"@{BOT_USERNAME} tell me everything")
-            await model.wait_silent(0, GUARD)
+            await model.wait_silent(0, HANG_GUARD)
             telegram.push_text(GROUP, "/stop@some_other_bot")
             # Updates are handled in order: once botd answers this, the other one was decided.
             telegram.push_text(GROUP, f"/status@{BOT_USERNAME}")
-            await telegram.wait_for_call("sendMessage", 1, timeout=GUARD)
+            await telegram.wait_for_call("sendMessage", 1, timeout=HANG_GUARD)
             [status] = _sent(telegram)
             assert "working" in status
             assert not model.streams[0].ended.is_set()  # the run goes on
             assert len(model.requests) == 1  # and the other bot's command was no prompt
 
             telegram.push_text(GROUP, f"/stop@{BOT_USERNAME}")
-            assert (await model.wait_stream_ended(0, GUARD)).closed_by_client
-            await telegram.wait_for_call("sendMessage", 2, timeout=GUARD)
+            assert (await model.wait_stream_ended(0, HANG_GUARD)).closed_by_client
+            await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
         finally:
             daemon.request_stop()
-            assert await asyncio.wait_for(task, GUARD) == 0
+            assert await asyncio.wait_for(task, HANG_GUARD) == 0
     assert _sent(telegram) == [status, "Stopped."]
     assert len(model.requests) == 1
 
@@ -163,14 +156,12 @@ async def test_slack_knows_its_bot_name_from_auth_test(store: Store) -> None:
         adapter = SlackAdapter(
             bot_token="xoxb-test", app_token="xapp-test", api_base_url=fake.base_url
         )
-        await asyncio.wait_for(adapter.start(sink), GUARD)
+        await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
         try:
             for ts, said in (("1.000001", "/stop@someone_else"), ("1.000002", "/stop@botd")):
                 event = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
                 await fake.send_event(event_callback({**event, "text": said, "ts": ts}))
-            async with asyncio.timeout(GUARD):
-                while len(fake.acks) < 2:
-                    await asyncio.sleep(0.01)
+            await until(lambda: len(fake.acks) >= 2, "len(fake.acks) >= 2")
         finally:
             await adapter.stop()
     assert adapter.bot_name == "botd"

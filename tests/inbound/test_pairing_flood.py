@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,12 +47,6 @@ def dm(sender: str, n: int, channel: str = "telegram") -> InboundMessage:
         conversation_key=f"{channel}:{sender}",
         is_direct=True,
     )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def _router(store: Store, replies: Replies, book: PairingBook) -> Router:

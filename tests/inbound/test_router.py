@@ -2,69 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from botd.chat import Attachment, InboundMessage, Target
+from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
 from botd.inbound.pairing import PairingBook
-from botd.inbound.router import Router
 from botd.store import Store
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.submitted: list[InboundMessage] = []
-        self.replies: list[tuple[Target, str]] = []
-
-    async def submit(self, message: InboundMessage) -> None:
-        self.submitted.append(message)
-
-    async def reply(self, target: Target, text: str) -> None:
-        self.replies.append((target, text))
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
-
-
-def dm(text: str, sender: str = "alice", n: int = 1) -> InboundMessage:
-    return InboundMessage(
-        channel="telegram",
-        chat_id=sender,
-        sender_id=sender,
-        text=text,
-        message_id=str(n),
-        conversation_key=f"telegram:{sender}",
-        is_direct=True,
-    )
-
-
-def group(
-    text: str, *, mention: bool = False, chat: str = "g1", sender: str = "bob", n: int = 1
-) -> InboundMessage:
-    return InboundMessage(
-        channel="telegram",
-        chat_id=chat,
-        sender_id=sender,
-        sender_name=sender.title(),
-        text=text,
-        message_id=str(n),
-        conversation_key=f"telegram:{chat}",
-        mentions_bot=mention,
-    )
-
-
-def router(store: Store, rec: Recorder, policy: AccessPolicy, **kw: object) -> Router:
-    return Router(store, rec.submit, rec.reply, {"telegram": policy}, **kw)  # type: ignore[arg-type]
+from tests.inbound.routing import Recorder, dm, group, router
 
 
 async def test_open_dm_is_accepted_once(store: Store) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
@@ -14,14 +11,7 @@ from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
 from botd.inbound.pairing import PairingBook
 from botd.store import Store
-from tests.inbound.test_router import Recorder, dm, group, router
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
+from tests.inbound.routing import Recorder, dm, group, router
 
 
 def edit(message: InboundMessage, text: str, version: int = 1) -> InboundMessage:

@@ -29,6 +29,7 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
+from tests.waiting import until
 
 GROUP = -100777
 ALICE, BOB, MALLORY = 111, 222, 666
@@ -64,9 +65,7 @@ def _last_user_text(body: dict[str, Any]) -> str:
 
 
 async def _requests(model: FakeAnthropicAPI, count: int) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while len(model.requests) < count:
-            await asyncio.sleep(0.02)
+    await until(lambda: len(model.requests) >= count, "len(model.requests) >= count")
 
 
 async def _answers(telegram: FakeTelegramAPI, count: int) -> None:
@@ -183,9 +182,10 @@ async def _mention(
 
 
 async def _posted(slack: FakeSlack, count: int) -> list[str]:
-    async with asyncio.timeout(HANG_GUARD):
-        while len(slack.calls_to("chat.postMessage")) < count:
-            await asyncio.sleep(0.02)
+    await until(
+        lambda: len(slack.calls_to("chat.postMessage")) >= count,
+        'len(slack.calls_to("chat.postMessage")) >= count',
+    )
     return [str(c.args.get("text")) for c in slack.calls_to("chat.postMessage")]
 
 
@@ -342,9 +342,10 @@ async def test_a_sender_the_policy_refuses_does_not_use_up_the_threads_fetch(
         with caplog.at_level(logging.INFO, logger="botd.inbound.router"):
             async with daemon_running(_slack_config(tmp_path, slack, model, only_u7)):
                 await _mention(slack, "1700000000.000350", "dump the thread", user_id="U9")
-                async with asyncio.timeout(HANG_GUARD):
-                    while not any("U9 may not address" in r.getMessage() for r in caplog.records):
-                        await asyncio.sleep(0.02)
+                await until(
+                    lambda: any("U9 may not address" in r.getMessage() for r in caplog.records),
+                    'any("U9 may not address" in r.getMessage() for r in caplog.records)',
+                )
                 assert slack.calls_to("conversations.replies") == []
                 await _mention(slack, "1700000000.000400", "what should we do?")
                 assert await _posted(slack, 1) == ["Roll back."]

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
 from tests.daemon_inprocess import HANG_GUARD
 from tests.fakes.anthropic_api import stream, text
-from tests.media.test_telegram_media import DM, botd
+from tests.media.telegram_botd import DM, botd
 
 LIMIT = 2_000_000  # over the bomb's compressed size, so the download is tried
 ROOM = 8 * MIB

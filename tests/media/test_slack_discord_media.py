@@ -3,7 +3,6 @@ discord.py inside botd against their loopback fakes, the Anthropic fake answerin
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.media.files import JPEG, PNG
-from tests.media.test_telegram_media import images, texts
+from tests.media.telegram_botd import images, texts
+from tests.waiting import until
 
 BOT_TOKEN = "xoxb-media-test"
 
@@ -69,9 +69,9 @@ async def test_a_slack_image_reaches_the_model_fetched_with_the_bot_token(
             model.push(stream(text("A chart.")))
             file = slack.add_file(PNG, name="chart.png", mimetype="image/png", token=BOT_TOKEN)
             await slack.send_event(_dm_with_file(slack, "1.000001", "what is this", file))
-            async with asyncio.timeout(HANG_GUARD):
-                while not slack.calls_to("chat.postMessage"):
-                    await asyncio.sleep(0.02)
+            await until(
+                lambda: slack.calls_to("chat.postMessage"), 'slack.calls_to("chat.postMessage")'
+            )
     content = _user_content(model)
     assert images(content) == [PNG]
     assert "what is this" in texts(content)
@@ -89,9 +89,9 @@ async def test_a_slack_file_refused_for_want_of_files_read_gets_one_line(
             # Served only for another token: Slack answers with its sign-in page.
             file = slack.add_file(PNG, name="chart.png", mimetype="image/png", token="xoxb-other")
             await slack.send_event(_dm_with_file(slack, "1.000002", "", file))
-            async with asyncio.timeout(HANG_GUARD):
-                while not slack.calls_to("chat.postMessage"):
-                    await asyncio.sleep(0.02)
+            await until(
+                lambda: slack.calls_to("chat.postMessage"), 'slack.calls_to("chat.postMessage")'
+            )
     [call] = slack.calls_to("chat.postMessage")
     assert "files:read" in str(call.args["text"])
     assert model.requests == []
@@ -122,9 +122,7 @@ async def test_a_discord_image_attachment_reaches_the_model(tmp_path: Path) -> N
                     "who is this?", channel_id=DM_CHANNEL_ID, guild=False, attachments=[photo]
                 )
             )
-            async with asyncio.timeout(HANG_GUARD):
-                while not discord.message_posts():
-                    await asyncio.sleep(0.02)
+            await until(lambda: discord.message_posts(), "discord.message_posts()")
     content = _user_content(model)
     assert images(content) == [JPEG]
     assert "who is this?" in texts(content)

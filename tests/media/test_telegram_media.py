@@ -10,13 +10,9 @@ claiming a huge size, gets one line back and (with no text) no model call at all
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -36,110 +32,18 @@ from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.media.files import JPEG, OGG, PNG, ZIP, claimed_png, jpeg, minimal_pdf, slow_pdf
 from tests.media.reading import reaped, worker_pids
+from tests.media.telegram_botd import (
+    DM,
+    GROUP,
+    TRANSCRIBE_KEY,
+    botd,
+    fakes,
+    images,
+    media_yaml,
+    telegram_ready,
+    texts,
+)
 from tests.waiting import until
-
-DM = 777
-GROUP = -100123
-TRANSCRIBE_KEY = "sk-transcribe-test"
-
-
-def media_yaml(transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000) -> str:
-    lines = f"media:\n  max_bytes: {max_bytes}\n"
-    if transcriber is not None:
-        lines += (
-            "  transcription:\n"
-            f"    base_url: {json.dumps(transcriber.base_url)}\n"
-            f"    api_key: {TRANSCRIBE_KEY}\n"
-            "    model: whisper-test\n"
-        )
-    return lines
-
-
-class Botd:
-    def __init__(
-        self,
-        daemon: App,
-        telegram: FakeTelegramAPI,
-        model: FakeAnthropicAPI,
-        transcriber: FakeOpenAI,
-    ) -> None:
-        self.daemon, self.telegram, self.model, self.transcriber = (
-            daemon,
-            telegram,
-            model,
-            transcriber,
-        )
-
-    async def idle(self) -> None:
-        """Wait (a hang guard) until every session is idle."""
-        assert self.daemon.runtime is not None
-        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), HANG_GUARD)
-
-    def sent(self) -> list[str]:
-        return [str(c.params["text"]) for c in self.telegram.calls_to("sendMessage", ok_only=True)]
-
-    def user_content(self, request: int = -1) -> list[dict[str, Any]]:
-        """The content blocks of the last user message of model request ``request``."""
-        messages = self.model.requests[request].body["messages"]
-        content = [m for m in messages if m["role"] == "user"][-1]["content"]
-        return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-class Fakes(NamedTuple):
-    """The loopback services botd talks to, and a config pointing at them."""
-
-    telegram: FakeTelegramAPI
-    model: FakeAnthropicAPI
-    transcriber: FakeOpenAI
-    config: str
-
-
-@asynccontextmanager
-async def fakes(
-    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
-) -> AsyncIterator[Fakes]:
-    async with (
-        FakeTelegramAPI() as telegram,
-        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
-        FakeOpenAI(api_key=TRANSCRIBE_KEY) as transcriber,
-    ):
-        config = config_yaml(
-            tmp_path,
-            anthropic_yaml(model),
-            telegram_yaml(
-                telegram, "dm_policy: open", "groups:", '  "-100123": {require_mention: true}'
-            ),
-            media_yaml(transcriber if transcription else None, max_bytes=max_bytes),
-            extra,
-        )
-        yield Fakes(telegram, model, transcriber, config)
-
-
-def telegram_ready(daemon: App) -> bool:
-    return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
-
-
-@asynccontextmanager
-async def botd(
-    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
-) -> AsyncIterator[Botd]:
-    async with (
-        fakes(tmp_path, transcription=transcription, max_bytes=max_bytes, extra=extra) as f,
-        daemon_running(f.config, ready=telegram_ready) as daemon,
-    ):
-        yield Botd(daemon, f.telegram, f.model, f.transcriber)
-
-
-def images(content: list[dict[str, Any]]) -> list[bytes]:
-    return [
-        base64.b64decode(b["source"]["data"])
-        for b in content
-        if b["type"] == "image" and b["source"]["type"] == "base64"
-    ]
-
-
-def texts(content: list[dict[str, Any]]) -> str:
-    return "\n".join(b["text"] for b in content if b["type"] == "text")
 
 
 async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(tmp_path: Path) -> None:
@@ -374,9 +278,7 @@ async def test_an_image_message_accepted_before_a_restart_is_answered_after_it(
     async with botd(tmp_path, extra="shutdown_grace: 0.2\n") as b:
         b.model.push(stream(stall=True))  # the model takes the request and says nothing
         b.telegram.push_file(DM, "photo", PNG, caption="describe it")
-        async with asyncio.timeout(HANG_GUARD):
-            while not b.model.requests:
-                await asyncio.sleep(0.02)
+        await until(lambda: b.model.requests, "b.model.requests")
     # botd stopped mid-run: the message stays unanswered in the inbox.
     assert b.sent() == []
     async with botd(tmp_path) as again:
@@ -411,13 +313,9 @@ async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
         async with daemon_running(config, ready=ready) as daemon:
             model.push(stream(stall=True))  # the one run slot stays taken
             telegram.push_text(other, "a long question")
-            async with asyncio.timeout(HANG_GUARD):
-                while not model.requests:
-                    await asyncio.sleep(0.02)
+            await until(lambda: model.requests, "model.requests")
             telegram.push_file(DM, "photo", PNG, caption="and this one?")
-            async with asyncio.timeout(HANG_GUARD):
-                while not telegram.file_downloads:
-                    await asyncio.sleep(0.02)
+            await until(lambda: telegram.file_downloads, "telegram.file_downloads")
             assert daemon.runtime is not None
             assert daemon.runtime.store.unfinished_inbox()[-1].state == "accepted"
         assert len(model.requests) == 1

@@ -28,24 +28,10 @@ from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port, scrape, value
+from tests.waiting import until
 
 TELEGRAM_TOKEN = "123456:OUTAGE-TOKEN"
 DM = 5150
-
-
-async def _until(what: str, check: Callable[[], Any], guard: float = HANG_GUARD) -> None:
-    """Wait until ``await check()`` (or ``check()``) is true; a hang guard, not a delay."""
-    try:
-        async with asyncio.timeout(guard):
-            while True:
-                result = check()
-                if asyncio.iscoroutine(result):
-                    result = await result
-                if result:
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 @dataclass
@@ -79,7 +65,7 @@ class Running:
             seen.update(status=status, body=body)
             return status != 0 and check(status, body)
 
-        await _until(what, holds, guard)
+        await until(holds, what, guard)
         return seen["body"]
 
     def log(self) -> str:
@@ -97,7 +83,7 @@ class Running:
                 calls = self.telegram.calls_to("sendMessage", ok_only=True)[before:]
                 return [str(c.params["text"]) for c in calls]
 
-            await _until(f"an answer on telegram to {question}", telegram_answers)
+            await until(telegram_answers, f"an answer on telegram to {question}")
             return telegram_answers()[0]
         before = len(self.slack.calls_to("chat.postMessage"))
         self._slack_ts += 1
@@ -110,7 +96,7 @@ class Running:
                 before:
             ]
 
-        await _until(f"an answer on slack to {question}", slack_answers)
+        await until(slack_answers, f"an answer on slack to {question}")
         return slack_answers()[0]
 
     _slack_ts = 100
@@ -308,9 +294,9 @@ async def test_a_stuck_inbox_degrades_health_naming_its_age(tmp_path: Path) -> N
         assert set(body["channels"].values()) == {"running"}
 
         release.set()
-        await _until(
-            "the answer",
+        await until(
             lambda: len(botd.telegram.calls_to("sendMessage", ok_only=True)) > before,
+            "the answer",
         )
         body = await botd.until_health("the inbox well", lambda status, _: status == 200)
         assert body["components"]["inbox"] == {"status": "ok"}

@@ -22,6 +22,7 @@ from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
+from tests.waiting import file_contains, until
 
 TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
 API_KEY = "Hn4+wQ8v/Ze1%x"
@@ -128,13 +129,6 @@ channels:
     return config
 
 
-async def _wait_for_log(path: Path, text: str) -> None:
-    """Wait (a hang guard, not a delay) until the daemon's log contains ``text``."""
-    async with asyncio.timeout(HANG_GUARD):
-        while text not in path.read_text(encoding="utf-8", errors="replace"):
-            await asyncio.sleep(0.05)
-
-
 def _get(url: str) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=HANG_GUARD) as response:
@@ -182,7 +176,9 @@ async def test_a_normal_run_writes_no_secret(tmp_path: Path, fmt: str) -> None:
                 slack_url=_closed_url(),
             )
             process.send_signal(signal.SIGHUP)
-            await _wait_for_log(log_path, "channel slack down")
+            await until(
+                file_contains(log_path, "channel slack down"), "channel slack down in the log"
+            )
             loop = asyncio.get_running_loop()
             healthz = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/healthz")
             metrics = await loop.run_in_executor(None, _get, f"http://127.0.0.1:{port}/metrics")
@@ -224,7 +220,7 @@ async def _run_until_down(config: Path, cwd: Path, *args: str, **env: str) -> tu
             env=daemon_env(**SECRET_ENV, **env),
         )
     try:
-        await _wait_for_log(log_path, " down: ")
+        await until(file_contains(log_path, " down: "), "a channel down in the log")
         status = await stop_daemon(process)
     finally:
         await reap(process)

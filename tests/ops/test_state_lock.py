@@ -17,6 +17,7 @@ from botd.config import parse_config
 from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
 from botd.store import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
+from tests.waiting import until
 
 
 def _env() -> dict[str, str]:
@@ -138,9 +139,10 @@ async def test_a_second_botd_run_exits_2_naming_the_first(tmp_path: Path) -> Non
             env=_env(),
         )
     try:
-        async with asyncio.timeout(HANG_GUARD):
-            while "channel console running" not in log_path.read_text(errors="replace"):
-                await asyncio.sleep(0.05)
+        await until(
+            lambda: "channel console running" in log_path.read_text(errors="replace"),
+            '"channel console running" in log_path.read_text(errors="replace")',
+        )
         second = await asyncio.create_subprocess_exec(
             *BOTD,
             "run",

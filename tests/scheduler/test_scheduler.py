@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -20,10 +20,10 @@ from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
 from botd.store import Store
+from tests.waiting import HANG_GUARD, until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 TARGET = Target("telegram", "100", thread_id="7")
-HANG_GUARD = 10.0  # seconds: only stops a broken test from hanging
 
 
 class Clock:
@@ -58,12 +58,6 @@ class Inbox:
 @pytest.fixture
 def inbox() -> Inbox:
     return Inbox()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 @pytest.fixture
@@ -224,8 +218,7 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: Store) -> Non
         fire_now(sched, "tick")
         async with asyncio.timeout(HANG_GUARD):
             await done.wait()
-            while not store.job_runs("tick"):
-                await asyncio.sleep(0)
+            await until(lambda: store.job_runs("tick"), 'store.job_runs("tick")')
         record = store.job_runs("tick")[0]
         assert (record.outcome, record.error) == ("failed", "session closed")
         assert [job.id for job in sched.list_jobs()] == ["tick"]
@@ -355,9 +348,7 @@ async def test_missed_runs_coalesce_into_one(store: Store, inbox: Inbox) -> None
     sched.start()
     try:
         await inbox.wait(1)
-        async with asyncio.timeout(HANG_GUARD):
-            while not store.job_runs("tick"):
-                await asyncio.sleep(0)
+        await until(lambda: store.job_runs("tick"), 'store.job_runs("tick")')
         for _ in range(20):  # give any further (wrong) runs the chance to show
             await asyncio.sleep(0)
         assert len(inbox.messages) == 1
@@ -430,9 +421,7 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
         first.start()
         try:
             first.add_every("tick", 60, prompt="p", target=TARGET, first_run=datetime.now(UTC))
-            async with asyncio.timeout(HANG_GUARD):
-                while not store.job_runs("tick"):
-                    await asyncio.sleep(0)
+            await until(lambda: store.job_runs("tick"), 'store.job_runs("tick")')
         finally:
             first.shutdown()
         # The run wrote the job's next run time back to the table.
@@ -448,9 +437,9 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
         second.start()
         try:
             await inbox.wait(1)
-            async with asyncio.timeout(HANG_GUARD):
-                while len(store.job_runs("tick")) < 2:
-                    await asyncio.sleep(0)
+            await until(
+                lambda: len(store.job_runs("tick")) >= 2, 'len(store.job_runs("tick")) >= 2'
+            )
             for _ in range(20):  # give any further (wrong) runs the chance to show
                 await asyncio.sleep(0)
             assert len(inbox.messages) == 1

@@ -171,3 +171,29 @@ def chunking(min_chars: int, max_chars: int, preference: str = "paragraph") -> S
 
 def no_chunking(**kwargs: Any) -> SubscriberConfig:
     return SubscriberConfig(chunking=None, **kwargs)
+
+
+# Cases that assert what botd's contract does not expose (the issue allows skipping these).
+NOT_EXPOSED = {
+    "tool-summary-verbose-on": "tool-summary formatting is not part of the contract",
+    "tool-summary-callback-overrides-verbose": "tool-summary formatting is not in the contract",
+    "compaction-events-emitted": "the agent event bus is not part of the contract",
+}
+
+
+def case_callbacks(case: dict[str, Any]) -> dict[str, bool]:
+    """Which of the subscriber's callbacks ``case`` turns on."""
+    config = case["config"]
+    mentions_blocks = any(
+        k.startswith("blockRepl") for step in [case["expect"]] for k in step
+    ) or any(
+        k.startswith("blockRepl")
+        for e in case["events"]
+        if e["type"] == "checkpoint"
+        for k in e["expect"]
+    )
+    return {
+        "block_replies_on": config.get("onBlockReply", mentions_blocks),
+        "partial_replies_on": bool(config.get("onPartialReply") or config.get("onAgentEvent")),
+        "reasoning_on": bool(config.get("onReasoningStream")),
+    }

@@ -16,8 +16,7 @@ from botd.cli.replay import ReplayOptions, read_events, replay
 from botd.events import event_to_json
 from tests.cases import case_ids, load_cases
 
-from .harness import case_event, config_from_case
-from .test_golden_subscriber import NOT_EXPOSED, _callbacks
+from .harness import NOT_EXPOSED, case_callbacks, case_event, config_from_case
 
 CASES = [c for c in load_cases("subscriber") if c["id"] not in NOT_EXPOSED]
 
@@ -25,7 +24,7 @@ CASES = [c for c in load_cases("subscriber") if c["id"] not in NOT_EXPOSED]
 def _replay_case(case: dict[str, Any]) -> list[dict[str, Any]]:
     lines = [event_to_json(case_event(e)) for e in case["events"] if e["type"] != "checkpoint"]
     events = read_events(lines)
-    callbacks = _callbacks(case)
+    callbacks = case_callbacks(case)
     options = ReplayOptions(
         config=config_from_case(case["config"]),
         block_replies=callbacks["block_replies_on"],

@@ -19,16 +19,17 @@ from botd.subscriber import (
 )
 from tests.cases import case_ids, load_cases
 
-from .harness import Recorder, case_event, config_from_case, message_start, text_end
+from .harness import (
+    NOT_EXPOSED,
+    Recorder,
+    case_callbacks,
+    case_event,
+    config_from_case,
+    message_start,
+    text_end,
+)
 
 SUBSCRIBER_CASES = load_cases("subscriber")
-
-# Cases that assert what botd's contract does not expose (the issue allows skipping these).
-NOT_EXPOSED = {
-    "tool-summary-verbose-on": "tool-summary formatting is not part of the contract",
-    "tool-summary-callback-overrides-verbose": "tool-summary formatting is not in the contract",
-    "compaction-events-emitted": "the agent event bus is not part of the contract",
-}
 
 _CAMEL_TO_FIELD = {
     "text": "text",
@@ -114,28 +115,11 @@ def check_expectations(rec: Recorder, expect: dict[str, Any]) -> None:
             raise AssertionError(f"unhandled expectation {key}")
 
 
-def _callbacks(case: dict[str, Any]) -> dict[str, bool]:
-    config = case["config"]
-    mentions_blocks = any(
-        k.startswith("blockRepl") for step in [case["expect"]] for k in step
-    ) or any(
-        k.startswith("blockRepl")
-        for e in case["events"]
-        if e["type"] == "checkpoint"
-        for k in e["expect"]
-    )
-    return {
-        "block_replies_on": config.get("onBlockReply", mentions_blocks),
-        "partial_replies_on": bool(config.get("onPartialReply") or config.get("onAgentEvent")),
-        "reasoning_on": bool(config.get("onReasoningStream")),
-    }
-
-
 @pytest.mark.parametrize("case", SUBSCRIBER_CASES, ids=case_ids(SUBSCRIBER_CASES))
 def test_subscriber_case(case: dict[str, Any]) -> None:
     if case["id"] in NOT_EXPOSED:
         pytest.skip(NOT_EXPOSED[case["id"]])
-    rec = Recorder(config_from_case(case["config"]), **_callbacks(case))
+    rec = Recorder(config_from_case(case["config"]), **case_callbacks(case))
     for spec in case["events"]:
         if spec["type"] == "checkpoint":
             check_expectations(rec, spec["expect"])

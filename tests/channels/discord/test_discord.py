@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import discord
@@ -20,8 +19,9 @@ from discord.gateway import DiscordWebSocket
 
 from botd.channels.discord.adapter import DiscordAdapter, DiscordStartError
 from botd.channels.errors import ChannelError, ChannelStartError
-from botd.chat import InboundMessage, MessageRef, Target
+from botd.chat import MessageRef, Target
 from botd.store import Store
+from tests.channels.discord.harness import TOKEN, Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.fakes.discord_api import (
     BOT_ID,
@@ -36,45 +36,13 @@ from tests.fakes.discord_api import (
     RecordedRequest,
     user,
 )
-
-HANG_GUARD = 10.0
-TOKEN = "fake-discord-token"
-
-
-class Sink:
-    """Collects inbound messages in arrival order."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
-
-    async def __call__(self, message: InboundMessage) -> None:
-        await self.queue.put(message)
-
-    async def next(self) -> InboundMessage:
-        return await asyncio.wait_for(self.queue.get(), HANG_GUARD)
+from tests.waiting import HANG_GUARD
 
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscordAPI]:
     async with FakeDiscordAPI() as server:
         yield server
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
-
-
-def make_adapter(fake: FakeDiscordAPI, **options: Any) -> DiscordAdapter:
-    return DiscordAdapter(
-        TOKEN,
-        api_base_url=fake.base_url,
-        gateway_url=fake.gateway_url,
-        guild_ready_timeout=0.05,
-        ready_timeout=HANG_GUARD,
-        **options,
-    )
 
 
 @pytest.fixture

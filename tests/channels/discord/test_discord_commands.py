@@ -4,7 +4,7 @@ with an answer only its user sees (the real discord.py against the loopback fake
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU
 from botd.store import Store, StoreError, StoreWriteError
-from tests.channels.discord.test_discord import HANG_GUARD, Sink, make_adapter
+from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -28,6 +28,7 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
+from tests.waiting import HANG_GUARD, until
 
 EPHEMERAL = 64
 
@@ -48,12 +49,6 @@ async def fake() -> AsyncIterator[FakeDiscordAPI]:
         yield server
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
-
-
 async def registered(fake: FakeDiscordAPI, count: int = 1) -> None:
     """Wait until the adapter has looked at the registered commands ``count`` times."""
     await asyncio.wait_for(
@@ -63,9 +58,10 @@ async def registered(fake: FakeDiscordAPI, count: int = 1) -> None:
 
 
 async def answered(fake: FakeDiscordAPI, interaction: dict[str, Any]) -> dict[str, Any]:
-    async with asyncio.timeout(HANG_GUARD):
-        while interaction["id"] not in fake.commands.answers:
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: interaction["id"] in fake.commands.answers,
+        'interaction["id"] in fake.commands.answers',
+    )
     return fake.commands.answers[interaction["id"]]
 
 
@@ -91,9 +87,7 @@ async def test_the_chat_commands_are_registered_once_with_text_where_they_take_i
     await first.start(Sink())
     try:
         await registered(fake)
-        async with asyncio.timeout(HANG_GUARD):
-            while not fake.commands.overwrites:
-                await asyncio.sleep(0.01)
+        await until(lambda: fake.commands.overwrites, "fake.commands.overwrites")
     finally:
         await first.stop()
     [overwrite] = fake.commands.overwrites
@@ -242,9 +236,7 @@ async def test_a_repeated_interaction_is_taken_once(fake: FakeDiscordAPI, store:
 
 
 async def _shown(fake: FakeDiscordAPI, channel: int, count: int) -> list[str]:
-    async with asyncio.timeout(HANG_GUARD):
-        while len(fake.visible(channel)) < count:
-            await asyncio.sleep(0.02)
+    await until(lambda: len(fake.visible(channel)) >= count, "len(fake.visible(channel)) >= count")
     return fake.visible(channel)
 
 

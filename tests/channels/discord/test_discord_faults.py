@@ -15,8 +15,8 @@ from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
+from tests.waiting import HANG_GUARD
 
-GUARD = 20.0  # seconds: a hang guard only, never a delay
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 TARGET = Target("discord", str(CHANNEL_ID))
 
@@ -34,11 +34,11 @@ async def adapter(fake: FakeDiscordAPI) -> AsyncIterator[DiscordAdapter]:
         api_base_url=fake.base_url,
         gateway_url=fake.gateway_url,
         guild_ready_timeout=0.05,
-        ready_timeout=GUARD,
+        ready_timeout=HANG_GUARD,
     )
-    await asyncio.wait_for(running.start(_ignore), GUARD)
+    await asyncio.wait_for(running.start(_ignore), HANG_GUARD)
     yield running
-    await asyncio.wait_for(running.stop(), GUARD)
+    await asyncio.wait_for(running.stop(), HANG_GUARD)
 
 
 async def _ignore(message: object) -> None:
@@ -55,7 +55,7 @@ async def test_a_503_and_a_reset_then_ok_post_once(
 ) -> None:
     fake.fail_next("POST", 503)
     fake.reset_next("POST")
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         refs = await sender(adapter).send_text(TARGET, "hello")
     assert len(refs) == 1
     assert len(fake.faulted) == 2
@@ -78,7 +78,7 @@ async def test_a_refused_final_edit_deletes_the_preview_and_posts_the_answer(
     delivery = sender(adapter, edit=True)
     fake.fail_next("PATCH", 403, code=50005, message="Cannot edit a message authored by another")
     await delivery.preview(TARGET, PartialReply("The answer", [], lambda: "The answer"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.deliver(TARGET, BlockReply("The answer is 42"), kind="final")
     assert fake.visible(CHANNEL_ID) == ["The answer is 42"]
     assert [r.method for r in fake.requests if r.method == "DELETE"] == ["DELETE"]
@@ -90,7 +90,7 @@ async def test_a_final_edit_that_landed_before_a_reset_is_shown_once(
     delivery = sender(adapter, edit=True)
     fake.reset_next("PATCH", land=True)
     await delivery.preview(TARGET, PartialReply("The answer", [], lambda: "The answer"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.deliver(TARGET, BlockReply("The answer is 42"), kind="final")
     assert fake.visible(CHANNEL_ID) == ["The answer is 42"]
     assert not [r for r in fake.requests if r.method == "DELETE"]
@@ -103,6 +103,6 @@ async def test_a_refused_edit_whose_preview_cannot_be_deleted_posts_the_answer_o
     fake.fail_next("PATCH", 403, code=50005, message="Cannot edit a message authored by another")
     fake.fail_next("DELETE", 403, code=50013, message="Missing Permissions")
     await delivery.preview(TARGET, PartialReply("The answer", [], lambda: "The answer"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.deliver(TARGET, BlockReply("The answer is 42"), kind="final")
     assert fake.visible(CHANNEL_ID) == ["The answer", "The answer is 42"]

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -20,6 +20,7 @@ from botd.channels.slack.errors import SlackError
 from botd.chat import InboundMessage, MessageRef, Target
 from botd.store import Store
 from tests.channels.routed import through_router
+from tests.channels.slack.harness import SECRET, Inbox, message_event, post_http, slack_adapter
 from tests.fakes.slack_api import (
     BOT_USER_ID,
     FakeSlack,
@@ -27,9 +28,7 @@ from tests.fakes.slack_api import (
     message_changed,
     signed_headers,
 )
-
-SECRET = "signing-secret"
-HANG_GUARD = 20.0
+from tests.waiting import HANG_GUARD, until
 
 
 class SpyStore(Store):
@@ -53,23 +52,6 @@ class SpyStore(Store):
         return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
 
 
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[InboundMessage] = []
-
-    async def __call__(self, message: InboundMessage) -> None:
-        self.messages.append(message)
-
-
-async def wait_for(predicate: Callable[[], bool], what: str) -> None:
-    """Poll ``predicate`` until true; fail after a generous hang guard."""
-    deadline = time.monotonic() + HANG_GUARD
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SpyStore]:
     spy = SpyStore(tmp_path / "botd.db")
@@ -84,19 +66,9 @@ async def fake() -> AsyncIterator[FakeSlack]:
         yield server
 
 
-def _adapter(fake: FakeSlack, **kwargs: Any) -> SlackAdapter:
-    return SlackAdapter(
-        bot_token="xoxb-test",
-        app_token="xapp-test",
-        signing_secret=SECRET,
-        api_base_url=fake.base_url,
-        **kwargs,
-    )
-
-
 @pytest.fixture
 async def socket_bot(fake: FakeSlack, store: SpyStore) -> AsyncIterator[tuple[SlackAdapter, Inbox]]:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     inbox = Inbox()
     await asyncio.wait_for(adapter.start(through_router(store, inbox, "slack")), HANG_GUARD)
     yield adapter, inbox
@@ -105,7 +77,7 @@ async def socket_bot(fake: FakeSlack, store: SpyStore) -> AsyncIterator[tuple[Sl
 
 @pytest.fixture
 async def http_bot(fake: FakeSlack, store: SpyStore) -> AsyncIterator[tuple[SlackAdapter, Inbox]]:
-    adapter = _adapter(fake, mode="http", http_port=0)
+    adapter = slack_adapter(fake, mode="http", http_port=0)
     inbox = Inbox()
     await adapter.start(through_router(store, inbox, "slack"))
     yield adapter, inbox
@@ -117,30 +89,10 @@ def repeats_dropped(caplog: pytest.LogCaptureFixture) -> int:
     return caplog.text.count("already handled")
 
 
-def _event(channel: str, ts: str, text: str, **extra: Any) -> dict[str, Any]:
-    event = {"type": "message", "channel": channel, "user": "U1", "text": text, "ts": ts}
-    event["channel_type"] = "im" if channel.startswith("D") else "channel"
-    event.update(extra)
-    return event
-
-
 def _mention(channel: str, ts: str, text: str, **extra: Any) -> dict[str, Any]:
     event = {"type": "app_mention", "channel": channel, "user": "U1", "text": text, "ts": ts}
     event.update(extra)
     return event
-
-
-async def _post_http(
-    adapter: SlackAdapter, body: dict[str, Any], *, secret: str = SECRET, **headers: str
-) -> tuple[int, str]:
-    raw = json.dumps(body).encode()
-    all_headers = {**signed_headers(secret, raw), **headers}
-    url = f"http://127.0.0.1:{adapter.http_port}/slack/events"
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(url, data=raw, headers=all_headers) as response,
-    ):
-        return response.status, await response.text()
 
 
 # --- Socket Mode ------------------------------------------------------------------------------
@@ -150,13 +102,13 @@ async def test_socket_dm_reaches_the_sink_and_is_answered(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
     adapter, inbox = socket_bot
-    envelope = await fake.send_event(event_callback(_event("D1", "100.000001", "hi there")))
-    await wait_for(lambda: len(inbox.messages) == 1, "the DM")
+    envelope = await fake.send_event(event_callback(message_event("D1", "100.000001", "hi there")))
+    await until(lambda: len(inbox.messages) == 1, "the DM")
     message = inbox.messages[0]
     assert message.conversation_key == "slack:D1"
     assert message.is_direct and message.thread_id is None
     assert (message.chat_id, message.sender_id, message.text) == ("D1", "U1", "hi there")
-    await wait_for(lambda: envelope in fake.acks, "the ack")
+    await until(lambda: envelope in fake.acks, "the ack")
     assert fake.calls_to("apps.connections.open")[0].token == "xapp-test"
 
     refs = await adapter.send(adapter.reply_target(message), "hello *you*")
@@ -172,20 +124,20 @@ async def test_a_lone_surrogate_arrives_replaced_and_is_accepted(
 ) -> None:
     # The fake's JSON escapes it ("\ud800"), so the SDK decodes half a surrogate pair.
     _adapter, inbox = socket_bot
-    envelope = await fake.send_event(event_callback(_event("D1", "100.000009", "hi \ud800")))
-    await wait_for(lambda: len(inbox.messages) == 1, "the DM")
+    envelope = await fake.send_event(event_callback(message_event("D1", "100.000009", "hi \ud800")))
+    await until(lambda: len(inbox.messages) == 1, "the DM")
     assert inbox.messages[0].text == "hi \ufffd"
-    await wait_for(lambda: envelope in fake.acks, "the ack")  # the router stored it
+    await until(lambda: envelope in fake.acks, "the ack")  # the router stored it
 
 
 async def test_socket_channel_mentions(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
     _, inbox = socket_bot
-    await fake.send_event(event_callback(_event("C1", "200.000001", "just chatting")))
-    await wait_for(lambda: len(inbox.messages) == 1, "the plain message")
+    await fake.send_event(event_callback(message_event("C1", "200.000001", "just chatting")))
+    await until(lambda: len(inbox.messages) == 1, "the plain message")
     await fake.send_event(event_callback(_mention("C1", "200.000002", f"<@{BOT_USER_ID}> hi")))
-    await wait_for(lambda: len(inbox.messages) == 2, "the mention")
+    await until(lambda: len(inbox.messages) == 2, "the mention")
     plain, mention = inbox.messages
     assert not plain.mentions_bot and not plain.is_direct
     assert mention.mentions_bot and mention.conversation_key == "slack:C1"
@@ -201,39 +153,39 @@ async def test_socket_twins_and_a_retried_envelope_reach_the_sink_once(
     caplog.set_level(logging.DEBUG, logger="botd.channels.slack")
     _, inbox = socket_bot
     text = f"<@{BOT_USER_ID}> do it"
-    message = event_callback(_event("C1", "300.000001", text), event_id="EvMSG")
+    message = event_callback(message_event("C1", "300.000001", text), event_id="EvMSG")
     mention = event_callback(_mention("C1", "300.000001", text), event_id="EvMENTION")
     await fake.send_event(message)
     await fake.send_event(mention)
     await fake.send_event(message, retry_attempt=1)
     # Every delivery is checked before anything else: the twin and the retry are dropped.
-    await wait_for(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
-    await wait_for(lambda: len(inbox.messages) >= 1, "the message")
+    await until(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
+    await until(lambda: len(inbox.messages) >= 1, "the message")
     assert len(inbox.messages) == 1
     assert inbox.messages[0].mentions_bot
     # The one that went on carries both ids, and the router recorded them in the store.
     keys = inbox.messages[0].dedupe_keys
     assert "C1:300.000001" in keys and {"EvMSG", "EvMENTION"} & set(keys)
     assert all(key in store.asked for key in keys)
-    await wait_for(lambda: len(fake.acks) == 3, "three acks")
+    await until(lambda: len(fake.acks) == 3, "three acks")
 
 
 async def test_a_restart_with_the_same_store_replays_nothing(
     fake: FakeSlack, store: SpyStore
 ) -> None:
-    body = event_callback(_event("D1", "400.000001", "once"), event_id="EvONCE")
-    first, first_inbox = _adapter(fake), Inbox()
+    body = event_callback(message_event("D1", "400.000001", "once"), event_id="EvONCE")
+    first, first_inbox = slack_adapter(fake), Inbox()
     await asyncio.wait_for(first.start(through_router(store, first_inbox, "slack")), HANG_GUARD)
     await fake.send_event(body)
-    await wait_for(lambda: len(first_inbox.messages) == 1, "the first delivery")
+    await until(lambda: len(first_inbox.messages) == 1, "the first delivery")
     await first.stop()
     await first.stop()  # idempotent
 
-    second, second_inbox = _adapter(fake), Inbox()
+    second, second_inbox = slack_adapter(fake), Inbox()
     await asyncio.wait_for(second.start(through_router(store, second_inbox, "slack")), HANG_GUARD)
     try:
         await fake.send_event(body, retry_attempt=1)
-        await wait_for(lambda: store.asked.count("EvONCE") == 2, "the replay to be checked")
+        await until(lambda: store.asked.count("EvONCE") == 2, "the replay to be checked")
         assert second_inbox.messages == []
     finally:
         await second.stop()
@@ -243,9 +195,9 @@ async def test_a_thread_message_gets_the_thread_key_and_reply(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
     adapter, inbox = socket_bot
-    event = _event("C1", "500.000009", f"<@{BOT_USER_ID}> in thread", thread_ts="500.000001")
+    event = message_event("C1", "500.000009", f"<@{BOT_USER_ID}> in thread", thread_ts="500.000001")
     await fake.send_event(event_callback(event))
-    await wait_for(lambda: len(inbox.messages) == 1, "the thread message")
+    await until(lambda: len(inbox.messages) == 1, "the thread message")
     message = inbox.messages[0]
     assert message.conversation_key == "slack:C1:thread:500.000001"
     assert message.thread_id == "500.000001" and message.mentions_bot
@@ -258,25 +210,25 @@ async def test_other_message_subtypes_and_own_messages_are_ignored(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
     _, inbox = socket_bot
-    edited = _event("C1", "550.000002", "edited", subtype="message_changed")
-    own = _event("C1", "550.000003", "me", user=BOT_USER_ID, bot_id="BBOT")
+    edited = message_event("C1", "550.000002", "edited", subtype="message_changed")
+    own = message_event("C1", "550.000003", "me", user=BOT_USER_ID, bot_id="BBOT")
     reaction = {"type": "reaction_added", "user": "U1", "reaction": "eyes"}
     envelopes = [await fake.send_event(event_callback(e)) for e in (edited, own, reaction)]
-    await fake.send_event(event_callback(_event("C1", "550.000004", "last")))
-    await wait_for(lambda: len(inbox.messages) >= 1, "the last message")
-    await wait_for(lambda: all(e in fake.acks for e in envelopes), "acks for ignored events")
+    await fake.send_event(event_callback(message_event("C1", "550.000004", "last")))
+    await until(lambda: len(inbox.messages) >= 1, "the last message")
+    await until(lambda: all(e in fake.acks for e in envelopes), "acks for ignored events")
     assert [m.text for m in inbox.messages] == ["last"]
 
 
 async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(fake: FakeSlack) -> None:
-    adapter, inbox = _adapter(fake), Inbox()
+    adapter, inbox = slack_adapter(fake), Inbox()
     await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
     try:
-        said = _event("C1", "560.000001", "see https://example.com", thread_ts="550.000001")
+        said = message_event("C1", "560.000001", "see https://example.com", thread_ts="550.000001")
         # Slack adds the link's preview: a change without an `edited` mark.
         unfurled = message_changed(said, said["text"], edited_ts="560.000002")
         del unfurled["message"]["edited"]
-        own = _event("C1", "560.000003", "draft", user=BOT_USER_ID)
+        own = message_event("C1", "560.000003", "draft", user=BOT_USER_ID)
         changes = [
             unfurled,
             message_changed(own, "final", edited_ts="560.000004"),  # the bot's own preview
@@ -287,7 +239,7 @@ async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(fake: FakeS
             message_changed(said, "see https://example.org", edited_ts="560.000006"),
         ]
         envelopes = [await fake.send_event(event_callback(e)) for e in changes]
-        await wait_for(lambda: all(e in fake.acks for e in envelopes), "acks")
+        await until(lambda: all(e in fake.acks for e in envelopes), "acks")
         [edit] = inbox.messages
         assert edit.edited and edit.text == "see https://example.org"
         assert edit.message_id == "560.000001" and edit.thread_id == "550.000001"
@@ -305,10 +257,10 @@ async def test_a_dropped_socket_reconnects_and_messages_flow(
     _, inbox = socket_bot
     await fake.wait_socket()
     await fake.drop_socket()
-    await wait_for(lambda: fake.connections == 2, "a second connection")
+    await until(lambda: fake.connections == 2, "a second connection")
     assert len(fake.calls_to("apps.connections.open")) == 2
-    await fake.send_event(event_callback(_event("D1", "600.000001", "after the drop")))
-    await wait_for(lambda: len(inbox.messages) == 1, "a message after reconnecting")
+    await fake.send_event(event_callback(message_event("D1", "600.000001", "after the drop")))
+    await until(lambda: len(inbox.messages) == 1, "a message after reconnecting")
     assert inbox.messages[0].text == "after the drop"
 
 
@@ -323,23 +275,23 @@ async def test_http_dm_mentions_and_retries(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="botd.channels.slack")
     adapter, inbox = http_bot
-    status, _ = await _post_http(adapter, event_callback(_event("D7", "700.000001", "hello")))
+    status, _ = await post_http(adapter, event_callback(message_event("D7", "700.000001", "hello")))
     assert status == 200
-    await wait_for(lambda: len(inbox.messages) == 1, "the DM")
+    await until(lambda: len(inbox.messages) == 1, "the DM")
     assert inbox.messages[0].conversation_key == "slack:D7" and inbox.messages[0].is_direct
 
     text = f"<@{BOT_USER_ID}> ping"
-    message = event_callback(_event("C7", "700.000002", text), event_id="EvHTTPMSG")
+    message = event_callback(message_event("C7", "700.000002", text), event_id="EvHTTPMSG")
     mention = event_callback(_mention("C7", "700.000002", text), event_id="EvHTTPMENTION")
     for body, headers in (
         (mention, {}),
         (message, {}),
         (mention, {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}),
     ):
-        status, _ = await _post_http(adapter, body, **headers)
+        status, _ = await post_http(adapter, body, **headers)
         assert status == 200
-    await wait_for(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
-    await wait_for(lambda: len(inbox.messages) >= 2, "the mention")
+    await until(lambda: repeats_dropped(caplog) == 2, "the twin and the retry to be checked")
+    await until(lambda: len(inbox.messages) >= 2, "the mention")
     assert len(inbox.messages) == 2
     assert inbox.messages[1].mentions_bot and inbox.messages[1].conversation_key == "slack:C7"
 
@@ -379,8 +331,8 @@ async def test_http_rejects_a_bad_signature_and_acks_other_events(
     http_bot: tuple[SlackAdapter, Inbox],
 ) -> None:
     adapter, inbox = http_bot
-    body = event_callback(_event("D8", "800.000001", "forged"))
-    status, _ = await _post_http(adapter, body, secret="wrong")
+    body = event_callback(message_event("D8", "800.000001", "forged"))
+    status, _ = await post_http(adapter, body, secret="wrong")
     assert status == 401
     raw = json.dumps(body).encode()
     stale = signed_headers(SECRET, raw, timestamp=int(time.time()) - 600)
@@ -390,9 +342,9 @@ async def test_http_rejects_a_bad_signature_and_acks_other_events(
         session.post(url, data=raw, headers=stale) as response,
     ):
         assert response.status == 401
-    status, _ = await _post_http(adapter, event_callback({"type": "pin_added", "user": "U1"}))
+    status, _ = await post_http(adapter, event_callback({"type": "pin_added", "user": "U1"}))
     assert status == 200
-    status, text = await _post_http(adapter, {"type": "url_verification", "challenge": "abc"})
+    status, text = await post_http(adapter, {"type": "url_verification", "challenge": "abc"})
     assert status == 200 and "abc" in text
     assert inbox.messages == []
 
@@ -412,7 +364,7 @@ def _inbound(channel: str, ts: str, thread_ts: str | None = None) -> InboundMess
 async def test_reply_to_mode_targets(
     fake: FakeSlack, mode: str, expected: list[str | None]
 ) -> None:
-    adapter = _adapter(fake, reply_to_mode=mode)
+    adapter = slack_adapter(fake, reply_to_mode=mode)
     target = adapter.reply_target(_inbound("C9", "900.000001"))
     await adapter.send(target, "one")
     await adapter.send(target, "two")
@@ -421,7 +373,7 @@ async def test_reply_to_mode_targets(
 
 @pytest.mark.parametrize("mode", ["off", "first", "all"])
 async def test_a_message_in_a_thread_is_always_answered_there(fake: FakeSlack, mode: str) -> None:
-    adapter = _adapter(fake, reply_to_mode=mode)
+    adapter = slack_adapter(fake, reply_to_mode=mode)
     target = adapter.reply_target(_inbound("C9", "901.000005", thread_ts="901.000001"))
     await adapter.send(target, "one")
     await adapter.send(target, "two")
@@ -430,7 +382,7 @@ async def test_a_message_in_a_thread_is_always_answered_there(fake: FakeSlack, m
 
 
 async def test_a_long_answer_is_split_without_loss(fake: FakeSlack) -> None:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     prose = [f"Paragraph {n:03d} says something plain and unremarkable here." for n in range(80)]
     code = [f"value_{n:03d} = compute({n}) + offset" for n in range(130)]
     markdown = "\n\n".join(prose) + "\n\n```\n" + "\n".join(code) + "\n```\n"
@@ -448,7 +400,7 @@ async def test_a_long_answer_is_split_without_loss(fake: FakeSlack) -> None:
 
 
 async def test_a_429_is_waited_out_and_posted_once(fake: FakeSlack) -> None:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     waits: list[float] = []
 
     async def record(delay: float) -> None:
@@ -463,7 +415,7 @@ async def test_a_429_is_waited_out_and_posted_once(fake: FakeSlack) -> None:
 
 
 async def test_slack_refusals_raise_with_slacks_error(fake: FakeSlack) -> None:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     fake.fail_next("chat.postMessage", "channel_not_found")
     with pytest.raises(SlackError) as caught:
         await adapter.send(Target("slack", "CX"), "hello?")
@@ -472,7 +424,7 @@ async def test_slack_refusals_raise_with_slacks_error(fake: FakeSlack) -> None:
 
 
 async def test_edit_react_and_typing(fake: FakeSlack) -> None:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     ref = MessageRef(Target("slack", "C1", thread_id="1.000001"), "1.000002")
     await adapter.edit(ref, "changed")
     [update] = fake.calls_to("chat.update")
@@ -496,7 +448,7 @@ async def test_edit_react_and_typing(fake: FakeSlack) -> None:
 
 
 async def test_start_fails_on_a_refused_token_and_settings_are_checked(fake: FakeSlack) -> None:
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     fake.fail_next("auth.test", "invalid_auth")
     with pytest.raises(SlackError, match="invalid_auth"):
         await adapter.start(Inbox())
@@ -514,12 +466,12 @@ async def test_start_fails_on_a_refused_token_and_settings_are_checked(fake: Fak
 async def test_inbound_messages_carry_the_reply_target_of_the_mode(
     fake: FakeSlack, store: SpyStore, mode: str, thread: str | None, reply_to: str | None
 ) -> None:
-    adapter = _adapter(fake, reply_to_mode=mode)
+    adapter = slack_adapter(fake, reply_to_mode=mode)
     inbox = Inbox()
     await asyncio.wait_for(adapter.start(inbox), HANG_GUARD)
     try:
         await fake.send_event(event_callback(_mention("C5", "950.000001", f"<@{BOT_USER_ID}> go")))
-        await wait_for(lambda: len(inbox.messages) == 1, "the mention")
+        await until(lambda: len(inbox.messages) == 1, "the mention")
         target = inbox.messages[0].reply_target()
         assert (target.thread_id, target.reply_to_id) == (thread, reply_to)
     finally:
@@ -531,7 +483,7 @@ async def test_working_on_a_channel_message_shows_an_eyes_reaction_once(
 ) -> None:
     adapter, inbox = socket_bot
     await fake.send_event(event_callback(_mention("C6", "960.000001", f"<@{BOT_USER_ID}> work")))
-    await wait_for(lambda: len(inbox.messages) == 1, "the mention")
+    await until(lambda: len(inbox.messages) == 1, "the mention")
     target = inbox.messages[0].reply_target()
     await adapter.typing(target)
     await adapter.typing(target)  # refreshed while working: one reaction is enough

@@ -19,14 +19,9 @@ from botd.chat import InboundMessage, Target
 from botd.inbound.router import Router
 from botd.store import Store
 from tests.channels.routed import OPEN, through_router
-from tests.channels.slack.test_slack import (
-    Inbox,
-    _adapter,
-    _event,
-    _post_http,
-    wait_for,
-)
+from tests.channels.slack.harness import Inbox, message_event, post_http, slack_adapter
 from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.waiting import until
 
 
 class FailingStore(Store):
@@ -87,23 +82,23 @@ async def test_socket_mode_acks_after_the_accept_and_not_after_a_failed_one(
 ) -> None:
     inbox = Inbox()
     watch = AckWatch(fake, store, inbox)
-    adapter: SlackAdapter = _adapter(fake)
+    adapter: SlackAdapter = slack_adapter(fake)
     await adapter.start(watch)
     try:
-        body = event_callback(_event("D1", "500.000001", "keep this"), event_id="EvKEEP")
+        body = event_callback(message_event("D1", "500.000001", "keep this"), event_id="EvKEEP")
         store.failures = 1
         lost = await fake.send_event(body)
-        await wait_for(lambda: watch.failed == 1, "the failed accept")
+        await until(lambda: watch.failed == 1, "the failed accept")
         # Slack redelivers what was not acknowledged.
         again = await fake.send_event(body, retry_attempt=1)
-        await wait_for(lambda: again in fake.acks, "the redelivery acked")
+        await until(lambda: again in fake.acks, "the redelivery acked")
         assert lost not in fake.acks
         assert watch.acked_at_entry == [0, 0]  # nothing was acked before the sink returned
         assert [m.text for m in inbox.messages] == ["keep this"]
         assert store.inbox_count() == 1
         # A further retry is acknowledged and dropped as seen.
         later = await fake.send_event(body, retry_attempt=2)
-        await wait_for(lambda: later in fake.acks, "the second retry acked")
+        await until(lambda: later in fake.acks, "the second retry acked")
         assert len(inbox.messages) == 1 and store.inbox_count() == 1
     finally:
         await adapter.stop()
@@ -113,15 +108,15 @@ async def test_http_answers_500_until_the_message_is_accepted(
     fake: FakeSlack, store: FailingStore
 ) -> None:
     inbox = Inbox()
-    adapter = _adapter(fake, mode="http", http_port=0)
+    adapter = slack_adapter(fake, mode="http", http_port=0)
     await adapter.start(through_router(store, inbox, "slack"))
     try:
-        body = event_callback(_event("D1", "600.000001", "over http"), event_id="EvHTTP")
+        body = event_callback(message_event("D1", "600.000001", "over http"), event_id="EvHTTP")
         store.failures = 1
-        status, _ = await _post_http(adapter, body)
+        status, _ = await post_http(adapter, body)
         assert status == 500  # Slack retries a delivery not answered 2xx
         assert inbox.messages == [] and store.inbox_count() == 0
-        status, _ = await _post_http(adapter, body, **{"X-Slack-Retry-Num": "1"})
+        status, _ = await post_http(adapter, body, **{"X-Slack-Retry-Num": "1"})
         assert status == 200
         assert [m.text for m in inbox.messages] == ["over http"]
         assert store.inbox_count() == 1
@@ -145,12 +140,12 @@ async def test_the_ack_does_not_wait_for_what_follows_the_accept(
         raise AssertionError(text)
 
     router = Router(store, slow_session, no_reply, {"slack": OPEN})
-    adapter = _adapter(fake)
+    adapter = slack_adapter(fake)
     await adapter.start(router.handle)
     try:
-        body = event_callback(_event("D1", "700.000001", "/stop"), event_id="EvSLOW")
+        body = event_callback(message_event("D1", "700.000001", "/stop"), event_id="EvSLOW")
         envelope = await fake.send_event(body)
-        await wait_for(lambda: envelope in fake.acks, "the ack")
+        await until(lambda: envelope in fake.acks, "the ack")
         assert [m.text for m in handed] == ["/stop"] and store.inbox_count() == 1
         release.set()
     finally:

@@ -5,7 +5,6 @@ the real slack-bolt and anthropic SDKs inside the daemon, the loopback fakes out
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from botd.channels.slack.commands import slash_text
 from botd.store import StoreError
 from tests.daemon_inprocess import (
-    HANG_GUARD,
     anthropic_yaml,
     config_yaml,
     daemon_running,
@@ -21,6 +19,7 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack
+from tests.waiting import until
 
 
 @pytest.mark.parametrize(
@@ -46,16 +45,15 @@ def _config(tmp_path: Path, slack: FakeSlack, model: FakeAnthropicAPI, *more: st
 
 
 async def _posted(slack: FakeSlack, count: int) -> list[str]:
-    async with asyncio.timeout(HANG_GUARD):
-        while len(slack.calls_to("chat.postMessage")) < count:
-            await asyncio.sleep(0.02)
+    await until(
+        lambda: len(slack.calls_to("chat.postMessage")) >= count,
+        'len(slack.calls_to("chat.postMessage")) >= count',
+    )
     return [str(c.args.get("text")) for c in slack.calls_to("chat.postMessage")]
 
 
 async def _acked(slack: FakeSlack, envelope: str) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while envelope not in slack.acks:
-            await asyncio.sleep(0.02)
+    await until(lambda: envelope in slack.acks, "envelope in slack.acks")
 
 
 async def test_a_slash_command_runs_the_chat_command_and_a_question_is_answered(
@@ -130,9 +128,7 @@ async def test_a_command_where_the_bot_is_no_member_is_told_only_to_its_user(
             # and refuses the bot's post there.
             slack.fail_next("chat.postMessage", "not_in_channel")
             envelope = await slack.send_slash_command("/botd", "status", channel="C9")
-            async with asyncio.timeout(HANG_GUARD):
-                while not slack.command_responses:
-                    await asyncio.sleep(0.02)
+            await until(lambda: slack.command_responses, "slack.command_responses")
             assert daemon.runtime is not None
             await daemon.runtime.sessions.drain()
     [(responded_to, body)] = slack.command_responses

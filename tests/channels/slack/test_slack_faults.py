@@ -16,8 +16,8 @@ from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.slack_api import FakeSlack
+from tests.waiting import HANG_GUARD
 
-GUARD = 20  # seconds: a hang guard only, never a delay
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 CHANNEL = "C1"
 
@@ -39,7 +39,7 @@ async def test_5xx_slack_faults_and_a_reset_then_ok_post_once(fake: FakeSlack) -
     fake.fail_next("chat.postMessage", "service_unavailable", status=503)
     fake.fail_next("chat.postMessage", "fatal_error")  # ok: false on a 200
     fake.reset_next("chat.postMessage")
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         refs = await sender(fake).send_text(Target("slack", CHANNEL), "hello")
     assert len(refs) == 1
     assert len(fake.calls_to("chat.postMessage")) == 5
@@ -68,7 +68,7 @@ async def test_a_429_past_the_adapters_own_waits_is_retried_by_delivery(fake: Fa
 
     adapter._sleep = record
     fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0, times=4)
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.send_text(Target("slack", CHANNEL), "patience")
     assert fake.visible(CHANNEL) == ["patience"]
     assert len(fake.calls_to("chat.postMessage")) == 5
@@ -81,7 +81,7 @@ async def test_a_refused_final_edit_deletes_the_preview_and_posts_the_answer(
     target = Target("slack", CHANNEL)
     fake.fail_next("chat.update", "cant_update_message")
     await delivery.preview(target, PartialReply("The answer", [], lambda: "The answer"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.deliver(target, BlockReply("The answer is 42"), kind="final")
     assert fake.visible(CHANNEL) == ["The answer is 42"]
     assert len(fake.calls_to("chat.update")) == 1
@@ -93,7 +93,7 @@ async def test_a_final_edit_that_landed_before_a_reset_is_shown_once(fake: FakeS
     target = Target("slack", CHANNEL)
     fake.reset_next("chat.update", land=True)
     await delivery.preview(target, PartialReply("The answer", [], lambda: "The answer"))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await delivery.deliver(target, BlockReply("The answer is 42"), kind="final")
     assert fake.visible(CHANNEL) == ["The answer is 42"]
     assert len(fake.calls_to("chat.update")) == 2  # retried: an edit may be repeated

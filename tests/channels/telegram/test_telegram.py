@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,9 +24,9 @@ from tests.fakes.telegram_api import (
     parse_html,
     retry_after,
 )
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
-GUARD = 10  # seconds: a hang guard only, never a delay
 DM, GROUP, FORUM = 777, -100123, -100500
 
 
@@ -35,12 +34,6 @@ DM, GROUP, FORUM = 777, -100123, -100500
 async def fake() -> AsyncIterator[FakeTelegramAPI]:
     async with FakeTelegramAPI(TOKEN) as api:
         yield api
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        yield opened
 
 
 class Bot:
@@ -54,7 +47,7 @@ class Bot:
         await self.inbound.put(message)
 
     async def next(self) -> InboundMessage:
-        async with asyncio.timeout(GUARD):
+        async with asyncio.timeout(HANG_GUARD):
             return await self.inbound.get()
 
 
@@ -375,7 +368,7 @@ async def test_start_failures_are_one_line_channel_start_errors(
         await refused.start(Bot(refused).sink)
     unreachable = TelegramAdapter(TOKEN, api_base_url=f"http://127.0.0.1:{unused_port}")
     with pytest.raises(ChannelStartError, match="Telegram start") as caught:
-        await asyncio.wait_for(unreachable.start(Bot(unreachable).sink), GUARD)
+        await asyncio.wait_for(unreachable.start(Bot(unreachable).sink), HANG_GUARD)
     assert "\n" not in str(caught.value)
     await unreachable.stop()
 
@@ -412,9 +405,7 @@ async def _menu_settled(fake: FakeTelegramAPI, calls: int) -> None:
     def menu_calls() -> int:
         return len([c for c in fake.calls if c.method in ("getMyCommands", "setMyCommands")])
 
-    async with asyncio.timeout(GUARD):
-        while menu_calls() < calls:
-            await asyncio.sleep(0.01)
+    await until(lambda: menu_calls() >= calls, "menu_calls() >= calls")
 
 
 async def test_the_command_menu_lists_the_chat_commands_and_is_set_once(

@@ -19,9 +19,9 @@ from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettin
 from botd.delivery.channel import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.telegram_api import FakeTelegramAPI, ScriptedError, retry_after, server_error
+from tests.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
-GUARD = 20  # seconds: a hang guard only, never a delay
 DM, GROUP = 777, -100123
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 
@@ -65,7 +65,7 @@ async def test_500_502_and_a_reset_then_ok_deliver_once(
     fake.fail_next("sendMessage", server_error(500))
     fake.fail_next("sendMessage", server_error(502))
     fake.reset_next("sendMessage")
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         refs = await delivery(adapter).send_text(Target("telegram", str(DM)), "hello")
     assert len(refs) == 1
     assert statuses(fake, "sendMessage") == [500, 502, 0, 200]
@@ -90,7 +90,7 @@ async def test_a_run_keeps_its_order_while_a_piece_is_retried(
     output = delivery(adapter).open_run(Target("telegram", str(DM)))
     for text in ("one", "two", "three"):
         output.block(BlockReply(text))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await output.close()
     assert fake.visible(DM) == ["one", "two", "three"]
 
@@ -102,10 +102,10 @@ async def test_a_flood_wait_in_one_chat_does_not_delay_another(
     sender = delivery(adapter)
     slow = asyncio.create_task(sender.send_text(Target("telegram", str(GROUP)), "to the group"))
     await fake.wait_for_call("sendMessage", 1)  # the group's first attempt got the 429
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await sender.send_text(Target("telegram", str(DM)), "to the DM")
     assert not slow.done()
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await slow
     delivered = [c.params["chat_id"] for c in fake.calls_to("sendMessage", ok_only=True)]
     assert delivered == [str(DM), str(GROUP)]
@@ -125,7 +125,7 @@ async def test_a_long_outage_is_ridden_out(fake: FakeTelegramAPI, adapter: Teleg
 
     retrier = Retrier(RetrySettings(), clock=lambda: now[0], sleep=sleep)
     sender = ChannelDelivery({"telegram": adapter}, retrier=retrier)
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await sender.send_text(Target("telegram", str(DM)), "still here")
     assert now[0] >= 20
     assert fake.visible(DM) == ["still here"]
@@ -164,7 +164,7 @@ async def test_a_spent_budget_gives_up_and_tells_the_chat_once_it_can(
     sender = ChannelDelivery({"telegram": adapter}, retrier=retrier)
     fake.fail_next("sendMessage", server_error(502), times=1_000_000)
     with pytest.raises(DeliveryGivenUp):
-        async with asyncio.timeout(GUARD):
+        async with asyncio.timeout(HANG_GUARD):
             await sender.send_text(Target("telegram", str(DM)), "lost")
     assert time.now >= budget  # retried for the whole budget
     assert "given up" in caplog.text
@@ -202,7 +202,7 @@ async def test_after_the_budget_is_spent_each_piece_gets_one_attempt(
 async def _preview_then_final(sender: ChannelDelivery, preview: str, final: str) -> None:
     target = Target("telegram", str(DM))
     await sender.preview(target, partial(preview))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(HANG_GUARD):
         await sender.deliver(target, BlockReply(final), kind="final")
 
 
