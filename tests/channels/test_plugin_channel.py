@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,11 @@ INSTALL_GUARD = 300.0
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A ``PYTHONPATH`` that sees the installed ``botd-filechat`` and the botd under test."""
     site = tmp_path_factory.mktemp("filechat-site")
+    # Built from a copy: setuptools leaves build/ and *.egg-info beside the sources it builds.
+    source = tmp_path_factory.mktemp("filechat-source") / "example_channel"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     installed = subprocess.run(
-        [*PIP_INSTALL, "--target", str(site), str(EXAMPLE)],
+        [*PIP_INSTALL, "--target", str(site), str(source)],
         capture_output=True,
         text=True,
         timeout=INSTALL_GUARD,
