@@ -60,6 +60,11 @@ class _Subscriber(StreamSubscriber):
         self._dispatch(event)
 
 
+_LINE_BREAKS_ESCAPED = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+"""Characters Unicode (and Python's ``str.splitlines``) takes for line ends, escaped inside
+the JSON strings of an output line, so that one record stays one line for every reader."""
+
+
 def read_events(lines: Iterable[str | bytes]) -> list[AgentEvent]:
     """Every event of a JSONL stream; blank lines and unknown event types are skipped."""
     return [event for _number, event in read_numbered_events(lines)]
@@ -142,7 +147,8 @@ def replay(
     """
 
     def emit(kind: str, payload: dict[str, Any] | None = None) -> None:
-        write(storable(json.dumps({"kind": kind, **(payload or {})}, ensure_ascii=False)))
+        line = json.dumps({"kind": kind, **(payload or {})}, ensure_ascii=False)
+        write(storable(line.translate(_LINE_BREAKS_ESCAPED)))
 
     def on_block(reply: BlockReply) -> None:
         emit("block_reply", reply.to_dict())

@@ -266,6 +266,16 @@ def test_a_lone_surrogate_comes_out_as_the_replacement_character() -> None:
     assert json.loads(out.splitlines()[0])["text"] == "half \ufffd here"
 
 
+def test_unicode_line_breaks_in_a_text_stay_inside_its_output_line() -> None:
+    # U+0085, U+2028 and U+2029 end a line for str.splitlines and other Unicode readers.
+    text = "a\x85b\u2028c\u2029d"
+    event = {"type": "message_end", "message": {"role": "assistant", "content": text}}
+    status, out, err = replay_in_process((json.dumps(event) + "\n").encode(), [])
+    assert (status, err) == (0, "")
+    [line] = out.splitlines()
+    assert json.loads(line)["assistant_texts"] == [text]
+
+
 def test_a_subscriber_failure_is_an_error_of_its_line_not_a_silent_skip(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
