@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -35,7 +34,7 @@ from botd.events import ImageContent as BotdImage
 from botd.events import Message, ToolCallContent
 from botd.events import TextContent as BotdText
 from botd.retry import Backoff
-from tests.health_probe import free_port
+from tests.fakes.mcp_http import serving_mcp_http
 from tests.waiting import HANG_GUARD, until
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
@@ -460,19 +459,8 @@ async def test_a_listing_is_checked_tool_by_tool(caplog: pytest.LogCaptureFixtur
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The fake on streamable HTTP (a token required); yields its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, FAKE, "--http", str(port), "--token", "tok-123"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        assert process.stderr.readline().strip() == "serving"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait(timeout=30)
+    with serving_mcp_http("tok-123") as url:
+        yield url
 
 
 async def test_a_streamable_http_server_with_headers(http_server: str) -> None:

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import signal
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -34,6 +33,7 @@ from tests.daemon_inprocess import (
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.mcp_http import serving_mcp_http
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.health_probe import free_port
 from tests.waiting import until
@@ -79,19 +79,8 @@ def pidfile(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The fake MCP server on streamable HTTP, a bearer token required; yields its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, FAKE, "--http", str(port), "--token", "web-token-7"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        assert process.stderr.readline().strip() == "serving"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait(timeout=30)
+    with serving_mcp_http("web-token-7") as url:
+        yield url
 
 
 def _agent(pidfile: Path, *servers: str, **env: str) -> str:
