@@ -18,6 +18,7 @@ import botd.ops.logging as botd_logging
 from botd.store import Store
 from tests.chat import Chat, chatting
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.pg_server import PostgresServer, running_postgres
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -57,3 +58,17 @@ async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
     """A DM with botd over the real Telegram SDK and the loopback Bot API (``tests/chat.py``)."""
     async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
         yield dm
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server per test worker (``tests/pg_server.py``), started on
+    first use; tests that stop it start it again before they end."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """A new empty database of the test's own on the worker's server."""
+    return postgres_server.new_database()
