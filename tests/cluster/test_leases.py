@@ -18,7 +18,8 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from botd.cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
-from botd.store.postgres.leases import SCHEMA, LeaseLost, PostgresLeases, fence
+from botd.store.postgres.leases import LeaseLost, PostgresLeases, fence
+from botd.store.postgres.schema import migrate
 from tests.pg_server import PostgresServer
 from tests.waiting import until
 
@@ -53,7 +54,7 @@ class Backend:
 
 async def _pool(dsn: str) -> AsyncConnectionPool[AsyncConnection[TupleRow]]:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute(SCHEMA)
+        await migrate(conn, "the test database")
     pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
         dsn, min_size=1, max_size=12, timeout=2, open=False, kwargs={"autocommit": True}
     )

@@ -18,15 +18,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from ...cluster.leases import LeaseRow
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS leases (
-    name text PRIMARY KEY,
-    holder text NOT NULL,
-    epoch bigint NOT NULL,
-    expires_at timestamptz NOT NULL
-)
-"""
-
 
 class LeaseLost(Exception):
     """A fenced write found its lease expired or held by another epoch: the write is not
