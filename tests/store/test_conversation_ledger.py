@@ -1,12 +1,7 @@
-"""The SQLite ``SqliteStore`` as a ``ConversationLedger``: the transitions of ``Promise`` written
-through it read back as the state machine says (``botd.conversation``)."""
+"""Each store backend (the ``store`` fixture) as a ``ConversationLedger``: the transitions of
+``Promise`` written through it read back as the state machine says (``botd.conversation``)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.conversation.promise import Promise
@@ -17,12 +12,6 @@ from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply
 
 TARGET = Target("console", "c1")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore.open(tmp_path / "state") as opened:
-        yield opened
 
 
 async def accepted(store: SqliteStore, n: int) -> int:
