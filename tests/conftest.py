@@ -15,7 +15,7 @@ import pytest
 from hypothesis import settings
 
 import botd.ops.logging as botd_logging
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.chat import Chat, chatting
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.pg_server import PostgresServer, running_postgres
@@ -45,11 +45,17 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(botd_logging, "_literal_pattern", None)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """A fresh SQLite store of its own (``tmp_path/store``, apart from any daemon's
-    ``tmp_path/state``), closed after the test."""
-    with Store.open(tmp_path / "store") as opened:
+STORE_BACKENDS = ["sqlite"]
+"""The backends every test of the ``store`` fixture runs on (the contract tests under
+``tests/store`` ask only the protocols of ``botd.store``)."""
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqliteStore]:
+    """A fresh store of its own (``tmp_path/store``, apart from any daemon's
+    ``tmp_path/state``) on each backend, closed after the test."""
+    assert request.param == "sqlite"
+    with SqliteStore.open(tmp_path / "store") as opened:
         yield opened
 
 
