@@ -52,22 +52,6 @@ async def until(
         await asyncio.sleep(POLL)
 
 
-async def until_read(read: Callable[[], Awaitable[T]], what: str, guard: float = HANG_GUARD) -> T:
-    """``until`` for an awaited read (a store's, say): its first true value."""
-
-    async def value() -> T:
-        return await read()
-
-    deadline = time.monotonic() + guard
-    while True:
-        found = await value()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(POLL)
-
-
 def until_sync(predicate: Callable[[], T], what: str, guard: float = HANG_GUARD) -> T:
     """``until`` for a test with no event loop (a child process, a thread)."""
     deadline = time.monotonic() + guard

@@ -33,7 +33,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until, until_read
+from tests.waiting import until
 
 DM, GROUP = 777, -100123
 WIDE = png(9000, 100)
@@ -211,7 +211,7 @@ async def test_in_a_group_an_image_kept_from_chatter_is_left_out_and_the_mention
         async with anthropic_chat(tmp_path, telegram, model) as chat:
             telegram.push_file(GROUP, "photo", png(600, 40))  # no mention: kept, not answered
             key = f"telegram:{GROUP}"
-            await until_read(lambda: chat.store.kept_chatter(key), "the photo kept as chatter")
+            await until(lambda: chat.store.kept_chatter(key), "the photo kept as chatter")
             model.push(stream(text("Seen.")))
             said = await chat.say(GROUP, "@botd_test_bot what do you make of it?", answer="Seen.")
             assert said == [NOTICE, "Seen."]

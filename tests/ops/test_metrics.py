@@ -20,7 +20,7 @@ from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.health_probe import free_port, named, scrape, value
-from tests.waiting import until, until_read
+from tests.waiting import until
 
 ALICE, STRANGER = 111, 333
 
@@ -108,7 +108,7 @@ async def test_every_metric_counts_a_scripted_conversation(
 
         assert daemon.runtime is not None
         store = daemon.runtime.store
-        await until_read(lambda: inbox_empty(store), "the stopped message finished")
+        await until(lambda: inbox_empty(store), "the stopped message finished")
         samples, types = await scrape(port)
 
     # While the run was held: one run in flight, its message waiting, an age for it.

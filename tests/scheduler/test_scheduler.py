@@ -20,7 +20,7 @@ from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
 from botd.store.sqlite import SqliteStore
-from tests.waiting import HANG_GUARD, until_read
+from tests.waiting import HANG_GUARD, until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 TARGET = Target("telegram", "100", thread_id="7")
@@ -224,7 +224,7 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) 
         fire_now(sched, "tick")
         async with asyncio.timeout(HANG_GUARD):
             await done.wait()
-            await until_read(lambda: store.job_runs("tick"), "the run logged")
+            await until(lambda: store.job_runs("tick"), "the run logged")
         record = (await store.job_runs("tick"))[0]
         assert (record.outcome, record.error) == ("failed", "session closed")
         assert [job.id for job in await sched.list_jobs()] == ["tick"]
@@ -354,7 +354,7 @@ async def test_missed_runs_coalesce_into_one(store: SqliteStore, inbox: Inbox) -
     await sched.start()
     try:
         await inbox.wait(1)
-        await until_read(lambda: store.job_runs("tick"), "the run logged")
+        await until(lambda: store.job_runs("tick"), "the run logged")
         for _ in range(20):  # give any further (wrong) runs the chance to show
             await asyncio.sleep(0)
         assert len(inbox.messages) == 1
@@ -429,7 +429,7 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
             await first.add_every(
                 "tick", 60, prompt="p", target=TARGET, first_run=datetime.now(UTC)
             )
-            await until_read(lambda: store.job_runs("tick"), "the run logged")
+            await until(lambda: store.job_runs("tick"), "the run logged")
         finally:
             first.shutdown()
         # The run wrote the job's next run time back to the table.
@@ -449,7 +449,7 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
             async def two_runs() -> bool:
                 return len(await store.job_runs("tick")) >= 2
 
-            await until_read(two_runs, "two runs logged")
+            await until(two_runs, "two runs logged")
             for _ in range(20):  # give any further (wrong) runs the chance to show
                 await asyncio.sleep(0)
             assert len(inbox.messages) == 1
