@@ -73,7 +73,6 @@ from .config import BotdConfig, ConfigError, load_config, secret_values
 from .conversation import Conversations, RunHooks
 from .delivery import ChannelDelivery
 from .inbound.message_access import MessageAccess
-from .inbound.pairing import PairingBook
 from .inbound.router import Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
@@ -86,6 +85,7 @@ from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .scheduler import Scheduler
 from .store import ConversationLedger, InboundLedger, InboundPruner, ModelUsage, StoreStatus
+from .store.pairing import PairingFile
 from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
@@ -498,7 +498,7 @@ def build_runtime(
             intake.submit,
             intake.reply,
             access_policies(config),
-            pairing=PairingBook(state_dir / "pairing.json"),
+            pairing=PairingFile(state_dir / "pairing.json"),
         )
         channels = Channels(registry, router, delivery, router.handle)
         keeper = ChannelKeeper(

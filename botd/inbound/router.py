@@ -44,10 +44,10 @@ from ..channels.registry import channel_specs
 from ..chat import ChatKind, InboundMessage, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
-from ..store import InboundLedger, StoreError
+from ..store import InboundLedger, Pairing, StoreError
+from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
-from .pairing import PairingBook
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +80,12 @@ class Router:
         reply: Reply,
         policies: dict[str, AccessPolicy],
         *,
-        pairing: PairingBook | None = None,
+        pairing: Pairing | None = None,
     ) -> None:
         self._store = store
         self._submit = submit
         self._reply = reply
-        self._pairing = pairing or PairingBook(None)
+        self._pairing = pairing or PairingFile(None)
         self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
@@ -160,6 +160,10 @@ class Router:
             repeat = await self._recorded(message, keys, kept=None)
             return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
+        if not verdict.accepted and self._approval_would_admit(message):
+            # Another process may have approved the sender since this one last looked.
+            await self._pairing.refresh()
+            verdict = self._access(message)
         if not verdict.accepted:
             # (A redelivery is dropped as seen: no second pairing code is sent.)
             kept = message if verdict.reason == _NOT_ADDRESSED else None
@@ -248,9 +252,17 @@ class Router:
             return Decision(False, _PAIRING)
         return Decision(False, f"sender {sender} is not on the allowlist")
 
+    def _approval_would_admit(self, message: InboundMessage) -> bool:
+        """Whether an approval by pairing is what ``message``'s sender lacks (a DM where the
+        policy takes approved senders)."""
+        policy = self._policies.get(message.channel, AccessPolicy())
+        return message.is_direct and policy.dm_policy in ("pairing", "allowlist")
+
     async def _offer_pairing(self, message: InboundMessage) -> Decision:
         """Send an unknown sender a pairing code: once per code, however often they write."""
-        code, issued = self._pairing.issue(message.channel, message.sender_id, message.sender_name)
+        code, issued = await self._pairing.issue(
+            message.channel, message.sender_id, message.sender_name
+        )
         if not issued:
             return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
         await self._reply(

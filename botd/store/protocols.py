@@ -14,6 +14,9 @@ behind the same protocols: nothing here is a synchronous read.
   for the next prompt, which ``botd.inbound.kept_context`` reads.
 * ``Offsets``: where a channel account resumes its platform's update stream.
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
+* ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
+  apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
+  backend in the database.
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
@@ -30,7 +33,8 @@ Three kinds of method, by what the caller may rely on when it returns:
   last moment's records, which the conversation's state machine (and the inbound ledger, for
   an offset) treats as a crash just before them. ``append_messages_later`` is the same with a
   future for the one caller that reads the outcome; ``commit_soon`` asks for that commit now.
-* plain attributes kept in memory (``StoreStatus.health``): no I/O at all.
+* plain attributes kept in memory (``StoreStatus.health``, ``Pairing.is_approved``): no
+  I/O beyond a file's timestamp.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from .records import (
     KeptLine,
     ModelUsage,
     OutboxEntry,
+    PendingCode,
     RunRecord,
     SessionRecord,
     StoredJob,
@@ -303,6 +308,44 @@ class Pruning(Protocol):
         ...
 
 
+class Pairing(Protocol):
+    """DM pairing: one-time codes for unknown senders, and the senders an admin approved.
+
+    ``is_approved`` answers from what this process knows (the adapters ask it synchronously,
+    before work only an admitted message needs); ``refresh`` brings that up to date with what
+    another process (``botd pairing approve``, another node) changed, and the router awaits
+    it before it turns an unknown sender away."""
+
+    def is_approved(self, channel: str, sender: str) -> bool: ...
+
+    async def refresh(self) -> None: ...
+
+    async def issue(self, channel: str, sender: str, name: str | None = None) -> tuple[str, bool]:
+        """The sender's pending code, and whether it was issued just now (a new code expires
+        the channel's oldest beyond ``MAX_PENDING_PER_CHANNEL``)."""
+        ...
+
+    async def approve(self, channel: str, code: str) -> str | None:
+        """Approve a pending code (any case); the sender it admits, or None."""
+        ...
+
+    async def revoke(self, channel: str, sender: str) -> bool:
+        """Take back a sender's approval; False when they were not approved."""
+        ...
+
+    async def waiting(self) -> list[PendingCode]:
+        """Every code still waiting for approval, by code."""
+        ...
+
+    async def approved(self) -> list[tuple[str, str, str | None]]:
+        """``(channel, sender, name)`` of every approved sender, sorted."""
+        ...
+
+    async def channels(self) -> set[str]:
+        """The channels that have a pending code or an approved sender."""
+        ...
+
+
 class StoreStatus(Protocol):
     """What ``/healthz``, ``/metrics`` and ``botd status`` read of the store."""
 
@@ -336,6 +379,7 @@ __all__ = [
     "JobLedger",
     "ModelChoices",
     "Offsets",
+    "Pairing",
     "Pruning",
     "Store",
     "StoreStatus",

@@ -13,8 +13,8 @@ from botd.config import BotdConfig, ConfigError, load_config
 from botd.config.schema import MessageTargetSection
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.message_access import NOT_LISTED, MessageAccess
-from botd.inbound.pairing import PairingBook
 from botd.inbound.router import Router, chat_kind
+from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
 
@@ -23,7 +23,7 @@ async def _nothing(*_args: object) -> None:
     return None
 
 
-def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingBook | None = None) -> Router:
+def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingFile | None = None) -> Router:
     return Router(store, _nothing, _nothing, {"telegram": policy}, pairing=pairing)
 
 
@@ -53,10 +53,10 @@ def test_chat_kind_follows_each_platforms_ids() -> None:
     assert chat_kind(Target("discord", "123456")) == ("unknown", None)
 
 
-def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
+async def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
     store: SqliteStore, tmp_path: Path
 ) -> None:
-    pairing = PairingBook(tmp_path / "pairing.json")
+    pairing = PairingFile(tmp_path / "pairing.json")
     router = _router(store, POLICY, pairing)
 
     assert router.may_post(Target("telegram", "111")).accepted  # allowlisted
@@ -64,8 +64,8 @@ def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
     assert not stranger.accepted
     assert stranger.reason == "user 999 has not been paired or allowlisted"
 
-    code = pairing.request("telegram", "999")
-    assert pairing.approve("telegram", code) == "999"
+    code = await pairing.request("telegram", "999")
+    assert await pairing.approve("telegram", code) == "999"
     assert router.may_post(Target("telegram", "999")).accepted  # paired
 
 
@@ -73,13 +73,13 @@ async def test_asking_issues_no_pairing_code_and_records_nothing(
     store: SqliteStore, tmp_path: Path
 ) -> None:
     path = tmp_path / "pairing.json"
-    router = _router(store, POLICY, PairingBook(path))
+    router = _router(store, POLICY, PairingFile(path))
 
     for _ in range(3):
         assert not router.may_post(Target("telegram", "999")).accepted
 
     assert not path.exists()
-    assert PairingBook(path).pending() == []
+    assert await PairingFile(path).pending() == []
     assert not await store.seen_inbound("telegram", "probe")  # the ledger was empty before
 
 
@@ -302,7 +302,7 @@ def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(
 
 def test_an_unreadable_pairing_file_refuses(store: SqliteStore, tmp_path: Path) -> None:
     path = tmp_path / "pairing.json"
-    book = PairingBook(path)
+    book = PairingFile(path)
     path.write_text("{not json", encoding="utf-8")  # damaged after botd read it
     access = MessageAccess(
         _router(store, POLICY, book), lambda: [_target("telegram/999")], ("telegram",)

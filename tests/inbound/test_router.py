@@ -10,7 +10,7 @@ from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
-from botd.inbound.pairing import PairingBook
+from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
 from tests.inbound.routing import Recorder, dm, group, router
 
@@ -50,7 +50,7 @@ async def test_disabled_dm(store: SqliteStore) -> None:
 
 async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: SqliteStore) -> None:
     rec = Recorder()
-    book = PairingBook(tmp_path / "pairing.json")
+    book = PairingFile(tmp_path / "pairing.json")
     r = router(store, rec, AccessPolicy(dm_policy="pairing"), pairing=book)
     first = await r.handle(dm("hello?", "carol", n=1))
     assert not first.accepted and "pairing code" in first.reason
@@ -60,24 +60,24 @@ async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: S
     again = await r.handle(dm("again?", "carol", n=2))
     assert not again.accepted and "already sent" in again.reason
     assert len(rec.replies) == 1  # one reply per code, however often the stranger writes
-    assert book.approve("telegram", code.lower()) == "carol"
+    assert await book.approve("telegram", code.lower()) == "carol"
     assert (await r.handle(dm("now?", "carol", n=3))).accepted
     # Approvals survive a restart.
-    assert PairingBook(tmp_path / "pairing.json").is_approved("telegram", "carol")
+    assert PairingFile(tmp_path / "pairing.json").is_approved("telegram", "carol")
 
 
 async def test_wrong_pairing_code_admits_nobody(store: SqliteStore) -> None:
-    book = PairingBook(None)
+    book = PairingFile(None)
     router(store, Recorder(), AccessPolicy(dm_policy="pairing"), pairing=book)
-    assert book.approve("telegram", "NOPE1234") is None
+    assert await book.approve("telegram", "NOPE1234") is None
 
 
 async def test_pairing_code_expires(store: SqliteStore) -> None:
     now = [0.0]
-    book = PairingBook(None, clock=lambda: now[0])
-    code = book.request("telegram", "dave")
+    book = PairingFile(None, clock=lambda: now[0])
+    code = await book.request("telegram", "dave")
     now[0] += 3601
-    assert book.approve("telegram", code) is None
+    assert await book.approve("telegram", code) is None
 
 
 async def test_group_not_on_allowlist_is_refused(store: SqliteStore) -> None:
@@ -215,7 +215,7 @@ async def test_pairing_is_approved_from_another_process_while_running(
     rec = Recorder()
     state = tmp_path / "botd-state"
     r = router(
-        store, rec, AccessPolicy(dm_policy="pairing"), pairing=PairingBook(state / "pairing.json")
+        store, rec, AccessPolicy(dm_policy="pairing"), pairing=PairingFile(state / "pairing.json")
     )
     await r.handle(dm("hello?", "frank", n=1))
     code = rec.replies[-1][1].split("pairing code ")[1].split()[0]

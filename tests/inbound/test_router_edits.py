@@ -9,7 +9,7 @@ from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
-from botd.inbound.pairing import PairingBook
+from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
 from tests.inbound.routing import Recorder, dm, group, router
 
@@ -75,7 +75,7 @@ async def test_an_edit_from_whom_the_bot_does_not_take_is_not_kept(
 ) -> None:
     rec = Recorder()
     pairing = AccessPolicy(dm_policy="pairing")
-    r = router(store, rec, pairing, pairing=PairingBook(tmp_path / "pairing.json"))
+    r = router(store, rec, pairing, pairing=PairingFile(tmp_path / "pairing.json"))
     stranger = dm("hello", "mallory", n=1)
     decision = await r.handle(edit(stranger, "hello again"))
     assert not decision.accepted and decision.reason.startswith("an edit:")

@@ -203,6 +203,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         CREATE TABLE pairing_approved (
             channel text NOT NULL,
             sender text NOT NULL,
+            name text,
             approved_at double precision NOT NULL,
             PRIMARY KEY (channel, sender)
         )
