@@ -370,8 +370,8 @@ async def test_openai_stalls_as_the_user_sees_them(store: Store) -> None:
 
 
 def test_shutdown_grace_is_configured_and_a_reload_notes_its_change() -> None:
-    from botd.app import plan_reload
     from botd.config import ConfigError, parse_config
+    from botd.config.reload import plan_reload
 
     default = parse_config("", {}, "botd.yaml")
     assert default.shutdown_grace == 10
