@@ -7,9 +7,10 @@ how its messaging-tool targets are spelled (``targets``), the doctor's live prob
 account (``probe``) and whether it is the operator's own terminal (``local``). The core names
 no platform: the router, the doctor and the subscriber's dedupe ask the specs.
 
-Specs are registered under the entry-point group ``botd.channels``; the built-ins are
-registered by botd's own package metadata (``botd.channels.builtin``), so a separate
-distribution (``botd-matrix``) adds a channel without touching botd::
+botd's own channels declare their specs in their packages (``botd.channels.<name>.spec``,
+``SPEC``), found there without package metadata; a separate distribution (``botd-matrix``)
+adds a channel without touching botd by registering its spec under the entry-point group
+``botd.channels`` (``botd.config.channels.registrations``)::
 
     [project.entry-points."botd.channels"]
     matrix = "botd_matrix:SPEC"
@@ -25,13 +26,13 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from ..chat import ChatKindOf, InboundMessage, TargetForm
-from ..config import ENTRY_POINT_GROUP, ChannelSection
+from ..config import ChannelSection
+from ..config.channels import registrations
 from ..config.extras import installed
 from .base import ChannelAdapter, OffsetStore, PlatformLink
 
@@ -161,13 +162,13 @@ class ChannelSpec(Generic[S]):
 
 
 def load_channel_specs() -> dict[str, ChannelSpec[Any]]:
-    """Every channel registered under ``botd.channels``, by name.
+    """Every registered channel (botd's own, then the plugins'), by name.
 
     A plugin that fails to load is logged and left out: the config check reports it for a
     config that uses it.
     """
     specs: dict[str, ChannelSpec[Any]] = {}
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in registrations():
         try:
             spec = point.load()
         except Exception:
