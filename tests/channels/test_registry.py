@@ -33,6 +33,7 @@ from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
 from botd.config.channels import registrations
 from botd.store import Store
+from botd.text.markup import PLAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTINS = {"telegram": TELEGRAM, "slack": SLACK, "discord": DISCORD, "console": CONSOLE}
@@ -49,7 +50,7 @@ class RoomSection(ChatChannelSection):
 
 class RoomAdapter:
     name = "room"
-    capabilities = Capabilities(text_limit=1000, markdown="plain", can_edit=False)
+    capabilities = Capabilities(text_limit=1000, markup=PLAIN, can_edit=False)
 
     def __init__(self, room: str, account_id: str) -> None:
         self.room = room
