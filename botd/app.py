@@ -292,7 +292,12 @@ class Toolbox:
         chosen: list[Tool] = []
         if "message" in enabled:
             refusal = self._message_access.refusal
-            chosen.append(MessageTool(self._send, refusal=refusal, send_media=self._send_media))
+            channels = self._live.current.channels.enabled()
+            chosen.append(
+                MessageTool(
+                    self._send, refusal=refusal, send_media=self._send_media, channels=channels
+                )
+            )
         if "schedule" in enabled:
             chosen.append(ScheduleTool(self._scheduler))
         if "web_fetch" in enabled:

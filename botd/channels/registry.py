@@ -45,7 +45,9 @@ __all__ = [
     "ChannelContext",
     "ChannelSpec",
     "ChannelUnavailable",
+    "InitQuestions",
     "Probe",
+    "SecretQuestion",
     "channel_specs",
     "load_channel_specs",
     "target_forms",
@@ -112,6 +114,28 @@ class ChannelContext:
         return down
 
 
+@dataclass(frozen=True, slots=True)
+class SecretQuestion:
+    """A secret ``botd init`` refers to by an environment variable: the section's key, the
+    variable it suggests, and what the secret is (``the token @BotFather gave``)."""
+
+    key: str
+    variable: str
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class InitQuestions:
+    """What ``botd init`` asks for a channel and writes into its section. A section with a
+    ``dm_policy`` is asked who may DM the bot too."""
+
+    secrets: tuple[SecretQuestion, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
+    """Keys written as they are: (key, YAML value)."""
+    rank: int = 100
+    """Where ``botd init`` lists the channel, lowest first; the first is the default answer."""
+
+
 @dataclass(frozen=True, eq=False)
 class ChannelSpec(Generic[S]):
     """One channel: its name, config section, adapter factory, SDK requirement and what its
@@ -136,6 +160,8 @@ class ChannelSpec(Generic[S]):
     says it has none for this channel."""
     local: bool = False
     """The operator's own terminal (the console): nobody else reads it, and the logs share it."""
+    init: InitQuestions | None = None
+    """What ``botd init`` asks for the channel; None: ``botd init`` does not offer it."""
 
     def missing(self) -> str | None:
         """One sentence naming what to install before this channel can run; None if ready."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...chat import ChatKind
 from ...config.schema import ChannelSection
 from ..base import ChannelAdapter
-from ..registry import ChannelContext, ChannelSpec
+from ..registry import ChannelContext, ChannelSpec, InitQuestions
 
 if TYPE_CHECKING:
     import httpx
@@ -45,4 +45,5 @@ SPEC = ChannelSpec(
     chat_kind=_chat_kind,
     probe=_probe,
     local=True,
+    init=InitQuestions(settings=(("enabled", "true"),), rank=3),
 )

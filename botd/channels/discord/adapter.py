@@ -54,10 +54,14 @@ from botd.channels.discord.inbound_media import discord_attachments, discord_dow
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
 from botd.text.markup import RenderedChunk
 
 log = logging.getLogger(__name__)
+
+# discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
+not_botds_concern("discord.client", "voice will NOT be supported")
 
 CHANNEL = "discord"
 TEXT_LIMIT = 2000

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...config.schema import ChatChannelSection
 from ...config.secrets import Secret
 from ..base import ChannelAdapter
-from ..registry import ChannelContext, ChannelSpec
+from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 
 if TYPE_CHECKING:
@@ -69,4 +69,10 @@ SPEC = ChannelSpec(
     modules=("discord",),
     targets=targets.TARGET_FORM,
     probe=_probe,
+    init=InitQuestions(
+        secrets=(
+            SecretQuestion("token", "DISCORD_TOKEN", "the bot token from the developer portal"),
+        ),
+        rank=2,
+    ),
 )

@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from ...config.schema import ChatChannelSection, off_on
 from ...config.secrets import OptionalSecret, Secret
 from ..base import ChannelAdapter
-from ..registry import ChannelContext, ChannelSpec
+from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 
 if TYPE_CHECKING:
@@ -89,4 +89,13 @@ SPEC = ChannelSpec(
     chat_kind=targets.chat_kind,
     targets=targets.TARGET_FORM,
     probe=_probe,
+    init=InitQuestions(
+        secrets=(
+            SecretQuestion("bot_token", "SLACK_BOT_TOKEN", "the xoxb-... bot token"),
+            SecretQuestion(
+                "app_token", "SLACK_APP_TOKEN", "the xapp-... app-level token (Socket Mode)"
+            ),
+        ),
+        rank=1,
+    ),
 )

@@ -14,7 +14,7 @@ from pydantic import AfterValidator, Field
 from ...config.schema import ChatChannelSection
 from ...config.secrets import Secret
 from ..base import ChannelAdapter
-from ..registry import ChannelContext, ChannelSpec
+from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 
 if TYPE_CHECKING:
@@ -72,4 +72,7 @@ SPEC = ChannelSpec(
     chat_kind=targets.chat_kind,
     targets=targets.TARGET_FORM,
     probe=_probe,
+    init=InitQuestions(
+        secrets=(SecretQuestion("token", "TELEGRAM_TOKEN", "the token @BotFather gave"),), rank=0
+    ),
 )
