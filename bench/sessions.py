@@ -41,6 +41,7 @@ from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
 from botd.store import Store
+from botd.text.markup import PLAIN
 
 CONVERSATIONS = 500
 MESSAGES = 10
@@ -52,7 +53,7 @@ class Sink:
     answers; the real ``ChannelDelivery`` posts to it."""
 
     name = "bench"
-    capabilities = Capabilities(text_limit=100_000, markdown="plain")
+    capabilities = Capabilities(text_limit=100_000, markup=PLAIN)
 
     def __init__(self) -> None:
         self.first_block_at: dict[str, float] = {}

@@ -31,16 +31,16 @@ is left unanswered in the inbox: the next start resumes it), stop the MCP server
 server's process is waited for), flush deliveries, close the adapters, the scheduler and
 the store, STOPPING=1, exit 0.
 
-SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file
-is refused with every problem logged, and the running config is kept. Otherwise
-``plan_reload`` decides and the channel keeper applies the channels' part (``ChannelKeeper.
-reload``): a channel whose section changed is stopped and started again alone, added and
-removed channels are started and stopped; the scheduler's configured jobs are
-re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to
-the next stop; unchanged channels are untouched. Settings that only apply at start (model,
-agent, state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its
-servers run from start to stop. A group's ``tools`` list is part of its channel's section
-and applies with it.
+SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file is
+refused with every problem logged, and the running config is kept. Otherwise ``plan_reload``
+(``botd.config.reload``, pure data) decides and the channel keeper applies the channels' part
+(``ChannelKeeper.reload``): a channel whose section changed is stopped and started again alone,
+added and removed channels are started and stopped; the scheduler's configured jobs are
+re-synced, the router takes the new access policies, and a new ``shutdown_grace`` applies to the
+next stop; unchanged channels are untouched. Settings that only apply at start (model, agent,
+state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its servers run
+from start to stop. A group's ``tools`` list is part of its channel's section and applies with
+it.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from . import __version__
 from .agent.mcp import McpManager, narrow
@@ -70,6 +69,7 @@ from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .config import BotdConfig, ConfigError, load_config, secret_values
+from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
 from .delivery import ChannelDelivery
 from .inbound.message_access import MessageAccess
@@ -103,7 +103,7 @@ from .wiring import (
     session_settings,
 )
 
-__all__ = ["App", "ReloadPlan", "Runtime", "build_runtime", "plan_reload", "settled_heap"]
+__all__ = ["App", "Runtime", "build_runtime", "settled_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +135,6 @@ def settled_heap() -> Iterator[None]:
 MCP_START_WAIT = START_WAIT
 """How long start-up waits for the MCP servers once the channels started (or went on)."""
 
-RESTART_ONLY = ("state_dir", "model", "agent", "health")
-"""Top-level sections read only at start: a change is logged and waits for a restart."""
-LIVE_KEYS = {"agent": {"message_targets"}}
-"""Keys of those sections read when used (the message tool's targets): a reload applies them."""
-
 
 def start_line(config: BotdConfig, config_path: Path | None) -> str:
     """The line botd logs first: its version, the config file, the state dir, the channels."""
@@ -147,97 +142,6 @@ def start_line(config: BotdConfig, config_path: Path | None) -> str:
     channels = ", ".join(config.channels.enabled()) or "none"
     state = os.path.abspath(config.state_dir)
     return f"botd {__version__} starting: config {source}, state {state}, channels {channels}"
-
-
-def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:
-    """Each enabled channel's section as plain data (what a reload compares)."""
-    sections = config.channels.sections()
-    return {name: sections[name].model_dump(mode="json") for name in config.channels.enabled()}
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadPlan:
-    """What a reload from one valid config to another has to do."""
-
-    restart: frozenset[str] = frozenset()
-    """Channels configured before and after whose section changed."""
-    start: frozenset[str] = frozenset()
-    stop: frozenset[str] = frozenset()
-    jobs_changed: bool = False
-    logging_changed: bool = False
-    grace_changed: bool = False
-    targets_changed: bool = False
-    """``agent.message_targets`` changed (read live by the message tool)."""
-    restart_only: tuple[str, ...] = ()
-    """Changed top-level sections that take effect only when botd restarts."""
-    unchanged: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.restart
-            or self.start
-            or self.stop
-            or self.jobs_changed
-            or self.logging_changed
-            or self.grace_changed
-            or self.targets_changed
-            or self.restart_only
-        )
-
-    def describe(self) -> str:
-        parts = [
-            f"{what} {', '.join(sorted(names))}"
-            for what, names in (
-                ("restarting", self.restart),
-                ("starting", self.start),
-                ("stopping", self.stop),
-            )
-            if names
-        ]
-        if self.jobs_changed:
-            parts.append("re-syncing scheduled jobs")
-        if self.logging_changed:
-            parts.append("new logging settings")
-        if self.grace_changed:
-            parts.append("new shutdown grace")
-        if self.targets_changed:
-            parts.append("new message targets")
-        if self.restart_only:
-            parts.append(f"changed {', '.join(self.restart_only)} (applies after a restart)")
-        return "; ".join(parts) or "nothing changed"
-
-
-def plan_reload(old: BotdConfig, new: BotdConfig) -> ReloadPlan:
-    """Compare two valid configs section by section (see ``ReloadPlan``)."""
-    before, after = channel_sections(old), channel_sections(new)
-    both = before.keys() & after.keys()
-    restart_only = tuple(
-        key for key in RESTART_ONLY if _restart_view(old, key) != _restart_view(new, key)
-    )
-    return ReloadPlan(
-        restart=frozenset(n for n in both if before[n] != after[n]),
-        start=frozenset(after.keys() - before.keys()),
-        stop=frozenset(before.keys() - after.keys()),
-        jobs_changed=_dump(old.scheduler) != _dump(new.scheduler),
-        logging_changed=_dump(old.logging) != _dump(new.logging),
-        grace_changed=old.shutdown_grace != new.shutdown_grace,
-        targets_changed=old.agent.message_targets != new.agent.message_targets,
-        restart_only=restart_only,
-        unchanged=frozenset(n for n in both if before[n] == after[n]),
-    )
-
-
-def _restart_view(config: BotdConfig, key: str) -> Any:
-    """Section ``key`` without the keys a reload applies live."""
-    value = getattr(config, key)
-    if not hasattr(value, "model_dump"):
-        return value
-    return value.model_dump(mode="json", exclude=LIVE_KEYS.get(key))
-
-
-def _dump(value: Any) -> Any:
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
 class HealthPortUnavailable(RuntimeError):
@@ -389,7 +293,12 @@ class Toolbox:
         chosen: list[Tool] = []
         if "message" in enabled:
             refusal = self._message_access.refusal
-            chosen.append(MessageTool(self._send, refusal=refusal, send_media=self._send_media))
+            channels = self._live.current.channels.enabled()
+            chosen.append(
+                MessageTool(
+                    self._send, refusal=refusal, send_media=self._send_media, channels=channels
+                )
+            )
         if "schedule" in enabled:
             chosen.append(ScheduleTool(self._scheduler))
         if "web_fetch" in enabled:

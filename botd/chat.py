@@ -1,6 +1,7 @@
 """The shared vocabulary of chat: what comes in, where answers go, what a platform allows.
 
-Every layer may import this module; it imports nothing of botd.
+Every layer may import this module; it imports nothing of botd (a type named for checkers
+only: ``MarkupRenderer``, from ``botd.text.markup``).
 """
 
 from __future__ import annotations
@@ -8,7 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .text.markup import MarkupRenderer
 
 __all__ = [
     "Attachment",
@@ -16,7 +20,6 @@ __all__ = [
     "Capabilities",
     "ChatKind",
     "ChatKindOf",
-    "Flavour",
     "InboundMessage",
     "MessageRef",
     "Target",
@@ -233,15 +236,13 @@ class MessageRef:
     message_id: str
 
 
-Flavour = Literal["slack", "telegram_html", "discord", "plain"]
-
-
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a platform allows: limits apply to the text as the platform receives it."""
 
     text_limit: int
-    markdown: Flavour
+    markup: MarkupRenderer
+    """How the platform shows Markdown (its markup, escapes and length count)."""
     line_limit: int | None = None
     can_edit: bool = True
     threads: bool = True

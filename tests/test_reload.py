@@ -6,9 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from botd.app import App, plan_reload
+from botd.app import App
 from botd.chat import InboundMessage
 from botd.config import parse_config
+from botd.config.reload import plan_reload
 from botd.conversation import Conversations
 from botd.store.sqlite import SqliteStore
 from tests.conversation.test_sessions import ListSink, settings

@@ -54,31 +54,35 @@ _DESCRIPTION = (
     "reachable only where the operator allows it; a refusal says why."
 )
 
-_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string", "enum": ["send", "reply"]},
-        "message": {"type": "string", "minLength": 1, "description": "The text to post."},
-        "media": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "maxItems": MAX_MEDIA,
-            "description": "Files to upload with the text: http(s) URLs or local file paths.",
+
+def _schema(channels: Sequence[str]) -> dict[str, Any]:
+    """The tool's arguments; ``channels`` are named in ``channel``'s description."""
+    which = f" ({', '.join(channels)})" if channels else ""
+    return {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["send", "reply"]},
+            "message": {"type": "string", "minLength": 1, "description": "The text to post."},
+            "media": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "maxItems": MAX_MEDIA,
+                "description": "Files to upload with the text: http(s) URLs or local file paths.",
+            },
+            "to": {
+                "type": "string",
+                "minLength": 1,
+                "description": "A chat id, or 'chat:thread:T'. Default: the current conversation.",
+            },
+            "channel": {
+                "type": "string",
+                "minLength": 1,
+                "description": f"The channel to post on{which}. Default: the current one.",
+            },
         },
-        "to": {
-            "type": "string",
-            "minLength": 1,
-            "description": "A chat id, or 'chat:thread:T'. Default: the current conversation.",
-        },
-        "channel": {
-            "type": "string",
-            "minLength": 1,
-            "description": "The platform (telegram, slack, discord, console). Default: current.",
-        },
-    },
-    "required": ["action", "message"],
-    "additionalProperties": False,
-}
+        "required": ["action", "message"],
+        "additionalProperties": False,
+    }
 
 
 def describe_target(target: Target) -> str:
@@ -103,6 +107,8 @@ def _failure(text: str, **details: Any) -> ToolOutput:
 class MessageTool:
     """The ``message`` tool (see the module docstring).
 
+    ``channels`` are the channels botd runs, named to the model as the ``channel`` it may give.
+
     ``send`` posts through the channel layer; ``refusal`` decides which targets this agent may
     post to (an operator's policy; by default anywhere); ``timeout`` bounds one call (None: the
     loop's default).
@@ -115,12 +121,15 @@ class MessageTool:
         refusal: Refusal = _anywhere,
         timeout: float | None = 30.0,
         send_media: MediaSendFunction | None = None,
+        channels: Sequence[str] = (),
     ) -> None:
         self._send = send
         self._send_media = send_media
         self._refusal = refusal
         self.timeout = timeout
-        self.spec = ToolSpec(name="message", description=_DESCRIPTION, input_schema=_SCHEMA)
+        self.spec = ToolSpec(
+            name="message", description=_DESCRIPTION, input_schema=_schema(channels)
+        )
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         text = str(args.get("message", ""))

@@ -7,9 +7,10 @@ how its messaging-tool targets are spelled (``targets``), the doctor's live prob
 account (``probe``) and whether it is the operator's own terminal (``local``). The core names
 no platform: the router, the doctor and the subscriber's dedupe ask the specs.
 
-Specs are registered under the entry-point group ``botd.channels``; the built-ins are
-registered by botd's own package metadata (``botd.channels.builtin``), so a separate
-distribution (``botd-matrix``) adds a channel without touching botd::
+botd's own channels declare their specs in their packages (``botd.channels.<name>.spec``,
+``SPEC``), found there without package metadata; a separate distribution (``botd-matrix``)
+adds a channel without touching botd by registering its spec under the entry-point group
+``botd.channels`` (``botd.config.channels.registrations``)::
 
     [project.entry-points."botd.channels"]
     matrix = "botd_matrix:SPEC"
@@ -25,13 +26,13 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from ..chat import ChatKindOf, InboundMessage, TargetForm
-from ..config import ENTRY_POINT_GROUP, ChannelSection
+from ..config import ChannelSection
+from ..config.channels import registrations
 from ..config.extras import installed
 from ..store.protocols import Offsets
 from .base import ChannelAdapter, PlatformLink
@@ -45,7 +46,9 @@ __all__ = [
     "ChannelContext",
     "ChannelSpec",
     "ChannelUnavailable",
+    "InitQuestions",
     "Probe",
+    "SecretQuestion",
     "channel_specs",
     "load_channel_specs",
     "target_forms",
@@ -112,6 +115,28 @@ class ChannelContext:
         return down
 
 
+@dataclass(frozen=True, slots=True)
+class SecretQuestion:
+    """A secret ``botd init`` refers to by an environment variable: the section's key, the
+    variable it suggests, and what the secret is (``the token @BotFather gave``)."""
+
+    key: str
+    variable: str
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class InitQuestions:
+    """What ``botd init`` asks for a channel and writes into its section. A section with a
+    ``dm_policy`` is asked who may DM the bot too."""
+
+    secrets: tuple[SecretQuestion, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
+    """Keys written as they are: (key, YAML value)."""
+    rank: int = 100
+    """Where ``botd init`` lists the channel, lowest first; the first is the default answer."""
+
+
 @dataclass(frozen=True, eq=False)
 class ChannelSpec(Generic[S]):
     """One channel: its name, config section, adapter factory, SDK requirement and what its
@@ -136,6 +161,8 @@ class ChannelSpec(Generic[S]):
     says it has none for this channel."""
     local: bool = False
     """The operator's own terminal (the console): nobody else reads it, and the logs share it."""
+    init: InitQuestions | None = None
+    """What ``botd init`` asks for the channel; None: ``botd init`` does not offer it."""
 
     def missing(self) -> str | None:
         """One sentence naming what to install before this channel can run; None if ready."""
@@ -162,13 +189,13 @@ class ChannelSpec(Generic[S]):
 
 
 def load_channel_specs() -> dict[str, ChannelSpec[Any]]:
-    """Every channel registered under ``botd.channels``, by name.
+    """Every registered channel (botd's own, then the plugins'), by name.
 
     A plugin that fails to load is logged and left out: the config check reports it for a
     config that uses it.
     """
     specs: dict[str, ChannelSpec[Any]] = {}
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in registrations():
         try:
             spec = point.load()
         except Exception:

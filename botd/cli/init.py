@@ -1,11 +1,12 @@
 """``botd init``: a starting config written from a few answers, never over an existing file.
 
-It asks for the platform, the names of the environment variables holding its secrets (the
+It asks for the channel, the names of the environment variables holding its secrets (the
 file refers to them as ``${NAME}``, so no secret is ever written or asked for), who may DM
-the bot, and the model provider; each question shows its default, taken with an empty
-answer. The text is validated with the variables standing in before anything is written,
-and the file is created exclusively: an existing path is refused, even one that appears
-while the questions are being answered.
+the bot, and the model provider (what it asks of a channel, and which channels it offers,
+each channel's spec says: ``ChannelSpec.init``); each question shows its default, taken
+with an empty answer. The text is validated with the variables standing in before anything
+is written, and the file is created exclusively: an existing path is refused, even one that
+appears while the questions are being answered.
 
 Files ship inside the package (``botd/data``, so an install from a wheel has them too): the
 full config reference, which ``botd init --example FILE`` writes the same way, the systemd
@@ -18,26 +19,30 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-__all__ = ["Answers", "init", "print_unit", "render", "shipped", "write_example"]
+if TYPE_CHECKING:
+    from ..channels.registry import ChannelSpec
 
-PLATFORMS = ("telegram", "slack", "discord", "console")
+__all__ = ["Answers", "init", "offered", "print_unit", "render", "shipped", "write_example"]
+
 DM_POLICIES = ("pairing", "allowlist", "open", "disabled")
 PROVIDERS = ("anthropic", "openai", "scripted")
 
-# The secrets each platform needs: (config key, default variable name, what it is).
-SECRET_VARS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "telegram": (("token", "TELEGRAM_TOKEN", "the token @BotFather gave"),),
-    "slack": (
-        ("bot_token", "SLACK_BOT_TOKEN", "the xoxb-... bot token"),
-        ("app_token", "SLACK_APP_TOKEN", "the xapp-... app-level token (Socket Mode)"),
-    ),
-    "discord": (("token", "DISCORD_TOKEN", "the bot token from the developer portal"),),
-    "console": (),
-}
+
+def offered(specs: Mapping[str, ChannelSpec[Any]] | None = None) -> list[ChannelSpec[Any]]:
+    """The channels ``botd init`` offers (default: the registered ones), in the order their
+    specs rank them; the first is the default answer."""
+    if specs is None:
+        from ..channels.registry import channel_specs
+
+        specs = channel_specs()
+    return sorted(
+        (spec for spec in specs.values() if spec.init is not None),
+        key=lambda spec: (spec.init.rank if spec.init is not None else 0, spec.name),
+    )
 
 
 class Aborted(Exception):
@@ -51,15 +56,19 @@ class Answers:
         self,
         platform: str,
         secret_vars: dict[str, str],
-        dm_policy: str,
+        dm_policy: str | None,
         provider: str,
         model_name: str | None = None,
         key_var: str | None = None,
         base_url: str | None = None,
+        settings: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.platform = platform
         self.secret_vars = secret_vars
         self.dm_policy = dm_policy
+        """None: the channel has no DM policy (a terminal)."""
+        self.settings = settings
+        """Keys of the channel's section written as they are (its spec's)."""
         self.provider = provider
         self.model_name = model_name
         self.key_var = key_var
@@ -84,11 +93,11 @@ def render(answers: Answers) -> str:
     if answers.base_url:
         lines.append(f"  base_url: {json.dumps(answers.base_url)}")
     lines += ["", "channels:", f"  {answers.platform}:"]
-    if answers.platform == "console":
-        lines.append("    enabled: true")
-    else:
-        for key, name in answers.secret_vars.items():
-            lines.append(f"    {key}: ${{{name}}}")
+    for key, name in answers.secret_vars.items():
+        lines.append(f"    {key}: ${{{name}}}")
+    for key, value in answers.settings:
+        lines.append(f"    {key}: {value}")
+    if answers.dm_policy is not None:
         lines.append(f"    dm_policy: {answers.dm_policy}")
         if answers.dm_policy == "allowlist":
             lines.append("    allow_from: []   # the user ids allowed to DM the bot")
@@ -116,9 +125,13 @@ def _env_name(text: str) -> bool:
     return bool(text) and (text[0].isalpha() or text[0] == "_") and text.replace("_", "a").isalnum()
 
 
-def ask_answers(stdin: TextIO, stdout: TextIO) -> Answers:
-    """Ask the questions on ``stdout``, read the answers from ``stdin``."""
+def ask_answers(
+    stdin: TextIO, stdout: TextIO, specs: Mapping[str, ChannelSpec[Any]] | None = None
+) -> Answers:
+    """Ask the questions on ``stdout``, read the answers from ``stdin``; the channels offered
+    are ``specs``' (default: the registered ones)."""
     ask = _asker(stdin, stdout)
+    channels = {spec.name: spec for spec in offered(specs)}
 
     def ask_var(what: str, default: str) -> str:
         while True:
@@ -127,10 +140,13 @@ def ask_answers(stdin: TextIO, stdout: TextIO) -> Answers:
                 return name
             stdout.write("  a variable name: letters, digits and _, not starting with a digit\n")
 
-    platform = ask("Chat platform", "telegram", PLATFORMS)
-    secret_vars = {key: ask_var(what, default) for key, default, what in SECRET_VARS[platform]}
-    dm_policy = "pairing"
-    if platform != "console":
+    platform = ask("Chat platform", next(iter(channels)), tuple(channels))
+    spec = channels[platform]
+    questions = spec.init
+    assert questions is not None  # offered() lists only channels with questions
+    secret_vars = {q.key: ask_var(q.what, q.variable) for q in questions.secrets}
+    dm_policy = None
+    if "dm_policy" in spec.section.model_fields:
         dm_policy = ask("Who may DM the bot", "pairing", DM_POLICIES)
     provider = ask("Model provider", "anthropic", PROVIDERS)
     model_name = key_var = base_url = None
@@ -140,7 +156,16 @@ def ask_answers(stdin: TextIO, stdout: TextIO) -> Answers:
         base_url = ask("OpenAI-compatible base URL", "https://api.openai.com/v1", ())
         model_name = ask("Model name", "gpt-4o-mini", ())
         key_var = ask_var("its API key", "OPENAI_API_KEY")
-    return Answers(platform, secret_vars, dm_policy, provider, model_name, key_var, base_url)
+    return Answers(
+        platform,
+        secret_vars,
+        dm_policy,
+        provider,
+        model_name,
+        key_var,
+        base_url,
+        settings=questions.settings,
+    )
 
 
 def init(path: Path, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:

@@ -72,7 +72,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="approve a waiting code: its sender may talk to the bot",
         description="Approve the pairing code a sender was given on a channel.",
     )
-    approve.add_argument("channel", help="the channel the code was given on, e.g. telegram")
+    approve.add_argument("channel", help="the channel the code was given on")
     approve.add_argument("code", help="the code the sender was given")
     revoke = actions.add_parser(
         "revoke",
@@ -80,7 +80,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="take back a sender's approval",
         description="Take back an approved sender's access; they get a new code next time.",
     )
-    revoke.add_argument("channel", help="the channel, e.g. telegram")
+    revoke.add_argument("channel", help="the channel, as `pairing list` shows it")
     revoke.add_argument("sender", help="the sender's id, as `pairing list` shows it")
 
 

@@ -57,7 +57,6 @@ from typing import Literal, TypeVar
 
 from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
-from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
@@ -488,7 +487,7 @@ def _messages(markdown: str, caps: Capabilities, mode: ChunkMode = "length") -> 
     lines = caps.line_limit
     if len(markdown) * 8 <= caps.text_limit and (lines is None or markdown.count("\n") * 2 < lines):
         return [markdown]
-    rendered = render_chunks(markdown, caps.markdown, caps.text_limit, line_limit=lines)
+    rendered = caps.markup.chunks(markdown, caps.text_limit, line_limit=lines)
     if len(rendered) <= 1:
         return [markdown]
     return pieces(markdown, caps, {})

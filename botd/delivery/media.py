@@ -40,7 +40,6 @@ from pathlib import Path, PurePosixPath
 
 from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
-from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef, Target
 from ..config.paths import resolved
 from ..net.fetch import FetchFailed, FetchRefused, fetch
@@ -177,7 +176,7 @@ def fits_caption(text: str, caps: Capabilities) -> bool:
         return False
     if len(text) > limit:
         return False
-    return len(render_chunks(text, caps.markdown, limit, line_limit=caps.line_limit)) <= 1
+    return len(caps.markup.chunks(text, limit, line_limit=caps.line_limit)) <= 1
 
 
 def _joined(text: str, extra: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..channels.markdown import render_chunks
 from ..chat import Capabilities, MessageRef
 from ..subscriber import chunk_by_line, chunk_text
 from .base import ChunkMode
@@ -47,7 +46,7 @@ def paragraphs(markdown: str, caps: Capabilities, mode: ChunkMode) -> list[str]:
     a plain-text channel, where a line is what reads as a message)."""
     if mode == "length":
         return [markdown]
-    if caps.markdown == "plain":
+    if caps.markup.is_plain:
         return chunk_by_line(markdown, caps.text_limit)
     return chunk_text(markdown, caps.text_limit, mode="newline")
 
@@ -55,7 +54,7 @@ def paragraphs(markdown: str, caps: Capabilities, mode: ChunkMode) -> list[str]:
 def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
     fit = fits.get(piece)
     if fit is None:
-        rendered = render_chunks(piece, caps.markdown, caps.text_limit, line_limit=caps.line_limit)
+        rendered = caps.markup.chunks(piece, caps.text_limit, line_limit=caps.line_limit)
         fit = fits[piece] = len(rendered) <= 1
     if fit:
         return [piece]

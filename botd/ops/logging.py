@@ -5,7 +5,8 @@ logged while a run works carries them. ``mask_secrets`` hides token-shaped text 
 registered with ``add_secret`` (as is, URL-encoded or JSON-escaped); ``configure_logging``
 installs the root handler that applies both to every record, third-party loggers' and Python
 warnings included, in text and JSON alike; other libraries' warnings about parts of them botd
-does not use (discord.py's voice support) it logs at DEBUG. ``install_exception_hooks`` and
+does not use (``not_botds_concern``: a platform package names its SDK's, such as discord.py's
+voice support) it logs at DEBUG. ``install_exception_hooks`` and
 ``asyncio_exception_handler`` send uncaught exceptions through that handler instead of raw
 tracebacks on stderr.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "install_exception_hooks",
     "json_logging",
     "mask_secrets",
+    "not_botds_concern",
 ]
 
 _channel_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -90,7 +92,10 @@ class LogContext:
 
 # Known token shapes, each with a text every match contains, tested first since
 # a substring test costs far less than a regex scan; group "keep" is left visible so a masked
-# line still says what it was.
+# line still says what it was. They stay here, not in the platforms' specs: masking is a
+# defence that must not depend on a channel's package being loaded (or loading at all), and
+# a token shows up where its channel is not configured too (an error, a pasted message, an
+# MCP server's env).
 _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("xox", re.compile(r"(?P<keep>\bxox[abposr]-)[A-Za-z0-9-]{8,}")),  # Slack bot/user/... tokens
     ("xapp-", re.compile(r"(?P<keep>\bxapp-)[A-Za-z0-9-]{8,}")),  # Slack app-level token
@@ -190,7 +195,7 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 class _Demote(logging.Filter):
-    """Logs the ``_NOT_BOTDS_CONCERN`` warnings at DEBUG: shown only when the threshold is."""
+    """Logs the ``not_botds_concern`` warnings at DEBUG: shown only when the threshold is."""
 
     def __init__(self, threshold: int) -> None:
         super().__init__()
@@ -199,7 +204,7 @@ class _Demote(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno <= logging.DEBUG:
             return True
-        for name, text in _NOT_BOTDS_CONCERN:
+        for name, text in _not_botds_concern:
             if record.name == name and text in str(record.msg):
                 if self.threshold > logging.DEBUG:
                     return False
@@ -251,10 +256,19 @@ class JsonFormatter(logging.Formatter):
 _HANDLER_MARK = "_botd_handler"
 # Other libraries' warnings about parts of them botd does not use: (logger, text in the
 # message). They are logged at DEBUG instead, so a start shows only what concerns botd.
-_NOT_BOTDS_CONCERN: tuple[tuple[str, str], ...] = (
-    # discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
-    ("discord.client", "voice will NOT be supported"),
-)
+_not_botds_concern: tuple[tuple[str, str], ...] = ()
+
+
+def not_botds_concern(logger: str, text: str) -> None:
+    """Log the warnings of ``logger`` (another library's) whose message contains ``text`` at
+    DEBUG: they are about a part of it botd does not use. A platform package names its SDK's
+    when it imports the SDK."""
+    global _not_botds_concern
+    if (logger, text) not in _not_botds_concern:
+        # A new tuple, never changed in place: a filter in another thread reads it whole.
+        _not_botds_concern = (*_not_botds_concern, (logger, text))
+
+
 # httpx2/httpcore2: the copies of httpx/httpcore the anthropic SDK carries.
 _HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 

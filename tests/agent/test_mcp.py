@@ -485,7 +485,7 @@ async def test_a_streamable_http_server_with_headers(http_server: str) -> None:
 
 
 def test_a_reload_leaves_servers_to_a_restart_and_applies_group_lists() -> None:
-    from botd.app import plan_reload
+    from botd.config.reload import plan_reload
 
     def config(servers: str, tools: str) -> Any:
         return parse_config(

@@ -154,6 +154,18 @@ def test_the_spec_is_what_the_model_sees() -> None:
     assert schema["properties"]["media"]["items"] == {"type": "string", "minLength": 1}
 
 
+def test_the_channel_argument_names_the_channels_botd_runs() -> None:
+    def described(tool: MessageTool) -> str:
+        return str(tool.spec.input_schema["properties"]["channel"]["description"])
+
+    running = MessageTool(Outbox(), channels=["filechat", "console"])
+    assert (
+        described(running)
+        == "The channel to post on (filechat, console). Default: the current one."
+    )
+    assert described(MessageTool(Outbox())) == "The channel to post on. Default: the current one."
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

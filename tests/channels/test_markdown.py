@@ -1,9 +1,10 @@
-"""Markdown rendering per platform and chunking of rendered replies (botd.channels.markdown)."""
+"""Markdown rendering per platform and chunking of rendered replies: each platform's renderer
+(``botd.channels.<platform>.markup``) and the plain one (``botd.text.markup``)."""
 
 from __future__ import annotations
 
 import re
-from typing import get_args
+from typing import Literal, get_args
 
 import pytest
 from hypothesis import assume, given, settings
@@ -11,14 +12,36 @@ from hypothesis import strategies as st
 
 from botd.channels.discord.adapter import LINE_LIMIT as DISCORD_LINE_LIMIT
 from botd.channels.discord.adapter import TEXT_LIMIT as DISCORD_LIMIT
-from botd.channels.markdown import RenderedChunk, render, render_chunks
+from botd.channels.discord.markup import MARKDOWN
 from botd.channels.slack.adapter import TEXT_LIMIT as SLACK_LIMIT
+from botd.channels.slack.markup import MRKDWN
 from botd.channels.telegram.adapter import TEXT_LIMIT as TELEGRAM_LIMIT
-from botd.chat import Flavour
+from botd.channels.telegram.markup import HTML
 from botd.text.chunks import chunk_text
 from botd.text.fences import fences_balanced
+from botd.text.markup import PLAIN, RenderedChunk, Renderer
 
+Flavour = Literal["slack", "telegram_html", "discord", "plain"]
+"""The renderers under test, by name."""
 FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
+RENDERERS: dict[Flavour, Renderer] = {
+    "slack": MRKDWN,
+    "telegram_html": HTML,
+    "discord": MARKDOWN,
+    "plain": PLAIN,
+}
+
+
+def render(markdown: str, flavour: Flavour) -> str:
+    return RENDERERS[flavour].render(markdown)
+
+
+def render_chunks(
+    markdown: str, flavour: Flavour, limit: int, *, line_limit: int | None = None
+) -> list[RenderedChunk]:
+    return RENDERERS[flavour].chunks(markdown, limit, line_limit=line_limit)
+
+
 ZWSP = "\u200b"
 
 # --- a small checker for Telegram's HTML subset -------------------------------------------

@@ -16,8 +16,8 @@ import pytest
 
 from botd.app import App
 from botd.channels.discord.adapter import DiscordAdapter
-from botd.channels.markdown import defuse_slack_mass_mentions
 from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.slack.markup import defuse_mass_mentions
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import MessageRef, Target
 from botd.config import parse_config
@@ -50,10 +50,10 @@ def _slack_adapter(fake: FakeSlack, **kwargs: bool) -> SlackAdapter:
 
 
 def test_every_mass_mention_form_is_defused_and_nothing_else_changes() -> None:
-    assert defuse_slack_mass_mentions(HOSTILE) == DEFUSED
-    assert defuse_slack_mass_mentions("<!HERE>") == "@here"
+    assert defuse_mass_mentions(HOSTILE) == DEFUSED
+    assert defuse_mass_mentions("<!HERE>") == "@here"
     kept = "<@U1|ada> <#C1|general> <!date^1392734382^{date}|Feb 18> <https://x.io|x> @channel"
-    assert defuse_slack_mass_mentions(kept) == kept
+    assert defuse_mass_mentions(kept) == kept
 
 
 async def test_slack_send_and_edit_post_mass_mentions_as_plain_text(slack: FakeSlack) -> None:

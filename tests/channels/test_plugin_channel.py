@@ -2,7 +2,8 @@
 platform kept in two JSON-lines files) installed with pip into a directory of its own, its
 ``botd.channels`` entry point found by botd's own processes. ``botd check`` accepts its
 section, ``botd doctor`` runs its probe, ``botd run`` takes a message in and answers through
-its adapter, and the core asks its spec what its chat ids and messaging targets mean."""
+its adapter (written in the plugin's own markup), and the core asks its spec what its chat ids
+and messaging targets mean, and its adapter's capabilities how Markdown is shown there."""
 
 from __future__ import annotations
 
@@ -112,12 +113,12 @@ async def test_run_answers_a_message_through_the_plugin_adapter(
         inbox = spool / "inbox.jsonl"
         lines = [
             {"id": "1", "chat": "dm-bob", "sender": "bob", "text": "let me in"},
-            {"id": "2", "chat": "dm-ann", "sender": "ann", "text": "hello"},
+            {"id": "2", "chat": "dm-ann", "sender": "ann", "text": "**hello** _there_"},
         ]
         inbox.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
         def answered() -> bool:
-            return outbox.exists() and "You said: hello" in outbox.read_text(encoding="utf-8")
+            return outbox.exists() and "You said: HELLO" in outbox.read_text(encoding="utf-8")
 
         await until(answered, "the answer in the outbox")
         assert await stop_daemon(process) == 0
@@ -125,8 +126,9 @@ async def test_run_answers_a_message_through_the_plugin_adapter(
         await reap(process)
     answers = [json.loads(line) for line in outbox.read_text(encoding="utf-8").splitlines()]
     # bob is not on the allowlist: what he is told (if anything) goes to his own chat.
-    assert {"chat": "dm-ann", "text": "You said: hello"} in answers
-    assert all(a["chat"] == "dm-bob" for a in answers if a["text"] != "You said: hello")
+    # Ann's answer is in filechat's own markup: strong in capitals, emphasis in slashes.
+    assert {"chat": "dm-ann", "text": "You said: HELLO /there/"} in answers
+    assert all(a["chat"] == "dm-bob" for a in answers if a["chat"] != "dm-ann")
 
 
 def test_the_core_asks_the_plugin_spec_what_its_ids_mean(plugin_path: str) -> None:

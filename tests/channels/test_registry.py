@@ -1,13 +1,14 @@
-"""The channel registry: entry points, section validation, missing extras, plugins, accounts."""
+"""The channel registry: botd's own channels and entry points, section validation, missing
+extras, plugins, accounts."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
 from importlib.machinery import ModuleSpec
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 from botd import wiring
 from botd.app import build_runtime
 from botd.channels.base import InboundSink
-from botd.channels.builtin import CONSOLE, DISCORD, SLACK, TELEGRAM
+from botd.channels.console.spec import SPEC as CONSOLE
+from botd.channels.discord.spec import SPEC as DISCORD
 from botd.channels.registry import (
     ChannelContext,
     ChannelSpec,
@@ -24,10 +26,14 @@ from botd.channels.registry import (
     channel_specs,
     load_channel_specs,
 )
+from botd.channels.slack.spec import SPEC as SLACK
+from botd.channels.telegram.spec import SPEC as TELEGRAM
 from botd.chat import Capabilities, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
+from botd.config.channels import registrations
 from botd.store.sqlite import SqliteStore
+from botd.text.markup import PLAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTINS = {"telegram": TELEGRAM, "slack": SLACK, "discord": DISCORD, "console": CONSOLE}
@@ -44,7 +50,7 @@ class RoomSection(ChatChannelSection):
 
 class RoomAdapter:
     name = "room"
-    capabilities = Capabilities(text_limit=1000, markdown="plain", can_edit=False)
+    capabilities = Capabilities(text_limit=1000, markup=PLAIN, can_edit=False)
 
     def __init__(self, room: str, account_id: str) -> None:
         self.room = room
@@ -87,13 +93,58 @@ def channels(**extra: ChannelSpec[Any]) -> dict[str, ChannelSpec[Any]]:
 # ---------------------------------------------------------------- registration
 
 
-def test_entry_points_list_the_four_builtins() -> None:
-    names = {point.name for point in entry_points(group="botd.channels")}
-    assert {"telegram", "slack", "discord", "console"} <= names
+def test_botds_own_channels_are_found_in_their_packages() -> None:
+    own = [(r.name, r.value) for r in registrations() if r.builtin]
+    assert own == [(name, f"botd.channels.{name}.spec:SPEC") for name in sorted(BUILTINS)]
     loaded = load_channel_specs()
     assert all(loaded[name] is spec for name, spec in BUILTINS.items())
     assert all(channel_specs()[name] is spec for name, spec in BUILTINS.items())
     assert set(BUILTINS) <= set(registered_channels())
+
+
+def test_an_entry_point_named_like_a_builtin_is_not_loaded(tmp_path: Path) -> None:
+    """botd's own entry in an install's metadata older than the code (a module that is gone)
+    is passed over quietly; another distribution's does not replace the built-in."""
+    dist = tmp_path / "shadow-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[botd.channels]\ntelegram = botd.channels.builtin:TELEGRAM\nslack = shadow_slack:SPEC\n"
+    )
+    code = textwrap.dedent(
+        """
+        import logging, sys
+        shown = "%(levelname)s %(message)s"
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format=shown)
+        from botd.channels.registry import load_channel_specs
+        from botd.channels.slack.spec import SPEC as SLACK
+        from botd.channels.telegram.spec import SPEC as TELEGRAM
+        from botd.config import registered_channels
+        specs = load_channel_specs()
+        print(specs["telegram"] is TELEGRAM, specs["slack"] is SLACK)
+        print(registered_channels()["telegram"] is TELEGRAM)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-2:] == ["True True", "True"]
+    assert (
+        "DEBUG channel plugin telegram (botd.channels.builtin:TELEGRAM) is not loaded: "
+        "telegram is one of botd's own channels"
+    ) in lines
+    assert (
+        "WARNING channel plugin slack (shadow_slack:SPEC) is not loaded: "
+        "slack is one of botd's own channels"
+    ) in lines
+    assert "cannot be loaded" not in result.stdout + result.stderr
 
 
 def test_builtin_specs_name_their_extras_and_are_installed_here() -> None:

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from botd.channels.builtin import TelegramSection
 from botd.channels.errors import ChannelStartError
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
+from botd.channels.telegram.spec import TelegramSection
 from botd.chat import InboundMessage
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI

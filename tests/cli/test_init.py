@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from botd.cli.init import init
-from botd.config import load_config
+from botd.channels.base import ChannelAdapter
+from botd.channels.registry import (
+    ChannelContext,
+    ChannelSpec,
+    InitQuestions,
+    SecretQuestion,
+    channel_specs,
+)
+from botd.cli.init import ask_answers, init, render
+from botd.config import ChatChannelSection, Secret, load_config, parse_config
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 
@@ -98,3 +106,32 @@ def test_end_of_input_writes_nothing(tmp_path: Path) -> None:
     status, _ = _init(path, "slack\n")
     assert status == 2
     assert not path.exists()
+
+
+class RoomSection(ChatChannelSection):
+    key: Secret
+
+
+def _no_adapter(section: RoomSection, context: ChannelContext) -> ChannelAdapter:
+    raise AssertionError("botd init builds no adapter")
+
+
+ROOM = ChannelSpec(
+    name="room",
+    section=RoomSection,
+    factory=_no_adapter,
+    init=InitQuestions(secrets=(SecretQuestion("key", "ROOM_KEY", "the room key"),), rank=50),
+)
+
+
+def test_a_plugin_channel_is_offered_with_its_own_questions() -> None:
+    specs = {**channel_specs(), "room": ROOM}
+    out = io.StringIO()
+    answers = ask_answers(io.StringIO("rom\nroom\n\nopen\nscripted\n"), out, specs)
+    asked = out.getvalue()
+    assert "please answer one of: telegram, slack, discord, console, room" in asked
+    assert "Environment variable holding the room key (default ROOM_KEY)" in asked
+    text = render(answers)
+    assert "  room:\n    key: ${ROOM_KEY}\n    dm_policy: open\n" in text
+    config = parse_config(text, {"ROOM_KEY": "k"}, channels=specs)
+    assert config.channels.enabled() == ["room"]

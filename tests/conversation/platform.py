@@ -9,6 +9,7 @@ from collections import deque
 from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
+from botd.text.markup import PLAIN
 
 
 class Platform:
@@ -26,7 +27,7 @@ class Edge:
     """One process's adapter to the platform; dead once its process crashed."""
 
     name = "console"
-    capabilities = Capabilities(text_limit=100_000, markdown="plain")
+    capabilities = Capabilities(text_limit=100_000, markup=PLAIN)
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

@@ -24,6 +24,7 @@ from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from botd.text.markup import PLAIN
 from tests.waiting import until
 
 
@@ -31,7 +32,7 @@ class ListAdapter:
     """A platform that only records what is posted to it."""
 
     name = "list"
-    capabilities = Capabilities(text_limit=100_000, markdown="plain")
+    capabilities = Capabilities(text_limit=100_000, markup=PLAIN)
 
     def __init__(self, sink: ListSink) -> None:
         self.sink = sink

@@ -24,6 +24,7 @@ from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from botd.text.markup import PLAIN
 from tests.conversation.test_sessions import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
@@ -41,7 +42,7 @@ class RecordingAdapter:
     name = "rec"
 
     def __init__(self, *, can_edit: bool = True) -> None:
-        self.capabilities = Capabilities(text_limit=100_000, markdown="plain", can_edit=can_edit)
+        self.capabilities = Capabilities(text_limit=100_000, markup=PLAIN, can_edit=can_edit)
         self.posts: list[str] = []
         self.edits: list[str] = []
         self.posted = asyncio.Event()
@@ -372,8 +373,8 @@ async def test_openai_stalls_as_the_user_sees_them(store: SqliteStore) -> None:
 
 
 def test_shutdown_grace_is_configured_and_a_reload_notes_its_change() -> None:
-    from botd.app import plan_reload
     from botd.config import ConfigError, parse_config
+    from botd.config.reload import plan_reload
 
     default = parse_config("", {}, "botd.yaml")
     assert default.shutdown_grace == 10

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from botd.channels.builtin import DiscordSection, SlackSection, TelegramSection
 from botd.channels.console.adapter import ConsoleAdapter
 from botd.channels.discord.adapter import DiscordAdapter
+from botd.channels.discord.spec import DiscordSection
 from botd.channels.slack.adapter import SlackAdapter
+from botd.channels.slack.spec import SlackSection
 from botd.channels.telegram.adapter import TelegramAdapter
+from botd.channels.telegram.spec import TelegramSection
 from botd.chat import Target
 from botd.config import ConfigError, load_config
 from botd.delivery import ChannelDelivery, ChunkSettings

@@ -18,12 +18,13 @@ from botd.delivery import (
     UnknownChannelError,
 )
 from botd.subscriber import BlockReply, PartialReply
+from botd.text.markup import PLAIN
 from tests.waiting import until
 
 
 class FakeAdapter:
     name = "fake"
-    capabilities = Capabilities(text_limit=100, markdown="plain")
+    capabilities = Capabilities(text_limit=100, markup=PLAIN)
 
     def __init__(self, fail: bool = False, fail_edit: bool = False) -> None:
         self.sent: list[tuple[Target, str]] = []
@@ -95,7 +96,7 @@ async def test_modes_default_to_blocks_and_edit_needs_an_editing_adapter() -> No
     delivery = ChannelDelivery({"telegram": tg, "slack": tg}, {"telegram": "edit"})
     assert delivery.delivery_mode(CHAT) == "edit"
     assert delivery.delivery_mode(Target("slack", "1")) == "blocks"
-    tg.capabilities = Capabilities(text_limit=100, markdown="plain", can_edit=False)
+    tg.capabilities = Capabilities(text_limit=100, markup=PLAIN, can_edit=False)
     assert delivery.delivery_mode(CHAT) == "blocks"
 
 

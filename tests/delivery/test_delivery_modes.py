@@ -17,6 +17,7 @@ from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
+from botd.text.markup import PLAIN
 
 ANSWER = (
     "First paragraph of the answer, with several words in it.\n\n"
@@ -33,7 +34,7 @@ class FakeAdapter:
     def __init__(
         self, *, text_limit: int = 10_000, can_edit: bool = True, typing_fails: bool = False
     ) -> None:
-        self.capabilities = Capabilities(text_limit=text_limit, markdown="plain", can_edit=can_edit)
+        self.capabilities = Capabilities(text_limit=text_limit, markup=PLAIN, can_edit=can_edit)
         self.messages: dict[str, str] = {}
         self.calls: list[tuple[str, str]] = []
         self.typing_fails = typing_fails

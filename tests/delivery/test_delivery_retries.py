@@ -16,6 +16,7 @@ from botd.chat import Capabilities, MessageRef, Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
 from botd.delivery.channel import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply
+from botd.text.markup import PLAIN
 from tests.waiting import HANG_GUARD
 
 A, B = Target("chat", "a"), Target("chat", "b")
@@ -25,7 +26,7 @@ class ScriptedAdapter:
     """Fails sends as told (per chat, in order), posts the rest."""
 
     name = "chat"
-    capabilities = Capabilities(text_limit=50, markdown="plain")
+    capabilities = Capabilities(text_limit=50, markup=PLAIN)
 
     def __init__(self) -> None:
         self.failures: dict[str, list[ChannelError]] = {}

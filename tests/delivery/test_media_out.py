@@ -31,6 +31,7 @@ from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
+from botd.text.markup import PLAIN
 from tests.conversation.test_sessions import settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -236,7 +237,7 @@ class FileAdapter:
     """A chat that records texts and uploads (name, bytes, caption)."""
 
     name = "console"
-    capabilities = Capabilities(text_limit=4000, markdown="plain", caption_limit=1000)
+    capabilities = Capabilities(text_limit=4000, markup=PLAIN, caption_limit=1000)
 
     def __init__(self) -> None:
         self.texts: list[str] = []

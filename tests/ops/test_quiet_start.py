@@ -13,6 +13,7 @@ import discord
 import pytest
 
 import botd
+import botd.channels.discord.adapter  # names discord.py's voice warnings not botd's concern
 from botd.ops.logging import configure_logging
 from tests.daemon_inprocess import config_yaml, daemon_running, discord_yaml, telegram_yaml
 from tests.fakes.discord_api import FakeDiscordAPI

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ...chat import Capabilities, InboundMessage, MessageRef, Target
+from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, OutboundFile
 from ..errors import ChannelError
 
@@ -172,7 +173,7 @@ class ConsoleAdapter(ChannelAdapter):
     ``banner=True``; ``model`` is what it says answers, e.g. ``scripted provider (model x)``."""
 
     name = "console"
-    capabilities = Capabilities(text_limit=1_000_000, markdown="plain", can_edit=False)
+    capabilities = Capabilities(text_limit=1_000_000, markup=PLAIN, can_edit=False)
 
     def __init__(
         self,

@@ -51,12 +51,17 @@ from botd.channels.discord.commands import (
 )
 from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
+from botd.channels.discord.markup import MARKDOWN
 from botd.channels.errors import ChannelError, ChannelStartError
-from botd.channels.markdown import RenderedChunk, render_chunks
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
+from botd.text.markup import RenderedChunk
 
 log = logging.getLogger(__name__)
+
+# discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
+not_botds_concern("discord.client", "voice will NOT be supported")
 
 CHANNEL = "discord"
 TEXT_LIMIT = 2000
@@ -167,7 +172,7 @@ class DiscordAdapter:
     name = CHANNEL
     capabilities = Capabilities(
         text_limit=TEXT_LIMIT,
-        markdown="discord",
+        markup=MARKDOWN,
         line_limit=LINE_LIMIT,
         caption_limit=TEXT_LIMIT,
     )
@@ -519,7 +524,7 @@ class DiscordAdapter:
         return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
 
     def _chunks(self, markdown: str) -> list[RenderedChunk]:
-        chunks = render_chunks(markdown, "discord", TEXT_LIMIT, line_limit=LINE_LIMIT)
+        chunks = MARKDOWN.chunks(markdown, TEXT_LIMIT, line_limit=LINE_LIMIT)
         return [chunk for chunk in chunks if chunk.text.strip()]
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:

@@ -55,10 +55,10 @@ from ...bounded import Recent
 from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ...retry import retry_after
 from ..base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
-from ..markdown import defuse_slack_mass_mentions, render_chunks
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .inbound_media import slack_attachments, slack_download
+from .markup import MRKDWN, defuse_mass_mentions
 from .names import SenderNames
 from .socket_mode import SocketWatch
 from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
@@ -93,7 +93,7 @@ class SlackAdapter:
     """See the module docstring."""
 
     name = "slack"
-    capabilities = Capabilities(text_limit=TEXT_LIMIT, markdown="slack", caption_limit=TEXT_LIMIT)
+    capabilities = Capabilities(text_limit=TEXT_LIMIT, markup=MRKDWN, caption_limit=TEXT_LIMIT)
 
     def __init__(
         self,
@@ -508,10 +508,10 @@ class SlackAdapter:
 
     def _render(self, markdown: str) -> list[str]:
         """The mrkdwn messages ``markdown`` is posted as, mass mentions defused unless allowed."""
-        texts = [chunk.text for chunk in render_chunks(markdown, "slack", TEXT_LIMIT)]
+        texts = [chunk.text for chunk in MRKDWN.chunks(markdown, TEXT_LIMIT)]
         if self.allow_mass_mentions:
             return texts
-        return [defuse_slack_mass_mentions(text) for text in texts]
+        return [defuse_mass_mentions(text) for text in texts]
 
     async def delete(self, ref: MessageRef) -> None:
         """Delete a posted message (``chat.delete``); one already gone counts as deleted."""

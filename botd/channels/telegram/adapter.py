@@ -61,9 +61,9 @@ from telegram.ext import (
 from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ...retry import Backoff, retry_after
 from ...store.protocols import Offsets
+from ...text.markup import RenderedChunk
 from ..base import InboundSink, OutboundFile, PlatformLink, without_mention
 from ..errors import ChannelError
-from ..markdown import RenderedChunk, render_chunks
 from . import uploads
 from .errors import (
     TelegramAPIError,
@@ -73,6 +73,7 @@ from .errors import (
     start_failure,
 )
 from .inbound_media import MEDIA, telegram_attachments, telegram_download
+from .markup import HTML
 from .menu import publish_commands
 from .pastes import SplitPastes
 
@@ -239,7 +240,7 @@ class TelegramAdapter:
 
     name = CHANNEL
     capabilities = Capabilities(
-        text_limit=TEXT_LIMIT, markdown="telegram_html", caption_limit=uploads.CAPTION_LIMIT
+        text_limit=TEXT_LIMIT, markup=HTML, caption_limit=uploads.CAPTION_LIMIT
     )
 
     def __init__(
@@ -468,7 +469,7 @@ class TelegramAdapter:
     # --- outbound -----------------------------------------------------------------------------
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
-        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        chunks = HTML.chunks(markdown, self.capabilities.text_limit)
         return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
 
     async def send_file(
@@ -542,7 +543,7 @@ class TelegramAdapter:
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
         bot = self._require_bot()
-        chunks = render_chunks(markdown, "telegram_html", self.capabilities.text_limit)
+        chunks = HTML.chunks(markdown, self.capabilities.text_limit)
         if not chunks:
             return [ref]
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)

@@ -21,8 +21,8 @@ from telegram.error import BadRequest, TelegramError
 
 from ...chat import MessageRef, Target
 from ..base import OutboundFile
-from ..markdown import render_chunks
 from .errors import TelegramAPIError, api_error
+from .markup import HTML
 
 log = logging.getLogger("botd.channels.telegram")
 
@@ -81,7 +81,7 @@ async def send_file(
             int(target.reply_to_id), allow_sending_without_reply=True
         )
     call = getattr(bot, name)
-    chunks = render_chunks(caption, "telegram_html", CAPTION_LIMIT) if caption.strip() else []
+    chunks = HTML.chunks(caption, CAPTION_LIMIT) if caption.strip() else []
     chat = target.chat_id
     try:
         if not chunks:

@@ -2,9 +2,11 @@
 
 People write to ``<spool>/inbox.jsonl`` (one JSON object a line: ``id``, ``chat``, ``sender``,
 ``text``); the bot answers in ``<spool>/outbox.jsonl`` (``chat``, ``text``). A chat named
-``dm-<user>`` is a direct chat with that user, ``room-<name>`` a group. The package registers
-its ``ChannelSpec`` under the ``botd.channels`` entry point, with everything botd's core asks
-a platform: section, factory, chat kinds, target form and doctor probe.
+``dm-<user>`` is a direct chat with that user, ``room-<name>`` a group. Its markup is its
+own: strong text in capitals, emphasis between slashes, a link as ``label <url>``
+(``FilechatMarkup``). The package registers its ``ChannelSpec`` under the ``botd.channels``
+entry point, with everything botd's core asks a platform: section, factory, chat kinds,
+target form and doctor probe; its adapter's capabilities name its renderer.
 """
 
 from __future__ import annotations
@@ -16,20 +18,43 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from markdown_it.tree import SyntaxTreeNode
+
 from botd.channels.base import InboundSink
 from botd.channels.registry import ChannelContext, ChannelSpec
 from botd.chat import Capabilities, ChatKind, InboundMessage, MessageRef, Target, TargetForm
 from botd.config import ChatChannelSection
+from botd.text.markup import MarkupWriter, Renderer
 
 if TYPE_CHECKING:
     import httpx
 
     from botd.ops.doctor.checks import Check
 
-__all__ = ["SPEC", "FilechatAdapter", "FilechatSection"]
+__all__ = ["MARKUP", "SPEC", "FilechatAdapter", "FilechatMarkup", "FilechatSection"]
 
 POLL = 0.05
 """How often the adapter looks for new lines in the inbox (the toy platform's own pace)."""
+
+
+class _Writer(MarkupWriter):
+    markup = True
+
+    def emphasised(self, kind: str, inner: str) -> str:
+        return inner.upper() if kind == "strong" else f"/{inner}/"
+
+    def hyperlink(self, node: SyntaxTreeNode, href: str, shown: str, label: str, same: bool) -> str:
+        return f"<{href}>" if same else f"{label} <{href}>"
+
+
+class FilechatMarkup(Renderer):
+    """filechat's markup (see the module docstring), on botd's shared Markdown parse."""
+
+    def render(self, markdown: str) -> str:
+        return _Writer().document(markdown)
+
+
+MARKUP = FilechatMarkup()
 
 
 class FilechatSection(ChatChannelSection):
@@ -41,7 +66,7 @@ class FilechatAdapter:
     """Reads the inbox file from where it left off; appends answers to the outbox file."""
 
     name = "filechat"
-    capabilities = Capabilities(text_limit=1000, markdown="plain", can_edit=False)
+    capabilities = Capabilities(text_limit=1000, markup=MARKUP, can_edit=False)
 
     def __init__(self, spool: Path, account_id: str) -> None:
         self._spool = spool
@@ -89,10 +114,13 @@ class FilechatAdapter:
         await self.stop_inbound()
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        refs = []
         with (self._spool / "outbox.jsonl").open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"chat": target.chat_id, "text": markdown}) + "\n")
-        self._sent += 1
-        return [MessageRef(target, str(self._sent))]
+            for chunk in MARKUP.chunks(markdown, self.capabilities.text_limit):
+                out.write(json.dumps({"chat": target.chat_id, "text": chunk.text}) + "\n")
+                self._sent += 1
+                refs.append(MessageRef(target, str(self._sent)))
+        return refs
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         return await self.send(ref.target, markdown)

@@ -1,0 +1,78 @@
+"""The Discord channel's spec: its ``channels.discord`` section, its adapter factory, how its
+targets are spelled (``targets``), the doctor's probe (``probe``). Its chat ids tell nothing
+of the chat's kind (every chat's kind is ``unknown``).
+
+Imports no SDK: the factory imports the adapter (and discord.py) when it is called, and the
+spec names the extra that installs it (``pip install 'botd[discord]'``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...config.schema import ChatChannelSection
+from ...config.secrets import Secret
+from ..base import ChannelAdapter
+from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
+from . import targets
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ...ops.doctor.checks import Check
+
+__all__ = ["SPEC", "DiscordSection"]
+
+
+class DiscordSection(ChatChannelSection):
+    platform_text_limit = 2000
+    token: Secret
+    api_base_url: str | None = None
+    gateway_url: str | None = None
+    allow_bots: bool = False
+    auto_thread: bool = False
+    """Answer a mention in a server's text channel in a new thread started on it (one
+    conversation per thread; the thread's later messages need no mention)."""
+    command_menu: bool = True
+    """At start, register botd's chat commands as the application's slash commands (the
+    list a user sees on typing ``/``); false leaves the registered ones as they are."""
+
+
+def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
+    from .adapter import DiscordAdapter
+
+    return DiscordAdapter(
+        section.token,
+        api_base_url=section.api_base_url,
+        gateway_url=section.gateway_url,
+        allow_bots=section.allow_bots,
+        account_id=section.account,
+        on_down=context.down_reporter("discord"),
+        link=context.link("discord"),
+        auto_thread=section.auto_thread,
+        admits=context.admits,
+        command_menu=section.command_menu,
+    )
+
+
+async def _probe(client: httpx.AsyncClient, section: DiscordSection) -> list[Check]:
+    from .probe import probe
+
+    return await probe(client, section)
+
+
+SPEC = ChannelSpec(
+    name="discord",
+    section=DiscordSection,
+    factory=_adapter,
+    requirement="botd[discord]",
+    modules=("discord",),
+    targets=targets.TARGET_FORM,
+    probe=_probe,
+    init=InitQuestions(
+        secrets=(
+            SecretQuestion("token", "DISCORD_TOKEN", "the bot token from the developer portal"),
+        ),
+        rank=2,
+    ),
+)
