@@ -11,11 +11,14 @@ flusher, started by ``open`` and awaited by ``aclose``), one transaction per bat
   so one that fails for its own reason (a constraint, a bug) is undone alone and only its
   caller hears of it.
 
-A batch is written in the order queued, so an awaited write comes after whatever was
-queued before it, and a read that must see the queued records (``_read``) waits for the
-batch that carries them first: the same order the SQLite store keeps. A lazy record
-(``lazy=True``: an offset, a run's start, counts) waits up to ``LAZY_WINDOW`` for something
-else to ride with; anything awaited, or ``commit_soon``, sends the batch at once.
+A write may name advisory locks it needs (``locks``: an accept its conversation's); the
+batch takes them all before it writes anything, in the same order on every node, so two
+nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
+write comes after whatever was queued before it, and a read that must see the queued records
+(``_read``) waits for the batch that carries them first: the same order the SQLite store
+keeps. A lazy record (``lazy=True``: an offset, a run's start, counts) waits up to
+``LAZY_WINDOW`` for something else to ride with; anything awaited, or ``commit_soon``, sends
+the batch at once.
 
 Faults: the server cannot be reached, the connection was cut, the database is full or read
 only. Such a failure fails the whole batch: every waiting caller gets ``StoreWriteError``
@@ -109,6 +112,8 @@ class Queued:
     kind: str
     write: Write
     future: asyncio.Future[Any] | None
+    locks: tuple[str, ...] = ()
+    """Advisory locks (by name) the write needs, taken at the start of its batch."""
 
 
 class PostgresBase:
@@ -188,9 +193,14 @@ class PostgresBase:
     # --- the queue --------------------------------------------------------------------------
 
     def _enqueue(
-        self, kind: str, write: Write, future: asyncio.Future[Any] | None, lazy: bool
+        self,
+        kind: str,
+        write: Write,
+        future: asyncio.Future[Any] | None,
+        lazy: bool,
+        locks: tuple[str, ...] = (),
     ) -> None:
-        self._queue.append(Queued(kind, write, future))
+        self._queue.append(Queued(kind, write, future, locks))
         if self._queued_done is None:
             self._queued_done = self._loop.create_future()
         self._queued.set()
@@ -204,19 +214,27 @@ class PostgresBase:
             return
         self._enqueue(kind, write, None, lazy)
 
-    async def _commit(self, kind: str, write: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``write`` in the next batch's transaction; its result once that committed."""
-        return await self._commit_later(kind, write, lazy=False)
+    async def _commit(
+        self, kind: str, write: Callable[[Conn], Awaitable[T]], *, locks: tuple[str, ...] = ()
+    ) -> T:
+        """Run ``write`` in the next batch's transaction; its result once that committed.
+        ``locks``: advisory locks (by name) the batch takes before it writes anything."""
+        return await self._commit_later(kind, write, lazy=False, locks=locks)
 
     def _commit_later(
-        self, kind: str, write: Callable[[Conn], Awaitable[T]], *, lazy: bool = True
+        self,
+        kind: str,
+        write: Callable[[Conn], Awaitable[T]],
+        *,
+        lazy: bool = True,
+        locks: tuple[str, ...] = (),
     ) -> asyncio.Future[T]:
         """``_commit`` without waiting (``lazy``: it may wait for the next batch as a lazy
         record does); the future gets the result or what failed it."""
         if self._closing:
             raise StoreError(f"{self.where}: the store is closed")
         future: asyncio.Future[T] = self._loop.create_future()
-        self._enqueue(kind, write, future, lazy)
+        self._enqueue(kind, write, future, lazy, locks)
         return future
 
     def commit_soon(self) -> None:
@@ -324,6 +342,10 @@ class PostgresBase:
         writes each in a savepoint. The outcome of each awaited write."""
         outcomes = []
         async with self._pool.connection() as conn, conn.transaction():
+            # Every lock of the batch first, in one order on every node: two batches that
+            # need the same conversations cannot each hold one the other waits for.
+            for name in sorted({name for queued in batch for name in queued.locks}):
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
             index = 0
             while index < len(batch):
                 records = []

@@ -3,11 +3,11 @@ channels' offsets (``InboundLedger``, ``Offsets``), as the SQLite store means th
 
 ``accept_inbound`` records the ids, the inbox row and the chatter it consumes in one
 transaction. The row's ``seq`` is the next of its conversation, read under a transaction
-advisory lock on the conversation key: an accept of the same conversation on another node
-waits for this one to commit, so ``seq`` order is commit order and has no gaps (an identity
-id is taken when the insert runs, not when it commits). Two nodes recording the same id
-at once: the second insert waits for the first's row and then finds it, so the message is
-accepted once.
+advisory lock on the conversation key (taken before the ids are recorded): an accept of the
+same conversation on another node waits for this one to commit, so ``seq`` order is commit
+order and has no gaps (an identity id is taken when the insert runs, not when it commits).
+Two nodes recording the same id at once: the second insert waits for the first's row and
+then finds it, so the message is accepted once.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ class InboundStore(PostgresBase):
         async def write(conn: Conn) -> int | None:
             if await _record_ids(conn, channel, unique, now):
                 return None
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
             cur = await conn.execute(
                 "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
                 "accepted_at, updated_at) "
@@ -83,7 +82,9 @@ class InboundStore(PostgresBase):
                 await _consume(conn, *consume_chatter)
             return int(row[0])
 
-        return await self._commit("accept_inbound", write)
+        # The conversation's lock, taken at the start of the batch (``base``), is held
+        # until it commits: the next accept of the conversation reads this row's seq.
+        return await self._commit("accept_inbound", write, locks=(key,))
 
     async def prune_inbound(
         self, older_than_seconds: float = DEFAULT_INBOUND_RETENTION_SECONDS
