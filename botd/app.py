@@ -85,7 +85,14 @@ from .ops.ports import listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .scheduler import Scheduler
-from .store import ConversationLedger, InboundLedger, InboundPruner, ModelUsage, StoreStatus
+from .store import (
+    ConversationLedger,
+    InboundLedger,
+    InboundPruner,
+    ModelUsage,
+    Store,
+    StoreStatus,
+)
 from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
@@ -99,6 +106,7 @@ from .wiring import (
     describe_job,
     media_settings,
     model_names,
+    open_store,
     scheduler_jobs,
     session_settings,
 )
@@ -135,7 +143,7 @@ def settled_heap() -> Iterator[None]:
 MCP_START_WAIT = START_WAIT
 """How long start-up waits for the MCP servers once the channels started (or went on)."""
 
-RESTART_ONLY = ("state_dir", "model", "agent", "health")
+RESTART_ONLY = ("state_dir", "model", "agent", "health", "store")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 LIVE_KEYS = {"agent": {"message_targets"}}
 """Keys of those sections read when used (the message tool's targets): a reload applies them."""
@@ -420,7 +428,7 @@ class Runtime:
     """A built botd: its parts, connected and not yet started."""
 
     live: LiveConfig
-    store: SqliteStore
+    store: Store
     provider: Provider
     channels: Channels
     keeper: ChannelKeeper
@@ -465,6 +473,7 @@ def build_runtime(
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
     debug: bool = False,
     specs: Specs | None = None,
+    store: Store | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
@@ -473,12 +482,16 @@ def build_runtime(
     sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
     console's input ends; ``metrics`` counts messages in and out, channels down and
     unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    ``store``: the store ``open_store`` opened for the config (the runtime's close closes
+    it); without one, the SQLite store in ``state_dir`` is opened here.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
     state_dir = Path(config.state_dir)
     live = LiveConfig(config)
-    store = SqliteStore.open(state_dir)
+    opened_here = store is None
+    if store is None:
+        store = SqliteStore.open(state_dir)
     model_health: dict[str, Reachability] = {}
     try:
         provider = build_provider(config, model_health)
@@ -540,7 +553,8 @@ def build_runtime(
         intake.connect(sessions)
         keeper.build_all(config)
     except BaseException:
-        store.close()
+        if opened_here and isinstance(store, SqliteStore):
+            store.close()
         raise
     return Runtime(
         live=live,
@@ -658,8 +672,11 @@ class App:
             check_health_port(config)
             # Once nothing quick can refuse the start (a start refused is one line alone).
             log.info("%s", start_line(config, self.config_path))
+            store = await open_store(config)
+            stack.push_async_callback(store.aclose)
             runtime = self.runtime = build_runtime(
                 config,
+                store=store,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
                 on_end_of_input=self._end_of_input,
