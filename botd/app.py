@@ -84,8 +84,14 @@ from .ops.ports import listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .scheduler import Scheduler
-from .store import ConversationLedger, InboundLedger, InboundPruner, ModelUsage, StoreStatus
-from .store.pairing import PairingFile
+from .store import (
+    ConversationLedger,
+    InboundLedger,
+    InboundPruner,
+    ModelUsage,
+    Store,
+    StoreStatus,
+)
 from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
@@ -99,6 +105,8 @@ from .wiring import (
     describe_job,
     media_settings,
     model_names,
+    open_pairing,
+    open_store,
     scheduler_jobs,
     session_settings,
 )
@@ -329,7 +337,7 @@ class Runtime:
     """A built botd: its parts, connected and not yet started."""
 
     live: LiveConfig
-    store: SqliteStore
+    store: Store
     provider: Provider
     channels: Channels
     keeper: ChannelKeeper
@@ -374,6 +382,7 @@ def build_runtime(
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
     debug: bool = False,
     specs: Specs | None = None,
+    store: Store | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
@@ -382,12 +391,16 @@ def build_runtime(
     sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
     console's input ends; ``metrics`` counts messages in and out, channels down and
     unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    ``store``: the store ``open_store`` opened for the config (the runtime's close closes
+    it); without one, the SQLite store in ``state_dir`` is opened here.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
     state_dir = Path(config.state_dir)
     live = LiveConfig(config)
-    store = SqliteStore.open(state_dir)
+    opened_here = store is None
+    if store is None:
+        store = SqliteStore.open(state_dir)
     model_health: dict[str, Reachability] = {}
     try:
         provider = build_provider(config, model_health)
@@ -407,7 +420,7 @@ def build_runtime(
             intake.submit,
             intake.reply,
             access_policies(config),
-            pairing=PairingFile(state_dir / "pairing.json"),
+            pairing=open_pairing(config, store),
         )
         channels = Channels(registry, router, delivery, router.handle)
         keeper = ChannelKeeper(
@@ -449,7 +462,8 @@ def build_runtime(
         intake.connect(sessions)
         keeper.build_all(config)
     except BaseException:
-        store.close()
+        if opened_here and isinstance(store, SqliteStore):
+            store.close()
         raise
     return Runtime(
         live=live,
@@ -567,8 +581,11 @@ class App:
             check_health_port(config)
             # Once nothing quick can refuse the start (a start refused is one line alone).
             log.info("%s", start_line(config, self.config_path))
+            store = await open_store(config)
+            stack.push_async_callback(store.aclose)
             runtime = self.runtime = build_runtime(
                 config,
+                store=store,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
                 on_end_of_input=self._end_of_input,
@@ -621,6 +638,7 @@ class App:
         # All at once: one that fails is down and retried in the background, one that hangs
         # goes on starting there; the rest go on.
         runtime.mcp.start()  # side by side with the channels
+        await runtime.router.load_approvals()
         await runtime.keeper.start_all()
         # Resumed runs get the MCP tools of the servers up by now.
         await runtime.mcp.wait_started(MCP_START_WAIT)

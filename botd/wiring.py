@@ -1,5 +1,8 @@
 """Factories from a validated config: the runtime's settings and its stand-alone parts.
 
+``open_store`` opens the configured store (``store.backend``): SQLite in the state dir, or
+PostgreSQL at ``store.dsn`` (the ``postgres`` extra, imported only then).
+
 The functions that turn config sections into settings (loop, subscriber and session
 settings, access policies, delivery modes and retries, media, provider settings, scheduled
 jobs) and the parts built from the config alone (the model provider with its fallbacks, one
@@ -36,7 +39,7 @@ from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .store import JobLedger
+from .store import JobLedger, Pairing, Store, StoreOpenError
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "delivery_retry",
     "loop_config",
     "model_names",
+    "open_store",
     "provider_settings",
     "scheduler_jobs",
     "session_settings",
@@ -351,3 +355,40 @@ def describe_job(info: JobInfo) -> str:
         else "not scheduled"
     )
     return f"{info.id}: {info.description} (next {when})"
+
+
+# --------------------------------------------------------------------------- the store
+
+
+POSTGRES_MISSING = (
+    "store.backend is postgres but psycopg is not installed: pip install 'botd[postgres]'"
+)
+
+
+def open_pairing(config: BotdConfig, store: Store) -> Pairing:
+    """Where DM pairing lives for ``config``'s backend: the database on postgres (shared by
+    every node), ``pairing.json`` in the state dir on SQLite."""
+    if config.store.backend == "postgres":
+        from .store.postgres import PostgresStore
+
+        assert isinstance(store, PostgresStore)
+        return store.pairing()
+    from .store.pairing import PairingFile
+
+    return PairingFile(Path(config.state_dir) / "pairing.json")
+
+
+async def open_store(config: BotdConfig) -> Store:
+    """The store ``config.store`` names, open and migrated. Raises ``StoreOpenError`` (one
+    line, no password) when it cannot be used, or when the postgres extra is missing."""
+    section = config.store
+    if section.backend == "postgres":
+        assert section.dsn is not None  # the config refuses postgres without one
+        try:
+            from .store.postgres import PostgresStore
+        except ImportError:
+            raise StoreOpenError(POSTGRES_MISSING) from None
+        return await PostgresStore.open(section.dsn)
+    from .store.sqlite import SqliteStore
+
+    return SqliteStore.open(Path(config.state_dir))

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from botd.app import App
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
+from tests.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    sqlite_store,
+    telegram_yaml,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import guarded, until
@@ -49,8 +55,7 @@ class Chat:
     @property
     def store(self) -> SqliteStore:
         """The running daemon's store."""
-        assert self.daemon.runtime is not None
-        return self.daemon.runtime.store
+        return sqlite_store(self.daemon)
 
     def shown(self) -> list[str]:
         """The texts of the bot's messages in the chat as they show now, oldest first."""

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import settings
 
 import botd.ops.logging as botd_logging
+from botd.store import Store
+from botd.store.postgres import PostgresStore
 from botd.store.sqlite import SqliteStore
 from tests.chat import Chat, chatting
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -45,18 +47,32 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(botd_logging, "_literal_pattern", None)
 
 
-STORE_BACKENDS = ["sqlite"]
-"""The backends every test of the ``store`` fixture runs on (the contract tests under
+STORE_BACKENDS = ["sqlite", "postgres"]
+"""The backends every test of the ``any_store`` fixture runs on (the contract tests under
 ``tests/store`` ask only the protocols of ``botd.store``)."""
 
 
-@pytest.fixture(params=STORE_BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqliteStore]:
-    """A fresh store of its own (``tmp_path/store``, apart from any daemon's
-    ``tmp_path/state``) on each backend, closed after the test."""
-    assert request.param == "sqlite"
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    """A fresh SQLite store of its own (``tmp_path/store``, apart from any daemon's
+    ``tmp_path/state``), closed after the test."""
     with SqliteStore.open(tmp_path / "store") as opened:
         yield opened
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A fresh store on each backend (SQLite in ``tmp_path/store``; PostgreSQL in a database
+    of the test's own on the worker's server), as the protocol ``Store``; closed after."""
+    opened: Store
+    if request.param == "postgres":
+        opened = await PostgresStore.open(request.getfixturevalue("postgres_dsn"))
+    else:
+        opened = SqliteStore.open(tmp_path / "store")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
 
 
 @pytest.fixture

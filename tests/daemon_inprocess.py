@@ -14,6 +14,7 @@ from pathlib import Path
 
 from botd.app import App
 from botd.config import parse_config
+from botd.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
@@ -22,6 +23,15 @@ from tests.waiting import HANG_GUARD
 
 TELEGRAM_TOKEN = "123456:TEST-TOKEN"
 ANTHROPIC_KEY = "sk-ant-test"
+
+
+def sqlite_store(daemon: App) -> SqliteStore:
+    """The running daemon's store, as the SQLite store these tests run it on (for the
+    helpers only the SQLite store has)."""
+    assert daemon.runtime is not None
+    store = daemon.runtime.store
+    assert isinstance(store, SqliteStore)
+    return store
 
 
 def anthropic_yaml(model: FakeAnthropicAPI, *, api_key: str = ANTHROPIC_KEY) -> str:

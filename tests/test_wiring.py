@@ -51,7 +51,7 @@ scheduler:
         runtime.scheduler.shutdown()
         await runtime.sessions.close(grace=1)
         await runtime.provider.aclose()
-        runtime.store.close()
+        await runtime.store.aclose()
 
 
 def inbound(message_id: str) -> InboundMessage:
@@ -86,4 +86,4 @@ async def test_update_channels_points_delivery_and_router_at_the_new_config(
     finally:
         await runtime.sessions.close(grace=1)
         await runtime.provider.aclose()
-        runtime.store.close()
+        await runtime.store.aclose()

@@ -129,6 +129,8 @@ def pairing(
             say(exc)
             return 2
         register(config)
+        if config.store.backend == "postgres":
+            return _in_database(config, args, configured, say)
         state_dir = Path(config.state_dir).absolute()
         origin = f"state_dir of {args.config}" if args.config else "the default state_dir"
     if not state_dir.is_dir():
@@ -148,6 +150,32 @@ def pairing(
         return 2
 
 
+def _in_database(
+    config: BotdConfig,
+    args: argparse.Namespace,
+    configured: set[str] | None,
+    say: Callable[..., None],
+) -> int:
+    """``botd pairing`` on the postgres backend: the codes and approvals every node shares."""
+    from ..store import StoreError
+    from ..store.postgres.base import describe
+    from ..wiring import open_pairing, open_store
+
+    async def act() -> int:
+        store = await open_store(config)
+        try:
+            place = ("database", describe(config.store.dsn or ""))
+            return await _act_on(open_pairing(config, store), args, place, configured, say)
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(act())
+    except StoreError as exc:
+        say(f"botd: {exc}")
+        return 2
+
+
 def _act(
     args: argparse.Namespace,
     state_dir: Path,
@@ -157,19 +185,31 @@ def _act(
     from ..store.pairing import PairingFile
 
     return asyncio.run(
-        _act_on(PairingFile(state_dir / "pairing.json"), args, state_dir, configured, say)
+        _act_on(
+            PairingFile(state_dir / "pairing.json"),
+            args,
+            ("state_dir", str(state_dir)),
+            configured,
+            say,
+        )
     )
+
+
+Place = tuple[str, str]
+"""Where the pairing data is, as the JSON key and value: ``("state_dir", path)`` or
+``("database", postgresql://user@host/db)``."""
 
 
 async def _act_on(
     book: Pairing,
     args: argparse.Namespace,
-    state_dir: Path,
+    place: Place,
     configured: set[str] | None,
     say: Callable[..., None],
 ) -> int:
+    where = f"{place[0].replace('_', ' ')} {place[1]}"
     if args.action == "list":
-        return await _list(book, state_dir, as_json=args.json)
+        return await _list(book, place, as_json=args.json)
     known = (configured or set()) | await book.channels()
     if configured is not None and args.channel not in known:
         say(f"unknown channel {args.channel!r}; configured: {', '.join(sorted(known)) or 'none'}")
@@ -179,25 +219,25 @@ async def _act_on(
         if admitted is None:
             say(
                 f"no pending code {args.code!r} on {args.channel} "
-                f"(unknown, or expired after an hour; state dir {state_dir})"
+                f"(unknown, or expired after an hour; {where})"
             )
             return 1
-        print(f"approved {admitted} on {args.channel} (state dir {state_dir})")
+        print(f"approved {admitted} on {args.channel} ({where})")
         return 0
     if not await book.revoke(args.channel, args.sender):
-        say(f"{args.sender} is not approved on {args.channel} (state dir {state_dir})")
+        say(f"{args.sender} is not approved on {args.channel} ({where})")
         return 1
-    print(f"revoked {args.sender} on {args.channel} (state dir {state_dir})")
+    print(f"revoked {args.sender} on {args.channel} ({where})")
     return 0
 
 
-async def _list(book: Pairing, state_dir: Path, *, as_json: bool) -> int:
+async def _list(book: Pairing, place: Place, *, as_json: bool) -> int:
     now = time.time()
     waiting = await book.waiting()
     approved = await book.approved()
     if as_json:
         data = {
-            "state_dir": str(state_dir),
+            place[0]: place[1],
             "pending": [
                 {
                     "code": p.code,
@@ -216,7 +256,7 @@ async def _list(book: Pairing, state_dir: Path, *, as_json: bool) -> int:
         }
         print(json.dumps(data, ensure_ascii=False))
         return 0
-    print(f"state dir {state_dir}")
+    print(f"{place[0].replace('_', ' ')} {place[1]}")
     for p in waiting:
         age = format_age(now - p.issued_at)
         print(f"{p.code}  {p.channel}  {_shown(p.sender)}  {_shown(p.name)}  {age} ago")

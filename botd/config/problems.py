@@ -30,7 +30,7 @@ Loc = tuple[str | int, ...]
 """A path into the config: mapping keys and list indexes."""
 
 SECRET_KEYS = frozenset(
-    {"api_key", "token", "bot_token", "app_token", "signing_secret", "password", "secret"}
+    {"api_key", "token", "bot_token", "app_token", "signing_secret", "password", "secret", "dsn"}
 )
 """Keys whose values are never echoed in an error, whatever their source."""
 

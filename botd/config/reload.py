@@ -16,7 +16,7 @@ from .schema import BotdConfig
 
 __all__ = ["LIVE_KEYS", "RESTART_ONLY", "ReloadPlan", "channel_sections", "plan_reload"]
 
-RESTART_ONLY = ("state_dir", "model", "agent", "health")
+RESTART_ONLY = ("state_dir", "model", "agent", "health", "store")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
 LIVE_KEYS = {"agent": {"message_targets"}}
 """Keys of those sections read when used (the message tool's targets): a reload applies them."""

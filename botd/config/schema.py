@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import socket
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -66,6 +67,8 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
+    "StoreBackend",
+    "StoreSection",
     "TranscriptionSection",
     "channels_in",
     "off_on",
@@ -647,6 +650,33 @@ class HealthSection(Section):
     the inbox stuck."""
 
 
+StoreBackend = Literal["sqlite", "postgres"]
+
+
+def _host_name() -> str:
+    return socket.gethostname()
+
+
+class StoreSection(Section):
+    """Where botd keeps its state: SQLite in ``state_dir`` (one node), or PostgreSQL (the
+    ``postgres`` extra), which several nodes can share."""
+
+    backend: StoreBackend = "sqlite"
+    dsn: OptionalSecret = None
+    """The PostgreSQL connection string (``postgresql://user:password@host:5432/db``), read
+    from the environment (``${BOTD_DATABASE_URL}``); needed by the postgres backend only."""
+    node_id: str = Field(default_factory=_host_name, min_length=1)
+    """This node's name among the nodes sharing the database (the host name by default)."""
+    lease_ttl: float = Field(default=15.0, gt=0)
+    """Seconds a node's claim on shared work (a conversation, a poller) lasts unrenewed."""
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSection:
+        if self.backend == "postgres" and self.dsn is None:
+            raise ValueError("the postgres backend needs dsn (e.g. ${BOTD_DATABASE_URL})")
+        return self
+
+
 class BotdConfig(Section):
     """The whole validated config file."""
 
@@ -661,6 +691,7 @@ class BotdConfig(Section):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
     media: MediaSection = Field(default_factory=MediaSection)
+    store: StoreSection = Field(default_factory=StoreSection)
 
     @field_validator("state_dir")
     @classmethod

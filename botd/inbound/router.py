@@ -95,6 +95,15 @@ class Router:
         caption, so no mention) are addressed too."""
         self.update_policies(policies)
 
+    async def load_approvals(self) -> None:
+        """Read who is approved by pairing, before the channels start (the adapters ask
+        ``admits`` synchronously). A database that does not answer now is no reason not to
+        start: an approved sender's DM refreshes what the router knows as it comes."""
+        try:
+            await self._pairing.refresh()
+        except Exception as exc:
+            log.warning("pairing approvals not read at start (%s); read again as DMs come", exc)
+
     def update_policies(self, policies: dict[str, AccessPolicy]) -> None:
         """Replace the access policies (a config reload); kept context is not touched."""
         self._policies = dict(policies)

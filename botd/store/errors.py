@@ -25,12 +25,14 @@ class StoreOpenError(StoreError):
 
 
 class StoreWriteError(StoreError):
-    """A write failed for a storage reason (disk full, I/O error, read-only, corruption).
+    """A write failed for a storage reason (disk full, I/O error, read-only, corruption; a
+    database server that cannot be reached).
 
-    ``reason`` is SQLite's own words, e.g. ``database or disk is full``.
+    ``where`` names the database (the SQLite file, or the server without its password);
+    ``reason`` is the database's own words, e.g. ``database or disk is full``.
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str) -> None:
         self.reason = reason
         super().__init__(f"{path}: {reason}")
 
@@ -55,7 +57,7 @@ class StoreHealth:
 
     @property
     def reason(self) -> str | None:
-        """None while healthy, else the latest failure in SQLite's words (and its kind)."""
+        """None while healthy, else the latest failure in the database's words (and its kind)."""
         if not self._failing:
             return None
         kind, (reason, _since) = max(self._failing.items(), key=lambda item: item[1][1])

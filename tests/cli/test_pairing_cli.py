@@ -267,3 +267,44 @@ def test_a_state_dir_that_is_a_file_is_an_error(tmp_path: Path) -> None:
     result = botd("list", "--state-dir", str(tmp_path / "state"))
     assert result.returncode == 2
     assert "is not a directory" in result.stderr
+
+
+async def test_on_postgres_the_admin_approves_in_the_database_every_node_reads(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    from botd.store.postgres import PostgresStore
+
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        "channels:\n  telegram:\n    token: ${TELEGRAM_TOKEN}\n"
+        "store:\n  backend: postgres\n  dsn: ${BOTD_DATABASE_URL}\n",
+        encoding="utf-8",
+    )
+    store = await PostgresStore.open(postgres_dsn)
+    try:
+        node = store.pairing()
+        code, _ = await node.issue("telegram", "4242", "Frank")
+        env = {**bare_env(), "BOTD_DATABASE_URL": postgres_dsn}
+        listed = run_botd("pairing", "list", "--config", str(config), env=env)
+        assert listed.returncode == 0, listed.stderr
+        where, line = listed.stdout.splitlines()
+        assert where.startswith("database postgresql://") and "pairing.json" not in where
+        assert line.startswith(f"{code}  telegram  4242  Frank  ")
+        approved = run_botd(
+            "pairing", "approve", "telegram", code, "--config", str(config), env=env
+        )
+        assert approved.returncode == 0, approved.stderr
+        assert approved.stdout.startswith("approved 4242 on telegram (database postgresql://")
+        await node.refresh()
+        assert node.is_approved("telegram", "4242")
+        assert not (tmp_path / "var").exists()  # nothing went to a state dir
+
+        down = run_botd(
+            "pairing", "list", "--config", str(config),
+            env={**env, "BOTD_DATABASE_URL": "postgresql://botd:hunter2@127.0.0.1:1/x"},
+        )  # fmt: skip
+        assert down.returncode == 2
+        (line,) = down.stderr.splitlines()
+        assert "cannot be opened" in line and "hunter2" not in line
+    finally:
+        await store.aclose()

@@ -457,6 +457,7 @@ NOT_DEFAULT = {
     "model.api_key",
     "agent.system_prompt",
     "channels.slack.app_token",
+    "store.node_id",  # its default is the host name
 }
 
 

@@ -20,6 +20,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
+    sqlite_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking, tool_use
@@ -37,8 +38,7 @@ class Chat:
 
     @property
     def store(self) -> SqliteStore:
-        assert self.daemon.runtime is not None
-        return self.daemon.runtime.store
+        return sqlite_store(self.daemon)
 
     async def say(self, words: str, *, answer: str) -> list[str]:
         """Send ``words``; once ``answer`` shows and the run is over, what the bot posted

@@ -18,7 +18,13 @@ import pytest
 from botd.app import App
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import HEARTBEAT_INSTRUCTION
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
+from tests.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    sqlite_store,
+    telegram_yaml,
+)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
@@ -88,8 +94,7 @@ def _config(
 
 
 def _store(daemon: App) -> SqliteStore:
-    assert daemon.runtime is not None
-    return daemon.runtime.store
+    return sqlite_store(daemon)
 
 
 def _answered(daemon: App) -> bool:

@@ -1,4 +1,4 @@
-"""What every store backend (the ``store`` fixture, one run per backend) promises through the
+"""What every store backend (the ``any_store`` fixture, one run per backend) promises through the
 protocols of ``botd.store`` other than the conversation's ledger: the router's inbound ledger
 and kept chatter, the channels' offsets, the scheduler's job ledger, the model choices, what
 the pruner forgets and what ``/healthz`` reads. Only the protocols are used here, so a new
@@ -17,10 +17,10 @@ from botd.store import (
     Offsets,
     Pruning,
     RunRecord,
+    Store,
     StoredJob,
     StoreStatus,
 )
-from botd.store.sqlite import SqliteStore
 
 TARGET = Target("telegram", "42")
 
@@ -53,9 +53,9 @@ def job(job_id: str, prompt: str = "p") -> StoredJob:
 
 
 async def test_accept_records_all_keys_and_a_repeat_under_any_of_them_is_refused(
-    store: SqliteStore,
+    any_store: Store,
 ) -> None:
-    ledger: InboundLedger = store
+    ledger: InboundLedger = any_store
     first = await ledger.accept_inbound("telegram", ["a", "b"], message(1))
     assert first is not None
     # A repeat under one known key: refused, and its new key is recorded all the same.
@@ -66,17 +66,17 @@ async def test_accept_records_all_keys_and_a_repeat_under_any_of_them_is_refused
     assert await ledger.accept_inbound("slack", ["a"], message(1)) is not None
 
 
-async def test_seen_inbound_tells_a_first_sight_from_a_repeat(store: SqliteStore) -> None:
-    ledger: InboundLedger = store
+async def test_seen_inbound_tells_a_first_sight_from_a_repeat(any_store: Store) -> None:
+    ledger: InboundLedger = any_store
     assert not await ledger.seen_inbound("telegram", "x", "y")
     assert await ledger.seen_inbound("telegram", "y")
     assert not await ledger.seen_inbound("telegram", "z")
 
 
 async def test_chatter_is_kept_then_consumed_by_the_accept_that_shows_it(
-    store: SqliteStore,
+    any_store: Store,
 ) -> None:
-    ledger: InboundLedger = store
+    ledger: InboundLedger = any_store
     assert not await ledger.keep_chatter("telegram", ["k1"], message(1), limit=10)
     assert not await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)
     assert await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)  # a repeat
@@ -91,8 +91,8 @@ async def test_chatter_is_kept_then_consumed_by_the_accept_that_shows_it(
     assert [line.text for line in await ledger.kept_chatter("telegram:42")] == ["m3"]
 
 
-async def test_a_refused_accept_consumes_no_chatter(store: SqliteStore) -> None:
-    ledger: InboundLedger = store
+async def test_a_refused_accept_consumes_no_chatter(any_store: Store) -> None:
+    ledger: InboundLedger = any_store
     await ledger.accept_inbound("telegram", ["p1"], message(1))
     await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)
     [line] = await ledger.kept_chatter("telegram:42")
@@ -103,8 +103,8 @@ async def test_a_refused_accept_consumes_no_chatter(store: SqliteStore) -> None:
     assert await ledger.kept_chatter("telegram:42") == [line]
 
 
-async def test_chatter_keeps_the_newest_lines_of_each_conversation(store: SqliteStore) -> None:
-    ledger: InboundLedger = store
+async def test_chatter_keeps_the_newest_lines_of_each_conversation(any_store: Store) -> None:
+    ledger: InboundLedger = any_store
     for n in range(5):
         await ledger.keep_chatter("telegram", [f"k{n}"], message(n), limit=3)
     await ledger.keep_chatter("telegram", ["other"], message(9, key="telegram:7"), limit=3)
@@ -116,9 +116,9 @@ async def test_chatter_keeps_the_newest_lines_of_each_conversation(store: Sqlite
 
 
 async def test_offsets_are_per_channel_account_and_the_last_saved_wins(
-    store: SqliteStore,
+    any_store: Store,
 ) -> None:
-    offsets: Offsets = store
+    offsets: Offsets = any_store
     assert await offsets.get_offset("telegram", "default") is None
     offsets.set_offset_soon("telegram", "default", "5")
     offsets.set_offset_soon("telegram", "default", "7")  # queued behind the first
@@ -133,8 +133,8 @@ async def test_offsets_are_per_channel_account_and_the_last_saved_wins(
 # --- JobLedger --------------------------------------------------------------------------------
 
 
-async def test_jobs_are_saved_replaced_and_deleted_once(store: SqliteStore) -> None:
-    jobs: JobLedger = store
+async def test_jobs_are_saved_replaced_and_deleted_once(any_store: Store) -> None:
+    jobs: JobLedger = any_store
     await jobs.save_job(job("b"))
     await jobs.save_job(job("a"))
     assert [j.id for j in await jobs.load_jobs()] == ["a", "b"]
@@ -145,8 +145,8 @@ async def test_jobs_are_saved_replaced_and_deleted_once(store: SqliteStore) -> N
     assert await jobs.get_job("a") is None
 
 
-async def test_the_records_apscheduler_makes_are_read_back_in_order(store: SqliteStore) -> None:
-    jobs: JobLedger = store
+async def test_the_records_apscheduler_makes_are_read_back_in_order(any_store: Store) -> None:
+    jobs: JobLedger = any_store
     await jobs.save_job(job("a"))
     await jobs.save_job(job("b"))
     later = datetime(2031, 1, 1, 9, tzinfo=UTC)
@@ -158,8 +158,8 @@ async def test_the_records_apscheduler_makes_are_read_back_in_order(store: Sqlit
     assert [j.id for j in await jobs.load_jobs()] == ["a"]
 
 
-async def test_an_import_happens_once(store: SqliteStore) -> None:
-    jobs: JobLedger = store
+async def test_an_import_happens_once(any_store: Store) -> None:
+    jobs: JobLedger = any_store
     await jobs.save_job(job("kept", prompt="mine"))
     assert not await jobs.imported("legacy")
     assert await jobs.import_jobs("legacy", [job("kept", prompt="old"), job("new")], detail="x")
@@ -169,8 +169,8 @@ async def test_an_import_happens_once(store: SqliteStore) -> None:
     assert await jobs.get_job("again") is None
 
 
-async def test_the_run_log_keeps_the_last_runs_of_each_job(store: SqliteStore) -> None:
-    jobs: JobLedger = store
+async def test_the_run_log_keeps_the_last_runs_of_each_job(any_store: Store) -> None:
+    jobs: JobLedger = any_store
     for day in range(1, 5):
         at = datetime(2030, 1, day, tzinfo=UTC)
         await jobs.add_job_run(RunRecord("a", at, "submitted"), keep=2)
@@ -183,8 +183,8 @@ async def test_the_run_log_keeps_the_last_runs_of_each_job(store: SqliteStore) -
 # --- ModelChoices -----------------------------------------------------------------------------
 
 
-async def test_a_model_choice_is_kept_and_cleared(store: SqliteStore) -> None:
-    choices: ModelChoices = store
+async def test_a_model_choice_is_kept_and_cleared(any_store: Store) -> None:
+    choices: ModelChoices = any_store
     assert await choices.model_choice("c") is None
     await choices.set_model_choice("c", "big")
     await choices.set_model_choice("d", "small")
@@ -199,30 +199,30 @@ async def test_a_model_choice_is_kept_and_cleared(store: SqliteStore) -> None:
 # --- Pruning and StoreStatus ------------------------------------------------------------------
 
 
-async def test_the_backlog_counts_what_waits(store: SqliteStore) -> None:
-    status: StoreStatus = store
+async def test_the_backlog_counts_what_waits(any_store: Store) -> None:
+    status: StoreStatus = any_store
     assert (await status.inbox_backlog()).count == 0
     assert await status.outbox_pending_count() == 0
-    first = await store.accept_inbound("telegram", ["1"], message(1))
-    await store.accept_inbound("telegram", ["2"], message(2))
+    first = await any_store.accept_inbound("telegram", ["1"], message(1))
+    await any_store.accept_inbound("telegram", ["2"], message(2))
     assert first is not None
-    await store.outbox_add(first, 0, "final", TARGET, "hi")
+    await any_store.outbox_add(first, 0, "final", TARGET, "hi")
     backlog = await status.inbox_backlog()
     assert backlog.count == 2 and backlog.oldest_age is not None
     assert await status.outbox_pending_count() == 1
-    store.finish_inbox([first], "answered")
-    store.commit_soon()
-    assert await store.unfinished_entries() != []
+    any_store.finish_inbox([first], "answered")
+    any_store.commit_soon()
+    assert await any_store.unfinished_entries() != []
     assert status.health.ok
 
 
-async def test_pruning_keeps_what_is_recent(store: SqliteStore) -> None:
-    pruning: Pruning = store
-    await store.seen_inbound("telegram", "recent")
-    await store.keep_chatter("telegram", ["k"], message(1), limit=5)
+async def test_pruning_keeps_what_is_recent(any_store: Store) -> None:
+    pruning: Pruning = any_store
+    await any_store.seen_inbound("telegram", "recent")
+    await any_store.keep_chatter("telegram", ["k"], message(1), limit=5)
     assert await pruning.prune_inbound(3600.0) == 0
     assert await pruning.prune_finished(3600.0) == 0
     assert await pruning.prune_chatter(CHATTER_RETENTION_SECONDS) == 0
     assert await pruning.prune_chatter(-1.0) == 1  # everything is older than the future
     assert await pruning.prune_inbound(-1.0) == 2
-    assert await store.kept_chatter("telegram:42") == []
+    assert await any_store.kept_chatter("telegram:42") == []

@@ -35,6 +35,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
+    sqlite_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -237,7 +238,7 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
             assert daemon.health is not None and daemon.health.port is not None
             port = daemon.health.port
             assert daemon.runtime is not None
-            store = daemon.runtime.store
+            store = sqlite_store(daemon)
 
             model.push(stream(text("Hello!")))
             telegram.push_text(DM, "hi")

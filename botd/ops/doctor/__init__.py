@@ -17,8 +17,10 @@ stopped again (``doctor.mcp``).
 
 The state dir is checked without changing it: whether it exists or can be created, whether
 it takes files, whether a running botd holds its lock, and whether its database opens, read
-only, at a schema this botd understands. Every line goes through the secret masking, and
-URLs are named without the token Telegram puts in them.
+only, at a schema this botd understands. With ``store.backend: postgres`` the database is
+the server's instead (``doctor.database``: reachable, its schema, this node's clock). Every
+line goes through the secret masking, and URLs are named without the token Telegram puts in
+them.
 
 Exit status: 0 when no check fails, 1 when one fails (or, with ``--strict``, warns), 2 when
 the config is invalid.
@@ -58,6 +60,7 @@ from .checks import (
     unreachable,
     warned,
 )
+from .database import postgres_checks
 from .mcp import mcp_checks
 from .state import state_dir_checks
 
@@ -242,6 +245,9 @@ async def diagnose(
         probes.append(_guarded("model", _model(client, config), debug))
         # A server's start (a stdio command's imports) may take longer than one request.
         probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
+        store = config.store
+        if store.backend == "postgres" and store.dsn is not None:
+            probes.append(_guarded("store", postgres_checks(store.dsn, timeout), debug))
         found = await asyncio.gather(*probes)
     checks = [check for group in found for check in group]
     if not config.channels.enabled():
@@ -251,7 +257,7 @@ async def diagnose(
         passed(name, f"{name}: disabled (enabled: false), not probed") for name in disabled
     )
     state_dir = Path(config.state_dir)
-    checks.extend(state_dir_checks(state_dir))
+    checks.extend(state_dir_checks(state_dir, sqlite=config.store.backend == "sqlite"))
     checks.extend(provider_check(config, os.environ if env is None else env))
     checks.extend(await access_checks(config, state_dir))
     checks.extend(health_port_check(config))

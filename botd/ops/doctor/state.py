@@ -17,8 +17,9 @@ from .checks import Check, failed, passed
 __all__ = ["lock_holder", "state_dir_checks"]
 
 
-def state_dir_checks(state_dir: Path) -> list[Check]:
-    """The state dir's checks, reading only (a temporary file aside)."""
+def state_dir_checks(state_dir: Path, *, sqlite: bool = True) -> list[Check]:
+    """The state dir's checks, reading only (a temporary file aside); ``sqlite``: the store
+    is the SQLite file in it (else only the files botd writes there are checked)."""
     from ...store.sqlite import DB_FILENAME
     from ..statelock import LOCK_FILENAME
 
@@ -56,7 +57,8 @@ def state_dir_checks(state_dir: Path) -> list[Check]:
         ]
     checks = [passed("state_dir", f"state dir {state_dir} writable")]
     checks.append(_lock_check(state_dir / LOCK_FILENAME))
-    checks.append(_database_check(state_dir / DB_FILENAME))
+    if sqlite:
+        checks.append(_database_check(state_dir / DB_FILENAME))
     return checks
 
 

@@ -1,1 +1,28 @@
-"""The PostgreSQL backend of the store (``store.backend: postgres``)."""
+"""The PostgreSQL store: botd's state in a database several nodes can share.
+
+``PostgresStore`` implements every protocol of ``botd.store.protocols`` (``Store``) with
+the SQLite store's meaning, method by method, over a ``psycopg_pool`` pool: ``base`` holds
+the pool, the group commit (one flusher task of the store's own) and the store's health;
+``ledger`` sessions, transcripts, inbox entries and outbox pieces; ``inbound`` dedupe ids,
+accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
+``schema`` the migrations; ``leases`` the lease table and the fence a write can take.
+
+Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
+and only when ``store.backend`` is ``postgres``.
+"""
+
+from __future__ import annotations
+
+from .base import describe
+from .inbound import InboundStore
+from .jobs import JobStore
+from .ledger import LedgerStore
+from .schema import SCHEMA_VERSION
+
+
+class PostgresStore(LedgerStore, InboundStore, JobStore):
+    """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
+    when done."""
+
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "describe"]

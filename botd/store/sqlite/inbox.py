@@ -18,41 +18,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import fields
-from typing import Any
 
 from ...chat import InboundMessage
-from ...events import Message, ToolCallContent
+from ...events import Message
 from ..records import FINISHED_STATES, InboxBacklog, InboxEntry, InboxState
-from ..targets import attachments_data, attachments_from_data, target_data, target_from_data
+from ..rows import inbound_from_json, inbound_json, message_json, resumable_prefix
 from .chatter import consume_chatter as _consume_chatter
-from .transcripts import TranscriptStore, message_json
-
-_INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
-
-
-def inbound_json(message: InboundMessage) -> str:
-    """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
-    data: dict[str, Any] = {
-        name: getattr(message, name)
-        for name in _INBOUND_FIELDS
-        if name not in ("inbox_id", "attachments")
-    }
-    target = message.target
-    if target is not None:
-        data["target"] = target_data(target)
-    if message.attachments:
-        data["attachments"] = attachments_data(message.attachments)
-    return json.dumps(data, ensure_ascii=False)
-
-
-def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
-    data: dict[str, Any] = json.loads(text)
-    target = data.pop("target", None)
-    data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
-    data["attachments"] = attachments_from_data(data.get("attachments"))
-    data["inbox_id"] = inbox_id
-    return InboundMessage(**data, target=None if target is None else target_from_data(target))
+from .transcripts import TranscriptStore
 
 
 class InboxStore(TranscriptStore):
@@ -248,7 +220,7 @@ class InboxStore(TranscriptStore):
             ).fetchone()
             if not rows or int(rows[0][0]) != user_turn_id or active is None:
                 return False
-            keep = _clean_prefix([Message.model_validate(json.loads(r[2])) for r in rows])
+            keep = resumable_prefix([Message.model_validate(json.loads(r[2])) for r in rows])
             drop = [int(r[0]) for r in rows[keep:]]
             if drop:
                 conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in drop])
@@ -273,24 +245,4 @@ class InboxStore(TranscriptStore):
         return int(inbox) + int(outbox)
 
 
-def _clean_prefix(messages: Sequence[Message]) -> int:
-    """How many of ``messages`` (a user turn, then a run's steps) a model can continue from:
-    up to the last message that is not an assistant's and leaves no tool call unanswered."""
-    keep = 1
-    open_calls: set[str] = set()
-    for index, message in enumerate(messages):
-        if message.role == "assistant":
-            content = message.content if isinstance(message.content, list) else []
-            open_calls = {b.id for b in content if isinstance(b, ToolCallContent)}
-            if not open_calls or message.stop_reason not in (None, "tool_use", "toolUse"):
-                # A finished answer is regenerated with the rest; a cut one is dropped.
-                open_calls = {"<answer>"}
-            continue
-        if message.role == "tool_result" and message.tool_call_id is not None:
-            open_calls.discard(message.tool_call_id)
-        if not open_calls:
-            keep = index + 1
-    return keep
-
-
-__all__ = ["InboxStore", "inbound_from_json"]
+__all__ = ["InboxStore", "inbound_from_json", "inbound_json"]

@@ -11,36 +11,12 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from ..records import Outcome, RunRecord, StoredJob
-from ..targets import target_from_json, target_json
+from ..rows import JOB_COLUMNS, iso, job_from_row
+from ..targets import target_json
 from .deferred import DeferredWrites
-
-_JOB_COLUMNS = (
-    "id, kind, trigger, name, prompt, target, conversation_key, source, fingerprint, "
-    "next_run_time, heartbeat"
-)
-
-
-def _job(row: Sequence[Any]) -> StoredJob:
-    return StoredJob(
-        id=str(row[0]),
-        kind=str(row[1]),
-        trigger=json.loads(row[2]),
-        name=str(row[3]),
-        prompt=str(row[4]),
-        target=target_from_json(row[5]),
-        conversation_key=None if row[6] is None else str(row[6]),
-        source=None if row[7] is None else str(row[7]),
-        fingerprint=None if row[8] is None else str(row[8]),
-        next_run_time=None if row[9] is None else datetime.fromisoformat(row[9]),
-        heartbeat=None if row[10] is None else int(row[10]),
-    )
-
-
-def _iso(when: datetime | None) -> str | None:
-    return None if when is None else when.isoformat()
 
 
 class ScheduleStore(DeferredWrites):
@@ -51,19 +27,19 @@ class ScheduleStore(DeferredWrites):
         self.flush_deferred()  # a next run time or a removal queued a moment ago
         rows = (
             self._connection()
-            .execute(f"SELECT {_JOB_COLUMNS} FROM scheduler_jobs ORDER BY id")
+            .execute(f"SELECT {JOB_COLUMNS} FROM scheduler_jobs ORDER BY id")
             .fetchall()
         )
-        return [_job(row) for row in rows]
+        return [job_from_row(row) for row in rows]
 
     async def get_job(self, job_id: str) -> StoredJob | None:
         self.flush_deferred()
         row = (
             self._connection()
-            .execute(f"SELECT {_JOB_COLUMNS} FROM scheduler_jobs WHERE id = ?", (job_id,))
+            .execute(f"SELECT {JOB_COLUMNS} FROM scheduler_jobs WHERE id = ?", (job_id,))
             .fetchone()
         )
-        return None if row is None else _job(row)
+        return None if row is None else job_from_row(row)
 
     async def save_job(self, job: StoredJob) -> None:
         """Add a job, or replace the one with its id."""
@@ -72,7 +48,7 @@ class ScheduleStore(DeferredWrites):
 
     def _save_job(self, conn: sqlite3.Connection, job: StoredJob) -> None:
         conn.execute(
-            f"INSERT OR REPLACE INTO scheduler_jobs ({_JOB_COLUMNS}, updated_at) "
+            f"INSERT OR REPLACE INTO scheduler_jobs ({JOB_COLUMNS}, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.id,
@@ -84,7 +60,7 @@ class ScheduleStore(DeferredWrites):
                 job.conversation_key,
                 job.source,
                 job.fingerprint,
-                _iso(job.next_run_time),
+                iso(job.next_run_time),
                 job.heartbeat,
                 self._clock(),
             ),
@@ -94,7 +70,7 @@ class ScheduleStore(DeferredWrites):
         """Record when a job runs next, with the next group commit (nothing happens for an
         unknown id). Lost in a crash, the job's earlier next run time is kept: a run that
         already happened is caught up once (coalesced), as after any missed run."""
-        params = (_iso(next_run_time), self._clock(), job_id)
+        params = (iso(next_run_time), self._clock(), job_id)
         self._defer(
             "set_job_next_run",
             lambda conn: conn.execute(

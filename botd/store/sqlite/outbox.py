@@ -16,21 +16,9 @@ from collections.abc import Sequence
 
 from ...chat import Target
 from ..records import OutboxEntry
+from ..rows import media_from_json, media_json
 from ..targets import target_from_json, target_json
 from .deferred import DeferredWrites
-
-
-def _media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
-    if not media:
-        return None
-    return json.dumps({"urls": list(media), "voice": audio_as_voice})
-
-
-def _media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
-    if not isinstance(raw, str) or not raw:
-        return (), False
-    data = json.loads(raw)
-    return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
 
 
 class OutboxStore(DeferredWrites):
@@ -49,7 +37,7 @@ class OutboxStore(DeferredWrites):
     ) -> int:
         """Write a piece about to be sent; its row id once committed (see ``deferred``)."""
         now = self._clock()
-        files = _media_json(media, audio_as_voice)
+        files = media_json(media, audio_as_voice)
         params = (anchor, seq, kind, target_json(target), text, files, now, now)
 
         def write(conn: sqlite3.Connection) -> int:
@@ -112,7 +100,7 @@ class OutboxStore(DeferredWrites):
         )
         entries = []
         for row in rows:
-            media, voice = _media_from_json(row[6])
+            media, voice = media_from_json(row[6])
             entries.append(
                 OutboxEntry(
                     id=int(row[0]),

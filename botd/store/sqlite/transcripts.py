@@ -16,10 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...chat import storable
 from ...events import Message
 from ..errors import StaleCompactionError, UnknownSessionError
 from ..records import SessionRecord
+from ..rows import message_json
 from .deferred import DeferredWrites
 
 if TYPE_CHECKING:
@@ -31,14 +31,6 @@ _SESSION_COLUMNS = (
     "a.session_id IS NOT NULL, s.runs"
 )
 _SESSION_FROM = "sessions s LEFT JOIN active_sessions a ON a.session_id = s.session_id"
-
-
-def message_json(message: Message) -> str:
-    """``message`` as the JSON text the store keeps (transcripts, the inbox's user turns)."""
-    # Storable whatever produced the message: one bad record would fail the group commit
-    # it rides in, everyone's writes with it.
-    body = json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
-    return storable(body)
 
 
 def _record(row: Sequence[Any]) -> SessionRecord:

@@ -1,0 +1,425 @@
+"""The pool, the group commit and the health of the PostgreSQL store.
+
+Every write goes through one queue, drained by one background task of the store's own (the
+flusher, started by ``open`` and awaited by ``aclose``), one transaction per batch:
+
+* ``_defer`` queues a record nobody waits for (``..._soon``: a piece was sent, an entry
+  answered, a channel's offset); consecutive records are sent in pipeline mode, without a
+  round trip each.
+* ``_commit`` queues a write the caller awaits (a message accepted, a piece written); it
+  returns what the write returned once its transaction committed. Each runs in a savepoint,
+  so one that fails for its own reason (a constraint, a bug) is undone alone and only its
+  caller hears of it.
+
+A write may name advisory locks it needs (``locks``: an accept its conversation's); the
+batch takes them all before it writes anything, in the same order on every node, so two
+nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
+write comes after whatever was queued before it, and a read that must see the queued records
+(``_read``) waits for the batch that carries them first: the same order the SQLite store
+keeps. A lazy record (``lazy=True``: an offset, a run's start, counts) waits up to
+``LAZY_WINDOW`` for something else to ride with; anything awaited, or ``commit_soon``, sends
+the batch at once.
+
+Faults: the server cannot be reached, the connection was cut, the database is full or read
+only. Such a failure fails the whole batch: every waiting caller gets ``StoreWriteError``
+with the server's (or libpq's) words, the records of the batch are dropped with it (logged),
+and ``health`` is degraded for that kind of write until one commits again; the pool
+reconnects by itself once the server answers, so the store recovers without a restart.
+A deadlock or serialization failure with another node's transaction rolls the batch back and
+writes it again (``RETRIES`` times). The DSN's password is never in any of these words:
+the database is named by ``describe`` and the password is masked in every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
+from .pairing import PostgresPairing
+from .schema import NewerSchema, migrate, schema_version
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Conn = AsyncConnection[TupleRow]
+Pool = AsyncConnectionPool[Conn]
+Write = Callable[[Conn], Awaitable[Any]]
+
+LAZY_WINDOW = 0.5
+"""Seconds a lazy record waits for another write to ride with before it commits alone."""
+CONNECTION_WAIT = 5.0
+"""Seconds a batch or a read waits for a connection before it counts as a failure."""
+CONNECT_TIMEOUT = 5
+"""libpq's ``connect_timeout``: seconds one connection attempt may take (a whole number)."""
+RECONNECT_TIMEOUT = 5.0
+"""Seconds the pool keeps retrying a connection before it waits for the next request."""
+POOL_SIZE = 8
+RETRIES = 3
+"""Attempts of a batch that lost a deadlock or a serialization conflict to another node."""
+
+
+def describe(dsn: str) -> str:
+    """The database ``dsn`` names, without its password: ``postgresql://user@host:port/db``."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "postgresql (store.dsn, which libpq cannot read)"
+    user = parts.get("user")
+    host = str(parts.get("host") or "localhost")
+    port = str(parts.get("port") or "5432")
+    database = parts.get("dbname") or user or ""
+    who = f"{user}@" if user else ""
+    return f"postgresql://{who}{host}:{port}/{database}"
+
+
+def password_of(dsn: str) -> str | None:
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:
+        return None
+    return str(password) if password else None
+
+
+def storage_fault(exc: BaseException) -> bool:
+    """A failure of the database or the way to it (unreachable, cut, full, read only), not
+    a constraint violation or a bug in a statement."""
+    return isinstance(
+        exc,
+        psycopg.OperationalError
+        | psycopg.InterfaceError
+        | psycopg.errors.ReadOnlySqlTransaction
+        | psycopg.errors.IdleInTransactionSessionTimeout,
+    )
+
+
+@dataclass(slots=True)
+class Queued:
+    """One queued write: its kind (the store method, for ``health``), the write, and the
+    future of its caller (None: a record nobody awaits)."""
+
+    kind: str
+    write: Write
+    future: asyncio.Future[Any] | None
+    locks: tuple[str, ...] = ()
+    """Advisory locks (by name) the write needs, taken at the start of its batch."""
+
+
+class PostgresBase:
+    """The pool, the queue and its flusher (see the module docstring)."""
+
+    def __init__(self, pool: Pool, dsn: str, *, clock: Clock = time.time) -> None:
+        self.where = describe(dsn)
+        """The database, named without its password."""
+        self._dsn = dsn
+        self._password = password_of(dsn)
+        self._pool = pool
+        self._clock = clock
+        self.health = StoreHealth(clock)
+        self._loop = asyncio.get_running_loop()
+        self._queue: list[Queued] = []
+        self._queued = asyncio.Event()
+        self._urgent = asyncio.Event()
+        self._queued_done: asyncio.Future[None] | None = None
+        """Set once the batch being queued now is written."""
+        self._writing_done: asyncio.Future[None] | None = None
+        """Set once the batch being written now is written."""
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, dsn: str, *, clock: Clock = time.time, pool_size: int = POOL_SIZE) -> Self:
+        """The store on the database ``dsn`` names, migrated to the current schema, its
+        flusher running. ``StoreOpenError`` (one line, no password) when it cannot be used."""
+        where = describe(dsn)
+        try:
+            # One connection of its own first, so a refusal comes in libpq's words.
+            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
+                await migrate(conn, where)
+        except NewerSchema as exc:
+            raise StoreOpenError(str(exc)) from None
+        except psycopg.Error as exc:
+            raise StoreOpenError(
+                f"{where}: cannot be opened ({words(exc, password_of(dsn))}): check store.dsn "
+                "and that the server runs and takes connections from this host"
+            ) from None
+        pool: Pool = AsyncConnectionPool(
+            dsn,
+            open=False,
+            min_size=1,
+            max_size=pool_size,
+            timeout=CONNECTION_WAIT,
+            reconnect_timeout=RECONNECT_TIMEOUT,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            check=AsyncConnectionPool.check_connection,
+            name="botd-store",
+        )
+        await pool.open()
+        store = cls(pool, dsn, clock=clock)
+        store._flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
+        return store
+
+    async def aclose(self) -> None:
+        """Write what is queued, stop the flusher and close the pool (idempotent)."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        self._queued.set()
+        self._urgent.set()
+        try:
+            if self._flusher is not None:
+                with contextlib.suppress(Exception):
+                    await self._flusher
+        finally:
+            await self._pool.close()
+            self._closed.set()
+
+    async def schema_version(self) -> int:
+        return await self._read(schema_version, after_queued=False)
+
+    def pairing(self) -> PostgresPairing:
+        """DM pairing in this database, on the store's pool."""
+        return PostgresPairing(self._pool, clock=self._clock)
+
+    # --- the queue --------------------------------------------------------------------------
+
+    def _enqueue(
+        self,
+        kind: str,
+        write: Write,
+        future: asyncio.Future[Any] | None,
+        lazy: bool,
+        locks: tuple[str, ...] = (),
+    ) -> None:
+        self._queue.append(Queued(kind, write, future, locks))
+        if self._queued_done is None:
+            self._queued_done = self._loop.create_future()
+        self._queued.set()
+        if not lazy:
+            self._urgent.set()
+
+    def _defer(self, kind: str, write: Write, *, lazy: bool = False) -> None:
+        """Queue the record ``write`` (see the module docstring)."""
+        if self._closing:
+            log.debug("store closed: a %s record is dropped", kind)
+            return
+        self._enqueue(kind, write, None, lazy)
+
+    async def _commit(
+        self, kind: str, write: Callable[[Conn], Awaitable[T]], *, locks: tuple[str, ...] = ()
+    ) -> T:
+        """Run ``write`` in the next batch's transaction; its result once that committed.
+        ``locks``: advisory locks (by name) the batch takes before it writes anything."""
+        return await self._commit_later(kind, write, lazy=False, locks=locks)
+
+    def _commit_later(
+        self,
+        kind: str,
+        write: Callable[[Conn], Awaitable[T]],
+        *,
+        lazy: bool = True,
+        locks: tuple[str, ...] = (),
+    ) -> asyncio.Future[T]:
+        """``_commit`` without waiting (``lazy``: it may wait for the next batch as a lazy
+        record does); the future gets the result or what failed it."""
+        if self._closing:
+            raise StoreError(f"{self.where}: the store is closed")
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._enqueue(kind, write, future, lazy, locks)
+        return future
+
+    def commit_soon(self) -> None:
+        """Write what is queued now, lazy records included; nobody waits for it."""
+        if self._queue:
+            self._urgent.set()
+
+    async def _flushed(self) -> None:
+        """Return once what was queued before now is written (or failed)."""
+        if self._queue:
+            self._urgent.set()
+            waiter = self._queued_done
+        else:
+            waiter = self._writing_done
+        if waiter is not None:
+            await asyncio.shield(waiter)
+
+    async def _read(self, read: Callable[[Conn], Awaitable[T]], *, after_queued: bool = True) -> T:
+        """``read`` on a connection of the pool (after what is queued, unless told not to);
+        a fault is ``StoreError`` in the database's words."""
+        if self._closing:
+            raise StoreError(f"{self.where}: the store is closed")
+        if after_queued:
+            await self._flushed()
+        try:
+            async with self._pool.connection() as conn:
+                return await read(conn)
+        except psycopg.Error as exc:
+            if not storage_fault(exc):
+                raise
+            raise StoreError(f"{self.where}: {await self._reason(exc)}") from None
+
+    # --- the flusher ------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._queued.wait()
+            if not self._urgent.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._urgent.wait(), LAZY_WINDOW)
+            await asyncio.sleep(0)  # what this loop iteration queues rides along
+            batch, self._queue = self._queue, []
+            done, self._queued_done = self._queued_done, None
+            self._queued.clear()
+            self._urgent.clear()
+            self._writing_done = done
+            try:
+                await self._write(batch)
+            except Exception:  # a bug here must not stop every later write
+                log.exception("writing a batch to the store failed")
+            finally:
+                self._writing_done = None
+                if done is not None and not done.done():
+                    done.set_result(None)
+            if self._closing and not self._queue:
+                return
+
+    async def _write(self, batch: list[Queued]) -> None:
+        batch = [q for q in batch if q.future is None or not q.future.cancelled()]
+        if not batch:
+            return
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            for attempt in range(1, RETRIES + 1):
+                try:
+                    outcomes = await self._transaction(batch)
+                    break
+                except psycopg.errors.TransactionRollback as exc:
+                    if attempt == RETRIES:
+                        raise
+                    log.info("store: writing again after %s", words(exc, self._password))
+        except BaseException as exc:
+            error = await self._failure(batch[0].kind, exc)
+            for queued in batch:
+                if queued.future is not None and not queued.future.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        queued.future.cancel()
+                    else:
+                        queued.future.set_exception(error)
+            dropped = [q.kind for q in batch if q.future is None]
+            if dropped:
+                log.error(
+                    "store: %d queued record(s) (%s) not written: %s",
+                    len(dropped),
+                    ", ".join(sorted(set(dropped))),
+                    error,
+                )
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for kind in {q.kind for q in batch}:
+            self.health.succeeded(kind)
+        for future, value, failure in outcomes:
+            if future.done():
+                continue
+            if failure is not None:
+                future.set_exception(failure)
+            else:
+                future.set_result(value)
+
+    async def _transaction(
+        self, batch: list[Queued]
+    ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
+        """One transaction for ``batch``, in its order: records in pipeline mode, awaited
+        writes each in a savepoint. The outcome of each awaited write."""
+        outcomes = []
+        async with self._pool.connection() as conn, conn.transaction():
+            # Every lock of the batch first, in one order on every node: two batches that
+            # need the same conversations cannot each hold one the other waits for.
+            for name in sorted({name for queued in batch for name in queued.locks}):
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+            index = 0
+            while index < len(batch):
+                records = []
+                while index < len(batch) and batch[index].future is None:
+                    records.append(batch[index])
+                    index += 1
+                if records:
+                    async with conn.pipeline():
+                        for record in records:
+                            await record.write(conn)
+                if index < len(batch):
+                    outcomes.append(await _in_savepoint(conn, batch[index]))
+                    index += 1
+        return outcomes
+
+    async def _failure(self, kind: str, exc: BaseException) -> BaseException:
+        """What the callers of a failed batch get: ``StoreWriteError`` for a fault (and the
+        store degraded), else the error itself."""
+        if not storage_fault(exc):
+            return exc
+        reason = await self._reason(exc)
+        self.health.failed(kind, reason)
+        return StoreWriteError(self.where, reason)
+
+    async def _reason(self, exc: BaseException) -> str:
+        """A fault in the database's (or libpq's) words, without the password. The pool's
+        timeout says only that no connection came: one attempt of its own tells why."""
+        if isinstance(exc, PoolTimeout):
+            try:
+                conn = await AsyncConnection.connect(self._dsn, connect_timeout=CONNECT_TIMEOUT)
+            except psycopg.Error as cause:
+                return words(cause, self._password)
+            await conn.close()
+            return f"no connection came within {CONNECTION_WAIT:g} s"
+        return words(exc, self._password)
+
+
+async def _in_savepoint(
+    conn: Conn, queued: Queued
+) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
+    """Run one awaited write so that a failure of its own undoes only it."""
+    assert queued.future is not None
+    try:
+        async with conn.transaction():
+            value = await queued.write(conn)
+    except psycopg.Error as exc:
+        if storage_fault(exc):
+            raise  # the transaction as a whole failed (or lost a deadlock: written again)
+        return queued.future, None, exc
+    except Exception as exc:
+        return queued.future, None, exc
+    return queued.future, value, None
+
+
+def words(exc: BaseException, password: str | None) -> str:
+    """``exc``'s message on one line, the password masked wherever it appears."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if password:
+        text = text.replace(password, "***")
+    return text
+
+
+__all__ = [
+    "CONNECTION_WAIT",
+    "LAZY_WINDOW",
+    "Conn",
+    "PostgresBase",
+    "describe",
+    "password_of",
+    "storage_fault",
+    "words",
+]

@@ -1,0 +1,201 @@
+"""The router's ledger on PostgreSQL: dedupe ids, accepted messages, kept chatter, and the
+channels' offsets (``InboundLedger``, ``Offsets``), as the SQLite store means them.
+
+``accept_inbound`` records the ids, the inbox row and the chatter it consumes in one
+transaction. The row's ``seq`` is the next of its conversation, read under a transaction
+advisory lock on the conversation key (taken before the ids are recorded): an accept of the
+same conversation on another node waits for this one to commit, so ``seq`` order is commit
+order and has no gaps (an identity id is taken when the insert runs, not when it commits).
+Two nodes recording the same id at once: the second insert waits for the first's row and
+then finds it, so the message is accepted once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ...chat import InboundMessage
+from ..records import CHATTER_RETENTION_SECONDS, DEFAULT_INBOUND_RETENTION_SECONDS, KeptLine
+from ..rows import inbound_json
+from ..targets import attachments_data, attachments_from_data
+from .base import Conn, PostgresBase
+
+_RECORD_IDS = (
+    "INSERT INTO inbound_seen (channel, message_id, seen_at) "
+    "SELECT %s, key, %s FROM unnest(%s::text[]) AS key ON CONFLICT DO NOTHING"
+)
+
+
+async def _record_ids(conn: Conn, channel: str, keys: list[str], now: float) -> bool:
+    """Record ``keys``; whether any was recorded before (a repeat)."""
+    cur = await conn.execute(_RECORD_IDS, (channel, now, keys))
+    return cur.rowcount < len(keys)
+
+
+def _unique(keys: Sequence[str], what: str) -> list[str]:
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        raise ValueError(f"{what} needs at least one key")
+    return unique
+
+
+class InboundStore(PostgresBase):
+    """Dedupe ids, accepts, chatter and offsets (see the module docstring)."""
+
+    async def seen_inbound(self, channel: str, *keys: str) -> bool:
+        """Record a message's ids in one transaction; True if any was recorded before."""
+        unique = _unique(keys, "seen_inbound")
+        now = self._clock()
+        return await self._commit(
+            "seen_inbound", lambda conn: _record_ids(conn, channel, unique, now)
+        )
+
+    async def accept_inbound(
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
+    ) -> int | None:
+        """Record the message's ids and the message, atomically: its inbox id once
+        committed, or None when any id was seen before (then only the ids are recorded)."""
+        unique = _unique(keys, "accept_inbound")
+        now = self._clock()
+        key = message.conversation_key
+        body = inbound_json(message)
+
+        async def write(conn: Conn) -> int | None:
+            if await _record_ids(conn, channel, unique, now):
+                return None
+            cur = await conn.execute(
+                "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
+                "accepted_at, updated_at) "
+                "SELECT %s, %s, coalesce(max(seq), 0) + 1, %s, 'accepted', %s, %s "
+                "FROM inbox WHERE conversation_key = %s RETURNING id",
+                (channel, key, body, now, now, key),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            if consume_chatter is not None:
+                await _consume(conn, *consume_chatter)
+            return int(row[0])
+
+        # The conversation's lock, taken at the start of the batch (``base``), is held
+        # until it commits: the next accept of the conversation reads this row's seq.
+        return await self._commit("accept_inbound", write, locks=(key,))
+
+    async def prune_inbound(
+        self, older_than_seconds: float = DEFAULT_INBOUND_RETENTION_SECONDS
+    ) -> int:
+        """Forget inbound ids first seen more than ``older_than_seconds`` ago; how many."""
+        cut = self._clock() - older_than_seconds
+
+        async def write(conn: Conn) -> int:
+            cur = await conn.execute("DELETE FROM inbound_seen WHERE seen_at < %s", (cut,))
+            return max(cur.rowcount, 0)
+
+        return await self._commit("prune_inbound", write)
+
+    # --- kept chatter -----------------------------------------------------------------------
+
+    async def keep_chatter(
+        self, channel: str, keys: Sequence[str], message: InboundMessage, *, limit: int
+    ) -> bool:
+        """Record the ids and, unless any was seen before, keep the message as chatter of
+        its conversation (its newest ``limit`` lines kept); whether it was a repeat."""
+        unique = _unique(keys, "keep_chatter")
+        now = self._clock()
+        key = message.conversation_key
+        files = json.dumps(attachments_data(message.attachments)) if message.attachments else ""
+        line = (key, message.sender_id, message.sender_name, message.text, now, files)
+
+        async def write(conn: Conn) -> bool:
+            if await _record_ids(conn, channel, unique, now):
+                return True
+            await conn.execute(
+                "INSERT INTO chatter "
+                "(conversation_key, sender_id, sender_name, text, kept_at, attachments) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                line,
+            )
+            await conn.execute(
+                "DELETE FROM chatter WHERE conversation_key = %s AND (id <= ("
+                "SELECT id FROM chatter WHERE conversation_key = %s ORDER BY id DESC "
+                "LIMIT 1 OFFSET %s) OR kept_at < %s)",
+                (key, key, limit, now - CHATTER_RETENTION_SECONDS),
+            )
+            return False
+
+        return await self._commit("keep_chatter", write)
+
+    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+        """The conversation's kept lines, oldest first."""
+        since = self._clock() - CHATTER_RETENTION_SECONDS
+
+        async def read(conn: Conn) -> list[KeptLine]:
+            cur = await conn.execute(
+                "SELECT id, sender_id, sender_name, text, attachments FROM chatter "
+                "WHERE conversation_key = %s AND kept_at >= %s ORDER BY id",
+                (conversation_key, since),
+            )
+            return [
+                KeptLine(
+                    int(r[0]),
+                    str(r[1]),
+                    str(r[2]),
+                    str(r[3]),
+                    attachments_from_data(json.loads(r[4])) if r[4] else (),
+                )
+                for r in await cur.fetchall()
+            ]
+
+        return await self._read(read, after_queued=False)
+
+    async def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
+        """Drop chatter kept more than ``older_than_seconds`` ago; how many lines."""
+        cut = self._clock() - older_than_seconds
+
+        async def write(conn: Conn) -> int:
+            cur = await conn.execute("DELETE FROM chatter WHERE kept_at < %s", (cut,))
+            return max(cur.rowcount, 0)
+
+        return await self._commit("prune_chatter", write)
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    async def get_offset(self, channel: str, account: str) -> str | None:
+        async def read(conn: Conn) -> str | None:
+            cur = await conn.execute(
+                "SELECT value FROM offsets WHERE channel = %s AND account = %s",
+                (channel, account),
+            )
+            row = await cur.fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._read(read)
+
+    def set_offset_soon(self, channel: str, account: str, value: str) -> None:
+        """Save a channel account's position with a later batch (a lazy record)."""
+        params = (channel, account, value, self._clock())
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO offsets (channel, account, value, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (channel, account) DO UPDATE "
+                "SET value = excluded.value, updated_at = excluded.updated_at",
+                params,
+            )
+
+        self._defer("set_offset_soon", write, lazy=True)
+
+
+async def _consume(conn: Conn, conversation_key: str, up_to: int) -> None:
+    """Delete the conversation's chatter up to line ``up_to`` (what the model was shown)."""
+    await conn.execute(
+        "DELETE FROM chatter WHERE conversation_key = %s AND id <= %s", (conversation_key, up_to)
+    )
+
+
+__all__ = ["InboundStore"]

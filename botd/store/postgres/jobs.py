@@ -1,0 +1,265 @@
+"""The scheduler's jobs and run log, one-time imports, token usage and the conversations'
+model choices on PostgreSQL (``JobLedger``, ``ModelChoices``), as the SQLite store means
+them (``botd/store/sqlite/jobs.py``, ``usage.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import cast
+
+from ..records import ModelUsage, Outcome, RunRecord, StoredJob, UsageTotals
+from ..rows import JOB_COLUMNS, iso, job_from_row
+from ..targets import target_json
+from .base import Conn, PostgresBase
+
+_SAVE_JOB = (
+    f"INSERT INTO scheduler_jobs ({JOB_COLUMNS}, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (id) DO {action}"
+)
+_REPLACE = (
+    "UPDATE SET kind = excluded.kind, trigger = excluded.trigger, name = excluded.name, "
+    "prompt = excluded.prompt, target = excluded.target, "
+    "conversation_key = excluded.conversation_key, source = excluded.source, "
+    "fingerprint = excluded.fingerprint, next_run_time = excluded.next_run_time, "
+    "heartbeat = excluded.heartbeat, updated_at = excluded.updated_at"
+)
+
+
+class JobStore(PostgresBase):
+    """Jobs, their run log, imports, usage and model choices."""
+
+    def _job_params(self, job: StoredJob) -> tuple[object, ...]:
+        return (
+            job.id,
+            job.kind,
+            json.dumps(job.trigger, ensure_ascii=False),
+            job.name,
+            job.prompt,
+            target_json(job.target),
+            job.conversation_key,
+            job.source,
+            job.fingerprint,
+            iso(job.next_run_time),
+            job.heartbeat,
+            self._clock(),
+        )
+
+    async def load_jobs(self) -> list[StoredJob]:
+        """Every job, by id."""
+
+        async def read(conn: Conn) -> list[StoredJob]:
+            cur = await conn.execute(f"SELECT {JOB_COLUMNS} FROM scheduler_jobs ORDER BY id")
+            return [job_from_row(row) for row in await cur.fetchall()]
+
+        return await self._read(read)
+
+    async def get_job(self, job_id: str) -> StoredJob | None:
+        async def read(conn: Conn) -> StoredJob | None:
+            cur = await conn.execute(
+                f"SELECT {JOB_COLUMNS} FROM scheduler_jobs WHERE id = %s", (job_id,)
+            )
+            row = await cur.fetchone()
+            return None if row is None else job_from_row(row)
+
+        return await self._read(read)
+
+    async def save_job(self, job: StoredJob) -> None:
+        """Add a job, or replace the one with its id."""
+        params = self._job_params(job)
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(_SAVE_JOB.format(action=_REPLACE), params)
+
+        await self._commit("save_job", write)
+
+    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
+        params = (iso(next_run_time), self._clock(), job_id)
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "UPDATE scheduler_jobs SET next_run_time = %s, updated_at = %s WHERE id = %s",
+                params,
+            )
+
+        self._defer("set_job_next_run", write)
+
+    def delete_job_soon(self, job_id: str) -> None:
+        async def write(conn: Conn) -> None:
+            await conn.execute("DELETE FROM scheduler_jobs WHERE id = %s", (job_id,))
+
+        self._defer("delete_job", write)
+
+    async def delete_job(self, job_id: str) -> bool:
+        """Remove a job; False if there was none. Its run log is kept."""
+
+        async def write(conn: Conn) -> bool:
+            cur = await conn.execute("DELETE FROM scheduler_jobs WHERE id = %s", (job_id,))
+            return cur.rowcount > 0
+
+        return await self._commit("delete_job", write)
+
+    async def add_job_run(self, record: RunRecord, *, keep: int) -> None:
+        """Append to a job's run log, keeping its last ``keep`` records."""
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO scheduler_runs (job_id, at, outcome, error) VALUES (%s, %s, %s, %s)",
+                (record.job_id, record.at.isoformat(), record.outcome, record.error),
+            )
+            await conn.execute(
+                "DELETE FROM scheduler_runs WHERE job_id = %s AND id NOT IN "
+                "(SELECT id FROM scheduler_runs WHERE job_id = %s ORDER BY id DESC LIMIT %s)",
+                (record.job_id, record.job_id, keep),
+            )
+
+        await self._commit("add_job_run", write)
+
+    async def job_runs(self, job_id: str) -> list[RunRecord]:
+        """Each recorded run of the job, oldest first."""
+
+        async def read(conn: Conn) -> list[RunRecord]:
+            cur = await conn.execute(
+                "SELECT at, outcome, error FROM scheduler_runs WHERE job_id = %s ORDER BY id",
+                (job_id,),
+            )
+            return [
+                RunRecord(job_id, datetime.fromisoformat(at), cast(Outcome, outcome), error)
+                for at, outcome, error in await cur.fetchall()
+            ]
+
+        return await self._read(read, after_queued=False)
+
+    async def imported(self, name: str) -> bool:
+        """Whether the import called ``name`` was done."""
+
+        async def read(conn: Conn) -> bool:
+            cur = await conn.execute("SELECT 1 FROM imports WHERE name = %s", (name,))
+            return await cur.fetchone() is not None
+
+        return await self._read(read, after_queued=False)
+
+    async def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
+        """Add ``jobs`` (ids present already left alone) and record the import ``name``, in
+        one transaction; False, with nothing changed, when it was done before."""
+        rows = [self._job_params(job) for job in jobs]
+        now = self._clock()
+
+        async def write(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "INSERT INTO imports (name, imported_at, detail) VALUES (%s, %s, %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, now, detail),
+            )
+            if cur.rowcount == 0:
+                return False
+            if rows:
+                async with conn.cursor() as insert:
+                    await insert.executemany(_SAVE_JOB.format(action="NOTHING"), rows)
+            return True
+
+        return await self._commit("import_jobs", write)
+
+    # --- usage and model choices ------------------------------------------------------------
+
+    def record_usage_soon(
+        self, conversation_key: str, session_id: str, run_id: str, usage: Sequence[ModelUsage]
+    ) -> None:
+        """Queue one row per model of a run's usage (a lazy record)."""
+        if not usage:
+            return
+        now = self._clock()
+        rows = [
+            (conversation_key, session_id, run_id, u.model, u.input, u.output, u.cache_read,
+             u.cache_write, now)
+            for u in usage
+        ]  # fmt: skip
+
+        async def write(conn: Conn) -> None:
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO run_usage (conversation_key, session_id, run_id, model, "
+                    "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, "
+                    "created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    rows,
+                )
+
+        self._defer("record_usage_soon", write, lazy=True)
+
+    async def usage_totals(
+        self, *, conversation_key: str | None = None, since: float | None = None
+    ) -> UsageTotals:
+        """The usage of one conversation, or of every run since ``since`` (or both)."""
+        where: list[str] = []
+        params: list[object] = []
+        if conversation_key is not None:
+            where.append("conversation_key = %s")
+            params.append(conversation_key)
+        if since is not None:
+            where.append("created_at >= %s")
+            params.append(since)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+
+        async def read(conn: Conn) -> UsageTotals:
+            cur = await conn.execute(
+                "SELECT count(DISTINCT run_id), coalesce(sum(input_tokens), 0), "
+                "coalesce(sum(output_tokens), 0), coalesce(sum(cache_read_tokens), 0), "
+                f"coalesce(sum(cache_write_tokens), 0) FROM run_usage{clause}",
+                params,
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return UsageTotals(*(int(v) for v in row))
+
+        return await self._read(read)
+
+    async def last_model(self, conversation_key: str) -> str | None:
+        """The model that answered last in the conversation (None: none has yet)."""
+
+        async def read(conn: Conn) -> str | None:
+            cur = await conn.execute(
+                "SELECT model FROM run_usage WHERE conversation_key = %s ORDER BY id DESC LIMIT 1",
+                (conversation_key,),
+            )
+            row = await cur.fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._read(read)
+
+    async def model_choice(self, conversation_key: str) -> str | None:
+        """The model ``/model`` chose for the conversation (None: the configured primary)."""
+
+        async def read(conn: Conn) -> str | None:
+            cur = await conn.execute(
+                "SELECT model FROM conversation_models WHERE conversation_key = %s",
+                (conversation_key,),
+            )
+            row = await cur.fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._read(read, after_queued=False)
+
+    async def set_model_choice(self, conversation_key: str, model: str | None) -> None:
+        """Keep ``model`` as the conversation's choice; None goes back to the primary."""
+        now = self._clock()
+
+        async def write(conn: Conn) -> None:
+            if model is None:
+                await conn.execute(
+                    "DELETE FROM conversation_models WHERE conversation_key = %s",
+                    (conversation_key,),
+                )
+            else:
+                await conn.execute(
+                    "INSERT INTO conversation_models (conversation_key, model, updated_at) "
+                    "VALUES (%s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET "
+                    "model = excluded.model, updated_at = excluded.updated_at",
+                    (conversation_key, model, now),
+                )
+
+        await self._commit("set_model_choice", write)
+
+
+__all__ = ["JobStore"]

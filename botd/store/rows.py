@@ -1,0 +1,141 @@
+"""How records become the text columns every backend keeps, and back.
+
+Both backends store the same rows: a transcript message and an accepted message as JSON
+text, a piece's files as a JSON object, a job's trigger as JSON and its next run time as
+ISO 8601. Writing and reading them here keeps a row written by one backend read back the
+same way by the other (and the records equal whichever database held them). The rule for
+what an interrupted run's transcript keeps (``resumable_prefix``) is here too, because
+both backends' ``trim_interrupted`` apply it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from ..chat import InboundMessage, storable
+from ..events import Message, ToolCallContent
+from .records import StoredJob
+from .targets import (
+    attachments_data,
+    attachments_from_data,
+    target_data,
+    target_from_data,
+    target_from_json,
+)
+
+_INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
+
+JOB_COLUMNS = (
+    "id, kind, trigger, name, prompt, target, conversation_key, source, fingerprint, "
+    "next_run_time, heartbeat"
+)
+"""A job's columns, in the order ``job_from_row`` reads them."""
+
+
+def message_json(message: Message) -> str:
+    """``message`` as the JSON text the store keeps (transcripts, the inbox's user turns)."""
+    # Storable whatever produced the message: one bad record would fail the group commit
+    # it rides in, everyone's writes with it.
+    body = json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    return storable(body)
+
+
+def message_from_json(text: str) -> Message:
+    return Message.model_validate(json.loads(text))
+
+
+def inbound_json(message: InboundMessage) -> str:
+    """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
+    data: dict[str, Any] = {
+        name: getattr(message, name)
+        for name in _INBOUND_FIELDS
+        if name not in ("inbox_id", "attachments")
+    }
+    target = message.target
+    if target is not None:
+        data["target"] = target_data(target)
+    if message.attachments:
+        data["attachments"] = attachments_data(message.attachments)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
+    data: dict[str, Any] = json.loads(text)
+    target = data.pop("target", None)
+    data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
+    data["attachments"] = attachments_from_data(data.get("attachments"))
+    data["inbox_id"] = inbox_id
+    return InboundMessage(**data, target=None if target is None else target_from_data(target))
+
+
+def media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
+    """The files a piece uploads (references, never bytes); None for a piece of text only."""
+    if not media:
+        return None
+    return json.dumps({"urls": list(media), "voice": audio_as_voice})
+
+
+def media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
+    if not isinstance(raw, str) or not raw:
+        return (), False
+    data = json.loads(raw)
+    return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
+
+
+def iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+def job_from_row(row: Sequence[Any]) -> StoredJob:
+    """A job from its ``JOB_COLUMNS``."""
+    return StoredJob(
+        id=str(row[0]),
+        kind=str(row[1]),
+        trigger=json.loads(row[2]),
+        name=str(row[3]),
+        prompt=str(row[4]),
+        target=target_from_json(row[5]),
+        conversation_key=None if row[6] is None else str(row[6]),
+        source=None if row[7] is None else str(row[7]),
+        fingerprint=None if row[8] is None else str(row[8]),
+        next_run_time=None if row[9] is None else datetime.fromisoformat(row[9]),
+        heartbeat=None if row[10] is None else int(row[10]),
+    )
+
+
+def resumable_prefix(messages: Sequence[Message]) -> int:
+    """How many of ``messages`` (a user turn, then a run's steps) a model can continue from:
+    up to the last message that is not an assistant's and leaves no tool call unanswered."""
+    keep = 1
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            content = message.content if isinstance(message.content, list) else []
+            open_calls = {b.id for b in content if isinstance(b, ToolCallContent)}
+            if not open_calls or message.stop_reason not in (None, "tool_use", "toolUse"):
+                # A finished answer is regenerated with the rest; a cut one is dropped.
+                open_calls = {"<answer>"}
+            continue
+        if message.role == "tool_result" and message.tool_call_id is not None:
+            open_calls.discard(message.tool_call_id)
+        if not open_calls:
+            keep = index + 1
+    return keep
+
+
+__all__ = [
+    "JOB_COLUMNS",
+    "inbound_from_json",
+    "inbound_json",
+    "iso",
+    "job_from_row",
+    "media_from_json",
+    "media_json",
+    "message_from_json",
+    "message_json",
+    "resumable_prefix",
+]

@@ -1,0 +1,135 @@
+"""botd on ``store.backend: postgres`` end to end: the daemon in-process answering a
+Telegram DM, and ``botd run`` SIGKILLed mid-answer and started again answering once. The
+database is the tests' own throwaway server (``postgres_dsn``); every assertion is about what
+the platform and the model saw, the database is read only to know when to pull the plug."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from tests.chat import chatting
+from tests.conversation.test_crash_recovery import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
+from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+STORE = "store:\n  backend: postgres\n  dsn: ${BOTD_DATABASE_URL}\n"
+
+
+async def test_the_daemon_on_postgres_answers_a_telegram_dm(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    section = STORE.replace("${BOTD_DATABASE_URL}", postgres_dsn)
+    async with (
+        FakeTelegramAPI() as telegram,
+        chatting(tmp_path, telegram, sections=[section]) as dm,
+    ):
+        await dm.send("hello there")
+        assert await dm.reply() == "You said: hello there"
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute("SELECT seq, state FROM inbox").fetchall()
+        sent = conn.execute("SELECT state FROM outbox").fetchall()
+    assert rows == [(1, "answered")] and sent == [("sent",)]
+    assert not (tmp_path / "state" / "botd.sqlite3").exists()
+
+
+def _config(path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> Path:
+    config = path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(path / "state"))}
+health: {{enabled: false}}
+shutdown_grace: 1
+model:
+  provider: anthropic
+  name: claude-test
+  api_key: ${{ANTHROPIC_TEST_KEY}}
+  base_url: {json.dumps(model.base_url)}
+  max_retry_wait: 1
+agent:
+  block_streaming: {{min_chars: 10, max_chars: 200}}
+channels:
+  telegram:
+    token: ${{TELEGRAM_TEST_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url)}
+    dm_policy: open
+{STORE}""",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def _start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process:
+    return await start_daemon(
+        config,
+        cwd,
+        ANTHROPIC_TEST_KEY="sk-ant-test",
+        TELEGRAM_TEST_TOKEN=TOKEN,
+        BOTD_DATABASE_URL=dsn,
+    )
+
+
+def _sent_and_pending(dsn: str) -> tuple[int, int]:
+    try:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT state, count(*) FROM outbox GROUP BY state").fetchall()
+    except psycopg.errors.UndefinedTable:
+        return 0, 0  # not migrated yet
+    counts = {str(state): int(count) for state, count in rows}
+    return counts.get("sent", 0), counts.get("pending", 0)
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    async with asyncio.timeout(HANG_GUARD):
+        while not condition():
+            await asyncio.sleep(0.05)  # polling another process's database: no event to await
+
+
+def _texts(telegram: FakeTelegramAPI) -> list[str]:
+    return [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
+
+
+async def test_botd_on_postgres_killed_mid_answer_answers_once_after_a_restart(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    prompt = "tell me the long story"
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = _config(tmp_path, telegram, model)
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path, postgres_dsn)
+        try:
+            telegram.push_text(DM, prompt)
+
+            def three_settled() -> bool:
+                sent, pending = _sent_and_pending(postgres_dsn)
+                return sent >= 3 and pending == 0
+
+            await _until(three_settled, "three paragraphs posted")
+            first.kill()  # SIGKILL: no shutdown code runs
+            await ended(first)
+        finally:
+            await reap(first)
+        shown_before = len(_texts(telegram))
+        assert 3 <= shown_before < len(PARAGRAPHS)
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path, postgres_dsn)
+        try:
+            await _until(lambda: all(p in _texts(telegram) for p in PARAGRAPHS), "every paragraph")
+            second.send_signal(signal.SIGTERM)
+            assert await ended(second) == 0
+        finally:
+            await reap(second)
+        texts = _texts(telegram)
+
+    for paragraph in PARAGRAPHS:
+        assert texts.count(paragraph) == 1, paragraph  # every paragraph, none twice
+    assert texts.count(NOTICE) == 1 and texts.index(NOTICE) == shown_before
+    assert len(model.requests) == 2
+    assert json.dumps(model.requests[1].body["messages"]).count(prompt) == 1

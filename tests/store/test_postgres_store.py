@@ -1,0 +1,162 @@
+"""What the PostgreSQL store promises beyond the shared contracts: several nodes accepting
+into one conversation at once, a database server that crashes under it, and a DSN whose
+password never shows."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import psycopg
+import pytest
+
+from botd.chat import InboundMessage
+from botd.events import Message
+from botd.store import StoreError, StoreOpenError, StoreWriteError, UnknownSessionError
+from botd.store.postgres import PostgresStore
+from tests.health_probe import free_port
+from tests.pg_server import PostgresServer
+from tests.waiting import until
+
+PASSWORD = "pw-never-shown-7f3"
+
+
+def message(n: int, key: str = "telegram:42") -> InboundMessage:
+    return InboundMessage(
+        channel="telegram",
+        chat_id="42",
+        sender_id=f"u{n}",
+        text=f"m{n}",
+        message_id=str(n),
+        conversation_key=key,
+    )
+
+
+def with_password(dsn: str) -> str:
+    """``dsn`` with a password (the tests' server trusts loopback and ignores it)."""
+    return dsn.replace("botd@", f"botd:{PASSWORD}@", 1)
+
+
+@pytest.fixture
+async def pg(postgres_dsn: str) -> AsyncIterator[PostgresStore]:
+    store = await PostgresStore.open(with_password(postgres_dsn))
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def test_nodes_accepting_into_one_conversation_get_gap_free_seq_in_commit_order(
+    postgres_dsn: str,
+) -> None:
+    """Four stores on their own pools (four nodes) accept 30 messages each into one
+    conversation, each message offered by two of them (a platform redelivering to another
+    node): each is accepted once, and seq counts 1..N in the order the accepts committed."""
+    nodes, per_node = 4, 30
+    async with AsyncExitStack() as stack:
+        stores = [await PostgresStore.open(postgres_dsn, pool_size=3) for _ in range(nodes)]
+        for store in stores:
+            stack.push_async_callback(store.aclose)
+        spans: dict[int, tuple[float, float]] = {}  # inbox id -> (started, returned)
+
+        async def accept(store: PostgresStore, n: int) -> None:
+            started = time.monotonic()
+            inbox_id = await store.accept_inbound("telegram", [f"k{n}"], message(n))
+            if inbox_id is not None:
+                spans[inbox_id] = (started, time.monotonic())
+
+        await asyncio.gather(
+            *(
+                accept(stores[(node + twice) % nodes], node * per_node + i)
+                for node in range(nodes)
+                for i in range(per_node)
+                for twice in (0, 1)
+            )
+        )
+    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT id, seq, message::json->>'message_id' FROM inbox "
+            "WHERE conversation_key = 'telegram:42' ORDER BY seq"
+        )
+        rows = await cur.fetchall()
+    total = nodes * per_node
+    assert len(spans) == total  # each message accepted once, by one of its two offers
+    assert [seq for _id, seq, _m in rows] == list(range(1, total + 1))
+    assert len({m for _id, _seq, m in rows}) == total
+    seq_of = {inbox_id: seq for inbox_id, seq, _m in rows}
+    # An accept that returned before another started committed first: its seq is lower.
+    ordered = sorted(spans.items(), key=lambda item: item[1][1])
+    for earlier, (_s, returned) in ordered:
+        for later, (started, _r) in spans.items():
+            if started > returned:
+                assert seq_of[earlier] < seq_of[later]
+
+
+async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(
+    pg: PostgresStore,
+) -> None:
+    session = await pg.open_session("telegram:42")
+    accepted, refused = await asyncio.gather(
+        pg.accept_inbound("telegram", ["a"], message(1)),
+        pg.append_messages_later("no-such-session", [Message(role="user", content="x")]),
+        return_exceptions=True,
+    )
+    assert isinstance(accepted, int)
+    assert isinstance(refused, UnknownSessionError)
+    assert [e.id for e in await pg.unfinished_entries()] == [accepted]
+    assert pg.health.ok
+    assert (await pg.stored_session("telegram:42")) == session
+
+
+async def test_a_crashed_database_degrades_the_store_which_recovers_by_itself(
+    postgres_server: PostgresServer, pg: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server is stopped as by a crash between writes: writes fail with the server's
+    words and the store is degraded; once it runs again the next write commits and clears
+    it, and every accept acknowledged before the crash is still there."""
+    acknowledged = [await pg.accept_inbound("telegram", [f"a{n}"], message(n)) for n in range(5)]
+    postgres_server.stop("immediate")
+    try:
+        with caplog.at_level(logging.DEBUG):
+            with pytest.raises(StoreWriteError) as failed:
+                await pg.accept_inbound("telegram", ["during"], message(99))
+            pg.set_offset_soon("telegram", "bot", "7")  # a record lost with the outage
+            pg.commit_soon()
+            with pytest.raises(StoreError):
+                await pg.unfinished_entries()
+    finally:
+        postgres_server.start()
+    assert not pg.health.ok
+    assert pg.health.reason is not None and "Connection refused" in pg.health.reason
+    assert failed.value.reason in pg.health.reason and "(and 1 other kind)" in pg.health.reason
+    for text in (str(failed.value), pg.health.reason, caplog.text):
+        assert PASSWORD not in text
+    assert pg.where in str(failed.value)
+
+    # Back: the first accept that goes through clears the fault, nothing acknowledged is lost.
+    async def accepted_again() -> bool:
+        try:
+            return await pg.accept_inbound("telegram", ["after"], message(100)) is not None
+        except StoreWriteError:
+            return False
+
+    await until(accepted_again, "an accept after the database came back")
+    assert pg.health.ok
+    entries = [e.id for e in await pg.unfinished_entries()]
+    assert entries[:5] == acknowledged and len(entries) == 6
+
+
+async def test_an_unreachable_database_is_refused_at_open_in_one_line_without_the_password(
+    postgres_dsn: str,
+) -> None:
+    port = free_port()
+    closed = with_password(postgres_dsn).rsplit(":", 1)[0] + f":{port}/nowhere"
+    with pytest.raises(StoreOpenError) as refused:
+        await PostgresStore.open(closed)
+    text = str(refused.value)
+    assert "\n" not in text and PASSWORD not in text
+    assert text.startswith(f"postgresql://botd@127.0.0.1:{port}/nowhere: cannot be opened (")
+    assert "check store.dsn" in text
