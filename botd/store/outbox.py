@@ -33,6 +33,8 @@ class OutboxEntry:
     media: tuple[str, ...] = ()
     """The files the piece uploads (URLs or local paths)."""
     audio_as_voice: bool = False
+    written_at: float = 0.0
+    """When the piece was written (the store's clock: wall-clock seconds)."""
 
 
 def _media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
@@ -120,7 +122,7 @@ class OutboxStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT id, anchor, seq, kind, target, text, media FROM outbox "
+                "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
                 "WHERE state = 'pending' ORDER BY id"
             )
             .fetchall()
@@ -138,6 +140,7 @@ class OutboxStore(DeferredWrites):
                     text=str(row[5]),
                     media=media,
                     audio_as_voice=voice,
+                    written_at=float(row[7]),
                 )
             )
         return entries
