@@ -532,13 +532,23 @@ def _keyed(
     attempt: Callable[[], Awaitable[list[MessageRef]]],
 ) -> Callable[[], Awaitable[list[MessageRef]]]:
     """``attempt`` (one message of the piece being sent, if any) with that message's key set
-    for the adapter around each try: numbered once, so every retry carries the same key."""
+    for the adapter around each try: numbered once, so every retry carries the same key. A
+    retry's key says the piece is unconfirmed (the try before may have landed), written when
+    the first try began, so an adapter that looks before posting again does so."""
     messages = _piece.get()
     if messages is None:
         return attempt
-    key = messages.next()
+    first = messages.next()
+    began: float | None = None
 
     async def keyed() -> list[MessageRef]:
+        nonlocal began
+        key = first
+        if began is None:
+            began = time.time()
+        elif not first.piece.unconfirmed:
+            written = first.piece.written_at or began
+            key = replace(first.piece, unconfirmed=True, written_at=written).message(first.index)
         with _sending(key):
             return await attempt()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import ChannelAdapter
-from botd.chat import InboundMessage
+from botd.chat import InboundMessage, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
@@ -188,3 +188,79 @@ async def test_slack_a_reply_that_landed_before_a_crash_is_found_not_posted_agai
         assert [m["text"] for m in fake.posted(SLACK_CHANNEL)] == [ANSWER]
         assert fake.calls_to("conversations.history")  # looked for it first
         assert pieces(crashed) == [("sent", ANSWER)]
+
+
+async def test_slack_a_reply_that_never_landed_is_posted_once_after_the_look(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack(clock=time.time) as fake:
+        fake.reset_next("chat.postMessage")  # refused before Slack took it
+        crashed = await crash_after_landing(
+            tmp_path,
+            slack_adapter(fake),
+            "slack",
+            SLACK_CHANNEL,
+            lambda: bool(fake.calls_to("chat.postMessage")),
+        )
+        assert fake.visible(SLACK_CHANNEL) == []
+
+        async with process(crashed, slack_adapter(fake), sleep=_no_wait) as again:
+            await again.conversations.drain()
+        assert fake.visible(SLACK_CHANNEL) == [ANSWER]
+        assert fake.calls_to("conversations.history")  # looked first, found nothing
+        assert pieces(crashed) == [("sent", ANSWER)]
+
+
+def keyed_delivery(adapter: ChannelAdapter) -> ChannelDelivery:
+    return ChannelDelivery(
+        {adapter.name: adapter},
+        retrier=Retrier(RetrySettings(budget=3600, first=0, cap=0), sleep=_no_wait),
+    )
+
+
+async def test_discord_a_retry_after_a_send_that_landed_shows_it_once() -> None:
+    async with FakeDiscordAPI() as fake:
+        adapter = discord_adapter(fake)
+
+        async def sink(_message: InboundMessage) -> None:
+            return None
+
+        await adapter.start(sink)
+        try:
+            fake.reset_next("POST", land=True)
+            target = Target("discord", str(DISCORD_CHANNEL))
+            await keyed_delivery(adapter).send_text(target, ANSWER, piece=PieceKey.of(7, ANSWER))
+        finally:
+            await adapter.stop()
+        assert fake.visible(DISCORD_CHANNEL) == [ANSWER]
+        assert len(fake.nonce_repeats) == 1
+
+
+async def test_slack_a_retry_after_a_send_that_landed_looks_first_and_posts_nothing() -> None:
+    async with FakeSlack(clock=time.time) as fake:
+        adapter = slack_adapter(fake)
+        await adapter.start(_ignore)
+        try:
+            fake.reset_next("chat.postMessage", land=True)
+            target = Target("slack", SLACK_CHANNEL)
+            await keyed_delivery(adapter).send_text(target, ANSWER, piece=PieceKey.of(7, ANSWER))
+        finally:
+            await adapter.stop()
+        assert fake.visible(SLACK_CHANNEL) == [ANSWER]
+        assert len(fake.calls_to("chat.postMessage")) == 1
+        assert fake.calls_to("conversations.history")
+
+
+async def _ignore(_message: InboundMessage) -> None:
+    return None
+
+
+def test_a_message_key_fits_a_discord_nonce() -> None:
+    text = "x" * 5000
+    for row in (1, 36**7 - 1, 36**9):
+        for index, part in ((0, 0), (99, 7), (36**3, 36**2)):
+            token = PieceKey.of(row, text).message(index).token(part)
+            assert len(token) <= 25, token
+    first = PieceKey.of(5, "a").message(0)
+    assert len({first.token(), first.token(1), PieceKey.of(5, "a").message(1).token()}) == 3
+    assert PieceKey.of(5, "a").message(0).token() != PieceKey.of(5, "b").message(0).token()
