@@ -43,6 +43,8 @@ is POSTed again after ``webhook_retry_delay`` seconds, as Telegram does. ``webho
 lists every POST as (update id, status; 0: no connection). ``getUpdates`` is refused with 409
 while a webhook is set; ``deleteWebhook`` ends the deliveries (``drop_pending_updates``
 forgets the queue). ``post_to_webhook`` makes one POST as anyone could, with any secret.
+``webhook_forward``, when set, is where the POSTs really go: the reverse proxy in front of
+botd that the public (https) URL reaches.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -300,6 +302,8 @@ class FakeTelegramAPI:
         self.webhook_posts: list[tuple[int, int]] = []
         """Every POST to the webhook: (update id, HTTP status; 0 when no connection)."""
         self.last_error_message = ""
+        self.webhook_forward: str | None = None
+        """Where the POSTs go instead of the URL set (None: to it)."""
         self._webhook_task: asyncio.Task[None] | None = None
 
     @property
@@ -693,7 +697,9 @@ class FakeTelegramAPI:
         headers = {} if secret is None else {"X-Telegram-Bot-Api-Secret-Token": secret}
         async with (
             aiohttp.ClientSession() as session,
-            session.post(self.webhook_url, json=update, headers=headers) as response,
+            session.post(
+                self.webhook_forward or self.webhook_url, json=update, headers=headers
+            ) as response,
         ):
             return response.status
 

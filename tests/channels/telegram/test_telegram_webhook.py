@@ -4,6 +4,8 @@ Bot API POSTing updates to it as Telegram does (the secret header, again until a
 
 from __future__ import annotations
 
+import json
+import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,8 +17,11 @@ from botd.chat import InboundMessage, Target
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import DB_FILENAME, Store
 from tests.channels.routed import OPEN
+from tests.daemon_process import ended, reap, start_daemon
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream
+from tests.fakes.anthropic_api import text as answer
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 SECRET = "s3cret-token_1"
@@ -158,3 +163,80 @@ async def test_stopping_leaves_the_webhook_and_its_updates_with_telegram(
     assert not fake.calls_to("deleteWebhook")
     assert fake.webhook_url  # still set: the update waits with Telegram
     assert taken.messages == []
+
+
+async def test_the_daemon_answers_a_webhook_update_once_after_the_store_refused_it(
+    tmp_path: Path, unused_port: int
+) -> None:
+    state = tmp_path / "state"
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(state))}
+health: {{enabled: false}}
+shutdown_grace: 1
+model:
+  provider: anthropic
+  name: claude-test
+  api_key: ${{ANTHROPIC_TEST_KEY}}
+  base_url: BASE_URL
+  max_retry_wait: 1
+channels:
+  telegram:
+    token: ${{TELEGRAM_TEST_TOKEN}}
+    api_base_url: API_URL
+    dm_policy: open
+    command_menu: false
+    mode: webhook
+    webhook_url: https://bot.example.org/telegram
+    webhook_secret: ${{TELEGRAM_HOOK}}
+    listen: {{host: 127.0.0.1, port: {unused_port}, path: /telegram}}
+""",
+        encoding="utf-8",
+    )
+    async with (
+        FakeTelegramAPI(TOKEN) as telegram,
+        FakeAnthropicAPI(api_key="sk-ant-test") as model,
+    ):
+        text = config.read_text(encoding="utf-8")
+        text = text.replace("BASE_URL", model.base_url).replace("API_URL", telegram.base_url)
+        config.write_text(text, encoding="utf-8")
+        # The reverse proxy: what reaches the public URL goes to botd's listen address.
+        telegram.webhook_forward = f"http://127.0.0.1:{unused_port}/telegram"
+        daemon = await start_daemon(
+            config,
+            tmp_path,
+            ANTHROPIC_TEST_KEY="sk-ant-test",
+            TELEGRAM_TEST_TOKEN=TOKEN,
+            TELEGRAM_HOOK=SECRET,
+        )
+        lock = None
+        try:
+            await telegram.wait_for_call("setWebhook", timeout=HANG_GUARD)
+            assert telegram.webhook_url == "https://bot.example.org/telegram"
+            # Another writer holds the database: the accept cannot commit.
+            lock = sqlite3.connect(state / DB_FILENAME, isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            telegram.push_text(DM, "still there?")
+            await until(lambda: telegram.webhook_posts, "the first POST answered")
+            assert telegram.webhook_posts[0] == (1, 503)
+            # The sender is told once that the message could not be taken.
+            await telegram.wait_for_call("sendMessage", 1, ok_only=True, timeout=HANG_GUARD)
+            model.push(stream(answer("Yes.")))
+            lock.execute("ROLLBACK")
+            lock.close()
+            lock = None
+            await telegram.wait_for_call("sendMessage", 2, ok_only=True, timeout=HANG_GUARD)
+            daemon.send_signal(signal.SIGTERM)
+            assert await ended(daemon) == 0
+        finally:
+            if lock is not None:
+                lock.execute("ROLLBACK")
+                lock.close()
+            await reap(daemon)
+    sent = [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
+    assert sent == [STORE_FAILED_NOTICE, "Yes."]
+    statuses = [status for _, status in telegram.webhook_posts]
+    assert statuses[-1] == 200 and statuses.count(200) == 1
+    assert set(statuses[:-1]) == {503}
+    assert not telegram.calls_to("deleteWebhook")  # left set at shutdown
