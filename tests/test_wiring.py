@@ -35,9 +35,9 @@ scheduler:
     runtime = build_runtime(config, metrics=metrics)
     try:
         assert list(runtime.adapters) == ["console"]
-        runtime.scheduler.start()
+        await runtime.scheduler.start()
 
-        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
         for _ in range(100):
             if "You said: ping" in capsys.readouterr().out:
                 break

@@ -18,6 +18,7 @@ Names come from strangers, so control characters in them are shown escaped.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import BotdConfig
-    from ..inbound.pairing import PairingBook
+    from ..store import Pairing
 
 __all__ = ["add_parser", "format_age", "pairing"]
 
@@ -111,7 +112,7 @@ def pairing(
     import os
 
     from ..config import ConfigError, default_config, load_config
-    from ..inbound.pairing import PairingFileError
+    from ..store.pairing import PairingFileError
 
     configured: set[str] | None = None
     if args.state_dir:
@@ -153,17 +154,28 @@ def _act(
     configured: set[str] | None,
     say: Callable[..., None],
 ) -> int:
-    from ..inbound.pairing import PairingBook
+    from ..store.pairing import PairingFile
 
-    book = PairingBook(state_dir / "pairing.json")
+    return asyncio.run(
+        _act_on(PairingFile(state_dir / "pairing.json"), args, state_dir, configured, say)
+    )
+
+
+async def _act_on(
+    book: Pairing,
+    args: argparse.Namespace,
+    state_dir: Path,
+    configured: set[str] | None,
+    say: Callable[..., None],
+) -> int:
     if args.action == "list":
-        return _list(book, state_dir, as_json=args.json)
-    known = (configured or set()) | book.channels()
+        return await _list(book, state_dir, as_json=args.json)
+    known = (configured or set()) | await book.channels()
     if configured is not None and args.channel not in known:
         say(f"unknown channel {args.channel!r}; configured: {', '.join(sorted(known)) or 'none'}")
         return 2
     if args.action == "approve":
-        admitted = book.approve(args.channel, args.code)
+        admitted = await book.approve(args.channel, args.code)
         if admitted is None:
             say(
                 f"no pending code {args.code!r} on {args.channel} "
@@ -172,17 +184,17 @@ def _act(
             return 1
         print(f"approved {admitted} on {args.channel} (state dir {state_dir})")
         return 0
-    if not book.revoke(args.channel, args.sender):
+    if not await book.revoke(args.channel, args.sender):
         say(f"{args.sender} is not approved on {args.channel} (state dir {state_dir})")
         return 1
     print(f"revoked {args.sender} on {args.channel} (state dir {state_dir})")
     return 0
 
 
-def _list(book: PairingBook, state_dir: Path, *, as_json: bool) -> int:
+async def _list(book: Pairing, state_dir: Path, *, as_json: bool) -> int:
     now = time.time()
-    waiting = book.waiting()
-    approved = book.approved()
+    waiting = await book.waiting()
+    approved = await book.approved()
     if as_json:
         data = {
             "state_dir": str(state_dir),

@@ -2,19 +2,19 @@
 
 Every message an adapter hands over passes here once. The router is the only writer of the
 inbound ledger and of the durable inbox. A message that passes is *accepted*: its dedupe keys
-and the message itself are written in one transaction (``Store.accept_inbound``) before it is
-handed to the session, and ``handle`` returns only after that, so an adapter that tells the
-platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
-could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
-replay after a restart is dropped. What is dropped is logged with its reason. A group message
+and the message itself are written in one transaction (``InboundLedger.accept_inbound``) before
+it is handed to the session, and ``handle`` returns only after that, so an adapter that tells
+the platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message
+botd could lose. A message dropped by policy has its keys recorded too, so a platform's retry or
+a replay after a restart is dropped. What is dropped is logged with its reason. A group message
 that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
 conversation, so it survives a restart) and shown to the agent, each line labelled with its
-sender, with the next message that is, so the bot knows what was said since it last spoke.
-An edit of an earlier message is kept the same way, in any conversation (a DM too): the next
-prompt there shows what the message now says; an edit never starts a run of its own. Only
-senders the policy admits in that chat are kept (their messages, edits and files): a refused
-sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
-admits when the next prompt comes (a reload changed it) is not shown.
+sender, with the next message that is, so the bot knows what was said since it last spoke. An
+edit of an earlier message is kept the same way, in any conversation (a DM too): the next prompt
+there shows what the message now says; an edit never starts a run of its own. Only senders the
+policy admits in that chat are kept (their messages, edits and files): a refused sender's are
+recorded as seen and dropped, and a line kept from a sender the policy no longer admits when the
+next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -44,10 +44,10 @@ from ..channels.registry import channel_specs
 from ..chat import ChatKind, InboundMessage, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
-from ..store import Store, StoreError
+from ..store import InboundLedger, Pairing, StoreError
+from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
-from .pairing import PairingBook
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +75,17 @@ class Router:
 
     def __init__(
         self,
-        store: Store,
+        store: InboundLedger,
         submit: Submit,
         reply: Reply,
         policies: dict[str, AccessPolicy],
         *,
-        pairing: PairingBook | None = None,
+        pairing: Pairing | None = None,
     ) -> None:
         self._store = store
         self._submit = submit
         self._reply = reply
-        self._pairing = pairing or PairingBook(None)
+        self._pairing = pairing or PairingFile(None)
         self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
         """Messages whose sender was told the store failed (a redelivery is not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
@@ -160,6 +160,10 @@ class Router:
             repeat = await self._recorded(message, keys, kept=None)
             return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
+        if not verdict.accepted and self._approval_would_admit(message):
+            # Another process may have approved the sender since this one last looked.
+            await self._pairing.refresh()
+            verdict = self._access(message)
         if not verdict.accepted:
             # (A redelivery is dropped as seen: no second pairing code is sent.)
             kept = message if verdict.reason == _NOT_ADDRESSED else None
@@ -175,7 +179,7 @@ class Router:
         if _is_command(message):
             prompt, consumed = message, None
         else:
-            prompt, consumed = with_kept_context(
+            prompt, consumed = await with_kept_context(
                 self._store, message, admits=lambda sender: self._sender_admitted(message, sender)
             )
         inbox_id = await self._store.accept_inbound(
@@ -209,7 +213,7 @@ class Router:
                 message.channel, keys, kept, limit=CONTEXT_LIMIT
             )
         else:
-            repeat = self._store.seen_inbound(message.channel, *keys)
+            repeat = await self._store.seen_inbound(message.channel, *keys)
         _signal_accepted()  # nothing more to keep
         return repeat
 
@@ -248,9 +252,17 @@ class Router:
             return Decision(False, _PAIRING)
         return Decision(False, f"sender {sender} is not on the allowlist")
 
+    def _approval_would_admit(self, message: InboundMessage) -> bool:
+        """Whether an approval by pairing is what ``message``'s sender lacks (a DM where the
+        policy takes approved senders)."""
+        policy = self._policies.get(message.channel, AccessPolicy())
+        return message.is_direct and policy.dm_policy in ("pairing", "allowlist")
+
     async def _offer_pairing(self, message: InboundMessage) -> Decision:
         """Send an unknown sender a pairing code: once per code, however often they write."""
-        code, issued = self._pairing.issue(message.channel, message.sender_id, message.sender_name)
+        code, issued = await self._pairing.issue(
+            message.channel, message.sender_id, message.sender_name
+        )
         if not issued:
             return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
         await self._reply(

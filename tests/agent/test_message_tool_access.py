@@ -125,12 +125,12 @@ class Bot:
     async def start(self) -> App:
         self.daemon = App(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
-        await until(
-            lambda: (
-                not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)
-            ),
-            'not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)',
-        )
+        daemon = self.daemon
+
+        def telegram_started() -> bool:
+            return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
+
+        await until(telegram_started, "the telegram adapter started")
         return self.daemon
 
     async def stop(self) -> None:

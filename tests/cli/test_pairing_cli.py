@@ -12,9 +12,9 @@ import pytest
 from botd.chat import InboundMessage, Target
 from botd.cli.pairing import format_age
 from botd.inbound.access import AccessPolicy
-from botd.inbound.pairing import PairingBook
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.pairing import PairingFile
+from botd.store.sqlite import SqliteStore
 from tests.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def dm(sender: str, name: str) -> InboundMessage:
     )
 
 
-async def ask(store: Store, book: PairingBook, sender: str, name: str) -> str:
+async def ask(store: SqliteStore, book: PairingFile, sender: str, name: str) -> str:
     sent: list[str] = []
 
     async def submit(_message: InboundMessage) -> None:
@@ -65,9 +65,9 @@ async def ask(store: Store, book: PairingBook, sender: str, name: str) -> str:
 
 
 async def test_list_approve_revoke_without_the_secrets(
-    tmp_path: Path, config: Path, store: Store
+    tmp_path: Path, config: Path, store: SqliteStore
 ) -> None:
-    book = PairingBook(tmp_path / "state" / "pairing.json")
+    book = PairingFile(tmp_path / "state" / "pairing.json")
     code = await ask(store, book, "4242", "Frank Zappa")
 
     listed = botd("list", "--config", str(config))
@@ -130,7 +130,7 @@ def test_a_config_error_other_than_unset_secrets_is_reported(tmp_path: Path) -> 
     assert "unknown key 'tokn'" in result.stderr
 
 
-def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) -> None:
+async def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "pairing.json"
     now = time.time()
     path.write_text(
@@ -139,26 +139,26 @@ def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    book = PairingBook(path)
-    (waiting,) = book.waiting()
+    book = PairingFile(path)
+    (waiting,) = await book.waiting()
     assert (waiting.code, waiting.channel, waiting.sender, waiting.name) == (
         "ABCDEFGH",
         "telegram",
         "7",
         None,
     )
-    assert book.approved() == [("slack", "U1", None)]
+    assert await book.approved() == [("slack", "U1", None)]
     listed = botd("list", "--state-dir", str(tmp_path)).stdout.splitlines()
     assert listed[1].startswith("ABCDEFGH  telegram  7  -  ")
     assert listed[2] == "approved  slack  U1  -"
     # Approving it writes the new format, which the old readers' fields still lead.
-    assert book.approve("telegram", "ABCDEFGH") == "7"
+    assert await book.approve("telegram", "ABCDEFGH") == "7"
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["approved"] == [["slack", "U1"], ["telegram", "7"]]
 
 
-async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: Store) -> None:
-    book = PairingBook(tmp_path / "pairing.json")
+async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: SqliteStore) -> None:
+    book = PairingFile(tmp_path / "pairing.json")
     await ask(store, book, "666", "Evil\x1b[2J\nName")
     listed = botd("list", "--state-dir", str(tmp_path))
     (_, line) = listed.stdout.splitlines()
@@ -166,12 +166,14 @@ async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: Store) -> 
     assert "Evil\\x1b[2J\\nName" in line
 
 
-def test_the_name_is_kept_when_the_code_is_issued_and_reissue_keeps_it(tmp_path: Path) -> None:
-    book = PairingBook(tmp_path / "pairing.json")
-    code, issued = book.issue("telegram", "1", "Ann")
+async def test_the_name_is_kept_when_the_code_is_issued_and_reissue_keeps_it(
+    tmp_path: Path,
+) -> None:
+    book = PairingFile(tmp_path / "pairing.json")
+    code, issued = await book.issue("telegram", "1", "Ann")
     assert issued
-    assert book.issue("telegram", "1", "Someone Else") == (code, False)
-    assert PairingBook(tmp_path / "pairing.json").waiting()[0].name == "Ann"
+    assert await book.issue("telegram", "1", "Someone Else") == (code, False)
+    assert (await PairingFile(tmp_path / "pairing.json").waiting())[0].name == "Ann"
 
 
 @pytest.mark.parametrize(
@@ -191,21 +193,23 @@ def test_a_damaged_pairing_file_is_one_error_line(tmp_path: Path, text: str) -> 
     assert line.endswith("fix or remove it")
 
 
-def test_approve_into_a_state_dir_that_cannot_be_written_is_one_error_line(
+async def test_approve_into_a_state_dir_that_cannot_be_written_is_one_error_line(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    book = PairingBook(state / "pairing.json")
-    code, _ = book.issue("telegram", "1", "Ann")
+    book = PairingFile(state / "pairing.json")
+    code, _ = await book.issue("telegram", "1", "Ann")
     (state / "pairing.tmp").mkdir()  # the new file cannot be written, whoever runs this
     result = botd("approve", "telegram", code, "--state-dir", str(state))
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"botd: cannot update {state / 'pairing.json'}: ")
-    assert book.pending() == [(code, "telegram", "1")]  # nothing half-written
+    assert await book.pending() == [(code, "telegram", "1")]  # nothing half-written
 
 
-def test_a_relative_state_dir_is_read_next_to_the_config_from_anywhere(tmp_path: Path) -> None:
+async def test_a_relative_state_dir_is_read_next_to_the_config_from_anywhere(
+    tmp_path: Path,
+) -> None:
     # /srv/bot/botd.yaml with state_dir: ./var, run from another directory: the daemon's
     # ./var is /srv/bot/var, and that is what pairing reads and names.
     bot = tmp_path / "srv" / "bot"
@@ -215,8 +219,8 @@ def test_a_relative_state_dir_is_read_next_to_the_config_from_anywhere(tmp_path:
         "state_dir: ./var\nchannels:\n  telegram:\n    token: ${TELEGRAM_TOKEN}\n",
         encoding="utf-8",
     )
-    book = PairingBook(bot / "var" / "pairing.json")
-    code, _ = book.issue("telegram", "4242", "Frank")
+    book = PairingFile(bot / "var" / "pairing.json")
+    code, _ = await book.issue("telegram", "4242", "Frank")
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "var").mkdir(parents=True)  # a ./var where the command runs: not this one
     listed = run_botd("pairing", "list", "--config", str(config), cwd=elsewhere, env=bare_env())

@@ -27,7 +27,7 @@ from botd.chat import InboundMessage, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
-from botd.store import DB_FILENAME, Store
+from botd.store.sqlite import DB_FILENAME, SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.channels.discord.harness import make_adapter as discord_adapter
 from tests.channels.slack.harness import slack_adapter
@@ -42,7 +42,7 @@ ANSWER = "You said: keep this once"
 
 @dataclass
 class Process:
-    store: Store
+    store: SqliteStore
     conversations: Conversations
     adapter: ChannelAdapter
 
@@ -71,7 +71,7 @@ async def process(
     state: Path, adapter: ChannelAdapter, *, sleep: Callable[[float], object]
 ) -> AsyncIterator[Process]:
     """One botd process over ``state``: resumed, its channel started, released."""
-    store = Store.open(state)
+    store = SqliteStore.open(state)
     delivery = ChannelDelivery(
         {adapter.name: adapter},
         retrier=Retrier(RetrySettings(budget=3600, first=0, cap=0), sleep=sleep),  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def pieces(state: Path) -> list[tuple[str, str]]:
     return [(str(row[0]), str(row[1])) for row in rows]
 
 
-async def accept(store: Store, channel: str, chat_id: str) -> InboundMessage:
+async def accept(store: SqliteStore, channel: str, chat_id: str) -> InboundMessage:
     message = InboundMessage(
         channel=channel,
         chat_id=chat_id,

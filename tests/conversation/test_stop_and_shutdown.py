@@ -22,7 +22,7 @@ from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.test_sessions import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -135,8 +135,8 @@ def settings(min_chars: int = 4000, **overrides: Any) -> SessionSettings:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    opened = Store.open(tmp_path / "state")
+def store(tmp_path: Path) -> SqliteStore:
+    opened = SqliteStore.open(tmp_path / "state")
     yield opened
     opened.close()
 
@@ -150,7 +150,7 @@ async def stop(manager: Conversations) -> None:
 # --- /stop ------------------------------------------------------------------------------------
 
 
-async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
+async def test_stop_drops_text_the_user_never_saw(store: SqliteStore) -> None:
     # The chunker holds the text (a block needs 4000 characters): nothing was shown yet.
     model = HangingProvider("The first half ", "of an answer")
     adapter = RecordingAdapter()
@@ -164,7 +164,7 @@ async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None:
+async def test_stop_drops_blocks_the_coalescer_was_holding(store: SqliteStore) -> None:
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
     coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=600_000)
@@ -179,7 +179,7 @@ async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Store) -> None:
+async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: SqliteStore) -> None:
     # Blocks are cut per paragraph; the platform holds the first send while more queue up.
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
@@ -200,7 +200,7 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Stor
 
 
 async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmation(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     # The platform holds the preview's first post while the answer grows behind it.
     model = HangingProvider("The first half ", "of an answer")
@@ -223,7 +223,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     assert adapter.edits == []
 
 
-async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Store) -> None:
+async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: SqliteStore) -> None:
     model = HangingProvider("Half an answer")
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings(queue_mode="interrupt"))
@@ -240,7 +240,7 @@ async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Stor
 
 
 async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     # The run posts "One." (held by the platform), then waits in a tool.
     gate = GateTool()
@@ -273,7 +273,7 @@ async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
 
 
 async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_finished(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     model = HangingProvider("Half ", "an answer")
     adapter = RecordingAdapter()
@@ -291,7 +291,7 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
     assert all(m.stop_reason == "cancelled" for m in replies)
 
 
-async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -> None:
+async def test_a_run_that_finishes_within_the_grace_is_delivered(store: SqliteStore) -> None:
     model = ScriptedProvider([ScriptedTurn(text="All done.")], delay=0.001)
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings())
@@ -308,7 +308,7 @@ async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -
 ERROR_LINE = f"⚠️ The agent stopped with an error: {NO_ANSWER_IN_TIME}"
 
 
-async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> list[str]:
+async def answer_with(store: SqliteStore, provider: Provider, mode: DeliveryMode) -> list[str]:
     adapter = RecordingAdapter()
     manager = Conversations(store, provider, delivery(adapter, mode), settings(min_chars=1))
     try:
@@ -320,7 +320,9 @@ async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> l
 
 
 @pytest.mark.parametrize("mode", ["blocks", "final"])
-async def test_anthropic_stalls_as_the_user_sees_them(store: Store, mode: DeliveryMode) -> None:
+async def test_anthropic_stalls_as_the_user_sees_them(
+    store: SqliteStore, mode: DeliveryMode
+) -> None:
     async with FakeAnthropicAPI(api_key="sk-ant") as api:
 
         def provider() -> AnthropicProvider:
@@ -349,7 +351,7 @@ async def test_anthropic_stalls_as_the_user_sees_them(store: Store, mode: Delive
         assert await answer_with(store, provider(), mode) == [ERROR_LINE]
 
 
-async def test_openai_stalls_as_the_user_sees_them(store: Store) -> None:
+async def test_openai_stalls_as_the_user_sees_them(store: SqliteStore) -> None:
     async with FakeOpenAI() as api:
 
         def provider() -> OpenAIProvider:

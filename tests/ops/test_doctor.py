@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from botd.inbound.pairing import PairingBook
 from botd.ops.ports import listen_problem
 from botd.ops.statelock import StateLock
-from botd.store import SCHEMA_VERSION, Store
+from botd.store.pairing import PairingFile
+from botd.store.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.config_reference import EXAMPLE
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -546,7 +546,7 @@ async def test_unlocked_state_dir_and_current_database_left_unchanged(tmp_path: 
     state = tmp_path / "state"
     with StateLock(state):
         pass
-    Store.open(state).close()
+    SqliteStore.open(state).close()
     before = {p.name: p.read_bytes() for p in state.iterdir()}
     report = await doctor(write_config(tmp_path), tmp_path)
     assert report.status == 0, report.out
@@ -770,9 +770,9 @@ async def test_an_access_policy_that_admits_nobody_warns(tmp_path: Path) -> None
         assert scripted.startswith("⚠ model: the scripted provider")
 
         # Someone approved by pairing is admitted under the allowlist; a group listed too.
-        PairingBook(tmp_path / "state" / "pairing.json").issue("telegram", "7", "Ann")
-        book = PairingBook(tmp_path / "state" / "pairing.json")
-        assert book.approve("telegram", book.pending()[0][0]) == "7"
+        await PairingFile(tmp_path / "state" / "pairing.json").issue("telegram", "7", "Ann")
+        book = PairingFile(tmp_path / "state" / "pairing.json")
+        assert await book.approve("telegram", (await book.pending())[0][0]) == "7"
         config = write_text(
             tmp_path,
             channel + "    dm_policy: allowlist\n    groups: {'-100': {require_mention: true}}\n",

@@ -253,7 +253,7 @@ async def diagnose(
     state_dir = Path(config.state_dir)
     checks.extend(state_dir_checks(state_dir))
     checks.extend(provider_check(config, os.environ if env is None else env))
-    checks.extend(access_checks(config, state_dir))
+    checks.extend(await access_checks(config, state_dir))
     checks.extend(health_port_check(config))
     return checks
 

@@ -60,9 +60,9 @@ def provider_check(config: BotdConfig, env: Mapping[str, str]) -> list[Check]:
     ]
 
 
-def access_checks(config: BotdConfig, state_dir: Path) -> list[Check]:
+async def access_checks(config: BotdConfig, state_dir: Path) -> list[Check]:
     """Warnings for access policies that admit nobody, by channel."""
-    from ...inbound.pairing import PairingBook, PairingFileError
+    from ...store.pairing import PairingFile, PairingFileError
 
     sections = {
         name: section
@@ -72,7 +72,8 @@ def access_checks(config: BotdConfig, state_dir: Path) -> list[Check]:
     if not sections:
         return []
     try:
-        paired = {channel for channel, _, _ in PairingBook(state_dir / "pairing.json").approved()}
+        approved = await PairingFile(state_dir / "pairing.json").approved()
+        paired = {channel for channel, _, _ in approved}
     except PairingFileError as exc:
         return [
             failed(

@@ -15,7 +15,7 @@ import pytest
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, Target
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
-from botd.store import DB_FILENAME, Store
+from botd.store.sqlite import DB_FILENAME, SqliteStore
 from tests.channels.routed import OPEN
 from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream
@@ -38,7 +38,7 @@ class Taken:
     """A router on a real store in front of the adapter, as the daemon wires it: what it
     accepted, and what it told senders."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SqliteStore) -> None:
         self.messages: list[InboundMessage] = []
         self.told: list[str] = []
         self.router = Router(store, self._accepted, self._tell, {"telegram": OPEN})
@@ -55,7 +55,7 @@ class Taken:
 
 @pytest.fixture
 async def hooked(
-    fake: FakeTelegramAPI, store: Store, unused_port: int
+    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int
 ) -> AsyncIterator[tuple[TelegramAdapter, Taken]]:
     adapter = TelegramAdapter(
         TOKEN,
@@ -142,7 +142,7 @@ async def test_a_store_that_cannot_accept_answers_503_and_telegram_sends_it_agai
 
 
 async def test_stopping_leaves_the_webhook_and_its_updates_with_telegram(
-    fake: FakeTelegramAPI, store: Store, unused_port: int
+    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int
 ) -> None:
     adapter = TelegramAdapter(
         TOKEN,

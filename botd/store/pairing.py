@@ -1,5 +1,11 @@
-"""DM pairing: one-time codes for unknown senders, and the senders an admin approved, in
-``pairing.json`` in the state directory (``botd pairing`` and the router both read it)."""
+"""DM pairing's storage: one-time codes for unknown senders and the senders an admin approved.
+
+The rules are the same on every backend (``PAIRING_TTL_SECONDS``, ``MAX_PENDING_PER_CHANNEL``,
+codes from ``PAIRING_ALPHABET``); the SQLite backend keeps them in ``pairing.json`` in the state
+directory (``PairingFile``), where ``botd pairing`` and the daemon both read it; the PostgreSQL
+backend keeps them in the database (``botd.store.postgres.pairing``). Both implement
+``store.protocols.Pairing``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,10 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Container
 from pathlib import Path
+
+from .records import PendingCode
 
 log = logging.getLogger(__name__)
 
@@ -19,24 +26,21 @@ MAX_PENDING_PER_CHANNEL = 3
 """How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
 
 
+def new_code(taken: Container[str]) -> str:
+    """A fresh pairing code: eight characters no one mistakes for others, not in ``taken``."""
+    while True:
+        code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+        if code not in taken:
+            return code
+
+
 class PairingFileError(ValueError):
     """``pairing.json`` exists but cannot be read; the message says which file and why."""
 
 
-@dataclass(frozen=True, slots=True)
-class PendingCode:
-    """A pairing code waiting for an admin: who asked, on which channel, and when."""
-
-    code: str
-    channel: str
-    sender: str
-    name: str | None
-    """The sender's display name when the code was issued (None: not known)."""
-    issued_at: float
-
-
-class PairingBook:
-    """One-time codes for unknown DM senders, and the senders an admin approved.
+class PairingFile:
+    """``Pairing`` in ``pairing.json``: one-time codes for unknown DM senders, and the senders
+    an admin approved.
 
     Both live in a small JSON file in the state directory, so approvals survive restarts
     and ``botd pairing approve`` (another process) can approve a code while the daemon
@@ -62,31 +66,34 @@ class PairingBook:
         self._reload()
         return (channel, sender) in self._approved
 
-    def pending(self) -> list[tuple[str, str, str]]:
-        """``(code, channel, sender)`` of every code still waiting for approval."""
-        return [(p.code, p.channel, p.sender) for p in self.waiting()]
+    async def refresh(self) -> None:
+        """Nothing to do: every read looks at the file's timestamp first."""
 
-    def waiting(self) -> list[PendingCode]:
+    async def pending(self) -> list[tuple[str, str, str]]:
+        """``(code, channel, sender)`` of every code still waiting for approval."""
+        return [(p.code, p.channel, p.sender) for p in await self.waiting()]
+
+    async def waiting(self) -> list[PendingCode]:
         """Every code still waiting for approval, by code."""
         self._reload()
         self._expire()
         return [self._pending[code] for code in sorted(self._pending)]
 
-    def approved(self) -> list[tuple[str, str, str | None]]:
+    async def approved(self) -> list[tuple[str, str, str | None]]:
         """``(channel, sender, name)`` of every approved sender."""
         self._reload()
         return [(ch, who, self._names.get((ch, who))) for ch, who in sorted(self._approved)]
 
-    def channels(self) -> set[str]:
+    async def channels(self) -> set[str]:
         """The channels that have a pending code or an approved sender."""
         self._reload()
         return {p.channel for p in self._pending.values()} | {ch for ch, _ in self._approved}
 
-    def request(self, channel: str, sender: str, name: str | None = None) -> str:
+    async def request(self, channel: str, sender: str, name: str | None = None) -> str:
         """The sender's pending code (a new one when none is pending)."""
-        return self.issue(channel, sender, name)[0]
+        return (await self.issue(channel, sender, name))[0]
 
-    def issue(self, channel: str, sender: str, name: str | None = None) -> tuple[str, bool]:
+    async def issue(self, channel: str, sender: str, name: str | None = None) -> tuple[str, bool]:
         """The sender's pending code, and whether it was issued just now.
 
         ``name`` is the sender's display name, kept for ``botd pairing list``. A new code
@@ -116,12 +123,9 @@ class PairingBook:
         return code, True
 
     def _new_code(self) -> str:
-        while True:
-            code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
-            if code not in self._pending:
-                return code
+        return new_code(self._pending)
 
-    def approve(self, channel: str, code: str) -> str | None:
+    async def approve(self, channel: str, code: str) -> str | None:
         """Approve a pending code; returns the sender it admits, or None."""
         self._reload()
         self._expire()
@@ -136,7 +140,7 @@ class PairingBook:
         self._save()
         return entry.sender
 
-    def revoke(self, channel: str, sender: str) -> bool:
+    async def revoke(self, channel: str, sender: str) -> bool:
         """Take back a sender's approval; False when they were not approved."""
         self._reload()
         if (channel, sender) not in self._approved:
