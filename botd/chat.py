@@ -6,6 +6,7 @@ only: ``MarkupRenderer``, from ``botd.text.markup``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -21,7 +22,9 @@ __all__ = [
     "ChatKind",
     "ChatKindOf",
     "InboundMessage",
+    "MessageKey",
     "MessageRef",
+    "PieceKey",
     "Target",
     "TargetForm",
     "ToolSend",
@@ -248,3 +251,67 @@ class Capabilities:
     threads: bool = True
     caption_limit: int | None = None
     """The longest text an uploaded file can carry as its caption; None: no captions."""
+    resend_window: float = 0.0
+    """For how many seconds after a piece was written a send of it again is recognised by
+    the platform (``PieceKey``), so a piece a crash left unconfirmed is not shown twice: 0
+    when it never is (Telegram), ``inf`` when the adapter looks for it first (Slack)."""
+
+
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(number: int) -> str:
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = _BASE36[digit] + digits
+        if not number:
+            return digits
+
+
+@dataclass(frozen=True, slots=True)
+class PieceKey:
+    """The durable identity of one reply piece, the same before a crash and after it.
+
+    ``row`` is its outbox row, ``digest`` a digest of its text: a row id alone repeats when a
+    database is made anew (and within minutes a platform that remembers keys would take the
+    new piece for the old one). ``written_at`` is when the row was written (wall clock
+    seconds; None on the live path, which needs no look-back); ``unconfirmed`` says a crash
+    came between a send of it and its sent mark, so it may be in the chat already.
+    """
+
+    row: int
+    digest: str
+    written_at: float | None = None
+    unconfirmed: bool = False
+
+    @classmethod
+    def of(
+        cls, row: int, text: str, *, written_at: float | None = None, unconfirmed: bool = False
+    ) -> PieceKey:
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=4).hexdigest()
+        return cls(row, digest, written_at, unconfirmed)
+
+    def message(self, index: int) -> MessageKey:
+        """The key of the piece's message number ``index`` (from 0, in the order sent)."""
+        return MessageKey(self, index)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageKey:
+    """One message of a piece: what an adapter tags it with (``token``), so that a send of it
+    again is recognised (Discord's nonce) or found (Slack's message metadata)."""
+
+    piece: PieceKey
+    index: int
+
+    def token(self, part: int = 0) -> str:
+        """At most 25 characters (Discord's nonce limit) naming this message; ``part`` is the
+        adapter's own number for a message it had to split further."""
+        piece = self.piece
+        token = f"{_base36(piece.row)}.{piece.digest}.{_base36(self.index)}"
+        if part:
+            token += f".{_base36(part)}"
+        if len(token) > 25:  # past 36**7 rows: the digest gives way, the numbers stay
+            token = token[len(token) - 25 :]
+        return token

@@ -11,7 +11,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..chat import Attachment, Capabilities, DownloadError, InboundMessage, MessageRef, Target
+from ..chat import (
+    Attachment,
+    Capabilities,
+    DownloadError,
+    InboundMessage,
+    MessageKey,
+    MessageRef,
+    Target,
+)
 from .errors import ChannelError
 
 
@@ -43,6 +51,16 @@ can be lost any more, before the sink returns: the router calls it right after t
 message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
 goes on (handing the message to its session, which may answer a chat command first, or sending
 a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
+
+sending: ContextVar[MessageKey | None] = ContextVar("sending", default=None)
+"""Set by the delivery around each ``send`` and ``send_file`` of a reply piece: the key of
+the message being posted (None for anything else: previews, notices, command answers).
+
+An adapter whose platform can recognise a message sent again (Discord's ``nonce``) tags the
+message with ``key.token()``; one that can look it up (Slack's message metadata) tags it and,
+when ``key.piece.unconfirmed``, looks for it first and returns the message found instead of
+posting. Its ``Capabilities.resend_window`` says for how long that holds. A retry of the same
+message carries the same key. Adapters that know nothing of it post as usual."""
 
 log = logging.getLogger(__name__)
 

@@ -53,11 +53,15 @@ stored states, before any channel takes input:
   trimmed to its last finished step, and its run goes on from there (no new user turn; it
   skips blocks the chat already shows and says once that it was interrupted); one whose turn
   is gone (a ``/new`` since) runs again from its text;
-* ``written`` pieces of a run that goes on are superseded; those of finished runs are sent at
-  release. **The ambiguous window**: a piece whose send reached the platform but whose sent
-  record was lost in the crash is posted a second time; so is a command's one-line answer
-  (not journaled: it is sent, then its entry is answered) whose answered record was lost.
-  Everything else is posted at most once (``tests/conversation/test_promise_machine.py``).
+* ``written`` pieces of a run that goes on are superseded, unless their platform recognises a
+  piece sent again with its key (``PieceKey``, ``Capabilities.resend_window``: Discord's
+  nonce, Slack's look-up by metadata): those are sent again, keyed, when the run goes on,
+  before it reads what it posted. Those of finished runs are sent at release, keyed.
+  **The ambiguous window**: elsewhere (Telegram, the console, past Discord's window) a piece
+  whose send reached the platform but whose sent record was lost in the crash is posted a
+  second time; so is a command's one-line answer (not journaled: it is sent, then its entry
+  is answered) whose answered record was lost. Everything else is posted at most once
+  (``tests/conversation/test_promise_machine.py``, ``test_keyed_resends.py``).
 
 The parts
 =========

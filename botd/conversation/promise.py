@@ -9,11 +9,12 @@ transaction with the message's dedupe keys (``Store.accept_inbound``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..chat import MessageRef, Target
+from ..chat import MessageRef, PieceKey, Target
 from ..delivery import Delivery, Outgoing
 from ..events import Message
 from ..store import InboxEntry, InboxState, OutboxEntry
@@ -36,6 +37,9 @@ class ResumePlan:
     """Running entries whose run goes on from its transcript, to their user turn's row."""
     unsent: list[OutboxEntry] = field(default_factory=list)
     """Pieces written and never confirmed whose run is over: sent at release."""
+    resent: dict[int, list[OutboxEntry]] = field(default_factory=dict)
+    """Unconfirmed pieces of resumed runs whose platform recognises a piece sent again, by
+    the run's anchor: sent again (keyed) before the run goes on (``posted_before``)."""
 
 
 class Promise:
@@ -44,6 +48,7 @@ class Promise:
 
     def __init__(self, ledger: ConversationLedger) -> None:
         self._ledger = ledger
+        self._resent: dict[int, list[OutboxEntry]] = {}
 
     # -- entries: accepted -> running -> answered | failed | skipped --------------------------
 
@@ -92,14 +97,32 @@ class Promise:
         """The run's journal: each piece written before it is sent, marked after."""
         return PieceJournal(self._ledger, anchor, target)
 
-    async def posted_before(self, anchor: int | None) -> list[str]:
-        """What an interrupted attempt of the run anchored at ``anchor`` posted, in order."""
-        return [] if anchor is None else await self._ledger.outbox_sent_texts([anchor])
+    async def posted_before(
+        self, anchor: int | None, delivery: Delivery | None = None
+    ) -> list[str]:
+        """What an interrupted attempt of the run anchored at ``anchor`` posted, in order.
+
+        Its pieces a crash left unconfirmed on a platform that recognises a piece sent again
+        (``ResumePlan.resent``) are sent again first, keyed: the chat shows each once, and
+        the run goes on after them. Those a stop or shutdown cuts short are superseded."""
+        if anchor is None:
+            return []
+        pieces = self._resent.pop(anchor, []) if delivery is not None else []
+        if delivery is not None and pieces:
+            try:
+                await self.send_unconfirmed(delivery, pieces)
+            except asyncio.CancelledError:
+                await self._ledger.outbox_supersede([piece.id for piece in pieces])
+                raise
+        return await self._ledger.outbox_sent_texts([anchor])
 
     async def send_unconfirmed(self, delivery: Delivery, pieces: Sequence[OutboxEntry]) -> None:
-        """written -> sent | failed: the pieces of finished runs that a crash left
-        unconfirmed, in order (the documented ambiguous window: the chat may show them)."""
+        """written -> sent | failed: pieces that a crash left unconfirmed, in order, each with
+        its ``PieceKey``: where the platform recognises it (``Capabilities.resend_window``)
+        the chat shows it once; elsewhere it may show it twice (the documented ambiguous
+        window)."""
         for piece in pieces:
+            key = PieceKey.of(piece.id, piece.text, written_at=piece.written_at, unconfirmed=True)
             try:
                 if piece.media:  # the files are fetched and uploaded anew, from their references
                     refs = await delivery.send_text(
@@ -107,9 +130,10 @@ class Promise:
                         piece.text,
                         media=piece.media,
                         audio_as_voice=piece.audio_as_voice,
+                        piece=key,
                     )
                 else:
-                    refs = await delivery.send_text(piece.target, piece.text)
+                    refs = await delivery.send_text(piece.target, piece.text, piece=key)
             except Exception:
                 log.exception("sending an unconfirmed reply to %s failed", piece.target.chat_id)
                 self._ledger.outbox_failed(piece.id)
@@ -118,14 +142,18 @@ class Promise:
 
     # -- resume: the same machine, started from stored state ----------------------------------
 
-    async def resume(self) -> ResumePlan:
+    async def resume(
+        self, resendable: Callable[[OutboxEntry], bool] = lambda piece: False
+    ) -> ResumePlan:
         """Read what an earlier process left unfinished and make it ready to go on.
 
         A running entry whose user turn is still live has its transcript trimmed to the last
         finished step (its run goes on from there); one whose turn is gone (a ``/new`` since)
         runs again from its text. Unconfirmed pieces of runs that go on are superseded (the
-        run produces them again and skips what the chat shows); those of finished runs are
-        sent at release.
+        run produces them again and skips what the chat shows), unless the run goes on from
+        its transcript and ``resendable`` says their platform recognises them sent again:
+        those are sent again, keyed, before the run goes on. Those of finished runs are sent
+        at release.
         """
         ledger = self._ledger
         entries = await ledger.unfinished_entries()
@@ -142,13 +170,17 @@ class Promise:
         open_ids = {entry.id for entry in entries}
         unsent: list[OutboxEntry] = []
         superseded: list[int] = []
+        resent: dict[int, list[OutboxEntry]] = {}
         for piece in await ledger.unconfirmed_pieces():
-            if piece.anchor is not None and piece.anchor in open_ids:
-                superseded.append(piece.id)
-            else:
+            if piece.anchor is None or piece.anchor not in open_ids:
                 unsent.append(piece)
+            elif piece.anchor in resumed and resendable(piece):
+                resent.setdefault(piece.anchor, []).append(piece)
+            else:
+                superseded.append(piece.id)
         await ledger.outbox_supersede(superseded)
-        return ResumePlan(entries, resumed, unsent)
+        self._resent = resent
+        return ResumePlan(entries, resumed, unsent, resent)
 
 
 class RunEnd:

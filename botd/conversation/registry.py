@@ -224,7 +224,10 @@ class Conversations:
         Runs wait for ``release``. Returns how many messages were queued again.
         """
         self._released.clear()
-        plan = await self._promise.resume()
+        delivery, now = self._delivery, time.time()
+        plan = await self._promise.resume(
+            lambda piece: delivery.resends_safely(piece.target, piece.written_at, now)
+        )
         for entry in plan.entries:
             user_turn_id = plan.resumed_turns.get(entry.id)
             if user_turn_id is not None:

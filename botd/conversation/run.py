@@ -151,7 +151,7 @@ class Runner:
             call_hook(hooks.on_first_reply, inbound, latency)
 
         anchor = min(turn.ids) if turn.ids else None
-        posted = await self._promise.posted_before(anchor) if turn.resumed else []
+        posted = await self._promise.posted_before(anchor, self._delivery) if turn.resumed else []
         options = replace(self._options, journal=self._promise.journal(anchor, target))
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)

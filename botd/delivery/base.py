@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
-from ..chat import MessageRef, Target
+from ..chat import MessageRef, PieceKey, Target
 from ..subscriber import BlockReply, PartialReply
 
 DeliveryMode = Literal["blocks", "edit", "final"]
@@ -176,8 +176,15 @@ class Delivery(Protocol):
         reply_to: str | None = None,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        piece: PieceKey | None = None,
     ) -> Sequence[MessageRef]:
-        """Post one text now, with ``media`` (URLs or paths) uploaded; a refusal is raised."""
+        """Post one text now, with ``media`` (URLs or paths) uploaded; a refusal is raised.
+        ``piece``: the outbox piece it is, whose key tags each message it posts."""
+        ...
+
+    def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
+        """Whether ``target``'s platform recognises a piece written at ``written_at`` when it
+        is sent again ``now`` with its key (``Capabilities.resend_window``)."""
         ...
 
 
@@ -187,9 +194,15 @@ class Outlet(Protocol):
     def delivery_mode(self, target: Target) -> DeliveryMode: ...
 
     async def deliver(
-        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+        self,
+        target: Target,
+        reply: BlockReply,
+        *,
+        kind: ReplyKind = "block",
+        piece: PieceKey | None = None,
     ) -> Sequence[MessageRef]:
-        """Post (or, for a final in ``edit`` mode, show in place) one reply; raise on refusal."""
+        """Post (or, for a final in ``edit`` mode, show in place) one reply; raise on refusal.
+        ``piece``: its key in the outbox, for the platforms that can use it."""
         ...
 
     async def preview(self, target: Target, partial: PartialReply) -> bool:

@@ -50,14 +50,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
-from ..channels.base import ChannelAdapter, OutboundFile
+from ..channels.base import ChannelAdapter, OutboundFile, sending
 from ..channels.errors import ChannelError
-from ..chat import Capabilities, MessageRef, Target
+from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
     DEFAULT_DELIVERY_MODE,
@@ -86,6 +88,23 @@ GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be 
 
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
+
+
+class _PieceMessages:
+    """Numbers the messages of one piece in the order they are posted (``MessageKey``)."""
+
+    def __init__(self, piece: PieceKey) -> None:
+        self.piece = piece
+        self.count = 0
+
+    def next(self) -> MessageKey:
+        key = self.piece.message(self.count)
+        self.count += 1
+        return key
+
+
+_piece: ContextVar[_PieceMessages | None] = ContextVar("_piece", default=None)
+"""The piece ``send_text`` is posting, if it was given one: its messages get their keys."""
 
 
 class UnknownChannelError(LookupError):
@@ -190,10 +209,24 @@ class ChannelDelivery:
                 return "blocks"
         return mode
 
+    def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
+        """Whether a piece written at ``written_at`` (wall clock) and sent again ``now`` with its
+        ``PieceKey`` is recognised by ``target``'s platform instead of shown twice."""
+        adapter = self._adapters.get(target.channel)
+        if adapter is None:
+            return False
+        return now - written_at < adapter.capabilities.resend_window
+
     async def deliver(
-        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+        self,
+        target: Target,
+        reply: BlockReply,
+        *,
+        kind: ReplyKind = "block",
+        piece: PieceKey | None = None,
     ) -> list[MessageRef]:
-        """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead."""
+        """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead.
+        ``piece`` keys the messages it posts (``send_text``)."""
         if kind == "final" and self._previews:
             preview = self._previews.get(target)
             if preview is not None and not preview.finished:
@@ -204,7 +237,11 @@ class ChannelDelivery:
                 if reply.media_urls:
                     refs.extend(
                         await self.send_text(
-                            target, "", media=reply.media_urls, audio_as_voice=reply.audio_as_voice
+                            target,
+                            "",
+                            media=reply.media_urls,
+                            audio_as_voice=reply.audio_as_voice,
+                            piece=piece,
                         )
                     )
                 return refs
@@ -214,6 +251,7 @@ class ChannelDelivery:
             reply_to=reply.reply_to_id,
             media=reply.media_urls,
             audio_as_voice=reply.audio_as_voice,
+            piece=piece,
         )
 
     def fits_caption(self, target: Target, text: str) -> bool:
@@ -269,14 +307,31 @@ class ChannelDelivery:
         reply_to: str | None = None,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        piece: PieceKey | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` now, retried while it fails for a passing reason.
 
         ``media`` (URLs or local paths) are uploaded with it, ``markdown`` as the first one's
         caption when it fits; a file that cannot be sent is posted as text (``media.py``).
+        With ``piece``, each message it posts (each part of a long text, each upload) is
+        keyed for the adapter (``channels.base.sending``), the same key in every retry.
         Raises the platform's refusal, or ``DeliveryGivenUp`` once the retry budget is spent
         (after telling the chat, if it can be reached, that a reply was lost).
         """
+        token = _piece.set(None if piece is None else _PieceMessages(piece))
+        try:
+            return await self._send_text(target, markdown, reply_to, media, audio_as_voice)
+        finally:
+            _piece.reset(token)
+
+    async def _send_text(
+        self,
+        target: Target,
+        markdown: str,
+        reply_to: str | None,
+        media: Sequence[str],
+        audio_as_voice: bool,
+    ) -> list[MessageRef]:
         adapter = self.adapter_for(target)
         if self._typed_at:
             # A message sent clears "typing…" there: a slow run after it may show it again.
@@ -318,10 +373,10 @@ class ChannelDelivery:
         caps = self.capabilities(target.channel, adapter)
         parts = _messages(markdown, caps, self._chunk_mode(target.channel))
         if len(parts) == 1:
-            return await self._sent(key, what, partial(adapter.send, target, markdown))
+            return await self._sent(key, what, _keyed(partial(adapter.send, target, markdown)))
         refs: list[MessageRef] = []
         for part in parts:
-            posted = await self._sent(key, what, partial(adapter.send, target, part))
+            posted = await self._sent(key, what, _keyed(partial(adapter.send, target, part)))
             refs.extend(posted)
             if posted:
                 # Later parts follow the first, in its thread, and reply to nothing.
@@ -334,7 +389,9 @@ class ChannelDelivery:
         """Upload one file, retried on its own like a message."""
         what = f"{target.channel} upload to {target.chat_id}"
         return await self._sent(
-            _conversation(target), what, partial(upload_file, adapter, target, file, caption)
+            _conversation(target),
+            what,
+            _keyed(partial(upload_file, adapter, target, file, caption)),
         )
 
     async def _sent(
@@ -468,6 +525,42 @@ class ChannelDelivery:
 
 
 _Key = tuple[str, str, str, str | None]
+
+
+def _keyed(
+    attempt: Callable[[], Awaitable[list[MessageRef]]],
+) -> Callable[[], Awaitable[list[MessageRef]]]:
+    """``attempt`` (one message of the piece being sent, if any) with that message's key set
+    for the adapter around each try: numbered once, so every retry carries the same key. A
+    retry's key says the piece is unconfirmed (the try before may have landed), written when
+    the first try began, so an adapter that looks before posting again does so."""
+    messages = _piece.get()
+    if messages is None:
+        return attempt
+    first = messages.next()
+    began: float | None = None
+
+    async def keyed() -> list[MessageRef]:
+        nonlocal began
+        key = first
+        if began is None:
+            began = time.time()
+        elif not first.piece.unconfirmed:
+            written = first.piece.written_at or began
+            key = replace(first.piece, unconfirmed=True, written_at=written).message(first.index)
+        with _sending(key):
+            return await attempt()
+
+    return keyed
+
+
+@contextmanager
+def _sending(key: MessageKey) -> Iterator[None]:
+    token = sending.set(key)
+    try:
+        yield
+    finally:
+        sending.reset(token)
 
 
 def _conversation(target: Target) -> _Key:

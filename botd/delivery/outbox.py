@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from ..chat import MessageRef, Target
+from ..chat import MessageRef, PieceKey, Target
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
@@ -237,7 +237,10 @@ class RunOutbox:
                 shown = await self._outlet.preview(target, reply)
             else:
                 refs = await self._outlet.deliver(
-                    target, reply, kind="final" if piece.kind == "final" else "block"
+                    target,
+                    reply,
+                    kind="final" if piece.kind == "final" else "block",
+                    piece=None if key is None else PieceKey.of(key, reply.text),
                 )
         except Exception:
             log.exception("delivery to %s:%s failed", target.channel, target.chat_id)

@@ -85,6 +85,8 @@ class OutboxEntry:
     media: tuple[str, ...] = ()
     """The files the piece uploads (URLs or local paths)."""
     audio_as_voice: bool = False
+    written_at: float = 0.0
+    """When the piece was written (the store's clock: wall-clock seconds)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,35 @@ def test_missing_required_key(tmp_path: Path) -> None:
     assert problem == ConfigProblem("channels.discord.token", 2, "required key is missing")
 
 
+def test_telegram_webhook_mode_needs_its_url_and_secret(tmp_path: Path) -> None:
+    text = """
+    channels:
+      telegram:
+        token: ${T}
+        mode: webhook
+    """
+    found = problems(tmp_path, text, env={"T": "1:a"})
+    assert sorted((p.path, p.line, p.message) for p in found) == [
+        ("channels.telegram.webhook_secret", 2, "mode webhook needs webhook_secret"),
+        ("channels.telegram.webhook_url", 2, "mode webhook needs webhook_url"),
+    ]
+    text = """
+    channels:
+      telegram:
+        token: ${T}
+        mode: webhook
+        webhook_url: http://bot.example.org/telegram
+        webhook_secret: ${HOOK}
+    """
+    found = problems(tmp_path, text, env={"T": "1:a", "HOOK": "not a valid secret!"})
+    lines = {p.path: (p.line, p.message) for p in found}
+    assert lines.keys() == {"channels.telegram.webhook_url", "channels.telegram.webhook_secret"}
+    assert lines["channels.telegram.webhook_url"][0] == 5
+    assert "https://" in lines["channels.telegram.webhook_url"][1]
+    assert lines["channels.telegram.webhook_secret"][0] == 6
+    assert "not a valid secret" not in str(found)  # secrets never echoed
+
+
 def test_missing_secret_variable_names_key_line_and_variable(tmp_path: Path) -> None:
     text = """
     channels:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from botd.channels.base import InboundSink
-from botd.chat import Capabilities, MessageRef, Target
+from botd.chat import Capabilities, MessageRef, PieceKey, Target
 from botd.delivery import (
     ChannelDelivery,
     CoalesceSettings,
@@ -158,7 +158,12 @@ class RecordingOutlet:
         return True
 
     async def deliver(
-        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+        self,
+        target: Target,
+        reply: BlockReply,
+        *,
+        kind: ReplyKind = "block",
+        piece: PieceKey | None = None,
     ) -> list[MessageRef]:
         await asyncio.sleep(0)
         if reply.text == self.refuse:

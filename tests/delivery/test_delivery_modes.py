@@ -12,7 +12,7 @@ import pytest
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.channels.base import InboundSink
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.chat import Capabilities, InboundMessage, MessageRef, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
 from botd.store.sqlite import SqliteStore
@@ -243,10 +243,18 @@ class RaisingTypingSink:
         return RunOutbox(self, target, options, on_first_reply=on_first_reply)
 
     async def send_text(
-        self, target: Target, markdown: str, *, reply_to: str | None = None
+        self,
+        target: Target,
+        markdown: str,
+        *,
+        reply_to: str | None = None,
+        piece: PieceKey | None = None,
     ) -> list[MessageRef]:
         self.posts.append(markdown)
         return []
+
+    def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
+        return False
 
     def delivery_mode(self, target: Target) -> DeliveryMode:
         return "blocks"
@@ -255,7 +263,12 @@ class RaisingTypingSink:
         return True
 
     async def deliver(
-        self, target: Target, reply: BlockReply, *, kind: ReplyKind = "block"
+        self,
+        target: Target,
+        reply: BlockReply,
+        *,
+        kind: ReplyKind = "block",
+        piece: PieceKey | None = None,
     ) -> list[MessageRef]:
         self.posts.append(reply.text)
         return []

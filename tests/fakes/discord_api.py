@@ -36,6 +36,10 @@ and ``attachment_downloads`` lists the paths fetched.
 A message posted as multipart (``payload_json`` and file parts, as discord.py sends
 attachments) is recorded with its JSON part as ``body`` and its files in ``files``.
 
+Like real Discord, a message POST with ``enforce_nonce`` and a ``nonce`` this bot used in the
+same channel within ``nonce_window`` seconds creates nothing: it answers with the message the
+first one made (``nonce_repeats`` lists those requests).
+
 Like real Discord, guild message content is blanked when IDENTIFY lacked the message-content
 intent, unless the message mentions the bot.
 """
@@ -45,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +133,14 @@ class FakeDiscordAPI:
         application_flags: int = FLAG_MESSAGE_CONTENT_LIMITED,
         identify_close_code: int | None = None,
         token: str | None = None,
+        nonce_window: float = 300.0,
     ) -> None:
         self.application_flags = application_flags
+        self.nonce_window = nonce_window
+        """How long a nonce with ``enforce_nonce`` is remembered (Discord: "a few minutes")."""
+        self._nonces: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+        self.nonce_repeats: list[RecordedRequest] = []
+        """Message POSTs answered with the message an earlier one of the same nonce made."""
         self.token = token
         """When set, REST requests without ``Authorization: Bot <token>`` get a 401."""
         self.identify_close_code = identify_close_code
@@ -585,7 +596,19 @@ class FakeDiscordAPI:
     ) -> web.Response:
         channel_id = parts[1]
         if method == "POST" and len(parts) == 3:
-            payload = self._posted_message(channel_id, recorded.body)
+            body = recorded.body or {}
+            nonce = body.get("nonce") if body.get("enforce_nonce") else None
+            # One bot token here, so the author is always the bot; the key keeps its place.
+            seen = (channel_id, str(BOT_ID), str(nonce))
+            if nonce is not None:
+                earlier = self._nonces.get(seen)
+                if earlier is not None and time.monotonic() - earlier[0] < self.nonce_window:
+                    self.nonce_repeats.append(recorded)
+                    return _json(earlier[1])
+            payload = self._posted_message(channel_id, body)
+            if nonce is not None:
+                payload["nonce"] = str(nonce)
+                self._nonces[seen] = (time.monotonic(), payload)
             self.messages[int(payload["id"])] = (channel_id, payload["content"])
             return _json(payload)
         if method == "PATCH" and len(parts) == 4:

@@ -3,8 +3,13 @@
 Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the query string, a form
 body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
 (a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
-``assistant.threads.setStatus``, ``conversations.replies`` (by ``latest``, ``limit`` and
-``cursor``, from ``replies``) and ``users.info`` (from ``users``); every call is recorded.
+``assistant.threads.setStatus``, ``conversations.replies`` (by ``latest``, ``oldest``,
+``limit`` and ``cursor``, from ``replies`` and the bot's posts in the thread),
+``conversations.history`` (the channel's top-level posts of the bot, newest first, by the
+same arguments) and ``users.info`` (from ``users``); every call is recorded. A post keeps its
+``metadata``, which the two reads return only with ``include_all_metadata``, as Slack does;
+``posted(channel)`` lists the bot's messages there as the reads would show them. A posted
+message's ``ts`` counts from 1700000000, or from ``clock()`` when one is given.
 Errors are scripted per method for the next calls: a 429 with ``Retry-After``, Slack's
 ``ok: false``, a 5xx (``status``), or a connection reset (``reset_next``); with ``land=True``
 the call is carried out before it fails, as a timeout after the request landed would.
@@ -47,6 +52,7 @@ import json
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -175,7 +181,9 @@ ALL_SCOPES = (
 class FakeSlack:
     """See the module docstring. ``base_url`` ends with a slash, as the SDK requires."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] | None = None) -> None:
+        self._clock = clock
+        self._posts: dict[tuple[str, str], dict[str, Any]] = {}
         self.command_responses: list[tuple[str, dict[str, Any]]] = []
         """What was posted to slash commands' response URLs: (envelope id, body)."""
         self._state = _State()
@@ -248,6 +256,14 @@ class FakeSlack:
     def fail_upload(self, status: int = 500, *, times: int = 1) -> None:
         """Answer the next ``times`` posts to an upload URL with ``status``."""
         self._upload_failures.extend([status] * times)
+
+    def posted(self, channel: str) -> list[dict[str, Any]]:
+        """The bot's messages in ``channel`` (threads too) as Slack keeps them, oldest first."""
+        return [
+            {**message, "text": self.messages[key]}
+            for key, message in sorted(self._posts.items())
+            if key[0] == channel and key in self.messages
+        ]
 
     def visible(self, channel: str) -> list[str]:
         """The texts of the bot's messages in ``channel`` as they show now, oldest first."""
@@ -356,9 +372,7 @@ class FakeSlack:
             url = f"ws://127.0.0.1:{self.port}/link/?ticket={uuid.uuid4()}"
             return {"ok": True, "url": url}
         if method == "chat.postMessage":
-            ts = f"1700000000.{next(self._ts):06d}"
-            self.messages[(str(args.get("channel")), ts)] = str(args.get("text"))
-            return {"ok": True, "channel": args.get("channel"), "ts": ts, "message": {"ts": ts}}
+            return self._post_message(args)
         if method == "chat.update":
             self.messages[(str(args.get("channel")), str(args.get("ts")))] = str(args.get("text"))
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
@@ -368,6 +382,8 @@ class FakeSlack:
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "conversations.replies":
             return self._replies(args)
+        if method == "conversations.history":
+            return self._history(args)
         if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
             return self._shared_file_call(method, args)
         if method in ("reactions.add", "assistant.threads.setStatus"):
@@ -379,11 +395,58 @@ class FakeSlack:
             return {"ok": True, "user": {"id": args.get("user"), "profile": profile}}
         return {"ok": False, "error": "unknown_method"}
 
+    def _post_message(self, args: dict[str, Any]) -> dict[str, Any]:
+        base = 1700000000 if self._clock is None else int(self._clock())
+        ts = f"{base}.{next(self._ts):06d}"
+        channel = str(args.get("channel"))
+        self.messages[(channel, ts)] = str(args.get("text"))
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "ts": ts,
+        }
+        if args.get("thread_ts"):
+            message["thread_ts"] = str(args["thread_ts"])
+        meta = args.get("metadata")
+        if isinstance(meta, str):  # a form body carries it as JSON
+            meta = json.loads(meta)
+        if isinstance(meta, dict):
+            message["metadata"] = meta
+        self._posts[(channel, ts)] = message
+        return {"ok": True, "channel": channel, "ts": ts, "message": {**message, "text": ""}}
+
+    def _shown(self, message: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+        """``message`` as a read returns it: metadata only when asked for."""
+        if str(args.get("include_all_metadata", "")).lower() in ("1", "true"):
+            return message
+        return {k: v for k, v in message.items() if k != "metadata"}
+
+    def _history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The channel's top-level messages, newest first, paged like ``_replies``."""
+        channel = str(args.get("channel"))
+        messages = [
+            self._shown(m, args)
+            for m in self.posted(channel)
+            if m.get("thread_ts") in (None, m["ts"])
+        ]
+        return self._page(list(reversed(messages)), args)
+
     def _replies(self, args: dict[str, Any]) -> dict[str, Any]:
         """A thread, oldest first, as Slack pages it: only messages before ``latest`` and
         after ``oldest`` (and at them with ``inclusive``), ``limit`` per page, the next page
-        by ``cursor``."""
-        messages = self.replies.get(str(args.get("ts")), [])
+        by ``cursor``. The thread is ``replies``' messages and the bot's posts in it."""
+        thread = str(args.get("ts"))
+        channel = str(args.get("channel"))
+        posted = [
+            self._shown(m, args)
+            for m in self.posted(channel)
+            if m.get("thread_ts") == thread or m["ts"] == thread
+        ]
+        messages = sorted([*self.replies.get(thread, []), *posted], key=lambda m: float(m["ts"]))
+        return self._page(messages, args)
+
+    def _page(self, messages: list[dict[str, Any]], args: dict[str, Any]) -> dict[str, Any]:
         latest = args.get("latest")
         if latest is not None:
             inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")

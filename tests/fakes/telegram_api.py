@@ -35,6 +35,17 @@ compressed body, or a hostile one).
 server take each download and answer it only once the returned event is set (a slow or stuck
 file server), counting the requests waiting in ``downloads_held``.
 
+Webhook: ``setWebhook`` registers a URL (with its ``secret_token``); from then on the queued
+updates are POSTed there one at a time, in order, as JSON with the
+``X-Telegram-Bot-Api-Secret-Token`` header, and each is forgotten once answered 200; any other
+answer (or no connection) is kept as ``last_error_message`` in Telegram's words and the update
+is POSTed again after ``webhook_retry_delay`` seconds, as Telegram does. ``webhook_posts``
+lists every POST as (update id, status; 0: no connection). ``getUpdates`` is refused with 409
+while a webhook is set; ``deleteWebhook`` ends the deliveries (``drop_pending_updates``
+forgets the queue). ``post_to_webhook`` makes one POST as anyone could, with any secret.
+``webhook_forward``, when set, is where the POSTs really go: the reverse proxy in front of
+botd that the public (https) URL reaches.
+
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
 with its caption; ``uploads`` lists the files that went through, in order.
@@ -43,14 +54,17 @@ with its caption; ``uploads`` lists the files that went through, in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from http import HTTPStatus
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from .faults import Outage, reset
@@ -281,6 +295,16 @@ class FakeTelegramAPI:
         """Paths of the downloads held (``hold_downloads``), in the order they came."""
         self._download_gate: asyncio.Event | None = None
         self.uploads: list[Upload] = []
+        self.webhook_secret = ""
+        self.webhook_max_connections = 0
+        self.webhook_retry_delay = 0.05
+        """Seconds before an update the webhook did not take is POSTed again."""
+        self.webhook_posts: list[tuple[int, int]] = []
+        """Every POST to the webhook: (update id, HTTP status; 0 when no connection)."""
+        self.last_error_message = ""
+        self.webhook_forward: str | None = None
+        """Where the POSTs go instead of the URL set (None: to it)."""
+        self._webhook_task: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -296,6 +320,7 @@ class FakeTelegramAPI:
 
     async def __aexit__(self, *exc: object) -> None:
         self._closing.set()
+        await self._stop_webhook()
         if self._download_gate is not None:
             self._download_gate.set()  # held downloads end with the server
         self._notify()
@@ -628,12 +653,83 @@ class FakeTelegramAPI:
         return True
 
     async def _api_getWebhookInfo(self, params: dict[str, Any]) -> Any:
-        return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": 0}
+        info: dict[str, Any] = {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._updates) if self.webhook_url else 0,
+        }
+        if self.webhook_url and self.webhook_max_connections:
+            info["max_connections"] = self.webhook_max_connections
+        if self.last_error_message:
+            info["last_error_date"] = int(time.time())
+            info["last_error_message"] = self.last_error_message
+        return info
 
-    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        url = str(params.get("url") or "")
+        if not url:
+            return await self._api_deleteWebhook(params)
+        await self._stop_webhook()
+        self.webhook_url = url
+        self.webhook_secret = str(params.get("secret_token") or "")
+        self.webhook_max_connections = int(params.get("max_connections") or 40)
+        self.last_error_message = ""
+        self._webhook_task = asyncio.create_task(self._deliver_to_webhook())
         return True
 
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        await self._stop_webhook()
+        self.webhook_url = ""
+        if str(params.get("drop_pending_updates", "")).lower() in ("1", "true"):
+            self._updates.clear()
+        return True
+
+    async def _stop_webhook(self) -> None:
+        task, self._webhook_task = self._webhook_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def post_to_webhook(self, update: dict[str, Any], secret: str | None) -> int:
+        """POST ``update`` to the registered webhook once, with ``secret`` as the secret token
+        header (None: no header); the answer's status."""
+        headers = {} if secret is None else {"X-Telegram-Bot-Api-Secret-Token": secret}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                self.webhook_forward or self.webhook_url, json=update, headers=headers
+            ) as response,
+        ):
+            return response.status
+
+    async def _deliver_to_webhook(self) -> None:
+        """Telegram's side of a webhook: each queued update POSTed until answered 200."""
+        while True:
+            await self._wait_until(lambda: bool(self._updates))
+            update = self._updates[0]
+            try:
+                status = await self.post_to_webhook(update, self.webhook_secret or None)
+            except aiohttp.ClientError as exc:
+                status, self.last_error_message = 0, f"Connection refused ({exc})"
+            self.webhook_posts.append((int(update["update_id"]), status))
+            if status == 200:
+                if self._updates and self._updates[0] is update:
+                    self._updates.pop(0)
+            elif status:
+                reason = HTTPStatus(status).phrase
+                self.last_error_message = f"Wrong response from the webhook: {status} {reason}"
+            self._notify()
+            if status != 200:
+                await asyncio.sleep(self.webhook_retry_delay)  # Telegram's pause before again
+
     async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook_url:
+            return ScriptedError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         if self.stalls > 0:
             # A long poll accepted and never answered (a dead proxy, a black-holed route).
             self.stalls -= 1

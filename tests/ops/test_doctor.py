@@ -321,6 +321,33 @@ async def test_telegram_webhook_and_privacy_hints(tmp_path: Path) -> None:
     report.line_with("privacy mode off")
 
 
+async def test_telegram_webhook_mode_compares_what_telegram_has_set(tmp_path: Path) -> None:
+    hook = "https://bot.example.org/telegram"
+    extra = f"    mode: webhook\n    webhook_url: {hook}\n    webhook_secret: ${{T_HOOK}}\n"
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        config = write_config(tmp_path, telegram=telegram.base_url, extra=extra)
+        report = await doctor(config, tmp_path, T_HOOK="hook-Secret_9")
+        assert report.status == 1
+        line = report.line_with("telegram: the webhook set is")
+        assert line.startswith("✗")
+        assert f"none, not channels.telegram.webhook_url ({hook})" in line
+
+        telegram.webhook_url = "https://elsewhere.example.org/x"
+        report = await doctor(config, tmp_path, T_HOOK="hook-Secret_9")
+        assert "is https://elsewhere.example.org/x, not" in report.line_with("webhook set is")
+
+        telegram.webhook_url = hook
+        telegram.push_text(777, "waiting")
+        telegram.last_error_message = "Wrong response from the webhook: 502 Bad Gateway"
+        report = await doctor(config, tmp_path, T_HOOK="hook-Secret_9")
+        line = report.line_with("last delivery failed")
+        assert line.startswith("✗") and "502 Bad Gateway" in line and "1 update(s)" in line
+
+        telegram.last_error_message = ""
+        report = await doctor(config, tmp_path, T_HOOK="hook-Secret_9")
+        assert report.line_with(f"telegram: webhook {hook} set").startswith("✓")
+
+
 async def test_telegram_server_trouble_and_dropped_connection(tmp_path: Path) -> None:
     async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
         config = write_config(tmp_path, telegram=telegram.base_url)

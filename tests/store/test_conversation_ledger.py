@@ -86,5 +86,7 @@ async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_se
     assert [e.id for e in plan.entries] == [going_on]
     assert set(plan.resumed_turns) == {going_on}  # its run goes on from its transcript
     assert [p.id for p in plan.unsent] == [unconfirmed]  # a finished run's: sent at release
-    assert [p.id for p in await ledger.unconfirmed_pieces()] == [unconfirmed]
+    (waiting,) = await ledger.unconfirmed_pieces()
+    assert waiting.id == unconfirmed
+    assert waiting.written_at > 0  # when it was written: a keyed resend's look-back starts there
     assert cut not in [p.id for p in plan.unsent]  # superseded: its run makes it again

@@ -5,7 +5,9 @@ conversations (a DM per user, a guild channel, a thread of its own), drops its o
 and, unless ``allow_bots``, other bots', and gives each message its id as the dedupe key, so
 the router drops a gateway replay, after a restart too. Outbound Markdown is rendered for
 Discord and split under 2000 characters and 17 lines a message; mentions are limited to
-users, so model output never pings @everyone, @here or a role.
+users, so model output never pings @everyone, @here or a role. Each message of a reply piece
+carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord answers a send of
+it again (a retry, a resend after a crash) with the message it already made.
 
 discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
 attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -38,6 +41,7 @@ from botd.channels.base import (
     OutboundFile,
     PlatformLink,
     UntilAccepted,
+    sending,
     without_mention,
 )
 from botd.channels.discord.commands import (
@@ -53,7 +57,7 @@ from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.errors import ChannelError, ChannelStartError
-from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from botd.chat import Attachment, Capabilities, InboundMessage, MessageKey, MessageRef, Target
 from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
 from botd.text.markup import RenderedChunk
@@ -67,6 +71,11 @@ CHANNEL = "discord"
 TEXT_LIMIT = 2000
 LINE_LIMIT = 17
 UPLOAD_LIMIT = 10 * 1024 * 1024
+NONCE_WINDOW = 120.0
+"""Seconds within which a reply piece sent again is recognised by its nonce: Discord returns
+the message a create with the same nonce made "in the past few minutes" (``enforce_nonce``)
+instead of a new one. Two minutes stays safely inside that; past it, a piece a crash left
+unconfirmed is treated as on Telegram."""
 MESSAGE_CONTENT_INTENT_HELP = (
     'enable "Message Content Intent" for this bot in the Discord developer portal '
     "(Applications > your app > Bot > Privileged Gateway Intents)"
@@ -175,6 +184,7 @@ class DiscordAdapter:
         markup=MARKDOWN,
         line_limit=LINE_LIMIT,
         caption_limit=TEXT_LIMIT,
+        resend_window=NONCE_WINDOW,
     )
 
     def __init__(
@@ -535,12 +545,18 @@ class DiscordAdapter:
         self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
     ) -> list[MessageRef]:
         channel = self._channel(target)
+        key = sending.get()
         refs: list[MessageRef] = []
-        for chunk in chunks:
+        for number, chunk in enumerate(chunks):
+            # A reply piece's message carries a nonce of its own, the same in every retry
+            # and after a restart: Discord answers a repeat with the message it made.
+            nonce = _nonce(key, number)
             try:
                 with _refusals("send"):
                     if reply_to is None:
-                        sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+                        sent = await channel.send(
+                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, nonce=nonce
+                        )
                     else:
                         reference = discord.MessageReference(
                             message_id=int(reply_to),
@@ -548,7 +564,10 @@ class DiscordAdapter:
                             fail_if_not_exists=False,
                         )
                         sent = await channel.send(
-                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                            chunk.text,
+                            allowed_mentions=ALLOWED_MENTIONS,
+                            reference=reference,
+                            nonce=nonce,
                         )
             except DiscordError as exc:
                 if exc.status == 403:  # a slash command's user is told, if any
@@ -575,10 +594,12 @@ class DiscordAdapter:
         chunks = self._chunks(caption) if caption.strip() else []
         content = chunks[0].text if chunks else None
         attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
+        key = sending.get()
+        nonce = _nonce(key, 0)
         with _refusals("upload"):
             if target.reply_to_id is None:
                 sent = await channel.send(
-                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS
+                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS, nonce=nonce
                 )
             else:
                 reference = discord.MessageReference(
@@ -587,7 +608,11 @@ class DiscordAdapter:
                     fail_if_not_exists=False,
                 )
                 sent = await channel.send(
-                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS, reference=reference
+                    content,
+                    file=attachment,
+                    allowed_mentions=ALLOWED_MENTIONS,
+                    reference=reference,
+                    nonce=nonce,
                 )
         return [MessageRef(target, str(sent.id))]
 
@@ -627,6 +652,12 @@ class DiscordAdapter:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
         with _refusals("typing"):
             await self._channel(target).typing()
+
+
+def _nonce(key: MessageKey | None, part: int) -> str | int:
+    """The nonce of a message: its key's token for a reply piece's message, else a random
+    one (as discord.py picks by itself)."""
+    return secrets.randbits(64) if key is None else key.token(part)
 
 
 def _thread_name(text: str, sender: str) -> str:

@@ -21,8 +21,10 @@ not in brings the thread's earlier messages along as context (``threads``). A se
 whose message brings no name is looked up once an hour (``names``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
-with ``chat.postMessage``. Mentions that notify a whole channel or user group (``<!channel>``,
-``<!here>``, ``<!everyone>``, ``<!subteam^…>``) are posted as plain text (``@channel``) unless
+with ``chat.postMessage``, a reply piece's messages tagged with its key as metadata and
+looked for before a piece a crash left unconfirmed is posted again (``sent``). Mentions that
+notify a whole channel or user group (``<!channel>``, ``<!here>``, ``<!everyone>``,
+``<!subteam^…>``) are posted as plain text (``@channel``) unless
 ``allow_mass_mentions`` is set, and nothing is posted with ``link_names``, so text the model was
 made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
 are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -54,12 +57,20 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from ...bounded import Recent
 from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ...retry import retry_after
-from ..base import InboundSink, OutboundFile, PlatformLink, UntilAccepted, without_mention
+from ..base import (
+    InboundSink,
+    OutboundFile,
+    PlatformLink,
+    UntilAccepted,
+    sending,
+    without_mention,
+)
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .inbound_media import slack_attachments, slack_download
 from .markup import MRKDWN, defuse_mass_mentions
 from .names import SenderNames
+from .sent import metadata, posted_pieces
 from .socket_mode import SocketWatch
 from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
@@ -93,7 +104,10 @@ class SlackAdapter:
     """See the module docstring."""
 
     name = "slack"
-    capabilities = Capabilities(text_limit=TEXT_LIMIT, markup=MRKDWN, caption_limit=TEXT_LIMIT)
+    # A reply piece is tagged with its key and looked for before it is posted again.
+    capabilities = Capabilities(
+        text_limit=TEXT_LIMIT, markup=MRKDWN, caption_limit=TEXT_LIMIT, resend_window=math.inf
+    )
 
     def __init__(
         self,
@@ -423,11 +437,23 @@ class SlackAdapter:
     # --- outbound -----------------------------------------------------------------------------
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
-        """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal."""
+        """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal.
+
+        A reply piece's messages carry its key as metadata (``sent``); one a crash left
+        unconfirmed is looked for first, and a message found is returned, not posted again.
+        """
         thread_ts = self._thread_for(target)
         posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        key = sending.get()
+        found: dict[str, str] = {}
+        if key is not None and key.piece.unconfirmed:
+            found = await self._posted_pieces(target.chat_id, thread_ts, key.piece.written_at)
         refs: list[MessageRef] = []
-        for text in self._render(markdown):
+        for number, text in enumerate(self._render(markdown)):
+            tag = None if key is None else metadata(key, number)
+            if tag is not None and tag["event_payload"]["piece"] in found:
+                refs.append(MessageRef(posted_to, found[tag["event_payload"]["piece"]]))
+                continue
             try:
                 response = await self._call(
                     "chat.postMessage",
@@ -437,6 +463,7 @@ class SlackAdapter:
                     thread_ts=thread_ts,
                     mrkdwn=True,
                     link_names=False,
+                    metadata=tag,
                 )
             except SlackError as exc:
                 if exc.error in NOT_A_MEMBER:  # a slash command's user is told, if any
@@ -444,6 +471,24 @@ class SlackAdapter:
                 raise
             refs.append(MessageRef(posted_to, str(response["ts"])))
         return refs
+
+    async def _posted_pieces(
+        self, channel: str, thread_ts: str | None, written_at: float | None
+    ) -> dict[str, str]:
+        """The tagged reply messages where a piece written at ``written_at`` went. A look-up
+        Slack refuses for good (a missing ``*:history`` scope) finds nothing, with a
+        warning: the piece is posted again, as on a platform without look-ups."""
+        try:
+            return await posted_pieces(self._call, self.client, channel, thread_ts, written_at)
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            log.warning(
+                "slack: could not look for an unconfirmed reply in %s (%s); posting it again",
+                channel,
+                exc,
+            )
+            return {}
 
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""

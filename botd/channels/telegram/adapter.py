@@ -17,6 +17,13 @@ waits a bounded time and confirms only what was handled.) The handled offset is 
 parts of an album, and of a long text the app split (``pastes``), share an album id:
 the sessions answer them as one.
 
+With ``mode="webhook"`` Telegram POSTs the updates instead (``webhook``): at start botd
+listens, then registers ``webhook_url`` with ``setWebhook`` (its secret token, the same
+updates as polling, one connection at a time); each update goes through the same handlers and
+is answered 200 only once it was accepted, 503 when not (Telegram sends it again). At
+shutdown botd stops listening and leaves the webhook set, so what comes meanwhile waits with
+Telegram for the next start.
+
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
 while running is reported through ``on_down``, and the daemon restarts the channel); whether
@@ -37,7 +44,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
@@ -76,6 +83,7 @@ from .inbound_media import MEDIA, telegram_attachments, telegram_download
 from .markup import HTML
 from .menu import publish_commands
 from .pastes import SplitPastes
+from .webhook import WebhookServer
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -256,7 +264,21 @@ class TelegramAdapter:
         on_down: Callable[[str], None] | None = None,
         command_menu: bool = True,
         link: PlatformLink | None = None,
+        mode: Literal["polling", "webhook"] = "polling",
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
     ) -> None:
+        """``listen``: (host, port, path) the webhook server takes Telegram's POSTs on."""
+        if mode == "webhook" and not (webhook_url and webhook_secret):
+            raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
+        self._mode = mode
+        self._webhook_url = webhook_url
+        self._webhook_secret = webhook_secret or ""
+        self._listen = listen
+        self._webhook: WebhookServer | None = None
+        self._refused: set[int] = set()
+        """Updates whose message the sink did not take (webhook mode answers them 503)."""
         self._token = token
         self._link = link or PlatformLink()
         self._command_menu = command_menu
@@ -309,23 +331,69 @@ class TelegramAdapter:
         try:
             await app.initialize()
             await app.start()
-            assert app.updater is not None
-            await app.updater.start_polling(
-                timeout=self._poll_timeout,
-                allowed_updates=list(ALLOWED_UPDATES),
-                error_callback=self._on_polling_error,
-            )
+            if self._mode == "webhook":
+                await self._start_webhook(bot)
+            else:
+                assert app.updater is not None
+                await app.updater.start_polling(
+                    timeout=self._poll_timeout,
+                    allowed_updates=list(ALLOWED_UPDATES),
+                    error_callback=self._on_polling_error,
+                )
         except TelegramError as exc:
             await self.stop()
             raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
+        except OSError as exc:  # the webhook's port is taken or not ours to listen on
+            await self.stop()
+            host, port, _ = self._listen
+            raise TelegramStartError(
+                "start", f"cannot listen for the webhook on {host}:{port}: {exc.strerror or exc}"
+            ) from exc
         except BaseException:
             await self.stop()
             raise
-        log.info("telegram[%s]: polling as @%s", self.account_id, bot.username)
+        how = "polling" if self._mode == "polling" else f"webhook {self._webhook_url}"
+        log.info("telegram[%s]: %s as @%s", self.account_id, how, bot.username)
         if self._command_menu:
             self._menu_task = asyncio.create_task(
                 publish_commands(bot, self.account_id), name=f"telegram[{self.account_id}]:menu"
             )
+
+    async def _start_webhook(self, bot: _PollingBot) -> None:
+        """Listen, then have Telegram POST the updates here (``setWebhook``)."""
+        host, port, path = self._listen
+        server = WebhookServer(
+            self._on_webhook_update, secret=self._webhook_secret, host=host, port=port, path=path
+        )
+        await server.start()
+        self._webhook = server
+        assert self._webhook_url is not None
+        await bot.set_webhook(
+            self._webhook_url,
+            secret_token=self._webhook_secret,
+            allowed_updates=list(ALLOWED_UPDATES),
+            max_connections=1,  # one update at a time, in order, as polling hands them on
+        )
+        self._link.reachable()
+
+    @property
+    def webhook_port(self) -> int | None:
+        """The port the webhook server listens on, once started (None: polling)."""
+        return None if self._webhook is None else self._webhook.port
+
+    async def _on_webhook_update(self, data: dict[str, Any]) -> bool:
+        """One update Telegram POSTed: through the handlers; True when nothing of it was
+        refused (accepted, or not a message botd takes)."""
+        app, bot = self._app, self._bot
+        if app is None or bot is None or self._sink is None:
+            return False  # stopping: Telegram sends it again to the next start
+        update = Update.de_json(data, bot)
+        self._refused.discard(update.update_id)
+        await app.process_update(update)
+        if update.update_id in self._refused:
+            self._refused.discard(update.update_id)
+            return False
+        return True
 
     def _poll_backoff(self) -> Backoff:
         """Waits between failed polls: doubling from the first delay to the cap, jittered."""
@@ -333,12 +401,19 @@ class TelegramAdapter:
         return Backoff(first, factor=2.0, cap=cap, jitter=0.5)
 
     async def stop_inbound(self) -> None:
-        """Stop polling; updates not fetched yet stay with Telegram for the next start."""
+        """Stop polling (or listening for the webhook); updates not fetched (not answered)
+        yet stay with Telegram for the next start."""
+        webhook, self._webhook = self._webhook, None
+        if webhook is not None:
+            await webhook.stop()
         app = self._app
         if app is not None and app.updater is not None and app.updater.running:
             await app.updater.stop()
 
     async def stop(self) -> None:
+        webhook, self._webhook = self._webhook, None
+        if webhook is not None:
+            await webhook.stop()
         menu, self._menu_task = self._menu_task, None
         if menu is not None:
             menu.cancel()
@@ -383,6 +458,8 @@ class TelegramAdapter:
             await self._deliver(message, chat_id, thread_id, key, reply)
         except Exception:
             bot.handled(update.update_id, ok=False)  # not accepted: ask for it again
+            if self._mode == "webhook":
+                self._refused.add(update.update_id)
             raise
         bot.handled(update.update_id, ok=True)
 
@@ -455,7 +532,7 @@ class TelegramAdapter:
         if bot is None:
             return
         bot.handled(update.update_id)
-        if self._offsets is not None:
+        if self._offsets is not None and self._mode == "polling":
             self._offsets.set_offset_soon(CHANNEL, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -1,8 +1,9 @@
 """The doctor's live probe of a Telegram bot: read-only requests only.
 
 ``getMe`` (401 is a rejected token, 404 a wrong ``api_base_url``) and ``getWebhookInfo`` (a
-webhook conflicts with polling), and whether privacy mode hides group messages the config
-wants. URLs are named without tokens.
+webhook conflicts with polling; in webhook mode the one set must be ``webhook_url``, and
+Telegram's last delivery error and the updates waiting are shown), and whether privacy mode
+hides group messages the config wants. URLs are named without tokens.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ async def probe(client: httpx.AsyncClient, section: Any) -> list[Check]:
     info = hook.field("result")
     if hook.status != 200 or not isinstance(info, dict):
         checks.append(_telegram_trouble("telegram.webhook", "getWebhookInfo", base, hook))
+    elif getattr(section, "mode", "polling") == "webhook":
+        checks.append(_webhook_check(section, info))
     elif info.get("url"):
         # Telegram refuses getUpdates while a webhook is set; botd's polling deletes it when
         # it starts, which takes the updates away from whatever receives them there.
@@ -81,6 +84,32 @@ async def probe(client: httpx.AsyncClient, section: Any) -> list[Check]:
         checks.append(passed("telegram.webhook", "telegram: no webhook set (polling works)"))
     checks.append(_telegram_privacy(section, result))
     return checks
+
+
+def _webhook_check(section: Any, info: dict[str, Any]) -> Check:
+    """Webhook mode: what Telegram has set against ``webhook_url``, in one line."""
+    wanted, now = str(section.webhook_url), str(info.get("url") or "")
+    waiting = int(info.get("pending_update_count") or 0)
+    error = str(info.get("last_error_message") or "")
+    if now != wanted:
+        return failed(
+            "telegram.webhook",
+            f"telegram: the webhook set is {now or 'none'}, not channels.telegram.webhook_url "
+            f"({wanted}); {waiting} update(s) waiting",
+            "botd sets it when it starts (setWebhook); if another program set it since, "
+            "stop that program, then restart botd",
+        )
+    if error:
+        return failed(
+            "telegram.webhook",
+            f"telegram: webhook {wanted} set, but Telegram's last delivery failed: {error}; "
+            f"{waiting} update(s) waiting",
+            "check that botd runs and that the URL reaches channels.telegram.listen "
+            "(the reverse proxy's TLS and forwarding)",
+        )
+    return passed(
+        "telegram.webhook", f"telegram: webhook {wanted} set; {waiting} update(s) waiting"
+    )
 
 
 def _telegram_trouble(name: str, method: str, base: str, answer: Answer) -> Check:

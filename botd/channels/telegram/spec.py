@@ -7,12 +7,13 @@ and the spec names the extra that installs it (``pip install 'botd[telegram]'``)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
-from ...config.schema import ChatChannelSection
-from ...config.secrets import Secret
+from ...config.schema import ChatChannelSection, Section
+from ...config.secrets import OptionalSecret, Secret
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
@@ -30,6 +31,15 @@ def _without_bot_suffix(url: str) -> str:
     return url.rstrip("/").removesuffix("/bot")
 
 
+class TelegramListen(Section):
+    """Where the webhook server listens (``mode: webhook``); a reverse proxy that ends TLS
+    for ``webhook_url`` forwards to it."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8443, ge=0, le=65535)
+    path: str = Field(default="/telegram", pattern=r"^/")
+
+
 class TelegramSection(ChatChannelSection):
     platform_text_limit = 4096  # the adapter's Capabilities.text_limit
     token: Secret
@@ -40,6 +50,26 @@ class TelegramSection(ChatChannelSection):
     command_menu: bool = True
     """At start, make the bot's command menu (what a user sees on typing ``/``) list botd's
     chat commands; false leaves the menu as set with @BotFather."""
+    mode: Literal["polling", "webhook"] = "polling"
+    """``polling`` (getUpdates) or ``webhook`` (Telegram POSTs to ``webhook_url``)."""
+    webhook_url: str | None = Field(default=None, validate_default=True)
+    """The public HTTPS URL registered with ``setWebhook`` (``mode: webhook``)."""
+    webhook_secret: OptionalSecret = Field(default=None, validate_default=True)
+    """Sent as ``secret_token`` to ``setWebhook``; a request without it is refused (403).
+    1 to 256 of ``A-Z a-z 0-9 _ -`` (Telegram's rule)."""
+    listen: TelegramListen = TelegramListen()
+
+    @field_validator("webhook_url", "webhook_secret")
+    @classmethod
+    def _webhook_needs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("mode") == "webhook" and not value:
+            raise ValueError(f"mode webhook needs {info.field_name}")
+        if info.field_name == "webhook_url" and value and not value.startswith("https://"):
+            raise ValueError("Telegram sends updates only to an https:// URL")
+        secret = info.field_name == "webhook_secret" and value is not None
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", str(value)):
+            raise ValueError("Telegram takes 1 to 256 of A-Z, a-z, 0-9, _ and - here")
+        return value
 
 
 def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapter:
@@ -54,6 +84,10 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         command_menu=section.command_menu,
         on_down=context.down_reporter("telegram"),
         link=context.link("telegram"),
+        mode=section.mode,
+        webhook_url=section.webhook_url,
+        webhook_secret=section.webhook_secret,
+        listen=(section.listen.host, section.listen.port, section.listen.path),
     )
 
 
@@ -68,7 +102,7 @@ SPEC = ChannelSpec(
     section=TelegramSection,
     factory=_adapter,
     requirement="botd[telegram]",
-    modules=("telegram",),
+    modules=("telegram", "aiohttp"),
     chat_kind=targets.chat_kind,
     targets=targets.TARGET_FORM,
     probe=_probe,

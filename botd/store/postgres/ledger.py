@@ -489,7 +489,7 @@ class LedgerStore(PostgresBase):
 
         async def read(conn: Conn) -> list[OutboxEntry]:
             cur = await conn.execute(
-                "SELECT id, anchor, seq, kind, target, text, media FROM outbox "
+                "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
                 "WHERE state = 'pending' ORDER BY id"
             )
             entries = []
@@ -505,6 +505,7 @@ class LedgerStore(PostgresBase):
                         text=str(row[5]),
                         media=media,
                         audio_as_voice=voice,
+                        written_at=float(row[7]),
                     )
                 )
             return entries

@@ -93,7 +93,7 @@ class OutboxStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT id, anchor, seq, kind, target, text, media FROM outbox "
+                "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
                 "WHERE state = 'pending' ORDER BY id"
             )
             .fetchall()
@@ -111,6 +111,7 @@ class OutboxStore(DeferredWrites):
                     text=str(row[5]),
                     media=media,
                     audio_as_voice=voice,
+                    written_at=float(row[7]),
                 )
             )
         return entries
