@@ -11,7 +11,7 @@ from botd.chat import InboundMessage
 from botd.config import parse_config
 from botd.conversation import Conversations
 from botd.store import Store
-from tests.conversation.test_sessions import ListSink, settings
+from tests.conversation.harness import ListSink, settings
 
 BASE = """
 channels:

@@ -21,7 +21,7 @@ from botd.conversation import Conversations
 from botd.conversation.models import ModelBook, usage_of
 from botd.events import Message
 from botd.store import ModelUsage, Store
-from tests.conversation.test_sessions import ListSink, inbound, settings, settle
+from tests.conversation.harness import ListSink, inbound, settings, settle
 from tests.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD, config_yaml, daemon_running
 from tests.daemon_inprocess import telegram_yaml as telegram_section
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking

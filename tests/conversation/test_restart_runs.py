@@ -14,7 +14,7 @@ from botd.conversation import Conversations
 from botd.ops.logging import LogContext
 from botd.store import DB_FILENAME, Store, StoreError
 from botd.store.schema import MIGRATIONS
-from tests.conversation.test_sessions import ListSink, inbound, settings, settle
+from tests.conversation.harness import ListSink, inbound, settings, settle
 
 
 class RunIds(logging.Handler):

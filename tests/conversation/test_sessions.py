@@ -4,164 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import InboundSink
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.agent.types import ToolSpec
+from botd.chat import InboundMessage
 from botd.cli.replay import read_events
-from botd.conversation import Conversations, ResetPolicy, RunHooks, SessionSettings
-from botd.delivery import ChannelDelivery
+from botd.conversation import Conversations, ResetPolicy, RunHooks
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from tests.conversation.harness import (
+    GateTool,
+    ListSink,
+    RecordingProvider,
+    inbound,
+    settings,
+    settle,
+)
 from tests.waiting import until
-
-
-class ListAdapter:
-    """A platform that only records what is posted to it."""
-
-    name = "list"
-    capabilities = Capabilities(text_limit=100_000, markdown="plain")
-
-    def __init__(self, sink: ListSink) -> None:
-        self.sink = sink
-
-    async def start(self, sink: InboundSink) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
-        self.sink.posts.append((target.chat_id, markdown))
-        self.sink.arrived.set()
-        return [MessageRef(target, str(len(self.sink.posts)))]
-
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
-        return None
-
-    async def react(self, ref: MessageRef, emoji: str) -> None:
-        return None
-
-    async def typing(self, target: Target) -> None:
-        return None
-
-
-class ListSink(ChannelDelivery):
-    """Collects what would be posted, per chat (the real delivery over a recording adapter)."""
-
-    def __init__(self, channel: str = "console") -> None:
-        self.posts: list[tuple[str, str]] = []
-        self.arrived = asyncio.Event()
-        super().__init__({channel: ListAdapter(self)})
-
-    def texts(self, chat: str) -> list[str]:
-        return [text for chat_id, text in self.posts if chat_id == chat]
-
-    async def last(self, chat: str, count: int) -> str:
-        """The chat's latest text once it has ``count`` texts (hang-guarded)."""
-        async with asyncio.timeout(30):
-            while len(self.texts(chat)) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-        return self.texts(chat)[-1]
-
-
-class RecordingProvider:
-    """A scripted provider that remembers every request and how many streams run at once."""
-
-    def __init__(self, inner: ScriptedProvider) -> None:
-        self.inner = inner
-        self.name = "recording"
-        self.requests: list[ModelRequest] = []
-        self.active = 0
-        self.peak = 0
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
-        self.requests.append(request)
-        self.active += 1
-        self.peak = max(self.peak, self.active)
-        try:
-            async for item in self.inner.stream(request):
-                yield item
-        finally:
-            self.active -= 1
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def prompts(self) -> list[list[str]]:
-        """The user texts of each request, in order."""
-        return [
-            [
-                "".join(b.text for b in m.blocks() if isinstance(b, TextContent))
-                for m in r.messages
-                if m.role == "user"
-            ]
-            for r in self.requests
-        ]
-
-
-class GateTool:
-    """A tool that waits until released (or cancelled)."""
-
-    def __init__(self) -> None:
-        self.spec = ToolSpec("wait", "Waits for a signal.", {"type": "object", "properties": {}})
-        self.timeout: float | None = None
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.cancelled = False
-
-    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
-        self.started.set()
-        try:
-            await self.release.wait()
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
-        return ToolOutput("released")
-
-
-def inbound(text: str, chat: str = "c1", n: int = 0) -> InboundMessage:
-    return InboundMessage(
-        channel="console",
-        chat_id=chat,
-        sender_id="u1",
-        text=text,
-        message_id=f"{chat}-{n}-{text}",
-        conversation_key=f"console:{chat}",
-        is_direct=True,  # as the console adapter marks its operator's messages
-    )
-
-
-def settings(**overrides: Any) -> SessionSettings:
-    fields: dict[str, Any] = {
-        "loop": LoopConfig(model="scripted"),
-        "subscriber": SubscriberConfig(chunking=ChunkingConfig(1, 4000)),
-    }
-    fields.update(overrides)
-    return SessionSettings(**fields)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
-
-
-async def settle(manager: Conversations) -> None:
-    await asyncio.wait_for(manager.drain(), 30)
 
 
 async def test_a_message_is_answered(store: Store) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
 from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
-from tests.conversation.test_sessions import GateTool
+from tests.conversation.harness import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
 
@@ -132,13 +131,6 @@ def settings(min_chars: int = 4000, **overrides: Any) -> SessionSettings:
     }
     fields.update(overrides)
     return SessionSettings(**fields)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    opened = Store.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 async def stop(manager: Conversations) -> None:

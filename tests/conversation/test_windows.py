@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
@@ -49,12 +45,6 @@ class ManualTimer:
         self.time += seconds
         self._moved.set()
         self._moved = asyncio.Event()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def message(text: str, n: int, album: str | None = None) -> InboundMessage:

@@ -31,7 +31,7 @@ from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
 from botd.store import Store
 from botd.subscriber import BlockReply, PartialReply
-from tests.conversation.test_sessions import settings
+from tests.conversation.harness import settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,

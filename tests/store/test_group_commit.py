@@ -14,8 +14,8 @@ from botd.chat import Target
 from botd.events import Message, TextContent
 from botd.store import Store, StoreWriteError, deferred
 from botd.store.transcripts import UnknownSessionError
-from tests.conversation.test_sessions import inbound
-from tests.store.test_store_degraded import fill_the_disk
+from tests.conversation.harness import inbound
+from tests.store.harness import fill_the_disk
 
 TARGET = Target("console", "c1")
 

@@ -18,7 +18,7 @@ from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
 from botd.store import DB_FILENAME, Store
-from tests.conversation.test_sessions import (
+from tests.conversation.harness import (
     GateTool,
     ListSink,
     RecordingProvider,
