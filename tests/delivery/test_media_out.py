@@ -94,7 +94,6 @@ async def answered(daemon: App, telegram: FakeTelegramAPI, prompt: str = "a cat?
         lambda: any(c.method.startswith("send") for c in telegram.calls[before:]),
         'any(c.method.startswith("send") for c in telegram.calls[before:])',
     )
-    await asyncio.sleep(0.05)
     await run_over(daemon)
     return int(message["message_id"])
 
