@@ -1,6 +1,7 @@
 """What the conversation tests share: a platform that records each post (``ListSink`` over
 the real delivery), a scripted provider that remembers its requests, a tool that waits until
-released, an inbound message and session settings with the tests' defaults."""
+released, a timer the test moves for the album and debounce windows, an inbound message and
+session settings with the tests' defaults."""
 
 from __future__ import annotations
 
@@ -68,6 +69,43 @@ class ListSink(ChannelDelivery):
                 self.arrived.clear()
                 await self.arrived.wait()
         return self.texts(chat)[-1]
+
+
+class ManualTimer:
+    """Time that passes only when the test says so."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+        self.waiting = 0
+        self.looked_at = -1.0
+        """The time a wait last looked at (whether to go on waiting or end)."""
+        self._moved = asyncio.Event()
+
+    def now(self) -> float:
+        return self.time
+
+    async def wait(self, seconds: float, wake: asyncio.Event) -> None:
+        deadline = self.time + seconds
+        self.waiting += 1
+        try:
+            while True:
+                self.looked_at = self.time
+                if self.time >= deadline or wake.is_set():
+                    break
+                moved = self._moved
+                waits = [asyncio.ensure_future(e.wait()) for e in (wake, moved)]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for task in waits:
+                        task.cancel()
+        finally:
+            self.waiting -= 1
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+        self._moved.set()
+        self._moved = asyncio.Event()
 
 
 class RecordingProvider:

@@ -16,6 +16,7 @@ from botd.agent.types import ToolSpec
 from botd.chat import InboundMessage
 from botd.cli.replay import read_events
 from botd.conversation import Conversations, ResetPolicy, RunHooks
+from botd.conversation.queue import ALBUM_WINDOW
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
 from botd.store import Store
@@ -23,6 +24,7 @@ from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import (
     GateTool,
     ListSink,
+    ManualTimer,
     RecordingProvider,
     inbound,
     settings,
@@ -53,13 +55,16 @@ async def test_followup_answers_each_waiting_message_in_order(store: Store) -> N
 async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(queue_mode="followup"), timer=timer)
     parts = [replace(inbound(t, n=n), album="a1") for n, t in enumerate(["look", "", "ok?"])]
     await manager.submit(parts[0])
-    await asyncio.sleep(0.2)  # the next parts come moments later, as a platform sends them
+    await until(lambda: timer.waiting == 1, "the album's first part to wait for the rest")
+    timer.advance(0.2)  # the next parts come moments later, as a platform sends them
     for part in parts[1:]:
         await manager.submit(part)
     await manager.submit(inbound("unrelated", n=9))
+    timer.advance(ALBUM_WINDOW)
     await settle(manager)
     assert provider.prompts()[0][-1] == "look\n\n\n\nok?"
     assert len(provider.requests) == 2  # the album, then the next message on its own
@@ -71,12 +76,15 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Stor
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"), timer=timer)
     await manager.submit(inbound("long task", n=0))
-    await asyncio.sleep(0.05)
+    await until(lambda: provider.requests, "the long task's run to start")
     first, second = (replace(inbound(t, n=n), album="a1") for n, t in ((1, "this"), (2, "and")))
     await manager.submit(first)
     await manager.submit(second)
+    await until(lambda: timer.waiting == 1, "the album to wait for more parts")
+    timer.advance(ALBUM_WINDOW)
     await settle(manager)
     assert provider.prompts()[-1][-1] == "this\n\nand"
 
@@ -84,9 +92,10 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Stor
 async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings())
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(), timer=timer)
     await manager.submit(replace(inbound("look", n=0), album="a1"))
-    await asyncio.sleep(0.05)  # its worker waits for the rest of the album
+    await until(lambda: timer.waiting == 1, "its worker to wait for the rest of the album")
     await manager.submit(inbound("/stop", n=1))
     await settle(manager)
     assert provider.requests == []
@@ -98,7 +107,7 @@ async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="collect"))
     await manager.submit(inbound("first", n=0))
-    await asyncio.sleep(0)  # the first run starts
+    await until(lambda: provider.requests, "the first run to start")
     await manager.submit(inbound("second", n=1))
     await manager.submit(inbound("third", n=2))
     await settle(manager)
@@ -132,7 +141,7 @@ async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="steer"))
     await manager.submit(inbound("first", n=0))
-    await asyncio.sleep(0.01)
+    await until(lambda: provider.requests, "the first run to start")
     await manager.submit(inbound("more", n=1))
     await settle(manager)
     assert sink.texts("c1") == ["You said: first", "You said: more"]
@@ -145,7 +154,7 @@ async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Stor
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
     await manager.submit(inbound("long task", n=0))
-    await asyncio.sleep(0.05)
+    await until(lambda: provider.requests, "the long task's run to start")
     await manager.submit(inbound("never mind", n=1))
     await settle(manager)
     assert sink.texts("c1")[-1] == "You said: never mind"
@@ -539,10 +548,15 @@ async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Stor
     for mode in ("collect", "followup"):
         provider = RecordingProvider(ScriptedProvider())
         sink = ListSink(channel="console")
-        manager = Conversations(store, provider, sink, settings(queue_mode=mode, debounce=1.0))
+        timer = ManualTimer()
+        manager = Conversations(
+            store, provider, sink, settings(queue_mode=mode, debounce=1.0), timer=timer
+        )
         chat = f"burst-{mode}"
         for n, text in enumerate(["hi", "can you", "check the logs"]):
             await manager.submit(inbound(text, chat=chat, n=n))
+            timer.advance(0.5)  # each line half a second after the one before
+        timer.advance(1.0)
         await settle(manager)
         # Without the debounce the first line ran at once and got an answer of its own.
         assert provider.prompts() == [["hi\n\ncan you\n\ncheck the logs"]], mode
@@ -554,10 +568,18 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 ) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="followup", debounce=0.05))
+    timer = ManualTimer()
+    manager = Conversations(
+        store, provider, sink, settings(queue_mode="followup", debounce=1.0), timer=timer
+    )
     await manager.submit(inbound("one", n=0))
+    await until(lambda: timer.waiting == 1, "the first line to wait for more")
+    timer.advance(1.0)
     await settle(manager)
+    timer.advance(0.5)  # "two" comes 1.5 s after "one": past the debounce
     await manager.submit(inbound("two", n=1))
+    await until(lambda: timer.waiting == 1, "the second line to wait for more")
+    timer.advance(1.0)
     await settle(manager)
     assert provider.prompts() == [["one"], ["one", "two"]]
 
@@ -565,9 +587,10 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(debounce=120.0))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(debounce=120.0), timer=timer)
     await manager.submit(inbound("never mind", n=0))
-    await asyncio.sleep(0.05)  # its worker waits for more
+    await until(lambda: timer.waiting == 1, "its worker to wait for more")
     await manager.submit(inbound("/stop", n=1))
     await settle(manager)  # (its hang guard is 30 s: the worker ends with the queue cleared)
     assert provider.requests == []
@@ -576,9 +599,10 @@ async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Stor
 
 async def test_a_shutdown_does_not_wait_out_the_debounce(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
-    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0), timer=timer)
     await manager.submit(await _accepted(store, inbound("later", n=0)))
-    await asyncio.sleep(0.05)  # its worker waits for more
+    await until(lambda: timer.waiting == 1, "its worker to wait for more")
     await asyncio.wait_for(manager.close(grace=60.0), 30)
     assert provider.requests == []
     # Not answered: still in the inbox, for the next start.

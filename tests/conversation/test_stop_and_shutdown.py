@@ -26,6 +26,7 @@ from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
+from tests.waiting import until
 
 HANG_GUARD = 30.0
 CHAT = "c1"
@@ -102,7 +103,7 @@ class HangingProvider:
             yield AssistantStreamEvent(type="text_delta", content_index=0, delta=piece)
         self.said_all.set()
         try:
-            await asyncio.sleep(HANG_GUARD * 10)
+            await asyncio.Event().wait()  # never set: the model hangs until cancelled
         except asyncio.CancelledError:
             self.cancelled = True
             raise
@@ -182,9 +183,8 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Stor
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
 
     stopping = asyncio.create_task(stop(manager))
-    async with asyncio.timeout(HANG_GUARD):  # /stop is taken while "One." is with the platform
-        while not model.cancelled:
-            await asyncio.sleep(0.001)
+    # /stop is taken while "One." is with the platform
+    await until(lambda: model.cancelled, "the run to be cancelled")
     gate.set()
     await asyncio.wait_for(stopping, HANG_GUARD)
 
@@ -204,9 +204,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
 
     stopping = asyncio.create_task(stop(manager))
-    async with asyncio.timeout(HANG_GUARD):
-        while not model.cancelled:
-            await asyncio.sleep(0.001)
+    await until(lambda: model.cancelled, "the run to be cancelled")
     gate.set()
     await asyncio.wait_for(stopping, HANG_GUARD)
 
