@@ -16,6 +16,7 @@ from botd.store import Store, StoreWriteError, deferred
 from botd.store.transcripts import UnknownSessionError
 from tests.conversation.harness import inbound
 from tests.store.harness import fill_the_disk
+from tests.waiting import until
 
 TARGET = Target("console", "c1")
 
@@ -172,9 +173,7 @@ async def test_a_lazy_record_alone_commits_after_the_window(
     store.set_offset("telegram", "default", "9")
     offsets = "SELECT value FROM offsets"
     assert _seen_by_another_connection(store, offsets) == []
-    async with asyncio.timeout(10):
-        while not _seen_by_another_connection(store, offsets):
-            await asyncio.sleep(0.01)
+    await until(lambda: _seen_by_another_connection(store, offsets), "the lazy record committed")
     assert _seen_by_another_connection(store, offsets) == [("9",)]
 
 
