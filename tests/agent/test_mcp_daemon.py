@@ -127,12 +127,13 @@ class Chat:
             self.model.push(stream(*calls, stop_reason="tool_use"))
         self.model.push(stream(text("done")))
         self.telegram.push_text(chat, "use your tools", sender=user(FRIEND))
-        async with asyncio.timeout(HANG_GUARD):
-            while not any(
+        await until(
+            lambda: any(
                 c.params["text"] == "done" and int(c.params["chat_id"]) == chat
                 for c in self.telegram.calls_to("sendMessage", ok_only=True)[answered:]
-            ):
-                await asyncio.sleep(0.02)
+            ),
+            f'"done" in chat {chat}',
+        )
         offered = [tool["name"] for tool in self.model.requests[first].body.get("tools", [])]
         return offered, _tool_results(self.model.requests[-1].body)
 
@@ -355,9 +356,7 @@ async def test_no_server_process_outlives_botd(
                     return False
                 return bool(body.get("components", {}).get("mcp:t") == {"status": "ok"})
 
-            async with asyncio.timeout(HANG_GUARD):
-                while not await loop.run_in_executor(None, up):
-                    await asyncio.sleep(0.1)
+            await until(lambda: loop.run_in_executor(None, up), "the MCP server healthy")
             await until(lambda: len(_pids(children)) == 1, "the server to start its child")
             [server], [child] = _pids(pidfile), _pids(children)
             assert _alive(server) and _alive(child)
