@@ -14,7 +14,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -23,6 +23,16 @@ HANG_GUARD = 60.0
 
 POLL = 0.01
 """Seconds between two looks at a condition."""
+
+
+@overload
+async def until(
+    predicate: Callable[[], Awaitable[T]], what: str, guard: float = HANG_GUARD
+) -> T: ...
+
+
+@overload
+async def until(predicate: Callable[[], T], what: str, guard: float = HANG_GUARD) -> T: ...
 
 
 async def until(

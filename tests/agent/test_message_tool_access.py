@@ -125,11 +125,10 @@ class Bot:
     async def start(self) -> App:
         self.daemon = App(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
+        daemon = self.daemon
         await until(
-            lambda: (
-                not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)
-            ),
-            'not (self.daemon.runtime is None or "telegram" not in self.daemon.runtime.adapters)',
+            lambda: daemon.runtime is not None and "telegram" in daemon.runtime.adapters,
+            "the daemon's telegram adapter running",
         )
         return self.daemon
 

@@ -13,8 +13,9 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import InboundSink
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.channels.base import InboundSink, OutboundFile
+from botd.channels.errors import ChannelError
+from botd.chat import Attachment, Capabilities, DownloadError, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.events import TextContent
@@ -41,8 +42,22 @@ class ListAdapter:
         self.sink.arrived.set()
         return [MessageRef(target, str(len(self.sink.posts)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        return [ref]
+
+    async def stop_inbound(self) -> None:
         return None
+
+    async def delete(self, ref: MessageRef) -> None:
+        return None
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        raise ChannelError(f"{self.name}: file uploads are not supported")
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        raise DownloadError(f"files cannot be fetched from {self.name}")
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         return None
