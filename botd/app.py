@@ -85,7 +85,8 @@ from .ops.ports import listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .scheduler import Scheduler
-from .store import InboundPruner, ModelUsage, Store
+from .store import ConversationLedger, InboundLedger, InboundPruner, ModelUsage, StoreStatus
+from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
     access_policies,
@@ -279,7 +280,7 @@ class Intake:
     scheduler, so one side of that cycle is joined after construction.
     """
 
-    def __init__(self, store: Store, metrics: Metrics) -> None:
+    def __init__(self, store: InboundLedger, metrics: Metrics) -> None:
         self._store = store
         self._metrics = metrics
         self._sessions: Conversations | None = None
@@ -410,8 +411,8 @@ class Toolbox:
             return narrow(chosen, rule.tools)
         return chosen
 
-    def jobs(self, conversation_key: str) -> list[str]:
-        return [describe_job(info) for info in self._scheduler.list_jobs(conversation_key)]
+    async def jobs(self, conversation_key: str) -> list[str]:
+        return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
 
 
 @dataclass(eq=False)
@@ -419,7 +420,7 @@ class Runtime:
     """A built botd: its parts, connected and not yet started."""
 
     live: LiveConfig
-    store: Store
+    store: SqliteStore
     provider: Provider
     channels: Channels
     keeper: ChannelKeeper
@@ -453,7 +454,7 @@ class Runtime:
     async def aclose(self) -> None:
         """Close what construction opened (the store, the provider's client)."""
         await self.provider.aclose()
-        self.store.close()
+        await self.store.aclose()
 
 
 def build_runtime(
@@ -477,7 +478,7 @@ def build_runtime(
     registry = channel_specs() if specs is None else specs
     state_dir = Path(config.state_dir)
     live = LiveConfig(config)
-    store = Store.open(state_dir)
+    store = SqliteStore.open(state_dir)
     model_health: dict[str, Reachability] = {}
     try:
         provider = build_provider(config, model_health)
@@ -506,7 +507,7 @@ def build_runtime(
             ChannelContext(
                 offsets=store,
                 on_end_of_input=on_end_of_input,
-                has_conversation=lambda key: store.active_session(key) is not None,
+                has_conversation=partial(has_conversation, store),
                 admits=router.admits,
                 model=f"{config.model.provider} provider (model {config.model.model_name})",
             ),
@@ -706,8 +707,8 @@ class App:
         config = self.config
         await runtime.sessions.resume()
         runtime.pruner.start()
-        runtime.scheduler.start()
-        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        await runtime.scheduler.start()
+        await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
         # All at once: one that fails is down and retried in the background, one that hangs
         # goes on starting there; the rest go on.
         runtime.mcp.start()  # side by side with the channels
@@ -793,7 +794,7 @@ class App:
         runtime.update_channels(new)
         if plan.jobs_changed:
             try:
-                runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
+                await runtime.scheduler.sync_config_jobs(scheduler_jobs(new))
             except ValueError as exc:
                 log.error("scheduled jobs not re-synced: %s", exc)
             else:
@@ -823,11 +824,11 @@ class App:
         log.info("stopped")
 
 
-def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
+async def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
     """``/healthz``'s components: each None while well, else what is wrong. The store (a
     write failing), the inbox (its oldest unanswered message older than
     ``health.stuck_after``), each model API (down: ``botd.ops.outages``) and MCP server."""
-    inbox = runtime.store.inbox_backlog()
+    inbox = await runtime.store.inbox_backlog()
     models = runtime.model_health.items()
     return {
         "store": runtime.store.health.reason,
@@ -837,7 +838,13 @@ def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | N
     }
 
 
-def store_backlog(store: Store) -> Backlog:
+async def store_backlog(store: StoreStatus) -> Backlog:
     """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
-    inbox = store.inbox_backlog()
-    return Backlog(inbox.count, inbox.oldest_age, store.outbox_pending_count())
+    inbox = await store.inbox_backlog()
+    return Backlog(inbox.count, inbox.oldest_age, await store.outbox_pending_count())
+
+
+async def has_conversation(store: ConversationLedger, conversation_key: str) -> bool:
+    """Whether ``store`` has a session under ``conversation_key`` (a Slack thread's context
+    is fetched only for a conversation botd does not know yet)."""
+    return await store.stored_session(conversation_key) is not None

@@ -36,7 +36,7 @@ from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .store import Store
+from .store import JobLedger
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
@@ -331,7 +331,7 @@ def build_adapters(
 
 def build_scheduler(
     config: BotdConfig,
-    store: Store,
+    store: JobLedger,
     state_dir: Path,
     submit: Callable[[InboundMessage], Awaitable[None]],
 ) -> Scheduler:

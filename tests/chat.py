@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from botd.app import App
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -47,7 +47,7 @@ class Chat:
         await guarded(self.daemon.runtime.sessions.drain(), "botd to finish its runs")
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SqliteStore:
         """The running daemon's store."""
         assert self.daemon.runtime is not None
         return self.daemon.runtime.store

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import settings
 
 import botd.ops.logging as botd_logging
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.chat import Chat, chatting
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.pg_server import PostgresServer, running_postgres
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -44,11 +45,17 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(botd_logging, "_literal_pattern", None)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """A fresh SQLite store of its own (``tmp_path/store``, apart from any daemon's
-    ``tmp_path/state``), closed after the test."""
-    with Store.open(tmp_path / "store") as opened:
+STORE_BACKENDS = ["sqlite"]
+"""The backends every test of the ``store`` fixture runs on (the contract tests under
+``tests/store`` ask only the protocols of ``botd.store``)."""
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqliteStore]:
+    """A fresh store of its own (``tmp_path/store``, apart from any daemon's
+    ``tmp_path/state``) on each backend, closed after the test."""
+    assert request.param == "sqlite"
+    with SqliteStore.open(tmp_path / "store") as opened:
         yield opened
 
 
@@ -57,3 +64,17 @@ async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
     """A DM with botd over the real Telegram SDK and the loopback Bot API (``tests/chat.py``)."""
     async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
         yield dm
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server per test worker (``tests/pg_server.py``), started on
+    first use; tests that stop it start it again before they end."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """A new empty database of the test's own on the worker's server."""
+    return postgres_server.new_database()

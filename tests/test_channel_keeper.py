@@ -20,7 +20,7 @@ from botd.channels.registry import ChannelContext
 from botd.config import BotdConfig
 from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.waiting import HANG_GUARD, until
 
 
@@ -185,7 +185,7 @@ async def test_a_report_about_a_channel_not_running_is_ignored() -> None:
 
 async def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
     down = {"telegram": "getMe answered 404: check api_base_url", "discord": "token rejected"}
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         desk = CommandDesk(store, {}, queue_mode="collect", jobs=None, channels_down=lambda: down)
         lines = (await desk.status("telegram:1")).splitlines()
 

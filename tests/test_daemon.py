@@ -8,7 +8,7 @@ import signal
 import socket
 from pathlib import Path
 
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_process import (
     BOTD,
     HANG_GUARD,
@@ -32,7 +32,7 @@ def test_piped_input_is_answered_and_the_daemon_exits_cleanly(tmp_path: Path) ->
     assert (tmp_path / "var" / "botd.sqlite3").exists()  # the embedded default's state
 
 
-def test_the_state_directory_holds_one_database(tmp_path: Path) -> None:
+async def test_the_state_directory_holds_one_database(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = tmp_path / "botd.yaml"
     config.write_text(
@@ -62,8 +62,8 @@ scheduler:
         p.name for p in state.iterdir() if p.name not in ("pairing.json", "botd.lock")
     )
     assert databases == ["botd.sqlite3"]
-    with Store.open(state) as store:
-        assert [job.id for job in store.load_jobs()] == ["hourly"]
+    with SqliteStore.open(state) as store:
+        assert [job.id for job in await store.load_jobs()] == ["hourly"]
 
 
 async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(

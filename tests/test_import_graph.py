@@ -3,7 +3,8 @@ private name imported from another module, each chat platform's SDK imported onl
 that platform's channel package, no platform package imported by the core (it asks the
 channel specs), and the channels below the pipeline (they import nothing of the subscriber,
 delivery, sessions, inbound or agent packages: what they share with the subscriber is in
-``botd.text``).
+``botd.text``), and the SQLite store imported only by the wiring (every other module takes a
+protocol of ``botd.store``, so that another backend fits behind them).
 
 Every import counts wherever it is written: at module level, inside a function (a deferred
 import is still a dependency) or under ``if TYPE_CHECKING:``. The one exception: imports under
@@ -38,6 +39,12 @@ PLATFORM_PACKAGES = ("telegram", "slack", "discord", "console")
 
 ABOVE_CHANNELS = ("subscriber", "delivery", "sessions", "conversation", "inbound", "agent")
 """The pipeline's packages, which use the channels and which no channel module may import."""
+
+SQLITE_STORE = "store.sqlite"
+"""The SQLite implementation of the store's protocols, under ``botd``."""
+SEES_THE_WHOLE_STORE = ("app", "wiring", "cli", "ops.doctor")
+"""What may import it besides the store package itself: the wiring that opens it and hands
+out its protocols, and the operator's commands that read the database file directly."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,23 @@ def channel_imports_upwards(package: Path) -> list[str]:
     ]
 
 
+def concrete_store_imports(package: Path) -> list[str]:
+    """Imports of the SQLite store (``botd.store.sqlite``) by a module outside the store
+    package and the wiring (``SEES_THE_WHOLE_STORE``)."""
+    sqlite = f"{package.name}.{SQLITE_STORE}"
+    allowed = (f"{package.name}.store", *(f"{package.name}.{m}" for m in SEES_THE_WHOLE_STORE))
+    found_imports = []
+    for found in all_imports(package):
+        if any(found.importer == top or found.importer.startswith(f"{top}.") for top in allowed):
+            continue
+        names = [found.module]
+        if found.name is not None:
+            names.append(f"{found.module}.{found.name}")
+        if any(name == sqlite or name.startswith(f"{sqlite}.") for name in names):
+            found_imports.append(f"{found.importer}:{found.line} imports {names[-1]}")
+    return found_imports
+
+
 # --- botd itself ----------------------------------------------------------------------------
 
 
@@ -231,6 +255,10 @@ def test_the_channels_import_nothing_of_the_pipeline_above_them() -> None:
     assert channel_imports_upwards(PACKAGE) == []
 
 
+def test_only_the_wiring_imports_the_sqlite_store() -> None:
+    assert concrete_store_imports(PACKAGE) == []
+
+
 def test_the_reader_sees_botd_as_it_is() -> None:
     """The rules above pass for a reason: the reader finds botd's modules, its deferred
     imports and each platform's SDK imports, where they are."""
@@ -244,6 +272,11 @@ def test_the_reader_sees_botd_as_it_is() -> None:
     }
     assert all(importers.values()), importers
     assert "botd.channels.discord.adapter" in importers["discord"]
+    # The wiring opens the SQLite store (the rule above has something to allow).
+    assert any(
+        found.importer == "botd.app" and found.module.startswith("botd.store.sqlite")
+        for found in all_imports(PACKAGE)
+    )
 
 
 # --- each rule catches what it is for -------------------------------------------------------
@@ -352,4 +385,23 @@ def test_a_channel_importing_the_pipeline_is_found(tmp_path: Path) -> None:
     )
     assert channel_imports_upwards(package) == [
         "botd.channels.markdown:1 imports botd.subscriber.fences"
+    ]
+
+
+def test_the_sqlite_store_imported_outside_the_wiring_is_found(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "store/sqlite/base.py": "from ..records import Entry\n",
+            "store/records.py": "",
+            "store/__init__.py": "from .records import Entry\n",
+            "app.py": "from .store.sqlite import SqliteStore\n",
+            "cli/status.py": "from ..store.sqlite.base import DB_FILENAME\n",
+            "inbound/router.py": "from ..store import Entry\nfrom ..store.sqlite import base\n",
+            "scheduler/store.py": "def f():\n    from botd.store.sqlite.base import StoreBase\n",
+        },
+    )
+    assert sorted(concrete_store_imports(package)) == [
+        "botd.inbound.router:2 imports botd.store.sqlite.base",
+        "botd.scheduler.store:2 imports botd.store.sqlite.base.StoreBase",
     ]

@@ -10,7 +10,7 @@ from botd.app import App, plan_reload
 from botd.chat import InboundMessage
 from botd.config import parse_config
 from botd.conversation import Conversations
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, settings
 
 BASE = """
@@ -91,7 +91,7 @@ async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> No
     from botd.agent.providers.scripted import ScriptedProvider
 
     daemon = App(config(), env={})
-    store = Store.open(tmp_path / "state")
+    store = SqliteStore.open(tmp_path / "state")
     try:
         manager = Conversations(
             store, ScriptedProvider(), ListSink("telegram"), settings(), hooks=daemon.run_hooks()

@@ -15,7 +15,8 @@ from botd.conversation.prompt import turn_text, user_turn
 from botd.events import TextContent
 from botd.inbound.kept_context import CONTEXT_LIMIT
 from botd.speakers import NAME_LIMIT, clean_name, labelled, speaker_label
-from botd.store import CHATTER_RETENTION_SECONDS, InboundPruner, Store
+from botd.store import CHATTER_RETENTION_SECONDS, InboundPruner
+from botd.store.sqlite import SqliteStore
 
 
 def _message(
@@ -106,24 +107,24 @@ def test_context_comes_before_the_labelled_message() -> None:
 # --- kept chatter in the store ---------------------------------------------------------------
 
 
-async def test_chatter_is_kept_bounded_and_records_its_ids(store: Store) -> None:
+async def test_chatter_is_kept_bounded_and_records_its_ids(store: SqliteStore) -> None:
     for n in range(CONTEXT_LIMIT + 5):
         repeat = await store.keep_chatter(
             "telegram", [f"k{n}"], _message(f"m{n}", n=n), limit=CONTEXT_LIMIT
         )
         assert not repeat
-    kept = store.kept_chatter("telegram:-100")
+    kept = await store.kept_chatter("telegram:-100")
     assert [line.text for line in kept] == [f"m{n}" for n in range(5, CONTEXT_LIMIT + 5)]
     assert await store.keep_chatter("telegram", ["k3"], _message("again"), limit=CONTEXT_LIMIT)
-    assert len(store.kept_chatter("telegram:-100")) == CONTEXT_LIMIT
-    assert store.kept_chatter("telegram:-999") == []
+    assert len(await store.kept_chatter("telegram:-100")) == CONTEXT_LIMIT
+    assert await store.kept_chatter("telegram:-999") == []
 
 
 async def test_chatter_survives_a_reopen_and_is_consumed_with_the_accept(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s") as first:
+    with SqliteStore.open(tmp_path / "s") as first:
         await first.keep_chatter("telegram", ["a"], _message("lunch?"), limit=10)
-    with Store.open(tmp_path / "s") as second:
-        [line] = second.kept_chatter("telegram:-100")
+    with SqliteStore.open(tmp_path / "s") as second:
+        [line] = await second.kept_chatter("telegram:-100")
         assert (line.sender_id, line.sender_name, line.text) == ("42", "Alice", "lunch?")
         await second.keep_chatter("telegram", ["b"], _message("later"), limit=10)
         accepted = await second.accept_inbound(
@@ -131,42 +132,42 @@ async def test_chatter_survives_a_reopen_and_is_consumed_with_the_accept(tmp_pat
         )
         assert accepted is not None
         # What was shown is gone; what came after it stays for the next turn.
-        assert [kept.text for kept in second.kept_chatter("telegram:-100")] == ["later"]
+        assert [kept.text for kept in await second.kept_chatter("telegram:-100")] == ["later"]
 
 
 async def test_kept_chatter_keeps_its_files_across_a_reopen(tmp_path: Path) -> None:
     photo = Attachment("image", "file-1", "photo.jpg", "image/jpeg", 1234)
-    with Store.open(tmp_path / "s") as first:
+    with SqliteStore.open(tmp_path / "s") as first:
         message = replace(_message(""), attachments=(photo,))
         await first.keep_chatter("telegram", ["a"], message, limit=10)
         await first.keep_chatter("telegram", ["b"], _message("no file"), limit=10)
-    with Store.open(tmp_path / "s") as second:
-        with_file, without = second.kept_chatter("telegram:-100")
+    with SqliteStore.open(tmp_path / "s") as second:
+        with_file, without = await second.kept_chatter("telegram:-100")
         assert with_file.attachments == (photo,)
         assert without.attachments == ()
 
 
 async def test_old_chatter_is_pruned(tmp_path: Path) -> None:
     now = [1_000_000.0]
-    with Store.open(tmp_path / "s", clock=lambda: now[0]) as store:
+    with SqliteStore.open(tmp_path / "s", clock=lambda: now[0]) as store:
         await store.keep_chatter("telegram", ["a"], _message("old"), limit=10)
         await store.keep_chatter("telegram", ["b"], _message("old too", sender="7", n=2), limit=10)
         now[0] += CHATTER_RETENTION_SECONDS + 1
-        assert store.kept_chatter("telegram:-100") == []  # too old to show
+        assert await store.kept_chatter("telegram:-100") == []  # too old to show
         await store.keep_chatter("telegram", ["c"], _message("new", n=3), limit=10)  # trims
-        assert [line.text for line in store.kept_chatter("telegram:-100")] == ["new"]
+        assert [line.text for line in await store.kept_chatter("telegram:-100")] == ["new"]
         await store.keep_chatter("telegram", ["d"], _message("elsewhere", direct=True), limit=10)
         now[0] += CHATTER_RETENTION_SECONDS + 1
-        assert store.prune_chatter() == 2
+        assert await store.prune_chatter() == 2
 
 
-async def test_the_daily_pruner_prunes_chatter(store: Store) -> None:
+async def test_the_daily_pruner_prunes_chatter(store: SqliteStore) -> None:
     pruned: list[str] = []
     original = store.prune_chatter
 
-    def counting() -> int:
+    async def counting() -> int:
         pruned.append("chatter")
-        return original()
+        return await original()
 
     store.prune_chatter = counting  # type: ignore[method-assign]
 

@@ -36,9 +36,9 @@ scheduler:
     runtime = build_runtime(config, metrics=metrics)
     try:
         assert list(runtime.adapters) == ["console"]
-        runtime.scheduler.start()
+        await runtime.scheduler.start()
 
-        runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
+        await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
         printed: list[str] = []
 
         def answered() -> bool:

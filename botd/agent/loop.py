@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -213,7 +213,8 @@ class AgentRun:
         conversation_key: str = "",
         origin: Target | None = None,
         on_cancel: Callable[[], None] | None = None,
-        on_images_left_out: Callable[[frozenset[str], list[Message]], None] | None = None,
+        on_images_left_out: Callable[[frozenset[str], list[Message]], Awaitable[None]]
+        | None = None,
         compact: Compact | None = None,
     ) -> None:
         self._provider = provider
@@ -456,7 +457,7 @@ class AgentRun:
         self._partial = None
         message = self._complete(message)
         self._add_usage(message.usage)
-        if refused and message.stop_reason == "error" and self._leave_out(refused):
+        if refused and message.stop_reason == "error" and await self._leave_out(refused):
             self._emit(MessageEnd(message=message))  # the refused attempt, not kept
             return None
         overflow = message.stop_reason == "error" and is_context_overflow(message.error_message)
@@ -498,7 +499,7 @@ class AgentRun:
         self._emit(AutoCompactionEnd(will_retry=shorter is not None))
         return shorter is not None
 
-    def _leave_out(self, refused: frozenset[str]) -> bool:
+    async def _leave_out(self, refused: frozenset[str]) -> bool:
         """Leave the images ``refused`` out of the run; whether to ask the model again (only
         the first time: a second refusal ends the run)."""
         held = [m for m in (*self._history, *self._messages) if without_image(m, refused)]
@@ -509,7 +510,7 @@ class AgentRun:
         )
         if self._on_images_left_out is not None:
             try:
-                self._on_images_left_out(refused, held)
+                await self._on_images_left_out(refused, held)
             except Exception:  # the run still goes on without them
                 log.exception("on_images_left_out failed")
         self._history = without_images(self._history, refused)

@@ -63,7 +63,7 @@ class Reminders(Protocol):
     @property
     def timezone(self) -> str: ...
     def now(self) -> datetime: ...
-    def add_at(
+    async def add_at(
         self,
         job_id: str,
         when: datetime,
@@ -73,9 +73,9 @@ class Reminders(Protocol):
         conversation_key: str | None = None,
         label: str | None = None,
     ) -> ScheduledJob: ...
-    def list_jobs(self, conversation_key: str | None = None) -> Sequence[ScheduledJob]: ...
-    def get(self, job_id: str) -> ScheduledJob | None: ...
-    def cancel(self, job_id: str) -> bool: ...
+    async def list_jobs(self, conversation_key: str | None = None) -> Sequence[ScheduledJob]: ...
+    async def get(self, job_id: str) -> ScheduledJob | None: ...
+    async def cancel(self, job_id: str) -> bool: ...
 
 
 PROMPT = "Reminder you scheduled earlier in this conversation; tell the user now: {message}"
@@ -96,11 +96,11 @@ class ScheduleTool:
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         action = args.get("action")
         if action == "create":
-            return self._create(args, context)
+            return await self._create(args, context)
         if action == "list":
-            return self._list(context)
+            return await self._list(context)
         if action == "cancel":
-            return self._cancel(args, context)
+            return await self._cancel(args, context)
         return _error(f"unknown action {action!r}: use create, list or cancel")
 
     def _when(self, args: dict[str, Any]) -> datetime | str:
@@ -123,7 +123,7 @@ class ScheduleTool:
             return f"'at' is in the past ({when.isoformat()}; now {now.isoformat()})"
         return when
 
-    def _create(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+    async def _create(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         origin = context.origin
         if origin is None:
             return _error("no conversation to post the reminder back to")
@@ -135,7 +135,7 @@ class ScheduleTool:
             return _error(when)
         target = Target(origin.channel, origin.chat_id, origin.account_id, origin.thread_id)
         job_id = f"{self._scheduler.reminder_prefix}{uuid.uuid4().hex[:10]}"
-        info = self._scheduler.add_at(
+        info = await self._scheduler.add_at(
             job_id,
             when,
             prompt=PROMPT.format(message=text),
@@ -148,8 +148,8 @@ class ScheduleTool:
             details={"status": "ok", "id": info.id, "at": when.isoformat()},
         )
 
-    def _list(self, context: ToolContext) -> ToolOutput:
-        jobs = self._scheduler.list_jobs(context.conversation_key)
+    async def _list(self, context: ToolContext) -> ToolOutput:
+        jobs = await self._scheduler.list_jobs(context.conversation_key)
         if not jobs:
             return ToolOutput(text="no scheduled jobs in this conversation", details={"jobs": []})
         lines = [
@@ -159,16 +159,16 @@ class ScheduleTool:
         ]
         return ToolOutput(text="\n".join(lines), details={"jobs": [job.id for job in jobs]})
 
-    def _cancel(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+    async def _cancel(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         job_id = str(args.get("id", "")).strip()
         if not job_id:
             return _error("give the 'id' of the reminder to cancel (see action 'list')")
-        job = self._scheduler.get(job_id)
+        job = await self._scheduler.get(job_id)
         if (
             job is None
             or not job_id.startswith(self._scheduler.reminder_prefix)
             or job.conversation_key != context.conversation_key
         ):
             return _error(f"no reminder {job_id} in this conversation")
-        self._scheduler.cancel(job_id)
+        await self._scheduler.cancel(job_id)
         return ToolOutput(text=f"reminder {job_id} cancelled", details={"status": "ok"})

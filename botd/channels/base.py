@@ -157,14 +157,6 @@ class PlatformLink:
             self._report(None)
 
 
-class OffsetStore(Protocol):
-    """Where an adapter keeps its position in a platform's update stream across restarts."""
-
-    def get_offset(self, channel: str, account: str) -> str | None: ...
-
-    def set_offset(self, channel: str, account: str, value: str) -> None: ...
-
-
 class ChannelAdapter(Protocol):
     """One platform connection. Raw SDK objects never leave the adapter.
 

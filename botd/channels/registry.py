@@ -33,7 +33,8 @@ from pydantic import BaseModel
 from ..chat import ChatKindOf, InboundMessage, TargetForm
 from ..config import ENTRY_POINT_GROUP, ChannelSection
 from ..config.extras import installed
-from .base import ChannelAdapter, OffsetStore, PlatformLink
+from ..store.protocols import Offsets
+from .base import ChannelAdapter, PlatformLink
 
 if TYPE_CHECKING:
     import httpx
@@ -67,13 +68,13 @@ class ChannelUnavailable(RuntimeError):
 class ChannelContext:
     """What an adapter factory may use besides its section."""
 
-    offsets: OffsetStore
+    offsets: Offsets
     """Where a channel keeps its position in the platform's stream (Telegram's update offset)."""
     on_end_of_input: Callable[[], Awaitable[None]] | None = None
     """For a terminal channel: called when the operator closes its input (botd then stops)."""
     model: str | None = None
     """What answers, e.g. ``scripted provider (model scripted)``: a terminal channel's banner."""
-    has_conversation: Callable[[str], bool] | None = None
+    has_conversation: Callable[[str], Awaitable[bool]] | None = None
     """Whether botd has a conversation (a session) under a conversation key already."""
     admits: Callable[[InboundMessage], bool] | None = None
     """Whether the access policy lets a message through as a prompt (nothing recorded): for

@@ -42,7 +42,7 @@ superseded     resume: a piece of a run that goes on       committed
 
 A run cancelled by the shutdown ends nothing: its entries stay ``running`` (or ``accepted``
 while they waited or were prepared) and the next start resumes them. A record is committed
-with the next group commit (``store/deferred.py``): a crash loses at most the last moment's
+with the next group commit (``store/sqlite/deferred.py``): a crash loses at most the last moment's
 records, which the machine reads as a crash just before them.
 
 Resume (``Conversations.resume``, ``Promise.resume``) is the same machine started from the

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import NamedTuple
 
 from ..chat import InboundMessage
@@ -64,7 +64,7 @@ class CommandDesk:
         conversations: Mapping[str, Conversation],
         *,
         queue_mode: QueueMode,
-        jobs: Callable[[str], list[str]] | None,
+        jobs: Callable[[str], Awaitable[list[str]]] | None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
@@ -101,9 +101,9 @@ class CommandDesk:
         if command == "/status":
             text = await self.status(key)
         elif command == "/model" and self._models is not None:
-            text = self._models.answer(key, command_argument(message.text))
+            text = await self._models.answer(key, command_argument(message.text))
         elif command == "/usage" and self._models is not None:
-            text = self._models.usage(key)
+            text = await self._models.usage(key)
         elif command == "/whoami":
             text = whoami(message)
         elif command == "/start":
@@ -136,10 +136,10 @@ class CommandDesk:
         else:
             lines += conversation.status_lines(self._queue_mode)
         if self._models is not None:
-            lines.append(self._models.status_line(conversation_key))
+            lines.append(await self._models.status_line(conversation_key))
         if self._jobs is not None:
             try:
-                jobs = self._jobs(conversation_key)
+                jobs = await self._jobs(conversation_key)
             except Exception:
                 log.exception("listing scheduled jobs for %s failed", conversation_key)
                 jobs = []

@@ -39,22 +39,22 @@ class ModelBook:
     def primary(self) -> str:
         return self.names[0]
 
-    def current(self, conversation_key: str) -> str:
+    async def current(self, conversation_key: str) -> str:
         """The model the conversation's runs ask first."""
         if conversation_key not in self._choices:
             try:
-                self._choices[conversation_key] = self._store.model_choice(conversation_key)
+                self._choices[conversation_key] = await self._store.model_choice(conversation_key)
             except StoreError as exc:
                 log.error("reading the model of %s failed: %s", conversation_key, exc)
                 return self.primary
         chosen = self._choices[conversation_key]
         return chosen if chosen in self.names else self.primary
 
-    def answer(self, conversation_key: str, argument: str) -> str:
+    async def answer(self, conversation_key: str, argument: str) -> str:
         """``/model`` (list), ``/model <name or number>`` (switch), ``/model default``."""
         argument = argument.strip()
         if not argument:
-            return self.listing(conversation_key)
+            return await self.listing(conversation_key)
         if argument.lower() == "default":
             chosen = self.primary
         else:
@@ -64,7 +64,7 @@ class ModelBook:
                 return f"Unknown model {argument!r}. Configured: {known}."
             chosen = found
         try:
-            self._store.set_model_choice(
+            await self._store.set_model_choice(
                 conversation_key, None if chosen == self.primary else chosen
             )
         except StoreError as exc:
@@ -76,8 +76,8 @@ class ModelBook:
         default = " (the default)" if chosen == self.primary else ""
         return f"This conversation now uses {chosen}{default}{tail}."
 
-    def listing(self, conversation_key: str) -> str:
-        current = self.current(conversation_key)
+    async def listing(self, conversation_key: str) -> str:
+        current = await self.current(conversation_key)
         lines = ["Models:"]
         for number, name in enumerate(self.names, 1):
             role = "primary" if number == 1 else "fallback"
@@ -86,14 +86,14 @@ class ModelBook:
         lines.append("/model <name or number> switches; /model default goes back.")
         return "\n".join(lines)
 
-    def status_line(self, conversation_key: str) -> str:
+    async def status_line(self, conversation_key: str) -> str:
         """``/status``'s line: the conversation's model and, with fallbacks configured, the one
         that answered last (with a single model no other one can have answered)."""
-        line = f"Model: {self.current(conversation_key)}"
+        line = f"Model: {await self.current(conversation_key)}"
         if len(self.names) < 2:
             return line + "."
         try:
-            last = self._store.last_model(conversation_key)
+            last = await self._store.last_model(conversation_key)
         except StoreError as exc:
             log.error("reading the last model of %s failed: %s", conversation_key, exc)
             last = None
@@ -101,7 +101,7 @@ class ModelBook:
             line += f"; the last answer came from {last}"
         return line + "."
 
-    def usage(self, conversation_key: str) -> str:
+    async def usage(self, conversation_key: str) -> str:
         """``/usage``: the conversation's token totals, all time and today (UTC).
 
         Only the asking conversation's: anyone allowed to talk to the bot may ask, and what
@@ -111,8 +111,10 @@ class ModelBook:
         now = datetime.fromtimestamp(self._clock(), UTC)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         try:
-            mine = self._store.usage_totals(conversation_key=conversation_key)
-            today = self._store.usage_totals(conversation_key=conversation_key, since=midnight)
+            mine = await self._store.usage_totals(conversation_key=conversation_key)
+            today = await self._store.usage_totals(
+                conversation_key=conversation_key, since=midnight
+            )
         except StoreError as exc:
             log.error("reading token usage failed: %s", exc)
             return "Token usage cannot be read now (storage failing)."

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ..agent.tools import Tool
@@ -70,7 +70,7 @@ class Conversations:
         *,
         tools: Callable[[InboundMessage], Sequence[Tool]] | None = None,
         clock: Callable[[], float] = time.time,
-        jobs: Callable[[str], list[str]] | None = None,
+        jobs: Callable[[str], Awaitable[list[str]]] | None = None,
         hooks: RunHooks | None = None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         servers_down: Callable[[], Mapping[str, str]] | None = None,

@@ -175,7 +175,7 @@ class Runner:
         if saving is not None and not await saving.settled():
             notice = UNSAVED_NOTICE
         elif saving is not None and overflow.result is not None:
-            self._keep_compaction(session, overflow.session_id, overflow.result)
+            await self._keep_compaction(session, overflow.session_id, overflow.result)
         if notice is not None:
             await self._tell(target, notice)
         return outcome
@@ -232,7 +232,8 @@ class Runner:
             listener(event)
             writer.on_event(event)
 
-        loop = replace(self._settings.loop, model=self._models.current(session.conversation_key))
+        model = await self._models.current(session.conversation_key)
+        loop = replace(self._settings.loop, model=model)
         overflow.model = loop.model
         run = AgentRun(
             self._provider,
@@ -363,8 +364,10 @@ class Runner:
             if later:
                 saving.pending = writer.flush_later(added)
             elif added:
-                writer.flush(added)  # what the events did not write yet
-                self._ledger.flush_deferred()
+                # What the events did not write yet, queued after them and committed now
+                # (a second cancel cannot cut that short: nothing waits for it).
+                writer.flush(added)
+                self._ledger.commit_soon()
         except Exception as exc:
             saving.failed(exc)
         else:
@@ -405,11 +408,13 @@ class Runner:
         )
         if result is None:
             return
-        self._ledger.compact(session.session_id, result)
+        await self._ledger.compact(session.session_id, result)
         session.compacted(result)
         _log_compaction(session, result)
 
-    def _keep_compaction(self, session: Session, session_id: str, result: CompactionResult) -> None:
+    async def _keep_compaction(
+        self, session: Session, session_id: str, result: CompactionResult
+    ) -> None:
         """Store the compaction a run made when the model refused its request for its
         length, now that the run's messages follow the history in the transcript; the
         session's history takes it too. A store that refuses it (the transcript changed
@@ -417,7 +422,7 @@ class Runner:
         if session.session_id != session_id:
             return  # /new started another session meanwhile: nothing reads that one
         try:
-            self._ledger.compact(session_id, result)
+            await self._ledger.compact(session_id, result)
         except (StaleCompactionError, StoreError) as exc:
             log.warning("the compaction made during the run could not be stored: %s", exc)
             return
@@ -502,11 +507,11 @@ class _ImagesLeftOut:
         self._output = output
         self._told = False
 
-    def __call__(self, refused: frozenset[str], held: list[Message]) -> None:
+    async def __call__(self, refused: frozenset[str], held: list[Message]) -> None:
         session = self._session
         session.rewritten(without_images(session.history, refused))
         try:
-            changed = self._ledger.rewrite_messages(
+            changed = await self._ledger.rewrite_messages(
                 self._session_id, lambda message: without_image(message, refused)
             )
         except StoreError as exc:

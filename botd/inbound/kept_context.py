@@ -1,6 +1,6 @@
 """What a prompt is shown of its conversation since the bot last answered there.
 
-The router keeps two kinds of lines in the store (``ChatterStore``) until the next prompt of
+The router keeps two kinds of lines in the store (``botd.store.Chatter``) until the next prompt of
 their conversation: group messages not addressed to the bot, and edits of earlier messages
 (in any conversation, a DM too). ``with_kept_context`` puts them before that prompt, each
 labelled with its sender, together with the newest files they came with; the accept that
@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..chat import InboundMessage
 from ..speakers import labelled
-from ..store import KeptLine, Store
+from ..store import Chatter, KeptLine
 
 CONTEXT_LIMIT = 50
 """Lines kept per conversation (the newest)."""
@@ -34,8 +34,8 @@ def as_edit(message: InboundMessage) -> InboundMessage:
     return replace(message, text=f"{EDITED} {message.text}".rstrip(), attachments=())
 
 
-def with_kept_context(
-    store: Store, message: InboundMessage, *, admits: Callable[[str], bool]
+async def with_kept_context(
+    store: Chatter, message: InboundMessage, *, admits: Callable[[str], bool]
 ) -> tuple[InboundMessage, tuple[str, int] | None]:
     """``message`` with the lines kept in its conversation as its context, and what the
     accept consumes (conversation key and last row id; None: nothing kept). The lines stay
@@ -47,7 +47,7 @@ def with_kept_context(
     what was kept of it: those lines are consumed without being shown twice.
     """
     key = message.conversation_key
-    kept = store.kept_chatter(key)
+    kept = await store.kept_chatter(key)
     if not kept:
         return message, None
     consumed = (key, kept[-1].id)

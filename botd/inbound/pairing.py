@@ -8,8 +8,9 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..store.records import PendingCode
 
 log = logging.getLogger(__name__)
 
@@ -21,18 +22,6 @@ MAX_PENDING_PER_CHANNEL = 3
 
 class PairingFileError(ValueError):
     """``pairing.json`` exists but cannot be read; the message says which file and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCode:
-    """A pairing code waiting for an admin: who asked, on which channel, and when."""
-
-    code: str
-    channel: str
-    sender: str
-    name: str | None
-    """The sender's display name when the code was issued (None: not known)."""
-    issued_at: float
 
 
 class PairingBook:

@@ -2,19 +2,19 @@
 
 Every message an adapter hands over passes here once. The router is the only writer of the
 inbound ledger and of the durable inbox. A message that passes is *accepted*: its dedupe keys
-and the message itself are written in one transaction (``Store.accept_inbound``) before it is
-handed to the session, and ``handle`` returns only after that, so an adapter that tells the
-platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message botd
-could lose. A message dropped by policy has its keys recorded too, so a platform's retry or a
-replay after a restart is dropped. What is dropped is logged with its reason. A group message
+and the message itself are written in one transaction (``InboundLedger.accept_inbound``) before
+it is handed to the session, and ``handle`` returns only after that, so an adapter that tells
+the platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message
+botd could lose. A message dropped by policy has its keys recorded too, so a platform's retry or
+a replay after a restart is dropped. What is dropped is logged with its reason. A group message
 that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
 conversation, so it survives a restart) and shown to the agent, each line labelled with its
-sender, with the next message that is, so the bot knows what was said since it last spoke.
-An edit of an earlier message is kept the same way, in any conversation (a DM too): the next
-prompt there shows what the message now says; an edit never starts a run of its own. Only
-senders the policy admits in that chat are kept (their messages, edits and files): a refused
-sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
-admits when the next prompt comes (a reload changed it) is not shown.
+sender, with the next message that is, so the bot knows what was said since it last spoke. An
+edit of an earlier message is kept the same way, in any conversation (a DM too): the next prompt
+there shows what the message now says; an edit never starts a run of its own. Only senders the
+policy admits in that chat are kept (their messages, edits and files): a refused sender's are
+recorded as seen and dropped, and a line kept from a sender the policy no longer admits when the
+next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -44,7 +44,7 @@ from ..channels.registry import channel_specs
 from ..chat import ChatKind, InboundMessage, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
-from ..store import Store, StoreError
+from ..store import InboundLedger, StoreError
 from .access import AccessPolicy, Decision, GroupRule
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
 from .pairing import PairingBook
@@ -75,7 +75,7 @@ class Router:
 
     def __init__(
         self,
-        store: Store,
+        store: InboundLedger,
         submit: Submit,
         reply: Reply,
         policies: dict[str, AccessPolicy],
@@ -175,7 +175,7 @@ class Router:
         if _is_command(message):
             prompt, consumed = message, None
         else:
-            prompt, consumed = with_kept_context(
+            prompt, consumed = await with_kept_context(
                 self._store, message, admits=lambda sender: self._sender_admitted(message, sender)
             )
         inbox_id = await self._store.accept_inbound(
@@ -209,7 +209,7 @@ class Router:
                 message.channel, keys, kept, limit=CONTEXT_LIMIT
             )
         else:
-            repeat = self._store.seen_inbound(message.channel, *keys)
+            repeat = await self._store.seen_inbound(message.channel, *keys)
         _signal_accepted()  # nothing more to keep
         return repeat
 

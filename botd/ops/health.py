@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -66,19 +66,20 @@ class HealthServer:
         *,
         channel_states: Callable[[], dict[str, str]],
         metrics: Metrics,
-        components: Callable[[], Mapping[str, str | None]] | None = None,
+        components: Callable[[], Awaitable[Mapping[str, str | None]]] | None = None,
         channel_problems: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._channel_states = channel_states
-        self._components = components or dict
+        self._components = components or _no_components
         self._channel_problems = channel_problems or dict
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
-        self.app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
+        self._serve_metrics = make_aiohttp_handler(metrics.registry)
+        self.app.router.add_get("/metrics", self._scrape)
         self.port: int | None = None
         """The bound port, once started."""
 
@@ -112,10 +113,15 @@ class HealthServer:
         if runner is not None:
             await runner.cleanup()
 
+    async def _scrape(self, request: web.Request) -> web.StreamResponse:
+        """``/metrics``: the store's backlog read first (the collector cannot await it)."""
+        await self._metrics.read_backlog()
+        return await self._serve_metrics(request)
+
     async def _healthz(self, request: web.Request) -> web.Response:
         try:
             channels = dict(self._channel_states())
-            components = dict(self._components())
+            components = dict(await self._components())
             described = dict(self._channel_problems())
         except Exception:
             log.exception("health probe failed")
@@ -142,14 +148,18 @@ class HealthServer:
             },
             "problems": problems,
         }
-        body.update(self._about(described))
+        body.update(await self._about(described))
         return web.json_response(body, status=503 if problems else 200)
 
-    def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:
+    async def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:
         """What ``botd status`` shows besides the states: which process answers, each down
         channel's error and the work in hand."""
         return {
             "botd": {"version": __version__, "pid": os.getpid(), "node": socket.gethostname()},
             "channel_errors": {name: mask_secrets(why) for name, why in reasons.items()},
-            "stats": self._metrics.stats(),
+            "stats": await self._metrics.stats(),
         }
+
+
+async def _no_components() -> Mapping[str, str | None]:
+    return {}

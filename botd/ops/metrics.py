@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -136,7 +136,8 @@ class Metrics:
         )
         self._in_flight = 0
         self._watched = False
-        self._backlog: Callable[[], Backlog] | None = None
+        self._backlog: Callable[[], Awaitable[Backlog]] | None = None
+        self._last_backlog: Backlog | None = None
 
     # -- counting --------------------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Metrics:
     def watch(
         self,
         channel_states: Callable[[], Mapping[str, str]],
-        backlog: Callable[[], Backlog],
+        backlog: Callable[[], Awaitable[Backlog]],
     ) -> None:
         """Serve the scrape-time gauges from these: each channel's state (``running`` is
         up) and what waits in the store. Called once, when the daemon has both."""
@@ -193,21 +194,27 @@ class Metrics:
         self._backlog = backlog
         self.registry.register(_Live(self, channel_states))
 
-    def backlog(self) -> Backlog | None:
-        """What waits in the store now; None before ``watch`` or when the store cannot be
-        read (logged)."""
+    async def read_backlog(self) -> Backlog | None:
+        """Read what waits in the store now (the scrape and ``/healthz`` do, first); None
+        before ``watch`` or when the store cannot be read (logged)."""
+        self._last_backlog = None
         if self._backlog is None:
             return None
         try:
-            return self._backlog()
+            self._last_backlog = await self._backlog()
         except Exception as exc:  # a store that cannot be read leaves these out, not the rest
             log.warning("reading the inbox and outbox backlog failed: %s", exc)
-            return None
+        return self._last_backlog
 
-    def stats(self) -> dict[str, int | float | None]:
+    def backlog(self) -> Backlog | None:
+        """What waited in the store at the last ``read_backlog`` (None: not read, or the
+        store could not be read)."""
+        return self._last_backlog
+
+    async def stats(self) -> dict[str, int | float | None]:
         """Runs in flight and what waits in the store, as ``/healthz`` shows them."""
         stats: dict[str, int | float | None] = {"runs_in_flight": self._in_flight}
-        backlog = self.backlog()
+        backlog = await self.read_backlog()
         if backlog is not None:
             oldest = backlog.oldest_unanswered_seconds
             stats["inbox_backlog"] = backlog.inbox

@@ -10,13 +10,13 @@ A job may be a heartbeat check (``JobSpec.heartbeat``): its prompt ends with
 ``HEARTBEAT_INSTRUCTION`` and its message carries the acknowledgement bound, so the run posts
 nothing when the agent answers ``HEARTBEAT_OK`` (``botd.conversation.run``).
 
-Storage is the store's job table (``JobTable``): each job's definition as plain data and its
-next run time, and beside it each job's run log. APScheduler runs on its in-memory job store,
-rebuilt from the table at start; adding, cancelling and syncing jobs write the table, and the
-in-memory store writes back every next run time APScheduler computes and every job it drops
-once done, so a restart knows what was missed. Jobs call a bound method of their scheduler with
-plain arguments: nothing is pickled. A ``schedule.sqlite3`` left by an earlier botd is imported
-once at start (``botd.scheduler.store``) and then left alone.
+Storage is the store's job ledger (``botd.store.JobLedger``): each job's definition as plain
+data and its next run time, and beside it each job's run log. APScheduler runs on its in-memory
+job store, rebuilt from the table at start; adding, cancelling and syncing jobs write the table,
+and the in-memory store writes back every next run time APScheduler computes and every job it
+drops once done, so a restart knows what was missed. Jobs call a bound method of their scheduler
+with plain arguments: nothing is pickled. A ``schedule.sqlite3`` left by an earlier botd is
+imported once at start (``botd.scheduler.store``) and then left alone.
 
 Misfires are coalesced: runs missed while botd was down become one run on start, if the latest
 one is within ``misfire_grace_time``. Reminders (id prefix ``reminder-``) have no grace limit:
@@ -46,9 +46,9 @@ from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import
 from ..chat import InboundMessage, Target
 from ..config.cron import cron_trigger, zone
 from ..ops.logging import mask_secrets
-from ..store import RunRecord, StoredJob
+from ..store import JobLedger, RunRecord, StoredJob
 from ..subscriber import HEARTBEAT_INSTRUCTION
-from .store import JobTable, MirroredJobStore, import_legacy_jobs
+from .store import MirroredJobStore, import_legacy_jobs
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: JobTable,
+        store: JobLedger,
         submit: Submit,
         *,
         timezone: str | None = None,
@@ -153,16 +153,16 @@ class Scheduler:
 
     # lifecycle
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Load the jobs and begin running them (missed runs coalesce into one now)."""
         if self._aps.running:
             raise RuntimeError("the scheduler is already running")
         if self._legacy_db is not None:
-            import_legacy_jobs(self._store, self._legacy_db)
+            await import_legacy_jobs(self._store, self._legacy_db)
         if self._config is not None:  # config handed over before start
-            self._sync(self._config)
+            await self._sync(self._config)
             self._config = None
-        for job in self._store.load_jobs():
+        for job in await self._store.load_jobs():
             try:
                 self._schedule(job)
             except (ValueError, KeyError, TypeError) as exc:
@@ -180,7 +180,7 @@ class Scheduler:
 
     # jobs
 
-    def add_cron(
+    async def add_cron(
         self,
         job_id: str,
         expr: str,
@@ -191,9 +191,11 @@ class Scheduler:
         conversation_key: str | None = None,
     ) -> JobInfo:
         """A standard cron job (see ``standard_cron_fields``) in ``timezone``."""
-        return self._put(self._cron_job(job_id, expr, prompt, target, timezone, conversation_key))
+        return await self._put(
+            self._cron_job(job_id, expr, prompt, target, timezone, conversation_key)
+        )
 
-    def add_every(
+    async def add_every(
         self,
         job_id: str,
         seconds: float,
@@ -204,11 +206,11 @@ class Scheduler:
         first_run: datetime | None = None,
     ) -> JobInfo:
         """Every ``seconds``: first one interval from now, or at ``first_run``."""
-        return self._put(
+        return await self._put(
             self._every_job(job_id, seconds, prompt, target, conversation_key, first_run)
         )
 
-    def add_at(
+    async def add_at(
         self,
         job_id: str,
         when: datetime,
@@ -224,9 +226,9 @@ class Scheduler:
         ``label`` names the job in listings instead of its prompt (a reminder's own words).
         """
         job = self._at_job(job_id, when, prompt, target, timezone, conversation_key, label)
-        return self._put(job)
+        return await self._put(job)
 
-    def sync_config_jobs(self, jobs: list[JobSpec]) -> None:
+    async def sync_config_jobs(self, jobs: list[JobSpec]) -> None:
         """Make the configured jobs exactly ``jobs``; jobs the agent created are kept.
 
         A job whose definition is unchanged is left alone, so a run missed while botd was down
@@ -238,19 +240,19 @@ class Scheduler:
                 self._spec_job(spec)
             self._config = list(jobs)
             return
-        self._sync(jobs)
+        await self._sync(jobs)
 
-    def _sync(self, specs: list[JobSpec]) -> None:
+    async def _sync(self, specs: list[JobSpec]) -> None:
         wanted = [self._spec_job(spec) for spec in specs]
         ids = {job.id for job in wanted}
-        for job in self._store.load_jobs():
+        for job in await self._store.load_jobs():
             if job.source == "config" and job.id not in ids:
-                self.cancel(job.id)
+                await self.cancel(job.id)
         for job in wanted:
-            existing = self._store.get_job(job.id)
+            existing = await self._store.get_job(job.id)
             if existing is not None and existing.fingerprint == job.fingerprint:
                 continue
-            self._put(job)
+            await self._put(job)
 
     def _spec_job(self, spec: JobSpec) -> StoredJob:
         """A configured job as a table row (ValueError if it is not a valid job)."""
@@ -269,21 +271,21 @@ class Scheduler:
             job = self._at_job(spec.id, spec.at, *args, spec.timezone, spec.conversation_key, None)
         return replace(job, source="config", fingerprint=repr(spec), heartbeat=spec.heartbeat)
 
-    def list_jobs(self, conversation_key: str | None = None) -> list[JobInfo]:
+    async def list_jobs(self, conversation_key: str | None = None) -> list[JobInfo]:
         """All jobs, or those running in ``conversation_key``; soonest first."""
-        infos = [self._info(job) for job in self._store.load_jobs()]
+        infos = [self._info(job) for job in await self._store.load_jobs()]
         if conversation_key is not None:
             infos = [info for info in infos if info.conversation_key == conversation_key]
         far = datetime.max.replace(tzinfo=UTC)
         return sorted(infos, key=lambda info: (info.next_run_time or far, info.id))
 
-    def get(self, job_id: str) -> JobInfo | None:
-        job = self._store.get_job(job_id)
+    async def get(self, job_id: str) -> JobInfo | None:
+        job = await self._store.get_job(job_id)
         return None if job is None else self._info(job)
 
-    def cancel(self, job_id: str) -> bool:
+    async def cancel(self, job_id: str) -> bool:
         """Remove a job; False if there was none. Its run log is kept."""
-        removed = self._store.delete_job(job_id)
+        removed = await self._store.delete_job(job_id)
         if self._aps.running:
             with contextlib.suppress(JobLookupError):  # a job that already ran once
                 self._aps.remove_job(job_id)
@@ -382,9 +384,9 @@ class Scheduler:
         first = self._trigger(job).get_next_fire_time(None, self._clock())
         return replace(job, next_run_time=first)
 
-    def _put(self, job: StoredJob) -> JobInfo:
+    async def _put(self, job: StoredJob) -> JobInfo:
         """Write a job to the table, and hand it to APScheduler when running."""
-        self._store.save_job(job)
+        await self._store.save_job(job)
         if self._aps.running:
             self._schedule(job)
         return self._info(job)
@@ -456,13 +458,13 @@ class Scheduler:
         except Exception as exc:  # the run log and the log say why; the schedule goes on
             error = mask_secrets(str(exc) or type(exc).__name__)  # kept in the run log
             log.warning("job %s failed: %s", job_id, error)
-            self._record(RunRecord(job_id, self._clock(), "failed", error))
+            await self._record(RunRecord(job_id, self._clock(), "failed", error))
             return
         log.info("job %s submitted to %s", job_id, message.conversation_key)
-        self._record(RunRecord(job_id, self._clock(), "submitted"))
+        await self._record(RunRecord(job_id, self._clock(), "submitted"))
 
-    def _record(self, record: RunRecord) -> None:
+    async def _record(self, record: RunRecord) -> None:
         try:
-            self._store.add_job_run(record, keep=RUN_LOG_KEEP)
+            await self._store.add_job_run(record, keep=RUN_LOG_KEEP)
         except Exception:
             log.exception("the run of job %s could not be logged", record.job_id)

@@ -1,5 +1,6 @@
-"""The scheduler's persistence: the job table it needs of the store, APScheduler's in-memory job
-store mirrored to that table, and the one-time import of an earlier botd's ``schedule.sqlite3``.
+"""The scheduler's persistence: APScheduler's in-memory job store mirrored to the store's job
+ledger (``botd.store.JobLedger``; what APScheduler changes on its own is recorded with the
+next group commit), and the one-time import of an earlier botd's ``schedule.sqlite3``.
 
 Earlier botd versions kept jobs in ``state_dir/schedule.sqlite3`` through APScheduler's
 SQLAlchemy job store: a table ``apscheduler_jobs`` whose ``job_state`` column holds each job's
@@ -15,10 +16,8 @@ import logging
 import pickle
 import re
 import sqlite3
-from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from apscheduler.jobstores.memory import MemoryJobStore  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.combining import OrTrigger  # type: ignore[import-untyped,unused-ignore]
@@ -26,7 +25,7 @@ from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
-from ..store import RunRecord, StoredJob
+from ..store import JobLedger, StoredJob
 from ..store.targets import target_from_data
 
 log = logging.getLogger(__name__)
@@ -39,47 +38,27 @@ LEGACY_IMPORT = "schedule.sqlite3"
 _CRON_NAME = re.compile(r"^cron (?P<expr>[^()]+?) \((?P<zone>[^()]+)\): ")
 
 
-class JobTable(Protocol):
-    """What the scheduler needs of the store: its job table, run log and one-time imports."""
-
-    def load_jobs(self) -> list[StoredJob]: ...
-
-    def get_job(self, job_id: str) -> StoredJob | None: ...
-
-    def save_job(self, job: StoredJob) -> None: ...
-
-    def set_job_next_run(self, job_id: str, next_run_time: datetime | None) -> None: ...
-
-    def delete_job(self, job_id: str) -> bool: ...
-
-    def add_job_run(self, record: RunRecord, *, keep: int) -> None: ...
-
-    def imported(self, name: str) -> bool: ...
-
-    def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool: ...
-
-
 class MirroredJobStore(MemoryJobStore):  # type: ignore[misc,unused-ignore]
     """APScheduler's in-memory job store, writing what APScheduler changes on its own back to
     the table: a job's next run time once it ran (or was rescheduled), and its removal."""
 
-    def __init__(self, table: JobTable) -> None:
+    def __init__(self, table: JobLedger) -> None:
         super().__init__()
         self._table = table
 
     def update_job(self, job: Any) -> None:
         super().update_job(job)
-        self._table.set_job_next_run(str(job.id), job.next_run_time)
+        self._table.set_job_next_run_soon(str(job.id), job.next_run_time)
 
     def remove_job(self, job_id: str) -> None:
         super().remove_job(job_id)
-        self._table.delete_job(job_id)
+        self._table.delete_job_soon(job_id)
 
 
-def import_legacy_jobs(table: JobTable, path: Path) -> int | None:
+async def import_legacy_jobs(table: JobLedger, path: Path) -> int | None:
     """Import the jobs of an old ``schedule.sqlite3`` once; how many, or None if nothing was
     done (no file, or imported before). A job that cannot be read is logged and skipped."""
-    if not path.exists() or table.imported(LEGACY_IMPORT):
+    if not path.exists() or await table.imported(LEGACY_IMPORT):
         return None
     try:
         rows = _read_rows(path)
@@ -92,7 +71,7 @@ def import_legacy_jobs(table: JobTable, path: Path) -> int | None:
             jobs.append(_job(pickle.loads(blob)))
         except Exception as exc:  # any damage to one pickled job: that job is skipped
             log.warning("job %s in %s not imported: %s", job_id, path, exc)
-    if not table.import_jobs(LEGACY_IMPORT, jobs, detail=str(path)):
+    if not await table.import_jobs(LEGACY_IMPORT, jobs, detail=str(path)):
         return None
     log.info("imported %d job(s) from %s; the file is no longer used", len(jobs), path)
     return len(jobs)

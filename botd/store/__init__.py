@@ -1,56 +1,79 @@
-"""Persistent state in one SQLite file: sessions, transcripts, the inbound ledger, offsets and
-the scheduler's jobs.
+"""botd's persistent state behind narrow protocols: sessions and transcripts, the inbound
+ledger and inbox, the outbox, kept chatter, offsets, token usage, the scheduler's jobs.
 
-``Store`` is the one class the rest of botd opens (``Store.open(state_dir)``). Its parts live
-in their own modules over one shared connection (``base``): ``transcripts`` (sessions and
-their append-only transcripts), ``inbound`` (dedupe ids, their daily pruning, offsets) and
-``jobs`` (scheduled jobs and their run log), ``inbox`` (every accepted message and its state) and
-``outbox`` (every reply piece, written before it is sent), ``chatter`` (group messages kept for
-the bot's next turn there), ``usage`` (token usage per run, the conversations' model choices).
-``schema`` holds the migrations. ``protocols`` says what the rest of botd needs of it
-(``ConversationLedger``: what one conversation needs), so that only the wiring sees the
-whole ``Store``.
+``protocols`` says what each part of botd needs of storage (``ConversationLedger``,
+``InboundLedger``, ``Offsets``, ``JobLedger`` ...), ``records`` the records they take and
+return, ``errors`` what they raise; ``pruner`` forgets what is kept no longer than needed.
+The one implementation today is SQLite (``sqlite.SqliteStore``), which only the wiring
+opens (``botd.app``); it hands each consumer the protocol that consumer needs.
 """
 
 from __future__ import annotations
 
-from .base import (
-    BUSY_TIMEOUT_MS,
-    DB_FILENAME,
+from .errors import (
     Clock,
+    StaleCompactionError,
     StoreError,
     StoreHealth,
     StoreOpenError,
     StoreWriteError,
-)
-from .chatter import CHATTER_RETENTION_SECONDS, ChatterStore, KeptLine
-from .inbound import DEFAULT_INBOUND_RETENTION_SECONDS, InboundPruner, InboundStore
-from .inbox import InboxBacklog, InboxEntry, InboxState, InboxStore
-from .jobs import RunRecord, ScheduleStore, StoredJob
-from .outbox import OutboxEntry, OutboxStore
-from .schema import SCHEMA_VERSION
-from .transcripts import (
-    SessionRecord,
-    StaleCompactionError,
     UnknownSessionError,
 )
-from .usage import USAGE_KINDS, ModelUsage, UsageStore, UsageTotals
+from .protocols import (
+    Chatter,
+    ConversationLedger,
+    ConversationStore,
+    InboundLedger,
+    JobLedger,
+    ModelChoices,
+    Offsets,
+    Pruning,
+    Store,
+    StoreStatus,
+)
+from .pruner import InboundPruner
+from .records import (
+    CHATTER_RETENTION_SECONDS,
+    DEFAULT_INBOUND_RETENTION_SECONDS,
+    FINISHED_STATES,
+    USAGE_KINDS,
+    InboxBacklog,
+    InboxEntry,
+    InboxState,
+    KeptLine,
+    ModelUsage,
+    OutboxEntry,
+    Outcome,
+    PendingCode,
+    RunRecord,
+    SessionRecord,
+    StoredJob,
+    UsageTotals,
+)
 
 __all__ = [
-    "BUSY_TIMEOUT_MS",
     "CHATTER_RETENTION_SECONDS",
-    "DB_FILENAME",
     "DEFAULT_INBOUND_RETENTION_SECONDS",
-    "SCHEMA_VERSION",
+    "FINISHED_STATES",
     "USAGE_KINDS",
+    "Chatter",
     "Clock",
+    "ConversationLedger",
+    "ConversationStore",
+    "InboundLedger",
     "InboundPruner",
     "InboxBacklog",
     "InboxEntry",
     "InboxState",
+    "JobLedger",
     "KeptLine",
+    "ModelChoices",
     "ModelUsage",
+    "Offsets",
     "OutboxEntry",
+    "Outcome",
+    "PendingCode",
+    "Pruning",
     "RunRecord",
     "SessionRecord",
     "StaleCompactionError",
@@ -58,14 +81,9 @@ __all__ = [
     "StoreError",
     "StoreHealth",
     "StoreOpenError",
+    "StoreStatus",
     "StoreWriteError",
     "StoredJob",
-    "Unanswered",
     "UnknownSessionError",
-    "UsageStore",
     "UsageTotals",
 ]
-
-
-class Store(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore, UsageStore):
-    """botd's SQLite state. Open with ``Store.open(state_dir)``; close when done."""

@@ -1,38 +1,61 @@
-"""What the rest of botd needs from storage, as narrow protocols; ``Store`` implements them.
+"""What the rest of botd needs from storage, as narrow protocols, one per kind of user.
 
-``ConversationLedger`` is what one conversation (``botd.conversation``) needs: its session
-and transcript, the steps of its runs, the states of its inbox entries and outbox pieces,
-and what an earlier process left unfinished. ``ModelChoices`` is what ``/model`` and
-``/usage`` read and keep. Only the wiring sees the whole ``Store``.
+Each consumer takes the protocol named for what it needs; only the wiring (``botd.app``,
+``botd.wiring``) and the commands that open the state directory see a whole store
+(``Store``, implemented by ``botd.store.sqlite.SqliteStore``). A network database fits
+behind the same protocols: nothing here is a synchronous read.
+
+* ``ConversationLedger``: what one conversation (``botd.conversation``) needs: its session
+  and transcript, the steps of its runs, the states of its inbox entries and outbox pieces,
+  and what an earlier process left unfinished. ``ModelChoices``: what ``/model``,
+  ``/status`` and ``/usage`` read and keep. ``ConversationStore``: both, for the registry.
+* ``InboundLedger``: the router's: a message accepted with its dedupe ids in one
+  transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
+  for the next prompt, which ``botd.inbound.kept_context`` reads.
+* ``Offsets``: where a channel account resumes its platform's update stream.
+* ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
+* ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
+  ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
 Three kinds of method, by what the caller may rely on when it returns:
 
 * ``async def`` reads, and ``async def`` writes that must be durable before botd acts on
-  them (a piece is written before it is sent): awaited, so a network database fits behind
-  them.
-* ``..._soon`` / deferred records (a piece was sent, an entry answered, a run started, a step
-  finished): queued and committed with the next group commit (``store/deferred.py``); nobody
-  waits, and a crash loses at most the last moment's records, which the conversation's state
-  machine treats as a crash just before them. ``append_messages_later`` is the same with a
-  future for the one caller that reads the outcome; ``commit_soon`` and ``flush_deferred``
-  ask for that commit now.
-* direct writes (``compact``, ``rewrite_messages``): committed before they return; the agent
-  loop calls the second from a synchronous callback. SQLite does them on the loop thread in
-  well under a millisecond.
+  them (a message is accepted before the platform is told, a piece is written before it is
+  sent): awaited. The SQLite store groups the writes of one loop iteration into one commit
+  (``botd/store/sqlite/deferred.py``); a compaction or a rewrite waits for the records queued
+  before it.
+* ``..._soon`` records and the other deferred records (a piece was sent, an entry answered,
+  a run started, a step finished, a channel's offset, a job's next run time): queued without
+  I/O and committed with the next group commit; nobody waits, and a crash loses at most the
+  last moment's records, which the conversation's state machine (and the inbound ledger, for
+  an offset) treats as a crash just before them. ``append_messages_later`` is the same with a
+  future for the one caller that reads the outcome; ``commit_soon`` asks for that commit now.
+* plain attributes kept in memory (``StoreStatus.health``): no I/O at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from ..chat import Target
+from ..chat import InboundMessage, Target
 from ..events import Message
-from .inbox import InboxEntry, InboxState
-from .outbox import OutboxEntry
-from .transcripts import SessionRecord
-from .usage import ModelUsage, UsageTotals
+from .errors import StoreHealth
+from .records import (
+    CHATTER_RETENTION_SECONDS,
+    InboxBacklog,
+    InboxEntry,
+    InboxState,
+    KeptLine,
+    ModelUsage,
+    OutboxEntry,
+    RunRecord,
+    SessionRecord,
+    StoredJob,
+    UsageTotals,
+)
 
 if TYPE_CHECKING:
     from ..agent.compaction import CompactionResult
@@ -73,15 +96,22 @@ class ConversationLedger(Protocol):
         self, conversation_key: str, session_id: str, run_id: str, usage: Sequence[ModelUsage]
     ) -> None: ...
 
-    def commit_soon(self) -> None: ...
+    def commit_soon(self) -> None:
+        """Commit what is queued now (at the end of this loop iteration), lazy records
+        included; nobody waits for it."""
+        ...
 
-    def flush_deferred(self) -> None: ...
+    async def compact(self, session_id: str, result: CompactionResult) -> None:
+        """Keep a compaction: its summary replaces the messages it summarized, after the
+        records queued before it. ``StaleCompactionError`` when the transcript changed since."""
+        ...
 
-    def compact(self, session_id: str, result: CompactionResult) -> None: ...
-
-    def rewrite_messages(
+    async def rewrite_messages(
         self, session_id: str, rewrite: Callable[[Message], Message | None]
-    ) -> int: ...
+    ) -> int:
+        """Give the live messages ``rewrite`` changes their new form (after the records
+        queued before it, so a step written a moment ago is rewritten too); how many changed."""
+        ...
 
     # -- inbox entries ----------------------------------------------------------------------
 
@@ -138,19 +168,175 @@ class ConversationLedger(Protocol):
 class ModelChoices(Protocol):
     """The conversations' model choices and their token usage (``/model``, ``/usage``)."""
 
-    def model_choice(self, conversation_key: str) -> str | None: ...
+    async def model_choice(self, conversation_key: str) -> str | None:
+        """The model ``/model`` chose for the conversation (None: the configured primary)."""
+        ...
 
-    def set_model_choice(self, conversation_key: str, model: str | None) -> None: ...
+    async def set_model_choice(self, conversation_key: str, model: str | None) -> None:
+        """Keep ``model`` as the conversation's choice; None goes back to the primary."""
+        ...
 
-    def last_model(self, conversation_key: str) -> str | None: ...
+    async def last_model(self, conversation_key: str) -> str | None:
+        """The model that answered last in the conversation (None: none has yet)."""
+        ...
 
-    def usage_totals(
+    async def usage_totals(
         self, *, conversation_key: str | None = None, since: float | None = None
-    ) -> UsageTotals: ...
+    ) -> UsageTotals:
+        """The usage of one conversation, or of every run since ``since`` (or both)."""
+        ...
 
 
 class ConversationStore(ConversationLedger, ModelChoices, Protocol):
     """What the conversations' registry is given: the ledger and the model choices."""
 
 
-__all__ = ["ConversationLedger", "ConversationStore", "ModelChoices"]
+class Chatter(Protocol):
+    """Group lines not addressed to the bot, kept for its next prompt in that conversation."""
+
+    async def keep_chatter(
+        self, channel: str, keys: Sequence[str], message: InboundMessage, *, limit: int
+    ) -> bool:
+        """Record the message's dedupe ids and, unless any was seen before, keep it as
+        chatter of its conversation (its newest ``limit`` lines are kept), in one
+        transaction. Whether it was a repeat."""
+        ...
+
+    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+        """The conversation's kept lines, oldest first (none older than
+        ``CHATTER_RETENTION_SECONDS``)."""
+        ...
+
+
+class InboundLedger(Chatter, Protocol):
+    """What the router needs: dedupe ids and accepted messages, each in one transaction."""
+
+    async def accept_inbound(
+        self,
+        channel: str,
+        keys: Sequence[str],
+        message: InboundMessage,
+        *,
+        consume_chatter: tuple[str, int] | None = None,
+    ) -> int | None:
+        """Record the message's dedupe ids and the message, atomically: its inbox id once
+        committed, or None when any id was seen before (then only the ids are recorded).
+        ``consume_chatter`` (conversation key, last kept line id) deletes the chatter the
+        message carries in the same transaction."""
+        ...
+
+    async def seen_inbound(self, channel: str, *keys: str) -> bool:
+        """Record a message's ids in one transaction; True if any was recorded before."""
+        ...
+
+
+class Offsets(Protocol):
+    """Where a channel account resumes its platform's update stream after a restart."""
+
+    async def get_offset(self, channel: str, account: str) -> str | None:
+        """The account's saved position (Telegram's update offset, say), if any."""
+        ...
+
+    def set_offset_soon(self, channel: str, account: str, value: str) -> None:
+        """Save the account's position with a later group commit (a record: one lost in a
+        crash only has the platform send some messages again, which the inbound ledger
+        drops as repeats). Saved positions are applied in the order given."""
+        ...
+
+
+class JobLedger(Protocol):
+    """The scheduler's jobs, each job's run log, and the imports done once."""
+
+    async def load_jobs(self) -> list[StoredJob]:
+        """Every job, by id."""
+        ...
+
+    async def get_job(self, job_id: str) -> StoredJob | None: ...
+
+    async def save_job(self, job: StoredJob) -> None:
+        """Add a job, or replace the one with its id."""
+        ...
+
+    async def delete_job(self, job_id: str) -> bool:
+        """Remove a job; False if there was none. Its run log is kept."""
+        ...
+
+    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
+        """Record when a job runs next (a record; nothing happens for an unknown id)."""
+        ...
+
+    def delete_job_soon(self, job_id: str) -> None:
+        """Remove a job that will not run again (a record: APScheduler dropped it)."""
+        ...
+
+    async def add_job_run(self, record: RunRecord, *, keep: int) -> None:
+        """Append to a job's run log, keeping its last ``keep`` records."""
+        ...
+
+    async def job_runs(self, job_id: str) -> list[RunRecord]:
+        """Each recorded run of the job, oldest first."""
+        ...
+
+    async def imported(self, name: str) -> bool:
+        """Whether the import called ``name`` was done."""
+        ...
+
+    async def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
+        """Add ``jobs`` (ids present already are left alone) and record the import ``name``,
+        in one transaction; False, with nothing changed, when it was done before."""
+        ...
+
+
+class Pruning(Protocol):
+    """What the daily pruner forgets (``botd.store.pruner``)."""
+
+    async def prune_inbound(self, older_than_seconds: float) -> int:
+        """Forget inbound ids first seen more than ``older_than_seconds`` ago; how many."""
+        ...
+
+    async def prune_finished(self, older_than_seconds: float) -> int:
+        """Forget finished inbox rows and sent or failed outbox pieces older than the cut."""
+        ...
+
+    async def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
+        """Drop chatter kept more than ``older_than_seconds`` ago; how many lines."""
+        ...
+
+
+class StoreStatus(Protocol):
+    """What ``/healthz``, ``/metrics`` and ``botd status`` read of the store."""
+
+    @property
+    def health(self) -> StoreHealth:
+        """Which kinds of write failed last time they were tried (in memory)."""
+        ...
+
+    async def inbox_backlog(self) -> InboxBacklog:
+        """How many accepted messages are not finished, and the age of the oldest."""
+        ...
+
+    async def outbox_pending_count(self) -> int:
+        """How many pieces are written and not confirmed sent."""
+        ...
+
+
+class Store(ConversationStore, InboundLedger, Offsets, JobLedger, Pruning, StoreStatus, Protocol):
+    """The whole store, as the wiring sees it: every protocol above, and closing it."""
+
+    async def aclose(self) -> None:
+        """Commit what is queued and close (idempotent)."""
+        ...
+
+
+__all__ = [
+    "Chatter",
+    "ConversationLedger",
+    "ConversationStore",
+    "InboundLedger",
+    "JobLedger",
+    "ModelChoices",
+    "Offsets",
+    "Pruning",
+    "Store",
+    "StoreStatus",
+]

@@ -18,7 +18,7 @@ from typing import Any
 
 from botd.agent.compaction import SUMMARY_HEADER
 from botd.events import Message, TextContent
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.chat import DM, chatting
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -34,7 +34,7 @@ ERROR_LINE = "⚠️ The agent stopped with an error:"
 def earlier_turns(tmp_path: Path, turns: int, size: int) -> str:
     """A transcript an earlier botd left for the DM: ``turns`` exchanges of ``size``
     characters a message. Returns the session id."""
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         session = store.get_or_create_session(f"telegram:{DM}")
         for n in range(turns):
             store.append_messages(

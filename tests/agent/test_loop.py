@@ -969,12 +969,16 @@ LeftOut = list[tuple[frozenset[str], list[Message]]]
 
 def refusing_run(provider: Any, tools: list[Any] | None = None) -> tuple[AgentRun, Events, LeftOut]:
     events, left_out = Events(), []
+
+    async def leave_out(refused: frozenset[str], held: list[Message]) -> None:
+        left_out.append((refused, held))
+
     run = AgentRun(
         provider,
         tools or [],
         LoopConfig(model="test-model"),
         events.append,
-        on_images_left_out=lambda refused, held: left_out.append((refused, held)),
+        on_images_left_out=leave_out,
     )
     return run, events, left_out
 

@@ -36,7 +36,7 @@ from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.inbound.access import AccessPolicy, Decision, GroupRule
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import SubscriberConfig
 from tests.fakes import discord_api, slack_api, telegram_api
 from tests.fakes.discord_api import FakeDiscordAPI
@@ -67,7 +67,7 @@ class Driver(Protocol):
     dm_chat: str
     group_chat: str
 
-    def adapter(self, store: Store) -> ChannelAdapter: ...
+    def adapter(self, store: SqliteStore) -> ChannelAdapter: ...
 
     async def push_dm(self, text: str) -> str:
         """Push a DM; returns the id the router records in the store for it."""
@@ -145,7 +145,7 @@ class TelegramDriver:
         self._messages: dict[str, dict[str, Any]] = {}
         self._edits = itertools.count(1)
 
-    def adapter(self, store: Store) -> ChannelAdapter:
+    def adapter(self, store: SqliteStore) -> ChannelAdapter:
         return TelegramAdapter(
             TG_TOKEN, offsets=store, api_base_url=self.fake.base_url, poll_timeout=5
         )
@@ -230,7 +230,7 @@ class SlackDriver:
         self._bodies: dict[str, dict[str, Any]] = {}
         self._refused: set[int] = set()
 
-    def adapter(self, store: Store) -> ChannelAdapter:
+    def adapter(self, store: SqliteStore) -> ChannelAdapter:
         return SlackAdapter(
             bot_token="xoxb-test",
             app_token="xapp-test",
@@ -323,7 +323,7 @@ class DiscordDriver:
         self.fake = fake
         self._payloads: dict[str, dict[str, Any]] = {}
 
-    def adapter(self, store: Store) -> ChannelAdapter:
+    def adapter(self, store: SqliteStore) -> ChannelAdapter:
         return DiscordAdapter(
             "fake-discord-token",
             api_base_url=self.fake.base_url,
@@ -396,16 +396,16 @@ class DiscordDriver:
 # --- fixtures ---------------------------------------------------------------------------------
 
 
-class SpyStore(Store):
+class SpyStore(SqliteStore):
     """A real store that also lists every inbound id it was asked about."""
 
     asked: list[str]
     _asked_more: asyncio.Event
 
-    def seen_inbound(self, channel: str, *keys: str) -> bool:
+    async def seen_inbound(self, channel: str, *keys: str) -> bool:
         self.asked.extend(keys)
         self._asked_more.set()
-        return super().seen_inbound(channel, *keys)
+        return await super().seen_inbound(channel, *keys)
 
     async def accept_inbound(
         self,
@@ -456,7 +456,7 @@ class Stack:
     def __init__(
         self,
         driver: Driver,
-        store: Store,
+        store: SqliteStore,
         provider: ScriptedProvider,
         *,
         message_tool: bool = False,

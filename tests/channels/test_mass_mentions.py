@@ -21,7 +21,7 @@ from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import MessageRef, Target
 from botd.config import parse_config
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -190,7 +190,7 @@ async def test_discord_still_suppresses_everyone_here_and_role_pings(tmp_path: P
 
 async def test_telegram_text_is_unchanged(tmp_path: Path) -> None:
     async with FakeTelegramAPI(TOKEN) as fake:
-        with Store.open(tmp_path) as store:
+        with SqliteStore.open(tmp_path) as store:
             adapter = TelegramAdapter(TOKEN, offsets=store, api_base_url=fake.base_url)
 
             async def sink(message: object) -> None:

@@ -27,7 +27,7 @@ from botd.channels.registry import (
 from botd.chat import Capabilities, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTINS = {"telegram": TELEGRAM, "slack": SLACK, "discord": DISCORD, "console": CONSOLE}
@@ -210,7 +210,7 @@ def test_a_plugin_adapter_is_built_through_its_factory(tmp_path: Path) -> None:
     config = parse_config(
         "channels:\n  room: {room: lobby, account: work}\n", {}, channels=channels(room=ROOM)
     )
-    store = Store.open(tmp_path)
+    store = SqliteStore.open(tmp_path)
     try:
         adapters = wiring.build_adapters(config, ChannelContext(store), channels(room=ROOM))
     finally:
@@ -237,7 +237,7 @@ def test_a_channel_without_its_sdk_is_one_clear_error_at_check(tmp_path: Path) -
 
 def test_a_channel_without_its_sdk_is_refused_at_start(tmp_path: Path) -> None:
     config = parse_config("channels:\n  room: {room: lobby}\n", {}, channels=channels(room=ROOM))
-    store = Store.open(tmp_path)
+    store = SqliteStore.open(tmp_path)
     try:
         with pytest.raises(ChannelUnavailable, match=r"pip install 'botd-room'"):
             wiring.build_adapters(config, ChannelContext(store), channels(room=ROOM_WITHOUT_SDK))
@@ -293,7 +293,7 @@ channels:
   discord: {token: d, account: support}
 """
     config = parse_config(text, {})
-    store = Store.open(tmp_path)
+    store = SqliteStore.open(tmp_path)
     try:
         adapters = wiring.build_adapters(config, ChannelContext(store))
     finally:

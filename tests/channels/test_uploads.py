@@ -17,7 +17,7 @@ from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.delivery.media import MediaSettings
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply
 from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
@@ -50,7 +50,7 @@ async def slack() -> AsyncIterator[tuple[FakeSlack, SlackAdapter]]:
 @pytest.fixture
 async def discord_bot(tmp_path: Path) -> AsyncIterator[tuple[FakeDiscordAPI, DiscordAdapter]]:
     async with FakeDiscordAPI() as fake:
-        with Store.open(tmp_path / "state") as store:
+        with SqliteStore.open(tmp_path / "state") as store:
             adapter = make_adapter(fake)
             sink = through_router(store, Sink(), "discord")
             await asyncio.wait_for(adapter.start(sink), HANG_GUARD)

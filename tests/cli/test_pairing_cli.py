@@ -14,7 +14,7 @@ from botd.cli.pairing import format_age
 from botd.inbound.access import AccessPolicy
 from botd.inbound.pairing import PairingBook
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def dm(sender: str, name: str) -> InboundMessage:
     )
 
 
-async def ask(store: Store, book: PairingBook, sender: str, name: str) -> str:
+async def ask(store: SqliteStore, book: PairingBook, sender: str, name: str) -> str:
     sent: list[str] = []
 
     async def submit(_message: InboundMessage) -> None:
@@ -65,7 +65,7 @@ async def ask(store: Store, book: PairingBook, sender: str, name: str) -> str:
 
 
 async def test_list_approve_revoke_without_the_secrets(
-    tmp_path: Path, config: Path, store: Store
+    tmp_path: Path, config: Path, store: SqliteStore
 ) -> None:
     book = PairingBook(tmp_path / "state" / "pairing.json")
     code = await ask(store, book, "4242", "Frank Zappa")
@@ -157,7 +157,7 @@ def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) -> None:
     assert data["approved"] == [["slack", "U1"], ["telegram", "7"]]
 
 
-async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: Store) -> None:
+async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: SqliteStore) -> None:
     book = PairingBook(tmp_path / "pairing.json")
     await ask(store, book, "666", "Evil\x1b[2J\nName")
     listed = botd("list", "--state-dir", str(tmp_path))

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from botd.agent.providers.waits import NO_ANSWER_IN_TIME
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -101,7 +101,7 @@ async def test_sigterm_past_the_grace_posts_nothing_and_records_no_finished_turn
     assert "running answers get 0.2 s to finish" in log
     assert "run ended: cancelled" in log
     assert _sent(telegram) == []
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         session = store.get_or_create_session(f"telegram:{DM}")
         transcript = store.load_transcript(session.session_id)
     # Whatever of the cut turn is kept is marked cancelled, never as a finished answer.

@@ -20,7 +20,8 @@ from botd.config import ConfigError, parse_config, secret_values
 from botd.conversation import Conversations
 from botd.conversation.models import ModelBook, usage_of
 from botd.events import Message
-from botd.store import ModelUsage, Store
+from botd.store import ModelUsage
+from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings, settle
 from tests.daemon_inprocess import ANTHROPIC_KEY, config_yaml, daemon_running
 from tests.daemon_inprocess import telegram_yaml as telegram_section
@@ -280,20 +281,20 @@ def test_a_fallback_key_is_a_secret_and_settings_default_to_the_primarys() -> No
     assert wiring.model_names(config) == ["claude-sonnet-4-5", "claude-b", "gpt-fake"]
 
 
-def test_a_choice_the_config_no_longer_has_falls_back_to_the_primary(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as store:
-        store.set_model_choice("telegram:1", "gone-model")
+async def test_a_choice_the_config_no_longer_has_falls_back_to_the_primary(tmp_path: Path) -> None:
+    with SqliteStore.open(tmp_path) as store:
+        await store.set_model_choice("telegram:1", "gone-model")
         book = ModelBook(store, ["a", "b"], time.time)
-        assert book.current("telegram:1") == "a"
-        assert book.current("telegram:2") == "a"
-        assert book.answer("telegram:2", "B").startswith("This conversation now uses b;")
-        assert store.model_choice("telegram:2") == "b"
-        assert book.answer("telegram:2", "3").startswith("Unknown model '3'")
+        assert await book.current("telegram:1") == "a"
+        assert await book.current("telegram:2") == "a"
+        assert (await book.answer("telegram:2", "B")).startswith("This conversation now uses b;")
+        assert await store.model_choice("telegram:2") == "b"
+        assert (await book.answer("telegram:2", "3")).startswith("Unknown model '3'")
         assert (
-            book.answer("telegram:2", "1")
+            await book.answer("telegram:2", "1")
             == "This conversation now uses a (the default); fallbacks: b."
         )
-        assert store.model_choice("telegram:2") is None
+        assert await store.model_choice("telegram:2") is None
 
 
 def test_usage_is_counted_per_model_that_answered() -> None:
@@ -317,7 +318,7 @@ def test_usage_is_counted_per_model_that_answered() -> None:
 
 
 async def test_a_runs_usage_commits_with_its_last_transcript_write(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         statements: list[str] = []
         store._connection().set_trace_callback(statements.append)
         manager = Conversations(store, ScriptedProvider(), ListSink(), settings())
@@ -333,6 +334,6 @@ async def test_a_runs_usage_commits_with_its_last_transcript_write(tmp_path: Pat
         [carrying] = [t for t in transactions if any("INTO run_usage" in s for s in t)]
         # No transaction of its own: it rides with the run's assistant message.
         assert any("INSERT INTO messages" in s for s in carrying)
-        totals = store.usage_totals(conversation_key="console:c1")
+        totals = await store.usage_totals(conversation_key="console:c1")
         assert totals.runs == 1 and totals.input > 0 and totals.output > 0
-        assert store.last_model("console:c1") == "scripted"
+        assert await store.last_model("console:c1") == "scripted"

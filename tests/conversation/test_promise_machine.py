@@ -37,7 +37,7 @@ from botd.chat import InboundMessage
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
-from botd.store import DB_FILENAME, Store
+from botd.store.sqlite import DB_FILENAME, SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.platform import Edge, Platform
 
@@ -66,7 +66,7 @@ class PromiseMachine(RuleBasedStateMachine):
         self.allowance: Counter[str] = Counter()
         """Extra posts allowed per answer line (the ambiguous window)."""
         self.mode = "collect"
-        self.store: Store | None = None
+        self.store: SqliteStore | None = None
         self.conversations: Conversations | None = None
         self.edge: Edge | None = None
 
@@ -79,7 +79,7 @@ class PromiseMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(asyncio.wait_for(coro, GUARD))  # type: ignore[arg-type]
 
     async def _start(self) -> None:
-        self.store = Store.open(self._state())
+        self.store = SqliteStore.open(self._state())
         self.edge = Edge(self.platform)
         delivery = ChannelDelivery(
             {"console": self.edge},

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from botd.app import App
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -36,7 +36,7 @@ class Chat:
         self.daemon, self.telegram = daemon, telegram
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SqliteStore:
         assert self.daemon.runtime is not None
         return self.daemon.runtime.store
 

@@ -12,8 +12,9 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.cli.replay import read_events
 from botd.conversation import Conversations
 from botd.ops.logging import LogContext
-from botd.store import DB_FILENAME, Store, StoreError
-from botd.store.schema import MIGRATIONS
+from botd.store import StoreError
+from botd.store.sqlite import DB_FILENAME, SqliteStore
+from botd.store.sqlite.schema import MIGRATIONS
 from tests.conversation.harness import ListSink, inbound, settings, settle
 
 
@@ -43,7 +44,7 @@ def run_ids() -> RunIds:
 
 async def one_process(state: Path, record_dir: Path, *texts: str) -> tuple[Conversations, str]:
     """A process's life: open the store, answer ``texts``, then ``/status``; closed after."""
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         sink = ListSink()
         manager = Conversations(
             store, ScriptedProvider(), sink, settings(record_events_dir=record_dir)
@@ -85,7 +86,7 @@ async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Pa
         f"Session {session_id[:8]}: idle, 0 waiting, 2 messages, 1 runs, queue mode collect.\n"
         "Model: scripted."
     )
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         manager = Conversations(store, ScriptedProvider(), ListSink(), settings())
         assert await manager.status("console:nobody") == "No conversation yet.\nModel: scripted."
 
@@ -93,7 +94,7 @@ async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Pa
 async def test_status_says_so_when_the_store_cannot_be_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         sink = ListSink()
         manager = Conversations(store, ScriptedProvider(), sink, settings())
 
@@ -108,7 +109,7 @@ async def test_status_says_so_when_the_store_cannot_be_read(
 
 async def test_new_conversation_starts_counting_again(tmp_path: Path, run_ids: RunIds) -> None:
     state, record_dir = tmp_path / "state", tmp_path / "runs"
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         sink = ListSink()
         manager = Conversations(
             store, ScriptedProvider(), sink, settings(record_events_dir=record_dir)
@@ -170,7 +171,7 @@ def test_a_version_3_database_counts_on_from_its_inbox_run_ids(tmp_path: Path) -
             (run,),
         )
     conn.close()
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         assert store.schema_version() == len(MIGRATIONS)
         s1, s2 = store.active_session("k:s1"), store.active_session("k:s2")
         assert s1 is not None and s1.runs == 12

@@ -19,7 +19,7 @@ from botd.conversation import Conversations, ResetPolicy, RunHooks
 from botd.conversation.queue import ALBUM_WINDOW
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import (
     GateTool,
@@ -33,7 +33,7 @@ from tests.conversation.harness import (
 from tests.waiting import until
 
 
-async def test_a_message_is_answered(store: Store) -> None:
+async def test_a_message_is_answered(store: SqliteStore) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hello"))
@@ -41,7 +41,7 @@ async def test_a_message_is_answered(store: Store) -> None:
     assert sink.texts("c1") == ["You said: hello"]
 
 
-async def test_followup_answers_each_waiting_message_in_order(store: Store) -> None:
+async def test_followup_answers_each_waiting_message_in_order(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
@@ -52,7 +52,7 @@ async def test_followup_answers_each_waiting_message_in_order(store: Store) -> N
     assert len(provider.requests) == 3
 
 
-async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store) -> None:
+async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     timer = ManualTimer()
@@ -71,7 +71,7 @@ async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store)
     assert sink.texts("c1")[-1] == "You said: unrelated"
 
 
-async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Store) -> None:
+async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: SqliteStore) -> None:
     provider = RecordingProvider(
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
@@ -89,7 +89,7 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Stor
     assert provider.prompts()[-1][-1] == "this\n\nand"
 
 
-async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -> None:
+async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     timer = ManualTimer()
@@ -102,7 +102,7 @@ async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -
     assert sink.texts("c1") == ["Stopped."]
 
 
-async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
+async def test_collect_merges_what_arrived_during_a_run(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="collect"))
@@ -117,7 +117,9 @@ async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
     assert sink.texts("c1")[0] == "You said: first"
 
 
-async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(store: Store) -> None:
+async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(
+    store: SqliteStore,
+) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}, {"name": "wait", "args": {}}])]
     provider = RecordingProvider(ScriptedProvider(script))
@@ -136,7 +138,7 @@ async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(store: 
     assert sink.texts("c1") == ["You said: actually, stop that"]
 
 
-async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -> None:
+async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="steer"))
@@ -147,7 +149,7 @@ async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -
     assert sink.texts("c1") == ["You said: first", "You said: more"]
 
 
-async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Store) -> None:
+async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: SqliteStore) -> None:
     provider = RecordingProvider(
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
@@ -161,7 +163,7 @@ async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Stor
     assert not any(text.startswith("x x") and len(text) > 700 for text in sink.texts("c1"))
 
 
-async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: Store) -> None:
+async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: SqliteStore) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
     sink = ListSink()
@@ -182,7 +184,7 @@ async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: St
 
 
 async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     gate = GateTool()
     provider = RecordingProvider(
@@ -211,7 +213,7 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
     assert len(provider.requests) == 2  # A's two model calls; none for B
 
 
-async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> None:
+async def test_two_conversations_run_in_parallel_each_in_order(store: SqliteStore) -> None:
     slow = ScriptedProvider(delay=0.002)
     sink = ListSink()
     manager = Conversations(store, slow, sink, settings(queue_mode="followup"))
@@ -225,7 +227,7 @@ async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> 
     assert chats.index("B") < chats.index("A") + 3  # interleaved, not one after the other
 
 
-async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
+async def test_global_cap_limits_concurrent_runs(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.002))
     manager = Conversations(store, provider, ListSink(), settings(max_concurrent_runs=2))
     for chat in "ABCDE":
@@ -237,13 +239,13 @@ async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
 
 async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    first = Store.open(state)
+    first = SqliteStore.open(state)
     await_manager = Conversations(first, ScriptedProvider(), ListSink(), settings())
     await await_manager.submit(inbound("remember me"))
     await settle(await_manager)
     first.close()
 
-    second = Store.open(state)
+    second = SqliteStore.open(state)
     provider = RecordingProvider(ScriptedProvider())
     manager = Conversations(second, provider, ListSink(), settings())
     await manager.submit(inbound("still there?"))
@@ -254,7 +256,7 @@ async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
     assert len(assistant) == 1
 
 
-async def test_new_starts_a_fresh_conversation(store: Store) -> None:
+async def test_new_starts_a_fresh_conversation(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())
@@ -267,7 +269,7 @@ async def test_new_starts_a_fresh_conversation(store: Store) -> None:
     assert provider.prompts()[-1] == ["new topic"]
 
 
-async def test_status_reports_the_session(store: Store) -> None:
+async def test_status_reports_the_session(store: SqliteStore) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hi", n=0))
@@ -277,7 +279,7 @@ async def test_status_reports_the_session(store: Store) -> None:
     assert "idle" in status and "1 runs" in status and "queue mode collect" in status
 
 
-async def test_idle_reset_policy_starts_over(store: Store) -> None:
+async def test_idle_reset_policy_starts_over(store: SqliteStore) -> None:
     now = [1_000_000.0]
     provider = RecordingProvider(ScriptedProvider())
     policy = ResetPolicy(mode="idle", idle_minutes=30)
@@ -306,7 +308,7 @@ def test_daily_reset_policy_boundary() -> None:
     assert not ResetPolicy().is_due(0, 10**10)
 
 
-async def test_recorded_runs_replay(store: Store, tmp_path: Path) -> None:
+async def test_recorded_runs_replay(store: SqliteStore, tmp_path: Path) -> None:
     record_dir = tmp_path / "runs"
     manager = Conversations(
         store, ScriptedProvider(), ListSink(), settings(record_events_dir=record_dir)
@@ -334,7 +336,7 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
     answer = ScriptedTurn(text="Here is what I found. " * 10)
     script = [tool_turn, answer] * 6
     small = settings(queue_mode="followup", context_budget_tokens=600, keep_recent_tokens=200)
-    store = Store.open(state)
+    store = SqliteStore.open(state)
     manager = Conversations(
         store, ScriptedProvider(script), ListSink(), small, tools=lambda m: [EchoTool()]
     )
@@ -343,7 +345,7 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
     await settle(manager)
     store.close()
 
-    reopened = Store.open(state)
+    reopened = SqliteStore.open(state)
     record = reopened.get_or_create_session("console:c1")
     transcript = reopened.load_transcript(record.session_id)
     reopened.close()
@@ -361,13 +363,15 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
     assert len(transcript) < 6 * 5  # older turns were folded into the summary
 
 
-async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store: Store) -> None:
+async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(
+    store: SqliteStore,
+) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
     sink = ListSink()
     asked: list[str] = []
 
-    def jobs(key: str) -> list[str]:
+    async def jobs(key: str) -> list[str]:
         asked.append(key)
         return (
             ["daily: standup summary (next 2030-01-01T09:00+00:00)"] if key == "console:c1" else []
@@ -397,11 +401,13 @@ async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(store
     await settle(manager)
 
 
-async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
+async def test_status_shows_jobs_before_any_conversation(store: SqliteStore) -> None:
     sink = ListSink()
-    manager = Conversations(
-        store, ScriptedProvider(), sink, settings(), jobs=lambda key: ["r1: reminder: call Bob"]
-    )
+
+    async def reminder(key: str) -> list[str]:
+        return ["r1: reminder: call Bob"]
+
+    manager = Conversations(store, ScriptedProvider(), sink, settings(), jobs=reminder)
     await manager.submit(inbound("/status", n=0))
     await settle(manager)
     assert sink.texts("c1") == [
@@ -410,7 +416,7 @@ async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
 
 
 async def test_a_run_logs_with_channel_conversation_and_run_ids(
-    store: Store, caplog: pytest.LogCaptureFixture
+    store: SqliteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[dict[str, str]] = []
 
@@ -439,7 +445,7 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
     assert LogContext.current() == {}
 
 
-async def test_run_hooks_report_start_end_and_first_reply(store: Store) -> None:
+async def test_run_hooks_report_start_end_and_first_reply(store: SqliteStore) -> None:
     events: list[tuple[str, object]] = []
     hooks = RunHooks(
         on_start=lambda m: events.append(("start", m.text)),
@@ -454,7 +460,7 @@ async def test_run_hooks_report_start_end_and_first_reply(store: Store) -> None:
     assert sorted(events[1:], key=str) == [("end", "end_turn"), ("first", True)]
 
 
-async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
+async def test_a_failing_hook_does_not_break_the_run(store: SqliteStore) -> None:
     def boom(message: InboundMessage) -> None:
         raise RuntimeError("hook bug")
 
@@ -467,7 +473,7 @@ async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
     assert sink.texts("c1") == ["You said: hello"]
 
 
-async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: Store) -> None:
+async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: SqliteStore) -> None:
     from botd.conversation import CoalesceSettings
 
     class NoopTool:
@@ -528,7 +534,7 @@ def test_coalesce_config_reaches_the_sessions() -> None:
     )
 
 
-async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
+async def test_new_with_text_starts_over_with_that_text(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())
@@ -544,7 +550,7 @@ async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
     assert sink.texts("c1") == ["You said: old topic", "You said: what is", "the new topic?"]
 
 
-async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Store) -> None:
+async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: SqliteStore) -> None:
     for mode in ("collect", "followup"):
         provider = RecordingProvider(ScriptedProvider())
         sink = ListSink(channel="console")
@@ -564,7 +570,7 @@ async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Stor
 
 
 async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
@@ -584,7 +590,7 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
     assert provider.prompts() == [["one"], ["one", "two"]]
 
 
-async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Store) -> None:
+async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     timer = ManualTimer()
@@ -597,7 +603,7 @@ async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Stor
     assert sink.texts("c1") == ["Stopped."]
 
 
-async def test_a_shutdown_does_not_wait_out_the_debounce(store: Store) -> None:
+async def test_a_shutdown_does_not_wait_out_the_debounce(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     timer = ManualTimer()
     manager = Conversations(store, provider, ListSink(), settings(debounce=120.0), timer=timer)
@@ -609,13 +615,13 @@ async def test_a_shutdown_does_not_wait_out_the_debounce(store: Store) -> None:
     assert [entry.message.text for entry in store.unfinished_inbox()] == ["later"]
 
 
-async def _accepted(store: Store, message: InboundMessage) -> InboundMessage:
+async def _accepted(store: SqliteStore, message: InboundMessage) -> InboundMessage:
     inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
     assert inbox_id is not None
     return replace(message, inbox_id=inbox_id)
 
 
-async def test_a_reset_by_policy_is_said_before_the_next_answer(store: Store) -> None:
+async def test_a_reset_by_policy_is_said_before_the_next_answer(store: SqliteStore) -> None:
     now = [1_000_000.0]
     sink = ListSink()
     policy = ResetPolicy(mode="idle", idle_minutes=30)
@@ -645,7 +651,7 @@ def test_the_daily_reset_names_its_hour() -> None:
     )
 
 
-async def test_whoami_gives_the_ids_the_settings_take(store: Store) -> None:
+async def test_whoami_gives_the_ids_the_settings_take(store: SqliteStore) -> None:
     sink = ListSink(channel="telegram")
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     message = InboundMessage(
@@ -679,7 +685,7 @@ PIXELS = "iVBORw0KGgo" + "A" * 4000
 
 
 async def test_a_recording_keeps_no_image_data_and_still_replays(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     record_dir = tmp_path / "runs"
     script = [ScriptedTurn(tool_calls=[{"name": "photo", "args": {}}]), ScriptedTurn(text="Done.")]
@@ -704,7 +710,7 @@ async def test_a_recording_keeps_no_image_data_and_still_replays(
     assert events[-1].type == "agent_end"
 
 
-async def test_start_greets_instead_of_asking_the_model(store: Store) -> None:
+async def test_start_greets_instead_of_asking_the_model(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())

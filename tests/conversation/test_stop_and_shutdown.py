@@ -21,7 +21,7 @@ from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -143,7 +143,7 @@ async def stop(manager: Conversations) -> None:
 # --- /stop ------------------------------------------------------------------------------------
 
 
-async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
+async def test_stop_drops_text_the_user_never_saw(store: SqliteStore) -> None:
     # The chunker holds the text (a block needs 4000 characters): nothing was shown yet.
     model = HangingProvider("The first half ", "of an answer")
     adapter = RecordingAdapter()
@@ -157,7 +157,7 @@ async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None:
+async def test_stop_drops_blocks_the_coalescer_was_holding(store: SqliteStore) -> None:
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
     coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=600_000)
@@ -172,7 +172,7 @@ async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Store) -> None:
+async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: SqliteStore) -> None:
     # Blocks are cut per paragraph; the platform holds the first send while more queue up.
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
@@ -192,7 +192,7 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Stor
 
 
 async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmation(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     # The platform holds the preview's first post while the answer grows behind it.
     model = HangingProvider("The first half ", "of an answer")
@@ -213,7 +213,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     assert adapter.edits == []
 
 
-async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Store) -> None:
+async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: SqliteStore) -> None:
     model = HangingProvider("Half an answer")
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings(queue_mode="interrupt"))
@@ -230,7 +230,7 @@ async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Stor
 
 
 async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     # The run posts "One." (held by the platform), then waits in a tool.
     gate = GateTool()
@@ -263,7 +263,7 @@ async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
 
 
 async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_finished(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     model = HangingProvider("Half ", "an answer")
     adapter = RecordingAdapter()
@@ -281,7 +281,7 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
     assert all(m.stop_reason == "cancelled" for m in replies)
 
 
-async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -> None:
+async def test_a_run_that_finishes_within_the_grace_is_delivered(store: SqliteStore) -> None:
     model = ScriptedProvider([ScriptedTurn(text="All done.")], delay=0.001)
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings())
@@ -298,7 +298,7 @@ async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -
 ERROR_LINE = f"⚠️ The agent stopped with an error: {NO_ANSWER_IN_TIME}"
 
 
-async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> list[str]:
+async def answer_with(store: SqliteStore, provider: Provider, mode: DeliveryMode) -> list[str]:
     adapter = RecordingAdapter()
     manager = Conversations(store, provider, delivery(adapter, mode), settings(min_chars=1))
     try:
@@ -310,7 +310,9 @@ async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> l
 
 
 @pytest.mark.parametrize("mode", ["blocks", "final"])
-async def test_anthropic_stalls_as_the_user_sees_them(store: Store, mode: DeliveryMode) -> None:
+async def test_anthropic_stalls_as_the_user_sees_them(
+    store: SqliteStore, mode: DeliveryMode
+) -> None:
     async with FakeAnthropicAPI(api_key="sk-ant") as api:
 
         def provider() -> AnthropicProvider:
@@ -339,7 +341,7 @@ async def test_anthropic_stalls_as_the_user_sees_them(store: Store, mode: Delive
         assert await answer_with(store, provider(), mode) == [ERROR_LINE]
 
 
-async def test_openai_stalls_as_the_user_sees_them(store: Store) -> None:
+async def test_openai_stalls_as_the_user_sees_them(store: SqliteStore) -> None:
     async with FakeOpenAI() as api:
 
         def provider() -> OpenAIProvider:

@@ -9,7 +9,7 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import ManualTimer
 from tests.conversation.platform import Edge, Platform
@@ -30,7 +30,7 @@ def message(text: str, n: int, album: str | None = None) -> InboundMessage:
 
 
 def conversations(
-    store: Store, platform: Platform, timer: ManualTimer, **fields: object
+    store: SqliteStore, platform: Platform, timer: ManualTimer, **fields: object
 ) -> Conversations:
     settings = SessionSettings(
         loop=LoopConfig(model="scripted"),
@@ -41,7 +41,9 @@ def conversations(
     return Conversations(store, ScriptedProvider(), delivery, settings, timer=timer)
 
 
-async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(store: Store) -> None:
+async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(
+    store: SqliteStore,
+) -> None:
     platform, timer = Platform(), ManualTimer()
     registry = conversations(store, platform, timer, queue_mode="followup")
     await registry.submit(message("look", 1, album="a1"))
@@ -58,7 +60,7 @@ async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(store
 
 
 async def test_a_burst_within_the_debounce_is_one_prompt_and_a_later_one_its_own(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     platform, timer = Platform(), ManualTimer()
     registry = conversations(store, platform, timer, queue_mode="followup", debounce=1.0)

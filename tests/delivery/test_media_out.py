@@ -29,7 +29,7 @@ from botd.chat import Capabilities, MessageRef, Target
 from botd.conversation import Conversations
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
 from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_instead
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
 from tests.conversation.harness import settings
 from tests.daemon_inprocess import (
@@ -341,7 +341,7 @@ async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_ne
 ) -> None:
     outbound, media = outbound_files(tmp_path)
     target = Target("console", "c1")
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         # A crash after the first upload was confirmed and before the second one was.
         done = await store.outbox_add(
             None, 1, "block", target, "A", media=[str(outbound / "a.png")]

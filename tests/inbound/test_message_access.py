@@ -15,7 +15,7 @@ from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.message_access import NOT_LISTED, MessageAccess
 from botd.inbound.pairing import PairingBook
 from botd.inbound.router import Router, chat_kind
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
 
 
@@ -23,7 +23,7 @@ async def _nothing(*_args: object) -> None:
     return None
 
 
-def _router(store: Store, policy: AccessPolicy, pairing: PairingBook | None = None) -> Router:
+def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingBook | None = None) -> Router:
     return Router(store, _nothing, _nothing, {"telegram": policy}, pairing=pairing)
 
 
@@ -53,7 +53,9 @@ def test_chat_kind_follows_each_platforms_ids() -> None:
     assert chat_kind(Target("discord", "123456")) == ("unknown", None)
 
 
-def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(store: Store, tmp_path: Path) -> None:
+def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
+    store: SqliteStore, tmp_path: Path
+) -> None:
     pairing = PairingBook(tmp_path / "pairing.json")
     router = _router(store, POLICY, pairing)
 
@@ -67,7 +69,9 @@ def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(store: Store, tmp_
     assert router.may_post(Target("telegram", "999")).accepted  # paired
 
 
-def test_asking_issues_no_pairing_code_and_records_nothing(store: Store, tmp_path: Path) -> None:
+async def test_asking_issues_no_pairing_code_and_records_nothing(
+    store: SqliteStore, tmp_path: Path
+) -> None:
     path = tmp_path / "pairing.json"
     router = _router(store, POLICY, PairingBook(path))
 
@@ -76,10 +80,10 @@ def test_asking_issues_no_pairing_code_and_records_nothing(store: Store, tmp_pat
 
     assert not path.exists()
     assert PairingBook(path).pending() == []
-    assert not store.seen_inbound("telegram", "probe")  # the ledger was empty before
+    assert not await store.seen_inbound("telegram", "probe")  # the ledger was empty before
 
 
-def test_dm_policies(store: Store) -> None:
+def test_dm_policies(store: SqliteStore) -> None:
     def verdict(dm_policy: str) -> tuple[bool, str]:
         policy = AccessPolicy(dm_policy=dm_policy)  # type: ignore[arg-type]
         decision = _router(store, policy).may_post(Target("telegram", "999"))
@@ -90,7 +94,7 @@ def test_dm_policies(store: Store) -> None:
     assert verdict("disabled") == (False, "direct messages are disabled")
 
 
-def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: Store) -> None:
+def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: SqliteStore) -> None:
     router = _router(store, POLICY)
 
     # Allowed although its allow_from names who may address the bot, not where it may post.
@@ -107,7 +111,7 @@ def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: Store) -
     assert not router.may_post(Target("telegram", "-100200")).accepted
 
 
-def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: Store) -> None:
+def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: SqliteStore) -> None:
     router = Router(
         store,
         _nothing,
@@ -124,7 +128,7 @@ def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: Store) -> None
     assert not router.may_post(Target("discord", "43")).accepted
 
 
-def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: Store) -> None:
+def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: SqliteStore) -> None:
     closed = Router(store, _nothing, _nothing, {"slack": AccessPolicy(dm_policy="allowlist")})
     opened = Router(store, _nothing, _nothing, {"slack": AccessPolicy(dm_policy="open")})
 
@@ -136,7 +140,9 @@ def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: Store) -> None
 
 
 def _access(
-    store: Store, targets: list[MessageTargetSection], channels: tuple[str, ...] = ("telegram",)
+    store: SqliteStore,
+    targets: list[MessageTargetSection],
+    channels: tuple[str, ...] = ("telegram",),
 ) -> tuple[MessageAccess, Router]:
     router = _router(store, POLICY)
     return MessageAccess(router, lambda: targets, channels), router
@@ -146,7 +152,7 @@ def _target(text: str) -> MessageTargetSection:
     return MessageTargetSection.model_validate(text, context={"channels": ["telegram"]})
 
 
-def test_the_own_conversation_is_always_reachable(store: Store) -> None:
+def test_the_own_conversation_is_always_reachable(store: SqliteStore) -> None:
     access, _ = _access(store, [])
     origin = Target("telegram", "-100999", thread_id="7", reply_to_id="55")
 
@@ -155,7 +161,7 @@ def test_the_own_conversation_is_always_reachable(store: Store) -> None:
     assert access.refusal(origin, origin) is None
 
 
-def test_anything_else_must_be_listed(store: Store) -> None:
+def test_anything_else_must_be_listed(store: SqliteStore) -> None:
     access, _ = _access(store, [])
     origin = Target("telegram", "111")
 
@@ -167,7 +173,7 @@ def test_anything_else_must_be_listed(store: Store) -> None:
     assert access.refusal(Target("telegram", "-100200"), None) == NOT_LISTED
 
 
-def test_a_listed_target_still_needs_the_policy(store: Store) -> None:
+def test_a_listed_target_still_needs_the_policy(store: SqliteStore) -> None:
     listed = [_target("telegram/-100200"), _target("telegram/-100999"), _target("telegram/999")]
     access, router = _access(store, listed)
     origin = Target("telegram", "111")
@@ -186,7 +192,7 @@ def test_a_listed_target_still_needs_the_policy(store: Store) -> None:
     assert access.refusal(Target("telegram", "-100999"), origin) is None
 
 
-def test_targets_are_read_at_each_call(store: Store) -> None:
+def test_targets_are_read_at_each_call(store: SqliteStore) -> None:
     targets: list[MessageTargetSection] = []
     access = MessageAccess(_router(store, POLICY), lambda: targets, ("telegram",))
     origin = Target("telegram", "111")
@@ -196,7 +202,7 @@ def test_targets_are_read_at_each_call(store: Store) -> None:
     assert access.refusal(Target("telegram", "-100200"), origin) is None
 
 
-def test_a_channel_that_is_not_running_is_refused(store: Store) -> None:
+def test_a_channel_that_is_not_running_is_refused(store: SqliteStore) -> None:
     access, _ = _access(store, [_target("telegram/-100200")], channels=())
 
     assert access.refusal(Target("telegram", "-100200"), None) == "channel telegram is not running"
@@ -267,7 +273,9 @@ def test_a_message_target_on_a_channel_not_configured(tmp_path: Path) -> None:
     ]
 
 
-def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(tmp_path: Path, store: Store) -> None:
+def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(
+    tmp_path: Path, store: SqliteStore
+) -> None:
     path = tmp_path / "botd.yaml"
     path.write_text(
         textwrap.dedent(
@@ -292,7 +300,7 @@ def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(tmp_path: Path, store: 
     assert access.refusal(Target("telegram", "-100999"), job.target) == NOT_LISTED
 
 
-def test_an_unreadable_pairing_file_refuses(store: Store, tmp_path: Path) -> None:
+def test_an_unreadable_pairing_file_refuses(store: SqliteStore, tmp_path: Path) -> None:
     path = tmp_path / "pairing.json"
     book = PairingBook(path)
     path.write_text("{not json", encoding="utf-8")  # damaged after botd read it

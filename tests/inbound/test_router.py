@@ -11,11 +11,11 @@ from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
 from botd.inbound.pairing import PairingBook
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.inbound.routing import Recorder, dm, group, router
 
 
-async def test_open_dm_is_accepted_once(store: Store) -> None:
+async def test_open_dm_is_accepted_once(store: SqliteStore) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
     assert (await r.handle(dm("hi"))).accepted
@@ -26,14 +26,14 @@ async def test_open_dm_is_accepted_once(store: Store) -> None:
 
 async def test_seen_messages_stay_seen_after_a_restart(tmp_path: Path) -> None:
     rec = Recorder()
-    with Store.open(tmp_path / "s") as first:
+    with SqliteStore.open(tmp_path / "s") as first:
         await router(first, rec, AccessPolicy(dm_policy="open")).handle(dm("hi"))
-    with Store.open(tmp_path / "s") as second:
+    with SqliteStore.open(tmp_path / "s") as second:
         decision = await router(second, rec, AccessPolicy(dm_policy="open")).handle(dm("hi"))
     assert not decision.accepted and len(rec.submitted) == 1
 
 
-async def test_allowlist_dm(store: Store) -> None:
+async def test_allowlist_dm(store: SqliteStore) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="allowlist", allow_from=frozenset({"alice"})))
     assert (await r.handle(dm("hi", "alice"))).accepted
@@ -42,13 +42,13 @@ async def test_allowlist_dm(store: Store) -> None:
     assert rec.replies == []
 
 
-async def test_disabled_dm(store: Store) -> None:
+async def test_disabled_dm(store: SqliteStore) -> None:
     rec = Recorder()
     decision = await router(store, rec, AccessPolicy(dm_policy="disabled")).handle(dm("hi"))
     assert not decision.accepted and decision.reason == "direct messages are disabled"
 
 
-async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: Store) -> None:
+async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: SqliteStore) -> None:
     rec = Recorder()
     book = PairingBook(tmp_path / "pairing.json")
     r = router(store, rec, AccessPolicy(dm_policy="pairing"), pairing=book)
@@ -66,13 +66,13 @@ async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: S
     assert PairingBook(tmp_path / "pairing.json").is_approved("telegram", "carol")
 
 
-async def test_wrong_pairing_code_admits_nobody(store: Store) -> None:
+async def test_wrong_pairing_code_admits_nobody(store: SqliteStore) -> None:
     book = PairingBook(None)
     router(store, Recorder(), AccessPolicy(dm_policy="pairing"), pairing=book)
     assert book.approve("telegram", "NOPE1234") is None
 
 
-async def test_pairing_code_expires(store: Store) -> None:
+async def test_pairing_code_expires(store: SqliteStore) -> None:
     now = [0.0]
     book = PairingBook(None, clock=lambda: now[0])
     code = book.request("telegram", "dave")
@@ -80,13 +80,13 @@ async def test_pairing_code_expires(store: Store) -> None:
     assert book.approve("telegram", code) is None
 
 
-async def test_group_not_on_allowlist_is_refused(store: Store) -> None:
+async def test_group_not_on_allowlist_is_refused(store: SqliteStore) -> None:
     rec = Recorder()
     decision = await router(store, rec, AccessPolicy()).handle(group("hi", mention=True))
     assert not decision.accepted and "allowlist" in decision.reason
 
 
-async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
+async def test_group_needs_a_mention_and_keeps_context(store: SqliteStore) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule()})
     r = router(store, rec, policy)
@@ -110,7 +110,7 @@ async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
     assert turn_text(rec.submitted[-1]) == "[Bob (id bob)] @bot and now?"
 
 
-async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Store) -> None:
+async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: SqliteStore) -> None:
     # A Slack thread fetched on the first mention there already holds what was kept of it.
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
@@ -119,16 +119,16 @@ async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Stor
     mention = replace(group("@bot so?", mention=True, n=2), context=thread)
     assert (await r.handle(mention)).accepted
     assert rec.submitted[-1].context == thread  # shown once, not twice
-    assert store.kept_chatter("telegram:g1") == []  # and consumed
+    assert await store.kept_chatter("telegram:g1") == []  # and consumed
 
 
-async def test_group_without_mention_requirement(store: Store) -> None:
+async def test_group_without_mention_requirement(store: SqliteStore) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule(require_mention=False)})
     assert (await router(store, rec, policy).handle(group("anyone?"))).accepted
 
 
-async def test_open_group_policy_and_wildcard_rule(store: Store) -> None:
+async def test_open_group_policy_and_wildcard_rule(store: SqliteStore) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(group_policy="open"))
     assert (await r.handle(group("hey", mention=True, chat="any"))).accepted
@@ -136,7 +136,7 @@ async def test_open_group_policy_and_wildcard_rule(store: Store) -> None:
     assert (await r2.handle(group("hey", chat="other", n=9))).accepted
 
 
-async def test_group_sender_allowlist_and_disabled_group(store: Store) -> None:
+async def test_group_sender_allowlist_and_disabled_group(store: SqliteStore) -> None:
     rec = Recorder()
     policy = AccessPolicy(
         groups={
@@ -150,19 +150,19 @@ async def test_group_sender_allowlist_and_disabled_group(store: Store) -> None:
     assert not (await r.handle(group("hi", mention=True, chat="g2", n=3))).accepted
 
 
-async def test_a_refused_group_sender_is_not_kept_as_context(store: Store) -> None:
+async def test_a_refused_group_sender_is_not_kept_as_context(store: SqliteStore) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))}))
     refused = await r.handle(group("psst, tell it this", sender="eve", n=1))
     assert not refused.accepted and "eve may not address the bot" in refused.reason
     await r.handle(group("lunch at noon?", n=2))
-    assert [line.sender_id for line in store.kept_chatter("telegram:g1")] == ["bob"]
+    assert [line.sender_id for line in await store.kept_chatter("telegram:g1")] == ["bob"]
     assert (await r.handle(group("@bot so?", mention=True, n=3))).accepted
     assert "eve" not in rec.submitted[-1].context.lower()
 
 
 async def test_lines_kept_from_a_sender_the_policy_stopped_admitting_are_not_shown(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
@@ -177,20 +177,20 @@ async def test_lines_kept_from_a_sender_the_policy_stopped_admitting_are_not_sho
     prompt = rec.submitted[-1]
     assert prompt.context.splitlines() == [CONTEXT_HEADER, "[Bob (id bob)] lunch at noon?"]
     assert prompt.attachments == ()  # her file stays behind too
-    assert store.kept_chatter("telegram:g1") == []  # consumed all the same
+    assert await store.kept_chatter("telegram:g1") == []  # consumed all the same
     # Let back in, her old line does not come back.
     r.update_policies({"telegram": AccessPolicy(groups={"g1": GroupRule()})})
     assert (await r.handle(group("@bot and now?", mention=True, sender="eve", n=4))).accepted
     assert rec.submitted[-1].context == ""
 
 
-async def test_mention_pattern_counts(store: Store) -> None:
+async def test_mention_pattern_counts(store: SqliteStore) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule()}, mention_patterns=(r"\bbotty\b",))
     assert (await router(store, rec, policy).handle(group("hey Botty, help"))).accepted
 
 
-async def test_commands_pass_without_a_mention_and_without_context(store: Store) -> None:
+async def test_commands_pass_without_a_mention_and_without_context(store: SqliteStore) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
     await r.handle(group("chatter", n=1))
@@ -198,7 +198,7 @@ async def test_commands_pass_without_a_mention_and_without_context(store: Store)
     assert rec.submitted[-1].text == "/stop@mybot"
 
 
-async def test_disabled_groups(store: Store) -> None:
+async def test_disabled_groups(store: SqliteStore) -> None:
     decision = await router(store, Recorder(), AccessPolicy(group_policy="disabled")).handle(
         group("hi", mention=True)
     )
@@ -206,7 +206,7 @@ async def test_disabled_groups(store: Store) -> None:
 
 
 async def test_pairing_is_approved_from_another_process_while_running(
-    tmp_path: Path, store: Store
+    tmp_path: Path, store: SqliteStore
 ) -> None:
     """The admin runs `botd pairing approve` while the daemon (this router) keeps running."""
     import subprocess
@@ -244,7 +244,7 @@ async def test_pairing_is_approved_from_another_process_while_running(
 
 
 async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_dropped(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
@@ -257,13 +257,13 @@ async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_d
         assert not decision.accepted and decision.reason == "already seen"
     assert [m.text for m in rec.submitted] == ["hi"]
     # Every key of a message is recorded, the twin's own event id included.
-    assert store.seen_inbound("telegram", "EvB")
+    assert await store.seen_inbound("telegram", "EvB")
     # A message without keys is recorded under its account, chat and message id.
     assert (await r.handle(dm("plain", n=9))).accepted
-    assert store.seen_inbound("telegram", "default:alice:9")
+    assert await store.seen_inbound("telegram", "default:alice:9")
 
 
-async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
+async def test_the_router_records_a_message_in_one_write(store: SqliteStore) -> None:
     # Accepted: its keys and the message itself go into the database in one transaction.
     writes: list[tuple[str, ...]] = []
     accept, record = store.accept_inbound, store.seen_inbound
@@ -278,9 +278,9 @@ async def test_the_router_records_a_message_in_one_write(store: Store) -> None:
         writes.append(tuple(keys))
         return await accept(channel, keys, message, consume_chatter=consume_chatter)
 
-    def counting_record(channel: str, *keys: str) -> bool:
+    async def counting_record(channel: str, *keys: str) -> bool:
         writes.append(keys)
-        return record(channel, *keys)
+        return await record(channel, *keys)
 
     store.accept_inbound = counting_accept  # type: ignore[method-assign]
     store.seen_inbound = counting_record  # type: ignore[method-assign]

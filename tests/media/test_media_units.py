@@ -19,7 +19,7 @@ from botd.conversation.prompt import media_user_turn, user_turn
 from botd.events import ImageContent, Message, TextContent
 from botd.media import MediaResolver
 from botd.media.history import EARLIER_IMAGE, with_recent_images
-from botd.store.inbox import inbound_from_json, inbound_json
+from botd.store.sqlite.inbox import inbound_from_json, inbound_json
 from tests.fakes.loopback import serve
 from tests.media.files import JPEG, PNG, ZIP, minimal_pdf
 

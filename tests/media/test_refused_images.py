@@ -21,7 +21,7 @@ from botd.app import App
 from botd.conversation.notices import INTERRUPTED_NOTICE
 from botd.events import ImageContent, Message, TextContent
 from botd.media.history import LEFT_OUT_IMAGE
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -55,7 +55,7 @@ class Chat:
         self.daemon, self.telegram, self.model = daemon, telegram, model
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SqliteStore:
         assert self.daemon.runtime is not None
         return self.daemon.runtime.store
 
@@ -110,7 +110,7 @@ def b64(data: bytes) -> str:
 def keep_earlier_turns(tmp_path: Path, key: str, *images: bytes) -> str:
     """A transcript as an earlier botd left it: a user turn per image (the image with its
     caption), each answered. Returns the session id."""
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         session = store.get_or_create_session(key)
         for number, image in enumerate(images, 1):
             store.append_messages(
@@ -129,7 +129,7 @@ def keep_earlier_turns(tmp_path: Path, key: str, *images: bytes) -> str:
         return session.session_id
 
 
-def stored_images(store: Store, session_id: str) -> list[str]:
+def stored_images(store: SqliteStore, session_id: str) -> list[str]:
     return [
         block.data
         for message in store.load_transcript(session_id)
@@ -138,7 +138,7 @@ def stored_images(store: Store, session_id: str) -> list[str]:
     ]
 
 
-def stored_text(store: Store, session_id: str) -> str:
+def stored_text(store: SqliteStore, session_id: str) -> str:
     return "\n".join(
         block.text
         for message in store.load_transcript(session_id)
@@ -211,7 +211,7 @@ async def test_in_a_group_an_image_kept_from_chatter_is_left_out_and_the_mention
         async with anthropic_chat(tmp_path, telegram, model) as chat:
             telegram.push_file(GROUP, "photo", png(600, 40))  # no mention: kept, not answered
             key = f"telegram:{GROUP}"
-            await until(lambda: bool(chat.store.kept_chatter(key)), "the photo kept as chatter")
+            await until(lambda: chat.store.kept_chatter(key), "the photo kept as chatter")
             model.push(stream(text("Seen.")))
             said = await chat.say(GROUP, "@botd_test_bot what do you make of it?", answer="Seen.")
             assert said == [NOTICE, "Seen."]

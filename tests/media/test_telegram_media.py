@@ -145,7 +145,7 @@ async def test_an_album_addressing_the_bot_in_a_group_brings_its_uncaptioned_pho
         await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
         await b.idle()
         assert b.daemon.runtime is not None
-        assert b.daemon.runtime.store.kept_chatter(f"telegram:{GROUP}") == []
+        assert await b.daemon.runtime.store.kept_chatter(f"telegram:{GROUP}") == []
     assert len(b.model.requests) == 1
     content = b.user_content()
     assert images(content) == [JPEG, PNG]

@@ -22,7 +22,7 @@ import pytest
 from botd.inbound.pairing import PairingBook
 from botd.ops.ports import listen_problem
 from botd.ops.statelock import StateLock
-from botd.store import SCHEMA_VERSION, Store
+from botd.store.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.config_reference import EXAMPLE
 from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -519,7 +519,7 @@ async def test_unlocked_state_dir_and_current_database_left_unchanged(tmp_path: 
     state = tmp_path / "state"
     with StateLock(state):
         pass
-    Store.open(state).close()
+    SqliteStore.open(state).close()
     before = {p.name: p.read_bytes() for p in state.iterdir()}
     report = await doctor(write_config(tmp_path), tmp_path)
     assert report.status == 0, report.out

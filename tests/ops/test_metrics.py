@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from botd.app import App
+from botd.store import InboxBacklog
+from botd.store.sqlite import SqliteStore
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
@@ -104,9 +106,9 @@ async def test_every_metric_counts_a_scripted_conversation(
         await until(lambda: shown(4), "the stop's confirmation")
         await until(lambda: daemon.metrics.runs_in_flight == 0, "the run's end")
 
-        store = daemon.runtime.store if daemon.runtime is not None else None
-        assert store is not None
-        await until(lambda: store.inbox_backlog().count == 0, "the stopped message finished")
+        assert daemon.runtime is not None
+        store = daemon.runtime.store
+        await until(lambda: inbox_empty(store), "the stopped message finished")
         samples, types = await scrape(port)
 
     # While the run was held: one run in flight, its message waiting, an age for it.
@@ -206,3 +208,9 @@ async def test_an_edited_preview_counts_once_and_a_reply_given_up_counts_as_fail
     retries = value(samples, "botd_errors_total", channel="telegram", kind="send_retry")
     assert retries is not None and retries >= 1
     assert value(samples, "botd_reply_latency_seconds_count", channel="telegram") == 1
+
+
+async def inbox_empty(store: SqliteStore) -> InboxBacklog | None:
+    """The store's inbox backlog once nothing waits in it (None until then)."""
+    backlog = await store.inbox_backlog()
+    return backlog if backlog.count == 0 else None

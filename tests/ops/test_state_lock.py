@@ -15,7 +15,7 @@ import pytest
 from botd.app import App
 from botd.config import parse_config
 from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
-from botd.store import DB_FILENAME
+from botd.store.sqlite import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
 from tests.waiting import until
 

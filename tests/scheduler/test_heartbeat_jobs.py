@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from botd.app import App
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import HEARTBEAT_INSTRUCTION
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -87,7 +87,7 @@ def _config(
     )
 
 
-def _store(daemon: App) -> Store:
+def _store(daemon: App) -> SqliteStore:
     assert daemon.runtime is not None
     return daemon.runtime.store
 
@@ -149,7 +149,7 @@ async def test_a_heartbeat_run_cut_by_a_restart_resumes_and_still_posts_nothing(
     async with daemon_running(_config(tmp_path, telegram, model)) as daemon:
         await until(lambda: len(model.requests) == 1, "the model asked")
     # Stopped mid-run (no grace): the run is left for the next start.
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         assert store.inbox_state(1) == "running"
 
     model.push(stream(text("HEARTBEAT_OK")))

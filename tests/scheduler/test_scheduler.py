@@ -19,7 +19,7 @@ from botd.agent.tools import ToolContext
 from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.waiting import HANG_GUARD, until
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -61,7 +61,7 @@ def inbox() -> Inbox:
 
 
 @pytest.fixture
-async def scheduler(store: Store, inbox: Inbox) -> AsyncIterator[Scheduler]:
+async def scheduler(store: SqliteStore, inbox: Inbox) -> AsyncIterator[Scheduler]:
     sched = Scheduler(store, inbox, timezone="Europe/Berlin")
     yield sched
     sched.shutdown()
@@ -77,11 +77,11 @@ def runs_in_flight() -> list[asyncio.Task[object]]:
     ]
 
 
-def passed_over(scheduler: Scheduler, job_id: str) -> bool:
+async def passed_over(scheduler: Scheduler, job_id: str) -> bool:
     """Whether APScheduler has handled every due time of ``job_id``: its next run is in the
     future (set once a pass over the due jobs has started their runs) and none of the runs
     it started is still going. Any further run, right or wrong, would have shown by then."""
-    info = scheduler.get(job_id)
+    info = await scheduler.get(job_id)
     due = info is None or info.next_run_time is None or info.next_run_time <= datetime.now(UTC)
     return not due and not runs_in_flight()
 
@@ -164,32 +164,34 @@ def test_both_day_fields_restricted_fire_on_either() -> None:
 # --- triggers under the clock ----------------------------------------------------------------
 
 
-def next_run(scheduler: Scheduler, job_id: str) -> datetime | None:
-    info = scheduler.get(job_id)
+async def next_run(scheduler: Scheduler, job_id: str) -> datetime | None:
+    info = await scheduler.get(job_id)
     assert info is not None
     return info.next_run_time
 
 
-async def test_jobs_next_fire_times(store: Store, inbox: Inbox) -> None:
+async def test_jobs_next_fire_times(store: SqliteStore, inbox: Inbox) -> None:
     clock = Clock(datetime(2025, 1, 1, 12, 0, tzinfo=UTC))  # a Wednesday
     # Not started: the jobs are only in the table, their first run times computed by the clock.
     sched = Scheduler(store, inbox, timezone="Europe/Berlin", clock=clock)
     try:
-        sched.add_cron("weekly", "0 9 * * 0", prompt="p", target=TARGET, timezone="Europe/Berlin")
-        sched.add_every("tick", 90, prompt="p", target=TARGET)
-        sched.add_at("once", datetime(2025, 1, 2, 8, 30), prompt="p", target=TARGET)
+        await sched.add_cron(
+            "weekly", "0 9 * * 0", prompt="p", target=TARGET, timezone="Europe/Berlin"
+        )
+        await sched.add_every("tick", 90, prompt="p", target=TARGET)
+        await sched.add_at("once", datetime(2025, 1, 2, 8, 30), prompt="p", target=TARGET)
 
-        assert next_run(sched, "weekly") == datetime(2025, 1, 5, 9, tzinfo=BERLIN)
-        assert next_run(sched, "tick") == clock.now + timedelta(seconds=90)
+        assert await next_run(sched, "weekly") == datetime(2025, 1, 5, 9, tzinfo=BERLIN)
+        assert await next_run(sched, "tick") == clock.now + timedelta(seconds=90)
         clock.now += timedelta(seconds=100)
         # The interval counts from the job's creation: its stored start, not from now.
-        tick = store.get_job("tick")
+        tick = await store.get_job("tick")
         assert tick is not None and tick.kind == "every"
         start = datetime.fromisoformat(tick.trigger["start"])
         interval = IntervalTrigger(seconds=tick.trigger["seconds"], start_date=start)
         assert interval.get_next_fire_time(None, clock.now) == clock.now + timedelta(seconds=80)
         # A naive one-shot time is read in the scheduler's zone.
-        assert next_run(sched, "once") == datetime(2025, 1, 2, 8, 30, tzinfo=BERLIN)
+        assert await next_run(sched, "once") == datetime(2025, 1, 2, 8, 30, tzinfo=BERLIN)
     finally:
         sched.shutdown()
 
@@ -197,10 +199,14 @@ async def test_jobs_next_fire_times(store: Store, inbox: Inbox) -> None:
 # --- execution -------------------------------------------------------------------------------
 
 
-async def test_due_job_submits_its_prompt(scheduler: Scheduler, store: Store, inbox: Inbox) -> None:
-    scheduler.start()
-    scheduler.add_at("ping", datetime.now(UTC) - timedelta(seconds=1), prompt="hi", target=TARGET)
-    scheduler.add_at(
+async def test_due_job_submits_its_prompt(
+    scheduler: Scheduler, store: SqliteStore, inbox: Inbox
+) -> None:
+    await scheduler.start()
+    await scheduler.add_at(
+        "ping", datetime.now(UTC) - timedelta(seconds=1), prompt="hi", target=TARGET
+    )
+    await scheduler.add_at(
         "named",
         datetime.now(UTC) - timedelta(seconds=1),
         prompt="report",
@@ -217,11 +223,11 @@ async def test_due_job_submits_its_prompt(scheduler: Scheduler, store: Store, in
     assert by_text["report"].conversation_key == "telegram:100"
     assert own.message_id != by_text["report"].message_id
     await until(lambda: store.job_runs("ping"), "the run of ping logged")
-    assert [r.outcome for r in store.job_runs("ping")] == ["submitted"]
-    assert scheduler.list_jobs() == []  # one-shot jobs are gone once run
+    assert [r.outcome for r in await store.job_runs("ping")] == ["submitted"]
+    assert await scheduler.list_jobs() == []  # one-shot jobs are gone once run
 
 
-async def test_failed_submit_is_logged_and_schedule_goes_on(store: Store) -> None:
+async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) -> None:
     calls: list[InboundMessage] = []
     done = asyncio.Event()
 
@@ -231,23 +237,23 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: Store) -> Non
         raise RuntimeError("session closed")
 
     sched = Scheduler(store, failing)
-    sched.start()
+    await sched.start()
     try:
-        sched.add_every("tick", 3600, prompt="p", target=TARGET)
+        await sched.add_every("tick", 3600, prompt="p", target=TARGET)
         fire_now(sched, "tick")
         async with asyncio.timeout(HANG_GUARD):
             await done.wait()
-            await until(lambda: store.job_runs("tick"), 'store.job_runs("tick")')
-        record = store.job_runs("tick")[0]
+            await until(lambda: store.job_runs("tick"), "the run logged")
+        record = (await store.job_runs("tick"))[0]
         assert (record.outcome, record.error) == ("failed", "session closed")
-        assert [job.id for job in sched.list_jobs()] == ["tick"]
+        assert [job.id for job in await sched.list_jobs()] == ["tick"]
     finally:
         sched.shutdown()
 
 
 async def test_each_run_has_its_own_message_id(scheduler: Scheduler, inbox: Inbox) -> None:
-    scheduler.start()
-    scheduler.add_every("tick", 3600, prompt="p", target=TARGET)
+    await scheduler.start()
+    await scheduler.add_every("tick", 3600, prompt="p", target=TARGET)
     fire_now(scheduler, "tick")
     await inbox.wait(1)
     fire_now(scheduler, "tick")
@@ -266,7 +272,7 @@ def context(key: str = "slack:acme:C1:171.5", origin: Target | None = ORIGIN) ->
 
 
 async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inbox: Inbox) -> None:
-    scheduler.start()
+    await scheduler.start()
     tool = ScheduleTool(scheduler)
     assert tool.spec.name == "schedule"
     out = await tool.run({"action": "create", "in_minutes": 30, "message": "call Bob"}, context())
@@ -276,7 +282,7 @@ async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inb
 
     listed = await tool.run({"action": "list"}, context())
     assert job_id in listed.text
-    assert [job.id for job in scheduler.list_jobs("slack:acme:C1:171.5")] == [job_id]
+    assert [job.id for job in await scheduler.list_jobs("slack:acme:C1:171.5")] == [job_id]
     assert (await tool.run({"action": "list"}, context("other"))).details["jobs"] == []
 
     fire_now(scheduler, job_id)  # drive it now instead of waiting half an hour
@@ -288,7 +294,7 @@ async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inb
 
 
 async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
-    scheduler.start()
+    await scheduler.start()
     tool = ScheduleTool(scheduler)
     bad: list[tuple[dict[str, object], str]] = [
         ({"action": "create", "message": "x"}, "exactly one"),
@@ -310,7 +316,7 @@ async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
     at = (datetime.now(BERLIN) + timedelta(days=1)).replace(tzinfo=None).isoformat()
     made = await tool.run({"action": "create", "message": "x", "at": at}, context())
     job_id = made.details["id"]
-    info = scheduler.get(job_id)
+    info = await scheduler.get(job_id)
     assert info is not None and info.next_run_time is not None
     assert info.next_run_time.replace(tzinfo=None).isoformat() == at  # read in Berlin time
 
@@ -318,8 +324,8 @@ async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
     assert other.is_error  # another conversation's reminder is not touched
     done = await tool.run({"action": "cancel", "id": job_id}, context())
     assert not done.is_error
-    assert scheduler.list_jobs() == []
-    assert not scheduler.cancel(job_id)
+    assert await scheduler.list_jobs() == []
+    assert not await scheduler.cancel(job_id)
 
 
 # --- persistence, config, misfires -----------------------------------------------------------
@@ -327,9 +333,9 @@ async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
 
 async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
     first_inbox = Inbox()
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         first = Scheduler(store, first_inbox)
-        first.start()
+        await first.start()
         out = await ScheduleTool(first).run(
             {"action": "create", "in_minutes": 60, "message": "stand up"}, context()
         )
@@ -337,11 +343,11 @@ async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
         first.shutdown()
 
     inbox = Inbox()
-    reopened = Store.open(tmp_path)
+    reopened = SqliteStore.open(tmp_path)
     second = Scheduler(reopened, inbox)
-    second.start()
+    await second.start()
     try:
-        (info,) = second.list_jobs("slack:acme:C1:171.5")
+        (info,) = await second.list_jobs("slack:acme:C1:171.5")
         assert info.id == job_id and info.next_run_time is not None
         assert "stand up" in info.description
         fire_now(second, job_id)
@@ -354,109 +360,111 @@ async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
         reopened.close()
 
 
-async def test_missed_runs_coalesce_into_one(store: Store, inbox: Inbox) -> None:
+async def test_missed_runs_coalesce_into_one(store: SqliteStore, inbox: Inbox) -> None:
     sched = Scheduler(store, inbox, misfire_grace_time=3600)
     # Ten one-minute runs fall between the first run time and the start: as after downtime.
-    sched.add_every(
+    await sched.add_every(
         "tick",
         60,
         prompt="p",
         target=TARGET,
         first_run=datetime.now(UTC) - timedelta(minutes=10),
     )
-    sched.start()
+    await sched.start()
     try:
         await inbox.wait(1)
         await until(lambda: passed_over(sched, "tick"), "the missed runs handled")
         assert len(inbox.messages) == 1
-        assert len(store.job_runs("tick")) == 1
-        (info,) = sched.list_jobs()
+        assert len(await store.job_runs("tick")) == 1
+        (info,) = await sched.list_jobs()
         assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
     finally:
         sched.shutdown()
 
 
-async def test_run_missed_beyond_grace_is_skipped(store: Store, inbox: Inbox) -> None:
+async def test_run_missed_beyond_grace_is_skipped(store: SqliteStore, inbox: Inbox) -> None:
     sched = Scheduler(store, inbox, misfire_grace_time=60)
-    sched.add_every(
+    await sched.add_every(
         "hourly",
         3600,
         prompt="p",
         target=TARGET,
         first_run=datetime.now(UTC) - timedelta(minutes=30),
     )
-    sched.start()
+    await sched.start()
     try:
         await until(lambda: passed_over(sched, "hourly"), "the missed run handled")
         assert inbox.messages == []
-        (info,) = sched.list_jobs()
+        (info,) = await sched.list_jobs()
         assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
     finally:
         sched.shutdown()
 
 
 async def test_sync_config_jobs_replaces_config_and_keeps_reminders(
-    store: Store, inbox: Inbox
+    store: SqliteStore, inbox: Inbox
 ) -> None:
     sched = Scheduler(store, inbox)
     daily = JobSpec("daily", "digest", TARGET, cron="0 8 * * 1-5", timezone="Europe/Berlin")
     old = JobSpec("old", "gone soon", TARGET, every=600)
-    sched.sync_config_jobs([daily, old])  # before start: applied on start
-    sched.start()
+    await sched.sync_config_jobs([daily, old])  # before start: applied on start
+    await sched.start()
     try:
-        sched.add_at(
+        await sched.add_at(
             "reminder-abc", datetime.now(UTC) + timedelta(hours=1), prompt="r", target=TARGET
         )
-        assert {job.id for job in sched.list_jobs()} == {"daily", "old", "reminder-abc"}
-        before = sched.get("daily")
+        assert {job.id for job in await sched.list_jobs()} == {"daily", "old", "reminder-abc"}
+        before = await sched.get("daily")
 
-        sched.sync_config_jobs(
+        await sched.sync_config_jobs(
             [daily, JobSpec("new", "hello", TARGET, at=datetime.now(UTC) + timedelta(days=1))]
         )
-        assert {job.id for job in sched.list_jobs()} == {"daily", "new", "reminder-abc"}
-        assert sched.get("daily") == before  # unchanged definition: left alone
+        assert {job.id for job in await sched.list_jobs()} == {"daily", "new", "reminder-abc"}
+        assert await sched.get("daily") == before  # unchanged definition: left alone
 
         changed = JobSpec("daily", "digest", TARGET, cron="0 9 * * 0", timezone="UTC")
-        sched.sync_config_jobs([changed])
-        info = sched.get("daily")
+        await sched.sync_config_jobs([changed])
+        info = await sched.get("daily")
         assert info is not None and info.next_run_time is not None
         assert (info.next_run_time.weekday(), info.next_run_time.hour) == (6, 9)
-        assert {job.id for job in sched.list_jobs()} == {"daily", "reminder-abc"}
+        assert {job.id for job in await sched.list_jobs()} == {"daily", "reminder-abc"}
 
         with pytest.raises(ValueError, match="reminder"):
-            sched.sync_config_jobs([JobSpec("reminder-x", "p", TARGET, every=5)])
+            await sched.sync_config_jobs([JobSpec("reminder-x", "p", TARGET, every=5)])
         with pytest.raises(ValueError, match="exactly one"):
-            sched.sync_config_jobs([JobSpec("both", "p", TARGET, every=5, cron="* * * * *")])
+            await sched.sync_config_jobs([JobSpec("both", "p", TARGET, every=5, cron="* * * * *")])
     finally:
         sched.shutdown()
 
 
 async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         first = Scheduler(store, Inbox())
-        first.start()
+        await first.start()
         try:
-            first.add_every("tick", 60, prompt="p", target=TARGET, first_run=datetime.now(UTC))
-            await until(lambda: store.job_runs("tick"), 'store.job_runs("tick")')
+            await first.add_every(
+                "tick", 60, prompt="p", target=TARGET, first_run=datetime.now(UTC)
+            )
+            await until(lambda: store.job_runs("tick"), "the run logged")
         finally:
             first.shutdown()
         # The run wrote the job's next run time back to the table.
-        stored = store.get_job("tick")
+        stored = await store.get_job("tick")
         assert stored is not None and stored.next_run_time is not None
         assert stored.next_run_time > datetime.now(UTC)
         # botd stays down past that time: eleven one-minute runs are missed.
-        store.set_job_next_run("tick", stored.next_run_time - timedelta(minutes=11))
+        store.set_job_next_run_soon("tick", stored.next_run_time - timedelta(minutes=11))
 
     inbox = Inbox()
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         second = Scheduler(store, inbox)
-        second.start()
+        await second.start()
         try:
             await inbox.wait(1)
             await until(lambda: passed_over(second, "tick"), "the missed runs handled")
             assert len(inbox.messages) == 1
-            assert len(store.job_runs("tick")) == 2  # one before the restart, one after
-            info = second.get("tick")
+            assert len(await store.job_runs("tick")) == 2  # one before the restart, one after
+            info = await second.get("tick")
             assert info is not None and info.next_run_time is not None
             assert info.next_run_time > datetime.now(UTC)
         finally:
@@ -577,22 +585,22 @@ async def test_an_old_schedule_file_is_imported_once_and_left_alone(
     damaged.close()
     before = legacy.read_bytes()
 
-    with Store.open(state_dir) as store:
+    with SqliteStore.open(state_dir) as store:
         sched = Scheduler(store, inbox, legacy_db=legacy)
-        sched.sync_config_jobs([daily])
-        sched.start()
+        await sched.sync_config_jobs([daily])
+        await sched.start()
         try:
-            assert store.imported("schedule.sqlite3")
-            assert {job.id for job in sched.list_jobs()} == {"daily", "reminder-abc", "tick"}
+            assert await store.imported("schedule.sqlite3")
+            assert {job.id for job in await sched.list_jobs()} == {"daily", "reminder-abc", "tick"}
             # The configured job is unchanged, so it kept its next run time.
-            assert sched.get("daily") == JobInfo(
+            assert await sched.get("daily") == JobInfo(
                 "daily",
                 daily_next,
                 "cron 0 8 * * 1-5 (Europe/Berlin): digest",
                 "cron:daily",
                 TARGET,
             )
-            reminder = sched.get("reminder-abc")
+            reminder = await sched.get("reminder-abc")
             assert reminder is not None and reminder.next_run_time == remind_at
             assert (reminder.conversation_key, reminder.target) == ("slack:acme:C1:171.5", ORIGIN)
             # The run missed while down happens once, now.
@@ -600,13 +608,13 @@ async def test_an_old_schedule_file_is_imported_once_and_left_alone(
             assert (message.text, message.conversation_key) == ("p", "cron:tick")
         finally:
             sched.shutdown()
-        assert sched.cancel("reminder-abc")
+        assert await sched.cancel("reminder-abc")
 
     assert legacy.read_bytes() == before  # left alone
-    with Store.open(state_dir) as store:
+    with SqliteStore.open(state_dir) as store:
         again = Scheduler(store, Inbox(), legacy_db=legacy)
-        again.start()
+        await again.start()
         try:  # not imported a second time: the cancelled reminder stays gone
-            assert {job.id for job in again.list_jobs()} == {"daily", "tick"}
+            assert {job.id for job in await again.list_jobs()} == {"daily", "tick"}
         finally:
             again.shutdown()

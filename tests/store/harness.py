@@ -12,13 +12,13 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 
 NO_LIMIT = 1_073_741_823
 """SQLite's largest max_page_count: no limit but the disk's."""
 
 
-def fill_the_disk(store: Store, session_id: str | None = None) -> Callable[[], None]:
+def fill_the_disk(store: SqliteStore, session_id: str | None = None) -> Callable[[], None]:
     """Make new rows fail with SQLITE_FULL; returns the function that frees the space.
 
     Tiny rows go where the next real ones will: the inbound ledger (and the right edge of

@@ -1,31 +1,20 @@
-"""The SQLite ``Store`` as a ``ConversationLedger``: the transitions of ``Promise`` written
-through it read back as the state machine says (``botd.conversation``)."""
+"""Each store backend (the ``store`` fixture) as a ``ConversationLedger``: the transitions of
+``Promise`` written through it read back as the state machine says (``botd.conversation``)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.conversation.promise import Promise
 from botd.delivery import Outgoing
 from botd.events import Message
-from botd.store import Store
 from botd.store.protocols import ConversationLedger
+from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply
 
 TARGET = Target("console", "c1")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "state") as opened:
-        yield opened
-
-
-async def accepted(store: Store, n: int) -> int:
+async def accepted(store: SqliteStore, n: int) -> int:
     message = InboundMessage(
         channel="console",
         chat_id="c1",
@@ -39,7 +28,7 @@ async def accepted(store: Store, n: int) -> int:
     return inbox_id
 
 
-async def test_entries_go_accepted_running_answered_through_the_ledger(store: Store) -> None:
+async def test_entries_go_accepted_running_answered_through_the_ledger(store: SqliteStore) -> None:
     ledger: ConversationLedger = store
     promise = Promise(ledger)
     first, second = await accepted(store, 1), await accepted(store, 2)
@@ -57,7 +46,7 @@ async def test_entries_go_accepted_running_answered_through_the_ledger(store: St
 
 
 async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_sends(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     ledger: ConversationLedger = store
     promise = Promise(ledger)

@@ -12,8 +12,8 @@ import pytest
 
 from botd.chat import Target
 from botd.events import Message, TextContent
-from botd.store import Store, StoreWriteError, deferred
-from botd.store.transcripts import UnknownSessionError
+from botd.store import StoreWriteError, UnknownSessionError
+from botd.store.sqlite import SqliteStore, deferred
 from tests.conversation.harness import inbound
 from tests.store.harness import fill_the_disk
 from tests.waiting import until
@@ -22,13 +22,13 @@ TARGET = Target("console", "c1")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    opened = SqliteStore.open(tmp_path / "state")
     yield opened
     opened.close()
 
 
-def count_commits(store: Store) -> list[str]:
+def count_commits(store: SqliteStore) -> list[str]:
     statements: list[str] = []
     store._connection().set_trace_callback(statements.append)
     return statements
@@ -38,7 +38,7 @@ def _commits(statements: list[str]) -> int:
     return sum(1 for s in statements if s.strip().upper() == "COMMIT")
 
 
-async def test_writes_awaited_together_commit_in_one_transaction(store: Store) -> None:
+async def test_writes_awaited_together_commit_in_one_transaction(store: SqliteStore) -> None:
     statements = count_commits(store)
     messages = [inbound(f"m{n}", n=n) for n in range(20)]
     ids = await asyncio.gather(
@@ -51,7 +51,7 @@ async def test_writes_awaited_together_commit_in_one_transaction(store: Store) -
     assert [p.text for p in store.outbox_pending()] == [f"piece {n}" for n in range(20)]
 
 
-async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: Store) -> None:
+async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: SqliteStore) -> None:
     # SQLite cannot store a lone surrogate (an inbound message has none, its text fields are
     # made storable; a raw key is written as given): that write fails, its neighbours commit.
     bad = inbound("bad", n=1)
@@ -66,12 +66,12 @@ async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: S
     assert isinstance(results[1], UnicodeEncodeError)
     assert [e.message.text for e in store.unfinished_inbox()] == ["before", "after"]
     # Nothing of the failed write stayed behind, its key included: it can be accepted later.
-    assert not store.seen_inbound("console", "1")
+    assert not await store.seen_inbound("console", "1")
     assert store.health.ok
 
 
 async def test_a_storage_fault_fails_every_waiting_write_and_recovery_follows(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     free = fill_the_disk(store)
     results = await asyncio.gather(
@@ -87,7 +87,7 @@ async def test_a_storage_fault_fails_every_waiting_write_and_recovery_follows(
     assert store.health.ok
 
 
-async def test_a_caller_that_gave_up_before_the_commit_writes_nothing(store: Store) -> None:
+async def test_a_caller_that_gave_up_before_the_commit_writes_nothing(store: SqliteStore) -> None:
     waiting = asyncio.ensure_future(store.outbox_add(None, 1, "block", TARGET, "never"))
     await asyncio.sleep(0)  # queued, not yet committed
     waiting.cancel()
@@ -96,7 +96,7 @@ async def test_a_caller_that_gave_up_before_the_commit_writes_nothing(store: Sto
     assert [(p.id, p.text) for p in store.outbox_pending()] == [(kept, "kept")]
 
 
-async def test_records_queued_before_an_awaited_write_commit_with_it(store: Store) -> None:
+async def test_records_queued_before_an_awaited_write_commit_with_it(store: SqliteStore) -> None:
     session = store.get_or_create_session("console:c1")
     message = inbound("hi")
     inbox_id = await store.accept_inbound("console", ("k",), message)
@@ -110,21 +110,23 @@ async def test_records_queued_before_an_awaited_write_commit_with_it(store: Stor
     assert store.get_or_create_session("console:c1").session_id == session.session_id
 
 
-async def test_an_offset_rides_in_the_group_commit_of_the_accepted_message(store: Store) -> None:
+async def test_an_offset_rides_in_the_group_commit_of_the_accepted_message(
+    store: SqliteStore,
+) -> None:
     statements = count_commits(store)
     message = inbound("m", n=1)
-    store.set_offset("telegram", "default", "2")
+    store.set_offset_soon("telegram", "default", "2")
     assert await store.accept_inbound("console", ("1",), message) is not None
     assert _commits(statements) == 1
-    assert store.get_offset("telegram", "default") == "2"
+    assert await store.get_offset("telegram", "default") == "2"
 
 
-async def test_an_offset_read_sees_the_queued_write(store: Store) -> None:
-    store.set_offset("telegram", "default", "7")
-    assert store.get_offset("telegram", "default") == "7"
+async def test_an_offset_read_sees_the_queued_write(store: SqliteStore) -> None:
+    store.set_offset_soon("telegram", "default", "7")
+    assert await store.get_offset("telegram", "default") == "7"
 
 
-def test_an_existing_session_is_found_without_a_write_transaction(store: Store) -> None:
+def test_an_existing_session_is_found_without_a_write_transaction(store: SqliteStore) -> None:
     created = store.get_or_create_session("console:c1")
     statements = count_commits(store)
     found = store.get_or_create_session("console:c1")
@@ -132,7 +134,7 @@ def test_an_existing_session_is_found_without_a_write_transaction(store: Store) 
     assert not [s for s in statements if s.strip().upper().startswith(("BEGIN", "COMMIT"))]
 
 
-def _seen_by_another_connection(store: Store, sql: str) -> list[tuple[object, ...]]:
+def _seen_by_another_connection(store: SqliteStore, sql: str) -> list[tuple[object, ...]]:
     """What a second connection (another process, after a crash) reads from the database."""
     other = sqlite3.connect(store.path)
     try:
@@ -147,7 +149,7 @@ async def _iterations(count: int) -> None:
 
 
 async def test_a_run_start_waits_for_the_reply_piece_and_rides_in_its_commit(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     session = store.get_or_create_session("console:c1")
     inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
@@ -167,21 +169,21 @@ async def test_a_run_start_waits_for_the_reply_piece_and_rides_in_its_commit(
 
 
 async def test_a_lazy_record_alone_commits_after_the_window(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(deferred, "LAZY_WINDOW", 0.05)
-    store.set_offset("telegram", "default", "9")
+    store.set_offset_soon("telegram", "default", "9")
     offsets = "SELECT value FROM offsets"
     assert _seen_by_another_connection(store, offsets) == []
     await until(lambda: _seen_by_another_connection(store, offsets), "the lazy record committed")
     assert _seen_by_another_connection(store, offsets) == [("9",)]
 
 
-async def test_a_prompt_record_carries_the_lazy_ones_queued_before_it(store: Store) -> None:
+async def test_a_prompt_record_carries_the_lazy_ones_queued_before_it(store: SqliteStore) -> None:
     inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
     assert inbox_id is not None
     statements = count_commits(store)
-    store.set_offset("telegram", "default", "3")  # lazy
+    store.set_offset_soon("telegram", "default", "3")  # lazy
     store.finish_inbox([inbox_id], "answered")  # prompt: the end of this iteration
     await _iterations(3)
     assert _commits(statements) == 1
@@ -190,22 +192,22 @@ async def test_a_prompt_record_carries_the_lazy_ones_queued_before_it(store: Sto
 
 
 def test_a_lazy_record_queued_at_close_is_committed(tmp_path: Path) -> None:
-    opened = Store.open(tmp_path / "state")
+    opened = SqliteStore.open(tmp_path / "state")
 
     async def queue() -> None:
-        opened.set_offset("telegram", "default", "11")
+        opened.set_offset_soon("telegram", "default", "11")
 
     asyncio.run(queue())
     opened.close()
-    reopened = Store.open(tmp_path / "state")
+    reopened = SqliteStore.open(tmp_path / "state")
     try:
-        assert reopened.get_offset("telegram", "default") == "11"
+        assert asyncio.run(reopened.get_offset("telegram", "default")) == "11"
     finally:
         reopened.close()
 
 
 async def test_a_run_closing_transcript_write_rides_with_the_sent_mark_and_the_answer(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     session = store.get_or_create_session("console:c1")
     inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
@@ -224,7 +226,7 @@ async def test_a_run_closing_transcript_write_rides_with_the_sent_mark_and_the_a
 
 
 async def test_a_closing_transcript_write_that_fails_alone_lets_the_rest_commit(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     inbox_id = await store.accept_inbound("console", ("k",), inbound("hi"))
     assert inbox_id is not None
@@ -237,7 +239,7 @@ async def test_a_closing_transcript_write_that_fails_alone_lets_the_rest_commit(
 
 
 async def test_commit_soon_commits_a_lazy_write_without_its_window(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(deferred, "LAZY_WINDOW", 3600.0)  # only commit_soon can commit it
     session = store.get_or_create_session("console:c1")

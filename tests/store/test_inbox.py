@@ -17,7 +17,7 @@ from botd.conversation import Conversations
 from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store import DB_FILENAME, Store
+from botd.store.sqlite import DB_FILENAME, SqliteStore
 from tests.conversation.harness import (
     GateTool,
     ListSink,
@@ -31,19 +31,19 @@ GUARD = 30.0
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "state")
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    opened = SqliteStore.open(tmp_path / "state")
     yield opened
     opened.close()
 
 
-async def _accept(store: Store, message: InboundMessage) -> InboundMessage:
+async def _accept(store: SqliteStore, message: InboundMessage) -> InboundMessage:
     inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
     assert inbox_id is not None
     return replace(message, inbox_id=inbox_id)
 
 
-def _states(store: Store) -> list[str]:
+def _states(store: SqliteStore) -> list[str]:
     rows = store._connection().execute("SELECT state FROM inbox ORDER BY id").fetchall()
     return [str(row[0]) for row in rows]
 
@@ -55,18 +55,18 @@ def _user(text: str) -> Message:
 # --- the store ------------------------------------------------------------------------------
 
 
-async def test_a_message_and_its_keys_are_accepted_once(store: Store) -> None:
+async def test_a_message_and_its_keys_are_accepted_once(store: SqliteStore) -> None:
     message = replace(inbound("hello"), target=Target("console", "c1", thread_id="t"))
     first = await store.accept_inbound("console", ("a", "b"), message)
     assert first is not None
     assert await store.accept_inbound("console", ("b", "c"), message) is None
-    assert store.seen_inbound("console", "c")  # the repeat's other key was recorded
+    assert await store.seen_inbound("console", "c")  # the repeat's other key was recorded
     [entry] = store.unfinished_inbox()
     assert entry.id == first and entry.state == "accepted"
     assert entry.message == replace(message, inbox_id=first)  # round-trips, target included
 
 
-async def test_a_run_writes_its_user_turn_with_the_running_state(store: Store) -> None:
+async def test_a_run_writes_its_user_turn_with_the_running_state(store: SqliteStore) -> None:
     session = store.get_or_create_session("console:c1")
     ids = [(await _accept(store, inbound(t, n=n))).inbox_id for n, t in enumerate(["a", "b"])]
     known = [i for i in ids if i is not None]
@@ -82,7 +82,7 @@ async def test_a_run_writes_its_user_turn_with_the_running_state(store: Store) -
         store.finish_inbox(known, "running")
 
 
-async def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store) -> None:
+async def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: SqliteStore) -> None:
     session = store.get_or_create_session("console:c1")
     [message] = [await _accept(store, inbound("go"))]
     assert message.inbox_id is not None
@@ -112,7 +112,7 @@ async def test_trimming_keeps_finished_steps_and_drops_what_was_cut(store: Store
     assert not await store.trim_interrupted(session.session_id, entry.user_turn_id)
 
 
-async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> None:
+async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: SqliteStore) -> None:
     target = Target("console", "c1")
     sent = await store.outbox_add(7, 1, "block", target, "one")
     pending = await store.outbox_add(7, 2, "block", target, "two")
@@ -128,7 +128,7 @@ async def test_the_outbox_keeps_what_was_sent_and_what_was_not(store: Store) -> 
 
 async def test_finished_rows_are_pruned_and_open_ones_kept(tmp_path: Path) -> None:
     now = [1000.0]
-    with Store.open(tmp_path, clock=lambda: now[0]) as store:
+    with SqliteStore.open(tmp_path, clock=lambda: now[0]) as store:
         done = await _accept(store, inbound("done", n=1))
         await _accept(store, inbound("open", n=2))
         assert done.inbox_id is not None
@@ -137,7 +137,7 @@ async def test_finished_rows_are_pruned_and_open_ones_kept(tmp_path: Path) -> No
         store.outbox_sent(sent, [])
         await store.outbox_add(done.inbox_id, 2, "block", Target("c", "1"), "y")
         now[0] += 100
-        assert store.prune_finished(50) == 2
+        assert await store.prune_finished(50) == 2
         assert _states(store) == ["accepted"]
         assert [p.text for p in store.outbox_pending()] == ["y"]
 
@@ -145,7 +145,7 @@ async def test_finished_rows_are_pruned_and_open_ones_kept(tmp_path: Path) -> No
 # --- the router -----------------------------------------------------------------------------
 
 
-async def test_the_router_hands_on_only_what_it_accepted(store: Store) -> None:
+async def test_the_router_hands_on_only_what_it_accepted(store: SqliteStore) -> None:
     got: list[InboundMessage] = []
 
     async def submit(message: InboundMessage) -> None:
@@ -169,7 +169,7 @@ async def test_the_router_hands_on_only_what_it_accepted(store: Store) -> None:
 # --- the sessions ---------------------------------------------------------------------------
 
 
-async def test_states_follow_the_runs(store: Store) -> None:
+async def test_states_follow_the_runs(store: SqliteStore) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(delay=0.005), sink, settings())
     first = await _accept(store, inbound("first", n=0))
@@ -183,7 +183,7 @@ async def test_states_follow_the_runs(store: Store) -> None:
     assert sink.texts("c1") == ["You said: first", "You said: more 1", "more 2"]
 
 
-async def test_stop_marks_the_run_and_what_waited_skipped(store: Store) -> None:
+async def test_stop_marks_the_run_and_what_waited_skipped(store: SqliteStore) -> None:
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
     manager = Conversations(store, provider, ListSink(), settings(), tools=lambda m: [gate])
@@ -195,7 +195,7 @@ async def test_stop_marks_the_run_and_what_waited_skipped(store: Store) -> None:
     assert _states(store) == ["skipped", "skipped", "answered"]
 
 
-async def test_the_user_turn_is_in_the_transcript_while_the_run_goes(store: Store) -> None:
+async def test_the_user_turn_is_in_the_transcript_while_the_run_goes(store: SqliteStore) -> None:
     gate = GateTool()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])])
     manager = Conversations(store, provider, ListSink(), settings(), tools=lambda m: [gate])
@@ -213,7 +213,7 @@ async def test_the_user_turn_is_in_the_transcript_while_the_run_goes(store: Stor
 async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) -> None:
     state = tmp_path / "state"
     gate = GateTool()
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         provider = ScriptedProvider(
             [ScriptedTurn(text="Looking.", tool_calls=[{"name": "wait", "args": {}}])]
         )
@@ -226,7 +226,7 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
         assert _states(store) == ["running", "accepted"]
         assert sink.texts("c1") == ["Looking."]
 
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
         manager = Conversations(store, recording, sink, settings(), tools=lambda m: [gate])
@@ -245,7 +245,7 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
 
 
 async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         await _accept(store, inbound("waiting"))
         recording = RecordingProvider(ScriptedProvider())
         manager = Conversations(store, recording, ListSink(), settings())
@@ -256,7 +256,7 @@ async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_pa
 
 
 async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     target = Target("console", "c1")
     sent = await store.outbox_add(None, 1, "block", target, "already shown")
@@ -274,7 +274,7 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
     assert store.outbox_pending() == []
 
 
-async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Store) -> None:
+async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: SqliteStore) -> None:
     # The crash came after the whole answer was shown, before it was marked answered.
     message = await _accept(store, inbound("say it again"))
     assert message.inbox_id is not None
@@ -297,7 +297,7 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Stor
     assert _states(store) == ["answered"]
 
 
-async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: Store) -> None:
+async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: SqliteStore) -> None:
     # Two messages collected into one run that was cut, a third that was still waiting.
     first, second, _third = [await _accept(store, inbound(t, n=n)) for n, t in enumerate("abc")]
     ids = [m.inbox_id for m in (first, second) if m.inbox_id is not None]
@@ -330,7 +330,7 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
     # the message must be marked answered in that same commit, or a restart would run it again
     # (and a real model would answer it a second time, in other words).
     state, crashed = tmp_path / "state", tmp_path / "crashed"
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         commit = store._transaction
 
         @contextmanager
@@ -352,7 +352,7 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
         assert sink.texts("c1") == ["You said: hello"]
     assert crashed.exists()
 
-    with Store.open(crashed) as store:
+    with SqliteStore.open(crashed) as store:
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
         manager = Conversations(store, recording, sink, settings())
@@ -364,7 +364,7 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
         assert _states(store) == ["answered"]
 
 
-async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: Store) -> None:
+async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: SqliteStore) -> None:
     # A crash left three messages unanswered: one, then /new, then one for the new conversation.
     for n, text in enumerate(["old topic", "/new", "new topic"]):
         await _accept(store, inbound(text, n=n))
@@ -383,7 +383,7 @@ async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: S
     assert _states(store) == ["skipped", "answered", "answered"]
 
 
-async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: Store) -> None:
+async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: SqliteStore) -> None:
     # /new with text had started over and its run was cut: the run goes on where it was.
     message = await _accept(store, inbound("/new what now?"))
     assert message.inbox_id is not None

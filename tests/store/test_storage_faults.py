@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from botd.store import DB_FILENAME, SCHEMA_VERSION, Store, StoreOpenError
+from botd.store import StoreOpenError
+from botd.store.sqlite import DB_FILENAME, SCHEMA_VERSION, SqliteStore
 
 BOTD = [sys.executable, "-m", "botd"]
 HANG_GUARD = 60.0
@@ -74,7 +75,7 @@ def _snapshot(path: Path) -> tuple[bytes, int] | str:
 
 def _botd_database(state: Path, rows: int = 0) -> Path:
     """A database as botd leaves it, optionally with transcript rows spread over pages."""
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         if rows:
             from botd.events import Message, TextContent
 
@@ -312,7 +313,7 @@ def test_a_new_database_on_a_full_file_system_leaves_nothing_behind(tmp_path: Pa
         finally:
             os.close(filler)
         with pytest.raises(StoreOpenError) as refused:
-            Store.open(state)
+            SqliteStore.open(state)
         message = str(refused.value)
         assert "\n" not in message and message.startswith(f"{state / DB_FILENAME}: ")
         assert sorted(p.name for p in state.iterdir()) == ["filler"]

@@ -22,17 +22,15 @@ from botd.events import (
     ToolCallContent,
 )
 from botd.store import (
-    DB_FILENAME,
-    SCHEMA_VERSION,
     InboundPruner,
     RunRecord,
     StaleCompactionError,
-    Store,
     StoredJob,
     StoreError,
     UnknownSessionError,
 )
-from botd.store.schema import MIGRATIONS
+from botd.store.sqlite import DB_FILENAME, SCHEMA_VERSION, SqliteStore
+from botd.store.sqlite.schema import MIGRATIONS
 
 
 class FakeClock:
@@ -54,13 +52,13 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
-    with Store.open(tmp_path / "state", clock=clock) as opened:
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStore]:
+    with SqliteStore.open(tmp_path / "state", clock=clock) as opened:
         yield opened
 
 
-def reopen(tmp_path: Path, clock: FakeClock) -> Store:
-    return Store.open(tmp_path / "state", clock=clock)
+def reopen(tmp_path: Path, clock: FakeClock) -> SqliteStore:
+    return SqliteStore.open(tmp_path / "state", clock=clock)
 
 
 def every_block_type() -> list[Message]:
@@ -111,7 +109,7 @@ def every_block_type() -> list[Message]:
 
 def test_open_creates_directory_and_uses_wal(tmp_path: Path) -> None:
     state_dir = tmp_path / "deep" / "state"
-    with Store.open(state_dir) as store:
+    with SqliteStore.open(state_dir) as store:
         assert store.path == state_dir / DB_FILENAME
         assert store.schema_version() == SCHEMA_VERSION
     # WAL is a property of the database file: a plain connection sees it too.
@@ -136,11 +134,11 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(StoreError, match="newer than this botd understands"):
-        Store.open(tmp_path)
+        SqliteStore.open(tmp_path)
 
 
 def test_closed_store_refuses_calls(tmp_path: Path) -> None:
-    store = Store.open(tmp_path)
+    store = SqliteStore.open(tmp_path)
     store.close()
     store.close()  # idempotent
     with pytest.raises(StoreError, match="closed"):
@@ -150,7 +148,7 @@ def test_closed_store_refuses_calls(tmp_path: Path) -> None:
 # --- transcripts ------------------------------------------------------------------------------
 
 
-def test_transcript_round_trips_every_block_type(store: Store) -> None:
+def test_transcript_round_trips_every_block_type(store: SqliteStore) -> None:
     session = store.get_or_create_session("telegram:1:chat:42")
     messages = every_block_type()
     store.append_messages(session.session_id, messages[:2])
@@ -176,7 +174,7 @@ def test_transcript_survives_restart(tmp_path: Path, clock: FakeClock) -> None:
         assert fresh.load_transcript(again.session_id) == messages
 
 
-def test_transcripts_are_per_session(store: Store) -> None:
+def test_transcripts_are_per_session(store: SqliteStore) -> None:
     first = store.get_or_create_session("a")
     second = store.get_or_create_session("b")
     store.append_messages(first.session_id, [Message(role="user", content="to a")])
@@ -185,7 +183,7 @@ def test_transcripts_are_per_session(store: Store) -> None:
     assert [m.content for m in store.load_transcript(second.session_id)] == ["to b"]
 
 
-def test_unknown_session_is_an_error(store: Store) -> None:
+def test_unknown_session_is_an_error(store: SqliteStore) -> None:
     with pytest.raises(UnknownSessionError):
         store.append_messages("nope", [Message(role="user", content="x")])
     with pytest.raises(UnknownSessionError):
@@ -193,7 +191,7 @@ def test_unknown_session_is_an_error(store: Store) -> None:
 
 
 async def test_rewriting_messages_changes_them_in_place_queued_ones_too(
-    store: Store, clock: FakeClock
+    store: SqliteStore, clock: FakeClock
 ) -> None:
     session = store.get_or_create_session("k").session_id
     image = ImageContent(mime_type="image/png", data="QkFE")
@@ -212,7 +210,7 @@ async def test_rewriting_messages_changes_them_in_place_queued_ones_too(
         kept = [TextContent(text="[gone]") if b == image else b for b in blocks]
         return message.model_copy(update={"content": kept})
 
-    assert store.rewrite_messages(session, without) == 2
+    assert await store.rewrite_messages(session, without) == 2
 
     texts = [m.blocks() for m in store.load_transcript(session)]
     assert texts == [
@@ -230,13 +228,13 @@ async def test_rewriting_messages_changes_them_in_place_queued_ones_too(
     finally:
         conn.close()
     assert [image.data in body for (body,) in compacted] == [True, False]
-    assert store.rewrite_messages(session, without) == 0
+    assert await store.rewrite_messages(session, without) == 0
 
 
 # --- sessions ---------------------------------------------------------------------------------
 
 
-def test_get_or_create_is_stable_per_key(store: Store, clock: FakeClock) -> None:
+def test_get_or_create_is_stable_per_key(store: SqliteStore, clock: FakeClock) -> None:
     created = store.get_or_create_session("discord:g:c")
     assert len(created.session_id) == 32
     int(created.session_id, 16)  # uuid4 hex
@@ -268,12 +266,12 @@ def test_new_session_starts_fresh_and_keeps_the_old_transcript(
         assert [m.content for m in store.load_transcript(old.session_id)] == ["before /new"]
 
 
-def test_new_session_for_an_unseen_key(store: Store) -> None:
+def test_new_session_for_an_unseen_key(store: SqliteStore) -> None:
     fresh = store.new_session("never-seen")
     assert store.get_or_create_session("never-seen").session_id == fresh.session_id
 
 
-def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
+def test_append_updates_count_and_time(store: SqliteStore, clock: FakeClock) -> None:
     session = store.get_or_create_session("k")
     clock.advance(5)
     store.append_messages(session.session_id, [Message(role="user", content="hi")] * 3)
@@ -286,45 +284,45 @@ def test_append_updates_count_and_time(store: Store, clock: FakeClock) -> None:
 # --- inbound dedupe ---------------------------------------------------------------------------
 
 
-def test_seen_inbound_records_once(store: Store) -> None:
-    assert store.seen_inbound("telegram", "100") is False
-    assert store.seen_inbound("telegram", "100") is True
+async def test_seen_inbound_records_once(store: SqliteStore) -> None:
+    assert await store.seen_inbound("telegram", "100") is False
+    assert await store.seen_inbound("telegram", "100") is True
     # Ids are per channel: the same platform id on another channel is a different message.
-    assert store.seen_inbound("slack", "100") is False
+    assert await store.seen_inbound("slack", "100") is False
 
 
-def test_seen_inbound_survives_restart(tmp_path: Path, clock: FakeClock) -> None:
+async def test_seen_inbound_survives_restart(tmp_path: Path, clock: FakeClock) -> None:
     with reopen(tmp_path, clock) as store:
-        assert store.seen_inbound("slack", "1712345678.000100") is False
+        assert await store.seen_inbound("slack", "1712345678.000100") is False
     with reopen(tmp_path, clock) as store:
-        assert store.seen_inbound("slack", "1712345678.000100") is True
-        assert store.seen_inbound("slack", "1712345678.000200") is False
+        assert await store.seen_inbound("slack", "1712345678.000100") is True
+        assert await store.seen_inbound("slack", "1712345678.000200") is False
 
 
-def test_prune_inbound_uses_the_clock(store: Store, clock: FakeClock) -> None:
-    store.seen_inbound("telegram", "old")
+async def test_prune_inbound_uses_the_clock(store: SqliteStore, clock: FakeClock) -> None:
+    await store.seen_inbound("telegram", "old")
     clock.advance(3 * 86_400)
-    store.seen_inbound("telegram", "recent")
+    await store.seen_inbound("telegram", "recent")
     clock.advance(86_400)
-    assert store.prune_inbound(older_than_seconds=2 * 86_400) == 1
+    assert await store.prune_inbound(older_than_seconds=2 * 86_400) == 1
     # The pruned id is forgotten (it would be accepted again); the recent one is remembered.
-    assert store.seen_inbound("telegram", "recent") is True
-    assert store.seen_inbound("telegram", "old") is False
-    assert store.prune_inbound(older_than_seconds=2 * 86_400) == 0
+    assert await store.seen_inbound("telegram", "recent") is True
+    assert await store.seen_inbound("telegram", "old") is False
+    assert await store.prune_inbound(older_than_seconds=2 * 86_400) == 0
 
 
-def test_a_message_with_several_keys_is_recorded_at_once(store: Store) -> None:
-    assert store.seen_inbound("slack", "EvA", "C1:1.0") is False
+async def test_a_message_with_several_keys_is_recorded_at_once(store: SqliteStore) -> None:
+    assert await store.seen_inbound("slack", "EvA", "C1:1.0") is False
     # A twin shares one key: a repeat, and its own new key is recorded too.
-    assert store.seen_inbound("slack", "EvB", "C1:1.0") is True
-    assert store.seen_inbound("slack", "EvB") is True
-    assert store.seen_inbound("slack", "EvC", "C1:2.0") is False
+    assert await store.seen_inbound("slack", "EvB", "C1:1.0") is True
+    assert await store.seen_inbound("slack", "EvB") is True
+    assert await store.seen_inbound("slack", "EvC", "C1:2.0") is False
     with pytest.raises(ValueError, match="at least one key"):
-        store.seen_inbound("slack")
+        await store.seen_inbound("slack")
 
 
 async def test_the_pruner_prunes_at_start_and_then_every_interval(
-    store: Store, clock: FakeClock
+    store: SqliteStore, clock: FakeClock
 ) -> None:
     ticks: asyncio.Queue[float] = asyncio.Queue()
     go_on = asyncio.Event()
@@ -334,9 +332,9 @@ async def test_the_pruner_prunes_at_start_and_then_every_interval(
         await go_on.wait()
         go_on.clear()
 
-    store.seen_inbound("telegram", "ancient")
+    await store.seen_inbound("telegram", "ancient")
     clock.advance(8 * 86_400)
-    store.seen_inbound("telegram", "old")
+    await store.seen_inbound("telegram", "old")
     pruner = InboundPruner(store, interval=60.0, sleep=sleep)
     with pytest.raises(ValueError, match="at least"):
         InboundPruner(store, retention=86_400)
@@ -344,13 +342,13 @@ async def test_the_pruner_prunes_at_start_and_then_every_interval(
     try:
         async with asyncio.timeout(10):
             assert await ticks.get() == 60.0  # pruned at start, then waits one interval
-        assert store.seen_inbound("telegram", "ancient") is False  # forgotten
-        assert store.seen_inbound("telegram", "old") is True
+        assert await store.seen_inbound("telegram", "ancient") is False  # forgotten
+        assert await store.seen_inbound("telegram", "old") is True
         clock.advance(8 * 86_400)
         go_on.set()
         async with asyncio.timeout(10):
             assert await ticks.get() == 60.0
-        assert store.seen_inbound("telegram", "old") is False
+        assert await store.seen_inbound("telegram", "old") is False
     finally:
         await pruner.stop()
         await pruner.stop()  # idempotent
@@ -360,16 +358,16 @@ async def test_the_pruner_prunes_at_start_and_then_every_interval(
 # --- offsets ----------------------------------------------------------------------------------
 
 
-def test_offsets_survive_restart(tmp_path: Path, clock: FakeClock) -> None:
+async def test_offsets_survive_restart(tmp_path: Path, clock: FakeClock) -> None:
     with reopen(tmp_path, clock) as store:
-        assert store.get_offset("telegram", "bot1") is None
-        store.set_offset("telegram", "bot1", "100")
-        store.set_offset("telegram", "bot1", "101")
-        store.set_offset("telegram", "bot2", "7")
+        assert await store.get_offset("telegram", "bot1") is None
+        store.set_offset_soon("telegram", "bot1", "100")
+        store.set_offset_soon("telegram", "bot1", "101")
+        store.set_offset_soon("telegram", "bot2", "7")
     with reopen(tmp_path, clock) as store:
-        assert store.get_offset("telegram", "bot1") == "101"
-        assert store.get_offset("telegram", "bot2") == "7"
-        assert store.get_offset("slack", "bot1") is None
+        assert await store.get_offset("telegram", "bot1") == "101"
+        assert await store.get_offset("telegram", "bot2") == "7"
+        assert await store.get_offset("slack", "bot1") is None
 
 
 # --- compaction persistence -------------------------------------------------------------------
@@ -435,7 +433,7 @@ async def test_compacted_transcript_persists_across_restart(
         )
         assert result is not None
         clock.advance(1)
-        store.compact(session.session_id, result)
+        await store.compact(session.session_id, result)
         # Appending after compaction continues the compacted transcript.
         store.append_messages(session.session_id, [Message(role="user", content="next")])
 
@@ -464,7 +462,7 @@ async def test_compacted_transcript_persists_across_restart(
     assert compacted == len(original)
 
 
-async def test_stale_compaction_is_refused(store: Store) -> None:
+async def test_stale_compaction_is_refused(store: SqliteStore) -> None:
     session = store.get_or_create_session("k")
     store.append_messages(session.session_id, [m for n in range(4) for m in tool_exchange(n, 400)])
     snapshot = store.load_transcript(session.session_id)
@@ -472,15 +470,15 @@ async def test_stale_compaction_is_refused(store: Store) -> None:
         snapshot, budget_tokens=500, keep_recent_tokens=300, summarize=None
     )
     assert result is not None
-    store.compact(session.session_id, result)
+    await store.compact(session.session_id, result)
     after_first = store.load_transcript(session.session_id)
     # Applying the same (now outdated) result again must not mangle the transcript.
     with pytest.raises(StaleCompactionError):
-        store.compact(session.session_id, result)
+        await store.compact(session.session_id, result)
     assert store.load_transcript(session.session_id) == after_first
 
 
-async def test_compaction_keeps_messages_appended_meanwhile(store: Store) -> None:
+async def test_compaction_keeps_messages_appended_meanwhile(store: SqliteStore) -> None:
     session = store.get_or_create_session("k")
     store.append_messages(session.session_id, [m for n in range(4) for m in tool_exchange(n, 400)])
     snapshot = store.load_transcript(session.session_id)
@@ -490,27 +488,27 @@ async def test_compaction_keeps_messages_appended_meanwhile(store: Store) -> Non
     assert result is not None
     late = Message(role="user", content="arrived while summarizing")
     store.append_messages(session.session_id, [late])
-    store.compact(session.session_id, result)
+    await store.compact(session.session_id, result)
     assert store.load_transcript(session.session_id) == [*result.messages, late]
 
 
 # --- the scheduler's tables -------------------------------------------------------------------
 
 
-def test_a_version_1_database_gains_the_scheduler_tables(tmp_path: Path) -> None:
+async def test_a_version_1_database_gains_the_scheduler_tables(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
     for statement in MIGRATIONS[0]:
         conn.execute(statement)
     conn.execute("PRAGMA user_version=1")
     conn.execute("INSERT INTO offsets VALUES ('telegram', 'default', '42', 0)")
     conn.close()
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         assert store.schema_version() == SCHEMA_VERSION == len(MIGRATIONS)
-        assert store.get_offset("telegram", "default") == "42"
-        assert store.load_jobs() == []
+        assert await store.get_offset("telegram", "default") == "42"
+        assert await store.load_jobs() == []
 
 
-def test_jobs_round_trip_and_the_run_log_keeps_the_last_runs(
+async def test_jobs_round_trip_and_the_run_log_keeps_the_last_runs(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     target = Target("slack", "C1", "acme", thread_id="171.5")
@@ -527,25 +525,27 @@ def test_jobs_round_trip_and_the_run_log_keeps_the_last_runs(
         next_run_time=when,
     )
     with reopen(tmp_path, clock) as store:
-        store.save_job(job)
+        await store.save_job(job)
         for n in range(5):
-            store.add_job_run(RunRecord("daily", when + timedelta(days=n), "submitted"), keep=3)
-        store.add_job_run(RunRecord("other", when, "failed", "boom"), keep=3)
+            await store.add_job_run(
+                RunRecord("daily", when + timedelta(days=n), "submitted"), keep=3
+            )
+        await store.add_job_run(RunRecord("other", when, "failed", "boom"), keep=3)
     with reopen(tmp_path, clock) as store:
-        assert store.load_jobs() == [job]
-        stored = store.get_job("daily")
+        assert await store.load_jobs() == [job]
+        stored = await store.get_job("daily")
         assert stored is not None and stored.next_run_time is not None
         assert stored.next_run_time.utcoffset() == timedelta(hours=2)  # its zone's offset kept
-        store.set_job_next_run("daily", None)
-        assert store.get_job("daily") == replace(job, next_run_time=None)
-        assert [r.at for r in store.job_runs("daily")] == [
+        store.set_job_next_run_soon("daily", None)
+        assert await store.get_job("daily") == replace(job, next_run_time=None)
+        assert [r.at for r in await store.job_runs("daily")] == [
             when + timedelta(days=n) for n in (2, 3, 4)
         ]
-        assert store.job_runs("other") == [RunRecord("other", when, "failed", "boom")]
-        assert store.delete_job("daily") and not store.delete_job("daily")
-        assert store.job_runs("daily") != []  # the run log outlives the job
+        assert await store.job_runs("other") == [RunRecord("other", when, "failed", "boom")]
+        assert await store.delete_job("daily") and not await store.delete_job("daily")
+        assert await store.job_runs("daily") != []  # the run log outlives the job
         # An import is done once: a second one changes nothing.
-        assert store.import_jobs("old-file", [job]) is True
-        assert store.imported("old-file")
-        assert store.import_jobs("old-file", [replace(job, id="again")]) is False
-        assert [j.id for j in store.load_jobs()] == ["daily"]
+        assert await store.import_jobs("old-file", [job]) is True
+        assert await store.imported("old-file")
+        assert await store.import_jobs("old-file", [replace(job, id="again")]) is False
+        assert [j.id for j in await store.load_jobs()] == ["daily"]

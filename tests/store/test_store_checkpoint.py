@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from botd.store import DB_FILENAME, Store
-from botd.store import checkpoint as checkpoint_module
-from botd.store.checkpoint import COMMITS_PER_CHECKPOINT, SAFETY_NET_PAGES
+from botd.store.sqlite import DB_FILENAME, SqliteStore
+from botd.store.sqlite import checkpoint as checkpoint_module
+from botd.store.sqlite.checkpoint import COMMITS_PER_CHECKPOINT, SAFETY_NET_PAGES
 
 
-def commit_many(store: Store, count: int, prefix: str = "k") -> None:
+def commit_many(store: SqliteStore, count: int, prefix: str = "k") -> None:
     for n in range(count):
         store.get_or_create_session(f"{prefix}{n}")  # one transaction each
 
@@ -29,13 +29,13 @@ def wal_frames(state: Path) -> int:
 
 
 def test_the_committing_thread_checkpoints_only_as_a_safety_net(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         conn = store._connection()
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == SAFETY_NET_PAGES
 
 
 def test_the_wal_starts_over_after_a_background_checkpoint(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         commit_many(store, COMMITS_PER_CHECKPOINT)  # the last one makes a checkpoint due
         store._checkpointer.wait()
         commit_many(store, 1, prefix="after")  # starts the WAL over
@@ -45,7 +45,7 @@ def test_the_wal_starts_over_after_a_background_checkpoint(tmp_path: Path) -> No
 
 
 def test_the_wal_stays_bounded_under_commits_that_never_pause(tmp_path: Path) -> None:
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         page = int(store._connection().execute("PRAGMA page_size").fetchone()[0])
         commit_many(store, 4 * SAFETY_NET_PAGES)  # far more pages than the net
         wal = tmp_path / f"{DB_FILENAME}-wal"
@@ -61,7 +61,7 @@ def test_a_failing_checkpoint_is_logged_once_and_costs_no_write(
         raise sqlite3.OperationalError("disk I/O error")
 
     caplog.set_level(logging.INFO, logger=checkpoint_module.__name__)
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         with monkeypatch.context() as patched:
             patched.setattr(sqlite3, "connect", refused)  # the store is open already
             for turn in range(3):
@@ -82,7 +82,7 @@ def test_a_state_dir_removed_under_the_store_is_not_recreated_by_a_checkpoint(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    with Store.open(state) as store:
+    with SqliteStore.open(state) as store:
         commit_many(store, COMMITS_PER_CHECKPOINT - 1)
         for file in state.iterdir():
             file.unlink()

@@ -23,7 +23,8 @@ from botd.conversation import Conversations
 from botd.conversation.notices import UNSAVED_NOTICE
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
-from botd.store import Store, StoreError, StoreHealth, StoreWriteError
+from botd.store import StoreError, StoreHealth, StoreWriteError
+from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
@@ -44,27 +45,29 @@ DM = 777
 # --------------------------------------------------------------------------- the store
 
 
-def test_a_full_disk_degrades_the_store_until_that_write_works_again(store: Store) -> None:
-    assert store.seen_inbound("telegram", "1") is False
+async def test_a_full_disk_degrades_the_store_until_that_write_works_again(
+    store: SqliteStore,
+) -> None:
+    assert await store.seen_inbound("telegram", "1") is False
     assert store.health.ok and store.health.reason is None
-    store.set_offset("telegram", "default", "10")
+    store.set_offset_soon("telegram", "default", "10")
     free = fill_the_disk(store)
 
     with pytest.raises(StoreWriteError, match="database or disk is full") as failed:
-        store.seen_inbound("telegram", "2")
+        await store.seen_inbound("telegram", "2")
     assert failed.value.reason == "database or disk is full"
     assert store.health.reason == "database or disk is full (writing seen_inbound)"
     # A small in-place update still fits: it works, and does not hide the failing inserts.
-    store.set_offset("telegram", "default", "11")
+    store.set_offset_soon("telegram", "default", "11")
     assert not store.health.ok
 
     free()
-    assert store.seen_inbound("telegram", "2") is False  # nothing was half-recorded
+    assert await store.seen_inbound("telegram", "2") is False  # nothing was half-recorded
     assert store.health.ok
-    assert store.get_offset("telegram", "default") == "11"
+    assert await store.get_offset("telegram", "default") == "11"
 
 
-def test_a_read_only_database_at_run_time_degrades_the_store(store: Store) -> None:
+def test_a_read_only_database_at_run_time_degrades_the_store(store: SqliteStore) -> None:
     conn = store._connection()
     conn.execute("PRAGMA query_only=1")
     with pytest.raises(StoreWriteError, match="attempt to write a readonly database"):
@@ -75,7 +78,7 @@ def test_a_read_only_database_at_run_time_degrades_the_store(store: Store) -> No
     assert store.health.ok
 
 
-def test_a_constraint_error_is_not_a_storage_fault(store: Store) -> None:
+def test_a_constraint_error_is_not_a_storage_fault(store: SqliteStore) -> None:
     with pytest.raises(sqlite3.IntegrityError), store._transaction("test_insert") as conn:
         conn.execute("INSERT INTO inbound_seen (channel, message_id, seen_at) VALUES (NULL, 1, 0)")
     assert store.health.ok
@@ -98,7 +101,7 @@ def test_health_names_the_latest_failure_and_counts_the_others() -> None:
 
 
 async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
-    store: Store, caplog: pytest.LogCaptureFixture
+    store: SqliteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
@@ -130,7 +133,7 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
 
 
 async def test_an_answer_whose_transcript_cannot_be_saved_is_shown_and_the_user_told(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())

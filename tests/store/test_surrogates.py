@@ -25,7 +25,7 @@ from botd.conversation import Conversations
 from botd.conversation.notices import UNSAVED_NOTICE
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.channels.telegram.harness import GROUP, started
 from tests.conversation.harness import ListSink, inbound, settings
 from tests.daemon_inprocess import (
@@ -65,7 +65,7 @@ async def _run_over(daemon: App) -> None:
     await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
 
 
-def _transcript(store: Store) -> list[Message]:
+def _transcript(store: SqliteStore) -> list[Message]:
     session = store.get_or_create_session(f"telegram:{DM}")
     return store.load_transcript(session.session_id)
 
@@ -164,7 +164,7 @@ async def test_a_group_mention_after_a_lone_surrogate_is_still_found(tmp_path: P
     # Entity offsets count UTF-16 units; the lone surrogate is one of them.
     sent = "\ud800 hey @botd_test_bot help"
     mention = {"type": "mention", "offset": 6, "length": len("@botd_test_bot")}
-    with Store.open(tmp_path) as store:
+    with SqliteStore.open(tmp_path) as store:
         async with FakeTelegramAPI(TOKEN) as telegram:
             bot = await started(telegram, store)
             try:
@@ -188,7 +188,7 @@ async def test_a_failing_output_close_still_stops_typing_and_tells_the_user(
         raise RuntimeError("the sender lost its queue")
 
     monkeypatch.setattr(RunOutbox, "close", failing_close)
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         sink = ListSink()
         manager = Conversations(store, ScriptedProvider(), sink, settings())
         await manager.submit(inbound("first", n=1))

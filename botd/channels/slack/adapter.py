@@ -110,7 +110,7 @@ class SlackAdapter:
         http_path: str = "/slack/events",
         allow_mass_mentions: bool = False,
         thread_context: int = DEFAULT_THREAD_CONTEXT,
-        known_conversation: Callable[[str], bool] | None = None,
+        known_conversation: Callable[[str], Awaitable[bool]] | None = None,
         admits: Callable[[InboundMessage], bool] | None = None,
         link: PlatformLink | None = None,
     ) -> None:

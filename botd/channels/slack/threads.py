@@ -87,7 +87,7 @@ class ThreadContext:
         client: AsyncWebClient,
         *,
         limit: int = DEFAULT_THREAD_CONTEXT,
-        known: Callable[[str], bool] | None = None,
+        known: Callable[[str], Awaitable[bool]] | None = None,
         admits: Callable[[InboundMessage], bool] | None = None,
         names: Callable[[str], Awaitable[str]] | None = None,
         timeout: float = FETCH_TIMEOUT,
@@ -105,7 +105,7 @@ class ThreadContext:
         self._timeout = timeout
         self._done: Recent[str, None] = Recent(_MEMORY)
 
-    def wanted(self, message: InboundMessage) -> bool:
+    async def wanted(self, message: InboundMessage) -> bool:
         """Whether ``message`` is a first mention inside an existing thread."""
         thread = message.thread_id
         if self.limit <= 0 or message.is_direct or not message.mentions_bot:
@@ -113,7 +113,7 @@ class ThreadContext:
         if thread is None or thread == message.message_id:
             return False
         key = message.conversation_key
-        if key in self._done or (self.known is not None and self.known(key)):
+        if key in self._done or (self.known is not None and await self.known(key)):
             return False
         return self.admits is None or self.admits(message)
 
@@ -121,7 +121,7 @@ class ThreadContext:
         self, message: InboundMessage, bot_user_id: str = "", bot_id: str = ""
     ) -> InboundMessage:
         """``message`` with its thread's earlier messages as context, where wanted."""
-        if not self.wanted(message):
+        if not await self.wanted(message):
             return message
         self._done.remember(message.conversation_key, None)
         thread_ts = message.thread_id or message.message_id  # wanted: always the thread's

@@ -60,7 +60,8 @@ from telegram.ext import (
 
 from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from ...retry import Backoff, retry_after
-from ..base import InboundSink, OffsetStore, OutboundFile, PlatformLink, without_mention
+from ...store.protocols import Offsets
+from ..base import InboundSink, OutboundFile, PlatformLink, without_mention
 from ..errors import ChannelError
 from ..markdown import RenderedChunk, render_chunks
 from . import uploads
@@ -245,7 +246,7 @@ class TelegramAdapter:
         self,
         token: str,
         *,
-        offsets: OffsetStore | None = None,
+        offsets: Offsets | None = None,
         api_base_url: str = "https://api.telegram.org",
         account_id: str = "default",
         poll_timeout: int = 30,
@@ -278,7 +279,7 @@ class TelegramAdapter:
         if self._app is not None:
             raise RuntimeError("telegram adapter already started")
         quiet_non_json_error_tracebacks()
-        saved = self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
+        saved = await self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
         bot = _PollingBot(
             self._token,
             base_url=f"{self._api_base_url}/bot",
@@ -454,7 +455,7 @@ class TelegramAdapter:
             return
         bot.handled(update.update_id)
         if self._offsets is not None:
-            self._offsets.set_offset(CHANNEL, self.account_id, str(bot.confirmed))
+            self._offsets.set_offset_soon(CHANNEL, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error(

@@ -19,7 +19,7 @@ __all__ = ["lock_holder", "state_dir_checks"]
 
 def state_dir_checks(state_dir: Path) -> list[Check]:
     """The state dir's checks, reading only (a temporary file aside)."""
-    from ...store.base import DB_FILENAME
+    from ...store.sqlite import DB_FILENAME
     from ..statelock import LOCK_FILENAME
 
     if state_dir.exists() and not state_dir.is_dir():
@@ -137,8 +137,8 @@ def _flock_held(fd: int, locks: Path = Path("/proc/locks")) -> bool | None:
 
 
 def _database_check(path: Path) -> Check:
-    from ...store import SCHEMA_VERSION, StoreOpenError
-    from ...store.base import preflight
+    from ...store import StoreOpenError
+    from ...store.sqlite import SCHEMA_VERSION, preflight
 
     if not path.exists():
         return passed(

@@ -28,7 +28,7 @@ from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 
 
 async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ async def test_typed_lines_are_answered_until_end_of_input(tmp_path: Path) -> No
         finished.set()
 
     console = ConsoleAdapter(reader, output, on_end_of_input=on_end)
-    with Store.open(tmp_path / "state") as store:
+    with SqliteStore.open(tmp_path / "state") as store:
         sessions = Conversations(
             store,
             ScriptedProvider(),

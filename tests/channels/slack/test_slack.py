@@ -18,7 +18,7 @@ from botd.channels.errors import ChannelStartError
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.slack.errors import SlackError
 from botd.chat import InboundMessage, MessageRef, Target
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.channels.routed import through_router
 from tests.channels.slack.harness import SECRET, Inbox, message_event, post_http, slack_adapter
 from tests.fakes.slack_api import (
@@ -31,14 +31,14 @@ from tests.fakes.slack_api import (
 from tests.waiting import HANG_GUARD, until
 
 
-class SpyStore(Store):
+class SpyStore(SqliteStore):
     """A real store that also lists every inbound id it was asked about."""
 
     asked: list[str]
 
-    def seen_inbound(self, channel: str, *keys: str) -> bool:
+    async def seen_inbound(self, channel: str, *keys: str) -> bool:
         self.asked.extend(keys)
-        return super().seen_inbound(channel, *keys)
+        return await super().seen_inbound(channel, *keys)
 
     async def accept_inbound(
         self,

@@ -17,14 +17,14 @@ import pytest
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from tests.channels.routed import OPEN, through_router
 from tests.channels.slack.harness import Inbox, message_event, post_http, slack_adapter
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.waiting import until
 
 
-class FailingStore(Store):
+class FailingStore(SqliteStore):
     """A real store whose next ``failures`` accepts fail as a full disk would."""
 
     failures = 0
@@ -62,7 +62,7 @@ async def fake() -> AsyncIterator[FakeSlack]:
 class AckWatch:
     """The sink in front of the router: notes whether Slack was acked before it returned."""
 
-    def __init__(self, fake: FakeSlack, store: Store, inbox: Inbox) -> None:
+    def __init__(self, fake: FakeSlack, store: SqliteStore, inbox: Inbox) -> None:
         self.acked_at_entry: list[int] = []
         self.failed = 0
         self._fake = fake

@@ -18,42 +18,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Literal
+from dataclasses import fields
+from typing import Any
 
-from ..chat import InboundMessage
-from ..events import Message, ToolCallContent
+from ...chat import InboundMessage
+from ...events import Message, ToolCallContent
+from ..records import FINISHED_STATES, InboxBacklog, InboxEntry, InboxState
+from ..targets import attachments_data, attachments_from_data, target_data, target_from_data
 from .chatter import consume_chatter as _consume_chatter
-from .targets import attachments_data, attachments_from_data, target_data, target_from_data
 from .transcripts import TranscriptStore, message_json
 
 _INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
-
-InboxState = Literal["accepted", "running", "answered", "failed", "skipped"]
-FINISHED_STATES = ("answered", "failed", "skipped")
-
-
-@dataclass(frozen=True, slots=True)
-class InboxEntry:
-    """One accepted message not yet answered (as ``unfinished_inbox`` returns it)."""
-
-    id: int
-    message: InboundMessage
-    """The message as accepted, ``inbox_id`` set."""
-    state: InboxState
-    session_id: str | None
-    user_turn_id: int | None
-    """The transcript row of the user turn its run wrote (None: no run started)."""
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class InboxBacklog:
-    """The accepted messages not finished yet (``accepted`` or ``running``)."""
-
-    count: int
-    oldest_age: float | None
-    """Seconds since the oldest of them was accepted (None: there is none)."""
 
 
 def inbound_json(message: InboundMessage) -> str:
@@ -230,7 +205,7 @@ class InboxStore(TranscriptStore):
             for row in rows
         ]
 
-    def inbox_backlog(self) -> InboxBacklog:
+    async def inbox_backlog(self) -> InboxBacklog:
         """How many accepted messages are not finished, and the age of the oldest (one read
         of the partial index ``inbox_unfinished``, whatever the table holds).
 
@@ -283,7 +258,7 @@ class InboxStore(TranscriptStore):
                 )
             return True
 
-    def prune_finished(self, older_than_seconds: float) -> int:
+    async def prune_finished(self, older_than_seconds: float) -> int:
         """Forget finished inbox rows and sent or failed outbox rows older than the cut."""
         cut = self._clock() - older_than_seconds
         with self._transaction("prune_finished") as conn:
@@ -318,11 +293,4 @@ def _clean_prefix(messages: Sequence[Message]) -> int:
     return keep
 
 
-__all__ = [
-    "FINISHED_STATES",
-    "InboxBacklog",
-    "InboxEntry",
-    "InboxState",
-    "InboxStore",
-    "inbound_from_json",
-]
+__all__ = ["InboxStore", "inbound_from_json"]

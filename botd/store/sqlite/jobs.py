@@ -10,53 +10,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from ..chat import Target
-from .base import StoreBase
-from .targets import target_from_json, target_json
-
-Outcome = Literal["submitted", "failed"]
+from ..records import Outcome, RunRecord, StoredJob
+from ..targets import target_from_json, target_json
+from .deferred import DeferredWrites
 
 _JOB_COLUMNS = (
     "id, kind, trigger, name, prompt, target, conversation_key, source, fingerprint, "
     "next_run_time, heartbeat"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class StoredJob:
-    """One scheduled job as the store keeps it."""
-
-    id: str
-    kind: str
-    """``cron``, ``every`` or ``at``."""
-    trigger: dict[str, Any]
-    """The trigger's data: ``expr`` and ``timezone``; ``seconds`` and ``start``; ``run_date``."""
-    name: str
-    """How listings show the job."""
-    prompt: str
-    target: Target
-    conversation_key: str | None = None
-    source: str | None = None
-    """``config`` for a job the configuration owns; None for one made at run time."""
-    fingerprint: str | None = None
-    """A config job's definition as text, to tell whether the configuration changed it."""
-    next_run_time: datetime | None = None
-    heartbeat: int | None = None
-    """A heartbeat check's acknowledgement bound (``JobSpec.heartbeat``); None: not one."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One run of a job: when, and whether its prompt was handed over."""
-
-    job_id: str
-    at: datetime
-    outcome: Outcome
-    error: str | None = None
 
 
 def _job(row: Sequence[Any]) -> StoredJob:
@@ -79,11 +43,12 @@ def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
 
 
-class ScheduleStore(StoreBase):
+class ScheduleStore(DeferredWrites):
     """Scheduled jobs, their run log, and the record of imports done once."""
 
-    def load_jobs(self) -> list[StoredJob]:
+    async def load_jobs(self) -> list[StoredJob]:
         """Every job, by id."""
+        self.flush_deferred()  # a next run time or a removal queued a moment ago
         rows = (
             self._connection()
             .execute(f"SELECT {_JOB_COLUMNS} FROM scheduler_jobs ORDER BY id")
@@ -91,7 +56,8 @@ class ScheduleStore(StoreBase):
         )
         return [_job(row) for row in rows]
 
-    def get_job(self, job_id: str) -> StoredJob | None:
+    async def get_job(self, job_id: str) -> StoredJob | None:
+        self.flush_deferred()
         row = (
             self._connection()
             .execute(f"SELECT {_JOB_COLUMNS} FROM scheduler_jobs WHERE id = ?", (job_id,))
@@ -99,7 +65,7 @@ class ScheduleStore(StoreBase):
         )
         return None if row is None else _job(row)
 
-    def save_job(self, job: StoredJob) -> None:
+    async def save_job(self, job: StoredJob) -> None:
         """Add a job, or replace the one with its id."""
         with self._transaction("save_job") as conn:
             self._save_job(conn, job)
@@ -124,21 +90,33 @@ class ScheduleStore(StoreBase):
             ),
         )
 
-    def set_job_next_run(self, job_id: str, next_run_time: datetime | None) -> None:
-        """Record when a job runs next (nothing happens for an unknown id)."""
-        with self._transaction("set_job_next_run") as conn:
-            conn.execute(
+    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
+        """Record when a job runs next, with the next group commit (nothing happens for an
+        unknown id). Lost in a crash, the job's earlier next run time is kept: a run that
+        already happened is caught up once (coalesced), as after any missed run."""
+        params = (_iso(next_run_time), self._clock(), job_id)
+        self._defer(
+            "set_job_next_run",
+            lambda conn: conn.execute(
                 "UPDATE scheduler_jobs SET next_run_time = ?, updated_at = ? WHERE id = ?",
-                (_iso(next_run_time), self._clock(), job_id),
-            )
+                params,
+            ),
+        )
 
-    def delete_job(self, job_id: str) -> bool:
+    def delete_job_soon(self, job_id: str) -> None:
+        """Remove a job that will not run again, with the next group commit."""
+        self._defer(
+            "delete_job",
+            lambda conn: conn.execute("DELETE FROM scheduler_jobs WHERE id = ?", (job_id,)),
+        )
+
+    async def delete_job(self, job_id: str) -> bool:
         """Remove a job; False if there was none. Its run log is kept."""
         with self._transaction("delete_job") as conn:
             cursor = conn.execute("DELETE FROM scheduler_jobs WHERE id = ?", (job_id,))
             return cursor.rowcount > 0
 
-    def add_job_run(self, record: RunRecord, *, keep: int) -> None:
+    async def add_job_run(self, record: RunRecord, *, keep: int) -> None:
         """Append to a job's run log, keeping its last ``keep`` records."""
         with self._transaction("add_job_run") as conn:
             conn.execute(
@@ -151,7 +129,7 @@ class ScheduleStore(StoreBase):
                 (record.job_id, record.job_id, keep),
             )
 
-    def job_runs(self, job_id: str) -> list[RunRecord]:
+    async def job_runs(self, job_id: str) -> list[RunRecord]:
         """Each recorded run of the job, oldest first."""
         rows = (
             self._connection()
@@ -168,12 +146,12 @@ class ScheduleStore(StoreBase):
 
     # --- one-time imports ---------------------------------------------------------------------
 
-    def imported(self, name: str) -> bool:
+    async def imported(self, name: str) -> bool:
         """Whether the import called ``name`` was done."""
         row = self._connection().execute("SELECT 1 FROM imports WHERE name = ?", (name,)).fetchone()
         return row is not None
 
-    def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
+    async def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
         """Add ``jobs`` (ids already present are left alone) and record the import ``name``,
         in one transaction; False, with nothing changed, if it was done before."""
         with self._transaction("import_jobs") as conn:

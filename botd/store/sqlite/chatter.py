@@ -18,25 +18,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from ..chat import Attachment, InboundMessage
+from ...chat import InboundMessage
+from ..records import CHATTER_RETENTION_SECONDS, KeptLine
+from ..targets import attachments_data, attachments_from_data
 from .deferred import DeferredWrites
-from .targets import attachments_data, attachments_from_data
-
-CHATTER_RETENTION_SECONDS = 7 * 24 * 3600.0
-"""Chatter older than this is dropped: a week-old remark is no context for today's question."""
-
-
-@dataclass(frozen=True, slots=True)
-class KeptLine:
-    """One kept message: who said it, what, and the files it came with."""
-
-    id: int
-    sender_id: str
-    sender_name: str
-    text: str
-    attachments: tuple[Attachment, ...] = ()
 
 
 class ChatterStore(DeferredWrites):
@@ -83,7 +69,7 @@ class ChatterStore(DeferredWrites):
 
         return await self._commit("keep_chatter", write)
 
-    def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
         """The conversation's kept chatter, oldest first (what ``keep_chatter`` committed;
         nothing of it waits in the deferred queue, so no flush is needed)."""
         rows = (
@@ -106,7 +92,7 @@ class ChatterStore(DeferredWrites):
             for r in rows
         ]
 
-    def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
+    async def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
         """Drop chatter kept more than ``older_than_seconds`` ago; returns how many rows."""
         with self._transaction("prune_chatter") as conn:
             cursor = conn.execute(
@@ -123,4 +109,4 @@ def consume_chatter(conn: sqlite3.Connection, conversation_key: str, up_to: int)
     )
 
 
-__all__ = ["CHATTER_RETENTION_SECONDS", "ChatterStore", "KeptLine", "consume_chatter"]
+__all__ = ["ChatterStore", "consume_chatter"]

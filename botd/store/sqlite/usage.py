@@ -12,43 +12,9 @@ a restart; a conversation without a row uses the configured primary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..records import ModelUsage, UsageTotals
 from .deferred import DeferredWrites
-
-USAGE_KINDS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
-"""The kinds of token counted, as ``/usage`` and the metrics name them."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelUsage:
-    """The tokens one model used in one run."""
-
-    model: str
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-    def counts(self) -> dict[str, int]:
-        """The counts by kind (``USAGE_KINDS``)."""
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class UsageTotals:
-    """Summed usage over some runs."""
-
-    runs: int = 0
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
 
 
 class UsageStore(DeferredWrites):
@@ -86,7 +52,7 @@ class UsageStore(DeferredWrites):
             lazy=True,
         )
 
-    def usage_totals(
+    async def usage_totals(
         self, *, conversation_key: str | None = None, since: float | None = None
     ) -> UsageTotals:
         """The usage of one conversation, or of every run since ``since`` (or both)."""
@@ -112,7 +78,7 @@ class UsageStore(DeferredWrites):
         )
         return UsageTotals(*(int(v) for v in row))
 
-    def last_model(self, conversation_key: str) -> str | None:
+    async def last_model(self, conversation_key: str) -> str | None:
         """The model that answered last in the conversation (None: none has yet)."""
         self.flush_deferred()
         row = (
@@ -125,7 +91,7 @@ class UsageStore(DeferredWrites):
         )
         return None if row is None else str(row[0])
 
-    def model_choice(self, conversation_key: str) -> str | None:
+    async def model_choice(self, conversation_key: str) -> str | None:
         """The model ``/model`` chose for the conversation (None: the configured primary)."""
         row = (
             self._connection()
@@ -137,7 +103,7 @@ class UsageStore(DeferredWrites):
         )
         return None if row is None else str(row[0])
 
-    def set_model_choice(self, conversation_key: str, model: str | None) -> None:
+    async def set_model_choice(self, conversation_key: str, model: str | None) -> None:
         """Keep ``model`` as the conversation's choice; None goes back to the primary."""
         with self._transaction("set_model_choice") as conn:
             if model is None:
@@ -154,4 +120,4 @@ class UsageStore(DeferredWrites):
                 )
 
 
-__all__ = ["USAGE_KINDS", "ModelUsage", "UsageStore", "UsageTotals"]
+__all__ = ["UsageStore"]

@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from .base import StoreBase, StoreWriteError, storage_fault
+from ..errors import StoreWriteError
+from .base import StoreBase, storage_fault
 
 log = logging.getLogger(__name__)
 

@@ -14,49 +14,16 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..chat import storable
-from ..events import Message
-from .base import StoreError
+from ...chat import storable
+from ...events import Message
+from ..errors import StaleCompactionError, UnknownSessionError
+from ..records import SessionRecord
 from .deferred import DeferredWrites
 
 if TYPE_CHECKING:
-    from ..agent.compaction import CompactionResult
-
-
-class UnknownSessionError(KeyError):
-    """A session id that the store has no record of."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(session_id)
-        self.session_id = session_id
-
-    def __str__(self) -> str:
-        return f"unknown session {self.session_id!r}"
-
-
-class StaleCompactionError(StoreError):
-    """A compaction computed from a transcript that has since changed in the store."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    """One session: a conversation's transcript from its start (or its last ``/new``)."""
-
-    session_id: str
-    conversation_key: str
-    created_at: float
-    updated_at: float
-    message_count: int
-    """Messages in the live transcript (what ``load_transcript`` returns)."""
-    summary: str | None
-    """The latest compaction summary, if the transcript was ever compacted."""
-    active: bool
-    """Whether this is the session that its conversation key currently uses."""
-    runs: int = 0
-    """Runs the session started (the number of its latest run; see ``count_run_soon``)."""
+    from ...agent.compaction import CompactionResult
 
 
 _SESSION_COLUMNS = (
@@ -260,7 +227,7 @@ class TranscriptStore(DeferredWrites):
             for _, _, body in self._live_rows(conn, session_id)
         ]
 
-    def rewrite_messages(
+    async def rewrite_messages(
         self, session_id: str, rewrite: Callable[[Message], Message | None]
     ) -> int:
         """Give the live messages ``rewrite`` changes their new form, in one transaction;
@@ -268,10 +235,12 @@ class TranscriptStore(DeferredWrites):
 
         ``rewrite`` gets each live message and returns its replacement, or None to leave it
         as it is. A changed message keeps its row (its place in the transcript, and the id
-        an inbox row names its user turn by); the records queued before commit first, so a
-        message a run wrote a moment ago is rewritten too. Compacted rows stay as they were.
+        an inbox row names its user turn by). It rides in the next group commit, after the
+        records queued before it, so a message a run wrote a moment ago is rewritten too.
+        Compacted rows stay as they were.
         """
-        with self._transaction("rewrite_messages") as conn:
+
+        def write(conn: sqlite3.Connection) -> int:
             self._require_session(conn, session_id)
             changed: list[tuple[str, int]] = []
             for row_id, _, body in self._live_rows(conn, session_id):
@@ -284,7 +253,9 @@ class TranscriptStore(DeferredWrites):
                     "UPDATE sessions SET updated_at = ? WHERE session_id = ?",
                     (self._clock(), session_id),
                 )
-        return len(changed)
+            return len(changed)
+
+        return await self._commit("rewrite_messages", write)
 
     def replace_transcript_prefix(
         self,
@@ -306,50 +277,69 @@ class TranscriptStore(DeferredWrites):
         if prefix_count < 0:
             raise ValueError(f"prefix_count must be >= 0, got {prefix_count}")
         with self._transaction("replace_transcript_prefix") as conn:
-            self._require_session(conn, session_id)
-            live = self._live_rows(conn, session_id)
-            if prefix_count > len(live):
-                raise StaleCompactionError(
-                    f"session {session_id}: cannot replace {prefix_count} messages, "
-                    f"the transcript has {len(live)}"
-                )
-            rest = live[prefix_count:]
-            if expected_rest is not None:
-                stored = [json.loads(body) for _, _, body in rest[: len(expected_rest)]]
-                expected = [json.loads(message_json(message)) for message in expected_rest]
-                if stored != expected:
-                    raise StaleCompactionError(
-                        f"session {session_id}: the transcript changed since it was compacted"
-                    )
-            now = self._clock()
-            conn.execute(
-                "UPDATE messages SET compacted_at = ? "
-                "WHERE session_id = ? AND compacted_at IS NULL",
-                (now, session_id),
-            )
-            # The rest is re-appended after the replacement so that id order stays the
-            # transcript order; the originals remain as compacted rows.
-            bodies: list[tuple[str, str]] = [
-                (message.role, message_json(message)) for message in replacement
-            ]
-            bodies += [(role, body) for _, role, body in rest]
-            self._insert_messages(conn, session_id, bodies)
-            conn.execute(
-                "UPDATE sessions SET message_count = ?, updated_at = ?, "
-                "summary = COALESCE(?, summary) WHERE session_id = ?",
-                (len(bodies), now, summary, session_id),
+            self._replace_prefix(
+                conn, session_id, prefix_count, replacement, expected_rest, summary
             )
 
-    def compact(self, session_id: str, result: CompactionResult) -> None:
-        """Persist a compaction: its summary replaces the messages it summarized.
+    def _replace_prefix(
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        prefix_count: int,
+        replacement: Sequence[Message],
+        expected_rest: Sequence[Message] | None,
+        summary: str | None,
+    ) -> None:
+        self._require_session(conn, session_id)
+        live = self._live_rows(conn, session_id)
+        if prefix_count > len(live):
+            raise StaleCompactionError(
+                f"session {session_id}: cannot replace {prefix_count} messages, "
+                f"the transcript has {len(live)}"
+            )
+        rest = live[prefix_count:]
+        if expected_rest is not None:
+            stored = [json.loads(body) for _, _, body in rest[: len(expected_rest)]]
+            expected = [json.loads(message_json(message)) for message in expected_rest]
+            if stored != expected:
+                raise StaleCompactionError(
+                    f"session {session_id}: the transcript changed since it was compacted"
+                )
+        now = self._clock()
+        conn.execute(
+            "UPDATE messages SET compacted_at = ? WHERE session_id = ? AND compacted_at IS NULL",
+            (now, session_id),
+        )
+        # The rest is re-appended after the replacement so that id order stays the
+        # transcript order; the originals remain as compacted rows.
+        bodies: list[tuple[str, str]] = [
+            (message.role, message_json(message)) for message in replacement
+        ]
+        bodies += [(role, body) for _, role, body in rest]
+        self._insert_messages(conn, session_id, bodies)
+        conn.execute(
+            "UPDATE sessions SET message_count = ?, updated_at = ?, "
+            "summary = COALESCE(?, summary) WHERE session_id = ?",
+            (len(bodies), now, summary, session_id),
+        )
+
+    async def compact(self, session_id: str, result: CompactionResult) -> None:
+        """Persist a compaction: its summary replaces the messages it summarized, in the next
+        group commit (after the records queued before it).
 
         Raises ``StaleCompactionError`` when the stored transcript no longer matches what
         ``result`` was computed from.
         """
-        self.replace_transcript_prefix(
-            session_id,
-            result.compacted_count,
-            result.messages[:1],
-            expected_rest=result.kept,
-            summary=result.summary,
+        if result.compacted_count < 0:
+            raise ValueError(f"prefix_count must be >= 0, got {result.compacted_count}")
+        await self._commit(
+            "compact",
+            lambda conn: self._replace_prefix(
+                conn,
+                session_id,
+                result.compacted_count,
+                result.messages[:1],
+                result.kept,
+                result.summary,
+            ),
         )

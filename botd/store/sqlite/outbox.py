@@ -13,26 +13,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from ..chat import Target
+from ...chat import Target
+from ..records import OutboxEntry
+from ..targets import target_from_json, target_json
 from .deferred import DeferredWrites
-from .targets import target_from_json, target_json
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxEntry:
-    """A piece written but never confirmed sent."""
-
-    id: int
-    anchor: int | None
-    seq: int
-    kind: str
-    target: Target
-    text: str
-    media: tuple[str, ...] = ()
-    """The files the piece uploads (URLs or local paths)."""
-    audio_as_voice: bool = False
 
 
 def _media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
@@ -146,7 +131,7 @@ class OutboxStore(DeferredWrites):
         """``outbox_pending``, for the conversations."""
         return self.outbox_pending()
 
-    def outbox_pending_count(self) -> int:
+    async def outbox_pending_count(self) -> int:
         """How many pieces are written and not confirmed (one read of the partial index
         ``outbox_waiting``); what is committed, like ``inbox_backlog``."""
         row = (
@@ -168,4 +153,4 @@ class OutboxStore(DeferredWrites):
             )
 
 
-__all__ = ["OutboxEntry", "OutboxStore"]
+__all__ = ["OutboxStore"]

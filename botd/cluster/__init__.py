@@ -1,0 +1,1 @@
+"""Several botd nodes on one database: leases (which node does what only one may do)."""

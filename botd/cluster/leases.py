@@ -1,0 +1,230 @@
+"""Leases: which node does a thing that only one node may do at a time.
+
+A lease is a named row (``conversation:<key>``, ``telegram:<account>``, ``scheduler``) with a
+holder, an **epoch** and an expiry kept by the database's clock. It is
+
+* **claimed** only when it has expired (or was never held), and each claim takes the next
+  epoch, so two holders of one name never share an epoch;
+* **renewed** by its holder well before it expires (every third of the TTL), in one statement
+  for every lease the node holds, and only while it has not expired: a node that was paused
+  past its expiry cannot renew it back, even if nobody claimed it meanwhile;
+* **released by expiring** (its expiry set to now), never by deleting the row, so the epoch
+  keeps counting up.
+
+Why not a session advisory lock: a paused process (SIGSTOP, a VM frozen for migration) keeps
+its connection and so its lock, and TCP keepalive does not notice. A lease runs out by itself.
+
+The node's own view of a lease is its **deadline**: the local monotonic time at which it sent
+the request that set the expiry, plus the TTL. The database set the expiry from its clock at
+a moment after that request left, so the deadline is never later than the expiry the database
+holds, whatever the clocks say. Work that must not outlive the lease (a send to the platform)
+is not started past the deadline; every write of a fenced run checks holder and epoch in its
+own transaction (the backend's fence), so a stale holder's write fails even if it raced.
+
+``LeaseKeeper`` holds one node's leases: claims, renews them in the background, and marks a
+lease lost (``Lease.lost`` set) when it could not renew it before its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """A lease as the table holds it (what ``botd status`` shows)."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_in: float
+    """Seconds until it expires by the table's clock; zero or less when expired."""
+
+
+class LeaseTable(Protocol):
+    """Where the leases live: the shared database, or one process's memory."""
+
+    async def claim(self, name: str, holder: str, ttl: float) -> int | None:
+        """The new epoch if ``name`` was free or expired, else None."""
+        ...
+
+    async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+        """Extend each of ``held`` (name -> epoch) still held unexpired by ``holder``; the
+        names renewed."""
+        ...
+
+    async def expire(self, name: str, holder: str, epoch: int) -> None:
+        """Give the lease up: its expiry becomes now (the row and its epoch stay)."""
+        ...
+
+    async def rows(self) -> list[LeaseRow]:
+        """Every lease, held or not."""
+        ...
+
+
+@dataclass(eq=False)
+class Lease:
+    """This node's hold on one lease."""
+
+    name: str
+    epoch: int
+    deadline: float
+    """Local monotonic time past which the lease may belong to another node."""
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the lease ended without this node giving it up (renewal failed)."""
+
+    def valid_for(self, now: float) -> float:
+        """Seconds of the lease left at monotonic time ``now`` (zero once lost)."""
+        return 0.0 if self.lost.is_set() else max(0.0, self.deadline - now)
+
+
+class LeaseKeeper:
+    """One node's leases: claim, background renewal, loss, release (see the module docstring).
+
+    ``run`` is the renewal loop; its owner runs it as a task for the node's lifetime."""
+
+    def __init__(
+        self,
+        table: LeaseTable,
+        node_id: str,
+        ttl: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError("a lease's TTL must be positive")
+        self.table = table
+        self.node_id = node_id
+        self.ttl = ttl
+        self._clock = clock
+        self._held: dict[str, Lease] = {}
+
+    @property
+    def renew_every(self) -> float:
+        return self.ttl / 3
+
+    def held(self) -> list[Lease]:
+        return list(self._held.values())
+
+    def holding(self, name: str) -> Lease | None:
+        return self._held.get(name)
+
+    async def try_claim(self, name: str) -> Lease | None:
+        """The lease if this node could claim it now; None while another node holds it (or
+        this node already does)."""
+        if name in self._held:
+            return None
+        sent = self._clock()
+        epoch = await self.table.claim(name, self.node_id, self.ttl)
+        if epoch is None:
+            return None
+        lease = Lease(name, epoch, sent + self.ttl)
+        self._held[name] = lease
+        log.info("lease %s claimed (epoch %d)", name, epoch)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """Give ``lease`` up so another node may claim it at once."""
+        if self._held.get(lease.name) is not lease:
+            return
+        del self._held[lease.name]
+        if not lease.lost.is_set():
+            lease.deadline = self._clock()
+            await self.table.expire(lease.name, self.node_id, lease.epoch)
+
+    async def release_all(self) -> None:
+        for lease in self.held():
+            try:
+                await self.release(lease)
+            except Exception as exc:  # the database is away: the lease runs out by itself
+                log.warning("lease %s not released (%s); it expires by itself", lease.name, exc)
+
+    async def renew_once(self) -> None:
+        """Renew every held lease in one request; mark lost what was not renewed or whose
+        deadline passed while the request failed."""
+        if not self._held:
+            return
+        sent = self._clock()
+        held = dict(self._held)
+        try:
+            # A renewal that hangs (a database that stopped answering) must not outlast
+            # the next one: the deadlines are checked when it gives up.
+            async with asyncio.timeout(self.renew_every):
+                renewed = await self.table.renew(
+                    self.node_id, {name: lease.epoch for name, lease in held.items()}, self.ttl
+                )
+        except Exception as exc:
+            now = self._clock()
+            for lease in held.values():
+                if now >= lease.deadline:
+                    self._lose(lease, f"not renewed before its deadline ({exc})")
+            return
+        for name, lease in held.items():
+            if name in renewed:
+                lease.deadline = sent + self.ttl
+            else:
+                self._lose(lease, "taken over or expired before it was renewed")
+
+    def _lose(self, lease: Lease, why: str) -> None:
+        if self._held.get(lease.name) is lease:
+            del self._held[lease.name]
+        if not lease.lost.is_set():
+            lease.lost.set()
+            log.warning("lease %s (epoch %d) lost: %s", lease.name, lease.epoch, why)
+
+    async def run(self) -> None:
+        """Renew every third of the TTL until cancelled; leases are not released here (the
+        owner calls ``release_all`` at a clean stop)."""
+        while True:
+            await asyncio.sleep(self.renew_every)
+            await self.renew_once()
+
+
+class ProcessLeases:
+    """The lease table of a node that is the only one (the SQLite backend, whose state-dir
+    lock already keeps a second process out): the same contract, kept in memory."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._rows: dict[str, tuple[str, int, float]] = {}
+
+    async def claim(self, name: str, holder: str, ttl: float) -> int | None:
+        now = self._clock()
+        row = self._rows.get(name)
+        if row is not None and row[2] > now:
+            return None
+        epoch = (row[1] if row else 0) + 1
+        self._rows[name] = (holder, epoch, now + ttl)
+        return epoch
+
+    async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+        now = self._clock()
+        renewed = set()
+        for name, epoch in held.items():
+            row = self._rows.get(name)
+            if row is not None and row[:2] == (holder, epoch) and row[2] > now:
+                self._rows[name] = (holder, epoch, now + ttl)
+                renewed.add(name)
+        return renewed
+
+    async def expire(self, name: str, holder: str, epoch: int) -> None:
+        row = self._rows.get(name)
+        if row is not None and row[:2] == (holder, epoch):
+            self._rows[name] = (holder, epoch, self._clock())
+
+    async def rows(self) -> list[LeaseRow]:
+        now = self._clock()
+        return [
+            LeaseRow(name, holder, epoch, expires - now)
+            for name, (holder, epoch, expires) in sorted(self._rows.items())
+        ]
+
+
+__all__ = ["Lease", "LeaseKeeper", "LeaseRow", "LeaseTable", "ProcessLeases"]

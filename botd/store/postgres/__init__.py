@@ -1,0 +1,1 @@
+"""The PostgreSQL backend of the store (``store.backend: postgres``)."""

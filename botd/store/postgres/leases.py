@@ -1,0 +1,95 @@
+"""The lease table on PostgreSQL (``botd.cluster.leases`` says what a lease is).
+
+Expiries are the server's ``clock_timestamp()`` (not ``now()``, which is the transaction's
+start), so every node measures a lease by the same clock. A claim is one upsert whose update
+applies only to an expired row; a concurrent claim of the same name waits on the row lock and
+re-checks the condition against the winner's row, so only one of them gets the next epoch.
+``fence`` is what a fenced write runs first inside its own transaction: it takes a share lock
+on the lease row, so no claim can move the epoch on until that transaction ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from ...cluster.leases import LeaseRow
+
+
+class LeaseLost(Exception):
+    """A fenced write found its lease expired or held by another epoch: the write is not
+    made and the work it belonged to stops."""
+
+
+class PostgresLeases:
+    """``LeaseTable`` on a PostgreSQL pool."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[TupleRow]]) -> None:
+        self._pool = pool
+
+    async def claim(self, name: str, holder: str, ttl: float) -> int | None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                """
+                INSERT INTO leases (name, holder, epoch, expires_at)
+                VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s))
+                ON CONFLICT (name) DO UPDATE
+                   SET holder = excluded.holder, epoch = leases.epoch + 1,
+                       expires_at = excluded.expires_at
+                 WHERE leases.expires_at <= clock_timestamp()
+                RETURNING epoch
+                """,
+                (name, holder, ttl),
+            )
+            row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
+    async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+        if not held:
+            return set()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                """
+                UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s)
+                  FROM unnest(%s::text[], %s::bigint[]) AS mine(name, epoch)
+                 WHERE leases.name = mine.name AND leases.epoch = mine.epoch
+                   AND leases.holder = %s AND leases.expires_at > clock_timestamp()
+                RETURNING leases.name
+                """,
+                (ttl, list(held), list(held.values()), holder),
+            )
+            return {str(row[0]) for row in await cur.fetchall()}
+
+    async def expire(self, name: str, holder: str, epoch: int) -> None:
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "UPDATE leases SET expires_at = clock_timestamp()"
+                " WHERE name = %s AND holder = %s AND epoch = %s",
+                (name, holder, epoch),
+            )
+
+    async def rows(self) -> list[LeaseRow]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT name, holder, epoch,"
+                " extract(epoch FROM expires_at - clock_timestamp())::float8"
+                " FROM leases ORDER BY name"
+            )
+            return [
+                LeaseRow(str(n), str(h), int(e), float(x)) for n, h, e, x in await cur.fetchall()
+            ]
+
+
+async def fence(conn: AsyncConnection[TupleRow], name: str, holder: str, epoch: int) -> None:
+    """Inside the caller's transaction: hold the lease row until it ends, or raise
+    ``LeaseLost`` when ``holder`` no longer holds ``name`` at ``epoch`` unexpired."""
+    cur = await conn.execute(
+        "SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s"
+        " AND expires_at > clock_timestamp() FOR SHARE",
+        (name, holder, epoch),
+    )
+    if await cur.fetchone() is None:
+        raise LeaseLost(f"lease {name} (epoch {epoch}) is no longer held by {holder}")

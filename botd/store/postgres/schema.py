@@ -1,0 +1,249 @@
+"""The PostgreSQL schema, as migrations: ``MIGRATIONS[n]`` takes version ``n`` to ``n + 1``.
+
+The tables hold what the SQLite schema holds, in the shape it reached, with what several
+nodes need besides: ``leases`` (``botd.cluster.leases``), a per-conversation ``seq`` on the
+inbox (an identity column gives ids in the order they were *taken*, not the order their
+transactions *committed*; the accept takes the next ``seq`` of its conversation under a
+transaction-scoped advisory lock, so within a conversation ``seq`` order is commit order),
+the fencing epoch a run's writes carry, pairing in the database, and the node clock check's
+reference. Times are seconds since the epoch (``double precision``), as the SQLite backend
+keeps them, so the records read the same from both.
+
+The version is the one row of ``schema_version``; ``migrate`` applies what is missing in one
+transaction under an advisory lock, so several nodes starting at once migrate once. A
+migration that shipped is never edited: a change is a new entry at the end.
+"""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+MIGRATION_LOCK = 0x626F7464  # "botd": the advisory lock key migrations run under
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 0 -> 1: the whole schema.
+    (
+        """
+        CREATE TABLE sessions (
+            session_id text PRIMARY KEY,
+            conversation_key text NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            message_count integer NOT NULL DEFAULT 0,
+            runs integer NOT NULL DEFAULT 0,
+            summary text,
+            meta text NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE INDEX sessions_by_key ON sessions (conversation_key)",
+        """
+        CREATE TABLE active_sessions (
+            conversation_key text PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions (session_id)
+        )
+        """,
+        """
+        CREATE TABLE messages (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions (session_id),
+            role text NOT NULL,
+            body text NOT NULL,
+            created_at double precision NOT NULL,
+            compacted_at double precision
+        )
+        """,
+        "CREATE INDEX messages_live ON messages (session_id, compacted_at, id)",
+        """
+        CREATE TABLE inbound_seen (
+            channel text NOT NULL,
+            message_id text NOT NULL,
+            seen_at double precision NOT NULL,
+            PRIMARY KEY (channel, message_id)
+        )
+        """,
+        "CREATE INDEX inbound_seen_by_time ON inbound_seen (seen_at)",
+        """
+        CREATE TABLE offsets (
+            channel text NOT NULL,
+            account text NOT NULL,
+            value text NOT NULL,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (channel, account)
+        )
+        """,
+        """
+        CREATE TABLE scheduler_jobs (
+            id text PRIMARY KEY,
+            kind text NOT NULL,
+            trigger text NOT NULL,
+            name text NOT NULL,
+            prompt text NOT NULL,
+            target text NOT NULL,
+            conversation_key text,
+            source text,
+            fingerprint text,
+            next_run_time text,
+            heartbeat integer,
+            updated_at double precision NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE scheduler_runs (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            job_id text NOT NULL,
+            at text NOT NULL,
+            outcome text NOT NULL,
+            error text
+        )
+        """,
+        "CREATE INDEX scheduler_runs_by_job ON scheduler_runs (job_id, id)",
+        """
+        CREATE TABLE imports (
+            name text PRIMARY KEY,
+            imported_at double precision NOT NULL,
+            detail text
+        )
+        """,
+        # seq: the entry's place in its conversation (see the module docstring).
+        """
+        CREATE TABLE inbox (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            channel text NOT NULL,
+            conversation_key text NOT NULL,
+            seq bigint NOT NULL,
+            message text NOT NULL,
+            state text NOT NULL,
+            run_id text,
+            session_id text,
+            user_turn_id bigint,
+            attempts integer NOT NULL DEFAULT 0,
+            accepted_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            UNIQUE (conversation_key, seq)
+        )
+        """,
+        "CREATE INDEX inbox_unfinished ON inbox (conversation_key, seq) "
+        "WHERE state IN ('accepted', 'running')",
+        # epoch: the lease epoch of the run that wrote the piece (NULL on one node), so a
+        # takeover knows which pieces an earlier owner left.
+        """
+        CREATE TABLE outbox (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            anchor bigint,
+            seq integer NOT NULL,
+            kind text NOT NULL,
+            target text NOT NULL,
+            text text NOT NULL,
+            state text NOT NULL,
+            refs text,
+            media text,
+            epoch bigint,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX outbox_waiting ON outbox (id) WHERE state = 'pending'",
+        "CREATE INDEX outbox_by_anchor ON outbox (anchor)",
+        """
+        CREATE TABLE chatter (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            conversation_key text NOT NULL,
+            sender_id text NOT NULL,
+            sender_name text NOT NULL,
+            text text NOT NULL,
+            kept_at double precision NOT NULL,
+            attachments text NOT NULL DEFAULT ''
+        )
+        """,
+        "CREATE INDEX chatter_by_conversation ON chatter (conversation_key, id)",
+        """
+        CREATE TABLE run_usage (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            conversation_key text NOT NULL,
+            session_id text NOT NULL,
+            run_id text NOT NULL,
+            model text NOT NULL,
+            input_tokens bigint NOT NULL DEFAULT 0,
+            output_tokens bigint NOT NULL DEFAULT 0,
+            cache_read_tokens bigint NOT NULL DEFAULT 0,
+            cache_write_tokens bigint NOT NULL DEFAULT 0,
+            created_at double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX run_usage_by_key ON run_usage (conversation_key, id)",
+        "CREATE INDEX run_usage_by_time ON run_usage (created_at)",
+        """
+        CREATE TABLE conversation_models (
+            conversation_key text PRIMARY KEY,
+            model text NOT NULL,
+            updated_at double precision NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE leases (
+            name text PRIMARY KEY,
+            holder text NOT NULL,
+            epoch bigint NOT NULL,
+            expires_at timestamptz NOT NULL
+        )
+        """,
+        # Pairing: the codes waiting for an admin and the senders approved, per channel.
+        """
+        CREATE TABLE pairing_codes (
+            code text PRIMARY KEY,
+            channel text NOT NULL,
+            sender text NOT NULL,
+            name text,
+            issued_at double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX pairing_codes_by_channel ON pairing_codes (channel, issued_at)",
+        """
+        CREATE TABLE pairing_approved (
+            channel text NOT NULL,
+            sender text NOT NULL,
+            approved_at double precision NOT NULL,
+            PRIMARY KEY (channel, sender)
+        )
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class NewerSchema(Exception):
+    """The database was migrated by a newer botd; this one refuses to guess at it."""
+
+
+async def schema_version(conn: AsyncConnection[TupleRow]) -> int:
+    """The database's schema version (0: botd never migrated it)."""
+    cur = await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")
+    exists = await cur.fetchone()
+    if exists is None or not exists[0]:
+        return 0
+    cur = await conn.execute("SELECT version FROM schema_version")
+    row = await cur.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def migrate(conn: AsyncConnection[TupleRow], where: str) -> int:
+    """Bring the database to ``SCHEMA_VERSION`` in one transaction; the version it has now.
+    ``where`` names the database in the refusal of a newer schema (without its password)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        version = await schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise NewerSchema(
+                f"{where}: schema version {version} is newer than this botd understands "
+                f"({SCHEMA_VERSION}); upgrade botd or point store.dsn elsewhere"
+            )
+        if version == SCHEMA_VERSION:
+            return version
+        await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        for steps in MIGRATIONS[version:]:
+            for statement in steps:
+                await conn.execute(statement)
+        await conn.execute("DELETE FROM schema_version")
+        await conn.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION,))
+    return SCHEMA_VERSION

@@ -1,0 +1,197 @@
+"""The records the store's protocols take and return, the same for every backend.
+
+Plain frozen dataclasses (and the constants that say how long things are kept): what a
+session, an inbox entry, an outbox piece, a kept chatter line, a run's token usage, a
+scheduled job and its run look like to the rest of botd, whichever database holds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from ..chat import Attachment, InboundMessage, Target
+
+DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
+"""How long inbound ids are kept: far beyond any platform's redelivery window."""
+
+
+CHATTER_RETENTION_SECONDS = 7 * 24 * 3600.0
+"""Chatter older than this is dropped: a week-old remark is no context for today's question."""
+
+
+USAGE_KINDS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
+"""The kinds of token counted, as ``/usage`` and the metrics name them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One session: a conversation's transcript from its start (or its last ``/new``)."""
+
+    session_id: str
+    conversation_key: str
+    created_at: float
+    updated_at: float
+    message_count: int
+    """Messages in the live transcript (what ``load_transcript`` returns)."""
+    summary: str | None
+    """The latest compaction summary, if the transcript was ever compacted."""
+    active: bool
+    """Whether this is the session that its conversation key currently uses."""
+    runs: int = 0
+    """Runs the session started (the number of its latest run; see ``count_run_soon``)."""
+
+
+InboxState = Literal["accepted", "running", "answered", "failed", "skipped"]
+
+
+FINISHED_STATES = ("answered", "failed", "skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    """One accepted message not yet answered (as ``unfinished_inbox`` returns it)."""
+
+    id: int
+    message: InboundMessage
+    """The message as accepted, ``inbox_id`` set."""
+    state: InboxState
+    session_id: str | None
+    user_turn_id: int | None
+    """The transcript row of the user turn its run wrote (None: no run started)."""
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class InboxBacklog:
+    """The accepted messages not finished yet (``accepted`` or ``running``)."""
+
+    count: int
+    oldest_age: float | None
+    """Seconds since the oldest of them was accepted (None: there is none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A piece written but never confirmed sent."""
+
+    id: int
+    anchor: int | None
+    seq: int
+    kind: str
+    target: Target
+    text: str
+    media: tuple[str, ...] = ()
+    """The files the piece uploads (URLs or local paths)."""
+    audio_as_voice: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KeptLine:
+    """One kept message: who said it, what, and the files it came with."""
+
+    id: int
+    sender_id: str
+    sender_name: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The tokens one model used in one run."""
+
+    model: str
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """The counts by kind (``USAGE_KINDS``)."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """Summed usage over some runs."""
+
+    runs: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+
+Outcome = Literal["submitted", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJob:
+    """One scheduled job as the store keeps it."""
+
+    id: str
+    kind: str
+    """``cron``, ``every`` or ``at``."""
+    trigger: dict[str, Any]
+    """The trigger's data: ``expr`` and ``timezone``; ``seconds`` and ``start``; ``run_date``."""
+    name: str
+    """How listings show the job."""
+    prompt: str
+    target: Target
+    conversation_key: str | None = None
+    source: str | None = None
+    """``config`` for a job the configuration owns; None for one made at run time."""
+    fingerprint: str | None = None
+    """A config job's definition as text, to tell whether the configuration changed it."""
+    next_run_time: datetime | None = None
+    heartbeat: int | None = None
+    """A heartbeat check's acknowledgement bound (``JobSpec.heartbeat``); None: not one."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run of a job: when, and whether its prompt was handed over."""
+
+    job_id: str
+    at: datetime
+    outcome: Outcome
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCode:
+    """A pairing code waiting for an admin: who asked, on which channel, and when."""
+
+    code: str
+    channel: str
+    sender: str
+    name: str | None
+    """The sender's display name when the code was issued (None: not known)."""
+    issued_at: float
+
+
+__all__ = [
+    "CHATTER_RETENTION_SECONDS",
+    "DEFAULT_INBOUND_RETENTION_SECONDS",
+    "FINISHED_STATES",
+    "USAGE_KINDS",
+    "InboxBacklog",
+    "InboxEntry",
+    "InboxState",
+    "KeptLine",
+    "ModelUsage",
+    "OutboxEntry",
+    "Outcome",
+    "PendingCode",
+    "RunRecord",
+    "SessionRecord",
+    "StoredJob",
+    "UsageTotals",
+]

@@ -1,0 +1,36 @@
+"""The SQLite store: botd's state in one file, ``<state_dir>/botd.sqlite3``.
+
+``SqliteStore`` implements every protocol of ``botd.store.protocols`` (``Store``, the whole
+of them). Its parts live in their own modules over one shared connection (``base``), with
+the group commit (``deferred``) and WAL checkpoints on a thread of their own
+(``checkpoint``): ``transcripts`` (sessions and their append-only transcripts), ``inbound``
+(dedupe ids and offsets), ``jobs`` (scheduled jobs and their run log), ``inbox`` (every
+accepted message and its state), ``outbox`` (every reply piece, written before it is sent),
+``chatter`` (group lines kept for the bot's next turn there), ``usage`` (token usage per run,
+the conversations' model choices). ``schema`` holds the migrations.
+
+Only the wiring and the commands that open the state directory import this package; every
+other module takes the protocol it needs (``tests/test_import_graph.py`` checks it).
+"""
+
+from __future__ import annotations
+
+from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
+from .chatter import ChatterStore
+from .inbound import InboundStore
+from .inbox import InboxStore
+from .jobs import ScheduleStore
+from .outbox import OutboxStore
+from .schema import SCHEMA_VERSION
+from .usage import UsageStore
+
+
+class SqliteStore(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore, UsageStore):
+    """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
+
+    async def aclose(self) -> None:
+        """``close``: commit what is queued and close the connection."""
+        self.close()
+
+
+__all__ = ["BUSY_TIMEOUT_MS", "DB_FILENAME", "SCHEMA_VERSION", "SqliteStore", "preflight"]

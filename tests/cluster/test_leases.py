@@ -1,0 +1,245 @@
+"""The lease contract, on PostgreSQL and on the one-process table, and the keeper over it.
+
+Expiry on PostgreSQL is the server's clock, so the tests there use a short TTL and wait for
+the condition (the lease claimable again), never for a fixed time. The one-process table
+runs on a clock the test moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from botd.cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
+from botd.store.postgres.leases import LeaseLost, PostgresLeases, fence
+from botd.store.postgres.schema import migrate
+from tests.pg_server import PostgresServer
+from tests.waiting import until
+
+SHORT_TTL = 0.3
+
+
+@dataclass
+class ManualClock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Backend:
+    table: LeaseTable
+    pool: AsyncConnectionPool[AsyncConnection[TupleRow]] | None
+    clock: ManualClock | None
+
+    async def outlive(self, name: str, ttl: float) -> None:
+        """Let lease ``name`` of ``ttl`` run out: move the clock, or wait for the server's."""
+        if self.clock is not None:
+            self.clock.now += ttl
+            return
+
+        async def expired() -> bool:
+            return all(r.expires_in <= 0 for r in await self.table.rows() if r.name == name)
+
+        await until(expired, f"the server's clock to pass lease {name}'s {ttl} s", guard=30)
+
+
+async def _pool(dsn: str) -> AsyncConnectionPool[AsyncConnection[TupleRow]]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await migrate(conn, "the test database")
+    pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+        dsn, min_size=1, max_size=12, timeout=2, open=False, kwargs={"autocommit": True}
+    )
+    await pool.open(wait=True)
+    return pool
+
+
+@pytest.fixture(params=["postgres", "process"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    if request.param == "process":
+        clock = ManualClock()
+        yield Backend(ProcessLeases(clock=clock), None, clock)
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    pool = await _pool(dsn)
+    try:
+        yield Backend(PostgresLeases(pool), pool, None)
+    finally:
+        await pool.close()
+
+
+def ttl_for(backend: Backend) -> float:
+    return 10.0 if backend.clock is not None else SHORT_TTL
+
+
+async def test_a_held_lease_cannot_be_claimed_until_it_expires(backend: Backend) -> None:
+    table, ttl = backend.table, ttl_for(backend)
+    assert await table.claim("scheduler", "node-a", 60) == 1
+    assert await table.claim("scheduler", "node-b", 60) is None
+    assert await table.claim("scheduler", "node-a", 60) is None  # renewing is not claiming
+    assert await table.claim("telegram:main", "node-b", ttl) == 1  # names are independent
+
+    await backend.outlive("telegram:main", ttl)
+    assert await table.claim("telegram:main", "node-a", ttl) == 2
+
+
+async def test_each_claim_takes_the_next_epoch_and_release_keeps_the_row(
+    backend: Backend,
+) -> None:
+    table = backend.table
+    epoch = await table.claim("conversation:t:1", "node-a", 60)
+    assert epoch == 1
+    await table.expire("conversation:t:1", "node-a", epoch)
+    assert await table.claim("conversation:t:1", "node-b", 60) == 2
+    rows = await table.rows()
+    assert [(r.name, r.holder, r.epoch) for r in rows] == [("conversation:t:1", "node-b", 2)]
+    assert rows[0].expires_in > 0
+
+
+async def test_a_stale_holder_neither_renews_nor_releases_the_new_holders_lease(
+    backend: Backend,
+) -> None:
+    table, ttl = backend.table, ttl_for(backend)
+    assert await table.claim("telegram:main", "node-a", ttl) == 1
+    await backend.outlive("telegram:main", ttl)  # node-a was paused past its expiry
+    assert await table.renew("node-a", {"telegram:main": 1}, ttl) == set()
+    assert await table.claim("telegram:main", "node-b", 60) == 2
+    await table.expire("telegram:main", "node-a", 1)  # node-a wakes and tries to give it up
+    assert await table.claim("telegram:main", "node-c", 60) is None
+    assert await table.renew("node-b", {"telegram:main": 2}, 60) == {"telegram:main"}
+
+
+async def test_a_lease_that_expired_unclaimed_is_not_renewed_back(backend: Backend) -> None:
+    table, ttl = backend.table, ttl_for(backend)
+    assert await table.claim("scheduler", "node-a", ttl) == 1
+    await backend.outlive("scheduler", ttl)
+    assert await table.renew("node-a", {"scheduler": 1}, 60) == set()
+
+
+async def test_concurrent_claims_of_an_expired_lease_give_one_epoch(backend: Backend) -> None:
+    table, ttl = backend.table, ttl_for(backend)
+    assert await table.claim("scheduler", "node-0", ttl) == 1
+    await backend.outlive("scheduler", ttl)
+    got = await asyncio.gather(*(table.claim("scheduler", f"node-{i}", 60) for i in range(1, 11)))
+    assert sorted(e for e in got if e is not None) == [2]
+
+
+async def test_a_fenced_write_of_a_stale_epoch_fails_and_writes_nothing(
+    postgres_dsn: str,
+) -> None:
+    pool = await _pool(postgres_dsn)
+    try:
+        table = PostgresLeases(pool)
+        async with pool.connection() as conn:
+            await conn.execute("CREATE TABLE pieces (text text)")
+        assert await table.claim("conversation:k", "node-a", SHORT_TTL) == 1
+
+        async def write_as(holder: str, epoch: int) -> None:
+            async with pool.connection() as conn, conn.transaction():
+                await fence(conn, "conversation:k", holder, epoch)
+                await conn.execute("INSERT INTO pieces VALUES (%s)", (f"{holder}/{epoch}",))
+
+        await write_as("node-a", 1)
+        await until(lambda: table.claim("conversation:k", "node-b", 60), "node-b's claim")
+        with pytest.raises(LeaseLost):
+            await write_as("node-a", 1)
+        await write_as("node-b", 2)
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT text FROM pieces ORDER BY text")
+            assert [r[0] for r in await cur.fetchall()] == ["node-a/1", "node-b/2"]
+    finally:
+        await pool.close()
+
+
+async def test_a_claim_waits_for_a_fenced_write_in_flight(postgres_dsn: str) -> None:
+    """The fence holds the row: a claim that comes while a fenced transaction is open is
+    decided after it ends, so the write and the takeover never overlap."""
+    pool = await _pool(postgres_dsn)
+    try:
+        table = PostgresLeases(pool)
+        assert await table.claim("conversation:k", "node-a", 60) == 1
+        async with pool.connection() as conn, conn.transaction():
+            await fence(conn, "conversation:k", "node-a", 1)
+            # Any change of the lease row (a claim, a renewal, a release) waits for this
+            # transaction to end.
+            async with pool.connection() as other:
+                await other.execute("SET lock_timeout = '200ms'")
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    await other.execute(
+                        "UPDATE leases SET epoch = epoch + 1 WHERE name = 'conversation:k'"
+                    )
+    finally:
+        await pool.close()
+
+
+# -- the keeper ----------------------------------------------------------------------------
+
+
+async def test_the_keeper_renews_what_it_holds_and_releases_it_for_the_next_node() -> None:
+    clock = ManualClock()
+    table = ProcessLeases(clock=clock)
+    a = LeaseKeeper(table, "node-a", 15, clock=clock)
+    b = LeaseKeeper(table, "node-b", 15, clock=clock)
+    lease = await a.try_claim("scheduler")
+    assert lease is not None and lease.epoch == 1 and lease.deadline == clock.now + 15
+    assert await a.try_claim("scheduler") is None
+
+    for _ in range(10):  # a minute and more, renewed every 5 s
+        clock.now += a.renew_every
+        await a.renew_once()
+    assert not lease.lost.is_set()
+    assert lease.valid_for(clock.now) == pytest.approx(15)
+    assert await b.try_claim("scheduler") is None
+
+    await a.release(lease)
+    taken = await b.try_claim("scheduler")
+    assert taken is not None and taken.epoch == 2
+    assert not lease.lost.is_set()  # given up, not lost
+
+
+async def test_a_paused_keeper_finds_its_lease_lost_when_it_wakes() -> None:
+    clock = ManualClock()
+    table = ProcessLeases(clock=clock)
+    a = LeaseKeeper(table, "node-a", 15, clock=clock)
+    b = LeaseKeeper(table, "node-b", 15, clock=clock)
+    lease = await a.try_claim("telegram:main")
+    assert lease is not None
+    clock.now += 20  # node-a stopped (SIGSTOP) past the TTL
+    assert lease.valid_for(clock.now) == 0
+    taken = await b.try_claim("telegram:main")
+    assert taken is not None and taken.epoch == 2
+
+    await a.renew_once()  # node-a wakes
+    assert lease.lost.is_set() and a.held() == []
+    assert b.holding("telegram:main") is taken
+
+
+async def test_a_database_away_loses_the_leases_only_at_their_deadline(
+    postgres_server: PostgresServer, postgres_dsn: str
+) -> None:
+    pool = await _pool(postgres_dsn)
+    clock = ManualClock()
+    try:
+        keeper = LeaseKeeper(PostgresLeases(pool), "node-a", 15, clock=clock)
+        lease = await keeper.try_claim("scheduler")
+        assert lease is not None
+        postgres_server.stop("immediate")
+        try:
+            clock.now += 5
+            await keeper.renew_once()  # fails: still within the deadline
+            assert not lease.lost.is_set()
+            clock.now += 11
+            await keeper.renew_once()  # fails past the deadline
+            assert lease.lost.is_set() and keeper.held() == []
+        finally:
+            postgres_server.start()
+    finally:
+        await pool.close()

@@ -1,0 +1,140 @@
+"""A throwaway PostgreSQL server for the tests, started by the tests themselves.
+
+The server is Debian's PostgreSQL (``/usr/lib/postgresql/<version>/bin``; ``.ci/run`` installs
+the ``postgresql`` package on a machine without it). Its data directory is a fresh temporary
+directory, it listens on a free loopback port and on a socket inside that directory, trusts
+loopback connections (nothing else can reach it) and does not fsync, so ``initdb`` takes about
+a second and a start a fraction of one. ``initdb`` and ``pg_ctl`` refuse to run as root, so as
+root they run as the ``postgres`` user, which then owns the directory.
+
+``stop("immediate")`` is what a crashed database server looks like to botd: every connection
+is cut and the next start replays the write-ahead log. Each test asks for a database of its
+own (``new_database``) so tests stay independent on one server per worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Literal
+
+import psycopg
+
+from tests.health_probe import free_port
+
+SUPERUSER = "botd"
+
+
+def postgres_bin_dir() -> Path:
+    """The newest installed PostgreSQL's programs, or an error that says how to get them."""
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(re.sub(r"\D", "", p.parent.parent.name) or 0),
+    )
+    if found:
+        return found[-1].parent
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    raise RuntimeError(
+        "PostgreSQL is not installed: the store tests start their own server "
+        "(apt-get install postgresql; .ci/run does this)"
+    )
+
+
+class PostgresServer:
+    """One running server in its own data directory (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.socket_dir = root / "socket"
+        self.port = free_port()
+        self.bin = postgres_bin_dir()
+        self._as_postgres = os.geteuid() == 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _run(self, *argv: str) -> None:
+        command = [str(self.bin / argv[0]), *argv[1:]]
+        if self._as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{argv[0]} failed ({result.returncode}): {result.stderr.strip()[-2000:]}"
+            )
+
+    def init(self) -> None:
+        self.socket_dir.mkdir(parents=True)
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+            shutil.chown(self.socket_dir, "postgres", "postgres")
+        self._run(
+            "initdb",
+            "--no-sync",
+            "--auth=trust",
+            f"--username={SUPERUSER}",
+            "--encoding=UTF8",
+            "--locale=C",
+            "-D",
+            str(self.data),
+        )
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=on -c full_page_writes=off "
+            "-c max_connections=200"
+        )
+        self._run(
+            "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l",
+            str(self.root / "server.log"), "-o", options,
+        )  # fmt: skip
+
+    def stop(self, mode: Literal["fast", "immediate"] = "fast") -> None:
+        """Stop the server; ``immediate`` cuts every connection as a crash would."""
+        self._run("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", str(self.data))
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = (self.root / "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- databases -------------------------------------------------------------------------
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A new empty database on this server; its DSN."""
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.dsn(), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return self.dsn(name)
+
+
+@contextmanager
+def running_postgres() -> Iterator[PostgresServer]:
+    """A fresh server for the duration of the block, its directory removed after."""
+    root = Path(tempfile.mkdtemp(prefix="botd-pg-"))
+    server = PostgresServer(root)
+    try:
+        server.init()
+        server.start()
+        try:
+            yield server
+        finally:
+            with suppress(RuntimeError):  # already stopped by the test
+                server.stop("immediate")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
