@@ -19,7 +19,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.waiting import HANG_GUARD, until
 
 TELEGRAM_TOKEN = "123456:TEST-TOKEN"
 ANTHROPIC_KEY = "sk-ant-test"
@@ -108,12 +108,14 @@ async def daemon_running(
     daemon = App(parse_config(config, {}), env={}, config_path=config_path)
     running = asyncio.create_task(daemon.run())
     try:
-        async with asyncio.timeout(HANG_GUARD):
-            while not ready(daemon):
-                if running.done():
-                    running.result()  # what ended it, raised here
-                    raise AssertionError("the daemon ended before it was ready")
-                await asyncio.sleep(0.02)
+
+        def up() -> bool:
+            if running.done():
+                running.result()  # what ended it, raised here
+                raise AssertionError("the daemon ended before it was ready")
+            return ready(daemon)
+
+        await until(up, "the daemon ready")
         yield daemon
     finally:
         daemon.request_stop()

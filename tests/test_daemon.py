@@ -87,7 +87,7 @@ async def test_ready_and_stopping_reach_the_notify_socket_and_sigterm_exits_0(
         ready = await asyncio.wait_for(loop.sock_recv(listener, 4096), HANG_GUARD)
         assert b"READY=1" in ready
         process.send_signal(signal.SIGTERM)
-        messages = []
+        messages: list[bytes] = []
         while not any(b"STOPPING=1" in m for m in messages):
             messages.append(await asyncio.wait_for(loop.sock_recv(listener, 4096), HANG_GUARD))
         assert await asyncio.wait_for(process.wait(), HANG_GUARD) == 0

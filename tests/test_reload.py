@@ -12,7 +12,7 @@ from botd.config import parse_config
 from botd.config.reload import plan_reload
 from botd.conversation import Conversations
 from botd.store.sqlite import SqliteStore
-from tests.conversation.test_sessions import ListSink, settings
+from tests.conversation.harness import ListSink, settings
 
 BASE = """
 channels:

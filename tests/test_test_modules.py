@@ -11,14 +11,6 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-PENDING = {
-    "tests.conversation.test_sessions",
-    "tests.store.test_store_degraded",
-    "tests.channels.telegram.test_telegram",
-}
-"""Test modules still imported as harnesses by tests/conversation/ and tests/store/, rebuilt
-with the conversation package; their harness is to move out next."""
-
 
 def is_test_module(module: str) -> bool:
     return module.rsplit(".", 1)[-1].startswith("test_")
@@ -50,15 +42,7 @@ def imports_of_test_modules(root: Path) -> list[str]:
 
 
 def test_no_test_module_imports_another() -> None:
-    found = imports_of_test_modules(TESTS)
-    unexpected = [line for line in found if line.rsplit(" ", 1)[-1] not in PENDING]
-    assert unexpected == []
-
-
-def test_the_pending_imports_are_still_there() -> None:
-    """An entry of PENDING whose imports are gone must leave the list too."""
-    still = {line.rsplit(" ", 1)[-1] for line in imports_of_test_modules(TESTS)}
-    assert still >= PENDING
+    assert imports_of_test_modules(TESTS) == []
 
 
 def test_the_reader_sees_every_form_of_import(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.ops.metrics import Metrics
 from botd.wiring import scheduler_jobs
+from tests.waiting import until
 
 
 def console_config(tmp_path: Path, jobs: str = "") -> str:
@@ -38,12 +39,13 @@ scheduler:
         await runtime.scheduler.start()
 
         await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
-        for _ in range(100):
-            if "You said: ping" in capsys.readouterr().out:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the scheduled prompt was never answered")
+        printed: list[str] = []
+
+        def answered() -> bool:
+            printed.append(capsys.readouterr().out)
+            return "You said: ping" in "".join(printed)
+
+        await until(answered, "the scheduled prompt answered")
         assert metrics.value("botd_messages_out_total", channel="console") >= 1
         # A scheduled job's prompt is no message in from the channel.
         assert metrics.value("botd_messages_in_total", channel="console") == 0

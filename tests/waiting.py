@@ -62,6 +62,24 @@ def until_sync(predicate: Callable[[], T], what: str, guard: float = HANG_GUARD)
     return value
 
 
+async def after_timers(seconds: float) -> None:
+    """Return once every timer the event loop had armed to fire within ``seconds`` has fired,
+    and the first step of each task those timers started has run.
+
+    For a check that something did *not* happen (a "typing…" renewal after the answer went
+    out): asyncio fires due timers in the order of their deadlines, so a timer of this
+    function's with a later deadline fires after them however loaded the machine is. It waits
+    for that positive signal, never for a guessed stretch of time.
+    """
+    loop = asyncio.get_running_loop()
+    fired: asyncio.Future[None] = loop.create_future()
+    timer = loop.call_later(seconds, fired.set_result, None)
+    try:
+        await fired
+    finally:
+        timer.cancel()
+
+
 def file_contains(path: Path, text: str) -> Callable[[], bool]:
     """A predicate: whether the file at ``path`` (a log being written) contains ``text``."""
     return lambda: path.exists() and text in path.read_text(encoding="utf-8", errors="replace")

@@ -443,7 +443,7 @@ async def test_cancelling_the_consumer_closes_the_http_stream(
                 first_delta.set()
                 if cancelled_while == "busy_elsewhere":
                     # e.g. posting to a chat: the provider sits suspended at its yield
-                    await asyncio.sleep(HANG_GUARD * 10)
+                    await asyncio.Event().wait()  # never set: until cancelled
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first_delta.wait(), HANG_GUARD)

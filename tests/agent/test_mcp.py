@@ -357,13 +357,19 @@ async def test_a_server_that_dies_at_once_keeps_backing_off(
 
 
 async def test_closing_leaves_no_server_process(pidfile: Path) -> None:
-    manager = McpManager({"a": _stdio(pidfile), "b": _stdio(pidfile)}, backoff=_fast)
+    sleeping = pidfile.with_name("sleeping")
+    busy_server = McpServerSection(
+        command=sys.executable,
+        args=[FAKE],
+        env={"FAKE_MCP_PIDFILE": str(pidfile), "FAKE_MCP_SLEEPING": str(sleeping)},
+    )
+    manager = McpManager({"a": busy_server, "b": _stdio(pidfile)}, backoff=_fast)
     manager.start()
     await until(lambda: set(manager.states().values()) == {"running"}, "both running")
     # One busy in a long call while botd stops.
     busy = next(t for t in manager.tools() if t.spec.name == "mcp__a__sleep")
     call = asyncio.create_task(busy.run({"seconds": 60}, CONTEXT))
-    await asyncio.sleep(0.2)
+    await until(sleeping.exists, "the long call to reach the server")
     await manager.close()
     pids = [int(p) for p in pidfile.read_text().split()]
     assert len(pids) == 2 and not [p for p in pids if _alive(p)]

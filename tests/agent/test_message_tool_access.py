@@ -126,11 +126,10 @@ class Bot:
         self.daemon = App(load_config(self.path, {}), env={}, config_path=self.path)
         self.task = asyncio.create_task(self.daemon.run())
         daemon = self.daemon
-
-        def telegram_started() -> bool:
-            return daemon.runtime is not None and "telegram" in daemon.runtime.adapters
-
-        await until(telegram_started, "the telegram adapter started")
+        await until(
+            lambda: daemon.runtime is not None and "telegram" in daemon.runtime.adapters,
+            "the daemon's telegram adapter running",
+        )
         return self.daemon
 
     async def stop(self) -> None:
@@ -146,12 +145,13 @@ class Bot:
         self.model.push(stream(*calls, stop_reason="tool_use"), stream(text("done")))
         sender = user(FRIEND)
         self.telegram.push_text(chat, prompt, sender=sender)
-        async with asyncio.timeout(HANG_GUARD):
-            while not any(
+        await until(
+            lambda: any(
                 c.params["text"] == "done" and int(c.params["chat_id"]) == chat
                 for c in self.telegram.calls_to("sendMessage", ok_only=True)[answered:]
-            ):
-                await asyncio.sleep(0.02)
+            ),
+            f'"done" in chat {chat}',
+        )
         assert len(self.model.requests) == first + 2
         return _tool_results(self.model.requests[first + 1].body)
 
@@ -232,11 +232,11 @@ async def test_the_message_tool_reaches_only_where_it_belongs(
             before = bot.daemon.runtime.config
             bot.write([GROUP_B, GROUP_A], [f"telegram/{LISTED}", f"telegram/{GROUP_A}"])
             bot.daemon.request_reload()
-            async with asyncio.timeout(HANG_GUARD):
-                while bot.daemon.runtime.config is before or (
-                    "telegram" not in bot.daemon.runtime.adapters
-                ):
-                    await asyncio.sleep(0.02)
+            runtime = bot.daemon.runtime
+            await until(
+                lambda: runtime.config is not before and "telegram" in runtime.adapters,
+                "the reload applied",
+            )
             results = await bot.run(
                 GROUP_B,
                 "again",

@@ -198,12 +198,13 @@ async def _ask(
         model.push(stream(call, stop_reason="tool_use"), stream(text("read it")))
         async with daemon_running(config):
             telegram.push_text(42, "what is new?", sender=user(42))
-            async with asyncio.timeout(HANG_GUARD):
-                while not any(
+            await until(
+                lambda: any(
                     c.params["text"] == "read it"
                     for c in telegram.calls_to("sendMessage", ok_only=True)
-                ):
-                    await asyncio.sleep(0.02)
+                ),
+                '"read it" sent',
+            )
         assert len(model.requests) == 2
         offered = [tool["name"] for tool in model.requests[0].body["tools"]]
         assert "web_fetch" in offered

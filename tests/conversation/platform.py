@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, OutboundFile
 from botd.channels.errors import ChannelError
-from botd.chat import Capabilities, MessageRef, Target
+from botd.chat import Attachment, Capabilities, DownloadError, MessageRef, Target
 from botd.text.markup import PLAIN
 
 
@@ -59,8 +59,22 @@ class Edge:
         platform.posts.append(markdown)
         return [MessageRef(target, str(len(platform.posts)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        return [ref]
+
+    async def stop_inbound(self) -> None:
         return None
+
+    async def delete(self, ref: MessageRef) -> None:
+        return None
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        raise ChannelError(f"{self.name}: file uploads are not supported")
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        raise DownloadError(f"files cannot be fetched from {self.name}")
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         return None

@@ -20,6 +20,7 @@ from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import until
 
 DM = 777
 TOKEN = "123456:TEST-TOKEN"
@@ -79,12 +80,6 @@ def _query(state: Path, sql: str) -> list[tuple[object, ...]]:
         conn.close()
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while not condition():
-            await asyncio.sleep(0.02)  # polling a file: no event to wait on
-
-
 def _settled_posts(state: Path, at_least: int) -> Callable[[], bool]:
     """At least ``at_least`` blocks confirmed sent and none between written and confirmed."""
 
@@ -111,7 +106,7 @@ def _user_turns(body: dict[str, object], prompt: str) -> int:
 async def _restart_and_finish(config: Path, tmp_path: Path, telegram: FakeTelegramAPI) -> list[str]:
     second = await _start(config, tmp_path)
     try:
-        await _until(_all_shown(telegram), "every paragraph")
+        await until(_all_shown(telegram), "every paragraph")
         second.send_signal(signal.SIGTERM)
         assert await _ended(second) == 0
     finally:
@@ -128,7 +123,7 @@ async def test_sigkill_mid_stream_then_restart_answers_in_full_once(tmp_path: Pa
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, prompt)
-            await _until(_settled_posts(state, 3), "three paragraphs posted")
+            await until(_settled_posts(state, 3), "three paragraphs posted")
             first.kill()  # SIGKILL: no shutdown code runs
             await _ended(first)
         finally:
@@ -157,7 +152,7 @@ async def test_sigkill_before_the_model_answered_then_restart_answers(tmp_path: 
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, prompt)
-            await _until(lambda: len(model.requests) == 1, "the model asked")
+            await until(lambda: len(model.requests) == 1, "the model asked")
             first.kill()
             await _ended(first)
         finally:
@@ -196,7 +191,7 @@ async def test_sigterm_past_the_grace_resumes_after_restart_and_tells_once(
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, prompt)
-            await _until(_settled_posts(state, 3), "three paragraphs posted")
+            await until(_settled_posts(state, 3), "three paragraphs posted")
             first.send_signal(signal.SIGTERM)
             assert await _ended(first) == 0
         finally:
@@ -242,7 +237,7 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             lock.execute("BEGIN IMMEDIATE")
             telegram.push_text(DM, "still there?")
             pushed = telegram._next_update_id - 1
-            await _until(lambda: pushed in telegram.served, "the update handed out")
+            await until(lambda: pushed in telegram.served, "the update handed out")
             # The accept fails (the database stays locked past its busy timeout); the next
             # poll must not confirm the update, but ask for it again.
             polls = len(telegram.calls_to("getUpdates"))

@@ -4,7 +4,6 @@ OpenAI-compatible fake as the fallback."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -16,19 +15,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from botd import wiring
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.app import App
 from botd.config import ConfigError, parse_config, secret_values
 from botd.conversation import Conversations
 from botd.conversation.models import ModelBook, usage_of
 from botd.events import Message
 from botd.store import ModelUsage
 from botd.store.sqlite import SqliteStore
-from tests.conversation.test_sessions import ListSink, inbound, settings, settle
-from tests.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD, config_yaml, daemon_running
+from tests.conversation.harness import ListSink, inbound, settings, settle
+from tests.daemon_inprocess import ANTHROPIC_KEY, config_yaml, daemon_running
 from tests.daemon_inprocess import telegram_yaml as telegram_section
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
+from tests.waiting import guarded, until
 
 ALICE = 111
 BOB = 222
@@ -81,15 +82,14 @@ def _config(
     return config_yaml(tmp_path, model, channel, health)
 
 
-async def _say(telegram: FakeTelegramAPI, text: str) -> str:
+async def _say(daemon: App, telegram: FakeTelegramAPI, text: str) -> str:
     """Send ``text`` to the bot; the one new message it shows in answer."""
     before = len(telegram.visible(ALICE))
     telegram.push_text(ALICE, text)
-    async with asyncio.timeout(HANG_GUARD):
-        while len(telegram.visible(ALICE)) <= before:
-            await asyncio.sleep(0.02)
-    # Anything more the run would post comes with its answer: give it a moment to show.
-    await asyncio.sleep(0.3)
+    await until(lambda: len(telegram.visible(ALICE)) > before, f"an answer to {text!r}")
+    # Anything more the run would post, it posts before it ends.
+    assert daemon.runtime is not None
+    await guarded(daemon.runtime.sessions.drain(), f"the run of {text!r} to end")
     new = telegram.visible(ALICE)[before:]
     assert len(new) == 1, new
     return new[0]
@@ -107,10 +107,10 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
         ChatStream(FALLBACK).text("Hello ", "from the fallback").finish("stop").usage(12, 3)
     )
     config = _config(tmp_path, telegram, anthropic_api, openai_api, health_port=port)
-    async with daemon_running(config):
-        assert await _say(telegram, "hi") == "Hello from the fallback"
+    async with daemon_running(config) as daemon:
+        assert await _say(daemon, telegram, "hi") == "Hello from the fallback"
         assert len(anthropic_api.requests) == 4
-        status = await _say(telegram, "/status")
+        status = await _say(daemon, telegram, "/status")
         assert f"Model: {PRIMARY}; the last answer came from {FALLBACK}." in status
         # The primary is back for the next run, and says what it used.
         anthropic_api.push(
@@ -124,8 +124,8 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
                 },
             )
         )
-        assert await _say(telegram, "again") == "Back again"
-        usage = await _say(telegram, "/usage")
+        assert await _say(daemon, telegram, "again") == "Back again"
+        usage = await _say(daemon, telegram, "/usage")
         assert usage.splitlines()[0] == (
             "This conversation: 2 runs, 32 input, 8 output, 7 cache read, 2 cache write tokens."
         )
@@ -135,9 +135,7 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
         )
         # Another user, in their own chat, sees their own totals and nothing of Alice's.
         telegram.push_text(BOB, "/usage")
-        async with asyncio.timeout(HANG_GUARD):
-            while not telegram.visible(BOB):
-                await asyncio.sleep(0.02)
+        await until(lambda: telegram.visible(BOB), "Bob's /usage answered")
         [bobs] = telegram.visible(BOB)
         assert bobs.splitlines()[0] == (
             "This conversation: 0 runs, 0 input, 0 output, 0 cache read, 0 cache write tokens."
@@ -179,11 +177,11 @@ async def test_the_fallback_gets_none_of_the_primarys_thinking(
         stream(thinking("deep ", "thought", signature="sig-primary"), text("First answer"))
     )
     config = _config(tmp_path, telegram, anthropic_api, openai_api, thinking_budget=1024)
-    async with daemon_running(config):
-        assert await _say(telegram, "one") == "First answer"
+    async with daemon_running(config) as daemon:
+        assert await _say(daemon, telegram, "one") == "First answer"
         anthropic_api.push(*OVERLOADED)
         openai_api.enqueue(ChatStream(FALLBACK).text("Second answer").finish("stop"))
-        assert await _say(telegram, "two") == "Second answer"
+        assert await _say(daemon, telegram, "two") == "Second answer"
     [request] = openai_api.requests
     sent = json.dumps(request.body)
     assert "First answer" in sent  # the conversation goes over
@@ -198,8 +196,8 @@ async def test_every_model_failing_is_one_clear_line(
 ) -> None:
     anthropic_api.push(*OVERLOADED)
     openai_api.enqueue(*[ErrorReply(503, {"error": {"message": "busy"}})] * 4)
-    async with daemon_running(_config(tmp_path, telegram, anthropic_api, openai_api)):
-        line = await _say(telegram, "hi")
+    async with daemon_running(_config(tmp_path, telegram, anthropic_api, openai_api)) as daemon:
+        line = await _say(daemon, telegram, "hi")
     assert "\n" not in line
     assert line.startswith("⚠️ The agent stopped with an error: No model could answer (")
     assert f"anthropic/{PRIMARY}" in line and f"openai/{FALLBACK}: HTTP 503" in line
@@ -212,35 +210,35 @@ async def test_model_lists_switches_and_goes_back_across_a_restart(
     openai_api: FakeOpenAI,
 ) -> None:
     config = _config(tmp_path, telegram, anthropic_api, openai_api)
-    async with daemon_running(config):
-        assert await _say(telegram, "/model") == (
+    async with daemon_running(config) as daemon:
+        assert await _say(daemon, telegram, "/model") == (
             f"Models:\n1: {PRIMARY} (primary) ← current\n2: {FALLBACK} (fallback)\n"
             "/model <name or number> switches; /model default goes back."
         )
-        assert await _say(telegram, "/model 2") == (
+        assert await _say(daemon, telegram, "/model 2") == (
             f"This conversation now uses {FALLBACK}; fallbacks: {PRIMARY}."
         )
         openai_api.enqueue(ChatStream(FALLBACK).text("from the chosen one").finish("stop"))
-        assert await _say(telegram, "hi") == "from the chosen one"
-        assert await _say(telegram, "/model nope") == (
+        assert await _say(daemon, telegram, "hi") == "from the chosen one"
+        assert await _say(daemon, telegram, "/model nope") == (
             f"Unknown model 'nope'. Configured: 1: {PRIMARY}, 2: {FALLBACK}."
         )
     assert anthropic_api.requests == []
 
-    async with daemon_running(config):  # the choice is kept
-        listing = await _say(telegram, "/model")
+    async with daemon_running(config) as daemon:  # the choice is kept
+        listing = await _say(daemon, telegram, "/model")
         assert f"2: {FALLBACK} (fallback) ← current" in listing
         openai_api.enqueue(ChatStream(FALLBACK).text("still the chosen one").finish("stop"))
-        assert await _say(telegram, "after the restart") == "still the chosen one"
-        assert await _say(telegram, "/model default") == (
+        assert await _say(daemon, telegram, "after the restart") == "still the chosen one"
+        assert await _say(daemon, telegram, "/model default") == (
             f"This conversation now uses {PRIMARY} (the default); fallbacks: {FALLBACK}."
         )
         anthropic_api.push(stream(text("the primary again")))
-        assert await _say(telegram, "and now") == "the primary again"
+        assert await _say(daemon, telegram, "and now") == "the primary again"
         assert len(openai_api.requests) == 2
 
-    async with daemon_running(config):
-        assert f"1: {PRIMARY} (primary) ← current" in await _say(telegram, "/model")
+    async with daemon_running(config) as daemon:
+        assert f"1: {PRIMARY} (primary) ← current" in await _say(daemon, telegram, "/model")
 
 
 # ---------------------------------------------------------------- the parts on their own

@@ -15,7 +15,7 @@ from botd.ops.logging import LogContext
 from botd.store import StoreError
 from botd.store.sqlite import DB_FILENAME, SqliteStore
 from botd.store.sqlite.schema import MIGRATIONS
-from tests.conversation.test_sessions import ListSink, inbound, settings, settle
+from tests.conversation.harness import ListSink, inbound, settings, settle
 
 
 class RunIds(logging.Handler):

@@ -4,165 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import InboundSink
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.agent.types import ToolSpec
+from botd.chat import InboundMessage
 from botd.cli.replay import read_events
-from botd.conversation import Conversations, ResetPolicy, RunHooks, SessionSettings
-from botd.delivery import ChannelDelivery
+from botd.conversation import Conversations, ResetPolicy, RunHooks
+from botd.conversation.queue import ALBUM_WINDOW
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
-from botd.text.markup import PLAIN
+from tests.conversation.harness import (
+    GateTool,
+    ListSink,
+    ManualTimer,
+    RecordingProvider,
+    inbound,
+    settings,
+    settle,
+)
 from tests.waiting import until
-
-
-class ListAdapter:
-    """A platform that only records what is posted to it."""
-
-    name = "list"
-    capabilities = Capabilities(text_limit=100_000, markup=PLAIN)
-
-    def __init__(self, sink: ListSink) -> None:
-        self.sink = sink
-
-    async def start(self, sink: InboundSink) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
-        self.sink.posts.append((target.chat_id, markdown))
-        self.sink.arrived.set()
-        return [MessageRef(target, str(len(self.sink.posts)))]
-
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
-        return None
-
-    async def react(self, ref: MessageRef, emoji: str) -> None:
-        return None
-
-    async def typing(self, target: Target) -> None:
-        return None
-
-
-class ListSink(ChannelDelivery):
-    """Collects what would be posted, per chat (the real delivery over a recording adapter)."""
-
-    def __init__(self, channel: str = "console") -> None:
-        self.posts: list[tuple[str, str]] = []
-        self.arrived = asyncio.Event()
-        super().__init__({channel: ListAdapter(self)})
-
-    def texts(self, chat: str) -> list[str]:
-        return [text for chat_id, text in self.posts if chat_id == chat]
-
-    async def last(self, chat: str, count: int) -> str:
-        """The chat's latest text once it has ``count`` texts (hang-guarded)."""
-        async with asyncio.timeout(30):
-            while len(self.texts(chat)) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-        return self.texts(chat)[-1]
-
-
-class RecordingProvider:
-    """A scripted provider that remembers every request and how many streams run at once."""
-
-    def __init__(self, inner: ScriptedProvider) -> None:
-        self.inner = inner
-        self.name = "recording"
-        self.requests: list[ModelRequest] = []
-        self.active = 0
-        self.peak = 0
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
-        self.requests.append(request)
-        self.active += 1
-        self.peak = max(self.peak, self.active)
-        try:
-            async for item in self.inner.stream(request):
-                yield item
-        finally:
-            self.active -= 1
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def prompts(self) -> list[list[str]]:
-        """The user texts of each request, in order."""
-        return [
-            [
-                "".join(b.text for b in m.blocks() if isinstance(b, TextContent))
-                for m in r.messages
-                if m.role == "user"
-            ]
-            for r in self.requests
-        ]
-
-
-class GateTool:
-    """A tool that waits until released (or cancelled)."""
-
-    def __init__(self) -> None:
-        self.spec = ToolSpec("wait", "Waits for a signal.", {"type": "object", "properties": {}})
-        self.timeout: float | None = None
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.cancelled = False
-
-    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
-        self.started.set()
-        try:
-            await self.release.wait()
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
-        return ToolOutput("released")
-
-
-def inbound(text: str, chat: str = "c1", n: int = 0) -> InboundMessage:
-    return InboundMessage(
-        channel="console",
-        chat_id=chat,
-        sender_id="u1",
-        text=text,
-        message_id=f"{chat}-{n}-{text}",
-        conversation_key=f"console:{chat}",
-        is_direct=True,  # as the console adapter marks its operator's messages
-    )
-
-
-def settings(**overrides: Any) -> SessionSettings:
-    fields: dict[str, Any] = {
-        "loop": LoopConfig(model="scripted"),
-        "subscriber": SubscriberConfig(chunking=ChunkingConfig(1, 4000)),
-    }
-    fields.update(overrides)
-    return SessionSettings(**fields)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    opened = SqliteStore.open(tmp_path / "state")
-    yield opened
-    opened.close()
-
-
-async def settle(manager: Conversations) -> None:
-    await asyncio.wait_for(manager.drain(), 30)
 
 
 async def test_a_message_is_answered(store: SqliteStore) -> None:
@@ -187,13 +55,16 @@ async def test_followup_answers_each_waiting_message_in_order(store: SqliteStore
 async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(queue_mode="followup"), timer=timer)
     parts = [replace(inbound(t, n=n), album="a1") for n, t in enumerate(["look", "", "ok?"])]
     await manager.submit(parts[0])
-    await asyncio.sleep(0.2)  # the next parts come moments later, as a platform sends them
+    await until(lambda: timer.waiting == 1, "the album's first part to wait for the rest")
+    timer.advance(0.2)  # the next parts come moments later, as a platform sends them
     for part in parts[1:]:
         await manager.submit(part)
     await manager.submit(inbound("unrelated", n=9))
+    timer.advance(ALBUM_WINDOW)
     await settle(manager)
     assert provider.prompts()[0][-1] == "look\n\n\n\nok?"
     assert len(provider.requests) == 2  # the album, then the next message on its own
@@ -205,12 +76,15 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Sqli
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"), timer=timer)
     await manager.submit(inbound("long task", n=0))
-    await asyncio.sleep(0.05)
+    await until(lambda: provider.requests, "the long task's run to start")
     first, second = (replace(inbound(t, n=n), album="a1") for n, t in ((1, "this"), (2, "and")))
     await manager.submit(first)
     await manager.submit(second)
+    await until(lambda: timer.waiting == 1, "the album to wait for more parts")
+    timer.advance(ALBUM_WINDOW)
     await settle(manager)
     assert provider.prompts()[-1][-1] == "this\n\nand"
 
@@ -218,9 +92,10 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Sqli
 async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings())
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(), timer=timer)
     await manager.submit(replace(inbound("look", n=0), album="a1"))
-    await asyncio.sleep(0.05)  # its worker waits for the rest of the album
+    await until(lambda: timer.waiting == 1, "its worker to wait for the rest of the album")
     await manager.submit(inbound("/stop", n=1))
     await settle(manager)
     assert provider.requests == []
@@ -232,7 +107,7 @@ async def test_collect_merges_what_arrived_during_a_run(store: SqliteStore) -> N
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="collect"))
     await manager.submit(inbound("first", n=0))
-    await asyncio.sleep(0)  # the first run starts
+    await until(lambda: provider.requests, "the first run to start")
     await manager.submit(inbound("second", n=1))
     await manager.submit(inbound("third", n=2))
     await settle(manager)
@@ -268,7 +143,7 @@ async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: SqliteSt
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="steer"))
     await manager.submit(inbound("first", n=0))
-    await asyncio.sleep(0.01)
+    await until(lambda: provider.requests, "the first run to start")
     await manager.submit(inbound("more", n=1))
     await settle(manager)
     assert sink.texts("c1") == ["You said: first", "You said: more"]
@@ -281,7 +156,7 @@ async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Sqli
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="interrupt"))
     await manager.submit(inbound("long task", n=0))
-    await asyncio.sleep(0.05)
+    await until(lambda: provider.requests, "the long task's run to start")
     await manager.submit(inbound("never mind", n=1))
     await settle(manager)
     assert sink.texts("c1")[-1] == "You said: never mind"
@@ -679,10 +554,15 @@ async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Sqli
     for mode in ("collect", "followup"):
         provider = RecordingProvider(ScriptedProvider())
         sink = ListSink(channel="console")
-        manager = Conversations(store, provider, sink, settings(queue_mode=mode, debounce=1.0))
+        timer = ManualTimer()
+        manager = Conversations(
+            store, provider, sink, settings(queue_mode=mode, debounce=1.0), timer=timer
+        )
         chat = f"burst-{mode}"
         for n, text in enumerate(["hi", "can you", "check the logs"]):
             await manager.submit(inbound(text, chat=chat, n=n))
+            timer.advance(0.5)  # each line half a second after the one before
+        timer.advance(1.0)
         await settle(manager)
         # Without the debounce the first line ran at once and got an answer of its own.
         assert provider.prompts() == [["hi\n\ncan you\n\ncheck the logs"]], mode
@@ -694,10 +574,18 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 ) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(queue_mode="followup", debounce=0.05))
+    timer = ManualTimer()
+    manager = Conversations(
+        store, provider, sink, settings(queue_mode="followup", debounce=1.0), timer=timer
+    )
     await manager.submit(inbound("one", n=0))
+    await until(lambda: timer.waiting == 1, "the first line to wait for more")
+    timer.advance(1.0)
     await settle(manager)
+    timer.advance(0.5)  # "two" comes 1.5 s after "one": past the debounce
     await manager.submit(inbound("two", n=1))
+    await until(lambda: timer.waiting == 1, "the second line to wait for more")
+    timer.advance(1.0)
     await settle(manager)
     assert provider.prompts() == [["one"], ["one", "two"]]
 
@@ -705,9 +593,10 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
 async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
-    manager = Conversations(store, provider, sink, settings(debounce=120.0))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, sink, settings(debounce=120.0), timer=timer)
     await manager.submit(inbound("never mind", n=0))
-    await asyncio.sleep(0.05)  # its worker waits for more
+    await until(lambda: timer.waiting == 1, "its worker to wait for more")
     await manager.submit(inbound("/stop", n=1))
     await settle(manager)  # (its hang guard is 30 s: the worker ends with the queue cleared)
     assert provider.requests == []
@@ -716,9 +605,10 @@ async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Sqli
 
 async def test_a_shutdown_does_not_wait_out_the_debounce(store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
-    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0))
+    timer = ManualTimer()
+    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0), timer=timer)
     await manager.submit(await _accepted(store, inbound("later", n=0)))
-    await asyncio.sleep(0.05)  # its worker waits for more
+    await until(lambda: timer.waiting == 1, "its worker to wait for more")
     await asyncio.wait_for(manager.close(grace=60.0), 30)
     assert provider.requests == []
     # Not answered: still in the inbox, for the next start.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +24,10 @@ from botd.events import AssistantStreamEvent, Message
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from botd.text.markup import PLAIN
-from tests.conversation.test_sessions import GateTool
+from tests.conversation.harness import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
+from tests.waiting import until
 
 HANG_GUARD = 30.0
 CHAT = "c1"
@@ -104,7 +104,7 @@ class HangingProvider:
             yield AssistantStreamEvent(type="text_delta", content_index=0, delta=piece)
         self.said_all.set()
         try:
-            await asyncio.sleep(HANG_GUARD * 10)
+            await asyncio.Event().wait()  # never set: the model hangs until cancelled
         except asyncio.CancelledError:
             self.cancelled = True
             raise
@@ -133,13 +133,6 @@ def settings(min_chars: int = 4000, **overrides: Any) -> SessionSettings:
     }
     fields.update(overrides)
     return SessionSettings(**fields)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    opened = SqliteStore.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 async def stop(manager: Conversations) -> None:
@@ -191,9 +184,8 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Sqli
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
 
     stopping = asyncio.create_task(stop(manager))
-    async with asyncio.timeout(HANG_GUARD):  # /stop is taken while "One." is with the platform
-        while not model.cancelled:
-            await asyncio.sleep(0.001)
+    # /stop is taken while "One." is with the platform
+    await until(lambda: model.cancelled, "the run to be cancelled")
     gate.set()
     await asyncio.wait_for(stopping, HANG_GUARD)
 
@@ -213,9 +205,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     await asyncio.wait_for(adapter.holding.wait(), HANG_GUARD)
 
     stopping = asyncio.create_task(stop(manager))
-    async with asyncio.timeout(HANG_GUARD):
-        while not model.cancelled:
-            await asyncio.sleep(0.001)
+    await until(lambda: model.cancelled, "the run to be cancelled")
     gate.set()
     await asyncio.wait_for(stopping, HANG_GUARD)
 

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
@@ -15,46 +11,9 @@ from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
+from tests.conversation.harness import ManualTimer
 from tests.conversation.platform import Edge, Platform
 from tests.waiting import until
-
-
-class ManualTimer:
-    """Time that passes only when the test says so."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-        self.waiting = 0
-        self._moved = asyncio.Event()
-
-    def now(self) -> float:
-        return self.time
-
-    async def wait(self, seconds: float, wake: asyncio.Event) -> None:
-        deadline = self.time + seconds
-        self.waiting += 1
-        try:
-            while self.time < deadline and not wake.is_set():
-                moved = self._moved
-                waits = [asyncio.ensure_future(e.wait()) for e in (wake, moved)]
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for task in waits:
-                        task.cancel()
-        finally:
-            self.waiting -= 1
-
-    def advance(self, seconds: float) -> None:
-        self.time += seconds
-        self._moved.set()
-        self._moved = asyncio.Event()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore.open(tmp_path / "state") as opened:
-        yield opened
 
 
 def message(text: str, n: int, album: str | None = None) -> InboundMessage:
@@ -93,8 +52,8 @@ async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(
     await registry.submit(message("ok?", 2, album="a1"))
     await until(lambda: timer.waiting == 1, "the album to wait on from its latest part")
     timer.advance(0.9)  # 0.9 s after the latest part: still within its window
-    await asyncio.sleep(0)
-    assert platform.posts == []
+    await until(lambda: timer.looked_at == timer.time, "the album's wait to see the time")
+    assert timer.waiting == 1 and platform.posts == []  # it saw 0.9 s go by and waits on
     timer.advance(0.2)
     await asyncio.wait_for(registry.drain(), 30)
     assert platform.posts == ["You said: look", "ok?"]  # one answer (a block per paragraph)

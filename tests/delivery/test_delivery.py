@@ -19,7 +19,7 @@ from botd.delivery import (
 )
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
-from tests.waiting import until
+from tests.waiting import after_timers, until
 
 
 class FakeAdapter:
@@ -234,13 +234,11 @@ async def test_a_run_outbox_coalesces_blocks_until_a_tool_starts() -> None:
 async def test_closing_a_run_outbox_stops_typing() -> None:
     outlet = RecordingOutlet()
     output = RunOutbox(outlet, CHAT, RunOptions(typing_delay=0, typing_interval=0.001))
-    await asyncio.sleep(0.01)
+    await until(lambda: ("typing", "") in outlet.calls, "typing shown")
     await asyncio.wait_for(output.close(), 30)
     typed = outlet.calls.count(("typing", ""))
-    assert typed >= 1
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await after_timers(0.002)  # past any renewal armed before the close
     assert outlet.calls.count(("typing", "")) == typed
 
 
@@ -269,7 +267,7 @@ async def test_a_slow_run_shows_typing_until_its_first_piece_and_never_after() -
     await until(
         lambda: ("block", "one") in outlet.calls, '("block", "one") in outlet.calls', guard=30
     )
-    await asyncio.sleep(0.05)  # several intervals: no renewal once the answer started
+    await after_timers(0.05)  # several intervals: no renewal once the answer started
     output.block(BlockReply("two"))
     await asyncio.wait_for(output.close(), 30)
     first_block = outlet.calls.index(("block", "one"))

@@ -32,7 +32,7 @@ from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_ins
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
-from tests.conversation.test_sessions import settings
+from tests.conversation.harness import settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -95,7 +95,6 @@ async def answered(daemon: App, telegram: FakeTelegramAPI, prompt: str = "a cat?
         lambda: any(c.method.startswith("send") for c in telegram.calls[before:]),
         'any(c.method.startswith("send") for c in telegram.calls[before:])',
     )
-    await asyncio.sleep(0.05)
     await run_over(daemon)
     return int(message["message_id"])
 

@@ -8,7 +8,8 @@ refuses every request without ``Authorization: Bearer T``. Its tools:
 - ``image()``: a tiny PNG as an image block, after a line of text;
 - ``fail(why)``: raises, so the SDK answers an error result (``isError``);
 - ``crash()``: the process exits at once, mid-call;
-- ``sleep(seconds)``: answers after that long;
+- ``sleep(seconds)``: answers after that long (with ``FAKE_MCP_SLEEPING`` set, it first
+  appends a line to that file, so a test knows the call reached the server);
 - ``env(name)``: the server's environment variable ``name`` (or ``unset``).
 
 With ``FAKE_MCP_PIDFILE`` set, each process appends its pid to that file on start, so a
@@ -78,6 +79,10 @@ def crash() -> str:
 
 @server.tool(description="Answers after a while.")
 async def sleep(seconds: float) -> str:
+    sleeping = os.environ.get("FAKE_MCP_SLEEPING")
+    if sleeping:
+        with open(sleeping, "a", encoding="utf-8") as handle:
+            handle.write(f"{seconds}\n")
     await asyncio.sleep(seconds)
     return "awake"
 

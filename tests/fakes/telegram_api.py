@@ -62,7 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
@@ -311,7 +311,7 @@ class FakeTelegramAPI:
         """What the adapter takes as ``api_base_url``."""
         return f"http://127.0.0.1:{self.port}"
 
-    async def __aenter__(self) -> FakeTelegramAPI:
+    async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.*}", self._file)

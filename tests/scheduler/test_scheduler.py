@@ -11,8 +11,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
 from botd.agent.schedule_tool import ScheduleTool
 from botd.agent.tools import ToolContext
@@ -65,6 +65,25 @@ async def scheduler(store: SqliteStore, inbox: Inbox) -> AsyncIterator[Scheduler
     sched = Scheduler(store, inbox, timezone="Europe/Berlin")
     yield sched
     sched.shutdown()
+
+
+def runs_in_flight() -> list[asyncio.Task[object]]:
+    """APScheduler's runs started and not yet finished (its asyncio executor runs each in a
+    task of its own, which runs every due time of the job, or skips it as missed)."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if not task.done() and getattr(task.get_coro(), "__qualname__", "") == "run_coroutine_job"
+    ]
+
+
+async def passed_over(scheduler: Scheduler, job_id: str) -> bool:
+    """Whether APScheduler has handled every due time of ``job_id``: its next run is in the
+    future (set once a pass over the due jobs has started their runs) and none of the runs
+    it started is still going. Any further run, right or wrong, would have shown by then."""
+    info = await scheduler.get(job_id)
+    due = info is None or info.next_run_time is None or info.next_run_time <= datetime.now(UTC)
+    return not due and not runs_in_flight()
 
 
 def fire_now(scheduler: Scheduler, job_id: str) -> None:
@@ -203,7 +222,7 @@ async def test_due_job_submits_its_prompt(
     assert own.target == TARGET and own.reply_target() == TARGET
     assert by_text["report"].conversation_key == "telegram:100"
     assert own.message_id != by_text["report"].message_id
-    await asyncio.sleep(0)
+    await until(lambda: store.job_runs("ping"), "the run of ping logged")
     assert [r.outcome for r in await store.job_runs("ping")] == ["submitted"]
     assert await scheduler.list_jobs() == []  # one-shot jobs are gone once run
 
@@ -277,7 +296,7 @@ async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inb
 async def test_reminder_create_errors_and_cancel(scheduler: Scheduler) -> None:
     await scheduler.start()
     tool = ScheduleTool(scheduler)
-    bad = [
+    bad: list[tuple[dict[str, object], str]] = [
         ({"action": "create", "message": "x"}, "exactly one"),
         ({"action": "create", "message": "x", "at": "soon"}, "ISO 8601"),
         ({"action": "create", "message": "x", "at": "2000-01-01T10:00"}, "past"),
@@ -354,9 +373,7 @@ async def test_missed_runs_coalesce_into_one(store: SqliteStore, inbox: Inbox) -
     await sched.start()
     try:
         await inbox.wait(1)
-        await until(lambda: store.job_runs("tick"), "the run logged")
-        for _ in range(20):  # give any further (wrong) runs the chance to show
-            await asyncio.sleep(0)
+        await until(lambda: passed_over(sched, "tick"), "the missed runs handled")
         assert len(inbox.messages) == 1
         assert len(await store.job_runs("tick")) == 1
         (info,) = await sched.list_jobs()
@@ -376,8 +393,7 @@ async def test_run_missed_beyond_grace_is_skipped(store: SqliteStore, inbox: Inb
     )
     await sched.start()
     try:
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await until(lambda: passed_over(sched, "hourly"), "the missed run handled")
         assert inbox.messages == []
         (info,) = await sched.list_jobs()
         assert info.next_run_time is not None and info.next_run_time > datetime.now(UTC)
@@ -445,13 +461,7 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
         await second.start()
         try:
             await inbox.wait(1)
-
-            async def two_runs() -> bool:
-                return len(await store.job_runs("tick")) >= 2
-
-            await until(two_runs, "two runs logged")
-            for _ in range(20):  # give any further (wrong) runs the chance to show
-                await asyncio.sleep(0)
+            await until(lambda: passed_over(second, "tick"), "the missed runs handled")
             assert len(inbox.messages) == 1
             assert len(await store.job_runs("tick")) == 2  # one before the restart, one after
             info = await second.get("tick")

@@ -14,8 +14,9 @@ from botd.chat import Target
 from botd.events import Message, TextContent
 from botd.store import StoreWriteError, UnknownSessionError
 from botd.store.sqlite import SqliteStore, deferred
-from tests.conversation.test_sessions import inbound
-from tests.store.test_store_degraded import fill_the_disk
+from tests.conversation.harness import inbound
+from tests.store.harness import fill_the_disk
+from tests.waiting import until
 
 TARGET = Target("console", "c1")
 
@@ -174,9 +175,7 @@ async def test_a_lazy_record_alone_commits_after_the_window(
     store.set_offset_soon("telegram", "default", "9")
     offsets = "SELECT value FROM offsets"
     assert _seen_by_another_connection(store, offsets) == []
-    async with asyncio.timeout(10):
-        while not _seen_by_another_connection(store, offsets):
-            await asyncio.sleep(0.01)
+    await until(lambda: _seen_by_another_connection(store, offsets), "the lazy record committed")
     assert _seen_by_another_connection(store, offsets) == [("9",)]
 
 

@@ -18,13 +18,14 @@ from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
 from botd.store.sqlite import DB_FILENAME, SqliteStore
-from tests.conversation.test_sessions import (
+from tests.conversation.harness import (
     GateTool,
     ListSink,
     RecordingProvider,
     inbound,
     settings,
 )
+from tests.waiting import until
 
 GUARD = 30.0
 
@@ -173,7 +174,7 @@ async def test_states_follow_the_runs(store: SqliteStore) -> None:
     manager = Conversations(store, ScriptedProvider(delay=0.005), sink, settings())
     first = await _accept(store, inbound("first", n=0))
     await manager.submit(first)
-    await asyncio.sleep(0)  # the first run starts
+    await until(lambda: not manager.conversations["console:c1"].pending, "the first run to start")
     for n in (1, 2):
         await manager.submit(await _accept(store, inbound(f"more {n}", n=n)))
     await asyncio.wait_for(manager.drain(), GUARD)

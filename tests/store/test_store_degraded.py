@@ -1,10 +1,8 @@
 """A write that fails while botd runs: the store degraded, /healthz 503, the user told in one
 line, the daemon up, recovery by itself once writes work again.
 
-The disk fills for real as SQLite sees it: ``PRAGMA max_page_count`` is lowered to the
-database's size on the live connection and the space left inside its pages is used up, so
-the next write that needs room fails with SQLITE_FULL ("database or disk is full"), the same
-error a full file system gives. Raising the limit again is the operator freeing space.
+The disk fills for real as SQLite sees it (``tests/store/harness.fill_the_disk``); freeing
+it is the operator making room.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ import asyncio
 import json
 import logging
 import sqlite3
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,7 +25,7 @@ from botd.inbound.access import AccessPolicy
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import StoreError, StoreHealth, StoreWriteError
 from botd.store.sqlite import SqliteStore
-from tests.conversation.test_sessions import ListSink, inbound, settings
+from tests.conversation.harness import ListSink, inbound, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -41,60 +37,10 @@ from tests.daemon_inprocess import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
+from tests.store.harness import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777
-NO_LIMIT = 1_073_741_823
-
-
-def fill_the_disk(store: SqliteStore, session_id: str | None = None) -> Callable[[], None]:
-    """Make new rows fail with SQLITE_FULL; returns the function that frees the space.
-
-    Tiny rows go where the next real ones will: the inbound ledger (and the right edge of
-    its seen_at index, where every new id goes) and, given ``session_id``, the end of that
-    session's transcript. Each is filled until many tries in a row fail.
-    """
-    conn = store._connection()
-    pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-    conn.execute(f"PRAGMA max_page_count={pages}")
-    _fill(
-        conn,
-        "INSERT INTO inbound_seen (channel, message_id, seen_at) VALUES ('f', ?, ?)",
-        lambda n: (format(n, "x"), time.time()),
-    )
-    if session_id is not None:
-        _fill(
-            conn,
-            "INSERT INTO messages (session_id, role, body, created_at) VALUES (?, 'f', '', 0)",
-            lambda n: (session_id,),
-        )
-
-    def free() -> None:
-        conn.execute(f"PRAGMA max_page_count={NO_LIMIT}")
-        conn.execute("DELETE FROM inbound_seen WHERE channel = 'f'")
-        conn.execute("DELETE FROM messages WHERE role = 'f'")
-
-    return free
-
-
-def _fill(conn: sqlite3.Connection, sql: str, params: Callable[[int], tuple[object, ...]]) -> None:
-    failures = n = 0
-    while failures < 200:
-        n += 1
-        try:
-            conn.execute(sql, params(n))
-        except sqlite3.OperationalError as exc:
-            assert "full" in str(exc)
-            failures += 1
-        else:
-            failures = 0
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    opened = SqliteStore.open(tmp_path / "state")
-    yield opened
-    opened.close()
 
 
 # --------------------------------------------------------------------------- the store

@@ -26,8 +26,8 @@ from botd.conversation.notices import UNSAVED_NOTICE
 from botd.delivery.outbox import RunOutbox
 from botd.events import Message
 from botd.store.sqlite import SqliteStore
-from tests.channels.telegram.test_telegram import GROUP, started
-from tests.conversation.test_sessions import ListSink, inbound, settings
+from tests.channels.telegram.harness import GROUP, started
+from tests.conversation.harness import ListSink, inbound, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
@@ -38,7 +38,7 @@ from tests.daemon_inprocess import (
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.store.test_store_degraded import fill_the_disk
+from tests.store.harness import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777

@@ -12,9 +12,9 @@ import pytest
 
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError
-from botd.chat import InboundMessage, Target
+from botd.chat import Target
 from botd.store.sqlite import SqliteStore
-from tests.channels.routed import through_router
+from tests.channels.telegram.harness import DM, FORUM, GROUP, TOKEN, Bot, started
 from tests.fakes.telegram_api import (
     BOT_USER,
     FakeTelegramAPI,
@@ -26,39 +26,11 @@ from tests.fakes.telegram_api import (
 )
 from tests.waiting import HANG_GUARD, until
 
-TOKEN = "123456:TEST-TOKEN"
-DM, GROUP, FORUM = 777, -100123, -100500
-
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeTelegramAPI]:
     async with FakeTelegramAPI(TOKEN) as api:
         yield api
-
-
-class Bot:
-    """A started adapter and the inbound messages it delivered."""
-
-    def __init__(self, adapter: TelegramAdapter) -> None:
-        self.adapter = adapter
-        self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
-
-    async def sink(self, message: InboundMessage) -> None:
-        await self.inbound.put(message)
-
-    async def next(self) -> InboundMessage:
-        async with asyncio.timeout(HANG_GUARD):
-            return await self.inbound.get()
-
-
-async def started(fake: FakeTelegramAPI, store: SqliteStore | None = None, **kwargs: Any) -> Bot:
-    """A started adapter; with a store, it keeps its offset there and its messages pass the
-    router (and its inbound ledger) on their way to the bot's queue."""
-    kwargs.setdefault("poll_timeout", 5)
-    adapter = TelegramAdapter(TOKEN, offsets=store, api_base_url=fake.base_url, **kwargs)
-    bot = Bot(adapter)
-    await adapter.start(bot.sink if store is None else through_router(store, bot.sink, "telegram"))
-    return bot
 
 
 @pytest.fixture
