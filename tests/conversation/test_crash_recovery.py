@@ -17,19 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import STORE_FAILED_NOTICE
+from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
-from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
-
-DM = 777
-TOKEN = "123456:TEST-TOKEN"
-NOTICE = "(The answer was interrupted by a restart; continuing.)"
-PARAGRAPHS = [f"Paragraph {n:02d} of the long answer." for n in range(1, 31)]
-
-
-def long_answer(delay: float) -> StreamReply:
-    return stream(text(*(p + "\n\n" for p in PARAGRAPHS)), delay=delay)
 
 
 def _config(path: Path, state: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> Path:

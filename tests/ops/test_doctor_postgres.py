@@ -12,7 +12,7 @@ import psycopg
 from botd.ops.doctor.database import postgres_checks
 from botd.store.postgres.schema import SCHEMA_VERSION, migrate
 from tests.health_probe import free_port
-from tests.ops.test_doctor import doctor, write_config
+from tests.ops.harness import doctor, write_config
 
 PASSWORD = "doctor-pw-not-shown"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 
 from tests.chat import chatting
-from tests.conversation.test_crash_recovery import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
+from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
