@@ -58,7 +58,7 @@ test: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check botd tests bench
 	$(BIN)/ruff format --check botd tests bench
-	$(BIN)/mypy botd tests
+	$(BIN)/mypy botd tests bench
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/subscriber.py

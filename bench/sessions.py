@@ -34,13 +34,13 @@ from pathlib import Path
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.app import settled_heap
-from botd.channels.base import InboundSink
-from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.channels.base import InboundSink, OutboundFile
+from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store import Store
+from botd.store.sqlite import SqliteStore
 from botd.text.markup import PLAIN
 
 CONVERSATIONS = 500
@@ -69,8 +69,19 @@ class Sink:
             waiter.set_result(None)
         return [MessageRef(target, text)]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+        return [ref]
+
+    async def delete(self, ref: MessageRef) -> None:
         return None
+
+    async def send_file(
+        self, target: Target, file: OutboundFile, caption: str = ""
+    ) -> list[MessageRef]:
+        raise SystemExit("the bench sends no files")
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        raise SystemExit("the bench receives no files")
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
         return None
@@ -79,6 +90,9 @@ class Sink:
         return None
 
     async def start(self, sink: InboundSink) -> None:
+        return None
+
+    async def stop_inbound(self) -> None:
         return None
 
     async def stop(self) -> None:
@@ -102,7 +116,7 @@ class Intake:
     """The sessions behind the router, as the daemon wires them: ``submit`` is the router."""
 
     def __init__(self, state: Path, sink: Sink) -> None:
-        self.store = store = Store.open(state)
+        self.store = store = SqliteStore.open(state)
         settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
         delivery = ChannelDelivery({"bench": sink})
         self.manager = Conversations(store, ScriptedProvider(chunk_chars=64), delivery, settings)

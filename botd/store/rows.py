@@ -18,7 +18,7 @@ from typing import Any
 
 from ..chat import InboundMessage, storable
 from ..events import Message, ToolCallContent
-from .records import StoredJob
+from .records import OutboxEntry, StoredJob
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -84,6 +84,22 @@ def media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
         return (), False
     data = json.loads(raw)
     return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
+
+
+def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
+    """A waiting piece from ``id, anchor, seq, kind, target, text, media, created_at``."""
+    media, voice = media_from_json(row[6])
+    return OutboxEntry(
+        id=int(row[0]),
+        anchor=None if row[1] is None else int(row[1]),
+        seq=int(row[2]),
+        kind=str(row[3]),
+        target=target_from_json(row[4]),
+        text=str(row[5]),
+        media=media,
+        audio_as_voice=voice,
+        written_at=float(row[7]),
+    )
 
 
 def iso(when: datetime | None) -> str | None:

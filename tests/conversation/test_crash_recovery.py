@@ -17,37 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import STORE_FAILED_NOTICE
-from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
+from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
-
-
-def _config(path: Path, state: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> Path:
-    config = path / "botd.yaml"
-    config.write_text(
-        f"""
-state_dir: {json.dumps(str(state))}
-health: {{enabled: false}}
-shutdown_grace: 1
-model:
-  provider: anthropic
-  name: claude-test
-  api_key: ${{ANTHROPIC_TEST_KEY}}
-  base_url: {json.dumps(model.base_url)}
-  max_retry_wait: 1
-agent:
-  block_streaming: {{min_chars: 10, max_chars: 200}}
-channels:
-  telegram:
-    token: ${{TELEGRAM_TEST_TOKEN}}
-    api_base_url: {json.dumps(telegram.base_url)}
-    dm_policy: open
-""",
-        encoding="utf-8",
-    )
-    return config
 
 
 async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
@@ -110,7 +84,7 @@ async def test_sigkill_mid_stream_then_restart_answers_in_full_once(tmp_path: Pa
     state = tmp_path / "state"
     prompt = "tell me the long story"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = _config(tmp_path, state, telegram, model)
+        config = crash_config(tmp_path, state, telegram, model)
         model.push(long_answer(delay=0.3))
         first = await _start(config, tmp_path)
         try:
@@ -139,7 +113,7 @@ async def test_sigkill_before_the_model_answered_then_restart_answers(tmp_path: 
     state = tmp_path / "state"
     prompt = "are you there"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = _config(tmp_path, state, telegram, model)
+        config = crash_config(tmp_path, state, telegram, model)
         model.push(stream(stall=True))  # the model takes the request and says nothing
         first = await _start(config, tmp_path)
         try:
@@ -177,7 +151,7 @@ async def test_sigterm_past_the_grace_resumes_after_restart_and_tells_once(
     state = tmp_path / "state"
     prompt = "a long one please"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = _config(tmp_path, state, telegram, model)
+        config = crash_config(tmp_path, state, telegram, model)
         # Longer than any grace the daemon may have (30 x 0.5 s).
         model.push(long_answer(delay=0.5))
         first = await _start(config, tmp_path)
@@ -219,7 +193,7 @@ class ServingTelegram(FakeTelegramAPI):
 async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Path) -> None:
     state = tmp_path / "state"
     async with ServingTelegram(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = _config(tmp_path, state, telegram, model)
+        config = crash_config(tmp_path, state, telegram, model)
         first = await _start(config, tmp_path)
         lock = None
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 
 from tests.chat import chatting
-from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
+from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -37,32 +37,6 @@ async def test_the_daemon_on_postgres_answers_a_telegram_dm(
         sent = conn.execute("SELECT state FROM outbox").fetchall()
     assert rows == [(1, "answered")] and sent == [("sent",)]
     assert not (tmp_path / "state" / "botd.sqlite3").exists()
-
-
-def _config(path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> Path:
-    config = path / "botd.yaml"
-    config.write_text(
-        f"""
-state_dir: {json.dumps(str(path / "state"))}
-health: {{enabled: false}}
-shutdown_grace: 1
-model:
-  provider: anthropic
-  name: claude-test
-  api_key: ${{ANTHROPIC_TEST_KEY}}
-  base_url: {json.dumps(model.base_url)}
-  max_retry_wait: 1
-agent:
-  block_streaming: {{min_chars: 10, max_chars: 200}}
-channels:
-  telegram:
-    token: ${{TELEGRAM_TEST_TOKEN}}
-    api_base_url: {json.dumps(telegram.base_url)}
-    dm_policy: open
-{STORE}""",
-        encoding="utf-8",
-    )
-    return config
 
 
 async def _start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process:
@@ -100,7 +74,7 @@ async def test_botd_on_postgres_killed_mid_answer_answers_once_after_a_restart(
 ) -> None:
     prompt = "tell me the long story"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        config = _config(tmp_path, telegram, model)
+        config = crash_config(tmp_path, tmp_path / "state", telegram, model, STORE)
         model.push(long_answer(delay=0.3))
         first = await _start(config, tmp_path, postgres_dsn)
         try:

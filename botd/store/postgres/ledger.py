@@ -29,13 +29,13 @@ from ..records import (
 )
 from ..rows import (
     inbound_from_json,
-    media_from_json,
     media_json,
     message_from_json,
     message_json,
+    outbox_entry_from_row,
     resumable_prefix,
 )
-from ..targets import target_from_json, target_json
+from ..targets import target_json
 from .base import Conn, PostgresBase
 
 if TYPE_CHECKING:
@@ -492,23 +492,7 @@ class LedgerStore(PostgresBase):
                 "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
                 "WHERE state = 'pending' ORDER BY id"
             )
-            entries = []
-            for row in await cur.fetchall():
-                media, voice = media_from_json(row[6])
-                entries.append(
-                    OutboxEntry(
-                        id=int(row[0]),
-                        anchor=None if row[1] is None else int(row[1]),
-                        seq=int(row[2]),
-                        kind=str(row[3]),
-                        target=target_from_json(row[4]),
-                        text=str(row[5]),
-                        media=media,
-                        audio_as_voice=voice,
-                        written_at=float(row[7]),
-                    )
-                )
-            return entries
+            return [outbox_entry_from_row(row) for row in await cur.fetchall()]
 
         return await self._read(read)
 

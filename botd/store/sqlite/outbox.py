@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from ...chat import Target
 from ..records import OutboxEntry
-from ..rows import media_from_json, media_json
-from ..targets import target_from_json, target_json
+from ..rows import media_json, outbox_entry_from_row
+from ..targets import target_json
 from .deferred import DeferredWrites
 
 
@@ -98,23 +98,7 @@ class OutboxStore(DeferredWrites):
             )
             .fetchall()
         )
-        entries = []
-        for row in rows:
-            media, voice = media_from_json(row[6])
-            entries.append(
-                OutboxEntry(
-                    id=int(row[0]),
-                    anchor=None if row[1] is None else int(row[1]),
-                    seq=int(row[2]),
-                    kind=str(row[3]),
-                    target=target_from_json(row[4]),
-                    text=str(row[5]),
-                    media=media,
-                    audio_as_voice=voice,
-                    written_at=float(row[7]),
-                )
-            )
-        return entries
+        return [outbox_entry_from_row(row) for row in rows]
 
     async def unconfirmed_pieces(self) -> list[OutboxEntry]:
         """``outbox_pending``, for the conversations."""
