@@ -16,6 +16,7 @@ conversation; nothing is sent), or the platform's own refusal.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -55,8 +56,13 @@ _DESCRIPTION = (
 )
 
 
-def _schema(channels: Sequence[str]) -> dict[str, Any]:
-    """The tool's arguments; ``channels`` are named in ``channel``'s description."""
+@functools.lru_cache(maxsize=16)
+def _schema(channels: tuple[str, ...]) -> dict[str, Any]:
+    """The tool's arguments; ``channels`` are named in ``channel``'s description.
+
+    One object per set of channels, shared by every run's tool: the tools' validators are
+    compiled once per schema object (``tools.schema_validator``), and checking a schema
+    against the meta-schema costs more than the rest of a short run."""
     which = f" ({', '.join(channels)})" if channels else ""
     return {
         "type": "object",
@@ -128,7 +134,7 @@ class MessageTool:
         self._refusal = refusal
         self.timeout = timeout
         self.spec = ToolSpec(
-            name="message", description=_DESCRIPTION, input_schema=_schema(channels)
+            name="message", description=_DESCRIPTION, input_schema=_schema(tuple(channels))
         )
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:

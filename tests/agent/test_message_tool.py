@@ -218,3 +218,17 @@ async def test_media_goes_through_the_media_send_and_the_same_refusals() -> None
     assert missing.is_error and "files cannot be sent" in missing.text
     wrong = await call(tool, action="send", message="x", media="/a.png")
     assert wrong.is_error and "list" in wrong.text
+
+
+def test_each_run_shares_the_compiled_validator_of_the_tools_arguments() -> None:
+    """A run builds its message tool anew; its arguments' schema is the same object for the
+    same channels, so the validator compiled for it (after a check against the meta-schema,
+    costlier than the rest of a short run) is reused instead of compiled per run."""
+    from botd.agent.tools import schema_validator
+
+    def schema(*channels: str) -> dict[str, Any]:
+        return MessageTool(Outbox(), channels=channels).spec.input_schema
+
+    assert schema("telegram", "slack") is schema("telegram", "slack")
+    assert schema_validator(schema("telegram")) is schema_validator(schema("telegram"))
+    assert schema("telegram") is not schema("slack")
