@@ -13,17 +13,16 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
-from botd.channels.base import InboundSink, OutboundFile
-from botd.channels.errors import ChannelError
-from botd.chat import Attachment, Capabilities, DownloadError, InboundMessage, MessageRef, Target
+from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
 from botd.events import TextContent
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from botd.text.markup import PLAIN
+from tests.text_only_adapter import TextOnlyAdapter
 
 
-class ListAdapter:
+class ListAdapter(TextOnlyAdapter):
     """A platform that only records what is posted to it."""
 
     name = "list"
@@ -32,39 +31,10 @@ class ListAdapter:
     def __init__(self, sink: ListSink) -> None:
         self.sink = sink
 
-    async def start(self, sink: InboundSink) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
         self.sink.posts.append((target.chat_id, markdown))
         self.sink.arrived.set()
         return [MessageRef(target, str(len(self.sink.posts)))]
-
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
-        return [ref]
-
-    async def stop_inbound(self) -> None:
-        return None
-
-    async def delete(self, ref: MessageRef) -> None:
-        return None
-
-    async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
-    ) -> list[MessageRef]:
-        raise ChannelError(f"{self.name}: file uploads are not supported")
-
-    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        raise DownloadError(f"files cannot be fetched from {self.name}")
-
-    async def react(self, ref: MessageRef, emoji: str) -> None:
-        return None
-
-    async def typing(self, target: Target) -> None:
-        return None
 
 
 class ListSink(ChannelDelivery):

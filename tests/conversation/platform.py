@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from botd.channels.base import InboundSink, OutboundFile
 from botd.channels.errors import ChannelError
-from botd.chat import Attachment, Capabilities, DownloadError, MessageRef, Target
+from botd.chat import Capabilities, MessageRef, Target
 from botd.text.markup import PLAIN
+from tests.text_only_adapter import TextOnlyAdapter
 
 
 class Platform:
@@ -23,7 +23,7 @@ class Platform:
         self.hanging = 0
 
 
-class Edge:
+class Edge(TextOnlyAdapter):
     """One process's adapter to the platform; dead once its process crashed."""
 
     name = "console"
@@ -32,12 +32,6 @@ class Edge:
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
         self.alive = True
-
-    async def start(self, sink: InboundSink) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
     async def send(self, target: Target, markdown: str) -> list[MessageRef]:
         platform = self.platform
@@ -58,26 +52,3 @@ class Edge:
                 raise ChannelError("the process is gone")
         platform.posts.append(markdown)
         return [MessageRef(target, str(len(platform.posts)))]
-
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
-        return [ref]
-
-    async def stop_inbound(self) -> None:
-        return None
-
-    async def delete(self, ref: MessageRef) -> None:
-        return None
-
-    async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
-    ) -> list[MessageRef]:
-        raise ChannelError(f"{self.name}: file uploads are not supported")
-
-    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        raise DownloadError(f"files cannot be fetched from {self.name}")
-
-    async def react(self, ref: MessageRef, emoji: str) -> None:
-        return None
-
-    async def typing(self, target: Target) -> None:
-        return None
