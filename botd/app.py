@@ -68,6 +68,7 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
+from .cluster.leases import LeaseKeeper, ProcessLeases
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
@@ -105,6 +106,7 @@ from .wiring import (
     describe_job,
     media_settings,
     model_names,
+    open_leases,
     open_pairing,
     open_store,
     scheduler_jobs,
@@ -349,6 +351,8 @@ class Runtime:
     """Forgets inbound ids past the platforms' redelivery windows (started by the App)."""
     mcp: McpManager
     """The MCP servers whose tools runs get (started and closed by the App)."""
+    leases: LeaseKeeper
+    """This node's leases (renewed by the App's task while it runs, released at its stop)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
@@ -383,6 +387,7 @@ def build_runtime(
     debug: bool = False,
     specs: Specs | None = None,
     store: Store | None = None,
+    leases: LeaseKeeper | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
 
@@ -392,7 +397,8 @@ def build_runtime(
     console's input ends; ``metrics`` counts messages in and out, channels down and
     unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     ``store``: the store ``open_store`` opened for the config (the runtime's close closes
-    it); without one, the SQLite store in ``state_dir`` is opened here.
+    it); without one, the SQLite store in ``state_dir`` is opened here. ``leases``: this
+    node's lease keeper (``open_leases``); without one, an in-memory one for a single node.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
@@ -401,6 +407,8 @@ def build_runtime(
     opened_here = store is None
     if store is None:
         store = SqliteStore.open(state_dir)
+    if leases is None:
+        leases = LeaseKeeper(ProcessLeases(), config.store.node_id, config.store.lease_ttl)
     model_health: dict[str, Reachability] = {}
     try:
         provider = build_provider(config, model_health)
@@ -477,6 +485,7 @@ def build_runtime(
         router=router,
         pruner=InboundPruner(store),
         mcp=mcp,
+        leases=leases,
         model_health=model_health,
     )
 
@@ -583,6 +592,7 @@ class App:
             log.info("%s", start_line(config, self.config_path))
             store = await open_store(config)
             stack.push_async_callback(store.aclose)
+            leases = open_leases(config, store)
             runtime = self.runtime = build_runtime(
                 config,
                 store=store,
@@ -590,6 +600,7 @@ class App:
                 hooks=self.run_hooks(),
                 on_end_of_input=self._end_of_input,
                 debug=self.debug,
+                leases=leases,
             )
             stack.push_async_callback(runtime.aclose)
             self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
@@ -597,6 +608,8 @@ class App:
             tasks = await stack.enter_async_context(asyncio.TaskGroup())
             # Pinging systemd's watchdog until the very end, shutdown included.
             tasks.create_task(notifier.run_watchdog(self._stop), name="systemd-watchdog")
+            renewals = tasks.create_task(leases.run(), name="lease-renewal")
+            stack.callback(renewals.cancel)  # after the shutdown has released the leases
             stack.push_async_callback(self._shutdown, runtime, notifier)
             await self._start(runtime, notifier)
             reloader = tasks.create_task(self._reload_loop(runtime, notifier), name="reloader")
@@ -746,6 +759,8 @@ class App:
         await runtime.sessions.close(grace=grace)
         await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
         await keeper.stop_all()
+        # Nothing of this node runs any more: what it held is free for the others at once.
+        await runtime.leases.release_all()
         if self.health is not None:
             await self.health.stop()
         log.info("stopped")

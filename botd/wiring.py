@@ -31,6 +31,7 @@ from .channels.registry import (
     target_forms,
 )
 from .chat import InboundMessage, Target
+from .cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
 from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
@@ -376,6 +377,19 @@ def open_pairing(config: BotdConfig, store: Store) -> Pairing:
     from .store.pairing import PairingFile
 
     return PairingFile(Path(config.state_dir) / "pairing.json")
+
+
+def open_leases(config: BotdConfig, store: Store) -> LeaseKeeper:
+    """This node's leases: in the shared database on postgres (every node claims from one
+    table), in memory on SQLite (the state dir's lock already makes this node the only one)."""
+    section = config.store
+    table: LeaseTable = ProcessLeases()
+    if section.backend == "postgres":
+        from .store.postgres import PostgresStore
+
+        assert isinstance(store, PostgresStore)
+        table = store.lease_table()
+    return LeaseKeeper(table, section.node_id, section.lease_ttl)
 
 
 async def open_store(config: BotdConfig) -> Store:

@@ -47,6 +47,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
+from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
 
@@ -194,6 +195,10 @@ class PostgresBase:
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
         return PostgresPairing(self._pool, clock=self._clock)
+
+    def lease_table(self) -> PostgresLeases:
+        """The lease table every node sharing this database claims from, on the store's pool."""
+        return PostgresLeases(self._pool)
 
     # --- the queue --------------------------------------------------------------------------
 
