@@ -84,6 +84,7 @@ class WebFetchTool:
         max_bytes: int = 2_000_000,
         max_chars: int = 20_000,
         timeout: float = 20.0,
+        read_timeout: float | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         self._allow_hosts = tuple(allow_hosts)
@@ -91,7 +92,10 @@ class WebFetchTool:
         self._max_bytes = max_bytes
         self._max_chars = max_chars
         self._fetch_timeout = timeout
-        self.timeout: float | None = timeout + 10.0
+        self._read_timeout = timeout if read_timeout is None else read_timeout
+        """The parsing's own budget (the fetch's timeout unless given), past which its
+        worker is killed."""
+        self.timeout: float | None = timeout + self._read_timeout + 10.0
         self.spec = ToolSpec(name="web_fetch", description=_DESCRIPTION, input_schema=_SCHEMA)
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -116,7 +120,7 @@ class WebFetchTool:
         if kind in _HTML_TYPES or (not kind and _looks_like_html(fetched.body)):
             try:
                 title, text = await self._sandbox.page_markdown(
-                    fetched.body, fetched.charset, Budget.of(self._fetch_timeout)
+                    fetched.body, fetched.charset, Budget.of(self._read_timeout)
                 )
             except ReadFailed as exc:
                 return _error(f"{fetched.url} could not be read: {exc}")
