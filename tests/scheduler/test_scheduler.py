@@ -478,6 +478,43 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
             second.shutdown()
 
 
+async def test_a_configured_one_shot_that_ran_does_not_run_again_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    once = JobSpec("once", "p", TARGET, at=datetime.now(UTC) - timedelta(seconds=1))
+    first_inbox = Inbox()
+    with SqliteStore.open(tmp_path) as store:
+        first = Scheduler(store, first_inbox)
+        await first.sync_config_jobs([once])
+        await first.start()
+        try:
+            await first_inbox.wait(1)
+            await until(lambda: store.job_runs("once"), "the run logged")
+        finally:
+            first.shutdown()
+
+    inbox = Inbox()
+    with SqliteStore.open(tmp_path) as store:
+        second = Scheduler(store, inbox)
+        # The same config, still within the grace of the run time: the job is known to
+        # have run, so the sync leaves it alone and it is not scheduled again.
+        await second.sync_config_jobs([once])
+        await second.start()
+        try:
+            info = await second.get("once")
+            assert info is not None and info.next_run_time is None  # listed, done
+            assert second._aps.get_job("once") is None
+            assert not runs_in_flight() and inbox.messages == []
+            # Changed in the config, it is a new job and runs at its new time.
+            again = replace(once, at=datetime.now(UTC) - timedelta(seconds=1))
+            await second.sync_config_jobs([again])
+            (message,) = await inbox.wait(1)
+            assert message.conversation_key == "cron:once"
+        finally:
+            second.shutdown()
+    assert len(first_inbox.messages) == 1
+
+
 # --- the old schedule.sqlite3 ----------------------------------------------------------------
 
 
