@@ -234,8 +234,9 @@ class Scheduler:
         """Stop running the schedule, at once (a run in flight goes on: its fire writes
         nothing if another node fired it)."""
         self._leading = False
-        self._aps.pause()
-        self._aps.remove_all_jobs()
+        if self._aps.running:  # not shut down meanwhile
+            self._aps.pause()
+            self._aps.remove_all_jobs()
         self._known.clear()
 
     async def _keep_lease(self, keeper: LeaseKeeper) -> None:
@@ -252,6 +253,7 @@ class Scheduler:
                 continue
             log.info("this node runs the schedule (lease %s, epoch %d)", LEASE, lease.epoch)
             await self._run_while_held(lease, keeper.renew_every)
+            await asyncio.sleep(keeper.renew_every)  # as a standby, before claiming again
 
     async def _run_while_held(self, lease: Lease, every: float) -> None:
         refresher: asyncio.Task[None] | None = None
@@ -598,7 +600,11 @@ class Scheduler:
         keep = job.source == "config"
         try:
             fired = await self._store.fire_job(job.id, slot.due, slot.next, message, keep=keep)
-        except Exception as exc:  # nothing written: the run is caught up from the table
+        except Exception as exc:
+            # Nothing written: the table still has the run due. Forgotten here, the job is
+            # taken from the table again by the next reload (several nodes), by its next
+            # run's fire finding the table behind, or by the next start.
+            self._known.pop(job.id, None)
             error = mask_secrets(str(exc) or type(exc).__name__)
             log.warning("job %s: its run at %s could not be written: %s", job.id, slot.at, error)
             await self._record(RunRecord(job.id, self._clock(), "failed", error))
