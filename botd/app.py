@@ -53,7 +53,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -219,11 +219,10 @@ class Intake:
         self.sessions.post_later(target, text)
 
     async def run_job(self, message: InboundMessage) -> None:
-        """A scheduled job's prompt: no message in (not counted), but accepted into the inbox
-        like one, so a run cut by a restart resumes and is answered once."""
-        inbox_id = await self._store.accept_inbound(message.channel, [message.message_id], message)
-        if inbox_id is not None:
-            await self.sessions.submit(replace(message, inbox_id=inbox_id))
+        """A scheduled job's prompt, accepted into the inbox by the scheduler's fire (so a
+        run cut by a restart resumes and is answered once): handed to its conversation, not
+        counted as a message in."""
+        await self.sessions.submit(message)
 
 
 class Channels:
@@ -422,7 +421,7 @@ def build_runtime(
             chunking=delivery_chunking(config),
         )
         intake = Intake(store, counters)
-        scheduler = build_scheduler(config, store, state_dir, intake.run_job)
+        scheduler = build_scheduler(config, store, state_dir, intake.run_job, leases)
         router = Router(
             store,
             intake.submit,
@@ -751,7 +750,7 @@ class App:
         # Stop taking input first: a message received now would be marked seen and then
         # dropped by the closing sessions; left with the platform, a restart picks it up.
         await keeper.stop_inbound()
-        runtime.scheduler.shutdown()
+        await runtime.scheduler.close()
         await runtime.pruner.stop()
         # self.config, not the config botd started with: a reload may have changed the grace.
         grace = self.config.shutdown_grace

@@ -339,13 +339,17 @@ def build_scheduler(
     store: JobLedger,
     state_dir: Path,
     submit: Callable[[InboundMessage], Awaitable[None]],
+    leases: LeaseKeeper | None = None,
 ) -> Scheduler:
-    """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once."""
+    """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once.
+    On postgres it runs the schedule while this node holds the lease ``scheduler``
+    (``leases``); on SQLite the node is alone and runs it from its start."""
     return Scheduler(
         store,
         submit,
         timezone=config.scheduler.timezone,
         legacy_db=state_dir / LEGACY_DB_NAME,
+        leases=leases if config.store.backend == "postgres" else None,
     )
 
 

@@ -1,6 +1,5 @@
-"""The scheduler's persistence: APScheduler's in-memory job store mirrored to the store's job
-ledger (``botd.store.JobLedger``; what APScheduler changes on its own is recorded with the
-next group commit), and the one-time import of an earlier botd's ``schedule.sqlite3``.
+"""The one-time import of an earlier botd's ``schedule.sqlite3`` into the store's job ledger
+(``botd.store.JobLedger``).
 
 Earlier botd versions kept jobs in ``state_dir/schedule.sqlite3`` through APScheduler's
 SQLAlchemy job store: a table ``apscheduler_jobs`` whose ``job_state`` column holds each job's
@@ -19,7 +18,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from apscheduler.jobstores.memory import MemoryJobStore  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.combining import OrTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped,unused-ignore]
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped,unused-ignore]
@@ -36,23 +34,6 @@ LEGACY_IMPORT = "schedule.sqlite3"
 
 # How earlier versions named a cron job: "cron <expression> (<zone>): <prompt>".
 _CRON_NAME = re.compile(r"^cron (?P<expr>[^()]+?) \((?P<zone>[^()]+)\): ")
-
-
-class MirroredJobStore(MemoryJobStore):  # type: ignore[misc,unused-ignore]
-    """APScheduler's in-memory job store, writing what APScheduler changes on its own back to
-    the table: a job's next run time once it ran (or was rescheduled), and its removal."""
-
-    def __init__(self, table: JobLedger) -> None:
-        super().__init__()
-        self._table = table
-
-    def update_job(self, job: Any) -> None:
-        super().update_job(job)
-        self._table.set_job_next_run_soon(str(job.id), job.next_run_time)
-
-    def remove_job(self, job_id: str) -> None:
-        super().remove_job(job_id)
-        self._table.delete_job_soon(job_id)
 
 
 async def import_legacy_jobs(table: JobLedger, path: Path) -> int | None:

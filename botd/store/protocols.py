@@ -52,6 +52,7 @@ from .records import (
     InboxBacklog,
     InboxEntry,
     InboxState,
+    JobFire,
     KeptLine,
     ModelUsage,
     OutboxEntry,
@@ -266,12 +267,22 @@ class JobLedger(Protocol):
         """Remove a job; False if there was none. Its run log is kept."""
         ...
 
-    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
-        """Record when a job runs next (a record; nothing happens for an unknown id)."""
-        ...
-
-    def delete_job_soon(self, job_id: str) -> None:
-        """Remove a job that will not run again (a record: APScheduler dropped it)."""
+    async def fire_job(
+        self,
+        job_id: str,
+        due: datetime,
+        next_run_time: datetime | None,
+        prompt: InboundMessage | None,
+        *,
+        keep: bool = False,
+    ) -> JobFire:
+        """Fire one run of a job, in one transaction: a compare-and-set of its next run time
+        from ``due`` to ``next_run_time``, and the accept of ``prompt`` into the inbox under
+        its ``message_id`` as dedupe key. When the stored next run time is not ``due`` (or
+        the job is gone) nothing is written: the run was fired elsewhere, or the job changed.
+        ``prompt`` None moves the next run time alone (a run missed beyond its grace). A job
+        with no ``next_run_time`` is done: removed, or with ``keep`` kept with none (a
+        configured one-shot, which the config sync would otherwise add again)."""
         ...
 
     async def add_job_run(self, record: RunRecord, *, keep: int) -> None:

@@ -158,6 +158,19 @@ class StoredJob:
 
 
 @dataclass(frozen=True, slots=True)
+class JobFire:
+    """What ``JobLedger.fire_job`` did with one run of a job."""
+
+    advanced: bool
+    """Whether this call moved the job's next run time: the run was this caller's to fire.
+    False when the stored next run time was no longer the one fired (another node fired
+    it, or the job was changed or removed meanwhile): then nothing was written."""
+    inbox_id: int | None = None
+    """The prompt's inbox row, when it was accepted (None: no prompt was given, or its
+    dedupe key was recorded before, by an earlier fire of the same run)."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One run of a job: when, and whether its prompt was handed over."""
 

@@ -25,6 +25,7 @@ from .targets import (
     target_data,
     target_from_data,
     target_from_json,
+    target_json,
 )
 
 _INBOUND_FIELDS = tuple(f.name for f in fields(InboundMessage))
@@ -106,6 +107,24 @@ def iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
 
 
+def job_row(job: StoredJob, updated_at: float) -> tuple[object, ...]:
+    """``job`` as its ``JOB_COLUMNS`` and then ``updated_at``, the row both backends write."""
+    return (
+        job.id,
+        job.kind,
+        json.dumps(job.trigger, ensure_ascii=False),
+        job.name,
+        job.prompt,
+        target_json(job.target),
+        job.conversation_key,
+        job.source,
+        job.fingerprint,
+        iso(job.next_run_time),
+        job.heartbeat,
+        updated_at,
+    )
+
+
 def job_from_row(row: Sequence[Any]) -> StoredJob:
     """A job from its ``JOB_COLUMNS``."""
     return StoredJob(
@@ -149,6 +168,7 @@ __all__ = [
     "inbound_json",
     "iso",
     "job_from_row",
+    "job_row",
     "media_from_json",
     "media_json",
     "message_from_json",

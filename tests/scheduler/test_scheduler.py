@@ -6,6 +6,7 @@ import asyncio
 import pickle
 import sqlite3
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -68,12 +69,12 @@ async def scheduler(store: SqliteStore, inbox: Inbox) -> AsyncIterator[Scheduler
 
 
 def runs_in_flight() -> list[asyncio.Task[object]]:
-    """APScheduler's runs started and not yet finished (its asyncio executor runs each in a
-    task of its own, which runs every due time of the job, or skips it as missed)."""
+    """The scheduler's runs started and not yet finished (its executor runs each in a task
+    of its own, which fires the run or, missed beyond its grace, only moves the job on)."""
     return [
         task
         for task in asyncio.all_tasks()
-        if not task.done() and getattr(task.get_coro(), "__qualname__", "") == "run_coroutine_job"
+        if not task.done() and getattr(task.get_coro(), "__qualname__", "") == "Scheduler._fire"
     ]
 
 
@@ -86,10 +87,14 @@ async def passed_over(scheduler: Scheduler, job_id: str) -> bool:
     return not due and not runs_in_flight()
 
 
-def fire_now(scheduler: Scheduler, job_id: str) -> None:
-    """Make a running job due now, as APScheduler itself reschedules a job (instead of
-    waiting for its time); its later schedule is unchanged."""
-    scheduler._aps.modify_job(job_id, next_run_time=datetime.now(UTC))
+async def fire_now(scheduler: Scheduler, job_id: str) -> None:
+    """Make a running job due now, in the table and as APScheduler itself reschedules a job
+    (instead of waiting for its time); its later schedule is unchanged."""
+    now = datetime.now(UTC)
+    job = await scheduler._store.get_job(job_id)
+    assert job is not None
+    await scheduler._store.save_job(replace(job, next_run_time=now))
+    scheduler._aps.modify_job(job_id, next_run_time=now)
 
 
 # --- standard cron -------------------------------------------------------------------------
@@ -240,7 +245,7 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) 
     await sched.start()
     try:
         await sched.add_every("tick", 3600, prompt="p", target=TARGET)
-        fire_now(sched, "tick")
+        await fire_now(sched, "tick")
         async with asyncio.timeout(HANG_GUARD):
             await done.wait()
             await until(lambda: store.job_runs("tick"), "the run logged")
@@ -254,9 +259,9 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) 
 async def test_each_run_has_its_own_message_id(scheduler: Scheduler, inbox: Inbox) -> None:
     await scheduler.start()
     await scheduler.add_every("tick", 3600, prompt="p", target=TARGET)
-    fire_now(scheduler, "tick")
+    await fire_now(scheduler, "tick")
     await inbox.wait(1)
-    fire_now(scheduler, "tick")
+    await fire_now(scheduler, "tick")
     messages = await inbox.wait(2)
     assert messages[0].message_id != messages[1].message_id
     assert all(m.conversation_key == "cron:tick" for m in messages)
@@ -285,7 +290,7 @@ async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inb
     assert [job.id for job in await scheduler.list_jobs("slack:acme:C1:171.5")] == [job_id]
     assert (await tool.run({"action": "list"}, context("other"))).details["jobs"] == []
 
-    fire_now(scheduler, job_id)  # drive it now instead of waiting half an hour
+    await fire_now(scheduler, job_id)  # drive it now instead of waiting half an hour
     (message,) = await inbox.wait(1)
     assert "call Bob" in message.text
     assert message.conversation_key == "slack:acme:C1:171.5"
@@ -350,7 +355,7 @@ async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
         (info,) = await second.list_jobs("slack:acme:C1:171.5")
         assert info.id == job_id and info.next_run_time is not None
         assert "stand up" in info.description
-        fire_now(second, job_id)
+        await fire_now(second, job_id)
         (message,) = await inbox.wait(1)
         assert "stand up" in message.text
         assert message.conversation_key == "slack:acme:C1:171.5"
@@ -452,8 +457,10 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
         stored = await store.get_job("tick")
         assert stored is not None and stored.next_run_time is not None
         assert stored.next_run_time > datetime.now(UTC)
-        # botd stays down past that time: eleven one-minute runs are missed.
-        store.set_job_next_run_soon("tick", stored.next_run_time - timedelta(minutes=11))
+        # botd stays down past that time: eleven one-minute runs are missed (the table as
+        # it would be had the run before the restart come half a minute earlier).
+        earlier = stored.next_run_time - timedelta(minutes=11, seconds=30)
+        await store.save_job(replace(stored, next_run_time=earlier))
 
     inbox = Inbox()
     with SqliteStore.open(tmp_path) as store:
@@ -469,6 +476,43 @@ async def test_a_restart_runs_what_was_missed_while_down_once(tmp_path: Path) ->
             assert info.next_run_time > datetime.now(UTC)
         finally:
             second.shutdown()
+
+
+async def test_a_configured_one_shot_that_ran_does_not_run_again_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    once = JobSpec("once", "p", TARGET, at=datetime.now(UTC) - timedelta(seconds=1))
+    first_inbox = Inbox()
+    with SqliteStore.open(tmp_path) as store:
+        first = Scheduler(store, first_inbox)
+        await first.sync_config_jobs([once])
+        await first.start()
+        try:
+            await first_inbox.wait(1)
+            await until(lambda: store.job_runs("once"), "the run logged")
+        finally:
+            first.shutdown()
+
+    inbox = Inbox()
+    with SqliteStore.open(tmp_path) as store:
+        second = Scheduler(store, inbox)
+        # The same config, still within the grace of the run time: the job is known to
+        # have run, so the sync leaves it alone and it is not scheduled again.
+        await second.sync_config_jobs([once])
+        await second.start()
+        try:
+            info = await second.get("once")
+            assert info is not None and info.next_run_time is None  # listed, done
+            assert second._aps.get_job("once") is None
+            assert not runs_in_flight() and inbox.messages == []
+            # Changed in the config, it is a new job and runs at its new time.
+            again = replace(once, at=datetime.now(UTC) - timedelta(seconds=1))
+            await second.sync_config_jobs([again])
+            (message,) = await inbox.wait(1)
+            assert message.conversation_key == "cron:once"
+        finally:
+            second.shutdown()
+    assert len(first_inbox.messages) == 1
 
 
 # --- the old schedule.sqlite3 ----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """botd on ``store.backend: postgres`` end to end: the daemon in-process answering a
 Telegram DM, and ``botd run`` SIGKILLed mid-answer and started again answering once. The
-database is the tests' own throwaway server (``postgres_dsn``); every assertion is about what
-the platform and the model saw, the database is read only to know when to pull the plug."""
+database is the tests' own throwaway server (``postgres_dsn``); the assertions are about what
+the platform and the model saw and what the inbox holds, the database is otherwise read only
+to know when to pull the plug. A scheduled job's run is cut and resumed the same way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import signal
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -107,3 +109,61 @@ async def test_botd_on_postgres_killed_mid_answer_answers_once_after_a_restart(
     assert texts.count(NOTICE) == 1 and texts.index(NOTICE) == shown_before
     assert len(model.requests) == 2
     assert json.dumps(model.requests[1].body["messages"]).count(prompt) == 1
+
+
+def _inbox(dsn: str) -> list[tuple[str, str]]:
+    """Each inbox row's conversation and state, in arrival order."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT conversation_key, state FROM inbox ORDER BY id").fetchall()
+    except psycopg.errors.UndefinedTable:
+        return []  # not migrated yet
+    return [(str(key), str(state)) for key, state in rows]
+
+
+async def test_a_job_run_cut_by_a_kill_on_postgres_is_answered_once_and_not_fired_again(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    # A configured one-shot job that is due at start: its run is the long answer, cut by a
+    # SIGKILL; the restart (still within the job's grace) resumes that run and fires no other.
+    at = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    job = (
+        "scheduler:\n  jobs:\n    - id: story\n"
+        f"      at: {json.dumps(at)}\n      prompt: tell me the long story\n"
+        f"      deliver_to: {{channel: telegram, chat: {DM}}}\n"
+    )
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = crash_config(tmp_path, tmp_path / "state", telegram, model, STORE + job)
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path, postgres_dsn)
+        try:
+
+            def three_settled() -> bool:
+                sent, pending = _sent_and_pending(postgres_dsn)
+                return sent >= 3 and pending == 0
+
+            await _until(three_settled, "three paragraphs of the job's answer posted")
+            first.kill()  # SIGKILL: no shutdown code runs
+            await ended(first)
+        finally:
+            await reap(first)
+        shown_before = len(_texts(telegram))
+        assert 3 <= shown_before < len(PARAGRAPHS)
+        assert _inbox(postgres_dsn) == [("cron:story", "running")]
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path, postgres_dsn)
+        try:
+            await _until(lambda: all(p in _texts(telegram) for p in PARAGRAPHS), "every paragraph")
+            await _until(lambda: _inbox(postgres_dsn)[0][1] == "answered", "the run answered")
+            second.send_signal(signal.SIGTERM)
+            assert await ended(second) == 0
+        finally:
+            await reap(second)
+        texts = _texts(telegram)
+
+    for paragraph in PARAGRAPHS:
+        assert texts.count(paragraph) == 1, paragraph  # every paragraph, none twice
+    assert texts.count(NOTICE) == 1 and texts.index(NOTICE) == shown_before
+    assert _inbox(postgres_dsn) == [("cron:story", "answered")]  # the job fired once
+    assert len(model.requests) == 2

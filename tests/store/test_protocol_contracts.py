@@ -145,17 +145,70 @@ async def test_jobs_are_saved_replaced_and_deleted_once(any_store: Store) -> Non
     assert await jobs.get_job("a") is None
 
 
-async def test_the_records_apscheduler_makes_are_read_back_in_order(any_store: Store) -> None:
+def prompt(job_id: str, at: datetime, key: str = "cron:a") -> InboundMessage:
+    return InboundMessage(
+        channel="telegram",
+        chat_id="42",
+        sender_id="scheduler",
+        text="p",
+        message_id=f"job:{job_id}:{at.isoformat()}",
+        conversation_key=key,
+    )
+
+
+async def test_a_run_fires_once_and_moves_the_next_run_time(any_store: Store) -> None:
     jobs: JobLedger = any_store
+    due = datetime(2030, 1, 1, 9, tzinfo=UTC)
+    later = datetime(2030, 1, 2, 9, tzinfo=UTC)
     await jobs.save_job(job("a"))
-    await jobs.save_job(job("b"))
-    later = datetime(2031, 1, 1, 9, tzinfo=UTC)
-    jobs.set_job_next_run_soon("a", later)
-    jobs.set_job_next_run_soon("gone", later)  # an unknown id: nothing happens
-    jobs.delete_job_soon("b")
+    fired = await jobs.fire_job("a", due, later, prompt("a", due))
+    assert fired.advanced and fired.inbox_id is not None
     stored = await jobs.get_job("a")
     assert stored is not None and stored.next_run_time == later
-    assert [j.id for j in await jobs.load_jobs()] == ["a"]
+    (entry,) = await any_store.unfinished_entries()
+    assert (entry.id, entry.message.message_id) == (fired.inbox_id, f"job:a:{due.isoformat()}")
+    # The same run fired again (a second node that believes it runs the schedule): the
+    # stored next run time is not the one it expects any more, so nothing is written.
+    again = await jobs.fire_job("a", due, later, prompt("a", due))
+    assert not again.advanced and again.inbox_id is None
+    assert len(await any_store.unfinished_entries()) == 1
+    # A job that is gone fires nothing either.
+    assert not (await jobs.fire_job("gone", due, later, prompt("gone", due))).advanced
+
+
+async def test_a_run_whose_key_was_seen_moves_the_job_on_without_a_second_prompt(
+    any_store: Store,
+) -> None:
+    jobs: JobLedger = any_store
+    due = datetime(2030, 1, 1, 9, tzinfo=UTC)
+    later = datetime(2030, 1, 2, 9, tzinfo=UTC)
+    await jobs.save_job(job("a"))
+    assert (await jobs.fire_job("a", due, later, prompt("a", due))).inbox_id is not None
+    # The job put back to the run it fired (as a config sync re-adding it would): the run's
+    # dedupe key was recorded, so its prompt is not accepted a second time.
+    await jobs.save_job(job("a"))
+    repeat = await jobs.fire_job("a", due, later, prompt("a", due))
+    assert repeat.advanced and repeat.inbox_id is None
+    assert len(await any_store.unfinished_entries()) == 1
+
+
+async def test_a_done_one_shot_is_removed_or_kept_without_a_next_run(any_store: Store) -> None:
+    jobs: JobLedger = any_store
+    due = datetime(2030, 1, 1, 9, tzinfo=UTC)
+    await jobs.save_job(job("reminder"))
+    await jobs.save_job(job("configured"))
+    assert (await jobs.fire_job("reminder", due, None, prompt("reminder", due))).advanced
+    fired = await jobs.fire_job("configured", due, None, prompt("configured", due), keep=True)
+    assert fired.advanced
+    assert await jobs.get_job("reminder") is None
+    kept = await jobs.get_job("configured")
+    assert kept is not None and kept.next_run_time is None
+    # A missed run (no prompt) only moves the job on.
+    await jobs.save_job(job("late"))
+    later = datetime(2030, 1, 2, 9, tzinfo=UTC)
+    missed = await jobs.fire_job("late", due, later, None)
+    assert missed.advanced and missed.inbox_id is None
+    assert len(await any_store.unfinished_entries()) == 2
 
 
 async def test_an_import_happens_once(any_store: Store) -> None:

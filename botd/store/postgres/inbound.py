@@ -33,6 +33,27 @@ async def _record_ids(conn: Conn, channel: str, keys: list[str], now: float) -> 
     return cur.rowcount < len(keys)
 
 
+async def insert_accepted(
+    conn: Conn, channel: str, keys: list[str], message: InboundMessage, now: float
+) -> int | None:
+    """In the caller's transaction, which holds the conversation's advisory lock: record
+    ``keys`` (distinct) and, unless any was seen before, the message as the conversation's
+    next inbox row; its id, or None for a repeat (only the ids recorded)."""
+    if await _record_ids(conn, channel, keys, now):
+        return None
+    key = message.conversation_key
+    cur = await conn.execute(
+        "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
+        "accepted_at, updated_at) "
+        "SELECT %s, %s, coalesce(max(seq), 0) + 1, %s, 'accepted', %s, %s "
+        "FROM inbox WHERE conversation_key = %s RETURNING id",
+        (channel, key, inbound_json(message), now, now, key),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _unique(keys: Sequence[str], what: str) -> list[str]:
     unique = list(dict.fromkeys(keys))
     if not unique:
@@ -64,23 +85,12 @@ class InboundStore(PostgresBase):
         unique = _unique(keys, "accept_inbound")
         now = self._clock()
         key = message.conversation_key
-        body = inbound_json(message)
 
         async def write(conn: Conn) -> int | None:
-            if await _record_ids(conn, channel, unique, now):
-                return None
-            cur = await conn.execute(
-                "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
-                "accepted_at, updated_at) "
-                "SELECT %s, %s, coalesce(max(seq), 0) + 1, %s, 'accepted', %s, %s "
-                "FROM inbox WHERE conversation_key = %s RETURNING id",
-                (channel, key, body, now, now, key),
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            if consume_chatter is not None:
+            inbox_id = await insert_accepted(conn, channel, unique, message, now)
+            if inbox_id is not None and consume_chatter is not None:
                 await _consume(conn, *consume_chatter)
-            return int(row[0])
+            return inbox_id
 
         # The conversation's lock, taken at the start of the batch (``base``), is held
         # until it commits: the next accept of the conversation reads this row's seq.
@@ -198,4 +208,4 @@ async def _consume(conn: Conn, conversation_key: str, up_to: int) -> None:
     )
 
 
-__all__ = ["InboundStore"]
+__all__ = ["InboundStore", "insert_accepted"]

@@ -4,15 +4,15 @@ them (``botd/store/sqlite/jobs.py``, ``usage.py``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 
-from ..records import ModelUsage, Outcome, RunRecord, StoredJob, UsageTotals
-from ..rows import JOB_COLUMNS, iso, job_from_row
-from ..targets import target_json
+from ...chat import InboundMessage
+from ..records import JobFire, ModelUsage, Outcome, RunRecord, StoredJob, UsageTotals
+from ..rows import JOB_COLUMNS, iso, job_from_row, job_row
 from .base import Conn, PostgresBase
+from .inbound import insert_accepted
 
 _SAVE_JOB = (
     f"INSERT INTO scheduler_jobs ({JOB_COLUMNS}, updated_at) "
@@ -30,22 +30,6 @@ _REPLACE = (
 
 class JobStore(PostgresBase):
     """Jobs, their run log, imports, usage and model choices."""
-
-    def _job_params(self, job: StoredJob) -> tuple[object, ...]:
-        return (
-            job.id,
-            job.kind,
-            json.dumps(job.trigger, ensure_ascii=False),
-            job.name,
-            job.prompt,
-            target_json(job.target),
-            job.conversation_key,
-            job.source,
-            job.fingerprint,
-            iso(job.next_run_time),
-            job.heartbeat,
-            self._clock(),
-        )
 
     async def load_jobs(self) -> list[StoredJob]:
         """Every job, by id."""
@@ -68,29 +52,50 @@ class JobStore(PostgresBase):
 
     async def save_job(self, job: StoredJob) -> None:
         """Add a job, or replace the one with its id."""
-        params = self._job_params(job)
+        params = job_row(job, self._clock())
 
         async def write(conn: Conn) -> None:
             await conn.execute(_SAVE_JOB.format(action=_REPLACE), params)
 
         await self._commit("save_job", write)
 
-    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
-        params = (iso(next_run_time), self._clock(), job_id)
+    async def fire_job(
+        self,
+        job_id: str,
+        due: datetime,
+        next_run_time: datetime | None,
+        prompt: InboundMessage | None,
+        *,
+        keep: bool = False,
+    ) -> JobFire:
+        """Fire one run of a job: compare-and-set its next run time, accept its prompt, in
+        one transaction (``JobLedger.fire_job``). Two nodes firing the same run at once: the
+        second's update waits for the first's row and then finds its next run time moved,
+        so it writes nothing."""
+        now = self._clock()
 
-        async def write(conn: Conn) -> None:
-            await conn.execute(
-                "UPDATE scheduler_jobs SET next_run_time = %s, updated_at = %s WHERE id = %s",
-                params,
-            )
+        async def write(conn: Conn) -> JobFire:
+            if next_run_time is None and not keep:
+                cur = await conn.execute(
+                    "DELETE FROM scheduler_jobs WHERE id = %s AND next_run_time = %s",
+                    (job_id, iso(due)),
+                )
+            else:
+                cur = await conn.execute(
+                    "UPDATE scheduler_jobs SET next_run_time = %s, updated_at = %s "
+                    "WHERE id = %s AND next_run_time = %s",
+                    (iso(next_run_time), now, job_id, iso(due)),
+                )
+            if cur.rowcount != 1:
+                return JobFire(advanced=False)
+            if prompt is None:
+                return JobFire(advanced=True)
+            inbox_id = await insert_accepted(conn, prompt.channel, [prompt.message_id], prompt, now)
+            return JobFire(True, inbox_id)
 
-        self._defer("set_job_next_run", write)
-
-    def delete_job_soon(self, job_id: str) -> None:
-        async def write(conn: Conn) -> None:
-            await conn.execute("DELETE FROM scheduler_jobs WHERE id = %s", (job_id,))
-
-        self._defer("delete_job", write)
+        # An accept takes its conversation's lock (``inbound``): the prompt's seq is next.
+        locks = () if prompt is None else (prompt.conversation_key,)
+        return await self._commit("fire_job", write, locks=locks)
 
     async def delete_job(self, job_id: str) -> bool:
         """Remove a job; False if there was none. Its run log is kept."""
@@ -144,7 +149,7 @@ class JobStore(PostgresBase):
     async def import_jobs(self, name: str, jobs: Sequence[StoredJob], *, detail: str = "") -> bool:
         """Add ``jobs`` (ids present already left alone) and record the import ``name``, in
         one transaction; False, with nothing changed, when it was done before."""
-        rows = [self._job_params(job) for job in jobs]
+        rows = [job_row(job, self._clock()) for job in jobs]
         now = self._clock()
 
         async def write(conn: Conn) -> bool:

@@ -27,6 +27,33 @@ from .chatter import consume_chatter as _consume_chatter
 from .transcripts import TranscriptStore
 
 
+def insert_accepted(
+    conn: sqlite3.Connection,
+    channel: str,
+    keys: Sequence[str],
+    message: InboundMessage,
+    now: float,
+) -> int | None:
+    """In the caller's transaction: record ``keys`` (distinct) and, unless any was seen
+    before, the message as an accepted inbox row; its id, or None for a repeat (then only
+    the ids are recorded, so a later form of the repeat is caught too)."""
+    inserted = 0
+    for key in keys:
+        inserted += conn.execute(
+            "INSERT OR IGNORE INTO inbound_seen (channel, message_id, seen_at) VALUES (?, ?, ?)",
+            (channel, key, now),
+        ).rowcount
+    if inserted < len(keys):
+        return None
+    cursor = conn.execute(
+        "INSERT INTO inbox (channel, conversation_key, message, state, accepted_at, "
+        "updated_at) VALUES (?, ?, ?, 'accepted', ?, ?)",
+        (channel, message.conversation_key, inbound_json(message), now, now),
+    )
+    assert cursor.lastrowid is not None
+    return int(cursor.lastrowid)
+
+
 class InboxStore(TranscriptStore):
     """The inbox table, next to the ledger and transcripts it shares transactions with."""
 
@@ -53,27 +80,12 @@ class InboxStore(TranscriptStore):
         if not unique:
             raise ValueError("accept_inbound needs at least one key")
         now = self._clock()
-        params = (channel, message.conversation_key, inbound_json(message), now, now)
 
         def write(conn: sqlite3.Connection) -> int | None:
-            inserted = 0
-            for key in unique:
-                inserted += conn.execute(
-                    "INSERT OR IGNORE INTO inbound_seen (channel, message_id, seen_at) "
-                    "VALUES (?, ?, ?)",
-                    (channel, key, now),
-                ).rowcount
-            if inserted < len(unique):
-                return None  # a repeat: its ids are recorded, the message is not
-            cursor = conn.execute(
-                "INSERT INTO inbox (channel, conversation_key, message, state, accepted_at, "
-                "updated_at) VALUES (?, ?, ?, 'accepted', ?, ?)",
-                params,
-            )
-            assert cursor.lastrowid is not None
-            if consume_chatter is not None:
+            inbox_id = insert_accepted(conn, channel, unique, message, now)
+            if inbox_id is not None and consume_chatter is not None:
                 _consume_chatter(conn, *consume_chatter)
-            return int(cursor.lastrowid)
+            return inbox_id
 
         return await self._commit("accept_inbound", write)
 

@@ -1,22 +1,23 @@
 """The scheduler's state: its jobs, each job's run log, and one-time imports.
 
 The store keeps the jobs as plain data (the trigger as a JSON object); the scheduler turns them
-into APScheduler jobs at start and writes every change back, so this table is what survives a
-restart, next run times included.
+into APScheduler jobs at start, and each run it fires moves the job's next run time in the same
+transaction as its prompt is accepted (``fire_job``), so this table is what survives a restart,
+next run times included.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 
-from ..records import Outcome, RunRecord, StoredJob
-from ..rows import JOB_COLUMNS, iso, job_from_row
-from ..targets import target_json
+from ...chat import InboundMessage
+from ..records import JobFire, Outcome, RunRecord, StoredJob
+from ..rows import JOB_COLUMNS, iso, job_from_row, job_row
 from .deferred import DeferredWrites
+from .inbox import insert_accepted
 
 
 class ScheduleStore(DeferredWrites):
@@ -24,7 +25,7 @@ class ScheduleStore(DeferredWrites):
 
     async def load_jobs(self) -> list[StoredJob]:
         """Every job, by id."""
-        self.flush_deferred()  # a next run time or a removal queued a moment ago
+        self.flush_deferred()  # what was queued a moment ago is read back
         rows = (
             self._connection()
             .execute(f"SELECT {JOB_COLUMNS} FROM scheduler_jobs ORDER BY id")
@@ -50,41 +51,42 @@ class ScheduleStore(DeferredWrites):
         conn.execute(
             f"INSERT OR REPLACE INTO scheduler_jobs ({JOB_COLUMNS}, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                job.id,
-                job.kind,
-                json.dumps(job.trigger, ensure_ascii=False),
-                job.name,
-                job.prompt,
-                target_json(job.target),
-                job.conversation_key,
-                job.source,
-                job.fingerprint,
-                iso(job.next_run_time),
-                job.heartbeat,
-                self._clock(),
-            ),
+            job_row(job, self._clock()),
         )
 
-    def set_job_next_run_soon(self, job_id: str, next_run_time: datetime | None) -> None:
-        """Record when a job runs next, with the next group commit (nothing happens for an
-        unknown id). Lost in a crash, the job's earlier next run time is kept: a run that
-        already happened is caught up once (coalesced), as after any missed run."""
-        params = (iso(next_run_time), self._clock(), job_id)
-        self._defer(
-            "set_job_next_run",
-            lambda conn: conn.execute(
-                "UPDATE scheduler_jobs SET next_run_time = ?, updated_at = ? WHERE id = ?",
-                params,
-            ),
-        )
+    async def fire_job(
+        self,
+        job_id: str,
+        due: datetime,
+        next_run_time: datetime | None,
+        prompt: InboundMessage | None,
+        *,
+        keep: bool = False,
+    ) -> JobFire:
+        """Fire one run of a job: compare-and-set its next run time, accept its prompt, in
+        one transaction (``JobLedger.fire_job``)."""
+        now = self._clock()
 
-    def delete_job_soon(self, job_id: str) -> None:
-        """Remove a job that will not run again, with the next group commit."""
-        self._defer(
-            "delete_job",
-            lambda conn: conn.execute("DELETE FROM scheduler_jobs WHERE id = ?", (job_id,)),
-        )
+        def write(conn: sqlite3.Connection) -> JobFire:
+            if next_run_time is None and not keep:
+                cursor = conn.execute(
+                    "DELETE FROM scheduler_jobs WHERE id = ? AND next_run_time = ?",
+                    (job_id, iso(due)),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE scheduler_jobs SET next_run_time = ?, updated_at = ? "
+                    "WHERE id = ? AND next_run_time = ?",
+                    (iso(next_run_time), now, job_id, iso(due)),
+                )
+            if cursor.rowcount == 0:
+                return JobFire(advanced=False)
+            if prompt is None:
+                return JobFire(advanced=True)
+            keys = [prompt.message_id]
+            return JobFire(True, insert_accepted(conn, prompt.channel, keys, prompt, now))
+
+        return await self._commit("fire_job", write)
 
     async def delete_job(self, job_id: str) -> bool:
         """Remove a job; False if there was none. Its run log is kept."""
