@@ -173,6 +173,33 @@ class PostgresBase:
         store._flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
         return store
 
+    @classmethod
+    async def open_reader(cls, dsn: str, *, clock: Clock = time.time) -> Self:
+        """The store on ``dsn`` for reading only (``botd status``): not migrated, no flusher,
+        a pool of one connection. ``StoreOpenError`` (one line, no password) when the
+        database cannot be reached."""
+        where = describe(dsn)
+        try:
+            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT):
+                pass
+        except psycopg.Error as exc:
+            raise StoreOpenError(
+                f"{where}: cannot be reached ({words(exc, password_of(dsn))}): check store.dsn "
+                "and that the server runs and takes connections from this host"
+            ) from None
+        pool: Pool = AsyncConnectionPool(
+            dsn,
+            open=False,
+            min_size=1,
+            max_size=1,
+            timeout=CONNECTION_WAIT,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            name="botd-status",
+        )
+        await pool.open()
+        store = cls(pool, dsn, clock=clock)
+        return store
+
     async def aclose(self) -> None:
         """Write what is queued, stop the flusher and close the pool (idempotent)."""
         if self._closing:
@@ -191,6 +218,22 @@ class PostgresBase:
 
     async def schema_version(self) -> int:
         return await self._read(schema_version, after_queued=False)
+
+    async def probe(self, wait: float) -> int:
+        """The schema version, on a connection of the pool, within about ``wait`` seconds
+        (a server that went away, or stopped answering, must not hold up ``/healthz``);
+        ``StoreError`` in the database's (or libpq's) words when it cannot be read."""
+        if self._closing:
+            raise StoreError(f"{self.where}: the store is closed")
+        try:
+            async with asyncio.timeout(2 * wait), self._pool.connection(timeout=wait) as conn:
+                return await schema_version(conn)
+        except TimeoutError:
+            raise StoreError(f"{self.where}: no answer within {2 * wait:g} s") from None
+        except psycopg.Error as exc:
+            if not storage_fault(exc):
+                raise
+            raise StoreError(f"{self.where}: {await self._reason(exc)}") from None
 
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
