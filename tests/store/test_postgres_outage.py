@@ -68,6 +68,16 @@ async def healthz(port: int) -> tuple[int, dict[str, Any]]:
         return 0, {}
 
 
+async def start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process:
+    return await start_daemon(
+        config,
+        cwd,
+        ANTHROPIC_TEST_KEY="sk-ant-test",
+        TELEGRAM_TEST_TOKEN=TOKEN,
+        BOTD_DATABASE_URL=dsn,
+    )
+
+
 def texts(telegram: FakeTelegramAPI) -> list[str]:
     return [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
 
@@ -88,9 +98,7 @@ async def test_the_database_stopped_mid_run_and_started_again_loses_and_repeats_
         text_ = config.read_text(encoding="utf-8").replace("health: {enabled: false}\n", "")
         text_ = text_.replace("agent:\n", "agent:\n  queue_mode: followup\n")
         config.write_text(text_, encoding="utf-8")
-        env = {"ANTHROPIC_TEST_KEY": "sk-ant-test", "TELEGRAM_TEST_TOKEN": TOKEN}
-        env["BOTD_DATABASE_URL"] = dsn
-        daemon = await start_daemon(config, tmp_path, **env)
+        daemon = await start(config, tmp_path, dsn)
         try:
 
             async def well() -> bool:
@@ -142,7 +150,7 @@ async def test_the_database_stopped_mid_run_and_started_again_loses_and_repeats_
         # A restart after the outage: what the store recorded while the database was away
         # (pieces sent, entries answered) is there, so nothing is resumed or sent again.
         shown_before = len(texts(telegram))
-        again = await start_daemon(config, tmp_path, **env)
+        again = await start(config, tmp_path, dsn)
         try:
             await until(well, "the restarted daemon up and well", guard=60)
             telegram.push_text(DM, "m5 after the restart")
