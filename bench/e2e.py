@@ -85,6 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
 from tests.pg_server import PostgresServer, postgres_bin_dir, running_postgres
 
 TOKEN = "123456:BENCH-TOKEN"
@@ -240,9 +241,10 @@ def child_env() -> dict[str, str]:
 
 
 def write_config(
-    tmp: Path, name: str, telegram: Telegram, model: Model, *, store: str = ""
+    tmp: Path, name: str, telegram: Telegram, model: Model, *, store: str = "", extra: str = ""
 ) -> Path:
-    """A botd config for ``name`` (its own state dir); ``store``: a ``store:`` section."""
+    """A botd config for ``name`` (its own state dir); ``store``: a ``store:`` section;
+    ``extra``: more keys of the Telegram section."""
     config = tmp / f"{name}.yaml"
     config.write_text(
         f"""
@@ -259,7 +261,7 @@ channels:
     token: ${{BENCH_TELEGRAM_TOKEN}}
     api_base_url: {json.dumps(telegram.base_url)}
     dm_policy: open
-""",
+{extra}""",
         encoding="utf-8",
     )
     return config
@@ -570,33 +572,50 @@ async def on_postgres(
     throwaway PostgreSQL (each node its own state dir and ``store.node_id``); the figures
     by load, or why they were not measured (no PostgreSQL here).
 
-    One node polls Telegram. Several would each need their own way in: Telegram's webhook
-    mode behind a round-robin of the fake's POSTs over the nodes' listen ports (``mode:
-    webhook``); until conversations are owned across nodes (leases), each node answers what
-    it accepts, which a throughput figure does not mind. Only ``nodes=1`` is run now."""
-    if nodes != 1:
-        raise NotImplementedError("several nodes need Telegram's webhook mode (see above)")
+    One node polls Telegram. Several take Telegram's webhook (``mode: webhook``): the fake
+    POSTs each update to a round-robin proxy (``RoundRobin``) in front of the nodes' listen
+    ports, one POST at a time as Telegram does for a bot. Until conversations are owned across
+    nodes (leases), each node answers what it accepts, which a throughput figure does not
+    mind; each node's Telegram bot has its own rate limiter (30 sends a second), so several
+    nodes send more than one bot may."""
     try:
         postgres_bin_dir()
     except RuntimeError as exc:
         return str(exc)
     figures: dict[str, list[Figures]] = collections.defaultdict(list)
     telegram = Telegram()
+    proxy = RoundRobin()
     with running_postgres() as server:
         dsn = server.new_database()
         database = partial(server_cpu_seconds, server)
-        async with telegram:
-            store = f"store:\n  backend: postgres\n  dsn: {json.dumps(dsn)}\n  node_id: bench-1\n"
-            config = write_config(tmp, "postgres-1", telegram, model, store=store)
-            command = [sys.executable, "-m", "botd", "run", "--config", str(config)]
-            node = await start(command, tmp / "postgres-1.log", telegram)
+        async with telegram, proxy:
+            running: list[asyncio.subprocess.Process] = []
             try:
+                for n in range(1, nodes + 1):
+                    name = f"postgres-{nodes}-{n}"
+                    store = (
+                        f"store:\n  backend: postgres\n  dsn: {json.dumps(dsn)}\n"
+                        f"  node_id: bench-{n}\nhealth: {{port: {free_port()}}}\n"
+                    )
+                    webhook = ""
+                    if nodes > 1:
+                        port = free_port()
+                        proxy.nodes.append(f"http://127.0.0.1:{port}/telegram")
+                        webhook = WEBHOOK.format(port=port)
+                        telegram.webhook_forward = proxy.url
+                    config = write_config(tmp, name, telegram, model, store=store, extra=webhook)
+                    command = [sys.executable, "-m", "botd", "run", "--config", str(config)]
+                    log = tmp / f"{name}.log"
+                    if nodes > 1:
+                        running.append(await start_webhook(command, log, telegram, len(running)))
+                    else:
+                        running.append(await start(command, log, telegram))
                 for round_ in range(args.rounds):
                     for label, messages, load in loads(args, round_):
                         figures[label].append(
                             await measure(
                                 label,
-                                [node],
+                                running,
                                 telegram,
                                 load(telegram),
                                 messages=messages,
@@ -604,8 +623,82 @@ async def on_postgres(
                             )
                         )
             finally:
-                await stop(node)
+                for node in running:
+                    await stop(node)
     return figures
+
+
+WEBHOOK = """    mode: webhook
+    webhook_url: https://bench.invalid/telegram
+    webhook_secret: bench-secret
+    listen: {{host: 127.0.0.1, port: {port}, path: /telegram}}
+"""
+"""The Telegram section's webhook keys of a node listening on ``port``."""
+
+
+class RoundRobin:
+    """A reverse proxy in front of several nodes' webhooks: each POST to the next node in
+    turn, its answer passed back (a node that refuses it makes Telegram POST it again)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[str] = []
+        self._next = 0
+        self._runner: Any = None
+        self.url = ""
+
+    async def __aenter__(self) -> RoundRobin:
+        from aiohttp import ClientSession, web
+
+        self._http = ClientSession()
+
+        async def forward(request: web.Request) -> web.Response:
+            target = self.nodes[self._next % len(self.nodes)]
+            self._next += 1
+            headers = {
+                k: v for k, v in request.headers.items() if k.lower().startswith("x-telegram")
+            }
+            body = await request.read()
+            headers["Content-Type"] = "application/json"
+            async with self._http.post(target, data=body, headers=headers) as answer:
+                return web.Response(status=answer.status, body=await answer.read())
+
+        app = web.Application()
+        app.router.add_post("/telegram", forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/telegram"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.close()
+        await self._runner.cleanup()
+
+
+async def start_webhook(
+    command: list[str], log: Path, telegram: Telegram, started: int
+) -> asyncio.subprocess.Process:
+    """Start a node in webhook mode; wait until it registered the webhook (its
+    ``setWebhook``: the ``started + 1``-th)."""
+    with log.open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            env=child_env(),
+            cwd=log.parent,
+        )
+    try:
+        async with asyncio.timeout(60):
+            while telegram.track.methods["setWebhook"] <= started:
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        process.kill()
+        raise SystemExit(f"{command[-1]} did not set its webhook; see {log}") from None
+    await asyncio.sleep(SETTLE)
+    return process
 
 
 def postgres_report(label: str, postgres: list[Figures], sqlite: list[Figures], nodes: int) -> str:
@@ -684,6 +777,9 @@ async def main(args: argparse.Namespace) -> None:
                 await stop(daemon)
 
             postgres = await on_postgres(args, model, tmp) if args.postgres else None
+            cluster = None
+            if args.postgres and args.nodes > 1 and not isinstance(postgres, str):
+                cluster = await on_postgres(args, model, tmp, nodes=args.nodes)
     except BaseException:
         print(f"e2e: the logs (botd's and the floors') are kept in {tmp}", file=sys.stderr)
         raise
@@ -715,6 +811,10 @@ async def main(args: argparse.Namespace) -> None:
     elif postgres is not None:
         for label in (light_label, heavy_label):
             print(postgres_report(label, postgres[label], botd.figures[label], nodes=1))
+    if isinstance(cluster, dict):
+        for label in (light_label, heavy_label):
+            line = postgres_report(label, cluster[label], botd.figures[label], args.nodes)
+            print(f"{line} (webhook mode, each node answering what it accepts)")
     print("e2e: every message answered exactly once")
     if args.profile:
         own, whole = top_frames(Path(args.profile))
@@ -749,6 +849,12 @@ def parse() -> argparse.Namespace:
         dest="postgres",
         action="store_false",
         help="leave out the loads on PostgreSQL",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        help="nodes of the run on PostgreSQL in Telegram's webhook mode (1: none)",
     )
     return parser.parse_args()
 
