@@ -245,14 +245,17 @@ class PostgresBase:
         if self._closing:
             raise StoreError(f"{self.where}: the store is closed")
         try:
-            async with asyncio.timeout(2 * wait), self._pool.connection(timeout=wait) as conn:
-                return await schema_version(conn)
+            async with asyncio.timeout(2 * wait):  # the reason's own attempt included
+                try:
+                    async with self._pool.connection(timeout=wait) as conn:
+                        return await schema_version(conn)
+                except psycopg.Error as exc:
+                    if not storage_fault(exc):
+                        raise
+                    reason = await self._reason(exc)
         except TimeoutError:
             raise StoreError(f"{self.where}: no answer within {2 * wait:g} s") from None
-        except psycopg.Error as exc:
-            if not storage_fault(exc):
-                raise
-            raise StoreError(f"{self.where}: {await self._reason(exc)}") from None
+        raise StoreError(f"{self.where}: {reason}")
 
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
