@@ -43,6 +43,15 @@ rounds (3), each load going to botd and then, with the same messages and request
 to the floor: figures are the medians of the rounds, the ratio the median of each round's
 ratio, latencies pooled.
 
+On PostgreSQL: the same light and saturating loads, round by round, to ``botd run`` on
+``store.backend: postgres`` (a throwaway server started here, ``tests/pg_server.py``: Debian's
+PostgreSQL with ``fsync=off``, so the figures are the CPU's, not a disk's), one node. CPU per
+message counts every process doing the work: botd and the server (the postmaster and its
+backends, from ``/proc``, backends that ended included), printed with the server's part apart
+and beside SQLite's (where the database is inside botd). ``--no-postgres`` leaves it out; a
+machine without PostgreSQL says so and goes on. A run is a list of nodes (``Nodes``), so a
+run of several (``botd run`` each, sharing the database) fits the same measurement.
+
 Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
 ``--profile FILE`` records botd under the saturating load of the last round with py-spy
 (``pip install py-spy`` into the venv; raw collapsed stacks in FILE, the floors' in
@@ -66,8 +75,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +85,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.health_probe import free_port
+from tests.pg_server import PostgresServer, postgres_bin_dir, running_postgres
 
 TOKEN = "123456:BENCH-TOKEN"
 API_KEY = "sk-ant-bench"
@@ -90,6 +102,24 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     """utime and stime of ``pid`` (all its threads), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def server_cpu_seconds(server: PostgresServer) -> float:
+    """The CPU seconds (user and system) of ``server``: its postmaster, every live child, and
+    the children that ended and were reaped (the postmaster's cutime and cstime)."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    fields = Path(f"/proc/{postmaster}/stat").read_text().rpartition(")")[2].split()
+    total = sum(int(f) for f in fields[11:15]) / TICK
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            child = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # ended meanwhile: counted in cutime once reaped
+        if int(child[1]) == postmaster:
+            total += (int(child[11]) + int(child[12])) / TICK
+    return total
 
 
 def rss_kb(pid: int) -> int:
@@ -190,6 +220,7 @@ class Figures:
     sys_ms: float  # the part of cpu_ms spent in the kernel (system calls)
     latencies: list[float]
     methods: collections.Counter[str]
+    db_ms: float = 0.0  # the part of cpu_ms spent by a database server (PostgreSQL)
 
     def percentile(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -209,12 +240,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def write_config(tmp: Path, name: str, telegram: Telegram, model: Model) -> Path:
+def write_config(
+    tmp: Path, name: str, telegram: Telegram, model: Model, *, store: str = "", extra: str = ""
+) -> Path:
+    """A botd config for ``name`` (its own state dir); ``store``: a ``store:`` section;
+    ``extra``: more keys of the Telegram section."""
     config = tmp / f"{name}.yaml"
     config.write_text(
         f"""
 state_dir: {json.dumps(str(tmp / name))}
-model:
+{store}model:
   provider: anthropic
   name: claude-bench
   api_key: ${{BENCH_ANTHROPIC_KEY}}
@@ -226,7 +261,7 @@ channels:
     token: ${{BENCH_TELEGRAM_TOKEN}}
     api_base_url: {json.dumps(telegram.base_url)}
     dm_policy: open
-""",
+{extra}""",
         encoding="utf-8",
     )
     return config
@@ -277,32 +312,43 @@ def check_once(label: str, track: Tracking) -> None:
 
 async def measure(
     label: str,
-    process: asyncio.subprocess.Process,
+    nodes: Sequence[asyncio.subprocess.Process],
     telegram: Telegram,
     drive: Any,
     *,
     messages: int,
+    database: Callable[[], float] | None = None,
 ) -> Figures:
     """Run ``drive()`` (which posts the messages and waits for their answers) as one load
-    window of ``process``; check every message was answered exactly once."""
+    window of ``nodes`` (one botd, or several sharing a database: their CPU summed); check
+    every message was answered exactly once. ``database``: the CPU seconds so far of a
+    database server doing the work too (counted in CPU per message, and shown apart)."""
     telegram.track = Tracking()
-    pid = process.pid
-    cpu_before = cpu_seconds(pid)
+
+    def cpu() -> tuple[float, float]:
+        each = [cpu_seconds(node.pid) for node in nodes]
+        return sum(u for u, _ in each), sum(k for _, k in each)
+
+    db_before = database() if database else 0.0
+    cpu_before = cpu()
     started = time.perf_counter()
     driving = asyncio.ensure_future(drive())
-    exited = asyncio.ensure_future(process.wait())
-    await asyncio.wait({driving, exited}, timeout=HANG_GUARD, return_when="FIRST_COMPLETED")
-    exited.cancel()
+    exited = [asyncio.ensure_future(node.wait()) for node in nodes]
+    await asyncio.wait({driving, *exited}, timeout=HANG_GUARD, return_when="FIRST_COMPLETED")
+    for waiting in exited:
+        waiting.cancel()
     if not driving.done():
         driving.cancel()
-        if process.returncode is not None:
-            raise SystemExit(f"e2e {label}: the process ended (status {process.returncode})")
+        for node in nodes:
+            if node.returncode is not None:
+                raise SystemExit(f"e2e {label}: a botd ended (status {node.returncode})")
         check_once(label, telegram.track)
         raise SystemExit(f"e2e {label}: no answers for {HANG_GUARD:.0f}s")
     driving.result()
     last = max(times[0] for times in telegram.track.answers.values())
     await asyncio.sleep(SETTLE)
-    user_after, sys_after = cpu_seconds(pid)
+    user_after, sys_after = cpu()
+    db = (database() - db_before) if database else 0.0
     user, kernel = user_after - cpu_before[0], sys_after - cpu_before[1]
     track = telegram.track
     check_once(label, track)
@@ -316,10 +362,11 @@ async def measure(
         label,
         messages,
         rate,
-        (user + kernel) * per_message,
+        (user + kernel + db) * per_message,
         kernel * per_message,
         latencies,
         methods,
+        db * per_message,
     )
 
 
@@ -474,7 +521,7 @@ class Contender:
         process = self.process
 
         async def measured() -> Figures:
-            return await measure(label, process, self.telegram, drive, messages=messages)
+            return await measure(label, [process], self.telegram, drive, messages=messages)
 
         if profile is None:
             self.figures[label].append(await measured())
@@ -496,6 +543,7 @@ def pooled(rounds: list[Figures]) -> Figures:
         statistics.median([f.sys_ms for f in rounds]),
         [latency for f in rounds for latency in f.latencies],
         methods,
+        statistics.median([f.db_ms for f in rounds]),
     )
 
 
@@ -514,6 +562,153 @@ def report(botd_rounds: list[Figures], floor_rounds: list[Figures]) -> str:
         f"({floor.rate:.1f} msg/s), ratio {statistics.median(ratios):.2f} (by round: "
         f"{' '.join(f'{r:.2f}' for r in ratios)}); latency {botd.latency_line()} "
         f"(floor {floor.latency_line()}); botd's Telegram calls per message: {calls}"
+    )
+
+
+async def on_postgres(
+    args: argparse.Namespace, model: Model, tmp: Path, *, nodes: int = 1
+) -> dict[str, list[Figures]] | str:
+    """The light and the saturating load, round by round, to ``nodes`` ``botd run`` on one
+    throwaway PostgreSQL (each node its own state dir and ``store.node_id``); the figures
+    by load, or why they were not measured (no PostgreSQL here).
+
+    One node polls Telegram. Several take Telegram's webhook (``mode: webhook``): the fake
+    POSTs each update to a round-robin proxy (``RoundRobin``) in front of the nodes' listen
+    ports, one POST at a time as Telegram does for a bot. Until conversations are owned across
+    nodes (leases), each node answers what it accepts, which a throughput figure does not
+    mind; each node's Telegram bot has its own rate limiter (30 sends a second), so several
+    nodes send more than one bot may."""
+    try:
+        postgres_bin_dir()
+    except RuntimeError as exc:
+        return str(exc)
+    figures: dict[str, list[Figures]] = collections.defaultdict(list)
+    telegram = Telegram()
+    proxy = RoundRobin()
+    with running_postgres() as server:
+        dsn = server.new_database()
+        database = partial(server_cpu_seconds, server)
+        async with telegram, proxy:
+            running: list[asyncio.subprocess.Process] = []
+            try:
+                for n in range(1, nodes + 1):
+                    name = f"postgres-{nodes}-{n}"
+                    store = (
+                        f"store:\n  backend: postgres\n  dsn: {json.dumps(dsn)}\n"
+                        f"  node_id: bench-{n}\nhealth: {{port: {free_port()}}}\n"
+                    )
+                    webhook = ""
+                    if nodes > 1:
+                        port = free_port()
+                        proxy.nodes.append(f"http://127.0.0.1:{port}/telegram")
+                        webhook = WEBHOOK.format(port=port)
+                        telegram.webhook_forward = proxy.url
+                    config = write_config(tmp, name, telegram, model, store=store, extra=webhook)
+                    command = [sys.executable, "-m", "botd", "run", "--config", str(config)]
+                    log = tmp / f"{name}.log"
+                    if nodes > 1:
+                        running.append(await start_webhook(command, log, telegram, len(running)))
+                    else:
+                        running.append(await start(command, log, telegram))
+                for round_ in range(args.rounds):
+                    for label, messages, load in loads(args, round_):
+                        figures[label].append(
+                            await measure(
+                                label,
+                                running,
+                                telegram,
+                                load(telegram),
+                                messages=messages,
+                                database=database,
+                            )
+                        )
+            finally:
+                for node in running:
+                    await stop(node)
+    return figures
+
+
+WEBHOOK = """    mode: webhook
+    webhook_url: https://bench.invalid/telegram
+    webhook_secret: bench-secret
+    listen: {{host: 127.0.0.1, port: {port}, path: /telegram}}
+"""
+"""The Telegram section's webhook keys of a node listening on ``port``."""
+
+
+class RoundRobin:
+    """A reverse proxy in front of several nodes' webhooks: each POST to the next node in
+    turn, its answer passed back (a node that refuses it makes Telegram POST it again)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[str] = []
+        self._next = 0
+        self._runner: Any = None
+        self.url = ""
+
+    async def __aenter__(self) -> RoundRobin:
+        from aiohttp import ClientSession, web
+
+        self._http = ClientSession()
+
+        async def forward(request: web.Request) -> web.Response:
+            target = self.nodes[self._next % len(self.nodes)]
+            self._next += 1
+            headers = {
+                k: v for k, v in request.headers.items() if k.lower().startswith("x-telegram")
+            }
+            body = await request.read()
+            headers["Content-Type"] = "application/json"
+            async with self._http.post(target, data=body, headers=headers) as answer:
+                return web.Response(status=answer.status, body=await answer.read())
+
+        app = web.Application()
+        app.router.add_post("/telegram", forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/telegram"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.close()
+        await self._runner.cleanup()
+
+
+async def start_webhook(
+    command: list[str], log: Path, telegram: Telegram, started: int
+) -> asyncio.subprocess.Process:
+    """Start a node in webhook mode; wait until it registered the webhook (its
+    ``setWebhook``: the ``started + 1``-th)."""
+    with log.open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            env=child_env(),
+            cwd=log.parent,
+        )
+    try:
+        async with asyncio.timeout(60):
+            while telegram.track.methods["setWebhook"] <= started:
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        process.kill()
+        raise SystemExit(f"{command[-1]} did not set its webhook; see {log}") from None
+    await asyncio.sleep(SETTLE)
+    return process
+
+
+def postgres_report(label: str, postgres: list[Figures], sqlite: list[Figures], nodes: int) -> str:
+    pg, lite = pooled(postgres), pooled(sqlite)
+    return (
+        f"e2e on PostgreSQL ({nodes} node{'s' if nodes > 1 else ''}) {label}: "
+        f"{pg.messages:,} messages, {pg.rate:.1f} msg/s, {pg.cpu_ms:.1f} ms CPU/msg (botd "
+        f"{pg.cpu_ms - pg.db_ms:.1f} + postgres {pg.db_ms:.1f}), p99 to the first piece "
+        f"{pg.percentile(0.99):.0f} ms; on SQLite: {lite.rate:.1f} msg/s, {lite.cpu_ms:.1f} ms "
+        f"CPU/msg, p99 {lite.percentile(0.99):.0f} ms"
     )
 
 
@@ -571,7 +766,7 @@ async def main(args: argparse.Namespace) -> None:
                 idle = rss_kb(daemon.pid)
                 many = await measure(
                     f"{args.conversations:,} conversations",
-                    daemon,
+                    [daemon],
                     telegram,
                     waves(telegram, args.conversations, args.chats),
                     messages=args.conversations,
@@ -580,6 +775,11 @@ async def main(args: argparse.Namespace) -> None:
                 after = rss_kb(daemon.pid)
             finally:
                 await stop(daemon)
+
+            postgres = await on_postgres(args, model, tmp) if args.postgres else None
+            cluster = None
+            if args.postgres and args.nodes > 1 and not isinstance(postgres, str):
+                cluster = await on_postgres(args, model, tmp, nodes=args.nodes)
     except BaseException:
         print(f"e2e: the logs (botd's and the floors') are kept in {tmp}", file=sys.stderr)
         raise
@@ -606,6 +806,15 @@ async def main(args: argparse.Namespace) -> None:
         f"({(after - idle) / args.conversations:.1f} KB per conversation; "
         f"{many.rate:.1f} msg/s, {many.cpu_ms:.1f} ms CPU/msg)"
     )
+    if isinstance(postgres, str):
+        print(f"e2e on PostgreSQL: not measured: {postgres}")
+    elif postgres is not None:
+        for label in (light_label, heavy_label):
+            print(postgres_report(label, postgres[label], botd.figures[label], nodes=1))
+    if isinstance(cluster, dict):
+        for label in (light_label, heavy_label):
+            line = postgres_report(label, cluster[label], botd.figures[label], args.nodes)
+            print(f"{line} (webhook mode, each node answering what it accepts)")
     print("e2e: every message answered exactly once")
     if args.profile:
         own, whole = top_frames(Path(args.profile))
@@ -635,6 +844,18 @@ def parse() -> argparse.Namespace:
         help="rounds of both loads, botd and the floor in turn; figures are the medians",
     )
     parser.add_argument("--profile", help="py-spy raw output file for the saturating load")
+    parser.add_argument(
+        "--no-postgres",
+        dest="postgres",
+        action="store_false",
+        help="leave out the loads on PostgreSQL",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        help="nodes of the run on PostgreSQL in Telegram's webhook mode (1: none)",
+    )
     return parser.parse_args()
 
 

@@ -80,6 +80,7 @@ from .media.sandbox import Sandbox
 from .ops.health import HealthServer, cannot_listen
 from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
 from .ops.metrics import Backlog, Metrics
+from .ops.node import PROBE_WAIT, NodeHealth
 from .ops.outages import Reachability, stuck_inbox
 from .ops.ports import listen_problem
 from .ops.statelock import StateLock
@@ -91,6 +92,7 @@ from .store import (
     InboundPruner,
     ModelUsage,
     Store,
+    StoreError,
     StoreStatus,
 )
 from .store.sqlite import SqliteStore
@@ -656,13 +658,17 @@ class App:
         await runtime.mcp.wait_started(MCP_START_WAIT)
         await runtime.sessions.release()
         if config.health.enabled:
+            node = NodeHealth(
+                config.store.node_id, config.store.backend, runtime.store, runtime.leases
+            )
             health = HealthServer(
                 config.health.host,
                 config.health.port,
                 channel_states=self.channel_states,
                 channel_problems=runtime.keeper.problems,
                 metrics=self.metrics,
-                components=lambda: health_components(runtime, self.config),
+                components=lambda: health_components(runtime, self.config, node),
+                node=node.view,
             )
             self.health = health
             await health.start()
@@ -765,24 +771,40 @@ class App:
         log.info("stopped")
 
 
-async def health_components(runtime: Runtime, config: BotdConfig) -> dict[str, str | None]:
-    """``/healthz``'s components: each None while well, else what is wrong. The store (a
-    write failing), the inbox (its oldest unanswered message older than
-    ``health.stuck_after``), each model API (down: ``botd.ops.outages``) and MCP server."""
-    inbox = await runtime.store.inbox_backlog()
+async def health_components(
+    runtime: Runtime, config: BotdConfig, node: NodeHealth
+) -> dict[str, str | None]:
+    """``/healthz``'s components: each None while well, else what is wrong. The store (its
+    database cannot be read now, or a write failing), the inbox (its oldest unanswered
+    message older than ``health.stuck_after``; not read while the database is away), each
+    model API (down: ``botd.ops.outages``) and MCP server."""
+    database = await node.probe()
+    store = runtime.store.health.reason
+    stuck = None
+    if not database.reachable:
+        store = f"{database.where} cannot be read: {database.reason}"
+    else:
+        try:
+            inbox = await runtime.store.inbox_backlog()
+        except StoreError as exc:  # gone since the probe: the next probe says so
+            store = str(exc)
+        else:
+            stuck = stuck_inbox(inbox.oldest_age, inbox.count, config.health.stuck_after)
     models = runtime.model_health.items()
     return {
-        "store": runtime.store.health.reason,
-        "inbox": stuck_inbox(inbox.oldest_age, inbox.count, config.health.stuck_after),
+        "store": store,
+        "inbox": stuck,
         **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
         **runtime.mcp.health(),
     }
 
 
 async def store_backlog(store: StoreStatus) -> Backlog:
-    """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces."""
-    inbox = await store.inbox_backlog()
-    return Backlog(inbox.count, inbox.oldest_age, await store.outbox_pending_count())
+    """What waits in ``store``: unfinished inbox rows (and the oldest's age), unsent pieces.
+    Bounded by ``PROBE_WAIT``: a database that went away must not hold up ``/healthz``."""
+    async with asyncio.timeout(PROBE_WAIT):
+        inbox = await store.inbox_backlog()
+        return Backlog(inbox.count, inbox.oldest_age, await store.outbox_pending_count())
 
 
 async def has_conversation(store: ConversationLedger, conversation_key: str) -> bool:

@@ -14,17 +14,30 @@ runs but cannot be asked (its health endpoint is off or does not answer); 2 when
 cannot be read; 3 when no botd runs on the state dir (no pid in its lock file, or that
 process is gone).
 
-Of the config only ``state_dir`` and ``health`` are used, and unset ``${VAR}``s are left as
-stand-ins, so the command works from a shell without the daemon's secrets.
+On the postgres backend the answering node's own part (``node`` of ``/healthz``: its id, the
+database as it sees it, the leases it holds) is shown, and the shared database is read too,
+whether or not a botd runs here: the inbox backlog, the pieces not yet confirmed sent, the
+pairing codes waiting and every node's leases (holder, epoch, expiry). In ``--json`` that is
+``database`` (null on SQLite): ``where``, ``error`` (one line when it cannot be read, else
+null), ``schema_version``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
+``outbox_pending``, ``pairing_waiting`` and ``leases`` (``name``, ``holder``, ``epoch``,
+``expires_in``: seconds, zero or less once expired). A database that cannot be read makes
+the exit status 1 (unless no botd runs: 3).
+
+Of the config only ``state_dir``, ``health`` and ``store`` are used, and unset ``${VAR}``s
+are left as stand-ins, so the command works from a shell without the daemon's secrets (a
+``store.dsn`` whose variable is unset is said to be, and the database is not read).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +52,8 @@ EXIT_NOT_RUNNING = 3
 REQUEST_TIMEOUT = 5.0
 """Seconds the health endpoint gets to answer."""
 _ANY_ADDRESS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+_UNSET = re.compile(r"<(\w+) unset>")
+"""The stand-in the config loader leaves for an unset ``${VAR}``."""
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -83,13 +98,15 @@ class Report:
     url: str | None
     health: dict[str, Any] | None = None
     reason: str | None = None
+    database: dict[str, Any] | None = None
+    """The shared database as read by this command (postgres only; see the module docstring)."""
 
     @property
     def exit_status(self) -> int:
-        if self.status == "ok":
-            return EXIT_OK
         if self.status == "not running":
             return EXIT_NOT_RUNNING
+        if self.status == "ok" and not (self.database or {}).get("error"):
+            return EXIT_OK
         return EXIT_DOWN
 
     def as_json(self) -> str:
@@ -101,6 +118,7 @@ class Report:
                 "url": self.url,
                 "health": self.health,
                 "reason": self.reason,
+                "database": self.database,
             },
             ensure_ascii=False,
         )
@@ -128,6 +146,8 @@ def status(
         return 2
     register(config)
     report = inspect(config)
+    if config.store.backend == "postgres":
+        report = replace(report, database=read_database(config.store.dsn or ""))
     if args.json:
         say(report.as_json(), file=sys.stdout)
     else:
@@ -180,6 +200,57 @@ def inspect(config: BotdConfig) -> Report:
     return Report("ok" if body.get("status") == "ok" else "degraded", state_dir, pid, url, body)
 
 
+def read_database(dsn: str) -> dict[str, Any]:
+    """The shared database as ``botd status`` shows it (see the module docstring); a
+    database that cannot be read is ``error``, one line without the password."""
+    from ..store import StoreError
+    from ..store.postgres.base import describe
+
+    where = describe(dsn)
+    unset = _UNSET.search(dsn)
+    if unset:
+        return {
+            "where": None,
+            "error": f"store.dsn: ${{{unset.group(1)}}} is not set in this shell (set it as "
+            "botd's environment does)",
+        }
+    try:
+        return {"where": where, "error": None, **asyncio.run(_read_database(dsn))}
+    except StoreError as exc:
+        return {"where": where, "error": str(exc)}
+
+
+async def _read_database(dsn: str) -> dict[str, Any]:
+    from ..store import StoreError
+    from ..store.postgres import PostgresStore
+
+    store = await PostgresStore.open_reader(dsn)
+    try:
+        try:
+            version = await store.schema_version()
+            inbox = await store.inbox_backlog()
+            pending = await store.outbox_pending_count()
+            leases = await store.lease_table().rows()
+            waiting = await store.pairing().waiting()
+        except Exception as exc:  # an older schema lacks a table, say
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"{store.where}: {' '.join(str(exc).split())}") from None
+    finally:
+        await store.aclose()
+    return {
+        "schema_version": version,
+        "inbox_backlog": inbox.count,
+        "inbox_oldest_unanswered_seconds": inbox.oldest_age,
+        "outbox_pending": pending,
+        "pairing_waiting": len(waiting),
+        "leases": [
+            {"name": r.name, "holder": r.holder, "epoch": r.epoch, "expires_in": r.expires_in}
+            for r in leases
+        ],
+    }
+
+
 class _NoAnswer(Exception):
     """The endpoint could not be reached, or did not answer with its JSON."""
 
@@ -206,6 +277,45 @@ def _ask(url: str) -> dict[str, Any]:
 
 def describe(report: Report) -> list[str]:
     """``report`` as the lines ``botd status`` prints."""
+    lines = _describe_node(report)
+    if report.database is not None:
+        lines.extend(_describe_database(report.database))
+    return lines
+
+
+def _describe_database(database: Mapping[str, Any]) -> list[str]:
+    from .pairing import format_age
+
+    where = database.get("where")
+    if database.get("error"):
+        return [f"database{f' {where}' if where else ''}: cannot be read: {database['error']}"]
+    line = (
+        f"database {where} (schema {database.get('schema_version', '?')}): "
+        f"inbox {database.get('inbox_backlog', '?')} not answered yet"
+    )
+    oldest = database.get("inbox_oldest_unanswered_seconds")
+    if isinstance(oldest, int | float):
+        line += f" (the oldest for {format_age(oldest)})"
+    line += (
+        f", outbox {database.get('outbox_pending', '?')} piece(s) not confirmed sent, "
+        f"{database.get('pairing_waiting', '?')} pairing code(s) waiting"
+    )
+    lines = [line]
+    leases = [lease for lease in database.get("leases") or [] if isinstance(lease, dict)]
+    width = max((len(str(lease.get("name"))) for lease in leases), default=0)
+    for lease in leases:
+        left = float(lease.get("expires_in") or 0.0)
+        when = f"expires in {format_age(left)}" if left > 0 else f"expired {format_age(-left)} ago"
+        lines.append(
+            f"  lease {lease.get('name')!s:<{width}}  {lease.get('holder')}  "
+            f"epoch {lease.get('epoch')}  {when}"
+        )
+    if not leases:
+        lines.append("  no leases yet")
+    return lines
+
+
+def _describe_node(report: Report) -> list[str]:
     from .pairing import format_age
 
     if report.health is None or report.status == "unknown":
@@ -236,9 +346,36 @@ def describe(report: Report) -> list[str]:
         lines.append(backlog)
     if "outbox_pending" in stats:
         lines.append(f"  outbox: {stats['outbox_pending']} piece(s) not yet confirmed sent")
+    lines.extend(_node_lines(_mapping(body.get("node"))))
     problems = body.get("problems")
     if isinstance(problems, list):
         lines.extend(f"  problem: {problem}" for problem in problems)
+    return lines
+
+
+def _node_lines(node: Mapping[str, Any]) -> list[str]:
+    """The answering node: its id and backend, the database as it sees it, its leases."""
+    if not node:
+        return []
+    database = _mapping(node.get("database"))
+    seen = ""
+    if database:
+        seen = f", {database.get('where', '?')} " + (
+            f"reachable (schema {database.get('schema_version')})"
+            if database.get("reachable")
+            else f"not reachable: {database.get('reason')}"
+        )
+    lines = [f"  node {node.get('id', '?')} ({node.get('backend', '?')}{seen})"]
+    held = [lease for lease in node.get("leases") or [] if isinstance(lease, dict)]
+    if held:
+        lines.append(
+            "  leases held: "
+            + ", ".join(
+                f"{lease.get('name')} (epoch {lease.get('epoch')}, "
+                f"{float(lease.get('seconds_left') or 0):.0f} s left)"
+                for lease in held
+            )
+        )
     return lines
 
 

@@ -52,6 +52,8 @@ class HealthServer:
     it is not (in its own words, e.g. SQLite's ``database or disk is full``);
     ``channel_problems`` maps a channel that is not running to what its problem line says
     after its name (``down for 42 s (getUpdates failed: …)``; else its state is said).
+    ``node`` gives the ``node`` object of the body (``botd.ops.node.NodeHealth.view``: the
+    node's id, backend, database and leases), read after ``components``.
 
     For ``botd status`` the body also has ``botd`` (``version``, ``pid``, ``node``: which
     process answers), ``channel_errors`` (each channel's problem, as in ``channel_problems``)
@@ -68,12 +70,14 @@ class HealthServer:
         metrics: Metrics,
         components: Callable[[], Awaitable[Mapping[str, str | None]]] | None = None,
         channel_problems: Callable[[], Mapping[str, str]] | None = None,
+        node: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._channel_states = channel_states
         self._components = components or _no_components
         self._channel_problems = channel_problems or dict
+        self._node = node
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.app = web.Application()
@@ -149,6 +153,8 @@ class HealthServer:
             "problems": problems,
         }
         body.update(await self._about(described))
+        if self._node is not None:
+            body["node"] = dict(self._node())
         return web.json_response(body, status=503 if problems else 200)
 
     async def _about(self, reasons: Mapping[str, str]) -> dict[str, Any]:

@@ -373,6 +373,17 @@ class StoreStatus(Protocol):
         """How many pieces are written and not confirmed sent."""
         ...
 
+    @property
+    def where(self) -> str:
+        """The database, named without a password (the SQLite file, or
+        ``postgresql://user@host:port/db``)."""
+        ...
+
+    async def probe(self, wait: float) -> int:
+        """The schema version, read within about ``wait`` seconds; ``StoreError`` in the
+        database's words when it cannot be reached."""
+        ...
+
 
 class Store(ConversationStore, InboundLedger, Offsets, JobLedger, Pruning, StoreStatus, Protocol):
     """The whole store, as the wiring sees it: every protocol above, and closing it."""

@@ -3,6 +3,11 @@ its health endpoint. Exit 0 when all is up, 1 when something is down (or botd ca
 asked), 3 when no botd runs; ``--json`` prints one object. Each case against a real daemon:
 ``botd run`` as a child process (killed with SIGKILL for the last case), or the daemon in the
 test's loop with Telegram's SDK over the loopback Bot API.
+
+On ``store.backend: postgres`` (a server of the test's own, ``running_postgres``, since it is
+stopped and started again): the node with its leases and the database, the shared database
+read by the command itself; the database stopped degrades both, started again the daemon is
+well again by itself.
 """
 
 from __future__ import annotations
@@ -11,20 +16,23 @@ import asyncio
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 
 from botd.app import App
 from botd.ops.statelock import LOCK_FILENAME
+from botd.store.postgres import SCHEMA_VERSION
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
-from tests.daemon_process import reap, run_botd, start_daemon
+from tests.daemon_process import bare_env, reap, run_botd, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
+from tests.pg_server import PostgresServer, running_postgres
 from tests.waiting import until
 
 ALICE = 111
@@ -191,3 +199,126 @@ def test_no_daemon_on_the_state_dir_is_3(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert done.stdout == f"botd is not running: no botd holds state dir {tmp_path / 'state'}\n"
     assert done.stderr == ""
+
+
+# --- on the postgres backend ------------------------------------------------------------
+
+PASSWORD = "pw-never-shown-4711"
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    """A server of this test's own: it is stopped and started again."""
+    with running_postgres() as server:
+        yield server
+
+
+async def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/healthz") as resp,
+    ):
+        body = await resp.json()
+        assert isinstance(body, dict)
+        return resp.status, body
+
+
+async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down_and_back(
+    tmp_path: Path, own_server: PostgresServer, telegram: FakeTelegramAPI
+) -> None:
+    plain = own_server.new_database()
+    database = plain.rsplit("/", 1)[1]
+    # The server trusts loopback, so the password is never checked: only never shown.
+    dsn = plain.replace("botd@", f"botd:{PASSWORD}@")
+    where = f"postgresql://botd@127.0.0.1:{own_server.port}/{database}"
+    port = free_port()
+    config = tmp_path / "botd.yaml"
+    text = (
+        f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+        f"health: {{enabled: true, port: {port}}}\n"
+        f"store: {{backend: postgres, dsn: {json.dumps(dsn)}, node_id: node-a, lease_ttl: 3}}\n"
+        + telegram_yaml(telegram, "poll_timeout: 1", "dm_policy: open")
+    )
+    async with daemon_running(text, config_path=config) as daemon:
+        assert daemon.runtime is not None
+        assert await daemon.runtime.leases.try_claim("scheduler") is not None
+
+        code, body = await status_json(config)
+        assert code == 0, body
+        node = body["health"]["node"]
+        assert node["id"] == "node-a" and node["backend"] == "postgres"
+        assert node["database"] == {
+            "where": where,
+            "reachable": True,
+            "schema_version": SCHEMA_VERSION,
+            "reason": None,
+        }
+        [held] = node["leases"]
+        assert held["name"] == "scheduler" and held["epoch"] == 1 and held["seconds_left"] > 0
+        shared = body["database"]
+        assert shared["where"] == where and shared["error"] is None
+        assert shared["schema_version"] == SCHEMA_VERSION
+        assert (shared["inbox_backlog"], shared["outbox_pending"]) == (0, 0)
+        assert shared["pairing_waiting"] == 0
+        [row] = shared["leases"]
+        assert (row["name"], row["holder"], row["epoch"]) == ("scheduler", "node-a", 1)
+        assert row["expires_in"] > 0
+
+        done = await status(config)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert f"  node node-a (postgres, {where} reachable (schema {SCHEMA_VERSION}))" in lines
+        assert any(line.startswith("  leases held: scheduler (epoch 1, ") for line in lines)
+        assert any(line.startswith(f"database {where} (schema ") for line in lines)
+        assert any(
+            line.startswith("  lease scheduler  node-a  epoch 1  expires in ") for line in lines
+        )
+
+        await asyncio.to_thread(own_server.stop, "immediate")
+        down: dict[str, Any] = {}
+
+        async def degraded() -> bool:
+            nonlocal down
+            code, down = await healthz(port)
+            return code == 503
+
+        await until(degraded, "/healthz degraded with the database stopped")
+        assert down["components"]["store"]["status"] == "degraded"
+        [problem] = [p for p in down["problems"] if p.startswith("store: ")]
+        assert problem.startswith(f"store: {where} cannot be read: ")
+        assert down["node"]["database"]["reachable"] is False
+        assert down["node"]["database"]["reason"]
+
+        done = await status(config)
+        assert done.returncode == 1
+        lines = done.stdout.splitlines()
+        [unread] = [line for line in lines if line.startswith("database ")]
+        assert unread.startswith(f"database {where}: cannot be read: {where}: cannot be reached (")
+        assert lines[0].endswith(": degraded")
+        assert PASSWORD not in done.stdout + done.stderr + json.dumps(down)
+
+        await asyncio.to_thread(own_server.start)
+
+        async def well() -> bool:
+            code, _ = await healthz(port)
+            return code == 200
+
+        await until(well, "/healthz well again once the database is back")
+        code, body = await status_json(config)
+        assert code == 0, body
+        assert body["database"]["error"] is None
+
+
+def test_status_says_in_one_line_that_the_dsn_variable_is_unset(tmp_path: Path) -> None:
+    config = tmp_path / "botd.yaml"
+    config.write_text(
+        f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+        "store: {backend: postgres, dsn: '${BOTD_DATABASE_URL}'}\n",
+        encoding="utf-8",
+    )
+    done = run_botd("status", "--config", str(config), env=bare_env())
+    assert done.returncode == 3
+    assert done.stdout.splitlines()[1:] == [
+        "database: cannot be read: store.dsn: ${BOTD_DATABASE_URL} is not set in this shell "
+        "(set it as botd's environment does)"
+    ]

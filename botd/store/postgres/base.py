@@ -22,9 +22,16 @@ the batch at once.
 
 Faults: the server cannot be reached, the connection was cut, the database is full or read
 only. Such a failure fails the whole batch: every waiting caller gets ``StoreWriteError``
-with the server's (or libpq's) words, the records of the batch are dropped with it (logged),
-and ``health`` is degraded for that kind of write until one commits again; the pool
-reconnects by itself once the server answers, so the store recovers without a restart.
+with the server's (or libpq's) words, and ``health`` is degraded for that kind of write until
+one commits again; the pool reconnects by itself once the server answers, so the store
+recovers without a restart. The records of the failed batch (nobody waits for them: a piece
+sent, an entry answered, a transcript's turn) are kept, in their order, ahead of whatever is
+queued after them, and written again every ``RETRY_WAIT`` until the database takes them:
+dropped, a run finished while the database was away would be resumed and posted again at
+the next start. (At the store's close they get one last try.) While the database is away
+(the last batch failed for a fault), a batch or a read waits only ``AWAY_WAIT`` for a
+connection, so a run that goes on without the database (delivery sends a piece whose journal
+write failed) is not held up ``CONNECTION_WAIT`` per write.
 A deadlock or serialization failure with another node's transaction rolls the batch back and
 writes it again (``RETRIES`` times). The DSN's password is never in any of these words:
 the database is named by ``describe`` and the password is masked in every message.
@@ -70,6 +77,12 @@ RECONNECT_TIMEOUT = 5.0
 POOL_SIZE = 8
 RETRIES = 3
 """Attempts of a batch that lost a deadlock or a serialization conflict to another node."""
+RETRY_WAIT = 1.0
+"""Seconds between attempts at the records kept from a batch that failed for a fault."""
+AWAY_WAIT = 0.5
+"""Seconds a batch or a read waits for a connection while the database is away."""
+KEPT_AT_MOST = 100_000
+"""Records kept for a database that stays away; past it the oldest are dropped (logged)."""
 
 
 def describe(dsn: str) -> str:
@@ -139,7 +152,12 @@ class PostgresBase:
         """Set once the batch being written now is written."""
         self._closing = False
         self._closed = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
+        self._away = False
+        """The last batch failed for a fault: connections are waited for ``AWAY_WAIT`` only."""
+        self._kept = False
+        """Records of a failed batch wait in the queue to be written again."""
 
     @classmethod
     async def open(cls, dsn: str, *, clock: Clock = time.time, pool_size: int = POOL_SIZE) -> Self:
@@ -173,12 +191,40 @@ class PostgresBase:
         store._flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
         return store
 
+    @classmethod
+    async def open_reader(cls, dsn: str, *, clock: Clock = time.time) -> Self:
+        """The store on ``dsn`` for reading only (``botd status``): not migrated, no flusher,
+        a pool of one connection. ``StoreOpenError`` (one line, no password) when the
+        database cannot be reached."""
+        where = describe(dsn)
+        try:
+            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT):
+                pass
+        except psycopg.Error as exc:
+            raise StoreOpenError(
+                f"{where}: cannot be reached ({words(exc, password_of(dsn))}): check store.dsn "
+                "and that the server runs and takes connections from this host"
+            ) from None
+        pool: Pool = AsyncConnectionPool(
+            dsn,
+            open=False,
+            min_size=1,
+            max_size=1,
+            timeout=CONNECTION_WAIT,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            name="botd-status",
+        )
+        await pool.open()
+        store = cls(pool, dsn, clock=clock)
+        return store
+
     async def aclose(self) -> None:
         """Write what is queued, stop the flusher and close the pool (idempotent)."""
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
+        self._stopping.set()
         self._queued.set()
         self._urgent.set()
         try:
@@ -191,6 +237,25 @@ class PostgresBase:
 
     async def schema_version(self) -> int:
         return await self._read(schema_version, after_queued=False)
+
+    async def probe(self, wait: float) -> int:
+        """The schema version, on a connection of the pool, within about ``wait`` seconds
+        (a server that went away, or stopped answering, must not hold up ``/healthz``);
+        ``StoreError`` in the database's (or libpq's) words when it cannot be read."""
+        if self._closing:
+            raise StoreError(f"{self.where}: the store is closed")
+        try:
+            async with asyncio.timeout(2 * wait):  # the reason's own attempt included
+                try:
+                    async with self._pool.connection(timeout=wait) as conn:
+                        return await schema_version(conn)
+                except psycopg.Error as exc:
+                    if not storage_fault(exc):
+                        raise
+                    reason = await self._reason(exc)
+        except TimeoutError:
+            raise StoreError(f"{self.where}: no answer within {2 * wait:g} s") from None
+        raise StoreError(f"{self.where}: {reason}")
 
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
@@ -270,7 +335,7 @@ class PostgresBase:
         if after_queued:
             await self._flushed()
         try:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 return await read(conn)
         except psycopg.Error as exc:
             if not storage_fault(exc):
@@ -299,8 +364,29 @@ class PostgresBase:
                 self._writing_done = None
                 if done is not None and not done.done():
                     done.set_result(None)
+            if self._kept and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), RETRY_WAIT)
             if self._closing and not self._queue:
                 return
+
+    def _connection(self) -> contextlib.AbstractAsyncContextManager[Conn]:
+        """A connection of the pool, waited for ``AWAY_WAIT`` only while the database is away."""
+        return self._pool.connection(timeout=AWAY_WAIT if self._away else None)
+
+    def _keep(self, records: list[Queued]) -> None:
+        """Put ``records`` back at the head of the queue, to be written again."""
+        self._queue[:0] = records
+        dropped = len(self._queue) - KEPT_AT_MOST
+        if dropped > 0:
+            kinds = ", ".join(sorted({q.kind for q in self._queue[:dropped]}))
+            del self._queue[:dropped]
+            log.error("store: %d record(s) (%s) dropped: the database is away", dropped, kinds)
+        if self._queued_done is None:
+            self._queued_done = self._loop.create_future()
+        self._kept = True
+        self._queued.set()
+        self._urgent.set()
 
     async def _write(self, batch: list[Queued]) -> None:
         batch = [q for q in batch if q.future is None or not q.future.cancelled()]
@@ -324,17 +410,24 @@ class PostgresBase:
                         queued.future.cancel()
                     else:
                         queued.future.set_exception(error)
-            dropped = [q.kind for q in batch if q.future is None]
-            if dropped:
-                log.error(
-                    "store: %d queued record(s) (%s) not written: %s",
-                    len(dropped),
-                    ", ".join(sorted(set(dropped))),
+            records = [q for q in batch if q.future is None]
+            kinds = ", ".join(sorted({q.kind for q in records}))
+            if records and isinstance(error, StoreWriteError) and not self._closing:
+                self._keep(records)
+                log.warning(
+                    "store: %d record(s) (%s) kept to be written again: %s",
+                    len(records),
+                    kinds,
                     error,
+                )
+            elif records:
+                log.error(
+                    "store: %d queued record(s) (%s) not written: %s", len(records), kinds, error
                 )
             if not isinstance(exc, Exception):
                 raise
             return
+        self._away = self._kept = False
         for kind in {q.kind for q in batch}:
             self.health.succeeded(kind)
         for future, value, failure in outcomes:
@@ -351,7 +444,7 @@ class PostgresBase:
         """One transaction for ``batch``, in its order: records in pipeline mode, awaited
         writes each in a savepoint. The outcome of each awaited write."""
         outcomes = []
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             # Every lock of the batch first, in one order on every node: two batches that
             # need the same conversations cannot each hold one the other waits for.
             for name in sorted({name for queued in batch for name in queued.locks}):
@@ -376,6 +469,7 @@ class PostgresBase:
         store degraded), else the error itself."""
         if not storage_fault(exc):
             return exc
+        self._away = True
         reason = await self._reason(exc)
         self.health.failed(kind, reason)
         return StoreWriteError(self.where, reason)
@@ -421,6 +515,7 @@ def words(exc: BaseException, password: str | None) -> str:
 __all__ = [
     "CONNECTION_WAIT",
     "LAZY_WINDOW",
+    "RETRY_WAIT",
     "Conn",
     "PostgresBase",
     "describe",

@@ -148,6 +148,18 @@ class StoreBase:
     def schema_version(self) -> int:
         return int(self._connection().execute("PRAGMA user_version").fetchone()[0])
 
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    async def probe(self, wait: float) -> int:
+        """The schema version: a file on this machine is always there to read (a failing
+        disk shows in ``health``, at the write that failed)."""
+        try:
+            return self.schema_version()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+
     # --- plumbing -----------------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
