@@ -81,3 +81,17 @@ def saved_offset(dsn: str, channel: str, account: str) -> int | None:
     except psycopg.errors.UndefinedTable:
         return None
     return None if row is None else int(row[0])
+
+
+def lease_holders(dsn: str, prefix: str) -> dict[str, str]:
+    """The unexpired leases whose name starts with ``prefix``: name -> holder."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(
+                "SELECT name, holder FROM leases"
+                " WHERE name LIKE %s AND expires_at > clock_timestamp()",
+                (prefix + "%",),
+            ).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return {}
+    return {str(name): str(holder) for name, holder in rows}

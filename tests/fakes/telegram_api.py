@@ -282,6 +282,7 @@ class FakeTelegramAPI:
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
         self._updates: list[dict[str, Any]] = []
+        self._vias: set[str] = set()
         self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
         self._next_update_id = 1
         self._next_message_id: dict[int, int] = {}
@@ -320,7 +321,8 @@ class FakeTelegramAPI:
     def base_url_via(self, via: str) -> str:
         """``base_url`` under the path prefix ``via``: the same API, each call recorded with
         it (``Call.via``), so that clients sharing one token (the nodes of a cluster) can be
-        told apart."""
+        told apart. Any other prefix is not found (404), as on a wrong URL."""
+        self._vias.add(via)
         return f"{self.base_url}/{via}"
 
     async def __aenter__(self) -> Self:
@@ -584,6 +586,8 @@ class FakeTelegramAPI:
         method = request.match_info["method"]
         params = await self._params(request)
         call = Call(method, params, via=request.match_info.get("via", ""))
+        if call.via and call.via not in self._vias:
+            raise web.HTTPNotFound()
         self.calls.append(call)
         try:
             if self._outage is not None and self._outage.active:
@@ -638,6 +642,8 @@ class FakeTelegramAPI:
         }
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info.get("via", "") not in {"", *self._vias}:
+            raise web.HTTPNotFound()
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401}, status=401)
         path = request.match_info["path"]
