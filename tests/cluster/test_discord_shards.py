@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 
 from tests.cluster.nodes import Node, lease_holders, node
@@ -109,3 +110,48 @@ async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
     for said in ("dm one", "guild one", "dm two", "guild two"):
         assert texts.count(said) == 1, said
     assert sorted(tuple(i["shard"]) for i in discord.identifies) == [(0, 2), (0, 2), (1, 2), (1, 2)]
+
+
+async def test_a_node_paused_past_its_leases_closes_its_shards_sessions_when_it_runs_again(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with FakeDiscordAPI() as discord:
+        a = discord_node(tmp_path, "node-a", discord)
+        b = discord_node(tmp_path, "node-b", discord)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-a")
+                    and discord.sessions_open() == {0: 1, 1: 1}
+                ),
+                "node-a holding both shards",
+            )
+            second = await b.start(postgres_dsn)
+            first.send_signal(signal.SIGSTOP)  # its sockets stay open, its leases lapse
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-b")
+                    and discord.sessions_open() == {0: 2, 1: 2}
+                ),
+                "node-b connected both shards beside node-a's stale sessions",
+            )
+            first.send_signal(signal.SIGCONT)
+            await until(lambda: discord.sessions_open() == {0: 1, 1: 1}, "node-a's sessions closed")
+            lost = [f"discord:default:{n} gateway: lost (epoch 1)" for n in (0, 1)]
+            await until(lambda: all(map(a.logged, lost)), "node-a saying so")
+            await say(discord, "dm", dm=True)
+            await say(discord, "guild", dm=False)
+            await until(lambda: {"dm", "guild"} <= set(answers(discord)), "both answered")
+            for process in (first, second):
+                assert await stop_daemon(process) == 0
+        finally:
+            if first.returncode is None:
+                first.send_signal(signal.SIGCONT)
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    assert sorted(answers(discord)) == ["dm", "guild"]
+    assert lease_holders(postgres_dsn, "discord:") == {}
