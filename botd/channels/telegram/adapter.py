@@ -24,6 +24,12 @@ is answered 200 only once it was accepted, 503 when not (Telegram sends it again
 shutdown botd stops listening and leaves the webhook set, so what comes meanwhile waits with
 Telegram for the next start.
 
+On several nodes (``leases``) one node polls: the holder of the lease ``telegram:<account>``
+(``botd.cluster.holding``). It starts from the stored offset; once its lease is past its
+deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop included) and saves
+no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
+offset from moving back when a node paused mid-poll saves an older one.
+
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
 while running is reported through ``on_down``, and the daemon restarts the channel); whether
