@@ -441,6 +441,7 @@ def build_runtime(
                 has_conversation=partial(has_conversation, store),
                 admits=router.admits,
                 model=f"{config.model.provider} provider (model {config.model.model_name})",
+                leases=leases if config.store.backend == "postgres" else None,
             ),
             debug=debug,
             on_down=partial(counters.error, kind="channel_down"),

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..chat import ChatKindOf, InboundMessage, TargetForm
+from ..cluster.leases import LeaseKeeper
 from ..config import ChannelSection
 from ..config.channels import registrations
 from ..config.extras import installed
@@ -85,6 +86,11 @@ class ChannelContext:
     on_channel_down: Callable[[str, str], None] | None = None
     """Called with (channel, one-line reason) when a started channel stops working for good
     (its connection ended, its token was revoked); the daemon then restarts it with backoff."""
+
+    leases: LeaseKeeper | None = None
+    """This node's leases when it is one of several on a shared database (``store.backend:
+    postgres``); None on a single node. An adapter whose platform allows one connection per
+    account (or shard) runs it only while it holds that lease (``botd.cluster.holding``)."""
 
     on_reachability: Callable[[str, str | None], None] | None = None
     """Called with (channel, error) when a running channel's platform could not be reached

@@ -246,7 +246,8 @@ class Offsets(Protocol):
     def set_offset_soon(self, channel: str, account: str, value: str) -> None:
         """Save the account's position with a later group commit (a record: one lost in a
         crash only has the platform send some messages again, which the inbound ledger
-        drops as repeats). Saved positions are applied in the order given."""
+        drops as repeats). Saved positions are applied in the order given; on a database
+        shared by several nodes a numeric position never moves backwards."""
         ...
 
 

@@ -20,7 +20,10 @@ spec/testing.md section 5). What the fake serves:
   or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
   with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
   ``dispatch`` pushes an event to the live session; ``drop_connection`` closes the socket the
-  way a network fault or a Discord restart would.
+  way a network fault or a Discord restart would. Sharding as Discord does it: IDENTIFY's
+  ``shard`` [id, count] binds the session to a shard, the guild's events (and its
+  GUILD_CREATE) go to shard ``(guild_id >> 22) % count`` and DMs to shard 0; ``live_shards``
+  and ``sessions_open`` tell which sessions are open on each shard.
 
 Faults on the message routes (POST, PATCH, DELETE under ``channels/{id}/messages``):
 ``fail_next`` answers with an error status (a 503 discord.py does not retry itself, a 4xx),
@@ -122,6 +125,7 @@ class _Fault:
 class _Session:
     ws: web.WebSocketResponse
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    shard: int = 0
 
 
 class FakeDiscordAPI:
@@ -162,6 +166,11 @@ class FakeDiscordAPI:
         self._session: _Session | None = None
         self._live = asyncio.Event()
         """Set while a session is identified or resumed and can take dispatches."""
+        self.shard_count = 1
+        """The shard count of the last IDENTIFY (1 without ``shard``)."""
+        self.live_shards: dict[int, list[_Session]] = {}
+        """The identified (or resumed) sessions still open, by shard."""
+        self._shards_changed = asyncio.Event()
         self._request_arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._outage: Outage | None = None
@@ -235,11 +244,35 @@ class FakeDiscordAPI:
             text for _, (chat, text) in sorted(self.messages.items()) if chat == str(channel_id)
         ]
 
+    def shard_of(self, data: dict[str, Any]) -> int:
+        """The shard an event goes to: its guild's, ``(guild_id >> 22) % shard_count`` as
+        Discord computes it; events of no guild (DMs) go to shard 0."""
+        guild = data.get("guild_id")
+        return 0 if guild is None else (int(guild) >> 22) % self.shard_count
+
+    def sessions_open(self) -> dict[int, int]:
+        """How many identified sessions are open on each shard."""
+        return {shard: len(sessions) for shard, sessions in self.live_shards.items() if sessions}
+
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a dispatch (op 0) on the live session, waiting for one to be established."""
-        await self._live.wait()
-        assert self._session is not None
-        await self._send(self._session.ws, event, data)
+        """Send a dispatch (op 0) on the live session of the event's shard (``shard_of``),
+        waiting for one to be established; every session of the shard gets it, as Discord
+        does when two connections identified on one shard."""
+        shard = self.shard_of(data)
+        while not self.live_shards.get(shard):
+            changed = self._shards_changed
+            await changed.wait()
+        for session in list(self.live_shards[shard]):
+            await self._send(session.ws, event, data)
+
+    def _shard_live(self, session: _Session, live: bool) -> None:
+        sessions = self.live_shards.setdefault(session.shard, [])
+        if live and session not in sessions:
+            sessions.append(session)
+        elif not live and session in sessions:
+            sessions.remove(session)
+        changed, self._shards_changed = self._shards_changed, asyncio.Event()
+        changed.set()
 
     async def dispatch_message(self, payload: dict[str, Any]) -> None:
         """Dispatch MESSAGE_CREATE, blanking guild content as Discord does without the intent."""
@@ -649,31 +682,39 @@ class FakeDiscordAPI:
                     if self.identify_close_code is not None:
                         await ws.close(code=self.identify_close_code)
                         break
-                    await self._identified(ws)
+                    shard, self.shard_count = payload["d"].get("shard") or (0, 1)
+                    session.shard = shard
+                    await self._identified(ws, shard)
+                    self._shard_live(session, True)
                 elif op == 6:
                     self.resumes.append(payload["d"])
                     await self._send(ws, "RESUMED", {})
                     self._live.set()
+                    self._shard_live(session, True)
         finally:
             if self._session is session:
                 self._live.clear()
+            self._shard_live(session, False)
             session.closed.set()
         return ws
 
-    async def _identified(self, ws: web.WebSocketResponse) -> None:
+    async def _identified(self, ws: web.WebSocketResponse, shard: int) -> None:
+        # The guild goes to its shard only; a shard without guilds is READY with none.
+        guilds = [] if self.shard_of({"guild_id": GUILD_ID}) != shard else [self._guild()]
         await self._send(
             ws,
             "READY",
             {
                 "v": 10,
                 "user": BOT_USER,
-                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+                "guilds": [{"id": g["id"], "unavailable": True} for g in guilds],
                 "session_id": f"session-{len(self.identifies)}",
                 "resume_gateway_url": self.gateway_url,
-                "shard": [0, 1],
+                "shard": [shard, self.shard_count],
                 "application": {"id": str(APP_ID), "flags": self.application_flags},
                 "private_channels": [],
             },
         )
-        await self._send(ws, "GUILD_CREATE", self._guild())
+        for guild in guilds:
+            await self._send(ws, "GUILD_CREATE", guild)
         self._live.set()

@@ -20,7 +20,8 @@ Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes
 with the payload a command's ack may carry) are recorded, and what is posted to a command's
 ``response_url`` (``/commands/<envelope id>``) is kept in ``command_responses``.
 ``drop_socket`` closes the connection from the server side, as Slack does when it rotates
-sockets.
+sockets. Several clients (the nodes of a cluster) may be connected at once (``sockets``,
+oldest first); ``send_event(..., socket=i)`` picks the connection an envelope goes over.
 
 Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` message lists;
 ``GET /files-pri/<team>-<id>/<name>`` (its ``url_private``) serves them only with
@@ -191,6 +192,8 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ws: web.WebSocketResponse | None = None
         self._ws_ready = asyncio.Event()
+        self.sockets: list[web.WebSocketResponse] = []
+        """The open Socket Mode connections, oldest first (Slack spreads events over them)."""
         self._runner: web.AppRunner | None = None
         self._outage: Outage | None = None
         self.port = 0
@@ -287,8 +290,8 @@ class FakeSlack:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._ws is not None:
-            await self._ws.close()
+        for ws in list(self.sockets):
+            await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -512,6 +515,7 @@ class FakeSlack:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self._ws = ws
+        self.sockets.append(ws)
         self._state.connections += 1
         hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0001"}}
         await ws.send_str(json.dumps(hello))
@@ -522,6 +526,7 @@ class FakeSlack:
                 if "envelope_id" in data:
                     self._state.acks.append(data["envelope_id"])
                     self._state.ack_payloads[data["envelope_id"]] = data.get("payload")
+        self.sockets.remove(ws)
         if self._ws is ws:
             self._ws = None
             self._ws_ready.clear()
@@ -532,11 +537,19 @@ class FakeSlack:
         await asyncio.wait_for(self._ws_ready.wait(), timeout)
 
     async def send_event(
-        self, body: dict[str, Any], *, retry_attempt: int = 0, envelope_id: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        retry_attempt: int = 0,
+        envelope_id: str | None = None,
+        socket: int | None = None,
     ) -> str:
-        """Push an ``events_api`` envelope over the socket; returns its envelope id."""
+        """Push an ``events_api`` envelope over the socket (the newest, or ``sockets[socket]``:
+        Slack sends each envelope over one of the app's connections, a retry maybe over
+        another); returns its envelope id."""
         await self.wait_socket()
-        assert self._ws is not None
+        ws = self._ws if socket is None else self.sockets[socket]
+        assert ws is not None
         envelope_id = envelope_id or str(uuid.uuid4())
         envelope = {
             "envelope_id": envelope_id,
@@ -546,7 +559,7 @@ class FakeSlack:
             "retry_reason": "timeout" if retry_attempt else "",
             "payload": body,
         }
-        await self._ws.send_str(json.dumps(envelope))
+        await ws.send_str(json.dumps(envelope))
         return envelope_id
 
     async def send_slash_command(

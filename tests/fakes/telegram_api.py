@@ -13,7 +13,10 @@ what the client meant. ``getUpdates`` long-polls a queue of updates and honours 
 ``timeout`` and ``limit`` (1 to 100, default 100: one poll hands out up to that many pending
 updates) like Telegram: updates below the offset are forgotten (confirmed), unless
 ``forget_confirmed`` is False, which simulates a crash before Telegram learned the
-confirmation, so a poller starting from offset 0 would see everything again.
+confirmation, so a poller starting from offset 0 would see everything again. A long poll
+still waiting when another ``getUpdates`` comes is ended with Telegram's 409 "terminated by
+other getUpdates request". ``base_url_via(prefix)`` serves the same API under a path prefix
+recorded in each ``Call.via``: clients sharing the token (several nodes) told apart.
 
 ``sendMessage``/``editMessageText`` with ``parse_mode=HTML`` check the markup the way
 Telegram does (only its tag subset, properly nested) and refuse it with Telegram's 400
@@ -168,6 +171,8 @@ class Call:
     method: str
     params: dict[str, Any]
     status: int = 200
+    via: str = ""
+    """The path prefix the client came through (``base_url_via``; empty: none)."""
 
 
 @dataclass
@@ -277,6 +282,8 @@ class FakeTelegramAPI:
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
         self._updates: list[dict[str, Any]] = []
+        self._vias: set[str] = set()
+        self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
         self._next_update_id = 1
         self._next_message_id: dict[int, int] = {}
         self._chats: dict[int, dict[str, Any]] = {}
@@ -311,10 +318,19 @@ class FakeTelegramAPI:
         """What the adapter takes as ``api_base_url``."""
         return f"http://127.0.0.1:{self.port}"
 
+    def base_url_via(self, via: str) -> str:
+        """``base_url`` under the path prefix ``via``: the same API, each call recorded with
+        it (``Call.via``), so that clients sharing one token (the nodes of a cluster) can be
+        told apart. Any other prefix is not found (404), as on a wrong URL."""
+        self._vias.add(via)
+        return f"{self.base_url}/{via}"
+
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_post("/{via}/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.*}", self._file)
+        app.router.add_get("/{via}/file/bot{token}/{path:.*}", self._file)
         self._runner, self.port = await serve(app, self.port, shutdown_timeout=1)
         return self
 
@@ -569,7 +585,9 @@ class FakeTelegramAPI:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
-        call = Call(method, params)
+        call = Call(method, params, via=request.match_info.get("via", ""))
+        if call.via and call.via not in self._vias:
+            raise web.HTTPNotFound()
         self.calls.append(call)
         try:
             if self._outage is not None and self._outage.active:
@@ -624,6 +642,8 @@ class FakeTelegramAPI:
         }
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info.get("via", "") not in {"", *self._vias}:
+            raise web.HTTPNotFound()
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401}, status=401)
         path = request.match_info["path"]
@@ -744,12 +764,18 @@ class FakeTelegramAPI:
         def pending() -> list[dict[str, Any]]:
             return [u for u in self._updates if u["update_id"] >= offset]
 
+        self._polls += 1
+        poll = self._polls
         if not pending() and timeout > 0:
             try:
                 async with asyncio.timeout(timeout):
-                    await self._wait_until(lambda: bool(pending()) or self._closing.is_set())
+                    await self._wait_until(
+                        lambda: bool(pending()) or self._closing.is_set() or self._polls != poll
+                    )
             except TimeoutError:
                 pass
+        if self._polls != poll:
+            return conflict()  # a newer getUpdates took over, as Telegram answers the older
         return pending()[:limit]
 
     def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:

@@ -160,3 +160,26 @@ async def test_an_unreachable_database_is_refused_at_open_in_one_line_without_th
     assert "\n" not in text and PASSWORD not in text
     assert text.startswith(f"postgresql://botd@127.0.0.1:{port}/nowhere: cannot be opened (")
     assert "check store.dsn" in text
+
+
+async def test_a_node_saving_an_older_offset_never_moves_the_shared_one_back(
+    postgres_dsn: str,
+) -> None:
+    """Two nodes save one account's Telegram offset: the one that polled before a takeover
+    (paused meanwhile) saves its older position last, and the offset stays where the new
+    poller put it; a position that is not a number is saved as given."""
+    async with AsyncExitStack() as stack:
+        old, new = [await PostgresStore.open(postgres_dsn, pool_size=2) for _ in range(2)]
+        for node in (old, new):
+            stack.push_async_callback(node.aclose)
+        old.set_offset_soon("telegram", "main", "9")
+        assert await old.get_offset("telegram", "main") == "9"
+        new.set_offset_soon("telegram", "main", "12")
+        assert await new.get_offset("telegram", "main") == "12"
+        old.set_offset_soon("telegram", "main", "10")
+        assert await old.get_offset("telegram", "main") == "12"
+        new.set_offset_soon("telegram", "main", "100")  # more digits: compared as numbers
+        assert await new.get_offset("telegram", "main") == "100"
+        new.set_offset_soon("slack", "main", "cursor-b")
+        old.set_offset_soon("slack", "main", "cursor-a")
+        assert await old.get_offset("slack", "main") == "cursor-a"

@@ -17,6 +17,15 @@ gateway proxy is configured. ``stop()`` restores the previous values.
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
 answers again. A connection discord.py gave up on ends the channel (``on_down``).
+
+Shards (``shard_count`` above 1, or several nodes: ``leases``): one client only logs in and
+does every REST call (sends, edits, the command menu), and each gateway shard is a client of
+its own (``shard_id``/``shard_count``) run while this node holds the lease
+``discord:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
+session alone and another node's standby claims it. One client per shard rather than an
+``AutoShardedClient``: the shards a node holds change one at a time, and an
+``AutoShardedClient`` takes its ``shard_ids`` once, at construction. On a single node with
+one shard it is one client for everything, as before.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -58,6 +68,8 @@ from botd.channels.discord.inbound_media import discord_attachments, discord_dow
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageKey, MessageRef, Target
+from botd.cluster.holding import hold_lease
+from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
 from botd.text.markup import RenderedChunk
@@ -156,14 +168,14 @@ class _Client(discord.Client):
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
-        if event == "disconnect" and self._adapter._client is self:
+        if event == "disconnect" and self._adapter.connects(self):
             # discord.py dispatches it from inside its handler of what ended the connection
             # (or failed to make a new one), and tells it nowhere else but its log.
             self._adapter._on_disconnect(sys.exc_info()[1])
         super().dispatch(event, *args, **kwargs)
 
     async def on_ready(self) -> None:
-        self._adapter._on_ready()
+        self._adapter.on_ready(self)
 
     async def on_resumed(self) -> None:
         self._adapter._link.reachable()
@@ -202,8 +214,20 @@ class DiscordAdapter:
         auto_thread: bool = False,
         admits: Callable[[InboundMessage], bool] | None = None,
         command_menu: bool = True,
+        shard_count: int = 1,
+        leases: LeaseKeeper | None = None,
     ) -> None:
+        """``leases``: this node's, when it is one of several: each of the ``shard_count``
+        gateway shards runs here only while this node holds its lease."""
         self._token = token
+        if leases is None and shard_count > 1:
+            # One node runs every shard: leases of its own that nobody else claims.
+            leases = LeaseKeeper(ProcessLeases(), "this node", ttl=30.0)
+        self._leases = leases
+        self._shard_count = shard_count
+        self._shards: dict[int, _Client] = {}
+        """The gateway clients of the shards this node holds (sharded mode)."""
+        self._holding: list[asyncio.Task[None]] = []
         self._command_menu = command_menu
         self._publishing: asyncio.Task[bool] | None = None
         self._handing = UntilAccepted(CHANNEL)
@@ -242,10 +266,14 @@ class DiscordAdapter:
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = True
+        self._intents = intents
         self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
         # Always there, so a command registered before (command_menu since turned off) is
         # still answered.
         self._tree = command_tree(self._client, self._on_command)
+        if self._leases is not None:
+            await self._start_sharded(self._client, self._leases)
+            return
         self._task = asyncio.create_task(self._run(self._client), name="discord-adapter")
         ready = asyncio.create_task(self._ready.wait())
         try:
@@ -272,6 +300,70 @@ class DiscordAdapter:
             reason = str(error) or type(error).__name__
             raise DiscordStartError(f"Discord connection failed: {reason}") from error
         raise DiscordStartError(f"Discord did not become ready within {self._ready_timeout}s")
+
+    async def _start_sharded(self, client: _Client, leases: LeaseKeeper) -> None:
+        """Log the REST client in, then hold each shard's lease in the background; returns
+        without waiting for a shard (another node may hold them all)."""
+        try:
+            await client.login(self._token)
+        except discord.LoginFailure as exc:
+            await self.stop()
+            raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
+        except OSError as exc:
+            await self.stop()
+            raise DiscordStartError(f"cannot reach Discord: {exc}") from exc
+        except BaseException:
+            await self.stop()
+            raise
+        self._link.reachable()
+        if self._command_menu:
+            self._publishing = asyncio.create_task(
+                publish_commands(self._tree, self.account_id), name="discord-commands"
+            )
+        for shard in range(self._shard_count):
+            name = f"{CHANNEL}:{self.account_id}:{shard}"
+            self._holding.append(
+                asyncio.create_task(
+                    hold_lease(leases, name, "gateway", partial(self._run_shard, shard)),
+                    name=f"discord-shard-{shard}",
+                )
+            )
+        log.info(
+            "discord[%s]: %d shard(s), each connected while this node holds its lease",
+            self.account_id,
+            self._shard_count,
+        )
+
+    async def _run_shard(self, shard: int, lease: Lease) -> None:
+        """Shard ``shard``'s gateway session until cancelled (the lease lost, or stopping);
+        its end closes the session."""
+        client = _Client(
+            self,
+            intents=self._intents,
+            guild_ready_timeout=self._guild_ready_timeout,
+            shard_id=shard,
+            shard_count=self._shard_count,
+        )
+        command_tree(client, self._on_command)  # its interactions come on this session
+        self._shards[shard] = client
+        try:
+            await client.login(self._token)
+            await client.connect(reconnect=True)
+        finally:
+            if self._shards.get(shard) is client:
+                del self._shards[shard]
+            await client.close()
+
+    def connects(self, client: discord.Client) -> bool:
+        """Whether ``client`` is one of this adapter's live gateway connections."""
+        return client is self._client or client in self._shards.values()
+
+    async def _stop_shards(self) -> None:
+        holding, self._holding = self._holding, []
+        for task in holding:
+            task.cancel()
+        if holding:
+            await asyncio.wait(holding)
 
     async def _run(self, client: _Client) -> None:
         try:
@@ -318,12 +410,15 @@ class DiscordAdapter:
 
     async def stop_inbound(self) -> None:
         """Stop taking messages; the connection stays up so replies can still be sent.
-        Messages accepted already are handed on first."""
+        Messages accepted already are handed on first. Shards held under leases are closed
+        and their leases given up, so another node's gateway takes over at once."""
         self._sink = None
+        await self._stop_shards()
         await self._handing.settle()
 
     async def stop(self) -> None:
         """Close the connection and restore the patched URLs; safe to call more than once."""
+        await self._stop_shards()
         client, task = self._client, self._task
         self._client = self._task = None
         publishing, self._publishing = self._publishing, None
@@ -360,9 +455,9 @@ class DiscordAdapter:
 
     # --- inbound -----------------------------------------------------------------------------
 
-    def _on_ready(self) -> None:
-        client = self._client
-        if client is None:
+    def on_ready(self, client: discord.Client) -> None:
+        """A gateway session (the one client's, or a shard's) is READY."""
+        if self._client is None:
             return
         flags = client.application_flags
         if not (flags.gateway_message_content or flags.gateway_message_content_limited):

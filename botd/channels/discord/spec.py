@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from ...config.schema import ChatChannelSection
 from ...config.secrets import Secret
 from ..base import ChannelAdapter
@@ -36,6 +38,10 @@ class DiscordSection(ChatChannelSection):
     command_menu: bool = True
     """At start, register botd's chat commands as the application's slash commands (the
     list a user sees on typing ``/``); false leaves the registered ones as they are."""
+    shard_count: int = Field(default=1, ge=1)
+    """Gateway shards (Discord requires more than one past 2,500 servers). On several nodes
+    each shard runs on one node at a time, held by a lease; more shards spread the gateway
+    load over the nodes."""
 
 
 def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
@@ -52,6 +58,8 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         auto_thread=section.auto_thread,
         admits=context.admits,
         command_menu=section.command_menu,
+        shard_count=section.shard_count,
+        leases=context.leases,
     )
 
 

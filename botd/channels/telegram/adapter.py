@@ -24,6 +24,12 @@ is answered 200 only once it was accepted, 503 when not (Telegram sends it again
 shutdown botd stops listening and leaves the webhook set, so what comes meanwhile waits with
 Telegram for the next start.
 
+On several nodes (``leases``) one node polls: the holder of the lease ``telegram:<account>``
+(``botd.cluster.holding``). It starts from the stored offset; once its lease is past its
+deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop included) and saves
+no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
+offset from moving back when a node paused mid-poll saves an older one.
+
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
 while running is reported through ``on_down``, and the daemon restarts the channel); whether
@@ -42,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
@@ -66,6 +73,8 @@ from telegram.ext import (
 )
 
 from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...cluster.holding import hold_lease
+from ...cluster.leases import Lease, LeaseKeeper
 from ...retry import Backoff, retry_after
 from ...store.protocols import Offsets
 from ...text.markup import RenderedChunk
@@ -155,6 +164,37 @@ class _PollingBot(ExtBot[int]):
         self._handled_below = resume_offset
         self._failed_from: int | None = None
         self._progress = asyncio.Event()
+        self._lease: Lease | None = None
+
+    def poll_under(self, lease: Lease, offset: int) -> None:
+        """Poll as the holder of ``lease`` (several nodes), from the stored ``offset``: no
+        ``getUpdates`` goes out once the lease is past its deadline, and the offset is saved
+        only while it holds."""
+        self._lease = lease
+        self._resume_offset = max(self._resume_offset, offset)
+        self._handled_below = max(self._handled_below, offset)
+        if self._failed_from is not None and self._failed_from < offset:
+            self._failed_from = None
+
+    @property
+    def holding(self) -> bool:
+        """Whether this node may poll and save the offset now (always on a single node)."""
+        lease = self._lease
+        return lease is None or lease.valid_for(time.monotonic()) > 0
+
+    async def _while_not_holding(self) -> bool:
+        """Wait while the lease is past its deadline but not yet renewed or lost; True when
+        it is lost (polling is being stopped: Telegram is not asked again)."""
+        lease = self._lease
+        while lease is not None and not self.holding:
+            if lease.lost.is_set():
+                return True
+            try:
+                async with asyncio.timeout(0.2):
+                    await lease.lost.wait()
+            except TimeoutError:
+                pass
+        return False
 
     @property
     def confirmed(self) -> int:
@@ -190,6 +230,8 @@ class _PollingBot(ExtBot[int]):
         poll = kwargs.get("timeout") or 0
         poll_seconds = poll.total_seconds() if hasattr(poll, "total_seconds") else float(poll)
         wanted = int(kwargs.get("offset") or 0)
+        if not self.holding and await self._while_not_holding():
+            return ()  # the lease went to another node: it polls now
         # Confirm to Telegram only what was handled: the rest is delivered again.
         await self._until_handled(wanted, None if poll_seconds else _CONFIRM_WAIT_AT_STOP)
         if self._failed_from is not None and poll_seconds:
@@ -264,12 +306,15 @@ class TelegramAdapter:
         on_down: Callable[[str], None] | None = None,
         command_menu: bool = True,
         link: PlatformLink | None = None,
+        leases: LeaseKeeper | None = None,
         mode: Literal["polling", "webhook"] = "polling",
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
     ) -> None:
-        """``listen``: (host, port, path) the webhook server takes Telegram's POSTs on."""
+        """``listen``: (host, port, path) the webhook server takes Telegram's POSTs on.
+        ``leases``: this node's, when it is one of several: it polls only while it holds
+        ``telegram:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         self._mode = mode
@@ -295,6 +340,8 @@ class TelegramAdapter:
         self._app: _App | None = None
         self._bot: _PollingBot | None = None
         self._sink: InboundSink | None = None
+        self._leases = leases if mode == "polling" else None
+        self._holding: asyncio.Task[None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -333,13 +380,8 @@ class TelegramAdapter:
             await app.start()
             if self._mode == "webhook":
                 await self._start_webhook(bot)
-            else:
-                assert app.updater is not None
-                await app.updater.start_polling(
-                    timeout=self._poll_timeout,
-                    allowed_updates=list(ALLOWED_UPDATES),
-                    error_callback=self._on_polling_error,
-                )
+            elif self._leases is None:
+                await self._start_polling(app)
         except TelegramError as exc:
             await self.stop()
             raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
@@ -353,11 +395,51 @@ class TelegramAdapter:
             await self.stop()
             raise
         how = "polling" if self._mode == "polling" else f"webhook {self._webhook_url}"
+        if self._leases is not None:
+            how = f"polling while this node holds {self.lease_name}"
+            self._holding = asyncio.create_task(
+                hold_lease(self._leases, self.lease_name, "poller", self._poll_while_held),
+                name=f"telegram[{self.account_id}]:poller",
+            )
         log.info("telegram[%s]: %s as @%s", self.account_id, how, bot.username)
         if self._command_menu:
             self._menu_task = asyncio.create_task(
                 publish_commands(bot, self.account_id), name=f"telegram[{self.account_id}]:menu"
             )
+
+    @property
+    def lease_name(self) -> str:
+        """The lease under which one node of several polls this account."""
+        return f"{CHANNEL}:{self.account_id}"
+
+    async def _start_polling(self, app: _App) -> None:
+        assert app.updater is not None
+        await app.updater.start_polling(
+            timeout=self._poll_timeout,
+            allowed_updates=list(ALLOWED_UPDATES),
+            error_callback=self._on_polling_error,
+        )
+
+    async def _poll_while_held(self, lease: Lease) -> None:
+        """Poll from the stored offset until cancelled (the lease lost or the channel
+        stopping); then stop polling. PTB's last confirming ``getUpdates`` goes out only while
+        the lease still holds (a clean stop), never once it was lost."""
+        app, bot = self._app, self._bot
+        assert app is not None and bot is not None and app.updater is not None
+        saved = await self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
+        bot.poll_under(lease, int(saved) if saved else 0)
+        try:
+            await self._start_polling(app)
+            await asyncio.Future()  # until cancelled
+        finally:
+            if app.updater.running:
+                await app.updater.stop()
+
+    async def _stop_holding(self) -> None:
+        holding, self._holding = self._holding, None
+        if holding is not None:
+            holding.cancel()
+            await asyncio.wait({holding})
 
     async def _start_webhook(self, bot: _PollingBot) -> None:
         """Listen, then have Telegram POST the updates here (``setWebhook``)."""
@@ -406,6 +488,7 @@ class TelegramAdapter:
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
             await webhook.stop()
+        await self._stop_holding()
         app = self._app
         if app is not None and app.updater is not None and app.updater.running:
             await app.updater.stop()
@@ -414,6 +497,7 @@ class TelegramAdapter:
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
             await webhook.stop()
+        await self._stop_holding()
         menu, self._menu_task = self._menu_task, None
         if menu is not None:
             menu.cancel()
@@ -532,7 +616,7 @@ class TelegramAdapter:
         if bot is None:
             return
         bot.handled(update.update_id)
-        if self._offsets is not None and self._mode == "polling":
+        if self._offsets is not None and self._mode == "polling" and bot.holding:
             self._offsets.set_offset_soon(CHANNEL, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

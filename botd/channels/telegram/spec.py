@@ -84,6 +84,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         command_menu=section.command_menu,
         on_down=context.down_reporter("telegram"),
         link=context.link("telegram"),
+        leases=context.leases,
         mode=section.mode,
         webhook_url=section.webhook_url,
         webhook_secret=section.webhook_secret,

@@ -187,14 +187,19 @@ class InboundStore(PostgresBase):
         return await self._read(read)
 
     def set_offset_soon(self, channel: str, account: str, value: str) -> None:
-        """Save a channel account's position with a later batch (a lazy record)."""
+        """Save a channel account's position with a later batch (a lazy record).
+
+        A numeric position only moves forward: a node that polled before another took over
+        (and was paused meanwhile) cannot set it back."""
         params = (channel, account, value, self._clock())
 
         async def write(conn: Conn) -> None:
             await conn.execute(
                 "INSERT INTO offsets (channel, account, value, updated_at) "
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (channel, account) DO UPDATE "
-                "SET value = excluded.value, updated_at = excluded.updated_at",
+                "SET value = excluded.value, updated_at = excluded.updated_at "
+                "WHERE offsets.value !~ '^[0-9]+$' OR excluded.value !~ '^[0-9]+$' "
+                "OR excluded.value::numeric >= offsets.value::numeric",
                 params,
             )
 

@@ -1,0 +1,157 @@
+"""Discord's gateway shards on two ``botd run`` nodes sharing one PostgreSQL: each shard's
+session is held by one node at a time under the lease ``discord:default:<shard>``, every node
+sends over REST, and the shards of a killed node move to the other within about the TTL.
+
+The loopback gateway routes as Discord does: the guild (shard 1 of 2) to its shard, DMs to
+shard 0; ``sessions_open`` counts the sessions identified on each shard."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+
+from tests.cluster.nodes import Node, lease_holders, node
+from tests.daemon_process import ended, reap, stop_daemon
+from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
+from tests.waiting import until
+
+SHARDS = {"discord:default:0", "discord:default:1"}
+
+
+def discord_node(tmp_path: Path, name: str, discord: FakeDiscordAPI) -> Node:
+    return node(
+        tmp_path,
+        name,
+        f"""channels:
+  discord:
+    token: fake-discord-token
+    api_base_url: {json.dumps(discord.base_url)}
+    gateway_url: {json.dumps(discord.gateway_url)}
+    shard_count: 2
+    dm_policy: open
+    group_policy: open
+    require_mention: false
+    command_menu: false
+""",
+    )
+
+
+async def say(discord: FakeDiscordAPI, text: str, *, dm: bool) -> None:
+    """``text`` in the DM (shard 0) or the guild's channel (shard 1)."""
+    channel = DM_CHANNEL_ID if dm else CHANNEL_ID
+    await discord.dispatch_message(discord.message(text, channel_id=channel, guild=not dm))
+
+
+def answers(discord: FakeDiscordAPI) -> list[str]:
+    """What the bot posted, each answer reduced to what it echoed (the scripted model names
+    the sender of a guild message: "You said: [alice (id ...)] text")."""
+    return [
+        text.rsplit("] ", 1)[-1].removeprefix("You said: ")
+        for _c, text in discord.messages.values()
+    ]
+
+
+async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with FakeDiscordAPI() as discord:
+        a = discord_node(tmp_path, "node-a", discord)
+        b = discord_node(tmp_path, "node-b", discord)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-a")
+                    and discord.sessions_open() == {0: 1, 1: 1}
+                ),
+                "node-a holding both shards",
+            )
+            second = await b.start(postgres_dsn)
+            standby = [f"discord:default:{n} gateway: standby (held by node-a)" for n in (0, 1)]
+            await until(lambda: all(map(b.logged, standby)), "node-b standby on both shards")
+            await say(discord, "dm one", dm=True)
+            await say(discord, "guild one", dm=False)
+            await until(
+                lambda: {"dm one", "guild one"} <= set(answers(discord)),
+                "both answered",
+            )
+            # One session per shard, node-b's standby notwithstanding.
+            assert discord.sessions_open() == {0: 1, 1: 1}
+            assert len(discord.identifies) == 2
+            assert sorted(tuple(i["shard"]) for i in discord.identifies) == [(0, 2), (1, 2)]
+
+            first.kill()  # its sessions drop with it; its leases lapse
+            await ended(first)
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-b")
+                    and discord.sessions_open() == {0: 1, 1: 1}
+                ),
+                "node-b holding both shards",
+            )
+            await say(discord, "dm two", dm=True)
+            await say(discord, "guild two", dm=False)
+            await until(
+                lambda: {"dm two", "guild two"} <= set(answers(discord)),
+                "both answered by node-b",
+            )
+            assert await stop_daemon(second) == 0
+            # A clean stop closes the shards' sessions and gives their leases up at once.
+            assert lease_holders(postgres_dsn, "discord:") == {}
+        finally:
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    texts = answers(discord)
+    for said in ("dm one", "guild one", "dm two", "guild two"):
+        assert texts.count(said) == 1, said
+    assert sorted(tuple(i["shard"]) for i in discord.identifies) == [(0, 2), (0, 2), (1, 2), (1, 2)]
+
+
+async def test_a_node_paused_past_its_leases_closes_its_shards_sessions_when_it_runs_again(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with FakeDiscordAPI() as discord:
+        a = discord_node(tmp_path, "node-a", discord)
+        b = discord_node(tmp_path, "node-b", discord)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-a")
+                    and discord.sessions_open() == {0: 1, 1: 1}
+                ),
+                "node-a holding both shards",
+            )
+            second = await b.start(postgres_dsn)
+            first.send_signal(signal.SIGSTOP)  # its sockets stay open, its leases lapse
+            await until(
+                lambda: (
+                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-b")
+                    and discord.sessions_open() == {0: 2, 1: 2}
+                ),
+                "node-b connected both shards beside node-a's stale sessions",
+            )
+            first.send_signal(signal.SIGCONT)
+            await until(lambda: discord.sessions_open() == {0: 1, 1: 1}, "node-a's sessions closed")
+            lost = [f"discord:default:{n} gateway: lost (epoch 1)" for n in (0, 1)]
+            await until(lambda: all(map(a.logged, lost)), "node-a saying so")
+            await say(discord, "dm", dm=True)
+            await say(discord, "guild", dm=False)
+            await until(lambda: {"dm", "guild"} <= set(answers(discord)), "both answered")
+            for process in (first, second):
+                assert await stop_daemon(process) == 0
+        finally:
+            if first.returncode is None:
+                first.send_signal(signal.SIGCONT)
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    assert sorted(answers(discord)) == ["dm", "guild"]
+    assert lease_holders(postgres_dsn, "discord:") == {}

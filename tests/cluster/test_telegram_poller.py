@@ -1,0 +1,168 @@
+"""Telegram long polling on two ``botd run`` nodes sharing one PostgreSQL: one poller per
+token, chosen by the lease ``telegram:default``. Each node reaches the loopback Bot API under
+its own path prefix, so every ``getUpdates`` is known by the node that sent it.
+
+Killed, the poller's lease lapses and the other node polls on; paused (SIGSTOP) past the TTL,
+it finds its lease lost when it runs again and asks Telegram nothing more, while the saved
+offset never moves back. Messages are pushed while one node alone can answer them (so each
+answer is that node's, whatever the conversation ownership across nodes)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from tests.cluster.nodes import TELEGRAM_TOKEN, Node, accepted_message_ids, node, saved_offset
+from tests.daemon_process import ended, reap, stop_daemon
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import until
+
+DM = 777
+POLLER = "telegram:default poller"
+
+
+def telegram_node(tmp_path: Path, name: str, telegram: FakeTelegramAPI) -> Node:
+    return node(
+        tmp_path,
+        name,
+        f"""channels:
+  telegram:
+    token: ${{TELEGRAM_TEST_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url_via(name))}
+    dm_policy: open
+    poll_timeout: 1
+    command_menu: false
+""",
+    )
+
+
+def polls(telegram: FakeTelegramAPI, via: str) -> int:
+    return sum(1 for call in telegram.calls_to("getUpdates") if call.via == via)
+
+
+def answers(telegram: FakeTelegramAPI) -> list[str]:
+    return [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
+
+
+def pushed(telegram: FakeTelegramAPI, text: str) -> str:
+    """Push ``text`` as a DM; its message id."""
+    return str(telegram.push_text(DM, text)["message_id"])
+
+
+def answered(telegram: FakeTelegramAPI, *texts: str) -> Callable[[], bool]:
+    return lambda: all(f"You said: {text}" in answers(telegram) for text in texts)
+
+
+@contextlib.asynccontextmanager
+async def offsets_watched(dsn: str) -> AsyncIterator[list[int]]:
+    """Every distinct value the saved Telegram offset takes while the block runs, in order."""
+    seen: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            value = await asyncio.to_thread(saved_offset, dsn, "telegram", "default")
+            if value is not None and (not seen or seen[-1] != value):
+                seen.append(value)
+            await asyncio.sleep(0.02)  # sampling another process's database: no event to await
+
+    watching = asyncio.create_task(watch())
+    try:
+        yield seen
+    finally:
+        watching.cancel()
+        await asyncio.wait({watching})
+
+
+async def test_one_node_polls_and_the_other_takes_over_when_it_is_killed(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with FakeTelegramAPI(TELEGRAM_TOKEN) as telegram:
+        a = telegram_node(tmp_path, "node-a", telegram)
+        b = telegram_node(tmp_path, "node-b", telegram)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await until(lambda: a.logged(f"{POLLER}: holding (epoch 1)"), "node-a polling")
+            second = await b.start(postgres_dsn)
+            await until(lambda: b.logged(f"{POLLER}: standby (held by node-a)"), "node-b standby")
+            ids = [pushed(telegram, f"m{n}") for n in (1, 2, 3)]
+            await until(answered(telegram, "m1", "m2", "m3"), "m1..m3 answered by node-a")
+            # node-b tries its claim every third of the TTL meanwhile; node-a's one-second
+            # polls go on for several TTLs, and only node-a asks Telegram.
+            mark = polls(telegram, "node-a")
+            await until(lambda: polls(telegram, "node-a") >= mark + 5, "node-a polling on")
+            assert polls(telegram, "node-b") == 0
+
+            first.kill()  # SIGKILL: its lease is never released, it lapses
+            await ended(first)
+            ids += [pushed(telegram, "m4"), pushed(telegram, "m5")]
+            await until(answered(telegram, "m4", "m5"), "m4 and m5 answered by node-b")
+            assert polls(telegram, "node-b") >= 1
+            assert b.logged(f"{POLLER}: holding (epoch 2)")
+            assert await stop_daemon(second) == 0
+        finally:
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    texts = answers(telegram)
+    for n in range(1, 6):
+        assert texts.count(f"You said: m{n}") == 1, n
+    assert sorted(accepted_message_ids(postgres_dsn)) == sorted(ids)  # each accepted once
+    # The standby line once, not at every retry.
+    assert b.log.read_text().count(f"{POLLER}: standby (held by node-a)") == 1
+
+
+async def test_a_poller_paused_past_its_lease_stops_polling_and_never_moves_the_offset_back(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with (
+        FakeTelegramAPI(TELEGRAM_TOKEN) as telegram,
+        offsets_watched(postgres_dsn) as offsets,
+    ):
+        a = telegram_node(tmp_path, "node-a", telegram)
+        b = telegram_node(tmp_path, "node-b", telegram)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await until(lambda: a.logged(f"{POLLER}: holding (epoch 1)"), "node-a polling")
+            second = await b.start(postgres_dsn)
+            await until(lambda: b.logged(f"{POLLER}: standby (held by node-a)"), "node-b standby")
+            ids = [pushed(telegram, "m1"), pushed(telegram, "m2")]
+            await until(answered(telegram, "m1", "m2"), "m1 and m2 answered by node-a")
+            await until(lambda: offsets and offsets[-1] == 3, "node-a's offset saved")
+
+            first.send_signal(signal.SIGSTOP)  # mid long poll: its lease lapses meanwhile
+            await until(lambda: b.logged(f"{POLLER}: holding (epoch 2)"), "node-b takes over")
+            await until(lambda: polls(telegram, "node-b") >= 1, "node-b polling")
+            ids.append(pushed(telegram, "m3"))
+            await until(answered(telegram, "m3"), "m3 answered by node-b")
+            await until(lambda: offsets[-1] == 4, "node-b's offset saved")
+
+            asked_by_a = polls(telegram, "node-a")
+            first.send_signal(signal.SIGCONT)
+            await until(lambda: a.logged(f"{POLLER}: lost (epoch 1)"), "node-a finds it lost")
+            await until(lambda: a.logged(f"{POLLER}: standby (held by node-b)"), "node-a standby")
+            ids.append(pushed(telegram, "m4"))
+            await until(answered(telegram, "m4"), "m4 answered by node-b")
+            await until(lambda: offsets[-1] == 5, "node-b's offset saved")
+            # node-a asked Telegram nothing once it ran again: node-b's polls were never cut.
+            assert polls(telegram, "node-a") == asked_by_a
+            for process in (first, second):
+                assert await stop_daemon(process) == 0
+        finally:
+            if first.returncode is None:
+                first.send_signal(signal.SIGCONT)
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    assert offsets == sorted(offsets) and offsets[-1] == 5  # never backwards
+    texts = answers(telegram)
+    for n in range(1, 5):
+        assert texts.count(f"You said: m{n}") == 1, n
+    assert sorted(accepted_message_ids(postgres_dsn)) == sorted(ids)
