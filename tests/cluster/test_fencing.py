@@ -51,6 +51,7 @@ async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
             written = await _piece(node_a, inbox_id, "first")
         # node-a pauses past its TTL (no renewal): node-b claims with the next epoch.
         lease_b = await until(lambda: keeper_b.try_claim(NAME), "node-b's claim", guard=30)
+        assert lease_b is not None
         assert lease_b.epoch == lease_a.epoch + 1
         with fencing.fenced(old):
             with pytest.raises(LeaseLost):
