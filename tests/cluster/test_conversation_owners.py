@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 
 from botd.app import App
+from botd.chat import InboundMessage
+from botd.store.postgres import PostgresStore
 from tests.chat import telegram_ready
 from tests.conversation.crash import PARAGRAPHS, long_answer
 from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
@@ -125,3 +127,29 @@ async def test_a_stop_accepted_by_the_other_node_stops_the_owners_run(
             assert texts(fakes[1 - owning], chat) == []  # the other node posted nothing
             shown = texts(fakes[owning], chat)
             assert len([t for t in shown if t in PARAGRAPHS]) < len(PARAGRAPHS)
+
+
+async def test_an_accept_no_node_was_told_of_is_answered_by_the_claimer(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """An accept whose commit reply was cut: committed, but the node never handed it on (no
+    pull, no NOTIFY). The claimer finds it, claims the conversation and answers it."""
+    async with two_nodes(tmp_path, postgres_dsn) as (fakes, _apps):
+        store = await PostgresStore.open(postgres_dsn)
+        try:
+            message = InboundMessage(
+                channel="telegram",
+                chat_id="555",
+                sender_id="555",
+                text="was anyone told?",
+                message_id="555:1",
+                conversation_key="telegram:555",
+            )
+            assert await store.accept_inbound("telegram", ["555:1"], message) is not None
+        finally:
+            await store.aclose()
+        await until(
+            lambda: sum(len(texts(fake, 555)) for fake in fakes) >= 1, "the claimer's answer"
+        )
+        answers = [t for fake in fakes for t in texts(fake, 555)]
+        assert len(answers) == 1 and answers[0].endswith("was anyone told?")
