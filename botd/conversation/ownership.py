@@ -152,11 +152,20 @@ class Ownership:
                 self._spawn_claim(key)
 
     async def _claimer(self) -> None:
+        failing = False
         while True:
             try:
                 await self.poll_once()
             except Exception as exc:
-                log.warning("looking for conversations to claim failed: %s", exc)
+                # Once per outage: the store's health says the rest.
+                (log.debug if failing else log.warning)(
+                    "looking for conversations to claim failed: %s", exc
+                )
+                failing = True
+            else:
+                if failing:
+                    log.info("looking for conversations to claim works again")
+                failing = False
             self._poke.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_every):
@@ -175,12 +184,9 @@ class Ownership:
                 self._spawn_pull(key)
         now = time.monotonic()
         for key, owned in list(self._owned.items()):
-            if (
-                key not in heads
-                and not owned.lock.locked()
-                and now - owned.active_at > self._leases.ttl
-                and self._conversations.idle(key)
-            ):
+            if key in heads or owned.lock.locked() or not self._conversations.idle(key):
+                owned.active_at = now  # idle is counted from when the work was over
+            elif now - owned.active_at > self._leases.ttl:
                 await self._let_go(owned, "idle")
 
     def _spawn_pull(self, key: str) -> None:

@@ -153,3 +153,25 @@ async def test_an_accept_no_node_was_told_of_is_answered_by_the_claimer(
         )
         answers = [t for fake in fakes for t in texts(fake, 555)]
         assert len(answers) == 1 and answers[0].endswith("was anyone told?")
+
+
+async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    chat = 303
+    async with two_nodes(tmp_path, postgres_dsn) as (fakes, apps):
+        fakes[0].push_text(chat, "first", message_id=1)
+        await until(lambda: any(texts(fake, chat) for fake in fakes), "the first answer")
+        first = owner(apps, chat)
+        assert first is not None
+        await until(lambda: owner(apps, chat) is None, "the idle conversation let go")
+        runtime = apps[first].runtime
+        assert runtime is not None
+        assert f"telegram:{chat}" not in runtime.sessions.conversations
+        rows = await runtime.leases.table.rows()
+        assert [r.expires_in <= 0 for r in rows if r.name == f"conversation:telegram:{chat}"] == [
+            True
+        ]
+        # A new message is taken up at once by whichever node claims it.
+        fakes[1].push_text(chat, "second", message_id=2)
+        await until(lambda: sum(len(texts(fake, chat)) for fake in fakes) == 2, "the second answer")
