@@ -56,6 +56,7 @@ async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
         with fencing.fenced(old):
             with pytest.raises(LeaseLost):
                 await _piece(node_a, inbox_id, "stale")
+            assert lease_a.lost.is_set()  # the work under it stops now
             node_a.finish_inbox([inbox_id], "answered")  # a record: dropped
             node_a.outbox_sent(written, ["m-1"])  # what the platform shows: kept
             await node_a.aclose()  # writes what is queued
