@@ -437,10 +437,10 @@ async def _fenced(
     lost = {fence for fence in listed if (fence.name, fence.epoch) not in held}
     if not lost:
         return batch, []
-    for fence in lost:
+    for gone in lost:
         # The database says so: the work under it stops now (its owner watches the event),
         # not only when the next renewal fails.
-        fence.lease.lost.set()
+        gone.lease.lost.set()
     kept: list[Queued] = []
     outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
     for queued in batch:
