@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import psycopg
 import pytest
 
 from botd.chat import InboundMessage, Target
@@ -67,6 +68,9 @@ async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
             await _piece(node_b, inbox_id, "new owner")
             node_b.finish_inbox([inbox_id], "answered")
         assert [p.text for p in await node_b.unconfirmed_pieces()] == ["new owner"]
+        async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+            cur = await conn.execute("SELECT text, epoch FROM outbox ORDER BY id")
+            assert await cur.fetchall() == [("first", 1), ("new owner", 2)]
         assert await node_b.inbox_state(inbox_id) == "answered"
     finally:
         await node_a.aclose()
