@@ -37,6 +37,10 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
+CONVERSATION_LEASE = "conversation:"
+"""A conversation's lease is named ``conversation:<conversation key>``."""
+
+
 class LeaseLost(Exception):
     """A fenced write found its lease expired or held by another epoch, or a send was due
     past the lease's deadline: the write or send is not made and the work it belonged to
@@ -236,4 +240,12 @@ class ProcessLeases:
         ]
 
 
-__all__ = ["Lease", "LeaseKeeper", "LeaseLost", "LeaseRow", "LeaseTable", "ProcessLeases"]
+__all__ = [
+    "CONVERSATION_LEASE",
+    "Lease",
+    "LeaseKeeper",
+    "LeaseLost",
+    "LeaseRow",
+    "LeaseTable",
+    "ProcessLeases",
+]

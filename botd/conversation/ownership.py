@@ -42,21 +42,20 @@ from dataclasses import dataclass, field
 from ..chat import InboundMessage
 from ..cluster import fencing
 from ..cluster.fencing import Fence
-from ..cluster.leases import Lease, LeaseKeeper
+from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper
 from ..store.protocols import ConversationInbox
 from .registry import Conversations
 from .tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
-LEASE_PREFIX = "conversation:"
 BUSY_DELAY = 0.05
 """Seconds a node waits before claiming, per conversation it is busy with."""
 MAX_POLL = 2.0
 
 
 def lease_name(conversation_key: str) -> str:
-    return LEASE_PREFIX + conversation_key
+    return CONVERSATION_LEASE + conversation_key
 
 
 @dataclass(eq=False)
@@ -277,4 +276,4 @@ class Ownership:
             log.warning("lease of %s not released (%s); it expires by itself", owned.key, exc)
 
 
-__all__ = ["LEASE_PREFIX", "Owned", "Ownership", "lease_name"]
+__all__ = ["Owned", "Ownership", "lease_name"]

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
+from ...cluster.leases import CONVERSATION_LEASE
 from ..records import InboxEntry, OutboxEntry
 from ..rows import inbound_from_json, outbox_entry_from_row
 from .base import CONNECT_TIMEOUT, Conn, PostgresBase, words
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 
 ARRIVALS = "botd_inbox"
 """The NOTIFY channel of arrivals (payload: the conversation key)."""
-LEASE_PREFIX = "conversation:"
-"""A conversation's lease is named ``conversation:<key>``."""
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Seconds between attempts to listen again while the database is away."""
 
@@ -114,7 +113,7 @@ class ClusterStore(PostgresBase):
                 " WHERE i.state IN ('accepted', 'running')"
                 " AND (l.name IS NULL OR l.expires_at <= clock_timestamp())"
                 " GROUP BY i.conversation_key ORDER BY min(i.id) LIMIT %s",
-                (LEASE_PREFIX, limit),
+                (CONVERSATION_LEASE, limit),
             )
             return [str(row[0]) for row in await cur.fetchall()]
 
@@ -162,4 +161,4 @@ class ClusterStore(PostgresBase):
                 await conn.close()
 
 
-__all__ = ["ARRIVALS", "LEASE_PREFIX", "ClusterStore"]
+__all__ = ["ARRIVALS", "ClusterStore"]
