@@ -72,6 +72,7 @@ from .cluster.leases import LeaseKeeper, ProcessLeases
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
+from .conversation.ownership import Ownership
 from .delivery import ChannelDelivery
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
@@ -109,6 +110,7 @@ from .wiring import (
     media_settings,
     model_names,
     open_leases,
+    open_ownership,
     open_pairing,
     open_store,
     scheduler_jobs,
@@ -200,9 +202,19 @@ class Intake:
         self._store = store
         self._metrics = metrics
         self._sessions: Conversations | None = None
+        self._ownership: Ownership | None = None
 
-    def connect(self, sessions: Conversations) -> None:
+    def connect(self, sessions: Conversations, ownership: Ownership | None = None) -> None:
+        """``ownership``: cluster mode, where a message reaches its conversation through
+        the node owning it (``Ownership.arrived``), not straight into this node's sessions."""
         self._sessions = sessions
+        self._ownership = ownership
+
+    async def _hand_on(self, message: InboundMessage) -> None:
+        if self._ownership is not None:
+            await self._ownership.arrived(message)
+        else:
+            await self.sessions.submit(message)
 
     @property
     def sessions(self) -> Conversations:
@@ -213,7 +225,7 @@ class Intake:
     async def submit(self, message: InboundMessage) -> None:
         """An accepted message in from a channel (counted)."""
         self._metrics.message_in(message.channel)
-        await self.sessions.submit(message)
+        await self._hand_on(message)
 
     async def reply(self, target: Target, text: str) -> None:
         """A router's own answer (a pairing code), sent in the background: one retried
@@ -224,7 +236,7 @@ class Intake:
         """A scheduled job's prompt, accepted into the inbox by the scheduler's fire (so a
         run cut by a restart resumes and is answered once): handed to its conversation, not
         counted as a message in."""
-        await self.sessions.submit(message)
+        await self._hand_on(message)
 
 
 class Channels:
@@ -354,6 +366,9 @@ class Runtime:
     """The MCP servers whose tools runs get (started and closed by the App)."""
     leases: LeaseKeeper
     """This node's leases (renewed by the App's task while it runs, released at its stop)."""
+    ownership: Ownership | None = None
+    """Cluster mode (postgres): the conversations this node owns by lease, and the claimer;
+    None on SQLite (this node runs every conversation)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
@@ -469,7 +484,8 @@ def build_runtime(
             models=model_names(config),
             media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
         )
-        intake.connect(sessions)
+        ownership = open_ownership(config, store, sessions, leases)
+        intake.connect(sessions, ownership)
         keeper.build_all(config)
     except BaseException:
         if opened_here and isinstance(store, SqliteStore):
@@ -488,6 +504,7 @@ def build_runtime(
         pruner=InboundPruner(store),
         mcp=mcp,
         leases=leases,
+        ownership=ownership,
         model_health=model_health,
     )
 
@@ -646,7 +663,9 @@ class App:
 
     async def _start(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
         config = self.config
-        await runtime.sessions.resume()
+        if runtime.ownership is None:
+            await runtime.sessions.resume()
+        # (Cluster mode resumes nothing at start: the claimer takes over what no node owns.)
         runtime.pruner.start()
         await runtime.scheduler.start()
         await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
@@ -658,6 +677,8 @@ class App:
         # Resumed runs get the MCP tools of the servers up by now.
         await runtime.mcp.wait_started(MCP_START_WAIT)
         await runtime.sessions.release()
+        if runtime.ownership is not None:
+            runtime.ownership.start()
         if config.health.enabled:
             node = NodeHealth(
                 config.store.node_id, config.store.backend, runtime.store, runtime.leases
@@ -762,6 +783,8 @@ class App:
         # self.config, not the config botd started with: a reload may have changed the grace.
         grace = self.config.shutdown_grace
         log.info("running answers get %g s to finish", grace)
+        if runtime.ownership is not None:
+            await runtime.ownership.close()  # no more claims or pulls
         await runtime.sessions.close(grace=grace)
         await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
         await keeper.stop_all()

@@ -33,7 +33,8 @@ from .channels.registry import (
 from .chat import InboundMessage, Target
 from .cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
-from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
+from .conversation import CoalesceSettings, Conversations, ResetPolicy, SessionSettings
+from .conversation.ownership import Ownership
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .inbound.access import AccessPolicy, GroupRule
@@ -394,6 +395,19 @@ def open_leases(config: BotdConfig, store: Store) -> LeaseKeeper:
         assert isinstance(store, PostgresStore)
         table = store.lease_table()
     return LeaseKeeper(table, section.node_id, section.lease_ttl)
+
+
+def open_ownership(
+    config: BotdConfig, store: Store, sessions: Conversations, leases: LeaseKeeper
+) -> Ownership | None:
+    """Cluster mode on postgres: this node's conversations owned by lease, their messages
+    pulled from the inbox (``botd.conversation.ownership``); None on SQLite."""
+    if config.store.backend != "postgres":
+        return None
+    from .store.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    return Ownership(sessions, store, leases)
 
 
 async def open_store(config: BotdConfig) -> Store:

@@ -37,6 +37,16 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
+CONVERSATION_LEASE = "conversation:"
+"""A conversation's lease is named ``conversation:<conversation key>``."""
+
+
+class LeaseLost(Exception):
+    """A fenced write found its lease expired or held by another epoch, or a send was due
+    past the lease's deadline: the write or send is not made and the work it belonged to
+    stops (its entries stay as they are for the next holder)."""
+
+
 @dataclass(frozen=True)
 class LeaseRow:
     """A lease as the table holds it (what ``botd status`` shows)."""
@@ -149,6 +159,9 @@ class LeaseKeeper:
     async def renew_once(self) -> None:
         """Renew every held lease in one request; mark lost what was not renewed or whose
         deadline passed while the request failed."""
+        for lease in self.held():
+            if lease.lost.is_set():  # given up by its work (a send found it past its deadline)
+                self._lose(lease, "given up past its deadline")
         if not self._held:
             return
         sent = self._clock()
@@ -227,4 +240,12 @@ class ProcessLeases:
         ]
 
 
-__all__ = ["Lease", "LeaseKeeper", "LeaseRow", "LeaseTable", "ProcessLeases"]
+__all__ = [
+    "CONVERSATION_LEASE",
+    "Lease",
+    "LeaseKeeper",
+    "LeaseLost",
+    "LeaseRow",
+    "LeaseTable",
+    "ProcessLeases",
+]

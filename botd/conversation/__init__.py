@@ -63,6 +63,23 @@ stored states, before any channel takes input:
   is answered) whose answered record was lost. Everything else is posted at most once
   (``tests/conversation/test_promise_machine.py``, ``test_keyed_resends.py``).
 
+Several nodes (cluster mode)
+============================
+
+On the PostgreSQL backend the same machine runs across nodes (``ownership``): a conversation
+is run by the node holding its lease ``conversation:<key>``, and reaches it only through the
+inbox. Any node accepts a message; the owner pulls its conversation's ``accepted`` entries in
+``seq`` order (commands too: ``/stop`` accepted anywhere reaches the run); a conversation
+nobody owns is claimed (on a ``NOTIFY`` of the arrival, or by the polling claimer, which also
+finds an accept whose commit reply was cut), and a claim is the resume above for that one
+conversation. Nothing is resumed at start: the claimer takes over what no live lease holds.
+
+Every write of the conversation's work is fenced by the lease (``botd.cluster.fencing``):
+the store makes it only while the lease holds at this epoch, and no send starts within a
+margin of the lease's end. A stale owner (paused, cut off from the database) thus writes
+nothing and posts nothing; its run stops and ends none of its entries (``RunEnd``), which the
+next owner resumes like a crash's. The sent mark of a piece already posted is kept.
+
 The parts
 =========
 
@@ -74,6 +91,8 @@ The parts
   debounce windows on an injectable timer, steering;
 * ``registry``: ``Conversations``, the map of key -> conversation, the global run cap,
   commands dispatch, resume, release and shutdown, every task owned (``tasks``);
+* ``ownership``: cluster mode: ``Ownership`` (arrivals, pulls, claims, takeovers, the
+  claimer, idle conversations let go);
 * ``run``, ``steps``, ``notices``, ``reasoning``: one agent run, what it records of its steps
   and the notices it posts; ``commands``, ``models``, ``prompt``, ``settings``: the chat
   commands, ``/model``, the user turn, the settings.

@@ -122,6 +122,16 @@ class Conversation:
         turn = self._turn
         return turn is not None and not turn.cut and (not turn.ran or turn.running)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is prepared, run, waiting or steering, and the worker has ended."""
+        return (
+            self._turn is None
+            and not self._pending
+            and not self._steering
+            and (self._worker is None or self._worker.done())
+        )
+
     def resumes(self, inbox_id: int) -> bool:
         """Whether the entry's interrupted run goes on from the transcript."""
         return inbox_id in self._resumed
@@ -247,6 +257,23 @@ class Conversation:
         self._pending.clear()
         if self._turn is not None and self._turn.agent is not None:
             self._turn.agent.cancel()
+
+    def abandon(self) -> None:
+        """This node lost the conversation's lease (cluster mode): drop what waits and cut
+        the turn under way, marking nothing (the run's writes are fenced and its entries are
+        left for the node that takes the conversation over)."""
+        self._end_wait()
+        self._pending.clear()
+        self._steering.clear()
+        self._resumed.clear()
+        turn = self._turn
+        if turn is not None and not turn.cut:
+            turn.cut = True
+            if turn.ran:
+                if turn.agent is not None:
+                    turn.agent.cancel()
+            elif turn.task is not None:
+                turn.task.cancel()
 
     # -- the worker -------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..chat import MessageRef, PieceKey, Target
+from ..cluster import fencing
 from ..delivery import Delivery, Outgoing
 from ..events import Message
 from ..store import InboxEntry, InboxState, OutboxEntry
@@ -157,6 +158,19 @@ class Promise:
         """
         ledger = self._ledger
         entries = await ledger.unfinished_entries()
+        return await self.plan(entries, await ledger.unconfirmed_pieces(), resendable)
+
+    async def plan(
+        self,
+        entries: Sequence[InboxEntry],
+        pieces: Sequence[OutboxEntry],
+        resendable: Callable[[OutboxEntry], bool] = lambda piece: False,
+    ) -> ResumePlan:
+        """``resume`` from ``entries`` (accepted or running, in order) and the unconfirmed
+        ``pieces`` read already: every conversation's at a restart, or one conversation's
+        when a node takes it over (cluster mode)."""
+        ledger = self._ledger
+        entries = list(entries)
         resumed: dict[int, int] = {}
         trimmed: dict[int, bool] = {}
         for entry in entries:
@@ -171,7 +185,7 @@ class Promise:
         unsent: list[OutboxEntry] = []
         superseded: list[int] = []
         resent: dict[int, list[OutboxEntry]] = {}
-        for piece in await ledger.unconfirmed_pieces():
+        for piece in pieces:
             if piece.anchor is None or piece.anchor not in open_ids:
                 unsent.append(piece)
             elif piece.anchor in resumed and resendable(piece):
@@ -179,7 +193,7 @@ class Promise:
             else:
                 superseded.append(piece.id)
         await ledger.outbox_supersede(superseded)
-        self._resent = resent
+        self._resent.update(resent)
         return ResumePlan(entries, resumed, unsent, resent)
 
 
@@ -188,7 +202,8 @@ class RunEnd:
 
     Called with the run's last piece confirmation (so the state commits with that piece's
     sent mark), or after the run when it did not get that far. A run the shutdown cancelled
-    ends nothing: its entries stay running and resume at the next start.
+    ends nothing: its entries stay running and resume at the next start; nor does a run whose
+    conversation's lease this node lost (cluster mode): the next holder resumes them.
     """
 
     def __init__(
@@ -209,6 +224,8 @@ class RunEnd:
         if self._done:
             return
         self._done = True
+        if fencing.abandoned():
+            return  # another node may own the conversation now: left for it to resume
         state = "failed" if outcome is None else OUTCOME_STATES.get(outcome, "answered")
         if self._closing() and state == "skipped":
             return  # cancelled by the shutdown: left running, to resume at the next start

@@ -43,7 +43,7 @@ from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
 from ..delivery import Delivery
 from ..media import MediaResolver
-from ..store import OutboxEntry
+from ..store import InboxEntry, OutboxEntry
 from ..store.protocols import ConversationStore
 from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
 from .conversation import Conversation, Shared
@@ -243,6 +243,51 @@ class Conversations:
                 len(plan.unsent),
             )
         return len(plan.entries)
+
+    async def resume_conversation(
+        self, key: str, entries: Sequence[InboxEntry], pieces: Sequence[OutboxEntry]
+    ) -> None:
+        """Cluster mode: this node took the conversation ``key`` over (its lease): go on with
+        what its previous holder left, as a restart does for every conversation (``resume``),
+        from its unfinished ``entries`` (in ``seq`` order) and its unconfirmed ``pieces``.
+        Pieces of finished runs are sent now, keyed; the runs start at once."""
+        self.forget(key)  # whatever this node held of it before is stale
+        delivery, now = self._delivery, time.time()
+        plan = await self._promise.plan(
+            entries,
+            pieces,
+            lambda piece: delivery.resends_safely(piece.target, piece.written_at, now),
+        )
+        if plan.unsent:
+            self._posts.spawn(
+                self._promise.send_unconfirmed(self._delivery, plan.unsent), f"unconfirmed:{key}"
+            )
+        for entry in plan.entries:
+            user_turn_id = plan.resumed_turns.get(entry.id)
+            if user_turn_id is not None:
+                conversation = await self.conversation(key)
+                conversation.resume_from(entry.id, user_turn_id)
+            await self.submit(entry.message)
+        if plan.entries or plan.unsent:
+            log.info(
+                "took %s over: %d message(s) (%d interrupted), %d unconfirmed reply piece(s)",
+                key,
+                len(plan.entries),
+                len(plan.resumed_turns),
+                len(plan.unsent),
+            )
+
+    def forget(self, key: str) -> None:
+        """Cluster mode: this node no longer owns ``key`` (its lease was lost or released):
+        its work is cut, marking nothing, and it leaves memory (``Conversation.abandon``)."""
+        conversation = self._conversations.pop(key, None)
+        if conversation is not None:
+            conversation.abandon()
+
+    def idle(self, key: str) -> bool:
+        """Nothing of ``key`` is prepared, run or waiting on this node."""
+        conversation = self._conversations.get(key)
+        return conversation is None or conversation.idle
 
     async def release(self) -> None:
         """The channels can send: let the runs go, send what a crash left unconfirmed, and

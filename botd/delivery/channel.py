@@ -60,6 +60,7 @@ from typing import Literal, TypeVar
 from ..channels.base import ChannelAdapter, OutboundFile, sending
 from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
+from ..cluster import fencing
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
     DEFAULT_DELIVERY_MODE,
@@ -227,6 +228,7 @@ class ChannelDelivery:
     ) -> list[MessageRef]:
         """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead.
         ``piece`` keys the messages it posts (``send_text``)."""
+        fencing.check_send()
         if kind == "final" and self._previews:
             preview = self._previews.get(target)
             if preview is not None and not preview.finished:
@@ -266,6 +268,7 @@ class ChannelDelivery:
         True when the chat shows a preview of the run (this one or an earlier one)."""
         if self.delivery_mode(target) != "edit":
             return False
+        fencing.check_send()
         now = self._clock()
         preview = self._previews.get(target)
         if preview is None:
@@ -403,6 +406,9 @@ class ChannelDelivery:
         return refs
 
     async def _retried(self, key: _Key, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        # Each message, upload or edit of a conversation owned by lease starts only while
+        # the lease has its margin left (``LeaseLost`` otherwise: the run stops).
+        fencing.check_send()
         channel = key[0]
         return await self._retrier.call(
             key,

@@ -43,6 +43,7 @@ from dataclasses import replace
 from typing import Literal
 
 from ..chat import MessageRef, PieceKey, Target
+from ..cluster.leases import LeaseLost
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
@@ -226,6 +227,11 @@ class RunOutbox:
         if journal is not None:
             try:
                 key = await journal.written(piece, reply.text)
+            except LeaseLost as exc:
+                # Another node may own the conversation now: nothing more is posted.
+                log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
+                self.cancel()
+                return
             except Exception:
                 log.exception("writing a reply to the outbox failed; sending it anyway")
             if self._cancelled:  # stopped while the piece was written: it is not sent
@@ -242,6 +248,10 @@ class RunOutbox:
                     kind="final" if piece.kind == "final" else "block",
                     piece=None if key is None else PieceKey.of(key, reply.text),
                 )
+        except LeaseLost as exc:
+            log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
+            self.cancel()
+            return
         except Exception:
             log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
             self._note(key, None)

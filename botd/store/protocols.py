@@ -17,6 +17,8 @@ behind the same protocols: nothing here is a synchronous read.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
   backend in the database.
+* ``ConversationInbox``: cluster mode's reads of one conversation's inbox by the node that
+  owns it, and the arrival signal (the PostgreSQL backend only).
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
@@ -40,7 +42,7 @@ Three kinds of method, by what the caller may rely on when it returns:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -169,6 +171,39 @@ class ConversationLedger(Protocol):
         ...
 
     async def outbox_supersede(self, row_ids: Sequence[int]) -> None: ...
+
+
+class ConversationInbox(Protocol):
+    """Cluster mode (the PostgreSQL backend): what the node owning a conversation reads of
+    its inbox, what a node taking one over reads, the conversations no node owns, and the
+    signal that a message arrived (``botd.cluster.ownership``)."""
+
+    async def conversation_backlog(
+        self, conversation_key: str
+    ) -> tuple[list[InboxEntry], list[OutboxEntry]]:
+        """The conversation's unfinished entries in ``seq`` order, and the unconfirmed pieces
+        of its runs, oldest first."""
+        ...
+
+    async def accepted_after(self, conversation_key: str, seq: int) -> list[InboxEntry]:
+        """The conversation's ``accepted`` entries past ``seq``, in ``seq`` order."""
+        ...
+
+    async def accepted_heads(self, conversation_keys: Sequence[str]) -> dict[str, int]:
+        """The latest ``seq`` of an ``accepted`` entry of each conversation that has one."""
+        ...
+
+    async def unowned_conversations(self, limit: int = 100) -> list[str]:
+        """Conversations with unfinished entries whose lease is absent or expired."""
+        ...
+
+    async def signal_arrival(self, conversation_key: str) -> None:
+        """Tell every listening node that the conversation has a new entry."""
+        ...
+
+    def listen_arrivals(self) -> AsyncIterator[str | None]:
+        """Arrivals' conversation keys as they come; None after each (re)connection."""
+        ...
 
 
 class ModelChoices(Protocol):
@@ -396,6 +431,7 @@ class Store(ConversationStore, InboundLedger, Offsets, JobLedger, Pruning, Store
 
 __all__ = [
     "Chatter",
+    "ConversationInbox",
     "ConversationLedger",
     "ConversationStore",
     "InboundLedger",

@@ -61,6 +61,9 @@ class InboxEntry:
     user_turn_id: int | None
     """The transcript row of the user turn its run wrote (None: no run started)."""
     attempts: int
+    seq: int = 0
+    """Its place in its conversation, in commit order (PostgreSQL; 0 where the backend
+    keeps none)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from botd.cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
-from botd.store.postgres.leases import LeaseLost, PostgresLeases, fence
+from botd.cluster.leases import LeaseKeeper, LeaseLost, LeaseTable, ProcessLeases
+from botd.store.postgres.leases import PostgresLeases, fence
 from botd.store.postgres.schema import migrate
 from tests.pg_server import PostgresServer
 from tests.waiting import until

@@ -21,7 +21,9 @@ from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 
-STORE = "store:\n  backend: postgres\n  dsn: ${BOTD_DATABASE_URL}\n"
+# A short lease TTL: on postgres a restarted node takes its conversations back by claiming
+# them once the killed process's leases ran out.
+STORE = "store:\n  backend: postgres\n  dsn: ${BOTD_DATABASE_URL}\n  lease_ttl: 2\n"
 
 
 async def test_the_daemon_on_postgres_answers_a_telegram_dm(

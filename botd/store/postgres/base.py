@@ -53,6 +53,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ...cluster import fencing
+from ...cluster.fencing import Fence, LeaseLost
 from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
@@ -74,6 +76,9 @@ CONNECT_TIMEOUT = 5
 """libpq's ``connect_timeout``: seconds one connection attempt may take (a whole number)."""
 RECONNECT_TIMEOUT = 5.0
 """Seconds the pool keeps retrying a connection before it waits for the next request."""
+UNFENCED = frozenset({"outbox_sent"})
+"""Writes made even when their fence was lost: a piece's sent mark is a fact about the
+platform, whoever holds the conversation now."""
 POOL_SIZE = 8
 RETRIES = 3
 """Attempts of a batch that lost a deadlock or a serialization conflict to another node."""
@@ -129,6 +134,9 @@ class Queued:
     future: asyncio.Future[Any] | None
     locks: tuple[str, ...] = ()
     """Advisory locks (by name) the write needs, taken at the start of its batch."""
+    fence: Fence | None = None
+    """The lease the write was queued under (``botd.cluster.fencing``): it is made only if
+    that lease is still held, checked in the batch's transaction."""
 
 
 class PostgresBase:
@@ -275,7 +283,17 @@ class PostgresBase:
         lazy: bool,
         locks: tuple[str, ...] = (),
     ) -> None:
-        self._queue.append(Queued(kind, write, future, locks))
+        fence = None if kind in UNFENCED else fencing.current()
+        if fence is not None and fence.lost:
+            # Known lost already: not even queued.
+            if future is not None:
+                future.set_exception(_lost(fence))
+            else:
+                log.warning(
+                    "store: a %s record of %s is dropped: the lease is lost", kind, fence.name
+                )
+            return
+        self._queue.append(Queued(kind, write, future, locks, fence))
         if self._queued_done is None:
             self._queued_done = self._loop.create_future()
         self._queued.set()
@@ -442,13 +460,14 @@ class PostgresBase:
         self, batch: list[Queued]
     ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
         """One transaction for ``batch``, in its order: records in pipeline mode, awaited
-        writes each in a savepoint. The outcome of each awaited write."""
-        outcomes = []
+        writes each in a savepoint; writes of a lost fence left out (``_fenced``). The
+        outcome of each awaited write."""
         async with self._connection() as conn, conn.transaction():
             # Every lock of the batch first, in one order on every node: two batches that
             # need the same conversations cannot each hold one the other waits for.
             for name in sorted({name for queued in batch for name in queued.locks}):
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+            batch, outcomes = await _fenced(conn, batch)
             index = 0
             while index < len(batch):
                 records = []
@@ -485,6 +504,59 @@ class PostgresBase:
             await conn.close()
             return f"no connection came within {CONNECTION_WAIT:g} s"
         return words(exc, self._password)
+
+
+async def _fenced(
+    conn: Conn, batch: list[Queued]
+) -> tuple[list[Queued], list[tuple[asyncio.Future[Any], Any, BaseException | None]]]:
+    """The writes of ``batch`` whose fences still hold, each fence's lease row share-locked
+    until the transaction ends (one statement for the batch), and the outcomes of the awaited
+    writes left out (``LeaseLost``); the records left out are dropped with a warning."""
+    fences = {queued.fence for queued in batch if queued.fence is not None}
+    if not fences:
+        return batch, []
+    listed = list(fences)
+    cur = await conn.execute(
+        "SELECT l.name, l.epoch FROM leases l"
+        " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+        " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
+        " WHERE l.expires_at > clock_timestamp() FOR SHARE OF l",
+        (
+            [fence.name for fence in listed],
+            [fence.holder for fence in listed],
+            [fence.epoch for fence in listed],
+        ),
+    )
+    held = {(str(name), int(epoch)) for name, epoch in await cur.fetchall()}
+    lost = {fence for fence in listed if (fence.name, fence.epoch) not in held}
+    if not lost:
+        return batch, []
+    for gone in lost:
+        # The database says so: the work under it stops now (its owner watches the event),
+        # not only when the next renewal fails.
+        gone.lease.lost.set()
+    kept: list[Queued] = []
+    outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+    for queued in batch:
+        fence = queued.fence
+        if fence is None or fence not in lost:
+            kept.append(queued)
+        elif queued.future is not None:
+            outcomes.append((queued.future, None, _lost(fence)))
+        else:
+            log.warning(
+                "store: a %s record of %s (epoch %d) is dropped: the lease is lost",
+                queued.kind,
+                fence.name,
+                fence.epoch,
+            )
+    return kept, outcomes
+
+
+def _lost(fence: Fence) -> LeaseLost:
+    return LeaseLost(
+        f"lease {fence.name} (epoch {fence.epoch}) is no longer held by {fence.holder}"
+    )
 
 
 async def _in_savepoint(

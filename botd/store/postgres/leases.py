@@ -16,12 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from ...cluster.leases import LeaseRow
-
-
-class LeaseLost(Exception):
-    """A fenced write found its lease expired or held by another epoch: the write is not
-    made and the work it belonged to stops."""
+from ...cluster.leases import LeaseLost, LeaseRow
 
 
 class PostgresLeases:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...chat import Target
+from ...cluster import fencing
 from ...events import Message
 from ..errors import StaleCompactionError, UnknownSessionError
 from ..records import (
@@ -423,8 +424,10 @@ class LedgerStore(PostgresBase):
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
     ) -> int:
-        """A piece written before it is sent: its key once committed."""
+        """A piece written before it is sent: its key once committed (with the epoch of
+        the lease its run holds, in cluster mode)."""
         now = self._clock()
+        fence = fencing.current()
         params = (
             anchor,
             seq,
@@ -434,13 +437,14 @@ class LedgerStore(PostgresBase):
             media_json(media, audio_as_voice),
             now,
             now,
+            None if fence is None else fence.epoch,
         )
 
         async def write(conn: Conn) -> int:
             cur = await conn.execute(
                 "INSERT INTO outbox (anchor, seq, kind, target, text, media, state, "
-                "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'pending', %s, %s) "
-                "RETURNING id",
+                "created_at, updated_at, epoch) "
+                "VALUES (%s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s) RETURNING id",
                 params,
             )
             row = await cur.fetchone()

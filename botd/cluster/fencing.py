@@ -1,0 +1,95 @@
+"""Fencing: the work of a conversation owned by lease carries its lease, and neither writes
+nor sends once the lease may belong to another node.
+
+The lease is a context variable (``fenced``) set where the owner hands the conversation its
+messages; every task the conversation starts from there (its worker, its turns, a command's
+answer) copies it. Two checks read it:
+
+* the store's: a write queued under a fence (``current`` at the time it is queued) is
+  written only if the lease row still names this holder and epoch, unexpired, checked in the
+  write's own transaction (the PostgreSQL store checks a batch's fences in one statement). A
+  write of a lost lease is not made: an awaited one raises ``LeaseLost``, a record is
+  dropped. A piece's sent mark is the exception: it is a fact about the platform.
+* the delivery's (``check_send``): no send starts when less than the fence's ``margin`` of
+  the lease is left by this node's own clock. A send refused so gives the lease up
+  (``Lease.lost``): the run stops without posting and its entries stay for the next holder.
+
+With no fence (the SQLite backend, the router, the scheduler) nothing is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from .leases import Lease, LeaseLost
+
+
+@dataclass(frozen=True, eq=False)
+class Fence:
+    """A lease as the work under it sees it: whose it is and how near its end a send may
+    still start."""
+
+    lease: Lease
+    holder: str
+    margin: float
+    """Seconds of the lease that must be left for a send to start."""
+
+    @property
+    def name(self) -> str:
+        return self.lease.name
+
+    @property
+    def epoch(self) -> int:
+        return self.lease.epoch
+
+    @property
+    def lost(self) -> bool:
+        return self.lease.lost.is_set()
+
+    def check_send(self, now: float) -> None:
+        """Raise ``LeaseLost`` (and give the lease up) when a send may not start at ``now``."""
+        if self.lease.valid_for(now) >= self.margin:
+            return
+        if not self.lease.lost.is_set():
+            self.lease.lost.set()
+        raise LeaseLost(
+            f"lease {self.name} (epoch {self.epoch}) is too near its end to send: not sent"
+        )
+
+
+_current: ContextVar[Fence | None] = ContextVar("botd_fence", default=None)
+
+
+def current() -> Fence | None:
+    """The fence of the work running now (None: unfenced)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def fenced(fence: Fence) -> Iterator[None]:
+    """Run the block (and every task it starts) under ``fence``."""
+    token = _current.set(fence)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def check_send() -> None:
+    """Before a send to a platform: ``LeaseLost`` when the current fence forbids it."""
+    fence = _current.get()
+    if fence is not None:
+        fence.check_send(time.monotonic())
+
+
+def abandoned() -> bool:
+    """The work running now belongs to a lease this node lost (it ends nothing more)."""
+    fence = _current.get()
+    return fence is not None and fence.lost
+
+
+__all__ = ["Fence", "LeaseLost", "abandoned", "check_send", "current", "fenced"]

@@ -1,0 +1,162 @@
+"""Two ``botd run`` nodes on one PostgreSQL (cluster mode, a 2 s lease TTL), each polling a
+Telegram fake of its own: the node answering a long story is SIGKILLed, or SIGSTOPped past
+the TTL and let go on, mid-answer. The other node takes the conversation over and finishes
+the answer; the chat shows every paragraph once and the restart notice once, and a paused
+owner posts nothing after it is let go on (its lease is gone: fenced writes, no send past
+its deadline)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import psycopg
+
+from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
+from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+TTL = 2.0
+
+
+@dataclass
+class Node:
+    name: str
+    telegram: FakeTelegramAPI
+    process: asyncio.subprocess.Process
+    log: Path
+
+    def texts(self) -> list[str]:
+        return [
+            str(c.params["text"])
+            for c in self.telegram.calls_to("sendMessage", ok_only=True)
+            if str(c.params["chat_id"]) == str(DM)
+        ]
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for another process's doing (no event of ours to await)."""
+    try:
+        async with asyncio.timeout(HANG_GUARD):
+            while not condition():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+@asynccontextmanager
+async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncIterator[list[Node]]:
+    async with AsyncExitStack() as stack:
+        nodes: list[Node] = []
+        for name in ("node-a", "node-b"):
+            telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
+            home = tmp_path / name
+            home.mkdir()
+            store = (
+                f"store:\n  backend: postgres\n  dsn: ${{BOTD_DATABASE_URL}}\n"
+                f"  node_id: {name}\n  lease_ttl: {TTL}\n"
+            )
+            config = crash_config(home, home / "state", telegram, model, store)
+            log = home / "daemon.log"
+            process = await start_daemon(
+                config,
+                home,
+                log_path=log,
+                ANTHROPIC_TEST_KEY="sk-ant-test",
+                TELEGRAM_TEST_TOKEN=TOKEN,
+                BOTD_DATABASE_URL=dsn,
+            )
+            stack.push_async_callback(reap, process)
+            nodes.append(Node(name, telegram, process, log))
+        for node in nodes:
+            await _until(partial(polling, node), f"{node.name} polling")
+        yield nodes
+
+
+def settled(dsn: str, count: int) -> Callable[[], bool]:
+    """At least ``count`` pieces sent and none waiting for its sent mark: a node stopped
+    now is outside Telegram's ambiguous window (docs/guarantees.md)."""
+
+    def check() -> bool:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT state, count(*) FROM outbox GROUP BY state").fetchall()
+        counts = {str(state): int(n) for state, n in rows}
+        return counts.get("sent", 0) >= count and counts.get("pending", 0) == 0
+
+    return check
+
+
+def polling(node: Node) -> bool:
+    return bool(node.telegram.calls_to("getUpdates"))
+
+
+def paragraphs_shown(nodes: list[Node]) -> list[str]:
+    return [text for node in nodes for text in node.texts() if text in PARAGRAPHS]
+
+
+async def test_the_owner_killed_mid_answer_the_other_node_finishes_it_once(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with (
+        FakeAnthropicAPI(api_key="sk-ant-test") as model,
+        two_nodes(tmp_path, postgres_dsn, model) as nodes,
+    ):
+        model.push(long_answer(delay=0.3))
+        nodes[0].telegram.push_text(DM, "tell me the long story")
+        await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
+        owner = next(node for node in nodes if node.texts())
+        other = nodes[1 - nodes.index(owner)]
+        model.push(long_answer(delay=0.0))
+        owner.process.kill()  # SIGKILL: its lease runs out after the TTL
+        await ended(owner.process)
+        shown_before = len(owner.texts())
+        await _until(lambda: set(paragraphs_shown(nodes)) == set(PARAGRAPHS), "every paragraph")
+        other.process.send_signal(signal.SIGTERM)
+        assert await ended(other.process) == 0
+    shown = paragraphs_shown(nodes)
+    assert sorted(shown) == sorted(PARAGRAPHS)  # every paragraph once
+    assert other.texts().count(NOTICE) == 1 and other.texts()[0] == NOTICE
+    assert len(owner.texts()) == shown_before
+    assert len(model.requests) == 2
+
+
+async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with (
+        FakeAnthropicAPI(api_key="sk-ant-test") as model,
+        two_nodes(tmp_path, postgres_dsn, model) as nodes,
+    ):
+        model.push(long_answer(delay=0.3))
+        nodes[1].telegram.push_text(DM, "tell me the long story")
+        await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
+        owner = next(node for node in nodes if node.texts())
+        other = nodes[1 - nodes.index(owner)]
+        model.push(long_answer(delay=0.0))
+        owner.process.send_signal(signal.SIGSTOP)  # paused past the TTL, its stream still open
+        try:
+            paused_with = len(owner.texts())
+            await _until(lambda: NOTICE in other.texts(), "the other node's takeover")
+            await _until(lambda: set(paragraphs_shown(nodes)) == set(PARAGRAPHS), "every paragraph")
+        finally:
+            owner.process.send_signal(signal.SIGCONT)
+        # Let go on, the old owner finds its lease gone before it posts anything more.
+        await _until(
+            lambda: (
+                "lease conversation:telegram:" in owner.log.read_text(errors="replace")
+                and " lost" in owner.log.read_text(errors="replace")
+            ),
+            "the old owner noticing its lease is lost",
+        )
+        for node in nodes:
+            node.process.send_signal(signal.SIGTERM)
+            assert await ended(node.process) == 0
+    assert len(owner.texts()) == paused_with  # nothing posted after the pause
+    assert sorted(paragraphs_shown(nodes)) == sorted(PARAGRAPHS)
+    assert other.texts().count(NOTICE) == 1
