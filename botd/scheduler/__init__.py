@@ -555,7 +555,12 @@ class Scheduler:
 
     async def _reload(self, job_id: str) -> None:
         """Schedule ``job_id`` as the table has it now (a fire found it changed)."""
-        job = await self._store.get_job(job_id)
+        try:
+            job = await self._store.get_job(job_id)
+        except Exception as exc:  # tried again by the next reload or the job's next run
+            log.warning("job %s could not be reloaded: %s", job_id, exc)
+            self._known.pop(job_id, None)
+            return
         if not self._leading:
             return
         if job is None:

@@ -193,3 +193,18 @@ async def test_a_node_whose_lease_lapsed_stops_running_the_schedule(cluster: Clu
     keys = cluster.fired()
     assert len(set(keys)) == len(keys)
     assert sorted(await cluster.accepted()) == sorted(keys)
+
+
+async def test_a_job_cancelled_on_a_standby_is_dropped_by_the_leader(cluster: Cluster) -> None:
+    first = await cluster.node("a")
+    await until(lambda: first.scheduler.leading, "node a to run the schedule")
+    second = await cluster.node("b")
+    await add_tick(first)
+    await until(lambda: len(first.prompts) >= 1, "a run on node a")
+    assert await second.scheduler.cancel("tick")
+    # The leader's next reload of the table (or its next run's fire, finding the job gone)
+    # takes it off the schedule.
+    await until(lambda: first.scheduler._aps.get_job("tick") is None, "the leader to drop it")
+    assert await first.scheduler.list_jobs() == []
+    keys = cluster.fired()
+    assert sorted(await cluster.accepted()) == sorted(keys)
