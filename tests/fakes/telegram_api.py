@@ -38,13 +38,18 @@ file server), counting the requests waiting in ``downloads_held``.
 Webhook: ``setWebhook`` registers a URL (with its ``secret_token``); from then on the queued
 updates are POSTed there one at a time, in order, as JSON with the
 ``X-Telegram-Bot-Api-Secret-Token`` header, and each is forgotten once answered 200; any other
-answer (or no connection) is kept as ``last_error_message`` in Telegram's words and the update
-is POSTed again after ``webhook_retry_delay`` seconds, as Telegram does. ``webhook_posts``
+answer (or no connection, or none within ``webhook_timeout``) is kept as
+``last_error_message`` in Telegram's words and the update is POSTed again after
+``webhook_retry_delay`` seconds, as Telegram does. ``webhook_posts``
 lists every POST as (update id, status; 0: no connection). ``getUpdates`` is refused with 409
 while a webhook is set; ``deleteWebhook`` ends the deliveries (``drop_pending_updates``
 forgets the queue). ``post_to_webhook`` makes one POST as anyone could, with any secret.
 ``webhook_forward``, when set, is where the POSTs really go: the reverse proxy in front of
 botd that the public (https) URL reaches.
+
+Several botd processes on one token: ``node_url(name)`` is a base URL of its own for each
+(the same API under the path prefix ``/name``), and every call is recorded with the prefix it
+came through (``Call.via``), so a test knows which process made each call.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -168,6 +173,8 @@ class Call:
     method: str
     params: dict[str, Any]
     status: int = 200
+    via: str = ""
+    """The path prefix the call came through (``node_url``; empty: ``base_url``)."""
 
 
 @dataclass
@@ -299,6 +306,8 @@ class FakeTelegramAPI:
         self.webhook_max_connections = 0
         self.webhook_retry_delay = 0.05
         """Seconds before an update the webhook did not take is POSTed again."""
+        self.webhook_timeout = 60.0
+        """Seconds a webhook POST may take before it counts as failed (and is made again)."""
         self.webhook_posts: list[tuple[int, int]] = []
         """Every POST to the webhook: (update id, HTTP status; 0 when no connection)."""
         self.last_error_message = ""
@@ -311,10 +320,18 @@ class FakeTelegramAPI:
         """What the adapter takes as ``api_base_url``."""
         return f"http://127.0.0.1:{self.port}"
 
+    def node_url(self, name: str) -> str:
+        """An ``api_base_url`` that serves the same bot under the path prefix ``/name``, so
+        each call made through it is recorded with ``via=name``: which of several botd
+        processes made it."""
+        return f"{self.base_url}/{name}"
+
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.*}", self._file)
+        app.router.add_post("/{via}/bot{token}/{method}", self._handle)
+        app.router.add_get("/{via}/file/bot{token}/{path:.*}", self._file)
         self._runner, self.port = await serve(app, self.port, shutdown_timeout=1)
         return self
 
@@ -569,7 +586,7 @@ class FakeTelegramAPI:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
-        call = Call(method, params)
+        call = Call(method, params, via=request.match_info.get("via", ""))
         self.calls.append(call)
         try:
             if self._outage is not None and self._outage.active:
@@ -695,8 +712,9 @@ class FakeTelegramAPI:
         """POST ``update`` to the registered webhook once, with ``secret`` as the secret token
         header (None: no header); the answer's status."""
         headers = {} if secret is None else {"X-Telegram-Bot-Api-Secret-Token": secret}
+        timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
         async with (
-            aiohttp.ClientSession() as session,
+            aiohttp.ClientSession(timeout=timeout) as session,
             session.post(
                 self.webhook_forward or self.webhook_url, json=update, headers=headers
             ) as response,
@@ -712,6 +730,8 @@ class FakeTelegramAPI:
                 status = await self.post_to_webhook(update, self.webhook_secret or None)
             except aiohttp.ClientError as exc:
                 status, self.last_error_message = 0, f"Connection refused ({exc})"
+            except TimeoutError:
+                status, self.last_error_message = 0, "Read timeout expired"
             self.webhook_posts.append((int(update["update_id"]), status))
             if status == 200:
                 if self._updates and self._updates[0] is update:
