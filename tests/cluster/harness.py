@@ -30,7 +30,7 @@ from typing import Literal, Self
 import psycopg
 
 from tests.cluster.proxy import RoundRobinProxy
-from tests.daemon_process import reap, start_daemon, stop_daemon
+from tests.daemon_process import ended, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
@@ -140,8 +140,7 @@ class Cluster:
                     "    mode: webhook",
                     f"    webhook_url: {HOOK_URL}",
                     "    webhook_secret: ${TELEGRAM_HOOK_SECRET}",
-                    f"    listen: {{host: 127.0.0.1, port: {node.listen_port}, "
-                    f"path: {HOOK_PATH}}}",
+                    f"    listen: {{host: 127.0.0.1, port: {node.listen_port}, path: {HOOK_PATH}}}",
                 ]
             channels += telegram
         jobs = []
@@ -209,9 +208,7 @@ channels:
         """SIGKILL: no shutdown code runs; returns once the process is gone."""
         assert node.process is not None
         node.process.kill()
-        await until(lambda: node.process is not None and node.process.returncode is not None,
-                    f"{node.name} killed")  # fmt: skip
-        await node.process.wait()
+        await ended(node.process)
         node.paused = False
 
     def pause(self, node: Node) -> None:
@@ -255,7 +252,7 @@ channels:
         """Rows of ``sql`` on the shared database ([] while the schema is not there yet)."""
         async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
             try:
-                cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
+                cursor = await conn.execute(sql, params)
             except psycopg.errors.UndefinedTable:
                 return []
             return list(await cursor.fetchall())
@@ -273,8 +270,8 @@ channels:
         ``not_on``, holds one)."""
         excluded = {node.name for node in not_on}
 
-        async def held() -> str | None:
+        async def held() -> str:
             found = [h for h in (await self.holders(prefix)).values() if h not in excluded]
-            return found[0] if found else None
+            return found[0] if found else ""
 
         return self.node(await until(held, f"a node holding {prefix}*"))

@@ -91,9 +91,7 @@ class RoundRobinProxy:
             ) as answer:
                 payload = await answer.read()
                 status = answer.status
-                kept = {
-                    k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP
-                }
+                kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
         except TimeoutError:
             return self._failed(index, 504)
         except aiohttp.ClientError:
@@ -105,4 +103,3 @@ class RoundRobinProxy:
         self._failed_at[index] = time.monotonic()
         self.forwards.append((index, status))
         return web.Response(status=status, text=f"upstream {index} failed\n")
-

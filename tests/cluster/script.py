@@ -138,7 +138,7 @@ def check_answers(
             if body == NOTICE:
                 tally.notices += 1
                 continue
-            if seen and body in seen and body in (p.strip() for p in PARAGRAPHS):
+            if seen and body == seen[-1]:  # sent again: its first send was not confirmed
                 tally.repeats.append(post)
                 continue
             seen.append(body)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +28,6 @@ from tests.cluster.harness import MODEL_KEY, TOKEN, Cluster, Job, Node
 from tests.cluster.script import (
     JOB_ANSWER,
     JOB_PROMPT,
-    PARAGRAPHS,
     ModelScript,
     Post,
     Stretch,
@@ -35,7 +35,7 @@ from tests.cluster.script import (
     check_answers,
     prompt,
 )
-from tests.conversation.crash import NOTICE
+from tests.conversation.crash import NOTICE, PARAGRAPHS
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import guarded, until
@@ -69,6 +69,7 @@ class Users:
         self.dms = [FIRST_DM + n for n in range(dms)]
         self.messages = messages
         self.asked: dict[str, list[str]] = {str(dm): [] for dm in self.dms}
+        self.tasks: list[asyncio.Task[None]] = []
 
     def answered(self, chat: str, asked: str) -> bool:
         texts = shown(self.telegram, chat)
@@ -81,14 +82,24 @@ class Users:
             asked = prompt(dm, number)
             self.asked[str(dm)].append(asked)
             self.telegram.push_text(dm, asked)
-            await until(lambda: self.answered(str(dm), asked), f"the answer to {asked}")
+            await until(partial(self.answered, str(dm), asked), f"the answer to {asked}")
 
-    def start(self) -> asyncio.Future[list[None]]:
-        return asyncio.gather(*(self.talk(dm) for dm in self.dms))
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self.talk(dm)) for dm in self.dms]
+
+    async def finished(self) -> None:
+        await guarded(asyncio.gather(*self.tasks), "every DM answered")
+
+    async def cancel(self) -> None:
+        """Stop talking (a failed test): every task ended, its failure retrieved."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 async def pending_pieces(cluster: Cluster) -> int:
-    """Pieces written to the outbox and not yet known sent: the ambiguous window."""
+    """Pieces written to the outbox and not yet known sent (the ambiguous window), on every
+    node: an upper bound of those a fault can leave unconfirmed."""
     rows = await cluster.query("SELECT count(*) FROM outbox WHERE state = 'pending'")
     return int(str(rows[0][0])) if rows else 0
 
@@ -138,9 +149,7 @@ def check_fires(fires: list[float], outages: list[tuple[float, float]]) -> None:
 
 async def held_by_live(cluster: Cluster, name: str, *down: Node) -> float:
     """Wait until the lease ``name`` is held by a node not among ``down``; when it was seen."""
-    await until(
-        lambda: _held_elsewhere(cluster, name, down), f"{name} held by a node still up"
-    )
+    await until(lambda: _held_elsewhere(cluster, name, down), f"{name} held by a node still up")
     return time.time()
 
 
@@ -166,24 +175,29 @@ async def three_nodes_kill_and_pause(
             doomed = cluster.nodes[0]
         killed_answer = script.stretch_next([doomed.name])
         users = Users(telegram, script, dms=12, messages=3)
-        talks = users.start()
+        users.start()
         outages: list[tuple[float, float]] = []
         try:
-            await until(lambda: pieces_posted(telegram, killed_answer)() >= 3,
-                        f"{doomed.name} streaming a long answer")  # fmt: skip
-            in_flight = await pending_pieces(cluster)
+            await until(
+                lambda: pieces_posted(telegram, killed_answer)() >= 3,
+                f"{doomed.name} streaming a long answer",
+            )
             killed_at = time.time()
             await cluster.kill(doomed)
+            in_flight = await pending_pieces(cluster)
             if mode == "polling":
                 await cluster.lease_holder("telegram:", not_on=(doomed,))
-            await held_by_live(cluster, f"conversation:telegram:{stretched_chat(killed_answer)}",
-                               doomed)  # fmt: skip
+            await held_by_live(
+                cluster, f"conversation:telegram:{stretched_chat(killed_answer)}", doomed
+            )
             outages.append((killed_at, await held_by_live(cluster, "scheduler", doomed)))
 
             live = [node for node in cluster.nodes if node is not doomed]
             paused_answer = script.stretch_next([node.name for node in live])
-            await until(lambda: pieces_posted(telegram, paused_answer)() >= 2,
-                        "another node streaming a long answer")  # fmt: skip
+            await until(
+                lambda: pieces_posted(telegram, paused_answer)() >= 2,
+                "another node streaming a long answer",
+            )
             sleeper = cluster.node(paused_answer.asked_via)
             cluster.pause(sleeper)
             paused_at = time.time()
@@ -194,27 +208,31 @@ async def three_nodes_kill_and_pause(
             continued_from = len(telegram.calls)
             cluster.resume(sleeper)
 
-            await guarded(talks, "every DM answered")
+            await users.finished()
             # The schedule goes on after the takeovers: two more fires answered.
             after = outages[-1][1]
             await until(
                 lambda: _fired_since(cluster, after, 2), "two job fires after the takeovers"
             )
             fires = await job_fires(cluster)
-            await until(lambda: shown(telegram, JOB_CHAT).count(JOB_ANSWER) >= len(fires),
-                        "every job fire answered")  # fmt: skip
+            await until(
+                lambda: shown(telegram, JOB_CHAT).count(JOB_ANSWER) >= len(fires),
+                "every job fire answered",
+            )
             fires = await job_fires(cluster)
             statuses = await cluster.stop_all()
         except BaseException:
-            talks.cancel()
+            await users.cancel()
             print(cluster.logs())
             raise
 
     assert all(status == 0 for name, status in statuses.items() if name != doomed.name), statuses
     long_prompts = script.long_prompts()
     tally = check_answers(posts(telegram), users.asked, long_prompts)
-    print(f"pieces posted twice (the Telegram window): {len(tally.repeats)}; "
-          f"pieces in flight at the faults: {in_flight}")  # fmt: skip
+    print(
+        f"pieces posted twice (the Telegram window): {len(tally.repeats)}; "
+        f"pieces in flight at the faults: {in_flight}; job fires: {len(fires)}"
+    )
     assert len(tally.repeats) <= in_flight, tally.repeats
     assert tally.notices <= len(long_prompts)
     # Continued after its conversation was taken over, the paused node posted nothing of
@@ -253,30 +271,50 @@ async def test_one_node_behind_the_webhook_proxy_killed_mid_answer_and_restarted
     async with (
         FakeTelegramAPI(TOKEN) as telegram,
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
-        Cluster(tmp_path, postgres_dsn, model, telegram=telegram, telegram_mode="webhook",
-                size=1) as cluster,  # fmt: skip
+        Cluster(
+            tmp_path,
+            postgres_dsn,
+            model,
+            telegram=telegram,
+            telegram_mode="webhook",
+            size=1,
+            jobs=[JOB],
+        ) as cluster,
     ):
         script = ModelScript(model)
         [node] = cluster.nodes
         await cluster.start(node)
         stretch = script.stretch_next([node.name])
         users = Users(telegram, script, dms=4, messages=2)
-        talks = users.start()
+        users.start()
         try:
             await until(lambda: pieces_posted(telegram, stretch)() >= 3, "a long answer going")
-            in_flight = await pending_pieces(cluster)
+            killed_at = time.time()
             await cluster.kill(node)
+            in_flight = await pending_pieces(cluster)
             await cluster.start(node)
-            await guarded(talks, "every DM answered")
+            await users.finished()
+            outage = (killed_at, time.time())
+            await until(lambda: _fired_since(cluster, outage[1], 2), "two job fires after")
+            fires = await job_fires(cluster)
+            await until(
+                lambda: shown(telegram, JOB_CHAT).count(JOB_ANSWER) >= len(fires),
+                "every job fire answered",
+            )
+            fires = await job_fires(cluster)
             statuses = await cluster.stop_all()
         except BaseException:
-            talks.cancel()
+            await users.cancel()
             print(cluster.logs())
             raise
 
     assert statuses == {node.name: 0}
     tally = check_answers(posts(telegram), users.asked, script.long_prompts())
-    print(f"pieces posted twice (the Telegram window): {len(tally.repeats)}; "
-          f"pieces in flight at the kill: {in_flight}")  # fmt: skip
+    print(
+        f"pieces posted twice (the Telegram window): {len(tally.repeats)}; "
+        f"pieces in flight at the kill: {in_flight}; job fires: {len(fires)}"
+    )
     assert len(tally.repeats) <= in_flight
     assert tally.notices == 1  # the resumed answer says once that it was interrupted
+    assert shown(telegram, JOB_CHAT).count(JOB_ANSWER) == len(fires)
+    check_fires(fires, [outage])
