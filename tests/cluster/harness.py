@@ -32,9 +32,10 @@ import psycopg
 from tests.cluster.proxy import RoundRobinProxy
 from tests.daemon_process import ended, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
-from tests.waiting import until
+from tests.waiting import file_contains, until
 
 TOKEN = "123456:TEST-TOKEN"
 MODEL_KEY = "sk-ant-test"
@@ -89,6 +90,7 @@ class Cluster:
     dsn: str
     model: FakeAnthropicAPI
     telegram: FakeTelegramAPI | None = None
+    slack: FakeSlack | None = None
     size: int = 3
     lease_ttl: float = 2.0
     telegram_mode: Literal["polling", "webhook"] = "polling"
@@ -143,6 +145,14 @@ class Cluster:
                     f"    listen: {{host: 127.0.0.1, port: {node.listen_port}, path: {HOOK_PATH}}}",
                 ]
             channels += telegram
+        if self.slack is not None:
+            channels += [
+                "  slack:",
+                "    bot_token: xoxb-test",
+                "    app_token: xapp-test",
+                f"    api_base_url: {json.dumps(self.slack.node_url(node.name))}",
+                "    dm_policy: open",
+            ]
         jobs = []
         if self.jobs:
             jobs.append("scheduler:\n  jobs:")
@@ -203,6 +213,15 @@ channels:
     async def start_all(self) -> None:
         for node in self.nodes:
             await self.start(node)
+
+    async def ready(self, channel: str, *nodes: Node) -> None:
+        """Wait until ``channel`` runs on each of ``nodes`` (default: every node), as its log
+        says."""
+        for node in nodes or tuple(self.nodes):
+            await until(
+                file_contains(node.log, f"channel {channel} running"),
+                f"{channel} running on {node.name}",
+            )
 
     async def kill(self, node: Node) -> None:
         """SIGKILL: no shutdown code runs; returns once the process is gone."""

@@ -1,0 +1,345 @@
+"""The cluster tests' scenario, on any chat platform: many DMs talking to three nodes while a
+job fires, one node SIGKILLed mid-answer, another SIGSTOPped mid-answer until its conversation
+was taken over and then continued, and the checks on what the platform showed.
+
+A ``Chats`` is the platform side: how a user in DM ``dm`` says something, and every message the
+bot posted (``Post``: chat, text, the node that posted it, its place among the fake's calls).
+``kill_and_pause`` runs the scenario on a started ``Cluster`` and returns what the checks need;
+``check_outcome`` asserts on it (module docstring of ``test_telegram_nodes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
+
+from tests.cluster.harness import Cluster, Job, Node
+from tests.cluster.script import (
+    JOB_ANSWER,
+    ModelScript,
+    Post,
+    Stretch,
+    answer,
+    check_answers,
+    prompt,
+)
+from tests.conversation.crash import NOTICE, PARAGRAPHS
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import guarded, until
+
+EVERY = 3.0
+"""Seconds between two fires of the job."""
+
+
+class Chats(Protocol):
+    """A platform as the users and the checks see it."""
+
+    channel: str
+    """The channel's name in botd's config and conversation keys."""
+
+    async def say(self, dm: int, text: str) -> None: ...
+
+    def chat(self, dm: int) -> str:
+        """DM ``dm``'s chat id, as ``Post.chat`` has it."""
+        ...
+
+    def posts(self) -> list[Post]: ...
+
+    def mark(self) -> int:
+        """A place among the fake's calls: posts with a higher ``index`` came later."""
+        ...
+
+
+@dataclass
+class TelegramChats:
+    telegram: FakeTelegramAPI
+    channel: str = "telegram"
+
+    async def say(self, dm: int, text: str) -> None:
+        self.telegram.push_text(dm, text)
+
+    def chat(self, dm: int) -> str:
+        return str(dm)
+
+    def posts(self) -> list[Post]:
+        """Every message the bot posted (sendMessage answered 200), in the order they came."""
+        return [
+            Post(str(call.params["chat_id"]), str(call.params["text"]), call.via, index)
+            for index, call in enumerate(self.telegram.calls)
+            if call.method == "sendMessage" and call.status == 200
+        ]
+
+    def mark(self) -> int:
+        return len(self.telegram.calls)
+
+
+@dataclass
+class SlackChats:
+    """DM ``dm`` is channel ``D<dm>`` with user ``U<dm>``; events go out by
+    ``deliver_event`` (spread over every node's Socket Mode connection, sent again when
+    not acknowledged)."""
+
+    slack: FakeSlack
+    channel: str = "slack"
+    _ts: int = 0
+
+    async def say(self, dm: int, text: str) -> None:
+        self._ts += 1
+        event = {
+            "type": "message",
+            "channel": self.chat(dm),
+            "channel_type": "im",
+            "user": f"U{dm}",
+            "text": text,
+            "ts": f"1800000000.{self._ts:06d}",
+        }
+        assert await self.slack.deliver_event(event_callback(event)), f"{text!r} not acked"
+
+    def chat(self, dm: int) -> str:
+        return f"D{dm}"
+
+    def posts(self) -> list[Post]:
+        return [
+            Post(str(call.args.get("channel")), str(call.args.get("text")), call.via, index)
+            for index, call in enumerate(self.slack.calls)
+            if call.method == "chat.postMessage"
+        ]
+
+    def mark(self) -> int:
+        return len(self.slack.calls)
+
+
+def shown(chats: Chats, chat: str) -> list[str]:
+    return [post.text.strip() for post in chats.posts() if post.chat == chat]
+
+
+class Users:
+    """DMs that each send their prompts one after the other, the next once the last one's
+    answer shows (``asked``: the prompts sent, by chat)."""
+
+    def __init__(self, chats: Chats, script: ModelScript, dms: int, messages: int) -> None:
+        self.chats = chats
+        self.script = script
+        self.dms = [1001 + n for n in range(dms)]
+        self.messages = messages
+        self.asked: dict[str, list[str]] = {chats.chat(dm): [] for dm in self.dms}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def answered(self, chat: str, asked: str) -> bool:
+        texts = shown(self.chats, chat)
+        if asked in self.script.long_prompts():
+            return PARAGRAPHS[-1] in texts
+        return answer(asked) in texts
+
+    async def talk(self, dm: int) -> None:
+        chat = self.chats.chat(dm)
+        for number in range(1, self.messages + 1):
+            asked = prompt(dm, number)
+            self.asked[chat].append(asked)
+            await self.chats.say(dm, asked)
+            await until(partial(self.answered, chat, asked), f"the answer to {asked}")
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self.talk(dm)) for dm in self.dms]
+
+    async def finished(self) -> None:
+        await guarded(asyncio.gather(*self.tasks), "every DM answered")
+
+    async def cancel(self) -> None:
+        """Stop talking (a failed test): every task ended, its failure retrieved."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def pending_pieces(cluster: Cluster) -> int:
+    """Pieces written to the outbox and not yet known sent (the ambiguous window), on every
+    node: an upper bound of those a fault can leave unconfirmed."""
+    rows = await cluster.query("SELECT count(*) FROM outbox WHERE state = 'pending'")
+    return int(str(rows[0][0])) if rows else 0
+
+
+def pieces_posted(chats: Chats, stretch: Stretch) -> Callable[[], int]:
+    """How many paragraphs of ``stretch``'s answer its node posted so far."""
+
+    def count() -> int:
+        if stretch.prompt is None:
+            return 0
+        return sum(
+            1
+            for post in chats.posts()
+            if post.via == stretch.asked_via and post.text.strip() in PARAGRAPHS
+        )
+
+    return count
+
+
+def stretched_dm(stretch: Stretch) -> int:
+    assert stretch.prompt is not None
+    return int(stretch.prompt.split()[0].removeprefix("dm"))  # dm<n> msg<i>
+
+
+async def job_fires(cluster: Cluster, job: Job) -> list[float]:
+    """When each fire of ``job`` was accepted (the inbox rows of its conversation)."""
+    rows = await cluster.query(
+        "SELECT accepted_at FROM inbox WHERE conversation_key = %s ORDER BY accepted_at",
+        f"cron:{job.id}",
+    )
+    return [float(str(row[0])) for row in rows]
+
+
+def check_fires(fires: list[float], outages: list[tuple[float, float]]) -> None:
+    """Each fire in a slot of its own (two nodes firing one slot would share it), and no
+    slot without a fire except while a fault kept the schedule's leader away (those slots
+    are coalesced into one fire at the takeover)."""
+    assert fires, "the job never fired"
+    slots = [round((at - fires[0]) / EVERY) for at in fires]
+    assert len(set(slots)) == len(slots), f"a slot fired twice: {slots}"
+    for slot in set(range(max(slots) + 1)) - set(slots):
+        due = fires[0] + slot * EVERY
+        assert any(start - EVERY <= due <= end + EVERY for start, end in outages), (
+            f"slot {slot} (due {due:.1f}) never fired; takeovers: {outages}"
+        )
+
+
+async def held_by_live(cluster: Cluster, name: str, *down: Node) -> float:
+    """Wait until the lease ``name`` is held by a node not among ``down``; when it was seen."""
+    await until(lambda: _held_elsewhere(cluster, name, down), f"{name} held by a node still up")
+    return time.time()
+
+
+async def _held_elsewhere(cluster: Cluster, name: str, down: tuple[Node, ...]) -> bool:
+    holder = (await cluster.holders(name)).get(name)
+    return holder is not None and holder not in {node.name for node in down}
+
+
+async def fired_since(cluster: Cluster, job: Job, since: float, count: int) -> bool:
+    return len([at for at in await job_fires(cluster, job) if at > since]) >= count
+
+
+@dataclass
+class Outcome:
+    """What a scenario left for the checks."""
+
+    users: Users
+    in_flight: int = 0
+    """Pieces between written and confirmed right after the faults (all nodes)."""
+    outages: list[tuple[float, float]] = field(default_factory=list)
+    """(fault, the schedule's lease seen held again) for each fault."""
+    fires: list[float] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+    killed: Node | None = None
+    paused: Node | None = None
+    continued_from: int = 0
+    """``Chats.mark()`` when the paused node was continued."""
+
+
+async def finish_with_fires(
+    cluster: Cluster, chats: Chats, job: Job, outcome: Outcome, since: float
+) -> None:
+    """Wait for two fires of ``job`` after ``since`` and every fire's answer; then stop
+    every node (their statuses and the fires go into ``outcome``)."""
+    await until(partial(fired_since, cluster, job, since, 2), "two job fires after the faults")
+    fires = await job_fires(cluster, job)
+    await until(
+        lambda: shown(chats, job.chat).count(JOB_ANSWER) >= len(fires), "every fire answered"
+    )
+    outcome.fires = await job_fires(cluster, job)
+    outcome.statuses = await cluster.stop_all()
+
+
+async def kill_and_pause(
+    cluster: Cluster,
+    chats: Chats,
+    script: ModelScript,
+    job: Job,
+    *,
+    dms: int,
+    messages: int,
+    poller: str | None = None,
+) -> Outcome:
+    """The scenario (module docstring) on a started three-node ``cluster``. ``poller``: the
+    lease prefix of a platform connection only one node holds (``telegram:``): that node is
+    the one killed, and another one must take the connection over."""
+    if poller is None:
+        await cluster.ready(chats.channel)  # each node takes its share from the start
+    doomed = await cluster.lease_holder(poller) if poller else cluster.nodes[0]
+    killed_answer = script.stretch_next([doomed.name])
+    outcome = Outcome(Users(chats, script, dms, messages), killed=doomed)
+    outcome.users.start()
+    try:
+        await until(
+            lambda: pieces_posted(chats, killed_answer)() >= 3,
+            f"{doomed.name} streaming a long answer",
+        )
+        killed_at = time.time()
+        await cluster.kill(doomed)
+        outcome.in_flight = await pending_pieces(cluster)
+        if poller:
+            await cluster.lease_holder(poller, not_on=(doomed,))
+        conversation = f"conversation:{chats.channel}:{chats.chat(stretched_dm(killed_answer))}"
+        await held_by_live(cluster, conversation, doomed)
+        outcome.outages.append((killed_at, await held_by_live(cluster, "scheduler", doomed)))
+
+        live = [node for node in cluster.nodes if node is not doomed]
+        paused_answer = script.stretch_next([node.name for node in live])
+        await until(
+            lambda: pieces_posted(chats, paused_answer)() >= 2,
+            "another node streaming a long answer",
+        )
+        sleeper = outcome.paused = cluster.node(paused_answer.asked_via)
+        cluster.pause(sleeper)
+        paused_at = time.time()
+        outcome.in_flight += await pending_pieces(cluster)
+        conversation = f"conversation:{chats.channel}:{chats.chat(stretched_dm(paused_answer))}"
+        await held_by_live(cluster, conversation, doomed, sleeper)
+        recovered = await held_by_live(cluster, "scheduler", doomed, sleeper)
+        outcome.outages.append((paused_at, recovered))
+        outcome.continued_from = chats.mark()
+        cluster.resume(sleeper)
+
+        await outcome.users.finished()
+        await finish_with_fires(cluster, chats, job, outcome, recovered)
+    except BaseException:
+        await outcome.users.cancel()
+        print(cluster.logs())
+        raise
+    return outcome
+
+
+def check_outcome(
+    chats: Chats, script: ModelScript, job: Job, outcome: Outcome, *, window: bool
+) -> None:
+    """Every prompt answered once and in order; no piece of the paused node's old answer
+    after it was continued; each fire answered once, distinct, none missed outside the
+    takeovers; repeated pieces counted and printed, and allowed (at most the pieces in
+    flight at the faults) only where the platform has no send key (``window``)."""
+    killed = outcome.killed.name if outcome.killed else ""
+    assert all(status == 0 for name, status in outcome.statuses.items() if name != killed), (
+        outcome.statuses
+    )
+    long_prompts = script.long_prompts()
+    tally = check_answers(chats.posts(), outcome.users.asked, long_prompts)
+    print(
+        f"{chats.channel}: pieces posted twice: {len(tally.repeats)}; pieces in flight at "
+        f"the faults: {outcome.in_flight}; job fires: {len(outcome.fires)}"
+    )
+    assert len(tally.repeats) <= (outcome.in_flight if window else 0), tally.repeats
+    assert tally.notices <= len(long_prompts)
+    if outcome.paused is not None:
+        old = {p.strip() for p in PARAGRAPHS} | {NOTICE}
+        late = [
+            post
+            for post in chats.posts()
+            if post.index >= outcome.continued_from
+            and post.via == outcome.paused.name
+            and post.text.strip() in old
+        ]
+        assert late == [], f"the paused node posted its old answer after the takeover: {late}"
+    assert shown(chats, job.chat).count(JOB_ANSWER) == len(outcome.fires)
+    check_fires(outcome.fires, outcome.outages)
