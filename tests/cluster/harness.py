@@ -32,6 +32,7 @@ import psycopg
 from tests.cluster.proxy import RoundRobinProxy
 from tests.daemon_process import ended, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.health_probe import free_port
@@ -91,6 +92,7 @@ class Cluster:
     model: FakeAnthropicAPI
     telegram: FakeTelegramAPI | None = None
     slack: FakeSlack | None = None
+    discord: FakeDiscordAPI | None = None
     size: int = 3
     lease_ttl: float = 2.0
     telegram_mode: Literal["polling", "webhook"] = "polling"
@@ -152,6 +154,15 @@ class Cluster:
                 "    app_token: xapp-test",
                 f"    api_base_url: {json.dumps(self.slack.node_url(node.name))}",
                 "    dm_policy: open",
+            ]
+        if self.discord is not None:
+            channels += [
+                "  discord:",
+                "    token: discord-test-token",
+                f"    api_base_url: {json.dumps(self.discord.node_url(node.name))}",
+                f"    gateway_url: {json.dumps(self.discord.gateway_url)}",
+                "    dm_policy: open",
+                "    command_menu: false",
             ]
         jobs = []
         if self.jobs:

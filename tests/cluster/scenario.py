@@ -28,6 +28,8 @@ from tests.cluster.script import (
     prompt,
 )
 from tests.conversation.crash import NOTICE, PARAGRAPHS
+from tests.fakes.discord_api import FakeDiscordAPI
+from tests.fakes.discord_api import user as discord_user
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import guarded, until
@@ -48,6 +50,10 @@ class Chats(Protocol):
         """DM ``dm``'s chat id, as ``Post.chat`` has it."""
         ...
 
+    def conversation(self, dm: int) -> str:
+        """DM ``dm``'s conversation key (its lease is ``conversation:<key>``)."""
+        ...
+
     def posts(self) -> list[Post]: ...
 
     def mark(self) -> int:
@@ -65,6 +71,9 @@ class TelegramChats:
 
     def chat(self, dm: int) -> str:
         return str(dm)
+
+    def conversation(self, dm: int) -> str:
+        return f"telegram:{dm}"
 
     def posts(self) -> list[Post]:
         """Every message the bot posted (sendMessage answered 200), in the order they came."""
@@ -103,6 +112,9 @@ class SlackChats:
     def chat(self, dm: int) -> str:
         return f"D{dm}"
 
+    def conversation(self, dm: int) -> str:
+        return f"slack:D{dm}"
+
     def posts(self) -> list[Post]:
         return [
             Post(str(call.args.get("channel")), str(call.args.get("text")), call.via, index)
@@ -112,6 +124,45 @@ class SlackChats:
 
     def mark(self) -> int:
         return len(self.slack.calls)
+
+
+@dataclass
+class DiscordChats:
+    """DM ``dm`` is the DM channel ``DM_CHANNEL + dm`` with user ``USER + dm``; a message is
+    dispatched on the live gateway session (the one node holding the shard's lease)."""
+
+    discord: FakeDiscordAPI
+    channel: str = "discord"
+
+    DM_CHANNEL = 1500000000000000000
+    USER = 1400000000000000000
+
+    async def say(self, dm: int, text: str) -> None:
+        author = discord_user(self.USER + dm, f"user{dm}")
+        await self.discord.dispatch_message(
+            self.discord.message(text, channel_id=self.DM_CHANNEL + dm, author=author, guild=False)
+        )
+
+    def chat(self, dm: int) -> str:
+        return str(self.DM_CHANNEL + dm)
+
+    def conversation(self, dm: int) -> str:
+        return f"discord:dm:{self.USER + dm}"
+
+    def posts(self) -> list[Post]:
+        """Message POSTs that made a message (a repeated nonce makes none)."""
+        repeats = {id(r) for r in self.discord.nonce_repeats}
+        return [
+            Post(r.path.split("/")[2], str(r.body.get("content")), r.via, index)
+            for index, r in enumerate(self.discord.requests)
+            if r.method == "POST"
+            and r.path.endswith("/messages")
+            and isinstance(r.body, dict)
+            and id(r) not in repeats
+        ]
+
+    def mark(self) -> int:
+        return len(self.discord.requests)
 
 
 def shown(chats: Chats, chat: str) -> list[str]:
@@ -282,7 +333,7 @@ async def kill_and_pause(
         outcome.in_flight = await pending_pieces(cluster)
         if poller:
             await cluster.lease_holder(poller, not_on=(doomed,))
-        conversation = f"conversation:{chats.channel}:{chats.chat(stretched_dm(killed_answer))}"
+        conversation = f"conversation:{chats.conversation(stretched_dm(killed_answer))}"
         await held_by_live(cluster, conversation, doomed)
         outcome.outages.append((killed_at, await held_by_live(cluster, "scheduler", doomed)))
 
@@ -296,7 +347,7 @@ async def kill_and_pause(
         cluster.pause(sleeper)
         paused_at = time.time()
         outcome.in_flight += await pending_pieces(cluster)
-        conversation = f"conversation:{chats.channel}:{chats.chat(stretched_dm(paused_answer))}"
+        conversation = f"conversation:{chats.conversation(stretched_dm(paused_answer))}"
         await held_by_live(cluster, conversation, doomed, sleeper)
         recovered = await held_by_live(cluster, "scheduler", doomed, sleeper)
         outcome.outages.append((paused_at, recovered))
