@@ -60,6 +60,7 @@ async def three_nodes(tmp_path: Path, dsn: str, mode: Literal["polling", "webhoo
             messages=3,
             poller="telegram:" if mode == "polling" else None,
         )
+    print(f"telegram: long polls cut off by another one (409): {telegram.conflicts}")
     check_outcome(chats, script, JOB, outcome, window=True)
 
 

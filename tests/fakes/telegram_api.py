@@ -11,7 +11,9 @@ Bodies may be form-encoded, multipart or JSON; the nested fields PTB JSON-encode
 form (``reply_parameters``, ``reaction``, ``entities``...) are decoded, so ``params`` holds
 what the client meant. ``getUpdates`` long-polls a queue of updates and honours ``offset``,
 ``timeout`` and ``limit`` (1 to 100, default 100: one poll hands out up to that many pending
-updates) like Telegram: updates below the offset are forgotten (confirmed), unless
+updates) like Telegram, and like Telegram a long poll still waiting is ended with 409
+"Conflict: terminated by other getUpdates request" when another one arrives (``conflicts``
+counts them): updates below the offset are forgotten (confirmed), unless
 ``forget_confirmed`` is False, which simulates a crash before Telegram learned the
 confirmation, so a poller starting from offset 0 would see everything again.
 
@@ -314,6 +316,9 @@ class FakeTelegramAPI:
         self.webhook_forward: str | None = None
         """Where the POSTs go instead of the URL set (None: to it)."""
         self._webhook_task: asyncio.Task[None] | None = None
+        self._poll_waiting: asyncio.Event | None = None
+        self.conflicts = 0
+        """Long polls ended with 409 because another one came (see ``getUpdates``)."""
 
     @property
     def base_url(self) -> str:
@@ -765,11 +770,25 @@ class FakeTelegramAPI:
             return [u for u in self._updates if u["update_id"] >= offset]
 
         if not pending() and timeout > 0:
+            # Like Telegram, a long poll still waiting ends with 409 when another one comes:
+            # two processes polling one token keep cutting each other off.
+            if self._poll_waiting is not None:
+                self._poll_waiting.set()
+                self._notify()
+            cut_off = self._poll_waiting = asyncio.Event()
             try:
                 async with asyncio.timeout(timeout):
-                    await self._wait_until(lambda: bool(pending()) or self._closing.is_set())
+                    await self._wait_until(
+                        lambda: bool(pending()) or self._closing.is_set() or cut_off.is_set()
+                    )
             except TimeoutError:
                 pass
+            finally:
+                if self._poll_waiting is cut_off:
+                    self._poll_waiting = None
+            if cut_off.is_set():
+                self.conflicts += 1
+                return conflict()
         return pending()[:limit]
 
     def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:
