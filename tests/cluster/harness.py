@@ -1,10 +1,16 @@
 """Several ``botd run`` processes on one PostgreSQL database, against the loopback fakes.
 
     async with Cluster(tmp_path, postgres_dsn, model, telegram=telegram) as cluster:
-        await cluster.start_all()
+        await cluster.start_all()            # or start(node), again after a kill
+        await cluster.ready("telegram")      # the channel runs on every node
         poller = await cluster.lease_holder("telegram:")
-        cluster.kill(poller)            # SIGKILL
-        cluster.pause(other)            # SIGSTOP ... cluster.resume(other): SIGCONT
+        await cluster.kill(poller)           # SIGKILL
+        cluster.pause(other)                 # SIGSTOP ... cluster.resume(other): SIGCONT
+        await cluster.holders("conversation:")   # {lease name: node id} held now
+        statuses = await cluster.stop_all()  # SIGTERM, exit statuses
+
+Channels: ``telegram`` (long polling, or ``telegram_mode="webhook"``), ``slack`` (Socket
+Mode), ``discord``; ``jobs``: scheduled prompts in every node's config.
 
 Each node is a child process (``tests/daemon_process.py``) with a directory of its own (its
 config, its ``state_dir``, its log), its own ``store.node_id`` (``n1``, ``n2``...) and a short
@@ -13,9 +19,9 @@ fakes under a path prefix of its own (the fakes' ``node_url``), so each call the
 says which node made it (``via``). In Telegram webhook mode each node listens on a port of its
 own and the fake Telegram POSTs to a ``RoundRobinProxy`` in front of them all.
 
-The test reads the database (``leases``, ``holders``) only to know where to aim a fault, as an
-operator would; what it asserts is what the fakes saw. At the end every node still running is
-continued (if paused) and killed, whatever the test did.
+The test reads the database (``holders``, ``query``) to know where to aim a fault, as an
+operator would, and when a job fired; what it asserts is what the fakes saw. At the end
+every node still running is continued (if paused) and killed, whatever the test did.
 """
 
 from __future__ import annotations
