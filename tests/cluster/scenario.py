@@ -183,8 +183,10 @@ class Users:
 
     def answered(self, chat: str, asked: str) -> bool:
         texts = shown(self.chats, chat)
-        if asked in self.script.long_prompts():
-            return PARAGRAPHS[-1] in texts
+        long_prompts = self.script.long_prompts()
+        if asked in long_prompts:  # a chat may get two long answers: this one ends last
+            needed = sum(1 for earlier in self.asked[chat] if earlier in long_prompts)
+            return texts.count(PARAGRAPHS[-1]) >= needed
         return answer(asked) in texts
 
     async def talk(self, dm: int) -> None:
