@@ -4,7 +4,7 @@ platform showed.
 Users: each of many DMs sends ``dm<k> msg<i>`` prompts, the next one once the answer to the
 last one shows (as a person would). The model (``ModelScript``, the fake's responder) answers
 ``Answer to dm<k> msg<i>.`` at once, except for prompts it was told to stretch
-(``stretch_next``): the first prompt asked through one of the given nodes gets a long answer
+(``stretch_next``): the first new prompt asked through one of the given nodes gets a long answer
 streamed slowly (``PARAGRAPHS``, one piece each), so a fault lands while its pieces go out;
 asked again (the run resumed on another node), the same answer comes at once. The scheduled
 job's prompt is answered ``JOB_ANSWER``.
@@ -65,6 +65,8 @@ class ModelScript:
     stretches: list[Stretch] = field(default_factory=list)
     job_fires: list[tuple[float, str]] = field(default_factory=list)
     """(time.time(), node) of each request carrying the job's prompt."""
+    seen: set[str] = field(default_factory=set)
+    """The prompts asked so far (one asked again, its run resumed, is answered the same)."""
 
     def __post_init__(self) -> None:
         self.model.responder = self.reply
@@ -90,8 +92,10 @@ class ModelScript:
         asked = prompt(int(found[-1][0]), int(found[-1][1]))
         if asked in self.long_prompts():
             return stream(text(*(p + "\n\n" for p in PARAGRAPHS)))  # resumed: all at once
+        new = asked not in self.seen
+        self.seen.add(asked)
         for stretch in self.stretches:
-            if stretch.prompt is None and via in stretch.nodes:
+            if new and stretch.prompt is None and via in stretch.nodes:
                 stretch.prompt, stretch.asked_via = asked, via
                 return stream(text(*(p + "\n\n" for p in PARAGRAPHS)), delay=stretch.delay)
         return stream(text(answer(asked)))
