@@ -25,6 +25,7 @@ from tests.cluster.script import (
     ModelScript,
     Post,
     Stretch,
+    Tally,
     answer,
     check_answers,
     prompt,
@@ -382,11 +383,12 @@ async def kill_and_pause(
 
 def check_outcome(
     chats: Chats, script: ModelScript, job: Job, outcome: Outcome, *, window: bool
-) -> None:
+) -> Tally:
     """Every prompt answered once and in order; no piece of the paused node's old answer
     after it was continued; each fire answered once, distinct, none missed outside the
     takeovers; repeated pieces counted and printed, and allowed (at most the pieces in
-    flight at the faults) only where the platform has no send key (``window``)."""
+    flight at the faults) only where the platform has no send key (``window``). Returns
+    the tally of repeats and notices."""
     killed = outcome.killed.name if outcome.killed else ""
     assert all(status == 0 for name, status in outcome.statuses.items() if name != killed), (
         outcome.statuses
@@ -413,3 +415,4 @@ def check_outcome(
     extra = outcome.in_flight if window else 0
     assert len(outcome.fires) <= answers <= len(outcome.fires) + extra, (answers, outcome.fires)
     check_fires(outcome.fires, outcome.next_fire, outcome.outages)
+    return tally

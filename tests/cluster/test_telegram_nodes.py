@@ -115,5 +115,6 @@ async def test_one_node_behind_the_webhook_proxy_killed_mid_answer_and_restarted
             raise
 
     assert outcome.statuses == {node.name: 0}
-    check_outcome(chats, script, JOB, outcome, window=True)
+    tally = check_outcome(chats, script, JOB, outcome, window=True)
+    assert tally.notices == 1  # the resumed answer says once that it was interrupted
     assert cluster.proxy is not None and cluster.proxy.forwards
