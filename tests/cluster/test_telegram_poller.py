@@ -4,8 +4,8 @@ its own path prefix, so every ``getUpdates`` is known by the node that sent it.
 
 Killed, the poller's lease lapses and the other node polls on; paused (SIGSTOP) past the TTL,
 it finds its lease lost when it runs again and asks Telegram nothing more, while the saved
-offset never moves back. Messages are pushed while one node alone can answer them (so each
-answer is that node's, whatever the conversation ownership across nodes)."""
+offset never moves back. Each message is pushed once the last one was answered, whichever
+node runs the conversation (its own lease), so each gets an answer of its own."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def telegram_node(tmp_path: Path, name: str, telegram: FakeTelegramAPI) -> Node:
         f"""channels:
   telegram:
     token: ${{TELEGRAM_TEST_TOKEN}}
-    api_base_url: {json.dumps(telegram.base_url_via(name))}
+    api_base_url: {json.dumps(telegram.node_url(name))}
     dm_policy: open
     poll_timeout: 1
     command_menu: false
@@ -53,8 +53,17 @@ def pushed(telegram: FakeTelegramAPI, text: str) -> str:
     return str(telegram.push_text(DM, text)["message_id"])
 
 
-def answered(telegram: FakeTelegramAPI, *texts: str) -> Callable[[], bool]:
-    return lambda: all(f"You said: {text}" in answers(telegram) for text in texts)
+def answered(telegram: FakeTelegramAPI, text: str) -> Callable[[], bool]:
+    return lambda: f"You said: {text}" in answers(telegram)
+
+
+async def said(telegram: FakeTelegramAPI, text: str) -> str:
+    """Push ``text`` as a DM and wait for its answer (from whichever node runs the
+    conversation); its message id. One at a time: messages waiting together are answered in
+    one run ("You said: m2\n\nm3")."""
+    message_id = pushed(telegram, text)
+    await until(answered(telegram, text), f"{text} answered")
+    return message_id
 
 
 @contextlib.asynccontextmanager
@@ -89,8 +98,7 @@ async def test_one_node_polls_and_the_other_takes_over_when_it_is_killed(
             await until(lambda: a.logged(f"{POLLER}: holding (epoch 1)"), "node-a polling")
             second = await b.start(postgres_dsn)
             await until(lambda: b.logged(f"{POLLER}: standby (held by node-a)"), "node-b standby")
-            ids = [pushed(telegram, f"m{n}") for n in (1, 2, 3)]
-            await until(answered(telegram, "m1", "m2", "m3"), "m1..m3 answered by node-a")
+            ids = [await said(telegram, f"m{n}") for n in (1, 2, 3)]
             # node-b tries its claim every third of the TTL meanwhile; node-a's one-second
             # polls go on for several TTLs, and only node-a asks Telegram.
             mark = polls(telegram, "node-a")
@@ -99,8 +107,7 @@ async def test_one_node_polls_and_the_other_takes_over_when_it_is_killed(
 
             first.kill()  # SIGKILL: its lease is never released, it lapses
             await ended(first)
-            ids += [pushed(telegram, "m4"), pushed(telegram, "m5")]
-            await until(answered(telegram, "m4", "m5"), "m4 and m5 answered by node-b")
+            ids += [await said(telegram, "m4"), await said(telegram, "m5")]
             assert polls(telegram, "node-b") >= 1
             assert b.logged(f"{POLLER}: holding (epoch 2)")
             assert await stop_daemon(second) == 0
@@ -132,23 +139,20 @@ async def test_a_poller_paused_past_its_lease_stops_polling_and_never_moves_the_
             await until(lambda: a.logged(f"{POLLER}: holding (epoch 1)"), "node-a polling")
             second = await b.start(postgres_dsn)
             await until(lambda: b.logged(f"{POLLER}: standby (held by node-a)"), "node-b standby")
-            ids = [pushed(telegram, "m1"), pushed(telegram, "m2")]
-            await until(answered(telegram, "m1", "m2"), "m1 and m2 answered by node-a")
+            ids = [await said(telegram, "m1"), await said(telegram, "m2")]
             await until(lambda: offsets and offsets[-1] == 3, "node-a's offset saved")
 
             first.send_signal(signal.SIGSTOP)  # mid long poll: its lease lapses meanwhile
             await until(lambda: b.logged(f"{POLLER}: holding (epoch 2)"), "node-b takes over")
             await until(lambda: polls(telegram, "node-b") >= 1, "node-b polling")
-            ids.append(pushed(telegram, "m3"))
-            await until(answered(telegram, "m3"), "m3 answered by node-b")
+            ids.append(await said(telegram, "m3"))
             await until(lambda: offsets[-1] == 4, "node-b's offset saved")
 
             asked_by_a = polls(telegram, "node-a")
             first.send_signal(signal.SIGCONT)
             await until(lambda: a.logged(f"{POLLER}: lost (epoch 1)"), "node-a finds it lost")
             await until(lambda: a.logged(f"{POLLER}: standby (held by node-b)"), "node-a standby")
-            ids.append(pushed(telegram, "m4"))
-            await until(answered(telegram, "m4"), "m4 answered by node-b")
+            ids.append(await said(telegram, "m4"))
             await until(lambda: offsets[-1] == 5, "node-b's offset saved")
             # node-a asked Telegram nothing once it ran again: node-b's polls were never cut.
             assert polls(telegram, "node-a") == asked_by_a

@@ -20,6 +20,10 @@ request's body, so a load of concurrent conversations can each get their own ans
 
     fake.responder = lambda body: stream(text(f"{len(body['messages'])} messages read."))
 
+Without ``hold``, the responder is called with no wait after the request was recorded, so
+``requests[-1]`` is the request it answers (its ``via``, when several processes share the
+fake through ``node_url``).
+
 Like the real API, the fake refuses a request holding an image it cannot take before any
 scripted reply is used: HTTP 400 ``invalid_request_error`` naming the image's place, as in
 "messages.0.content.1.image.source.base64.data: At least one of the image dimensions exceed
@@ -165,6 +169,8 @@ class RecordedRequest:
     headers: dict[str, str]
     """Header names lower-cased."""
     body: dict[str, Any]
+    via: str = ""
+    """The path prefix it came through (``node_url``; empty: ``base_url``)."""
 
 
 @dataclass
@@ -364,6 +370,11 @@ class FakeAnthropicAPI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}"
 
+    def node_url(self, name: str) -> str:
+        """A base URL serving the same API under the path prefix ``/name``: the requests
+        made through it are recorded with ``via=name`` (which of several processes asked)."""
+        return f"{self.base_url}/{name}"
+
     def push(self, *replies: Reply) -> None:
         """Queue replies; each request takes the next one."""
         self._replies.extend(replies)
@@ -397,6 +408,7 @@ class FakeAnthropicAPI:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/{via}/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/v1/models/{name}", self._model)
         self._runner, self._port = await serve(app, shutdown_timeout=1.0)
@@ -461,6 +473,7 @@ class FakeAnthropicAPI:
                 path=request.path,
                 headers={k.lower(): v for k, v in request.headers.items()},
                 body=body if isinstance(body, dict) else {"_raw": body},
+                via=request.match_info.get("via", ""),
             )
         )
         if not self._authorized(request):

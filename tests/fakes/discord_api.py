@@ -4,7 +4,8 @@ discord.py has no base-URL setting; point it here by patching ``discord.http.Rou
 ``fake.base_url`` and ``DiscordWebSocket.DEFAULT_GATEWAY`` to ``fake.gateway_url`` (see
 spec/testing.md section 5). What the fake serves:
 
-- REST under ``/api/v10``: ``users/@me``, ``oauth2/applications/@me`` and
+- REST under ``/api/v10`` (also under ``/<name>/api/v10``, ``node_url``, one per process:
+  its requests are recorded with ``via=name``): ``users/@me``, ``oauth2/applications/@me`` and
   ``applications/@me`` (with configurable application flags), ``gateway/bot``,
   ``channels/{id}/messages`` POST and PATCH, ``channels/{id}/typing`` and reaction PUTs
   (all answered 401 when ``token`` is set and not sent). JSON replies carry
@@ -110,6 +111,8 @@ class RecordedRequest:
     headers: dict[str, str]
     files: list[Attachment] = field(default_factory=list)
     """The attachments of a multipart post (the JSON part is ``body``)."""
+    via: str = ""
+    """The path prefix it came through (``node_url``; empty: ``base_url``)."""
 
 
 @dataclass
@@ -190,6 +193,11 @@ class FakeDiscordAPI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}/api/v10"
 
+    def node_url(self, name: str) -> str:
+        """A REST base URL under the path prefix ``/name``: its requests are recorded with
+        ``via=name`` (which of several processes made them)."""
+        return f"http://127.0.0.1:{self._port}/{name}/api/v10"
+
     @property
     def gateway_url(self) -> str:
         return f"ws://127.0.0.1:{self._port}/gateway/"
@@ -198,6 +206,7 @@ class FakeDiscordAPI:
         app = web.Application()
         app.router.add_get("/gateway/", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_route("*", "/{via}/api/v10/{path:.*}", self._rest)
         app.router.add_get("/attachments/{path:.*}", self._attachment)
         self._runner, self._port = await serve(app, shutdown_timeout=1.0)
         return self
@@ -503,7 +512,10 @@ class FakeDiscordAPI:
             payload = form.get("payload_json")
             parsed = json.loads(payload) if isinstance(payload, str) else {}
             path = "/" + request.match_info["path"]
-            return RecordedRequest(request.method, path, parsed, dict(request.headers), files)
+            via = request.match_info.get("via", "")
+            return RecordedRequest(
+                request.method, path, parsed, dict(request.headers), files, via=via
+            )
         raw = await request.read()
         body: Any = None
         if raw:
@@ -512,7 +524,11 @@ class FakeDiscordAPI:
             except ValueError:
                 body = raw.decode(errors="replace")
         recorded = RecordedRequest(
-            request.method, "/" + request.match_info["path"], body, dict(request.headers)
+            request.method,
+            "/" + request.match_info["path"],
+            body,
+            dict(request.headers),
+            via=request.match_info.get("via", ""),
         )
         return recorded
 

@@ -20,8 +20,11 @@ Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes
 with the payload a command's ack may carry) are recorded, and what is posted to a command's
 ``response_url`` (``/commands/<envelope id>``) is kept in ``command_responses``.
 ``drop_socket`` closes the connection from the server side, as Slack does when it rotates
-sockets. Several clients (the nodes of a cluster) may be connected at once (``sockets``,
-oldest first); ``send_event(..., socket=i)`` picks the connection an envelope goes over.
+sockets. Several clients (the nodes of a cluster, each through its ``node_url``) may be
+connected at once (``sockets``, oldest first, and the prefix each came through in
+``socket_via``); ``send_event(..., socket=i)`` picks the connection an envelope goes over, and
+``deliver_event`` spreads events over every open connection as Slack does, sending one again
+over the next connection when it is not acknowledged in time.
 
 Files: ``add_file`` keeps bytes and returns the file object a ``file_share`` message lists;
 ``GET /files-pri/<team>-<id>/<name>`` (its ``url_private``) serves them only with
@@ -46,6 +49,7 @@ Every answer carries ``X-OAuth-Scopes``, the scopes the token was granted, as Sl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -59,6 +63,8 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.waiting import HANG_GUARD
 
 from .faults import Outage, reset
 from .loopback import serve
@@ -74,6 +80,8 @@ class ApiCall:
     http_method: str
     token: str
     args: dict[str, Any]
+    via: str = ""
+    """The path prefix it came through (``node_url``; empty: ``base_url``)."""
 
 
 @dataclass
@@ -191,9 +199,14 @@ class FakeSlack:
         self._errors: dict[str, deque[ScriptedError]] = defaultdict(deque)
         self._ts = itertools.count(1)
         self._ws: web.WebSocketResponse | None = None
+        self._turn = 0
+        self.deliveries: list[tuple[str, str, int]] = []
+        """``deliver_event``'s attempts: (event id, connection's via, retry attempt)."""
         self._ws_ready = asyncio.Event()
         self.sockets: list[web.WebSocketResponse] = []
         """The open Socket Mode connections, oldest first (Slack spreads events over them)."""
+        self.socket_via: dict[web.WebSocketResponse, str] = {}
+        """The path prefix each open connection's URL was asked through (``node_url``)."""
         self._runner: web.AppRunner | None = None
         self._outage: Outage | None = None
         self.port = 0
@@ -219,6 +232,11 @@ class FakeSlack:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
+
+    def node_url(self, name: str) -> str:
+        """A base URL serving the same API under the path prefix ``/name``: its calls are
+        recorded with ``via=name``, and so is the Socket Mode connection it opens."""
+        return f"http://127.0.0.1:{self.port}/{name}/api/"
 
     @property
     def calls(self) -> list[ApiCall]:
@@ -278,6 +296,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_get("/link/", self._socket)
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_route("*", "/{via}/api/{method}", self._api)
         app.router.add_get("/files-pri/{path:.*}", self._file)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/commands/{envelope_id}", self._command_response)
@@ -340,7 +359,8 @@ class FakeSlack:
             else:
                 args.update(await request.post())
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        self._state.calls.append(ApiCall(method, request.method, token, args))
+        via = request.match_info.get("via", "")
+        self._state.calls.append(ApiCall(method, request.method, token, args, via))
         if self._outage is not None and self._outage.active:
             return reset(request)
         if self._errors[method]:
@@ -372,7 +392,8 @@ class FakeSlack:
                 "bot_id": BOT_ID,
             }
         if method == "apps.connections.open":
-            url = f"ws://127.0.0.1:{self.port}/link/?ticket={uuid.uuid4()}"
+            via = request.match_info.get("via", "")
+            url = f"ws://127.0.0.1:{self.port}/link/?ticket={uuid.uuid4()}&via={via}"
             return {"ok": True, "url": url}
         if method == "chat.postMessage":
             return self._post_message(args)
@@ -516,6 +537,7 @@ class FakeSlack:
         await ws.prepare(request)
         self._ws = ws
         self.sockets.append(ws)
+        self.socket_via[ws] = request.query.get("via", "")
         self._state.connections += 1
         hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0001"}}
         await ws.send_str(json.dumps(hello))
@@ -527,10 +549,36 @@ class FakeSlack:
                     self._state.acks.append(data["envelope_id"])
                     self._state.ack_payloads[data["envelope_id"]] = data.get("payload")
         self.sockets.remove(ws)
-        if self._ws is ws:
-            self._ws = None
-            self._ws_ready.clear()
+        del self.socket_via[ws]
+        if self._ws is ws:  # the newest connection still open takes its place, if any
+            self._ws = self.sockets[-1] if self.sockets else None
+            if self._ws is None:
+                self._ws_ready.clear()
         return ws
+
+    async def deliver_event(
+        self, body: dict[str, Any], *, ack_timeout: float = 1.0, retries: int = 3
+    ) -> bool:
+        """Deliver an ``events_api`` event as Slack does to an app with several Socket Mode
+        connections: each attempt over the next open connection in turn, in an envelope of its
+        own; one not acknowledged within ``ack_timeout`` is sent again (``retry_attempt``
+        counting, ``retry_reason`` timeout), at most ``retries`` times. Whether one attempt
+        was acknowledged; ``deliveries`` records each (event id, connection's via, attempt)."""
+        event_id = str(body.get("event_id") or "")
+        for attempt in range(retries + 1):
+            await self.wait_socket(HANG_GUARD)
+            ws = self.sockets[self._turn % len(self.sockets)]
+            self._turn += 1
+            self.deliveries.append((event_id, self.socket_via[ws], attempt))
+            envelope_id = str(uuid.uuid4())
+            with contextlib.suppress(ConnectionError):
+                await self._send_envelope(ws, body, attempt, envelope_id)
+            deadline = time.monotonic() + ack_timeout
+            while time.monotonic() < deadline:
+                if envelope_id in self._state.acks:
+                    return True
+                await asyncio.sleep(0.01)
+        return False
 
     async def wait_socket(self, timeout: float = 10.0) -> None:
         """Wait until a Socket Mode client is connected."""
@@ -551,6 +599,12 @@ class FakeSlack:
         ws = self._ws if socket is None else self.sockets[socket]
         assert ws is not None
         envelope_id = envelope_id or str(uuid.uuid4())
+        await self._send_envelope(ws, body, retry_attempt, envelope_id)
+        return envelope_id
+
+    async def _send_envelope(
+        self, ws: web.WebSocketResponse, body: dict[str, Any], retry_attempt: int, envelope_id: str
+    ) -> None:
         envelope = {
             "envelope_id": envelope_id,
             "type": "events_api",
@@ -560,7 +614,6 @@ class FakeSlack:
             "payload": body,
         }
         await ws.send_str(json.dumps(envelope))
-        return envelope_id
 
     async def send_slash_command(
         self,

@@ -13,10 +13,10 @@ what the client meant. ``getUpdates`` long-polls a queue of updates and honours 
 ``timeout`` and ``limit`` (1 to 100, default 100: one poll hands out up to that many pending
 updates) like Telegram: updates below the offset are forgotten (confirmed), unless
 ``forget_confirmed`` is False, which simulates a crash before Telegram learned the
-confirmation, so a poller starting from offset 0 would see everything again. A long poll
-still waiting when another ``getUpdates`` comes is ended with Telegram's 409 "terminated by
-other getUpdates request". ``base_url_via(prefix)`` serves the same API under a path prefix
-recorded in each ``Call.via``: clients sharing the token (several nodes) told apart.
+confirmation, so a poller starting from offset 0 would see everything again. Like Telegram,
+a long poll still waiting when another ``getUpdates`` comes is ended with 409 "Conflict:
+terminated by other getUpdates request" (``conflicts`` counts them): two processes polling
+one token keep cutting each other off.
 
 ``sendMessage``/``editMessageText`` with ``parse_mode=HTML`` check the markup the way
 Telegram does (only its tag subset, properly nested) and refuse it with Telegram's 400
@@ -41,13 +41,18 @@ file server), counting the requests waiting in ``downloads_held``.
 Webhook: ``setWebhook`` registers a URL (with its ``secret_token``); from then on the queued
 updates are POSTed there one at a time, in order, as JSON with the
 ``X-Telegram-Bot-Api-Secret-Token`` header, and each is forgotten once answered 200; any other
-answer (or no connection) is kept as ``last_error_message`` in Telegram's words and the update
-is POSTed again after ``webhook_retry_delay`` seconds, as Telegram does. ``webhook_posts``
+answer (or no connection, or none within ``webhook_timeout``) is kept as
+``last_error_message`` in Telegram's words and the update is POSTed again after
+``webhook_retry_delay`` seconds, as Telegram does. ``webhook_posts``
 lists every POST as (update id, status; 0: no connection). ``getUpdates`` is refused with 409
 while a webhook is set; ``deleteWebhook`` ends the deliveries (``drop_pending_updates``
 forgets the queue). ``post_to_webhook`` makes one POST as anyone could, with any secret.
 ``webhook_forward``, when set, is where the POSTs really go: the reverse proxy in front of
 botd that the public (https) URL reaches.
+
+Several botd processes on one token: ``node_url(name)`` is a base URL of its own for each
+(the same API under the path prefix ``/name``), and every call is recorded with the prefix it
+came through (``Call.via``), so a test knows which process made each call.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -172,7 +177,7 @@ class Call:
     params: dict[str, Any]
     status: int = 200
     via: str = ""
-    """The path prefix the client came through (``base_url_via``; empty: none)."""
+    """The path prefix the call came through (``node_url``; empty: ``base_url``)."""
 
 
 @dataclass
@@ -282,7 +287,6 @@ class FakeTelegramAPI:
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
         self._updates: list[dict[str, Any]] = []
-        self._vias: set[str] = set()
         self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
         self._next_update_id = 1
         self._next_message_id: dict[int, int] = {}
@@ -306,24 +310,27 @@ class FakeTelegramAPI:
         self.webhook_max_connections = 0
         self.webhook_retry_delay = 0.05
         """Seconds before an update the webhook did not take is POSTed again."""
+        self.webhook_timeout = 60.0
+        """Seconds a webhook POST may take before it counts as failed (and is made again)."""
         self.webhook_posts: list[tuple[int, int]] = []
         """Every POST to the webhook: (update id, HTTP status; 0 when no connection)."""
         self.last_error_message = ""
         self.webhook_forward: str | None = None
         """Where the POSTs go instead of the URL set (None: to it)."""
         self._webhook_task: asyncio.Task[None] | None = None
+        self.conflicts = 0
+        """Long polls ended with 409 because another one came (see ``getUpdates``)."""
 
     @property
     def base_url(self) -> str:
         """What the adapter takes as ``api_base_url``."""
         return f"http://127.0.0.1:{self.port}"
 
-    def base_url_via(self, via: str) -> str:
-        """``base_url`` under the path prefix ``via``: the same API, each call recorded with
-        it (``Call.via``), so that clients sharing one token (the nodes of a cluster) can be
-        told apart. Any other prefix is not found (404), as on a wrong URL."""
-        self._vias.add(via)
-        return f"{self.base_url}/{via}"
+    def node_url(self, name: str) -> str:
+        """An ``api_base_url`` that serves the same bot under the path prefix ``/name``, so
+        each call made through it is recorded with ``via=name``: which of several botd
+        processes made it."""
+        return f"{self.base_url}/{name}"
 
     async def __aenter__(self) -> Self:
         app = web.Application()
@@ -586,8 +593,6 @@ class FakeTelegramAPI:
         method = request.match_info["method"]
         params = await self._params(request)
         call = Call(method, params, via=request.match_info.get("via", ""))
-        if call.via and call.via not in self._vias:
-            raise web.HTTPNotFound()
         self.calls.append(call)
         try:
             if self._outage is not None and self._outage.active:
@@ -642,8 +647,6 @@ class FakeTelegramAPI:
         }
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
-        if request.match_info.get("via", "") not in {"", *self._vias}:
-            raise web.HTTPNotFound()
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401}, status=401)
         path = request.match_info["path"]
@@ -715,8 +718,9 @@ class FakeTelegramAPI:
         """POST ``update`` to the registered webhook once, with ``secret`` as the secret token
         header (None: no header); the answer's status."""
         headers = {} if secret is None else {"X-Telegram-Bot-Api-Secret-Token": secret}
+        timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
         async with (
-            aiohttp.ClientSession() as session,
+            aiohttp.ClientSession(timeout=timeout) as session,
             session.post(
                 self.webhook_forward or self.webhook_url, json=update, headers=headers
             ) as response,
@@ -732,6 +736,8 @@ class FakeTelegramAPI:
                 status = await self.post_to_webhook(update, self.webhook_secret or None)
             except aiohttp.ClientError as exc:
                 status, self.last_error_message = 0, f"Connection refused ({exc})"
+            except TimeoutError:
+                status, self.last_error_message = 0, "Read timeout expired"
             self.webhook_posts.append((int(update["update_id"]), status))
             if status == 200:
                 if self._updates and self._updates[0] is update:
@@ -766,6 +772,7 @@ class FakeTelegramAPI:
 
         self._polls += 1
         poll = self._polls
+        self._notify()  # a long poll still waiting learns that this one came
         if not pending() and timeout > 0:
             try:
                 async with asyncio.timeout(timeout):
@@ -774,8 +781,9 @@ class FakeTelegramAPI:
                     )
             except TimeoutError:
                 pass
-        if self._polls != poll:
-            return conflict()  # a newer getUpdates took over, as Telegram answers the older
+            if self._polls != poll:  # a newer getUpdates took over, as Telegram answers the older
+                self.conflicts += 1
+                return conflict()
         return pending()[:limit]
 
     def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:
