@@ -603,8 +603,13 @@ class Scheduler:
         its conversation, and log the run."""
         message = None if slot.missed else self._prompt(job, slot.at)
         keep = job.source == "config"
+        # The compare-and-set expects the next run time this node last read or wrote in the
+        # table, not APScheduler's: APScheduler moves its own past a run it skips (the job's
+        # last run still in flight), the table does not, and the two would never meet again.
+        known = self._known.get(job.id)
+        due = slot.due if known is None or known.next_run_time is None else known.next_run_time
         try:
-            fired = await self._store.fire_job(job.id, slot.due, slot.next, message, keep=keep)
+            fired = await self._store.fire_job(job.id, due, slot.next, message, keep=keep)
         except Exception as exc:
             # Nothing written: the table still has the run due. Forgotten here, the job is
             # taken from the table again by the next reload (several nodes), by its next

@@ -88,13 +88,15 @@ async def passed_over(scheduler: Scheduler, job_id: str) -> bool:
 
 
 async def fire_now(scheduler: Scheduler, job_id: str) -> None:
-    """Make a running job due now, in the table and as APScheduler itself reschedules a job
-    (instead of waiting for its time); its later schedule is unchanged."""
-    now = datetime.now(UTC)
+    """Make a running job due now (instead of waiting for its time): in the table, and
+    scheduled from it again as the scheduler does after another node changed a job (its
+    fire's compare-and-set expects the next run time the scheduler last read); its later
+    schedule is unchanged."""
     job = await scheduler._store.get_job(job_id)
     assert job is not None
-    await scheduler._store.save_job(replace(job, next_run_time=now))
-    scheduler._aps.modify_job(job_id, next_run_time=now)
+    due = replace(job, next_run_time=datetime.now(UTC))
+    await scheduler._store.save_job(due)
+    scheduler._schedule(due)
 
 
 # --- standard cron -------------------------------------------------------------------------
@@ -254,6 +256,38 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) 
         assert [job.id for job in await sched.list_jobs()] == ["tick"]
     finally:
         sched.shutdown()
+
+
+async def test_a_run_skipped_while_the_last_one_is_in_flight_does_not_stop_the_job(
+    store: SqliteStore,
+) -> None:
+    """APScheduler skips a run while the job's last one is still in flight and moves its own
+    next run time past it; the table keeps the one the last fire wrote. The next fire must
+    still find it there (it did not: every later fire took the job for changed elsewhere)."""
+    submitted: list[InboundMessage] = []
+    held = asyncio.Event()
+
+    async def submit(message: InboundMessage) -> None:
+        submitted.append(message)
+        if len(submitted) == 1:
+            await held.wait()  # the first fire in flight past the next run time
+
+    async def skipped() -> bool:
+        aps = sched._aps.get_job("tick")
+        row = await store.get_job("tick")
+        return aps is not None and row is not None and aps.next_run_time > row.next_run_time
+
+    sched = Scheduler(store, submit)
+    await sched.start()
+    try:
+        await sched.add_every("tick", 0.2, prompt="p", target=TARGET)
+        await until(lambda: submitted, "the first fire")
+        await until(skipped, "a run skipped while the first one is in flight")
+        held.set()
+        await until(lambda: len(submitted) >= 3, "the job firing on")
+    finally:
+        sched.shutdown()
+    assert len({m.message_id for m in submitted}) == len(submitted)
 
 
 async def test_each_run_has_its_own_message_id(scheduler: Scheduler, inbox: Inbox) -> None:
