@@ -36,7 +36,7 @@ from typing import Literal, Self
 import psycopg
 
 from tests.cluster.proxy import RoundRobinProxy
-from tests.daemon_process import ended, reap, start_daemon, stop_daemon
+from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
@@ -269,9 +269,9 @@ channels:
         for node in self.nodes:
             if node.process is not None and node.process.returncode is None:
                 node.process.send_signal(signal.SIGTERM)
-        for node in self.nodes:
-            if node.process is not None:
-                statuses[node.name] = await stop_daemon(node.process)
+        for node in self.nodes:  # one SIGTERM each: a second one after botd's own shutdown
+            if node.process is not None:  # removed its handler would kill it (status -15)
+                statuses[node.name] = await ended(node.process)
         return statuses
 
     def logs(self) -> str:
