@@ -8,6 +8,7 @@ send is in doubt is looked up by its metadata before it is sent again.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.cluster.harness import MODEL_KEY, Cluster, Job
@@ -23,7 +24,9 @@ async def test_three_nodes_on_socket_mode_survive_a_kill_and_a_pause(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
     async with (
-        FakeSlack() as slack,
+        # Message ts from the real clock, as Slack's: the look-up of a piece in doubt asks
+        # for the messages since it was written (``oldest``).
+        FakeSlack(clock=time.time) as slack,
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
         Cluster(tmp_path, postgres_dsn, model, slack=slack, jobs=[JOB]) as cluster,
     ):
