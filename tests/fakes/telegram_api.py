@@ -52,7 +52,8 @@ botd that the public (https) URL reaches.
 
 Several botd processes on one token: ``node_url(name)`` is a base URL of its own for each
 (the same API under the path prefix ``/name``), and every call is recorded with the prefix it
-came through (``Call.via``), so a test knows which process made each call.
+came through (``Call.via``), so a test knows which process made each call. Any other prefix is
+not found (404), as on a wrong URL.
 
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
@@ -287,6 +288,7 @@ class FakeTelegramAPI:
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
         self._updates: list[dict[str, Any]] = []
+        self._vias: set[str] = set()  # the prefixes handed out by node_url
         self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
         self._next_update_id = 1
         self._next_message_id: dict[int, int] = {}
@@ -330,6 +332,7 @@ class FakeTelegramAPI:
         """An ``api_base_url`` that serves the same bot under the path prefix ``/name``, so
         each call made through it is recorded with ``via=name``: which of several botd
         processes made it."""
+        self._vias.add(name)
         return f"{self.base_url}/{name}"
 
     async def __aenter__(self) -> Self:
@@ -593,6 +596,8 @@ class FakeTelegramAPI:
         method = request.match_info["method"]
         params = await self._params(request)
         call = Call(method, params, via=request.match_info.get("via", ""))
+        if call.via and call.via not in self._vias:
+            raise web.HTTPNotFound()
         self.calls.append(call)
         try:
             if self._outage is not None and self._outage.active:
@@ -647,6 +652,8 @@ class FakeTelegramAPI:
         }
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info.get("via", "") not in {"", *self._vias}:
+            raise web.HTTPNotFound()
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401}, status=401)
         path = request.match_info["path"]
