@@ -1,9 +1,10 @@
-"""Two ``botd run`` nodes on one PostgreSQL (cluster mode, a 2 s lease TTL), each polling a
-Telegram fake of its own: the node answering a long story is SIGKILLed, or SIGSTOPped past
-the TTL and let go on, mid-answer. The other node takes the conversation over and finishes
-the answer; the chat shows every paragraph once and the restart notice once, and a paused
-owner posts nothing after it is let go on (its lease is gone: fenced writes, no send past
-its deadline)."""
+"""Two ``botd run`` nodes on one PostgreSQL (cluster mode, a 2 s lease TTL) sharing one
+Telegram fake (one polls it, by the lease ``telegram:default``; each reaches it under its own
+path prefix, so each post is known by its node): the node answering a long story is
+SIGKILLed, or SIGSTOPped past the TTL and let go on, mid-answer. The other node takes the
+conversation over and finishes the answer; the chat shows every paragraph once and the
+restart notice once, and a paused owner posts nothing after it is let go on (its lease is
+gone: fenced writes, no send past its deadline)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,11 @@ class Node:
     log: Path
 
     def texts(self) -> list[str]:
+        """What this node posted to the DM."""
         return [
             str(c.params["text"])
             for c in self.telegram.calls_to("sendMessage", ok_only=True)
-            if str(c.params["chat_id"]) == str(DM)
+            if str(c.params["chat_id"]) == str(DM) and c.via == self.name
         ]
 
 
@@ -54,15 +56,15 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncIterator[list[Node]]:
     async with AsyncExitStack() as stack:
         nodes: list[Node] = []
+        telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
         for name in ("node-a", "node-b"):
-            telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
             home = tmp_path / name
             home.mkdir()
             store = (
                 f"store:\n  backend: postgres\n  dsn: ${{BOTD_DATABASE_URL}}\n"
                 f"  node_id: {name}\n  lease_ttl: {TTL}\n"
             )
-            config = crash_config(home, home / "state", telegram, model, store)
+            config = crash_config(home, home / "state", telegram, model, store, node=name)
             log = home / "daemon.log"
             process = await start_daemon(
                 config,
@@ -75,7 +77,7 @@ async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncI
             stack.push_async_callback(reap, process)
             nodes.append(Node(name, telegram, process, log))
         for node in nodes:
-            await _until(partial(polling, node), f"{node.name} polling")
+            await _until(partial(telegram_up, node), f"{node.name} polling or standing by")
         yield nodes
 
 
@@ -92,8 +94,10 @@ def settled(dsn: str, count: int) -> Callable[[], bool]:
     return check
 
 
-def polling(node: Node) -> bool:
-    return bool(node.telegram.calls_to("getUpdates"))
+def telegram_up(node: Node) -> bool:
+    """The node holds the Telegram poller's lease or stands by for it."""
+    log = node.log.read_text(errors="replace") if node.log.exists() else ""
+    return "telegram:default poller: holding" in log or "telegram:default poller: standby" in log
 
 
 def pending(dsn: str) -> int:

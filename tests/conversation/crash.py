@@ -20,10 +20,16 @@ def long_answer(delay: float) -> StreamReply:
 
 
 def crash_config(
-    path: Path, state: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI, extra: str = ""
+    path: Path,
+    state: Path,
+    telegram: FakeTelegramAPI,
+    model: FakeAnthropicAPI,
+    extra: str = "",
+    node: str = "",
 ) -> Path:
     """``botd.yaml`` for a crash test: a Telegram DM answered in blocks by the fake model;
-    ``extra`` sections go at the end."""
+    ``extra`` sections go at the end; ``node``: reach Telegram through ``node_url(node)``
+    (one of several nodes sharing the fake)."""
     config = path / "botd.yaml"
     config.write_text(
         f"""
@@ -41,7 +47,7 @@ agent:
 channels:
   telegram:
     token: ${{TELEGRAM_TEST_TOKEN}}
-    api_base_url: {json.dumps(telegram.base_url)}
+    api_base_url: {json.dumps(telegram.node_url(node) if node else telegram.base_url)}
     dm_policy: open
 {extra}""",
         encoding="utf-8",
