@@ -201,6 +201,11 @@ class _PollingBot(ExtBot[int]):
         """The offset Telegram may be told: every update below it was accepted or ignored."""
         return self._handled_below if self._failed_from is None else self._failed_from
 
+    def held_back(self, update_id: int) -> bool:
+        """Whether ``update_id`` comes after one that was not accepted: it is asked for
+        again with it, so handing it on now would put it before that one."""
+        return self._failed_from is not None and update_id > self._failed_from
+
     def handled(self, update_id: int, *, ok: bool | None = None) -> None:
         """An update went through the handlers; ``ok``: its message was accepted (True) or
         its sink raised (False); None: no message of it went to the sink."""
@@ -538,6 +543,11 @@ class TelegramAdapter:
             thread_id = str(topic) if topic else GENERAL_TOPIC
         key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
         reply = _replied_to(message)
+        if self._mode != "webhook" and bot.held_back(update.update_id):
+            # An earlier update of this batch was refused (the store is away): Telegram
+            # delivers this one again after it, in order; taking it now would answer it first.
+            bot.handled(update.update_id, ok=False)
+            return
         try:
             await self._deliver(message, chat_id, thread_id, key, reply)
         except Exception:

@@ -12,7 +12,7 @@ import pytest
 
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError
-from botd.chat import Target
+from botd.chat import InboundMessage, Target
 from botd.store.sqlite import SqliteStore
 from tests.channels.telegram.harness import DM, FORUM, GROUP, TOKEN, Bot, started
 from tests.fakes.telegram_api import (
@@ -430,3 +430,27 @@ async def test_command_menu_false_leaves_the_botfather_menu(fake: FakeTelegramAP
     await running.adapter.stop()
     assert not [c for c in fake.calls if "MyCommands" in c.method]
     assert fake.my_commands == [{"command": "start", "description": "Set with BotFather"}]
+
+
+async def test_updates_after_a_refused_one_wait_for_it_and_keep_their_order(
+    fake: FakeTelegramAPI,
+) -> None:
+    """The store refuses the first of two messages of one batch (it was away a moment): the
+    second is not taken before it; both come again and are taken in the order sent."""
+    taken: list[str] = []
+    refusals = [RuntimeError("the store is away")]
+
+    async def sink(message: InboundMessage) -> None:
+        if message.text == "first" and refusals:
+            raise refusals.pop()
+        taken.append(message.text)
+
+    fake.push_text(DM, "first")
+    fake.push_text(DM, "second")
+    adapter = TelegramAdapter(TOKEN, api_base_url=fake.base_url, poll_timeout=5)
+    await adapter.start(sink)
+    try:
+        await until(lambda: len(taken) >= 2, "both messages taken")
+        assert taken == ["first", "second"]
+    finally:
+        await adapter.stop()
