@@ -48,9 +48,11 @@ On PostgreSQL: the same light and saturating loads, round by round, to ``botd ru
 PostgreSQL with ``fsync=off``, so the figures are the CPU's, not a disk's), one node. CPU per
 message counts every process doing the work: botd and the server (the postmaster and its
 backends, from ``/proc``, backends that ended included), printed with the server's part apart
-and beside SQLite's (where the database is inside botd). ``--no-postgres`` leaves it out; a
-machine without PostgreSQL says so and goes on. A run is a list of nodes (``Nodes``), so a
-run of several (``botd run`` each, sharing the database) fits the same measurement.
+and beside SQLite's (where the database is inside botd); then the same with ``--nodes``
+(3) nodes sharing the database, each ``botd run`` in Telegram's webhook mode behind a
+round-robin proxy (their CPU summed; until conversations are owned across nodes each node
+answers what it accepts, and each has its own 30-a-second send limiter). ``--no-postgres``
+leaves both out, ``--nodes 1`` the second; a machine without PostgreSQL says so and goes on.
 
 Run: make bench   (or .venv/bin/python bench/e2e.py [--profile FILE])
 ``--profile FILE`` records botd under the saturating load of the last round with py-spy
