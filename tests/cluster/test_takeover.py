@@ -1,9 +1,10 @@
-"""Two ``botd run`` nodes on one PostgreSQL (cluster mode, a 2 s lease TTL), each polling a
-Telegram fake of its own: the node answering a long story is SIGKILLed, or SIGSTOPped past
-the TTL and let go on, mid-answer. The other node takes the conversation over and finishes
-the answer; the chat shows every paragraph once and the restart notice once, and a paused
-owner posts nothing after it is let go on (its lease is gone: fenced writes, no send past
-its deadline)."""
+"""Two ``botd run`` nodes on one PostgreSQL (cluster mode, a 2 s lease TTL) behind one
+Telegram fake, which the node holding the poller's lease polls; each node reaches it under a
+path prefix of its own, so what each posted is told apart. The node answering a long story
+is SIGKILLed, or SIGSTOPped past the TTL and let go on, mid-answer. The other node takes the
+conversation over and finishes the answer; the chat shows every paragraph once and the
+restart notice once, and a paused owner posts nothing after it is let go on (its lease is
+gone: fenced writes, no send past its deadline)."""
 
 from __future__ import annotations
 
@@ -23,21 +24,28 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 TTL = 2.0
+POLLER = "telegram:default poller"
+"""The start of the log line of a node that holds the poller's lease or stands by."""
 
 
 @dataclass
 class Node:
     name: str
     telegram: FakeTelegramAPI
+    """The one Bot API fake, shared by the nodes (this node's calls come via ``name``)."""
     process: asyncio.subprocess.Process
     log: Path
 
     def texts(self) -> list[str]:
+        """What this node posted in the DM."""
         return [
             str(c.params["text"])
             for c in self.telegram.calls_to("sendMessage", ok_only=True)
-            if str(c.params["chat_id"]) == str(DM)
+            if str(c.params["chat_id"]) == str(DM) and c.via == self.name
         ]
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(encoding="utf-8", errors="replace")
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:
@@ -53,16 +61,16 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 @asynccontextmanager
 async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncIterator[list[Node]]:
     async with AsyncExitStack() as stack:
+        telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
         nodes: list[Node] = []
         for name in ("node-a", "node-b"):
-            telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
             home = tmp_path / name
             home.mkdir()
             store = (
                 f"store:\n  backend: postgres\n  dsn: ${{BOTD_DATABASE_URL}}\n"
                 f"  node_id: {name}\n  lease_ttl: {TTL}\n"
             )
-            config = crash_config(home, home / "state", telegram, model, store)
+            config = crash_config(home, home / "state", telegram, model, store, via=name)
             log = home / "daemon.log"
             process = await start_daemon(
                 config,
@@ -75,7 +83,7 @@ async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncI
             stack.push_async_callback(reap, process)
             nodes.append(Node(name, telegram, process, log))
         for node in nodes:
-            await _until(partial(polling, node), f"{node.name} polling")
+            await _until(partial(node.logged, f"{POLLER}: "), f"{node.name} polling or standing by")
         yield nodes
 
 
@@ -90,10 +98,6 @@ def settled(dsn: str, count: int) -> Callable[[], bool]:
         return counts.get("sent", 0) >= count and counts.get("pending", 0) == 0
 
     return check
-
-
-def polling(node: Node) -> bool:
-    return bool(node.telegram.calls_to("getUpdates"))
 
 
 def pending(dsn: str) -> int:
@@ -121,6 +125,7 @@ async def test_the_owner_killed_mid_answer_the_other_node_finishes_it_once(
         two_nodes(tmp_path, postgres_dsn, model) as nodes,
     ):
         model.push(long_answer(delay=0.3))
+        # To the one Telegram, polled by whichever node holds the poller's lease.
         nodes[0].telegram.push_text(DM, "tell me the long story")
         await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
         owner = next(node for node in nodes if node.texts())
@@ -148,7 +153,7 @@ async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(
         two_nodes(tmp_path, postgres_dsn, model) as nodes,
     ):
         model.push(long_answer(delay=0.3))
-        nodes[1].telegram.push_text(DM, "tell me the long story")
+        nodes[0].telegram.push_text(DM, "tell me the long story")
         await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
         owner = next(node for node in nodes if node.texts())
         other = nodes[1 - nodes.index(owner)]

@@ -20,10 +20,17 @@ def long_answer(delay: float) -> StreamReply:
 
 
 def crash_config(
-    path: Path, state: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI, extra: str = ""
+    path: Path,
+    state: Path,
+    telegram: FakeTelegramAPI,
+    model: FakeAnthropicAPI,
+    extra: str = "",
+    *,
+    via: str | None = None,
 ) -> Path:
     """``botd.yaml`` for a crash test: a Telegram DM answered in blocks by the fake model;
-    ``extra`` sections go at the end."""
+    ``extra`` sections go at the end; ``via``: the path prefix botd reaches ``telegram``
+    under (``base_url_via``; one of several nodes sharing it)."""
     config = path / "botd.yaml"
     config.write_text(
         f"""
@@ -41,7 +48,7 @@ agent:
 channels:
   telegram:
     token: ${{TELEGRAM_TEST_TOKEN}}
-    api_base_url: {json.dumps(telegram.base_url)}
+    api_base_url: {json.dumps(telegram.base_url if via is None else telegram.base_url_via(via))}
     dm_policy: open
 {extra}""",
         encoding="utf-8",
