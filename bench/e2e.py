@@ -576,9 +576,9 @@ async def on_postgres(
 
     One node polls Telegram. Several take Telegram's webhook (``mode: webhook``): the fake
     POSTs each update to a round-robin proxy (``RoundRobin``) in front of the nodes' listen
-    ports, one POST at a time as Telegram does for a bot. Until conversations are owned across
-    nodes (leases), each node answers what it accepts, which a throughput figure does not
-    mind; each node's Telegram bot has its own rate limiter (30 sends a second), so several
+    ports, one POST at a time as Telegram does for a bot. Any node accepts what it is POSTed;
+    each conversation is answered by the node holding its lease, so the runs spread over the
+    nodes; each node's Telegram bot has its own rate limiter (30 sends a second), so several
     nodes send more than one bot may."""
     try:
         postgres_bin_dir()
@@ -816,7 +816,7 @@ async def main(args: argparse.Namespace) -> None:
     if isinstance(cluster, dict):
         for label in (light_label, heavy_label):
             line = postgres_report(label, cluster[label], botd.figures[label], args.nodes)
-            print(f"{line} (webhook mode, each node answering what it accepts)")
+            print(f"{line} (webhook mode, each conversation answered by the node owning it)")
     print("e2e: every message answered exactly once")
     if args.profile:
         own, whole = top_frames(Path(args.profile))

@@ -213,6 +213,10 @@ def own_server() -> Iterator[PostgresServer]:
         yield server
 
 
+OWN_LEASES = ("scheduler", "telegram:default")
+"""The leases a node on postgres takes by itself (with Telegram and nothing to answer)."""
+
+
 async def healthz(port: int) -> tuple[int, dict[str, Any]]:
     async with (
         aiohttp.ClientSession() as http,
@@ -241,7 +245,12 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
     )
     async with daemon_running(text, config_path=config) as daemon:
         assert daemon.runtime is not None
-        assert await daemon.runtime.leases.try_claim("scheduler") is not None
+        leases = daemon.runtime.leases
+        # The node's own leases once it took them: the schedule's and Telegram's poller's.
+        await until(
+            lambda: sorted(lease.name for lease in leases.held()) == list(OWN_LEASES),
+            "the node holding the schedule's and the poller's leases",
+        )
 
         code, body = await status_json(config)
         assert code == 0, body
@@ -253,26 +262,34 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
             "schema_version": SCHEMA_VERSION,
             "reason": None,
         }
-        [held] = node["leases"]
-        assert held["name"] == "scheduler" and held["epoch"] == 1 and held["seconds_left"] > 0
+        held = node["leases"]
+        assert [(lease["name"], lease["epoch"]) for lease in held] == [
+            (name, 1) for name in OWN_LEASES
+        ]
+        assert all(lease["seconds_left"] > 0 for lease in held)
         shared = body["database"]
         assert shared["where"] == where and shared["error"] is None
         assert shared["schema_version"] == SCHEMA_VERSION
         assert (shared["inbox_backlog"], shared["outbox_pending"]) == (0, 0)
         assert shared["pairing_waiting"] == 0
-        [row] = shared["leases"]
-        assert (row["name"], row["holder"], row["epoch"]) == ("scheduler", "node-a", 1)
-        assert row["expires_in"] > 0
+        rows = shared["leases"]
+        assert [(row["name"], row["holder"], row["epoch"]) for row in rows] == [
+            (name, "node-a", 1) for name in OWN_LEASES
+        ]
+        assert all(row["expires_in"] > 0 for row in rows)
 
         done = await status(config)
         assert done.returncode == 0, done.stdout + done.stderr
         lines = done.stdout.splitlines()
         assert f"  node node-a (postgres, {where} reachable (schema {SCHEMA_VERSION}))" in lines
-        assert any(line.startswith("  leases held: scheduler (epoch 1, ") for line in lines)
+        [held_line] = [line for line in lines if line.startswith("  leases held: ")]
+        assert held_line.startswith("  leases held: scheduler (epoch 1, ")
+        assert ", telegram:default (epoch 1, " in held_line
         assert any(line.startswith(f"database {where} (schema ") for line in lines)
-        assert any(
-            line.startswith("  lease scheduler  node-a  epoch 1  expires in ") for line in lines
-        )
+        width = max(len(name) for name in OWN_LEASES)
+        for name in OWN_LEASES:
+            shown = f"  lease {name:<{width}}  node-a  epoch 1  expires in "
+            assert any(line.startswith(shown) for line in lines), (shown, lines)
 
         await asyncio.to_thread(own_server.stop, "immediate")
         down: dict[str, Any] = {}

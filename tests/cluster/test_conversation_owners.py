@@ -1,28 +1,38 @@
-"""Two botd nodes on one PostgreSQL (cluster mode), in this test's event loop: each polls a
-Telegram fake of its own (the same bot token), so a message arrives on the node the test
-chooses; the conversation's owner (by lease) answers it, through its own fake. What the
-chats show is read from both fakes."""
+"""Two botd nodes on one PostgreSQL (cluster mode), in this test's event loop, behind one
+Telegram in webhook mode, as several nodes are run behind a load balancer: the test plays
+the balancer and POSTs each update to the node it chooses (its webhook listener, with the
+secret token), so a message arrives on that node; the conversation's owner (by lease)
+answers it. Each node reaches the one Bot API fake under a path prefix of its own, so what
+the chats show is told apart by the node that sent it."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
+
+import aiohttp
 
 from botd.app import App
+from botd.channels.telegram.adapter import TelegramAdapter
+from botd.channels.telegram.webhook import SECRET_HEADER
 from botd.chat import InboundMessage
 from botd.store.postgres import PostgresStore
-from tests.chat import telegram_ready
 from tests.conversation.crash import PARAGRAPHS, long_answer
-from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
+from tests.daemon_inprocess import anthropic_yaml, daemon_running
 from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.waiting import until
 
 TOKEN = "123456:TEST-TOKEN"
+SECRET = "cluster-webhook-secret"
 TTL = 2.0
+NODES = ("node-0", "node-1")
 
 
 def node_config(
@@ -34,35 +44,80 @@ def node_config(
         "shutdown_grace: 1\n"
         f"store:\n  backend: postgres\n  dsn: {json.dumps(dsn)}\n"
         f"  node_id: {name}\n  lease_ttl: {ttl}\n"
-        + telegram_yaml(telegram, "poll_timeout: 1", "dm_policy: open")
-        + "".join(extra)
+        "channels:\n  telegram:\n"
+        f"    token: {json.dumps(TOKEN)}\n"
+        f"    api_base_url: {json.dumps(telegram.node_url(name))}\n"
+        "    dm_policy: open\n"
+        "    mode: webhook\n"
+        # The balancer's public URL, the same on every node; each listens on a port of its own.
+        "    webhook_url: https://bot.example.org/telegram\n"
+        f"    webhook_secret: {SECRET}\n"
+        "    listen: {host: 127.0.0.1, port: 0, path: /telegram}\n" + "".join(extra)
     )
+
+
+def webhook_port(app: App) -> int | None:
+    """The port ``app``'s Telegram webhook listens on, once it does."""
+    adapter = None if app.runtime is None else app.runtime.adapters.get("telegram")
+    return adapter.webhook_port if isinstance(adapter, TelegramAdapter) else None
+
+
+@dataclass
+class Cluster:
+    """The one Telegram fake and the two nodes behind it."""
+
+    telegram: FakeTelegramAPI
+    apps: list[App]
+    _next_update: int = field(default=1)
+
+    async def arrive(self, node: int, chat: int, text: str, message_id: int) -> None:
+        """The DM ``text`` from ``chat`` delivered to node ``node``'s webhook as Telegram
+        POSTs it; answered 200, so that node accepted it."""
+        update: dict[str, Any] = {
+            "update_id": self._next_update,
+            "message": {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "chat": self.telegram.chat(chat),
+                "from": user(chat),
+                "text": text,
+            },
+        }
+        self._next_update += 1
+        port = webhook_port(self.apps[node])
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"http://127.0.0.1:{port}/telegram", json=update, headers={SECRET_HEADER: SECRET}
+            ) as response,
+        ):
+            assert response.status == 200, f"node {node} answered {response.status}"
+
+    def texts(self, chat: int, node: int | None = None) -> list[str]:
+        """What the bot posted in ``chat``, by node ``node`` only (None: by either)."""
+        return [
+            str(c.params["text"])
+            for c in self.telegram.calls_to("sendMessage", ok_only=True)
+            if str(c.params["chat_id"]) == str(chat) and (node is None or c.via == NODES[node])
+        ]
 
 
 @asynccontextmanager
 async def two_nodes(
     tmp_path: Path, dsn: str, *extra: str, ttl: float = TTL
-) -> AsyncIterator[tuple[list[FakeTelegramAPI], list[App]]]:
+) -> AsyncIterator[Cluster]:
     async with AsyncExitStack() as stack:
-        fakes = [await stack.enter_async_context(FakeTelegramAPI(TOKEN)) for _ in range(2)]
+        telegram = await stack.enter_async_context(FakeTelegramAPI(TOKEN))
         apps = [
             await stack.enter_async_context(
                 daemon_running(
-                    node_config(tmp_path, f"node-{i}", dsn, fakes[i], *extra, ttl=ttl),
-                    ready=telegram_ready,
+                    node_config(tmp_path, name, dsn, telegram, *extra, ttl=ttl),
+                    ready=lambda app: webhook_port(app) is not None,
                 )
             )
-            for i in range(2)
+            for name in NODES
         ]
-        yield fakes, apps
-
-
-def texts(telegram: FakeTelegramAPI, chat: int) -> list[str]:
-    return [
-        str(c.params["text"])
-        for c in telegram.calls_to("sendMessage", ok_only=True)
-        if str(c.params["chat_id"]) == str(chat)
-    ]
+        yield Cluster(telegram, apps)
 
 
 def owner(apps: list[App], chat: int) -> int | None:
@@ -79,26 +134,24 @@ async def test_messages_arriving_on_either_node_are_answered_once_in_order_by_th
 ) -> None:
     chats, rounds = list(range(101, 113)), 3
     # A TTL longer than the test: no conversation is let go as idle between the rounds.
-    async with two_nodes(tmp_path, postgres_dsn, "agent:\n  queue_mode: followup\n", ttl=30) as (
-        fakes,
-        _apps,
-    ):
+    async with two_nodes(
+        tmp_path, postgres_dsn, "agent:\n  queue_mode: followup\n", ttl=30
+    ) as cluster:
 
         def answered(count: int) -> bool:
-            return all(sum(len(texts(fake, chat)) for fake in fakes) >= count for chat in chats)
+            return all(len(cluster.texts(chat)) >= count for chat in chats)
 
         for n in range(1, rounds + 1):
             for chat in chats:
-                # Each conversation's messages arrive on one node, then the other (one
-                # platform: the message ids go on across the two fakes).
-                fakes[(chat + n) % 2].push_text(chat, f"c{chat} m{n}", message_id=n)
+                # Each conversation's messages arrive on one node, then the other.
+                await cluster.arrive((chat + n) % 2, chat, f"c{chat} m{n}", message_id=n)
             await until(partial(answered, n), f"round {n} answered", guard=60)
         for chat in chats:
             expected = [f"You said: c{chat} m{n}" for n in range(1, rounds + 1)]
             # All answered once, in order, by the one node that owns the conversation.
-            assert sorted([texts(fakes[0], chat), texts(fakes[1], chat)]) == [[], expected]
+            assert sorted([cluster.texts(chat, 0), cluster.texts(chat, 1)]) == [[], expected]
         # The conversations' runs went to both nodes.
-        assert all(fake.calls_to("sendMessage", ok_only=True) for fake in fakes)
+        assert {c.via for c in cluster.telegram.calls_to("sendMessage", ok_only=True)} == set(NODES)
 
 
 async def test_a_stop_accepted_by_the_other_node_stops_the_owners_run(
@@ -111,21 +164,20 @@ async def test_a_stop_accepted_by_the_other_node_stops_the_owners_run(
             anthropic_yaml(model),
             "agent:\n  block_streaming: {min_chars: 10, max_chars: 200}\n",
         )
-        async with two_nodes(tmp_path, postgres_dsn, *extra) as (fakes, apps):
-            fakes[0].push_text(chat, "tell me the long story")
-            found = await until(lambda: owner(apps, chat) is not None, "an owner")
-            assert found
+        async with two_nodes(tmp_path, postgres_dsn, *extra) as cluster:
+            apps = cluster.apps
+            await cluster.arrive(0, chat, "tell me the long story", message_id=1)
+            await until(lambda: owner(apps, chat) is not None, "an owner")
             owning = owner(apps, chat)
             assert owning is not None
-            await until(lambda: len(texts(fakes[owning], chat)) >= 2, "the answer under way")
+            await until(lambda: len(cluster.texts(chat, owning)) >= 2, "the answer under way")
             # /stop arrives on the node that does not own the conversation.
-            fakes[1 - owning].push_text(chat, "/stop", message_id=1000)
+            await cluster.arrive(1 - owning, chat, "/stop", message_id=1000)
             await until(
-                lambda: "Stopped." in texts(fakes[owning], chat),
-                "the owner's answer to /stop",
+                lambda: "Stopped." in cluster.texts(chat, owning), "the owner's answer to /stop"
             )
-            assert texts(fakes[1 - owning], chat) == []  # the other node posted nothing
-            shown = texts(fakes[owning], chat)
+            assert cluster.texts(chat, 1 - owning) == []  # the other node posted nothing
+            shown = cluster.texts(chat, owning)
             assert len([t for t in shown if t in PARAGRAPHS]) < len(PARAGRAPHS)
 
 
@@ -134,7 +186,7 @@ async def test_an_accept_no_node_was_told_of_is_answered_by_the_claimer(
 ) -> None:
     """An accept whose commit reply was cut: committed, but the node never handed it on (no
     pull, no NOTIFY). The claimer finds it, claims the conversation and answers it."""
-    async with two_nodes(tmp_path, postgres_dsn) as (fakes, _apps):
+    async with two_nodes(tmp_path, postgres_dsn) as cluster:
         store = await PostgresStore.open(postgres_dsn)
         try:
             message = InboundMessage(
@@ -148,10 +200,8 @@ async def test_an_accept_no_node_was_told_of_is_answered_by_the_claimer(
             assert await store.accept_inbound("telegram", ["555:1"], message) is not None
         finally:
             await store.aclose()
-        await until(
-            lambda: sum(len(texts(fake, 555)) for fake in fakes) >= 1, "the claimer's answer"
-        )
-        answers = [t for fake in fakes for t in texts(fake, 555)]
+        await until(lambda: cluster.texts(555), "the claimer's answer")
+        answers = cluster.texts(555)
         assert len(answers) == 1 and answers[0].endswith("was anyone told?")
 
 
@@ -159,9 +209,10 @@ async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
     chat = 303
-    async with two_nodes(tmp_path, postgres_dsn) as (fakes, apps):
-        fakes[0].push_text(chat, "first", message_id=1)
-        await until(lambda: any(texts(fake, chat) for fake in fakes), "the first answer")
+    async with two_nodes(tmp_path, postgres_dsn) as cluster:
+        apps = cluster.apps
+        await cluster.arrive(0, chat, "first", message_id=1)
+        await until(lambda: cluster.texts(chat), "the first answer")
         first = owner(apps, chat)
         assert first is not None
         await until(lambda: owner(apps, chat) is None, "the idle conversation let go")
@@ -173,5 +224,5 @@ async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
             True
         ]
         # A new message is taken up at once by whichever node claims it.
-        fakes[1].push_text(chat, "second", message_id=2)
-        await until(lambda: sum(len(texts(fake, chat)) for fake in fakes) == 2, "the second answer")
+        await cluster.arrive(1, chat, "second", message_id=2)
+        await until(lambda: len(cluster.texts(chat)) == 2, "the second answer")

@@ -26,6 +26,8 @@ POLLER = "telegram:default poller"
 
 
 def telegram_node(tmp_path: Path, name: str, telegram: FakeTelegramAPI) -> Node:
+    """Node ``name`` polling ``telegram`` under its own path prefix; each message its own run
+    and answer (messages that reach the owner together are not collected into one turn)."""
     return node(
         tmp_path,
         name,
@@ -36,6 +38,8 @@ def telegram_node(tmp_path: Path, name: str, telegram: FakeTelegramAPI) -> Node:
     dm_policy: open
     poll_timeout: 1
     command_menu: false
+agent:
+  queue_mode: followup
 """,
     )
 

@@ -2,13 +2,17 @@
 cut, as a crashed server) and started again: ``botd run`` on ``store.backend: postgres`` with
 Telegram's loopback Bot API and the fake model.
 
-Checked on what the platform and the health endpoint saw: the answer under way when the
-database went away goes on to its end, each piece once; messages sent while it was away are
-not confirmed to Telegram (the poller asks for them again) and are answered once it is back;
-``/healthz`` says the store is down, then well again without a restart; and a restart after
-it all resumes nothing and sends nothing again (what the store recorded while the database
-was away, pieces sent and the entry answered, was written once it came back). The server is
-the test's own (``running_postgres``), so the worker's shared one is never stopped.
+Checked on what the platform and the health endpoint saw: on PostgreSQL botd is a cluster
+node, so its leases cannot be renewed while the database is away. The answer under way stops
+sending once its conversation's lease runs out (no send past the lease's end) and is resumed
+when the database is back, each piece once and the "interrupted" notice once; the poller
+stops once its lease runs out, so messages sent while the database was away are not
+confirmed to Telegram (no offset asked for passes them) and are answered once it is back
+and the lease is claimed again; ``/healthz`` says the store is down, then well again, the
+poller's lease held again, without a restart; and a restart after it all resumes nothing and
+sends nothing again (what the store recorded while the database was away was written once
+it came back). The server is the test's own (``running_postgres``), so the worker's shared
+one is never stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from botd.conversation.notices import INTERRUPTED_NOTICE
 from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.conversation.crash import PARAGRAPHS, TOKEN, crash_config
 from tests.daemon_process import ended, reap, start_daemon
@@ -37,6 +42,9 @@ DM = 4242
 OTHER = 4343
 """A second chat: its message sent while the database is away too."""
 KEY = re.compile(r"\bm\d\b")
+POLLER = "telegram:default"
+"""The lease under which the node polls Telegram."""
+LAST = PARAGRAPHS[-1]
 
 
 @pytest.fixture
@@ -78,6 +86,11 @@ async def start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process
     )
 
 
+def held_leases(health: dict[str, Any]) -> list[str]:
+    """The leases ``/healthz`` says the node holds."""
+    return [str(lease["name"]) for lease in health.get("node", {}).get("leases", [])]
+
+
 def texts(telegram: FakeTelegramAPI) -> list[str]:
     return [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
 
@@ -111,7 +124,6 @@ async def test_the_database_stopped_mid_run_and_started_again_loses_and_repeats_
             telegram.push_text(DM, "m2 tell me the long story")
             await until(lambda: PARAGRAPHS[2] in texts(telegram), "m2 under way")
             await asyncio.to_thread(own_server.stop, "immediate")
-            polls_before = len(telegram.calls_to("getUpdates"))
             offsets_before = [
                 int(c.params.get("offset") or 0) for c in telegram.calls_to("getUpdates")
             ]
@@ -128,21 +140,36 @@ async def test_the_database_stopped_mid_run_and_started_again_loses_and_repeats_
             await until(degraded, "/healthz degraded with the database stopped")
             assert [p for p in down["problems"] if p.startswith("store: ")], down["problems"]
 
-            def asked_again() -> bool:
-                return len(telegram.calls_to("getUpdates")) >= polls_before + 3
+            async def stopped_polling() -> bool:
+                code, body = await healthz(port)
+                return code == 503 and POLLER not in held_leases(body)
 
-            await until(asked_again, "the poller asking for the refused updates again")
-            # The run under way goes on without the database, to its end.
-            await until(lambda: PARAGRAPHS[-1] in texts(telegram), "m2's answer finished")
-            assert "Answer to m3." not in texts(telegram)
+            # The poller's lease cannot be renewed: once it runs out, polling stops (no
+            # getUpdates goes out past the lease's deadline) until the lease is claimed again.
+            await until(stopped_polling, "the poller's lease lost with the database away")
+            shown_during = texts(telegram)
+            # No send past the conversation lease's end: m2's answer (the model still
+            # streaming it) stopped, and m3 is not taken while the database is away.
+            assert LAST not in shown_during and "Answer to m3." not in shown_during
+            asked_during = [
+                int(c.params.get("offset") or 0) for c in telegram.calls_to("getUpdates")
+            ]
             await asyncio.to_thread(own_server.start)
 
             def all_answered() -> bool:
                 shown = texts(telegram)
-                return all(f"Answer to {k}." in shown for k in ("m3", "m4"))
+                return all(
+                    expected in shown for expected in ("Answer to m3.", "Answer to m4.", LAST)
+                )
 
             await until(all_answered, "every message answered after the database came back")
-            await until(well, "/healthz well again")
+
+            async def polling_again() -> bool:
+                code, body = await healthz(port)
+                return code == 200 and POLLER in held_leases(body)
+
+            # Well again without a restart, the poller's lease claimed again by itself.
+            await until(polling_again, "/healthz well again, the poller polling again")
             daemon.send_signal(signal.SIGTERM)
             assert await ended(daemon) == 0
         finally:
@@ -164,10 +191,10 @@ async def test_the_database_stopped_mid_run_and_started_again_loses_and_repeats_
     shown = texts(telegram)
     for expected in [*PARAGRAPHS, "Answer to m1.", "Answer to m3.", "Answer to m4."]:
         assert shown.count(expected) == 1, (expected, shown)
+    # The answer cut when its lease ran out went on after the database came back, said so once.
+    assert shown.count(INTERRUPTED_NOTICE) == 1, shown
     # Each sender was told once that the message could not be taken yet, and got its answer.
     assert shown.count(STORE_FAILED_NOTICE) <= 2
-    # Nothing sent while the database was away was confirmed to Telegram: the offset asked
-    # for during the outage never passed the one asked for before it.
-    during = [int(c.params.get("offset") or 0) for c in telegram.calls_to("getUpdates")]
-    during = during[polls_before : polls_before + 3]
-    assert max(during) <= max(offsets_before), (offsets_before[-3:], during)
+    # Nothing sent while the database was away was confirmed to Telegram: no offset asked
+    # for before it came back passed the one asked for before it went away.
+    assert max(asked_during) <= max(offsets_before), (offsets_before[-3:], asked_during[-3:])
