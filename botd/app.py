@@ -68,7 +68,7 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
-from .cluster.leases import LeaseKeeper, ProcessLeases
+from .cluster.leases import LeaseKeeper, ProcessLeases, hold_node
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
@@ -612,6 +612,9 @@ class App:
             store = await open_store(config)
             stack.push_async_callback(store.aclose)
             leases = open_leases(config, store)
+            if config.store.backend == "postgres":
+                # The database's state-dir lock: one process per node_id.
+                await hold_node(leases)
             runtime = self.runtime = build_runtime(
                 config,
                 store=store,

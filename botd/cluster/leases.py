@@ -41,6 +41,15 @@ CONVERSATION_LEASE = "conversation:"
 """A conversation's lease is named ``conversation:<conversation key>``."""
 
 
+NODE_LEASE = "node:"
+"""A running node holds ``node:<node_id>``: on a shared database, what the state dir's lock is
+on one machine (one process per name)."""
+
+
+class NodeInUse(Exception):
+    """Another running process holds this node's own lease: it has the same ``node_id``."""
+
+
 class LeaseLost(Exception):
     """A fenced write found its lease expired or held by another epoch, or a send was due
     past the lease's deadline: the write or send is not made and the work it belonged to
@@ -240,12 +249,41 @@ class ProcessLeases:
         ]
 
 
+async def hold_node(leases: LeaseKeeper, *, clock: Callable[[], float] = time.monotonic) -> Lease:
+    """Claim this node's own lease (``NODE_LEASE``), so that a second process started with
+    the same ``node_id`` is refused, as a second daemon on one state dir is. A process of
+    this node that was just killed holds it until it runs out: a restart waits up to one TTL
+    for it before giving up with ``NodeInUse``."""
+    name = NODE_LEASE + leases.node_id
+    deadline = clock() + leases.ttl + 1.0
+    told = False
+    while (lease := await leases.try_claim(name)) is None:
+        if clock() >= deadline:
+            raise NodeInUse(
+                f"store.node_id {leases.node_id!r} is in use: another botd runs as "
+                f"{leases.node_id!r} on this database; give each node its own node_id"
+            )
+        if not told:
+            log.info(
+                "lease %s is held (another process as this node, or one just killed): "
+                "waiting up to %g s for it",
+                name,
+                leases.ttl,
+            )
+            told = True
+        await asyncio.sleep(min(0.5, leases.ttl / 3))
+    return lease
+
+
 __all__ = [
     "CONVERSATION_LEASE",
+    "NODE_LEASE",
     "Lease",
     "LeaseKeeper",
     "LeaseLost",
     "LeaseRow",
     "LeaseTable",
+    "NodeInUse",
     "ProcessLeases",
+    "hold_node",
 ]

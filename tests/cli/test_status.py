@@ -213,8 +213,9 @@ def own_server() -> Iterator[PostgresServer]:
         yield server
 
 
-OWN_LEASES = ("scheduler", "telegram:default")
-"""The leases a node on postgres takes by itself (with Telegram and nothing to answer)."""
+OWN_LEASES = ("node:node-a", "scheduler", "telegram:default")
+"""The leases a node on postgres takes by itself (with Telegram and nothing to answer): its
+own name's, the schedule's and the poller's."""
 
 
 async def healthz(port: int) -> tuple[int, dict[str, Any]]:
@@ -246,7 +247,7 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
     async with daemon_running(text, config_path=config) as daemon:
         assert daemon.runtime is not None
         leases = daemon.runtime.leases
-        # The node's own leases once it took them: the schedule's and Telegram's poller's.
+        # The node's own leases once it took them: its name's, the schedule's, the poller's.
         await until(
             lambda: sorted(lease.name for lease in leases.held()) == list(OWN_LEASES),
             "the node holding the schedule's and the poller's leases",
@@ -283,7 +284,8 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
         lines = done.stdout.splitlines()
         assert f"  node node-a (postgres, {where} reachable (schema {SCHEMA_VERSION}))" in lines
         [held_line] = [line for line in lines if line.startswith("  leases held: ")]
-        assert held_line.startswith("  leases held: scheduler (epoch 1, ")
+        assert held_line.startswith("  leases held: node:node-a (epoch 1, ")
+        assert ", scheduler (epoch 1, " in held_line
         assert ", telegram:default (epoch 1, " in held_line
         assert any(line.startswith(f"database {where} (schema ") for line in lines)
         width = max(len(name) for name in OWN_LEASES)

@@ -17,7 +17,14 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from botd.cluster.leases import LeaseKeeper, LeaseLost, LeaseTable, ProcessLeases
+from botd.cluster.leases import (
+    LeaseKeeper,
+    LeaseLost,
+    LeaseTable,
+    NodeInUse,
+    ProcessLeases,
+    hold_node,
+)
 from botd.store.postgres.leases import PostgresLeases, fence
 from botd.store.postgres.schema import migrate
 from tests.pg_server import PostgresServer
@@ -243,3 +250,25 @@ async def test_a_database_away_loses_the_leases_only_at_their_deadline(
             postgres_server.start()
     finally:
         await pool.close()
+
+
+async def test_a_second_process_as_the_same_node_is_refused_and_a_restart_waits_for_its_lease() -> (
+    None
+):
+    """``node:<node_id>`` is the shared database's state-dir lock: a second keeper with the
+    same name gets ``NodeInUse`` once one TTL has passed, and a node whose old process was
+    killed (its lease not renewed) gets the lease back when that runs out."""
+    table = ProcessLeases()
+    running = LeaseKeeper(table, "n1", 0.3)
+    first = await hold_node(running)
+    assert first.name == "node:n1"
+    renewing = asyncio.create_task(running.run())
+    try:
+        with pytest.raises(NodeInUse, match=r"store\.node_id 'n1' is in use"):
+            await hold_node(LeaseKeeper(table, "n1", 0.3))
+    finally:
+        renewing.cancel()
+    # The first process is gone now (nothing renews its lease): the next one waits it out.
+    restarted = await hold_node(LeaseKeeper(table, "n1", 0.3))
+    assert restarted.epoch == first.epoch + 1
+    assert await hold_node(LeaseKeeper(table, "n2", 0.3)) is not None
