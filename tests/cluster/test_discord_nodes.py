@@ -5,8 +5,8 @@ conversation was taken over (``tests/cluster/scenario.py``). Checked as for Tele
 that no piece may show twice: each message carries its piece's nonce with
 ``enforce_nonce``, so a piece sent again makes no second message.
 
-The fake gateway hands an event to the session live at the moment, and one dispatched while no
-session is live waits for the next one (real Discord would give it only to a session that
+The fake gateway hands an event to every session open on the event's shard, and one dispatched
+while none is open waits for the next one (real Discord would give it only to a session that
 resumes the old one).
 """
 
