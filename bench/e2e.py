@@ -269,11 +269,10 @@ channels:
     return config
 
 
-async def start(command: list[str], log: Path, telegram: Telegram) -> asyncio.subprocess.Process:
-    """Start ``command`` and wait until its first long poll reached the fake."""
-    telegram.polling.clear()
+async def spawn(command: list[str], log: Path) -> asyncio.subprocess.Process:
+    """Run ``command`` in ``log``'s directory, its output appended to ``log``."""
     with log.open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
+        return await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=sink,
@@ -281,6 +280,12 @@ async def start(command: list[str], log: Path, telegram: Telegram) -> asyncio.su
             env=child_env(),
             cwd=log.parent,
         )
+
+
+async def start(command: list[str], log: Path, telegram: Telegram) -> asyncio.subprocess.Process:
+    """Start ``command`` and wait until its first long poll reached the fake."""
+    telegram.polling.clear()
+    process = await spawn(command, log)
     try:
         async with asyncio.timeout(60):
             await telegram.polling.wait()
@@ -683,15 +688,7 @@ async def start_webhook(
 ) -> asyncio.subprocess.Process:
     """Start a node in webhook mode; wait until it registered the webhook (its
     ``setWebhook``: the ``started + 1``-th)."""
-    with log.open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-            env=child_env(),
-            cwd=log.parent,
-        )
+    process = await spawn(command, log)
     try:
         async with asyncio.timeout(60):
             while telegram.track.methods["setWebhook"] <= started:
