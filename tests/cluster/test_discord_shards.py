@@ -53,6 +53,17 @@ def answers(discord: FakeDiscordAPI) -> list[str]:
     ]
 
 
+async def holding_both_shards(dsn: str, discord: FakeDiscordAPI, node: str) -> None:
+    """Wait until ``node`` holds both shards' leases with one gateway session open each."""
+    await until(
+        lambda: (
+            lease_holders(dsn, "discord:") == dict.fromkeys(SHARDS, node)
+            and discord.sessions_open() == {0: 1, 1: 1}
+        ),
+        f"{node} holding both shards",
+    )
+
+
 async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
@@ -62,13 +73,7 @@ async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
         first = await a.start(postgres_dsn)
         second: asyncio.subprocess.Process | None = None
         try:
-            await until(
-                lambda: (
-                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-a")
-                    and discord.sessions_open() == {0: 1, 1: 1}
-                ),
-                "node-a holding both shards",
-            )
+            await holding_both_shards(postgres_dsn, discord, "node-a")
             second = await b.start(postgres_dsn)
             standby = [f"discord:default:{n} gateway: standby (held by node-a)" for n in (0, 1)]
             await until(lambda: all(map(b.logged, standby)), "node-b standby on both shards")
@@ -85,13 +90,7 @@ async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
 
             first.kill()  # its sessions drop with it; its leases lapse
             await ended(first)
-            await until(
-                lambda: (
-                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-b")
-                    and discord.sessions_open() == {0: 1, 1: 1}
-                ),
-                "node-b holding both shards",
-            )
+            await holding_both_shards(postgres_dsn, discord, "node-b")
             await say(discord, "dm two", dm=True)
             await say(discord, "guild two", dm=False)
             await until(
@@ -121,13 +120,7 @@ async def test_a_node_paused_past_its_leases_closes_its_shards_sessions_when_it_
         first = await a.start(postgres_dsn)
         second: asyncio.subprocess.Process | None = None
         try:
-            await until(
-                lambda: (
-                    lease_holders(postgres_dsn, "discord:") == dict.fromkeys(SHARDS, "node-a")
-                    and discord.sessions_open() == {0: 1, 1: 1}
-                ),
-                "node-a holding both shards",
-            )
+            await holding_both_shards(postgres_dsn, discord, "node-a")
             second = await b.start(postgres_dsn)
             first.send_signal(signal.SIGSTOP)  # its sockets stay open, its leases lapse
             await until(
