@@ -50,12 +50,17 @@ class Fence:
     def lost(self) -> bool:
         return self.lease.lost.is_set()
 
+    def give_up(self) -> None:
+        """Give the lease up (``Lease.lost``): the conversation's work stops and the next
+        holder resumes it from the store."""
+        if not self.lease.lost.is_set():
+            self.lease.lost.set()
+
     def check_send(self, now: float) -> None:
         """Raise ``LeaseLost`` (and give the lease up) when a send may not start at ``now``."""
         if self.lease.valid_for(now) >= self.margin:
             return
-        if not self.lease.lost.is_set():
-            self.lease.lost.set()
+        self.give_up()
         raise LeaseLost(
             f"lease {self.name} (epoch {self.epoch}) is too near its end to send: not sent"
         )

@@ -20,7 +20,10 @@ confirmed on its own and a restart never uploads a confirmed file again; a text 
 be the first file's caption there (``Outlet.fits_caption``) is a piece of its own before
 them. With a ``RunJournal`` in the options, each block and final reply is written down there
 before it is sent and marked sent (with the platform's message refs) or failed after; a
-journal that cannot write is logged and the piece still goes out. A refused piece is logged
+journal that cannot write is logged and the piece still goes out, except under a lease
+(cluster mode): there the piece is not sent and the lease is given up, so the conversation's
+next holder resumes the run from what the store has (a piece sent without its row would be
+sent again by it). A refused piece is logged
 and skipped; the rest of the run still goes out.
 
 ``close(then)`` waits until every piece is out; ``then`` is called right after the last
@@ -43,6 +46,7 @@ from dataclasses import replace
 from typing import Literal
 
 from ..chat import MessageRef, PieceKey, Target
+from ..cluster import fencing
 from ..cluster.leases import LeaseLost
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
@@ -232,8 +236,17 @@ class RunOutbox:
                 log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
                 self.cancel()
                 return
-            except Exception:
-                log.exception("writing a reply to the outbox failed; sending it anyway")
+            except Exception as exc:
+                fence = fencing.current()
+                if fence is None:
+                    log.exception("writing a reply to the outbox failed; sending it anyway")
+                else:
+                    # Sent without its journal row, the piece would be sent again by whoever
+                    # resumes the run: the lease is given up and the run resumed instead.
+                    log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
+                    fence.give_up()
+                    self.cancel()
+                    return
             if self._cancelled:  # stopped while the piece was written: it is not sent
                 self._note(key, None)
                 return

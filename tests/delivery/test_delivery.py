@@ -8,6 +8,9 @@ import pytest
 
 from botd.channels.base import InboundSink
 from botd.chat import Capabilities, MessageRef, PieceKey, Target
+from botd.cluster import fencing
+from botd.cluster.fencing import Fence
+from botd.cluster.leases import LeaseKeeper, ProcessLeases
 from botd.delivery import (
     ChannelDelivery,
     CoalesceSettings,
@@ -17,6 +20,7 @@ from botd.delivery import (
     RunOutbox,
     UnknownChannelError,
 )
+from botd.store.errors import StoreWriteError
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
 from tests.waiting import after_timers, until
@@ -282,3 +286,51 @@ async def test_a_quick_run_sends_no_typing() -> None:
     await asyncio.wait_for(output.close(), 30)
     assert outlet.calls == [("final", "done"), ("end", "")]
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]
+
+
+class FailingJournal:
+    """A run journal whose store is away: every piece's row fails to be written."""
+
+    def __init__(self) -> None:
+        self.tried = 0
+
+    async def written(self, piece: object, text: str) -> int:
+        self.tried += 1
+        raise StoreWriteError("postgresql://db/botd", "connection refused")
+
+    def sent(self, key: int, refs: object) -> None:
+        raise AssertionError("nothing was written, so nothing is marked")
+
+    def failed(self, key: int) -> None:
+        raise AssertionError("nothing was written, so nothing is marked")
+
+
+async def test_a_piece_whose_row_fails_is_sent_anyway_without_a_lease() -> None:
+    # One node (SQLite): the answer still reaches the user when the journal cannot write.
+    adapter, journal = FakeAdapter(), FailingJournal()
+    output = ChannelDelivery({"fake": adapter}).open_run(
+        Target("fake", "c1"), RunOptions(journal=journal)
+    )
+    output.final(BlockReply("The answer."))
+    await output.close()
+    assert journal.tried == 1
+    assert [text for _, text in adapter.sent] == ["The answer."]
+
+
+async def test_under_a_lease_a_piece_whose_row_fails_is_not_sent_and_the_lease_given_up() -> None:
+    # Several nodes: a piece sent without its row would be sent again by the next holder,
+    # which resumes the run from the store; so it is not sent, and the lease is given up.
+    keeper = LeaseKeeper(ProcessLeases(), "node-a", 60)
+    lease = await keeper.try_claim("conversation:fake:c1")
+    assert lease is not None
+    adapter, journal = FakeAdapter(), FailingJournal()
+    with fencing.fenced(Fence(lease, "node-a", 1.0)):
+        output = ChannelDelivery({"fake": adapter}).open_run(
+            Target("fake", "c1"), RunOptions(journal=journal)
+        )
+        output.block(BlockReply("First paragraph."))
+        output.final(BlockReply("Second paragraph."))
+        await output.close()
+    assert journal.tried == 1
+    assert adapter.sent == []
+    assert lease.lost.is_set()
