@@ -7,6 +7,7 @@ break out of its block; a quote that waits in the durable inbox across a restart
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,9 +21,12 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
+    discord_yaml,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.discord_api import BOT_ID, BOT_USER, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
+from tests.fakes.discord_api import user as discord_user
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
 from tests.waiting import until
 
@@ -219,3 +223,152 @@ async def test_a_quote_waiting_in_the_inbox_survives_a_restart(
         "> the code is 4711",
         "what code was that?",
     ]
+
+
+# --- Discord ----------------------------------------------------------------------------------
+
+DISCORD_BOB = 1400000000000000009
+ALICE_DISCORD = discord_user(1400000000000000001, "alice")
+
+
+def _discord_config(tmp_path: Path, discord: FakeDiscordAPI, model: FakeAnthropicAPI) -> str:
+    return config_yaml(
+        tmp_path,
+        anthropic_yaml(model),
+        discord_yaml(discord, "dm_policy: open", "group_policy: open"),
+    )
+
+
+async def _discord_answers(discord: FakeDiscordAPI, count: int) -> None:
+    await until(lambda: len(discord.message_posts()) >= count, "the bot's answers posted")
+
+
+async def test_discord_a_reply_in_a_channel_quotes_the_message_discord_sent_along(
+    tmp_path: Path, model: FakeAnthropicAPI
+) -> None:
+    model.push(stream(text("Still 3pm.")))
+    async with FakeDiscordAPI() as discord:
+        earlier = discord.message("the deploy is at 3pm", author=discord_user(DISCORD_BOB, "bob"))
+        async with daemon_running(_discord_config(tmp_path, discord, model)):
+            await discord.dispatch_message(
+                discord.message(
+                    f"<@{BOT_ID}> is this still true?",
+                    mentions=(BOT_USER,),
+                    author=ALICE_DISCORD,
+                    reply_to=earlier,
+                )
+            )
+            await _discord_answers(discord, 1)
+        fetched = [r for r in discord.requests if r.method == "GET" and "/messages/" in r.path]
+    assert fetched == []  # it came along: nothing to fetch
+    assert _last_user_text(model.requests[0].body).splitlines() == [
+        f"[In reply to bob (id {DISCORD_BOB}):]",
+        "> the deploy is at 3pm",
+        f"[alice (id {ALICE_DISCORD['id']})] is this still true?",
+    ]
+
+
+async def test_discord_a_reply_to_the_bots_answer_and_to_a_file(
+    tmp_path: Path, model: FakeAnthropicAPI
+) -> None:
+    model.push(stream(text("Paris.")), stream(text("2 million.")), stream(text("A cat.")))
+    async with (
+        FakeDiscordAPI() as discord,
+        daemon_running(_discord_config(tmp_path, discord, model)),
+    ):
+        await discord.dispatch_message(
+            discord.message("capital of France?", channel_id=DM_CHANNEL_ID, guild=False)
+        )
+        await _discord_answers(discord, 1)
+        answer = discord.payloads[max(discord.messages)]
+        await discord.dispatch_message(
+            discord.message(
+                "how many live there?", channel_id=DM_CHANNEL_ID, guild=False, reply_to=answer
+            )
+        )
+        await _discord_answers(discord, 2)
+        photo = discord.message(
+            "my cat",
+            channel_id=DM_CHANNEL_ID,
+            guild=False,
+            attachments=[discord.attachment(b"\x89PNG", "cat.png", "image/png")],
+        )
+        await discord.dispatch_message(
+            discord.message("what breed?", channel_id=DM_CHANNEL_ID, guild=False, reply_to=photo)
+        )
+        await _discord_answers(discord, 3)
+    assert _last_user_text(model.requests[1].body).splitlines() == [
+        "[In reply to your message:]",
+        "> Paris.",
+        "how many live there?",
+    ]
+    assert _last_user_text(model.requests[2].body).splitlines() == [
+        f"[In reply to alice (id {ALICE_DISCORD['id']}):]",
+        "> my cat [sent cat.png]",
+        "what breed?",
+    ]
+
+
+async def test_discord_a_reply_discord_did_not_resolve_is_fetched(
+    tmp_path: Path, model: FakeAnthropicAPI
+) -> None:
+    model.push(stream(text("Yes.")))
+    async with FakeDiscordAPI() as discord:
+        earlier = discord.message("the code is 4711", channel_id=DM_CHANNEL_ID, guild=False)
+        async with daemon_running(_discord_config(tmp_path, discord, model)):
+            await discord.dispatch_message(
+                discord.message(
+                    "what code?",
+                    channel_id=DM_CHANNEL_ID,
+                    guild=False,
+                    reply_to=earlier,
+                    resolved=False,
+                )
+            )
+            await _discord_answers(discord, 1)
+        [fetch] = [r for r in discord.requests if r.method == "GET" and "/messages/" in r.path]
+    assert fetch.path.endswith(f"/channels/{DM_CHANNEL_ID}/messages/{earlier['id']}")
+    assert _last_user_text(model.requests[0].body).splitlines() == [
+        f"[In reply to alice (id {ALICE_DISCORD['id']}):]",
+        "> the code is 4711",
+        "what code?",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "words"),
+    [(403, 50001, "Missing Access"), (404, 10008, "Unknown Message"), (0, 0, "cannot reach")],
+)
+async def test_discord_a_replied_to_message_that_cannot_be_fetched_leaves_no_quote(
+    tmp_path: Path,
+    model: FakeAnthropicAPI,
+    status: int,
+    code: int,
+    words: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model.push(stream(text("Answered anyway.")))
+    async with FakeDiscordAPI() as discord:
+        earlier = discord.message("secret", channel_id=CHANNEL_ID)
+        if status:
+            discord.fail_next("GET", status, code=code, message=words)
+        else:
+            discord.reset_next("GET", times=2)
+        with caplog.at_level(logging.WARNING, logger="botd.channels.discord.quotes"):
+            async with daemon_running(_discord_config(tmp_path, discord, model)):
+                await discord.dispatch_message(
+                    discord.message(
+                        f"<@{BOT_ID}> and this?",
+                        mentions=(BOT_USER,),
+                        author=ALICE_DISCORD,
+                        reply_to=earlier,
+                        resolved=False,
+                    )
+                )
+                await _discord_answers(discord, 1)
+    assert _last_user_text(model.requests[0].body) == (
+        f"[alice (id {ALICE_DISCORD['id']})] and this?"
+    )
+    [warning] = [r.getMessage() for r in caplog.records if "not fetched" in r.getMessage()]
+    assert words in warning
+    assert ("Read Message History" in warning) == (status == 403)
