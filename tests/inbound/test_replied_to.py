@@ -22,11 +22,13 @@ from tests.daemon_inprocess import (
     config_yaml,
     daemon_running,
     discord_yaml,
+    slack_yaml,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import BOT_ID, BOT_USER, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.discord_api import user as discord_user
+from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
 from tests.waiting import until
 
@@ -372,3 +374,64 @@ async def test_discord_a_replied_to_message_that_cannot_be_fetched_leaves_no_quo
     [warning] = [r.getMessage() for r in caplog.records if "not fetched" in r.getMessage()]
     assert words in warning
     assert ("Read Message History" in warning) == (status == 403)
+
+
+# --- Slack ------------------------------------------------------------------------------------
+
+SLACK_DM = "D42"
+
+
+async def _slack_dm(slack: FakeSlack, ts: str, said: str, thread: str | None = None) -> None:
+    event: dict[str, Any] = {
+        "type": "message",
+        "channel": SLACK_DM,
+        "channel_type": "im",
+        "user": "U7",
+        "text": said,
+        "ts": ts,
+        "user_profile": {"display_name": "Sam"},
+    }
+    if thread is not None:
+        event["thread_ts"] = thread
+    await slack.send_event(event_callback(event))
+
+
+async def _slack_answers(slack: FakeSlack, count: int) -> None:
+    await until(lambda: len(slack.calls_to("chat.postMessage")) >= count, "the bot's answers")
+
+
+async def test_slack_a_dm_thread_on_the_bots_answer_quotes_it_once(tmp_path: Path) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        model.push(stream(text("Paris.")), stream(text("2 million.")), stream(text("Yes.")))
+        config = config_yaml(tmp_path, anthropic_yaml(model), slack_yaml(slack, "dm_policy: open"))
+        async with daemon_running(config):
+            await _slack_dm(slack, "1800000000.000100", "capital of France?")
+            await _slack_answers(slack, 1)
+            [answer] = slack.posted(SLACK_DM)
+            await _slack_dm(slack, "1800000000.000200", "how many live there?", answer["ts"])
+            await _slack_answers(slack, 2)
+            await _slack_dm(slack, "1800000000.000300", "sure?", answer["ts"])
+            await _slack_answers(slack, 3)
+        [fetch] = slack.calls_to("conversations.replies")  # the thread's first message only
+        assert fetch.args["ts"] == answer["ts"]
+    assert _last_user_text(model.requests[1].body).splitlines() == [
+        "[In reply to your message:]",
+        "> Paris.",
+        "how many live there?",
+    ]
+    assert _last_user_text(model.requests[2].body) == "sure?"
+
+
+async def test_slack_a_dm_thread_whose_parent_cannot_be_read_is_answered_without_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        model.push(stream(text("Answered anyway.")))
+        slack.fail_next("conversations.replies", "missing_scope")
+        config = config_yaml(tmp_path, anthropic_yaml(model), slack_yaml(slack, "dm_policy: open"))
+        with caplog.at_level(logging.WARNING, logger="botd.channels.slack.threads"):
+            async with daemon_running(config):
+                await _slack_dm(slack, "1800000000.000200", "and this?", "1800000000.000100")
+                await _slack_answers(slack, 1)
+    assert _last_user_text(model.requests[0].body) == "and this?"
+    assert any("missing_scope" in r.getMessage() for r in caplog.records)
