@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .text.markup import MarkupRenderer
 
 __all__ = [
+    "QUOTE_CHARS",
+    "QUOTE_CUT",
     "Attachment",
     "AttachmentKind",
     "Capabilities",
@@ -25,6 +27,7 @@ __all__ = [
     "MessageKey",
     "MessageRef",
     "PieceKey",
+    "Quote",
     "Target",
     "TargetForm",
     "ToolSend",
@@ -50,7 +53,7 @@ def storable(text: str) -> str:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _make_storable(instance: Target | InboundMessage) -> None:
+def _make_storable(instance: Target | InboundMessage | Quote) -> None:
     """Replace every text field of a frozen dataclass ``instance`` by its ``storable`` form."""
     names = _FIELD_NAMES.get(type(instance))
     if names is None:
@@ -169,6 +172,47 @@ def _megabytes(size: int) -> str:
     return f"{size / 1048576:.1f}".removesuffix(".0")
 
 
+QUOTE_CHARS = 1000
+"""At most this many characters of a quoted message reach the model (its start, with
+``QUOTE_CUT`` at the end when it was longer): enough for the message a reply is about,
+without letting one long message crowd out the conversation."""
+QUOTE_CUT = " [… cut]"
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """The message an inbound message replies to, as the model is shown it.
+
+    ``text`` is ``storable`` and at most ``QUOTE_CHARS`` characters from construction on
+    (a longer text keeps its start and ends with ``QUOTE_CUT``; cutting again changes
+    nothing, so a quote read back from the store is the one written).
+    """
+
+    speaker: str
+    """Who wrote it, as botd labels a speaker (``Alice (id 123)``, see ``botd.speakers``);
+    for the bot's own message, the bot's name on the platform."""
+    text: str
+    """Its text (a file's caption; the part a user selected, where the platform tells)."""
+    from_bot: bool = False
+    """Whether it is one of the bot's own messages."""
+
+    @classmethod
+    def of(
+        cls, speaker: str, text: str, files: Sequence[Attachment] = (), *, from_bot: bool = False
+    ) -> Quote | None:
+        """A quote of a message saying ``text`` with ``files`` (each named as kept chatter
+        names them: ``[sent the image]``); None when it has neither (nothing to show)."""
+        named = " ".join(f"[sent {file.label()}]" for file in files)
+        said = f"{text.strip()} {named}".strip()
+        return cls(speaker, said, from_bot) if said else None
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
+        if len(self.text) > QUOTE_CHARS:
+            kept = self.text[: QUOTE_CHARS - len(QUOTE_CUT)].rstrip()
+            object.__setattr__(self, "text", kept + QUOTE_CUT)
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A chat message addressed to the bot, already mapped to its conversation.
@@ -214,6 +258,10 @@ class InboundMessage:
     for the conversation's next prompt; it is never a prompt itself. Its ``dedupe_keys``
     name this edit (a later edit of the same message is another)."""
 
+    quoted: Quote | None = None
+    """The message this one replies to (on Slack: the parent of a thread the bot had not
+    read), shown to the model before it, marked as a quote. None: no reply, or nothing the
+    model is not shown already."""
     heartbeat: int | None = None
     """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
     or the token with a remark of at most this many characters, is not posted (None: not a

@@ -11,6 +11,13 @@ is empty after cleaning leaves the label as ``[id 123]``.
 A sender's text may span lines; a line after the first that begins with ``[`` is escaped
 (``\\[``), so text cannot start a line that reads as another speaker's label.
 
+The message a user replied to comes before their text as a quote block: a header naming
+who wrote it (``[In reply to Bob (id 456):]``, or ``[In reply to your message:]`` for the
+bot's own) and then every line of it after ``> ``. Every line break the model could read as
+one (``\\r``, U+2028 and the like) starts a new ``> `` line, so a quoted text cannot end the
+block early or start a line of its own: whatever it says (a header, a label, a
+system-looking note), it stays inside the quote.
+
 This module imports nothing of botd: the router, the prompt and the channels all use it.
 """
 
@@ -18,7 +25,17 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["BOT_LABEL", "NAME_LIMIT", "bot_line", "clean_name", "labelled", "speaker_label"]
+__all__ = [
+    "BOT_LABEL",
+    "NAME_LIMIT",
+    "QUOTE_MARK",
+    "bot_line",
+    "clean_name",
+    "labelled",
+    "quote_block",
+    "speaker",
+    "speaker_label",
+]
 
 NAME_LIMIT = 64
 """How many characters of a display name (or id) a label shows."""
@@ -26,18 +43,25 @@ BOT_LABEL = "[you]"
 """The label of the bot's own earlier messages: no sender's label can read like it (those
 always name an id)."""
 _LABEL_MARKS = frozenset("[]()")
+_BRACKETS = frozenset("[]")
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def clean_name(name: str, limit: int = NAME_LIMIT) -> str:
     """``name`` as a label may show it (see the module docstring)."""
-    if not name:
+    return _cleaned(name, _LABEL_MARKS, limit)
+
+
+def _cleaned(text: str, marks: frozenset[str], limit: int) -> str:
+    """``text`` on one line, without ``marks`` and invisible or line-breaking characters,
+    whitespace collapsed, at most ``limit`` characters."""
+    if not text:
         return ""
-    folded = unicodedata.normalize("NFKC", name)
+    folded = unicodedata.normalize("NFKC", text)
     kept = "".join(
         " " if ch.isspace() else ch
         for ch in folded
-        if ch not in _LABEL_MARKS and unicodedata.category(ch) not in _DROPPED_CATEGORIES
+        if ch not in marks and unicodedata.category(ch) not in _DROPPED_CATEGORIES
     )
     text = " ".join(kept.split())
     if len(text) > limit:
@@ -45,13 +69,18 @@ def clean_name(name: str, limit: int = NAME_LIMIT) -> str:
     return text
 
 
-def speaker_label(name: str, sender_id: str) -> str:
-    """``[Name (id ID)]``, or ``[id ID]`` when there is no usable name."""
+def speaker(name: str, sender_id: str) -> str:
+    """``Name (id ID)``, or ``id ID`` when there is no usable name: who a label names."""
     who = clean_name(sender_id) or "unknown"
     shown = clean_name(name)
     if not shown or shown == who:
-        return f"[id {who}]"
-    return f"[{shown} (id {who})]"
+        return f"id {who}"
+    return f"{shown} (id {who})"
+
+
+def speaker_label(name: str, sender_id: str) -> str:
+    """``[Name (id ID)]``, or ``[id ID]`` when there is no usable name."""
+    return f"[{speaker(name, sender_id)}]"
 
 
 def labelled(name: str, sender_id: str, text: str) -> str:
@@ -62,6 +91,23 @@ def labelled(name: str, sender_id: str, text: str) -> str:
 def bot_line(text: str) -> str:
     """One of the bot's own earlier messages, as context shows it."""
     return f"{BOT_LABEL} {_escape_label_lines(text)}"
+
+
+QUOTE_MARK = "> "
+"""What starts every line of a quoted message."""
+
+
+def quote_block(who: str, text: str, *, from_bot: bool) -> str:
+    """The message a user replied to, as the model reads it before their text (see the
+    module docstring): ``who`` wrote it (a ``speaker``), or the bot (``from_bot``)."""
+    if from_bot:
+        head = "[In reply to your message:]"
+    else:
+        # ``who`` is a ``speaker`` already; cleaned again all the same (brackets and line
+        # breaks out), so whatever an adapter put there cannot close the header early.
+        head = f"[In reply to {_cleaned(who, _BRACKETS, 2 * NAME_LIMIT) or 'someone'}:]"
+    lines = [f"{QUOTE_MARK}{line}".rstrip() for line in text.splitlines() or [""]]
+    return "\n".join([head, *lines])
 
 
 def _escape_label_lines(text: str) -> str:

@@ -4,7 +4,9 @@ In a group conversation each message is labelled with its sender's display name 
 (``[Alice (id 123)] text``, see ``botd.speakers``), so the model can tell who asks; a
 direct chat has one peer and stays unlabelled, and so do scheduled jobs' prompts (they
 arrive as direct). The context an adapter or the router attached to a message (kept
-chatter, earlier thread messages, labelled the same way) comes first.
+chatter, earlier thread messages, labelled the same way) comes first, then the message it
+replies to, as a quote block (``botd.speakers.quote_block``), then its text. Messages of one
+post (the files of an album) that reply to the same message show the quote once.
 
 ``user_turn`` joins the texts of a batch; ``media_user_turn`` also reads the messages'
 attachments (``botd.media``): each message's files (images, transcripts, document text)
@@ -19,24 +21,48 @@ from collections.abc import Sequence
 from ..chat import InboundMessage
 from ..events import ContentBlock, ImageContent, Message, TextContent
 from ..media import MediaResolver
-from ..speakers import labelled
+from ..speakers import labelled, quote_block
 
 
-def turn_text(message: InboundMessage) -> str:
-    """The text one inbound message contributes to a user turn."""
+def turn_text(message: InboundMessage, *, quote: bool = True) -> str:
+    """The text one inbound message contributes to a user turn (``quote``: with the message
+    it replies to, if any)."""
     text = message.text
     if not message.is_direct:
         text = labelled(message.sender_name, message.sender_id, text)
+    quoted = message.quoted
+    if quote and quoted is not None:
+        text = f"{quote_block(quoted.speaker, quoted.text, from_bot=quoted.from_bot)}\n{text}"
     if message.context:
         return f"{message.context}\n\n{text}"
     return text
 
 
+def _quotes_shown(batch: Sequence[InboundMessage]) -> list[bool]:
+    """For each message of ``batch``, whether its quote is shown: not when the message
+    before it is of the same post (album) and quotes the same."""
+    shown: list[bool] = []
+    before: InboundMessage | None = None
+    for message in batch:
+        repeat = (
+            before is not None
+            and message.album is not None
+            and message.album == before.album
+            and message.quoted == before.quoted
+        )
+        shown.append(not repeat)
+        before = message
+    return shown
+
+
 def user_turn(batch: Sequence[InboundMessage]) -> Message:
     """One user message for ``batch`` (messages collected while a run was busy are joined
     into one turn, blank line apart)."""
-    text = "\n\n".join(turn_text(message) for message in batch)
-    return Message(role="user", content=[TextContent(text=text)])
+    texts = (
+        turn_text(message, quote=quote)
+        for message, quote in zip(batch, _quotes_shown(batch), strict=True)
+    )
+    return Message(role="user", content=[TextContent(text="\n\n".join(texts))])
 
 
 async def media_user_turn(
@@ -51,8 +77,9 @@ async def media_user_turn(
     blocks: list[TextContent | ImageContent] = []
     problems: list[str] = []
     substance = False
-    for message in batch:
-        text = turn_text(message)
+    for message, quote in zip(batch, _quotes_shown(batch), strict=True):
+        text = turn_text(message, quote=quote)
+        quoted = quote and message.quoted is not None
         parts: list[TextContent | ImageContent] = []
         if message.attachments:
             resolved = await media.resolve(message)
@@ -63,8 +90,8 @@ async def media_user_turn(
         if message.text or message.context or not message.attachments:
             parts.append(TextContent(text=text))
             substance = True
-        elif parts and not message.is_direct:
-            # A file sent in a group without a caption: who sent it still comes first.
+        elif parts and (quoted or not message.is_direct):
+            # A file sent without a caption: who sent it, and what it replies to, come first.
             parts.insert(0, TextContent(text=text.strip()))
         blocks.extend(parts)
     if not substance:

@@ -16,7 +16,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from ..chat import InboundMessage, storable
+from ..chat import InboundMessage, Quote, storable
 from ..events import Message, ToolCallContent
 from .records import OutboxEntry, StoredJob
 from .targets import (
@@ -50,17 +50,25 @@ def message_from_json(text: str) -> Message:
 
 
 def inbound_json(message: InboundMessage) -> str:
-    """``message`` as the inbox keeps it (its ``inbox_id`` left out)."""
+    """``message`` as the inbox keeps it (its ``inbox_id`` left out). A message that quotes
+    nothing is written without a ``quoted`` key, as before quotes were kept."""
     data: dict[str, Any] = {
         name: getattr(message, name)
         for name in _INBOUND_FIELDS
-        if name not in ("inbox_id", "attachments")
+        if name not in ("inbox_id", "attachments", "quoted")
     }
     target = message.target
     if target is not None:
         data["target"] = target_data(target)
     if message.attachments:
         data["attachments"] = attachments_data(message.attachments)
+    quoted = message.quoted
+    if quoted is not None:
+        data["quoted"] = {
+            "speaker": quoted.speaker,
+            "text": quoted.text,
+            "from_bot": quoted.from_bot,
+        }
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -69,6 +77,8 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     target = data.pop("target", None)
     data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
     data["attachments"] = attachments_from_data(data.get("attachments"))
+    quoted = data.get("quoted")
+    data["quoted"] = None if quoted is None else Quote(**quoted)
     data["inbox_id"] = inbox_id
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 

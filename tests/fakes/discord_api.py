@@ -164,6 +164,9 @@ class FakeDiscordAPI:
         """Message requests answered with a scripted fault (kept out of ``requests``)."""
         self.messages: dict[int, tuple[str, str]] = {}
         """The bot's messages by id: (channel id, content as last edited); deleted ones gone."""
+        self.payloads: dict[int, dict[str, Any]] = {}
+        """Every message the fake made (built with ``message``, or posted by the bot) by id,
+        as ``GET /channels/{id}/messages/{id}`` serves it."""
         self._ids = itertools.count(1600000000000000001)
         self._sequence = 0
         self._session: _Session | None = None
@@ -238,7 +241,7 @@ class FakeDiscordAPI:
         times: int = 1,
         land: bool = False,
     ) -> None:
-        """Answer the next ``times`` message requests of ``method`` (POST, PATCH, DELETE) with
+        """Answer the next ``times`` message requests of ``method`` (POST, PATCH, DELETE, GET) with
         ``status`` and Discord's JSON error; with ``land``, carry each out first."""
         text = message or {503: "Service Unavailable"}.get(status, "error")
         self._faults += [_Fault(method, status, code, text, land) for _ in range(times)]
@@ -285,11 +288,17 @@ class FakeDiscordAPI:
 
     async def dispatch_message(self, payload: dict[str, Any]) -> None:
         """Dispatch MESSAGE_CREATE, blanking guild content as Discord does without the intent."""
+        await self.dispatch("MESSAGE_CREATE", self._as_seen(payload))
+
+    def _as_seen(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` as the bot may see it: without the message content intent, a guild
+        message's content is blank unless it mentions the bot or is the bot's own."""
         intents = self.identifies[-1]["intents"] if self.identifies else 0
         mentioned = any(int(u["id"]) == BOT_ID for u in payload.get("mentions", []))
-        if "guild_id" in payload and not intents & MESSAGE_CONTENT_INTENT and not mentioned:
-            payload = {**payload, "content": ""}
-        await self.dispatch("MESSAGE_CREATE", payload)
+        seen = mentioned or int(payload["author"]["id"]) == BOT_ID
+        if "guild_id" in payload and not intents & MESSAGE_CONTENT_INTENT and not seen:
+            return {**payload, "content": ""}
+        return payload
 
     async def dispatch_edit(self, payload: dict[str, Any], content: str, *, at: str) -> None:
         """Dispatch MESSAGE_UPDATE: the message of ``payload`` now reads ``content``, edited at
@@ -345,9 +354,13 @@ class FakeDiscordAPI:
         mentions: tuple[dict[str, Any], ...] = (),
         message_id: int | None = None,
         reply_to: dict[str, Any] | None = None,
+        resolved: bool = True,
         attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A MESSAGE_CREATE payload; ``guild=False`` makes it a DM."""
+        """A MESSAGE_CREATE payload, kept as a message of the channel (``payloads``);
+        ``guild=False`` makes it a DM. ``reply_to``: the message it replies to, sent along
+        as ``referenced_message`` unless ``resolved`` is False (Discord leaves it out when
+        it did not look the message up)."""
         author = author or user(USER_ID, "alice")
         payload: dict[str, Any] = {
             "id": str(message_id or self.next_id()),
@@ -376,12 +389,15 @@ class FakeDiscordAPI:
             }
         if reply_to is not None:
             payload["type"] = 19
-            payload["referenced_message"] = reply_to
+            if resolved:
+                payload["referenced_message"] = reply_to
             payload["message_reference"] = {
+                "type": 0,
                 "message_id": reply_to["id"],
                 "channel_id": reply_to["channel_id"],
                 **({"guild_id": str(GUILD_ID)} if guild else {}),
             }
+        self.payloads[int(payload["id"])] = payload
         return payload
 
     def attachment(self, data: bytes, filename: str, content_type: str) -> dict[str, Any]:
@@ -660,12 +676,20 @@ class FakeDiscordAPI:
                 self._nonces[seen] = (time.monotonic(), payload)
             self.messages[int(payload["id"])] = (channel_id, payload["content"])
             return _json(payload)
+        if method == "GET" and len(parts) == 4:
+            found = self.payloads.get(int(parts[3]))
+            if found is None or found["channel_id"] != channel_id:
+                return _json({"message": "Unknown Message", "code": 10008}, 404)
+            return _json(self._as_seen(found))
         if method == "PATCH" and len(parts) == 4:
             payload = self._posted_message(channel_id, recorded.body)
+            self.payloads.pop(int(payload["id"]))
             payload["id"] = parts[3]
             self.messages[int(parts[3])] = (channel_id, payload["content"])
+            self.payloads[int(parts[3])] = payload
             return _json(payload)
         if method == "DELETE" and len(parts) == 4:
+            self.payloads.pop(int(parts[3]), None)
             if self.messages.pop(int(parts[3]), None) is None:
                 return _json({"message": "Unknown Message", "code": 10008}, 404)
             return web.Response(status=204)

@@ -421,7 +421,7 @@ class FakeTelegramAPI:
         self._notify()
         return update
 
-    def push_text(
+    def text_message(
         self,
         chat_id: int,
         text: str,
@@ -431,15 +431,18 @@ class FakeTelegramAPI:
         is_forum: bool = False,
         thread_id: int | None = None,
         reply_to: dict[str, Any] | None = None,
+        quote: str | None = None,
         entities: list[dict[str, Any]] | None = None,
         message_id: int | None = None,
         date: int | None = None,
     ) -> dict[str, Any]:
-        """Queue a text message update; returns the message. ``@word`` mentions get entities.
+        """A text message as Telegram sends it (not queued: ``push_text`` queues one).
+        ``@word`` mentions get entities.
 
         ``thread_id`` makes it a forum-topic message (``is_topic_message``); ``reply_to`` is a
-        message dict (one the fake returned for a bot send, say); ``date`` is when it was
-        sent (Unix seconds; default now).
+        message dict (one the fake returned for a bot send, say); ``quote`` is the part of it
+        the user selected to quote (a manual ``TextQuote``); ``date`` is when it was sent
+        (Unix seconds; default now).
         """
         chat = self.chat(chat_id, chat_type=chat_type, is_forum=is_forum)
         message: dict[str, Any] = {
@@ -457,6 +460,16 @@ class FakeTelegramAPI:
             message["is_topic_message"] = True
         if reply_to is not None:
             message["reply_to_message"] = reply_to
+        if quote is not None:
+            original = str((reply_to or {}).get("text") or (reply_to or {}).get("caption") or "")
+            position = max(original.find(quote), 0)
+            message["quote"] = {"text": quote, "position": position, "is_manual": True}
+        return message
+
+    def push_text(self, chat_id: int, text: str, **options: Any) -> dict[str, Any]:
+        """Queue a text message update (``text_message`` with ``options``); returns the
+        message."""
+        message = self.text_message(chat_id, text, **options)
         self.push_update({"message": message})
         return message
 
@@ -496,10 +509,12 @@ class FakeTelegramAPI:
         chat_type: str | None = None,
         album: str | None = None,
         content_encoding: str | None = None,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Queue a message carrying ``data`` as ``kind`` (``photo``, ``document``,
         ``voice``, ``audio``, ``video``) with ``caption``; returns the message. ``album``:
-        its ``media_group_id`` (the files of an album come as one message each).
+        its ``media_group_id`` (the files of an album come as one message each);
+        ``reply_to``: the message dict it replies to.
 
         A photo comes in two sizes, a small thumbnail first (other bytes) and ``data`` as the
         large one. ``declared_size`` is the size the message claims (default: the real one).
@@ -543,6 +558,8 @@ class FakeTelegramAPI:
                 message["caption_entities"] = found
         if album is not None:
             message["media_group_id"] = album
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
         self.push_update({"message": message})
         return message
 
@@ -855,6 +872,10 @@ class FakeTelegramAPI:
         if self._sent.pop(key, None) is None:
             return ScriptedError(400, "Bad Request: message to delete not found")
         return True
+
+    def sent_in(self, chat_id: int) -> list[dict[str, Any]]:
+        """The bot's messages in ``chat_id`` as they show now, oldest first."""
+        return [m for (chat, _), m in sorted(self._sent.items()) if chat == chat_id]
 
     def visible(self, chat_id: int) -> list[str]:
         """The texts of the bot's messages in ``chat_id`` as they show now, oldest first."""

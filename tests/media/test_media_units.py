@@ -7,13 +7,14 @@ import base64
 import logging
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from botd.channels.downloads import fetch_capped
-from botd.chat import Attachment, DownloadError, InboundMessage, TooLarge
+from botd.chat import Attachment, DownloadError, InboundMessage, Quote, TooLarge
 from botd.config.schema import MediaSection
 from botd.conversation.prompt import media_user_turn, user_turn
 from botd.events import ImageContent, Message, TextContent
@@ -115,6 +116,17 @@ async def test_a_batch_gets_each_message_s_files_before_its_text() -> None:
     assert first == TextContent(text="first")
     assert isinstance(image, ImageContent) and base64.b64decode(image.data) == PNG
     assert rest == TextContent(text="look\n\n[file: hi.md]\nhello")
+
+
+async def test_a_file_without_a_caption_replying_to_a_message_has_the_quote_first() -> None:
+    media = _resolver({"a": PNG})
+    quoted = Quote("Bob (id 7)", "send me the chart")
+    photo = replace(_message("", Attachment("image", "a")), quoted=quoted)
+    turn, problems = await media_user_turn([photo], media)
+    assert problems == [] and turn is not None and isinstance(turn.content, list)
+    head, image = turn.content
+    assert head == TextContent(text="[In reply to Bob (id 7):]\n> send me the chart")
+    assert isinstance(image, ImageContent)
 
 
 async def test_text_only_batches_are_the_turn_they_always_were() -> None:

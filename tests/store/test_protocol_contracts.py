@@ -6,9 +6,10 @@ backend passes by behaving the same."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from botd.chat import InboundMessage, Target
+from botd.chat import QUOTE_CUT, InboundMessage, Quote, Target
 from botd.store import (
     CHATTER_RETENTION_SECONDS,
     InboundLedger,
@@ -64,6 +65,19 @@ async def test_accept_records_all_keys_and_a_repeat_under_any_of_them_is_refused
     assert await ledger.accept_inbound("telegram", ["c"], message(1)) is None
     # Keys are per channel.
     assert await ledger.accept_inbound("slack", ["a"], message(1)) is not None
+
+
+async def test_an_accepted_message_keeps_the_message_it_quotes(any_store: Store) -> None:
+    ledger: InboundLedger = any_store
+    long = Quote("Bob (id 2)", "\ud800 line one\n> line two " + "x" * 2000)
+    own = Quote("botd_bot", "my earlier answer", from_bot=True)
+    for n, quoted in enumerate((long, own, None)):
+        await ledger.accept_inbound("telegram", [f"q{n}"], replace(message(n), quoted=quoted))
+    entries = await any_store.unfinished_entries()
+    assert [entry.message.quoted for entry in entries] == [long, own, None]
+    kept = entries[0].message.quoted
+    assert kept is not None and kept.text.startswith("\ufffd line one\n> line two xx")
+    assert kept.text.endswith(QUOTE_CUT)
 
 
 async def test_seen_inbound_tells_a_first_sight_from_a_repeat(any_store: Store) -> None:

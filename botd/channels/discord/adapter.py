@@ -7,7 +7,8 @@ the router drops a gateway replay, after a restart too. Outbound Markdown is ren
 Discord and split under 2000 characters and 17 lines a message; mentions are limited to
 users, so model output never pings @everyone, @here or a role. Each message of a reply piece
 carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord answers a send of
-it again (a retry, a resend after a crash) with the message it already made.
+it again (a retry, a resend after a crash) with the message it already made. A reply carries
+the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
 
 discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
 attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
@@ -66,6 +67,7 @@ from botd.channels.discord.commands import (
 from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
+from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageKey, MessageRef, Target
 from botd.cluster.holding import hold_lease
@@ -508,15 +510,23 @@ class DiscordAdapter:
         return sink, client.user
 
     async def _on_message(self, message: discord.Message) -> None:
-        # No await before the sink, so messages reach it in gateway order.
+        # No await before the sink (but for a fetch of a replied-to message Discord did
+        # not send along), so messages reach it in gateway order.
         taking = self._taking(message)
         if taking is None:
             return
         sink, me = taking
-        inbound = replace(self._inbound(message, me.id), bot_name=me.name)
+        inbound = replace(
+            self._inbound(message, me.id), bot_name=me.name, quoted=quote_of(message, me)
+        )
         blank = not message.content and not message.attachments
         if inbound.mentions_bot and blank and message.guild is not None:
             self._warn_blank_content()
+        reference = unresolved_reply(message)
+        if reference is not None and self._client is not None and self._admitted(inbound):
+            # Only for a message the policy takes: the others' quotes would not be shown.
+            quoted = await fetch_quote(self._client, reference, me)
+            inbound = replace(inbound, quoted=quoted)
         if self._auto_thread and self._starts_thread(message, inbound):
             # (An await before the sink: this message may reach it after a later one of
             # its channel, which is another conversation from now on.)

@@ -17,8 +17,9 @@ listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
 Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
 a message inside a thread (one session per thread). The first mention inside a thread the bot was
-not in brings the thread's earlier messages along as context (``threads``). A sender
-whose message brings no name is looked up once an hour (``names``).
+not in brings the thread's earlier messages along as context, the first message of a DM
+thread its parent as the quoted message (``threads``). A sender whose message brings no name
+is looked up once an hour (``names``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
 with ``chat.postMessage``, a reply piece's messages tagged with its key as metadata and

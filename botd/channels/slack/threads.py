@@ -19,6 +19,14 @@ others' messages are left out before anything is chosen or named, so neither the
 their files nor their names are shown or looked up; one line says how many were left out,
 so the model does not take the thread for whole (a reply may answer one of them).
 
+A DM has no thread context, but a thread there is a conversation of its own: the first
+message of a DM thread the bot has no conversation for carries the thread's first message
+(its parent, often the bot's own answer the user opened the thread on) as its ``quoted``
+message, fetched with one ``conversations.replies`` call in the same time budget. In a
+channel the parent is the first line of the thread context already, and a thread the bot has
+a conversation for was read before: neither is quoted again. ``limit`` 0 fetches nothing,
+the parent neither.
+
 The fetch is bounded: one page per call (``PAGE_SIZE``), at most ``MAX_PAGES`` calls from the
 thread's start, then, for a longer thread, a few for its latest part (``TAIL_WINDOWS``), within
 ``FETCH_TIMEOUT`` seconds (the message waits for it before Slack is acknowledged). A failure
@@ -32,15 +40,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ...bounded import Recent
-from ...chat import InboundMessage
-from ...speakers import bot_line, labelled
+from ...chat import InboundMessage, Quote
+from ...speakers import bot_line, labelled, speaker
+from .inbound_media import slack_attachments
 from .names import profile_name
 
 log = logging.getLogger(__name__)
@@ -69,6 +78,7 @@ TAIL_WINDOWS = (86400.0, 3600.0, 300.0, 30.0)
 FETCH_TIMEOUT = 3.0
 THREAD_HEADER = "[Earlier messages in this thread]"
 _MEMORY = 4096
+_T = TypeVar("_T")
 
 
 def sender_name(event: Mapping[str, Any]) -> str:
@@ -107,10 +117,15 @@ class ThreadContext:
 
     async def wanted(self, message: InboundMessage) -> bool:
         """Whether ``message`` is a first mention inside an existing thread."""
-        thread = message.thread_id
-        if self.limit <= 0 or message.is_direct or not message.mentions_bot:
+        if message.is_direct or not message.mentions_bot:
             return False
-        if thread is None or thread == message.message_id:
+        return await self._first_in_thread(message)
+
+    async def _first_in_thread(self, message: InboundMessage) -> bool:
+        """Whether ``message`` is inside an existing thread the bot has no conversation for,
+        from a sender the policy lets address the bot there."""
+        thread = message.thread_id
+        if self.limit <= 0 or thread is None or thread == message.message_id:
             return False
         key = message.conversation_key
         if key in self._done or (self.known is not None and await self.known(key)):
@@ -120,26 +135,22 @@ class ThreadContext:
     async def add_to(
         self, message: InboundMessage, bot_user_id: str = "", bot_id: str = ""
     ) -> InboundMessage:
-        """``message`` with its thread's earlier messages as context, where wanted."""
+        """``message`` with its thread's earlier messages as context, or in a DM its
+        thread's parent as the quoted message, where wanted."""
+        if message.is_direct and await self._first_in_thread(message):
+            self._done.remember(message.conversation_key, None)
+            return await self._with_parent(message, bot_user_id, bot_id)
         if not await self.wanted(message):
             return message
         self._done.remember(message.conversation_key, None)
         thread_ts = message.thread_id or message.message_id  # wanted: always the thread's
         deadline = asyncio.get_running_loop().time() + self._timeout
-        try:
-            async with asyncio.timeout_at(deadline):
-                thread, gap = await self._fetch(message.chat_id, thread_ts, message.message_id)
-        except SlackApiError as exc:
-            response = exc.response
-            error = response.get("error") if isinstance(response.data, dict) else None
-            _failed(message, str(error or f"HTTP {response.status_code}"))
+        fetched = await self._bounded(
+            message, deadline, self._fetch(message.chat_id, thread_ts, message.message_id)
+        )
+        if fetched is None:
             return message
-        except TimeoutError:
-            _failed(message, f"no answer within {self._timeout:g}s")
-            return message
-        except (aiohttp.ClientError, OSError) as exc:
-            _failed(message, f"cannot reach Slack: {exc or type(exc).__name__}")
-            return message
+        thread, gap = fetched
         earlier = [m for m in thread if str(m.get("ts")) != message.message_id]
         admitted = self._admitted(message, earlier, bot_user_id, bot_id)
         refused = sum(1 for m in earlier if _said(m)) - sum(1 for m in admitted if _said(m))
@@ -165,6 +176,51 @@ class ThreadContext:
             len(context),
         )
         return replace(message, context=context)
+
+    async def _bounded(
+        self, message: InboundMessage, deadline: float, fetch: Awaitable[_T]
+    ) -> _T | None:
+        """What ``fetch`` gives before ``deadline``; None (and a log line in Slack's words)
+        when Slack refuses, does not answer in time or cannot be reached."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await fetch
+        except SlackApiError as exc:
+            response = exc.response
+            error = response.get("error") if isinstance(response.data, dict) else None
+            _failed(message, str(error or f"HTTP {response.status_code}"))
+        except TimeoutError:
+            _failed(message, f"no answer within {self._timeout:g}s")
+        except (aiohttp.ClientError, OSError) as exc:
+            _failed(message, f"cannot reach Slack: {exc or type(exc).__name__}")
+        return None
+
+    async def _with_parent(
+        self, message: InboundMessage, bot_user_id: str, bot_id: str
+    ) -> InboundMessage:
+        """``message`` (the first of a DM thread) quoting its thread's first message."""
+        thread = message.thread_id or message.message_id
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        response = await self._bounded(
+            message,
+            deadline,
+            self._client.conversations_replies(
+                channel=message.chat_id, ts=thread, limit=1, inclusive=True
+            ),
+        )
+        found = (response.get("messages") or []) if response is not None else []
+        parent = next((m for m in found if isinstance(m, dict) and m.get("ts") == thread), None)
+        if parent is None:
+            return message
+        text, files = str(parent.get("text") or ""), slack_attachments(parent)
+        if _is_own(parent, bot_user_id, bot_id):
+            quoted = Quote.of(message.bot_name, text, files, from_bot=True)
+        else:
+            user = str(parent.get("user") or parent.get("bot_id") or "")
+            names = await self._names_of([parent], deadline, bot_user_id)
+            name = sender_name(parent) or names.get(user, "")
+            quoted = Quote.of(speaker(name, user), text, files)
+        return replace(message, quoted=quoted)
 
     def _admitted(
         self,

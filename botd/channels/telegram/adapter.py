@@ -92,6 +92,7 @@ from .inbound_media import MEDIA, telegram_attachments, telegram_download
 from .markup import HTML
 from .menu import publish_commands
 from .pastes import SplitPastes
+from .quotes import quote_of
 from .webhook import WebhookServer
 
 __all__ = [
@@ -565,7 +566,7 @@ class TelegramAdapter:
         key: str,
         reply: Message | None,
     ) -> None:
-        sender = message.from_user
+        sender, bot = message.from_user, self._require_bot()
         assert self._sink is not None
         text = self._without_own_mention(message.text or message.caption or "")
         sender_key, mid = str(sender.id) if sender else "", str(message.message_id)
@@ -590,8 +591,9 @@ class TelegramAdapter:
                 is_direct=message.chat.type == ChatType.PRIVATE,
                 mentions_bot=self._mentions_bot(message, reply),
                 reply_to_message_id=str(reply.message_id) if reply else None,
+                quoted=quote_of(message, reply, bot.id, bot.username or bot.first_name),
                 dedupe_keys=(key_of,),
-                bot_name=self._require_bot().username or "",
+                bot_name=bot.username or "",
                 attachments=telegram_attachments(message),
                 album=album,
                 edited=edit is not None,
