@@ -37,6 +37,10 @@ its own before its answer (``blocks`` mode; ``edit`` mode before the preview sho
 ``final`` mode, where nothing streams, the run takes reasoning ``on``: the final replies lead
 with the answer's reasoning.
 
+With ``agent.tool_progress: status`` a ``ToolProgress`` (``progress.py``) hears the run's
+events and shows which tool it waits on; it is closed (its status removed) before the
+final replies go out, and a resumed run first removes what the interrupted one left.
+
 A heartbeat check's run (``InboundMessage.heartbeat``, a scheduled job's) is shown as in
 ``final`` mode, without "typing…", and posts only its answer as ``heartbeat_reply`` decides:
 nothing when the agent said ``HEARTBEAT_OK`` (a resumed one too), the alert without the token
