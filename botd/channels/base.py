@@ -9,7 +9,7 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
@@ -253,3 +253,15 @@ class ChannelAdapter(Protocol):
         adapters whose platform sends no files (the console).
         """
         raise DownloadError(f"files cannot be fetched from {self.name}")
+
+
+@runtime_checkable
+class AssistantStatus(Protocol):
+    """An adapter whose platform shows a status under the bot's name in a thread (Slack's
+    assistant threads): delivery shows a run's tool status there rather than as a message."""
+
+    async def set_assistant_status(self, target: Target, status: str) -> None:
+        """Show ``status`` in ``target``'s thread ('' clears it). A platform that refuses
+        (not such a thread, a missing scope) raises a ``ChannelError`` that is not
+        retryable, in its own words."""
+        ...

@@ -69,6 +69,7 @@ __all__ = [
     "Section",
     "StoreBackend",
     "StoreSection",
+    "ToolProgressMode",
     "TranscriptionSection",
     "channels_in",
     "off_on",
@@ -82,6 +83,7 @@ DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final"]
 ReasoningMode = Literal["off", "on", "stream"]
+ToolProgressMode = Literal["off", "status"]
 BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
@@ -365,6 +367,10 @@ class AgentSection(Section):
     """The model's reasoning in the chat: ``off``; ``on``, a message of its own when each of
     the model's messages ends; ``stream``, a message of its own as soon as it is complete,
     before its answer (above an ``edit`` preview; in ``final`` delivery as ``on``)."""
+    tool_progress: Annotated[ToolProgressMode, BeforeValidator(off_on)] = "off"
+    """Which tool runs, shown in the chat while one takes longer than a second: ``off``;
+    ``status``, Slack's assistant thread status or a status line edited in place, removed
+    when the run ends (``status`` is recommended; ``off`` keeps older configs as they were)."""
     enforce_final_tag: bool = False
     reset: ResetSection = Field(default_factory=ResetSection)
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)

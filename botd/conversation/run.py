@@ -37,6 +37,10 @@ its own before its answer (``blocks`` mode; ``edit`` mode before the preview sho
 ``final`` mode, where nothing streams, the run takes reasoning ``on``: the final replies lead
 with the answer's reasoning.
 
+With ``agent.tool_progress: status`` a ``ToolProgress`` (``progress.py``) hears the run's
+events and shows which tool it waits on; it is closed (its status removed) before the
+final replies go out, and a resumed run first removes what the interrupted one left.
+
 A heartbeat check's run (``InboundMessage.heartbeat``, a scheduled job's) is shown as in
 ``final`` mode, without "typing…", and posts only its answer as ``heartbeat_reply`` decides:
 nothing when the agent said ``HEARTBEAT_OK`` (a resumed one too), the alert without the token
@@ -84,6 +88,7 @@ from ..subscriber import (
 )
 from .models import ModelBook, usage_of
 from .notices import INTERRUPTED_NOTICE, NOT_HANDLED_NOTICE, UNSAVED_NOTICE, NoticeFirst
+from .progress import StatusKeeper, ToolProgress, remove_leftovers
 from .promise import Promise
 from .queue import Steering
 from .reasoning import ReasoningPoster
@@ -152,22 +157,31 @@ class Runner:
 
         anchor = min(turn.ids) if turn.ids else None
         posted = await self._promise.posted_before(anchor, self._delivery) if turn.resumed else []
+        if turn.resumed:  # what the interrupted run showed of its tools goes first
+            await remove_leftovers(self._ledger, self._delivery, session.conversation_key)
         options = replace(self._options, journal=self._promise.journal(anchor, target))
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
+        progress = None
+        if self._settings.tool_status and inbound.heartbeat is None:
+            keeper = StatusKeeper(self._ledger, session.conversation_key)
+            progress = ToolProgress(self._delivery.open_status(target, keeper))
         outcome, notice = "exception", None
         saving: Saving | None = None
         delivered: Callable[[], None] | None = None
         overflow = _CompactOnOverflow(self._provider, session, self._settings)
         try:
-            outcome, saving = await self._answer(turn, steering, target, output, posted, overflow)
+            outcome, saving = await self._answer(
+                turn, steering, target, output, posted, overflow, progress
+            )
             if on_delivered is not None:
                 delivered = functools.partial(on_delivered, outcome)
         except StoreError as exc:
             log.error("the message could not be handled: the store failed: %s", exc)
             notice = NOT_HANDLED_NOTICE
         finally:
+            await _closed(progress)  # done already unless the run failed before its end
             try:
                 await output.close(then=delivered)  # every reply out, "typing…" stopped
             except Exception:  # "typing…" is stopped all the same; the notice still goes
@@ -194,8 +208,11 @@ class Runner:
         output: RunOutput,
         posted: list[str],
         overflow: _CompactOnOverflow,
+        progress: ToolProgress | None = None,
     ) -> tuple[str, Saving]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
+        ``progress`` hears the run's events and is closed (its tool status removed) when
+        the run is over, before the final replies are handed to ``output``.
 
         Returns how the run ended and the saving of what it added (see ``Saving``)."""
         session, inbound, prompt = turn.session, turn.inbound, turn.prompt
@@ -231,6 +248,8 @@ class Runner:
         def on_event(event: AgentEvent) -> None:
             listener(event)
             writer.on_event(event)
+            if progress is not None:
+                progress.on_event(event)
 
         model = await self._models.current(session.conversation_key)
         loop = replace(self._settings.loop, model=model)
@@ -268,6 +287,7 @@ class Runner:
             output.cancel()
             raise
         finally:
+            await _closed(progress)  # the tool status is gone before the answer shows
             log.info("run ended: %s after %.1f s", outcome, time.monotonic() - began)
             call_hook(hooks.on_end, inbound, outcome)
             added = result.messages if result is not None else run.messages
@@ -428,6 +448,16 @@ class Runner:
             return
         session.compacted_during_run(result)
         _log_compaction(session, result)
+
+
+async def _closed(progress: ToolProgress | None) -> None:
+    """Close a run's tool progress (its status removed); a failure is only logged."""
+    if progress is None:
+        return
+    try:
+        await progress.close()
+    except Exception:
+        log.exception("removing the run's tool status failed")
 
 
 def _heartbeat_answer(finals: Sequence[BlockReply], max_ack_chars: int) -> list[BlockReply]:

@@ -72,6 +72,9 @@ class SessionSettings:
     """How often a running session renews the typing indicator (platforms expire it)."""
     coalesce: CoalesceSettings | None = None
     """Join small blocks that stream in quick succession into one message (blocks mode)."""
+    tool_status: bool = False
+    """Show which tool a run waits on while one takes longer than a second
+    (``agent.tool_progress: status``; ``progress.py``)."""
 
     def run_options(self) -> RunOptions:
         """How the delivery paces each run's output."""

@@ -6,7 +6,8 @@
 * ``coalesce``: ``BlockCoalescer``, which joins small blocks (time passed in, no clock);
 * ``channel``: ``ChannelDelivery``, which posts through the channel adapters;
 * ``preview``: edit-mode previews and fitting text to one message;
-* ``retrying``: ``Retrier``, which retries a conversation's failed sends in order.
+* ``retrying``: ``Retrier``, which retries a conversation's failed sends in order;
+* ``status``: a run's tool status (``agent.tool_progress``), edited in place and removed.
 """
 
 from .base import (
@@ -24,6 +25,10 @@ from .base import (
     RunJournal,
     RunOptions,
     RunOutput,
+    StatusJournal,
+    StatusKind,
+    ToolActivity,
+    ToolStatus,
 )
 from .channel import ChannelDelivery, UnknownChannelError
 from .outbox import RunOutbox
@@ -50,5 +55,9 @@ __all__ = [
     "RunOptions",
     "RunOutbox",
     "RunOutput",
+    "StatusJournal",
+    "StatusKind",
+    "ToolActivity",
+    "ToolStatus",
     "UnknownChannelError",
 ]

@@ -151,6 +151,57 @@ class RunOutput(Protocol):
         ...
 
 
+StatusKind = Literal["message", "assistant"]
+"""How a tool status shows: a status line message of its own, or the assistant thread's
+status (Slack), whose ref is the thread's."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolActivity:
+    """What a run's tool status says: the tool that runs, in plain words, and a short hint
+    of what it works on (a host name; never an argument that could hold a secret)."""
+
+    tool: str
+    where: str = ""
+    """Where the tool comes from (an MCP server's name), '' for a built-in."""
+    hint: str = ""
+
+    def _parts(self, tool: str) -> str:
+        where = f" from {self.where}" if self.where else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{tool}{where}{hint}"
+
+    def line(self) -> str:
+        """The status line's Markdown: ``⏳ Running `web_fetch` (example.com)…``."""
+        return f"⏳ Running {self._parts(f'`{self.tool}`')}…"
+
+    def status(self) -> str:
+        """An assistant thread's status, which the platform shows after the app's name."""
+        return f"is running {self._parts(self.tool)}…"
+
+
+class StatusJournal(Protocol):
+    """Where a run's tool status is kept while it shows (the store's ``StatusLines``), so a
+    run resumed after a crash removes what was left; a failure to keep is only logged."""
+
+    async def kept(self, kind: StatusKind, ref: MessageRef) -> None: ...
+
+    async def removed(self, kind: StatusKind, ref: MessageRef) -> None: ...
+
+
+class ToolStatus(Protocol):
+    """One run's tool status in its chat (``agent.tool_progress: status``)."""
+
+    def show(self, activity: ToolActivity | None) -> None:
+        """Show ``activity`` (None: nothing); never blocks. Changes are coalesced and the
+        platform is called at most once per edit interval."""
+        ...
+
+    async def close(self) -> None:
+        """Remove what shows (at once, whatever the interval) and stop."""
+        ...
+
+
 class Delivery(Protocol):
     """Where the sessions send: a run's output, or a one-shot text."""
 
@@ -185,6 +236,14 @@ class Delivery(Protocol):
     def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
         """Whether ``target``'s platform recognises a piece written at ``written_at`` when it
         is sent again ``now`` with its key (``Capabilities.resend_window``)."""
+        ...
+
+    def open_status(self, target: Target, journal: StatusJournal | None = None) -> ToolStatus:
+        """A run's tool status in ``target``'s chat, kept in ``journal`` while it shows."""
+        ...
+
+    async def remove_status(self, kind: StatusKind, ref: MessageRef) -> None:
+        """Remove a tool status an earlier process left showing; a refusal is raised."""
         ...
 
 
@@ -239,4 +298,8 @@ __all__ = [
     "RunJournal",
     "RunOptions",
     "RunOutput",
+    "StatusJournal",
+    "StatusKind",
+    "ToolActivity",
+    "ToolStatus",
 ]

@@ -40,6 +40,10 @@ sent: a text (each part of a long one), an upload, the give-up notice, an ``edit
 message when it is posted (its edits are not counted again). Each failed attempt that is
 retried counts as a ``send_retry``, each reply refused or given up as a ``send_failed``.
 
+A run's tool status (``agent.tool_progress``) is opened here too (``open_status``,
+``status.py``): the assistant status of a thread where the adapter has one (Slack), else a
+status line message; "typing…" is not sent while a thread's assistant status shows a tool.
+
 The typing indicator is cosmetic: a failure is logged and never reaches the run. It is
 sent at most once per conversation every ``typing_interval`` seconds (the platforms keep it
 showing about that long), across runs too, unless a message was sent there since (which
@@ -57,7 +61,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
-from ..channels.base import ChannelAdapter, OutboundFile, sending
+from ..channels.base import AssistantStatus, ChannelAdapter, OutboundFile, sending
 from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..cluster import fencing
@@ -70,11 +74,14 @@ from .base import (
     DeliveryMode,
     ReplyKind,
     RunOptions,
+    StatusJournal,
+    StatusKind,
 )
 from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
 from .preview import Preview, paragraphs, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
+from .status import ChatStatus
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +156,10 @@ class ChannelDelivery:
         self._set_retry(retry)
         # Keyed by target: sessions never run two runs for one conversation at once.
         self._previews: dict[Target, Preview] = {}
+        self._no_assistant_status: set[_Key] = set()
+        """Conversations whose platform refused the assistant status (a status line instead)."""
+        self._assistant_showing: set[_Key] = set()
+        """Conversations showing a run's tool status as their assistant status."""
 
     def set_channels(
         self,
@@ -282,6 +293,59 @@ class ChannelDelivery:
             log.warning("%s preview in %s failed: %s", target.channel, target.chat_id, exc)
         return bool(preview.refs)
 
+    def open_status(self, target: Target, journal: StatusJournal | None = None) -> ChatStatus:
+        """A run's tool status in ``target``'s chat (``status.py``), edited at most every
+        ``min_edit_interval`` seconds."""
+        return ChatStatus(self, target, journal, self._min_edit_interval)
+
+    def assistant_status(self, target: Target) -> AssistantStatus | None:
+        adapter = self._adapters.get(target.channel)
+        if not isinstance(adapter, AssistantStatus) or target.thread_id is None:
+            return None
+        if _conversation(target) in self._no_assistant_status:
+            return None
+        return adapter
+
+    def assistant_refused(self, target: Target, error: Exception) -> None:
+        """Log once per conversation that its tool status shows as a status line instead."""
+        key = _conversation(target)
+        if key in self._no_assistant_status:
+            return
+        if len(self._no_assistant_status) >= _TYPED_KEPT:
+            self._no_assistant_status.clear()  # forgotten: refused again at most once each
+        self._no_assistant_status.add(key)
+        log.info(
+            "%s: no assistant status in %s (%s); tool progress shows as a status line there",
+            target.channel,
+            target.route(),
+            error,
+        )
+
+    def status_showing(self, target: Target, showing: bool) -> None:
+        if showing:
+            self._assistant_showing.add(_conversation(target))
+        else:
+            self._assistant_showing.discard(_conversation(target))
+
+    async def delete_status_line(self, ref: MessageRef) -> None:
+        target = ref.target
+        adapter = self.adapter_for(target)
+        await self._retried(
+            _conversation(target),
+            f"{target.channel} delete in {target.chat_id}",
+            lambda: adapter.delete(ref),
+        )
+
+    async def remove_status(self, kind: StatusKind, ref: MessageRef) -> None:
+        """Remove a tool status an earlier process left: delete its status line, or clear
+        the thread's assistant status."""
+        if kind == "message":
+            await self.delete_status_line(ref)
+            return
+        adapter = self._adapters.get(ref.target.channel)
+        if isinstance(adapter, AssistantStatus):
+            await adapter.set_assistant_status(ref.target, "")
+
     async def end_run(self, target: Target) -> None:
         """The run's replies are out: the next run starts a new preview."""
         self._previews.pop(target, None)
@@ -289,6 +353,8 @@ class ChannelDelivery:
     async def typing(self, target: Target) -> None:
         now = self._clock()
         key = _conversation(target)
+        if key in self._assistant_showing:
+            return  # the thread's status says which tool runs: "typing…" must not replace it
         last = self._typed_at.get(key)
         if last is not None and now - last < self._typing_interval:
             return  # the last one still shows

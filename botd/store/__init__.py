@@ -29,6 +29,7 @@ from .protocols import (
     Offsets,
     Pairing,
     Pruning,
+    StatusLines,
     Store,
     StoreStatus,
 )
@@ -49,6 +50,8 @@ from .records import (
     PendingCode,
     RunRecord,
     SessionRecord,
+    StatusKind,
+    StatusLine,
     StoredJob,
     UsageTotals,
 )
@@ -81,6 +84,9 @@ __all__ = [
     "RunRecord",
     "SessionRecord",
     "StaleCompactionError",
+    "StatusKind",
+    "StatusLine",
+    "StatusLines",
     "Store",
     "StoreError",
     "StoreHealth",

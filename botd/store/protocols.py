@@ -7,7 +7,8 @@ behind the same protocols: nothing here is a synchronous read.
 
 * ``ConversationLedger``: what one conversation (``botd.conversation``) needs: its session
   and transcript, the steps of its runs, the states of its inbox entries and outbox pieces,
-  and what an earlier process left unfinished. ``ModelChoices``: what ``/model``,
+  the tool status its run shows (``StatusLines``), and what an earlier process left
+  unfinished. ``ModelChoices``: what ``/model``,
   ``/status`` and ``/usage`` read and keep. ``ConversationStore``: both, for the registry.
 * ``InboundLedger``: the router's: a message accepted with its dedupe ids in one
   transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
@@ -61,6 +62,8 @@ from .records import (
     PendingCode,
     RunRecord,
     SessionRecord,
+    StatusKind,
+    StatusLine,
     StoredJob,
     UsageTotals,
 )
@@ -69,7 +72,27 @@ if TYPE_CHECKING:
     from ..agent.compaction import CompactionResult
 
 
-class ConversationLedger(Protocol):
+class StatusLines(Protocol):
+    """The tool status each conversation's run shows (``agent.tool_progress``), kept from
+    the moment it shows until it is removed, so a run resumed after a crash removes what
+    the crashed one left behind."""
+
+    async def keep_status_line(self, conversation_key: str, line: StatusLine) -> None:
+        """``line`` shows in the conversation now (kept again: nothing changes)."""
+        ...
+
+    async def status_lines(self, conversation_key: str) -> list[StatusLine]:
+        """What the conversation's runs show and did not remove, oldest first."""
+        ...
+
+    async def forget_status_line(
+        self, conversation_key: str, kind: StatusKind, message_id: str
+    ) -> None:
+        """The status ``message_id`` of ``kind`` was removed from the chat."""
+        ...
+
+
+class ConversationLedger(StatusLines, Protocol):
     """What one conversation needs from storage (see the module docstring)."""
 
     # -- the conversation's session: its transcript since its start or its last /new --------
@@ -440,6 +463,7 @@ __all__ = [
     "Offsets",
     "Pairing",
     "Pruning",
+    "StatusLines",
     "Store",
     "StoreStatus",
 ]

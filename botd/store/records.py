@@ -75,6 +75,20 @@ class InboxBacklog:
     """Seconds since the oldest of them was accepted (None: there is none)."""
 
 
+StatusKind = Literal["message", "assistant"]
+"""How a run's tool status shows: a status line message, or an assistant thread's status
+(Slack), whose ``message_id`` is the thread's."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusLine:
+    """A tool status a run shows in a chat, kept until it is removed (``StatusLines``)."""
+
+    kind: StatusKind
+    target: Target
+    message_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """A piece written but never confirmed sent."""
@@ -210,6 +224,8 @@ __all__ = [
     "PendingCode",
     "RunRecord",
     "SessionRecord",
+    "StatusKind",
+    "StatusLine",
     "StoredJob",
     "UsageTotals",
 ]

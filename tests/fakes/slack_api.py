@@ -1,19 +1,22 @@
 """A loopback fake of the Slack Web API and of Socket Mode, for the real slack-bolt client.
 
 Web API: ``/api/{method}`` on any HTTP verb, with arguments merged from the query string, a form
-body and a JSON body (the SDK uses all three). It answers ``auth.test``, ``apps.connections.open``
-(a ``ws://`` URL back to this fake), ``chat.postMessage``/``chat.update``, ``reactions.add``,
-``assistant.threads.setStatus``, ``conversations.replies`` (by ``latest``, ``oldest``,
-``limit`` and ``cursor``, from ``replies`` and the bot's posts in the thread),
-``conversations.history`` (the channel's top-level posts of the bot, newest first, by the
-same arguments) and ``users.info`` (from ``users``); every call is recorded. A post keeps its
-``metadata``, which the two reads return only with ``include_all_metadata``, as Slack does;
-``posted(channel)`` lists the bot's messages there as the reads would show them. A posted
-message's ``ts`` counts from 1700000000, or from ``clock()`` when one is given.
-Errors are scripted per method for the next calls: a 429 with ``Retry-After``, Slack's
-``ok: false``, a 5xx (``status``), or a connection reset (``reset_next``); with ``land=True``
-the call is carried out before it fails, as a timeout after the request landed would.
-``chat.delete`` removes a posted message; ``visible(channel)`` is what the channel shows now.
+body and a JSON body (the SDK uses all three). It answers ``auth.test``,
+``apps.connections.open`` (a ``ws://`` URL back to this fake),
+``chat.postMessage``/``chat.update``, ``reactions.add``, ``assistant.threads.setStatus`` (only
+in ``assistant_threads``, with ``assistant:write`` among the scopes, else Slack's
+``invalid_thread_ts`` / ``missing_scope``; what shows in ``statuses``, until '' or a reply in
+the thread clears it), ``conversations.replies`` (by ``latest``, ``oldest``, ``limit`` and
+``cursor``, from ``replies`` and the bot's posts in the thread), ``conversations.history`` (the
+channel's top-level posts of the bot, newest first, by the same arguments) and ``users.info``
+(from ``users``); every call is recorded. A post keeps its ``metadata``, which the two reads
+return only with ``include_all_metadata``, as Slack does; ``posted(channel)`` lists the bot's
+messages there as the reads would show them. A posted message's ``ts`` counts from 1700000000,
+or from ``clock()`` when one is given. Errors are scripted per method for the next calls: a 429
+with ``Retry-After``, Slack's ``ok: false``, a 5xx (``status``), or a connection reset
+(``reset_next``); with ``land=True`` the call is carried out before it fails, as a timeout after
+the request landed would. ``chat.delete`` removes a posted message; ``visible(channel)`` is what
+the channel shows now.
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
 ``send_event`` (or ``send_slash_command``); the client's acks (``{"envelope_id": …}``,
@@ -226,6 +229,13 @@ class FakeSlack:
         self._file_ids = itertools.count(1)
         self.users: dict[str, dict[str, Any]] = {}
         """``users.info`` answers: each user's profile by id (others: ``user_not_found``)."""
+        self.assistant_threads: set[tuple[str, str]] = set()
+        """(channel, thread_ts) of the assistant threads (a DM with the app as an agent):
+        the only threads ``assistant.threads.setStatus`` accepts."""
+        self.statuses: dict[tuple[str, str], str] = {}
+        """The status each assistant thread shows now (cleared by '' or by a reply)."""
+        self.status_history: list[tuple[str, str, str]] = []
+        """Every status set, in order: (channel, thread_ts, status)."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
@@ -410,7 +420,9 @@ class FakeSlack:
             return self._history(args)
         if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
             return self._shared_file_call(method, args)
-        if method in ("reactions.add", "assistant.threads.setStatus"):
+        if method == "assistant.threads.setStatus":
+            return self._set_status(args)
+        if method == "reactions.add":
             return {"ok": True}
         if method == "users.info":
             profile = self.users.get(str(args.get("user")))
@@ -418,6 +430,27 @@ class FakeSlack:
                 return {"ok": False, "error": "user_not_found"}
             return {"ok": True, "user": {"id": args.get("user"), "profile": profile}}
         return {"ok": False, "error": "unknown_method"}
+
+    def _set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``assistant.threads.setStatus``: refused as Slack does without ``assistant:write``
+        (``missing_scope``) and outside an assistant thread (``invalid_thread_ts``)."""
+        if self.scopes is not None and "assistant:write" not in self.scopes:
+            return {
+                "ok": False,
+                "error": "missing_scope",
+                "needed": "assistant:write",
+                "provided": ",".join(self.scopes),
+            }
+        thread = (str(args.get("channel_id")), str(args.get("thread_ts")))
+        if thread not in self.assistant_threads:
+            return {"ok": False, "error": "invalid_thread_ts"}
+        status = str(args.get("status", ""))
+        self.status_history.append((thread[0], thread[1], status))
+        if status:
+            self.statuses[thread] = status
+        else:
+            self.statuses.pop(thread, None)
+        return {"ok": True}
 
     def _post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         base = 1700000000 if self._clock is None else int(self._clock())
@@ -432,6 +465,7 @@ class FakeSlack:
         }
         if args.get("thread_ts"):
             message["thread_ts"] = str(args["thread_ts"])
+            self.statuses.pop((channel, str(args["thread_ts"])), None)  # a reply clears it
         meta = args.get("metadata")
         if isinstance(meta, str):  # a form body carries it as JSON
             meta = json.loads(meta)

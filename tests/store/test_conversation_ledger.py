@@ -7,7 +7,7 @@ from botd.chat import InboundMessage, Target
 from botd.conversation.promise import Promise
 from botd.delivery import Outgoing
 from botd.events import Message
-from botd.store import Store
+from botd.store import StatusLine, Store
 from botd.store.postgres import PostgresStore
 from botd.store.protocols import ConversationLedger
 from botd.store.sqlite import SqliteStore
@@ -90,3 +90,22 @@ async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_se
     assert waiting.id == unconfirmed
     assert waiting.written_at > 0  # when it was written: a keyed resend's look-back starts there
     assert cut not in [p.id for p in plan.unsent]  # superseded: its run makes it again
+
+
+async def test_a_status_line_is_kept_until_forgotten(any_store: Store) -> None:
+    ledger: ConversationLedger = any_store
+    thread = Target("slack", "D1", thread_id="17.000001")
+    line = StatusLine("message", Target("telegram", "42"), "9")
+    assistant = StatusLine("assistant", thread, "17.000001")
+    assert await ledger.status_lines("telegram:42") == []
+
+    await ledger.keep_status_line("telegram:42", line)
+    await ledger.keep_status_line("telegram:42", line)  # kept again: still one
+    await ledger.keep_status_line("slack:D1:thread:17.000001", assistant)
+    assert await ledger.status_lines("telegram:42") == [line]
+    assert await ledger.status_lines("slack:D1:thread:17.000001") == [assistant]
+
+    await ledger.forget_status_line("telegram:42", "message", "9")
+    await ledger.forget_status_line("telegram:42", "message", "9")  # already gone: fine
+    assert await ledger.status_lines("telegram:42") == []
+    assert await ledger.status_lines("slack:D1:thread:17.000001") == [assistant]

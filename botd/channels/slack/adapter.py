@@ -33,7 +33,8 @@ request, is retried here after its ``Retry-After``. Other failures raise ``Slack
 (``errors``) marked retryable or not (see ``_call``); the delivery layer decides
 whether to try again. Slash commands (``commands``) come in as messages. Slack has no
 typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
-target is a thread and does nothing otherwise.
+target is a thread and does nothing otherwise; ``set_assistant_status`` shows a run's tool
+status there (``botd.channels.base.AssistantStatus``).
 """
 
 from __future__ import annotations
@@ -616,6 +617,21 @@ class SlackAdapter:
             )
         except SlackError as exc:
             log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
+
+    async def set_assistant_status(self, target: Target, status: str) -> None:
+        """Show ``status`` in ``target``'s assistant thread ('' clears it), with
+        ``assistant.threads.setStatus``. Slack refuses a thread that is no assistant thread
+        (``invalid_thread_ts``) and a token without ``assistant:write`` (``missing_scope``);
+        a target outside a thread is refused here the same way, without a call."""
+        if target.thread_id is None:
+            raise SlackError("assistant.threads.setStatus", "not in a thread")
+        await self._call(
+            "assistant.threads.setStatus",
+            self.client.assistant_threads_setStatus,
+            channel_id=target.chat_id,
+            thread_ts=target.thread_id,
+            status=status,
+        )
 
     async def _react_working(self, target: Target, ts: str) -> None:
         try:

@@ -102,7 +102,7 @@ _SLACK_FEATURE_SCOPES = {
     "reactions:write": "no reaction marks a message being answered",
     "files:read": "files users send are not read",
     "files:write": "the agent's files are posted as links, not uploaded",
-    "assistant:write": "no typing status in assistant threads",
+    "assistant:write": "no typing or tool status in assistant threads",
     "users:read": "senders whose message carries no profile show as ids",
     "commands": "no slash command (/botd stop) reaches the bot",
 }

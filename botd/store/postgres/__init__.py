@@ -6,7 +6,8 @@ the pool, the group commit (one flusher task of the store's own) and the store's
 ``ledger`` sessions, transcripts, inbox entries and outbox pieces; ``inbound`` dedupe ids,
 accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
 ``schema`` the migrations; ``leases`` the lease table and the fence a write can take;
-``cluster`` what a conversation's owner reads and the arrival signal (cluster mode).
+``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
+``status_lines`` the tool status a run shows.
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.
@@ -20,9 +21,10 @@ from .inbound import InboundStore
 from .jobs import JobStore
 from .ledger import LedgerStore
 from .schema import SCHEMA_VERSION
+from .status_lines import StatusLineStore
 
 
-class PostgresStore(LedgerStore, InboundStore, JobStore, ClusterStore):
+class PostgresStore(LedgerStore, InboundStore, JobStore, ClusterStore, StatusLineStore):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""
 

@@ -209,6 +209,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 28 part E: tool progress. The tool status a run shows in its chat (a status line
+    # message, or an assistant thread's status), kept until it was removed.
+    (
+        """
+        CREATE TABLE status_lines (
+            conversation_key text NOT NULL,
+            kind text NOT NULL,
+            message_id text NOT NULL,
+            target text NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (conversation_key, kind, message_id)
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -7,7 +7,8 @@ the group commit (``deferred``) and WAL checkpoints on a thread of their own
 (dedupe ids and offsets), ``jobs`` (scheduled jobs and their run log), ``inbox`` (every
 accepted message and its state), ``outbox`` (every reply piece, written before it is sent),
 ``chatter`` (group lines kept for the bot's next turn there), ``usage`` (token usage per run,
-the conversations' model choices). ``schema`` holds the migrations.
+the conversations' model choices), ``status_lines`` (the tool status a run shows).
+``schema`` holds the migrations.
 
 Only the wiring and the commands that open the state directory import this package; every
 other module takes the protocol it needs (``tests/test_import_graph.py`` checks it).
@@ -22,10 +23,19 @@ from .inbox import InboxStore
 from .jobs import ScheduleStore
 from .outbox import OutboxStore
 from .schema import SCHEMA_VERSION
+from .status_lines import StatusLineStore
 from .usage import UsageStore
 
 
-class SqliteStore(InboxStore, OutboxStore, InboundStore, ScheduleStore, ChatterStore, UsageStore):
+class SqliteStore(
+    InboxStore,
+    OutboxStore,
+    InboundStore,
+    ScheduleStore,
+    ChatterStore,
+    UsageStore,
+    StatusLineStore,
+):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 
     async def aclose(self) -> None:

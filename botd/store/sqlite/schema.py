@@ -210,5 +210,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
     ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
+    # issue 28 part E: tool progress. The tool status a run shows in its chat (a status line
+    # message, or an assistant thread's status), kept until it was removed.
+    (
+        """
+        CREATE TABLE status_lines (
+            conversation_key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            target TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_key, kind, message_id)
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

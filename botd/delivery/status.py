@@ -1,0 +1,202 @@
+"""A run's tool status in its chat (``agent.tool_progress: status``), never left behind.
+
+``ChatStatus`` is the ``ToolStatus`` ``ChannelDelivery.open_status`` hands a run. The run
+says what should show (``show``); one task of its own makes the chat show it, coalescing
+changes and calling the platform at most once per edit interval, so a run of quick tools
+costs one edit, not one per tool, and no platform's per-chat limit is reached.
+
+Where it shows:
+
+* in a thread of an adapter with an assistant status (``AssistantStatus``, Slack's
+  assistant threads), as that status: set, replaced, and cleared with '' at the end;
+* elsewhere, or once the platform refused that status in this conversation (not an
+  assistant thread, a missing scope: logged once, in the platform's words), as a status line
+  message of its own: posted, edited in place, deleted at the end.
+
+It is never a piece of the run: not journaled in the outbox, not counted, not deduplicated
+against. What shows is kept in the ``StatusJournal`` (before an assistant status is set,
+right after a status line is posted) and forgotten once removed, so a run resumed after a
+crash removes what the crashed process left (``ChannelDelivery.remove_status``). A post or
+an edit that fails is logged and the status gives up for the run; the removal is retried
+like a reply's final edit, and a removal that still fails is logged and stays kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from ..channels.base import AssistantStatus, ChannelAdapter
+from ..chat import MessageRef, Target
+from .base import StatusJournal, StatusKind, ToolActivity
+
+log = logging.getLogger(__name__)
+
+
+class StatusOutlet(Protocol):
+    """What a ``ChatStatus`` needs of the delivery (``ChannelDelivery``)."""
+
+    def adapter_for(self, target: Target) -> ChannelAdapter: ...
+
+    def assistant_status(self, target: Target) -> AssistantStatus | None:
+        """The adapter's assistant status for ``target``, unless it has none there or the
+        platform refused it in this conversation before."""
+        ...
+
+    def assistant_refused(self, target: Target, error: Exception) -> None:
+        """The platform refused the assistant status in ``target``'s conversation."""
+        ...
+
+    def status_showing(self, target: Target, showing: bool) -> None:
+        """Whether an assistant status shows there now ("typing…" must not replace it)."""
+        ...
+
+    async def delete_status_line(self, ref: MessageRef) -> None:
+        """Delete a status line message, retried as a final edit is."""
+        ...
+
+
+class ChatStatus:
+    """One run's ``ToolStatus`` over a ``StatusOutlet`` (see the module docstring).
+
+    Open it inside a running event loop: its task starts at once."""
+
+    def __init__(
+        self,
+        outlet: StatusOutlet,
+        target: Target,
+        journal: StatusJournal | None,
+        interval: float,
+    ) -> None:
+        # A status line goes to the conversation's chat and thread, replying to nothing.
+        self._target = Target(target.channel, target.chat_id, target.account_id, target.thread_id)
+        self._outlet = outlet
+        self._journal = journal
+        self._interval = interval
+        self._loop = asyncio.get_running_loop()
+        self._wanted: ToolActivity | None = None
+        self._shown: ToolActivity | None = None
+        self._kind: StatusKind | None = None
+        self._ref: MessageRef | None = None
+        self._last = float("-inf")
+        self._broken = False
+        self._closing = False
+        self._changed = asyncio.Event()
+        self._close_asked = asyncio.Event()
+        name = f"status:{target.channel}:{target.chat_id}"
+        self._task = asyncio.create_task(self._work(), name=name)
+
+    def show(self, activity: ToolActivity | None) -> None:
+        self._wanted = activity
+        self._changed.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wanted = None
+        self._close_asked.set()
+        self._changed.set()
+        await self._task
+
+    async def _work(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            wait = self._last + self._interval - self._loop.time()
+            if wait > 0 and not self._closing:
+                # At most one call per interval; closing cuts the wait short.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._close_asked.wait(), wait)
+            closing = self._closing
+            wanted = None if closing else self._wanted
+            if wanted != self._shown and not (self._broken and wanted is not None):
+                self._last = self._loop.time()
+                await self._make_show(wanted)
+            if closing:
+                return  # removed, or its failure logged (then it stays kept)
+
+    async def _make_show(self, wanted: ToolActivity | None) -> None:
+        try:
+            if wanted is None:
+                await self._remove()
+            elif self._shown is None:
+                await self._post(wanted)
+            else:
+                await self._edit(wanted)
+        except Exception as exc:
+            target = self._target
+            what = "removing" if wanted is None else "showing"
+            log.warning(
+                "%s tool status in %s: %s failed: %s", target.channel, target.route(), what, exc
+            )
+            if wanted is not None:
+                self._broken = True  # not tried again in this run; what shows is removed
+
+    async def _post(self, activity: ToolActivity) -> None:
+        target = self._target
+        assistant = self._outlet.assistant_status(target)
+        if assistant is not None and target.thread_id is not None:
+            ref = MessageRef(target, target.thread_id)
+            await self._keep("assistant", ref)  # before it shows: a crash leaves it kept
+            try:
+                await assistant.set_assistant_status(target, activity.status())
+            except Exception as exc:
+                await self._forget("assistant", ref)
+                if getattr(exc, "retryable", False):
+                    raise
+                self._outlet.assistant_refused(target, exc)
+            else:
+                self._kind, self._ref, self._shown = "assistant", ref, activity
+                self._outlet.status_showing(target, True)
+                return
+        refs = await self._outlet.adapter_for(target).send(target, activity.line())
+        if not refs:
+            return
+        self._kind, self._ref, self._shown = "message", refs[0], activity
+        await self._keep("message", refs[0])
+
+    async def _edit(self, activity: ToolActivity) -> None:
+        ref = self._ref
+        assert ref is not None
+        if self._kind == "assistant":
+            assistant = self._outlet.assistant_status(self._target)
+            if assistant is not None:
+                await assistant.set_assistant_status(self._target, activity.status())
+        else:
+            await self._outlet.adapter_for(self._target).edit(ref, activity.line())
+        self._shown = activity
+
+    async def _remove(self) -> None:
+        kind, ref = self._kind, self._ref
+        if kind is None or ref is None:
+            self._shown = None
+            return
+        if kind == "assistant":
+            self._outlet.status_showing(self._target, False)
+            assistant = self._outlet.assistant_status(self._target)
+            if assistant is not None:
+                await assistant.set_assistant_status(self._target, "")
+        else:
+            await self._outlet.delete_status_line(ref)
+        self._kind = self._ref = self._shown = None
+        await self._forget(kind, ref)
+
+    async def _keep(self, kind: StatusKind, ref: MessageRef) -> None:
+        if self._journal is None:
+            return
+        try:
+            await self._journal.kept(kind, ref)
+        except Exception as exc:
+            log.warning("keeping the tool status of %s failed: %s", ref.target.route(), exc)
+
+    async def _forget(self, kind: StatusKind, ref: MessageRef) -> None:
+        if self._journal is None:
+            return
+        try:
+            await self._journal.removed(kind, ref)
+        except Exception as exc:
+            log.warning("forgetting the tool status of %s failed: %s", ref.target.route(), exc)
+
+
+__all__ = ["ChatStatus", "StatusOutlet"]
