@@ -214,6 +214,10 @@ class InboundMessage:
     for the conversation's next prompt; it is never a prompt itself. Its ``dedupe_keys``
     name this edit (a later edit of the same message is another)."""
 
+    reactable: bool = True
+    """``message_id`` names a chat message the bot can react to (its status reactions);
+    false for a slash command's use and a scheduled job's prompt."""
+
     heartbeat: int | None = None
     """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
     or the token with a remark of at most this many characters, is not posted (None: not a

@@ -9,7 +9,7 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
@@ -253,3 +253,21 @@ class ChannelAdapter(Protocol):
         adapters whose platform sends no files (the console).
         """
         raise DownloadError(f"files cannot be fetched from {self.name}")
+
+
+@runtime_checkable
+class ReactionSetter(Protocol):
+    """An adapter whose platform shows the bot's own reaction on a message, which botd sets
+    as the message's status (taken, done, failed: ``botd.conversation.reactions``).
+
+    ``set_reaction`` makes the bot's reaction on ``ref``'s message ``emoji`` (None: none),
+    in place of ``replacing``, the one botd set before (None: none): Telegram replaces the
+    set in one call, Slack and Discord remove the old one and add the new. A reaction that
+    is already there, or already gone, counts as done. A refusal (a missing permission or
+    scope, an emoji the platform does not have) is a ``ChannelError`` in the platform's
+    words; nothing is retried here.
+    """
+
+    async def set_reaction(
+        self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
+    ) -> None: ...

@@ -54,6 +54,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import time
 import uuid
 from collections import defaultdict, deque
@@ -226,6 +227,8 @@ class FakeSlack:
         self._file_ids = itertools.count(1)
         self.users: dict[str, dict[str, Any]] = {}
         """``users.info`` answers: each user's profile by id (others: ``user_not_found``)."""
+        self.reactions: dict[tuple[str, str], list[str]] = {}
+        """The bot's reactions (emoji names) on each message, by (channel, ts)."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
@@ -410,7 +413,9 @@ class FakeSlack:
             return self._history(args)
         if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
             return self._shared_file_call(method, args)
-        if method in ("reactions.add", "assistant.threads.setStatus"):
+        if method in ("reactions.add", "reactions.remove"):
+            return self._reaction(method, args)
+        if method == "assistant.threads.setStatus":
             return {"ok": True}
         if method == "users.info":
             profile = self.users.get(str(args.get("user")))
@@ -418,6 +423,28 @@ class FakeSlack:
                 return {"ok": False, "error": "user_not_found"}
             return {"ok": True, "user": {"id": args.get("user"), "profile": profile}}
         return {"ok": False, "error": "unknown_method"}
+
+    def _reaction(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``reactions.add``/``remove`` of the bot's own reaction, with Slack's refusals."""
+        if self.scopes is not None and "reactions:write" not in self.scopes:
+            provided = ",".join(self.scopes)
+            return {"ok": False, "error": "missing_scope", "needed": "reactions:write",
+                    "provided": provided}  # fmt: skip
+        name = str(args.get("name") or "")
+        if not re.fullmatch(r"[a-z0-9_+'-]+", name):
+            return {"ok": False, "error": "invalid_name"}
+        names = self.reactions.setdefault(
+            (str(args.get("channel")), str(args.get("timestamp"))), []
+        )
+        if method == "reactions.add":
+            if name in names:
+                return {"ok": False, "error": "already_reacted"}
+            names.append(name)
+        elif name not in names:
+            return {"ok": False, "error": "no_reaction"}
+        else:
+            names.remove(name)
+        return {"ok": True}
 
     def _post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         base = 1700000000 if self._clock is None else int(self._clock())
