@@ -237,3 +237,31 @@ async def test_a_refused_reaction_is_logged_once_and_the_answer_still_arrives(
     refusals = [r.getMessage() for r in caplog.records if r.name == "botd.conversation.reactions"]
     assert len(refusals) == 1, refusals
     assert REFUSALS[name] in refusals[0]
+
+
+async def test_a_run_resumed_after_a_restart_still_shows_done(tmp_path: Path) -> None:
+    # The status follows the stored message: a run cut by the shutdown is resumed by the
+    # next process, which never saw the message arrive, and its end sets 👍 all the same.
+    async with (
+        FakeAnthropicAPI(api_key="sk-ant-test") as model,
+        FakeTelegramAPI("123456:TEST-TOKEN") as telegram,
+    ):
+        config = config_yaml(
+            tmp_path,
+            "shutdown_grace: 0\n",
+            anthropic_yaml(model),
+            telegram_yaml(telegram, "dm_policy: open"),
+        )
+        held = model.hold()
+        model.push(stream(text("Cut short.")))
+        async with daemon_running(config):
+            sent = telegram.push_text(TELEGRAM_DM, "hi")
+            key = (TELEGRAM_DM, int(sent["message_id"]))
+            await until(lambda: telegram.reactions.get(key) == "👀" and model.requests, "taken")
+        assert telegram.visible(TELEGRAM_DM) == []
+        held.set()
+        model.push(stream(text("Hello again.")))
+        async with daemon_running(config) as daemon:
+            await until(lambda: telegram.reactions.get(key) == "👍", "the done reaction")
+            await idle(daemon)
+    assert telegram.visible(TELEGRAM_DM)[-1:] == ["Hello again."]
