@@ -73,6 +73,7 @@ from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
 from .conversation.ownership import Ownership
+from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
@@ -113,6 +114,7 @@ from .wiring import (
     open_ownership,
     open_pairing,
     open_store,
+    reaction_rules,
     scheduler_jobs,
     session_settings,
 )
@@ -483,6 +485,7 @@ def build_runtime(
             servers_down=mcp.down,
             models=model_names(config),
             media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+            reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
         )
         ownership = open_ownership(config, store, sessions, leases)
         intake.connect(sessions, ownership)

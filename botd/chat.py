@@ -262,6 +262,10 @@ class InboundMessage:
     """The message this one replies to (on Slack: the parent of a thread the bot had not
     read), shown to the model before it, marked as a quote. None: no reply, or nothing the
     model is not shown already."""
+    reactable: bool = True
+    """``message_id`` names a chat message the bot can react to (its status reactions);
+    false for a slash command's use and a scheduled job's prompt."""
+
     heartbeat: int | None = None
     """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
     or the token with a remark of at most this many characters, is not posted (None: not a

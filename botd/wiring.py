@@ -35,6 +35,7 @@ from .cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
 from .conversation import CoalesceSettings, Conversations, ResetPolicy, SessionSettings
 from .conversation.ownership import Ownership
+from .conversation.reactions import ReactionRules, StatusEmoji
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
 from .inbound.access import AccessPolicy, GroupRule
@@ -57,6 +58,7 @@ __all__ = [
     "model_names",
     "open_store",
     "provider_settings",
+    "reaction_rules",
     "scheduler_jobs",
     "session_settings",
     "subscriber_config",
@@ -180,6 +182,20 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
         for name, section in _enabled_sections(config).items()
         if isinstance(section, ChatChannelSection)
     }
+
+
+def reaction_rules(config: Callable[[], BotdConfig]) -> ReactionRules:
+    """The status reactions a message gets under the config in force (``config()``, read
+    at each message, so a reload applies to the next): its channel's ``reactions``, or its
+    group's."""
+
+    def rules(message: InboundMessage) -> StatusEmoji | None:
+        section = config().channels.section(message.channel)
+        if not isinstance(section, ChatChannelSection):
+            return None
+        return section.status_reactions(None if message.is_direct else message.chat_id)
+
+    return rules
 
 
 def delivery_chunking(config: BotdConfig) -> dict[str, ChunkSettings]:

@@ -265,3 +265,20 @@ class AssistantStatus(Protocol):
         (not such a thread, a missing scope) raises a ``ChannelError`` that is not
         retryable, in its own words."""
         ...
+
+
+class ReactionSetter(Protocol):
+    """An adapter whose platform shows the bot's own reaction on a message, which botd sets
+    as the message's status (taken, done, failed: ``botd.conversation.reactions``).
+
+    ``set_reaction`` makes the bot's reaction on ``ref``'s message ``emoji`` (None: none),
+    in place of ``replacing``, the one botd set before (None: none): Telegram replaces the
+    set in one call, Slack and Discord remove the old one and add the new. A reaction that
+    is already there, or already gone, counts as done. A refusal (a missing permission or
+    scope, an emoji the platform does not have) is a ``ChannelError`` in the platform's
+    words; nothing is retried here.
+    """
+
+    async def set_reaction(
+        self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
+    ) -> None: ...

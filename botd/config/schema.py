@@ -23,18 +23,22 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
+from .problems import Loc
 from .secrets import OptionalSecret, Secret
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "STATUSES",
     "AgentSection",
     "BlockBreak",
     "BlockStreamingSection",
@@ -62,6 +66,8 @@ __all__ = [
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
+    "Reactions",
+    "ReactionsSection",
     "ReasoningMode",
     "ResetMode",
     "ResetSection",
@@ -411,6 +417,26 @@ class ChannelSection(Section):
         return value
 
 
+STATUSES: tuple[str, ...] = ("taken", "done", "failed")
+"""The statuses a message shows by reaction, in the order it goes through them."""
+
+
+class ReactionsSection(Section):
+    """``reactions``: the emoji a message the bot answers shows as its status. A key left
+    out is the platform's default (``ChatChannelSection.default_reactions``)."""
+
+    taken: str | None = Field(default=None, min_length=1)
+    """Set when the message is accepted (it will be answered)."""
+    done: str | None = Field(default=None, min_length=1)
+    """Replaces ``taken`` once the answer is complete (its last part sent)."""
+    failed: str | None = Field(default=None, min_length=1)
+    """Replaces ``taken`` when the run failed (the user was told in one line)."""
+
+
+Reactions = ReactionsSection | bool
+"""``reactions:``: the emoji, ``true`` (the platform's defaults) or ``false`` (none)."""
+
+
 class GroupSection(Section):
     require_mention: bool = True
     allow_from: list[Id] = Field(default_factory=list)
@@ -418,6 +444,8 @@ class GroupSection(Section):
     tools: list[str] | None = None
     """The tools a run in this group is offered: built-ins by name, MCP tools by full name,
     ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
+    reactions: Reactions | None = None
+    """The status reactions in this group (unset: the channel's ``reactions``)."""
 
 
 class ChatChannelSection(ChannelSection):
@@ -436,6 +464,56 @@ class ChatChannelSection(ChannelSection):
     delivery: DeliveryMode = "blocks"
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
+    reactions: Reactions = True
+    """Status reactions on the messages the bot answers: ``taken`` when one is accepted,
+    replaced by ``done`` or ``failed`` when its answer is complete or failed (none when a
+    ``/stop`` cut it); ``false``: none."""
+    default_reactions: ClassVar[tuple[str, str, str]] = ("👀", "✅", "❌")
+    """The platform's taken, done and failed emoji when the config names none."""
+
+    @classmethod
+    def reaction_refusal(cls, emoji: str) -> str | None:
+        """Why the platform cannot set ``emoji`` as a reaction (None: it can). A plugin's
+        platform overrides this; the default takes any emoji."""
+        return None
+
+    def status_reactions(self, group: str | None = None) -> tuple[str, str, str] | None:
+        """The taken, done and failed emoji in ``group`` (None: a direct chat), or None when
+        reactions are off there. A group's ``reactions`` replaces the channel's; keys it
+        leaves out are the channel's (or the platform's defaults)."""
+        own = self.reactions
+        channel: tuple[str, str, str] | None = None
+        if own is True:
+            channel = self.default_reactions
+        elif isinstance(own, ReactionsSection):
+            channel = _filled(own, self.default_reactions)
+        rule = None if group is None else self.groups.get(group)
+        if rule is None or rule.reactions is None:
+            return channel
+        if rule.reactions is False:
+            return None
+        base = channel or self.default_reactions
+        return base if rule.reactions is True else _filled(rule.reactions, base)
+
+    @model_validator(mode="after")
+    def _reactions_settable(self) -> ChatChannelSection:
+        """Refuse an emoji the platform cannot set, under its own key and line."""
+        errors: list[InitErrorDetails] = []
+        places: list[tuple[Loc, Reactions | None]] = [(("reactions",), self.reactions)]
+        places += [(("groups", gid, "reactions"), g.reactions) for gid, g in self.groups.items()]
+        for loc, reactions in places:
+            if not isinstance(reactions, ReactionsSection):
+                continue
+            for status in STATUSES:
+                emoji = getattr(reactions, status)
+                refusal = None if emoji is None else self.reaction_refusal(emoji)
+                if refusal is not None:
+                    error = PydanticCustomError("value_error", "{refusal}", {"refusal": refusal})
+                    errors.append(InitErrorDetails(type=error, loc=(*loc, status), input=emoji))
+        if errors:
+            # Raised as a ValidationError so that each problem keeps its own key (and line).
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
     @field_validator("mention_patterns")
     @classmethod
@@ -446,6 +524,11 @@ class ChatChannelSection(ChannelSection):
             except re.error as exc:
                 raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
         return patterns
+
+
+def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tuple[str, str, str]:
+    taken, done, failed = defaults
+    return (reactions.taken or taken, reactions.done or done, reactions.failed or failed)
 
 
 @functools.lru_cache(maxsize=64)

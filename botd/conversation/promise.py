@@ -47,8 +47,15 @@ class Promise:
     """The transitions of the entries and pieces of every conversation (see the package
     docstring), over one ledger."""
 
-    def __init__(self, ledger: ConversationLedger) -> None:
+    def __init__(
+        self,
+        ledger: ConversationLedger,
+        on_end: Callable[[Sequence[int], InboxState], None] | None = None,
+    ) -> None:
+        """``on_end`` hears of every entry that ended, with its state, once it is recorded
+        (the status reactions)."""
         self._ledger = ledger
+        self._on_end = on_end
         self._resent: dict[int, list[OutboxEntry]] = {}
 
     # -- entries: accepted -> running -> answered | failed | skipped --------------------------
@@ -85,6 +92,9 @@ class Promise:
             self._ledger.finish_inbox(known, state)
         except Exception:
             log.exception("marking inbox messages %s %s failed", known, state)
+            return  # still open: resumed (and shown as ended) after a restart
+        if self._on_end is not None:
+            self._on_end(known, state)
 
     def run_end(
         self, ids: Sequence[int], steered: Callable[[], list[int]], closing: Callable[[], bool]

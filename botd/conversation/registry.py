@@ -50,12 +50,16 @@ from .conversation import Conversation, Shared
 from .models import ModelBook
 from .promise import Promise
 from .queue import Timer, Windows, strategy
+from .reactions import StatusReactions
 from .run import Runner
 from .session import Session
 from .settings import RunHooks, SessionSettings
 from .tasks import TaskOwner
 
 log = logging.getLogger(__package__)
+
+REACTIONS_GRACE = 2.0
+"""At most how long the shutdown waits for status reactions under way."""
 
 
 class Conversations:
@@ -77,6 +81,7 @@ class Conversations:
         models: Sequence[str] = (),
         media: MediaResolver | None = None,
         timer: Timer | None = None,
+        reactions: StatusReactions | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -92,7 +97,8 @@ class Conversations:
         """Each conversation's worker, until it ends."""
         self._posts = TaskOwner()
         """One-shot texts (command answers, unconfirmed pieces) on their way."""
-        self._promise = Promise(store)
+        self._reactions = reactions
+        self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
         runner = Runner(
             store,
@@ -167,6 +173,8 @@ class Conversations:
                 await self._commands.answer(command, message)
             message = replace(message, text=rest)
         conversation = await self.conversation(message.conversation_key)
+        if self._reactions is not None:
+            self._reactions.taken(message)
         await conversation.take(message)
 
     async def conversation(self, key: str) -> Conversation:
@@ -224,6 +232,8 @@ class Conversations:
         Runs wait for ``release``. Returns how many messages were queued again.
         """
         self._released.clear()
+        if self._reactions is not None:
+            self._reactions.hold()
         delivery, now = self._delivery, time.time()
         plan = await self._promise.resume(
             lambda piece: delivery.resends_safely(piece.target, piece.written_at, now)
@@ -293,6 +303,8 @@ class Conversations:
         """The channels can send: let the runs go, send what a crash left unconfirmed, and
         answer resumed chat commands."""
         self._released.set()
+        if self._reactions is not None:
+            self._reactions.release()
         unsent, self._unsent = self._unsent, []
         by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
         for piece in unsent:
@@ -315,6 +327,8 @@ class Conversations:
         while self._workers.running() or self._posts.running():
             await self._workers.settle()
             await self._posts.settle()
+        if self._reactions is not None:
+            await self._reactions.settle()  # the ended runs' reactions too
 
     async def close(self, grace: float = 10.0) -> None:
         """Stop taking input, let running turns (and one-shot texts) finish within ``grace``,
@@ -333,6 +347,9 @@ class Conversations:
             conversation.cancel()
         await self._posts.close()
         await self._workers.settle()
+        if self._reactions is not None:
+            # Cosmetic: what is not set by then is not (a resumed entry shows it again).
+            await self._reactions.close(min(grace, REACTIONS_GRACE))
 
 
 __all__ = ["Conversations"]

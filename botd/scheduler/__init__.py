@@ -596,6 +596,7 @@ class Scheduler:
             is_direct=True,
             target=target,
             heartbeat=job.heartbeat,
+            reactable=False,
         )
 
     async def _fire(self, job: StoredJob, *, slot: Slot) -> None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -188,6 +189,11 @@ class FakeDiscordAPI:
         self.refuse_threads: tuple[int, int, str] | None = None
         """(status, code, message) answering every thread start instead (a missing permission)."""
         self.commands = AppCommands(APP_ID)
+        self.reactions: dict[str, list[str]] = {}
+        """The bot's own reactions on each message, by message id."""
+        self.refuse_reactions: tuple[int, int, str] | None = None
+        """(status, code, message) answering every reaction call instead (403, 50013,
+        "Missing Permissions": no Add Reactions where the message is)."""
         """The application's slash commands and the interactions' answers."""
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -604,11 +610,28 @@ class FakeDiscordAPI:
         if parts[0] == "channels" and len(parts) == 5 and parts[4] == "threads":
             return await self._start_thread(parts[1], parts[3], recorded.body or {})
         if parts[0] == "channels" and len(parts) >= 3:
-            if parts[2] == "typing" or "reactions" in parts:
+            if parts[2] == "typing":
                 return web.Response(status=204)
+            if len(parts) == 7 and parts[2] == "messages" and parts[4:7:2] == ["reactions", "@me"]:
+                return self._own_reaction(method, parts[3], parts[5])
             if parts[2] == "messages":
                 return self._message_call(method, parts, recorded)
         return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _own_reaction(self, method: str, message_id: str, emoji: str) -> web.Response:
+        """PUT/DELETE ``.../messages/{id}/reactions/{emoji}/@me``: the bot's own reaction,
+        added or removed (both idempotent, 204), with Discord's refusals."""
+        if self.refuse_reactions is not None:
+            status, code, message = self.refuse_reactions
+            return _json({"message": message, "code": code}, status)
+        if emoji.isascii() and not re.fullmatch(r"[A-Za-z0-9_]+:[0-9]+", emoji):
+            return _json({"message": "Unknown Emoji", "code": 10014}, 400)
+        mine = self.reactions.setdefault(message_id, [])
+        if method == "PUT" and emoji not in mine:
+            mine.append(emoji)
+        elif method == "DELETE" and emoji in mine:
+            mine.remove(emoji)
+        return web.Response(status=204)
 
     async def _start_thread(
         self, channel_id: str, message_id: str, body: dict[str, Any]

@@ -57,6 +57,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import time
 import uuid
 from collections import defaultdict, deque
@@ -236,6 +237,8 @@ class FakeSlack:
         """The status each assistant thread shows now (cleared by '' or by a reply)."""
         self.status_history: list[tuple[str, str, str]] = []
         """Every status set, in order: (channel, thread_ts, status)."""
+        self.reactions: dict[tuple[str, str], list[str]] = {}
+        """The bot's reactions (emoji names) on each message, by (channel, ts)."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
@@ -422,8 +425,8 @@ class FakeSlack:
             return self._shared_file_call(method, args)
         if method == "assistant.threads.setStatus":
             return self._set_status(args)
-        if method == "reactions.add":
-            return {"ok": True}
+        if method in ("reactions.add", "reactions.remove"):
+            return self._reaction(method, args)
         if method == "users.info":
             profile = self.users.get(str(args.get("user")))
             if profile is None:
@@ -450,6 +453,28 @@ class FakeSlack:
             self.statuses[thread] = status
         else:
             self.statuses.pop(thread, None)
+        return {"ok": True}
+
+    def _reaction(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``reactions.add``/``remove`` of the bot's own reaction, with Slack's refusals."""
+        if self.scopes is not None and "reactions:write" not in self.scopes:
+            provided = ",".join(self.scopes)
+            return {"ok": False, "error": "missing_scope", "needed": "reactions:write",
+                    "provided": provided}  # fmt: skip
+        name = str(args.get("name") or "")
+        if not re.fullmatch(r"[a-z0-9_+'-]+", name):
+            return {"ok": False, "error": "invalid_name"}
+        names = self.reactions.setdefault(
+            (str(args.get("channel")), str(args.get("timestamp"))), []
+        )
+        if method == "reactions.add":
+            if name in names:
+                return {"ok": False, "error": "already_reacted"}
+            names.append(name)
+        elif name not in names:
+            return {"ok": False, "error": "no_reaction"}
+        else:
+            names.remove(name)
         return {"ok": True}
 
     def _post_message(self, args: dict[str, Any]) -> dict[str, Any]:

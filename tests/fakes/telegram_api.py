@@ -75,11 +75,14 @@ from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
+from telegram.constants import ReactionEmoji
 
 from .faults import Outage, reset
 from .loopback import serve
 
 BOT_ID = 999_000
+REACTION_EMOJI = frozenset(emoji.value for emoji in ReactionEmoji)
+"""The emoji a bot may react with (Telegram's list, as python-telegram-bot keeps it)."""
 BOT_USERNAME = "botd_test_bot"
 
 # Fields PTB JSON-encodes inside a form body.
@@ -308,6 +311,11 @@ class FakeTelegramAPI:
         """Paths of the downloads held (``hold_downloads``), in the order they came."""
         self._download_gate: asyncio.Event | None = None
         self.uploads: list[Upload] = []
+        self.reactions: dict[tuple[int, int], str] = {}
+        """The bot's reaction on each message, by (chat id, message id)."""
+        self.refuse_reactions: str | None = None
+        """Telegram's words refusing every ``setMessageReaction`` (a chat that allows no
+        reactions: "Bad Request: REACTION_INVALID")."""
         self.webhook_secret = ""
         self.webhook_max_connections = 0
         self.webhook_retry_delay = 0.05
@@ -885,6 +893,21 @@ class FakeTelegramAPI:
         return True
 
     async def _api_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        """The bot's reaction on a message, replaced (an empty list takes it away). A bot may
+        set one reaction, and only an emoji of Telegram's list (``ReactionEmoji``)."""
+        if self.refuse_reactions is not None:
+            return ScriptedError(400, self.refuse_reactions)
+        reaction = params.get("reaction") or []
+        if len(reaction) > 1:
+            return ScriptedError(400, "Bad Request: REACTIONS_TOO_MANY")
+        emoji = [r.get("emoji") for r in reaction]
+        if any(r.get("type") != "emoji" for r in reaction) or not set(emoji) <= REACTION_EMOJI:
+            return ScriptedError(400, "Bad Request: REACTION_INVALID")
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if emoji:
+            self.reactions[key] = str(emoji[0])
+        else:
+            self.reactions.pop(key, None)
         return True
 
     async def _upload(self, method: str, field: str, params: dict[str, Any]) -> Any:

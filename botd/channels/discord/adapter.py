@@ -746,9 +746,23 @@ class DiscordAdapter:
                 raise
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
+        await self.set_reaction(ref, emoji)
+
+    async def set_reaction(
+        self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
+    ) -> None:
+        """Remove the bot's own reaction ``replacing``, then add ``emoji`` (both idempotent
+        at Discord). Needs Add Reactions and Read Message History where the message is."""
         message = self._channel(ref.target).get_partial_message(int(ref.message_id))
-        with _refusals("react"):
-            await message.add_reaction(emoji)
+        client = self._client
+        if replacing is not None and replacing != emoji and client is not None:
+            me = client.user
+            if me is not None:
+                with _refusals("remove reaction"):
+                    await message.remove_reaction(replacing, me)
+        if emoji is not None:
+            with _refusals("react"):
+                await message.add_reaction(emoji)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
         return await discord_download(attachment, max_bytes)

@@ -155,6 +155,7 @@ def command_message(
         thread_id=thread_id,
         is_direct=interaction.guild_id is None,
         mentions_bot=True,  # a command of this application is addressed to it
+        reactable=False,  # no chat message to react to
         dedupe_keys=(f"interaction:{interaction.id}",),
         bot_name=bot_name,
         # Into the conversation itself: an interaction is no message a reply could point at.

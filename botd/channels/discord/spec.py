@@ -8,6 +8,7 @@ spec names the extra that installs it (``pip install 'botd[discord]'``).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -25,9 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["SPEC", "DiscordSection"]
 
+_CUSTOM_EMOJI = re.compile(r"<?a?:?[A-Za-z0-9_]{2,32}:[0-9]{15,21}>?")
+"""A server's own emoji: ``name:id`` (or ``<:name:id>`` as a message writes it)."""
+
 
 class DiscordSection(ChatChannelSection):
     platform_text_limit = 2000
+
     token: Secret
     api_base_url: str | None = None
     gateway_url: str | None = None
@@ -42,6 +47,16 @@ class DiscordSection(ChatChannelSection):
     """Gateway shards (Discord requires more than one past 2,500 servers). On several nodes
     each shard runs on one node at a time, held by a lease; more shards spread the gateway
     load over the nodes."""
+
+    @classmethod
+    def reaction_refusal(cls, emoji: str) -> str | None:
+        text = emoji.strip()
+        if _CUSTOM_EMOJI.fullmatch(text) or not (text.isascii() or " " in text):
+            return None
+        return (
+            f"Discord reacts with the emoji itself (like 👀) or a server emoji as name:id, "
+            f"not {emoji!r}"
+        )
 
 
 def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:

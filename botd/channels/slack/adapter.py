@@ -68,6 +68,7 @@ from ..base import (
     without_mention,
 )
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
+from .emoji import slack_emoji_name
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
 from .inbound_media import slack_attachments, slack_download
 from .markup import MRKDWN, defuse_mass_mentions
@@ -88,18 +89,6 @@ RATE_LIMIT_ATTEMPTS = 3
 MAX_RETRY_AFTER = 60.0
 TYPING_STATUS = "is typing…"
 _MEMORY_LIMIT = 4096
-
-# Slack reacts by emoji name; the few Unicode emoji the core uses are mapped.
-_EMOJI_NAMES = {
-    "👀": "eyes",
-    "✅": "white_check_mark",
-    "❌": "x",
-    "👍": "+1",
-    "👎": "-1",
-    "⏳": "hourglass_flowing_sand",
-    "⚠️": "warning",
-    "🤔": "thinking_face",
-}
 
 
 class SlackAdapter:
@@ -171,7 +160,6 @@ class SlackAdapter:
         self._handing = UntilAccepted("slack")
         self._until_accepted = self._handing.hand
         self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
-        self._awaiting_answer: dict[str, str] = {}  # channel -> ts of the message being answered
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -394,8 +382,6 @@ class SlackAdapter:
         if edited_at is None:
             message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
         target = self.reply_target(message)
-        if target.thread_id is None and edited_at is None:
-            self._awaiting_answer[channel] = ts  # for the "working" reaction
         try:
             await self._until_accepted(sink, replace(message, target=target))
         except BaseException:
@@ -574,18 +560,31 @@ class SlackAdapter:
                 raise
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
-        """Add a reaction by name (``eyes`` or ``:eyes:``) or by a few common Unicode emoji."""
-        name = _EMOJI_NAMES.get(emoji, emoji.strip(":"))
+        """Add a reaction by name (``eyes`` or ``:eyes:``) or by a common Unicode emoji."""
+        await self.set_reaction(ref, emoji)
+
+    async def set_reaction(
+        self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
+    ) -> None:
+        """``reactions.remove`` the reaction ``replacing``, then ``reactions.add`` ``emoji``
+        (both by name: ``slack_emoji_name``); one already gone or already there counts as
+        done. Needs the ``reactions:write`` scope."""
+        old, new = _emoji_name(replacing), _emoji_name(emoji)
+        if old is not None and old != new:
+            await self._reaction_call("reactions.remove", ref, old, "no_reaction")
+        if new is not None:
+            await self._reaction_call("reactions.add", ref, new, "already_reacted")
+
+    async def _reaction_call(self, method: str, ref: MessageRef, name: str, done: str) -> None:
+        func = (
+            self.client.reactions_add if method == "reactions.add" else self.client.reactions_remove
+        )
         try:
             await self._call(
-                "reactions.add",
-                self.client.reactions_add,
-                channel=ref.target.chat_id,
-                timestamp=ref.message_id,
-                name=name,
+                method, func, channel=ref.target.chat_id, timestamp=ref.message_id, name=name
             )
         except SlackError as exc:
-            if exc.error != "already_reacted":
+            if exc.error != done:
                 raise
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
@@ -596,16 +595,13 @@ class SlackAdapter:
         )
 
     async def typing(self, target: Target) -> None:
-        """Show that the bot is working: "is typing…" on a thread, 👀 on a channel message.
+        """Show "is typing…" on a thread (``assistant.threads.setStatus``).
 
-        Slack has no bot typing indicator outside assistant threads, so an answer that goes
-        to the channel root gets an ``eyes`` reaction on the message it answers (once).
-        Best effort: a refusal is logged, never raised.
+        Slack has no bot typing indicator outside assistant threads; a message answered in
+        the channel shows its status by reaction instead (``reactions``). Best effort: a
+        refusal is logged, never raised.
         """
         if target.thread_id is None:
-            ts = self._awaiting_answer.pop(target.chat_id, None)
-            if ts is not None:
-                await self._react_working(target, ts)
             return
         try:
             await self._call(
@@ -632,14 +628,6 @@ class SlackAdapter:
             thread_ts=target.thread_id,
             status=status,
         )
-
-    async def _react_working(self, target: Target, ts: str) -> None:
-        try:
-            await self.react(
-                MessageRef(Target("slack", target.chat_id, self.account_id), ts), "eyes"
-            )
-        except SlackError as exc:
-            log.debug("slack: no working reaction in %s: %s", target.chat_id, exc.error)
 
     async def _call(
         self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
@@ -680,3 +668,10 @@ def _bound_port(runner: web.AppRunner, requested: int) -> int:
         if isinstance(address, tuple) and len(address) >= 2:
             return int(address[1])
     return requested
+
+
+def _emoji_name(emoji: str | None) -> str | None:
+    """Slack's name of ``emoji`` (``:eyes:``, 👀, or a bare name: ``eyes``)."""
+    if emoji is None:
+        return None
+    return slack_emoji_name(emoji) or emoji.strip().strip(":")

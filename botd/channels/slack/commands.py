@@ -85,6 +85,7 @@ def slash_message(
         account_id=account_id,
         is_direct=channel.startswith("D"),
         mentions_bot=True,  # a slash command of this app is addressed to it
+        reactable=False,  # no chat message to react to
         dedupe_keys=(key,),
         bot_name=bot_name,
         # Into the channel itself: the trigger id is no message a reply could thread on.

@@ -99,7 +99,7 @@ _SLACK_NEEDED_SCOPES = {
 _SLACK_FEATURE_SCOPES = {
     "groups:history": "private channels are not heard",
     "mpim:history": "group DMs are not heard",
-    "reactions:write": "no reaction marks a message being answered",
+    "reactions:write": "no reaction shows a message's status (taken, done, failed)",
     "files:read": "files users send are not read",
     "files:write": "the agent's files are posted as links, not uploaded",
     "assistant:write": "no typing or tool status in assistant threads",

@@ -16,6 +16,7 @@ from ...config.secrets import OptionalSecret, Secret
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
+from .emoji import EMOJI_NAMES, slack_emoji_name
 
 if TYPE_CHECKING:
     import httpx
@@ -27,6 +28,7 @@ __all__ = ["SPEC", "SlackSection"]
 
 class SlackSection(ChatChannelSection):
     platform_text_limit = 4000
+
     bot_token: Secret
     app_token: OptionalSecret = None
     signing_secret: OptionalSecret = None
@@ -50,6 +52,15 @@ class SlackSection(ChatChannelSection):
         if self.mode == "http" and not self.signing_secret:
             raise ValueError("mode http needs signing_secret")
         return self
+
+    @classmethod
+    def reaction_refusal(cls, emoji: str) -> str | None:
+        if slack_emoji_name(emoji) is not None:
+            return None
+        return (
+            f"Slack reacts by emoji name: write {emoji!r} as :name: (like :eyes:), "
+            "or use one of " + " ".join(EMOJI_NAMES)
+        )
 
 
 def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:

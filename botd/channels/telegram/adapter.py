@@ -53,7 +53,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from telegram import Message, MessageEntity, ReplyParameters, Update
+from telegram import Message, MessageEntity, ReactionTypeEmoji, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
     BadRequest,
@@ -93,6 +93,7 @@ from .markup import HTML
 from .menu import publish_commands
 from .pastes import SplitPastes
 from .quotes import quote_of
+from .reactions import telegram_reaction
 from .webhook import WebhookServer
 
 __all__ = [
@@ -755,9 +756,20 @@ class TelegramAdapter:
             raise api_error("deleteMessage", exc) from exc
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
+        await self.set_reaction(ref, emoji)
+
+    async def set_reaction(
+        self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
+    ) -> None:
+        """``setMessageReaction``: a bot has one reaction per message, and the call replaces
+        it (``replacing`` needs no call of its own); None takes it away. An emoji is sent as
+        Telegram's list spells it (❤️ as ❤)."""
         bot = self._require_bot()
+        # Given as a ReactionTypeEmoji: PTB would take a text off its own list for the id
+        # of a custom emoji.
+        reaction = [] if emoji is None else [ReactionTypeEmoji(telegram_reaction(emoji) or emoji)]
         try:
-            await bot.set_message_reaction(ref.target.chat_id, int(ref.message_id), emoji)
+            await bot.set_message_reaction(ref.target.chat_id, int(ref.message_id), reaction)
         except TelegramError as exc:
             raise api_error("setMessageReaction", exc) from exc
 

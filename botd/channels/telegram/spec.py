@@ -17,6 +17,7 @@ from ...config.secrets import OptionalSecret, Secret
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
+from .reactions import REACTION_EMOJI, telegram_reaction
 
 if TYPE_CHECKING:
     import httpx
@@ -42,6 +43,9 @@ class TelegramListen(Section):
 
 class TelegramSection(ChatChannelSection):
     platform_text_limit = 4096  # the adapter's Capabilities.text_limit
+    # Bots react only with Telegram's fixed list, which has neither ✅ nor ❌.
+    default_reactions = ("👀", "👍", "👎")
+
     token: Secret
     api_base_url: Annotated[str, AfterValidator(_without_bot_suffix)] = "https://api.telegram.org"
     """The Bot API's root; python-telegram-bot's own form (a trailing ``/bot``) is accepted
@@ -70,6 +74,15 @@ class TelegramSection(ChatChannelSection):
         if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", str(value)):
             raise ValueError("Telegram takes 1 to 256 of A-Z, a-z, 0-9, _ and - here")
         return value
+
+    @classmethod
+    def reaction_refusal(cls, emoji: str) -> str | None:
+        if telegram_reaction(emoji) is not None:
+            return None
+        return (
+            f"{emoji!r} is not one of the reactions a Telegram bot may set; take one of "
+            + " ".join(REACTION_EMOJI)
+        )
 
 
 def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapter:

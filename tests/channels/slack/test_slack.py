@@ -478,19 +478,16 @@ async def test_inbound_messages_carry_the_reply_target_of_the_mode(
         await adapter.stop()
 
 
-async def test_working_on_a_channel_message_shows_an_eyes_reaction_once(
+async def test_working_on_a_channel_message_shows_no_typing_status(
     fake: FakeSlack, socket_bot: tuple[SlackAdapter, Inbox]
 ) -> None:
+    # A channel message's status is its reaction (botd.conversation.reactions); the typing
+    # indicator, which Slack has only in threads, leaves it alone.
     adapter, inbox = socket_bot
     await fake.send_event(event_callback(_mention("C6", "960.000001", f"<@{BOT_USER_ID}> work")))
     await until(lambda: len(inbox.messages) == 1, "the mention")
-    target = inbox.messages[0].reply_target()
-    await adapter.typing(target)
-    await adapter.typing(target)  # refreshed while working: one reaction is enough
-    reactions = fake.calls_to("reactions.add")
-    assert [(r.args["channel"], r.args["timestamp"], r.args["name"]) for r in reactions] == [
-        ("C6", "960.000001", "eyes")
-    ]
+    await adapter.typing(inbox.messages[0].reply_target())
+    assert fake.calls_to("reactions.add") == []
     assert fake.calls_to("assistant.threads.setStatus") == []
 
 

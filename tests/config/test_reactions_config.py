@@ -1,0 +1,84 @@
+"""``reactions``: what each platform can set is checked with the key and line, and what a
+message gets follows the channel's and its group's settings."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from telegram.constants import ReactionEmoji
+
+from botd.channels.telegram.reactions import REACTION_EMOJI
+from botd.config import parse_config
+from botd.config.schema import ChatChannelSection
+from tests.config.test_config import run_check
+
+
+def test_botd_check_refuses_an_emoji_the_platform_cannot_set(tmp_path: Path) -> None:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            channels:
+              telegram:
+                token: "1:x"
+                reactions: {taken: "👀", done: "✅"}
+                groups:
+                  "-100": {reactions: {failed: "❤️"}}
+              slack:
+                bot_token: xoxb-1
+                app_token: xapp-1
+                reactions: {done: ":tada:", failed: "🦀"}
+              discord:
+                token: t
+                reactions: {done: "eyes"}
+            """
+        ).lstrip(),
+        encoding="utf-8",
+    )
+    result = run_check(path, {})
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert any(
+        line.startswith(f"{path}:4: channels.telegram.reactions.done: '✅' is not one of")
+        for line in lines
+    ), lines
+    # ❤️ is Telegram's ❤ (the variation selector is no other emoji); :tada: is a Slack name.
+    assert not any("groups" in line or "reactions.done: ':tada:'" in line for line in lines)
+    assert any(line.startswith(f"{path}:10: channels.slack.reactions.failed:") for line in lines)
+    assert any(line.startswith(f"{path}:13: channels.discord.reactions.done:") for line in lines)
+    assert "3 problems" in result.stderr
+
+
+def test_the_telegram_list_is_the_bot_apis() -> None:
+    assert set(REACTION_EMOJI) == {emoji.value for emoji in ReactionEmoji}
+
+
+def test_a_group_setting_replaces_the_channels() -> None:
+    config = parse_config(
+        """
+channels:
+  telegram:
+    token: "1:x"
+    reactions: {done: "🎉"}
+    groups:
+      "-1": {reactions: false}
+      "-2": {reactions: {taken: "🤔"}}
+      "-3": {require_mention: false}
+  discord:
+    token: t
+    reactions: false
+    groups:
+      "5": {reactions: true}
+""",
+        {},
+    )
+    telegram = config.channels.section("telegram")
+    discord = config.channels.section("discord")
+    assert isinstance(telegram, ChatChannelSection) and isinstance(discord, ChatChannelSection)
+    assert telegram.status_reactions() == ("👀", "🎉", "👎")
+    assert telegram.status_reactions("-1") is None
+    assert telegram.status_reactions("-2") == ("🤔", "🎉", "👎")
+    assert telegram.status_reactions("-3") == ("👀", "🎉", "👎")
+    assert discord.status_reactions() is None
+    assert discord.status_reactions("5") == ("👀", "✅", "❌")
