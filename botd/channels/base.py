@@ -267,6 +267,7 @@ class AssistantStatus(Protocol):
         ...
 
 
+@runtime_checkable
 class ReactionSetter(Protocol):
     """An adapter whose platform shows the bot's own reaction on a message, which botd sets
     as the message's status (taken, done, failed: ``botd.conversation.reactions``).
