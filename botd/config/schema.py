@@ -36,6 +36,7 @@ from .secrets import OptionalSecret, Secret
 __all__ = [
     "BUILTIN_TOOLS",
     "AgentSection",
+    "ApprovalsSection",
     "BlockBreak",
     "BlockStreamingSection",
     "BotdConfig",
@@ -88,6 +89,7 @@ BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
 BuiltinTool = Literal["message", "schedule", "web_fetch"]
 BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
@@ -344,6 +346,46 @@ class WebFetchSection(Section):
     timeout: float = Field(default=20.0, gt=0)
 
 
+def _seconds(value: Any) -> Any:
+    """A duration written as an interval (``10m``, ``1h30m``, ``90s``) or as seconds."""
+    if isinstance(value, str):
+        try:
+            return parse_every(value).total_seconds()
+        except ValueError:
+            if not value.strip().replace(".", "", 1).isdigit():
+                raise
+    return value
+
+
+class ApprovalsSection(Section):
+    """``agent.approvals``: tool calls a person must approve before they run.
+
+    A call to a listed tool posts "Approve <tool>(<arguments>)?" with Approve / Deny buttons
+    and waits for a press; the model gets the tool's result, or "denied by <who>", or "not
+    approved in time". Nothing is asked when ``tools`` is empty.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    """The tools that need an approval: built-ins by name (``web_fetch``), MCP tools by their
+    full name (``mcp__<server>__<tool>``), ``mcp__<server>__*`` for all of a server's."""
+    approvers: list[Id] = Field(default_factory=list)
+    """Who may decide: platform user ids as ``allow_from`` names them, optionally as
+    ``<channel>:<id>`` to name a user of one channel only. Empty: anyone allowed to talk to
+    the bot in the conversation."""
+    timeout: Annotated[float, BeforeValidator(_seconds)] = Field(default=600.0, gt=0)
+    """How long a request waits for a decision (``10m``, ``1h``, or seconds) before the
+    model is told "not approved in time"."""
+    ask_in: AskIn = "conversation"
+    """Where the request is posted: ``conversation`` (the run's own chat) or ``approvers``
+    (each approver's direct chat on the conversation's platform; needs ``approvers``)."""
+
+    @model_validator(mode="after")
+    def _approvers_to_ask(self) -> ApprovalsSection:
+        if self.ask_in == "approvers" and not self.approvers:
+            raise ValueError("ask_in approvers needs approvers: the people to ask")
+        return self
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
@@ -370,6 +412,7 @@ class AgentSection(Section):
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
     mcp_servers: dict[McpServerName, McpServerSection] = Field(default_factory=dict)
     """MCP servers whose tools the agent may use, by name (tools ``mcp__<name>__<tool>``)."""
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
 
 
 # --------------------------------------------------------------------------- channels

@@ -20,6 +20,7 @@ from .errors import (
     UnknownSessionError,
 )
 from .protocols import (
+    ApprovalLedger,
     Chatter,
     ConversationLedger,
     ConversationStore,
@@ -38,6 +39,7 @@ from .records import (
     DEFAULT_INBOUND_RETENTION_SECONDS,
     FINISHED_STATES,
     USAGE_KINDS,
+    ApprovalState,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -49,6 +51,7 @@ from .records import (
     PendingCode,
     RunRecord,
     SessionRecord,
+    StoredApproval,
     StoredJob,
     UsageTotals,
 )
@@ -58,6 +61,8 @@ __all__ = [
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "FINISHED_STATES",
     "USAGE_KINDS",
+    "ApprovalLedger",
+    "ApprovalState",
     "Chatter",
     "Clock",
     "ConversationLedger",
@@ -87,6 +92,7 @@ __all__ = [
     "StoreOpenError",
     "StoreStatus",
     "StoreWriteError",
+    "StoredApproval",
     "StoredJob",
     "UnknownSessionError",
     "UsageTotals",

@@ -5,7 +5,8 @@ the SQLite store's meaning, method by method, over a ``psycopg_pool`` pool: ``ba
 the pool, the group commit (one flusher task of the store's own) and the store's health;
 ``ledger`` sessions, transcripts, inbox entries and outbox pieces; ``inbound`` dedupe ids,
 accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
-``schema`` the migrations; ``leases`` the lease table and the fence a write can take;
+``approvals`` requests to approve tool calls; ``schema`` the migrations; ``leases`` the
+lease table and the fence a write can take;
 ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
@@ -14,6 +15,7 @@ and only when ``store.backend`` is ``postgres``.
 
 from __future__ import annotations
 
+from .approvals import ApprovalStore
 from .base import describe
 from .cluster import ClusterStore
 from .inbound import InboundStore
@@ -22,7 +24,7 @@ from .ledger import LedgerStore
 from .schema import SCHEMA_VERSION
 
 
-class PostgresStore(LedgerStore, InboundStore, JobStore, ClusterStore):
+class PostgresStore(LedgerStore, InboundStore, JobStore, ClusterStore, ApprovalStore):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""
 

@@ -37,6 +37,7 @@ from ..rows import (
     resumable_prefix,
 )
 from ..targets import target_json
+from .approvals import awaiting_calls
 from .base import Conn, PostgresBase
 
 if TYPE_CHECKING:
@@ -382,7 +383,9 @@ class LedgerStore(PostgresBase):
             active = await cur.fetchone()
             if not rows or int(rows[0][0]) != user_turn_id or active is None:
                 return False
-            keep = resumable_prefix([message_from_json(r[2]) for r in rows])
+            keep = resumable_prefix(
+                [message_from_json(r[2]) for r in rows], await awaiting_calls(conn, session_id)
+            )
             drop = [int(r[0]) for r in rows[keep:]]
             if drop:
                 await conn.execute("DELETE FROM messages WHERE id = ANY(%s)", (drop,))
@@ -535,7 +538,11 @@ class LedgerStore(PostgresBase):
             outbox = await conn.execute(
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < %s", (cut,)
             )
-            return max(inbox.rowcount, 0) + max(outbox.rowcount, 0)
+            approvals = await conn.execute(
+                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < %s", (cut,)
+            )
+            counts = (inbox.rowcount, outbox.rowcount, approvals.rowcount)
+            return sum(max(count, 0) for count in counts)
 
         return await self._commit("prune_finished", write)
 

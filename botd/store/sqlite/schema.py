@@ -210,5 +210,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
     ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
+    # issue 28 part D2: approvals. A request to approve a tool call (``botd.approvals``), by
+    # the call it gates (``key``) and by the token its buttons carry; a session's rows are
+    # what a resumed run's transcript keeps its unanswered calls for.
+    (
+        """
+        CREATE TABLE approvals (
+            key TEXT PRIMARY KEY,
+            token TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            tool_name TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            deadline REAL NOT NULL,
+            state TEXT NOT NULL,
+            decided_by TEXT NOT NULL DEFAULT '',
+            messages TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            decided_at REAL
+        )
+        """,
+        "CREATE INDEX approvals_by_session ON approvals (session_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
