@@ -6,13 +6,14 @@ import asyncio
 import logging
 import mimetypes
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
+    Button,
     Capabilities,
     DownloadError,
     InboundMessage,
@@ -253,3 +254,23 @@ class ChannelAdapter(Protocol):
         adapters whose platform sends no files (the console).
         """
         raise DownloadError(f"files cannot be fetched from {self.name}")
+
+
+@runtime_checkable
+class ButtonAdapter(Protocol):
+    """An adapter whose platform shows buttons under a message (Telegram, Slack, Discord).
+
+    A press of one comes in through the sink as an ``InboundMessage`` with ``press`` set; the
+    sink's result has an ``answer`` (a ``PressAnswer``, or None when the press was not
+    decided) that the adapter acknowledges the press with, within the platform's deadline.
+    """
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> list[MessageRef]:
+        """Post ``markdown`` like ``send``, with ``rows`` of buttons under its last message."""
+        ...
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+        """Make ``ref``'s message show ``markdown`` (one message's worth) with no buttons."""
+        ...

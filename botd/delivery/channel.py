@@ -57,9 +57,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
-from ..channels.base import ChannelAdapter, OutboundFile, sending
+from ..channels.base import ButtonAdapter, ChannelAdapter, OutboundFile, sending
 from ..channels.errors import ChannelError
-from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
+from ..chat import Button, Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..cluster import fencing
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 _DEFAULT_OPTIONS = RunOptions()
 _DEFAULT_CHUNKING = ChunkSettings()
 _T = TypeVar("_T")
+ButtonRows = Sequence[Sequence[Button]]
 _ONE_ATTEMPT = RetrySettings(budget=0.0)
 
 GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be reached for a while."
@@ -311,6 +312,7 @@ class ChannelDelivery:
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
+        buttons: ButtonRows = (),
     ) -> list[MessageRef]:
         """Post ``markdown`` now, retried while it fails for a passing reason.
 
@@ -323,9 +325,29 @@ class ChannelDelivery:
         """
         token = _piece.set(None if piece is None else _PieceMessages(piece))
         try:
-            return await self._send_text(target, markdown, reply_to, media, audio_as_voice)
+            return await self._send_text(target, markdown, reply_to, media, audio_as_voice, buttons)
         finally:
             _piece.reset(token)
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: ButtonRows
+    ) -> list[MessageRef]:
+        """Post ``markdown`` with ``rows`` of buttons under its last message, retried like
+        ``send_text``. A platform without buttons gets the labels listed after the text."""
+        return await self.send_text(target, markdown, buttons=rows)
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+        """Edit ``ref``'s message to show ``markdown`` (one message's worth), its buttons
+        removed; retried like an edit. A platform without buttons edits the text only."""
+        target = ref.target
+        adapter = self.adapter_for(target)
+        what = f"{target.channel} edit in {target.chat_id}"
+        if isinstance(adapter, ButtonAdapter):
+            await self._retried(
+                _conversation(target), what, partial(adapter.clear_buttons, ref, markdown)
+            )
+        else:
+            await self._retried(_conversation(target), what, partial(adapter.edit, ref, markdown))
 
     async def _send_text(
         self,
@@ -334,6 +356,7 @@ class ChannelDelivery:
         reply_to: str | None,
         media: Sequence[str],
         audio_as_voice: bool,
+        buttons: ButtonRows = (),
     ) -> list[MessageRef]:
         adapter = self.adapter_for(target)
         if self._typed_at:
@@ -343,7 +366,16 @@ class ChannelDelivery:
             target = Target(
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
             )
+        if buttons and not isinstance(adapter, ButtonAdapter):
+            markdown = with_choices_listed(markdown, buttons)
+            buttons = ()
         try:
+            refs: list[MessageRef] = []
+            if buttons:
+                # The files first, then the text with the buttons: the choices come last.
+                if media:
+                    refs = await self._send_text(target, "", None, media, audio_as_voice)
+                return refs + await self._post(adapter, target, markdown, buttons)
             if media:
                 return await send_with_media(
                     adapter,
@@ -368,18 +400,28 @@ class ChannelDelivery:
             raise
 
     async def _post(
-        self, adapter: ChannelAdapter, target: Target, markdown: str
+        self, adapter: ChannelAdapter, target: Target, markdown: str, buttons: ButtonRows = ()
     ) -> list[MessageRef]:
-        """Send ``markdown`` one message at a time, each retried on its own."""
+        """Send ``markdown`` one message at a time, each retried on its own; ``buttons`` go
+        under the last one (the adapter is a ``ButtonAdapter`` then)."""
         key = _conversation(target)
         what = f"{target.channel} send to {target.chat_id}"
         caps = self.capabilities(target.channel, adapter)
         parts = _messages(markdown, caps, self._chunk_mode(target.channel))
+
+        def send(
+            target: Target, part: str, last: bool
+        ) -> Callable[[], Awaitable[list[MessageRef]]]:
+            if buttons and last and isinstance(adapter, ButtonAdapter):
+                return partial(adapter.send_buttons, target, part, buttons)
+            return partial(adapter.send, target, part)
+
         if len(parts) == 1:
-            return await self._sent(key, what, _keyed(partial(adapter.send, target, markdown)))
+            return await self._sent(key, what, _keyed(send(target, markdown, True)))
         refs: list[MessageRef] = []
-        for part in parts:
-            posted = await self._sent(key, what, _keyed(partial(adapter.send, target, part)))
+        for number, part in enumerate(parts, 1):
+            last = number == len(parts)
+            posted = await self._sent(key, what, _keyed(send(target, part, last)))
             refs.extend(posted)
             if posted:
                 # Later parts follow the first, in its thread, and reply to nothing.
@@ -567,6 +609,13 @@ def _sending(key: MessageKey) -> Iterator[None]:
         yield
     finally:
         sending.reset(token)
+
+
+def with_choices_listed(markdown: str, rows: ButtonRows) -> str:
+    """``markdown`` with the buttons' labels listed after it, for a platform that shows no
+    buttons (the console): the choices are still seen, and can be answered by typing one."""
+    labels = " · ".join(f"[{button.label}]" for row in rows for button in row)
+    return f"{markdown}\n\n{labels}" if markdown else labels
 
 
 def _conversation(target: Target) -> _Key:

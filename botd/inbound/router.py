@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from ..bounded import Recent
+from ..buttons import PressHandlers
 from ..channels.base import on_accepted
 from ..channels.registry import channel_specs
 from ..chat import ChatKind, InboundMessage, Target
@@ -81,8 +82,12 @@ class Router:
         policies: dict[str, AccessPolicy],
         *,
         pairing: Pairing | None = None,
+        press_handlers: PressHandlers | None = None,
     ) -> None:
         self._store = store
+        self.press_handlers = press_handlers or PressHandlers()
+        """Who takes a press whose value has a registered prefix (``approval:``), instead of
+        the conversation."""
         self._submit = submit
         self._reply = reply
         self._pairing = pairing or PairingFile(None)
