@@ -64,6 +64,7 @@ from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
+from .approvals import PREFIX, Approvals
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
@@ -100,6 +101,7 @@ from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
     access_policies,
+    approval_rules,
     build_adapter,
     build_provider,
     build_scheduler,
@@ -471,6 +473,9 @@ def build_runtime(
         # together they never run more than its slots of parsing at once.
         reading = Sandbox()
         toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+        # Asks a person before a listed tool runs; presses of its buttons come to it.
+        approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
+        router.press_handlers.register(PREFIX, approvals.press)
         sessions = Conversations(
             store,
             provider,
@@ -483,6 +488,7 @@ def build_runtime(
             servers_down=mcp.down,
             models=model_names(config),
             media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+            approvals=approvals,
         )
         ownership = open_ownership(config, store, sessions, leases)
         intake.connect(sessions, ownership)

@@ -22,6 +22,7 @@ from .agent.loop import LoopConfig
 from .agent.providers import create_provider
 from .agent.providers.failover import FailoverProvider, ModelChoice
 from .agent.types import Provider
+from .approvals import ApprovalRules
 from .channels.base import ChannelAdapter
 from .channels.registry import (
     ChannelContext,
@@ -98,6 +99,17 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
         reasoning=config.agent.reasoning,
         enforce_final_tag=config.agent.enforce_final_tag,
         target_forms=target_forms(),
+    )
+
+
+def approval_rules(config: BotdConfig) -> ApprovalRules:
+    """``agent.approvals`` as the gate reads it."""
+    section = config.agent.approvals
+    return ApprovalRules(
+        tools=tuple(section.tools),
+        approvers=frozenset(section.approvers),
+        timeout=section.timeout,
+        ask_in=section.ask_in,
     )
 
 

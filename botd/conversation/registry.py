@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from ..agent.tools import Tool
 from ..agent.types import Provider
+from ..approvals import Approvals
 from ..chat import InboundMessage, Target
 from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
@@ -77,6 +78,7 @@ class Conversations:
         models: Sequence[str] = (),
         media: MediaResolver | None = None,
         timer: Timer | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -104,6 +106,7 @@ class Conversations:
             hooks or RunHooks(),
             book,
             lambda: self._cancelling,
+            approvals=approvals,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

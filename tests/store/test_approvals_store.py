@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from botd.chat import InboundMessage, MessageRef, Target
-from botd.events import Message, TextContent, ToolCallContent
+from botd.events import ContentBlock, Message, TextContent, ToolCallContent
 from botd.store import ApprovalLedger, Store, StoredApproval
 
 TARGET = Target("telegram", "42")
@@ -97,7 +97,9 @@ async def test_an_interrupted_run_keeps_its_call_waiting_for_approval_and_drops_
     store.start_inbox_run([inbox_id], session_id=session.session_id, run_id="r:1", user_turn=[user])
 
     def calling(*ids: str) -> Message:
-        calls = [ToolCallContent(id=i, name="web_fetch", arguments={"url": "u"}) for i in ids]
+        calls: list[ContentBlock] = [
+            ToolCallContent(id=i, name="web_fetch", arguments={"url": "u"}) for i in ids
+        ]
         return Message(role="assistant", content=calls, stop_reason="tool_use")
 
     def result(call_id: str) -> Message:
