@@ -209,6 +209,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons text",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -210,5 +210,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
     ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
