@@ -50,7 +50,9 @@ async def with_buttons(telegram: FakeTelegramAPI, chat: int) -> dict[str, Any]:
                 return telegram.sent_message(chat, message_id)
         return None
 
-    return await until(found, "a message with buttons")
+    message = await until(found, "a message with buttons")
+    assert message is not None
+    return message
 
 
 async def answered(telegram: FakeTelegramAPI, query: dict[str, Any]) -> str | None:
