@@ -160,6 +160,7 @@ def access_policy(section: BaseModel) -> AccessPolicy:
         },
         require_mention=section.require_mention,
         mention_patterns=tuple(section.mention_patterns),
+        buttons_expire_after=section.buttons_expire_after,
     )
 
 

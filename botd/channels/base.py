@@ -271,6 +271,9 @@ class ButtonAdapter(Protocol):
         """Post ``markdown`` like ``send``, with ``rows`` of buttons under its last message."""
         ...
 
-    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
-        """Make ``ref``'s message show ``markdown`` (one message's worth) with no buttons."""
+    async def edit_buttons(
+        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> None:
+        """Make ``ref``'s message show ``markdown`` (one message's worth) with ``rows`` of
+        buttons under it (none: its buttons removed)."""
         ...

@@ -457,6 +457,11 @@ class GroupSection(Section):
     ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
 
 
+BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
+"""The longest ``buttons_expire_after``: the inbound ids that record a message's buttons as
+answered are pruned after a week (``DEFAULT_INBOUND_RETENTION_SECONDS``)."""
+
+
 class ChatChannelSection(ChannelSection):
     """A chat platform's section: who may talk to the bot, how replies appear, which account.
 
@@ -473,6 +478,10 @@ class ChatChannelSection(ChannelSection):
     delivery: DeliveryMode = "blocks"
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
+    buttons_expire_after: float = Field(default=86400.0, gt=0, le=BUTTONS_KEPT_AT_MOST)
+    """Seconds the buttons of a message can be pressed after it was posted (a press later,
+    or after a ``/new`` since, is answered "These buttons have expired."). At most 7 days:
+    the ids that make a message's buttons count once are kept that long."""
 
     @field_validator("mention_patterns")
     @classmethod

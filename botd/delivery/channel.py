@@ -88,6 +88,9 @@ GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be 
 """Told once per outage, when a piece was given up (if the chat can be reached by then)."""
 
 
+CHOOSE = "Choose:"
+"""The text of buttons the agent sent without any."""
+
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
 
@@ -236,6 +239,8 @@ class ChannelDelivery:
                 # The run's first final reply takes over the preview; any further ones are new.
                 preview.finished = True
                 await self._show(target, preview, reply.text, final=True)
+                if reply.buttons and preview.refs:
+                    await self._add_buttons(target, preview.refs[-1], preview.shown[-1], reply)
                 refs = list(preview.refs)
                 if reply.media_urls:
                     refs.extend(
@@ -255,7 +260,24 @@ class ChannelDelivery:
             media=reply.media_urls,
             audio_as_voice=reply.audio_as_voice,
             piece=piece,
+            buttons=reply.buttons,
         )
+
+    async def _add_buttons(
+        self, target: Target, ref: MessageRef, shown: str, reply: BlockReply
+    ) -> None:
+        """Put the final reply's buttons under the last message of the finished preview."""
+        adapter = self.adapter_for(target)
+        what = f"{target.channel} edit in {target.chat_id}"
+        if isinstance(adapter, ButtonAdapter):
+            edit = partial(adapter.edit_buttons, ref, shown, reply.buttons)
+            await self._retried(_conversation(target), what, edit)
+        else:
+            await self._retried(
+                _conversation(target),
+                what,
+                partial(adapter.edit, ref, with_choices_listed(shown, reply.buttons)),
+            )
 
     def fits_caption(self, target: Target, text: str) -> bool:
         adapter = self._adapters.get(target.channel)
@@ -344,7 +366,7 @@ class ChannelDelivery:
         what = f"{target.channel} edit in {target.chat_id}"
         if isinstance(adapter, ButtonAdapter):
             await self._retried(
-                _conversation(target), what, partial(adapter.clear_buttons, ref, markdown)
+                _conversation(target), what, partial(adapter.edit_buttons, ref, markdown, ())
             )
         else:
             await self._retried(_conversation(target), what, partial(adapter.edit, ref, markdown))
@@ -366,6 +388,8 @@ class ChannelDelivery:
             target = Target(
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
             )
+        if buttons and not markdown.strip():
+            markdown = CHOOSE  # a message with buttons needs a text on every platform
         if buttons and not isinstance(adapter, ButtonAdapter):
             markdown = with_choices_listed(markdown, buttons)
             buttons = ()

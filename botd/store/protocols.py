@@ -48,7 +48,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from ..chat import InboundMessage, MessageRef, Target
+from ..chat import Button, InboundMessage, MessageRef, Target
 from ..events import Message
 from .errors import StoreHealth
 from .records import (
@@ -160,8 +160,10 @@ class ConversationLedger(Protocol):
         *,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        buttons: Sequence[Sequence[Button]] = (),
     ) -> int:
-        """A piece written before it is sent: its key once committed."""
+        """A piece written before it is sent: its key once committed; ``buttons``: rows of
+        buttons under its last message, sent again with it after a crash."""
         ...
 
     def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None: ...

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..chat import Attachment, InboundMessage, MessageRef, Target
+from ..chat import Attachment, Button, InboundMessage, MessageRef, Target
 
 DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
 """How long inbound ids are kept: far beyond any platform's redelivery window."""
@@ -90,6 +90,8 @@ class OutboxEntry:
     audio_as_voice: bool = False
     written_at: float = 0.0
     """When the piece was written (the store's clock: wall-clock seconds)."""
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    """The rows of buttons under the piece's last message."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from ..chat import InboundMessage, MessageRef, storable
+from ..chat import Button, InboundMessage, MessageRef, Press, storable
 from ..events import Message, ToolCallContent
 from .records import OutboxEntry, StoredApproval, StoredJob
 from .targets import (
@@ -54,13 +54,21 @@ def inbound_json(message: InboundMessage) -> str:
     data: dict[str, Any] = {
         name: getattr(message, name)
         for name in _INBOUND_FIELDS
-        if name not in ("inbox_id", "attachments")
+        if name not in ("inbox_id", "attachments", "press")
     }
     target = message.target
     if target is not None:
         data["target"] = target_data(target)
     if message.attachments:
         data["attachments"] = attachments_data(message.attachments)
+    if message.press is not None:
+        press = message.press
+        data["press"] = {
+            "callback_id": press.callback_id,
+            "value": press.value,
+            "message_id": press.message_id,
+            "posted_at": press.posted_at,
+        }
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -70,6 +78,8 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     data["dedupe_keys"] = tuple(data.get("dedupe_keys") or ())
     data["attachments"] = attachments_from_data(data.get("attachments"))
     data["inbox_id"] = inbox_id
+    press = data.pop("press", None)
+    data["press"] = None if press is None else Press(**press)
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 
 
@@ -87,8 +97,29 @@ def media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
     return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
 
 
+def buttons_json(rows: Sequence[Sequence[Button]]) -> str | None:
+    """The buttons under a piece, as rows of ``{"label", "value"}``; None: no buttons."""
+    if not rows:
+        return None
+    return json.dumps(
+        [[{"label": b.label, "value": b.value} for b in row] for row in rows], ensure_ascii=False
+    )
+
+
+def buttons_from_json(raw: object) -> tuple[tuple[Button, ...], ...]:
+    if not isinstance(raw, str) or not raw:
+        return ()
+    return tuple(
+        tuple(Button(str(b["label"]), str(b["value"])) for b in row) for row in json.loads(raw)
+    )
+
+
+OUTBOX_COLUMNS = "id, anchor, seq, kind, target, text, media, created_at, buttons"
+"""A waiting piece's columns, in the order ``outbox_entry_from_row`` reads them."""
+
+
 def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
-    """A waiting piece from ``id, anchor, seq, kind, target, text, media, created_at``."""
+    """A waiting piece from its ``OUTBOX_COLUMNS``."""
     media, voice = media_from_json(row[6])
     return OutboxEntry(
         id=int(row[0]),
@@ -100,6 +131,7 @@ def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
         media=media,
         audio_as_voice=voice,
         written_at=float(row[7]),
+        buttons=buttons_from_json(row[8]),
     )
 
 

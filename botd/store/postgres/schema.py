@@ -209,6 +209,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons text",),
     # issue 28 part D2: approvals. A request to approve a tool call (``botd.approvals``), by
     # the call it gates (``key``) and by the token its buttons carry; a session's rows are
     # what a resumed run's transcript keeps its unanswered calls for.

@@ -210,6 +210,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
     ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons TEXT",),
     # issue 28 part D2: approvals. A request to approve a tool call (``botd.approvals``), by
     # the call it gates (``key``) and by the token its buttons carry; a session's rows are
     # what a resumed run's transcript keeps its unanswered calls for.
