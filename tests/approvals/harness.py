@@ -1,6 +1,5 @@
 """What the approvals tests share: a model that calls the ``schedule`` tool once and then
-answers, the tool results it was sent, the requests kept in the store, and a press of a
-request's button as the router hands it to the ``approval:`` handler."""
+answers, the tool results it was sent, and the requests kept in the store."""
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from botd.app import App
-from botd.chat import InboundMessage, Press
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 
 CALL_ID = "toolu_gate_1"
@@ -54,26 +51,13 @@ def requests_kept(state_dir: Path) -> list[dict[str, Any]]:
         return [dict(row) for row in conn.execute("SELECT * FROM approvals ORDER BY created_at")]
 
 
-def press_message(
-    channel: str, chat_id: str, sender_id: str, name: str, value: str, callback: str
-) -> InboundMessage:
-    return InboundMessage(
-        channel=channel,
-        chat_id=chat_id,
-        sender_id=sender_id,
-        sender_name=name,
-        text="(pressed)",
-        message_id=f"press-{callback}",
-        conversation_key=f"{channel}:{chat_id}",
-        is_direct=True,
-        mentions_bot=True,
-        press=Press(callback_id=callback, value=value, message_id="0"),
-    )
+def states(state_dir: Path) -> list[str]:
+    """The state of each request kept, oldest first."""
+    return [row["state"] for row in requests_kept(state_dir)]
 
 
-async def press(daemon: App, message: InboundMessage) -> str | None:
-    """The press handed to the handler the router calls for ``approval:`` values."""
-    assert daemon.runtime is not None and message.press is not None
-    handler = daemon.runtime.router.press_handlers.handler_for(message.press.value)
-    assert handler is not None, "no handler takes approval presses"
-    return await handler(message)
+def request_posted(state_dir: Path) -> str | None:
+    """The platform's id of the message carrying the (one) request's buttons, once posted."""
+    rows = requests_kept(state_dir)
+    refs = json.loads(rows[-1]["messages"]) if rows else []
+    return str(refs[-1]["message_id"]) if refs else None
