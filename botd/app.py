@@ -64,6 +64,8 @@ from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
 from .agent.web_fetch_tool import WebFetchTool
+from .approvals import PREFIX, Approvals
+from .buttons.layout import ButtonRows
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
@@ -101,6 +103,7 @@ from .store.sqlite import SqliteStore
 from .wiring import (
     Specs,
     access_policies,
+    approval_rules,
     build_adapter,
     build_provider,
     build_scheduler,
@@ -312,6 +315,12 @@ class Toolbox:
         refs = await self._delivery.send_text(target, text, media=media)
         return refs[0] if refs else MessageRef(target, "")
 
+    async def _send_buttons(
+        self, target: Target, text: str, media: Sequence[str], rows: ButtonRows
+    ) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media, buttons=rows)
+        return refs[-1] if refs else MessageRef(target, "")  # the message with the buttons
+
     def for_message(self, message: InboundMessage) -> Sequence[Tool]:
         agent = self._live.current.agent
         enabled = set(agent.tools)
@@ -321,7 +330,11 @@ class Toolbox:
             channels = self._live.current.channels.enabled()
             chosen.append(
                 MessageTool(
-                    self._send, refusal=refusal, send_media=self._send_media, channels=channels
+                    self._send,
+                    refusal=refusal,
+                    send_media=self._send_media,
+                    send_buttons=self._send_buttons,
+                    channels=channels,
                 )
             )
         if "schedule" in enabled:
@@ -447,6 +460,7 @@ def build_runtime(
             intake.reply,
             access_policies(config),
             pairing=open_pairing(config, store),
+            session_started=partial(session_started, store),
         )
         channels = Channels(registry, router, delivery, router.handle)
         keeper = ChannelKeeper(
@@ -473,6 +487,9 @@ def build_runtime(
         # together they never run more than its slots of parsing at once.
         reading = Sandbox()
         toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+        # Asks a person before a listed tool runs; presses of its buttons come to it.
+        approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
+        router.press_handlers.register(PREFIX, approvals.press)
         sessions = Conversations(
             store,
             provider,
@@ -486,6 +503,7 @@ def build_runtime(
             models=model_names(config),
             media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
             reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
+            approvals=approvals,
         )
         ownership = open_ownership(config, store, sessions, leases)
         intake.connect(sessions, ownership)
@@ -510,6 +528,13 @@ def build_runtime(
         ownership=ownership,
         model_health=model_health,
     )
+
+
+async def session_started(store: Store, conversation_key: str) -> float | None:
+    """When ``conversation_key``'s current session began (a ``/new`` starts another): its
+    buttons from before then are expired."""
+    session = await store.stored_session(conversation_key)
+    return None if session is None else session.created_at
 
 
 # --------------------------------------------------------------------------- the App

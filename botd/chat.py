@@ -20,6 +20,7 @@ __all__ = [
     "QUOTE_CUT",
     "Attachment",
     "AttachmentKind",
+    "Button",
     "Capabilities",
     "ChatKind",
     "ChatKindOf",
@@ -27,6 +28,8 @@ __all__ = [
     "MessageKey",
     "MessageRef",
     "PieceKey",
+    "Press",
+    "PressAnswer",
     "Quote",
     "Target",
     "TargetForm",
@@ -214,6 +217,42 @@ class Quote:
 
 
 @dataclass(frozen=True, slots=True)
+class Button:
+    """One choice the bot offers under a message (an inline keyboard button, a Block Kit
+    button, a Discord component button)."""
+
+    label: str
+    """What the user sees."""
+    value: str
+    """botd's own callback data for this button: at most 64 bytes (Telegram's limit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Press:
+    """A button of a message the bot posted, pressed by a user."""
+
+    callback_id: str
+    """The platform's id of this press: the dedupe key (a redelivery repeats it)."""
+    value: str
+    """The ``Button.value`` pressed."""
+    message_id: str
+    """The bot's message carrying the buttons."""
+    posted_at: float | None = None
+    """When that message was posted (wall clock seconds, as the platform tells it; None:
+    not told): how old its buttons are."""
+
+
+@dataclass(frozen=True, slots=True)
+class PressAnswer:
+    """What the router decided about a press, for the adapter to tell the platform."""
+
+    text: str | None = None
+    """The short answer shown to the presser (None: a silent acknowledgement)."""
+    chosen: bool = False
+    """The press is the message's answer: its buttons give way to the choice made."""
+
+
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A chat message addressed to the bot, already mapped to its conversation.
 
@@ -270,6 +309,9 @@ class InboundMessage:
     """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
     or the token with a remark of at most this many characters, is not posted (None: not a
     heartbeat check)."""
+    press: Press | None = None
+    """Set when this is a button press: ``text`` is then ``(pressed: <label>)`` and the
+    sender is the presser."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

@@ -22,6 +22,7 @@ from .agent.loop import LoopConfig
 from .agent.providers import create_provider
 from .agent.providers.failover import FailoverProvider, ModelChoice
 from .agent.types import Provider
+from .approvals import ApprovalRules
 from .channels.base import ChannelAdapter
 from .channels.registry import (
     ChannelContext,
@@ -103,6 +104,17 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
     )
 
 
+def approval_rules(config: BotdConfig) -> ApprovalRules:
+    """``agent.approvals`` as the gate reads it."""
+    section = config.agent.approvals
+    return ApprovalRules(
+        tools=tuple(section.tools),
+        approvers=frozenset(section.approvers),
+        timeout=section.timeout,
+        ask_in=section.ask_in,
+    )
+
+
 def session_settings(config: BotdConfig, state_dir: Path | None = None) -> SessionSettings:
     """Session settings; ``state_dir`` overrides the configured one (e.g. resolved)."""
     root = config.state_dir if state_dir is None else state_dir
@@ -151,6 +163,7 @@ def access_policy(section: BaseModel) -> AccessPolicy:
         },
         require_mention=section.require_mention,
         mention_patterns=tuple(section.mention_patterns),
+        buttons_expire_after=section.buttons_expire_after,
     )
 
 

@@ -37,6 +37,16 @@ output so far starts over at a retry (the subscriber does), and the call is made
 in the same turn. When nothing could be compacted, or the retry is refused too, the run
 ends with the error like any failed call.
 
+A tool call can be held for a decision before it runs (``gate``: ``botd.approvals`` asks a
+person): the gate's answer is the call's result instead of the tool's, or None to run it. The
+wait runs as an inner task like the tool, so ``cancel()`` ends it with the run; a gate that
+fails leaves the tool not run, with an error result.
+
+A resumed run (no prompt) whose history ends with an assistant message whose calls lack
+results (kept by the store only for a call held by the gate, ``resumable_prefix``) goes on
+with those calls first, in order, as the interrupted attempt would have: the gate finds its
+decision by the same call id.
+
 Cancellation: ``cancel()`` stops the provider stream or the running tool (both run as inner
 tasks, so cancelling them never touches the task that runs ``run()``), and the run ends with
 ``stop_reason="cancelled"``. When the task running ``run()`` is itself cancelled (shutdown),
@@ -90,6 +100,10 @@ _T = TypeVar("_T")
 
 SKIPPED_TEXT = "Skipped: a new user message arrived"
 CANCELLED_TEXT = "Cancelled: the run was stopped"
+
+ToolGate = Callable[[ToolCallContent, ToolContext], Coroutine[Any, Any, ToolOutput | None]]
+"""Asked before a tool call runs: None lets it run; a ``ToolOutput`` is the call's result
+instead, and the tool does not run."""
 
 Compact = Callable[[list[Message], list[Message]], Coroutine[Any, Any, list[Message] | None]]
 """Given the history a run started from and the run's messages so far, the history folded
@@ -216,8 +230,10 @@ class AgentRun:
         on_images_left_out: Callable[[frozenset[str], list[Message]], Awaitable[None]]
         | None = None,
         compact: Compact | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
         self._provider = provider
+        self._gate = gate
         self._compact = compact
         """Shortens the history when the model refuses a request for its length."""
         self._compacted = False
@@ -319,6 +335,11 @@ class AgentRun:
             self._add_message(message)
         # Steering queued before the run started goes in with the prompt.
         self._inject(self._take_steering())
+        unanswered = [] if prompt else _unanswered_calls(self._history)
+        if unanswered:  # a resumed run goes on with the calls its attempt had not answered
+            log.info("resuming %d unanswered tool call(s)", len(unanswered))
+            await self._run_tool_calls(unanswered)
+            self._end_turn()
 
         while True:
             self._check_cancelled()
@@ -627,7 +648,6 @@ class AgentRun:
                 f"Invalid arguments for tool {call.name!r}:\n{_describe_schema_errors(errors)}\n"
                 "Fix the arguments and call the tool again."
             )
-        timeout = tool.timeout if tool.timeout is not None else self._config.tool_timeout
 
         def report_progress(partial_result: object) -> None:
             self._emit(
@@ -645,6 +665,21 @@ class AgentRun:
             call_id=call.id,
             report_progress=report_progress,
         )
+        if self._gate is not None:
+            try:
+                verdict = await self._in_inner_task(self._gate(call, context))
+            except (asyncio.CancelledError, _Cancelled):
+                raise
+            except Exception as exc:  # not asked is not approved: the tool does not run
+                log.warning("asking to run tool %s failed: %s", call.name, exc, exc_info=True)
+                reason = str(exc) or type(exc).__name__
+                return _error(
+                    f"Tool {call.name!r} was not run: its approval could not be asked ({reason})",
+                    status="not_approved",
+                )
+            if verdict is not None:
+                return verdict
+        timeout = tool.timeout if tool.timeout is not None else self._config.tool_timeout
         try:
             output = await self._in_inner_task(_run_tool(tool, call, context, timeout))
         except (asyncio.CancelledError, _Cancelled):
@@ -687,6 +722,20 @@ class AgentRun:
             # Cancelled by nobody we know (a tool cancelling itself): report it as a failure.
             raise RuntimeError("cancelled")
         return task.result()
+
+
+def _unanswered_calls(history: Sequence[Message]) -> list[ToolCallContent]:
+    """The calls of the history's last assistant message that have no result yet, when
+    nothing but their results follows it (see the module docstring); else none."""
+    answered: set[str] = set()
+    for message in reversed(history):
+        if message.role == "tool_result":
+            answered.add(message.tool_call_id or "")
+            continue
+        if message.role != "assistant" or message.stop_reason not in (None, "tool_use"):
+            return []
+        return [call for call in message.tool_calls() if call.id not in answered]
+    return []
 
 
 class _ToolTimedOut(Exception):

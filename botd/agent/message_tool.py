@@ -3,11 +3,12 @@
 ``send`` posts to a target: by default the conversation the run answers (its thread kept);
 ``to`` names another chat (``chat`` or ``chat:thread:T``) and ``channel`` another platform,
 both on the run's account. ``reply`` answers the run's conversation as a reply to the message
-being answered. ``media`` lists files to upload with the text (URLs, or paths under
-``media.outbound_dir``), sent like a reply's ``MEDIA:`` lines: a file that cannot be sent is
-posted as its link instead. The subscriber recognises these calls (same ``action``/
-``message``/``to``/``channel`` arguments), so text sent here is not delivered a second time
-as a reply.
+being answered. ``buttons`` (rows of labels) puts buttons under the message; a press
+comes back as the presser's message ``(pressed: <label>)``. ``media`` lists files to upload
+with the text (URLs, or paths under ``media.outbound_dir``), sent like a reply's ``MEDIA:``
+lines: a file that cannot be sent is posted as its link instead. The subscriber recognises
+these calls (same ``action``/``message``/``to``/``channel`` arguments), so text sent here is
+not delivered a second time as a reply.
 
 Every failure is a tool result the model can read and tell the user about: no place to send
 to, a target the operator's policy refuses (also logged as a warning naming the target and the
@@ -21,6 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ..buttons.layout import MAX_LABEL, MAX_PER_ROW, MAX_ROWS, ButtonRows, ButtonsError, button_rows
 from ..chat import MessageRef, Target
 from .tools import SendFunction, ToolContext, ToolOutput
 from .types import ToolSpec
@@ -37,6 +39,9 @@ one; None when it may."""
 MediaSendFunction = Callable[[Target, str, Sequence[str]], Awaitable[MessageRef]]
 """Posts text with files (URLs or paths) to a target through the channel layer."""
 
+ButtonSendFunction = Callable[[Target, str, Sequence[str], ButtonRows], Awaitable[MessageRef]]
+"""Posts text (with files, if any) and buttons under it; the ref of the message with them."""
+
 MAX_MEDIA = 10
 """The most files one call may send."""
 
@@ -50,6 +55,8 @@ _DESCRIPTION = (
     "to another chat when 'to' is given (a chat id, or 'chat:thread:T' for a thread) and, "
     "for another platform, 'channel'. action 'reply' answers the current conversation as a "
     "reply to the user's message. 'media' attaches files (URLs or paths) to upload. "
+    '\'buttons\' offers choices under the message, as rows of labels (e.g. [["Yes", "No"]]); '
+    "a press comes back to you as the user's message '(pressed: <label>)'. "
     "Your normal answer is delivered anyway: use this tool only "
     "to reach another chat or when asked to send something separately. Other chats are "
     "reachable only where the operator allows it; a refusal says why."
@@ -74,6 +81,21 @@ def _schema(channels: tuple[str, ...]) -> dict[str, Any]:
                 "items": {"type": "string", "minLength": 1},
                 "maxItems": MAX_MEDIA,
                 "description": "Files to upload with the text: http(s) URLs or local file paths.",
+            },
+            "buttons": {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": MAX_LABEL},
+                    "minItems": 1,
+                    "maxItems": MAX_PER_ROW,
+                },
+                "minItems": 1,
+                "maxItems": MAX_ROWS,
+                "description": (
+                    f"Buttons under the message: up to {MAX_ROWS} rows of up to {MAX_PER_ROW} "
+                    f"labels, each at most {MAX_LABEL} characters."
+                ),
             },
             "to": {
                 "type": "string",
@@ -127,10 +149,12 @@ class MessageTool:
         refusal: Refusal = _anywhere,
         timeout: float | None = 30.0,
         send_media: MediaSendFunction | None = None,
+        send_buttons: ButtonSendFunction | None = None,
         channels: Sequence[str] = (),
     ) -> None:
         self._send = send
         self._send_media = send_media
+        self._send_buttons = send_buttons
         self._refusal = refusal
         self.timeout = timeout
         self.spec = ToolSpec(
@@ -147,6 +171,17 @@ class MessageTool:
             return _failure("message is empty: give the text to send")
         if media and self._send_media is None:
             return _failure("files cannot be sent from here")
+        raw_buttons = args.get("buttons") or []
+        if not isinstance(raw_buttons, list) or not all(isinstance(r, list) for r in raw_buttons):
+            return _failure("buttons must be a list of rows, each a list of labels")
+        try:
+            buttons = button_rows(
+                [[str(label) for label in row] for row in raw_buttons], strict=True
+            )
+        except ButtonsError as exc:
+            return _failure(f"buttons cannot be shown: {exc}")
+        if buttons and self._send_buttons is None:
+            return _failure("buttons cannot be sent from here")
         resolved = self._target(
             str(args.get("action", "send")), args.get("to"), args.get("channel"), context.origin
         )
@@ -164,7 +199,9 @@ class MessageTool:
             )
             return _failure(f"not allowed: {where}: {refused}", to=target.route())
         try:
-            if media and self._send_media is not None:
+            if buttons and self._send_buttons is not None:
+                ref = await self._send_buttons(target, text, media, buttons)
+            elif media and self._send_media is not None:
                 ref = await self._send_media(target, text, media)
             else:
                 ref = await self._send(target, text)

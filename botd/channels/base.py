@@ -6,13 +6,14 @@ import asyncio
 import logging
 import mimetypes
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
+    Button,
     Capabilities,
     DownloadError,
     InboundMessage,
@@ -283,3 +284,26 @@ class ReactionSetter(Protocol):
     async def set_reaction(
         self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
     ) -> None: ...
+
+
+@runtime_checkable
+class ButtonAdapter(Protocol):
+    """An adapter whose platform shows buttons under a message (Telegram, Slack, Discord).
+
+    A press of one comes in through the sink as an ``InboundMessage`` with ``press`` set; the
+    sink's result has an ``answer`` (a ``PressAnswer``, or None when the press was not
+    decided) that the adapter acknowledges the press with, within the platform's deadline.
+    """
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> list[MessageRef]:
+        """Post ``markdown`` like ``send``, with ``rows`` of buttons under its last message."""
+        ...
+
+    async def edit_buttons(
+        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> None:
+        """Make ``ref``'s message show ``markdown`` (one message's worth) with ``rows`` of
+        buttons under it (none: its buttons removed)."""
+        ...

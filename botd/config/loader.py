@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -16,7 +16,7 @@ from .extras import WEB_MODULES, missing_extra
 from .notices import literal_secrets, placeholder_ids
 from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
-from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
+from .schema import CHANNELS_CONTEXT, BotdConfig, BuiltinTool, ChannelsSection
 from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
 
@@ -86,6 +86,30 @@ def _channel_named(value: Any) -> str | None:
     return None
 
 
+_MCP_PREFIX = "mcp__"
+
+
+def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
+    """Why ``agent.approvals.tools`` cannot mean ``name`` (None: it can). Refused rather
+    than warned about: a misspelt name would leave the tool it meant running unasked."""
+    if not isinstance(name, str):
+        return None  # the schema says what is wrong with it
+    if name in get_args(BuiltinTool):
+        return None
+    if name.startswith(_MCP_PREFIX):
+        server, separator, tool = name[len(_MCP_PREFIX) :].partition("__")
+        if separator and tool and server in servers:
+            return None
+        if separator and tool:
+            known = ", ".join(sorted(servers)) or "none is configured"
+            return f"tool {name!r}: no MCP server {server!r} under agent.mcp_servers ({known})"
+    builtins = ", ".join(get_args(BuiltinTool))
+    return (
+        f"unknown tool {name!r}: name a built-in tool ({builtins}) or an MCP tool as "
+        "mcp__<server>__<tool> (mcp__<server>__* for all of a server's)"
+    )
+
+
 def _cross_checks(
     root: Any, channels: Mapping[str, ChannelEntry], *, allow_empty: bool
 ) -> list[ConfigProblem]:
@@ -119,6 +143,12 @@ def _cross_checks(
         missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
         if missing is not None:
             add(("agent", "tools", tools.index("web_fetch")), missing)
+    approvals = _mapping(agent.get("approvals")).get("tools")
+    servers = _mapping(agent.get("mcp_servers"))
+    for index, name in enumerate(approvals if isinstance(approvals, list) else []):
+        problem = _approval_tool_problem(name, servers)
+        if problem is not None:
+            add(("agent", "approvals", "tools", index), problem)
     targets = agent.get("message_targets")
     for index, target in enumerate(targets if isinstance(targets, list) else []):
         channel = _channel_named(target)

@@ -40,6 +40,7 @@ __all__ = [
     "BUILTIN_TOOLS",
     "STATUSES",
     "AgentSection",
+    "ApprovalsSection",
     "BlockBreak",
     "BlockStreamingSection",
     "BotdConfig",
@@ -96,6 +97,7 @@ BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
 BuiltinTool = Literal["message", "schedule", "web_fetch"]
 BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
@@ -352,6 +354,46 @@ class WebFetchSection(Section):
     timeout: float = Field(default=20.0, gt=0)
 
 
+def _seconds(value: Any) -> Any:
+    """A duration written as an interval (``10m``, ``1h30m``, ``90s``) or as seconds."""
+    if isinstance(value, str):
+        try:
+            return parse_every(value).total_seconds()
+        except ValueError:
+            if not value.strip().replace(".", "", 1).isdigit():
+                raise
+    return value
+
+
+class ApprovalsSection(Section):
+    """``agent.approvals``: tool calls a person must approve before they run.
+
+    A call to a listed tool posts "Approve <tool>(<arguments>)?" with Approve / Deny buttons
+    and waits for a press; the model gets the tool's result, or "denied by <who>", or "not
+    approved in time". Nothing is asked when ``tools`` is empty.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    """The tools that need an approval: built-ins by name (``web_fetch``), MCP tools by their
+    full name (``mcp__<server>__<tool>``), ``mcp__<server>__*`` for all of a server's."""
+    approvers: list[Id] = Field(default_factory=list)
+    """Who may decide: platform user ids as ``allow_from`` names them, optionally as
+    ``<channel>:<id>`` to name a user of one channel only. Empty: anyone allowed to talk to
+    the bot in the conversation."""
+    timeout: Annotated[float, BeforeValidator(_seconds)] = Field(default=600.0, gt=0)
+    """How long a request waits for a decision (``10m``, ``1h``, or seconds) before the
+    model is told "not approved in time"."""
+    ask_in: AskIn = "conversation"
+    """Where the request is posted: ``conversation`` (the run's own chat) or ``approvers``
+    (each approver's direct chat on the conversation's platform; needs ``approvers``)."""
+
+    @model_validator(mode="after")
+    def _approvers_to_ask(self) -> ApprovalsSection:
+        if self.ask_in == "approvers" and not self.approvers:
+            raise ValueError("ask_in approvers needs approvers: the people to ask")
+        return self
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
@@ -382,6 +424,7 @@ class AgentSection(Section):
     block_streaming: BlockStreamingSection = Field(default_factory=BlockStreamingSection)
     mcp_servers: dict[McpServerName, McpServerSection] = Field(default_factory=dict)
     """MCP servers whose tools the agent may use, by name (tools ``mcp__<name>__<tool>``)."""
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
 
 
 # --------------------------------------------------------------------------- channels
@@ -446,6 +489,11 @@ class GroupSection(Section):
     ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
     reactions: Reactions | None = None
     """The status reactions in this group (unset: the channel's ``reactions``)."""
+
+
+BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
+"""The longest ``buttons_expire_after``: the inbound ids that record a message's buttons as
+answered are pruned after a week (``DEFAULT_INBOUND_RETENTION_SECONDS``)."""
 
 
 class ChatChannelSection(ChannelSection):
@@ -514,6 +562,11 @@ class ChatChannelSection(ChannelSection):
             # Raised as a ValidationError so that each problem keeps its own key (and line).
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
+
+    buttons_expire_after: float = Field(default=86400.0, gt=0, le=BUTTONS_KEPT_AT_MOST)
+    """Seconds the buttons of a message can be pressed after it was posted (a press later,
+    or after a ``/new`` since, is answered "These buttons have expired."). At most 7 days:
+    the ids that make a message's buttons count once are kept that long."""
 
     @field_validator("mention_patterns")
     @classmethod

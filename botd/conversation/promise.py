@@ -142,6 +142,11 @@ class Promise:
                         media=piece.media,
                         audio_as_voice=piece.audio_as_voice,
                         piece=key,
+                        buttons=piece.buttons,
+                    )
+                elif piece.buttons:  # the same buttons as the first time
+                    refs = await delivery.send_text(
+                        piece.target, piece.text, piece=key, buttons=piece.buttons
                     )
                 else:
                     refs = await delivery.send_text(piece.target, piece.text, piece=key)
@@ -263,6 +268,7 @@ class PieceJournal:
             text,
             media=media,
             audio_as_voice=voice,
+            buttons=reply.buttons if isinstance(reply, BlockReply) else (),
         )
 
     def sent(self, key: int, refs: Sequence[MessageRef]) -> None:

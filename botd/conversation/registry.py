@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from ..agent.tools import Tool
 from ..agent.types import Provider
+from ..approvals import Approvals
 from ..chat import InboundMessage, Target
 from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
@@ -82,6 +83,7 @@ class Conversations:
         media: MediaResolver | None = None,
         timer: Timer | None = None,
         reactions: StatusReactions | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -110,6 +112,7 @@ class Conversations:
             hooks or RunHooks(),
             book,
             lambda: self._cancelling,
+            approvals=approvals,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

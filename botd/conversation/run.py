@@ -69,9 +69,10 @@ from pathlib import Path
 from typing import TextIO
 
 from ..agent.compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
-from ..agent.loop import AgentRun, RunResult
+from ..agent.loop import AgentRun, RunResult, ToolGate
 from ..agent.tools import Tool
 from ..agent.types import Provider
+from ..approvals import Approvals, RunPlace
 from ..chat import InboundMessage, Target
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
@@ -113,8 +114,12 @@ class Runner:
         hooks: RunHooks,
         models: ModelBook,
         cancelling: Callable[[], bool],
+        *,
+        approvals: Approvals | None = None,
     ) -> None:
         self._ledger = ledger
+        self._approvals = approvals
+        """Asks a person before a listed tool runs (``agent.approvals``)."""
         self._promise = promise
         self._models = models
         """Which model each conversation's runs ask first."""
@@ -266,6 +271,7 @@ class Runner:
             on_cancel=output.cancel,
             on_images_left_out=_ImagesLeftOut(self._ledger, session, shown, output),
             compact=overflow,
+            gate=self._gate(turn, target),
         )
         writer.run = run
         turn.agent = run
@@ -310,6 +316,16 @@ class Runner:
                     if not (posted and is_messaging_duplicate(reply.text, posted)):
                         shown.final(reply)
         return outcome, saving
+
+    def _gate(self, turn: Turn, target: Target) -> ToolGate | None:
+        """The run's approvals gate (None: no tool needs one). Its calls are named by the
+        run's first inbox entry, which a resumed run keeps."""
+        if self._approvals is None:
+            return None
+        session = turn.session
+        anchor = str(min(turn.ids)) if turn.ids else session.run_id
+        place = RunPlace(session.conversation_key, anchor, session.session_id, target)
+        return self._approvals.gate(place, shutting_down=self._cancelling)
 
     @staticmethod
     def _subscriber(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
-from ..chat import MessageRef, PieceKey, Target
+from ..chat import Button, MessageRef, PieceKey, Target
 from ..subscriber import BlockReply, PartialReply
 
 DeliveryMode = Literal["blocks", "edit", "final"]
@@ -228,9 +228,21 @@ class Delivery(Protocol):
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
+        buttons: Sequence[Sequence[Button]] = (),
     ) -> Sequence[MessageRef]:
         """Post one text now, with ``media`` (URLs or paths) uploaded; a refusal is raised.
-        ``piece``: the outbox piece it is, whose key tags each message it posts."""
+        ``piece``: the outbox piece it is, whose key tags each message it posts; ``buttons``:
+        rows of buttons under its last message (not with ``media``)."""
+        ...
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> Sequence[MessageRef]:
+        """Post ``markdown`` with ``rows`` of buttons under its last message."""
+        ...
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+        """Edit ``ref``'s message to ``markdown``, its buttons removed."""
         ...
 
     def resends_safely(self, target: Target, written_at: float, now: float) -> bool:

@@ -61,9 +61,15 @@ from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
-from ..channels.base import AssistantStatus, ChannelAdapter, OutboundFile, sending
+from ..channels.base import (
+    AssistantStatus,
+    ButtonAdapter,
+    ChannelAdapter,
+    OutboundFile,
+    sending,
+)
 from ..channels.errors import ChannelError
-from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
+from ..chat import Button, Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..cluster import fencing
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
@@ -88,11 +94,15 @@ log = logging.getLogger(__name__)
 _DEFAULT_OPTIONS = RunOptions()
 _DEFAULT_CHUNKING = ChunkSettings()
 _T = TypeVar("_T")
+ButtonRows = Sequence[Sequence[Button]]
 _ONE_ATTEMPT = RetrySettings(budget=0.0)
 
 GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be reached for a while."
 """Told once per outage, when a piece was given up (if the chat can be reached by then)."""
 
+
+CHOOSE = "Choose:"
+"""The text of buttons the agent sent without any."""
 
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
@@ -246,6 +256,8 @@ class ChannelDelivery:
                 # The run's first final reply takes over the preview; any further ones are new.
                 preview.finished = True
                 await self._show(target, preview, reply.text, final=True)
+                if reply.buttons and preview.refs:
+                    await self._add_buttons(target, preview.refs[-1], preview.shown[-1], reply)
                 refs = list(preview.refs)
                 if reply.media_urls:
                     refs.extend(
@@ -265,7 +277,24 @@ class ChannelDelivery:
             media=reply.media_urls,
             audio_as_voice=reply.audio_as_voice,
             piece=piece,
+            buttons=reply.buttons,
         )
+
+    async def _add_buttons(
+        self, target: Target, ref: MessageRef, shown: str, reply: BlockReply
+    ) -> None:
+        """Put the final reply's buttons under the last message of the finished preview."""
+        adapter = self.adapter_for(target)
+        what = f"{target.channel} edit in {target.chat_id}"
+        if isinstance(adapter, ButtonAdapter):
+            edit = partial(adapter.edit_buttons, ref, shown, reply.buttons)
+            await self._retried(_conversation(target), what, edit)
+        else:
+            await self._retried(
+                _conversation(target),
+                what,
+                partial(adapter.edit, ref, with_choices_listed(shown, reply.buttons)),
+            )
 
     def fits_caption(self, target: Target, text: str) -> bool:
         adapter = self._adapters.get(target.channel)
@@ -377,6 +406,7 @@ class ChannelDelivery:
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
+        buttons: ButtonRows = (),
     ) -> list[MessageRef]:
         """Post ``markdown`` now, retried while it fails for a passing reason.
 
@@ -389,9 +419,29 @@ class ChannelDelivery:
         """
         token = _piece.set(None if piece is None else _PieceMessages(piece))
         try:
-            return await self._send_text(target, markdown, reply_to, media, audio_as_voice)
+            return await self._send_text(target, markdown, reply_to, media, audio_as_voice, buttons)
         finally:
             _piece.reset(token)
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: ButtonRows
+    ) -> list[MessageRef]:
+        """Post ``markdown`` with ``rows`` of buttons under its last message, retried like
+        ``send_text``. A platform without buttons gets the labels listed after the text."""
+        return await self.send_text(target, markdown, buttons=rows)
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+        """Edit ``ref``'s message to show ``markdown`` (one message's worth), its buttons
+        removed; retried like an edit. A platform without buttons edits the text only."""
+        target = ref.target
+        adapter = self.adapter_for(target)
+        what = f"{target.channel} edit in {target.chat_id}"
+        if isinstance(adapter, ButtonAdapter):
+            await self._retried(
+                _conversation(target), what, partial(adapter.edit_buttons, ref, markdown, ())
+            )
+        else:
+            await self._retried(_conversation(target), what, partial(adapter.edit, ref, markdown))
 
     async def _send_text(
         self,
@@ -400,6 +450,7 @@ class ChannelDelivery:
         reply_to: str | None,
         media: Sequence[str],
         audio_as_voice: bool,
+        buttons: ButtonRows = (),
     ) -> list[MessageRef]:
         adapter = self.adapter_for(target)
         if self._typed_at:
@@ -409,7 +460,18 @@ class ChannelDelivery:
             target = Target(
                 target.channel, target.chat_id, target.account_id, target.thread_id, reply_to
             )
+        if buttons and not markdown.strip():
+            markdown = CHOOSE  # a message with buttons needs a text on every platform
+        if buttons and not isinstance(adapter, ButtonAdapter):
+            markdown = with_choices_listed(markdown, buttons)
+            buttons = ()
         try:
+            refs: list[MessageRef] = []
+            if buttons:
+                # The files first, then the text with the buttons: the choices come last.
+                if media:
+                    refs = await self._send_text(target, "", None, media, audio_as_voice)
+                return refs + await self._post(adapter, target, markdown, buttons)
             if media:
                 return await send_with_media(
                     adapter,
@@ -434,18 +496,28 @@ class ChannelDelivery:
             raise
 
     async def _post(
-        self, adapter: ChannelAdapter, target: Target, markdown: str
+        self, adapter: ChannelAdapter, target: Target, markdown: str, buttons: ButtonRows = ()
     ) -> list[MessageRef]:
-        """Send ``markdown`` one message at a time, each retried on its own."""
+        """Send ``markdown`` one message at a time, each retried on its own; ``buttons`` go
+        under the last one (the adapter is a ``ButtonAdapter`` then)."""
         key = _conversation(target)
         what = f"{target.channel} send to {target.chat_id}"
         caps = self.capabilities(target.channel, adapter)
         parts = _messages(markdown, caps, self._chunk_mode(target.channel))
+
+        def send(
+            target: Target, part: str, last: bool
+        ) -> Callable[[], Awaitable[list[MessageRef]]]:
+            if buttons and last and isinstance(adapter, ButtonAdapter):
+                return partial(adapter.send_buttons, target, part, buttons)
+            return partial(adapter.send, target, part)
+
         if len(parts) == 1:
-            return await self._sent(key, what, _keyed(partial(adapter.send, target, markdown)))
+            return await self._sent(key, what, _keyed(send(target, markdown, True)))
         refs: list[MessageRef] = []
-        for part in parts:
-            posted = await self._sent(key, what, _keyed(partial(adapter.send, target, part)))
+        for number, part in enumerate(parts, 1):
+            last = number == len(parts)
+            posted = await self._sent(key, what, _keyed(send(target, part, last)))
             refs.extend(posted)
             if posted:
                 # Later parts follow the first, in its thread, and reply to nothing.
@@ -633,6 +705,13 @@ def _sending(key: MessageKey) -> Iterator[None]:
         yield
     finally:
         sending.reset(token)
+
+
+def with_choices_listed(markdown: str, rows: ButtonRows) -> str:
+    """``markdown`` with the buttons' labels listed after it, for a platform that shows no
+    buttons (the console): the choices are still seen, and can be answered by typing one."""
+    labels = " · ".join(f"[{button.label}]" for row in rows for button in row)
+    return f"{markdown}\n\n{labels}" if markdown else labels
 
 
 def _conversation(target: Target) -> _Key:

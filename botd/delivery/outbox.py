@@ -217,6 +217,10 @@ class RunOutbox:
     def _pieces(self, reply: BlockReply) -> list[BlockReply]:
         if not reply.media_urls:
             return [reply]
+        if reply.buttons:
+            # The files first, each a piece; the text with its buttons last.
+            files = [BlockReply("", [url], reply.audio_as_voice) for url in reply.media_urls]
+            return [*files, replace(reply, media_urls=[])]
         return per_file(reply, lambda text: self._outlet.fits_caption(self.target, text))
 
     async def _post(self, piece: Outgoing) -> None:

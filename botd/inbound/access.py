@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..chat import PressAnswer
+
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
 
@@ -37,6 +39,8 @@ class AccessPolicy:
     groups: dict[str, GroupRule] = field(default_factory=dict)
     require_mention: bool = True
     mention_patterns: tuple[str, ...] = ()
+    buttons_expire_after: float = 86400.0
+    """Seconds a message's buttons can be pressed after it was posted."""
 
     def group_rule(self, chat_id: str) -> GroupRule | None:
         return self.groups.get(chat_id) or self.groups.get("*")
@@ -46,3 +50,5 @@ class AccessPolicy:
 class Decision:
     accepted: bool
     reason: str
+    answer: PressAnswer | None = None
+    """For a button press: what the presser is told, and whether the press was the answer."""

@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from ..bounded import Recent
+from ..buttons import PressHandlers
 from ..channels.base import on_accepted
 from ..channels.registry import channel_specs
-from ..chat import ChatKind, InboundMessage, Target
+from ..chat import ChatKind, InboundMessage, PressAnswer, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import InboundLedger, Pairing, StoreError
@@ -64,6 +66,17 @@ ALBUM_MEMORY = 1000
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
 _PAIRING = "unknown sender: pairing needed"
 _EDIT_KEPT = "an edit of an earlier message (kept as context)"
+NOT_ALLOWED = "You are not allowed to use these buttons."
+"""Told to a presser the access policy refuses in that chat."""
+EXPIRED = "These buttons have expired."
+"""Told to a presser of buttons older than ``buttons_expire_after``, or from before a ``/new``."""
+ALREADY_ANSWERED = "Already answered."
+"""Told to a presser of buttons that were pressed already (one press per message counts)."""
+RESET_SLACK = 2.0
+"""Seconds a message may seem to predate its conversation's session (platform timestamps
+are whole seconds on Telegram, and the clocks differ a little) and still be of it."""
+SessionStarted = Callable[[str], Awaitable[float | None]]
+"""When a conversation's current session began (None: it has none yet)."""
 
 
 Submit = Callable[[InboundMessage], Awaitable[None]]
@@ -81,8 +94,16 @@ class Router:
         policies: dict[str, AccessPolicy],
         *,
         pairing: Pairing | None = None,
+        press_handlers: PressHandlers | None = None,
+        session_started: SessionStarted | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._session_started = session_started
+        self._clock = clock
+        self.press_handlers = press_handlers or PressHandlers()
+        """Who takes a press whose value has a registered prefix (``approval:``), instead of
+        the conversation."""
         self._submit = submit
         self._reply = reply
         self._pairing = pairing or PairingFile(None)
@@ -161,6 +182,8 @@ class Router:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
+        if message.press is not None:
+            return await self._press(message, keys)
         if message.edited:
             return await self._keep_edit(message, keys)
         other_bot = addressed_elsewhere(message.text, message.bot_name)
@@ -199,6 +222,51 @@ class Router:
         _signal_accepted()  # in the inbox: the platform may be told now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
+
+    async def _press(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
+        """A button pressed. A repeat of a press (its callback id seen) is acknowledged and
+        nothing more; a presser refused like a message from them there would be is told so
+        (no pairing code); a value with a registered prefix goes to its handler; else, unless
+        the buttons expired or were answered already, the press is accepted into the inbox
+        as the presser's message."""
+        assert message.press is not None
+        press = message.press
+        # The press's own id is recorded first, then one press per message counts: the
+        # message's key makes any later press a repeat. (A crash between the two loses this
+        # press, whose buttons stay: it can be pressed again.)
+        if await self._recorded(message, keys, kept=None):
+            return Decision(False, "already seen", PressAnswer())
+        verdict = self._access(replace(message, mentions_bot=True))
+        if not verdict.accepted:
+            return Decision(False, f"a press: {verdict.reason}", PressAnswer(NOT_ALLOWED))
+        handler = self.press_handlers.handler_for(press.value)
+        if handler is not None:
+            return Decision(False, "a press for its handler", PressAnswer(await handler(message)))
+        if await self._expired(message):
+            return Decision(False, "a press of expired buttons", PressAnswer(EXPIRED))
+        answered = f"buttons:{message.account_id}:{message.chat_id}:{press.message_id}"
+        inbox_id = await self._store.accept_inbound(message.channel, (answered,), message)
+        if inbox_id is None:
+            return Decision(
+                False, "a press of buttons answered already", PressAnswer(ALREADY_ANSWERED)
+            )
+        await self._submit(replace(message, inbox_id=inbox_id))
+        return Decision(True, "accepted", PressAnswer(chosen=True))
+
+    async def _expired(self, message: InboundMessage) -> bool:
+        """Whether the pressed message's buttons are past ``buttons_expire_after``, or from
+        before the conversation's current session (a ``/new`` since)."""
+        assert message.press is not None
+        posted = message.press.posted_at
+        if posted is None:
+            return False  # the platform did not say when: the buttons are taken as current
+        policy = self._policies.get(message.channel, AccessPolicy())
+        if self._clock() - posted > policy.buttons_expire_after:
+            return True
+        if self._session_started is None:
+            return False
+        started = await self._session_started(message.conversation_key)
+        return started is not None and posted + RESET_SLACK < started
 
     async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
         """An earlier message edited: never a prompt or a command itself (an edit that adds a

@@ -20,6 +20,7 @@ from .errors import (
     UnknownSessionError,
 )
 from .protocols import (
+    ApprovalLedger,
     Chatter,
     ConversationLedger,
     ConversationStore,
@@ -39,6 +40,7 @@ from .records import (
     DEFAULT_INBOUND_RETENTION_SECONDS,
     FINISHED_STATES,
     USAGE_KINDS,
+    ApprovalState,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -52,6 +54,7 @@ from .records import (
     SessionRecord,
     StatusKind,
     StatusLine,
+    StoredApproval,
     StoredJob,
     UsageTotals,
 )
@@ -61,6 +64,8 @@ __all__ = [
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "FINISHED_STATES",
     "USAGE_KINDS",
+    "ApprovalLedger",
+    "ApprovalState",
     "Chatter",
     "Clock",
     "ConversationLedger",
@@ -93,6 +98,7 @@ __all__ = [
     "StoreOpenError",
     "StoreStatus",
     "StoreWriteError",
+    "StoredApproval",
     "StoredJob",
     "UnknownSessionError",
     "UsageTotals",

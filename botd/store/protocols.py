@@ -20,6 +20,8 @@ behind the same protocols: nothing here is a synchronous read.
   backend in the database.
 * ``ConversationInbox``: cluster mode's reads of one conversation's inbox by the node that
   owns it, and the arrival signal (the PostgreSQL backend only).
+* ``ApprovalLedger``: requests to approve tool calls, kept so a restart or another node
+  finds them (``botd.approvals``).
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
@@ -47,11 +49,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from ..chat import InboundMessage, Target
+from ..chat import Button, InboundMessage, MessageRef, Target
 from ..events import Message
 from .errors import StoreHealth
 from .records import (
     CHATTER_RETENTION_SECONDS,
+    ApprovalState,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -64,6 +67,7 @@ from .records import (
     SessionRecord,
     StatusKind,
     StatusLine,
+    StoredApproval,
     StoredJob,
     UsageTotals,
 )
@@ -179,8 +183,10 @@ class ConversationLedger(StatusLines, Protocol):
         *,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        buttons: Sequence[Sequence[Button]] = (),
     ) -> int:
-        """A piece written before it is sent: its key once committed."""
+        """A piece written before it is sent: its key once committed; ``buttons``: rows of
+        buttons under its last message, sent again with it after a crash."""
         ...
 
     def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None: ...
@@ -253,6 +259,32 @@ class ModelChoices(Protocol):
 
 class ConversationStore(ConversationLedger, ModelChoices, Protocol):
     """What the conversations' registry is given: the ledger and the model choices."""
+
+
+class ApprovalLedger(Protocol):
+    """Requests to approve tool calls (``botd.approvals``): opened by the run that waits,
+    decided by a press on any node, read back by a run resumed after a restart."""
+
+    async def open_approval(self, approval: StoredApproval) -> StoredApproval:
+        """Keep a new request, committed; when one with its ``key`` is kept already, that
+        one, unchanged (a resumed run finds the request its interrupted attempt made)."""
+        ...
+
+    async def approval_posted(self, key: str, messages: Sequence[MessageRef]) -> None:
+        """The request's messages are posted (committed when this returns)."""
+        ...
+
+    async def approval(self, key: str) -> StoredApproval | None: ...
+
+    async def approval_for_token(self, token: str) -> StoredApproval | None: ...
+
+    async def decide_approval(
+        self, token: str, state: ApprovalState, decided_by: str = ""
+    ) -> StoredApproval | None:
+        """Decide a pending request, committed: the request as decided now, or None when it
+        was not pending (decided already, or unknown). Of two decisions at once, on one node
+        or two, exactly one is taken."""
+        ...
 
 
 class Chatter(Protocol):
@@ -444,7 +476,16 @@ class StoreStatus(Protocol):
         ...
 
 
-class Store(ConversationStore, InboundLedger, Offsets, JobLedger, Pruning, StoreStatus, Protocol):
+class Store(
+    ConversationStore,
+    InboundLedger,
+    Offsets,
+    JobLedger,
+    ApprovalLedger,
+    Pruning,
+    StoreStatus,
+    Protocol,
+):
     """The whole store, as the wiring sees it: every protocol above, and closing it."""
 
     async def aclose(self) -> None:
@@ -453,6 +494,7 @@ class Store(ConversationStore, InboundLedger, Offsets, JobLedger, Pruning, Store
 
 
 __all__ = [
+    "ApprovalLedger",
     "Chatter",
     "ConversationInbox",
     "ConversationLedger",

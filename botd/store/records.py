@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..chat import Attachment, InboundMessage, Target
+from ..chat import Attachment, Button, InboundMessage, MessageRef, Target
 
 DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
 """How long inbound ids are kept: far beyond any platform's redelivery window."""
@@ -104,6 +104,8 @@ class OutboxEntry:
     audio_as_voice: bool = False
     written_at: float = 0.0
     """When the piece was written (the store's clock: wall-clock seconds)."""
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    """The rows of buttons under the piece's last message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +211,44 @@ class PendingCode:
     issued_at: float
 
 
+ApprovalState = Literal["pending", "approved", "denied", "expired", "stopped"]
+"""Where a request to approve a tool call is: waiting, decided by a press, out of time, or
+given up because its run was stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredApproval:
+    """A request to approve one tool call of a run (``agent.approvals``).
+
+    ``key`` names the call: the same before a restart and after it, so a resumed run finds
+    its request rather than asking again. ``token`` is the short id the request's buttons
+    carry. ``messages`` are the request messages posted (one per approver's chat when asked
+    there), empty until they are. ``deadline`` is wall-clock seconds: it holds across
+    processes and nodes.
+    """
+
+    key: str
+    token: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    summary: str
+    """What the request shows of the call: ``tool(arguments)``, bounded and redacted."""
+    deadline: float
+    state: ApprovalState = "pending"
+    decided_by: str = ""
+    """Who pressed (their display name), once approved or denied."""
+    messages: tuple[MessageRef, ...] = ()
+    created_at: float = 0.0
+    decided_at: float | None = None
+
+
 __all__ = [
     "CHATTER_RETENTION_SECONDS",
     "DEFAULT_INBOUND_RETENTION_SECONDS",
     "FINISHED_STATES",
     "USAGE_KINDS",
+    "ApprovalState",
     "InboxBacklog",
     "InboxEntry",
     "InboxState",
@@ -226,6 +261,7 @@ __all__ = [
     "SessionRecord",
     "StatusKind",
     "StatusLine",
+    "StoredApproval",
     "StoredJob",
     "UsageTotals",
 ]

@@ -11,14 +11,14 @@ both backends' ``trim_interrupted`` apply it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from ..chat import InboundMessage, Quote, storable
+from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
 from ..events import Message, ToolCallContent
-from .records import OutboxEntry, StoredJob
+from .records import OutboxEntry, StoredApproval, StoredJob
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -55,7 +55,7 @@ def inbound_json(message: InboundMessage) -> str:
     data: dict[str, Any] = {
         name: getattr(message, name)
         for name in _INBOUND_FIELDS
-        if name not in ("inbox_id", "attachments", "quoted")
+        if name not in ("inbox_id", "attachments", "quoted", "press")
     }
     target = message.target
     if target is not None:
@@ -69,6 +69,14 @@ def inbound_json(message: InboundMessage) -> str:
             "text": quoted.text,
             "from_bot": quoted.from_bot,
         }
+    if message.press is not None:
+        press = message.press
+        data["press"] = {
+            "callback_id": press.callback_id,
+            "value": press.value,
+            "message_id": press.message_id,
+            "posted_at": press.posted_at,
+        }
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -80,6 +88,8 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     quoted = data.get("quoted")
     data["quoted"] = None if quoted is None else Quote(**quoted)
     data["inbox_id"] = inbox_id
+    press = data.pop("press", None)
+    data["press"] = None if press is None else Press(**press)
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 
 
@@ -97,8 +107,29 @@ def media_from_json(raw: object) -> tuple[tuple[str, ...], bool]:
     return tuple(str(url) for url in data.get("urls", [])), bool(data.get("voice", False))
 
 
+def buttons_json(rows: Sequence[Sequence[Button]]) -> str | None:
+    """The buttons under a piece, as rows of ``{"label", "value"}``; None: no buttons."""
+    if not rows:
+        return None
+    return json.dumps(
+        [[{"label": b.label, "value": b.value} for b in row] for row in rows], ensure_ascii=False
+    )
+
+
+def buttons_from_json(raw: object) -> tuple[tuple[Button, ...], ...]:
+    if not isinstance(raw, str) or not raw:
+        return ()
+    return tuple(
+        tuple(Button(str(b["label"]), str(b["value"])) for b in row) for row in json.loads(raw)
+    )
+
+
+OUTBOX_COLUMNS = "id, anchor, seq, kind, target, text, media, created_at, buttons"
+"""A waiting piece's columns, in the order ``outbox_entry_from_row`` reads them."""
+
+
 def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
-    """A waiting piece from ``id, anchor, seq, kind, target, text, media, created_at``."""
+    """A waiting piece from its ``OUTBOX_COLUMNS``."""
     media, voice = media_from_json(row[6])
     return OutboxEntry(
         id=int(row[0]),
@@ -110,6 +141,7 @@ def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
         media=media,
         audio_as_voice=voice,
         written_at=float(row[7]),
+        buttons=buttons_from_json(row[8]),
     )
 
 
@@ -152,9 +184,13 @@ def job_from_row(row: Sequence[Any]) -> StoredJob:
     )
 
 
-def resumable_prefix(messages: Sequence[Message]) -> int:
+def resumable_prefix(messages: Sequence[Message], awaiting: Collection[str] = ()) -> int:
     """How many of ``messages`` (a user turn, then a run's steps) a model can continue from:
-    up to the last message that is not an assistant's and leaves no tool call unanswered."""
+    up to the last message that is not an assistant's and leaves no tool call unanswered.
+
+    An assistant message with a call in ``awaiting`` (tool call ids with a request to approve
+    them, ``botd.approvals``) is kept with the results it has: the resumed run goes on with
+    its unanswered calls, so the request it finds is the same one."""
     keep = 1
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
@@ -164,6 +200,10 @@ def resumable_prefix(messages: Sequence[Message]) -> int:
             if not open_calls or message.stop_reason not in (None, "tool_use", "toolUse"):
                 # A finished answer is regenerated with the rest; a cut one is dropped.
                 open_calls = {"<answer>"}
+            elif open_calls & set(awaiting):
+                open_calls = set()  # its calls are run again where they were
+            if not open_calls:
+                keep = index + 1
             continue
         if message.role == "tool_result" and message.tool_call_id is not None:
             open_calls.discard(message.tool_call_id)
@@ -172,8 +212,71 @@ def resumable_prefix(messages: Sequence[Message]) -> int:
     return keep
 
 
+APPROVAL_COLUMNS = (
+    "key, token, session_id, call_id, tool_name, summary, deadline, state, decided_by, "
+    "messages, created_at, decided_at"
+)
+"""An approval's columns, in the order ``approval_row`` writes and ``approval_from_row``
+reads them."""
+
+
+def refs_json(refs: Sequence[MessageRef]) -> str:
+    """Posted messages as JSON: each its target and message id."""
+    return json.dumps(
+        [{"target": target_data(r.target), "message_id": r.message_id} for r in refs],
+        ensure_ascii=False,
+    )
+
+
+def refs_from_json(text: str | None) -> tuple[MessageRef, ...]:
+    return tuple(
+        MessageRef(target_from_data(r["target"]), str(r["message_id"]))
+        for r in json.loads(text or "[]")
+    )
+
+
+def approval_row(approval: StoredApproval) -> tuple[Any, ...]:
+    """``approval`` as its ``APPROVAL_COLUMNS``."""
+    a = approval
+    return (
+        a.key,
+        a.token,
+        a.session_id,
+        a.call_id,
+        a.tool_name,
+        a.summary,
+        a.deadline,
+        a.state,
+        a.decided_by,
+        refs_json(a.messages),
+        a.created_at,
+        a.decided_at,
+    )
+
+
+def approval_from_row(row: Sequence[Any]) -> StoredApproval:
+    """An approval from its ``APPROVAL_COLUMNS``."""
+    return StoredApproval(
+        key=str(row[0]),
+        token=str(row[1]),
+        session_id=str(row[2]),
+        call_id=str(row[3]),
+        tool_name=str(row[4]),
+        summary=str(row[5]),
+        deadline=float(row[6]),
+        state=row[7],
+        decided_by=str(row[8]),
+        messages=refs_from_json(row[9]),
+        created_at=float(row[10]),
+        decided_at=None if row[11] is None else float(row[11]),
+    )
+
+
 __all__ = [
+    "APPROVAL_COLUMNS",
     "JOB_COLUMNS",
+    "approval_from_row",
+    "approval_row",
     "inbound_from_json",
     "inbound_json",
     "iso",
@@ -183,5 +286,6 @@ __all__ = [
     "media_json",
     "message_from_json",
     "message_json",
+    "refs_json",
     "resumable_prefix",
 ]

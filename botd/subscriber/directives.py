@@ -5,7 +5,9 @@ An assistant reply can carry instructions for its delivery inside the text:
 * ``[[reply_to_current]]`` or ``[[reply_to: <id>]]`` — send it as a reply to a message;
 * ``[[audio_as_voice]]`` — send an audio attachment as a voice note;
 * ``MEDIA: <url or path>`` lines — attachments (see ``botd.subscriber.media``);
-* the silent token ``NO_REPLY`` — send nothing.
+* the silent token ``NO_REPLY`` — send nothing;
+* ``[[buttons: Yes | No || Later]]`` — buttons under the reply's message (``|`` between the
+  buttons of a row, ``||`` between rows; see ``botd.buttons.layout``).
 
 ``parse_reply_directives`` handles one complete text. ``DirectiveAccumulator`` handles a reply
 arriving in pieces: it holds back a tag cut in two and carries reply state from a piece that
@@ -22,6 +24,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from botd.buttons.layout import ButtonRows, take_directives
 from botd.subscriber.media import (
     AUDIO_TAG_PATTERN,
     normalize_directive_whitespace,
@@ -140,11 +143,14 @@ class ReplyDirectives:
     """True when a reply tag (``reply_to_current`` or ``reply_to: id``) was seen."""
     audio_as_voice: bool
     is_silent: bool
+    buttons: ButtonRows = ()
+    """The ``[[buttons: ...]]`` directives' buttons."""
 
     @property
     def renderable(self) -> bool:
-        """True when there is something to send: text, media, or a voice-note request."""
-        return bool(self.text or self.media_urls or self.audio_as_voice)
+        """True when there is something to send: text, media, buttons or a voice-note
+        request."""
+        return bool(self.text or self.media_urls or self.audio_as_voice or self.buttons)
 
 
 def parse_reply_directives(text: str, *, current_message_id: str | None = None) -> ReplyDirectives:
@@ -155,10 +161,12 @@ def parse_reply_directives(text: str, *, current_message_id: str | None = None) 
     text); a trailing ``NO_REPLY`` after real content is removed and the reply is delivered.
     """
     media = split_media(text)
+    without_buttons, buttons = take_directives(media.text)
     inline = parse_inline_directives(
-        media.text, current_message_id=current_message_id, strip_reply_tags=True
+        without_buttons, current_message_id=current_message_id, strip_reply_tags=True
     )
-    body = inline.text if inline.has_reply_tag else media.text
+    found = without_buttons is not media.text  # a buttons tag was taken out
+    body = inline.text if inline.has_reply_tag or found else media.text
 
     is_silent = is_silent_reply(body)
     if is_silent:
@@ -178,6 +186,7 @@ def parse_reply_directives(text: str, *, current_message_id: str | None = None) 
         reply_to_tag=inline.has_reply_tag,
         audio_as_voice=media.audio_as_voice,
         is_silent=is_silent,
+        buttons=buttons,
     )
 
 

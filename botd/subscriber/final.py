@@ -18,6 +18,7 @@ off and the text filter compares against every send, so a repeat is never delive
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -138,6 +139,7 @@ def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
                 reply_to_id=parsed.reply_to_id,
                 reply_to_current=parsed.reply_to_current,
                 reply_to_tag=parsed.reply_to_tag,
+                buttons=parsed.buttons,
             )
         )
     if not replies and data.last_tool_error is not None and not data.delivered_blocks:
@@ -147,12 +149,7 @@ def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
 
     if any(r.audio_as_voice for r in replies):
         replies = [
-            BlockReply(
-                r.text, r.media_urls, True, r.reply_to_id, r.reply_to_current, r.reply_to_tag
-            )
-            if r.media_urls
-            else r
-            for r in replies
+            dataclasses.replace(r, audio_as_voice=True) if r.media_urls else r for r in replies
         ]
 
     if data.block_streaming and data.delivered_blocks:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..chat import TargetForm
+from ..chat import Button, TargetForm
 from .chunker import BreakPreference
 
 BlockBreak = Literal["text_end", "message_end"]
@@ -46,9 +46,11 @@ class BlockReply:
     reply_to_id: str | None = None
     reply_to_current: bool = False
     reply_to_tag: bool = False
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    """Rows of buttons under the reply's last message (the ``[[buttons: ...]]`` directive)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "text": self.text,
             "media_urls": list(self.media_urls),
             "audio_as_voice": self.audio_as_voice,
@@ -56,6 +58,9 @@ class BlockReply:
             "reply_to_current": self.reply_to_current,
             "reply_to_tag": self.reply_to_tag,
         }
+        if self.buttons:
+            data["buttons"] = [[button.label for button in row] for row in self.buttons]
+        return data
 
 
 class PartialReply:

@@ -150,7 +150,7 @@ def test_the_spec_is_what_the_model_sees() -> None:
     assert tool.spec.name == "message" and tool.timeout == 5
     assert schema["required"] == ["action", "message"]
     assert schema["properties"]["action"]["enum"] == ["send", "reply"]
-    assert set(schema["properties"]) == {"action", "message", "to", "channel", "media"}
+    assert set(schema["properties"]) == {"action", "message", "to", "channel", "media", "buttons"}
     assert schema["properties"]["media"]["items"] == {"type": "string", "minLength": 1}
 
 

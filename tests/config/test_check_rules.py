@@ -419,3 +419,43 @@ def test_relative_and_linked_paths_are_compared_resolved(
     config = parse_config(text, {})
     assert config.state_dir == Path.home() / "botd-state"
     assert config.media.outbound_dir == Path.home() / "botd-out"
+
+
+# ---------------------------------------------------------------- agent.approvals
+
+
+def test_an_approval_for_a_tool_that_cannot_exist_is_refused_at_its_line() -> None:
+    """A misspelt tool would run unasked: refused, as is an MCP tool of no configured server;
+    a built-in and a tool (or all tools) of a configured server pass."""
+    text = """
+    channels:
+      console: {enabled: true}
+    agent:
+      mcp_servers:
+        docs: {command: docs-server}
+      approvals:
+        tools:
+          - web_fetch
+          - mcp__docs__search
+          - mcp__docs__*
+          - webfetch
+          - mcp__files__write
+    """
+    found = problems(text)
+    assert [(p.path, p.line) for p in found] == [
+        ("agent.approvals.tools[3]", 7),  # a block list's items are told at its key's line
+        ("agent.approvals.tools[4]", 7),
+    ]
+    assert "unknown tool 'webfetch'" in found[0].message
+    assert "no MCP server 'files' under agent.mcp_servers (docs)" in found[1].message
+
+
+def test_an_approval_timeout_is_an_interval_or_seconds_and_asking_approvers_needs_them() -> None:
+    base = "channels:\n  console: {enabled: true}\nagent:\n  approvals:\n"
+    assert parse_config(base + "    timeout: 10m\n").agent.approvals.timeout == 600
+    assert parse_config(base + "    timeout: 90\n").agent.approvals.timeout == 90
+    assert parse_config(base + "    tools: [web_fetch]\n").agent.approvals.timeout == 600
+    (wrong,) = problems(base + "    timeout: soon\n")
+    assert wrong.path == "agent.approvals.timeout"
+    (alone,) = problems(base + "    ask_in: approvers\n")
+    assert "needs approvers" in alone.message

@@ -131,6 +131,12 @@ def signed_headers(secret: str, body: bytes, *, timestamp: int | None = None) ->
     }
 
 
+def _blocks(args: dict[str, Any]) -> list[dict[str, Any]]:
+    """A call's ``blocks`` (a form body carries them as JSON)."""
+    blocks = args.get("blocks") or []
+    return list(json.loads(blocks) if isinstance(blocks, str) else blocks)
+
+
 def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
     """An ``event_callback`` body around ``event``, with a fresh event id unless given."""
     return {
@@ -199,6 +205,9 @@ class FakeSlack:
         self._posts: dict[tuple[str, str], dict[str, Any]] = {}
         self.command_responses: list[tuple[str, dict[str, Any]]] = []
         """What was posted to slash commands' response URLs: (envelope id, body)."""
+        self._buttons: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.ephemerals: list[tuple[str, str]] = []
+        """``chat.postEphemeral``: (the user shown it, its text), in order."""
         self._state = _State()
         self._errors: dict[str, deque[ScriptedError]] = defaultdict(deque)
         self._ts = itertools.count(1)
@@ -410,8 +419,14 @@ class FakeSlack:
             return {"ok": True, "url": url}
         if method == "chat.postMessage":
             return self._post_message(args)
+        if method == "chat.postEphemeral":
+            self.ephemerals.append((str(args.get("user")), str(args.get("text"))))
+            return {"ok": True, "message_ts": "1700000000.999999"}
         if method == "chat.update":
-            self.messages[(str(args.get("channel")), str(args.get("ts")))] = str(args.get("text"))
+            where = (str(args.get("channel")), str(args.get("ts")))
+            self.messages[where] = str(args.get("text"))
+            if where in self._posts:
+                self._posts[where]["blocks"] = _blocks(args)
             return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts")}
         if method == "chat.delete":
             if self.messages.pop((str(args.get("channel")), str(args.get("ts"))), None) is None:
@@ -496,6 +511,14 @@ class FakeSlack:
             meta = json.loads(meta)
         if isinstance(meta, dict):
             message["metadata"] = meta
+        if blocks := _blocks(args):
+            message["blocks"] = blocks
+            self._buttons[(channel, ts)] = {
+                element["action_id"]: element
+                for block in blocks
+                if block.get("type") == "actions"
+                for element in block["elements"]
+            }
         self._posts[(channel, ts)] = message
         return {"ok": True, "channel": channel, "ts": ts, "message": {**message, "text": ""}}
 
@@ -673,6 +696,65 @@ class FakeSlack:
             "payload": body,
         }
         await ws.send_str(json.dumps(envelope))
+
+    async def send_press(
+        self,
+        channel: str,
+        ts: str,
+        action_id: str,
+        *,
+        user: str = "U1",
+        action_ts: str | None = None,
+    ) -> str:
+        """Push the ``interactive`` envelope of a press of the button ``action_id`` under the
+        bot's message ``ts`` (a ``block_actions`` payload, as Slack sends it over Socket
+        Mode); the same ``action_ts`` again is a redelivery. Returns the envelope id."""
+        await self.wait_socket()
+        assert self._ws is not None
+        message = {**self._posts[(channel, ts)], "text": self.messages[(channel, ts)]}
+        # A client still showing the buttons (another user's, not yet refreshed) sends the
+        # button as it was posted.
+        button = self._buttons[(channel, ts)][action_id]
+        envelope_id = str(uuid.uuid4())
+        payload = {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": f"name-{user}",
+                "name": f"name-{user}",
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": "A0001",
+            "token": "verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"trigger-{envelope_id}",
+            "team": {"id": TEAM_ID, "domain": "fake"},
+            "channel": {"id": channel, "name": "general"},
+            "message": message,
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": "b1",
+                    "text": button["text"],
+                    "value": button.get("value"),
+                    "type": "button",
+                    "action_ts": action_ts or f"{time.time():.6f}",
+                }
+            ],
+        }
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "interactive",
+            "accepts_response_payload": False,
+            "payload": payload,
+        }
+        await self._ws.send_str(json.dumps(envelope))
+        return envelope_id
 
     async def send_slash_command(
         self,

@@ -330,6 +330,11 @@ class FakeTelegramAPI:
         self._webhook_task: asyncio.Task[None] | None = None
         self.conflicts = 0
         """Long polls ended with 409 because another one came (see ``getUpdates``)."""
+        self._next_query_id = 0
+        self.allowed_updates: list[str] = []
+        """The update kinds the last ``getUpdates`` asked for ([]: Telegram's default)."""
+        self.answered_queries: dict[str, str | None] = {}
+        """``answerCallbackQuery``: each query answered, with the text shown (None: none)."""
 
     @property
     def base_url(self) -> str:
@@ -480,6 +485,34 @@ class FakeTelegramAPI:
         message = self.text_message(chat_id, text, **options)
         self.push_update({"message": message})
         return message
+
+    def push_press(
+        self,
+        message: dict[str, Any],
+        data: str,
+        *,
+        sender: dict[str, Any] | None = None,
+        query_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Queue the ``callback_query`` update of a press of the inline button with callback
+        ``data`` under the bot's ``message`` (as it shows now); returns the query. Pushing
+        the returned query again (``push_update({"callback_query": q})``) is a redelivery."""
+        self._next_query_id += 1
+        chat_id = int(message["chat"]["id"])
+        query: dict[str, Any] = {
+            "id": query_id or f"q{self._next_query_id}",
+            "from": sender or user(chat_id if chat_id > 0 else 4242),
+            "message": dict(message),
+            "chat_instance": f"ci{chat_id}",
+            "data": data,
+        }
+        self.push_update({"callback_query": query})
+        return query
+
+    def keyboard(self, chat_id: int, message_id: int) -> list[list[dict[str, Any]]]:
+        """The inline keyboard under the bot's message as it shows now ([]: none)."""
+        markup = self._sent[(chat_id, message_id)].get("reply_markup") or {}
+        return list(markup.get("inline_keyboard", []))
 
     def push_edit(self, message: dict[str, Any], text: str, *, edit_date: int) -> dict[str, Any]:
         """Queue the ``edited_message`` update of a user's message now reading ``text``
@@ -799,8 +832,19 @@ class FakeTelegramAPI:
         if offset > 0 and self.forget_confirmed:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
 
+        allowed = params.get("allowed_updates")
+        if isinstance(allowed, str):
+            allowed = json.loads(allowed)
+        if allowed is not None:
+            self.allowed_updates = list(allowed)
+
+        def kind_allowed(update: dict[str, Any]) -> bool:
+            # Telegram leaves out the kinds not asked for (an empty list: all but a few).
+            kinds = self.allowed_updates
+            return not kinds or any(kind in update for kind in kinds)
+
         def pending() -> list[dict[str, Any]]:
-            return [u for u in self._updates if u["update_id"] >= offset]
+            return [u for u in self._updates if u["update_id"] >= offset and kind_allowed(u)]
 
         self._polls += 1
         poll = self._polls
@@ -818,6 +862,21 @@ class FakeTelegramAPI:
                 return conflict()
         return pending()[:limit]
 
+    @staticmethod
+    def _check_markup(params: dict[str, Any]) -> ScriptedError | None:
+        """Telegram's refusals of an inline keyboard: callback data of 1 to 64 bytes."""
+        markup = params.get("reply_markup")
+        if markup is None:
+            return None
+        for row in markup.get("inline_keyboard", []):
+            for button in row:
+                data = button.get("callback_data")
+                if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                    return ScriptedError(400, "Bad Request: BUTTON_DATA_INVALID")
+                if not str(button.get("text", "")).strip():
+                    return ScriptedError(400, "Bad Request: text buttons are unallowed")
+        return None
+
     def _check_text(self, params: dict[str, Any]) -> tuple[str, ScriptedError | None]:
         text = str(params.get("text", ""))
         if params.get("parse_mode") == "HTML":
@@ -832,6 +891,7 @@ class FakeTelegramAPI:
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
         text, error = self._check_text(params)
+        error = error or self._check_markup(params)
         if error is not None:
             return error
         chat_id = int(params["chat_id"])
@@ -853,18 +913,54 @@ class FakeTelegramAPI:
                 "date": int(time.time()),
                 "chat": self.chat(chat_id),
             }
+        if params.get("reply_markup", {}).get("inline_keyboard"):
+            message["reply_markup"] = params["reply_markup"]
         self._sent[(chat_id, message["message_id"])] = message
         return message
 
-    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
-        text, error = self._check_text(params)
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
+        error = self._check_markup(params)
         if error is not None:
             return error
         key = (int(params["chat_id"]), int(params["message_id"]))
         message = self._sent.get(key)
         if message is None:
             return ScriptedError(400, "Bad Request: message to edit not found")
-        if message["text"] == text:
+        markup = params.get("reply_markup") or {}
+        if (message.get("reply_markup") or {}) == (markup if markup.get("inline_keyboard") else {}):
+            return ScriptedError(400, "Bad Request: message is not modified")
+        if markup.get("inline_keyboard"):
+            message["reply_markup"] = markup
+        else:
+            message.pop("reply_markup", None)
+        return message
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        query = str(params["callback_query_id"])
+        if query in self.answered_queries:
+            return ScriptedError(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        self.answered_queries[query] = params.get("text")
+        return True
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        text, error = self._check_text(params)
+        error = error or self._check_markup(params)
+        if error is not None:
+            return error
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        message = self._sent.get(key)
+        if message is None:
+            return ScriptedError(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup")
+        if markup is not None:
+            if markup.get("inline_keyboard"):
+                message["reply_markup"] = markup
+            else:
+                message.pop("reply_markup", None)
+        elif message["text"] == text:
             return ScriptedError(
                 400,
                 "Bad Request: message is not modified: specified new message content and "

@@ -43,7 +43,7 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -57,7 +57,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ...bounded import Recent
-from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...chat import (
+    Attachment,
+    Button,
+    Capabilities,
+    InboundMessage,
+    MessageRef,
+    Press,
+    PressAnswer,
+    Target,
+)
 from ...retry import retry_after
 from ..base import (
     InboundSink,
@@ -89,6 +98,35 @@ RATE_LIMIT_ATTEMPTS = 3
 MAX_RETRY_AFTER = 60.0
 TYPING_STATUS = "is typing…"
 _MEMORY_LIMIT = 4096
+
+
+BUTTON_ACTION = "botd_button_"
+"""The ``action_id`` prefix of botd's buttons (numbered: unique within a message)."""
+SECTION_LIMIT = 3000
+"""The most characters one section block's text takes."""
+
+
+def button_blocks(text: str, rows: Sequence[Sequence[Button]]) -> list[dict[str, Any]]:
+    """``text`` as section blocks, then one ``actions`` block per row of ``rows``."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text[at : at + SECTION_LIMIT]}}
+        for at in range(0, len(text), SECTION_LIMIT)
+    ]
+    number = 0
+    for row in rows:
+        elements = []
+        for button in row:
+            elements.append(
+                {
+                    "type": "button",
+                    "action_id": f"{BUTTON_ACTION}{number}",
+                    "text": {"type": "plain_text", "text": button.label, "emoji": True},
+                    "value": button.value,
+                }
+            )
+            number += 1
+        blocks.append({"type": "actions", "elements": elements})
+    return blocks
 
 
 class SlackAdapter:
@@ -266,6 +304,7 @@ class SlackAdapter:
         app.command(re.compile(".*"))(self._on_slash_command)
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_app_mention)
+        app.action(re.compile(f"^{BUTTON_ACTION}"))(self._on_press)
         # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
         app.event(re.compile(".*"))(self._on_other_event)
         return app
@@ -316,6 +355,92 @@ class SlackAdapter:
             log.warning("slack: slash command %s was not taken: %s", command.get("command"), exc)
         finally:
             await ack()
+
+    async def _on_press(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """A button of the bot's pressed (a ``block_actions`` payload): handed to the sink
+        like the presser's message, acked once decided; what the presser must be told
+        (not allowed, expired, answered already) is an ephemeral message, and a press that
+        counted replaces the message's buttons with the choice made."""
+        press = await self._press_message(body)
+        answer = PressAnswer()
+        try:
+            if press is not None and self._sink is not None:
+                decided = await self._sink(press)
+                found = getattr(decided, "answer", None)
+                answer = found if isinstance(found, PressAnswer) else answer
+        finally:
+            await ack()
+        if press is None:
+            return
+        if answer.text:
+            try:
+                await self._call(
+                    "chat.postEphemeral",
+                    self.client.chat_postEphemeral,
+                    channel=press.chat_id,
+                    user=press.sender_id,
+                    text=answer.text,
+                    thread_ts=press.thread_id,
+                )
+            except SlackError as exc:
+                log.warning("slack: telling a presser %s failed: %s", answer.text, exc)
+        if answer.chosen:
+            await self._show_choice(body, press)
+
+    async def _press_message(self, body: dict[str, Any]) -> InboundMessage | None:
+        actions = body.get("actions") or []
+        message = body.get("message") or {}
+        channel = str((body.get("channel") or {}).get("id") or "")
+        user = body.get("user") or {}
+        if not actions or not message.get("ts") or not channel or not user.get("id"):
+            return None
+        action = actions[0]
+        value = str(action.get("value") or "")
+        label = str((action.get("text") or {}).get("text") or value)
+        thread_ts = message.get("thread_ts")
+        thread_id = str(thread_ts) if thread_ts else None
+        key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
+        user_id = str(user["id"])
+        callback = f"{action.get('action_ts') or body.get('trigger_id')}:{user_id}"
+        return InboundMessage(
+            channel="slack",
+            chat_id=channel,
+            sender_id=user_id,
+            sender_name=await self.names.of(user_id, str(user.get("name") or "")),
+            text=f"(pressed: {label})",
+            message_id=f"press:{callback}",
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            is_direct=channel.startswith("D"),
+            mentions_bot=True,
+            dedupe_keys=(self._key(f"press:{callback}"),),
+            bot_name=self.bot_name,
+            target=Target("slack", channel, self.account_id, thread_id),
+            press=Press(callback, value, str(message["ts"]), float(message["ts"])),
+        )
+
+    async def _show_choice(self, body: dict[str, Any], press: InboundMessage) -> None:
+        """The message's buttons give way to a line saying what was chosen, and by whom."""
+        message = body.get("message") or {}
+        kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
+        shown = press.text.removeprefix("(pressed: ").removesuffix(")")
+        who = f" ({press.sender_name})" if press.sender_name else ""
+        chosen = {
+            "type": "context",
+            "elements": [{"type": "plain_text", "text": f"✔ {shown}{who}"}],
+        }
+        try:
+            await self._call(
+                "chat.update",
+                self.client.chat_update,
+                channel=press.chat_id,
+                ts=press.press.message_id if press.press else "",
+                text=str(message.get("text") or ""),
+                blocks=[*kept, chosen],
+            )
+        except SlackError as exc:
+            log.warning("slack: showing the choice made failed: %s", exc)
 
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         log.debug("slack: ignoring event %s", event.get("type"))
@@ -424,11 +549,36 @@ class SlackAdapter:
 
     # --- outbound -----------------------------------------------------------------------------
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> list[MessageRef]:
+        """``send``, the last message as Block Kit: its text as sections, then one
+        ``actions`` block of buttons per row (``text`` stays the notification fallback)."""
+        return await self.send(target, markdown, rows)
+
+    async def edit_buttons(
+        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> None:
+        """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows``."""
+        texts = self._render(markdown) or [""]
+        await self._call(
+            "chat.update",
+            self.client.chat_update,
+            channel=ref.target.chat_id,
+            ts=ref.message_id,
+            text=texts[0],
+            blocks=button_blocks(texts[0], rows),
+            link_names=False,
+        )
+
+    async def send(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]] = ()
+    ) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal.
 
         A reply piece's messages carry its key as metadata (``sent``); one a crash left
         unconfirmed is looked for first, and a message found is returned, not posted again.
+        ``rows``: buttons under the last message (``send_buttons``).
         """
         thread_ts = self._thread_for(target)
         posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
@@ -437,8 +587,11 @@ class SlackAdapter:
         if key is not None and key.piece.unconfirmed:
             found = await self._posted_pieces(target.chat_id, thread_ts, key.piece.written_at)
         refs: list[MessageRef] = []
-        for number, text in enumerate(self._render(markdown)):
+        texts = self._render(markdown)
+        for number, text in enumerate(texts):
             tag = None if key is None else metadata(key, number)
+            last = number == len(texts) - 1
+            blocks = button_blocks(text, rows) if rows and last else None
             if tag is not None and tag["event_payload"]["piece"] in found:
                 refs.append(MessageRef(posted_to, found[tag["event_payload"]["piece"]]))
                 continue
@@ -452,6 +605,7 @@ class SlackAdapter:
                     mrkdwn=True,
                     link_names=False,
                     metadata=tag,
+                    blocks=blocks,
                 )
             except SlackError as exc:
                 if exc.error in NOT_A_MEMBER:  # a slash command's user is told, if any

@@ -49,11 +49,20 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from telegram import Message, MessageEntity, ReactionTypeEmoji, ReplyParameters, Update
+from telegram import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReactionTypeEmoji,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
     BadRequest,
@@ -65,6 +74,7 @@ from telegram.error import (
 from telegram.ext import (
     AIORateLimiter,
     Application,
+    CallbackQueryHandler,
     ContextTypes,
     ExtBot,
     MessageHandler,
@@ -72,7 +82,16 @@ from telegram.ext import (
     filters,
 )
 
-from ...chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from ...chat import (
+    Attachment,
+    Button,
+    Capabilities,
+    InboundMessage,
+    MessageRef,
+    Press,
+    PressAnswer,
+    Target,
+)
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...retry import Backoff, retry_after
@@ -118,7 +137,10 @@ TEXT_LIMIT = 4096
 """Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
 GENERAL_TOPIC = "1"
 """A forum's General topic: its messages carry no thread id and sends must omit it."""
-ALLOWED_UPDATES = ("message", "edited_message")
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
+"""The update kinds botd asks for: messages, their edits, and presses of its buttons."""
+CHOSEN_DATA = "botd:chosen"
+"""The callback data of the button that shows a choice made (a press of it: "Already answered")."""
 
 _App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 
@@ -377,6 +399,7 @@ class TelegramAdapter:
         taken = filters.TEXT | MEDIA  # files come with their caption as the text
         updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
         app.add_handler(MessageHandler(updates & taken, self._on_text))
+        app.add_handler(CallbackQueryHandler(self._on_press))
         # A later group sees every update once the handlers above are done with it.
         app.add_handler(TypeHandler(Update, self._on_processed), group=1)
         app.add_error_handler(self._on_error)
@@ -559,6 +582,90 @@ class TelegramAdapter:
             raise
         bot.handled(update.update_id, ok=True)
 
+    async def _on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A button under one of the bot's messages pressed: handed to the sink like a
+        message from the presser, then answered (``answerCallbackQuery``) as decided."""
+        query = update.callback_query
+        if query is None or self._sink is None:
+            return
+        bot = self._require_bot()
+        if self._mode != "webhook" and bot.held_back(update.update_id):
+            bot.handled(update.update_id, ok=False)
+            return
+        press = self._press_message(query)
+        try:
+            decided = None if press is None else await self._sink(press)
+        except Exception:
+            bot.handled(update.update_id, ok=False)
+            if self._mode == "webhook":
+                self._refused.add(update.update_id)
+            raise
+        bot.handled(update.update_id, ok=True)
+        answer = getattr(decided, "answer", None)
+        if not isinstance(answer, PressAnswer):
+            answer = PressAnswer()
+        try:
+            await query.answer(text=answer.text)
+        except TelegramError as exc:
+            log.warning("telegram: answering a button press failed: %s", exc.message)
+        if answer.chosen and press is not None and isinstance(query.message, Message):
+            await self._show_choice(query.message, press)
+
+    def _press_message(self, query: CallbackQuery) -> InboundMessage | None:
+        """The press as the presser's message (None: not of a message of the bot's chats)."""
+        message = query.message
+        if message is None or query.data is None:
+            return None
+        chat_id = str(message.chat.id)
+        thread_id: str | None = None
+        if message.chat.is_forum:
+            topic = message.message_thread_id if isinstance(message, Message) else None
+            thread_id = str(topic) if topic else GENERAL_TOPIC
+        key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
+        label = query.data
+        if isinstance(message, Message) and message.reply_markup is not None:
+            for row in message.reply_markup.inline_keyboard:
+                for button in row:
+                    if button.callback_data == query.data:
+                        label = button.text
+        # An inaccessible message (too old) has date 0: its buttons count as expired.
+        posted = message.date.timestamp()
+        sender = query.from_user
+        return InboundMessage(
+            channel=CHANNEL,
+            chat_id=chat_id,
+            sender_id=str(sender.id),
+            text=f"(pressed: {label})",
+            message_id=f"press:{query.id}",
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            sender_name=sender.full_name,
+            is_direct=message.chat.type == ChatType.PRIVATE,
+            mentions_bot=True,
+            dedupe_keys=(f"press:{query.id}",),
+            bot_name=self._require_bot().username or "",
+            press=Press(query.id, query.data, str(message.message_id), posted),
+        )
+
+    async def _show_choice(self, message: Message, press: InboundMessage) -> None:
+        """The buttons give way to one showing the choice made and who made it."""
+        shown = press.text.removeprefix("(pressed: ").removesuffix(")")
+        who = f" ({press.sender_name})" if press.sender_name else ""
+        chosen = _keyboard([[Button(f"✔ {shown}{who}", CHOSEN_DATA)]])
+        try:
+            await self._per_chat(
+                str(message.chat.id),
+                partial(
+                    self._require_bot().edit_message_reply_markup,
+                    message.chat.id,
+                    message.message_id,
+                    reply_markup=chosen,
+                ),
+            )
+        except TelegramError as exc:
+            log.warning("telegram: showing the choice made failed: %s", exc.message)
+
     async def _deliver(
         self,
         message: Message,
@@ -646,6 +753,22 @@ class TelegramAdapter:
         chunks = HTML.chunks(markdown, self.capabilities.text_limit)
         return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
 
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> list[MessageRef]:
+        """``send``, with ``rows`` as the inline keyboard of its last message."""
+        chunks = HTML.chunks(markdown, self.capabilities.text_limit)
+        return await self._send_chunks(
+            target, chunks, reply_to=target.reply_to_id, keyboard=_keyboard(rows)
+        )
+
+    async def edit_buttons(
+        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> None:
+        """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows`` as
+        its inline keyboard (none: the keyboard removed)."""
+        await self._edit_text(ref, markdown, _keyboard(rows) or InlineKeyboardMarkup([]))
+
     async def send_file(
         self, target: Target, file: OutboundFile, caption: str = ""
     ) -> list[MessageRef]:
@@ -655,14 +778,21 @@ class TelegramAdapter:
         )
 
     async def _send_chunks(
-        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+        self,
+        target: Target,
+        chunks: list[RenderedChunk],
+        *,
+        reply_to: str | None,
+        keyboard: InlineKeyboardMarkup | None = None,
     ) -> list[MessageRef]:
         bot = self._require_bot()
         thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
         chat = target.chat_id
         refs = []
-        for chunk in chunks:
+        for number, chunk in enumerate(chunks, 1):
             extra: dict[str, Any] = {}
+            if keyboard is not None and number == len(chunks):
+                extra["reply_markup"] = keyboard  # the buttons go under the last message
             if thread is not None:
                 extra["message_thread_id"] = int(thread)
             if reply_to is not None:
@@ -716,24 +846,31 @@ class TelegramAdapter:
 
     async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
+        return await self._edit_text(ref, markdown)
+
+    async def _edit_text(
+        self, ref: MessageRef, markdown: str, keyboard: InlineKeyboardMarkup | None = None
+    ) -> list[MessageRef]:
         bot = self._require_bot()
         chunks = HTML.chunks(markdown, self.capabilities.text_limit)
         if not chunks:
             return [ref]
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)
+        markup: dict[str, Any] = {} if keyboard is None else {"reply_markup": keyboard}
         try:
             try:
                 await self._per_chat(
                     chat_id,
                     lambda: bot.edit_message_text(
-                        chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML
+                        chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML, **markup
                     ),
                 )
             except BadRequest as exc:
                 if not _is_parse_error(exc):
                     raise
                 await self._per_chat(
-                    chat_id, lambda: bot.edit_message_text(chunks[0].plain, chat_id, message_id)
+                    chat_id,
+                    lambda: bot.edit_message_text(chunks[0].plain, chat_id, message_id, **markup),
                 )
         except BadRequest as exc:
             if not _is_not_modified(exc):
@@ -784,6 +921,15 @@ class TelegramAdapter:
             await bot.send_chat_action(target.chat_id, ChatAction.TYPING, message_thread_id=thread)
         except TelegramError as exc:
             raise api_error("sendChatAction", exc) from exc
+
+
+def _keyboard(rows: Sequence[Sequence[Button]]) -> InlineKeyboardMarkup | None:
+    """``rows`` as an inline keyboard, each button's value its callback data (None: none)."""
+    if not rows:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.label, callback_data=b.value) for b in row] for row in rows]
+    )
 
 
 def _replied_to(message: Message) -> Message | None:

@@ -5,9 +5,9 @@ the SQLite store's meaning, method by method, over a ``psycopg_pool`` pool: ``ba
 the pool, the group commit (one flusher task of the store's own) and the store's health;
 ``ledger`` sessions, transcripts, inbox entries and outbox pieces; ``inbound`` dedupe ids,
 accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
-``schema`` the migrations; ``leases`` the lease table and the fence a write can take;
-``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
-``status_lines`` the tool status a run shows.
+``approvals`` requests to approve tool calls; ``schema`` the migrations; ``leases`` the
+lease table and the fence a write can take; ``cluster`` what a conversation's owner reads
+and the arrival signal (cluster mode); ``status_lines`` the tool status a run shows.
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.
@@ -15,6 +15,7 @@ and only when ``store.backend`` is ``postgres``.
 
 from __future__ import annotations
 
+from .approvals import ApprovalStore
 from .base import describe
 from .cluster import ClusterStore
 from .inbound import InboundStore
@@ -24,7 +25,9 @@ from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
 
 
-class PostgresStore(LedgerStore, InboundStore, JobStore, ClusterStore, StatusLineStore):
+class PostgresStore(
+    LedgerStore, InboundStore, JobStore, ClusterStore, StatusLineStore, ApprovalStore
+):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""
 

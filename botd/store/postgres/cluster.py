@@ -64,7 +64,8 @@ class ClusterStore(PostgresBase):
             )
             entries = [_entry(row) for row in await cur.fetchall()]
             cur = await conn.execute(
-                "SELECT o.id, o.anchor, o.seq, o.kind, o.target, o.text, o.media, o.created_at"
+                "SELECT o.id, o.anchor, o.seq, o.kind, o.target, o.text, o.media, o.created_at,"
+                " o.buttons"
                 " FROM outbox o JOIN inbox i ON i.id = o.anchor"
                 " WHERE i.conversation_key = %s AND o.state = 'pending' ORDER BY o.id",
                 (conversation_key,),

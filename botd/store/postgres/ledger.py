@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...chat import Target
+from ...chat import Button, Target
 from ...cluster import fencing
 from ...events import Message
 from ..errors import StaleCompactionError, UnknownSessionError
@@ -29,6 +29,8 @@ from ..records import (
     SessionRecord,
 )
 from ..rows import (
+    OUTBOX_COLUMNS,
+    buttons_json,
     inbound_from_json,
     media_json,
     message_from_json,
@@ -37,6 +39,7 @@ from ..rows import (
     resumable_prefix,
 )
 from ..targets import target_json
+from .approvals import awaiting_calls
 from .base import Conn, PostgresBase
 
 if TYPE_CHECKING:
@@ -382,7 +385,9 @@ class LedgerStore(PostgresBase):
             active = await cur.fetchone()
             if not rows or int(rows[0][0]) != user_turn_id or active is None:
                 return False
-            keep = resumable_prefix([message_from_json(r[2]) for r in rows])
+            keep = resumable_prefix(
+                [message_from_json(r[2]) for r in rows], await awaiting_calls(conn, session_id)
+            )
             drop = [int(r[0]) for r in rows[keep:]]
             if drop:
                 await conn.execute("DELETE FROM messages WHERE id = ANY(%s)", (drop,))
@@ -423,6 +428,7 @@ class LedgerStore(PostgresBase):
         *,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        buttons: Sequence[Sequence[Button]] = (),
     ) -> int:
         """A piece written before it is sent: its key once committed (with the epoch of
         the lease its run holds, in cluster mode)."""
@@ -435,6 +441,7 @@ class LedgerStore(PostgresBase):
             target_json(target),
             text,
             media_json(media, audio_as_voice),
+            buttons_json(buttons),
             now,
             now,
             None if fence is None else fence.epoch,
@@ -442,9 +449,9 @@ class LedgerStore(PostgresBase):
 
         async def write(conn: Conn) -> int:
             cur = await conn.execute(
-                "INSERT INTO outbox (anchor, seq, kind, target, text, media, state, "
+                "INSERT INTO outbox (anchor, seq, kind, target, text, media, buttons, state, "
                 "created_at, updated_at, epoch) "
-                "VALUES (%s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s) RETURNING id",
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s) RETURNING id",
                 params,
             )
             row = await cur.fetchone()
@@ -493,8 +500,7 @@ class LedgerStore(PostgresBase):
 
         async def read(conn: Conn) -> list[OutboxEntry]:
             cur = await conn.execute(
-                "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
-                "WHERE state = 'pending' ORDER BY id"
+                f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE state = 'pending' ORDER BY id"
             )
             return [outbox_entry_from_row(row) for row in await cur.fetchall()]
 
@@ -535,7 +541,11 @@ class LedgerStore(PostgresBase):
             outbox = await conn.execute(
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < %s", (cut,)
             )
-            return max(inbox.rowcount, 0) + max(outbox.rowcount, 0)
+            approvals = await conn.execute(
+                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < %s", (cut,)
+            )
+            counts = (inbox.rowcount, outbox.rowcount, approvals.rowcount)
+            return sum(max(count, 0) for count in counts)
 
         return await self._commit("prune_finished", write)
 

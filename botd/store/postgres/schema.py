@@ -223,6 +223,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons text",),
+    # issue 28 part D2: approvals. A request to approve a tool call (``botd.approvals``), by
+    # the call it gates (``key``) and by the token its buttons carry; a session's rows are
+    # what a resumed run's transcript keeps its unanswered calls for.
+    (
+        """
+        CREATE TABLE approvals (
+            key text PRIMARY KEY,
+            token text NOT NULL UNIQUE,
+            session_id text NOT NULL,
+            call_id text NOT NULL,
+            tool_name text NOT NULL,
+            summary text NOT NULL,
+            deadline double precision NOT NULL,
+            state text NOT NULL,
+            decided_by text NOT NULL DEFAULT '',
+            messages text NOT NULL DEFAULT '[]',
+            created_at double precision NOT NULL,
+            decided_at double precision
+        )
+        """,
+        "CREATE INDEX approvals_by_session ON approvals (session_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

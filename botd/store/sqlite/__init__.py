@@ -7,7 +7,8 @@ the group commit (``deferred``) and WAL checkpoints on a thread of their own
 (dedupe ids and offsets), ``jobs`` (scheduled jobs and their run log), ``inbox`` (every
 accepted message and its state), ``outbox`` (every reply piece, written before it is sent),
 ``chatter`` (group lines kept for the bot's next turn there), ``usage`` (token usage per run,
-the conversations' model choices), ``status_lines`` (the tool status a run shows).
+the conversations' model choices), ``status_lines`` (the tool status a run shows),
+``approvals`` (requests to approve tool calls).
 ``schema`` holds the migrations.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -16,6 +17,7 @@ other module takes the protocol it needs (``tests/test_import_graph.py`` checks 
 
 from __future__ import annotations
 
+from .approvals import ApprovalStore
 from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
 from .chatter import ChatterStore
 from .inbound import InboundStore
@@ -35,6 +37,7 @@ class SqliteStore(
     ChatterStore,
     UsageStore,
     StatusLineStore,
+    ApprovalStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 

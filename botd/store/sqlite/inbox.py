@@ -23,6 +23,7 @@ from ...chat import InboundMessage
 from ...events import Message
 from ..records import FINISHED_STATES, InboxBacklog, InboxEntry, InboxState
 from ..rows import inbound_from_json, inbound_json, message_json, resumable_prefix
+from .approvals import awaiting_calls
 from .chatter import consume_chatter as _consume_chatter
 from .transcripts import TranscriptStore
 
@@ -232,7 +233,10 @@ class InboxStore(TranscriptStore):
             ).fetchone()
             if not rows or int(rows[0][0]) != user_turn_id or active is None:
                 return False
-            keep = resumable_prefix([Message.model_validate(json.loads(r[2])) for r in rows])
+            keep = resumable_prefix(
+                [Message.model_validate(json.loads(r[2])) for r in rows],
+                awaiting_calls(conn, session_id),
+            )
             drop = [int(r[0]) for r in rows[keep:]]
             if drop:
                 conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in drop])
@@ -254,7 +258,10 @@ class InboxStore(TranscriptStore):
             outbox = conn.execute(
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < ?", (cut,)
             ).rowcount
-        return int(inbox) + int(outbox)
+            approvals = conn.execute(
+                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < ?", (cut,)
+            ).rowcount
+        return int(inbox) + int(outbox) + int(approvals)
 
 
 __all__ = ["InboxStore", "inbound_from_json", "inbound_json"]

@@ -14,9 +14,9 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from ...chat import Target
+from ...chat import Button, Target
 from ..records import OutboxEntry
-from ..rows import media_json, outbox_entry_from_row
+from ..rows import OUTBOX_COLUMNS, buttons_json, media_json, outbox_entry_from_row
 from ..targets import target_json
 from .deferred import DeferredWrites
 
@@ -34,16 +34,27 @@ class OutboxStore(DeferredWrites):
         *,
         media: Sequence[str] = (),
         audio_as_voice: bool = False,
+        buttons: Sequence[Sequence[Button]] = (),
     ) -> int:
         """Write a piece about to be sent; its row id once committed (see ``deferred``)."""
         now = self._clock()
         files = media_json(media, audio_as_voice)
-        params = (anchor, seq, kind, target_json(target), text, files, now, now)
+        params = (
+            anchor,
+            seq,
+            kind,
+            target_json(target),
+            text,
+            files,
+            buttons_json(buttons),
+            now,
+            now,
+        )
 
         def write(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
-                "INSERT INTO outbox (anchor, seq, kind, target, text, media, state, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                "INSERT INTO outbox (anchor, seq, kind, target, text, media, buttons, state, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 params,
             )
             assert cursor.lastrowid is not None
@@ -92,10 +103,7 @@ class OutboxStore(DeferredWrites):
         self.flush_deferred()
         rows = (
             self._connection()
-            .execute(
-                "SELECT id, anchor, seq, kind, target, text, media, created_at FROM outbox "
-                "WHERE state = 'pending' ORDER BY id"
-            )
+            .execute(f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE state = 'pending' ORDER BY id")
             .fetchall()
         )
         return [outbox_entry_from_row(row) for row in rows]

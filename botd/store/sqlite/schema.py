@@ -224,5 +224,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 28 part D1: buttons. The buttons under an outbox piece's last message, as JSON
+    # rows of {"label", "value"}; NULL for a piece without buttons.
+    ("ALTER TABLE outbox ADD COLUMN buttons TEXT",),
+    # issue 28 part D2: approvals. A request to approve a tool call (``botd.approvals``), by
+    # the call it gates (``key``) and by the token its buttons carry; a session's rows are
+    # what a resumed run's transcript keeps its unanswered calls for.
+    (
+        """
+        CREATE TABLE approvals (
+            key TEXT PRIMARY KEY,
+            token TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            tool_name TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            deadline REAL NOT NULL,
+            state TEXT NOT NULL,
+            decided_by TEXT NOT NULL DEFAULT '',
+            messages TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            decided_at REAL
+        )
+        """,
+        "CREATE INDEX approvals_by_session ON approvals (session_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

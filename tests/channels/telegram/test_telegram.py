@@ -53,7 +53,7 @@ async def test_a_dm_arrives_as_a_direct_message(fake: FakeTelegramAPI, bot: Bot)
     assert message.thread_id is None
     first_poll = fake.calls_to("getUpdates")[0].params
     assert first_poll["offset"] == "0"
-    assert first_poll["allowed_updates"] == ["message", "edited_message"]
+    assert first_poll["allowed_updates"] == ["message", "edited_message", "callback_query"]
 
 
 async def test_an_edit_arrives_as_an_edit_of_its_message_never_as_part_of_a_paste(

@@ -1,0 +1,332 @@
+"""Approvals: a call to a listed tool waits for a person's Approve or Deny.
+
+``Approvals.gate`` gives a run its ``ToolGate`` (``botd.agent.loop``). For a call to one of
+``ApprovalRules.tools`` it keeps a request in the store (``ApprovalLedger``), keyed by the
+call (conversation, the run's first inbox entry, tool call id), posts "Approve `tool(args)`?"
+with Approve / Deny buttons to the conversation (or each approver's direct chat) and waits:
+
+* approved: the tool runs and the model gets its result;
+* denied: the model gets "denied by <who>" instead, and the tool does not run;
+* no decision within ``timeout``: the request expires, the model gets "not approved in time".
+
+Once decided the waiting run edits the request messages: the buttons go, the outcome shows
+("Approved by Alice", "Denied by Bob", "Expired"). ``/stop`` ends the wait with the run (the
+request then says so); the shutdown leaves it pending.
+
+Presses reach ``Approvals.press`` (registered with the router's ``PressHandlers`` under
+``approval:``; the router has already dropped a redelivered press and refused a presser the
+access policy refuses). Only an approver's press counts (anyone the conversation admits when
+``approvers`` is empty); the decision is one conditional write, so a press twice, or two
+approvers at once, decide once. The handler answers at once; the run that waits is woken in
+this process, and polls the store every ``poll_interval`` for a press taken by another node.
+
+A restart: the run resumes with the same call (``resumable_prefix`` keeps it), finds the
+request by its key and does not post again; still pending, it waits for the time left; past
+its deadline it expires; decided meanwhile, that decision holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from ..agent.loop import ToolGate
+from ..agent.mcp.names import allowed
+from ..agent.tools import ToolContext, ToolOutput
+from ..chat import Button, InboundMessage, MessageRef, Target
+from ..events import ToolCallContent
+from ..store import ApprovalLedger, ApprovalState, StoredApproval
+from .summary import call_summary
+
+log = logging.getLogger(__name__)
+
+PREFIX = "approval:"
+"""The prefix of the buttons' values: ``approval:<token>:approve`` / ``:deny``."""
+NOT_AN_APPROVER = "Only approvers can decide this."
+CLEAR_WAIT = 10.0
+"""Seconds a stopped run waits for its request's buttons to go before it lets them be."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRules:
+    """``agent.approvals`` as the gate reads it."""
+
+    tools: tuple[str, ...] = ()
+    approvers: frozenset[str] = frozenset()
+    """User ids, or ``<channel>:<id>``; empty: anyone the conversation admits."""
+    timeout: float = 600.0
+    ask_in: str = "conversation"
+
+    def gates(self, tool_name: str) -> bool:
+        return allowed(tool_name, self.tools)
+
+    def may_decide(self, message: InboundMessage) -> bool:
+        if not self.approvers:
+            return True
+        sender = message.sender_id
+        return sender in self.approvers or f"{message.channel}:{sender}" in self.approvers
+
+    def approvers_on(self, channel: str) -> list[str]:
+        """The ids of the approvers who are users of ``channel``."""
+        ids = []
+        for entry in sorted(self.approvers):
+            named, colon, ident = entry.partition(":")
+            if not colon:
+                ids.append(entry)
+            elif named == channel:
+                ids.append(ident)
+        return ids
+
+
+class RequestPoster(Protocol):
+    """Where requests are posted and their outcome shown (``ChannelDelivery``)."""
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> Sequence[MessageRef]: ...
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlace:
+    """Where a run's calls are asked about: its conversation and the ids that name it."""
+
+    conversation_key: str
+    run_anchor: str
+    """The run's first inbox entry (the same after a restart), or its run id."""
+    session_id: str
+    target: Target
+
+
+def _request_text(approval: StoredApproval) -> str:
+    return f"Approve `{approval.summary}`?"
+
+
+def _outcome_text(approval: StoredApproval) -> str:
+    outcome = {
+        "approved": f"Approved by {approval.decided_by}.",
+        "denied": f"Denied by {approval.decided_by}.",
+        "expired": "Expired: not approved in time.",
+        "stopped": "Not decided: the run was stopped.",
+    }.get(approval.state, "")
+    return f"{_request_text(approval)}\n{outcome}"
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+@dataclass(eq=False)
+class Approvals:
+    """The gate of every run and the handler of every ``approval:`` press (see the module
+    docstring). ``rules`` is read at each call, so a reload applies to the next one."""
+
+    ledger: ApprovalLedger
+    poster: RequestPoster
+    rules: Callable[[], ApprovalRules]
+    clock: Callable[[], float] = time.time
+    poll_interval: float = 2.0
+    """Seconds between looks at the store while waiting (a press taken by another node)."""
+    _woken: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def gate(self, place: RunPlace, *, shutting_down: Callable[[], bool]) -> ToolGate | None:
+        """The gate of a run at ``place`` (None: no tool is gated). ``shutting_down``: true
+        once botd's shutdown cancels runs (a request then stays pending, to resume)."""
+        if not self.rules().tools:
+            return None
+
+        async def gate(call: ToolCallContent, context: ToolContext) -> ToolOutput | None:
+            rules = self.rules()
+            if not rules.gates(call.name):
+                return None
+            return await self._ask(place, call, rules, shutting_down)
+
+        return gate
+
+    # -- the run's side ----------------------------------------------------------------------
+
+    async def _ask(
+        self,
+        place: RunPlace,
+        call: ToolCallContent,
+        rules: ApprovalRules,
+        shutting_down: Callable[[], bool],
+    ) -> ToolOutput | None:
+        key = f"{place.conversation_key}/{place.run_anchor}/{call.id}"
+        now = self.clock()
+        approval = await self.ledger.open_approval(
+            StoredApproval(
+                key=key,
+                token=secrets.token_urlsafe(12),
+                session_id=place.session_id,
+                call_id=call.id,
+                tool_name=call.name,
+                summary=call_summary(call.name, call.arguments),
+                deadline=now + rules.timeout,
+                created_at=now,
+            )
+        )
+        if approval.state == "pending" and not approval.messages:
+            approval = await self._post(approval, place.target, rules)
+        else:
+            log.info("tool %s: found its request (%s)", call.name, approval.state)
+        try:
+            decided = await self._decision(approval)
+        except asyncio.CancelledError:
+            if not shutting_down():
+                await self._stopped(approval)
+            raise
+        await self._show(decided)
+        log.info("tool %s: %s %s", call.name, decided.state, decided.decided_by)
+        if decided.state == "approved":
+            return None
+        if decided.state == "denied":
+            text = f"Not run: the call was denied by {decided.decided_by}."
+        else:
+            waited = _span(decided.deadline - decided.created_at)
+            text = f"Not run: the call was not approved in time ({waited})."
+        return ToolOutput(text=text, is_error=True, details={"status": decided.state})
+
+    async def _post(
+        self, approval: StoredApproval, conversation: Target, rules: ApprovalRules
+    ) -> StoredApproval:
+        rows = [
+            [
+                Button("Approve", f"{PREFIX}{approval.token}:approve"),
+                Button("Deny", f"{PREFIX}{approval.token}:deny"),
+            ]
+        ]
+        text = _request_text(approval)
+        targets = [conversation]
+        if rules.ask_in == "approvers":
+            targets = [
+                Target(conversation.channel, ident, conversation.account_id)
+                for ident in rules.approvers_on(conversation.channel)
+            ] or [conversation]
+        refs: list[MessageRef] = []
+        for target in targets:
+            try:
+                sent = await self.poster.send_buttons(target, text, rows)
+            except Exception as exc:  # one approver's chat out of reach: the others are asked
+                log.warning(
+                    "the request to approve %s could not be posted to %s: %s",
+                    approval.tool_name,
+                    target.chat_id,
+                    exc,
+                )
+                continue
+            refs.extend(sent[-1:])  # the message carrying the buttons
+        if not refs and targets != [conversation]:
+            log.warning("no approver could be asked: the request goes to the conversation")
+            refs.extend((await self.poster.send_buttons(conversation, text, rows))[-1:])
+        if not refs:
+            raise RuntimeError("the request could not be posted")
+        await self.ledger.approval_posted(approval.key, refs)
+        return replace(approval, messages=tuple(refs))
+
+    async def _decision(self, approval: StoredApproval) -> StoredApproval:
+        """Wait for the request's decision, or expire it at its deadline."""
+        woken = self._woken.setdefault(approval.token, asyncio.Event())
+        try:
+            while True:
+                woken.clear()
+                found = await self.ledger.approval(approval.key)
+                if found is None:
+                    raise RuntimeError("the request is no longer in the store")
+                if found.state != "pending":
+                    return found
+                left = found.deadline - self.clock()
+                if left <= 0:
+                    expired = await self.ledger.decide_approval(found.token, "expired")
+                    if expired is not None:
+                        return expired
+                    continue  # decided just now: read it
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, self.poll_interval)):
+                        await woken.wait()
+        finally:
+            self._woken.pop(approval.token, None)
+
+    async def _stopped(self, approval: StoredApproval) -> None:
+        """``/stop`` ended the wait: the request says so (bounded: the stop must not wait)."""
+        try:
+            async with asyncio.timeout(CLEAR_WAIT):
+                stopped = await self.ledger.decide_approval(approval.token, "stopped")
+                if stopped is not None:
+                    await self._show(stopped)
+        except Exception as exc:
+            log.warning(
+                "the stopped request to approve %s stays as it was: %s", approval.tool_name, exc
+            )
+
+    async def _show(self, approval: StoredApproval) -> None:
+        """The request messages show the outcome, their buttons gone."""
+        text = _outcome_text(approval)
+        for ref in approval.messages:
+            try:
+                await self.poster.clear_buttons(ref, text)
+            except Exception as exc:  # cosmetic: the decision holds
+                log.warning(
+                    "the request message %s could not show its outcome: %s", ref.message_id, exc
+                )
+
+    # -- the presser's side ------------------------------------------------------------------
+
+    async def press(self, message: InboundMessage) -> str | None:
+        """A press of a request's button: decide it if the presser may (see the module
+        docstring); the answer the presser is shown."""
+        value = message.press.value if message.press is not None else ""
+        token, _, verb = value.removeprefix(PREFIX).rpartition(":")
+        if verb not in ("approve", "deny") or not token:
+            return None
+        approval = await self.ledger.approval_for_token(token)
+        if approval is None:
+            return "This request is no longer open."
+        if approval.state != "pending":
+            return _already(approval)
+        if not self.rules().may_decide(message):
+            log.info(
+                "press by %s on a request to approve %s: not an approver",
+                message.sender_id,
+                approval.tool_name,
+            )
+            return NOT_AN_APPROVER
+        if self.clock() >= approval.deadline:
+            self._wake(token)
+            return "This request has expired."
+        who = message.sender_name or message.sender_id
+        state: ApprovalState = "approved" if verb == "approve" else "denied"
+        decided = await self.ledger.decide_approval(token, state, who)
+        if decided is None:  # another press (or the timeout) came first
+            now = await self.ledger.approval_for_token(token)
+            return _already(now) if now is not None else None
+        self._wake(token)
+        return "Approved." if state == "approved" else "Denied."
+
+    def _wake(self, token: str) -> None:
+        woken = self._woken.get(token)
+        if woken is not None:
+            woken.set()
+
+
+def _already(approval: StoredApproval) -> str:
+    return {
+        "approved": f"Already approved by {approval.decided_by}.",
+        "denied": f"Already denied by {approval.decided_by}.",
+        "expired": "This request has expired.",
+        "stopped": "This request was stopped.",
+    }.get(approval.state, "This request is no longer open.")
+
+
+__all__ = ["NOT_AN_APPROVER", "PREFIX", "ApprovalRules", "Approvals", "RequestPoster", "RunPlace"]
