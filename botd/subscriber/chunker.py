@@ -271,7 +271,8 @@ class BlockChunker:
         only a single line longer than a block is cut mid-line. It must not split the
         fence's opening line: it moves to just before the fence,
         or, when the fence starts the buffer, past the opening line and one character of
-        content (so reopening it always consumes more than it adds).
+        content (so reopening it always consumes more than it adds); with no content after
+        the opening line yet there is no cut.
         """
         if fence is None:
             return _Break(index)
@@ -281,6 +282,9 @@ class BlockChunker:
         if index <= opener_end:
             if fence.start > 0:
                 return _Break(fence.start)
+            if opener_end >= len(buffer):
+                # Only the opening line so far: a cut would consume nothing and reopen it.
+                return _NO_BREAK
             index = opener_end + 1
         else:
             # Keep code lines whole: cut after the last complete line that fits.

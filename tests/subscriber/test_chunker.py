@@ -242,3 +242,19 @@ def test_a_cut_never_splits_a_closing_fence_line() -> None:
     fragments = [ln for b in out for ln in b.splitlines() if ln.strip() in ("`", "``")]
     assert fragments == []
     assert "".join("".join(out).split()) == "".join(text.split())
+
+
+def test_an_opening_line_longer_than_a_block_with_nothing_after_it_waits() -> None:
+    # Seen from hypothesis: cut after the opening line alone, the fence was closed, reopened
+    # with that same line, and cut again, forever (a hostile or odd answer froze the loop).
+    opener = "``````[[reply_to_current]]`<b.b\n"
+    out, buffered = drain(opener, 3, 12)
+    assert out == [] and buffered == opener
+    # Once code comes, each block carries some of it (an opening line longer than a block
+    # leaves room for little), and the stream ends.
+    blocks = stream(opener + "code\n``````\nafter", 3, 12)
+    assert blocks[-1] == "after"
+    assert all(fences_balanced(block) for block in blocks)
+    assert opener + "``````\n" not in blocks
+    shown = [block.removeprefix(opener).removesuffix("``````\n") for block in blocks[:-1]]
+    assert "".join(shown).replace("\n", "").startswith("code")
