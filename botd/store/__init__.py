@@ -50,6 +50,7 @@ from .records import (
     RunRecord,
     SessionRecord,
     StoredJob,
+    StoredPreview,
     UsageTotals,
 )
 
@@ -88,6 +89,7 @@ __all__ = [
     "StoreStatus",
     "StoreWriteError",
     "StoredJob",
+    "StoredPreview",
     "UnknownSessionError",
     "UsageTotals",
 ]

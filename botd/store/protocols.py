@@ -7,7 +7,8 @@ behind the same protocols: nothing here is a synchronous read.
 
 * ``ConversationLedger``: what one conversation (``botd.conversation``) needs: its session
   and transcript, the steps of its runs, the states of its inbox entries and outbox pieces,
-  and what an earlier process left unfinished. ``ModelChoices``: what ``/model``,
+  the live messages of its runs' previews (``PreviewLedger``), and what an earlier process
+  left unfinished. ``ModelChoices``: what ``/model``,
   ``/status`` and ``/usage`` read and keep. ``ConversationStore``: both, for the registry.
 * ``InboundLedger``: the router's: a message accepted with its dedupe ids in one
   transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
@@ -46,7 +47,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from ..chat import InboundMessage, Target
+from ..chat import InboundMessage, MessageRef, Target
 from ..events import Message
 from .errors import StoreHealth
 from .records import (
@@ -62,6 +63,7 @@ from .records import (
     RunRecord,
     SessionRecord,
     StoredJob,
+    StoredPreview,
     UsageTotals,
 )
 
@@ -69,7 +71,25 @@ if TYPE_CHECKING:
     from ..agent.compaction import CompactionResult
 
 
-class ConversationLedger(Protocol):
+class PreviewLedger(Protocol):
+    """The live messages each run shows its answer in (an ``edit`` preview, a Slack stream),
+    kept by the run's anchor like its pieces, so a run resumed after a crash or a takeover
+    finishes those messages instead of posting the answer beside them."""
+
+    async def preview_keep(
+        self, anchor: int, refs: Sequence[MessageRef], *, streaming: bool = False
+    ) -> None:
+        """The run anchored at ``anchor`` shows its answer in ``refs`` (the first a native
+        stream still open when ``streaming``); replaces what was kept before. Awaited:
+        durable before the run shows more."""
+        ...
+
+    async def preview_of(self, anchor: int) -> StoredPreview | None:
+        """What ``preview_keep`` last kept for ``anchor`` (None: nothing)."""
+        ...
+
+
+class ConversationLedger(PreviewLedger, Protocol):
     """What one conversation needs from storage (see the module docstring)."""
 
     # -- the conversation's session: its transcript since its start or its last /new --------
@@ -439,6 +459,7 @@ __all__ = [
     "ModelChoices",
     "Offsets",
     "Pairing",
+    "PreviewLedger",
     "Pruning",
     "Store",
     "StoreStatus",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..chat import Attachment, InboundMessage, Target
+from ..chat import Attachment, InboundMessage, MessageRef, Target
 
 DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
 """How long inbound ids are kept: far beyond any platform's redelivery window."""
@@ -90,6 +90,17 @@ class OutboxEntry:
     audio_as_voice: bool = False
     written_at: float = 0.0
     """When the piece was written (the store's clock: wall-clock seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPreview:
+    """The live messages a run showed its answer in (an ``edit`` preview, or a Slack stream
+    and the messages after it), as last written: a resumed run finishes those instead of
+    posting its answer beside them."""
+
+    refs: tuple[MessageRef, ...]
+    streaming: bool = False
+    """Whether the first message was a native stream still open when this was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,5 +222,6 @@ __all__ = [
     "RunRecord",
     "SessionRecord",
     "StoredJob",
+    "StoredPreview",
     "UsageTotals",
 ]

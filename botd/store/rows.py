@@ -16,9 +16,9 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from ..chat import InboundMessage, storable
+from ..chat import InboundMessage, MessageRef, storable
 from ..events import Message, ToolCallContent
-from .records import OutboxEntry, StoredJob
+from .records import OutboxEntry, StoredJob, StoredPreview
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -103,6 +103,25 @@ def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
     )
 
 
+def preview_refs_json(refs: Sequence[MessageRef]) -> str:
+    """A preview's messages as stored: each one's target and message id."""
+    return json.dumps(
+        [{"target": target_data(ref.target), "id": ref.message_id} for ref in refs],
+        ensure_ascii=False,
+    )
+
+
+def preview_from_row(refs: str, streaming: object) -> StoredPreview:
+    """A stored preview from its ``refs`` JSON and its ``streaming`` flag."""
+    return StoredPreview(
+        refs=tuple(
+            MessageRef(target_from_data(item["target"]), str(item["id"]))
+            for item in json.loads(refs)
+        ),
+        streaming=bool(streaming),
+    )
+
+
 def iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
 
@@ -173,5 +192,7 @@ __all__ = [
     "media_json",
     "message_from_json",
     "message_json",
+    "preview_from_row",
+    "preview_refs_json",
     "resumable_prefix",
 ]

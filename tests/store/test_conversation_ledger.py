@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from botd.chat import InboundMessage, Target
+from botd.chat import InboundMessage, MessageRef, Target
 from botd.conversation.promise import Promise
 from botd.delivery import Outgoing
 from botd.events import Message
-from botd.store import Store
+from botd.store import Store, StoredPreview
 from botd.store.postgres import PostgresStore
 from botd.store.protocols import ConversationLedger
 from botd.store.sqlite import SqliteStore
@@ -90,3 +90,28 @@ async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_se
     assert waiting.id == unconfirmed
     assert waiting.written_at > 0  # when it was written: a keyed resend's look-back starts there
     assert cut not in [p.id for p in plan.unsent]  # superseded: its run makes it again
+
+
+async def test_a_runs_preview_is_kept_by_its_anchor_replaced_as_it_grows_and_pruned_after(
+    any_store: Store,
+) -> None:
+    ledger: ConversationLedger = any_store
+    anchor, other = await accepted(any_store, 1), await accepted(any_store, 2)
+    assert await ledger.preview_of(anchor) is None
+    thread = Target("slack", "D1", thread_id="1700000000.000001")
+    first = MessageRef(thread, "1700000000.000002")
+    await ledger.preview_keep(anchor, [first], streaming=True)
+    kept = await ledger.preview_of(anchor)
+    assert kept == StoredPreview(refs=(first,), streaming=True)
+
+    second = MessageRef(thread, "1700000000.000003")
+    await ledger.preview_keep(anchor, [first, second])  # the stream stopped, a piece followed
+    assert await ledger.preview_of(anchor) == StoredPreview(refs=(first, second))
+    assert await ledger.preview_of(other) is None
+
+    # Pruned only once the run's entry is finished (a running one may still resume).
+    await any_store.prune_finished(-1.0)
+    assert await ledger.preview_of(anchor) is not None
+    Promise(ledger).answered([anchor])
+    await any_store.prune_finished(-1.0)
+    assert await ledger.preview_of(anchor) is None

@@ -254,6 +254,12 @@ class InboxStore(TranscriptStore):
             outbox = conn.execute(
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < ?", (cut,)
             ).rowcount
+            # A run's preview matters only while its entries may resume: gone with them.
+            conn.execute(
+                "DELETE FROM previews WHERE updated_at < ? AND anchor NOT IN "
+                "(SELECT id FROM inbox WHERE state IN ('accepted', 'running'))",
+                (cut,),
+            )
         return int(inbox) + int(outbox)
 
 

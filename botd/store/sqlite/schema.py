@@ -210,5 +210,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8 -> 9: a heartbeat check's acknowledgement bound per job; NULL for an ordinary job.
     ("ALTER TABLE scheduler_jobs ADD COLUMN heartbeat INTEGER",),
+    # issue 28 part C: previews. The live messages a run shows its answer in (an edit
+    # preview, a Slack stream), by the run's anchor, so a resumed run finishes them.
+    (
+        """
+        CREATE TABLE previews (
+            anchor INTEGER PRIMARY KEY,
+            refs TEXT NOT NULL,
+            streaming INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
