@@ -80,7 +80,7 @@ QueueMode = Literal["steer", "followup", "collect", "interrupt"]
 """What a message arriving during a run does."""
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
-DeliveryMode = Literal["blocks", "edit", "final"]
+DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 ReasoningMode = Literal["off", "on", "stream"]
 BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
@@ -428,6 +428,8 @@ class ChatChannelSection(ChannelSection):
     groups: dict[Id, GroupSection] = Field(default_factory=dict)
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
+    """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
+    native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
 

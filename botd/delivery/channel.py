@@ -49,6 +49,7 @@ clears it on the platforms).
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -57,7 +58,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
-from ..channels.base import ChannelAdapter, OutboundFile, sending
+from ..bounded import Recent
+from ..channels.base import ChannelAdapter, DraftStreams, MessageStreams, OutboundFile, sending
 from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..cluster import fencing
@@ -68,12 +70,13 @@ from .base import (
     ChunkSettings,
     DeliveryCounts,
     DeliveryMode,
+    PreviewJournal,
     ReplyKind,
     RunOptions,
 )
 from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
-from .preview import Preview, paragraphs, pieces
+from .preview import Native, Preview, paragraphs, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,8 @@ GIVE_UP_NOTICE = "⚠️ A reply could not be delivered: this chat could not be 
 
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
+_FELL_BACK_KEPT = 4096
+"""How many conversations' native-stream fallbacks are remembered (the oldest forgotten)."""
 
 
 class _PieceMessages:
@@ -149,6 +154,9 @@ class ChannelDelivery:
         self._set_retry(retry)
         # Keyed by target: sessions never run two runs for one conversation at once.
         self._previews: dict[Target, Preview] = {}
+        self._journals: dict[Target, PreviewJournal] = {}
+        # Conversations whose platform refused a native stream: edit previews from then on.
+        self._fell_back: Recent[_Key, None] = Recent(_FELL_BACK_KEPT)
 
     def set_channels(
         self,
@@ -178,6 +186,8 @@ class ChannelDelivery:
         *,
         on_first_reply: Callable[[], None] | None = None,
     ) -> RunOutbox:
+        if options.previews is not None:
+            self._journals[target] = options.previews
         return RunOutbox(self, target, options, on_first_reply=on_first_reply)
 
     def adapter_for(self, target: Target) -> ChannelAdapter:
@@ -204,10 +214,12 @@ class ChannelDelivery:
 
     def delivery_mode(self, target: Target) -> DeliveryMode:
         mode = self._modes.get(target.channel, DEFAULT_DELIVERY_MODE)
-        if mode == "edit":
+        if mode in ("edit", "stream"):
             adapter = self._adapters.get(target.channel)
             if adapter is None or not adapter.capabilities.can_edit:
                 return "blocks"
+            if mode == "stream" and not isinstance(adapter, DraftStreams | MessageStreams):
+                return "edit"  # no native streaming on this platform: the edit preview
         return mode
 
     def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
@@ -229,8 +241,11 @@ class ChannelDelivery:
         """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead.
         ``piece`` keys the messages it posts (``send_text``)."""
         fencing.check_send()
-        if kind == "final" and self._previews:
+        if kind == "final" and (self._previews or self._journals):
             preview = self._previews.get(target)
+            if preview is None and target in self._journals:
+                # No partial reply came, but an interrupted attempt may have left a preview.
+                preview = await self._left_preview(target)
             if preview is not None and not preview.finished:
                 # The run's first final reply takes over the preview; any further ones are new.
                 preview.finished = True
@@ -263,28 +278,98 @@ class ChannelDelivery:
         return fits_caption(text, self.capabilities(target.channel, adapter))
 
     async def preview(self, target: Target, partial: PartialReply) -> bool:
-        """Show the answer so far (``edit`` mode); throttled, and a failure only logged.
+        """Show the answer so far (``edit`` and ``stream`` modes); throttled (one update per
+        ``min_edit_interval``, a native stream's too), and a failure only logged.
 
         True when the chat shows a preview of the run (this one or an earlier one)."""
-        if self.delivery_mode(target) != "edit":
+        mode = self.delivery_mode(target)
+        if mode not in ("edit", "stream"):
             return False
         fencing.check_send()
         now = self._clock()
         preview = self._previews.get(target)
         if preview is None:
-            preview = self._previews[target] = Preview()
+            preview = await self._left_preview(target) or self._new_preview(target, mode)
         elif preview.finished or now - preview.edited_at < self._min_edit_interval:
-            return bool(preview.refs)  # skipped text is not lost: the next edit or the final
+            return preview.showing  # skipped text is not lost: the next update or the final
         preview.edited_at = now
         try:
             await self._show(target, preview, partial.text, final=False)
         except Exception as exc:
             log.warning("%s preview in %s failed: %s", target.channel, target.chat_id, exc)
-        return bool(preview.refs)
+        return preview.showing
+
+    def _new_preview(self, target: Target, mode: DeliveryMode) -> Preview:
+        preview = self._previews[target] = Preview(journal=self._journals.get(target))
+        if mode == "stream":
+            preview.native = self._native(target)
+            preview.draft_id = random.randrange(1, 2**31)
+        return preview
+
+    async def _left_preview(self, target: Target) -> Preview | None:
+        """The preview an interrupted attempt of this run left (its journal says), taken
+        over as an edit preview whose texts are not known; None when there is none."""
+        journal = self._journals.get(target)
+        if journal is None or target in self._previews:
+            return self._previews.get(target)
+        try:
+            left = await journal.preview_left()
+        except Exception as exc:
+            log.warning("reading the preview left in %s failed: %s", target.chat_id, exc)
+            left = None
+        if left is None or not left.refs:
+            return None
+        preview = self._previews[target] = Preview(
+            refs=list(left.refs),
+            shown=[""] * len(left.refs),
+            streaming=left.streaming,
+            journal=journal,
+            kept=(left.refs, left.streaming),
+        )
+        return preview
+
+    def _native(self, target: Target) -> Native | None:
+        """How ``target``'s chat can show a streamed answer natively, if it can: else the
+        edit preview, said once per conversation."""
+        adapter = self._adapters.get(target.channel)
+        if _conversation(target) in self._fell_back:
+            return None
+        if isinstance(adapter, DraftStreams):
+            if adapter.can_draft(target):
+                return "draft"
+            self._fall_back(target, "drafts are for private chats only")
+        elif isinstance(adapter, MessageStreams):
+            if adapter.can_stream(target):
+                return "stream"
+            self._fall_back(target, "a stream needs a thread, and outside a DM its recipient")
+        return None
+
+    def _fall_back(self, target: Target, why: object) -> None:
+        """From now on this conversation is shown as an edit preview; logged once."""
+        self._fell_back.remember(_conversation(target), None)
+        log.warning(
+            "%s: no native streaming in %s (%s); showing answers there as an edited preview",
+            target.channel,
+            target.route(),
+            why,
+        )
 
     async def end_run(self, target: Target) -> None:
-        """The run's replies are out: the next run starts a new preview."""
-        self._previews.pop(target, None)
+        """The run's replies are out: the next run starts a new preview. A stream no final
+        took over (a stopped run, an answer the messaging tool sent) is stopped with what it
+        shows, so it never stays open."""
+        self._journals.pop(target, None)
+        preview = self._previews.pop(target, None)
+        if preview is not None and preview.streaming and preview.refs:
+            adapter = self._adapters.get(target.channel)
+            if isinstance(adapter, MessageStreams):
+                try:
+                    fencing.check_send()
+                    await adapter.stream_stop(preview.refs[0])
+                except Exception as exc:
+                    log.warning(
+                        "%s stream in %s not stopped: %s", target.channel, target.route(), exc
+                    )
 
     async def typing(self, target: Target) -> None:
         now = self._clock()
@@ -452,13 +537,38 @@ class ChannelDelivery:
         """Make the preview's messages show ``markdown``: edit what changed, post what is new.
 
         A preview is tried once (the next one or the final shows its text); the final is
-        retried, and a final edit that fails replaces the preview (module docstring).
+        retried, and a final edit that fails replaces the preview (module docstring). A
+        native preview drafts its last piece or streams its first (``_draft``, ``_stream``).
+        Messages of a preview an earlier process left that the final no longer needs are
+        deleted.
         """
         adapter = self.adapter_for(target)
-        key = _conversation(target)
-        what = f"{target.channel} edit in {target.chat_id}"
         caps = self.capabilities(target.channel, adapter)
         shown = pieces(markdown, caps, preview.fits, self._chunk_mode(target.channel))
+        if preview.streaming and (preview.native != "stream" or final):
+            await self._stop_stream(adapter, target, preview, shown[0] if shown else "")
+        if preview.native == "draft" and not final and shown:
+            shown = await self._draft(adapter, target, preview, shown)
+        elif preview.native == "stream" and not final and shown:
+            await self._stream(adapter, target, preview, shown)
+            if preview.streaming:
+                return  # the stream shows the whole text
+        await self._show_pieces(adapter, target, preview, shown, final=final)
+        await self._journal(target, preview)
+        if final and len(preview.refs) > len(shown):
+            await self._drop_stale(adapter, target, preview, len(shown))
+
+    async def _show_pieces(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        preview: Preview,
+        shown: list[str],
+        *,
+        final: bool,
+    ) -> None:
+        key = _conversation(target)
+        what = f"{target.channel} edit in {target.chat_id}"
         for index, piece in enumerate(shown):
             if index < len(preview.refs):
                 if preview.shown[index] == piece:
@@ -485,6 +595,114 @@ class ChannelDelivery:
                 # Pieces are fitted to one message each, so one ref stands for the piece.
                 preview.refs.append(refs[0])
                 preview.shown.append(piece)
+                await self._journal(target, preview)
+
+    async def _draft(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, shown: list[str]
+    ) -> list[str]:
+        """Show the growing last piece as a draft; the pieces before it (the text outgrew
+        one message) are the messages to show as in an edit preview. A refusal makes this
+        conversation an edit preview from now on (all pieces to show as messages)."""
+        assert isinstance(adapter, DraftStreams)
+        try:
+            await adapter.draft(target, preview.draft_id, shown[-1])
+        except ChannelError as exc:
+            if exc.retryable:
+                raise
+            self._fall_back(target, exc)
+            preview.native, preview.drafted = None, False
+            return shown
+        preview.drafted = True
+        return shown[:-1]
+
+    async def _stream(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, shown: list[str]
+    ) -> None:
+        """Show the answer in the stream while it fits its first message: start it, append
+        what is new. Once the text outgrows that message, the stream ends with its piece and
+        the rest follows as an edit preview. A refused start makes this conversation an
+        edit preview; a failed append ends the stream (its message is then edited)."""
+        assert isinstance(adapter, MessageStreams)
+        first = shown[0]
+        if not preview.refs:
+            try:
+                ref = await adapter.stream_start(target, first)
+            except ChannelError as exc:
+                if exc.retryable:
+                    raise
+                self._fall_back(target, exc)
+                preview.native = None
+                return
+            self._count_sent(target.channel, [ref])
+            preview.refs, preview.shown, preview.streaming = [ref], [first], True
+            await self._journal(target, preview)
+            return
+        if not preview.streaming:
+            return
+        if len(shown) > 1:
+            await self._stop_stream(adapter, target, preview, first)
+            return
+        done = preview.shown[0]
+        if len(first) <= len(done) or not first.startswith(done):
+            return  # nothing new, or earlier text changed: a stream cannot take it back
+        try:
+            await adapter.stream_append(preview.refs[0], first[len(done) :])
+        except Exception as exc:
+            log.warning("%s stream in %s failed: %s", target.channel, target.route(), exc)
+            preview.shown[0] = ""  # not known now: the message is edited from here on
+            await self._stop_stream(adapter, target, preview, "")
+            return
+        preview.shown[0] = first
+
+    async def _stop_stream(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, first: str
+    ) -> None:
+        """End the open stream with what ``first`` adds to what it shows (when it only
+        adds); otherwise the message is edited to ``first`` next, like any preview message.
+        Tried once: a stream that cannot be stopped (it expired, an earlier process's) is
+        logged and edited all the same."""
+        preview.streaming = False
+        done = preview.shown[0] if preview.shown else ""
+        rest = first[len(done) :] if done and first.startswith(done) else ""
+        try:
+            if not isinstance(adapter, MessageStreams):
+                raise ChannelError(f"{target.channel} has no streams")
+            await adapter.stream_stop(preview.refs[0], rest)
+        except Exception as exc:
+            log.warning("%s stream in %s not stopped: %s", target.channel, target.route(), exc)
+            rest = ""
+        if rest:
+            preview.shown[0] = first
+        await self._journal(target, preview)
+
+    async def _journal(self, target: Target, preview: Preview) -> None:
+        """Keep the preview's messages where a resumed run finds them, when they changed."""
+        state = (tuple(preview.refs), preview.streaming)
+        if preview.journal is None or state == preview.kept or not preview.refs:
+            return
+        try:
+            await preview.journal.preview_posted(preview.refs, streaming=preview.streaming)
+        except Exception as exc:
+            log.warning("keeping the preview in %s failed: %s", target.chat_id, exc)
+            return
+        preview.kept = state
+
+    async def _drop_stale(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, keep: int
+    ) -> None:
+        """Delete the messages past ``keep`` of a preview an earlier process left: the
+        answer now fits in fewer, and they show an outdated part of it."""
+        key = _conversation(target)
+        for ref in preview.refs[keep:]:
+            try:
+                await self._retried(
+                    key,
+                    f"{target.channel} delete in {target.chat_id}",
+                    partial(adapter.delete, ref),
+                )
+            except Exception as exc:
+                log.warning("%s stale preview in %s left: %s", target.channel, target.chat_id, exc)
+        del preview.refs[keep:], preview.shown[keep:]
 
     async def _replace(
         self,
