@@ -235,3 +235,37 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             await reap(second)
     assert _texts(telegram) == [STORE_FAILED_NOTICE, "Yes."]
     assert _query(state, "SELECT state FROM inbox") == [("answered",)]
+
+
+async def test_sigkill_mid_preview_then_restart_finishes_that_same_preview(tmp_path: Path) -> None:
+    # ``delivery: edit``: the preview's message is kept by the run's anchor, so the resumed
+    # run edits it into the answer instead of leaving it stale beside a second copy. (A
+    # Slack stream is kept the same way; a Telegram draft is no message and needs nothing.)
+    state = tmp_path / "state"
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = crash_config(tmp_path, state, telegram, model, extra="    delivery: edit\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            telegram.push_text(DM, "tell me the long story")
+            await until(lambda: bool(_query(state, "SELECT anchor FROM previews")), "kept")
+            await telegram.wait_for_call("editMessageText", ok_only=True, timeout=HANG_GUARD)
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        (preview,) = telegram.visible(DM)
+        assert PARAGRAPHS[-1] not in preview  # cut mid-answer
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: PARAGRAPHS[-1] in "".join(telegram.visible(DM)), "the answer")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = telegram.visible(DM)  # one message: the preview, finished in place
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert len(telegram.calls_to("sendMessage", ok_only=True)) == 1

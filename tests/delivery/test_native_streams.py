@@ -220,3 +220,23 @@ async def test_a_refused_slack_stream_falls_back_to_the_edit_preview_once(
     assert slack.calls_to("chat.update")
     (line,) = fell_back(caplog)
     assert "not_allowed_token_type" in line
+
+
+async def test_stop_mid_stream_stops_the_slack_stream_with_what_it_showed(
+    tmp_path: Path, slack: FakeSlack, model: FakeAnthropicAPI
+) -> None:
+    async with daemon_running(slack_config(tmp_path, slack, model)):
+        await slack.wait_socket()
+        # Part of the answer streams, then the model goes quiet.
+        model.push(stream(text("The first half ", "of a long answer"), hang_after=5))
+        await slack.send_event(event_callback(message_event("D1", "100.000001", "tell me")))
+        await until(lambda: bool(slack.streaming), "the stream started")
+        await model.wait_silent(0, 30)
+        await slack.send_event(event_callback(message_event("D1", "100.000009", "/stop")))
+        await until(lambda: "Stopped." in slack.visible("D1"), "the stop's confirmation")
+        await until(lambda: not slack.streaming, "the stream stopped")
+
+    streamed, stopped = slack.visible("D1")
+    assert streamed.startswith("The first half")  # what the stream showed, kept
+    assert stopped == "Stopped."
+    assert len(slack.calls_to("chat.stopStream")) == 1
