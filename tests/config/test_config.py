@@ -338,7 +338,7 @@ def test_every_error_listed_at_once(tmp_path: Path) -> None:
     channels:
       telegram:
         token: ${TG}
-        delivery: stream
+        delivery: live
     logging:
       level: LOUD
     """
@@ -352,8 +352,8 @@ def test_every_error_listed_at_once(tmp_path: Path) -> None:
         f"{path}:7: agent.reset.mode: expected 'off', 'idle' or 'daily', got 'weekly'",
         f"{path}:10: channels.telegram.token: environment variable TG is not set "
         "(set it, or write ${TG:-default})",
-        f"{path}:11: channels.telegram.delivery: expected 'blocks', 'edit' or 'final', "
-        "got 'stream'",
+        f"{path}:11: channels.telegram.delivery: expected 'blocks', 'edit', 'final' or "
+        "'stream', got 'live'",
         f"{path}:13: logging.level: expected 'DEBUG', 'INFO', 'WARNING' or 'ERROR', got 'LOUD'",
     ]
 
