@@ -17,9 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import STORE_FAILED_NOTICE
-from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
+from tests.channels.slack.harness import message_event
+from tests.conversation.crash import (
+    DM,
+    NOTICE,
+    PARAGRAPHS,
+    TOKEN,
+    crash_config,
+    long_answer,
+    slack_crash_config,
+)
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
 
@@ -269,3 +279,46 @@ async def test_sigkill_mid_preview_then_restart_finishes_that_same_preview(tmp_p
     (answer,) = telegram.visible(DM)  # one message: the preview, finished in place
     assert all(answer.count(p) == 1 for p in PARAGRAPHS)
     assert len(telegram.calls_to("sendMessage", ok_only=True)) == 1
+
+
+async def test_sigkill_mid_slack_stream_then_restart_ends_that_same_stream_as_the_answer(
+    tmp_path: Path,
+) -> None:
+    # ``delivery: stream`` in a Slack DM: the open stream is kept by the run's anchor, so
+    # the resumed run stops it and edits it into the whole answer: one message, none left
+    # streaming, no second copy posted.
+    state = tmp_path / "state"
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = slack_crash_config(tmp_path, state, slack, model, extra="    delivery: stream\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            await slack.wait_socket(HANG_GUARD)
+            hello = message_event("D1", "100.000001", "tell me the long story")
+            await slack.send_event(event_callback(hello))
+            await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
+            await until(lambda: _query(state, "SELECT streaming FROM previews") == [(1,)], "kept")
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        (streamed,) = slack.visible("D1")
+        assert PARAGRAPHS[-1] not in streamed  # cut mid-answer
+        assert slack.streaming  # left open by the killed process
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: PARAGRAPHS[-1] in "".join(slack.visible("D1")), "the answer")
+            await until(lambda: not slack.streaming, "the stream stopped")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = slack.visible("D1")  # one message: the stream, finished in place
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert len(slack.calls_to("chat.startStream")) == 1
+    assert len(slack.calls_to("chat.stopStream")) == 1
+    assert slack.calls_to("chat.postMessage") == []
+    assert _query(state, "SELECT state FROM inbox") == [("answered",)]
