@@ -322,3 +322,40 @@ async def test_sigkill_mid_slack_stream_then_restart_ends_that_same_stream_as_th
     assert len(slack.calls_to("chat.stopStream")) == 1
     assert slack.calls_to("chat.postMessage") == []
     assert _query(state, "SELECT state FROM inbox") == [("answered",)]
+
+
+async def test_sigkill_mid_telegram_draft_then_restart_posts_the_answer_once(
+    tmp_path: Path,
+) -> None:
+    # ``delivery: stream`` in a Telegram private chat: a draft is no message (the chat drops
+    # it once a message is posted there), so nothing is kept; the resumed run drafts anew and
+    # posts the whole answer once.
+    state = tmp_path / "state"
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = crash_config(tmp_path, state, telegram, model, extra="    delivery: stream\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            telegram.push_text(DM, "tell me the long story")
+            await telegram.wait_for_call("sendMessageDraft", 2, ok_only=True, timeout=HANG_GUARD)
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        assert telegram.visible(DM) == []  # only a draft showed, cut mid-answer
+        cut = telegram.draft_showing(DM)
+        assert cut is not None and PARAGRAPHS[-1] not in cut
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: bool(telegram.visible(DM)), "the answer")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = telegram.visible(DM)  # the answer once; the draft ended with it
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert telegram.draft_showing(DM) is None
+    assert telegram.calls_to("editMessageText") == []
