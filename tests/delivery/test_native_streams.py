@@ -146,6 +146,27 @@ async def test_the_messaging_tool_answer_is_not_shown_again_with_drafts(
     assert telegram.visible(ALICE) == [said, "Noted."]
 
 
+async def test_stop_mid_draft_clears_the_telegram_draft_and_posts_nothing_unseen(
+    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
+) -> None:
+    async with daemon_running(telegram_config(tmp_path, telegram, model)):
+        # Part of the answer is drafted, then the model goes quiet.
+        model.push(stream(text("The first half ", "of a long answer"), hang_after=5))
+        telegram.push_text(ALICE, "tell me")
+        await until(lambda: telegram.draft_showing(ALICE) is not None, "the draft")
+        await model.wait_silent(0, 30)
+        telegram.push_text(ALICE, "/stop")
+        await until(lambda: "Stopped." in telegram.visible(ALICE), "the stop's confirmation")
+        drafts = len(telegram.calls_to("sendMessageDraft"))
+
+    # Only the confirmation: the drafted half was never a message and is not posted now; the
+    # message posted ended the draft, and no draft came after it.
+    assert telegram.visible(ALICE) == ["Stopped."]
+    assert telegram.draft_showing(ALICE) is None
+    assert len(telegram.calls_to("sendMessageDraft")) == drafts
+    assert telegram.calls_to("editMessageText") == []
+
+
 # --- Slack ------------------------------------------------------------------------------------
 
 
