@@ -53,6 +53,7 @@ __all__ = [
     "build_scheduler",
     "delivery_modes",
     "delivery_retry",
+    "group_delivery_modes",
     "loop_config",
     "model_names",
     "open_store",
@@ -176,6 +177,16 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
     """How replies appear, for each enabled chat channel that sets it."""
     return {
         name: section.delivery
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChatChannelSection)
+    }
+
+
+def group_delivery_modes(config: BotdConfig) -> dict[str, dict[str, DeliveryMode]]:
+    """How replies appear in the groups that set their own ``delivery``, by channel and
+    group id (every other chat: the channel's)."""
+    return {
+        name: {chat: rule.delivery for chat, rule in section.groups.items() if rule.delivery}
         for name, section in _enabled_sections(config).items()
         if isinstance(section, ChatChannelSection)
     }

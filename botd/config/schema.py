@@ -412,6 +412,9 @@ class GroupSection(Section):
     tools: list[str] | None = None
     """The tools a run in this group is offered: built-ins by name, MCP tools by full name,
     ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
+    delivery: DeliveryMode | None = None
+    """How replies appear in this group (unset: the channel's ``delivery``). Only for a
+    group named by its id: a reply's chat is not known to be a group under ``"*"``."""
 
 
 class ChatChannelSection(ChannelSection):
@@ -432,6 +435,17 @@ class ChatChannelSection(ChannelSection):
     native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("groups")
+    @classmethod
+    def _delivery_by_group_id(cls, groups: dict[str, GroupSection]) -> dict[str, GroupSection]:
+        every = groups.get("*")
+        if every is not None and every.delivery is not None:
+            raise ValueError(
+                'delivery cannot be set for "*" (every group not listed): set it for each '
+                "group by its id, or the channel's delivery for all its chats"
+            )
+        return groups
 
     @field_validator("mention_patterns")
     @classmethod

@@ -133,8 +133,11 @@ class ChannelDelivery:
         media: MediaSettings | None = None,
         counts: DeliveryCounts | None = None,
         chunking: Mapping[str, ChunkSettings] | None = None,
+        group_modes: Mapping[str, Mapping[str, DeliveryMode]] | None = None,
     ) -> None:
-        """``retry`` is how failed sends are retried, for every channel or per channel name
+        """``modes`` is each channel's delivery mode, ``group_modes`` the modes of the groups
+        that set their own (by channel, then chat id). ``retry`` is how failed sends are
+        retried, for every channel or per channel name
         (a channel not named gets the defaults); ``chunking`` how each channel's replies are
         cut into messages (a channel not named: by length, at the platform's limit);
         ``retrier`` replaces the one made here;
@@ -144,6 +147,7 @@ class ChannelDelivery:
         self._counts = counts
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
+        self._group_modes = {name: dict(chats) for name, chats in (group_modes or {}).items()}
         self._chunking = dict(chunking or {})
         self._min_edit_interval = min_edit_interval
         self._typing_interval = typing_interval
@@ -164,10 +168,12 @@ class ChannelDelivery:
         modes: Mapping[str, DeliveryMode],
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
         chunking: Mapping[str, ChunkSettings] | None = None,
+        group_modes: Mapping[str, Mapping[str, DeliveryMode]] | None = None,
     ) -> None:
         """Serve these adapters with these modes from now on (a reload changed them)."""
         self._adapters = dict(adapters)
         self._modes = dict(modes)
+        self._group_modes = {name: dict(chats) for name, chats in (group_modes or {}).items()}
         if chunking is not None:
             self._chunking = dict(chunking)
         if retry is not None:
@@ -213,7 +219,11 @@ class ChannelDelivery:
         return self._chunking.get(channel, _DEFAULT_CHUNKING).mode
 
     def delivery_mode(self, target: Target) -> DeliveryMode:
-        mode = self._modes.get(target.channel, DEFAULT_DELIVERY_MODE)
+        """How replies appear in ``target``'s chat: its group's mode if it sets one, else
+        its channel's, held to what the platform can do."""
+        mode = self._group_modes.get(target.channel, {}).get(target.chat_id) or self._modes.get(
+            target.channel, DEFAULT_DELIVERY_MODE
+        )
         if mode in ("edit", "stream"):
             adapter = self._adapters.get(target.channel)
             if adapter is None or not adapter.capabilities.can_edit:

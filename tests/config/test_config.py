@@ -761,3 +761,35 @@ def test_run_keeps_a_relative_state_dir_next_to_its_config(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert (conf / "var" / "botd.sqlite3").exists()
     assert not (elsewhere / "var").exists()
+
+
+def test_a_group_sets_its_own_delivery_by_its_id(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        channels:
+          telegram:
+            token: t
+            delivery: blocks
+            groups:
+              -100200: {delivery: edit}
+              -100300: {require_mention: false}
+        """,
+    )
+    config = load_config(path, {})
+    assert wiring.delivery_modes(config)["telegram"] == "blocks"
+    assert wiring.group_delivery_modes(config)["telegram"] == {"-100200": "edit"}
+
+
+def test_delivery_for_every_group_is_refused_in_one_line(tmp_path: Path) -> None:
+    text = """
+    channels:
+      telegram:
+        token: t
+        groups:
+          "*": {delivery: stream}
+    """
+    (problem,) = problems(tmp_path, text)
+    assert (problem.path, problem.line) == ("channels.telegram.groups", 4)  # its groups key
+    assert 'delivery cannot be set for "*"' in problem.message
+    assert "by its id" in problem.message

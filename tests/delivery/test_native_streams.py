@@ -261,3 +261,37 @@ async def test_stop_mid_stream_stops_the_slack_stream_with_what_it_showed(
     assert streamed.startswith("The first half")  # what the stream showed, kept
     assert stopped == "Stopped."
     assert len(slack.calls_to("chat.stopStream")) == 1
+
+
+async def test_a_group_streams_while_the_channel_delivers_blocks(
+    tmp_path: Path, slack: FakeSlack, model: FakeAnthropicAPI
+) -> None:
+    # The channel's own mode is blocks; the group C1 sets ``delivery: stream``. Answers
+    # in C1 go to a thread on the message answered, where a stream can be.
+    config = config_yaml(
+        tmp_path,
+        anthropic_yaml(model),
+        slack_yaml(
+            slack,
+            "dm_policy: open",
+            "group_policy: open",
+            "require_mention: false",
+            "reply_to_mode: all",
+            "groups: {C1: {delivery: stream, require_mention: false}}",
+        ),
+    )
+    async with daemon_running(config):
+        await slack.wait_socket()
+        model.push(stream(text(*WORDS), delay=0.5), stream(text(*WORDS), delay=0.5))
+        await slack.send_event(event_callback(message_event("C1", "300.000001", "hello")))
+        await until(lambda: slack.visible("C1") == [ANSWER], "the group's answer")
+        await until(lambda: not slack.streaming, "the stream stopped")
+        await slack.send_event(event_callback(message_event("D1", "100.000001", "hello")))
+        await until(lambda: slack.visible("D1") == [ANSWER], "the DM's answer")
+
+    (start,) = slack.calls_to("chat.startStream")  # the group's answer streamed, in its thread
+    assert (start.args["channel"], start.args["thread_ts"]) == ("C1", "300.000001")
+    assert start.args["recipient_user_id"] == "U1"
+    (posted,) = slack.calls_to("chat.postMessage")  # the DM's, as a block of its own
+    assert posted.args["channel"] == "D1"
+    assert slack.calls_to("chat.update") == []
