@@ -17,6 +17,10 @@ Loads:
 * conversations: a fresh daemon, RSS idle after start, then 5,000 distinct chats one message
   each (in waves of 200), then RSS again: KB per conversation.
 
+The same loads also go, round by round, to a second ``botd run`` configured with
+``delivery: stream`` (each answer drafted with ``sendMessageDraft`` in the private chat, then
+posted): its CPU ms per message is printed beside the default delivery's (blocks).
+
 Per load: messages/s, botd's CPU ms per answered message (utime+stime of the botd process
 from ``/proc/<pid>/stat`` over the load window only, start-up excluded; the kernel's part
 shown apart), p50/p95/p99 latency from an update being available at the fake to the first
@@ -719,12 +723,24 @@ async def main(args: argparse.Namespace) -> None:
     botd = Contender("botd", Telegram(), tmp / "loads.log")
     floor = Contender("floor", Telegram(), tmp / "floor.log")
     free = Contender("floor-unlimited", Telegram(), tmp / "floor-unlimited.log")
+    streaming = Contender("botd delivery: stream", Telegram(), tmp / "stream.log")
     bodies = tmp / "bodies.json"
     bodies.write_text("{}")
     try:
-        async with model, botd.telegram, floor.telegram, free.telegram:
+        async with model, botd.telegram, floor.telegram, free.telegram, streaming.telegram:
             config = write_config(tmp, "loads", botd.telegram, model)
             botd.process = await start([*botd_cmd, str(config)], botd.log, botd.telegram)
+            config = write_config(
+                tmp,
+                "stream",
+                streaming.telegram,
+                model,
+                store=f"health: {{port: {free_port()}}}\n",  # beside the other botd's
+                extra="    delivery: stream\n",
+            )
+            streaming.process = await start(
+                [*botd_cmd, str(config)], streaming.log, streaming.telegram
+            )
             for contender in (floor, free):
                 command = [sys.executable, str(FLOOR), "--telegram", contender.telegram.base_url]
                 command += ["--token", TOKEN, "--anthropic", model.base_url]
@@ -746,6 +762,8 @@ async def main(args: argparse.Namespace) -> None:
                         model.keep = True
                         await botd.window(label, load(botd.telegram), messages, profile)
                         model.keep = False
+                        # The same load shown as Telegram drafts, then the answer posted.
+                        await streaming.window(label, load(streaming.telegram), messages, None)
                         bodies.write_text(json.dumps(model.bodies))
                         model.bodies.clear()
                         for other in floors:
@@ -753,7 +771,7 @@ async def main(args: argparse.Namespace) -> None:
                             other_profile = profile and f"{profile}.{other.name}"
                             await other.window(label, load(other.telegram), messages, other_profile)
             finally:
-                for contender in (botd, floor, free):
+                for contender in (botd, floor, free, streaming):
                     if contender.process is not None:
                         await stop(contender.process)
 
@@ -793,6 +811,14 @@ async def main(args: argparse.Namespace) -> None:
             f"{unthrottled.rate:.1f} msg/s, {unthrottled.cpu_ms:.1f} ms CPU/msg "
             f"(botd / this: {botd_first.cpu_ms / unthrottled.cpu_ms:.2f}); "
             f"latency {unthrottled.latency_line()}"
+        )
+    for label in (light_label, heavy_label):
+        drafted, blocks = pooled(streaming.figures[label]), pooled(botd.figures[label])
+        drafts = drafted.methods.get("sendMessageDraft", 0) / drafted.messages
+        print(
+            f"e2e {label} with delivery: stream (Telegram drafts): {drafted.rate:.1f} msg/s, "
+            f"{drafted.cpu_ms:.1f} ms CPU/msg ({drafts:.2f} drafts/msg), p50 "
+            f"{drafted.percentile(0.5):.0f} ms; with blocks: {blocks.cpu_ms:.1f} ms CPU/msg"
         )
     botd_light, floor_light = pooled(botd.figures[light_label]), pooled(floor.figures[light_label])
     print(

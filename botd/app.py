@@ -111,6 +111,7 @@ from .wiring import (
     delivery_modes,
     delivery_retry,
     describe_job,
+    group_delivery_modes,
     media_settings,
     model_names,
     open_leases,
@@ -272,6 +273,7 @@ class Channels:
             delivery_modes(config),
             retry=delivery_retry(config),
             chunking=delivery_chunking(config),
+            group_modes=group_delivery_modes(config),
         )
         self._delivery.media = media_settings(config)
 
@@ -451,6 +453,7 @@ def build_runtime(
             media=media_settings(config),
             counts=counters,  # every message out, counted where it is sent
             chunking=delivery_chunking(config),
+            group_modes=group_delivery_modes(config),
         )
         intake = Intake(store, counters)
         scheduler = build_scheduler(config, store, state_dir, intake.run_job, leases)

@@ -55,6 +55,7 @@ __all__ = [
     "build_scheduler",
     "delivery_modes",
     "delivery_retry",
+    "group_delivery_modes",
     "loop_config",
     "model_names",
     "open_store",
@@ -209,6 +210,16 @@ def reaction_rules(config: Callable[[], BotdConfig]) -> ReactionRules:
         return section.status_reactions(None if message.is_direct else message.chat_id)
 
     return rules
+
+
+def group_delivery_modes(config: BotdConfig) -> dict[str, dict[str, DeliveryMode]]:
+    """How replies appear in the groups that set their own ``delivery``, by channel and
+    group id (every other chat: the channel's)."""
+    return {
+        name: {chat: rule.delivery for chat, rule in section.groups.items() if rule.delivery}
+        for name, section in _enabled_sections(config).items()
+        if isinstance(section, ChatChannelSection)
+    }
 
 
 def delivery_chunking(config: BotdConfig) -> dict[str, ChunkSettings]:

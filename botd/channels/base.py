@@ -176,6 +176,44 @@ class PlatformLink:
             self._report(None)
 
 
+@runtime_checkable
+class DraftStreams(Protocol):
+    """An adapter whose platform shows an answer being written as a draft that is no
+    message (Telegram's ``sendMessageDraft``): temporary, gone once a message is posted."""
+
+    def can_draft(self, target: Target) -> bool:
+        """Whether ``target``'s chat takes drafts at all (Telegram: private chats only)."""
+        ...
+
+    async def draft(self, target: Target, draft_id: int, markdown: str) -> None:
+        """Show ``markdown`` (one message's worth) as the draft ``draft_id`` in ``target``'s
+        chat; raises ``ChannelError`` in the platform's words when it refuses."""
+        ...
+
+
+@runtime_checkable
+class MessageStreams(Protocol):
+    """An adapter whose platform streams an answer into one message (Slack's
+    ``chat.startStream`` / ``appendStream`` / ``stopStream``): the message stays."""
+
+    def can_stream(self, target: Target) -> bool:
+        """Whether an answer to ``target`` can stream (Slack: in a thread, where its
+        recipient is known)."""
+        ...
+
+    async def stream_start(self, target: Target, markdown: str) -> MessageRef:
+        """Start a streamed message showing ``markdown``; its ref."""
+        ...
+
+    async def stream_append(self, ref: MessageRef, markdown: str) -> None:
+        """Add ``markdown`` at the end of the streamed message."""
+        ...
+
+    async def stream_stop(self, ref: MessageRef, markdown: str = "") -> None:
+        """End the stream, ``markdown`` added at its end first; it is a plain message now."""
+        ...
+
+
 class ChannelAdapter(Protocol):
     """One platform connection. Raw SDK objects never leave the adapter.
 

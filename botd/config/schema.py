@@ -88,7 +88,7 @@ QueueMode = Literal["steer", "followup", "collect", "interrupt"]
 """What a message arriving during a run does."""
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
-DeliveryMode = Literal["blocks", "edit", "final"]
+DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 ReasoningMode = Literal["off", "on", "stream"]
 ToolProgressMode = Literal["off", "status"]
 BlockBreak = Literal["text_end", "message_end"]
@@ -489,6 +489,9 @@ class GroupSection(Section):
     ``mcp__<server>__*`` for all of a server's (unset: every tool the agent has)."""
     reactions: Reactions | None = None
     """The status reactions in this group (unset: the channel's ``reactions``)."""
+    delivery: DeliveryMode | None = None
+    """How replies appear in this group (unset: the channel's ``delivery``). Only for a
+    group named by its id: a reply's chat is not known to be a group under ``"*"``."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -510,6 +513,8 @@ class ChatChannelSection(ChannelSection):
     groups: dict[Id, GroupSection] = Field(default_factory=dict)
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
+    """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
+    native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
@@ -567,6 +572,17 @@ class ChatChannelSection(ChannelSection):
     """Seconds the buttons of a message can be pressed after it was posted (a press later,
     or after a ``/new`` since, is answered "These buttons have expired."). At most 7 days:
     the ids that make a message's buttons count once are kept that long."""
+
+    @field_validator("groups")
+    @classmethod
+    def _delivery_by_group_id(cls, groups: dict[str, GroupSection]) -> dict[str, GroupSection]:
+        every = groups.get("*")
+        if every is not None and every.delivery is not None:
+            raise ValueError(
+                'delivery cannot be set for "*" (every group not listed): set it for each '
+                "group by its id, or the channel's delivery for all its chats"
+            )
+        return groups
 
     @field_validator("mention_patterns")
     @classmethod

@@ -18,7 +18,7 @@ from ..chat import MessageRef, PieceKey, Target
 from ..cluster import fencing
 from ..delivery import Delivery, Outgoing
 from ..events import Message
-from ..store import InboxEntry, InboxState, OutboxEntry
+from ..store import InboxEntry, InboxState, OutboxEntry, StoredPreview
 from ..store.protocols import ConversationLedger
 from ..subscriber import BlockReply
 
@@ -200,10 +200,19 @@ class Promise:
         unsent: list[OutboxEntry] = []
         superseded: list[int] = []
         resent: dict[int, list[OutboxEntry]] = {}
+        previewed: dict[int, bool] = {}
         for piece in pieces:
             if piece.anchor is None or piece.anchor not in open_ids:
                 unsent.append(piece)
             elif piece.anchor in resumed and resendable(piece):
+                if piece.kind == "final":
+                    # A final shown in the run's preview carries no key to find it by: the
+                    # run makes it again, into that same preview, instead.
+                    if piece.anchor not in previewed:
+                        previewed[piece.anchor] = await ledger.preview_of(piece.anchor) is not None
+                    if previewed[piece.anchor]:
+                        superseded.append(piece.id)
+                        continue
                 resent.setdefault(piece.anchor, []).append(piece)
             else:
                 superseded.append(piece.id)
@@ -249,7 +258,8 @@ class RunEnd:
 
 class PieceJournal:
     """One run's pieces in the outbox, keyed by the run's ``anchor`` entry (the delivery's
-    ``RunJournal``): written (awaited, before the send) -> sent | failed (records)."""
+    ``RunJournal``): written (awaited, before the send) -> sent | failed (records); and the
+    messages of its preview (the delivery's ``PreviewJournal``), kept by the same anchor."""
 
     def __init__(self, ledger: ConversationLedger, anchor: int | None, target: Target) -> None:
         self._ledger = ledger
@@ -276,6 +286,15 @@ class PieceJournal:
 
     def failed(self, key: int) -> None:
         self._ledger.outbox_failed(key)
+
+    async def preview_left(self) -> StoredPreview | None:
+        if self._anchor is None:
+            return None
+        return await self._ledger.preview_of(self._anchor)
+
+    async def preview_posted(self, refs: Sequence[MessageRef], *, streaming: bool) -> None:
+        if self._anchor is not None:
+            await self._ledger.preview_keep(self._anchor, refs, streaming=streaming)
 
 
 __all__ = ["OUTCOME_STATES", "PieceJournal", "Promise", "ResumePlan", "RunEnd"]

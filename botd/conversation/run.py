@@ -5,8 +5,8 @@ feed a ``StreamSubscriber`` (and, when asked, a JSONL recording for ``botd repla
 after the run id: run numbers count on across restarts, and a recording is never appended
 to), and
 hands the subscriber's replies to the output as they come: blocks in ``blocks`` mode,
-partial replies in ``edit`` mode, the final replies after the run. Without streamed blocks
-the finals are built without block dedupe, so the answer is never lost.
+partial replies in ``edit`` and ``stream`` modes, the final replies after the run. Without
+streamed blocks the finals are built without block dedupe, so the answer is never lost.
 
 The run asks the conversation's model first (``ModelBook.current``, what ``/model`` chose),
 and its token usage per model is queued to commit with its last transcript write.
@@ -16,14 +16,15 @@ inbox messages the user turn is written with their ``running`` state in one tran
 every finished step (an assistant message calling tools, their results); the closing message
 commits with the run's end, together with its last reply's sent mark and the messages'
 ``answered`` state when the manager passes ``on_delivered``. Each block and final reply is
-written to the outbox before it is sent (``OutboxJournal``). A resumed run (its user turn
-already in the transcript) gets no prompt: it continues from the transcript, drops blocks
-repeating what the interrupted attempt posted, and says once that the answer was interrupted
-when it had shown something, right before the first piece it adds; the first run after the
-reset policy started the conversation over says that, the same way. A stopped run posts
-nothing more. When the store fails (disk full, I/O error, a write it refuses) the failure is
-logged and the user is told in one line; the run's output is closed and "typing…" stopped
-whatever failed.
+written to the outbox before it is sent (``OutboxJournal``), and the messages of its
+preview are kept by the same journal, so a resumed run finishes that preview. A resumed run
+(its user turn already in the transcript) gets no prompt: it continues from the transcript,
+drops blocks repeating what the interrupted attempt posted, and says once that the answer
+was interrupted when it had shown something, right before the first piece it adds; the first
+run after the reset policy started the conversation over says that, the same way. A stopped
+run posts nothing more. When the store fails (disk full, I/O error, a write it refuses) the
+failure is logged and the user is told in one line; the run's output is closed and "typing…"
+stopped whatever failed.
 
 When the model refuses the request because of images in it, the agent loop leaves them
 out and asks once more (``agent.loop``); the run leaves them out of what it keeps too
@@ -164,7 +165,8 @@ class Runner:
         posted = await self._promise.posted_before(anchor, self._delivery) if turn.resumed else []
         if turn.resumed:  # what the interrupted run showed of its tools goes first
             await remove_leftovers(self._ledger, self._delivery, session.conversation_key)
-        options = replace(self._options, journal=self._promise.journal(anchor, target))
+        journal = self._promise.journal(anchor, target)
+        options = replace(self._options, journal=journal, previews=journal)
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
         output = self._delivery.open_run(target, options, on_first_reply=first_reply)
@@ -341,7 +343,7 @@ class Runner:
         answer passes too so the reasoning is posted before it."""
         mode = output.mode
         on_block = shown.block if mode == "blocks" else None
-        on_partial = shown.partial if mode == "edit" else None
+        on_partial = shown.partial if mode in ("edit", "stream") else None
         on_flush = output.flush if mode == "blocks" else None
         poster = None
         if config.reasoning == "stream" and mode != "final":

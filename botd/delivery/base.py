@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
 from ..chat import Button, MessageRef, PieceKey, Target
+from ..store.records import StoredPreview
 from ..subscriber import BlockReply, PartialReply
 
-DeliveryMode = Literal["blocks", "edit", "final"]
+DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 """How a run is shown in a chat: every block as its own message, one preview edited into the
-answer, or only the final answer."""
+answer, only the final answer, or the platform's own streaming of the answer (a kind of
+preview: Telegram drafts, Slack streams; an ``edit`` preview where there is none)."""
 DEFAULT_DELIVERY_MODE: DeliveryMode = "blocks"
 
 ReplyKind = Literal["block", "final"]
@@ -71,6 +73,20 @@ class RunJournal(Protocol):
     def failed(self, key: int) -> None: ...
 
 
+class PreviewJournal(Protocol):
+    """Where a run's preview messages are kept (``conversation.promise.PieceJournal`` over
+    the store's ``PreviewLedger``), so a run resumed after a crash finishes them."""
+
+    async def preview_left(self) -> StoredPreview | None:
+        """The preview an interrupted attempt of this run showed, if any."""
+        ...
+
+    async def preview_posted(self, refs: Sequence[MessageRef], *, streaming: bool) -> None:
+        """The run's preview shows in ``refs`` now (the first an open stream if
+        ``streaming``); awaited before the preview shows more."""
+        ...
+
+
 class DeliveryCounts(Protocol):
     """Where delivery counts what it posted and what failed (the daemon's ``Metrics``)."""
 
@@ -100,6 +116,9 @@ class RunOptions:
     check shows only its final answer, if any."""
     typing: bool = True
     """Whether "typing…" is shown at all (a heartbeat check that finds nothing shows nothing)."""
+    previews: PreviewJournal | None = None
+    """Where the run's preview messages are kept (``edit`` and ``stream`` modes; None:
+    nowhere, and a resumed run starts a new preview)."""
 
 
 class Outgoing(NamedTuple):
@@ -127,7 +146,8 @@ class RunOutput(Protocol):
         ...
 
     def partial(self, reply: PartialReply) -> None:
-        """The answer so far (``edit`` mode); a newer one may replace it before it is shown."""
+        """The answer so far (``edit`` and ``stream`` modes); a newer one may replace it
+        before it is shown."""
         ...
 
     def flush(self) -> None:
@@ -306,6 +326,7 @@ __all__ = [
     "Outgoing",
     "Outlet",
     "PieceKind",
+    "PreviewJournal",
     "ReplyKind",
     "RunJournal",
     "RunOptions",

@@ -53,6 +53,7 @@ clears it on the platforms).
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -61,10 +62,13 @@ from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
 
+from ..bounded import Recent
 from ..channels.base import (
     AssistantStatus,
     ButtonAdapter,
     ChannelAdapter,
+    DraftStreams,
+    MessageStreams,
     OutboundFile,
     sending,
 )
@@ -78,6 +82,7 @@ from .base import (
     ChunkSettings,
     DeliveryCounts,
     DeliveryMode,
+    PreviewJournal,
     ReplyKind,
     RunOptions,
     StatusJournal,
@@ -85,7 +90,7 @@ from .base import (
 )
 from .media import MediaSettings, can_upload, fits_caption, send_with_media, upload_file
 from .outbox import RunOutbox
-from .preview import Preview, paragraphs, pieces
+from .preview import Native, Preview, paragraphs, pieces
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 from .status import ChatStatus
 
@@ -106,6 +111,8 @@ CHOOSE = "Choose:"
 
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
+_FELL_BACK_KEPT = 4096
+"""How many conversations' native-stream fallbacks are remembered (the oldest forgotten)."""
 
 
 class _PieceMessages:
@@ -145,8 +152,11 @@ class ChannelDelivery:
         media: MediaSettings | None = None,
         counts: DeliveryCounts | None = None,
         chunking: Mapping[str, ChunkSettings] | None = None,
+        group_modes: Mapping[str, Mapping[str, DeliveryMode]] | None = None,
     ) -> None:
-        """``retry`` is how failed sends are retried, for every channel or per channel name
+        """``modes`` is each channel's delivery mode, ``group_modes`` the modes of the groups
+        that set their own (by channel, then chat id). ``retry`` is how failed sends are
+        retried, for every channel or per channel name
         (a channel not named gets the defaults); ``chunking`` how each channel's replies are
         cut into messages (a channel not named: by length, at the platform's limit);
         ``retrier`` replaces the one made here;
@@ -156,6 +166,7 @@ class ChannelDelivery:
         self._counts = counts
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
+        self._group_modes = {name: dict(chats) for name, chats in (group_modes or {}).items()}
         self._chunking = dict(chunking or {})
         self._min_edit_interval = min_edit_interval
         self._typing_interval = typing_interval
@@ -170,6 +181,9 @@ class ChannelDelivery:
         """Conversations whose platform refused the assistant status (a status line instead)."""
         self._assistant_showing: set[_Key] = set()
         """Conversations showing a run's tool status as their assistant status."""
+        self._journals: dict[Target, PreviewJournal] = {}
+        # Conversations whose platform refused a native stream: edit previews from then on.
+        self._fell_back: Recent[_Key, None] = Recent(_FELL_BACK_KEPT)
 
     def set_channels(
         self,
@@ -177,10 +191,12 @@ class ChannelDelivery:
         modes: Mapping[str, DeliveryMode],
         retry: RetrySettings | Mapping[str, RetrySettings] | None = None,
         chunking: Mapping[str, ChunkSettings] | None = None,
+        group_modes: Mapping[str, Mapping[str, DeliveryMode]] | None = None,
     ) -> None:
         """Serve these adapters with these modes from now on (a reload changed them)."""
         self._adapters = dict(adapters)
         self._modes = dict(modes)
+        self._group_modes = {name: dict(chats) for name, chats in (group_modes or {}).items()}
         if chunking is not None:
             self._chunking = dict(chunking)
         if retry is not None:
@@ -199,6 +215,8 @@ class ChannelDelivery:
         *,
         on_first_reply: Callable[[], None] | None = None,
     ) -> RunOutbox:
+        if options.previews is not None:
+            self._journals[target] = options.previews
         return RunOutbox(self, target, options, on_first_reply=on_first_reply)
 
     def adapter_for(self, target: Target) -> ChannelAdapter:
@@ -224,11 +242,17 @@ class ChannelDelivery:
         return self._chunking.get(channel, _DEFAULT_CHUNKING).mode
 
     def delivery_mode(self, target: Target) -> DeliveryMode:
-        mode = self._modes.get(target.channel, DEFAULT_DELIVERY_MODE)
-        if mode == "edit":
+        """How replies appear in ``target``'s chat: its group's mode if it sets one, else
+        its channel's, held to what the platform can do."""
+        mode = self._group_modes.get(target.channel, {}).get(target.chat_id) or self._modes.get(
+            target.channel, DEFAULT_DELIVERY_MODE
+        )
+        if mode in ("edit", "stream"):
             adapter = self._adapters.get(target.channel)
             if adapter is None or not adapter.capabilities.can_edit:
                 return "blocks"
+            if mode == "stream" and not isinstance(adapter, DraftStreams | MessageStreams):
+                return "edit"  # no native streaming on this platform: the edit preview
         return mode
 
     def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
@@ -250,8 +274,11 @@ class ChannelDelivery:
         """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead.
         ``piece`` keys the messages it posts (``send_text``)."""
         fencing.check_send()
-        if kind == "final" and self._previews:
+        if kind == "final" and (self._previews or self._journals):
             preview = self._previews.get(target)
+            if preview is None and target in self._journals:
+                # No partial reply came, but an interrupted attempt may have left a preview.
+                preview = await self._left_preview(target)
             if preview is not None and not preview.finished:
                 # The run's first final reply takes over the preview; any further ones are new.
                 preview.finished = True
@@ -303,24 +330,81 @@ class ChannelDelivery:
         return fits_caption(text, self.capabilities(target.channel, adapter))
 
     async def preview(self, target: Target, partial: PartialReply) -> bool:
-        """Show the answer so far (``edit`` mode); throttled, and a failure only logged.
+        """Show the answer so far (``edit`` and ``stream`` modes); throttled (one update per
+        ``min_edit_interval``, a native stream's too), and a failure only logged.
 
         True when the chat shows a preview of the run (this one or an earlier one)."""
-        if self.delivery_mode(target) != "edit":
+        mode = self.delivery_mode(target)
+        if mode not in ("edit", "stream"):
             return False
         fencing.check_send()
         now = self._clock()
         preview = self._previews.get(target)
         if preview is None:
-            preview = self._previews[target] = Preview()
+            preview = await self._left_preview(target) or self._new_preview(target, mode)
         elif preview.finished or now - preview.edited_at < self._min_edit_interval:
-            return bool(preview.refs)  # skipped text is not lost: the next edit or the final
+            return preview.showing  # skipped text is not lost: the next update or the final
         preview.edited_at = now
         try:
             await self._show(target, preview, partial.text, final=False)
         except Exception as exc:
             log.warning("%s preview in %s failed: %s", target.channel, target.chat_id, exc)
-        return bool(preview.refs)
+        return preview.showing
+
+    def _new_preview(self, target: Target, mode: DeliveryMode) -> Preview:
+        preview = self._previews[target] = Preview(journal=self._journals.get(target))
+        if mode == "stream":
+            preview.native = self._native(target)
+            preview.draft_id = random.randrange(1, 2**31)
+        return preview
+
+    async def _left_preview(self, target: Target) -> Preview | None:
+        """The preview an interrupted attempt of this run left (its journal says), taken
+        over as an edit preview whose texts are not known; None when there is none."""
+        journal = self._journals.get(target)
+        if journal is None or target in self._previews:
+            return self._previews.get(target)
+        try:
+            left = await journal.preview_left()
+        except Exception as exc:
+            log.warning("reading the preview left in %s failed: %s", target.chat_id, exc)
+            left = None
+        if left is None or not left.refs:
+            return None
+        preview = self._previews[target] = Preview(
+            refs=list(left.refs),
+            shown=[""] * len(left.refs),
+            streaming=left.streaming,
+            journal=journal,
+            kept=(left.refs, left.streaming),
+        )
+        return preview
+
+    def _native(self, target: Target) -> Native | None:
+        """How ``target``'s chat can show a streamed answer natively, if it can: else the
+        edit preview, said once per conversation."""
+        adapter = self._adapters.get(target.channel)
+        if _conversation(target) in self._fell_back:
+            return None
+        if isinstance(adapter, DraftStreams):
+            if adapter.can_draft(target):
+                return "draft"
+            self._fall_back(target, "drafts are for private chats only")
+        elif isinstance(adapter, MessageStreams):
+            if adapter.can_stream(target):
+                return "stream"
+            self._fall_back(target, "a stream needs a thread, and outside a DM its recipient")
+        return None
+
+    def _fall_back(self, target: Target, why: object) -> None:
+        """From now on this conversation is shown as an edit preview; logged once."""
+        self._fell_back.remember(_conversation(target), None)
+        log.warning(
+            "%s: no native streaming in %s (%s); showing answers there as an edited preview",
+            target.channel,
+            target.route(),
+            why,
+        )
 
     def open_status(self, target: Target, journal: StatusJournal | None = None) -> ChatStatus:
         """A run's tool status in ``target``'s chat (``status.py``), edited at most every
@@ -376,8 +460,21 @@ class ChannelDelivery:
             await adapter.set_assistant_status(ref.target, "")
 
     async def end_run(self, target: Target) -> None:
-        """The run's replies are out: the next run starts a new preview."""
-        self._previews.pop(target, None)
+        """The run's replies are out: the next run starts a new preview. A stream no final
+        took over (a stopped run, an answer the messaging tool sent) is stopped with what it
+        shows, so it never stays open."""
+        self._journals.pop(target, None)
+        preview = self._previews.pop(target, None)
+        if preview is not None and preview.streaming and preview.refs:
+            adapter = self._adapters.get(target.channel)
+            if isinstance(adapter, MessageStreams):
+                try:
+                    fencing.check_send()
+                    await adapter.stream_stop(preview.refs[0])
+                except Exception as exc:
+                    log.warning(
+                        "%s stream in %s not stopped: %s", target.channel, target.route(), exc
+                    )
 
     async def typing(self, target: Target) -> None:
         now = self._clock()
@@ -590,13 +687,38 @@ class ChannelDelivery:
         """Make the preview's messages show ``markdown``: edit what changed, post what is new.
 
         A preview is tried once (the next one or the final shows its text); the final is
-        retried, and a final edit that fails replaces the preview (module docstring).
+        retried, and a final edit that fails replaces the preview (module docstring). A
+        native preview drafts its last piece or streams its first (``_draft``, ``_stream``).
+        Messages of a preview an earlier process left that the final no longer needs are
+        deleted.
         """
         adapter = self.adapter_for(target)
-        key = _conversation(target)
-        what = f"{target.channel} edit in {target.chat_id}"
         caps = self.capabilities(target.channel, adapter)
         shown = pieces(markdown, caps, preview.fits, self._chunk_mode(target.channel))
+        if preview.streaming and (preview.native != "stream" or final):
+            await self._stop_stream(adapter, target, preview, shown[0] if shown else "")
+        if preview.native == "draft" and not final and shown:
+            shown = await self._draft(adapter, target, preview, shown)
+        elif preview.native == "stream" and not final and shown:
+            await self._stream(adapter, target, preview, shown)
+            if preview.streaming:
+                return  # the stream shows the whole text
+        await self._show_pieces(adapter, target, preview, shown, final=final)
+        await self._journal(target, preview)
+        if final and len(preview.refs) > len(shown):
+            await self._drop_stale(adapter, target, preview, len(shown))
+
+    async def _show_pieces(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        preview: Preview,
+        shown: list[str],
+        *,
+        final: bool,
+    ) -> None:
+        key = _conversation(target)
+        what = f"{target.channel} edit in {target.chat_id}"
         for index, piece in enumerate(shown):
             if index < len(preview.refs):
                 if preview.shown[index] == piece:
@@ -623,6 +745,114 @@ class ChannelDelivery:
                 # Pieces are fitted to one message each, so one ref stands for the piece.
                 preview.refs.append(refs[0])
                 preview.shown.append(piece)
+                await self._journal(target, preview)
+
+    async def _draft(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, shown: list[str]
+    ) -> list[str]:
+        """Show the growing last piece as a draft; the pieces before it (the text outgrew
+        one message) are the messages to show as in an edit preview. A refusal makes this
+        conversation an edit preview from now on (all pieces to show as messages)."""
+        assert isinstance(adapter, DraftStreams)
+        try:
+            await adapter.draft(target, preview.draft_id, shown[-1])
+        except ChannelError as exc:
+            if exc.retryable:
+                raise
+            self._fall_back(target, exc)
+            preview.native, preview.drafted = None, False
+            return shown
+        preview.drafted = True
+        return shown[:-1]
+
+    async def _stream(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, shown: list[str]
+    ) -> None:
+        """Show the answer in the stream while it fits its first message: start it, append
+        what is new. Once the text outgrows that message, the stream ends with its piece and
+        the rest follows as an edit preview. A refused start makes this conversation an
+        edit preview; a failed append ends the stream (its message is then edited)."""
+        assert isinstance(adapter, MessageStreams)
+        first = shown[0]
+        if not preview.refs:
+            try:
+                ref = await adapter.stream_start(target, first)
+            except ChannelError as exc:
+                if exc.retryable:
+                    raise
+                self._fall_back(target, exc)
+                preview.native = None
+                return
+            self._count_sent(target.channel, [ref])
+            preview.refs, preview.shown, preview.streaming = [ref], [first], True
+            await self._journal(target, preview)
+            return
+        if not preview.streaming:
+            return
+        if len(shown) > 1:
+            await self._stop_stream(adapter, target, preview, first)
+            return
+        done = preview.shown[0]
+        if len(first) <= len(done) or not first.startswith(done):
+            return  # nothing new, or earlier text changed: a stream cannot take it back
+        try:
+            await adapter.stream_append(preview.refs[0], first[len(done) :])
+        except Exception as exc:
+            log.warning("%s stream in %s failed: %s", target.channel, target.route(), exc)
+            preview.shown[0] = ""  # not known now: the message is edited from here on
+            await self._stop_stream(adapter, target, preview, "")
+            return
+        preview.shown[0] = first
+
+    async def _stop_stream(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, first: str
+    ) -> None:
+        """End the open stream with what ``first`` adds to what it shows (when it only
+        adds); otherwise the message is edited to ``first`` next, like any preview message.
+        Tried once: a stream that cannot be stopped (it expired, an earlier process's) is
+        logged and edited all the same."""
+        preview.streaming = False
+        done = preview.shown[0] if preview.shown else ""
+        rest = first[len(done) :] if done and first.startswith(done) else ""
+        try:
+            if not isinstance(adapter, MessageStreams):
+                raise ChannelError(f"{target.channel} has no streams")
+            await adapter.stream_stop(preview.refs[0], rest)
+        except Exception as exc:
+            log.warning("%s stream in %s not stopped: %s", target.channel, target.route(), exc)
+            rest = ""
+        if rest:
+            preview.shown[0] = first
+        await self._journal(target, preview)
+
+    async def _journal(self, target: Target, preview: Preview) -> None:
+        """Keep the preview's messages where a resumed run finds them, when they changed."""
+        state = (tuple(preview.refs), preview.streaming)
+        if preview.journal is None or state == preview.kept or not preview.refs:
+            return
+        try:
+            await preview.journal.preview_posted(preview.refs, streaming=preview.streaming)
+        except Exception as exc:
+            log.warning("keeping the preview in %s failed: %s", target.chat_id, exc)
+            return
+        preview.kept = state
+
+    async def _drop_stale(
+        self, adapter: ChannelAdapter, target: Target, preview: Preview, keep: int
+    ) -> None:
+        """Delete the messages past ``keep`` of a preview an earlier process left: the
+        answer now fits in fewer, and they show an outdated part of it."""
+        key = _conversation(target)
+        for ref in preview.refs[keep:]:
+            try:
+                await self._retried(
+                    key,
+                    f"{target.channel} delete in {target.chat_id}",
+                    partial(adapter.delete, ref),
+                )
+            except Exception as exc:
+                log.warning("%s stale preview in %s left: %s", target.channel, target.chat_id, exc)
+        del preview.refs[keep:], preview.shown[keep:]
 
     async def _replace(
         self,

@@ -1,4 +1,5 @@
-"""Edit-mode previews: one run's live messages, and how a text is cut to fit them.
+"""Edit-mode (and stream-mode) previews: one run's live messages, and how a text is cut to
+fit them.
 
 A preview is posted at the first partial reply and edited as the answer grows. A text that
 outgrows one message is cut at a chunk boundary and continues in further messages, each
@@ -10,15 +11,21 @@ against the platform's renderer and cut smaller when it would not fit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..chat import Capabilities, MessageRef
 from ..subscriber import chunk_by_line, chunk_text
-from .base import ChunkMode
+from .base import ChunkMode, PreviewJournal
+
+Native = Literal["draft", "stream"]
+"""How a ``stream`` preview shows the answer natively: a Telegram draft (its growing last
+piece, no message), or a Slack stream (its first message, streamed)."""
 
 
 @dataclass(eq=False)
 class Preview:
-    """One run's live messages in ``edit`` mode: each message's ref and the Markdown it shows."""
+    """One run's live messages in ``edit`` or ``stream`` mode: each message's ref and the
+    Markdown it shows ("" when not known: a preview an earlier process left)."""
 
     refs: list[MessageRef] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
@@ -26,6 +33,21 @@ class Preview:
     finished: bool = False
     fits: dict[str, bool] = field(default_factory=dict)
     """Whether a piece renders as one message; earlier pieces recur on every edit."""
+    native: Native | None = None
+    """Shown natively (``stream`` mode where the platform can), else as an ``edit`` preview."""
+    draft_id: int = 0
+    drafted: bool = False
+    """A draft shows the answer's last piece now."""
+    streaming: bool = False
+    """``refs[0]`` is a stream still open (possibly one an earlier process left)."""
+    journal: PreviewJournal | None = None
+    kept: tuple[tuple[MessageRef, ...], bool] = ((), False)
+    """What the journal holds of this preview: its refs and whether it streams."""
+
+    @property
+    def showing(self) -> bool:
+        """Whether the chat shows anything of this preview."""
+        return bool(self.refs) or self.drafted
 
 
 def pieces(
@@ -65,4 +87,4 @@ def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
     return [fitted for part in smaller for fitted in _fit(part, caps, fits)]
 
 
-__all__ = ["Preview", "paragraphs", "pieces"]
+__all__ = ["Native", "Preview", "paragraphs", "pieces"]

@@ -56,6 +56,7 @@ from .records import (
     StatusLine,
     StoredApproval,
     StoredJob,
+    StoredPreview,
     UsageTotals,
 )
 
@@ -100,6 +101,7 @@ __all__ = [
     "StoreWriteError",
     "StoredApproval",
     "StoredJob",
+    "StoredPreview",
     "UnknownSessionError",
     "UsageTotals",
 ]

@@ -7,9 +7,10 @@ behind the same protocols: nothing here is a synchronous read.
 
 * ``ConversationLedger``: what one conversation (``botd.conversation``) needs: its session
   and transcript, the steps of its runs, the states of its inbox entries and outbox pieces,
-  the tool status its run shows (``StatusLines``), and what an earlier process left
-  unfinished. ``ModelChoices``: what ``/model``,
-  ``/status`` and ``/usage`` read and keep. ``ConversationStore``: both, for the registry.
+  the tool status its run shows (``StatusLines``), the live messages of its runs' previews
+  (``PreviewLedger``), and what an earlier process left unfinished. ``ModelChoices``: what
+  ``/model``, ``/status`` and ``/usage`` read and keep. ``ConversationStore``: both, for the
+  registry.
 * ``InboundLedger``: the router's: a message accepted with its dedupe ids in one
   transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
   for the next prompt, which ``botd.inbound.kept_context`` reads.
@@ -69,6 +70,7 @@ from .records import (
     StatusLine,
     StoredApproval,
     StoredJob,
+    StoredPreview,
     UsageTotals,
 )
 
@@ -96,7 +98,25 @@ class StatusLines(Protocol):
         ...
 
 
-class ConversationLedger(StatusLines, Protocol):
+class PreviewLedger(Protocol):
+    """The live messages each run shows its answer in (an ``edit`` preview, a Slack stream),
+    kept by the run's anchor like its pieces, so a run resumed after a crash or a takeover
+    finishes those messages instead of posting the answer beside them."""
+
+    async def preview_keep(
+        self, anchor: int, refs: Sequence[MessageRef], *, streaming: bool = False
+    ) -> None:
+        """The run anchored at ``anchor`` shows its answer in ``refs`` (the first a native
+        stream still open when ``streaming``); replaces what was kept before. Awaited:
+        durable before the run shows more."""
+        ...
+
+    async def preview_of(self, anchor: int) -> StoredPreview | None:
+        """What ``preview_keep`` last kept for ``anchor`` (None: nothing)."""
+        ...
+
+
+class ConversationLedger(StatusLines, PreviewLedger, Protocol):
     """What one conversation needs from storage (see the module docstring)."""
 
     # -- the conversation's session: its transcript since its start or its last /new --------
@@ -504,6 +524,7 @@ __all__ = [
     "ModelChoices",
     "Offsets",
     "Pairing",
+    "PreviewLedger",
     "Pruning",
     "StatusLines",
     "Store",

@@ -109,6 +109,17 @@ class OutboxEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredPreview:
+    """The live messages a run showed its answer in (an ``edit`` preview, or a Slack stream
+    and the messages after it), as last written: a resumed run finishes those instead of
+    posting its answer beside them."""
+
+    refs: tuple[MessageRef, ...]
+    streaming: bool = False
+    """Whether the first message was a native stream still open when this was written."""
+
+
+@dataclass(frozen=True, slots=True)
 class KeptLine:
     """One kept message: who said it, what, and the files it came with."""
 
@@ -263,5 +274,6 @@ __all__ = [
     "StatusLine",
     "StoredApproval",
     "StoredJob",
+    "StoredPreview",
     "UsageTotals",
 ]

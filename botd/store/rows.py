@@ -18,7 +18,7 @@ from typing import Any
 
 from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
 from ..events import Message, ToolCallContent
-from .records import OutboxEntry, StoredApproval, StoredJob
+from .records import OutboxEntry, StoredApproval, StoredJob, StoredPreview
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -142,6 +142,25 @@ def outbox_entry_from_row(row: Sequence[Any]) -> OutboxEntry:
         audio_as_voice=voice,
         written_at=float(row[7]),
         buttons=buttons_from_json(row[8]),
+    )
+
+
+def preview_refs_json(refs: Sequence[MessageRef]) -> str:
+    """A preview's messages as stored: each one's target and message id."""
+    return json.dumps(
+        [{"target": target_data(ref.target), "id": ref.message_id} for ref in refs],
+        ensure_ascii=False,
+    )
+
+
+def preview_from_row(refs: str, streaming: object) -> StoredPreview:
+    """A stored preview from its ``refs`` JSON and its ``streaming`` flag."""
+    return StoredPreview(
+        refs=tuple(
+            MessageRef(target_from_data(item["target"]), str(item["id"]))
+            for item in json.loads(refs)
+        ),
+        streaming=bool(streaming),
     )
 
 
@@ -286,6 +305,8 @@ __all__ = [
     "media_json",
     "message_from_json",
     "message_json",
+    "preview_from_row",
+    "preview_refs_json",
     "refs_json",
     "resumable_prefix",
 ]

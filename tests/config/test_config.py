@@ -338,7 +338,7 @@ def test_every_error_listed_at_once(tmp_path: Path) -> None:
     channels:
       telegram:
         token: ${TG}
-        delivery: stream
+        delivery: live
     logging:
       level: LOUD
     """
@@ -352,8 +352,8 @@ def test_every_error_listed_at_once(tmp_path: Path) -> None:
         f"{path}:7: agent.reset.mode: expected 'off', 'idle' or 'daily', got 'weekly'",
         f"{path}:10: channels.telegram.token: environment variable TG is not set "
         "(set it, or write ${TG:-default})",
-        f"{path}:11: channels.telegram.delivery: expected 'blocks', 'edit' or 'final', "
-        "got 'stream'",
+        f"{path}:11: channels.telegram.delivery: expected 'blocks', 'edit', 'final' or "
+        "'stream', got 'live'",
         f"{path}:13: logging.level: expected 'DEBUG', 'INFO', 'WARNING' or 'ERROR', got 'LOUD'",
     ]
 
@@ -761,3 +761,35 @@ def test_run_keeps_a_relative_state_dir_next_to_its_config(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert (conf / "var" / "botd.sqlite3").exists()
     assert not (elsewhere / "var").exists()
+
+
+def test_a_group_sets_its_own_delivery_by_its_id(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        channels:
+          telegram:
+            token: t
+            delivery: blocks
+            groups:
+              -100200: {delivery: edit}
+              -100300: {require_mention: false}
+        """,
+    )
+    config = load_config(path, {})
+    assert wiring.delivery_modes(config)["telegram"] == "blocks"
+    assert wiring.group_delivery_modes(config)["telegram"] == {"-100200": "edit"}
+
+
+def test_delivery_for_every_group_is_refused_in_one_line(tmp_path: Path) -> None:
+    text = """
+    channels:
+      telegram:
+        token: t
+        groups:
+          "*": {delivery: stream}
+    """
+    (problem,) = problems(tmp_path, text)
+    assert (problem.path, problem.line) == ("channels.telegram.groups", 4)  # its groups key
+    assert 'delivery cannot be set for "*"' in problem.message
+    assert "by its id" in problem.message

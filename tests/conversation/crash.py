@@ -1,5 +1,5 @@
-"""What the crash tests share: a Telegram DM, the notice a resumed answer starts with, and a
-long streamed answer to cut in the middle."""
+"""What the crash tests share: a Telegram DM (or a Slack one), the notice a resumed answer
+starts with, and a long streamed answer to cut in the middle."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, StreamReply, stream, text
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 DM = 777
@@ -48,6 +49,35 @@ channels:
   telegram:
     token: ${{TELEGRAM_TEST_TOKEN}}
     api_base_url: {json.dumps(telegram.node_url(node) if node else telegram.base_url)}
+    dm_policy: open
+{extra}""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def slack_crash_config(
+    path: Path, state: Path, slack: FakeSlack, model: FakeAnthropicAPI, extra: str = ""
+) -> Path:
+    """``botd.yaml`` for a crash test on Slack (Socket Mode over ``slack``), DMs open;
+    ``extra`` lines go at the end of its channel section."""
+    config = path / "botd.yaml"
+    config.write_text(
+        f"""
+state_dir: {json.dumps(str(state))}
+health: {{enabled: false}}
+shutdown_grace: 1
+model:
+  provider: anthropic
+  name: claude-test
+  api_key: ${{ANTHROPIC_TEST_KEY}}
+  base_url: {json.dumps(model.base_url)}
+  max_retry_wait: 1
+channels:
+  slack:
+    bot_token: xoxb-test
+    app_token: xapp-test
+    api_base_url: {json.dumps(slack.base_url)}
     dm_policy: open
 {extra}""",
         encoding="utf-8",

@@ -17,9 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import STORE_FAILED_NOTICE
-from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
+from tests.channels.slack.harness import message_event
+from tests.conversation.crash import (
+    DM,
+    NOTICE,
+    PARAGRAPHS,
+    TOKEN,
+    crash_config,
+    long_answer,
+    slack_crash_config,
+)
 from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
 
@@ -235,3 +245,117 @@ async def test_telegram_an_update_not_accepted_stays_with_telegram(tmp_path: Pat
             await reap(second)
     assert _texts(telegram) == [STORE_FAILED_NOTICE, "Yes."]
     assert _query(state, "SELECT state FROM inbox") == [("answered",)]
+
+
+async def test_sigkill_mid_preview_then_restart_finishes_that_same_preview(tmp_path: Path) -> None:
+    # ``delivery: edit``: the preview's message is kept by the run's anchor, so the resumed
+    # run edits it into the answer instead of leaving it stale beside a second copy. (A
+    # Slack stream is kept the same way; a Telegram draft is no message and needs nothing.)
+    state = tmp_path / "state"
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = crash_config(tmp_path, state, telegram, model, extra="    delivery: edit\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            telegram.push_text(DM, "tell me the long story")
+            await until(lambda: bool(_query(state, "SELECT anchor FROM previews")), "kept")
+            await telegram.wait_for_call("editMessageText", ok_only=True, timeout=HANG_GUARD)
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        (preview,) = telegram.visible(DM)
+        assert PARAGRAPHS[-1] not in preview  # cut mid-answer
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: PARAGRAPHS[-1] in "".join(telegram.visible(DM)), "the answer")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = telegram.visible(DM)  # one message: the preview, finished in place
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert len(telegram.calls_to("sendMessage", ok_only=True)) == 1
+
+
+async def test_sigkill_mid_slack_stream_then_restart_ends_that_same_stream_as_the_answer(
+    tmp_path: Path,
+) -> None:
+    # ``delivery: stream`` in a Slack DM: the open stream is kept by the run's anchor, so
+    # the resumed run stops it and edits it into the whole answer: one message, none left
+    # streaming, no second copy posted.
+    state = tmp_path / "state"
+    async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = slack_crash_config(tmp_path, state, slack, model, extra="    delivery: stream\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            await slack.wait_socket(HANG_GUARD)
+            hello = message_event("D1", "100.000001", "tell me the long story")
+            await slack.send_event(event_callback(hello))
+            await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
+            await until(lambda: _query(state, "SELECT streaming FROM previews") == [(1,)], "kept")
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        (streamed,) = slack.visible("D1")
+        assert PARAGRAPHS[-1] not in streamed  # cut mid-answer
+        assert slack.streaming  # left open by the killed process
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: PARAGRAPHS[-1] in "".join(slack.visible("D1")), "the answer")
+            await until(lambda: not slack.streaming, "the stream stopped")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = slack.visible("D1")  # one message: the stream, finished in place
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert len(slack.calls_to("chat.startStream")) == 1
+    assert len(slack.calls_to("chat.stopStream")) == 1
+    assert slack.calls_to("chat.postMessage") == []
+    assert _query(state, "SELECT state FROM inbox") == [("answered",)]
+
+
+async def test_sigkill_mid_telegram_draft_then_restart_posts_the_answer_once(
+    tmp_path: Path,
+) -> None:
+    # ``delivery: stream`` in a Telegram private chat: a draft is no message (the chat drops
+    # it once a message is posted there), so nothing is kept; the resumed run drafts anew and
+    # posts the whole answer once.
+    state = tmp_path / "state"
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        config = crash_config(tmp_path, state, telegram, model, extra="    delivery: stream\n")
+        model.push(long_answer(delay=0.3))
+        first = await _start(config, tmp_path)
+        try:
+            telegram.push_text(DM, "tell me the long story")
+            await telegram.wait_for_call("sendMessageDraft", 2, ok_only=True, timeout=HANG_GUARD)
+            first.kill()
+            await _ended(first)
+        finally:
+            await reap(first)
+        assert telegram.visible(DM) == []  # only a draft showed, cut mid-answer
+        cut = telegram.draft_showing(DM)
+        assert cut is not None and PARAGRAPHS[-1] not in cut
+
+        model.push(long_answer(delay=0.0))
+        second = await _start(config, tmp_path)
+        try:
+            await until(lambda: bool(telegram.visible(DM)), "the answer")
+            second.send_signal(signal.SIGTERM)
+            assert await _ended(second) == 0
+        finally:
+            await reap(second)
+
+    (answer,) = telegram.visible(DM)  # the answer once; the draft ended with it
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert telegram.draft_showing(DM) is None
+    assert telegram.calls_to("editMessageText") == []

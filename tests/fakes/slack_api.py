@@ -17,6 +17,11 @@ with ``Retry-After``, Slack's ``ok: false``, a 5xx (``status``), or a connection
 (``reset_next``); with ``land=True`` the call is carried out before it fails, as a timeout after
 the request landed would. ``chat.delete`` removes a posted message; ``visible(channel)`` is what
 the channel shows now.
+Streams: ``chat.startStream`` posts a message in a thread that ``chat.appendStream`` and
+``chat.stopStream`` grow (their ``markdown_text`` added at its end); ``streaming`` lists
+those not stopped. Its errors are Slack's: ``invalid_arguments`` without ``thread_ts``,
+``missing_recipient_team_id`` / ``missing_recipient_user_id`` outside a DM, and
+``message_not_in_streaming_state`` once stopped; ``fail_next`` makes them refuse otherwise.
 
 Socket Mode: ``/link/`` sends ``hello``, then whatever envelopes the test pushes with
 ``send_event`` (or ``send_slash_command``); the client's acks (``{"envelope_id": …}``,
@@ -248,6 +253,8 @@ class FakeSlack:
         """Every status set, in order: (channel, thread_ts, status)."""
         self.reactions: dict[tuple[str, str], list[str]] = {}
         """The bot's reactions (emoji names) on each message, by (channel, ts)."""
+        self.streaming: set[tuple[str, str]] = set()
+        """The (channel, ts) of the streamed messages not stopped yet."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
 
@@ -422,6 +429,8 @@ class FakeSlack:
         if method == "chat.postEphemeral":
             self.ephemerals.append((str(args.get("user")), str(args.get("text"))))
             return {"ok": True, "message_ts": "1700000000.999999"}
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            return self._stream(method, args)
         if method == "chat.update":
             where = (str(args.get("channel")), str(args.get("ts")))
             self.messages[where] = str(args.get("text"))
@@ -521,6 +530,33 @@ class FakeSlack:
             }
         self._posts[(channel, ts)] = message
         return {"ok": True, "channel": channel, "ts": ts, "message": {**message, "text": ""}}
+
+    def _stream(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Slack's streamed messages: one that starts in a thread (``invalid_arguments``
+        without one; outside a DM it needs its recipient) and grows by what each append and
+        the stop add; one no longer streaming is ``message_not_in_streaming_state``."""
+        channel = str(args.get("channel"))
+        markdown = str(args.get("markdown_text") or "")
+        if method == "chat.startStream":
+            if not args.get("thread_ts"):
+                return {"ok": False, "error": "invalid_arguments"}
+            if not channel.startswith("D") and not args.get("recipient_team_id"):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+            if not channel.startswith("D") and not args.get("recipient_user_id"):
+                return {"ok": False, "error": "missing_recipient_user_id"}
+            answer = self._post_message({**args, "text": markdown})
+            self.streaming.add((channel, answer["ts"]))
+            return {"ok": True, "channel": channel, "ts": answer["ts"]}
+        key = (channel, str(args.get("ts")))
+        if key not in self.messages:
+            return {"ok": False, "error": "message_not_found"}
+        if key not in self.streaming:
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        self.messages[key] += markdown
+        if method == "chat.stopStream":
+            self.streaming.discard(key)
+            return {"ok": True, "channel": channel, "ts": key[1], "message": {"ts": key[1]}}
+        return {"ok": True, "channel": channel, "ts": key[1]}
 
     def _shown(self, message: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
         """``message`` as a read returns it: metadata only when asked for."""

@@ -55,6 +55,11 @@ Several botd processes on one token: ``node_url(name)`` is a base URL of its own
 came through (``Call.via``), so a test knows which process made each call. Any other prefix is
 not found (404), as on a wrong URL.
 
+Drafts: ``sendMessageDraft`` takes a private chat's draft (``drafts`` keeps every text,
+``draft_showing`` what the chat shows: the last one, until a message is posted there) and
+refuses any other chat with Telegram's 400 "TEXTDRAFT_PEER_INVALID"; ``fail_next`` makes it
+refuse otherwise.
+
 Uploads: ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio`` and ``sendVideo`` take
 the file as a multipart part (read into an ``UploadedFile`` in ``params``) and post a message
 with its caption; ``uploads`` lists the files that went through, in order.
@@ -335,6 +340,9 @@ class FakeTelegramAPI:
         """The update kinds the last ``getUpdates`` asked for ([]: Telegram's default)."""
         self.answered_queries: dict[str, str | None] = {}
         """``answerCallbackQuery``: each query answered, with the text shown (None: none)."""
+        self.drafts: dict[int, list[str]] = {}
+        """Every draft text sent to each chat (``sendMessageDraft``), in order."""
+        self._drafting: dict[int, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -916,7 +924,23 @@ class FakeTelegramAPI:
         if params.get("reply_markup", {}).get("inline_keyboard"):
             message["reply_markup"] = params["reply_markup"]
         self._sent[(chat_id, message["message_id"])] = message
+        self._drafting.pop(chat_id, None)  # a message posted ends the chat's draft
         return message
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        if self.chat(chat_id)["type"] != "private":
+            return ScriptedError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        text, error = self._check_text(params)
+        if error is not None and text.strip():  # an empty draft shows "Thinking..."
+            return error
+        self.drafts.setdefault(chat_id, []).append(text)
+        self._drafting[chat_id] = text
+        return True
+
+    def draft_showing(self, chat_id: int) -> str | None:
+        """The draft the chat shows now: the last one sent, until a message is posted."""
+        return self._drafting.get(chat_id)
 
     async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
         error = self._check_markup(params)

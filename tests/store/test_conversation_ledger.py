@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from botd.chat import InboundMessage, Target
+from botd.chat import InboundMessage, MessageRef, Target
 from botd.conversation.promise import Promise
 from botd.delivery import Outgoing
 from botd.events import Message
-from botd.store import StatusLine, Store
+from botd.store import StatusLine, Store, StoredPreview
 from botd.store.postgres import PostgresStore
 from botd.store.protocols import ConversationLedger
 from botd.store.sqlite import SqliteStore
@@ -109,3 +109,28 @@ async def test_a_status_line_is_kept_until_forgotten(any_store: Store) -> None:
     await ledger.forget_status_line("telegram:42", "message", "9")  # already gone: fine
     assert await ledger.status_lines("telegram:42") == []
     assert await ledger.status_lines("slack:D1:thread:17.000001") == [assistant]
+
+
+async def test_a_runs_preview_is_kept_by_its_anchor_replaced_as_it_grows_and_pruned_after(
+    any_store: Store,
+) -> None:
+    ledger: ConversationLedger = any_store
+    anchor, other = await accepted(any_store, 1), await accepted(any_store, 2)
+    assert await ledger.preview_of(anchor) is None
+    thread = Target("slack", "D1", thread_id="1700000000.000001")
+    first = MessageRef(thread, "1700000000.000002")
+    await ledger.preview_keep(anchor, [first], streaming=True)
+    kept = await ledger.preview_of(anchor)
+    assert kept == StoredPreview(refs=(first,), streaming=True)
+
+    second = MessageRef(thread, "1700000000.000003")
+    await ledger.preview_keep(anchor, [first, second])  # the stream stopped, a piece followed
+    assert await ledger.preview_of(anchor) == StoredPreview(refs=(first, second))
+    assert await ledger.preview_of(other) is None
+
+    # Pruned only once the run's entry is finished (a running one may still resume).
+    await any_store.prune_finished(-1.0)
+    assert await ledger.preview_of(anchor) is not None
+    Promise(ledger).answered([anchor])
+    await any_store.prune_finished(-1.0)
+    assert await ledger.preview_of(anchor) is None

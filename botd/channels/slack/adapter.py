@@ -156,7 +156,10 @@ class SlackAdapter:
         known_conversation: Callable[[str], Awaitable[bool]] | None = None,
         admits: Callable[[InboundMessage], bool] | None = None,
         link: PlatformLink | None = None,
+        dm_threads: bool = False,
     ) -> None:
+        """``dm_threads``: answer a DM message in a thread on it (``delivery: stream``,
+        since a Slack stream needs a thread)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
@@ -167,6 +170,7 @@ class SlackAdapter:
         self._mode = mode
         self._api_base_url = api_base_url
         self.reply_to_mode = reply_to_mode
+        self.dm_threads = dm_threads
         self.account_id = account_id
         self._http_host = http_host
         self._http_port = http_port
@@ -198,6 +202,8 @@ class SlackAdapter:
         self._handing = UntilAccepted("slack")
         self._until_accepted = self._handing.hand
         self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
+        # "channel:thread_ts" -> (user, team) last answered there: a stream's recipient.
+        self._recipients: Recent[str, tuple[str, str]] = Recent(_MEMORY_LIMIT)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -507,6 +513,9 @@ class SlackAdapter:
         if edited_at is None:
             message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
         target = self.reply_target(message)
+        if target.thread_id is not None and user:
+            team = str(event.get("team") or body.get("team_id") or "")
+            self._recipients.remember(f"{channel}:{target.thread_id}", (user, team))
         try:
             await self._until_accepted(sink, replace(message, target=target))
         except BaseException:
@@ -530,6 +539,8 @@ class SlackAdapter:
           thread on that message, and later replies of the run in the channel.
         """
         base = Target("slack", message.chat_id, self.account_id, message.thread_id)
+        if message.thread_id is None and message.is_direct and self.dm_threads:
+            return Target("slack", message.chat_id, self.account_id, message.message_id)
         if message.thread_id is not None or self.reply_to_mode == "off":
             return base
         if self.reply_to_mode == "all":
@@ -693,6 +704,59 @@ class SlackAdapter:
             refs.append(MessageRef(ref.target, str(response["ts"])))
         return refs
 
+    # --- native streams (``delivery: stream``) -------------------------------------------------
+
+    def can_stream(self, target: Target) -> bool:
+        """A stream needs a thread, and outside a DM the user it answers (Slack's
+        ``recipient_user_id``/``recipient_team_id``), known from the message answered."""
+        if target.thread_id is None:
+            return False
+        return _is_dm(target.chat_id) or f"{target.chat_id}:{target.thread_id}" in self._recipients
+
+    async def stream_start(self, target: Target, markdown: str) -> MessageRef:
+        """``chat.startStream`` in ``target``'s thread, showing ``markdown``; the stream's ref."""
+        recipient: dict[str, str] = {}
+        found = self._recipients.get(f"{target.chat_id}:{target.thread_id}")
+        if found is not None and not _is_dm(target.chat_id):
+            user, team = found
+            recipient = {"recipient_user_id": user}
+            if team:
+                recipient["recipient_team_id"] = team
+        response = await self._call(
+            "chat.startStream",
+            self.client.chat_startStream,
+            channel=target.chat_id,
+            thread_ts=target.thread_id or "",
+            markdown_text=self._streamed(markdown),
+            **recipient,
+        )
+        posted_to = Target("slack", target.chat_id, target.account_id, target.thread_id)
+        return MessageRef(posted_to, str(response["ts"]))
+
+    async def stream_append(self, ref: MessageRef, markdown: str) -> None:
+        """``chat.appendStream``: ``markdown`` added at the end of the streamed message."""
+        await self._call(
+            "chat.appendStream",
+            self.client.chat_appendStream,
+            channel=ref.target.chat_id,
+            ts=ref.message_id,
+            markdown_text=self._streamed(markdown),
+        )
+
+    async def stream_stop(self, ref: MessageRef, markdown: str = "") -> None:
+        """``chat.stopStream``, ``markdown`` (if any) added first: a plain message from now."""
+        await self._call(
+            "chat.stopStream",
+            self.client.chat_stopStream,
+            channel=ref.target.chat_id,
+            ts=ref.message_id,
+            markdown_text=self._streamed(markdown) if markdown else None,
+        )
+
+    def _streamed(self, markdown: str) -> str:
+        """Streams take Markdown as it is; mass mentions are defused there too."""
+        return markdown if self.allow_mass_mentions else defuse_mass_mentions(markdown)
+
     def _render(self, markdown: str) -> list[str]:
         """The mrkdwn messages ``markdown`` is posted as, mass mentions defused unless allowed."""
         texts = [chunk.text for chunk in MRKDWN.chunks(markdown, TEXT_LIMIT)]
@@ -815,6 +879,10 @@ class SlackAdapter:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _is_dm(channel: str) -> bool:
+    return channel.startswith("D")
 
 
 def _bound_port(runner: web.AppRunner, requested: int) -> int:

@@ -82,6 +82,7 @@ def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         known_conversation=context.has_conversation,
         admits=context.admits,
         link=context.link("slack"),
+        dm_threads=section.delivery == "stream",
     )
 
 

@@ -880,6 +880,45 @@ class TelegramAdapter:
         # Text that outgrew one message continues in new ones rather than being lost.
         return [ref, *await self._send_chunks(ref.target, chunks[1:], reply_to=None)]
 
+    def can_draft(self, target: Target) -> bool:
+        """Drafts go to private chats only, whose ids are the users' (positive) ids."""
+        return target.chat_id.isdigit()
+
+    async def draft(self, target: Target, draft_id: int, markdown: str) -> None:
+        """Show ``markdown``'s first message as the draft ``draft_id`` (``sendMessageDraft``):
+        a temporary preview that the chat drops once a message is posted (or after 30 s)."""
+        bot = self._require_bot()
+        chunks = HTML.chunks(markdown, self.capabilities.text_limit)
+        if not chunks:
+            return
+        chat_id = int(target.chat_id)
+        thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
+        extra: dict[str, Any] = {}
+        if thread is not None:
+            extra["message_thread_id"] = int(thread)
+        try:
+            try:
+                await self._per_chat(
+                    target.chat_id,
+                    partial(
+                        bot.send_message_draft,
+                        chat_id,
+                        draft_id,
+                        chunks[0].text,
+                        parse_mode=ParseMode.HTML,
+                        **extra,
+                    ),
+                )
+            except BadRequest as exc:
+                if not _is_parse_error(exc):
+                    raise
+                await self._per_chat(
+                    target.chat_id,
+                    partial(bot.send_message_draft, chat_id, draft_id, chunks[0].plain, **extra),
+                )
+        except TelegramError as exc:
+            raise api_error("sendMessageDraft", exc) from exc
+
     async def delete(self, ref: MessageRef) -> None:
         """Delete ``ref``'s message; one that is already gone counts as deleted."""
         bot = self._require_bot()

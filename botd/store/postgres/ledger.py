@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...chat import Button, Target
+from ...chat import Button, MessageRef, Target
 from ...cluster import fencing
 from ...events import Message
 from ..errors import StaleCompactionError, UnknownSessionError
@@ -27,6 +27,7 @@ from ..records import (
     InboxState,
     OutboxEntry,
     SessionRecord,
+    StoredPreview,
 )
 from ..rows import (
     OUTBOX_COLUMNS,
@@ -36,6 +37,8 @@ from ..rows import (
     message_from_json,
     message_json,
     outbox_entry_from_row,
+    preview_from_row,
+    preview_refs_json,
     resumable_prefix,
 )
 from ..targets import target_json
@@ -495,6 +498,36 @@ class LedgerStore(PostgresBase):
 
         return await self._read(read)
 
+    async def preview_keep(
+        self, anchor: int, refs: Sequence[MessageRef], *, streaming: bool = False
+    ) -> None:
+        """Keep the messages of the run's preview (replacing what was kept before), under
+        the lease its run holds, like its pieces."""
+        params = (anchor, preview_refs_json(refs), streaming, self._clock())
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO previews (anchor, refs, streaming, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (anchor) DO UPDATE SET "
+                "refs = excluded.refs, streaming = excluded.streaming, "
+                "updated_at = excluded.updated_at",
+                params,
+            )
+
+        await self._commit("preview_keep", write)
+
+    async def preview_of(self, anchor: int) -> StoredPreview | None:
+        """The run's kept preview, if any."""
+
+        async def read(conn: Conn) -> StoredPreview | None:
+            cur = await conn.execute(
+                "SELECT refs, streaming FROM previews WHERE anchor = %s", (anchor,)
+            )
+            row = await cur.fetchone()
+            return None if row is None else preview_from_row(str(row[0]), row[1])
+
+        return await self._read(read)
+
     async def unconfirmed_pieces(self) -> list[OutboxEntry]:
         """Every piece written and never confirmed, oldest first."""
 
@@ -543,6 +576,12 @@ class LedgerStore(PostgresBase):
             )
             approvals = await conn.execute(
                 "DELETE FROM approvals WHERE state != 'pending' AND decided_at < %s", (cut,)
+            )
+            # A run's preview matters only while its entries may resume: gone with them.
+            await conn.execute(
+                "DELETE FROM previews WHERE updated_at < %s AND anchor NOT IN "
+                "(SELECT id FROM inbox WHERE state IN ('accepted', 'running'))",
+                (cut,),
             )
             counts = (inbox.rowcount, outbox.rowcount, approvals.rowcount)
             return sum(max(count, 0) for count in counts)

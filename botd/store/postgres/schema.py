@@ -248,6 +248,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX approvals_by_session ON approvals (session_id)",
     ),
+    # issue 28 part C: previews. The live messages a run shows its answer in (an edit
+    # preview, a Slack stream), by the run's anchor, so a resumed run finishes them.
+    (
+        """
+        CREATE TABLE previews (
+            anchor bigint PRIMARY KEY,
+            refs text NOT NULL,
+            streaming boolean NOT NULL DEFAULT false,
+            updated_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -261,6 +261,12 @@ class InboxStore(TranscriptStore):
             approvals = conn.execute(
                 "DELETE FROM approvals WHERE state != 'pending' AND decided_at < ?", (cut,)
             ).rowcount
+            # A run's preview matters only while its entries may resume: gone with them.
+            conn.execute(
+                "DELETE FROM previews WHERE updated_at < ? AND anchor NOT IN "
+                "(SELECT id FROM inbox WHERE state IN ('accepted', 'running'))",
+                (cut,),
+            )
         return int(inbox) + int(outbox) + int(approvals)
 
 

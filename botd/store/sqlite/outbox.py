@@ -6,6 +6,10 @@ of the files it uploads, never their bytes);
 the platform refused. A piece is keyed to its run by ``anchor``: the inbox id the run answers
 (the first of its batch), so a run resumed after a restart finds what it already posted
 (``outbox_sent_texts``). ``outbox_pending`` lists what a crash left unconfirmed.
+
+``preview_keep`` keeps, by the same anchor, the live messages a run shows its answer in (an
+``edit`` preview, a Slack stream), one row per run replaced as it grows; ``preview_of``
+reads it back for a resumed run.
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from ...chat import Button, Target
-from ..records import OutboxEntry
-from ..rows import OUTBOX_COLUMNS, buttons_json, media_json, outbox_entry_from_row
+from ...chat import Button, MessageRef, Target
+from ..records import OutboxEntry, StoredPreview
+from ..rows import (
+    OUTBOX_COLUMNS,
+    buttons_json,
+    media_json,
+    outbox_entry_from_row,
+    preview_from_row,
+    preview_refs_json,
+)
 from ..targets import target_json
 from .deferred import DeferredWrites
 
@@ -132,6 +143,32 @@ class OutboxStore(DeferredWrites):
                 "UPDATE outbox SET state = 'superseded', updated_at = ? WHERE id = ?",
                 [(now, row_id) for row_id in row_ids],
             )
+
+    async def preview_keep(
+        self, anchor: int, refs: Sequence[MessageRef], *, streaming: bool = False
+    ) -> None:
+        """Keep the messages of the run's preview (replacing what was kept before)."""
+        params = (anchor, preview_refs_json(refs), int(streaming), self._clock())
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO previews (anchor, refs, streaming, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (anchor) DO UPDATE SET refs = excluded.refs, "
+                "streaming = excluded.streaming, updated_at = excluded.updated_at",
+                params,
+            )
+
+        await self._commit("preview_keep", write)
+
+    async def preview_of(self, anchor: int) -> StoredPreview | None:
+        """The run's kept preview, if any."""
+        self.flush_deferred()
+        row = (
+            self._connection()
+            .execute("SELECT refs, streaming FROM previews WHERE anchor = ?", (anchor,))
+            .fetchone()
+        )
+        return None if row is None else preview_from_row(str(row[0]), row[1])
 
 
 __all__ = ["OutboxStore"]

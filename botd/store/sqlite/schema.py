@@ -249,5 +249,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX approvals_by_session ON approvals (session_id)",
     ),
+    # issue 28 part C: previews. The live messages a run shows its answer in (an edit
+    # preview, a Slack stream), by the run's anchor, so a resumed run finishes them.
+    (
+        """
+        CREATE TABLE previews (
+            anchor INTEGER PRIMARY KEY,
+            refs TEXT NOT NULL,
+            streaming INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
