@@ -274,6 +274,8 @@ class DiscordAdapter:
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._patched_urls: tuple[str, yarl.URL] | None = None
         self._warned_content = False
+        self._pressing: set[int] = set()
+        """The ids of the interactions (button presses) being handled."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -523,7 +525,21 @@ class DiscordAdapter:
     async def _on_press(self, interaction: discord.Interaction) -> None:
         """A button of the bot's pressed (``buttons``): handed to the sink like the
         presser's message, and the interaction acknowledged as the router decided; a press
-        that counted has its buttons replaced by the choice made."""
+        that counted has its buttons replaced by the choice made.
+
+        A delivery of a press whose first delivery is still being handled here is left to
+        that one: both carry the same token, and only the first callback counts, which must
+        be the one saying what the press did."""
+        if interaction.id in self._pressing:
+            log.debug("discord: press %s delivered again while handled", interaction.id)
+            return
+        self._pressing.add(interaction.id)
+        try:
+            await self._take_press(interaction)
+        finally:
+            self._pressing.discard(interaction.id)
+
+    async def _take_press(self, interaction: discord.Interaction) -> None:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         press = press_message(
