@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 from ..chat import MessageRef
 from ..delivery import Delivery, StatusKind, ToolActivity, ToolStatus
 from ..events import AgentEvent, ToolExecutionEnd, ToolExecutionStart
+from ..store import StatusLine
 from ..store.protocols import StatusLines
-from ..store.records import StatusLine
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,7 @@ EXPIRED = "These buttons have expired."
 """Told to a presser of buttons older than ``buttons_expire_after``, or from before a ``/new``."""
 ALREADY_ANSWERED = "Already answered."
 """Told to a presser of buttons that were pressed already (one press per message counts)."""
-RESET_SLACK = 2.0
+RESET_MARGIN = 2.0
 """Seconds a message may seem to predate its conversation's session (platform timestamps
 are whole seconds on Telegram, and the clocks differ a little) and still be of it."""
 SessionStarted = Callable[[str], Awaitable[float | None]]
@@ -266,7 +266,7 @@ class Router:
         if self._session_started is None:
             return False
         started = await self._session_started(message.conversation_key)
-        return started is not None and posted + RESET_SLACK < started
+        return started is not None and posted + RESET_MARGIN < started
 
     async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
         """An earlier message edited: never a prompt or a command itself (an edit that adds a

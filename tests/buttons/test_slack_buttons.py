@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from botd.inbound.router import ALREADY_ANSWERED
-from tests.buttons.test_telegram_buttons import prompts
+from tests.buttons.prompts import prompts
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, slack_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import ALREADY_ANSWERED, EXPIRED, NOT_ALLOWED
+from tests.buttons.prompts import prompts
 from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
@@ -27,17 +28,6 @@ DM = 777
 GROUP = -100123
 ALICE = user(DM, "Alice")
 EVE = user(4343, "Eve")
-
-
-def prompts(model: FakeAnthropicAPI) -> list[str]:
-    """The last user turn of each model request, as text."""
-    said = []
-    for request in model.requests:
-        content = request.body["messages"][-1]["content"]
-        if isinstance(content, list):
-            content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
-        said.append(str(content))
-    return said
 
 
 async def with_buttons(telegram: FakeTelegramAPI, chat: int) -> dict[str, Any]:

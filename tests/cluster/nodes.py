@@ -71,6 +71,15 @@ def accepted_message_ids(dsn: str) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
+def unfinished_entries(dsn: str) -> int:
+    """Inbox rows not yet answered (or otherwise finished)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM inbox WHERE state IN ('accepted', 'running')"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def saved_offset(dsn: str, channel: str, account: str) -> int | None:
     try:
         with psycopg.connect(dsn) as conn:

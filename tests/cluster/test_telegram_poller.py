@@ -17,7 +17,14 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from tests.cluster.nodes import TELEGRAM_TOKEN, Node, accepted_message_ids, node, saved_offset
+from tests.cluster.nodes import (
+    TELEGRAM_TOKEN,
+    Node,
+    accepted_message_ids,
+    node,
+    saved_offset,
+    unfinished_entries,
+)
 from tests.daemon_process import ended, reap, stop_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import until
@@ -129,6 +136,12 @@ async def test_the_poller_paused_then_killed_hands_polling_over_and_the_offset_n
             # node-a asked Telegram nothing once it ran again: node-b's polls were never cut.
             assert polls(telegram, "node-a") == asked_by_a
 
+            # Killed once m4's answer is recorded as sent: a kill between the send and that
+            # record is the Telegram window (no send key), where a resumed answer shows twice.
+            async def all_finished() -> bool:
+                return await asyncio.to_thread(unfinished_entries, postgres_dsn) == 0
+
+            await until(all_finished, "every entry answered in the database")
             second.kill()  # SIGKILL: its lease is never released, it lapses
             await ended(second)
             ids += [await said(telegram, "m5"), await said(telegram, "m6")]

@@ -11,7 +11,7 @@ from telegram.constants import ReactionEmoji
 from botd.channels.telegram.reactions import REACTION_EMOJI
 from botd.config import parse_config
 from botd.config.schema import ChatChannelSection
-from tests.config.test_config import run_check
+from tests.daemon_process import bare_env, run_botd
 
 
 def test_botd_check_refuses_an_emoji_the_platform_cannot_set(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_botd_check_refuses_an_emoji_the_platform_cannot_set(tmp_path: Path) -> 
         ).lstrip(),
         encoding="utf-8",
     )
-    result = run_check(path, {})
+    result = run_botd("check", "--config", str(path), env=bare_env())
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert any(

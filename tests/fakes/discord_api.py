@@ -40,6 +40,15 @@ and ``attachment_downloads`` lists the paths fetched.
 A message posted as multipart (``payload_json`` and file parts, as discord.py sends
 attachments) is recorded with its JSON part as ``body`` and its files in ``files``.
 
+Components (buttons): a message posted or edited with ``components`` keeps them
+(``components_of``; an edit with ``components: []`` removes them, one without the key leaves
+them); ``press(message_id, custom_id, presser)`` dispatches the component interaction a press
+of one of them makes (INTERACTION_CREATE, type 3) and returns it, so a test can dispatch the
+same payload again (a redelivery); its answer is the callback in ``commands.answers``.
+
+Ids are snowflakes of the time they were made, as Discord's are (discord.py reads a message's
+creation time from its id).
+
 Like real Discord, a message POST with ``enforce_nonce`` and a ``nonce`` this bot used in the
 same channel within ``nonce_window`` seconds creates nothing: it answers with the message the
 first one made (``nonce_repeats`` lists those requests).
@@ -51,12 +60,12 @@ intent, unless the message mentions the bot.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -74,6 +83,8 @@ THREAD_ID = 1300000000000000002
 USER_ID = 1400000000000000001
 OTHER_BOT_ID = 1400000000000000002
 DM_CHANNEL_ID = 1500000000000000001
+DISCORD_EPOCH_MS = 1420070400000
+"""2015-01-01T00:00:00Z, where Discord's snowflake clock starts."""
 
 MESSAGE_CONTENT_INTENT = 1 << 15
 # Application flags: GATEWAY_MESSAGE_CONTENT (verified) and _LIMITED (unverified, < 100 guilds).
@@ -168,7 +179,7 @@ class FakeDiscordAPI:
         self.payloads: dict[int, dict[str, Any]] = {}
         """Every message the fake made (built with ``message``, or posted by the bot) by id,
         as ``GET /channels/{id}/messages/{id}`` serves it."""
-        self._ids = itertools.count(1600000000000000001)
+        self._last_id = 0
         self._sequence = 0
         self._session: _Session | None = None
         self._live = asyncio.Event()
@@ -348,7 +359,36 @@ class FakeDiscordAPI:
     # --- payload builders --------------------------------------------------------------------
 
     def next_id(self) -> int:
-        return next(self._ids)
+        """A new snowflake: the milliseconds since Discord's epoch, then an increment (each
+        id above the last)."""
+        now = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+        self._last_id = max(now, self._last_id + 1)
+        return self._last_id
+
+    def components_of(self, message_id: int | str) -> list[dict[str, Any]]:
+        """The components (action rows) the bot's message ``message_id`` shows now."""
+        return list(self.payloads.get(int(message_id), {}).get("components") or [])
+
+    async def press(
+        self,
+        message_id: int | str,
+        custom_id: str,
+        presser: dict[str, Any],
+        *,
+        guild_id: int | None = None,
+    ) -> dict[str, Any]:
+        """``presser`` presses the button ``custom_id`` of the bot's message ``message_id``
+        (in a guild's channel when ``guild_id``, else a DM): dispatches the component
+        interaction and returns it."""
+        message = self.payloads[int(message_id)]
+        channel: dict[str, Any] = {"id": message["channel_id"], "type": 1}
+        if guild_id is not None:
+            channel = {**channel, "type": 0, "guild_id": str(guild_id), "name": "general"}
+        interaction = self.commands.component_interaction(
+            message, custom_id, presser, channel=channel, guild_id=guild_id
+        )
+        await self.dispatch("INTERACTION_CREATE", interaction)
+        return interaction
 
     def message(
         self,
@@ -368,12 +408,13 @@ class FakeDiscordAPI:
         as ``referenced_message`` unless ``resolved`` is False (Discord leaves it out when
         it did not look the message up)."""
         author = author or user(USER_ID, "alice")
+        snowflake = message_id or self.next_id()
         payload: dict[str, Any] = {
-            "id": str(message_id or self.next_id()),
+            "id": str(snowflake),
             "channel_id": str(channel_id),
             "author": author,
             "content": content,
-            "timestamp": TIMESTAMP,
+            "timestamp": TIMESTAMP if message_id else _snowflake_time(snowflake),
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,
@@ -436,6 +477,7 @@ class FakeDiscordAPI:
         if body.get("message_reference"):
             payload["type"] = 19
             payload["message_reference"] = body["message_reference"]
+        payload["components"] = list(body.get("components") or [])
         return payload
 
     def _guild(self) -> dict[str, Any]:
@@ -698,6 +740,7 @@ class FakeDiscordAPI:
                 payload["nonce"] = str(nonce)
                 self._nonces[seen] = (time.monotonic(), payload)
             self.messages[int(payload["id"])] = (channel_id, payload["content"])
+            self.payloads[int(payload["id"])] = payload
             return _json(payload)
         if method == "GET" and len(parts) == 4:
             found = self.payloads.get(int(parts[3]))
@@ -705,9 +748,17 @@ class FakeDiscordAPI:
                 return _json({"message": "Unknown Message", "code": 10008}, 404)
             return _json(self._as_seen(found))
         if method == "PATCH" and len(parts) == 4:
-            payload = self._posted_message(channel_id, recorded.body)
-            self.payloads.pop(int(payload["id"]))
-            payload["id"] = parts[3]
+            body = recorded.body or {}
+            kept = self.payloads.get(int(parts[3]))
+            if kept is None:
+                made = self._posted_message(channel_id, body)
+                self.payloads.pop(int(made["id"]))
+                payload = {**made, "id": parts[3]}
+            else:  # what the edit names changes, the rest stays
+                payload = {
+                    **kept,
+                    **{k: body[k] for k in ("content", "components") if k in body},
+                }
             self.messages[int(parts[3])] = (channel_id, payload["content"])
             self.payloads[int(parts[3])] = payload
             return _json(payload)
@@ -781,3 +832,9 @@ class FakeDiscordAPI:
         for guild in guilds:
             await self._send(ws, "GUILD_CREATE", guild)
         self._live.set()
+
+
+def _snowflake_time(snowflake: int) -> str:
+    """The ISO timestamp a snowflake was made at."""
+    millis = (snowflake >> 22) + DISCORD_EPOCH_MS
+    return datetime.fromtimestamp(millis / 1000, UTC).isoformat()

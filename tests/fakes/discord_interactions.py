@@ -7,7 +7,8 @@ instead) and ``interactions/{id}/{token}/callback`` (an interaction's answer, re
 ``webhooks/{app}/{token}`` (a follow-up message through an interaction's token, recorded in
 ``followups``).
 ``interaction(...)`` builds an INTERACTION_CREATE payload for a slash command used in a
-guild channel, a thread of it or a DM.
+guild channel, a thread of it or a DM; ``component_interaction(...)`` one for a press of a
+button of a bot's message (type 3, MESSAGE_COMPONENT, with the message as Discord sends it).
 """
 
 from __future__ import annotations
@@ -130,10 +131,37 @@ class AppCommands:
         }
         if text is not None:
             data["options"] = [{"name": "text", "type": 3, "value": text}]
+        return self._interaction(2, data, user, channel=channel, guild_id=guild_id)
+
+    def component_interaction(
+        self,
+        message: dict[str, Any],
+        custom_id: str,
+        user: dict[str, Any],
+        *,
+        channel: dict[str, Any],
+        guild_id: int | None,
+    ) -> dict[str, Any]:
+        """INTERACTION_CREATE for ``user`` pressing the button ``custom_id`` of ``message``
+        (the bot's, with its components) in ``channel``."""
+        data = {"custom_id": custom_id, "component_type": 2}
+        payload = self._interaction(3, data, user, channel=channel, guild_id=guild_id)
+        payload["message"] = message
+        return payload
+
+    def _interaction(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        user: dict[str, Any],
+        *,
+        channel: dict[str, Any],
+        guild_id: int | None,
+    ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "id": str(next(self._ids)),
             "application_id": str(self.app_id),
-            "type": 2,
+            "type": kind,
             "data": data,
             "channel_id": channel["id"],
             "channel": channel,

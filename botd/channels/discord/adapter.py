@@ -37,7 +37,7 @@ import io
 import logging
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -55,6 +55,15 @@ from botd.channels.base import (
     sending,
     without_mention,
 )
+from botd.channels.discord.buttons import (
+    PRESS_NOT_TAKEN,
+    PRESS_NOT_TAKEN_NOW,
+    acknowledge,
+    button_view,
+    chosen_view,
+    is_press,
+    press_message,
+)
 from botd.channels.discord.commands import (
     NOT_ADMITTED_TEXT,
     NOT_TAKEN_TEXT,
@@ -69,7 +78,16 @@ from botd.channels.discord.inbound_media import discord_attachments, discord_dow
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
 from botd.channels.errors import ChannelError, ChannelStartError
-from botd.chat import Attachment, Capabilities, InboundMessage, MessageKey, MessageRef, Target
+from botd.chat import (
+    Attachment,
+    Button,
+    Capabilities,
+    InboundMessage,
+    MessageKey,
+    MessageRef,
+    PressAnswer,
+    Target,
+)
 from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
@@ -188,6 +206,11 @@ class _Client(discord.Client):
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         await self._adapter._on_edit(payload)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # Slash commands go to the command tree; a button pressed comes here.
+        if is_press(interaction):
+            await self._adapter._on_press(interaction)
+
 
 class DiscordAdapter:
     """A ChannelAdapter for one Discord bot token."""
@@ -253,6 +276,8 @@ class DiscordAdapter:
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._patched_urls: tuple[str, yarl.URL] | None = None
         self._warned_content = False
+        self._pressing: set[int] = set()
+        """The ids of the interactions (button presses) being handled."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -499,6 +524,52 @@ class DiscordAdapter:
             return
         await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
 
+    async def _on_press(self, interaction: discord.Interaction) -> None:
+        """A button of the bot's pressed (``buttons``): handed to the sink like the
+        presser's message, and the interaction acknowledged as the router decided; a press
+        that counted has its buttons replaced by the choice made.
+
+        A delivery of a press whose first delivery is still being handled here is left to
+        that one: both carry the same token, and only the first callback counts, which must
+        be the one saying what the press did."""
+        if interaction.id in self._pressing:
+            log.debug("discord: press %s delivered again while handled", interaction.id)
+            return
+        self._pressing.add(interaction.id)
+        try:
+            await self._take_press(interaction)
+        finally:
+            self._pressing.discard(interaction.id)
+
+    async def _take_press(self, interaction: discord.Interaction) -> None:
+        client, sink = self._client, self._sink
+        me = client.user if client is not None else None
+        press = press_message(
+            interaction, account_id=self.account_id, bot_name=me.name if me else ""
+        )
+        if sink is None:
+            await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN_NOW))
+            return
+        if press is None:
+            await acknowledge(interaction, PressAnswer())
+            return
+        try:
+            decided = await sink(press)
+        except Exception as exc:
+            log.warning("discord: a button press was not taken: %s", exc)
+            await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN))
+            return
+        answer = getattr(decided, "answer", None)
+        if not isinstance(answer, PressAnswer):
+            answer = PressAnswer()
+        await acknowledge(interaction, answer)
+        if answer.chosen and interaction.message is not None:
+            try:
+                with _refusals("edit"):
+                    await interaction.message.edit(view=chosen_view(press))
+            except DiscordError as exc:
+                log.warning("discord: showing the choice made failed: %s", exc)
+
     def _taking(self, message: discord.Message) -> tuple[InboundSink, discord.ClientUser] | None:
         """The sink and the bot's user, when ``message`` is one to hand on: not the bot's
         own, nor another bot's unless ``allow_bots``."""
@@ -646,8 +717,37 @@ class DiscordAdapter:
         """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
         return await self._post(target, self._chunks(markdown), reply_to=target.reply_to_id)
 
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> list[MessageRef]:
+        """``send``, with ``rows`` as the components (action rows of buttons) of its last
+        message."""
+        chunks = self._chunks(markdown)
+        return await self._post(target, chunks, reply_to=target.reply_to_id, rows=rows)
+
+    async def edit_buttons(
+        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> None:
+        """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows`` as
+        its components (none: ``components: []``, the buttons removed)."""
+        chunks = self._chunks(markdown)
+        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        view = button_view(rows)
+        with _refusals("edit"):
+            if chunks:
+                await message.edit(
+                    content=chunks[0].text, view=view, allowed_mentions=ALLOWED_MENTIONS
+                )
+            else:
+                await message.edit(view=view)
+
     async def _post(
-        self, target: Target, chunks: list[RenderedChunk], *, reply_to: str | None
+        self,
+        target: Target,
+        chunks: list[RenderedChunk],
+        *,
+        reply_to: str | None,
+        rows: Sequence[Sequence[Button]] = (),
     ) -> list[MessageRef]:
         channel = self._channel(target)
         key = sending.get()
@@ -656,11 +756,14 @@ class DiscordAdapter:
             # A reply piece's message carries a nonce of its own, the same in every retry
             # and after a restart: Discord answers a repeat with the message it made.
             nonce = _nonce(key, number)
+            # The buttons go under the last message.
+            view = button_view(rows) if number == len(chunks) - 1 else None
+            extra: dict[str, Any] = {} if view is None else {"view": view}
             try:
                 with _refusals("send"):
                     if reply_to is None:
                         sent = await channel.send(
-                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, nonce=nonce
+                            chunk.text, allowed_mentions=ALLOWED_MENTIONS, nonce=nonce, **extra
                         )
                     else:
                         reference = discord.MessageReference(
@@ -673,6 +776,7 @@ class DiscordAdapter:
                             allowed_mentions=ALLOWED_MENTIONS,
                             reference=reference,
                             nonce=nonce,
+                            **extra,
                         )
             except DiscordError as exc:
                 if exc.status == 403:  # a slash command's user is told, if any
