@@ -21,7 +21,7 @@ from tests.approvals.harness import (
     states,
     tool_result,
 )
-from tests.buttons.test_discord_buttons import answered, told
+from tests.buttons.discord_presses import answered, told
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.inbound.router import ALREADY_ANSWERED, NOT_ALLOWED
+from tests.buttons.discord_presses import DEFERRED_UPDATE_MESSAGE, answered, told
 from tests.buttons.prompts import prompts
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -27,10 +28,6 @@ from tests.waiting import until
 
 ALICE = user(USER_ID, "alice")
 EVE = user(1400000000000000009, "eve")
-
-DEFERRED_UPDATE_MESSAGE = 6
-CHANNEL_MESSAGE = 4
-EPHEMERAL = 64
 
 
 async def with_buttons(discord: FakeDiscordAPI, channel: int) -> tuple[int, list[dict[str, Any]]]:
@@ -49,20 +46,6 @@ async def with_buttons(discord: FakeDiscordAPI, channel: int) -> tuple[int, list
     message_id = await until(found, "a message with buttons")
     assert message_id is not None
     return message_id, discord.components_of(message_id)
-
-
-async def answered(discord: FakeDiscordAPI, interaction: dict[str, Any]) -> dict[str, Any]:
-    """The callback the interaction was answered with."""
-    answers = discord.commands.answers
-    await until(lambda: interaction["id"] in answers, "the press answered")
-    return answers[interaction["id"]]
-
-
-def told(answer: dict[str, Any]) -> str:
-    """What an ephemeral answer (type 4, flags 64) showed the presser."""
-    assert answer["type"] == CHANNEL_MESSAGE
-    assert answer["data"]["flags"] & EPHEMERAL
-    return str(answer["data"]["content"])
 
 
 async def test_a_directive_shows_components_and_a_press_reaches_the_model_once(
