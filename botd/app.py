@@ -643,9 +643,6 @@ class App:
             store = await open_store(config)
             stack.push_async_callback(store.aclose)
             leases = open_leases(config, store)
-            if config.store.backend == "postgres":
-                # The database's state-dir lock: one process per node_id.
-                await hold_node(leases)
             runtime = self.runtime = build_runtime(
                 config,
                 store=store,
@@ -656,6 +653,11 @@ class App:
                 leases=leases,
             )
             stack.push_async_callback(runtime.aclose)
+            if config.store.backend == "postgres":
+                # The database's state-dir lock: one process per node_id. Claimed once the
+                # runtime is built (which writes nothing, and on a slow machine can take longer
+                # than a short lease), right before its renewals start.
+                await hold_node(leases)
             self.metrics.watch(self.channel_states, partial(store_backlog, runtime.store))
             stack.enter_context(self._signals())
             tasks = await stack.enter_async_context(asyncio.TaskGroup())
