@@ -4,7 +4,10 @@ botd runs as a subprocess (``botd run --config``, python-telegram-bot and the an
 inside it) against ``FakeTelegramAPI`` and ``FakeAnthropicAPI``, which run here, in the bench
 process: botd's figures are read from its own ``/proc`` entry, so the fakes' CPU is not in
 them. botd is configured as an operator would: ``dm_policy: open``, the default delivery,
-one conversation per chat with ``queue_mode: followup`` (each message its own run and its
+status reactions off (``reactions: false``: the floor sets none, and each reaction is one more
+Bot API call, two per message, through the SDK's 30-calls/s limiter, so with them on the
+comparison would weigh a feature's platform calls rather than botd's own cost), one
+conversation per chat with ``queue_mode: followup`` (each message its own run and its
 own answer), state in a temp dir. The fake model answers each request with a short streamed
 text naming the message it answers.
 
@@ -267,6 +270,7 @@ channels:
     token: ${{BENCH_TELEGRAM_TOKEN}}
     api_base_url: {json.dumps(telegram.base_url)}
     dm_policy: open
+    reactions: false
 {extra}""",
         encoding="utf-8",
     )
