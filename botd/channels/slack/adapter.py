@@ -822,13 +822,7 @@ class SlackAdapter:
         if target.thread_id is None:
             return
         try:
-            await self._call(
-                "assistant.threads.setStatus",
-                self.client.assistant_threads_setStatus,
-                channel_id=target.chat_id,
-                thread_ts=target.thread_id,
-                status=TYPING_STATUS,
-            )
+            await self.set_assistant_status(target, TYPING_STATUS)
         except SlackError as exc:
             log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
 
