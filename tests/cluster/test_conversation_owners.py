@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from botd.app import App
 from botd.channels.telegram.adapter import TelegramAdapter
@@ -206,7 +207,7 @@ async def test_an_accept_no_node_was_told_of_is_answered_by_the_claimer(
 
 
 async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
-    tmp_path: Path, postgres_dsn: str
+    tmp_path: Path, postgres_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     chat = 303
     async with two_nodes(tmp_path, postgres_dsn) as cluster:
@@ -219,10 +220,19 @@ async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
         runtime = apps[first].runtime
         assert runtime is not None
         assert f"telegram:{chat}" not in runtime.sessions.conversations
-        rows = await runtime.leases.table.rows()
-        assert [r.expires_in <= 0 for r in rows if r.name == f"conversation:telegram:{chat}"] == [
-            True
-        ]
+
+        async def released() -> bool:
+            # The node forgets the conversation first, then expires its lease row: the
+            # row is read until that write is in.
+            assert runtime is not None
+            rows = await runtime.leases.table.rows()
+            named = [r for r in rows if r.name == f"conversation:telegram:{chat}"]
+            assert len(named) == 1
+            return named[0].expires_in <= 0
+
+        await until(released, "the lease expired")
+        # Released by the node (a failed release would say it is left to run out).
+        assert "not released" not in caplog.text
         # A new message is taken up at once by whichever node claims it.
         await cluster.arrive(1, chat, "second", message_id=2)
         await until(lambda: len(cluster.texts(chat)) == 2, "the second answer")
