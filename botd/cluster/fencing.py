@@ -13,6 +13,11 @@ answer) copies it. Two checks read it:
 * the delivery's (``check_send``): no send starts when less than the fence's ``margin`` of
   the lease is left by this node's own clock. A send refused so gives the lease up
   (``Lease.lost``): the run stops without posting and its entries stay for the next holder.
+  The check is made twice: by the delivery before each attempt, and by each platform's HTTP
+  client just before the request is written (``before_request``), after the SDK's own rate
+  limiter and connection queue, so a send held up there, or by a node paused (SIGSTOP)
+  between the two, is not written once the lease may be another node's. The SDK wraps the
+  ``LeaseLost`` raised inside it in its own error; ``lost_in`` finds it again.
 
 With no fence (the SQLite backend, the router, the scheduler) nothing is checked.
 """
@@ -91,10 +96,38 @@ def check_send() -> None:
         fence.check_send(time.monotonic())
 
 
+async def before_request(*_: object) -> None:
+    """``check_send`` as an HTTP client's hook on each request before it is written (an
+    httpx request event hook, an aiohttp ``on_request_start`` trace callback)."""
+    check_send()
+
+
+def lost_in(exc: BaseException) -> LeaseLost | None:
+    """The ``LeaseLost`` behind ``exc`` (itself, or its cause or context, however deep),
+    as a platform SDK wraps what its HTTP client's hook raised."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, LeaseLost):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def abandoned() -> bool:
     """The work running now belongs to a lease this node lost (it ends nothing more)."""
     fence = _current.get()
     return fence is not None and fence.lost
 
 
-__all__ = ["Fence", "LeaseLost", "abandoned", "check_send", "current", "fenced"]
+__all__ = [
+    "Fence",
+    "LeaseLost",
+    "abandoned",
+    "before_request",
+    "check_send",
+    "current",
+    "fenced",
+    "lost_in",
+]

@@ -642,13 +642,24 @@ class ChannelDelivery:
 
     async def _retried(self, key: _Key, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
         # Each message, upload or edit of a conversation owned by lease starts only while
-        # the lease has its margin left (``LeaseLost`` otherwise: the run stops).
-        fencing.check_send()
+        # the lease has its margin left (``LeaseLost`` otherwise: the run stops), checked
+        # again before each retry (a backoff may outlast it) and by the platform's HTTP client
+        # as the request is written.
+        async def checked() -> _T:
+            fencing.check_send()
+            try:
+                return await attempt()
+            except ChannelError as exc:
+                lost = fencing.lost_in(exc)
+                if lost is not None:
+                    raise lost from exc
+                raise
+
         channel = key[0]
         return await self._retrier.call(
             key,
             what,
-            attempt,
+            checked,
             settings=self._retry.get(channel),
             on_retry=None if self._counts is None else partial(self._count_error, channel),
         )

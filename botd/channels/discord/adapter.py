@@ -88,6 +88,7 @@ from botd.chat import (
     PressAnswer,
     Target,
 )
+from botd.cluster import fencing
 from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
@@ -184,7 +185,11 @@ class _Client(discord.Client):
     """Forwards the events the adapter needs."""
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
-        super().__init__(**options)  # type: ignore[arg-type]
+        # A conversation's lease is checked again as each request is written, after
+        # discord.py's rate-limit wait: a send held up past the lease's end is not written.
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(fencing.before_request)
+        super().__init__(http_trace=trace, **options)  # type: ignore[arg-type]
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:

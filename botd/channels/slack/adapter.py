@@ -67,6 +67,7 @@ from ...chat import (
     PressAnswer,
     Target,
 )
+from ...cluster import fencing
 from ...retry import retry_after
 from ..base import (
     InboundSink,
@@ -129,6 +130,15 @@ def button_blocks(text: str, rows: Sequence[Sequence[Button]]) -> list[dict[str,
     return blocks
 
 
+class FencedWebClient(AsyncWebClient):
+    """slack_sdk's Web API client, checking the conversation's lease (``fencing``) as each
+    call is made: a call held up past the lease's end is not made."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        fencing.check_send()
+        return await super().api_call(api_method, **kwargs)
+
+
 class SlackAdapter:
     """See the module docstring."""
 
@@ -177,7 +187,9 @@ class SlackAdapter:
         self._http_path = http_path
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
-        self.client = AsyncWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
+        self.client: AsyncWebClient = FencedWebClient(
+            token=bot_token, base_url=api_base_url, retry_handlers=[]
+        )
         self.names = SenderNames(self.client)
         self.command_replies = CommandReplies()
         self.threads = ThreadContext(

@@ -81,6 +81,7 @@ from telegram.ext import (
     TypeHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
 from ...chat import (
     Attachment,
@@ -92,6 +93,7 @@ from ...chat import (
     PressAnswer,
     Target,
 )
+from ...cluster import fencing
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...retry import Backoff, retry_after
@@ -386,6 +388,11 @@ class TelegramAdapter:
             # No retries in the limiter: its RetryAfter handling pauses every chat, and one
             # group's flood wait must not silence the others (see _per_chat).
             rate_limiter=AIORateLimiter(max_retries=0),
+            # A conversation's lease is checked again as each request is written: a send
+            # held up in the rate limiter past the lease's end is not written.
+            request=HTTPXRequest(
+                httpx_kwargs={"event_hooks": {"request": [fencing.before_request]}}
+            ),
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,
             backoff=self._poll_backoff(),

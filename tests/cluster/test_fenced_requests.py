@@ -1,0 +1,166 @@
+"""Each platform's HTTP client checks the conversation's lease as a request is written
+(``fencing.before_request``): a send that passed the delivery's check and was then held up
+(in the SDK's rate limiter, or by a node paused between the two) is not written once the
+lease is at its end, and the delivery sees ``LeaseLost``, not a failure to retry or report.
+
+The adapters are the real ones over the loopback fakes; the lease is one node's (kept in
+memory), its deadline moved as a pause would leave it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from botd.channels.errors import ChannelError
+from botd.chat import Capabilities, MessageRef, Target
+from botd.cluster import fencing
+from botd.cluster.fencing import Fence, LeaseLost
+from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
+from botd.delivery import ChannelDelivery, RunOptions
+from botd.store.sqlite import SqliteStore
+from botd.subscriber import BlockReply
+from botd.text.markup import PLAIN
+from tests.channels.discord.harness import Sink, make_adapter
+from tests.channels.routed import through_router
+from tests.channels.slack.harness import slack_adapter
+from tests.channels.telegram.harness import DM, started
+from tests.fakes.discord_api import FakeDiscordAPI
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.waiting import HANG_GUARD
+
+MARGIN = 1.0
+
+
+async def claimed(key: str) -> Lease:
+    keeper = LeaseKeeper(ProcessLeases(), "node-a", 60)
+    lease = await keeper.try_claim(f"conversation:{key}")
+    assert lease is not None
+    return lease
+
+
+@contextmanager
+def at_its_end(lease: Lease) -> Iterator[None]:
+    """Work under ``lease`` whose deadline is nearer than the margin: the node was paused
+    after the delivery's own check."""
+    with fencing.fenced(Fence(lease, "node-a", MARGIN)):
+        lease.deadline = time.monotonic() + MARGIN / 2
+        yield
+
+
+def refused_for_the_lease(exc: BaseException, lease: Lease) -> None:
+    assert fencing.lost_in(exc) is not None, f"not for the lease: {exc!r}"
+    assert lease.lost.is_set()  # given up: the conversation's work stops
+
+
+async def test_telegram_writes_no_request_past_the_lease() -> None:
+    async with FakeTelegramAPI() as fake:
+        bot = await started(fake)
+        try:
+            lease = await claimed(f"telegram:{DM}")
+            with fencing.fenced(Fence(lease, "node-a", MARGIN)):
+                await bot.adapter.send(Target("telegram", str(DM)), "while it holds")
+            with at_its_end(lease), pytest.raises(ChannelError) as raised:
+                await bot.adapter.send(Target("telegram", str(DM)), "late")
+            refused_for_the_lease(raised.value, lease)
+            texts = [c.params["text"] for c in fake.calls_to("sendMessage")]
+            assert texts == ["while it holds"]
+            # Work with no lease (the poller, a command's answer outside a run) is not checked.
+            await bot.adapter.send(Target("telegram", str(DM)), "unfenced")
+            assert len(fake.calls_to("sendMessage")) == 2
+        finally:
+            await bot.adapter.stop()
+
+
+async def test_slack_makes_no_call_past_the_lease() -> None:
+    async with FakeSlack() as fake:
+        adapter = slack_adapter(fake)
+        lease = await claimed("slack:D1")
+        with fencing.fenced(Fence(lease, "node-a", MARGIN)):
+            await adapter.send(Target("slack", "D1"), "while it holds")
+        with at_its_end(lease), pytest.raises(LeaseLost) as raised:
+            await adapter.send(Target("slack", "D1"), "late")
+        refused_for_the_lease(raised.value, lease)
+        assert [c.args["text"] for c in fake.calls_to("chat.postMessage")] == ["while it holds"]
+
+
+@pytest.fixture
+async def discord_fake() -> AsyncIterator[FakeDiscordAPI]:
+    async with FakeDiscordAPI() as server:
+        yield server
+
+
+async def test_discord_writes_no_request_past_the_lease(
+    discord_fake: FakeDiscordAPI, store: SqliteStore
+) -> None:
+    adapter = make_adapter(discord_fake)
+    await asyncio.wait_for(adapter.start(through_router(store, Sink(), "discord")), HANG_GUARD)
+    try:
+        channel = "4242"
+        target = Target("discord", channel)
+        lease = await claimed(f"discord:{channel}")
+        with fencing.fenced(Fence(lease, "node-a", MARGIN)):
+            await asyncio.wait_for(adapter.send(target, "while it holds"), HANG_GUARD)
+        with at_its_end(lease), pytest.raises(Exception) as raised:
+            await asyncio.wait_for(adapter.send(target, "late"), HANG_GUARD)
+        refused_for_the_lease(raised.value, lease)
+        assert [r.body["content"] for r in discord_fake.message_posts()] == ["while it holds"]
+    finally:
+        await asyncio.wait_for(adapter.stop(), HANG_GUARD)
+
+
+class WrappingAdapter:
+    """An adapter whose SDK wraps what its HTTP client's hook raised, as PTB does."""
+
+    name = "fake"
+    capabilities = Capabilities(text_limit=100, markup=PLAIN)
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def start(self, sink: object) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+        self.attempts += 1
+        try:
+            fencing.check_send()
+        except LeaseLost as exc:
+            raise ChannelError("Unknown error in HTTP implementation", retryable=True) from exc
+        return [MessageRef(target, str(self.attempts))]
+
+    async def edit(self, ref: MessageRef, markdown: str) -> None:
+        return None
+
+    async def react(self, ref: MessageRef, emoji: str) -> None:
+        return None
+
+
+async def test_the_delivery_stops_the_run_on_a_lease_lost_inside_the_sdk() -> None:
+    # The delivery's own check passes; the lease ends before the request is written. The
+    # SDK's retryable-looking error is the lease: no retry, nothing posted, no notice.
+    adapter = WrappingAdapter()
+    lease = await claimed("fake:c1")
+    delivery = ChannelDelivery({"fake": adapter})  # type: ignore[dict-item]
+    with fencing.fenced(Fence(lease, "node-a", MARGIN)):
+        output = delivery.open_run(Target("fake", "c1"), RunOptions())
+        real_send = adapter.send
+
+        async def paused_after_the_check(target: Target, markdown: str) -> list[MessageRef]:
+            lease.deadline = time.monotonic()  # the pause came after the delivery's check
+            return await real_send(target, markdown)
+
+        adapter.send = paused_after_the_check  # type: ignore[method-assign]
+        output.block(BlockReply("First paragraph."))
+        output.final(BlockReply("Second paragraph."))
+        async with asyncio.timeout(HANG_GUARD):  # a retry would wait out its backoff
+            await output.close()
+    assert adapter.attempts == 1
+    assert lease.lost.is_set()
