@@ -20,3 +20,17 @@ def test_the_settled_heap_freezes_start_up_and_is_restored_after() -> None:
     assert gc.get_freeze_count() == 0
     scanned = {id(o) for o in gc.get_objects()}
     assert all(id(x) in scanned for x in start_up[3:])
+
+
+def test_the_settled_heap_turns_a_paused_collector_on_and_pauses_it_again_after() -> None:
+    # ``botd run`` starts with the collector off (botd.cli): the settled daemon collects.
+    gc.disable()
+    try:
+        with settled_heap():
+            assert gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with settled_heap():
+        assert gc.isenabled()
+    assert gc.isenabled()
