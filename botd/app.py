@@ -56,6 +56,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .agent.mcp import McpManager, narrow
@@ -81,12 +82,11 @@ from .inbound.message_access import MessageAccess
 from .inbound.router import Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
-from .ops.health import HealthServer, cannot_listen
 from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
 from .ops.metrics import Backlog, Metrics
 from .ops.node import PROBE_WAIT, NodeHealth
 from .ops.outages import Reachability, stuck_inbox
-from .ops.ports import listen_problem
+from .ops.ports import cannot_listen, listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .scheduler import Scheduler
@@ -122,6 +122,9 @@ from .wiring import (
     scheduler_jobs,
     session_settings,
 )
+
+if TYPE_CHECKING:
+    from .ops.health import HealthServer
 
 __all__ = ["App", "Runtime", "build_runtime", "settled_heap"]
 
@@ -720,6 +723,8 @@ class App:
         if runtime.ownership is not None:
             runtime.ownership.start()
         if config.health.enabled:
+            from .ops.health import HealthServer  # aiohttp: imported only to serve it
+
             node = NodeHealth(
                 config.store.node_id, config.store.backend, runtime.store, runtime.leases
             )

@@ -1,6 +1,7 @@
 """The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
 
-aiohttp is imported here only, so nothing else of the core pays for it. ``/metrics`` is
+aiohttp is imported here only, and ``botd run`` imports this module only when it serves the
+endpoint (``health.enabled``), so nothing else of the core pays for it. ``/metrics`` is
 ``prometheus_client``'s own handler over the daemon's registry: the text format 0.0.4, or
 OpenMetrics when the scraper asks for it. A port another process holds is
 ``HealthPortInUse``, one line naming ``health.port`` (``botd run`` checks for it beforehand
@@ -21,23 +22,15 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from .. import __version__
 from .logging import mask_secrets
 from .metrics import Metrics
+from .ports import cannot_listen
 
-__all__ = ["HealthPortInUse", "HealthServer", "cannot_listen"]
+__all__ = ["HealthPortInUse", "HealthServer"]
 
 log = logging.getLogger(__name__)
 
 
 class HealthPortInUse(OSError):
     """The health endpoint cannot listen where ``health.host``/``health.port`` say."""
-
-
-def cannot_listen(problem: str) -> str:
-    """The one line for a health endpoint that cannot listen: ``problem`` says where and why
-    (``127.0.0.1:8480: Address already in use``, from ``ports.listen_problem`` or a bind)."""
-    return (
-        f"health.port: cannot listen on {problem}; stop what listens there, choose another "
-        "health.port, or set health.enabled: false"
-    )
 
 
 class HealthServer:

@@ -7,7 +7,8 @@ health endpoint's aiohttp uses): every address the host name stands for, ``SO_RE
 set (so a port left in ``TIME_WAIT`` by a botd that just stopped is free), IPv6 sockets
 for IPv6 only, and an address the system cannot assign (``localhost``'s ``::1`` with IPv6
 off) skipped as long as another one binds. Each socket is closed again at once; a port
-taken in between is found by the server itself.
+taken in between is found by the server itself. ``cannot_listen`` is the one line both say
+it in (here, not in ``health``, so the question is asked without importing aiohttp).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import errno
 import os
 import socket
 
-__all__ = ["listen_problem"]
+__all__ = ["cannot_listen", "listen_problem"]
 
 
 def listen_problem(host: str, port: int) -> str | None:
@@ -47,3 +48,12 @@ def listen_problem(host: str, port: int) -> str | None:
             return f"{shown}: {why}"
         bound = True
     return None if bound else unassignable
+
+
+def cannot_listen(problem: str) -> str:
+    """The one line for a health endpoint that cannot listen: ``problem`` says where and why
+    (``127.0.0.1:8480: Address already in use``, from ``listen_problem`` or a bind)."""
+    return (
+        f"health.port: cannot listen on {problem}; stop what listens there, choose another "
+        "health.port, or set health.enabled: false"
+    )

@@ -18,10 +18,10 @@ import aiohttp
 import pytest
 
 from botd.config import BotdConfig, default_config
-from botd.ops.health import HealthPortInUse, HealthServer, cannot_listen
+from botd.ops.health import HealthPortInUse, HealthServer
 from botd.ops.logging import LogContext, configure_logging
 from botd.ops.metrics import Metrics
-from botd.ops.ports import listen_problem
+from botd.ops.ports import cannot_listen, listen_problem
 from botd.ops.systemd import SystemdNotifier
 from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
