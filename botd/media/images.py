@@ -6,7 +6,8 @@ unchanged when they already fit; otherwise it decodes, turns the picture upright
 orientation), scales it down to ``IMAGE_MAX_SIDE`` on its long edge and re-encodes it (PNG
 when it has transparency, JPEG otherwise) until it is at most ``IMAGE_MAX_BYTES``. An
 animated image becomes its first frame. Anything else raises ``ImageUnreadable`` with one
-short phrase for the user.
+short phrase for the user. Pillow is imported where an image is fitted, in the reading worker
+(``worker``): the daemon, which takes only ``FittedImage`` from here, never loads it.
 
 The limits, and why:
 
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import ExifTags, Image, ImageFile, ImageOps
+if TYPE_CHECKING:
+    from PIL import Image, ImageFile
 
 IMAGE_MAX_SIDE = 2000
 """The longest edge, in pixels, of an image given to the model; a longer one is scaled down."""
@@ -60,6 +63,8 @@ class FittedImage:
 
 def fit_image(data: bytes) -> FittedImage:
     """``data`` as an image the model APIs take (see the module docstring)."""
+    from PIL import ExifTags, Image
+
     # Pillow's own bomb check would refuse before the size is known here; the same check is
     # made right after the header is read, before any pixel is decoded.
     Image.MAX_IMAGE_PIXELS = None
@@ -89,6 +94,8 @@ def fit_image(data: bytes) -> FittedImage:
 
 def _reencoded(image: ImageFile.ImageFile) -> FittedImage:
     """``image`` (its first frame) upright, scaled to the limits and encoded anew."""
+    from PIL import ExifTags, Image, ImageOps
+
     if image.format == "JPEG":
         # Let libjpeg decode at 1/2, 1/4 or 1/8 of the size when that is still large enough.
         image.draft(None, _within(image.size, IMAGE_MAX_SIDE))
