@@ -30,18 +30,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..chat import ChatKindOf, InboundMessage, TargetForm
-from ..cluster.leases import LeaseKeeper
 from ..config import ChannelSection
 from ..config.channels import registrations
 from ..config.extras import installed
-from ..store.protocols import Offsets
 from .base import ChannelAdapter, PlatformLink
 
 if TYPE_CHECKING:
     import httpx
 
+    from ..chat import ChatKindOf, InboundMessage, TargetForm
+    from ..cluster.leases import LeaseKeeper
     from ..ops.doctor.checks import Check
+    from ..store.protocols import Offsets
 
 __all__ = [
     "ChannelContext",

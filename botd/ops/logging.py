@@ -13,7 +13,6 @@ tracebacks on stderr.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
@@ -26,7 +25,10 @@ import time
 import traceback
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "JsonFormatter",
