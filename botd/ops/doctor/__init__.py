@@ -61,7 +61,6 @@ from .checks import (
     warned,
 )
 from .database import postgres_checks
-from .mcp import mcp_checks
 from .state import state_dir_checks
 
 __all__ = [
@@ -243,8 +242,11 @@ async def diagnose(
             else:
                 probes.append(_skipped(name))
         probes.append(_guarded("model", _model(client, config), debug))
-        # A server's start (a stdio command's imports) may take longer than one request.
-        probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
+        if config.agent.mcp_servers:
+            from .mcp import mcp_checks  # the MCP client and its tools' schemas: only then
+
+            # A server's start (a stdio command's imports) may take longer than one request.
+            probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
         store = config.store
         if store.backend == "postgres" and store.dsn is not None:
             probes.append(_guarded("store", postgres_checks(store.dsn, timeout), debug))
