@@ -64,7 +64,6 @@ from .agent.message_tool import MessageTool
 from .agent.schedule_tool import ScheduleTool
 from .agent.tools import Tool
 from .agent.types import Provider
-from .agent.web_fetch_tool import WebFetchTool
 from .approvals import PREFIX, Approvals
 from .buttons.layout import ButtonRows
 from .channel_keeper import START_WAIT, ChannelKeeper
@@ -349,6 +348,8 @@ class Toolbox:
         if "schedule" in enabled:
             chosen.append(ScheduleTool(self._scheduler))
         if "web_fetch" in enabled:
+            from .agent.web_fetch_tool import WebFetchTool  # httpx: only when it is enabled
+
             web = agent.web_fetch
             chosen.append(
                 WebFetchTool(

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import httpx
-
 from ..chat import DownloadError, TooLarge
 from ..net.capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
 
@@ -36,6 +34,8 @@ async def fetch_capped(
     host), a 4xx/5xx, a lost connection or a body that cannot be decoded raises
     ``DownloadError``.
     """
+    import httpx  # at the first download: an adapter that never downloads does not load it
+
     sent = {**(headers or {}), "Accept-Encoding": ACCEPT_ENCODING}
     try:
         async with (

@@ -42,7 +42,6 @@ from ..channels.base import ChannelAdapter, OutboundFile
 from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageRef, Target
 from ..config.paths import resolved
-from ..net.fetch import FetchFailed, FetchRefused, fetch
 from ..safe_open import NotRead, Refusal, open_directory, read_beneath
 from .retrying import DeliveryGivenUp
 
@@ -106,6 +105,8 @@ async def load(reference: str, settings: MediaSettings, *, as_voice: bool = Fals
     """``reference`` as a file to upload; raises ``MediaUnavailable`` with the reason."""
     reference = reference.strip()
     if is_url(reference):
+        from ..net.fetch import FetchFailed, FetchRefused, fetch  # httpx, at the first URL
+
         try:
             fetched = await fetch(
                 reference,

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 
-import httpx
-
 from ..config.schema import TranscriptionSection
 
 log = logging.getLogger(__name__)
@@ -25,6 +23,8 @@ async def transcribe(
     settings: TranscriptionSection, audio: bytes, *, filename: str, mime_type: str
 ) -> str:
     """The text spoken in ``audio`` (a file named ``filename`` of type ``mime_type``)."""
+    import httpx  # at the first voice note: a botd that is sent none does not load it
+
     url = settings.base_url.rstrip("/") + "/audio/transcriptions"
     try:
         async with httpx.AsyncClient(timeout=settings.timeout) as client:

@@ -34,9 +34,10 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "ACCEPT_ENCODING",
