@@ -142,9 +142,9 @@ a tenth of the daemon's time under load. What a longer interval keeps alive is b
 def settled_heap() -> Iterator[None]:
     """The collector as the daemon runs it once started: what start-up allocated (modules,
     SDK clients, the config) frozen out of every collection, a longer young interval, and
-    the collector on (``botd run`` starts with it off: ``botd.cli``). Restored on exit."""
+    the collector on (``botd run`` starts with it off: ``botd.cli``). Restored on exit, the
+    collector left on: the shutdown may still answer what the console's input held."""
     before = gc.get_threshold()
-    was_enabled = gc.isenabled()
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, before[1], before[2])
@@ -152,8 +152,6 @@ def settled_heap() -> Iterator[None]:
     try:
         yield
     finally:
-        if not was_enabled:
-            gc.disable()
         gc.set_threshold(*before)
         gc.unfreeze()
 
