@@ -1,9 +1,9 @@
 """A command loads the optional parts its config uses and not the others: the health server
-(aiohttp) only when it is served, httpx only for what fetches, Pillow only in the reading
-worker, the MCP client only for configured servers, and ``botd check`` nothing of the
-runtime. Each command runs in a process of its own, which then lists what of ``WATCHED`` it
-imported; a config that does use a part shows that part loaded, so an empty list means
-something.
+(aiohttp) only when it is served, Telegram's webhook server (aiohttp too) only in webhook
+mode, httpx only for what fetches, Pillow only in the reading worker, the MCP client only for
+configured servers, and ``botd check`` nothing of the runtime. Each command runs in a process
+of its own, which then lists what of ``WATCHED`` it imported; a config that does use a part
+shows that part loaded, so an empty list means something.
 """
 
 from __future__ import annotations
@@ -121,3 +121,20 @@ def test_doctor_loads_the_mcp_client_only_for_configured_servers(tmp_path: Path)
     status, modules = loaded(tmp_path, "doctor", "--config", str(console_config(tmp_path, servers)))
     assert status == 1  # the server cannot start: its check fails
     assert "botd.agent.mcp" in modules
+
+
+def test_the_telegram_adapter_loads_aiohttp_only_for_its_webhook() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import botd.channels.telegram.adapter
+        polling = "aiohttp" in sys.modules
+        import botd.channels.telegram.webhook
+        print(polling, "aiohttp" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]

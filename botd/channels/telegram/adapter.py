@@ -51,7 +51,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from telegram import (
     CallbackQuery,
@@ -115,7 +115,9 @@ from .menu import publish_commands
 from .pastes import SplitPastes
 from .quotes import quote_of
 from .reactions import telegram_reaction
-from .webhook import WebhookServer
+
+if TYPE_CHECKING:
+    from .webhook import WebhookServer
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -480,6 +482,8 @@ class TelegramAdapter:
 
     async def _start_webhook(self, bot: _PollingBot) -> None:
         """Listen, then have Telegram POST the updates here (``setWebhook``)."""
+        from .webhook import WebhookServer  # aiohttp's server: polling needs none
+
         host, port, path = self._listen
         server = WebhookServer(
             self._on_webhook_update, secret=self._webhook_secret, host=host, port=port, path=path
