@@ -95,6 +95,7 @@ from ...chat import (
 )
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
+from ...net.tls import verified_context
 from ...retry import Backoff, retry_after
 from ...store.protocols import Offsets
 from ...text.markup import RenderedChunk
@@ -391,6 +392,10 @@ class TelegramAdapter:
             # A conversation's lease is checked again as each request is written (see
             # transport.py): a send held up past the lease's end is not written.
             request=HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)}),
+            # PTB's own setting for the long poll, with botd's shared TLS context.
+            get_updates_request=HTTPXRequest(
+                connection_pool_size=1, httpx_kwargs={"verify": verified_context()}
+            ),
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,
             backoff=self._poll_backoff(),

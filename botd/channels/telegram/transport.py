@@ -29,6 +29,7 @@ import httpcore
 import httpx
 
 from ...cluster import fencing
+from ...net.tls import verified_context
 
 
 class _CheckedStream(httpcore.AsyncNetworkStream):
@@ -145,7 +146,7 @@ class FencedTransport(httpx.AsyncHTTPTransport):
 
     def __init__(self, *, max_connections: int) -> None:
         limits = httpx.Limits(max_connections=max_connections)
-        verified = httpx.create_ssl_context()
+        verified = verified_context()
         super().__init__(verify=verified, limits=limits)
         # httpx offers no way to name the network layer, so its pool is built again here
         # with the same settings and this module's backend.
