@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from ..chat import DownloadError, TooLarge
 from ..net.capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
+from ..net.tls import verified_context
 
 DOWNLOAD_TIMEOUT = 60.0
 """Seconds a download may take to connect, and between two pieces of its body."""
@@ -39,7 +40,9 @@ async def fetch_capped(
     sent = {**(headers or {}), "Accept-Encoding": ACCEPT_ENCODING}
     try:
         async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=True) as client,
+            httpx.AsyncClient(
+                timeout=timeout, follow_redirects=True, verify=verified_context()
+            ) as client,
             client.stream("GET", url, headers=sent) as response,
         ):
             if response.status_code >= 400:

@@ -13,11 +13,12 @@ answer) copies it. Two checks read it:
 * the delivery's (``check_send``): no send starts when less than the fence's ``margin`` of
   the lease is left by this node's own clock. A send refused so gives the lease up
   (``Lease.lost``): the run stops without posting and its entries stay for the next holder.
-  The check is made twice: by the delivery before each attempt, and by each platform's HTTP
-  client just before the request is written (``before_request``), after the SDK's own rate
-  limiter and connection queue, so a send held up there, or by a node paused (SIGSTOP)
-  between the two, is not written once the lease may be another node's. The SDK wraps the
-  ``LeaseLost`` raised inside it in its own error; ``lost_in`` finds it again.
+  The check is made again inside each platform's SDK, after its own rate limiter: the
+  Telegram adapter's transport checks each buffer of a request as it hands it to the socket
+  (so a node frozen mid-request does not finish it when it thaws), discord.py's requests
+  as they start (``before_request``), the Slack client each call. A send held up past the
+  lease's end is not written. The SDK wraps the ``LeaseLost`` raised inside it in its own
+  error; ``lost_in`` finds it again.
 
 With no fence (the SQLite backend, the router, the scheduler) nothing is checked.
 """
@@ -97,8 +98,8 @@ def check_send() -> None:
 
 
 async def before_request(*_: object) -> None:
-    """``check_send`` as an HTTP client's hook on each request before it is written (an
-    httpx request event hook, an aiohttp ``on_request_start`` trace callback)."""
+    """``check_send`` as an aiohttp ``on_request_start`` trace callback: each request of the
+    client is checked as it starts."""
     check_send()
 
 

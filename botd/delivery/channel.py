@@ -111,8 +111,9 @@ CHOOSE = "Choose:"
 
 _TYPED_KEPT = 1024
 """Past this many remembered typing times, the expired ones are dropped."""
-_FELL_BACK_KEPT = 4096
-"""How many conversations' native-stream fallbacks are remembered (the oldest forgotten)."""
+_REFUSED_KEPT = 4096
+"""How many conversations are remembered as refusing a native stream, or the assistant status
+(each kind apart; the oldest forgotten, then refused and logged again at most once)."""
 
 
 class _PieceMessages:
@@ -177,13 +178,13 @@ class ChannelDelivery:
         self._set_retry(retry)
         # Keyed by target: sessions never run two runs for one conversation at once.
         self._previews: dict[Target, Preview] = {}
-        self._no_assistant_status: set[_Key] = set()
+        self._no_assistant_status: Recent[_Key, None] = Recent(_REFUSED_KEPT)
         """Conversations whose platform refused the assistant status (a status line instead)."""
         self._assistant_showing: set[_Key] = set()
         """Conversations showing a run's tool status as their assistant status."""
         self._journals: dict[Target, PreviewJournal] = {}
         # Conversations whose platform refused a native stream: edit previews from then on.
-        self._fell_back: Recent[_Key, None] = Recent(_FELL_BACK_KEPT)
+        self._fell_back: Recent[_Key, None] = Recent(_REFUSED_KEPT)
 
     def set_channels(
         self,
@@ -312,16 +313,13 @@ class ChannelDelivery:
     ) -> None:
         """Put the final reply's buttons under the last message of the finished preview."""
         adapter = self.adapter_for(target)
-        what = f"{target.channel} edit in {target.chat_id}"
+        edit: Callable[[], Awaitable[object]]
         if isinstance(adapter, ButtonAdapter):
             edit = partial(adapter.edit_buttons, ref, shown, reply.buttons)
-            await self._retried(_conversation(target), what, edit)
-        else:
-            await self._retried(
-                _conversation(target),
-                what,
-                partial(adapter.edit, ref, with_choices_listed(shown, reply.buttons)),
-            )
+        else:  # no buttons there: the choices are listed in the text
+            edit = partial(adapter.edit, ref, with_choices_listed(shown, reply.buttons))
+        what = f"{target.channel} edit in {target.chat_id}"
+        await self._retried(_conversation(target), what, edit)
 
     def fits_caption(self, target: Target, text: str) -> bool:
         adapter = self._adapters.get(target.channel)
@@ -424,9 +422,7 @@ class ChannelDelivery:
         key = _conversation(target)
         if key in self._no_assistant_status:
             return
-        if len(self._no_assistant_status) >= _TYPED_KEPT:
-            self._no_assistant_status.clear()  # forgotten: refused again at most once each
-        self._no_assistant_status.add(key)
+        self._no_assistant_status.remember(key, None)
         log.info(
             "%s: no assistant status in %s (%s); tool progress shows as a status line there",
             target.channel,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from ..config.schema import TranscriptionSection
+from ..net.tls import verified_context
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ async def transcribe(
 
     url = settings.base_url.rstrip("/") + "/audio/transcriptions"
     try:
-        async with httpx.AsyncClient(timeout=settings.timeout) as client:
+        async with httpx.AsyncClient(timeout=settings.timeout, verify=verified_context()) as client:
             response = await client.post(
                 url,
                 headers={"Authorization": f"Bearer {settings.api_key}"},

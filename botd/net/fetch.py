@@ -28,6 +28,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 
 from .capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
+from .tls import verified_context
 
 __all__ = ["AddressRules", "FetchFailed", "FetchRefused", "Fetched", "fetch"]
 
@@ -220,7 +221,9 @@ async def fetch(
 async def _fetch(url: str, rules: AddressRules, max_bytes: int, max_redirects: int) -> Fetched:
     current = _checked_url(url)
     # trust_env off: a proxy from the environment would connect on our behalf, unchecked.
-    async with httpx.AsyncClient(trust_env=False, follow_redirects=False) as client:
+    async with httpx.AsyncClient(
+        trust_env=False, follow_redirects=False, verify=verified_context()
+    ) as client:
         for _ in range(max_redirects + 1):
             host = current.host
             address = await _vetted_address(host, current.port or _default_port(current), rules)

@@ -76,6 +76,33 @@ async def test_telegram_writes_no_request_past_the_lease() -> None:
             await bot.adapter.stop()
 
 
+class EndsAtTheFirstWrite(Fence):
+    """A lease that ends just after the first check passed: the node froze after writing a
+    request's headers, and thawed past the lease's end with its body still to write."""
+
+    def check_send(self, now: float) -> None:
+        super().check_send(now)
+        self.lease.deadline = now
+
+
+async def test_telegram_leaves_a_request_cut_between_headers_and_body_undone() -> None:
+    async with FakeTelegramAPI() as fake:
+        bot = await started(fake)
+        try:
+            lease = await claimed(f"telegram:{DM}")
+            target = Target("telegram", str(DM))
+            ending = EndsAtTheFirstWrite(lease, "node-a", MARGIN)
+            with fencing.fenced(ending), pytest.raises(ChannelError) as raised:
+                await bot.adapter.send(target, "cut in two")
+            refused_for_the_lease(raised.value, lease)
+            # The headers went out, the body did not: Telegram never had a request to carry
+            # out, and the next send goes through on a connection of its own.
+            await bot.adapter.send(target, "after")
+            assert [c.params["text"] for c in fake.calls_to("sendMessage")] == ["after"]
+        finally:
+            await bot.adapter.stop()
+
+
 async def test_slack_makes_no_call_past_the_lease() -> None:
     async with FakeSlack() as fake:
         adapter = slack_adapter(fake)

@@ -62,6 +62,7 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
+from ...net.tls import verified_context
 from ...ops.logging import mask_secrets
 from ...ops.outages import Reachability
 from ...retry import Backoff, retry_after, retry_wait
@@ -115,7 +116,14 @@ class AnthropicProvider:
         # wait at most idle_timeout: that is what makes a silent stream fail.
         timeout = httpx2.Timeout(idle_timeout, connect=min(idle_timeout, CONNECT_TIMEOUT))
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            # The SDK's own client settings, with botd's shared TLS context.
+            http_client=anthropic.DefaultAsyncHttpxClient(
+                timeout=timeout, verify=verified_context()
+            ),
         )
 
     async def aclose(self) -> None:

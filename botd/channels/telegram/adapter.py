@@ -93,9 +93,9 @@ from ...chat import (
     PressAnswer,
     Target,
 )
-from ...cluster import fencing
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
+from ...net.tls import verified_context
 from ...retry import Backoff, retry_after
 from ...store.protocols import Offsets
 from ...text.markup import RenderedChunk
@@ -115,6 +115,7 @@ from .menu import publish_commands
 from .pastes import SplitPastes
 from .quotes import quote_of
 from .reactions import telegram_reaction
+from .transport import FencedTransport
 
 if TYPE_CHECKING:
     from .webhook import WebhookServer
@@ -390,10 +391,12 @@ class TelegramAdapter:
             # No retries in the limiter: its RetryAfter handling pauses every chat, and one
             # group's flood wait must not silence the others (see _per_chat).
             rate_limiter=AIORateLimiter(max_retries=0),
-            # A conversation's lease is checked again as each request is written: a send
-            # held up in the rate limiter past the lease's end is not written.
-            request=HTTPXRequest(
-                httpx_kwargs={"event_hooks": {"request": [fencing.before_request]}}
+            # A conversation's lease is checked again as each request is written (see
+            # transport.py): a send held up past the lease's end is not written.
+            request=HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)}),
+            # PTB's own setting for the long poll, with botd's shared TLS context.
+            get_updates_request=HTTPXRequest(
+                connection_pool_size=1, httpx_kwargs={"verify": verified_context()}
             ),
             resume_offset=int(saved) if saved else 0,
             account_id=self.account_id,

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ....net.tls import verified_context
 from ....ops.outages import Reachability
 from ....retry import Backoff, retry_after, retry_wait
 from ...types import AssistantResult, ModelRequest, ProviderItem
@@ -66,7 +67,9 @@ class OpenAIProvider:
         # The read timeout is the longest silence allowed before the response and between
         # two chunks of its stream.
         timeout = httpx.Timeout(idle_timeout, connect=min(idle_timeout, CONNECT_TIMEOUT))
-        self._client = httpx.AsyncClient(headers=headers, timeout=timeout)
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=timeout, verify=verified_context()
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -1,0 +1,164 @@
+"""The HTTP transport of the Telegram adapter's sends: httpx over asyncio streams that checks
+the conversation's lease (``botd.cluster.fencing``) as it writes each buffer of a request.
+
+Telegram takes no key that would make a late request harmless, so a request of a lease's old
+holder must not reach it once another node may hold the lease. A check made before the
+request only narrows that: httpx and its default network layer yield to the event loop
+between the check, the headers and the body, and a node frozen (SIGSTOP) in between would
+finish the request when it thaws, after the takeover. Here each buffer is checked and handed
+to the socket in one step, with nothing in between that can wait: what the kernel already
+has goes out even while the node is frozen (before any takeover), and what it does not have
+is not written after it thaws. A request cut between its headers and its body is never
+carried out: its connection is closed (httpcore does not reuse it).
+
+What remains is a request already in the network when the lease ends (a retransmission,
+a slow link): its size is the network's delay, not the node's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from ...cluster import fencing
+from ...net.tls import verified_context
+
+
+class _CheckedStream(httpcore.AsyncNetworkStream):
+    """One connection: an asyncio stream pair, checked before each write."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._reader.read(max_bytes)
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc)) from exc
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        fencing.check_send()  # then straight to the socket: no await in between
+        try:
+            self._writer.write(buffer)
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc)) from exc
+
+    async def aclose(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):  # a broken connection: nothing to say
+            await self._writer.wait_closed()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._writer.start_tls(ssl_context, server_hostname=server_hostname)
+        except TimeoutError as exc:
+            await self.aclose()
+            raise httpcore.ConnectTimeout(str(exc)) from exc
+        except (OSError, ssl.SSLError) as exc:
+            await self.aclose()
+            raise httpcore.ConnectError(str(exc)) from exc
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":
+            return self._writer.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return self._writer.get_extra_info("sockname")
+        if info == "server_addr":
+            return self._writer.get_extra_info("peername")
+        sock: socket.socket | None = self._writer.get_extra_info("socket")
+        if info == "socket":
+            return sock
+        if info == "is_readable":
+            # An idle connection with something to read was closed by the server (or sent
+            # what nobody asked for): httpcore does not reuse it.
+            if sock is None or self._reader.at_eof():
+                return True
+            try:
+                readable, _, _ = select.select([sock], [], [], 0)
+            except (OSError, ValueError):
+                return True
+            return bool(readable)
+        return None
+
+
+class _CheckedBackend(httpcore.AsyncNetworkBackend):
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    host, port, local_addr=(local_address, 0) if local_address else None
+                )
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
+        sock = writer.get_extra_info("socket")
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        return _CheckedStream(reader, writer)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("the Telegram adapter does not connect over Unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FencedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport (HTTP/1.1, TLS verified as httpx does) over the checked streams."""
+
+    def __init__(self, *, max_connections: int) -> None:
+        limits = httpx.Limits(max_connections=max_connections)
+        verified = verified_context()
+        super().__init__(verify=verified, limits=limits)
+        # httpx offers no way to name the network layer, so its pool is built again here
+        # with the same settings and this module's backend.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=verified,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            http1=True,
+            http2=False,
+            network_backend=_CheckedBackend(),
+        )
+
+
+__all__ = ["FencedTransport"]
