@@ -13,7 +13,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
@@ -191,3 +193,44 @@ async def test_the_delivery_stops_the_run_on_a_lease_lost_inside_the_sdk() -> No
             await output.close()
     assert adapter.attempts == 1
     assert lease.lost.is_set()
+
+
+async def test_telegram_sends_go_through_a_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx honours HTTP(S)_PROXY; the fenced transport does not, so with a proxy named the
+    # adapter keeps httpx's transport (and checks the lease as each request starts).
+    relayed: list[str] = []
+
+    async def relay(request: web.BaseRequest) -> web.Response:
+        relayed.append(request.path.rsplit("/", 1)[-1])
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(
+                request.method, str(request.url), data=await request.read(), headers=request.headers
+            ) as answer,
+        ):
+            return web.Response(
+                status=answer.status, body=await answer.read(), content_type=answer.content_type
+            )
+
+    server = web.Server(relay)
+    runner = web.ServerRunner(server)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with FakeTelegramAPI() as fake:
+            monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+            for name in ("NO_PROXY", "no_proxy"):  # the suite keeps loopback off proxies
+                monkeypatch.delenv(name)
+            bot = await started(fake)
+            try:
+                await bot.adapter.send(Target("telegram", str(DM)), "through the proxy")
+            finally:
+                await bot.adapter.stop()
+            assert [c.params["text"] for c in fake.calls_to("sendMessage")] == ["through the proxy"]
+            assert "sendMessage" in relayed
+    finally:
+        await runner.cleanup()

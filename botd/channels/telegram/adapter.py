@@ -115,7 +115,7 @@ from .menu import publish_commands
 from .pastes import SplitPastes
 from .quotes import quote_of
 from .reactions import telegram_reaction
-from .transport import FencedTransport
+from .transport import sends_request
 
 if TYPE_CHECKING:
     from .webhook import WebhookServer
@@ -393,7 +393,7 @@ class TelegramAdapter:
             rate_limiter=AIORateLimiter(max_retries=0),
             # A conversation's lease is checked again as each request is written (see
             # transport.py): a send held up past the lease's end is not written.
-            request=HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)}),
+            request=sends_request(self._api_base_url),
             # PTB's own setting for the long poll, with botd's shared TLS context.
             get_updates_request=HTTPXRequest(
                 connection_pool_size=1, httpx_kwargs={"verify": verified_context()}

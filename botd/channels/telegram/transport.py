@@ -13,6 +13,10 @@ carried out: its connection is closed (httpcore does not reuse it).
 
 What remains is a request already in the network when the lease ends (a retransmission,
 a slow link): its size is the network's delay, not the node's.
+
+Where the environment names a proxy for the Bot API (``HTTPS_PROXY`` and the like, which httpx
+honours), httpx's own transport is kept so the sends go through it, and the lease is checked
+as each request starts instead (``fencing.before_request``).
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 import httpcore
 import httpx
+from telegram.request import HTTPXRequest
 
 from ...cluster import fencing
 from ...net.tls import verified_context
@@ -161,4 +168,15 @@ class FencedTransport(httpx.AsyncHTTPTransport):
         )
 
 
-__all__ = ["FencedTransport"]
+def sends_request(api_base_url: str) -> HTTPXRequest:
+    """The request pool of the adapter's sends: over ``FencedTransport``, or over httpx's
+    own transport when the environment names a proxy for ``api_base_url``."""
+    parts = urlsplit(api_base_url)
+    proxies = getproxies()
+    if (parts.scheme in proxies or "all" in proxies) and not proxy_bypass(parts.hostname or ""):
+        hooks = {"request": [fencing.before_request]}
+        return HTTPXRequest(httpx_kwargs={"verify": verified_context(), "event_hooks": hooks})
+    return HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)})
+
+
+__all__ = ["FencedTransport", "sends_request"]
