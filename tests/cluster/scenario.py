@@ -349,8 +349,9 @@ async def kill_and_pause(
     """The scenario (module docstring) on a started three-node ``cluster``. ``poller``: the
     lease prefix of a platform connection only one node holds (``telegram:``): that node is
     the one killed, and another one must take the connection over."""
-    if poller is None:
-        await cluster.ready(chats.channel)  # each node takes its share from the start
+    # Every node up before the users start, so each takes its share from the start (the
+    # poller's holder too: it must own a conversation to be killed mid-answer).
+    await cluster.ready(chats.channel)
     doomed = await cluster.lease_holder(poller) if poller else cluster.nodes[0]
     killed_answer = script.stretch_next([doomed.name])
     outcome = Outcome(Users(chats, script, dms, messages), killed=doomed)
