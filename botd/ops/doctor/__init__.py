@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from ...channels.registry import channel_specs
 from ...config import BotdConfig
+from ...net.tls import verified_context
 from ..logging import mask_secrets
 from .advice import access_checks, config_warnings, health_port_check, provider_check
 from .checks import (
@@ -232,7 +233,9 @@ async def diagnose(
     likely not as meant (``advice``)."""
     sections: dict[str, BaseModel] = config.channels.sections()
     limits = httpx.Timeout(timeout)
-    async with httpx.AsyncClient(timeout=limits, follow_redirects=False) as client:
+    async with httpx.AsyncClient(
+        timeout=limits, follow_redirects=False, verify=verified_context()
+    ) as client:
         probes: list[Awaitable[list[Check]]] = []
         specs = channel_specs()
         for name in config.channels.enabled():
