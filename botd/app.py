@@ -460,6 +460,7 @@ def build_runtime(
             counts=counters,  # every message out, counted where it is sent
             chunking=delivery_chunking(config),
             group_modes=group_delivery_modes(config),
+            buttons=store,  # each message's buttons: what a press of it may be
         )
         intake = Intake(store, counters)
         scheduler = build_scheduler(config, store, state_dir, intake.run_job, leases)

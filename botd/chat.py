@@ -229,17 +229,16 @@ class Button:
 
 @dataclass(frozen=True, slots=True)
 class Press:
-    """A button of a message the bot posted, pressed by a user."""
+    """A button of a message the bot posted, pressed by a user, as the platform delivered
+    it: ``value`` is whatever data the presser's client sent, so the router counts the
+    press only as one of the buttons botd recorded under that message."""
 
     callback_id: str
     """The platform's id of this press: the dedupe key (a redelivery repeats it)."""
     value: str
     """The ``Button.value`` pressed."""
     message_id: str
-    """The bot's message carrying the buttons."""
-    posted_at: float | None = None
-    """When that message was posted (wall clock seconds, as the platform tells it; None:
-    not told): how old its buttons are."""
+    """The bot's message carrying the buttons (in the chat the press came from)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +249,9 @@ class PressAnswer:
     """The short answer shown to the presser (None: a silent acknowledgement)."""
     chosen: bool = False
     """The press is the message's answer: its buttons give way to the choice made."""
+    label: str = ""
+    """The label of the button chosen, as botd put it on the message (never text the
+    presser's client sent): what the message shows once ``chosen``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +305,8 @@ class InboundMessage:
     model is not shown already."""
     reactable: bool = True
     """``message_id`` names a chat message the bot can react to (its status reactions);
-    false for a slash command's use and a scheduled job's prompt."""
+    false for a slash command's use, a scheduled job's prompt and a button press (always,
+    whatever the adapter said: a press is no message)."""
 
     heartbeat: int | None = None
     """Set on a scheduled heartbeat check's prompt: an answer that is only ``HEARTBEAT_OK``,
@@ -317,6 +320,8 @@ class InboundMessage:
         # Whatever a platform sent, every text field can be stored and sent on: each lone
         # surrogate is replaced here, where every adapter's message is made.
         _make_storable(self)
+        if self.press is not None and self.reactable:
+            object.__setattr__(self, "reactable", False)
 
     def reply_target(self) -> Target:
         """Where an answer to this message goes."""

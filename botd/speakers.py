@@ -31,6 +31,7 @@ __all__ = [
     "QUOTE_MARK",
     "bot_line",
     "clean_name",
+    "hidden_speaker",
     "labelled",
     "quote_block",
     "speaker",
@@ -76,6 +77,14 @@ def speaker(name: str, sender_id: str) -> str:
     if not shown or shown == who:
         return f"id {who}"
     return f"{shown} (id {who})"
+
+
+def hidden_speaker(name: str) -> str:
+    """Who wrote a message whose author hides their account (a Telegram forward from a user
+    who hides it): ``Name (hidden id)``, the name cleaned as every name is, so it cannot
+    carry a ``(id N)`` of its own; ``someone`` when no usable name is left."""
+    shown = clean_name(name)
+    return f"{shown} (hidden id)" if shown else "someone"
 
 
 def speaker_label(name: str, sender_id: str) -> str:

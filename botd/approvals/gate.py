@@ -14,11 +14,16 @@ Once decided the waiting run edits the request messages: the buttons go, the out
 request then says so); the shutdown leaves it pending.
 
 Presses reach ``Approvals.press`` (registered with the router's ``PressHandlers`` under
-``approval:``; the router has already dropped a redelivered press and refused a presser the
-access policy refuses). Only an approver's press counts (anyone the conversation admits when
-``approvers`` is empty); the decision is one conditional write, so a press twice, or two
-approvers at once, decide once. The handler answers at once; the run that waits is woken in
-this process, and polls the store every ``poll_interval`` for a press taken by another node.
+``approval:``; the router has already dropped a redelivered press, refused a presser the
+access policy refuses in the press's chat, and refused a value that is not one of the
+buttons botd put on the pressed message). A press counts only on one of the request's own
+messages: its token, readable by everyone in the request's chat, pressed on a message of
+another chat decides nothing. Only an approver's press counts (with ``approvers`` empty,
+anyone the request's conversation admits: the press is then in that conversation's chat,
+where the router checked the presser); the decision is one conditional write, so a press
+twice, or two approvers at once, decide once. The handler answers at once; the run that
+waits is woken in this process, and polls the store every ``poll_interval`` for a press
+taken by another node.
 
 A restart: the run resumes with the same call (``resumable_prefix`` keeps it), finds the
 request by its key and does not post again; still pending, it waits for the time left; past
@@ -41,6 +46,7 @@ from ..agent.mcp.names import allowed
 from ..agent.tools import ToolContext, ToolOutput
 from ..chat import Button, InboundMessage, MessageRef, Target
 from ..events import ToolCallContent
+from ..speakers import clean_name
 from ..store import ApprovalLedger, ApprovalState, StoredApproval
 from .summary import call_summary
 
@@ -49,6 +55,7 @@ log = logging.getLogger(__name__)
 PREFIX = "approval:"
 """The prefix of the buttons' values: ``approval:<token>:approve`` / ``:deny``."""
 NOT_AN_APPROVER = "Only approvers can decide this."
+NOT_ITS_MESSAGE = "This request can only be decided on its own message."
 CLEAR_WAIT = 10.0
 """Seconds a stopped run waits for its request's buttons to go before it lets them be."""
 
@@ -293,6 +300,15 @@ class Approvals:
         approval = await self.ledger.approval_for_token(token)
         if approval is None:
             return "This request is no longer open."
+        if not _on_its_message(approval, message):
+            # The token read off another chat's request, pressed on some other message.
+            log.warning(
+                "press by %s in %s refused: the request to approve %s was not posted there",
+                message.sender_id,
+                message.chat_id,
+                approval.tool_name,
+            )
+            return NOT_ITS_MESSAGE
         if approval.state != "pending":
             return _already(approval)
         if not self.rules().may_decide(message):
@@ -305,7 +321,7 @@ class Approvals:
         if self.clock() >= approval.deadline:
             self._wake(token)
             return "This request has expired."
-        who = message.sender_name or message.sender_id
+        who = clean_name(message.sender_name) or message.sender_id  # shown in the chat
         state: ApprovalState = "approved" if verb == "approve" else "denied"
         decided = await self.ledger.decide_approval(token, state, who)
         if decided is None:  # another press (or the timeout) came first
@@ -320,6 +336,20 @@ class Approvals:
             woken.set()
 
 
+def _on_its_message(approval: StoredApproval, message: InboundMessage) -> bool:
+    """Whether ``message`` (a press) was made on one of the request's own messages."""
+    press = message.press
+    if press is None:
+        return False
+    return any(
+        ref.message_id == press.message_id
+        and ref.target.channel == message.channel
+        and ref.target.account_id == message.account_id
+        and ref.target.chat_id == message.chat_id
+        for ref in approval.messages
+    )
+
+
 def _already(approval: StoredApproval) -> str:
     return {
         "approved": f"Already approved by {approval.decided_by}.",
@@ -329,4 +359,12 @@ def _already(approval: StoredApproval) -> str:
     }.get(approval.state, "This request is no longer open.")
 
 
-__all__ = ["NOT_AN_APPROVER", "PREFIX", "ApprovalRules", "Approvals", "RequestPoster", "RunPlace"]
+__all__ = [
+    "NOT_AN_APPROVER",
+    "NOT_ITS_MESSAGE",
+    "PREFIX",
+    "ApprovalRules",
+    "Approvals",
+    "RequestPoster",
+    "RunPlace",
+]

@@ -4,7 +4,8 @@ The limits are the strictest of the three platforms', so one reply shows the sam
 everywhere: at most 5 rows of at most 5 buttons (Discord's components; Slack takes 25
 elements per ``actions`` block), a label of at most 75 characters (Slack's; Discord takes 80,
 Telegram shows a long one cut). A button's value is ``b:<n>``, its place in the reply, far
-under Telegram's 64 bytes of callback data; the label is read back from the pressed message.
+under Telegram's 64 bytes of callback data; a press's label is botd's record of the pressed
+message's buttons (``botd.store.ButtonLedger``), never what the presser's client sent.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from collections.abc import Sequence
 
 from ..chat import Button
+from ..speakers import clean_name
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,18 @@ ButtonRows = tuple[tuple[Button, ...], ...]
 
 _DIRECTIVE = re.compile(r"\[\[\s*buttons\s*:([^\]\n]*)\]\]", re.IGNORECASE)
 """``[[buttons: Yes | No || Later]]``: ``|`` between the buttons of a row, ``||`` between rows."""
+
+
+CHOSEN_NAME_LIMIT = 32
+"""How many characters of the presser's display name the choice made shows."""
+
+
+def chosen_label(label: str, presser: str) -> str:
+    """What a message's buttons give way to once pressed: ``✔ Yes (Alice)``. ``label`` is
+    the button's as botd put it there; the presser's name, their own choice, is cleaned as
+    every speaker name is (no brackets or parentheses, no line breaks or invisible marks)."""
+    who = clean_name(presser, CHOSEN_NAME_LIMIT)
+    return f"✔ {label} ({who})" if who else f"✔ {label}"
 
 
 class ButtonsError(ValueError):
@@ -101,12 +115,14 @@ def label_of(rows: Sequence[Sequence[Button]], value: str) -> str | None:
 
 
 __all__ = [
+    "CHOSEN_NAME_LIMIT",
     "MAX_LABEL",
     "MAX_PER_ROW",
     "MAX_ROWS",
     "ButtonRows",
     "ButtonsError",
     "button_rows",
+    "chosen_label",
     "label_of",
     "take_directives",
 ]

@@ -75,6 +75,7 @@ from ..channels.base import (
 from ..channels.errors import ChannelError
 from ..chat import Button, Capabilities, MessageKey, MessageRef, PieceKey, Target
 from ..cluster import fencing
+from ..store import ButtonLedger, PostedButtons
 from ..subscriber import BlockReply, PartialReply, resolve_text_chunk_limit
 from .base import (
     DEFAULT_DELIVERY_MODE,
@@ -154,6 +155,8 @@ class ChannelDelivery:
         counts: DeliveryCounts | None = None,
         chunking: Mapping[str, ChunkSettings] | None = None,
         group_modes: Mapping[str, Mapping[str, DeliveryMode]] | None = None,
+        buttons: ButtonLedger | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``modes`` is each channel's delivery mode, ``group_modes`` the modes of the groups
         that set their own (by channel, then chat id). ``retry`` is how failed sends are
@@ -162,8 +165,12 @@ class ChannelDelivery:
         cut into messages (a channel not named: by length, at the platform's limit);
         ``retrier`` replaces the one made here;
         ``media`` is where uploaded files may come from (``media`` may be replaced later);
-        ``counts`` hears of every message posted and every failed send (the metrics)."""
+        ``counts`` hears of every message posted and every failed send (the metrics);
+        ``buttons`` records the buttons put under each message (what a press is checked
+        against), stamped with ``wall_clock``."""
         self.media = media or MediaSettings()
+        self._buttons = buttons
+        self._wall_clock = wall_clock
         self._counts = counts
         self._adapters = dict(adapters)
         self._modes = dict(modes or {})
@@ -320,6 +327,18 @@ class ChannelDelivery:
             edit = partial(adapter.edit, ref, with_choices_listed(shown, reply.buttons))
         what = f"{target.channel} edit in {target.chat_id}"
         await self._retried(_conversation(target), what, edit)
+        if isinstance(adapter, ButtonAdapter):
+            self._buttons_shown(ref, reply.buttons)
+
+    def _buttons_shown(self, ref: MessageRef, rows: ButtonRows) -> None:
+        """Record that ``ref``'s message shows ``rows``: the only presses it takes."""
+        if self._buttons is None or not ref.message_id:
+            return
+        shown = tuple(tuple(row) for row in rows)
+        try:
+            self._buttons.buttons_posted_soon(PostedButtons(ref, shown, self._wall_clock()))
+        except Exception as exc:  # its presses are refused: the answer itself stands
+            log.warning("the buttons of message %s were not recorded: %s", ref.message_id, exc)
 
     def fits_caption(self, target: Target, text: str) -> bool:
         adapter = self._adapters.get(target.channel)
@@ -605,16 +624,19 @@ class ChannelDelivery:
                 return partial(adapter.send_buttons, target, part, buttons)
             return partial(adapter.send, target, part)
 
-        if len(parts) == 1:
-            return await self._sent(key, what, _keyed(send(target, markdown, True)))
         refs: list[MessageRef] = []
-        for number, part in enumerate(parts, 1):
-            last = number == len(parts)
-            posted = await self._sent(key, what, _keyed(send(target, part, last)))
-            refs.extend(posted)
-            if posted:
-                # Later parts follow the first, in its thread, and reply to nothing.
-                target = replace(posted[0].target, reply_to_id=None)
+        if len(parts) == 1:
+            refs = await self._sent(key, what, _keyed(send(target, markdown, True)))
+        else:
+            for number, part in enumerate(parts, 1):
+                last = number == len(parts)
+                posted = await self._sent(key, what, _keyed(send(target, part, last)))
+                refs.extend(posted)
+                if posted:
+                    # Later parts follow the first, in its thread, and reply to nothing.
+                    target = replace(posted[0].target, reply_to_id=None)
+        if buttons and refs and isinstance(adapter, ButtonAdapter):
+            self._buttons_shown(refs[-1], buttons)
         return refs
 
     async def _upload(

@@ -43,7 +43,7 @@ from ..bounded import Recent
 from ..buttons import PressHandlers
 from ..channels.base import on_accepted
 from ..channels.registry import channel_specs
-from ..chat import ChatKind, InboundMessage, PressAnswer, Target
+from ..chat import ChatKind, InboundMessage, MessageRef, PressAnswer, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import InboundLedger, Pairing, StoreError
@@ -72,9 +72,9 @@ EXPIRED = "These buttons have expired."
 """Told to a presser of buttons older than ``buttons_expire_after``, or from before a ``/new``."""
 ALREADY_ANSWERED = "Already answered."
 """Told to a presser of buttons that were pressed already (one press per message counts)."""
-RESET_MARGIN = 2.0
-"""Seconds a message may seem to predate its conversation's session (platform timestamps
-are whole seconds on Telegram, and the clocks differ a little) and still be of it."""
+NOT_OFFERED = "That is not one of this message's buttons."
+"""Told to a presser whose press is not a button botd put on the pressed message (data a
+client made up, or buttons from before botd recorded them)."""
 SessionStarted = Callable[[str], Awaitable[float | None]]
 """When a conversation's current session began (None: it has none yet)."""
 
@@ -226,9 +226,11 @@ class Router:
     async def _press(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
         """A button pressed. A repeat of a press (its callback id seen) is acknowledged and
         nothing more; a presser refused like a message from them there would be is told so
-        (no pairing code); a value with a registered prefix goes to its handler; else, unless
-        the buttons expired or were answered already, the press is accepted into the inbox
-        as the presser's message."""
+        (no pairing code); a press that is not one of the buttons botd put on that very
+        message (``ButtonLedger``: any data a client chose) is refused and reaches nothing;
+        a value with a registered prefix goes to its handler; else, unless the buttons
+        expired or were answered already, the press is accepted into the inbox as the
+        presser's message, labelled as botd labelled the button."""
         assert message.press is not None
         press = message.press
         # The press's own id is recorded first, then one press per message counts: the
@@ -239,34 +241,46 @@ class Router:
         verdict = self._access(replace(message, mentions_bot=True))
         if not verdict.accepted:
             return Decision(False, f"a press: {verdict.reason}", PressAnswer(NOT_ALLOWED))
+        pressed = MessageRef(
+            Target(message.channel, message.chat_id, message.account_id), press.message_id
+        )
+        answered = f"buttons:{message.account_id}:{message.chat_id}:{press.message_id}"
+        posted = await self._store.posted_buttons(pressed, answered)
+        button = None if posted is None else posted.button(press.value)
+        if posted is None or button is None:
+            if posted is not None and posted.answered:
+                return Decision(
+                    False, "a press of buttons answered already", PressAnswer(ALREADY_ANSWERED)
+                )
+            where = "a message without buttons of botd's" if posted is None else "its message"
+            return Decision(
+                False, f"a press of a button not offered on {where}", PressAnswer(NOT_OFFERED)
+            )
+        message = replace(message, text=f"(pressed: {button.label})")
         handler = self.press_handlers.handler_for(press.value)
         if handler is not None:
             return Decision(False, "a press for its handler", PressAnswer(await handler(message)))
-        if await self._expired(message):
+        if await self._expired(message, posted.posted_at):
             return Decision(False, "a press of expired buttons", PressAnswer(EXPIRED))
-        answered = f"buttons:{message.account_id}:{message.chat_id}:{press.message_id}"
         inbox_id = await self._store.accept_inbound(message.channel, (answered,), message)
         if inbox_id is None:
             return Decision(
                 False, "a press of buttons answered already", PressAnswer(ALREADY_ANSWERED)
             )
         await self._submit(replace(message, inbox_id=inbox_id))
-        return Decision(True, "accepted", PressAnswer(chosen=True))
+        return Decision(True, "accepted", PressAnswer(chosen=True, label=button.label))
 
-    async def _expired(self, message: InboundMessage) -> bool:
-        """Whether the pressed message's buttons are past ``buttons_expire_after``, or from
-        before the conversation's current session (a ``/new`` since)."""
-        assert message.press is not None
-        posted = message.press.posted_at
-        if posted is None:
-            return False  # the platform did not say when: the buttons are taken as current
+    async def _expired(self, message: InboundMessage, posted: float) -> bool:
+        """Whether buttons botd posted at ``posted`` (its own clock) are past
+        ``buttons_expire_after``, or from before the conversation's current session (a
+        ``/new`` since, however soon after them)."""
         policy = self._policies.get(message.channel, AccessPolicy())
         if self._clock() - posted > policy.buttons_expire_after:
             return True
         if self._session_started is None:
             return False
         started = await self._session_started(message.conversation_key)
-        return started is not None and posted + RESET_MARGIN < started
+        return started is not None and posted < started
 
     async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
         """An earlier message edited: never a prompt or a command itself (an edit that adds a

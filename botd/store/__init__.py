@@ -21,6 +21,7 @@ from .errors import (
 )
 from .protocols import (
     ApprovalLedger,
+    ButtonLedger,
     Chatter,
     ConversationLedger,
     ConversationStore,
@@ -50,6 +51,7 @@ from .records import (
     OutboxEntry,
     Outcome,
     PendingCode,
+    PostedButtons,
     RunRecord,
     SessionRecord,
     StatusKind,
@@ -67,6 +69,7 @@ __all__ = [
     "USAGE_KINDS",
     "ApprovalLedger",
     "ApprovalState",
+    "ButtonLedger",
     "Chatter",
     "Clock",
     "ConversationLedger",
@@ -86,6 +89,7 @@ __all__ = [
     "Outcome",
     "Pairing",
     "PendingCode",
+    "PostedButtons",
     "Pruning",
     "RunRecord",
     "SessionRecord",

@@ -23,6 +23,8 @@ behind the same protocols: nothing here is a synchronous read.
   owns it, and the arrival signal (the PostgreSQL backend only).
 * ``ApprovalLedger``: requests to approve tool calls, kept so a restart or another node
   finds them (``botd.approvals``).
+* ``ButtonLedger``: the buttons botd put under each of its messages, the only choices a
+  press of that message can be (``botd.buttons.presses``).
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
@@ -64,6 +66,7 @@ from .records import (
     ModelUsage,
     OutboxEntry,
     PendingCode,
+    PostedButtons,
     RunRecord,
     SessionRecord,
     StatusKind,
@@ -307,6 +310,22 @@ class ApprovalLedger(Protocol):
         ...
 
 
+class ButtonLedger(Protocol):
+    """The buttons botd put under its messages, by message: what a press of one is checked
+    against (``botd.buttons.presses``), on any node."""
+
+    def buttons_posted_soon(self, posted: PostedButtons) -> None:
+        """Record the buttons now under ``posted.message`` (deferred; a message recorded
+        again has its buttons replaced)."""
+        ...
+
+    async def posted_buttons(self, message: MessageRef, answered_key: str) -> PostedButtons | None:
+        """The buttons botd put under ``message`` (its channel, account, chat and id), and
+        whether the inbound id ``answered_key`` of its channel is recorded (a press of it
+        counted); None: botd recorded no buttons there."""
+        ...
+
+
 class Chatter(Protocol):
     """Group lines not addressed to the bot, kept for its next prompt in that conversation."""
 
@@ -324,8 +343,9 @@ class Chatter(Protocol):
         ...
 
 
-class InboundLedger(Chatter, Protocol):
-    """What the router needs: dedupe ids and accepted messages, each in one transaction."""
+class InboundLedger(Chatter, ButtonLedger, Protocol):
+    """What the router needs: dedupe ids and accepted messages, each in one transaction,
+    and the buttons a press is checked against."""
 
     async def accept_inbound(
         self,
@@ -502,6 +522,7 @@ class Store(
     Offsets,
     JobLedger,
     ApprovalLedger,
+    ButtonLedger,
     Pruning,
     StoreStatus,
     Protocol,
@@ -515,6 +536,7 @@ class Store(
 
 __all__ = [
     "ApprovalLedger",
+    "ButtonLedger",
     "Chatter",
     "ConversationInbox",
     "ConversationLedger",

@@ -222,6 +222,28 @@ class PendingCode:
     issued_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class PostedButtons:
+    """The buttons botd put under one of its messages (``ButtonLedger``): the only choices a
+    press of that message may count as, whatever data the presser's client sends."""
+
+    message: MessageRef
+    rows: tuple[tuple[Button, ...], ...]
+    posted_at: float
+    """When botd posted them (its own wall clock, to the fraction of a second): buttons
+    from before a conversation's current session began are expired."""
+    answered: bool = False
+    """A press of the message counted already (one press per message counts)."""
+
+    def button(self, value: str) -> Button | None:
+        """The button of the message whose value is ``value`` (None: no such button)."""
+        for row in self.rows:
+            for button in row:
+                if button.value == value:
+                    return button
+        return None
+
+
 ApprovalState = Literal["pending", "approved", "denied", "expired", "stopped"]
 """Where a request to approve a tool call is: waiting, decided by a press, out of time, or
 given up because its run was stopped."""
@@ -268,6 +290,7 @@ __all__ = [
     "OutboxEntry",
     "Outcome",
     "PendingCode",
+    "PostedButtons",
     "RunRecord",
     "SessionRecord",
     "StatusKind",

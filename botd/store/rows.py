@@ -18,7 +18,7 @@ from typing import Any
 
 from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
 from ..events import Message, ToolCallContent
-from .records import OutboxEntry, StoredApproval, StoredJob, StoredPreview
+from .records import OutboxEntry, PostedButtons, StoredApproval, StoredJob, StoredPreview
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -75,7 +75,6 @@ def inbound_json(message: InboundMessage) -> str:
             "callback_id": press.callback_id,
             "value": press.value,
             "message_id": press.message_id,
-            "posted_at": press.posted_at,
         }
     return json.dumps(data, ensure_ascii=False)
 
@@ -89,7 +88,12 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
     data["quoted"] = None if quoted is None else Quote(**quoted)
     data["inbox_id"] = inbox_id
     press = data.pop("press", None)
-    data["press"] = None if press is None else Press(**press)
+    # (Rows written before issue 33 also name the platform's ``posted_at``: not used now.)
+    data["press"] = (
+        None
+        if press is None
+        else Press(str(press["callback_id"]), str(press["value"]), str(press["message_id"]))
+    )
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
 
 
@@ -122,6 +126,25 @@ def buttons_from_json(raw: object) -> tuple[tuple[Button, ...], ...]:
     return tuple(
         tuple(Button(str(b["label"]), str(b["value"])) for b in row) for row in json.loads(raw)
     )
+
+
+def button_message_row(posted: PostedButtons) -> tuple[Any, ...]:
+    """``posted`` as the ``button_messages`` columns (channel, account, chat_id, message_id,
+    buttons, posted_at)."""
+    target = posted.message.target
+    return (
+        target.channel,
+        target.account_id,
+        target.chat_id,
+        posted.message.message_id,
+        buttons_json(posted.rows) or "[]",
+        posted.posted_at,
+    )
+
+
+def posted_buttons_from_row(message: MessageRef, row: Sequence[Any]) -> PostedButtons:
+    """The buttons of ``message`` from a row of (buttons, posted_at, answered)."""
+    return PostedButtons(message, buttons_from_json(row[0]), float(row[1]), bool(row[2]))
 
 
 OUTBOX_COLUMNS = "id, anchor, seq, kind, target, text, media, created_at, buttons"
@@ -296,6 +319,7 @@ __all__ = [
     "JOB_COLUMNS",
     "approval_from_row",
     "approval_row",
+    "button_message_row",
     "inbound_from_json",
     "inbound_json",
     "iso",
@@ -305,6 +329,7 @@ __all__ = [
     "media_json",
     "message_from_json",
     "message_json",
+    "posted_buttons_from_row",
     "preview_from_row",
     "preview_refs_json",
     "refs_json",

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from botd.approvals import NOT_AN_APPROVER
-from botd.inbound.router import NOT_ALLOWED
+from botd.inbound.router import NOT_ALLOWED, NOT_OFFERED
 from tests.approvals.harness import (
+    CALL_ID,
     RAN,
     approvals_yaml,
     model_calls_the_tool,
@@ -24,7 +25,7 @@ from tests.approvals.harness import (
 )
 from tests.chat import DM, Chat, chatting
 from tests.daemon_inprocess import ANTHROPIC_KEY
-from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.waiting import until
 
@@ -237,3 +238,38 @@ async def test_a_request_that_expired_while_botd_was_down_tells_the_model_so(
             assert len(chat.shown()) == 2
             assert request.text.endswith("\nExpired: not approved in time.")
             assert request.keyboard == []
+
+
+async def test_a_request_pressed_from_another_chat_decides_nothing(tmp_path: Path) -> None:
+    """Eve may DM the bot but is not on the group's ``allow_from``; she copies the group
+    request's Approve data and presses it on the bot's answer in her own DM: refused there,
+    the request stays pending and the tool does not run, until Alice approves in the group."""
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
+        model.push(
+            stream(tool_use(CALL_ID, "schedule", '{"action": "list"}'), stop_reason="tool_use"),
+            stream(text("Hello Eve.")),
+            stream(text("All done.")),
+        )
+        options = [
+            "dm_policy: open",
+            "groups:",
+            f'  "{GROUP}": {{require_mention: false, allow_from: ["{DM}"]}}',
+        ]
+        async with botd(tmp_path, telegram, model, telegram_options=options):
+            telegram.push_text(GROUP, "what is scheduled?", sender=ALICE)
+            request = await asked(tmp_path, telegram, GROUP)
+            eve_dm = int(EVE["id"])
+            telegram.push_text(eve_dm, "hi", sender=EVE)
+            await until(lambda: telegram.visible(eve_dm) == ["Hello Eve."], "Eve's answer")
+            [answer_id] = [m for (c, m) in telegram._sent if c == eve_dm]
+            answer = telegram.sent_message(eve_dm, answer_id)
+            forged = telegram.push_press(answer, request.data["Approve"], sender=EVE)
+            assert await request.answer(forged) == NOT_OFFERED
+            assert states(tmp_path / "state") == ["pending"]
+            assert len(model.requests) == 2  # the group's run still waits
+            assert [b["text"] for b in request.keyboard[0]] == ["Approve", "Deny"]
+            assert request.text == 'Approve schedule(action="list")?'
+            assert await request.answer(request.press("Approve", ALICE)) == "Approved."
+            await until(lambda: "All done." in telegram.visible(GROUP), "the answer")
+            assert tool_result(model) == RAN
+            assert request.text.endswith("\nApproved by Alice.")

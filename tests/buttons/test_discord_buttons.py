@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from botd.inbound.router import ALREADY_ANSWERED, NOT_ALLOWED
+from botd.inbound.router import ALREADY_ANSWERED, NOT_ALLOWED, NOT_OFFERED
 from tests.buttons.discord_presses import DEFERRED_UPDATE_MESSAGE, answered, told
 from tests.buttons.prompts import prompts
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
@@ -109,3 +109,45 @@ async def test_a_presser_the_policy_refuses_is_told_and_never_reaches_the_model(
             assert daemon.runtime is not None
             await daemon.runtime.sessions.drain()
     assert prompts(model) == ["[alice (id 1400000000000000001)] ship?"]
+
+
+async def test_forged_presses_are_refused_and_the_real_press_still_counts(
+    tmp_path: Path,
+) -> None:
+    """An interaction naming the bot's message with a ``custom_id`` that is none of its
+    buttons, and one naming a plain answer, reach nothing; the real button then counts."""
+    async with FakeDiscordAPI() as discord, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        model.push(
+            stream(text("Refunds go through the desk.")),
+            stream(text("Refund?\n[[buttons: Yes | No]]")),
+            stream(text("Refunded.")),
+        )
+        config = config_yaml(
+            tmp_path, anthropic_yaml(model), discord_yaml(discord, "dm_policy: open")
+        )
+        async with daemon_running(config) as daemon:
+            await discord.dispatch_message(
+                discord.message("refunds?", channel_id=DM_CHANNEL_ID, author=ALICE, guild=False)
+            )
+            await until(lambda: discord.visible(DM_CHANNEL_ID), "the answer")
+            [plain] = [m for m, (chat, _) in discord.messages.items() if chat == str(DM_CHANNEL_ID)]
+            await discord.dispatch_message(
+                discord.message("refund me", channel_id=DM_CHANNEL_ID, author=ALICE, guild=False)
+            )
+            message_id, rows = await with_buttons(discord, DM_CHANNEL_ID)
+            assert [b["custom_id"] for b in rows[0]["components"]] == ["b:0", "b:1"]
+
+            on_plain = await discord.press(plain, "b:0", ALICE)
+            assert told(await answered(discord, on_plain)) == NOT_OFFERED
+            seven = await discord.press(message_id, "b:7", ALICE)
+            assert told(await answered(discord, seven)) == NOT_OFFERED
+            assert discord.components_of(plain) == []
+            assert discord.components_of(message_id) == rows
+            assert len(model.requests) == 2
+
+            real = await discord.press(message_id, "b:0", ALICE)
+            assert (await answered(discord, real))["type"] == DEFERRED_UPDATE_MESSAGE
+            await until(lambda: "Refunded." in discord.visible(DM_CHANNEL_ID), "the answer")
+            assert daemon.runtime is not None
+            await daemon.runtime.sessions.drain()
+    assert prompts(model) == ["refunds?", "refund me", "(pressed: Yes)"]

@@ -741,16 +741,23 @@ class FakeSlack:
         *,
         user: str = "U1",
         action_ts: str | None = None,
+        forged: tuple[str, str] | None = None,
     ) -> str:
         """Push the ``interactive`` envelope of a press of the button ``action_id`` under the
         bot's message ``ts`` (a ``block_actions`` payload, as Slack sends it over Socket
-        Mode); the same ``action_ts`` again is a redelivery. Returns the envelope id."""
+        Mode); the same ``action_ts`` again is a redelivery. ``forged``: a made-up button
+        (label, value) instead, on any message of the bot's, as a hostile client or app
+        with the signing secret could send it. Returns the envelope id."""
         await self.wait_socket()
         assert self._ws is not None
         message = {**self._posts[(channel, ts)], "text": self.messages[(channel, ts)]}
         # A client still showing the buttons (another user's, not yet refreshed) sends the
         # button as it was posted.
-        button = self._buttons[(channel, ts)][action_id]
+        if forged is not None:
+            label, value = forged
+            button = {"text": {"type": "plain_text", "text": label}, "value": value}
+        else:
+            button = self._buttons[(channel, ts)][action_id]
         envelope_id = str(uuid.uuid4())
         payload = {
             "type": "block_actions",

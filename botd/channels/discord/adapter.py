@@ -571,7 +571,9 @@ class DiscordAdapter:
         if answer.chosen and interaction.message is not None:
             try:
                 with _refusals("edit"):
-                    await interaction.message.edit(view=chosen_view(press))
+                    await interaction.message.edit(
+                        view=chosen_view(answer.label, press.sender_name)
+                    )
             except DiscordError as exc:
                 log.warning("discord: showing the choice made failed: %s", exc)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import discord
 
+from ...buttons.layout import chosen_label
 from ...chat import Button, InboundMessage, Press, PressAnswer, Target
 from .conversations import conversation_of
 
@@ -59,11 +60,10 @@ def button_view(rows: Sequence[Sequence[Button]]) -> discord.ui.View | None:
     return view
 
 
-def chosen_view(press: InboundMessage) -> discord.ui.View:
-    """One disabled button saying what ``press`` chose and who chose it: ``✔ Yes (Alice)``."""
-    shown = press.text.removeprefix("(pressed: ").removesuffix(")")
-    who = f" ({press.sender_name})" if press.sender_name else ""
-    label = f"✔ {shown}{who}"
+def chosen_view(chosen: str, presser: str) -> discord.ui.View:
+    """One disabled button saying what was chosen (``chosen``: the button's label, as botd
+    put it there) and who chose it: ``✔ Yes (Alice)``."""
+    label = chosen_label(chosen, presser)
     if len(label) > LABEL_LIMIT:
         label = label[: LABEL_LIMIT - 1] + "…"
     view = _sent_only()
@@ -104,13 +104,12 @@ def press_message(
     user = interaction.user
     dm_user = user.id if interaction.guild_id is None else None
     chat_id, thread_id, key = conversation_of(interaction.channel, channel_id, dm_user_id=dm_user)
-    label = _label(message, custom_id)
     return InboundMessage(
         channel="discord",
         chat_id=chat_id,
         sender_id=str(user.id),
         sender_name=user.display_name,
-        text=f"(pressed: {label})",
+        text="",  # the router names the button, as botd recorded it
         message_id=f"press:{interaction.id}",
         conversation_key=key,
         account_id=account_id,
@@ -121,20 +120,8 @@ def press_message(
         bot_name=bot_name,
         # Into the conversation itself: a press is no message a reply could point at.
         target=Target("discord", chat_id, account_id, thread_id=thread_id),
-        # A message's id is a snowflake of when it was made.
-        press=Press(
-            str(interaction.id), custom_id, str(message.id), message.created_at.timestamp()
-        ),
+        press=Press(str(interaction.id), custom_id, str(message.id)),
     )
-
-
-def _label(message: discord.Message, custom_id: str) -> str:
-    """The label of the button ``custom_id`` on ``message`` (the id itself when not found)."""
-    for row in message.components:
-        for item in getattr(row, "children", ()):
-            if isinstance(item, discord.Button) and item.custom_id == custom_id:
-                return item.label or custom_id
-    return custom_id
 
 
 async def acknowledge(interaction: discord.Interaction, answer: PressAnswer) -> None:

@@ -57,6 +57,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ...bounded import Recent
+from ...buttons.layout import chosen_label
 from ...chat import (
     Attachment,
     Button,
@@ -403,7 +404,7 @@ class SlackAdapter:
             except SlackError as exc:
                 log.warning("slack: telling a presser %s failed: %s", answer.text, exc)
         if answer.chosen:
-            await self._show_choice(body, press)
+            await self._show_choice(body, press, answer.label)
 
     async def _press_message(self, body: dict[str, Any]) -> InboundMessage | None:
         actions = body.get("actions") or []
@@ -414,7 +415,6 @@ class SlackAdapter:
             return None
         action = actions[0]
         value = str(action.get("value") or "")
-        label = str((action.get("text") or {}).get("text") or value)
         thread_ts = message.get("thread_ts")
         thread_id = str(thread_ts) if thread_ts else None
         key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
@@ -425,7 +425,7 @@ class SlackAdapter:
             chat_id=channel,
             sender_id=user_id,
             sender_name=await self.names.of(user_id, str(user.get("name") or "")),
-            text=f"(pressed: {label})",
+            text="",  # the router names the button, as botd recorded it
             message_id=f"press:{callback}",
             conversation_key=key,
             account_id=self.account_id,
@@ -435,18 +435,17 @@ class SlackAdapter:
             dedupe_keys=(self._key(f"press:{callback}"),),
             bot_name=self.bot_name,
             target=Target("slack", channel, self.account_id, thread_id),
-            press=Press(callback, value, str(message["ts"]), float(message["ts"])),
+            press=Press(callback, value, str(message["ts"])),
         )
 
-    async def _show_choice(self, body: dict[str, Any], press: InboundMessage) -> None:
-        """The message's buttons give way to a line saying what was chosen, and by whom."""
+    async def _show_choice(self, body: dict[str, Any], press: InboundMessage, label: str) -> None:
+        """The message's buttons give way to a line saying what was chosen (``label``, as
+        botd put it there), and by whom."""
         message = body.get("message") or {}
         kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
-        shown = press.text.removeprefix("(pressed: ").removesuffix(")")
-        who = f" ({press.sender_name})" if press.sender_name else ""
         chosen = {
             "type": "context",
-            "elements": [{"type": "plain_text", "text": f"✔ {shown}{who}"}],
+            "elements": [{"type": "plain_text", "text": chosen_label(label, press.sender_name)}],
         }
         try:
             await self._call(

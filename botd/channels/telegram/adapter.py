@@ -83,6 +83,7 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
+from ...buttons.layout import chosen_label
 from ...chat import (
     Attachment,
     Button,
@@ -623,7 +624,7 @@ class TelegramAdapter:
         except TelegramError as exc:
             log.warning("telegram: answering a button press failed: %s", exc.message)
         if answer.chosen and press is not None and isinstance(query.message, Message):
-            await self._show_choice(query.message, press)
+            await self._show_choice(query.message, answer.label, press.sender_name)
 
     def _press_message(self, query: CallbackQuery) -> InboundMessage | None:
         """The press as the presser's message (None: not of a message of the bot's chats)."""
@@ -636,20 +637,12 @@ class TelegramAdapter:
             topic = message.message_thread_id if isinstance(message, Message) else None
             thread_id = str(topic) if topic else GENERAL_TOPIC
         key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
-        label = query.data
-        if isinstance(message, Message) and message.reply_markup is not None:
-            for row in message.reply_markup.inline_keyboard:
-                for button in row:
-                    if button.callback_data == query.data:
-                        label = button.text
-        # An inaccessible message (too old) has date 0: its buttons count as expired.
-        posted = message.date.timestamp()
         sender = query.from_user
         return InboundMessage(
             channel=CHANNEL,
             chat_id=chat_id,
             sender_id=str(sender.id),
-            text=f"(pressed: {label})",
+            text="",  # the router names the button, as botd recorded it
             message_id=f"press:{query.id}",
             conversation_key=key,
             account_id=self.account_id,
@@ -659,14 +652,13 @@ class TelegramAdapter:
             mentions_bot=True,
             dedupe_keys=(f"press:{query.id}",),
             bot_name=self._require_bot().username or "",
-            press=Press(query.id, query.data, str(message.message_id), posted),
+            press=Press(query.id, query.data, str(message.message_id)),
         )
 
-    async def _show_choice(self, message: Message, press: InboundMessage) -> None:
-        """The buttons give way to one showing the choice made and who made it."""
-        shown = press.text.removeprefix("(pressed: ").removesuffix(")")
-        who = f" ({press.sender_name})" if press.sender_name else ""
-        chosen = _keyboard([[Button(f"✔ {shown}{who}", CHOSEN_DATA)]])
+    async def _show_choice(self, message: Message, label: str, presser: str) -> None:
+        """The buttons give way to one showing the choice made (``label``, as botd put it
+        there) and who made it."""
+        chosen = _keyboard([[Button(chosen_label(label, presser), CHOSEN_DATA)]])
         try:
             await self._per_chat(
                 str(message.chat.id),

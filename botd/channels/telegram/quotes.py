@@ -20,7 +20,7 @@ from telegram import (
 )
 
 from ...chat import Quote
-from ...speakers import speaker
+from ...speakers import hidden_speaker, speaker
 from .inbound_media import telegram_attachments
 
 __all__ = ["quote_of"]
@@ -67,5 +67,5 @@ def _origin_speaker(external: ExternalReplyInfo) -> str:
     if isinstance(origin, MessageOriginChannel):
         return speaker(origin.chat.title or origin.chat.username or "", str(origin.chat.id))
     if isinstance(origin, MessageOriginHiddenUser):
-        return f"{origin.sender_user_name} (hidden id)" if origin.sender_user_name else "someone"
+        return hidden_speaker(origin.sender_user_name)
     return "someone"

@@ -5,9 +5,10 @@ the SQLite store's meaning, method by method, over a ``psycopg_pool`` pool: ``ba
 the pool, the group commit (one flusher task of the store's own) and the store's health;
 ``ledger`` sessions, transcripts, inbox entries and outbox pieces; ``inbound`` dedupe ids,
 accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
-``approvals`` requests to approve tool calls; ``schema`` the migrations; ``leases`` the
-lease table and the fence a write can take; ``cluster`` what a conversation's owner reads
-and the arrival signal (cluster mode); ``status_lines`` the tool status a run shows.
+``approvals`` requests to approve tool calls; ``buttons`` the buttons under botd's
+messages; ``schema`` the migrations; ``leases`` the lease table and the fence a write can
+take; ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
+``status_lines`` the tool status a run shows.
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from .approvals import ApprovalStore
 from .base import describe
+from .buttons import ButtonStore
 from .cluster import ClusterStore
 from .inbound import InboundStore
 from .jobs import JobStore
@@ -26,7 +28,13 @@ from .status_lines import StatusLineStore
 
 
 class PostgresStore(
-    LedgerStore, InboundStore, JobStore, ClusterStore, StatusLineStore, ApprovalStore
+    LedgerStore,
+    InboundStore,
+    JobStore,
+    ClusterStore,
+    StatusLineStore,
+    ApprovalStore,
+    ButtonStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

@@ -76,10 +76,10 @@ CONNECT_TIMEOUT = 5
 """libpq's ``connect_timeout``: seconds one connection attempt may take (a whole number)."""
 RECONNECT_TIMEOUT = 5.0
 """Seconds the pool keeps retrying a connection before it waits for the next request."""
-UNFENCED = frozenset({"outbox_sent", "decide_approval"})
-"""Writes made even when their fence was lost: a piece's sent mark is a fact about the
-platform, and a decision on a request to approve a tool call a fact about a press, whoever
-holds the conversation now."""
+UNFENCED = frozenset({"outbox_sent", "decide_approval", "buttons_posted"})
+"""Writes made even when their fence was lost: a piece's sent mark and the buttons under a
+posted message are facts about the platform, and a decision on a request to approve a tool
+call a fact about a press, whoever holds the conversation now."""
 POOL_SIZE = 8
 RETRIES = 3
 """Attempts of a batch that lost a deadlock or a serialization conflict to another node."""

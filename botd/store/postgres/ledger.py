@@ -583,6 +583,9 @@ class LedgerStore(PostgresBase):
                 "(SELECT id FROM inbox WHERE state IN ('accepted', 'running'))",
                 (cut,),
             )
+            # Buttons expire in a week at most (``BUTTONS_KEPT_AT_MOST``): older records
+            # would only ever refuse a press.
+            await conn.execute("DELETE FROM button_messages WHERE posted_at < %s", (cut,))
             counts = (inbox.rowcount, outbox.rowcount, approvals.rowcount)
             return sum(max(count, 0) for count in counts)
 

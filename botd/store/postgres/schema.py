@@ -260,6 +260,48 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 33: the buttons botd put under each of its messages, so a press counts only as
+    # one of them, on that very message. Filled from what the earlier schema kept: each
+    # sent piece's buttons under its last message, and each request to approve a call under
+    # its messages (its Approve / Deny values as ``botd.approvals`` spells them).
+    (
+        """
+        CREATE TABLE button_messages (
+            channel text NOT NULL,
+            account text NOT NULL,
+            chat_id text NOT NULL,
+            message_id text NOT NULL,
+            buttons text NOT NULL,
+            posted_at double precision NOT NULL,
+            PRIMARY KEY (channel, account, chat_id, message_id)
+        )
+        """,
+        "CREATE INDEX button_messages_by_time ON button_messages (posted_at)",
+        """
+        INSERT INTO button_messages
+        SELECT r.value #>> '{target,channel}',
+               coalesce(r.value #>> '{target,account_id}', 'default'),
+               r.value #>> '{target,chat_id}',
+               r.value ->> 'message_id', o.buttons, o.updated_at
+        FROM outbox o,
+             jsonb_array_elements(o.refs::jsonb) WITH ORDINALITY AS r(value, n)
+        WHERE o.buttons IS NOT NULL AND o.state = 'sent' AND o.refs IS NOT NULL
+          AND r.n = jsonb_array_length(o.refs::jsonb)
+        ON CONFLICT DO NOTHING
+        """,
+        """
+        INSERT INTO button_messages
+        SELECT r.value #>> '{target,channel}',
+               coalesce(r.value #>> '{target,account_id}', 'default'),
+               r.value #>> '{target,chat_id}',
+               r.value ->> 'message_id',
+               '[[{"label": "Approve", "value": "approval:' || a.token || ':approve"}, '
+               || '{"label": "Deny", "value": "approval:' || a.token || ':deny"}]]',
+               a.created_at
+        FROM approvals a, jsonb_array_elements(a.messages::jsonb) AS r(value)
+        ON CONFLICT DO NOTHING
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

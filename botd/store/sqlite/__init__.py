@@ -8,7 +8,8 @@ the group commit (``deferred``) and WAL checkpoints on a thread of their own
 accepted message and its state), ``outbox`` (every reply piece, written before it is sent),
 ``chatter`` (group lines kept for the bot's next turn there), ``usage`` (token usage per run,
 the conversations' model choices), ``status_lines`` (the tool status a run shows),
-``approvals`` (requests to approve tool calls).
+``approvals`` (requests to approve tool calls), ``buttons`` (the buttons under botd's
+messages).
 ``schema`` holds the migrations.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from .approvals import ApprovalStore
 from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
+from .buttons import ButtonStore
 from .chatter import ChatterStore
 from .inbound import InboundStore
 from .inbox import InboxStore
@@ -38,6 +40,7 @@ class SqliteStore(
     UsageStore,
     StatusLineStore,
     ApprovalStore,
+    ButtonStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 

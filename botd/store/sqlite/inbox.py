@@ -267,6 +267,9 @@ class InboxStore(TranscriptStore):
                 "(SELECT id FROM inbox WHERE state IN ('accepted', 'running'))",
                 (cut,),
             )
+            # Buttons expire in a week at most (``BUTTONS_KEPT_AT_MOST``): older records
+            # would only ever refuse a press.
+            conn.execute("DELETE FROM button_messages WHERE posted_at < ?", (cut,))
         return int(inbox) + int(outbox) + int(approvals)
 
 

@@ -261,5 +261,44 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 33: the buttons botd put under each of its messages, so a press counts only as
+    # one of them, on that very message. Filled from what the earlier schema kept: each
+    # sent piece's buttons under its last message, and each request to approve a call under
+    # its messages (its Approve / Deny values as ``botd.approvals`` spells them).
+    (
+        """
+        CREATE TABLE button_messages (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            buttons TEXT NOT NULL,
+            posted_at REAL NOT NULL,
+            PRIMARY KEY (channel, account, chat_id, message_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX button_messages_by_time ON button_messages (posted_at)",
+        """
+        INSERT OR IGNORE INTO button_messages
+        SELECT json_extract(r.value, '$.target.channel'),
+               coalesce(json_extract(r.value, '$.target.account_id'), 'default'),
+               json_extract(r.value, '$.target.chat_id'),
+               json_extract(r.value, '$.message_id'), o.buttons, o.updated_at
+        FROM outbox o, json_each(o.refs) r
+        WHERE o.buttons IS NOT NULL AND o.state = 'sent' AND o.refs IS NOT NULL
+          AND r.key = json_array_length(o.refs) - 1
+        """,
+        """
+        INSERT OR IGNORE INTO button_messages
+        SELECT json_extract(r.value, '$.target.channel'),
+               coalesce(json_extract(r.value, '$.target.account_id'), 'default'),
+               json_extract(r.value, '$.target.chat_id'),
+               json_extract(r.value, '$.message_id'),
+               '[[{"label": "Approve", "value": "approval:' || a.token || ':approve"}, '
+               || '{"label": "Deny", "value": "approval:' || a.token || ':deny"}]]',
+               a.created_at
+        FROM approvals a, json_each(a.messages) r
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

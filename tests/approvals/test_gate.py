@@ -1,0 +1,71 @@
+"""The approvals gate on its own, over a real store: a press decides a request only on one of
+the request's own messages, whatever token it carries (the router checks first that the value
+is a button of the pressed message; the gate holds on its own too)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, RunPlace
+from botd.chat import Button, InboundMessage, MessageRef, Press, Target
+from botd.events import ToolCallContent
+from botd.store.sqlite import SqliteStore
+from tests.waiting import until
+
+GROUP = Target("telegram", "-100123")
+ELSEWHERE = Target("telegram", "5555")
+
+
+class Poster:
+    """Where the gate posts: each message numbered in its chat, its buttons kept."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[MessageRef, str, Sequence[Sequence[Button]]]] = []
+
+    async def send_buttons(
+        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+    ) -> Sequence[MessageRef]:
+        ref = MessageRef(target, str(100 + len(self.posted)))
+        self.posted.append((ref, markdown, rows))
+        return [ref]
+
+    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+        self.posted.append((ref, markdown, ()))
+
+
+def press(target: Target, message_id: str, value: str, sender: str = "5555") -> InboundMessage:
+    return InboundMessage(
+        channel=target.channel,
+        chat_id=target.chat_id,
+        sender_id=sender,
+        sender_name="Eve",
+        text="",
+        message_id=f"press:{value}",
+        conversation_key=f"telegram:{target.chat_id}",
+        press=Press(f"q-{message_id}", value, message_id),
+    )
+
+
+async def test_a_token_pressed_on_another_message_decides_nothing(store: SqliteStore) -> None:
+    poster = Poster()
+    approvals = Approvals(store, poster, lambda: ApprovalRules(tools=("exec",)), poll_interval=0.05)
+    place = RunPlace("telegram:-100123", "1", "s1", GROUP)
+    gate = approvals.gate(place, shutting_down=lambda: False)
+    assert gate is not None
+    call = ToolCallContent(id="c1", name="exec", arguments={"command": "ls"})
+    waiting = asyncio.create_task(gate(call, None))  # type: ignore[arg-type]
+    await until(lambda: poster.posted, "the request posted")
+    [(request, _, rows)] = poster.posted
+    approve = rows[0][0].value
+
+    # Its data, pressed on a message of another chat, or on another message of its own chat.
+    elsewhere = await approvals.press(press(ELSEWHERE, request.message_id, approve))
+    beside = await approvals.press(press(GROUP, "999", approve))
+    assert elsewhere == beside == NOT_ITS_MESSAGE
+    assert not waiting.done()
+    kept = await store.approval(f"{place.conversation_key}/1/c1")
+    assert kept is not None and kept.state == "pending"
+
+    assert await approvals.press(press(GROUP, request.message_id, approve)) == "Approved."
+    assert await asyncio.wait_for(waiting, 5) is None  # approved: the tool runs
