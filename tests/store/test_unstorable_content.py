@@ -1,16 +1,20 @@
-"""A write a database refuses for what it carries, on every backend (``any_store``): a value
-it cannot hold (a number out of range, text it cannot encode) fails only its own caller, with
+"""Content a database cannot take as it came, on every backend (``any_store``): a NUL
+(U+0000, which PostgreSQL refuses in any text column) in an inbound message is U+FFFD from
+the message's construction on, so it is kept and read back so on both backends; a write
+refused for what it carries (a number out of range) fails only its own caller, with
 ``ContentRefused``, or drops only its own record, and the writes queued with it commit."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
-from botd.chat import InboundMessage, Target
+from botd.chat import InboundMessage, Target, storable
 from botd.store import ContentRefused, ModelUsage, Store
 
+NUL = "\x00"
 TARGET = Target("telegram", "42")
 KEY = "telegram:42"
 TOO_BIG = 2**70
@@ -25,9 +29,32 @@ def line(n: int, text: str, *, direct: bool = False) -> InboundMessage:
         text=text,
         message_id=str(n),
         conversation_key=KEY,
-        sender_name=f"User {n}",
+        sender_name=f"Ev{NUL}e",
         is_direct=direct,
     )
+
+
+def test_storable_replaces_each_nul_and_returns_clean_text_itself() -> None:
+    assert storable(f"a{NUL}b{NUL}") == "a\ufffdb\ufffd"
+    assert storable(f"{NUL}\ud800 é") == "\ufffd\ufffd é"
+    plain, accented = "plain text", "café"
+    assert storable(plain) is plain and storable(accented) is accented
+    # Every text field of an inbound message, as the adapters make it.
+    message = replace(line(1, f"x{NUL}"), dedupe_keys=(f"k{NUL}",), thread_id=f"t{NUL}")
+    assert (message.text, message.sender_name) == ("x\ufffd", "Ev\ufffde")
+    assert (message.dedupe_keys, message.thread_id) == (("k\ufffd",), "t\ufffd")
+
+
+async def test_a_nul_in_a_kept_line_and_an_accepted_message_is_read_back_as_u_fffd(
+    any_store: Store,
+) -> None:
+    assert not await any_store.keep_chatter("telegram", ["k1"], line(1, f"a{NUL}b"), limit=10)
+    inbox_id = await any_store.accept_inbound("telegram", ["p2"], line(2, f"c{NUL}d", direct=True))
+    assert inbox_id is not None
+    [kept] = await any_store.kept_chatter(KEY)
+    assert (kept.text, kept.sender_name) == ("a\ufffdb", "Ev\ufffde")
+    [entry] = await any_store.unfinished_entries()
+    assert (entry.message.text, entry.message.sender_name) == ("c\ufffdd", "Ev\ufffde")
 
 
 async def test_a_write_refused_for_its_content_fails_alone_and_its_batch_commits(
