@@ -1,18 +1,21 @@
 """Content a database cannot take as it came, on every backend (``any_store``): a NUL
-(U+0000, which PostgreSQL refuses in any text column) in an inbound message is U+FFFD from
-the message's construction on, so it is kept and read back so on both backends; a write
-refused for what it carries (a number out of range) fails only its own caller, with
-``ContentRefused``, or drops only its own record, and the writes queued with it commit."""
+(U+0000, which PostgreSQL refuses in any text column) is written as U+FFFD wherever it comes
+from (a chat line, a model's reply, a tool's result, a job's prompt) and read back so on
+both backends; a write refused for what it carries (a number out of range) fails only its
+own caller, with ``ContentRefused``, or drops only its own record, and the writes queued with
+it commit."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from botd.chat import InboundMessage, Target, storable
-from botd.store import ContentRefused, ModelUsage, Store
+from botd.events import Message, TextContent, ToolCallContent
+from botd.store import ContentRefused, ModelUsage, Store, StoredJob
 
 NUL = "\x00"
 TARGET = Target("telegram", "42")
@@ -55,6 +58,67 @@ async def test_a_nul_in_a_kept_line_and_an_accepted_message_is_read_back_as_u_ff
     assert (kept.text, kept.sender_name) == ("a\ufffdb", "Ev\ufffde")
     [entry] = await any_store.unfinished_entries()
     assert (entry.message.text, entry.message.sender_name) == ("c\ufffdd", "Ev\ufffde")
+
+
+async def test_a_nul_in_a_piece_a_transcript_and_a_job_is_read_back_as_u_fffd(
+    any_store: Store,
+) -> None:
+    session = await any_store.open_session(KEY)
+    turn = [
+        Message(role="user", content=f"look{NUL}"),
+        Message(
+            role="assistant",
+            content=[
+                TextContent(text=f"fetching{NUL}"),
+                ToolCallContent(id="t1", name="web_fetch", arguments={"url": f"x{NUL}"}),
+            ],
+            stop_reason="tool_use",
+        ),
+        Message(
+            role="tool_result",
+            content=[TextContent(text=f"page{NUL}body")],
+            tool_call_id="t1",
+            tool_name="web_fetch",
+        ),
+    ]
+    # Written in one batch: every write of it commits.
+    piece, _, _ = await asyncio.gather(
+        any_store.outbox_add(None, 1, "final", TARGET, f"the{NUL}answer"),
+        any_store.append_messages_later(session.session_id, turn),
+        any_store.save_job(
+            StoredJob(
+                id="j1",
+                kind="at",
+                trigger={"run_date": "2030-01-01T09:00:00+00:00"},
+                name=f"at 9: {NUL}",
+                prompt=f"say{NUL}hi",
+                target=TARGET,
+                next_run_time=datetime(2030, 1, 1, 9, tzinfo=UTC),
+            )
+        ),
+    )
+    [waiting] = await any_store.unconfirmed_pieces()
+    assert (waiting.id, waiting.text) == (piece, "the\ufffdanswer")
+    stored = await any_store.transcript(session.session_id)
+    assert stored == [
+        Message(role="user", content="look\ufffd"),
+        Message(
+            role="assistant",
+            content=[
+                TextContent(text="fetching\ufffd"),
+                ToolCallContent(id="t1", name="web_fetch", arguments={"url": "x\ufffd"}),
+            ],
+            stop_reason="tool_use",
+        ),
+        Message(
+            role="tool_result",
+            content=[TextContent(text="page\ufffdbody")],
+            tool_call_id="t1",
+            tool_name="web_fetch",
+        ),
+    ]
+    [job] = await any_store.load_jobs()
+    assert (job.name, job.prompt) == ("at 9: \ufffd", "say\ufffdhi")
 
 
 async def test_a_write_refused_for_its_content_fails_alone_and_its_batch_commits(

@@ -7,7 +7,8 @@ the pool, the group commit (one flusher task of the store's own) and the store's
 accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model choices;
 ``approvals`` requests to approve tool calls; ``schema`` the migrations; ``leases`` the
 lease table and the fence a write can take; ``cluster`` what a conversation's owner reads
-and the arrival signal (cluster mode); ``status_lines`` the tool status a run shows.
+and the arrival signal (cluster mode); ``status_lines`` the tool status a run shows; ``text``
+the adapters every connection writes strings with (a NUL as U+FFFD).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.

@@ -11,6 +11,9 @@ flusher, started by ``open`` and awaited by ``aclose``), one transaction per bat
   so one that fails for its own reason (a constraint, a bug) is undone alone and only its
   caller hears of it.
 
+Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
+any text value, is written as U+FFFD in every column.
+
 A write may name advisory locks it needs (``locks``: an accept its conversation's); the
 batch takes them all before it writes anything, in the same order on every node, so two
 nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
@@ -79,6 +82,7 @@ from ..errors import (
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
+from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +210,9 @@ class PostgresBase:
         where = describe(dsn)
         try:
             # One connection of its own first, so a refusal comes in libpq's words.
-            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
+            async with await AsyncConnection.connect(
+                dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+            ) as conn:
                 await migrate(conn, where)
         except NewerSchema as exc:
             raise StoreOpenError(str(exc)) from None
@@ -222,7 +228,7 @@ class PostgresBase:
             max_size=pool_size,
             timeout=CONNECTION_WAIT,
             reconnect_timeout=RECONNECT_TIMEOUT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
             check=AsyncConnectionPool.check_connection,
             name="botd-store",
         )
@@ -238,7 +244,9 @@ class PostgresBase:
         database cannot be reached."""
         where = describe(dsn)
         try:
-            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT):
+            async with await AsyncConnection.connect(
+                dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+            ):
                 pass
         except psycopg.Error as exc:
             raise StoreOpenError(
@@ -251,7 +259,7 @@ class PostgresBase:
             min_size=1,
             max_size=1,
             timeout=CONNECTION_WAIT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
             name="botd-status",
         )
         await pool.open()
@@ -586,7 +594,9 @@ class PostgresBase:
         timeout says only that no connection came: one attempt of its own tells why."""
         if isinstance(exc, PoolTimeout):
             try:
-                conn = await AsyncConnection.connect(self._dsn, connect_timeout=CONNECT_TIMEOUT)
+                conn = await AsyncConnection.connect(
+                    self._dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+                )
             except psycopg.Error as cause:
                 return words(cause, self._password)
             await conn.close()
