@@ -19,8 +19,8 @@ behind the same protocols: nothing here is a synchronous read.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
   backend in the database.
-* ``ConversationInbox``: cluster mode's reads of one conversation's inbox by the node that
-  owns it, and the arrival signal (the PostgreSQL backend only).
+* ``ConversationInbox``: the dispatcher's reads of one conversation's inbox by the node that
+  holds it, the conversations nobody holds, and the arrival signal (both backends).
 * ``ApprovalLedger``: requests to approve tool calls, kept so a restart or another node
   finds them (``botd.approvals``).
 * ``ButtonLedger``: the buttons botd put under each of its messages, the only choices a
@@ -189,7 +189,8 @@ class ConversationLedger(StatusLines, PreviewLedger, Protocol):
         ...
 
     async def unfinished_entries(self) -> list[InboxEntry]:
-        """Every accepted or running entry, oldest first (what resume starts from)."""
+        """Every accepted or running entry of every conversation, oldest first (a takeover
+        reads one conversation's: ``ConversationInbox.conversation_backlog``)."""
         ...
 
     async def trim_interrupted(self, session_id: str, user_turn_id: int) -> bool: ...
@@ -226,15 +227,21 @@ class ConversationLedger(StatusLines, PreviewLedger, Protocol):
 
 
 class ConversationInbox(Protocol):
-    """Cluster mode (the PostgreSQL backend): what the node owning a conversation reads of
-    its inbox, what a node taking one over reads, the conversations no node owns, and the
-    signal that a message arrived (``botd.cluster.ownership``)."""
+    """The dispatcher's (``botd.conversation.dispatcher``): what the node holding a
+    conversation reads of its inbox, what a node taking one over reads, the conversations no
+    node holds, and the signal that a message arrived. ``seq`` is an entry's place in its
+    conversation, in commit order (the SQLite store's inbox ids serve as it)."""
 
     async def conversation_backlog(
         self, conversation_key: str
     ) -> tuple[list[InboxEntry], list[OutboxEntry]]:
         """The conversation's unfinished entries in ``seq`` order, and the unconfirmed pieces
         of its runs, oldest first."""
+        ...
+
+    async def unanchored_pieces(self) -> list[OutboxEntry]:
+        """Unconfirmed pieces of runs that answered no inbox entry (in no conversation's
+        backlog), oldest first."""
         ...
 
     async def accepted_after(self, conversation_key: str, seq: int) -> list[InboxEntry]:
@@ -246,11 +253,14 @@ class ConversationInbox(Protocol):
         ...
 
     async def unowned_conversations(self, limit: int = 100) -> list[str]:
-        """Conversations with unfinished entries whose lease is absent or expired."""
+        """Conversations with unfinished entries whose lease is absent or expired, at most
+        ``limit``; a store that does not see the leases (they are in the process) gives
+        every conversation with unfinished entries, and the caller skips those it holds."""
         ...
 
     async def signal_arrival(self, conversation_key: str) -> None:
-        """Tell every listening node that the conversation has a new entry."""
+        """Tell every listening node (this process's dispatcher, on one node) that the
+        conversation has a new entry."""
         ...
 
     def listen_arrivals(self) -> AsyncIterator[str | None]:
@@ -518,6 +528,7 @@ class StoreStatus(Protocol):
 
 class Store(
     ConversationStore,
+    ConversationInbox,
     InboundLedger,
     Offsets,
     JobLedger,

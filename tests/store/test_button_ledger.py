@@ -6,6 +6,7 @@ previous schema kept (the sent pieces' buttons and the approval requests' messag
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -103,9 +104,18 @@ async def check_upgraded(store: Store) -> None:
     )
 
 
+def before_the_ledger(migrations: Sequence[Sequence[str]]) -> int:
+    """The schema version before the migration that made the button ledger."""
+    return next(
+        version
+        for version, steps in enumerate(migrations)
+        if any("CREATE TABLE button_messages" in statement for statement in steps)
+    )
+
+
 async def test_sqlite_fills_the_record_from_the_previous_schema(tmp_path: Path) -> None:
     tmp_path.mkdir(exist_ok=True)
-    previous = len(sqlite_schema.MIGRATIONS) - 1
+    previous = before_the_ledger(sqlite_schema.MIGRATIONS)
     with sqlite3.connect(tmp_path / "botd.sqlite3") as conn:
         for steps in sqlite_schema.MIGRATIONS[:previous]:
             for statement in steps:
@@ -118,7 +128,7 @@ async def test_sqlite_fills_the_record_from_the_previous_schema(tmp_path: Path) 
 
 
 async def test_postgres_fills_the_record_from_the_previous_schema(postgres_dsn: str) -> None:
-    previous = len(pg_schema.MIGRATIONS) - 1
+    previous = before_the_ledger(pg_schema.MIGRATIONS)
     async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
         await conn.execute("CREATE TABLE schema_version (version integer NOT NULL)")
         for steps in pg_schema.MIGRATIONS[:previous]:

@@ -1,9 +1,9 @@
-"""What the owner of a conversation reads in cluster mode (``ConversationInbox``), and the
-signal that tells the nodes a message arrived.
+"""What the dispatcher reads of a conversation's inbox on the shared database
+(``ConversationInbox``), and the signal that tells the nodes a message arrived.
 
-The owner pulls a conversation's ``accepted`` entries by ``seq`` (commit order, see
+The holder pulls a conversation's ``accepted`` entries by ``seq`` (commit order, see
 ``inbound``) past the last one it took; a node that takes a conversation over reads its
-unfinished entries and unconfirmed pieces; the claimer finds the conversations with
+unfinished entries and unconfirmed pieces; the poller finds the conversations with
 unfinished entries whose lease is absent or expired, in one statement joining the inbox
 and the leases. An arrival is a ``NOTIFY`` on ``ARRIVALS`` whose payload is the
 conversation key; ``listen_arrivals`` is a connection of its own that ``LISTEN``s,
@@ -103,6 +103,18 @@ class ClusterStore(PostgresBase):
             return {str(key): int(seq) for key, seq in await cur.fetchall()}
 
         return await self._read(read, after_queued=False)
+
+    async def unanchored_pieces(self) -> list[OutboxEntry]:
+        """Unconfirmed pieces of runs that answered no inbox entry, oldest first."""
+
+        async def read(conn: Conn) -> list[OutboxEntry]:
+            cur = await conn.execute(
+                "SELECT id, anchor, seq, kind, target, text, media, created_at, buttons"
+                " FROM outbox WHERE state = 'pending' AND anchor IS NULL ORDER BY id"
+            )
+            return [outbox_entry_from_row(row) for row in await cur.fetchall()]
+
+        return await self._read(read)
 
     async def unowned_conversations(self, limit: int = 100) -> list[str]:
         """Conversations with unfinished entries whose lease is absent or expired, the one

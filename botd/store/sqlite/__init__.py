@@ -9,7 +9,8 @@ accepted message and its state), ``outbox`` (every reply piece, written before i
 ``chatter`` (group lines kept for the bot's next turn there), ``usage`` (token usage per run,
 the conversations' model choices), ``status_lines`` (the tool status a run shows),
 ``approvals`` (requests to approve tool calls), ``buttons`` (the buttons under botd's
-messages).
+messages), ``conversation_inbox`` (what the dispatcher reads of one conversation's inbox,
+and the arrival signal within the process).
 ``schema`` holds the migrations, ``text`` the connection that writes a NUL as U+FFFD.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -22,6 +23,7 @@ from .approvals import ApprovalStore
 from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
 from .buttons import ButtonStore
 from .chatter import ChatterStore
+from .conversation_inbox import ConversationInboxStore
 from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
@@ -41,6 +43,7 @@ class SqliteStore(
     StatusLineStore,
     ApprovalStore,
     ButtonStore,
+    ConversationInboxStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 

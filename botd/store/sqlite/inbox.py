@@ -5,7 +5,8 @@ dedupe ids; only then may the platform be told it arrived (Telegram's offset, Sl
 Each row then goes ``accepted`` -> ``running`` (``start_inbox_run``, which writes the run's user
 turn to the transcript in the same transaction) -> ``answered``, ``failed`` or ``skipped``
 (``finish_inbox``). A row still ``accepted`` or ``running`` when botd starts was not answered:
-``unfinished_inbox`` lists them for the sessions to resume, in arrival order.
+the dispatcher's first poll claims each conversation that has one and reads its rows in
+arrival order (``conversation_inbox``); ``unfinished_inbox`` lists every such row.
 
 A running row keeps the transcript row id of the user turn it wrote. ``trim_interrupted``
 makes such a transcript resumable: it keeps the user turn and every finished step after it
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from ...chat import InboundMessage
 from ...events import Message
@@ -26,6 +28,23 @@ from ..rows import inbound_from_json, inbound_json, message_json, resumable_pref
 from .approvals import awaiting_calls
 from .chatter import consume_chatter as _consume_chatter
 from .transcripts import TranscriptStore
+
+ENTRY_COLUMNS = "id, message, state, session_id, user_turn_id, attempts"
+"""An entry's columns, in the order ``inbox_entry`` reads them."""
+
+
+def inbox_entry(row: Sequence[Any]) -> InboxEntry:
+    """An unfinished entry from its ``ENTRY_COLUMNS``; its place in its conversation
+    (``seq``) is its id (ids are given in commit order)."""
+    return InboxEntry(
+        id=int(row[0]),
+        message=inbound_from_json(row[1], int(row[0])),
+        state=row[2],
+        session_id=row[3],
+        user_turn_id=None if row[4] is None else int(row[4]),
+        attempts=int(row[5]),
+        seq=int(row[0]),
+    )
 
 
 def insert_accepted(
@@ -173,22 +192,12 @@ class InboxStore(TranscriptStore):
         rows = (
             self._connection()
             .execute(
-                "SELECT id, message, state, session_id, user_turn_id, attempts FROM inbox "
-                "WHERE state IN ('accepted', 'running') ORDER BY id"
+                f"SELECT {ENTRY_COLUMNS} FROM inbox WHERE state IN ('accepted', 'running') "
+                "ORDER BY id"
             )
             .fetchall()
         )
-        return [
-            InboxEntry(
-                id=int(row[0]),
-                message=inbound_from_json(row[1], int(row[0])),
-                state=row[2],
-                session_id=row[3],
-                user_turn_id=None if row[4] is None else int(row[4]),
-                attempts=int(row[5]),
-            )
-            for row in rows
-        ]
+        return [inbox_entry(row) for row in rows]
 
     async def inbox_backlog(self) -> InboxBacklog:
         """How many accepted messages are not finished, and the age of the oldest (one read
@@ -273,4 +282,4 @@ class InboxStore(TranscriptStore):
         return int(inbox) + int(outbox) + int(approvals)
 
 
-__all__ = ["InboxStore", "inbound_from_json", "inbound_json"]
+__all__ = ["ENTRY_COLUMNS", "InboxStore", "inbound_from_json", "inbound_json", "inbox_entry"]

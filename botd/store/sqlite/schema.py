@@ -300,5 +300,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         FROM approvals a, json_each(a.messages) r
         """,
     ),
+    # issue 34: the dispatcher pulls one conversation's unfinished entries past the last it
+    # took (``conversation_inbox``); without this index that read would walk every row
+    # accepted since, in any conversation. Partial like ``inbox_unfinished``: only the rows
+    # waiting are in it.
+    (
+        "CREATE INDEX inbox_unfinished_by_conversation ON inbox (conversation_key, id) "
+        "WHERE state IN ('accepted', 'running')",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
