@@ -23,12 +23,18 @@ own transaction (the backend's fence), so a stale holder's write fails even if i
 
 ``LeaseKeeper`` holds one node's leases: claims, renews them in the background, and marks a
 lease lost (``Lease.lost`` set) when it could not renew it before its deadline.
+
+A node alone (the SQLite backend, whose state-dir lock keeps a second process out) claims
+from an in-process table (``ProcessLeases``) with an infinite TTL (``LeaseKeeper.alone``):
+no other node can take a lease from it, so its leases never lapse (``lapses``): nothing is
+renewed, and a long pause (a busy loop, a stop of the process) cuts no work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -125,6 +131,17 @@ class LeaseKeeper:
         self._clock = clock
         self._held: dict[str, Lease] = {}
 
+    @classmethod
+    def alone(cls, node_id: str) -> LeaseKeeper:
+        """The keeper of a node alone with its leases: the in-process table, leases that
+        never lapse (see the module docstring)."""
+        return cls(ProcessLeases(), node_id, math.inf)
+
+    @property
+    def lapses(self) -> bool:
+        """Whether a lease runs out unless renewed (False: an infinite TTL, ``alone``)."""
+        return math.isfinite(self.ttl)
+
     @property
     def renew_every(self) -> float:
         return self.ttl / 3
@@ -203,15 +220,18 @@ class LeaseKeeper:
 
     async def run(self) -> None:
         """Renew every third of the TTL until cancelled; leases are not released here (the
-        owner calls ``release_all`` at a clean stop)."""
-        while True:
+        owner calls ``release_all`` at a clean stop). Leases that never lapse need nothing:
+        it returns at once."""
+        while self.lapses:
             await asyncio.sleep(self.renew_every)
             await self.renew_once()
 
 
 class ProcessLeases:
     """The lease table of a node that is the only one (the SQLite backend, whose state-dir
-    lock already keeps a second process out): the same contract, kept in memory."""
+    lock already keeps a second process out): the same contract, kept in memory. Such a
+    node claims with an infinite TTL (``LeaseKeeper.alone``); with a finite one the table
+    lapses as the database's does."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

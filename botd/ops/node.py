@@ -1,6 +1,7 @@
 """What ``/healthz`` and ``botd status`` say about this node: its id, the store's backend,
 the database (named without its password; reachable or not, its schema version) and the
-leases the node holds.
+leases the node holds (none shown on a node alone, whose leases never lapse: they say
+nothing of its health, and it holds one per conversation it ever ran).
 
 The database is probed at each ``/healthz`` (``NodeHealth.probe``), with a short wait: a
 store whose writes all succeeded can still have lost its server a moment ago, and only a
@@ -84,15 +85,17 @@ class NodeHealth:
     def view(self) -> dict[str, Any]:
         """The node as the ``node`` object of ``/healthz``: ``id``, ``backend``, ``database``
         (``where``, ``reachable``, ``schema_version``, ``reason``) and ``leases`` (each held
-        lease's ``name``, ``epoch`` and ``seconds_left``, by this node's own deadline)."""
+        lease's ``name``, ``epoch`` and ``seconds_left``, by this node's own deadline; none
+        when they never lapse)."""
         now = self._clock()
+        held = self._leases.held() if self._leases.lapses else []
         return {
             "id": self.node_id,
             "backend": self.backend,
             "database": None if self.database is None else self.database.as_json(),
             "leases": [
                 {"name": lease.name, "epoch": lease.epoch, "seconds_left": lease.valid_for(now)}
-                for lease in sorted(self._leases.held(), key=lambda lease: lease.name)
+                for lease in sorted(held, key=lambda lease: lease.name)
             ],
         }
 
