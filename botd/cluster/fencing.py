@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from .leases import Lease, LeaseLost
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Fence:
     """A lease as the work under it sees it: whose it is and how near its end a send may
     still start."""

@@ -94,7 +94,35 @@ class LeaseTable(Protocol):
         ...
 
 
-@dataclass(eq=False)
+class Flag:
+    """Set once, and awaited: an ``asyncio.Event``'s ``is_set``, ``set`` and ``wait``, whose
+    waiting machinery is made only when something waits (a node holds a lease per
+    conversation it runs, most of them never watched: on one node, a few hundred bytes
+    each)."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: asyncio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> bool:
+        if not self._set:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        return True
+
+
+@dataclass(eq=False, slots=True)
 class Lease:
     """This node's hold on one lease."""
 
@@ -102,7 +130,7 @@ class Lease:
     epoch: int
     deadline: float
     """Local monotonic time past which the lease may belong to another node."""
-    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: Flag = field(default_factory=Flag)
     """Set when the lease ended without this node giving it up (renewal failed)."""
 
     def valid_for(self, now: float) -> float:
@@ -298,6 +326,7 @@ async def hold_node(leases: LeaseKeeper, *, clock: Callable[[], float] = time.mo
 __all__ = [
     "CONVERSATION_LEASE",
     "NODE_LEASE",
+    "Flag",
     "Lease",
     "LeaseKeeper",
     "LeaseLost",
