@@ -4,8 +4,9 @@ process, built from a validated config and owning every task it starts.
 ``build_runtime`` builds the parts in dependency order, each from parts already built: the
 store, the model provider, the MCP servers, delivery, the intake (where accepted messages go),
 the scheduler and the router (both handing to the intake), the channel keeper (which builds
-the adapters and hears their events), the tools and the sessions; the intake is connected to
-the sessions last (``Intake.connect``: the sessions' tools need the router and the scheduler).
+the adapters and hears their events), the tools, the sessions and the dispatcher (the one
+door from the inbox into them); the intake is connected to the dispatcher last
+(``Intake.connect``: the sessions' tools need the router and the scheduler).
 
 ``App.run`` holds an ``AsyncExitStack`` and an ``asyncio.TaskGroup``: the App's own tasks (the
 systemd watchdog, the reload loop) are in the group, and each part that starts tasks of its
@@ -16,20 +17,21 @@ returns, no task botd started is left.
 Start order: logging, the state directory's lock (``botd.ops.statelock``: a second daemon on the
 same directory is refused), whether the health port is free (``check_health_port``), the first
 INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
-the runtime (``build_runtime``), what the last process left unanswered
-queued again (``Conversations.resume``: before any channel takes input, so it goes first in
-each conversation), the daily pruning of old inbound ids, the scheduler's jobs, the MCP
-servers (``McpManager``, in the background: one that fails is down in ``/healthz`` and
-retried with backoff, its tools left out of runs meanwhile), the adapters'
-inbound side (``ChannelKeeper``: a channel that fails to start, or later stops working, is
-down in ``/healthz`` and ``/status`` and retried with backoff while the others run), then
-the resumed runs let go (``release``: the channels can send now), the health endpoint, and
-READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input) shuts down in bounded
-order: end the channels' retries, stop taking input, let running turns finish within the
-grace period (``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and
-is left unanswered in the inbox: the next start resumes it), stop the MCP servers (a stdio
-server's process is waited for), flush deliveries, close the adapters, the scheduler and
-the store, STOPPING=1, exit 0.
+the runtime (``build_runtime``), the daily pruning of old inbound ids, the scheduler's jobs,
+the MCP servers (``McpManager``, in the background: one that fails is down in ``/healthz``
+and retried with backoff, its tools left out of runs meanwhile), the adapters' inbound side
+(``ChannelKeeper``: a channel that fails to start, or later stops working, is down in
+``/healthz`` and ``/status`` and retried with backoff while the others run), then the
+dispatcher (``Dispatcher.start``: the channels can send now; its first poll claims every
+conversation the last process left unanswered, and a claim reads a conversation's whole
+backlog before anything new of it, so what was left goes first), the health endpoint, and
+READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input, once what was typed is
+answered: ``Dispatcher.drain``) shuts down in bounded order: end the channels' retries, stop
+taking input, stop the dispatcher, let running turns finish within the grace period
+(``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and is left
+unanswered in the inbox: the next start resumes it), stop the MCP servers (a stdio server's
+process is waited for), flush deliveries, close the adapters, the scheduler and the store,
+STOPPING=1, exit 0.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file is
 refused with every problem logged, and the running config is kept. Otherwise ``plan_reload``
@@ -70,11 +72,11 @@ from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
-from .cluster.leases import LeaseKeeper, ProcessLeases, hold_node
+from .cluster.leases import LeaseKeeper, hold_node
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
 from .conversation import Conversations, RunHooks
-from .conversation.ownership import Ownership
+from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
 from .inbound.message_access import MessageAccess
@@ -114,7 +116,6 @@ from .wiring import (
     media_settings,
     model_names,
     open_leases,
-    open_ownership,
     open_pairing,
     open_store,
     reaction_rules,
@@ -201,30 +202,28 @@ class LiveConfig:
 
 
 class Intake:
-    """Where accepted messages and scheduled prompts go: into the sessions.
+    """Where accepted messages and scheduled prompts go: to the dispatcher, the one door
+    into the sessions (``Dispatcher.arrived``: the entry is in the inbox already).
 
     Built before the router and the scheduler (they hand to it) and connected to the
-    sessions once those exist (``connect``): the sessions' tools need the router and the
-    scheduler, so one side of that cycle is joined after construction.
+    sessions and the dispatcher once those exist (``connect``): the sessions' tools need the
+    router and the scheduler, so one side of that cycle is joined after construction.
     """
 
     def __init__(self, store: InboundLedger, metrics: Metrics) -> None:
         self._store = store
         self._metrics = metrics
         self._sessions: Conversations | None = None
-        self._ownership: Ownership | None = None
+        self._dispatcher: Dispatcher | None = None
 
-    def connect(self, sessions: Conversations, ownership: Ownership | None = None) -> None:
-        """``ownership``: cluster mode, where a message reaches its conversation through
-        the node owning it (``Ownership.arrived``), not straight into this node's sessions."""
+    def connect(self, sessions: Conversations, dispatcher: Dispatcher) -> None:
         self._sessions = sessions
-        self._ownership = ownership
+        self._dispatcher = dispatcher
 
     async def _hand_on(self, message: InboundMessage) -> None:
-        if self._ownership is not None:
-            await self._ownership.arrived(message)
-        else:
-            await self.sessions.submit(message)
+        if self._dispatcher is None:
+            raise RuntimeError("the intake is not connected to the dispatcher yet")
+        await self._dispatcher.arrived(message)
 
     @property
     def sessions(self) -> Conversations:
@@ -389,9 +388,9 @@ class Runtime:
     """The MCP servers whose tools runs get (started and closed by the App)."""
     leases: LeaseKeeper
     """This node's leases (renewed by the App's task while it runs, released at its stop)."""
-    ownership: Ownership | None = None
-    """Cluster mode (postgres): the conversations this node owns by lease, and the claimer;
-    None on SQLite (this node runs every conversation)."""
+    dispatcher: Dispatcher
+    """The one door from the inbox into the sessions: the conversations this node holds by
+    lease, their accepted entries pulled, claims and takeovers (started by the App)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
@@ -437,7 +436,7 @@ def build_runtime(
     unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     ``store``: the store ``open_store`` opened for the config (the runtime's close closes
     it); without one, the SQLite store in ``state_dir`` is opened here. ``leases``: this
-    node's lease keeper (``open_leases``); without one, an in-memory one for a single node.
+    node's lease keeper (``open_leases``); without one, the in-process one of a node alone.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
@@ -447,7 +446,7 @@ def build_runtime(
     if store is None:
         store = SqliteStore.open(state_dir)
     if leases is None:
-        leases = LeaseKeeper(ProcessLeases(), config.store.node_id, config.store.lease_ttl)
+        leases = LeaseKeeper.alone(config.store.node_id)
     model_health: dict[str, Reachability] = {}
     try:
         provider = build_provider(config, model_health)
@@ -515,8 +514,8 @@ def build_runtime(
             reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
             approvals=approvals,
         )
-        ownership = open_ownership(config, store, sessions, leases)
-        intake.connect(sessions, ownership)
+        dispatcher = Dispatcher(sessions, store, leases)
+        intake.connect(sessions, dispatcher)
         keeper.build_all(config)
     except BaseException:
         if opened_here and isinstance(store, SqliteStore):
@@ -535,7 +534,7 @@ def build_runtime(
         pruner=InboundPruner(store),
         mcp=mcp,
         leases=leases,
-        ownership=ownership,
+        dispatcher=dispatcher,
         model_health=model_health,
     )
 
@@ -681,7 +680,7 @@ class App:
             await asyncio.wait({reloader})  # a reload under way ends before the shutdown
             if self._input_ended:
                 # End of input on the console: answer what was typed, then stop.
-                await runtime.sessions.drain()
+                await runtime.dispatcher.drain()
         return 0
 
     @contextlib.contextmanager
@@ -706,9 +705,6 @@ class App:
 
     async def _start(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
         config = self.config
-        if runtime.ownership is None:
-            await runtime.sessions.resume()
-        # (Cluster mode resumes nothing at start: the claimer takes over what no node owns.)
         runtime.pruner.start()
         await runtime.scheduler.start()
         await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
@@ -719,9 +715,8 @@ class App:
         await runtime.keeper.start_all()
         # Resumed runs get the MCP tools of the servers up by now.
         await runtime.mcp.wait_started(MCP_START_WAIT)
-        await runtime.sessions.release()
-        if runtime.ownership is not None:
-            runtime.ownership.start()
+        # The channels can send: the first poll claims what the last process left.
+        await runtime.dispatcher.start()
         if config.health.enabled:
             from .ops.health import HealthServer  # aiohttp: imported only to serve it
 
@@ -828,8 +823,7 @@ class App:
         # self.config, not the config botd started with: a reload may have changed the grace.
         grace = self.config.shutdown_grace
         log.info("running answers get %g s to finish", grace)
-        if runtime.ownership is not None:
-            await runtime.ownership.close()  # no more claims or pulls
+        await runtime.dispatcher.close()  # no more claims or pulls
         await runtime.sessions.close(grace=grace)
         await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
         await keeper.stop_all()

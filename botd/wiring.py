@@ -32,10 +32,9 @@ from .channels.registry import (
     target_forms,
 )
 from .chat import InboundMessage, Target
-from .cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
+from .cluster.leases import LeaseKeeper
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
-from .conversation import CoalesceSettings, Conversations, ResetPolicy, SessionSettings
-from .conversation.ownership import Ownership
+from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
 from .conversation.reactions import ReactionRules, StatusEmoji
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
@@ -427,28 +426,15 @@ def open_pairing(config: BotdConfig, store: Store) -> Pairing:
 
 def open_leases(config: BotdConfig, store: Store) -> LeaseKeeper:
     """This node's leases: in the shared database on postgres (every node claims from one
-    table), in memory on SQLite (the state dir's lock already makes this node the only one)."""
+    table), in memory on SQLite, never lapsing (the state dir's lock already makes this node
+    the only one: ``LeaseKeeper.alone``)."""
     section = config.store
-    table: LeaseTable = ProcessLeases()
-    if section.backend == "postgres":
-        from .store.postgres import PostgresStore
-
-        assert isinstance(store, PostgresStore)
-        table = store.lease_table()
-    return LeaseKeeper(table, section.node_id, section.lease_ttl)
-
-
-def open_ownership(
-    config: BotdConfig, store: Store, sessions: Conversations, leases: LeaseKeeper
-) -> Ownership | None:
-    """Cluster mode on postgres: this node's conversations owned by lease, their messages
-    pulled from the inbox (``botd.conversation.ownership``); None on SQLite."""
-    if config.store.backend != "postgres":
-        return None
+    if section.backend != "postgres":
+        return LeaseKeeper.alone(section.node_id)
     from .store.postgres import PostgresStore
 
     assert isinstance(store, PostgresStore)
-    return Ownership(sessions, store, leases)
+    return LeaseKeeper(store.lease_table(), section.node_id, section.lease_ttl)
 
 
 async def open_store(config: BotdConfig) -> Store:

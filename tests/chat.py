@@ -50,7 +50,7 @@ class Chat:
     async def idle(self) -> None:
         """Wait (hang-guarded) until no conversation of botd's has work left."""
         assert self.daemon.runtime is not None
-        await guarded(self.daemon.runtime.sessions.drain(), "botd to finish its runs")
+        await guarded(self.daemon.runtime.dispatcher.drain(), "botd to finish its runs")
 
     @property
     def store(self) -> SqliteStore:

@@ -36,6 +36,7 @@ scheduler:
     runtime = build_runtime(config, metrics=metrics)
     try:
         assert list(runtime.adapters) == ["console"]
+        await runtime.dispatcher.start()  # the one door into the sessions
         await runtime.scheduler.start()
 
         await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
@@ -51,6 +52,7 @@ scheduler:
         assert metrics.value("botd_messages_in_total", channel="console") == 0
     finally:
         runtime.scheduler.shutdown()
+        await runtime.dispatcher.close()
         await runtime.sessions.close(grace=1)
         await runtime.provider.aclose()
         await runtime.store.aclose()
@@ -72,9 +74,10 @@ async def test_update_channels_points_delivery_and_router_at_the_new_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     runtime = build_runtime(parse_config(console_config(tmp_path), {}))
+    await runtime.dispatcher.start()
     try:
         assert (await runtime.router.handle(inbound("m1"))).accepted  # the console is open
-        await asyncio.wait_for(runtime.sessions.drain(), 30)
+        await asyncio.wait_for(runtime.dispatcher.drain(), 30)
         assert capsys.readouterr().out == "You said: hi\n"
         runtime.adapters.pop("console")
         runtime.update_channels(parse_config(f"state_dir: {tmp_path}\n", {}))
@@ -83,9 +86,10 @@ async def test_update_channels_points_delivery_and_router_at_the_new_config(
         # No longer open: the router offers a pairing code, through a channel that is gone.
         with caplog.at_level(logging.WARNING, logger="botd.conversation"):
             assert not (await runtime.router.handle(inbound("m2"))).accepted
-            await asyncio.wait_for(runtime.sessions.drain(), 30)
+            await asyncio.wait_for(runtime.dispatcher.drain(), 30)
         assert "no adapter for channel 'console'" in caplog.text
     finally:
+        await runtime.dispatcher.close()
         await runtime.sessions.close(grace=1)
         await runtime.provider.aclose()
         await runtime.store.aclose()

@@ -191,7 +191,8 @@ class LeaseKeeper:
             return None
         lease = Lease(name, epoch, sent + self.ttl)
         self._held[name] = lease
-        log.info("lease %s claimed (epoch %d)", name, epoch)
+        # A node alone claims one per conversation it runs: nothing an operator follows.
+        (log.info if self.lapses else log.debug)("lease %s claimed (epoch %d)", name, epoch)
         return lease
 
     async def release(self, lease: Lease) -> None:

@@ -36,7 +36,7 @@ Outbox pieces (each block or final reply of a run, keyed to the run's first entr
 written        the run's outbox, before the send           committed (awaited)
                (``PieceJournal.written``)
 sent / failed  the outbox, after the platform answered     a record
-superseded     resume: a piece of a run that goes on       committed
+superseded     a takeover: a piece of a run that goes on   committed
                (the run makes it again)
 =============  =========================================  ================================
 
@@ -45,8 +45,23 @@ while they waited or were prepared) and the next start resumes them. A record is
 with the next group commit (``store/sqlite/deferred.py``): a crash loses at most the last moment's
 records, which the machine reads as a crash just before them.
 
-Resume (``Conversations.resume``, ``Promise.resume``) is the same machine started from the
-stored states, before any channel takes input:
+One door
+========
+
+Every producer (the router: a message, a press, a chat command; the scheduler: a job's fire)
+accepts into the inbox, and nothing reaches a conversation but from there: this node's
+dispatcher (``dispatcher``) hands accepted entries to the conversations it holds by lease
+``conversation:<key>``, in ``seq`` (commit) order, one pull at a time per conversation
+(commands too: ``/stop`` reaches the run in its place among the messages). A conversation
+nobody holds is claimed (on the arrival's signal, or by the dispatcher's poll, which also
+finds an accept whose commit reply was cut), and a claim is a **takeover**: the same machine
+started from the stored states of that one conversation (``Conversations.resume_conversation``,
+``Promise.plan``), before any later entry of it is pulled. A restart is "claim everything":
+nothing is resumed at start but by the dispatcher's first poll, which runs once the channels
+can send. One node (SQLite) is the same algorithm over the in-process lease table, whose
+leases never lapse.
+
+A takeover:
 
 * ``accepted`` entries are queued again as they came, in order;
 * a ``running`` entry whose user turn is still in the live transcript has the transcript
@@ -56,7 +71,8 @@ stored states, before any channel takes input:
 * ``written`` pieces of a run that goes on are superseded, unless their platform recognises a
   piece sent again with its key (``PieceKey``, ``Capabilities.resend_window``: Discord's
   nonce, Slack's look-up by metadata): those are sent again, keyed, when the run goes on,
-  before it reads what it posted. Those of finished runs are sent at release, keyed.
+  before it reads what it posted. Those of finished runs are sent at once, keyed (and on one
+  node, at start, those of runs that answered no entry).
   **The ambiguous window**: elsewhere (Telegram, the console, past Discord's window) a piece
   whose send reached the platform but whose sent record was lost in the crash is posted a
   second time; so is a command's one-line answer (not journaled: it is sent, then its entry
@@ -66,19 +82,14 @@ stored states, before any channel takes input:
 Several nodes (cluster mode)
 ============================
 
-On the PostgreSQL backend the same machine runs across nodes (``ownership``): a conversation
-is run by the node holding its lease ``conversation:<key>``, and reaches it only through the
-inbox. Any node accepts a message; the owner pulls its conversation's ``accepted`` entries in
-``seq`` order (commands too: ``/stop`` accepted anywhere reaches the run); a conversation
-nobody owns is claimed (on a ``NOTIFY`` of the arrival, or by the polling claimer, which also
-finds an accept whose commit reply was cut), and a claim is the resume above for that one
-conversation. Nothing is resumed at start: the claimer takes over what no live lease holds.
-
-Every write of the conversation's work is fenced by the lease (``botd.cluster.fencing``):
-the store makes it only while the lease holds at this epoch, and no send starts within a
-margin of the lease's end. A stale owner (paused, cut off from the database) thus writes
-nothing and posts nothing; its run stops and ends none of its entries (``RunEnd``), which the
-next owner resumes like a crash's. The sent mark of a piece already posted is kept.
+On the PostgreSQL backend the same machine runs across nodes: any node accepts a message, and
+the node holding the conversation's lease pulls it. Every write of the conversation's work is
+fenced by the lease (``botd.cluster.fencing``): the store makes it only while the lease holds
+at this epoch, and no send starts within a margin of the lease's end. A stale holder (paused,
+cut off from the database) thus writes nothing and posts nothing; its run stops and ends none
+of its entries (``RunEnd``), which the next holder resumes like a crash's. The sent mark of a
+piece already posted is kept. (A node alone has nothing to fence against: its work is not
+fenced.)
 
 The parts
 =========
@@ -90,14 +101,15 @@ The parts
 * ``queue``: the queue mode as a strategy (steer, followup, collect, interrupt), the album and
   debounce windows on an injectable timer, steering;
 * ``registry``: ``Conversations``, the map of key -> conversation, the global run cap,
-  commands dispatch, resume, release and shutdown, every task owned (``tasks``);
-* ``ownership``: cluster mode: ``Ownership`` (arrivals, pulls, claims, takeovers, the
-  claimer, idle conversations let go);
+  commands dispatch, a takeover's resume, drain and shutdown, every task owned (``tasks``);
+* ``dispatcher``: ``Dispatcher``, the one door (arrivals, pulls, claims, takeovers, the
+  poller; on several nodes fencing and idle conversations let go);
 * ``run``, ``steps``, ``notices``, ``reasoning``: one agent run, what it records of its steps
   and the notices it posts; ``commands``, ``models``, ``prompt``, ``settings``: the chat
   commands, ``/model``, the user turn, the settings.
 
-The conversations depend on storage only through ``store.protocols.ConversationLedger``.
+The conversations depend on storage only through ``store.protocols.ConversationLedger``, the
+dispatcher through ``ConversationInbox``.
 """
 
 from .conversation import Conversation

@@ -55,8 +55,6 @@ class Shared:
     clock: Callable[[], float]
     slots: asyncio.Semaphore
     """The global cap on runs at once."""
-    released: asyncio.Event
-    """Set once the channels can send (a restart's runs wait for it)."""
     closing: Callable[[], bool]
     """True once the registry shuts down."""
     workers: TaskOwner
@@ -81,6 +79,8 @@ class Conversation:
         self._last_inbound: InboundMessage | None = None
         self._wake: asyncio.Event | None = None
         """Set while the worker waits for an album or burst to be complete."""
+        self._abandoned = False
+        """Let go by this node (``abandon``): a run cut now ends nothing."""
 
     # -- what others read -------------------------------------------------------------------
 
@@ -259,9 +259,11 @@ class Conversation:
             self._turn.agent.cancel()
 
     def abandon(self) -> None:
-        """This node lost the conversation's lease (cluster mode): drop what waits and cut
-        the turn under way, marking nothing (the run's writes are fenced and its entries are
-        left for the node that takes the conversation over)."""
+        """This node let the conversation's lease go (lost, idle, a takeover that failed):
+        drop what waits and cut the turn under way, marking nothing (the cut run ends none of
+        its entries, and on several nodes its writes are fenced): its entries are left for
+        whoever takes the conversation over next."""
+        self._abandoned = True
         self._end_wait()
         self._pending.clear()
         self._steering.clear()
@@ -275,12 +277,16 @@ class Conversation:
             elif turn.task is not None:
                 turn.task.cancel()
 
+    def _leaving(self) -> bool:
+        """The registry shuts down, or this node let the conversation go: a run cut now
+        leaves its entries as they are."""
+        return self._shared.closing() or self._abandoned
+
     # -- the worker -------------------------------------------------------------------------
 
     async def _work(self) -> None:
         """Take the waiting messages one turn at a time, in order."""
         shared = self._shared
-        await shared.released.wait()
         while self._pending or (self._steering and self._last_inbound is not None):
             if shared.closing():
                 return  # shutting down: left in the inbox, resumed at the next start
@@ -389,7 +395,7 @@ class Conversation:
             run_id = turn.session.run_starts()
             shared.ledger.count_run_soon(turn.session.session_id)
             with LogContext.bind(run=run_id):
-                end = shared.promise.run_end(turn.ids, self._steering.take_ids, shared.closing)
+                end = shared.promise.run_end(turn.ids, self._steering.take_ids, self._leaving)
                 outcome: str | None = None  # None: the run raised
                 try:
                     # Its entries end with the run's last reply (in one transaction with its

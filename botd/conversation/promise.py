@@ -37,7 +37,7 @@ class ResumePlan:
     resumed_turns: dict[int, int] = field(default_factory=dict)
     """Running entries whose run goes on from its transcript, to their user turn's row."""
     unsent: list[OutboxEntry] = field(default_factory=list)
-    """Pieces written and never confirmed whose run is over: sent at release."""
+    """Pieces written and never confirmed whose run is over: sent as it is taken over."""
     resent: dict[int, list[OutboxEntry]] = field(default_factory=dict)
     """Unconfirmed pieces of resumed runs whose platform recognises a piece sent again, by
     the run's anchor: sent again (keyed) before the run goes on (``posted_before``)."""
@@ -158,10 +158,15 @@ class Promise:
 
     # -- resume: the same machine, started from stored state ----------------------------------
 
-    async def resume(
-        self, resendable: Callable[[OutboxEntry], bool] = lambda piece: False
+    async def plan(
+        self,
+        entries: Sequence[InboxEntry],
+        pieces: Sequence[OutboxEntry],
+        resendable: Callable[[OutboxEntry], bool] = lambda piece: False,
     ) -> ResumePlan:
-        """Read what an earlier process left unfinished and make it ready to go on.
+        """Make what an earlier process (or node) left of one conversation ready to go on:
+        its ``entries`` (accepted or running, in order) and its unconfirmed ``pieces``, read
+        when the dispatcher took it over.
 
         A running entry whose user turn is still live has its transcript trimmed to the last
         finished step (its run goes on from there); one whose turn is gone (a ``/new`` since)
@@ -169,21 +174,8 @@ class Promise:
         run produces them again and skips what the chat shows), unless the run goes on from
         its transcript and ``resendable`` says their platform recognises them sent again:
         those are sent again, keyed, before the run goes on. Those of finished runs are sent
-        at release.
+        now (``ResumePlan.unsent``).
         """
-        ledger = self._ledger
-        entries = await ledger.unfinished_entries()
-        return await self.plan(entries, await ledger.unconfirmed_pieces(), resendable)
-
-    async def plan(
-        self,
-        entries: Sequence[InboxEntry],
-        pieces: Sequence[OutboxEntry],
-        resendable: Callable[[OutboxEntry], bool] = lambda piece: False,
-    ) -> ResumePlan:
-        """``resume`` from ``entries`` (accepted or running, in order) and the unconfirmed
-        ``pieces`` read already: every conversation's at a restart, or one conversation's
-        when a node takes it over (cluster mode)."""
         ledger = self._ledger
         entries = list(entries)
         resumed: dict[int, int] = {}
@@ -225,9 +217,10 @@ class RunEnd:
     """Ends a run's entries (and the steering it took) by how the run ended, once.
 
     Called with the run's last piece confirmation (so the state commits with that piece's
-    sent mark), or after the run when it did not get that far. A run the shutdown cancelled
-    ends nothing: its entries stay running and resume at the next start; nor does a run whose
-    conversation's lease this node lost (cluster mode): the next holder resumes them.
+    sent mark), or after the run when it did not get that far. A run cancelled by the
+    shutdown, or because this node let its conversation go (``closing``), ends nothing: its
+    entries stay running and resume at the next start or takeover; nor does a run whose
+    conversation's lease this node lost (fenced): the next holder resumes them.
     """
 
     def __init__(
@@ -252,7 +245,7 @@ class RunEnd:
             return  # another node may own the conversation now: left for it to resume
         state = "failed" if outcome is None else OUTCOME_STATES.get(outcome, "answered")
         if self._closing() and state == "skipped":
-            return  # cancelled by the shutdown: left running, to resume at the next start
+            return  # cancelled by the shutdown or a let-go: left running, to resume
         self._promise.end([*self._ids, *self._steered()], state)
 
 

@@ -7,10 +7,10 @@ it). Messages answered together (a batch of the queue mode, an album, steering) 
 together, so each gets the final reaction. Chat commands get none: their answer is the
 status.
 
-What a message shows follows its inbox entry, not this process's memory of it: a restart or
-a takeover (cluster mode) hands the unfinished entries to ``taken`` again as it queues them,
-and their end sets the final reaction as it would have. Setting ``taken`` again is harmless
-(each platform takes a reaction already there as done).
+What a message shows follows its inbox entry, not this process's memory of it: a takeover
+(a restart's, or another node's) hands the unfinished entries to ``taken`` again as it queues
+them, once the channels can send, and their end sets the final reaction as it would have.
+Setting ``taken`` again is harmless (each platform takes a reaction already there as done).
 
 Reactions are cosmetic and never hold up an answer: each is set in a task of its own, after
 the one before it on the same message (so ``done`` never lands before ``taken``). Nothing is
@@ -64,17 +64,7 @@ class StatusReactions:
         self._rules = rules
         self._marked: dict[int, _Marked] = {}
         self._tasks = TaskOwner()
-        self._released = asyncio.Event()
-        self._released.set()
         self._logged: Recent[tuple[str, str], None] = Recent(LOGGED_MEMORY)
-
-    def hold(self) -> None:
-        """The channels cannot send yet (a restart resumes before they start): reactions
-        wait for ``release``."""
-        self._released.clear()
-
-    def release(self) -> None:
-        self._released.set()
 
     def taken(self, message: InboundMessage) -> None:
         """``message`` (an inbox entry) was accepted for a run: show ``taken`` on it."""
@@ -114,7 +104,6 @@ class StatusReactions:
         """Show ``emoji`` (None: nothing) on the message, once its earlier changes are done."""
         if before is not None:
             await asyncio.wait({before})  # this message's changes in order
-        await self._released.wait()
         ref = marked.ref
         adapter = self._adapters.get(ref.target.channel)
         if not isinstance(adapter, ReactionSetter):

@@ -1,24 +1,26 @@
 """``Conversations``: the map of conversation key -> ``Conversation``, the global run cap,
-chat commands, and the registry's lifetime (resume, release, close).
+chat commands, and the registry's lifetime (resume, drain, close).
 
 ``submit`` takes an inbound message (already deduplicated, allowed and addressed to the
-bot). Chat commands are done at once (``commands.py``) and their answer sent in the
-background (``post_later``), so an outage of one chat never holds up the channel's input for
-the others; ``/new`` or ``/reset`` followed by text or with files starts over with them as
-the new conversation's first message. Anything else goes to its conversation, which queues
-it (``Conversation.take``).
+bot; in botd an inbox entry the dispatcher hands over, in order). Chat commands are done at
+once (``commands.py``) and their answer sent in the background (``post_later``), so an
+outage of one chat never holds up the channel's input for the others; ``/new`` or
+``/reset`` followed by text or with files starts over with them as the new conversation's
+first message. Anything else goes to its conversation, which queues it
+(``Conversation.take``).
 
 Runs of different conversations go in parallel, capped by a global semaphore; runs of one
 conversation never overlap. Every worker and one-shot post is a task of the registry's
 ``TaskOwner``, awaited by ``drain`` and ``close``.
 
-At start, ``resume`` queues what the previous process left unanswered, oldest first, before
-any channel takes input (``Promise.resume``). Runs wait until ``release`` (called once the
-channels can send), which also sends the reply pieces a crash left unconfirmed and answers
-resumed chat commands (a conversation's messages after such a command wait for it, so a
-resumed ``/new`` keeps its place). ``close`` cuts turns still being prepared, lets running
-answers finish within the grace and cancels the rest, without ending their entries: they
-resume at the next start.
+``resume_conversation`` goes on with what an earlier process (or node) left of one
+conversation, from its unfinished entries and unconfirmed pieces (``Promise.plan``), when the
+dispatcher claims it (``dispatcher``: at start, once the channels can send, every
+conversation with unfinished entries is claimed). Its entries are submitted in order, chat
+commands among them, so a resumed ``/new`` keeps its place; the unconfirmed pieces of its
+finished runs are sent (``send_unconfirmed``). ``close`` cuts turns still being prepared,
+lets running answers finish within the grace and cancels the rest, without ending their
+entries: they resume at the next start.
 
 Each run is logged with ``LogContext`` ids (channel, conversation, run = session id and run
 number), and optional ``RunHooks`` tell the daemon when a run starts, how it ended and when
@@ -49,7 +51,7 @@ from ..store.protocols import ConversationStore
 from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
 from .conversation import Conversation, Shared
 from .models import ModelBook
-from .promise import Promise
+from .promise import Promise, ResumePlan
 from .queue import Timer, Windows, strategy
 from .reactions import StatusReactions
 from .run import Runner
@@ -89,12 +91,7 @@ class Conversations:
         self._conversations: dict[str, Conversation] = {}
         self._closed = False
         self._cancelling = False
-        self._released = asyncio.Event()
-        self._released.set()
         self._delivery = delivery
-        self._deferred: list[InboundMessage] = []
-        self._deferred_keys: set[str] = set()
-        self._unsent: list[OutboxEntry] = []
         self._workers = TaskOwner()
         """Each conversation's worker, until it ends."""
         self._posts = TaskOwner()
@@ -126,7 +123,6 @@ class Conversations:
             reset=settings.reset,
             clock=clock,
             slots=asyncio.Semaphore(settings.max_concurrent_runs),
-            released=self._released,
             closing=lambda: self._closed,
             workers=self._workers,
         )
@@ -149,15 +145,6 @@ class Conversations:
             log.warning("message %s dropped: shutting down", message.message_id)
             return
         command = chat_command(message.text, message.bot_name)
-        if not self._released.is_set() and (
-            command is not None or message.conversation_key in self._deferred_keys
-        ):
-            # A command is answered once the channels can send; what its conversation says
-            # after it waits behind it, so a restart keeps their order (a /new, then a message
-            # for the new conversation).
-            self._deferred.append(message)
-            self._deferred_keys.add(message.conversation_key)
-            return
         if command is not None:
             rest = command_argument(message.text)
             if command not in STARTING_OVER or not (rest or message.attachments):
@@ -229,41 +216,14 @@ class Conversations:
 
     # -- restart ----------------------------------------------------------------------------
 
-    async def resume(self) -> int:
-        """Queue what the previous process left unanswered (see the module docstring).
-
-        Runs wait for ``release``. Returns how many messages were queued again.
-        """
-        self._released.clear()
-        if self._reactions is not None:
-            self._reactions.hold()
-        delivery, now = self._delivery, time.time()
-        plan = await self._promise.resume(
-            lambda piece: delivery.resends_safely(piece.target, piece.written_at, now)
-        )
-        for entry in plan.entries:
-            user_turn_id = plan.resumed_turns.get(entry.id)
-            if user_turn_id is not None:
-                conversation = await self.conversation(entry.message.conversation_key)
-                conversation.resume_from(entry.id, user_turn_id)
-            await self.submit(entry.message)
-        self._unsent = plan.unsent
-        if plan.entries or plan.unsent:
-            log.info(
-                "resuming %d message(s) (%d interrupted), %d unconfirmed reply piece(s)",
-                len(plan.entries),
-                len(plan.resumed_turns),
-                len(plan.unsent),
-            )
-        return len(plan.entries)
-
     async def resume_conversation(
         self, key: str, entries: Sequence[InboxEntry], pieces: Sequence[OutboxEntry]
-    ) -> None:
-        """Cluster mode: this node took the conversation ``key`` over (its lease): go on with
-        what its previous holder left, as a restart does for every conversation (``resume``),
-        from its unfinished ``entries`` (in ``seq`` order) and its unconfirmed ``pieces``.
-        Pieces of finished runs are sent now, keyed; the runs start at once."""
+    ) -> ResumePlan:
+        """This node took the conversation ``key`` over (the dispatcher claimed its lease: at
+        a restart, or from another node): go on with what its previous holder left, from its
+        unfinished ``entries`` (in ``seq`` order) and its unconfirmed ``pieces``. Pieces of
+        finished runs are sent now, keyed; the runs start at once. Returns what was resumed
+        (the dispatcher says it)."""
         self.forget(key)  # whatever this node held of it before is stale
         delivery, now = self._delivery, time.time()
         plan = await self._promise.plan(
@@ -271,28 +231,32 @@ class Conversations:
             pieces,
             lambda piece: delivery.resends_safely(piece.target, piece.written_at, now),
         )
-        if plan.unsent:
-            self._posts.spawn(
-                self._promise.send_unconfirmed(self._delivery, plan.unsent), f"unconfirmed:{key}"
-            )
+        self.send_unconfirmed(plan.unsent)
         for entry in plan.entries:
             user_turn_id = plan.resumed_turns.get(entry.id)
             if user_turn_id is not None:
                 conversation = await self.conversation(key)
                 conversation.resume_from(entry.id, user_turn_id)
             await self.submit(entry.message)
-        if plan.entries or plan.unsent:
-            log.info(
-                "took %s over: %d message(s) (%d interrupted), %d unconfirmed reply piece(s)",
-                key,
-                len(plan.entries),
-                len(plan.resumed_turns),
-                len(plan.unsent),
+        return plan
+
+    def send_unconfirmed(self, pieces: Sequence[OutboxEntry]) -> None:
+        """Send pieces of finished runs that a crash left unconfirmed, keyed, in the
+        background: each chat's in order, beside the others (one chat's outage holds up
+        none)."""
+        by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
+        for piece in pieces:
+            target = piece.target
+            by_chat.setdefault((target.channel, target.chat_id, target.thread_id), []).append(piece)
+        for (_channel, chat_id, _thread), chat_pieces in by_chat.items():
+            self._posts.spawn(
+                self._promise.send_unconfirmed(self._delivery, chat_pieces),
+                f"unconfirmed:{chat_id}",
             )
 
     def forget(self, key: str) -> None:
-        """Cluster mode: this node no longer owns ``key`` (its lease was lost or released):
-        its work is cut, marking nothing, and it leaves memory (``Conversation.abandon``)."""
+        """This node no longer holds ``key`` (its lease was lost or released): its work is
+        cut, marking nothing, and it leaves memory (``Conversation.abandon``)."""
         conversation = self._conversations.pop(key, None)
         if conversation is not None:
             conversation.abandon()
@@ -301,27 +265,6 @@ class Conversations:
         """Nothing of ``key`` is prepared, run or waiting on this node."""
         conversation = self._conversations.get(key)
         return conversation is None or conversation.idle
-
-    async def release(self) -> None:
-        """The channels can send: let the runs go, send what a crash left unconfirmed, and
-        answer resumed chat commands."""
-        self._released.set()
-        if self._reactions is not None:
-            self._reactions.release()
-        unsent, self._unsent = self._unsent, []
-        by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
-        for piece in unsent:
-            target = piece.target
-            by_chat.setdefault((target.channel, target.chat_id, target.thread_id), []).append(piece)
-        for (_channel, chat_id, _thread), pieces in by_chat.items():
-            # Each chat's pieces in order, beside the others: one chat's outage holds up none.
-            self._posts.spawn(
-                self._promise.send_unconfirmed(self._delivery, pieces), f"unconfirmed:{chat_id}"
-            )
-        deferred, self._deferred = self._deferred, []
-        self._deferred_keys.clear()
-        for message in deferred:
-            await self.submit(message)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -337,7 +280,6 @@ class Conversations:
         """Stop taking input, let running turns (and one-shot texts) finish within ``grace``,
         cancel the rest and await every task."""
         self._closed = True
-        self._released.set()  # a worker still waiting for release ends at once
         for conversation in self._conversations.values():
             conversation.closing()
         busy = [*self._workers.running(), *self._posts.running()]

@@ -84,7 +84,7 @@ async def test_a_directive_shows_components_and_a_press_reaches_the_model_once(
             again = await discord.press(message_id, yes, ALICE)  # a client not yet refreshed
             assert told(await answered(discord, again)) == ALREADY_ANSWERED
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["deploy?", "(pressed: Yes)"]
     assert len(discord.commands.answers) == 2  # the redelivery was not answered twice
 
@@ -107,7 +107,7 @@ async def test_a_presser_the_policy_refuses_is_told_and_never_reaches_the_model(
             # The buttons stay for someone allowed.
             assert discord.components_of(message_id) == rows
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["[alice (id 1400000000000000001)] ship?"]
 
 
@@ -149,5 +149,5 @@ async def test_forged_presses_are_refused_and_the_real_press_still_counts(
             assert (await answered(discord, real))["type"] == DEFERRED_UPDATE_MESSAGE
             await until(lambda: "Refunded." in discord.visible(DM_CHANNEL_ID), "the answer")
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["refunds?", "refund me", "(pressed: Yes)"]

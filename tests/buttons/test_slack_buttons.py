@@ -65,7 +65,7 @@ async def test_a_directive_shows_block_kit_buttons_and_a_press_reaches_the_model
             await until(lambda: second in slack.acks, "the second press acked")
             await until(lambda: ("U2", ALREADY_ANSWERED) in slack.ephemerals, "U2 told")
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert [p.split("] ")[-1] for p in prompts(model)] == ["deploy?", "(pressed: Yes)"]
 
 
@@ -127,7 +127,7 @@ async def test_forged_presses_are_refused_and_the_real_press_still_counts(
             await until(lambda: real in slack.acks, "the real press acked")
             await until(lambda: "Refunded." in slack.visible(DM), "the answer")
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert [p.split("] ")[-1] for p in prompts(model)] == [
         "refunds?",
         "refund me",

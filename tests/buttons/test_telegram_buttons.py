@@ -87,7 +87,7 @@ async def test_a_directive_shows_buttons_and_a_press_reaches_the_model_once(
             again = telegram.push_press(message, yes, sender=ALICE)
             assert await answered(telegram, again) == ALREADY_ANSWERED
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["deploy?", "(pressed: Yes)"]
     assert len(telegram.answered_queries) == 2  # the redelivery was not answered twice
 
@@ -154,7 +154,7 @@ async def test_a_presser_the_policy_refuses_is_told_and_never_reaches_the_model(
             # The buttons stay for someone allowed.
             assert len(telegram.keyboard(GROUP, message["message_id"])[0]) == 2
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["[Alice (id 777)] ship?"]
 
 
@@ -181,7 +181,7 @@ async def test_old_buttons_and_buttons_from_before_a_new_session_expire(tmp_path
             query = telegram.push_press(message, a, sender=ALICE)
             assert await answered(telegram, query) == EXPIRED
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["which?"]
 
 
@@ -202,7 +202,7 @@ async def test_a_press_within_the_second_after_new_is_expired(tmp_path: Path) ->
             query = telegram.push_press(message, a, sender=ALICE)
             assert await answered(telegram, query) == EXPIRED
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["which?"]
     assert telegram.keyboard(DM, message["message_id"])[0][0]["text"] == "A"  # not chosen
 
@@ -229,7 +229,7 @@ async def test_data_that_is_no_button_of_the_message_is_refused_and_the_real_pre
             assert await answered(telegram, yes) is None
             await until(lambda: telegram.visible(DM)[-1:] == ["Refunded."], "the answer")
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert prompts(model) == ["refund?", "(pressed: Yes)"]
     assert telegram.keyboard(DM, message["message_id"]) == [
         [{"text": "✔ Yes (Alice)", "callback_data": "botd:chosen"}]
@@ -256,7 +256,7 @@ async def test_a_press_on_an_answer_without_buttons_is_refused_and_changes_nothi
             other = telegram.push_press(answer, "b:0", sender=EVE)
             assert await answered(telegram, other) == NOT_OFFERED
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     assert not telegram.calls_to("editMessageReplyMarkup")
     assert telegram.keyboard(GROUP, answer_id) == []
     assert telegram.visible(GROUP) == ["Refunds are handled by the support desk."]
@@ -278,7 +278,7 @@ async def test_a_press_gets_no_status_reaction_and_logs_no_warning(
                 telegram.push_press(message, "b:0", sender=ALICE)
                 await until(lambda: telegram.visible(DM)[-1:] == ["Deploying."], "the answer")
                 assert daemon.runtime is not None
-                await daemon.runtime.sessions.drain()
+                await daemon.runtime.dispatcher.drain()
                 warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warned == []
     # Status reactions went on the message Alice wrote, never on the press.

@@ -148,7 +148,7 @@ async def say(chat: Platform, said: str) -> None:
 
 async def idle(daemon: App) -> None:
     assert daemon.runtime is not None
-    await guarded(daemon.runtime.sessions.drain(), "botd to finish its runs and reactions")
+    await guarded(daemon.runtime.dispatcher.drain(), "botd to finish its runs and reactions")
 
 
 @pytest.mark.parametrize("name", PLATFORMS)

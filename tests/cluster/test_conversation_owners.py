@@ -124,8 +124,8 @@ async def two_nodes(
 def owner(apps: list[App], chat: int) -> int | None:
     """Which node owns the DM ``chat`` now."""
     for index, app in enumerate(apps):
-        assert app.runtime is not None and app.runtime.ownership is not None
-        if any(key.endswith(f":{chat}") for key in app.runtime.ownership.owned()):
+        assert app.runtime is not None
+        if any(key.endswith(f":{chat}") for key in app.runtime.dispatcher.held()):
             return index
     return None
 

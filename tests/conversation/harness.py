@@ -1,12 +1,14 @@
 """What the conversation tests share: a platform that records each post (``ListSink`` over
 the real delivery), a scripted provider that remembers its requests, a tool that waits until
-released, a timer the test moves for the album and debounce windows, an inbound message and
-session settings with the tests' defaults."""
+released, a timer the test moves for the album and debounce windows, an inbound message,
+session settings with the tests' defaults, and the dispatcher of a node alone in front of a
+registry (``dispatching``: what a botd process does at start and for each accepted entry)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from botd.agent.loop import LoopConfig
@@ -14,9 +16,12 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.tools import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
+from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
+from botd.conversation.dispatcher import Dispatcher
 from botd.delivery import ChannelDelivery
 from botd.events import TextContent
+from botd.store.protocols import ConversationInbox
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from botd.text.markup import PLAIN
 from tests.text_only_adapter import TextOnlyAdapter
@@ -172,3 +177,18 @@ def settings(**overrides: Any) -> SessionSettings:
 
 async def settle(manager: Conversations) -> None:
     await asyncio.wait_for(manager.drain(), 30)
+
+
+@asynccontextmanager
+async def dispatching(
+    conversations: Conversations, inbox: ConversationInbox
+) -> AsyncIterator[Dispatcher]:
+    """The dispatcher of a node alone in front of ``conversations``, started (its first poll
+    claims what the inbox holds unfinished, as a botd process does once its channels can
+    send) and closed at the end."""
+    dispatcher = Dispatcher(conversations, inbox, LeaseKeeper.alone("node"))
+    await dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await dispatcher.close()

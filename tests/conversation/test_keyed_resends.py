@@ -25,12 +25,14 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.channels.base import ChannelAdapter
 from botd.chat import InboundMessage, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
+from botd.conversation.dispatcher import Dispatcher
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
 from botd.store.sqlite import DB_FILENAME, SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.channels.discord.harness import make_adapter as discord_adapter
 from tests.channels.slack.harness import slack_adapter
+from tests.conversation.harness import dispatching
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.waiting import until
@@ -44,6 +46,7 @@ ANSWER = "You said: keep this once"
 class Process:
     store: SqliteStore
     conversations: Conversations
+    dispatcher: Dispatcher
     adapter: ChannelAdapter
 
 
@@ -70,7 +73,8 @@ async def _no_wait(_seconds: float) -> None:
 async def process(
     state: Path, adapter: ChannelAdapter, *, sleep: Callable[[float], object]
 ) -> AsyncIterator[Process]:
-    """One botd process over ``state``: resumed, its channel started, released."""
+    """One botd process over ``state``: its channel started, then its dispatcher (whose
+    first poll resumes what the state holds unfinished)."""
     store = SqliteStore.open(state)
     delivery = ChannelDelivery(
         {adapter.name: adapter},
@@ -83,14 +87,13 @@ async def process(
     )
     conversations = Conversations(store, ScriptedProvider(), delivery, settings)
     try:
-        await conversations.resume()
 
         async def sink(_message: InboundMessage) -> None:
             return None
 
         await adapter.start(sink)
-        await conversations.release()
-        yield Process(store, conversations, adapter)
+        async with dispatching(conversations, store) as dispatcher:
+            yield Process(store, conversations, dispatcher, adapter)
     finally:
         await conversations.close(grace=0)
         await adapter.stop()
@@ -142,7 +145,7 @@ async def crash_after_landing(
     first, dying = tmp_path / "first", Dying()
     async with process(first, adapter, sleep=dying.sleep) as alive:
         message = await accept(alive.store, channel, chat_id)
-        await alive.conversations.submit(message)
+        await alive.dispatcher.arrived(message)
         await until(landed, "the reply's send to land")
         crashed = crash_copy(first, tmp_path / "crashed")
         dying.crashed.set()
@@ -163,7 +166,7 @@ async def test_discord_a_reply_that_landed_before_a_crash_is_shown_once(tmp_path
         assert fake.visible(DISCORD_CHANNEL) == [ANSWER]
 
         async with process(crashed, discord_adapter(fake), sleep=_no_wait) as again:
-            await again.conversations.drain()
+            await again.dispatcher.drain()
         assert fake.visible(DISCORD_CHANNEL) == [ANSWER]
         assert len(fake.nonce_repeats) == 1  # sent again, recognised by its nonce
         assert pieces(crashed) == [("sent", ANSWER)]
@@ -184,7 +187,7 @@ async def test_slack_a_reply_that_landed_before_a_crash_is_found_not_posted_agai
         assert [m["text"] for m in fake.posted(SLACK_CHANNEL)] == [ANSWER]
 
         async with process(crashed, slack_adapter(fake), sleep=_no_wait) as again:
-            await again.conversations.drain()
+            await again.dispatcher.drain()
         assert [m["text"] for m in fake.posted(SLACK_CHANNEL)] == [ANSWER]
         assert fake.calls_to("conversations.history")  # looked for it first
         assert pieces(crashed) == [("sent", ANSWER)]
@@ -205,7 +208,7 @@ async def test_slack_a_reply_that_never_landed_is_posted_once_after_the_look(
         assert fake.visible(SLACK_CHANNEL) == []
 
         async with process(crashed, slack_adapter(fake), sleep=_no_wait) as again:
-            await again.conversations.drain()
+            await again.dispatcher.drain()
         assert fake.visible(SLACK_CHANNEL) == [ANSWER]
         assert fake.calls_to("conversations.history")  # looked first, found nothing
         assert pieces(crashed) == [("sent", ANSWER)]

@@ -89,7 +89,7 @@ async def _say(daemon: App, telegram: FakeTelegramAPI, text: str) -> str:
     await until(lambda: len(telegram.visible(ALICE)) > before, f"an answer to {text!r}")
     # Anything more the run would post, it posts before it ends.
     assert daemon.runtime is not None
-    await guarded(daemon.runtime.sessions.drain(), f"the run of {text!r} to end")
+    await guarded(daemon.runtime.dispatcher.drain(), f"the run of {text!r} to end")
     new = telegram.visible(ALICE)[before:]
     assert len(new) == 1, new
     return new[0]

@@ -5,7 +5,9 @@ each prompt, and a platform at the edge that records every post. Hypothesis inte
 messages arriving (steering in ``steer`` mode), ``/stop`` and ``/new``, sends the platform
 refuses, answers with a 5xx once, or that hang, the event loop running on for a while, and
 crashes at any point: the database is copied as a crash leaves it (what was committed),
-everything of the process is dropped, and a new one opens the copy and resumes.
+everything of the process is dropped, and a new one opens the copy and resumes (its
+dispatcher's first poll claims what was left). Every message goes in as botd's do: accepted
+into the inbox, then handed over by the dispatcher.
 
 The invariants, checked once the platform works again and everything settled:
 
@@ -34,7 +36,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage
+from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
+from botd.conversation.dispatcher import Dispatcher
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
 from botd.store.sqlite import DB_FILENAME, SqliteStore
@@ -68,6 +72,7 @@ class PromiseMachine(RuleBasedStateMachine):
         self.mode = "collect"
         self.store: SqliteStore | None = None
         self.conversations: Conversations | None = None
+        self.dispatcher: Dispatcher | None = None
         self.edge: Edge | None = None
 
     # -- the process ------------------------------------------------------------------------
@@ -92,8 +97,8 @@ class PromiseMachine(RuleBasedStateMachine):
             typing_delay=3600,
         )
         self.conversations = Conversations(self.store, ScriptedProvider(), delivery, settings_)
-        await self.conversations.resume()
-        await self.conversations.release()
+        self.dispatcher = Dispatcher(self.conversations, self.store, LeaseKeeper.alone("node"))
+        await self.dispatcher.start()
 
     @initialize(mode=st.sampled_from(["collect", "followup", "steer", "interrupt"]))
     def start(self, mode: str) -> None:
@@ -112,17 +117,20 @@ class PromiseMachine(RuleBasedStateMachine):
 
     def _drop(self) -> None:
         """Drop the process: its tasks cancelled and awaited, its store closed."""
+        if self.dispatcher is not None:
+            self._run(self.dispatcher.close())
         if self.conversations is not None:
             self.platform.gate.set()
             self._run(self.conversations.close(grace=0))
         if self.store is not None:
             self.store.close()
         self.conversations = self.store = None
+        self.dispatcher = None
 
     # -- rules ------------------------------------------------------------------------------
 
     async def _accept(self, text: str, number: int | None) -> None:
-        assert self.store is not None and self.conversations is not None
+        assert self.store is not None and self.dispatcher is not None
         n = next(self.numbers)
         message = InboundMessage(
             channel="console",
@@ -136,7 +144,7 @@ class PromiseMachine(RuleBasedStateMachine):
         inbox_id = await self.store.accept_inbound("console", [message.message_id], message)
         assert inbox_id is not None
         self.accepted.append((inbox_id, number))
-        await self.conversations.submit(replace(message, inbox_id=inbox_id))
+        await self.dispatcher.arrived(replace(message, inbox_id=inbox_id))
 
     @rule()
     def message(self) -> None:
@@ -220,8 +228,8 @@ class PromiseMachine(RuleBasedStateMachine):
         """The platform works again and everything runs to its end."""
         self.platform.script.clear()
         self.platform.gate.set()
-        assert self.conversations is not None
-        self._run(self.conversations.drain())
+        assert self.dispatcher is not None
+        self._run(self.dispatcher.drain())
 
     def _check_final(self) -> None:
         assert self.store is not None

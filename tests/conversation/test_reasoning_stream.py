@@ -47,7 +47,7 @@ class Chat:
         self.telegram.push_text(DM, words)
         await until(lambda: answer in self.telegram.visible(DM)[before:], repr(answer))
         assert self.daemon.runtime is not None
-        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), 60)
+        await asyncio.wait_for(self.daemon.runtime.dispatcher.drain(), 60)
         return self.telegram.visible(DM)[before:]
 
 

@@ -32,7 +32,7 @@ from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_ins
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
-from tests.conversation.harness import settings
+from tests.conversation.harness import dispatching, settings
 from tests.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
@@ -82,7 +82,7 @@ async def botd(
 
 async def run_over(daemon: App) -> None:
     assert daemon.runtime is not None
-    await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+    await asyncio.wait_for(daemon.runtime.dispatcher.drain(), HANG_GUARD)
 
 
 async def answered(daemon: App, telegram: FakeTelegramAPI, prompt: str = "a cat?") -> int:
@@ -337,7 +337,7 @@ async def test_a_text_too_long_for_a_caption_is_its_own_piece_before_the_file(
     ]
 
 
-async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_never(
+async def test_an_unconfirmed_file_is_uploaded_at_start_and_a_confirmed_one_never(
     tmp_path: Path,
 ) -> None:
     outbound, media = outbound_files(tmp_path)
@@ -356,9 +356,8 @@ async def test_an_unconfirmed_file_is_uploaded_at_release_and_a_confirmed_one_ne
         adapter = FileAdapter()
         delivery = ChannelDelivery({"console": adapter}, media=media)
         manager = Conversations(store, ScriptedProvider(), delivery, settings())
-        await manager.resume()
-        await manager.release()
-        await asyncio.wait_for(manager.drain(), HANG_GUARD)
+        async with dispatching(manager, store) as dispatcher:
+            await asyncio.wait_for(dispatcher.drain(), HANG_GUARD)
         await asyncio.wait_for(manager.close(grace=0.0), HANG_GUARD)
         assert adapter.files == [("b.ogg", OGG, "")]
         assert adapter.texts == []

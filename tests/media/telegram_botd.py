@@ -62,7 +62,7 @@ class Botd:
     async def idle(self) -> None:
         """Wait (a hang guard) until every session is idle."""
         assert self.daemon.runtime is not None
-        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), HANG_GUARD)
+        await asyncio.wait_for(self.daemon.runtime.dispatcher.drain(), HANG_GUARD)
 
     def sent(self) -> list[str]:
         return [str(c.params["text"]) for c in self.telegram.calls_to("sendMessage", ok_only=True)]

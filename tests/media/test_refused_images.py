@@ -70,7 +70,7 @@ class Chat:
 
     async def idle(self) -> None:
         assert self.daemon.runtime is not None
-        await asyncio.wait_for(self.daemon.runtime.sessions.drain(), 60)
+        await asyncio.wait_for(self.daemon.runtime.dispatcher.drain(), 60)
 
 
 def anthropic_images(body: dict[str, Any]) -> list[str]:

@@ -324,7 +324,7 @@ async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
         async with daemon_running(config, ready=ready) as daemon:
             await telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
             assert daemon.runtime is not None
-            await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+            await asyncio.wait_for(daemon.runtime.dispatcher.drain(), HANG_GUARD)
     with_image = [r for r in model.requests[1:] if PNG in images(_last_user(r.body["messages"]))]
     assert len(with_image) == 1
     assert "and this one?" in texts(_last_user(with_image[0].body["messages"]))
@@ -405,7 +405,7 @@ async def until_held(telegram: FakeTelegramAPI, count: int = 1) -> None:
 
 async def idle(daemon: App) -> None:
     assert daemon.runtime is not None
-    await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+    await asyncio.wait_for(daemon.runtime.dispatcher.drain(), HANG_GUARD)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The durable inbox: accepted in one transaction, states as runs go, resumed after a restart."""
+"""The durable inbox: accepted in one transaction, states as runs go, resumed after a restart
+(by the dispatcher's first poll, which claims every conversation left unfinished)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.chat import InboundMessage, Target
+from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations
+from botd.conversation.dispatcher import Dispatcher
 from botd.events import Message, TextContent, ToolCallContent
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
@@ -22,6 +25,7 @@ from tests.conversation.harness import (
     GateTool,
     ListSink,
     RecordingProvider,
+    dispatching,
     inbound,
     settings,
 )
@@ -230,11 +234,11 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
         manager = Conversations(store, recording, sink, settings(), tools=lambda m: [gate])
-        assert await manager.resume() == 2
         await asyncio.sleep(0)
-        assert recording.requests == []  # nothing runs before release
-        await manager.release()
-        await asyncio.wait_for(manager.drain(), GUARD)
+        assert recording.requests == []  # nothing runs before the dispatcher starts
+        async with dispatching(manager, store) as dispatcher:
+            await asyncio.wait_for(dispatcher.drain(), GUARD)
+            assert dispatcher.held() == ["console:c1"]  # its first poll claimed it
         assert _states(store) == ["answered", "answered"]
         # The interrupted run went on from its transcript (its turn once), then the next one.
         assert recording.prompts()[0] == ["find it"]
@@ -244,18 +248,22 @@ async def test_a_run_cut_by_shutdown_resumes_in_a_new_manager(tmp_path: Path) ->
         assert texts[-1] == "You said: and this"
 
 
-async def test_a_shutdown_before_release_runs_nothing_and_keeps_the_inbox(tmp_path: Path) -> None:
+async def test_a_shutdown_before_the_dispatcher_starts_runs_nothing_and_keeps_the_inbox(
+    tmp_path: Path,
+) -> None:
     with SqliteStore.open(tmp_path / "state") as store:
         await _accept(store, inbound("waiting"))
         recording = RecordingProvider(ScriptedProvider())
         manager = Conversations(store, recording, ListSink(), settings())
-        assert await manager.resume() == 1
+        dispatcher = Dispatcher(manager, store, LeaseKeeper.alone("node"))
+        await asyncio.sleep(0)
+        await asyncio.wait_for(dispatcher.close(), GUARD)
         await asyncio.wait_for(manager.close(grace=0.0), GUARD)
         assert recording.requests == []
         assert _states(store) == ["accepted"]
 
 
-async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
+async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_start(
     store: SqliteStore,
 ) -> None:
     target = Target("console", "c1")
@@ -266,9 +274,8 @@ async def test_pieces_left_unconfirmed_by_a_finished_run_are_sent_at_release(
     await store.outbox_add(open_run.inbox_id, 1, "block", target, "the resumed run's")
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
-    await manager.resume()
-    await manager.release()
-    await asyncio.wait_for(manager.drain(), GUARD)
+    async with dispatching(manager, store) as dispatcher:
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
     # The finished run's piece went out once; the resumed run made its own answer.
     assert sink.texts("c1") == ["never confirmed", "You said: resumed"]
     assert store.outbox_pending() == []
@@ -290,9 +297,8 @@ async def test_a_resumed_answer_the_chat_already_shows_posts_nothing(store: Sqli
     store.outbox_sent(shown, ["m1"])
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
-    await manager.resume()
-    await manager.release()
-    await asyncio.wait_for(manager.drain(), GUARD)
+    async with dispatching(manager, store) as dispatcher:
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
     assert sink.texts("c1") == []  # no repeat, and no notice for an answer already whole
     assert _states(store) == ["answered"]
 
@@ -308,9 +314,8 @@ async def test_a_resumed_batch_goes_on_alone_and_later_messages_follow(store: Sq
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, recording, sink, settings(queue_mode="collect"))
-    assert await manager.resume() == 3
-    await manager.release()
-    await asyncio.wait_for(manager.drain(), GUARD)
+    async with dispatching(manager, store) as dispatcher:
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
     # The cut run went on from its turn (not written again); the waiting one ran after it.
     assert recording.prompts() == [["a\n\nb"], ["a\n\nb", "c"]]
     assert sink.texts("c1") == ["You said: a", "b", "You said: c"]
@@ -356,9 +361,9 @@ async def test_a_crash_right_after_the_reply_was_marked_sent_does_not_answer_aga
         recording = RecordingProvider(ScriptedProvider())
         sink = ListSink()
         manager = Conversations(store, recording, sink, settings())
-        assert await manager.resume() == 0
-        await manager.release()
-        await asyncio.wait_for(manager.drain(), GUARD)
+        async with dispatching(manager, store) as dispatcher:
+            await asyncio.wait_for(dispatcher.drain(), GUARD)
+            assert dispatcher.held() == []  # nothing left to claim
         assert recording.requests == []
         assert sink.texts("c1") == []
         assert _states(store) == ["answered"]
@@ -372,9 +377,8 @@ async def test_a_new_left_unanswered_keeps_its_place_among_the_messages(store: S
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, recording, sink, settings())
-    assert await manager.resume() == 3
-    await manager.release()
-    await asyncio.wait_for(manager.drain(), GUARD)
+    async with dispatching(manager, store) as dispatcher:
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
     # The message after /new is answered in the new conversation (before, /new was answered
     # last and dropped it); the one before it is dropped by /new, as a waiting message is.
     assert recording.prompts() == [["new topic"]]
@@ -397,9 +401,8 @@ async def test_a_resumed_run_of_new_with_text_does_not_start_over_again(store: S
     recording = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, recording, sink, settings())
-    assert await manager.resume() == 1
-    await manager.release()
-    await asyncio.wait_for(manager.drain(), GUARD)
+    async with dispatching(manager, store) as dispatcher:
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
     assert manager.conversations["console:c1"].session_id == session.session_id
     assert recording.prompts() == [["what now?"]]  # its turn, once
     assert sink.texts("c1") == ["You said: what now?"]

@@ -63,7 +63,7 @@ async def _botd(tmp_path: Path) -> AsyncIterator[tuple[App, FakeTelegramAPI, Fak
 async def _run_over(daemon: App) -> None:
     """Wait (within the hang guard) until every session is idle."""
     assert daemon.runtime is not None
-    await asyncio.wait_for(daemon.runtime.sessions.drain(), HANG_GUARD)
+    await asyncio.wait_for(daemon.runtime.dispatcher.drain(), HANG_GUARD)
 
 
 def _transcript(store: SqliteStore) -> list[Message]:

@@ -130,7 +130,7 @@ async def test_a_command_where_the_bot_is_no_member_is_told_only_to_its_user(
             envelope = await slack.send_slash_command("/botd", "status", channel="C9")
             await until(lambda: slack.command_responses, "slack.command_responses")
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     [(responded_to, body)] = slack.command_responses
     assert responded_to == envelope
     assert body["response_type"] == "ephemeral"

@@ -67,7 +67,7 @@ async def test_a_split_paste_gets_one_answer_to_the_whole_text(tmp_path: Path) -
             telegram.push_text(DM, REST, date=sent)
             assert await _answered(telegram, 1) == ["One answer."]
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     [request] = model.requests
     said = request.body["messages"][-1]["content"]
     said = said if isinstance(said, str) else "".join(b["text"] for b in said)
@@ -89,7 +89,7 @@ async def test_in_a_group_the_parts_after_a_mention_are_addressed_too(tmp_path: 
             telegram.push_text(GROUP, REST, sender=ann, date=sent + 1)
             assert await _answered(telegram, 1) == ["Read it all."]
             assert daemon.runtime is not None
-            await daemon.runtime.sessions.drain()
+            await daemon.runtime.dispatcher.drain()
     [request] = model.requests
     said = str(request.body["messages"][-1]["content"])
     assert REST in said
