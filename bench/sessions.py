@@ -1,7 +1,8 @@
 """Sessions under load: 500 conversations x 10 messages through the whole runtime.
 
-Each message goes through the router (dedupe and accept into the durable inbox), the session
-manager (inbox states, the transcript written as the run goes), the agent loop (scripted
+Each message goes through the router (dedupe and accept into the durable inbox), the
+dispatcher (the entry pulled from the inbox for its conversation), the session manager (inbox
+states, the transcript written as the run goes), the agent loop (scripted
 provider, no delay), the subscriber, the final-reply step and the delivery (the run's outbox,
 each piece journaled in the durable outbox before it is sent, typing, ``ChannelDelivery``) into
 an in-memory platform, all on a real SQLite store. Three figures:
@@ -36,7 +37,9 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.app import settled_heap
 from botd.channels.base import InboundSink, OutboundFile
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
+from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
+from botd.conversation.dispatcher import Dispatcher
 from botd.delivery import ChannelDelivery
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
@@ -113,19 +116,29 @@ def message(conversation: int, n: int) -> InboundMessage:
 
 
 class Intake:
-    """The sessions behind the router, as the daemon wires them: ``submit`` is the router."""
+    """The sessions behind the router and the dispatcher, as the daemon wires them on one
+    node: ``submit`` is the router; ``start`` starts the dispatcher, ``drain`` waits for it
+    and the sessions."""
 
     def __init__(self, state: Path, sink: Sink) -> None:
         self.store = store = SqliteStore.open(state)
         settings = SessionSettings(loop=LoopConfig(model="scripted"), queue_mode="followup")
         delivery = ChannelDelivery({"bench": sink})
         self.manager = Conversations(store, ScriptedProvider(chunk_chars=64), delivery, settings)
+        self.dispatcher = Dispatcher(self.manager, store, LeaseKeeper.alone("bench"))
 
         async def reply(target: Target, text: str) -> None:
             raise SystemExit(f"the router refused a message: {text}")
 
         open_policy = {"bench": AccessPolicy(dm_policy="open")}
-        self.router = Router(store, self.manager.submit, reply, open_policy)
+        self.router = Router(store, self.dispatcher.arrived, reply, open_policy)
+
+    async def start(self) -> None:
+        await self.dispatcher.start()
+
+    async def drain(self) -> None:
+        await self.dispatcher.drain()
+        await self.dispatcher.close()
 
     async def submit(self, inbound: InboundMessage) -> None:
         if not (await self.router.handle(inbound)).accepted:
@@ -150,6 +163,7 @@ def check(sink: Sink) -> None:
 async def capacity(state: Path) -> float:
     sink = Sink()
     intake = Intake(state, sink)
+    await intake.start()
     loop = asyncio.get_running_loop()
 
     async def user(conversation: int) -> None:
@@ -162,7 +176,7 @@ async def capacity(state: Path) -> float:
 
     started = time.perf_counter()
     await asyncio.gather(*(user(c) for c in range(CONVERSATIONS)))
-    await intake.manager.drain()
+    await intake.drain()
     elapsed = time.perf_counter() - started
     intake.close()
     check(sink)
@@ -172,6 +186,7 @@ async def capacity(state: Path) -> float:
 async def latency(state: Path) -> list[float]:
     sink = Sink()
     intake = Intake(state, sink)
+    await intake.start()
     arrivals: dict[str, float] = {}
     started = time.perf_counter()
     index = 0
@@ -185,7 +200,7 @@ async def latency(state: Path) -> list[float]:
             arrivals[inbound.text] = time.perf_counter()
             await intake.submit(inbound)
             index += 1
-    await intake.manager.drain()
+    await intake.drain()
     intake.close()
     check(sink)
     return [sink.first_block_at[text] - at for text, at in arrivals.items()]
@@ -196,10 +211,11 @@ async def idle_memory(state: Path) -> float:
     gc.collect()
     tracemalloc.start()
     intake = Intake(state, sink)
+    await intake.start()
     before = tracemalloc.get_traced_memory()[0]
     for conversation in range(CONVERSATIONS):
         await intake.submit(message(conversation, 0))
-    await intake.manager.drain()
+    await intake.drain()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
