@@ -47,8 +47,10 @@ nodes such a piece may still be on its way from a live node: it is left). Once s
 hands an arrival over (the pull, or the claim and takeover) before ``arrived`` returns: the
 producer goes on (a channel reads its next message) once the entry is in its conversation,
 so what arrives next finds the conversation as it always did (a turn begun, say, that a
-``collect`` queue then does not join). Several nodes hand over in the background: the
-holder may be another node, and a claim waits for the least busy.
+``collect`` queue then does not join). When the arrival is the only entry past the last
+taken, the pull reads the entries' places only and hands over the message in hand, not
+read back. Several nodes hand over in the background: the holder may be another node, and
+a claim waits for the least busy.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class Dispatcher:
         key = message.conversation_key
         if self._started and not self._closed and not self._leases.lapses:
             if self.holds(key):
-                await self._pull(key)
+                await self._pull(key, message)
             elif key not in self._claiming:
                 self._claiming.add(key)
                 await self._claim(key, message.inbox_id)
@@ -335,8 +337,9 @@ class Dispatcher:
             "conversation %s taken over (epoch %d)", key, lease.epoch
         )
 
-    async def _pull(self, key: str) -> None:
-        """Hand the conversation its accepted entries not taken yet, in order."""
+    async def _pull(self, key: str, arrived: InboundMessage | None = None) -> None:
+        """Hand the conversation its accepted entries not taken yet, in order (``arrived``:
+        the entry whose arrival this pull is for, if known)."""
         held = self._held.get(key)
         if held is None:
             return
@@ -344,21 +347,35 @@ class Dispatcher:
             if held.fence.lost or self._held.get(key) is not held:
                 return
             try:
-                entries = await self._inbox.accepted_after(key, held.taken)
+                waiting = await self._waiting(held, arrived)
             except Exception as exc:
                 log.warning("pulling the messages of %s failed: %s; polling tries again", key, exc)
                 return
             with self._fenced(held):
-                for entry in entries:
+                for seq, message in waiting:
                     if held.fence.lost:
                         return
-                    held.taken = entry.seq
+                    held.taken = seq
                     try:
-                        await self._conversations.submit(entry.message)
+                        await self._conversations.submit(message)
                     except Exception:
                         # Left accepted: the next takeover (a restart, on one node) has it.
-                        log.exception("handing inbox entry %d to %s failed", entry.id, key)
+                        log.exception("handing inbox entry %s to %s failed", message.inbox_id, key)
             held.active_at = time.monotonic()
+
+    async def _waiting(
+        self, held: Held, arrived: InboundMessage | None
+    ) -> list[tuple[int, InboundMessage]]:
+        """The conversation's accepted entries past the last taken, in order, as ``(seq,
+        message)``. When they are the arrival alone, its message is the one in hand: the
+        read names the entries without reading their messages back (the common case of a
+        node alone, which pulls as each message arrives)."""
+        if arrived is not None:
+            places = await self._inbox.accepted_places_after(held.key, held.taken)
+            if [inbox_id for inbox_id, _ in places] == [arrived.inbox_id]:
+                return [(places[0][1], arrived)]
+        entries = await self._inbox.accepted_after(held.key, held.taken)
+        return [(entry.seq, entry.message) for entry in entries]
 
     async def _watch(self, held: Held) -> None:
         """Cut the conversation's work once its lease is lost."""

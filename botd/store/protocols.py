@@ -248,6 +248,11 @@ class ConversationInbox(Protocol):
         """The conversation's ``accepted`` entries past ``seq``, in ``seq`` order."""
         ...
 
+    async def accepted_places_after(self, conversation_key: str, seq: int) -> list[tuple[int, int]]:
+        """``(inbox id, seq)`` of the conversation's ``accepted`` entries past ``seq``, in
+        ``seq`` order: ``accepted_after`` without reading the messages back."""
+        ...
+
     async def accepted_heads(self, conversation_keys: Sequence[str]) -> dict[str, int]:
         """The latest ``seq`` of an ``accepted`` entry of each conversation that has one."""
         ...

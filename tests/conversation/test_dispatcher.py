@@ -100,6 +100,24 @@ async def test_messages_of_a_conversation_reach_it_in_accept_order(state: Sqlite
     assert states(state) == []
 
 
+async def test_an_arrival_told_before_an_earlier_ones_is_handed_after_it(
+    state: SqliteStore,
+) -> None:
+    sink = ListSink()
+    manager = Conversations(state, ScriptedProvider(), sink, settings(queue_mode="followup"))
+    async with dispatching(manager, state) as dispatcher:
+        await dispatcher.arrived(await accept(state, "first", 0))
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
+        # Two more accepted, the later one told first: its pull finds the earlier one
+        # waiting too, and hands both over in accept order.
+        second, third = await accept(state, "second", 1), await accept(state, "third", 2)
+        await dispatcher.arrived(third)
+        await dispatcher.arrived(second)
+        await asyncio.wait_for(dispatcher.drain(), GUARD)
+    await manager.close(grace=0)
+    assert sink.texts("c1") == ["You said: first", "You said: second", "You said: third"]
+
+
 async def test_an_arrival_nobody_heard_is_found_by_the_poll(state: SqliteStore) -> None:
     sink = ListSink()
     manager = Conversations(state, ScriptedProvider(), sink, settings())

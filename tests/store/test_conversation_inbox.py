@@ -45,6 +45,9 @@ async def test_a_conversations_entries_are_pulled_in_accept_order_past_the_last_
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
     assert [e.id for e in await any_store.accepted_after(A, seqs[0])] == [ids[2], ids[3]]
     assert await any_store.accepted_after(A, seqs[-1]) == []
+    # The same entries by place alone (inbox id and seq), without their messages.
+    places = await any_store.accepted_places_after(A, seqs[0])
+    assert places == [(e.id, e.seq) for e in in_a[1:]]
     # A running entry is no longer pulled; a finished one is gone from every read.
     session = await any_store.open_session(A)
     any_store.start_inbox_run([ids[2]], session_id=session.session_id, run_id="r")

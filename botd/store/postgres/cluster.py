@@ -88,6 +88,20 @@ class ClusterStore(PostgresBase):
 
         return await self._read(read, after_queued=False)
 
+    async def accepted_places_after(self, conversation_key: str, seq: int) -> list[tuple[int, int]]:
+        """``(inbox id, seq)`` of the conversation's ``accepted`` entries past ``seq``, in
+        order: ``accepted_after`` without the messages."""
+
+        async def read(conn: Conn) -> list[tuple[int, int]]:
+            cur = await conn.execute(
+                "SELECT id, seq FROM inbox WHERE conversation_key = %s AND state = 'accepted' "
+                "AND seq > %s ORDER BY seq",
+                (conversation_key, seq),
+            )
+            return [(int(row[0]), int(row[1])) for row in await cur.fetchall()]
+
+        return await self._read(read, after_queued=False)
+
     async def accepted_heads(self, conversation_keys: Sequence[str]) -> dict[str, int]:
         """The latest ``seq`` of an ``accepted`` entry of each of the conversations that
         have one."""

@@ -68,6 +68,20 @@ class ConversationInboxStore(DeferredWrites):
         )
         return [inbox_entry(row) for row in rows]
 
+    async def accepted_places_after(self, conversation_key: str, seq: int) -> list[tuple[int, int]]:
+        """``(inbox id, seq)`` of the conversation's ``accepted`` entries past ``seq``, in
+        order (the two are one here): ``accepted_after`` without the messages."""
+        rows = (
+            self._connection()
+            .execute(
+                f"SELECT id FROM inbox WHERE conversation_key = ? AND {_WAITING} "
+                "AND state = 'accepted' AND id > ? ORDER BY id",
+                (conversation_key, seq),
+            )
+            .fetchall()
+        )
+        return [(int(row[0]), int(row[0])) for row in rows]
+
     async def accepted_heads(self, conversation_keys: Sequence[str]) -> dict[str, int]:
         """The latest id of an ``accepted`` entry of each of the conversations that have one
         (one read of the waiting rows, whatever the number of keys)."""
