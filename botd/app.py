@@ -53,16 +53,15 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
 from .agent.mcp import McpManager, narrow
-from .agent.message_tool import MessageTool
-from .agent.schedule_tool import ScheduleTool
-from .agent.tools import Tool
+from .agent.tools.base import Tool
+from .agent.tools.registry import ToolDeps, ToolSpec, tool_specs
 from .agent.types import Provider
 from .approvals import PREFIX, Approvals
 from .buttons.layout import ButtonRows
@@ -292,8 +291,9 @@ class Channels:
 
 
 class Toolbox:
-    """The tools a run gets, chosen when it starts: the configured ones (read live), the
-    running MCP servers' tools, narrowed by the group's ``tools`` list."""
+    """The tools a run gets, chosen when it starts: those ``agent.tools`` lists (read live),
+    each built through its spec (``botd.agent.tools.registry``), then the running MCP
+    servers' tools, narrowed by the group's ``tools`` list."""
 
     def __init__(
         self,
@@ -304,6 +304,7 @@ class Toolbox:
         message_access: MessageAccess,
         mcp: McpManager,
         sandbox: Sandbox,
+        specs: Mapping[str, ToolSpec] | None = None,
     ) -> None:
         self._live = live
         self._delivery = delivery
@@ -312,6 +313,7 @@ class Toolbox:
         self._message_access = message_access
         self._mcp = mcp
         self._sandbox = sandbox
+        self._specs = tool_specs() if specs is None else specs
 
     async def _send(self, target: Target, text: str) -> MessageRef:
         refs = await self._delivery.send_text(target, text)
@@ -328,36 +330,24 @@ class Toolbox:
         return refs[-1] if refs else MessageRef(target, "")  # the message with the buttons
 
     def for_message(self, message: InboundMessage) -> Sequence[Tool]:
-        agent = self._live.current.agent
-        enabled = set(agent.tools)
-        chosen: list[Tool] = []
-        if "message" in enabled:
-            refusal = self._message_access.refusal
-            channels = self._live.current.channels.enabled()
-            chosen.append(
-                MessageTool(
-                    self._send,
-                    refusal=refusal,
-                    send_media=self._send_media,
-                    send_buttons=self._send_buttons,
-                    channels=channels,
-                )
-            )
-        if "schedule" in enabled:
-            chosen.append(ScheduleTool(self._scheduler))
-        if "web_fetch" in enabled:
-            from .agent.web_fetch_tool import WebFetchTool  # httpx: only when it is enabled
-
-            web = agent.web_fetch
-            chosen.append(
-                WebFetchTool(
-                    allow_hosts=web.allow_hosts,
-                    max_bytes=web.max_bytes,
-                    max_chars=web.max_chars,
-                    timeout=web.timeout,
-                    sandbox=self._sandbox,
-                )
-            )
+        config = self._live.current
+        enabled = set(config.agent.tools)
+        deps = ToolDeps(
+            config=config,
+            section=None,
+            send=self._send,
+            send_media=self._send_media,
+            send_buttons=self._send_buttons,
+            refusal=self._message_access.refusal,
+            reminders=self._scheduler,
+            sandbox=self._sandbox,
+        )
+        # In the registry's order (botd's own by name, then plugins), whatever the list's.
+        chosen: list[Tool] = [
+            spec.factory(replace(deps, section=spec.settings(config)))
+            for name, spec in self._specs.items()
+            if name in enabled
+        ]
         chosen.extend(self._mcp.tools())  # the servers running now
         rule = (
             None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)

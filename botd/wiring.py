@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from .agent.loop import LoopConfig
 from .agent.providers import create_provider
 from .agent.providers.failover import FailoverProvider, ModelChoice
+from .agent.tools.registry import ToolSpec, tool_specs
 from .agent.types import Provider
 from .approvals import ApprovalRules
 from .channels.base import ChannelAdapter
@@ -105,11 +106,16 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
     )
 
 
-def approval_rules(config: BotdConfig) -> ApprovalRules:
-    """``agent.approvals`` as the gate reads it."""
+def approval_rules(
+    config: BotdConfig, tools: Mapping[str, ToolSpec] | None = None
+) -> ApprovalRules:
+    """``agent.approvals`` as the gate reads it, with the tools whose spec says every call
+    needs an approval (``ToolSpec.needs_approval``; ``tools``: the registered ones)."""
     section = config.agent.approvals
+    registry = tool_specs() if tools is None else tools
+    always = [name for name, spec in registry.items() if spec.needs_approval]
     return ApprovalRules(
-        tools=tuple(section.tools),
+        tools=tuple(dict.fromkeys([*section.tools, *always])),
         approvers=frozenset(section.approvers),
         timeout=section.timeout,
         ask_in=section.ask_in,

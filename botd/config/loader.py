@@ -7,18 +7,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from .channels import ChannelEntry, registered_channels
-from .extras import WEB_MODULES, missing_extra
 from .notices import literal_secrets, placeholder_ids
 from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
-from .schema import CHANNELS_CONTEXT, BotdConfig, BuiltinTool, ChannelsSection
+from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
+from .tools import ToolEntry, registered_tools
 
 __all__ = [
     "LoadedConfig",
@@ -89,12 +89,14 @@ def _channel_named(value: Any) -> str | None:
 _MCP_PREFIX = "mcp__"
 
 
-def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
+def _approval_tool_problem(
+    name: Any, servers: Mapping[str, Any], tools: Mapping[str, ToolEntry]
+) -> str | None:
     """Why ``agent.approvals.tools`` cannot mean ``name`` (None: it can). Refused rather
     than warned about: a misspelt name would leave the tool it meant running unasked."""
     if not isinstance(name, str):
         return None  # the schema says what is wrong with it
-    if name in get_args(BuiltinTool):
+    if name in tools:
         return None
     if name.startswith(_MCP_PREFIX):
         server, separator, tool = name[len(_MCP_PREFIX) :].partition("__")
@@ -103,7 +105,7 @@ def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
         if separator and tool:
             known = ", ".join(sorted(servers)) or "none is configured"
             return f"tool {name!r}: no MCP server {server!r} under agent.mcp_servers ({known})"
-    builtins = ", ".join(get_args(BuiltinTool))
+    builtins = ", ".join(sorted(tools))
     return (
         f"unknown tool {name!r}: name a built-in tool ({builtins}) or an MCP tool as "
         "mcp__<server>__<tool> (mcp__<server>__* for all of a server's)"
@@ -113,7 +115,8 @@ def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
 def _cross_checks(
     root: Any, channels: Mapping[str, ChannelEntry], *, allow_empty: bool
 ) -> list[ConfigProblem]:
-    """Rules that span sections: channels can run, delivery targets exist, job ids are unique.
+    """Rules that span sections: channels and tools can run, delivery targets exist, job ids
+    are unique.
 
     They read the file as written, not the validated config, so they are reported together
     with every other problem even when some section does not validate; a value of the wrong
@@ -138,15 +141,17 @@ def _cross_checks(
             "(or pass --allow-empty)",
         )
     agent = _mapping(_mapping(root).get("agent"))
-    tools = agent.get("tools")
-    if isinstance(tools, list) and "web_fetch" in tools:
-        missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
+    tools = registered_tools()
+    listed = agent.get("tools")
+    for index, name in enumerate(listed if isinstance(listed, list) else []):
+        tool = tools.get(name) if isinstance(name, str) else None
+        missing = tool.missing() if tool is not None else None
         if missing is not None:
-            add(("agent", "tools", tools.index("web_fetch")), missing)
+            add(("agent", "tools", index), missing)
     approvals = _mapping(agent.get("approvals")).get("tools")
     servers = _mapping(agent.get("mcp_servers"))
     for index, name in enumerate(approvals if isinstance(approvals, list) else []):
-        problem = _approval_tool_problem(name, servers)
+        problem = _approval_tool_problem(name, servers, tools)
         if problem is not None:
             add(("agent", "approvals", "tools", index), problem)
     targets = agent.get("message_targets")

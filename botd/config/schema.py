@@ -2,8 +2,9 @@
 
 Every section rejects unknown keys. ``channels`` holds one section per configured channel,
 each validated by the model its channel registered (see ``botd.config.channels``); a chat
-platform's section extends ``ChatChannelSection`` with its connection settings. The runtime
-reads these models; nothing here builds a runtime object.
+platform's section extends ``ChatChannelSection`` with its connection settings; ``agent.tools``
+names tools registered the same way (``botd.config.tools``). The runtime reads these models;
+nothing here builds a runtime object.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
 from .problems import Loc
 from .secrets import OptionalSecret, Secret
+from .tools import registered_tools
 
 __all__ = [
-    "BUILTIN_TOOLS",
+    "DEFAULT_TOOLS",
     "STATUSES",
     "AgentSection",
     "ApprovalsSection",
@@ -45,7 +47,6 @@ __all__ = [
     "BlockStreamingSection",
     "BotdConfig",
     "BreakPreference",
-    "BuiltinTool",
     "ChannelSection",
     "ChannelsSection",
     "ChatChannelSection",
@@ -95,8 +96,8 @@ BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
-BuiltinTool = Literal["message", "schedule", "web_fetch"]
-BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+DEFAULT_TOOLS = ("message", "schedule")
+"""The tools a run is offered when ``agent.tools`` is not set."""
 AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
@@ -259,6 +260,23 @@ def _registered_channel(value: str, info: ValidationInfo) -> str:
     return value
 
 
+def one_of(names: list[str]) -> str:
+    """``'a', 'b' or 'c'``: the names a value may be, as a refusal lists them."""
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _registered_tool(value: str) -> str:
+    known = sorted(registered_tools())
+    if value not in known:
+        raise ValueError(f"expected {one_of(known)}, got {value!r}")
+    return value
+
+
+ToolName = Annotated[str, AfterValidator(_registered_tool)]
+"""A tool ``agent.tools`` may list: one registered (``botd.config.tools``)."""
+
+
 class MessageTargetSection(Section):
     """A chat the ``message`` tool may post to besides the run's own conversation: a mapping
     ``{channel, chat, thread}`` or the string ``channel/chat`` or ``channel/chat/thread``.
@@ -396,9 +414,9 @@ class ApprovalsSection(Section):
 
 class AgentSection(Section):
     system_prompt: str = ""
-    tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
-    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default),
-    and ``web_fetch`` when listed."""
+    tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
+    """The tools the agent may use, each registered by its package (``botd.agent.tools``):
+    ``message`` and ``schedule`` (both by default), and ``web_fetch`` when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     message_targets: list[MessageTargetSection] = Field(default_factory=list)
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
