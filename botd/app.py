@@ -97,7 +97,7 @@ from .store import (
     StoreError,
     StoreStatus,
 )
-from .store.sqlite import SqliteStore
+from .store.backends import StoreBackend, store_backend
 from .wiring import (
     Specs,
     access_policies,
@@ -114,8 +114,6 @@ from .wiring import (
     model_names,
     open_leases,
     open_ownership,
-    open_pairing,
-    open_store,
     reaction_rules,
     scheduler_jobs,
     session_settings,
@@ -379,6 +377,8 @@ class Runtime:
     """The MCP servers whose tools runs get (started and closed by the App)."""
     leases: LeaseKeeper
     """This node's leases (renewed by the App's task while it runs, released at its stop)."""
+    backend: StoreBackend
+    """What the store is: whether this node shares it with others (``cluster``)."""
     ownership: Ownership | None = None
     """Cluster mode (postgres): the conversations this node owns by lease, and the claimer;
     None on SQLite (this node runs every conversation)."""
@@ -415,7 +415,8 @@ def build_runtime(
     on_end_of_input: Callable[[], Awaitable[None]] | None = None,
     debug: bool = False,
     specs: Specs | None = None,
-    store: Store | None = None,
+    store: Store,
+    backend: StoreBackend | None = None,
     leases: LeaseKeeper | None = None,
 ) -> Runtime:
     """Every part of a botd for ``config``, connected and not yet started.
@@ -426,92 +427,87 @@ def build_runtime(
     console's input ends; ``metrics`` counts messages in and out, channels down and
     unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
     ``store``: the store ``open_store`` opened for the config (the runtime's close closes
-    it); without one, the SQLite store in ``state_dir`` is opened here. ``leases``: this
-    node's lease keeper (``open_leases``); without one, an in-memory one for a single node.
+    it), of ``backend`` (default: the one ``store.backend`` names), whose ``cluster`` decides
+    whether conversations, pollers and the schedule go by lease. ``leases``: this node's
+    lease keeper (``open_leases``); without one, an in-memory one for a single node.
     """
     counters = Metrics() if metrics is None else metrics
     registry = channel_specs() if specs is None else specs
+    backend = store_backend(config.store) if backend is None else backend
     state_dir = Path(config.state_dir)
     live = LiveConfig(config)
-    opened_here = store is None
-    if store is None:
-        store = SqliteStore.open(state_dir)
     if leases is None:
         leases = LeaseKeeper(ProcessLeases(), config.store.node_id, config.store.lease_ttl)
+    shared = leases if backend.cluster else None  # what goes by lease among the nodes
     model_health: dict[str, Reachability] = {}
-    try:
-        provider = build_provider(config, model_health)
-        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
-        delivery = ChannelDelivery(
-            {},  # the channels, once built (``Channels.update_channels``)
-            delivery_modes(config),
-            retry=delivery_retry(config),
-            media=media_settings(config),
-            counts=counters,  # every message out, counted where it is sent
-            chunking=delivery_chunking(config),
-            group_modes=group_delivery_modes(config),
-            buttons=store,  # each message's buttons: what a press of it may be
-        )
-        intake = Intake(store, counters)
-        scheduler = build_scheduler(config, store, state_dir, intake.run_job, leases)
-        router = Router(
-            store,
-            intake.submit,
-            intake.reply,
-            access_policies(config),
-            pairing=open_pairing(config, store),
-            session_started=partial(session_started, store),
-        )
-        channels = Channels(registry, router, delivery, router.handle)
-        keeper = ChannelKeeper(
-            channels,
-            live.get,
-            ChannelContext(
-                offsets=store,
-                on_end_of_input=on_end_of_input,
-                has_conversation=partial(has_conversation, store),
-                admits=router.admits,
-                model=f"{config.model.provider} provider (model {config.model.model_name})",
-                leases=leases if config.store.backend == "postgres" else None,
-            ),
-            debug=debug,
-            on_down=partial(counters.error, kind="channel_down"),
-            on_unreachable=partial(counters.error, kind="unreachable"),
-        )
-        # Everything read live: the router's current policies, the current config's targets
-        # and the adapters a reload adds channels to and removes them from.
-        message_access = MessageAccess(
-            router, lambda: live.current.agent.message_targets, channels.adapters
-        )
-        # One pool of reading workers for files users send and pages the model fetches:
-        # together they never run more than its slots of parsing at once.
-        reading = Sandbox()
-        toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
-        # Asks a person before a listed tool runs; presses of its buttons come to it.
-        approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
-        router.press_handlers.register(PREFIX, approvals.press)
-        sessions = Conversations(
-            store,
-            provider,
-            delivery,
-            session_settings(config, state_dir),
-            tools=toolbox.for_message,
-            jobs=toolbox.jobs,
-            hooks=hooks,
-            channels_down=keeper.down,
-            servers_down=mcp.down,
-            models=model_names(config),
-            media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
-            reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
-            approvals=approvals,
-        )
-        ownership = open_ownership(config, store, sessions, leases)
-        intake.connect(sessions, ownership)
-        keeper.build_all(config)
-    except BaseException:
-        if opened_here and isinstance(store, SqliteStore):
-            store.close()
-        raise
+    provider = build_provider(config, model_health)
+    mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
+    delivery = ChannelDelivery(
+        {},  # the channels, once built (``Channels.update_channels``)
+        delivery_modes(config),
+        retry=delivery_retry(config),
+        media=media_settings(config),
+        counts=counters,  # every message out, counted where it is sent
+        chunking=delivery_chunking(config),
+        group_modes=group_delivery_modes(config),
+        buttons=store,  # each message's buttons: what a press of it may be
+    )
+    intake = Intake(store, counters)
+    scheduler = build_scheduler(config, store, state_dir, intake.run_job, shared)
+    router = Router(
+        store,
+        intake.submit,
+        intake.reply,
+        access_policies(config),
+        pairing=backend.pairing(config, store),
+        session_started=partial(session_started, store),
+    )
+    channels = Channels(registry, router, delivery, router.handle)
+    keeper = ChannelKeeper(
+        channels,
+        live.get,
+        ChannelContext(
+            offsets=store,
+            on_end_of_input=on_end_of_input,
+            has_conversation=partial(has_conversation, store),
+            admits=router.admits,
+            model=f"{config.model.provider} provider (model {config.model.model_name})",
+            leases=shared,
+        ),
+        debug=debug,
+        on_down=partial(counters.error, kind="channel_down"),
+        on_unreachable=partial(counters.error, kind="unreachable"),
+    )
+    # Everything read live: the router's current policies, the current config's targets
+    # and the adapters a reload adds channels to and removes them from.
+    message_access = MessageAccess(
+        router, lambda: live.current.agent.message_targets, channels.adapters
+    )
+    # One pool of reading workers for files users send and pages the model fetches:
+    # together they never run more than its slots of parsing at once.
+    reading = Sandbox()
+    toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+    # Asks a person before a listed tool runs; presses of its buttons come to it.
+    approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
+    router.press_handlers.register(PREFIX, approvals.press)
+    sessions = Conversations(
+        store,
+        provider,
+        delivery,
+        session_settings(config, state_dir),
+        tools=toolbox.for_message,
+        jobs=toolbox.jobs,
+        hooks=hooks,
+        channels_down=keeper.down,
+        servers_down=mcp.down,
+        models=model_names(config),
+        media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+        reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
+        approvals=approvals,
+    )
+    ownership = open_ownership(backend, store, sessions, leases)
+    intake.connect(sessions, ownership)
+    keeper.build_all(config)
     return Runtime(
         live=live,
         store=store,
@@ -525,6 +521,7 @@ def build_runtime(
         pruner=InboundPruner(store),
         mcp=mcp,
         leases=leases,
+        backend=backend,
         ownership=ownership,
         model_health=model_health,
     )
@@ -637,12 +634,14 @@ class App:
             check_health_port(config)
             # Once nothing quick can refuse the start (a start refused is one line alone).
             log.info("%s", start_line(config, self.config_path))
-            store = await open_store(config)
+            backend = store_backend(config.store)
+            store = await backend.open(config)
             stack.push_async_callback(store.aclose)
-            leases = open_leases(config, store)
+            leases = open_leases(config, store, backend)
             runtime = self.runtime = build_runtime(
                 config,
                 store=store,
+                backend=backend,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
                 on_end_of_input=self._end_of_input,
@@ -650,7 +649,7 @@ class App:
                 leases=leases,
             )
             stack.push_async_callback(runtime.aclose)
-            if config.store.backend == "postgres":
+            if backend.cluster:
                 # The database's state-dir lock: one process per node_id. Claimed once the
                 # runtime is built (which writes nothing, and on a slow machine can take longer
                 # than a short lease), right before its renewals start.
@@ -716,7 +715,7 @@ class App:
             from .ops.health import HealthServer  # aiohttp: imported only to serve it
 
             node = NodeHealth(
-                config.store.node_id, config.store.backend, runtime.store, runtime.leases
+                config.store.node_id, runtime.backend.name, runtime.store, runtime.leases
             )
             health = HealthServer(
                 config.health.host,

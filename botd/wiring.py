@@ -1,7 +1,8 @@
 """Factories from a validated config: the runtime's settings and its stand-alone parts.
 
-``open_store`` opens the configured store (``store.backend``): SQLite in the state dir, or
-PostgreSQL at ``store.dsn`` (the ``postgres`` extra, imported only then).
+``open_store`` opens the configured store through its backend (``store.backend``, chosen once:
+``botd.store.backends``), and the leases and cluster ownership follow from what that backend
+is; no backend is named here.
 
 The functions that turn config sections into settings (loop, subscriber and session
 settings, access policies, delivery modes and retries, media, provider settings, scheduled
@@ -33,7 +34,7 @@ from .channels.registry import (
     target_forms,
 )
 from .chat import InboundMessage, Target
-from .cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
+from .cluster.leases import LeaseKeeper
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
 from .conversation import CoalesceSettings, Conversations, ResetPolicy, SessionSettings
 from .conversation.ownership import Ownership
@@ -44,7 +45,8 @@ from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .store import JobLedger, Pairing, Store, StoreOpenError
+from .store import JobLedger, Store
+from .store.backends import StoreBackend, store_backend
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
@@ -390,14 +392,14 @@ def build_scheduler(
     leases: LeaseKeeper | None = None,
 ) -> Scheduler:
     """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once.
-    On postgres it runs the schedule while this node holds the lease ``scheduler``
-    (``leases``); on SQLite the node is alone and runs it from its start."""
+    With ``leases`` (cluster mode) it runs the schedule while this node holds the lease
+    ``scheduler``; without, the node is alone and runs it from its start."""
     return Scheduler(
         store,
         submit,
         timezone=config.scheduler.timezone,
         legacy_db=state_dir / LEGACY_DB_NAME,
-        leases=leases if config.store.backend == "postgres" else None,
+        leases=leases,
     )
 
 
@@ -413,61 +415,26 @@ def describe_job(info: JobInfo) -> str:
 # --------------------------------------------------------------------------- the store
 
 
-POSTGRES_MISSING = (
-    "store.backend is postgres but psycopg is not installed: pip install 'botd[postgres]'"
-)
-
-
-def open_pairing(config: BotdConfig, store: Store) -> Pairing:
-    """Where DM pairing lives for ``config``'s backend: the database on postgres (shared by
-    every node), ``pairing.json`` in the state dir on SQLite."""
-    if config.store.backend == "postgres":
-        from .store.postgres import PostgresStore
-
-        assert isinstance(store, PostgresStore)
-        return store.pairing()
-    from .store.pairing import PairingFile
-
-    return PairingFile(Path(config.state_dir) / "pairing.json")
-
-
-def open_leases(config: BotdConfig, store: Store) -> LeaseKeeper:
-    """This node's leases: in the shared database on postgres (every node claims from one
-    table), in memory on SQLite (the state dir's lock already makes this node the only one)."""
+def open_leases(config: BotdConfig, store: Store, backend: StoreBackend) -> LeaseKeeper:
+    """This node's leases, where its backend keeps them: in the shared database (every node
+    claims from one table), or in memory (the state dir's lock already makes the node the
+    only one)."""
     section = config.store
-    table: LeaseTable = ProcessLeases()
-    if section.backend == "postgres":
-        from .store.postgres import PostgresStore
-
-        assert isinstance(store, PostgresStore)
-        table = store.lease_table()
-    return LeaseKeeper(table, section.node_id, section.lease_ttl)
+    return LeaseKeeper(backend.lease_table(store), section.node_id, section.lease_ttl)
 
 
 def open_ownership(
-    config: BotdConfig, store: Store, sessions: Conversations, leases: LeaseKeeper
+    backend: StoreBackend, store: Store, sessions: Conversations, leases: LeaseKeeper
 ) -> Ownership | None:
-    """Cluster mode on postgres: this node's conversations owned by lease, their messages
-    pulled from the inbox (``botd.conversation.ownership``); None on SQLite."""
-    if config.store.backend != "postgres":
-        return None
-    from .store.postgres import PostgresStore
-
-    assert isinstance(store, PostgresStore)
-    return Ownership(sessions, store, leases)
+    """Cluster mode (a backend the nodes share): this node's conversations owned by lease,
+    their messages pulled from the shared inbox (``botd.conversation.ownership``); None for
+    a node alone."""
+    inbox = backend.inbox(store) if backend.cluster else None
+    return None if inbox is None else Ownership(sessions, inbox, leases)
 
 
 async def open_store(config: BotdConfig) -> Store:
-    """The store ``config.store`` names, open and migrated. Raises ``StoreOpenError`` (one
-    line, no password) when it cannot be used, or when the postgres extra is missing."""
-    section = config.store
-    if section.backend == "postgres":
-        assert section.dsn is not None  # the config refuses postgres without one
-        try:
-            from .store.postgres import PostgresStore
-        except ImportError:
-            raise StoreOpenError(POSTGRES_MISSING) from None
-        return await PostgresStore.open(section.dsn)
-    from .store.sqlite import SqliteStore
-
-    return SqliteStore.open(Path(config.state_dir))
+    """The store ``config.store`` names, open and migrated (``StoreBackend.open``). Raises
+    ``StoreOpenError`` (one line, no password) when it cannot be used, or when the backend's
+    extra is missing."""
+    return await store_backend(config.store).open(config)

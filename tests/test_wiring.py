@@ -12,6 +12,7 @@ from botd.app import build_runtime
 from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.ops.metrics import Metrics
+from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
 from tests.waiting import until
 
@@ -33,7 +34,7 @@ scheduler:
 """
     config = parse_config(console_config(tmp_path, jobs), {})
     metrics = Metrics()
-    runtime = build_runtime(config, metrics=metrics)
+    runtime = build_runtime(config, metrics=metrics, store=SqliteStore.open(tmp_path))
     try:
         assert list(runtime.adapters) == ["console"]
         await runtime.scheduler.start()
@@ -71,7 +72,8 @@ def inbound(message_id: str) -> InboundMessage:
 async def test_update_channels_points_delivery_and_router_at_the_new_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = build_runtime(parse_config(console_config(tmp_path), {}))
+    config = parse_config(console_config(tmp_path), {})
+    runtime = build_runtime(config, store=SqliteStore.open(tmp_path))
     try:
         assert (await runtime.router.handle(inbound("m1"))).accepted  # the console is open
         await asyncio.wait_for(runtime.sessions.drain(), 30)

@@ -75,7 +75,7 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
-    "StoreBackend",
+    "StoreBackendName",
     "StoreSection",
     "ToolProgressMode",
     "TranscriptionSection",
@@ -826,7 +826,8 @@ class HealthSection(Section):
     the inbox stuck."""
 
 
-StoreBackend = Literal["sqlite", "postgres"]
+StoreBackendName = Literal["sqlite", "postgres"]
+"""The backends ``store.backend`` may name (``botd.store.backends``: what each one is)."""
 
 
 def _host_name() -> str:
@@ -837,7 +838,7 @@ class StoreSection(Section):
     """Where botd keeps its state: SQLite in ``state_dir`` (one node), or PostgreSQL (the
     ``postgres`` extra), which several nodes can share."""
 
-    backend: StoreBackend = "sqlite"
+    backend: StoreBackendName = "sqlite"
     dsn: OptionalSecret = None
     """The PostgreSQL connection string (``postgresql://user:password@host:5432/db``), read
     from the environment (``${BOTD_DATABASE_URL}``); needed by the postgres backend only."""

@@ -329,8 +329,12 @@ def test_the_runtime_refuses_a_channel_without_its_sdk(
         f"state_dir: {tmp_path}\nchannels:\n  slack: {{bot_token: b, app_token: a}}\n", {}
     )
     without("slack_bolt", monkeypatch)
-    with pytest.raises(ChannelUnavailable, match=r"pip install 'botd\[slack\]'"):
-        build_runtime(config)
+    store = SqliteStore.open(tmp_path)
+    try:
+        with pytest.raises(ChannelUnavailable, match=r"pip install 'botd\[slack\]'"):
+            build_runtime(config, store=store)
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------- accounts

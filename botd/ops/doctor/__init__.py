@@ -16,9 +16,10 @@ Each configured MCP server is started as ``botd run`` would start it, its tools 
 stopped again (``doctor.mcp``).
 
 The state dir is checked without changing it: whether it exists or can be created, whether
-it takes files, whether a running botd holds its lock, and whether its database opens, read
-only, at a schema this botd understands. With ``store.backend: postgres`` the database is
-the server's instead (``doctor.database``: reachable, its schema, this node's clock). Every
+it takes files, whether a running botd holds its lock; then the store, as its backend checks it
+(``StoreBackend.doctor``): on SQLite whether its database in the state dir opens, read only,
+at a schema this botd understands; with ``store.backend: postgres`` the server's instead
+(``doctor.database``: reachable, its schema, this node's clock). Every
 line goes through the secret masking, and URLs are named without the token Telegram puts in
 them.
 
@@ -45,6 +46,7 @@ from pydantic import BaseModel
 from ...channels.registry import channel_specs
 from ...config import BotdConfig
 from ...net.tls import verified_context
+from ...store.backends import store_backend
 from ..logging import mask_secrets
 from .advice import access_checks, config_warnings, health_port_check, provider_check
 from .checks import (
@@ -61,7 +63,6 @@ from .checks import (
     unreachable,
     warned,
 )
-from .database import postgres_checks
 from .state import state_dir_checks
 
 __all__ = [
@@ -229,7 +230,7 @@ async def diagnose(
     env: Mapping[str, str] | None = None,
 ) -> list[Check]:
     """Every check of a validated config, channels first (in the file's order), then the
-    model, the MCP servers, the state dir, and the warnings about what works but most
+    model, the MCP servers, the state dir, the store, and the warnings about what works but most
     likely not as meant (``advice``)."""
     sections: dict[str, BaseModel] = config.channels.sections()
     limits = httpx.Timeout(timeout)
@@ -250,10 +251,10 @@ async def diagnose(
 
             # A server's start (a stdio command's imports) may take longer than one request.
             probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
-        store = config.store
-        if store.backend == "postgres" and store.dsn is not None:
-            probes.append(_guarded("store", postgres_checks(store.dsn, timeout), debug))
-        found = await asyncio.gather(*probes)
+        # The store's own checks (its file in the state dir, or its server) are read side
+        # by side with the probes and listed after the state dir's.
+        probes.append(_guarded("store", store_backend(config.store).doctor(config, timeout), debug))
+        *found, store = await asyncio.gather(*probes)
     checks = [check for group in found for check in group]
     if not config.channels.enabled():
         checks.insert(0, failed("channels", "no channel enabled", "configure one under channels:"))
@@ -262,7 +263,8 @@ async def diagnose(
         passed(name, f"{name}: disabled (enabled: false), not probed") for name in disabled
     )
     state_dir = Path(config.state_dir)
-    checks.extend(state_dir_checks(state_dir, sqlite=config.store.backend == "sqlite"))
+    checks.extend(state_dir_checks(state_dir))
+    checks.extend(store)
     checks.extend(provider_check(config, os.environ if env is None else env))
     checks.extend(await access_checks(config, state_dir))
     checks.extend(health_port_check(config))
