@@ -76,6 +76,7 @@ from .conversation import Conversations, RunHooks
 from .conversation.ownership import Ownership
 from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
+from .http.routes import HttpServers
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
 from .media import MediaResolver
@@ -120,7 +121,7 @@ from .wiring import (
 )
 
 if TYPE_CHECKING:
-    from .ops.health import HealthServer
+    from .ops.health import HealthEndpoint
 
 __all__ = ["App", "Runtime", "build_runtime", "settled_heap"]
 
@@ -379,6 +380,8 @@ class Runtime:
     """This node's leases (renewed by the App's task while it runs, released at its stop)."""
     backend: StoreBackend
     """What the store is: whether this node shares it with others (``cluster``)."""
+    http: HttpServers
+    """The HTTP servers health and the channels serve routes on (closed by the App)."""
     ownership: Ownership | None = None
     """Cluster mode (postgres): the conversations this node owns by lease, and the claimer;
     None on SQLite (this node runs every conversation)."""
@@ -439,6 +442,7 @@ def build_runtime(
     if leases is None:
         leases = LeaseKeeper(ProcessLeases(), config.store.node_id, config.store.lease_ttl)
     shared = leases if backend.cluster else None  # what goes by lease among the nodes
+    http = HttpServers()
     model_health: dict[str, Reachability] = {}
     provider = build_provider(config, model_health)
     mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
@@ -473,6 +477,7 @@ def build_runtime(
             admits=router.admits,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
             leases=shared,
+            http=http,
         ),
         debug=debug,
         on_down=partial(counters.error, kind="channel_down"),
@@ -522,6 +527,7 @@ def build_runtime(
         mcp=mcp,
         leases=leases,
         backend=backend,
+        http=http,
         ownership=ownership,
         model_health=model_health,
     )
@@ -559,7 +565,7 @@ class App:
         self.metrics = Metrics()
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
-        self.health: HealthServer | None = None
+        self.health: HealthEndpoint | None = None
         self.started = False
         """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
@@ -712,14 +718,12 @@ class App:
         if runtime.ownership is not None:
             runtime.ownership.start()
         if config.health.enabled:
-            from .ops.health import HealthServer  # aiohttp: imported only to serve it
+            from .ops.health import HealthEndpoint  # aiohttp: imported only to serve it
 
             node = NodeHealth(
                 config.store.node_id, runtime.backend.name, runtime.store, runtime.leases
             )
-            health = HealthServer(
-                config.health.host,
-                config.health.port,
+            health = HealthEndpoint(
                 channel_states=self.channel_states,
                 channel_problems=runtime.keeper.problems,
                 metrics=self.metrics,
@@ -727,7 +731,7 @@ class App:
                 node=node.view,
             )
             self.health = health
-            await health.start()
+            await health.serve(runtime.http, config.health.host, config.health.port)
         notifier.ready(self._running_status())
         self.started = True
 
@@ -824,8 +828,7 @@ class App:
         await keeper.stop_all()
         # Nothing of this node runs any more: what it held is free for the others at once.
         await runtime.leases.release_all()
-        if self.health is not None:
-            await self.health.stop()
+        await runtime.http.close()  # /healthz answered until here
         log.info("stopped")
 
 

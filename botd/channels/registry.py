@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..chat import ChatKindOf, InboundMessage, TargetForm
     from ..cluster.leases import LeaseKeeper
+    from ..http.routes import Routes
     from ..ops.doctor.checks import Check
     from ..store.protocols import Offsets
 
@@ -91,6 +92,10 @@ class ChannelContext:
     """This node's leases when it is one of several on a shared database (``store.backend:
     postgres``); None on a single node. An adapter whose platform allows one connection per
     account (or shard) runs it only while it holds that lease (``botd.cluster.holding``)."""
+
+    http: Routes | None = None
+    """Where an adapter serves HTTP (Telegram's webhook): routes added on botd's HTTP server
+    at an address (``botd.http``); None where nothing can be served."""
 
     on_reachability: Callable[[str, str | None], None] | None = None
     """Called with (channel, error) when a running channel's platform could not be reached

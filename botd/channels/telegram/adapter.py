@@ -18,10 +18,11 @@ parts of an album, and of a long text the app split (``pastes``), share an album
 the sessions answer them as one.
 
 With ``mode="webhook"`` Telegram POSTs the updates instead (``webhook``): at start botd
-listens, then registers ``webhook_url`` with ``setWebhook`` (its secret token, the same
+serves the route on its HTTP server at the ``listen`` address (``http``), then registers
+``webhook_url`` with ``setWebhook`` (its secret token, the same
 updates as polling, one connection at a time); each update goes through the same handlers and
 is answered 200 only once it was accepted, 503 when not (Telegram sends it again). At
-shutdown botd stops listening and leaves the webhook set, so what comes meanwhile waits with
+shutdown botd stops serving the route and leaves the webhook set, so what comes meanwhile waits with
 Telegram for the next start.
 
 On several nodes (``leases``) one node polls: the holder of the lease ``telegram:<account>``
@@ -119,7 +120,7 @@ from .reactions import telegram_reaction
 from .transport import sends_request
 
 if TYPE_CHECKING:
-    from .webhook import WebhookServer
+    from ...http.routes import Route, Routes
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -346,17 +347,22 @@ class TelegramAdapter:
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
+        http: Routes | None = None,
     ) -> None:
-        """``listen``: (host, port, path) the webhook server takes Telegram's POSTs on.
+        """``listen``: (host, port, path) Telegram's POSTs are taken on, a route on ``http``
+        (botd's HTTP server: ``ChannelContext.http``), which webhook mode needs.
         ``leases``: this node's, when it is one of several: it polls only while it holds
         ``telegram:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
+        if mode == "webhook" and http is None:
+            raise ValueError("Telegram's webhook mode needs an HTTP server to take the POSTs")
         self._mode = mode
         self._webhook_url = webhook_url
         self._webhook_secret = webhook_secret or ""
         self._listen = listen
-        self._webhook: WebhookServer | None = None
+        self._http = http
+        self._webhook: Route | None = None
         self._refused: set[int] = set()
         """Updates whose message the sink did not take (webhook mode answers them 503)."""
         self._token = token
@@ -485,15 +491,13 @@ class TelegramAdapter:
             await asyncio.wait({holding})
 
     async def _start_webhook(self, bot: _PollingBot) -> None:
-        """Listen, then have Telegram POST the updates here (``setWebhook``)."""
-        from .webhook import WebhookServer  # aiohttp's server: polling needs none
+        """Serve the route, then have Telegram POST the updates to it (``setWebhook``)."""
+        from .webhook import WebhookHandler  # aiohttp: polling needs none
 
+        assert self._http is not None
         host, port, path = self._listen
-        server = WebhookServer(
-            self._on_webhook_update, secret=self._webhook_secret, host=host, port=port, path=path
-        )
-        await server.start()
-        self._webhook = server
+        handler = WebhookHandler(self._on_webhook_update, secret=self._webhook_secret)
+        self._webhook = await self._http.add("POST", path, handler, host=host, port=port)
         assert self._webhook_url is not None
         await bot.set_webhook(
             self._webhook_url,
@@ -505,7 +509,7 @@ class TelegramAdapter:
 
     @property
     def webhook_port(self) -> int | None:
-        """The port the webhook server listens on, once started (None: polling)."""
+        """The port the webhook is served on, once started (None: polling)."""
         return None if self._webhook is None else self._webhook.port
 
     async def _on_webhook_update(self, data: dict[str, Any]) -> bool:
@@ -532,7 +536,7 @@ class TelegramAdapter:
         yet stay with Telegram for the next start."""
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
-            await webhook.stop()
+            await webhook.remove()
         await self._stop_holding()
         app = self._app
         if app is not None and app.updater is not None and app.updater.running:
@@ -541,7 +545,7 @@ class TelegramAdapter:
     async def stop(self) -> None:
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
-            await webhook.stop()
+            await webhook.remove()
         await self._stop_holding()
         menu, self._menu_task = self._menu_task, None
         if menu is not None:

@@ -33,8 +33,8 @@ def _without_bot_suffix(url: str) -> str:
 
 
 class TelegramListen(Section):
-    """Where the webhook server listens (``mode: webhook``); a reverse proxy that ends TLS
-    for ``webhook_url`` forwards to it."""
+    """Where the webhook is served (``mode: webhook``); a reverse proxy that ends TLS for
+    ``webhook_url`` forwards to it. The same host and port as ``health`` share one server."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8443, ge=0, le=65535)
@@ -102,6 +102,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         webhook_url=section.webhook_url,
         webhook_secret=section.webhook_secret,
         listen=(section.listen.host, section.listen.port, section.listen.path),
+        http=context.http,
     )
 
 
