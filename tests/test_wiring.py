@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from botd.app import build_runtime
 from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.ops.metrics import Metrics
+from botd.runtime import build_runtime
 from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
 from tests.waiting import until

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from botd import wiring
-from botd.app import build_runtime
 from botd.channels.base import InboundSink
 from botd.channels.console.spec import SPEC as CONSOLE
 from botd.channels.discord.spec import SPEC as DISCORD
@@ -32,6 +31,7 @@ from botd.chat import Capabilities, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
 from botd.config.channels import registrations
+from botd.runtime import build_runtime
 from botd.store.sqlite import SqliteStore
 from botd.text.markup import PLAIN
 
