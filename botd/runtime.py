@@ -265,8 +265,8 @@ class Runtime:
     http: HttpServers
     """The HTTP servers health and the channels serve routes on (closed by the App)."""
     ownership: Ownership | None = None
-    """Cluster mode (postgres): the conversations this node owns by lease, and the claimer;
-    None on SQLite (this node runs every conversation)."""
+    """Cluster mode (a store the nodes share): the conversations this node owns by lease,
+    and the claimer; None for a node alone (it runs every conversation)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
 
@@ -423,6 +423,6 @@ async def session_started(store: Store, conversation_key: str) -> float | None:
 
 
 async def has_conversation(store: ConversationLedger, conversation_key: str) -> bool:
-    """Whether ``store`` has a session under ``conversation_key`` (a Slack thread's context
+    """Whether ``store`` has a session under ``conversation_key`` (a thread's context
     is fetched only for a conversation botd does not know yet)."""
     return await store.stored_session(conversation_key) is not None
