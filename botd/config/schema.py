@@ -5,6 +5,11 @@ each validated by the model its channel registered (see ``botd.config.channels``
 platform's section extends ``ChatChannelSection`` with its connection settings; ``agent.tools``
 names tools registered the same way (``botd.config.tools``). The runtime reads these models;
 nothing here builds a runtime object.
+
+It is long (some 880 lines) because it is the catalogue of the file, one small model per
+section in the file's own order; split by section, the parts would import each other's base
+model, id types and private validators, and a reader of one section would follow several
+files to see what a key may hold.
 """
 
 from __future__ import annotations
