@@ -1,9 +1,12 @@
 """The config file's models: every section, its defaults and its rules, as plain data.
 
-Every section rejects unknown keys. ``channels`` holds one section per configured channel,
-each validated by the model its channel registered (see ``botd.config.channels``); a chat
-platform's section extends ``ChatChannelSection`` with its connection settings. The runtime
-reads these models; nothing here builds a runtime object.
+Every section rejects unknown keys. ``channels`` holds one section per configured channel
+instance, each validated by the model its platform registered (see ``botd.config.channels``):
+a section named after a platform (``channels.telegram``) is that platform's instance of that
+name; a section of any other name says which platform it runs on (``platform: telegram``), so
+one platform can run several accounts (``ChannelsSection.platforms``). A chat platform's
+section extends ``ChatChannelSection`` with its connection settings. The runtime reads these
+models; nothing here builds a runtime object.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ __all__ = [
     "ToolProgressMode",
     "TranscriptionSection",
     "channels_in",
+    "configured_in",
     "off_on",
 ]
 
@@ -101,6 +105,9 @@ AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
+CONFIGURED_CONTEXT = "configured"
+"""The validation-context key of the channel names the file configures (its ``channels``
+keys as written), which targets may name besides the registered platforms."""
 
 
 def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
@@ -109,6 +116,13 @@ def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
         channels: Mapping[str, ChannelEntry] = context[CHANNELS_CONTEXT]
         return channels
     return registered_channels()
+
+
+def configured_in(context: Any) -> frozenset[str]:
+    """The channel names the file being validated configures (none when not told)."""
+    if isinstance(context, Mapping) and CONFIGURED_CONTEXT in context:
+        return frozenset(context[CONFIGURED_CONTEXT])
+    return frozenset()
 
 
 def _as_text(value: Any) -> Any:
@@ -251,7 +265,8 @@ class BlockStreamingSection(Section):
 
 
 def _registered_channel(value: str, info: ValidationInfo) -> str:
-    known = sorted(channels_in(info.context))
+    """``value`` when it names a registered platform or a channel the file configures."""
+    known = sorted(set(channels_in(info.context)) | configured_in(info.context))
     if value not in known:
         close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
@@ -435,9 +450,13 @@ MIN_TEXT_CHUNK_LIMIT = 100
 
 
 class ChannelSection(Section):
-    """The base of every channel's section, a plugin's too: how replies are cut into messages
-    (delivery does the cutting, for every channel alike)."""
+    """The base of every channel's section, a plugin's too: which platform it runs on, and
+    how replies are cut into messages (delivery does the cutting, for every channel alike)."""
 
+    platform: str | None = None
+    """The registered platform this channel runs on. Needed by a section not named after its
+    platform (``support: {platform: telegram, ...}``, a second Telegram bot); a section named
+    after one is that platform's (``platform`` may repeat its name, nothing else)."""
     chunk_mode: ChunkMode = "length"
     """``length``: a reply is one message unless it outgrows the limit; ``newline``: one
     message per paragraph (per line on the console), each still cut at the limit."""
@@ -602,7 +621,7 @@ def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tupl
 
 @functools.lru_cache(maxsize=64)
 def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
-    """A model with one required field per configured channel; unknown names are errors.
+    """A model with one required field per configured channel, of the model ``fields`` name.
 
     Fields are ``c0``, ``c1``, ... aliased to the channel names, so a channel may have any
     name, even one a pydantic model reserves (``schema``, ``copy``).
@@ -614,8 +633,8 @@ def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[Bas
 
 
 class ChannelsSection(BaseModel):
-    """``channels``: one section per configured channel, each validated by the model its
-    channel registered. A section left empty (``telegram:`` alone) is not configured."""
+    """``channels``: one section per configured channel instance, each validated by the model
+    its platform registered. A section left empty (``telegram:`` alone) is not configured."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -625,8 +644,10 @@ class ChannelsSection(BaseModel):
         if not isinstance(data, Mapping):
             return data  # pydantic reports "expected a mapping"
         registered = channels_in(info.context)
-        present = {name: value for name, value in data.items() if value is not None}
-        fields = tuple((name, registered[name].section) for name in present if name in registered)
+        present = {str(name): value for name, value in data.items() if value is not None}
+        fields = tuple(
+            (name, _section_model(name, value, registered)) for name, value in present.items()
+        )
         # Errors raised here keep their paths (channels.<name>.<key>).
         validated = _sections_model(fields).model_validate(present, context=info.context)
         return {name: getattr(validated, f"c{index}") for index, (name, _) in enumerate(fields)}
@@ -645,6 +666,55 @@ class ChannelsSection(BaseModel):
             for name, section in self.sections().items()
             if getattr(section, "enabled", True) is not False
         ]
+
+    def platforms(self) -> dict[str, str]:
+        """Each configured channel's platform by the channel's name, in the file's order:
+        the one place a channel instance's name is mapped to its platform (the runtime
+        reads it as ``ChannelId``s: ``botd.wiring.channel_instances``)."""
+        return {
+            name: getattr(section, "platform", None) or name
+            for name, section in self.sections().items()
+        }
+
+
+def _section_model(
+    name: str, value: Any, registered: Mapping[str, ChannelEntry]
+) -> type[BaseModel]:
+    """The model of section ``channels.<name>``: its platform's (the one it is named after,
+    or the one its ``platform`` key names), or one refusing its ``platform`` key with why."""
+    said = value.get("platform") if isinstance(value, Mapping) else None
+    known = sorted(registered)
+    if name in registered:
+        if said is None or said == name:
+            return registered[name].section
+        return _platform_refused(
+            f"a section named {name!r} is the {name} platform's: give a channel of "
+            f"platform {said!r} another name"
+        )
+    if said is None:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return _platform_refused(
+            f"required key is missing: {name!r} is no platform's name{hint}, so the section "
+            f"says which platform it runs on (one of {', '.join(known)})"
+        )
+    if isinstance(said, str) and said in registered:
+        return registered[said].section
+    close = difflib.get_close_matches(str(said), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+    return _platform_refused(f"unknown platform {said!r}{hint}")
+
+
+@functools.lru_cache(maxsize=64)
+def _platform_refused(why: str) -> type[BaseModel]:
+    """A section model whose ``platform`` key is refused with ``why`` (missing or not), under
+    that key and its line; the section's other keys are not read (no model would fit them)."""
+
+    def refuse(value: Any) -> Any:
+        raise ValueError(why)
+
+    platform: Any = (Annotated[Any, BeforeValidator(refuse)], Field(None, validate_default=True))
+    return create_model("refused_platform", __config__=ConfigDict(extra="allow"), platform=platform)
 
 
 # --------------------------------------------------------------------------- scheduler

@@ -202,15 +202,23 @@ def test_config_and_check_load_no_runtime() -> None:
 
 
 def test_an_unknown_channel_is_an_error_with_did_you_mean() -> None:
+    """A section not named after a platform must name its platform (``platform:``): a
+    misspelt platform's name is told as that missing key, with the name it resembles."""
     text = "channels:\n  console: {enabled: true}\n  telgram:\n    token: t\n"
     with pytest.raises(ConfigError) as caught:
         parse_config(text, {}, "botd.yaml")
     [problem] = caught.value.problems
-    assert (problem.path, problem.line) == ("channels.telgram", 3)
-    assert problem.message == "unknown channel 'telgram'; did you mean 'telegram'?"
+    assert (problem.path, problem.line) == ("channels.telgram.platform", 3)
+    assert problem.message == (
+        "required key is missing: 'telgram' is no platform's name (did you mean 'telegram'?), "
+        "so the section says which platform it runs on (one of console, discord, slack, "
+        "telegram)"
+    )
     with pytest.raises(ConfigError) as caught:
         parse_config("channels:\n  matrix: {}\n", {}, "botd.yaml")
-    assert caught.value.problems[0].message.startswith("unknown channel 'matrix' (known: ")
+    [problem] = caught.value.problems
+    assert (problem.path, problem.line) == ("channels.matrix.platform", 2)
+    assert problem.message.startswith("required key is missing: 'matrix' is no platform's name,")
 
 
 def test_a_job_for_an_unregistered_channel_is_an_error_with_did_you_mean() -> None:
