@@ -100,7 +100,8 @@ log = logging.getLogger(__name__)
 # discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
 not_botds_concern("discord.client", "voice will NOT be supported")
 
-CHANNEL = "discord"
+PLATFORM = "discord"
+"""The platform's name: a bot's channel name unless the wiring gives it another."""
 TEXT_LIMIT = 2000
 LINE_LIMIT = 17
 UPLOAD_LIMIT = 10 * 1024 * 1024
@@ -220,7 +221,6 @@ class _Client(discord.Client):
 class DiscordAdapter:
     """A ChannelAdapter for one Discord bot token."""
 
-    name = CHANNEL
     capabilities = Capabilities(
         text_limit=TEXT_LIMIT,
         markup=MARKDOWN,
@@ -233,6 +233,7 @@ class DiscordAdapter:
         self,
         token: str,
         *,
+        channel: str = PLATFORM,
         api_base_url: str | None = None,
         gateway_url: str | None = None,
         allow_bots: bool = False,
@@ -247,8 +248,13 @@ class DiscordAdapter:
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        """``leases``: this node's, when it is one of several: each of the ``shard_count``
-        gateway shards runs here only while this node holds its lease."""
+        """``channel``: the name of the channel instance this bot is (its messages' and
+        targets' ``channel``, its conversation keys' and leases' start, its log lines'
+        prefix). ``leases``: this node's, when it is one of several: each of the
+        ``shard_count`` gateway shards runs here only while this node holds its lease."""
+        self.name = channel
+        self._label = f"{channel}[{account_id}]"
+        """What the log lines of this bot start with: ``discord[default]``."""
         self._token = token
         if leases is None and shard_count > 1:
             # One node runs every shard: leases of its own that nobody else claims.
@@ -260,7 +266,7 @@ class DiscordAdapter:
         self._holding: list[asyncio.Task[None]] = []
         self._command_menu = command_menu
         self._publishing: asyncio.Task[bool] | None = None
-        self._handing = UntilAccepted(CHANNEL)
+        self._handing = UntilAccepted(channel)
         self._until_accepted = self._handing.hand
         self.followups = CommandFollowups()
         self._auto_thread = auto_thread
@@ -350,10 +356,10 @@ class DiscordAdapter:
         self._link.reachable()
         if self._command_menu:
             self._publishing = asyncio.create_task(
-                publish_commands(self._tree, self.account_id), name="discord-commands"
+                publish_commands(self._tree, self._label), name="discord-commands"
             )
         for shard in range(self._shard_count):
-            name = f"{CHANNEL}:{self.account_id}:{shard}"
+            name = f"{self.name}:{self.account_id}:{shard}"
             self._holding.append(
                 asyncio.create_task(
                     hold_lease(leases, name, "gateway", partial(self._run_shard, shard)),
@@ -361,8 +367,8 @@ class DiscordAdapter:
                 )
             )
         log.info(
-            "discord[%s]: %d shard(s), each connected while this node holds its lease",
-            self.account_id,
+            "%s: %d shard(s), each connected while this node holds its lease",
+            self._label,
             self._shard_count,
         )
 
@@ -502,7 +508,7 @@ class DiscordAdapter:
         self._link.reachable()
         if self._command_menu and self._publishing is None:  # once per start, not per resume
             self._publishing = asyncio.create_task(
-                publish_commands(self._tree, self.account_id), name="discord-commands"
+                publish_commands(self._tree, self._label), name="discord-commands"
             )
         self._ready.set()
 
@@ -512,7 +518,11 @@ class DiscordAdapter:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         message = command_message(
-            interaction, text, account_id=self.account_id, bot_name=me.name if me else ""
+            interaction,
+            text,
+            instance=self.name,
+            account_id=self.account_id,
+            bot_name=me.name if me else "",
         )
         if sink is None or message is None:
             await answer(interaction, "Not taken: botd is not taking messages now.")
@@ -524,7 +534,7 @@ class DiscordAdapter:
         try:
             await self._until_accepted(sink, message)
         except Exception as exc:
-            log.warning("discord: slash command %s was not taken: %s", text.split()[0], exc)
+            log.warning("%s: slash command %s was not taken: %s", self.name, text.split()[0], exc)
             await answer(interaction, NOT_TAKEN_TEXT)
             return
         await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
@@ -538,7 +548,7 @@ class DiscordAdapter:
         that one: both carry the same token, and only the first callback counts, which must
         be the one saying what the press did."""
         if interaction.id in self._pressing:
-            log.debug("discord: press %s delivered again while handled", interaction.id)
+            log.debug("%s: press %s delivered again while handled", self.name, interaction.id)
             return
         self._pressing.add(interaction.id)
         try:
@@ -550,7 +560,10 @@ class DiscordAdapter:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         press = press_message(
-            interaction, account_id=self.account_id, bot_name=me.name if me else ""
+            interaction,
+            instance=self.name,
+            account_id=self.account_id,
+            bot_name=me.name if me else "",
         )
         if sink is None:
             await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN_NOW))
@@ -561,7 +574,7 @@ class DiscordAdapter:
         try:
             decided = await sink(press)
         except Exception as exc:
-            log.warning("discord: a button press was not taken: %s", exc)
+            log.warning("%s: a button press was not taken: %s", self.name, exc)
             await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN))
             return
         answer = getattr(decided, "answer", None)
@@ -575,7 +588,7 @@ class DiscordAdapter:
                         view=chosen_view(answer.label, press.sender_name)
                     )
             except DiscordError as exc:
-                log.warning("discord: showing the choice made failed: %s", exc)
+                log.warning("%s: showing the choice made failed: %s", self.name, exc)
 
     def _taking(self, message: discord.Message) -> tuple[InboundSink, discord.ClientUser] | None:
         """The sink and the bot's user, when ``message`` is one to hand on: not the bot's
@@ -654,13 +667,14 @@ class DiscordAdapter:
             )
         except discord.HTTPException as exc:
             log.warning(
-                "discord: no thread started on message %s (%s %s); answering in the channel",
+                "%s: no thread started on message %s (%s %s); answering in the channel",
+                self.name,
                 message.id,
                 exc.status,
                 exc.text or exc,
             )
             return inbound
-        where = conversation_of(thread, thread.id, dm_user_id=None)
+        where = conversation_of(self.name, thread, thread.id, dm_user_id=None)
         return replace(inbound, thread_id=where.thread_id, conversation_key=where.key)
 
     def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
@@ -675,12 +689,12 @@ class DiscordAdapter:
             or (isinstance(channel, discord.Thread) and channel.owner_id == me_id)
         )
         where = conversation_of(
-            channel, channel.id, dm_user_id=author.id if message.guild is None else None
+            self.name, channel, channel.id, dm_user_id=author.id if message.guild is None else None
         )
         # The bot's own mention is addressing, not content.
         text = without_mention(message.content, rf"<@!?{me_id}>")
         return InboundMessage(
-            channel=CHANNEL,
+            channel=self.name,
             chat_id=where.chat_id,
             sender_id=str(author.id),
             text=text,
