@@ -68,7 +68,7 @@ from .approvals import PREFIX, Approvals
 from .buttons.layout import ButtonRows
 from .channel_keeper import START_WAIT, ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
-from .channels.registry import ChannelContext, channel_specs
+from .channels.registry import ChannelContext, channel_specs, platform_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.leases import LeaseKeeper, ProcessLeases, hold_node
 from .config import BotdConfig, ConfigError, load_config, secret_values
@@ -271,7 +271,7 @@ class Channels:
     def update_channels(self, config: BotdConfig) -> None:
         """Point delivery at the live adapters and the router and delivery at ``config``'s
         access policies and delivery modes."""
-        self._router.update_policies(access_policies(config))
+        self._router.update_policies(access_policies(config, self.specs))
         self._delivery.set_channels(
             self.adapters,
             delivery_modes(config),
@@ -468,7 +468,7 @@ def build_runtime(
             store,
             intake.submit,
             intake.reply,
-            access_policies(config),
+            access_policies(config, registry),
             pairing=open_pairing(config, store),
             session_started=partial(session_started, store),
         )
@@ -624,9 +624,9 @@ class App:
         go to) and INFO otherwise."""
         if self.debug:
             return "DEBUG"
-        specs = channel_specs()
+        platforms = platform_specs(config.channels)
         if "level" not in config.logging.model_fields_set and any(
-            name in specs and specs[name].local for name in config.channels.enabled()
+            name in platforms and platforms[name].local for name in config.channels.enabled()
         ):
             return "WARNING"
         return config.logging.level

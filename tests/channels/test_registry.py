@@ -23,12 +23,13 @@ from botd.channels.registry import (
     ChannelContext,
     ChannelSpec,
     ChannelUnavailable,
+    channel_instances,
     channel_specs,
     load_channel_specs,
 )
 from botd.channels.slack.spec import SPEC as SLACK
 from botd.channels.telegram.spec import SPEC as TELEGRAM
-from botd.chat import Capabilities, MessageRef, Target
+from botd.chat import Capabilities, ChannelId, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
 from botd.config.channels import registrations
@@ -365,3 +366,64 @@ channels:
     default = parse_config("channels:\n  telegram: {token: '1:t'}\n", {})
     section = default.channels.section("telegram")
     assert isinstance(section, ChatChannelSection) and section.account == "default"
+
+
+# ---------------------------------------------------------------- instances
+
+
+def test_each_instance_is_built_by_its_platform_and_named_after_its_section(
+    tmp_path: Path,
+) -> None:
+    """A channel of another name is its platform's adapter under its own name: its messages,
+    targets, keys, offsets and leases are its own; the one named after its platform keeps
+    the names it always had."""
+    from botd.channels.discord.adapter import DiscordAdapter
+    from botd.channels.slack.adapter import SlackAdapter
+    from botd.channels.telegram.adapter import TelegramAdapter
+
+    text = """
+channels:
+  telegram: {token: "1:t"}
+  support: {platform: telegram, token: "2:t"}
+  slack: {bot_token: b, app_token: a}
+  ops: {platform: slack, bot_token: b2, app_token: a2}
+  discord: {token: d}
+  guild: {platform: discord, token: d2, account: other}
+"""
+    config = parse_config(text, {})
+    store = SqliteStore.open(tmp_path)
+    try:
+        adapters = wiring.build_adapters(config, ChannelContext(store))
+    finally:
+        store.close()
+    kinds = {name: type(adapter) for name, adapter in adapters.items()}
+    assert kinds == {
+        "telegram": TelegramAdapter,
+        "support": TelegramAdapter,
+        "slack": SlackAdapter,
+        "ops": SlackAdapter,
+        "discord": DiscordAdapter,
+        "guild": DiscordAdapter,
+    }
+    assert {name: adapter.name for name, adapter in adapters.items()} == {
+        name: name for name in kinds
+    }
+    telegram, support = adapters["telegram"], adapters["support"]
+    assert isinstance(telegram, TelegramAdapter) and isinstance(support, TelegramAdapter)
+    assert (telegram.lease_name, support.lease_name) == ("telegram:default", "support:default")
+    assert channel_instances(config.channels)["guild"] == ChannelId("guild", "discord")
+
+
+def test_a_plugin_factory_that_ignores_the_instance_still_builds(tmp_path: Path) -> None:
+    config = parse_config(
+        "channels:\n  room: {room: lobby}\n  hall: {platform: room, room: hall}\n",
+        {},
+        channels=channels(room=ROOM),
+    )
+    store = SqliteStore.open(tmp_path)
+    try:
+        adapters = wiring.build_adapters(config, ChannelContext(store), channels(room=ROOM))
+    finally:
+        store.close()
+    rooms = {name: getattr(adapter, "room", None) for name, adapter in adapters.items()}
+    assert rooms == {"room": "lobby", "hall": "hall"}
