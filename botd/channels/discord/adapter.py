@@ -10,10 +10,14 @@ carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord an
 it again (a retry, a resend after a crash) with the message it already made. A reply carries
 the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
 
-discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
-attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
-process-wide: every discord.py client in the process uses them, which is also how a REST or
-gateway proxy is configured. ``stop()`` restores the previous values.
+The adapter is the channel instance it is built as (``channel``: ``discord``, or another
+section's name): its messages and targets carry that name, and its conversation keys start
+with it (``discord_conversation_key``: ``<channel>:dm:<user>``, ``<channel>:<channel id>``).
+
+``api_base_url``/``gateway_url`` (a REST or gateway proxy, a test's fake) apply to this
+adapter's clients alone (``routes``): discord.py's process-wide ``Route.BASE`` and
+``DiscordWebSocket.DEFAULT_GATEWAY`` are never written, so two Discord bots in one process
+can talk to two places.
 
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
@@ -22,7 +26,7 @@ answers again. A connection discord.py gave up on ends the channel (``on_down``)
 Shards (``shard_count`` above 1, or several nodes: ``leases``): one client only logs in and
 does every REST call (sends, edits, the command menu), and each gateway shard is a client of
 its own (``shard_id``/``shard_count``) run while this node holds the lease
-``discord:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
+``<channel>:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
 session alone and another node's standby claims it. One client per shard rather than an
 ``AutoShardedClient``: the shards a node holds change one at a time, and an
 ``AutoShardedClient`` takes its ``shard_ids`` once, at construction. On a single node with
@@ -44,8 +48,7 @@ from typing import Any
 
 import aiohttp
 import discord
-import yarl
-from discord.gateway import DiscordWebSocket, ReconnectWebSocket
+from discord.gateway import ReconnectWebSocket
 
 from botd.channels.base import (
     InboundSink,
@@ -77,6 +80,7 @@ from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
+from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import (
     Attachment,
@@ -183,14 +187,19 @@ def _refusals(action: str) -> Iterator[None]:
 
 
 class _Client(discord.Client):
-    """Forwards the events the adapter needs."""
+    """Forwards the events the adapter needs; its requests go where the adapter's routes
+    say (``routes``)."""
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
         # A conversation's lease is checked again as each request is written, after
         # discord.py's rate-limit wait: a send held up past the lease's end is not written.
         trace = aiohttp.TraceConfig()
         trace.on_request_start.append(fencing.before_request)
-        super().__init__(http_trace=trace, **options)  # type: ignore[arg-type]
+        # discord.py's own client with the same settings, on this adapter's URLs; its
+        # connection state holds it too (the models' requests go through it).
+        http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
+        self.http = self._connection.http = http
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
@@ -273,8 +282,8 @@ class DiscordAdapter:
         self._admits = admits
         self._on_down = on_down
         self._link = link or PlatformLink()
-        self._api_base_url = api_base_url
-        self._gateway_url = gateway_url
+        self.routes = DiscordRoutes.of(api_base_url, gateway_url)
+        """Where this bot's clients send their requests (Discord's own URLs by default)."""
         self._allow_bots = allow_bots
         self.account_id = account_id
         self._ready_timeout = ready_timeout
@@ -284,8 +293,6 @@ class DiscordAdapter:
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._sink: InboundSink | None = None
-        self._saved_urls: tuple[str, yarl.URL] | None = None
-        self._patched_urls: tuple[str, yarl.URL] | None = None
         self._warned_content = False
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
@@ -298,7 +305,6 @@ class DiscordAdapter:
             raise RuntimeError("DiscordAdapter already started")
         self._sink = sink
         self._ready = asyncio.Event()
-        self._patch_urls()
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -455,7 +461,7 @@ class DiscordAdapter:
         await self._handing.settle()
 
     async def stop(self) -> None:
-        """Close the connection and restore the patched URLs; safe to call more than once."""
+        """Close the connection; safe to call more than once."""
         await self._stop_shards()
         client, task = self._client, self._task
         self._client = self._task = None
@@ -470,26 +476,6 @@ class DiscordAdapter:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._restore_urls()
-
-    def _patch_urls(self) -> None:
-        if self._api_base_url is None and self._gateway_url is None:
-            return
-        saved = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-        base = self._api_base_url.rstrip("/") if self._api_base_url else saved[0]
-        gateway = yarl.URL(self._gateway_url) if self._gateway_url else saved[1]
-        discord.http.Route.BASE = base
-        DiscordWebSocket.DEFAULT_GATEWAY = gateway
-        self._saved_urls, self._patched_urls = saved, (base, gateway)
-
-    def _restore_urls(self) -> None:
-        if self._saved_urls is None:
-            return
-        current = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-        # Leave the values alone if something else patched them since.
-        if current == self._patched_urls:
-            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
-        self._saved_urls = self._patched_urls = None
 
     # --- inbound -----------------------------------------------------------------------------
 
@@ -515,6 +501,10 @@ class DiscordAdapter:
     async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
         """A slash command used (``commands``): handed on like a typed one, and the
         interaction answered, for its user only, once it was taken or could not be."""
+        with self.routes.interactions():
+            await self._take_command(interaction, text)
+
+    async def _take_command(self, interaction: discord.Interaction, text: str) -> None:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         message = command_message(
@@ -552,7 +542,8 @@ class DiscordAdapter:
             return
         self._pressing.add(interaction.id)
         try:
-            await self._take_press(interaction)
+            with self.routes.interactions():
+                await self._take_press(interaction)
         finally:
             self._pressing.discard(interaction.id)
 
@@ -801,7 +792,8 @@ class DiscordAdapter:
                         )
             except DiscordError as exc:
                 if exc.status == 403:  # a slash command's user is told, if any
-                    await self.followups.tell_cannot_post(str(channel.id), exc.text)
+                    with self.routes.interactions():
+                        await self.followups.tell_cannot_post(str(channel.id), exc.text)
                 raise
             reply_to = None  # only the first message replies
             refs.append(MessageRef(target, str(sent.id)))
