@@ -7,12 +7,11 @@ The probes are the cheapest read-only requests each service has: each enabled ch
 comes from its platform's spec (``ChannelSpec.probe``: the built-ins' are
 ``botd.channels.<platform>.probe``, e.g. Telegram's ``getMe``), one probe per channel
 instance, its lines named after the instance (``for_instance``); a channel without one is
-named as not probed. The model's is the
-model API's list of models, which also tells whether it knows the model configured
-(Anthropic lists dated ids only: an alias is known when a listed id is it with a date, or
-when ``GET /v1/models/{name}`` finds it). They are plain HTTP requests against the
-configured base URLs, each with a short timeout, so a status code is reported as what it
-means (a 404 is a wrong base URL, not a rejected token).
+named as not probed. The model's is the model API's list of models, which also tells
+whether it knows the model configured (Anthropic lists dated ids only: an alias is known
+when a listed id is it with a date, or when ``GET /v1/models/{name}`` finds it). They are
+plain HTTP requests against the configured base URLs, each with a short timeout, so a
+status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
 stopped again (``doctor.mcp``).
