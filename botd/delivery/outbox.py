@@ -46,11 +46,11 @@ from dataclasses import replace
 from typing import Literal
 
 from ..chat import MessageRef, PieceKey, Target
-from ..cluster import fencing
 from ..cluster.leases import LeaseLost
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
+from .scope import fence_now
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class RunOutbox:
                 self.cancel()
                 return
             except Exception as exc:
-                fence = fencing.current()
+                fence = fence_now()
                 if fence is None:
                     log.exception("writing a reply to the outbox failed; sending it anyway")
                 else:

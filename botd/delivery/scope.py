@@ -2,14 +2,15 @@
 
 Both still travel in context variables: the fence of a conversation owned by lease in
 ``botd.cluster.fencing``, and the key of the message being posted in
-``botd.channels.base.sending`` (which the adapters read to tag the message). The parts of
-``ChannelDelivery`` read and set them here only, so that passing them explicitly (a
+``botd.channels.base.sending`` (which the adapters read to tag the message). This module is
+the only one in ``botd.delivery`` that reads or sets them, so that passing them explicitly (a
 ``RunScope``) changes these functions and their callers, and nothing else.
 
 * The fence: ``check_fence`` before a reply is delivered, a preview shown or a stream no
   final took over stopped, and ``fenced`` around every retried adapter call (checked before
   each try, since a backoff may outlast the lease; a ``LeaseLost`` the SDK wrapped is raised
-  as it is).
+  as it is); ``fence_now`` for the outbox, which gives the lease up when a piece cannot be
+  written down.
 * The piece: ``posting_piece`` marks the piece ``send_text`` posts; ``keyed`` numbers each
   message (or upload) of it and sets its ``MessageKey`` around every try of that message.
 """
@@ -27,6 +28,7 @@ from ..channels.base import sending
 from ..channels.errors import ChannelError
 from ..chat import MessageKey, MessageRef, PieceKey
 from ..cluster import fencing
+from ..cluster.fencing import Fence
 
 _T = TypeVar("_T")
 
@@ -34,6 +36,11 @@ _T = TypeVar("_T")
 def check_fence() -> None:
     """``LeaseLost`` when the lease of the conversation being served forbids a send now."""
     fencing.check_send()
+
+
+def fence_now() -> Fence | None:
+    """The fence of the conversation being served (None: it is not held by lease)."""
+    return fencing.current()
 
 
 def fenced(attempt: Callable[[], Awaitable[_T]]) -> Callable[[], Awaitable[_T]]:
@@ -112,4 +119,4 @@ def keyed(
     return keyed_attempt
 
 
-__all__ = ["check_fence", "fenced", "keyed", "posting_piece"]
+__all__ = ["check_fence", "fence_now", "fenced", "keyed", "posting_piece"]
