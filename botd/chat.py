@@ -41,14 +41,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def storable(text: str) -> str:
-    """``text`` as UTF-8 can carry it: each lone UTF-16 surrogate becomes U+FFFD.
+    """``text`` as every store and platform can carry it: each lone UTF-16 surrogate and
+    each NUL (U+0000) becomes U+FFFD.
 
     JSON may escape half of a surrogate pair (``"\\ud800"``) and decoders hand it on as is;
     SQLite, HTTP bodies and the platforms refuse such a string. A high and low surrogate
-    next to each other are joined into the character they encode. Text without any
-    surrogate is returned unchanged (the same object).
+    next to each other are joined into the character they encode. JSON may carry a NUL
+    (``"\\u0000"``) too, which PostgreSQL refuses in any text column. Text without either
+    is returned unchanged (the same object).
     """
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    elif text.isascii():
+        return text
+    if _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
@@ -64,7 +70,7 @@ def _make_storable(instance: Target | InboundMessage | Quote) -> None:
     for name in names:
         value = getattr(instance, name)
         if isinstance(value, str):
-            if value.isascii():
+            if value.isascii() and "\x00" not in value:
                 continue  # the common case, decided without a search
             clean = storable(value)
             if clean is not value:
@@ -258,7 +264,8 @@ class PressAnswer:
 class InboundMessage:
     """A chat message addressed to the bot, already mapped to its conversation.
 
-    Its text fields are ``storable``: a lone surrogate is U+FFFD from construction on.
+    Its text fields are ``storable``: a lone surrogate or a NUL is U+FFFD from construction
+    on.
     """
 
     channel: str

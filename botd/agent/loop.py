@@ -65,7 +65,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
-from ..chat import Target
+from ..chat import Target, storable
 from ..events import (
     AgentEnd,
     AgentEvent,
@@ -618,6 +618,10 @@ class AgentRun:
 
     def _record_result(self, call: ToolCallContent, output: ToolOutput) -> None:
         output = replace(output, text=mask_secrets(output.text)) if output.is_error else output
+        if (text := storable(output.text)) is not output.text:
+            # Whatever the tool read (a page, a file, a server's answer): the model and the
+            # transcript get the same text, a NUL or half a surrogate pair as U+FFFD.
+            output = replace(output, text=text)
         self._emit(
             ToolExecutionEnd(
                 tool_call_id=call.id,

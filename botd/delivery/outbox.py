@@ -23,8 +23,11 @@ before it is sent and marked sent (with the platform's message refs) or failed a
 journal that cannot write is logged and the piece still goes out, except under a lease
 (cluster mode): there the piece is not sent and the lease is given up, so the conversation's
 next holder resumes the run from what the store has (a piece sent without its row would be
-sent again by it). A refused piece is logged
-and skipped; the rest of the run still goes out.
+sent again by it). A piece the store refuses for its content (``ContentRefused``) is no lost
+lease: it is logged and skipped, the run goes on. A piece's text is made ``storable`` before
+it is written (a NUL becomes U+FFFD), so the chat shows what the store keeps, on either
+backend. A piece the platform refuses is logged and skipped; the rest of the run still goes
+out.
 
 ``close(then)`` waits until every piece is out; ``then`` is called right after the last
 piece's confirmation, in the same step, so what it records commits together with that
@@ -45,8 +48,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from ..chat import MessageRef, PieceKey, Target
+from ..chat import MessageRef, PieceKey, Target, storable
 from ..cluster.leases import LeaseLost
+from ..store.errors import ContentRefused
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
@@ -230,6 +234,11 @@ class RunOutbox:
         if self._typing:
             await self._stop_typing()  # the answer has started: no more "typing…"
         target, reply = self.target, piece.reply
+        if isinstance(reply, BlockReply) and (clean := storable(reply.text)) is not reply.text:
+            # Written and posted as every store keeps it (a NUL as U+FFFD): the chat shows
+            # what a resumed run would send again, whichever backend journals it.
+            reply = replace(reply, text=clean)
+            piece = piece._replace(reply=reply)
         journal = self._journal if not isinstance(reply, PartialReply) else None
         key: int | None = None
         if journal is not None:
@@ -239,6 +248,11 @@ class RunOutbox:
                 # Another node may own the conversation now: nothing more is posted.
                 log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
                 self.cancel()
+                return
+            except ContentRefused as exc:
+                # The store holds nothing of this piece, and would refuse it again: the
+                # piece is skipped (no lost lease, nothing to resume), the run goes on.
+                log.error("a reply to %s is not sent: %s", target.chat_id, exc)
                 return
             except Exception as exc:
                 fence = fence_now()

@@ -28,6 +28,14 @@ logged with the conversation, the sender is told in one line (once per message, 
 the platform hands it over again), and ``handle`` raises ``StoreError``: the adapter must not
 confirm the message, so the platform delivers it again and it is answered once the store
 works again (where the platform redelivers: Telegram and Slack do, Discord does not).
+
+When the store refuses a message for what it carries (``ContentRefused``: a value the
+database cannot hold), taking it again would fail the same way, and the platform's later
+messages would wait behind it: that message alone is given up. A line kept as context has its
+ids recorded without the line (it is not shown to the model); anything else is logged once
+with the conversation and the database's words, its sender is told in one line when the
+message was for the bot (``CONTENT_REFUSED_NOTICE``), and ``handle`` returns (not accepted),
+so the adapter confirms it and the next messages flow.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from ..channels.registry import channel_specs
 from ..chat import ChatKind, InboundMessage, MessageRef, PressAnswer, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
-from ..store import InboundLedger, Pairing, StoreError
+from ..store import ContentRefused, InboundLedger, Pairing, StoreError
 from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
@@ -59,8 +67,14 @@ STORE_FAILED_NOTICE = (
     "if no answer comes, please send it again later."
 )
 """Told to a sender whose message could not be recorded (disk full, I/O error)."""
+CONTENT_REFUSED_NOTICE = (
+    "Sorry, I could not take this message: botd's storage refused something in it. "
+    "Please send it again in other words."
+)
+"""Told to a sender whose message the store refused for its content (``ContentRefused``)."""
 STORE_FAILED_MEMORY = 1000
-"""How many messages the router remembers having told about a store failure."""
+"""How many messages the router remembers having told about a store failure (or a refusal
+of their content)."""
 ALBUM_MEMORY = 1000
 """Albums remembered as addressing the bot (their later parts then count as addressed)."""
 _NOT_ADDRESSED = "not addressed to the bot (kept as context)"
@@ -108,7 +122,8 @@ class Router:
         self._reply = reply
         self._pairing = pairing or PairingFile(None)
         self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
-        """Messages whose sender was told the store failed (a redelivery is not told again)."""
+        """Messages whose sender was told the store failed or refused them (a redelivery is
+        not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
         self._addressed_albums: Recent[tuple[str, ...], None] = Recent(ALBUM_MEMORY)
@@ -142,11 +157,14 @@ class Router:
 
         Everything logged meanwhile (and by a run this starts) carries the channel and
         conversation ids. Raises ``StoreError`` when the store could not take the message
-        (see the module docstring): the adapter must leave it unconfirmed.
+        (see the module docstring): the adapter must leave it unconfirmed. A message the store
+        refuses for its content is given up: not accepted, and the adapter confirms it.
         """
         with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
             try:
                 decision = await self._decide(message)
+            except ContentRefused as exc:
+                return await self._content_refused(message, exc)
             except StoreError as exc:
                 await self._store_failed(message, exc)
                 raise
@@ -160,6 +178,32 @@ class Router:
                     extra={"reason": decision.reason},
                 )
         return decision
+
+    async def _content_refused(self, message: InboundMessage, exc: ContentRefused) -> Decision:
+        """The store refused the message for its content: log it, tell the sender once in
+        one line if the message was for the bot; it is given up (see the module docstring)."""
+        reason = f"refused by the store for its content ({exc.reason})"
+        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
+        if identity in self._told_store_failed:
+            log.info(
+                "message %s in %s: %s again", message.message_id, message.conversation_key, reason
+            )
+            return Decision(False, reason)
+        self._told_store_failed.append(identity)
+        log.error(
+            "message %s in %s could not be taken: %s",
+            message.message_id,
+            message.conversation_key,
+            reason,
+        )
+        if self._access(message).accepted:
+            try:
+                await self._reply(message.reply_target(), CONTENT_REFUSED_NOTICE)
+            except Exception:
+                log.exception(
+                    "telling %s that its message failed failed too", message.conversation_key
+                )
+        return Decision(False, reason)
 
     async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
         """The store could not take the message: log it, tell the sender once in one line."""
@@ -298,12 +342,22 @@ class Router:
     ) -> bool:
         """Record a message that is no prompt under its ``keys``, so a redelivery is dropped,
         with ``kept`` as context for its conversation's next prompt (None: the keys alone);
-        then the platform may be told. Returns whether it was a repeat."""
+        then the platform may be told (a line the store refuses for its content is not kept,
+        its keys are). Returns whether it was a repeat."""
+        repeat: bool | None = None
         if kept is not None:
-            repeat = await self._store.keep_chatter(
-                message.channel, keys, kept, limit=CONTEXT_LIMIT
-            )
-        else:
+            try:
+                repeat = await self._store.keep_chatter(
+                    message.channel, keys, kept, limit=CONTEXT_LIMIT
+                )
+            except ContentRefused as exc:
+                log.error(
+                    "message %s in %s is not kept as context: %s",
+                    message.message_id,
+                    message.conversation_key,
+                    exc.reason,
+                )
+        if repeat is None:
             repeat = await self._store.seen_inbound(message.channel, *keys)
         _signal_accepted()  # nothing more to keep
         return repeat

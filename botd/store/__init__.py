@@ -3,7 +3,8 @@ ledger and inbox, the outbox, kept chatter, offsets, token usage, the scheduler'
 
 ``protocols`` says what each part of botd needs of storage (``ConversationLedger``,
 ``InboundLedger``, ``Offsets``, ``JobLedger`` ...), ``records`` the records they take and
-return, ``errors`` what they raise; ``pruner`` forgets what is kept no longer than needed.
+return, ``errors`` what they raise (``StoreWriteError`` for a storage fault, ``ContentRefused``
+for a write refused for what it carries); ``pruner`` forgets what is kept no longer than needed.
 The one implementation today is SQLite (``sqlite.SqliteStore``), which only the wiring
 opens (``botd.app``); it hands each consumer the protocol that consumer needs.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from .errors import (
     Clock,
+    ContentRefused,
     StaleCompactionError,
     StoreError,
     StoreHealth,
@@ -72,6 +74,7 @@ __all__ = [
     "ButtonLedger",
     "Chatter",
     "Clock",
+    "ContentRefused",
     "ConversationLedger",
     "ConversationStore",
     "InboundLedger",

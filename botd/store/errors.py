@@ -37,6 +37,22 @@ class StoreWriteError(StoreError):
         super().__init__(f"{path}: {reason}")
 
 
+class ContentRefused(StoreError):
+    """A write the database refused for what it carries, not for its storage: a number out
+    of a column's range, a value too long for an index, text the database cannot encode.
+
+    Only that write is undone (the others of its transaction commit) and only its caller
+    hears of it; the store stays healthy. Written again as it is, it would be refused again,
+    so the caller skips it or answers for it once instead of trying again. ``kind`` names the
+    write (the store method); ``reason`` is the database's (or the driver's) own words.
+    """
+
+    def __init__(self, where: Path | str, kind: str, reason: str) -> None:
+        self.kind = kind
+        self.reason = reason
+        super().__init__(f"{where}: {kind} was refused for its content: {reason}")
+
+
 class StoreHealth:
     """Which kinds of write failed last time they were tried, and why.
 
@@ -93,6 +109,7 @@ class StaleCompactionError(StoreError):
 
 __all__ = [
     "Clock",
+    "ContentRefused",
     "StaleCompactionError",
     "StoreError",
     "StoreHealth",

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
-from ..events import Message, ToolCallContent
+from ..events import Message, ToolCallContent, storable_data
 from .records import OutboxEntry, PostedButtons, StoredApproval, StoredJob, StoredPreview
 from .targets import (
     attachments_data,
@@ -38,10 +38,15 @@ JOB_COLUMNS = (
 
 
 def message_json(message: Message) -> str:
-    """``message`` as the JSON text the store keeps (transcripts, the inbox's user turns)."""
+    """``message`` as the JSON text the store keeps (transcripts, the inbox's user turns),
+    every text in it ``storable``: a NUL, which JSON writes as ``\\u0000``, is kept as U+FFFD,
+    so a transcript reads back the same from either backend."""
     # Storable whatever produced the message: one bad record would fail the group commit
     # it rides in, everyone's writes with it.
-    body = json.dumps(message.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    data = message.model_dump(mode="json", exclude_none=True)
+    body = json.dumps(data, ensure_ascii=False)
+    if "\\u0000" in body:  # (or a text naming the escape: written again, unchanged)
+        body = json.dumps(storable_data(data), ensure_ascii=False)
     return storable(body)
 
 

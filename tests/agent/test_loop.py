@@ -341,6 +341,29 @@ async def test_next_request_pairs_tool_calls_with_their_results() -> None:
     assert len(history) == 2
 
 
+class ReadingTool:
+    """Returns what it read: text with a NUL and half a surrogate pair in it."""
+
+    spec = ToolSpec(name="read", description="", input_schema={"type": "object"})
+    timeout: float | None = None
+
+    async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return ToolOutput(text="first\x00second \ud800")
+
+
+async def test_a_tool_result_reaches_the_model_and_the_transcript_storable() -> None:
+    provider = RecordingProvider(
+        ScriptedProvider([ScriptedTurn(tool_calls=[call("read")]), ScriptedTurn(text="ok")])
+    )
+    run, events = make_run(provider, [ReadingTool()])
+    result = await run_to_end(run)
+    [ended] = events.of(ToolExecutionEnd)
+    sent = provider.requests[1].messages[-1]
+    kept = [m for m in result.messages if m.role == "tool_result"]
+    assert [text_of(sent), *map(text_of, kept)] == ["first\ufffdsecond \ufffd"] * 2
+    assert ended.result["content"][0]["text"] == "first\ufffdsecond \ufffd"
+
+
 # --- tool failures become results ----------------------------------------------------------
 
 

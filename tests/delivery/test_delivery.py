@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -20,7 +21,7 @@ from botd.delivery import (
     RunOutbox,
     UnknownChannelError,
 )
-from botd.store.errors import StoreWriteError
+from botd.store.errors import ContentRefused, StoreWriteError
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
 from tests.waiting import after_timers, until
@@ -315,6 +316,56 @@ async def test_a_piece_whose_row_fails_is_sent_anyway_without_a_lease() -> None:
     await output.close()
     assert journal.tried == 1
     assert [text for _, text in adapter.sent] == ["The answer."]
+
+
+class RefusingJournal:
+    """A run journal whose store refuses one piece for its content (``ContentRefused``) and
+    writes the others."""
+
+    def __init__(self, refuse: str) -> None:
+        self.refuse = refuse
+        self.texts: list[str] = []
+        self.sent_keys: list[int] = []
+
+    async def written(self, piece: object, text: str) -> int:
+        if text == self.refuse:
+            raise ContentRefused("postgresql://db/botd", "outbox_add", "bigint out of range")
+        self.texts.append(text)
+        return len(self.texts)
+
+    def sent(self, key: int, refs: object) -> None:
+        self.sent_keys.append(key)
+
+    def failed(self, key: int) -> None:
+        raise AssertionError("every piece written was sent")
+
+
+async def test_under_a_lease_a_piece_refused_for_its_content_is_skipped_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Refused for what it carries, the piece would be refused again by whoever resumed the
+    # run: the lease is no reason to give up, only that piece is left out.
+    keeper = LeaseKeeper(ProcessLeases(), "node-a", 60)
+    lease = await keeper.try_claim("conversation:fake:c1")
+    assert lease is not None
+    adapter, journal = FakeAdapter(), RefusingJournal("Second paragraph.")
+    with fencing.fenced(Fence(lease, "node-a", 1.0)), caplog.at_level(logging.WARNING):
+        output = ChannelDelivery({"fake": adapter}).open_run(
+            Target("fake", "c1"), RunOptions(journal=journal)
+        )
+        output.block(BlockReply("First paragraph."))
+        output.block(BlockReply("Second paragraph."))
+        output.final(BlockReply("Third\x00paragraph."))
+        await output.close()
+    assert [text for _, text in adapter.sent] == ["First paragraph.", "Third\ufffdparagraph."]
+    assert journal.texts == ["First paragraph.", "Third\ufffdparagraph."]
+    assert journal.sent_keys == [1, 2]
+    assert not lease.lost.is_set()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "botd.delivery.outbox"]
+    assert line == (
+        "a reply to c1 is not sent: postgresql://db/botd: outbox_add was refused for its "
+        "content: bigint out of range"
+    )
 
 
 async def test_under_a_lease_a_piece_whose_row_fails_is_not_sent_and_the_lease_given_up() -> None:

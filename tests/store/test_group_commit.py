@@ -12,7 +12,7 @@ import pytest
 
 from botd.chat import Target
 from botd.events import Message, TextContent
-from botd.store import StoreWriteError, UnknownSessionError
+from botd.store import ContentRefused, StoreWriteError, UnknownSessionError
 from botd.store.sqlite import SqliteStore, deferred
 from tests.conversation.harness import inbound
 from tests.store.harness import fill_the_disk
@@ -53,7 +53,8 @@ async def test_writes_awaited_together_commit_in_one_transaction(store: SqliteSt
 
 async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: SqliteStore) -> None:
     # SQLite cannot store a lone surrogate (an inbound message has none, its text fields are
-    # made storable; a raw key is written as given): that write fails, its neighbours commit.
+    # made storable; a raw key is written as given): that write is refused for its content,
+    # its neighbours commit.
     bad = inbound("bad", n=1)
     good = [inbound("before", n=0), inbound("after", n=2)]
     results = await asyncio.gather(
@@ -63,7 +64,8 @@ async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(store: S
         return_exceptions=True,
     )
     assert isinstance(results[0], int) and isinstance(results[2], int)
-    assert isinstance(results[1], UnicodeEncodeError)
+    assert isinstance(results[1], ContentRefused)
+    assert "surrogates not allowed" in results[1].reason
     assert [e.message.text for e in store.unfinished_inbox()] == ["before", "after"]
     # Nothing of the failed write stayed behind, its key included: it can be accepted later.
     assert not await store.seen_inbound("console", "1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -13,10 +14,17 @@ from contextlib import AsyncExitStack
 import psycopg
 import pytest
 
-from botd.chat import InboundMessage
+from botd.chat import InboundMessage, Target
 from botd.events import Message
-from botd.store import StoreError, StoreOpenError, StoreWriteError, UnknownSessionError
+from botd.store import (
+    ContentRefused,
+    StoreError,
+    StoreOpenError,
+    StoreWriteError,
+    UnknownSessionError,
+)
 from botd.store.postgres import PostgresStore
+from botd.store.postgres.base import Conn
 from tests.health_probe import free_port
 from tests.pg_server import PostgresServer
 from tests.waiting import until
@@ -109,6 +117,42 @@ async def test_a_write_failing_for_its_own_reason_fails_only_its_caller(
     assert [e.id for e in await pg.unfinished_entries()] == [accepted]
     assert pg.health.ok
     assert (await pg.stored_session("telegram:42")) == session
+
+
+async def test_a_record_refused_for_its_content_is_dropped_alone_and_its_batch_commits(
+    pg: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One batch: a record the database refuses for its content (in pipeline mode it would
+    fail the whole batch), an awaited write it refuses for its content (a dedupe key too big
+    for the index), and writes of others before and after them."""
+
+    async def poison(conn: Conn) -> None:
+        await conn.execute("SELECT %s::integer", ("not a number",))  # SQLSTATE 22P02
+
+    huge_key = os.urandom(50_000).hex()  # no btree index row holds it
+    pg.set_offset_soon("telegram", "default", "5")
+    pg._defer("poison", poison)
+    pg.set_offset_soon("slack", "default", "6")
+    with caplog.at_level(logging.WARNING, logger="botd.store.postgres.base"):
+        accepted, refused, piece = await asyncio.gather(
+            pg.accept_inbound("telegram", ["a"], message(1)),
+            pg.seen_inbound("telegram", huge_key),
+            pg.outbox_add(None, 1, "final", Target("telegram", "42"), "the answer"),
+            return_exceptions=True,
+        )
+    assert isinstance(accepted, int) and isinstance(piece, int)
+    assert isinstance(refused, ContentRefused)
+    assert refused.kind == "seen_inbound" and "index row" in refused.reason
+    assert PASSWORD not in str(refused)
+    assert [e.id for e in await pg.unfinished_entries()] == [accepted]
+    assert [p.text for p in await pg.unconfirmed_pieces()] == ["the answer"]
+    assert await pg.get_offset("telegram", "default") == "5"
+    assert await pg.get_offset("slack", "default") == "6"
+    assert pg.health.ok
+    dropped = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(dropped) == 1
+    assert dropped[0].startswith("store: a poison record is dropped (refused for its content)")
+    assert not await pg.seen_inbound("telegram", "b")  # the store goes on
 
 
 async def test_a_crashed_database_degrades_the_store_which_recovers_by_itself(

@@ -8,7 +8,8 @@ accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model cho
 ``approvals`` requests to approve tool calls; ``buttons`` the buttons under botd's
 messages; ``schema`` the migrations; ``leases`` the lease table and the fence a write can
 take; ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
-``status_lines`` the tool status a run shows.
+``status_lines`` the tool status a run shows; ``text`` the adapters every connection writes
+strings with (a NUL as U+FFFD).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.

@@ -11,6 +11,9 @@ flusher, started by ``open`` and awaited by ``aclose``), one transaction per bat
   so one that fails for its own reason (a constraint, a bug) is undone alone and only its
   caller hears of it.
 
+Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
+any text value, is written as U+FFFD in every column.
+
 A write may name advisory locks it needs (``locks``: an accept its conversation's); the
 batch takes them all before it writes anything, in the same order on every node, so two
 nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
@@ -20,18 +23,31 @@ keeps. A lazy record (``lazy=True``: an offset, a run's start, counts) waits up 
 ``LAZY_WINDOW`` for something else to ride with; anything awaited, or ``commit_soon``, sends
 the batch at once.
 
-Faults: the server cannot be reached, the connection was cut, the database is full or read
-only. Such a failure fails the whole batch: every waiting caller gets ``StoreWriteError``
-with the server's (or libpq's) words, and ``health`` is degraded for that kind of write until
-one commits again; the pool reconnects by itself once the server answers, so the store
-recovers without a restart. The records of the failed batch (nobody waits for them: a piece
-sent, an entry answered, a transcript's turn) are kept, in their order, ahead of whatever is
-queued after them, and written again every ``RETRY_WAIT`` until the database takes them:
-dropped, a run finished while the database was away would be resumed and posted again at
-the next start. (At the store's close they get one last try.) While the database is away
-(the last batch failed for a fault), a batch or a read waits only ``AWAY_WAIT`` for a
-connection, so a run that goes on without the database (delivery sends a piece whose journal
-write failed) is not held up ``CONNECTION_WAIT`` per write.
+What fails a write, by kind:
+
+* Its content (``content_refused``): the server refused a value it carries (SQLSTATE class
+  22: a number out of range, a string too long, text it cannot encode; a value past a limit,
+  such as an index row too large) or the driver could not convert one. An awaited write so
+  refused is undone alone and its caller gets ``ContentRefused`` (written again, it would be
+  refused again; the store stays healthy). A record (nobody awaits it) fails the batch in
+  pipeline mode; the batch is then written again with each of its writes apart, each record
+  in a savepoint of its own, so only the record that fails is dropped (logged) and the rest
+  commit: a poison record never sinks its neighbours.
+* Its own reason otherwise (a constraint, a bug in a statement): the same, the error itself
+  reaching the caller.
+* A fault: the server cannot be reached, the connection was cut, the database is full or read
+  only. Such a failure fails the whole batch: every waiting caller gets ``StoreWriteError`` with
+  the server's (or libpq's) words, and ``health`` is degraded for that kind of write until one
+  commits again; the pool reconnects by itself once the server answers, so the store recovers
+  without a restart. The records of the failed batch (nobody waits for them: a piece sent, an
+  entry answered, a transcript's turn) are kept, in their order, ahead of whatever is queued
+  after them, and written again every ``RETRY_WAIT`` until the database takes them: dropped, a
+  run finished while the database was away would be resumed and posted again at the next start.
+  (At the store's close they get one last try.) While the database is away (the last batch
+  failed for a fault), a batch or a read waits only ``AWAY_WAIT`` for a connection, so a run
+  that goes on without the database (delivery sends a piece whose journal write failed) is not
+  held up ``CONNECTION_WAIT`` per write.
+
 A deadlock or serialization failure with another node's transaction rolls the batch back and
 writes it again (``RETRIES`` times). The DSN's password is never in any of these words:
 the database is named by ``describe`` and the password is masked in every message.
@@ -55,10 +71,18 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...cluster import fencing
 from ...cluster.fencing import Fence, LeaseLost
-from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
+from ..errors import (
+    Clock,
+    ContentRefused,
+    StoreError,
+    StoreHealth,
+    StoreOpenError,
+    StoreWriteError,
+)
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
+from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +139,24 @@ def password_of(dsn: str) -> str | None:
 
 def storage_fault(exc: BaseException) -> bool:
     """A failure of the database or the way to it (unreachable, cut, full, read only), not
-    a constraint violation or a bug in a statement."""
-    return isinstance(
+    a constraint violation, a bug in a statement or a value refused (``content_refused``:
+    psycopg counts a value past a limit as an ``OperationalError``)."""
+    return not content_refused(exc) and isinstance(
         exc,
         psycopg.OperationalError
         | psycopg.InterfaceError
         | psycopg.errors.ReadOnlySqlTransaction
         | psycopg.errors.IdleInTransactionSessionTimeout,
+    )
+
+
+def content_refused(exc: BaseException) -> bool:
+    """A write refused for a value it carries: the server's data exceptions (SQLSTATE class
+    22: a number out of range, a string too long, text it cannot encode), a value past one
+    of its limits (an index row too large), or a value the driver could not convert."""
+    return isinstance(
+        exc,
+        psycopg.DataError | psycopg.errors.ProgramLimitExceeded | ValueError | OverflowError,
     )
 
 
@@ -175,7 +210,9 @@ class PostgresBase:
         where = describe(dsn)
         try:
             # One connection of its own first, so a refusal comes in libpq's words.
-            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
+            async with await AsyncConnection.connect(
+                dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+            ) as conn:
                 await migrate(conn, where)
         except NewerSchema as exc:
             raise StoreOpenError(str(exc)) from None
@@ -191,7 +228,7 @@ class PostgresBase:
             max_size=pool_size,
             timeout=CONNECTION_WAIT,
             reconnect_timeout=RECONNECT_TIMEOUT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
             check=AsyncConnectionPool.check_connection,
             name="botd-store",
         )
@@ -207,7 +244,9 @@ class PostgresBase:
         database cannot be reached."""
         where = describe(dsn)
         try:
-            async with await AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT):
+            async with await AsyncConnection.connect(
+                dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+            ):
                 pass
         except psycopg.Error as exc:
             raise StoreOpenError(
@@ -220,7 +259,7 @@ class PostgresBase:
             min_size=1,
             max_size=1,
             timeout=CONNECTION_WAIT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
             name="botd-status",
         )
         await pool.open()
@@ -413,14 +452,26 @@ class PostgresBase:
             return
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
-            for attempt in range(1, RETRIES + 1):
+            attempt, apart = 1, False
+            while True:
                 try:
-                    outcomes = await self._transaction(batch)
+                    outcomes = await self._transaction(batch, apart=apart)
                     break
                 except psycopg.errors.TransactionRollback as exc:
                     if attempt == RETRIES:
                         raise
+                    attempt += 1
                     log.info("store: writing again after %s", words(exc, self._password))
+                except Exception as exc:
+                    if apart or storage_fault(exc):
+                        raise
+                    # A record of the batch failed for its own reason (its content, a bug):
+                    # the batch is written again with each write apart, so only it fails.
+                    apart = True
+                    log.warning(
+                        "store: a batch failed (%s); writing each of its writes apart",
+                        words(exc, self._password),
+                    )
         except BaseException as exc:
             error = await self._failure(batch[0].kind, exc)
             for queued in batch:
@@ -458,9 +509,10 @@ class PostgresBase:
                 future.set_result(value)
 
     async def _transaction(
-        self, batch: list[Queued]
+        self, batch: list[Queued], *, apart: bool = False
     ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
-        """One transaction for ``batch``, in its order: records in pipeline mode, awaited
+        """One transaction for ``batch``, in its order: records in pipeline mode (``apart``:
+        each in a savepoint of its own, one that fails dropped with an error logged), awaited
         writes each in a savepoint; writes of a lost fence left out (``_fenced``). The
         outcome of each awaited write."""
         async with self._connection() as conn, conn.transaction():
@@ -475,14 +527,57 @@ class PostgresBase:
                 while index < len(batch) and batch[index].future is None:
                     records.append(batch[index])
                     index += 1
-                if records:
+                if records and apart:
+                    for record in records:
+                        await self._record_apart(conn, record)
+                elif records:
                     async with conn.pipeline():
                         for record in records:
                             await record.write(conn)
                 if index < len(batch):
-                    outcomes.append(await _in_savepoint(conn, batch[index]))
+                    outcomes.append(await self._in_savepoint(conn, batch[index]))
                     index += 1
         return outcomes
+
+    async def _in_savepoint(
+        self, conn: Conn, queued: Queued
+    ) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
+        """Run one awaited write so that a failure of its own undoes only it; a write refused
+        for its content fails with ``ContentRefused``."""
+        assert queued.future is not None
+        try:
+            async with conn.transaction():
+                value = await queued.write(conn)
+        except Exception as exc:
+            if storage_fault(exc):
+                raise  # the transaction as a whole failed (or lost a deadlock: written again)
+            return queued.future, None, self._refusal(queued.kind, exc)
+        return queued.future, value, None
+
+    async def _record_apart(self, conn: Conn, record: Queued) -> None:
+        """Write one record in a savepoint of its own: one that fails for its own reason is
+        undone and dropped (logged), the batch goes on."""
+        try:
+            async with conn.transaction():
+                await record.write(conn)
+        except Exception as exc:
+            if storage_fault(exc) or isinstance(exc, psycopg.errors.TransactionRollback):
+                raise  # the batch as a whole failed (or lost a deadlock: written again)
+            why = "refused for its content" if content_refused(exc) else "it failed"
+            log.error(
+                "store: a %s record is dropped (%s): %s",
+                record.kind,
+                why,
+                words(exc, self._password),
+            )
+
+    def _refusal(self, kind: str, exc: Exception) -> Exception:
+        """What the caller of a write that failed for its own reason gets: ``ContentRefused``
+        when the database refused a value it carries, else the error itself (a constraint,
+        a bug)."""
+        if content_refused(exc):
+            return ContentRefused(self.where, kind, words(exc, self._password))
+        return exc
 
     async def _failure(self, kind: str, exc: BaseException) -> BaseException:
         """What the callers of a failed batch get: ``StoreWriteError`` for a fault (and the
@@ -499,7 +594,9 @@ class PostgresBase:
         timeout says only that no connection came: one attempt of its own tells why."""
         if isinstance(exc, PoolTimeout):
             try:
-                conn = await AsyncConnection.connect(self._dsn, connect_timeout=CONNECT_TIMEOUT)
+                conn = await AsyncConnection.connect(
+                    self._dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+                )
             except psycopg.Error as cause:
                 return words(cause, self._password)
             await conn.close()
@@ -558,23 +655,6 @@ def _lost(fence: Fence) -> LeaseLost:
     return LeaseLost(
         f"lease {fence.name} (epoch {fence.epoch}) is no longer held by {fence.holder}"
     )
-
-
-async def _in_savepoint(
-    conn: Conn, queued: Queued
-) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
-    """Run one awaited write so that a failure of its own undoes only it."""
-    assert queued.future is not None
-    try:
-        async with conn.transaction():
-            value = await queued.write(conn)
-    except psycopg.Error as exc:
-        if storage_fault(exc):
-            raise  # the transaction as a whole failed (or lost a deadlock: written again)
-        return queued.future, None, exc
-    except Exception as exc:
-        return queued.future, None, exc
-    return queued.future, value, None
 
 
 def words(exc: BaseException, password: str | None) -> str:

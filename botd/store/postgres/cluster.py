@@ -24,6 +24,7 @@ from ...cluster.leases import CONVERSATION_LEASE
 from ..records import InboxEntry, OutboxEntry
 from ..rows import inbound_from_json, outbox_entry_from_row
 from .base import CONNECT_TIMEOUT, Conn, PostgresBase, words
+from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class ClusterStore(PostgresBase):
         while True:
             try:
                 conn = await AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+                    self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
                 )
             except psycopg.Error as exc:
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]

@@ -10,7 +10,7 @@ accepted message and its state), ``outbox`` (every reply piece, written before i
 the conversations' model choices), ``status_lines`` (the tool status a run shows),
 ``approvals`` (requests to approve tool calls), ``buttons`` (the buttons under botd's
 messages).
-``schema`` holds the migrations.
+``schema`` holds the migrations, ``text`` the connection that writes a NUL as U+FFFD.
 
 Only the wiring and the commands that open the state directory import this package; every
 other module takes the protocol it needs (``tests/test_import_graph.py`` checks it).

@@ -45,6 +45,7 @@ from typing import Self
 from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
 from .checkpoint import SAFETY_NET_PAGES, WalCheckpointer
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .text import TextConnection
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class StoreBase:
         existing = {s for s in ("", *SIDECARS) if Path(f"{path}{s}").exists()}
         try:
             # isolation_level=None: no implicit transactions; _transaction() says where they are.
-            conn = sqlite3.connect(path, isolation_level=None)
+            # TextConnection: a NUL in a string parameter is written as U+FFFD (``text``).
+            conn = sqlite3.connect(path, isolation_level=None, factory=TextConnection)
         except sqlite3.Error as exc:
             raise StoreOpenError(f"{path}: cannot be opened ({exc}): {_open_fix(exc)}") from None
         try:

@@ -31,10 +31,13 @@ whose loss in a crash only means the run starts over from its last finished step
 would anyway (see ``append_messages_later``).
 
 Each awaited write runs inside its own savepoint, so one that fails for its own reason (a
-constraint, text SQLite cannot take, a bug) is undone alone and only its caller sees the
-error. A storage fault (disk full, I/O error) fails the whole transaction: every waiting
-caller gets the ``StoreWriteError`` and the queued records are dropped with it (kept, one
-bad record would fail every transaction after it).
+constraint, a bug) is undone alone and only its caller sees the error; one refused for its
+content (``content_refused``: an integer past 64 bits, text ``sqlite3`` cannot encode, a
+string too big) fails with ``ContentRefused``. The queued records run in one savepoint: when
+one fails for its own reason, they are written again each in a savepoint of its own, so only
+that record is dropped (logged) and the others commit. A storage fault (disk full, I/O error)
+fails the whole transaction: every waiting caller gets the ``StoreWriteError`` and the queued
+records are dropped with it (kept, one bad record would fail every transaction after it).
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..errors import StoreWriteError
+from ..errors import ContentRefused, StoreWriteError
 from .base import StoreBase, storage_fault
 
 log = logging.getLogger(__name__)
@@ -153,11 +156,11 @@ class DeferredWrites(StoreBase):
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
             with super()._transaction(kind) as conn:
-                for _kind, write in records:
-                    write(conn)
-                for _kind, write, future in waiting:
+                if records:
+                    self._write_records(conn, records)
+                for awaited_kind, write, future in waiting:
                     if not future.cancelled():  # its caller gave up before it was written
-                        outcomes.append(_in_savepoint(conn, write, future))
+                        outcomes.append(self._in_savepoint(conn, awaited_kind, write, future))
                 yield conn
         except BaseException as exc:
             for _kind, _write, future in waiting:
@@ -174,6 +177,57 @@ class DeferredWrites(StoreBase):
             else:
                 future.set_result(value)
 
+    def _write_records(self, conn: sqlite3.Connection, records: Sequence[Deferred]) -> None:
+        """Write the queued ``records`` in one savepoint; when one fails for its own reason
+        (its content, a bug), they are written again each in a savepoint of its own, and
+        only the one that fails is dropped (logged)."""
+        conn.execute("SAVEPOINT records")
+        try:
+            for _kind, write in records:
+                write(conn)
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error) and storage_fault(exc):
+                raise  # the transaction as a whole failed
+            _undo(conn, "records")
+            log.warning("store: queued records failed (%s); writing each apart", exc)
+            for kind, write in records:
+                self._record_apart(conn, kind, write)
+            return
+        conn.execute("RELEASE records")
+
+    def _record_apart(self, conn: sqlite3.Connection, kind: str, write: Write) -> None:
+        """Write one record in a savepoint of its own: one that fails for its own reason is
+        undone and dropped (logged)."""
+        conn.execute("SAVEPOINT record")
+        try:
+            write(conn)
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error) and storage_fault(exc):
+                raise
+            _undo(conn, "record")
+            why = "refused for its content" if content_refused(exc) else "it failed"
+            log.error("store: a %s record is dropped (%s): %s", kind, why, exc)
+            return
+        conn.execute("RELEASE record")
+
+    def _in_savepoint(
+        self, conn: sqlite3.Connection, kind: str, write: Write, future: asyncio.Future[Any]
+    ) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
+        """Run one awaited write so that a failure of its own undoes only it; a write refused
+        for its content fails with ``ContentRefused``."""
+        conn.execute("SAVEPOINT awaited")
+        try:
+            value = write(conn)
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error) and storage_fault(exc):
+                raise  # the transaction as a whole failed
+            _undo(conn, "awaited")
+            if content_refused(exc):
+                return future, None, ContentRefused(self.path, kind, str(exc))
+            return future, None, exc
+        conn.execute("RELEASE awaited")
+        return future, value, None
+
     def close(self) -> None:
         try:
             self.flush_deferred()
@@ -183,28 +237,16 @@ class DeferredWrites(StoreBase):
             super().close()
 
 
-def _in_savepoint(
-    conn: sqlite3.Connection, write: Write, future: asyncio.Future[Any]
-) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
-    """Run one awaited write so that a failure of its own undoes only it."""
-    conn.execute("SAVEPOINT awaited")
-    try:
-        value = write(conn)
-    except sqlite3.Error as exc:
-        if storage_fault(exc):
-            raise  # the transaction as a whole failed
-        _undo(conn)
-        return future, None, exc
-    except Exception as exc:
-        _undo(conn)
-        return future, None, exc
-    conn.execute("RELEASE awaited")
-    return future, value, None
+def content_refused(exc: BaseException) -> bool:
+    """A write refused for a value it carries: SQLite's ``DataError`` (a string or blob too
+    big), or a value ``sqlite3`` could not bind (an integer past 64 bits, text it cannot
+    encode)."""
+    return isinstance(exc, sqlite3.DataError | OverflowError | ValueError)
 
 
-def _undo(conn: sqlite3.Connection) -> None:
-    conn.execute("ROLLBACK TO awaited")
-    conn.execute("RELEASE awaited")
+def _undo(conn: sqlite3.Connection, savepoint: str) -> None:
+    conn.execute(f"ROLLBACK TO {savepoint}")
+    conn.execute(f"RELEASE {savepoint}")
 
 
 __all__ = ["DeferredWrites"]
