@@ -533,7 +533,7 @@ class ChatChannelSection(ChannelSection):
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
     """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
-    native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
+    native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
