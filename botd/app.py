@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
-from .channels.registry import channel_specs
+from .channels.registry import platform_specs
 from .chat import InboundMessage
 from .cluster.leases import hold_node
 from .config import BotdConfig, ConfigError, load_config, secret_values
@@ -239,9 +239,9 @@ class App:
         go to) and INFO otherwise."""
         if self.debug:
             return "DEBUG"
-        specs = channel_specs()
+        platforms = platform_specs(config.channels)
         if "level" not in config.logging.model_fields_set and any(
-            name in specs and specs[name].local for name in config.channels.enabled()
+            name in platforms and platforms[name].local for name in config.channels.enabled()
         ):
             return "WARNING"
         return config.logging.level

@@ -151,7 +151,7 @@ class Channels:
     def update_channels(self, config: BotdConfig) -> None:
         """Point delivery at the live adapters and the router and delivery at ``config``'s
         access policies and delivery modes."""
-        self._router.update_policies(access_policies(config))
+        self._router.update_policies(access_policies(config, self.specs))
         self._delivery.set_channels(
             self.adapters,
             delivery_modes(config),
@@ -344,7 +344,7 @@ def build_runtime(
         store,
         intake.submit,
         intake.reply,
-        access_policies(config),
+        access_policies(config, registry),
         pairing=backend.pairing(config, store),
         session_started=partial(session_started, store),
     )

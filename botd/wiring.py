@@ -9,11 +9,17 @@ settings, access policies, delivery modes and retries, media, provider settings,
 jobs) and the parts built from the config alone (the model provider with its fallbacks, one
 channel's adapter through the channel registry, the scheduler) live here, so the config
 package stays plain data. ``botd.app`` puts the parts together in dependency order.
+
+Channels are instances (``channel_instances`` in ``botd.channels.registry``: each
+``channels.<name>`` section's name and platform): what a channel's platform decides (its
+adapter, what its chat ids tell, how its targets are spelled) comes from the spec of the
+instance's platform, never from its name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +36,9 @@ from .channels.registry import (
     ChannelContext,
     ChannelSpec,
     ChannelUnavailable,
+    channel_instances,
     channel_specs,
+    platform_specs,
     target_forms,
 )
 from .chat import InboundMessage, Target
@@ -104,7 +112,7 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
         chunking=chunking,
         reasoning=config.agent.reasoning,
         enforce_final_tag=config.agent.enforce_final_tag,
-        target_forms=target_forms(),
+        target_forms=target_forms(instances=channel_instances(config.channels).values()),
     )
 
 
@@ -152,11 +160,13 @@ def _coalesce_settings(config: BotdConfig) -> CoalesceSettings | None:
     return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
 
 
-def access_policy(section: BaseModel) -> AccessPolicy:
+def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> AccessPolicy:
     """Who may talk to the bot on a channel. A chat platform's section says so; a channel
-    without access settings (the console) belongs to whoever runs it and is open."""
+    without access settings (the console) belongs to whoever runs it and is open. ``spec``:
+    the channel's platform, which tells what its chat ids mean."""
+    chat_kind = None if spec is None else spec.chat_kind
     if not isinstance(section, ChatChannelSection):
-        return AccessPolicy(dm_policy="open")
+        return AccessPolicy(dm_policy="open", chat_kind=chat_kind)
     return AccessPolicy(
         dm_policy=section.dm_policy,
         allow_from=frozenset(section.allow_from),
@@ -173,6 +183,7 @@ def access_policy(section: BaseModel) -> AccessPolicy:
         require_mention=section.require_mention,
         mention_patterns=tuple(section.mention_patterns),
         buttons_expire_after=section.buttons_expire_after,
+        chat_kind=chat_kind,
     )
 
 
@@ -181,9 +192,13 @@ def _enabled_sections(config: BotdConfig) -> dict[str, BaseModel]:
     return {name: sections[name] for name in config.channels.enabled()}
 
 
-def access_policies(config: BotdConfig) -> dict[str, AccessPolicy]:
-    """One policy per enabled channel."""
-    return {name: access_policy(s) for name, s in _enabled_sections(config).items()}
+def access_policies(config: BotdConfig, specs: Specs | None = None) -> dict[str, AccessPolicy]:
+    """One policy per enabled channel (its chat ids read as its platform's)."""
+    platforms = platform_specs(config.channels, specs)
+    return {
+        name: access_policy(section, platforms.get(name))
+        for name, section in _enabled_sections(config).items()
+    }
 
 
 def media_settings(config: BotdConfig) -> MediaSettings:
@@ -358,18 +373,20 @@ def build_provider(config: BotdConfig, health: dict[str, Reachability] | None = 
 def build_adapter(
     name: str, config: BotdConfig, context: ChannelContext, specs: Specs | None = None
 ) -> ChannelAdapter | None:
-    """The adapter of one enabled channel (None when it is not enabled).
+    """The adapter of one enabled channel (None when it is not enabled), built by its
+    platform's factory with ``context`` naming the instance.
 
-    Raises ``ChannelUnavailable`` when the channel is unknown or its SDK is not installed.
+    Raises ``ChannelUnavailable`` when its platform is unknown or its SDK is not installed.
     """
     section = config.channels.section(name)
     if section is None or name not in config.channels.enabled():
         return None
+    channel = channel_instances(config.channels)[name]
     registry = channel_specs() if specs is None else specs
-    spec = registry.get(name)
+    spec = registry.get(channel.platform)
     if spec is None:
-        raise ChannelUnavailable(f"no channel named {name!r} is registered")
-    return spec.build(section, context)
+        raise ChannelUnavailable(f"no channel platform named {channel.platform!r} is registered")
+    return spec.build(section, replace(context, channel=channel))
 
 
 def build_adapters(

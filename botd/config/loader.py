@@ -15,7 +15,7 @@ from .channels import ChannelEntry, registered_channels
 from .notices import literal_secrets, placeholder_ids
 from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
-from .schema import CHANNELS_CONTEXT, BotdConfig, ChannelsSection
+from .schema import CHANNELS_CONTEXT, CONFIGURED_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
 from .tools import ToolEntry, registered_tools
@@ -27,6 +27,7 @@ __all__ = [
     "load_config",
     "load_config_with_warnings",
     "parse_config",
+    "platforms_written",
 ]
 
 
@@ -39,14 +40,17 @@ class LoadedConfig:
     """Placeholder ids, and literal secrets in a file others may read, by line."""
 
 
-def known_keys(loc: Loc, channels: Mapping[str, ChannelEntry]) -> list[str]:
-    """The keys allowed in the mapping at ``loc`` (a path into ``BotdConfig``)."""
+def known_keys(
+    loc: Loc, channels: Mapping[str, ChannelEntry], platforms: Mapping[str, str] | None = None
+) -> list[str]:
+    """The keys allowed in the mapping at ``loc`` (a path into ``BotdConfig``); ``platforms``:
+    the platform of each channel section as the file names it (``platforms_written``)."""
     model: Any = BotdConfig
     for part in loc:
         if not isinstance(part, str) or model is None:
             continue  # list indexes and dict keys (group ids) do not change the model
         if model is ChannelsSection:
-            entry = channels.get(part)
+            entry = channels.get((platforms or {}).get(part, part))
             model = None if entry is None else entry.section
             continue
         field = model.model_fields.get(part) or next(
@@ -74,6 +78,17 @@ def _enabled_channels(root: Any) -> list[str]:
         for name, section in sections.items()
         if section is not None and _mapping(section).get("enabled", True) is not False
     ]
+
+
+def platforms_written(root: Any) -> dict[str, str]:
+    """Each channel section's platform as the file says it (read before validation): the one
+    its ``platform`` key names, else its own name (the schema refuses what does not fit)."""
+    sections = _mapping(_mapping(root).get("channels"))
+    found = {}
+    for name, section in sections.items():
+        said = _mapping(section).get("platform")
+        found[str(name)] = said if isinstance(said, str) else str(name)
+    return found
 
 
 def _channel_named(value: Any) -> str | None:
@@ -124,12 +139,13 @@ def _cross_checks(
     """
     problems = []
     configured = _enabled_channels(root)
+    platforms = platforms_written(root)
 
     def add(where: Loc, message: str) -> None:
         problems.append(ConfigProblem(format_path(where), line_of(root, where), message))
 
     for name in configured:
-        entry = channels.get(name)
+        entry = channels.get(platforms.get(name, name))
         missing = entry.missing() if entry is not None else None
         if missing is not None:
             add(("channels", name), missing)
@@ -157,7 +173,7 @@ def _cross_checks(
     targets = agent.get("message_targets")
     for index, target in enumerate(targets if isinstance(targets, list) else []):
         channel = _channel_named(target)
-        if channel in channels and channel not in configured:
+        if (channel in channels or channel in platforms) and channel not in configured:
             add(
                 ("agent", "message_targets", index, "channel"),
                 f"channel {channel!r} is not configured",
@@ -178,7 +194,7 @@ def _cross_checks(
             else:
                 seen[text] = line_of(root, (*loc, "id"))
         channel = _channel_named(job.get("deliver_to"))
-        if channel in channels and channel not in configured:
+        if (channel in channels or channel in platforms) and channel not in configured:
             add((*loc, "deliver_to", "channel"), f"channel {channel!r} is not configured")
     return problems
 
@@ -237,13 +253,15 @@ def _parse(
     problems.extend(unset)
     unset_paths = {p.path for p in unset}
     config: BotdConfig | None
+    platforms = platforms_written(root)
+    context = {CHANNELS_CONTEXT: registered, CONFIGURED_CONTEXT: frozenset(platforms)}
     try:
-        config = BotdConfig.model_validate(root, context={CHANNELS_CONTEXT: registered})
+        config = BotdConfig.model_validate(root, context=context)
     except ValidationError as exc:
         found = translate(
             exc,
             line_of=lambda loc: line_of(root, loc),
-            known_keys=lambda loc: known_keys(loc, registered),
+            known_keys=lambda loc: known_keys(loc, registered, platforms),
             sourced=sourced,
             noun=lambda loc: "channel" if loc == ("channels",) else "key",
         )

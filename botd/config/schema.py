@@ -1,12 +1,15 @@
 """The config file's models: every section, its defaults and its rules, as plain data.
 
-Every section rejects unknown keys. ``channels`` holds one section per configured channel,
-each validated by the model its channel registered (see ``botd.config.channels``); a chat
-platform's section extends ``ChatChannelSection`` with its connection settings; ``agent.tools``
-names tools registered the same way (``botd.config.tools``). The runtime reads these models;
+Every section rejects unknown keys. ``channels`` holds one section per configured channel
+instance, each validated by the model its platform registered (see ``botd.config.channels``):
+a section named after a platform (``channels.telegram``) is that platform's instance of that
+name; a section of any other name says which platform it runs on (``platform: telegram``), so
+one platform can run several accounts (``ChannelsSection.platforms``). A chat platform's
+section extends ``ChatChannelSection`` with its connection settings; ``agent.tools`` names
+tools registered the same way (``botd.config.tools``). The runtime reads these models;
 nothing here builds a runtime object.
 
-It is long (some 880 lines) because it is the catalogue of the file, one small model per
+It is long (some 950 lines) because it is the catalogue of the file, one small model per
 section in the file's own order; split by section, the parts would import each other's base
 model, id types and private validators, and a reader of one section would follow several
 files to see what a key may hold.
@@ -85,6 +88,7 @@ __all__ = [
     "ToolProgressMode",
     "TranscriptionSection",
     "channels_in",
+    "configured_in",
     "off_on",
 ]
 
@@ -107,6 +111,9 @@ AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
+CONFIGURED_CONTEXT = "configured"
+"""The validation-context key of the channel names the file configures (its ``channels``
+keys as written), which targets may name besides the registered platforms."""
 
 
 def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
@@ -115,6 +122,13 @@ def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
         channels: Mapping[str, ChannelEntry] = context[CHANNELS_CONTEXT]
         return channels
     return registered_channels()
+
+
+def configured_in(context: Any) -> frozenset[str]:
+    """The channel names the file being validated configures (none when not told)."""
+    if isinstance(context, Mapping) and CONFIGURED_CONTEXT in context:
+        return frozenset(context[CONFIGURED_CONTEXT])
+    return frozenset()
 
 
 def _as_text(value: Any) -> Any:
@@ -257,7 +271,8 @@ class BlockStreamingSection(Section):
 
 
 def _registered_channel(value: str, info: ValidationInfo) -> str:
-    known = sorted(channels_in(info.context))
+    """``value`` when it names a registered platform or a channel the file configures."""
+    known = sorted(set(channels_in(info.context)) | configured_in(info.context))
     if value not in known:
         close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
@@ -458,9 +473,13 @@ MIN_TEXT_CHUNK_LIMIT = 100
 
 
 class ChannelSection(Section):
-    """The base of every channel's section, a plugin's too: how replies are cut into messages
-    (delivery does the cutting, for every channel alike)."""
+    """The base of every channel's section, a plugin's too: which platform it runs on, and
+    how replies are cut into messages (delivery does the cutting, for every channel alike)."""
 
+    platform: str | None = None
+    """The registered platform this channel runs on. Needed by a section not named after its
+    platform (``support: {platform: telegram, ...}``, a second Telegram bot); a section named
+    after one is that platform's (``platform`` may repeat its name, nothing else)."""
     chunk_mode: ChunkMode = "length"
     """``length``: a reply is one message unless it outgrows the limit; ``newline``: one
     message per paragraph (per line on the console), each still cut at the limit."""
@@ -537,7 +556,7 @@ class ChatChannelSection(ChannelSection):
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
     """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
-    native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
+    native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
@@ -625,7 +644,7 @@ def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tupl
 
 @functools.lru_cache(maxsize=64)
 def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
-    """A model with one required field per configured channel; unknown names are errors.
+    """A model with one required field per configured channel, of the model ``fields`` name.
 
     Fields are ``c0``, ``c1``, ... aliased to the channel names, so a channel may have any
     name, even one a pydantic model reserves (``schema``, ``copy``).
@@ -637,8 +656,8 @@ def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[Bas
 
 
 class ChannelsSection(BaseModel):
-    """``channels``: one section per configured channel, each validated by the model its
-    channel registered. A section left empty (``telegram:`` alone) is not configured."""
+    """``channels``: one section per configured channel instance, each validated by the model
+    its platform registered. A section left empty (``telegram:`` alone) is not configured."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -648,8 +667,10 @@ class ChannelsSection(BaseModel):
         if not isinstance(data, Mapping):
             return data  # pydantic reports "expected a mapping"
         registered = channels_in(info.context)
-        present = {name: value for name, value in data.items() if value is not None}
-        fields = tuple((name, registered[name].section) for name in present if name in registered)
+        present = {str(name): value for name, value in data.items() if value is not None}
+        fields = tuple(
+            (name, _section_model(name, value, registered)) for name, value in present.items()
+        )
         # Errors raised here keep their paths (channels.<name>.<key>).
         validated = _sections_model(fields).model_validate(present, context=info.context)
         return {name: getattr(validated, f"c{index}") for index, (name, _) in enumerate(fields)}
@@ -668,6 +689,55 @@ class ChannelsSection(BaseModel):
             for name, section in self.sections().items()
             if getattr(section, "enabled", True) is not False
         ]
+
+    def platforms(self) -> dict[str, str]:
+        """Each configured channel's platform by the channel's name, in the file's order:
+        the one place a channel instance's name is mapped to its platform (the runtime
+        reads it as ``ChannelId``s: ``botd.wiring.channel_instances``)."""
+        return {
+            name: getattr(section, "platform", None) or name
+            for name, section in self.sections().items()
+        }
+
+
+def _section_model(
+    name: str, value: Any, registered: Mapping[str, ChannelEntry]
+) -> type[BaseModel]:
+    """The model of section ``channels.<name>``: its platform's (the one it is named after,
+    or the one its ``platform`` key names), or one refusing its ``platform`` key with why."""
+    said = value.get("platform") if isinstance(value, Mapping) else None
+    known = sorted(registered)
+    if name in registered:
+        if said is None or said == name:
+            return registered[name].section
+        return _platform_refused(
+            f"a section named {name!r} is the {name} platform's: give a channel of "
+            f"platform {said!r} another name"
+        )
+    if said is None:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return _platform_refused(
+            f"required key is missing: {name!r} is no platform's name{hint}, so the section "
+            f"says which platform it runs on (one of {', '.join(known)})"
+        )
+    if isinstance(said, str) and said in registered:
+        return registered[said].section
+    close = difflib.get_close_matches(str(said), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+    return _platform_refused(f"unknown platform {said!r}{hint}")
+
+
+@functools.lru_cache(maxsize=64)
+def _platform_refused(why: str) -> type[BaseModel]:
+    """A section model whose ``platform`` key is refused with ``why`` (missing or not), under
+    that key and its line; the section's other keys are not read (no model would fit them)."""
+
+    def refuse(value: Any) -> Any:
+        raise ValueError(why)
+
+    platform: Any = (Annotated[Any, BeforeValidator(refuse)], Field(None, validate_default=True))
+    return create_model("refused_platform", __config__=ConfigDict(extra="allow"), platform=platform)
 
 
 # --------------------------------------------------------------------------- scheduler

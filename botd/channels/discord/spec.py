@@ -1,6 +1,7 @@
-"""The Discord channel's spec: its ``channels.discord`` section, its adapter factory, how its
-targets are spelled (``targets``), the doctor's probe (``probe``). Its chat ids tell nothing
-of the chat's kind (every chat's kind is ``unknown``).
+"""The Discord platform's spec: its section (``channels.discord``, or a section of another name
+with ``platform: discord``), its adapter factory, how its conversation keys and targets are
+spelled (``targets``), the doctor's probe (``probe``). Its chat ids tell nothing of the chat's
+kind (every chat's kind is ``unknown``).
 
 Imports no SDK: the factory imports the adapter (and discord.py) when it is called, and the
 spec names the extra that installs it (``pip install 'botd[discord]'``).
@@ -62,14 +63,16 @@ class DiscordSection(ChatChannelSection):
 def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
     from .adapter import DiscordAdapter
 
+    channel = context.instance_name(SPEC.name)
     return DiscordAdapter(
         section.token,
+        channel=channel,
         api_base_url=section.api_base_url,
         gateway_url=section.gateway_url,
         allow_bots=section.allow_bots,
         account_id=section.account,
-        on_down=context.down_reporter("discord"),
-        link=context.link("discord"),
+        on_down=context.down_reporter(channel),
+        link=context.link(channel),
         auto_thread=section.auto_thread,
         admits=context.admits,
         command_menu=section.command_menu,
@@ -90,6 +93,7 @@ SPEC = ChannelSpec(
     factory=_adapter,
     requirement="botd[discord]",
     modules=("discord",),
+    conversation_key=targets.discord_conversation_key,
     targets=targets.TARGET_FORM,
     probe=_probe,
     init=InitQuestions(
