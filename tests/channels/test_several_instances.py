@@ -67,6 +67,7 @@ def channels_yaml(fakes: Fakes) -> str:
             f"    token: {json.dumps(fake.token)}\n"
             f"    api_base_url: {json.dumps(fake.base_url)}\n"
             f"    gateway_url: {json.dumps(fake.gateway_url)}\n"
+            "    guild_ready_timeout: 0.05\n"
             "    dm_policy: open\n    command_menu: false\n"
         )
 

@@ -44,6 +44,11 @@ class DiscordSection(ChatChannelSection):
     command_menu: bool = True
     """At start, register botd's chat commands as the application's slash commands (the
     list a user sees on typing ``/``); false leaves the registered ones as they are."""
+    guild_ready_timeout: float = Field(default=2.0, gt=0, le=60)
+    """Seconds discord.py waits, at each connect, after the last server's data arrived
+    before it counts the connection ready (it cannot know the last one came). A bot in a
+    handful of servers starts faster with a lower value; raise it on a slow link with many
+    servers."""
     shard_count: int = Field(default=1, ge=1)
     """Gateway shards (Discord requires more than one past 2,500 servers). On several nodes
     each shard runs on one node at a time, held by a lease; more shards spread the gateway
@@ -77,6 +82,7 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         admits=context.admits,
         command_menu=section.command_menu,
         shard_count=section.shard_count,
+        guild_ready_timeout=section.guild_ready_timeout,
         leases=context.leases,
     )
 
