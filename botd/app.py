@@ -1,37 +1,57 @@
 """The App: ``botd run``'s every configured channel, the sessions and the scheduler in one
 process, built from a validated config and owning every task it starts.
 
-``build_runtime`` builds the parts in dependency order, each from parts already built: the
-store, the model provider, the MCP servers, delivery, the intake (where accepted messages go),
-the scheduler and the router (both handing to the intake), the channel keeper (which builds
-the adapters and hears their events), the tools, the sessions and the dispatcher (the one
-door from the inbox into them); the intake is connected to the dispatcher last
-(``Intake.connect``: the sessions' tools need the router and the scheduler).
-
 ``App.run`` holds an ``AsyncExitStack`` and an ``asyncio.TaskGroup``: the App's own tasks (the
-systemd watchdog, the reload loop) are in the group, and each part that starts tasks of its
-own (the keeper's starts and retries, the sessions' workers, the MCP servers, the pruner,
-the adapters) ends and awaits them in its close, which the stack calls: when ``run``
-returns, no task botd started is left.
+systemd watchdog, the reload loop, the lease renewals) are in the group, and each part that
+starts tasks of its own (the keeper's starts and retries, the sessions' workers, the MCP
+servers, the pruner, the adapters) ends and awaits them in its close, which the stack calls:
+when ``run`` returns, no task botd started is left.
 
-Start order: logging, the state directory's lock (``botd.ops.statelock``: a second daemon on the
-same directory is refused), whether the health port is free (``check_health_port``), the first
-INFO line (``start_line``: botd's version, the config file, the state dir and the channels),
-the runtime (``build_runtime``), the daily pruning of old inbound ids, the scheduler's jobs,
-the MCP servers (``McpManager``, in the background: one that fails is down in ``/healthz``
-and retried with backoff, its tools left out of runs meanwhile), the adapters' inbound side
-(``ChannelKeeper``: a channel that fails to start, or later stops working, is down in
-``/healthz`` and ``/status`` and retried with backoff while the others run), then the
-dispatcher (``Dispatcher.start``: the channels can send now; its first poll claims every
-conversation the last process left unanswered, and a claim reads a conversation's whole
-backlog before anything new of it, so what was left goes first), the health endpoint, and
-READY=1 to systemd. SIGTERM or SIGINT (or the console's end of input, once what was typed is
-answered: ``Dispatcher.drain``) shuts down in bounded order: end the channels' retries, stop
-taking input, stop the dispatcher, let running turns finish within the grace period
-(``shutdown_grace``) and cancel the rest (a cancelled run posts nothing more and is left
-unanswered in the inbox: the next start resumes it), stop the MCP servers (a stdio server's
-process is waited for), flush deliveries, close the adapters, the scheduler and the store,
-STOPPING=1, exit 0.
+First the foundation, each piece's close on the stack as it is made: logging, the state
+directory's lock (``botd.ops.statelock``: a second daemon on the same directory is refused),
+whether the health port is free (``check_health_port``), the first INFO line (``start_line``:
+botd's version, the config file, the state dir and the channels), the store through its
+backend (``botd.store.backends``, chosen once), the runtime (``botd.runtime.build_runtime``)
+and, when the nodes share the store, this node's claim on its id (``hold_node``). Then the
+services (``botd.services``), entered in the one order ``App.services`` declares; the stack
+closes them in the reverse order, so the shutdown is the start read backwards:
+
+=================  ==============================================  ==========================
+service            at start                                        at shutdown
+=================  ==============================================  ==========================
+lease renewals     renewing this node's leases                     "stopped"; renewals end
+http               (nothing: a server listens once a route is      every HTTP server stops
+                   added, ``botd.http``)                           (``/healthz`` answers to here)
+leases             (nothing)                                       released: free for others
+channel outlets    (nothing: the adapters are built)               the adapters close
+mcp                the MCP servers, in the background (one that    stopped (a stdio server's
+                   fails is down in ``/healthz``, retried)         process is waited for)
+sessions           (nothing: a conversation is loaded when the     running turns get
+                   dispatcher hands it an entry)                   ``shutdown_grace``, the rest
+                                                                   are cancelled
+dispatcher         (nothing: it starts once the channels do)       no more claims or pulls
+pruner             the daily pruning of old inbound ids            stopped
+scheduler          started, the configured jobs synced             stopped
+approvals          the approval requests still open, loaded        (nothing)
+channel input      each channel started (``ChannelKeeper``: one    retries end, input stops
+                   that fails is down and retried with backoff)
+dispatch           the MCP servers waited for, the dispatcher      (nothing)
+                   started: its first poll claims every
+                   conversation the last process left (a
+                   restart is "claim everything", ``Dispatcher``)
+health             ``/healthz`` and ``/metrics`` served            (nothing: see http)
+ready              READY=1 to systemd                              STOPPING=1, "shutting down"
+=================  ==============================================  ==========================
+
+So input stops before anything it would hand messages to closes (a message received then
+would be marked seen and dropped; left with the platform, a restart picks it up), running
+turns finish before the MCP servers and the adapters they use close, and the leases are
+released once nothing of this node runs. Nothing reaches a conversation but through the
+dispatcher (every producer accepts into the inbox first), and it hands anything over only
+once the channels can send: a takeover reads a conversation's whole backlog before anything
+new of it, so what the last process left goes first. A cancelled run posts nothing more and
+is left unanswered in the inbox: the next start resumes it. A service that fails to start
+stops the start, and what started before it is closed the same way.
 
 SIGHUP re-reads the config file (``RELOADING=1`` ... ``READY=1`` to systemd). An invalid file is
 refused with every problem logged, and the running config is kept. Otherwise ``plan_reload``
@@ -43,6 +63,9 @@ next stop; unchanged channels are untouched. Settings that only apply at start (
 state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its servers run
 from start to stop. A group's ``tools`` list is part of its channel's section and applies with
 it.
+
+The App names no tool, no store backend and no platform: the runtime builds tools through
+their specs, the store's backend says what it is, and the channels come from their registry.
 """
 
 from __future__ import annotations
@@ -54,79 +77,36 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .agent.mcp import McpManager, narrow
-from .agent.message_tool import MessageTool
-from .agent.schedule_tool import ScheduleTool
-from .agent.tools import Tool
-from .agent.types import Provider
-from .approvals import PREFIX, Approvals
-from .buttons.layout import ButtonRows
 from .channel_keeper import START_WAIT, ChannelKeeper
-from .channels.base import ChannelAdapter, InboundSink
-from .channels.registry import ChannelContext, channel_specs
-from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
-from .cluster.leases import LeaseKeeper, hold_node
+from .channels.registry import platform_specs
+from .chat import InboundMessage
+from .cluster.leases import hold_node
 from .config import BotdConfig, ConfigError, load_config, secret_values
 from .config.reload import ReloadPlan, plan_reload
-from .conversation import Conversations, RunHooks
-from .conversation.dispatcher import Dispatcher
-from .conversation.reactions import StatusReactions
-from .delivery import ChannelDelivery
-from .inbound.message_access import MessageAccess
-from .inbound.router import Router
-from .media import MediaResolver
-from .media.sandbox import Sandbox
+from .conversation import RunHooks
 from .ops.logging import add_secrets, asyncio_exception_handler, configure_logging
 from .ops.metrics import Backlog, Metrics
 from .ops.node import PROBE_WAIT, NodeHealth
-from .ops.outages import Reachability, stuck_inbox
+from .ops.outages import stuck_inbox
 from .ops.ports import cannot_listen, listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
-from .scheduler import Scheduler
-from .store import (
-    ConversationLedger,
-    InboundLedger,
-    InboundPruner,
-    ModelUsage,
-    Store,
-    StoreError,
-    StoreStatus,
-)
-from .store.sqlite import SqliteStore
-from .wiring import (
-    Specs,
-    access_policies,
-    approval_rules,
-    build_adapter,
-    build_provider,
-    build_scheduler,
-    delivery_chunking,
-    delivery_modes,
-    delivery_retry,
-    describe_job,
-    group_delivery_modes,
-    media_settings,
-    model_names,
-    open_leases,
-    open_pairing,
-    open_store,
-    reaction_rules,
-    scheduler_jobs,
-    session_settings,
-)
+from .runtime import Runtime, build_runtime
+from .services import Service, Step, enter_services
+from .store import ModelUsage, StoreError, StoreStatus
+from .store.backends import store_backend
+from .wiring import open_leases, scheduler_jobs
 
 if TYPE_CHECKING:
-    from .ops.health import HealthServer
+    from .ops.health import HealthEndpoint
 
-__all__ = ["App", "Runtime", "build_runtime", "settled_heap"]
+__all__ = ["App", "settled_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -187,365 +167,6 @@ def check_health_port(config: BotdConfig) -> None:
         raise HealthPortUnavailable(cannot_listen(problem))
 
 
-# --------------------------------------------------------------------------- the runtime
-
-
-class LiveConfig:
-    """The config in force: the one botd started with, until a reload replaces it. The parts
-    that read settings when they are used (the tools, the message targets, media) hold this."""
-
-    def __init__(self, config: BotdConfig) -> None:
-        self.current = config
-
-    def get(self) -> BotdConfig:
-        return self.current
-
-
-class Intake:
-    """Where accepted messages and scheduled prompts go: to the dispatcher, the one door
-    into the sessions (``Dispatcher.arrived``: the entry is in the inbox already).
-
-    Built before the router and the scheduler (they hand to it) and connected to the
-    sessions and the dispatcher once those exist (``connect``): the sessions' tools need the
-    router and the scheduler, so one side of that cycle is joined after construction.
-    """
-
-    def __init__(self, store: InboundLedger, metrics: Metrics) -> None:
-        self._store = store
-        self._metrics = metrics
-        self._sessions: Conversations | None = None
-        self._dispatcher: Dispatcher | None = None
-
-    def connect(self, sessions: Conversations, dispatcher: Dispatcher) -> None:
-        self._sessions = sessions
-        self._dispatcher = dispatcher
-
-    async def _hand_on(self, message: InboundMessage) -> None:
-        if self._dispatcher is None:
-            raise RuntimeError("the intake is not connected to the dispatcher yet")
-        await self._dispatcher.arrived(message)
-
-    @property
-    def sessions(self) -> Conversations:
-        if self._sessions is None:
-            raise RuntimeError("the intake is not connected to the sessions yet")
-        return self._sessions
-
-    async def submit(self, message: InboundMessage) -> None:
-        """An accepted message in from a channel (counted)."""
-        self._metrics.message_in(message.channel)
-        await self._hand_on(message)
-
-    async def reply(self, target: Target, text: str) -> None:
-        """A router's own answer (a pairing code), sent in the background: one retried
-        through an outage of its chat must not hold up the channel's input for the others."""
-        self.sessions.post_later(target, text)
-
-    async def run_job(self, message: InboundMessage) -> None:
-        """A scheduled job's prompt, accepted into the inbox by the scheduler's fire (so a
-        run cut by a restart resumes and is answered once): handed to its conversation, not
-        counted as a message in."""
-        await self._hand_on(message)
-
-
-class Channels:
-    """The live adapters and what follows them: delivery posts through them, the router
-    takes their access policies (the ``ChannelKeeper``'s host)."""
-
-    def __init__(
-        self, specs: Specs, router: Router, delivery: ChannelDelivery, sink: InboundSink
-    ) -> None:
-        self.specs = specs
-        self.adapters: dict[str, ChannelAdapter] = {}
-        self.sink = sink
-        self._router = router
-        self._delivery = delivery
-
-    def build_adapter(
-        self, name: str, config: BotdConfig, context: ChannelContext
-    ) -> ChannelAdapter | None:
-        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
-        return build_adapter(name, config, context, self.specs)
-
-    def update_channels(self, config: BotdConfig) -> None:
-        """Point delivery at the live adapters and the router and delivery at ``config``'s
-        access policies and delivery modes."""
-        self._router.update_policies(access_policies(config))
-        self._delivery.set_channels(
-            self.adapters,
-            delivery_modes(config),
-            retry=delivery_retry(config),
-            chunking=delivery_chunking(config),
-            group_modes=group_delivery_modes(config),
-        )
-        self._delivery.media = media_settings(config)
-
-    async def download(
-        self, message: InboundMessage, attachment: Attachment, max_bytes: int
-    ) -> bytes:
-        """A file a user sent, fetched through its channel."""
-        adapter = self.adapters.get(message.channel)
-        if adapter is None:
-            raise DownloadError(f"the {message.channel} channel is not running")
-        return await adapter.download(attachment, max_bytes)
-
-
-class Toolbox:
-    """The tools a run gets, chosen when it starts: the configured ones (read live), the
-    running MCP servers' tools, narrowed by the group's ``tools`` list."""
-
-    def __init__(
-        self,
-        live: LiveConfig,
-        delivery: ChannelDelivery,
-        scheduler: Scheduler,
-        router: Router,
-        message_access: MessageAccess,
-        mcp: McpManager,
-        sandbox: Sandbox,
-    ) -> None:
-        self._live = live
-        self._delivery = delivery
-        self._scheduler = scheduler
-        self._router = router
-        self._message_access = message_access
-        self._mcp = mcp
-        self._sandbox = sandbox
-
-    async def _send(self, target: Target, text: str) -> MessageRef:
-        refs = await self._delivery.send_text(target, text)
-        return refs[0] if refs else MessageRef(target, "")
-
-    async def _send_media(self, target: Target, text: str, media: Sequence[str]) -> MessageRef:
-        refs = await self._delivery.send_text(target, text, media=media)
-        return refs[0] if refs else MessageRef(target, "")
-
-    async def _send_buttons(
-        self, target: Target, text: str, media: Sequence[str], rows: ButtonRows
-    ) -> MessageRef:
-        refs = await self._delivery.send_text(target, text, media=media, buttons=rows)
-        return refs[-1] if refs else MessageRef(target, "")  # the message with the buttons
-
-    def for_message(self, message: InboundMessage) -> Sequence[Tool]:
-        agent = self._live.current.agent
-        enabled = set(agent.tools)
-        chosen: list[Tool] = []
-        if "message" in enabled:
-            refusal = self._message_access.refusal
-            channels = self._live.current.channels.enabled()
-            chosen.append(
-                MessageTool(
-                    self._send,
-                    refusal=refusal,
-                    send_media=self._send_media,
-                    send_buttons=self._send_buttons,
-                    channels=channels,
-                )
-            )
-        if "schedule" in enabled:
-            chosen.append(ScheduleTool(self._scheduler))
-        if "web_fetch" in enabled:
-            from .agent.web_fetch_tool import WebFetchTool  # httpx: only when it is enabled
-
-            web = agent.web_fetch
-            chosen.append(
-                WebFetchTool(
-                    allow_hosts=web.allow_hosts,
-                    max_bytes=web.max_bytes,
-                    max_chars=web.max_chars,
-                    timeout=web.timeout,
-                    sandbox=self._sandbox,
-                )
-            )
-        chosen.extend(self._mcp.tools())  # the servers running now
-        rule = (
-            None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)
-        )
-        if rule is not None and rule.tools is not None:
-            return narrow(chosen, rule.tools)
-        return chosen
-
-    async def jobs(self, conversation_key: str) -> list[str]:
-        return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
-
-
-@dataclass(eq=False)
-class Runtime:
-    """A built botd: its parts, connected and not yet started."""
-
-    live: LiveConfig
-    store: Store
-    provider: Provider
-    channels: Channels
-    keeper: ChannelKeeper
-    delivery: ChannelDelivery
-    sessions: Conversations
-    scheduler: Scheduler
-    router: Router
-    pruner: InboundPruner
-    """Forgets inbound ids past the platforms' redelivery windows (started by the App)."""
-    mcp: McpManager
-    """The MCP servers whose tools runs get (started and closed by the App)."""
-    leases: LeaseKeeper
-    """This node's leases (renewed by the App's task while it runs, released at its stop)."""
-    dispatcher: Dispatcher
-    """The one door from the inbox into the sessions: the conversations this node holds by
-    lease, their accepted entries pulled, claims and takeovers (started by the App)."""
-    model_health: dict[str, Reachability] = field(default_factory=dict)
-    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
-
-    @property
-    def config(self) -> BotdConfig:
-        return self.live.current
-
-    @config.setter
-    def config(self, config: BotdConfig) -> None:
-        self.live.current = config
-
-    @property
-    def adapters(self) -> dict[str, ChannelAdapter]:
-        """The live adapters by channel (the keeper adds and removes entries)."""
-        return self.channels.adapters
-
-    def update_channels(self, config: BotdConfig) -> None:
-        self.channels.update_channels(config)
-
-    async def aclose(self) -> None:
-        """Close what construction opened (the store, the provider's client)."""
-        await self.provider.aclose()
-        await self.store.aclose()
-
-
-def build_runtime(
-    config: BotdConfig,
-    *,
-    metrics: Metrics | None = None,
-    hooks: RunHooks | None = None,
-    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
-    debug: bool = False,
-    specs: Specs | None = None,
-    store: Store | None = None,
-    leases: LeaseKeeper | None = None,
-) -> Runtime:
-    """Every part of a botd for ``config``, connected and not yet started.
-
-    Built in dependency order, each part from parts already built; the one cycle (the
-    sessions' tools reach the router and the scheduler, which hand messages to the
-    sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
-    console's input ends; ``metrics`` counts messages in and out, channels down and
-    unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
-    ``store``: the store ``open_store`` opened for the config (the runtime's close closes
-    it); without one, the SQLite store in ``state_dir`` is opened here. ``leases``: this
-    node's lease keeper (``open_leases``); without one, the in-process one of a node alone.
-    """
-    counters = Metrics() if metrics is None else metrics
-    registry = channel_specs() if specs is None else specs
-    state_dir = Path(config.state_dir)
-    live = LiveConfig(config)
-    opened_here = store is None
-    if store is None:
-        store = SqliteStore.open(state_dir)
-    if leases is None:
-        leases = LeaseKeeper.alone(config.store.node_id)
-    model_health: dict[str, Reachability] = {}
-    try:
-        provider = build_provider(config, model_health)
-        mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
-        delivery = ChannelDelivery(
-            {},  # the channels, once built (``Channels.update_channels``)
-            delivery_modes(config),
-            retry=delivery_retry(config),
-            media=media_settings(config),
-            counts=counters,  # every message out, counted where it is sent
-            chunking=delivery_chunking(config),
-            group_modes=group_delivery_modes(config),
-            buttons=store,  # each message's buttons: what a press of it may be
-        )
-        intake = Intake(store, counters)
-        scheduler = build_scheduler(config, store, state_dir, intake.run_job, leases)
-        router = Router(
-            store,
-            intake.submit,
-            intake.reply,
-            access_policies(config),
-            pairing=open_pairing(config, store),
-            session_started=partial(session_started, store),
-        )
-        channels = Channels(registry, router, delivery, router.handle)
-        keeper = ChannelKeeper(
-            channels,
-            live.get,
-            ChannelContext(
-                offsets=store,
-                on_end_of_input=on_end_of_input,
-                has_conversation=partial(has_conversation, store),
-                admits=router.admits,
-                model=f"{config.model.provider} provider (model {config.model.model_name})",
-                leases=leases if config.store.backend == "postgres" else None,
-            ),
-            debug=debug,
-            on_down=partial(counters.error, kind="channel_down"),
-            on_unreachable=partial(counters.error, kind="unreachable"),
-        )
-        # Everything read live: the router's current policies, the current config's targets
-        # and the adapters a reload adds channels to and removes them from.
-        message_access = MessageAccess(
-            router, lambda: live.current.agent.message_targets, channels.adapters
-        )
-        # One pool of reading workers for files users send and pages the model fetches:
-        # together they never run more than its slots of parsing at once.
-        reading = Sandbox()
-        toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
-        # Asks a person before a listed tool runs; presses of its buttons come to it.
-        approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
-        router.press_handlers.register(PREFIX, approvals.press)
-        sessions = Conversations(
-            store,
-            provider,
-            delivery,
-            session_settings(config, state_dir),
-            tools=toolbox.for_message,
-            jobs=toolbox.jobs,
-            hooks=hooks,
-            channels_down=keeper.down,
-            servers_down=mcp.down,
-            models=model_names(config),
-            media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
-            reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
-            approvals=approvals,
-        )
-        dispatcher = Dispatcher(sessions, store, leases)
-        intake.connect(sessions, dispatcher)
-        keeper.build_all(config)
-    except BaseException:
-        if opened_here and isinstance(store, SqliteStore):
-            store.close()
-        raise
-    return Runtime(
-        live=live,
-        store=store,
-        provider=provider,
-        channels=channels,
-        keeper=keeper,
-        delivery=delivery,
-        sessions=sessions,
-        scheduler=scheduler,
-        router=router,
-        pruner=InboundPruner(store),
-        mcp=mcp,
-        leases=leases,
-        dispatcher=dispatcher,
-        model_health=model_health,
-    )
-
-
-async def session_started(store: Store, conversation_key: str) -> float | None:
-    """When ``conversation_key``'s current session began (a ``/new`` starts another): its
-    buttons from before then are expired."""
-    session = await store.stored_session(conversation_key)
-    return None if session is None else session.created_at
-
-
 # --------------------------------------------------------------------------- the App
 
 
@@ -571,7 +192,7 @@ class App:
         self.metrics = Metrics()
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
-        self.health: HealthServer | None = None
+        self.health: HealthEndpoint | None = None
         self.started = False
         """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
@@ -623,9 +244,9 @@ class App:
         go to) and INFO otherwise."""
         if self.debug:
             return "DEBUG"
-        specs = channel_specs()
+        platforms = platform_specs(config.channels)
         if "level" not in config.logging.model_fields_set and any(
-            name in specs and specs[name].local for name in config.channels.enabled()
+            name in platforms and platforms[name].local for name in config.channels.enabled()
         ):
             return "WARNING"
         return config.logging.level
@@ -646,12 +267,14 @@ class App:
             check_health_port(config)
             # Once nothing quick can refuse the start (a start refused is one line alone).
             log.info("%s", start_line(config, self.config_path))
-            store = await open_store(config)
+            backend = store_backend(config.store)
+            store = await backend.open(config)
             stack.push_async_callback(store.aclose)
-            leases = open_leases(config, store)
+            leases = open_leases(config, store, backend)
             runtime = self.runtime = build_runtime(
                 config,
                 store=store,
+                backend=backend,
                 metrics=self.metrics,
                 hooks=self.run_hooks(),
                 on_end_of_input=self._end_of_input,
@@ -659,7 +282,7 @@ class App:
                 leases=leases,
             )
             stack.push_async_callback(runtime.aclose)
-            if config.store.backend == "postgres":
+            if backend.cluster:
                 # The database's state-dir lock: one process per node_id. Claimed once the
                 # runtime is built (which writes nothing, and on a slow machine can take longer
                 # than a short lease), right before its renewals start.
@@ -669,10 +292,7 @@ class App:
             tasks = await stack.enter_async_context(asyncio.TaskGroup())
             # Pinging systemd's watchdog until the very end, shutdown included.
             tasks.create_task(notifier.run_watchdog(self._stop), name="systemd-watchdog")
-            renewals = tasks.create_task(leases.run(), name="lease-renewal")
-            stack.callback(renewals.cancel)  # after the shutdown has released the leases
-            stack.push_async_callback(self._shutdown, runtime, notifier)
-            await self._start(runtime, notifier)
+            await enter_services(stack, self.services(runtime, notifier, tasks))
             reloader = tasks.create_task(self._reload_loop(runtime, notifier), name="reloader")
             with settled_heap():
                 await self._stop.wait()
@@ -682,6 +302,97 @@ class App:
                 # End of input on the console: answer what was typed, then stop.
                 await runtime.dispatcher.drain()
         return 0
+
+    def services(
+        self, runtime: Runtime, notifier: SystemdNotifier, tasks: asyncio.TaskGroup
+    ) -> list[Service]:
+        """What ``run`` enters once the runtime is built, in this order; the stack closes them
+        in the reverse order (the module docstring says why each is where it is)."""
+        keeper, sessions, dispatcher = runtime.keeper, runtime.sessions, runtime.dispatcher
+        renewals: list[asyncio.Task[None]] = []
+
+        async def renew_leases() -> None:
+            renewals.append(tasks.create_task(runtime.leases.run(), name="lease-renewal"))
+
+        async def stopped() -> None:
+            log.info("stopped")  # every other service is closed
+            for task in renewals:
+                task.cancel()  # the task group awaits it
+
+        async def start_mcp() -> None:
+            runtime.mcp.start()  # in the background, side by side with the channels
+
+        async def close_sessions() -> None:
+            # self.config, not the config botd started with: a reload may have changed it.
+            grace = self.config.shutdown_grace
+            log.info("running answers get %g s to finish", grace)
+            await sessions.close(grace=grace)
+
+        async def start_pruner() -> None:
+            runtime.pruner.start()
+
+        async def start_scheduler() -> None:
+            await runtime.scheduler.start()
+            await runtime.scheduler.sync_config_jobs(scheduler_jobs(self.config))
+
+        async def stop_input() -> None:
+            await keeper.close()  # retries waiting or starting end now
+            # Stop taking input first: a message received now would be marked seen and then
+            # dropped by the closing sessions; left with the platform, a restart picks it up.
+            await keeper.stop_inbound()
+
+        async def dispatch() -> None:
+            # Resumed runs get the MCP tools of the servers up by now.
+            await runtime.mcp.wait_started(MCP_START_WAIT)
+            await dispatcher.start()  # its first poll claims what the last process left
+
+        async def ready() -> None:
+            notifier.ready(self._running_status())
+            self.started = True
+
+        async def stopping() -> None:
+            self._stop.set()  # the watchdog ends once the stack has closed the rest
+            notifier.stopping()
+            log.info("shutting down")
+
+        return [
+            Step("lease renewals", renew_leases, stopped),
+            # Closed once the leases are released: /healthz answers through the shutdown.
+            runtime.http,
+            # Nothing of this node runs any more: what it held is free for the others at once.
+            Step("leases", on_close=runtime.leases.release_all),
+            # The adapters close once no run sends through them any more.
+            Step("channel outlets", on_close=keeper.stop_all),
+            Step("mcp", start_mcp, runtime.mcp.close),  # closed once no run calls a tool
+            Step("sessions", on_close=close_sessions),
+            Step("dispatcher", on_close=dispatcher.close),
+            Step("pruner", start_pruner, runtime.pruner.stop),
+            Step("scheduler", start_scheduler, runtime.scheduler.close),
+            Step("approvals", runtime.router.load_approvals),
+            # Input first to stop: nothing arrives that the closing parts would drop.
+            Step("channel input", keeper.start_all, stop_input),
+            Step("dispatch", dispatch),
+            Step("health", partial(self._serve_health, runtime)),
+            Step("ready", ready, stopping),
+        ]
+
+    async def _serve_health(self, runtime: Runtime) -> None:
+        """``/healthz`` and ``/metrics`` on the HTTP server at ``health.host``/``port``
+        (``health.enabled``)."""
+        config = self.config
+        if not config.health.enabled:
+            return
+        from .ops.health import HealthEndpoint  # aiohttp: imported only to serve it
+
+        node = NodeHealth(config.store.node_id, runtime.backend.name, runtime.store, runtime.leases)
+        health = self.health = HealthEndpoint(
+            channel_states=self.channel_states,
+            channel_problems=runtime.keeper.problems,
+            metrics=self.metrics,
+            components=lambda: health_components(runtime, self.config, node),
+            node=node.view,
+        )
+        await health.serve(runtime.http, config.health.host, config.health.port)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
@@ -702,40 +413,6 @@ class App:
             for sig in handlers:
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
-
-    async def _start(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
-        config = self.config
-        runtime.pruner.start()
-        await runtime.scheduler.start()
-        await runtime.scheduler.sync_config_jobs(scheduler_jobs(config))
-        # All at once: one that fails is down and retried in the background, one that hangs
-        # goes on starting there; the rest go on.
-        runtime.mcp.start()  # side by side with the channels
-        await runtime.router.load_approvals()
-        await runtime.keeper.start_all()
-        # Resumed runs get the MCP tools of the servers up by now.
-        await runtime.mcp.wait_started(MCP_START_WAIT)
-        # The channels can send: the first poll claims what the last process left.
-        await runtime.dispatcher.start()
-        if config.health.enabled:
-            from .ops.health import HealthServer  # aiohttp: imported only to serve it
-
-            node = NodeHealth(
-                config.store.node_id, config.store.backend, runtime.store, runtime.leases
-            )
-            health = HealthServer(
-                config.health.host,
-                config.health.port,
-                channel_states=self.channel_states,
-                channel_problems=runtime.keeper.problems,
-                metrics=self.metrics,
-                components=lambda: health_components(runtime, self.config, node),
-                node=node.view,
-            )
-            self.health = health
-            await health.start()
-        notifier.ready(self._running_status())
-        self.started = True
 
     def channel_states(self) -> dict[str, str]:
         """Each channel's state, as ``/healthz`` and ``botd_channel_up`` show it (a running
@@ -807,32 +484,6 @@ class App:
             else:
                 log.info("scheduled jobs re-synced: %d configured", len(new.scheduler.jobs))
 
-    # -- stop -------------------------------------------------------------------------------
-
-    async def _shutdown(self, runtime: Runtime, notifier: SystemdNotifier) -> None:
-        self._stop.set()  # the watchdog ends once the stack has closed the rest
-        notifier.stopping()
-        log.info("shutting down")
-        keeper = runtime.keeper
-        await keeper.close()  # retries waiting or starting end now
-        # Stop taking input first: a message received now would be marked seen and then
-        # dropped by the closing sessions; left with the platform, a restart picks it up.
-        await keeper.stop_inbound()
-        await runtime.scheduler.close()
-        await runtime.pruner.stop()
-        # self.config, not the config botd started with: a reload may have changed the grace.
-        grace = self.config.shutdown_grace
-        log.info("running answers get %g s to finish", grace)
-        await runtime.dispatcher.close()  # no more claims or pulls
-        await runtime.sessions.close(grace=grace)
-        await runtime.mcp.close()  # no run calls a tool any more; stdio servers end here
-        await keeper.stop_all()
-        # Nothing of this node runs any more: what it held is free for the others at once.
-        await runtime.leases.release_all()
-        if self.health is not None:
-            await self.health.stop()
-        log.info("stopped")
-
 
 async def health_components(
     runtime: Runtime, config: BotdConfig, node: NodeHealth
@@ -868,9 +519,3 @@ async def store_backlog(store: StoreStatus) -> Backlog:
     async with asyncio.timeout(PROBE_WAIT):
         inbox = await store.inbox_backlog()
         return Backlog(inbox.count, inbox.oldest_age, await store.outbox_pending_count())
-
-
-async def has_conversation(store: ConversationLedger, conversation_key: str) -> bool:
-    """Whether ``store`` has a session under ``conversation_key`` (a Slack thread's context
-    is fetched only for a conversation botd does not know yet)."""
-    return await store.stored_session(conversation_key) is not None

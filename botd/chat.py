@@ -10,7 +10,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from .text.markup import MarkupRenderer
@@ -22,8 +22,10 @@ __all__ = [
     "AttachmentKind",
     "Button",
     "Capabilities",
+    "ChannelId",
     "ChatKind",
     "ChatKindOf",
+    "ConversationKeyOf",
     "InboundMessage",
     "MessageKey",
     "MessageRef",
@@ -82,11 +84,31 @@ def _make_storable(instance: Target | InboundMessage | Quote) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelId:
+    """One channel instance: a platform's connection under its own name.
+
+    ``name`` is the key of its ``channels.<name>`` section, and what every ``channel`` of
+    botd holds (``InboundMessage.channel``, ``Target.channel``, the adapters, policies,
+    health lines and metrics labels, stored rows); ``platform`` is the registered platform
+    that runs it (its section model, adapter, ids and targets). A section named after its
+    platform is the instance of that name (``channels.telegram``: ``telegram`` of platform
+    ``telegram``), so a config with one account per platform names every channel as before.
+    """
+
+    name: str
+    platform: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     """Where to post: a chat on a channel account, optionally a thread, optionally a reply."""
 
     channel: str
-    """The platform: ``telegram``, ``slack``, ``discord``, ``console``."""
+    """The channel instance's name (``ChannelId.name``): ``telegram``, or another name a
+    section with ``platform:`` gave a second account."""
     chat_id: str
     account_id: str = "default"
     thread_id: str | None = None
@@ -106,6 +128,26 @@ ChatKind = Literal["direct", "group", "unknown"]
 ChatKindOf = Callable[[str], tuple[ChatKind, str | None]]
 """A platform's reading of a chat id: its kind and, for a direct chat, the person's id when
 the chat id tells it."""
+
+
+class ConversationKeyOf(Protocol):
+    """A platform's one spelling of a conversation key, from the channel instance's name, the
+    chat and the thread in it (a forum topic, a thread; None: the chat itself). ``dm_user``
+    is the person of a direct chat, for a platform whose direct chats are one conversation
+    per person (Discord); the others key a direct chat by its chat id.
+
+    The instance named after its platform spells the keys botd always stored
+    (``telegram:<chat>``), so nothing stored moves; another instance has keys of its own
+    (``support:<chat>``)."""
+
+    def __call__(
+        self,
+        instance: str,
+        chat_id: str,
+        thread_id: str | None = None,
+        *,
+        dm_user: str | None = None,
+    ) -> str: ...
 
 
 def _in_thread(target: str, thread: str) -> str:
@@ -269,6 +311,7 @@ class InboundMessage:
     """
 
     channel: str
+    """The channel instance it came in on (``ChannelId.name``)."""
     chat_id: str
     sender_id: str
     text: str

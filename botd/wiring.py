@@ -1,18 +1,26 @@
 """Factories from a validated config: the runtime's settings and its stand-alone parts.
 
-``open_store`` opens the configured store (``store.backend``): SQLite in the state dir, or
-PostgreSQL at ``store.dsn`` (the ``postgres`` extra, imported only then).
+``open_store`` opens the configured store through its backend (``store.backend``, chosen once:
+``botd.store.backends``), and the leases follow from what that backend is (shared by the
+nodes, or a node's alone); no backend is named here.
 
 The functions that turn config sections into settings (loop, subscriber and session
 settings, access policies, delivery modes and retries, media, provider settings, scheduled
 jobs) and the parts built from the config alone (the model provider with its fallbacks, one
 channel's adapter through the channel registry, the scheduler) live here, so the config
 package stays plain data. ``botd.app`` puts the parts together in dependency order.
+
+Channels are instances (``channel_instances`` in ``botd.channels.registry``: each
+``channels.<name>`` section's name and platform): what a channel's platform decides (its
+adapter, what its chat ids tell, how its targets are spelled) comes from the spec of the
+instance's platform, never from its name.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +29,7 @@ from pydantic import BaseModel
 from .agent.loop import LoopConfig
 from .agent.providers import create_provider
 from .agent.providers.failover import FailoverProvider, ModelChoice
+from .agent.tools.registry import ToolSpec, tool_specs
 from .agent.types import Provider
 from .approvals import ApprovalRules
 from .channels.base import ChannelAdapter
@@ -28,7 +37,9 @@ from .channels.registry import (
     ChannelContext,
     ChannelSpec,
     ChannelUnavailable,
+    channel_instances,
     channel_specs,
+    platform_specs,
     target_forms,
 )
 from .chat import InboundMessage, Target
@@ -42,7 +53,8 @@ from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
 from .scheduler.store import LEGACY_DB_NAME
-from .store import JobLedger, Pairing, Store, StoreOpenError
+from .store import JobLedger, Store
+from .store.backends import StoreBackend, store_backend
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
 
 __all__ = [
@@ -100,15 +112,20 @@ def subscriber_config(config: BotdConfig) -> SubscriberConfig:
         chunking=chunking,
         reasoning=config.agent.reasoning,
         enforce_final_tag=config.agent.enforce_final_tag,
-        target_forms=target_forms(),
+        target_forms=target_forms(instances=channel_instances(config.channels).values()),
     )
 
 
-def approval_rules(config: BotdConfig) -> ApprovalRules:
-    """``agent.approvals`` as the gate reads it."""
+def approval_rules(
+    config: BotdConfig, tools: Mapping[str, ToolSpec] | None = None
+) -> ApprovalRules:
+    """``agent.approvals`` as the gate reads it, with the tools whose spec says every call
+    needs an approval (``ToolSpec.needs_approval``; ``tools``: the registered ones)."""
     section = config.agent.approvals
+    registry = tool_specs() if tools is None else tools
+    always = [name for name, spec in registry.items() if spec.needs_approval]
     return ApprovalRules(
-        tools=tuple(section.tools),
+        tools=tuple(dict.fromkeys([*section.tools, *always])),
         approvers=frozenset(section.approvers),
         timeout=section.timeout,
         ask_in=section.ask_in,
@@ -143,11 +160,13 @@ def _coalesce_settings(config: BotdConfig) -> CoalesceSettings | None:
     return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
 
 
-def access_policy(section: BaseModel) -> AccessPolicy:
+def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> AccessPolicy:
     """Who may talk to the bot on a channel. A chat platform's section says so; a channel
-    without access settings (the console) belongs to whoever runs it and is open."""
+    without access settings (the console) belongs to whoever runs it and is open. ``spec``:
+    the channel's platform, which tells what its chat ids mean."""
+    chat_kind = None if spec is None else spec.chat_kind
     if not isinstance(section, ChatChannelSection):
-        return AccessPolicy(dm_policy="open")
+        return AccessPolicy(dm_policy="open", chat_kind=chat_kind)
     return AccessPolicy(
         dm_policy=section.dm_policy,
         allow_from=frozenset(section.allow_from),
@@ -164,6 +183,7 @@ def access_policy(section: BaseModel) -> AccessPolicy:
         require_mention=section.require_mention,
         mention_patterns=tuple(section.mention_patterns),
         buttons_expire_after=section.buttons_expire_after,
+        chat_kind=chat_kind,
     )
 
 
@@ -172,9 +192,13 @@ def _enabled_sections(config: BotdConfig) -> dict[str, BaseModel]:
     return {name: sections[name] for name in config.channels.enabled()}
 
 
-def access_policies(config: BotdConfig) -> dict[str, AccessPolicy]:
-    """One policy per enabled channel."""
-    return {name: access_policy(s) for name, s in _enabled_sections(config).items()}
+def access_policies(config: BotdConfig, specs: Specs | None = None) -> dict[str, AccessPolicy]:
+    """One policy per enabled channel (its chat ids read as its platform's)."""
+    platforms = platform_specs(config.channels, specs)
+    return {
+        name: access_policy(section, platforms.get(name))
+        for name, section in _enabled_sections(config).items()
+    }
 
 
 def media_settings(config: BotdConfig) -> MediaSettings:
@@ -349,18 +373,20 @@ def build_provider(config: BotdConfig, health: dict[str, Reachability] | None = 
 def build_adapter(
     name: str, config: BotdConfig, context: ChannelContext, specs: Specs | None = None
 ) -> ChannelAdapter | None:
-    """The adapter of one enabled channel (None when it is not enabled).
+    """The adapter of one enabled channel (None when it is not enabled), built by its
+    platform's factory with ``context`` naming the instance.
 
-    Raises ``ChannelUnavailable`` when the channel is unknown or its SDK is not installed.
+    Raises ``ChannelUnavailable`` when its platform is unknown or its SDK is not installed.
     """
     section = config.channels.section(name)
     if section is None or name not in config.channels.enabled():
         return None
+    channel = channel_instances(config.channels)[name]
     registry = channel_specs() if specs is None else specs
-    spec = registry.get(name)
+    spec = registry.get(channel.platform)
     if spec is None:
-        raise ChannelUnavailable(f"no channel named {name!r} is registered")
-    return spec.build(section, context)
+        raise ChannelUnavailable(f"no channel platform named {channel.platform!r} is registered")
+    return spec.build(section, replace(context, channel=channel))
 
 
 def build_adapters(
@@ -383,14 +409,14 @@ def build_scheduler(
     leases: LeaseKeeper | None = None,
 ) -> Scheduler:
     """The scheduler on the store's job tables; an old ``schedule.sqlite3`` is imported once.
-    On postgres it runs the schedule while this node holds the lease ``scheduler``
-    (``leases``); on SQLite the node is alone and runs it from its start."""
+    With ``leases`` (cluster mode) it runs the schedule while this node holds the lease
+    ``scheduler``; without, the node is alone and runs it from its start."""
     return Scheduler(
         store,
         submit,
         timezone=config.scheduler.timezone,
         legacy_db=state_dir / LEGACY_DB_NAME,
-        leases=leases if config.store.backend == "postgres" else None,
+        leases=leases,
     )
 
 
@@ -406,48 +432,18 @@ def describe_job(info: JobInfo) -> str:
 # --------------------------------------------------------------------------- the store
 
 
-POSTGRES_MISSING = (
-    "store.backend is postgres but psycopg is not installed: pip install 'botd[postgres]'"
-)
-
-
-def open_pairing(config: BotdConfig, store: Store) -> Pairing:
-    """Where DM pairing lives for ``config``'s backend: the database on postgres (shared by
-    every node), ``pairing.json`` in the state dir on SQLite."""
-    if config.store.backend == "postgres":
-        from .store.postgres import PostgresStore
-
-        assert isinstance(store, PostgresStore)
-        return store.pairing()
-    from .store.pairing import PairingFile
-
-    return PairingFile(Path(config.state_dir) / "pairing.json")
-
-
-def open_leases(config: BotdConfig, store: Store) -> LeaseKeeper:
-    """This node's leases: in the shared database on postgres (every node claims from one
-    table), in memory on SQLite, never lapsing (the state dir's lock already makes this node
-    the only one: ``LeaseKeeper.alone``)."""
+def open_leases(config: BotdConfig, store: Store, backend: StoreBackend) -> LeaseKeeper:
+    """This node's leases, where its backend keeps them: in the shared database (every node
+    claims from one table, ``store.lease_ttl``), or in memory with an infinite TTL (the state
+    dir's lock already makes the node the only one: its leases never lapse,
+    ``LeaseKeeper.lapses``)."""
     section = config.store
-    if section.backend != "postgres":
-        return LeaseKeeper.alone(section.node_id)
-    from .store.postgres import PostgresStore
-
-    assert isinstance(store, PostgresStore)
-    return LeaseKeeper(store.lease_table(), section.node_id, section.lease_ttl)
+    ttl = section.lease_ttl if backend.cluster else math.inf
+    return LeaseKeeper(backend.lease_table(store), section.node_id, ttl)
 
 
 async def open_store(config: BotdConfig) -> Store:
-    """The store ``config.store`` names, open and migrated. Raises ``StoreOpenError`` (one
-    line, no password) when it cannot be used, or when the postgres extra is missing."""
-    section = config.store
-    if section.backend == "postgres":
-        assert section.dsn is not None  # the config refuses postgres without one
-        try:
-            from .store.postgres import PostgresStore
-        except ImportError:
-            raise StoreOpenError(POSTGRES_MISSING) from None
-        return await PostgresStore.open(section.dsn)
-    from .store.sqlite import SqliteStore
-
-    return SqliteStore.open(Path(config.state_dir))
+    """The store ``config.store`` names, open and migrated (``StoreBackend.open``). Raises
+    ``StoreOpenError`` (one line, no password) when it cannot be used, or when the backend's
+    extra is missing."""
+    return await store_backend(config.store).open(config)

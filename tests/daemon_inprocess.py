@@ -77,6 +77,7 @@ def discord_yaml(discord: FakeDiscordAPI, *options: str) -> str:
     token: fake-discord-token
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
 {extra}"""
 
 

@@ -4,8 +4,8 @@ that platform's channel package, no platform package imported from outside itsel
 and the other platforms ask the channel specs), the channels below the pipeline (they
 import nothing of the subscriber, delivery, sessions, inbound or agent packages: what they
 share with the subscriber is in ``botd.text``), and the SQLite store imported only by the
-wiring (every other module takes a protocol of ``botd.store``, so that another backend fits
-behind them).
+store package (its backend spec opens it) and the operator's commands (every other module
+takes a protocol of ``botd.store``, so that another backend fits behind them).
 
 Every import counts wherever it is written: at module level, inside a function (a deferred
 import is still a dependency) or under ``if TYPE_CHECKING:``. The one exception: imports under
@@ -43,9 +43,10 @@ ABOVE_CHANNELS = ("subscriber", "delivery", "sessions", "conversation", "inbound
 
 SQLITE_STORE = "store.sqlite"
 """The SQLite implementation of the store's protocols, under ``botd``."""
-SEES_THE_WHOLE_STORE = ("app", "wiring", "cli", "ops.doctor")
-"""What may import it besides the store package itself: the wiring that opens it and hands
-out its protocols, and the operator's commands that read the database file directly."""
+SEES_THE_WHOLE_STORE = ("cli", "ops.doctor")
+"""What may import it besides the store package itself (whose backend spec,
+``botd.store.backends``, is how the daemon opens it): the operator's commands that read the
+database file directly."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def channel_imports_upwards(package: Path) -> list[str]:
 
 def concrete_store_imports(package: Path) -> list[str]:
     """Imports of the SQLite store (``botd.store.sqlite``) by a module outside the store
-    package and the wiring (``SEES_THE_WHOLE_STORE``)."""
+    package and the operator's commands (``SEES_THE_WHOLE_STORE``)."""
     sqlite = f"{package.name}.{SQLITE_STORE}"
     allowed = (f"{package.name}.store", *(f"{package.name}.{m}" for m in SEES_THE_WHOLE_STORE))
     found_imports = []
@@ -258,7 +259,7 @@ def test_the_channels_import_nothing_of_the_pipeline_above_them() -> None:
     assert channel_imports_upwards(PACKAGE) == []
 
 
-def test_only_the_wiring_imports_the_sqlite_store() -> None:
+def test_only_the_store_and_the_operator_commands_import_the_sqlite_store() -> None:
     assert concrete_store_imports(PACKAGE) == []
 
 
@@ -275,11 +276,14 @@ def test_the_reader_sees_botd_as_it_is() -> None:
     }
     assert all(importers.values()), importers
     assert "botd.channels.discord.adapter" in importers["discord"]
-    # The wiring opens the SQLite store (the rule above has something to allow).
-    assert any(
-        found.importer == "botd.app" and found.module.startswith("botd.store.sqlite")
+    # The backend spec opens the SQLite store and the doctor reads its file (the rule above
+    # has something to allow, inside the store package and outside it).
+    sqlite_importers = {
+        found.importer
         for found in all_imports(PACKAGE)
-    )
+        if found.module.startswith("botd.store.sqlite")
+    }
+    assert {"botd.store.backends", "botd.ops.doctor.state"} <= sqlite_importers
 
 
 # --- each rule catches what it is for -------------------------------------------------------
@@ -395,13 +399,14 @@ def test_a_channel_importing_the_pipeline_is_found(tmp_path: Path) -> None:
     ]
 
 
-def test_the_sqlite_store_imported_outside_the_wiring_is_found(tmp_path: Path) -> None:
+def test_the_sqlite_store_imported_outside_the_store_is_found(tmp_path: Path) -> None:
     package = write_package(
         tmp_path,
         {
             "store/sqlite/base.py": "from ..records import Entry\n",
             "store/records.py": "",
             "store/__init__.py": "from .records import Entry\n",
+            "store/backends.py": "def open():\n    from .sqlite import SqliteStore\n",
             "app.py": "from .store.sqlite import SqliteStore\n",
             "cli/status.py": "from ..store.sqlite.base import DB_FILENAME\n",
             "inbound/router.py": "from ..store import Entry\nfrom ..store.sqlite import base\n",
@@ -409,6 +414,7 @@ def test_the_sqlite_store_imported_outside_the_wiring_is_found(tmp_path: Path) -
         },
     )
     assert sorted(concrete_store_imports(package)) == [
+        "botd.app:1 imports botd.store.sqlite.SqliteStore",
         "botd.inbound.router:2 imports botd.store.sqlite.base",
         "botd.scheduler.store:2 imports botd.store.sqlite.base.StoreBase",
     ]

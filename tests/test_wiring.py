@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from botd.app import build_runtime
 from botd.chat import InboundMessage, Target
 from botd.config import parse_config
 from botd.ops.metrics import Metrics
+from botd.runtime import build_runtime
+from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
 from tests.waiting import until
 
@@ -33,7 +34,7 @@ scheduler:
 """
     config = parse_config(console_config(tmp_path, jobs), {})
     metrics = Metrics()
-    runtime = build_runtime(config, metrics=metrics)
+    runtime = build_runtime(config, metrics=metrics, store=SqliteStore.open(tmp_path))
     try:
         assert list(runtime.adapters) == ["console"]
         await runtime.dispatcher.start()  # the one door into the sessions
@@ -73,7 +74,8 @@ def inbound(message_id: str) -> InboundMessage:
 async def test_update_channels_points_delivery_and_router_at_the_new_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = build_runtime(parse_config(console_config(tmp_path), {}))
+    config = parse_config(console_config(tmp_path), {})
+    runtime = build_runtime(config, store=SqliteStore.open(tmp_path))
     await runtime.dispatcher.start()
     try:
         assert (await runtime.router.handle(inbound("m1"))).accepted  # the console is open

@@ -91,8 +91,8 @@ from ..events import (
 )
 from ..media.history import without_image, without_images
 from ..ops.logging import mask_secrets
-from .tools import Tool, ToolContext, ToolOutput, schema_validator
-from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolSpec
+from .tools.base import Tool, ToolContext, ToolOutput, schema_validator
+from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolDefinition
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ class AgentRun:
                     f"tool {name!r} has an invalid input schema: {exc.message}"
                 ) from exc
             self._tools[name] = tool
-        self._tool_specs: list[ToolSpec] = [tool.spec for tool in self._tools.values()]
+        self._tool_specs: list[ToolDefinition] = [tool.spec for tool in self._tools.values()]
 
         self._history: list[Message] = []
         self._messages: list[Message] = []

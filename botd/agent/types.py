@@ -30,7 +30,7 @@ STOP_REASONS: frozenset[str] = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class ToolSpec:
+class ToolDefinition:
     """A tool as the model sees it: name, description and JSON Schema of its arguments."""
 
     name: str
@@ -46,7 +46,7 @@ class ModelRequest:
     messages: list[Message]
     """The conversation so far: user, assistant and tool_result messages, oldest first."""
     system: str = ""
-    tools: list[ToolSpec] = field(default_factory=list)
+    tools: list[ToolDefinition] = field(default_factory=list)
     max_tokens: int = 4096
     thinking_budget: int | None = None
     """Extended thinking budget in tokens (None: thinking off)."""

@@ -43,7 +43,7 @@ from typing import Protocol
 
 from ..agent.loop import ToolGate
 from ..agent.mcp.names import allowed
-from ..agent.tools import ToolContext, ToolOutput
+from ..agent.tools.base import ToolContext, ToolOutput
 from ..chat import Button, InboundMessage, MessageRef, Target
 from ..events import ToolCallContent
 from ..speakers import clean_name

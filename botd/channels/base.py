@@ -72,8 +72,9 @@ class UntilAccepted:
     background, so an acknowledgement the platform wants soon is never held by it. Those
     hand-offs belong to it: ``settle`` waits for them (the adapter's ``stop_inbound``)."""
 
-    def __init__(self, platform: str) -> None:
-        self._platform = platform
+    def __init__(self, channel: str) -> None:
+        """``channel``: the channel instance's name, which its log lines start with."""
+        self._channel = channel
         self._handling: set[asyncio.Future[object]] = set()
 
     async def hand(self, sink: InboundSink, message: InboundMessage) -> None:
@@ -108,7 +109,7 @@ class UntilAccepted:
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "%s: handling an accepted message failed",
-                self._platform,
+                self._channel,
                 exc_info=task.exception(),
             )
 

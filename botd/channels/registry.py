@@ -1,11 +1,18 @@
 """The channel registry: each channel described once, and found through entry points.
 
-A ``ChannelSpec`` names a channel and brings all botd knows about its platform: the model of
-its ``channels.<name>`` config section, the factory that builds its adapter from the validated
-section, what must be installed for its platform SDK, what its chat ids tell (``chat_kind``),
-how its messaging-tool targets are spelled (``targets``), the doctor's live probes of its
-account (``probe``) and whether it is the operator's own terminal (``local``). The core names
-no platform: the router, the doctor and the subscriber's dedupe ask the specs.
+A ``ChannelSpec`` names a platform and brings all botd knows about it: the model of its
+config sections, the factory that builds an adapter from a validated section, what must be
+installed for its SDK, what its chat ids tell (``chat_kind``), how its conversation keys
+(``conversation_key``) and messaging-tool targets (``targets``) are spelled, the doctor's live
+probes of an account (``probe``) and whether it is the operator's own terminal (``local``).
+The core names no platform: the wiring, the doctor and the subscriber's dedupe ask the specs.
+
+A platform runs as one or more channel *instances* (``ChannelId``: a name and its platform),
+one per ``channels.<name>`` section: ``channels.telegram`` is the instance ``telegram``, and
+a section of another name with ``platform: telegram`` is another. The wiring builds each
+through its platform's factory with a ``ChannelContext`` naming the instance
+(``ChannelContext.channel``): the adapter gives that name to every message and target it
+makes, and keys what it keeps per channel (offsets, leases, log lines) by it.
 
 botd's own channels declare their specs in their packages (``botd.channels.<name>.spec``,
 ``SPEC``), found there without package metadata; a separate distribution (``botd-matrix``)
@@ -24,22 +31,25 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..chat import ChannelId
 from ..config import ChannelSection
 from ..config.channels import registrations
 from ..config.extras import installed
+from ..config.schema import ChannelsSection
 from .base import ChannelAdapter, PlatformLink
 
 if TYPE_CHECKING:
     import httpx
 
-    from ..chat import ChatKindOf, InboundMessage, TargetForm
+    from ..chat import ChatKindOf, ConversationKeyOf, InboundMessage, TargetForm
     from ..cluster.leases import LeaseKeeper
+    from ..http.routes import Routes
     from ..ops.doctor.checks import Check
     from ..store.protocols import Offsets
 
@@ -50,8 +60,10 @@ __all__ = [
     "InitQuestions",
     "Probe",
     "SecretQuestion",
+    "channel_instances",
     "channel_specs",
     "load_channel_specs",
+    "platform_specs",
     "target_forms",
 ]
 
@@ -92,10 +104,23 @@ class ChannelContext:
     postgres``); None on a single node. An adapter whose platform allows one connection per
     account (or shard) runs it only while it holds that lease (``botd.cluster.holding``)."""
 
+    channel: ChannelId | None = None
+    """The channel instance being built (the wiring sets it for each adapter). None: the
+    instance named after its platform (``instance_name``)."""
+
+    http: Routes | None = None
+    """Where an adapter serves HTTP (Telegram's webhook): routes added on botd's HTTP server
+    at an address (``botd.http``); None where nothing can be served."""
+
     on_reachability: Callable[[str, str | None], None] | None = None
     """Called with (channel, error) when a running channel's platform could not be reached
     (its SDK retries by itself) and with (channel, None) once it answers again: see
     ``PlatformLink``."""
+
+    def instance_name(self, platform: str) -> str:
+        """The name of the channel instance being built: ``channel``'s, else ``platform``'s
+        own (a context made without one, as a test or a plugin's own code may)."""
+        return platform if self.channel is None else self.channel.name
 
     def link(self, channel: str) -> PlatformLink:
         """``on_reachability`` bound to ``channel`` (one that does nothing when nobody
@@ -145,10 +170,12 @@ class InitQuestions:
 
 @dataclass(frozen=True, eq=False)
 class ChannelSpec(Generic[S]):
-    """One channel: its name, config section, adapter factory, SDK requirement and what its
-    platform's ids, targets and probes mean."""
+    """One platform: its name, config section, adapter factory, SDK requirement and what its
+    ids, conversation keys, targets and probes mean."""
 
     name: str
+    """The platform's name: its own section's (``channels.<name>``) and what ``platform:``
+    names in a section of another name."""
     section: type[S]
     factory: Callable[[S, ChannelContext], ChannelAdapter]
     """Builds the adapter; imports the adapter module (and so its SDK) only when called."""
@@ -159,6 +186,10 @@ class ChannelSpec(Generic[S]):
     chat_kind: ChatKindOf | None = None
     """What a chat id tells of its chat (direct, with whom, or a group); None: ids tell
     nothing (every chat's kind is ``unknown``)."""
+    conversation_key: ConversationKeyOf | None = None
+    """The platform's one spelling of a conversation key from an instance's name, a chat and
+    a thread (what its adapter gives every message); None: not told (a plugin's adapter
+    spells its own)."""
     targets: TargetForm | None = None
     """How the platform's messaging-tool targets are spelled, for the dedupe of what the
     agent sent itself; None: targets compare as given."""
@@ -220,7 +251,36 @@ def channel_specs() -> Mapping[str, ChannelSpec[Any]]:
     return load_channel_specs()
 
 
-def target_forms(specs: Mapping[str, ChannelSpec[Any]] | None = None) -> dict[str, TargetForm]:
-    """The target forms of ``specs`` (default: the registered channels), by channel name."""
+def channel_instances(channels: ChannelsSection) -> dict[str, ChannelId]:
+    """Every channel ``channels`` configures as the instance it is (its name and platform),
+    by name, in the file's order (``ChannelsSection.platforms``)."""
+    return {name: ChannelId(name, platform) for name, platform in channels.platforms().items()}
+
+
+def platform_specs(
+    channels: ChannelsSection, specs: Mapping[str, ChannelSpec[Any]] | None = None
+) -> dict[str, ChannelSpec[Any]]:
+    """The spec of each configured channel's platform (from ``specs``, default: the
+    registered ones), by channel name; a channel whose platform is not there is left out
+    (the config check refuses it)."""
+    registry = channel_specs() if specs is None else specs
+    return {
+        name: registry[platform]
+        for name, platform in channels.platforms().items()
+        if platform in registry
+    }
+
+
+def target_forms(
+    specs: Mapping[str, ChannelSpec[Any]] | None = None, instances: Iterable[ChannelId] = ()
+) -> dict[str, TargetForm]:
+    """The target forms of ``specs`` (default: the registered platforms) by platform name (a
+    tool named after a platform sends in its form), and of each of ``instances`` by its name
+    (a channel's targets are spelled as its platform's)."""
     found = channel_specs() if specs is None else specs
-    return {name: spec.targets for name, spec in found.items() if spec.targets is not None}
+    forms = {name: spec.targets for name, spec in found.items() if spec.targets is not None}
+    for channel in instances:
+        spec = found.get(channel.platform)
+        if spec is not None and spec.targets is not None:
+            forms[channel.name] = spec.targets
+    return forms

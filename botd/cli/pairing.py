@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import BotdConfig
     from ..store import Pairing
+    from ..store.backends import StoreBackend
 
 __all__ = ["add_parser", "format_age", "pairing"]
 
@@ -112,6 +113,7 @@ def pairing(
     import os
 
     from ..config import ConfigError, default_config, load_config
+    from ..store.backends import store_backend
     from ..store.pairing import PairingFileError
 
     configured: set[str] | None = None
@@ -129,8 +131,9 @@ def pairing(
             say(exc)
             return 2
         register(config)
-        if config.store.backend == "postgres":
-            return _in_database(config, args, configured, say)
+        backend = store_backend(config.store)
+        if backend.cluster:
+            return _in_database(config, backend, args, configured, say)
         state_dir = Path(config.state_dir).absolute()
         origin = f"state_dir of {args.config}" if args.config else "the default state_dir"
     if not state_dir.is_dir():
@@ -152,20 +155,20 @@ def pairing(
 
 def _in_database(
     config: BotdConfig,
+    backend: StoreBackend,
     args: argparse.Namespace,
     configured: set[str] | None,
     say: Callable[..., None],
 ) -> int:
-    """``botd pairing`` on the postgres backend: the codes and approvals every node shares."""
+    """``botd pairing`` on a backend the nodes share (postgres): the codes and approvals
+    every node reads, in the database."""
     from ..store import StoreError
-    from ..store.postgres.base import describe
-    from ..wiring import open_pairing, open_store
 
     async def act() -> int:
-        store = await open_store(config)
+        store = await backend.open(config)
         try:
-            place = ("database", describe(config.store.dsn or ""))
-            return await _act_on(open_pairing(config, store), args, place, configured, say)
+            place = ("database", backend.where(config))
+            return await _act_on(backend.pairing(config, store), args, place, configured, say)
         finally:
             await store.aclose()
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import BotdConfig
+    from ..store.backends import StoreBackend
 
 __all__ = ["EXIT_DOWN", "EXIT_NOT_RUNNING", "EXIT_OK", "add_parser", "health_url", "status"]
 
@@ -135,6 +136,7 @@ def status(
     import sys
 
     from ..config import ConfigError, default_config, load_config
+    from ..store.backends import store_backend
 
     try:
         if args.config:
@@ -146,8 +148,9 @@ def status(
         return 2
     register(config)
     report = inspect(config)
-    if config.store.backend == "postgres":
-        report = replace(report, database=read_database(config.store.dsn or ""))
+    backend = store_backend(config.store)
+    if backend.cluster:  # the database the nodes share is read too, from here
+        report = replace(report, database=read_database(config, backend))
     if args.json:
         say(report.as_json(), file=sys.stdout)
     else:
@@ -200,13 +203,13 @@ def inspect(config: BotdConfig) -> Report:
     return Report("ok" if body.get("status") == "ok" else "degraded", state_dir, pid, url, body)
 
 
-def read_database(dsn: str) -> dict[str, Any]:
-    """The shared database as ``botd status`` shows it (see the module docstring); a
-    database that cannot be read is ``error``, one line without the password."""
+def read_database(config: BotdConfig, backend: StoreBackend) -> dict[str, Any]:
+    """The shared database as ``botd status`` shows it (see the module docstring, and
+    ``StoreBackend.shared_state``); a database that cannot be read is ``error``, one line
+    without the password."""
     from ..store import StoreError
-    from ..store.postgres.base import describe
 
-    where = describe(dsn)
+    dsn = config.store.dsn or ""
     unset = _UNSET.search(dsn)
     if unset:
         return {
@@ -214,41 +217,12 @@ def read_database(dsn: str) -> dict[str, Any]:
             "error": f"store.dsn: ${{{unset.group(1)}}} is not set in this shell (set it as "
             "botd's environment does)",
         }
+    where = backend.where(config)
     try:
-        return {"where": where, "error": None, **asyncio.run(_read_database(dsn))}
+        state = asyncio.run(backend.shared_state(config)) or {}
     except StoreError as exc:
         return {"where": where, "error": str(exc)}
-
-
-async def _read_database(dsn: str) -> dict[str, Any]:
-    from ..store import StoreError
-    from ..store.postgres import PostgresStore
-
-    store = await PostgresStore.open_reader(dsn)
-    try:
-        try:
-            version = await store.schema_version()
-            inbox = await store.inbox_backlog()
-            pending = await store.outbox_pending_count()
-            leases = await store.lease_table().rows()
-            waiting = await store.pairing().waiting()
-        except Exception as exc:  # an older schema lacks a table, say
-            if isinstance(exc, StoreError):
-                raise
-            raise StoreError(f"{store.where}: {' '.join(str(exc).split())}") from None
-    finally:
-        await store.aclose()
-    return {
-        "schema_version": version,
-        "inbox_backlog": inbox.count,
-        "inbox_oldest_unanswered_seconds": inbox.oldest_age,
-        "outbox_pending": pending,
-        "pairing_waiting": len(waiting),
-        "leases": [
-            {"name": r.name, "holder": r.holder, "epoch": r.epoch, "expires_in": r.expires_in}
-            for r in leases
-        ],
-    }
+    return {"where": where, "error": None, **state}
 
 
 class _NoAnswer(Exception):

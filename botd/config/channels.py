@@ -8,7 +8,8 @@ distribution registers its spec under the entry-point group ``botd.channels``; a
 point named like one of botd's own channels is not loaded (a plugin does not replace a
 built-in; botd's own entries in an older install's metadata are left alone quietly).
 
-The config needs only each one's section model, to validate ``channels.<name>``, and
+The config needs only each one's section model, to validate ``channels.<name>`` (the section
+named after the channel, or any section whose ``platform`` key names it), and
 whether its platform SDK is installed; it loads the specs itself (``registered_channels``)
 and so never imports the runtime. A plugin that fails to load still counts as a name, so a
 config that uses it is told why it cannot run instead of hearing of an unknown channel.

@@ -7,18 +7,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from .channels import ChannelEntry, registered_channels
-from .extras import WEB_MODULES, missing_extra
 from .notices import literal_secrets, placeholder_ids
 from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
-from .schema import CHANNELS_CONTEXT, BotdConfig, BuiltinTool, ChannelsSection
+from .schema import CHANNELS_CONTEXT, CONFIGURED_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
 from .source import duplicate_keys, interpolate, line_of, read_yaml
+from .tools import ToolEntry, registered_tools
 
 __all__ = [
     "LoadedConfig",
@@ -27,6 +27,7 @@ __all__ = [
     "load_config",
     "load_config_with_warnings",
     "parse_config",
+    "platforms_written",
 ]
 
 
@@ -39,14 +40,17 @@ class LoadedConfig:
     """Placeholder ids, and literal secrets in a file others may read, by line."""
 
 
-def known_keys(loc: Loc, channels: Mapping[str, ChannelEntry]) -> list[str]:
-    """The keys allowed in the mapping at ``loc`` (a path into ``BotdConfig``)."""
+def known_keys(
+    loc: Loc, channels: Mapping[str, ChannelEntry], platforms: Mapping[str, str] | None = None
+) -> list[str]:
+    """The keys allowed in the mapping at ``loc`` (a path into ``BotdConfig``); ``platforms``:
+    the platform of each channel section as the file names it (``platforms_written``)."""
     model: Any = BotdConfig
     for part in loc:
         if not isinstance(part, str) or model is None:
             continue  # list indexes and dict keys (group ids) do not change the model
         if model is ChannelsSection:
-            entry = channels.get(part)
+            entry = channels.get((platforms or {}).get(part, part))
             model = None if entry is None else entry.section
             continue
         field = model.model_fields.get(part) or next(
@@ -76,6 +80,17 @@ def _enabled_channels(root: Any) -> list[str]:
     ]
 
 
+def platforms_written(root: Any) -> dict[str, str]:
+    """Each channel section's platform as the file says it (read before validation): the one
+    its ``platform`` key names, else its own name (the schema refuses what does not fit)."""
+    sections = _mapping(_mapping(root).get("channels"))
+    found = {}
+    for name, section in sections.items():
+        said = _mapping(section).get("platform")
+        found[str(name)] = said if isinstance(said, str) else str(name)
+    return found
+
+
 def _channel_named(value: Any) -> str | None:
     """The channel of a target as written: a mapping's ``channel``, or ``channel/chat``."""
     if isinstance(value, Mapping):
@@ -89,12 +104,14 @@ def _channel_named(value: Any) -> str | None:
 _MCP_PREFIX = "mcp__"
 
 
-def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
+def _approval_tool_problem(
+    name: Any, servers: Mapping[str, Any], tools: Mapping[str, ToolEntry]
+) -> str | None:
     """Why ``agent.approvals.tools`` cannot mean ``name`` (None: it can). Refused rather
     than warned about: a misspelt name would leave the tool it meant running unasked."""
     if not isinstance(name, str):
         return None  # the schema says what is wrong with it
-    if name in get_args(BuiltinTool):
+    if name in tools:
         return None
     if name.startswith(_MCP_PREFIX):
         server, separator, tool = name[len(_MCP_PREFIX) :].partition("__")
@@ -103,7 +120,7 @@ def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
         if separator and tool:
             known = ", ".join(sorted(servers)) or "none is configured"
             return f"tool {name!r}: no MCP server {server!r} under agent.mcp_servers ({known})"
-    builtins = ", ".join(get_args(BuiltinTool))
+    builtins = ", ".join(sorted(tools))
     return (
         f"unknown tool {name!r}: name a built-in tool ({builtins}) or an MCP tool as "
         "mcp__<server>__<tool> (mcp__<server>__* for all of a server's)"
@@ -113,7 +130,8 @@ def _approval_tool_problem(name: Any, servers: Mapping[str, Any]) -> str | None:
 def _cross_checks(
     root: Any, channels: Mapping[str, ChannelEntry], *, allow_empty: bool
 ) -> list[ConfigProblem]:
-    """Rules that span sections: channels can run, delivery targets exist, job ids are unique.
+    """Rules that span sections: channels and tools can run, delivery targets exist, job ids
+    are unique.
 
     They read the file as written, not the validated config, so they are reported together
     with every other problem even when some section does not validate; a value of the wrong
@@ -121,12 +139,13 @@ def _cross_checks(
     """
     problems = []
     configured = _enabled_channels(root)
+    platforms = platforms_written(root)
 
     def add(where: Loc, message: str) -> None:
         problems.append(ConfigProblem(format_path(where), line_of(root, where), message))
 
     for name in configured:
-        entry = channels.get(name)
+        entry = channels.get(platforms.get(name, name))
         missing = entry.missing() if entry is not None else None
         if missing is not None:
             add(("channels", name), missing)
@@ -138,21 +157,23 @@ def _cross_checks(
             "(or pass --allow-empty)",
         )
     agent = _mapping(_mapping(root).get("agent"))
-    tools = agent.get("tools")
-    if isinstance(tools, list) and "web_fetch" in tools:
-        missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
+    tools = registered_tools()
+    listed = agent.get("tools")
+    for index, name in enumerate(listed if isinstance(listed, list) else []):
+        tool = tools.get(name) if isinstance(name, str) else None
+        missing = tool.missing() if tool is not None else None
         if missing is not None:
-            add(("agent", "tools", tools.index("web_fetch")), missing)
+            add(("agent", "tools", index), missing)
     approvals = _mapping(agent.get("approvals")).get("tools")
     servers = _mapping(agent.get("mcp_servers"))
     for index, name in enumerate(approvals if isinstance(approvals, list) else []):
-        problem = _approval_tool_problem(name, servers)
+        problem = _approval_tool_problem(name, servers, tools)
         if problem is not None:
             add(("agent", "approvals", "tools", index), problem)
     targets = agent.get("message_targets")
     for index, target in enumerate(targets if isinstance(targets, list) else []):
         channel = _channel_named(target)
-        if channel in channels and channel not in configured:
+        if (channel in channels or channel in platforms) and channel not in configured:
             add(
                 ("agent", "message_targets", index, "channel"),
                 f"channel {channel!r} is not configured",
@@ -173,7 +194,7 @@ def _cross_checks(
             else:
                 seen[text] = line_of(root, (*loc, "id"))
         channel = _channel_named(job.get("deliver_to"))
-        if channel in channels and channel not in configured:
+        if (channel in channels or channel in platforms) and channel not in configured:
             add((*loc, "deliver_to", "channel"), f"channel {channel!r} is not configured")
     return problems
 
@@ -232,13 +253,15 @@ def _parse(
     problems.extend(unset)
     unset_paths = {p.path for p in unset}
     config: BotdConfig | None
+    platforms = platforms_written(root)
+    context = {CHANNELS_CONTEXT: registered, CONFIGURED_CONTEXT: frozenset(platforms)}
     try:
-        config = BotdConfig.model_validate(root, context={CHANNELS_CONTEXT: registered})
+        config = BotdConfig.model_validate(root, context=context)
     except ValidationError as exc:
         found = translate(
             exc,
             line_of=lambda loc: line_of(root, loc),
-            known_keys=lambda loc: known_keys(loc, registered),
+            known_keys=lambda loc: known_keys(loc, registered, platforms),
             sourced=sourced,
             noun=lambda loc: "channel" if loc == ("channels",) else "key",
         )

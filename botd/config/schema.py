@@ -1,9 +1,18 @@
 """The config file's models: every section, its defaults and its rules, as plain data.
 
-Every section rejects unknown keys. ``channels`` holds one section per configured channel,
-each validated by the model its channel registered (see ``botd.config.channels``); a chat
-platform's section extends ``ChatChannelSection`` with its connection settings. The runtime
-reads these models; nothing here builds a runtime object.
+Every section rejects unknown keys. ``channels`` holds one section per configured channel
+instance, each validated by the model its platform registered (see ``botd.config.channels``):
+a section named after a platform (``channels.telegram``) is that platform's instance of that
+name; a section of any other name says which platform it runs on (``platform: telegram``), so
+one platform can run several accounts (``ChannelsSection.platforms``). A chat platform's
+section extends ``ChatChannelSection`` with its connection settings; ``agent.tools`` names
+tools registered the same way (``botd.config.tools``). The runtime reads these models;
+nothing here builds a runtime object.
+
+It is long (some 950 lines) because it is the catalogue of the file, one small model per
+section in the file's own order; split by section, the parts would import each other's base
+model, id types and private validators, and a reader of one section would follow several
+files to see what a key may hold.
 """
 
 from __future__ import annotations
@@ -35,9 +44,10 @@ from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
 from .problems import Loc
 from .secrets import OptionalSecret, Secret
+from .tools import registered_tools
 
 __all__ = [
-    "BUILTIN_TOOLS",
+    "DEFAULT_TOOLS",
     "STATUSES",
     "AgentSection",
     "ApprovalsSection",
@@ -45,7 +55,6 @@ __all__ = [
     "BlockStreamingSection",
     "BotdConfig",
     "BreakPreference",
-    "BuiltinTool",
     "ChannelSection",
     "ChannelsSection",
     "ChatChannelSection",
@@ -74,11 +83,12 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
-    "StoreBackend",
+    "StoreBackendName",
     "StoreSection",
     "ToolProgressMode",
     "TranscriptionSection",
     "channels_in",
+    "configured_in",
     "off_on",
 ]
 
@@ -95,12 +105,15 @@ BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
-BuiltinTool = Literal["message", "schedule", "web_fetch"]
-BUILTIN_TOOLS: tuple[BuiltinTool, ...] = ("message", "schedule")
+DEFAULT_TOOLS = ("message", "schedule")
+"""The tools a run is offered when ``agent.tools`` is not set."""
 AskIn = Literal["conversation", "approvers"]
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
+CONFIGURED_CONTEXT = "configured"
+"""The validation-context key of the channel names the file configures (its ``channels``
+keys as written), which targets may name besides the registered platforms."""
 
 
 def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
@@ -109,6 +122,13 @@ def channels_in(context: Any) -> Mapping[str, ChannelEntry]:
         channels: Mapping[str, ChannelEntry] = context[CHANNELS_CONTEXT]
         return channels
     return registered_channels()
+
+
+def configured_in(context: Any) -> frozenset[str]:
+    """The channel names the file being validated configures (none when not told)."""
+    if isinstance(context, Mapping) and CONFIGURED_CONTEXT in context:
+        return frozenset(context[CONFIGURED_CONTEXT])
+    return frozenset()
 
 
 def _as_text(value: Any) -> Any:
@@ -251,12 +271,30 @@ class BlockStreamingSection(Section):
 
 
 def _registered_channel(value: str, info: ValidationInfo) -> str:
-    known = sorted(channels_in(info.context))
+    """``value`` when it names a registered platform or a channel the file configures."""
+    known = sorted(set(channels_in(info.context)) | configured_in(info.context))
     if value not in known:
         close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
         raise ValueError(f"unknown channel {value!r}{hint}")
     return value
+
+
+def one_of(names: list[str]) -> str:
+    """``'a', 'b' or 'c'``: the names a value may be, as a refusal lists them."""
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _registered_tool(value: str) -> str:
+    known = sorted(registered_tools())
+    if value not in known:
+        raise ValueError(f"expected {one_of(known)}, got {value!r}")
+    return value
+
+
+ToolName = Annotated[str, AfterValidator(_registered_tool)]
+"""A tool ``agent.tools`` may list: one registered (``botd.config.tools``)."""
 
 
 class MessageTargetSection(Section):
@@ -396,9 +434,9 @@ class ApprovalsSection(Section):
 
 class AgentSection(Section):
     system_prompt: str = ""
-    tools: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_TOOLS))
-    """The built-in tools the agent may use: ``message`` and ``schedule`` (both by default),
-    and ``web_fetch`` when listed."""
+    tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
+    """The tools the agent may use, each registered by its package (``botd.agent.tools``):
+    ``message`` and ``schedule`` (both by default), and ``web_fetch`` when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     message_targets: list[MessageTargetSection] = Field(default_factory=list)
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
@@ -435,9 +473,13 @@ MIN_TEXT_CHUNK_LIMIT = 100
 
 
 class ChannelSection(Section):
-    """The base of every channel's section, a plugin's too: how replies are cut into messages
-    (delivery does the cutting, for every channel alike)."""
+    """The base of every channel's section, a plugin's too: which platform it runs on, and
+    how replies are cut into messages (delivery does the cutting, for every channel alike)."""
 
+    platform: str | None = None
+    """The registered platform this channel runs on. Needed by a section not named after its
+    platform (``support: {platform: telegram, ...}``, a second Telegram bot); a section named
+    after one is that platform's (``platform`` may repeat its name, nothing else)."""
     chunk_mode: ChunkMode = "length"
     """``length``: a reply is one message unless it outgrows the limit; ``newline``: one
     message per paragraph (per line on the console), each still cut at the limit."""
@@ -514,7 +556,7 @@ class ChatChannelSection(ChannelSection):
     require_mention: bool = True
     delivery: DeliveryMode = "blocks"
     """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
-    native streaming where it has it, else as ``edit``; see ``botd.delivery.channel``)."""
+    native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
@@ -602,7 +644,7 @@ def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tupl
 
 @functools.lru_cache(maxsize=64)
 def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
-    """A model with one required field per configured channel; unknown names are errors.
+    """A model with one required field per configured channel, of the model ``fields`` name.
 
     Fields are ``c0``, ``c1``, ... aliased to the channel names, so a channel may have any
     name, even one a pydantic model reserves (``schema``, ``copy``).
@@ -614,8 +656,8 @@ def _sections_model(fields: tuple[tuple[str, type[BaseModel]], ...]) -> type[Bas
 
 
 class ChannelsSection(BaseModel):
-    """``channels``: one section per configured channel, each validated by the model its
-    channel registered. A section left empty (``telegram:`` alone) is not configured."""
+    """``channels``: one section per configured channel instance, each validated by the model
+    its platform registered. A section left empty (``telegram:`` alone) is not configured."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -625,8 +667,10 @@ class ChannelsSection(BaseModel):
         if not isinstance(data, Mapping):
             return data  # pydantic reports "expected a mapping"
         registered = channels_in(info.context)
-        present = {name: value for name, value in data.items() if value is not None}
-        fields = tuple((name, registered[name].section) for name in present if name in registered)
+        present = {str(name): value for name, value in data.items() if value is not None}
+        fields = tuple(
+            (name, _section_model(name, value, registered)) for name, value in present.items()
+        )
         # Errors raised here keep their paths (channels.<name>.<key>).
         validated = _sections_model(fields).model_validate(present, context=info.context)
         return {name: getattr(validated, f"c{index}") for index, (name, _) in enumerate(fields)}
@@ -645,6 +689,55 @@ class ChannelsSection(BaseModel):
             for name, section in self.sections().items()
             if getattr(section, "enabled", True) is not False
         ]
+
+    def platforms(self) -> dict[str, str]:
+        """Each configured channel's platform by the channel's name, in the file's order:
+        the one place a channel instance's name is mapped to its platform (the runtime
+        reads it as ``ChannelId``s: ``botd.wiring.channel_instances``)."""
+        return {
+            name: getattr(section, "platform", None) or name
+            for name, section in self.sections().items()
+        }
+
+
+def _section_model(
+    name: str, value: Any, registered: Mapping[str, ChannelEntry]
+) -> type[BaseModel]:
+    """The model of section ``channels.<name>``: its platform's (the one it is named after,
+    or the one its ``platform`` key names), or one refusing its ``platform`` key with why."""
+    said = value.get("platform") if isinstance(value, Mapping) else None
+    known = sorted(registered)
+    if name in registered:
+        if said is None or said == name:
+            return registered[name].section
+        return _platform_refused(
+            f"a section named {name!r} is the {name} platform's: give a channel of "
+            f"platform {said!r} another name"
+        )
+    if said is None:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return _platform_refused(
+            f"required key is missing: {name!r} is no platform's name{hint}, so the section "
+            f"says which platform it runs on (one of {', '.join(known)})"
+        )
+    if isinstance(said, str) and said in registered:
+        return registered[said].section
+    close = difflib.get_close_matches(str(said), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+    return _platform_refused(f"unknown platform {said!r}{hint}")
+
+
+@functools.lru_cache(maxsize=64)
+def _platform_refused(why: str) -> type[BaseModel]:
+    """A section model whose ``platform`` key is refused with ``why`` (missing or not), under
+    that key and its line; the section's other keys are not read (no model would fit them)."""
+
+    def refuse(value: Any) -> Any:
+        raise ValueError(why)
+
+    platform: Any = (Annotated[Any, BeforeValidator(refuse)], Field(None, validate_default=True))
+    return create_model("refused_platform", __config__=ConfigDict(extra="allow"), platform=platform)
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -808,7 +901,8 @@ class HealthSection(Section):
     the inbox stuck."""
 
 
-StoreBackend = Literal["sqlite", "postgres"]
+StoreBackendName = Literal["sqlite", "postgres"]
+"""The backends ``store.backend`` may name (``botd.store.backends``: what each one is)."""
 
 
 def _host_name() -> str:
@@ -819,7 +913,7 @@ class StoreSection(Section):
     """Where botd keeps its state: SQLite in ``state_dir`` (one node), or PostgreSQL (the
     ``postgres`` extra), which several nodes can share."""
 
-    backend: StoreBackend = "sqlite"
+    backend: StoreBackendName = "sqlite"
     dsn: OptionalSecret = None
     """The PostgreSQL connection string (``postgresql://user:password@host:5432/db``), read
     from the environment (``${BOTD_DATABASE_URL}``); needed by the postgres backend only."""

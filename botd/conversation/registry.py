@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
-from ..agent.tools import Tool
+from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals
 from ..chat import InboundMessage, Target

@@ -71,7 +71,7 @@ from typing import TextIO
 
 from ..agent.compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
 from ..agent.loop import AgentRun, RunResult, ToolGate
-from ..agent.tools import Tool
+from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals, RunPlace
 from ..chat import InboundMessage, Target

@@ -4,10 +4,17 @@
   the delivery modes, and the pieces a run sends (``Outgoing``);
 * ``outbox``: ``RunOutbox``, one run's ordered output with coalescing and "typing…";
 * ``coalesce``: ``BlockCoalescer``, which joins small blocks (time passed in, no clock);
-* ``channel``: ``ChannelDelivery``, which posts through the channel adapters;
-* ``preview``: edit-mode previews and fitting text to one message;
+* ``channel``: ``ChannelDelivery``, the ``Delivery`` and ``Outlet`` over the channel
+  adapters, put together from the parts below;
+* ``routing``: ``ChannelRoutes``, the adapter, delivery mode and chunking of each channel;
+* ``sender``: ``Sender``, which posts texts, files and buttons, retried, keyed and counted;
 * ``retrying``: ``Retrier``, which retries a conversation's failed sends in order;
-* ``status``: a run's tool status (``agent.tool_progress``), edited in place and removed.
+* ``previews``, ``preview``, ``native``: the ``edit`` and ``stream`` previews of a run;
+* ``fitting``: how a text is cut into messages of its platform;
+* ``media``: the files a reply names, as uploads;
+* ``presence``: "typing…", throttled per conversation;
+* ``status``: a run's tool status (``agent.tool_progress``), edited in place and removed;
+* ``scope``: the lease fence and the piece being sent, as delivery reads them today.
 """
 
 from .base import (

@@ -280,7 +280,9 @@ class Delivery(Protocol):
 
 
 class Outlet(Protocol):
-    """The chat side a ``RunOutbox`` sends to, one call per piece (``ChannelDelivery``)."""
+    """What a ``RunOutbox`` sends to, one call per piece: ``ChannelDelivery`` for the chats
+    of the channel adapters; a surface of another kind (a web page, an ACP session)
+    implements only this, and opens a ``RunOutbox`` over it."""
 
     def delivery_mode(self, target: Target) -> DeliveryMode: ...
 

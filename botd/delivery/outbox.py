@@ -49,12 +49,12 @@ from dataclasses import replace
 from typing import Literal
 
 from ..chat import MessageRef, PieceKey, Target, storable
-from ..cluster import fencing
 from ..cluster.leases import LeaseLost
 from ..store.errors import ContentRefused
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
+from .scope import fence_now
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class RunOutbox:
                 log.error("a reply to %s is not sent: %s", target.chat_id, exc)
                 return
             except Exception as exc:
-                fence = fencing.current()
+                fence = fence_now()
                 if fence is None:
                     log.exception("writing a reply to the outbox failed; sending it anyway")
                 else:

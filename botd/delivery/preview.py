@@ -1,21 +1,23 @@
-"""Edit-mode (and stream-mode) previews: one run's live messages, and how a text is cut to
-fit them.
+"""One run's preview (``edit`` and ``stream`` modes): the messages that show the answer so
+far, how it shows natively, and what its journal holds.
 
-A preview is posted at the first partial reply and edited as the answer grows. A text that
-outgrows one message is cut at a chunk boundary and continues in further messages, each
-edited the same way, so the answer is never posted twice. Pieces are cut in Markdown but must
-fit once rendered for the platform (markup and escapes add length), so each piece is checked
-against the platform's renderer and cut smaller when it would not fit.
+A preview is posted at the first partial reply and edited as the answer grows; a text that
+outgrows one message continues in further messages (``previews.py`` shows it, ``native.py``
+drafts or streams it). Its messages are kept in the run's ``PreviewJournal`` whenever they
+change (``keep``), so a run resumed after a crash finishes the preview it left instead of
+posting the answer beside it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..chat import Capabilities, MessageRef
-from ..subscriber import chunk_by_line, chunk_text
-from .base import ChunkMode, PreviewJournal
+from ..chat import MessageRef, Target
+from .base import PreviewJournal
+
+log = logging.getLogger(__name__)
 
 Native = Literal["draft", "stream"]
 """How a ``stream`` preview shows the answer natively: a Telegram draft (its growing last
@@ -49,42 +51,18 @@ class Preview:
         """Whether the chat shows anything of this preview."""
         return bool(self.refs) or self.drafted
 
-
-def pieces(
-    markdown: str, caps: Capabilities, fits: dict[str, bool], mode: ChunkMode = "length"
-) -> list[str]:
-    """``markdown`` as Markdown pieces that each render as one message of the platform;
-    in ``newline`` mode a piece per paragraph (see ``paragraphs``)."""
-    found: list[str] = []
-    for paragraph in paragraphs(markdown, caps, mode):
-        for piece in chunk_text(paragraph, caps.text_limit):
-            found.extend(_fit(piece, caps, fits))
-    return found
-
-
-def paragraphs(markdown: str, caps: Capabilities, mode: ChunkMode) -> list[str]:
-    """``markdown`` as the messages ``mode`` asks for before any cut by length: the whole
-    text (``length``), or one per paragraph outside code fences (``newline``; one per line on
-    a plain-text channel, where a line is what reads as a message)."""
-    if mode == "length":
-        return [markdown]
-    if caps.markup.is_plain:
-        return chunk_by_line(markdown, caps.text_limit)
-    return chunk_text(markdown, caps.text_limit, mode="newline")
+    async def keep(self, target: Target) -> None:
+        """Keep the preview's messages where a resumed run finds them, when they changed; a
+        failure is only logged."""
+        state = (tuple(self.refs), self.streaming)
+        if self.journal is None or state == self.kept or not self.refs:
+            return
+        try:
+            await self.journal.preview_posted(self.refs, streaming=self.streaming)
+        except Exception as exc:
+            log.warning("keeping the preview in %s failed: %s", target.chat_id, exc)
+            return
+        self.kept = state
 
 
-def _fit(piece: str, caps: Capabilities, fits: dict[str, bool]) -> list[str]:
-    fit = fits.get(piece)
-    if fit is None:
-        rendered = caps.markup.chunks(piece, caps.text_limit, line_limit=caps.line_limit)
-        fit = fits[piece] = len(rendered) <= 1
-    if fit:
-        return [piece]
-    # Rendering made it longer (markup, escapes, lines): cut the Markdown smaller.
-    smaller = chunk_text(piece, max(1, len(piece) * 3 // 4))
-    if any(len(part) >= len(piece) for part in smaller):
-        return [piece]  # cannot shrink further; the adapter splits it
-    return [fitted for part in smaller for fitted in _fit(part, caps, fits)]
-
-
-__all__ = ["Native", "Preview", "paragraphs", "pieces"]
+__all__ = ["Native", "Preview"]

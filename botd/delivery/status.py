@@ -1,9 +1,9 @@
 """A run's tool status in its chat (``agent.tool_progress: status``), never left behind.
 
-``ChatStatus`` is the ``ToolStatus`` ``ChannelDelivery.open_status`` hands a run. The run
-says what should show (``show``); one task of its own makes the chat show it, coalescing
-changes and calling the platform at most once per edit interval, so a run of quick tools
-costs one edit, not one per tool, and no platform's per-chat limit is reached.
+``ChatStatus`` is the ``ToolStatus`` a run gets (``ToolStatuses.open``, below). The run says
+what should show (``show``); one task of its own makes the chat show it, coalescing changes
+and calling the platform at most once per edit interval, so a run of quick tools costs one
+edit, not one per tool, and no platform's per-chat limit is reached.
 
 Where it shows:
 
@@ -16,9 +16,13 @@ Where it shows:
 It is never a piece of the run: not journaled in the outbox, not counted, not deduplicated
 against. What shows is kept in the ``StatusJournal`` (before an assistant status is set,
 right after a status line is posted) and forgotten once removed, so a run resumed after a
-crash removes what the crashed process left (``ChannelDelivery.remove_status``). A post or
-an edit that fails is logged and the status gives up for the run; the removal is retried
-like a reply's final edit, and a removal that still fails is logged and stays kept.
+crash removes what the crashed process left (``ToolStatuses.remove``). A post or an edit
+that fails is logged and the status gives up for the run; the removal is retried like a
+reply's final edit, and a removal that still fails is logged and stays kept.
+
+``ToolStatuses`` serves every conversation's: it remembers where the platform refused the
+assistant status (a status line there from then on) and holds "typing…" back while a
+thread's assistant status shows a tool.
 """
 
 from __future__ import annotations
@@ -28,15 +32,23 @@ import contextlib
 import logging
 from typing import Protocol
 
+from ..bounded import Recent
 from ..channels.base import AssistantStatus, ChannelAdapter
 from ..chat import MessageRef, Target
 from .base import StatusJournal, StatusKind, ToolActivity
+from .presence import TypingIndicator
+from .routing import ChannelRoutes, ChatKey, chat_key
+from .sender import Sender
 
 log = logging.getLogger(__name__)
 
+_REFUSED_KEPT = 4096
+"""How many conversations are remembered as refusing the assistant status (the oldest
+forgotten, then refused and logged again at most once)."""
+
 
 class StatusOutlet(Protocol):
-    """What a ``ChatStatus`` needs of the delivery (``ChannelDelivery``)."""
+    """What a ``ChatStatus`` needs of the delivery (``ToolStatuses``)."""
 
     def adapter_for(self, target: Target) -> ChannelAdapter: ...
 
@@ -199,4 +211,69 @@ class ChatStatus:
             log.warning("forgetting the tool status of %s failed: %s", ref.target.route(), exc)
 
 
-__all__ = ["ChatStatus", "StatusOutlet"]
+class ToolStatuses:
+    """The ``StatusOutlet`` of every conversation's ``ChatStatus`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        routes: ChannelRoutes,
+        sender: Sender,
+        typing: TypingIndicator,
+        *,
+        interval: float = 1.0,
+    ) -> None:
+        """``interval``: the seconds between two calls that change what a status shows."""
+        self._routes = routes
+        self._sender = sender
+        self._typing = typing
+        self._interval = interval
+        self._no_assistant_status: Recent[ChatKey, None] = Recent(_REFUSED_KEPT)
+        """Conversations whose platform refused the assistant status (a status line instead)."""
+
+    def open(self, target: Target, journal: StatusJournal | None = None) -> ChatStatus:
+        """A run's tool status in ``target``'s chat, kept in ``journal`` while it shows."""
+        return ChatStatus(self, target, journal, self._interval)
+
+    async def remove(self, kind: StatusKind, ref: MessageRef) -> None:
+        """Remove a tool status an earlier process left: delete its status line, or clear
+        the thread's assistant status."""
+        if kind == "message":
+            await self.delete_status_line(ref)
+            return
+        adapter = self._routes.adapter(ref.target.channel)
+        if isinstance(adapter, AssistantStatus):
+            await adapter.set_assistant_status(ref.target, "")
+
+    def adapter_for(self, target: Target) -> ChannelAdapter:
+        return self._routes.adapter_for(target)
+
+    def assistant_status(self, target: Target) -> AssistantStatus | None:
+        adapter = self._routes.adapter(target.channel)
+        if not isinstance(adapter, AssistantStatus) or target.thread_id is None:
+            return None
+        if chat_key(target) in self._no_assistant_status:
+            return None
+        return adapter
+
+    def assistant_refused(self, target: Target, error: Exception) -> None:
+        """Log once per conversation that its tool status shows as a status line instead."""
+        key = chat_key(target)
+        if key in self._no_assistant_status:
+            return
+        self._no_assistant_status.remember(key, None)
+        log.info(
+            "%s: no assistant status in %s (%s); tool progress shows as a status line there",
+            target.channel,
+            target.route(),
+            error,
+        )
+
+    def status_showing(self, target: Target, showing: bool) -> None:
+        self._typing.hold(target, showing)
+
+    async def delete_status_line(self, ref: MessageRef) -> None:
+        target = ref.target
+        await self._sender.delete(self._routes.adapter_for(target), target, ref)
+
+
+__all__ = ["ChatStatus", "StatusOutlet", "ToolStatuses"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..chat import PressAnswer
+from ..chat import ChatKind, ChatKindOf, PressAnswer
 
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
@@ -41,9 +41,17 @@ class AccessPolicy:
     mention_patterns: tuple[str, ...] = ()
     buttons_expire_after: float = 86400.0
     """Seconds a message's buttons can be pressed after it was posted."""
+    chat_kind: ChatKindOf | None = None
+    """What the channel's chat ids tell, as its platform reads them (``ChannelSpec.chat_kind``);
+    None: nothing (every chat's kind is ``unknown``)."""
 
     def group_rule(self, chat_id: str) -> GroupRule | None:
         return self.groups.get(chat_id) or self.groups.get("*")
+
+    def kind_of(self, chat_id: str) -> tuple[ChatKind, str | None]:
+        """Whether ``chat_id`` is a direct chat (and with whom) or a group, as far as the
+        channel's ids tell; ``unknown`` where they do not."""
+        return ("unknown", None) if self.chat_kind is None else self.chat_kind(chat_id)
 
 
 @dataclass(frozen=True, slots=True)

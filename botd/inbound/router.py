@@ -50,8 +50,7 @@ from dataclasses import replace
 from ..bounded import Recent
 from ..buttons import PressHandlers
 from ..channels.base import on_accepted
-from ..channels.registry import channel_specs
-from ..chat import ChatKind, InboundMessage, MessageRef, PressAnswer, Target
+from ..chat import InboundMessage, MessageRef, PressAnswer, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import ContentRefused, InboundLedger, Pairing, StoreError
@@ -432,12 +431,13 @@ class Router:
         a group, whether the group policy allows that group. Nothing is recorded and no
         pairing code is issued: this only asks the same rules ``handle`` applies.
 
-        Whether a chat id names a direct chat follows each platform's ids (``chat_kind``); a
-        chat whose kind its id does not tell is allowed only as a group named under
-        ``groups`` (never by ``"*"`` or an open group policy, which could be a stranger's DM).
+        Whether a chat id names a direct chat follows the channel's platform's ids (the
+        policy's ``chat_kind``); a chat whose kind its id does not tell is allowed only as a
+        group named under ``groups`` (never by ``"*"`` or an open group policy, which could
+        be a stranger's DM).
         """
         policy = self._policies.get(target.channel, AccessPolicy())
-        kind, peer = chat_kind(target)
+        kind, peer = policy.kind_of(target.chat_id)
         if kind == "direct":
             if peer is None:  # a DM whose user the id does not tell
                 if policy.dm_policy == "open":
@@ -497,15 +497,6 @@ def _refused_dm(peer: str, verdict: Decision) -> str:
     if verdict.reason == _PAIRING:
         return f"user {peer} has not been paired or allowlisted"
     return verdict.reason
-
-
-def chat_kind(target: Target) -> tuple[ChatKind, str | None]:
-    """Whether ``target``'s chat is a direct chat (and with whom) or a group, as far as its
-    channel's ids tell (its spec's ``chat_kind``); ``unknown`` where they do not tell."""
-    spec = channel_specs().get(target.channel)
-    if spec is None or spec.chat_kind is None:
-        return "unknown", None
-    return spec.chat_kind(target.chat_id)
 
 
 def _signal_accepted() -> None:

@@ -1,9 +1,11 @@
 """The local health endpoint: ``/healthz`` (component states) and ``/metrics`` (Prometheus).
 
-aiohttp is imported here only, and ``botd run`` imports this module only when it serves the
-endpoint (``health.enabled``), so nothing else of the core pays for it. ``/metrics`` is
-``prometheus_client``'s own handler over the daemon's registry: the text format 0.0.4, or
-OpenMetrics when the scraper asks for it. A port another process holds is
+Both are routes on botd's HTTP server (``botd.http``) at ``health.host``/``health.port``,
+which may be shared with other routes (Telegram's webhook, when its ``listen`` address is the
+same). aiohttp is imported here and there only, and ``botd run`` imports this module only
+when it serves the endpoint (``health.enabled``), so nothing else of the core pays for it.
+``/metrics`` is ``prometheus_client``'s own handler over the daemon's registry: the text
+format 0.0.4, or OpenMetrics when the scraper asks for it. A port another process holds is
 ``HealthPortInUse``, one line naming ``health.port`` (``botd run`` checks for it beforehand
 with ``ports.listen_problem``, and says it in the same words).
 """
@@ -20,11 +22,12 @@ from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from .. import __version__
+from ..http.routes import CannotListen, Route, Routes
 from .logging import mask_secrets
 from .metrics import Metrics
 from .ports import cannot_listen
 
-__all__ = ["HealthPortInUse", "HealthServer"]
+__all__ = ["HealthEndpoint", "HealthPortInUse"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,7 @@ class HealthPortInUse(OSError):
     """The health endpoint cannot listen where ``health.host``/``health.port`` say."""
 
 
-class HealthServer:
+class HealthEndpoint:
     """``GET /healthz`` (channel and component states as JSON) and ``GET /metrics``.
 
     ``/healthz`` answers 200 with ``status: ok`` when every channel is ``"running"`` and
@@ -56,8 +59,6 @@ class HealthServer:
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
-        port: int = 0,
         *,
         channel_states: Callable[[], dict[str, str]],
         metrics: Metrics,
@@ -65,50 +66,41 @@ class HealthServer:
         channel_problems: Callable[[], Mapping[str, str]] | None = None,
         node: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
-        self._host = host
-        self._port = port
         self._channel_states = channel_states
         self._components = components or _no_components
         self._channel_problems = channel_problems or dict
         self._node = node
         self._metrics = metrics
-        self._runner: web.AppRunner | None = None
-        self.app = web.Application()
-        self.app.router.add_get("/healthz", self._healthz)
         self._serve_metrics = make_aiohttp_handler(metrics.registry)
-        self.app.router.add_get("/metrics", self._scrape)
+        self._routes: list[Route] = []
         self.port: int | None = None
-        """The bound port, once started."""
+        """The port served on, once serving (the one bound, with port 0)."""
 
-    async def start(self) -> int:
-        """Bind and serve; returns the bound port (useful with ``port=0``).
+    async def serve(self, http: Routes, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Serve both routes on ``http`` at ``host``:``port``; returns the port.
 
         Raises ``HealthPortInUse`` when the port is taken or cannot be listened on."""
-        if self._runner is not None:
-            raise RuntimeError("health server already started")
-        runner = web.AppRunner(self.app, access_log=None)
-        await runner.setup()
+        if self._routes:
+            raise RuntimeError("the health endpoint is served already")
         try:
-            site = web.TCPSite(runner, self._host, self._port)
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            # asyncio words a failed bind its own way; the errno says it plainly.
-            why = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise HealthPortInUse(cannot_listen(f"{self._host}:{self._port}: {why}")) from None
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        port = self.port = int(runner.addresses[0][1])
-        log.info("health endpoint on http://%s:%d", self._host, port)
+            self._routes.append(
+                await http.add("GET", "/healthz", self._healthz, host=host, port=port)
+            )
+            self._routes.append(
+                await http.add("GET", "/metrics", self._scrape, host=host, port=port)
+            )
+        except CannotListen as exc:
+            await self.stop()
+            raise HealthPortInUse(cannot_listen(f"{exc.where}: {exc.strerror}")) from None
+        port = self.port = self._routes[0].port
+        log.info("health endpoint on http://%s:%d", host, port)
         return port
 
     async def stop(self) -> None:
-        """Stop serving; safe to call when not started."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        """Serve the routes no more; safe when not serving."""
+        routes, self._routes = self._routes, []
+        for route in routes:
+            await route.remove()
 
     async def _scrape(self, request: web.Request) -> web.StreamResponse:
         """``/metrics``: the store's backlog read first (the collector cannot await it)."""

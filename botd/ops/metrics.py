@@ -6,7 +6,7 @@ several daemons in one process (the tests run many) keep their counts apart. Wha
 * ``botd_messages_in_total{channel}``: messages accepted into the inbox (chat commands
   included; repeats, refused senders and group chatter not addressed to the bot are not).
 * ``botd_messages_out_total{channel}``: messages botd posted that the platform confirmed,
-  counted where delivery sends them (``botd.delivery.channel``): every block, final reply,
+  counted where delivery sends them (``botd.delivery.sender``): every block, final reply,
   command answer, pairing reply, notice and message-tool send, one per platform message (a
   text too long for one message counts once per part) and one per uploaded file. An
   ``edit``-mode preview counts when its message is posted, never for its edits, so a reply

@@ -53,7 +53,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from ..chat import Button, InboundMessage, MessageRef, Target
-from ..events import Message
 from .errors import StoreHealth
 from .records import (
     CHATTER_RETENTION_SECONDS,
@@ -79,6 +78,7 @@ from .records import (
 
 if TYPE_CHECKING:
     from ..agent.compaction import CompactionResult
+    from ..events import Message  # types only: a command that reads no transcript loads none
 
 
 class StatusLines(Protocol):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ToolSpec
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.types import ToolDefinition
 from botd.events import AgentEvent, Message, TextContent, event_to_json, parse_event_line
 
 
@@ -36,7 +36,7 @@ class EchoTool:
     """Returns its ``text`` argument; remembers its calls."""
 
     def __init__(self, name: str = "echo", timeout: float | None = None) -> None:
-        self.spec = ToolSpec(
+        self.spec = ToolDefinition(
             name=name,
             description="Echo the text back.",
             input_schema={

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from botd.agent.providers.anthropic import AnthropicProvider, to_api_messages
-from botd.agent.types import AssistantResult, ModelRequest, ToolSpec
+from botd.agent.types import AssistantResult, ModelRequest, ToolDefinition
 from botd.events import (
     AssistantStreamEvent,
     ContentBlock,
@@ -285,8 +285,8 @@ async def test_system_prompt_and_last_tool_carry_cache_breakpoints(
     fake.push(stream(text("ok")))
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
     tools = [
-        ToolSpec(name="search", description="Search the web", input_schema=schema),
-        ToolSpec(name="fetch", description="Fetch a URL", input_schema=schema),
+        ToolDefinition(name="search", description="Search the web", input_schema=schema),
+        ToolDefinition(name="fetch", description="Fetch a URL", input_schema=schema),
     ]
 
     await run(

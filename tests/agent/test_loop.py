@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from botd.agent.loop import CANCELLED_TEXT, SKIPPED_TEXT, AgentRun, LoopConfig, RunResult
-from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import AssistantResult, ModelRequest, ProviderItem, ToolSpec
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.tools.message.tool import MessageTool
+from botd.agent.types import AssistantResult, ModelRequest, ProviderItem, ToolDefinition
 from botd.chat import MessageRef, Target
 from botd.events import (
     AgentEnd,
@@ -58,7 +58,7 @@ class HookTool:
     """Calls ``hook`` when run, then returns ``ok``."""
 
     def __init__(self, name: str, hook: Callable[[], None]) -> None:
-        self.spec = ToolSpec(name=name, description="", input_schema={"type": "object"})
+        self.spec = ToolDefinition(name=name, description="", input_schema={"type": "object"})
         self.timeout: float | None = None
         self.hook = hook
         self.runs = 0
@@ -71,7 +71,7 @@ class HookTool:
 
 class RaisingTool:
     def __init__(self, error: BaseException) -> None:
-        self.spec = ToolSpec(name="explode", description="", input_schema={"type": "object"})
+        self.spec = ToolDefinition(name="explode", description="", input_schema={"type": "object"})
         self.timeout: float | None = None
         self.error = error
 
@@ -83,7 +83,7 @@ class BlockingTool:
     """Waits until cancelled; says when it started and whether it saw the cancellation."""
 
     def __init__(self, name: str = "wait", timeout: float | None = None) -> None:
-        self.spec = ToolSpec(name=name, description="", input_schema={"type": "object"})
+        self.spec = ToolDefinition(name=name, description="", input_schema={"type": "object"})
         self.timeout = timeout
         self.started = asyncio.Event()
         self.cancelled = False
@@ -344,7 +344,7 @@ async def test_next_request_pairs_tool_calls_with_their_results() -> None:
 class ReadingTool:
     """Returns what it read: text with a NUL and half a surrogate pair in it."""
 
-    spec = ToolSpec(name="read", description="", input_schema={"type": "object"})
+    spec = ToolDefinition(name="read", description="", input_schema={"type": "object"})
     timeout: float | None = None
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -919,7 +919,7 @@ def test_two_tools_with_one_name_are_refused() -> None:
 
 def test_a_tool_with_an_invalid_schema_is_refused() -> None:
     tool = EchoTool()
-    tool.spec = ToolSpec("bad", "", {"type": "no-such-type"})
+    tool.spec = ToolDefinition("bad", "", {"type": "no-such-type"})
     with pytest.raises(ValueError, match="bad"):
         make_run(ScriptedProvider(), [tool])
 
@@ -927,7 +927,7 @@ def test_a_tool_with_an_invalid_schema_is_refused() -> None:
 class ProgressTool:
     """Reports two partial results before it finishes."""
 
-    spec = ToolSpec("progress", "Works in steps.", {"type": "object", "properties": {}})
+    spec = ToolDefinition("progress", "Works in steps.", {"type": "object", "properties": {}})
     timeout: float | None = None
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -1035,7 +1035,7 @@ async def test_a_refused_image_is_left_out_and_the_model_asked_once_more() -> No
 class Screenshot:
     """Returns an image ``X``."""
 
-    spec = ToolSpec(name="shot", description="", input_schema={"type": "object"})
+    spec = ToolDefinition(name="shot", description="", input_schema={"type": "object"})
     timeout: float | None = None
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:

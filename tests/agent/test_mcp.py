@@ -27,7 +27,7 @@ from mcp.types import (
 from botd.agent.mcp import McpManager, McpUnavailable, allowed, narrow, tool_name
 from botd.agent.mcp.client import MAX_RESULT_CHARS, to_output
 from botd.agent.providers.openai.request import build_messages
-from botd.agent.tools import ToolContext, ToolOutput
+from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.config import ConfigError, parse_config, secret_values
 from botd.config.schema import McpServerSection
 from botd.events import ImageContent as BotdImage

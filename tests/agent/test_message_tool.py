@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from botd.agent.loop import AgentRun, LoopConfig
-from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.agent.tools import ToolContext, ToolOutput
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.tools.message.tool import MessageTool
 from botd.chat import MessageRef, Target
 from botd.events import AgentEvent, TextContent
 
@@ -224,7 +224,7 @@ def test_each_run_shares_the_compiled_validator_of_the_tools_arguments() -> None
     """A run builds its message tool anew; its arguments' schema is the same object for the
     same channels, so the validator compiled for it (after a check against the meta-schema,
     costlier than the rest of a short run) is reused instead of compiled per run."""
-    from botd.agent.tools import schema_validator
+    from botd.agent.tools.base import schema_validator
 
     def schema(*channels: str) -> dict[str, Any]:
         return MessageTool(Outbox(), channels=channels).spec.input_schema

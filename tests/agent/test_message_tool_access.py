@@ -76,7 +76,7 @@ class Warnings(logging.Handler):
 @pytest.fixture
 def warnings() -> Iterator[Warnings]:
     handler = Warnings()
-    loggers = [logging.getLogger("botd.agent.message_tool"), logging.getLogger("botd.app")]
+    loggers = [logging.getLogger("botd.agent.tools.message.tool"), logging.getLogger("botd.app")]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler

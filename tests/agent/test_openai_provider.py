@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from botd.agent.providers.openai import OpenAIProvider, build_request_body
-from botd.agent.types import AssistantResult, ModelRequest, ToolSpec
+from botd.agent.types import AssistantResult, ModelRequest, ToolDefinition
 from botd.events import (
     AssistantStreamEvent,
     ContentBlock,
@@ -29,7 +29,7 @@ from tests.waiting import HANG_GUARD
 
 """Seconds before a test that hangs fails (a guard, never a timing assertion)."""
 
-WEATHER_TOOL = ToolSpec(
+WEATHER_TOOL = ToolDefinition(
     name="get_weather",
     description="Current weather for a city.",
     input_schema={

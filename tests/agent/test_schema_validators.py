@@ -7,8 +7,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from botd.agent import tools
-from botd.agent.tools import schema_validator
+from botd.agent.tools import base
+from botd.agent.tools.base import schema_validator
 
 
 def test_the_same_schema_object_gets_the_same_validator_checked_once(
@@ -41,14 +41,14 @@ def test_an_invalid_schema_raises_every_time_and_is_not_kept() -> None:
     for _ in range(2):
         with pytest.raises(jsonschema.SchemaError):
             schema_validator(bad)
-    assert all(entry[0] is not bad for entry in tools._VALIDATORS.values())
+    assert all(entry[0] is not bad for entry in base._VALIDATORS.values())
 
 
 def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools._VALIDATORS, "size", 3)
+    monkeypatch.setattr(base._VALIDATORS, "size", 3)
     schemas = [{"type": "object", "title": str(i)} for i in range(5)]
     for schema in schemas:
         schema_validator(schema)
-    assert len(tools._VALIDATORS) <= 3
-    kept = [entry[0] for entry in tools._VALIDATORS.values()]
+    assert len(base._VALIDATORS) <= 3
+    kept = [entry[0] for entry in base._VALIDATORS.values()]
     assert schemas[-1] in kept and all(s is not schemas[0] for s in kept)

@@ -5,17 +5,19 @@ model's call goes through the real Anthropic and Telegram SDKs over the fakes.""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 from collections.abc import AsyncIterator
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from botd.agent.tools import ToolContext
-from botd.agent.web_fetch_tool import WebFetchTool
+from botd.agent.tools.base import ToolContext
+from botd.agent.tools.web_fetch.tool import WebFetchTool
 from botd.config import ConfigError, parse_config
 from botd.media.sandbox import READ_SLOTS, Sandbox
 from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
@@ -168,12 +170,18 @@ async def test_compression_bombs_are_one_error_line_within_bounded_memory(site: 
 
 
 def test_a_missing_extra_is_one_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("botd.config.loader.WEB_MODULES", ("botd_no_such_module",))
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name == "bs4" else real(name, package)  # as if not installed
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     text = "agent:\n  tools: [message, web_fetch]\nchannels:\n  console: {}\n"
     with pytest.raises(ConfigError) as error:
         parse_config(text, {})
     rendered = str(error.value)
     assert "agent.tools[1]" in rendered
+    assert "the web_fetch tool needs botd[web] (bs4 not installed)" in rendered
     assert "pip install 'botd[web]'" in rendered
 
 

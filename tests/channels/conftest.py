@@ -19,11 +19,12 @@ def unused_port() -> int:
 
 
 @pytest.fixture(autouse=True)
-def restore_discord_urls() -> Iterator[None]:
-    """The Discord adapter points process-wide class attributes at the fake; each test must
-    leave them as it found them (restored here either way, so one leak fails one test)."""
+def discord_defaults_untouched() -> Iterator[None]:
+    """The Discord adapter points its own clients at the fake, never discord.py's
+    process-wide class attributes: each test leaves them as it found them (restored here
+    either way, so one write fails one test)."""
     base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
     yield
-    leaked = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    written = (base, gateway) != (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = base, gateway
-    assert not leaked, "the adapter did not restore Route.BASE / DEFAULT_GATEWAY"
+    assert not written, "discord.py's Route.BASE / DEFAULT_GATEWAY were written"

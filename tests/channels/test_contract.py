@@ -24,9 +24,9 @@ from typing import Any, Protocol
 import pytest
 
 from botd.agent.loop import LoopConfig
-from botd.agent.message_tool import MessageTool
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.agent.tools import Tool
+from botd.agent.tools.base import Tool
+from botd.agent.tools.message.tool import MessageTool
 from botd.channels.base import ChannelAdapter
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.slack.adapter import SlackAdapter

@@ -428,7 +428,10 @@ def test_chunks_respect_limits_and_markup(
     assert_chunks_ok(chunks, flavour, limit, line_limit)
 
 
-_FENCE_WITH_INFO = re.compile(r"^ {0,3}(?:`{3,}|~{3,})[^\n]*?[^\s`~]", re.MULTILINE)
+_FENCE_WITH_INFO = re.compile(
+    r"^(?:[ \t]*(?:>|[-+*]|\d+[.)]))*[ \t]*(?:`{3,}|~{3,})[^\n]*?[^\s`~]", re.MULTILINE
+)
+"""A fence with an info string, at a line's start or inside block quotes and list items."""
 
 
 @settings(max_examples=200, deadline=None)

@@ -134,10 +134,12 @@ async def test_run_answers_a_message_through_the_plugin_adapter(
 def test_the_core_asks_the_plugin_spec_what_its_ids_mean(plugin_path: str) -> None:
     script = """
 from botd.channels.registry import target_forms
-from botd.chat import Target
-from botd.inbound.router import chat_kind
+from botd.config import parse_config
 from botd.subscriber.dedupe import messaging_send, same_route
-print(chat_kind(Target("filechat", "dm-ann")), chat_kind(Target("filechat", "room-x")))
+from botd.wiring import access_policies
+config = parse_config("channels: {filechat: {spool: spool}}", {})
+kind = access_policies(config)["filechat"].kind_of
+print(kind("dm-ann"), kind("room-x"))
 forms = target_forms()
 args = {"action": "send", "channel": "filechat", "to": "FC:Dm-Ann"}
 sent = messaging_send(forms, "message", args).target

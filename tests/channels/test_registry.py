@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from botd import wiring
-from botd.app import build_runtime
 from botd.channels.base import InboundSink
 from botd.channels.console.spec import SPEC as CONSOLE
 from botd.channels.discord.spec import SPEC as DISCORD
@@ -23,15 +22,17 @@ from botd.channels.registry import (
     ChannelContext,
     ChannelSpec,
     ChannelUnavailable,
+    channel_instances,
     channel_specs,
     load_channel_specs,
 )
 from botd.channels.slack.spec import SPEC as SLACK
 from botd.channels.telegram.spec import SPEC as TELEGRAM
-from botd.chat import Capabilities, MessageRef, Target
+from botd.chat import Capabilities, ChannelId, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
 from botd.config.channels import registrations
+from botd.runtime import build_runtime
 from botd.store.sqlite import SqliteStore
 from botd.text.markup import PLAIN
 
@@ -202,15 +203,23 @@ def test_config_and_check_load_no_runtime() -> None:
 
 
 def test_an_unknown_channel_is_an_error_with_did_you_mean() -> None:
+    """A section not named after a platform must name its platform (``platform:``): a
+    misspelt platform's name is told as that missing key, with the name it resembles."""
     text = "channels:\n  console: {enabled: true}\n  telgram:\n    token: t\n"
     with pytest.raises(ConfigError) as caught:
         parse_config(text, {}, "botd.yaml")
     [problem] = caught.value.problems
-    assert (problem.path, problem.line) == ("channels.telgram", 3)
-    assert problem.message == "unknown channel 'telgram'; did you mean 'telegram'?"
+    assert (problem.path, problem.line) == ("channels.telgram.platform", 3)
+    assert problem.message == (
+        "required key is missing: 'telgram' is no platform's name (did you mean 'telegram'?), "
+        "so the section says which platform it runs on (one of console, discord, slack, "
+        "telegram)"
+    )
     with pytest.raises(ConfigError) as caught:
         parse_config("channels:\n  matrix: {}\n", {}, "botd.yaml")
-    assert caught.value.problems[0].message.startswith("unknown channel 'matrix' (known: ")
+    [problem] = caught.value.problems
+    assert (problem.path, problem.line) == ("channels.matrix.platform", 2)
+    assert problem.message.startswith("required key is missing: 'matrix' is no platform's name,")
 
 
 def test_a_job_for_an_unregistered_channel_is_an_error_with_did_you_mean() -> None:
@@ -329,8 +338,12 @@ def test_the_runtime_refuses_a_channel_without_its_sdk(
         f"state_dir: {tmp_path}\nchannels:\n  slack: {{bot_token: b, app_token: a}}\n", {}
     )
     without("slack_bolt", monkeypatch)
-    with pytest.raises(ChannelUnavailable, match=r"pip install 'botd\[slack\]'"):
-        build_runtime(config)
+    store = SqliteStore.open(tmp_path)
+    try:
+        with pytest.raises(ChannelUnavailable, match=r"pip install 'botd\[slack\]'"):
+            build_runtime(config, store=store)
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------- accounts
@@ -357,3 +370,64 @@ channels:
     default = parse_config("channels:\n  telegram: {token: '1:t'}\n", {})
     section = default.channels.section("telegram")
     assert isinstance(section, ChatChannelSection) and section.account == "default"
+
+
+# ---------------------------------------------------------------- instances
+
+
+def test_each_instance_is_built_by_its_platform_and_named_after_its_section(
+    tmp_path: Path,
+) -> None:
+    """A channel of another name is its platform's adapter under its own name: its messages,
+    targets, keys, offsets and leases are its own; the one named after its platform keeps
+    the names it always had."""
+    from botd.channels.discord.adapter import DiscordAdapter
+    from botd.channels.slack.adapter import SlackAdapter
+    from botd.channels.telegram.adapter import TelegramAdapter
+
+    text = """
+channels:
+  telegram: {token: "1:t"}
+  support: {platform: telegram, token: "2:t"}
+  slack: {bot_token: b, app_token: a}
+  ops: {platform: slack, bot_token: b2, app_token: a2}
+  discord: {token: d}
+  guild: {platform: discord, token: d2, account: other}
+"""
+    config = parse_config(text, {})
+    store = SqliteStore.open(tmp_path)
+    try:
+        adapters = wiring.build_adapters(config, ChannelContext(store))
+    finally:
+        store.close()
+    kinds = {name: type(adapter) for name, adapter in adapters.items()}
+    assert kinds == {
+        "telegram": TelegramAdapter,
+        "support": TelegramAdapter,
+        "slack": SlackAdapter,
+        "ops": SlackAdapter,
+        "discord": DiscordAdapter,
+        "guild": DiscordAdapter,
+    }
+    assert {name: adapter.name for name, adapter in adapters.items()} == {
+        name: name for name in kinds
+    }
+    telegram, support = adapters["telegram"], adapters["support"]
+    assert isinstance(telegram, TelegramAdapter) and isinstance(support, TelegramAdapter)
+    assert (telegram.lease_name, support.lease_name) == ("telegram:default", "support:default")
+    assert channel_instances(config.channels)["guild"] == ChannelId("guild", "discord")
+
+
+def test_a_plugin_factory_that_ignores_the_instance_still_builds(tmp_path: Path) -> None:
+    config = parse_config(
+        "channels:\n  room: {room: lobby}\n  hall: {platform: room, room: hall}\n",
+        {},
+        channels=channels(room=ROOM),
+    )
+    store = SqliteStore.open(tmp_path)
+    try:
+        adapters = wiring.build_adapters(config, ChannelContext(store), channels(room=ROOM))
+    finally:
+        store.close()
+    rooms = {name: getattr(adapter, "room", None) for name, adapter in adapters.items()}
+    assert rooms == {"room": "lobby", "hall": "hall"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -308,3 +309,39 @@ async def test_on_postgres_the_admin_approves_in_the_database_every_node_reads(
         assert "cannot be opened" in line and "hunter2" not in line
     finally:
         await store.aclose()
+
+
+async def test_a_code_is_approved_on_the_channel_instance_it_was_given_on(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    """Two Telegram bots: a code given by the second (``support``) names it, and approving
+    it there lets the sender in on that bot only."""
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        f"state_dir: {tmp_path / 'state'}\n"
+        "channels:\n  telegram:\n    token: ${TELEGRAM_TOKEN}\n"
+        "  support:\n    platform: telegram\n    token: ${SUPPORT_TOKEN}\n",
+        encoding="utf-8",
+    )
+    book = PairingFile(tmp_path / "state" / "pairing.json")
+    told: list[str] = []
+
+    async def submit(_message: InboundMessage) -> None:
+        raise AssertionError("an unknown sender reached the session")
+
+    async def reply(_target: Target, text: str) -> None:
+        told.append(text)
+
+    policies = {"telegram": AccessPolicy(), "support": AccessPolicy()}
+    router = Router(store, submit, reply, policies, pairing=book)
+    asked = replace(dm("4242", "Frank Zappa"), channel="support", conversation_key="support:4242")
+    assert not (await router.handle(asked)).accepted
+    [offer] = told
+    code = offer.split("pairing code ")[1].split()[0]
+    assert f"botd pairing approve support {code}" in offer
+
+    approved = botd("approve", "support", code, "--config", str(path))
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout == f"approved 4242 on support (state dir {tmp_path / 'state'})\n"
+    assert book.is_approved("support", "4242")
+    assert not book.is_approved("telegram", "4242")

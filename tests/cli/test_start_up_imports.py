@@ -1,5 +1,5 @@
-"""A command loads the optional parts its config uses and not the others: the health server
-(aiohttp) only when it is served, Telegram's webhook server (aiohttp too) only in webhook
+"""A command loads the optional parts its config uses and not the others: the HTTP server
+(aiohttp) only when health is served or Telegram's webhook (aiohttp too) in webhook
 mode, httpx only for what fetches, Pillow only in the reading worker, the MCP client only for
 configured servers, and ``botd check`` nothing of the runtime. Each command runs in a process
 of its own, which then lists what of ``WATCHED`` it imported; a config that does use a part
@@ -26,10 +26,11 @@ WATCHED = [
     "telegram",
     "anthropic",
     "botd.ops.health",
+    "botd.http.server",
     "botd.net.fetch",
-    "botd.agent.web_fetch_tool",
+    "botd.agent.tools.web_fetch.tool",
     "botd.agent.mcp",
-    "botd.agent.tools",
+    "botd.agent.tools.base",
     "botd.store",
     "botd.events",
     "botd.cluster.leases",
@@ -85,10 +86,11 @@ def test_a_console_botd_answers_without_the_health_server_httpx_pillow_or_mcp(
     config = console_config(tmp_path, "health: {enabled: false}\n")
     status, modules = loaded(tmp_path, "run", "--config", str(config), input="hello\n")
     assert status == 0
-    assert {"botd.store", "botd.agent.tools"} <= set(modules)  # it ran a turn with its tools
+    assert {"botd.store", "botd.agent.tools.base"} <= set(modules)  # it ran a turn with its tools
     unused = {"aiohttp", "httpx", "PIL", "mcp", "telegram", "anthropic", "botd.ops.health"}
+    unused |= {"botd.http.server"}
     assert unused.isdisjoint(modules), modules
-    assert "botd.net.fetch" not in modules and "botd.agent.web_fetch_tool" not in modules
+    assert "botd.net.fetch" not in modules and "botd.agent.tools.web_fetch.tool" not in modules
 
 
 def test_the_health_server_and_the_web_fetch_tool_load_what_they_use(tmp_path: Path) -> None:
@@ -99,7 +101,8 @@ def test_the_health_server_and_the_web_fetch_tool_load_what_they_use(tmp_path: P
     config = console_config(tmp_path, extra)
     status, modules = loaded(tmp_path, "run", "--config", str(config), input="hello\n")
     assert status == 0
-    assert {"aiohttp", "botd.ops.health", "httpx", "botd.agent.web_fetch_tool"} <= set(modules)
+    served = {"aiohttp", "botd.ops.health", "botd.http.server"}
+    assert served | {"httpx", "botd.agent.tools.web_fetch.tool"} <= set(modules)
     assert "PIL" not in modules and "mcp" not in modules
 
 

@@ -167,6 +167,7 @@ class Cluster:
                 "    token: discord-test-token",
                 f"    api_base_url: {json.dumps(self.discord.node_url(node.name))}",
                 f"    gateway_url: {json.dumps(self.discord.gateway_url)}",
+                "    guild_ready_timeout: 0.05",
                 "    dm_policy: open",
                 "    command_menu: false",
             ]

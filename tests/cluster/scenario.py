@@ -172,9 +172,14 @@ def shown(chats: Chats, chat: str) -> list[str]:
     return [post.text.strip() for post in chats.posts() if post.chat == chat]
 
 
+LONG_DMS = 2001
+"""The first of the DMs that each ask one long answer of their own (``Users.ask_long``)."""
+
+
 class Users:
     """DMs that each send their prompts one after the other, the next once the last one's
-    answer shows (``asked``: the prompts sent, by chat)."""
+    answer shows (``asked``: the prompts sent, by chat); and DMs that each ask one long
+    answer (``ask_long``), to be cut by a fault."""
 
     def __init__(self, chats: Chats, script: ModelScript, dms: int, messages: int) -> None:
         self.chats = chats
@@ -183,6 +188,24 @@ class Users:
         self.messages = messages
         self.asked: dict[str, list[str]] = {chats.chat(dm): [] for dm in self.dms}
         self.tasks: list[asyncio.Task[None]] = []
+        self.long_dms: list[int] = []
+
+    async def ask_long(self, *, on: Node | None = None, tries: int = 9) -> Stretch:
+        """A long answer streaming on ``on`` (None: on any node), in a DM of its own that
+        asks nothing else: a new DM asks for it, and another one again while a different
+        node claimed the last one (a claim goes to the least busy node, so ``on`` wins one
+        of the first few). The long answers on other nodes run to their end meanwhile."""
+        for _ in range(tries):
+            dm = LONG_DMS + len(self.long_dms)
+            self.long_dms.append(dm)
+            asked = prompt(dm, 1)
+            self.asked[self.chats.chat(dm)] = [asked]
+            stretch = self.script.stretch_prompt(asked)
+            await self.chats.say(dm, asked)
+            await until(partial(_asked_via, stretch), f"a node asking for the long answer {asked}")
+            if on is None or stretch.asked_via == on.name:
+                return stretch
+        raise AssertionError(f"{on.name if on else 'no node'} took none of {tries} long answers")
 
     def answered(self, chat: str, asked: str) -> bool:
         texts = shown(self.chats, chat)
@@ -205,6 +228,9 @@ class Users:
 
     async def finished(self) -> None:
         await guarded(asyncio.gather(*self.tasks), "every DM answered")
+        for dm in self.long_dms:
+            chat = self.chats.chat(dm)
+            await until(partial(_ended, self.chats, chat), f"the long answer in {chat} to its end")
 
     async def cancel(self) -> None:
         """Stop talking (a failed test): every task ended, its failure retrieved."""
@@ -220,16 +246,27 @@ async def pending_pieces(cluster: Cluster) -> int:
     return int(str(rows[0][0])) if rows else 0
 
 
+def _asked_via(stretch: Stretch) -> str:
+    return stretch.asked_via
+
+
+def _ended(chats: Chats, chat: str) -> bool:
+    return PARAGRAPHS[-1] in shown(chats, chat)
+
+
 def pieces_posted(chats: Chats, stretch: Stretch) -> Callable[[], int]:
-    """How many paragraphs of ``stretch``'s answer its node posted so far."""
+    """How many paragraphs of ``stretch``'s answer its node posted so far (in its chat)."""
 
     def count() -> int:
         if stretch.prompt is None:
             return 0
+        chat = chats.chat(stretched_dm(stretch))
         return sum(
             1
             for post in chats.posts()
-            if post.via == stretch.asked_via and post.text.strip() in PARAGRAPHS
+            if post.chat == chat
+            and post.via == stretch.asked_via
+            and post.text.strip() in PARAGRAPHS
         )
 
     return count
@@ -349,14 +386,16 @@ async def kill_and_pause(
     """The scenario (module docstring) on a started three-node ``cluster``. ``poller``: the
     lease prefix of a platform connection only one node holds (``telegram:``): that node is
     the one killed, and another one must take the connection over."""
-    # Every node up before the users start, so each takes its share from the start (the
-    # poller's holder too: it must own a conversation to be killed mid-answer).
+    # Every node up before anyone talks; the node to be killed (the poller's holder, if
+    # any) streams a long answer of its own before the users start, so the fault never
+    # waits on how the users' conversations happen to spread over the nodes.
     await cluster.ready(chats.channel)
-    doomed = await cluster.lease_holder(poller) if poller else cluster.nodes[0]
-    killed_answer = script.stretch_next([doomed.name])
-    outcome = Outcome(Users(chats, script, dms, messages), killed=doomed)
-    outcome.users.start()
+    outcome = Outcome(Users(chats, script, dms, messages))
     try:
+        holder = await cluster.lease_holder(poller) if poller else None
+        killed_answer = await outcome.users.ask_long(on=holder)
+        doomed = outcome.killed = cluster.node(killed_answer.asked_via)
+        outcome.users.start()
         await until(
             lambda: pieces_posted(chats, killed_answer)() >= 3,
             f"{doomed.name} streaming a long answer",
@@ -370,8 +409,8 @@ async def kill_and_pause(
         await held_by_live(cluster, conversation, doomed)
         outcome.outages.append((killed_at, await held_by_live(cluster, "scheduler", doomed)))
 
-        live = [node for node in cluster.nodes if node is not doomed]
-        paused_answer = script.stretch_next([node.name for node in live])
+        # Another long answer, on whichever node still up claims it: that node is paused.
+        paused_answer = await outcome.users.ask_long()
         await until(
             lambda: pieces_posted(chats, paused_answer)() >= 2,
             "another node streaming a long answer",

@@ -3,10 +3,11 @@ platform showed.
 
 Users: each of many DMs sends ``dm<k> msg<i>`` prompts, the next one once the answer to the
 last one shows (as a person would). The model (``ModelScript``, the fake's responder) answers
-``Answer to dm<k> msg<i>.`` at once, except for prompts it was told to stretch
-(``stretch_next``): the first new prompt asked through one of the given nodes gets a long answer
-streamed slowly (``PARAGRAPHS``, one piece each), so a fault lands while its pieces go out;
-asked again (the run resumed on another node), the same answer comes at once. The scheduled
+``Answer to dm<k> msg<i>.`` at once, except for prompts it was told to stretch: a given prompt
+(``stretch_prompt``), on whichever node asks it, or the first new prompt asked through one of
+the given nodes (``stretch_next``) gets a long answer streamed slowly (``PARAGRAPHS``, one
+piece each), so a fault lands while its pieces go out; asked again (the run resumed on
+another node), the same answer comes at once. The scheduled
 job's prompt is answered ``JOB_ANSWER``.
 
 ``check_answers`` holds what the platform showed against what was asked: every prompt
@@ -48,13 +49,15 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 @dataclass
 class Stretch:
-    """A long answer to stretch over the next prompt asked through one of ``nodes``."""
+    """A long answer to stretch over the next prompt asked through one of ``nodes`` (None:
+    over ``prompt`` itself, on whichever node asks it first)."""
 
-    nodes: frozenset[str]
+    nodes: frozenset[str] | None
     delay: float
     prompt: str | None = None
     """The prompt it went to (None: not asked yet)."""
     asked_via: str = ""
+    """The node that asked it first ('' until then)."""
 
 
 @dataclass
@@ -77,6 +80,12 @@ class ModelScript:
         self.stretches.append(stretch)
         return stretch
 
+    def stretch_prompt(self, asked: str, delay: float = 0.3) -> Stretch:
+        """Stretch the answer to ``asked``, on whichever node asks it first."""
+        stretch = Stretch(None, delay, prompt=asked)
+        self.stretches.append(stretch)
+        return stretch
+
     def long_prompts(self) -> set[str]:
         return {s.prompt for s in self.stretches if s.prompt is not None}
 
@@ -90,14 +99,17 @@ class ModelScript:
         if not found:
             return stream(text("Noted."))
         asked = prompt(int(found[-1][0]), int(found[-1][1]))
-        if asked in self.long_prompts():
-            return stream(text(*(p + "\n\n" for p in PARAGRAPHS)))  # resumed: all at once
         new = asked not in self.seen
         self.seen.add(asked)
         for stretch in self.stretches:
-            if new and stretch.prompt is None and via in stretch.nodes:
+            if not new or stretch.asked_via:
+                continue
+            named = stretch.nodes is None and stretch.prompt == asked
+            if named or (stretch.prompt is None and via in (stretch.nodes or ())):
                 stretch.prompt, stretch.asked_via = asked, via
                 return stream(text(*(p + "\n\n" for p in PARAGRAPHS)), delay=stretch.delay)
+        if asked in self.long_prompts():
+            return stream(text(*(p + "\n\n" for p in PARAGRAPHS)))  # resumed: all at once
         return stream(text(answer(asked)))
 
 

@@ -29,6 +29,7 @@ def discord_node(tmp_path: Path, name: str, discord: FakeDiscordAPI) -> Node:
     token: fake-discord-token
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
     shard_count: 2
     dm_policy: open
     group_policy: open

@@ -13,8 +13,8 @@ from typing import Any
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ModelRequest, ProviderItem, ToolSpec
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.types import ModelRequest, ProviderItem, ToolDefinition
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
@@ -138,7 +138,9 @@ class GateTool:
     """A tool that waits until released (or cancelled)."""
 
     def __init__(self) -> None:
-        self.spec = ToolSpec("wait", "Waits for a signal.", {"type": "object", "properties": {}})
+        self.spec = ToolDefinition(
+            "wait", "Waits for a signal.", {"type": "object", "properties": {}}
+        )
         self.timeout: float | None = None
         self.started = asyncio.Event()
         self.release = asyncio.Event()

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ToolSpec
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.types import ToolDefinition
 from botd.chat import InboundMessage
 from botd.cluster import fencing
 from botd.cluster.fencing import Fence
@@ -134,7 +134,7 @@ class FenceSeen:
     """A tool that records the fence its run works under."""
 
     def __init__(self) -> None:
-        self.spec = ToolSpec("look", "Looks.", {"type": "object", "properties": {}})
+        self.spec = ToolDefinition("look", "Looks.", {"type": "object", "properties": {}})
         self.timeout: float | None = None
         self.seen: list[Fence | None] = []
 

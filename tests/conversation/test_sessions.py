@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.agent.tools import ToolContext, ToolOutput
-from botd.agent.types import ToolSpec
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.types import ToolDefinition
 from botd.chat import InboundMessage
 from botd.cli.replay import read_events
 from botd.conversation import Conversations, ResetPolicy, RunHooks
@@ -321,7 +321,7 @@ async def test_recorded_runs_replay(store: SqliteStore, tmp_path: Path) -> None:
 
 
 class EchoTool:
-    spec = ToolSpec("lookup", "Looks something up.", {"type": "object", "properties": {}})
+    spec = ToolDefinition("lookup", "Looks something up.", {"type": "object", "properties": {}})
     timeout: float | None = None
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -477,7 +477,7 @@ async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: S
     from botd.conversation import CoalesceSettings
 
     class NoopTool:
-        spec = ToolSpec("noop", "Does nothing.", {"type": "object", "properties": {}})
+        spec = ToolDefinition("noop", "Does nothing.", {"type": "object", "properties": {}})
         timeout: float | None = None
 
         async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -674,7 +674,7 @@ async def test_whoami_gives_the_ids_the_settings_take(store: SqliteStore) -> Non
 
 
 class PhotoTool:
-    spec = ToolSpec("photo", "Takes a photo.", {"type": "object", "properties": {}})
+    spec = ToolDefinition("photo", "Takes a photo.", {"type": "object", "properties": {}})
     timeout: float | None = None
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:

@@ -14,7 +14,7 @@ from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
-from botd.delivery.channel import GIVE_UP_NOTICE
+from botd.delivery.sender import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply
 from botd.text.markup import PLAIN
 from tests.waiting import HANG_GUARD

@@ -1,8 +1,8 @@
 """A loopback fake of the Discord REST API and gateway, on aiohttp, for the real discord.py.
 
-discord.py has no base-URL setting; point it here by patching ``discord.http.Route.BASE`` to
-``fake.base_url`` and ``DiscordWebSocket.DEFAULT_GATEWAY`` to ``fake.gateway_url`` (see
-spec/testing.md section 5). What the fake serves:
+botd's Discord adapter talks to it when given ``fake.base_url`` as its ``api_base_url`` and
+``fake.gateway_url`` as its ``gateway_url`` (its clients' own URLs: several fakes serve
+several bots in one process). What the fake serves:
 
 - REST under ``/api/v10`` (also under ``/<name>/api/v10``, ``node_url``, one per process:
   its requests are recorded with ``via=name``): ``users/@me``, ``oauth2/applications/@me`` and

@@ -8,19 +8,25 @@ from pathlib import Path
 
 import pytest
 
+from botd.channels.registry import channel_specs
 from botd.chat import Target
-from botd.config import BotdConfig, ConfigError, load_config
+from botd.config import BotdConfig, ConfigError, load_config, parse_config
 from botd.config.schema import MessageTargetSection
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.message_access import NOT_LISTED, MessageAccess
-from botd.inbound.router import Router, chat_kind
+from botd.inbound.router import Router
 from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
-from botd.wiring import scheduler_jobs
+from botd.wiring import access_policies, scheduler_jobs
 
 
 async def _nothing(*_args: object) -> None:
     return None
+
+
+TELEGRAM_IDS = channel_specs()["telegram"].chat_kind
+"""How Telegram's chat ids read (a policy of a Telegram channel tells the router)."""
+SLACK_IDS = channel_specs()["slack"].chat_kind
 
 
 def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingFile | None = None) -> Router:
@@ -28,6 +34,7 @@ def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingFile | Non
 
 
 POLICY = AccessPolicy(
+    chat_kind=TELEGRAM_IDS,
     dm_policy="pairing",
     allow_from=frozenset({"111"}),
     group_policy="allowlist",
@@ -42,15 +49,33 @@ POLICY = AccessPolicy(
 
 
 def test_chat_kind_follows_each_platforms_ids() -> None:
-    assert chat_kind(Target("telegram", "777")) == ("direct", "777")
-    assert chat_kind(Target("telegram", "-100123")) == ("group", None)
-    assert chat_kind(Target("telegram", "@news")) == ("group", None)
-    assert chat_kind(Target("telegram", "²")) == ("group", None)  # a digit int() refuses
-    assert chat_kind(Target("slack", "U0ABC")) == ("direct", "U0ABC")
-    assert chat_kind(Target("slack", "W0ABC")) == ("direct", "W0ABC")
-    assert chat_kind(Target("slack", "D0ABC")) == ("direct", None)
-    assert chat_kind(Target("slack", "C0ABC")) == ("group", None)
-    assert chat_kind(Target("discord", "123456")) == ("unknown", None)
+    """Each channel's policy reads chat ids as its platform does, a channel of another name
+    (``support``, a second Telegram bot) as its platform's too."""
+    config = parse_config(
+        textwrap.dedent(
+            """
+            channels:
+              telegram: {token: "1:a"}
+              support: {platform: telegram, token: "2:b"}
+              slack: {bot_token: b, app_token: a}
+              discord: {token: d}
+            """
+        ),
+        {},
+    )
+    policies = access_policies(config)
+    for telegram in ("telegram", "support"):
+        kind = policies[telegram].kind_of
+        assert kind("777") == ("direct", "777")
+        assert kind("-100123") == ("group", None)
+        assert kind("@news") == ("group", None)
+        assert kind("²") == ("group", None)  # a digit int() refuses
+    kind = policies["slack"].kind_of
+    assert kind("U0ABC") == ("direct", "U0ABC")
+    assert kind("W0ABC") == ("direct", "W0ABC")
+    assert kind("D0ABC") == ("direct", None)
+    assert kind("C0ABC") == ("group", None)
+    assert policies["discord"].kind_of("123456") == ("unknown", None)
 
 
 async def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
@@ -85,7 +110,7 @@ async def test_asking_issues_no_pairing_code_and_records_nothing(
 
 def test_dm_policies(store: SqliteStore) -> None:
     def verdict(dm_policy: str) -> tuple[bool, str]:
-        policy = AccessPolicy(dm_policy=dm_policy)  # type: ignore[arg-type]
+        policy = AccessPolicy(dm_policy=dm_policy, chat_kind=TELEGRAM_IDS)  # type: ignore[arg-type]
         decision = _router(store, policy).may_post(Target("telegram", "999"))
         return decision.accepted, decision.reason
 
@@ -105,9 +130,11 @@ def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: SqliteSt
     off = router.may_post(Target("telegram", "-100300"))
     assert (off.accepted, off.reason) == (False, "group -100300 is disabled")
 
-    router.update_policies({"telegram": AccessPolicy(group_policy="open")})
+    router.update_policies({"telegram": AccessPolicy(group_policy="open", chat_kind=TELEGRAM_IDS)})
     assert router.may_post(Target("telegram", "-100999")).accepted
-    router.update_policies({"telegram": AccessPolicy(group_policy="disabled")})
+    router.update_policies(
+        {"telegram": AccessPolicy(group_policy="disabled", chat_kind=TELEGRAM_IDS)}
+    )
     assert not router.may_post(Target("telegram", "-100200")).accepted
 
 
@@ -129,11 +156,13 @@ def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: SqliteStore) -
 
 
 def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: SqliteStore) -> None:
-    closed = Router(store, _nothing, _nothing, {"slack": AccessPolicy(dm_policy="allowlist")})
-    opened = Router(store, _nothing, _nothing, {"slack": AccessPolicy(dm_policy="open")})
+    closed = AccessPolicy(dm_policy="allowlist", chat_kind=SLACK_IDS)
+    opened = AccessPolicy(dm_policy="open", chat_kind=SLACK_IDS)
+    closed_router = Router(store, _nothing, _nothing, {"slack": closed})
+    opened_router = Router(store, _nothing, _nothing, {"slack": opened})
 
-    assert not closed.may_post(Target("slack", "D0ABC")).accepted
-    assert opened.may_post(Target("slack", "D0ABC")).accepted
+    assert not closed_router.may_post(Target("slack", "D0ABC")).accepted
+    assert opened_router.may_post(Target("slack", "D0ABC")).accepted
 
 
 # --------------------------------------------------------------------------- the tool's rules
@@ -188,7 +217,8 @@ def test_a_listed_target_still_needs_the_policy(store: SqliteStore) -> None:
     # An entry without a thread names the chat, not its threads.
     assert access.refusal(Target("telegram", "-100200", thread_id="5"), origin) == NOT_LISTED
 
-    router.update_policies({"telegram": AccessPolicy(group_policy="open")})  # a reload
+    reloaded = AccessPolicy(group_policy="open", chat_kind=TELEGRAM_IDS)
+    router.update_policies({"telegram": reloaded})  # a reload
     assert access.refusal(Target("telegram", "-100999"), origin) is None
 
 

@@ -107,6 +107,7 @@ async def test_a_discord_image_attachment_reaches_the_model(tmp_path: Path) -> N
     token: discord-test-token
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
     dm_policy: open
 """,
         )

@@ -105,6 +105,7 @@ def write_config(
     token: ${{D_TOKEN}}
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
 """
     if not channels:
         channels = "\n  console: {enabled: true}"

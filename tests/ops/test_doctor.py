@@ -162,6 +162,28 @@ async def test_rejected_telegram_token(tmp_path: Path) -> None:
     assert "checks failed" in report.lines[-1]
 
 
+async def test_each_telegram_bot_is_probed_under_its_own_name(tmp_path: Path) -> None:
+    """Two Telegram channels, the second (``support``) with a token Telegram refuses: each
+    is probed with its own section, and the lines and fixes name the channel they are of."""
+    async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:
+        config = write_config(tmp_path, telegram=telegram.base_url)
+        config.write_text(
+            config.read_text(encoding="utf-8")
+            + f"""  support:
+    platform: telegram
+    token: ${{W_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url)}
+""",
+            encoding="utf-8",
+        )
+        report = await doctor(config, tmp_path, W_TOKEN=WRONG_TELEGRAM)
+    assert report.status == 1
+    assert report.line_with("telegram: token accepted").startswith("✓")
+    [refused] = report.failed()
+    assert refused.startswith("✗ support: the token was rejected")
+    assert "check channels.support.token" in refused and "channels.telegram" not in refused
+
+
 @pytest.mark.parametrize("suffix", ["/v2", "/bot/x"])
 async def test_wrong_telegram_base_url_says_check_api_base_url(tmp_path: Path, suffix: str) -> None:
     async with FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram:

@@ -18,7 +18,8 @@ import aiohttp
 import pytest
 
 from botd.config import BotdConfig, default_config
-from botd.ops.health import HealthPortInUse, HealthServer
+from botd.http.routes import HttpServers
+from botd.ops.health import HealthEndpoint, HealthPortInUse
 from botd.ops.logging import LogContext, configure_logging
 from botd.ops.metrics import Metrics
 from botd.ops.ports import cannot_listen, listen_problem
@@ -213,8 +214,9 @@ def _metrics() -> Metrics:
 
 async def test_healthz_and_metrics() -> None:
     states = {"telegram": "running", "slack": "running"}
-    server = HealthServer(channel_states=lambda: dict(states), metrics=_metrics())
-    port = await server.start()
+    servers = HttpServers()
+    server = HealthEndpoint(channel_states=lambda: dict(states), metrics=_metrics())
+    port = await server.serve(servers)
     try:
         async with aiohttp.ClientSession() as http:
             base = f"http://127.0.0.1:{port}"
@@ -241,7 +243,7 @@ async def test_healthz_and_metrics() -> None:
                 assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
                 text = await resp.text()
     finally:
-        await server.stop()
+        await servers.close()
 
     types, samples = _parse_prometheus(text)
     assert types["botd_messages_in_total"] == "counter"
@@ -265,11 +267,15 @@ async def test_healthz_and_metrics() -> None:
 
 
 async def test_health_server_restartable_and_stop_idempotent() -> None:
-    server = HealthServer(channel_states=dict, metrics=Metrics())
-    port = await server.start()
-    assert port > 0
+    http = HttpServers()
+    server = HealthEndpoint(channel_states=dict, metrics=Metrics())
+    port = await server.serve(http)
+    assert port > 0 and http.listening() == [("127.0.0.1", port)]
     await server.stop()
+    assert http.listening() == []  # its routes gone, the server went with them
     await server.stop()
+    assert await server.serve(http) > 0
+    await http.close()
 
 
 async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
@@ -282,11 +288,13 @@ async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
             "what listens there, choose another health.port, or set health.enabled: false"
         )
         assert cannot_listen(listen_problem("127.0.0.1", port) or "") == line
-        server = HealthServer(port=port, channel_states=dict, metrics=Metrics())
+        http = HttpServers()
+        server = HealthEndpoint(channel_states=dict, metrics=Metrics())
         with pytest.raises(HealthPortInUse) as caught:
-            await server.start()
+            await server.serve(http, port=port)
         assert str(caught.value) == line
-        await server.stop()  # nothing was left running
+        assert http.listening() == []  # nothing was left running
+        await server.stop()
 
 
 def test_health_is_on_by_default_but_not_for_the_embedded_console_config() -> None:

@@ -138,6 +138,7 @@ channels:
     token: discord-test-token
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
     dm_policy: open
     command_menu: false
 """,

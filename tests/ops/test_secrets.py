@@ -101,6 +101,7 @@ def _config(
     token: ${{D_TOKEN}}
     api_base_url: {json.dumps(discord.base_url)}
     gateway_url: {json.dumps(discord.gateway_url)}
+    guild_ready_timeout: 0.05
 """
     health = (
         f"health: {{enabled: true, port: {health_port}}}\n"

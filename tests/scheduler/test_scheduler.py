@@ -15,8 +15,8 @@ import pytest
 from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
-from botd.agent.schedule_tool import ScheduleTool
-from botd.agent.tools import ToolContext
+from botd.agent.tools.base import ToolContext
+from botd.agent.tools.schedule.tool import ScheduleTool
 from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler

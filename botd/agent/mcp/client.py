@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ...config.schema import McpServerSection
 from ...events import ImageContent
-from ..tools import ToolOutput
+from ..tools.base import ToolOutput
 from .launcher import check_executable, launch_command
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ import jsonschema
 
 from ...config.schema import McpServerSection
 from ...retry import Backoff
-from ..tools import Tool, ToolContext, ToolOutput, schema_validator
-from ..types import ToolSpec
+from ..tools.base import Tool, ToolContext, ToolOutput, schema_validator
+from ..types import ToolDefinition
 from .client import HttpRefusals, connect, describe_error, list_tools, require_sdk, to_output
 from .names import tool_name
 
@@ -57,7 +57,7 @@ STOP_WAIT = 10.0
 class McpTool:
     """One tool of an MCP server, as the agent loop calls it."""
 
-    def __init__(self, keeper: _Keeper, name: str, remote: str, spec: ToolSpec) -> None:
+    def __init__(self, keeper: _Keeper, name: str, remote: str, spec: ToolDefinition) -> None:
         self.spec = spec
         self.timeout = keeper.section.timeout
         self.server = keeper.name
@@ -204,7 +204,9 @@ class _Keeper:
                 continue
             name = tool_name(self.name, remote.name, taken=taken)
             taken.append(name)
-            spec = ToolSpec(name=name, description=remote.description or "", input_schema=schema)
+            spec = ToolDefinition(
+                name=name, description=remote.description or "", input_schema=schema
+            )
             tools.append(McpTool(self, name, remote.name, spec))
         if wanted is not None:
             missing = sorted(set(wanted) - {t.remote_name for t in tools})

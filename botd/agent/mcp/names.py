@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from ..tools import Tool
+from ..tools.base import Tool
 
 __all__ = ["MAX_NAME", "PREFIX", "allowed", "narrow", "tool_name"]
 

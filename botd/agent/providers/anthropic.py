@@ -66,7 +66,7 @@ from ...net.tls import verified_context
 from ...ops.logging import mask_secrets
 from ...ops.outages import Reachability
 from ...retry import Backoff, retry_after, retry_wait
-from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolSpec
+from ..types import AssistantResult, ModelRequest, ProviderItem, StopReason, ToolDefinition
 from .waits import CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, NO_ANSWER_IN_TIME, retry_backoff
 
 log = logging.getLogger(__name__)
@@ -548,7 +548,7 @@ def describe_error(exc: BaseException) -> str:
 # --- botd messages -> Messages API ------------------------------------------------------
 
 
-def to_api_tools(tools: list[ToolSpec]) -> list[ToolParam]:
+def to_api_tools(tools: list[ToolDefinition]) -> list[ToolParam]:
     """Tool definitions; the last carries the cache breakpoint so all of them are cached."""
     api_tools: list[ToolParam] = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema}

@@ -1,7 +1,8 @@
 """A terminal chat: lines typed on stdin are messages, replies are printed on stdout.
 
 Used by ``make run`` when no platform is configured and by end-to-end tests of the core.
-Everything typed is one direct conversation (``console:local``). Replies are printed as the
+Everything typed is one direct conversation (``console:local``: the channel instance's name
+and the one chat, ``local``). Replies are printed as the
 agent wrote them (Markdown reads fine in a terminal); nothing else goes to stdout, so
 ``botd run < questions.txt > answers.txt`` keeps the answers clean.
 
@@ -35,10 +36,16 @@ from ...chat import Capabilities, InboundMessage, MessageRef, Target
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, OutboundFile
 from ..errors import ChannelError
+from .targets import console_conversation_key
 
 log = logging.getLogger(__name__)
 
-CONVERSATION_KEY = "console:local"
+PLATFORM = "console"
+"""The platform's name: the console's channel name unless the wiring gives it another."""
+CHAT_ID = "local"
+"""The console's one chat."""
+CONVERSATION_KEY = console_conversation_key(PLATFORM, CHAT_ID)
+"""The console's one conversation, ``console:local`` (another instance name spells another)."""
 MAX_MESSAGE_BYTES = 1024 * 1024
 """The longest line or ``\"\"\"`` block sent as a message (1 MiB of UTF-8)."""
 BLOCK_FENCE = '"""'
@@ -172,7 +179,6 @@ class ConsoleAdapter(ChannelAdapter):
     (the banner) to stderr. The banner is printed when stdin is a terminal, or when
     ``banner=True``; ``model`` is what it says answers, e.g. ``scripted provider (model x)``."""
 
-    name = "console"
     capabilities = Capabilities(text_limit=1_000_000, markup=PLAIN, can_edit=False)
 
     def __init__(
@@ -180,12 +186,14 @@ class ConsoleAdapter(ChannelAdapter):
         reader: asyncio.StreamReader | None = None,
         output: TextIO | None = None,
         *,
+        channel: str = PLATFORM,
         on_end_of_input: Callable[[], Awaitable[None]] | None = None,
         user: str = "you",
         model: str | None = None,
         notices: TextIO | None = None,
         banner: bool | None = None,
     ) -> None:
+        self.name = channel
         self._reader = reader
         # None when botd was started with stdout closed: replies then go nowhere.
         self._output: TextIO | None = output if output is not None else sys.stdout
@@ -233,12 +241,12 @@ class ConsoleAdapter(ChannelAdapter):
             log.warning("%s", message.describe())
             return
         inbound = InboundMessage(
-            channel="console",
-            chat_id="local",
+            channel=self.name,
+            chat_id=CHAT_ID,
             sender_id=self._user,
             text=message,
             message_id=next(self._ids),
-            conversation_key=CONVERSATION_KEY,
+            conversation_key=console_conversation_key(self.name, CHAT_ID),
             is_direct=True,
             mentions_bot=True,
         )

@@ -1,14 +1,15 @@
-"""The console channel's spec: ``channels.console`` (just ``enabled``), its adapter factory,
-its one chat (the operator's direct chat) and its probe, which has nothing to reach."""
+"""The console platform's spec: ``channels.console`` (just ``enabled``), its adapter factory,
+its one chat (the operator's direct chat), the conversation key of a chat and its probe, which
+has nothing to reach."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...chat import ChatKind
 from ...config.schema import ChannelSection
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions
+from . import targets
 
 if TYPE_CHECKING:
     import httpx
@@ -25,7 +26,11 @@ class ConsoleSection(ChannelSection):
 def _adapter(section: ConsoleSection, context: ChannelContext) -> ChannelAdapter:
     from .adapter import ConsoleAdapter
 
-    return ConsoleAdapter(on_end_of_input=context.on_end_of_input, model=context.model)
+    return ConsoleAdapter(
+        channel=context.instance_name(SPEC.name),
+        on_end_of_input=context.on_end_of_input,
+        model=context.model,
+    )
 
 
 async def _probe(client: httpx.AsyncClient, section: ConsoleSection) -> list[Check]:
@@ -33,16 +38,12 @@ async def _probe(client: httpx.AsyncClient, section: ConsoleSection) -> list[Che
     return []
 
 
-def _chat_kind(chat_id: str) -> tuple[ChatKind, str | None]:
-    """The console is its operator's direct chat."""
-    return "direct", chat_id
-
-
 SPEC = ChannelSpec(
     name="console",
     section=ConsoleSection,
     factory=_adapter,
-    chat_kind=_chat_kind,
+    chat_kind=targets.chat_kind,
+    conversation_key=targets.console_conversation_key,
     probe=_probe,
     local=True,
     init=InitQuestions(settings=(("enabled", "true"),), rank=3),

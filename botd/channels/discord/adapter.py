@@ -10,10 +10,14 @@ carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord an
 it again (a retry, a resend after a crash) with the message it already made. A reply carries
 the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
 
-discord.py has no base-URL option. ``api_base_url``/``gateway_url`` patch the class
-attributes ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, which are
-process-wide: every discord.py client in the process uses them, which is also how a REST or
-gateway proxy is configured. ``stop()`` restores the previous values.
+The adapter is the channel instance it is built as (``channel``: ``discord``, or another
+section's name): its messages and targets carry that name, and its conversation keys start
+with it (``discord_conversation_key``: ``<channel>:dm:<user>``, ``<channel>:<channel id>``).
+
+``api_base_url``/``gateway_url`` (a REST or gateway proxy, a test's fake) apply to this
+adapter's clients alone (``routes``): discord.py's process-wide ``Route.BASE`` and
+``DiscordWebSocket.DEFAULT_GATEWAY`` are never written, so two Discord bots in one process
+can talk to two places.
 
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
@@ -22,7 +26,7 @@ answers again. A connection discord.py gave up on ends the channel (``on_down``)
 Shards (``shard_count`` above 1, or several nodes: ``leases``): one client only logs in and
 does every REST call (sends, edits, the command menu), and each gateway shard is a client of
 its own (``shard_id``/``shard_count``) run while this node holds the lease
-``discord:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
+``<channel>:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
 session alone and another node's standby claims it. One client per shard rather than an
 ``AutoShardedClient``: the shards a node holds change one at a time, and an
 ``AutoShardedClient`` takes its ``shard_ids`` once, at construction. On a single node with
@@ -44,8 +48,7 @@ from typing import Any
 
 import aiohttp
 import discord
-import yarl
-from discord.gateway import DiscordWebSocket, ReconnectWebSocket
+from discord.gateway import ReconnectWebSocket
 
 from botd.channels.base import (
     InboundSink,
@@ -77,6 +80,7 @@ from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
+from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import (
     Attachment,
@@ -100,7 +104,8 @@ log = logging.getLogger(__name__)
 # discord.py without PyNaCl or davey, its voice dependencies: botd joins no voice channel.
 not_botds_concern("discord.client", "voice will NOT be supported")
 
-CHANNEL = "discord"
+PLATFORM = "discord"
+"""The platform's name: a bot's channel name unless the wiring gives it another."""
 TEXT_LIMIT = 2000
 LINE_LIMIT = 17
 UPLOAD_LIMIT = 10 * 1024 * 1024
@@ -182,14 +187,19 @@ def _refusals(action: str) -> Iterator[None]:
 
 
 class _Client(discord.Client):
-    """Forwards the events the adapter needs."""
+    """Forwards the events the adapter needs; its requests go where the adapter's routes
+    say (``routes``)."""
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
         # A conversation's lease is checked again as each request is written, after
         # discord.py's rate-limit wait: a send held up past the lease's end is not written.
         trace = aiohttp.TraceConfig()
         trace.on_request_start.append(fencing.before_request)
-        super().__init__(http_trace=trace, **options)  # type: ignore[arg-type]
+        # discord.py's own client with the same settings, on this adapter's URLs; its
+        # connection state holds it too (the models' requests go through it).
+        http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
+        self.http = self._connection.http = http
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
@@ -220,7 +230,6 @@ class _Client(discord.Client):
 class DiscordAdapter:
     """A ChannelAdapter for one Discord bot token."""
 
-    name = CHANNEL
     capabilities = Capabilities(
         text_limit=TEXT_LIMIT,
         markup=MARKDOWN,
@@ -233,6 +242,7 @@ class DiscordAdapter:
         self,
         token: str,
         *,
+        channel: str = PLATFORM,
         api_base_url: str | None = None,
         gateway_url: str | None = None,
         allow_bots: bool = False,
@@ -247,8 +257,13 @@ class DiscordAdapter:
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        """``leases``: this node's, when it is one of several: each of the ``shard_count``
-        gateway shards runs here only while this node holds its lease."""
+        """``channel``: the name of the channel instance this bot is (its messages' and
+        targets' ``channel``, its conversation keys' and leases' start, its log lines'
+        prefix). ``leases``: this node's, when it is one of several: each of the
+        ``shard_count`` gateway shards runs here only while this node holds its lease."""
+        self.name = channel
+        self._label = f"{channel}[{account_id}]"
+        """What the log lines of this bot start with: ``discord[default]``."""
         self._token = token
         if leases is None and shard_count > 1:
             # One node runs every shard: leases of its own that nobody else claims.
@@ -260,15 +275,15 @@ class DiscordAdapter:
         self._holding: list[asyncio.Task[None]] = []
         self._command_menu = command_menu
         self._publishing: asyncio.Task[bool] | None = None
-        self._handing = UntilAccepted(CHANNEL)
+        self._handing = UntilAccepted(channel)
         self._until_accepted = self._handing.hand
         self.followups = CommandFollowups()
         self._auto_thread = auto_thread
         self._admits = admits
         self._on_down = on_down
         self._link = link or PlatformLink()
-        self._api_base_url = api_base_url
-        self._gateway_url = gateway_url
+        self.routes = DiscordRoutes.of(api_base_url, gateway_url)
+        """Where this bot's clients send their requests (Discord's own URLs by default)."""
         self._allow_bots = allow_bots
         self.account_id = account_id
         self._ready_timeout = ready_timeout
@@ -278,8 +293,6 @@ class DiscordAdapter:
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._sink: InboundSink | None = None
-        self._saved_urls: tuple[str, yarl.URL] | None = None
-        self._patched_urls: tuple[str, yarl.URL] | None = None
         self._warned_content = False
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
@@ -292,7 +305,6 @@ class DiscordAdapter:
             raise RuntimeError("DiscordAdapter already started")
         self._sink = sink
         self._ready = asyncio.Event()
-        self._patch_urls()
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -350,10 +362,10 @@ class DiscordAdapter:
         self._link.reachable()
         if self._command_menu:
             self._publishing = asyncio.create_task(
-                publish_commands(self._tree, self.account_id), name="discord-commands"
+                publish_commands(self._tree, self._label), name="discord-commands"
             )
         for shard in range(self._shard_count):
-            name = f"{CHANNEL}:{self.account_id}:{shard}"
+            name = f"{self.name}:{self.account_id}:{shard}"
             self._holding.append(
                 asyncio.create_task(
                     hold_lease(leases, name, "gateway", partial(self._run_shard, shard)),
@@ -361,8 +373,8 @@ class DiscordAdapter:
                 )
             )
         log.info(
-            "discord[%s]: %d shard(s), each connected while this node holds its lease",
-            self.account_id,
+            "%s: %d shard(s), each connected while this node holds its lease",
+            self._label,
             self._shard_count,
         )
 
@@ -449,7 +461,7 @@ class DiscordAdapter:
         await self._handing.settle()
 
     async def stop(self) -> None:
-        """Close the connection and restore the patched URLs; safe to call more than once."""
+        """Close the connection; safe to call more than once."""
         await self._stop_shards()
         client, task = self._client, self._task
         self._client = self._task = None
@@ -464,26 +476,6 @@ class DiscordAdapter:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._restore_urls()
-
-    def _patch_urls(self) -> None:
-        if self._api_base_url is None and self._gateway_url is None:
-            return
-        saved = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-        base = self._api_base_url.rstrip("/") if self._api_base_url else saved[0]
-        gateway = yarl.URL(self._gateway_url) if self._gateway_url else saved[1]
-        discord.http.Route.BASE = base
-        DiscordWebSocket.DEFAULT_GATEWAY = gateway
-        self._saved_urls, self._patched_urls = saved, (base, gateway)
-
-    def _restore_urls(self) -> None:
-        if self._saved_urls is None:
-            return
-        current = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
-        # Leave the values alone if something else patched them since.
-        if current == self._patched_urls:
-            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
-        self._saved_urls = self._patched_urls = None
 
     # --- inbound -----------------------------------------------------------------------------
 
@@ -502,17 +494,25 @@ class DiscordAdapter:
         self._link.reachable()
         if self._command_menu and self._publishing is None:  # once per start, not per resume
             self._publishing = asyncio.create_task(
-                publish_commands(self._tree, self.account_id), name="discord-commands"
+                publish_commands(self._tree, self._label), name="discord-commands"
             )
         self._ready.set()
 
     async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
         """A slash command used (``commands``): handed on like a typed one, and the
         interaction answered, for its user only, once it was taken or could not be."""
+        with self.routes.interactions():
+            await self._take_command(interaction, text)
+
+    async def _take_command(self, interaction: discord.Interaction, text: str) -> None:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         message = command_message(
-            interaction, text, account_id=self.account_id, bot_name=me.name if me else ""
+            interaction,
+            text,
+            instance=self.name,
+            account_id=self.account_id,
+            bot_name=me.name if me else "",
         )
         if sink is None or message is None:
             await answer(interaction, "Not taken: botd is not taking messages now.")
@@ -524,7 +524,7 @@ class DiscordAdapter:
         try:
             await self._until_accepted(sink, message)
         except Exception as exc:
-            log.warning("discord: slash command %s was not taken: %s", text.split()[0], exc)
+            log.warning("%s: slash command %s was not taken: %s", self.name, text.split()[0], exc)
             await answer(interaction, NOT_TAKEN_TEXT)
             return
         await answer(interaction, f"Taken: {text}" if admitted else NOT_ADMITTED_TEXT)
@@ -538,11 +538,12 @@ class DiscordAdapter:
         that one: both carry the same token, and only the first callback counts, which must
         be the one saying what the press did."""
         if interaction.id in self._pressing:
-            log.debug("discord: press %s delivered again while handled", interaction.id)
+            log.debug("%s: press %s delivered again while handled", self.name, interaction.id)
             return
         self._pressing.add(interaction.id)
         try:
-            await self._take_press(interaction)
+            with self.routes.interactions():
+                await self._take_press(interaction)
         finally:
             self._pressing.discard(interaction.id)
 
@@ -550,7 +551,10 @@ class DiscordAdapter:
         client, sink = self._client, self._sink
         me = client.user if client is not None else None
         press = press_message(
-            interaction, account_id=self.account_id, bot_name=me.name if me else ""
+            interaction,
+            instance=self.name,
+            account_id=self.account_id,
+            bot_name=me.name if me else "",
         )
         if sink is None:
             await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN_NOW))
@@ -561,7 +565,7 @@ class DiscordAdapter:
         try:
             decided = await sink(press)
         except Exception as exc:
-            log.warning("discord: a button press was not taken: %s", exc)
+            log.warning("%s: a button press was not taken: %s", self.name, exc)
             await acknowledge(interaction, PressAnswer(PRESS_NOT_TAKEN))
             return
         answer = getattr(decided, "answer", None)
@@ -575,7 +579,7 @@ class DiscordAdapter:
                         view=chosen_view(answer.label, press.sender_name)
                     )
             except DiscordError as exc:
-                log.warning("discord: showing the choice made failed: %s", exc)
+                log.warning("%s: showing the choice made failed: %s", self.name, exc)
 
     def _taking(self, message: discord.Message) -> tuple[InboundSink, discord.ClientUser] | None:
         """The sink and the bot's user, when ``message`` is one to hand on: not the bot's
@@ -654,13 +658,14 @@ class DiscordAdapter:
             )
         except discord.HTTPException as exc:
             log.warning(
-                "discord: no thread started on message %s (%s %s); answering in the channel",
+                "%s: no thread started on message %s (%s %s); answering in the channel",
+                self.name,
                 message.id,
                 exc.status,
                 exc.text or exc,
             )
             return inbound
-        where = conversation_of(thread, thread.id, dm_user_id=None)
+        where = conversation_of(self.name, thread, thread.id, dm_user_id=None)
         return replace(inbound, thread_id=where.thread_id, conversation_key=where.key)
 
     def _inbound(self, message: discord.Message, me_id: int) -> InboundMessage:
@@ -675,12 +680,12 @@ class DiscordAdapter:
             or (isinstance(channel, discord.Thread) and channel.owner_id == me_id)
         )
         where = conversation_of(
-            channel, channel.id, dm_user_id=author.id if message.guild is None else None
+            self.name, channel, channel.id, dm_user_id=author.id if message.guild is None else None
         )
         # The bot's own mention is addressing, not content.
         text = without_mention(message.content, rf"<@!?{me_id}>")
         return InboundMessage(
-            channel=CHANNEL,
+            channel=self.name,
             chat_id=where.chat_id,
             sender_id=str(author.id),
             text=text,
@@ -787,7 +792,8 @@ class DiscordAdapter:
                         )
             except DiscordError as exc:
                 if exc.status == 403:  # a slash command's user is told, if any
-                    await self.followups.tell_cannot_post(str(channel.id), exc.text)
+                    with self.routes.interactions():
+                        await self.followups.tell_cannot_post(str(channel.id), exc.text)
                 raise
             reply_to = None  # only the first message replies
             refs.append(MessageRef(target, str(sent.id)))

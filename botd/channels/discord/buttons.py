@@ -92,10 +92,10 @@ def is_press(interaction: discord.Interaction) -> bool:
 
 
 def press_message(
-    interaction: discord.Interaction, *, account_id: str, bot_name: str
+    interaction: discord.Interaction, *, instance: str, account_id: str, bot_name: str
 ) -> InboundMessage | None:
-    """The press as the presser's message, in the conversation of the pressed message
-    (None without a message or a channel)."""
+    """The press as the presser's message on the channel instance ``instance``, in the
+    conversation of the pressed message (None without a message or a channel)."""
     message, channel_id = interaction.message, interaction.channel_id
     data: dict[str, Any] = dict(interaction.data or {})
     custom_id = str(data.get("custom_id") or "")
@@ -103,9 +103,11 @@ def press_message(
         return None
     user = interaction.user
     dm_user = user.id if interaction.guild_id is None else None
-    chat_id, thread_id, key = conversation_of(interaction.channel, channel_id, dm_user_id=dm_user)
+    chat_id, thread_id, key = conversation_of(
+        instance, interaction.channel, channel_id, dm_user_id=dm_user
+    )
     return InboundMessage(
-        channel="discord",
+        channel=instance,
         chat_id=chat_id,
         sender_id=str(user.id),
         sender_name=user.display_name,
@@ -119,7 +121,7 @@ def press_message(
         dedupe_keys=(f"press:{interaction.id}",),
         bot_name=bot_name,
         # Into the conversation itself: a press is no message a reply could point at.
-        target=Target("discord", chat_id, account_id, thread_id=thread_id),
+        target=Target(instance, chat_id, account_id, thread_id=thread_id),
         press=Press(str(interaction.id), custom_id, str(message.id)),
     )
 

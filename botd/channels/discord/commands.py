@@ -102,7 +102,7 @@ def _shape(name: str, description: str, options: list[str]) -> tuple[str, str, t
     return name, description, tuple(sorted(options))
 
 
-async def publish_commands(tree: app_commands.CommandTree[Any], account_id: str) -> bool:
+async def publish_commands(tree: app_commands.CommandTree[Any], label: str) -> bool:
     """Register the tree's commands unless the application has them already; False when
     Discord refused or could not be reached (logged)."""
     wanted = {
@@ -118,8 +118,8 @@ async def publish_commands(tree: app_commands.CommandTree[Any], account_id: str)
         await tree.sync()
     except discord.HTTPException as exc:
         log.warning(
-            "discord[%s]: the slash commands were not registered: %s %s",
-            account_id,
+            "%s: the slash commands were not registered: %s %s",
+            label,
             exc.status,
             exc.text or exc,
         )
@@ -127,24 +127,32 @@ async def publish_commands(tree: app_commands.CommandTree[Any], account_id: str)
     except (discord.ClientException, aiohttp.ClientError, OSError) as exc:
         # No application id yet, a lost connection, a timeout.
         reason = str(exc) or type(exc).__name__
-        log.warning("discord[%s]: the slash commands were not registered: %s", account_id, reason)
+        log.warning("%s: the slash commands were not registered: %s", label, reason)
         return False
-    log.info("discord[%s]: slash commands registered (%d)", account_id, len(wanted))
+    log.info("%s: slash commands registered (%d)", label, len(wanted))
     return True
 
 
 def command_message(
-    interaction: discord.Interaction, text: str, *, account_id: str, bot_name: str
+    interaction: discord.Interaction,
+    text: str,
+    *,
+    instance: str,
+    account_id: str,
+    bot_name: str,
 ) -> InboundMessage | None:
-    """The inbound message for a command used in ``interaction`` (None without a channel)."""
+    """The inbound message on the channel instance ``instance`` for a command used in
+    ``interaction`` (None without a channel)."""
     channel_id = interaction.channel_id
     if channel_id is None:
         return None
     user = interaction.user
     dm_user = user.id if interaction.guild_id is None else None
-    chat_id, thread_id, key = conversation_of(interaction.channel, channel_id, dm_user_id=dm_user)
+    chat_id, thread_id, key = conversation_of(
+        instance, interaction.channel, channel_id, dm_user_id=dm_user
+    )
     return InboundMessage(
-        channel="discord",
+        channel=instance,
         chat_id=chat_id,
         sender_id=str(user.id),
         sender_name=user.display_name,
@@ -159,7 +167,7 @@ def command_message(
         dedupe_keys=(f"interaction:{interaction.id}",),
         bot_name=bot_name,
         # Into the conversation itself: an interaction is no message a reply could point at.
-        target=Target("discord", chat_id, account_id, thread_id=thread_id),
+        target=Target(instance, chat_id, account_id, thread_id=thread_id),
     )
 
 

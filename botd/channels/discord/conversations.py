@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import discord
 
+from .targets import discord_conversation_key
+
 THREAD_TYPES = (
     discord.ChannelType.public_thread,
     discord.ChannelType.private_thread,
@@ -25,15 +27,24 @@ class Conversation(NamedTuple):
     key: str
 
 
-def conversation_of(channel: object, channel_id: int, *, dm_user_id: int | None) -> Conversation:
-    """The conversation of ``channel`` (id ``channel_id``); ``dm_user_id``: the user whose DM
-    it is, None in a server."""
+def conversation_of(
+    instance: str, channel: object, channel_id: int, *, dm_user_id: int | None
+) -> Conversation:
+    """The conversation of ``channel`` (id ``channel_id``) on the channel instance
+    ``instance``; ``dm_user_id``: the user whose DM it is, None in a server."""
     if dm_user_id is not None:
-        return Conversation(str(channel_id), None, f"discord:dm:{dm_user_id}")
+        dm_user = str(dm_user_id)
+        return Conversation(
+            str(channel_id),
+            None,
+            discord_conversation_key(instance, str(channel_id), dm_user=dm_user),
+        )
     if isinstance(channel, discord.Thread) or getattr(channel, "type", None) in THREAD_TYPES:
-        parent = getattr(channel, "parent_id", None) or channel_id
-        return Conversation(str(parent), str(channel_id), f"discord:{channel_id}")
-    return Conversation(str(channel_id), None, f"discord:{channel_id}")
+        parent = str(getattr(channel, "parent_id", None) or channel_id)
+        thread = str(channel_id)
+        return Conversation(parent, thread, discord_conversation_key(instance, parent, thread))
+    chat = str(channel_id)
+    return Conversation(chat, None, discord_conversation_key(instance, chat))
 
 
 __all__ = ["THREAD_TYPES", "Conversation", "conversation_of"]

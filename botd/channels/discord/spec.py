@@ -1,6 +1,7 @@
-"""The Discord channel's spec: its ``channels.discord`` section, its adapter factory, how its
-targets are spelled (``targets``), the doctor's probe (``probe``). Its chat ids tell nothing
-of the chat's kind (every chat's kind is ``unknown``).
+"""The Discord platform's spec: its section (``channels.discord``, or a section of another name
+with ``platform: discord``), its adapter factory, how its conversation keys and targets are
+spelled (``targets``), the doctor's probe (``probe``). Its chat ids tell nothing of the chat's
+kind (every chat's kind is ``unknown``).
 
 Imports no SDK: the factory imports the adapter (and discord.py) when it is called, and the
 spec names the extra that installs it (``pip install 'botd[discord]'``).
@@ -43,6 +44,11 @@ class DiscordSection(ChatChannelSection):
     command_menu: bool = True
     """At start, register botd's chat commands as the application's slash commands (the
     list a user sees on typing ``/``); false leaves the registered ones as they are."""
+    guild_ready_timeout: float = Field(default=2.0, gt=0, le=60)
+    """Seconds discord.py waits, at each connect, after the last server's data arrived
+    before it counts the connection ready (it cannot know the last one came). A bot in a
+    handful of servers starts faster with a lower value; raise it on a slow link with many
+    servers."""
     shard_count: int = Field(default=1, ge=1)
     """Gateway shards (Discord requires more than one past 2,500 servers). On several nodes
     each shard runs on one node at a time, held by a lease; more shards spread the gateway
@@ -62,18 +68,21 @@ class DiscordSection(ChatChannelSection):
 def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
     from .adapter import DiscordAdapter
 
+    channel = context.instance_name(SPEC.name)
     return DiscordAdapter(
         section.token,
+        channel=channel,
         api_base_url=section.api_base_url,
         gateway_url=section.gateway_url,
         allow_bots=section.allow_bots,
         account_id=section.account,
-        on_down=context.down_reporter("discord"),
-        link=context.link("discord"),
+        on_down=context.down_reporter(channel),
+        link=context.link(channel),
         auto_thread=section.auto_thread,
         admits=context.admits,
         command_menu=section.command_menu,
         shard_count=section.shard_count,
+        guild_ready_timeout=section.guild_ready_timeout,
         leases=context.leases,
     )
 
@@ -90,6 +99,7 @@ SPEC = ChannelSpec(
     factory=_adapter,
     requirement="botd[discord]",
     modules=("discord",),
+    conversation_key=targets.discord_conversation_key,
     targets=targets.TARGET_FORM,
     probe=_probe,
     init=InitQuestions(

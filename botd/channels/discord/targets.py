@@ -1,4 +1,5 @@
-"""One spelling of a Discord messaging-tool target (Discord's ids do not tell a chat's kind)."""
+"""The conversation a Discord chat is, and one spelling of a Discord messaging-tool target
+(Discord's ids do not tell a chat's kind)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ from typing import Any
 from ...chat import TargetForm
 from ..targets import KIND_PREFIX, kind_target, send_message, text_arg
 
-__all__ = ["TARGET_FORM"]
+__all__ = ["TARGET_FORM", "discord_conversation_key"]
+
+
+def discord_conversation_key(
+    instance: str, chat_id: str, thread_id: str | None = None, *, dm_user: str | None = None
+) -> str:
+    """``<instance>:dm:<user>`` for a DM (one conversation per person, whichever DM channel
+    Discord gives them), ``<instance>:<thread>`` for a thread (a channel of its own), else
+    ``<instance>:<channel>``."""
+    if dm_user is not None:
+        return f"{instance}:dm:{dm_user}"
+    return f"{instance}:{thread_id or chat_id}"
 
 
 def _thread_channel(target: str, thread: str) -> str:

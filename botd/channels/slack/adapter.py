@@ -15,10 +15,11 @@ carries both ids, the event id and ``channel:ts``, as its dedupe keys: the route
 ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
 listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
-Conversations: ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<thread_ts>`` for
-a message inside a thread (one session per thread). The first mention inside a thread the bot was
-not in brings the thread's earlier messages along as context, the first message of a DM
-thread its parent as the quoted message (``threads``). A sender whose message brings no name
+Conversations (``slack_conversation_key``, with the channel instance's name: ``slack``, or
+another section's): ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<ts>``
+for a message inside a thread (one session per thread). The first mention inside a thread
+the bot was not in brings the thread's earlier messages along as context, the first message
+of a DM thread its parent as the quoted message (``threads``). A sender whose message brings no name
 is looked up once an hour (``names``).
 
 Outbound: ``send`` renders Markdown to mrkdwn chunks of at most 4000 characters and posts each
@@ -86,10 +87,13 @@ from .markup import MRKDWN, defuse_mass_mentions
 from .names import SenderNames
 from .sent import metadata, posted_pieces
 from .socket_mode import SocketWatch
+from .targets import slack_conversation_key
 from .threads import DEFAULT_THREAD_CONTEXT, ThreadContext, sender_name
 
 log = logging.getLogger(__name__)
 
+PLATFORM = "slack"
+"""The platform's name: an app's channel name unless the wiring gives it another."""
 TEXT_LIMIT = 4000
 UPLOAD_LIMIT = 1024 * 1024 * 1024
 UPLOAD = "files_upload_v2"
@@ -143,7 +147,6 @@ class FencedWebClient(AsyncWebClient):
 class SlackAdapter:
     """See the module docstring."""
 
-    name = "slack"
     # A reply piece is tagged with its key and looked for before it is posted again.
     capabilities = Capabilities(
         text_limit=TEXT_LIMIT, markup=MRKDWN, caption_limit=TEXT_LIMIT, resend_window=math.inf
@@ -152,6 +155,7 @@ class SlackAdapter:
     def __init__(
         self,
         *,
+        channel: str = PLATFORM,
         bot_token: str,
         app_token: str | None = None,
         signing_secret: str | None = None,
@@ -169,12 +173,15 @@ class SlackAdapter:
         link: PlatformLink | None = None,
         dm_threads: bool = False,
     ) -> None:
-        """``dm_threads``: answer a DM message in a thread on it (``delivery: stream``,
-        since a Slack stream needs a thread)."""
+        """``channel``: the name of the channel instance this app is (its messages' and
+        targets' ``channel``, its conversation keys' start). ``dm_threads``: answer a DM
+        message in a thread on it (``delivery: stream``, since a Slack stream needs a
+        thread)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
             raise ValueError("the Slack HTTP Events API needs a signing secret")
+        self.name = channel
         self._bot_token = bot_token
         self._app_token = app_token
         self._signing_secret = signing_secret
@@ -212,7 +219,7 @@ class SlackAdapter:
         self._socket_watch: SocketWatch | None = None
         self._runner: web.AppRunner | None = None
         self._seen_memory: Recent[str, None] = Recent(_MEMORY_LIMIT)
-        self._handing = UntilAccepted("slack")
+        self._handing = UntilAccepted(channel)
         self._until_accepted = self._handing.hand
         self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
         # "channel:thread_ts" -> (user, team) last answered there: a stream's recipient.
@@ -336,7 +343,7 @@ class SlackAdapter:
             await self._on_edit(body, event)
             return
         if subtype not in MESSAGE_SUBTYPES:
-            log.debug("slack: ignoring message subtype %s", subtype)
+            log.debug("%s: ignoring message subtype %s", self.name, subtype)
             return
         await self._inbound(body, event, app_mention=False)
 
@@ -349,7 +356,7 @@ class SlackAdapter:
         # A deleted thread parent turns into a "tombstone": a change, but no one's words.
         kind = new.get("subtype")
         if not edited_at or kind not in MESSAGE_SUBTYPES or new.get("text") == old.get("text"):
-            log.debug("slack: ignoring a message change that is no edit of its text")
+            log.debug("%s: ignoring a message change that is no edit of its text", self.name)
             return
         where: dict[str, Any] = {k: event[k] for k in ("channel", "channel_type") if k in event}
         await self._inbound(body, {**new, **where}, app_mention=False, edited_at=str(edited_at))
@@ -364,14 +371,20 @@ class SlackAdapter:
         self.command_replies.remember(command)
         key = self._key(f"command:{command.get('trigger_id') or ''}")
         message = slash_message(
-            command, account_id=self.account_id, bot_name=self.bot_name, key=key
+            command,
+            instance=self.name,
+            account_id=self.account_id,
+            bot_name=self.bot_name,
+            key=key,
         )
         sink = self._sink
         try:
             if sink is not None and message is not None:
                 await self._until_accepted(sink, message)
         except Exception as exc:
-            log.warning("slack: slash command %s was not taken: %s", command.get("command"), exc)
+            log.warning(
+                "%s: slash command %s was not taken: %s", self.name, command.get("command"), exc
+            )
         finally:
             await ack()
 
@@ -402,7 +415,7 @@ class SlackAdapter:
                     thread_ts=press.thread_id,
                 )
             except SlackError as exc:
-                log.warning("slack: telling a presser %s failed: %s", answer.text, exc)
+                log.warning("%s: telling a presser %s failed: %s", self.name, answer.text, exc)
         if answer.chosen:
             await self._show_choice(body, press, answer.label)
 
@@ -417,11 +430,11 @@ class SlackAdapter:
         value = str(action.get("value") or "")
         thread_ts = message.get("thread_ts")
         thread_id = str(thread_ts) if thread_ts else None
-        key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
+        key = slack_conversation_key(self.name, channel, thread_id)
         user_id = str(user["id"])
         callback = f"{action.get('action_ts') or body.get('trigger_id')}:{user_id}"
         return InboundMessage(
-            channel="slack",
+            channel=self.name,
             chat_id=channel,
             sender_id=user_id,
             sender_name=await self.names.of(user_id, str(user.get("name") or "")),
@@ -434,7 +447,7 @@ class SlackAdapter:
             mentions_bot=True,
             dedupe_keys=(self._key(f"press:{callback}"),),
             bot_name=self.bot_name,
-            target=Target("slack", channel, self.account_id, thread_id),
+            target=Target(self.name, channel, self.account_id, thread_id),
             press=Press(callback, value, str(message["ts"])),
         )
 
@@ -457,10 +470,10 @@ class SlackAdapter:
                 blocks=[*kept, chosen],
             )
         except SlackError as exc:
-            log.warning("slack: showing the choice made failed: %s", exc)
+            log.warning("%s: showing the choice made failed: %s", self.name, exc)
 
     async def _on_other_event(self, event: dict[str, Any]) -> None:
-        log.debug("slack: ignoring event %s", event.get("type"))
+        log.debug("%s: ignoring event %s", self.name, event.get("type"))
 
     async def _inbound(
         self,
@@ -480,7 +493,7 @@ class SlackAdapter:
         if (self.bot_id and event.get("bot_id") == self.bot_id) or user == self.bot_user_id:
             return
         if event.get("bot_id") and not user:
-            log.debug("slack: ignoring a message from bot %s", event.get("bot_id"))
+            log.debug("%s: ignoring a message from bot %s", self.name, event.get("bot_id"))
             return
         # Both ids are remembered: the twin with another event id is caught by channel:ts.
         event_id = str(body.get("event_id") or "")
@@ -490,22 +503,22 @@ class SlackAdapter:
         for key in keys:
             self._seen_memory.remember(key, None)
         if event_id and repeated[0]:
-            log.debug("slack: event %s already handled", event_id)
+            log.debug("%s: event %s already handled", self.name, event_id)
             return
         if repeated[-1]:
-            log.debug("slack: message %s:%s already handled", channel, ts)
+            log.debug("%s: message %s:%s already handled", self.name, channel, ts)
             return
         text = str(event.get("text") or "")
         thread_ts = event.get("thread_ts")
         thread_id = str(thread_ts) if thread_ts else None
-        key = f"slack:{channel}" if thread_id is None else f"slack:{channel}:thread:{thread_id}"
+        key = slack_conversation_key(self.name, channel, thread_id)
         mention = f"<@{self.bot_user_id}>" if self.bot_user_id else ""
         mentioned = app_mention or (bool(mention) and mention in text)
         if mention and mention in text:
             # The model needs the message, not the bot's own name (which it would echo).
             text = without_mention(text, re.escape(mention)) or text
         message = InboundMessage(
-            channel="slack",
+            channel=self.name,
             chat_id=channel,
             sender_id=user,
             sender_name=await self.names.of(user, sender_name(event)),
@@ -549,14 +562,14 @@ class SlackAdapter:
           carries ``reply_to_id = ts`` and ``send`` puts the first reply sent to it into a
           thread on that message, and later replies of the run in the channel.
         """
-        base = Target("slack", message.chat_id, self.account_id, message.thread_id)
+        base = Target(self.name, message.chat_id, self.account_id, message.thread_id)
         if message.thread_id is None and message.is_direct and self.dm_threads:
-            return Target("slack", message.chat_id, self.account_id, message.message_id)
+            return Target(self.name, message.chat_id, self.account_id, message.message_id)
         if message.thread_id is not None or self.reply_to_mode == "off":
             return base
         if self.reply_to_mode == "all":
-            return Target("slack", message.chat_id, self.account_id, message.message_id)
-        return Target("slack", message.chat_id, self.account_id, reply_to_id=message.message_id)
+            return Target(self.name, message.chat_id, self.account_id, message.message_id)
+        return Target(self.name, message.chat_id, self.account_id, reply_to_id=message.message_id)
 
     def _thread_for(self, target: Target) -> str | None:
         if target.thread_id is not None:
@@ -603,7 +616,7 @@ class SlackAdapter:
         ``rows``: buttons under the last message (``send_buttons``).
         """
         thread_ts = self._thread_for(target)
-        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        posted_to = Target(self.name, target.chat_id, target.account_id, thread_ts)
         key = sending.get()
         found: dict[str, str] = {}
         if key is not None and key.piece.unconfirmed:
@@ -648,7 +661,8 @@ class SlackAdapter:
             if exc.retryable:
                 raise
             log.warning(
-                "slack: could not look for an unconfirmed reply in %s (%s); posting it again",
+                "%s: could not look for an unconfirmed reply in %s (%s); posting it again",
+                self.name,
                 channel,
                 exc,
             )
@@ -683,7 +697,7 @@ class SlackAdapter:
             )
         except SlackRequestError as exc:
             raise SlackError(UPLOAD, str(exc), retryable=True) from exc
-        posted_to = Target("slack", target.chat_id, target.account_id, thread_ts)
+        posted_to = Target(self.name, target.chat_id, target.account_id, thread_ts)
         files = response.get("files") or []
         file_id = str(files[0].get("id", "")) if files and isinstance(files[0], dict) else ""
         return [MessageRef(posted_to, file_id)]
@@ -741,7 +755,7 @@ class SlackAdapter:
             markdown_text=self._streamed(markdown),
             **recipient,
         )
-        posted_to = Target("slack", target.chat_id, target.account_id, target.thread_id)
+        posted_to = Target(self.name, target.chat_id, target.account_id, target.thread_id)
         return MessageRef(posted_to, str(response["ts"]))
 
     async def stream_append(self, ref: MessageRef, markdown: str) -> None:
@@ -835,7 +849,7 @@ class SlackAdapter:
         try:
             await self.set_assistant_status(target, TYPING_STATUS)
         except SlackError as exc:
-            log.debug("slack: no typing status in %s: %s", target.route(), exc.error)
+            log.debug("%s: no typing status in %s: %s", self.name, target.route(), exc.error)
 
     async def set_assistant_status(self, target: Target, status: str) -> None:
         """Show ``status`` in ``target``'s assistant thread ('' clears it), with

@@ -32,6 +32,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from ...bounded import Expiring
 from ...chat import InboundMessage, Target
 from ...commands import COMMANDS
+from .targets import slack_conversation_key
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +66,24 @@ def slash_text(command: str, text: str) -> str:
 
 
 def slash_message(
-    payload: Mapping[str, Any], *, account_id: str, bot_name: str, key: str
+    payload: Mapping[str, Any], *, instance: str, account_id: str, bot_name: str, key: str
 ) -> InboundMessage | None:
-    """The inbound message for a slash command's ``payload`` (None when it names no channel,
-    user or trigger); ``key`` is its dedupe key as the adapter keeps it."""
+    """The inbound message for a slash command's ``payload`` on the channel instance
+    ``instance`` (None when it names no channel, user or trigger); ``key`` is its dedupe key
+    as the adapter keeps it."""
     channel = str(payload.get("channel_id") or "")
     user = str(payload.get("user_id") or "")
     trigger = str(payload.get("trigger_id") or "")
     if not channel or not user or not trigger:
         return None
     return InboundMessage(
-        channel="slack",
+        channel=instance,
         chat_id=channel,
         sender_id=user,
         sender_name=str(payload.get("user_name") or ""),
         text=slash_text(str(payload.get("command") or ""), str(payload.get("text") or "")),
         message_id=trigger,
-        conversation_key=f"slack:{channel}",
+        conversation_key=slack_conversation_key(instance, channel),
         account_id=account_id,
         is_direct=channel.startswith("D"),
         mentions_bot=True,  # a slash command of this app is addressed to it
@@ -89,7 +91,7 @@ def slash_message(
         dedupe_keys=(key,),
         bot_name=bot_name,
         # Into the channel itself: the trigger id is no message a reply could thread on.
-        target=Target("slack", channel, account_id),
+        target=Target(instance, channel, account_id),
     )
 
 

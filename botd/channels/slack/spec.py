@@ -1,5 +1,6 @@
-"""The Slack channel's spec: its ``channels.slack`` section, its adapter factory, what its
-ids tell and how its targets are spelled (``targets``), the doctor's probe (``probe``).
+"""The Slack platform's spec: its section (``channels.slack``, or a section of another name
+with ``platform: slack``), its adapter factory, what its ids tell and how its conversation
+keys and targets are spelled (``targets``), the doctor's probe (``probe``).
 
 Imports no SDK: the factory imports the adapter (and slack-bolt) when it is called, and the
 spec names the extra that installs it (``pip install 'botd[slack]'``).
@@ -66,7 +67,9 @@ class SlackSection(ChatChannelSection):
 def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
     from .adapter import SlackAdapter
 
+    channel = context.instance_name(SPEC.name)
     return SlackAdapter(
+        channel=channel,
         bot_token=section.bot_token,
         app_token=section.app_token,
         signing_secret=section.signing_secret,
@@ -81,7 +84,7 @@ def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         thread_context=section.thread_context,
         known_conversation=context.has_conversation,
         admits=context.admits,
-        link=context.link("slack"),
+        link=context.link(channel),
         dm_threads=section.delivery == "stream",
     )
 
@@ -99,6 +102,7 @@ SPEC = ChannelSpec(
     requirement="botd[slack]",
     modules=("slack_bolt", "slack_sdk"),
     chat_kind=targets.chat_kind,
+    conversation_key=targets.slack_conversation_key,
     targets=targets.TARGET_FORM,
     probe=_probe,
     init=InitQuestions(

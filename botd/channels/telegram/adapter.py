@@ -1,10 +1,12 @@
 """Telegram: long polling with python-telegram-bot, inside the daemon's own event loop.
 
 The PTB ``Application`` is driven by hand (``initialize``/``start``/``updater.start_polling``,
-never ``run_polling``, which would own the loop and its signals). Text messages, commands
-included, become ``InboundMessage``s keyed ``telegram:<chat>``, or
-``telegram:<chat>:topic:<thread>`` in forum supergroups (one session per topic; messages of
-the General topic carry no thread id and map to topic 1).
+never ``run_polling``, which would own the loop and its signals). One adapter is one bot,
+the channel instance it is built as (``channel``: ``telegram``, or another section's name).
+Text messages, commands included, become ``InboundMessage``s of that channel keyed
+``<channel>:<chat>``, or ``<channel>:<chat>:topic:<thread>`` in forum supergroups
+(``telegram_conversation_key``; one session per topic; messages of the General topic carry
+no thread id and map to topic 1).
 
 Telegram forgets an update once a ``getUpdates`` asks for a higher offset. PTB asks for the
 next batch as soon as it queued the last one; here each ``getUpdates`` first waits until every
@@ -18,13 +20,14 @@ parts of an album, and of a long text the app split (``pastes``), share an album
 the sessions answer them as one.
 
 With ``mode="webhook"`` Telegram POSTs the updates instead (``webhook``): at start botd
-listens, then registers ``webhook_url`` with ``setWebhook`` (its secret token, the same
+serves the route on its HTTP server at the ``listen`` address (``http``), then registers
+``webhook_url`` with ``setWebhook`` (its secret token, the same
 updates as polling, one connection at a time); each update goes through the same handlers and
 is answered 200 only once it was accepted, 503 when not (Telegram sends it again). At
-shutdown botd stops listening and leaves the webhook set, so what comes meanwhile waits with
+shutdown botd stops serving the route and leaves the webhook set, so what comes meanwhile waits with
 Telegram for the next start.
 
-On several nodes (``leases``) one node polls: the holder of the lease ``telegram:<account>``
+On several nodes (``leases``) one node polls: the holder of the lease ``<channel>:<account>``
 (``botd.cluster.holding``). It starts from the stored offset; once its lease is past its
 deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop included) and saves
 no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
@@ -116,14 +119,15 @@ from .menu import publish_commands
 from .pastes import SplitPastes
 from .quotes import quote_of
 from .reactions import telegram_reaction
+from .targets import telegram_conversation_key
 from .transport import sends_request
 
 if TYPE_CHECKING:
-    from .webhook import WebhookServer
+    from ...http.routes import Route, Routes
 
 __all__ = [
     "ALLOWED_UPDATES",
-    "CHANNEL",
+    "PLATFORM",
     "TEXT_LIMIT",
     "TelegramAPIError",
     "TelegramAdapter",
@@ -138,7 +142,8 @@ _MAX_FLOOD_RETRIES = 3
 _CONFIRM_WAIT_AT_STOP = 5.0
 """How long PTB's last confirming ``getUpdates`` at shutdown waits for updates in hand."""
 
-CHANNEL = "telegram"
+PLATFORM = "telegram"
+"""The platform's name: a bot's channel name unless the wiring gives it another."""
 TEXT_LIMIT = 4096
 """Telegram's message length limit, in UTF-16 code units of the text after entity parsing."""
 GENERAL_TOPIC = "1"
@@ -175,7 +180,7 @@ class _PollingBot(ExtBot[int]):
         self,
         *args: Any,
         resume_offset: int,
-        account_id: str,
+        label: str,
         backoff: Backoff,
         stall_grace: float,
         on_down: Callable[[str], None] | None = None,
@@ -186,7 +191,7 @@ class _PollingBot(ExtBot[int]):
         self._on_down = on_down
         self._link = link or PlatformLink()
         self._resume_offset = resume_offset
-        self._account_id = account_id
+        self._label = label
         self._backoff = backoff
         self._stall_grace = stall_grace
         # Every update below this id went through the handlers; the first that failed is
@@ -256,8 +261,8 @@ class _PollingBot(ExtBot[int]):
                     await self._progress.wait()
         except TimeoutError:
             log.warning(
-                "telegram[%s]: updates below %d not handled in time; left with Telegram",
-                self._account_id,
+                "%s: updates below %d not handled in time; left with Telegram",
+                self._label,
                 offset,
             )
 
@@ -300,15 +305,15 @@ class _PollingBot(ExtBot[int]):
         if poll_seconds:
             self._link.reachable()
         if self._backoff.failures:
-            log.info("telegram[%s]: polling again", self._account_id)
+            log.info("%s: polling again", self._label)
             self._backoff.reset()
         return updates
 
     async def _back_off(self, what: str) -> None:
         delay = self._backoff.next_delay()
         log.warning(
-            "telegram[%s]: %s; retry %d in %.1fs",
-            self._account_id,
+            "%s: %s; retry %d in %.1fs",
+            self._label,
             what,
             self._backoff.failures,
             delay,
@@ -323,7 +328,6 @@ class TelegramAdapter:
     ``stall_grace`` is how long past its own timeout a long poll may go unanswered.
     """
 
-    name = CHANNEL
     capabilities = Capabilities(
         text_limit=TEXT_LIMIT, markup=HTML, caption_limit=uploads.CAPTION_LIMIT
     )
@@ -332,6 +336,7 @@ class TelegramAdapter:
         self,
         token: str,
         *,
+        channel: str = PLATFORM,
         offsets: Offsets | None = None,
         api_base_url: str = "https://api.telegram.org",
         account_id: str = "default",
@@ -346,17 +351,24 @@ class TelegramAdapter:
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
+        http: Routes | None = None,
     ) -> None:
-        """``listen``: (host, port, path) the webhook server takes Telegram's POSTs on.
+        """``channel``: the name of the channel instance this bot is (its messages' and
+        targets' ``channel``, the key of its offset and lease, its log lines' prefix).
+        ``listen``: (host, port, path) Telegram's POSTs are taken on, a route on ``http``
+        (botd's HTTP server: ``ChannelContext.http``), which webhook mode needs.
         ``leases``: this node's, when it is one of several: it polls only while it holds
-        ``telegram:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
+        ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
+        if mode == "webhook" and http is None:
+            raise ValueError("Telegram's webhook mode needs an HTTP server to take the POSTs")
         self._mode = mode
         self._webhook_url = webhook_url
         self._webhook_secret = webhook_secret or ""
         self._listen = listen
-        self._webhook: WebhookServer | None = None
+        self._http = http
+        self._webhook: Route | None = None
         self._refused: set[int] = set()
         """Updates whose message the sink did not take (webhook mode answers them 503)."""
         self._token = token
@@ -367,7 +379,10 @@ class TelegramAdapter:
         self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
+        self.name = channel
         self.account_id = account_id
+        self._label = f"{channel}[{account_id}]"
+        """What the log lines of this bot start with: ``telegram[default]``."""
         self._poll_timeout = poll_timeout
         self._conflict_backoff = conflict_backoff
         self._chat_paused_until: dict[str, float] = {}
@@ -382,9 +397,11 @@ class TelegramAdapter:
 
     async def start(self, sink: InboundSink) -> None:
         if self._app is not None:
-            raise RuntimeError("telegram adapter already started")
+            raise RuntimeError(f"{self.name} adapter already started")
         quiet_non_json_error_tracebacks()
-        saved = await self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
+        saved = (
+            await self._offsets.get_offset(self.name, self.account_id) if self._offsets else None
+        )
         bot = _PollingBot(
             self._token,
             base_url=f"{self._api_base_url}/bot",
@@ -400,7 +417,7 @@ class TelegramAdapter:
                 connection_pool_size=1, httpx_kwargs={"verify": verified_context()}
             ),
             resume_offset=int(saved) if saved else 0,
-            account_id=self.account_id,
+            label=self._label,
             backoff=self._poll_backoff(),
             stall_grace=self._stall_grace,
             on_down=self._on_down,
@@ -442,18 +459,19 @@ class TelegramAdapter:
             how = f"polling while this node holds {self.lease_name}"
             self._holding = asyncio.create_task(
                 hold_lease(self._leases, self.lease_name, "poller", self._poll_while_held),
-                name=f"telegram[{self.account_id}]:poller",
+                name=f"{self._label}:poller",
             )
-        log.info("telegram[%s]: %s as @%s", self.account_id, how, bot.username)
+        log.info("%s: %s as @%s", self._label, how, bot.username)
         if self._command_menu:
             self._menu_task = asyncio.create_task(
-                publish_commands(bot, self.account_id), name=f"telegram[{self.account_id}]:menu"
+                publish_commands(bot, self._label), name=f"{self._label}:menu"
             )
 
     @property
     def lease_name(self) -> str:
-        """The lease under which one node of several polls this account."""
-        return f"{CHANNEL}:{self.account_id}"
+        """The lease under which one node of several polls this account:
+        ``<channel>:<account>`` (``telegram:default``)."""
+        return f"{self.name}:{self.account_id}"
 
     async def _start_polling(self, app: _App) -> None:
         assert app.updater is not None
@@ -469,7 +487,9 @@ class TelegramAdapter:
         the lease still holds (a clean stop), never once it was lost."""
         app, bot = self._app, self._bot
         assert app is not None and bot is not None and app.updater is not None
-        saved = await self._offsets.get_offset(CHANNEL, self.account_id) if self._offsets else None
+        saved = (
+            await self._offsets.get_offset(self.name, self.account_id) if self._offsets else None
+        )
         bot.poll_under(lease, int(saved) if saved else 0)
         try:
             await self._start_polling(app)
@@ -485,15 +505,13 @@ class TelegramAdapter:
             await asyncio.wait({holding})
 
     async def _start_webhook(self, bot: _PollingBot) -> None:
-        """Listen, then have Telegram POST the updates here (``setWebhook``)."""
-        from .webhook import WebhookServer  # aiohttp's server: polling needs none
+        """Serve the route, then have Telegram POST the updates to it (``setWebhook``)."""
+        from .webhook import WebhookHandler  # aiohttp: polling needs none
 
+        assert self._http is not None
         host, port, path = self._listen
-        server = WebhookServer(
-            self._on_webhook_update, secret=self._webhook_secret, host=host, port=port, path=path
-        )
-        await server.start()
-        self._webhook = server
+        handler = WebhookHandler(self._on_webhook_update, secret=self._webhook_secret)
+        self._webhook = await self._http.add("POST", path, handler, host=host, port=port)
         assert self._webhook_url is not None
         await bot.set_webhook(
             self._webhook_url,
@@ -505,7 +523,7 @@ class TelegramAdapter:
 
     @property
     def webhook_port(self) -> int | None:
-        """The port the webhook server listens on, once started (None: polling)."""
+        """The port the webhook is served on, once started (None: polling)."""
         return None if self._webhook is None else self._webhook.port
 
     async def _on_webhook_update(self, data: dict[str, Any]) -> bool:
@@ -532,7 +550,7 @@ class TelegramAdapter:
         yet stay with Telegram for the next start."""
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
-            await webhook.stop()
+            await webhook.remove()
         await self._stop_holding()
         app = self._app
         if app is not None and app.updater is not None and app.updater.running:
@@ -541,7 +559,7 @@ class TelegramAdapter:
     async def stop(self) -> None:
         webhook, self._webhook = self._webhook, None
         if webhook is not None:
-            await webhook.stop()
+            await webhook.remove()
         await self._stop_holding()
         menu, self._menu_task = self._menu_task, None
         if menu is not None:
@@ -563,7 +581,7 @@ class TelegramAdapter:
     def _require_bot(self) -> _PollingBot:
         if self._bot is None:
             # Starting, or being restarted after it went down: a send waits (is retried) for it.
-            raise ChannelError("telegram is not connected (yet)", retryable=True)
+            raise ChannelError(f"{self.name} is not connected (yet)", retryable=True)
         return self._bot
 
     # --- inbound ------------------------------------------------------------------------------
@@ -581,7 +599,7 @@ class TelegramAdapter:
         if message.chat.is_forum:
             topic = message.message_thread_id if message.is_topic_message else None
             thread_id = str(topic) if topic else GENERAL_TOPIC
-        key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
+        key = telegram_conversation_key(self.name, chat_id, thread_id)
         reply = _replied_to(message)
         if self._mode != "webhook" and bot.held_back(update.update_id):
             # An earlier update of this batch was refused (the store is away): Telegram
@@ -622,7 +640,7 @@ class TelegramAdapter:
         try:
             await query.answer(text=answer.text)
         except TelegramError as exc:
-            log.warning("telegram: answering a button press failed: %s", exc.message)
+            log.warning("%s: answering a button press failed: %s", self.name, exc.message)
         if answer.chosen and press is not None and isinstance(query.message, Message):
             await self._show_choice(query.message, answer.label, press.sender_name)
 
@@ -636,10 +654,10 @@ class TelegramAdapter:
         if message.chat.is_forum:
             topic = message.message_thread_id if isinstance(message, Message) else None
             thread_id = str(topic) if topic else GENERAL_TOPIC
-        key = f"telegram:{chat_id}" + (f":topic:{thread_id}" if thread_id else "")
+        key = telegram_conversation_key(self.name, chat_id, thread_id)
         sender = query.from_user
         return InboundMessage(
-            channel=CHANNEL,
+            channel=self.name,
             chat_id=chat_id,
             sender_id=str(sender.id),
             text="",  # the router names the button, as botd recorded it
@@ -670,7 +688,7 @@ class TelegramAdapter:
                 ),
             )
         except TelegramError as exc:
-            log.warning("telegram: showing the choice made failed: %s", exc.message)
+            log.warning("%s: showing the choice made failed: %s", self.name, exc.message)
 
     async def _deliver(
         self,
@@ -693,7 +711,7 @@ class TelegramAdapter:
             )
         await self._sink(
             InboundMessage(
-                channel=CHANNEL,
+                channel=self.name,
                 chat_id=chat_id,
                 sender_id=sender_key,
                 text=text,
@@ -743,15 +761,13 @@ class TelegramAdapter:
             return
         bot.handled(update.update_id)
         if self._offsets is not None and self._mode == "polling" and bot.holding:
-            self._offsets.set_offset_soon(CHANNEL, self.account_id, str(bot.confirmed))
+            self._offsets.set_offset_soon(self.name, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.error(
-            "telegram[%s]: handling an update failed", self.account_id, exc_info=context.error
-        )
+        log.error("%s: handling an update failed", self._label, exc_info=context.error)
 
     def _on_polling_error(self, exc: TelegramError) -> None:
-        log.warning("telegram[%s]: getUpdates failed: %s", self.account_id, exc.message)
+        log.warning("%s: getUpdates failed: %s", self._label, exc.message)
 
     # --- outbound -----------------------------------------------------------------------------
 
@@ -817,7 +833,9 @@ class TelegramAdapter:
                 except BadRequest as exc:
                     if not _is_parse_error(exc):
                         raise
-                    log.warning("telegram: markup refused (%s); sending plain text", exc.message)
+                    log.warning(
+                        "%s: markup refused (%s); sending plain text", self.name, exc.message
+                    )
                     sent = await self._per_chat(
                         chat, partial(bot.send_message, chat, chunk.plain, **extra)
                     )
@@ -846,7 +864,11 @@ class TelegramAdapter:
                 wait = (retry_after(exc.retry_after) or 0.0) + 0.1
                 self._chat_paused_until[chat_id] = loop.time() + wait
                 log.warning(
-                    "telegram: flood wait %.1fs for chat %s (%s)", wait, chat_id, exc.message
+                    "%s: flood wait %.1fs for chat %s (%s)",
+                    self.name,
+                    wait,
+                    chat_id,
+                    exc.message,
                 )
         raise AssertionError("unreachable")
 

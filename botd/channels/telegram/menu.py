@@ -23,7 +23,7 @@ def menu_commands() -> list[BotCommand]:
     return [BotCommand(name.removeprefix("/"), description) for name, description in MENU]
 
 
-async def publish_commands(bot: Bot, account_id: str) -> bool:
+async def publish_commands(bot: Bot, label: str) -> bool:
     """Set the bot's menu to botd's commands unless it is already; False when Telegram
     refused or could not be reached (logged)."""
     wanted = menu_commands()
@@ -32,9 +32,9 @@ async def publish_commands(bot: Bot, account_id: str) -> bool:
             return True
         await bot.set_my_commands(wanted)
     except TelegramError as exc:
-        log.warning("telegram[%s]: the command menu was not set: %s", account_id, exc.message)
+        log.warning("%s: the command menu was not set: %s", label, exc.message)
         return False
-    log.info("telegram[%s]: command menu set (%d commands)", account_id, len(wanted))
+    log.info("%s: command menu set (%d commands)", label, len(wanted))
     return True
 
 

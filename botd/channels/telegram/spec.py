@@ -1,5 +1,6 @@
-"""The Telegram channel's spec: its ``channels.telegram`` section, its adapter factory, what
-its ids tell and how its targets are spelled (``targets``), the doctor's probe (``probe``).
+"""The Telegram platform's spec: its section (``channels.telegram``, or a section of another
+name with ``platform: telegram``), its adapter factory, what its ids tell and how its
+conversation keys and targets are spelled (``targets``), the doctor's probe (``probe``).
 
 Imports no SDK: the factory imports the adapter (and python-telegram-bot) when it is called,
 and the spec names the extra that installs it (``pip install 'botd[telegram]'``).
@@ -33,8 +34,8 @@ def _without_bot_suffix(url: str) -> str:
 
 
 class TelegramListen(Section):
-    """Where the webhook server listens (``mode: webhook``); a reverse proxy that ends TLS
-    for ``webhook_url`` forwards to it."""
+    """Where the webhook is served (``mode: webhook``); a reverse proxy that ends TLS for
+    ``webhook_url`` forwards to it. The same host and port as ``health`` share one server."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8443, ge=0, le=65535)
@@ -88,20 +89,23 @@ class TelegramSection(ChatChannelSection):
 def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapter:
     from .adapter import TelegramAdapter
 
+    channel = context.instance_name(SPEC.name)
     return TelegramAdapter(
         section.token,
+        channel=channel,
         offsets=context.offsets,
         api_base_url=section.api_base_url,
         poll_timeout=section.poll_timeout,
         account_id=section.account,
         command_menu=section.command_menu,
-        on_down=context.down_reporter("telegram"),
-        link=context.link("telegram"),
+        on_down=context.down_reporter(channel),
+        link=context.link(channel),
         leases=context.leases,
         mode=section.mode,
         webhook_url=section.webhook_url,
         webhook_secret=section.webhook_secret,
         listen=(section.listen.host, section.listen.port, section.listen.path),
+        http=context.http,
     )
 
 
@@ -118,6 +122,7 @@ SPEC = ChannelSpec(
     requirement="botd[telegram]",
     modules=("telegram", "aiohttp"),
     chat_kind=targets.chat_kind,
+    conversation_key=targets.telegram_conversation_key,
     targets=targets.TARGET_FORM,
     probe=_probe,
     init=InitQuestions(

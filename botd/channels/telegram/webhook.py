@@ -3,8 +3,9 @@
 python-telegram-bot has a webhook server of its own (on tornado), but it answers 200 as soon
 as the update is in its queue, before any handler ran: an update botd then failed to accept
 (the store down) or died with would be lost, since Telegram forgets what was answered 200.
-This small aiohttp server (aiohttp is what the fakes, Slack and Discord already use; tornado
-would be one more server library for one route) awaits the handling instead:
+This handler, a route on botd's own HTTP server (aiohttp, which the fakes, Slack and Discord
+already use; tornado would be one more server library for one route) at the ``listen``
+address, awaits the handling instead:
 
 * a request without ``X-Telegram-Bot-Api-Secret-Token`` equal to the secret given to
   ``setWebhook`` (compared in constant time) gets 403 and is not read further;
@@ -35,44 +36,16 @@ Handle = Callable[[dict[str, Any]], Awaitable[bool]]
 not accepted (Telegram should send it again)."""
 
 
-class WebhookServer:
-    """Serves ``path`` on ``host``:``port`` for Telegram's update POSTs (module docstring)."""
+class WebhookHandler:
+    """Answers Telegram's update POSTs (module docstring): the route the adapter serves at its
+    ``listen`` address on botd's HTTP server."""
 
-    def __init__(self, handle: Handle, *, secret: str, host: str, port: int, path: str) -> None:
+    def __init__(self, handle: Handle, *, secret: str) -> None:
         self._handle = handle
         self._secret = secret.encode("utf-8")
-        self._host = host
-        self._port = port
-        self._path = path
-        self._runner: web.AppRunner | None = None
         self._one_at_a_time = asyncio.Lock()
-        self.port: int | None = None
-        """The port listened on once started (useful with port 0)."""
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post(self._path, self._post)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = next(
-            (int(address[1]) for address in runner.addresses if isinstance(address, tuple)),
-            self._port,
-        )
-
-    async def stop(self) -> None:
-        """Stop listening; an update being handled is answered first."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def _post(self, request: web.Request) -> web.Response:
+    async def __call__(self, request: web.Request) -> web.Response:
         given = request.headers.get(SECRET_HEADER, "").encode("utf-8")
         if not hmac.compare_digest(given, self._secret):
             log.warning("telegram webhook: a request without the right secret token (403)")
@@ -94,4 +67,4 @@ class WebhookServer:
         return web.Response(status=200)
 
 
-__all__ = ["SECRET_HEADER", "Handle", "WebhookServer"]
+__all__ = ["SECRET_HEADER", "Handle", "WebhookHandler"]

@@ -4,21 +4,23 @@ Each check is one line, ``✓``, ``⚠`` (it works, but most likely not as meant
 ``✗``, saying what was found and, unless ``✓``, what to do; ``--json`` prints one JSON
 document instead, each check with its name, status (``ok``, ``warn``, ``fail``) and detail.
 The probes are the cheapest read-only requests each service has: each enabled channel's
-comes from its spec (``ChannelSpec.probe``: the built-ins' are ``botd.channels.<platform>.probe``,
-e.g. Telegram's ``getMe``); a channel without one is named as not probed. The model's is the
-model API's list of models, which also tells whether it knows the model configured
-(Anthropic lists dated ids only: an alias is known when a listed id is it with a date, or
-when ``GET /v1/models/{name}`` finds it). They are plain HTTP requests against the
-configured base URLs, each with a short timeout, so a status code is reported as what it
-means (a 404 is a wrong base URL, not a rejected token).
+comes from its platform's spec (``ChannelSpec.probe``: the built-ins' are
+``botd.channels.<platform>.probe``, e.g. Telegram's ``getMe``), one probe per channel
+instance, its lines named after the instance (``for_instance``); a channel without one is
+named as not probed. The model's is the model API's list of models, which also tells
+whether it knows the model configured (Anthropic lists dated ids only: an alias is known
+when a listed id is it with a date, or when ``GET /v1/models/{name}`` finds it). They are
+plain HTTP requests against the configured base URLs, each with a short timeout, so a
+status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
 stopped again (``doctor.mcp``).
 
 The state dir is checked without changing it: whether it exists or can be created, whether
-it takes files, whether a running botd holds its lock, and whether its database opens, read
-only, at a schema this botd understands. With ``store.backend: postgres`` the database is
-the server's instead (``doctor.database``: reachable, its schema, this node's clock). Every
+it takes files, whether a running botd holds its lock; then the store, as its backend checks it
+(``StoreBackend.doctor``): on SQLite whether its database in the state dir opens, read only,
+at a schema this botd understands; with ``store.backend: postgres`` the server's instead
+(``doctor.database``: reachable, its schema, this node's clock). Every
 line goes through the secret masking, and URLs are named without the token Telegram puts in
 them.
 
@@ -36,15 +38,18 @@ import re
 import sys
 import traceback
 from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import BaseModel
 
-from ...channels.registry import channel_specs
+from ...channels.registry import channel_instances, platform_specs
+from ...chat import ChannelId
 from ...config import BotdConfig
 from ...net.tls import verified_context
+from ...store.backends import store_backend
 from ..logging import mask_secrets
 from .advice import access_checks, config_warnings, health_port_check, provider_check
 from .checks import (
@@ -61,7 +66,6 @@ from .checks import (
     unreachable,
     warned,
 )
-from .database import postgres_checks
 from .state import state_dir_checks
 
 __all__ = [
@@ -229,7 +233,7 @@ async def diagnose(
     env: Mapping[str, str] | None = None,
 ) -> list[Check]:
     """Every check of a validated config, channels first (in the file's order), then the
-    model, the MCP servers, the state dir, and the warnings about what works but most
+    model, the MCP servers, the state dir, the store, and the warnings about what works but most
     likely not as meant (``advice``)."""
     sections: dict[str, BaseModel] = config.channels.sections()
     limits = httpx.Timeout(timeout)
@@ -237,11 +241,13 @@ async def diagnose(
         timeout=limits, follow_redirects=False, verify=verified_context()
     ) as client:
         probes: list[Awaitable[list[Check]]] = []
-        specs = channel_specs()
+        specs = platform_specs(config.channels)
+        instances = channel_instances(config.channels)
         for name in config.channels.enabled():
             spec = specs.get(name)
             if spec is not None and spec.probe is not None:
-                probes.append(_guarded(name, spec.probe(client, sections[name]), debug))
+                probe = _guarded(name, spec.probe(client, sections[name]), debug)
+                probes.append(_for_instance(instances[name], probe))
             else:
                 probes.append(_skipped(name))
         probes.append(_guarded("model", _model(client, config), debug))
@@ -250,10 +256,10 @@ async def diagnose(
 
             # A server's start (a stdio command's imports) may take longer than one request.
             probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
-        store = config.store
-        if store.backend == "postgres" and store.dsn is not None:
-            probes.append(_guarded("store", postgres_checks(store.dsn, timeout), debug))
-        found = await asyncio.gather(*probes)
+        # The store's own checks (its file in the state dir, or its server) are read side
+        # by side with the probes and listed after the state dir's.
+        probes.append(_guarded("store", store_backend(config.store).doctor(config, timeout), debug))
+        *found, store = await asyncio.gather(*probes)
     checks = [check for group in found for check in group]
     if not config.channels.enabled():
         checks.insert(0, failed("channels", "no channel enabled", "configure one under channels:"))
@@ -262,7 +268,8 @@ async def diagnose(
         passed(name, f"{name}: disabled (enabled: false), not probed") for name in disabled
     )
     state_dir = Path(config.state_dir)
-    checks.extend(state_dir_checks(state_dir, sqlite=config.store.backend == "sqlite"))
+    checks.extend(state_dir_checks(state_dir))
+    checks.extend(store)
     checks.extend(provider_check(config, os.environ if env is None else env))
     checks.extend(await access_checks(config, state_dir))
     checks.extend(health_port_check(config))
@@ -271,6 +278,29 @@ async def diagnose(
 
 async def _skipped(name: str) -> list[Check]:
     return [passed(name, f"{name}: no live probe for this channel")]
+
+
+async def _for_instance(channel: ChannelId, probe: Awaitable[list[Check]]) -> list[Check]:
+    return [for_instance(channel, check) for check in await probe]
+
+
+def for_instance(channel: ChannelId, check: Check) -> Check:
+    """A platform probe's ``check`` as one of the channel instance ``channel``'s: a probe
+    speaks of its platform's own section (``telegram.token``, ``telegram: token accepted``,
+    ``check channels.telegram.token``); for a channel of another name those become its own
+    (``support.token``, ``support: ...``, ``channels.support.token``). The instance named
+    after its platform is left as it is."""
+    platform, name = channel.platform, channel.name
+    if name == platform:
+        return check
+    check_name = check.name
+    if check_name == platform or check_name.startswith(f"{platform}."):
+        check_name = name + check_name[len(platform) :]
+    what = check.what
+    if what.startswith(f"{platform}:"):
+        what = name + what[len(platform) :]
+    fix = check.fix.replace(f"channels.{platform}.", f"channels.{name}.")
+    return replace(check, name=check_name, what=what, fix=fix)
 
 
 def _marks(stream: Any) -> dict[Status, str]:

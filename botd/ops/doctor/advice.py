@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...channels.registry import channel_specs
+from ...channels.registry import platform_specs
 from ...config import BotdConfig, ChatChannelSection, ConfigProblem
 from ..ports import listen_problem
 from .checks import Check, failed, passed, warned
@@ -38,7 +38,7 @@ def config_warnings(warnings: list[ConfigProblem], source: str) -> list[Check]:
 
 def provider_check(config: BotdConfig, env: Mapping[str, str]) -> list[Check]:
     """A warning when canned replies would answer on a real channel."""
-    specs = channel_specs()
+    specs = platform_specs(config.channels)
     real = [
         name for name in config.channels.enabled() if name not in specs or not specs[name].local
     ]

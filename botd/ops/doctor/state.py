@@ -14,13 +14,13 @@ from pathlib import Path
 
 from .checks import Check, failed, passed
 
-__all__ = ["lock_holder", "state_dir_checks"]
+__all__ = ["database_checks", "lock_holder", "state_dir_checks"]
 
 
-def state_dir_checks(state_dir: Path, *, sqlite: bool = True) -> list[Check]:
-    """The state dir's checks, reading only (a temporary file aside); ``sqlite``: the store
-    is the SQLite file in it (else only the files botd writes there are checked)."""
-    from ...store.sqlite import DB_FILENAME
+def state_dir_checks(state_dir: Path) -> list[Check]:
+    """The state dir's checks, reading only (a temporary file aside): it exists or can be
+    made, takes files, and whether a botd holds its lock. The SQLite store's file in it is
+    the backend's check (``database_checks``)."""
     from ..statelock import LOCK_FILENAME
 
     if state_dir.exists() and not state_dir.is_dir():
@@ -55,11 +55,20 @@ def state_dir_checks(state_dir: Path, *, sqlite: bool = True) -> list[Check]:
                 "make it writable for the user botd runs as (and free some space)",
             )
         ]
-    checks = [passed("state_dir", f"state dir {state_dir} writable")]
-    checks.append(_lock_check(state_dir / LOCK_FILENAME))
-    if sqlite:
-        checks.append(_database_check(state_dir / DB_FILENAME))
-    return checks
+    return [
+        passed("state_dir", f"state dir {state_dir} writable"),
+        _lock_check(state_dir / LOCK_FILENAME),
+    ]
+
+
+def database_checks(state_dir: Path) -> list[Check]:
+    """The SQLite store's file in ``state_dir``, opened read only: whether botd can use it,
+    at a schema it understands (nothing when the state dir is no directory to look in)."""
+    from ...store.sqlite import DB_FILENAME
+
+    if not state_dir.is_dir():
+        return []
+    return [_database_check(state_dir / DB_FILENAME)]
 
 
 def _lock_check(path: Path) -> Check:

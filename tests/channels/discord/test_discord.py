@@ -71,16 +71,20 @@ async def test_identify_requests_the_message_content_intent(
     intents = discord.Intents._from_value(identify["intents"])
     assert identify["intents"] & MESSAGE_CONTENT_INTENT
     assert intents.guilds and intents.guild_messages and intents.dm_messages
-    assert fake.base_url == discord.http.Route.BASE
+    assert any(r.path.endswith("/users/@me") for r in fake.requests)  # REST came here too
 
 
-async def test_stop_restores_the_patched_urls_and_is_idempotent(
+async def test_the_urls_are_the_adapters_own_and_stop_is_idempotent(
     fake: FakeDiscordAPI, store: SqliteStore
 ) -> None:
+    """The fake's URLs are the adapter's alone: discord.py's process-wide defaults stay
+    Discord's while it runs (another bot in the process would go there), before and after."""
     base, gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    assert base.startswith("https://discord.com/api/")
     adapter = make_adapter(fake)
     await asyncio.wait_for(adapter.start(Sink()), HANG_GUARD)
-    assert str(DiscordWebSocket.DEFAULT_GATEWAY) == fake.gateway_url
+    assert fake.identifies  # its gateway session is the fake's
+    assert (base, gateway) == (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     await adapter.stop()
     await adapter.stop()
     assert (base, gateway) == (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)

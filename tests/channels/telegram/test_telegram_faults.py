@@ -16,7 +16,7 @@ import pytest
 from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError, api_error
 from botd.chat import Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
-from botd.delivery.channel import GIVE_UP_NOTICE
+from botd.delivery.sender import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.telegram_api import FakeTelegramAPI, ScriptedError, retry_after, server_error
 from tests.waiting import HANG_GUARD

@@ -1,5 +1,6 @@
-"""Telegram's webhook mode: the real python-telegram-bot, botd's webhook server, and the fake
-Bot API POSTing updates to it as Telegram does (the secret header, again until answered 200).
+"""Telegram's webhook mode: the real python-telegram-bot, its route on botd's HTTP server,
+and the fake Bot API POSTing updates to it as Telegram does (the secret header, again until
+answered 200).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, Target
+from botd.http.routes import HttpServers
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store.sqlite import DB_FILENAME, SqliteStore
 from tests.channels.routed import OPEN
@@ -54,8 +56,18 @@ class Taken:
 
 
 @pytest.fixture
+async def http() -> AsyncIterator[HttpServers]:
+    """botd's HTTP servers, which the webhook's route is served on."""
+    servers = HttpServers()
+    try:
+        yield servers
+    finally:
+        await servers.close()
+
+
+@pytest.fixture
 async def hooked(
-    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int
+    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int, http: HttpServers
 ) -> AsyncIterator[tuple[TelegramAdapter, Taken]]:
     adapter = TelegramAdapter(
         TOKEN,
@@ -66,6 +78,7 @@ async def hooked(
         webhook_secret=SECRET,
         listen=("127.0.0.1", unused_port, "/tg/hook"),
         command_menu=False,
+        http=http,
     )
     taken = Taken(store)
     await adapter.start(taken.sink)
@@ -142,7 +155,7 @@ async def test_a_store_that_cannot_accept_answers_503_and_telegram_sends_it_agai
 
 
 async def test_stopping_leaves_the_webhook_and_its_updates_with_telegram(
-    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int
+    fake: FakeTelegramAPI, store: SqliteStore, unused_port: int, http: HttpServers
 ) -> None:
     adapter = TelegramAdapter(
         TOKEN,
@@ -152,10 +165,13 @@ async def test_stopping_leaves_the_webhook_and_its_updates_with_telegram(
         webhook_secret=SECRET,
         listen=("127.0.0.1", unused_port, "/telegram"),
         command_menu=False,
+        http=http,
     )
     taken = Taken(store)
     await adapter.start(taken.sink)
+    assert http.listening() == [("127.0.0.1", unused_port)]
     await adapter.stop_inbound()
+    assert http.listening() == []  # its own address: nothing else is served there
     await adapter.stop()
     fake.push_text(DM, "while botd is down")
     await until(lambda: fake.webhook_posts, "Telegram trying to deliver")

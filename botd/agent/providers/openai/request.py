@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ....events import ImageContent, Message, TextContent, ToolCallContent
-from ...types import ModelRequest, ToolSpec
+from ...types import ModelRequest, ToolDefinition
 
 
 def build_request_body(request: ModelRequest) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def build_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]
     return entries
 
 
-def _tool_entry(tool: ToolSpec) -> dict[str, Any]:
+def _tool_entry(tool: ToolDefinition) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {

@@ -12,14 +12,13 @@ budget, never the event loop or the thread pool DNS lookups use.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
-from ..config.extras import WEB_MODULES, missing_extra
-from ..media.sandbox import Budget, ReadFailed, Sandbox
-from ..net.fetch import Fetched, FetchFailed, fetch
-from .tools import ToolContext, ToolOutput
-from .types import ToolSpec
+from ....media.sandbox import Budget, ReadFailed, Sandbox
+from ....net.fetch import Fetched, FetchFailed, fetch
+from ...types import ToolDefinition
+from ..base import ToolContext, ToolOutput
 
 _DESCRIPTION = (
     "Fetch a web page or text file by its http(s) URL and read it as text (pages are turned "
@@ -74,6 +73,10 @@ def _plain_text(body: bytes, charset: str | None) -> str:
         return body.decode("utf-8", errors="replace")
 
 
+def _installed() -> str | None:
+    return None
+
+
 class WebFetchTool:
     """The ``web_fetch`` tool (see the module docstring)."""
 
@@ -86,7 +89,11 @@ class WebFetchTool:
         timeout: float = 20.0,
         read_timeout: float | None = None,
         sandbox: Sandbox | None = None,
+        missing: Callable[[], str | None] = _installed,
     ) -> None:
+        """``missing``: what to install before a page can be read (None: ready), asked at
+        each call (the spec's ``ToolSpec.missing``)."""
+        self._missing = missing
         self._allow_hosts = tuple(allow_hosts)
         self._sandbox = sandbox or Sandbox()
         self._max_bytes = max_bytes
@@ -96,10 +103,10 @@ class WebFetchTool:
         """The parsing's own budget (the fetch's timeout unless given), past which its
         worker is killed."""
         self.timeout: float | None = timeout + self._read_timeout + 10.0
-        self.spec = ToolSpec(name="web_fetch", description=_DESCRIPTION, input_schema=_SCHEMA)
+        self.spec = ToolDefinition(name="web_fetch", description=_DESCRIPTION, input_schema=_SCHEMA)
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
-        missing = missing_extra("the web_fetch tool", "web", WEB_MODULES)
+        missing = self._missing()
         if missing is not None:
             return _error(missing)
         url = str(args.get("url", "")).strip()

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..chat import Target
-from ..config.cron import zone
-from .tools import ToolContext, ToolOutput
-from .types import ToolSpec
+from ....chat import Target
+from ....config.cron import zone
+from ...types import ToolDefinition
+from ..base import ToolContext, ToolOutput
 
 _DESCRIPTION = (
     "Reminders in this conversation. action 'create' schedules 'message' to be posted here "
@@ -91,7 +91,7 @@ class ScheduleTool:
     def __init__(self, scheduler: Reminders, *, timeout: float | None = 10.0) -> None:
         self._scheduler = scheduler
         self.timeout = timeout
-        self.spec = ToolSpec(name="schedule", description=_DESCRIPTION, input_schema=_SCHEMA)
+        self.spec = ToolDefinition(name="schedule", description=_DESCRIPTION, input_schema=_SCHEMA)
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         action = args.get("action")

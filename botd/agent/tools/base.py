@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from ..bounded import Recent
-from ..chat import MessageRef, Target
-from ..events import ContentBlock, ImageContent, TextContent
-from .types import ToolSpec
+from ...bounded import Recent
+from ...chat import MessageRef, Target
+from ...events import ContentBlock, ImageContent, TextContent
+from ..types import ToolDefinition
 
 
 def _ignore_progress(partial_result: object) -> None:
@@ -54,7 +54,7 @@ class ToolOutput:
 
 
 class Tool(Protocol):
-    spec: ToolSpec
+    spec: ToolDefinition
     timeout: float | None
     """Seconds before the call is abandoned with an error result (None: the default)."""
 

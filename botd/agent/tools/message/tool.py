@@ -22,10 +22,17 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..buttons.layout import MAX_LABEL, MAX_PER_ROW, MAX_ROWS, ButtonRows, ButtonsError, button_rows
-from ..chat import MessageRef, Target
-from .tools import SendFunction, ToolContext, ToolOutput
-from .types import ToolSpec
+from ....buttons.layout import (
+    MAX_LABEL,
+    MAX_PER_ROW,
+    MAX_ROWS,
+    ButtonRows,
+    ButtonsError,
+    button_rows,
+)
+from ....chat import MessageRef, Target
+from ...types import ToolDefinition
+from ..base import SendFunction, ToolContext, ToolOutput
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +164,7 @@ class MessageTool:
         self._send_buttons = send_buttons
         self._refusal = refusal
         self.timeout = timeout
-        self.spec = ToolSpec(
+        self.spec = ToolDefinition(
             name="message", description=_DESCRIPTION, input_schema=_schema(tuple(channels))
         )
 

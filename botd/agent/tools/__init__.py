@@ -1,0 +1,12 @@
+"""The agent's built-in tools, one package each, and what every tool is.
+
+``base`` says what a tool is (``Tool``: its definition for the model, its timeout and
+``run``) and what a call gets and returns; ``registry`` says how a tool package declares
+itself (``ToolSpec``: its name, its config section, the factory that builds it for a run,
+whether its calls need a person's approval) and finds the declared ones. Each built-in tool
+is a package here with a ``spec`` module (its ``SPEC``) beside the tool itself: ``message``,
+``schedule`` and ``web_fetch``. Nothing outside names them: ``agent.tools`` in the config
+lists the ones a run is offered, and the daemon builds them through their specs.
+
+This module imports nothing, so the config can list the tools without loading any of them.
+"""

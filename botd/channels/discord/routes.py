@@ -1,0 +1,116 @@
+"""Where one Discord client's requests go: Discord itself, or the REST and gateway URLs its
+section names (``api_base_url``, ``gateway_url``: a proxy, a test's loopback fake).
+
+discord.py has no base-URL option: it builds every REST URL from the class attribute
+``Route.BASE`` and opens the gateway at ``DiscordWebSocket.DEFAULT_GATEWAY`` (until READY
+names a resume URL), both shared by every client in the process. Setting them would point
+every bot of the process at one place, so two Discord channels could not talk to two. Instead
+each client gets its own ``RoutedHTTPClient``: every REST request and gateway connection of
+the client passes through it (``request``, ``ws_connect``), and it rebases the URLs discord.py
+made on those defaults onto the client's own. Interaction responses and followups do not go
+through the client: discord.py sends them with the webhook adapter in its context variable
+``async_context``, which ``DiscordRoutes.interactions`` points at the client's URLs for the
+code that answers an interaction. discord.py's class attributes are never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import yarl
+from discord.gateway import DiscordWebSocket
+from discord.http import HTTPClient, Route
+from discord.webhook.async_ import AsyncWebhookAdapter, async_context
+
+__all__ = ["DiscordRoutes", "RoutedHTTPClient"]
+
+
+@dataclass(frozen=True, eq=False)
+class DiscordRoutes:
+    """One client's REST base (``https://discord.com/api/v10`` unless ``api``) and gateway
+    (``wss://gateway.discord.gg/`` unless ``gateway``)."""
+
+    api: str | None = None
+    """The REST API's base URL, version included, as ``Route.BASE`` spells Discord's."""
+    gateway: yarl.URL | None = None
+    _webhooks: AsyncWebhookAdapter = field(init=False, repr=False)
+
+    @classmethod
+    def of(cls, api_base_url: str | None, gateway_url: str | None) -> DiscordRoutes:
+        """The routes a section names (None: Discord's own)."""
+        api = api_base_url.rstrip("/") if api_base_url else None
+        return cls(api, yarl.URL(gateway_url) if gateway_url else None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_webhooks", _RoutedWebhooks(self))
+
+    def rest(self, route: Route) -> Route:
+        """``route`` going to this client's REST base (``route`` itself when that is
+        Discord's, or when discord.py did not build it on the default base)."""
+        default = Route.BASE  # read now: discord.py may move it to another API version
+        if self.api is None or not route.url.startswith(default):
+            return route
+        rebased = copy.copy(route)  # discord.py makes a Route per request; it stays as made
+        rebased.url = self.api + route.url[len(default) :]
+        return rebased
+
+    def socket(self, url: str) -> str:
+        """The gateway ``url`` discord.py asks for, on this client's gateway when it is the
+        default one (a resume URL READY named is used as given)."""
+        if self.gateway is None:
+            return url
+        asked = yarl.URL(url)
+        if asked.with_query(None) != DiscordWebSocket.DEFAULT_GATEWAY.with_query(None):
+            return url
+        return str(self.gateway.with_query(asked.query))
+
+    @contextlib.contextmanager
+    def interactions(self) -> Iterator[None]:
+        """Within the block, interaction responses and followups go to this client's REST
+        base (discord.py sends them through ``async_context``, not through the client)."""
+        if self.api is None:
+            yield
+            return
+        token = async_context.set(self._webhooks)
+        try:
+            yield
+        finally:
+            async_context.reset(token)
+
+
+class _RoutedWebhooks(AsyncWebhookAdapter):
+    """discord.py's webhook adapter, its requests rebased onto one client's routes."""
+
+    def __init__(self, routes: DiscordRoutes) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # discord.py leaves it untyped
+        self._routes = routes
+
+    async def request(self, route: Route, session: aiohttp.ClientSession, **kwargs: Any) -> Any:
+        return await super().request(self._routes.rest(route), session, **kwargs)
+
+
+class RoutedHTTPClient(HTTPClient):
+    """discord.py's HTTP client for one client, its REST requests and gateway connections
+    rebased onto that client's ``routes``."""
+
+    def __init__(
+        self,
+        routes: DiscordRoutes,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        http_trace: aiohttp.TraceConfig | None = None,
+    ) -> None:
+        super().__init__(loop, http_trace=http_trace)
+        self.routes = routes
+
+    async def request(self, route: Route, **kwargs: Any) -> Any:
+        return await super().request(self.routes.rest(route), **kwargs)
+
+    async def ws_connect(self, url: str, *, compress: int = 0) -> aiohttp.ClientWebSocketResponse:
+        return await super().ws_connect(self.routes.socket(url), compress=compress)

@@ -1,0 +1,427 @@
+"""The runtime: every part of a botd, built from a validated config and connected, not yet
+started (``build_runtime``); the App (``botd.app``) starts and stops it.
+
+The parts are built in dependency order, each from parts already built: the model provider,
+the MCP servers, delivery, the intake (where accepted messages go), the scheduler and the
+router (both handing to the intake), the channel keeper (which builds the adapters and hears
+their events), the tools, the sessions and the dispatcher (the one door from the inbox into
+them, ``botd.conversation.dispatcher``); the intake is connected to the dispatcher last
+(``Intake.connect``: the sessions' tools need the router and the scheduler). The store comes
+in opened, with its backend (``botd.store.backends``), whose ``cluster`` decides whether
+pollers and the schedule go by lease among several nodes and whether the conversations'
+leases lapse. The HTTP servers
+the channels and the health endpoint serve routes on (``botd.http``) are made here, empty.
+
+The tools a run gets are built through their specs (``Toolbox``): no tool is named here, nor
+a backend, nor a platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+
+from .agent.mcp import McpManager, narrow
+from .agent.tools.base import Tool
+from .agent.tools.registry import ToolDeps, ToolSpec, tool_specs
+from .agent.types import Provider
+from .approvals import PREFIX, Approvals
+from .buttons.layout import ButtonRows
+from .channel_keeper import ChannelKeeper
+from .channels.base import ChannelAdapter, InboundSink
+from .channels.registry import ChannelContext, channel_specs
+from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
+from .cluster.leases import LeaseKeeper
+from .config import BotdConfig
+from .conversation import Conversations, RunHooks
+from .conversation.dispatcher import Dispatcher
+from .conversation.reactions import StatusReactions
+from .delivery import ChannelDelivery
+from .http.routes import HttpServers
+from .inbound.message_access import MessageAccess
+from .inbound.router import Router
+from .media import MediaResolver
+from .media.sandbox import Sandbox
+from .ops.metrics import Metrics
+from .ops.outages import Reachability
+from .scheduler import Scheduler
+from .store import ConversationLedger, InboundLedger, InboundPruner, Store
+from .store.backends import StoreBackend, store_backend
+from .wiring import (
+    Specs,
+    access_policies,
+    approval_rules,
+    build_adapter,
+    build_provider,
+    build_scheduler,
+    delivery_chunking,
+    delivery_modes,
+    delivery_retry,
+    describe_job,
+    group_delivery_modes,
+    media_settings,
+    model_names,
+    reaction_rules,
+    session_settings,
+)
+
+__all__ = ["Intake", "LiveConfig", "Runtime", "Toolbox", "build_runtime"]
+
+
+class LiveConfig:
+    """The config in force: the one botd started with, until a reload replaces it. The parts
+    that read settings when they are used (the tools, the message targets, media) hold this."""
+
+    def __init__(self, config: BotdConfig) -> None:
+        self.current = config
+
+    def get(self) -> BotdConfig:
+        return self.current
+
+
+class Intake:
+    """Where accepted messages and scheduled prompts go: to the dispatcher, the one door
+    into the sessions (``Dispatcher.arrived``: the entry is in the inbox already).
+
+    Built before the router and the scheduler (they hand to it) and connected to the
+    sessions and the dispatcher once those exist (``connect``): the sessions' tools need the
+    router and the scheduler, so one side of that cycle is joined after construction.
+    """
+
+    def __init__(self, store: InboundLedger, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._sessions: Conversations | None = None
+        self._dispatcher: Dispatcher | None = None
+
+    def connect(self, sessions: Conversations, dispatcher: Dispatcher) -> None:
+        self._sessions = sessions
+        self._dispatcher = dispatcher
+
+    async def _hand_on(self, message: InboundMessage) -> None:
+        if self._dispatcher is None:
+            raise RuntimeError("the intake is not connected to the dispatcher yet")
+        await self._dispatcher.arrived(message)
+
+    @property
+    def sessions(self) -> Conversations:
+        if self._sessions is None:
+            raise RuntimeError("the intake is not connected to the sessions yet")
+        return self._sessions
+
+    async def submit(self, message: InboundMessage) -> None:
+        """An accepted message in from a channel (counted)."""
+        self._metrics.message_in(message.channel)
+        await self._hand_on(message)
+
+    async def reply(self, target: Target, text: str) -> None:
+        """A router's own answer (a pairing code), sent in the background: one retried
+        through an outage of its chat must not hold up the channel's input for the others."""
+        self.sessions.post_later(target, text)
+
+    async def run_job(self, message: InboundMessage) -> None:
+        """A scheduled job's prompt, accepted into the inbox by the scheduler's fire (so a
+        run cut by a restart resumes and is answered once): handed to its conversation, not
+        counted as a message in."""
+        await self._hand_on(message)
+
+
+class Channels:
+    """The live adapters and what follows them: delivery posts through them, the router
+    takes their access policies (the ``ChannelKeeper``'s host)."""
+
+    def __init__(
+        self, specs: Specs, router: Router, delivery: ChannelDelivery, sink: InboundSink
+    ) -> None:
+        self.specs = specs
+        self.adapters: dict[str, ChannelAdapter] = {}
+        self.sink = sink
+        self._router = router
+        self._delivery = delivery
+
+    def build_adapter(
+        self, name: str, config: BotdConfig, context: ChannelContext
+    ) -> ChannelAdapter | None:
+        """A new adapter for channel ``name`` as ``config`` sets it up (None: not enabled)."""
+        return build_adapter(name, config, context, self.specs)
+
+    def update_channels(self, config: BotdConfig) -> None:
+        """Point delivery at the live adapters and the router and delivery at ``config``'s
+        access policies and delivery modes."""
+        self._router.update_policies(access_policies(config, self.specs))
+        self._delivery.set_channels(
+            self.adapters,
+            delivery_modes(config),
+            retry=delivery_retry(config),
+            chunking=delivery_chunking(config),
+            group_modes=group_delivery_modes(config),
+        )
+        self._delivery.media = media_settings(config)
+
+    async def download(
+        self, message: InboundMessage, attachment: Attachment, max_bytes: int
+    ) -> bytes:
+        """A file a user sent, fetched through its channel."""
+        adapter = self.adapters.get(message.channel)
+        if adapter is None:
+            raise DownloadError(f"the {message.channel} channel is not running")
+        return await adapter.download(attachment, max_bytes)
+
+
+class Toolbox:
+    """The tools a run gets, chosen when it starts: those ``agent.tools`` lists (read live),
+    each built through its spec (``botd.agent.tools.registry``), then the running MCP
+    servers' tools, narrowed by the group's ``tools`` list."""
+
+    def __init__(
+        self,
+        live: LiveConfig,
+        delivery: ChannelDelivery,
+        scheduler: Scheduler,
+        router: Router,
+        message_access: MessageAccess,
+        mcp: McpManager,
+        sandbox: Sandbox,
+        specs: Mapping[str, ToolSpec] | None = None,
+    ) -> None:
+        self._live = live
+        self._delivery = delivery
+        self._scheduler = scheduler
+        self._router = router
+        self._message_access = message_access
+        self._mcp = mcp
+        self._sandbox = sandbox
+        self._specs = tool_specs() if specs is None else specs
+
+    async def _send(self, target: Target, text: str) -> MessageRef:
+        refs = await self._delivery.send_text(target, text)
+        return refs[0] if refs else MessageRef(target, "")
+
+    async def _send_media(self, target: Target, text: str, media: Sequence[str]) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media)
+        return refs[0] if refs else MessageRef(target, "")
+
+    async def _send_buttons(
+        self, target: Target, text: str, media: Sequence[str], rows: ButtonRows
+    ) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media, buttons=rows)
+        return refs[-1] if refs else MessageRef(target, "")  # the message with the buttons
+
+    def for_message(self, message: InboundMessage) -> Sequence[Tool]:
+        config = self._live.current
+        enabled = set(config.agent.tools)
+        deps = ToolDeps(
+            config=config,
+            section=None,
+            send=self._send,
+            send_media=self._send_media,
+            send_buttons=self._send_buttons,
+            refusal=self._message_access.refusal,
+            reminders=self._scheduler,
+            sandbox=self._sandbox,
+        )
+        # In the registry's order (botd's own by name, then plugins), whatever the list's.
+        chosen: list[Tool] = [
+            spec.factory(replace(deps, section=spec.settings(config)))
+            for name, spec in self._specs.items()
+            if name in enabled
+        ]
+        chosen.extend(self._mcp.tools())  # the servers running now
+        rule = (
+            None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)
+        )
+        if rule is not None and rule.tools is not None:
+            return narrow(chosen, rule.tools)
+        return chosen
+
+    async def jobs(self, conversation_key: str) -> list[str]:
+        return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
+
+
+@dataclass(eq=False)
+class Runtime:
+    """A built botd: its parts, connected and not yet started."""
+
+    live: LiveConfig
+    store: Store
+    provider: Provider
+    channels: Channels
+    keeper: ChannelKeeper
+    delivery: ChannelDelivery
+    sessions: Conversations
+    scheduler: Scheduler
+    router: Router
+    pruner: InboundPruner
+    """Forgets inbound ids past the platforms' redelivery windows (started by the App)."""
+    mcp: McpManager
+    """The MCP servers whose tools runs get (started and closed by the App)."""
+    leases: LeaseKeeper
+    """This node's leases (renewed by the App's task while it runs, released at its stop)."""
+    backend: StoreBackend
+    """What the store is: whether this node shares it with others (``cluster``)."""
+    http: HttpServers
+    """The HTTP servers health and the channels serve routes on (closed by the App)."""
+    dispatcher: Dispatcher
+    """The one door from the inbox into the sessions: the conversations this node holds by
+    lease, their accepted entries pulled, claims and takeovers (started by the App)."""
+    model_health: dict[str, Reachability] = field(default_factory=dict)
+    """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
+
+    @property
+    def config(self) -> BotdConfig:
+        return self.live.current
+
+    @config.setter
+    def config(self, config: BotdConfig) -> None:
+        self.live.current = config
+
+    @property
+    def adapters(self) -> dict[str, ChannelAdapter]:
+        """The live adapters by channel (the keeper adds and removes entries)."""
+        return self.channels.adapters
+
+    def update_channels(self, config: BotdConfig) -> None:
+        self.channels.update_channels(config)
+
+    async def aclose(self) -> None:
+        """Close what construction opened (the store, the provider's client)."""
+        await self.provider.aclose()
+        await self.store.aclose()
+
+
+def build_runtime(
+    config: BotdConfig,
+    *,
+    metrics: Metrics | None = None,
+    hooks: RunHooks | None = None,
+    on_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    debug: bool = False,
+    specs: Specs | None = None,
+    store: Store,
+    backend: StoreBackend | None = None,
+    leases: LeaseKeeper | None = None,
+) -> Runtime:
+    """Every part of a botd for ``config``, connected and not yet started.
+
+    Built in dependency order, each part from parts already built; the one cycle (the
+    sessions' tools reach the router and the scheduler, which hand messages to the
+    sessions) is closed by ``Intake.connect``. ``on_end_of_input`` is called when the
+    console's input ends; ``metrics`` counts messages in and out, channels down and
+    unreachable. Raises ``ChannelUnavailable`` when an enabled channel's SDK is missing.
+    ``store``: the store ``open_store`` opened for the config (the runtime's close closes
+    it), of ``backend`` (default: the one ``store.backend`` names), whose ``cluster`` decides
+    whether pollers and the schedule go by lease. ``leases``: this node's lease keeper
+    (``open_leases``); without one, the in-process one of a node alone.
+    """
+    counters = Metrics() if metrics is None else metrics
+    registry = channel_specs() if specs is None else specs
+    backend = store_backend(config.store) if backend is None else backend
+    state_dir = Path(config.state_dir)
+    live = LiveConfig(config)
+    if leases is None:
+        leases = LeaseKeeper.alone(config.store.node_id)
+    shared = leases if backend.cluster else None  # what goes by lease among the nodes
+    http = HttpServers()
+    model_health: dict[str, Reachability] = {}
+    provider = build_provider(config, model_health)
+    mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
+    delivery = ChannelDelivery(
+        {},  # the channels, once built (``Channels.update_channels``)
+        delivery_modes(config),
+        retry=delivery_retry(config),
+        media=media_settings(config),
+        counts=counters,  # every message out, counted where it is sent
+        chunking=delivery_chunking(config),
+        group_modes=group_delivery_modes(config),
+        buttons=store,  # each message's buttons: what a press of it may be
+    )
+    intake = Intake(store, counters)
+    scheduler = build_scheduler(config, store, state_dir, intake.run_job, shared)
+    router = Router(
+        store,
+        intake.submit,
+        intake.reply,
+        access_policies(config, registry),
+        pairing=backend.pairing(config, store),
+        session_started=partial(session_started, store),
+    )
+    channels = Channels(registry, router, delivery, router.handle)
+    keeper = ChannelKeeper(
+        channels,
+        live.get,
+        ChannelContext(
+            offsets=store,
+            on_end_of_input=on_end_of_input,
+            has_conversation=partial(has_conversation, store),
+            admits=router.admits,
+            model=f"{config.model.provider} provider (model {config.model.model_name})",
+            leases=shared,
+            http=http,
+        ),
+        debug=debug,
+        on_down=partial(counters.error, kind="channel_down"),
+        on_unreachable=partial(counters.error, kind="unreachable"),
+    )
+    # Everything read live: the router's current policies, the current config's targets
+    # and the adapters a reload adds channels to and removes them from.
+    message_access = MessageAccess(
+        router, lambda: live.current.agent.message_targets, channels.adapters
+    )
+    # One pool of reading workers for files users send and pages the model fetches:
+    # together they never run more than its slots of parsing at once.
+    reading = Sandbox()
+    toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+    # Asks a person before a listed tool runs; presses of its buttons come to it.
+    approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
+    router.press_handlers.register(PREFIX, approvals.press)
+    sessions = Conversations(
+        store,
+        provider,
+        delivery,
+        session_settings(config, state_dir),
+        tools=toolbox.for_message,
+        jobs=toolbox.jobs,
+        hooks=hooks,
+        channels_down=keeper.down,
+        servers_down=mcp.down,
+        models=model_names(config),
+        media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
+        reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
+        approvals=approvals,
+    )
+    dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
+    intake.connect(sessions, dispatcher)
+    keeper.build_all(config)
+    return Runtime(
+        live=live,
+        store=store,
+        provider=provider,
+        channels=channels,
+        keeper=keeper,
+        delivery=delivery,
+        sessions=sessions,
+        scheduler=scheduler,
+        router=router,
+        pruner=InboundPruner(store),
+        mcp=mcp,
+        leases=leases,
+        backend=backend,
+        http=http,
+        dispatcher=dispatcher,
+        model_health=model_health,
+    )
+
+
+async def session_started(store: Store, conversation_key: str) -> float | None:
+    """When ``conversation_key``'s current session began (a ``/new`` starts another): its
+    buttons from before then are expired."""
+    session = await store.stored_session(conversation_key)
+    return None if session is None else session.created_at
+
+
+async def has_conversation(store: ConversationLedger, conversation_key: str) -> bool:
+    """Whether ``store`` has a session under ``conversation_key`` (a thread's context
+    is fetched only for a conversation botd does not know yet)."""
+    return await store.stored_session(conversation_key) is not None
