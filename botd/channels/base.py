@@ -42,32 +42,34 @@ def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) ->
     return pattern.sub(gap, text).strip()
 
 
-InboundSink = Callable[[InboundMessage], Awaitable[object]]
-"""Where an adapter hands each inbound message (the router); adapters ignore what it returns
-(the router's decision)."""
+Ack = Callable[[], None]
+"""What an adapter gives the sink when it wants to know as soon as nothing of a message can
+be lost any more, before the sink returns: the router calls it right after the accept (the
+message is in the durable inbox) or, for a message it drops, once its ids are recorded; then
+it goes on (handing the message to its conversation, which may answer a chat command first,
+or sending a pairing code). Slack acknowledges at that point, so a slow answer cannot hold
+the ack."""
 
-on_accepted: ContextVar[Callable[[], None] | None] = ContextVar("on_accepted", default=None)
-"""Set by an adapter around a sink call when it wants to know as soon as nothing of the message
-can be lost any more, before the sink returns: the router calls it right after the accept (the
-message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
-goes on (handing the message to its session, which may answer a chat command first, or sending
-a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
+
+class InboundSink(Protocol):
+    """Where an adapter hands each inbound message (the router's ``handle``), with its
+    acknowledgement if it wants one (``Ack``; None: it waits for the sink to return).
+    Adapters ignore what it returns (the router's decision)."""
+
+    def __call__(
+        self, message: InboundMessage, /, *, ack: Ack | None = None
+    ) -> Awaitable[object]: ...
+
 
 sending: ContextVar[MessageKey | None] = ContextVar("sending", default=None)
 """Set by the delivery around each ``send`` and ``send_file`` of a reply piece: the key of
-the message being posted (None for anything else: previews, notices, command answers).
-
-An adapter whose platform can recognise a message sent again (Discord's ``nonce``) tags the
-message with ``key.token()``; one that can look it up (Slack's message metadata) tags it and,
-when ``key.piece.unconfirmed``, looks for it first and returns the message found instead of
-posting. Its ``Capabilities.resend_window`` says for how long that holds. A retry of the same
-message carries the same key. Adapters that know nothing of it post as usual."""
+the message being posted (None for anything else: previews, notices, command answers)."""
 
 log = logging.getLogger(__name__)
 
 
 class UntilAccepted:
-    """Hands a message to the sink and returns once it was accepted (``on_accepted``); what
+    """Hands a message to the sink and returns once it was accepted (its ``Ack``); what
     the sink still does after the accept (answering a chat command, say) goes on in the
     background, so an acknowledgement the platform wants soon is never held by it. Those
     hand-offs belong to it: ``settle`` waits for them (the adapter's ``stop_inbound``)."""
@@ -81,11 +83,7 @@ class UntilAccepted:
         """Return once ``message`` was accepted or the sink returned; a failure before the
         accept is raised (the message was not taken)."""
         accepted = asyncio.Event()
-        token = on_accepted.set(accepted.set)
-        try:
-            handling = asyncio.ensure_future(sink(message))  # the task copies the context
-        finally:
-            on_accepted.reset(token)
+        handling = asyncio.ensure_future(sink(message, ack=accepted.set))
         signalled = asyncio.ensure_future(accepted.wait())
         try:
             await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)

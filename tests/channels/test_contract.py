@@ -27,7 +27,7 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools.base import Tool
 from botd.agent.tools.message.tool import MessageTool
-from botd.channels.base import ChannelAdapter
+from botd.channels.base import Ack, ChannelAdapter
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
@@ -497,8 +497,8 @@ class Stack:
     async def _reply(self, target: Target, text: str) -> None:
         await self.delivery.send_text(target, text)
 
-    async def _inbound(self, message: InboundMessage) -> None:
-        decision = await self.router.handle(message)
+    async def _inbound(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
+        decision = await self.router.handle(message, ack=ack)
         async with self._changed:
             self.decisions.append((message, decision))
             self._changed.notify_all()
