@@ -7,7 +7,6 @@ import logging
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -21,6 +20,7 @@ from ..chat import (
     MessageRef,
     Target,
 )
+from ..cluster.fencing import Fence
 from .errors import ChannelError
 
 
@@ -61,9 +61,38 @@ class InboundSink(Protocol):
     ) -> Awaitable[object]: ...
 
 
-sending: ContextVar[MessageKey | None] = ContextVar("sending", default=None)
-"""Set by the delivery around each ``send`` and ``send_file`` of a reply piece: the key of
-the message being posted (None for anything else: previews, notices, command answers)."""
+@dataclass(frozen=True, slots=True)
+class SendScope:
+    """What an adapter call that posts, edits or deletes a message is made for, given to it
+    by the delivery (None, or a scope with neither: a call for nothing in particular).
+
+    ``fence``: the lease of the conversation the call is made for (None: unfenced). The
+    adapter hands it to its SDK's HTTP client with the call, which checks it again as the
+    request is written (``Fence.check_send``: after the SDK's own rate limiting): a request
+    held up past the lease's end is not written.
+
+    ``key``: the key of the message being posted, for a reply piece's ``send``,
+    ``send_buttons`` and ``send_file`` (None for anything else: previews, notices, command
+    answers). An adapter whose platform can recognise a message sent again (Discord's
+    ``nonce``) tags the message with ``key.token()``; one that can look it up (Slack's
+    message metadata) tags it and, when ``key.piece.unconfirmed``, looks for it first and
+    returns the message found instead of posting. Its ``Capabilities.resend_window`` says
+    for how long that holds. A retry of the same message carries the same key. Adapters that
+    know nothing of it post as usual."""
+
+    fence: Fence | None = None
+    key: MessageKey | None = None
+
+
+def fence_of(scope: SendScope | None) -> Fence | None:
+    """The fence a call with ``scope`` is made under (None: unfenced)."""
+    return None if scope is None else scope.fence
+
+
+def key_of(scope: SendScope | None) -> MessageKey | None:
+    """The key of the message a call with ``scope`` posts (None: no reply piece's)."""
+    return None if scope is None else scope.key
+
 
 log = logging.getLogger(__name__)
 
@@ -248,9 +277,13 @@ class ChannelAdapter(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]: ...
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]: ...
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Make ``ref``'s message show ``markdown``, rendered and split as ``send`` does.
 
         The first part replaces the message's text; text that outgrows one message is
@@ -261,7 +294,7 @@ class ChannelAdapter(Protocol):
         """
         ...
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete ``ref``'s message; one that is already gone counts as deleted.
 
         A platform without deletion (the console) does nothing.
@@ -269,7 +302,12 @@ class ChannelAdapter(Protocol):
         ...
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Upload ``file`` to ``target`` with ``caption`` (Markdown, at most
         ``capabilities.caption_limit`` once rendered; empty: none); one ref per message.
@@ -333,13 +371,23 @@ class ButtonAdapter(Protocol):
     """
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` like ``send``, with ``rows`` of buttons under its last message."""
         ...
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """Make ``ref``'s message show ``markdown`` (one message's worth) with ``rows`` of
         buttons under it (none: its buttons removed)."""

@@ -40,7 +40,7 @@ from .fitting import pieces
 from .native import NativePreviews
 from .preview import Preview
 from .routing import ChannelRoutes
-from .scope import check_fence
+from .scope import check_fence, send_scope
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class Previews:
                     continue
                 ref = preview.refs[index]
                 if not final:
-                    await adapter.edit(ref, piece)
+                    await adapter.edit(ref, piece, scope=send_scope())
                 else:
                     try:
                         await self._sender.edit(adapter, target, ref, piece)
@@ -206,7 +206,7 @@ class Previews:
                 if final:
                     refs = await self._sender.send_text(target, piece)
                 else:
-                    refs = await adapter.send(target, piece)  # tried once, like every preview
+                    refs = await adapter.send(target, piece, scope=send_scope())  # tried once
                     self._sender.count_sent(target.channel, refs)
                 if not refs:
                     return

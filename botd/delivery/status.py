@@ -38,6 +38,7 @@ from ..chat import MessageRef, Target
 from .base import StatusJournal, StatusKind, ToolActivity
 from .presence import TypingIndicator
 from .routing import ChannelRoutes, ChatKey, chat_key
+from .scope import send_scope
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,8 @@ class ChatStatus:
                 self._kind, self._ref, self._shown = "assistant", ref, activity
                 self._outlet.status_showing(target, True)
                 return
-        refs = await self._outlet.adapter_for(target).send(target, activity.line())
+        adapter = self._outlet.adapter_for(target)
+        refs = await adapter.send(target, activity.line(), scope=send_scope())
         if not refs:
             return
         self._kind, self._ref, self._shown = "message", refs[0], activity
@@ -176,7 +178,8 @@ class ChatStatus:
             if assistant is not None:
                 await assistant.set_assistant_status(self._target, activity.status())
         else:
-            await self._outlet.adapter_for(self._target).edit(ref, activity.line())
+            adapter = self._outlet.adapter_for(self._target)
+            await adapter.edit(ref, activity.line(), scope=send_scope())
         self._shown = activity
 
     async def _remove(self) -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, MessageRef, PieceKey, Target
 from botd.cluster import fencing
 from botd.cluster.fencing import Fence
@@ -44,13 +44,15 @@ class FakeAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         if self.fail:
             raise RuntimeError("Bad Request: chat not found")
         self.sent.append((target, markdown))
         return [MessageRef(target, str(len(self.sent)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None) -> None:
         if self.fail_edit:
             raise RuntimeError("message to edit not found")
         self.edits.append((ref.message_id, markdown))

@@ -11,7 +11,7 @@ import pytest
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
@@ -46,7 +46,9 @@ class FakeAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         refs = []
         for chunk in chunk_text(markdown, self.capabilities.text_limit):
             message_id = str(len(self.messages) + 1)
@@ -55,7 +57,7 @@ class FakeAdapter:
             refs.append(MessageRef(target, message_id))
         return refs
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None) -> None:
         assert len(markdown) <= self.capabilities.text_limit
         assert ref.message_id in self.messages
         self.messages[ref.message_id] = markdown
