@@ -1,16 +1,17 @@
 """The run's scope as delivery reads it: the lease fence and the piece being sent.
 
-The fence of a conversation owned by lease still travels in ``botd.cluster.fencing``'s context
-variable up to here; from here on it is passed explicitly, with the key of each message a
-piece posts, as the ``SendScope`` of every adapter call (``channels.base``). This module is
-the only one in ``botd.delivery`` that reads the fence, so that passing it explicitly (a
-``RunScope``) changes these functions and their callers, and nothing else.
+Every call of the delivery made for a conversation is given its ``RunScope`` (the
+conversation and its lease's fence, None when unfenced: a node alone, a reply of no
+conversation). This module is the only one in ``botd.delivery`` that reads the fence out of
+it or turns it into what an adapter call is given (``channels.base.SendScope``: the fence and
+the key of the message being posted).
 
 * The fence: ``check_fence`` before a reply is delivered, a preview shown or a stream no
   final took over stopped; ``tries`` checks it before each try of a retried adapter call
   (a backoff may outlast the lease) and hands it to the adapter, whose SDK checks it again
   as the request is written (a ``LeaseLost`` the SDK wrapped is raised as it is);
-  ``fence_now`` for the outbox, which gives the lease up when a piece cannot be written down.
+  ``send_scope`` for an adapter call tried once (a preview, a status line); ``fence_of`` for
+  the outbox, which gives the lease up when a piece cannot be written down.
 * The piece: ``PieceMessages`` numbers the messages (and uploads) of the piece ``send_text``
   posts; ``tries`` gives each message its ``MessageKey``, the same in every try.
 """
@@ -25,8 +26,7 @@ from typing import Protocol, TypeVar
 from ..channels.base import SendScope
 from ..channels.errors import ChannelError
 from ..chat import MessageKey, PieceKey
-from ..cluster import fencing
-from ..cluster.fencing import Fence
+from ..cluster.fencing import Fence, RunScope, lost_in
 
 _T = TypeVar("_T")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -38,20 +38,26 @@ class ScopedCall(Protocol[_T_co]):
     def __call__(self, *, scope: SendScope | None = None) -> Awaitable[_T_co]: ...
 
 
-def check_fence() -> None:
-    """``LeaseLost`` when the lease of the conversation being served forbids a send now."""
-    fencing.check_send()
+def check_fence(scope: RunScope | None) -> None:
+    """``LeaseLost`` when the lease of the conversation ``scope`` is of forbids a send now."""
+    if scope is not None:
+        scope.check_send()
 
 
-def fence_now() -> Fence | None:
-    """The fence of the conversation being served (None: it is not held by lease)."""
-    return fencing.current()
+def fence_of(scope: RunScope | None) -> Fence | None:
+    """The fence of the conversation ``scope`` is of (None: it is not held by lease)."""
+    return None if scope is None else scope.fence
 
 
-def send_scope() -> SendScope:
-    """The scope of a single adapter call of the conversation being served (a preview, a
-    status line: no piece's message)."""
-    return SendScope(fencing.current())
+def send_scope(scope: RunScope | None) -> SendScope:
+    """What a single adapter call for ``scope``'s conversation is given (a preview, a status
+    line: no piece's message)."""
+    return unkeyed(fence_of(scope))
+
+
+def unkeyed(fence: Fence | None) -> SendScope:
+    """What an adapter call made under ``fence`` is given when it posts no piece's message."""
+    return SendScope(fence)
 
 
 class PieceMessages:
@@ -96,7 +102,7 @@ def tries(
         try:
             return await call(scope=SendScope(fence, key))
         except ChannelError as exc:
-            lost = fencing.lost_in(exc)
+            lost = lost_in(exc)
             if lost is not None:
                 raise lost from exc
             raise
@@ -104,4 +110,15 @@ def tries(
     return attempt
 
 
-__all__ = ["PieceMessages", "ScopedCall", "check_fence", "fence_now", "send_scope", "tries"]
+__all__ = [
+    "Fence",
+    "PieceMessages",
+    "RunScope",
+    "ScopedCall",
+    "SendScope",
+    "check_fence",
+    "fence_of",
+    "send_scope",
+    "tries",
+    "unkeyed",
+]

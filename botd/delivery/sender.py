@@ -49,7 +49,7 @@ from .fitting import messages
 from .media import MediaSettings, send_with_media, upload_file
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 from .routing import ChannelRoutes, chat_key
-from .scope import PieceMessages, ScopedCall, fence_now, send_scope, tries
+from .scope import Fence, PieceMessages, RunScope, ScopedCall, fence_of, tries, unkeyed
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,10 @@ class Sender:
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
         buttons: ButtonRows = (),
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
-        """Post ``markdown`` now, retried while it fails for a passing reason.
+        """Post ``markdown`` now, retried while it fails for a passing reason (for the
+        conversation ``scope`` is of: each try fenced by its lease).
 
         ``media`` (URLs or local paths) are uploaded with it, ``markdown`` as the first one's
         caption when it fits; a file that cannot be sent is posted as text (``media.py``).
@@ -131,23 +133,43 @@ class Sender:
         """
         messages = None if piece is None else PieceMessages(piece)
         return await self._send_text(
-            target, markdown, reply_to, media, audio_as_voice, buttons, messages
+            target, markdown, reply_to, media, audio_as_voice, buttons, messages, fence_of(scope)
         )
 
     async def edit(
-        self, adapter: ChannelAdapter, target: Target, ref: MessageRef, markdown: str
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        ref: MessageRef,
+        markdown: str,
+        *,
+        scope: RunScope | None = None,
     ) -> None:
         """Edit ``ref``'s message in ``target``'s conversation to ``markdown``, retried."""
         what = f"{target.channel} edit in {target.chat_id}"
-        await self._retried(target, what, tries(partial(adapter.edit, ref, markdown), fence_now()))
+        edit = tries(partial(adapter.edit, ref, markdown), fence_of(scope))
+        await self._retried(target, what, edit)
 
-    async def delete(self, adapter: ChannelAdapter, target: Target, ref: MessageRef) -> None:
+    async def delete(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        ref: MessageRef,
+        *,
+        scope: RunScope | None = None,
+    ) -> None:
         """Delete ``ref``'s message in ``target``'s conversation, retried."""
         what = f"{target.channel} delete in {target.chat_id}"
-        await self._retried(target, what, tries(partial(adapter.delete, ref), fence_now()))
+        await self._retried(target, what, tries(partial(adapter.delete, ref), fence_of(scope)))
 
     async def edit_buttons(
-        self, target: Target, ref: MessageRef, markdown: str, rows: ButtonRows
+        self,
+        target: Target,
+        ref: MessageRef,
+        markdown: str,
+        rows: ButtonRows,
+        *,
+        scope: RunScope | None = None,
     ) -> None:
         """Edit ``ref``'s message to ``markdown`` with ``rows`` of buttons under it (none: its
         buttons removed), retried like an edit. A platform without buttons gets the labels
@@ -160,7 +182,7 @@ class Sender:
             shown = with_choices_listed(markdown, rows) if rows else markdown
             edit = partial(adapter.edit, ref, shown)
         what = f"{target.channel} edit in {target.chat_id}"
-        await self._retried(target, what, tries(edit, fence_now()))
+        await self._retried(target, what, tries(edit, fence_of(scope)))
         if rows and isinstance(adapter, ButtonAdapter):
             self._buttons_shown(ref, rows)
 
@@ -178,8 +200,10 @@ class Sender:
         audio_as_voice: bool,
         buttons: ButtonRows = (),
         messages: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
-        """``send_text``; ``messages`` numbers the messages of the piece it posts, if any."""
+        """``send_text``; ``messages`` numbers the messages of the piece it posts, if any,
+        and ``fence`` is the lease of the conversation it posts for."""
         adapter = self._routes.adapter_for(target)
         if self._message_sent is not None:
             self._message_sent(target)
@@ -198,10 +222,10 @@ class Sender:
                 # The files first, then the text with the buttons: the choices come last.
                 if media:
                     refs = await self._send_text(
-                        target, "", None, media, audio_as_voice, messages=messages
+                        target, "", None, media, audio_as_voice, messages=messages, fence=fence
                     )
                 return refs + await self._post(
-                    adapter, target, markdown, buttons, numbered=messages
+                    adapter, target, markdown, buttons, numbered=messages, fence=fence
                 )
             if media:
                 return await send_with_media(
@@ -211,15 +235,15 @@ class Sender:
                     media,
                     as_voice=audio_as_voice,
                     settings=self.media,
-                    post_text=partial(self._post, adapter, numbered=messages),
-                    upload=partial(self._upload, adapter, messages=messages),
+                    post_text=partial(self._post, adapter, numbered=messages, fence=fence),
+                    upload=partial(self._upload, adapter, messages=messages, fence=fence),
                     caps=self._routes.capabilities(target.channel, adapter),
                 )
-            return await self._post(adapter, target, markdown, numbered=messages)
+            return await self._post(adapter, target, markdown, numbered=messages, fence=fence)
         except DeliveryGivenUp as exc:
             log.error("%s: a reply to %s was given up: %s", target.channel, target.chat_id, exc)
             self._count_error(target.channel, "send_failed")
-            await self._tell_given_up(adapter, target)
+            await self._tell_given_up(adapter, target, fence)
             raise
         except Exception as exc:
             log.error("%s refused a reply to %s: %s", target.channel, target.chat_id, exc)
@@ -233,6 +257,7 @@ class Sender:
         markdown: str,
         buttons: ButtonRows = (),
         numbered: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
         """Send ``markdown`` one message at a time, each retried on its own (and keyed, as
         ``numbered`` numbers them); ``buttons`` go under the last one (the adapter is a
@@ -240,8 +265,6 @@ class Sender:
         what = f"{target.channel} send to {target.chat_id}"
         caps = self._routes.capabilities(target.channel, adapter)
         parts = messages(markdown, caps, self._routes.chunk_mode(target.channel))
-
-        fence = fence_now()
 
         def send(
             target: Target, part: str, last: bool
@@ -274,11 +297,12 @@ class Sender:
         file: OutboundFile,
         caption: str,
         messages: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
         """Upload one file, retried on its own like a message (keyed as one of the piece's)."""
         what = f"{target.channel} upload to {target.chat_id}"
         upload = partial(upload_file, adapter, target, file, caption)
-        return await self._sent(target, what, tries(upload, fence_now(), messages))
+        return await self._sent(target, what, tries(upload, fence, messages))
 
     async def _sent(
         self, target: Target, what: str, attempt: Callable[[], Awaitable[list[MessageRef]]]
@@ -306,7 +330,9 @@ class Sender:
         if self._counts is not None:
             self._counts.error(channel, kind)
 
-    async def _tell_given_up(self, adapter: ChannelAdapter, target: Target) -> None:
+    async def _tell_given_up(
+        self, adapter: ChannelAdapter, target: Target, fence: Fence | None
+    ) -> None:
         """Say once per outage, with a single attempt, that a reply could not be delivered."""
         key = chat_key(target)
         if not self._retrier.first_give_up(key):
@@ -316,7 +342,7 @@ class Sender:
             refs = await self._retrier.call(
                 key,
                 "the undelivered-reply notice",
-                lambda: adapter.send(plain, GIVE_UP_NOTICE, scope=send_scope()),
+                lambda: adapter.send(plain, GIVE_UP_NOTICE, scope=unkeyed(fence)),
                 settings=_ONE_ATTEMPT,
             )
         except Exception as exc:

@@ -32,6 +32,7 @@ from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
+from botd.cluster.fencing import RunScope
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.inbound.access import AccessPolicy, Decision, GroupRule
@@ -490,8 +491,8 @@ class Stack:
         self.decisions: list[tuple[InboundMessage, Decision]] = []
         self._changed = asyncio.Condition()
 
-    async def _send(self, target: Target, text: str) -> MessageRef:
-        refs = await self.delivery.send_text(target, text)
+    async def _send(self, target: Target, text: str, scope: RunScope) -> MessageRef:
+        refs = await self.delivery.send_text(target, text, scope=scope)
         return refs[0]
 
     async def _reply(self, target: Target, text: str) -> None:

@@ -19,8 +19,7 @@ from aiohttp import web
 from botd.channels.base import SendScope
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, PieceKey, Target
-from botd.cluster import fencing
-from botd.cluster.fencing import Fence, LeaseLost
+from botd.cluster.fencing import Fence, LeaseLost, RunScope, lost_in
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.delivery import ChannelDelivery, RunOptions
 from botd.store.sqlite import SqliteStore
@@ -58,7 +57,7 @@ def at_its_end(lease: Lease) -> SendScope:
 
 
 def refused_for_the_lease(exc: BaseException, lease: Lease) -> None:
-    assert fencing.lost_in(exc) is not None, f"not for the lease: {exc!r}"
+    assert lost_in(exc) is not None, f"not for the lease: {exc!r}"
     assert lease.lost.is_set()  # given up: the conversation's work stops
 
 
@@ -184,21 +183,21 @@ async def test_the_delivery_stops_the_run_on_a_lease_lost_inside_the_sdk() -> No
     adapter = WrappingAdapter()
     lease = await claimed("fake:c1")
     delivery = ChannelDelivery({"fake": adapter})  # type: ignore[dict-item]
-    with fencing.fenced(Fence(lease, "node-a", MARGIN)):
-        output = delivery.open_run(Target("fake", "c1"), RunOptions())
-        real_send = adapter.send
+    scope = RunScope("fake:c1", Fence(lease, "node-a", MARGIN))
+    output = delivery.open_run(Target("fake", "c1"), RunOptions(), scope=scope)
+    real_send = adapter.send
 
-        async def paused_after_the_check(
-            target: Target, markdown: str, *, scope: SendScope | None = None
-        ) -> list[MessageRef]:
-            lease.deadline = time.monotonic()  # the pause came after the delivery's check
-            return await real_send(target, markdown, scope=scope)
+    async def paused_after_the_check(
+        target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
+        lease.deadline = time.monotonic()  # the pause came after the delivery's check
+        return await real_send(target, markdown, scope=scope)
 
-        adapter.send = paused_after_the_check  # type: ignore[method-assign]
-        output.block(BlockReply("First paragraph."))
-        output.final(BlockReply("Second paragraph."))
-        async with asyncio.timeout(HANG_GUARD):  # a retry would wait out its backoff
-            await output.close()
+    adapter.send = paused_after_the_check  # type: ignore[method-assign]
+    output.block(BlockReply("First paragraph."))
+    output.final(BlockReply("Second paragraph."))
+    async with asyncio.timeout(HANG_GUARD):  # a retry would wait out its backoff
+        await output.close()
     assert adapter.attempts == 1
     assert lease.lost.is_set()
 

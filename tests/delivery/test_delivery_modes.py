@@ -13,6 +13,7 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, PieceKey, Target
+from botd.cluster.fencing import RunScope
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
 from botd.store.sqlite import SqliteStore
@@ -85,9 +86,9 @@ class RecordingDelivery(ChannelDelivery):
         super().__init__({"fake": adapter}, {"fake": mode}, **kwargs)
         self.adapter = adapter
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         self.adapter.calls.append(("end_run", target.chat_id))
-        await super().end_run(target)
+        await super().end_run(target, scope)
 
 
 def stepping_clock(step: float) -> Callable[[], float]:
@@ -241,8 +242,9 @@ class RaisingTypingSink:
         options: RunOptions = PACING,
         *,
         on_first_reply: Callable[[], None] | None = None,
+        scope: RunScope | None = None,
     ) -> RunOutbox:
-        return RunOutbox(self, target, options, on_first_reply=on_first_reply)
+        return RunOutbox(self, target, options, on_first_reply=on_first_reply, scope=scope)
 
     async def send_text(
         self,
@@ -271,14 +273,17 @@ class RaisingTypingSink:
         *,
         kind: ReplyKind = "block",
         piece: PieceKey | None = None,
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
         self.posts.append(reply.text)
         return []
 
-    async def preview(self, target: Target, partial: PartialReply) -> bool:
+    async def preview(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         return False
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         return None
 
     async def typing(self, target: Target) -> None:
