@@ -49,6 +49,8 @@ class Promise:
     this node, written through the store's view fenced by its lease, its sends made for its
     ``RunScope``."""
 
+    __slots__ = ("_ledger", "_on_end", "_resent", "scope")
+
     def __init__(
         self,
         ledger: ConversationLedger,

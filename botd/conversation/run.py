@@ -106,6 +106,22 @@ log = logging.getLogger(__package__)
 class Runner:
     """Runs the turns of every conversation (each conversation runs one at a time)."""
 
+    # Slotted: every conversation held has its own copy (``under``), kept small.
+    __slots__ = (
+        "_approvals",
+        "_cancelling",
+        "_delivery",
+        "_hooks",
+        "_ledger",
+        "_models",
+        "_options",
+        "_promise",
+        "_provider",
+        "_scope",
+        "_settings",
+        "_tools",
+    )
+
     def __init__(
         self,
         ledger: ConversationLedger,
