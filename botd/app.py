@@ -180,10 +180,16 @@ class App:
         *,
         config_path: Path | None = None,
         debug: bool = False,
+        settle_heap: bool = True,
     ) -> None:
         self.config = config
         self.debug = debug
         """Log at DEBUG whatever ``logging.level`` says (``botd --debug``)."""
+        self.settle_heap = settle_heap
+        """Once started, collect and freeze what start-up allocated (``settled_heap``). A
+        process that runs the App among other work of its own (the tests run many in one
+        process) keeps its own collector policy instead: a full collection of its whole heap
+        at each start would cost more than the daemon saves."""
         self.config_path = config_path
         self._env = dict(os.environ if env is None else env)
         self._stop = asyncio.Event()
@@ -294,7 +300,7 @@ class App:
             tasks.create_task(notifier.run_watchdog(self._stop), name="systemd-watchdog")
             await enter_services(stack, self.services(runtime, notifier, tasks))
             reloader = tasks.create_task(self._reload_loop(runtime, notifier), name="reloader")
-            with settled_heap():
+            with settled_heap() if self.settle_heap else contextlib.nullcontext():
                 await self._stop.wait()
             reloader.cancel()
             await asyncio.wait({reloader})  # a reload under way ends before the shutdown

@@ -25,7 +25,7 @@ TELEGRAM_TOKEN = "123456:TEST-TOKEN"
 ANTHROPIC_KEY = "sk-ant-test"
 
 
-def sqlite_store(daemon: App) -> SqliteStore:
+def daemon_store(daemon: App) -> SqliteStore:
     """The running daemon's store, as the SQLite store these tests run it on (for the
     helpers only the SQLite store has)."""
     assert daemon.runtime is not None
@@ -106,7 +106,9 @@ async def daemon_running(
     handlers, level = list(root.handlers), root.level
     if config_path is not None:
         config_path.write_text(config, encoding="utf-8")
-    daemon = App(parse_config(config, {}), env={}, config_path=config_path)
+    # The test process runs many daemons: settling (collecting) its whole heap at each start
+    # would cost ~0.15 s a test. tests/test_heap.py and the process tests cover settling.
+    daemon = App(parse_config(config, {}), env={}, config_path=config_path, settle_heap=False)
     running = asyncio.create_task(daemon.run())
     try:
 

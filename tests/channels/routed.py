@@ -13,7 +13,7 @@ from botd.channels.base import InboundSink
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 
 Sink = Callable[[InboundMessage], Awaitable[None]]
 
@@ -24,7 +24,7 @@ async def _no_reply(target: Target, text: str) -> None:
     raise AssertionError(f"the router replied to {target}: {text}")
 
 
-def through_router(store: SqliteStore, sink: Sink, channel: str) -> InboundSink:
+def through_router(store: Store, sink: Sink, channel: str) -> InboundSink:
     """A sink that passes each message (and its acknowledgement) through a router on
     ``store``; ``sink`` gets what it accepts."""
     return Router(store, sink, _no_reply, {channel: OPEN}).handle

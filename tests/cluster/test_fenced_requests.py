@@ -22,7 +22,7 @@ from botd.chat import Capabilities, MessageRef, PieceKey, Target
 from botd.cluster.fencing import Fence, LeaseLost, RunScope, lost_in
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.delivery import ChannelDelivery, RunOptions
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from botd.subscriber import BlockReply
 from botd.text.markup import PLAIN
 from tests.channels.discord.harness import Sink, make_adapter
@@ -124,7 +124,7 @@ async def discord_fake() -> AsyncIterator[FakeDiscordAPI]:
 
 
 async def test_discord_writes_no_request_past_the_lease(
-    discord_fake: FakeDiscordAPI, store: SqliteStore
+    discord_fake: FakeDiscordAPI, store: Store
 ) -> None:
     adapter = make_adapter(discord_fake)
     await asyncio.wait_for(adapter.start(through_router(store, Sink(), "discord")), HANG_GUARD)
@@ -247,7 +247,7 @@ async def test_telegram_sends_go_through_a_proxy_the_environment_names(
 
 
 async def test_discord_tags_a_send_with_the_key_it_is_given(
-    discord_fake: FakeDiscordAPI, store: SqliteStore
+    discord_fake: FakeDiscordAPI, store: Store
 ) -> None:
     adapter = make_adapter(discord_fake)
     await asyncio.wait_for(adapter.start(through_router(store, Sink(), "discord")), HANG_GUARD)
