@@ -8,7 +8,7 @@ import mimetypes
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
@@ -20,8 +20,10 @@ from ..chat import (
     MessageRef,
     Target,
 )
-from ..cluster.fencing import Fence
 from .errors import ChannelError
+
+if TYPE_CHECKING:  # a type only: ``botd check`` loads no lease machinery
+    from ..cluster.fencing import Fence
 
 
 def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) -> str:
