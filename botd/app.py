@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
+from .channels.base import ChannelAdapter, LeasedInput
 from .channels.registry import platform_specs
 from .chat import InboundMessage
 from .cluster.leases import hold_node
@@ -390,7 +391,14 @@ class App:
             return
         from .ops.health import HealthEndpoint  # aiohttp: imported only to serve it
 
-        node = NodeHealth(config.store.node_id, runtime.backend.name, runtime.store, runtime.leases)
+        node = NodeHealth(
+            config.store.node_id,
+            runtime.backend.name,
+            runtime.store,
+            runtime.leases,
+            schema_known=runtime.backend.known_schema(),
+            inputs=lambda: input_leases(runtime.adapters),
+        )
         health = self.health = HealthEndpoint(
             channel_states=self.channel_states,
             channel_problems=runtime.keeper.problems,
@@ -514,8 +522,19 @@ async def health_components(
     return {
         "store": store,
         "inbox": stuck,
+        **node.problems(config.health.down_after),
         **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
         **runtime.mcp.health(),
+    }
+
+
+def input_leases(adapters: Mapping[str, ChannelAdapter]) -> dict[str, list[str]]:
+    """Each channel whose input one node of several takes at a time, with its leases
+    (``LeasedInput``)."""
+    return {
+        name: adapter.input_leases()
+        for name, adapter in adapters.items()
+        if isinstance(adapter, LeasedInput)
     }
 
 

@@ -196,6 +196,7 @@ def test_the_wheel_installs_and_runs_outside_the_clone(tmp_path: Path) -> None:
     replaced = _run([*pip, str(newer_wheel)], tmp_path, guard=INSTALL_GUARD)
     assert replaced.returncode == 0, replaced.stderr
     assert _run([bin_botd, "--version"], elsewhere).stdout == f"botd {newer}\n"
+    wheel = newer_wheel  # make dist removed the older one
 
     reference = elsewhere / "reference.yaml"
     written = _run([bin_botd, "init", "--example", str(reference)], elsewhere)

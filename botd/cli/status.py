@@ -258,6 +258,7 @@ def describe(report: Report) -> list[str]:
 
 
 def _describe_database(database: Mapping[str, Any]) -> list[str]:
+    from ..cluster.leases import CONVERSATION_LEASE
     from .pairing import format_age
 
     where = database.get("where")
@@ -275,7 +276,12 @@ def _describe_database(database: Mapping[str, Any]) -> list[str]:
         f"{database.get('pairing_waiting', '?')} pairing code(s) waiting"
     )
     lines = [line]
-    leases = [lease for lease in database.get("leases") or [] if isinstance(lease, dict)]
+    lines.extend(_node_roster(database.get("nodes")))
+    leases = [
+        lease
+        for lease in database.get("leases") or []
+        if isinstance(lease, dict) and not str(lease.get("name")).startswith(CONVERSATION_LEASE)
+    ]
     width = max((len(str(lease.get("name"))) for lease in leases), default=0)
     for lease in leases:
         left = float(lease.get("expires_in") or 0.0)
@@ -304,9 +310,12 @@ def _describe_node(report: Report) -> list[str]:
     ]
     errors = _mapping(body.get("channel_errors"))
     channels = _mapping(body.get("channels"))
+    inputs = _mapping(_mapping(body.get("node")).get("inputs"))
     width = max((len(str(name)) for name in channels), default=0)
     for name, state in sorted(channels.items()):
         shown = "up" if state == "running" else str(state)
+        if state == "running" and isinstance(inputs.get(name), list):
+            shown = _input_state(inputs[name])
         why = errors.get(name)
         lines.append(f"  channel {name:<{width}}  {shown}" + (f": {why}" if why else ""))
     stats = _mapping(body.get("stats"))
@@ -327,6 +336,51 @@ def _describe_node(report: Report) -> list[str]:
     return lines
 
 
+def _node_roster(found: object) -> list[str]:
+    """A line per node: ``  node botd-1: up, holds scheduler, 2 conversation(s)``,
+    ``  node botd-2: gone 28 s``."""
+    from ..ops.outages import span
+
+    lines = []
+    for node in found if isinstance(found, list) else []:
+        if not isinstance(node, dict):
+            continue
+        if node.get("state") != "up":
+            lines.append(f"  node {node.get('id')}: gone {span(float(node.get('seconds') or 0))}")
+            continue
+        holds = [str(name) for name in node.get("holds") or []]
+        if node.get("conversations"):
+            holds.append(f"{node['conversations']} conversation(s)")
+        lines.append(
+            f"  node {node.get('id')}: up" + (f", holds {', '.join(holds)}" if holds else "")
+        )
+    return lines
+
+
+def _input_state(states: list[Any]) -> str:
+    """A running channel whose input one node takes at a time, as this node sees it: ``up``
+    (it holds every lease of it), ``standby (held by botd-1)``, ``no node holds it for
+    20 s``; a lease by lease account when they differ (Discord's shards)."""
+    from ..ops.outages import span
+
+    said = []
+    for state in states:
+        if not isinstance(state, dict):
+            continue
+        if state.get("state") == "holding":
+            said.append("up")
+        elif state.get("state") == "standby":
+            said.append(f"standby (held by {state.get('holder')})")
+        elif isinstance(state.get("seconds"), int | float):
+            said.append(f"no node holds it for {span(float(state['seconds']))}")
+        else:
+            said.append("no node holds it yet")
+    if len(set(said)) == 1:
+        return said[0]
+    names = [str(state.get("lease")) for state in states if isinstance(state, dict)]
+    return "; ".join(f"{name}: {what}" for name, what in zip(names, said, strict=True))
+
+
 def _node_lines(node: Mapping[str, Any]) -> list[str]:
     """The answering node: its id and backend, the database as it sees it, its leases."""
     if not node:
@@ -335,7 +389,7 @@ def _node_lines(node: Mapping[str, Any]) -> list[str]:
     seen = ""
     if database:
         seen = f", {database.get('where', '?')} " + (
-            f"reachable (schema {database.get('schema_version')})"
+            f"reachable (schema {_schema(database)})"
             if database.get("reachable")
             else f"not reachable: {database.get('reason')}"
         )
@@ -351,6 +405,17 @@ def _node_lines(node: Mapping[str, Any]) -> list[str]:
             )
         )
     return lines
+
+
+def _schema(database: Mapping[str, Any]) -> str:
+    """The schema version a node found, and what it means when it is newer than it knows."""
+    found, known = database.get("schema_version"), database.get("schema_known")
+    if isinstance(found, int) and isinstance(known, int) and found > known:
+        return (
+            f"{found}, newer than this botd's {known}: a newer node migrated it; this one "
+            "keeps running but cannot start again until it is upgraded"
+        )
+    return str(found)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -77,6 +77,10 @@ class StoreBackend:
         """The store named for people (a database without its password)."""
         raise NotImplementedError
 
+    def known_schema(self) -> int:
+        """The schema version this botd's code migrates the store to."""
+        raise NotImplementedError
+
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
         """``botd doctor``'s checks of the store, changing nothing."""
         raise NotImplementedError
@@ -102,6 +106,11 @@ class _Sqlite(StoreBackend):
         from .sqlite import DB_FILENAME
 
         return str(Path(config.state_dir) / DB_FILENAME)
+
+    def known_schema(self) -> int:
+        from .sqlite import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
 
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
         from ..ops.doctor.state import database_checks
@@ -134,6 +143,11 @@ class _Postgres(StoreBackend):
 
         return describe(config.store.dsn or "")
 
+    def known_schema(self) -> int:
+        from .postgres import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
         from ..ops.doctor.database import postgres_checks
 
@@ -141,7 +155,9 @@ class _Postgres(StoreBackend):
 
     async def shared_state(self, config: BotdConfig) -> dict[str, Any] | None:
         """The schema version, the inbox backlog, the pieces not confirmed sent, the pairing
-        codes waiting and every node's leases. ``StoreError`` when it cannot be read."""
+        codes waiting, the leases that stand (``LeaseTable.standing``) and each node, up or
+        gone (``botd.cluster.roster.nodes``). ``StoreError`` when it cannot be read."""
+        from ..cluster.roster import nodes
         from . import StoreError
         from .postgres import PostgresStore
 
@@ -151,7 +167,7 @@ class _Postgres(StoreBackend):
                 version = await store.schema_version()
                 inbox = await store.inbox_backlog()
                 pending = await store.outbox_pending_count()
-                leases = await store.lease_table().rows()
+                leases = await store.lease_table().standing()
                 waiting = await store.pairing().waiting()
             except Exception as exc:  # an older schema lacks a table, say
                 if isinstance(exc, StoreError):
@@ -169,6 +185,7 @@ class _Postgres(StoreBackend):
                 {"name": r.name, "holder": r.holder, "epoch": r.epoch, "expires_in": r.expires_in}
                 for r in leases
             ],
+            "nodes": nodes(leases),
         }
 
 

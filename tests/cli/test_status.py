@@ -261,6 +261,7 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
             "where": where,
             "reachable": True,
             "schema_version": SCHEMA_VERSION,
+            "schema_known": SCHEMA_VERSION,
             "reason": None,
         }
         held = node["leases"]
