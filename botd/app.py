@@ -95,7 +95,7 @@ from .ops.logging import add_secrets, asyncio_exception_handler, configure_loggi
 from .ops.metrics import Backlog, Metrics
 from .ops.node import PROBE_WAIT, NodeHealth
 from .ops.outages import stuck_inbox
-from .ops.ports import cannot_listen, listen_problem
+from .ops.ports import cannot_listen, health_url, listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .runtime import Runtime, build_runtime
@@ -200,6 +200,8 @@ class App:
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthEndpoint | None = None
+        self._lock: StateLock | None = None
+        """The state dir's lock, once taken (``run``)."""
         self.started = False
         """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
@@ -268,7 +270,7 @@ class App:
         # ended and awaited by its close on the stack: nothing botd started outlives run().
         async with contextlib.AsyncExitStack() as stack:
             # Before anything opens the database: one daemon per state directory.
-            lock = StateLock(Path(config.state_dir))
+            lock = self._lock = StateLock(Path(config.state_dir), config=self.config_path)
             lock.acquire()
             stack.callback(lock.release)
             check_health_port(config)
@@ -406,7 +408,9 @@ class App:
             components=lambda: health_components(runtime, self.config, node),
             node=node.view,
         )
-        await health.serve(runtime.http, config.health.host, config.health.port)
+        port = await health.serve(runtime.http, config.health.host, config.health.port)
+        if self._lock is not None:  # botd status, without --config, asks it there
+            self._lock.record(health=health_url(config.health.host, port))
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
