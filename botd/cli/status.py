@@ -43,7 +43,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,8 +59,6 @@ EXIT_DOWN = 1
 EXIT_NOT_RUNNING = 3
 REQUEST_TIMEOUT = 5.0
 """Seconds the health endpoint gets to answer."""
-_UNSET = re.compile(r"<(\w+) unset>")
-"""The stand-in the config loader leaves for an unset ``${VAR}``."""
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -233,14 +230,14 @@ def read_database(config: BotdConfig, backend: StoreBackend) -> dict[str, Any]:
     """The shared database as ``botd status`` shows it (see the module docstring, and
     ``StoreBackend.shared_state``); a database that cannot be read is ``error``, one line
     without the password."""
+    from ..config.source import unset_variable
     from ..store import StoreError
 
-    dsn = config.store.dsn or ""
-    unset = _UNSET.search(dsn)
+    unset = unset_variable(config.store.dsn or "")
     if unset:
         return {
             "where": None,
-            "error": f"store.dsn: ${{{unset.group(1)}}} is not set in this shell (set it as "
+            "error": f"store.dsn: ${{{unset}}} is not set in this shell (set it as "
             "botd's environment does)",
         }
     where = backend.where(config)

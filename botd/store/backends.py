@@ -58,6 +58,13 @@ class StoreBackend:
         (one line, no password) when it cannot be used."""
         raise NotImplementedError
 
+    async def open_beside(self, config: BotdConfig) -> Store:
+        """The store for an operator's command run beside botd (``botd pairing``): as
+        ``open``, but a database the nodes share is not migrated: they migrate it when they
+        start, and a command of a newer botd must not migrate it under the nodes of the
+        release before (a rolling upgrade, docs/several-nodes.md)."""
+        return await self.open(config)
+
     def lease_table(self, store: Store) -> LeaseTable:
         """Where this node's leases are claimed: in memory for a node alone."""
         return ProcessLeases()
@@ -131,6 +138,13 @@ class _Postgres(StoreBackend):
         except ImportError:
             raise StoreOpenError(POSTGRES_MISSING) from None
         return await PostgresStore.open(dsn)
+
+    async def open_beside(self, config: BotdConfig) -> Store:
+        try:
+            from .postgres import PostgresStore
+        except ImportError:
+            raise StoreOpenError(POSTGRES_MISSING) from None
+        return await PostgresStore.open(_dsn(config.store), migrating=False)
 
     def lease_table(self, store: Store) -> LeaseTable:
         return _postgres(store).lease_table()
