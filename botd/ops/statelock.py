@@ -40,6 +40,7 @@ __all__ = [
     "StateLock",
     "holder",
     "holder_of",
+    "written_pid",
 ]
 
 
@@ -186,7 +187,7 @@ def holder_of(state_dir: Path) -> Holder | None:
         text = _read(fd)
     finally:
         os.close(fd)
-    pid = _pid(text)
+    pid = written_pid(text)
     if pid is None or pid <= 0:
         return None
     try:
@@ -212,8 +213,9 @@ def _read(fd: int) -> str:
         return ""
 
 
-def _pid(text: str) -> int | None:
-    """The pid the holder wrote on the first line, or None (not written yet, not a number)."""
+def written_pid(text: str) -> int | None:
+    """The pid a lock file's text ``text`` names on its first line, or None (not written
+    yet, not a number)."""
     first = text.split("\n", 1)[0].strip()
     return int(first) if first.isdigit() else None
 
@@ -238,4 +240,4 @@ def _holder(pid: int, text: str) -> Holder:
 
 def _read_pid(fd: int) -> int | None:
     """The pid the holder wrote, or None (not written yet, or not a number)."""
-    return _pid(_read(fd))
+    return written_pid(_read(fd))
