@@ -207,6 +207,17 @@ class PlatformLink:
 
 
 @runtime_checkable
+class LeasedInput(Protocol):
+    """An adapter whose input one node of several takes at a time, each part under a lease
+    (a Telegram bot's poller, a Discord shard): on the other nodes it is on standby."""
+
+    def input_leases(self) -> list[str]:
+        """The names of those leases (none when this node takes its input by itself: alone,
+        or a webhook every node serves)."""
+        ...
+
+
+@runtime_checkable
 class DraftStreams(Protocol):
     """An adapter whose platform shows an answer being written as a draft that is no
     message (Telegram's ``sendMessageDraft``): temporary, gone once a message is posted."""

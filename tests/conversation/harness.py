@@ -103,20 +103,24 @@ class ManualTimer:
 
 
 class RecordingProvider:
-    """A scripted provider that remembers every request and how many streams run at once."""
+    """A scripted provider that remembers every request and how many streams run at once;
+    with ``hold``, each stream waits for that event before it answers."""
 
-    def __init__(self, inner: ScriptedProvider) -> None:
+    def __init__(self, inner: ScriptedProvider, *, hold: asyncio.Event | None = None) -> None:
         self.inner = inner
         self.name = "recording"
         self.requests: list[ModelRequest] = []
         self.active = 0
         self.peak = 0
+        self._hold = hold
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
         self.requests.append(request)
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
+            if self._hold is not None:
+                await self._hold.wait()
             async for item in self.inner.stream(request):
                 yield item
         finally:

@@ -272,6 +272,7 @@ class DiscordAdapter:
         self._label = f"{channel}[{account_id}]"
         """What the log lines of this bot start with: ``discord[default]``."""
         self._token = token
+        self._leases_shared = leases is not None
         if leases is None and shard_count > 1:
             # One node runs every shard: leases of its own that nobody else claims.
             leases = LeaseKeeper(ProcessLeases(), "this node", ttl=30.0)
@@ -372,7 +373,7 @@ class DiscordAdapter:
                 publish_commands(self._tree, self._label), name="discord-commands"
             )
         for shard in range(self._shard_count):
-            name = f"{self.name}:{self.account_id}:{shard}"
+            name = self._shard_lease(shard)
             self._holding.append(
                 asyncio.create_task(
                     hold_lease(leases, name, "gateway", partial(self._run_shard, shard)),
@@ -384,6 +385,16 @@ class DiscordAdapter:
             self._label,
             self._shard_count,
         )
+
+    def _shard_lease(self, shard: int) -> str:
+        """The lease of shard ``shard``'s session: ``<channel>:<account>:<shard>``."""
+        return f"{self.name}:{self.account_id}:{shard}"
+
+    def input_leases(self) -> list[str]:
+        """``LeasedInput``: each shard's lease, when this node connects them under leases."""
+        if not self._leases_shared:
+            return []
+        return [self._shard_lease(shard) for shard in range(self._shard_count)]
 
     async def _run_shard(self, shard: int, lease: Lease) -> None:
         """Shard ``shard``'s gateway session until cancelled (the lease lost, or stopping);

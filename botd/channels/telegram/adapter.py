@@ -481,6 +481,10 @@ class TelegramAdapter:
         ``<channel>:<account>`` (``telegram:default``)."""
         return f"{self.name}:{self.account_id}"
 
+    def input_leases(self) -> list[str]:
+        """``LeasedInput``: the poller's lease, when this node polls under one."""
+        return [self.lease_name] if self._leases is not None else []
+
     async def _start_polling(self, app: _App) -> None:
         assert app.updater is not None
         await app.updater.start_polling(

@@ -221,16 +221,31 @@ class PostgresBase:
         """The queue and the flusher's state, shared by every fenced view of the store."""
 
     @classmethod
-    async def open(cls, dsn: str, *, clock: Clock = time.time, pool_size: int = POOL_SIZE) -> Self:
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        clock: Clock = time.time,
+        pool_size: int = POOL_SIZE,
+        migrating: bool = True,
+    ) -> Self:
         """The store on the database ``dsn`` names, migrated to the current schema, its
-        flusher running. ``StoreOpenError`` (one line, no password) when it cannot be used."""
+        flusher running. ``StoreOpenError`` (one line, no password) when it cannot be used.
+        Not ``migrating`` (an operator's command beside the nodes), the schema is left as it
+        is, and a database without one is refused."""
         where = describe(dsn)
         try:
             # One connection of its own first, so a refusal comes in libpq's words.
             async with await AsyncConnection.connect(
                 dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
             ) as conn:
-                await migrate(conn, where)
+                if migrating:
+                    await migrate(conn, where)
+                elif await schema_version(conn) == 0:
+                    raise StoreOpenError(
+                        f"{where}: no botd has started on it yet (it has no schema): start a "
+                        "node on it first"
+                    )
         except NewerSchema as exc:
             raise StoreOpenError(str(exc)) from None
         except psycopg.Error as exc:
