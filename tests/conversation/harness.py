@@ -15,6 +15,7 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolDefinition
+from botd.channels.base import SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
@@ -36,7 +37,9 @@ class ListAdapter(TextOnlyAdapter):
     def __init__(self, sink: ListSink) -> None:
         self.sink = sink
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.sink.posts.append((target.chat_id, markdown))
         self.sink.arrived.set()
         return [MessageRef(target, str(len(self.sink.posts)))]

@@ -6,9 +6,9 @@ and, unless ``allow_bots``, other bots', and gives each message its id as the de
 the router drops a gateway replay, after a restart too. Outbound Markdown is rendered for
 Discord and split under 2000 characters and 17 lines a message; mentions are limited to
 users, so model output never pings @everyone, @here or a role. Each message of a reply piece
-carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord answers a send of
-it again (a retry, a resend after a crash) with the message it already made. A reply carries
-the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
+carries the piece's key (given with the send: ``SendScope``) as its ``nonce``: Discord answers
+a send of it again (a retry, a resend after a crash) with the message it already made. A reply
+carries the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
 
 The adapter is the channel instance it is built as (``channel``: ``discord``, or another
 section's name): its messages and targets carry that name, and its conversation keys start
@@ -54,8 +54,10 @@ from botd.channels.base import (
     InboundSink,
     OutboundFile,
     PlatformLink,
+    SendScope,
     UntilAccepted,
-    sending,
+    fence_of,
+    key_of,
     without_mention,
 )
 from botd.channels.discord.buttons import (
@@ -80,7 +82,12 @@ from botd.channels.discord.conversations import conversation_of
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
-from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient
+from botd.channels.discord.routes import (
+    DiscordRoutes,
+    RoutedHTTPClient,
+    check_fence,
+    fenced_channel,
+)
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import (
     Attachment,
@@ -92,7 +99,6 @@ from botd.chat import (
     PressAnswer,
     Target,
 )
-from botd.cluster import fencing
 from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
@@ -192,10 +198,11 @@ class _Client(discord.Client):
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
         super().__init__(**options)  # type: ignore[arg-type]
-        # A conversation's lease is checked again as each request is written, after
-        # discord.py's rate-limit wait: a send held up past the lease's end is not written.
+        # A conversation's lease, given with a send, is checked again as each of its
+        # requests starts, after discord.py's rate-limit wait (``routes.fenced_channel``):
+        # a send held up past the lease's end is not written.
         trace = aiohttp.TraceConfig()
-        trace.on_request_start.append(fencing.before_request)
+        trace.on_request_start.append(check_fence)
         # discord.py's own client with the same settings, on this adapter's URLs; its
         # connection state holds it too (the models' requests go through it).
         http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
@@ -726,35 +733,54 @@ class DiscordAdapter:
 
     # --- outbound ----------------------------------------------------------------------------
 
-    def _channel(self, target: Target) -> discord.PartialMessageable:
-        if self._client is None:
+    def _channel(
+        self, target: Target, scope: SendScope | None = None
+    ) -> discord.PartialMessageable:
+        """``target``'s channel, its calls made under the fence of ``scope`` (if any)."""
+        client = self._client
+        if client is None:
             # Starting, or being restarted after it went down: a send waits (is retried) for it.
             raise ChannelError("discord is not connected (yet)", retryable=True)
-        return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
+        assert isinstance(client.http, RoutedHTTPClient)
+        channel_id = int(target.thread_id or target.chat_id)
+        return fenced_channel(client._connection, client.http, channel_id, fence_of(scope))
 
     def _chunks(self, markdown: str) -> list[RenderedChunk]:
         chunks = MARKDOWN.chunks(markdown, TEXT_LIMIT, line_limit=LINE_LIMIT)
         return [chunk for chunk in chunks if chunk.text.strip()]
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
-        return await self._post(target, self._chunks(markdown), reply_to=target.reply_to_id)
+        chunks = self._chunks(markdown)
+        return await self._post(target, chunks, reply_to=target.reply_to_id, scope=scope)
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """``send``, with ``rows`` as the components (action rows of buttons) of its last
         message."""
         chunks = self._chunks(markdown)
-        return await self._post(target, chunks, reply_to=target.reply_to_id, rows=rows)
+        return await self._post(target, chunks, reply_to=target.reply_to_id, rows=rows, scope=scope)
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows`` as
         its components (none: ``components: []``, the buttons removed)."""
         chunks = self._chunks(markdown)
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         view = button_view(rows)
         with _refusals("edit"):
             if chunks:
@@ -771,9 +797,10 @@ class DiscordAdapter:
         *,
         reply_to: str | None,
         rows: Sequence[Sequence[Button]] = (),
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
-        channel = self._channel(target)
-        key = sending.get()
+        channel = self._channel(target, scope)
+        key = key_of(scope)
         refs: list[MessageRef] = []
         for number, chunk in enumerate(chunks):
             # A reply piece's message carries a nonce of its own, the same in every retry
@@ -811,7 +838,12 @@ class DiscordAdapter:
         return refs
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``file`` as an attachment (``discord.File``) in ``target``'s channel or thread,
         the caption as the message's content.
@@ -823,11 +855,11 @@ class DiscordAdapter:
             raise DiscordError(
                 "upload", 413, f"file too large: {file.filename} is {len(file.data)} bytes"
             )
-        channel = self._channel(target)
+        channel = self._channel(target, scope)
         chunks = self._chunks(caption) if caption.strip() else []
         content = chunks[0].text if chunks else None
         attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
-        key = sending.get()
+        key = key_of(scope)
         nonce = _nonce(key, 0)
         with _refusals("upload"):
             if target.reply_to_id is None:
@@ -849,7 +881,9 @@ class DiscordAdapter:
                 )
         return [MessageRef(target, str(sent.id))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Replace a posted message's text; what does not fit follows in new messages.
 
         A Discord message holds 2000 characters and the adapter keeps it under 17 lines,
@@ -858,14 +892,15 @@ class DiscordAdapter:
         chunks = self._chunks(markdown)
         if not chunks:
             return [ref]
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         with _refusals("edit"):
             await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
-        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None)]
+        overflow = SendScope(fence_of(scope))  # new messages, of no piece's key
+        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None, scope=overflow)]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete a posted message; one that is already gone counts as deleted."""
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         try:
             with _refusals("delete"):
                 await message.delete()

@@ -41,9 +41,11 @@ status there (``botd.channels.base.AssistantStatus``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -69,14 +71,16 @@ from ...chat import (
     PressAnswer,
     Target,
 )
-from ...cluster import fencing
+from ...cluster.fencing import Fence
 from ...retry import retry_after
 from ..base import (
     InboundSink,
     OutboundFile,
     PlatformLink,
+    SendScope,
     UntilAccepted,
-    sending,
+    fence_of,
+    key_of,
     without_mention,
 )
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
@@ -136,11 +140,25 @@ def button_blocks(text: str, rows: Sequence[Sequence[Button]]) -> list[dict[str,
 
 
 class FencedWebClient(AsyncWebClient):
-    """slack_sdk's Web API client, checking the conversation's lease (``fencing``) as each
-    call is made: a call held up past the lease's end is not made."""
+    """slack_sdk's Web API client; a ``fenced`` view of it checks a conversation's lease as
+    each call is made (after the adapter's waits for a 429): a call held up past the lease's
+    end is not made."""
+
+    fence: Fence | None = None
+    """The lease the calls of this view are made under (None: unfenced)."""
+
+    def fenced(self, fence: Fence | None) -> FencedWebClient:
+        """This client for the calls of one send made under ``fence``: a shallow copy (the
+        token, the session and the settings are the client's own) that checks it."""
+        if fence is None:
+            return self
+        view = copy.copy(self)
+        view.fence = fence
+        return view
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
-        fencing.check_send()
+        if self.fence is not None:
+            self.fence.check_send(time.monotonic())
         return await super().api_call(api_method, **kwargs)
 
 
@@ -195,9 +213,7 @@ class SlackAdapter:
         self._http_path = http_path
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
-        self.client: AsyncWebClient = FencedWebClient(
-            token=bot_token, base_url=api_base_url, retry_handlers=[]
-        )
+        self.client = FencedWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
         self.names = SenderNames(self.client)
         self.command_replies = CommandReplies()
         self.threads = ThreadContext(
@@ -585,20 +601,30 @@ class SlackAdapter:
     # --- outbound -----------------------------------------------------------------------------
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """``send``, the last message as Block Kit: its text as sections, then one
         ``actions`` block of buttons per row (``text`` stays the notification fallback)."""
-        return await self.send(target, markdown, rows)
+        return await self.send(target, markdown, rows, scope=scope)
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows``."""
         texts = self._render(markdown) or [""]
         await self._call(
             "chat.update",
-            self.client.chat_update,
+            self.client.fenced(fence_of(scope)).chat_update,
             channel=ref.target.chat_id,
             ts=ref.message_id,
             text=texts[0],
@@ -607,7 +633,12 @@ class SlackAdapter:
         )
 
     async def send(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]] = ()
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]] = (),
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal.
 
@@ -617,10 +648,12 @@ class SlackAdapter:
         """
         thread_ts = self._thread_for(target)
         posted_to = Target(self.name, target.chat_id, target.account_id, thread_ts)
-        key = sending.get()
+        key, client = key_of(scope), self.client.fenced(fence_of(scope))
         found: dict[str, str] = {}
         if key is not None and key.piece.unconfirmed:
-            found = await self._posted_pieces(target.chat_id, thread_ts, key.piece.written_at)
+            found = await self._posted_pieces(
+                client, target.chat_id, thread_ts, key.piece.written_at
+            )
         refs: list[MessageRef] = []
         texts = self._render(markdown)
         for number, text in enumerate(texts):
@@ -633,7 +666,7 @@ class SlackAdapter:
             try:
                 response = await self._call(
                     "chat.postMessage",
-                    self.client.chat_postMessage,
+                    client.chat_postMessage,
                     channel=target.chat_id,
                     text=text,
                     thread_ts=thread_ts,
@@ -650,13 +683,13 @@ class SlackAdapter:
         return refs
 
     async def _posted_pieces(
-        self, channel: str, thread_ts: str | None, written_at: float | None
+        self, client: AsyncWebClient, channel: str, thread_ts: str | None, written_at: float | None
     ) -> dict[str, str]:
         """The tagged reply messages where a piece written at ``written_at`` went. A look-up
         Slack refuses for good (a missing ``*:history`` scope) finds nothing, with a
         warning: the piece is posted again, as on a platform without look-ups."""
         try:
-            return await posted_pieces(self._call, self.client, channel, thread_ts, written_at)
+            return await posted_pieces(self._call, client, channel, thread_ts, written_at)
         except SlackError as exc:
             if exc.retryable:
                 raise
@@ -669,7 +702,12 @@ class SlackAdapter:
             return {}
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id.
 
@@ -687,7 +725,7 @@ class SlackAdapter:
         try:
             response = await self._call(
                 UPLOAD,
-                self.client.files_upload_v2,
+                self.client.fenced(fence_of(scope)).files_upload_v2,
                 channel=target.chat_id,
                 content=file.data,
                 filename=file.filename,
@@ -702,15 +740,18 @@ class SlackAdapter:
         file_id = str(files[0].get("id", "")) if files and isinstance(files[0], dict) else ""
         return [MessageRef(posted_to, file_id)]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""
         texts = self._render(markdown)
         refs = [ref]
         if not texts:
             return refs
+        client = self.client.fenced(fence_of(scope))
         await self._call(
             "chat.update",
-            self.client.chat_update,
+            client.chat_update,
             channel=ref.target.chat_id,
             ts=ref.message_id,
             text=texts[0],
@@ -719,7 +760,7 @@ class SlackAdapter:
         for text in texts[1:]:
             response = await self._call(
                 "chat.postMessage",
-                self.client.chat_postMessage,
+                client.chat_postMessage,
                 channel=ref.target.chat_id,
                 text=text,
                 thread_ts=ref.target.thread_id,
@@ -789,12 +830,12 @@ class SlackAdapter:
             return texts
         return [defuse_mass_mentions(text) for text in texts]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete a posted message (``chat.delete``); one already gone counts as deleted."""
         try:
             await self._call(
                 "chat.delete",
-                self.client.chat_delete,
+                self.client.fenced(fence_of(scope)).chat_delete,
                 channel=ref.target.chat_id,
                 ts=ref.message_id,
             )

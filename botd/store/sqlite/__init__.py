@@ -19,6 +19,9 @@ other module takes the protocol it needs (``tests/test_import_graph.py`` checks 
 
 from __future__ import annotations
 
+from typing import Self
+
+from ...cluster.fencing import Fence
 from .approvals import ApprovalStore
 from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
 from .buttons import ButtonStore
@@ -50,6 +53,11 @@ class SqliteStore(
     async def aclose(self) -> None:
         """``close``: commit what is queued and close the connection."""
         self.close()
+
+    def fenced(self, fence: Fence | None) -> Self:
+        """This store: one node alone has nothing to fence against (its dispatcher gives
+        its conversations no fence), and a SQLite file is never shared by several nodes."""
+        return self
 
 
 __all__ = ["BUSY_TIMEOUT_MS", "DB_FILENAME", "SCHEMA_VERSION", "SqliteStore", "preflight"]
