@@ -353,6 +353,7 @@ def build_runtime(
         live.get,
         ChannelContext(
             offsets=store,
+            marks=store,
             on_end_of_input=on_end_of_input,
             has_conversation=partial(has_conversation, store),
             admits=router.admits,
