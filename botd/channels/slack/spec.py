@@ -67,6 +67,7 @@ class SlackSection(ChatChannelSection):
 
 
 def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
+    from ..catch_up import CatchUpSettings
     from .adapter import SlackAdapter
 
     channel = context.instance_name(SPEC.name)
@@ -88,6 +89,8 @@ def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         admits=context.admits,
         link=context.link(channel),
         dm_threads=section.delivery == "stream",
+        catch_up=CatchUpSettings.of(section.catch_up),
+        marks=context.marks,
     )
 
 
