@@ -19,6 +19,9 @@ adapter's clients alone (``routes``): discord.py's process-wide ``Route.BASE`` a
 ``DiscordWebSocket.DEFAULT_GATEWAY`` are never written, so two Discord bots in one process
 can talk to two places.
 
+A new gateway session (not a resumed one) reads what its chats received while no session
+was open, and hands it on before their live messages (``history``, ``catching_up``).
+
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
 answers again. A connection discord.py gave up on ends the channel (``on_down``).

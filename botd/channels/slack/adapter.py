@@ -15,6 +15,9 @@ carries both ids, the event id and ``channel:ts``, as its dedupe keys: the route
 ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
 listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
+At each start and each new Socket Mode session the adapter reads what its chats received
+meanwhile (``history``, ``catching_up``); live messages of a chat being read wait for it.
+
 Conversations (``slack_conversation_key``, with the channel instance's name: ``slack``, or
 another section's): ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<ts>``
 for a message inside a thread (one session per thread). The first mention inside a thread
