@@ -364,6 +364,7 @@ def build_runtime(
         debug=debug,
         on_down=partial(counters.error, kind="channel_down"),
         on_unreachable=partial(counters.error, kind="unreachable"),
+        on_reachable=delivery.platform_back,
     )
     # Everything read live: the router's current policies, the current config's targets
     # and the adapters a reload adds channels to and removes them from.
