@@ -172,11 +172,15 @@ class Retrier:
         try:
             await asyncio.wait({sleeping, waking}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for waiting in (sleeping, waking):
-                waiting.cancel()
-            await asyncio.gather(sleeping, waking, return_exceptions=True)
-        if waking.done() and not waking.cancelled():
-            log.info("%s is reachable again: retrying now", group)
+            waking.cancel()
+            if not sleeping.done():
+                sleeping.cancel()
+                await asyncio.gather(sleeping, return_exceptions=True)
+            await asyncio.gather(waking, return_exceptions=True)
+        if not sleeping.cancelled():
+            sleeping.result()  # what the sleep raised, raised here
+            return
+        log.info("%s is reachable again: retrying now", group)
 
     def first_give_up(self, key: Hashable) -> bool:
         """True once per outage of ``key``: the moment to tell the chat a reply was lost.
