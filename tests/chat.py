@@ -22,7 +22,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -55,7 +55,7 @@ class Chat:
     @property
     def store(self) -> SqliteStore:
         """The running daemon's store."""
-        return sqlite_store(self.daemon)
+        return daemon_store(self.daemon)
 
     def shown(self) -> list[str]:
         """The texts of the bot's messages in the chat as they show now, oldest first."""

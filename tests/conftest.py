@@ -48,20 +48,21 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 STORE_BACKENDS = ["sqlite", "postgres"]
-"""The backends every test of the ``any_store`` fixture runs on (the contract tests under
-``tests/store`` ask only the protocols of ``botd.store``)."""
+"""The backends every test of the ``store`` fixture runs on: a test that is not about one
+backend asks for ``store`` and runs on both (asking only the protocols of ``botd.store``)."""
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
+def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
     """A fresh SQLite store of its own (``tmp_path/store``, apart from any daemon's
-    ``tmp_path/state``), closed after the test."""
+    ``tmp_path/state``), closed after the test: for the tests about the SQLite backend itself,
+    or that read it without awaiting (its in-memory answers)."""
     with SqliteStore.open(tmp_path / "store") as opened:
         yield opened
 
 
 @pytest.fixture(params=STORE_BACKENDS)
-async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """A fresh store on each backend (SQLite in ``tmp_path/store``; PostgreSQL in a database
     of the test's own on the worker's server), as the protocol ``Store``; closed after."""
     opened: Store

@@ -25,7 +25,7 @@ TELEGRAM_TOKEN = "123456:TEST-TOKEN"
 ANTHROPIC_KEY = "sk-ant-test"
 
 
-def sqlite_store(daemon: App) -> SqliteStore:
+def daemon_store(daemon: App) -> SqliteStore:
     """The running daemon's store, as the SQLite store these tests run it on (for the
     helpers only the SQLite store has)."""
     assert daemon.runtime is not None

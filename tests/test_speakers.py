@@ -15,7 +15,7 @@ from botd.conversation.prompt import turn_text, user_turn
 from botd.events import TextContent
 from botd.inbound.kept_context import CONTEXT_LIMIT
 from botd.speakers import NAME_LIMIT, clean_name, labelled, quote_block, speaker_label
-from botd.store import CHATTER_RETENTION_SECONDS, InboundPruner
+from botd.store import CHATTER_RETENTION_SECONDS, InboundPruner, Store
 from botd.store.sqlite import SqliteStore
 
 
@@ -155,7 +155,7 @@ def test_every_line_of_a_quote_stays_inside_it() -> None:
 # --- kept chatter in the store ---------------------------------------------------------------
 
 
-async def test_chatter_is_kept_bounded_and_records_its_ids(store: SqliteStore) -> None:
+async def test_chatter_is_kept_bounded_and_records_its_ids(store: Store) -> None:
     for n in range(CONTEXT_LIMIT + 5):
         repeat = await store.keep_chatter(
             "telegram", [f"k{n}"], _message(f"m{n}", n=n), limit=CONTEXT_LIMIT
@@ -209,7 +209,7 @@ async def test_old_chatter_is_pruned(tmp_path: Path) -> None:
         assert await store.prune_chatter() == 2
 
 
-async def test_the_daily_pruner_prunes_chatter(store: SqliteStore) -> None:
+async def test_the_daily_pruner_prunes_chatter(store: Store) -> None:
     pruned: list[str] = []
     original = store.prune_chatter
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, RunPlace
 from botd.chat import Button, InboundMessage, MessageRef, Press, Target
 from botd.events import ToolCallContent
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from tests.waiting import until
 
 GROUP = Target("telegram", "-100123")
@@ -47,7 +47,7 @@ def press(target: Target, message_id: str, value: str, sender: str = "5555") -> 
     )
 
 
-async def test_a_token_pressed_on_another_message_decides_nothing(store: SqliteStore) -> None:
+async def test_a_token_pressed_on_another_message_decides_nothing(store: Store) -> None:
     poster = Poster()
     approvals = Approvals(store, poster, lambda: ApprovalRules(tools=("exec",)), poll_interval=0.05)
     place = RunPlace("telegram:-100123", "1", "s1", GROUP)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 
 Sink = Callable[[InboundMessage], Awaitable[None]]
 
@@ -23,7 +23,7 @@ async def _no_reply(target: Target, text: str) -> None:
     raise AssertionError(f"the router replied to {target}: {text}")
 
 
-def through_router(store: SqliteStore, sink: Sink, channel: str) -> Sink:
+def through_router(store: Store, sink: Sink, channel: str) -> Sink:
     """A sink that passes each message through a router on ``store``; ``sink`` gets what it
     accepts."""
     router = Router(store, sink, _no_reply, {channel: OPEN})

@@ -14,8 +14,8 @@ from botd.chat import InboundMessage, Target
 from botd.cli.pairing import format_age
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
+from botd.store import Store
 from botd.store.pairing import PairingFile
-from botd.store.sqlite import SqliteStore
 from tests.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def dm(sender: str, name: str) -> InboundMessage:
     )
 
 
-async def ask(store: SqliteStore, book: PairingFile, sender: str, name: str) -> str:
+async def ask(store: Store, book: PairingFile, sender: str, name: str) -> str:
     sent: list[str] = []
 
     async def submit(_message: InboundMessage) -> None:
@@ -66,7 +66,7 @@ async def ask(store: SqliteStore, book: PairingFile, sender: str, name: str) -> 
 
 
 async def test_list_approve_revoke_without_the_secrets(
-    tmp_path: Path, config: Path, store: SqliteStore
+    tmp_path: Path, config: Path, store: Store
 ) -> None:
     book = PairingFile(tmp_path / "state" / "pairing.json")
     code = await ask(store, book, "4242", "Frank Zappa")
@@ -158,7 +158,7 @@ async def test_a_file_from_before_names_were_kept_still_loads(tmp_path: Path) ->
     assert data["approved"] == [["slack", "U1"], ["telegram", "7"]]
 
 
-async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: SqliteStore) -> None:
+async def test_a_hostile_name_is_shown_escaped(tmp_path: Path, store: Store) -> None:
     book = PairingFile(tmp_path / "pairing.json")
     await ask(store, book, "666", "Evil\x1b[2J\nName")
     listed = botd("list", "--state-dir", str(tmp_path))
@@ -312,7 +312,7 @@ async def test_on_postgres_the_admin_approves_in_the_database_every_node_reads(
 
 
 async def test_a_code_is_approved_on_the_channel_instance_it_was_given_on(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: Store
 ) -> None:
     """Two Telegram bots: a code given by the second (``support``) names it, and approving
     it there lets the sender in on that bot only."""

@@ -23,7 +23,7 @@ from botd.cluster import fencing
 from botd.cluster.fencing import Fence, LeaseLost
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.delivery import ChannelDelivery, RunOptions
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from botd.subscriber import BlockReply
 from botd.text.markup import PLAIN
 from tests.channels.discord.harness import Sink, make_adapter
@@ -124,7 +124,7 @@ async def discord_fake() -> AsyncIterator[FakeDiscordAPI]:
 
 
 async def test_discord_writes_no_request_past_the_lease(
-    discord_fake: FakeDiscordAPI, store: SqliteStore
+    discord_fake: FakeDiscordAPI, store: Store
 ) -> None:
     adapter = make_adapter(discord_fake)
     await asyncio.wait_for(adapter.start(through_router(store, Sink(), "discord")), HANG_GUARD)

@@ -20,7 +20,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking, tool_use
@@ -38,7 +38,7 @@ class Chat:
 
     @property
     def store(self) -> SqliteStore:
-        return sqlite_store(self.daemon)
+        return daemon_store(self.daemon)
 
     async def say(self, words: str, *, answer: str) -> list[str]:
         """Send ``words``; once ``answer`` shows and the run is over, what the bot posted

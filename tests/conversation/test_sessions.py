@@ -19,6 +19,7 @@ from botd.conversation import Conversations, ResetPolicy, RunHooks
 from botd.conversation.queue import ALBUM_WINDOW
 from botd.events import ImageContent, TextContent
 from botd.ops.logging import LogContext
+from botd.store import Store
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import (
@@ -33,7 +34,7 @@ from tests.conversation.harness import (
 from tests.waiting import until
 
 
-async def test_a_message_is_answered(store: SqliteStore) -> None:
+async def test_a_message_is_answered(store: Store) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hello"))
@@ -41,7 +42,7 @@ async def test_a_message_is_answered(store: SqliteStore) -> None:
     assert sink.texts("c1") == ["You said: hello"]
 
 
-async def test_followup_answers_each_waiting_message_in_order(store: SqliteStore) -> None:
+async def test_followup_answers_each_waiting_message_in_order(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="followup"))
@@ -52,7 +53,7 @@ async def test_followup_answers_each_waiting_message_in_order(store: SqliteStore
     assert len(provider.requests) == 3
 
 
-async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: SqliteStore) -> None:
+async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     timer = ManualTimer()
@@ -71,7 +72,7 @@ async def test_an_albums_parts_are_one_prompt_in_followup_mode_too(store: Sqlite
     assert sink.texts("c1")[-1] == "You said: unrelated"
 
 
-async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: SqliteStore) -> None:
+async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Store) -> None:
     provider = RecordingProvider(
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
@@ -89,7 +90,7 @@ async def test_an_interrupting_album_part_keeps_its_waiting_siblings(store: Sqli
     assert provider.prompts()[-1][-1] == "this\n\nand"
 
 
-async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: SqliteStore) -> None:
+async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     timer = ManualTimer()
@@ -102,7 +103,7 @@ async def test_stop_while_an_album_gathers_answers_nothing_of_it(store: SqliteSt
     assert sink.texts("c1") == ["Stopped."]
 
 
-async def test_collect_merges_what_arrived_during_a_run(store: SqliteStore) -> None:
+async def test_collect_merges_what_arrived_during_a_run(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="collect"))
@@ -118,7 +119,7 @@ async def test_collect_merges_what_arrived_during_a_run(store: SqliteStore) -> N
 
 
 async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}, {"name": "wait", "args": {}}])]
@@ -138,7 +139,7 @@ async def test_steer_reaches_the_running_agent_at_the_next_tool_boundary(
     assert sink.texts("c1") == ["You said: actually, stop that"]
 
 
-async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: SqliteStore) -> None:
+async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.005))
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings(queue_mode="steer"))
@@ -149,7 +150,7 @@ async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: SqliteSt
     assert sink.texts("c1") == ["You said: first", "You said: more"]
 
 
-async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: SqliteStore) -> None:
+async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Store) -> None:
     provider = RecordingProvider(
         ScriptedProvider([ScriptedTurn(text="x " * 400)], chunk_chars=2, delay=0.01)
     )
@@ -163,7 +164,7 @@ async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Sqli
     assert not any(text.startswith("x x") and len(text) > 700 for text in sink.texts("c1"))
 
 
-async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: SqliteStore) -> None:
+async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: Store) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
     sink = ListSink()
@@ -184,7 +185,7 @@ async def test_stop_during_a_tool_call_cancels_it_and_clears_the_queue(store: Sq
 
 
 async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
     gate = GateTool()
     provider = RecordingProvider(
@@ -192,11 +193,11 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
     )
     sink = ListSink()
     manager = Conversations(
-        store, provider, sink, settings(max_concurrent_runs=1), tools=lambda m: [gate]
+        sqlite_store, provider, sink, settings(max_concurrent_runs=1), tools=lambda m: [gate]
     )
     await manager.submit(inbound("long job", chat="A"))
     await asyncio.wait_for(gate.started.wait(), 30)  # the one run slot is A's
-    waiting = await _accepted(store, inbound("my turn?", chat="B"))
+    waiting = await _accepted(sqlite_store, inbound("my turn?", chat="B"))
     await manager.submit(waiting)
     await until(lambda: not manager.conversations["console:B"].pending, "B's turn to begin")
     await manager.submit(inbound("/status", chat="B", n=1))
@@ -205,7 +206,7 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
     async with asyncio.timeout(30):  # answered now, not once A's run ends
         await manager.submit(inbound("/stop", chat="B", n=2))
         assert await sink.last("B", 2) == "Stopped."
-    assert waiting.inbox_id is not None and store.inbox_state(waiting.inbox_id) == "skipped"
+    assert waiting.inbox_id is not None and sqlite_store.inbox_state(waiting.inbox_id) == "skipped"
     gate.release.set()
     await settle(manager)
     assert sink.texts("B") == [status, "Stopped."]
@@ -213,7 +214,7 @@ async def test_stop_cuts_a_message_waiting_for_a_run_slot_and_waits_for_nothing(
     assert len(provider.requests) == 2  # A's two model calls; none for B
 
 
-async def test_two_conversations_run_in_parallel_each_in_order(store: SqliteStore) -> None:
+async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> None:
     slow = ScriptedProvider(delay=0.002)
     sink = ListSink()
     manager = Conversations(store, slow, sink, settings(queue_mode="followup"))
@@ -227,7 +228,7 @@ async def test_two_conversations_run_in_parallel_each_in_order(store: SqliteStor
     assert chats.index("B") < chats.index("A") + 3  # interleaved, not one after the other
 
 
-async def test_global_cap_limits_concurrent_runs(store: SqliteStore) -> None:
+async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider(delay=0.002))
     manager = Conversations(store, provider, ListSink(), settings(max_concurrent_runs=2))
     for chat in "ABCDE":
@@ -256,7 +257,7 @@ async def test_conversation_continues_after_a_restart(tmp_path: Path) -> None:
     assert len(assistant) == 1
 
 
-async def test_new_starts_a_fresh_conversation(store: SqliteStore) -> None:
+async def test_new_starts_a_fresh_conversation(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())
@@ -269,7 +270,7 @@ async def test_new_starts_a_fresh_conversation(store: SqliteStore) -> None:
     assert provider.prompts()[-1] == ["new topic"]
 
 
-async def test_status_reports_the_session(store: SqliteStore) -> None:
+async def test_status_reports_the_session(store: Store) -> None:
     sink = ListSink()
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     await manager.submit(inbound("hi", n=0))
@@ -279,7 +280,7 @@ async def test_status_reports_the_session(store: SqliteStore) -> None:
     assert "idle" in status and "1 runs" in status and "queue mode collect" in status
 
 
-async def test_idle_reset_policy_starts_over(store: SqliteStore) -> None:
+async def test_idle_reset_policy_starts_over(store: Store) -> None:
     now = [1_000_000.0]
     provider = RecordingProvider(ScriptedProvider())
     policy = ResetPolicy(mode="idle", idle_minutes=30)
@@ -308,7 +309,7 @@ def test_daily_reset_policy_boundary() -> None:
     assert not ResetPolicy().is_due(0, 10**10)
 
 
-async def test_recorded_runs_replay(store: SqliteStore, tmp_path: Path) -> None:
+async def test_recorded_runs_replay(store: Store, tmp_path: Path) -> None:
     record_dir = tmp_path / "runs"
     manager = Conversations(
         store, ScriptedProvider(), ListSink(), settings(record_events_dir=record_dir)
@@ -364,7 +365,7 @@ async def test_long_transcript_is_compacted_with_tool_pairs_intact_across_restar
 
 
 async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     gate = GateTool()
     script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
@@ -401,7 +402,7 @@ async def test_status_lists_the_running_task_what_waits_and_scheduled_jobs(
     await settle(manager)
 
 
-async def test_status_shows_jobs_before_any_conversation(store: SqliteStore) -> None:
+async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
     sink = ListSink()
 
     async def reminder(key: str) -> list[str]:
@@ -416,7 +417,7 @@ async def test_status_shows_jobs_before_any_conversation(store: SqliteStore) -> 
 
 
 async def test_a_run_logs_with_channel_conversation_and_run_ids(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[dict[str, str]] = []
 
@@ -445,7 +446,7 @@ async def test_a_run_logs_with_channel_conversation_and_run_ids(
     assert LogContext.current() == {}
 
 
-async def test_run_hooks_report_start_end_and_first_reply(store: SqliteStore) -> None:
+async def test_run_hooks_report_start_end_and_first_reply(store: Store) -> None:
     events: list[tuple[str, object]] = []
     hooks = RunHooks(
         on_start=lambda m: events.append(("start", m.text)),
@@ -460,7 +461,7 @@ async def test_run_hooks_report_start_end_and_first_reply(store: SqliteStore) ->
     assert sorted(events[1:], key=str) == [("end", "end_turn"), ("first", True)]
 
 
-async def test_a_failing_hook_does_not_break_the_run(store: SqliteStore) -> None:
+async def test_a_failing_hook_does_not_break_the_run(store: Store) -> None:
     def boom(message: InboundMessage) -> None:
         raise RuntimeError("hook bug")
 
@@ -473,7 +474,7 @@ async def test_a_failing_hook_does_not_break_the_run(store: SqliteStore) -> None
     assert sink.texts("c1") == ["You said: hello"]
 
 
-async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: SqliteStore) -> None:
+async def test_coalescing_joins_small_blocks_and_flushes_at_tool_starts(store: Store) -> None:
     from botd.conversation import CoalesceSettings
 
     class NoopTool:
@@ -534,7 +535,7 @@ def test_coalesce_config_reaches_the_sessions() -> None:
     )
 
 
-async def test_new_with_text_starts_over_with_that_text(store: SqliteStore) -> None:
+async def test_new_with_text_starts_over_with_that_text(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())
@@ -550,7 +551,7 @@ async def test_new_with_text_starts_over_with_that_text(store: SqliteStore) -> N
     assert sink.texts("c1") == ["You said: old topic", "You said: what is", "the new topic?"]
 
 
-async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: SqliteStore) -> None:
+async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Store) -> None:
     for mode in ("collect", "followup"):
         provider = RecordingProvider(ScriptedProvider())
         sink = ListSink(channel="console")
@@ -570,7 +571,7 @@ async def test_a_burst_within_the_debounce_is_one_prompt_in_any_mode(store: Sqli
 
 
 async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
@@ -590,7 +591,7 @@ async def test_messages_apart_by_more_than_the_debounce_are_answered_apart(
     assert provider.prompts() == [["one"], ["one", "two"]]
 
 
-async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: SqliteStore) -> None:
+async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     timer = ManualTimer()
@@ -603,25 +604,27 @@ async def test_stop_during_the_debounce_answers_nothing_of_the_burst(store: Sqli
     assert sink.texts("c1") == ["Stopped."]
 
 
-async def test_a_shutdown_does_not_wait_out_the_debounce(store: SqliteStore) -> None:
+async def test_a_shutdown_does_not_wait_out_the_debounce(sqlite_store: SqliteStore) -> None:
     provider = RecordingProvider(ScriptedProvider())
     timer = ManualTimer()
-    manager = Conversations(store, provider, ListSink(), settings(debounce=120.0), timer=timer)
-    await manager.submit(await _accepted(store, inbound("later", n=0)))
+    manager = Conversations(
+        sqlite_store, provider, ListSink(), settings(debounce=120.0), timer=timer
+    )
+    await manager.submit(await _accepted(sqlite_store, inbound("later", n=0)))
     await until(lambda: timer.waiting == 1, "its worker to wait for more")
     await asyncio.wait_for(manager.close(grace=60.0), 30)
     assert provider.requests == []
     # Not answered: still in the inbox, for the next start.
-    assert [entry.message.text for entry in store.unfinished_inbox()] == ["later"]
+    assert [entry.message.text for entry in sqlite_store.unfinished_inbox()] == ["later"]
 
 
-async def _accepted(store: SqliteStore, message: InboundMessage) -> InboundMessage:
+async def _accepted(store: Store, message: InboundMessage) -> InboundMessage:
     inbox_id = await store.accept_inbound(message.channel, (message.message_id,), message)
     assert inbox_id is not None
     return replace(message, inbox_id=inbox_id)
 
 
-async def test_a_reset_by_policy_is_said_before_the_next_answer(store: SqliteStore) -> None:
+async def test_a_reset_by_policy_is_said_before_the_next_answer(store: Store) -> None:
     now = [1_000_000.0]
     sink = ListSink()
     policy = ResetPolicy(mode="idle", idle_minutes=30)
@@ -651,7 +654,7 @@ def test_the_daily_reset_names_its_hour() -> None:
     )
 
 
-async def test_whoami_gives_the_ids_the_settings_take(store: SqliteStore) -> None:
+async def test_whoami_gives_the_ids_the_settings_take(store: Store) -> None:
     sink = ListSink(channel="telegram")
     manager = Conversations(store, ScriptedProvider(), sink, settings())
     message = InboundMessage(
@@ -685,7 +688,7 @@ PIXELS = "iVBORw0KGgo" + "A" * 4000
 
 
 async def test_a_recording_keeps_no_image_data_and_still_replays(
-    store: SqliteStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     record_dir = tmp_path / "runs"
     script = [ScriptedTurn(tool_calls=[{"name": "photo", "args": {}}]), ScriptedTurn(text="Done.")]
@@ -710,7 +713,7 @@ async def test_a_recording_keeps_no_image_data_and_still_replays(
     assert events[-1].type == "agent_end"
 
 
-async def test_start_greets_instead_of_asking_the_model(store: SqliteStore) -> None:
+async def test_start_greets_instead_of_asking_the_model(store: Store) -> None:
     provider = RecordingProvider(ScriptedProvider())
     sink = ListSink()
     manager = Conversations(store, provider, sink, settings())

@@ -21,6 +21,7 @@ from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
 from botd.events import AssistantStreamEvent, Message
+from botd.store import Store
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from botd.text.markup import PLAIN
@@ -144,7 +145,7 @@ async def stop(manager: Conversations) -> None:
 # --- /stop ------------------------------------------------------------------------------------
 
 
-async def test_stop_drops_text_the_user_never_saw(store: SqliteStore) -> None:
+async def test_stop_drops_text_the_user_never_saw(store: Store) -> None:
     # The chunker holds the text (a block needs 4000 characters): nothing was shown yet.
     model = HangingProvider("The first half ", "of an answer")
     adapter = RecordingAdapter()
@@ -158,7 +159,7 @@ async def test_stop_drops_text_the_user_never_saw(store: SqliteStore) -> None:
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_drops_blocks_the_coalescer_was_holding(store: SqliteStore) -> None:
+async def test_stop_drops_blocks_the_coalescer_was_holding(store: Store) -> None:
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
     coalesce = CoalesceSettings(min_chars=1, max_chars=1000, idle_ms=600_000)
@@ -173,7 +174,7 @@ async def test_stop_drops_blocks_the_coalescer_was_holding(store: SqliteStore) -
     assert adapter.posts == ["Stopped."]
 
 
-async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: SqliteStore) -> None:
+async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Store) -> None:
     # Blocks are cut per paragraph; the platform holds the first send while more queue up.
     model = HangingProvider("One.\n\n", "Two.\n\n", "Three.\n\n", "Four")
     adapter = RecordingAdapter()
@@ -193,7 +194,7 @@ async def test_stop_keeps_what_was_handed_over_and_drops_what_waited(store: Sqli
 
 
 async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmation(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     # The platform holds the preview's first post while the answer grows behind it.
     model = HangingProvider("The first half ", "of an answer")
@@ -214,7 +215,7 @@ async def test_stop_in_edit_mode_leaves_the_preview_and_posts_only_the_confirmat
     assert adapter.edits == []
 
 
-async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: SqliteStore) -> None:
+async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Store) -> None:
     model = HangingProvider("Half an answer")
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings(queue_mode="interrupt"))
@@ -231,7 +232,7 @@ async def test_interrupt_drops_what_the_interrupted_run_had_buffered(store: Sqli
 
 
 async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     # The run posts "One." (held by the platform), then waits in a tool.
     gate = GateTool()
@@ -264,11 +265,11 @@ async def test_new_answers_at_once_and_its_conversation_waits_for_the_cut_run(
 
 
 async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_finished(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
     model = HangingProvider("Half ", "an answer")
     adapter = RecordingAdapter()
-    manager = Conversations(store, model, delivery(adapter), settings())
+    manager = Conversations(sqlite_store, model, delivery(adapter), settings())
     await manager.submit(inbound("tell me"))
     await asyncio.wait_for(model.said_all.wait(), HANG_GUARD)
 
@@ -277,12 +278,12 @@ async def test_a_run_cancelled_by_shutdown_posts_nothing_and_is_not_recorded_as_
     assert model.cancelled
     assert adapter.posts == []
     session = manager.conversations[f"console:{CHAT}"]
-    stored = store.load_transcript(session.session_id)
+    stored = sqlite_store.load_transcript(session.session_id)
     replies = [m for m in stored if m.role == "assistant"]
     assert all(m.stop_reason == "cancelled" for m in replies)
 
 
-async def test_a_run_that_finishes_within_the_grace_is_delivered(store: SqliteStore) -> None:
+async def test_a_run_that_finishes_within_the_grace_is_delivered(store: Store) -> None:
     model = ScriptedProvider([ScriptedTurn(text="All done.")], delay=0.001)
     adapter = RecordingAdapter()
     manager = Conversations(store, model, delivery(adapter), settings())
@@ -299,7 +300,7 @@ async def test_a_run_that_finishes_within_the_grace_is_delivered(store: SqliteSt
 ERROR_LINE = f"⚠️ The agent stopped with an error: {NO_ANSWER_IN_TIME}"
 
 
-async def answer_with(store: SqliteStore, provider: Provider, mode: DeliveryMode) -> list[str]:
+async def answer_with(store: Store, provider: Provider, mode: DeliveryMode) -> list[str]:
     adapter = RecordingAdapter()
     manager = Conversations(store, provider, delivery(adapter, mode), settings(min_chars=1))
     try:
@@ -311,9 +312,7 @@ async def answer_with(store: SqliteStore, provider: Provider, mode: DeliveryMode
 
 
 @pytest.mark.parametrize("mode", ["blocks", "final"])
-async def test_anthropic_stalls_as_the_user_sees_them(
-    store: SqliteStore, mode: DeliveryMode
-) -> None:
+async def test_anthropic_stalls_as_the_user_sees_them(store: Store, mode: DeliveryMode) -> None:
     async with FakeAnthropicAPI(api_key="sk-ant") as api:
 
         def provider() -> AnthropicProvider:
@@ -342,7 +341,7 @@ async def test_anthropic_stalls_as_the_user_sees_them(
         assert await answer_with(store, provider(), mode) == [ERROR_LINE]
 
 
-async def test_openai_stalls_as_the_user_sees_them(store: SqliteStore) -> None:
+async def test_openai_stalls_as_the_user_sees_them(store: Store) -> None:
     async with FakeOpenAI() as api:
 
         def provider() -> OpenAIProvider:

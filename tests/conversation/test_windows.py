@@ -9,7 +9,7 @@ from botd.agent.providers.scripted import ScriptedProvider
 from botd.chat import InboundMessage
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import ManualTimer
 from tests.conversation.platform import Edge, Platform
@@ -30,7 +30,7 @@ def message(text: str, n: int, album: str | None = None) -> InboundMessage:
 
 
 def conversations(
-    store: SqliteStore, platform: Platform, timer: ManualTimer, **fields: object
+    store: Store, platform: Platform, timer: ManualTimer, **fields: object
 ) -> Conversations:
     settings = SessionSettings(
         loop=LoopConfig(model="scripted"),
@@ -42,7 +42,7 @@ def conversations(
 
 
 async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     platform, timer = Platform(), ManualTimer()
     registry = conversations(store, platform, timer, queue_mode="followup")
@@ -60,7 +60,7 @@ async def test_an_albums_parts_wait_for_the_window_and_are_answered_as_one(
 
 
 async def test_a_burst_within_the_debounce_is_one_prompt_and_a_later_one_its_own(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     platform, timer = Platform(), ManualTimer()
     registry = conversations(store, platform, timer, queue_mode="followup", debounce=1.0)

@@ -15,6 +15,7 @@ from botd.channels.base import InboundSink
 from botd.chat import Capabilities, InboundMessage, MessageRef, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
+from botd.store import Store
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
 from botd.text.markup import PLAIN
@@ -112,7 +113,7 @@ def inbound(text: str = "question") -> InboundMessage:
 
 
 async def answer(
-    store: SqliteStore,
+    store: Store,
     delivery: ChannelDelivery,
     text: str = ANSWER,
     *,
@@ -135,7 +136,7 @@ def words(texts: list[str]) -> list[str]:
     return " ".join(texts).split()
 
 
-async def test_blocks_mode_posts_each_block(store: SqliteStore) -> None:
+async def test_blocks_mode_posts_each_block(store: Store) -> None:
     adapter = FakeAdapter()
     await answer(store, RecordingDelivery(adapter, "blocks"))
     assert adapter.count("send") > 1
@@ -143,14 +144,14 @@ async def test_blocks_mode_posts_each_block(store: SqliteStore) -> None:
     assert words(adapter.texts()) == ANSWER.split()
 
 
-async def test_final_mode_posts_only_the_final_answer_once(store: SqliteStore) -> None:
+async def test_final_mode_posts_only_the_final_answer_once(store: Store) -> None:
     adapter = FakeAdapter()
     await answer(store, RecordingDelivery(adapter, "final"))
     assert adapter.texts() == [ANSWER]
     assert adapter.count("send") == 1 and adapter.count("edit") == 0
 
 
-async def test_edit_mode_edits_one_preview_into_the_answer(store: SqliteStore) -> None:
+async def test_edit_mode_edits_one_preview_into_the_answer(store: Store) -> None:
     adapter = FakeAdapter()
     await answer(store, RecordingDelivery(adapter, "edit", clock=stepping_clock(0.6)), delay=0.001)
     assert adapter.count("send") == 1  # the preview; never a second copy
@@ -158,7 +159,7 @@ async def test_edit_mode_edits_one_preview_into_the_answer(store: SqliteStore) -
     assert adapter.texts() == [ANSWER]
 
 
-async def test_edit_mode_throttles_edits(store: SqliteStore, tmp_path: Path) -> None:
+async def test_edit_mode_throttles_edits(store: Store, tmp_path: Path) -> None:
     free, throttled = FakeAdapter(), FakeAdapter()
     await answer(store, RecordingDelivery(free, "edit", min_edit_interval=0.0), delay=0.001)
     with SqliteStore.open(tmp_path / "other") as other:
@@ -172,7 +173,7 @@ async def test_edit_mode_throttles_edits(store: SqliteStore, tmp_path: Path) -> 
     assert free.texts() == throttled.texts() == [ANSWER]
 
 
-async def test_edit_mode_continues_a_long_answer_in_new_messages(store: SqliteStore) -> None:
+async def test_edit_mode_continues_a_long_answer_in_new_messages(store: Store) -> None:
     adapter = FakeAdapter(text_limit=40)
     long_answer = " ".join(f"word{n}" for n in range(60))
     await answer(
@@ -188,7 +189,7 @@ async def test_edit_mode_continues_a_long_answer_in_new_messages(store: SqliteSt
     assert adapter.count("send") == len(texts)
 
 
-async def test_edit_mode_falls_back_to_blocks_without_editing(store: SqliteStore) -> None:
+async def test_edit_mode_falls_back_to_blocks_without_editing(store: Store) -> None:
     adapter = FakeAdapter(can_edit=False)
     delivery = RecordingDelivery(adapter, "edit")
     assert delivery.delivery_mode(inbound().reply_target()) == "blocks"
@@ -197,7 +198,7 @@ async def test_edit_mode_falls_back_to_blocks_without_editing(store: SqliteStore
     assert words(adapter.texts()) == ANSWER.split()
 
 
-async def test_typing_runs_while_working_and_stops_with_the_replies(store: SqliteStore) -> None:
+async def test_typing_runs_while_working_and_stops_with_the_replies(store: Store) -> None:
     adapter = FakeAdapter()
     await answer(
         store,
@@ -216,7 +217,7 @@ async def test_typing_runs_while_working_and_stops_with_the_replies(store: Sqlit
 
 
 async def test_a_failing_typing_call_does_not_break_the_run(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter = FakeAdapter(typing_fails=True)
     await answer(store, RecordingDelivery(adapter, "final"), typing_delay=0)
@@ -284,7 +285,7 @@ class RaisingTypingSink:
 
 
 async def test_a_raising_typing_sink_does_not_break_the_run(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = RaisingTypingSink()
     settings = SessionSettings(loop=LoopConfig(model="scripted"), typing_delay=0)
@@ -296,7 +297,7 @@ async def test_a_raising_typing_sink_does_not_break_the_run(
 
 
 async def test_a_run_that_fails_before_it_starts_still_ends_its_delivery(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter = FakeAdapter()
 

@@ -27,9 +27,9 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
+    daemon_store,
     discord_yaml,
     slack_yaml,
-    sqlite_store,
     telegram_yaml,
 )
 from tests.daemon_process import ended, reap, start_daemon
@@ -124,7 +124,7 @@ def _status_lines(shown: list[str]) -> list[str]:
 
 async def _no_status_kept(daemon: App) -> None:
     """Nothing of the run's status is kept in the store (forgotten once removed)."""
-    store = sqlite_store(daemon)
+    store = daemon_store(daemon)
 
     def kept() -> list[object]:
         return store._connection().execute("SELECT * FROM status_lines").fetchall()

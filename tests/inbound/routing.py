@@ -6,7 +6,7 @@ from __future__ import annotations
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 
 
 class Recorder:
@@ -52,6 +52,6 @@ def group(
     )
 
 
-def router(store: SqliteStore, rec: Recorder, policy: AccessPolicy, **kw: object) -> Router:
+def router(store: Store, rec: Recorder, policy: AccessPolicy, **kw: object) -> Router:
     """A router for Telegram under ``policy`` into ``rec`` (``kw``: more of its options)."""
     return Router(store, rec.submit, rec.reply, {"telegram": policy}, **kw)  # type: ignore[arg-type]

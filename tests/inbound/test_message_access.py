@@ -15,8 +15,8 @@ from botd.config.schema import MessageTargetSection
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.message_access import NOT_LISTED, MessageAccess
 from botd.inbound.router import Router
+from botd.store import Store
 from botd.store.pairing import PairingFile
-from botd.store.sqlite import SqliteStore
 from botd.wiring import access_policies, scheduler_jobs
 
 
@@ -29,7 +29,7 @@ TELEGRAM_IDS = channel_specs()["telegram"].chat_kind
 SLACK_IDS = channel_specs()["slack"].chat_kind
 
 
-def _router(store: SqliteStore, policy: AccessPolicy, pairing: PairingFile | None = None) -> Router:
+def _router(store: Store, policy: AccessPolicy, pairing: PairingFile | None = None) -> Router:
     return Router(store, _nothing, _nothing, {"telegram": policy}, pairing=pairing)
 
 
@@ -79,7 +79,7 @@ def test_chat_kind_follows_each_platforms_ids() -> None:
 
 
 async def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
-    store: SqliteStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     pairing = PairingFile(tmp_path / "pairing.json")
     router = _router(store, POLICY, pairing)
@@ -95,7 +95,7 @@ async def test_a_dm_is_allowed_only_with_a_user_who_would_be_let_in(
 
 
 async def test_asking_issues_no_pairing_code_and_records_nothing(
-    store: SqliteStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     path = tmp_path / "pairing.json"
     router = _router(store, POLICY, PairingFile(path))
@@ -108,7 +108,7 @@ async def test_asking_issues_no_pairing_code_and_records_nothing(
     assert not await store.seen_inbound("telegram", "probe")  # the ledger was empty before
 
 
-def test_dm_policies(store: SqliteStore) -> None:
+def test_dm_policies(store: Store) -> None:
     def verdict(dm_policy: str) -> tuple[bool, str]:
         policy = AccessPolicy(dm_policy=dm_policy, chat_kind=TELEGRAM_IDS)  # type: ignore[arg-type]
         decision = _router(store, policy).may_post(Target("telegram", "999"))
@@ -119,7 +119,7 @@ def test_dm_policies(store: SqliteStore) -> None:
     assert verdict("disabled") == (False, "direct messages are disabled")
 
 
-def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: SqliteStore) -> None:
+def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: Store) -> None:
     router = _router(store, POLICY)
 
     # Allowed although its allow_from names who may address the bot, not where it may post.
@@ -138,7 +138,7 @@ def test_a_group_is_allowed_only_when_the_group_policy_allows_it(store: SqliteSt
     assert not router.may_post(Target("telegram", "-100200")).accepted
 
 
-def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: SqliteStore) -> None:
+def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: Store) -> None:
     router = Router(
         store,
         _nothing,
@@ -155,7 +155,7 @@ def test_a_chat_of_unknown_kind_must_be_named_under_groups(store: SqliteStore) -
     assert not router.may_post(Target("discord", "43")).accepted
 
 
-def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: SqliteStore) -> None:
+def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: Store) -> None:
     closed = AccessPolicy(dm_policy="allowlist", chat_kind=SLACK_IDS)
     opened = AccessPolicy(dm_policy="open", chat_kind=SLACK_IDS)
     closed_router = Router(store, _nothing, _nothing, {"slack": closed})
@@ -169,7 +169,7 @@ def test_a_slack_dm_channel_of_unknown_user_needs_open_dms(store: SqliteStore) -
 
 
 def _access(
-    store: SqliteStore,
+    store: Store,
     targets: list[MessageTargetSection],
     channels: tuple[str, ...] = ("telegram",),
 ) -> tuple[MessageAccess, Router]:
@@ -181,7 +181,7 @@ def _target(text: str) -> MessageTargetSection:
     return MessageTargetSection.model_validate(text, context={"channels": ["telegram"]})
 
 
-def test_the_own_conversation_is_always_reachable(store: SqliteStore) -> None:
+def test_the_own_conversation_is_always_reachable(store: Store) -> None:
     access, _ = _access(store, [])
     origin = Target("telegram", "-100999", thread_id="7", reply_to_id="55")
 
@@ -190,7 +190,7 @@ def test_the_own_conversation_is_always_reachable(store: SqliteStore) -> None:
     assert access.refusal(origin, origin) is None
 
 
-def test_anything_else_must_be_listed(store: SqliteStore) -> None:
+def test_anything_else_must_be_listed(store: Store) -> None:
     access, _ = _access(store, [])
     origin = Target("telegram", "111")
 
@@ -202,7 +202,7 @@ def test_anything_else_must_be_listed(store: SqliteStore) -> None:
     assert access.refusal(Target("telegram", "-100200"), None) == NOT_LISTED
 
 
-def test_a_listed_target_still_needs_the_policy(store: SqliteStore) -> None:
+def test_a_listed_target_still_needs_the_policy(store: Store) -> None:
     listed = [_target("telegram/-100200"), _target("telegram/-100999"), _target("telegram/999")]
     access, router = _access(store, listed)
     origin = Target("telegram", "111")
@@ -222,7 +222,7 @@ def test_a_listed_target_still_needs_the_policy(store: SqliteStore) -> None:
     assert access.refusal(Target("telegram", "-100999"), origin) is None
 
 
-def test_targets_are_read_at_each_call(store: SqliteStore) -> None:
+def test_targets_are_read_at_each_call(store: Store) -> None:
     targets: list[MessageTargetSection] = []
     access = MessageAccess(_router(store, POLICY), lambda: targets, ("telegram",))
     origin = Target("telegram", "111")
@@ -232,7 +232,7 @@ def test_targets_are_read_at_each_call(store: SqliteStore) -> None:
     assert access.refusal(Target("telegram", "-100200"), origin) is None
 
 
-def test_a_channel_that_is_not_running_is_refused(store: SqliteStore) -> None:
+def test_a_channel_that_is_not_running_is_refused(store: Store) -> None:
     access, _ = _access(store, [_target("telegram/-100200")], channels=())
 
     assert access.refusal(Target("telegram", "-100200"), None) == "channel telegram is not running"
@@ -303,9 +303,7 @@ def test_a_message_target_on_a_channel_not_configured(tmp_path: Path) -> None:
     ]
 
 
-def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(
-    tmp_path: Path, store: SqliteStore
-) -> None:
+def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(tmp_path: Path, store: Store) -> None:
     path = tmp_path / "botd.yaml"
     path.write_text(
         textwrap.dedent(
@@ -330,7 +328,7 @@ def test_a_scheduled_jobs_run_may_post_to_its_deliver_to(
     assert access.refusal(Target("telegram", "-100999"), job.target) == NOT_LISTED
 
 
-def test_an_unreadable_pairing_file_refuses(store: SqliteStore, tmp_path: Path) -> None:
+def test_an_unreadable_pairing_file_refuses(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "pairing.json"
     book = PairingFile(path)
     path.write_text("{not json", encoding="utf-8")  # damaged after botd read it

@@ -21,7 +21,7 @@ from botd.commands import addressed_elsewhere, chat_command
 from botd.config import parse_config
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.router import Router
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI
@@ -70,7 +70,7 @@ def _message(text: str, n: int, *, direct: bool = False) -> InboundMessage:
 
 
 async def test_the_router_skips_them_with_one_log_line_even_without_mention_gating(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     rec = Recorder()
     policy = AccessPolicy(
@@ -142,7 +142,7 @@ def _sent(telegram: FakeTelegramAPI) -> list[str]:
     return [c.params["text"] for c in telegram.calls_to("sendMessage", ok_only=True)]
 
 
-async def test_slack_knows_its_bot_name_from_auth_test(store: SqliteStore) -> None:
+async def test_slack_knows_its_bot_name_from_auth_test(store: Store) -> None:
     """Slack has no ``/command@bot`` convention; with the name from ``auth.test`` a command
     naming another bot is skipped all the same."""
     async with FakeSlack() as fake:

@@ -12,8 +12,8 @@ import pytest
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
+from botd.store import Store
 from botd.store.pairing import MAX_PENDING_PER_CHANNEL, PairingFile
-from botd.store.sqlite import SqliteStore
 
 PAIRING = AccessPolicy(dm_policy="pairing")
 
@@ -49,13 +49,13 @@ def dm(sender: str, n: int, channel: str = "telegram") -> InboundMessage:
     )
 
 
-def _router(store: SqliteStore, replies: Replies, book: PairingFile) -> Router:
+def _router(store: Store, replies: Replies, book: PairingFile) -> Router:
     policies = {"telegram": PAIRING, "slack": PAIRING}
     return Router(store, replies.submit, replies.reply, policies, pairing=book)
 
 
 async def test_301_strangers_leave_at_most_3_codes_waiting(
-    tmp_path: Path, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "pairing.json"
     replies = Replies()
@@ -75,7 +75,7 @@ async def test_301_strangers_leave_at_most_3_codes_waiting(
     assert replies.accepted == []
 
 
-async def test_codes_wait_per_channel(tmp_path: Path, store: SqliteStore) -> None:
+async def test_codes_wait_per_channel(tmp_path: Path, store: Store) -> None:
     replies = Replies()
     book = PairingFile(tmp_path / "pairing.json")
     router = _router(store, replies, book)
@@ -87,7 +87,7 @@ async def test_codes_wait_per_channel(tmp_path: Path, store: SqliteStore) -> Non
 
 
 async def test_one_stranger_writing_again_and_again_gets_one_reply(
-    tmp_path: Path, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "pairing.json"
     replies = Replies()
@@ -105,7 +105,7 @@ async def test_one_stranger_writing_again_and_again_gets_one_reply(
 
 
 async def test_a_pending_code_is_approved_and_an_expired_one_is_not(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: Store
 ) -> None:
     path = tmp_path / "pairing.json"
     replies = Replies()

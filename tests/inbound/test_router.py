@@ -10,12 +10,13 @@ from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
+from botd.store import Store
 from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
 from tests.inbound.routing import Recorder, dm, group, router
 
 
-async def test_open_dm_is_accepted_once(store: SqliteStore) -> None:
+async def test_open_dm_is_accepted_once(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
     assert (await r.handle(dm("hi"))).accepted
@@ -33,7 +34,7 @@ async def test_seen_messages_stay_seen_after_a_restart(tmp_path: Path) -> None:
     assert not decision.accepted and len(rec.submitted) == 1
 
 
-async def test_allowlist_dm(store: SqliteStore) -> None:
+async def test_allowlist_dm(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="allowlist", allow_from=frozenset({"alice"})))
     assert (await r.handle(dm("hi", "alice"))).accepted
@@ -42,13 +43,13 @@ async def test_allowlist_dm(store: SqliteStore) -> None:
     assert rec.replies == []
 
 
-async def test_disabled_dm(store: SqliteStore) -> None:
+async def test_disabled_dm(store: Store) -> None:
     rec = Recorder()
     decision = await router(store, rec, AccessPolicy(dm_policy="disabled")).handle(dm("hi"))
     assert not decision.accepted and decision.reason == "direct messages are disabled"
 
 
-async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: SqliteStore) -> None:
+async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: Store) -> None:
     rec = Recorder()
     book = PairingFile(tmp_path / "pairing.json")
     r = router(store, rec, AccessPolicy(dm_policy="pairing"), pairing=book)
@@ -66,13 +67,13 @@ async def test_pairing_issues_a_code_the_admin_approves(tmp_path: Path, store: S
     assert PairingFile(tmp_path / "pairing.json").is_approved("telegram", "carol")
 
 
-async def test_wrong_pairing_code_admits_nobody(store: SqliteStore) -> None:
+async def test_wrong_pairing_code_admits_nobody(store: Store) -> None:
     book = PairingFile(None)
     router(store, Recorder(), AccessPolicy(dm_policy="pairing"), pairing=book)
     assert await book.approve("telegram", "NOPE1234") is None
 
 
-async def test_pairing_code_expires(store: SqliteStore) -> None:
+async def test_pairing_code_expires(store: Store) -> None:
     now = [0.0]
     book = PairingFile(None, clock=lambda: now[0])
     code = await book.request("telegram", "dave")
@@ -80,13 +81,13 @@ async def test_pairing_code_expires(store: SqliteStore) -> None:
     assert await book.approve("telegram", code) is None
 
 
-async def test_group_not_on_allowlist_is_refused(store: SqliteStore) -> None:
+async def test_group_not_on_allowlist_is_refused(store: Store) -> None:
     rec = Recorder()
     decision = await router(store, rec, AccessPolicy()).handle(group("hi", mention=True))
     assert not decision.accepted and "allowlist" in decision.reason
 
 
-async def test_group_needs_a_mention_and_keeps_context(store: SqliteStore) -> None:
+async def test_group_needs_a_mention_and_keeps_context(store: Store) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule()})
     r = router(store, rec, policy)
@@ -110,7 +111,7 @@ async def test_group_needs_a_mention_and_keeps_context(store: SqliteStore) -> No
     assert turn_text(rec.submitted[-1]) == "[Bob (id bob)] @bot and now?"
 
 
-async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: SqliteStore) -> None:
+async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Store) -> None:
     # A Slack thread fetched on the first mention there already holds what was kept of it.
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
@@ -122,13 +123,13 @@ async def test_context_the_adapter_brought_replaces_the_kept_chatter(store: Sqli
     assert await store.kept_chatter("telegram:g1") == []  # and consumed
 
 
-async def test_group_without_mention_requirement(store: SqliteStore) -> None:
+async def test_group_without_mention_requirement(store: Store) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule(require_mention=False)})
     assert (await router(store, rec, policy).handle(group("anyone?"))).accepted
 
 
-async def test_open_group_policy_and_wildcard_rule(store: SqliteStore) -> None:
+async def test_open_group_policy_and_wildcard_rule(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(group_policy="open"))
     assert (await r.handle(group("hey", mention=True, chat="any"))).accepted
@@ -136,7 +137,7 @@ async def test_open_group_policy_and_wildcard_rule(store: SqliteStore) -> None:
     assert (await r2.handle(group("hey", chat="other", n=9))).accepted
 
 
-async def test_group_sender_allowlist_and_disabled_group(store: SqliteStore) -> None:
+async def test_group_sender_allowlist_and_disabled_group(store: Store) -> None:
     rec = Recorder()
     policy = AccessPolicy(
         groups={
@@ -150,7 +151,7 @@ async def test_group_sender_allowlist_and_disabled_group(store: SqliteStore) -> 
     assert not (await r.handle(group("hi", mention=True, chat="g2", n=3))).accepted
 
 
-async def test_a_refused_group_sender_is_not_kept_as_context(store: SqliteStore) -> None:
+async def test_a_refused_group_sender_is_not_kept_as_context(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))}))
     refused = await r.handle(group("psst, tell it this", sender="eve", n=1))
@@ -162,7 +163,7 @@ async def test_a_refused_group_sender_is_not_kept_as_context(store: SqliteStore)
 
 
 async def test_lines_kept_from_a_sender_the_policy_stopped_admitting_are_not_shown(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
@@ -184,13 +185,13 @@ async def test_lines_kept_from_a_sender_the_policy_stopped_admitting_are_not_sho
     assert rec.submitted[-1].context == ""
 
 
-async def test_mention_pattern_counts(store: SqliteStore) -> None:
+async def test_mention_pattern_counts(store: Store) -> None:
     rec = Recorder()
     policy = AccessPolicy(groups={"g1": GroupRule()}, mention_patterns=(r"\bbotty\b",))
     assert (await router(store, rec, policy).handle(group("hey Botty, help"))).accepted
 
 
-async def test_commands_pass_without_a_mention_and_without_context(store: SqliteStore) -> None:
+async def test_commands_pass_without_a_mention_and_without_context(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
     await r.handle(group("chatter", n=1))
@@ -198,7 +199,7 @@ async def test_commands_pass_without_a_mention_and_without_context(store: Sqlite
     assert rec.submitted[-1].text == "/stop@mybot"
 
 
-async def test_disabled_groups(store: SqliteStore) -> None:
+async def test_disabled_groups(store: Store) -> None:
     decision = await router(store, Recorder(), AccessPolicy(group_policy="disabled")).handle(
         group("hi", mention=True)
     )
@@ -206,7 +207,7 @@ async def test_disabled_groups(store: SqliteStore) -> None:
 
 
 async def test_pairing_is_approved_from_another_process_while_running(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: Store
 ) -> None:
     """The admin runs `botd pairing approve` while the daemon (this router) keeps running."""
     import subprocess
@@ -244,7 +245,7 @@ async def test_pairing_is_approved_from_another_process_while_running(
 
 
 async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_dropped(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
@@ -263,10 +264,10 @@ async def test_a_message_is_recorded_under_all_its_keys_and_a_repeat_of_any_is_d
     assert await store.seen_inbound("telegram", "default:alice:9")
 
 
-async def test_the_router_records_a_message_in_one_write(store: SqliteStore) -> None:
+async def test_the_router_records_a_message_in_one_write(sqlite_store: SqliteStore) -> None:
     # Accepted: its keys and the message itself go into the database in one transaction.
     writes: list[tuple[str, ...]] = []
-    accept, record = store.accept_inbound, store.seen_inbound
+    accept, record = sqlite_store.accept_inbound, sqlite_store.seen_inbound
 
     async def counting_accept(
         channel: str,
@@ -282,11 +283,11 @@ async def test_the_router_records_a_message_in_one_write(store: SqliteStore) -> 
         writes.append(keys)
         return await record(channel, *keys)
 
-    store.accept_inbound = counting_accept  # type: ignore[method-assign]
-    store.seen_inbound = counting_record  # type: ignore[method-assign]
+    sqlite_store.accept_inbound = counting_accept  # type: ignore[method-assign]
+    sqlite_store.seen_inbound = counting_record  # type: ignore[method-assign]
     rec = Recorder()
-    r = router(store, rec, AccessPolicy(dm_policy="open"))
+    r = router(sqlite_store, rec, AccessPolicy(dm_policy="open"))
     await r.handle(replace(dm("hi"), dedupe_keys=("EvA", "alice:1.0")))
     assert writes == [("EvA", "alice:1.0")]
     inbox_id = rec.submitted[0].inbox_id
-    assert inbox_id is not None and store.inbox_state(inbox_id) == "accepted"
+    assert inbox_id is not None and sqlite_store.inbox_state(inbox_id) == "accepted"

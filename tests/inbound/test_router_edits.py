@@ -9,8 +9,8 @@ from botd.chat import Attachment, InboundMessage
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
+from botd.store import Store
 from botd.store.pairing import PairingFile
-from botd.store.sqlite import SqliteStore
 from tests.inbound.routing import Recorder, dm, group, router
 
 
@@ -20,7 +20,7 @@ def edit(message: InboundMessage, text: str, version: int = 1) -> InboundMessage
     return replace(message, text=text, edited=True, dedupe_keys=(key,), mentions_bot=False)
 
 
-async def test_a_dm_edit_is_shown_with_the_next_message_once(store: SqliteStore) -> None:
+async def test_a_dm_edit_is_shown_with_the_next_message_once(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
     first = dm("meet at noon?", n=1)
@@ -40,7 +40,7 @@ async def test_a_dm_edit_is_shown_with_the_next_message_once(store: SqliteStore)
 
 
 async def test_the_same_edit_delivered_again_is_dropped_and_a_second_edit_is_kept(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
@@ -55,7 +55,7 @@ async def test_the_same_edit_delivered_again_is_dropped_and_a_second_edit_is_kep
     assert lines[1:] == [f"[id alice] {EDITED} second draft", f"[id alice] {EDITED} final draft"]
 
 
-async def test_an_edit_that_adds_a_mention_or_a_command_starts_nothing(store: SqliteStore) -> None:
+async def test_an_edit_that_adds_a_mention_or_a_command_starts_nothing(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule()}))
     plain = group("what time is it", n=1)
@@ -71,7 +71,7 @@ async def test_an_edit_that_adds_a_mention_or_a_command_starts_nothing(store: Sq
 
 
 async def test_an_edit_from_whom_the_bot_does_not_take_is_not_kept(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: Store
 ) -> None:
     rec = Recorder()
     pairing = AccessPolicy(dm_policy="pairing")
@@ -84,7 +84,7 @@ async def test_an_edit_from_whom_the_bot_does_not_take_is_not_kept(
     assert (await r.handle(edit(stranger, "hello again"))).reason == "already seen"
 
 
-async def test_an_edit_keeps_no_files(store: SqliteStore) -> None:
+async def test_an_edit_keeps_no_files(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(dm_policy="open"))
     photo = Attachment(kind="image", ref="f1", name="cat.jpg")
@@ -96,7 +96,7 @@ async def test_an_edit_keeps_no_files(store: SqliteStore) -> None:
     assert f"{EDITED} look at this" in rec.submitted[-1].context
 
 
-async def test_an_edit_by_a_sender_the_group_refuses_is_not_kept(store: SqliteStore) -> None:
+async def test_an_edit_by_a_sender_the_group_refuses_is_not_kept(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, AccessPolicy(groups={"g1": GroupRule(allow_from=frozenset({"bob"}))}))
     decision = await r.handle(edit(group("hello", sender="eve", n=1), "psst, tell it this"))

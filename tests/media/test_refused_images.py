@@ -27,7 +27,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
@@ -57,7 +57,7 @@ class Chat:
 
     @property
     def store(self) -> SqliteStore:
-        return sqlite_store(self.daemon)
+        return daemon_store(self.daemon)
 
     async def say(self, chat_id: int, words: str, *, answer: str) -> list[str]:
         """Send ``words``; once ``answer`` shows and the run is over, what the bot posted

@@ -25,7 +25,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -318,7 +318,7 @@ async def test_a_photo_still_waiting_at_a_restart_is_fetched_again_after_it(
             telegram.push_file(DM, "photo", PNG, caption="and this one?")
             await until(lambda: telegram.file_downloads, "telegram.file_downloads")
             assert daemon.runtime is not None
-            assert sqlite_store(daemon).unfinished_inbox()[-1].state == "accepted"
+            assert daemon_store(daemon).unfinished_inbox()[-1].state == "accepted"
         assert len(model.requests) == 1
         model.push(stream(text("First answer.")), stream(text("Second answer.")))
         async with daemon_running(config, ready=ready) as daemon:
@@ -418,7 +418,7 @@ async def test_a_stop_while_a_file_downloads_cuts_it_and_nothing_of_it_is_posted
     async with fakes(tmp_path) as f:
         async with daemon_running(f.config, ready=telegram_ready) as daemon:
             assert daemon.runtime is not None
-            store = sqlite_store(daemon)
+            store = daemon_store(daemon)
             release = f.telegram.hold_downloads()
             push_report(f.telegram)
             await until_held(f.telegram)
@@ -494,7 +494,7 @@ async def test_an_interrupting_message_cuts_a_file_being_read(tmp_path: Path) ->
         daemon_running(f.config, ready=telegram_ready) as daemon,
     ):
         assert daemon.runtime is not None
-        store = sqlite_store(daemon)
+        store = daemon_store(daemon)
         release = f.telegram.hold_downloads()
         push_report(f.telegram)
         await until_held(f.telegram)
@@ -544,7 +544,7 @@ async def test_a_stop_during_a_long_pdf_read_kills_the_reader_and_another_chat_i
     async with fakes(tmp_path, max_bytes=1_000_000) as f:
         async with daemon_running(f.config, ready=telegram_ready) as daemon:
             assert daemon.runtime is not None
-            store = sqlite_store(daemon)
+            store = daemon_store(daemon)
             f.telegram.push_file(
                 DM, "document", slow_pdf(), file_name="slow.pdf", mime_type="application/pdf"
             )

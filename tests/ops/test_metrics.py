@@ -16,7 +16,7 @@ import pytest
 from botd.app import App
 from botd.store import InboxBacklog
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import anthropic_yaml, daemon_running, sqlite_store, telegram_yaml
+from tests.daemon_inprocess import anthropic_yaml, daemon_running, daemon_store, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.health_probe import free_port, named, scrape, value
@@ -107,7 +107,7 @@ async def test_every_metric_counts_a_scripted_conversation(
         await until(lambda: daemon.metrics.runs_in_flight == 0, "the run's end")
 
         assert daemon.runtime is not None
-        store = sqlite_store(daemon)
+        store = daemon_store(daemon)
         await until(lambda: inbox_empty(store), "the stopped message finished")
         samples, types = await scrape(port)
 

@@ -22,7 +22,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -94,7 +94,7 @@ def _config(
 
 
 def _store(daemon: App) -> SqliteStore:
-    return sqlite_store(daemon)
+    return daemon_store(daemon)
 
 
 def _answered(daemon: App) -> bool:

@@ -20,6 +20,7 @@ from botd.agent.tools.schedule.tool import ScheduleTool
 from botd.chat import InboundMessage, Target
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
+from botd.store import Store
 from botd.store.sqlite import SqliteStore
 from tests.waiting import HANG_GUARD, until
 
@@ -62,7 +63,7 @@ def inbox() -> Inbox:
 
 
 @pytest.fixture
-async def scheduler(store: SqliteStore, inbox: Inbox) -> AsyncIterator[Scheduler]:
+async def scheduler(store: Store, inbox: Inbox) -> AsyncIterator[Scheduler]:
     sched = Scheduler(store, inbox, timezone="Europe/Berlin")
     yield sched
     sched.shutdown()
@@ -177,7 +178,7 @@ async def next_run(scheduler: Scheduler, job_id: str) -> datetime | None:
     return info.next_run_time
 
 
-async def test_jobs_next_fire_times(store: SqliteStore, inbox: Inbox) -> None:
+async def test_jobs_next_fire_times(store: Store, inbox: Inbox) -> None:
     clock = Clock(datetime(2025, 1, 1, 12, 0, tzinfo=UTC))  # a Wednesday
     # Not started: the jobs are only in the table, their first run times computed by the clock.
     sched = Scheduler(store, inbox, timezone="Europe/Berlin", clock=clock)
@@ -206,9 +207,7 @@ async def test_jobs_next_fire_times(store: SqliteStore, inbox: Inbox) -> None:
 # --- execution -------------------------------------------------------------------------------
 
 
-async def test_due_job_submits_its_prompt(
-    scheduler: Scheduler, store: SqliteStore, inbox: Inbox
-) -> None:
+async def test_due_job_submits_its_prompt(scheduler: Scheduler, store: Store, inbox: Inbox) -> None:
     await scheduler.start()
     await scheduler.add_at(
         "ping", datetime.now(UTC) - timedelta(seconds=1), prompt="hi", target=TARGET
@@ -234,7 +233,7 @@ async def test_due_job_submits_its_prompt(
     assert await scheduler.list_jobs() == []  # one-shot jobs are gone once run
 
 
-async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) -> None:
+async def test_failed_submit_is_logged_and_schedule_goes_on(store: Store) -> None:
     calls: list[InboundMessage] = []
     done = asyncio.Event()
 
@@ -259,7 +258,7 @@ async def test_failed_submit_is_logged_and_schedule_goes_on(store: SqliteStore) 
 
 
 async def test_a_run_skipped_while_the_last_one_is_in_flight_does_not_stop_the_job(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     """APScheduler skips a run while the job's last one is still in flight and moves its own
     next run time past it; the table keeps the one the last fire wrote. The next fire must
@@ -399,7 +398,7 @@ async def test_reminder_survives_a_restart(tmp_path: Path) -> None:
         reopened.close()
 
 
-async def test_missed_runs_coalesce_into_one(store: SqliteStore, inbox: Inbox) -> None:
+async def test_missed_runs_coalesce_into_one(store: Store, inbox: Inbox) -> None:
     sched = Scheduler(store, inbox, misfire_grace_time=3600)
     # Ten one-minute runs fall between the first run time and the start: as after downtime.
     await sched.add_every(
@@ -421,7 +420,7 @@ async def test_missed_runs_coalesce_into_one(store: SqliteStore, inbox: Inbox) -
         sched.shutdown()
 
 
-async def test_run_missed_beyond_grace_is_skipped(store: SqliteStore, inbox: Inbox) -> None:
+async def test_run_missed_beyond_grace_is_skipped(store: Store, inbox: Inbox) -> None:
     sched = Scheduler(store, inbox, misfire_grace_time=60)
     await sched.add_every(
         "hourly",
@@ -441,7 +440,7 @@ async def test_run_missed_beyond_grace_is_skipped(store: SqliteStore, inbox: Inb
 
 
 async def test_sync_config_jobs_replaces_config_and_keeps_reminders(
-    store: SqliteStore, inbox: Inbox
+    store: Store, inbox: Inbox
 ) -> None:
     sched = Scheduler(store, inbox)
     daily = JobSpec("daily", "digest", TARGET, cron="0 8 * * 1-5", timezone="Europe/Berlin")

@@ -1,4 +1,4 @@
-"""Each store backend (``any_store``) as an ``ApprovalLedger``: a request kept once by the call
+"""Each store backend (``store``) as an ``ApprovalLedger``: a request kept once by the call
 it gates, its messages recorded, decided once whoever presses first, and the transcript of an
 interrupted run kept up to the call still waiting for its decision."""
 
@@ -31,9 +31,9 @@ def request(
 
 
 async def test_a_request_is_kept_once_by_its_key_and_found_by_key_and_token(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: ApprovalLedger = any_store
+    ledger: ApprovalLedger = store
     kept = await ledger.open_approval(request())
     assert kept == request()
     # The resumed run asks again with a new token and deadline: it gets the first request.
@@ -51,9 +51,9 @@ async def test_a_request_is_kept_once_by_its_key_and_found_by_key_and_token(
 
 
 async def test_a_request_is_decided_once_and_the_second_decision_changes_nothing(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: ApprovalLedger = any_store
+    ledger: ApprovalLedger = store
     await ledger.open_approval(request())
     decided = await ledger.decide_approval("t1", "approved", "Alice")
     assert decided is not None
@@ -65,8 +65,8 @@ async def test_a_request_is_decided_once_and_the_second_decision_changes_nothing
     assert found is not None and (found.state, found.decided_by) == ("approved", "Alice")
 
 
-async def test_of_decisions_made_at_once_exactly_one_is_taken(any_store: Store) -> None:
-    ledger: ApprovalLedger = any_store
+async def test_of_decisions_made_at_once_exactly_one_is_taken(store: Store) -> None:
+    ledger: ApprovalLedger = store
     await ledger.open_approval(request())
     outcomes = await asyncio.gather(
         ledger.decide_approval("t1", "approved", "Alice"),
@@ -77,11 +77,11 @@ async def test_of_decisions_made_at_once_exactly_one_is_taken(any_store: Store) 
 
 
 async def test_an_interrupted_run_keeps_its_call_waiting_for_approval_and_drops_others(
-    any_store: Store,
+    store: Store,
 ) -> None:
     """trim_interrupted keeps an assistant message whose call has a request (the resumed run
     goes on with it) and still drops one whose calls have none (the model is asked again)."""
-    store = any_store
+    store = store
     message = InboundMessage(
         channel="telegram",
         chat_id="42",

@@ -25,9 +25,9 @@ ROWS = ((Button("Yes", "b:0"), Button("No", "b:1")),)
 ANSWERED = "buttons:default:-100123:42"
 
 
-async def test_buttons_are_read_back_by_their_message_only(any_store: Store) -> None:
-    any_store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.5))
-    found = await any_store.posted_buttons(MESSAGE, ANSWERED)
+async def test_buttons_are_read_back_by_their_message_only(store: Store) -> None:
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.5))
+    found = await store.posted_buttons(MESSAGE, ANSWERED)
     assert found == PostedButtons(MESSAGE, ROWS, 1000.5, answered=False)
     assert found.button("b:1") == Button("No", "b:1")
     assert found.button("b:7") is None
@@ -38,32 +38,30 @@ async def test_buttons_are_read_back_by_their_message_only(any_store: Store) -> 
         MessageRef(Target("slack", "-100123"), "42"),
         MessageRef(CHAT, "43"),
     ):
-        assert await any_store.posted_buttons(other, ANSWERED) is None
+        assert await store.posted_buttons(other, ANSWERED) is None
 
 
-async def test_a_counted_press_shows_as_answered(any_store: Store) -> None:
-    any_store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.0))
-    assert await any_store.seen_inbound("telegram", ANSWERED) is False
-    found = await any_store.posted_buttons(MESSAGE, ANSWERED)
+async def test_a_counted_press_shows_as_answered(store: Store) -> None:
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.0))
+    assert await store.seen_inbound("telegram", ANSWERED) is False
+    found = await store.posted_buttons(MESSAGE, ANSWERED)
     assert found is not None and found.answered
 
 
-async def test_a_message_showing_other_buttons_is_recorded_again(any_store: Store) -> None:
-    any_store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.0))
+async def test_a_message_showing_other_buttons_is_recorded_again(store: Store) -> None:
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.0))
     later = ((Button("Approve", "approval:t:approve"),),)
-    any_store.buttons_posted_soon(PostedButtons(MESSAGE, later, 2000.0))
-    assert await any_store.posted_buttons(MESSAGE, ANSWERED) == PostedButtons(
-        MESSAGE, later, 2000.0
-    )
+    store.buttons_posted_soon(PostedButtons(MESSAGE, later, 2000.0))
+    assert await store.posted_buttons(MESSAGE, ANSWERED) == PostedButtons(MESSAGE, later, 2000.0)
 
 
-async def test_old_records_are_pruned(any_store: Store) -> None:
-    any_store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 0.0))
+async def test_old_records_are_pruned(store: Store) -> None:
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 0.0))
     recent = MessageRef(CHAT, "43")
-    any_store.buttons_posted_soon(PostedButtons(recent, ROWS, 1e12))
-    await any_store.prune_finished(3600)
-    assert await any_store.posted_buttons(MESSAGE, ANSWERED) is None
-    assert await any_store.posted_buttons(recent, ANSWERED) is not None
+    store.buttons_posted_soon(PostedButtons(recent, ROWS, 1e12))
+    await store.prune_finished(3600)
+    assert await store.posted_buttons(MESSAGE, ANSWERED) is None
+    assert await store.posted_buttons(recent, ANSWERED) is not None
 
 
 # --- the upgrade from the previous schema --------------------------------------------------

@@ -1,4 +1,4 @@
-"""Each store backend (the ``any_store`` fixture) as a ``ConversationLedger``: the transitions of
+"""Each store backend (the ``store`` fixture) as a ``ConversationLedger``: the transitions of
 ``Promise`` written through it read back as the state machine says (``botd.conversation``)."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ async def accepted(store: Store, n: int) -> int:
     return inbox_id
 
 
-async def test_entries_go_accepted_running_answered_through_the_ledger(any_store: Store) -> None:
-    ledger: ConversationLedger = any_store
+async def test_entries_go_accepted_running_answered_through_the_ledger(store: Store) -> None:
+    ledger: ConversationLedger = store
     promise = Promise(ledger)
-    first, second = await accepted(any_store, 1), await accepted(any_store, 2)
+    first, second = await accepted(store, 1), await accepted(store, 2)
     session = await ledger.open_session("console:c1")
     turn = [Message(role="user", content="m1")]
     promise.running([first], session_id=session.session_id, run_id="r:1", user_turn=turn)
@@ -52,18 +52,18 @@ async def test_entries_go_accepted_running_answered_through_the_ledger(any_store
     promise.answered([first])
     promise.skipped([second, None])
     assert await ledger.unfinished_entries() == []
-    assert [await inbox_state(any_store, first), await inbox_state(any_store, second)] == [
+    assert [await inbox_state(store, first), await inbox_state(store, second)] == [
         "answered",
         "skipped",
     ]
 
 
 async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_sends(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: ConversationLedger = any_store
+    ledger: ConversationLedger = store
     promise = Promise(ledger)
-    done, going_on = await accepted(any_store, 1), await accepted(any_store, 2)
+    done, going_on = await accepted(store, 1), await accepted(store, 2)
     session = await ledger.open_session("console:c1")
     for inbox_id in (done, going_on):
         promise.running(
@@ -83,7 +83,7 @@ async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_se
     assert await promise.posted_before(done) == ["one"]
 
     # As the next holder finds it (a restart's takeover, or another node's).
-    plan = await promise.plan(*await any_store.conversation_backlog("console:c1"))
+    plan = await promise.plan(*await store.conversation_backlog("console:c1"))
     assert [e.id for e in plan.entries] == [going_on]
     assert set(plan.resumed_turns) == {going_on}  # its run goes on from its transcript
     assert [p.id for p in plan.unsent] == [unconfirmed]  # a finished run's: sent at once
@@ -93,8 +93,8 @@ async def test_pieces_go_written_then_sent_or_failed_and_resume_supersedes_or_se
     assert cut not in [p.id for p in plan.unsent]  # superseded: its run makes it again
 
 
-async def test_a_status_line_is_kept_until_forgotten(any_store: Store) -> None:
-    ledger: ConversationLedger = any_store
+async def test_a_status_line_is_kept_until_forgotten(store: Store) -> None:
+    ledger: ConversationLedger = store
     thread = Target("slack", "D1", thread_id="17.000001")
     line = StatusLine("message", Target("telegram", "42"), "9")
     assistant = StatusLine("assistant", thread, "17.000001")
@@ -113,10 +113,10 @@ async def test_a_status_line_is_kept_until_forgotten(any_store: Store) -> None:
 
 
 async def test_a_runs_preview_is_kept_by_its_anchor_replaced_as_it_grows_and_pruned_after(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: ConversationLedger = any_store
-    anchor, other = await accepted(any_store, 1), await accepted(any_store, 2)
+    ledger: ConversationLedger = store
+    anchor, other = await accepted(store, 1), await accepted(store, 2)
     assert await ledger.preview_of(anchor) is None
     thread = Target("slack", "D1", thread_id="1700000000.000001")
     first = MessageRef(thread, "1700000000.000002")
@@ -130,8 +130,8 @@ async def test_a_runs_preview_is_kept_by_its_anchor_replaced_as_it_grows_and_pru
     assert await ledger.preview_of(other) is None
 
     # Pruned only once the run's entry is finished (a running one may still resume).
-    await any_store.prune_finished(-1.0)
+    await store.prune_finished(-1.0)
     assert await ledger.preview_of(anchor) is not None
     Promise(ledger).answered([anchor])
-    await any_store.prune_finished(-1.0)
+    await store.prune_finished(-1.0)
     assert await ledger.preview_of(anchor) is None

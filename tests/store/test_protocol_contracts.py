@@ -1,4 +1,4 @@
-"""What every store backend (the ``any_store`` fixture, one run per backend) promises through the
+"""What every store backend (the ``store`` fixture, one run per backend) promises through the
 protocols of ``botd.store`` other than the conversation's ledger: the router's inbound ledger
 and kept chatter, the channels' offsets, the scheduler's job ledger, the model choices, what
 the pruner forgets and what ``/healthz`` reads. Only the protocols are used here, so a new
@@ -54,9 +54,9 @@ def job(job_id: str, prompt: str = "p") -> StoredJob:
 
 
 async def test_accept_records_all_keys_and_a_repeat_under_any_of_them_is_refused(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: InboundLedger = any_store
+    ledger: InboundLedger = store
     first = await ledger.accept_inbound("telegram", ["a", "b"], message(1))
     assert first is not None
     # A repeat under one known key: refused, and its new key is recorded all the same.
@@ -67,30 +67,30 @@ async def test_accept_records_all_keys_and_a_repeat_under_any_of_them_is_refused
     assert await ledger.accept_inbound("slack", ["a"], message(1)) is not None
 
 
-async def test_an_accepted_message_keeps_the_message_it_quotes(any_store: Store) -> None:
-    ledger: InboundLedger = any_store
+async def test_an_accepted_message_keeps_the_message_it_quotes(store: Store) -> None:
+    ledger: InboundLedger = store
     long = Quote("Bob (id 2)", "\ud800 line one\n> line two " + "x" * 2000)
     own = Quote("botd_bot", "my earlier answer", from_bot=True)
     for n, quoted in enumerate((long, own, None)):
         await ledger.accept_inbound("telegram", [f"q{n}"], replace(message(n), quoted=quoted))
-    entries = await any_store.unfinished_entries()
+    entries = await store.unfinished_entries()
     assert [entry.message.quoted for entry in entries] == [long, own, None]
     kept = entries[0].message.quoted
     assert kept is not None and kept.text.startswith("\ufffd line one\n> line two xx")
     assert kept.text.endswith(QUOTE_CUT)
 
 
-async def test_seen_inbound_tells_a_first_sight_from_a_repeat(any_store: Store) -> None:
-    ledger: InboundLedger = any_store
+async def test_seen_inbound_tells_a_first_sight_from_a_repeat(store: Store) -> None:
+    ledger: InboundLedger = store
     assert not await ledger.seen_inbound("telegram", "x", "y")
     assert await ledger.seen_inbound("telegram", "y")
     assert not await ledger.seen_inbound("telegram", "z")
 
 
 async def test_chatter_is_kept_then_consumed_by_the_accept_that_shows_it(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    ledger: InboundLedger = any_store
+    ledger: InboundLedger = store
     assert not await ledger.keep_chatter("telegram", ["k1"], message(1), limit=10)
     assert not await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)
     assert await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)  # a repeat
@@ -105,8 +105,8 @@ async def test_chatter_is_kept_then_consumed_by_the_accept_that_shows_it(
     assert [line.text for line in await ledger.kept_chatter("telegram:42")] == ["m3"]
 
 
-async def test_a_refused_accept_consumes_no_chatter(any_store: Store) -> None:
-    ledger: InboundLedger = any_store
+async def test_a_refused_accept_consumes_no_chatter(store: Store) -> None:
+    ledger: InboundLedger = store
     await ledger.accept_inbound("telegram", ["p1"], message(1))
     await ledger.keep_chatter("telegram", ["k2"], message(2), limit=10)
     [line] = await ledger.kept_chatter("telegram:42")
@@ -117,8 +117,8 @@ async def test_a_refused_accept_consumes_no_chatter(any_store: Store) -> None:
     assert await ledger.kept_chatter("telegram:42") == [line]
 
 
-async def test_chatter_keeps_the_newest_lines_of_each_conversation(any_store: Store) -> None:
-    ledger: InboundLedger = any_store
+async def test_chatter_keeps_the_newest_lines_of_each_conversation(store: Store) -> None:
+    ledger: InboundLedger = store
     for n in range(5):
         await ledger.keep_chatter("telegram", [f"k{n}"], message(n), limit=3)
     await ledger.keep_chatter("telegram", ["other"], message(9, key="telegram:7"), limit=3)
@@ -130,9 +130,9 @@ async def test_chatter_keeps_the_newest_lines_of_each_conversation(any_store: St
 
 
 async def test_offsets_are_per_channel_account_and_the_last_saved_wins(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    offsets: Offsets = any_store
+    offsets: Offsets = store
     assert await offsets.get_offset("telegram", "default") is None
     offsets.set_offset_soon("telegram", "default", "5")
     offsets.set_offset_soon("telegram", "default", "7")  # queued behind the first
@@ -147,8 +147,8 @@ async def test_offsets_are_per_channel_account_and_the_last_saved_wins(
 # --- JobLedger --------------------------------------------------------------------------------
 
 
-async def test_jobs_are_saved_replaced_and_deleted_once(any_store: Store) -> None:
-    jobs: JobLedger = any_store
+async def test_jobs_are_saved_replaced_and_deleted_once(store: Store) -> None:
+    jobs: JobLedger = store
     await jobs.save_job(job("b"))
     await jobs.save_job(job("a"))
     assert [j.id for j in await jobs.load_jobs()] == ["a", "b"]
@@ -170,8 +170,8 @@ def prompt(job_id: str, at: datetime, key: str = "cron:a") -> InboundMessage:
     )
 
 
-async def test_a_run_fires_once_and_moves_the_next_run_time(any_store: Store) -> None:
-    jobs: JobLedger = any_store
+async def test_a_run_fires_once_and_moves_the_next_run_time(store: Store) -> None:
+    jobs: JobLedger = store
     due = datetime(2030, 1, 1, 9, tzinfo=UTC)
     later = datetime(2030, 1, 2, 9, tzinfo=UTC)
     await jobs.save_job(job("a"))
@@ -179,21 +179,21 @@ async def test_a_run_fires_once_and_moves_the_next_run_time(any_store: Store) ->
     assert fired.advanced and fired.inbox_id is not None
     stored = await jobs.get_job("a")
     assert stored is not None and stored.next_run_time == later
-    (entry,) = await any_store.unfinished_entries()
+    (entry,) = await store.unfinished_entries()
     assert (entry.id, entry.message.message_id) == (fired.inbox_id, f"job:a:{due.isoformat()}")
     # The same run fired again (a second node that believes it runs the schedule): the
     # stored next run time is not the one it expects any more, so nothing is written.
     again = await jobs.fire_job("a", due, later, prompt("a", due))
     assert not again.advanced and again.inbox_id is None
-    assert len(await any_store.unfinished_entries()) == 1
+    assert len(await store.unfinished_entries()) == 1
     # A job that is gone fires nothing either.
     assert not (await jobs.fire_job("gone", due, later, prompt("gone", due))).advanced
 
 
 async def test_a_run_whose_key_was_seen_moves_the_job_on_without_a_second_prompt(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    jobs: JobLedger = any_store
+    jobs: JobLedger = store
     due = datetime(2030, 1, 1, 9, tzinfo=UTC)
     later = datetime(2030, 1, 2, 9, tzinfo=UTC)
     await jobs.save_job(job("a"))
@@ -203,11 +203,11 @@ async def test_a_run_whose_key_was_seen_moves_the_job_on_without_a_second_prompt
     await jobs.save_job(job("a"))
     repeat = await jobs.fire_job("a", due, later, prompt("a", due))
     assert repeat.advanced and repeat.inbox_id is None
-    assert len(await any_store.unfinished_entries()) == 1
+    assert len(await store.unfinished_entries()) == 1
 
 
-async def test_a_done_one_shot_is_removed_or_kept_without_a_next_run(any_store: Store) -> None:
-    jobs: JobLedger = any_store
+async def test_a_done_one_shot_is_removed_or_kept_without_a_next_run(store: Store) -> None:
+    jobs: JobLedger = store
     due = datetime(2030, 1, 1, 9, tzinfo=UTC)
     await jobs.save_job(job("reminder"))
     await jobs.save_job(job("configured"))
@@ -222,11 +222,11 @@ async def test_a_done_one_shot_is_removed_or_kept_without_a_next_run(any_store: 
     later = datetime(2030, 1, 2, 9, tzinfo=UTC)
     missed = await jobs.fire_job("late", due, later, None)
     assert missed.advanced and missed.inbox_id is None
-    assert len(await any_store.unfinished_entries()) == 2
+    assert len(await store.unfinished_entries()) == 2
 
 
-async def test_an_import_happens_once(any_store: Store) -> None:
-    jobs: JobLedger = any_store
+async def test_an_import_happens_once(store: Store) -> None:
+    jobs: JobLedger = store
     await jobs.save_job(job("kept", prompt="mine"))
     assert not await jobs.imported("legacy")
     assert await jobs.import_jobs("legacy", [job("kept", prompt="old"), job("new")], detail="x")
@@ -236,8 +236,8 @@ async def test_an_import_happens_once(any_store: Store) -> None:
     assert await jobs.get_job("again") is None
 
 
-async def test_the_run_log_keeps_the_last_runs_of_each_job(any_store: Store) -> None:
-    jobs: JobLedger = any_store
+async def test_the_run_log_keeps_the_last_runs_of_each_job(store: Store) -> None:
+    jobs: JobLedger = store
     for day in range(1, 5):
         at = datetime(2030, 1, day, tzinfo=UTC)
         await jobs.add_job_run(RunRecord("a", at, "submitted"), keep=2)
@@ -250,8 +250,8 @@ async def test_the_run_log_keeps_the_last_runs_of_each_job(any_store: Store) -> 
 # --- ModelChoices -----------------------------------------------------------------------------
 
 
-async def test_a_model_choice_is_kept_and_cleared(any_store: Store) -> None:
-    choices: ModelChoices = any_store
+async def test_a_model_choice_is_kept_and_cleared(store: Store) -> None:
+    choices: ModelChoices = store
     assert await choices.model_choice("c") is None
     await choices.set_model_choice("c", "big")
     await choices.set_model_choice("d", "small")
@@ -266,30 +266,30 @@ async def test_a_model_choice_is_kept_and_cleared(any_store: Store) -> None:
 # --- Pruning and StoreStatus ------------------------------------------------------------------
 
 
-async def test_the_backlog_counts_what_waits(any_store: Store) -> None:
-    status: StoreStatus = any_store
+async def test_the_backlog_counts_what_waits(store: Store) -> None:
+    status: StoreStatus = store
     assert (await status.inbox_backlog()).count == 0
     assert await status.outbox_pending_count() == 0
-    first = await any_store.accept_inbound("telegram", ["1"], message(1))
-    await any_store.accept_inbound("telegram", ["2"], message(2))
+    first = await store.accept_inbound("telegram", ["1"], message(1))
+    await store.accept_inbound("telegram", ["2"], message(2))
     assert first is not None
-    await any_store.outbox_add(first, 0, "final", TARGET, "hi")
+    await store.outbox_add(first, 0, "final", TARGET, "hi")
     backlog = await status.inbox_backlog()
     assert backlog.count == 2 and backlog.oldest_age is not None
     assert await status.outbox_pending_count() == 1
-    any_store.finish_inbox([first], "answered")
-    any_store.commit_soon()
-    assert await any_store.unfinished_entries() != []
+    store.finish_inbox([first], "answered")
+    store.commit_soon()
+    assert await store.unfinished_entries() != []
     assert status.health.ok
 
 
-async def test_pruning_keeps_what_is_recent(any_store: Store) -> None:
-    pruning: Pruning = any_store
-    await any_store.seen_inbound("telegram", "recent")
-    await any_store.keep_chatter("telegram", ["k"], message(1), limit=5)
+async def test_pruning_keeps_what_is_recent(store: Store) -> None:
+    pruning: Pruning = store
+    await store.seen_inbound("telegram", "recent")
+    await store.keep_chatter("telegram", ["k"], message(1), limit=5)
     assert await pruning.prune_inbound(3600.0) == 0
     assert await pruning.prune_finished(3600.0) == 0
     assert await pruning.prune_chatter(CHATTER_RETENTION_SECONDS) == 0
     assert await pruning.prune_chatter(-1.0) == 1  # everything is older than the future
     assert await pruning.prune_inbound(-1.0) == 2
-    assert await any_store.kept_chatter("telegram:42") == []
+    assert await store.kept_chatter("telegram:42") == []

@@ -31,7 +31,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -41,6 +41,12 @@ from tests.store.harness import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777
+
+
+@pytest.fixture
+def store(sqlite_store: SqliteStore) -> SqliteStore:
+    """These faults are SQLite's (a full disk, a read-only file): its ``store`` is SQLite's."""
+    return sqlite_store
 
 
 # --------------------------------------------------------------------------- the store
@@ -184,7 +190,7 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
             assert daemon.health is not None and daemon.health.port is not None
             port = daemon.health.port
             assert daemon.runtime is not None
-            store = sqlite_store(daemon)
+            store = daemon_store(daemon)
 
             model.push(stream(text("Hello!")))
             telegram.push_text(DM, "hi")

@@ -33,7 +33,7 @@ from tests.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
-    sqlite_store,
+    daemon_store,
     telegram_yaml,
 )
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -116,7 +116,7 @@ async def test_a_telegram_message_with_a_lone_surrogate_is_answered_and_stored(
         await _run_over(daemon)
         assert _typing_tasks() == []
         assert daemon.runtime is not None
-        stored = _transcript(sqlite_store(daemon))
+        stored = _transcript(daemon_store(daemon))
 
     assert telegram.visible(DM) == ["Got it \ufffd, thanks."]
     # The model was asked with the replacement character (the surrogate cannot be sent).
@@ -132,7 +132,7 @@ async def test_a_store_write_failing_in_the_cleanup_still_answers_and_tells_the_
 ) -> None:
     async with _botd(tmp_path) as (daemon, telegram, model):
         assert daemon.runtime is not None
-        store = sqlite_store(daemon)
+        store = daemon_store(daemon)
         append = store.append_messages_later
 
         def failing_append(session_id: str, messages: Sequence[Message]) -> asyncio.Future[None]:

@@ -1,4 +1,4 @@
-"""Content a database cannot take as it came, on every backend (``any_store``): a NUL
+"""Content a database cannot take as it came, on every backend (``store``): a NUL
 (U+0000, which PostgreSQL refuses in any text column) is written as U+FFFD wherever it comes
 from (a chat line, a model's reply, a tool's result, a job's prompt) and read back so on
 both backends; a write refused for what it carries (a number out of range) fails only its
@@ -49,21 +49,21 @@ def test_storable_replaces_each_nul_and_returns_clean_text_itself() -> None:
 
 
 async def test_a_nul_in_a_kept_line_and_an_accepted_message_is_read_back_as_u_fffd(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    assert not await any_store.keep_chatter("telegram", ["k1"], line(1, f"a{NUL}b"), limit=10)
-    inbox_id = await any_store.accept_inbound("telegram", ["p2"], line(2, f"c{NUL}d", direct=True))
+    assert not await store.keep_chatter("telegram", ["k1"], line(1, f"a{NUL}b"), limit=10)
+    inbox_id = await store.accept_inbound("telegram", ["p2"], line(2, f"c{NUL}d", direct=True))
     assert inbox_id is not None
-    [kept] = await any_store.kept_chatter(KEY)
+    [kept] = await store.kept_chatter(KEY)
     assert (kept.text, kept.sender_name) == ("a\ufffdb", "Ev\ufffde")
-    [entry] = await any_store.unfinished_entries()
+    [entry] = await store.unfinished_entries()
     assert (entry.message.text, entry.message.sender_name) == ("c\ufffdd", "Ev\ufffde")
 
 
 async def test_a_nul_in_a_piece_a_transcript_and_a_job_is_read_back_as_u_fffd(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    session = await any_store.open_session(KEY)
+    session = await store.open_session(KEY)
     turn = [
         Message(role="user", content=f"look{NUL}"),
         Message(
@@ -83,9 +83,9 @@ async def test_a_nul_in_a_piece_a_transcript_and_a_job_is_read_back_as_u_fffd(
     ]
     # Written in one batch: every write of it commits.
     piece, _, _ = await asyncio.gather(
-        any_store.outbox_add(None, 1, "final", TARGET, f"the{NUL}answer"),
-        any_store.append_messages_later(session.session_id, turn),
-        any_store.save_job(
+        store.outbox_add(None, 1, "final", TARGET, f"the{NUL}answer"),
+        store.append_messages_later(session.session_id, turn),
+        store.save_job(
             StoredJob(
                 id="j1",
                 kind="at",
@@ -97,9 +97,9 @@ async def test_a_nul_in_a_piece_a_transcript_and_a_job_is_read_back_as_u_fffd(
             )
         ),
     )
-    [waiting] = await any_store.unconfirmed_pieces()
+    [waiting] = await store.unconfirmed_pieces()
     assert (waiting.id, waiting.text) == (piece, "the\ufffdanswer")
-    stored = await any_store.transcript(session.session_id)
+    stored = await store.transcript(session.session_id)
     assert stored == [
         Message(role="user", content="look\ufffd"),
         Message(
@@ -117,39 +117,39 @@ async def test_a_nul_in_a_piece_a_transcript_and_a_job_is_read_back_as_u_fffd(
             tool_name="web_fetch",
         ),
     ]
-    [job] = await any_store.load_jobs()
+    [job] = await store.load_jobs()
     assert (job.name, job.prompt) == ("at 9: \ufffd", "say\ufffdhi")
 
 
 async def test_a_write_refused_for_its_content_fails_alone_and_its_batch_commits(
-    any_store: Store,
+    store: Store,
 ) -> None:
-    session = await any_store.open_session(KEY)
+    session = await store.open_session(KEY)
     # One batch: a record nobody waits for that neither database can hold, an awaited write
     # that neither can hold, and writes of others around them.
-    any_store.record_usage_soon(KEY, session.session_id, "r1", [ModelUsage("m", input=TOO_BIG)])
-    any_store.set_offset_soon("telegram", "default", "17")
+    store.record_usage_soon(KEY, session.session_id, "r1", [ModelUsage("m", input=TOO_BIG)])
+    store.set_offset_soon("telegram", "default", "17")
     refused, accepted, piece = await asyncio.gather(
-        any_store.outbox_add(None, TOO_BIG, "final", TARGET, "never"),
-        any_store.accept_inbound("telegram", ["p1"], line(1, "hello", direct=True)),
-        any_store.outbox_add(None, 1, "final", TARGET, "kept"),
+        store.outbox_add(None, TOO_BIG, "final", TARGET, "never"),
+        store.accept_inbound("telegram", ["p1"], line(1, "hello", direct=True)),
+        store.outbox_add(None, 1, "final", TARGET, "kept"),
         return_exceptions=True,
     )
     assert isinstance(refused, ContentRefused)
     assert "outbox_add" in str(refused)
     assert isinstance(accepted, int) and isinstance(piece, int)
-    assert [e.id for e in await any_store.unfinished_entries()] == [accepted]
-    assert [p.text for p in await any_store.unconfirmed_pieces()] == ["kept"]
-    assert await any_store.get_offset("telegram", "default") == "17"
-    assert (await any_store.usage_totals(conversation_key=KEY)).runs == 0
-    assert any_store.health.ok  # content is no storage fault
+    assert [e.id for e in await store.unfinished_entries()] == [accepted]
+    assert [p.text for p in await store.unconfirmed_pieces()] == ["kept"]
+    assert await store.get_offset("telegram", "default") == "17"
+    assert (await store.usage_totals(conversation_key=KEY)).runs == 0
+    assert store.health.ok  # content is no storage fault
 
 
 async def test_a_lone_surrogate_slipping_past_storable_is_refused_as_content(
-    any_store: Store,
+    store: Store,
 ) -> None:
     # Every text a platform or a model hands botd is made storable where it comes in; a
     # string that skipped that is its write's problem alone, on both backends.
     with pytest.raises(ContentRefused):
-        await any_store.outbox_add(None, 1, "final", TARGET, "half \ud800")
-    assert await any_store.accept_inbound("telegram", ["p1"], line(2, "next")) is not None
+        await store.outbox_add(None, 1, "final", TARGET, "half \ud800")
+    assert await store.accept_inbound("telegram", ["p1"], line(2, "next")) is not None

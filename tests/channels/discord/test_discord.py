@@ -20,7 +20,7 @@ from discord.gateway import DiscordWebSocket
 from botd.channels.discord.adapter import DiscordAdapter, DiscordStartError
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import MessageRef, Target
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from tests.channels.discord.harness import TOKEN, Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.fakes.discord_api import (
@@ -46,9 +46,7 @@ async def fake() -> AsyncIterator[FakeDiscordAPI]:
 
 
 @pytest.fixture
-async def running(
-    fake: FakeDiscordAPI, store: SqliteStore
-) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
+async def running(fake: FakeDiscordAPI, store: Store) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
     sink = Sink()
     adapter = make_adapter(fake)
     await asyncio.wait_for(adapter.start(through_router(store, sink, "discord")), HANG_GUARD)
@@ -75,7 +73,7 @@ async def test_identify_requests_the_message_content_intent(
 
 
 async def test_the_urls_are_the_adapters_own_and_stop_is_idempotent(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     """The fake's URLs are the adapter's alone: discord.py's process-wide defaults stay
     Discord's while it runs (another bot in the process would go there), before and after."""
@@ -91,7 +89,7 @@ async def test_the_urls_are_the_adapters_own_and_stop_is_idempotent(
 
 
 async def test_missing_content_intent_flag_logs_a_warning(
-    store: SqliteStore, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="botd.channels.discord")
     async with FakeDiscordAPI(application_flags=0) as fake:
@@ -111,7 +109,7 @@ async def test_empty_content_mentioning_the_bot_logs_a_warning(
     assert "Message Content Intent" in caplog.text
 
 
-async def test_disallowed_intents_close_is_a_clear_startup_error(store: SqliteStore) -> None:
+async def test_disallowed_intents_close_is_a_clear_startup_error(store: Store) -> None:
     async with FakeDiscordAPI(identify_close_code=4014) as fake:
         adapter = make_adapter(fake)
         with pytest.raises(DiscordStartError, match="Message Content Intent"):
@@ -236,9 +234,7 @@ async def test_only_a_persons_edit_of_a_text_is_handed_on_as_an_edit(
         await adapter.stop()
 
 
-async def test_other_bots_are_accepted_with_allow_bots(
-    fake: FakeDiscordAPI, store: SqliteStore
-) -> None:
+async def test_other_bots_are_accepted_with_allow_bots(fake: FakeDiscordAPI, store: Store) -> None:
     sink = Sink()
     adapter = make_adapter(fake, allow_bots=True)
     await asyncio.wait_for(adapter.start(sink), HANG_GUARD)
@@ -277,7 +273,7 @@ async def test_a_dropped_gateway_reconnects_and_keeps_delivering(
 
 
 async def test_a_restart_with_the_same_store_redelivers_nothing(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     first_sink = Sink()
     first = make_adapter(fake)
@@ -422,7 +418,7 @@ async def test_edit_react_and_typing(
 
 @asynccontextmanager
 async def threading_bot(
-    fake: FakeDiscordAPI, store: SqliteStore, **options: Any
+    fake: FakeDiscordAPI, store: Store, **options: Any
 ) -> AsyncIterator[tuple[DiscordAdapter, Sink]]:
     sink = Sink()
     adapter = make_adapter(fake, auto_thread=True, **options)
@@ -438,7 +434,7 @@ def _mentioning(fake: FakeDiscordAPI, text: str, channel_id: int = CHANNEL_ID) -
 
 
 async def test_auto_thread_answers_a_mention_in_a_thread_started_on_it(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     async with threading_bot(fake, store) as (adapter, sink):
         asked = _mentioning(fake, "why is the build red?\nlog follows")
@@ -460,7 +456,7 @@ async def test_auto_thread_answers_a_mention_in_a_thread_started_on_it(
 
 
 async def test_auto_thread_leaves_dms_plain_messages_and_refused_senders_alone(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     async with threading_bot(fake, store, admits=lambda m: m.sender_id != "666") as (_, sink):
         await fake.dispatch_message(fake.message("just chatting"))
@@ -476,7 +472,7 @@ async def test_auto_thread_leaves_dms_plain_messages_and_refused_senders_alone(
 
 
 async def test_a_refused_thread_is_logged_and_the_mention_answered_in_the_channel(
-    fake: FakeDiscordAPI, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake: FakeDiscordAPI, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.refuse_threads = (403, 50013, "Missing Permissions")
     async with threading_bot(fake, store) as (_, sink):

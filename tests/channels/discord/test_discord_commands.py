@@ -14,8 +14,7 @@ from botd.channels.discord.commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, 
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
 from botd.commands import MENU
-from botd.store import StoreError, StoreWriteError
-from botd.store.sqlite import SqliteStore
+from botd.store import Store, StoreError, StoreWriteError
 from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
 from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
@@ -145,7 +144,7 @@ async def test_a_refused_registration_is_logged_in_discords_words_and_messages_g
 
 
 async def test_a_command_in_a_channel_is_that_channels_conversation_and_answered_to_its_user(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     adapter = make_adapter(fake)
     sink = Sink()
@@ -167,7 +166,7 @@ async def test_a_command_in_a_channel_is_that_channels_conversation_and_answered
 
 
 async def test_a_command_in_a_thread_or_a_dm_is_that_conversations(
-    fake: FakeDiscordAPI, store: SqliteStore
+    fake: FakeDiscordAPI, store: Store
 ) -> None:
     adapter = make_adapter(fake)
     sink = Sink()
@@ -218,9 +217,7 @@ async def test_a_sender_the_policy_refuses_is_told_so(fake: FakeDiscordAPI) -> N
     assert answer["data"]["content"] == NOT_ADMITTED_TEXT
 
 
-async def test_a_repeated_interaction_is_taken_once(
-    fake: FakeDiscordAPI, store: SqliteStore
-) -> None:
+async def test_a_repeated_interaction_is_taken_once(fake: FakeDiscordAPI, store: Store) -> None:
     sink = Sink()
     adapter = make_adapter(fake)
     await adapter.start(through_router(store, sink, "discord"))

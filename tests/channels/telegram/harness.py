@@ -8,7 +8,7 @@ from typing import Any
 
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from tests.channels.routed import through_router
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.waiting import HANG_GUARD
@@ -32,7 +32,7 @@ class Bot:
             return await self.inbound.get()
 
 
-async def started(fake: FakeTelegramAPI, store: SqliteStore | None = None, **kwargs: Any) -> Bot:
+async def started(fake: FakeTelegramAPI, store: Store | None = None, **kwargs: Any) -> Bot:
     """A started adapter; with a store, it keeps its offset there and its messages pass the
     router (and its inbound ledger) on their way to the bot's queue."""
     kwargs.setdefault("poll_timeout", 5)

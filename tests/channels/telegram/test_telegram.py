@@ -13,7 +13,7 @@ import pytest
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
-from botd.store.sqlite import SqliteStore
+from botd.store import Store
 from tests.channels.telegram.harness import DM, FORUM, GROUP, TOKEN, Bot, started
 from tests.fakes.telegram_api import (
     BOT_USER,
@@ -34,7 +34,7 @@ async def fake() -> AsyncIterator[FakeTelegramAPI]:
 
 
 @pytest.fixture
-async def bot(fake: FakeTelegramAPI, store: SqliteStore) -> AsyncIterator[Bot]:
+async def bot(fake: FakeTelegramAPI, store: Store) -> AsyncIterator[Bot]:
     running = await started(fake, store)
     yield running
     await running.adapter.stop()
@@ -76,7 +76,7 @@ async def test_an_edit_arrives_as_an_edit_of_its_message_never_as_part_of_a_past
 
 
 async def test_a_backlog_arrives_in_order_a_hundred_updates_per_poll_at_most(
-    fake: FakeTelegramAPI, store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    fake: FakeTelegramAPI, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handed_out: list[int] = []
     poll = fake._api_getUpdates
@@ -231,7 +231,7 @@ async def test_other_refusals_raise_with_telegrams_words(fake: FakeTelegramAPI, 
         await bot.adapter.send(Target("telegram", str(DM)), "hello?")
 
 
-async def test_a_restart_replays_nothing(fake: FakeTelegramAPI, store: SqliteStore) -> None:
+async def test_a_restart_replays_nothing(fake: FakeTelegramAPI, store: Store) -> None:
     fake.forget_confirmed = False  # as if Telegram never learned what was read
     first = await started(fake, store)
     fake.push_text(DM, "one")
@@ -259,7 +259,7 @@ async def test_a_redelivered_message_is_dropped(fake: FakeTelegramAPI, bot: Bot)
 
 
 async def test_a_409_conflict_is_survived(
-    fake: FakeTelegramAPI, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake: FakeTelegramAPI, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.fail_next("getUpdates", conflict(), times=2)
     caplog.set_level(logging.WARNING, logger="botd.channels.telegram")
@@ -274,7 +274,7 @@ async def test_a_409_conflict_is_survived(
 
 
 async def test_a_stalled_poll_is_abandoned_and_messages_flow_again(
-    fake: FakeTelegramAPI, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake: FakeTelegramAPI, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.stall_next_polls(2)
     caplog.set_level(logging.WARNING, logger="botd.channels.telegram")
@@ -346,7 +346,7 @@ async def test_start_failures_are_one_line_channel_start_errors(
 
 
 async def test_after_stop_inbound_sends_work_and_new_updates_wait_for_the_next_start(
-    fake: FakeTelegramAPI, store: SqliteStore
+    fake: FakeTelegramAPI, store: Store
 ) -> None:
     first = await started(fake, store, poll_timeout=1)
     try:

@@ -66,6 +66,12 @@ async def http() -> AsyncIterator[HttpServers]:
 
 
 @pytest.fixture
+def store(sqlite_store: SqliteStore) -> SqliteStore:
+    """SQLite's store: a refused accept is made by holding its database file's write lock."""
+    return sqlite_store
+
+
+@pytest.fixture
 async def hooked(
     fake: FakeTelegramAPI, store: SqliteStore, unused_port: int, http: HttpServers
 ) -> AsyncIterator[tuple[TelegramAdapter, Taken]]:
