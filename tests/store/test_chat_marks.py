@@ -38,52 +38,52 @@ async def marks(store: Store) -> dict[tuple[str, str | None], str]:
     return {(mark.chat_id, mark.thread_id): mark.message_id for mark in found}
 
 
-async def test_an_accept_marks_its_chat_and_thread(any_store: Store) -> None:
+async def test_an_accept_marks_its_chat_and_thread(store: Store) -> None:
     first = message("1700000000.000100")
-    await any_store.accept_inbound("slack", first.dedupe_keys, first)
+    await store.accept_inbound("slack", first.dedupe_keys, first)
     in_thread = message("1700000000.000300", thread="1700000000.000100")
-    await any_store.accept_inbound("slack", in_thread.dedupe_keys, in_thread)
-    assert await marks(any_store) == {
+    await store.accept_inbound("slack", in_thread.dedupe_keys, in_thread)
+    assert await marks(store) == {
         ("C1", None): "1700000000.000100",
         ("C1", "1700000000.000100"): "1700000000.000300",
     }
     # Another account's chats are its own.
-    assert await any_store.chat_marks("slack", "other", limit=10) == []
+    assert await store.chat_marks("slack", "other", limit=10) == []
 
 
-async def test_the_mark_only_moves_forward(any_store: Store) -> None:
+async def test_the_mark_only_moves_forward(store: Store) -> None:
     for message_id in ("1700000000.000200", "1700000000.000100", "999999999.000900"):
         taken = message(message_id)
-        await any_store.accept_inbound("slack", taken.dedupe_keys, taken)
-    assert await marks(any_store) == {("C1", None): "1700000000.000200"}
+        await store.accept_inbound("slack", taken.dedupe_keys, taken)
+    assert await marks(store) == {("C1", None): "1700000000.000200"}
     # Snowflakes of more digits are later ones.
     for message_id in ("99999999999999999", "100000000000000000"):
         taken = message(message_id, chat="D1")
-        await any_store.accept_inbound("slack", taken.dedupe_keys, taken)
-    assert (await marks(any_store))[("D1", None)] == "100000000000000000"
+        await store.accept_inbound("slack", taken.dedupe_keys, taken)
+    assert (await marks(store))[("D1", None)] == "100000000000000000"
 
 
-async def test_kept_context_marks_too_and_edits_presses_repeats_do_not(any_store: Store) -> None:
+async def test_kept_context_marks_too_and_edits_presses_repeats_do_not(store: Store) -> None:
     kept = message("1700000000.000100")
-    assert not await any_store.keep_chatter("slack", kept.dedupe_keys, kept, limit=10)
+    assert not await store.keep_chatter("slack", kept.dedupe_keys, kept, limit=10)
     edit = replace(message("1700000000.000500"), edited=True, dedupe_keys=("e",))
-    await any_store.keep_chatter("slack", edit.dedupe_keys, edit, limit=10)
+    await store.keep_chatter("slack", edit.dedupe_keys, edit, limit=10)
     press = replace(
         message("press:1"), press=Press("cb", "v", "1700000000.000600"), dedupe_keys=("p",)
     )
-    await any_store.accept_inbound("slack", press.dedupe_keys, press)
+    await store.accept_inbound("slack", press.dedupe_keys, press)
     elsewhere = replace(message("1700000000.000700"), in_history=False, dedupe_keys=("x",))
-    await any_store.accept_inbound("slack", elsewhere.dedupe_keys, elsewhere)
+    await store.accept_inbound("slack", elsewhere.dedupe_keys, elsewhere)
     repeat = replace(message("1700000000.000800"), dedupe_keys=kept.dedupe_keys)
-    assert await any_store.accept_inbound("slack", repeat.dedupe_keys, repeat) is None
-    assert await marks(any_store) == {("C1", None): "1700000000.000100"}
+    assert await store.accept_inbound("slack", repeat.dedupe_keys, repeat) is None
+    assert await marks(store) == {("C1", None): "1700000000.000100"}
 
 
-async def test_the_most_recently_marked_come_first(any_store: Store) -> None:
+async def test_the_most_recently_marked_come_first(store: Store) -> None:
     for chat in ("C1", "C2", "C3"):
         taken = message("1700000000.000100", chat=chat)
-        await any_store.accept_inbound("slack", taken.dedupe_keys, taken)
-    found = await any_store.chat_marks("slack", "default", limit=2)
+        await store.accept_inbound("slack", taken.dedupe_keys, taken)
+    found = await store.chat_marks("slack", "default", limit=2)
     assert [mark.chat_id for mark in found] == ["C3", "C2"]
     assert all(isinstance(mark, ChatMark) and mark.where == mark.chat_id for mark in found)
 
