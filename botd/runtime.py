@@ -356,6 +356,7 @@ def build_runtime(
         live.get,
         ChannelContext(
             offsets=store,
+            marks=store,
             on_end_of_input=on_end_of_input,
             has_conversation=partial(has_conversation, store),
             admits=router.admits,
@@ -366,6 +367,7 @@ def build_runtime(
         debug=debug,
         on_down=partial(counters.error, kind="channel_down"),
         on_unreachable=partial(counters.error, kind="unreachable"),
+        on_reachable=delivery.platform_back,
     )
     # Everything read live: the router's current policies, the current config's targets
     # and the adapters a reload adds channels to and removes them from.

@@ -111,6 +111,11 @@ class ChannelDelivery:
     def media(self, settings: MediaSettings) -> None:
         self._sender.media = settings
 
+    def platform_back(self, channel: str) -> None:
+        """``channel``'s platform answers again after failing (its poller, gateway or socket
+        got through): its replies waiting out a retry backoff are tried at once."""
+        self._sender.platform_back(channel)
+
     def set_channels(
         self,
         adapters: Mapping[str, ChannelAdapter],

@@ -322,7 +322,12 @@ class Sender:
             attempt,
             settings=self._retry.get(channel),
             on_retry=None if self._counts is None else partial(self._count_error, channel),
+            group=channel,
         )
+
+    def platform_back(self, channel: str) -> None:
+        """``channel``'s platform answers again: replies waiting out a backoff go now."""
+        self._retrier.wake(channel)
 
     def _count_error(
         self, channel: str, kind: Literal["send_retry", "send_failed"] = "send_retry"

@@ -15,6 +15,9 @@ behind the same protocols: nothing here is a synchronous read.
   transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
   for the next prompt, which ``botd.inbound.kept_context`` reads.
 * ``Offsets``: where a channel account resumes its platform's update stream.
+* ``CatchUpMarks``: in each chat, the newest message of its history botd took (moved by the
+  accept or the keep of the message, in its transaction), from which an adapter reads what
+  it missed while down (``botd.channels.catch_up``).
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
@@ -63,6 +66,7 @@ from .errors import StoreHealth
 from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
+    ChatMark,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -418,6 +422,16 @@ class Offsets(Protocol):
         ...
 
 
+class CatchUpMarks(Protocol):
+    """Where each chat's history was last taken from, for reading what came after it."""
+
+    async def chat_marks(self, channel: str, account: str, *, limit: int) -> list[ChatMark]:
+        """The chats of ``channel``'s ``account`` where botd accepted a message of their
+        history or kept one as context, each with the newest such message, the most
+        recently marked first, at most ``limit``."""
+        ...
+
+
 class JobLedger(Protocol):
     """The scheduler's jobs, each job's run log, and the imports done once."""
 
@@ -564,6 +578,7 @@ class Store(
     ConversationInbox,
     InboundLedger,
     Offsets,
+    CatchUpMarks,
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
@@ -581,6 +596,7 @@ class Store(
 __all__ = [
     "ApprovalLedger",
     "ButtonLedger",
+    "CatchUpMarks",
     "Chatter",
     "ConversationInbox",
     "ConversationLedger",

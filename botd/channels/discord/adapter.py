@@ -19,6 +19,9 @@ adapter's clients alone (``routes``): discord.py's process-wide ``Route.BASE`` a
 ``DiscordWebSocket.DEFAULT_GATEWAY`` are never written, so two Discord bots in one process
 can talk to two places.
 
+A new gateway session (not a resumed one) reads what its chats received while no session
+was open, and hands it on before their live messages (``history``, ``catching_up``).
+
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
 answers again. A connection discord.py gave up on ends the channel (``on_down``).
@@ -60,6 +63,7 @@ from botd.channels.base import (
     key_of,
     without_mention,
 )
+from botd.channels.catch_up import CatchUpSettings
 from botd.channels.discord.buttons import (
     PRESS_NOT_TAKEN,
     PRESS_NOT_TAKEN_NOW,
@@ -79,6 +83,7 @@ from botd.channels.discord.commands import (
     publish_commands,
 )
 from botd.channels.discord.conversations import conversation_of
+from botd.channels.discord.history import DiscordCatchUps
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
@@ -103,6 +108,7 @@ from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
+from botd.store.protocols import CatchUpMarks
 from botd.text.markup import RenderedChunk
 
 log = logging.getLogger(__name__)
@@ -210,6 +216,10 @@ class _Client(discord.Client):
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "connect" and self._adapter.connects(self):
+            # A new session's READY (not a resume): its live messages wait for the catch-up
+            # of what was missed (``history``).
+            self._adapter.catching_up.connecting(self)
         if event == "disconnect" and self._adapter.connects(self):
             # discord.py dispatches it from inside its handler of what ended the connection
             # (or failed to make a new one), and tells it nowhere else but its log.
@@ -220,9 +230,11 @@ class _Client(discord.Client):
         self._adapter.on_ready(self)
 
     async def on_resumed(self) -> None:
+        self._adapter.catching_up.resumed(self)
         self._adapter._link.reachable()
 
     async def on_message(self, message: discord.Message) -> None:
+        await self._adapter.catching_up.before_live(self, message)
         await self._adapter._on_message(message)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
@@ -263,11 +275,15 @@ class DiscordAdapter:
         command_menu: bool = True,
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
+        catch_up: CatchUpSettings | None = None,
+        marks: CatchUpMarks | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, its conversation keys' and leases' start, its log lines'
         prefix). ``leases``: this node's, when it is one of several: each of the
-        ``shard_count`` gateway shards runs here only while this node holds its lease."""
+        ``shard_count`` gateway shards runs here only while this node holds its lease.
+        ``catch_up``, ``marks``: what each new gateway session reads of what it missed
+        (``history``; without ``marks``, nothing)."""
         self.name = channel
         self._label = f"{channel}[{account_id}]"
         """What the log lines of this bot start with: ``discord[default]``."""
@@ -304,6 +320,16 @@ class DiscordAdapter:
         self._warned_content = False
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
+        self.catching_up = DiscordCatchUps(
+            self._label,
+            catch_up or CatchUpSettings(),
+            marks,
+            channel=channel,
+            account=account_id,
+            take=self._on_message,
+            allow_bots=allow_bots,
+            shard_count=shard_count,
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -414,6 +440,7 @@ class DiscordAdapter:
         finally:
             if self._shards.get(shard) is client:
                 del self._shards[shard]
+            await self.catching_up.forget(client)
             await client.close()
 
     def connects(self, client: discord.Client) -> bool:
@@ -476,11 +503,13 @@ class DiscordAdapter:
         and their leases given up, so another node's gateway takes over at once."""
         self._sink = None
         await self._stop_shards()
+        await self.catching_up.stop()
         await self._handing.settle()
 
     async def stop(self) -> None:
         """Close the connection; safe to call more than once."""
         await self._stop_shards()
+        await self.catching_up.stop()
         client, task = self._client, self._task
         self._client = self._task = None
         publishing, self._publishing = self._publishing, None
@@ -510,6 +539,7 @@ class DiscordAdapter:
             )
             self._warned_content = True
         self._link.reachable()
+        self.catching_up.ready(client)
         if self._command_menu and self._publishing is None:  # once per start, not per resume
             self._publishing = asyncio.create_task(
                 publish_commands(self._tree, self._label), name="discord-commands"
@@ -715,6 +745,7 @@ class DiscordAdapter:
             is_direct=message.guild is None,
             mentions_bot=mentions_bot,
             dedupe_keys=(str(message.id),),
+            in_history=True,
             reply_to_message_id=(
                 str(reference.message_id)
                 if reference is not None and reference.message_id is not None

@@ -15,6 +15,9 @@ carries both ids, the event id and ``channel:ts``, as its dedupe keys: the route
 ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
 listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
+At each start and each new Socket Mode session the adapter reads what its chats received
+meanwhile (``history``, ``catching_up``); live messages of a chat being read wait for it.
+
 Conversations (``slack_conversation_key``, with the channel instance's name: ``slack``, or
 another section's): ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<ts>``
 for a message inside a thread (one session per thread). The first mention inside a thread
@@ -48,6 +51,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -73,6 +77,7 @@ from ...chat import (
 )
 from ...cluster.fencing import Fence
 from ...retry import retry_after
+from ...store.protocols import CatchUpMarks
 from ..base import (
     InboundSink,
     OutboundFile,
@@ -83,9 +88,11 @@ from ..base import (
     key_of,
     without_mention,
 )
+from ..catch_up import CatchUp, CatchUpSettings
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .emoji import slack_emoji_name
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
+from .history import SlackHistory
 from .inbound_media import slack_attachments, slack_download
 from .markup import MRKDWN, defuse_mass_mentions
 from .names import SenderNames
@@ -190,11 +197,14 @@ class SlackAdapter:
         admits: Callable[[InboundMessage], bool] | None = None,
         link: PlatformLink | None = None,
         dm_threads: bool = False,
+        catch_up: CatchUpSettings | None = None,
+        marks: CatchUpMarks | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this app is (its messages' and
         targets' ``channel``, its conversation keys' start). ``dm_threads``: answer a DM
         message in a thread on it (``delivery: stream``, since a Slack stream needs a
-        thread)."""
+        thread). ``catch_up``, ``marks``: what a start or a reconnect of the socket reads
+        of what was missed (``history``; without ``marks``, nothing)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
@@ -241,6 +251,13 @@ class SlackAdapter:
         # "channel:thread_ts" -> (user, team) last answered there: a stream's recipient.
         self._recipients: Recent[str, tuple[str, str]] = Recent(_MEMORY_LIMIT)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self.catching_up = CatchUp(
+            f"{channel}[{account_id}]",
+            catch_up or CatchUpSettings(),
+            marks,
+            channel=channel,
+            account=account_id,
+        )
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -276,9 +293,12 @@ class SlackAdapter:
         self.bot_id = str(who.get("bot_id") or "")
         self.bot_name = str(who.get("user") or "")
         app = self._build_app()
+        self.catching_up.close_gate()  # live messages wait for what was missed (``history``)
         if self._mode == "socket":
             # The client reconnects by itself; the watch tells botd whether it is connected.
-            watch = self._socket_watch = SocketWatch(self._link, self.account_id)
+            watch = self._socket_watch = SocketWatch(
+                self._link, self.account_id, on_reconnect=self._catch_up
+            )
             self._socket = handler = AsyncSocketModeHandler(
                 app, app_token=self._app_token, logger=watch.logger
             )
@@ -293,6 +313,7 @@ class SlackAdapter:
             await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
             watch.start(handler.client)
             log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
+            self._catch_up()
         else:
             self._runner = web.AppRunner(app.web_app(path=self._http_path))
             await self._runner.setup()
@@ -310,6 +331,7 @@ class SlackAdapter:
                 self.http_port,
                 self._http_path,
             )
+            self._catch_up()
 
     async def stop_inbound(self) -> None:
         """Close the socket or HTTP site; posting (the Web API client) keeps working. Messages
@@ -324,6 +346,7 @@ class SlackAdapter:
         watch, self._socket_watch = self._socket_watch, None
         if watch is not None:
             await watch.stop()
+        await self.catching_up.stop()
         if socket is not None:
             await socket.close_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
         if runner is not None:
@@ -344,14 +367,35 @@ class SlackAdapter:
             process_before_response=True,
         )
         app.command(re.compile(".*"))(self._on_slash_command)
-        app.event("message")(self._on_message)
-        app.event("app_mention")(self._on_app_mention)
+        app.event("message")(self._on_live_message)
+        app.event("app_mention")(self._on_live_mention)
         app.action(re.compile(f"^{BUTTON_ACTION}"))(self._on_press)
         # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
         app.event(re.compile(".*"))(self._on_other_event)
         return app
 
     # --- inbound ------------------------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Read what was missed (the socket connected again, or the adapter started)."""
+        self.catching_up.close_gate()
+        take = partial(self._on_message, {})
+        self.catching_up.start(SlackHistory(self._call, self.client, take, self._wanted))
+
+    def _wanted(self, event: dict[str, Any]) -> bool:
+        """Whether the live path would take the message ``event`` as a prompt or context."""
+        user = str(event.get("user") or "")
+        own = (self.bot_id and event.get("bot_id") == self.bot_id) or user == self.bot_user_id
+        other_bot = bool(event.get("bot_id")) and not user
+        return not own and not other_bot and event.get("subtype") in MESSAGE_SUBTYPES
+
+    async def _on_live_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self.catching_up.before_live(_history_of(event))
+        await self._on_message(body, event)
+
+    async def _on_live_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self.catching_up.before_live(_history_of(event))
+        await self._on_app_mention(body, event)
 
     async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         subtype = event.get("subtype")
@@ -549,6 +593,7 @@ class SlackAdapter:
             bot_name=self.bot_name,
             attachments=slack_attachments(event),
             edited=edited_at is not None,
+            in_history=True,
         )
         if edited_at is None:
             message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
@@ -939,6 +984,11 @@ class SlackAdapter:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _history_of(event: dict[str, Any]) -> str:
+    """Where a message event's history is: its thread, else its channel."""
+    return str(event.get("thread_ts") or event.get("channel") or "")
 
 
 def _is_dm(channel: str) -> bool:

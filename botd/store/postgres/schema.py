@@ -315,6 +315,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ON CONFLICT DO NOTHING
         """,
     ),
+    # issue 35: catch-up marks. In each chat (or thread) of a platform whose history botd
+    # reads again after a start, the newest message of it botd accepted or kept as context
+    # (``marks``); thread_id is '' for none.
+    (
+        """
+        CREATE TABLE chat_marks (
+            channel text NOT NULL,
+            account text NOT NULL,
+            chat_id text NOT NULL,
+            thread_id text NOT NULL,
+            message_id text NOT NULL,
+            marked_at double precision NOT NULL,
+            PRIMARY KEY (channel, account, chat_id, thread_id)
+        )
+        """,
+        "CREATE INDEX chat_marks_by_time ON chat_marks (channel, account, marked_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -30,6 +30,7 @@ from .conversation_inbox import ConversationInboxStore
 from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
+from .marks import MarkStore
 from .outbox import OutboxStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
@@ -47,6 +48,7 @@ class SqliteStore(
     ApprovalStore,
     ButtonStore,
     ConversationInboxStore,
+    MarkStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 
