@@ -13,6 +13,7 @@ import asyncio
 from typing import Any, cast
 
 from botd.channel_keeper import ChannelHost, ChannelKeeper
+from botd.channels.base import SendScope
 from botd.channels.errors import ChannelError
 from botd.channels.registry import ChannelContext
 from botd.chat import Capabilities, MessageRef, Target
@@ -38,7 +39,9 @@ class Unreachable(TextOnlyAdapter):
         self.tries = 0
         self.sent: list[str] = []
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.tries += 1
         if not self.reachable:
             raise ChannelError("cannot reach edge: connection refused", retryable=True)
