@@ -13,9 +13,9 @@ import signal
 from pathlib import Path
 
 from tests.cluster.nodes import Node, lease_holders, node
-from tests.daemon_process import ended, reap, stop_daemon
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
-from tests.waiting import until
+from tests.support.daemon_process import ended, reap, stop_daemon
+from tests.support.waiting import until
 
 SHARDS = {"discord:default:0", "discord:default:1"}
 

@@ -28,7 +28,7 @@ from tests.fakes.slack_api import (
     message_changed,
     signed_headers,
 )
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 
 class SpyStore(SqliteStore):
