@@ -362,6 +362,7 @@ def build_runtime(
             admits=router.admits,
             model=f"{config.model.provider} provider (model {config.model.model_name})",
             leases=shared,
+            shared_rate=backend.shared_rate(store),
             http=http,
         ),
         debug=debug,

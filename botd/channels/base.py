@@ -84,6 +84,9 @@ class SendScope:
 
     fence: Fence | None = None
     key: MessageKey | None = None
+    final: bool = False
+    """The call carries an answer (the delivery's retried calls: a reply's pieces, a final
+    edit), not a preview or a status line: a platform budget lets it go first."""
 
 
 def fence_of(scope: SendScope | None) -> Fence | None:

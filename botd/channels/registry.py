@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..chat import ChatKindOf, ConversationKeyOf, InboundMessage, TargetForm
+    from ..cluster.budget import SharedRate
     from ..cluster.leases import LeaseKeeper
     from ..http.routes import Routes
     from ..ops.doctor.checks import Check
@@ -103,6 +104,10 @@ class ChannelContext:
     """This node's leases when it is one of several on a shared database (``store.backend:
     postgres``); None on a single node. An adapter whose platform allows one connection per
     account (or shard) runs it only while it holds that lease (``botd.cluster.holding``)."""
+
+    shared_rate: SharedRate | None = None
+    """Where the nodes sharing the store share each bot's platform rate (``botd.cluster.budget``:
+    one budget per bot for the cluster); None on a single node (each bot's is in memory)."""
 
     channel: ChannelId | None = None
     """The channel instance being built (the wiring sets it for each adapter). None: the

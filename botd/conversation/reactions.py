@@ -13,9 +13,14 @@ them, once the channels can send, and their end sets the final reaction as it wo
 Setting ``taken`` again is harmless (each platform takes a reaction already there as done).
 
 Reactions are cosmetic and never hold up an answer: each is set in a task of its own, after
-the one before it on the same message (so ``done`` never lands before ``taken``). Nothing is
-retried: a platform's refusal (a missing permission or scope, an emoji it does not have) is
-logged once per channel and reason, in the platform's words. Which emoji a message gets, if
+the one before it on the same message (so ``done`` never lands before ``taken``), and the
+platform's budget lets them go after answers (``botd.channels.budget``). A change that has
+not gone yet when the next one comes (it waits for the one before it, or for its turn in the
+budget) is out of date and cancelled, having sent nothing: at saturation a ``taken`` that
+waited behind answers until the answer was out is never sent, and ``done`` is one call
+instead of two. A change whose call is under way is let finish. Nothing is retried: a
+platform's refusal (a missing permission or scope, an emoji it does not have) is logged once
+per channel and reason, in the platform's words. Which emoji a message gets, if
 any, is the ``rules``' call (the live config: ``reactions`` per channel and per group).
 """
 
@@ -24,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..bounded import Recent
 from ..channels.base import ReactionSetter
+from ..channels.budget import waits_for_turn
 from ..chat import InboundMessage, MessageRef, Target
 from ..store import InboxState
 from .tasks import TaskOwner
@@ -52,7 +58,11 @@ class _Marked:
     ref: MessageRef
     emoji: StatusEmoji
     shown: str | None = None
-    latest: asyncio.Task[None] | None = None
+    changes: list[asyncio.Task[None]] = field(default_factory=list)
+    """Its changes not known to have ended, in order."""
+    calling: asyncio.Task[None] | None = None
+    """The change whose call to the platform has begun (it may wait for its turn in the
+    budget: then it can still be withdrawn)."""
 
 
 class StatusReactions:
@@ -93,21 +103,27 @@ class StatusReactions:
             self._change(marked, {"answered": done, "failed": failed}.get(state))
 
     def _change(self, marked: _Marked, emoji: str | None) -> None:
-        before = marked.latest
-        marked.latest = self._tasks.spawn(
-            self._set(marked, emoji, before), f"reaction:{marked.ref.message_id}"
+        earlier = [change for change in marked.changes if not change.done()]
+        if earlier:
+            latest = earlier[-1]
+            if latest is not marked.calling or waits_for_turn(latest):
+                latest.cancel()  # nothing of it went: this change replaces it
+        task = self._tasks.spawn(
+            self._set(marked, emoji, earlier), f"reaction:{marked.ref.message_id}"
         )
+        marked.changes = [*earlier, task]
 
     async def _set(
-        self, marked: _Marked, emoji: str | None, before: asyncio.Task[None] | None
+        self, marked: _Marked, emoji: str | None, earlier: list[asyncio.Task[None]]
     ) -> None:
         """Show ``emoji`` (None: nothing) on the message, once its earlier changes are done."""
-        if before is not None:
-            await asyncio.wait({before})  # this message's changes in order
+        if earlier:
+            await asyncio.wait(earlier)  # this message's changes in order
         ref = marked.ref
         adapter = self._adapters.get(ref.target.channel)
         if not isinstance(adapter, ReactionSetter):
             return  # the channel went away (a reload)
+        marked.calling = asyncio.current_task()
         # After a restart nothing is known to be shown: the taken reaction set again is.
         try:
             await adapter.set_reaction(ref, emoji, replacing=marked.shown)

@@ -10,7 +10,8 @@ the key of the message being posted).
   final took over stopped; ``tries`` checks it before each try of a retried adapter call
   (a backoff may outlast the lease) and hands it to the adapter, whose SDK checks it again
   as the request is written (a ``LeaseLost`` the SDK wrapped is raised as it is);
-  ``send_scope`` for an adapter call tried once (a preview, a status line); ``fence_of`` for
+  ``send_scope`` for an adapter call tried once (a preview, a status line); the calls
+  ``tries`` makes are an answer's (``SendScope.final``: paced first); ``fence_of`` for
   the outbox, which gives the lease up when a piece cannot be written down.
 * The piece: ``PieceMessages`` numbers the messages (and uploads) of the piece ``send_text``
   posts; ``tries`` gives each message its ``MessageKey``, the same in every try.
@@ -100,7 +101,7 @@ def tries(
                     first.index
                 )
         try:
-            return await call(scope=SendScope(fence, key))
+            return await call(scope=SendScope(fence, key, final=True))
         except ChannelError as exc:
             lost = lost_in(exc)
             if lost is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cluster.budget import SharedRate
 from ..cluster.leases import LeaseTable, ProcessLeases
 from .errors import StoreOpenError
 
@@ -68,6 +69,11 @@ class StoreBackend:
     def lease_table(self, store: Store) -> LeaseTable:
         """Where this node's leases are claimed: in memory for a node alone."""
         return ProcessLeases()
+
+    def shared_rate(self, store: Store) -> SharedRate | None:
+        """Where the nodes share each bot's platform rate: nowhere for a node alone (each
+        budget keeps its rate in memory)."""
+        return None
 
     def inbox(self, store: Store) -> ConversationInbox:
         """The inbox the holder of a conversation pulls its entries from: the store's."""
@@ -148,6 +154,9 @@ class _Postgres(StoreBackend):
 
     def lease_table(self, store: Store) -> LeaseTable:
         return _postgres(store).lease_table()
+
+    def shared_rate(self, store: Store) -> SharedRate | None:
+        return _postgres(store).shared_rate()
 
     def pairing(self, config: BotdConfig, store: Store) -> Pairing:
         return _postgres(store).pairing()  # every node reads the same codes and approvals

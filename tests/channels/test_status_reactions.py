@@ -154,11 +154,16 @@ async def idle(daemon: App) -> None:
 @pytest.mark.parametrize("name", PLATFORMS)
 async def test_an_answered_message_shows_taken_then_done(name: str, tmp_path: Path) -> None:
     async with FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        # A run that takes longer than the taken reaction (one the answer overtakes is not
+        # sent at all: test_a_taken_reaction_the_answer_overtook_is_not_sent).
+        held = model.hold()
         model.push(stream(text("Hello there.")))
         async with platform(name, tmp_path, model) as (chat, daemon):
             await say(chat, "hi")
-            await until(lambda: chat.shown() == ["Hello there."], "the answer")
             taken, done, _ = chat.statuses
+            await until(lambda: chat.history()[:1] == [[taken]], "the taken reaction")
+            held.set()
+            await until(lambda: chat.shown() == ["Hello there."], "the answer")
             await until(lambda: chat.history()[-1:] == [[done]], "the done reaction")
             await idle(daemon)
             history = chat.history()
@@ -171,10 +176,13 @@ async def test_an_answered_message_shows_taken_then_done(name: str, tmp_path: Pa
 @pytest.mark.parametrize("name", PLATFORMS)
 async def test_a_failed_run_shows_failed(name: str, tmp_path: Path) -> None:
     async with FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        held = model.hold()  # a run that fails after its taken reaction is shown
         model.push(http_error(400, "invalid_request_error", "this request is refused"))
         async with platform(name, tmp_path, model) as (chat, daemon):
             await say(chat, "hi")
             taken, done, failed = chat.statuses
+            await until(lambda: chat.history()[:1] == [[taken]], "the taken reaction")
+            held.set()
             await until(lambda: chat.history()[-1:] == [[failed]], "the failed reaction")
             await idle(daemon)
             history, shown = chat.history(), chat.shown()

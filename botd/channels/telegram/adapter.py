@@ -38,7 +38,9 @@ words and retried with capped, jittered backoff; polling never gives up (a token
 while running is reported through ``on_down``, and the daemon restarts the channel); whether
 Telegram answers the polls goes to ``link`` (a ``PlatformLink``). Outgoing
 text is rendered to Telegram's HTML subset; markup Telegram refuses ("can't parse entities") is sent
-again as plain text. A 429 is waited out for its chat only (others go on). Other failures raise
+again as plain text. Every Bot API call is paced by the bot's budget (``budget.py``: Telegram's
+limits, shared by the nodes, answers first). A 429 is waited out for its chat only (others go
+on). Other failures raise
 ``TelegramAPIError`` (a ``ChannelError``) with Telegram's description, marked retryable for a
 5xx, a 429 or a lost connection and not for Telegram's refusals (see ``api_error`` in
 ``errors``); a start that fails raises ``TelegramStartError`` (a
@@ -75,7 +77,6 @@ from telegram.error import (
     TelegramError,
 )
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     CallbackQueryHandler,
     ContextTypes,
@@ -97,6 +98,7 @@ from ...chat import (
     PressAnswer,
     Target,
 )
+from ...cluster.budget import SharedRate
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
@@ -113,6 +115,7 @@ from ..base import (
 )
 from ..errors import ChannelError
 from . import uploads
+from .budget import TelegramBudget, answer_calls
 from .errors import (
     TelegramAPIError,
     TelegramStartError,
@@ -359,13 +362,15 @@ class TelegramAdapter:
         webhook_secret: str | None = None,
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
         http: Routes | None = None,
+        shared_rate: SharedRate | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, the key of its offset and lease, its log lines' prefix).
         ``listen``: (host, port, path) Telegram's POSTs are taken on, a route on ``http``
         (botd's HTTP server: ``ChannelContext.http``), which webhook mode needs.
         ``leases``: this node's, when it is one of several: it polls only while it holds
-        ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
+        ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs).
+        ``shared_rate``: where the nodes share the bot's rate (``budget.py``; None: alone)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         if mode == "webhook" and http is None:
@@ -398,6 +403,7 @@ class TelegramAdapter:
         self._bot: _PollingBot | None = None
         self._sink: InboundSink | None = None
         self._leases = leases if mode == "polling" else None
+        self._shared_rate = shared_rate
         self._holding: asyncio.Task[None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -413,9 +419,8 @@ class TelegramAdapter:
             self._token,
             base_url=f"{self._api_base_url}/bot",
             base_file_url=f"{self._api_base_url}/file/bot",
-            # No retries in the limiter: its RetryAfter handling pauses every chat, and one
-            # group's flood wait must not silence the others (see _per_chat).
-            rate_limiter=AIORateLimiter(max_retries=0),
+            # botd's budget, answers first; a 429 is waited out for its chat (_per_chat).
+            rate_limiter=TelegramBudget(self._token.split(":")[0], self._shared_rate),
             # A conversation's lease, given with a send, is checked again as each request
             # is written (see transport.py): a send held up past the lease's end is not
             # written.
@@ -909,7 +914,7 @@ class TelegramAdapter:
         self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
     ) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
-        with fenced_requests(fence_of(scope)):
+        with fenced_requests(fence_of(scope)), answer_calls(scope is not None and scope.final):
             return await self._edit_text(ref, markdown)
 
     async def _edit_text(

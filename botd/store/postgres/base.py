@@ -79,6 +79,7 @@ from ..errors import (
     StoreOpenError,
     StoreWriteError,
 )
+from .budget import PostgresRate
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
@@ -348,6 +349,10 @@ class PostgresBase:
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
         return PostgresPairing(self._pool, clock=self._clock)
+
+    def shared_rate(self) -> PostgresRate:
+        """The nodes' shared platform rates (``botd.cluster.budget``)."""
+        return PostgresRate(self._pool)
 
     def lease_table(self) -> PostgresLeases:
         """The lease table every node sharing this database claims from, on the store's pool."""

@@ -332,6 +332,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX chat_marks_by_time ON chat_marks (channel, account, marked_at)",
     ),
+    # issue 35: one platform budget per bot, shared by the nodes. For each rate (a bot of a
+    # platform, by its id), when its next slot is free, in epoch seconds of the server's clock.
+    (
+        """
+        CREATE TABLE budgets (
+            name text PRIMARY KEY,
+            next_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

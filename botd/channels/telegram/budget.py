@@ -1,0 +1,125 @@
+"""``TelegramBudget``: every Bot API call of one bot paced by its ``Budget``, answers first.
+
+python-telegram-bot calls its rate limiter around each request (never around
+``getUpdates``) with the method's name and parameters; this one, in place of PTB's
+``AIORateLimiter``, asks the bot's ``Budget`` (``botd.channels.budget``) for the call's turn:
+
+* the bot's rate, 30 requests a second per token (``TOKEN_RATE``), shared by the nodes when
+  several run the bot (the rate's name is the bot's id, the part of the token before the
+  colon, which is public: the token itself is never stored or logged);
+* a message posted or edited counts against its chat's window too: a group's (a negative id,
+  or a channel's ``@name``) ``GROUP`` (20 a minute), a private chat's ``CHAT`` (about one a
+  second, bursts of three). Reactions, chat actions and drafts are no messages: Telegram does
+  not count them against a chat, so neither does the budget;
+* the call's class from its method (``priority_of``): messages, deletes and button answers
+  are answers, edits and drafts previews, reactions and chat actions decorations. An edit
+  made inside ``answer_calls`` (the adapter's edits for a final: ``SendScope.final``) is an
+  answer. A chat action that waited ``CHAT_ACTION_STALE`` seconds is dropped: "typing"
+  after the answer is noise.
+
+Nothing is retried here: a 429 reaches the adapter, which waits it out for that chat only
+(``TelegramAdapter._per_chat``), as with PTB's limiter before.
+
+``answer_calls`` sets a context variable read here: the class of an edit is not in its
+parameters, and PTB's ``rate_limit_args`` would have to go through every helper of the
+adapter. It says only how a call is paced, nothing of the conversation's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from telegram.ext import BaseRateLimiter
+
+from ...cluster.budget import SharedRate
+from ..budget import Budget, Priority, Window
+
+__all__ = [
+    "CHAT",
+    "CHAT_ACTION_STALE",
+    "GROUP",
+    "TOKEN_RATE",
+    "TelegramBudget",
+    "answer_calls",
+    "priority_of",
+]
+
+TOKEN_RATE = Window(30, 1.0)
+GROUP = Window(20, 60.0)
+CHAT = Window(3, 3.0)
+
+CHAT_ACTION_STALE = 5.0
+"""Seconds a chat action may wait before it is dropped (it shows for about five)."""
+
+DECORATIONS = frozenset({"setMessageReaction", "sendChatAction"})
+PREVIEWS = frozenset({"sendMessageDraft", "editMessageText", "editMessageCaption"})
+UNCOUNTED = DECORATIONS | {"sendMessageDraft"}
+"""Methods that name a chat but are no message of it."""
+
+_answering: ContextVar[bool] = ContextVar("botd_telegram_answering", default=False)
+
+
+@contextlib.contextmanager
+def answer_calls(answering: bool = True) -> Iterator[None]:
+    """Within the block, edits are answers (a final's), not previews."""
+    token = _answering.set(answering)
+    try:
+        yield
+    finally:
+        _answering.reset(token)
+
+
+def priority_of(endpoint: str) -> Priority:
+    """The class of a call of ``endpoint`` (see the module docstring)."""
+    if endpoint in DECORATIONS:
+        return Priority.DECORATION
+    if endpoint in PREVIEWS and not _answering.get():
+        return Priority.PREVIEW
+    return Priority.ANSWER
+
+
+def chat_window(endpoint: str, data: dict[str, Any]) -> tuple[tuple[str, Window], ...]:
+    """The chat window a call of ``endpoint`` with ``data`` counts against (none: it posts
+    or edits no message of a chat)."""
+    chat_id = data.get("chat_id")
+    counted = endpoint.startswith(("send", "edit", "copy", "forward"))
+    if chat_id is None or not counted or endpoint in UNCOUNTED:
+        return ()
+    chat = str(chat_id)
+    if chat.startswith(("-", "@")):
+        return ((f"group:{chat}", GROUP),)
+    return ((f"chat:{chat}", CHAT),)
+
+
+class TelegramBudget(BaseRateLimiter[int]):
+    """PTB's rate limiter for one bot (``bot_id``), pacing by a ``Budget`` (see the module
+    docstring); ``shared``: the nodes' shared rates (None: this node alone)."""
+
+    def __init__(self, bot_id: str, shared: SharedRate | None = None) -> None:
+        self.budget = Budget(f"telegram:{bot_id}", TOKEN_RATE, shared)
+
+    async def initialize(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        await self.budget.close()
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, bool | dict[str, Any] | list[dict[str, Any]]]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> bool | dict[str, Any] | list[dict[str, Any]]:
+        stale = CHAT_ACTION_STALE if endpoint == "sendChatAction" else None
+        go = await self.budget.take(
+            priority_of(endpoint), chat_window(endpoint, data), stale_after=stale
+        )
+        if not go:
+            return True  # a chat action dropped as stale: Telegram's answer to one is True
+        return await callback(*args, **kwargs)
