@@ -28,6 +28,13 @@ for a 429); ``reset_next`` drops the connection with a TCP reset (status 0 in ``
 ``land=True`` carries the call out before failing it, as a timeout after the request landed
 would; ``outage()`` takes the whole server away until ``end()``.
 
+Telegram's limits (``limit_like_telegram``): past them a call is answered 429 "Too Many
+Requests: retry after N" with ``retry_after``, counted as Telegram counts (``RateLimits``):
+every call but ``getUpdates`` against the token's 30 in any second, and a message posted or
+edited (not a reaction, a chat action or a draft) against its chat's window too: 20 in any
+minute for a group (a negative id), 3 in any 3 seconds for a private chat (about one a second,
+in short bursts). A call answered 429 is not counted. ``rate_limited`` lists those calls.
+
 Files users send: ``push_file`` stores the bytes under a new ``file_id`` and queues a
 message carrying them (a photo in two sizes, a document, a voice note, an audio file, a
 video, with an optional caption); ``getFile`` answers with the file's path, and
@@ -70,10 +77,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from http import HTTPStatus
 from typing import Any, Self
@@ -280,6 +289,42 @@ BOT_USER: dict[str, Any] = {
 }
 
 
+@dataclass
+class RateLimits:
+    """Telegram's limits as the fake counts them (see the module docstring): (count,
+    seconds) per token, per group and per private chat."""
+
+    token: tuple[int, float] = (30, 1.0)
+    group: tuple[int, float] = (20, 60.0)
+    chat: tuple[int, float] = (3, 3.0)
+    _seen: dict[str, deque[float]] = field(default_factory=dict)
+
+    def refuse(self, method: str, params: dict[str, Any], now: float) -> ScriptedError | None:
+        """A 429 when a call of ``method`` now would go past a limit; else None, and the
+        call is counted."""
+        windows = [("token", self.token)]
+        chat = params.get("chat_id")
+        counted = method.startswith(("send", "edit", "copy", "forward"))
+        if chat is not None and counted and method not in _NOT_MESSAGES:
+            group = str(chat).startswith(("-", "@"))
+            windows.append((f"chat:{chat}", self.group if group else self.chat))
+        wait = 0.0
+        for key, (count, seconds) in windows:
+            times = self._seen.setdefault(key, deque())
+            while times and times[0] <= now - seconds:
+                times.popleft()
+            if len(times) >= count:
+                wait = max(wait, times[0] + seconds - now)
+        if wait > 0:
+            return retry_after(max(1, math.ceil(wait)))
+        for key, _ in windows:
+            self._seen[key].append(now)
+        return None
+
+
+_NOT_MESSAGES = frozenset({"sendChatAction", "sendMessageDraft", "setMessageReaction"})
+
+
 class FakeTelegramAPI:
     """See the module docstring."""
 
@@ -343,6 +388,10 @@ class FakeTelegramAPI:
         self.drafts: dict[int, list[str]] = {}
         """Every draft text sent to each chat (``sendMessageDraft``), in order."""
         self._drafting: dict[int, str] = {}
+        self.limits: RateLimits | None = None
+        """Telegram's limits, when enforced (``limit_like_telegram``)."""
+        self.rate_limited: list[Call] = []
+        """The calls answered 429 for going past ``limits``."""
 
     @property
     def base_url(self) -> str:
@@ -375,6 +424,11 @@ class FakeTelegramAPI:
             await self._runner.cleanup()
 
     # --- scripting ----------------------------------------------------------------------------
+
+    def limit_like_telegram(self, limits: RateLimits | None = None) -> RateLimits:
+        """From now on, answer 429 past Telegram's limits (see the module docstring)."""
+        self.limits = limits or RateLimits()
+        return self.limits
 
     def stall_next_polls(self, times: int = 1) -> None:
         """The next ``times`` getUpdates requests are held open and never answered."""
@@ -671,6 +725,11 @@ class FakeTelegramAPI:
                 return reset(request)
             if request.match_info["token"] != self.token:
                 return self._error(call, ScriptedError(401, "Unauthorized"))
+            if self.limits is not None and method != "getUpdates":
+                refused = self.limits.refuse(method, params, time.monotonic())
+                if refused is not None:
+                    self.rate_limited.append(call)
+                    return self._error(call, refused)
             handler = getattr(self, f"_api_{method}", None)
             scripts = self._scripts.get(method, [])
             script = next((s for s in scripts if s.applies(params)), None)

@@ -1,0 +1,103 @@
+"""The platform budget (``botd.channels.budget``): answers first, windows with a reserve for
+answers, stale decorations dropped, a call withdrawn before its turn costs nothing; and the
+rate shared through PostgreSQL (``botd.store.postgres.budget``) spacing every node's slots.
+
+Assertions are on the order calls were let go and on what was counted, never on how long
+anything took."""
+
+from __future__ import annotations
+
+import asyncio
+
+from botd.channels.budget import Budget, Priority, Window, waits_for_turn
+from botd.cluster.budget import LocalRate
+from botd.store.postgres import PostgresStore
+from tests.support.waiting import until
+
+SLOW = Window(1, 0.5)
+"""A rate slow enough that calls started together queue for it."""
+
+
+async def test_answers_go_before_decorations_that_came_first() -> None:
+    budget = Budget("test", SLOW)
+    went: list[str] = []
+
+    async def call(name: str, priority: Priority) -> None:
+        if await budget.take(priority):
+            went.append(name)
+
+    try:
+        await call("first", Priority.ANSWER)  # the rate's slot now; the next is later
+        calls = [
+            asyncio.create_task(call("typing", Priority.DECORATION)),
+            asyncio.create_task(call("draft", Priority.PREVIEW)),
+            asyncio.create_task(call("answer", Priority.ANSWER)),
+        ]
+        await asyncio.gather(*calls)
+    finally:
+        await budget.close()
+    assert went == ["first", "answer", "draft", "typing"]
+
+
+async def test_a_window_keeps_half_for_answers() -> None:
+    budget = Budget("test", Window(100, 1.0))
+    group = ("group:-1", Window(2, 60.0))
+    try:
+        assert await budget.take(Priority.PREVIEW, [group])
+        second_preview = asyncio.create_task(budget.take(Priority.PREVIEW, [group]))
+        assert await budget.take(Priority.ANSWER, [group])  # the half kept for answers
+        await until(lambda: budget.granted[Priority.ANSWER] == 1, "the answer let go")
+        assert not second_preview.done()  # the window is full for anything but answers
+        second_preview.cancel()
+    finally:
+        await budget.close()
+    assert budget.granted == {Priority.PREVIEW: 1, Priority.ANSWER: 1}
+
+
+async def test_a_stale_decoration_is_dropped() -> None:
+    budget = Budget("test", Window(1, 60.0))
+    try:
+        assert await budget.take(Priority.ANSWER)
+        assert not await budget.take(Priority.DECORATION, stale_after=0.05)
+    finally:
+        await budget.close()
+    assert budget.dropped == 1
+    assert budget.granted == {Priority.ANSWER: 1}
+
+
+async def test_a_call_withdrawn_before_its_turn_is_never_let_go() -> None:
+    budget = Budget("test", Window(1, 60.0))
+    try:
+        assert await budget.take(Priority.ANSWER)
+        reaction = asyncio.create_task(budget.take(Priority.DECORATION))
+        await until(lambda: waits_for_turn(reaction), "the reaction waiting for its turn")
+        reaction.cancel()
+        await asyncio.wait({reaction})
+        assert not waits_for_turn(reaction)
+    finally:
+        await budget.close()
+    assert reaction.cancelled()
+    assert budget.granted == {Priority.ANSWER: 1}
+
+
+async def test_a_local_rate_spaces_its_slots() -> None:
+    now = [100.0]
+    rate = LocalRate(lambda: now[0])
+    assert await rate.reserve("bot", 3, 0.1) == 0.0
+    assert round(await rate.reserve("bot", 1, 0.1), 6) == 0.3  # after the three reserved
+    assert await rate.reserve("other", 1, 0.1) == 0.0  # another bot's rate is its own
+
+
+async def test_nodes_draw_one_rate_from_postgres(postgres_dsn: str) -> None:
+    """Two nodes' stores on one database: their reservations take turns on one schedule."""
+    one, two = await PostgresStore.open(postgres_dsn), await PostgresStore.open(postgres_dsn)
+    try:
+        first = await one.shared_rate().reserve("telegram:1", 4, 10.0)
+        second = await two.shared_rate().reserve("telegram:1", 1, 10.0)
+        elsewhere = await two.shared_rate().reserve("telegram:2", 1, 10.0)
+    finally:
+        await one.aclose()
+        await two.aclose()
+    assert first < 1.0  # free at first
+    assert 39.0 < second <= 40.0  # after the four slots the other node reserved
+    assert elsewhere < 1.0
