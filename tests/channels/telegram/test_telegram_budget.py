@@ -9,6 +9,7 @@ none is refused. What is asserted is what the fake saw, never how long it took.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from tests.cluster.script import ModelScript, answer, prompt
@@ -27,6 +28,10 @@ DMS = 60
 FIRST_DM = 1000
 GROUP = -100777
 GROUP_MESSAGES = 16
+
+
+def answers_in_group(telegram: FakeTelegramAPI, count: int) -> bool:
+    return len(telegram.visible(GROUP)) == count
 
 
 async def test_one_node_at_saturation_gets_no_429_and_answers_every_message_once(
@@ -60,7 +65,7 @@ async def test_a_busy_groups_answers_are_not_held_back_by_reactions(tmp_path: Pa
         async with daemon_running(config_yaml(tmp_path, anthropic_yaml(model), section)):
             for n in range(GROUP_MESSAGES):
                 telegram.push_text(GROUP, prompt(0, n), sender=user(500 + n))
-                await until(lambda n=n: len(telegram.visible(GROUP)) == n + 1, f"answer {n}")
+                await until(partial(answers_in_group, telegram, n + 1), f"answer {n}")
             await until(
                 lambda: len(telegram.reactions) == GROUP_MESSAGES, "every message's reaction"
             )
