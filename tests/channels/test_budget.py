@@ -1,6 +1,7 @@
 """The platform budget (``botd.channels.budget``): answers first, windows with a reserve for
 answers, stale decorations dropped, a call withdrawn before its turn costs nothing; and the
-rate shared through PostgreSQL (``botd.store.postgres.budget``) spacing every node's slots.
+rate shared through PostgreSQL (``botd.store.postgres.budget``) spacing every node's slots;
+Slack's posts paced per channel (``botd.channels.slack.budget``).
 
 Assertions are on the order calls were let go and on what was counted, never on how long
 anything took."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from botd.channels.budget import Budget, Priority, Window, waits_for_turn
+from botd.channels.slack.budget import CHANNEL, slack_budget, take_turn
 from botd.cluster.budget import LocalRate
 from botd.store.postgres import PostgresStore
 from tests.support.waiting import until
@@ -101,3 +103,18 @@ async def test_nodes_draw_one_rate_from_postgres(postgres_dsn: str) -> None:
     assert first < 1.0  # free at first
     assert 39.0 < second <= 40.0  # after the four slots the other node reserved
     assert elsewhere < 1.0
+
+
+async def test_slack_posts_are_paced_per_channel_only() -> None:
+    budget = slack_budget("test")
+    try:
+        for _ in range(CHANNEL.count):
+            await take_turn(budget, "chat.postMessage", {"channel": "C1"})
+        fourth = asyncio.create_task(take_turn(budget, "chat.postMessage", {"channel": "C1"}))
+        await take_turn(budget, "chat.postMessage", {"channel": "C2"})  # its own window
+        await take_turn(budget, "reactions.add", {"channel": "C1"})  # counts in no window
+        assert not fourth.done()  # C1's window is full
+        await fourth
+    finally:
+        await budget.close()
+    assert budget.granted == {Priority.ANSWER: CHANNEL.count + 2, Priority.DECORATION: 1}

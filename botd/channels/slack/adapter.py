@@ -32,13 +32,14 @@ notify a whole channel or user group (``<!channel>``, ``<!here>``, ``<!everyone>
 ``<!subteam^…>``) are posted as plain text (``@channel``) unless
 ``allow_mass_mentions`` is set, and nothing is posted with ``link_names``, so text the model was
 made to echo cannot ping a channel; user mentions (``<@U…>``) stay. The SDK's automatic retries
-are off (a slow success must never be posted twice); only a 429, where Slack clearly refused the
-request, is retried here after its ``Retry-After``. Other failures raise ``SlackError``
-(``errors``) marked retryable or not (see ``_call``); the delivery layer decides
-whether to try again. Slash commands (``commands``) come in as messages. Slack has no
-typing indicator for bots in channels: ``typing`` sets the assistant-thread status when the
-target is a thread and does nothing otherwise; ``set_assistant_status`` shows a run's tool
-status there (``botd.channels.base.AssistantStatus``).
+are off (a slow success must never be posted twice); every call is paced by the bot's budget
+(``budget.py``: chat.postMessage per channel, answers before reactions and statuses); only a
+429, where Slack clearly refused the request, is retried here after its ``Retry-After``.
+Other failures raise ``SlackError`` (``errors``) marked retryable or not (see ``_call``); the
+delivery layer decides whether to try again. Slash commands (``commands``) come in as
+messages. Slack has no typing indicator for bots in channels: ``typing`` sets the
+assistant-thread status when the target is a thread and does nothing otherwise;
+``set_assistant_status`` shows a run's tool status there (``botd.channels.base.AssistantStatus``).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ from ..base import (
     without_mention,
 )
 from ..catch_up import CatchUp, CatchUpSettings
+from .budget import slack_budget, take_turn
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .emoji import slack_emoji_name
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
@@ -218,6 +220,7 @@ class SlackAdapter:
         self.reply_to_mode = reply_to_mode
         self.dm_threads = dm_threads
         self.account_id = account_id
+        self._budget = slack_budget(account_id)  # every Web API call paced, answers first
         self._http_host = http_host
         self._http_port = http_port
         self._http_path = http_path
@@ -352,6 +355,7 @@ class SlackAdapter:
         if runner is not None:
             await runner.cleanup()
         # The AsyncWebClient opens a session per request (none passed in): nothing left open.
+        await self._budget.close()
         self._sink = None
 
     def _build_app(self) -> AsyncApp:
@@ -962,6 +966,7 @@ class SlackAdapter:
         (``channel_not_found``, ``not_in_channel``, ...) will not.
         """
         for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+            await take_turn(self._budget, method, kwargs)
             try:
                 return await func(**kwargs)
             except SlackApiError as exc:
