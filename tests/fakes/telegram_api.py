@@ -196,6 +196,8 @@ class Call:
     status: int = 200
     via: str = ""
     """The path prefix the call came through (``node_url``; empty: ``base_url``)."""
+    at: float = field(default_factory=time.monotonic)
+    """When it came (monotonic seconds)."""
 
 
 @dataclass
