@@ -191,7 +191,19 @@ class Budget:
     # --- the dispatcher -----------------------------------------------------------------
 
     async def _dispatch(self) -> None:
-        """Hand each slot to the first call that may go, for as long as calls come."""
+        """Hand each slot to the first call that may go, for as long as calls come; should
+        it fail, every call waiting goes (unpaced, logged) rather than waiting for ever."""
+        try:
+            await self._hand_out()
+        except Exception:
+            log.exception("%s: the budget failed; calls waiting go unpaced", self.name)
+            self._dispatcher = None
+            for waiter in self._waiting:
+                if not waiter.turn.done():
+                    waiter.turn.set_result(True)
+            self._waiting.clear()
+
+    async def _hand_out(self) -> None:
         while True:
             now = self._clock()
             ready, wait = self._ready(now)
