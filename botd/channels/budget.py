@@ -6,15 +6,17 @@ messages a minute per group and about one a second per chat. Every call of a bot
 platform is never asked past its limits (and never answers 429 for it). Each call comes in a
 class (``Priority``):
 
-* ``ANSWER``: what the user waits for: a reply's messages, a final edit, a delete, the answer
-  to a button's press;
+* ``PRESS``: what a person's press of a button waits for: its answer (the spinner stops) and
+  the choice shown in place of the buttons, before the reply the press brings;
+* ``ANSWER``: what the user waits for: a reply's messages, a final edit, a delete;
 * ``PREVIEW``: an answer under way: a preview's edits, a draft;
 * ``DECORATION``: typing, status reactions.
 
-The bot's rate is one schedule of slots ``spacing`` apart (``botd.cluster.budget``), in
-memory for a node alone, in the store when several nodes share the bot, so together they stay
-under it. Limits of one chat (a ``Window``: so many calls in so many seconds, by key) are kept
-by the node that makes the calls: a conversation's messages come from the node that holds it.
+The bot's rate is one schedule of slots ``spacing`` apart, where an idle rate lets a burst
+of ``burst`` go at once (``botd.cluster.budget``), in memory for a node alone, in the store
+when several nodes share the bot, so together they stay under it. Limits of one chat (a
+``Window``: so many calls in so many seconds, by key) are kept by the node that makes the
+calls: a conversation's messages come from the node that holds it.
 A call waits for every window it counts against, then for the next slot of the rate; when a
 slot comes, it goes to the first call of the highest class that may go, so a decoration never
 takes a slot an answer could use, and an answer that came after a decoration still goes
@@ -76,9 +78,10 @@ def waits_for_turn(task: asyncio.Task[Any]) -> bool:
 class Priority(IntEnum):
     """A call's class: lower goes first (see the module docstring)."""
 
-    ANSWER = 0
-    PREVIEW = 1
-    DECORATION = 2
+    PRESS = 0
+    ANSWER = 1
+    PREVIEW = 2
+    DECORATION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,7 @@ class _Log:
         answers may fill half the window."""
         while self.times and self.times[0] <= now - self.span:
             self.times.popleft()
-        allowed = self.count if priority == Priority.ANSWER else max(1, self.count // 2)
+        allowed = self.count if priority <= Priority.ANSWER else max(1, self.count // 2)
         if len(self.times) < allowed:
             return 0.0
         return self.times[len(self.times) - allowed] + self.span - now
@@ -127,13 +130,15 @@ class Budget:
         rate: Window,
         shared: SharedRate | None = None,
         *,
-        margin: float = 0.2,
+        margin: float = 0.25,
+        burst: int = 3,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self._local = LocalRate(clock)
         self._shared: SharedRate = shared or self._local
         self._spacing = rate.seconds * (1 + margin) / rate.count
+        self._tolerance = (burst - 1) * self._spacing
         self._margin = margin
         self._clock = clock
         self._windows: dict[Hashable, _Log] = {}
@@ -274,18 +279,18 @@ class Budget:
         """Reserve ``count`` slots of the bot's rate (in memory when the store cannot be
         reached: a node cut off from it goes on by its own clock)."""
         try:
-            delay = await self._shared.reserve(self.name, count, self._spacing)
+            delay = await self._shared.reserve(self.name, count, self._spacing, self._tolerance)
         except Exception as exc:
             if not self._shared_down:
                 log.warning("%s: the shared budget cannot be read, paced alone: %s", self.name, exc)
             self._shared_down = True
-            delay = await self._local.reserve(self.name, count, self._spacing)
+            delay = await self._local.reserve(self.name, count, self._spacing, self._tolerance)
         else:
             if self._shared_down:
                 log.info("%s: the shared budget is read again", self.name)
             self._shared_down = False
-        first = self._clock() + delay
-        self._slots.extend(first + i * self._spacing for i in range(count))
+        now = self._clock()
+        self._slots.extend(max(now, now + delay + i * self._spacing) for i in range(count))
 
     def _grant(self, waiter: _Waiter, now: float) -> None:
         for key in waiter.keys:

@@ -21,7 +21,7 @@ SLOW = Window(1, 0.5)
 
 
 async def test_answers_go_before_decorations_that_came_first() -> None:
-    budget = Budget("test", SLOW)
+    budget = Budget("test", SLOW, burst=1)
     went: list[str] = []
 
     async def call(name: str, priority: Priority) -> None:
@@ -57,7 +57,7 @@ async def test_a_window_keeps_half_for_answers() -> None:
 
 
 async def test_a_stale_decoration_is_dropped() -> None:
-    budget = Budget("test", Window(1, 60.0))
+    budget = Budget("test", Window(1, 60.0), burst=1)
     try:
         assert await budget.take(Priority.ANSWER)
         assert not await budget.take(Priority.DECORATION, stale_after=0.05)
@@ -68,7 +68,7 @@ async def test_a_stale_decoration_is_dropped() -> None:
 
 
 async def test_a_call_withdrawn_before_its_turn_is_never_let_go() -> None:
-    budget = Budget("test", Window(1, 60.0))
+    budget = Budget("test", Window(1, 60.0), burst=1)
     try:
         assert await budget.take(Priority.ANSWER)
         reaction = asyncio.create_task(budget.take(Priority.DECORATION))
@@ -85,24 +85,25 @@ async def test_a_call_withdrawn_before_its_turn_is_never_let_go() -> None:
 async def test_a_local_rate_spaces_its_slots() -> None:
     now = [100.0]
     rate = LocalRate(lambda: now[0])
-    assert await rate.reserve("bot", 3, 0.1) == 0.0
-    assert round(await rate.reserve("bot", 1, 0.1), 6) == 0.3  # after the three reserved
-    assert await rate.reserve("other", 1, 0.1) == 0.0  # another bot's rate is its own
+    # Idle, a burst of three may go at once: the first slot was free 0.2 s ago.
+    assert round(await rate.reserve("bot", 3, 0.1, 0.2), 6) == -0.2
+    assert round(await rate.reserve("bot", 1, 0.1, 0.2), 6) == 0.1  # after the three reserved
+    assert round(await rate.reserve("other", 1, 0.1, 0.2), 6) == -0.2  # another bot's own rate
 
 
 async def test_nodes_draw_one_rate_from_postgres(postgres_dsn: str) -> None:
     """Two nodes' stores on one database: their reservations take turns on one schedule."""
     one, two = await PostgresStore.open(postgres_dsn), await PostgresStore.open(postgres_dsn)
     try:
-        first = await one.shared_rate().reserve("telegram:1", 4, 10.0)
-        second = await two.shared_rate().reserve("telegram:1", 1, 10.0)
-        elsewhere = await two.shared_rate().reserve("telegram:2", 1, 10.0)
+        first = await one.shared_rate().reserve("telegram:1", 4, 10.0, 0.0)
+        second = await two.shared_rate().reserve("telegram:1", 1, 10.0, 0.0)
+        elsewhere = await two.shared_rate().reserve("telegram:2", 1, 10.0, 20.0)
     finally:
         await one.aclose()
         await two.aclose()
     assert first < 1.0  # free at first
     assert 39.0 < second <= 40.0  # after the four slots the other node reserved
-    assert elsewhere < 1.0
+    assert -20.0 <= elsewhere < -19.0  # idle: a burst of three may go at once
 
 
 async def test_slack_posts_are_paced_per_channel_only() -> None:

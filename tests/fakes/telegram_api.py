@@ -30,8 +30,8 @@ would; ``outage()`` takes the whole server away until ``end()``.
 
 Telegram's limits (``limit_like_telegram``): past them a call is answered 429 "Too Many
 Requests: retry after N" with ``retry_after``, counted as Telegram counts (``RateLimits``):
-every call but ``getUpdates`` against the token's 30 in any second, and a message posted or
-edited (not a reaction, a chat action or a draft) against its chat's window too: 20 in any
+every call but ``getUpdates`` against the token's 30 in any second, and a message posted (not
+an edit, a reaction, a chat action or a draft) against its chat's window too: 20 in any
 minute for a group (a negative id), 3 in any 3 seconds for a private chat (about one a second,
 in short bursts). A call answered 429 is not counted. ``rate_limited`` lists those calls.
 
@@ -306,7 +306,7 @@ class RateLimits:
         call is counted."""
         windows = [("token", self.token)]
         chat = params.get("chat_id")
-        counted = method.startswith(("send", "edit", "copy", "forward"))
+        counted = method.startswith(("send", "copy", "forward"))
         if chat is not None and counted and method not in _NOT_MESSAGES:
             group = str(chat).startswith(("-", "@"))
             windows.append((f"chat:{chat}", self.group if group else self.chat))

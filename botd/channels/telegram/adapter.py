@@ -113,9 +113,10 @@ from ..base import (
     fence_of,
     without_mention,
 )
+from ..budget import Priority
 from ..errors import ChannelError
 from . import uploads
-from .budget import TelegramBudget, answer_calls
+from .budget import TelegramBudget
 from .errors import (
     TelegramAPIError,
     TelegramStartError,
@@ -914,12 +915,20 @@ class TelegramAdapter:
         self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
     ) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
-        with fenced_requests(fence_of(scope)), answer_calls(scope is not None and scope.final):
-            return await self._edit_text(ref, markdown)
+        pace = Priority.ANSWER if scope is not None and scope.final else None
+        with fenced_requests(fence_of(scope)):
+            return await self._edit_text(ref, markdown, pace=pace)
 
     async def _edit_text(
-        self, ref: MessageRef, markdown: str, keyboard: InlineKeyboardMarkup | None = None
+        self,
+        ref: MessageRef,
+        markdown: str,
+        keyboard: InlineKeyboardMarkup | None = None,
+        *,
+        pace: Priority | None = None,
     ) -> list[MessageRef]:
+        """Edit ``ref``'s message; ``pace``: its class in the bot's budget (None: a preview's
+        edit, from the method)."""
         bot = self._require_bot()
         chunks = HTML.chunks(markdown, self.capabilities.text_limit)
         if not chunks:
@@ -931,7 +940,12 @@ class TelegramAdapter:
                 await self._per_chat(
                     chat_id,
                     lambda: bot.edit_message_text(
-                        chunks[0].text, chat_id, message_id, parse_mode=ParseMode.HTML, **markup
+                        chunks[0].text,
+                        chat_id,
+                        message_id,
+                        parse_mode=ParseMode.HTML,
+                        rate_limit_args=pace,
+                        **markup,
                     ),
                 )
             except BadRequest as exc:
@@ -939,7 +953,9 @@ class TelegramAdapter:
                     raise
                 await self._per_chat(
                     chat_id,
-                    lambda: bot.edit_message_text(chunks[0].plain, chat_id, message_id, **markup),
+                    lambda: bot.edit_message_text(
+                        chunks[0].plain, chat_id, message_id, rate_limit_args=pace, **markup
+                    ),
                 )
         except BadRequest as exc:
             if not _is_not_modified(exc):

@@ -7,29 +7,24 @@ python-telegram-bot calls its rate limiter around each request (never around
 * the bot's rate, 30 requests a second per token (``TOKEN_RATE``), shared by the nodes when
   several run the bot (the rate's name is the bot's id, the part of the token before the
   colon, which is public: the token itself is never stored or logged);
-* a message posted or edited counts against its chat's window too: a group's (a negative id,
-  or a channel's ``@name``) ``GROUP`` (20 a minute), a private chat's ``CHAT`` (about one a
-  second, bursts of three). Reactions, chat actions and drafts are no messages: Telegram does
-  not count them against a chat, so neither does the budget;
-* the call's class from its method (``priority_of``): messages, deletes and button answers
-  are answers, edits and drafts previews, reactions and chat actions decorations. An edit
-  made inside ``answer_calls`` (the adapter's edits for a final: ``SendScope.final``) is an
-  answer. A chat action that waited ``CHAT_ACTION_STALE`` seconds is dropped: "typing"
-  after the answer is noise.
+* a message posted counts against its chat's window too: a group's (a negative id, or a
+  channel's ``@name``) ``GROUP`` (20 a minute), a private chat's ``CHAT`` (about one a
+  second, bursts of three). Edits, reactions, chat actions and drafts post no message: they
+  count against the token's rate only;
+* the call's class from its method (``priority_of``): a press's answer and the keyboard's
+  change first, then messages and deletes (answers), text edits and drafts (previews),
+  reactions and chat actions (decorations). An
+  edit the adapter makes for a final (``SendScope.final``) is given ``ANSWER`` as PTB's
+  ``rate_limit_args``, which overrides the method's class. A chat action that waited
+  ``CHAT_ACTION_STALE`` seconds is dropped: "typing" after the answer is noise.
 
 Nothing is retried here: a 429 reaches the adapter, which waits it out for that chat only
 (``TelegramAdapter._per_chat``), as with PTB's limiter before.
-
-``answer_calls`` sets a context variable read here: the class of an edit is not in its
-parameters, and PTB's ``rate_limit_args`` would have to go through every helper of the
-adapter. It says only how a call is paced, nothing of the conversation's state.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Coroutine, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from telegram.ext import BaseRateLimiter
@@ -43,7 +38,6 @@ __all__ = [
     "GROUP",
     "TOKEN_RATE",
     "TelegramBudget",
-    "answer_calls",
     "priority_of",
 ]
 
@@ -56,36 +50,30 @@ CHAT_ACTION_STALE = 5.0
 
 DECORATIONS = frozenset({"setMessageReaction", "sendChatAction"})
 PREVIEWS = frozenset({"sendMessageDraft", "editMessageText", "editMessageCaption"})
+PRESSES = frozenset({"answerCallbackQuery", "editMessageReplyMarkup"})
 UNCOUNTED = DECORATIONS | {"sendMessageDraft"}
-"""Methods that name a chat but are no message of it."""
-
-_answering: ContextVar[bool] = ContextVar("botd_telegram_answering", default=False)
+"""Methods that name a chat but post no message in it."""
 
 
-@contextlib.contextmanager
-def answer_calls(answering: bool = True) -> Iterator[None]:
-    """Within the block, edits are answers (a final's), not previews."""
-    token = _answering.set(answering)
-    try:
-        yield
-    finally:
-        _answering.reset(token)
-
-
-def priority_of(endpoint: str) -> Priority:
-    """The class of a call of ``endpoint`` (see the module docstring)."""
+def priority_of(endpoint: str, given: int | None = None) -> Priority:
+    """The class of a call of ``endpoint`` (see the module docstring); ``given``: the class
+    the caller gave as PTB's ``rate_limit_args`` (None: from the method)."""
+    if given is not None:
+        return Priority(given)
     if endpoint in DECORATIONS:
         return Priority.DECORATION
-    if endpoint in PREVIEWS and not _answering.get():
+    if endpoint in PREVIEWS:
         return Priority.PREVIEW
+    if endpoint in PRESSES:
+        return Priority.PRESS
     return Priority.ANSWER
 
 
 def chat_window(endpoint: str, data: dict[str, Any]) -> tuple[tuple[str, Window], ...]:
     """The chat window a call of ``endpoint`` with ``data`` counts against (none: it posts
-    or edits no message of a chat)."""
+    no message in a chat)."""
     chat_id = data.get("chat_id")
-    counted = endpoint.startswith(("send", "edit", "copy", "forward"))
+    counted = endpoint.startswith(("send", "copy", "forward"))
     if chat_id is None or not counted or endpoint in UNCOUNTED:
         return ()
     chat = str(chat_id)
@@ -118,7 +106,7 @@ class TelegramBudget(BaseRateLimiter[int]):
     ) -> bool | dict[str, Any] | list[dict[str, Any]]:
         stale = CHAT_ACTION_STALE if endpoint == "sendChatAction" else None
         go = await self.budget.take(
-            priority_of(endpoint), chat_window(endpoint, data), stale_after=stale
+            priority_of(endpoint, rate_limit_args), chat_window(endpoint, data), stale_after=stale
         )
         if not go:
             return True  # a chat action dropped as stale: Telegram's answer to one is True

@@ -26,19 +26,20 @@ class PostgresRate:
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[TupleRow]]) -> None:
         self._pool = pool
 
-    async def reserve(self, name: str, count: int, spacing: float) -> float:
+    async def reserve(self, name: str, count: int, spacing: float, tolerance: float) -> float:
         span = count * spacing
         async with self._pool.connection(timeout=CONNECT_WAIT) as conn:
             cur = await conn.execute(
                 """
                 INSERT INTO budgets AS b (name, next_at)
-                VALUES (%(name)s, extract(epoch FROM clock_timestamp()) + %(span)s)
+                VALUES (%(name)s, extract(epoch FROM clock_timestamp()) - %(tol)s + %(span)s)
                 ON CONFLICT (name) DO UPDATE
-                   SET next_at = greatest(b.next_at, extract(epoch FROM clock_timestamp()))
-                                 + %(span)s
+                   SET next_at = greatest(
+                           b.next_at, extract(epoch FROM clock_timestamp()) - %(tol)s
+                       ) + %(span)s
                 RETURNING next_at - %(span)s - extract(epoch FROM clock_timestamp())
                 """,
-                {"name": name, "span": span},
+                {"name": name, "span": span, "tol": tolerance},
             )
             row = await cur.fetchone()
-        return 0.0 if row is None else max(0.0, float(row[0]))
+        return 0.0 if row is None else max(-tolerance, float(row[0]))
