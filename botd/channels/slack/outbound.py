@@ -104,18 +104,6 @@ class SlackOutbound:
         self.allow_mass_mentions = allow_mass_mentions
         self._first_replied: Recent[str, None] = Recent(_MEMORY_LIMIT)
 
-    async def send_buttons(
-        self,
-        target: Target,
-        markdown: str,
-        rows: Sequence[Sequence[Button]],
-        *,
-        scope: SendScope | None = None,
-    ) -> list[MessageRef]:
-        """``send``, the last message as Block Kit: its text as sections, then one
-        ``actions`` block of buttons per row (``text`` stays the notification fallback)."""
-        return await self.send(target, markdown, rows, scope=scope)
-
     async def edit_buttons(
         self,
         ref: MessageRef,
@@ -148,7 +136,7 @@ class SlackOutbound:
 
         A reply piece's messages carry its key as metadata (``sent``); one a crash left
         unconfirmed is looked for first, and a message found is returned, not posted again.
-        ``rows``: buttons under the last message (``send_buttons``).
+        ``rows``: buttons under the last message (the adapter's ``send_buttons``).
         """
         thread_ts = self.thread_for(target)
         posted_to = Target(self.name, target.chat_id, target.account_id, thread_ts)
