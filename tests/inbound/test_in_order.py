@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from botd.inbound.access import AccessPolicy
 from botd.inbound.in_order import InOrder
 from botd.store import Store
@@ -80,10 +82,8 @@ async def test_a_turn_is_released_when_its_holder_fails() -> None:
             raise RuntimeError("boom")
 
     for _ in range(2):
-        try:
+        with pytest.raises(RuntimeError):
             await fail()
-        except RuntimeError:
-            pass
     async with order.turn("k"):
         pass
     assert len(order) == 0
