@@ -9,8 +9,8 @@ botd could lose. A message dropped by policy has its keys recorded too, so a pla
 a replay after a restart is dropped. What is dropped is logged with its reason. Messages of one
 conversation are decided one at a time, in the order the adapter handed them over
 (``in_order``), so they reach the inbox in that order whatever the store's round trips take.
-A group message that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
-conversation, so it survives a restart) and shown to the agent, each line labelled with its
+A group message that is not addressed to the bot is not lost: it is kept in the store (up to a
+limit per conversation, so it survives a restart) and shown to the agent, each line labelled with its
 sender, with the next message that is, so the bot knows what was said since it last spoke. An
 edit of an earlier message is kept the same way, in any conversation (a DM too): the next prompt
 there shows what the message now says; an edit never starts a run of its own. Only senders the
