@@ -8,15 +8,15 @@ the platform once ``handle`` returned (Telegram's offset, Slack's ack) never con
 botd could lose. A message dropped by policy has its keys recorded too, so a platform's retry or
 a replay after a restart is dropped. What is dropped is logged with its reason. Messages of one
 conversation are decided one at a time, in the order the adapter handed them over
-(``in_order``), so they reach the inbox in that order whatever the store's round trips take.
-A group message that is not addressed to the bot is not lost: it is kept in the store (up to a
-limit per conversation, so it survives a restart) and shown to the agent, each line labelled with its
-sender, with the next message that is, so the bot knows what was said since it last spoke. An
-edit of an earlier message is kept the same way, in any conversation (a DM too): the next prompt
-there shows what the message now says; an edit never starts a run of its own. Only senders the
-policy admits in that chat are kept (their messages, edits and files): a refused sender's are
-recorded as seen and dropped, and a line kept from a sender the policy no longer admits when the
-next prompt comes (a reload changed it) is not shown.
+(``in_order``), so they reach the inbox in that order whatever the store's round trips take. A
+group message that is not addressed to the bot is not lost: it is kept in the store (up to a
+limit per conversation, so it survives a restart) and shown to the agent, each line labelled
+with its sender, with the next message that is, so the bot knows what was said since it last
+spoke. An edit of an earlier message is kept the same way, in any conversation (a DM too): the
+next prompt there shows what the message now says; an edit never starts a run of its own. Only
+senders the policy admits in that chat are kept (their messages, edits and files): a refused
+sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
+admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
