@@ -2,7 +2,7 @@
 
 Slack rates each method by tier per workspace and ``chat.postMessage`` at about one message a
 second per channel (short bursts allowed). Every Web API call of the adapter takes its turn
-here before it goes (``SlackAdapter._call``):
+here before it goes (``WebAPI.call``):
 
 * ``chat.postMessage`` counts against its channel's window, ``CHANNEL`` (three in any three
   seconds: one a second, in short bursts);
@@ -11,7 +11,7 @@ here before it goes (``SlackAdapter._call``):
   status that waited ``STATUS_STALE`` seconds is dropped (``Stale``);
 * the bot's rate (``RATE``) is only a ceiling above Slack's tiers, so that a queue forms and
   answers go first when the adapter calls faster than that: Slack's own limits are per method,
-  and a 429 is still waited out by ``_call`` after its ``Retry-After``.
+  and a 429 is still waited out by ``WebAPI.call`` after its ``Retry-After``.
 
 The budget is this node's: on several nodes a Slack conversation's calls come from the node
 holding it, and Slack's tiers are generous next to Telegram's one token rate.

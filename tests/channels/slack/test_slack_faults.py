@@ -66,7 +66,7 @@ async def test_a_429_past_the_adapters_own_waits_is_retried_by_delivery(fake: Fa
     async def record(delay: float) -> None:
         waits.append(delay)
 
-    adapter._sleep = record
+    adapter.api.sleep = record
     fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0, times=4)
     async with asyncio.timeout(HANG_GUARD):
         await delivery.send_text(Target("slack", CHANNEL), "patience")
