@@ -15,8 +15,9 @@ closes them, while posting keeps working. It composes the parts and hands each
   edit, delete, upload, react and show a thread's status, mass mentions defused unless
   ``allow_mass_mentions`` is set; ``streams`` (``SlackStreams``): native streams for
   ``delivery: stream``.
-- ``webapi`` (``WebAPI``): the one Web API client and call, each call paced by the bot's
-  budget (``budget``: answers first), the SDK's retries off and only a 429 retried; failures raise ``SlackError`` (``errors``) marked retryable or not.
+- ``webapi`` (``WebAPI``): the one Web API client and call, each call paced by the bot's budget
+  (``budget``: answers first), the SDK's retries off and only a 429 retried; failures raise
+  ``SlackError`` (``errors``) marked retryable or not.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ class SlackAdapter:
         self._http_port = http_port
         self._http_path = http_path
         # Every Web API call paced by the bot's budget, answers first (``budget``).
-        self.api = WebAPI(bot_token=bot_token, base_url=api_base_url, budget=slack_budget(account_id))
+        self.api = WebAPI(
+            bot_token=bot_token, base_url=api_base_url, budget=slack_budget(account_id)
+        )
         self.client = self.api.client
         self.http_port: int | None = None
         """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""

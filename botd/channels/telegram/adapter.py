@@ -25,14 +25,14 @@ deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop include
 no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
 offset from moving back when a node paused mid-poll saves an older one.
 
-Every Bot API call is paced by the bot's budget (``budget``: Telegram's limits, shared by
-the nodes, answers first). Polling never gives up (a token revoked while running is reported through ``on_down``, and
-the daemon restarts the channel); whether Telegram answers the polls goes to ``link`` (a
-``PlatformLink``). Failures of a call raise ``TelegramAPIError`` (a ``ChannelError``) with
-Telegram's description, marked retryable for a 5xx, a 429 or a lost connection and not for
-Telegram's refusals (see ``api_error`` in ``errors``); a start that fails raises
-``TelegramStartError`` (a ``ChannelStartError``) saying whether the token was refused or the
-URL is wrong; no PTB object leaves this package.
+Every Bot API call is paced by the bot's budget (``budget``: Telegram's limits, shared by the
+nodes, answers first). Polling never gives up (a token revoked while running is reported through
+``on_down``, and the daemon restarts the channel); whether Telegram answers the polls goes to
+``link`` (a ``PlatformLink``). Failures of a call raise ``TelegramAPIError`` (a
+``ChannelError``) with Telegram's description, marked retryable for a 5xx, a 429 or a lost
+connection and not for Telegram's refusals (see ``api_error`` in ``errors``); a start that fails
+raises ``TelegramStartError`` (a ``ChannelStartError``) saying whether the token was refused or
+the URL is wrong; no PTB object leaves this package.
 """
 
 from __future__ import annotations
