@@ -87,6 +87,9 @@ class SendScope:
     final: bool = False
     """The call carries an answer (the delivery's retried calls: a reply's pieces, a final
     edit), not a preview or a status line: a platform budget lets it go first."""
+    status_line: bool = False
+    """The call posts or edits a run's tool status line: a platform budget lets it go after
+    answers and previews (``botd.channels.budget.Priority.STATUS``)."""
 
 
 def fence_of(scope: SendScope | None) -> Fence | None:

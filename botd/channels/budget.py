@@ -10,6 +10,7 @@ class (``Priority``):
   the choice shown in place of the buttons, before the reply the press brings;
 * ``ANSWER``: what the user waits for: a reply's messages, a final edit, a delete;
 * ``PREVIEW``: an answer under way: a preview's edits, a draft;
+* ``STATUS``: a run's tool status line (``botd.delivery.status``);
 * ``DECORATION``: typing, status reactions.
 
 The bot's rate is one schedule of slots ``spacing`` apart, where an idle rate lets a burst
@@ -21,7 +22,11 @@ A call waits for every window it counts against, then for the next slot of the r
 slot comes, it goes to the first call of the highest class that may go, so a decoration never
 takes a slot an answer could use, and an answer that came after a decoration still goes
 first. A call of a lower class may fill only half a window (at least one), which leaves the
-rest to answers: a group's previews never use up the minute an answer needs.
+rest to answers: a group's previews never use up the minute an answer needs. A call that
+counts in no window of a chat may still ``follow`` it: it waits while a call of a higher
+class waits for that chat's window, so a reaction never goes to a chat whose answer is held
+back (it would be a call the platform might count against the chat, and it is out of date
+by the time the answer goes).
 
 A decoration given ``stale_after`` is dropped (``take`` answers False) when it has waited
 that long: typing shown after the answer is noise. Its caller may also cancel it while it
@@ -50,8 +55,9 @@ from enum import IntEnum
 from typing import Any
 
 from ..cluster.budget import LocalRate, SharedRate
+from .base import SendScope
 
-__all__ = ["Budget", "Priority", "Window", "waits_for_turn"]
+__all__ = ["Budget", "Priority", "Window", "paced_as", "waits_for_turn"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +87,20 @@ class Priority(IntEnum):
     PRESS = 0
     ANSWER = 1
     PREVIEW = 2
-    DECORATION = 3
+    STATUS = 3
+    DECORATION = 4
+
+
+def paced_as(scope: SendScope | None) -> Priority | None:
+    """The class the delivery gave a call with ``scope``: an answer's (``final``), a status
+    line's, or None (the adapter's budget takes it from the method)."""
+    if scope is None:
+        return None
+    if scope.final:
+        return Priority.ANSWER
+    if scope.status_line:
+        return Priority.STATUS
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +135,7 @@ class _Waiter:
     priority: Priority
     seq: int
     keys: tuple[Hashable, ...] = field(compare=False)
+    follows: tuple[Hashable, ...] = field(compare=False)
     deadline: float | None = field(compare=False)
     turn: asyncio.Future[bool] = field(compare=False)
 
@@ -158,17 +178,20 @@ class Budget:
         priority: Priority,
         windows: Sequence[tuple[Hashable, Window]] = (),
         *,
+        follows: Sequence[Hashable] = (),
         stale_after: float | None = None,
     ) -> bool:
         """Wait for this call's turn: True when it may go now, False when it waited
         ``stale_after`` seconds and is dropped. ``windows``: the limits it counts against,
-        each by its key (one chat's, one group's)."""
+        each by its key (one chat's, one group's); ``follows``: keys of windows it does not
+        count against but stays behind (a chat's, for a reaction in it)."""
         for key, window in windows:
             if key not in self._windows:
                 self._windows[key] = _Log(window, self._margin)
         deadline = None if stale_after is None else self._clock() + stale_after
         turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(priority, next(self._seq), tuple(k for k, _ in windows), deadline, turn)
+        keys = tuple(k for k, _ in windows)
+        waiter = _Waiter(priority, next(self._seq), keys, tuple(follows), deadline, turn)
         self._waiting.append(waiter)
         if self._dispatcher is None:
             self._dispatcher = asyncio.create_task(self._dispatch(), name=f"budget:{self.name}")
@@ -177,7 +200,10 @@ class Budget:
         if task is not None:
             _waiting_tasks.add(task)
         try:
-            return await turn  # cancelled: the dispatcher skips it
+            return await turn
+        except asyncio.CancelledError:
+            self._wake.set()  # the dispatcher skips it; calls that follow it may go now
+            raise
         finally:
             if task is not None:
                 _waiting_tasks.discard(task)
@@ -250,7 +276,7 @@ class Budget:
         for waiter in waiting:
             if waiter.deadline is not None:
                 soonest = _earlier(soonest, waiter.deadline - now)
-            if blocked.intersection(waiter.keys):
+            if blocked.intersection(waiter.keys) or blocked.intersection(waiter.follows):
                 continue  # a call of a higher class waits for the same window
             wait = max(
                 (self._windows[key].wait(now, waiter.priority) for key in waiter.keys),

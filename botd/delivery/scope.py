@@ -10,7 +10,8 @@ the key of the message being posted).
   final took over stopped; ``tries`` checks it before each try of a retried adapter call
   (a backoff may outlast the lease) and hands it to the adapter, whose SDK checks it again
   as the request is written (a ``LeaseLost`` the SDK wrapped is raised as it is);
-  ``send_scope`` for an adapter call tried once (a preview, a status line); the calls
+  ``send_scope`` for an adapter call tried once (a preview), ``status_scope`` for a status
+  line's (paced after previews); the calls
   ``tries`` makes are an answer's (``SendScope.final``: paced first); ``fence_of`` for
   the outbox, which gives the lease up when a piece cannot be written down.
 * The piece: ``PieceMessages`` numbers the messages (and uploads) of the piece ``send_text``
@@ -54,6 +55,12 @@ def send_scope(scope: RunScope | None) -> SendScope:
     """What a single adapter call for ``scope``'s conversation is given (a preview, a status
     line: no piece's message)."""
     return unkeyed(fence_of(scope))
+
+
+def status_scope(scope: RunScope | None) -> SendScope:
+    """What an adapter call that posts or edits ``scope``'s tool status line is given: paced
+    after answers and previews (``SendScope.status_line``)."""
+    return SendScope(fence_of(scope), status_line=True)
 
 
 def unkeyed(fence: Fence | None) -> SendScope:

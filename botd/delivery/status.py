@@ -38,7 +38,7 @@ from ..chat import MessageRef, Target
 from .base import StatusJournal, StatusKind, ToolActivity
 from .presence import TypingIndicator
 from .routing import ChannelRoutes, ChatKey, chat_key
-from .scope import RunScope, send_scope
+from .scope import RunScope, status_scope
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class ChatStatus:
                 self._outlet.status_showing(target, True)
                 return
         adapter = self._outlet.adapter_for(target)
-        refs = await adapter.send(target, activity.line(), scope=send_scope(self._scope))
+        refs = await adapter.send(target, activity.line(), scope=status_scope(self._scope))
         if not refs:
             return
         self._kind, self._ref, self._shown = "message", refs[0], activity
@@ -183,7 +183,7 @@ class ChatStatus:
                 await assistant.set_assistant_status(self._target, activity.status())
         else:
             adapter = self._outlet.adapter_for(self._target)
-            await adapter.edit(ref, activity.line(), scope=send_scope(self._scope))
+            await adapter.edit(ref, activity.line(), scope=status_scope(self._scope))
         self._shown = activity
 
     async def _remove(self) -> None:

@@ -1,7 +1,8 @@
 """The platform budget (``botd.channels.budget``): answers first, windows with a reserve for
-answers, stale decorations dropped, a call withdrawn before its turn costs nothing; and the
-rate shared through PostgreSQL (``botd.store.postgres.budget``) spacing every node's slots;
-Slack's posts paced per channel (``botd.channels.slack.budget``).
+answers, a reaction behind its chat's held-back answer, stale decorations dropped, a call
+withdrawn before its turn costs nothing; and the rate shared through PostgreSQL
+(``botd.store.postgres.budget``) spacing every node's slots; Slack's posts paced per channel
+(``botd.channels.slack.budget``).
 
 Assertions are on the order calls were let go and on what was counted, never on how long
 anything took."""
@@ -32,13 +33,14 @@ async def test_answers_go_before_decorations_that_came_first() -> None:
         await call("first", Priority.ANSWER)  # the rate's slot now; the next is later
         calls = [
             asyncio.create_task(call("typing", Priority.DECORATION)),
+            asyncio.create_task(call("status line", Priority.STATUS)),
             asyncio.create_task(call("draft", Priority.PREVIEW)),
             asyncio.create_task(call("answer", Priority.ANSWER)),
         ]
         await asyncio.gather(*calls)
     finally:
         await budget.close()
-    assert went == ["first", "answer", "draft", "typing"]
+    assert went == ["first", "answer", "draft", "status line", "typing"]
 
 
 async def test_a_window_keeps_half_for_answers() -> None:
@@ -54,6 +56,26 @@ async def test_a_window_keeps_half_for_answers() -> None:
     finally:
         await budget.close()
     assert budget.granted == {Priority.PREVIEW: 1, Priority.ANSWER: 1}
+
+
+async def test_a_reaction_stays_behind_its_chats_held_back_answer() -> None:
+    """A call that follows a chat's window waits while an answer waits for that window, and
+    goes once the answer is out of the way; elsewhere it goes at once."""
+    budget = Budget("test", Window(100, 1.0))
+    group = ("group:-1", Window(1, 60.0))
+    try:
+        assert await budget.take(Priority.ANSWER, [group])  # the group's window is full now
+        held = asyncio.create_task(budget.take(Priority.ANSWER, [group]))
+        await until(lambda: waits_for_turn(held), "the second answer held back")
+        reaction = asyncio.create_task(budget.take(Priority.DECORATION, follows=[group[0]]))
+        await until(lambda: waits_for_turn(reaction), "the reaction waiting")
+        assert await budget.take(Priority.DECORATION, follows=["group:-2"])  # another chat's
+        assert not reaction.done()  # behind the held answer
+        held.cancel()  # the answer withdrawn: nothing of the group waits any more
+        assert await reaction
+    finally:
+        await budget.close()
+    assert budget.granted == {Priority.ANSWER: 1, Priority.DECORATION: 2}
 
 
 async def test_a_stale_decoration_is_dropped() -> None:

@@ -7,8 +7,10 @@ here before it goes (``WebAPI.call``):
 * ``chat.postMessage`` counts against its channel's window, ``CHANNEL`` (three in any three
   seconds: one a second, in short bursts);
 * the class from the method (``priority_of``): reactions and the assistant thread's status
-  ("is typing…") are decorations, ``chat.update`` a preview, everything else an answer; a
-  status that waited ``STATUS_STALE`` seconds is dropped (``Stale``);
+  ("is typing…") are decorations, ``chat.update`` a preview, everything else an answer,
+  unless the delivery gave the call its class (``channels.budget.paced_as``: a final edit is
+  an answer, a tool status line's post or edit a ``STATUS``); a status that waited
+  ``STATUS_STALE`` seconds is dropped;
 * the bot's rate (``RATE``) is only a ceiling above Slack's tiers, so that a queue forms and
   answers go first when the adapter calls faster than that: Slack's own limits are per method,
   and a 429 is still waited out by ``WebAPI.call`` after its ``Retry-After``.
@@ -49,13 +51,17 @@ def priority_of(method: str) -> Priority:
     return Priority.ANSWER
 
 
-async def take_turn(budget: Budget, method: str, args: Mapping[str, Any]) -> None:
-    """Wait for the turn of a call of ``method`` with ``args``; ``SlackError`` (not
-    retryable) when it was a status that waited too long and is dropped."""
+async def take_turn(
+    budget: Budget, method: str, args: Mapping[str, Any], paced: Priority | None = None
+) -> None:
+    """Wait for the turn of a call of ``method`` with ``args`` (``paced``: the class the
+    delivery gave it, None: from the method); ``SlackError`` (not retryable) when it was a
+    status that waited too long and is dropped."""
     channel = args.get("channel")
     windows: tuple[tuple[str, Window], ...] = ()
     if method == "chat.postMessage" and channel is not None:
         windows = ((f"channel:{channel}", CHANNEL),)
     stale = STATUS_STALE if method == "assistant.threads.setStatus" else None
-    if not await budget.take(priority_of(method), windows, stale_after=stale):
+    priority = priority_of(method) if paced is None else paced
+    if not await budget.take(priority, windows, stale_after=stale):
         raise SlackError(method, "dropped: it waited behind answers until it was out of date")

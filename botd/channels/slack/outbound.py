@@ -27,6 +27,7 @@ from ...bounded import Recent
 from ...buttons.layout import chosen_label
 from ...chat import Button, InboundMessage, MessageRef, Target
 from ..base import OutboundFile, SendScope, fence_of, key_of
+from ..budget import paced_as
 from .commands import NOT_A_MEMBER, CommandReplies
 from .emoji import slack_emoji_name
 from .errors import SlackError
@@ -159,6 +160,7 @@ class SlackOutbound:
                 response = await self._api.call(
                     "chat.postMessage",
                     client.chat_postMessage,
+                    paced=paced_as(scope),
                     channel=target.chat_id,
                     text=text,
                     thread_ts=thread_ts,
@@ -244,6 +246,7 @@ class SlackOutbound:
         await self._api.call(
             "chat.update",
             client.chat_update,
+            paced=paced_as(scope),
             channel=ref.target.chat_id,
             ts=ref.message_id,
             text=texts[0],
@@ -253,6 +256,7 @@ class SlackOutbound:
             response = await self._api.call(
                 "chat.postMessage",
                 client.chat_postMessage,
+                paced=paced_as(scope),
                 channel=ref.target.chat_id,
                 text=text,
                 thread_ts=ref.target.thread_id,

@@ -9,6 +9,8 @@ defused there too unless allowed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...bounded import Recent
 from ...chat import MessageRef, Target
 from .markup import defuse_mass_mentions
@@ -48,7 +50,7 @@ class SlackStreams:
 
     async def stream_start(self, target: Target, markdown: str) -> MessageRef:
         """``chat.startStream`` in ``target``'s thread, showing ``markdown``; the stream's ref."""
-        recipient: dict[str, str] = {}
+        recipient: dict[str, Any] = {}
         found = self._recipients.get(f"{target.chat_id}:{target.thread_id}")
         if found is not None and not _is_dm(target.chat_id):
             user, team = found

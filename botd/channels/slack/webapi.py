@@ -26,7 +26,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from ...cluster.fencing import Fence
 from ...retry import retry_after
-from ..budget import Budget
+from ..budget import Budget, Priority
 from .budget import take_turn
 from .errors import TRANSIENT_ERRORS, SlackError, connection_error
 
@@ -74,16 +74,23 @@ class WebAPI:
         """How the wait a 429 asks for is waited out."""
 
     async def call(
-        self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
+        self,
+        method: str,
+        func: Callable[..., Awaitable[AsyncSlackResponse]],
+        /,
+        *,
+        paced: Priority | None = None,
+        **kwargs: Any,
     ) -> AsyncSlackResponse:
         """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``.
+        ``paced``: the call's class in the bot's budget (None: from the method).
 
         The error says whether trying again may help: a 5xx, a 429, one of Slack's own
         faults (``TRANSIENT_ERRORS``) or a failed connection may pass; Slack's refusals
         (``channel_not_found``, ``not_in_channel``, ...) will not.
         """
         for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
-            await take_turn(self.budget, method, kwargs)
+            await take_turn(self.budget, method, kwargs, paced)
             try:
                 return await func(**kwargs)
             except SlackApiError as exc:

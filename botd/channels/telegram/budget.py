@@ -10,16 +10,19 @@ python-telegram-bot calls its rate limiter around each request (never around
 * a message posted counts against its chat's window too: a group's (a negative id, or a
   channel's ``@name``) ``GROUP`` (20 a minute), a private chat's ``CHAT`` (about one a
   second, bursts of three). Edits, reactions, chat actions and drafts post no message: they
-  count against the token's rate only;
+  count against the token's rate only, but one of a class below answers waits while an
+  answer of its chat waits for the chat's window (``Budget.take``'s ``follows``): no reaction
+  or preview edit goes to a group whose answer is held back;
 * the call's class from its method (``priority_of``): a press's answer and the keyboard's
   change first, then messages and deletes (answers), text edits and drafts (previews),
-  reactions and chat actions (decorations). An
-  edit the adapter makes for a final (``SendScope.final``) is given ``ANSWER`` as PTB's
-  ``rate_limit_args``, which overrides the method's class. A chat action that waited
+  reactions and chat actions (decorations). The class the delivery gave a call
+  (``channels.budget.paced_as``: a final edit is an answer, a tool status line's post or
+  edit a ``STATUS``) goes as PTB's ``rate_limit_args`` and overrides the method's. A chat
+  action that waited
   ``CHAT_ACTION_STALE`` seconds is dropped: "typing" after the answer is noise.
 
 Nothing is retried here: a 429 reaches the adapter, which waits it out for that chat only
-(``TelegramAdapter._per_chat``), as with PTB's limiter before.
+(``TelegramOutbound._per_chat``), as with PTB's limiter before.
 """
 
 from __future__ import annotations
@@ -72,14 +75,23 @@ def priority_of(endpoint: str, given: int | None = None) -> Priority:
 def chat_window(endpoint: str, data: dict[str, Any]) -> tuple[tuple[str, Window], ...]:
     """The chat window a call of ``endpoint`` with ``data`` counts against (none: it posts
     no message in a chat)."""
-    chat_id = data.get("chat_id")
+    window = window_of(data)
     counted = endpoint.startswith(("send", "copy", "forward"))
-    if chat_id is None or not counted or endpoint in UNCOUNTED:
+    if window is None or not counted or endpoint in UNCOUNTED:
         return ()
+    return (window,)
+
+
+def window_of(data: dict[str, Any]) -> tuple[str, Window] | None:
+    """The window of the chat a call with ``data`` is made in, by its key: a group's (a
+    negative id, or a channel's ``@name``) or a private chat's (None: no chat)."""
+    chat_id = data.get("chat_id")
+    if chat_id is None:
+        return None
     chat = str(chat_id)
     if chat.startswith(("-", "@")):
-        return ((f"group:{chat}", GROUP),)
-    return ((f"chat:{chat}", CHAT),)
+        return (f"group:{chat}", GROUP)
+    return (f"chat:{chat}", CHAT)
 
 
 class TelegramBudget(BaseRateLimiter[int]):
@@ -105,9 +117,12 @@ class TelegramBudget(BaseRateLimiter[int]):
         rate_limit_args: int | None,
     ) -> bool | dict[str, Any] | list[dict[str, Any]]:
         stale = CHAT_ACTION_STALE if endpoint == "sendChatAction" else None
-        go = await self.budget.take(
-            priority_of(endpoint, rate_limit_args), chat_window(endpoint, data), stale_after=stale
-        )
+        priority = priority_of(endpoint, rate_limit_args)
+        windows = chat_window(endpoint, data)
+        chat = window_of(data)
+        # Below answers, a call in a chat stays behind that chat's held-back answers.
+        follows = (chat[0],) if chat is not None and priority > Priority.ANSWER else ()
+        go = await self.budget.take(priority, windows, follows=follows, stale_after=stale)
         if not go:
             return True  # a chat action dropped as stale: Telegram's answer to one is True
         return await callback(*args, **kwargs)

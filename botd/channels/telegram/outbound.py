@@ -19,7 +19,6 @@ from functools import partial
 from typing import Any, TypeVar
 
 from telegram import (
-    Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     ReactionTypeEmoji,
@@ -27,13 +26,14 @@ from telegram import (
 )
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.ext import ExtBot
 
 from ...buttons.layout import chosen_label
 from ...chat import Button, MessageRef, Target
 from ...retry import retry_after
 from ...text.markup import RenderedChunk
 from ..base import OutboundFile, SendScope, fence_of
-from ..budget import Priority
+from ..budget import Priority, paced_as
 from . import uploads
 from .errors import api_error
 from .markup import HTML
@@ -68,7 +68,7 @@ class TelegramOutbound:
     a message's text is cut at. The per-chat flood waits outlive a restart of the bot.
     """
 
-    def __init__(self, bot: Callable[[], Bot], *, channel: str, text_limit: int) -> None:
+    def __init__(self, bot: Callable[[], ExtBot[Any]], *, channel: str, text_limit: int) -> None:
         self._bot = bot
         self.name = channel
         self._text_limit = text_limit
@@ -79,7 +79,9 @@ class TelegramOutbound:
     ) -> list[MessageRef]:
         chunks = HTML.chunks(markdown, self._text_limit)
         with fenced_requests(fence_of(scope)):
-            return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
+            return await self._send_chunks(
+                target, chunks, reply_to=target.reply_to_id, pace=paced_as(scope)
+            )
 
     async def send_buttons(
         self,
@@ -130,7 +132,10 @@ class TelegramOutbound:
         *,
         reply_to: str | None,
         keyboard: InlineKeyboardMarkup | None = None,
+        pace: Priority | None = None,
     ) -> list[MessageRef]:
+        """Post ``chunks`` as messages; ``pace``: their class in the bot's budget (None: from
+        the method, an answer's)."""
         bot = self._bot()
         thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
         chat = target.chat_id
@@ -141,6 +146,8 @@ class TelegramOutbound:
                 extra["reply_markup"] = keyboard  # the buttons go under the last message
             if thread is not None:
                 extra["message_thread_id"] = int(thread)
+            if pace is not None:
+                extra["rate_limit_args"] = pace
             if reply_to is not None:
                 extra["reply_parameters"] = ReplyParameters(
                     int(reply_to), allow_sending_without_reply=True
@@ -200,10 +207,10 @@ class TelegramOutbound:
         self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
     ) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones.
-        A final edit (``scope.final``) is paced as an answer, others as a preview's."""
-        pace = Priority.ANSWER if scope is not None and scope.final else None
+        A final edit (``scope.final``) is paced as an answer, a status line's after previews,
+        others as a preview's (``paced_as``)."""
         with fenced_requests(fence_of(scope)):
-            return await self._edit_text(ref, markdown, pace=pace)
+            return await self._edit_text(ref, markdown, pace=paced_as(scope))
 
     async def _edit_text(
         self,
@@ -249,7 +256,8 @@ class TelegramOutbound:
         except TelegramError as exc:
             raise api_error("editMessageText", exc) from exc
         # Text that outgrew one message continues in new ones rather than being lost.
-        return [ref, *await self._send_chunks(ref.target, chunks[1:], reply_to=None)]
+        more = await self._send_chunks(ref.target, chunks[1:], reply_to=None, pace=pace)
+        return [ref, *more]
 
     def can_draft(self, target: Target) -> bool:
         """Drafts go to private chats only, whose ids are the users' (positive) ids."""

@@ -9,9 +9,15 @@ none is refused. What is asserted is what the fake saw, never how long it took.
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+from botd.channels.base import SendScope
+from botd.channels.budget import Priority, paced_as, waits_for_turn
+from botd.channels.telegram.budget import GROUP as GROUP_WINDOW
+from botd.channels.telegram.budget import TelegramBudget
 from tests.cluster.script import ModelScript, answer, prompt
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI, user
@@ -28,6 +34,22 @@ DMS = 60
 FIRST_DM = 1000
 GROUP = -100777
 GROUP_MESSAGES = 16
+
+
+class BotAPI:
+    """What PTB's limiter wraps: each call, recorded as it is made (in the order it went)."""
+
+    def __init__(self, budget: TelegramBudget) -> None:
+        self.budget = budget
+        self.went: list[tuple[str, Any]] = []
+
+    async def call(self, endpoint: str, chat: int, pace: int | None = None) -> bool:
+        async def made() -> bool:
+            self.went.append((endpoint, chat))
+            return True
+
+        result = await self.budget.process_request(made, (), {}, endpoint, {"chat_id": chat}, pace)
+        return result is True
 
 
 def answers_in_group(telegram: FakeTelegramAPI, count: int) -> bool:
@@ -73,3 +95,52 @@ async def test_a_busy_groups_answers_are_not_held_back_by_reactions(tmp_path: Pa
         assert telegram.visible(GROUP) == [answer(prompt(0, n)) for n in range(GROUP_MESSAGES)]
         reactions = telegram.calls_to("setMessageReaction", ok_only=True)
         assert len(reactions) >= GROUP_MESSAGES  # decorations went too, uncounted by the group
+
+
+async def test_no_reaction_goes_to_a_group_before_its_held_back_answer() -> None:
+    """The group's 20 messages a minute spent by answers: the next answer waits for the
+    window, and so do the group's reactions (they go after it, never before); a reaction in
+    another chat goes meanwhile. Called as python-telegram-bot calls its limiter."""
+    api = BotAPI(TelegramBudget("1"))
+    try:
+        for _ in range(GROUP_WINDOW.count):
+            assert await api.call("sendMessage", GROUP)
+        held = asyncio.create_task(api.call("sendMessage", GROUP))
+        await until(lambda: waits_for_turn(held), "the next answer held back by the window")
+        reaction = asyncio.create_task(api.call("setMessageReaction", GROUP))
+        await until(lambda: waits_for_turn(reaction), "the group's reaction waiting")
+        assert await api.call("setMessageReaction", FIRST_DM)  # another chat's goes
+        typing = asyncio.create_task(api.call("sendChatAction", GROUP))
+        await until(lambda: waits_for_turn(typing), "the group's typing waiting")
+        went_so_far = list(api.went)
+        held.cancel()  # the answer withdrawn (its conversation stopped): the rest may go
+        assert await reaction
+        assert await typing
+    finally:
+        await api.budget.shutdown()
+    assert went_so_far == [
+        *[("sendMessage", GROUP)] * GROUP_WINDOW.count,
+        ("setMessageReaction", FIRST_DM),
+    ]
+    assert api.went[-2:] == [("setMessageReaction", GROUP), ("sendChatAction", GROUP)]
+
+
+async def test_a_status_line_goes_after_previews_and_a_final_edit_as_an_answer() -> None:
+    """The class the delivery gives a call reaches the budget through PTB's
+    ``rate_limit_args``: a status line's post is a ``STATUS``, a final edit an answer."""
+    assert paced_as(SendScope(status_line=True)) == Priority.STATUS
+    assert paced_as(SendScope(final=True)) == Priority.ANSWER
+    assert paced_as(SendScope()) is None
+    api = BotAPI(TelegramBudget("1"))
+    try:
+        assert await api.call("sendMessage", GROUP, paced_as(SendScope(status_line=True)))
+        assert await api.call("editMessageText", GROUP, paced_as(SendScope(status_line=True)))
+        assert await api.call("editMessageText", GROUP, paced_as(SendScope(final=True)))
+        assert await api.call("editMessageText", GROUP)
+    finally:
+        await api.budget.shutdown()
+    assert api.budget.budget.granted == {
+        Priority.STATUS: 2,
+        Priority.ANSWER: 1,
+        Priority.PREVIEW: 1,
+    }
