@@ -5,8 +5,9 @@ lifecycle (log in, READY, reconnects, shards under leases, stop) and composes th
 hands each ``ChannelAdapter`` call to: ``inbound`` (``DiscordInbound``: messages, edits,
 slash commands and button presses turned into ``InboundMessage``s, each with its id as the
 dedupe key) and ``outbound`` (``DiscordOutbound``: sends split under 2000 characters and 17
-lines, mentions limited to users, a reply piece's key as each message's ``nonce``); Discord's
-refusals become ``DiscordError`` (``errors``).
+lines, mentions limited to users, a reply piece's key as each message's ``nonce``, every
+call in its turn in the bot's budget, answers first: ``budget``); Discord's refusals become
+``DiscordError`` (``errors``).
 
 The adapter is the channel instance it is built as (``channel``: ``discord``, or another
 section's name): its messages and targets carry that name, and its conversation keys start
@@ -50,6 +51,7 @@ from discord.gateway import ReconnectWebSocket
 
 from botd.channels.base import InboundSink, OutboundFile, PlatformLink, SendScope
 from botd.channels.catch_up import CatchUpSettings
+from botd.channels.discord.budget import discord_budget
 from botd.channels.discord.buttons import is_press
 from botd.channels.discord.commands import CommandFollowups, command_tree, publish_commands
 from botd.channels.discord.errors import DiscordError, DiscordStartError
@@ -212,7 +214,9 @@ class DiscordAdapter:
             auto_thread=auto_thread,
             admits=admits,
         )
-        self.outbound = DiscordOutbound(self._connected, self.routes, self.followups)
+        self.outbound = DiscordOutbound(
+            self._connected, self.routes, self.followups, discord_budget(account_id)
+        )
         self.catching_up = DiscordCatchUps(
             self._label,
             catch_up or CatchUpSettings(),
@@ -416,6 +420,7 @@ class DiscordAdapter:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.outbound.budget.close()
 
     def _connected(self) -> discord.Client | None:
         """The client that logged in and does the REST calls (None: not connected)."""

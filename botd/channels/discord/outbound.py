@@ -6,8 +6,9 @@ message; mentions are limited to users, so model output never pings @everyone, @
 role. Each message of a reply piece carries the piece's key (given with the send:
 ``SendScope``) as its ``nonce``: Discord answers a send of it again (a retry, a resend after a
 crash) with the message it already made. Each call goes through the REST client's channel
-under the fence of its scope (``routes.fenced_channel``); discord.py waits out 429s itself,
-and what it still raises becomes a ``DiscordError`` (``errors.refusals``).
+under the fence of its scope (``routes.fenced_channel``), once the bot's budget gave it its
+turn (``budget``: answers first; discord.py keeps Discord's buckets and waits out 429s
+itself), and what it still raises becomes a ``DiscordError`` (``errors.refusals``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import discord
@@ -22,7 +24,9 @@ import discord
 from ...chat import Button, MessageKey, MessageRef, Target
 from ...text.markup import RenderedChunk
 from ..base import OutboundFile, SendScope, fence_of, key_of
+from ..budget import Budget, Priority, paced_as
 from ..errors import ChannelError
+from .budget import TYPING_STALE, take_turn
 from .buttons import button_view
 from .commands import CommandFollowups
 from .errors import DiscordError, refusals
@@ -46,7 +50,8 @@ class DiscordOutbound:
 
     ``client`` gives the client that does the REST calls (None while not connected: a call
     then raises a retryable ``ChannelError``); ``routes`` are its URLs; ``followups`` tell a
-    slash command's user when the bot may not post in its channel.
+    slash command's user when the bot may not post in its channel; ``budget`` is the bot's
+    (``discord_budget``), which every call waits in for its turn.
     """
 
     def __init__(
@@ -54,10 +59,12 @@ class DiscordOutbound:
         client: Callable[[], discord.Client | None],
         routes: DiscordRoutes,
         followups: CommandFollowups,
+        budget: Budget,
     ) -> None:
         self._client = client
         self._routes = routes
         self._followups = followups
+        self.budget = budget
 
     def _channel(
         self, target: Target, scope: SendScope | None = None
@@ -108,6 +115,7 @@ class DiscordOutbound:
         chunks = self._chunks(markdown)
         message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         view = button_view(rows)
+        await take_turn(self.budget, paced_as(scope) or Priority.PRESS)
         with refusals("edit"):
             if chunks:
                 await message.edit(
@@ -135,6 +143,7 @@ class DiscordOutbound:
             # The buttons go under the last message.
             view = button_view(rows) if number == len(chunks) - 1 else None
             extra: dict[str, Any] = {} if view is None else {"view": view}
+            await take_turn(self.budget, paced_as(scope) or Priority.ANSWER)
             try:
                 with refusals("send"):
                     if reply_to is None:
@@ -187,6 +196,7 @@ class DiscordOutbound:
         attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
         key = key_of(scope)
         nonce = _nonce(key, 0)
+        await take_turn(self.budget, Priority.ANSWER)
         with refusals("upload"):
             if target.reply_to_id is None:
                 sent = await channel.send(
@@ -219,14 +229,17 @@ class DiscordOutbound:
         if not chunks:
             return [ref]
         message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
+        await take_turn(self.budget, paced_as(scope) or Priority.PREVIEW)
         with refusals("edit"):
             await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
-        overflow = SendScope(fence_of(scope))  # new messages, of no piece's key
+        # New messages, of no piece's key, paced as the edit was.
+        overflow = replace(scope or SendScope(), key=None)
         return [ref, *await self._post(ref.target, chunks[1:], reply_to=None, scope=overflow)]
 
     async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete a posted message; one that is already gone counts as deleted."""
         message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
+        await take_turn(self.budget, Priority.ANSWER)
         try:
             with refusals("delete"):
                 await message.delete()
@@ -244,14 +257,19 @@ class DiscordOutbound:
         if replacing is not None and replacing != emoji and client is not None:
             me = client.user
             if me is not None:
+                await take_turn(self.budget, Priority.DECORATION)
                 with refusals("remove reaction"):
                     await message.remove_reaction(replacing, me)
         if emoji is not None:
+            await take_turn(self.budget, Priority.DECORATION)
             with refusals("react"):
                 await message.add_reaction(emoji)
 
     async def typing(self, target: Target) -> None:
-        """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
+        """Show "typing…" once (about 10 s); sessions refresh it while a run is active. One
+        that waited behind answers until it was out of date is not shown."""
+        if not await take_turn(self.budget, Priority.DECORATION, stale_after=TYPING_STALE):
+            return
         with refusals("typing"):
             await self._channel(target).typing()
 
