@@ -15,7 +15,10 @@ several bots in one process). What the fake serves:
   (all answered 401 when ``token`` is set and not sent). JSON replies carry
   ``Content-Type: application/json`` exactly, because discord.py compares the whole header.
   ``rate_limit_next_post()`` answers the next message POST with a 429 that discord.py waits
-  out (a ``Via`` header and ``retry_after`` in the body).
+  out (a ``Via`` header and ``retry_after`` in the body). ``limit_like_discord()`` puts the
+  message POSTs of each channel in a bucket, as Discord does (five per five seconds): every
+  answer carries the bucket's ``X-RateLimit-*`` headers, which discord.py reads to wait
+  before the limit, and a POST past it is answered 429 (``rate_limited``).
   ``channels/{id}/messages/{id}/threads`` POST starts a thread owned by the bot (one per
   message, announced with THREAD_CREATE; ``threads_started``), or answers
   ``refuse_threads`` (status, code, message) instead.
@@ -77,6 +80,7 @@ from aiohttp import WSMsgType, web
 from .discord_interactions import TIMESTAMP, AppCommands
 from .discord_interactions import json_response as _json
 from .faults import Outage, reset
+from .limits import FixedBuckets
 from .loopback import serve
 
 BOT_ID = 1100000000000000001
@@ -174,6 +178,8 @@ class FakeDiscordAPI:
         self.rate_limited: list[RecordedRequest] = []
         """Requests answered 429 (kept out of ``requests``)."""
         self._pending_429: list[float] = []
+        self.buckets: FixedBuckets | None = None
+        """The message POSTs' bucket per channel, when enforced (``limit_like_discord``)."""
         self._pending_refusals: list[tuple[int, int, str]] = []
         self._faults: list[_Fault] = []
         self.faulted: list[RecordedRequest] = []
@@ -249,6 +255,11 @@ class FakeDiscordAPI:
     def rate_limit_next_post(self, retry_after: float = 0.01) -> None:
         """Answer the next message POST with a 429 that discord.py retries after ``retry_after``."""
         self._pending_429.append(retry_after)
+
+    def limit_like_discord(self, count: int = 5, seconds: float = 5.0) -> None:
+        """From now on, each channel's message POSTs go in a bucket of ``count`` per
+        ``seconds``, told in the answers' headers and enforced with 429s."""
+        self.buckets = FixedBuckets(count, seconds)
 
     def refuse_next_post(self, status: int, code: int, message: str) -> None:
         """Answer the next message POST with Discord's JSON error (``code`` and ``message``)."""
@@ -619,6 +630,15 @@ class FakeDiscordAPI:
             body = {"message": "You are being rate limited.", "retry_after": retry_after}
             # Without Via discord.py takes a 429 for a Cloudflare ban and gives up.
             return _json({**body, "global": False}, 429, {"Via": "1.1 google"})
+        bucket: dict[str, str] = {}
+        if self.buckets is not None and method == "POST" and parts[2:] == ["messages"]:
+            state = self.buckets.call(parts[1], time.monotonic())
+            bucket = state.headers(f"messages-{parts[1]}")
+            if state.refused:
+                self.rate_limited.append(recorded)
+                body = {"message": "You are being rate limited.", "global": False}
+                body["retry_after"] = state.reset_after
+                return _json(body, 429, {"Via": "1.1 google", **bucket})
         if method == "POST" and parts[-1] == "messages" and self._pending_refusals:
             status, code, message = self._pending_refusals.pop(0)
             return _json({"message": message, "code": code}, status)
@@ -667,7 +687,9 @@ class FakeDiscordAPI:
             if len(parts) == 7 and parts[2] == "messages" and parts[4:7:2] == ["reactions", "@me"]:
                 return self._own_reaction(method, parts[3], parts[5])
             if parts[2] == "messages":
-                return self._message_call(method, parts, recorded)
+                answer = self._message_call(method, parts, recorded)
+                answer.headers.update(bucket)
+                return answer
         return _json({"message": "404: Not Found", "code": 0}, 404)
 
     def _channel_object(self, channel_id: str) -> web.Response:

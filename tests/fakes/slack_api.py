@@ -49,6 +49,10 @@ the uploaded files in a channel; ``shared_files`` lists what was shared, with th
 Every answer carries ``X-OAuth-Scopes``, the scopes the token was granted, as Slack's do:
 ``scopes`` (all a botd app asks for, unless a test takes some away; None: no header).
 
+Slack's limit on posting (``limit_like_slack``): past three ``chat.postMessage`` in any three
+seconds in one channel (about one a second, in short bursts) a post is answered 429
+``ratelimited`` with ``Retry-After``, and not counted; ``rate_limited`` lists those calls.
+
 ``signed_headers`` signs an HTTP Events API request body like Slack does.
 
     async with FakeSlack() as fake:
@@ -77,6 +81,7 @@ from aiohttp import WSMsgType, web
 from tests.support.waiting import HANG_GUARD
 
 from .faults import Outage, reset
+from .limits import SlidingLimit, retry_seconds
 from .loopback import serve
 
 BOT_USER_ID = "UBOT"
@@ -261,6 +266,10 @@ class FakeSlack:
         """The (channel, ts) of the streamed messages not stopped yet."""
         self.scopes: list[str] | None = list(ALL_SCOPES)
         """What ``X-OAuth-Scopes`` lists on every answer (None: the header is left out)."""
+        self.post_limit: SlidingLimit | None = None
+        """Slack's limit on ``chat.postMessage`` per channel, when enforced."""
+        self.rate_limited: list[ApiCall] = []
+        """The calls answered 429 for going past ``post_limit``."""
 
     @property
     def base_url(self) -> str:
@@ -306,6 +315,10 @@ class FakeSlack:
         """Reset the connection of the next ``times`` calls of ``method``."""
         for _ in range(times):
             self._errors[method].append(ScriptedError("", land=land, reset=True))
+
+    def limit_like_slack(self) -> None:
+        """From now on, answer 429 past Slack's posting limit (see the module docstring)."""
+        self.post_limit = SlidingLimit(3, 3.0)
 
     def fail_upload(self, status: int = 500, *, times: int = 1) -> None:
         """Answer the next ``times`` posts to an upload URL with ``status``."""
@@ -393,9 +406,19 @@ class FakeSlack:
                 args.update(await request.post())
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         via = request.match_info.get("via", "")
-        self._state.calls.append(ApiCall(method, request.method, token, args, via))
+        call = ApiCall(method, request.method, token, args, via)
+        self._state.calls.append(call)
         if self._outage is not None and self._outage.active:
             return reset(request)
+        if self.post_limit is not None and method == "chat.postMessage":
+            channel, now = str(args.get("channel", "")), time.monotonic()
+            wait = self.post_limit.wait(channel, now)
+            if wait > 0:
+                self.rate_limited.append(call)
+                headers = {**self._scope_header(), "Retry-After": str(retry_seconds(wait))}
+                body = {"ok": False, "error": "ratelimited"}
+                return web.json_response(body, status=429, headers=headers)
+            self.post_limit.count_call(channel, now)
         if self._errors[method]:
             scripted = self._errors[method].popleft()
             if scripted.land:

@@ -77,10 +77,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -92,6 +90,7 @@ from aiohttp import web
 from telegram.constants import ReactionEmoji
 
 from .faults import Outage, reset
+from .limits import SlidingLimit, retry_seconds
 from .loopback import serve
 
 BOT_ID = 999_000
@@ -299,28 +298,26 @@ class RateLimits:
     token: tuple[int, float] = (30, 1.0)
     group: tuple[int, float] = (20, 60.0)
     chat: tuple[int, float] = (3, 3.0)
-    _seen: dict[str, deque[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._token = SlidingLimit(*self.token)
+        self._group = SlidingLimit(*self.group)
+        self._chat = SlidingLimit(*self.chat)
 
     def refuse(self, method: str, params: dict[str, Any], now: float) -> ScriptedError | None:
         """A 429 when a call of ``method`` now would go past a limit; else None, and the
         call is counted."""
-        windows = [("token", self.token)]
+        windows = [(self._token, "token")]
         chat = params.get("chat_id")
         counted = method.startswith(("send", "copy", "forward"))
         if chat is not None and counted and method not in _NOT_MESSAGES:
             group = str(chat).startswith(("-", "@"))
-            windows.append((f"chat:{chat}", self.group if group else self.chat))
-        wait = 0.0
-        for key, (count, seconds) in windows:
-            times = self._seen.setdefault(key, deque())
-            while times and times[0] <= now - seconds:
-                times.popleft()
-            if len(times) >= count:
-                wait = max(wait, times[0] + seconds - now)
+            windows.append((self._group if group else self._chat, f"chat:{chat}"))
+        wait = max(limit.wait(key, now) for limit, key in windows)
         if wait > 0:
-            return retry_after(max(1, math.ceil(wait)))
-        for key, _ in windows:
-            self._seen[key].append(now)
+            return retry_after(retry_seconds(wait))
+        for limit, key in windows:
+            limit.count_call(key, now)
         return None
 
 
