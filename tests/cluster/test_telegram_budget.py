@@ -3,7 +3,7 @@ saturation (many DMs at once, reaching the nodes round-robin through the webhook
 reactions on by default) the fake Bot API, answering 429 past Telegram's limits for the
 token, refuses nothing, and every message is answered once. Each node alone would keep to
 30 requests a second; together they keep to it only by drawing from the one rate in the
-database (``botd.nodes.budget``).
+database (``botd.cluster.budget``).
 """
 
 from __future__ import annotations
