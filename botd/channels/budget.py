@@ -208,12 +208,16 @@ class Budget:
             if task is not None:
                 _waiting_tasks.discard(task)
 
+    def waiting(self, priority: Priority) -> int:
+        """How many calls of ``priority`` wait for their turn now."""
+        return sum(1 for w in self._waiting if w.priority == priority and not w.turn.done())
+
     async def close(self) -> None:
         """Stop handing out turns; calls still waiting go at once (their client is closing)."""
         task, self._dispatcher = self._dispatcher, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
+        while task is not None and not task.done():
+            task.cancel()  # again, should an await inside it have swallowed the first
+            await asyncio.wait({task}, timeout=1.0)
         for waiter in self._waiting:
             if not waiter.turn.done():
                 waiter.turn.set_result(True)
@@ -249,14 +253,17 @@ class Budget:
                 continue
             slot_in = self._slots[0] - now
             if slot_in > 0:
-                await asyncio.sleep(slot_in)
-                continue  # look again: a call of a higher class may have come
+                # Until the slot, a call that comes or a waiting call's deadline (a stale
+                # one is dropped then, not when the slot comes); then look again.
+                self._wake.clear()
+                await self._pause(slot_in if wait is None else min(slot_in, wait))
+                continue
             self._slots.popleft()
             self._grant(ready[0], now)
 
     def _ready(self, now: float) -> tuple[list[_Waiter], float | None]:
-        """The calls that may go now, first one first, and (when none) the seconds until one
-        may (None: no call waits for a time)."""
+        """The calls that may go now, first one first, and the seconds until the soonest
+        deadline or window of the others (None: no call waits for a time)."""
         waiting = []
         for waiter in self._waiting:
             if waiter.turn.done():
@@ -297,9 +304,11 @@ class Budget:
                 del self._windows[key]
 
     async def _pause(self, seconds: float | None) -> None:
-        """Until a call comes or ``seconds`` pass."""
+        """Until a call comes or ``seconds`` pass (``asyncio.timeout``, not ``wait_for``,
+        which on Python 3.11 may swallow a cancellation that comes as the wait ends)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _reserve(self, count: int) -> None:
         """Reserve ``count`` slots of the bot's rate (in memory when the store cannot be
