@@ -54,6 +54,7 @@ from ...net.tls import verified_context
 from ...retry import Backoff
 from ...store.protocols import Offsets
 from ..base import InboundSink, OutboundFile, PlatformLink, SendScope
+from ..budget import Budget
 from ..errors import ChannelError
 from . import uploads
 from .budget import TelegramBudget
@@ -166,6 +167,8 @@ class TelegramAdapter:
         self._leases = leases if mode == "polling" else None
         self._holding: asyncio.Task[None] | None = None
         self._shared_rate = shared_rate
+        self.budget: Budget | None = None
+        """The bot's budget (``budget``) while started: every Bot API call takes its turn."""
         self._outbound = TelegramOutbound(
             self._require_bot, channel=channel, text_limit=self.capabilities.text_limit
         )
@@ -188,12 +191,14 @@ class TelegramAdapter:
         saved = (
             await self._offsets.get_offset(self.name, self.account_id) if self._offsets else None
         )
+        limiter = TelegramBudget(self._token.split(":")[0], self._shared_rate)
+        self.budget = limiter.budget
         bot = PollingBot(
             self._token,
             base_url=f"{self._api_base_url}/bot",
             base_file_url=f"{self._api_base_url}/file/bot",
             # botd's budget, answers first; a 429 is waited out for its chat (outbound.py).
-            rate_limiter=TelegramBudget(self._token.split(":")[0], self._shared_rate),
+            rate_limiter=limiter,
             # A conversation's lease, given with a send, is checked again as each request
             # is written (see transport.py): a send held up past the lease's end is not
             # written.

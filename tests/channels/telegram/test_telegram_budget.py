@@ -14,13 +14,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from botd.app import App
 from botd.channels.base import SendScope
-from botd.channels.budget import Priority, paced_as, waits_for_turn
+from botd.channels.budget import Budget, Priority, Window, paced_as, waits_for_turn
+from botd.channels.telegram import budget as telegram_budget
+from botd.channels.telegram.adapter import TelegramAdapter
 from botd.channels.telegram.budget import GROUP as GROUP_WINDOW
 from botd.channels.telegram.budget import TelegramBudget
 from tests.cluster.script import ModelScript, answer, prompt
 from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.fakes.telegram_api import FakeTelegramAPI, RateLimits, user
 from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
@@ -34,6 +39,11 @@ DMS = 60
 FIRST_DM = 1000
 GROUP = -100777
 GROUP_MESSAGES = 16
+FORUM = -100888
+TOPIC = 10
+"""The forum's first topic's id (the General topic's messages carry none)."""
+SPENT_GROUP = Window(2, 60.0)
+"""A group's limit small enough for two answers to spend it for the rest of a test."""
 
 
 class BotAPI:
@@ -144,3 +154,80 @@ async def test_a_status_line_goes_after_previews_and_a_final_edit_as_an_answer()
         Priority.ANSWER: 1,
         Priority.PREVIEW: 1,
     }
+
+
+def telegram_budget_of(daemon: App) -> Budget:
+    assert daemon.runtime is not None
+    adapter = daemon.runtime.adapters["telegram"]
+    assert isinstance(adapter, TelegramAdapter) and adapter.budget is not None
+    return adapter.budget
+
+
+async def test_a_group_whose_answer_is_held_back_gets_no_reaction_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole daemon, default reactions, a forum group whose topics are conversations of
+    their own: once answers spent the group's limit, the next answers wait for it, and a
+    message that comes meanwhile gets neither its taken reaction nor "typing…" before its
+    answer (nor before the answer held back ahead of it). Telegram refuses nothing."""
+    monkeypatch.setattr(telegram_budget, "GROUP", SPENT_GROUP)
+    async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
+        ModelScript(model)
+        telegram.limit_like_telegram(RateLimits(group=(SPENT_GROUP.count, SPENT_GROUP.seconds)))
+        section = telegram_yaml(
+            telegram, "dm_policy: open", "groups:", f'  "{FORUM}": {{require_mention: false}}'
+        )
+        config = config_yaml(tmp_path, anthropic_yaml(model), section)
+        async with daemon_running(config) as daemon:
+            budget = telegram_budget_of(daemon)
+
+            def say(topic: int) -> int:
+                """A message in the forum's topic ``TOPIC + topic`` (a conversation of its own)."""
+                sent = telegram.push_text(
+                    FORUM,
+                    prompt(topic, 0),
+                    sender=user(700 + topic),
+                    is_forum=True,
+                    thread_id=TOPIC + topic,
+                )
+                return int(sent["message_id"])
+
+            for topic in range(SPENT_GROUP.count):
+                say(topic)
+                await until(partial(answers_in, telegram, topic + 1), f"answer {topic}")
+            say(SPENT_GROUP.count)
+            await until(lambda: budget.waiting(Priority.ANSWER) == 1, "an answer held back")
+            late = say(SPENT_GROUP.count + 1)
+            await until(lambda: budget.waiting(Priority.ANSWER) == 2, "its answer held back too")
+            # A DM's reactions, asked for after the late message's, go (they would go after
+            # the late message's if those did not wait behind the group's answer).
+            telegram.push_text(FIRST_DM, prompt(0, 0))
+            await until(partial(reacted_in, telegram, FIRST_DM), "the DM's reaction")
+            reactions = telegram.calls_to("setMessageReaction")
+            typing = telegram.calls_to("sendChatAction")
+            refused = list(telegram.rate_limited)
+            # Seen what it came for, the test lets the rest go rather than wait out the
+            # minute: Telegram's limits lifted, the calls waiting let go (as at a stop).
+            telegram.limits = None
+            await budget.close()
+            await until(partial(answers_in, telegram, SPENT_GROUP.count + 2), "every answer")
+            await until(partial(reacted_in, telegram, FORUM, late), "the late message's reaction")
+        assert refused == []
+        assert [c for c in reactions if str(c.params.get("message_id")) == str(late)] == []
+        late_topic = SPENT_GROUP.count + 1
+        assert [
+            c for c in typing if c.params.get("message_thread_id") in (late_topic, str(late_topic))
+        ] == []
+
+
+def answers_in(telegram: FakeTelegramAPI, count: int) -> bool:
+    return len(telegram.visible(FORUM)) == count
+
+
+def reacted_in(telegram: FakeTelegramAPI, chat: int, message: int | None = None) -> bool:
+    """Whether a reaction was set in ``chat`` (on ``message``, when given)."""
+    return any(
+        str(c.params.get("chat_id")) == str(chat)
+        and (message is None or str(c.params.get("message_id")) == str(message))
+        for c in telegram.calls_to("setMessageReaction", ok_only=True)
+    )
