@@ -4,7 +4,10 @@ fake Bot API answering 429 past Telegram's limits (``limit_like_telegram``).
 At saturation (many DMs at once, status reactions on by default) botd gets no 429 and answers
 every message once; in a busy group (a message each time the last one is answered) the
 reactions do not count against the group's 20 messages a minute, so every answer goes and
-none is refused. What is asserted is what the fake saw, never how long it took.
+none is refused; once answers spent a group's limit, no reaction or typing of that group goes
+before the answer held back. The limiter is also called as python-telegram-bot calls it
+(``BotAPI``): the order calls went in, the class a status line or a final edit is given.
+What is asserted is what the fake saw and the order calls went in, never how long it took.
 """
 
 from __future__ import annotations
