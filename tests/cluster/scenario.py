@@ -130,6 +130,23 @@ class SlackChats:
 
 
 @dataclass
+class ShownSlackChats(SlackChats):
+    """``SlackChats`` read from what the chats show now, for answers shown in place
+    (``delivery: stream`` or ``edit``: an answer is one message, streamed or edited until
+    it is whole): each paragraph of each message is a ``Post``, in the chats' order (its
+    ``via`` unknown: '')."""
+
+    def posts(self) -> list[Post]:
+        shown = sorted(self.slack.messages.items())  # by (channel, ts): each chat in order
+        return [
+            Post(chat, paragraph, "", index)
+            for index, ((chat, _), text) in enumerate(shown)
+            for paragraph in text.split("\n\n")
+            if paragraph.strip()
+        ]
+
+
+@dataclass
 class DiscordChats:
     """DM ``dm`` is the DM channel ``DM_CHANNEL + dm`` with user ``USER + dm``; a message is
     dispatched on the live gateway session (the one node holding the shard's lease)."""
