@@ -3,17 +3,19 @@
 Two ``botd run`` nodes on one PostgreSQL, Telegram polled by one of them. The model calls a
 gated tool (``schedule``, ``agent.approvals``); the node answering the conversation posts the
 request with its Approve / Deny buttons and waits. That node is SIGKILLed; the user presses
-Approve, and the press reaches the other node (the only one left to poll: the poller moved
-there if the dead node held it). The press is decided once, there; the other node takes the
-conversation over, resumes the run with the same call, finds the request decided (no second
-request is posted), runs the tool and answers; the request's message shows who approved it
-and its buttons are gone. Asserted on what the fakes saw.
+Approve, right away or once the other node holds the conversation, and the press reaches the
+other node (the only one left to poll: the poller moved there if the dead node held it). The
+press is decided once, there; the other node resumes the run with the same call, finds the
+request decided (no second request is posted), runs the tool and answers; the request's
+message shows who approved it and its buttons are gone. Asserted on what the fakes saw.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.approvals.harness import RAN, model_calls_the_tool, tool_result
 from tests.cluster.harness import MODEL_KEY, TOKEN, Cluster
@@ -38,9 +40,12 @@ async def approval_states(cluster: Cluster) -> list[str]:
     return [str(row[0]) for row in await cluster.query("SELECT state FROM approvals")]
 
 
+@pytest.mark.parametrize("pressed", ["at once", "once taken over"])
 async def test_an_approval_pending_on_a_killed_node_is_decided_by_a_press_on_another(
-    tmp_path: Path, postgres_dsn: str
+    pressed: str, tmp_path: Path, postgres_dsn: str
 ) -> None:
+    """``pressed``: right after the kill (the decision is kept before any node resumes the
+    run), or once the other node holds the conversation (its resumed run waits)."""
     async with (
         FakeTelegramAPI(TOKEN) as telegram,
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
@@ -66,6 +71,9 @@ async def test_an_approval_pending_on_a_killed_node_is_decided_by_a_press_on_ano
             assert len(model.requests) == 1  # the run waits: the tool has not run
 
             await cluster.kill(asker)
+            if pressed == "once taken over":
+                conversation = f"conversation:telegram:{DM}"
+                await cluster.lease_holder(conversation, not_on=(asker,))
             query = telegram.push_press(posted, buttons["Approve"], sender=ALICE)
             answered = telegram.answered_queries
             await until(lambda: query["id"] in answered, "the press answered")

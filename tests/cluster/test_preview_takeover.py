@@ -7,8 +7,10 @@ restart does (docs/guarantees.md, "What a user sees after a crash"): the edit pr
 the Slack stream are finished in place, one message with every paragraph once and nothing
 left streaming; the draft, which is no message, gives way to the answer posted once. The
 user's message ends with the done reaction, set by the node that took over, not left at
-taken by the dead one. Every assertion is on what the fakes saw; the database is read only
-to know when and whom to kill.
+taken by the dead one. An owner SIGSTOPped mid preview instead, and continued once the other
+node finished the answer, changes nothing of it: its lease is gone, so its preview edits and
+stream appends are fenced. Every assertion is on what the fakes saw; the database is read
+only to know when and whom to stop.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tests.conversation.crash import DM, PARAGRAPHS, long_answer
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, file_contains, until
 
 PROMPT = "tell me the long story"
 
@@ -61,6 +63,20 @@ async def kill_the_owner(cluster: Cluster, conversation: str) -> tuple[Node, Nod
     owner = await cluster.lease_holder(f"conversation:{conversation}")
     await cluster.kill(owner)
     return owner, next(node for node in cluster.nodes if node is not owner)
+
+
+async def pause_the_owner(cluster: Cluster, conversation: str) -> tuple[Node, Node]:
+    """SIGSTOP the node answering ``conversation``; (it, the other)."""
+    owner = await cluster.lease_holder(f"conversation:{conversation}")
+    cluster.pause(owner)
+    return owner, next(node for node in cluster.nodes if node is not owner)
+
+
+async def continued_past_its_lease(cluster: Cluster, node: Node, conversation: str) -> None:
+    """SIGCONT ``node`` and wait until it finds its lease of ``conversation`` lost."""
+    cluster.resume(node)
+    lost = f"conversation {conversation}: lease lost"
+    await until(file_contains(node.log, lost), f"{node.name} finding its lease lost")
 
 
 async def preview_kept(cluster: Cluster, *, streaming: bool = False) -> bool:
@@ -171,3 +187,67 @@ async def test_a_takeover_mid_slack_stream_ends_that_same_stream_as_the_answer(
     assert [call.via for call in slack.calls_to("chat.stopStream")] == [other.name]
     assert slack.calls_to("chat.postMessage") == []
     assert slack.reactions[reaction] == done  # the dead node's taken reaction taken away
+
+
+async def test_an_owner_paused_mid_edit_preview_leaves_the_finished_answer_alone(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with (
+        FakeTelegramAPI(TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=MODEL_KEY) as model,
+        two_nodes(tmp_path, postgres_dsn, model, "edit", telegram=telegram) as cluster,
+    ):
+        await cluster.ready("telegram")
+        model.push(long_answer(delay=0.5), long_answer(delay=0.0))
+        telegram.push_text(DM, PROMPT)
+        await until(lambda: preview_kept(cluster), "the preview kept")
+        await telegram.wait_for_call("editMessageText", ok_only=True, timeout=HANG_GUARD)
+        paused, other = await pause_the_owner(cluster, f"telegram:{DM}")
+        await until(lambda: PARAGRAPHS[-1] in "".join(telegram.visible(DM)), "the answer")
+        await until(lambda: answered(cluster), "the message answered")
+        finished = len(telegram.calls)
+        await continued_past_its_lease(cluster, paused, f"telegram:{DM}")
+        statuses = await cluster.stop_all()  # whatever the paused node still did is done
+
+    assert statuses == {paused.name: 0, other.name: 0}
+    (answer,) = telegram.visible(DM)  # the preview, finished in place by the other node
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    late = [
+        c
+        for c in telegram.calls[finished:]
+        if c.via == paused.name and c.method in ("sendMessage", "editMessageText", "deleteMessage")
+    ]
+    assert late == []
+
+
+async def test_an_owner_paused_mid_slack_stream_leaves_the_finished_answer_alone(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    async with (
+        FakeSlack() as slack,
+        FakeAnthropicAPI(api_key=MODEL_KEY) as model,
+        two_nodes(tmp_path, postgres_dsn, model, "stream", slack=slack) as cluster,
+    ):
+        await cluster.ready("slack")
+        await until(lambda: len(slack.sockets) == 2, "both nodes' sockets")
+        model.push(long_answer(delay=0.5), long_answer(delay=0.0))
+        asked = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
+        asked |= {"text": PROMPT, "ts": "100.000001"}
+        assert await slack.deliver_event(event_callback(asked))
+        await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
+        await until(lambda: preview_kept(cluster, streaming=True), "the stream kept")
+        paused, other = await pause_the_owner(cluster, "slack:D1")
+        await until(lambda: PARAGRAPHS[-1] in "".join(slack.visible("D1")), "the answer")
+        await until(lambda: not slack.streaming, "the stream stopped")
+        await until(lambda: answered(cluster), "the message answered")
+        finished = len(slack.calls)
+        await continued_past_its_lease(cluster, paused, "slack:D1")
+        statuses = await cluster.stop_all()
+
+    assert statuses == {paused.name: 0, other.name: 0}
+    (answer,) = slack.visible("D1")
+    assert all(answer.count(p) == 1 for p in PARAGRAPHS)
+    assert [call.via for call in slack.calls_to("chat.stopStream")] == [other.name]
+    writes = ("chat.postMessage", "chat.update", "chat.appendStream", "chat.delete")
+    late = [c for c in slack.calls[finished:] if c.via == paused.name and c.method in writes]
+    assert late == []
