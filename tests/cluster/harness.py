@@ -22,8 +22,9 @@ says which node made it (``via``). In Telegram webhook mode each node listens on
 own and the fake Telegram POSTs to a ``RoundRobinProxy`` in front of them all.
 
 The test reads the database (``holders``, ``query``) to know where to aim a fault, as an
-operator would, and when a job fired; what it asserts is what the fakes saw. At the end
-every node still running is continued (if paused) and killed, whatever the test did.
+operator would, and when a job fired, and may make a fault there (``execute``); what it
+asserts is what the fakes saw. At the end every node still running is continued (if paused)
+and killed, whatever the test did.
 """
 
 from __future__ import annotations
@@ -303,6 +304,12 @@ agent:
             except psycopg.errors.UndefinedTable:
                 return []
             return list(await cursor.fetchall())
+
+    async def execute(self, sql: str) -> None:
+        """Run the statements ``sql`` on the shared database (a fault the test makes there,
+        as an operator's hand would)."""
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute(sql.encode())
 
     async def holders(self, prefix: str) -> dict[str, str]:
         """The leases named ``prefix...`` that are held now (unexpired): name -> node id."""
