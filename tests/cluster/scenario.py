@@ -147,6 +147,24 @@ class ShownSlackChats(SlackChats):
 
 
 @dataclass
+class ShownTelegramChats(TelegramChats):
+    """``TelegramChats`` read from what the chats show now, for answers shown in place (a
+    draft, then the answer posted once; an edit preview): each paragraph of each message the
+    bot has in a chat is a ``Post``, in the chats' order (its ``via`` unknown: '')."""
+
+    def posts(self) -> list[Post]:
+        sent = self.telegram.calls_to("sendMessage", ok_only=True)
+        chats = sorted({int(call.params["chat_id"]) for call in sent})
+        shown = [(str(chat), text) for chat in chats for text in self.telegram.visible(chat)]
+        return [
+            Post(chat, paragraph, "", index)
+            for index, (chat, text) in enumerate(shown)
+            for paragraph in text.split("\n\n")
+            if paragraph.strip()
+        ]
+
+
+@dataclass
 class DiscordChats:
     """DM ``dm`` is the DM channel ``DM_CHANNEL + dm`` with user ``USER + dm``; a message is
     dispatched on the live gateway session (the one node holding the shard's lease)."""
