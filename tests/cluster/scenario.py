@@ -134,7 +134,8 @@ class ShownSlackChats(SlackChats):
     """``SlackChats`` read from what the chats show now, for answers shown in place
     (``delivery: stream`` or ``edit``: an answer is one message, streamed or edited until
     it is whole): each paragraph of each message is a ``Post``, in the chats' order (its
-    ``via`` unknown: '')."""
+    ``via`` unknown: '', its ``index`` its message's place in that order, not in time: no
+    ``mark`` to compare it with)."""
 
     def posts(self) -> list[Post]:
         shown = sorted(self.slack.messages.items())  # by (channel, ts): each chat in order
@@ -150,7 +151,8 @@ class ShownSlackChats(SlackChats):
 class ShownTelegramChats(TelegramChats):
     """``TelegramChats`` read from what the chats show now, for answers shown in place (a
     draft, then the answer posted once; an edit preview): each paragraph of each message the
-    bot has in a chat is a ``Post``, in the chats' order (its ``via`` unknown: '')."""
+    bot has in a chat is a ``Post``, in the chats' order (its ``via`` unknown: '', its
+    ``index`` as ``ShownSlackChats``')."""
 
     def posts(self) -> list[Post]:
         sent = self.telegram.calls_to("sendMessage", ok_only=True)
