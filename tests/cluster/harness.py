@@ -10,7 +10,9 @@
         statuses = await cluster.stop_all()  # SIGTERM, exit statuses
 
 Channels: ``telegram`` (long polling, or ``telegram_mode="webhook"``), ``slack`` (Socket
-Mode), ``discord``; ``jobs``: scheduled prompts in every node's config.
+Mode), ``discord``; ``channel_options``: lines every channel's section gets (``delivery:
+stream``), ``agent_options`` lines the ``agent:`` section gets; ``jobs``: scheduled prompts in
+every node's config.
 
 Each node is a child process (``tests/support/daemon_process.py``) with a directory of its own (its
 config, its ``state_dir``, its log), its own ``store.node_id`` (``n1``, ``n2``...) and a short
@@ -20,8 +22,9 @@ says which node made it (``via``). In Telegram webhook mode each node listens on
 own and the fake Telegram POSTs to a ``RoundRobinProxy`` in front of them all.
 
 The test reads the database (``holders``, ``query``) to know where to aim a fault, as an
-operator would, and when a job fired; what it asserts is what the fakes saw. At the end
-every node still running is continued (if paused) and killed, whatever the test did.
+operator would, and when a job fired, and may make a fault there (``execute``); what it
+asserts is what the fakes saw. At the end every node still running is continued (if paused)
+and killed, whatever the test did.
 """
 
 from __future__ import annotations
@@ -103,6 +106,10 @@ class Cluster:
     lease_ttl: float = 2.0
     telegram_mode: Literal["polling", "webhook"] = "polling"
     jobs: list[Job] = field(default_factory=list)
+    channel_options: tuple[str, ...] = ()
+    """Lines added to every channel's section (``delivery: edit``)."""
+    agent_options: tuple[str, ...] = ()
+    """Lines added to the ``agent:`` section (``tools: [schedule]``)."""
     nodes: list[Node] = field(init=False, default_factory=list)
     proxy: RoundRobinProxy | None = field(init=False, default=None)
 
@@ -138,6 +145,7 @@ class Cluster:
     def config_text(self, node: Node) -> str:
         """``botd.yaml`` of ``node``: its state dir, the shared database, the fakes."""
         channels = []
+        options = [f"    {option}" for option in self.channel_options]
         if self.telegram is not None:
             telegram = [
                 "  telegram:",
@@ -152,7 +160,7 @@ class Cluster:
                     "    webhook_secret: ${TELEGRAM_HOOK_SECRET}",
                     f"    listen: {{host: 127.0.0.1, port: {node.listen_port}, path: {HOOK_PATH}}}",
                 ]
-            channels += telegram
+            channels += telegram + options
         if self.slack is not None:
             channels += [
                 "  slack:",
@@ -160,6 +168,7 @@ class Cluster:
                 "    app_token: xapp-test",
                 f"    api_base_url: {json.dumps(self.slack.node_url(node.name))}",
                 "    dm_policy: open",
+                *options,
             ]
         if self.discord is not None:
             channels += [
@@ -170,6 +179,7 @@ class Cluster:
                 "    guild_ready_timeout: 0.05",
                 "    dm_policy: open",
                 "    command_menu: false",
+                *options,
             ]
         jobs = []
         if self.jobs:
@@ -200,8 +210,9 @@ model:
   max_retry_wait: 1
 agent:
   block_streaming: {{min_chars: 10, max_chars: 200}}
-channels:
 """
+            + "".join(f"  {line}\n" for line in self.agent_options)
+            + "channels:\n"
             + "\n".join(channels)
             + "\n"
             + "\n".join(jobs)
@@ -293,6 +304,12 @@ channels:
             except psycopg.errors.UndefinedTable:
                 return []
             return list(await cursor.fetchall())
+
+    async def execute(self, sql: str) -> None:
+        """Run the statements ``sql`` on the shared database (a fault the test makes there,
+        as an operator's hand would)."""
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute(sql.encode())
 
     async def holders(self, prefix: str) -> dict[str, str]:
         """The leases named ``prefix...`` that are held now (unexpired): name -> node id."""

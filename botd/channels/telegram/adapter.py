@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from telegram.error import TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
-from ...chat import Attachment, Button, Capabilities, MessageRef, Target
+from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from ...cluster.budget import SharedRate
 from ...cluster.holding import hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
@@ -130,6 +130,7 @@ class TelegramAdapter:
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
         http: Routes | None = None,
         shared_rate: SharedRate | None = None,
+        held_back: Callable[[InboundMessage], Awaitable[object]] | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, the key of its offset and lease, its log lines' prefix).
@@ -137,7 +138,9 @@ class TelegramAdapter:
         (botd's HTTP server: ``ChannelContext.http``), which webhook mode needs.
         ``leases``: this node's, when it is one of several: it polls only while it holds
         ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs).
-        ``shared_rate``: where the nodes share the bot's rate (``budget``; None: alone)."""
+        ``shared_rate``: where the nodes share the bot's rate (``budget``; None: alone).
+        ``held_back``: told of each message polling holds back behind one the sink refused
+        (``ChannelContext.held_back``)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         if mode == "webhook" and http is None:
@@ -180,6 +183,7 @@ class TelegramAdapter:
             label=self._label,
             mode=mode,
             offsets=offsets,
+            held_back=held_back,
         )
 
     # --- lifecycle ----------------------------------------------------------------------------

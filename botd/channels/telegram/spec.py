@@ -107,6 +107,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         listen=(section.listen.host, section.listen.port, section.listen.path),
         http=context.http,
         shared_rate=context.shared_rate,
+        held_back=context.held_back,
     )
 
 
