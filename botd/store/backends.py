@@ -121,7 +121,7 @@ class _Postgres(StoreBackend):
             from .postgres import PostgresStore
         except ImportError:
             raise StoreOpenError(POSTGRES_MISSING) from None
-        return await PostgresStore.open(dsn)
+        return await PostgresStore.open(dsn, lease_ttl=config.store.lease_ttl)
 
     def lease_table(self, store: Store) -> LeaseTable:
         return _postgres(store).lease_table()

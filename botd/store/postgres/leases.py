@@ -6,27 +6,57 @@ applies only to an expired row; a concurrent claim of the same name waits on the
 re-checks the condition against the winner's row, so only one of them gets the next epoch.
 ``fence`` is what a fenced write runs first inside its own transaction: it takes a share lock
 on the lease row, so no claim can move the epoch on until that transaction ends.
+
+Renewals run on a connection of their own (``renewals``: the store gives the table a pool of
+one that nothing else uses), so they never queue behind writes, reads or claims; claims,
+releases and listings share a small pool of the table's own. A claim of a lease whose row
+another node's transaction holds (a fenced batch of a node frozen mid-transaction) waits at
+most the session's ``lock_timeout`` and counts as not claimed: it is tried again later, by
+which time the server has ended the frozen transaction (``session``). Each call must be
+answered within a quarter of the TTL (``answer_within``), so a renewal that met a silent
+server has failed, its connection cut, before the next one is due.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from ...cluster.leases import LeaseLost, LeaseRow
+from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
+
+Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 
 
 class PostgresLeases:
-    """``LeaseTable`` on a PostgreSQL pool."""
+    """``LeaseTable`` on PostgreSQL: ``pool`` for claims, releases and listings, ``renewals``
+    (default: the same pool) for renewals (see the module docstring)."""
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[TupleRow]]) -> None:
+    def __init__(
+        self, pool: Pool, *, renewals: Pool | None = None, bounds: SessionBounds | None = None
+    ) -> None:
         self._pool = pool
+        self._renewals = renewals or pool
+        self._within = (bounds or SessionBounds(DEFAULT_LEASE_TTL)).lease_ttl / 4
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, pool: Pool) -> AsyncIterator[AsyncConnection[TupleRow]]:
+        async with pool.connection(timeout=self._within) as conn, answer_within(conn, self._within):
+            yield conn
 
     async def claim(self, name: str, holder: str, ttl: float) -> int | None:
-        async with self._pool.connection() as conn:
+        try:
+            return await self._claim(name, holder, ttl)
+        except psycopg.errors.LockNotAvailable:
+            return None  # another node's transaction holds the row: not claimable now
+
+    async def _claim(self, name: str, holder: str, ttl: float) -> int | None:
+        async with self._connection(self._pool) as conn:
             cur = await conn.execute(
                 """
                 INSERT INTO leases (name, holder, epoch, expires_at)
@@ -45,7 +75,7 @@ class PostgresLeases:
     async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
         if not held:
             return set()
-        async with self._pool.connection() as conn:
+        async with self._connection(self._renewals) as conn:
             cur = await conn.execute(
                 """
                 UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s)
@@ -59,7 +89,7 @@ class PostgresLeases:
             return {str(row[0]) for row in await cur.fetchall()}
 
     async def expire(self, name: str, holder: str, epoch: int) -> None:
-        async with self._pool.connection() as conn:
+        async with self._connection(self._pool) as conn:
             await conn.execute(
                 "UPDATE leases SET expires_at = clock_timestamp()"
                 " WHERE name = %s AND holder = %s AND epoch = %s",
@@ -67,7 +97,7 @@ class PostgresLeases:
             )
 
     async def rows(self) -> list[LeaseRow]:
-        async with self._pool.connection() as conn:
+        async with self._connection(self._pool) as conn:
             cur = await conn.execute(
                 "SELECT name, holder, epoch,"
                 " extract(epoch FROM expires_at - clock_timestamp())::float8"
