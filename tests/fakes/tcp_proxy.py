@@ -12,14 +12,16 @@ kernel's buffers, acknowledged by TCP, as a network that drops everything past t
 would leave it (the keepalives of each peer are answered by the proxy's kernel: only the
 peers' own timeouts notice). A connection opened meanwhile is taken but not carried on until
 the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client that
-contains the given bytes: the server got the statement (and takes its locks), its answer
-never comes back. ``forwarded`` counts the chunks carried each way.
+contains the given bytes (or that a given test accepts): the server got the statement (and
+takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+from functools import partial
 from typing import Self
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -35,7 +37,7 @@ class SilentProxy:
         self.cuts = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self._marker: bytes | None = None
+        self._marker: Callable[[bytes], bool] | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: list[asyncio.StreamWriter] = []
@@ -78,9 +80,10 @@ class SilentProxy:
             self.cuts += 1
         self._flowing.clear()
 
-    def cut_after(self, marker: bytes) -> None:
-        """Cut right after the next client chunk containing ``marker`` is forwarded."""
-        self._marker = marker
+    def cut_after(self, marker: bytes | Callable[[bytes], bool]) -> None:
+        """Cut right after the next client chunk containing ``marker`` (or for which it
+        returns True) is forwarded."""
+        self._marker = marker if callable(marker) else partial(_contains, marker)
 
     def mend(self) -> None:
         """Forward again."""
@@ -124,8 +127,12 @@ class SilentProxy:
                 await sink.drain()
                 self.forwarded += 1
                 marker = self._marker
-                if from_client and marker is not None and marker in chunk:
+                if from_client and marker is not None and marker(chunk):
                     self._marker = None
                     self.cut()
         finally:
             sink.close()
+
+
+def _contains(marker: bytes, chunk: bytes) -> bool:
+    return marker in chunk

@@ -30,8 +30,11 @@ Telegram for the next start.
 On several nodes (``leases``) one node polls: the holder of the lease ``<channel>:<account>``
 (``botd.cluster.holding``). It starts from the stored offset; once its lease is past its
 deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop included) and saves
-no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
-offset from moving back when a node paused mid-poll saves an older one.
+no offset, and a lost lease stops polling; the other nodes only send. A holder whose polls
+Telegram leaves unanswered for ``UNANSWERED_TTLS`` lease TTLs past the poll's own timeout
+(its link to Telegram is down) gives the lease up, so a node that reaches Telegram polls.
+The database keeps the offset from moving back when a node paused mid-poll saves an older
+one.
 
 A 409 Conflict on ``getUpdates`` (another poller on the same token) is logged in Telegram's
 words and retried with capped, jittered backoff; polling never gives up (a token revoked
@@ -97,7 +100,7 @@ from ...chat import (
     PressAnswer,
     Target,
 )
-from ...cluster.holding import hold_lease
+from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
 from ...retry import Backoff, retry_after
@@ -140,6 +143,9 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _MAX_FLOOD_RETRIES = 3
 _CONFIRM_WAIT_AT_STOP = 5.0
+UNANSWERED_TTLS = 2
+"""Lease TTLs past a long poll's own timeout that Telegram may leave this node's polls
+unanswered before the node gives the poller lease up (several nodes)."""
 """How long PTB's last confirming ``getUpdates`` at shutdown waits for updates in hand."""
 
 PLATFORM = "telegram"
@@ -200,12 +206,21 @@ class _PollingBot(ExtBot[int]):
         self._failed_from: int | None = None
         self._progress = asyncio.Event()
         self._lease: Lease | None = None
+        self._answered_at = time.monotonic()
+        """When Telegram last answered a long poll (a 409 is an answer too)."""
+        self._poll_seconds = 0.0
+        """The long poll's own timeout: how long a healthy poll may go unanswered."""
+
+    def unanswered_for(self, now: float) -> float:
+        """Seconds past a long poll's own timeout that Telegram has not answered one."""
+        return max(0.0, now - self._answered_at - self._poll_seconds)
 
     def poll_under(self, lease: Lease, offset: int) -> None:
         """Poll as the holder of ``lease`` (several nodes), from the stored ``offset``: no
         ``getUpdates`` goes out once the lease is past its deadline, and the offset is saved
         only while it holds."""
         self._lease = lease
+        self._answered_at = time.monotonic()
         self._resume_offset = max(self._resume_offset, offset)
         self._handled_below = max(self._handled_below, offset)
         if self._failed_from is not None and self._failed_from < offset:
@@ -277,6 +292,8 @@ class _PollingBot(ExtBot[int]):
         if self._failed_from is not None and poll_seconds:
             await self._back_off(f"update {self._failed_from} was not accepted; asking again")
         kwargs["offset"] = max(min(wanted, self.confirmed), self._resume_offset)
+        if poll_seconds:
+            self._poll_seconds = poll_seconds
         try:
             updates = await asyncio.wait_for(
                 super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
@@ -284,6 +301,7 @@ class _PollingBot(ExtBot[int]):
         except Conflict as exc:
             if not poll_seconds:
                 raise  # PTB's final offset-committing call at shutdown: don't wait
+            self._answered_at = time.monotonic()  # Telegram answered: another poller
             self._link.unreachable(f"getUpdates refused: {exc.message}")
             await self._back_off(f"getUpdates refused ({exc.message})")
             return ()
@@ -303,6 +321,7 @@ class _PollingBot(ExtBot[int]):
                 self._link.unreachable(f"getUpdates failed: {exc.message}")
             raise
         if poll_seconds:
+            self._answered_at = time.monotonic()
             self._link.reachable()
         if self._backoff.failures:
             log.info("%s: polling again", self._label)
@@ -493,10 +512,25 @@ class TelegramAdapter:
         bot.poll_under(lease, int(saved) if saved else 0)
         try:
             await self._start_polling(app)
-            await asyncio.Future()  # until cancelled
+            await self._while_answered(bot)
         finally:
             if app.updater.running:
                 await app.updater.stop()
+
+    async def _while_answered(self, bot: _PollingBot) -> None:
+        """Return never; raise ``PlatformUnreachable`` once Telegram has left this node's
+        polls unanswered for ``UNANSWERED_TTLS`` lease TTLs past a poll's own timeout, so
+        that the poller lease goes to a node that can reach Telegram."""
+        assert self._leases is not None
+        bound = UNANSWERED_TTLS * self._leases.ttl
+        while True:
+            await asyncio.sleep(self._leases.renew_every)
+            silent = bot.unanswered_for(time.monotonic())
+            if silent > bound:
+                raise PlatformUnreachable(
+                    f"Telegram left this node's polls unanswered for {silent:.0f} s "
+                    f"past their timeout"
+                )
 
     async def _stop_holding(self) -> None:
         holding, self._holding = self._holding, None

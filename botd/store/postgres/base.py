@@ -139,7 +139,7 @@ def _pool(dsn: str, bounds: SessionBounds, name: str, *, min_size: int, max_size
             "context": ADAPTERS,
             **bounds.connect_kwargs(dsn),
         },
-        check=partial(_check, within=bounds.idle_in_transaction),
+        check=partial(_check, within=bounds.statement),
         name=name,
     )
 

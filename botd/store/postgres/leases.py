@@ -43,6 +43,8 @@ class PostgresLeases:
         self._pool = pool
         self._renewals = renewals or pool
         self._within = (bounds or SessionBounds(DEFAULT_LEASE_TTL)).lease_ttl / 4
+        """Seconds a call may go unanswered: less than the third of the TTL between two
+        renewals, so one that met a silent server has failed before the next is due."""
 
     @contextlib.asynccontextmanager
     async def _connection(self, pool: Pool) -> AsyncIterator[AsyncConnection[TupleRow]]:

@@ -7,7 +7,7 @@ transaction keeps that transaction's locks on the server (a conversation's advis
 other node that touches those conversations would wait as long. So each session botd opens
 tells the server (``options``, set at connect) to end it sooner:
 
-* ``idle_in_transaction_session_timeout`` = TTL / 3: a transaction whose client sent nothing
+* ``idle_in_transaction_session_timeout`` = TTL / 2: a transaction whose client sent nothing
   for that long is ended, its locks released. This is what ends a *frozen* client's
   transaction: its kernel still answers TCP, so keepalives see nothing wrong. botd's own
   transactions send their statements back to back (the flusher's batch), never waiting on
@@ -27,7 +27,8 @@ answered (a proxy or middlebox that stopped forwarding, a server frozen itself):
 nothing there. ``answer_within`` bounds such a wait on botd's side: past its time the
 connection's socket is shut down, so the pending call fails at once as a lost connection
 (psycopg's own cancellation would first open a second connection to ask the server to cancel,
-which the same silence holds up).
+which the same silence holds up). It cuts only a connection with nothing to read: an answer
+that came while this process was busy (its event loop late) is not a silent server.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import asyncio
 import contextlib
 import math
 import os
+import select
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -57,7 +59,7 @@ class SessionBounds:
 
     @property
     def idle_in_transaction(self) -> float:
-        return self.lease_ttl / 3
+        return self.lease_ttl / 2
 
     @property
     def lock_wait(self) -> float:
@@ -139,7 +141,12 @@ async def answer_within(conn: psycopg.AsyncConnection[Any], seconds: float) -> A
     cut = False
 
     def shut() -> None:
-        nonlocal cut
+        nonlocal cut, timer
+        if answered(conn):
+            # The answer is there, not read yet: this process was slow (a busy or stalled
+            # event loop), not the server. Look again after as long.
+            timer = loop.call_later(seconds, shut)
+            return
         cut = True
         shut_down(conn)
 
@@ -152,6 +159,19 @@ async def answer_within(conn: psycopg.AsyncConnection[Any], seconds: float) -> A
         raise
     finally:
         timer.cancel()
+
+
+def answered(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether ``conn``'s socket has something to read now (or is gone)."""
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return True  # closed: whatever waits on it fails by itself
+    try:
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def shut_down(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -174,5 +194,6 @@ __all__ = [
     "SessionBounds",
     "Unanswered",
     "answer_within",
+    "answered",
     "shut_down",
 ]
