@@ -15,8 +15,16 @@ Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL 
 any text value, is written as U+FFFD in every column.
 
 A write may name advisory locks it needs (``locks``: an accept its conversation's); the
-batch takes them all before it writes anything, in the same order on every node, so two
-nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
+batch tries them all before it writes anything, without waiting for any (``_locked``), so two
+nodes' batches never deadlock on them and a lock another node holds (one frozen mid-batch,
+until the server ends its transaction: ``session``) holds up only the writes that need it:
+those are set aside, in order, and tried again at the head of every later batch (at least
+every ``LOCK_RETRY``); a write that waits past ``lock_timeout`` for a row another transaction
+holds is set aside the same way. Every session carries the bounds of ``session``, derived from
+the lease TTL the store is opened with, and what a connection is asked must be answered within
+the statement bound. The lease table has connections of its own (``lease_table``).
+
+A batch is written in the order queued, so an awaited
 write comes after whatever was queued before it, and a read that must see the queued records
 (``_read``) waits for the batch that carries them first: the same order the SQLite store
 keeps. A lazy record (``lazy=True``: an offset, a run's start, counts) waits up to
