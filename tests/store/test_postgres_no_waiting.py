@@ -150,6 +150,7 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
             other = await keeper_b.try_claim("conversation:telegram:10")
             assert other is not None
             lease_b = await until(lambda: keeper_b.try_claim(name), "node b's claim")
+            assert lease_b is not None
             assert lease_b.epoch == lease_a.epoch + 1
             await keeper_b.renew_once()
             assert not other.lost.is_set() and not lease_b.lost.is_set()

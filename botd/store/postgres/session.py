@@ -139,6 +139,7 @@ async def answer_within(conn: psycopg.AsyncConnection[Any], seconds: float) -> A
     discards the connection."""
     loop = asyncio.get_running_loop()
     cut = False
+    timer: asyncio.TimerHandle | None = None
 
     def shut() -> None:
         nonlocal cut, timer
@@ -158,6 +159,7 @@ async def answer_within(conn: psycopg.AsyncConnection[Any], seconds: float) -> A
             raise Unanswered(f"no answer from the server within {seconds:g} s") from exc
         raise
     finally:
+        assert timer is not None
         timer.cancel()
 
 
