@@ -35,7 +35,7 @@ from pathlib import Path
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.app import settled_heap
-from botd.channels.base import InboundSink, OutboundFile
+from botd.channels.base import InboundSink, OutboundFile, SendScope
 from botd.chat import Attachment, Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
@@ -63,7 +63,9 @@ class Sink:
         self.answers: dict[str, list[str]] = {}
         self.waiters: dict[str, asyncio.Future[None]] = {}
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         text = markdown.removeprefix("You said: ")
         self.first_block_at.setdefault(text, time.perf_counter())
         self.answers.setdefault(target.chat_id, []).append(text)
@@ -72,14 +74,21 @@ class Sink:
             waiter.set_result(None)
         return [MessageRef(target, text)]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         return [ref]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         return None
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         raise SystemExit("the bench sends no files")
 

@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .channel_keeper import START_WAIT, ChannelKeeper
+from .channels.base import ChannelAdapter, LeasedInput
 from .channels.registry import platform_specs
 from .chat import InboundMessage
 from .cluster.leases import hold_node
@@ -94,7 +95,7 @@ from .ops.logging import add_secrets, asyncio_exception_handler, configure_loggi
 from .ops.metrics import Backlog, Metrics
 from .ops.node import PROBE_WAIT, NodeHealth
 from .ops.outages import stuck_inbox
-from .ops.ports import cannot_listen, listen_problem
+from .ops.ports import cannot_listen, health_url, listen_problem
 from .ops.statelock import StateLock
 from .ops.systemd import SystemdNotifier
 from .runtime import Runtime, build_runtime
@@ -199,6 +200,8 @@ class App:
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthEndpoint | None = None
+        self._lock: StateLock | None = None
+        """The state dir's lock, once taken (``run``)."""
         self.started = False
         """Whether start-up finished (READY=1): a failure after it is no start-up failure."""
 
@@ -267,7 +270,7 @@ class App:
         # ended and awaited by its close on the stack: nothing botd started outlives run().
         async with contextlib.AsyncExitStack() as stack:
             # Before anything opens the database: one daemon per state directory.
-            lock = StateLock(Path(config.state_dir))
+            lock = self._lock = StateLock(Path(config.state_dir), config=self.config_path)
             lock.acquire()
             stack.callback(lock.release)
             check_health_port(config)
@@ -390,7 +393,14 @@ class App:
             return
         from .ops.health import HealthEndpoint  # aiohttp: imported only to serve it
 
-        node = NodeHealth(config.store.node_id, runtime.backend.name, runtime.store, runtime.leases)
+        node = NodeHealth(
+            config.store.node_id,
+            runtime.backend.name,
+            runtime.store,
+            runtime.leases,
+            schema_known=runtime.backend.known_schema(),
+            inputs=lambda: input_leases(runtime.adapters),
+        )
         health = self.health = HealthEndpoint(
             channel_states=self.channel_states,
             channel_problems=runtime.keeper.problems,
@@ -398,7 +408,9 @@ class App:
             components=lambda: health_components(runtime, self.config, node),
             node=node.view,
         )
-        await health.serve(runtime.http, config.health.host, config.health.port)
+        port = await health.serve(runtime.http, config.health.host, config.health.port)
+        if self._lock is not None:  # botd status, without --config, asks it there
+            self._lock.record(health=health_url(config.health.host, port))
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
@@ -514,8 +526,19 @@ async def health_components(
     return {
         "store": store,
         "inbox": stuck,
+        **node.problems(config.health.down_after),
         **{name: None if (o := m.outage()) is None else o.describe_calls() for name, m in models},
         **runtime.mcp.health(),
+    }
+
+
+def input_leases(adapters: Mapping[str, ChannelAdapter]) -> dict[str, list[str]]:
+    """Each channel whose input one node of several takes at a time, with its leases
+    (``LeasedInput``)."""
+    return {
+        name: adapter.input_leases()
+        for name, adapter in adapters.items()
+        if isinstance(adapter, LeasedInput)
     }
 
 

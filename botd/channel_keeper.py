@@ -23,7 +23,8 @@ A running channel whose platform cannot be reached is another matter: its SDK re
 itself, so nothing is restarted. Its adapter says so through its ``PlatformLink``
 (``reachability``); once that has lasted ``health.down_after`` seconds the channel shows as
 ``down`` (``view``, ``down``, ``problems``: ``down for 42 s (the last error)``) until the
-platform answers again (see ``botd.ops.outages``).
+platform answers again (see ``botd.ops.outages``); the moment it answers again is told on
+(``on_reachable``: delivery retries at once the replies that were waiting for it).
 
 The states are ``starting``, ``running``, ``down`` (with ``reasons``) and ``stopped``;
 ``view`` and ``problems`` are what ``/healthz`` shows of them, ``down`` what ``/status`` says.
@@ -90,9 +91,12 @@ class ChannelKeeper:
         backoff: Callable[[], Backoff] | None = None,
         on_down: Callable[[str], None] | None = None,
         on_unreachable: Callable[[str], None] | None = None,
+        on_reachable: Callable[[str], None] | None = None,
     ) -> None:
         """``on_down`` hears of each time a channel is marked down, ``on_unreachable`` of
-        each failed try of a running channel to reach its platform (the metrics count both).
+        each failed try of a running channel to reach its platform (the metrics count both),
+        ``on_reachable`` of each time a channel's platform answers again after failing
+        (delivery then retries at once what was waiting out a backoff).
         The adapters are built with ``context``, its channel events pointed at the keeper."""
         self._host = host
         self.context = replace(
@@ -100,6 +104,7 @@ class ChannelKeeper:
         )
         self._on_down = on_down
         self._on_unreachable = on_unreachable
+        self._on_reachable = on_reachable
         self._config = config
         self._debug = debug
         self._new_backoff = backoff or (
@@ -125,7 +130,10 @@ class ChannelKeeper:
             down_after = self._config().health.down_after
             link = self._links[name] = Reachability(f"channel {name}", down_after=down_after)
         if error is None:
+            was_failing = link.failing
             link.answered()
+            if was_failing and self._on_reachable is not None:
+                self._on_reachable(name)
         else:
             link.failed(error)
             if self._on_unreachable is not None:

@@ -365,6 +365,11 @@ class InboundMessage:
     press: Press | None = None
     """Set when this is a button press: ``text`` is then ``(pressed: <label>)`` and the
     sender is the presser."""
+    in_history: bool = False
+    """``message_id`` is this message's place in a history of its chat (its thread, if any)
+    that botd can read again (Discord's and Slack's): accepting it, or keeping it as context,
+    moves that chat's catch-up mark (``botd.channels.catch_up``). False for what has no such
+    place: a slash command's use, a press, a platform whose history botd does not read."""
 
     def __post_init__(self) -> None:
         # Whatever a platform sent, every text field can be stored and sent on: each lone

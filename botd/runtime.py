@@ -33,6 +33,7 @@ from .channel_keeper import ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
 from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
+from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
 from .config import BotdConfig
 from .conversation import Conversations, RunHooks
@@ -195,18 +196,20 @@ class Toolbox:
         self._sandbox = sandbox
         self._specs = tool_specs() if specs is None else specs
 
-    async def _send(self, target: Target, text: str) -> MessageRef:
-        refs = await self._delivery.send_text(target, text)
+    async def _send(self, target: Target, text: str, scope: RunScope) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, scope=scope)
         return refs[0] if refs else MessageRef(target, "")
 
-    async def _send_media(self, target: Target, text: str, media: Sequence[str]) -> MessageRef:
-        refs = await self._delivery.send_text(target, text, media=media)
+    async def _send_media(
+        self, target: Target, text: str, media: Sequence[str], scope: RunScope
+    ) -> MessageRef:
+        refs = await self._delivery.send_text(target, text, media=media, scope=scope)
         return refs[0] if refs else MessageRef(target, "")
 
     async def _send_buttons(
-        self, target: Target, text: str, media: Sequence[str], rows: ButtonRows
+        self, target: Target, text: str, media: Sequence[str], rows: ButtonRows, scope: RunScope
     ) -> MessageRef:
-        refs = await self._delivery.send_text(target, text, media=media, buttons=rows)
+        refs = await self._delivery.send_text(target, text, media=media, buttons=rows, scope=scope)
         return refs[-1] if refs else MessageRef(target, "")  # the message with the buttons
 
     def for_message(self, message: InboundMessage) -> Sequence[Tool]:
@@ -353,6 +356,7 @@ def build_runtime(
         live.get,
         ChannelContext(
             offsets=store,
+            marks=store,
             on_end_of_input=on_end_of_input,
             has_conversation=partial(has_conversation, store),
             admits=router.admits,
@@ -363,6 +367,7 @@ def build_runtime(
         debug=debug,
         on_down=partial(counters.error, kind="channel_down"),
         on_unreachable=partial(counters.error, kind="unreachable"),
+        on_reachable=delivery.platform_back,
     )
     # Everything read live: the router's current policies, the current config's targets
     # and the adapters a reload adds channels to and removes them from.

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import botd
-
 pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +106,8 @@ def test_make_refuses_an_older_python_in_one_line(tmp_path: Path) -> None:
 
 
 def _fresh_copy(dest: Path) -> Path:
-    """The tree as a clone has it: its files (tracked or new, not ignored), links kept."""
+    """The tree as a clone has it: its files (tracked or new, not ignored), links kept, in a
+    git repository of one commit (the version comes from git)."""
     if (ROOT / ".git").exists() and shutil.which("git"):
         listed = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -135,7 +134,17 @@ def _fresh_copy(dest: Path) -> Path:
             target.symlink_to(os.readlink(source))
         else:
             shutil.copy2(source, target)
+    _commit(dest, "the tree as it is", init=True)
     return dest
+
+
+def _commit(repo: Path, message: str, *, init: bool = False) -> None:
+    """Commit everything in ``repo`` (first making it a repository, with ``init``)."""
+    git = ["git", "-c", "user.name=botd", "-c", "user.email=botd@example.org"]
+    steps = [["init", "-q"]] if init else []
+    for step in [*steps, ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", message]]:
+        done = _run([*git, *step], repo)
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.usefixtures("index_reachable")
@@ -158,13 +167,9 @@ def test_make_run_in_a_fresh_clone_prints_only_the_answer(tmp_path: Path) -> Non
 @pytest.mark.usefixtures("index_reachable")
 def test_the_wheel_installs_and_runs_outside_the_clone(tmp_path: Path) -> None:
     clone = _fresh_copy(tmp_path / "botd")
-    built = _run(["make", "-s", "dist", f"PYTHON={sys.executable}"], clone, guard=INSTALL_GUARD)
-    assert built.returncode == 0, built.stderr
-    version = botd.__version__
-    wheel_name = f"dist/botd-{version}-py3-none-any.whl"
-    assert sorted(built.stdout.split()) == sorted([f"dist/botd-{version}.tar.gz", wheel_name])
-    wheel = clone / wheel_name
-    _check_wheel(wheel)
+    version, wheel = _make_dist(clone)
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.dev1\+g[0-9a-f]+", version)  # git's, not the fallback
+    _check_wheel(wheel, version)
 
     # A new virtualenv, filled by this pip (--python): ensurepip and byte-compiling would
     # only make the test slower.
@@ -182,6 +187,16 @@ def test_the_wheel_installs_and_runs_outside_the_clone(tmp_path: Path) -> None:
     assert _run([bin_botd, "--version"], elsewhere).stdout == f"botd {version}\n"
     python_m = _run([python, "-m", "botd", "--version"], elsewhere)
     assert python_m.stdout == f"botd {version}\n", python_m.stderr
+
+    # A change makes a newer wheel, and installing it over the older one replaces it.
+    (clone / "README.md").write_text("# botd, changed\n", encoding="utf-8")
+    _commit(clone, "a change")
+    newer, newer_wheel = _make_dist(clone)
+    assert newer != version
+    replaced = _run([*pip, str(newer_wheel)], tmp_path, guard=INSTALL_GUARD)
+    assert replaced.returncode == 0, replaced.stderr
+    assert _run([bin_botd, "--version"], elsewhere).stdout == f"botd {newer}\n"
+    wheel = newer_wheel  # make dist removed the older one
 
     reference = elsewhere / "reference.yaml"
     written = _run([bin_botd, "init", "--example", str(reference)], elsewhere)
@@ -215,7 +230,18 @@ def test_the_wheel_installs_and_runs_outside_the_clone(tmp_path: Path) -> None:
         assert "ERROR: Package 'botd' requires a different Python: 3." in refused.stderr
 
 
-def _check_wheel(wheel: Path) -> None:
+def _make_dist(clone: Path) -> tuple[str, Path]:
+    """``make dist`` in ``clone``: the version built and the wheel."""
+    built = _run(["make", "-s", "dist", f"PYTHON={sys.executable}"], clone, guard=INSTALL_GUARD)
+    assert built.returncode == 0, built.stderr
+    [sdist] = [name for name in built.stdout.split() if name.endswith(".tar.gz")]
+    version = sdist.removeprefix("dist/botd-").removesuffix(".tar.gz")
+    wheel_name = f"dist/botd-{version}-py3-none-any.whl"
+    assert sorted(built.stdout.split()) == sorted([sdist, wheel_name])
+    return version, clone / wheel_name
+
+
+def _check_wheel(wheel: Path, version: str) -> None:
     """The wheel carries the shipped files as regular files, the licence and py.typed."""
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -228,7 +254,7 @@ def _check_wheel(wheel: Path) -> None:
             assert stat.S_ISREG(mode), f"{name} is not a regular file in the wheel"
             assert archive.read(name) == source.read_bytes(), name
         assert {"botd/py.typed", "botd/__main__.py"} <= names
-        info = f"botd-{botd.__version__}.dist-info"
+        info = f"botd-{version}.dist-info"
         assert f"{info}/licenses/LICENSE" in names
         metadata = archive.read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata.splitlines()

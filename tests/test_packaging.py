@@ -4,14 +4,18 @@ built wheel in a new virtualenv."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 import botd
 from botd.cli.init import print_unit, write_example
@@ -105,14 +109,89 @@ def test_python_m_botd_is_the_botd_command(tmp_path: Path) -> None:
     assert result.stdout == f"botd {botd.__version__}\n"
 
 
-def test_the_version_is_written_in_one_place() -> None:
+def test_the_version_is_gits_and_botd_says_it() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"]
     assert project["project"]["dynamic"] == ["version"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "botd.__version__"}
-    assert re.fullmatch(r"\d+\.\d+\.\d+", botd.__version__)
+    assert "dynamic" not in project["tool"]["setuptools"]
+    assert project["tool"]["setuptools_scm"]["version_file"] == "botd/_version.py"
+    assert any(r.startswith("setuptools-scm") for r in project["build-system"]["requires"])
+    # What this install's build wrote is what the metadata and botd say.
+    assert botd.__version__ == importlib.metadata.version("botd")
+    assert botd.__version__ != FALLBACK
     assert run_botd("--version").stdout == f"botd {botd.__version__}\n"
     assert run_botd("version").stdout == f"botd {botd.__version__}\n"
+
+
+FALLBACK = "0.0.0"
+"""The version of a tree without git (pyproject's ``fallback_version``)."""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+        timeout=HANG_GUARD,
+    )
+
+
+def _scm_version(tree: Path) -> str:
+    """The version a build of ``tree`` gets (setuptools-scm, with botd's pyproject)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "setuptools_scm"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("SETUPTOOLS_SCM")},
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_each_change_builds_a_version_of_its_own_and_a_plain_copy_the_fallback(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "botd"
+    tree.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    assert _scm_version(tree) == FALLBACK  # a copy without .git
+    _git(tree, "init", "-q")
+    _git(tree, "add", "pyproject.toml")
+    _git(tree, "commit", "-q", "-m", "first")
+    first = _scm_version(tree)
+    (tree / "README.md").write_text("changed\n")
+    _git(tree, "add", "README.md")
+    dirty = _scm_version(tree)  # a change not yet committed
+    _git(tree, "commit", "-q", "-m", "second")
+    second = _scm_version(tree)
+    assert len({first, dirty, second, FALLBACK}) == 4
+    assert Version(FALLBACK) < Version(first) < Version(second)
+    assert re.fullmatch(r"0\.0\.1\.dev2\+g[0-9a-f]+", second)
+    _git(tree, "tag", "v0.3.0")
+    assert _scm_version(tree) == "0.3.0"
+    _git(tree, "commit", "-q", "--allow-empty", "-m", "third")
+    assert re.fullmatch(r"0\.3\.1\.dev1\+g[0-9a-f]+", _scm_version(tree))
+
+
+def test_a_copy_never_built_says_the_fallback_version(tmp_path: Path) -> None:
+    copy = tmp_path / "botd"
+    shutil.copytree(ROOT / "botd", copy, ignore=shutil.ignore_patterns("_version.py"))
+    done = subprocess.run(
+        [sys.executable, "-c", "import botd; print(botd.__version__)"],
+        cwd=tmp_path,  # this copy first on the path, not the installed botd
+        capture_output=True,
+        text=True,
+        env={**daemon_env(), "PYTHONPATH": str(tmp_path)},
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{FALLBACK}\n"
 
 
 def test_the_licence_is_declared_and_shipped() -> None:

@@ -4,7 +4,7 @@ them. A test adapter subclasses it and writes ``send`` (and ``start``/``stop`` i
 
 from __future__ import annotations
 
-from botd.channels.base import InboundSink, OutboundFile
+from botd.channels.base import InboundSink, OutboundFile, SendScope
 from botd.channels.errors import ChannelError
 from botd.chat import Attachment, DownloadError, MessageRef, Target
 
@@ -18,17 +18,24 @@ class TextOnlyAdapter:
     async def stop(self) -> None:
         return None
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         return [ref]
 
     async def stop_inbound(self) -> None:
         return None
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         return None
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         raise ChannelError(f"{self.name}: file uploads are not supported")
 

@@ -66,6 +66,7 @@ from typing import Any, TypeVar
 import jsonschema
 
 from ..chat import Target, storable
+from ..cluster.fencing import RunScope
 from ..events import (
     AgentEnd,
     AgentEvent,
@@ -226,6 +227,7 @@ class AgentRun:
         *,
         conversation_key: str = "",
         origin: Target | None = None,
+        scope: RunScope | None = None,
         on_cancel: Callable[[], None] | None = None,
         on_images_left_out: Callable[[frozenset[str], list[Message]], Awaitable[None]]
         | None = None,
@@ -244,7 +246,8 @@ class AgentRun:
         self._asked_again = False
         self._config = config
         self._emit_callback = emit
-        self._conversation_key = conversation_key
+        self._scope = scope if scope is not None else RunScope(conversation_key)
+        """What the run's tools are told they run under (``ToolContext.scope``)."""
         self._origin = origin
 
         self._tools: dict[str, Tool] = {}
@@ -664,7 +667,7 @@ class AgentRun:
             )
 
         context = ToolContext(
-            conversation_key=self._conversation_key,
+            scope=self._scope,
             origin=self._origin,
             call_id=call.id,
             report_progress=report_progress,

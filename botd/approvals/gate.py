@@ -45,6 +45,7 @@ from ..agent.loop import ToolGate
 from ..agent.mcp.names import allowed
 from ..agent.tools.base import ToolContext, ToolOutput
 from ..chat import Button, InboundMessage, MessageRef, Target
+from ..cluster.fencing import RunScope
 from ..events import ToolCallContent
 from ..speakers import clean_name
 from ..store import ApprovalLedger, ApprovalState, StoredApproval
@@ -95,10 +96,17 @@ class RequestPoster(Protocol):
     """Where requests are posted and their outcome shown (``ChannelDelivery``)."""
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: RunScope | None = None,
     ) -> Sequence[MessageRef]: ...
 
-    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None: ...
+    async def clear_buttons(
+        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +165,7 @@ class Approvals:
             rules = self.rules()
             if not rules.gates(call.name):
                 return None
-            return await self._ask(place, call, rules, shutting_down)
+            return await self._ask(place, call, rules, shutting_down, context.scope)
 
         return gate
 
@@ -169,10 +177,15 @@ class Approvals:
         call: ToolCallContent,
         rules: ApprovalRules,
         shutting_down: Callable[[], bool],
+        scope: RunScope,
     ) -> ToolOutput | None:
+        """Ask about ``call`` of the run at ``place``, for the run's ``scope``: the request
+        is written through the store's view fenced by the conversation's lease, and posted
+        (and its outcome shown) for it."""
         key = f"{place.conversation_key}/{place.run_anchor}/{call.id}"
         now = self.clock()
-        approval = await self.ledger.open_approval(
+        ledger = self.ledger.fenced(scope.fence)
+        approval = await ledger.open_approval(
             StoredApproval(
                 key=key,
                 token=secrets.token_urlsafe(12),
@@ -185,7 +198,7 @@ class Approvals:
             )
         )
         if approval.state == "pending" and not approval.messages:
-            approval = await self._post(approval, place.target, rules)
+            approval = await self._post(approval, place.target, rules, ledger, scope)
         else:
             log.info("tool %s: found its request (%s)", call.name, approval.state)
         try:
@@ -194,7 +207,7 @@ class Approvals:
             if not shutting_down():
                 await self._stopped(approval)
             raise
-        await self._show(decided)
+        await self._show(decided, scope)
         log.info("tool %s: %s %s", call.name, decided.state, decided.decided_by)
         if decided.state == "approved":
             return None
@@ -206,7 +219,12 @@ class Approvals:
         return ToolOutput(text=text, is_error=True, details={"status": decided.state})
 
     async def _post(
-        self, approval: StoredApproval, conversation: Target, rules: ApprovalRules
+        self,
+        approval: StoredApproval,
+        conversation: Target,
+        rules: ApprovalRules,
+        ledger: ApprovalLedger,
+        scope: RunScope,
     ) -> StoredApproval:
         rows = [
             [
@@ -224,7 +242,7 @@ class Approvals:
         refs: list[MessageRef] = []
         for target in targets:
             try:
-                sent = await self.poster.send_buttons(target, text, rows)
+                sent = await self.poster.send_buttons(target, text, rows, scope=scope)
             except Exception as exc:  # one approver's chat out of reach: the others are asked
                 log.warning(
                     "the request to approve %s could not be posted to %s: %s",
@@ -236,10 +254,11 @@ class Approvals:
             refs.extend(sent[-1:])  # the message carrying the buttons
         if not refs and targets != [conversation]:
             log.warning("no approver could be asked: the request goes to the conversation")
-            refs.extend((await self.poster.send_buttons(conversation, text, rows))[-1:])
+            sent = await self.poster.send_buttons(conversation, text, rows, scope=scope)
+            refs.extend(sent[-1:])
         if not refs:
             raise RuntimeError("the request could not be posted")
-        await self.ledger.approval_posted(approval.key, refs)
+        await ledger.approval_posted(approval.key, refs)
         return replace(approval, messages=tuple(refs))
 
     async def _decision(self, approval: StoredApproval) -> StoredApproval:
@@ -277,12 +296,13 @@ class Approvals:
                 "the stopped request to approve %s stays as it was: %s", approval.tool_name, exc
             )
 
-    async def _show(self, approval: StoredApproval) -> None:
-        """The request messages show the outcome, their buttons gone."""
+    async def _show(self, approval: StoredApproval, scope: RunScope | None = None) -> None:
+        """The request messages show the outcome, their buttons gone (for the run's
+        ``scope``; None: a decision outside a run)."""
         text = _outcome_text(approval)
         for ref in approval.messages:
             try:
-                await self.poster.clear_buttons(ref, text)
+                await self.poster.clear_buttons(ref, text, scope=scope)
             except Exception as exc:  # cosmetic: the decision holds
                 log.warning(
                     "the request message %s could not show its outcome: %s", ref.message_id, exc

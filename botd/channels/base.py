@@ -7,9 +7,8 @@ import logging
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..chat import (
     Attachment,
@@ -22,6 +21,9 @@ from ..chat import (
     Target,
 )
 from .errors import ChannelError
+
+if TYPE_CHECKING:  # a type only: ``botd check`` loads no lease machinery
+    from ..cluster.fencing import Fence
 
 
 def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) -> str:
@@ -42,32 +44,63 @@ def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) ->
     return pattern.sub(gap, text).strip()
 
 
-InboundSink = Callable[[InboundMessage], Awaitable[object]]
-"""Where an adapter hands each inbound message (the router); adapters ignore what it returns
-(the router's decision)."""
+Ack = Callable[[], None]
+"""What an adapter gives the sink when it wants to know as soon as nothing of a message can
+be lost any more, before the sink returns: the router calls it right after the accept (the
+message is in the durable inbox) or, for a message it drops, once its ids are recorded; then
+it goes on (handing the message to its conversation, which may answer a chat command first,
+or sending a pairing code). Slack acknowledges at that point, so a slow answer cannot hold
+the ack."""
 
-on_accepted: ContextVar[Callable[[], None] | None] = ContextVar("on_accepted", default=None)
-"""Set by an adapter around a sink call when it wants to know as soon as nothing of the message
-can be lost any more, before the sink returns: the router calls it right after the accept (the
-message is in the durable inbox) or, for a message it drops, once its ids are recorded; then it
-goes on (handing the message to its session, which may answer a chat command first, or sending
-a pairing code). Slack acknowledges at that point, so a slow answer cannot hold the ack."""
 
-sending: ContextVar[MessageKey | None] = ContextVar("sending", default=None)
-"""Set by the delivery around each ``send`` and ``send_file`` of a reply piece: the key of
-the message being posted (None for anything else: previews, notices, command answers).
+class InboundSink(Protocol):
+    """Where an adapter hands each inbound message (the router's ``handle``), with its
+    acknowledgement if it wants one (``Ack``; None: it waits for the sink to return).
+    Adapters ignore what it returns (the router's decision)."""
 
-An adapter whose platform can recognise a message sent again (Discord's ``nonce``) tags the
-message with ``key.token()``; one that can look it up (Slack's message metadata) tags it and,
-when ``key.piece.unconfirmed``, looks for it first and returns the message found instead of
-posting. Its ``Capabilities.resend_window`` says for how long that holds. A retry of the same
-message carries the same key. Adapters that know nothing of it post as usual."""
+    def __call__(
+        self, message: InboundMessage, /, *, ack: Ack | None = None
+    ) -> Awaitable[object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SendScope:
+    """What an adapter call that posts, edits or deletes a message is made for, given to it
+    by the delivery (None, or a scope with neither: a call for nothing in particular).
+
+    ``fence``: the lease of the conversation the call is made for (None: unfenced). The
+    adapter hands it to its SDK's HTTP client with the call, which checks it again as the
+    request is written (``Fence.check_send``: after the SDK's own rate limiting): a request
+    held up past the lease's end is not written.
+
+    ``key``: the key of the message being posted, for a reply piece's ``send``,
+    ``send_buttons`` and ``send_file`` (None for anything else: previews, notices, command
+    answers). An adapter whose platform can recognise a message sent again (Discord's
+    ``nonce``) tags the message with ``key.token()``; one that can look it up (Slack's
+    message metadata) tags it and, when ``key.piece.unconfirmed``, looks for it first and
+    returns the message found instead of posting. Its ``Capabilities.resend_window`` says
+    for how long that holds. A retry of the same message carries the same key. Adapters that
+    know nothing of it post as usual."""
+
+    fence: Fence | None = None
+    key: MessageKey | None = None
+
+
+def fence_of(scope: SendScope | None) -> Fence | None:
+    """The fence a call with ``scope`` is made under (None: unfenced)."""
+    return None if scope is None else scope.fence
+
+
+def key_of(scope: SendScope | None) -> MessageKey | None:
+    """The key of the message a call with ``scope`` posts (None: no reply piece's)."""
+    return None if scope is None else scope.key
+
 
 log = logging.getLogger(__name__)
 
 
 class UntilAccepted:
-    """Hands a message to the sink and returns once it was accepted (``on_accepted``); what
+    """Hands a message to the sink and returns once it was accepted (its ``Ack``); what
     the sink still does after the accept (answering a chat command, say) goes on in the
     background, so an acknowledgement the platform wants soon is never held by it. Those
     hand-offs belong to it: ``settle`` waits for them (the adapter's ``stop_inbound``)."""
@@ -81,11 +114,7 @@ class UntilAccepted:
         """Return once ``message`` was accepted or the sink returned; a failure before the
         accept is raised (the message was not taken)."""
         accepted = asyncio.Event()
-        token = on_accepted.set(accepted.set)
-        try:
-            handling = asyncio.ensure_future(sink(message))  # the task copies the context
-        finally:
-            on_accepted.reset(token)
+        handling = asyncio.ensure_future(sink(message, ack=accepted.set))
         signalled = asyncio.ensure_future(accepted.wait())
         try:
             await asyncio.wait({handling, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -178,6 +207,17 @@ class PlatformLink:
 
 
 @runtime_checkable
+class LeasedInput(Protocol):
+    """An adapter whose input one node of several takes at a time, each part under a lease
+    (a Telegram bot's poller, a Discord shard): on the other nodes it is on standby."""
+
+    def input_leases(self) -> list[str]:
+        """The names of those leases (none when this node takes its input by itself: alone,
+        or a webhook every node serves)."""
+        ...
+
+
+@runtime_checkable
 class DraftStreams(Protocol):
     """An adapter whose platform shows an answer being written as a draft that is no
     message (Telegram's ``sendMessageDraft``): temporary, gone once a message is posted."""
@@ -250,9 +290,13 @@ class ChannelAdapter(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]: ...
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]: ...
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Make ``ref``'s message show ``markdown``, rendered and split as ``send`` does.
 
         The first part replaces the message's text; text that outgrows one message is
@@ -263,7 +307,7 @@ class ChannelAdapter(Protocol):
         """
         ...
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete ``ref``'s message; one that is already gone counts as deleted.
 
         A platform without deletion (the console) does nothing.
@@ -271,7 +315,12 @@ class ChannelAdapter(Protocol):
         ...
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Upload ``file`` to ``target`` with ``caption`` (Markdown, at most
         ``capabilities.caption_limit`` once rendered; empty: none); one ref per message.
@@ -335,13 +384,23 @@ class ButtonAdapter(Protocol):
     """
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` like ``send``, with ``rows`` of buttons under its last message."""
         ...
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """Make ``ref``'s message show ``markdown`` (one message's worth) with ``rows`` of
         buttons under it (none: its buttons removed)."""

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..cluster.leases import LeaseKeeper
     from ..http.routes import Routes
     from ..ops.doctor.checks import Check
-    from ..store.protocols import Offsets
+    from ..store.protocols import CatchUpMarks, Offsets
 
 __all__ = [
     "ChannelContext",
@@ -111,6 +111,10 @@ class ChannelContext:
     http: Routes | None = None
     """Where an adapter serves HTTP (Telegram's webhook): routes added on botd's HTTP server
     at an address (``botd.http``); None where nothing can be served."""
+
+    marks: CatchUpMarks | None = None
+    """Where each chat's history was last taken from: what an adapter reads after a gap to
+    take what it missed (``botd.channels.catch_up``); None: no catching up."""
 
     on_reachability: Callable[[str, str | None], None] | None = None
     """Called with (channel, error) when a running channel's platform could not be reached

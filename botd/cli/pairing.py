@@ -1,7 +1,8 @@
 """``botd pairing list | approve | revoke``: the admin's side of DM pairing.
 
-The commands read and write ``pairing.json`` in the state dir and nothing else, so they work
-from a shell that lacks the daemon's secrets (they usually live in the unit's
+Pairing lives where the store's backend keeps it (``StoreBackend.pairing``). On SQLite that
+is ``pairing.json`` in the state dir, and the commands read and write it and nothing else,
+so they work from a shell that lacks the daemon's secrets (they usually live in the unit's
 EnvironmentFile): with ``--config`` the file is read with unset ``${VAR}``s left as
 stand-ins (only ``state_dir`` must resolve; a relative one is taken from the config file's
 directory, as ``botd run`` takes it), or ``--state-dir`` names the directory directly.
@@ -9,6 +10,13 @@ Each command names the state dir it read, and one that does not exist is an erro
 reading an empty list from the wrong directory would look like "nobody is waiting". A
 running daemon sees an approval or a revocation at its next message, as it rereads the
 file when it changed.
+
+On PostgreSQL (``--config`` with ``store.backend: postgres``) the codes and approvals are in
+the database every node reads, so ``store.dsn`` must resolve (an unset variable is said in
+one line); the database is not migrated by the command (``StoreBackend.open_beside``), and
+each node sees a change at its next message from a stranger. ``--state-dir`` of a running
+node on PostgreSQL is refused, naming its config: a ``pairing.json`` there is read by no
+node.
 
 A channel name that is neither configured nor in the pairing file is its own error (exit
 2), distinct from a code that is not pending or a sender that is not approved (exit 1).
@@ -143,6 +151,13 @@ def pairing(
             "with? (botd creates it when it first starts)"
         )
         return 2
+    shared = _shared_store_config(state_dir)
+    if shared is not None:
+        say(
+            f"botd: the botd on state dir {state_dir} keeps pairing in its database "
+            f"(store.backend: postgres), not in pairing.json: use --config {shared}"
+        )
+        return 2
     try:
         return _act(args, state_dir, configured, say)
     except PairingFileError as exc:
@@ -151,6 +166,23 @@ def pairing(
     except OSError as exc:  # the state dir cannot be written (approve, revoke)
         say(f"botd: cannot update {state_dir / 'pairing.json'}: {exc.strerror or exc}")
         return 2
+
+
+def _shared_store_config(state_dir: Path) -> Path | None:
+    """The config of the botd running on ``state_dir`` when its store is one the nodes share
+    (its lock file names it: ``statelock.Holder``), else None."""
+    from ..config import ConfigError, load_config
+    from ..ops.statelock import holder_of
+    from ..store.backends import store_backend
+
+    holding = holder_of(state_dir)
+    if holding is None or holding.config is None:
+        return None
+    try:
+        config = load_config(holding.config, unset_ok=True)
+    except (ConfigError, OSError):
+        return None
+    return holding.config if store_backend(config.store).cluster else None
 
 
 def _in_database(
@@ -162,10 +194,19 @@ def _in_database(
 ) -> int:
     """``botd pairing`` on a backend the nodes share (postgres): the codes and approvals
     every node reads, in the database."""
+    from ..config.source import unset_variable
     from ..store import StoreError
 
+    unset = unset_variable(config.store.dsn or "")
+    if unset:
+        say(
+            f"botd: store.dsn: ${{{unset}}} is not set in this shell: pairing on PostgreSQL "
+            "is kept in the database, so set it as botd's environment does"
+        )
+        return 2
+
     async def act() -> int:
-        store = await backend.open(config)
+        store = await backend.open_beside(config)
         try:
             place = ("database", backend.where(config))
             return await _act_on(backend.pairing(config, store), args, place, configured, say)

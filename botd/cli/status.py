@@ -1,28 +1,36 @@
 """``botd status``: how the running botd is doing, asked from outside it.
 
-The daemon is found through its state dir: the pid in its lock file (``statelock.holder``),
-then its health endpoint (``health.host`` and ``health.port`` of the config) is asked for
+The config is ``--config``, or else the running daemon's own, found as ``botd.cli.finding``
+says (``./botd.yaml``, the installed unit's ``--config``, ``./var``; the first line printed
+says which and how; none found is said, never replaced by the built-in console config). The
+daemon is found through the config's state dir: its lock file (``statelock.holder_of``) has
+its pid and the URL its health endpoint answers at (a lock of an earlier botd has the pid
+alone: then ``health.host`` and ``health.port`` of the config), which is asked for
 ``/healthz``. Shown: which botd answers (version, pid, node), each channel up or not with its
 last error, the runs in flight, the inbox backlog with the age of the oldest message not yet
 answered, the reply pieces not yet sent, and the endpoint's problem lines. ``--json`` prints
 one JSON object instead: ``status`` (``ok``, ``degraded``, ``unknown`` or ``not running``),
-``state_dir``, ``pid``, ``url``, ``health`` (the ``/healthz`` body, or null) and ``reason``
-(why the status is ``unknown`` or ``not running``, else null).
+``config`` (the file used, null for the built-in one) and ``found_by`` (how, null with
+``--config``), ``state_dir``, ``pid``, ``url``, ``health`` (the ``/healthz`` body, or null)
+and ``reason`` (why the status is ``unknown`` or ``not running``, else null).
 
 Exit status: 0 when everything is up; 1 when something is down or degraded, or when botd
 runs but cannot be asked (its health endpoint is off or does not answer); 2 when the config
 cannot be read; 3 when no botd runs on the state dir (no pid in its lock file, or that
-process is gone).
+process is gone) or no config was found.
 
 On the postgres backend the answering node's own part (``node`` of ``/healthz``: its id, the
-database as it sees it, the leases it holds) is shown, and the shared database is read too,
-whether or not a botd runs here: the inbox backlog, the pieces not yet confirmed sent, the
-pairing codes waiting and every node's leases (holder, epoch, expiry). In ``--json`` that is
-``database`` (null on SQLite): ``where``, ``error`` (one line when it cannot be read, else
-null), ``schema_version``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
-``outbox_pending``, ``pairing_waiting`` and ``leases`` (``name``, ``holder``, ``epoch``,
-``expires_in``: seconds, zero or less once expired). A database that cannot be read makes
-the exit status 1 (unless no botd runs: 3).
+database as it sees it, the leases it holds, and each channel whose input another node holds
+shown as ``standby (held by botd-1)``, or ``no node holds it for 20 s``) is shown, and the
+shared database is read too, whether or not a botd runs here: the inbox backlog, the pieces
+not yet confirmed sent, the pairing codes waiting, a line per node (``node botd-2: gone
+28 s``) and the leases other than conversations' (holder, epoch, expiry). In ``--json``
+that is ``database`` (null on SQLite): ``where``, ``error`` (one line when it cannot be read,
+else null), ``schema_version``, ``inbox_backlog``, ``inbox_oldest_unanswered_seconds``,
+``outbox_pending``, ``pairing_waiting``, ``leases`` (those that stand: ``name``, ``holder``,
+``epoch``, ``expires_in``: seconds, zero or less once expired) and ``nodes``
+(``botd.cluster.roster``). A database that cannot be read makes the exit status 1 (unless
+no botd runs: 3).
 
 Of the config only ``state_dir``, ``health`` and ``store`` are used, and unset ``${VAR}``s
 are left as stand-ins, so the command works from a shell without the daemon's secrets (a
@@ -35,7 +43,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,16 +52,13 @@ if TYPE_CHECKING:
     from ..config import BotdConfig
     from ..store.backends import StoreBackend
 
-__all__ = ["EXIT_DOWN", "EXIT_NOT_RUNNING", "EXIT_OK", "add_parser", "health_url", "status"]
+__all__ = ["EXIT_DOWN", "EXIT_NOT_RUNNING", "EXIT_OK", "add_parser", "status"]
 
 EXIT_OK = 0
 EXIT_DOWN = 1
 EXIT_NOT_RUNNING = 3
 REQUEST_TIMEOUT = 5.0
 """Seconds the health endpoint gets to answer."""
-_ANY_ADDRESS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
-_UNSET = re.compile(r"<(\w+) unset>")
-"""The stand-in the config loader leaves for an unset ``${VAR}``."""
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -66,26 +70,21 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Ask the botd running on the config's state dir (the pid in its lock file) for "
             "its health: each channel up or down with its last error, runs in flight, the "
-            "inbox backlog and its oldest unanswered message. Exit 0 when all is up, 1 when "
-            "something is down or botd cannot be asked, 3 when no botd runs."
+            "inbox backlog and its oldest unanswered message. Without --config, the running "
+            "botd's own config is used: the first of ./botd.yaml, the installed botd.service "
+            "unit's --config and ./var (the state dir of botd run without --config) whose "
+            "state dir a botd holds. Exit 0 when all is up, 1 when something is down or botd "
+            "cannot be asked, 3 when no botd runs (or none was found)."
         ),
     )
     parser.add_argument(
         "--config",
         default=None,
         metavar="FILE",
-        help="the botd.yaml, for its state_dir and health port (its secrets need not be set)",
+        help="the botd.yaml, for its state_dir and health port (its secrets need not be set); "
+        "default: the running botd's, found as the description says",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def health_url(host: str, port: int) -> str:
-    """Where ``/healthz`` of an endpoint bound to ``host``:``port`` is asked (an endpoint on
-    every address is asked on loopback)."""
-    host = _ANY_ADDRESS.get(host, host)
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{port}/healthz"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +93,18 @@ class Report:
 
     status: str
     """``ok``, ``degraded``, ``unknown`` or ``not running``."""
-    state_dir: Path
+    state_dir: Path | None
+    """None: no config was found to take one from (``botd.cli.finding.NotFound``)."""
     pid: int | None
     url: str | None
     health: dict[str, Any] | None = None
     reason: str | None = None
     database: dict[str, Any] | None = None
     """The shared database as read by this command (postgres only; see the module docstring)."""
+    config: Path | None = None
+    """The config file used (None: given none, and the built-in config, or none found)."""
+    found_by: str | None = None
+    """How it was found when ``--config`` was not given (``botd.cli.finding``)."""
 
     @property
     def exit_status(self) -> int:
@@ -114,7 +118,9 @@ class Report:
         return json.dumps(
             {
                 "status": self.status,
-                "state_dir": str(self.state_dir),
+                "config": None if self.config is None else str(self.config),
+                "found_by": self.found_by,
+                "state_dir": None if self.state_dir is None else str(self.state_dir),
                 "pid": self.pid,
                 "url": self.url,
                 "health": self.health,
@@ -135,22 +141,28 @@ def status(
     config's secrets for masking."""
     import sys
 
-    from ..config import ConfigError, default_config, load_config
+    from ..config import ConfigError, load_config
     from ..store.backends import store_backend
+    from .finding import NotFound, find_config
 
+    path, found_by = (Path(args.config) if args.config else None), None
     try:
-        if args.config:
-            config = load_config(Path(args.config), unset_ok=True)
+        if path is not None:
+            config = load_config(path, unset_ok=True)
         else:
-            config = default_config(os.environ)
+            found = find_config(Path.cwd(), os.environ)
+            config, path, found_by = found.config, found.path, found.how
     except ConfigError as exc:
         say(exc)
         return 2
-    register(config)
-    report = inspect(config)
-    backend = store_backend(config.store)
-    if backend.cluster:  # the database the nodes share is read too, from here
-        report = replace(report, database=read_database(config, backend))
+    except NotFound as exc:
+        report = Report("not running", None, None, None, reason=str(exc))
+    else:
+        register(config)
+        report = replace(inspect(config), config=path, found_by=found_by)
+        backend = store_backend(config.store)
+        if backend.cluster:  # the database the nodes share is read too, from here
+            report = replace(report, database=read_database(config, backend))
     if args.json:
         say(report.as_json(), file=sys.stdout)
     else:
@@ -160,16 +172,19 @@ def status(
 
 
 def inspect(config: BotdConfig) -> Report:
-    """Find the botd of ``config``'s state dir and ask its health endpoint."""
-    from ..ops.statelock import holder
+    """Find the botd of ``config``'s state dir and ask its health endpoint: where its lock
+    file says it serves it, else (a lock of an earlier botd) where ``config`` says."""
+    from ..ops.ports import health_url
+    from ..ops.statelock import holder_of
 
     state_dir = Path(config.state_dir)
-    pid = holder(state_dir)
-    if pid is None:
+    holding = holder_of(state_dir)
+    if holding is None:
         return Report(
             "not running", state_dir, None, None, reason=f"no botd holds state dir {state_dir}"
         )
-    if not config.health.enabled:
+    pid = holding.pid
+    if not config.health.enabled and holding.health is None:
         return Report(
             "unknown",
             state_dir,
@@ -177,7 +192,15 @@ def inspect(config: BotdConfig) -> Report:
             None,
             reason="its health endpoint is off (health.enabled: false), so it cannot be asked",
         )
-    url = health_url(config.health.host, config.health.port)
+    if holding.recorded and holding.health is None:
+        return Report(
+            "unknown",
+            state_dir,
+            pid,
+            None,
+            reason="it serves no health endpoint yet (still starting), so it cannot be asked",
+        )
+    url = holding.health or health_url(config.health.host, config.health.port)
     try:
         body = _ask(url)
     except _NoAnswer as exc:
@@ -207,14 +230,14 @@ def read_database(config: BotdConfig, backend: StoreBackend) -> dict[str, Any]:
     """The shared database as ``botd status`` shows it (see the module docstring, and
     ``StoreBackend.shared_state``); a database that cannot be read is ``error``, one line
     without the password."""
+    from ..config.source import unset_variable
     from ..store import StoreError
 
-    dsn = config.store.dsn or ""
-    unset = _UNSET.search(dsn)
+    unset = unset_variable(config.store.dsn or "")
     if unset:
         return {
             "where": None,
-            "error": f"store.dsn: ${{{unset.group(1)}}} is not set in this shell (set it as "
+            "error": f"store.dsn: ${{{unset}}} is not set in this shell (set it as "
             "botd's environment does)",
         }
     where = backend.where(config)
@@ -250,14 +273,19 @@ def _ask(url: str) -> dict[str, Any]:
 
 
 def describe(report: Report) -> list[str]:
-    """``report`` as the lines ``botd status`` prints."""
-    lines = _describe_node(report)
+    """``report`` as the lines ``botd status`` prints: first, when ``--config`` was not
+    given, the config it found and how."""
+    lines = []
+    if report.found_by is not None:
+        lines.append(f"config {report.config or '(built in)'}: {report.found_by}")
+    lines.extend(_describe_node(report))
     if report.database is not None:
         lines.extend(_describe_database(report.database))
     return lines
 
 
 def _describe_database(database: Mapping[str, Any]) -> list[str]:
+    from ..cluster.leases import CONVERSATION_LEASE
     from .pairing import format_age
 
     where = database.get("where")
@@ -275,7 +303,12 @@ def _describe_database(database: Mapping[str, Any]) -> list[str]:
         f"{database.get('pairing_waiting', '?')} pairing code(s) waiting"
     )
     lines = [line]
-    leases = [lease for lease in database.get("leases") or [] if isinstance(lease, dict)]
+    lines.extend(_node_roster(database.get("nodes")))
+    leases = [
+        lease
+        for lease in database.get("leases") or []
+        if isinstance(lease, dict) and not str(lease.get("name")).startswith(CONVERSATION_LEASE)
+    ]
     width = max((len(str(lease.get("name"))) for lease in leases), default=0)
     for lease in leases:
         left = float(lease.get("expires_in") or 0.0)
@@ -304,9 +337,12 @@ def _describe_node(report: Report) -> list[str]:
     ]
     errors = _mapping(body.get("channel_errors"))
     channels = _mapping(body.get("channels"))
+    inputs = _mapping(_mapping(body.get("node")).get("inputs"))
     width = max((len(str(name)) for name in channels), default=0)
     for name, state in sorted(channels.items()):
         shown = "up" if state == "running" else str(state)
+        if state == "running" and isinstance(inputs.get(name), list):
+            shown = _input_state(inputs[name])
         why = errors.get(name)
         lines.append(f"  channel {name:<{width}}  {shown}" + (f": {why}" if why else ""))
     stats = _mapping(body.get("stats"))
@@ -327,6 +363,51 @@ def _describe_node(report: Report) -> list[str]:
     return lines
 
 
+def _node_roster(found: object) -> list[str]:
+    """A line per node: ``  node botd-1: up, holds scheduler, 2 conversation(s)``,
+    ``  node botd-2: gone 28 s``."""
+    from ..ops.outages import span
+
+    lines = []
+    for node in found if isinstance(found, list) else []:
+        if not isinstance(node, dict):
+            continue
+        if node.get("state") != "up":
+            lines.append(f"  node {node.get('id')}: gone {span(float(node.get('seconds') or 0))}")
+            continue
+        holds = [str(name) for name in node.get("holds") or []]
+        if node.get("conversations"):
+            holds.append(f"{node['conversations']} conversation(s)")
+        lines.append(
+            f"  node {node.get('id')}: up" + (f", holds {', '.join(holds)}" if holds else "")
+        )
+    return lines
+
+
+def _input_state(states: list[Any]) -> str:
+    """A running channel whose input one node takes at a time, as this node sees it: ``up``
+    (it holds every lease of it), ``standby (held by botd-1)``, ``no node holds it for
+    20 s``; a lease by lease account when they differ (Discord's shards)."""
+    from ..ops.outages import span
+
+    said = []
+    for state in states:
+        if not isinstance(state, dict):
+            continue
+        if state.get("state") == "holding":
+            said.append("up")
+        elif state.get("state") == "standby":
+            said.append(f"standby (held by {state.get('holder')})")
+        elif isinstance(state.get("seconds"), int | float):
+            said.append(f"no node holds it for {span(float(state['seconds']))}")
+        else:
+            said.append("no node holds it yet")
+    if len(set(said)) == 1:
+        return said[0]
+    names = [str(state.get("lease")) for state in states if isinstance(state, dict)]
+    return "; ".join(f"{name}: {what}" for name, what in zip(names, said, strict=True))
+
+
 def _node_lines(node: Mapping[str, Any]) -> list[str]:
     """The answering node: its id and backend, the database as it sees it, its leases."""
     if not node:
@@ -335,7 +416,7 @@ def _node_lines(node: Mapping[str, Any]) -> list[str]:
     seen = ""
     if database:
         seen = f", {database.get('where', '?')} " + (
-            f"reachable (schema {database.get('schema_version')})"
+            f"reachable (schema {_schema(database)})"
             if database.get("reachable")
             else f"not reachable: {database.get('reason')}"
         )
@@ -351,6 +432,17 @@ def _node_lines(node: Mapping[str, Any]) -> list[str]:
             )
         )
     return lines
+
+
+def _schema(database: Mapping[str, Any]) -> str:
+    """The schema version a node found, and what it means when it is newer than it knows."""
+    found, known = database.get("schema_version"), database.get("schema_known")
+    if isinstance(found, int) and isinstance(known, int) and found > known:
+        return (
+            f"{found}, newer than this botd's {known}: a newer node migrated it; this one "
+            "keeps running but cannot start again until it is upgraded"
+        )
+    return str(found)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -1,34 +1,35 @@
 """Fencing: the work of a conversation owned by lease carries its lease, and neither writes
 nor sends once the lease may belong to another node.
 
-The lease is a context variable (``fenced``) set where the owner hands the conversation its
-messages; every task the conversation starts from there (its worker, its turns, a command's
-answer) copies it. Two checks read it:
+The lease is part of the conversation's ``RunScope``, which the dispatcher gives the
+conversation when this node takes it (``Fence``; None on a node alone, which has nothing to
+fence against), and which is passed explicitly from there: to its runs, the store, the
+delivery, the tools and each adapter call (no context variable carries it). Two checks read
+it:
 
-* the store's: a write queued under a fence (``current`` at the time it is queued) is
-  written only if the lease row still names this holder and epoch, unexpired, checked in the
-  write's own transaction (the PostgreSQL store checks a batch's fences in one statement). A
-  write of a lost lease is not made: an awaited one raises ``LeaseLost``, a record is
-  dropped. A piece's sent mark is the exception: it is a fact about the platform.
-* the delivery's (``check_send``): no send starts when less than the fence's ``margin`` of
-  the lease is left by this node's own clock. A send refused so gives the lease up
-  (``Lease.lost``): the run stops without posting and its entries stay for the next holder.
-  The check is made again inside each platform's SDK, after its own rate limiter: the
+* the store's: a write made through the conversation's view of the store
+  (``store.fenced(fence)``) is written only if the lease row still names this holder and
+  epoch, unexpired, checked in the write's own transaction (the PostgreSQL store checks a
+  batch's fences in one statement). A write of a lost lease is not made: an awaited one
+  raises ``LeaseLost``, a record is dropped. A piece's sent mark is the exception: it is a
+  fact about the platform.
+* the delivery's (``Fence.check_send``): no send starts when less than the fence's
+  ``margin`` of the lease is left by this node's own clock. A send refused so gives the
+  lease up (``Lease.lost``): the run stops without posting and its entries stay for the next
+  holder. The check is made again inside each platform's SDK, after its own rate limiter,
+  with the fence the adapter was given with the send (``channels.base.SendScope``): the
   Telegram adapter's transport checks each buffer of a request as it hands it to the socket
-  (so a node frozen mid-request does not finish it when it thaws), discord.py's requests
-  as they start (``before_request``), the Slack client each call. A send held up past the
-  lease's end is not written. The SDK wraps the ``LeaseLost`` raised inside it in its own
-  error; ``lost_in`` finds it again.
+  (so a node frozen mid-request does not finish it when it thaws), discord.py's requests as
+  they start, the Slack client each call. A send held up past the lease's end is not
+  written. The SDK wraps the ``LeaseLost`` raised inside it in its own error; ``lost_in``
+  finds it again.
 
 With no fence (the SQLite backend, the router, the scheduler) nothing is checked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .leases import Lease, LeaseLost
@@ -72,35 +73,24 @@ class Fence:
         )
 
 
-_current: ContextVar[Fence | None] = ContextVar("botd_fence", default=None)
+@dataclass(frozen=True, slots=True)
+class RunScope:
+    """What a conversation's work runs under on this node: the conversation, and the fence
+    of its lease (None: unfenced, on a node alone or for work of no lease). Passed explicitly
+    to its runs, the store, the delivery, the tools and the adapters' sends."""
 
+    conversation: str
+    fence: Fence | None = None
 
-def current() -> Fence | None:
-    """The fence of the work running now (None: unfenced)."""
-    return _current.get()
+    def check_send(self) -> None:
+        """Before a send to a platform: ``LeaseLost`` when the fence forbids it now."""
+        if self.fence is not None:
+            self.fence.check_send(time.monotonic())
 
-
-@contextlib.contextmanager
-def fenced(fence: Fence) -> Iterator[None]:
-    """Run the block (and every task it starts) under ``fence``."""
-    token = _current.set(fence)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def check_send() -> None:
-    """Before a send to a platform: ``LeaseLost`` when the current fence forbids it."""
-    fence = _current.get()
-    if fence is not None:
-        fence.check_send(time.monotonic())
-
-
-async def before_request(*_: object) -> None:
-    """``check_send`` as an aiohttp ``on_request_start`` trace callback: each request of the
-    client is checked as it starts."""
-    check_send()
+    @property
+    def abandoned(self) -> bool:
+        """The work belongs to a lease this node lost (it ends nothing more)."""
+        return self.fence is not None and self.fence.lost
 
 
 def lost_in(exc: BaseException) -> LeaseLost | None:
@@ -116,19 +106,4 @@ def lost_in(exc: BaseException) -> LeaseLost | None:
     return None
 
 
-def abandoned() -> bool:
-    """The work running now belongs to a lease this node lost (it ends nothing more)."""
-    fence = _current.get()
-    return fence is not None and fence.lost
-
-
-__all__ = [
-    "Fence",
-    "LeaseLost",
-    "abandoned",
-    "before_request",
-    "check_send",
-    "current",
-    "fenced",
-    "lost_in",
-]
+__all__ = ["Fence", "LeaseLost", "RunScope", "lost_in"]

@@ -93,6 +93,12 @@ class LeaseTable(Protocol):
         """Every lease, held or not."""
         ...
 
+    async def standing(self) -> list[LeaseRow]:
+        """The leases that say who is up and who holds what (``botd.cluster.roster``): every
+        lease but a conversation's that no node holds now (those are one per conversation
+        ever answered)."""
+        ...
+
 
 class Flag:
     """Set once, and awaited: an ``asyncio.Event``'s ``is_set``, ``set`` and ``wait``, whose
@@ -295,6 +301,13 @@ class ProcessLeases:
         return [
             LeaseRow(name, holder, epoch, expires - now)
             for name, (holder, epoch, expires) in sorted(self._rows.items())
+        ]
+
+    async def standing(self) -> list[LeaseRow]:
+        return [
+            row
+            for row in await self.rows()
+            if row.expires_in > 0 or not row.name.startswith(CONVERSATION_LEASE)
         ]
 
 

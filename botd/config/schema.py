@@ -47,6 +47,7 @@ from .secrets import OptionalSecret, Secret
 from .tools import registered_tools
 
 __all__ = [
+    "CATCH_UP_AT_MOST",
     "DEFAULT_TOOLS",
     "STATUSES",
     "AgentSection",
@@ -55,6 +56,8 @@ __all__ = [
     "BlockStreamingSection",
     "BotdConfig",
     "BreakPreference",
+    "CatchUp",
+    "CatchUpSection",
     "ChannelSection",
     "ChannelsSection",
     "ChatChannelSection",
@@ -539,6 +542,39 @@ class GroupSection(Section):
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
 """The longest ``buttons_expire_after``: the inbound ids that record a message's buttons as
 answered are pruned after a week (``DEFAULT_INBOUND_RETENTION_SECONDS``)."""
+
+
+CATCH_UP_AT_MOST = 7 * 24 * 3600.0
+"""The longest ``catch_up.max_age``: a message older than the inbound ids botd keeps (a
+week) could be one it answered already."""
+
+
+class CatchUpSection(Section):
+    """``catch_up``: after a start (or a reconnect that could not resume), read the history
+    of each chat botd has taken messages in since the last one it took there, and take what
+    it missed (Discord, Slack). ``off`` (or ``0``) turns it off; a duration alone is
+    ``max_age``."""
+
+    max_age: Annotated[float, BeforeValidator(_seconds)] = Field(
+        default=3600.0, ge=0, le=CATCH_UP_AT_MOST
+    )
+    """Seconds: a missed message older than this is not taken (it is counted in the log);
+    0: no catch-up."""
+    max_chats: int = Field(default=100, ge=1)
+    """The most chats (and threads) read at one catch-up, the most recently active first."""
+
+
+def _catch_up_shorthand(value: Any) -> Any:
+    """``catch_up: off`` / ``false`` / ``0`` / ``30m``: the section those mean."""
+    if value is False or value == "off":
+        return {"max_age": 0}
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return {"max_age": value}
+    return value
+
+
+CatchUp = Annotated[CatchUpSection, BeforeValidator(_catch_up_shorthand)]
+"""A platform section's ``catch_up`` key (Discord, Slack)."""
 
 
 class ChatChannelSection(ChannelSection):

@@ -20,7 +20,7 @@ import yaml
 
 from .problems import ConfigError, ConfigProblem, Loc, format_path
 
-__all__ = ["Sourced", "duplicate_keys", "interpolate", "line_of", "read_yaml"]
+__all__ = ["Sourced", "duplicate_keys", "interpolate", "line_of", "read_yaml", "unset_variable"]
 
 Sourced = dict[Loc, list[str]]
 """For each value read from the environment: the variables it was made of."""
@@ -242,9 +242,20 @@ def interpolate(root: Any, env: Mapping[str, str]) -> tuple[list[ConfigProblem],
                 )
             )
             # A stand-in, so the missing variable is not reported again as a missing value.
-            return f"<{name} unset>"
+            return _STAND_IN.format(name=name)
 
         return _VARIABLE.sub(replace, node)
 
     visit(root, ())
     return problems, sourced
+
+
+_STAND_IN = "<{name} unset>"
+_STAND_IN_FOUND = re.compile(r"<(\w+) unset>")
+
+
+def unset_variable(value: str) -> str | None:
+    """The variable whose stand-in ``value`` holds, left where a ``${VAR}`` was not set (a
+    config loaded with ``unset_ok``: its value must not be used), else None."""
+    found = _STAND_IN_FOUND.search(value)
+    return None if found is None else found.group(1)

@@ -84,12 +84,13 @@ Several nodes (cluster mode)
 
 On the PostgreSQL backend the same machine runs across nodes: any node accepts a message, and
 the node holding the conversation's lease pulls it. Every write of the conversation's work is
-fenced by the lease (``botd.cluster.fencing``): the store makes it only while the lease holds
-at this epoch, and no send starts within a margin of the lease's end. A stale holder (paused,
-cut off from the database) thus writes nothing and posts nothing; its run stops and ends none
-of its entries (``RunEnd``), which the next holder resumes like a crash's. The sent mark of a
-piece already posted is kept. (A node alone has nothing to fence against: its work is not
-fenced.)
+fenced by the lease (``botd.cluster.fencing``; the dispatcher gives the conversation its
+``RunScope``, and its work passes it on explicitly: ``conversation.Work``, its store view, its
+sends, its tools): the store makes it only while the lease holds at this epoch, and no send
+starts within a margin of the lease's end. A stale holder (paused, cut off from the database)
+thus writes nothing and posts nothing; its run stops and ends none of its entries (``RunEnd``),
+which the next holder resumes like a crash's. The sent mark of a piece already posted is kept.
+(A node alone has nothing to fence against: its work is not fenced.)
 
 The parts
 =========

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from ..chat import InboundMessage
 from ..commands import command_argument
 from ..store import StoreError
-from ..store.protocols import ConversationLedger
+from ..store.protocols import ConversationLedger, ConversationStore
 from .conversation import Conversation
 from .models import ModelBook
 from .session import Stopped
@@ -81,8 +81,12 @@ class CommandDesk:
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
-    async def answer(self, command: str, message: InboundMessage) -> Reply:
-        """Do what ``command`` asks; the answer for the message's chat."""
+    async def answer(
+        self, command: str, message: InboundMessage, store: ConversationStore | None = None
+    ) -> Reply:
+        """Do what ``command`` asks; the answer for the message's chat. ``store``: the
+        conversation's view of the store (fenced by its lease), which what the command
+        changes is written through (None: the desk's own)."""
         key = message.conversation_key
         if command == "/stop" or command in STARTING_OVER:
             conversation = self._conversations.get(key)
@@ -95,13 +99,13 @@ class CommandDesk:
                 if conversation is not None:
                     stopped = await conversation.start_over()
                 else:
-                    await self._ledger.start_session(key)
+                    await (store or self._ledger).start_session(key)
                 text = "Started a new conversation."
             return Reply(text, stopped.over)
         if command == "/status":
             text = await self.status(key)
         elif command == "/model" and self._models is not None:
-            text = await self._models.answer(key, command_argument(message.text))
+            text = await self._models.answer(key, command_argument(message.text), store)
         elif command == "/usage" and self._models is not None:
             text = await self._models.usage(key)
         elif command == "/whoami":

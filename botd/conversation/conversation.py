@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from ..agent.loop import AgentRun
 from ..chat import InboundMessage
+from ..cluster.fencing import RunScope
 from ..delivery import Delivery
 from ..events import Message, TextContent
 from ..media import MediaResolver
@@ -42,11 +43,8 @@ log = logging.getLogger(__package__)
 
 @dataclass(frozen=True, slots=True)
 class Shared:
-    """What every conversation of a registry shares."""
+    """What every conversation of a registry shares (each has its own ``Work``)."""
 
-    ledger: ConversationLedger
-    promise: Promise
-    runner: Runner
     delivery: Delivery
     media: MediaResolver
     queue: QueueStrategy
@@ -61,11 +59,26 @@ class Shared:
     """The owner of every conversation's worker task."""
 
 
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One conversation's work on this node, bound to its ``RunScope`` (given when this node
+    took the conversation): the store's view fenced by its lease, and the promise and the
+    runner over that view, whose sends are made for the scope."""
+
+    scope: RunScope
+    ledger: ConversationLedger
+    promise: Promise
+    runner: Runner
+
+
 class Conversation:
     """One conversation key (see the module docstring)."""
 
-    def __init__(self, key: str, session: Session, last_activity: float, shared: Shared) -> None:
+    def __init__(
+        self, key: str, session: Session, last_activity: float, shared: Shared, work: Work
+    ) -> None:
         self.key = key
+        self._scoped = work
         self._session = session
         self._last_activity = last_activity
         self._shared = shared
@@ -83,6 +96,11 @@ class Conversation:
         """Let go by this node (``abandon``): a run cut now ends nothing."""
 
     # -- what others read -------------------------------------------------------------------
+
+    @property
+    def scope(self) -> RunScope:
+        """What the conversation's work runs under on this node (its lease's fence)."""
+        return self._scoped.scope
 
     @property
     def session(self) -> Session:
@@ -177,7 +195,7 @@ class Conversation:
                 siblings = [w for w in self._pending if same_album(w.message, message)]
                 dropped = [w.message.inbox_id for w in self._pending if w not in siblings]
                 dropped += self._cut()  # a turn being prepared, or its run
-                shared.promise.skipped(dropped)
+                self._scoped.promise.skipped(dropped)
                 self._pending = deque(siblings)
         self._pending.append(Waiting(message, shared.windows.timer.now()))
         if self._worker is None or self._worker.done():
@@ -187,7 +205,7 @@ class Conversation:
         shared, now = self._shared, self._shared.clock()
         if not self.running and shared.reset.is_due(self._last_activity, now):
             log.info("session %s reset by policy", self.key)
-            record = await shared.ledger.start_session(self.key)
+            record = await self._scoped.ledger.start_session(self.key)
             self._session = Session(self.key, record.session_id, [], history_tokens=0)
             self._session.reset_notice = shared.reset.notice()
         self._last_activity = now
@@ -209,13 +227,13 @@ class Conversation:
         self._steering.clear()
         self._end_wait()
         # Messages waiting or being prepared are dropped (a cut run ends its own).
-        self._shared.promise.skipped(dropped)
+        self._scoped.promise.skipped(dropped)
         return Stopped(anything, over)
 
     async def start_over(self) -> Stopped:
         """``/new``: stop, and go on in a new session."""
         stopped = self.stop()
-        record = await self._shared.ledger.start_session(self.key)
+        record = await self._scoped.ledger.start_session(self.key)
         self._session = Session(self.key, record.session_id, [], history_tokens=0)
         self._last_activity = self._shared.clock()
         return stopped
@@ -393,14 +411,14 @@ class Conversation:
             turn.ran = True  # from here on a cut cancels the run, which winds down itself
             self._last_inbound = turn.inbound
             run_id = turn.session.run_starts()
-            shared.ledger.count_run_soon(turn.session.session_id)
+            self._scoped.ledger.count_run_soon(turn.session.session_id)
             with LogContext.bind(run=run_id):
-                end = shared.promise.run_end(turn.ids, self._steering.take_ids, self._leaving)
+                end = self._scoped.promise.run_end(turn.ids, self._steering.take_ids, self._leaving)
                 outcome: str | None = None  # None: the run raised
                 try:
                     # Its entries end with the run's last reply (in one transaction with its
                     # sent mark), or below when the run did not get that far.
-                    outcome = await shared.runner.run(turn, self._steering, on_delivered=end)
+                    outcome = await self._scoped.runner.run(turn, self._steering, on_delivered=end)
                 except Exception:
                     log.exception("run failed in %s", self.key)
                 end(outcome)  # when the run did not get to it (once only)
@@ -415,12 +433,14 @@ class Conversation:
         told = True
         if problems:
             try:
-                await shared.delivery.send_text(target, "\n".join(problems))
+                await shared.delivery.send_text(
+                    target, "\n".join(problems), scope=self._scoped.scope
+                )
             except Exception as exc:
                 told = False
                 log.warning("telling %s about unreadable files failed: %s", target.chat_id, exc)
         if prompt is None:
-            (shared.promise.answered if told else shared.promise.failed)(turn.ids)
+            (self._scoped.promise.answered if told else self._scoped.promise.failed)(turn.ids)
             return False
         turn.prompt = [prompt]
         return True
@@ -431,7 +451,7 @@ class Conversation:
         with LogContext.bind(channel=channel, conversation=self.key):
             async with self._shared.slots:
                 try:
-                    await self._shared.runner.compact_if_needed(self._session)
+                    await self._scoped.runner.compact_if_needed(self._session)
                 except Exception:
                     log.exception("compacting %s failed", self.key)
 
@@ -451,4 +471,4 @@ def _short(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-__all__ = ["Conversation", "Shared"]
+__all__ = ["Conversation", "Shared", "Work"]

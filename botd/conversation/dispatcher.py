@@ -24,8 +24,10 @@ poller's node, and the runs must spread).
 * **restart**: nothing is resumed but by a claim. The first poll, as the dispatcher starts
   (once the channels can send), claims every conversation with unfinished entries that no
   live lease holds (on one node: every one), and takes each over as above.
-* **fencing**: on several nodes everything the conversation does runs under its lease
-  (``fencing.fenced``): its writes are made only while the lease holds and no send starts
+* **fencing**: on several nodes everything the conversation does runs under its lease:
+  the conversation is given its ``RunScope`` (its key and its lease's ``Fence``) with its
+  takeover and each entry it is handed, and passes it on explicitly (its store view, its
+  sends, its tools): its writes are made only while the lease holds and no send starts
   within ``margin`` of the lease's end. A lease lost (not renewed in time, or given up by a
   send) cuts the conversation's work, marking nothing, and drops it from memory; whoever
   claims it next (this node too, with a new epoch) resumes it from the store.
@@ -40,17 +42,17 @@ poller's node, and the runs must spread).
 One node (SQLite) runs the same algorithm over the in-process lease table, whose leases never
 lapse (``LeaseKeeper.alone``): no other node can hold a conversation, so a claim waits for
 nobody, no idle conversation is let go (another node taking it is the only reason to; here it
-would only cost a transcript reload), the work is not fenced (nothing to fence against: a
-failed write is handled as with no lease), and the pieces an earlier process left unconfirmed
-of runs that answered no entry (in no conversation's backlog) are sent at start (on several
-nodes such a piece may still be on its way from a live node: it is left). Once started, it
-hands an arrival over (the pull, or the claim and takeover) before ``arrived`` returns: the
-producer goes on (a channel reads its next message) once the entry is in its conversation,
-so what arrives next finds the conversation as it always did (a turn begun, say, that a
-``collect`` queue then does not join). When the arrival is the only entry past the last
-taken, the pull reads the entries' places only and hands over the message in hand, not
-read back. Several nodes hand over in the background: the holder may be another node, and
-a claim waits for the least busy.
+would only cost a transcript reload), the work is not fenced (its ``RunScope`` has no fence:
+nothing to fence against, and a failed write is handled as with no lease), and the pieces an
+earlier process left unconfirmed of runs that answered no entry (in no conversation's backlog)
+are sent at start (on several nodes such a piece may still be on its way from a live node: it
+is left). Once started, it hands an arrival over (the pull, or the claim and takeover) before
+``arrived`` returns: the producer goes on (a channel reads its next message) once the entry is
+in its conversation, so what arrives next finds the conversation as it always did (a turn
+begun, say, that a ``collect`` queue then does not join). When the arrival is the only entry
+past the last taken, the pull reads the entries' places only and hands over the message in
+hand, not read back. Several nodes hand over in the background: the holder may be another node,
+and a claim waits for the least busy.
 """
 
 from __future__ import annotations
@@ -60,12 +62,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from ..chat import InboundMessage
-from ..cluster import fencing
-from ..cluster.fencing import Fence
+from ..cluster.fencing import Fence, RunScope
 from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper
 from ..store.protocols import ConversationInbox
 from .promise import ResumePlan
@@ -89,6 +89,8 @@ class Held:
 
     key: str
     fence: Fence
+    scope: RunScope
+    """What the conversation's work runs under here (a node alone: no fence)."""
     taken: int = 0
     """The ``seq`` of the last entry handed to the conversation."""
     active_at: float = field(default_factory=time.monotonic)
@@ -272,11 +274,6 @@ class Dispatcher:
     def _busy(self) -> int:
         return sum(1 for key in self._held if not self._conversations.idle(key))
 
-    def _fenced(self, held: Held) -> AbstractContextManager[None]:
-        """The conversation's work under its lease; a lease that never lapses fences
-        nothing (see the module docstring)."""
-        return fencing.fenced(held.fence) if self._leases.lapses else contextlib.nullcontext()
-
     # -- claims, takeovers and pulls --------------------------------------------------------
 
     async def _claim(self, key: str, arrived: int | None = None) -> None:
@@ -299,15 +296,18 @@ class Dispatcher:
 
     async def _take_over(self, key: str, lease: Lease, arrived: int | None) -> None:
         """This node has just claimed ``key``: resume it as a restart would, then pull."""
-        held = Held(key, Fence(lease, self._leases.node_id, self.margin))
+        fence = Fence(lease, self._leases.node_id, self.margin)
+        # A lease that never lapses fences nothing (see the module docstring).
+        held = Held(key, fence, RunScope(key, fence if self._leases.lapses else None))
         self._held[key] = held
         if self._leases.lapses:  # one that never lapses is never lost
             held.watcher = self._background.spawn(self._watch(held), f"lease:{key}")
         try:
             async with held.lock:
-                with self._fenced(held):
-                    entries, pieces = await self._inbox.conversation_backlog(key)
-                    plan = await self._conversations.resume_conversation(key, entries, pieces)
+                entries, pieces = await self._inbox.conversation_backlog(key)
+                plan = await self._conversations.resume_conversation(
+                    key, entries, pieces, held.scope
+                )
                 held.taken = max((entry.seq for entry in entries), default=0)
                 held.active_at = time.monotonic()
         except BaseException:
@@ -351,16 +351,15 @@ class Dispatcher:
             except Exception as exc:
                 log.warning("pulling the messages of %s failed: %s; polling tries again", key, exc)
                 return
-            with self._fenced(held):
-                for seq, message in waiting:
-                    if held.fence.lost:
-                        return
-                    held.taken = seq
-                    try:
-                        await self._conversations.submit(message)
-                    except Exception:
-                        # Left accepted: the next takeover (a restart, on one node) has it.
-                        log.exception("handing inbox entry %s to %s failed", message.inbox_id, key)
+            for seq, message in waiting:
+                if held.fence.lost:
+                    return
+                held.taken = seq
+                try:
+                    await self._conversations.submit(message, held.scope)
+                except Exception:
+                    # Left accepted: the next takeover (a restart, on one node) has it.
+                    log.exception("handing inbox entry %s to %s failed", message.inbox_id, key)
             held.active_at = time.monotonic()
 
     async def _waiting(

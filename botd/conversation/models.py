@@ -50,8 +50,12 @@ class ModelBook:
         chosen = self._choices[conversation_key]
         return chosen if chosen in self.names else self.primary
 
-    async def answer(self, conversation_key: str, argument: str) -> str:
-        """``/model`` (list), ``/model <name or number>`` (switch), ``/model default``."""
+    async def answer(
+        self, conversation_key: str, argument: str, store: ModelChoices | None = None
+    ) -> str:
+        """``/model`` (list), ``/model <name or number>`` (switch), ``/model default``;
+        a switch is written through ``store`` (the conversation's view, fenced by its lease;
+        None: the book's own)."""
         argument = argument.strip()
         if not argument:
             return await self.listing(conversation_key)
@@ -64,7 +68,7 @@ class ModelBook:
                 return f"Unknown model {argument!r}. Configured: {known}."
             chosen = found
         try:
-            await self._store.set_model_choice(
+            await (store or self._store).set_model_choice(
                 conversation_key, None if chosen == self.primary else chosen
             )
         except StoreError as exc:

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..chat import MessageRef
+from ..cluster.fencing import RunScope
 from ..delivery import Delivery, StatusKind, ToolActivity, ToolStatus
 from ..events import AgentEvent, ToolExecutionEnd, ToolExecutionStart
 from ..store import StatusLine
@@ -134,9 +135,12 @@ class StatusKeeper:
         await self._store.forget_status_line(self._key, kind, ref.message_id)
 
 
-async def remove_leftovers(store: StatusLines, delivery: Delivery, conversation_key: str) -> None:
+async def remove_leftovers(
+    store: StatusLines, delivery: Delivery, conversation_key: str, scope: RunScope | None = None
+) -> None:
     """Remove the tool status an earlier process left in the conversation (it crashed
-    mid-tool); one that cannot be removed is logged and stays kept for the next try."""
+    mid-tool), for its run's ``scope``; one that cannot be removed is logged and stays kept
+    for the next try."""
     try:
         lines = await store.status_lines(conversation_key)
     except Exception as exc:
@@ -145,7 +149,7 @@ async def remove_leftovers(store: StatusLines, delivery: Delivery, conversation_
     for line in lines:
         ref = MessageRef(line.target, line.message_id)
         try:
-            await delivery.remove_status(line.kind, ref)
+            await delivery.remove_status(line.kind, ref, scope=scope)
             await store.forget_status_line(conversation_key, line.kind, line.message_id)
         except Exception as exc:
             log.warning("removing the tool status left in %s failed: %s", conversation_key, exc)

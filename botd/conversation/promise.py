@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..chat import MessageRef, PieceKey, Target
-from ..cluster import fencing
+from ..cluster.fencing import RunScope
 from ..delivery import Delivery, Outgoing
 from ..events import Message
 from ..store import InboxEntry, InboxState, OutboxEntry, StoredPreview
@@ -45,7 +45,11 @@ class ResumePlan:
 
 class Promise:
     """The transitions of the entries and pieces of every conversation (see the package
-    docstring), over one ledger."""
+    docstring), over one ledger; ``under`` is the same for the work of one conversation on
+    this node, written through the store's view fenced by its lease, its sends made for its
+    ``RunScope``."""
+
+    __slots__ = ("_ledger", "_on_end", "_resent", "scope")
 
     def __init__(
         self,
@@ -57,6 +61,16 @@ class Promise:
         self._ledger = ledger
         self._on_end = on_end
         self._resent: dict[int, list[OutboxEntry]] = {}
+        self.scope: RunScope | None = None
+        """The conversation whose work this is (``under``; None: of none, unfenced)."""
+
+    def under(self, scope: RunScope, ledger: ConversationLedger) -> Promise:
+        """The transitions of ``scope``'s conversation, written through ``ledger`` (the
+        store's view fenced by its lease); the pieces to send again are this promise's."""
+        view = Promise(ledger, self._on_end)
+        view._resent = self._resent
+        view.scope = scope
+        return view
 
     # -- entries: accepted -> running -> answered | failed | skipped --------------------------
 
@@ -100,7 +114,7 @@ class Promise:
         self, ids: Sequence[int], steered: Callable[[], list[int]], closing: Callable[[], bool]
     ) -> RunEnd:
         """What ends a run's entries, once: ``ids``, and the steering it took."""
-        return RunEnd(self, ids, steered, closing)
+        return RunEnd(self, ids, steered, closing, self.scope)
 
     # -- pieces: written -> sent | failed | superseded ----------------------------------------
 
@@ -143,13 +157,16 @@ class Promise:
                         audio_as_voice=piece.audio_as_voice,
                         piece=key,
                         buttons=piece.buttons,
+                        scope=self.scope,
                     )
                 elif piece.buttons:  # the same buttons as the first time
                     refs = await delivery.send_text(
-                        piece.target, piece.text, piece=key, buttons=piece.buttons
+                        piece.target, piece.text, piece=key, buttons=piece.buttons, scope=self.scope
                     )
                 else:
-                    refs = await delivery.send_text(piece.target, piece.text, piece=key)
+                    refs = await delivery.send_text(
+                        piece.target, piece.text, piece=key, scope=self.scope
+                    )
             except Exception:
                 log.exception("sending an unconfirmed reply to %s failed", piece.target.chat_id)
                 self._ledger.outbox_failed(piece.id)
@@ -229,8 +246,10 @@ class RunEnd:
         ids: Sequence[int],
         steered: Callable[[], list[int]],
         closing: Callable[[], bool],
+        scope: RunScope | None = None,
     ) -> None:
         self._promise = promise
+        self._scope = scope
         self._ids = ids
         self._steered = steered
         self._closing = closing
@@ -241,7 +260,7 @@ class RunEnd:
         if self._done:
             return
         self._done = True
-        if fencing.abandoned():
+        if self._scope is not None and self._scope.abandoned:
             return  # another node may own the conversation now: left for it to resume
         state = "failed" if outcome is None else OUTCOME_STATES.get(outcome, "answered")
         if self._closing() and state == "skipped":

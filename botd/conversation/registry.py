@@ -13,6 +13,12 @@ Runs of different conversations go in parallel, capped by a global semaphore; ru
 conversation never overlap. Every worker and one-shot post is a task of the registry's
 ``TaskOwner``, awaited by ``drain`` and ``close``.
 
+Each conversation's work runs under the ``RunScope`` the dispatcher gives with it (``submit``,
+``resume_conversation``: the conversation and, on several nodes, its lease's fence): its
+store is the store's view fenced by that lease (``ConversationStore.fenced``), and every send
+and tool of its runs is made for that scope (``Work``). A message given no scope (a test, a
+bench) runs unfenced.
+
 ``resume_conversation`` goes on with what an earlier process (or node) left of one
 conversation, from its unfinished entries and unconfirmed pieces (``Promise.plan``), when the
 dispatcher claims it (``dispatcher``: at start, once the channels can send, every
@@ -42,6 +48,7 @@ from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals
 from ..chat import InboundMessage, Target
+from ..cluster.fencing import RunScope
 from ..commands import chat_command, command_argument
 from ..config.schema import MediaSection
 from ..delivery import Delivery
@@ -49,7 +56,7 @@ from ..media import MediaResolver
 from ..store import InboxEntry, OutboxEntry
 from ..store.protocols import ConversationStore
 from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
-from .conversation import Conversation, Shared
+from .conversation import Conversation, Shared, Work
 from .models import ModelBook
 from .promise import Promise, ResumePlan
 from .queue import Timer, Windows, strategy
@@ -99,7 +106,7 @@ class Conversations:
         self._reactions = reactions
         self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
-        runner = Runner(
+        self._runner = Runner(
             store,
             self._promise,
             provider,
@@ -113,9 +120,6 @@ class Conversations:
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(
-            ledger=store,
-            promise=self._promise,
-            runner=runner,
             delivery=delivery,
             media=media or MediaResolver(MediaSection),
             queue=strategy(settings.queue_mode),
@@ -138,9 +142,11 @@ class Conversations:
 
     # -- inbound ----------------------------------------------------------------------------
 
-    async def submit(self, message: InboundMessage) -> None:
+    async def submit(self, message: InboundMessage, scope: RunScope | None = None) -> None:
         """Take one inbound message: a command is answered now, text goes to its
-        conversation."""
+        conversation. ``scope``: what the conversation's work runs under on this node (the
+        dispatcher's; None: unfenced)."""
+        scope = scope or RunScope(message.conversation_key)
         if self._closed:
             log.warning("message %s dropped: shutting down", message.message_id)
             return
@@ -148,10 +154,12 @@ class Conversations:
         if command is not None:
             rest = command_argument(message.text)
             if command not in STARTING_OVER or not (rest or message.attachments):
-                reply = await self._commands.answer(command, message)
+                store = self._ledger.fenced(scope.fence)
+                reply = await self._commands.answer(command, message, store)
                 text = reply.text + (FILES_NOT_READ if message.attachments else "")
+                target, inbox_id = message.reply_target(), message.inbox_id
                 self._posts.spawn(
-                    self._post(message.reply_target(), text, message.inbox_id, reply.after),
+                    self._post(target, text, inbox_id, reply.after, self._work(scope).promise),
                     f"post:{message.chat_id}",
                 )
                 return
@@ -160,15 +168,16 @@ class Conversations:
             # the new conversation: it does not start over again.
             known = self._conversations.get(message.conversation_key)
             if known is None or message.inbox_id is None or not known.resumes(message.inbox_id):
-                await self._commands.answer(command, message)
+                await self._commands.answer(command, message, self._ledger.fenced(scope.fence))
             message = replace(message, text=rest)
-        conversation = await self.conversation(message.conversation_key)
+        conversation = await self.conversation(message.conversation_key, scope)
         if self._reactions is not None:
             self._reactions.taken(message)
         await conversation.take(message)
 
-    async def conversation(self, key: str) -> Conversation:
-        """The conversation under ``key``, loaded from the store on first use."""
+    async def conversation(self, key: str, scope: RunScope | None = None) -> Conversation:
+        """The conversation under ``key``, loaded from the store on first use, its work run
+        under ``scope`` (None: unfenced); one this node has already runs under its own."""
         found = self._conversations.get(key)
         if found is not None:
             return found
@@ -178,7 +187,8 @@ class Conversations:
         if found is not None:
             return found
         session = Session(key, record.session_id, history, record.runs, record.runs)
-        conversation = Conversation(key, session, record.updated_at, self._shared)
+        work = self._work(scope or RunScope(key))
+        conversation = Conversation(key, session, record.updated_at, self._shared, work)
         self._conversations[key] = conversation
         return conversation
 
@@ -194,21 +204,34 @@ class Conversations:
         once it is sent (failed when refused); cut by a shutdown, the message stays in the
         inbox and is answered after the restart.
         """
-        self._posts.spawn(self._post(target, text, inbox_id, None), f"post:{target.chat_id}")
+        post = self._post(target, text, inbox_id, None, self._promise)
+        self._posts.spawn(post, f"post:{target.chat_id}")
 
     async def _post(
-        self, target: Target, text: str, inbox_id: int | None, after: asyncio.Event | None
+        self,
+        target: Target,
+        text: str,
+        inbox_id: int | None,
+        after: asyncio.Event | None,
+        promise: Promise,
     ) -> None:
-        """Send ``text`` once ``after`` is set (None: now), then end ``inbox_id``."""
+        """Send ``text`` once ``after`` is set (None: now), then end ``inbox_id`` through
+        ``promise`` (the conversation's, whose scope the send is made for)."""
         if after is not None:
             await after.wait()  # the turn a /stop or /new cut winds down first
         try:
-            await self._delivery.send_text(target, text)
+            await self._delivery.send_text(target, text, scope=promise.scope)
         except Exception as exc:
             log.warning("a reply to %s:%s was not sent: %s", target.channel, target.chat_id, exc)
-            self._promise.failed([inbox_id])
+            promise.failed([inbox_id])
             return
-        self._promise.answered([inbox_id])
+        promise.answered([inbox_id])
+
+    def _work(self, scope: RunScope) -> Work:
+        """The work of ``scope``'s conversation on this node, bound to its scope."""
+        ledger = self._ledger.fenced(scope.fence)
+        promise = self._promise.under(scope, ledger)
+        return Work(scope, ledger, promise, self._runner.under(scope, ledger, promise))
 
     @property
     def conversations(self) -> Mapping[str, Conversation]:
@@ -217,40 +240,49 @@ class Conversations:
     # -- restart ----------------------------------------------------------------------------
 
     async def resume_conversation(
-        self, key: str, entries: Sequence[InboxEntry], pieces: Sequence[OutboxEntry]
+        self,
+        key: str,
+        entries: Sequence[InboxEntry],
+        pieces: Sequence[OutboxEntry],
+        scope: RunScope | None = None,
     ) -> ResumePlan:
         """This node took the conversation ``key`` over (the dispatcher claimed its lease: at
         a restart, or from another node): go on with what its previous holder left, from its
         unfinished ``entries`` (in ``seq`` order) and its unconfirmed ``pieces``. Pieces of
         finished runs are sent now, keyed; the runs start at once. Returns what was resumed
-        (the dispatcher says it)."""
+        (the dispatcher says it). ``scope``: what its work runs under on this node (None:
+        unfenced)."""
         self.forget(key)  # whatever this node held of it before is stale
+        scope = scope or RunScope(key)
         delivery, now = self._delivery, time.time()
-        plan = await self._promise.plan(
+        plan = await self._work(scope).promise.plan(
             entries,
             pieces,
             lambda piece: delivery.resends_safely(piece.target, piece.written_at, now),
         )
-        self.send_unconfirmed(plan.unsent)
+        self.send_unconfirmed(plan.unsent, scope)
         for entry in plan.entries:
             user_turn_id = plan.resumed_turns.get(entry.id)
             if user_turn_id is not None:
-                conversation = await self.conversation(key)
+                conversation = await self.conversation(key, scope)
                 conversation.resume_from(entry.id, user_turn_id)
-            await self.submit(entry.message)
+            await self.submit(entry.message, scope)
         return plan
 
-    def send_unconfirmed(self, pieces: Sequence[OutboxEntry]) -> None:
+    def send_unconfirmed(
+        self, pieces: Sequence[OutboxEntry], scope: RunScope | None = None
+    ) -> None:
         """Send pieces of finished runs that a crash left unconfirmed, keyed, in the
         background: each chat's in order, beside the others (one chat's outage holds up
-        none)."""
+        none); for the conversation ``scope`` is of (None: of none, unfenced)."""
+        promise = self._promise if scope is None else self._work(scope).promise
         by_chat: dict[tuple[str, str, str | None], list[OutboxEntry]] = {}
         for piece in pieces:
             target = piece.target
             by_chat.setdefault((target.channel, target.chat_id, target.thread_id), []).append(piece)
         for (_channel, chat_id, _thread), chat_pieces in by_chat.items():
             self._posts.spawn(
-                self._promise.send_unconfirmed(self._delivery, chat_pieces),
+                promise.send_unconfirmed(self._delivery, chat_pieces),
                 f"unconfirmed:{chat_id}",
             )
 

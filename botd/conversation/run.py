@@ -60,6 +60,7 @@ one compacts again).
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import itertools
 import logging
@@ -75,6 +76,7 @@ from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals, RunPlace
 from ..chat import InboundMessage, Target
+from ..cluster.fencing import RunScope
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
@@ -103,6 +105,22 @@ log = logging.getLogger(__package__)
 
 class Runner:
     """Runs the turns of every conversation (each conversation runs one at a time)."""
+
+    # Slotted: every conversation held has its own copy (``under``), kept small.
+    __slots__ = (
+        "_approvals",
+        "_cancelling",
+        "_delivery",
+        "_hooks",
+        "_ledger",
+        "_models",
+        "_options",
+        "_promise",
+        "_provider",
+        "_scope",
+        "_settings",
+        "_tools",
+    )
 
     def __init__(
         self,
@@ -133,6 +151,17 @@ class Runner:
         self._cancelling = cancelling
         """True once botd's shutdown cancels runs: a run cancelled then writes nothing more
         (it resumes at the next start)."""
+        self._scope: RunScope | None = None
+        """The conversation whose runs these are (``under``; None: any, unfenced)."""
+
+    def under(self, scope: RunScope, ledger: ConversationLedger, promise: Promise) -> Runner:
+        """This runner for the runs of ``scope``'s conversation on this node: what they
+        write goes through ``ledger`` (the store's view fenced by the conversation's lease),
+        their entries and pieces move through ``promise`` (the conversation's), and their
+        delivery and tools are given ``scope``. Everything else is this runner's."""
+        view = copy.copy(self)
+        view._scope, view._ledger, view._promise = scope, ledger, promise
+        return view
 
     async def run(
         self,
@@ -164,16 +193,21 @@ class Runner:
         anchor = min(turn.ids) if turn.ids else None
         posted = await self._promise.posted_before(anchor, self._delivery) if turn.resumed else []
         if turn.resumed:  # what the interrupted run showed of its tools goes first
-            await remove_leftovers(self._ledger, self._delivery, session.conversation_key)
+            await remove_leftovers(
+                self._ledger, self._delivery, session.conversation_key, self._scope
+            )
         journal = self._promise.journal(anchor, target)
         options = replace(self._options, journal=journal, previews=journal)
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
-        output = self._delivery.open_run(target, options, on_first_reply=first_reply)
+        output = self._delivery.open_run(
+            target, options, on_first_reply=first_reply, scope=self._scope
+        )
         progress = None
         if self._settings.tool_status and inbound.heartbeat is None:
             keeper = StatusKeeper(self._ledger, session.conversation_key)
-            progress = ToolProgress(self._delivery.open_status(target, keeper))
+            status = self._delivery.open_status(target, keeper, scope=self._scope)
+            progress = ToolProgress(status)
         outcome, notice = "exception", None
         saving: Saving | None = None
         delivered: Callable[[], None] | None = None
@@ -203,7 +237,7 @@ class Runner:
 
     async def _tell(self, target: Target, text: str) -> None:
         try:
-            await self._delivery.send_text(target, text)
+            await self._delivery.send_text(target, text, scope=self._scope)
         except Exception:
             log.exception("telling the chat that the store failed failed too")
 
@@ -268,6 +302,7 @@ class Runner:
             on_event,
             conversation_key=session.conversation_key,
             origin=target,
+            scope=self._scope,
             # A stopped run shows nothing more: not the text it still had buffered, not the
             # closing flush. Only the stop's confirmation follows.
             on_cancel=output.cancel,

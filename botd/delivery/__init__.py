@@ -14,7 +14,8 @@
 * ``media``: the files a reply names, as uploads;
 * ``presence``: "typing…", throttled per conversation;
 * ``status``: a run's tool status (``agent.tool_progress``), edited in place and removed;
-* ``scope``: the lease fence and the piece being sent, as delivery reads them today.
+* ``scope``: the run's ``RunScope`` (its lease's fence) and the piece being sent, turned
+  into what each adapter call is given (``SendScope``).
 """
 
 from .base import (

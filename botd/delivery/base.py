@@ -20,6 +20,7 @@ from typing import Literal, NamedTuple, Protocol
 from ..chat import Button, MessageRef, PieceKey, Target
 from ..store.records import StoredPreview
 from ..subscriber import BlockReply, PartialReply
+from .scope import RunScope
 
 DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 """How a run is shown in a chat: every block as its own message, one preview edited into the
@@ -231,11 +232,14 @@ class Delivery(Protocol):
         options: RunOptions = ...,
         *,
         on_first_reply: Callable[[], None] | None = None,
+        scope: RunScope | None = None,
     ) -> RunOutput:
         """Start a run's output to ``target``; "typing…" shows if no piece went out within
         the options' ``typing_delay``, until the first piece goes out or ``close``.
 
         ``on_first_reply`` is called once, right after the run's first piece reached the chat.
+        ``scope``: the conversation the run is of; its lease fences every piece (None:
+        unfenced).
         """
         ...
 
@@ -249,19 +253,28 @@ class Delivery(Protocol):
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
         buttons: Sequence[Sequence[Button]] = (),
+        scope: RunScope | None = None,
     ) -> Sequence[MessageRef]:
         """Post one text now, with ``media`` (URLs or paths) uploaded; a refusal is raised.
         ``piece``: the outbox piece it is, whose key tags each message it posts; ``buttons``:
-        rows of buttons under its last message (not with ``media``)."""
+        rows of buttons under its last message (not with ``media``); ``scope``: the
+        conversation it is sent for, whose lease fences it (None: unfenced)."""
         ...
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: RunScope | None = None,
     ) -> Sequence[MessageRef]:
         """Post ``markdown`` with ``rows`` of buttons under its last message."""
         ...
 
-    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+    async def clear_buttons(
+        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
+    ) -> None:
         """Edit ``ref``'s message to ``markdown``, its buttons removed."""
         ...
 
@@ -270,11 +283,19 @@ class Delivery(Protocol):
         is sent again ``now`` with its key (``Capabilities.resend_window``)."""
         ...
 
-    def open_status(self, target: Target, journal: StatusJournal | None = None) -> ToolStatus:
+    def open_status(
+        self,
+        target: Target,
+        journal: StatusJournal | None = None,
+        *,
+        scope: RunScope | None = None,
+    ) -> ToolStatus:
         """A run's tool status in ``target``'s chat, kept in ``journal`` while it shows."""
         ...
 
-    async def remove_status(self, kind: StatusKind, ref: MessageRef) -> None:
+    async def remove_status(
+        self, kind: StatusKind, ref: MessageRef, *, scope: RunScope | None = None
+    ) -> None:
         """Remove a tool status an earlier process left showing; a refusal is raised."""
         ...
 
@@ -293,12 +314,16 @@ class Outlet(Protocol):
         *,
         kind: ReplyKind = "block",
         piece: PieceKey | None = None,
+        scope: RunScope | None = None,
     ) -> Sequence[MessageRef]:
         """Post (or, for a final in ``edit`` mode, show in place) one reply; raise on refusal.
-        ``piece``: its key in the outbox, for the platforms that can use it."""
+        ``piece``: its key in the outbox, for the platforms that can use it; ``scope``: the
+        run's (the conversation's lease fences the reply)."""
         ...
 
-    async def preview(self, target: Target, partial: PartialReply) -> bool:
+    async def preview(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         """Show the answer so far (``edit`` mode); True when the chat shows a preview (one
         that failed is only logged: the next one, or the final, shows the text)."""
         ...
@@ -312,7 +337,7 @@ class Outlet(Protocol):
         """Show "typing…" once; platforms expire it after a few seconds."""
         ...
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         """Every piece of the run is out (also after cancelled runs)."""
         ...
 

@@ -13,8 +13,9 @@ channel instance):
 * ``ToolStatuses`` (``status.py``): a run's tool status, as an assistant status or a status
   line.
 
-This class only routes each call to its part, checks the conversation's lease before a reply
-goes out (``scope.check_fence``), and opens each run's ``RunOutbox`` over itself. A surface
+This class only routes each call to its part (with the ``RunScope`` of the conversation it is
+made for), checks the conversation's lease before a reply goes out (``scope.check_fence``),
+and opens each run's ``RunOutbox`` over itself. A surface
 that is not a chat of one of the adapters (a web page, an ACP session) needs none of this: it
 implements the ``Outlet`` protocol and opens a ``RunOutbox`` over it.
 """
@@ -43,7 +44,7 @@ from .presence import TypingIndicator
 from .previews import Previews
 from .retrying import Retrier, RetrySettings
 from .routing import ChannelRoutes, UnknownChannelError
-from .scope import check_fence
+from .scope import RunScope, check_fence
 from .sender import ButtonRows, Sender
 from .status import ChatStatus, ToolStatuses
 
@@ -110,6 +111,11 @@ class ChannelDelivery:
     def media(self, settings: MediaSettings) -> None:
         self._sender.media = settings
 
+    def platform_back(self, channel: str) -> None:
+        """``channel``'s platform answers again after failing (its poller, gateway or socket
+        got through): its replies waiting out a retry backoff are tried at once."""
+        self._sender.platform_back(channel)
+
     def set_channels(
         self,
         adapters: Mapping[str, ChannelAdapter],
@@ -160,9 +166,10 @@ class ChannelDelivery:
         options: RunOptions = _DEFAULT_OPTIONS,
         *,
         on_first_reply: Callable[[], None] | None = None,
+        scope: RunScope | None = None,
     ) -> RunOutbox:
         self._previews.begin(target, options.previews)
-        return RunOutbox(self, target, options, on_first_reply=on_first_reply)
+        return RunOutbox(self, target, options, on_first_reply=on_first_reply, scope=scope)
 
     async def deliver(
         self,
@@ -171,12 +178,13 @@ class ChannelDelivery:
         *,
         kind: ReplyKind = "block",
         piece: PieceKey | None = None,
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
         """Post ``reply``; the run's first final reply finishes an ``edit`` preview instead.
         ``piece`` keys the messages it posts (``send_text``)."""
-        check_fence()
+        check_fence(scope)
         if kind == "final":
-            refs = await self._previews.finish(target, reply, piece)
+            refs = await self._previews.finish(target, reply, piece, scope)
             if refs is not None:
                 return refs
         return await self._sender.send_text(
@@ -187,19 +195,22 @@ class ChannelDelivery:
             audio_as_voice=reply.audio_as_voice,
             piece=piece,
             buttons=reply.buttons,
+            scope=scope,
         )
 
-    async def preview(self, target: Target, partial: PartialReply) -> bool:
+    async def preview(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         """Show the answer so far (``edit`` and ``stream`` modes; ``Previews.show``)."""
-        return await self._previews.show(target, partial)
+        return await self._previews.show(target, partial, scope)
 
     async def typing(self, target: Target) -> None:
         await self._typing.typing(target)
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         """The run's replies are out: the next run starts a new preview, and a stream no
         final took over is stopped."""
-        await self._previews.end(target)
+        await self._previews.end(target, scope)
 
     # -- one-shot sends ------------------------------------------------------------------
 
@@ -213,6 +224,7 @@ class ChannelDelivery:
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
         buttons: ButtonRows = (),
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` now, retried while it fails for a passing reason
         (``Sender.send_text``)."""
@@ -224,31 +236,42 @@ class ChannelDelivery:
             audio_as_voice=audio_as_voice,
             piece=piece,
             buttons=buttons,
+            scope=scope,
         )
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: ButtonRows
+        self, target: Target, markdown: str, rows: ButtonRows, *, scope: RunScope | None = None
     ) -> list[MessageRef]:
         """Post ``markdown`` with ``rows`` of buttons under its last message, retried like
         ``send_text``. A platform without buttons gets the labels listed after the text."""
-        return await self.send_text(target, markdown, buttons=rows)
+        return await self.send_text(target, markdown, buttons=rows, scope=scope)
 
-    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+    async def clear_buttons(
+        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
+    ) -> None:
         """Edit ``ref``'s message to show ``markdown`` (one message's worth), its buttons
         removed; retried like an edit. A platform without buttons edits the text only."""
-        await self._sender.edit_buttons(ref.target, ref, markdown, ())
+        await self._sender.edit_buttons(ref.target, ref, markdown, (), scope=scope)
 
     # -- tool status ---------------------------------------------------------------------
 
-    def open_status(self, target: Target, journal: StatusJournal | None = None) -> ChatStatus:
+    def open_status(
+        self,
+        target: Target,
+        journal: StatusJournal | None = None,
+        *,
+        scope: RunScope | None = None,
+    ) -> ChatStatus:
         """A run's tool status in ``target``'s chat (``status.py``), edited at most every
         ``min_edit_interval`` seconds."""
-        return self._statuses.open(target, journal)
+        return self._statuses.open(target, journal, scope)
 
-    async def remove_status(self, kind: StatusKind, ref: MessageRef) -> None:
+    async def remove_status(
+        self, kind: StatusKind, ref: MessageRef, *, scope: RunScope | None = None
+    ) -> None:
         """Remove a tool status an earlier process left: delete its status line, or clear
         the thread's assistant status."""
-        await self._statuses.remove(kind, ref)
+        await self._statuses.remove(kind, ref, scope)
 
 
 __all__ = ["ChannelDelivery", "UnknownChannelError"]

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from ..channels.base import ChannelAdapter, OutboundFile
+from ..channels.base import ChannelAdapter, OutboundFile, SendScope
 from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageRef, Target
 from ..config.paths import resolved
@@ -185,13 +185,18 @@ def _joined(text: str, extra: str) -> str:
 
 
 async def upload_file(
-    adapter: ChannelAdapter, target: Target, file: OutboundFile, caption: str
+    adapter: ChannelAdapter,
+    target: Target,
+    file: OutboundFile,
+    caption: str,
+    *,
+    scope: SendScope | None = None,
 ) -> list[MessageRef]:
     """``adapter.send_file``, or the refusal of an adapter that has none."""
     send_file = getattr(adapter, "send_file", None)
     if send_file is None:
         raise ChannelError(f"{adapter.name}: file uploads are not supported")
-    refs: list[MessageRef] = await send_file(target, file, caption)
+    refs: list[MessageRef] = await send_file(target, file, caption, scope=scope)
     return refs
 
 

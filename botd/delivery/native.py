@@ -27,7 +27,7 @@ from ..channels.errors import ChannelError
 from ..chat import Target
 from .preview import Native, Preview
 from .routing import ChannelRoutes, ChatKey, chat_key
-from .scope import check_fence
+from .scope import RunScope, check_fence
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class NativePreviews:
                 return None
         return shown
 
-    async def end(self, target: Target, preview: Preview) -> None:
+    async def end(self, target: Target, preview: Preview, scope: RunScope | None = None) -> None:
         """The run is over: a stream no final took over (a stopped run, an answer the
         messaging tool sent) is stopped with what it shows, so it never stays open."""
         if not preview.streaming or not preview.refs:
@@ -92,7 +92,7 @@ class NativePreviews:
         adapter = self._routes.adapter(target.channel)
         if isinstance(adapter, MessageStreams):
             try:
-                check_fence()
+                check_fence(scope)
                 await adapter.stream_stop(preview.refs[0])
             except Exception as exc:
                 log.warning("%s stream in %s not stopped: %s", target.channel, target.route(), exc)

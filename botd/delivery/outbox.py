@@ -54,7 +54,7 @@ from ..store.errors import ContentRefused
 from ..subscriber import BlockReply, PartialReply
 from .base import DeliveryMode, Outgoing, Outlet, RunOptions
 from .coalesce import BlockCoalescer
-from .scope import fence_now
+from .scope import RunScope, fence_of
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,12 @@ class RunOutbox:
         options: RunOptions = _DEFAULT_OPTIONS,
         *,
         on_first_reply: Callable[[], None] | None = None,
+        scope: RunScope | None = None,
     ) -> None:
+        """``scope``: the conversation the run is of, whose lease fences each piece (None:
+        unfenced)."""
         self.target = target
+        self._scope = scope
         self._mode = options.mode or outlet.delivery_mode(target)
         self._outlet = outlet
         self._queue: asyncio.Queue[_Queued] = asyncio.Queue()
@@ -196,7 +200,7 @@ class RunOutbox:
         self._delivered()
         await self._stop_typing()
         try:
-            await self._outlet.end_run(self.target)
+            await self._outlet.end_run(self.target, scope=self._scope)
         except Exception:
             log.exception(
                 "ending delivery to %s:%s failed", self.target.channel, self.target.chat_id
@@ -255,7 +259,7 @@ class RunOutbox:
                 log.error("a reply to %s is not sent: %s", target.chat_id, exc)
                 return
             except Exception as exc:
-                fence = fence_now()
+                fence = fence_of(self._scope)
                 if fence is None:
                     log.exception("writing a reply to the outbox failed; sending it anyway")
                 else:
@@ -271,13 +275,14 @@ class RunOutbox:
         shown = True
         try:
             if isinstance(reply, PartialReply):
-                shown = await self._outlet.preview(target, reply)
+                shown = await self._outlet.preview(target, reply, scope=self._scope)
             else:
                 refs = await self._outlet.deliver(
                     target,
                     reply,
                     kind="final" if piece.kind == "final" else "block",
                     piece=None if key is None else PieceKey.of(key, reply.text),
+                    scope=self._scope,
                 )
         except LeaseLost as exc:
             log.warning("a reply to %s is not sent: %s", target.chat_id, exc)

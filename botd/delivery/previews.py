@@ -40,7 +40,7 @@ from .fitting import pieces
 from .native import NativePreviews
 from .preview import Preview
 from .routing import ChannelRoutes
-from .scope import check_fence
+from .scope import RunScope, check_fence, send_scope
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,9 @@ class Previews:
         if journal is not None:
             self._journals[target] = journal
 
-    async def show(self, target: Target, partial: PartialReply) -> bool:
+    async def show(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         """Show the answer so far; throttled (one update per ``min_edit_interval``, a native
         stream's too), and a failure only logged.
 
@@ -78,7 +80,7 @@ class Previews:
         mode = self._routes.delivery_mode(target)
         if mode not in ("edit", "stream"):
             return False
-        check_fence()
+        check_fence(scope)
         now = self._clock()
         preview = self._previews.get(target)
         if preview is None:
@@ -87,13 +89,17 @@ class Previews:
             return preview.showing  # skipped text is not lost: the next update or the final
         preview.edited_at = now
         try:
-            await self._show(target, preview, partial.text, final=False)
+            await self._show(target, preview, partial.text, final=False, scope=scope)
         except Exception as exc:
             log.warning("%s preview in %s failed: %s", target.channel, target.chat_id, exc)
         return preview.showing
 
     async def finish(
-        self, target: Target, reply: BlockReply, piece: PieceKey | None
+        self,
+        target: Target,
+        reply: BlockReply,
+        piece: PieceKey | None,
+        scope: RunScope | None = None,
     ) -> list[MessageRef] | None:
         """Finish the run's preview with its first final ``reply`` (its files, keyed as
         ``piece``, after it); None when there is no preview to finish (then ``reply`` is
@@ -107,10 +113,10 @@ class Previews:
         if preview is None or preview.finished:
             return None  # the run's first final reply takes over the preview; others are new
         preview.finished = True
-        await self._show(target, preview, reply.text, final=True)
+        await self._show(target, preview, reply.text, final=True, scope=scope)
         if reply.buttons and preview.refs:
             last, shown = preview.refs[-1], preview.shown[-1]
-            await self._sender.edit_buttons(target, last, shown, reply.buttons)
+            await self._sender.edit_buttons(target, last, shown, reply.buttons, scope=scope)
         refs = list(preview.refs)
         if reply.media_urls:
             refs.extend(
@@ -120,17 +126,18 @@ class Previews:
                     media=reply.media_urls,
                     audio_as_voice=reply.audio_as_voice,
                     piece=piece,
+                    scope=scope,
                 )
             )
         return refs
 
-    async def end(self, target: Target) -> None:
+    async def end(self, target: Target, scope: RunScope | None = None) -> None:
         """The run's replies are out: the next run starts a new preview (an open stream is
         stopped, ``NativePreviews.end``)."""
         self._journals.pop(target, None)
         preview = self._previews.pop(target, None)
         if preview is not None:
-            await self._native.end(target, preview)
+            await self._native.end(target, preview, scope)
 
     def _new_preview(self, target: Target, mode: DeliveryMode) -> Preview:
         preview = self._previews[target] = Preview(journal=self._journals.get(target))
@@ -161,7 +168,15 @@ class Previews:
         )
         return preview
 
-    async def _show(self, target: Target, preview: Preview, markdown: str, *, final: bool) -> None:
+    async def _show(
+        self,
+        target: Target,
+        preview: Preview,
+        markdown: str,
+        *,
+        final: bool,
+        scope: RunScope | None,
+    ) -> None:
         """Make the preview's messages show ``markdown``: edit what changed, post what is new.
 
         A native preview shows what it can first (``NativePreviews.show``). Messages of a
@@ -173,10 +188,10 @@ class Previews:
         rest = await self._native.show(adapter, target, preview, shown, final=final)
         if rest is None:
             return  # the stream shows the whole text
-        await self._show_pieces(adapter, target, preview, rest, final=final)
+        await self._show_pieces(adapter, target, preview, rest, final=final, scope=scope)
         await preview.keep(target)
         if final and len(preview.refs) > len(rest):
-            await self._drop_stale(adapter, target, preview, len(rest))
+            await self._drop_stale(adapter, target, preview, len(rest), scope)
 
     async def _show_pieces(
         self,
@@ -186,6 +201,7 @@ class Previews:
         shown: list[str],
         *,
         final: bool,
+        scope: RunScope | None,
     ) -> None:
         for index, piece in enumerate(shown):
             if index < len(preview.refs):
@@ -193,20 +209,20 @@ class Previews:
                     continue
                 ref = preview.refs[index]
                 if not final:
-                    await adapter.edit(ref, piece)
+                    await adapter.edit(ref, piece, scope=send_scope(scope))
                 else:
                     try:
-                        await self._sender.edit(adapter, target, ref, piece)
+                        await self._sender.edit(adapter, target, ref, piece, scope=scope)
                     except Exception as exc:
-                        refs = await self._replace(adapter, target, ref, piece, exc)
+                        refs = await self._replace(adapter, target, ref, piece, exc, scope)
                         if refs:
                             preview.refs[index] = refs[0]
                 preview.shown[index] = piece
             else:
                 if final:
-                    refs = await self._sender.send_text(target, piece)
+                    refs = await self._sender.send_text(target, piece, scope=scope)
                 else:
-                    refs = await adapter.send(target, piece)  # tried once, like every preview
+                    refs = await adapter.send(target, piece, scope=send_scope(scope))  # once
                     self._sender.count_sent(target.channel, refs)
                 if not refs:
                     return
@@ -216,13 +232,18 @@ class Previews:
                 await preview.keep(target)
 
     async def _drop_stale(
-        self, adapter: ChannelAdapter, target: Target, preview: Preview, keep: int
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        preview: Preview,
+        keep: int,
+        scope: RunScope | None,
     ) -> None:
         """Delete the messages past ``keep`` of a preview an earlier process left: the
         answer now fits in fewer, and they show an outdated part of it."""
         for ref in preview.refs[keep:]:
             try:
-                await self._sender.delete(adapter, target, ref)
+                await self._sender.delete(adapter, target, ref, scope=scope)
             except Exception as exc:
                 log.warning("%s stale preview in %s left: %s", target.channel, target.chat_id, exc)
         del preview.refs[keep:], preview.shown[keep:]
@@ -234,11 +255,12 @@ class Previews:
         stale: MessageRef,
         piece: str,
         failure: Exception,
+        scope: RunScope | None,
     ) -> list[MessageRef]:
         """The final edit of ``stale`` failed: delete it and post ``piece``, or leave it."""
         landed = isinstance(failure, ChannelError) and failure.maybe_delivered
         try:
-            await self._sender.delete(adapter, target, stale)
+            await self._sender.delete(adapter, target, stale, scope=scope)
         except Exception as exc:
             if landed:
                 log.warning(
@@ -265,7 +287,7 @@ class Previews:
                 target.chat_id,
                 failure,
             )
-        return await self._sender.send_text(target, piece)
+        return await self._sender.send_text(target, piece, scope=scope)
 
 
 __all__ = ["Previews"]

@@ -16,6 +16,11 @@ given up (``DeliveryGivenUp``) until a call to that chat succeeds again, which e
 outage. A run of thirty paragraphs into a dead chat therefore costs five minutes, not thirty
 times five. The first give-up of an outage is reported once (``give_up_notice``).
 
+A wait between two tries that is botd's own backoff (not the platform's ``retry_after``) ends
+early when the platform is seen reachable again (``wake``: its poller, gateway or socket got
+through after failing), so a reply that waited out an outage goes as soon as the network is
+back rather than at the end of its backoff.
+
 A failure that ``maybe_delivered`` (a timeout after the request went out) is retried like
 any other: the platforms offer no way to ask whether it landed, and a reply shown twice can
 be ignored while a lost one cannot be noticed. Edits and deletes are idempotent anyway.
@@ -89,6 +94,8 @@ class Retrier:
         self._clock = clock
         self._sleep = sleep
         self._outages: dict[Hashable, _Outage] = {}
+        self._waking: dict[Hashable, asyncio.Event] = {}
+        """For each group (a channel), what its backoff waits end early on (``wake``)."""
 
     def failing(self, key: Hashable) -> bool:
         """Whether calls for ``key`` are failing (an outage has begun and not ended)."""
@@ -102,12 +109,14 @@ class Retrier:
         *,
         settings: RetrySettings | None = None,
         on_retry: Callable[[], None] | None = None,
+        group: Hashable | None = None,
     ) -> _T:
         """``attempt()``, tried again while it fails retryably and ``key``'s budget lasts.
 
         Raises a non-retryable error as it came, and ``DeliveryGivenUp`` once the budget is
         spent. ``settings`` overrides this retrier's own (a channel's budget, say);
-        ``on_retry`` is called for each failed attempt that is tried again (for metrics).
+        ``on_retry`` is called for each failed attempt that is tried again (for metrics);
+        ``group`` (the channel) is what ``wake`` names to end its backoff waits early.
         """
         chosen = settings or self.settings
         while True:
@@ -140,11 +149,38 @@ class Retrier:
                 )
                 if on_retry is not None:
                     on_retry()
-                await self._sleep(wait)
+                if group is None or hinted is not None:  # the platform's own wait is kept
+                    await self._sleep(wait)
+                else:
+                    await self._backoff(wait, group)
                 continue
             if self._outages.pop(key, None) is not None:
                 log.info("%s went through; sending again", what)
             return result
+
+    def wake(self, group: Hashable) -> None:
+        """``group``'s platform answers again: its calls waiting out a backoff try now."""
+        woken = self._waking.pop(group, None)
+        if woken is not None:
+            woken.set()
+
+    async def _backoff(self, seconds: float, group: Hashable) -> None:
+        """Wait ``seconds``, or until ``group`` is woken."""
+        woken = self._waking.setdefault(group, asyncio.Event())
+        sleeping = asyncio.ensure_future(self._sleep(seconds))
+        waking = asyncio.ensure_future(woken.wait())
+        try:
+            await asyncio.wait({sleeping, waking}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waking.cancel()
+            if not sleeping.done():
+                sleeping.cancel()
+                await asyncio.gather(sleeping, return_exceptions=True)
+            await asyncio.gather(waking, return_exceptions=True)
+        if not sleeping.cancelled():
+            sleeping.result()  # what the sleep raised, raised here
+            return
+        log.info("%s is reachable again: retrying now", group)
 
     def first_give_up(self, key: Hashable) -> bool:
         """True once per outage of ``key``: the moment to tell the chat a reply was lost.

@@ -1,67 +1,66 @@
-"""The run's scope as delivery reads it today: the lease fence and the piece being sent.
+"""The run's scope as delivery reads it: the lease fence and the piece being sent.
 
-Both still travel in context variables: the fence of a conversation owned by lease in
-``botd.cluster.fencing``, and the key of the message being posted in
-``botd.channels.base.sending`` (which the adapters read to tag the message). This module is
-the only one in ``botd.delivery`` that reads or sets them, so that passing them explicitly (a
-``RunScope``) changes these functions and their callers, and nothing else.
+Every call of the delivery made for a conversation is given its ``RunScope`` (the
+conversation and its lease's fence, None when unfenced: a node alone, a reply of no
+conversation). This module is the only one in ``botd.delivery`` that reads the fence out of
+it or turns it into what an adapter call is given (``channels.base.SendScope``: the fence and
+the key of the message being posted).
 
 * The fence: ``check_fence`` before a reply is delivered, a preview shown or a stream no
-  final took over stopped, and ``fenced`` around every retried adapter call (checked before
-  each try, since a backoff may outlast the lease; a ``LeaseLost`` the SDK wrapped is raised
-  as it is); ``fence_now`` for the outbox, which gives the lease up when a piece cannot be
-  written down.
-* The piece: ``posting_piece`` marks the piece ``send_text`` posts; ``keyed`` numbers each
-  message (or upload) of it and sets its ``MessageKey`` around every try of that message.
+  final took over stopped; ``tries`` checks it before each try of a retried adapter call
+  (a backoff may outlast the lease) and hands it to the adapter, whose SDK checks it again
+  as the request is written (a ``LeaseLost`` the SDK wrapped is raised as it is);
+  ``send_scope`` for an adapter call tried once (a preview, a status line); ``fence_of`` for
+  the outbox, which gives the lease up when a piece cannot be written down.
+* The piece: ``PieceMessages`` numbers the messages (and uploads) of the piece ``send_text``
+  posts; ``tries`` gives each message its ``MessageKey``, the same in every try.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-from ..channels.base import sending
+from ..channels.base import SendScope
 from ..channels.errors import ChannelError
-from ..chat import MessageKey, MessageRef, PieceKey
-from ..cluster import fencing
-from ..cluster.fencing import Fence
+from ..chat import MessageKey, PieceKey
+from ..cluster.fencing import Fence, RunScope, lost_in
 
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
 
 
-def check_fence() -> None:
-    """``LeaseLost`` when the lease of the conversation being served forbids a send now."""
-    fencing.check_send()
+class ScopedCall(Protocol[_T_co]):
+    """An adapter call, given its ``SendScope`` (``partial(adapter.send, target, text)``)."""
+
+    def __call__(self, *, scope: SendScope | None = None) -> Awaitable[_T_co]: ...
 
 
-def fence_now() -> Fence | None:
-    """The fence of the conversation being served (None: it is not held by lease)."""
-    return fencing.current()
+def check_fence(scope: RunScope | None) -> None:
+    """``LeaseLost`` when the lease of the conversation ``scope`` is of forbids a send now."""
+    if scope is not None:
+        scope.check_send()
 
 
-def fenced(attempt: Callable[[], Awaitable[_T]]) -> Callable[[], Awaitable[_T]]:
-    """``attempt`` started only while the lease has its margin left, its ``LeaseLost``
-    unwrapped from a platform error (the platform's HTTP client checks the fence too, as each
-    request is written, and its SDK wraps what that raised)."""
-
-    async def checked() -> _T:
-        fencing.check_send()
-        try:
-            return await attempt()
-        except ChannelError as exc:
-            lost = fencing.lost_in(exc)
-            if lost is not None:
-                raise lost from exc
-            raise
-
-    return checked
+def fence_of(scope: RunScope | None) -> Fence | None:
+    """The fence of the conversation ``scope`` is of (None: it is not held by lease)."""
+    return None if scope is None else scope.fence
 
 
-class _PieceMessages:
+def send_scope(scope: RunScope | None) -> SendScope:
+    """What a single adapter call for ``scope``'s conversation is given (a preview, a status
+    line: no piece's message)."""
+    return unkeyed(fence_of(scope))
+
+
+def unkeyed(fence: Fence | None) -> SendScope:
+    """What an adapter call made under ``fence`` is given when it posts no piece's message."""
+    return SendScope(fence)
+
+
+class PieceMessages:
     """Numbers the messages of one piece in the order they are posted (``MessageKey``)."""
 
     def __init__(self, piece: PieceKey) -> None:
@@ -74,49 +73,52 @@ class _PieceMessages:
         return key
 
 
-_piece: ContextVar[_PieceMessages | None] = ContextVar("_piece", default=None)
-"""The piece ``send_text`` is posting, if it was given one: its messages get their keys."""
-
-
-@contextmanager
-def posting_piece(piece: PieceKey | None) -> Iterator[None]:
-    """Within the block, the messages posted (through ``keyed``) are those of ``piece``
-    (None: of no piece, even inside another's block)."""
-    token = _piece.set(None if piece is None else _PieceMessages(piece))
-    try:
-        yield
-    finally:
-        _piece.reset(token)
-
-
-def keyed(
-    attempt: Callable[[], Awaitable[list[MessageRef]]],
-) -> Callable[[], Awaitable[list[MessageRef]]]:
-    """``attempt`` (one message of the piece being posted, if any) with that message's key set
-    for the adapter around each try: numbered once, so every retry carries the same key. A
-    retry's key says the piece is unconfirmed (the try before may have landed), written when
-    the first try began, so an adapter that looks before posting again does so."""
-    messages = _piece.get()
-    if messages is None:
-        return attempt
-    first = messages.next()
+def tries(
+    call: ScopedCall[_T], fence: Fence | None, messages: PieceMessages | None = None
+) -> Callable[[], Awaitable[_T]]:
+    """One try of ``call`` per await: each started only while ``fence`` has its margin left,
+    handed the fence and, when it posts a message of a piece (``messages``), that message's
+    key, numbered once so every retry carries the same key. A retry's key says the piece is
+    unconfirmed (the try before may have landed), written when the first try began, so an
+    adapter that looks before posting again does so. A ``LeaseLost`` the platform's SDK
+    wrapped (its HTTP client checks the fence as each request is written) is raised as it is.
+    """
+    first = None if messages is None else messages.next()
     began: float | None = None
 
-    async def keyed_attempt() -> list[MessageRef]:
+    async def attempt() -> _T:
         nonlocal began
+        if fence is not None:
+            fence.check_send(time.monotonic())
         key = first
-        if began is None:
-            began = time.time()
-        elif not first.piece.unconfirmed:
-            written = first.piece.written_at or began
-            key = replace(first.piece, unconfirmed=True, written_at=written).message(first.index)
-        token = sending.set(key)
+        if first is not None:
+            if began is None:
+                began = time.time()
+            elif not first.piece.unconfirmed:
+                written = first.piece.written_at or began
+                key = replace(first.piece, unconfirmed=True, written_at=written).message(
+                    first.index
+                )
         try:
-            return await attempt()
-        finally:
-            sending.reset(token)
+            return await call(scope=SendScope(fence, key))
+        except ChannelError as exc:
+            lost = lost_in(exc)
+            if lost is not None:
+                raise lost from exc
+            raise
 
-    return keyed_attempt
+    return attempt
 
 
-__all__ = ["check_fence", "fence_now", "fenced", "keyed", "posting_piece"]
+__all__ = [
+    "Fence",
+    "PieceMessages",
+    "RunScope",
+    "ScopedCall",
+    "SendScope",
+    "check_fence",
+    "fence_of",
+    "send_scope",
+    "tries",
+    "unkeyed",
+]

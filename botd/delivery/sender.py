@@ -14,11 +14,13 @@ conversations are not held up. A refusal (a 4xx) is not retried. When the budget
 the piece is given up, logged, and the chat is told once, if it can be reached, that a reply
 could not be delivered (``GIVE_UP_NOTICE``). A text longer than one message is sent message
 by message, so a retry never posts again a part that already went out. Each try starts only
-while the conversation's lease allows it (``scope.fenced``).
+while the conversation's lease allows it, and hands the adapter the fence with the call
+(``scope.tries``: the adapter's SDK checks it again as the request is written).
 
 A piece of the durable outbox is posted with its ``PieceKey``: each message it makes (each
-part of a long text, each upload) is keyed for the adapter, the same key in every retry
-(``scope.keyed``), so a platform that can recognises a send of it again.
+part of a long text, each upload) is keyed for the adapter (``SendScope.key``), the same key
+in every retry (``scope.tries``, numbered by the piece's ``PieceMessages``), so a platform
+that can recognises a send of it again.
 
 Buttons go under the last message of their text; each message that shows buttons is recorded
 in the ``ButtonLedger`` (what a press of it is checked against). A platform without buttons
@@ -47,7 +49,7 @@ from .fitting import messages
 from .media import MediaSettings, send_with_media, upload_file
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 from .routing import ChannelRoutes, chat_key
-from .scope import fenced, keyed, posting_piece
+from .scope import Fence, PieceMessages, RunScope, ScopedCall, fence_of, tries, unkeyed
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +119,10 @@ class Sender:
         audio_as_voice: bool = False,
         piece: PieceKey | None = None,
         buttons: ButtonRows = (),
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
-        """Post ``markdown`` now, retried while it fails for a passing reason.
+        """Post ``markdown`` now, retried while it fails for a passing reason (for the
+        conversation ``scope`` is of: each try fenced by its lease).
 
         ``media`` (URLs or local paths) are uploaded with it, ``markdown`` as the first one's
         caption when it fits; a file that cannot be sent is posted as text (``media.py``).
@@ -127,35 +131,58 @@ class Sender:
         Raises the platform's refusal, or ``DeliveryGivenUp`` once the retry budget is spent
         (after telling the chat, if it can be reached, that a reply was lost).
         """
-        with posting_piece(piece):
-            return await self._send_text(target, markdown, reply_to, media, audio_as_voice, buttons)
+        messages = None if piece is None else PieceMessages(piece)
+        return await self._send_text(
+            target, markdown, reply_to, media, audio_as_voice, buttons, messages, fence_of(scope)
+        )
 
     async def edit(
-        self, adapter: ChannelAdapter, target: Target, ref: MessageRef, markdown: str
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        ref: MessageRef,
+        markdown: str,
+        *,
+        scope: RunScope | None = None,
     ) -> None:
         """Edit ``ref``'s message in ``target``'s conversation to ``markdown``, retried."""
         what = f"{target.channel} edit in {target.chat_id}"
-        await self._retried(target, what, partial(adapter.edit, ref, markdown))
+        edit = tries(partial(adapter.edit, ref, markdown), fence_of(scope))
+        await self._retried(target, what, edit)
 
-    async def delete(self, adapter: ChannelAdapter, target: Target, ref: MessageRef) -> None:
+    async def delete(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        ref: MessageRef,
+        *,
+        scope: RunScope | None = None,
+    ) -> None:
         """Delete ``ref``'s message in ``target``'s conversation, retried."""
         what = f"{target.channel} delete in {target.chat_id}"
-        await self._retried(target, what, partial(adapter.delete, ref))
+        await self._retried(target, what, tries(partial(adapter.delete, ref), fence_of(scope)))
 
     async def edit_buttons(
-        self, target: Target, ref: MessageRef, markdown: str, rows: ButtonRows
+        self,
+        target: Target,
+        ref: MessageRef,
+        markdown: str,
+        rows: ButtonRows,
+        *,
+        scope: RunScope | None = None,
     ) -> None:
         """Edit ``ref``'s message to ``markdown`` with ``rows`` of buttons under it (none: its
         buttons removed), retried like an edit. A platform without buttons gets the labels
         listed after the text."""
         adapter = self._routes.adapter_for(target)
-        edit: Callable[[], Awaitable[object]]
+        edit: ScopedCall[object]
         if isinstance(adapter, ButtonAdapter):
             edit = partial(adapter.edit_buttons, ref, markdown, rows)
         else:
             shown = with_choices_listed(markdown, rows) if rows else markdown
             edit = partial(adapter.edit, ref, shown)
-        await self._retried(target, f"{target.channel} edit in {target.chat_id}", edit)
+        what = f"{target.channel} edit in {target.chat_id}"
+        await self._retried(target, what, tries(edit, fence_of(scope)))
         if rows and isinstance(adapter, ButtonAdapter):
             self._buttons_shown(ref, rows)
 
@@ -172,7 +199,11 @@ class Sender:
         media: Sequence[str],
         audio_as_voice: bool,
         buttons: ButtonRows = (),
+        messages: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
+        """``send_text``; ``messages`` numbers the messages of the piece it posts, if any,
+        and ``fence`` is the lease of the conversation it posts for."""
         adapter = self._routes.adapter_for(target)
         if self._message_sent is not None:
             self._message_sent(target)
@@ -190,8 +221,12 @@ class Sender:
             if buttons:
                 # The files first, then the text with the buttons: the choices come last.
                 if media:
-                    refs = await self._send_text(target, "", None, media, audio_as_voice)
-                return refs + await self._post(adapter, target, markdown, buttons)
+                    refs = await self._send_text(
+                        target, "", None, media, audio_as_voice, messages=messages, fence=fence
+                    )
+                return refs + await self._post(
+                    adapter, target, markdown, buttons, numbered=messages, fence=fence
+                )
             if media:
                 return await send_with_media(
                     adapter,
@@ -200,15 +235,15 @@ class Sender:
                     media,
                     as_voice=audio_as_voice,
                     settings=self.media,
-                    post_text=partial(self._post, adapter),
-                    upload=partial(self._upload, adapter),
+                    post_text=partial(self._post, adapter, numbered=messages, fence=fence),
+                    upload=partial(self._upload, adapter, messages=messages, fence=fence),
                     caps=self._routes.capabilities(target.channel, adapter),
                 )
-            return await self._post(adapter, target, markdown)
+            return await self._post(adapter, target, markdown, numbered=messages, fence=fence)
         except DeliveryGivenUp as exc:
             log.error("%s: a reply to %s was given up: %s", target.channel, target.chat_id, exc)
             self._count_error(target.channel, "send_failed")
-            await self._tell_given_up(adapter, target)
+            await self._tell_given_up(adapter, target, fence)
             raise
         except Exception as exc:
             log.error("%s refused a reply to %s: %s", target.channel, target.chat_id, exc)
@@ -216,10 +251,17 @@ class Sender:
             raise
 
     async def _post(
-        self, adapter: ChannelAdapter, target: Target, markdown: str, buttons: ButtonRows = ()
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        markdown: str,
+        buttons: ButtonRows = (),
+        numbered: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
-        """Send ``markdown`` one message at a time, each retried on its own; ``buttons`` go
-        under the last one (the adapter is a ``ButtonAdapter`` then)."""
+        """Send ``markdown`` one message at a time, each retried on its own (and keyed, as
+        ``numbered`` numbers them); ``buttons`` go under the last one (the adapter is a
+        ``ButtonAdapter`` then)."""
         what = f"{target.channel} send to {target.chat_id}"
         caps = self._routes.capabilities(target.channel, adapter)
         parts = messages(markdown, caps, self._routes.chunk_mode(target.channel))
@@ -227,18 +269,19 @@ class Sender:
         def send(
             target: Target, part: str, last: bool
         ) -> Callable[[], Awaitable[list[MessageRef]]]:
+            call: ScopedCall[list[MessageRef]] = partial(adapter.send, target, part)
             if buttons and last and isinstance(adapter, ButtonAdapter):
-                return partial(adapter.send_buttons, target, part, buttons)
-            return partial(adapter.send, target, part)
+                call = partial(adapter.send_buttons, target, part, buttons)
+            return tries(call, fence, numbered)
 
         refs: list[MessageRef] = []
         if len(parts) == 1:
-            refs = await self._sent(target, what, keyed(send(target, markdown, True)))
+            refs = await self._sent(target, what, send(target, markdown, True))
         else:
             first = target
             for number, part in enumerate(parts, 1):
                 last = number == len(parts)
-                posted = await self._sent(first, what, keyed(send(target, part, last)))
+                posted = await self._sent(first, what, send(target, part, last))
                 refs.extend(posted)
                 if posted:
                     # Later parts follow the first, in its thread, and reply to nothing.
@@ -248,13 +291,18 @@ class Sender:
         return refs
 
     async def _upload(
-        self, adapter: ChannelAdapter, target: Target, file: OutboundFile, caption: str
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        file: OutboundFile,
+        caption: str,
+        messages: PieceMessages | None = None,
+        fence: Fence | None = None,
     ) -> list[MessageRef]:
-        """Upload one file, retried on its own like a message."""
+        """Upload one file, retried on its own like a message (keyed as one of the piece's)."""
         what = f"{target.channel} upload to {target.chat_id}"
-        return await self._sent(
-            target, what, keyed(partial(upload_file, adapter, target, file, caption))
-        )
+        upload = partial(upload_file, adapter, target, file, caption)
+        return await self._sent(target, what, tries(upload, fence, messages))
 
     async def _sent(
         self, target: Target, what: str, attempt: Callable[[], Awaitable[list[MessageRef]]]
@@ -265,15 +313,21 @@ class Sender:
         return refs
 
     async def _retried(self, target: Target, what: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        """``attempt`` retried in ``target``'s conversation, each try fenced by its lease."""
+        """``attempt`` retried in ``target``'s conversation (each try fenced by its lease:
+        ``scope.tries``)."""
         channel = target.channel
         return await self._retrier.call(
             chat_key(target),
             what,
-            fenced(attempt),
+            attempt,
             settings=self._retry.get(channel),
             on_retry=None if self._counts is None else partial(self._count_error, channel),
+            group=channel,
         )
+
+    def platform_back(self, channel: str) -> None:
+        """``channel``'s platform answers again: replies waiting out a backoff go now."""
+        self._retrier.wake(channel)
 
     def _count_error(
         self, channel: str, kind: Literal["send_retry", "send_failed"] = "send_retry"
@@ -281,7 +335,9 @@ class Sender:
         if self._counts is not None:
             self._counts.error(channel, kind)
 
-    async def _tell_given_up(self, adapter: ChannelAdapter, target: Target) -> None:
+    async def _tell_given_up(
+        self, adapter: ChannelAdapter, target: Target, fence: Fence | None
+    ) -> None:
         """Say once per outage, with a single attempt, that a reply could not be delivered."""
         key = chat_key(target)
         if not self._retrier.first_give_up(key):
@@ -291,7 +347,7 @@ class Sender:
             refs = await self._retrier.call(
                 key,
                 "the undelivered-reply notice",
-                lambda: adapter.send(plain, GIVE_UP_NOTICE),
+                lambda: adapter.send(plain, GIVE_UP_NOTICE, scope=unkeyed(fence)),
                 settings=_ONE_ATTEMPT,
             )
         except Exception as exc:

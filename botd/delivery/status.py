@@ -38,6 +38,7 @@ from ..chat import MessageRef, Target
 from .base import StatusJournal, StatusKind, ToolActivity
 from .presence import TypingIndicator
 from .routing import ChannelRoutes, ChatKey, chat_key
+from .scope import RunScope, send_scope
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,9 @@ class StatusOutlet(Protocol):
         """Whether an assistant status shows there now ("typing…" must not replace it)."""
         ...
 
-    async def delete_status_line(self, ref: MessageRef) -> None:
-        """Delete a status line message, retried as a final edit is."""
+    async def delete_status_line(self, ref: MessageRef, scope: RunScope | None = None) -> None:
+        """Delete a status line message, retried as a final edit is (for ``scope``'s
+        conversation)."""
         ...
 
 
@@ -81,12 +83,15 @@ class ChatStatus:
         target: Target,
         journal: StatusJournal | None,
         interval: float,
+        scope: RunScope | None = None,
     ) -> None:
+        """``scope``: the run's, whose lease fences what the status posts."""
         # A status line goes to the conversation's chat and thread, replying to nothing.
         self._target = Target(target.channel, target.chat_id, target.account_id, target.thread_id)
         self._outlet = outlet
         self._journal = journal
         self._interval = interval
+        self._scope = scope
         self._loop = asyncio.get_running_loop()
         self._wanted: ToolActivity | None = None
         self._shown: ToolActivity | None = None
@@ -162,7 +167,8 @@ class ChatStatus:
                 self._kind, self._ref, self._shown = "assistant", ref, activity
                 self._outlet.status_showing(target, True)
                 return
-        refs = await self._outlet.adapter_for(target).send(target, activity.line())
+        adapter = self._outlet.adapter_for(target)
+        refs = await adapter.send(target, activity.line(), scope=send_scope(self._scope))
         if not refs:
             return
         self._kind, self._ref, self._shown = "message", refs[0], activity
@@ -176,7 +182,8 @@ class ChatStatus:
             if assistant is not None:
                 await assistant.set_assistant_status(self._target, activity.status())
         else:
-            await self._outlet.adapter_for(self._target).edit(ref, activity.line())
+            adapter = self._outlet.adapter_for(self._target)
+            await adapter.edit(ref, activity.line(), scope=send_scope(self._scope))
         self._shown = activity
 
     async def _remove(self) -> None:
@@ -190,7 +197,7 @@ class ChatStatus:
             if assistant is not None:
                 await assistant.set_assistant_status(self._target, "")
         else:
-            await self._outlet.delete_status_line(ref)
+            await self._outlet.delete_status_line(ref, self._scope)
         self._kind = self._ref = self._shown = None
         await self._forget(kind, ref)
 
@@ -230,15 +237,19 @@ class ToolStatuses:
         self._no_assistant_status: Recent[ChatKey, None] = Recent(_REFUSED_KEPT)
         """Conversations whose platform refused the assistant status (a status line instead)."""
 
-    def open(self, target: Target, journal: StatusJournal | None = None) -> ChatStatus:
+    def open(
+        self, target: Target, journal: StatusJournal | None = None, scope: RunScope | None = None
+    ) -> ChatStatus:
         """A run's tool status in ``target``'s chat, kept in ``journal`` while it shows."""
-        return ChatStatus(self, target, journal, self._interval)
+        return ChatStatus(self, target, journal, self._interval, scope)
 
-    async def remove(self, kind: StatusKind, ref: MessageRef) -> None:
+    async def remove(
+        self, kind: StatusKind, ref: MessageRef, scope: RunScope | None = None
+    ) -> None:
         """Remove a tool status an earlier process left: delete its status line, or clear
         the thread's assistant status."""
         if kind == "message":
-            await self.delete_status_line(ref)
+            await self.delete_status_line(ref, scope)
             return
         adapter = self._routes.adapter(ref.target.channel)
         if isinstance(adapter, AssistantStatus):
@@ -271,9 +282,9 @@ class ToolStatuses:
     def status_showing(self, target: Target, showing: bool) -> None:
         self._typing.hold(target, showing)
 
-    async def delete_status_line(self, ref: MessageRef) -> None:
+    async def delete_status_line(self, ref: MessageRef, scope: RunScope | None = None) -> None:
         target = ref.target
-        await self._sender.delete(self._routes.adapter_for(target), target, ref)
+        await self._sender.delete(self._routes.adapter_for(target), target, ref, scope=scope)
 
 
 __all__ = ["ChatStatus", "StatusOutlet", "ToolStatuses"]

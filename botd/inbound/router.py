@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from ..bounded import Recent
 from ..buttons import PressHandlers
-from ..channels.base import on_accepted
+from ..channels.base import Ack
 from ..chat import InboundMessage, MessageRef, PressAnswer, Target
 from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
@@ -151,8 +151,11 @@ class Router:
         """The rule the current policy of ``channel`` has for group ``chat_id``, if any."""
         return self._policies.get(channel, AccessPolicy()).group_rule(chat_id)
 
-    async def handle(self, message: InboundMessage) -> Decision:
-        """Route one inbound message; returns what was decided and why.
+    async def handle(self, message: InboundMessage, *, ack: Ack | None = None) -> Decision:
+        """Route one inbound message; returns what was decided and why. ``ack`` (the
+        adapter's, if it wants one: ``channels.base.Ack``) is called as soon as nothing of
+        the message can be lost: right after the accept, or once a dropped message's ids are
+        recorded.
 
         Everything logged meanwhile (and by a run this starts) carries the channel and
         conversation ids. Raises ``StoreError`` when the store could not take the message
@@ -161,7 +164,7 @@ class Router:
         """
         with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
             try:
-                decision = await self._decide(message)
+                decision = await self._decide(message, ack)
             except ContentRefused as exc:
                 return await self._content_refused(message, exc)
             except StoreError as exc:
@@ -221,18 +224,18 @@ class Router:
         except Exception:
             log.exception("telling %s that its message failed failed too", message.conversation_key)
 
-    async def _decide(self, message: InboundMessage) -> Decision:
+    async def _decide(self, message: InboundMessage, ack: Ack | None) -> Decision:
         keys = message.dedupe_keys or (
             f"{message.account_id}:{message.chat_id}:{message.message_id}",
         )
         if message.press is not None:
-            return await self._press(message, keys)
+            return await self._press(message, keys, ack)
         if message.edited:
-            return await self._keep_edit(message, keys)
+            return await self._keep_edit(message, keys, ack)
         other_bot = addressed_elsewhere(message.text, message.bot_name)
         if other_bot is not None:
             # Neither a command nor a prompt here.
-            repeat = await self._recorded(message, keys, kept=None)
+            repeat = await self._recorded(message, keys, ack, kept=None)
             return Decision(False, "already seen" if repeat else f"a command for @{other_bot}")
         verdict = self._access(message)
         if not verdict.accepted and self._approval_would_admit(message):
@@ -242,7 +245,7 @@ class Router:
         if not verdict.accepted:
             # (A redelivery is dropped as seen: no second pairing code is sent.)
             kept = message if verdict.reason == _NOT_ADDRESSED else None
-            if await self._recorded(message, keys, kept=kept):
+            if await self._recorded(message, keys, ack, kept=kept):
                 return Decision(False, "already seen")
             if verdict.reason == _PAIRING:
                 return await self._offer_pairing(message)
@@ -262,11 +265,14 @@ class Router:
         )
         if inbox_id is None:
             return Decision(False, "already seen")
-        _signal_accepted()  # in the inbox: the platform may be told now
+        if ack is not None:
+            ack()  # in the inbox: the platform may be told now
         await self._submit(replace(prompt, inbox_id=inbox_id))
         return Decision(True, "accepted")
 
-    async def _press(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
+    async def _press(
+        self, message: InboundMessage, keys: tuple[str, ...], ack: Ack | None
+    ) -> Decision:
         """A button pressed. A repeat of a press (its callback id seen) is acknowledged and
         nothing more; a presser refused like a message from them there would be is told so
         (no pairing code); a press that is not one of the buttons botd put on that very
@@ -279,7 +285,7 @@ class Router:
         # The press's own id is recorded first, then one press per message counts: the
         # message's key makes any later press a repeat. (A crash between the two loses this
         # press, whose buttons stay: it can be pressed again.)
-        if await self._recorded(message, keys, kept=None):
+        if await self._recorded(message, keys, ack, kept=None):
             return Decision(False, "already seen", PressAnswer())
         verdict = self._access(replace(message, mentions_bot=True))
         if not verdict.accepted:
@@ -325,19 +331,26 @@ class Router:
         started = await self._session_started(message.conversation_key)
         return started is not None and posted < started
 
-    async def _keep_edit(self, message: InboundMessage, keys: tuple[str, ...]) -> Decision:
+    async def _keep_edit(
+        self, message: InboundMessage, keys: tuple[str, ...], ack: Ack | None
+    ) -> Decision:
         """An earlier message edited: never a prompt or a command itself (an edit that adds a
         mention does not start a run), but kept as context for the conversation's next prompt
         when its sender could have addressed the bot there, or been kept as chatter."""
         verdict = self._access(message)
         keep = verdict.accepted or verdict.reason == _NOT_ADDRESSED
         # No pairing code for an edit.
-        repeat = await self._recorded(message, keys, kept=as_edit(message) if keep else None)
+        repeat = await self._recorded(message, keys, ack, kept=as_edit(message) if keep else None)
         reason = _EDIT_KEPT if keep else f"an edit: {verdict.reason}"
         return Decision(False, "already seen" if repeat else reason)
 
     async def _recorded(
-        self, message: InboundMessage, keys: tuple[str, ...], *, kept: InboundMessage | None
+        self,
+        message: InboundMessage,
+        keys: tuple[str, ...],
+        ack: Ack | None,
+        *,
+        kept: InboundMessage | None,
     ) -> bool:
         """Record a message that is no prompt under its ``keys``, so a redelivery is dropped,
         with ``kept`` as context for its conversation's next prompt (None: the keys alone);
@@ -358,7 +371,8 @@ class Router:
                 )
         if repeat is None:
             repeat = await self._store.seen_inbound(message.channel, *keys)
-        _signal_accepted()  # nothing more to keep
+        if ack is not None:
+            ack()  # nothing more to keep
         return repeat
 
     def admits(self, message: InboundMessage) -> bool:
@@ -497,13 +511,6 @@ def _refused_dm(peer: str, verdict: Decision) -> str:
     if verdict.reason == _PAIRING:
         return f"user {peer} has not been paired or allowlisted"
     return verdict.reason
-
-
-def _signal_accepted() -> None:
-    """Tell the adapter (if it asked, see ``on_accepted``) that the message is safe now."""
-    signal = on_accepted.get()
-    if signal is not None:
-        signal()
 
 
 def _is_command(message: InboundMessage) -> bool:

@@ -17,7 +17,18 @@ import errno
 import os
 import socket
 
-__all__ = ["cannot_listen", "listen_problem"]
+__all__ = ["cannot_listen", "health_url", "listen_problem"]
+
+_ANY_ADDRESS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def health_url(host: str, port: int) -> str:
+    """Where ``/healthz`` of an endpoint bound to ``host``:``port`` is asked (an endpoint on
+    every address is asked on loopback)."""
+    host = _ANY_ADDRESS.get(host, host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/healthz"
 
 
 def listen_problem(host: str, port: int) -> str | None:

@@ -7,6 +7,12 @@ the lock lives as long as the open file, so it is released when the process ends
 it ends (a SIGKILL included), and a stale file left behind never blocks a later start. The
 file itself is never removed: unlinking a lock file races with a process about to lock it.
 
+The file also says how to reach the holder, for ``botd status`` run without ``--config``:
+its first line is the pid, its second a JSON object (``Holder``): ``config``, the absolute
+path of the config file it runs (null: the built-in console config), and ``health``, the
+URL of its ``/healthz`` once it serves it (``StateLock.record``; null while it does not).
+A file of an earlier botd has the pid alone.
+
 ``botd pairing`` does not take the lock: it only rewrites ``pairing.json`` atomically, which
 the running daemon reads again when it changes. ``botd status`` does not touch it either:
 ``holder`` reads the pid in the file and asks the system whether that process lives (trying
@@ -17,14 +23,38 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 LOCK_FILENAME = "botd.lock"
 
-__all__ = ["LOCK_FILENAME", "StateDirError", "StateDirInUse", "StateLock", "holder"]
+__all__ = [
+    "LOCK_FILENAME",
+    "Holder",
+    "StateDirError",
+    "StateDirInUse",
+    "StateLock",
+    "holder",
+    "holder_of",
+    "written_pid",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """The botd holding a state dir, as its lock file says (see the module docstring)."""
+
+    pid: int
+    config: Path | None = None
+    """The config file it runs (None: the built-in config, or an earlier botd's lock)."""
+    health: str | None = None
+    """The URL of its ``/healthz`` (None: not served, not yet, or an earlier botd's lock)."""
+    recorded: bool = False
+    """Whether the lock says more than the pid (an earlier botd's says the pid alone)."""
 
 
 class StateDirError(Exception):
@@ -47,10 +77,15 @@ class StateDirInUse(StateDirError):
 class StateLock:
     """The exclusive lock on a state directory, held from ``acquire`` to ``release``."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, config: Path | None = None) -> None:
+        """``config``: the config file the holder runs, written into the lock file."""
         self.state_dir = state_dir
         self.path = state_dir / LOCK_FILENAME
         self._fd: int | None = None
+        self._about: dict[str, Any] = {
+            "config": None if config is None else str(config.absolute()),
+            "health": None,
+        }
 
     @property
     def held(self) -> bool:
@@ -92,8 +127,7 @@ class StateLock:
             os.close(fd)
             raise
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _write(fd, self._content())
         except OSError as exc:
             os.close(fd)
             raise StateDirError(
@@ -101,6 +135,18 @@ class StateLock:
                 "free space or make state_dir writable, or point state_dir elsewhere"
             ) from None
         self._fd = fd
+
+    def record(self, *, health: str | None) -> None:
+        """Write where the holder's ``/healthz`` answers now into the lock file (None: it
+        does not serve one). A file that cannot be written keeps what it said: only
+        ``botd status`` reads it, and it says what it could not find."""
+        self._about["health"] = health
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                _write(self._fd, self._content())
+
+    def _content(self) -> bytes:
+        return f"{os.getpid()}\n{json.dumps(self._about)}\n".encode()
 
     def release(self) -> None:
         """Drop the lock (idempotent). The file stays; its pid is cleared."""
@@ -127,14 +173,21 @@ class StateLock:
 def holder(state_dir: Path) -> int | None:
     """The pid of the botd holding ``state_dir``'s lock, None when none does: no lock file,
     no pid in it (released), or the process that wrote it is gone (killed)."""
+    found = holder_of(state_dir)
+    return None if found is None else found.pid
+
+
+def holder_of(state_dir: Path) -> Holder | None:
+    """The botd holding ``state_dir``'s lock, as its lock file says; None when none does."""
     try:
         fd = os.open(state_dir / LOCK_FILENAME, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        pid = _read_pid(fd)
+        text = _read(fd)
     finally:
         os.close(fd)
+    pid = written_pid(text)
     if pid is None or pid <= 0:
         return None
     try:
@@ -142,14 +195,49 @@ def holder(state_dir: Path) -> int | None:
     except ProcessLookupError:
         return None
     except PermissionError:
-        return pid  # alive, as another user
-    return pid
+        pass  # alive, as another user
+    return _holder(pid, text)
+
+
+def _write(fd: int, content: bytes) -> None:
+    """Replace the file's content; the pid stays at its start throughout (a reader never
+    finds the file empty while the lock is held)."""
+    os.pwrite(fd, content, 0)
+    os.ftruncate(fd, len(content))
+
+
+def _read(fd: int) -> str:
+    try:
+        return os.pread(fd, 64 * 1024, 0).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def written_pid(text: str) -> int | None:
+    """The pid a lock file's text ``text`` names on its first line, or None (not written
+    yet, not a number)."""
+    first = text.split("\n", 1)[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+def _holder(pid: int, text: str) -> Holder:
+    """The holder ``pid`` with what the rest of its lock file says (nothing, from an earlier
+    botd; a line that is no JSON object is taken as nothing either)."""
+    try:
+        about = json.loads(text.split("\n", 1)[1])
+    except (IndexError, ValueError):
+        return Holder(pid)
+    if not isinstance(about, dict):
+        return Holder(pid)
+    config, health = about.get("config"), about.get("health")
+    return Holder(
+        pid,
+        Path(config) if isinstance(config, str) else None,
+        health if isinstance(health, str) else None,
+        recorded=True,
+    )
 
 
 def _read_pid(fd: int) -> int | None:
     """The pid the holder wrote, or None (not written yet, or not a number)."""
-    try:
-        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+    return written_pid(_read(fd))

@@ -57,6 +57,7 @@ from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,unused-ignore]
 
 from ..chat import InboundMessage, Target
+from ..cluster.fencing import Fence
 from ..cluster.leases import Lease, LeaseKeeper
 from ..config.cron import cron_trigger, zone
 from ..ops.logging import mask_secrets
@@ -335,13 +336,16 @@ class Scheduler:
         timezone: str | None = None,
         conversation_key: str | None = None,
         label: str | None = None,
+        fence: Fence | None = None,
     ) -> JobInfo:
         """Once at ``when`` (a naive time is read in ``timezone``, default the scheduler's).
 
-        ``label`` names the job in listings instead of its prompt (a reminder's own words).
+        ``label`` names the job in listings instead of its prompt (a reminder's own words);
+        ``fence``: the lease of the conversation whose run sets it (a reminder), which the
+        write is fenced by (None: unfenced).
         """
         job = self._at_job(job_id, when, prompt, target, timezone, conversation_key, label)
-        return await self._put(job)
+        return await self._put(job, fence)
 
     async def sync_config_jobs(self, jobs: list[JobSpec]) -> None:
         """Make the configured jobs exactly ``jobs``; jobs the agent created are kept.
@@ -398,9 +402,10 @@ class Scheduler:
         job = await self._store.get_job(job_id)
         return None if job is None else self._info(job)
 
-    async def cancel(self, job_id: str) -> bool:
-        """Remove a job; False if there was none. Its run log is kept."""
-        removed = await self._store.delete_job(job_id)
+    async def cancel(self, job_id: str, *, fence: Fence | None = None) -> bool:
+        """Remove a job; False if there was none. Its run log is kept. ``fence``: as
+        ``add_at``'s."""
+        removed = await self._store.fenced(fence).delete_job(job_id)
         self._unschedule(job_id)
         return removed
 
@@ -497,10 +502,10 @@ class Scheduler:
         first = self._trigger(job).get_next_fire_time(None, self._clock())
         return replace(job, next_run_time=first)
 
-    async def _put(self, job: StoredJob) -> JobInfo:
-        """Write a job to the table, and hand it to APScheduler when this node runs the
-        schedule (else the node that does takes it from the table)."""
-        await self._store.save_job(job)
+    async def _put(self, job: StoredJob, fence: Fence | None = None) -> JobInfo:
+        """Write a job to the table (fenced by ``fence``), and hand it to APScheduler when
+        this node runs the schedule (else the node that does takes it from the table)."""
+        await self._store.fenced(fence).save_job(job)
         if self._leading:
             self._schedule(job)
         return self._info(job)

@@ -58,6 +58,13 @@ class StoreBackend:
         (one line, no password) when it cannot be used."""
         raise NotImplementedError
 
+    async def open_beside(self, config: BotdConfig) -> Store:
+        """The store for an operator's command run beside botd (``botd pairing``): as
+        ``open``, but a database the nodes share is not migrated: they migrate it when they
+        start, and a command of a newer botd must not migrate it under the nodes of the
+        release before (a rolling upgrade, docs/several-nodes.md)."""
+        return await self.open(config)
+
     def lease_table(self, store: Store) -> LeaseTable:
         """Where this node's leases are claimed: in memory for a node alone."""
         return ProcessLeases()
@@ -75,6 +82,10 @@ class StoreBackend:
 
     def where(self, config: BotdConfig) -> str:
         """The store named for people (a database without its password)."""
+        raise NotImplementedError
+
+    def known_schema(self) -> int:
+        """The schema version this botd's code migrates the store to."""
         raise NotImplementedError
 
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
@@ -103,6 +114,11 @@ class _Sqlite(StoreBackend):
 
         return str(Path(config.state_dir) / DB_FILENAME)
 
+    def known_schema(self) -> int:
+        from .sqlite import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
         from ..ops.doctor.state import database_checks
 
@@ -123,6 +139,13 @@ class _Postgres(StoreBackend):
             raise StoreOpenError(POSTGRES_MISSING) from None
         return await PostgresStore.open(dsn, lease_ttl=config.store.lease_ttl)
 
+    async def open_beside(self, config: BotdConfig) -> Store:
+        try:
+            from .postgres import PostgresStore
+        except ImportError:
+            raise StoreOpenError(POSTGRES_MISSING) from None
+        return await PostgresStore.open(_dsn(config.store), migrating=False)
+
     def lease_table(self, store: Store) -> LeaseTable:
         return _postgres(store).lease_table()
 
@@ -134,6 +157,11 @@ class _Postgres(StoreBackend):
 
         return describe(config.store.dsn or "")
 
+    def known_schema(self) -> int:
+        from .postgres import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+
     async def doctor(self, config: BotdConfig, timeout: float) -> list[Check]:
         from ..ops.doctor.database import postgres_checks
 
@@ -141,7 +169,9 @@ class _Postgres(StoreBackend):
 
     async def shared_state(self, config: BotdConfig) -> dict[str, Any] | None:
         """The schema version, the inbox backlog, the pieces not confirmed sent, the pairing
-        codes waiting and every node's leases. ``StoreError`` when it cannot be read."""
+        codes waiting, the leases that stand (``LeaseTable.standing``) and each node, up or
+        gone (``botd.cluster.roster.nodes``). ``StoreError`` when it cannot be read."""
+        from ..cluster.roster import nodes
         from . import StoreError
         from .postgres import PostgresStore
 
@@ -151,7 +181,7 @@ class _Postgres(StoreBackend):
                 version = await store.schema_version()
                 inbox = await store.inbox_backlog()
                 pending = await store.outbox_pending_count()
-                leases = await store.lease_table().rows()
+                leases = await store.lease_table().standing()
                 waiting = await store.pairing().waiting()
             except Exception as exc:  # an older schema lacks a table, say
                 if isinstance(exc, StoreError):
@@ -169,6 +199,7 @@ class _Postgres(StoreBackend):
                 {"name": r.name, "holder": r.holder, "epoch": r.epoch, "expires_in": r.expires_in}
                 for r in leases
             ],
+            "nodes": nodes(leases),
         }
 
 

@@ -15,6 +15,9 @@ behind the same protocols: nothing here is a synchronous read.
   transaction, ids recorded for what is no prompt, and (``Chatter``) the group lines kept
   for the next prompt, which ``botd.inbound.kept_context`` reads.
 * ``Offsets``: where a channel account resumes its platform's update stream.
+* ``CatchUpMarks``: in each chat, the newest message of its history botd took (moved by the
+  accept or the keep of the message, in its transaction), from which an adapter reads what
+  it missed while down (``botd.channels.catch_up``).
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
@@ -27,6 +30,11 @@ behind the same protocols: nothing here is a synchronous read.
   press of that message can be (``botd.buttons.presses``).
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
+
+The work of a conversation held by lease (several nodes) writes through the store's view
+fenced by that lease (``fenced(fence)``, on ``ConversationStore``, ``ApprovalLedger`` and
+``JobLedger``: the fence is its ``RunScope``'s, passed explicitly): such a write is made only
+while the lease holds.
 
 Three kinds of method, by what the caller may rely on when it returns:
 
@@ -50,13 +58,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..chat import Button, InboundMessage, MessageRef, Target
+from ..cluster.fencing import Fence
 from .errors import StoreHealth
 from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
+    ChatMark,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -298,10 +308,26 @@ class ModelChoices(Protocol):
 class ConversationStore(ConversationLedger, ModelChoices, Protocol):
     """What the conversations' registry is given: the ledger and the model choices."""
 
+    def fenced(self, fence: Fence | None) -> Self:
+        """This store for the work of one conversation held by ``fence``'s lease (its
+        ``RunScope.fence``): every write made through it (but a piece's sent mark, the
+        buttons under a posted message and an approval's decision, facts about the
+        platform) is made only while that lease holds at its epoch, checked in the write's
+        own transaction; a write of a lost lease raises ``LeaseLost`` (awaited) or is
+        dropped (a record). None: this store itself, unfenced. A backend that cannot be
+        shared by several nodes (SQLite) has nothing to fence against: it returns itself."""
+        ...
+
 
 class ApprovalLedger(Protocol):
     """Requests to approve tool calls (``botd.approvals``): opened by the run that waits,
     decided by a press on any node, read back by a run resumed after a restart."""
+
+    def fenced(self, fence: Fence | None) -> Self:
+        """This ledger for a run of a conversation held by ``fence``'s lease: a request is
+        written only while the lease holds (a decision is a fact about a press: it is made
+        whoever holds the conversation). None: this ledger (``ConversationStore.fenced``)."""
+        ...
 
     async def open_approval(self, approval: StoredApproval) -> StoredApproval:
         """Keep a new request, committed; when one with its ``key`` is kept already, that
@@ -396,8 +422,24 @@ class Offsets(Protocol):
         ...
 
 
+class CatchUpMarks(Protocol):
+    """Where each chat's history was last taken from, for reading what came after it."""
+
+    async def chat_marks(self, channel: str, account: str, *, limit: int) -> list[ChatMark]:
+        """The chats of ``channel``'s ``account`` where botd accepted a message of their
+        history or kept one as context, each with the newest such message, the most
+        recently marked first, at most ``limit``."""
+        ...
+
+
 class JobLedger(Protocol):
     """The scheduler's jobs, each job's run log, and the imports done once."""
+
+    def fenced(self, fence: Fence | None) -> Self:
+        """This ledger for a run of a conversation held by ``fence``'s lease (a reminder the
+        run sets or cancels): its writes are made only while the lease holds. None: this
+        ledger (``ConversationStore.fenced``)."""
+        ...
 
     async def load_jobs(self) -> list[StoredJob]:
         """Every job, by id."""
@@ -536,6 +578,7 @@ class Store(
     ConversationInbox,
     InboundLedger,
     Offsets,
+    CatchUpMarks,
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
@@ -553,6 +596,7 @@ class Store(
 __all__ = [
     "ApprovalLedger",
     "ButtonLedger",
+    "CatchUpMarks",
     "Chatter",
     "ConversationInbox",
     "ConversationLedger",

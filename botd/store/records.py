@@ -131,6 +131,22 @@ class KeptLine:
 
 
 @dataclass(frozen=True, slots=True)
+class ChatMark:
+    """Where botd last took a message in one chat (or one thread of it): the newest message
+    of its history accepted or kept as context there, by the platform's id, and when."""
+
+    chat_id: str
+    thread_id: str | None
+    message_id: str
+    marked_at: float
+
+    @property
+    def where(self) -> str:
+        """The history this mark is in: the thread's id, else the chat's."""
+        return self.thread_id or self.chat_id
+
+
+@dataclass(frozen=True, slots=True)
 class ModelUsage:
     """The tokens one model used in one run."""
 

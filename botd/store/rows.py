@@ -18,7 +18,14 @@ from typing import Any
 
 from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
 from ..events import Message, ToolCallContent, storable_data
-from .records import OutboxEntry, PostedButtons, StoredApproval, StoredJob, StoredPreview
+from .records import (
+    ChatMark,
+    OutboxEntry,
+    PostedButtons,
+    StoredApproval,
+    StoredJob,
+    StoredPreview,
+)
 from .targets import (
     attachments_data,
     attachments_from_data,
@@ -100,6 +107,30 @@ def inbound_from_json(text: str, inbox_id: int | None = None) -> InboundMessage:
         else Press(str(press["callback_id"]), str(press["value"]), str(press["message_id"]))
     )
     return InboundMessage(**data, target=None if target is None else target_from_data(target))
+
+
+MarkRow = tuple[str, str, str, str, str, float]
+"""A ``chat_marks`` row: channel, account, chat, thread ('' for none), message id, time."""
+
+
+def chat_mark_row(message: InboundMessage, now: float) -> MarkRow | None:
+    """The ``chat_marks`` row ``message`` moves, when it is a message of a readable history
+    (``in_history``, neither an edit nor a press); None otherwise."""
+    if not message.in_history or message.edited or message.press is not None:
+        return None
+    return (
+        message.channel,
+        message.account_id,
+        message.chat_id,
+        message.thread_id or "",
+        message.message_id,
+        now,
+    )
+
+
+def chat_mark_from_row(row: Sequence[Any]) -> ChatMark:
+    """A ``ChatMark`` from ``chat_id, thread_id, message_id, marked_at``."""
+    return ChatMark(str(row[0]), str(row[1]) or None, str(row[2]), float(row[3]))
 
 
 def media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:

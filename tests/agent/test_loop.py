@@ -14,6 +14,7 @@ from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.tools.message.tool import MessageTool
 from botd.agent.types import AssistantResult, ModelRequest, ProviderItem, ToolDefinition
 from botd.chat import MessageRef, Target
+from botd.cluster.fencing import RunScope
 from botd.events import (
     AgentEnd,
     AgentEvent,
@@ -234,7 +235,7 @@ async def test_tool_run_emits_tool_events_and_a_second_turn() -> None:
 
     args, context = echo.calls[0]
     assert args == {"text": "ping"}
-    assert context == ToolContext("conv-1", Target("console", "chat-1"), "call_1")
+    assert context == ToolContext(RunScope("conv-1"), Target("console", "chat-1"), "call_1")
     assert_well_formed(events)
 
 
@@ -267,7 +268,7 @@ async def test_events_drive_the_real_subscriber_to_block_replies() -> None:
 async def test_a_message_tool_send_is_not_repeated_as_a_block() -> None:
     sent: list[tuple[Target, str]] = []
 
-    async def send(target: Target, text: str) -> MessageRef:
+    async def send(target: Target, text: str, scope: RunScope) -> MessageRef:
         sent.append((target, text))
         return MessageRef(target, "m-1")
 

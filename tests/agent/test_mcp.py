@@ -28,6 +28,7 @@ from botd.agent.mcp import McpManager, McpUnavailable, allowed, narrow, tool_nam
 from botd.agent.mcp.client import MAX_RESULT_CHARS, to_output
 from botd.agent.providers.openai.request import build_messages
 from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.cluster.fencing import RunScope
 from botd.config import ConfigError, parse_config, secret_values
 from botd.config.schema import McpServerSection
 from botd.events import ImageContent as BotdImage
@@ -39,7 +40,7 @@ from tests.waiting import HANG_GUARD, until
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-CONTEXT = ToolContext("test", None, "call-1")
+CONTEXT = ToolContext(RunScope("test"), None, "call-1")
 
 
 # --------------------------------------------------------------------------- names

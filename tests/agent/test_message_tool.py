@@ -12,9 +12,11 @@ from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.tools.message.tool import MessageTool
 from botd.chat import MessageRef, Target
+from botd.cluster.fencing import RunScope
 from botd.events import AgentEvent, TextContent
 
 ORIGIN = Target("slack", "C1", account_id="work", thread_id="T9", reply_to_id="M5")
+SCOPE = RunScope("conv")
 
 
 class Outbox:
@@ -22,17 +24,19 @@ class Outbox:
 
     def __init__(self, error: Exception | None = None) -> None:
         self.sent: list[tuple[Target, str]] = []
+        self.scopes: list[RunScope] = []
         self.error = error
 
-    async def __call__(self, target: Target, text: str) -> MessageRef:
+    async def __call__(self, target: Target, text: str, scope: RunScope) -> MessageRef:
         if self.error is not None:
             raise self.error
         self.sent.append((target, text))
+        self.scopes.append(scope)
         return MessageRef(target, f"id-{len(self.sent)}")
 
 
 async def call(tool: MessageTool, origin: Target | None = ORIGIN, **args: Any) -> ToolOutput:
-    return await tool.run(args, ToolContext("conv", origin, "call_1"))
+    return await tool.run(args, ToolContext(SCOPE, origin, "call_1"))
 
 
 async def test_send_without_a_target_posts_to_the_current_conversation() -> None:
@@ -198,7 +202,9 @@ async def test_the_loop_checks_calls_against_the_schema(
 async def test_media_goes_through_the_media_send_and_the_same_refusals() -> None:
     plain, sent_files = Outbox(), []
 
-    async def send_media(target: Target, text: str, media: Sequence[str]) -> MessageRef:
+    async def send_media(
+        target: Target, text: str, media: Sequence[str], scope: RunScope
+    ) -> MessageRef:
         sent_files.append((target, text, list(media)))
         return MessageRef(target, "file-1")
 

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from botd.agent.tools.base import ToolContext
 from botd.agent.tools.web_fetch.tool import WebFetchTool
+from botd.cluster.fencing import RunScope
 from botd.config import ConfigError, parse_config
 from botd.media.sandbox import READ_SLOTS, Sandbox
 from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
@@ -44,7 +45,7 @@ DEEP_PAGE = "<html><body>" + "<div>" * 5000 + "x" + "</div>" * 5000 + "</body></
 HEAVY_PAGE = "<html><body>" + "<p>a <b>b</b> <a href='c'>c</a></p>\n" * 40_000 + "</body></html>"
 """About 1.5 MB of markup: seconds of parsing."""
 
-CONTEXT = ToolContext(conversation_key="k", origin=None, call_id="c1")
+CONTEXT = ToolContext(scope=RunScope("k"), origin=None, call_id="c1")
 
 
 @pytest.fixture

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from botd.agent.tools.base import ToolContext
 from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, RunPlace
 from botd.chat import Button, InboundMessage, MessageRef, Press, Target
+from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
 from botd.store import Store
 from tests.waiting import until
@@ -24,13 +26,20 @@ class Poster:
         self.posted: list[tuple[MessageRef, str, Sequence[Sequence[Button]]]] = []
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: RunScope | None = None,
     ) -> Sequence[MessageRef]:
         ref = MessageRef(target, str(100 + len(self.posted)))
         self.posted.append((ref, markdown, rows))
         return [ref]
 
-    async def clear_buttons(self, ref: MessageRef, markdown: str) -> None:
+    async def clear_buttons(
+        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
+    ) -> None:
         self.posted.append((ref, markdown, ()))
 
 
@@ -54,7 +63,8 @@ async def test_a_token_pressed_on_another_message_decides_nothing(store: Store) 
     gate = approvals.gate(place, shutting_down=lambda: False)
     assert gate is not None
     call = ToolCallContent(id="c1", name="exec", arguments={"command": "ls"})
-    waiting = asyncio.create_task(gate(call, None))  # type: ignore[arg-type]
+    context = ToolContext(RunScope(place.conversation_key), GROUP, call.id)
+    waiting = asyncio.create_task(gate(call, context))
     await until(lambda: poster.posted, "the request posted")
     [(request, _, rows)] = poster.posted
     approve = rows[0][0].value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from botd.channels.base import InboundSink
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
@@ -23,12 +24,7 @@ async def _no_reply(target: Target, text: str) -> None:
     raise AssertionError(f"the router replied to {target}: {text}")
 
 
-def through_router(store: Store, sink: Sink, channel: str) -> Sink:
-    """A sink that passes each message through a router on ``store``; ``sink`` gets what it
-    accepts."""
-    router = Router(store, sink, _no_reply, {channel: OPEN})
-
-    async def handle(message: InboundMessage) -> None:
-        await router.handle(message)
-
-    return handle
+def through_router(store: Store, sink: Sink, channel: str) -> InboundSink:
+    """A sink that passes each message (and its acknowledgement) through a router on
+    ``store``; ``sink`` gets what it accepts."""
+    return Router(store, sink, _no_reply, {channel: OPEN}).handle

@@ -27,11 +27,12 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools.base import Tool
 from botd.agent.tools.message.tool import MessageTool
-from botd.channels.base import ChannelAdapter
+from botd.channels.base import Ack, ChannelAdapter
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, MessageRef, Target
+from botd.cluster.fencing import RunScope
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.inbound.access import AccessPolicy, Decision, GroupRule
@@ -490,15 +491,15 @@ class Stack:
         self.decisions: list[tuple[InboundMessage, Decision]] = []
         self._changed = asyncio.Condition()
 
-    async def _send(self, target: Target, text: str) -> MessageRef:
-        refs = await self.delivery.send_text(target, text)
+    async def _send(self, target: Target, text: str, scope: RunScope) -> MessageRef:
+        refs = await self.delivery.send_text(target, text, scope=scope)
         return refs[0]
 
     async def _reply(self, target: Target, text: str) -> None:
         await self.delivery.send_text(target, text)
 
-    async def _inbound(self, message: InboundMessage) -> None:
-        decision = await self.router.handle(message)
+    async def _inbound(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
+        decision = await self.router.handle(message, ack=ack)
         async with self._changed:
             self.decisions.append((message, decision))
             self._changed.notify_all()

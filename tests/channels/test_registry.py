@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from botd import wiring
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.channels.console.spec import SPEC as CONSOLE
 from botd.channels.discord.spec import SPEC as DISCORD
 from botd.channels.registry import (
@@ -63,10 +63,14 @@ class RoomAdapter:
 
     async def stop(self) -> None: ...
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         return [MessageRef(target, "1")]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None: ...
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> None: ...
 
     async def react(self, ref: MessageRef, emoji: str) -> None: ...
 
@@ -181,6 +185,7 @@ def test_config_and_check_load_no_runtime() -> None:
         others = [
             m for m in sys.modules
             if m.startswith("botd.") and not m.startswith("botd.config")
+            and m != "botd._version"  # botd's version, read by ``import botd`` itself
         ]
         assert not others, others  # the config package imports nothing else of botd
         botd.config.load_config(

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from botd.channels.base import Ack
 from botd.channels.errors import ChannelStartError
 from botd.channels.slack.adapter import SlackAdapter
 from botd.channels.telegram.adapter import TelegramAdapter
@@ -35,7 +36,7 @@ async def telegram() -> AsyncIterator[FakeTelegramAPI]:
         yield api
 
 
-async def _ignore(message: InboundMessage) -> None:
+async def _ignore(message: InboundMessage, *, ack: Ack | None = None) -> None:
     return None
 
 

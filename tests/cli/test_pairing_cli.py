@@ -8,14 +8,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from botd.chat import InboundMessage, Target
 from botd.cli.pairing import format_age
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
+from botd.ops.statelock import StateLock
 from botd.store import Store
 from botd.store.pairing import PairingFile
+from botd.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 from tests.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -309,6 +312,67 @@ async def test_on_postgres_the_admin_approves_in_the_database_every_node_reads(
         assert "cannot be opened" in line and "hunter2" not in line
     finally:
         await store.aclose()
+
+
+def postgres_config(tmp_path: Path) -> Path:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        f"state_dir: {json.dumps(str(tmp_path / 'state'))}\n"
+        "channels:\n  telegram:\n    token: ${TELEGRAM_TOKEN}\n"
+        "store:\n  backend: postgres\n  dsn: ${BOTD_DATABASE_URL}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+async def test_on_postgres_the_command_never_migrates_the_database_the_nodes_share(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    # A node of the release before migrated it: a newer botd pairing must not migrate it.
+    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        assert await migrate(conn, "db", MIGRATIONS[:-1]) == SCHEMA_VERSION - 1
+    config = postgres_config(tmp_path)
+    env = {**bare_env(), "BOTD_DATABASE_URL": postgres_dsn}
+    listed = run_botd("pairing", "list", "--config", str(config), env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1:] == ["no pairing codes waiting"]
+    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        assert await schema_version(conn) == SCHEMA_VERSION - 1
+
+
+def test_on_postgres_a_database_no_node_started_on_is_one_line(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    # With a password (never checked), the database's name is no secret to mask.
+    env = {**bare_env(), "BOTD_DATABASE_URL": postgres_dsn.replace("botd@", "botd:pw@")}
+    done = run_botd("pairing", "list", "--config", str(postgres_config(tmp_path)), env=env)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("botd: postgresql://")
+    assert line.endswith(
+        ": no botd has started on it yet (it has no schema): start a node on it first"
+    )
+
+
+def test_on_postgres_an_unset_dsn_variable_is_said_in_one_line(tmp_path: Path) -> None:
+    done = run_botd("pairing", "list", "--config", str(postgres_config(tmp_path)), env=bare_env())
+    assert done.returncode == 2
+    assert done.stderr == (
+        "botd: store.dsn: ${BOTD_DATABASE_URL} is not set in this shell: pairing on PostgreSQL "
+        "is kept in the database, so set it as botd's environment does\n"
+    )
+
+
+def test_the_state_dir_of_a_node_on_postgres_is_refused_naming_its_config(tmp_path: Path) -> None:
+    config = postgres_config(tmp_path)
+    with StateLock(tmp_path / "state", config=config):  # the node runs on that state dir
+        done = botd("approve", "telegram", "K7QX2MPA", "--state-dir", str(tmp_path / "state"))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"botd: the botd on state dir {tmp_path / 'state'} keeps pairing in its database "
+        f"(store.backend: postgres), not in pairing.json: use --config {config}\n"
+    )
+    assert not (tmp_path / "state" / "pairing.json").exists()
 
 
 async def test_a_code_is_approved_on_the_channel_instance_it_was_given_on(

@@ -112,8 +112,8 @@ async def test_all_up_is_0_and_a_killed_daemon_is_3(
         await process.wait()
     finally:
         await reap(process)
-    lock = (tmp_path / "state" / LOCK_FILENAME).read_text(encoding="ascii")
-    assert lock.strip() == str(process.pid)
+    lock = (tmp_path / "state" / LOCK_FILENAME).read_text(encoding="utf-8")
+    assert lock.splitlines()[0] == str(process.pid)
     done = await status(config)
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stdout == f"botd is not running: no botd holds state dir {tmp_path / 'state'}\n"
@@ -261,6 +261,7 @@ async def test_status_and_healthz_show_the_node_its_leases_and_the_database_down
             "where": where,
             "reachable": True,
             "schema_version": SCHEMA_VERSION,
+            "schema_known": SCHEMA_VERSION,
             "reason": None,
         }
         held = node["leases"]

@@ -149,3 +149,43 @@ async def test_a_node_paused_past_its_leases_closes_its_shards_sessions_when_it_
 
     assert sorted(answers(discord)) == ["dm", "guild"]
     assert lease_holders(postgres_dsn, "discord:") == {}
+
+
+async def test_a_node_taking_over_the_shards_answers_what_was_sent_while_none_held_them(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Issue 35: Discord does not redeliver what was sent while no session was open; the node
+    that takes the shards over reads each shard's chats from their marks (shared in the
+    database) and answers what was missed, once each."""
+    async with FakeDiscordAPI() as discord:
+        a = discord_node(tmp_path, "node-a", discord)
+        b = discord_node(tmp_path, "node-b", discord)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await holding_both_shards(postgres_dsn, discord, "node-a")
+            await say(discord, "dm one", dm=True)
+            await say(discord, "guild one", dm=False)
+            await until(lambda: {"dm one", "guild one"} <= set(answers(discord)), "answered")
+            first.kill()
+            await ended(first)
+            # Nobody holds the shards: these are posted and never dispatched.
+            discord.message("dm missed", channel_id=DM_CHANNEL_ID, guild=False)
+            discord.message("guild missed", channel_id=CHANNEL_ID)
+            second = await b.start(postgres_dsn)
+            await holding_both_shards(postgres_dsn, discord, "node-b")
+            await until(
+                lambda: {"dm missed", "guild missed"} <= set(answers(discord)),
+                "the missed messages answered by node-b",
+            )
+            assert await stop_daemon(second) == 0
+        finally:
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    texts = answers(discord)
+    for said in ("dm one", "guild one", "dm missed", "guild missed"):
+        assert texts.count(said) == 1, said
+    reads = {channel for channel, _query in discord.history_reads}
+    assert reads == {str(DM_CHANNEL_ID), str(CHANNEL_ID)}

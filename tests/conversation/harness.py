@@ -15,6 +15,7 @@ from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.types import ModelRequest, ProviderItem, ToolDefinition
+from botd.channels.base import SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations, SessionSettings
@@ -36,7 +37,9 @@ class ListAdapter(TextOnlyAdapter):
     def __init__(self, sink: ListSink) -> None:
         self.sink = sink
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.sink.posts.append((target.chat_id, markdown))
         self.sink.arrived.set()
         return [MessageRef(target, str(len(self.sink.posts)))]
@@ -100,20 +103,24 @@ class ManualTimer:
 
 
 class RecordingProvider:
-    """A scripted provider that remembers every request and how many streams run at once."""
+    """A scripted provider that remembers every request and how many streams run at once;
+    with ``hold``, each stream waits for that event before it answers."""
 
-    def __init__(self, inner: ScriptedProvider) -> None:
+    def __init__(self, inner: ScriptedProvider, *, hold: asyncio.Event | None = None) -> None:
         self.inner = inner
         self.name = "recording"
         self.requests: list[ModelRequest] = []
         self.active = 0
         self.peak = 0
+        self._hold = hold
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderItem]:
         self.requests.append(request)
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
+            if self._hold is not None:
+                await self._hold.wait()
             async for item in self.inner.stream(request):
                 yield item
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from botd.channels.base import SendScope
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
 from botd.text.markup import PLAIN
@@ -33,7 +34,9 @@ class Edge(TextOnlyAdapter):
         self.platform = platform
         self.alive = True
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         platform = self.platform
         how = platform.script.popleft() if platform.script else "ok"
         if not self.alive:

@@ -23,8 +23,7 @@ from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.types import ToolDefinition
 from botd.chat import InboundMessage
-from botd.cluster import fencing
-from botd.cluster.fencing import Fence
+from botd.cluster.fencing import RunScope
 from botd.cluster.leases import LeaseKeeper
 from botd.conversation import Conversations
 from botd.conversation.dispatcher import Dispatcher
@@ -130,21 +129,21 @@ async def test_an_arrival_nobody_heard_is_found_by_the_poll(state: SqliteStore) 
     assert sink.texts("c1") == ["You said: never told"]
 
 
-class FenceSeen:
-    """A tool that records the fence its run works under."""
+class ScopeSeen:
+    """A tool that records the scope its run works under (its context's)."""
 
     def __init__(self) -> None:
         self.spec = ToolDefinition("look", "Looks.", {"type": "object", "properties": {}})
         self.timeout: float | None = None
-        self.seen: list[Fence | None] = []
+        self.seen: list[RunScope] = []
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
-        self.seen.append(fencing.current())
+        self.seen.append(context.scope)
         return ToolOutput("looked")
 
 
 async def test_a_node_alone_holds_its_conversations_unfenced_for_good(state: SqliteStore) -> None:
-    tool = FenceSeen()
+    tool = ScopeSeen()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "look", "args": {}}])])
     manager = Conversations(state, provider, ListSink(), settings(), tools=lambda m: [tool])
     leases = LeaseKeeper.alone("node")
@@ -153,7 +152,8 @@ async def test_a_node_alone_holds_its_conversations_unfenced_for_good(state: Sql
         await dispatcher.start()
         await dispatcher.arrived(await accept(state, "look", 0))
         await asyncio.wait_for(dispatcher.drain(), GUARD)
-        assert tool.seen == [None]  # nothing to fence against: no other node
+        # Nothing to fence against: no other node.
+        assert tool.seen == [RunScope("console:c1", None)]
         lease = leases.holding("conversation:console:c1")
         assert lease is not None and lease.valid_for(time.monotonic() + 1e9) == math.inf  # ever
         await asyncio.wait_for(leases.run(), GUARD)  # nothing to renew: returns at once

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
-from botd.channels.base import ChannelAdapter
+from botd.channels.base import Ack, ChannelAdapter
 from botd.chat import InboundMessage, PieceKey, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.conversation.dispatcher import Dispatcher
@@ -88,7 +88,7 @@ async def process(
     conversations = Conversations(store, ScriptedProvider(), delivery, settings)
     try:
 
-        async def sink(_message: InboundMessage) -> None:
+        async def sink(_message: InboundMessage, *, ack: Ack | None = None) -> None:
             return None
 
         await adapter.start(sink)
@@ -225,7 +225,7 @@ async def test_discord_a_retry_after_a_send_that_landed_shows_it_once() -> None:
     async with FakeDiscordAPI() as fake:
         adapter = discord_adapter(fake)
 
-        async def sink(_message: InboundMessage) -> None:
+        async def sink(_message: InboundMessage, *, ack: Ack | None = None) -> None:
             return None
 
         await adapter.start(sink)
@@ -254,7 +254,7 @@ async def test_slack_a_retry_after_a_send_that_landed_looks_first_and_posts_noth
         assert fake.calls_to("conversations.history")
 
 
-async def _ignore(_message: InboundMessage) -> None:
+async def _ignore(_message: InboundMessage, *, ack: Ack | None = None) -> None:
     return None
 
 

@@ -229,10 +229,19 @@ async def test_two_conversations_run_in_parallel_each_in_order(store: Store) -> 
 
 
 async def test_global_cap_limits_concurrent_runs(store: Store) -> None:
-    provider = RecordingProvider(ScriptedProvider(delay=0.002))
+    # The model answers nobody until two runs are under way and every chat has left its
+    # queue (three of them waiting for a slot): two ran at once, and never a third.
+    hold = asyncio.Event()
+    provider = RecordingProvider(ScriptedProvider(), hold=hold)
     manager = Conversations(store, provider, ListSink(), settings(max_concurrent_runs=2))
     for chat in "ABCDE":
         await manager.submit(inbound("hi", chat=chat))
+    await until(lambda: provider.active == 2, "two runs under way")
+    await until(
+        lambda: all(not manager.conversations[f"console:{c}"].pending for c in "ABCDE"),
+        "every chat taken from its queue",
+    )
+    hold.set()
     await settle(manager)
     assert provider.peak == 2
     assert len(provider.requests) == 5

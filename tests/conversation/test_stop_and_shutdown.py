@@ -16,7 +16,7 @@ from botd.agent.providers.openai import OpenAIProvider
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.agent.types import AssistantResult, ModelRequest, Provider, ProviderItem
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, Target
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, CoalesceSettings, DeliveryMode
@@ -56,7 +56,9 @@ class RecordingAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         if self.hold is not None:
             gate, self.hold = self.hold, None
             self.holding.set()
@@ -65,7 +67,7 @@ class RecordingAdapter:
         self.posted.set()
         return [MessageRef(target, str(len(self.posts)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None) -> None:
         self.edits.append(markdown)
 
     async def react(self, ref: MessageRef, emoji: str) -> None:

@@ -7,10 +7,9 @@ import logging
 
 import pytest
 
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, MessageRef, PieceKey, Target
-from botd.cluster import fencing
-from botd.cluster.fencing import Fence
+from botd.cluster.fencing import Fence, RunScope
 from botd.cluster.leases import LeaseKeeper, ProcessLeases
 from botd.delivery import (
     ChannelDelivery,
@@ -44,13 +43,15 @@ class FakeAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         if self.fail:
             raise RuntimeError("Bad Request: chat not found")
         self.sent.append((target, markdown))
         return [MessageRef(target, str(len(self.sent)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None) -> None:
         if self.fail_edit:
             raise RuntimeError("message to edit not found")
         self.edits.append((ref.message_id, markdown))
@@ -169,6 +170,7 @@ class RecordingOutlet:
         *,
         kind: ReplyKind = "block",
         piece: PieceKey | None = None,
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
         await asyncio.sleep(0)
         if reply.text == self.refuse:
@@ -176,7 +178,9 @@ class RecordingOutlet:
         self.calls.append((kind, reply.text))
         return [MessageRef(target, str(len(self.calls)))]
 
-    async def preview(self, target: Target, partial: PartialReply) -> bool:
+    async def preview(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         await asyncio.sleep(0)
         self.calls.append(("partial", partial.text))
         return True
@@ -184,7 +188,7 @@ class RecordingOutlet:
     async def typing(self, target: Target) -> None:
         self.calls.append(("typing", ""))
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         self.calls.append(("end", ""))
 
 
@@ -349,9 +353,10 @@ async def test_under_a_lease_a_piece_refused_for_its_content_is_skipped_and_the_
     lease = await keeper.try_claim("conversation:fake:c1")
     assert lease is not None
     adapter, journal = FakeAdapter(), RefusingJournal("Second paragraph.")
-    with fencing.fenced(Fence(lease, "node-a", 1.0)), caplog.at_level(logging.WARNING):
+    scope = RunScope("fake:c1", Fence(lease, "node-a", 1.0))
+    with caplog.at_level(logging.WARNING):
         output = ChannelDelivery({"fake": adapter}).open_run(
-            Target("fake", "c1"), RunOptions(journal=journal)
+            Target("fake", "c1"), RunOptions(journal=journal), scope=scope
         )
         output.block(BlockReply("First paragraph."))
         output.block(BlockReply("Second paragraph."))
@@ -375,13 +380,13 @@ async def test_under_a_lease_a_piece_whose_row_fails_is_not_sent_and_the_lease_g
     lease = await keeper.try_claim("conversation:fake:c1")
     assert lease is not None
     adapter, journal = FakeAdapter(), FailingJournal()
-    with fencing.fenced(Fence(lease, "node-a", 1.0)):
-        output = ChannelDelivery({"fake": adapter}).open_run(
-            Target("fake", "c1"), RunOptions(journal=journal)
-        )
-        output.block(BlockReply("First paragraph."))
-        output.final(BlockReply("Second paragraph."))
-        await output.close()
+    scope = RunScope("fake:c1", Fence(lease, "node-a", 1.0))
+    output = ChannelDelivery({"fake": adapter}).open_run(
+        Target("fake", "c1"), RunOptions(journal=journal), scope=scope
+    )
+    output.block(BlockReply("First paragraph."))
+    output.final(BlockReply("Second paragraph."))
+    await output.close()
     assert journal.tried == 1
     assert adapter.sent == []
     assert lease.lost.is_set()

@@ -11,8 +11,9 @@ import pytest
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.chat import Capabilities, InboundMessage, MessageRef, PieceKey, Target
+from botd.cluster.fencing import RunScope
 from botd.conversation import Conversations, SessionSettings
 from botd.delivery import ChannelDelivery, DeliveryMode, ReplyKind, RunOptions, RunOutbox
 from botd.store import Store
@@ -47,7 +48,9 @@ class FakeAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         refs = []
         for chunk in chunk_text(markdown, self.capabilities.text_limit):
             message_id = str(len(self.messages) + 1)
@@ -56,7 +59,7 @@ class FakeAdapter:
             refs.append(MessageRef(target, message_id))
         return refs
 
-    async def edit(self, ref: MessageRef, markdown: str) -> None:
+    async def edit(self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None) -> None:
         assert len(markdown) <= self.capabilities.text_limit
         assert ref.message_id in self.messages
         self.messages[ref.message_id] = markdown
@@ -84,9 +87,9 @@ class RecordingDelivery(ChannelDelivery):
         super().__init__({"fake": adapter}, {"fake": mode}, **kwargs)
         self.adapter = adapter
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         self.adapter.calls.append(("end_run", target.chat_id))
-        await super().end_run(target)
+        await super().end_run(target, scope)
 
 
 def stepping_clock(step: float) -> Callable[[], float]:
@@ -240,8 +243,9 @@ class RaisingTypingSink:
         options: RunOptions = PACING,
         *,
         on_first_reply: Callable[[], None] | None = None,
+        scope: RunScope | None = None,
     ) -> RunOutbox:
-        return RunOutbox(self, target, options, on_first_reply=on_first_reply)
+        return RunOutbox(self, target, options, on_first_reply=on_first_reply, scope=scope)
 
     async def send_text(
         self,
@@ -270,14 +274,17 @@ class RaisingTypingSink:
         *,
         kind: ReplyKind = "block",
         piece: PieceKey | None = None,
+        scope: RunScope | None = None,
     ) -> list[MessageRef]:
         self.posts.append(reply.text)
         return []
 
-    async def preview(self, target: Target, partial: PartialReply) -> bool:
+    async def preview(
+        self, target: Target, partial: PartialReply, scope: RunScope | None = None
+    ) -> bool:
         return False
 
-    async def end_run(self, target: Target) -> None:
+    async def end_run(self, target: Target, scope: RunScope | None = None) -> None:
         return None
 
     async def typing(self, target: Target) -> None:

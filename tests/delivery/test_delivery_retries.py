@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
 from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettings
@@ -43,7 +43,9 @@ class ScriptedAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.attempts.append((target.chat_id, markdown))
         gate = self.gates.get(target.chat_id)
         if gate is not None:
@@ -54,10 +56,12 @@ class ScriptedAdapter:
         self.posted.append((target.chat_id, markdown))
         return [MessageRef(target, str(len(self.posted)))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         return [ref]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         return None
 
     async def react(self, ref: MessageRef, emoji: str) -> None:
@@ -136,12 +140,14 @@ async def test_a_long_text_is_sent_message_by_message_and_no_part_twice() -> Non
     original = adapter.send
     calls = 0
 
-    async def second_part_fails_once(target: Target, markdown: str) -> list[MessageRef]:
+    async def second_part_fails_once(
+        target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise transient()
-        return await original(target, markdown)
+        return await original(target, markdown, scope=scope)
 
     adapter.send = second_part_fails_once  # type: ignore[method-assign]
     refs = await sender.send_text(A, text)

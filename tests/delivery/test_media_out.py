@@ -23,7 +23,7 @@ import pytest
 
 from botd.agent.providers.scripted import ScriptedProvider
 from botd.app import App
-from botd.channels.base import OutboundFile
+from botd.channels.base import OutboundFile, SendScope
 from botd.channels.console.adapter import ConsoleAdapter
 from botd.chat import Capabilities, MessageRef, Target
 from botd.conversation import Conversations
@@ -248,17 +248,26 @@ class FileAdapter:
     async def stop(self) -> None:
         return None
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.texts.append(markdown)
         return [MessageRef(target, f"t{len(self.texts)}")]
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         self.files.append((file.filename, file.data, caption))
         return [MessageRef(target, f"f{len(self.files)}")]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         self.texts[int(ref.message_id[1:]) - 1] = markdown
         return [ref]
 

@@ -4,6 +4,10 @@ botd's Discord adapter talks to it when given ``fake.base_url`` as its ``api_bas
 ``fake.gateway_url`` as its ``gateway_url`` (its clients' own URLs: several fakes serve
 several bots in one process). What the fake serves:
 
+- Message history: ``GET /channels/{id}`` (the guild's channel and thread, threads the bot
+  started, the DM) and ``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
+  paged and ordered as Discord does (``history_reads`` lists them). A message made with
+  ``message`` and never dispatched is one posted while botd was not listening.
 - REST under ``/api/v10`` (also under ``/<name>/api/v10``, ``node_url``, one per process:
   its requests are recorded with ``via=name``): ``users/@me``, ``oauth2/applications/@me`` and
   ``applications/@me`` (with configurable application flags), ``gateway/bot``,
@@ -63,7 +67,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -199,6 +203,8 @@ class FakeDiscordAPI:
         """Threads the bot started on a message: thread id -> the message's id."""
         self.refuse_threads: tuple[int, int, str] | None = None
         """(status, code, message) answering every thread start instead (a missing permission)."""
+        self.history_reads: list[tuple[str, dict[str, str]]] = []
+        """Each ``GET /channels/{id}/messages``: the channel and its query."""
         self.commands = AppCommands(APP_ID)
         self.reactions: dict[str, list[str]] = {}
         """The bot's own reactions on each message, by message id."""
@@ -649,6 +655,10 @@ class FakeDiscordAPI:
         served = self.commands.handle(method, parts, recorded.body)
         if served is not None:
             return served
+        if parts[0] == "channels" and len(parts) == 2 and method == "GET":
+            return self._channel_object(parts[1])
+        if parts[0] == "channels" and parts[2:] == ["messages"] and method == "GET":
+            return self._history(parts[1], request.query)
         if parts[0] == "channels" and len(parts) == 5 and parts[4] == "threads":
             return await self._start_thread(parts[1], parts[3], recorded.body or {})
         if parts[0] == "channels" and len(parts) >= 3:
@@ -659,6 +669,37 @@ class FakeDiscordAPI:
             if parts[2] == "messages":
                 return self._message_call(method, parts, recorded)
         return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _channel_object(self, channel_id: str) -> web.Response:
+        """``GET /channels/{id}``: the guild's text channel, its thread, a thread the bot
+        started, or the DM with alice; Discord's 404 for any other."""
+        if channel_id == str(DM_CHANNEL_ID):
+            dm = {"id": channel_id, "type": 1, "recipients": [user(USER_ID, "alice")]}
+            return _json({**dm, "last_message_id": None})
+        guild = self._guild()
+        for channel in [*guild["channels"], *guild["threads"]]:
+            if channel["id"] == channel_id:
+                return _json(channel)
+        if channel_id in self.threads_started:
+            thread = {**guild["threads"][0], "id": channel_id, "owner_id": str(BOT_ID)}
+            return _json({**thread, "parent_id": str(CHANNEL_ID)})
+        return _json({"message": "Unknown Channel", "code": 10003}, 404)
+
+    def _history(self, channel_id: str, query: Mapping[str, str]) -> web.Response:
+        """``GET /channels/{id}/messages``: the channel's messages (every one ``message``
+        made for it and every one the bot posted there), as Discord pages them: at most
+        ``limit`` (50 by default, 100 at most), right after ``after`` or right before
+        ``before`` (else the latest), newest first."""
+        limit = min(int(query.get("limit", "50")), 100)
+        ids = sorted(i for i, p in self.payloads.items() if p["channel_id"] == channel_id)
+        if "after" in query:
+            ids = [i for i in ids if i > int(query["after"])][:limit]
+        else:
+            if "before" in query:
+                ids = [i for i in ids if i < int(query["before"])]
+            ids = ids[-limit:]
+        self.history_reads.append((channel_id, dict(query)))
+        return _json([self._as_seen(self.payloads[i]) for i in reversed(ids)])
 
     def _own_reaction(self, method: str, message_id: str, emoji: str) -> web.Response:
         """PUT/DELETE ``.../messages/{id}/reactions/{emoji}/@me``: the bot's own reaction,

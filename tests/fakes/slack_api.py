@@ -8,7 +8,8 @@ in ``assistant_threads``, with ``assistant:write`` among the scopes, else Slack'
 ``invalid_thread_ts`` / ``missing_scope``; what shows in ``statuses``, until '' or a reply in
 the thread clears it), ``conversations.replies`` (by ``latest``, ``oldest``, ``limit`` and
 ``cursor``, from ``replies`` and the bot's posts in the thread), ``conversations.history`` (the
-channel's top-level posts of the bot, newest first, by the same arguments) and ``users.info``
+channel's top-level messages, people's from ``history`` and the bot's posts, newest first, by
+the same arguments) and ``users.info``
 (from ``users``); every call is recorded. A post keeps its ``metadata``, which the two reads
 return only with ``include_all_metadata``, as Slack does; ``posted(channel)`` lists the bot's
 messages there as the reads would show them. A posted message's ``ts`` counts from 1700000000,
@@ -230,6 +231,9 @@ class FakeSlack:
         self.port = 0
         self.replies: dict[str, list[dict[str, Any]]] = {}
         """``conversations.replies`` answers by ``thread_ts``."""
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        """Messages people posted in each channel, as ``conversations.history`` lists them
+        beside the bot's (a reply in a thread only when it is a ``thread_broadcast``)."""
         self.messages: dict[tuple[str, str], str] = {}
         """The bot's messages by (channel, ts), as last updated; deleted ones are gone."""
         self._private_files: dict[str, tuple[bytes, str]] = {}
@@ -565,13 +569,15 @@ class FakeSlack:
         return {k: v for k, v in message.items() if k != "metadata"}
 
     def _history(self, args: dict[str, Any]) -> dict[str, Any]:
-        """The channel's top-level messages, newest first, paged like ``_replies``."""
+        """The channel's top-level messages (people's in ``history`` and the bot's), newest
+        first, paged like ``_replies``."""
         channel = str(args.get("channel"))
         messages = [
             self._shown(m, args)
-            for m in self.posted(channel)
-            if m.get("thread_ts") in (None, m["ts"])
+            for m in [*self.history.get(channel, []), *self.posted(channel)]
+            if m.get("thread_ts") in (None, m["ts"]) or m.get("subtype") == "thread_broadcast"
         ]
+        messages.sort(key=lambda m: float(m["ts"]))
         return self._page(list(reversed(messages)), args)
 
     def _replies(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from botd.app import App
+from botd.channels.base import Ack
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.commands import addressed_elsewhere, chat_command
@@ -150,8 +151,8 @@ async def test_slack_knows_its_bot_name_from_auth_test(store: Store) -> None:
         policy = AccessPolicy(dm_policy="open")
         router = Router(store, rec.submit, rec.reply, {"slack": policy})
 
-        async def sink(message: InboundMessage) -> None:
-            await router.handle(message)
+        async def sink(message: InboundMessage, *, ack: Ack | None = None) -> None:
+            await router.handle(message, ack=ack)
 
         adapter = SlackAdapter(
             bot_token="xoxb-test", app_token="xapp-test", api_base_url=fake.base_url

@@ -14,7 +14,15 @@ import pytest
 
 from botd.app import App
 from botd.config import parse_config
-from botd.ops.statelock import LOCK_FILENAME, StateDirError, StateDirInUse, StateLock
+from botd.ops.statelock import (
+    LOCK_FILENAME,
+    Holder,
+    StateDirError,
+    StateDirInUse,
+    StateLock,
+    holder,
+    holder_of,
+)
 from botd.store.sqlite import DB_FILENAME
 from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
 from tests.waiting import until
@@ -47,7 +55,7 @@ def _console_config(tmp_path: Path, state: Path) -> Path:
 def test_the_lock_holds_the_pid_and_refuses_a_second_holder(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with StateLock(state) as first:
-        assert (state / LOCK_FILENAME).read_text().strip() == str(os.getpid())
+        assert (state / LOCK_FILENAME).read_text().splitlines()[0] == str(os.getpid())
         # flock conflicts between two open files even within one process.
         with pytest.raises(StateDirInUse) as refused:
             StateLock(state).acquire()
@@ -67,7 +75,33 @@ def test_a_stale_lock_file_from_a_dead_process_does_not_block(tmp_path: Path) ->
     state.mkdir()
     (state / LOCK_FILENAME).write_text("999999\n")
     with StateLock(state):
-        assert (state / LOCK_FILENAME).read_text().strip() == str(os.getpid())
+        assert (state / LOCK_FILENAME).read_text().splitlines()[0] == str(os.getpid())
+
+
+def test_the_lock_says_the_config_and_the_health_url_and_an_earlier_lock_the_pid(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    config = tmp_path / "botd.yaml"
+    with StateLock(state, config=config) as lock:
+        assert holder_of(state) == Holder(os.getpid(), config, None, recorded=True)
+        lock.record(health="http://127.0.0.1:8480/healthz")
+        assert holder_of(state) == Holder(
+            os.getpid(), config, "http://127.0.0.1:8480/healthz", recorded=True
+        )
+        lines = (state / LOCK_FILENAME).read_text().splitlines()
+        assert lines[0] == str(os.getpid())
+        assert json.loads(lines[1]) == {
+            "config": str(config),
+            "health": "http://127.0.0.1:8480/healthz",
+        }
+        lock.record(health=None)  # shorter: nothing of the longer one is left behind
+        assert holder_of(state) == Holder(os.getpid(), config, None, recorded=True)
+    assert holder_of(state) is None  # released
+    # An earlier botd's lock: the pid alone.
+    (state / LOCK_FILENAME).write_text(f"{os.getpid()}\n")
+    assert holder_of(state) == Holder(os.getpid())
+    assert holder(state) == os.getpid()
 
 
 def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:

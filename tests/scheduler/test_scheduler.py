@@ -18,6 +18,7 @@ from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import
 from botd.agent.tools.base import ToolContext
 from botd.agent.tools.schedule.tool import ScheduleTool
 from botd.chat import InboundMessage, Target
+from botd.cluster.fencing import RunScope
 from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
 from botd.store import Store
@@ -306,7 +307,7 @@ ORIGIN = Target("slack", "C1", "acme", thread_id="171.5", reply_to_id="171.9")
 
 
 def context(key: str = "slack:acme:C1:171.5", origin: Target | None = ORIGIN) -> ToolContext:
-    return ToolContext(conversation_key=key, origin=origin, call_id="call-1")
+    return ToolContext(scope=RunScope(key), origin=origin, call_id="call-1")
 
 
 async def test_reminder_posts_back_to_its_conversation(scheduler: Scheduler, inbox: Inbox) -> None:

@@ -14,7 +14,6 @@ import psycopg
 import pytest
 
 from botd.chat import InboundMessage, Target
-from botd.cluster import fencing
 from botd.cluster.fencing import Fence
 from botd.cluster.leases import LeaseKeeper
 from botd.store.errors import StoreWriteError
@@ -139,10 +138,10 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
             assert lease_a is not None
             inbox_id = await cut_off.accept_inbound("telegram", ["f1"], message(1, "telegram:9"))
             proxy.cut_after(b"FOR SHARE")
-            with fencing.fenced(Fence(lease_a, "node-a", 0.1)):
-                stuck = asyncio.ensure_future(
-                    cut_off.outbox_add(inbox_id, 1, "block", Target("telegram", "9"), "held")
-                )
+            fenced = cut_off.fenced(Fence(lease_a, "node-a", 0.1))
+            stuck = asyncio.ensure_future(
+                fenced.outbox_add(inbox_id, 1, "block", Target("telegram", "9"), "held")
+            )
             await until(lambda: proxy.silent, "the cut right after the fence's FOR SHARE")
             # Node b claims the lease once it expired and the server ended node a's
             # transaction; meanwhile its claims give up at once (``lock_timeout``) and

@@ -129,12 +129,42 @@ def test_reopening_does_not_migrate_twice(tmp_path: Path, clock: FakeClock) -> N
         assert store.get_or_create_session("k").session_id == session.session_id
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
+def test_newer_schema_is_refused_naming_both_versions_and_what_to_do(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / DB_FILENAME)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(StoreError, match="newer than this botd understands"):
+    with pytest.raises(StoreError) as refused:
         SqliteStore.open(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path / DB_FILENAME}: schema version {SCHEMA_VERSION + 1} is newer than this botd "
+        f"understands ({SCHEMA_VERSION}), a newer botd migrated it: upgrade botd to that "
+        "release (or later), or point state_dir elsewhere; going back to an older botd is not "
+        "supported (restore the backup taken before the upgrade)"
+    )
+
+
+def test_a_migration_is_logged_once_from_the_version_it_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / DB_FILENAME
+    with caplog.at_level("INFO", logger="botd.store.migrations"):
+        SqliteStore.open(tmp_path).close()
+        assert caplog.messages == [f"{path}: schema created (version {SCHEMA_VERSION})"]
+        caplog.clear()
+        SqliteStore.open(tmp_path).close()  # nothing to migrate: nothing said
+        assert caplog.messages == []
+        conn = sqlite3.connect(tmp_path / "older.sqlite3", isolation_level=None)
+        for steps in MIGRATIONS[:-1]:
+            for statement in steps:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
+        conn.close()
+        path.unlink()
+        (tmp_path / "older.sqlite3").rename(path)
+        SqliteStore.open(tmp_path).close()
+    assert caplog.messages == [
+        f"{path}: schema migrated from version {SCHEMA_VERSION - 1} to {SCHEMA_VERSION}"
+    ]
 
 
 def test_closed_store_refuses_calls(tmp_path: Path) -> None:

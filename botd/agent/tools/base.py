@@ -10,6 +10,7 @@ import jsonschema
 
 from ...bounded import Recent
 from ...chat import MessageRef, Target
+from ...cluster.fencing import RunScope
 from ...events import ContentBlock, ImageContent, TextContent
 from ..types import ToolDefinition
 
@@ -20,14 +21,24 @@ def _ignore_progress(partial_result: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool call knows about where it runs."""
+    """What a tool call knows about where it runs.
 
-    conversation_key: str
+    ``scope`` is the run's: the conversation it answers and, when that conversation is held
+    by lease (several nodes), the lease's fence. A tool with side effects makes them for that
+    scope (the ``message`` tool's sends are fenced by it), so that a run this node no longer
+    owns does nothing more."""
+
+    scope: RunScope
     origin: Target | None
     """Where the run's answer goes (None for runs with no chat, such as benchmarks)."""
     call_id: str
     report_progress: Callable[[object], None] = field(default=_ignore_progress, compare=False)
     """Hands a partial result to the run (emitted as ``tool_execution_update``)."""
+
+    @property
+    def conversation_key(self) -> str:
+        """The key of the conversation the run answers."""
+        return self.scope.conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +72,9 @@ class Tool(Protocol):
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput: ...
 
 
-SendFunction = Callable[[Target, str], Awaitable[MessageRef]]
-"""Posts text to a target through the channel layer."""
+SendFunction = Callable[[Target, str, RunScope], Awaitable[MessageRef]]
+"""Posts text to a target through the channel layer, for the run of a scope (whose lease
+fences the send)."""
 
 
 VALIDATOR_CACHE_SIZE = 1024

@@ -34,7 +34,7 @@ from typing import TextIO
 
 from ...chat import Capabilities, InboundMessage, MessageRef, Target
 from ...text.markup import PLAIN
-from ..base import ChannelAdapter, InboundSink, OutboundFile
+from ..base import ChannelAdapter, InboundSink, OutboundFile, SendScope
 from ..errors import ChannelError
 from .targets import console_conversation_key
 
@@ -267,13 +267,20 @@ class ConsoleAdapter(ChannelAdapter):
         self._task = None
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Print the caption and what the file is: a terminal shows no uploads."""
         named = f"[file: {file.source or file.filename}]"
         return await self.send(target, f"{caption}\n{named}" if caption.strip() else named)
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Print the reply. Once stdout is closed (``botd run | head -1``, ``>&-``) replies are
         dropped, with one warning: nobody reads them, and retrying cannot change that. Any
         other write error (a full disk under ``> answers.txt``) is a retryable failure."""
@@ -304,11 +311,13 @@ class ConsoleAdapter(ChannelAdapter):
                 os.dup2(devnull, output.fileno())
                 os.close(devnull)
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """A terminal cannot change a printed line: the new text is printed as a new reply."""
         return await self.send(ref.target, markdown)
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """A printed line stays printed: nothing to do."""
         return None
 

@@ -6,9 +6,9 @@ and, unless ``allow_bots``, other bots', and gives each message its id as the de
 the router drops a gateway replay, after a restart too. Outbound Markdown is rendered for
 Discord and split under 2000 characters and 17 lines a message; mentions are limited to
 users, so model output never pings @everyone, @here or a role. Each message of a reply piece
-carries the piece's key as its ``nonce`` (``channels.base.sending``): Discord answers a send of
-it again (a retry, a resend after a crash) with the message it already made. A reply carries
-the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
+carries the piece's key (given with the send: ``SendScope``) as its ``nonce``: Discord answers
+a send of it again (a retry, a resend after a crash) with the message it already made. A reply
+carries the message it answers, quoted (``quotes``; fetched when Discord did not send it along).
 
 The adapter is the channel instance it is built as (``channel``: ``discord``, or another
 section's name): its messages and targets carry that name, and its conversation keys start
@@ -18,6 +18,9 @@ with it (``discord_conversation_key``: ``<channel>:dm:<user>``, ``<channel>:<cha
 adapter's clients alone (``routes``): discord.py's process-wide ``Route.BASE`` and
 ``DiscordWebSocket.DEFAULT_GATEWAY`` are never written, so two Discord bots in one process
 can talk to two places.
+
+A new gateway session (not a resumed one) reads what its chats received while no session
+was open, and hands it on before their live messages (``history``, ``catching_up``).
 
 discord.py reconnects by itself: a gateway connection that ended or could not be made again
 tells ``link`` (a ``PlatformLink``) that Discord is unreachable, READY or RESUMED that it
@@ -54,10 +57,13 @@ from botd.channels.base import (
     InboundSink,
     OutboundFile,
     PlatformLink,
+    SendScope,
     UntilAccepted,
-    sending,
+    fence_of,
+    key_of,
     without_mention,
 )
+from botd.channels.catch_up import CatchUpSettings
 from botd.channels.discord.buttons import (
     PRESS_NOT_TAKEN,
     PRESS_NOT_TAKEN_NOW,
@@ -77,10 +83,16 @@ from botd.channels.discord.commands import (
     publish_commands,
 )
 from botd.channels.discord.conversations import conversation_of
+from botd.channels.discord.history import DiscordCatchUps
 from botd.channels.discord.inbound_media import discord_attachments, discord_download
 from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.quotes import fetch_quote, quote_of, unresolved_reply
-from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient
+from botd.channels.discord.routes import (
+    DiscordRoutes,
+    RoutedHTTPClient,
+    check_fence,
+    fenced_channel,
+)
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.chat import (
     Attachment,
@@ -92,11 +104,11 @@ from botd.chat import (
     PressAnswer,
     Target,
 )
-from botd.cluster import fencing
 from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
+from botd.store.protocols import CatchUpMarks
 from botd.text.markup import RenderedChunk
 
 log = logging.getLogger(__name__)
@@ -192,10 +204,11 @@ class _Client(discord.Client):
 
     def __init__(self, adapter: DiscordAdapter, **options: object) -> None:
         super().__init__(**options)  # type: ignore[arg-type]
-        # A conversation's lease is checked again as each request is written, after
-        # discord.py's rate-limit wait: a send held up past the lease's end is not written.
+        # A conversation's lease, given with a send, is checked again as each of its
+        # requests starts, after discord.py's rate-limit wait (``routes.fenced_channel``):
+        # a send held up past the lease's end is not written.
         trace = aiohttp.TraceConfig()
-        trace.on_request_start.append(fencing.before_request)
+        trace.on_request_start.append(check_fence)
         # discord.py's own client with the same settings, on this adapter's URLs; its
         # connection state holds it too (the models' requests go through it).
         http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
@@ -203,6 +216,10 @@ class _Client(discord.Client):
         self._adapter = adapter
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "connect" and self._adapter.connects(self):
+            # A new session's READY (not a resume): its live messages wait for the catch-up
+            # of what was missed (``history``).
+            self._adapter.catching_up.connecting(self)
         if event == "disconnect" and self._adapter.connects(self):
             # discord.py dispatches it from inside its handler of what ended the connection
             # (or failed to make a new one), and tells it nowhere else but its log.
@@ -213,9 +230,11 @@ class _Client(discord.Client):
         self._adapter.on_ready(self)
 
     async def on_resumed(self) -> None:
+        self._adapter.catching_up.resumed(self)
         self._adapter._link.reachable()
 
     async def on_message(self, message: discord.Message) -> None:
+        await self._adapter.catching_up.before_live(self, message)
         await self._adapter._on_message(message)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
@@ -256,15 +275,20 @@ class DiscordAdapter:
         command_menu: bool = True,
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
+        catch_up: CatchUpSettings | None = None,
+        marks: CatchUpMarks | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, its conversation keys' and leases' start, its log lines'
         prefix). ``leases``: this node's, when it is one of several: each of the
-        ``shard_count`` gateway shards runs here only while this node holds its lease."""
+        ``shard_count`` gateway shards runs here only while this node holds its lease.
+        ``catch_up``, ``marks``: what each new gateway session reads of what it missed
+        (``history``; without ``marks``, nothing)."""
         self.name = channel
         self._label = f"{channel}[{account_id}]"
         """What the log lines of this bot start with: ``discord[default]``."""
         self._token = token
+        self._leases_shared = leases is not None
         if leases is None and shard_count > 1:
             # One node runs every shard: leases of its own that nobody else claims.
             leases = LeaseKeeper(ProcessLeases(), "this node", ttl=30.0)
@@ -296,6 +320,16 @@ class DiscordAdapter:
         self._warned_content = False
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
+        self.catching_up = DiscordCatchUps(
+            self._label,
+            catch_up or CatchUpSettings(),
+            marks,
+            channel=channel,
+            account=account_id,
+            take=self._on_message,
+            allow_bots=allow_bots,
+            shard_count=shard_count,
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -365,7 +399,7 @@ class DiscordAdapter:
                 publish_commands(self._tree, self._label), name="discord-commands"
             )
         for shard in range(self._shard_count):
-            name = f"{self.name}:{self.account_id}:{shard}"
+            name = self._shard_lease(shard)
             self._holding.append(
                 asyncio.create_task(
                     hold_lease(leases, name, "gateway", partial(self._run_shard, shard)),
@@ -377,6 +411,16 @@ class DiscordAdapter:
             self._label,
             self._shard_count,
         )
+
+    def _shard_lease(self, shard: int) -> str:
+        """The lease of shard ``shard``'s session: ``<channel>:<account>:<shard>``."""
+        return f"{self.name}:{self.account_id}:{shard}"
+
+    def input_leases(self) -> list[str]:
+        """``LeasedInput``: each shard's lease, when this node connects them under leases."""
+        if not self._leases_shared:
+            return []
+        return [self._shard_lease(shard) for shard in range(self._shard_count)]
 
     async def _run_shard(self, shard: int, lease: Lease) -> None:
         """Shard ``shard``'s gateway session until cancelled (the lease lost, or stopping);
@@ -396,6 +440,7 @@ class DiscordAdapter:
         finally:
             if self._shards.get(shard) is client:
                 del self._shards[shard]
+            await self.catching_up.forget(client)
             await client.close()
 
     def connects(self, client: discord.Client) -> bool:
@@ -458,11 +503,13 @@ class DiscordAdapter:
         and their leases given up, so another node's gateway takes over at once."""
         self._sink = None
         await self._stop_shards()
+        await self.catching_up.stop()
         await self._handing.settle()
 
     async def stop(self) -> None:
         """Close the connection; safe to call more than once."""
         await self._stop_shards()
+        await self.catching_up.stop()
         client, task = self._client, self._task
         self._client = self._task = None
         publishing, self._publishing = self._publishing, None
@@ -492,6 +539,7 @@ class DiscordAdapter:
             )
             self._warned_content = True
         self._link.reachable()
+        self.catching_up.ready(client)
         if self._command_menu and self._publishing is None:  # once per start, not per resume
             self._publishing = asyncio.create_task(
                 publish_commands(self._tree, self._label), name="discord-commands"
@@ -697,6 +745,7 @@ class DiscordAdapter:
             is_direct=message.guild is None,
             mentions_bot=mentions_bot,
             dedupe_keys=(str(message.id),),
+            in_history=True,
             reply_to_message_id=(
                 str(reference.message_id)
                 if reference is not None and reference.message_id is not None
@@ -715,35 +764,54 @@ class DiscordAdapter:
 
     # --- outbound ----------------------------------------------------------------------------
 
-    def _channel(self, target: Target) -> discord.PartialMessageable:
-        if self._client is None:
+    def _channel(
+        self, target: Target, scope: SendScope | None = None
+    ) -> discord.PartialMessageable:
+        """``target``'s channel, its calls made under the fence of ``scope`` (if any)."""
+        client = self._client
+        if client is None:
             # Starting, or being restarted after it went down: a send waits (is retried) for it.
             raise ChannelError("discord is not connected (yet)", retryable=True)
-        return self._client.get_partial_messageable(int(target.thread_id or target.chat_id))
+        assert isinstance(client.http, RoutedHTTPClient)
+        channel_id = int(target.thread_id or target.chat_id)
+        return fenced_channel(client._connection, client.http, channel_id, fence_of(scope))
 
     def _chunks(self, markdown: str) -> list[RenderedChunk]:
         chunks = MARKDOWN.chunks(markdown, TEXT_LIMIT, line_limit=LINE_LIMIT)
         return [chunk for chunk in chunks if chunk.text.strip()]
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; a 429 is waited out by discord.py."""
-        return await self._post(target, self._chunks(markdown), reply_to=target.reply_to_id)
+        chunks = self._chunks(markdown)
+        return await self._post(target, chunks, reply_to=target.reply_to_id, scope=scope)
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """``send``, with ``rows`` as the components (action rows of buttons) of its last
         message."""
         chunks = self._chunks(markdown)
-        return await self._post(target, chunks, reply_to=target.reply_to_id, rows=rows)
+        return await self._post(target, chunks, reply_to=target.reply_to_id, rows=rows, scope=scope)
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows`` as
         its components (none: ``components: []``, the buttons removed)."""
         chunks = self._chunks(markdown)
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         view = button_view(rows)
         with _refusals("edit"):
             if chunks:
@@ -760,9 +828,10 @@ class DiscordAdapter:
         *,
         reply_to: str | None,
         rows: Sequence[Sequence[Button]] = (),
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
-        channel = self._channel(target)
-        key = sending.get()
+        channel = self._channel(target, scope)
+        key = key_of(scope)
         refs: list[MessageRef] = []
         for number, chunk in enumerate(chunks):
             # A reply piece's message carries a nonce of its own, the same in every retry
@@ -800,7 +869,12 @@ class DiscordAdapter:
         return refs
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``file`` as an attachment (``discord.File``) in ``target``'s channel or thread,
         the caption as the message's content.
@@ -812,11 +886,11 @@ class DiscordAdapter:
             raise DiscordError(
                 "upload", 413, f"file too large: {file.filename} is {len(file.data)} bytes"
             )
-        channel = self._channel(target)
+        channel = self._channel(target, scope)
         chunks = self._chunks(caption) if caption.strip() else []
         content = chunks[0].text if chunks else None
         attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
-        key = sending.get()
+        key = key_of(scope)
         nonce = _nonce(key, 0)
         with _refusals("upload"):
             if target.reply_to_id is None:
@@ -838,7 +912,9 @@ class DiscordAdapter:
                 )
         return [MessageRef(target, str(sent.id))]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Replace a posted message's text; what does not fit follows in new messages.
 
         A Discord message holds 2000 characters and the adapter keeps it under 17 lines,
@@ -847,14 +923,15 @@ class DiscordAdapter:
         chunks = self._chunks(markdown)
         if not chunks:
             return [ref]
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         with _refusals("edit"):
             await message.edit(content=chunks[0].text, allowed_mentions=ALLOWED_MENTIONS)
-        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None)]
+        overflow = SendScope(fence_of(scope))  # new messages, of no piece's key
+        return [ref, *await self._post(ref.target, chunks[1:], reply_to=None, scope=overflow)]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete a posted message; one that is already gone counts as deleted."""
-        message = self._channel(ref.target).get_partial_message(int(ref.message_id))
+        message = self._channel(ref.target, scope).get_partial_message(int(ref.message_id))
         try:
             with _refusals("delete"):
                 await message.delete()

@@ -11,6 +11,13 @@ made on those defaults onto the client's own. Interaction responses and followup
 through the client: discord.py sends them with the webhook adapter in its context variable
 ``async_context``, which ``DiscordRoutes.interactions`` points at the client's URLs for the
 code that answers an interaction. discord.py's class attributes are never written.
+
+A call made for a conversation held by lease carries its fence to the request
+(``fenced_channel``): discord.py's models take no per-request argument, so the call goes
+through a view of the client (``RoutedHTTPClient.fenced``) reached by a view of its connection
+state, whose requests hand the fence to aiohttp as ``trace_request_ctx``; the client's trace
+(``check_fence``) checks it as each request starts, after discord.py's rate-limit wait. A
+request held up past the lease's end is not written.
 """
 
 from __future__ import annotations
@@ -18,17 +25,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import HTTPClient, Route
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
-__all__ = ["DiscordRoutes", "RoutedHTTPClient"]
+from ...cluster.fencing import Fence
+
+__all__ = ["DiscordRoutes", "RoutedHTTPClient", "check_fence", "fenced_channel"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,8 +120,56 @@ class RoutedHTTPClient(HTTPClient):
         super().__init__(loop, http_trace=http_trace)
         self.routes = routes
 
+    fence: Fence | None = None
+    """The lease its requests are made under (a ``fenced`` view's; None: unfenced)."""
+
+    def fenced(self, fence: Fence) -> RoutedHTTPClient:
+        """This client for the requests of one call made under ``fence``: a shallow copy
+        (the session, the rate limits and the routes are the client's own) whose requests
+        carry the fence to the trace."""
+        view = copy.copy(self)
+        view.fence = fence
+        return view
+
     async def request(self, route: Route, **kwargs: Any) -> Any:
+        if self.fence is not None:
+            kwargs["trace_request_ctx"] = self.fence
         return await super().request(self.routes.rest(route), **kwargs)
 
     async def ws_connect(self, url: str, *, compress: int = 0) -> aiohttp.ClientWebSocketResponse:
         return await super().ws_connect(self.routes.socket(url), compress=compress)
+
+
+async def check_fence(
+    _session: aiohttp.ClientSession,
+    context: Any,
+    _params: aiohttp.TraceRequestStartParams,
+) -> None:
+    """The client's ``on_request_start`` trace callback: a request made under a fence
+    (``trace_request_ctx``) starts only while its lease has its margin left."""
+    fence = context.trace_request_ctx
+    if isinstance(fence, Fence):
+        fence.check_send(time.monotonic())
+
+
+class _FencedState:
+    """A client's connection state whose ``http`` is a fenced view of its client; everything
+    else is the state's own (its methods stay bound to it)."""
+
+    def __init__(self, state: Any, http: RoutedHTTPClient) -> None:
+        self._state = state
+        self.http = http
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+
+def fenced_channel(
+    state: Any, http: RoutedHTTPClient, channel_id: int, fence: Fence | None
+) -> discord.PartialMessageable:
+    """The channel ``channel_id`` as discord.py's model over ``state`` (a client's connection
+    state): the calls made through it (and the messages it hands out) are made under
+    ``fence`` (None: unfenced)."""
+    if fence is not None:
+        state = _FencedState(state, http.fenced(fence))
+    return discord.PartialMessageable(state=state, id=channel_id)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ...config.schema import ChatChannelSection
+from ...config.schema import CatchUp, CatchUpSection, ChatChannelSection
 from ...config.secrets import Secret
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
@@ -53,6 +53,8 @@ class DiscordSection(ChatChannelSection):
     """Gateway shards (Discord requires more than one past 2,500 servers). On several nodes
     each shard runs on one node at a time, held by a lease; more shards spread the gateway
     load over the nodes."""
+    catch_up: CatchUp = CatchUpSection()
+    """Read what was missed while botd was down (``botd.channels.catch_up``)."""
 
     @classmethod
     def reaction_refusal(cls, emoji: str) -> str | None:
@@ -66,6 +68,7 @@ class DiscordSection(ChatChannelSection):
 
 
 def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter:
+    from ..catch_up import CatchUpSettings
     from .adapter import DiscordAdapter
 
     channel = context.instance_name(SPEC.name)
@@ -84,6 +87,8 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         shard_count=section.shard_count,
         guild_ready_timeout=section.guild_ready_timeout,
         leases=context.leases,
+        catch_up=CatchUpSettings.of(section.catch_up),
+        marks=context.marks,
     )
 
 

@@ -15,6 +15,9 @@ carries both ids, the event id and ``channel:ts``, as its dedupe keys: the route
 ledger drops a retry that arrives after a restart. Every other subscribed event gets a no-op
 listener: bolt answers an unhandled event with 404 and Slack would retry it.
 
+At each start and each new Socket Mode session the adapter reads what its chats received
+meanwhile (``history``, ``catching_up``); live messages of a chat being read wait for it.
+
 Conversations (``slack_conversation_key``, with the channel instance's name: ``slack``, or
 another section's): ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<ts>``
 for a message inside a thread (one session per thread). The first mention inside a thread
@@ -41,11 +44,14 @@ status there (``botd.channels.base.AssistantStatus``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -69,19 +75,24 @@ from ...chat import (
     PressAnswer,
     Target,
 )
-from ...cluster import fencing
+from ...cluster.fencing import Fence
 from ...retry import retry_after
+from ...store.protocols import CatchUpMarks
 from ..base import (
     InboundSink,
     OutboundFile,
     PlatformLink,
+    SendScope,
     UntilAccepted,
-    sending,
+    fence_of,
+    key_of,
     without_mention,
 )
+from ..catch_up import CatchUp, CatchUpSettings
 from .commands import NOT_A_MEMBER, CommandReplies, slash_message
 from .emoji import slack_emoji_name
 from .errors import TRANSIENT_ERRORS, SlackError, SlackStartError, connection_error
+from .history import SlackHistory
 from .inbound_media import slack_attachments, slack_download
 from .markup import MRKDWN, defuse_mass_mentions
 from .names import SenderNames
@@ -136,11 +147,25 @@ def button_blocks(text: str, rows: Sequence[Sequence[Button]]) -> list[dict[str,
 
 
 class FencedWebClient(AsyncWebClient):
-    """slack_sdk's Web API client, checking the conversation's lease (``fencing``) as each
-    call is made: a call held up past the lease's end is not made."""
+    """slack_sdk's Web API client; a ``fenced`` view of it checks a conversation's lease as
+    each call is made (after the adapter's waits for a 429): a call held up past the lease's
+    end is not made."""
+
+    fence: Fence | None = None
+    """The lease the calls of this view are made under (None: unfenced)."""
+
+    def fenced(self, fence: Fence | None) -> FencedWebClient:
+        """This client for the calls of one send made under ``fence``: a shallow copy (the
+        token, the session and the settings are the client's own) that checks it."""
+        if fence is None:
+            return self
+        view = copy.copy(self)
+        view.fence = fence
+        return view
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
-        fencing.check_send()
+        if self.fence is not None:
+            self.fence.check_send(time.monotonic())
         return await super().api_call(api_method, **kwargs)
 
 
@@ -172,11 +197,14 @@ class SlackAdapter:
         admits: Callable[[InboundMessage], bool] | None = None,
         link: PlatformLink | None = None,
         dm_threads: bool = False,
+        catch_up: CatchUpSettings | None = None,
+        marks: CatchUpMarks | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this app is (its messages' and
         targets' ``channel``, its conversation keys' start). ``dm_threads``: answer a DM
         message in a thread on it (``delivery: stream``, since a Slack stream needs a
-        thread)."""
+        thread). ``catch_up``, ``marks``: what a start or a reconnect of the socket reads
+        of what was missed (``history``; without ``marks``, nothing)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
@@ -195,9 +223,7 @@ class SlackAdapter:
         self._http_path = http_path
         self.allow_mass_mentions = allow_mass_mentions
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
-        self.client: AsyncWebClient = FencedWebClient(
-            token=bot_token, base_url=api_base_url, retry_handlers=[]
-        )
+        self.client = FencedWebClient(token=bot_token, base_url=api_base_url, retry_handlers=[])
         self.names = SenderNames(self.client)
         self.command_replies = CommandReplies()
         self.threads = ThreadContext(
@@ -225,6 +251,13 @@ class SlackAdapter:
         # "channel:thread_ts" -> (user, team) last answered there: a stream's recipient.
         self._recipients: Recent[str, tuple[str, str]] = Recent(_MEMORY_LIMIT)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self.catching_up = CatchUp(
+            f"{channel}[{account_id}]",
+            catch_up or CatchUpSettings(),
+            marks,
+            channel=channel,
+            account=account_id,
+        )
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -260,9 +293,12 @@ class SlackAdapter:
         self.bot_id = str(who.get("bot_id") or "")
         self.bot_name = str(who.get("user") or "")
         app = self._build_app()
+        self.catching_up.close_gate()  # live messages wait for what was missed (``history``)
         if self._mode == "socket":
             # The client reconnects by itself; the watch tells botd whether it is connected.
-            watch = self._socket_watch = SocketWatch(self._link, self.account_id)
+            watch = self._socket_watch = SocketWatch(
+                self._link, self.account_id, on_reconnect=self._catch_up
+            )
             self._socket = handler = AsyncSocketModeHandler(
                 app, app_token=self._app_token, logger=watch.logger
             )
@@ -277,6 +313,7 @@ class SlackAdapter:
             await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
             watch.start(handler.client)
             log.info("slack %s connected over Socket Mode as %s", self.account_id, self.bot_user_id)
+            self._catch_up()
         else:
             self._runner = web.AppRunner(app.web_app(path=self._http_path))
             await self._runner.setup()
@@ -294,6 +331,7 @@ class SlackAdapter:
                 self.http_port,
                 self._http_path,
             )
+            self._catch_up()
 
     async def stop_inbound(self) -> None:
         """Close the socket or HTTP site; posting (the Web API client) keeps working. Messages
@@ -308,6 +346,7 @@ class SlackAdapter:
         watch, self._socket_watch = self._socket_watch, None
         if watch is not None:
             await watch.stop()
+        await self.catching_up.stop()
         if socket is not None:
             await socket.close_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
         if runner is not None:
@@ -328,14 +367,35 @@ class SlackAdapter:
             process_before_response=True,
         )
         app.command(re.compile(".*"))(self._on_slash_command)
-        app.event("message")(self._on_message)
-        app.event("app_mention")(self._on_app_mention)
+        app.event("message")(self._on_live_message)
+        app.event("app_mention")(self._on_live_mention)
         app.action(re.compile(f"^{BUTTON_ACTION}"))(self._on_press)
         # Any other subscribed event (reactions, joins, pins, renames, …) gets a 2xx.
         app.event(re.compile(".*"))(self._on_other_event)
         return app
 
     # --- inbound ------------------------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Read what was missed (the socket connected again, or the adapter started)."""
+        self.catching_up.close_gate()
+        take = partial(self._on_message, {})
+        self.catching_up.start(SlackHistory(self._call, self.client, take, self._wanted))
+
+    def _wanted(self, event: dict[str, Any]) -> bool:
+        """Whether the live path would take the message ``event`` as a prompt or context."""
+        user = str(event.get("user") or "")
+        own = (self.bot_id and event.get("bot_id") == self.bot_id) or user == self.bot_user_id
+        other_bot = bool(event.get("bot_id")) and not user
+        return not own and not other_bot and event.get("subtype") in MESSAGE_SUBTYPES
+
+    async def _on_live_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self.catching_up.before_live(_history_of(event))
+        await self._on_message(body, event)
+
+    async def _on_live_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await self.catching_up.before_live(_history_of(event))
+        await self._on_app_mention(body, event)
 
     async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         subtype = event.get("subtype")
@@ -533,6 +593,7 @@ class SlackAdapter:
             bot_name=self.bot_name,
             attachments=slack_attachments(event),
             edited=edited_at is not None,
+            in_history=True,
         )
         if edited_at is None:
             message = await self.threads.add_to(message, self.bot_user_id, self.bot_id)
@@ -585,20 +646,30 @@ class SlackAdapter:
     # --- outbound -----------------------------------------------------------------------------
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """``send``, the last message as Block Kit: its text as sections, then one
         ``actions`` block of buttons per row (``text`` stays the notification fallback)."""
-        return await self.send(target, markdown, rows)
+        return await self.send(target, markdown, rows, scope=scope)
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows``."""
         texts = self._render(markdown) or [""]
         await self._call(
             "chat.update",
-            self.client.chat_update,
+            self.client.fenced(fence_of(scope)).chat_update,
             channel=ref.target.chat_id,
             ts=ref.message_id,
             text=texts[0],
@@ -607,7 +678,12 @@ class SlackAdapter:
         )
 
     async def send(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]] = ()
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]] = (),
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Post ``markdown`` as one or more messages; raises ``SlackError`` on Slack's refusal.
 
@@ -617,10 +693,12 @@ class SlackAdapter:
         """
         thread_ts = self._thread_for(target)
         posted_to = Target(self.name, target.chat_id, target.account_id, thread_ts)
-        key = sending.get()
+        key, client = key_of(scope), self.client.fenced(fence_of(scope))
         found: dict[str, str] = {}
         if key is not None and key.piece.unconfirmed:
-            found = await self._posted_pieces(target.chat_id, thread_ts, key.piece.written_at)
+            found = await self._posted_pieces(
+                client, target.chat_id, thread_ts, key.piece.written_at
+            )
         refs: list[MessageRef] = []
         texts = self._render(markdown)
         for number, text in enumerate(texts):
@@ -633,7 +711,7 @@ class SlackAdapter:
             try:
                 response = await self._call(
                     "chat.postMessage",
-                    self.client.chat_postMessage,
+                    client.chat_postMessage,
                     channel=target.chat_id,
                     text=text,
                     thread_ts=thread_ts,
@@ -650,13 +728,13 @@ class SlackAdapter:
         return refs
 
     async def _posted_pieces(
-        self, channel: str, thread_ts: str | None, written_at: float | None
+        self, client: AsyncWebClient, channel: str, thread_ts: str | None, written_at: float | None
     ) -> dict[str, str]:
         """The tagged reply messages where a piece written at ``written_at`` went. A look-up
         Slack refuses for good (a missing ``*:history`` scope) finds nothing, with a
         warning: the piece is posted again, as on a platform without look-ups."""
         try:
-            return await posted_pieces(self._call, self.client, channel, thread_ts, written_at)
+            return await posted_pieces(self._call, client, channel, thread_ts, written_at)
         except SlackError as exc:
             if exc.retryable:
                 raise
@@ -669,7 +747,12 @@ class SlackAdapter:
             return {}
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """Upload ``file`` to ``target``'s channel (and thread); one ref named by the file id.
 
@@ -687,7 +770,7 @@ class SlackAdapter:
         try:
             response = await self._call(
                 UPLOAD,
-                self.client.files_upload_v2,
+                self.client.fenced(fence_of(scope)).files_upload_v2,
                 channel=target.chat_id,
                 content=file.data,
                 filename=file.filename,
@@ -702,15 +785,18 @@ class SlackAdapter:
         file_id = str(files[0].get("id", "")) if files and isinstance(files[0], dict) else ""
         return [MessageRef(posted_to, file_id)]
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Replace a posted message; text beyond one message follows as new messages."""
         texts = self._render(markdown)
         refs = [ref]
         if not texts:
             return refs
+        client = self.client.fenced(fence_of(scope))
         await self._call(
             "chat.update",
-            self.client.chat_update,
+            client.chat_update,
             channel=ref.target.chat_id,
             ts=ref.message_id,
             text=texts[0],
@@ -719,7 +805,7 @@ class SlackAdapter:
         for text in texts[1:]:
             response = await self._call(
                 "chat.postMessage",
-                self.client.chat_postMessage,
+                client.chat_postMessage,
                 channel=ref.target.chat_id,
                 text=text,
                 thread_ts=ref.target.thread_id,
@@ -789,12 +875,12 @@ class SlackAdapter:
             return texts
         return [defuse_mass_mentions(text) for text in texts]
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete a posted message (``chat.delete``); one already gone counts as deleted."""
         try:
             await self._call(
                 "chat.delete",
-                self.client.chat_delete,
+                self.client.fenced(fence_of(scope)).chat_delete,
                 channel=ref.target.chat_id,
                 ts=ref.message_id,
             )
@@ -898,6 +984,11 @@ class SlackAdapter:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise connection_error(method, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _history_of(event: dict[str, Any]) -> str:
+    """Where a message event's history is: its thread, else its channel."""
+    return str(event.get("thread_ts") or event.get("channel") or "")
 
 
 def _is_dm(channel: str) -> bool:

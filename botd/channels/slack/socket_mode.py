@@ -5,7 +5,9 @@ go unanswered) and tells of the loss and of its failed attempts only in its log.
 ``SocketWatch`` asks the client every ``interval`` seconds whether it is connected
 (``is_connected``: a socket open, its pings answered) and tells the link. The error it
 reports is the last failure the client logged (through the logger the watch hands the
-handler, which goes on to botd's log as before), else that the socket is disconnected.
+handler, which goes on to botd's log as before), else that the socket is disconnected. A
+new session (the SDK reconnected, however briefly the socket was down) is told to
+``on_reconnect`` at the next look.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Callable
 
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
@@ -43,8 +46,18 @@ class _LastFailure(logging.Handler):
 class SocketWatch:
     """Watches one Socket Mode client for ``link`` (see the module docstring)."""
 
-    def __init__(self, link: PlatformLink, account: str, interval: float = WATCH_INTERVAL) -> None:
+    def __init__(
+        self,
+        link: PlatformLink,
+        account: str,
+        interval: float = WATCH_INTERVAL,
+        *,
+        on_reconnect: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_reconnect``: told each time the socket is connected again after it was not
+        (what Slack sent meanwhile may be lost: the adapter catches up)."""
         self._link = link
+        self._on_reconnect = on_reconnect
         self._interval = interval
         self.logger = logging.getLogger(f"{__name__}.{account}")
         """The logger to give the Socket Mode handler (``logger=``)."""
@@ -65,10 +78,16 @@ class SocketWatch:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _watch(self, client: SocketModeClient) -> None:
+        session = client.current_session
         while not client.closed:
             if await client.is_connected():
                 self._failures.text = ""
                 self._link.reachable()
+                # A session other than the last seen: the SDK reconnected (maybe between
+                # two looks, as it does at once when Slack closes a socket).
+                if client.current_session is not session and self._on_reconnect is not None:
+                    self._on_reconnect()
+                session = client.current_session
             else:
                 why = self._failures.text or "the socket is disconnected"
                 self._link.unreachable(f"Socket Mode reconnecting: {why}")

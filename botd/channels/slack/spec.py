@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from ...config.schema import ChatChannelSection, off_on
+from ...config.schema import CatchUp, CatchUpSection, ChatChannelSection, off_on
 from ...config.secrets import OptionalSecret, Secret
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
@@ -45,6 +45,8 @@ class SlackSection(ChatChannelSection):
     thread_context: int = Field(default=20, ge=0)
     """On the first mention inside a thread, how many of its earlier messages the model is
     given (``conversations.replies``); 0: none."""
+    catch_up: CatchUp = CatchUpSection()
+    """Read what was missed while botd was down (``botd.channels.catch_up``)."""
 
     @model_validator(mode="after")
     def _mode_needs(self) -> SlackSection:
@@ -65,6 +67,7 @@ class SlackSection(ChatChannelSection):
 
 
 def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
+    from ..catch_up import CatchUpSettings
     from .adapter import SlackAdapter
 
     channel = context.instance_name(SPEC.name)
@@ -86,6 +89,8 @@ def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         admits=context.admits,
         link=context.link(channel),
         dm_threads=section.delivery == "stream",
+        catch_up=CatchUpSettings.of(section.catch_up),
+        marks=context.marks,
     )
 
 

@@ -106,7 +106,14 @@ from ...net.tls import verified_context
 from ...retry import Backoff, retry_after
 from ...store.protocols import Offsets
 from ...text.markup import RenderedChunk
-from ..base import InboundSink, OutboundFile, PlatformLink, without_mention
+from ..base import (
+    InboundSink,
+    OutboundFile,
+    PlatformLink,
+    SendScope,
+    fence_of,
+    without_mention,
+)
 from ..errors import ChannelError
 from . import uploads
 from .errors import (
@@ -123,7 +130,7 @@ from .pastes import SplitPastes
 from .quotes import quote_of
 from .reactions import telegram_reaction
 from .targets import telegram_conversation_key
-from .transport import sends_request
+from .transport import fenced_requests, sends_request
 
 if TYPE_CHECKING:
     from ...http.routes import Route, Routes
@@ -428,8 +435,9 @@ class TelegramAdapter:
             # No retries in the limiter: its RetryAfter handling pauses every chat, and one
             # group's flood wait must not silence the others (see _per_chat).
             rate_limiter=AIORateLimiter(max_retries=0),
-            # A conversation's lease is checked again as each request is written (see
-            # transport.py): a send held up past the lease's end is not written.
+            # A conversation's lease, given with a send, is checked again as each request
+            # is written (see transport.py): a send held up past the lease's end is not
+            # written.
             request=sends_request(self._api_base_url),
             # PTB's own setting for the long poll, with botd's shared TLS context.
             get_updates_request=HTTPXRequest(
@@ -491,6 +499,10 @@ class TelegramAdapter:
         """The lease under which one node of several polls this account:
         ``<channel>:<account>`` (``telegram:default``)."""
         return f"{self.name}:{self.account_id}"
+
+    def input_leases(self) -> list[str]:
+        """``LeasedInput``: the poller's lease, when this node polls under one."""
+        return [self.lease_name] if self._leases is not None else []
 
     async def _start_polling(self, app: _App) -> None:
         assert app.updater is not None
@@ -805,33 +817,54 @@ class TelegramAdapter:
 
     # --- outbound -----------------------------------------------------------------------------
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         chunks = HTML.chunks(markdown, self.capabilities.text_limit)
-        return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
+        with fenced_requests(fence_of(scope)):
+            return await self._send_chunks(target, chunks, reply_to=target.reply_to_id)
 
     async def send_buttons(
-        self, target: Target, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         """``send``, with ``rows`` as the inline keyboard of its last message."""
         chunks = HTML.chunks(markdown, self.capabilities.text_limit)
-        return await self._send_chunks(
-            target, chunks, reply_to=target.reply_to_id, keyboard=_keyboard(rows)
-        )
+        with fenced_requests(fence_of(scope)):
+            return await self._send_chunks(
+                target, chunks, reply_to=target.reply_to_id, keyboard=_keyboard(rows)
+            )
 
     async def edit_buttons(
-        self, ref: MessageRef, markdown: str, rows: Sequence[Sequence[Button]]
+        self,
+        ref: MessageRef,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: SendScope | None = None,
     ) -> None:
         """``ref``'s message shows ``markdown`` (its first message's worth) with ``rows`` as
         its inline keyboard (none: the keyboard removed)."""
-        await self._edit_text(ref, markdown, _keyboard(rows) or InlineKeyboardMarkup([]))
+        with fenced_requests(fence_of(scope)):
+            await self._edit_text(ref, markdown, _keyboard(rows) or InlineKeyboardMarkup([]))
 
     async def send_file(
-        self, target: Target, file: OutboundFile, caption: str = ""
+        self,
+        target: Target,
+        file: OutboundFile,
+        caption: str = "",
+        *,
+        scope: SendScope | None = None,
     ) -> list[MessageRef]:
         thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
-        return await uploads.send_file(
-            self._require_bot(), self._per_chat, target, file, caption, thread=thread
-        )
+        with fenced_requests(fence_of(scope)):
+            return await uploads.send_file(
+                self._require_bot(), self._per_chat, target, file, caption, thread=thread
+            )
 
     async def _send_chunks(
         self,
@@ -906,9 +939,12 @@ class TelegramAdapter:
                 )
         raise AssertionError("unreachable")
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         """Show ``markdown`` in ``ref``'s message; text past one message follows in new ones."""
-        return await self._edit_text(ref, markdown)
+        with fenced_requests(fence_of(scope)):
+            return await self._edit_text(ref, markdown)
 
     async def _edit_text(
         self, ref: MessageRef, markdown: str, keyboard: InlineKeyboardMarkup | None = None
@@ -981,12 +1017,13 @@ class TelegramAdapter:
         except TelegramError as exc:
             raise api_error("sendMessageDraft", exc) from exc
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         """Delete ``ref``'s message; one that is already gone counts as deleted."""
         bot = self._require_bot()
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)
         try:
-            await self._per_chat(chat_id, lambda: bot.delete_message(chat_id, message_id))
+            with fenced_requests(fence_of(scope)):
+                await self._per_chat(chat_id, lambda: bot.delete_message(chat_id, message_id))
         except BadRequest as exc:
             if "message to delete not found" not in exc.message.lower():
                 raise api_error("deleteMessage", exc) from exc

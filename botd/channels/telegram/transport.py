@@ -1,5 +1,6 @@
 """The HTTP transport of the Telegram adapter's sends: httpx over asyncio streams that checks
-the conversation's lease (``botd.cluster.fencing``) as it writes each buffer of a request.
+the lease of the conversation a send is made for (its ``Fence``) as it writes each buffer of
+a request.
 
 Telegram takes no key that would make a late request harmless, so a request of a lease's old
 holder must not reach it once another node may hold the lease. A check made before the
@@ -16,7 +17,17 @@ a slow link): its size is the network's delay, not the node's.
 
 Where the environment names a proxy for the Bot API (``HTTPS_PROXY`` and the like, which httpx
 honours), httpx's own transport is kept so the sends go through it, and the lease is checked
-as each request starts instead (``fencing.before_request``).
+as each request starts instead (an httpx request hook).
+
+How the fence reaches the socket: the adapter is given it with each send (``SendScope``), but
+python-telegram-bot takes no per-request argument that reaches httpx (``Bot.send_message``
+-> ``BaseRequest.post`` -> ``HTTPXRequest.do_request`` -> ``httpx.AsyncClient.request``
+carry the API's parameters only), and httpcore hands a request's extensions to its
+connection, not to the stream that writes it. So the adapter sets it, around the SDK calls
+of the one send it was given for (``fenced_requests``), in a context variable private to
+this module, which the stream (or the hook) reads at write time: the one context variable
+that carries a fence in botd, a bridge across an SDK with no other way through, set only
+here from a fence passed explicitly.
 """
 
 from __future__ import annotations
@@ -26,7 +37,9 @@ import contextlib
 import select
 import socket
 import ssl
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
@@ -35,8 +48,33 @@ import httpcore
 import httpx
 from telegram.request import HTTPXRequest
 
-from ...cluster import fencing
+from ...cluster.fencing import Fence
 from ...net.tls import verified_context
+
+_fence: ContextVar[Fence | None] = ContextVar("botd_telegram_fence", default=None)
+"""The fence of the send whose SDK calls run now (the bridge: see the module docstring)."""
+
+
+@contextlib.contextmanager
+def fenced_requests(fence: Fence | None) -> Iterator[None]:
+    """Within the block (the SDK calls of one send), every request is checked against
+    ``fence`` as it is written (None: unfenced)."""
+    token = _fence.set(fence)
+    try:
+        yield
+    finally:
+        _fence.reset(token)
+
+
+def _check_fence() -> None:
+    fence = _fence.get()
+    if fence is not None:
+        fence.check_send(time.monotonic())
+
+
+async def _check_fence_hook(_request: httpx.Request) -> None:
+    """``_check_fence`` as an httpx request hook (each request as it starts)."""
+    _check_fence()
 
 
 class _CheckedStream(httpcore.AsyncNetworkStream):
@@ -58,7 +96,7 @@ class _CheckedStream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
-        fencing.check_send()  # then straight to the socket: no await in between
+        _check_fence()  # then straight to the socket: no await in between
         try:
             self._writer.write(buffer)
             async with asyncio.timeout(timeout):
@@ -174,9 +212,9 @@ def sends_request(api_base_url: str) -> HTTPXRequest:
     parts = urlsplit(api_base_url)
     proxies = getproxies()
     if (parts.scheme in proxies or "all" in proxies) and not proxy_bypass(parts.hostname or ""):
-        hooks = {"request": [fencing.before_request]}
+        hooks = {"request": [_check_fence_hook]}
         return HTTPXRequest(httpx_kwargs={"verify": verified_context(), "event_hooks": hooks})
     return HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)})
 
 
-__all__ = ["FencedTransport", "sends_request"]
+__all__ = ["FencedTransport", "fenced_requests", "sends_request"]

@@ -99,6 +99,8 @@ def lock_holder(state_dir: Path) -> str | None:
 def _holder(path: Path) -> str | None:
     """Who holds the lock file ``path`` (see ``lock_holder``); raises ``OSError`` when the
     file cannot be read."""
+    from ..statelock import written_pid
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -116,8 +118,8 @@ def _holder(path: Path) -> str | None:
                 held = True
         if not held:
             return None
-        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
-        return f"pid {text}" if text.isdigit() else "pid unknown"
+        pid = written_pid(os.pread(fd, 64, 0).decode("ascii", errors="replace"))
+        return "pid unknown" if pid is None else f"pid {pid}"
     finally:
         os.close(fd)
 

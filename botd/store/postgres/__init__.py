@@ -24,6 +24,7 @@ from .cluster import ClusterStore
 from .inbound import InboundStore
 from .jobs import JobStore
 from .ledger import LedgerStore
+from .marks import MarkStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
 
@@ -36,6 +37,7 @@ class PostgresStore(
     StatusLineStore,
     ApprovalStore,
     ButtonStore,
+    MarkStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

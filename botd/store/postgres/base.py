@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,7 +79,6 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ...cluster import fencing
 from ...cluster.fencing import Fence, LeaseLost
 from ..errors import (
     Clock,
@@ -215,7 +215,7 @@ class Queued:
     locks: tuple[str, ...] = ()
     """Advisory locks (by name) the write needs, taken at the start of its batch."""
     fence: Fence | None = None
-    """The lease the write was queued under (``botd.cluster.fencing``): it is made only if
+    """The lease the write was queued under (its store view's fence): it is made only if
     that lease is still held, checked in the batch's transaction."""
 
 
@@ -232,8 +232,41 @@ class Written:
     aside: list[Queued] = field(default_factory=list)
 
 
+@dataclass(eq=False, slots=True)
+class _Writes:
+    """The write queue and its flusher's state: one per store, shared by its fenced views."""
+
+    queued: asyncio.Event
+    urgent: asyncio.Event
+    closed: asyncio.Event
+    stopping: asyncio.Event
+    queue: list[Queued] = field(default_factory=list)
+    aside: list[Queued] = field(default_factory=list)
+    """Awaited writes set aside because another transaction held a lock they need, in the
+    order queued: at the head of every batch until they are written."""
+    queued_done: asyncio.Future[None] | None = None
+    """Set once the batch being queued now is written."""
+    writing_done: asyncio.Future[None] | None = None
+    """Set once the batch being written now is written."""
+    closing: bool = False
+    flusher: asyncio.Task[None] | None = None
+    away: bool = False
+    """The last batch failed for a fault: connections are waited for ``AWAY_WAIT`` only."""
+    kept: bool = False
+    """Records of a failed batch wait in the queue to be written again."""
+
+
 class PostgresBase:
-    """The pool, the queue and its flusher (see the module docstring)."""
+    """The pool, the queue and its flusher (see the module docstring).
+
+    ``fenced(fence)`` is the same store for the work of a conversation held by lease: every
+    write made through it (but ``UNFENCED``'s) is made only while that lease holds. A view
+    shares everything with its store (the pool, the queue, the health); only the fence is
+    its own.
+    """
+
+    _fence: Fence | None = None
+    """The lease the writes made through this view are fenced by (None: unfenced)."""
 
     def __init__(
         self,
@@ -253,27 +286,11 @@ class PostgresBase:
         """How long a session of this store may keep others waiting (``session``)."""
         self._lease_pools = lease_pools
         """(claims, renewals): the lease table's own connections (``lease_table``)."""
-        self._aside: list[Queued] = []
-        """Awaited writes set aside because another transaction held a lock they need, in
-        the order queued: at the head of every batch until they are written."""
         self._clock = clock
         self.health = StoreHealth(clock)
         self._loop = asyncio.get_running_loop()
-        self._queue: list[Queued] = []
-        self._queued = asyncio.Event()
-        self._urgent = asyncio.Event()
-        self._queued_done: asyncio.Future[None] | None = None
-        """Set once the batch being queued now is written."""
-        self._writing_done: asyncio.Future[None] | None = None
-        """Set once the batch being written now is written."""
-        self._closing = False
-        self._closed = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._flusher: asyncio.Task[None] | None = None
-        self._away = False
-        """The last batch failed for a fault: connections are waited for ``AWAY_WAIT`` only."""
-        self._kept = False
-        """Records of a failed batch wait in the queue to be written again."""
+        self._w = _Writes(asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event())
+        """The queue and the flusher's state, shared by every fenced view of the store."""
 
     @classmethod
     async def open(
@@ -283,10 +300,13 @@ class PostgresBase:
         clock: Clock = time.time,
         pool_size: int = POOL_SIZE,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        migrating: bool = True,
     ) -> Self:
         """The store on the database ``dsn`` names, migrated to the current schema, its
         flusher running; every session bounded from ``lease_ttl`` (``session``).
-        ``StoreOpenError`` (one line, no password) when it cannot be used."""
+        ``StoreOpenError`` (one line, no password) when it cannot be used. Not ``migrating``
+        (an operator's command beside the nodes), the schema is left as it is, and a database
+        without one is refused."""
         where = describe(dsn)
         bounds = SessionBounds(lease_ttl)
         try:
@@ -297,7 +317,13 @@ class PostgresBase:
                 context=ADAPTERS,
                 **bounds.connect_kwargs(dsn, migrating=True),
             ) as conn:
-                await migrate(conn, where)
+                if migrating:
+                    await migrate(conn, where)
+                elif await schema_version(conn) == 0:
+                    raise StoreOpenError(
+                        f"{where}: no botd has started on it yet (it has no schema): start a "
+                        "node on it first"
+                    )
         except NewerSchema as exc:
             raise StoreOpenError(str(exc)) from None
         except psycopg.Error as exc:
@@ -313,7 +339,7 @@ class PostgresBase:
         for each in (pool, claims, renewals):
             await each.open()
         store = cls(pool, dsn, clock=clock, bounds=bounds, lease_pools=(claims, renewals))
-        store._flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
+        store._w.flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
         return store
 
     @classmethod
@@ -339,21 +365,21 @@ class PostgresBase:
 
     async def aclose(self) -> None:
         """Write what is queued, stop the flusher and close the pool (idempotent)."""
-        if self._closing:
-            await self._closed.wait()
+        if self._w.closing:
+            await self._w.closed.wait()
             return
-        self._closing = True
-        self._stopping.set()
-        self._queued.set()
-        self._urgent.set()
+        self._w.closing = True
+        self._w.stopping.set()
+        self._w.queued.set()
+        self._w.urgent.set()
         try:
-            if self._flusher is not None:
+            if self._w.flusher is not None:
                 with contextlib.suppress(Exception):
-                    await self._flusher
+                    await self._w.flusher
         finally:
             for pool in (self._pool, *(self._lease_pools or ())):
                 await pool.close()
-            self._closed.set()
+            self._w.closed.set()
 
     async def schema_version(self) -> int:
         return await self._read(schema_version, after_queued=False)
@@ -362,7 +388,7 @@ class PostgresBase:
         """The schema version, on a connection of the pool, within about ``wait`` seconds
         (a server that went away, or stopped answering, must not hold up ``/healthz``);
         ``StoreError`` in the database's (or libpq's) words when it cannot be read."""
-        if self._closing:
+        if self._w.closing:
             raise StoreError(f"{self.where}: the store is closed")
         try:
             async with asyncio.timeout(2 * wait):  # the reason's own attempt included
@@ -376,6 +402,14 @@ class PostgresBase:
         except TimeoutError:
             raise StoreError(f"{self.where}: no answer within {2 * wait:g} s") from None
         raise StoreError(f"{self.where}: {reason}")
+
+    def fenced(self, fence: Fence | None) -> Self:
+        """This store for the work of a conversation held by ``fence`` (None: this store)."""
+        if fence is None:
+            return self
+        view = copy.copy(self)
+        view._fence = fence
+        return view
 
     def pairing(self) -> PostgresPairing:
         """DM pairing in this database, on the store's pool."""
@@ -397,7 +431,7 @@ class PostgresBase:
         lazy: bool,
         locks: tuple[str, ...] = (),
     ) -> None:
-        fence = None if kind in UNFENCED else fencing.current()
+        fence = None if kind in UNFENCED else self._fence
         if fence is not None and fence.lost:
             # Known lost already: not even queued.
             if future is not None:
@@ -407,16 +441,16 @@ class PostgresBase:
                     "store: a %s record of %s is dropped: the lease is lost", kind, fence.name
                 )
             return
-        self._queue.append(Queued(kind, write, future, locks, fence))
-        if self._queued_done is None:
-            self._queued_done = self._loop.create_future()
-        self._queued.set()
+        self._w.queue.append(Queued(kind, write, future, locks, fence))
+        if self._w.queued_done is None:
+            self._w.queued_done = self._loop.create_future()
+        self._w.queued.set()
         if not lazy:
-            self._urgent.set()
+            self._w.urgent.set()
 
     def _defer(self, kind: str, write: Write, *, lazy: bool = False) -> None:
         """Queue the record ``write`` (see the module docstring)."""
-        if self._closing:
+        if self._w.closing:
             log.debug("store closed: a %s record is dropped", kind)
             return
         self._enqueue(kind, write, None, lazy)
@@ -438,7 +472,7 @@ class PostgresBase:
     ) -> asyncio.Future[T]:
         """``_commit`` without waiting (``lazy``: it may wait for the next batch as a lazy
         record does); the future gets the result or what failed it."""
-        if self._closing:
+        if self._w.closing:
             raise StoreError(f"{self.where}: the store is closed")
         future: asyncio.Future[T] = self._loop.create_future()
         self._enqueue(kind, write, future, lazy, locks)
@@ -446,23 +480,23 @@ class PostgresBase:
 
     def commit_soon(self) -> None:
         """Write what is queued now, lazy records included; nobody waits for it."""
-        if self._queue:
-            self._urgent.set()
+        if self._w.queue:
+            self._w.urgent.set()
 
     async def _flushed(self) -> None:
         """Return once what was queued before now is written (or failed)."""
-        if self._queue:
-            self._urgent.set()
-            waiter = self._queued_done
+        if self._w.queue:
+            self._w.urgent.set()
+            waiter = self._w.queued_done
         else:
-            waiter = self._writing_done
+            waiter = self._w.writing_done
         if waiter is not None:
             await asyncio.shield(waiter)
 
     async def _read(self, read: Callable[[Conn], Awaitable[T]], *, after_queued: bool = True) -> T:
         """``read`` on a connection of the pool (after what is queued, unless told not to);
         a fault is ``StoreError`` in the database's words."""
-        if self._closing:
+        if self._w.closing:
             raise StoreError(f"{self.where}: the store is closed")
         if after_queued:
             await self._flushed()
@@ -478,42 +512,42 @@ class PostgresBase:
 
     async def _flush_loop(self) -> None:
         while True:
-            if self._aside and not self._queue:
+            if self._w.aside and not self._w.queue:
                 # Writes set aside for a lock held elsewhere: tried again after a while,
                 # or with the next batch, whichever comes first.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._queued.wait(), LOCK_RETRY)
+                    await asyncio.wait_for(self._w.queued.wait(), LOCK_RETRY)
             else:
-                await self._queued.wait()
-            if not self._urgent.is_set() and self._queue:
+                await self._w.queued.wait()
+            if not self._w.urgent.is_set() and self._w.queue:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._urgent.wait(), LAZY_WINDOW)
+                    await asyncio.wait_for(self._w.urgent.wait(), LAZY_WINDOW)
             await asyncio.sleep(0)  # what this loop iteration queues rides along
             # The writes set aside go first: they were queued before anything queued now
             # that needs the same lock, and stay before it.
-            batch, self._aside, self._queue = [*self._aside, *self._queue], [], []
-            done, self._queued_done = self._queued_done, None
-            self._queued.clear()
-            self._urgent.clear()
-            self._writing_done = done
+            batch, self._w.aside, self._w.queue = [*self._w.aside, *self._w.queue], [], []
+            done, self._w.queued_done = self._w.queued_done, None
+            self._w.queued.clear()
+            self._w.urgent.clear()
+            self._w.writing_done = done
             try:
                 await self._write(batch)
             except Exception:  # a bug here must not stop every later write
                 log.exception("writing a batch to the store failed")
             finally:
-                self._writing_done = None
+                self._w.writing_done = None
                 if done is not None and not done.done():
                     done.set_result(None)
-            if self._kept and not self._closing:
+            if self._w.kept and not self._w.closing:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), RETRY_WAIT)
-            if self._closing and not self._queue:
+                    await asyncio.wait_for(self._w.stopping.wait(), RETRY_WAIT)
+            if self._w.closing and not self._w.queue:
                 self._give_up_aside()
                 return
 
     def _give_up_aside(self) -> None:
         """At close: the writes still waiting for a lock fail (their callers hear why)."""
-        aside, self._aside = self._aside, []
+        aside, self._w.aside = self._w.aside, []
         for queued in aside:
             if queued.future is not None and not queued.future.done():
                 queued.future.set_exception(
@@ -526,24 +560,24 @@ class PostgresBase:
         what the block does on it must be answered within the statement bound (a server
         gone silent: the connection is cut and the block fails as a fault)."""
         async with (
-            self._pool.connection(timeout=AWAY_WAIT if self._away else None) as conn,
+            self._pool.connection(timeout=AWAY_WAIT if self._w.away else None) as conn,
             answer_within(conn, self.bounds.statement),
         ):
             yield conn
 
     def _keep(self, records: list[Queued]) -> None:
         """Put ``records`` back at the head of the queue, to be written again."""
-        self._queue[:0] = records
-        dropped = len(self._queue) - KEPT_AT_MOST
+        self._w.queue[:0] = records
+        dropped = len(self._w.queue) - KEPT_AT_MOST
         if dropped > 0:
-            kinds = ", ".join(sorted({q.kind for q in self._queue[:dropped]}))
-            del self._queue[:dropped]
+            kinds = ", ".join(sorted({q.kind for q in self._w.queue[:dropped]}))
+            del self._w.queue[:dropped]
             log.error("store: %d record(s) (%s) dropped: the database is away", dropped, kinds)
-        if self._queued_done is None:
-            self._queued_done = self._loop.create_future()
-        self._kept = True
-        self._queued.set()
-        self._urgent.set()
+        if self._w.queued_done is None:
+            self._w.queued_done = self._loop.create_future()
+        self._w.kept = True
+        self._w.queued.set()
+        self._w.urgent.set()
 
     async def _write(self, batch: list[Queued]) -> None:
         batch = [q for q in batch if q.future is None or not q.future.cancelled()]
@@ -586,7 +620,7 @@ class PostgresBase:
                         queued.future.set_exception(error)
             records = [q for q in batch if q.future is None]
             kinds = ", ".join(sorted({q.kind for q in records}))
-            if records and isinstance(error, StoreWriteError) and not self._closing:
+            if records and isinstance(error, StoreWriteError) and not self._w.closing:
                 self._keep(records)
                 log.warning(
                     "store: %d record(s) (%s) kept to be written again: %s",
@@ -601,8 +635,8 @@ class PostgresBase:
             if not isinstance(exc, Exception):
                 raise
             return
-        self._away = self._kept = False
-        self._aside[:0] = written.aside
+        self._w.away = self._w.kept = False
+        self._w.aside[:0] = written.aside
         for kind in {q.kind for q in batch if q not in written.aside}:
             self.health.succeeded(kind)
         for future, value, failure in written.outcomes:
@@ -692,7 +726,7 @@ class PostgresBase:
         store degraded), else the error itself."""
         if not storage_fault(exc):
             return exc
-        self._away = True
+        self._w.away = True
         reason = await self._reason(exc)
         self.health.failed(kind, reason)
         return StoreWriteError(self.where, reason)

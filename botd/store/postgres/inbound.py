@@ -20,6 +20,7 @@ from ..records import CHATTER_RETENTION_SECONDS, DEFAULT_INBOUND_RETENTION_SECON
 from ..rows import inbound_json
 from ..targets import attachments_data, attachments_from_data
 from .base import Conn, PostgresBase
+from .marks import mark_chat
 
 _RECORD_IDS = (
     "INSERT INTO inbound_seen (channel, message_id, seen_at) "
@@ -38,7 +39,8 @@ async def insert_accepted(
 ) -> int | None:
     """In the caller's transaction, which holds the conversation's advisory lock: record
     ``keys`` (distinct) and, unless any was seen before, the message as the conversation's
-    next inbox row; its id, or None for a repeat (only the ids recorded)."""
+    next inbox row; its id, or None for a repeat (only the ids recorded). The message's
+    chat mark moves with it (``marks``)."""
     if await _record_ids(conn, channel, keys, now):
         return None
     key = message.conversation_key
@@ -51,6 +53,7 @@ async def insert_accepted(
     )
     row = await cur.fetchone()
     assert row is not None
+    await mark_chat(conn, message, now)
     return int(row[0])
 
 
@@ -130,6 +133,7 @@ class InboundStore(PostgresBase):
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 line,
             )
+            await mark_chat(conn, message, now)
             await conn.execute(
                 "DELETE FROM chatter WHERE conversation_key = %s AND (id <= ("
                 "SELECT id FROM chatter WHERE conversation_key = %s ORDER BY id DESC "

@@ -27,7 +27,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from ...cluster.leases import LeaseLost, LeaseRow
+from ...cluster.leases import CONVERSATION_LEASE, LeaseLost, LeaseRow
 from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
 
 Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
@@ -99,11 +99,21 @@ class PostgresLeases:
             )
 
     async def rows(self) -> list[LeaseRow]:
+        return await self._select("")
+
+    async def standing(self) -> list[LeaseRow]:
+        return await self._select(
+            " WHERE expires_at > clock_timestamp() OR left(name, %s) <> %s",
+            (len(CONVERSATION_LEASE), CONVERSATION_LEASE),
+        )
+
+    async def _select(self, where: str, params: tuple[object, ...] = ()) -> list[LeaseRow]:
         async with self._connection(self._pool) as conn:
             cur = await conn.execute(
                 "SELECT name, holder, epoch,"
                 " extract(epoch FROM expires_at - clock_timestamp())::float8"
-                " FROM leases ORDER BY name"
+                f" FROM leases{where} ORDER BY name",
+                params,
             )
             return [
                 LeaseRow(str(n), str(h), int(e), float(x)) for n, h, e, x in await cur.fetchall()

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...chat import Button, MessageRef, Target
-from ...cluster import fencing
 from ...events import Message
 from ..errors import StaleCompactionError, UnknownSessionError
 from ..records import (
@@ -436,7 +435,7 @@ class LedgerStore(PostgresBase):
         """A piece written before it is sent: its key once committed (with the epoch of
         the lease its run holds, in cluster mode)."""
         now = self._clock()
-        fence = fencing.current()
+        fence = self._fence
         params = (
             anchor,
             seq,

@@ -10,14 +10,27 @@ reference. Times are seconds since the epoch (``double precision``), as the SQLi
 keeps them, so the records read the same from both.
 
 The version is the one row of ``schema_version``; ``migrate`` applies what is missing in one
-transaction under an advisory lock, so several nodes starting at once migrate once. A
-migration that shipped is never edited: a change is a new entry at the end.
+transaction under an advisory lock, so several nodes starting at once migrate once, and the
+one that did logs it (``schema migrated from version 5 to 6``). A migration that shipped is
+never edited: a change is a new entry at the end.
+
+**Migrations only add** (tables, indexes, columns that may be NULL or have a default, rows),
+never drop, rename or narrow what an earlier version reads or writes: during a rolling upgrade
+the nodes still on the previous release keep running against the schema the first upgraded
+node migrated (``tests/cluster/test_rolling_upgrade.py``). What they cannot do is *start*
+against it: a botd refuses a schema newer than it knows (``NewerSchema``), and a running one
+that finds one says so in ``/healthz`` (``botd.ops.node``). Going back is not supported: no
+migration is ever undone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
+
+from ..migrations import log_migrated, newer_schema
 
 MIGRATION_LOCK = 0x626F7464  # "botd": the advisory lock key migrations run under
 
@@ -302,6 +315,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ON CONFLICT DO NOTHING
         """,
     ),
+    # issue 35: catch-up marks. In each chat (or thread) of a platform whose history botd
+    # reads again after a start, the newest message of it botd accepted or kept as context
+    # (``marks``); thread_id is '' for none.
+    (
+        """
+        CREATE TABLE chat_marks (
+            channel text NOT NULL,
+            account text NOT NULL,
+            chat_id text NOT NULL,
+            thread_id text NOT NULL,
+            message_id text NOT NULL,
+            marked_at double precision NOT NULL,
+            PRIMARY KEY (channel, account, chat_id, thread_id)
+        )
+        """,
+        "CREATE INDEX chat_marks_by_time ON chat_marks (channel, account, marked_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -321,23 +351,27 @@ async def schema_version(conn: AsyncConnection[TupleRow]) -> int:
     return 0 if row is None else int(row[0])
 
 
-async def migrate(conn: AsyncConnection[TupleRow], where: str) -> int:
-    """Bring the database to ``SCHEMA_VERSION`` in one transaction; the version it has now.
-    ``where`` names the database in the refusal of a newer schema (without its password)."""
+async def migrate(
+    conn: AsyncConnection[TupleRow],
+    where: str,
+    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+) -> int:
+    """Bring the database to the version of ``migrations`` (``SCHEMA_VERSION``) in one
+    transaction, and log it when it moved; the version it has now. ``where`` names the
+    database (without its password) in the log line and the refusal of a newer schema."""
+    target = len(migrations)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         version = await schema_version(conn)
-        if version > SCHEMA_VERSION:
-            raise NewerSchema(
-                f"{where}: schema version {version} is newer than this botd understands "
-                f"({SCHEMA_VERSION}); upgrade botd or point store.dsn elsewhere"
-            )
-        if version == SCHEMA_VERSION:
+        if version > target:
+            raise NewerSchema(newer_schema(where, version, target, "store.dsn"))
+        if version == target:
             return version
         await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
-        for steps in MIGRATIONS[version:]:
+        for steps in migrations[version:]:
             for statement in steps:
                 await conn.execute(statement)
         await conn.execute("DELETE FROM schema_version")
-        await conn.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION,))
-    return SCHEMA_VERSION
+        await conn.execute("INSERT INTO schema_version VALUES (%s)", (target,))
+    log_migrated(where, version, target)
+    return target

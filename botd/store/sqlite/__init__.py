@@ -19,6 +19,9 @@ other module takes the protocol it needs (``tests/test_import_graph.py`` checks 
 
 from __future__ import annotations
 
+from typing import Self
+
+from ...cluster.fencing import Fence
 from .approvals import ApprovalStore
 from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
 from .buttons import ButtonStore
@@ -27,6 +30,7 @@ from .conversation_inbox import ConversationInboxStore
 from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
+from .marks import MarkStore
 from .outbox import OutboxStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
@@ -44,12 +48,18 @@ class SqliteStore(
     ApprovalStore,
     ButtonStore,
     ConversationInboxStore,
+    MarkStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 
     async def aclose(self) -> None:
         """``close``: commit what is queued and close the connection."""
         self.close()
+
+    def fenced(self, fence: Fence | None) -> Self:
+        """This store: one node alone has nothing to fence against (its dispatcher gives
+        its conversations no fence), and a SQLite file is never shared by several nodes."""
+        return self
 
 
 __all__ = ["BUSY_TIMEOUT_MS", "DB_FILENAME", "SCHEMA_VERSION", "SqliteStore", "preflight"]

@@ -14,8 +14,9 @@ on, so a call from another thread fails loudly instead of racing.
 few commits, which at worst replays an inbound message or loses the last transcript lines.
 
 The schema is migrated on open by ``PRAGMA user_version``: ``MIGRATIONS[n]`` takes a
-database from version ``n`` to ``n + 1``, each in its own transaction. A database written by
-a newer botd (a higher version than this code knows) is refused rather than guessed at.
+database from version ``n`` to ``n + 1``, each in its own transaction, and the move is logged
+once (``botd.store.migrations``). A database written by a newer botd (a higher version than
+this code knows) is refused rather than guessed at.
 
 Opening refuses, with one line naming the file and the fix (``StoreOpenError``), a database
 botd cannot use: a directory in its place, a file botd may not write, a file that is not
@@ -43,6 +44,7 @@ from types import TracebackType
 from typing import Self
 
 from ..errors import Clock, StoreError, StoreHealth, StoreOpenError, StoreWriteError
+from ..migrations import log_migrated, newer_schema
 from .checkpoint import SAFETY_NET_PAGES, WalCheckpointer
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .text import TextConnection
@@ -110,10 +112,7 @@ class StoreBase:
         """Refuse a newer schema or damaged pages before anything is written."""
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
-            raise StoreOpenError(
-                f"{self.path}: schema version {version} is newer than this botd understands "
-                f"({SCHEMA_VERSION}); upgrade botd or point state_dir elsewhere"
-            )
+            raise StoreOpenError(newer_schema(str(self.path), version, SCHEMA_VERSION, "state_dir"))
         problem = str(conn.execute("PRAGMA quick_check(1)").fetchone()[0])
         if problem != "ok":
             problem = " ".join(problem.replace("*** in database main ***", "").split())
@@ -215,6 +214,8 @@ class StoreBase:
                     conn.execute(statement)
                 # user_version is in the database header and changes inside the transaction.
                 conn.execute(f"PRAGMA user_version={target}")
+        if version < SCHEMA_VERSION:
+            log_migrated(str(self.path), version, SCHEMA_VERSION)
 
 
 def _open_fix(exc: sqlite3.Error) -> str:

@@ -23,6 +23,7 @@ from ...chat import InboundMessage
 from ..records import CHATTER_RETENTION_SECONDS, KeptLine
 from ..targets import attachments_data, attachments_from_data
 from .deferred import DeferredWrites
+from .marks import mark_chat
 
 
 class ChatterStore(DeferredWrites):
@@ -58,6 +59,7 @@ class ChatterStore(DeferredWrites):
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 row,
             )
+            mark_chat(conn, message, now)
             # Beyond the newest `limit` rows, or too old: dropped (both by the index).
             conn.execute(
                 "DELETE FROM chatter WHERE conversation_key = ? AND (id <= ("

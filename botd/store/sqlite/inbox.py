@@ -27,6 +27,7 @@ from ..records import FINISHED_STATES, InboxBacklog, InboxEntry, InboxState
 from ..rows import inbound_from_json, inbound_json, message_json, resumable_prefix
 from .approvals import awaiting_calls
 from .chatter import consume_chatter as _consume_chatter
+from .marks import mark_chat
 from .transcripts import TranscriptStore
 
 ENTRY_COLUMNS = "id, message, state, session_id, user_turn_id, attempts"
@@ -56,7 +57,8 @@ def insert_accepted(
 ) -> int | None:
     """In the caller's transaction: record ``keys`` (distinct) and, unless any was seen
     before, the message as an accepted inbox row; its id, or None for a repeat (then only
-    the ids are recorded, so a later form of the repeat is caught too)."""
+    the ids are recorded, so a later form of the repeat is caught too). The message's
+    chat mark moves with it (``marks``)."""
     inserted = 0
     for key in keys:
         inserted += conn.execute(
@@ -71,6 +73,7 @@ def insert_accepted(
         (channel, message.conversation_key, inbound_json(message), now, now),
     )
     assert cursor.lastrowid is not None
+    mark_chat(conn, message, now)
     return int(cursor.lastrowid)
 
 

@@ -308,5 +308,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX inbox_unfinished_by_conversation ON inbox (conversation_key, id) "
         "WHERE state IN ('accepted', 'running')",
     ),
+    # issue 35: catch-up marks. In each chat (or thread) of a platform whose history botd
+    # reads again after a start, the newest message of it botd accepted or kept as context
+    # (``marks``); thread_id is '' for none.
+    (
+        """
+        CREATE TABLE chat_marks (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            marked_at REAL NOT NULL,
+            PRIMARY KEY (channel, account, chat_id, thread_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX chat_marks_by_time ON chat_marks (channel, account, marked_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from botd.agent.loop import LoopConfig
 from botd.agent.providers.scripted import ScriptedProvider
+from botd.channels.base import Ack
 from botd.channels.console.adapter import (
     CONVERSATION_KEY,
     ConsoleAdapter,
@@ -137,7 +138,7 @@ async def test_the_banner_names_the_model_and_how_to_quit() -> None:
     assert "Ctrl-D to quit" in notices.getvalue()
 
 
-async def _ignore(message: InboundMessage) -> None:
+async def _ignore(message: InboundMessage, *, ack: Ack | None = None) -> None:
     return None
 
 

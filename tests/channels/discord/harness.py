@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from botd.channels.base import Ack
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.chat import InboundMessage
 from tests.fakes.discord_api import FakeDiscordAPI
@@ -20,7 +21,7 @@ class Sink:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
 
-    async def __call__(self, message: InboundMessage) -> None:
+    async def __call__(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
         await self.queue.put(message)
 
     async def next(self) -> InboundMessage:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from botd.channels.base import Ack
 from botd.channels.discord.commands import CANNOT_POST_TEXT, NOT_ADMITTED_TEXT, NOT_TAKEN_TEXT
 from botd.channels.errors import ChannelError
 from botd.chat import InboundMessage, Target
@@ -189,7 +190,7 @@ async def test_a_command_in_a_thread_or_a_dm_is_that_conversations(
 async def test_a_command_that_cannot_be_stored_is_answered_so(
     fake: FakeDiscordAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def failing(message: InboundMessage) -> None:
+    async def failing(message: InboundMessage, *, ack: Ack | None = None) -> None:
         raise StoreWriteError(Path("botd.sqlite3"), "database or disk is full")
 
     adapter = make_adapter(fake)

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 
+from botd.channels.base import Ack
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage
 from tests.fakes.slack_api import FakeSlack, signed_headers
@@ -21,7 +22,7 @@ class Inbox:
     def __init__(self) -> None:
         self.messages: list[InboundMessage] = []
 
-    async def __call__(self, message: InboundMessage) -> None:
+    async def __call__(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
         self.messages.append(message)
 
 

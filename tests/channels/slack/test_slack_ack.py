@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from botd.channels.base import Ack
 from botd.channels.slack.adapter import SlackAdapter
 from botd.chat import InboundMessage, Target
 from botd.inbound.router import Router
@@ -68,10 +69,10 @@ class AckWatch:
         self._fake = fake
         self._route = through_router(store, inbox, "slack")
 
-    async def __call__(self, message: InboundMessage) -> None:
+    async def __call__(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
         self.acked_at_entry.append(len(self._fake.acks))
         try:
-            await self._route(message)
+            await self._route(message, ack=ack)
         except Exception:
             self.failed += 1
             raise

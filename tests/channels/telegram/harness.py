@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from botd.channels.base import Ack
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage
 from botd.store import Store
@@ -24,7 +25,7 @@ class Bot:
         self.adapter = adapter
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
 
-    async def sink(self, message: InboundMessage) -> None:
+    async def sink(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
         await self.inbound.put(message)
 
     async def next(self) -> InboundMessage:

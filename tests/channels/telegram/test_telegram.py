@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from botd.channels.base import Ack
 from botd.channels.errors import ChannelError, ChannelStartError
 from botd.channels.telegram.adapter import TelegramAdapter, TelegramAPIError
 from botd.chat import InboundMessage, Target
@@ -440,7 +441,7 @@ async def test_updates_after_a_refused_one_wait_for_it_and_keep_their_order(
     taken: list[str] = []
     refusals = [RuntimeError("the store is away")]
 
-    async def sink(message: InboundMessage) -> None:
+    async def sink(message: InboundMessage, *, ack: Ack | None = None) -> None:
         if message.text == "first" and refusals:
             raise refusals.pop()
         taken.append(message.text)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from botd.channels.base import Ack
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.chat import InboundMessage, Target
 from botd.http.routes import HttpServers
@@ -51,8 +52,8 @@ class Taken:
     async def _tell(self, target: Target, text: str) -> None:
         self.told.append(text)
 
-    async def sink(self, message: InboundMessage) -> None:
-        await self.router.handle(message)
+    async def sink(self, message: InboundMessage, *, ack: Ack | None = None) -> None:
+        await self.router.handle(message, ack=ack)
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ import pytest
 import trustme
 from aiohttp import web
 
-from botd.channels.telegram.transport import FencedTransport
-from botd.cluster import fencing
+from botd.channels.telegram.transport import FencedTransport, fenced_requests
 from botd.cluster.fencing import Fence, LeaseLost
 from botd.cluster.leases import LeaseKeeper, ProcessLeases
 from botd.net.tls import verified_context
@@ -93,7 +92,7 @@ async def test_a_lease_at_its_end_writes_nothing_over_tls(
     lease = await keeper.try_claim("conversation:telegram:1")
     assert lease is not None
     async with httpx.AsyncClient(transport=FencedTransport(max_connections=1)) as client:
-        with fencing.fenced(Fence(lease, "node-a", 1.0)):
+        with fenced_requests(Fence(lease, "node-a", 1.0)):
             await client.post(f"https://localhost:{port}/sendMessage", content=b"held")
             lease.deadline = time.monotonic()  # the node was frozen past the lease's end
             with pytest.raises(LeaseLost):

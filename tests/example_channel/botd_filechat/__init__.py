@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from markdown_it.tree import SyntaxTreeNode
 
-from botd.channels.base import InboundSink
+from botd.channels.base import InboundSink, SendScope
 from botd.channels.registry import ChannelContext, ChannelSpec
 from botd.chat import Capabilities, ChatKind, InboundMessage, MessageRef, Target, TargetForm
 from botd.config import ChatChannelSection
@@ -113,7 +113,9 @@ class FilechatAdapter:
     async def stop(self) -> None:
         await self.stop_inbound()
 
-    async def send(self, target: Target, markdown: str) -> list[MessageRef]:
+    async def send(
+        self, target: Target, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         refs = []
         with (self._spool / "outbox.jsonl").open("a", encoding="utf-8") as out:
             for chunk in MARKUP.chunks(markdown, self.capabilities.text_limit):
@@ -122,10 +124,12 @@ class FilechatAdapter:
                 refs.append(MessageRef(target, str(self._sent)))
         return refs
 
-    async def edit(self, ref: MessageRef, markdown: str) -> list[MessageRef]:
+    async def edit(
+        self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None
+    ) -> list[MessageRef]:
         return await self.send(ref.target, markdown)
 
-    async def delete(self, ref: MessageRef) -> None:
+    async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         return None
 
     async def react(self, ref: MessageRef, emoji: str) -> None:

@@ -31,6 +31,7 @@ from ....buttons.layout import (
     button_rows,
 )
 from ....chat import MessageRef, Target
+from ....cluster.fencing import RunScope
 from ...types import ToolDefinition
 from ..base import SendFunction, ToolContext, ToolOutput
 
@@ -43,10 +44,13 @@ Refusal = Callable[[Target, Target | None], str | None]
 one; None when it may."""
 
 
-MediaSendFunction = Callable[[Target, str, Sequence[str]], Awaitable[MessageRef]]
-"""Posts text with files (URLs or paths) to a target through the channel layer."""
+MediaSendFunction = Callable[[Target, str, Sequence[str], RunScope], Awaitable[MessageRef]]
+"""Posts text with files (URLs or paths) to a target through the channel layer (for the run
+of a scope, as ``SendFunction``)."""
 
-ButtonSendFunction = Callable[[Target, str, Sequence[str], ButtonRows], Awaitable[MessageRef]]
+ButtonSendFunction = Callable[
+    [Target, str, Sequence[str], ButtonRows, RunScope], Awaitable[MessageRef]
+]
 """Posts text (with files, if any) and buttons under it; the ref of the message with them."""
 
 MAX_MEDIA = 10
@@ -207,11 +211,11 @@ class MessageTool:
             return _failure(f"not allowed: {where}: {refused}", to=target.route())
         try:
             if buttons and self._send_buttons is not None:
-                ref = await self._send_buttons(target, text, media, buttons)
+                ref = await self._send_buttons(target, text, media, buttons, context.scope)
             elif media and self._send_media is not None:
-                ref = await self._send_media(target, text, media)
+                ref = await self._send_media(target, text, media, context.scope)
             else:
-                ref = await self._send(target, text)
+                ref = await self._send(target, text, context.scope)
         except Exception as exc:  # the platform's refusal, in its own words
             reason = str(exc) or type(exc).__name__
             return _failure(f"send to {where} failed: {reason}", to=target.route())

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ....chat import Target
+from ....cluster.fencing import Fence
 from ....config.cron import zone
 from ...types import ToolDefinition
 from ..base import ToolContext, ToolOutput
@@ -72,10 +73,11 @@ class Reminders(Protocol):
         target: Target,
         conversation_key: str | None = None,
         label: str | None = None,
+        fence: Fence | None = None,
     ) -> ScheduledJob: ...
     async def list_jobs(self, conversation_key: str | None = None) -> Sequence[ScheduledJob]: ...
     async def get(self, job_id: str) -> ScheduledJob | None: ...
-    async def cancel(self, job_id: str) -> bool: ...
+    async def cancel(self, job_id: str, *, fence: Fence | None = None) -> bool: ...
 
 
 PROMPT = "Reminder you scheduled earlier in this conversation; tell the user now: {message}"
@@ -142,6 +144,7 @@ class ScheduleTool:
             target=target,
             conversation_key=context.conversation_key,
             label=f"reminder: {text}",
+            fence=context.scope.fence,  # a run this node no longer owns sets nothing
         )
         return ToolOutput(
             text=f"reminder {job_id} set for {when.isoformat()}",
@@ -170,5 +173,5 @@ class ScheduleTool:
             or job.conversation_key != context.conversation_key
         ):
             return _error(f"no reminder {job_id} in this conversation")
-        await self._scheduler.cancel(job_id)
+        await self._scheduler.cancel(job_id, fence=context.scope.fence)
         return ToolOutput(text=f"reminder {job_id} cancelled", details={"status": "ok"})
