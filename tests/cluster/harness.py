@@ -111,6 +111,8 @@ class Cluster:
     jobs: list[Job] = field(default_factory=list)
     proxied: bool = False
     telegram_poll_timeout: int | None = None
+    max_concurrent_runs: int = 8
+    """``agent.max_concurrent_runs`` of every node (8: botd's default)."""
     nodes: list[Node] = field(init=False, default_factory=list)
     proxy: RoundRobinProxy | None = field(init=False, default=None)
     silent_proxies: dict[tuple[str, str], SilentProxy] = field(init=False, default_factory=dict)
@@ -231,6 +233,7 @@ model:
   max_retry_wait: 1
 agent:
   block_streaming: {{min_chars: 10, max_chars: 200}}
+  max_concurrent_runs: {self.max_concurrent_runs}
 channels:
 """
             + "\n".join(channels)

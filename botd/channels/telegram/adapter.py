@@ -104,6 +104,7 @@ from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
 from ...retry import Backoff, retry_after
+from ...store.errors import StoreError
 from ...store.protocols import Offsets
 from ...text.markup import RenderedChunk
 from ..base import (
@@ -810,6 +811,11 @@ class TelegramAdapter:
             self._offsets.set_offset_soon(self.name, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if isinstance(context.error, StoreError):
+            # Already told in one line by the router (and the update is asked for again):
+            # an expected fault, not a bug to trace.
+            log.debug("%s: an update not taken: %s", self._label, context.error)
+            return
         log.error("%s: handling an update failed", self._label, exc_info=context.error)
 
     def _on_polling_error(self, exc: TelegramError) -> None:
