@@ -5,6 +5,7 @@ PostgreSQL (or a platform), cut without closing anything.
         dsn = proxy.dsn(postgres_dsn)      # the same database, through the proxy
         proxy.cut()                        # forward nothing; every socket stays open
         proxy.cut_after(b"FOR SHARE")      # ... once a chunk carrying these bytes went by
+        proxy.refuse()                     # close every socket, and each new one at once
         proxy.mend()                       # forward again what waited, and what comes
 
 Cut, the proxy reads nothing more from either side, so what the peers send waits in the
@@ -41,6 +42,7 @@ class SilentProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: list[asyncio.StreamWriter] = []
+        self._refusing = False
 
     @classmethod
     def to_database(cls, dsn: str) -> SilentProxy:
@@ -85,9 +87,17 @@ class SilentProxy:
         returns True) is forwarded."""
         self._marker = marker if callable(marker) else partial(_contains, marker)
 
+    def refuse(self) -> None:
+        """A peer that cannot be reached at all: close every connection carried now, and
+        each one opened from now on as soon as it is taken, until the proxy mends."""
+        self._refusing = True
+        for writer in self._writers:
+            writer.close()
+
     def mend(self) -> None:
-        """Forward again."""
+        """Forward again (and take connections again)."""
         self._marker = None
+        self._refusing = False
         self._flowing.set()
 
     async def _carry(
@@ -99,6 +109,8 @@ class SilentProxy:
         self._tasks.add(task)
         try:
             await self._flowing.wait()
+            if self._refusing:
+                return
             try:
                 server_in, server_out = await asyncio.open_connection(*self.upstream)
             except OSError:

@@ -44,6 +44,7 @@ import io
 import logging
 import secrets
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -104,7 +105,7 @@ from botd.chat import (
     PressAnswer,
     Target,
 )
-from botd.cluster.holding import hold_lease
+from botd.cluster.holding import PlatformUnreachable, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
 from botd.retry import retry_after
@@ -126,6 +127,9 @@ NONCE_WINDOW = 120.0
 the message a create with the same nonce made "in the past few minutes" (``enforce_nonce``)
 instead of a new one. Two minutes stays safely inside that; past it, a piece a crash left
 unconfirmed is treated as on Telegram."""
+UNREACHABLE_TTLS = 2
+"""Lease TTLs a shard may go without a gateway session (reconnecting in vain) before this
+node gives its lease up to a node that can reach Discord (``_while_connected``)."""
 MESSAGE_CONTENT_INTENT_HELP = (
     'enable "Message Content Intent" for this bot in the Discord developer portal '
     "(Applications > your app > Bot > Privileged Gateway Intents)"
@@ -198,6 +202,30 @@ def _refusals(action: str) -> Iterator[None]:
         ) from exc
 
 
+class _QuietReconnects(logging.Filter):
+    """discord.py logs each failed reconnect at ERROR with a traceback ("Attempting a
+    reconnect in ..."): an expected fault while Discord is unreachable, told here in one
+    WARNING line with the error's words (the shard's lease is given up past its bound:
+    ``_while_connected``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and isinstance(record.args, tuple)
+            and str(record.msg).startswith("Attempting a reconnect")
+        ):
+            error = record.exc_info[1]
+            record.msg = f"{record.msg} (%s)"
+            record.args = (*record.args, f"{type(error).__name__}: {error}")
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_QUIET_RECONNECTS = _QuietReconnects()
+logging.getLogger("discord.client").addFilter(_QUIET_RECONNECTS)
+
+
 class _Client(discord.Client):
     """Forwards the events the adapter needs; its requests go where the adapter's routes
     say (``routes``)."""
@@ -214,8 +242,14 @@ class _Client(discord.Client):
         http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
         self.http = self._connection.http = http
         self._adapter = adapter
+        self.down_since: float | None = time.monotonic()
+        """Since when (monotonic) this client has had no live gateway session (None: live)."""
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event in ("connect", "resumed"):
+            self.down_since = None
+        elif event == "disconnect" and self.down_since is None:
+            self.down_since = time.monotonic()
         if event == "connect" and self._adapter.connects(self):
             # A new session's READY (not a resume): its live messages wait for the catch-up
             # of what was missed (``history``).
@@ -436,12 +470,32 @@ class DiscordAdapter:
         self._shards[shard] = client
         try:
             await client.login(self._token)
-            await client.connect(reconnect=True)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(client.connect(reconnect=True))
+                group.create_task(self._while_connected(client, lease))
+        except* PlatformUnreachable as unreachable:
+            raise unreachable.exceptions[0] from None
         finally:
             if self._shards.get(shard) is client:
                 del self._shards[shard]
             await self.catching_up.forget(client)
             await client.close()
+
+    async def _while_connected(self, client: _Client, lease: Lease) -> None:
+        """Return never; raise ``PlatformUnreachable`` once the shard's client has had no
+        gateway session for ``UNREACHABLE_TTLS`` lease TTLs (discord.py reconnecting in
+        vain meanwhile), so that the shard's lease goes to a node that can reach Discord."""
+        assert self._leases is not None
+        if not self._leases.lapses:  # one node alone: no other node could take the shard
+            await asyncio.Event().wait()
+        bound = UNREACHABLE_TTLS * self._leases.ttl
+        while True:
+            await asyncio.sleep(self._leases.renew_every)
+            down_since = client.down_since
+            if down_since is not None and time.monotonic() - down_since > bound:
+                raise PlatformUnreachable(
+                    f"no gateway session for {time.monotonic() - down_since:.0f} s ({lease.name})"
+                )
 
     def connects(self, client: discord.Client) -> bool:
         """Whether ``client`` is one of this adapter's live gateway connections."""
