@@ -42,10 +42,6 @@ POLLER = "telegram:default"
 """The poller lease (``<channel>:<account>``)."""
 GUARD = 15 * TTL
 """How long a move may take before the test fails: a hang guard, far past the bound."""
-UNFINISHED = pytest.mark.skip(
-    reason="unfinished (issue 35): a node not cut off still loses a lease at start under load, "
-    "and no batch fences eight conversations on demand yet; see the branch nowait's report"
-)
 BATCHED = 24
 """DMs asking at once in the cut after ``FOR SHARE``: one node holds eight of them or more."""
 LOST = re.compile(r"lease \S+ \(epoch \d+\) lost|lost \(epoch \d+\)")
@@ -239,11 +235,6 @@ def _lines(node: Node) -> list[str]:
     return node.log.read_text(errors="replace").splitlines()
 
 
-@pytest.mark.skip(
-    reason="unfinished (issue 35): under -n 2 a node not stopped still has a pool connection "
-    "closed by the server (claiming failed: server closed the connection unexpectedly) and the "
-    "traffic stalls; passes alone. See the branch nowait's report"
-)
 async def test_a_busy_node_stopped_at_random_points_again_and_again(
     tmp_path: Path, postgres_dsn: str
 ) -> None:

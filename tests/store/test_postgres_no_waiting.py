@@ -23,7 +23,7 @@ from tests.fakes.tcp_proxy import SilentProxy
 from tests.waiting import until
 
 TTL = 1.5
-"""A short lease TTL: the server ends a silent client's transaction after TTL / 2."""
+"""A short lease TTL: the server ends a silent client's transaction after a TTL."""
 
 
 def message(n: int, key: str) -> InboundMessage:
@@ -101,7 +101,7 @@ async def test_a_node_cut_off_after_taking_a_conversations_lock_holds_it_only_br
             )
             await until(lambda: proxy.silent, "the cut right after the accept's lock")
             # The live node's accept of that conversation waits only until the server ends
-            # the silent client's transaction (TTL / 2 after its last statement).
+            # the silent client's transaction (a TTL after its last statement).
             assert await store.accept_inbound("telegram", ["y1"], message(2, "telegram:7"))
             # The cut-off node's own wait is bounded on its side too.
             with pytest.raises(StoreWriteError):
@@ -163,7 +163,7 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
 def test_the_bounds_derive_from_the_lease_ttl() -> None:
     bounds = SessionBounds(15.0)
     options = bounds.server_options()
-    assert "idle_in_transaction_session_timeout=7500" in options
+    assert "idle_in_transaction_session_timeout=15000" in options
     assert "lock_timeout=1500" in options
     assert "statement_timeout=15000" in options
     assert "tcp_user_timeout=15000" in options

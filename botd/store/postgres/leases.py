@@ -13,8 +13,8 @@ releases and listings share a small pool of the table's own. A claim of a lease 
 another node's transaction holds (a fenced batch of a node frozen mid-transaction) waits at
 most the session's ``lock_timeout`` and counts as not claimed: it is tried again later, by
 which time the server has ended the frozen transaction (``session``). Each call must be
-answered within a quarter of the TTL (``answer_within``), so a renewal that met a silent
-server has failed, its connection cut, before the next one is due.
+answered within a third of the TTL (``answer_within``), so a renewal that met a silent
+server has failed, its connection cut, by the time the next one is due.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class PostgresLeases:
     ) -> None:
         self._pool = pool
         self._renewals = renewals or pool
-        self._within = (bounds or SessionBounds(DEFAULT_LEASE_TTL)).lease_ttl / 4
+        self._within = (bounds or SessionBounds(DEFAULT_LEASE_TTL)).lease_ttl / 3
         """Seconds a call may go unanswered: less than the third of the TTL between two
         renewals, so one that met a silent server has failed before the next is due."""
 

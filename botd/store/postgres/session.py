@@ -7,12 +7,14 @@ transaction keeps that transaction's locks on the server (a conversation's advis
 other node that touches those conversations would wait as long. So each session botd opens
 tells the server (``options``, set at connect) to end it sooner:
 
-* ``idle_in_transaction_session_timeout`` = TTL / 2: a transaction whose client sent nothing
+* ``idle_in_transaction_session_timeout`` = TTL: a transaction whose client sent nothing
   for that long is ended, its locks released. This is what ends a *frozen* client's
-  transaction: its kernel still answers TCP, so keepalives see nothing wrong. botd's own
-  transactions send their statements back to back (the flusher's batch), never waiting on
-  anything in between, so a live node never comes near it. A frozen holder's locks are thus
-  gone well within the TTL of its leases.
+  transaction: its kernel still answers TCP, so keepalives see nothing wrong. A frozen
+  holder's locks are thus gone by the time its leases expire, when another node may take its
+  conversations anyway. Not shorter: botd's transactions send their statements back to back,
+  but between two of them its event loop may be late (a busy machine, a channel starting), and
+  a live node must never be cut for that; one whose loop stalled for a whole TTL has missed
+  its renewals (due every TTL / 3) and lost its leases already.
 * ``lock_timeout`` = TTL / 10: a statement that waits for a lock (a row another transaction
   holds, a claim of a lease row under another node's ``FOR SHARE``) gives up after that, so
   no statement of a live node stalls behind a frozen one; the caller tries again later.
@@ -59,7 +61,7 @@ class SessionBounds:
 
     @property
     def idle_in_transaction(self) -> float:
-        return self.lease_ttl / 2
+        return self.lease_ttl
 
     @property
     def lock_wait(self) -> float:
