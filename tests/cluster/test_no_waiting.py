@@ -4,7 +4,7 @@ polling) sharing one PostgreSQL, each reaching the database and Telegram through
 
 * One node is cut off from the database (its proxy forwards nothing, sockets kept open):
   while it streams a long answer, right after an accept took its conversation's lock (the
-  poller's node), or right after a fence's ``FOR SHARE`` over eight or more conversations.
+  poller's node), or right after a fence's ``FOR KEY SHARE`` over eight or more conversations.
   The other nodes lose no lease and answer their conversations; the cut-off node's
   conversations are taken over and answered once; forwarding again, the node rejoins (it
   takes a new conversation and answers it) and posts nothing of its old epoch after the
@@ -43,7 +43,7 @@ POLLER = "telegram:default"
 GUARD = 15 * TTL
 """How long a move may take before the test fails: a hang guard, far past the bound."""
 BATCHED = 24
-"""DMs asking at once in the cut after ``FOR SHARE``: one node holds eight of them or more."""
+"""DMs asking at once in the cut after ``FOR KEY SHARE``: one node holds eight of them or more."""
 LOST = re.compile(r"lease \S+ \(epoch \d+\) lost|lost \(epoch \d+\)")
 
 
@@ -81,11 +81,11 @@ def _asking(model: FakeAnthropicAPI, asked: int) -> dict[str, int] | None:
 
 
 def fenced_batch(conversations: int, chunk: bytes) -> bool:
-    """A fence's ``FOR SHARE`` over at least ``conversations`` conversations' leases."""
-    return b"FOR SHARE" in chunk and chunk.count(b"conversation:") >= conversations
+    """A fence's ``FOR KEY SHARE`` over at least ``conversations`` conversations' leases."""
+    return b"FOR KEY SHARE" in chunk and chunk.count(b"conversation:") >= conversations
 
 
-@pytest.mark.parametrize("where", ["mid-answer", "after the accept's lock", "after FOR SHARE"])
+@pytest.mark.parametrize("where", ["mid-answer", "after the accept's lock", "after FOR KEY SHARE"])
 async def test_a_node_cut_off_from_the_database_holds_up_no_other_node(
     tmp_path: Path, postgres_dsn: str, where: str
 ) -> None:
@@ -106,7 +106,9 @@ async def test_a_node_cut_off_from_the_database_holds_up_no_other_node(
         chats = TelegramChats(telegram)
         await cluster.start_all()
         await cluster.ready("telegram")
-        users = Users(chats, script, dms=BATCHED if where == "after FOR SHARE" else 9, messages=2)
+        users = Users(
+            chats, script, dms=BATCHED if where == "after FOR KEY SHARE" else 9, messages=2
+        )
         try:
             poller = await cluster.lease_holder("telegram:")
             if where == "mid-answer":

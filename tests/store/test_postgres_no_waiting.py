@@ -137,12 +137,12 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
             lease_a = await keeper_a.try_claim(name)
             assert lease_a is not None
             inbox_id = await cut_off.accept_inbound("telegram", ["f1"], message(1, "telegram:9"))
-            proxy.cut_after(b"FOR SHARE")
+            proxy.cut_after(b"FOR KEY SHARE")
             fenced = cut_off.fenced(Fence(lease_a, "node-a", 0.1))
             stuck = asyncio.ensure_future(
                 fenced.outbox_add(inbox_id, 1, "block", Target("telegram", "9"), "held")
             )
-            await until(lambda: proxy.silent, "the cut right after the fence's FOR SHARE")
+            await until(lambda: proxy.silent, "the cut right after the fence's FOR KEY SHARE")
             # Node b claims the lease once it expired and the server ended node a's
             # transaction; meanwhile its claims give up at once (``lock_timeout``) and
             # its own renewals and writes go on.

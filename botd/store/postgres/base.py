@@ -775,9 +775,10 @@ async def _locked(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Q
 
 
 async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Outcome]]:
-    """The writes of ``batch`` whose fences still hold, each fence's lease row share-locked
-    until the transaction ends (one statement for the batch), and the outcomes of the awaited
-    writes left out (``LeaseLost``); the records left out are dropped with a warning."""
+    """The writes of ``batch`` whose fences still hold, each fence's lease row key-share-locked
+    until the transaction ends (one statement for the batch; see ``leases.fence``), and the
+    outcomes of the awaited writes left out (``LeaseLost``); the records left out are dropped
+    with a warning."""
     fences = {queued.fence for queued in batch if queued.fence is not None}
     if not fences:
         return batch, []
@@ -786,7 +787,7 @@ async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[O
         "SELECT l.name, l.epoch FROM leases l"
         " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
         " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-        " WHERE l.expires_at > clock_timestamp() FOR SHARE OF l",
+        " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l",
         (
             [fence.name for fence in listed],
             [fence.holder for fence in listed],

@@ -4,8 +4,10 @@ Expiries are the server's ``clock_timestamp()`` (not ``now()``, which is the tra
 start), so every node measures a lease by the same clock. A claim is one upsert whose update
 applies only to an expired row; a concurrent claim of the same name waits on the row lock and
 re-checks the condition against the winner's row, so only one of them gets the next epoch.
-``fence`` is what a fenced write runs first inside its own transaction: it takes a share lock
-on the lease row, so no claim can move the epoch on until that transaction ends.
+``fence`` is what a fenced write runs first inside its own transaction: it takes a key-share
+lock on the lease row, and a claim or a release locks the row ``FOR UPDATE`` first, so no
+claim can move the epoch on until that transaction ends; a renewal, which moves only the
+expiry, is not held up by it.
 
 Renewals run on a connection of their own (``renewals``: the store gives the table a pool of
 one that nothing else uses), so they never queue behind writes, reads or claims; claims,
@@ -58,7 +60,8 @@ class PostgresLeases:
             return None  # another node's transaction holds the row: not claimable now
 
     async def _claim(self, name: str, holder: str, ttl: float) -> int | None:
-        async with self._connection(self._pool) as conn:
+        async with self._connection(self._pool) as conn, conn.transaction():
+            await _lock_for_change(conn, name)
             cur = await conn.execute(
                 """
                 INSERT INTO leases (name, holder, epoch, expires_at)
@@ -91,7 +94,8 @@ class PostgresLeases:
             return {str(row[0]) for row in await cur.fetchall()}
 
     async def expire(self, name: str, holder: str, epoch: int) -> None:
-        async with self._connection(self._pool) as conn:
+        async with self._connection(self._pool) as conn, conn.transaction():
+            await _lock_for_change(conn, name)
             await conn.execute(
                 "UPDATE leases SET expires_at = clock_timestamp()"
                 " WHERE name = %s AND holder = %s AND epoch = %s",
@@ -120,12 +124,23 @@ class PostgresLeases:
             ]
 
 
+async def _lock_for_change(conn: AsyncConnection[TupleRow], name: str) -> None:
+    """Inside a claim's or a release's transaction: lock ``name``'s row against every fence
+    (``FOR UPDATE`` conflicts with the fences' ``FOR KEY SHARE``), waiting at most the
+    session's ``lock_timeout``. A plain ``UPDATE`` of the row's other columns would not: it
+    takes ``FOR NO KEY UPDATE``, which a fence lets through, and a renewal relies on that."""
+    await conn.execute("SELECT 1 FROM leases WHERE name = %s FOR UPDATE", (name,))
+
+
 async def fence(conn: AsyncConnection[TupleRow], name: str, holder: str, epoch: int) -> None:
     """Inside the caller's transaction: hold the lease row until it ends, or raise
-    ``LeaseLost`` when ``holder`` no longer holds ``name`` at ``epoch`` unexpired."""
+    ``LeaseLost`` when ``holder`` no longer holds ``name`` at ``epoch`` unexpired. The row is
+    held ``FOR KEY SHARE``: no claim or release may change its holder meanwhile (they lock it
+    ``FOR UPDATE`` first), while the holder's own renewal, which only moves the expiry, never
+    waits behind its writes."""
     cur = await conn.execute(
         "SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s"
-        " AND expires_at > clock_timestamp() FOR SHARE",
+        " AND expires_at > clock_timestamp() FOR KEY SHARE",
         (name, holder, epoch),
     )
     if await cur.fetchone() is None:

@@ -3,7 +3,7 @@ waits for a server that went silent: every bound derived from ``store.lease_ttl`
 
 A node frozen (SIGSTOP, a VM paused, a long stall) or cut off by the network inside a
 transaction keeps that transaction's locks on the server (a conversation's advisory lock, the
-``FOR SHARE`` on its lease rows) until the server ends it. Left to TCP, that is hours; every
+``FOR KEY SHARE`` on its lease rows) until the server ends it. Left to TCP, that is hours; every
 other node that touches those conversations would wait as long. So each session botd opens
 tells the server (``options``, set at connect) to end it sooner:
 
@@ -16,7 +16,7 @@ tells the server (``options``, set at connect) to end it sooner:
   a live node must never be cut for that; one whose loop stalled for a whole TTL has missed
   its renewals (due every TTL / 3) and lost its leases already.
 * ``lock_timeout`` = TTL / 10: a statement that waits for a lock (a row another transaction
-  holds, a claim of a lease row under another node's ``FOR SHARE``) gives up after that, so
+  holds, a claim of a lease row under another node's ``FOR KEY SHARE``) gives up after that, so
   no statement of a live node stalls behind a frozen one; the caller tries again later.
 * ``statement_timeout`` = TTL: no statement of botd's runs for as long as a lease.
 * TCP keepalives and ``tcp_user_timeout`` on the server's side of the socket (idle TTL / 3,
