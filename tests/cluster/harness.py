@@ -12,7 +12,7 @@
 Channels: ``telegram`` (long polling, or ``telegram_mode="webhook"``), ``slack`` (Socket
 Mode), ``discord``; ``jobs``: scheduled prompts in every node's config.
 
-Each node is a child process (``tests/daemon_process.py``) with a directory of its own (its
+Each node is a child process (``tests/support/daemon_process.py``) with a directory of its own (its
 config, its ``state_dir``, its log), its own ``store.node_id`` (``n1``, ``n2``...) and a short
 ``store.lease_ttl``, so takeovers come quickly. Every node reaches the platform and the model
 fakes under a path prefix of its own (the fakes' ``node_url``), so each call the fakes record
@@ -41,14 +41,14 @@ from typing import Literal, Self
 import psycopg
 
 from tests.cluster.proxy import RoundRobinProxy
-from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import file_contains, until
+from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.health_probe import free_port
+from tests.support.waiting import file_contains, until
 
 TOKEN = "123456:TEST-TOKEN"
 MODEL_KEY = "sk-ant-test"

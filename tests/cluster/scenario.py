@@ -35,7 +35,7 @@ from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.discord_api import user as discord_user
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import guarded, until
+from tests.support.waiting import guarded, until
 
 EVERY = 3.0
 """Seconds between two fires of the job."""

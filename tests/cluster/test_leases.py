@@ -27,8 +27,8 @@ from botd.cluster.leases import (
 )
 from botd.store.postgres.leases import PostgresLeases, fence
 from botd.store.postgres.schema import migrate
-from tests.pg_server import PostgresServer
-from tests.waiting import until
+from tests.support.pg_server import PostgresServer
+from tests.support.waiting import until
 
 SHORT_TTL = 0.3
 

@@ -35,7 +35,7 @@ from tests.cluster.script import ModelScript, Post, Stretch, check_answers
 from tests.conversation.crash import NOTICE, PARAGRAPHS
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 TTL = 2.0
 POLLER = "telegram:default"

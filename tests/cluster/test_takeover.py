@@ -19,9 +19,9 @@ from pathlib import Path
 import psycopg
 
 from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
-from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
 
 TTL = 2.0
 

@@ -20,7 +20,7 @@ from botd.store.errors import StoreWriteError
 from botd.store.postgres import PostgresStore
 from botd.store.postgres.session import SessionBounds
 from tests.fakes.tcp_proxy import SilentProxy
-from tests.waiting import until
+from tests.support.waiting import until
 
 TTL = 1.5
 """A short lease TTL: the server ends a silent client's transaction after a TTL."""

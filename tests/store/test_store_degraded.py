@@ -26,7 +26,10 @@ from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import StoreError, StoreHealth, StoreWriteError
 from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.store.harness import fill_the_disk
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
     config_yaml,
@@ -34,10 +37,7 @@ from tests.daemon_inprocess import (
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.store.harness import fill_the_disk
+from tests.support.health_probe import free_port
 
 HANG_GUARD = 60.0
 DM = 777
