@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from tests.cluster.proxy import RoundRobinProxy
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -254,8 +255,8 @@ channels:
             node.config,
             node.root,
             log_path=node.log,
-            BOTD_DATABASE_URL=(
-                self.database_proxy(node).dsn(self.dsn) if self.proxied else self.dsn
+            BOTD_DATABASE_URL=_named(
+                self.database_proxy(node).dsn(self.dsn) if self.proxied else self.dsn, node.name
             ),
             ANTHROPIC_TEST_KEY=MODEL_KEY,
             TELEGRAM_TEST_TOKEN=TOKEN,
@@ -348,3 +349,9 @@ channels:
             return found[0] if found else ""
 
         return self.node(await until(held, f"a node holding {prefix}*"))
+
+
+def _named(dsn: str, name: str) -> str:
+    """``dsn`` with ``application_name`` set to the node's name: each node's sessions are
+    told apart in ``pg_stat_activity`` (and the server's log)."""
+    return make_conninfo(dsn, application_name=name)
