@@ -168,22 +168,32 @@ async def test_a_fenced_write_of_a_stale_epoch_fails_and_writes_nothing(
 
 async def test_a_claim_waits_for_a_fenced_write_in_flight(postgres_dsn: str) -> None:
     """The fence holds the row: a claim that comes while a fenced transaction is open is
-    decided after it ends, so the write and the takeover never overlap."""
+    decided after it ends, so the write and the takeover never overlap. The holder's own
+    renewal is not held up by its fenced write."""
     pool = await _pool(postgres_dsn)
+    # Claims as botd's sessions make them: a lock waited for at most ``lock_timeout``.
+    claims: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+        postgres_dsn,
+        min_size=1,
+        max_size=2,
+        timeout=2,
+        open=False,
+        kwargs={"autocommit": True, "options": "-c lock_timeout=200"},
+    )
+    await claims.open(wait=True)
     try:
-        table = PostgresLeases(pool)
-        assert await table.claim("conversation:k", "node-a", 60) == 1
+        table, other = PostgresLeases(pool), PostgresLeases(claims)
+        assert await table.claim("conversation:k", "node-a", SHORT_TTL) == 1
         async with pool.connection() as conn, conn.transaction():
             await fence(conn, "conversation:k", "node-a", 1)
-            # Any change of the lease row (a claim, a renewal, a release) waits for this
-            # transaction to end.
-            async with pool.connection() as other:
-                await other.execute("SET lock_timeout = '200ms'")
-                with pytest.raises(psycopg.errors.LockNotAvailable):
-                    await other.execute(
-                        "UPDATE leases SET epoch = epoch + 1 WHERE name = 'conversation:k'"
-                    )
+            renewed = await table.renew("node-a", {"conversation:k": 1}, SHORT_TTL)
+            assert renewed == {"conversation:k"}
+            await Backend(table, pool, None).outlive("conversation:k", SHORT_TTL)
+            # Expired, but the fenced write is still open: not claimable yet.
+            assert await other.claim("conversation:k", "node-b", 60) is None
+        assert await other.claim("conversation:k", "node-b", 60) == 2
     finally:
+        await claims.close()
         await pool.close()
 
 
