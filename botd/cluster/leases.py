@@ -36,7 +36,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -156,6 +156,7 @@ class LeaseKeeper:
         ttl: float,
         *,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if ttl <= 0:
             raise ValueError("a lease's TTL must be positive")
@@ -163,6 +164,7 @@ class LeaseKeeper:
         self.node_id = node_id
         self.ttl = ttl
         self._clock = clock
+        self._sleep = sleep
         self._held: dict[str, Lease] = {}
 
     @classmethod
@@ -217,14 +219,14 @@ class LeaseKeeper:
             except Exception as exc:  # the database is away: the lease runs out by itself
                 log.warning("lease %s not released (%s); it expires by itself", lease.name, exc)
 
-    async def renew_once(self) -> None:
+    async def renew_once(self) -> bool:
         """Renew every held lease in one request; mark lost what was not renewed or whose
-        deadline passed while the request failed."""
+        deadline passed while the request failed. False when the request failed."""
         for lease in self.held():
             if lease.lost.is_set():  # given up by its work (a send found it past its deadline)
                 self._lose(lease, "given up past its deadline")
         if not self._held:
-            return
+            return True
         sent = self._clock()
         held = dict(self._held)
         try:
@@ -239,12 +241,14 @@ class LeaseKeeper:
             for lease in held.values():
                 if now >= lease.deadline:
                     self._lose(lease, f"not renewed before its deadline ({exc})")
-            return
+            log.debug("renewing %d lease(s) failed after %.2f s: %s", len(held), now - sent, exc)
+            return False
         for name, lease in held.items():
             if name in renewed:
                 lease.deadline = sent + self.ttl
             else:
                 self._lose(lease, "taken over or expired before it was renewed")
+        return True
 
     def _lose(self, lease: Lease, why: str) -> None:
         if self._held.get(lease.name) is lease:
@@ -256,10 +260,16 @@ class LeaseKeeper:
     async def run(self) -> None:
         """Renew every third of the TTL until cancelled; leases are not released here (the
         owner calls ``release_all`` at a clean stop). Leases that never lapse need nothing:
-        it returns at once."""
+        it returns at once.
+
+        A renewal that failed (the database slow or away) is tried again a twelfth of the
+        TTL later, not a third: one slow answer must not use up the margin, since the next
+        regular renewal would then be due about when the leases run out."""
+        renewed = True
         while self.lapses:
-            await asyncio.sleep(self.renew_every)
-            await self.renew_once()
+            pause = self.renew_every if renewed else self.renew_every / 4
+            await self._sleep(pause)
+            renewed = await self.renew_once()
 
 
 class ProcessLeases:

@@ -8,8 +8,9 @@ runs on a clock the test moves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -237,6 +238,39 @@ async def test_a_paused_keeper_finds_its_lease_lost_when_it_wakes() -> None:
     await a.renew_once()  # node-a wakes
     assert lease.lost.is_set() and a.held() == []
     assert b.holding("telegram:main") is taken
+
+
+async def test_a_failed_renewal_is_tried_again_soon_enough_to_keep_the_lease() -> None:
+    """One renewal that got no answer in its time must not use the margin up: the next try
+    comes a twelfth of the TTL later, not a third, and the lease holds."""
+    clock = ManualClock()
+    table = ProcessLeases(clock=clock)
+    pauses: list[float] = []
+    answers = ["ok", "slow", "ok", "ok"]
+
+    class Flaky:
+        async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+            if answers.pop(0) == "slow":
+                clock.now += keeper.renew_every  # no answer before the keeper's timeout
+                raise TimeoutError
+            return await table.renew(holder, held, ttl)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock.now += seconds
+        if not answers:
+            raise asyncio.CancelledError
+
+    keeper = LeaseKeeper(cast(LeaseTable, Flaky()), "node-a", 15, clock=clock, sleep=sleep)
+    lease = await keeper.try_claim("scheduler")
+    assert lease is not None
+    with pytest.raises(asyncio.CancelledError):
+        await keeper.run()
+    assert pauses == [5, 5, 1.25, 5, 5]
+    assert not lease.lost.is_set() and keeper.holding("scheduler") is lease
 
 
 async def test_a_database_away_loses_the_leases_only_at_their_deadline(
