@@ -157,6 +157,11 @@ class PollingBot(ExtBot[int]):
         wanted = int(kwargs.get("offset") or 0)
         if not self.holding and await self._while_not_holding():
             return ()  # the lease went to another node: it polls now
+        if not poll_seconds and self.unanswered_for(time.monotonic()) > 0:
+            # PTB's last confirming call, while Telegram leaves the polls unanswered (the
+            # poller lease given up for it): it would fail too, with PTB's traceback. The
+            # offset handled is saved already; the next poller starts from it.
+            return ()
         # Confirm to Telegram only what was handled: the rest is delivered again.
         await self._until_handled(wanted, None if poll_seconds else CONFIRM_WAIT_AT_STOP)
         if self._failed_from is not None and poll_seconds:
