@@ -138,6 +138,17 @@ class Lease:
     """Local monotonic time past which the lease may belong to another node."""
     lost: Flag = field(default_factory=Flag)
     """Set when the lease ended without this node giving it up (renewal failed)."""
+    why: str = ""
+    """Why it was lost, in a few words (``lose``)."""
+
+    def lose(self, why: str) -> bool:
+        """Mark the lease lost for ``why``; False if it was lost already (the first reason
+        stays)."""
+        if self.lost.is_set():
+            return False
+        self.why = why
+        self.lost.set()
+        return True
 
     def valid_for(self, now: float) -> float:
         """Seconds of the lease left at monotonic time ``now`` (zero once lost)."""
@@ -166,6 +177,8 @@ class LeaseKeeper:
         self._clock = clock
         self._sleep = sleep
         self._held: dict[str, Lease] = {}
+        self._renewed_at: float | None = None
+        """When the last renewal that was answered was sent (local monotonic time)."""
 
     @classmethod
     def alone(cls, node_id: str) -> LeaseKeeper:
@@ -226,6 +239,7 @@ class LeaseKeeper:
             if lease.lost.is_set():  # given up by its work (a send found it past its deadline)
                 self._lose(lease, "given up past its deadline")
         if not self._held:
+            self._renewed_at = None
             return True
         sent = self._clock()
         held = dict(self._held)
@@ -238,24 +252,38 @@ class LeaseKeeper:
                 )
         except Exception as exc:
             now = self._clock()
+            reason = str(exc) or f"no answer within {self.renew_every:.2g} s"
             for lease in held.values():
                 if now >= lease.deadline:
-                    self._lose(lease, f"not renewed before its deadline ({exc})")
-            log.debug("renewing %d lease(s) failed after %.2f s: %s", len(held), now - sent, exc)
+                    self._lose(lease, f"not renewed before its deadline ({reason})")
+            log.debug("renewing %d lease(s) failed after %.2f s: %s", len(held), now - sent, reason)
             return False
         for name, lease in held.items():
             if name in renewed:
                 lease.deadline = sent + self.ttl
             else:
                 self._lose(lease, "taken over or expired before it was renewed")
+        previous, self._renewed_at = self._renewed_at, sent
+        if previous is not None and sent - previous > self.ttl / 2:
+            # Due every third of the TTL: past half of it, the margin is mostly gone.
+            log.warning(
+                "leases renewed %.1f s after the previous renewal (they last %g s): this "
+                "node's event loop or the database is slow",
+                sent - previous,
+                self.ttl,
+            )
         return True
 
     def _lose(self, lease: Lease, why: str) -> None:
         if self._held.get(lease.name) is lease:
             del self._held[lease.name]
-        if not lease.lost.is_set():
-            lease.lost.set()
-            log.warning("lease %s (epoch %d) lost: %s", lease.name, lease.epoch, why)
+        if lease.lose(why):
+            # A conversation's loss is told once, with this reason, by the dispatcher that
+            # held it (``conversation.dispatcher``); any other lease's here.
+            quiet = lease.name.startswith(CONVERSATION_LEASE)
+            (log.debug if quiet else log.warning)(
+                "lease %s (epoch %d) lost: %s", lease.name, lease.epoch, why
+            )
 
     async def run(self) -> None:
         """Renew every third of the TTL until cancelled; leases are not released here (the

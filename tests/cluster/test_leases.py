@@ -316,3 +316,17 @@ async def test_a_second_process_as_the_same_node_is_refused_and_a_restart_waits_
     restarted = await hold_node(LeaseKeeper(table, "n1", 0.3))
     assert restarted.epoch == first.epoch + 1
     assert await hold_node(LeaseKeeper(table, "n2", 0.3)) is not None
+
+
+async def test_a_late_renewal_is_told(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock()
+    keeper = LeaseKeeper(ProcessLeases(clock=clock), "node-a", 15, clock=clock)
+    assert await keeper.try_claim("scheduler") is not None
+    for step in (5, 5, 8):  # the third came more than half the TTL after the second
+        clock.now += step
+        assert await keeper.renew_once()
+    late = [r.getMessage() for r in caplog.records if "after the previous renewal" in r.message]
+    assert late == [
+        "leases renewed 8.0 s after the previous renewal (they last 15 s): this node's event "
+        "loop or the database is slow"
+    ]

@@ -16,7 +16,7 @@ import pytest
 from botd.chat import InboundMessage, Target
 from botd.cluster.fencing import Fence
 from botd.cluster.leases import LeaseKeeper
-from botd.store.errors import StoreWriteError
+from botd.store.errors import StoreError, StoreWriteError
 from botd.store.postgres import PostgresStore
 from botd.store.postgres.session import SessionBounds
 from tests.fakes.tcp_proxy import SilentProxy
@@ -185,7 +185,7 @@ async def test_a_claim_cut_off_on_its_way_holds_up_neither_renewals_nor_writes(
             assert renewed == {name}
             fenced = store.fenced(Fence(lease, "node-a", 0.1))
             await fenced.outbox_add(inbox_id, 1, "block", Target("telegram", "11"), "free")
-            with pytest.raises(psycopg.OperationalError):
+            with pytest.raises(StoreError):
                 await stuck
         finally:
             proxy.mend()

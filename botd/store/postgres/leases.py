@@ -42,6 +42,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from ...cluster.leases import CONVERSATION_LEASE, LeaseLost, LeaseRow
+from ..errors import StoreError
 from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
 
 Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
@@ -62,8 +63,19 @@ class PostgresLeases:
 
     @contextlib.asynccontextmanager
     async def _connection(self, pool: Pool) -> AsyncIterator[AsyncConnection[TupleRow]]:
-        async with pool.connection(timeout=self._within) as conn, answer_within(conn, self._within):
-            yield conn
+        """A connection of ``pool`` for one call, answered within its bound; the database
+        unreachable (or the connection cut) is raised as a ``StoreError``, a fault of the
+        store's, not of the caller's."""
+        try:
+            async with (
+                pool.connection(timeout=self._within) as conn,
+                answer_within(conn, self._within),
+            ):
+                yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise StoreError(f"the lease table: {' '.join(str(exc).split())}") from exc
 
     async def claim(self, name: str, holder: str, ttl: float) -> int | None:
         try:
