@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 from ..chat import InboundMessage
 from ..cluster.fencing import Fence, RunScope
-from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper
+from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper, LeaseLost
 from ..store import StoreError
 from ..store.protocols import ConversationInbox
 from .promise import ResumePlan
@@ -290,6 +290,9 @@ class Dispatcher:
             if lease is None:
                 return
             await self._take_over(key, lease, arrived)
+        except LeaseLost as exc:
+            # Lost again while it was taken over (a WARNING by ``_watch`` once it watched).
+            log.info("taking %s over stopped: %s", key, exc)
         except StoreError as exc:
             # The database away: told once by the store (its health), tried again later.
             log.info("claiming %s failed: %s", key, exc)
