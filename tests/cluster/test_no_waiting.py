@@ -63,8 +63,9 @@ CONVERSATION = re.compile(r"\btelegram:(\d+)\b")
 LOST_CONVERSATION = re.compile(r"conversation telegram:(\d+): lease lost \(epoch")
 OUTAGE = "store degraded:"
 """The one ERROR line a fault of the database is worth, once per outage (``StoreHealth``)."""
-REFUSED = "could not be handled: the store failed"
-"""A message the store could not take: its sender is told (one WARNING line each)."""
+REFUSED = ("could not be handled: the store failed", "held back behind one the store could not")
+"""A message the store could not take, or one held back behind it to keep the order: its
+sender is told (one WARNING line each)."""
 
 
 def loud_faults(node: Node, outages: int) -> list[str]:
@@ -82,7 +83,7 @@ def loud_faults(node: Node, outages: int) -> list[str]:
     lost = Counter(m.group(1) for _, line in levels if (m := LOST_CONVERSATION.search(line)))
     warned: Counter[str] = Counter()
     for level, line in levels:
-        if level == "WARNING" and REFUSED not in line:
+        if level == "WARNING" and not any(told in line for told in REFUSED):
             warned.update({m.group(1) for m in CONVERSATION.finditer(line)} - {"default"})
     loud += [
         f"telegram:{chat}: {count} WARNING lines for {lost[chat]} lost lease(s)"
