@@ -8,6 +8,12 @@ renewal failed: the database away, the process paused past the TTL) cancels the 
 and goes back to standby. A node on standby tries the claim again every third of the TTL, so
 the work moves to another node within about the TTL of its holder's death.
 
+Work whose platform cannot be reached from this node (its polls unanswered, its gateway
+gone) past a bound of its own ends by raising ``PlatformUnreachable``: the lease is given up
+at once (expired, so another node may claim it now), and this node waits a whole TTL before
+it claims again, so a node on standby that can reach the platform (it tries every third of
+the TTL) takes the work over first. If none can, the work comes back to a node later.
+
 Each change of state is logged once, in one line naming the lease and the role:
 ``telegram:main poller: standby (held by node-b)``, ``... holding (epoch 4)``; the retries
 in between say nothing.
@@ -21,12 +27,17 @@ from collections.abc import Awaitable, Callable
 
 from .leases import Lease, LeaseKeeper
 
-__all__ = ["hold_lease"]
+__all__ = ["PlatformUnreachable", "hold_lease"]
 
 log = logging.getLogger(__name__)
 
 Work = Callable[[Lease], Awaitable[None]]
 """The work done while holding: runs until cancelled (the lease lost or the holding ended)."""
+
+
+class PlatformUnreachable(Exception):
+    """Raised by held work whose platform this node has not reached for longer than the
+    work's bound: the lease is given up so that another node takes the work over."""
 
 
 class _Said:
@@ -79,8 +90,9 @@ async def hold_lease(leases: LeaseKeeper, name: str, role: str, work: Work) -> N
                 await asyncio.sleep(retry)
                 continue
             said.say(f"holding (epoch {lease.epoch})")
-            await _while_held(leases, lease, work, said)
-            await asyncio.sleep(retry)
+            gave_up = await _while_held(leases, lease, work, said)
+            # Given up for an unreachable platform: a whole TTL, so another node claims first.
+            await asyncio.sleep(leases.ttl if gave_up else retry)
     finally:
         held = leases.holding(name)
         if held is not None:
@@ -90,8 +102,9 @@ async def hold_lease(leases: LeaseKeeper, name: str, role: str, work: Work) -> N
                 log.warning("%s: not released (%s); it expires by itself", said.label, exc)
 
 
-async def _while_held(leases: LeaseKeeper, lease: Lease, work: Work, said: _Said) -> None:
-    """``work(lease)`` until the lease is lost (then cancelled) or the work ends."""
+async def _while_held(leases: LeaseKeeper, lease: Lease, work: Work, said: _Said) -> bool:
+    """``work(lease)`` until the lease is lost (then cancelled) or the work ends; True when
+    it ended because its platform is unreachable (the lease given up)."""
     running = asyncio.ensure_future(work(lease))
     lost = asyncio.ensure_future(lease.lost.wait())
     try:
@@ -103,7 +116,11 @@ async def _while_held(leases: LeaseKeeper, lease: Lease, work: Work, said: _Said
         await asyncio.wait({running, lost})
     if lease.lost.is_set():
         said.say(f"lost (epoch {lease.epoch}), stopped; standby", level=logging.WARNING)
-        return
+        return False
     failure = None if running.cancelled() else running.exception()
-    said.say(f"ended ({failure or 'by itself'}); giving the lease up", level=logging.WARNING)
+    if isinstance(failure, PlatformUnreachable):
+        said.say(f"giving the lease up: {failure}; standby", level=logging.WARNING)
+    else:
+        said.say(f"ended ({failure or 'by itself'}); giving the lease up", level=logging.WARNING)
     await leases.release(lease)
+    return isinstance(failure, PlatformUnreachable)

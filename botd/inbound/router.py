@@ -245,8 +245,10 @@ class Router:
             log.exception("telling %s that its message failed failed too", message.conversation_key)
 
     async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
-        """The store could not take the message: log it, tell the sender once in one line."""
-        log.error(
+        """The store could not take the message: log it, tell the sender once in one line.
+        A WARNING: what the operator acts on is the store's own ERROR, once per outage
+        (``StoreHealth``); this says which message it cost."""
+        log.warning(
             "message %s in %s could not be handled: the store failed: %s",
             message.message_id,
             message.conversation_key,

@@ -143,7 +143,7 @@ class _Postgres(StoreBackend):
             from .postgres import PostgresStore
         except ImportError:
             raise StoreOpenError(POSTGRES_MISSING) from None
-        return await PostgresStore.open(dsn)
+        return await PostgresStore.open(dsn, lease_ttl=config.store.lease_ttl)
 
     async def open_beside(self, config: BotdConfig) -> Store:
         try:

@@ -21,6 +21,11 @@ fakes under a path prefix of its own (the fakes' ``node_url``), so each call the
 says which node made it (``via``). In Telegram webhook mode each node listens on a port of its
 own and the fake Telegram POSTs to a ``RoundRobinProxy`` in front of them all.
 
+With ``proxied=True`` each node reaches PostgreSQL (and the fake Telegram, if any) through a
+``SilentProxy`` of its own (``database_proxy(node)``, ``telegram_proxy(node)``): cut, the
+node is cut off from the database or from Telegram while its sockets stay open.
+``telegram_poll_timeout`` sets the nodes' long poll (``channels.telegram.poll_timeout``).
+
 The test reads the database (``holders``, ``query``) to know where to aim a fault, as an
 operator would, and when a job fired, and may make a fault there (``execute``); what it
 asserts is what the fakes saw. At the end every node still running is continued (if paused)
@@ -37,11 +42,13 @@ from pathlib import Path
 from typing import Literal, Self
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from tests.cluster.proxy import RoundRobinProxy
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.daemon_process import ended, reap, start_daemon
 from tests.support.health_probe import free_port
@@ -106,12 +113,18 @@ class Cluster:
     lease_ttl: float = 2.0
     telegram_mode: Literal["polling", "webhook"] = "polling"
     jobs: list[Job] = field(default_factory=list)
+    proxied: bool = False
+    telegram_poll_timeout: int | None = None
+    max_concurrent_runs: int = 8
+    """``agent.max_concurrent_runs`` of every node (8: botd's default)."""
     channel_options: tuple[str, ...] = ()
     """Lines added to every channel's section (``delivery: edit``)."""
     agent_options: tuple[str, ...] = ()
     """Lines added to the ``agent:`` section (``tools: [schedule]``)."""
     nodes: list[Node] = field(init=False, default_factory=list)
     proxy: RoundRobinProxy | None = field(init=False, default=None)
+    silent_proxies: dict[tuple[str, str], SilentProxy] = field(init=False, default_factory=dict)
+    """(node, "database" | "telegram") -> the proxy that node reaches it through."""
 
     async def __aenter__(self) -> Self:
         for number in range(1, self.size + 1):
@@ -125,9 +138,22 @@ class Cluster:
             self.telegram.webhook_forward = self.proxy.url + HOOK_PATH
             # A paused node holds a POST until the proxy gives up; Telegram tries again.
             self.telegram.webhook_timeout = self.proxy.timeout * 2
+        if self.proxied:
+            for node in self.nodes:
+                ends = [("database", SilentProxy.to_database(self.dsn))]
+                if self.telegram is not None:
+                    ends.append(("telegram", SilentProxy("127.0.0.1", self.telegram.port)))
+                for end, proxy in ends:
+                    self.silent_proxies[(node.name, end)] = await proxy.__aenter__()
         for node in self.nodes:
             node.config.write_text(self.config_text(node), encoding="utf-8")
         return self
+
+    def database_proxy(self, node: Node) -> SilentProxy:
+        return self.silent_proxies[(node.name, "database")]
+
+    def telegram_proxy(self, node: Node) -> SilentProxy:
+        return self.silent_proxies[(node.name, "telegram")]
 
     async def __aexit__(self, *exc: object) -> None:
         try:
@@ -139,6 +165,8 @@ class Cluster:
         finally:
             if self.proxy is not None:
                 await self.proxy.__aexit__(None, None, None)
+            for silent in self.silent_proxies.values():
+                await silent.__aexit__(None, None, None)
 
     # --- configuration -------------------------------------------------------------------
 
@@ -147,12 +175,18 @@ class Cluster:
         channels = []
         options = [f"    {option}" for option in self.channel_options]
         if self.telegram is not None:
+            url = self.telegram.node_url(node.name)
+            if self.proxied:
+                port = self.telegram_proxy(node).port
+                url = url.replace(f":{self.telegram.port}/", f":{port}/", 1)
             telegram = [
                 "  telegram:",
                 "    token: ${TELEGRAM_TEST_TOKEN}",
-                f"    api_base_url: {json.dumps(self.telegram.node_url(node.name))}",
+                f"    api_base_url: {json.dumps(url)}",
                 "    dm_policy: open",
             ]
+            if self.telegram_poll_timeout is not None:
+                telegram.append(f"    poll_timeout: {self.telegram_poll_timeout}")
             if self.telegram_mode == "webhook":
                 telegram += [
                     "    mode: webhook",
@@ -210,6 +244,7 @@ model:
   max_retry_wait: 1
 agent:
   block_streaming: {{min_chars: 10, max_chars: 200}}
+  max_concurrent_runs: {self.max_concurrent_runs}
 """
             + "".join(f"  {line}\n" for line in self.agent_options)
             + "channels:\n"
@@ -231,7 +266,9 @@ agent:
             node.config,
             node.root,
             log_path=node.log,
-            BOTD_DATABASE_URL=self.dsn,
+            BOTD_DATABASE_URL=_named(
+                self.database_proxy(node).dsn(self.dsn) if self.proxied else self.dsn, node.name
+            ),
             ANTHROPIC_TEST_KEY=MODEL_KEY,
             TELEGRAM_TEST_TOKEN=TOKEN,
             TELEGRAM_HOOK_SECRET=HOOK_SECRET,
@@ -329,3 +366,9 @@ agent:
             return found[0] if found else ""
 
         return self.node(await until(held, f"a node holding {prefix}*"))
+
+
+def _named(dsn: str, name: str) -> str:
+    """``dsn`` with ``application_name`` set to the node's name: each node's sessions are
+    told apart in ``pg_stat_activity`` (and the server's log)."""
+    return make_conninfo(dsn, application_name=name)

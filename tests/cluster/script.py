@@ -131,17 +131,29 @@ class Tally:
 
     repeats: list[Post] = field(default_factory=list)
     notices: int = 0
+    told: int = 0
+    """Notices of ``check_answers``' ``told`` shown."""
 
 
 def check_answers(
-    posts: Sequence[Post], asked: dict[str, list[str]], long_prompts: set[str]
+    posts: Sequence[Post],
+    asked: dict[str, list[str]],
+    long_prompts: set[str],
+    *,
+    told: str | None = None,
 ) -> Tally:
     """Assert every chat shows the answers to what was ``asked`` there, each once, in order
     (a long answer: its paragraphs; the interrupted notice allowed before the rest of one);
-    the pieces repeated (the Telegram window) are returned, not failed."""
+    the pieces repeated (the Telegram window) are returned, not failed. ``told``: a notice a
+    sender may be given once per message besides its answer (the store could not take it)."""
     tally = Tally()
     for chat, prompts in asked.items():
         shown = [p for p in posts if p.chat == chat]
+        if told is not None:
+            notices = [p for p in shown if p.text.strip() == told.strip()]
+            assert len(notices) <= len(prompts), f"chat {chat}: told {len(notices)} times"
+            tally.told += len(notices)
+            shown = [p for p in shown if p not in notices]
         expected: list[str] = []
         for asked_prompt in prompts:
             if asked_prompt in long_prompts:

@@ -11,16 +11,22 @@ import asyncio
 import json
 import signal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tests.cluster.nodes import Node, lease_holders, node
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
+from tests.fakes.tcp_proxy import SilentProxy
 from tests.support.daemon_process import ended, reap, stop_daemon
 from tests.support.waiting import until
 
 SHARDS = {"discord:default:0", "discord:default:1"}
 
 
-def discord_node(tmp_path: Path, name: str, discord: FakeDiscordAPI) -> Node:
+def discord_node(
+    tmp_path: Path, name: str, discord: FakeDiscordAPI, *, gateway_url: str | None = None
+) -> Node:
+    """A node on ``discord`` with two shards, reaching its gateway at ``gateway_url``
+    (default: the fake's own)."""
     return node(
         tmp_path,
         name,
@@ -28,7 +34,7 @@ def discord_node(tmp_path: Path, name: str, discord: FakeDiscordAPI) -> Node:
   discord:
     token: fake-discord-token
     api_base_url: {json.dumps(discord.base_url)}
-    gateway_url: {json.dumps(discord.gateway_url)}
+    gateway_url: {json.dumps(gateway_url or discord.gateway_url)}
     guild_ready_timeout: 0.05
     shard_count: 2
     dm_policy: open
@@ -189,3 +195,43 @@ async def test_a_node_taking_over_the_shards_answers_what_was_sent_while_none_he
         assert texts.count(said) == 1, said
     reads = {channel for channel, _query in discord.history_reads}
     assert reads == {str(DM_CHANNEL_ID), str(CHANNEL_ID)}
+
+
+async def test_a_node_that_cannot_reach_the_gateway_gives_its_shards_up(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Issue 35: a node whose gateway sessions end and cannot be made again (Discord
+    unreachable from it alone) gives each shard's lease up after ``UNREACHABLE_TTLS`` lease
+    TTLs, and the node that reaches Discord takes the shards over and answers."""
+    async with (
+        FakeDiscordAPI() as discord,
+        SilentProxy("127.0.0.1", urlsplit(discord.gateway_url).port or 0) as gateway,
+    ):
+        a = discord_node(
+            tmp_path, "node-a", discord, gateway_url=f"ws://127.0.0.1:{gateway.port}/gateway/"
+        )
+        b = discord_node(tmp_path, "node-b", discord)
+        first = await a.start(postgres_dsn)
+        second: asyncio.subprocess.Process | None = None
+        try:
+            await holding_both_shards(postgres_dsn, discord, "node-a")
+            second = await b.start(postgres_dsn)
+            standby = [f"discord:default:{n} gateway: standby (held by node-a)" for n in (0, 1)]
+            await until(lambda: all(map(b.logged, standby)), "node-b standby on both shards")
+            gateway.refuse()  # node-a's sessions end, and none can be made again
+            await holding_both_shards(postgres_dsn, discord, "node-b")
+            given_up = [f"discord:default:{n} gateway: giving the lease up" for n in (0, 1)]
+            await until(lambda: all(map(a.logged, given_up)), "node-a saying why")
+            await say(discord, "dm", dm=True)
+            await say(discord, "guild", dm=False)
+            await until(lambda: {"dm", "guild"} <= set(answers(discord)), "both answered")
+            gateway.mend()
+            for process in (first, second):
+                assert await stop_daemon(process) == 0
+        finally:
+            await reap(first)
+            if second is not None:
+                await reap(second)
+
+    assert sorted(answers(discord)) == ["dm", "guild"]
+    assert not a.logged("Traceback")

@@ -168,8 +168,8 @@ async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(
         # Let go on, the old owner finds its lease gone before it posts anything more.
         await _until(
             lambda: (
-                "lease conversation:telegram:" in owner.log.read_text(errors="replace")
-                and " lost" in owner.log.read_text(errors="replace")
+                "conversation telegram:" in owner.log.read_text(errors="replace")
+                and ": lease lost (epoch" in owner.log.read_text(errors="replace")
             ),
             "the old owner noticing its lease is lost",
         )

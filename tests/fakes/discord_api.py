@@ -25,7 +25,8 @@ several bots in one process). What the fake serves:
   ``applications/{id}/commands`` and interaction callbacks: ``commands`` (``AppCommands``
   in ``discord_interactions``).
 - The gateway at ``/gateway/`` (text frames, compression ignored): HELLO, IDENTIFY (recorded,
-  or refused with a close code), READY pointing ``resume_gateway_url`` back here, GUILD_CREATE
+  or refused with a close code), READY pointing ``resume_gateway_url`` back
+  where the session connected (through a proxy: the proxy), GUILD_CREATE
   with one text channel and one thread, heartbeat ACKs, RESUME answered with RESUMED.
   ``dispatch`` pushes an event to the live session; ``drop_connection`` closes the socket the
   way a network fault or a Discord restart would. Sharding as Discord does it: IDENTIFY's
@@ -861,7 +862,7 @@ class FakeDiscordAPI:
                         break
                     shard, self.shard_count = payload["d"].get("shard") or (0, 1)
                     session.shard = shard
-                    await self._identified(ws, shard)
+                    await self._identified(ws, shard, f"ws://{request.host}/gateway/")
                     self._shard_live(session, True)
                 elif op == 6:
                     self.resumes.append(payload["d"])
@@ -875,7 +876,7 @@ class FakeDiscordAPI:
             session.closed.set()
         return ws
 
-    async def _identified(self, ws: web.WebSocketResponse, shard: int) -> None:
+    async def _identified(self, ws: web.WebSocketResponse, shard: int, here: str) -> None:
         # The guild goes to its shard only; a shard without guilds is READY with none.
         guilds = [] if self.shard_of({"guild_id": GUILD_ID}) != shard else [self._guild()]
         await self._send(
@@ -886,7 +887,7 @@ class FakeDiscordAPI:
                 "user": BOT_USER,
                 "guilds": [{"id": g["id"], "unavailable": True} for g in guilds],
                 "session_id": f"session-{len(self.identifies)}",
-                "resume_gateway_url": self.gateway_url,
+                "resume_gateway_url": here,
                 "shard": [shard, self.shard_count],
                 "application": {"id": str(APP_ID), "flags": self.application_flags},
                 "private_channels": [],

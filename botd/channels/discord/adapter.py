@@ -29,10 +29,11 @@ Shards (``shard_count`` above 1, or several nodes: ``leases``): one client only 
 does every REST call (sends, edits, the command menu), and each gateway shard is a client of
 its own (``shard_id``/``shard_count``) run while this node holds the lease
 ``<channel>:<account>:<shard>`` (``botd.cluster.holding``); a lost lease closes that shard's
-session alone and another node's standby claims it. One client per shard rather than an
-``AutoShardedClient``: the shards a node holds change one at a time, and an
-``AutoShardedClient`` takes its ``shard_ids`` once, at construction. On a single node with
-one shard it is one client for everything, as before.
+session alone and another node's standby claims it. A shard with no gateway session for
+``UNREACHABLE_TTLS`` lease TTLs (Discord unreachable from this node) gives its lease up.
+One client per shard rather than an ``AutoShardedClient``: the shards a node holds change
+one at a time, and an ``AutoShardedClient`` takes its ``shard_ids`` once, at construction.
+On a single node with one shard it is one client for everything, as before.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -62,7 +64,7 @@ from botd.channels.discord.markup import MARKDOWN
 from botd.channels.discord.outbound import LINE_LIMIT, TEXT_LIMIT, DiscordOutbound
 from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient, check_fence
 from botd.chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
-from botd.cluster.holding import hold_lease
+from botd.cluster.holding import PlatformUnreachable, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from botd.ops.logging import not_botds_concern
 from botd.store.protocols import CatchUpMarks
@@ -89,6 +91,33 @@ NONCE_WINDOW = 120.0
 the message a create with the same nonce made "in the past few minutes" (``enforce_nonce``)
 instead of a new one. Two minutes stays safely inside that; past it, a piece a crash left
 unconfirmed is treated as on Telegram."""
+UNREACHABLE_TTLS = 2
+"""Lease TTLs a shard may go without a gateway session (reconnecting in vain) before this
+node gives its lease up to a node that can reach Discord (``_while_connected``)."""
+
+
+class _QuietReconnects(logging.Filter):
+    """discord.py logs each failed reconnect at ERROR with a traceback ("Attempting a
+    reconnect in ..."): an expected fault while Discord is unreachable, told here in one
+    WARNING line with the error's words (the shard's lease is given up past its bound:
+    ``_while_connected``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and isinstance(record.args, tuple)
+            and str(record.msg).startswith("Attempting a reconnect")
+        ):
+            error = record.exc_info[1]
+            record.msg = f"{record.msg} (%s)"
+            record.args = (*record.args, f"{type(error).__name__}: {error}")
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_QUIET_RECONNECTS = _QuietReconnects()
+logging.getLogger("discord.client").addFilter(_QUIET_RECONNECTS)
 
 
 class _Client(discord.Client):
@@ -107,8 +136,14 @@ class _Client(discord.Client):
         http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
         self.http = self._connection.http = http
         self._adapter = adapter
+        self.down_since: float | None = time.monotonic()
+        """Since when (monotonic) this client has had no live gateway session (None: live)."""
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event in ("connect", "resumed"):
+            self.down_since = None
+        elif event == "disconnect" and self.down_since is None:
+            self.down_since = time.monotonic()
         if event == "connect" and self._adapter.connects(self):
             # A new session's READY (not a resume): its live messages wait for the catch-up
             # of what was missed (``history``).
@@ -333,12 +368,32 @@ class DiscordAdapter:
         self._shards[shard] = client
         try:
             await client.login(self._token)
-            await client.connect(reconnect=True)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(client.connect(reconnect=True))
+                group.create_task(self._while_connected(client, lease))
+        except* PlatformUnreachable as unreachable:
+            raise unreachable.exceptions[0] from None
         finally:
             if self._shards.get(shard) is client:
                 del self._shards[shard]
             await self.catching_up.forget(client)
             await client.close()
+
+    async def _while_connected(self, client: _Client, lease: Lease) -> None:
+        """Return never; raise ``PlatformUnreachable`` once the shard's client has had no
+        gateway session for ``UNREACHABLE_TTLS`` lease TTLs (discord.py reconnecting in
+        vain meanwhile), so that the shard's lease goes to a node that can reach Discord."""
+        assert self._leases is not None
+        if not self._leases.lapses:  # one node alone: no other node could take the shard
+            await asyncio.Event().wait()
+        bound = UNREACHABLE_TTLS * self._leases.ttl
+        while True:
+            await asyncio.sleep(self._leases.renew_every)
+            down_since = client.down_since
+            if down_since is not None and time.monotonic() - down_since > bound:
+                raise PlatformUnreachable(
+                    f"no gateway session for {time.monotonic() - down_since:.0f} s ({lease.name})"
+                )
 
     def connects(self, client: discord.Client) -> bool:
         """Whether ``client`` is one of this adapter's live gateway connections."""

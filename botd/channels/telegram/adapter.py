@@ -22,8 +22,11 @@ Telegram for the next start.
 On several nodes (``leases``) one node polls: the holder of the lease ``<channel>:<account>``
 (``botd.cluster.holding``). It starts from the stored offset; once its lease is past its
 deadline it sends no ``getUpdates`` (PTB's last confirming one at a stop included) and saves
-no offset, and a lost lease stops polling; the other nodes only send. The database keeps the
-offset from moving back when a node paused mid-poll saves an older one.
+no offset, and a lost lease stops polling; the other nodes only send. A holder whose polls
+Telegram leaves unanswered for ``UNANSWERED_TTLS`` lease TTLs past the poll's own timeout
+(its link to Telegram is down) gives the lease up, so a node that reaches Telegram polls.
+The database keeps the offset from moving back when a node paused mid-poll saves an older
+one.
 
 Every Bot API call is paced by the bot's budget (``budget``: Telegram's limits, shared by the
 nodes, answers first). Polling never gives up (a token revoked while running is reported through
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -48,7 +52,7 @@ from telegram.request import HTTPXRequest
 
 from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from ...cluster.budget import SharedRate
-from ...cluster.holding import hold_lease
+from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
 from ...retry import Backoff
@@ -88,6 +92,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+UNANSWERED_TTLS = 2
+"""Lease TTLs past a long poll's own timeout that Telegram may leave this node's polls
+unanswered before the node gives the poller lease up (several nodes)."""
 PLATFORM = "telegram"
 """The platform's name: a bot's channel name unless the wiring gives it another."""
 TEXT_LIMIT = 4096
@@ -285,10 +292,25 @@ class TelegramAdapter:
         bot.poll_under(lease, int(saved) if saved else 0)
         try:
             await self._start_polling(app)
-            await asyncio.Future()  # until cancelled
+            await self._while_answered(bot)
         finally:
             if app.updater.running:
                 await app.updater.stop()
+
+    async def _while_answered(self, bot: PollingBot) -> None:
+        """Return never; raise ``PlatformUnreachable`` once Telegram has left this node's
+        polls unanswered for ``UNANSWERED_TTLS`` lease TTLs past a poll's own timeout, so
+        that the poller lease goes to a node that can reach Telegram."""
+        assert self._leases is not None
+        bound = UNANSWERED_TTLS * self._leases.ttl
+        while True:
+            await asyncio.sleep(self._leases.renew_every)
+            silent = bot.unanswered_for(time.monotonic())
+            if silent > bound:
+                raise PlatformUnreachable(
+                    f"Telegram left this node's polls unanswered for {silent:.0f} s "
+                    f"past their timeout"
+                )
 
     async def _stop_holding(self) -> None:
         holding, self._holding = self._holding, None

@@ -40,6 +40,7 @@ from telegram.ext import (
 )
 
 from ...chat import InboundMessage, Press, PressAnswer
+from ...store.errors import StoreError
 from ...store.protocols import Offsets
 from ..base import InboundSink, without_mention
 from .inbound_media import MEDIA, telegram_attachments
@@ -312,6 +313,11 @@ class TelegramInbound:
             self._offsets.set_offset_soon(self.name, self.account_id, str(bot.confirmed))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if isinstance(context.error, StoreError):
+            # Already told in one line by the router (and the update is asked for again):
+            # an expected fault, not a bug to trace.
+            log.debug("%s: an update not taken: %s", self._label, context.error)
+            return
         log.error("%s: handling an update failed", self._label, exc_info=context.error)
 
 

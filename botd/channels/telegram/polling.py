@@ -12,6 +12,8 @@ Under a lease (several nodes) no ``getUpdates`` goes out once the lease is past 
 PTB's last confirming one at a stop included. A 409 Conflict (another poller on the same
 token) and a stalled long poll are logged in Telegram's words and retried with capped,
 jittered backoff; a token revoked while running is reported through ``on_down``.
+``unanswered_for`` says how long Telegram has left the polls unanswered past their own
+timeout (the adapter gives the poller lease up past a bound).
 """
 
 from __future__ import annotations
@@ -74,12 +76,21 @@ class PollingBot(ExtBot[int]):
         self._failed_from: int | None = None
         self._progress = asyncio.Event()
         self._lease: Lease | None = None
+        self._answered_at = time.monotonic()
+        """When Telegram last answered a long poll (a 409 is an answer too)."""
+        self._poll_seconds = 0.0
+        """The long poll's own timeout: how long a healthy poll may go unanswered."""
+
+    def unanswered_for(self, now: float) -> float:
+        """Seconds past a long poll's own timeout that Telegram has not answered one."""
+        return max(0.0, now - self._answered_at - self._poll_seconds)
 
     def poll_under(self, lease: Lease, offset: int) -> None:
         """Poll as the holder of ``lease`` (several nodes), from the stored ``offset``: no
         ``getUpdates`` goes out once the lease is past its deadline, and the offset is saved
         only while it holds."""
         self._lease = lease
+        self._answered_at = time.monotonic()
         self._resume_offset = max(self._resume_offset, offset)
         self._handled_below = max(self._handled_below, offset)
         if self._failed_from is not None and self._failed_from < offset:
@@ -146,11 +157,18 @@ class PollingBot(ExtBot[int]):
         wanted = int(kwargs.get("offset") or 0)
         if not self.holding and await self._while_not_holding():
             return ()  # the lease went to another node: it polls now
+        if not poll_seconds and self.unanswered_for(time.monotonic()) > 0:
+            # PTB's last confirming call, while Telegram leaves the polls unanswered (the
+            # poller lease given up for it): it would fail too, with PTB's traceback. The
+            # offset handled is saved already; the next poller starts from it.
+            return ()
         # Confirm to Telegram only what was handled: the rest is delivered again.
         await self._until_handled(wanted, None if poll_seconds else CONFIRM_WAIT_AT_STOP)
         if self._failed_from is not None and poll_seconds:
             await self._back_off(f"update {self._failed_from} was not accepted; asking again")
         kwargs["offset"] = max(min(wanted, self.confirmed), self._resume_offset)
+        if poll_seconds:
+            self._poll_seconds = poll_seconds
         try:
             updates = await asyncio.wait_for(
                 super().get_updates(*args, **kwargs), poll_seconds + self._stall_grace
@@ -158,6 +176,7 @@ class PollingBot(ExtBot[int]):
         except Conflict as exc:
             if not poll_seconds:
                 raise  # PTB's final offset-committing call at shutdown: don't wait
+            self._answered_at = time.monotonic()  # Telegram answered: another poller
             self._link.unreachable(f"getUpdates refused: {exc.message}")
             await self._back_off(f"getUpdates refused ({exc.message})")
             return ()
@@ -177,6 +196,7 @@ class PollingBot(ExtBot[int]):
                 self._link.unreachable(f"getUpdates failed: {exc.message}")
             raise
         if poll_seconds:
+            self._answered_at = time.monotonic()
             self._link.reachable()
         if self._backoff.failures:
             log.info("%s: polling again", self._label)

@@ -15,8 +15,16 @@ Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL 
 any text value, is written as U+FFFD in every column.
 
 A write may name advisory locks it needs (``locks``: an accept its conversation's); the
-batch takes them all before it writes anything, in the same order on every node, so two
-nodes' batches never deadlock on them. A batch is written in the order queued, so an awaited
+batch tries them all before it writes anything, without waiting for any (``_locked``), so two
+nodes' batches never deadlock on them and a lock another node holds (one frozen mid-batch,
+until the server ends its transaction: ``session``) holds up only the writes that need it:
+those are set aside, in order, and tried again at the head of every later batch (at least
+every ``LOCK_RETRY``); a write that waits past ``lock_timeout`` for a row another transaction
+holds is set aside the same way. Every session carries the bounds of ``session``, derived from
+the lease TTL the store is opened with, and what a connection is asked must be answered within
+the statement bound. The lease table has connections of its own (``lease_table``).
+
+A batch is written in the order queued, so an awaited
 write comes after whatever was queued before it, and a read that must see the queued records
 (``_read``) waits for the batch that carries them first: the same order the SQLite store
 keeps. A lazy record (``lazy=True``: an offset, a run's start, counts) waits up to
@@ -60,8 +68,9 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Self, TypeVar
 
 import psycopg
@@ -83,6 +92,7 @@ from .budget import PostgresRate
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
+from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
 from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
@@ -106,14 +116,48 @@ UNFENCED = frozenset({"outbox_sent", "decide_approval", "buttons_posted"})
 posted message are facts about the platform, and a decision on a request to approve a tool
 call a fact about a press, whoever holds the conversation now."""
 POOL_SIZE = 8
+LEASE_POOL_SIZE = 4
+"""Connections for claiming, giving up and listing leases (a claim may wait up to the
+session's ``lock_timeout`` for another node's transaction): apart from the store's pool, so
+such waits never take the connections writes and reads need."""
 RETRIES = 3
 """Attempts of a batch that lost a deadlock or a serialization conflict to another node."""
 RETRY_WAIT = 1.0
 """Seconds between attempts at the records kept from a batch that failed for a fault."""
 AWAY_WAIT = 0.5
 """Seconds a batch or a read waits for a connection while the database is away."""
+LOCK_RETRY = 0.1
+"""Seconds between attempts at writes set aside because another transaction held a lock
+they need (at most: they ride along with every batch written meanwhile)."""
 KEPT_AT_MOST = 100_000
 """Records kept for a database that stays away; past it the oldest are dropped (logged)."""
+
+
+def _pool(dsn: str, bounds: SessionBounds, name: str, *, min_size: int, max_size: int) -> Pool:
+    """A pool (not open yet) whose sessions carry ``bounds``, checked before each use."""
+    return AsyncConnectionPool(
+        dsn,
+        open=False,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=CONNECTION_WAIT,
+        reconnect_timeout=RECONNECT_TIMEOUT,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT,
+            "context": ADAPTERS,
+            **bounds.connect_kwargs(dsn),
+        },
+        check=partial(_check, within=bounds.statement),
+        name=name,
+    )
+
+
+async def _check(conn: Conn, *, within: float) -> None:
+    """The pool's check of a connection before it is handed out, answered within ``within``
+    seconds (a server gone silent fails it, and the pool tries another connection)."""
+    async with answer_within(conn, within):
+        await AsyncConnectionPool.check_connection(conn)
 
 
 def describe(dsn: str) -> str:
@@ -176,6 +220,19 @@ class Queued:
     that lease is still held, checked in the batch's transaction."""
 
 
+Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+"""An awaited write's caller, and what it gets: the value, or the failure."""
+
+
+@dataclass(slots=True)
+class Written:
+    """What a batch's transaction did: the outcome of each awaited write made or refused,
+    and the awaited writes set aside for a lock another transaction held (in order)."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    aside: list[Queued] = field(default_factory=list)
+
+
 @dataclass(eq=False, slots=True)
 class _Writes:
     """The write queue and its flusher's state: one per store, shared by its fenced views."""
@@ -185,6 +242,9 @@ class _Writes:
     closed: asyncio.Event
     stopping: asyncio.Event
     queue: list[Queued] = field(default_factory=list)
+    aside: list[Queued] = field(default_factory=list)
+    """Awaited writes set aside because another transaction held a lock they need, in the
+    order queued: at the head of every batch until they are written."""
     queued_done: asyncio.Future[None] | None = None
     """Set once the batch being queued now is written."""
     writing_done: asyncio.Future[None] | None = None
@@ -209,12 +269,24 @@ class PostgresBase:
     _fence: Fence | None = None
     """The lease the writes made through this view are fenced by (None: unfenced)."""
 
-    def __init__(self, pool: Pool, dsn: str, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        dsn: str,
+        *,
+        clock: Clock = time.time,
+        bounds: SessionBounds | None = None,
+        lease_pools: tuple[Pool, Pool] | None = None,
+    ) -> None:
         self.where = describe(dsn)
         """The database, named without its password."""
         self._dsn = dsn
         self._password = password_of(dsn)
         self._pool = pool
+        self.bounds = bounds or SessionBounds(DEFAULT_LEASE_TTL)
+        """How long a session of this store may keep others waiting (``session``)."""
+        self._lease_pools = lease_pools
+        """(claims, renewals): the lease table's own connections (``lease_table``)."""
         self._clock = clock
         self.health = StoreHealth(clock)
         self._loop = asyncio.get_running_loop()
@@ -228,17 +300,23 @@ class PostgresBase:
         *,
         clock: Clock = time.time,
         pool_size: int = POOL_SIZE,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
         migrating: bool = True,
     ) -> Self:
         """The store on the database ``dsn`` names, migrated to the current schema, its
-        flusher running. ``StoreOpenError`` (one line, no password) when it cannot be used.
-        Not ``migrating`` (an operator's command beside the nodes), the schema is left as it
-        is, and a database without one is refused."""
+        flusher running; every session bounded from ``lease_ttl`` (``session``).
+        ``StoreOpenError`` (one line, no password) when it cannot be used. Not ``migrating``
+        (an operator's command beside the nodes), the schema is left as it is, and a database
+        without one is refused."""
         where = describe(dsn)
+        bounds = SessionBounds(lease_ttl)
         try:
             # One connection of its own first, so a refusal comes in libpq's words.
             async with await AsyncConnection.connect(
-                dsn, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+                dsn,
+                connect_timeout=CONNECT_TIMEOUT,
+                context=ADAPTERS,
+                **bounds.connect_kwargs(dsn, migrating=True),
             ) as conn:
                 if migrating:
                     await migrate(conn, where)
@@ -254,19 +332,14 @@ class PostgresBase:
                 f"{where}: cannot be opened ({words(exc, password_of(dsn))}): check store.dsn "
                 "and that the server runs and takes connections from this host"
             ) from None
-        pool: Pool = AsyncConnectionPool(
-            dsn,
-            open=False,
-            min_size=1,
-            max_size=pool_size,
-            timeout=CONNECTION_WAIT,
-            reconnect_timeout=RECONNECT_TIMEOUT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
-            check=AsyncConnectionPool.check_connection,
-            name="botd-store",
-        )
-        await pool.open()
-        store = cls(pool, dsn, clock=clock)
+        pool = _pool(dsn, bounds, "botd-store", min_size=1, max_size=pool_size)
+        # The leases' own connections: renewals on one that nothing else uses, so they never
+        # queue behind writes, reads or a claim that waits on another node's lock.
+        claims = _pool(dsn, bounds, "botd-lease-claims", min_size=1, max_size=LEASE_POOL_SIZE)
+        renewals = _pool(dsn, bounds, "botd-lease-renewals", min_size=1, max_size=1)
+        for each in (pool, claims, renewals):
+            await each.open()
+        store = cls(pool, dsn, clock=clock, bounds=bounds, lease_pools=(claims, renewals))
         store._w.flusher = asyncio.create_task(store._flush_loop(), name="botd-store-flusher")
         return store
 
@@ -286,15 +359,7 @@ class PostgresBase:
                 f"{where}: cannot be reached ({words(exc, password_of(dsn))}): check store.dsn "
                 "and that the server runs and takes connections from this host"
             ) from None
-        pool: Pool = AsyncConnectionPool(
-            dsn,
-            open=False,
-            min_size=1,
-            max_size=1,
-            timeout=CONNECTION_WAIT,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "context": ADAPTERS},
-            name="botd-status",
-        )
+        pool = _pool(dsn, SessionBounds(DEFAULT_LEASE_TTL), "botd-status", min_size=1, max_size=1)
         await pool.open()
         store = cls(pool, dsn, clock=clock)
         return store
@@ -313,7 +378,8 @@ class PostgresBase:
                 with contextlib.suppress(Exception):
                     await self._w.flusher
         finally:
-            await self._pool.close()
+            for pool in (self._pool, *(self._lease_pools or ())):
+                await pool.close()
             self._w.closed.set()
 
     async def schema_version(self) -> int:
@@ -355,8 +421,10 @@ class PostgresBase:
         return PostgresRate(self._pool)
 
     def lease_table(self) -> PostgresLeases:
-        """The lease table every node sharing this database claims from, on the store's pool."""
-        return PostgresLeases(self._pool)
+        """The lease table every node sharing this database claims from, on the lease
+        table's own connections (on the store's pool for a store opened to read)."""
+        claims, renewals = self._lease_pools or (self._pool, self._pool)
+        return PostgresLeases(claims, renewals=renewals, bounds=self.bounds)
 
     # --- the queue --------------------------------------------------------------------------
 
@@ -374,7 +442,8 @@ class PostgresBase:
             if future is not None:
                 future.set_exception(_lost(fence))
             else:
-                log.warning(
+                # Expected once the lease is lost: the dispatcher tells the loss, once.
+                log.debug(
                     "store: a %s record of %s is dropped: the lease is lost", kind, fence.name
                 )
             return
@@ -449,12 +518,20 @@ class PostgresBase:
 
     async def _flush_loop(self) -> None:
         while True:
-            await self._w.queued.wait()
-            if not self._w.urgent.is_set():
+            if self._w.aside and not self._w.queue:
+                # Writes set aside for a lock held elsewhere: tried again after a while,
+                # or with the next batch, whichever comes first.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._w.queued.wait(), LOCK_RETRY)
+            else:
+                await self._w.queued.wait()
+            if not self._w.urgent.is_set() and self._w.queue:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._w.urgent.wait(), LAZY_WINDOW)
             await asyncio.sleep(0)  # what this loop iteration queues rides along
-            batch, self._w.queue = self._w.queue, []
+            # The writes set aside go first: they were queued before anything queued now
+            # that needs the same lock, and stay before it.
+            batch, self._w.aside, self._w.queue = [*self._w.aside, *self._w.queue], [], []
             done, self._w.queued_done = self._w.queued_done, None
             self._w.queued.clear()
             self._w.urgent.clear()
@@ -471,11 +548,28 @@ class PostgresBase:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._w.stopping.wait(), RETRY_WAIT)
             if self._w.closing and not self._w.queue:
+                self._give_up_aside()
                 return
 
-    def _connection(self) -> contextlib.AbstractAsyncContextManager[Conn]:
-        """A connection of the pool, waited for ``AWAY_WAIT`` only while the database is away."""
-        return self._pool.connection(timeout=AWAY_WAIT if self._w.away else None)
+    def _give_up_aside(self) -> None:
+        """At close: the writes still waiting for a lock fail (their callers hear why)."""
+        aside, self._w.aside = self._w.aside, []
+        for queued in aside:
+            if queued.future is not None and not queued.future.done():
+                queued.future.set_exception(
+                    StoreError(f"{self.where}: the store closed while another node held the lock")
+                )
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Conn]:
+        """A connection of the pool, waited for ``AWAY_WAIT`` only while the database is away;
+        what the block does on it must be answered within the statement bound (a server
+        gone silent: the connection is cut and the block fails as a fault)."""
+        async with (
+            self._pool.connection(timeout=AWAY_WAIT if self._w.away else None) as conn,
+            answer_within(conn, self.bounds.statement),
+        ):
+            yield conn
 
     def _keep(self, records: list[Queued]) -> None:
         """Put ``records`` back at the head of the queue, to be written again."""
@@ -495,14 +589,19 @@ class PostgresBase:
         batch = [q for q in batch if q.future is None or not q.future.cancelled()]
         if not batch:
             return
-        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        written: Written = Written()
         try:
             attempt, apart = 1, False
             while True:
                 try:
-                    outcomes = await self._transaction(batch, apart=apart)
+                    written = await self._transaction(batch, apart=apart)
                     break
-                except psycopg.errors.TransactionRollback as exc:
+                except (
+                    psycopg.errors.TransactionRollback,
+                    psycopg.errors.LockNotAvailable,
+                ) as exc:
+                    # A deadlock, a serialization conflict, or a lock another transaction
+                    # held past ``lock_timeout`` (a frozen node's, until the server ends it).
                     if attempt == RETRIES:
                         raise
                     attempt += 1
@@ -543,9 +642,10 @@ class PostgresBase:
                 raise
             return
         self._w.away = self._w.kept = False
-        for kind in {q.kind for q in batch}:
+        self._w.aside[:0] = written.aside
+        for kind in {q.kind for q in batch if q not in written.aside}:
             self.health.succeeded(kind)
-        for future, value, failure in outcomes:
+        for future, value, failure in written.outcomes:
             if future.done():
                 continue
             if failure is not None:
@@ -553,18 +653,14 @@ class PostgresBase:
             else:
                 future.set_result(value)
 
-    async def _transaction(
-        self, batch: list[Queued], *, apart: bool = False
-    ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
+    async def _transaction(self, batch: list[Queued], *, apart: bool = False) -> Written:
         """One transaction for ``batch``, in its order: records in pipeline mode (``apart``:
         each in a savepoint of its own, one that fails dropped with an error logged), awaited
-        writes each in a savepoint; writes of a lost fence left out (``_fenced``). The
-        outcome of each awaited write."""
+        writes each in a savepoint; writes of a lost fence left out (``_fenced``); awaited
+        writes whose lock another transaction holds set aside (``_locked``). The outcome of
+        each awaited write made or refused, and the writes set aside."""
         async with self._connection() as conn, conn.transaction():
-            # Every lock of the batch first, in one order on every node: two batches that
-            # need the same conversations cannot each hold one the other waits for.
-            for name in sorted({name for queued in batch for name in queued.locks}):
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+            batch, aside = await _locked(conn, batch)
             batch, outcomes = await _fenced(conn, batch)
             index = 0
             while index < len(batch):
@@ -580,19 +676,26 @@ class PostgresBase:
                         for record in records:
                             await record.write(conn)
                 if index < len(batch):
-                    outcomes.append(await self._in_savepoint(conn, batch[index]))
+                    outcome = await self._in_savepoint(conn, batch[index])
+                    if outcome is None:
+                        aside.append(batch[index])
+                    else:
+                        outcomes.append(outcome)
                     index += 1
-        return outcomes
+        return Written(outcomes, aside)
 
     async def _in_savepoint(
         self, conn: Conn, queued: Queued
-    ) -> tuple[asyncio.Future[Any], Any, BaseException | None]:
+    ) -> tuple[asyncio.Future[Any], Any, BaseException | None] | None:
         """Run one awaited write so that a failure of its own undoes only it; a write refused
-        for its content fails with ``ContentRefused``."""
+        for its content fails with ``ContentRefused``. None: it waited for a row another
+        transaction holds past ``lock_timeout``; undone, to be written again later."""
         assert queued.future is not None
         try:
             async with conn.transaction():
                 value = await queued.write(conn)
+        except psycopg.errors.LockNotAvailable:
+            return None
         except Exception as exc:
             if storage_fault(exc):
                 raise  # the transaction as a whole failed (or lost a deadlock: written again)
@@ -649,12 +752,39 @@ class PostgresBase:
         return words(exc, self._password)
 
 
-async def _fenced(
-    conn: Conn, batch: list[Queued]
-) -> tuple[list[Queued], list[tuple[asyncio.Future[Any], Any, BaseException | None]]]:
-    """The writes of ``batch`` whose fences still hold, each fence's lease row share-locked
-    until the transaction ends (one statement for the batch), and the outcomes of the awaited
-    writes left out (``LeaseLost``); the records left out are dropped with a warning."""
+async def _locked(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Queued]]:
+    """Take every advisory lock ``batch`` names, without waiting for any: the writes whose
+    locks were all taken, and those set aside (one of their locks is held by another
+    transaction, or an earlier write set aside names one of them: the order per lock holds).
+    Nothing waits here, so two nodes' batches cannot deadlock on these locks and a lock held
+    by a frozen node holds up only the writes that need it."""
+    names = sorted({name for queued in batch for name in queued.locks})
+    if not names:
+        return batch, []
+    cur = await conn.execute(
+        "SELECT name FROM unnest(%s::text[]) AS name"
+        " WHERE NOT pg_try_advisory_xact_lock(hashtextextended(name, 0))",
+        (names,),
+    )
+    busy = {str(row[0]) for row in await cur.fetchall()}
+    if not busy:
+        return batch, []
+    kept: list[Queued] = []
+    aside: list[Queued] = []
+    for queued in batch:
+        if busy.intersection(queued.locks):
+            busy.update(queued.locks)
+            aside.append(queued)
+        else:
+            kept.append(queued)
+    return kept, aside
+
+
+async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Outcome]]:
+    """The writes of ``batch`` whose fences still hold, each fence's lease row key-share-locked
+    until the transaction ends (one statement for the batch; see ``leases.fence``), and the
+    outcomes of the awaited writes left out (``LeaseLost``); the records left out are dropped
+    with a warning."""
     fences = {queued.fence for queued in batch if queued.fence is not None}
     if not fences:
         return batch, []
@@ -663,7 +793,7 @@ async def _fenced(
         "SELECT l.name, l.epoch FROM leases l"
         " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
         " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-        " WHERE l.expires_at > clock_timestamp() FOR SHARE OF l",
+        " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l",
         (
             [fence.name for fence in listed],
             [fence.holder for fence in listed],
@@ -677,9 +807,9 @@ async def _fenced(
     for gone in lost:
         # The database says so: the work under it stops now (its owner watches the event),
         # not only when the next renewal fails.
-        gone.lease.lost.set()
+        gone.lease.lose("the database says it is no longer held")
     kept: list[Queued] = []
-    outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+    outcomes: list[Outcome] = []
     for queued in batch:
         fence = queued.fence
         if fence is None or fence not in lost:
@@ -687,7 +817,7 @@ async def _fenced(
         elif queued.future is not None:
             outcomes.append((queued.future, None, _lost(fence)))
         else:
-            log.warning(
+            log.debug(
                 "store: a %s record of %s (epoch %d) is dropped: the lease is lost",
                 queued.kind,
                 fence.name,

@@ -7,7 +7,8 @@ unfinished entries and unconfirmed pieces; the poller finds the conversations wi
 unfinished entries whose lease is absent or expired, in one statement joining the inbox
 and the leases. An arrival is a ``NOTIFY`` on ``ARRIVALS`` whose payload is the
 conversation key; ``listen_arrivals`` is a connection of its own that ``LISTEN``s,
-reconnecting with backoff while the database is away.
+with keepalives, replaced when it stops answering, and reconnecting with backoff while the
+database is away.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ...cluster.leases import CONVERSATION_LEASE
 from ..records import InboxEntry, OutboxEntry
 from ..rows import inbound_from_json, outbox_entry_from_row
 from .base import CONNECT_TIMEOUT, Conn, PostgresBase, words
+from .session import answer_within
 from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
@@ -157,12 +159,22 @@ class ClusterStore(PostgresBase):
 
     async def listen_arrivals(self) -> AsyncIterator[str | None]:
         """The keys of arrivals, as they come, for as long as the caller iterates; None after
-        each (re)connection (arrivals may have been missed while it was away)."""
+        each (re)connection (arrivals may have been missed while it was away).
+
+        The connection carries the store's session bounds and TCP keepalives, and is asked
+        ``SELECT 1`` every third of the TTL: one the server does not answer within that time
+        (a network that went silent, which TCP alone may not notice for a long while) is cut
+        and replaced."""
         failures = 0
+        every = self.bounds.lease_ttl / 3
         while True:
             try:
                 conn = await AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, context=ADAPTERS
+                    self._dsn,
+                    autocommit=True,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    context=ADAPTERS,
+                    **self.bounds.connect_kwargs(self._dsn),
                 )
             except psycopg.Error as exc:
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
@@ -173,11 +185,15 @@ class ClusterStore(PostgresBase):
                 await asyncio.sleep(delay)
                 continue
             try:
-                await conn.execute(f"LISTEN {ARRIVALS}")
+                async with answer_within(conn, every):
+                    await conn.execute(f"LISTEN {ARRIVALS}")
                 failures = 0
                 yield None
-                async for notice in conn.notifies():
-                    yield notice.payload
+                while True:
+                    async for notice in conn.notifies(timeout=every):
+                        yield notice.payload
+                    async with answer_within(conn, every):
+                        await conn.execute("SELECT 1")
             except psycopg.Error as exc:
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
                 failures += 1
