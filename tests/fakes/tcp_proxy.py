@@ -14,7 +14,9 @@ would leave it (the keepalives of each peer are answered by the proxy's kernel: 
 peers' own timeouts notice). A connection opened meanwhile is taken but not carried on until
 the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client that
 contains the given bytes (or that a given test accepts): the server got the statement (and
-takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way.
+takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way,
+``from_clients`` those from the clients alone (a client that waits for each answer sends one
+per round trip: a bench counts a node's round trips with it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SilentProxy:
         self.upstream = (host, port)
         self.port = 0
         self.forwarded = 0
+        self.from_clients = 0
         self.cuts = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -138,6 +141,7 @@ class SilentProxy:
                 sink.write(chunk)
                 await sink.drain()
                 self.forwarded += 1
+                self.from_clients += from_client
                 marker = self._marker
                 if from_client and marker is not None and marker(chunk):
                     self._marker = None
