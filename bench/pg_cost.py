@@ -25,10 +25,13 @@ headline):
 * ``--statements``: the server loads ``pg_stat_statements`` (utility statements too: a
   ``BEGIN`` is one); per load, the statements per message and the ones that run most often
   and that take the server's time, by message.
+* ``--profile PREFIX``: py-spy records both botds under each load of the last round (raw
+  collapsed stacks in ``PREFIX.<load>.<backend>``; ``pip install --group profile``) and the
+  functions with the most time are printed, as ``bench/e2e.py --profile`` does.
 * ``--round-trips``: botd reaches the server through a loopback proxy
-  (``tests/fakes/tcp_proxy.py``) that counts the chunks botd sends; a client that waits for
-  each answer sends one per round trip (a pipeline sends many statements in one), so chunks
-  per message are about round trips per message.
+  (``tests/fakes/tcp_proxy.py``) that counts botd's round trips: each time it sends something
+  on a connection after an answer came on it (what a pipeline sends before reading counts
+  once).
 
 Run: make bench   (or .venv/bin/python bench/pg_cost.py [--rounds N] [--statements]
 [--round-trips]); the loads' sizes are e2e's options (``--help``).
@@ -47,6 +50,7 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from e2e import (
@@ -55,9 +59,11 @@ from e2e import (
     Telegram,
     loads,
     measure,
+    profiled,
     server_cpu_seconds,
     start,
     stop,
+    top_frames,
     write_config,
 )
 
@@ -117,8 +123,8 @@ async def statement_stats(dsn: str, *, reset: bool) -> dict[str, tuple[int, floa
 class Rounds:
     sqlite: list[Figures] = field(default_factory=list)
     postgres: list[Figures] = field(default_factory=list)
-    chunks: list[float] = field(default_factory=list)
-    """Chunks botd sent the server per message, by round (``--round-trips``)."""
+    round_trips: list[float] = field(default_factory=list)
+    """botd's round trips to the server per message, by round (``--round-trips``)."""
     statements: Statements = field(default_factory=Statements)
 
     def ratios(self) -> list[float]:
@@ -136,14 +142,25 @@ class Rounds:
             f"({statistics.median(f.rate for f in self.postgres):.1f} msg/s); ratio "
             f"{statistics.median(ratios):.2f} (by round: {' '.join(f'{r:.2f}' for r in ratios)})"
         ]
-        if self.chunks:
+        if self.round_trips:
             lines.append(
-                f"pg cost {label}: botd sent the server {statistics.median(self.chunks):.1f} "
-                "chunks/msg (about its round trips)"
+                f"pg cost {label}: {statistics.median(self.round_trips):.1f} round trips/msg "
+                "from botd to the server"
             )
         if self.statements.messages:
             lines += [f"pg cost {label}: {line}" for line in self.statements.lines()]
         return lines
+
+
+async def window(
+    process: asyncio.subprocess.Process, profile: str | None, measured: Any
+) -> Figures:
+    """``measured()``, with py-spy recording ``process`` into ``profile`` if given."""
+    if profile is None:
+        result: Figures = await measured()
+    else:
+        result = await profiled(process.pid, Path(profile), measured)
+    return result
 
 
 async def run(args: argparse.Namespace) -> dict[str, Rounds]:
@@ -180,24 +197,36 @@ async def run(args: argparse.Namespace) -> dict[str, Rounds]:
                 for round_ in range(args.rounds):
                     for label, messages, load in loads(args, round_):
                         rounds = figures[label]
+                        profile = args.profile if round_ == args.rounds - 1 else None
                         rounds.sqlite.append(
-                            await measure(label, [on_sqlite], lite, load(lite), messages=messages)
+                            await window(
+                                on_sqlite,
+                                profile and f"{profile}.{label.split()[0]}.sqlite",
+                                partial(
+                                    measure, label, [on_sqlite], lite, load(lite), messages=messages
+                                ),
+                            )
                         )
                         if args.statements:
                             await statement_stats(dsn, reset=True)
-                        sent = proxy.from_clients if proxy else 0
+                        sent = proxy.round_trips if proxy else 0
                         rounds.postgres.append(
-                            await measure(
-                                label,
-                                [on_postgres],
-                                pg,
-                                load(pg),
-                                messages=messages,
-                                database=partial(server_cpu_seconds, server),
+                            await window(
+                                on_postgres,
+                                profile and f"{profile}.{label.split()[0]}.postgres",
+                                partial(
+                                    measure,
+                                    label,
+                                    [on_postgres],
+                                    pg,
+                                    load(pg),
+                                    messages=messages,
+                                    database=partial(server_cpu_seconds, server),
+                                ),
                             )
                         )
                         if proxy is not None:
-                            rounds.chunks.append((proxy.from_clients - sent) / messages)
+                            rounds.round_trips.append((proxy.round_trips - sent) / messages)
                         if args.statements:
                             for query, (calls, ms) in (
                                 await statement_stats(dsn, reset=False)
@@ -223,6 +252,15 @@ def main(args: argparse.Namespace) -> None:
     figures = asyncio.run(run(args))
     for label, rounds in figures.items():
         print("\n".join(rounds.report(label)))
+    if args.profile:
+        for label in figures:
+            for backend in ("sqlite", "postgres"):
+                raw = Path(f"{args.profile}.{label.split()[0]}.{backend}")
+                own, whole = top_frames(raw, 25)
+                print(f"botd on {backend}, {label} (py-spy, {raw}), self time:")
+                print("\n".join(f"  {line}" for line in own))
+                print("botd's own functions, with what they call:")
+                print("\n".join(f"  {line}" for line in whole))
     headline = ", ".join(
         f"{label.split(' ')[0]} {statistics.median(rounds.ratios()):.2f}"
         for label, rounds in figures.items()
@@ -246,6 +284,10 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument(
         "--round-trips", action="store_true", help="count botd's round trips (a proxy)"
+    )
+    parser.add_argument(
+        "--profile",
+        help="py-spy raw output files' prefix: both botds under each load of the last round",
     )
     return parser.parse_args()
 

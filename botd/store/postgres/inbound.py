@@ -34,6 +34,20 @@ async def _record_ids(conn: Conn, channel: str, keys: list[str], now: float) -> 
     return cur.rowcount < len(keys)
 
 
+_ACCEPT = (
+    "WITH recorded AS ("
+    "INSERT INTO inbound_seen (channel, message_id, seen_at) "
+    "SELECT %(channel)s, key, %(now)s FROM unnest(%(keys)s::text[]) AS key "
+    "ON CONFLICT DO NOTHING RETURNING 1) "
+    "INSERT INTO inbox (channel, conversation_key, seq, message, state, accepted_at, updated_at) "
+    "SELECT %(channel)s, %(key)s, coalesce(max(seq), 0) + 1, %(message)s, 'accepted', %(now)s, "
+    "%(now)s FROM inbox WHERE conversation_key = %(key)s "
+    "HAVING (SELECT count(*) FROM recorded) = %(count)s RETURNING id"
+)
+"""An accept in one statement (one round trip): the ids recorded, and the inbox row added
+only if every one of them was new."""
+
+
 async def insert_accepted(
     conn: Conn, channel: str, keys: list[str], message: InboundMessage, now: float
 ) -> int | None:
@@ -41,18 +55,21 @@ async def insert_accepted(
     ``keys`` (distinct) and, unless any was seen before, the message as the conversation's
     next inbox row; its id, or None for a repeat (only the ids recorded). The message's
     chat mark moves with it (``marks``)."""
-    if await _record_ids(conn, channel, keys, now):
-        return None
     key = message.conversation_key
     cur = await conn.execute(
-        "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
-        "accepted_at, updated_at) "
-        "SELECT %s, %s, coalesce(max(seq), 0) + 1, %s, 'accepted', %s, %s "
-        "FROM inbox WHERE conversation_key = %s RETURNING id",
-        (channel, key, inbound_json(message), now, now, key),
+        _ACCEPT,
+        {
+            "channel": channel,
+            "now": now,
+            "keys": keys,
+            "key": key,
+            "message": inbound_json(message),
+            "count": len(keys),
+        },
     )
     row = await cur.fetchone()
-    assert row is not None
+    if row is None:
+        return None
     await mark_chat(conn, message, now)
     return int(row[0])
 
