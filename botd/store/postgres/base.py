@@ -4,12 +4,19 @@ Every write goes through one queue, drained by one background task of the store'
 flusher, started by ``open`` and awaited by ``aclose``), one transaction per batch:
 
 * ``_defer`` queues a record nobody waits for (``..._soon``: a piece was sent, an entry
-  answered, a channel's offset); consecutive records are sent in pipeline mode, without a
-  round trip each.
+  answered, a channel's offset); consecutive records are sent together, without a round
+  trip each.
 * ``_commit`` queues a write the caller awaits (a message accepted, a piece written); it
-  returns what the write returned once its transaction committed. Each runs in a savepoint,
-  so one that fails for its own reason (a constraint, a bug) is undone alone and only its
-  caller hears of it.
+  returns what the write returned once its transaction committed. One that fails for its
+  own reason (a constraint, a bug) is undone alone and only its caller hears of it.
+
+A batch is first written in as few round trips as it allows (``_in_few_round_trips``: the
+transaction's start, its checks and leading records in one query, each awaited write as it
+is, the trailing records and the commit in one query; a batch of records alone is one round
+trip), on the way that nothing goes wrong; if anything does (a lock held elsewhere, a lost
+fence, a write that failed for its own reason) that transaction is rolled back and the batch
+written with care (``_with_care``: each awaited write in a savepoint, records in pipeline
+mode), which sorts out what fails from what does not, as below.
 
 Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
 any text value, is written as U+FFFD in every column.
