@@ -51,9 +51,9 @@ to the floor: figures are the medians of the rounds, the ratio the median of eac
 ratio, latencies pooled.
 
 On PostgreSQL: the same light and saturating loads, round by round, to ``botd run`` on
-``store.backend: postgres`` (a throwaway server started here, ``tests/pg_server.py``: Debian's
-PostgreSQL with ``fsync=off``, so the figures are the CPU's, not a disk's), one node. CPU per
-message counts every process doing the work: botd and the server (the postmaster and its
+``store.backend: postgres`` (a throwaway server started here, ``tests/support/pg_server.py``:
+Debian's PostgreSQL with ``fsync=off``, so the figures are the CPU's, not a disk's), one node.
+CPU per message counts every process doing the work: botd and the server (the postmaster and its
 backends, from ``/proc``, backends that ended included), printed with the server's part apart
 and beside SQLite's (where the database is inside botd); then the same with ``--nodes``
 (3) nodes sharing the database, each ``botd run`` in Telegram's webhook mode behind a
@@ -94,8 +94,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.pg_server import PostgresServer, postgres_bin_dir, running_postgres
+from tests.support.health_probe import free_port
+from tests.support.pg_server import PostgresServer, postgres_bin_dir, running_postgres
 
 TOKEN = "123456:BENCH-TOKEN"
 API_KEY = "sk-ant-bench"

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
+from tests.support.health_probe import free_port
 
 BOTD = [sys.executable, "-m", "botd"]
 TOKEN = "123456:BENCH-TOKEN"

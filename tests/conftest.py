@@ -18,9 +18,9 @@ import botd.ops.logging as botd_logging
 from botd.store import Store
 from botd.store.postgres import PostgresStore
 from botd.store.sqlite import SqliteStore
-from tests.chat import Chat, chatting
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.pg_server import PostgresServer, running_postgres
+from tests.support.chat import Chat, chatting
+from tests.support.pg_server import PostgresServer, running_postgres
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -78,14 +78,15 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 @pytest.fixture
 async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
-    """A DM with botd over the real Telegram SDK and the loopback Bot API (``tests/chat.py``)."""
+    """A DM with botd over the real Telegram SDK and the loopback Bot API
+    (``tests/support/chat.py``)."""
     async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
         yield dm
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """One throwaway PostgreSQL server per test worker (``tests/pg_server.py``), started on
+    """One throwaway PostgreSQL server per test worker (``tests/support/pg_server.py``), started on
     first use; tests that stop it start it again before they end."""
     with running_postgres() as server:
         yield server

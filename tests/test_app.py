@@ -8,10 +8,10 @@ from pathlib import Path
 
 from botd.app import App
 from botd.config import parse_config
-from tests.daemon_inprocess import HANG_GUARD, anthropic_yaml, config_yaml, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.daemon_inprocess import HANG_GUARD, anthropic_yaml, config_yaml, telegram_yaml
+from tests.support.waiting import until
 
 ALICE = 1001
 

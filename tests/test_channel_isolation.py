@@ -11,18 +11,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.daemon_process import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import (
     HANG_GUARD,
     reap,
     run_botd,
     start_daemon,
     stop_daemon,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 TOKEN = "123456:TEST-TOKEN"
 

@@ -21,7 +21,7 @@ from botd.config import BotdConfig
 from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
 from botd.store.sqlite import SqliteStore
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 
 class Flaky:

@@ -3,7 +3,7 @@ and a command's answer reads like any other reply."""
 
 from __future__ import annotations
 
-from tests.chat import Chat
+from tests.support.chat import Chat
 
 
 async def test_a_message_is_answered(chat: Chat) -> None:

@@ -9,7 +9,9 @@ import socket
 from pathlib import Path
 
 from botd.store.sqlite import SqliteStore
-from tests.daemon_process import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import (
     BOTD,
     HANG_GUARD,
     daemon_env,
@@ -18,9 +20,7 @@ from tests.daemon_process import (
     start_daemon,
     stop_daemon,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import file_contains, until
+from tests.support.waiting import file_contains, until
 
 DM = 777
 

@@ -18,8 +18,8 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.slack_api import FakeSlack
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

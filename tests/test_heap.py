@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from botd.app import GC_YOUNG_THRESHOLD, settled_heap
+from botd.app import GC_YOUNG_THRESHOLD, freeze_start_up, settled_heap
 
 
 def test_the_settled_heap_freezes_start_up_and_is_restored_after() -> None:
@@ -32,3 +32,18 @@ def test_the_settled_heap_turns_a_paused_collector_on_for_good() -> None:
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_start_up_frozen_early_leaves_the_settled_heap_little_to_walk() -> None:
+    # ``App.run`` freezes start-up's objects before any lease is held (a full collection of
+    # them stops the event loop); the settled heap then freezes only what came after.
+    start_up = [[n] for n in range(1000)]
+    freeze_start_up()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(start_up)
+        later = [[n] for n in range(10)]
+        with settled_heap():
+            assert frozen + len(later) <= gc.get_freeze_count() < frozen + 1000
+    finally:
+        gc.unfreeze()

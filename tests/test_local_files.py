@@ -21,7 +21,7 @@ import pytest
 
 from botd.delivery.media import MediaSettings, MediaUnavailable, load
 from botd.safe_open import openat2_available
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100

@@ -19,7 +19,7 @@ from packaging.version import Version
 
 import botd
 from botd.cli.init import print_unit, write_example
-from tests.daemon_process import HANG_GUARD, daemon_env, run_botd
+from tests.support.daemon_process import HANG_GUARD, daemon_env, run_botd
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "botd" / "data"

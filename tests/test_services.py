@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 
 from botd.services import Step, enter_services
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
+from tests.support.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.support.health_probe import free_port
 
 DM = 31
 

@@ -14,7 +14,7 @@ from botd.ops.metrics import Metrics
 from botd.runtime import build_runtime
 from botd.store.sqlite import SqliteStore
 from botd.wiring import scheduler_jobs
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 def console_config(tmp_path: Path, jobs: str = "") -> str:

@@ -270,8 +270,9 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
     # Start-up (botd's modules, the SDKs', their clients) makes several hundred thousand
     # objects that live as long as botd; the cycle collector would walk them again and
     # again while they are made (with the Anthropic SDK, hundreds of collections and a
-    # sixth of start-up's CPU). It is off until the App, started, collects once and
-    # freezes them (botd.app.settled_heap), which turns it on.
+    # sixth of start-up's CPU). It is off until the App collects once and freezes them
+    # (botd.app.freeze_start_up, before any lease is held), then again once started
+    # (botd.app.settled_heap), which turns it on.
     gc.disable()
     from ..app import App
     from ..config import ConfigError, default_config, load_config

@@ -57,17 +57,16 @@ class Fence:
     def lost(self) -> bool:
         return self.lease.lost.is_set()
 
-    def give_up(self) -> None:
-        """Give the lease up (``Lease.lost``): the conversation's work stops and the next
-        holder resumes it from the store."""
-        if not self.lease.lost.is_set():
-            self.lease.lost.set()
+    def give_up(self, why: str = "given up by its work") -> None:
+        """Give the lease up (``Lease.lost``, for ``why``): the conversation's work stops and
+        the next holder resumes it from the store."""
+        self.lease.lose(why)
 
     def check_send(self, now: float) -> None:
         """Raise ``LeaseLost`` (and give the lease up) when a send may not start at ``now``."""
         if self.lease.valid_for(now) >= self.margin:
             return
-        self.give_up()
+        self.give_up("too near its end to send")
         raise LeaseLost(
             f"lease {self.name} (epoch {self.epoch}) is too near its end to send: not sent"
         )

@@ -36,7 +36,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -142,6 +142,17 @@ class Lease:
     """Local monotonic time past which the lease may belong to another node."""
     lost: Flag = field(default_factory=Flag)
     """Set when the lease ended without this node giving it up (renewal failed)."""
+    why: str = ""
+    """Why it was lost, in a few words (``lose``)."""
+
+    def lose(self, why: str) -> bool:
+        """Mark the lease lost for ``why``; False if it was lost already (the first reason
+        stays)."""
+        if self.lost.is_set():
+            return False
+        self.why = why
+        self.lost.set()
+        return True
 
     def valid_for(self, now: float) -> float:
         """Seconds of the lease left at monotonic time ``now`` (zero once lost)."""
@@ -160,6 +171,7 @@ class LeaseKeeper:
         ttl: float,
         *,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if ttl <= 0:
             raise ValueError("a lease's TTL must be positive")
@@ -167,7 +179,10 @@ class LeaseKeeper:
         self.node_id = node_id
         self.ttl = ttl
         self._clock = clock
+        self._sleep = sleep
         self._held: dict[str, Lease] = {}
+        self._renewed_at: float | None = None
+        """When the last renewal that was answered was sent (local monotonic time)."""
 
     @classmethod
     def alone(cls, node_id: str) -> LeaseKeeper:
@@ -221,14 +236,15 @@ class LeaseKeeper:
             except Exception as exc:  # the database is away: the lease runs out by itself
                 log.warning("lease %s not released (%s); it expires by itself", lease.name, exc)
 
-    async def renew_once(self) -> None:
+    async def renew_once(self) -> bool:
         """Renew every held lease in one request; mark lost what was not renewed or whose
-        deadline passed while the request failed."""
+        deadline passed while the request failed. False when the request failed."""
         for lease in self.held():
             if lease.lost.is_set():  # given up by its work (a send found it past its deadline)
                 self._lose(lease, "given up past its deadline")
         if not self._held:
-            return
+            self._renewed_at = None
+            return True
         sent = self._clock()
         held = dict(self._held)
         try:
@@ -240,30 +256,52 @@ class LeaseKeeper:
                 )
         except Exception as exc:
             now = self._clock()
+            reason = str(exc) or f"no answer within {self.renew_every:.2g} s"
             for lease in held.values():
                 if now >= lease.deadline:
-                    self._lose(lease, f"not renewed before its deadline ({exc})")
-            return
+                    self._lose(lease, f"not renewed before its deadline ({reason})")
+            log.debug("renewing %d lease(s) failed after %.2f s: %s", len(held), now - sent, reason)
+            return False
         for name, lease in held.items():
             if name in renewed:
                 lease.deadline = sent + self.ttl
             else:
                 self._lose(lease, "taken over or expired before it was renewed")
+        previous, self._renewed_at = self._renewed_at, sent
+        if previous is not None and sent - previous > self.ttl / 2:
+            # Due every third of the TTL: past half of it, the margin is mostly gone.
+            log.warning(
+                "leases renewed %.1f s after the previous renewal (they last %g s): this "
+                "node's event loop or the database is slow",
+                sent - previous,
+                self.ttl,
+            )
+        return True
 
     def _lose(self, lease: Lease, why: str) -> None:
         if self._held.get(lease.name) is lease:
             del self._held[lease.name]
-        if not lease.lost.is_set():
-            lease.lost.set()
-            log.warning("lease %s (epoch %d) lost: %s", lease.name, lease.epoch, why)
+        if lease.lose(why):
+            # A conversation's loss is told once, with this reason, by the dispatcher that
+            # held it (``conversation.dispatcher``); any other lease's here.
+            quiet = lease.name.startswith(CONVERSATION_LEASE)
+            (log.debug if quiet else log.warning)(
+                "lease %s (epoch %d) lost: %s", lease.name, lease.epoch, why
+            )
 
     async def run(self) -> None:
         """Renew every third of the TTL until cancelled; leases are not released here (the
         owner calls ``release_all`` at a clean stop). Leases that never lapse need nothing:
-        it returns at once."""
+        it returns at once.
+
+        A renewal that failed (the database slow or away) is tried again a twelfth of the
+        TTL later, not a third: one slow answer must not use up the margin, since the next
+        regular renewal would then be due about when the leases run out."""
+        renewed = True
         while self.lapses:
-            await asyncio.sleep(self.renew_every)
-            await self.renew_once()
+            pause = self.renew_every if renewed else self.renew_every / 4
+            await self._sleep(pause)
+            renewed = await self.renew_once()
 
 
 class ProcessLeases:

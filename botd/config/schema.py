@@ -9,7 +9,7 @@ section extends ``ChatChannelSection`` with its connection settings; ``agent.too
 tools registered the same way (``botd.config.tools``). The runtime reads these models;
 nothing here builds a runtime object.
 
-It is long (some 950 lines) because it is the catalogue of the file, one small model per
+It is long (some 1,000 lines) because it is the catalogue of the file, one small model per
 section in the file's own order; split by section, the parts would import each other's base
 model, id types and private validators, and a reader of one section would follow several
 files to see what a key may hold.

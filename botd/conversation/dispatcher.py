@@ -66,7 +66,8 @@ from dataclasses import dataclass, field
 
 from ..chat import InboundMessage
 from ..cluster.fencing import Fence, RunScope
-from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper
+from ..cluster.leases import CONVERSATION_LEASE, Lease, LeaseKeeper, LeaseLost
+from ..store import StoreError
 from ..store.protocols import ConversationInbox
 from .promise import ResumePlan
 from .registry import Conversations
@@ -289,6 +290,12 @@ class Dispatcher:
             if lease is None:
                 return
             await self._take_over(key, lease, arrived)
+        except LeaseLost as exc:
+            # Lost again while it was taken over (a WARNING by ``_watch`` once it watched).
+            log.info("taking %s over stopped: %s", key, exc)
+        except StoreError as exc:
+            # The database away: told once by the store (its health), tried again later.
+            log.info("claiming %s failed: %s", key, exc)
         except Exception as exc:
             log.warning("claiming %s failed: %s", key, exc)
         finally:
@@ -381,9 +388,11 @@ class Dispatcher:
         await held.lease.lost.wait()
         if self._held.get(held.key) is held:
             log.warning(
-                "conversation %s: lease lost (epoch %d); its work stops, another node resumes it",
+                "conversation %s: lease lost (epoch %d: %s); its work stops, another node "
+                "resumes it",
                 held.key,
                 held.lease.epoch,
+                held.lease.why or "lost",
             )
             await self._let_go(held, "lost")
 

@@ -76,7 +76,7 @@ from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals, RunPlace
 from ..chat import InboundMessage, Target
-from ..cluster.fencing import RunScope
+from ..cluster.fencing import RunScope, lost_in
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
@@ -228,17 +228,22 @@ class Runner:
             except Exception:  # "typing…" is stopped all the same; the notice still goes
                 log.exception("closing the run's output to %s failed", target.chat_id)
         if saving is not None and not await saving.settled():
-            notice = UNSAVED_NOTICE
+            notice = None if saving.lease_lost else UNSAVED_NOTICE
         elif saving is not None and overflow.result is not None:
             await self._keep_compaction(session, overflow.session_id, overflow.result)
-        if notice is not None:
+        if notice is not None and not (self._scope is not None and self._scope.abandoned):
+            # (A lease lost meanwhile: no send of this node's would go out, and the next
+            # holder resumes the run from the store.)
             await self._tell(target, notice)
         return outcome
 
     async def _tell(self, target: Target, text: str) -> None:
         try:
             await self._delivery.send_text(target, text, scope=self._scope)
-        except Exception:
+        except Exception as exc:
+            if lost_in(exc) is not None:  # the lease went meanwhile: told by the dispatcher
+                log.debug("telling the chat that the store failed: not sent: %s", exc)
+                return
             log.exception("telling the chat that the store failed failed too")
 
     async def _answer(
@@ -432,7 +437,7 @@ class Runner:
         turn.working_on = ""
         steering.read_by(added)
         writer.run = None  # no cycle through the run's callback: freed without the GC
-        saving = Saving(self._ledger, turn.session, added)
+        saving = Saving(self._ledger, turn.session, added, self._scope)
         try:
             if later:
                 saving.pending = writer.flush_later(added)

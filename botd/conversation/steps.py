@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ..agent.loop import AgentRun
+from ..cluster.fencing import RunScope, lost_in
 from ..events import AgentEvent, Message
 from ..store import StoreError
 from ..store.protocols import ConversationLedger
@@ -87,16 +88,27 @@ class Saving:
     """Whether a run's messages reached the transcript, known once their write committed.
 
     Until then they stay out of the session's history; a write that failed leaves the
-    history as stored, is logged, and the run's user is told (``UNSAVED_NOTICE``).
+    history as stored, is logged, and the run's user is told (``UNSAVED_NOTICE``) — unless
+    it failed because the conversation's lease is lost (``lease_lost``): then the next
+    holder resumes the run from the store, and the loss is told once, by the dispatcher.
     """
 
-    def __init__(self, ledger: ConversationLedger, session: Session, added: list[Message]) -> None:
+    def __init__(
+        self,
+        ledger: ConversationLedger,
+        session: Session,
+        added: list[Message],
+        scope: RunScope | None = None,
+    ) -> None:
         self._ledger = ledger
         self._session = session
         self._added = added
+        self._scope = scope
         self.pending: asyncio.Future[None] | None = None
         """The write still to commit (None: done, or nothing was left to write)."""
         self._saved = False
+        self.lease_lost = False
+        """The write failed because the conversation's lease is lost (an expected end)."""
 
     def kept(self) -> None:
         self._session.run_kept(self._added)
@@ -106,7 +118,10 @@ class Saving:
         session = self._session
         session.run_lost()
         count, key = len(self._added), session.conversation_key
-        if isinstance(exc, StoreError):
+        if lost_in(exc) is not None or (self._scope is not None and self._scope.abandoned):
+            self.lease_lost = True
+            log.debug("%d message(s) of the run in %s not saved: %s", count, key, exc)
+        elif isinstance(exc, StoreError):
             log.error("%d message(s) of the run in %s could not be saved: %s", count, key, exc)
         else:
             # A write failing for its own reason (text SQLite cannot take, a bug) must not

@@ -249,8 +249,9 @@ class RunOutbox:
             try:
                 key = await journal.written(piece, reply.text)
             except LeaseLost as exc:
-                # Another node may own the conversation now: nothing more is posted.
-                log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
+                # Another node may own the conversation now: nothing more is posted (the
+                # dispatcher tells the lost lease, once).
+                log.debug("a reply to %s is not sent: %s", target.chat_id, exc)
                 self.cancel()
                 return
             except ContentRefused as exc:
@@ -265,8 +266,8 @@ class RunOutbox:
                 else:
                     # Sent without its journal row, the piece would be sent again by whoever
                     # resumes the run: the lease is given up and the run resumed instead.
-                    log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
-                    fence.give_up()
+                    log.debug("a reply to %s is not sent: %s", target.chat_id, exc)
+                    fence.give_up(f"a reply could not be journaled: {exc}")
                     self.cancel()
                     return
             if self._cancelled:  # stopped while the piece was written: it is not sent
@@ -285,7 +286,7 @@ class RunOutbox:
                     scope=self._scope,
                 )
         except LeaseLost as exc:
-            log.warning("a reply to %s is not sent: %s", target.chat_id, exc)
+            log.debug("a reply to %s is not sent: %s", target.chat_id, exc)
             self.cancel()
             return
         except Exception:

@@ -110,6 +110,12 @@ def tries(
     return attempt
 
 
+def fenced_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a send the conversation's lease forbade (a ``LeaseLost``, however
+    an SDK wrapped it): an expected end, not a platform's refusal."""
+    return lost_in(exc) is not None
+
+
 __all__ = [
     "Fence",
     "PieceMessages",
@@ -118,6 +124,7 @@ __all__ = [
     "SendScope",
     "check_fence",
     "fence_of",
+    "fenced_out",
     "send_scope",
     "tries",
     "unkeyed",

@@ -49,7 +49,16 @@ from .fitting import messages
 from .media import MediaSettings, send_with_media, upload_file
 from .retrying import DeliveryGivenUp, Retrier, RetrySettings
 from .routing import ChannelRoutes, chat_key
-from .scope import Fence, PieceMessages, RunScope, ScopedCall, fence_of, tries, unkeyed
+from .scope import (
+    Fence,
+    PieceMessages,
+    RunScope,
+    ScopedCall,
+    fence_of,
+    fenced_out,
+    tries,
+    unkeyed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +255,11 @@ class Sender:
             await self._tell_given_up(adapter, target, fence)
             raise
         except Exception as exc:
+            if fenced_out(exc):
+                # Fenced: the conversation's lease forbids the send (told once, by the
+                # dispatcher that held it); no fault of the platform's.
+                log.debug("%s: a reply to %s is not sent: %s", target.channel, target.chat_id, exc)
+                raise
             log.error("%s refused a reply to %s: %s", target.channel, target.chat_id, exc)
             self._count_error(target.channel, "send_failed")
             raise

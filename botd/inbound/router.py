@@ -6,15 +6,17 @@ and the message itself are written in one transaction (``InboundLedger.accept_in
 it is handed to the session, and ``handle`` returns only after that, so an adapter that tells
 the platform once ``handle`` returned (Telegram's offset, Slack's ack) never confirms a message
 botd could lose. A message dropped by policy has its keys recorded too, so a platform's retry or
-a replay after a restart is dropped. What is dropped is logged with its reason. A group message
-that is not addressed to the bot is not lost: it is kept in the store (up to a limit per
-conversation, so it survives a restart) and shown to the agent, each line labelled with its
-sender, with the next message that is, so the bot knows what was said since it last spoke. An
-edit of an earlier message is kept the same way, in any conversation (a DM too): the next prompt
-there shows what the message now says; an edit never starts a run of its own. Only senders the
-policy admits in that chat are kept (their messages, edits and files): a refused sender's are
-recorded as seen and dropped, and a line kept from a sender the policy no longer admits when the
-next prompt comes (a reload changed it) is not shown.
+a replay after a restart is dropped. What is dropped is logged with its reason. Messages of one
+conversation are decided one at a time, in the order the adapter handed them over
+(``in_order``), so they reach the inbox in that order whatever the store's round trips take. A
+group message that is not addressed to the bot is not lost: it is kept in the store (up to a
+limit per conversation, so it survives a restart) and shown to the agent, each line labelled
+with its sender, with the next message that is, so the bot knows what was said since it last
+spoke. An edit of an earlier message is kept the same way, in any conversation (a DM too): the
+next prompt there shows what the message now says; an edit never starts a run of its own. Only
+senders the policy admits in that chat are kept (their messages, edits and files): a refused
+sender's are recorded as seen and dropped, and a line kept from a sender the policy no longer
+admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
@@ -56,6 +58,7 @@ from ..ops.logging import LogContext
 from ..store import ContentRefused, InboundLedger, Pairing, StoreError
 from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
+from .in_order import InOrder
 from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,8 @@ class Router:
         not told again)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
+        self._in_order = InOrder()
+        """One message of a conversation decided at a time, in the order they came."""
         self._addressed_albums: Recent[tuple[str, ...], None] = Recent(ALBUM_MEMORY)
         """Albums a part of which addressed the bot in a group: their other parts (no
         caption, so no mention) are addressed too."""
@@ -164,7 +169,8 @@ class Router:
         """
         with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
             try:
-                decision = await self._decide(message, ack)
+                async with self._in_order.turn(message.conversation_key):
+                    decision = await self._decide(message, ack)
             except ContentRefused as exc:
                 return await self._content_refused(message, exc)
             except StoreError as exc:
@@ -208,8 +214,10 @@ class Router:
         return Decision(False, reason)
 
     async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
-        """The store could not take the message: log it, tell the sender once in one line."""
-        log.error(
+        """The store could not take the message: log it, tell the sender once in one line.
+        A WARNING: what the operator acts on is the store's own ERROR, once per outage
+        (``StoreHealth``); this says which message it cost."""
+        log.warning(
             "message %s in %s could not be handled: the store failed: %s",
             message.message_id,
             message.conversation_key,

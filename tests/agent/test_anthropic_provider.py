@@ -33,7 +33,7 @@ from tests.fakes.anthropic_api import (
     tool_use,
 )
 from tests.fakes.image_headers import png
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 API_KEY = "sk-ant-test-0123456789-secret"
 MODEL = "claude-test-1"

@@ -19,12 +19,12 @@ from typing import Any
 from botd.agent.compaction import SUMMARY_HEADER
 from botd.events import Message, TextContent
 from botd.store.sqlite import SqliteStore
-from tests.chat import DM, chatting
-from tests.daemon_inprocess import (
-    ANTHROPIC_KEY,
-)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.chat import DM, chatting
+from tests.support.daemon_inprocess import (
+    ANTHROPIC_KEY,
+)
 
 WINDOW = 8_000
 """The fake model's context window, in its tokens (characters / 4)."""

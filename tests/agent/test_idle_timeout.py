@@ -19,7 +19,7 @@ from botd.agent.types import AssistantResult, ModelRequest, Provider
 from botd.events import AssistantStreamEvent, Message, TextContent
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 API_KEY = "sk-ant-test-idle"
 IDLE = 0.3

@@ -33,7 +33,7 @@ from botd.events import (
 from botd.media.history import LEFT_OUT_IMAGE
 from botd.subscriber import BlockReply, StreamSubscriber, SubscriberConfig
 from tests.agent.loop_helpers import EchoTool, Events, assert_well_formed, call, text_of, user
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 # --- helpers -------------------------------------------------------------------------------
 

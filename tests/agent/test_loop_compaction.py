@@ -31,7 +31,7 @@ from botd.subscriber import StreamSubscriber, SubscriberConfig
 from tests.agent.loop_helpers import EchoTool, Events, assert_well_formed, text_of, user
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 API_KEY = "sk-ant-test-key"
 TOO_LONG = "Anthropic API error (HTTP 400, invalid_request_error): prompt is too long: 9 > 8"

@@ -36,7 +36,7 @@ from botd.events import Message, ToolCallContent
 from botd.events import TextContent as BotdText
 from botd.retry import Backoff
 from tests.fakes.mcp_http import serving_mcp_http
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

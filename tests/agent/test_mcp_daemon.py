@@ -24,7 +24,10 @@ import pytest
 
 import botd.app
 from botd.app import App
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.mcp_http import serving_mcp_http
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     TELEGRAM_TOKEN,
@@ -33,11 +36,8 @@ from tests.daemon_inprocess import (
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.mcp_http import serving_mcp_http
-from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 FAKE = str(Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py")
 FRIEND = 111
@@ -331,7 +331,7 @@ async def test_doctor_starts_each_server_once(tmp_path: Path, pidfile: Path) -> 
 async def test_no_server_process_outlives_botd(
     tmp_path: Path, pidfile: Path, stop: signal.Signals, server_env: dict[str, str]
 ) -> None:
-    from tests.daemon_process import ended, reap, start_daemon
+    from tests.support.daemon_process import ended, reap, start_daemon
 
     children = tmp_path / "children"
     port = free_port()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from botd.agent.mcp.launcher import check_executable, launch_command
-from tests.waiting import until
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the launcher is for Linux")
 

@@ -22,7 +22,7 @@ from botd.app import App
 from botd.config import load_config
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 FRIEND = 111  # on allow_from

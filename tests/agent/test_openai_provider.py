@@ -25,7 +25,7 @@ from botd.events import (
 from botd.ops.outages import Reachability
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 """Seconds before a test that hangs fails (a guard, never a timing assertion)."""
 

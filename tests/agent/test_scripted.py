@@ -18,7 +18,7 @@ from botd.events import (
     ThinkingContent,
     ToolCallContent,
 )
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 def request(*texts: str) -> ModelRequest:

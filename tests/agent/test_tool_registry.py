@@ -19,10 +19,15 @@ from botd.config import ConfigError, parse_config
 from botd.config import tools as config_tools
 from botd.wiring import approval_rules
 from tests.agent.plugin_tool import GATED, NOW
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.support.waiting import until
 
 Register = Callable[..., None]
 

@@ -21,19 +21,19 @@ from botd.agent.tools.web_fetch.tool import WebFetchTool
 from botd.cluster.fencing import RunScope
 from botd.config import ConfigError, parse_config
 from botd.media.sandbox import READ_SLOTS, Sandbox
-from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.loopback import serve
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.media.reading import worker_pids
+from tests.support.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
+from tests.support.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
     config_yaml,
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.loopback import serve
-from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.media.reading import worker_pids
-from tests.waiting import until
+from tests.support.waiting import until
 
 PAGE = """<!doctype html><html><head><title>Release notes</title>
 <style>body { color: red }</style><script>var secret = "do-not-show";</script></head>

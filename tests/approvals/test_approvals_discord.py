@@ -22,13 +22,6 @@ from tests.approvals.harness import (
     tool_result,
 )
 from tests.buttons.discord_presses import answered, told
-from tests.daemon_inprocess import (
-    ANTHROPIC_KEY,
-    anthropic_yaml,
-    config_yaml,
-    daemon_running,
-    discord_yaml,
-)
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import (
     CHANNEL_ID,
@@ -38,7 +31,14 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    discord_yaml,
+)
+from tests.support.waiting import until
 
 ALICE = user(USER_ID, "alice")
 MALLORY = user(1400000000000000008, "mallory")

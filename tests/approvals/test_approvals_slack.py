@@ -21,7 +21,9 @@ from tests.approvals.harness import (
     states,
     tool_result,
 )
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlack, event_callback
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
@@ -29,9 +31,7 @@ from tests.daemon_inprocess import (
     daemon_running,
     slack_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.slack_api import BOT_USER_ID, FakeSlack, event_callback
-from tests.waiting import until
+from tests.support.waiting import until
 
 DM = "D1"
 CHANNEL = "C42"

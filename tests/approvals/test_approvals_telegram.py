@@ -23,11 +23,11 @@ from tests.approvals.harness import (
     states,
     tool_result,
 )
-from tests.chat import DM, Chat, chatting
-from tests.daemon_inprocess import ANTHROPIC_KEY
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.chat import DM, Chat, chatting
+from tests.support.daemon_inprocess import ANTHROPIC_KEY
+from tests.support.waiting import until
 
 ALICE = user(DM, "Alice")
 GROUP = -100123

@@ -13,7 +13,7 @@ from botd.chat import Button, InboundMessage, MessageRef, Press, Target
 from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
 from botd.store import Store
-from tests.waiting import until
+from tests.support.waiting import until
 
 GROUP = Target("telegram", "-100123")
 ELSEWHERE = Target("telegram", "5555")

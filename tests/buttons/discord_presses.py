@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.discord_api import FakeDiscordAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 DEFERRED_UPDATE_MESSAGE = 6
 CHANNEL_MESSAGE = 4

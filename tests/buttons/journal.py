@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 def _shift(state_dir: Path, chat_id: str, message_id: str, seconds: float) -> int:

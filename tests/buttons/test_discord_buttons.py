@@ -14,7 +14,6 @@ from typing import Any
 from botd.inbound.router import ALREADY_ANSWERED, NOT_ALLOWED, NOT_OFFERED
 from tests.buttons.discord_presses import DEFERRED_UPDATE_MESSAGE, answered, told
 from tests.buttons.prompts import prompts
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import (
     CHANNEL_ID,
@@ -24,7 +23,8 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
-from tests.waiting import until
+from tests.support.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
+from tests.support.waiting import until
 
 ALICE = user(USER_ID, "alice")
 EVE = user(1400000000000000009, "eve")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from botd.inbound.router import ALREADY_ANSWERED, NOT_OFFERED
 from tests.buttons.prompts import prompts
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, slack_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.waiting import until
+from tests.support.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, slack_yaml
+from tests.support.waiting import until
 
 DM = "D1"
 

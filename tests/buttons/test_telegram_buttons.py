@@ -17,15 +17,15 @@ import pytest
 from botd.inbound.router import ALREADY_ANSWERED, EXPIRED, NOT_ALLOWED, NOT_OFFERED
 from tests.buttons.journal import aged
 from tests.buttons.prompts import prompts
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.waiting import until
 
 DM = 777
 GROUP = -100123

@@ -43,7 +43,7 @@ from tests.fakes import discord_api, slack_api, telegram_api
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 PLATFORMS = ("telegram", "slack", "discord")
 

@@ -25,7 +25,7 @@ from botd.store.sqlite import SqliteStore
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 HOSTILE = (

@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, reap, start_daemon, stop_daemon
-from tests.waiting import until
+from tests.support.daemon_process import (
+    BOTD,
+    HANG_GUARD,
+    daemon_env,
+    reap,
+    start_daemon,
+    stop_daemon,
+)
+from tests.support.waiting import until
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_channel"
 PIP_INSTALL = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]

@@ -21,11 +21,11 @@ import aiohttp
 import pytest
 
 from botd.app import App
-from tests.daemon_inprocess import config_yaml, daemon_running
 from tests.fakes.discord_api import DM_CHANNEL_ID, USER_ID, FakeDiscordAPI, user
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port, named, scrape
-from tests.waiting import guarded, until
+from tests.support.daemon_inprocess import config_yaml, daemon_running
+from tests.support.health_probe import free_port, named, scrape
+from tests.support.waiting import guarded, until
 
 CHAT = 777
 """The Telegram DM written to each bot (a private chat's id is its user's)."""

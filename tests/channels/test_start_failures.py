@@ -17,7 +17,7 @@ from botd.channels.telegram.spec import TelegramSection
 from botd.chat import InboundMessage
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
 

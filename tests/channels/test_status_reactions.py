@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from botd.app import App
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
+from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
@@ -22,11 +26,7 @@ from tests.daemon_inprocess import (
     slack_yaml,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
-from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
-from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import guarded, until
+from tests.support.waiting import guarded, until
 
 TELEGRAM_DM = 777
 

@@ -24,7 +24,7 @@ from tests.channels.routed import through_router
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.files import FileServer
 from tests.fakes.slack_api import FakeSlack
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 LOOPBACK = MediaSettings(allow_hosts=("127.0.0.1",))

@@ -18,7 +18,7 @@ from botd.channels.registry import (
 )
 from botd.cli.init import ask_answers, init, render
 from botd.config import ChatChannelSection, Secret, load_config, parse_config
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 
 def _init(path: Path, answers: str) -> tuple[int, str]:

@@ -19,7 +19,7 @@ from botd.ops.statelock import StateLock
 from botd.store import Store
 from botd.store.pairing import PairingFile
 from botd.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
-from tests.daemon_process import bare_env, run_botd
+from tests.support.daemon_process import bare_env, run_botd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.daemon_process import HANG_GUARD, daemon_env
+from tests.support.daemon_process import HANG_GUARD, daemon_env
 
 WATCHED = [
     "aiohttp",

@@ -27,13 +27,13 @@ import pytest
 from botd.app import App
 from botd.ops.statelock import LOCK_FILENAME
 from botd.store.postgres import SCHEMA_VERSION
-from tests.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
-from tests.daemon_process import bare_env, reap, run_botd, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.pg_server import PostgresServer, running_postgres
-from tests.waiting import until
+from tests.support.daemon_inprocess import anthropic_yaml, daemon_running, telegram_yaml
+from tests.support.daemon_process import bare_env, reap, run_botd, start_daemon
+from tests.support.health_probe import free_port
+from tests.support.pg_server import PostgresServer, running_postgres
+from tests.support.waiting import until
 
 ALICE = 111
 

@@ -23,10 +23,10 @@ import pytest
 from botd.cli.finding import NotFound, find_config, unit_config
 from botd.config import default_config
 from botd.ops.statelock import StateLock
-from tests.daemon_inprocess import daemon_running, telegram_yaml
-from tests.daemon_process import run_botd
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
+from tests.support.daemon_inprocess import daemon_running, telegram_yaml
+from tests.support.daemon_process import run_botd
+from tests.support.health_probe import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

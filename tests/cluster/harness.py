@@ -12,7 +12,7 @@
 Channels: ``telegram`` (long polling, or ``telegram_mode="webhook"``), ``slack`` (Socket
 Mode), ``discord``; ``jobs``: scheduled prompts in every node's config.
 
-Each node is a child process (``tests/daemon_process.py``) with a directory of its own (its
+Each node is a child process (``tests/support/daemon_process.py``) with a directory of its own (its
 config, its ``state_dir``, its log), its own ``store.node_id`` (``n1``, ``n2``...) and a short
 ``store.lease_ttl``, so takeovers come quickly. Every node reaches the platform and the model
 fakes under a path prefix of its own (the fakes' ``node_url``), so each call the fakes record
@@ -39,16 +39,17 @@ from pathlib import Path
 from typing import Literal, Self
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from tests.cluster.proxy import RoundRobinProxy
-from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import file_contains, until
+from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.health_probe import free_port
+from tests.support.waiting import file_contains, until
 
 TOKEN = "123456:TEST-TOKEN"
 MODEL_KEY = "sk-ant-test"
@@ -254,8 +255,8 @@ channels:
             node.config,
             node.root,
             log_path=node.log,
-            BOTD_DATABASE_URL=(
-                self.database_proxy(node).dsn(self.dsn) if self.proxied else self.dsn
+            BOTD_DATABASE_URL=_named(
+                self.database_proxy(node).dsn(self.dsn) if self.proxied else self.dsn, node.name
             ),
             ANTHROPIC_TEST_KEY=MODEL_KEY,
             TELEGRAM_TEST_TOKEN=TOKEN,
@@ -348,3 +349,9 @@ channels:
             return found[0] if found else ""
 
         return self.node(await until(held, f"a node holding {prefix}*"))
+
+
+def _named(dsn: str, name: str) -> str:
+    """``dsn`` with ``application_name`` set to the node's name: each node's sessions are
+    told apart in ``pg_stat_activity`` (and the server's log)."""
+    return make_conninfo(dsn, application_name=name)

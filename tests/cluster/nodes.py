@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.daemon_process import start_daemon
+from tests.support.daemon_process import start_daemon
 
 LEASE_TTL = 2.0
 TELEGRAM_TOKEN = "123456:TEST-TOKEN"

@@ -35,7 +35,7 @@ from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.discord_api import user as discord_user
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import guarded, until
+from tests.support.waiting import guarded, until
 
 EVERY = 3.0
 """Seconds between two fires of the job."""
@@ -178,14 +178,16 @@ LONG_DMS = 2001
 
 class Users:
     """DMs that each send their prompts one after the other, the next once the last one's
-    answer shows (``asked``: the prompts sent, by chat); and DMs that each ask one long
-    answer (``ask_long``), to be cut by a fault."""
+    answer shows (``asked``: the prompts sent, by chat): ``messages`` each, or with None
+    until ``wind_down``; and DMs that each ask one long answer (``ask_long``), to be cut by
+    a fault."""
 
-    def __init__(self, chats: Chats, script: ModelScript, dms: int, messages: int) -> None:
+    def __init__(self, chats: Chats, script: ModelScript, dms: int, messages: int | None) -> None:
         self.chats = chats
         self.script = script
         self.dms = [1001 + n for n in range(dms)]
         self.messages = messages
+        self.winding_down = False
         self.asked: dict[str, list[str]] = {chats.chat(dm): [] for dm in self.dms}
         self.tasks: list[asyncio.Task[None]] = []
         self.long_dms: list[int] = []
@@ -217,7 +219,9 @@ class Users:
 
     async def talk(self, dm: int) -> None:
         chat = self.chats.chat(dm)
-        for number in range(1, self.messages + 1):
+        number = 0
+        while not self.winding_down and (self.messages is None or number < self.messages):
+            number += 1
             asked = prompt(dm, number)
             self.asked[chat].append(asked)
             await self.chats.say(dm, asked)
@@ -225,6 +229,10 @@ class Users:
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self.talk(dm)) for dm in self.dms]
+
+    def wind_down(self) -> None:
+        """Ask nothing more: what was asked is still to be answered (``finished``)."""
+        self.winding_down = True
 
     async def finished(self) -> None:
         await guarded(asyncio.gather(*self.tasks), "every DM answered")

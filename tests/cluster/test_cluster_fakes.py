@@ -18,8 +18,8 @@ from tests.cluster.proxy import RoundRobinProxy
 from tests.fakes.loopback import serve
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import guarded, until
+from tests.support.health_probe import free_port
+from tests.support.waiting import guarded, until
 
 
 @asynccontextmanager

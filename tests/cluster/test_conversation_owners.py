@@ -25,10 +25,10 @@ from botd.channels.telegram.webhook import SECRET_HEADER
 from botd.chat import InboundMessage
 from botd.store.postgres import PostgresStore
 from tests.conversation.crash import PARAGRAPHS, long_answer
-from tests.daemon_inprocess import anthropic_yaml, daemon_running
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.daemon_inprocess import anthropic_yaml, daemon_running
+from tests.support.waiting import until
 
 TOKEN = "123456:TEST-TOKEN"
 SECRET = "cluster-webhook-secret"

@@ -14,10 +14,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.cluster.nodes import Node, lease_holders, node
-from tests.daemon_process import ended, reap, stop_daemon
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.tcp_proxy import SilentProxy
-from tests.waiting import until
+from tests.support.daemon_process import ended, reap, stop_daemon
+from tests.support.waiting import until
 
 SHARDS = {"discord:default:0", "discord:default:1"}
 

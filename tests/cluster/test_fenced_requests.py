@@ -32,7 +32,7 @@ from tests.channels.telegram.harness import DM, started
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 MARGIN = 1.0
 

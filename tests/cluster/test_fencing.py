@@ -23,7 +23,7 @@ from botd.conversation import Conversations
 from botd.conversation.dispatcher import Dispatcher
 from botd.store.postgres import PostgresStore
 from tests.conversation.harness import ListSink, inbound, settings
-from tests.waiting import until
+from tests.support.waiting import until
 
 NAME = "conversation:telegram:42"
 TARGET = Target("telegram", "42")

@@ -12,7 +12,7 @@ import pytest
 
 from botd.cluster.holding import hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
-from tests.waiting import until
+from tests.support.waiting import until
 
 TTL = 0.3
 NAME = "thing:main"

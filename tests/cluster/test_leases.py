@@ -8,8 +8,9 @@ runs on a clock the test moves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -27,8 +28,8 @@ from botd.cluster.leases import (
 )
 from botd.store.postgres.leases import PostgresLeases, fence
 from botd.store.postgres.schema import migrate
-from tests.pg_server import PostgresServer
-from tests.waiting import until
+from tests.support.pg_server import PostgresServer
+from tests.support.waiting import until
 
 SHORT_TTL = 0.3
 
@@ -168,22 +169,32 @@ async def test_a_fenced_write_of_a_stale_epoch_fails_and_writes_nothing(
 
 async def test_a_claim_waits_for_a_fenced_write_in_flight(postgres_dsn: str) -> None:
     """The fence holds the row: a claim that comes while a fenced transaction is open is
-    decided after it ends, so the write and the takeover never overlap."""
+    decided after it ends, so the write and the takeover never overlap. The holder's own
+    renewal is not held up by its fenced write."""
     pool = await _pool(postgres_dsn)
+    # Claims as botd's sessions make them: a lock waited for at most ``lock_timeout``.
+    claims: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+        postgres_dsn,
+        min_size=1,
+        max_size=2,
+        timeout=2,
+        open=False,
+        kwargs={"autocommit": True, "options": "-c lock_timeout=200"},
+    )
+    await claims.open(wait=True)
     try:
-        table = PostgresLeases(pool)
-        assert await table.claim("conversation:k", "node-a", 60) == 1
+        table, other = PostgresLeases(pool), PostgresLeases(claims)
+        assert await table.claim("conversation:k", "node-a", SHORT_TTL) == 1
         async with pool.connection() as conn, conn.transaction():
             await fence(conn, "conversation:k", "node-a", 1)
-            # Any change of the lease row (a claim, a renewal, a release) waits for this
-            # transaction to end.
-            async with pool.connection() as other:
-                await other.execute("SET lock_timeout = '200ms'")
-                with pytest.raises(psycopg.errors.LockNotAvailable):
-                    await other.execute(
-                        "UPDATE leases SET epoch = epoch + 1 WHERE name = 'conversation:k'"
-                    )
+            renewed = await table.renew("node-a", {"conversation:k": 1}, SHORT_TTL)
+            assert renewed == {"conversation:k"}
+            await Backend(table, pool, None).outlive("conversation:k", SHORT_TTL)
+            # Expired, but the fenced write is still open: not claimable yet.
+            assert await other.claim("conversation:k", "node-b", 60) is None
+        assert await other.claim("conversation:k", "node-b", 60) == 2
     finally:
+        await claims.close()
         await pool.close()
 
 
@@ -229,6 +240,39 @@ async def test_a_paused_keeper_finds_its_lease_lost_when_it_wakes() -> None:
     assert b.holding("telegram:main") is taken
 
 
+async def test_a_failed_renewal_is_tried_again_soon_enough_to_keep_the_lease() -> None:
+    """One renewal that got no answer in its time must not use the margin up: the next try
+    comes a twelfth of the TTL later, not a third, and the lease holds."""
+    clock = ManualClock()
+    table = ProcessLeases(clock=clock)
+    pauses: list[float] = []
+    answers = ["ok", "slow", "ok", "ok"]
+
+    class Flaky:
+        async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+            if answers.pop(0) == "slow":
+                clock.now += keeper.renew_every  # no answer before the keeper's timeout
+                raise TimeoutError
+            return await table.renew(holder, held, ttl)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock.now += seconds
+        if not answers:
+            raise asyncio.CancelledError
+
+    keeper = LeaseKeeper(cast(LeaseTable, Flaky()), "node-a", 15, clock=clock, sleep=sleep)
+    lease = await keeper.try_claim("scheduler")
+    assert lease is not None
+    with pytest.raises(asyncio.CancelledError):
+        await keeper.run()
+    assert pauses == [5, 5, 1.25, 5, 5]
+    assert not lease.lost.is_set() and keeper.holding("scheduler") is lease
+
+
 async def test_a_database_away_loses_the_leases_only_at_their_deadline(
     postgres_server: PostgresServer, postgres_dsn: str
 ) -> None:
@@ -272,3 +316,17 @@ async def test_a_second_process_as_the_same_node_is_refused_and_a_restart_waits_
     restarted = await hold_node(LeaseKeeper(table, "n1", 0.3))
     assert restarted.epoch == first.epoch + 1
     assert await hold_node(LeaseKeeper(table, "n2", 0.3)) is not None
+
+
+async def test_a_late_renewal_is_told(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock()
+    keeper = LeaseKeeper(ProcessLeases(clock=clock), "node-a", 15, clock=clock)
+    assert await keeper.try_claim("scheduler") is not None
+    for step in (5, 5, 8):  # the third came more than half the TTL after the second
+        clock.now += step
+        assert await keeper.renew_once()
+    late = [r.getMessage() for r in caplog.records if "after the previous renewal" in r.message]
+    assert late == [
+        "leases renewed 8.0 s after the previous renewal (they last 15 s): this node's event "
+        "loop or the database is slow"
+    ]

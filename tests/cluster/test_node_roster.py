@@ -27,11 +27,11 @@ from botd.cli.status import Report, describe
 from botd.cluster.leases import LeaseKeeper
 from botd.ops.node import NodeHealth
 from botd.store.postgres import PostgresStore
-from tests.daemon_inprocess import daemon_running, telegram_yaml
-from tests.daemon_process import run_botd
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.daemon_inprocess import daemon_running, telegram_yaml
+from tests.support.daemon_process import run_botd
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 POLLER = "telegram:default"
 

@@ -20,11 +20,11 @@ import pytest
 
 from botd.store.postgres import SCHEMA_VERSION, describe
 from botd.store.postgres.schema import MIGRATIONS, migrate
-from tests.chat import chatting
-from tests.daemon_inprocess import telegram_yaml
-from tests.daemon_process import run_botd
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
+from tests.support.chat import chatting
+from tests.support.daemon_inprocess import telegram_yaml
+from tests.support.daemon_process import run_botd
+from tests.support.health_probe import free_port
 
 NEXT_RELEASE = (
     "CREATE TABLE upgrade_notes (id bigint PRIMARY KEY, note text NOT NULL)",

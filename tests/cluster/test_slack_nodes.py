@@ -17,10 +17,10 @@ import aiohttp
 import psycopg
 
 from tests.cluster.nodes import Node, node
-from tests.daemon_process import reap, stop_daemon
 from tests.fakes.slack_api import FakeSlack, event_callback, signed_headers
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.daemon_process import reap, stop_daemon
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 SECRET = "signing-secret"
 

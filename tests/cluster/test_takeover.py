@@ -19,9 +19,9 @@ from pathlib import Path
 import psycopg
 
 from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
-from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
 
 TTL = 2.0
 
@@ -168,8 +168,8 @@ async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(
         # Let go on, the old owner finds its lease gone before it posts anything more.
         await _until(
             lambda: (
-                "lease conversation:telegram:" in owner.log.read_text(errors="replace")
-                and " lost" in owner.log.read_text(errors="replace")
+                "conversation telegram:" in owner.log.read_text(errors="replace")
+                and ": lease lost (epoch" in owner.log.read_text(errors="replace")
             ),
             "the old owner noticing its lease is lost",
         )

@@ -37,7 +37,7 @@ from tests.cluster.scenario import (
 from tests.cluster.script import JOB_PROMPT, ModelScript
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 JOB = Job("tick", f"{EVERY:g}s", JOB_PROMPT, "telegram", "5000")
 

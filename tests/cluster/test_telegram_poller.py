@@ -25,9 +25,9 @@ from tests.cluster.nodes import (
     saved_offset,
     unfinished_entries,
 )
-from tests.daemon_process import ended, reap, stop_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.daemon_process import ended, reap, stop_daemon
+from tests.support.waiting import until
 
 DM = 777
 POLLER = "telegram:default poller"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from botd.config import ChatChannelSection, ConfigError, ConfigProblem, load_config, parse_config
-from tests.daemon_process import bare_env
+from tests.support.daemon_process import bare_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = "channels:\n  console: {enabled: true}\n"

@@ -24,7 +24,7 @@ from botd.config import (
 )
 from botd.config.cron import cron_trigger
 from botd.config.schema import ChannelsSection
-from tests.config_reference import (
+from tests.support.config_reference import (
     EXAMPLE,
     EXAMPLES_ENV,
     REFERENCE,
@@ -33,7 +33,7 @@ from tests.config_reference import (
     switched_on,
     with_examples,
 )
-from tests.daemon_process import bare_env, run_botd
+from tests.support.daemon_process import bare_env, run_botd
 
 
 def write(tmp_path: Path, text: str, name: str = "botd.yaml") -> Path:

@@ -11,7 +11,7 @@ from telegram.constants import ReactionEmoji
 from botd.channels.telegram.reactions import REACTION_EMOJI
 from botd.config import parse_config
 from botd.config.schema import ChatChannelSection
-from tests.daemon_process import bare_env, run_botd
+from tests.support.daemon_process import bare_env, run_botd
 
 
 def test_botd_check_refuses_an_emoji_the_platform_cannot_set(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from botd.events import TextContent
 from botd.store.protocols import ConversationInbox
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from botd.text.markup import PLAIN
-from tests.text_only_adapter import TextOnlyAdapter
+from tests.support.text_only_adapter import TextOnlyAdapter
 
 
 class ListAdapter(TextOnlyAdapter):

@@ -10,7 +10,7 @@ from botd.channels.base import SendScope
 from botd.channels.errors import ChannelError
 from botd.chat import Capabilities, MessageRef, Target
 from botd.text.markup import PLAIN
-from tests.text_only_adapter import TextOnlyAdapter
+from tests.support.text_only_adapter import TextOnlyAdapter
 
 
 class Platform:

@@ -27,11 +27,11 @@ from tests.conversation.crash import (
     long_answer,
     slack_crash_config,
 )
-from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.support.waiting import until
 
 
 async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:

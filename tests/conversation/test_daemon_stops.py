@@ -10,9 +10,9 @@ from pathlib import Path
 
 from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.store.sqlite import SqliteStore
-from tests.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
 
 DM = 777
 TOKEN = "123456:TEST-TOKEN"

@@ -35,7 +35,7 @@ from tests.channels.slack.harness import slack_adapter
 from tests.conversation.harness import dispatching
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
-from tests.waiting import until
+from tests.support.waiting import until
 
 DISCORD_CHANNEL = 1300000000000000077
 SLACK_CHANNEL = "C0KEYED"

@@ -23,13 +23,13 @@ from botd.events import Message
 from botd.store import ModelUsage
 from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings, settle
-from tests.daemon_inprocess import ANTHROPIC_KEY, config_yaml, daemon_running
-from tests.daemon_inprocess import telegram_yaml as telegram_section
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text, thinking
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import guarded, until
+from tests.support.daemon_inprocess import ANTHROPIC_KEY, config_yaml, daemon_running
+from tests.support.daemon_inprocess import telegram_yaml as telegram_section
+from tests.support.health_probe import free_port
+from tests.support.waiting import guarded, until
 
 ALICE = 111
 BOB = 222

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from botd.app import App
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking, tool_use
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
     config_yaml,
@@ -23,9 +25,7 @@ from tests.daemon_inprocess import (
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking, tool_use
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 DM = 777
 REASONING = "Reasoning:\nFirst I check.\nThen I answer."

@@ -31,7 +31,7 @@ from tests.conversation.harness import (
     settings,
     settle,
 )
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 async def test_a_message_is_answered(store: Store) -> None:

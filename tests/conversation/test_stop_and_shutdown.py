@@ -28,7 +28,7 @@ from botd.text.markup import PLAIN
 from tests.conversation.harness import GateTool
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.waiting import until
+from tests.support.waiting import until
 
 HANG_GUARD = 30.0
 CHAT = "c1"

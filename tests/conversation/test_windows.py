@@ -13,7 +13,7 @@ from botd.store import Store
 from botd.subscriber import ChunkingConfig, SubscriberConfig
 from tests.conversation.harness import ManualTimer
 from tests.conversation.platform import Edge, Platform
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 def message(text: str, n: int, album: str | None = None) -> InboundMessage:

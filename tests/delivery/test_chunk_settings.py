@@ -23,17 +23,17 @@ from botd.channels.telegram.spec import TelegramSection
 from botd.chat import Target
 from botd.config import ConfigError, load_config
 from botd.delivery import ChannelDelivery, ChunkSettings
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     slack_yaml,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 CHAT = 777
 PARAGRAPHS = ["First, the queue is empty.", "Second, the disk is fine.", "Third, all quiet."]

@@ -23,7 +23,7 @@ from botd.delivery import (
 from botd.store.errors import ContentRefused, StoreWriteError
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
-from tests.waiting import after_timers, until
+from tests.support.waiting import after_timers, until
 
 
 class FakeAdapter:

@@ -20,7 +20,7 @@ from botd.store import Store
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, ChunkingConfig, PartialReply, SubscriberConfig, chunk_text
 from botd.text.markup import PLAIN
-from tests.waiting import after_timers
+from tests.support.waiting import after_timers
 
 ANSWER = (
     "First paragraph of the answer, with several words in it.\n\n"

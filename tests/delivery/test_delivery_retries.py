@@ -17,7 +17,7 @@ from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettin
 from botd.delivery.sender import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply
 from botd.text.markup import PLAIN
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 A, B = Target("chat", "a"), Target("chat", "b")
 

@@ -33,7 +33,10 @@ from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
 from tests.conversation.harness import dispatching, settings
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.files import FileServer
+from tests.fakes.telegram_api import FakeTelegramAPI, server_error
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
@@ -41,10 +44,7 @@ from tests.daemon_inprocess import (
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.files import FileServer
-from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.waiting import until
+from tests.support.waiting import until
 
 DM = 777
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from tests.channels.slack.harness import message_event
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI, ScriptedError
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     slack_yaml,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.fakes.telegram_api import FakeTelegramAPI, ScriptedError
-from tests.waiting import until
+from tests.support.waiting import until
 
 ALICE, GROUP = 111, -100222
 ANSWER = "The answer grows word by word."

@@ -21,8 +21,8 @@ from botd.config import BotdConfig
 from botd.delivery import ChannelDelivery
 from botd.delivery.retrying import Retrier, RetrySettings
 from botd.text.markup import PLAIN
-from tests.text_only_adapter import TextOnlyAdapter
-from tests.waiting import guarded, until
+from tests.support.text_only_adapter import TextOnlyAdapter
+from tests.support.waiting import guarded, until
 
 LONG = RetrySettings(first=60.0, cap=60.0)
 """A backoff far longer than the test waits: a send that goes did not wait it out."""

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_inprocess import HANG_GUARD as GUARD
-from tests.daemon_inprocess import config_yaml, daemon_running, telegram_yaml
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.waiting import until
+from tests.support.daemon_inprocess import HANG_GUARD as GUARD
+from tests.support.daemon_inprocess import config_yaml, daemon_running, telegram_yaml
+from tests.support.waiting import until
 
 ALICE, BOB, STRANGER = 111, 222, 333
 

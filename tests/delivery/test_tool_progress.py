@@ -21,7 +21,12 @@ from aiohttp import web
 
 from botd.app import App
 from tests.conversation.crash import DM, NOTICE, TOKEN, crash_config
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
+from tests.fakes.loopback import serve
+from tests.fakes.slack_api import ALL_SCOPES, FakeSlack, event_callback
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
@@ -32,13 +37,8 @@ from tests.daemon_inprocess import (
     slack_yaml,
     telegram_yaml,
 )
-from tests.daemon_process import ended, reap, start_daemon
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
-from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
-from tests.fakes.loopback import serve
-from tests.fakes.slack_api import ALL_SCOPES, FakeSlack, event_callback
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.waiting import until
 
 ANSWER = "I read it."
 THREAD = "1700000100.000001"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.health_probe import free_port
+from tests.support.health_probe import free_port
 
 FAKE = str(Path(__file__).resolve().parent / "mcp_server.py")
 

@@ -74,7 +74,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 from .faults import Outage, reset
 from .loopback import serve

@@ -16,11 +16,16 @@ from aiohttp import web
 
 from botd.http.routes import CannotListen, HttpServers
 from botd.ops.ports import listen_problem
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    telegram_yaml,
+)
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 HOST = "127.0.0.1"
 SECRET = "hook-secret"

@@ -14,15 +14,6 @@ from typing import Any
 from botd.app import App
 from botd.channels.slack.threads import THREAD_HEADER, refused_line, render_thread
 from botd.inbound.kept_context import CONTEXT_HEADER, EDITED
-from tests.daemon_inprocess import (
-    ANTHROPIC_KEY,
-    HANG_GUARD,
-    anthropic_yaml,
-    config_yaml,
-    daemon_running,
-    slack_yaml,
-    telegram_yaml,
-)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import (
     BOT_ID,
@@ -34,7 +25,16 @@ from tests.fakes.slack_api import (
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
 from tests.media.files import JPEG, PNG
 from tests.media.telegram_botd import images, texts
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    slack_yaml,
+    telegram_yaml,
+)
+from tests.support.waiting import until
 
 SECRET = "SECRET"
 """In every text of a refused sender: the model's requests must not contain it."""

@@ -26,7 +26,7 @@ from botd.store import Store
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 API_KEY = "sk-ant-test"

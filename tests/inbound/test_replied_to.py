@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from botd.chat import QUOTE_CHARS, QUOTE_CUT
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.discord_api import BOT_ID, BOT_USER, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
+from tests.fakes.discord_api import user as discord_user
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
     config_yaml,
@@ -25,12 +30,7 @@ from tests.daemon_inprocess import (
     slack_yaml,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.discord_api import BOT_ID, BOT_USER, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
-from tests.fakes.discord_api import user as discord_user
-from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.waiting import until
 
 GROUP = -100777
 ALICE, BOB = 111, 222

@@ -18,7 +18,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from botd.channels.slack.threads import ThreadContext
 from botd.chat import InboundMessage
 from botd.inbound.kept_context import CONTEXT_HEADER
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack, event_callback
+from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
     config_yaml,
@@ -26,10 +29,7 @@ from tests.daemon_inprocess import (
     slack_yaml,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack, event_callback
-from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.waiting import until
 
 GROUP = -100777
 ALICE, BOB, MALLORY = 111, 222, 666

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from botd.app import App
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
@@ -20,9 +23,6 @@ from tests.daemon_inprocess import (
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.openai_api import FakeOpenAI
-from tests.fakes.telegram_api import FakeTelegramAPI
 
 DM = 777
 GROUP = -100123
@@ -134,3 +134,11 @@ def images(content: list[dict[str, Any]]) -> list[bytes]:
 def texts(content: list[dict[str, Any]]) -> str:
     """The text blocks of ``content``, one per line."""
     return "\n".join(b["text"] for b in content if b["type"] == "text")
+
+
+def last_user_content(model: FakeAnthropicAPI) -> list[dict[str, Any]]:
+    """The content blocks of the last user message of the model's last request."""
+    messages = model.requests[-1].body["messages"]
+    content = [m for m in messages if m["role"] == "user"][-1]["content"]
+    assert isinstance(content, list)
+    return content

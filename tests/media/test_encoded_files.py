@@ -12,10 +12,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from tests.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
-from tests.daemon_inprocess import HANG_GUARD
 from tests.fakes.anthropic_api import stream, text
 from tests.media.telegram_botd import DM, botd
+from tests.support.compressed import MIB, gzip_bomb, peak_allocated, stacked_bomb
+from tests.support.daemon_inprocess import HANG_GUARD
 
 LIMIT = 2_000_000  # over the bomb's compressed size, so the download is tried
 ROOM = 8 * MIB

@@ -23,7 +23,7 @@ from botd.media.images import IMAGE_MAX_BYTES, IMAGE_MAX_SIDE
 from botd.media.sandbox import Budget, ReadFailed, Sandbox
 from tests.media.files import JPEG, PNG, claimed_png, jpeg, png
 from tests.media.reading import message, resolver, worker_pids
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 
 async def _read(data: bytes, name: str = "picture") -> tuple[list[str], Image.Image | None]:

@@ -23,7 +23,7 @@ from botd.media.documents import DOCUMENT_CHAR_LIMIT
 from botd.media.sandbox import READ_SLOTS, Budget, ReadFailed, Sandbox
 from tests.media.files import minimal_pdf, pdf, showing, slow_pdf
 from tests.media.reading import message, reaped, resolver, worker_pids
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 SLOW = Attachment("document", "slow", "slow.pdf", "application/pdf")
 

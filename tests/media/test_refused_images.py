@@ -22,7 +22,11 @@ from botd.conversation.notices import INTERRUPTED_NOTICE
 from botd.events import ImageContent, Message, TextContent
 from botd.media.history import LEFT_OUT_IMAGE
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
+from tests.fakes.image_headers import png
+from tests.fakes.openai_api import ChatStream, FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
     config_yaml,
@@ -30,11 +34,7 @@ from tests.daemon_inprocess import (
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
-from tests.fakes.image_headers import png
-from tests.fakes.openai_api import ChatStream, FakeOpenAI
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 DM, GROUP = 777, -100123
 WIDE = png(9000, 100)

@@ -25,8 +25,11 @@ import pytest
 from botd.channels.downloads import fetch_capped
 from botd.chat import DownloadError, TooLarge
 from botd.net.fetch import Fetched, FetchFailed, fetch
-from tests.compressed import MIB, gzip_bomb, gzip_of_zeros, peak_allocated, stacked_bomb
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.files import FileServer
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.compressed import MIB, gzip_bomb, gzip_of_zeros, peak_allocated, stacked_bomb
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
@@ -34,9 +37,6 @@ from tests.daemon_inprocess import (
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.files import FileServer
-from tests.fakes.telegram_api import FakeTelegramAPI
 
 CAP = MIB
 ROOM = 8 * MIB

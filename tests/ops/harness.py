@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.discord_api import FakeDiscordAPI
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 TELEGRAM_TOKEN = "424242:q9ZrTk7pLw2xVb"
 WRONG_TELEGRAM = "424242:m3XcRv8Kq1dJh"

@@ -22,8 +22,6 @@ from botd.ops.ports import listen_problem
 from botd.ops.statelock import StateLock
 from botd.store.pairing import PairingFile
 from botd.store.sqlite import SCHEMA_VERSION, SqliteStore
-from tests.config_reference import EXAMPLE
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FLAG_MESSAGE_CONTENT_LIMITED, FakeDiscordAPI
 from tests.fakes.openai_api import FakeOpenAI
@@ -40,6 +38,8 @@ from tests.ops.harness import (
     doctor,
     write_config,
 )
+from tests.support.config_reference import EXAMPLE
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 
 def _closed_url(path: str = "/") -> str:

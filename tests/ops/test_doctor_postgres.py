@@ -11,8 +11,8 @@ import psycopg
 
 from botd.ops.doctor.database import postgres_checks
 from botd.store.postgres.schema import SCHEMA_VERSION, migrate
-from tests.health_probe import free_port
 from tests.ops.harness import doctor, write_config
+from tests.support.health_probe import free_port
 
 PASSWORD = "doctor-pw-not-shown"
 

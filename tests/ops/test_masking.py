@@ -39,7 +39,7 @@ from botd.ops.logging import (
     install_exception_hooks,
     mask_secrets,
 )
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 
 @pytest.fixture

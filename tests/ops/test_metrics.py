@@ -16,11 +16,16 @@ import pytest
 from botd.app import App
 from botd.store import InboxBacklog
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import anthropic_yaml, daemon_running, daemon_store, telegram_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
-from tests.health_probe import free_port, named, scrape, value
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    anthropic_yaml,
+    daemon_running,
+    daemon_store,
+    telegram_yaml,
+)
+from tests.support.health_probe import free_port, named, scrape, value
+from tests.support.waiting import until
 
 ALICE, STRANGER = 111, 333
 

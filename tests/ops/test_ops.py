@@ -24,8 +24,8 @@ from botd.ops.logging import LogContext, configure_logging
 from botd.ops.metrics import Metrics
 from botd.ops.ports import cannot_listen, listen_problem
 from botd.ops.systemd import SystemdNotifier
-from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_process import ended, reap, start_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "botd.service"

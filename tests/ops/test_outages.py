@@ -22,13 +22,20 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.daemon_process import HANG_GUARD, daemon_env, reap, run_botd, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, http_error, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port, scrape, value
-from tests.waiting import until
+from tests.support.daemon_process import (
+    HANG_GUARD,
+    daemon_env,
+    reap,
+    run_botd,
+    start_daemon,
+    stop_daemon,
+)
+from tests.support.health_probe import free_port, scrape, value
+from tests.support.waiting import until
 
 TELEGRAM_TOKEN = "123456:OUTAGE-TOKEN"
 DM = 5150

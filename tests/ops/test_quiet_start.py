@@ -15,9 +15,9 @@ import pytest
 import botd
 import botd.channels.discord.adapter  # names discord.py's voice warnings not botd's concern
 from botd.ops.logging import configure_logging
-from tests.daemon_inprocess import config_yaml, daemon_running, discord_yaml, telegram_yaml
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import config_yaml, daemon_running, discord_yaml, telegram_yaml
 
 SCRIPTED = "model:\n  provider: scripted\n"
 

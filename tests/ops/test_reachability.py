@@ -9,7 +9,7 @@ import pytest
 
 from botd.ops.logging import add_secrets
 from botd.ops.outages import Outage, Reachability, span, stuck_inbox
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 class Clock:

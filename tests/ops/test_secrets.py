@@ -17,12 +17,19 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env, reap, start_daemon, stop_daemon
 from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.waiting import file_contains, until
+from tests.support.daemon_process import (
+    BOTD,
+    HANG_GUARD,
+    daemon_env,
+    reap,
+    start_daemon,
+    stop_daemon,
+)
+from tests.support.health_probe import free_port
+from tests.support.waiting import file_contains, until
 
 TELEGRAM_TOKEN = "q9Zr-Tk7pLw2"
 API_KEY = "Hn4+wQ8v/Ze1%x"

@@ -24,8 +24,8 @@ from botd.ops.statelock import (
     holder_of,
 )
 from botd.store.sqlite import DB_FILENAME
-from tests.daemon_process import BOTD, HANG_GUARD, reap, run_botd
-from tests.waiting import until
+from tests.support.daemon_process import BOTD, HANG_GUARD, reap, run_botd
+from tests.support.waiting import until
 
 
 def _env() -> dict[str, str]:

@@ -18,16 +18,16 @@ import pytest
 from botd.app import App
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import HEARTBEAT_INSTRUCTION
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import until
+from tests.support.waiting import until
 
 CHAT = 777
 PROMPT = "Check the deploy queue."

@@ -23,7 +23,7 @@ from botd.config.cron import cron_trigger, standard_cron_fields
 from botd.scheduler import JobInfo, JobSpec, Scheduler
 from botd.store import Store
 from botd.store.sqlite import SqliteStore
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 TARGET = Target("telegram", "100", thread_id="7")

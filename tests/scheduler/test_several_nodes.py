@@ -23,7 +23,7 @@ from botd.chat import InboundMessage, Target
 from botd.cluster.leases import LeaseKeeper, LeaseTable, ProcessLeases
 from botd.scheduler import LEASE, Scheduler
 from botd.store.postgres import PostgresStore
-from tests.waiting import until
+from tests.support.waiting import until
 
 TARGET = Target("telegram", "100")
 TTL = 2.0

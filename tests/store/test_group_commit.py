@@ -16,7 +16,7 @@ from botd.store import ContentRefused, StoreWriteError, UnknownSessionError
 from botd.store.sqlite import SqliteStore, deferred
 from tests.conversation.harness import inbound
 from tests.store.harness import fill_the_disk
-from tests.waiting import until
+from tests.support.waiting import until
 
 TARGET = Target("console", "c1")
 

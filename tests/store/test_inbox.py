@@ -29,7 +29,7 @@ from tests.conversation.harness import (
     inbound,
     settings,
 )
-from tests.waiting import until
+from tests.support.waiting import until
 
 GUARD = 30.0
 

@@ -20,11 +20,11 @@ import pytest
 from aiohttp import web
 
 from botd.inbound.kept_context import CONTEXT_HEADER
-from tests.chat import Chat, chatting
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.loopback import serve
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
-from tests.waiting import until
+from tests.support.chat import Chat, chatting
+from tests.support.waiting import until
 
 NUL = "\x00"
 GROUP = -100777

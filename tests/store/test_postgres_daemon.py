@@ -15,11 +15,11 @@ from pathlib import Path
 
 import psycopg
 
-from tests.chat import chatting
 from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
-from tests.daemon_process import HANG_GUARD, ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.chat import chatting
+from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
 
 # A short lease TTL: on postgres a restarted node takes its conversations back by claiming
 # them once the killed process's leases ran out.

@@ -16,11 +16,11 @@ import pytest
 from botd.chat import InboundMessage, Target
 from botd.cluster.fencing import Fence
 from botd.cluster.leases import LeaseKeeper
-from botd.store.errors import StoreWriteError
+from botd.store.errors import StoreError, StoreWriteError
 from botd.store.postgres import PostgresStore
 from botd.store.postgres.session import SessionBounds
 from tests.fakes.tcp_proxy import SilentProxy
-from tests.waiting import until
+from tests.support.waiting import until
 
 TTL = 1.5
 """A short lease TTL: the server ends a silent client's transaction after a TTL."""
@@ -148,12 +148,44 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
             # its own renewals and writes go on.
             other = await keeper_b.try_claim("conversation:telegram:10")
             assert other is not None
-            lease_b = await until(lambda: keeper_b.try_claim(name), "node b's claim")
-            assert lease_b is not None
-            assert lease_b.epoch == lease_a.epoch + 1
-            await keeper_b.renew_once()
-            assert not other.lost.is_set() and not lease_b.lost.is_set()
+            renewing = asyncio.ensure_future(keeper_b.run())  # as a node renews, meanwhile
+            try:
+                lease_b = await until(lambda: keeper_b.try_claim(name), "node b's claim")
+                assert lease_b is not None
+                assert lease_b.epoch == lease_a.epoch + 1
+                await keeper_b.renew_once()
+                assert not other.lost.is_set() and not lease_b.lost.is_set()
+            finally:
+                renewing.cancel()
             with pytest.raises(StoreWriteError):
+                await stuck
+        finally:
+            proxy.mend()
+            await cut_off.aclose()
+
+
+async def test_a_claim_cut_off_on_its_way_holds_up_neither_renewals_nor_writes(
+    postgres_dsn: str, store: PostgresStore
+) -> None:
+    """Another node's claim of a lease this node holds, cut off right after it was sent,
+    leaves no lock behind: the holder renews it and writes under it at once."""
+    name = "conversation:telegram:11"
+    holder = LeaseKeeper(store.lease_table(), "node-a", TTL)
+    lease = await holder.try_claim(name)
+    assert lease is not None
+    inbox_id = await store.accept_inbound("telegram", ["g1"], message(1, "telegram:11"))
+    async with SilentProxy.to_database(postgres_dsn) as proxy:
+        cut_off = await PostgresStore.open(proxy.dsn(postgres_dsn), lease_ttl=TTL)
+        try:
+            claimer = LeaseKeeper(cut_off.lease_table(), "node-b", TTL)
+            proxy.cut_after(b"FOR UPDATE")
+            stuck = asyncio.ensure_future(claimer.try_claim(name))
+            await until(lambda: proxy.silent, "the cut right after the claim")
+            renewed = await store.lease_table().renew("node-a", {name: lease.epoch}, TTL)
+            assert renewed == {name}
+            fenced = store.fenced(Fence(lease, "node-a", 0.1))
+            await fenced.outbox_add(inbox_id, 1, "block", Target("telegram", "11"), "free")
+            with pytest.raises(StoreError):
                 await stuck
         finally:
             proxy.mend()

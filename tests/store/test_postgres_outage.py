@@ -31,12 +31,12 @@ import pytest
 from botd.conversation.notices import INTERRUPTED_NOTICE
 from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.conversation.crash import PARAGRAPHS, TOKEN, crash_config
-from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.pg_server import PostgresServer, running_postgres
-from tests.waiting import until
+from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.health_probe import free_port
+from tests.support.pg_server import PostgresServer, running_postgres
+from tests.support.waiting import until
 
 DM = 4242
 OTHER = 4343

@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.pg_server import PostgresServer
+from tests.support.pg_server import PostgresServer
 
 
 def test_a_crash_keeps_what_was_committed_and_drops_what_was_not(

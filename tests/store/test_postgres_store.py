@@ -25,9 +25,9 @@ from botd.store import (
 )
 from botd.store.postgres import PostgresStore
 from botd.store.postgres.base import Conn
-from tests.health_probe import free_port
-from tests.pg_server import PostgresServer
-from tests.waiting import until
+from tests.support.health_probe import free_port
+from tests.support.pg_server import PostgresServer
+from tests.support.waiting import until
 
 PASSWORD = "pw-never-shown-7f3"
 

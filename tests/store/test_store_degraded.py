@@ -26,7 +26,10 @@ from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import StoreError, StoreHealth, StoreWriteError
 from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.store.harness import fill_the_disk
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
     config_yaml,
@@ -34,10 +37,7 @@ from tests.daemon_inprocess import (
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.health_probe import free_port
-from tests.store.harness import fill_the_disk
+from tests.support.health_probe import free_port
 
 HANG_GUARD = 60.0
 DM = 777
@@ -119,7 +119,7 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
     router = Router(store, manager.submit, reply, {"console": AccessPolicy(dm_policy="open")})
     message = replace(inbound("hello"), is_direct=True)
     free = fill_the_disk(store)
-    with caplog.at_level(logging.ERROR, logger="botd.inbound.router"):
+    with caplog.at_level(logging.WARNING, logger="botd.inbound.router"):
         # The adapter must leave the message unconfirmed, so the platform hands it over again.
         with pytest.raises(StoreError):
             await router.handle(message)

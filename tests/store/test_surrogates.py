@@ -28,7 +28,10 @@ from botd.events import Message
 from botd.store.sqlite import SqliteStore
 from tests.channels.telegram.harness import GROUP, started
 from tests.conversation.harness import ListSink, inbound, settings
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.store.harness import fill_the_disk
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     anthropic_yaml,
     config_yaml,
@@ -36,9 +39,6 @@ from tests.daemon_inprocess import (
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.store.harness import fill_the_disk
 
 HANG_GUARD = 60.0
 DM = 777

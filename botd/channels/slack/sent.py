@@ -28,7 +28,7 @@ PAGES = 10
 posted in a busier channel than that since it was written is taken for not posted."""
 
 Call = Callable[..., Awaitable[AsyncSlackResponse]]
-"""The adapter's Web API call (its ``_call``: 429s waited out, failures as ``SlackError``)."""
+"""The Web API call (``WebAPI.call``: 429s waited out, failures as ``SlackError``)."""
 
 
 def metadata(key: MessageKey, part: int) -> dict[str, Any]:

@@ -8,7 +8,16 @@ import re
 from ...chat import ChatKind, TargetForm
 from ..targets import send_message
 
-__all__ = ["TARGET_FORM", "chat_kind", "normalize_target", "telegram_conversation_key"]
+__all__ = [
+    "GENERAL_TOPIC",
+    "TARGET_FORM",
+    "chat_kind",
+    "normalize_target",
+    "telegram_conversation_key",
+]
+
+GENERAL_TOPIC = "1"
+"""A forum's General topic: its messages carry no thread id and sends must omit it."""
 
 _PREFIX = re.compile(r"^(?:telegram|tg):", re.IGNORECASE)
 _LINK = re.compile(r"^(?:https?://)?t\.me/([A-Za-z0-9_]+)/?$", re.IGNORECASE)

@@ -469,7 +469,8 @@ class PostgresBase:
             if future is not None:
                 future.set_exception(_lost(fence))
             else:
-                log.warning(
+                # Expected once the lease is lost: the dispatcher tells the loss, once.
+                log.debug(
                     "store: a %s record of %s is dropped: the lease is lost", kind, fence.name
                 )
             return
@@ -957,7 +958,7 @@ async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[O
     for gone in lost:
         # The database says so: the work under it stops now (its owner watches the event),
         # not only when the next renewal fails.
-        gone.lease.lost.set()
+        gone.lease.lose("the database says it is no longer held")
     kept: list[Queued] = []
     outcomes: list[Outcome] = []
     for queued in batch:
@@ -967,7 +968,7 @@ async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[O
         elif queued.future is not None:
             outcomes.append((queued.future, None, _lost(fence)))
         else:
-            log.warning(
+            log.debug(
                 "store: a %s record of %s (epoch %d) is dropped: the lease is lost",
                 queued.kind,
                 fence.name,

@@ -1,13 +1,25 @@
 """The lease table on PostgreSQL (``botd.cluster.leases`` says what a lease is).
 
 Expiries are the server's ``clock_timestamp()`` (not ``now()``, which is the transaction's
-start), so every node measures a lease by the same clock. A claim is one upsert whose update
-applies only to an expired row; a concurrent claim of the same name waits on the row lock and
-re-checks the condition against the winner's row, so only one of them gets the next epoch.
-``fence`` is what a fenced write runs first inside its own transaction: it takes a key-share
-lock on the lease row, and a claim or a release locks the row ``FOR UPDATE`` first, so no
-claim can move the epoch on until that transaction ends; a renewal, which moves only the
-expiry, is not held up by it.
+start), so every node measures a lease by the same clock.
+
+Every call is **one statement, on its own** (no transaction around it): the server runs it
+to its end whatever becomes of the client, so no node frozen or cut off mid-call leaves a
+lock on a lease row behind. The only lease-row lock a client holds across round trips is a
+fence's, on a lease its node holds:
+
+* ``fence`` is what a fenced write runs first inside its own transaction: it holds the row
+  ``FOR KEY SHARE`` until the transaction ends.
+* A **claim** locks the row ``FOR UPDATE`` only when it has expired (one that is held is
+  neither locked nor changed), then moves holder and epoch on; ``FOR UPDATE`` waits for the
+  fences, so no claim moves the epoch on while the old holder's fenced write is open. A
+  concurrent claim of the same row waits for the winner and re-checks the expiry against
+  its row, so only one of them gets the next epoch. A never-held name is inserted.
+* A **renewal** moves only the expiry of the holder's own unexpired rows (``FOR NO KEY
+  UPDATE``, which a fence lets through), and a **release** sets the holder's expiry to now.
+
+So a renewal waits on nothing another node holds: not on a fence (only the holder fences
+its rows), not on a claim (a claim locks only an expired row, which is no longer renewable).
 
 Renewals run on a connection of their own (``renewals``: the store gives the table a pool of
 one that nothing else uses), so they never queue behind writes, reads or claims; claims,
@@ -30,6 +42,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from ...cluster.leases import CONVERSATION_LEASE, LeaseLost, LeaseRow
+from ..errors import StoreError
 from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
 
 Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
@@ -50,8 +63,19 @@ class PostgresLeases:
 
     @contextlib.asynccontextmanager
     async def _connection(self, pool: Pool) -> AsyncIterator[AsyncConnection[TupleRow]]:
-        async with pool.connection(timeout=self._within) as conn, answer_within(conn, self._within):
-            yield conn
+        """A connection of ``pool`` for one call, answered within its bound; the database
+        unreachable (or the connection cut) is raised as a ``StoreError``, a fault of the
+        store's, not of the caller's."""
+        try:
+            async with (
+                pool.connection(timeout=self._within) as conn,
+                answer_within(conn, self._within),
+            ):
+                yield conn
+        except psycopg.errors.LockNotAvailable:
+            raise
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise StoreError(f"the lease table: {' '.join(str(exc).split())}") from exc
 
     async def claim(self, name: str, holder: str, ttl: float) -> int | None:
         try:
@@ -60,19 +84,35 @@ class PostgresLeases:
             return None  # another node's transaction holds the row: not claimable now
 
     async def _claim(self, name: str, holder: str, ttl: float) -> int | None:
-        async with self._connection(self._pool) as conn, conn.transaction():
-            await _lock_for_change(conn, name)
+        # One statement (see the module docstring): ``free`` locks the row only if it has
+        # expired (a held row fails the condition and is not locked), waiting for its fences;
+        # ``taken`` moves it on; ``fresh`` inserts a name never held. Not an upsert: its
+        # ``ON CONFLICT DO UPDATE`` would lock a held row too, even when its condition fails.
+        async with self._connection(self._pool) as conn:
             cur = await conn.execute(
                 """
-                INSERT INTO leases (name, holder, epoch, expires_at)
-                VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s))
-                ON CONFLICT (name) DO UPDATE
-                   SET holder = excluded.holder, epoch = leases.epoch + 1,
-                       expires_at = excluded.expires_at
-                 WHERE leases.expires_at <= clock_timestamp()
-                RETURNING epoch
+                WITH free AS (
+                    SELECT name FROM leases
+                     WHERE name = %(name)s AND expires_at <= clock_timestamp()
+                       FOR UPDATE
+                ), taken AS (
+                    UPDATE leases
+                       SET holder = %(holder)s, epoch = leases.epoch + 1,
+                           expires_at = clock_timestamp() + make_interval(secs => %(ttl)s)
+                      FROM free
+                     WHERE leases.name = free.name
+                    RETURNING leases.epoch
+                ), fresh AS (
+                    INSERT INTO leases (name, holder, epoch, expires_at)
+                    SELECT %(name)s, %(holder)s, 1,
+                           clock_timestamp() + make_interval(secs => %(ttl)s)
+                     WHERE NOT EXISTS (SELECT 1 FROM leases WHERE name = %(name)s)
+                    ON CONFLICT (name) DO NOTHING
+                    RETURNING epoch
+                )
+                SELECT epoch FROM taken UNION ALL SELECT epoch FROM fresh
                 """,
-                (name, holder, ttl),
+                {"name": name, "holder": holder, "ttl": ttl},
             )
             row = await cur.fetchone()
         return None if row is None else int(row[0])
@@ -94,8 +134,9 @@ class PostgresLeases:
             return {str(row[0]) for row in await cur.fetchall()}
 
     async def expire(self, name: str, holder: str, epoch: int) -> None:
-        async with self._connection(self._pool) as conn, conn.transaction():
-            await _lock_for_change(conn, name)
+        # No lock of its own is needed: the next claim locks the expired row FOR UPDATE,
+        # which waits for this holder's fences.
+        async with self._connection(self._pool) as conn:
             await conn.execute(
                 "UPDATE leases SET expires_at = clock_timestamp()"
                 " WHERE name = %s AND holder = %s AND epoch = %s",
@@ -133,20 +174,12 @@ class PostgresLeases:
             ]
 
 
-async def _lock_for_change(conn: AsyncConnection[TupleRow], name: str) -> None:
-    """Inside a claim's or a release's transaction: lock ``name``'s row against every fence
-    (``FOR UPDATE`` conflicts with the fences' ``FOR KEY SHARE``), waiting at most the
-    session's ``lock_timeout``. A plain ``UPDATE`` of the row's other columns would not: it
-    takes ``FOR NO KEY UPDATE``, which a fence lets through, and a renewal relies on that."""
-    await conn.execute("SELECT 1 FROM leases WHERE name = %s FOR UPDATE", (name,))
-
-
 async def fence(conn: AsyncConnection[TupleRow], name: str, holder: str, epoch: int) -> None:
     """Inside the caller's transaction: hold the lease row until it ends, or raise
     ``LeaseLost`` when ``holder`` no longer holds ``name`` at ``epoch`` unexpired. The row is
-    held ``FOR KEY SHARE``: no claim or release may change its holder meanwhile (they lock it
-    ``FOR UPDATE`` first), while the holder's own renewal, which only moves the expiry, never
-    waits behind its writes."""
+    held ``FOR KEY SHARE``: no claim may move its holder or epoch on meanwhile (it locks the
+    expired row ``FOR UPDATE`` first), while the holder's own renewal, which only moves the
+    expiry, never waits behind its writes."""
     cur = await conn.execute(
         "SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s"
         " AND expires_at > clock_timestamp() FOR KEY SHARE",

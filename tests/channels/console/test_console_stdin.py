@@ -16,7 +16,7 @@ from typing import IO
 import pytest
 
 from botd.channels.console.adapter import MAX_MESSAGE_BYTES
-from tests.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
 
 
 def _run(

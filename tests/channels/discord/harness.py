@@ -10,7 +10,7 @@ from botd.channels.base import Ack
 from botd.channels.discord.adapter import DiscordAdapter
 from botd.chat import InboundMessage
 from tests.fakes.discord_api import FakeDiscordAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 TOKEN = "fake-discord-token"
 

@@ -36,7 +36,7 @@ from tests.fakes.discord_api import (
     RecordedRequest,
     user,
 )
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 
 @pytest.fixture

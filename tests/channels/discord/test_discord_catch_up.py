@@ -17,7 +17,6 @@ from pathlib import Path
 import discord
 import pytest
 
-from tests.daemon_inprocess import config_yaml, daemon_running, discord_yaml
 from tests.fakes.discord_api import (
     BOT_ID,
     CHANNEL_ID,
@@ -26,7 +25,8 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
-from tests.waiting import until
+from tests.support.daemon_inprocess import config_yaml, daemon_running, discord_yaml
+from tests.support.waiting import until
 
 ALICE = user(USER_ID, "alice")
 FOLLOWUP = "agent:\n  queue_mode: followup\n"

@@ -18,7 +18,6 @@ from botd.commands import MENU
 from botd.store import Store, StoreError, StoreWriteError
 from tests.channels.discord.harness import Sink, make_adapter
 from tests.channels.routed import through_router
-from tests.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import (
     CHANNEL_ID,
@@ -29,7 +28,8 @@ from tests.fakes.discord_api import (
     FakeDiscordAPI,
     user,
 )
-from tests.waiting import HANG_GUARD, until
+from tests.support.daemon_inprocess import anthropic_yaml, config_yaml, daemon_running, discord_yaml
+from tests.support.waiting import HANG_GUARD, until
 
 EPHEMERAL = 64
 

@@ -15,7 +15,7 @@ from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscordAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 TARGET = Target("discord", str(CHANNEL_ID))

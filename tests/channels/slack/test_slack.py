@@ -28,7 +28,7 @@ from tests.fakes.slack_api import (
     message_changed,
     signed_headers,
 )
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 
 class SpyStore(SqliteStore):
@@ -406,7 +406,7 @@ async def test_a_429_is_waited_out_and_posted_once(fake: FakeSlack) -> None:
     async def record(delay: float) -> None:
         waits.append(delay)
 
-    adapter._sleep = record
+    adapter.api.sleep = record
     fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=7)
     refs = await adapter.send(Target("slack", "C1"), "patience")
     assert waits == [7.0]

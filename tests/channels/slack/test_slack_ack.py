@@ -22,7 +22,7 @@ from botd.store.sqlite import SqliteStore
 from tests.channels.routed import OPEN, through_router
 from tests.channels.slack.harness import Inbox, message_event, post_http, slack_adapter
 from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 class FailingStore(SqliteStore):

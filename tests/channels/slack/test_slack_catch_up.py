@@ -22,10 +22,10 @@ import aiohttp
 import pytest
 
 from tests.channels.slack.harness import SECRET, message_event
-from tests.daemon_inprocess import config_yaml, daemon_running
 from tests.fakes.slack_api import FakeSlack, event_callback, signed_headers
-from tests.health_probe import free_port
-from tests.waiting import until
+from tests.support.daemon_inprocess import config_yaml, daemon_running
+from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 DM = "D1"
 FOLLOWUP = "agent:\n  queue_mode: followup\n"

@@ -11,15 +11,15 @@ import pytest
 
 from botd.channels.slack.commands import slash_text
 from botd.store import StoreError
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     slack_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.slack_api import FakeSlack
-from tests.waiting import until
+from tests.support.waiting import until
 
 
 @pytest.mark.parametrize(

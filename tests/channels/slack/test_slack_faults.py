@@ -16,7 +16,7 @@ from botd.chat import Target
 from botd.delivery import ChannelDelivery, RetrySettings
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.slack_api import FakeSlack
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 QUICK = RetrySettings(budget=30.0, first=0.01, cap=0.05)
 CHANNEL = "C1"
@@ -66,7 +66,7 @@ async def test_a_429_past_the_adapters_own_waits_is_retried_by_delivery(fake: Fa
     async def record(delay: float) -> None:
         waits.append(delay)
 
-    adapter._sleep = record
+    adapter.api.sleep = record
     fake.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0, times=4)
     async with asyncio.timeout(HANG_GUARD):
         await delivery.send_text(Target("slack", CHANNEL), "patience")

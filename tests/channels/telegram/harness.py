@@ -12,7 +12,7 @@ from botd.chat import InboundMessage
 from botd.store import Store
 from tests.channels.routed import through_router
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
 DM, GROUP, FORUM = 777, -100123, -100500

@@ -10,15 +10,15 @@ import time
 from pathlib import Path
 
 from botd.channels.telegram.pastes import LONG_TEXT, SplitPastes
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
     HANG_GUARD,
     anthropic_yaml,
     config_yaml,
     daemon_running,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI, user
 
 DM = 777
 GROUP = -100123

@@ -25,7 +25,7 @@ from tests.fakes.telegram_api import (
     parse_html,
     retry_after,
 )
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from botd.delivery import ChannelDelivery, DeliveryGivenUp, Retrier, RetrySettin
 from botd.delivery.sender import GIVE_UP_NOTICE
 from botd.subscriber import BlockReply, PartialReply
 from tests.fakes.telegram_api import FakeTelegramAPI, ScriptedError, retry_after, server_error
-from tests.waiting import HANG_GUARD
+from tests.support.waiting import HANG_GUARD
 
 TOKEN = "123456:TEST-TOKEN"
 DM, GROUP = 777, -100123

@@ -20,11 +20,11 @@ from botd.http.routes import HttpServers
 from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store.sqlite import DB_FILENAME, SqliteStore
 from tests.channels.routed import OPEN
-from tests.daemon_process import ended, reap, start_daemon
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream
 from tests.fakes.anthropic_api import text as answer
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD, until
+from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.waiting import HANG_GUARD, until
 
 TOKEN = "123456:TEST-TOKEN"
 SECRET = "s3cret-token_1"

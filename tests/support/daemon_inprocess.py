@@ -1,6 +1,6 @@
 """botd's daemon run in the test's own event loop: the whole wiring, with the real SDKs over
 the loopback fakes, for tests that need to look inside it (its store, its sessions) while it
-runs. ``tests/daemon_process.py`` runs it as a child process instead.
+runs. ``tests/support/daemon_process.py`` runs it as a child process instead.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import HANG_GUARD, until
+from tests.support.waiting import HANG_GUARD, until
 
 TELEGRAM_TOKEN = "123456:TEST-TOKEN"
 ANTHROPIC_KEY = "sk-ant-test"

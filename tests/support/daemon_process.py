@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.waiting import HANG_GUARD as HANG_GUARD  # the one hang guard, named here too
+from tests.support.waiting import HANG_GUARD as HANG_GUARD  # the one hang guard, named here too
 
 BOTD = [sys.executable, "-m", "botd"]
 

@@ -19,15 +19,6 @@ from PIL import Image
 
 from botd.app import App
 from botd.media.images import IMAGE_MAX_SIDE
-from tests.daemon_inprocess import (
-    ANTHROPIC_KEY,
-    HANG_GUARD,
-    anthropic_yaml,
-    config_yaml,
-    daemon_running,
-    daemon_store,
-    telegram_yaml,
-)
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
@@ -44,7 +35,16 @@ from tests.media.telegram_botd import (
     telegram_ready,
     texts,
 )
-from tests.waiting import until
+from tests.support.daemon_inprocess import (
+    ANTHROPIC_KEY,
+    HANG_GUARD,
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    daemon_store,
+    telegram_yaml,
+)
+from tests.support.waiting import until
 
 
 async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@
         assert await chat.reply() == "You said: hi"
 
 ``chat`` (the fixture in ``tests/conftest.py``) is botd's whole daemon in the test's event loop
-(``tests/daemon_inprocess.py``) with the real python-telegram-bot against the loopback Bot API
-(``tests/fakes/telegram_api.py``), the scripted model and an open DM policy. A test that needs
-other settings or the real anthropic SDK opens its own with :func:`chatting`.
+(``tests/support/daemon_inprocess.py``) with the real python-telegram-bot against the loopback
+Bot API (``tests/fakes/telegram_api.py``), the scripted model and an open DM policy. A test that
+needs other settings or the real anthropic SDK opens its own with :func:`chatting`.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pathlib import Path
 
 from botd.app import App
 from botd.store.sqlite import SqliteStore
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
     daemon_running,
     daemon_store,
     telegram_yaml,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.waiting import guarded, until
+from tests.support.waiting import guarded, until
 
 DM = 777
 """The chat (and the person) of the DM: a Telegram private chat's id is its user's."""

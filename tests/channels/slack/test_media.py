@@ -1,25 +1,23 @@
-"""Files sent on Slack and Discord reach the model too, end to end: slack-bolt and
-discord.py inside botd against their loopback fakes, the Anthropic fake answering."""
+"""Files sent on Slack reach the model, end to end: slack-bolt inside botd against its
+loopback fake, the Anthropic fake answering."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from tests.daemon_inprocess import (
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.slack_api import FakeSlack, event_callback
+from tests.media.files import PNG
+from tests.media.telegram_botd import images, last_user_content, texts
+from tests.support.daemon_inprocess import (
     ANTHROPIC_KEY,
     HANG_GUARD,
     anthropic_yaml,
     config_yaml,
     daemon_running,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
-from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
-from tests.fakes.slack_api import FakeSlack, event_callback
-from tests.media.files import JPEG, PNG
-from tests.media.telegram_botd import images, texts
-from tests.waiting import until
+from tests.support.waiting import until
 
 BOT_TOKEN = "xoxb-media-test"
 
@@ -51,13 +49,6 @@ def _dm_with_file(
     )
 
 
-def _user_content(model: FakeAnthropicAPI) -> list[dict[str, Any]]:
-    messages = model.requests[-1].body["messages"]
-    content = [m for m in messages if m["role"] == "user"][-1]["content"]
-    assert isinstance(content, list)
-    return content
-
-
 async def test_a_slack_image_reaches_the_model_fetched_with_the_bot_token(
     tmp_path: Path,
 ) -> None:
@@ -72,7 +63,7 @@ async def test_a_slack_image_reaches_the_model_fetched_with_the_bot_token(
             await until(
                 lambda: slack.calls_to("chat.postMessage"), 'slack.calls_to("chat.postMessage")'
             )
-    content = _user_content(model)
+    content = last_user_content(model)
     assert images(content) == [PNG]
     assert "what is this" in texts(content)
     assert [token for _, token in slack.file_downloads] == [BOT_TOKEN]
@@ -95,36 +86,3 @@ async def test_a_slack_file_refused_for_want_of_files_read_gets_one_line(
     [call] = slack.calls_to("chat.postMessage")
     assert "files:read" in str(call.args["text"])
     assert model.requests == []
-
-
-async def test_a_discord_image_attachment_reaches_the_model(tmp_path: Path) -> None:
-    async with FakeDiscordAPI() as discord, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
-        config = config_yaml(
-            tmp_path,
-            anthropic_yaml(model),
-            f"""channels:
-  discord:
-    token: discord-test-token
-    api_base_url: {json.dumps(discord.base_url)}
-    gateway_url: {json.dumps(discord.gateway_url)}
-    guild_ready_timeout: 0.05
-    dm_policy: open
-""",
-        )
-
-        def ready(daemon: Any) -> bool:
-            return daemon.runtime is not None and "discord" in daemon.runtime.adapters
-
-        async with daemon_running(config, ready=ready):
-            model.push(stream(text("A cat.")))
-            photo = discord.attachment(JPEG, "cat.jpg", "image/jpeg")
-            await discord.dispatch_message(
-                discord.message(
-                    "who is this?", channel_id=DM_CHANNEL_ID, guild=False, attachments=[photo]
-                )
-            )
-            await until(lambda: discord.message_posts(), "discord.message_posts()")
-    content = _user_content(model)
-    assert images(content) == [JPEG]
-    assert "who is this?" in texts(content)
-    assert len(discord.attachment_downloads) == 1

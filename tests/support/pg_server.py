@@ -27,7 +27,7 @@ from typing import Literal
 
 import psycopg
 
-from tests.health_probe import free_port
+from tests.support.health_probe import free_port
 
 SUPERUSER = "botd"
 

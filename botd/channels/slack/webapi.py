@@ -1,0 +1,101 @@
+"""Slack's Web API as botd calls it: ``FencedWebClient`` (slack_sdk's client, checking a
+conversation's lease as each call is made) and ``WebAPI.call`` (429s waited out, every other
+failure raised as a ``SlackError`` that says whether trying again may help).
+
+The SDK's automatic retries are off (a slow success must never be posted twice); only a 429,
+where Slack clearly refused the request, is retried here after its ``Retry-After``. Other
+failures raise ``SlackError`` (``errors``) marked retryable or not; the delivery layer decides
+whether to try again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from ...cluster.fencing import Fence
+from ...retry import retry_after
+from .errors import TRANSIENT_ERRORS, SlackError, connection_error
+
+__all__ = ["MAX_RETRY_AFTER", "RATE_LIMIT_ATTEMPTS", "FencedWebClient", "WebAPI"]
+
+log = logging.getLogger(__name__)
+
+RATE_LIMIT_ATTEMPTS = 3
+"""How often a call refused with 429 is tried in all."""
+MAX_RETRY_AFTER = 60.0
+
+
+class FencedWebClient(AsyncWebClient):
+    """slack_sdk's Web API client; a ``fenced`` view of it checks a conversation's lease as
+    each call is made (after the adapter's waits for a 429): a call held up past the lease's
+    end is not made."""
+
+    fence: Fence | None = None
+    """The lease the calls of this view are made under (None: unfenced)."""
+
+    def fenced(self, fence: Fence | None) -> FencedWebClient:
+        """This client for the calls of one send made under ``fence``: a shallow copy (the
+        token, the session and the settings are the client's own) that checks it."""
+        if fence is None:
+            return self
+        view = copy.copy(self)
+        view.fence = fence
+        return view
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        if self.fence is not None:
+            self.fence.check_send(time.monotonic())
+        return await super().api_call(api_method, **kwargs)
+
+
+class WebAPI:
+    """One Slack app's Web API: its ``client`` and the ``call`` every request goes through."""
+
+    def __init__(self, *, bot_token: str, base_url: str) -> None:
+        # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
+        self.client = FencedWebClient(token=bot_token, base_url=base_url, retry_handlers=[])
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        """How the wait a 429 asks for is waited out."""
+
+    async def call(
+        self, method: str, func: Callable[..., Awaitable[AsyncSlackResponse]], **kwargs: Any
+    ) -> AsyncSlackResponse:
+        """Call the Web API; retry only a 429 after its Retry-After, raise ``SlackError``.
+
+        The error says whether trying again may help: a 5xx, a 429, one of Slack's own
+        faults (``TRANSIENT_ERRORS``) or a failed connection may pass; Slack's refusals
+        (``channel_not_found``, ``not_in_channel``, ...) will not.
+        """
+        for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+            try:
+                return await func(**kwargs)
+            except SlackApiError as exc:
+                response = exc.response
+                status = response.status_code
+                hint = retry_after(response.headers, cap=MAX_RETRY_AFTER)
+                if status == 429 and attempt < RATE_LIMIT_ATTEMPTS:
+                    delay = 1.0 if hint is None else hint
+                    log.warning("slack %s rate limited; retrying in %.1fs", method, delay)
+                    await self.sleep(delay)
+                    continue
+                error = response.get("error") if isinstance(response.data, dict) else None
+                transient = status >= 500 or status == 429 or error in TRANSIENT_ERRORS
+                raise SlackError(
+                    method,
+                    str(error or f"HTTP {status}"),
+                    retryable=transient,
+                    retry_after=hint if transient else None,
+                ) from exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise connection_error(method, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
