@@ -1,15 +1,17 @@
 """PostgreSQL against SQLite: CPU per answered message, botd and the database server together.
 
 Two ``botd run`` (python-telegram-bot and the anthropic SDK inside), configured alike but for
-the store: one on SQLite (in its state dir), one on PostgreSQL (one node, polling Telegram; a
-throwaway server started here, ``tests/pg_server.py``: Debian's PostgreSQL with fsync off, so
-the figures are the CPU's, not a disk's). Each has a fake Telegram of its own; the fake model
-is shared. The loads are ``bench/e2e.py``'s: light (chats writing about half a second after
-each answer, under Telegram's limit) and saturating (every message at once; both backends
-then answer at the ~30 messages/s python-telegram-bot's limiter allows, so their CPU per
-message is spent at the same rate). They run in ``--rounds`` rounds, each load going to
-SQLite and then to PostgreSQL with the same messages, so a slow spell of a shared machine
-meets both; each botd idles while the other is measured.
+the store: one on SQLite (in its state dir), one on PostgreSQL (one node, polling Telegram;
+a throwaway server started here, ``tests/support/pg_server.py``: Debian's PostgreSQL with
+fsync off, so the figures are the CPU's, not a disk's). Each has a fake Telegram of its own;
+the fake model is shared. The loads are ``bench/e2e.py``'s: light (chats writing about half a
+second after each answer, under Telegram's limit) and saturating (every message at once;
+both backends then answer at the ~30 messages/s python-telegram-bot's limiter allows, so
+their CPU per message is spent at the same rate). They run in ``--rounds`` rounds, each load
+going to SQLite and then to PostgreSQL with the same messages, so a slow spell of a shared
+machine meets both; each botd idles while the other is measured. Before the loads, both
+idle for ``--idle`` seconds, measured the same way: what each costs per second with nothing
+to do (on PostgreSQL: the renewals, the dispatcher's poller, the server's own processes).
 
 CPU per answered message, over the load window only (start-up excluded, the settle after
 the last answer included, as in ``bench/e2e.py``): botd's process (utime + stime of all its
@@ -57,6 +59,7 @@ from e2e import (
     Figures,
     Model,
     Telegram,
+    cpu_seconds,
     loads,
     measure,
     profiled,
@@ -68,8 +71,8 @@ from e2e import (
 )
 
 from tests.fakes.tcp_proxy import SilentProxy
-from tests.health_probe import free_port
-from tests.pg_server import postgres_bin_dir, running_postgres
+from tests.support.health_probe import free_port
+from tests.support.pg_server import postgres_bin_dir, running_postgres
 
 TARGET = 1.3
 """The ratio issue 35 asks for: PostgreSQL within 1.3x of SQLite."""
@@ -163,7 +166,29 @@ async def window(
     return result
 
 
-async def run(args: argparse.Namespace) -> dict[str, Rounds]:
+async def idle_cost(
+    process: asyncio.subprocess.Process, seconds: float, database: Any = None
+) -> tuple[float, float]:
+    """CPU milliseconds per second of ``process`` and of the ``database`` server (its CPU
+    seconds so far: a callable; None: none) over ``seconds`` with nothing to do."""
+    botd_before, server_before = sum(cpu_seconds(process.pid)), database() if database else 0.0
+    await asyncio.sleep(seconds)
+    botd = sum(cpu_seconds(process.pid)) - botd_before
+    server = (database() - server_before) if database else 0.0
+    return botd * 1000 / seconds, server * 1000 / seconds
+
+
+@dataclass
+class Measured:
+    """The figures by load, and the idle costs: ``sqlite`` and ``postgres`` (botd, server)
+    in ms of CPU per second."""
+
+    loads: dict[str, Rounds]
+    sqlite: float
+    postgres: tuple[float, float]
+
+
+async def run(args: argparse.Namespace) -> Measured:
     botd = [sys.executable, "-m", "botd", "run", "--config"]
     tmp = Path(tempfile.mkdtemp(prefix="botd-pg-cost-"))
     model = Model()
@@ -194,6 +219,9 @@ async def run(args: argparse.Namespace) -> dict[str, Rounds]:
                 processes.append(on_sqlite)
                 on_postgres = await start([*botd, str(pg_config)], tmp / "postgres.log", pg)
                 processes.append(on_postgres)
+                database = partial(server_cpu_seconds, server)
+                idle_sqlite, _ = await idle_cost(on_sqlite, args.idle)
+                idle_postgres = await idle_cost(on_postgres, args.idle, database)
                 for round_ in range(args.rounds):
                     for label, messages, load in loads(args, round_):
                         rounds = figures[label]
@@ -221,7 +249,7 @@ async def run(args: argparse.Namespace) -> dict[str, Rounds]:
                                     pg,
                                     load(pg),
                                     messages=messages,
-                                    database=partial(server_cpu_seconds, server),
+                                    database=database,
                                 ),
                             )
                         )
@@ -240,7 +268,7 @@ async def run(args: argparse.Namespace) -> dict[str, Rounds]:
             finally:
                 for process in processes:
                     await stop(process)
-    return figures
+    return Measured(figures, idle_sqlite, idle_postgres)
 
 
 def main(args: argparse.Namespace) -> None:
@@ -249,7 +277,13 @@ def main(args: argparse.Namespace) -> None:
     except RuntimeError as exc:
         print(f"pg cost: not measured: {exc}")
         return
-    figures = asyncio.run(run(args))
+    measured = asyncio.run(run(args))
+    figures = measured.loads
+    botd, server = measured.postgres
+    print(
+        f"pg cost idle ({args.idle:g} s, nothing to do): SQLite botd {measured.sqlite:.1f} ms "
+        f"CPU/s; PostgreSQL botd {botd:.1f} + server {server:.1f} ms CPU/s"
+    )
     for label, rounds in figures.items():
         print("\n".join(rounds.report(label)))
     if args.profile:
@@ -279,6 +313,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--chats", type=int, default=200)
     parser.add_argument("--each", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
     parser.add_argument(
         "--statements", action="store_true", help="count statements (pg_stat_statements)"
     )
