@@ -139,6 +139,8 @@ AWAY_WAIT = 0.5
 LOCK_RETRY = 0.1
 """Seconds between attempts at writes set aside because another transaction held a lock
 they need (at most: they ride along with every batch written meanwhile)."""
+PLACES_KEPT = 1024
+"""Entries accepted here whose ``seq`` the store keeps for the dispatcher's next pull."""
 KEPT_AT_MOST = 100_000
 """Records kept for a database that stays away; past it the oldest are dropped (logged)."""
 
@@ -322,6 +324,9 @@ class PostgresBase:
         self.health = StoreHealth(clock)
         self._loop = asyncio.get_running_loop()
         self._w = _Writes(asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event())
+        self._places: dict[int, int] = {}
+        """inbox id -> seq of the entries this store accepted lately, not asked for yet
+        (``next_place``; at most ``PLACES_KEPT``, the oldest forgotten first)."""
         """The queue and the flusher's state, shared by every fenced view of the store."""
 
     @classmethod
@@ -510,6 +515,12 @@ class PostgresBase:
         future: asyncio.Future[T] = self._loop.create_future()
         self._enqueue(kind, write, future, lazy, locks)
         return future
+
+    def _remember_place(self, inbox_id: int, seq: int) -> None:
+        """An entry accepted here (committed): its ``seq``, for ``next_place``."""
+        self._places[inbox_id] = seq
+        if len(self._places) > PLACES_KEPT:
+            del self._places[next(iter(self._places))]
 
     def commit_soon(self) -> None:
         """Write what is queued now, lazy records included; nobody waits for it."""
@@ -994,6 +1005,7 @@ def words(exc: BaseException, password: str | None) -> str:
 __all__ = [
     "CONNECTION_WAIT",
     "LAZY_WINDOW",
+    "PLACES_KEPT",
     "RETRY_WAIT",
     "Conn",
     "PostgresBase",
