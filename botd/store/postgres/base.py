@@ -871,6 +871,7 @@ async def _in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written | None
         )
         if not careful and (conn.broken or storage_fault(exc)):
             raise
+        log.debug("store: a batch is written again with care after %s", type(exc).__name__)
         await conn.execute("ROLLBACK")
         return None
     return Written(outcomes)
