@@ -16,8 +16,8 @@ poller's node, and the runs must spread).
   ``seq`` (commit) order, handed to ``Conversations.submit`` one by one, one pull at a time
   per conversation. An arrival this node accepted itself, which the store knows comes right
   after the last one taken (``next_place``: PostgreSQL numbers a conversation's entries
-  without gaps), is handed over as it is, with no read. Chat commands are entries too, so ``/stop`` accepted anywhere reaches
-  the holder, in its place among the messages.
+  without gaps), is handed over as it is, with no read. Chat commands are entries too, so
+  ``/stop`` accepted anywhere reaches the holder, in its place among the messages.
 * **takeover**: a claim is a restart of that one conversation
   (``Conversations.resume_conversation``): an interrupted run goes on from its last finished
   step, the old run's pieces are superseded or sent again keyed, unconfirmed pieces of
