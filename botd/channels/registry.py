@@ -95,6 +95,11 @@ class ChannelContext:
     admits: Callable[[InboundMessage], bool] | None = None
     """Whether the access policy lets a message through as a prompt (nothing recorded): for
     work an adapter does only for such a message (a Slack thread's fetch)."""
+    held_back: Callable[[InboundMessage], Awaitable[object]] | None = None
+    """Told of a message an adapter holds back, not handed to the sink, behind an earlier one
+    the sink could not take (Telegram's polling keeps the order so): the router's
+    ``held_back``, which tells its sender once, while the store refuses writes, that it
+    could not be taken now. Nothing is recorded."""
     on_channel_down: Callable[[str, str], None] | None = None
     """Called with (channel, one-line reason) when a started channel stops working for good
     (its connection ended, its token was revoked); the daemon then restarts it with backoff."""

@@ -5,9 +5,10 @@ holder, an **epoch** and an expiry kept by the database's clock. It is
 
 * **claimed** only when it has expired (or was never held), and each claim takes the next
   epoch, so two holders of one name never share an epoch;
-* **renewed** by its holder well before it expires (every third of the TTL), in one statement
-  for every lease the node holds, and only while it has not expired: a node that was paused
-  past its expiry cannot renew it back, even if nobody claimed it meanwhile;
+* **renewed** by its holder well before it expires (every third of the TTL; a renewal that
+  failed is tried again a twelfth of the TTL later), in one statement for every lease the
+  node holds, and only while it has not expired: a node that was paused past its expiry
+  cannot renew it back, even if nobody claimed it meanwhile;
 * **released by expiring** (its expiry set to now), never by deleting the row, so the epoch
   keeps counting up.
 
@@ -22,7 +23,9 @@ is not started past the deadline; every write of a fenced run checks holder and 
 own transaction (the backend's fence), so a stale holder's write fails even if it raced.
 
 ``LeaseKeeper`` holds one node's leases: claims, renews them in the background, and marks a
-lease lost (``Lease.lost`` set) when it could not renew it before its deadline.
+lease lost (``Lease.lose``: ``lost`` set, ``why`` said) when it could not renew it before its
+deadline. A conversation's loss is logged by the dispatcher that held it, once; any other
+lease's by the keeper.
 
 A node alone (the SQLite backend, whose state-dir lock keeps a second process out) claims
 from an in-process table (``ProcessLeases``) with an infinite TTL (``LeaseKeeper.alone``):

@@ -29,7 +29,11 @@ When the store cannot take a message (its write fails: disk full, I/O error), th
 logged with the conversation, the sender is told in one line (once per message, however often
 the platform hands it over again), and ``handle`` raises ``StoreError``: the adapter must not
 confirm the message, so the platform delivers it again and it is answered once the store
-works again (where the platform redelivers: Telegram and Slack do, Discord does not).
+works again (where the platform redelivers: Telegram and Slack do, Discord does not). A
+message an adapter holds back behind such a one, to keep the order (Telegram's polling hands
+both again), never reaches ``handle``: the adapter hands it to ``held_back``, which records
+nothing and tells its sender the same line, once, while the store's last write failed, when
+the message is for the bot (so of two users who wrote during the failure, both are told).
 
 When the store refuses a message for what it carries (``ContentRefused``: a value the
 database cannot hold), taking it again would fail the same way, and the platform's later
@@ -126,6 +130,8 @@ class Router:
         self._told_store_failed: deque[tuple[str, ...]] = deque(maxlen=STORE_FAILED_MEMORY)
         """Messages whose sender was told the store failed or refused them (a redelivery is
         not told again)."""
+        self._store_failing = False
+        """Whether the store's last write for a message failed (``StoreError``)."""
         self._policies: dict[str, AccessPolicy] = {}
         self._patterns: dict[str, list[re.Pattern[str]]] = {}
         self._in_order = InOrder()
@@ -174,8 +180,10 @@ class Router:
             except ContentRefused as exc:
                 return await self._content_refused(message, exc)
             except StoreError as exc:
+                self._store_failing = True
                 await self._store_failed(message, exc)
                 raise
+            self._store_failing = False
             if not decision.accepted:
                 log.info(
                     "skipped %s message %s in %s: %s",
@@ -212,6 +220,29 @@ class Router:
                     "telling %s that its message failed failed too", message.conversation_key
                 )
         return Decision(False, reason)
+
+    async def held_back(self, message: InboundMessage) -> None:
+        """An adapter holds ``message`` back instead of handing it to ``handle``: an earlier
+        message of its stream could not be taken, and the platform delivers both again, in
+        order. Nothing is recorded. While the store's last write failed, the sender is told
+        once (as one whose own write failed is: ``STORE_FAILED_NOTICE``) when the message is
+        for the bot: an edit, a group message that does not address it, or a sender the
+        policy does not admit hear nothing."""
+        if not self._store_failing or message.edited or not self._access(message).accepted:
+            return
+        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
+        if identity in self._told_store_failed:
+            return
+        self._told_store_failed.append(identity)
+        log.warning(
+            "message %s in %s held back behind one the store could not take; its sender is told",
+            message.message_id,
+            message.conversation_key,
+        )
+        try:
+            await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
+        except Exception:
+            log.exception("telling %s that its message failed failed too", message.conversation_key)
 
     async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
         """The store could not take the message: log it, tell the sender once in one line.

@@ -10,7 +10,9 @@
         statuses = await cluster.stop_all()  # SIGTERM, exit statuses
 
 Channels: ``telegram`` (long polling, or ``telegram_mode="webhook"``), ``slack`` (Socket
-Mode), ``discord``; ``jobs``: scheduled prompts in every node's config.
+Mode), ``discord``; ``channel_options``: lines every channel's section gets (``delivery:
+stream``), ``agent_options`` lines the ``agent:`` section gets; ``jobs``: scheduled prompts in
+every node's config.
 
 Each node is a child process (``tests/support/daemon_process.py``) with a directory of its own (its
 config, its ``state_dir``, its log), its own ``store.node_id`` (``n1``, ``n2``...) and a short
@@ -25,8 +27,9 @@ node is cut off from the database or from Telegram while its sockets stay open.
 ``telegram_poll_timeout`` sets the nodes' long poll (``channels.telegram.poll_timeout``).
 
 The test reads the database (``holders``, ``query``) to know where to aim a fault, as an
-operator would, and when a job fired; what it asserts is what the fakes saw. At the end
-every node still running is continued (if paused) and killed, whatever the test did.
+operator would, and when a job fired, and may make a fault there (``execute``); what it
+asserts is what the fakes saw. At the end every node still running is continued (if paused)
+and killed, whatever the test did.
 """
 
 from __future__ import annotations
@@ -114,6 +117,10 @@ class Cluster:
     telegram_poll_timeout: int | None = None
     max_concurrent_runs: int = 8
     """``agent.max_concurrent_runs`` of every node (8: botd's default)."""
+    channel_options: tuple[str, ...] = ()
+    """Lines added to every channel's section (``delivery: edit``)."""
+    agent_options: tuple[str, ...] = ()
+    """Lines added to the ``agent:`` section (``tools: [schedule]``)."""
     nodes: list[Node] = field(init=False, default_factory=list)
     proxy: RoundRobinProxy | None = field(init=False, default=None)
     silent_proxies: dict[tuple[str, str], SilentProxy] = field(init=False, default_factory=dict)
@@ -166,6 +173,7 @@ class Cluster:
     def config_text(self, node: Node) -> str:
         """``botd.yaml`` of ``node``: its state dir, the shared database, the fakes."""
         channels = []
+        options = [f"    {option}" for option in self.channel_options]
         if self.telegram is not None:
             url = self.telegram.node_url(node.name)
             if self.proxied:
@@ -186,7 +194,7 @@ class Cluster:
                     "    webhook_secret: ${TELEGRAM_HOOK_SECRET}",
                     f"    listen: {{host: 127.0.0.1, port: {node.listen_port}, path: {HOOK_PATH}}}",
                 ]
-            channels += telegram
+            channels += telegram + options
         if self.slack is not None:
             channels += [
                 "  slack:",
@@ -194,6 +202,7 @@ class Cluster:
                 "    app_token: xapp-test",
                 f"    api_base_url: {json.dumps(self.slack.node_url(node.name))}",
                 "    dm_policy: open",
+                *options,
             ]
         if self.discord is not None:
             channels += [
@@ -204,6 +213,7 @@ class Cluster:
                 "    guild_ready_timeout: 0.05",
                 "    dm_policy: open",
                 "    command_menu: false",
+                *options,
             ]
         jobs = []
         if self.jobs:
@@ -235,8 +245,9 @@ model:
 agent:
   block_streaming: {{min_chars: 10, max_chars: 200}}
   max_concurrent_runs: {self.max_concurrent_runs}
-channels:
 """
+            + "".join(f"  {line}\n" for line in self.agent_options)
+            + "channels:\n"
             + "\n".join(channels)
             + "\n"
             + "\n".join(jobs)
@@ -330,6 +341,12 @@ channels:
             except psycopg.errors.UndefinedTable:
                 return []
             return list(await cursor.fetchall())
+
+    async def execute(self, sql: str) -> None:
+        """Run the statements ``sql`` on the shared database (a fault the test makes there,
+        as an operator's hand would)."""
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute(sql.encode())
 
     async def holders(self, prefix: str) -> dict[str, str]:
         """The leases named ``prefix...`` that are held now (unexpired): name -> node id."""

@@ -130,6 +130,43 @@ class SlackChats:
 
 
 @dataclass
+class ShownSlackChats(SlackChats):
+    """``SlackChats`` read from what the chats show now, for answers shown in place
+    (``delivery: stream`` or ``edit``: an answer is one message, streamed or edited until
+    it is whole): each paragraph of each message is a ``Post``, in the chats' order (its
+    ``via`` unknown: '', its ``index`` its message's place in that order, not in time: no
+    ``mark`` to compare it with)."""
+
+    def posts(self) -> list[Post]:
+        shown = sorted(self.slack.messages.items())  # by (channel, ts): each chat in order
+        return [
+            Post(chat, paragraph, "", index)
+            for index, ((chat, _), text) in enumerate(shown)
+            for paragraph in text.split("\n\n")
+            if paragraph.strip()
+        ]
+
+
+@dataclass
+class ShownTelegramChats(TelegramChats):
+    """``TelegramChats`` read from what the chats show now, for answers shown in place (a
+    draft, then the answer posted once; an edit preview): each paragraph of each message the
+    bot has in a chat is a ``Post``, in the chats' order (its ``via`` unknown: '', its
+    ``index`` as ``ShownSlackChats``')."""
+
+    def posts(self) -> list[Post]:
+        sent = self.telegram.calls_to("sendMessage", ok_only=True)
+        chats = sorted({int(call.params["chat_id"]) for call in sent})
+        shown = [(str(chat), text) for chat in chats for text in self.telegram.visible(chat)]
+        return [
+            Post(chat, paragraph, "", index)
+            for index, (chat, text) in enumerate(shown)
+            for paragraph in text.split("\n\n")
+            if paragraph.strip()
+        ]
+
+
+@dataclass
 class DiscordChats:
     """DM ``dm`` is the DM channel ``DM_CHANNEL + dm`` with user ``USER + dm``; a message is
     dispatched on the live gateway session (the one node holding the shard's lease)."""

@@ -38,6 +38,7 @@ from tests.support.daemon_inprocess import (
     telegram_yaml,
 )
 from tests.support.health_probe import free_port
+from tests.support.waiting import until
 
 HANG_GUARD = 60.0
 DM = 777
@@ -139,6 +140,44 @@ async def test_a_message_the_store_cannot_take_is_answered_with_one_line(
     assert store.health.ok
 
 
+async def test_a_message_held_back_behind_a_failed_one_is_told_once_if_it_is_for_the_bot(
+    store: SqliteStore,
+) -> None:
+    sink = ListSink()
+    manager = Conversations(store, ScriptedProvider(), sink, settings())
+
+    async def reply(target: Target, text: str) -> None:
+        await sink.send_text(target, text)
+
+    policy = AccessPolicy(dm_policy="open", group_policy="open")
+    router = Router(store, manager.submit, reply, {"console": policy})
+    first = replace(inbound("hello", chat="c1"), is_direct=True)
+    held = replace(inbound("me too", chat="c2"), is_direct=True)
+    chatter = replace(inbound("not for the bot", chat="g1"), is_direct=False)
+    await router.held_back(held)  # the store never failed: nothing to tell
+    assert sink.texts("c2") == []
+
+    free = fill_the_disk(store)
+    with pytest.raises(StoreError):
+        await router.handle(first)
+    await router.held_back(held)
+    await router.held_back(held)  # held back again at Telegram's next delivery
+    await router.held_back(chatter)
+    assert sink.texts("c1") == [STORE_FAILED_NOTICE]
+    assert sink.texts("c2") == [STORE_FAILED_NOTICE]  # told once
+    assert sink.texts("g1") == []  # a group line not addressed to the bot: nobody asked
+    with pytest.raises(StoreError):
+        await router.handle(held)  # its own write fails later: not told again
+    assert sink.texts("c2") == [STORE_FAILED_NOTICE]
+
+    free()
+    assert (await router.handle(first)).accepted
+    assert (await router.handle(held)).accepted
+    await asyncio.wait_for(manager.drain(), HANG_GUARD)
+    assert sink.texts("c1") == [STORE_FAILED_NOTICE, "You said: hello"]
+    assert sink.texts("c2") == [STORE_FAILED_NOTICE, "You said: me too"]
+
+
 async def test_an_answer_whose_transcript_cannot_be_saved_is_shown_and_the_user_told(
     store: SqliteStore,
 ) -> None:
@@ -226,3 +265,39 @@ async def test_telegram_user_is_told_healthz_names_the_store_and_botd_recovers(
     assert len(model.requests) == 3
     assert json.dumps(model.requests[1].body["messages"]).count("are you there?") == 1
     assert json.dumps(model.requests[2].body["messages"]).count("are you there?") == 1
+
+
+async def test_two_telegram_users_writing_while_the_disk_is_full_are_each_told_once(
+    tmp_path: Path,
+) -> None:
+    # The second update comes after the first, which the store could not take: it is held
+    # back (Telegram hands both again, in order) and never reaches the store, yet its
+    # sender is told too, once, and both are answered once the disk has room again.
+    other = DM + 1
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
+        config = config_yaml(
+            tmp_path, anthropic_yaml(model), telegram_yaml(telegram, "dm_policy: open")
+        )
+        async with daemon_running(config) as daemon:
+            store = daemon_store(daemon)
+            await telegram.wait_for_call("getUpdates", 1, timeout=HANG_GUARD)  # polling
+            free = fill_the_disk(store)
+            telegram.push_text(DM, "first, while the disk is full")
+            telegram.push_text(other, "second, while the disk is full")
+
+            def told() -> list[str]:
+                return telegram.visible(DM) + telegram.visible(other)
+
+            await until(lambda: told() == [STORE_FAILED_NOTICE] * 2, "both senders told")
+            # Telegram hands the two over again (backing off) while the disk is still full:
+            # nobody is told twice.
+            polls = len(telegram.calls_to("getUpdates"))
+            await telegram.wait_for_call("getUpdates", polls + 2, timeout=HANG_GUARD)
+            assert told() == [STORE_FAILED_NOTICE] * 2
+
+            model.push(stream(text("One.")), stream(text("Two.")))
+            free()
+            await until(lambda: len(told()) == 4, "both answered")
+    assert telegram.visible(DM) == [STORE_FAILED_NOTICE, "One."]
+    assert telegram.visible(other) == [STORE_FAILED_NOTICE, "Two."]
+    assert len(model.requests) == 2

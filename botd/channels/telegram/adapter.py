@@ -42,14 +42,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from telegram.error import TelegramError
 from telegram.ext import AIORateLimiter, Application
 from telegram.request import HTTPXRequest
 
-from ...chat import Attachment, Button, Capabilities, MessageRef, Target
+from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
@@ -132,13 +132,16 @@ class TelegramAdapter:
         webhook_secret: str | None = None,
         listen: tuple[str, int, str] = ("127.0.0.1", 8443, "/telegram"),
         http: Routes | None = None,
+        held_back: Callable[[InboundMessage], Awaitable[object]] | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, the key of its offset and lease, its log lines' prefix).
         ``listen``: (host, port, path) Telegram's POSTs are taken on, a route on ``http``
         (botd's HTTP server: ``ChannelContext.http``), which webhook mode needs.
         ``leases``: this node's, when it is one of several: it polls only while it holds
-        ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs)."""
+        ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs).
+        ``held_back``: told of each message polling holds back behind one the sink refused
+        (``ChannelContext.held_back``)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         if mode == "webhook" and http is None:
@@ -178,6 +181,7 @@ class TelegramAdapter:
             label=self._label,
             mode=mode,
             offsets=offsets,
+            held_back=held_back,
         )
 
     # --- lifecycle ----------------------------------------------------------------------------

@@ -12,15 +12,19 @@ of the bot's buttons is handed on as a message from the presser, then answered
 
 Each update handled is reported to the ``PollingBot`` (accepted, refused, or nothing for the
 sink), which confirms to Telegram only what was accepted; while polling, the confirmed offset
-is saved (``offsets``), and only while this node holds the poller's lease. In webhook mode
-an update whose message the sink refused is answered 503 (``process_posted``).
+is saved (``offsets``), and only while this node holds the poller's lease. An update that
+comes after a refused one is held back, not handed to the sink (Telegram delivers both again,
+in order), and its message goes to ``held_back`` instead, so its sender is told as the first
+one's was (the router's ``held_back``). In webhook mode an update whose message the sink
+refused is answered 503 (``process_posted``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
@@ -59,7 +63,8 @@ class TelegramInbound:
     ``bot`` gives the connected bot; ``outbound`` shows the choice a press made;
     ``channel``, ``account_id``: the channel instance and account the messages are of;
     ``label`` starts the log lines; ``offsets``: where the confirmed offset is saved
-    while polling (None: nowhere).
+    while polling (None: nowhere); ``held_back``: told of each message held back behind a
+    refused one (``ChannelContext.held_back``; None: nobody).
     """
 
     def __init__(
@@ -72,8 +77,10 @@ class TelegramInbound:
         label: str,
         mode: Literal["polling", "webhook"],
         offsets: Offsets | None,
+        held_back: Callable[[InboundMessage], Awaitable[object]] | None = None,
     ) -> None:
         self._bot = bot
+        self._held_back = held_back
         self._outbound = outbound
         self.name = channel
         self.account_id = account_id
@@ -128,6 +135,7 @@ class TelegramInbound:
             # An earlier update of this batch was refused (the store is away): Telegram
             # delivers this one again after it, in order; taking it now would answer it first.
             bot.handled(update.update_id, ok=False)
+            await self._tell_held_back(self._message(message, chat_id, thread_id, key, reply))
             return
         try:
             await self._deliver(message, chat_id, thread_id, key, reply)
@@ -145,10 +153,12 @@ class TelegramInbound:
         if query is None or self._sink is None:
             return
         bot = self._bot()
+        press = self._press_message(query)
         if self._mode != "webhook" and bot.held_back(update.update_id):
             bot.handled(update.update_id, ok=False)
+            if press is not None:
+                await self._tell_held_back(press)
             return
-        press = self._press_message(query)
         try:
             decided = None if press is None else await self._sink(press)
         except Exception:
@@ -206,39 +216,71 @@ class TelegramInbound:
         key: str,
         reply: Message | None,
     ) -> None:
-        sender, bot = message.from_user, self._bot()
         assert self._sink is not None
+        inbound = self._message(message, chat_id, thread_id, key, reply)
+        if not inbound.edited and not message.media_group_id:
+            # Each edit is its own, never part of an album or a paste.
+            paste = self._pastes.paste_of(
+                chat_id,
+                inbound.sender_id,
+                inbound.message_id,
+                inbound.text,
+                message.date.timestamp(),
+            )
+            inbound = replace(inbound, album=paste)
+        await self._sink(inbound)
+
+    def _message(
+        self,
+        message: Message,
+        chat_id: str,
+        thread_id: str | None,
+        key: str,
+        reply: Message | None,
+    ) -> InboundMessage:
+        """``message`` as botd takes it (an album's part with its album; a paste's part is
+        marked by ``_deliver``, which takes it)."""
+        sender, bot = message.from_user, self._bot()
         text = self._without_own_mention(message.text or message.caption or "")
-        sender_key, mid = str(sender.id) if sender else "", str(message.message_id)
-        key_of, album, edit = f"{chat_id}:{mid}", None, message.edit_date
-        if edit is not None:  # each edit is its own, never part of an album or a paste
+        mid = str(message.message_id)
+        key_of, edit = f"{chat_id}:{mid}", message.edit_date
+        if edit is not None:
             key_of += f":edit:{int(edit.timestamp())}"
-        else:
-            album = message.media_group_id or self._pastes.paste_of(
-                chat_id, sender_key, mid, text, message.date.timestamp()
-            )
-        await self._sink(
-            InboundMessage(
-                channel=self.name,
-                chat_id=chat_id,
-                sender_id=sender_key,
-                text=text,
-                message_id=mid,
-                conversation_key=key,
-                account_id=self.account_id,
-                thread_id=thread_id,
-                sender_name=sender.full_name if sender else "",
-                is_direct=message.chat.type == ChatType.PRIVATE,
-                mentions_bot=self._mentions_bot(message, reply),
-                reply_to_message_id=str(reply.message_id) if reply else None,
-                quoted=quote_of(message, reply, bot.id, bot.username or bot.first_name),
-                dedupe_keys=(key_of,),
-                bot_name=bot.username or "",
-                attachments=telegram_attachments(message),
-                album=album,
-                edited=edit is not None,
-            )
+        return InboundMessage(
+            channel=self.name,
+            chat_id=chat_id,
+            sender_id=str(sender.id) if sender else "",
+            text=text,
+            message_id=mid,
+            conversation_key=key,
+            account_id=self.account_id,
+            thread_id=thread_id,
+            sender_name=sender.full_name if sender else "",
+            is_direct=message.chat.type == ChatType.PRIVATE,
+            mentions_bot=self._mentions_bot(message, reply),
+            reply_to_message_id=str(reply.message_id) if reply else None,
+            quoted=quote_of(message, reply, bot.id, bot.username or bot.first_name),
+            dedupe_keys=(key_of,),
+            bot_name=bot.username or "",
+            attachments=telegram_attachments(message),
+            album=(message.media_group_id or None) if edit is None else None,
+            edited=edit is not None,
         )
+
+    async def _tell_held_back(self, message: InboundMessage) -> None:
+        """Have the sender of an update held back behind a refused one told that it could
+        not be taken now (``held_back``: the router's, which tells each sender once)."""
+        if self._held_back is None:
+            return
+        try:
+            await self._held_back(message)
+        except Exception as exc:  # a notice: never in the way of the updates
+            log.warning(
+                "%s: telling the sender of held-back message %s failed: %s",
+                self._label,
+                message.message_id,
+                exc,
+            )
 
     def _without_own_mention(self, text: str) -> str:
         """``text`` without ``@botname`` (kept in ``/cmd@botname``, which commands parse)."""

@@ -106,6 +106,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         webhook_secret=section.webhook_secret,
         listen=(section.listen.host, section.listen.port, section.listen.path),
         http=context.http,
+        held_back=context.held_back,
     )
 
 
