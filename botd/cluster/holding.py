@@ -54,15 +54,14 @@ class _Said:
 
 
 async def _holder(leases: LeaseKeeper, name: str) -> str:
-    """Who holds ``name`` now, by the lease table (``?`` when it cannot tell)."""
+    """Who holds ``name`` now, by its row in the lease table (``?`` when it cannot tell): a
+    node on standby asks this at each retry, so it reads that row alone, never the table
+    (which has a row per conversation ever answered)."""
     try:
-        rows = await leases.table.rows()
+        holder = await leases.table.holder(name)
     except Exception:
         return "?"
-    for row in rows:
-        if row.name == name and row.expires_in > 0:
-            return row.holder
-    return "?"
+    return holder or "?"
 
 
 async def hold_lease(leases: LeaseKeeper, name: str, role: str, work: Work) -> None:

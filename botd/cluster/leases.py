@@ -102,6 +102,10 @@ class LeaseTable(Protocol):
         ever answered)."""
         ...
 
+    async def holder(self, name: str) -> str | None:
+        """Who holds ``name`` unexpired now (None: nobody); its row alone is read."""
+        ...
+
 
 class Flag:
     """Set once, and awaited: an ``asyncio.Event``'s ``is_set``, ``set`` and ``wait``, whose
@@ -350,6 +354,10 @@ class ProcessLeases:
             for row in await self.rows()
             if row.expires_in > 0 or not row.name.startswith(CONVERSATION_LEASE)
         ]
+
+    async def holder(self, name: str) -> str | None:
+        row = self._rows.get(name)
+        return row[0] if row is not None and row[2] > self._clock() else None
 
 
 async def hold_node(leases: LeaseKeeper, *, clock: Callable[[], float] = time.monotonic) -> Lease:

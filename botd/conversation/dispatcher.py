@@ -14,8 +14,10 @@ poller's node, and the runs must spread).
 
 * **pull**: the conversation's ``accepted`` entries past the last one this node took, in
   ``seq`` (commit) order, handed to ``Conversations.submit`` one by one, one pull at a time
-  per conversation. Chat commands are entries too, so ``/stop`` accepted anywhere reaches
-  the holder, in its place among the messages.
+  per conversation. An arrival this node accepted itself, which the store knows comes right
+  after the last one taken (``next_place``: PostgreSQL numbers a conversation's entries
+  without gaps), is handed over as it is, with no read. Chat commands are entries too, so
+  ``/stop`` accepted anywhere reaches the holder, in its place among the messages.
 * **takeover**: a claim is a restart of that one conversation
   (``Conversations.resume_conversation``): an interrupted run goes on from its last finished
   step, the old run's pieces are superseded or sent again keyed, unconfirmed pieces of
@@ -161,7 +163,7 @@ class Dispatcher:
                 await self._claim(key, message.inbox_id)
             return
         if self.holds(key):
-            self._spawn_pull(key)
+            self._spawn_pull(key, message)
             return
         try:
             await self._inbox.signal_arrival(key)
@@ -263,9 +265,9 @@ class Dispatcher:
             return
         self._conversations.send_unconfirmed(pieces)
 
-    def _spawn_pull(self, key: str) -> None:
+    def _spawn_pull(self, key: str, arrived: InboundMessage | None = None) -> None:
         if not self._closed:
-            self._handing.spawn(self._pull(key), f"pull:{key}")
+            self._handing.spawn(self._pull(key, arrived), f"pull:{key}")
 
     def _spawn_claim(self, key: str) -> None:
         if not self._closed and key not in self._claiming:
@@ -375,8 +377,14 @@ class Dispatcher:
         """The conversation's accepted entries past the last taken, in order, as ``(seq,
         message)``. When they are the arrival alone, its message is the one in hand: the
         read names the entries without reading their messages back (the common case of a
-        node alone, which pulls as each message arrives)."""
+        node alone, which pulls as each message arrives), and nothing is read when the store
+        knows the arrival comes right after the last taken (``next_place``: this node
+        accepted it, on PostgreSQL)."""
         if arrived is not None:
+            if arrived.inbox_id is not None:
+                seq = self._inbox.next_place(arrived.inbox_id, held.taken)
+                if seq is not None:
+                    return [(seq, arrived)]
             places = await self._inbox.accepted_places_after(held.key, held.taken)
             if [inbox_id for inbox_id, _ in places] == [arrived.inbox_id]:
                 return [(places[0][1], arrived)]

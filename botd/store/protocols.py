@@ -267,6 +267,12 @@ class ConversationInbox(Protocol):
         """The latest ``seq`` of an ``accepted`` entry of each conversation that has one."""
         ...
 
+    def next_place(self, inbox_id: int, seq: int) -> int | None:
+        """Without a read: the ``seq`` of the entry ``inbox_id``, if this process accepted it
+        lately and it is known to come right after ``seq`` in its conversation (nothing
+        between); None when that is not known (read the places). Asked once per entry."""
+        ...
+
     async def unowned_conversations(self, limit: int = 100) -> list[str]:
         """Conversations with unfinished entries whose lease is absent or expired, at most
         ``limit``; a store that does not see the leases (they are in the process) gives

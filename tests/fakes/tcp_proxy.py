@@ -14,7 +14,10 @@ would leave it (the keepalives of each peer are answered by the proxy's kernel: 
 peers' own timeouts notice). A connection opened meanwhile is taken but not carried on until
 the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client that
 contains the given bytes (or that a given test accepts): the server got the statement (and
-takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way.
+takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way,
+``round_trips`` the times a client sent something after an answer on its connection (what
+it sent before the answer came, a pipeline, counts once: a bench counts a node's round
+trips with it).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class SilentProxy:
         self.upstream = (host, port)
         self.port = 0
         self.forwarded = 0
+        self.round_trips = 0
         self.cuts = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -116,9 +120,10 @@ class SilentProxy:
             except OSError:
                 return
             self._writers.append(server_out)
+            turn = [False]  # the last chunk on this connection came from the client
             await asyncio.gather(
-                self._pump(client_in, server_out, from_client=True),
-                self._pump(server_in, client_out, from_client=False),
+                self._pump(client_in, server_out, from_client=True, turn=turn),
+                self._pump(server_in, client_out, from_client=False, turn=turn),
                 return_exceptions=True,
             )
         finally:
@@ -126,7 +131,12 @@ class SilentProxy:
             self._tasks.discard(task)
 
     async def _pump(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, from_client: bool
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        *,
+        from_client: bool,
+        turn: list[bool],
     ) -> None:
         try:
             while True:
@@ -138,6 +148,9 @@ class SilentProxy:
                 sink.write(chunk)
                 await sink.drain()
                 self.forwarded += 1
+                if from_client and not turn[0]:
+                    self.round_trips += 1
+                turn[0] = from_client
                 marker = self._marker
                 if from_client and marker is not None and marker(chunk):
                     self._marker = None

@@ -227,3 +227,22 @@ async def test_a_node_saving_an_older_offset_never_moves_the_shared_one_back(
         new.set_offset_soon("slack", "main", "cursor-b")
         old.set_offset_soon("slack", "main", "cursor-a")
         assert await old.get_offset("slack", "main") == "cursor-a"
+
+
+async def test_records_sent_in_one_query_are_written_as_given(
+    pg: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records go to the server rendered here, several in one query (``_in_few_round_trips``):
+    text that looks like placeholders, quotes, backslashes, a NUL and non-ASCII come back as
+    they were written (the NUL as U+FFFD, as every column keeps it), in order."""
+    caplog.set_level(logging.DEBUG, logger="botd.store.postgres.base")
+    session = await pg.open_session("telegram:42")
+    texts = ["100% %s %(x)s {0}", "it's \\ 'quoted' \"twice\"", "nul\x00here", "ünï ✓ 🎉"]
+    for text in texts:
+        pg.append_messages_soon(session.session_id, [Message(role="user", content=text)])
+    pg.set_offset_soon("telegram", "default", "%s'7")
+    transcript = await pg.transcript(session.session_id)
+    assert [m.content for m in transcript] == [t.replace("\x00", "\ufffd") for t in texts]
+    assert await pg.get_offset("telegram", "default") == "%s'7"
+    assert pg.health.ok
+    assert not [r for r in caplog.records if "with care" in r.getMessage()]

@@ -52,8 +52,10 @@ def postgres_bin_dir() -> Path:
 class PostgresServer:
     """One running server in its own data directory (see the module docstring)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, settings: str = "") -> None:
         self.root = root
+        self.settings = settings
+        """More ``-c name=value`` options for the server (a bench loads pg_stat_statements)."""
         self.data = root / "data"
         self.socket_dir = root / "socket"
         self.port = free_port()
@@ -92,7 +94,7 @@ class PostgresServer:
         options = (
             f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c synchronous_commit=on -c full_page_writes=off "
-            "-c max_connections=200"
+            f"-c max_connections=200 {self.settings}"
         )
         self._run(
             "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l",
@@ -124,10 +126,11 @@ class PostgresServer:
 
 
 @contextmanager
-def running_postgres() -> Iterator[PostgresServer]:
-    """A fresh server for the duration of the block, its directory removed after."""
+def running_postgres(*, settings: str = "") -> Iterator[PostgresServer]:
+    """A fresh server for the duration of the block (``settings``: more ``-c`` options),
+    its directory removed after."""
     root = Path(tempfile.mkdtemp(prefix="botd-pg-"))
-    server = PostgresServer(root)
+    server = PostgresServer(root, settings=settings)
     try:
         server.init()
         server.start()

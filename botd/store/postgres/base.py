@@ -4,12 +4,19 @@ Every write goes through one queue, drained by one background task of the store'
 flusher, started by ``open`` and awaited by ``aclose``), one transaction per batch:
 
 * ``_defer`` queues a record nobody waits for (``..._soon``: a piece was sent, an entry
-  answered, a channel's offset); consecutive records are sent in pipeline mode, without a
-  round trip each.
+  answered, a channel's offset); consecutive records are sent together, without a round
+  trip each.
 * ``_commit`` queues a write the caller awaits (a message accepted, a piece written); it
-  returns what the write returned once its transaction committed. Each runs in a savepoint,
-  so one that fails for its own reason (a constraint, a bug) is undone alone and only its
-  caller hears of it.
+  returns what the write returned once its transaction committed. One that fails for its
+  own reason (a constraint, a bug) is undone alone and only its caller hears of it.
+
+A batch is first written in as few round trips as it allows (``_in_few_round_trips``: the
+transaction's start, its checks and leading records in one query, each awaited write as it
+is, the trailing records and the commit in one query; a batch of records alone is one round
+trip), on the way that nothing goes wrong; if anything does (a lock held elsewhere, a lost
+fence, a write that failed for its own reason) that transaction is rolled back and the batch
+written with care (``_with_care``: each awaited write in a savepoint, records in pipeline
+mode), which sorts out what fails from what does not, as below.
 
 Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
 any text value, is written as U+FFFD in every column.
@@ -68,13 +75,14 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -92,7 +100,7 @@ from .budget import PostgresRate
 from .leases import PostgresLeases
 from .pairing import PostgresPairing
 from .schema import NewerSchema, migrate, schema_version
-from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within
+from .session import DEFAULT_LEASE_TTL, SessionBounds, answer_within, answered
 from .text import ADAPTERS
 
 log = logging.getLogger(__name__)
@@ -115,6 +123,9 @@ UNFENCED = frozenset({"outbox_sent", "decide_approval", "buttons_posted"})
 """Writes made even when their fence was lost: a piece's sent mark and the buttons under a
 posted message are facts about the platform, and a decision on a request to approve a tool
 call a fact about a press, whoever holds the conversation now."""
+CHECK_IDLE = 1.0
+"""Seconds a connection may have been back in the pool and still be handed out unchecked
+(``_check``)."""
 POOL_SIZE = 8
 LEASE_POOL_SIZE = 4
 """Connections for claiming, giving up and listing leases (a claim may wait up to the
@@ -129,6 +140,8 @@ AWAY_WAIT = 0.5
 LOCK_RETRY = 0.1
 """Seconds between attempts at writes set aside because another transaction held a lock
 they need (at most: they ride along with every batch written meanwhile)."""
+PLACES_KEPT = 1024
+"""Entries accepted here whose ``seq`` the store keeps for the dispatcher's next pull."""
 KEPT_AT_MOST = 100_000
 """Records kept for a database that stays away; past it the oldest are dropped (logged)."""
 
@@ -149,13 +162,32 @@ def _pool(dsn: str, bounds: SessionBounds, name: str, *, min_size: int, max_size
             **bounds.connect_kwargs(dsn),
         },
         check=partial(_check, within=bounds.statement),
+        reset=_returned,
         name=name,
     )
 
 
+_RETURNED: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+"""When each pooled connection was last given back (monotonic seconds)."""
+
+
+async def _returned(conn: Conn) -> None:
+    """The pool's reset of a connection given back: when, for ``_check``."""
+    _RETURNED[conn] = time.monotonic()
+
+
 async def _check(conn: Conn, *, within: float) -> None:
     """The pool's check of a connection before it is handed out, answered within ``within``
-    seconds (a server gone silent fails it, and the pool tries another connection)."""
+    seconds (a server gone silent fails it, and the pool tries another connection).
+
+    A connection given back less than ``CHECK_IDLE`` ago with nothing to read is handed out
+    as it is: a server that ended it (a restart, a terminated backend) has said so on its
+    socket, and the round trip of a check would cost as much as the work itself; a server
+    gone silent since is met by the work's own ``answer_within``."""
+    given_back = _RETURNED.get(conn)
+    recent = given_back is not None and time.monotonic() - given_back < CHECK_IDLE
+    if recent and not answered(conn):
+        return
     async with answer_within(conn, within):
         await AsyncConnectionPool.check_connection(conn)
 
@@ -218,6 +250,8 @@ class Queued:
     fence: Fence | None = None
     """The lease the write was queued under (its store view's fence): it is made only if
     that lease is still held, checked in the batch's transaction."""
+    waited: bool = False
+    """Set aside once already (a lock held elsewhere): its batches are written with care."""
 
 
 Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
@@ -291,6 +325,9 @@ class PostgresBase:
         self.health = StoreHealth(clock)
         self._loop = asyncio.get_running_loop()
         self._w = _Writes(asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event())
+        self._places: dict[int, int] = {}
+        """inbox id -> seq of the entries this store accepted lately, not asked for yet
+        (``next_place``; at most ``PLACES_KEPT``, the oldest forgotten first)."""
         """The queue and the flusher's state, shared by every fenced view of the store."""
 
     @classmethod
@@ -484,6 +521,12 @@ class PostgresBase:
         self._enqueue(kind, write, future, lazy, locks)
         return future
 
+    def _remember_place(self, inbox_id: int, seq: int) -> None:
+        """An entry accepted here (committed): its ``seq``, for ``next_place``."""
+        self._places[inbox_id] = seq
+        if len(self._places) > PLACES_KEPT:
+            del self._places[next(iter(self._places))]
+
     def commit_soon(self) -> None:
         """Write what is queued now, lazy records included; nobody waits for it."""
         if self._w.queue:
@@ -642,6 +685,8 @@ class PostgresBase:
                 raise
             return
         self._w.away = self._w.kept = False
+        for queued in written.aside:
+            queued.waited = True
         self._w.aside[:0] = written.aside
         for kind in {q.kind for q in batch if q not in written.aside}:
             self.health.succeeded(kind)
@@ -654,12 +699,24 @@ class PostgresBase:
                 future.set_result(value)
 
     async def _transaction(self, batch: list[Queued], *, apart: bool = False) -> Written:
-        """One transaction for ``batch``, in its order: records in pipeline mode (``apart``:
-        each in a savepoint of its own, one that fails dropped with an error logged), awaited
-        writes each in a savepoint; writes of a lost fence left out (``_fenced``); awaited
-        writes whose lock another transaction holds set aside (``_locked``). The outcome of
-        each awaited write made or refused, and the writes set aside."""
-        async with self._connection() as conn, conn.transaction():
+        """One transaction for ``batch``, in its order: first in as few round trips as it
+        allows (``_in_few_round_trips``); if that could not write it all, rolled back and
+        written with care: records in pipeline mode (``apart``: each in a savepoint of its
+        own, one that fails dropped with an error logged), awaited writes each in a
+        savepoint; writes of a lost fence left out (``_fenced``); awaited writes whose lock
+        another transaction holds set aside (``_locked``). The outcome of each awaited write
+        made or refused, and the writes set aside."""
+        async with self._connection() as conn:
+            if not apart and not any(queued.waited for queued in batch):
+                written = await _in_few_round_trips(conn, batch)
+                if written is not None:
+                    return written
+            return await self._with_care(conn, batch, apart=apart)
+
+    async def _with_care(self, conn: Conn, batch: list[Queued], *, apart: bool) -> Written:
+        """``_transaction``'s careful way: each lock, fence and awaited write looked at on
+        its own (see there)."""
+        async with conn.transaction():
             batch, aside = await _locked(conn, batch)
             batch, outcomes = await _fenced(conn, batch)
             index = 0
@@ -750,6 +807,117 @@ class PostgresBase:
             await conn.close()
             return f"no connection came within {CONNECTION_WAIT:g} s"
         return words(exc, self._password)
+
+
+_ALL_LOCKED = (
+    "SELECT CASE WHEN bool_and(pg_try_advisory_xact_lock(hashtextextended(name, 0))) THEN 0"
+    " ELSE ('botd: an advisory lock is held by another transaction: ' || count(*))::int END"
+    " FROM unnest(%s::text[]) AS name"
+)
+"""Take every advisory lock named (sorted), without waiting; an error if one is held
+elsewhere (the cast of the words fails: a plain statement cannot raise otherwise, and a
+constant ``1/0`` would fail when planned)."""
+_ALL_HELD = (
+    "SELECT CASE WHEN count(*) = %s THEN 0"
+    " ELSE ('botd: a fence no longer holds: ' || count(*))::int END"
+    " FROM (SELECT 1 FROM leases l"
+    " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+    " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
+    " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l) AS held"
+)
+"""Key-share-lock the lease row of every fence named (as ``_fenced``); an error unless each
+is held unexpired by its holder at its epoch."""
+
+
+async def _in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written | None:
+    """``batch`` in one transaction with as few round trips as it allows: ``BEGIN``, its
+    advisory locks (``_ALL_LOCKED``), its fences (``_ALL_HELD``) and the records before its
+    first awaited write go as one query; each awaited write is made as it is (a round trip per
+    statement: it may read what one returns); the records after the last awaited write and
+    ``COMMIT`` go as one query. A batch of records alone is one round trip; no savepoints.
+    Nothing is written unless every lock was taken, every fence holds and every write
+    succeeded: otherwise it is rolled back and None returned, for ``_with_care`` to sort out on
+    the same connection. A fault (the connection lost) is raised as it is.
+
+    Each of those queries is one message of the simple protocol, its statements rendered here
+    (``_Rendered``), so the server has all of it, up to its end, at once: a node frozen or cut
+    off between two round trips leaves the server idle in a transaction, which it ends after
+    ``idle_in_transaction_session_timeout`` (``session``). A pipeline would not: a server that
+    got part of one (no ``Sync`` yet) waits for the rest with no timeout, its locks held."""
+    names = sorted({name for queued in batch for name in queued.locks})
+    fences = list({queued.fence for queued in batch if queued.fence is not None})
+    render = _Rendered(conn)
+    await render.execute("BEGIN")
+    if names:
+        await render.execute(_ALL_LOCKED, (names,))
+    if fences:
+        await render.execute(
+            _ALL_HELD,
+            (
+                len(fences),
+                [fence.name for fence in fences],
+                [fence.holder for fence in fences],
+                [fence.epoch for fence in fences],
+            ),
+        )
+    outcomes: list[Outcome] = []
+    try:
+        for queued in batch:
+            if queued.future is None:
+                await queued.write(cast(Conn, render))
+                continue
+            await render.send()
+            outcomes.append((queued.future, await queued.write(conn), None))
+        await render.execute("COMMIT")
+        await render.send()
+    except Exception as exc:
+        careful = isinstance(
+            exc, psycopg.errors.LockNotAvailable | psycopg.errors.TransactionRollback
+        )
+        if not careful and (conn.broken or storage_fault(exc)):
+            raise
+        log.debug("store: a batch is written again with care after %s", type(exc).__name__)
+        await conn.execute("ROLLBACK")
+        return None
+    return Written(outcomes)
+
+
+class _Rendered:
+    """What a record's write is given for a connection in ``_in_few_round_trips``: each
+    statement it executes is kept, rendered with its parameters by the connection's adapters
+    (``text.ADAPTERS`` too), and ``send`` sends those kept as one query. A record only executes
+    statements (``execute``, ``cursor().executemany``), never reads what they return (one that
+    tried fails, and the batch is written with care)."""
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+        self._render = AsyncClientCursor(conn)
+        self._statements: list[str] = []
+
+    async def execute(self, query: Any, params: Any = None) -> _Rendered:
+        self._statements.append(self._render.mogrify(query, params))
+        return self
+
+    async def executemany(self, query: Any, params_seq: Iterable[Any]) -> None:
+        for params in params_seq:
+            await self.execute(query, params)
+
+    def cursor(self) -> _Rendered:
+        return self
+
+    async def __aenter__(self) -> _Rendered:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def send(self) -> None:
+        """Send the statements kept so far as one query (the simple protocol: no
+        parameters, not prepared), if any."""
+        if self._statements:
+            query = ";\n".join(self._statements)
+            self._statements = []
+            await self._conn.execute(query, prepare=False)
 
 
 async def _locked(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Queued]]:
@@ -843,6 +1011,7 @@ def words(exc: BaseException, password: str | None) -> str:
 __all__ = [
     "CONNECTION_WAIT",
     "LAZY_WINDOW",
+    "PLACES_KEPT",
     "RETRY_WAIT",
     "Conn",
     "PostgresBase",

@@ -104,6 +104,13 @@ class ClusterStore(PostgresBase):
 
         return await self._read(read, after_queued=False)
 
+    def next_place(self, inbox_id: int, seq: int) -> int | None:
+        """The ``seq`` this store gave ``inbox_id`` when it accepted it, if that is the one
+        after ``seq``: a conversation's ``seq``s have no gaps (``inbound``), so nothing lies
+        between. Forgotten once asked."""
+        place = self._places.pop(inbox_id, None)
+        return place if place == seq + 1 else None
+
     async def accepted_heads(self, conversation_keys: Sequence[str]) -> dict[str, int]:
         """The latest ``seq`` of an ``accepted`` entry of each of the conversations that
         have one."""

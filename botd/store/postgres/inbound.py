@@ -34,6 +34,20 @@ async def _record_ids(conn: Conn, channel: str, keys: list[str], now: float) -> 
     return cur.rowcount < len(keys)
 
 
+_ACCEPT = (
+    "WITH recorded AS ("
+    "INSERT INTO inbound_seen (channel, message_id, seen_at) "
+    "SELECT %(channel)s, key, %(now)s FROM unnest(%(keys)s::text[]) AS key "
+    "ON CONFLICT DO NOTHING RETURNING 1) "
+    "INSERT INTO inbox (channel, conversation_key, seq, message, state, accepted_at, updated_at) "
+    "SELECT %(channel)s, %(key)s, coalesce(max(seq), 0) + 1, %(message)s, 'accepted', %(now)s, "
+    "%(now)s FROM inbox WHERE conversation_key = %(key)s "
+    "HAVING (SELECT count(*) FROM recorded) = %(count)s RETURNING id, seq"
+)
+"""An accept in one statement (one round trip): the ids recorded, and the inbox row added
+only if every one of them was new."""
+
+
 async def insert_accepted(
     conn: Conn, channel: str, keys: list[str], message: InboundMessage, now: float
 ) -> int | None:
@@ -41,20 +55,31 @@ async def insert_accepted(
     ``keys`` (distinct) and, unless any was seen before, the message as the conversation's
     next inbox row; its id, or None for a repeat (only the ids recorded). The message's
     chat mark moves with it (``marks``)."""
-    if await _record_ids(conn, channel, keys, now):
-        return None
+    placed = await _placed(conn, channel, keys, message, now)
+    return None if placed is None else placed[0]
+
+
+async def _placed(
+    conn: Conn, channel: str, keys: list[str], message: InboundMessage, now: float
+) -> tuple[int, int] | None:
+    """``insert_accepted``, the new row's id and ``seq``."""
     key = message.conversation_key
     cur = await conn.execute(
-        "INSERT INTO inbox (channel, conversation_key, seq, message, state, "
-        "accepted_at, updated_at) "
-        "SELECT %s, %s, coalesce(max(seq), 0) + 1, %s, 'accepted', %s, %s "
-        "FROM inbox WHERE conversation_key = %s RETURNING id",
-        (channel, key, inbound_json(message), now, now, key),
+        _ACCEPT,
+        {
+            "channel": channel,
+            "now": now,
+            "keys": keys,
+            "key": key,
+            "message": inbound_json(message),
+            "count": len(keys),
+        },
     )
     row = await cur.fetchone()
-    assert row is not None
+    if row is None:
+        return None
     await mark_chat(conn, message, now)
-    return int(row[0])
+    return int(row[0]), int(row[1])
 
 
 def _unique(keys: Sequence[str], what: str) -> list[str]:
@@ -89,15 +114,19 @@ class InboundStore(PostgresBase):
         now = self._clock()
         key = message.conversation_key
 
-        async def write(conn: Conn) -> int | None:
-            inbox_id = await insert_accepted(conn, channel, unique, message, now)
-            if inbox_id is not None and consume_chatter is not None:
+        async def write(conn: Conn) -> tuple[int, int] | None:
+            placed = await _placed(conn, channel, unique, message, now)
+            if placed is not None and consume_chatter is not None:
                 await _consume(conn, *consume_chatter)
-            return inbox_id
+            return placed
 
         # The conversation's lock, taken at the start of the batch (``base``), is held
         # until it commits: the next accept of the conversation reads this row's seq.
-        return await self._commit("accept_inbound", write, locks=(key,))
+        placed = await self._commit("accept_inbound", write, locks=(key,))
+        if placed is None:
+            return None
+        self._remember_place(*placed)
+        return placed[0]
 
     async def prune_inbound(
         self, older_than_seconds: float = DEFAULT_INBOUND_RETENTION_SECONDS

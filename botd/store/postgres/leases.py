@@ -152,6 +152,15 @@ class PostgresLeases:
             (len(CONVERSATION_LEASE), CONVERSATION_LEASE),
         )
 
+    async def holder(self, name: str) -> str | None:
+        async with self._connection(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT holder FROM leases WHERE name = %s AND expires_at > clock_timestamp()",
+                (name,),
+            )
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
+
     async def _select(self, where: str, params: tuple[object, ...] = ()) -> list[LeaseRow]:
         async with self._connection(self._pool) as conn:
             cur = await conn.execute(

@@ -172,15 +172,43 @@ class LedgerStore(PostgresBase):
         self, conn: Conn, session_id: str, bodies: Sequence[tuple[str, str]], *, check: bool
     ) -> None:
         """Append ``bodies``; ``check``: raise ``UnknownSessionError`` for an unknown session
-        (a record in a pipeline cannot look: the messages' foreign key refuses it instead)."""
-        cur = await conn.execute(
+        (a record in a pipeline cannot look: the messages' foreign key refuses it instead).
+        Checked, it is one statement (one round trip)."""
+        now = self._clock()
+        if check:
+            cur = await conn.execute(
+                """
+                WITH counted AS (
+                    UPDATE sessions
+                       SET updated_at = %(now)s, message_count = message_count + %(count)s
+                     WHERE session_id = %(session)s
+                    RETURNING session_id
+                ), added AS (
+                    INSERT INTO messages (session_id, role, body, created_at)
+                    SELECT counted.session_id, t.role, t.body, %(now)s
+                      FROM counted, unnest(%(roles)s::text[], %(bodies)s::text[])
+                           WITH ORDINALITY AS t(role, body, n)
+                     ORDER BY t.n
+                )
+                SELECT count(*) FROM counted
+                """,
+                {
+                    "now": now,
+                    "count": len(bodies),
+                    "session": session_id,
+                    "roles": [role for role, _ in bodies],
+                    "bodies": [body for _, body in bodies],
+                },
+            )
+            row = await cur.fetchone()
+            if row is None or int(row[0]) == 0:
+                raise UnknownSessionError(session_id)
+            return
+        await conn.execute(
             "UPDATE sessions SET updated_at = %s, message_count = message_count + %s "
             "WHERE session_id = %s",
-            (self._clock(), len(bodies), session_id),
+            (now, len(bodies), session_id),
         )
-        if check and cur.rowcount == 0:
-            raise UnknownSessionError(session_id)
-        now = self._clock()
         async with conn.cursor() as insert:
             await insert.executemany(
                 "INSERT INTO messages (session_id, role, body, created_at) VALUES (%s, %s, %s, %s)",

@@ -68,6 +68,11 @@ class ConversationInboxStore(DeferredWrites):
         )
         return [inbox_entry(row) for row in rows]
 
+    def next_place(self, inbox_id: int, seq: int) -> int | None:
+        """Never known here: a conversation's ids have gaps (other conversations' entries
+        fall between), so what comes next is read (``accepted_places_after``)."""
+        return None
+
     async def accepted_places_after(self, conversation_key: str, seq: int) -> list[tuple[int, int]]:
         """``(inbox id, seq)`` of the conversation's ``accepted`` entries past ``seq``, in
         order (the two are one here): ``accepted_after`` without the messages."""
