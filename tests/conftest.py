@@ -7,6 +7,7 @@ means a change, not a lucky draw.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import suppress
@@ -47,6 +48,21 @@ def _secrets_registered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
     are forgotten after it, so no test's output depends on which ran before it."""
     monkeypatch.setattr(botd_logging, "_literal_secrets", set())
     monkeypatch.setattr(botd_logging, "_literal_pattern", None)
+
+
+@pytest.fixture(autouse=True)
+def _logger_levels_restored() -> Iterator[None]:
+    """Every logger's level as it was before the test, after it: a level a test (or a daemon
+    run in-process) set on ``botd`` or one of its loggers would change what the next test
+    on that worker logs (seen when the workers took the tests in another order)."""
+    loggers = logging.root.manager.loggerDict
+    levels = {
+        name: logger.level for name, logger in loggers.items() if isinstance(logger, logging.Logger)
+    }
+    yield
+    for name, logger in list(loggers.items()):
+        if isinstance(logger, logging.Logger) and logger.level != levels.get(name, logging.NOTSET):
+            logger.setLevel(levels.get(name, logging.NOTSET))
 
 
 STORE_BACKENDS = ["sqlite", "postgres"]
