@@ -11,12 +11,13 @@ flusher, started by ``open`` and awaited by ``aclose``), one transaction per bat
   own reason (a constraint, a bug) is undone alone and only its caller hears of it.
 
 A batch is first written in as few round trips as it allows (``_in_few_round_trips``: the
-transaction's start, its checks and leading records in one query, each awaited write as it
-is, the trailing records and the commit in one query; a batch of records alone is one round
-trip), on the way that nothing goes wrong; if anything does (a lock held elsewhere, a lost
-fence, a write that failed for its own reason) that transaction is rolled back and the batch
-written with care (``_with_care``: each awaited write in a savepoint, records in pipeline
-mode), which sorts out what fails from what does not, as below.
+transaction's start, its checks and leading records in one query with the first awaited
+write's first statement, the awaited writes' other statements as they are, the trailing
+records and the commit in one query; a batch of records alone is one round trip, one with a
+single-statement awaited write two), on the way that nothing goes wrong; if anything does (a
+lock held elsewhere, a lost fence, a write that failed for its own reason) that transaction is
+rolled back and the batch written with care (``_with_care``: each awaited write in a
+savepoint, records in pipeline mode), which sorts out what fails from what does not, as below.
 
 Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
 any text value, is written as U+FFFD in every column.
@@ -832,9 +833,11 @@ is held unexpired by its holder at its epoch."""
 async def _in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written | None:
     """``batch`` in one transaction with as few round trips as it allows: ``BEGIN``, its
     advisory locks (``_ALL_LOCKED``), its fences (``_ALL_HELD``) and the records before its
-    first awaited write go as one query; each awaited write is made as it is (a round trip per
-    statement: it may read what one returns); the records after the last awaited write and
-    ``COMMIT`` go as one query. A batch of records alone is one round trip; no savepoints.
+    first awaited write go as one query with that write's first statement (``_Leading``); each
+    awaited write's other statements are made as they are (a round trip each: it may read what
+    one returns); the records after the last awaited write and ``COMMIT`` go as one query. A
+    batch of records alone is one round trip, a batch with one single-statement awaited write
+    two; no savepoints.
     Nothing is written unless every lock was taken, every fence holds and every write
     succeeded: otherwise it is rolled back and None returned, for ``_with_care`` to sort out on
     the same connection. A fault (the connection lost) is raised as it is.
@@ -866,8 +869,7 @@ async def _in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written | None
             if queued.future is None:
                 await queued.write(cast(Conn, render))
                 continue
-            await render.send()
-            outcomes.append((queued.future, await queued.write(conn), None))
+            outcomes.append((queued.future, await queued.write(cast(Conn, _Leading(render))), None))
         await render.execute("COMMIT")
         await render.send()
     except Exception as exc:
@@ -890,9 +892,14 @@ class _Rendered:
     tried fails, and the batch is written with care)."""
 
     def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+        self.conn = conn
         self._render = AsyncClientCursor(conn)
         self._statements: list[str] = []
+
+    @property
+    def pending(self) -> bool:
+        """Whether statements are kept, not sent yet."""
+        return bool(self._statements)
 
     async def execute(self, query: Any, params: Any = None) -> _Rendered:
         self._statements.append(self._render.mogrify(query, params))
@@ -911,13 +918,54 @@ class _Rendered:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    async def send(self) -> None:
+    async def send(self) -> psycopg.AsyncCursor[TupleRow] | None:
         """Send the statements kept so far as one query (the simple protocol: no
-        parameters, not prepared), if any."""
-        if self._statements:
-            query = ";\n".join(self._statements)
-            self._statements = []
-            await self._conn.execute(query, prepare=False)
+        parameters, not prepared), if any; its cursor (on the first statement's result)."""
+        if not self._statements:
+            return None
+        query = ";\n".join(self._statements)
+        self._statements = []
+        return await self.conn.execute(query, prepare=False)
+
+
+class _Leading:
+    """What an awaited write is given for a connection in ``_in_few_round_trips``: its first
+    statement goes in one query with what ``render`` kept before it (the transaction's start,
+    its checks, the records queued ahead), rendered the same way, and the write reads that
+    statement's result (the last of the query's); its later statements, and any made once
+    nothing is kept, go to the connection as they are. A check that fails stops the query
+    before the write's statement runs (the server skips the rest of a query after an error),
+    so nothing it would write is written."""
+
+    def __init__(self, render: _Rendered) -> None:
+        self._render = render
+        self._conn = render.conn
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if not self._render.pending:
+            return await self._conn.execute(query, params, **kwargs)
+        await self._render.execute(query, params)
+        cur = await self._render.send()
+        assert cur is not None  # something was kept
+        while cur.nextset():
+            pass  # to the write's own result, the query's last
+        return cur
+
+    def cursor(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A cursor of the connection, entered once what is kept was sent (``async with``)."""
+        return self._cursor()
+
+    @contextlib.asynccontextmanager
+    async def _cursor(self) -> AsyncIterator[Any]:
+        await self._render.send()
+        async with self._conn.cursor() as cur:
+            yield cur
+
+    def __getattr__(self, name: str) -> Any:
+        if self._render.pending:
+            # Nothing the write would do may come before the transaction's start.
+            raise RuntimeError(f"an awaited write used the connection's {name} first")
+        return getattr(self._conn, name)
 
 
 async def _locked(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Queued]]:
