@@ -3,7 +3,9 @@ channels' offsets (``InboundLedger``, ``Offsets``), as the SQLite store means th
 
 ``accept_inbound`` records the ids, the inbox row and the chatter it consumes in one
 transaction; asked to go only while the conversation keeps no chatter, its one statement
-checks that too, so a prompt in a conversation that keeps none costs one round trip. The
+checks that too. An accept that moves no chat mark and consumes no chatter is that one
+statement (``batch.Statement``), sent with the rest of its batch, its transaction's start and
+its commit in one query: one round trip. The
 row's ``seq`` is the next of its conversation, read under a transaction advisory lock on the
 conversation key (taken before the ids are recorded): an accept of the same conversation on
 another node waits for this one to commit, so ``seq`` order is commit order and has no gaps
@@ -15,14 +17,17 @@ message is accepted once.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+
+from psycopg.rows import TupleRow
 
 from ...chat import InboundMessage
 from ..errors import ChatterKept
 from ..records import CHATTER_RETENTION_SECONDS, DEFAULT_INBOUND_RETENTION_SECONDS, KeptLine
-from ..rows import inbound_json
+from ..rows import chat_mark_row, inbound_json
 from ..targets import attachments_data, attachments_from_data
 from .base import Conn, PostgresBase
+from .batch import Statement
 from .marks import mark_chat
 
 _RECORD_IDS = (
@@ -74,6 +79,36 @@ async def insert_accepted(
     return None if not isinstance(placed, tuple) else int(placed[0])
 
 
+def _accepting(
+    channel: str, keys: list[str], message: InboundMessage, now: float, *, check: bool
+) -> Statement[tuple[int, int] | object | None]:
+    """The accept's statement (``_ACCEPT``): its result is the new row's id and ``seq``,
+    None for a repeat, or (``check``) ``_KEPT`` when the conversation keeps chatter."""
+    return Statement(
+        _ACCEPT,
+        {
+            "check": check,
+            "since": now - CHATTER_RETENTION_SECONDS,
+            "channel": channel,
+            "now": now,
+            "keys": keys,
+            "key": message.conversation_key,
+            "message": inbound_json(message),
+            "count": len(keys),
+        },
+        _place,
+    )
+
+
+def _place(rows: list[TupleRow]) -> tuple[int, int] | object | None:
+    [row] = rows  # the statement returns one row
+    if row[2]:
+        return _KEPT
+    if row[0] is None:
+        return None
+    return int(row[0]), int(row[1])
+
+
 async def _placed(
     conn: Conn,
     channel: str,
@@ -85,28 +120,10 @@ async def _placed(
 ) -> tuple[int, int] | object | None:
     """``insert_accepted``, the new row's id and ``seq``; with ``check``, ``_KEPT`` (and
     nothing written) when the conversation keeps chatter."""
-    key = message.conversation_key
-    cur = await conn.execute(
-        _ACCEPT,
-        {
-            "check": check,
-            "since": now - CHATTER_RETENTION_SECONDS,
-            "channel": channel,
-            "now": now,
-            "keys": keys,
-            "key": key,
-            "message": inbound_json(message),
-            "count": len(keys),
-        },
-    )
-    row = await cur.fetchone()
-    assert row is not None  # the statement returns one row
-    if row[2]:
-        return _KEPT
-    if row[0] is None:
-        return None
-    await mark_chat(conn, message, now)
-    return int(row[0]), int(row[1])
+    placed = await _accepting(channel, keys, message, now, check=check)(conn)
+    if isinstance(placed, tuple):
+        await mark_chat(conn, message, now)
+    return placed
 
 
 def _unique(keys: Sequence[str], what: str) -> list[str]:
@@ -150,9 +167,13 @@ class InboundStore(PostgresBase):
                 await _consume(conn, *consume_chatter)
             return placed
 
+        accept: Callable[[Conn], Awaitable[tuple[int, int] | object | None]] = write
+        if consume_chatter is None and chat_mark_row(message, now) is None:
+            # Its one statement: it rides in its batch's query (``batch.Statement``).
+            accept = _accepting(channel, unique, message, now, check=unless_chatter_kept)
         # The conversation's lock, taken at the start of the batch (``base``), is held
         # until it commits: the next accept of the conversation reads this row's seq.
-        placed = await self._commit("accept_inbound", write, locks=(key,))
+        placed = await self._commit("accept_inbound", accept, locks=(key,))
         if placed is _KEPT:
             raise ChatterKept(key)
         if not isinstance(placed, tuple):
