@@ -50,29 +50,67 @@ def statement(value: str, *, locks: tuple[str, ...] = ()) -> Queued:
 async def test_records_and_statements_are_one_round_trip_each_caller_reading_its_own_rows(
     table: str,
 ) -> None:
+    """Once the connection has prepared the batch's statements (the second time it renders
+    each, one round trip of its own each), a batch is one round trip."""
+
+    def batch(n: int) -> list[Queued]:
+        return [
+            record(f"a{n}"),
+            statement(f"b{n} %s it's", locks=("conversation",)),
+            record(f"c{n}"),
+            statement(f"d{n}"),
+        ]
+
     async with (
         SilentProxy.to_database(table) as proxy,
         await psycopg.AsyncConnection.connect(
             proxy.dsn(table), autocommit=True, context=ADAPTERS
         ) as conn,
     ):
-        batch = [
-            record("a"),
-            statement("b %s it's", locks=("conversation",)),
-            record("c"),
-            statement("d"),
-        ]
+        for n in range(2):
+            await in_few_round_trips(conn, batch(n))
+        last = batch(2)
         before = proxy.round_trips
-        written = await in_few_round_trips(conn, batch)
+        written = await in_few_round_trips(conn, last)
         assert proxy.round_trips - before == 1
+        [prepared] = await (
+            await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+        ).fetchone() or [0]
+        assert prepared == 3  # the record, the statement, the lock check
     assert [(future, failure) for future, _, failure in written.outcomes] == [
-        (batch[1].future, None),
-        (batch[3].future, None),
+        (last[1].future, None),
+        (last[3].future, None),
     ]
     ids = [value for _, value, _ in written.outcomes]
-    assert [text for _, text in ids] == ["b %s it's", "d"]
+    assert [text for _, text in ids] == ["b2 %s it's", "d2"]
     assert ids[0][0] < ids[1][0]
-    assert await values(table) == ["a", "b %s it's", "c", "d"]
+    assert await values(table) == [
+        f"{v}{n}{s}"
+        for n in range(3)
+        for v, s in [("a", ""), ("b", " %s it's"), ("c", ""), ("d", "")]
+    ]
+
+
+async def test_a_statement_the_server_cannot_prepare_is_rendered_in_full(table: str) -> None:
+    """A parameter whose type the server cannot tell from the statement alone: the
+    statement is refused as a prepared one, once, and goes rendered in full, its batches
+    written as ever."""
+
+    def untyped(value: str) -> Queued:
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO batch_rows (v) SELECT %s WHERE %s IS NOT NULL", (value, value)
+            )
+
+        return Queued("record", write, None)
+
+    async with await psycopg.AsyncConnection.connect(table, autocommit=True) as conn:
+        for n in range(3):
+            await in_few_round_trips(conn, [untyped(f"u{n}"), record(f"r{n}")])
+        cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
+        [(prepared,)] = await cur.fetchall()
+        assert "INSERT INTO batch_rows (v) VALUES ($1)" in prepared  # the record's only
+    assert await values(table) == ["u0", "r0", "u1", "r1", "u2", "r2"]
 
 
 async def test_a_statement_that_fails_stops_the_batch_and_nothing_is_written(

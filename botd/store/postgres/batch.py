@@ -11,7 +11,11 @@ without waiting for its answer.
 ``COMMIT`` go to the server rendered here (``Rendered``) as one query of the simple
 protocol, so a batch of records and statements is one round trip, its statements' results
 read once the query has run; any other awaited write sends what is kept so far with its
-first statement (``Leading``) and makes its later statements as they are. If anything fails
+first statement (``Leading``) and makes its later statements as they are. A statement with
+parameters that a connection has rendered before is prepared on it (``PREPARE``, once, on
+its own) and from then on rendered as ``EXECUTE`` with its parameters (``Prepared``): the
+server then neither parses nor plans it again, which is most of what a statement costs it
+(a simple-protocol query is otherwise parsed and planned in full every time). If anything fails
 (a lock held elsewhere, a lost fence, a write failing for its own reason) the server stops
 at that statement, nothing of the batch commits, and the caller rolls it back and writes
 the batch with care, on the same connection, with ``locked`` and ``fenced``, which sort out
@@ -23,9 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import weakref
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncClientCursor, AsyncConnection
@@ -143,7 +150,7 @@ async def in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written:
         if queued.future is None:
             await queued.write(cast(Conn, render))
         elif isinstance(queued.write, Statement):
-            render.read(queued.future, queued.write)
+            await render.read(queued.future, queued.write)
         else:
             value = await queued.write(cast(Conn, Leading(render)))
             outcomes.append((queued.future, value, None))
@@ -167,6 +174,8 @@ class Rendered:
         self._statements: list[str] = []
         self._reads: list[tuple[int, asyncio.Future[Any], Statement[Any]]] = []
         self._outcomes = outcomes
+        self._sent = False
+        """Whether a query went (the transaction is open on the server)."""
 
     @property
     def pending(self) -> bool:
@@ -174,17 +183,27 @@ class Rendered:
         return bool(self._statements)
 
     async def execute(self, query: Any, params: Any = None) -> Rendered:
-        self._statements.append(self._render.mogrify(query, params))
+        self._statements.append(await self._rendered(query, params))
         return self
+
+    async def _rendered(self, query: Any, params: Any) -> str:
+        """``query`` with ``params``, as ``EXECUTE`` of it prepared on this connection
+        when it is (or now gets) prepared there (``Prepared``)."""
+        if params is not None and isinstance(query, str):
+            call = await Prepared.of(self.conn).call(self.conn, query, in_transaction=self._sent)
+            if call is not None:
+                return self._render.mogrify(call, params)
+        return self._render.mogrify(query, params)
 
     async def executemany(self, query: Any, params_seq: Iterable[Any]) -> None:
         for params in params_seq:
             await self.execute(query, params)
 
-    def read(self, future: asyncio.Future[Any], statement: Statement[Any]) -> None:
+    async def read(self, future: asyncio.Future[Any], statement: Statement[Any]) -> None:
         """Keep ``statement``, an awaited write whose caller is ``future``."""
+        rendered = await self._rendered(statement.query, statement.params)
         self._reads.append((len(self._statements), future, statement))
-        self._statements.append(self._render.mogrify(statement.query, statement.params))
+        self._statements.append(rendered)
 
     def cursor(self) -> Rendered:
         return self
@@ -203,6 +222,7 @@ class Rendered:
             return None
         query = ";\n".join(self._statements)
         reads, self._statements, self._reads = self._reads, [], []
+        self._sent = True
         cur = await self.conn.execute(query, prepare=False)
         at = 0
         for index, future, statement in reads:
@@ -216,6 +236,97 @@ class Rendered:
             else:
                 self._outcomes.append((future, value, None))
         return cur
+
+
+PREPARE_AT = 2
+"""The time a connection renders a statement at which it prepares it."""
+PREPARED_AT_MOST = 256
+"""Statements prepared on one connection at most (the rest are rendered in full)."""
+_PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s|%%")
+
+
+class Prepared:
+    """The statements prepared on one connection (``of``): each as the ``EXECUTE`` that
+    calls it, in the query's own placeholders, to be rendered with the query's parameters.
+
+    A statement is prepared on its own, outside any transaction, the ``PREPARE_AT``-th time
+    the connection renders it: a statement rendered once (a rare write) costs no round trip
+    more, and one that cannot be prepared (a parameter whose type the server cannot tell
+    from the statement alone) is refused there and rendered in full from then on, its batch
+    untouched. A prepared statement lasts as long as its session (a rollback keeps it), and
+    each gets a name of its own, never used again on that connection: one prepared by a
+    query whose answer never came is simply prepared again under a new name."""
+
+    _OF: ClassVar[weakref.WeakKeyDictionary[Conn, Prepared]] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self._calls: dict[str, str] = {}
+        self._seen: Counter[str] = Counter()
+        self._refused: set[str] = set()
+        self._named = 0
+
+    @classmethod
+    def of(cls, conn: Conn) -> Prepared:
+        """The statements prepared on ``conn``."""
+        prepared = cls._OF.get(conn)
+        if prepared is None:
+            prepared = cls._OF[conn] = cls()
+        return prepared
+
+    async def call(self, conn: Conn, query: str, *, in_transaction: bool) -> str | None:
+        """The ``EXECUTE`` of ``query`` prepared on ``conn`` (prepared now if it is due);
+        None: render it in full (not prepared yet, refused, or ``in_transaction``, where a
+        refusal would end the transaction)."""
+        call = self._calls.get(query)
+        if call is not None or in_transaction or query in self._refused:
+            return call
+        if len(self._calls) >= PREPARED_AT_MOST:
+            return None
+        self._seen[query] += 1
+        if self._seen[query] < PREPARE_AT:
+            if len(self._seen) > 4 * PREPARED_AT_MOST:
+                self._seen.clear()  # statements that vary: never prepared
+            return None
+        return await self._prepare(conn, query)
+
+    async def _prepare(self, conn: Conn, query: str) -> str | None:
+        """Prepare ``query`` on ``conn`` now (one round trip); its ``EXECUTE``, or None
+        when the server refused it (it is not asked again)."""
+        self._named += 1
+        name = f"botd_{self._named}"
+        numbered, call = _parametrised(query, name)
+        try:
+            await conn.execute(f"PREPARE {name} AS {numbered}", prepare=False)
+        except psycopg.Error as exc:
+            if conn.broken:
+                raise
+            log.debug("store: a statement is not prepared (%s): %.80s", exc, query)
+            self._refused.add(query)
+            return None
+        self._calls[query] = call
+        return call
+
+
+def _parametrised(query: str, name: str) -> tuple[str, str]:
+    """``query`` with its placeholders numbered (``$1``...), and the ``EXECUTE name(...)``
+    that calls it with the same placeholders, in that order."""
+    named: dict[str, int] = {}
+    positional: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        key = match.group(1)
+        if key is None:
+            positional.append("%s")
+            return f"${len(positional)}"
+        if key not in named:
+            named[key] = len(named) + 1
+        return f"${named[key]}"
+
+    numbered = _PLACEHOLDER.sub(number, query)
+    arguments = positional or [f"%({key})s" for key in named]
+    return numbered, f"EXECUTE {name}({', '.join(arguments)})"
 
 
 class Leading:
@@ -345,6 +456,7 @@ __all__ = [
     "Conn",
     "Leading",
     "Outcome",
+    "Prepared",
     "Queued",
     "Rendered",
     "Statement",
