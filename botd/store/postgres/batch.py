@@ -239,7 +239,7 @@ class Rendered:
 
 
 PREPARE_AT = 2
-"""The time a connection renders a statement at which it prepares it."""
+"""A connection prepares a statement the ``PREPARE_AT``-th time it renders it."""
 PREPARED_AT_MOST = 256
 """Statements prepared on one connection at most (the rest are rendered in full)."""
 _PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s|%%")
