@@ -5,6 +5,9 @@ their conversation: group messages not addressed to the bot, and edits of earlie
 (in any conversation, a DM too). ``with_kept_context`` puts them before that prompt, each
 labelled with its sender, together with the newest files they came with; the accept that
 takes the prompt consumes them, so each line reaches the model once, across a restart too.
+``accepted_with_kept_context`` first asks the store to accept the prompt as it is unless its
+conversation keeps lines (one store call, the common case); only when some are kept does it
+read them and accept again with them.
 The router keeps nothing from a sender the access policy refuses; a line kept from someone
 the policy has stopped admitting since (a reload took them off ``allow_from``) is consumed
 unseen, with its files.
@@ -17,7 +20,7 @@ from dataclasses import replace
 
 from ..chat import InboundMessage
 from ..speakers import labelled
-from ..store import Chatter, KeptLine
+from ..store import Chatter, ChatterKept, InboundLedger, KeptLine
 
 CONTEXT_LIMIT = 50
 """Lines kept per conversation (the newest)."""
@@ -65,10 +68,42 @@ async def with_kept_context(
     return shown, consumed
 
 
+async def accepted_with_kept_context(
+    store: InboundLedger,
+    message: InboundMessage,
+    keys: tuple[str, ...],
+    *,
+    admits: Callable[[str], bool],
+) -> tuple[InboundMessage, int | None]:
+    """Accept ``message`` under ``keys`` with the lines kept in its conversation as its
+    context (``with_kept_context``): the prompt as accepted and its inbox id (None: a
+    repeat). A conversation that keeps no lines costs one accept and no read; the check is
+    the accept's own, so a line kept meanwhile (by this node or another) is either shown
+    to this prompt or left for the next, as a read before the accept would."""
+    try:
+        inbox_id = await store.accept_inbound(
+            message.channel, keys, message, unless_chatter_kept=True
+        )
+    except ChatterKept:
+        pass
+    else:
+        return message, inbox_id
+    prompt, consumed = await with_kept_context(store, message, admits=admits)
+    inbox_id = await store.accept_inbound(message.channel, keys, prompt, consume_chatter=consumed)
+    return prompt, inbox_id
+
+
 def _kept_text(line: KeptLine) -> str:
     """A kept message's text, and the names of the files it came with."""
     files = " ".join(f"[sent {a.label()}]" for a in line.attachments)
     return f"{line.text} {files}".strip() if files else line.text
 
 
-__all__ = ["CONTEXT_HEADER", "CONTEXT_LIMIT", "EDITED", "as_edit", "with_kept_context"]
+__all__ = [
+    "CONTEXT_HEADER",
+    "CONTEXT_LIMIT",
+    "EDITED",
+    "accepted_with_kept_context",
+    "as_edit",
+    "with_kept_context",
+]

@@ -63,7 +63,7 @@ from ..store import ContentRefused, InboundLedger, Pairing, StoreError
 from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
 from .in_order import InOrder
-from .kept_context import CONTEXT_LIMIT, as_edit, with_kept_context
+from .kept_context import CONTEXT_LIMIT, accepted_with_kept_context, as_edit
 
 log = logging.getLogger(__name__)
 
@@ -292,14 +292,15 @@ class Router:
             self._addressed_albums.remember(album, None)
         # A command goes through as typed; the kept context waits for the next prompt.
         if _is_command(message):
-            prompt, consumed = message, None
+            prompt = message
+            inbox_id = await self._store.accept_inbound(message.channel, keys, prompt)
         else:
-            prompt, consumed = await with_kept_context(
-                self._store, message, admits=lambda sender: self._sender_admitted(message, sender)
+            prompt, inbox_id = await accepted_with_kept_context(
+                self._store,
+                message,
+                keys,
+                admits=lambda sender: self._sender_admitted(message, sender),
             )
-        inbox_id = await self._store.accept_inbound(
-            message.channel, keys, prompt, consume_chatter=consumed
-        )
         if inbox_id is None:
             return Decision(False, "already seen")
         if ack is not None:

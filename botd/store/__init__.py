@@ -12,6 +12,7 @@ opens (``botd.app``); it hands each consumer the protocol that consumer needs.
 from __future__ import annotations
 
 from .errors import (
+    ChatterKept,
     Clock,
     ContentRefused,
     StaleCompactionError,
@@ -77,6 +78,7 @@ __all__ = [
     "CatchUpMarks",
     "ChatMark",
     "Chatter",
+    "ChatterKept",
     "Clock",
     "ContentRefused",
     "ConversationLedger",

@@ -107,7 +107,14 @@ class StaleCompactionError(StoreError):
     """A compaction computed from a transcript that has since changed in the store."""
 
 
+class ChatterKept(Exception):
+    """An accept asked to go only while its conversation keeps no chatter found some:
+    nothing was written (not even the ids); the caller reads the lines and accepts again,
+    consuming them. Not a failure of the store."""
+
+
 __all__ = [
+    "ChatterKept",
     "Clock",
     "ContentRefused",
     "StaleCompactionError",

@@ -401,11 +401,16 @@ class InboundLedger(Chatter, ButtonLedger, Protocol):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         """Record the message's dedupe ids and the message, atomically: its inbox id once
         committed, or None when any id was seen before (then only the ids are recorded).
         ``consume_chatter`` (conversation key, last kept line id) deletes the chatter the
-        message carries in the same transaction."""
+        message carries in the same transaction. ``unless_chatter_kept``: if the message's
+        conversation keeps chatter (what ``kept_chatter`` would return), nothing is written
+        and ``ChatterKept`` is raised; the check is in the accept's own transaction, so a
+        message whose conversation keeps nothing is accepted without reading the lines
+        first (one round trip, not two)."""
         ...
 
     async def seen_inbound(self, channel: str, *keys: str) -> bool:

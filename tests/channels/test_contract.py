@@ -415,10 +415,17 @@ class SpyStore(SqliteStore):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         self.asked.extend(keys)
         self._asked_more.set()
-        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
+        return await super().accept_inbound(
+            channel,
+            keys,
+            message,
+            consume_chatter=consume_chatter,
+            unless_chatter_kept=unless_chatter_kept,
+        )
 
     async def wait_asked(self, message_id: str, times: int) -> None:
         """Wait until ``message_id`` was looked up ``times`` times in all (hang-guarded)."""

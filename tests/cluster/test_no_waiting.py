@@ -121,8 +121,11 @@ def _asking(model: FakeAnthropicAPI, asked: int) -> dict[str, int] | None:
 
 
 def fenced_batch(conversations: int, chunk: bytes) -> bool:
-    """A fence's ``FOR KEY SHARE`` over at least ``conversations`` conversations' leases."""
-    return b"FOR KEY SHARE" in chunk and chunk.count(b"conversation:") >= conversations
+    """A fence's ``FOR KEY SHARE`` over at least ``conversations`` conversations' leases:
+    its text, or a batch's ``BEGIN`` with that many lease names (the fence check of a
+    connection that has prepared it goes as an ``EXECUTE`` of it, without its text)."""
+    fence = b"FOR KEY SHARE" in chunk or b"BEGIN" in chunk
+    return fence and chunk.count(b"conversation:") >= conversations
 
 
 @pytest.mark.parametrize("where", ["mid-answer", "after the accept's lock", "after FOR KEY SHARE"])

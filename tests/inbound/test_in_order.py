@@ -15,9 +15,10 @@ from tests.inbound.routing import Recorder, group, router
 from tests.support.waiting import HANG_GUARD
 
 
-class SlowFirstRead:
-    """The real store, but its first read of a conversation's kept lines waits for
-    ``release`` (a database round trip that happens to take long)."""
+class SlowFirstAccept:
+    """The real store, but its first accept (the router's first store call for a prompt in
+    a conversation that keeps no chatter) waits for ``release`` (a database round trip that
+    happens to take long)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -25,12 +26,12 @@ class SlowFirstRead:
         self.reading = asyncio.Event()
         self._first = True
 
-    async def kept_chatter(self, key: str) -> Any:
+    async def accept_inbound(self, *args: Any, **kwargs: Any) -> Any:
         if self._first:
             self._first = False
             self.reading.set()
             await self.release.wait()
-        return await self._store.kept_chatter(key)
+        return await self._store.accept_inbound(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -38,7 +39,7 @@ class SlowFirstRead:
 
 async def test_a_slow_first_message_is_still_accepted_first(store: Store) -> None:
     rec = Recorder()
-    slow = SlowFirstRead(store)
+    slow = SlowFirstAccept(store)
     r = router(slow, rec, AccessPolicy(group_policy="open", require_mention=False))
     first = asyncio.create_task(r.handle(group("one", n=1)))
     await asyncio.wait_for(slow.reading.wait(), HANG_GUARD)

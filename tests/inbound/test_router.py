@@ -275,9 +275,16 @@ async def test_the_router_records_a_message_in_one_write(sqlite_store: SqliteSto
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         writes.append(tuple(keys))
-        return await accept(channel, keys, message, consume_chatter=consume_chatter)
+        return await accept(
+            channel,
+            keys,
+            message,
+            consume_chatter=consume_chatter,
+            unless_chatter_kept=unless_chatter_kept,
+        )
 
     async def counting_record(channel: str, *keys: str) -> bool:
         writes.append(keys)

@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -244,5 +245,28 @@ async def test_records_sent_in_one_query_are_written_as_given(
     transcript = await pg.transcript(session.session_id)
     assert [m.content for m in transcript] == [t.replace("\x00", "\ufffd") for t in texts]
     assert await pg.get_offset("telegram", "default") == "%s'7"
+    assert pg.health.ok
+    assert not [r for r in caplog.records if "with care" in r.getMessage()]
+
+
+async def test_an_awaited_write_rides_with_the_start_of_its_transaction(
+    pg: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An awaited write's first statement (an accept) goes in one query with the batch's
+    start, its lock and the records queued ahead of it, rendered here (``_Leading``): the
+    write reads its own result (an id, or a repeat told apart), the text accepted comes back
+    as it was (placeholder-like text, quotes, a backslash, a NUL as U+FFFD), the records
+    ahead are written, and nothing is written again with care."""
+    caplog.set_level(logging.DEBUG, logger="botd.store.postgres.base")
+    session = await pg.open_session("telegram:42")
+    pg.append_messages_soon(session.session_id, [Message(role="user", content="ahead")])
+    text = "100% %s %(x)s it's \\ 'q' nul\x00 ünï ✓"
+    first = await pg.accept_inbound("telegram", ["a1"], replace(message(1), text=text))
+    assert first is not None
+    assert await pg.accept_inbound("telegram", ["a1", "a2"], message(2)) is None
+    [entry] = await pg.unfinished_entries()
+    assert entry.id == first
+    assert entry.message.text == text.replace("\x00", "\ufffd")
+    assert [m.content for m in await pg.transcript(session.session_id)] == ["ahead"]
     assert pg.health.ok
     assert not [r for r in caplog.records if "with care" in r.getMessage()]

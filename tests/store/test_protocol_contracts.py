@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from botd.chat import QUOTE_CUT, InboundMessage, Quote, Target
 from botd.store import (
     CHATTER_RETENTION_SECONDS,
+    ChatterKept,
     InboundLedger,
     JobLedger,
     ModelChoices,
@@ -115,6 +118,40 @@ async def test_a_refused_accept_consumes_no_chatter(store: Store) -> None:
     )
     assert refused is None
     assert await ledger.kept_chatter("telegram:42") == [line]
+
+
+async def test_an_accept_unless_chatter_kept_writes_nothing_where_chatter_is_kept(
+    store: Store,
+) -> None:
+    ledger: InboundLedger = store
+    # Nothing kept: accepted at once; a repeat is refused as any accept's is.
+    first = await ledger.accept_inbound("telegram", ["p1"], message(1), unless_chatter_kept=True)
+    assert first is not None
+    assert (
+        await ledger.accept_inbound("telegram", ["p1"], message(1), unless_chatter_kept=True)
+        is None
+    )
+    # Chatter kept in another conversation does not matter.
+    await ledger.keep_chatter("telegram", ["k7"], message(7, key="telegram:7"), limit=10)
+    second = await ledger.accept_inbound("telegram", ["p2"], message(2), unless_chatter_kept=True)
+    assert second is not None
+    # Kept in this one: refused with nothing written, not even its ids (a repeat's neither).
+    await ledger.keep_chatter("telegram", ["k3"], message(3), limit=10)
+    for keys in (["p4"], ["p1", "p5"]):
+        with pytest.raises(ChatterKept):
+            await ledger.accept_inbound("telegram", keys, message(4), unless_chatter_kept=True)
+    assert [entry.id for entry in await store.unfinished_entries()] == [first, second]
+    [line] = await ledger.kept_chatter("telegram:42")
+    # Accepted again with the lines it shows: its ids were free, and the lines go with it.
+    third = await ledger.accept_inbound(
+        "telegram", ["p4", "p5"], message(4), consume_chatter=("telegram:42", line.id)
+    )
+    assert third is not None
+    assert await ledger.kept_chatter("telegram:42") == []
+    assert (
+        await ledger.accept_inbound("telegram", ["p6"], message(6), unless_chatter_kept=True)
+        is not None
+    )
 
 
 async def test_chatter_keeps_the_newest_lines_of_each_conversation(store: Store) -> None:

@@ -8,21 +8,24 @@ flusher, started by ``open`` and awaited by ``aclose``), one transaction per bat
   trip each.
 * ``_commit`` queues a write the caller awaits (a message accepted, a piece written); it
   returns what the write returned once its transaction committed. One that fails for its
-  own reason (a constraint, a bug) is undone alone and only its caller hears of it.
+  own reason (a constraint, a bug) is undone alone and only its caller hears of it. A write
+  that is one statement whose rows give its result (``Statement``: an accept, a piece
+  journalled) rides in its batch's query like a record.
 
-A batch is first written in as few round trips as it allows (``_in_few_round_trips``: the
-transaction's start, its checks and leading records in one query, each awaited write as it
-is, the trailing records and the commit in one query; a batch of records alone is one round
-trip), on the way that nothing goes wrong; if anything does (a lock held elsewhere, a lost
-fence, a write that failed for its own reason) that transaction is rolled back and the batch
-written with care (``_with_care``: each awaited write in a savepoint, records in pipeline
-mode), which sorts out what fails from what does not, as below.
+A batch is first written in as few round trips as it allows (``batch.in_few_round_trips``:
+the transaction's start, its checks, its records, its ``Statement`` writes and the commit in
+one query, one round trip; an awaited write of another kind sends what is kept before it with
+its first statement and makes its others as they are), on the way that nothing goes wrong; if
+anything does (a lock held elsewhere, a lost fence, a write that failed for its own reason)
+that transaction is rolled back and the batch written with care (``_with_care``: each awaited
+write in a savepoint, records in pipeline mode), which sorts out what fails from what does
+not, as below.
 
 Every connection adapts strings with ``text.ADAPTERS``: a NUL, which PostgreSQL refuses in
 any text value, is written as U+FFFD in every column.
 
 A write may name advisory locks it needs (``locks``: an accept its conversation's); the
-batch tries them all before it writes anything, without waiting for any (``_locked``), so two
+batch tries them all before it writes anything, without waiting for any (``locked``), so two
 nodes' batches never deadlock on them and a lock another node holds (one frozen mid-batch,
 until the server ends its transaction: ``session``) holds up only the writes that need it:
 those are set aside, in order, and tried again at the head of every later batch (at least
@@ -76,18 +79,17 @@ import copy
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 
 import psycopg
-from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ...cluster.fencing import Fence, LeaseLost
+from ...cluster.fencing import Fence
 from ..errors import (
     Clock,
     ContentRefused,
@@ -95,6 +97,16 @@ from ..errors import (
     StoreHealth,
     StoreOpenError,
     StoreWriteError,
+)
+from .batch import (
+    Conn,
+    Queued,
+    Write,
+    Written,
+    fenced,
+    in_few_round_trips,
+    lease_lost,
+    locked,
 )
 from .budget import PostgresRate
 from .leases import PostgresLeases
@@ -107,9 +119,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Conn = AsyncConnection[TupleRow]
 Pool = AsyncConnectionPool[Conn]
-Write = Callable[[Conn], Awaitable[Any]]
 
 LAZY_WINDOW = 0.5
 """Seconds a lazy record waits for another write to ride with before it commits alone."""
@@ -235,36 +245,6 @@ def content_refused(exc: BaseException) -> bool:
         exc,
         psycopg.DataError | psycopg.errors.ProgramLimitExceeded | ValueError | OverflowError,
     )
-
-
-@dataclass(slots=True)
-class Queued:
-    """One queued write: its kind (the store method, for ``health``), the write, and the
-    future of its caller (None: a record nobody awaits)."""
-
-    kind: str
-    write: Write
-    future: asyncio.Future[Any] | None
-    locks: tuple[str, ...] = ()
-    """Advisory locks (by name) the write needs, taken at the start of its batch."""
-    fence: Fence | None = None
-    """The lease the write was queued under (its store view's fence): it is made only if
-    that lease is still held, checked in the batch's transaction."""
-    waited: bool = False
-    """Set aside once already (a lock held elsewhere): its batches are written with care."""
-
-
-Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
-"""An awaited write's caller, and what it gets: the value, or the failure."""
-
-
-@dataclass(slots=True)
-class Written:
-    """What a batch's transaction did: the outcome of each awaited write made or refused,
-    and the awaited writes set aside for a lock another transaction held (in order)."""
-
-    outcomes: list[Outcome] = field(default_factory=list)
-    aside: list[Queued] = field(default_factory=list)
 
 
 @dataclass(eq=False, slots=True)
@@ -477,7 +457,7 @@ class PostgresBase:
         if fence is not None and fence.lost:
             # Known lost already: not even queued.
             if future is not None:
-                future.set_exception(_lost(fence))
+                future.set_exception(lease_lost(fence))
             else:
                 # Expected once the lease is lost: the dispatcher tells the loss, once.
                 log.debug(
@@ -700,25 +680,34 @@ class PostgresBase:
 
     async def _transaction(self, batch: list[Queued], *, apart: bool = False) -> Written:
         """One transaction for ``batch``, in its order: first in as few round trips as it
-        allows (``_in_few_round_trips``); if that could not write it all, rolled back and
+        allows (``in_few_round_trips``); if that could not write it all, rolled back and
         written with care: records in pipeline mode (``apart``: each in a savepoint of its
         own, one that fails dropped with an error logged), awaited writes each in a
-        savepoint; writes of a lost fence left out (``_fenced``); awaited writes whose lock
-        another transaction holds set aside (``_locked``). The outcome of each awaited write
+        savepoint; writes of a lost fence left out (``fenced``); awaited writes whose lock
+        another transaction holds set aside (``locked``). The outcome of each awaited write
         made or refused, and the writes set aside."""
         async with self._connection() as conn:
             if not apart and not any(queued.waited for queued in batch):
-                written = await _in_few_round_trips(conn, batch)
-                if written is not None:
-                    return written
+                try:
+                    return await in_few_round_trips(conn, batch)
+                except Exception as exc:
+                    careful = isinstance(
+                        exc, psycopg.errors.LockNotAvailable | psycopg.errors.TransactionRollback
+                    )
+                    if not careful and (conn.broken or storage_fault(exc)):
+                        raise
+                    log.debug(
+                        "store: a batch is written again with care after %s", type(exc).__name__
+                    )
+                    await conn.execute("ROLLBACK")
             return await self._with_care(conn, batch, apart=apart)
 
     async def _with_care(self, conn: Conn, batch: list[Queued], *, apart: bool) -> Written:
         """``_transaction``'s careful way: each lock, fence and awaited write looked at on
         its own (see there)."""
         async with conn.transaction():
-            batch, aside = await _locked(conn, batch)
-            batch, outcomes = await _fenced(conn, batch)
+            batch, aside = await locked(conn, batch)
+            batch, outcomes = await fenced(conn, batch)
             index = 0
             while index < len(batch):
                 records = []
@@ -807,197 +796,6 @@ class PostgresBase:
             await conn.close()
             return f"no connection came within {CONNECTION_WAIT:g} s"
         return words(exc, self._password)
-
-
-_ALL_LOCKED = (
-    "SELECT CASE WHEN bool_and(pg_try_advisory_xact_lock(hashtextextended(name, 0))) THEN 0"
-    " ELSE ('botd: an advisory lock is held by another transaction: ' || count(*))::int END"
-    " FROM unnest(%s::text[]) AS name"
-)
-"""Take every advisory lock named (sorted), without waiting; an error if one is held
-elsewhere (the cast of the words fails: a plain statement cannot raise otherwise, and a
-constant ``1/0`` would fail when planned)."""
-_ALL_HELD = (
-    "SELECT CASE WHEN count(*) = %s THEN 0"
-    " ELSE ('botd: a fence no longer holds: ' || count(*))::int END"
-    " FROM (SELECT 1 FROM leases l"
-    " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
-    " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-    " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l) AS held"
-)
-"""Key-share-lock the lease row of every fence named (as ``_fenced``); an error unless each
-is held unexpired by its holder at its epoch."""
-
-
-async def _in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written | None:
-    """``batch`` in one transaction with as few round trips as it allows: ``BEGIN``, its
-    advisory locks (``_ALL_LOCKED``), its fences (``_ALL_HELD``) and the records before its
-    first awaited write go as one query; each awaited write is made as it is (a round trip per
-    statement: it may read what one returns); the records after the last awaited write and
-    ``COMMIT`` go as one query. A batch of records alone is one round trip; no savepoints.
-    Nothing is written unless every lock was taken, every fence holds and every write
-    succeeded: otherwise it is rolled back and None returned, for ``_with_care`` to sort out on
-    the same connection. A fault (the connection lost) is raised as it is.
-
-    Each of those queries is one message of the simple protocol, its statements rendered here
-    (``_Rendered``), so the server has all of it, up to its end, at once: a node frozen or cut
-    off between two round trips leaves the server idle in a transaction, which it ends after
-    ``idle_in_transaction_session_timeout`` (``session``). A pipeline would not: a server that
-    got part of one (no ``Sync`` yet) waits for the rest with no timeout, its locks held."""
-    names = sorted({name for queued in batch for name in queued.locks})
-    fences = list({queued.fence for queued in batch if queued.fence is not None})
-    render = _Rendered(conn)
-    await render.execute("BEGIN")
-    if names:
-        await render.execute(_ALL_LOCKED, (names,))
-    if fences:
-        await render.execute(
-            _ALL_HELD,
-            (
-                len(fences),
-                [fence.name for fence in fences],
-                [fence.holder for fence in fences],
-                [fence.epoch for fence in fences],
-            ),
-        )
-    outcomes: list[Outcome] = []
-    try:
-        for queued in batch:
-            if queued.future is None:
-                await queued.write(cast(Conn, render))
-                continue
-            await render.send()
-            outcomes.append((queued.future, await queued.write(conn), None))
-        await render.execute("COMMIT")
-        await render.send()
-    except Exception as exc:
-        careful = isinstance(
-            exc, psycopg.errors.LockNotAvailable | psycopg.errors.TransactionRollback
-        )
-        if not careful and (conn.broken or storage_fault(exc)):
-            raise
-        log.debug("store: a batch is written again with care after %s", type(exc).__name__)
-        await conn.execute("ROLLBACK")
-        return None
-    return Written(outcomes)
-
-
-class _Rendered:
-    """What a record's write is given for a connection in ``_in_few_round_trips``: each
-    statement it executes is kept, rendered with its parameters by the connection's adapters
-    (``text.ADAPTERS`` too), and ``send`` sends those kept as one query. A record only executes
-    statements (``execute``, ``cursor().executemany``), never reads what they return (one that
-    tried fails, and the batch is written with care)."""
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
-        self._render = AsyncClientCursor(conn)
-        self._statements: list[str] = []
-
-    async def execute(self, query: Any, params: Any = None) -> _Rendered:
-        self._statements.append(self._render.mogrify(query, params))
-        return self
-
-    async def executemany(self, query: Any, params_seq: Iterable[Any]) -> None:
-        for params in params_seq:
-            await self.execute(query, params)
-
-    def cursor(self) -> _Rendered:
-        return self
-
-    async def __aenter__(self) -> _Rendered:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    async def send(self) -> None:
-        """Send the statements kept so far as one query (the simple protocol: no
-        parameters, not prepared), if any."""
-        if self._statements:
-            query = ";\n".join(self._statements)
-            self._statements = []
-            await self._conn.execute(query, prepare=False)
-
-
-async def _locked(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Queued]]:
-    """Take every advisory lock ``batch`` names, without waiting for any: the writes whose
-    locks were all taken, and those set aside (one of their locks is held by another
-    transaction, or an earlier write set aside names one of them: the order per lock holds).
-    Nothing waits here, so two nodes' batches cannot deadlock on these locks and a lock held
-    by a frozen node holds up only the writes that need it."""
-    names = sorted({name for queued in batch for name in queued.locks})
-    if not names:
-        return batch, []
-    cur = await conn.execute(
-        "SELECT name FROM unnest(%s::text[]) AS name"
-        " WHERE NOT pg_try_advisory_xact_lock(hashtextextended(name, 0))",
-        (names,),
-    )
-    busy = {str(row[0]) for row in await cur.fetchall()}
-    if not busy:
-        return batch, []
-    kept: list[Queued] = []
-    aside: list[Queued] = []
-    for queued in batch:
-        if busy.intersection(queued.locks):
-            busy.update(queued.locks)
-            aside.append(queued)
-        else:
-            kept.append(queued)
-    return kept, aside
-
-
-async def _fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Outcome]]:
-    """The writes of ``batch`` whose fences still hold, each fence's lease row key-share-locked
-    until the transaction ends (one statement for the batch; see ``leases.fence``), and the
-    outcomes of the awaited writes left out (``LeaseLost``); the records left out are dropped
-    with a warning."""
-    fences = {queued.fence for queued in batch if queued.fence is not None}
-    if not fences:
-        return batch, []
-    listed = list(fences)
-    cur = await conn.execute(
-        "SELECT l.name, l.epoch FROM leases l"
-        " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
-        " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-        " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l",
-        (
-            [fence.name for fence in listed],
-            [fence.holder for fence in listed],
-            [fence.epoch for fence in listed],
-        ),
-    )
-    held = {(str(name), int(epoch)) for name, epoch in await cur.fetchall()}
-    lost = {fence for fence in listed if (fence.name, fence.epoch) not in held}
-    if not lost:
-        return batch, []
-    for gone in lost:
-        # The database says so: the work under it stops now (its owner watches the event),
-        # not only when the next renewal fails.
-        gone.lease.lose("the database says it is no longer held")
-    kept: list[Queued] = []
-    outcomes: list[Outcome] = []
-    for queued in batch:
-        fence = queued.fence
-        if fence is None or fence not in lost:
-            kept.append(queued)
-        elif queued.future is not None:
-            outcomes.append((queued.future, None, _lost(fence)))
-        else:
-            log.debug(
-                "store: a %s record of %s (epoch %d) is dropped: the lease is lost",
-                queued.kind,
-                fence.name,
-                fence.epoch,
-            )
-    return kept, outcomes
-
-
-def _lost(fence: Fence) -> LeaseLost:
-    return LeaseLost(
-        f"lease {fence.name} (epoch {fence.epoch}) is no longer held by {fence.holder}"
-    )
 
 
 def words(exc: BaseException, password: str | None) -> str:

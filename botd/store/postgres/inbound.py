@@ -2,24 +2,32 @@
 channels' offsets (``InboundLedger``, ``Offsets``), as the SQLite store means them.
 
 ``accept_inbound`` records the ids, the inbox row and the chatter it consumes in one
-transaction. The row's ``seq`` is the next of its conversation, read under a transaction
-advisory lock on the conversation key (taken before the ids are recorded): an accept of the
-same conversation on another node waits for this one to commit, so ``seq`` order is commit
-order and has no gaps (an identity id is taken when the insert runs, not when it commits).
-Two nodes recording the same id at once: the second insert waits for the first's row and
-then finds it, so the message is accepted once.
+transaction; asked to go only while the conversation keeps no chatter, its one statement
+checks that too. An accept that moves no chat mark and consumes no chatter is that one
+statement (``batch.Statement``), sent with the rest of its batch, its transaction's start and
+its commit in one query: one round trip. The
+row's ``seq`` is the next of its conversation, read under a transaction advisory lock on the
+conversation key (taken before the ids are recorded): an accept of the same conversation on
+another node waits for this one to commit, so ``seq`` order is commit order and has no gaps
+(an identity id is taken when the insert runs, not when it commits). Two nodes recording the
+same id at once: the second insert waits for the first's row and then finds it, so the
+message is accepted once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+
+from psycopg.rows import TupleRow
 
 from ...chat import InboundMessage
+from ..errors import ChatterKept
 from ..records import CHATTER_RETENTION_SECONDS, DEFAULT_INBOUND_RETENTION_SECONDS, KeptLine
-from ..rows import inbound_json
+from ..rows import chat_mark_row, inbound_json
 from ..targets import attachments_data, attachments_from_data
 from .base import Conn, PostgresBase
+from .batch import Statement
 from .marks import mark_chat
 
 _RECORD_IDS = (
@@ -35,17 +43,28 @@ async def _record_ids(conn: Conn, channel: str, keys: list[str], now: float) -> 
 
 
 _ACCEPT = (
-    "WITH recorded AS ("
+    "WITH kept AS ("
+    "SELECT 1 FROM chatter WHERE %(check)s AND conversation_key = %(key)s "
+    "AND kept_at >= %(since)s LIMIT 1), "
+    "recorded AS ("
     "INSERT INTO inbound_seen (channel, message_id, seen_at) "
     "SELECT %(channel)s, key, %(now)s FROM unnest(%(keys)s::text[]) AS key "
-    "ON CONFLICT DO NOTHING RETURNING 1) "
+    "WHERE NOT EXISTS (SELECT 1 FROM kept) "
+    "ON CONFLICT DO NOTHING RETURNING 1), "
+    "placed AS ("
     "INSERT INTO inbox (channel, conversation_key, seq, message, state, accepted_at, updated_at) "
     "SELECT %(channel)s, %(key)s, coalesce(max(seq), 0) + 1, %(message)s, 'accepted', %(now)s, "
     "%(now)s FROM inbox WHERE conversation_key = %(key)s "
-    "HAVING (SELECT count(*) FROM recorded) = %(count)s RETURNING id, seq"
+    "HAVING (SELECT count(*) FROM recorded) = %(count)s RETURNING id, seq) "
+    "SELECT placed.id, placed.seq, EXISTS (SELECT 1 FROM kept) "
+    "FROM (SELECT 1) AS one LEFT JOIN placed ON true"
 )
 """An accept in one statement (one round trip): the ids recorded, and the inbox row added
-only if every one of them was new."""
+only if every one of them was new; with ``check``, neither if the conversation keeps chatter
+(the last column says so). Always one row: (id, seq) of the row added, or nulls."""
+
+_KEPT = object()
+"""What ``_placed`` returns when ``check`` found chatter kept (nothing written)."""
 
 
 async def insert_accepted(
@@ -56,30 +75,55 @@ async def insert_accepted(
     next inbox row; its id, or None for a repeat (only the ids recorded). The message's
     chat mark moves with it (``marks``)."""
     placed = await _placed(conn, channel, keys, message, now)
-    return None if placed is None else placed[0]
+    assert placed is not _KEPT  # not checked
+    return None if not isinstance(placed, tuple) else int(placed[0])
 
 
-async def _placed(
-    conn: Conn, channel: str, keys: list[str], message: InboundMessage, now: float
-) -> tuple[int, int] | None:
-    """``insert_accepted``, the new row's id and ``seq``."""
-    key = message.conversation_key
-    cur = await conn.execute(
+def _accepting(
+    channel: str, keys: list[str], message: InboundMessage, now: float, *, check: bool
+) -> Statement[tuple[int, int] | object | None]:
+    """The accept's statement (``_ACCEPT``): its result is the new row's id and ``seq``,
+    None for a repeat, or (``check``) ``_KEPT`` when the conversation keeps chatter."""
+    return Statement(
         _ACCEPT,
         {
+            "check": check,
+            "since": now - CHATTER_RETENTION_SECONDS,
             "channel": channel,
             "now": now,
             "keys": keys,
-            "key": key,
+            "key": message.conversation_key,
             "message": inbound_json(message),
             "count": len(keys),
         },
+        _place,
     )
-    row = await cur.fetchone()
-    if row is None:
+
+
+def _place(rows: list[TupleRow]) -> tuple[int, int] | object | None:
+    [row] = rows  # the statement returns one row
+    if row[2]:
+        return _KEPT
+    if row[0] is None:
         return None
-    await mark_chat(conn, message, now)
     return int(row[0]), int(row[1])
+
+
+async def _placed(
+    conn: Conn,
+    channel: str,
+    keys: list[str],
+    message: InboundMessage,
+    now: float,
+    *,
+    check: bool = False,
+) -> tuple[int, int] | object | None:
+    """``insert_accepted``, the new row's id and ``seq``; with ``check``, ``_KEPT`` (and
+    nothing written) when the conversation keeps chatter."""
+    placed = await _accepting(channel, keys, message, now, check=check)(conn)
+    if isinstance(placed, tuple):
+        await mark_chat(conn, message, now)
+    return placed
 
 
 def _unique(keys: Sequence[str], what: str) -> list[str]:
@@ -107,26 +151,35 @@ class InboundStore(PostgresBase):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         """Record the message's ids and the message, atomically: its inbox id once
-        committed, or None when any id was seen before (then only the ids are recorded)."""
+        committed, or None when any id was seen before (then only the ids are recorded);
+        ``unless_chatter_kept``, ``ChatterKept`` and nothing written when the conversation
+        keeps chatter (checked by the accept's own statement)."""
         unique = _unique(keys, "accept_inbound")
         now = self._clock()
         key = message.conversation_key
 
-        async def write(conn: Conn) -> tuple[int, int] | None:
-            placed = await _placed(conn, channel, unique, message, now)
-            if placed is not None and consume_chatter is not None:
+        async def write(conn: Conn) -> tuple[int, int] | object | None:
+            placed = await _placed(conn, channel, unique, message, now, check=unless_chatter_kept)
+            if isinstance(placed, tuple) and consume_chatter is not None:
                 await _consume(conn, *consume_chatter)
             return placed
 
+        accept: Callable[[Conn], Awaitable[tuple[int, int] | object | None]] = write
+        if consume_chatter is None and chat_mark_row(message, now) is None:
+            # Its one statement: it rides in its batch's query (``batch.Statement``).
+            accept = _accepting(channel, unique, message, now, check=unless_chatter_kept)
         # The conversation's lock, taken at the start of the batch (``base``), is held
         # until it commits: the next accept of the conversation reads this row's seq.
-        placed = await self._commit("accept_inbound", write, locks=(key,))
-        if placed is None:
+        placed = await self._commit("accept_inbound", accept, locks=(key,))
+        if placed is _KEPT:
+            raise ChatterKept(key)
+        if not isinstance(placed, tuple):
             return None
         self._remember_place(*placed)
-        return placed[0]
+        return int(placed[0])
 
     async def prune_inbound(
         self, older_than_seconds: float = DEFAULT_INBOUND_RETENTION_SECONDS

@@ -3,7 +3,10 @@ outbox pieces (``ConversationLedger``), with the SQLite store's meaning method b
 (``botd/store/sqlite/transcripts.py``, ``inbox.py``, ``outbox.py`` say what each does).
 
 What differs is only how: a run's start (its user turn written, its entries marked
-running) is one statement, so it pipelines with the other records of its batch; the
+running) is one statement, so it pipelines with the other records of its batch; a piece
+written before it is sent (``outbox_add``) and a transcript appended for a caller that waits
+(``append_messages_later``) are each one statement whose rows give the result
+(``batch.Statement``), sent in their batch's one query with its start and its commit; the
 unfinished entries come in the order of their conversations' ``seq``, which is the order
 their accepts committed (``accept_inbound``), and conversations by their oldest entry.
 """
@@ -15,6 +18,8 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from psycopg.rows import TupleRow
 
 from ...chat import Button, MessageRef, Target
 from ...events import Message
@@ -43,6 +48,7 @@ from ..rows import (
 from ..targets import target_json
 from .approvals import awaiting_calls
 from .base import Conn, PostgresBase
+from .batch import Statement
 
 if TYPE_CHECKING:
     from ...agent.compaction import CompactionResult
@@ -65,6 +71,12 @@ def _session(row: Sequence[Any]) -> SessionRecord:
         active=bool(row[6]),
         runs=int(row[7]),
     )
+
+
+def _first_int(rows: list[TupleRow]) -> int:
+    """The one value a statement returned (an id ``RETURNING``)."""
+    [(value, *_)] = rows
+    return int(value)
 
 
 async def _require_session(conn: Conn, session_id: str) -> None:
@@ -168,42 +180,10 @@ class LedgerStore(PostgresBase):
 
         return await self._read(read)
 
-    async def _append(
-        self, conn: Conn, session_id: str, bodies: Sequence[tuple[str, str]], *, check: bool
-    ) -> None:
-        """Append ``bodies``; ``check``: raise ``UnknownSessionError`` for an unknown session
-        (a record in a pipeline cannot look: the messages' foreign key refuses it instead).
-        Checked, it is one statement (one round trip)."""
+    async def _append(self, conn: Conn, session_id: str, bodies: Sequence[tuple[str, str]]) -> None:
+        """Append ``bodies`` as a record (in a pipeline nothing is read: the messages'
+        foreign key refuses an unknown session instead)."""
         now = self._clock()
-        if check:
-            cur = await conn.execute(
-                """
-                WITH counted AS (
-                    UPDATE sessions
-                       SET updated_at = %(now)s, message_count = message_count + %(count)s
-                     WHERE session_id = %(session)s
-                    RETURNING session_id
-                ), added AS (
-                    INSERT INTO messages (session_id, role, body, created_at)
-                    SELECT counted.session_id, t.role, t.body, %(now)s
-                      FROM counted, unnest(%(roles)s::text[], %(bodies)s::text[])
-                           WITH ORDINALITY AS t(role, body, n)
-                     ORDER BY t.n
-                )
-                SELECT count(*) FROM counted
-                """,
-                {
-                    "now": now,
-                    "count": len(bodies),
-                    "session": session_id,
-                    "roles": [role for role, _ in bodies],
-                    "bodies": [body for _, body in bodies],
-                },
-            )
-            row = await cur.fetchone()
-            if row is None or int(row[0]) == 0:
-                raise UnknownSessionError(session_id)
-            return
         await conn.execute(
             "UPDATE sessions SET updated_at = %s, message_count = message_count + %s "
             "WHERE session_id = %s",
@@ -215,21 +195,51 @@ class LedgerStore(PostgresBase):
                 [(session_id, role, body, now) for role, body in bodies],
             )
 
+    def _checked_append(
+        self, session_id: str, bodies: Sequence[tuple[str, str]]
+    ) -> Statement[None]:
+        """Append ``bodies`` in one statement (``batch.Statement``: it rides in its batch's
+        query), ``UnknownSessionError`` (and nothing written) for an unknown session."""
+
+        def counted(rows: list[TupleRow]) -> None:
+            if _first_int(rows) == 0:
+                raise UnknownSessionError(session_id)
+
+        return Statement(
+            """
+            WITH counted AS (
+                UPDATE sessions
+                   SET updated_at = %(now)s, message_count = message_count + %(count)s
+                 WHERE session_id = %(session)s
+                RETURNING session_id
+            ), added AS (
+                INSERT INTO messages (session_id, role, body, created_at)
+                SELECT counted.session_id, t.role, t.body, %(now)s
+                  FROM counted, unnest(%(roles)s::text[], %(bodies)s::text[])
+                       WITH ORDINALITY AS t(role, body, n)
+                 ORDER BY t.n
+            )
+            SELECT count(*) FROM counted
+            """,
+            {
+                "now": self._clock(),
+                "count": len(bodies),
+                "session": session_id,
+                "roles": [role for role, _ in bodies],
+                "bodies": [body for _, body in bodies],
+            },
+            counted,
+        )
+
     def append_messages_soon(self, session_id: str, messages: Sequence[Message]) -> None:
         bodies = [(m.role, message_json(m)) for m in messages]
-        self._defer(
-            "append_messages_soon",
-            lambda conn: self._append(conn, session_id, bodies, check=False),
-        )
+        self._defer("append_messages_soon", lambda conn: self._append(conn, session_id, bodies))
 
     def append_messages_later(
         self, session_id: str, messages: Sequence[Message]
     ) -> asyncio.Future[None]:
         bodies = [(m.role, message_json(m)) for m in messages]
-        return self._commit_later(
-            "append_messages_soon",
-            lambda conn: self._append(conn, session_id, bodies, check=True),
-        )
+        return self._commit_later("append_messages_soon", self._checked_append(session_id, bodies))
 
     async def rewrite_messages(
         self, session_id: str, rewrite: Callable[[Message], Message | None]
@@ -477,17 +487,13 @@ class LedgerStore(PostgresBase):
             None if fence is None else fence.epoch,
         )
 
-        async def write(conn: Conn) -> int:
-            cur = await conn.execute(
-                "INSERT INTO outbox (anchor, seq, kind, target, text, media, buttons, state, "
-                "created_at, updated_at, epoch) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s) RETURNING id",
-                params,
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            return int(row[0])
-
+        write = Statement(
+            "INSERT INTO outbox (anchor, seq, kind, target, text, media, buttons, state, "
+            "created_at, updated_at, epoch) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s) RETURNING id",
+            params,
+            _first_int,
+        )
         return await self._commit("outbox_add", write)
 
     def outbox_sent(self, row_id: int, message_ids: Sequence[str]) -> None:

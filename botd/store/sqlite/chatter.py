@@ -8,7 +8,9 @@ router's ledger write would cost, shared with whatever else the loop iteration w
 trims the conversation to its newest ``limit`` rows and to rows younger than
 ``CHATTER_RETENTION_SECONDS``. ``kept_chatter`` reads a conversation's rows; they are deleted
 in the transaction that accepts the addressed message (``accept_inbound``'s
-``consume_chatter``), so each line reaches the model once, also across a restart. The daily
+``consume_chatter``), so each line reaches the model once, also across a restart. An accept
+asked to go only while its conversation keeps nothing (``unless_chatter_kept``) checks that
+in its own transaction (``keeps_chatter``). The daily
 pruner drops what conversations that never spoke to the bot again left behind
 (``prune_chatter``).
 """
@@ -111,4 +113,13 @@ def consume_chatter(conn: sqlite3.Connection, conversation_key: str, up_to: int)
     )
 
 
-__all__ = ["ChatterStore", "consume_chatter"]
+def keeps_chatter(conn: sqlite3.Connection, conversation_key: str, now: float) -> bool:
+    """Whether the conversation keeps chatter (a line ``kept_chatter`` would return)."""
+    row = conn.execute(
+        "SELECT 1 FROM chatter WHERE conversation_key = ? AND kept_at >= ? LIMIT 1",
+        (conversation_key, now - CHATTER_RETENTION_SECONDS),
+    ).fetchone()
+    return row is not None
+
+
+__all__ = ["ChatterStore", "consume_chatter", "keeps_chatter"]

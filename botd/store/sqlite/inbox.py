@@ -23,10 +23,12 @@ from typing import Any
 
 from ...chat import InboundMessage
 from ...events import Message
+from ..errors import ChatterKept
 from ..records import FINISHED_STATES, InboxBacklog, InboxEntry, InboxState
 from ..rows import inbound_from_json, inbound_json, message_json, resumable_prefix
 from .approvals import awaiting_calls
 from .chatter import consume_chatter as _consume_chatter
+from .chatter import keeps_chatter
 from .marks import mark_chat
 from .transcripts import TranscriptStore
 
@@ -90,6 +92,7 @@ class InboxStore(TranscriptStore):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         """Record the message's dedupe ids and the message itself, atomically, and wait for
         the commit (grouped with other writes of the moment, see ``deferred``).
@@ -97,20 +100,27 @@ class InboxStore(TranscriptStore):
         Returns the new inbox id, or None when any id was seen before (then only the ids are
         recorded, so a later form of the repeat is caught too). ``consume_chatter``
         (conversation key, last row id) deletes the kept chatter the message carries, in the
-        same transaction as the message is accepted.
+        same transaction as the message is accepted. ``unless_chatter_kept``: when the
+        message's conversation keeps chatter, nothing is written and ``ChatterKept`` raised.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
             raise ValueError("accept_inbound needs at least one key")
         now = self._clock()
+        key = message.conversation_key
 
-        def write(conn: sqlite3.Connection) -> int | None:
+        def write(conn: sqlite3.Connection) -> int | bool | None:
+            if unless_chatter_kept and keeps_chatter(conn, key, now):
+                return False
             inbox_id = insert_accepted(conn, channel, unique, message, now)
             if inbox_id is not None and consume_chatter is not None:
                 _consume_chatter(conn, *consume_chatter)
             return inbox_id
 
-        return await self._commit("accept_inbound", write)
+        placed = await self._commit("accept_inbound", write)
+        if placed is False:
+            raise ChatterKept(key)
+        return None if placed is None else int(placed)
 
     def start_inbox_run(
         self,

@@ -47,9 +47,16 @@ class SpyStore(SqliteStore):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         self.asked.extend(keys)
-        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
+        return await super().accept_inbound(
+            channel,
+            keys,
+            message,
+            consume_chatter=consume_chatter,
+            unless_chatter_kept=unless_chatter_kept,
+        )
 
 
 @pytest.fixture

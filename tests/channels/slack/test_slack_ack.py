@@ -37,11 +37,18 @@ class FailingStore(SqliteStore):
         message: InboundMessage,
         *,
         consume_chatter: tuple[str, int] | None = None,
+        unless_chatter_kept: bool = False,
     ) -> int | None:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database or disk is full")
-        return await super().accept_inbound(channel, keys, message, consume_chatter=consume_chatter)
+        return await super().accept_inbound(
+            channel,
+            keys,
+            message,
+            consume_chatter=consume_chatter,
+            unless_chatter_kept=unless_chatter_kept,
+        )
 
     def inbox_count(self) -> int:
         return int(self._connection().execute("SELECT count(*) FROM inbox").fetchone()[0])
