@@ -50,7 +50,10 @@ from .streams import SlackStreams
 from .threads import DEFAULT_THREAD_CONTEXT
 from .webapi import WebAPI
 
-__all__ = ["PLATFORM", "TEXT_LIMIT", "SlackAdapter"]
+__all__ = ["BOLT_APP_NAME", "PLATFORM", "TEXT_LIMIT", "SlackAdapter"]
+
+BOLT_APP_NAME = "botd.channels.slack.bolt"
+"""The name botd gives its Bolt app: Bolt's loggers are named after it (a leaf of botd's)."""
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +250,10 @@ class SlackAdapter:
     def _build_app(self) -> AsyncApp:
         app = AsyncApp(
             # Named here: unnamed, Bolt names the app from inspect.stack(), which reads the
-            # source of every frame of the caller's stack (a tenth of a second or more).
-            name="botd",
+            # source of every frame of the caller's stack (a tenth of a second or more). Bolt
+            # sets a level on the logger of that name, so it must not be an ancestor of botd's
+            # own loggers ("botd" would be: it overrode every botd line's level).
+            name=BOLT_APP_NAME,
             client=self.client,
             signing_secret=self._signing_secret,
             # Bolt's DM "assistant thread" say() would fetch conversations.replies and add

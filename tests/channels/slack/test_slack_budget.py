@@ -3,11 +3,13 @@ fake answering 429 past three ``chat.postMessage`` in any three seconds in a cha
 (``FakeSlack.limit_like_slack``). A long answer (several messages in one channel, status
 reactions on by default) is posted whole, each message once, and Slack refuses none: botd's
 budget (``botd.channels.slack.budget``) waits before the limit. What is asserted is what the
-fake saw, never how long it took.
+fake saw, never how long it took. The daemon's Slack app also leaves the level of botd's
+loggers alone (Bolt sets one on the logger named after its app).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -38,6 +40,9 @@ async def test_a_long_answer_keeps_to_slacks_posting_limit(tmp_path: Path) -> No
                 return f"Part {PARTS - 1}:" in " ".join(slack.visible("D1"))
 
             await until(whole, "the whole answer posted")
+            # Bolt sets the level of the logger named after its app: never one of botd's
+            # ancestors (named ``botd``, the app overrode the level of every botd line).
+            assert logging.getLogger("botd").level == logging.NOTSET
         shown = " ".join(slack.visible("D1"))
         assert slack.rate_limited == []
         assert len(slack.calls_to("chat.postMessage")) >= 4  # past one window's three
