@@ -12,9 +12,12 @@ Cut, the proxy reads nothing more from either side, so what the peers send waits
 kernel's buffers, acknowledged by TCP, as a network that drops everything past the proxy
 would leave it (the keepalives of each peer are answered by the proxy's kernel: only the
 peers' own timeouts notice). A connection opened meanwhile is taken but not carried on until
-the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client that
-contains the given bytes (or that a given test accepts): the server got the statement (and
-takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way,
+the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client once
+what the client sent since the server last answered on that connection (its turn: one query
+libpq may write in several pieces, or a pipeline) contains the given bytes (or a given test
+accepts it): the server got the statement (and takes its locks), its answer never comes
+back. The turn, not the chunk, is matched, so a statement split over two reads is still
+seen whole. ``forwarded`` counts the chunks carried each way,
 ``round_trips`` the times a client sent something after an answer on its connection (what
 it sent before the answer came, a pipeline, counts once: a bench counts a node's round
 trips with it).
@@ -87,8 +90,9 @@ class SilentProxy:
         self._flowing.clear()
 
     def cut_after(self, marker: bytes | Callable[[bytes], bool]) -> None:
-        """Cut right after the next client chunk containing ``marker`` (or for which it
-        returns True) is forwarded."""
+        """Cut right after the next client chunk is forwarded whose connection's turn
+        (what the client sent since the server last answered) contains ``marker`` (or is one
+        for which it returns True)."""
         self._marker = marker if callable(marker) else partial(_contains, marker)
 
     def refuse(self) -> None:
@@ -120,7 +124,7 @@ class SilentProxy:
             except OSError:
                 return
             self._writers.append(server_out)
-            turn = [False]  # the last chunk on this connection came from the client
+            turn = _Turn()
             await asyncio.gather(
                 self._pump(client_in, server_out, from_client=True, turn=turn),
                 self._pump(server_in, client_out, from_client=False, turn=turn),
@@ -136,7 +140,7 @@ class SilentProxy:
         sink: asyncio.StreamWriter,
         *,
         from_client: bool,
-        turn: list[bool],
+        turn: _Turn,
     ) -> None:
         try:
             while True:
@@ -148,15 +152,27 @@ class SilentProxy:
                 sink.write(chunk)
                 await sink.drain()
                 self.forwarded += 1
-                if from_client and not turn[0]:
+                if not from_client:
+                    turn.sent.clear()
+                    continue
+                if not turn.sent:
                     self.round_trips += 1
-                turn[0] = from_client
+                turn.sent += chunk
                 marker = self._marker
-                if from_client and marker is not None and marker(chunk):
+                if marker is not None and marker(bytes(turn.sent)):
                     self._marker = None
                     self.cut()
         finally:
             sink.close()
+
+
+class _Turn:
+    """What the client sent on one connection since the server last answered there (empty
+    once the server has spoken): the pipeline the next round trip counts, and what a
+    ``cut_after`` marker is matched against."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
 
 
 def _contains(marker: bytes, chunk: bytes) -> bool:
