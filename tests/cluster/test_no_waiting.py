@@ -39,6 +39,7 @@ from tests.cluster.scenario import TelegramChats, Users, pieces_posted, stretche
 from tests.cluster.script import ModelScript, Post, Stretch, check_answers
 from tests.conversation.crash import NOTICE, PARAGRAPHS
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.waiting import until
 
@@ -49,6 +50,10 @@ GUARD = 15 * TTL
 """How long a move may take before the test fails: a hang guard, far past the bound."""
 BATCHED = 24
 """DMs asking at once in the cut after ``FOR KEY SHARE``: one node holds eight of them or more."""
+ROUNDS = 4
+"""Messages each of those DMs sends: a round each, held at the model and let go at once, until
+a batch of the node holding most of them fences eight or more conversations (the runs' writes
+may spread over several batches on a loaded machine; a round more is another try)."""
 LOST = re.compile(r"lease \S+ \(epoch \d+\) lost|lost \(epoch \d+[):]")
 
 
@@ -120,9 +125,53 @@ def _asking(model: FakeAnthropicAPI, asked: int) -> dict[str, int] | None:
     return dict(Counter(request.via for request in model.requests))
 
 
-def fenced_batch(conversations: int, chunk: bytes) -> bool:
-    """A fence's ``FOR KEY SHARE`` over at least ``conversations`` conversations' leases."""
-    return b"FOR KEY SHARE" in chunk and chunk.count(b"conversation:") >= conversations
+def fenced_batch(conversations: int, sent: bytes) -> bool:
+    """A fence's ``FOR KEY SHARE`` over at least ``conversations`` conversations' leases in
+    ``sent`` (what a node sent in one turn: ``SilentProxy.cut_after``)."""
+    return b"FOR KEY SHARE" in sent and sent.count(b"conversation:") >= conversations
+
+
+async def cut_after_a_big_batch(cluster: Cluster, model: FakeAnthropicAPI, users: Users) -> Node:
+    """Start ``users`` with the model held, and cut the node asking for most of their DMs
+    (eight at least: 24 over three nodes) off from the database right after one of its
+    batches fences eight or more conversations: that node.
+
+    Each round, every DM's next message is held at the model until all are asked, then let
+    go at once: the node's runs go on together, so its batches fence many conversations at
+    once. A loaded machine may still spread their writes over small batches: the next round
+    (the model held again before it is let go) is another try, ``ROUNDS`` in all."""
+    dms = len(users.dms)
+    gate = model.hold()
+    users.start()
+    target: Node | None = None
+    for round_ in range(1, ROUNDS + 1):
+        asking = await until(
+            partial(_asking, model, round_ * dms), f"every DM's message {round_} asked"
+        )
+        assert asking is not None
+        if target is None:
+            target = cluster.node(max(asking, key=asking.__getitem__))
+            cluster.database_proxy(target).cut_after(partial(fenced_batch, 8))
+        proxy = cluster.database_proxy(target)
+        if round_ < ROUNDS:
+            released, gate = gate, model.hold()  # the next round held before this one goes
+            released.set()
+            # Cut, or every message of this round answered (the next one asked, and held).
+            await until(
+                partial(_cut_or_asked, proxy, model, (round_ + 1) * dms),
+                f"{target.name} cut off, or round {round_} answered",
+            )
+        else:
+            gate.set()
+        if proxy.silent:
+            break
+    gate.set()  # what comes now is answered as it is asked
+    assert target is not None
+    return target
+
+
+def _cut_or_asked(proxy: SilentProxy, model: FakeAnthropicAPI, asked: int) -> bool:
+    return proxy.silent or len(model.requests) >= asked
 
 
 @pytest.mark.parametrize("where", ["mid-answer", "after the accept's lock", "after FOR KEY SHARE"])
@@ -147,7 +196,10 @@ async def test_a_node_cut_off_from_the_database_holds_up_no_other_node(
         await cluster.start_all()
         await cluster.ready("telegram")
         users = Users(
-            chats, script, dms=BATCHED if where == "after FOR KEY SHARE" else 9, messages=2
+            chats,
+            script,
+            dms=BATCHED if where == "after FOR KEY SHARE" else 9,
+            messages=ROUNDS if where == "after FOR KEY SHARE" else 2,
         )
         try:
             poller = await cluster.lease_holder("telegram:")
@@ -162,19 +214,7 @@ async def test_a_node_cut_off_from_the_database_holds_up_no_other_node(
                 cluster.database_proxy(target).cut_after(b"pg_try_advisory_xact_lock")
                 users.start()
             else:
-                # Every DM's first message held at the model: the node asking for most of
-                # them (eight at least: 24 over three nodes) holds their conversations, and
-                # their runs go on together once the model answers, so its batches fence
-                # many conversations at once. It is cut right after the first over eight.
-                gate = model.hold()
-                users.start()
-                asking = await until(
-                    partial(_asking, model, len(users.dms)), "every DM's first message asked"
-                )
-                assert asking is not None
-                target = cluster.node(max(asking, key=asking.__getitem__))
-                cluster.database_proxy(target).cut_after(partial(fenced_batch, 8))
-                gate.set()
+                target = await cut_after_a_big_batch(cluster, model, users)
             proxy = cluster.database_proxy(target)
             await until(lambda: proxy.silent, f"{target.name} cut off ({where})")
             cut_at = time.monotonic()
