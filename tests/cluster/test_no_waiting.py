@@ -167,6 +167,7 @@ async def cut_after_a_big_batch(cluster: Cluster, model: FakeAnthropicAPI, users
             break
     gate.set()  # what comes now is answered as it is asked
     assert target is not None
+    print(f"after FOR KEY SHARE: {target.name} cut in round {round_} of {ROUNDS} at most")
     return target
 
 
