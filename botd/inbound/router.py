@@ -199,13 +199,11 @@ class Router:
         """The store refused the message for its content: log it, tell the sender once in
         one line if the message was for the bot; it is given up (see the module docstring)."""
         reason = f"refused by the store for its content ({exc.reason})"
-        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
-        if identity in self._told_store_failed:
+        if not self._first_telling(message):
             log.info(
                 "message %s in %s: %s again", message.message_id, message.conversation_key, reason
             )
             return Decision(False, reason)
-        self._told_store_failed.append(identity)
         log.error(
             "message %s in %s could not be taken: %s",
             message.message_id,
@@ -213,13 +211,24 @@ class Router:
             reason,
         )
         if self._access(message).accepted:
-            try:
-                await self._reply(message.reply_target(), CONTENT_REFUSED_NOTICE)
-            except Exception:
-                log.exception(
-                    "telling %s that its message failed failed too", message.conversation_key
-                )
+            await self._tell(message, CONTENT_REFUSED_NOTICE)
         return Decision(False, reason)
+
+    def _first_telling(self, message: InboundMessage) -> bool:
+        """Whether ``message``'s sender was not told yet that the store failed or refused it
+        (from now on they count as told)."""
+        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
+        if identity in self._told_store_failed:
+            return False
+        self._told_store_failed.append(identity)
+        return True
+
+    async def _tell(self, message: InboundMessage, notice: str) -> None:
+        """Reply ``notice`` to ``message``; a reply that fails too is logged, not raised."""
+        try:
+            await self._reply(message.reply_target(), notice)
+        except Exception:
+            log.exception("telling %s that its message failed failed too", message.conversation_key)
 
     async def held_back(self, message: InboundMessage) -> None:
         """An adapter holds ``message`` back instead of handing it to ``handle``: an earlier
@@ -230,19 +239,14 @@ class Router:
         policy does not admit hear nothing."""
         if not self._store_failing or message.edited or not self._access(message).accepted:
             return
-        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
-        if identity in self._told_store_failed:
+        if not self._first_telling(message):
             return
-        self._told_store_failed.append(identity)
         log.warning(
             "message %s in %s held back behind one the store could not take; its sender is told",
             message.message_id,
             message.conversation_key,
         )
-        try:
-            await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
-        except Exception:
-            log.exception("telling %s that its message failed failed too", message.conversation_key)
+        await self._tell(message, STORE_FAILED_NOTICE)
 
     async def _store_failed(self, message: InboundMessage, exc: StoreError) -> None:
         """The store could not take the message: log it, tell the sender once in one line.
@@ -254,14 +258,8 @@ class Router:
             message.conversation_key,
             exc,
         )
-        identity = (message.channel, message.account_id, message.chat_id, message.message_id)
-        if identity in self._told_store_failed:
-            return
-        self._told_store_failed.append(identity)
-        try:
-            await self._reply(message.reply_target(), STORE_FAILED_NOTICE)
-        except Exception:
-            log.exception("telling %s that its message failed failed too", message.conversation_key)
+        if self._first_telling(message):
+            await self._tell(message, STORE_FAILED_NOTICE)
 
     async def _decide(self, message: InboundMessage, ack: Ack | None) -> Decision:
         keys = message.dedupe_keys or (

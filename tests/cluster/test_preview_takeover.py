@@ -90,6 +90,19 @@ async def answered(cluster: Cluster) -> bool:
     return [row[0] for row in rows] == ["answered"]
 
 
+async def slack_stream_kept(slack: FakeSlack, model: FakeAnthropicAPI, cluster: Cluster) -> None:
+    """Both nodes on Slack's socket; U1 asks in D1 for the long answer (the next one too,
+    for the node that takes over), whose native stream has grown and is kept in the store."""
+    await cluster.ready("slack")
+    await until(lambda: len(slack.sockets) == 2, "both nodes' sockets")
+    model.push(long_answer(delay=0.5), long_answer(delay=0.0))
+    asked = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
+    asked |= {"text": PROMPT, "ts": "100.000001"}
+    assert await slack.deliver_event(event_callback(asked))
+    await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
+    await until(lambda: preview_kept(cluster, streaming=True), "the stream kept")
+
+
 async def test_a_takeover_mid_edit_preview_finishes_that_same_preview(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
@@ -161,14 +174,7 @@ async def test_a_takeover_mid_slack_stream_ends_that_same_stream_as_the_answer(
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
         two_nodes(tmp_path, postgres_dsn, model, "stream", slack=slack) as cluster,
     ):
-        await cluster.ready("slack")
-        await until(lambda: len(slack.sockets) == 2, "both nodes' sockets")
-        model.push(long_answer(delay=0.5), long_answer(delay=0.0))
-        asked = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
-        asked |= {"text": PROMPT, "ts": "100.000001"}
-        assert await slack.deliver_event(event_callback(asked))
-        await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
-        await until(lambda: preview_kept(cluster, streaming=True), "the stream kept")
+        await slack_stream_kept(slack, model, cluster)
         _, other = await kill_the_owner(cluster, "slack:D1")
         (cut,) = slack.visible("D1")
         assert PARAGRAPHS[-1] not in cut and slack.streaming  # left open by the dead node
@@ -228,14 +234,7 @@ async def test_an_owner_paused_mid_slack_stream_leaves_the_finished_answer_alone
         FakeAnthropicAPI(api_key=MODEL_KEY) as model,
         two_nodes(tmp_path, postgres_dsn, model, "stream", slack=slack) as cluster,
     ):
-        await cluster.ready("slack")
-        await until(lambda: len(slack.sockets) == 2, "both nodes' sockets")
-        model.push(long_answer(delay=0.5), long_answer(delay=0.0))
-        asked = {"type": "message", "channel": "D1", "channel_type": "im", "user": "U1"}
-        asked |= {"text": PROMPT, "ts": "100.000001"}
-        assert await slack.deliver_event(event_callback(asked))
-        await until(lambda: bool(slack.calls_to("chat.appendStream")), "the stream grew")
-        await until(lambda: preview_kept(cluster, streaming=True), "the stream kept")
+        await slack_stream_kept(slack, model, cluster)
         paused, other = await pause_the_owner(cluster, "slack:D1")
         await until(lambda: PARAGRAPHS[-1] in "".join(slack.visible("D1")), "the answer")
         await until(lambda: not slack.streaming, "the stream stopped")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.cluster.harness import MODEL_KEY, TOKEN, Cluster
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.anthropic_api import FakeAnthropicAPI, answers_by_prompt
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.waiting import until
 
@@ -57,7 +57,9 @@ async def test_two_users_writing_while_the_database_refuses_are_each_told_once(
             await until(lambda: len(telegram.calls_to("getUpdates")) >= polls + 2, "two polls")
             assert told() == [STORE_FAILED_NOTICE] * 2
 
-            model.push(stream(text("One.")), stream(text("Two.")))
+            # Each answer named by its prompt: the two conversations run side by side, so
+            # which asks the model first is not given.
+            model.responder = answers_by_prompt({"first,": "One.", "second,": "Two."})
             await cluster.execute(TAKE)
             await until(lambda: len(told()) == 4, "both answered")
             statuses = await cluster.stop_all()

@@ -222,6 +222,21 @@ def _block_frames(index: int, block: Block) -> tuple[list[bytes], bytes]:
     return frames, _frame("content_block_stop", {"type": "content_block_stop", "index": index})
 
 
+def answers_by_prompt(answers: dict[str, str]) -> Callable[[dict[str, Any]], Reply]:
+    """A ``responder`` that answers each request with the text of the first of ``answers``
+    whose key the request's last message contains (conversations that run side by side ask
+    the model in no given order, so scripted replies in a queue could cross)."""
+
+    def respond(body: dict[str, Any]) -> Reply:
+        last = json.dumps(body["messages"][-1])
+        for key, answer in answers.items():
+            if key in last:
+                return stream(text(answer))
+        raise AssertionError(f"no answer scripted for {last[:200]}")
+
+    return respond
+
+
 def stream_frames(reply: StreamReply, *, model: str, message_id: str) -> list[bytes]:
     """The whole scripted event stream of a ``StreamReply``, frame by frame."""
     start_usage = {k: v for k, v in reply.usage.items() if k != "output_tokens"}

@@ -26,7 +26,7 @@ from botd.inbound.router import STORE_FAILED_NOTICE, Router
 from botd.store import StoreError, StoreHealth, StoreWriteError
 from botd.store.sqlite import SqliteStore
 from tests.conversation.harness import ListSink, inbound, settings
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.anthropic_api import FakeAnthropicAPI, answers_by_prompt, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.store.harness import fill_the_disk
 from tests.support.daemon_inprocess import (
@@ -295,7 +295,8 @@ async def test_two_telegram_users_writing_while_the_disk_is_full_are_each_told_o
             await telegram.wait_for_call("getUpdates", polls + 2, timeout=HANG_GUARD)
             assert told() == [STORE_FAILED_NOTICE] * 2
 
-            model.push(stream(text("One.")), stream(text("Two.")))
+            # Each answer named by its prompt: the two conversations run side by side.
+            model.responder = answers_by_prompt({"first,": "One.", "second,": "Two."})
             free()
             await until(lambda: len(told()) == 4, "both answered")
     assert telegram.visible(DM) == [STORE_FAILED_NOTICE, "One."]
