@@ -5,6 +5,8 @@ PostgreSQL (or a platform), cut without closing anything.
         dsn = proxy.dsn(postgres_dsn)      # the same database, through the proxy
         proxy.cut()                        # forward nothing; every socket stays open
         proxy.cut_after(b"FOR SHARE")      # ... once a chunk carrying these bytes went by
+        proxy.hold(b"BEGIN", at_most=1.0)  # the next client turn carrying them waits ...
+        proxy.let_go()                     # ... until now (or at_most seconds)
         proxy.refuse()                     # close every socket, and each new one at once
         proxy.mend()                       # forward again what waited, and what comes
 
@@ -17,7 +19,12 @@ what the client sent since the server last answered on that connection (its turn
 libpq may write in several pieces, or a pipeline) contains the given bytes (or a given test
 accepts it): the server got the statement (and takes its locks), its answer never comes
 back. The turn, not the chunk, is matched, so a statement split over two reads is still
-seen whole. ``forwarded`` counts the chunks carried each way,
+seen whole. ``hold`` keeps one client turn back: the next one that contains the given bytes
+(or that a given test accepts) is not forwarded, from the chunk that made it match, until
+``let_go`` (or ``at_most`` seconds, kept under the client's own bound for an answer: a hold is
+a slow network, never a fault); the server has not seen it (no lock taken), the client waits
+for its answer, and everything else on the proxy flows. ``holds`` counts the turns held so
+far, ``holding`` says one is held now. ``forwarded`` counts the chunks carried each way,
 ``round_trips`` the times a client sent something after an answer on its connection (what
 it sent before the answer came, a pipeline, counts once: a bench counts a node's round
 trips with it).
@@ -46,6 +53,13 @@ class SilentProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._marker: Callable[[bytes], bool] | None = None
+        self._hold: Callable[[bytes], bool] | None = None
+        self._hold_at_most = 0.0
+        self._let_go = asyncio.Event()
+        self.holds = 0
+        """Client turns held so far (``hold``)."""
+        self.holding = False
+        """A client turn is held now."""
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: list[asyncio.StreamWriter] = []
@@ -95,6 +109,18 @@ class SilentProxy:
         for which it returns True)."""
         self._marker = marker if callable(marker) else partial(_contains, marker)
 
+    def hold(self, marker: bytes | Callable[[bytes], bool], *, at_most: float) -> None:
+        """Hold the next client turn that contains ``marker`` (or for which it returns True):
+        not forwarded until ``let_go``, or ``at_most`` seconds (see the module docstring)."""
+        self._hold = marker if callable(marker) else partial(_contains, marker)
+        self._hold_at_most = at_most
+        self._let_go.clear()
+
+    def let_go(self) -> None:
+        """Forward the turn held (and hold none that comes later)."""
+        self._hold = None
+        self._let_go.set()
+
     def refuse(self) -> None:
         """A peer that cannot be reached at all: close every connection carried now, and
         each one opened from now on as soon as it is taken, until the proxy mends."""
@@ -106,6 +132,7 @@ class SilentProxy:
         """Forward again (and take connections again)."""
         self._marker = None
         self._refusing = False
+        self.let_go()
         self._flowing.set()
 
     async def _carry(
@@ -146,6 +173,11 @@ class SilentProxy:
             while True:
                 await self._flowing.wait()
                 chunk = await source.read(65536)
+                if from_client and chunk:
+                    if not turn.sent:
+                        self.round_trips += 1
+                    turn.sent += chunk
+                    await self._held(bytes(turn.sent))
                 await self._flowing.wait()  # read before a cut: held until the proxy mends
                 if not chunk:
                     break
@@ -155,15 +187,27 @@ class SilentProxy:
                 if not from_client:
                     turn.sent.clear()
                     continue
-                if not turn.sent:
-                    self.round_trips += 1
-                turn.sent += chunk
                 marker = self._marker
                 if marker is not None and marker(bytes(turn.sent)):
                     self._marker = None
                     self.cut()
         finally:
             sink.close()
+
+    async def _held(self, sent: bytes) -> None:
+        """Wait here if ``sent`` (a client's turn so far) is the one to hold."""
+        hold = self._hold
+        if hold is None or not hold(sent):
+            return
+        self._hold = None
+        self.holds += 1
+        self.holding = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._hold_at_most):
+                    await self._let_go.wait()
+        finally:
+            self.holding = False
 
 
 class _Turn:
