@@ -267,6 +267,10 @@ class Users:
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self.talk(dm)) for dm in self.dms]
 
+    def ask_at_most(self, messages: int) -> None:
+        """Each DM sends ``messages`` prompts in all, and no more."""
+        self.messages = messages
+
     def wind_down(self) -> None:
         """Ask nothing more: what was asked is still to be answered (``finished``)."""
         self.winding_down = True
