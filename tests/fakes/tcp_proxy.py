@@ -177,7 +177,7 @@ class SilentProxy:
                     if not turn.sent:
                         self.round_trips += 1
                     turn.sent += chunk
-                    await self._held(bytes(turn.sent))
+                    await self._held(turn.sent)
                 await self._flowing.wait()  # read before a cut: held until the proxy mends
                 if not chunk:
                     break
@@ -194,10 +194,10 @@ class SilentProxy:
         finally:
             sink.close()
 
-    async def _held(self, sent: bytes) -> None:
+    async def _held(self, sent: bytearray) -> None:
         """Wait here if ``sent`` (a client's turn so far) is the one to hold."""
         hold = self._hold
-        if hold is None or not hold(sent):
+        if hold is None or not hold(bytes(sent)):
             return
         self._hold = None
         self.holds += 1
