@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import suppress
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import settings
 
@@ -93,6 +95,10 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_dsn(postgres_server: PostgresServer) -> str:
-    """A new empty database of the test's own on the worker's server."""
-    return postgres_server.new_database()
+def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A new empty database of the test's own on the worker's server, dropped after the test
+    (unless the test left the server stopped: the next test that needs it starts it)."""
+    dsn = postgres_server.new_database()
+    yield dsn
+    with suppress(psycopg.OperationalError):
+        postgres_server.drop_database(dsn)

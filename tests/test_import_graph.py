@@ -20,6 +20,7 @@ that saw nothing could not pass.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -107,8 +108,11 @@ def imports(name: str, path: Path) -> Iterator[Import]:
                 yield Import(name, module, alias.name, node.lineno, hidden)
 
 
-def all_imports(package: Path) -> list[Import]:
-    return [found for name, path in modules(package).items() for found in imports(name, path)]
+@functools.cache
+def all_imports(package: Path) -> tuple[Import, ...]:
+    """Every import of every module of ``package``, read once per package (the rules below
+    each ask for them; a package is not changed once it was read)."""
+    return tuple(found for name, path in modules(package).items() for found in imports(name, path))
 
 
 def graph(package: Path) -> dict[str, set[str]]:

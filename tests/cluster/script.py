@@ -74,13 +74,13 @@ class ModelScript:
     def __post_init__(self) -> None:
         self.model.responder = self.reply
 
-    def stretch_next(self, nodes: Iterable[str], delay: float = 0.3) -> Stretch:
+    def stretch_next(self, nodes: Iterable[str], delay: float = 0.6) -> Stretch:
         """Stretch the answer to the next new prompt asked through one of ``nodes``."""
         stretch = Stretch(frozenset(nodes), delay)
         self.stretches.append(stretch)
         return stretch
 
-    def stretch_prompt(self, asked: str, delay: float = 0.3) -> Stretch:
+    def stretch_prompt(self, asked: str, delay: float = 0.6) -> Stretch:
         """Stretch the answer to ``asked``, on whichever node asks it first."""
         stretch = Stretch(None, delay, prompt=asked)
         self.stretches.append(stretch)

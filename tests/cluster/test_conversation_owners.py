@@ -160,7 +160,7 @@ async def test_a_stop_accepted_by_the_other_node_stops_the_owners_run(
 ) -> None:
     chat = 777
     async with FakeAnthropicAPI(api_key="sk-ant-test") as model:
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         extra = (
             anthropic_yaml(model),
             "agent:\n  block_streaming: {min_chars: 10, max_chars: 200}\n",

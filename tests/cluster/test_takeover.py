@@ -124,7 +124,7 @@ async def test_the_owner_killed_mid_answer_the_other_node_finishes_it_once(
         FakeAnthropicAPI(api_key="sk-ant-test") as model,
         two_nodes(tmp_path, postgres_dsn, model) as nodes,
     ):
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         nodes[0].telegram.push_text(DM, "tell me the long story")
         await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
         owner = next(node for node in nodes if node.texts())
@@ -151,7 +151,7 @@ async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(
         FakeAnthropicAPI(api_key="sk-ant-test") as model,
         two_nodes(tmp_path, postgres_dsn, model) as nodes,
     ):
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         nodes[1].telegram.push_text(DM, "tell me the long story")
         await _until(settled(postgres_dsn, 3), "three paragraphs sent and marked")
         owner = next(node for node in nodes if node.texts())

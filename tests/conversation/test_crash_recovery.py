@@ -95,7 +95,7 @@ async def test_sigkill_mid_stream_then_restart_answers_in_full_once(tmp_path: Pa
     prompt = "tell me the long story"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, state, telegram, model)
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, prompt)
@@ -162,8 +162,8 @@ async def test_sigterm_past_the_grace_resumes_after_restart_and_tells_once(
     prompt = "a long one please"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, state, telegram, model)
-        # Longer than any grace the daemon may have (30 x 0.5 s).
-        model.push(long_answer(delay=0.5))
+        # Longer than any grace the daemon may have (12 x 1 s).
+        model.push(long_answer(delay=1.0))
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, prompt)
@@ -254,7 +254,7 @@ async def test_sigkill_mid_preview_then_restart_finishes_that_same_preview(tmp_p
     state = tmp_path / "state"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, state, telegram, model, extra="    delivery: edit\n")
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.45))
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, "tell me the long story")
@@ -290,7 +290,7 @@ async def test_sigkill_mid_slack_stream_then_restart_ends_that_same_stream_as_th
     state = tmp_path / "state"
     async with FakeSlack() as slack, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = slack_crash_config(tmp_path, state, slack, model, extra="    delivery: stream\n")
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.45))
         first = await _start(config, tmp_path)
         try:
             await slack.wait_socket(HANG_GUARD)
@@ -333,7 +333,7 @@ async def test_sigkill_mid_telegram_draft_then_restart_posts_the_answer_once(
     state = tmp_path / "state"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, state, telegram, model, extra="    delivery: stream\n")
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.45))
         first = await _start(config, tmp_path)
         try:
             telegram.push_text(DM, "tell me the long story")

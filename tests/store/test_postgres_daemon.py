@@ -79,7 +79,7 @@ async def test_botd_on_postgres_killed_mid_answer_answers_once_after_a_restart(
     prompt = "tell me the long story"
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, tmp_path / "state", telegram, model, STORE)
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         first = await _start(config, tmp_path, postgres_dsn)
         try:
             telegram.push_text(DM, prompt)
@@ -136,7 +136,7 @@ async def test_a_job_run_cut_by_a_kill_on_postgres_is_answered_once_and_not_fire
     )
     async with FakeTelegramAPI(TOKEN) as telegram, FakeAnthropicAPI(api_key="sk-ant-test") as model:
         config = crash_config(tmp_path, tmp_path / "state", telegram, model, STORE + job)
-        model.push(long_answer(delay=0.3))
+        model.push(long_answer(delay=0.6))
         first = await _start(config, tmp_path, postgres_dsn)
         try:
 

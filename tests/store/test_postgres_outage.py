@@ -61,7 +61,7 @@ def answer(body: dict[str, Any]) -> Reply:
     found = KEY.findall(said)
     key = found[-1] if found else "?"
     if key == "m2":
-        return stream(text(*(p + "\n\n" for p in PARAGRAPHS)), delay=0.2)
+        return stream(text(*(p + "\n\n" for p in PARAGRAPHS)), delay=0.4)
     return stream(text(f"Answer to {key}."))
 
 

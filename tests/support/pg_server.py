@@ -124,6 +124,16 @@ class PostgresServer:
             admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
         return self.dsn(name)
 
+    def drop_database(self, dsn: str) -> None:
+        """Drop a database ``new_database`` made, cutting whatever is still connected to it.
+
+        A test's database is dropped when it ends: a worker runs hundreds of tests, and the
+        files of hundreds of databases (about 10 MB each, never synced) made removing the
+        data directory at the end take minutes."""
+        name = dsn.rsplit("/", 1)[1]
+        with psycopg.connect(self.dsn(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
 
 @contextmanager
 def running_postgres(*, settings: str = "") -> Iterator[PostgresServer]:

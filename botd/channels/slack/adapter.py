@@ -246,6 +246,9 @@ class SlackAdapter:
 
     def _build_app(self) -> AsyncApp:
         app = AsyncApp(
+            # Named here: unnamed, Bolt names the app from inspect.stack(), which reads the
+            # source of every frame of the caller's stack (a tenth of a second or more).
+            name="botd",
             client=self.client,
             signing_secret=self._signing_secret,
             # Bolt's DM "assistant thread" say() would fetch conversations.replies and add

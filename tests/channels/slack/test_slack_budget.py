@@ -16,11 +16,12 @@ from tests.support.daemon_inprocess import anthropic_yaml, config_yaml, daemon_r
 from tests.support.waiting import until
 
 PARTS = 6
-"""Paragraphs in the answer, each near Slack's 4000 characters: a message each."""
+"""Paragraphs in the answer, each just under the block limit (1200 characters by default):
+a message each, two of the channel's three-second windows."""
 
 
 def paragraph(n: int) -> str:
-    return f"Part {n}: " + "word " * 700
+    return f"Part {n}: " + "word " * 220
 
 
 async def test_a_long_answer_keeps_to_slacks_posting_limit(tmp_path: Path) -> None:
