@@ -532,7 +532,12 @@ class FakeAnthropicAPI:
         return await self._serve_stream(request, reply, model=str(body.get("model", "fake")))
 
     async def _held(self, index: int, gate: asyncio.Event) -> None:
-        """Wait until ``gate`` is set or the request ``index`` is let through."""
+        """Wait until ``gate`` is set or the request ``index`` is let through. Either done
+        already, return without giving way: the responder then still finds the request it
+        answers last in ``requests`` (nothing came in between), as without ``hold``."""
+        own = self._let_through.get(index)
+        if gate.is_set() or (own is not None and own.is_set()):
+            return
         own = self._let_through.setdefault(index, asyncio.Event())
         waits = {asyncio.ensure_future(gate.wait()), asyncio.ensure_future(own.wait())}
         try:
