@@ -35,7 +35,7 @@ from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.discord_api import user as discord_user
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.waiting import guarded, until
+from tests.support.waiting import HANG_GUARD, guarded, until
 
 EVERY = 3.0
 """Seconds between two fires of the job."""
@@ -229,12 +229,17 @@ class Users:
         self.tasks: list[asyncio.Task[None]] = []
         self.long_dms: list[int] = []
 
-    async def ask_long(self, *, on: Node | None = None, tries: int = 9) -> Stretch:
+    async def ask_long(self, *, on: Node | None = None, guard: float = HANG_GUARD) -> Stretch:
         """A long answer streaming on ``on`` (None: on any node), in a DM of its own that
         asks nothing else: a new DM asks for it, and another one again while a different
-        node claimed the last one (a claim goes to the least busy node, so ``on`` wins one
-        of the first few). The long answers on other nodes run to their end meanwhile."""
-        for _ in range(tries):
+        node claimed the last one, until ``on`` takes one (failing past ``guard`` seconds).
+        Which node wins a claim is not given: the least busy tends to, and a node that has
+        just come back may be the busiest (it took the conversations whose messages came
+        while it was away), so ``on`` may lose several. The long answers on other nodes run
+        to their end meanwhile."""
+        deadline, tried = time.monotonic() + guard, 0
+        while True:
+            tried += 1
             dm = LONG_DMS + len(self.long_dms)
             self.long_dms.append(dm)
             asked = prompt(dm, 1)
@@ -244,7 +249,8 @@ class Users:
             await until(partial(_asked_via, stretch), f"a node asking for the long answer {asked}")
             if on is None or stretch.asked_via == on.name:
                 return stretch
-        raise AssertionError(f"{on.name if on else 'no node'} took none of {tries} long answers")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{on.name} took none of {tried} long answers in {guard:g} s")
 
     def answered(self, chat: str, asked: str) -> bool:
         texts = shown(self.chats, chat)
@@ -266,6 +272,10 @@ class Users:
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self.talk(dm)) for dm in self.dms]
+
+    def ask_at_most(self, messages: int) -> None:
+        """Each DM sends ``messages`` prompts in all, and no more."""
+        self.messages = messages
 
     def wind_down(self) -> None:
         """Ask nothing more: what was asked is still to be answered (``finished``)."""

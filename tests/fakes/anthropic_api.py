@@ -20,6 +20,8 @@ request's body, so a load of concurrent conversations can each get their own ans
 
     fake.responder = lambda body: stream(text(f"{len(body['messages'])} messages read."))
 
+``hold`` makes every request from then on wait, unanswered, until the gate it returns is set
+(a model that takes its time); ``let_through`` answers one held request before the others.
 Without ``hold``, the responder is called with no wait after the request was recorded, so
 ``requests[-1]`` is the request it answers (its ``via``, when several processes share the
 fake through ``node_url``).
@@ -378,6 +380,8 @@ class FakeAnthropicAPI:
         """Other names ``GET /v1/models/{name}`` knows, to the listed id each stands for."""
         self._closing = asyncio.Event()
         self._gate: asyncio.Event | None = None
+        self._let_through: dict[int, asyncio.Event] = {}
+        """Held requests (by index) let through before their hold ends (``let_through``)."""
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -399,6 +403,11 @@ class FakeAnthropicAPI:
         the fake closes): a model that takes its time."""
         self._gate = asyncio.Event()
         return self._gate
+
+    def let_through(self, index: int) -> None:
+        """Answer the held request ``requests[index]`` (or that one once it comes) without
+        waiting for its ``hold`` to end: one answer going before the others held with it."""
+        self._let_through.setdefault(index, asyncio.Event()).set()
 
     @property
     def pending(self) -> int:
@@ -496,7 +505,7 @@ class FakeAnthropicAPI:
                 _error_json("authentication_error", "invalid x-api-key"), status=401
             )
         if self._gate is not None:
-            await self._gate.wait()
+            await self._held(len(self.requests) - 1, self._gate)
         refusal = image_refusal(body, self.max_image_side) if isinstance(body, dict) else None
         if refusal is not None:
             self.refusals.append(refusal)
@@ -521,6 +530,21 @@ class FakeAnthropicAPI:
                 headers=reply.headers,
             )
         return await self._serve_stream(request, reply, model=str(body.get("model", "fake")))
+
+    async def _held(self, index: int, gate: asyncio.Event) -> None:
+        """Wait until ``gate`` is set or the request ``index`` is let through. Either done
+        already, return without giving way: the responder then still finds the request it
+        answers last in ``requests`` (nothing came in between), as without ``hold``."""
+        own = self._let_through.get(index)
+        if gate.is_set() or (own is not None and own.is_set()):
+            return
+        own = self._let_through.setdefault(index, asyncio.Event())
+        waits = {asyncio.ensure_future(gate.wait()), asyncio.ensure_future(own.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _serve_stream(
         self, request: web.Request, reply: StreamReply, *, model: str

@@ -5,6 +5,8 @@ PostgreSQL (or a platform), cut without closing anything.
         dsn = proxy.dsn(postgres_dsn)      # the same database, through the proxy
         proxy.cut()                        # forward nothing; every socket stays open
         proxy.cut_after(b"FOR SHARE")      # ... once a chunk carrying these bytes went by
+        proxy.hold(b"BEGIN", at_most=1.0)  # the next client turn carrying them waits ...
+        proxy.let_go()                     # ... until now (or at_most seconds)
         proxy.refuse()                     # close every socket, and each new one at once
         proxy.mend()                       # forward again what waited, and what comes
 
@@ -12,9 +14,17 @@ Cut, the proxy reads nothing more from either side, so what the peers send waits
 kernel's buffers, acknowledged by TCP, as a network that drops everything past the proxy
 would leave it (the keepalives of each peer are answered by the proxy's kernel: only the
 peers' own timeouts notice). A connection opened meanwhile is taken but not carried on until
-the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client that
-contains the given bytes (or that a given test accepts): the server got the statement (and
-takes its locks), its answer never comes back. ``forwarded`` counts the chunks carried each way,
+the proxy mends. ``cut_after`` cuts right after forwarding a chunk from the client once
+what the client sent since the server last answered on that connection (its turn: one query
+libpq may write in several pieces, or a pipeline) contains the given bytes (or a given test
+accepts it): the server got the statement (and takes its locks), its answer never comes
+back. The turn, not the chunk, is matched, so a statement split over two reads is still
+seen whole. ``hold`` keeps one client turn back: the next one that contains the given bytes
+(or that a given test accepts) is not forwarded, from the chunk that made it match, until
+``let_go`` (or ``at_most`` seconds, kept under the client's own bound for an answer: a hold is
+a slow network, never a fault); the server has not seen it (no lock taken), the client waits
+for its answer, and everything else on the proxy flows. ``holds`` counts the turns held so
+far, ``holding`` says one is held now. ``forwarded`` counts the chunks carried each way,
 ``round_trips`` the times a client sent something after an answer on its connection (what
 it sent before the answer came, a pipeline, counts once: a bench counts a node's round
 trips with it).
@@ -43,6 +53,13 @@ class SilentProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._marker: Callable[[bytes], bool] | None = None
+        self._hold: Callable[[bytes], bool] | None = None
+        self._hold_at_most = 0.0
+        self._let_go = asyncio.Event()
+        self.holds = 0
+        """Client turns held so far (``hold``)."""
+        self.holding = False
+        """A client turn is held now."""
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: list[asyncio.StreamWriter] = []
@@ -87,9 +104,22 @@ class SilentProxy:
         self._flowing.clear()
 
     def cut_after(self, marker: bytes | Callable[[bytes], bool]) -> None:
-        """Cut right after the next client chunk containing ``marker`` (or for which it
-        returns True) is forwarded."""
+        """Cut right after the next client chunk is forwarded whose connection's turn
+        (what the client sent since the server last answered) contains ``marker`` (or is one
+        for which it returns True)."""
         self._marker = marker if callable(marker) else partial(_contains, marker)
+
+    def hold(self, marker: bytes | Callable[[bytes], bool], *, at_most: float) -> None:
+        """Hold the next client turn that contains ``marker`` (or for which it returns True):
+        not forwarded until ``let_go``, or ``at_most`` seconds (see the module docstring)."""
+        self._hold = marker if callable(marker) else partial(_contains, marker)
+        self._hold_at_most = at_most
+        self._let_go.clear()
+
+    def let_go(self) -> None:
+        """Forward the turn held (and hold none that comes later)."""
+        self._hold = None
+        self._let_go.set()
 
     def refuse(self) -> None:
         """A peer that cannot be reached at all: close every connection carried now, and
@@ -102,6 +132,7 @@ class SilentProxy:
         """Forward again (and take connections again)."""
         self._marker = None
         self._refusing = False
+        self.let_go()
         self._flowing.set()
 
     async def _carry(
@@ -120,7 +151,7 @@ class SilentProxy:
             except OSError:
                 return
             self._writers.append(server_out)
-            turn = [False]  # the last chunk on this connection came from the client
+            turn = _Turn()
             await asyncio.gather(
                 self._pump(client_in, server_out, from_client=True, turn=turn),
                 self._pump(server_in, client_out, from_client=False, turn=turn),
@@ -136,27 +167,56 @@ class SilentProxy:
         sink: asyncio.StreamWriter,
         *,
         from_client: bool,
-        turn: list[bool],
+        turn: _Turn,
     ) -> None:
         try:
             while True:
                 await self._flowing.wait()
                 chunk = await source.read(65536)
+                if from_client and chunk:
+                    if not turn.sent:
+                        self.round_trips += 1
+                    turn.sent += chunk
+                    await self._held(turn.sent)
                 await self._flowing.wait()  # read before a cut: held until the proxy mends
                 if not chunk:
                     break
                 sink.write(chunk)
                 await sink.drain()
                 self.forwarded += 1
-                if from_client and not turn[0]:
-                    self.round_trips += 1
-                turn[0] = from_client
+                if not from_client:
+                    turn.sent.clear()
+                    continue
                 marker = self._marker
-                if from_client and marker is not None and marker(chunk):
+                if marker is not None and marker(bytes(turn.sent)):
                     self._marker = None
                     self.cut()
         finally:
             sink.close()
+
+    async def _held(self, sent: bytearray) -> None:
+        """Wait here if ``sent`` (a client's turn so far) is the one to hold."""
+        hold = self._hold
+        if hold is None or not hold(bytes(sent)):
+            return
+        self._hold = None
+        self.holds += 1
+        self.holding = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._hold_at_most):
+                    await self._let_go.wait()
+        finally:
+            self.holding = False
+
+
+class _Turn:
+    """What the client sent on one connection since the server last answered there (empty
+    once the server has spoken): the pipeline the next round trip counts, and what a
+    ``cut_after`` marker is matched against."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
 
 
 def _contains(marker: bytes, chunk: bytes) -> bool:
