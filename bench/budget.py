@@ -26,12 +26,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.cluster.harness import MODEL_KEY, TOKEN, Cluster
-from tests.cluster.script import ModelScript, prompt
+from tests.cluster.script import ModelScript, ask_every_dm, every_dm_answered, prompt
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import Call, FakeTelegramAPI, user
 from tests.support.daemon_inprocess import (
@@ -59,10 +60,6 @@ def busiest_second(calls: Sequence[Call]) -> int:
     return most
 
 
-def answered(telegram: FakeTelegramAPI, dms: int) -> bool:
-    return all(telegram.visible(FIRST_DM + k) for k in range(dms))
-
-
 def first_answer_at(telegram: FakeTelegramAPI, chat: int) -> float:
     for call in telegram.calls_to("sendMessage", ok_only=True):
         if call.params.get("chat_id") in (chat, str(chat)):
@@ -84,9 +81,9 @@ async def one_node(dms: int, reactions: bool) -> tuple[float, int, int]:
             async with daemon_running(config):
                 telegram.limit_like_telegram()
                 started = time.monotonic()
-                for k in range(dms):
-                    telegram.push_text(FIRST_DM + k, prompt(k, 0))
-                await until(lambda: answered(telegram, dms), "every DM answered", GUARD)
+                ask_every_dm(telegram, FIRST_DM, dms)
+                answered = partial(every_dm_answered, telegram, FIRST_DM, dms)
+                await until(answered, "every DM answered", GUARD)
                 took = time.monotonic() - started
         return dms / took, len(telegram.rate_limited), busiest_second(telegram.calls)
 
@@ -130,9 +127,9 @@ async def three_nodes(dms: int) -> tuple[float, int, int]:
             await nodes.ready("telegram")
             telegram.limit_like_telegram()
             started = time.monotonic()
-            for k in range(dms):
-                telegram.push_text(FIRST_DM + k, prompt(k, 0))
-            await until(lambda: answered(telegram, dms), "every DM answered", GUARD)
+            ask_every_dm(telegram, FIRST_DM, dms)
+            answered = partial(every_dm_answered, telegram, FIRST_DM, dms)
+            await until(answered, "every DM answered", GUARD)
             took = time.monotonic() - started
             await nodes.stop_all()
         return dms / took, len(telegram.rate_limited), busiest_second(telegram.calls)

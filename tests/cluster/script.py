@@ -27,6 +27,7 @@ from typing import Any
 
 from tests.conversation.crash import NOTICE, PARAGRAPHS
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
+from tests.fakes.telegram_api import FakeTelegramAPI
 
 PROMPT = re.compile(r"dm(\d+) msg(\d+)")
 JOB_PROMPT = "scheduled tick for the cluster"
@@ -39,6 +40,17 @@ def prompt(dm: int, number: int) -> str:
 
 def answer(asked: str) -> str:
     return f"Answer to {asked}."
+
+
+def ask_every_dm(telegram: FakeTelegramAPI, first_dm: int, dms: int) -> None:
+    """The first prompt of each of ``dms`` DMs (chat ids ``first_dm`` on), all at once."""
+    for k in range(dms):
+        telegram.push_text(first_dm + k, prompt(k, 0))
+
+
+def every_dm_answered(telegram: FakeTelegramAPI, first_dm: int, dms: int) -> bool:
+    """Each of the DMs ``ask_every_dm`` asked shows something of an answer."""
+    return all(telegram.visible(first_dm + k) for k in range(dms))
 
 
 def last_user_text(body: dict[str, Any]) -> str:

@@ -8,10 +8,11 @@ database (``botd.cluster.budget``).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from tests.cluster.harness import MODEL_KEY, TOKEN, Cluster
-from tests.cluster.script import ModelScript, answer, prompt
+from tests.cluster.script import ModelScript, answer, ask_every_dm, every_dm_answered, prompt
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.waiting import until
@@ -32,13 +33,8 @@ async def test_three_nodes_at_saturation_get_no_429_and_answer_every_message_onc
         await nodes.start_all()
         await nodes.ready("telegram")
         telegram.limit_like_telegram()
-        for k in range(DMS):
-            telegram.push_text(FIRST_DM + k, prompt(k, 0))
-
-        def answered() -> bool:
-            return all(telegram.visible(FIRST_DM + k) for k in range(DMS))
-
-        await until(answered, "every DM answered")
+        ask_every_dm(telegram, FIRST_DM, DMS)
+        await until(partial(every_dm_answered, telegram, FIRST_DM, DMS), "every DM answered")
         await until(lambda: len(telegram.reactions) == DMS, "every message's reaction")
         await nodes.stop_all()
     senders = {call.via for call in telegram.calls_to("sendMessage", ok_only=True)}

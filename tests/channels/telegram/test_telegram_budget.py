@@ -26,7 +26,7 @@ from botd.channels.telegram import budget as telegram_budget
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.channels.telegram.budget import GROUP as GROUP_WINDOW
 from botd.channels.telegram.budget import TelegramBudget
-from tests.cluster.script import ModelScript, answer, prompt
+from tests.cluster.script import ModelScript, answer, ask_every_dm, every_dm_answered, prompt
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI, RateLimits, user
 from tests.support.daemon_inprocess import (
@@ -77,13 +77,8 @@ async def test_one_node_at_saturation_gets_no_429_and_answers_every_message_once
         telegram.limit_like_telegram()
         section = telegram_yaml(telegram, "dm_policy: open")
         async with daemon_running(config_yaml(tmp_path, anthropic_yaml(model), section)):
-            for k in range(DMS):
-                telegram.push_text(FIRST_DM + k, prompt(k, 0))
-
-            def answered() -> bool:
-                return all(telegram.visible(FIRST_DM + k) for k in range(DMS))
-
-            await until(answered, "every DM answered")
+            ask_every_dm(telegram, FIRST_DM, DMS)
+            await until(partial(every_dm_answered, telegram, FIRST_DM, DMS), "every DM answered")
             await until(lambda: len(telegram.reactions) == DMS, "every message's reaction")
         assert telegram.rate_limited == []
         for k in range(DMS):
