@@ -44,7 +44,10 @@ final replies go out, and a resumed run first removes what the interrupted one l
 
 A channel whose client follows a run itself (``RunFollower``: an ACP editor) hears every event
 of the run as it happens, and is told how the run ended once its last reply is out (also
-when it was stopped or failed), so the client's turn ends after everything it shows.
+when it was stopped or failed), so the client's turn ends after everything it shows. Such a
+client shows the model's reasoning itself (ACP's thoughts) from the events, when
+``agent.reasoning`` is not ``off``: it gets no reasoning blocks, and with ``off`` no
+reasoning events.
 
 A heartbeat check's run (``InboundMessage.heartbeat``, a scheduled job's) is shown as in
 ``final`` mode, without "typing…", and posts only its answer as ``heartbeat_reply`` decides:
@@ -83,7 +86,7 @@ from ..channels.base import RunFollower
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope, lost_in
 from ..delivery import Delivery, RunOutput
-from ..events import AgentEvent, Message, TextContent, recording_json
+from ..events import AgentEvent, Message, MessageUpdate, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
 from ..store import StaleCompactionError, StoreError
 from ..store.protocols import ConversationLedger
@@ -281,6 +284,9 @@ class Runner:
             config = replace(config, chunking=None)
         if mode == "final" and config.reasoning == "stream":
             config = replace(config, reasoning="on")  # nothing streams: it leads the finals
+        thoughts = config.reasoning != "off"
+        if follower is not None:  # its client shows the reasoning itself, not as blocks
+            config = replace(config, reasoning="off")
         # A resumed run says it was interrupted before its first new piece, if it was seen;
         # the first run of a conversation the reset policy started over says so.
         notice = session.take_reset_notice()
@@ -306,7 +312,7 @@ class Runner:
             writer.on_event(event)
             if progress is not None:
                 progress.on_event(event)
-            if follower is not None:
+            if follower is not None and (thoughts or not _thinking(event)):
                 follower.run_event(target, event)
 
         model = await self._models.current(session.conversation_key)
@@ -518,6 +524,11 @@ class Runner:
             return
         session.compacted_during_run(result)
         _log_compaction(session, result)
+
+
+def _thinking(event: AgentEvent) -> bool:
+    """Whether ``event`` streams the model's reasoning (what ``agent.reasoning: off`` hides)."""
+    return isinstance(event, MessageUpdate) and event.assistant_event.type.startswith("thinking")
 
 
 async def _told_over(follower: RunFollower, target: Target, outcome: str) -> None:

@@ -48,6 +48,7 @@ from acp.schema import (
 )
 
 from ... import __version__
+from ...commands import chat_command, command_argument
 from .updates import PromptBlock, prompt_parts, stop_reason
 
 if TYPE_CHECKING:  # the adapter makes a connection's EditorConnection
@@ -137,7 +138,7 @@ class EditorConnection:
         if not parts.text and not parts.files:
             raise RequestError.invalid_params({"prompt": "the prompt says nothing"})
         message = self._adapter.message(session, parts.text, parts.files, self._editor)
-        turn = session.open_turn(command=parts.text.startswith("/") and not parts.files)
+        turn = session.open_turn(command=_command_alone(parts.text) and not parts.files)
         decision = await self._adapter.hand(message)
         if not getattr(decision, "accepted", True):
             reason = getattr(decision, "reason", "")
@@ -171,3 +172,12 @@ class EditorConnection:
                 session_id,
                 len(servers),
             )
+
+
+def _command_alone(text: str) -> bool:
+    """Whether ``text`` is a chat command answered without a run (``/new <text>`` starts
+    over and runs on ``<text>``: its turn ends with that run)."""
+    command = chat_command(text)
+    if command is None:
+        return False
+    return not (command in ("/new", "/reset") and command_argument(text))

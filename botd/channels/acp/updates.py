@@ -7,7 +7,8 @@ A run's events become updates (``RunUpdates``, one per session):
 * a tool call the model finished writing (the assistant message's end) is a ``tool_call``,
   ``pending``; its execution's start is ``in_progress``; its end ``completed`` or ``failed``
   (an error result: refused, timed out, denied), with the result's text as its content;
-* the model's thinking, as it streams, is ``agent_thought_chunk``s;
+* the model's thinking, as it streams, is ``agent_thought_chunk``s (the run passes on its
+  reasoning events only when ``agent.reasoning`` shows reasoning);
 * the answer's text is *not* taken from the events: it reaches the adapter as the blocks the
   subscriber cut and the delivery sent (so the block, directive and dedupe rules hold), and
   the adapter sends each as ``agent_message_chunk``s.
@@ -142,8 +143,6 @@ def _result_text(result: Any) -> str:
 class RunUpdates:
     """The updates of one session's runs, from their events (see the module docstring)."""
 
-    thoughts: bool = True
-    """Whether the model's thinking is sent as thought chunks."""
     current_call: str | None = None
     """The tool call running now (an approval asked meanwhile is about it)."""
     _started: set[str] = field(default_factory=set)
@@ -175,8 +174,7 @@ class RunUpdates:
                 )
             ]
         if (
-            self.thoughts
-            and isinstance(event, MessageUpdate)
+            isinstance(event, MessageUpdate)
             and event.assistant_event.type == "thinking_delta"
             and event.assistant_event.delta
         ):

@@ -7,6 +7,7 @@ the connection goes on, and a session is loaded again after the daemon restarts.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -16,7 +17,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.anthropic_api import (
+    FakeAnthropicAPI,
+    http_error,
+    stream,
+    text,
+    thinking,
+    tool_use,
+)
+from tests.fakes.image_headers import png
 from tests.fakes.loopback import serve
 from tests.support.daemon_inprocess import ANTHROPIC_KEY, anthropic_yaml, config_yaml
 from tests.support.daemon_process import daemon_env, reap, start_daemon, stop_daemon
@@ -181,6 +190,59 @@ async def test_a_turn_streams_its_answer_and_a_bad_request_is_answered_with_an_e
     ended = await client.request("session/prompt", prompt(session, "hi"))  # it goes on
     assert ended == {"stopReason": "end_turn"}
     assert client.chunks(session) == "Hello from botd."
+    assert await client.close() == 0
+
+
+async def test_a_prompts_image_and_resources_reach_the_model_and_its_thinking_shows_as_thoughts(
+    tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
+) -> None:
+    model.push(stream(thinking("Looking ", "closely.", signature="sig"), text("A black square.")))
+    agent = "agent:\n  reasoning: on\n"
+    client = await client_of(write_config(tmp_path, anthropic_yaml(model), agent, ACP_CHANNEL))
+    session = await client.start()
+    image = base64.b64encode(png(8, 8)).decode()
+    blocks = [
+        {"type": "text", "text": "What is in it?"},
+        {"type": "image", "mimeType": "image/png", "data": image},
+        {"type": "resource_link", "name": "notes.md", "uri": "file:///tmp/notes.md"},
+        {
+            "type": "resource",
+            "resource": {
+                "uri": "file:///tmp/a.py",
+                "text": "print('hi')",
+                "mimeType": "text/x-python",
+            },
+        },
+    ]
+    ended = await client.request("session/prompt", {"sessionId": session, "prompt": blocks})
+    assert ended == {"stopReason": "end_turn"}
+
+    [asked] = model.requests
+    content = asked.body["messages"][-1]["content"]
+    said = json.dumps(content)
+    assert any(block.get("type") == "image" for block in content)
+    assert "What is in it?" in said
+    assert "[notes.md](file:///tmp/notes.md)" in said
+    assert "file:///tmp/a.py" in said and "print('hi')" in said
+    thoughts = [
+        u["update"]["content"]["text"]
+        for u in client.updates
+        if u["update"]["sessionUpdate"] == "agent_thought_chunk"
+    ]
+    assert "".join(thoughts) == "Looking closely."
+    assert client.chunks(session) == "A black square."  # the reasoning is no message chunk
+    assert await client.close() == 0
+
+
+async def test_a_failed_run_ends_its_turn_with_end_turn_and_says_so(
+    tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
+) -> None:
+    model.push(http_error(400, "invalid_request_error", "the request is refused"))
+    client = await client_of(write_config(tmp_path, anthropic_yaml(model), ACP_CHANNEL))
+    session = await client.start()
+    ended = await client.request("session/prompt", prompt(session, "hi"))
+    assert ended == {"stopReason": "end_turn"}
+    assert client.chunks(session)  # told, in botd's words
     assert await client.close() == 0
 
 
