@@ -17,6 +17,9 @@ decides it as it decides a press in a chat. The run's events (``RunFollower``) a
 calls and thoughts (``updates.py``), and the run's end answers the turn's ``session/prompt``
 with its stop reason. Everything one session is sent goes out in the order it was made.
 
+Each line an editor sends must be one JSON object: any other line is answered with a
+JSON-RPC ``Parse error`` (or ``Invalid Request`` for a batch) and the connection goes on.
+
 A session with no editor connected (the editor went away, or the daemon restarted while a run
 was answering) sends nothing: the answer stays in botd's transcript, and ``session/load``
 attaches the session to a new connection.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -152,19 +156,23 @@ class AcpAdapter(ChannelAdapter):
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .sessions import EditorConnection
 
+        frames = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         # An EditorConnection has the methods botd serves; the SDK's router answers the
         # others (set_session_mode…) "Method not found" by looking them up.
         connection = AgentSideConnection(
             lambda client: cast(Agent, EditorConnection(self, client)),
             writer,
-            reader,
+            frames,
             listening=False,
         )
+        checking = asyncio.create_task(_checked_frames(reader, frames, writer))
         try:
             await connection.listen()
         except Exception as exc:
             log.warning("acp: an editor's connection failed: %s", exc)
         finally:
+            checking.cancel()
+            await asyncio.gather(checking, return_exceptions=True)
             for session in self._sessions.values():
                 if session.client is connection:
                     session.client = None
@@ -387,6 +395,37 @@ class AcpAdapter(ChannelAdapter):
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+async def _checked_frames(
+    reader: asyncio.StreamReader, frames: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Pass each line of ``reader`` that is a JSON object on to ``frames`` (the SDK's input);
+    answer any other line with JSON-RPC's ``Parse error`` (a batch, which ACP does not use:
+    ``Invalid Request``) naming what was wrong, where the SDK would only log it. The
+    connection goes on."""
+    try:
+        while line := await reader.readline():
+            if not line.strip():
+                continue
+            try:
+                frame = json.loads(line)
+            except ValueError as exc:
+                _refuse(writer, -32700, f"Parse error: not JSON ({exc})")
+                continue
+            if not isinstance(frame, dict):
+                _refuse(writer, -32600, "Invalid Request: a frame is one JSON object (no batches)")
+                continue
+            frames.feed_data(line if line.endswith(b"\n") else line + b"\n")
+    except (ValueError, ConnectionError) as exc:  # a line over the limit, a reset
+        log.warning("acp: reading an editor's connection failed: %s", exc)
+    finally:
+        frames.feed_eof()
+
+
+def _refuse(writer: asyncio.StreamWriter, code: int, message: str) -> None:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    writer.write(json.dumps(error).encode() + b"\n")
 
 
 def _option_kind(button: Button) -> PermissionOptionKind:
