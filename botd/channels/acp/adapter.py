@@ -33,6 +33,7 @@ import itertools
 import json
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -95,6 +96,8 @@ class AcpSession:
     updates: RunUpdates = field(default_factory=RunUpdates)
     order: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while something is sent: updates go out in the order they were made."""
+    sending: set[asyncio.Task[None]] = field(default_factory=set)
+    """The run's updates on their way (the turn ends after them)."""
 
     def open_turn(self, *, command: bool) -> asyncio.Future[str]:
         turn: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -243,7 +246,7 @@ class AcpAdapter(ChannelAdapter):
             sender_id="editor",
             sender_name=sender,
             text=text,
-            message_id=f"{session.session_id}-{os.getpid()}-{next(self._ids)}-{id(text)}",
+            message_id=uuid.uuid4().hex,  # unique across restarts: never "already seen"
             conversation_key=self.conversation_key(session.session_id),
             is_direct=True,
             mentions_bot=True,
@@ -380,21 +383,26 @@ class AcpAdapter(ChannelAdapter):
         if session is None or session.client is None:
             return
         for update in session.updates.of(event):
-            self._own(self._update(session, update))
+            task = self._own(self._update(session, update))
+            session.sending.add(task)
+            task.add_done_callback(session.sending.discard)
 
     async def run_over(self, target: Target, outcome: str) -> None:
         session = self._sessions.get(target.chat_id)
         if session is None:
             return
+        if session.sending:  # every update the run made goes out before its turn ends
+            await asyncio.wait(set(session.sending))
         if failed(outcome) and not session.shown and session.turns:
             await self._update(session, update_agent_message_text(FAILED_TEXT))
-        async with session.order:  # after every update the run made
-            session.end_turns(outcome)
+        session.end_turns(outcome)
 
-    def _own(self, work: Coroutine[Any, Any, None]) -> None:
+    def _own(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """``work`` as a task this adapter owns (cancelled and awaited by ``stop``)."""
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
 
 async def _checked_frames(
