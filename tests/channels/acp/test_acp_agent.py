@@ -321,6 +321,8 @@ async def test_a_session_is_loaded_again_after_the_daemon_restarts(
             "session/load", {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
         )
         assert loaded in ({}, None)
+        listed = await again.request("session/list", {})
+        assert {"sessionId": session, "cwd": "/tmp"} in listed["sessions"]
         second = await again.request("session/prompt", prompt(session, "who am I?"))
         assert second == {"stopReason": "end_turn"}
         assert again.chunks(session) == "Second answer."
