@@ -365,6 +365,7 @@ def build_runtime(
             leases=shared,
             shared_rate=backend.shared_rate(store),
             http=http,
+            state_dir=state_dir,
         ),
         debug=debug,
         on_down=partial(counters.error, kind="channel_down"),

@@ -36,7 +36,7 @@ SDKS = {
 }
 """A platform SDK's top-level module, and the one package that may import it."""
 
-PLATFORM_PACKAGES = ("telegram", "slack", "discord", "console")
+PLATFORM_PACKAGES = ("telegram", "slack", "discord", "console", "acp")
 """The built-in platforms' packages under ``botd.channels``: only ``botd.channels`` imports them."""
 
 ABOVE_CHANNELS = ("subscriber", "delivery", "sessions", "conversation", "inbound", "agent")

@@ -24,6 +24,7 @@ from .errors import ChannelError
 
 if TYPE_CHECKING:  # a type only: ``botd check`` loads no lease machinery
     from ..cluster.fencing import Fence
+    from ..events import AgentEvent
 
 
 def without_mention(text: str, mention: str, flags: re.RegexFlag = re.NOFLAG) -> str:
@@ -378,6 +379,25 @@ class ReactionSetter(Protocol):
     async def set_reaction(
         self, ref: MessageRef, emoji: str | None, *, replacing: str | None = None
     ) -> None: ...
+
+
+@runtime_checkable
+class RunFollower(Protocol):
+    """An adapter whose client follows a run step by step, not only through its replies (an
+    ACP editor: tool calls with their states, thoughts, and the turn's stop reason).
+
+    The run's replies still reach it as sends, through the subscriber and the delivery like
+    any channel's (block and dedupe rules hold); this hears the rest."""
+
+    def run_event(self, target: Target, event: AgentEvent) -> None:
+        """One event of the run answering in ``target``'s chat, as it happens; never blocks."""
+        ...
+
+    async def run_over(self, target: Target, outcome: str) -> None:
+        """The run answering in ``target``'s chat is over and every reply of it is out:
+        ``outcome`` is the run's stop reason (``end_turn``, ``cancelled``…) or
+        ``exception`` when it failed."""
+        ...
 
 
 @runtime_checkable

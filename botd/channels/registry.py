@@ -33,6 +33,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -125,6 +126,10 @@ class ChannelContext:
     marks: CatchUpMarks | None = None
     """Where each chat's history was last taken from: what an adapter reads after a gap to
     take what it missed (``botd.channels.catch_up``); None: no catching up."""
+
+    state_dir: Path | None = None
+    """The daemon's state directory, where a channel keeps a file of its own (the ACP
+    channel's socket); None where there is none (tests, ``botd doctor``)."""
 
     on_reachability: Callable[[str, str | None], None] | None = None
     """Called with (channel, error) when a running channel's platform could not be reached

@@ -1,5 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | status | pairing | replay | unit |
-version`` (and ``--version``; ``python -m botd`` is the same command).
+"""The ``botd`` command: ``botd check | doctor | init | run | acp | status | pairing | replay |
+unit | version`` (and ``--version``; ``python -m botd`` is the same command).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -216,6 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to run")
     run.add_argument("--allow-empty", action="store_true", help=_ALLOW_EMPTY_HELP)
 
+    acp = commands.add_parser(
+        "acp",
+        parents=[common],
+        help="be an editor's ACP agent on stdio (Zed's agent_servers), through the daemon",
+        description=(
+            "Speak the Agent Client Protocol on stdin/stdout for an editor: bridged to the ACP "
+            "socket of the daemon running on the config's state dir (channels.acp), or, with "
+            "none running, running that daemon here until the editor closes stdin. Logs go "
+            "to stderr. Without --config: the embedded default with the ACP channel."
+        ),
+    )
+    acp.add_argument("--config", default=None, metavar="FILE", help="the botd.yaml to use")
+
     _add_status(commands, common)
     _add_pairing(commands, common)
 
@@ -313,6 +326,42 @@ def _run(config_path: str | None, debug: bool, allow_empty: bool = False) -> int
         return 2
 
 
+def _acp(config_path: str | None, debug: bool) -> int:
+    """``botd acp`` (``botd.cli.acp``): the config loaded as ``botd run`` loads it."""
+    import os
+    from pathlib import Path
+
+    from ..config import ConfigError, default_config, load_config
+    from .acp import CHANNEL, acp_command
+
+    try:
+        config = (
+            load_config(Path(config_path))
+            if config_path
+            else default_config(os.environ, channel=CHANNEL)
+        )
+    except ConfigError as exc:
+        _say(exc)
+        return 2
+    except OSError as exc:
+        _say(f"botd: cannot read {config_path}: {exc}")
+        return 2
+    _registered(config)
+    try:
+        return acp_command(
+            config, Path(config_path) if config_path else None, debug, say=lambda line: _say(line)
+        )
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if debug:
+            import traceback
+
+            _say("".join(traceback.format_exception(exc)).rstrip())
+        _say(f"botd acp: {_one_line(exc)}")
+        return 2
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if text else type(exc).__name__
@@ -351,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_unit(drop_in=args.drop_in)
     if args.command == "run":
         return _run(args.config, debug, args.allow_empty)
+    if args.command == "acp":
+        return _acp(args.config, debug)
     if args.command == "status":
         from .status import status
 

@@ -356,15 +356,17 @@ def default_config(
     env: Mapping[str, str] | None = None,
     *,
     channels: Mapping[str, ChannelEntry] | None = None,
+    channel: str = "console",
 ) -> BotdConfig:
     """The embedded default: the console channel, Anthropic when ``ANTHROPIC_API_KEY`` is set
     (else the scripted provider), state in ``./var``, no health endpoint (a chat on a
-    terminal has no one to probe it, and two of them would contend for its port)."""
+    terminal has no one to probe it, and two of them would contend for its port).
+    ``channel``: the one channel enabled instead of the console (``botd acp``'s)."""
     environ = os.environ if env is None else env
     api_key = environ.get("ANTHROPIC_API_KEY")
     model = {"provider": "anthropic", "api_key": api_key} if api_key else {"provider": "scripted"}
     registered = registered_channels() if channels is None else channels
     return BotdConfig.model_validate(
-        {"model": model, "channels": {"console": {"enabled": True}}, "health": {"enabled": False}},
+        {"model": model, "channels": {channel: {"enabled": True}}, "health": {"enabled": False}},
         context={CHANNELS_CONTEXT: registered},
     )

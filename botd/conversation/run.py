@@ -42,6 +42,13 @@ With ``agent.tool_progress: status`` a ``ToolProgress`` (``progress.py``) hears 
 events and shows which tool it waits on; it is closed (its status removed) before the
 final replies go out, and a resumed run first removes what the interrupted one left.
 
+A channel whose client follows a run itself (``RunFollower``: an ACP editor) hears every event
+of the run as it happens, and is told how the run ended once its last reply is out (also
+when it was stopped or failed), so the client's turn ends after everything it shows. Such a
+client shows the model's reasoning itself (ACP's thoughts) from the events, when
+``agent.reasoning`` is not ``off``: it gets no reasoning blocks, and with ``off`` no
+reasoning events.
+
 A heartbeat check's run (``InboundMessage.heartbeat``, a scheduled job's) is shown as in
 ``final`` mode, without "typing…", and posts only its answer as ``heartbeat_reply`` decides:
 nothing when the agent said ``HEARTBEAT_OK`` (a resumed one too), the alert without the token
@@ -75,10 +82,11 @@ from ..agent.loop import AgentRun, RunResult, ToolGate
 from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals, RunPlace
+from ..channels.base import RunFollower
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope, lost_in
 from ..delivery import Delivery, RunOutput
-from ..events import AgentEvent, Message, TextContent, recording_json
+from ..events import AgentEvent, Message, MessageUpdate, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
 from ..store import StaleCompactionError, StoreError
 from ..store.protocols import ConversationLedger
@@ -212,9 +220,10 @@ class Runner:
         saving: Saving | None = None
         delivered: Callable[[], None] | None = None
         overflow = _CompactOnOverflow(self._provider, session, self._settings)
+        follower = self._delivery.follower(target)
         try:
             outcome, saving = await self._answer(
-                turn, steering, target, output, posted, overflow, progress
+                turn, steering, target, output, posted, overflow, progress, follower
             )
             if on_delivered is not None:
                 delivered = functools.partial(on_delivered, outcome)
@@ -227,6 +236,8 @@ class Runner:
                 await output.close(then=delivered)  # every reply out, "typing…" stopped
             except Exception:  # "typing…" is stopped all the same; the notice still goes
                 log.exception("closing the run's output to %s failed", target.chat_id)
+            if follower is not None:  # after the last reply: the client's turn ends here
+                await _told_over(follower, target, outcome)
         if saving is not None and not await saving.settled():
             notice = None if saving.lease_lost else UNSAVED_NOTICE
         elif saving is not None and overflow.result is not None:
@@ -255,10 +266,12 @@ class Runner:
         posted: list[str],
         overflow: _CompactOnOverflow,
         progress: ToolProgress | None = None,
+        follower: RunFollower | None = None,
     ) -> tuple[str, Saving]:
         """Run the agent; its replies go to ``output`` as they come, the finals at the end.
         ``progress`` hears the run's events and is closed (its tool status removed) when
-        the run is over, before the final replies are handed to ``output``.
+        the run is over, before the final replies are handed to ``output``; ``follower``
+        (a channel whose client follows the run itself) hears every event too.
 
         Returns how the run ended and the saving of what it added (see ``Saving``)."""
         session, inbound, prompt = turn.session, turn.inbound, turn.prompt
@@ -271,6 +284,9 @@ class Runner:
             config = replace(config, chunking=None)
         if mode == "final" and config.reasoning == "stream":
             config = replace(config, reasoning="on")  # nothing streams: it leads the finals
+        thoughts = config.reasoning != "off"
+        if follower is not None:  # its client shows the reasoning itself, not as blocks
+            config = replace(config, reasoning="off")
         # A resumed run says it was interrupted before its first new piece, if it was seen;
         # the first run of a conversation the reset policy started over says so.
         notice = session.take_reset_notice()
@@ -296,6 +312,8 @@ class Runner:
             writer.on_event(event)
             if progress is not None:
                 progress.on_event(event)
+            if follower is not None and (thoughts or not _thinking(event)):
+                follower.run_event(target, event)
 
         model = await self._models.current(session.conversation_key)
         loop = replace(self._settings.loop, model=model)
@@ -506,6 +524,19 @@ class Runner:
             return
         session.compacted_during_run(result)
         _log_compaction(session, result)
+
+
+def _thinking(event: AgentEvent) -> bool:
+    """Whether ``event`` streams the model's reasoning (what ``agent.reasoning: off`` hides)."""
+    return isinstance(event, MessageUpdate) and event.assistant_event.type.startswith("thinking")
+
+
+async def _told_over(follower: RunFollower, target: Target, outcome: str) -> None:
+    """Tell ``follower`` the run is over; a failure is only logged (the run's end stands)."""
+    try:
+        await follower.run_over(target, outcome)
+    except Exception:
+        log.exception("telling %s that the run is over failed", target.chat_id)
 
 
 async def _closed(progress: ToolProgress | None) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
+from ..channels.base import RunFollower
 from ..chat import Button, MessageRef, PieceKey, Target
 from ..store.records import StoredPreview
 from ..subscriber import BlockReply, PartialReply
@@ -297,6 +298,11 @@ class Delivery(Protocol):
         self, kind: StatusKind, ref: MessageRef, *, scope: RunScope | None = None
     ) -> None:
         """Remove a tool status an earlier process left showing; a refusal is raised."""
+        ...
+
+    def follower(self, target: Target) -> RunFollower | None:
+        """``target``'s channel when its client follows a run's events and end itself (an
+        ACP editor); None for a chat, which sees only the run's replies."""
         ...
 
 

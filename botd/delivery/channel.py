@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..channels.base import ChannelAdapter
+from ..channels.base import ChannelAdapter, RunFollower
 from ..chat import Capabilities, MessageRef, PieceKey, Target
 from ..store import ButtonLedger
 from ..subscriber import BlockReply, PartialReply
@@ -252,6 +252,11 @@ class ChannelDelivery:
         """Edit ``ref``'s message to show ``markdown`` (one message's worth), its buttons
         removed; retried like an edit. A platform without buttons edits the text only."""
         await self._sender.edit_buttons(ref.target, ref, markdown, (), scope=scope)
+
+    def follower(self, target: Target) -> RunFollower | None:
+        """``target``'s adapter when it follows runs itself (``RunFollower``), else None."""
+        adapter = self._routes.adapter(target.channel)
+        return adapter if isinstance(adapter, RunFollower) else None
 
     # -- tool status ---------------------------------------------------------------------
 

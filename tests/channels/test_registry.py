@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from botd import wiring
+from botd.channels.acp.spec import SPEC as ACP
 from botd.channels.base import InboundSink, SendScope
 from botd.channels.console.spec import SPEC as CONSOLE
 from botd.channels.discord.spec import SPEC as DISCORD
@@ -37,7 +38,13 @@ from botd.store.sqlite import SqliteStore
 from botd.text.markup import PLAIN
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILTINS = {"telegram": TELEGRAM, "slack": SLACK, "discord": DISCORD, "console": CONSOLE}
+BUILTINS = {
+    "telegram": TELEGRAM,
+    "slack": SLACK,
+    "discord": DISCORD,
+    "console": CONSOLE,
+    "acp": ACP,
+}
 
 
 # ---------------------------------------------------------------- a plugin channel
@@ -217,7 +224,7 @@ def test_an_unknown_channel_is_an_error_with_did_you_mean() -> None:
     assert (problem.path, problem.line) == ("channels.telgram.platform", 3)
     assert problem.message == (
         "required key is missing: 'telgram' is no platform's name (did you mean 'telegram'?), "
-        "so the section says which platform it runs on (one of console, discord, slack, "
+        "so the section says which platform it runs on (one of acp, console, discord, slack, "
         "telegram)"
     )
     with pytest.raises(ConfigError) as caught:

@@ -70,7 +70,7 @@ def test_a_named_section_without_its_platform_is_told_at_its_line() -> None:
     assert (problem.path, problem.line) == ("channels.support.platform", 3)
     assert problem.message == (
         "required key is missing: 'support' is no platform's name, so the section says "
-        "which platform it runs on (one of console, discord, slack, telegram)"
+        "which platform it runs on (one of acp, console, discord, slack, telegram)"
     )
 
 
@@ -89,7 +89,7 @@ def test_an_unknown_platform_is_told_at_its_key_with_did_you_mean() -> None:
         (
             "channels.ops.platform",
             5,
-            "unknown platform 'matrix' (known: console, discord, slack, telegram)",
+            "unknown platform 'matrix' (known: acp, console, discord, slack, telegram)",
         ),
     ]
 

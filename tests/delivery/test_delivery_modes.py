@@ -261,6 +261,9 @@ class RaisingTypingSink:
     def resends_safely(self, target: Target, written_at: float, now: float) -> bool:
         return False
 
+    def follower(self, target: Target) -> None:
+        return None  # a chat's: nobody follows the run but through its replies
+
     def delivery_mode(self, target: Target) -> DeliveryMode:
         return "blocks"
 
