@@ -25,7 +25,7 @@ from botd.store import (
     UnknownSessionError,
 )
 from botd.store.postgres import PostgresStore
-from botd.store.postgres.base import Conn
+from botd.store.postgres.base import Conn, RecentFirstPool
 from tests.support.health_probe import free_port
 from tests.support.pg_server import PostgresServer
 from tests.support.waiting import until
@@ -270,3 +270,17 @@ async def test_an_awaited_write_rides_with_the_start_of_its_transaction(
     assert [m.content for m in await pg.transcript(session.session_id)] == ["ahead"]
     assert pg.health.ok
     assert not [r for r in caplog.records if "with care" in r.getMessage()]
+
+
+async def test_the_pool_hands_out_the_connection_given_back_last(postgres_dsn: str) -> None:
+    """A connection used again soon after it came back is handed out without a check's round
+    trip: the store's pool hands out the one given back last, not the one idle longest."""
+    async with RecentFirstPool(postgres_dsn, min_size=3, max_size=3, open=False) as pool:
+        await pool.wait()
+        taken = [await pool.getconn() for _ in range(3)]
+        for conn in taken:
+            await pool.putconn(conn)
+        again = await pool.getconn()
+        assert again is taken[-1]
+        await pool.putconn(again)
+        assert await pool.getconn() is again

@@ -104,15 +104,19 @@ ALL_LOCKED = (
 elsewhere (the cast of the words fails: a plain statement cannot raise otherwise, and a
 constant ``1/0`` would fail when planned)."""
 ALL_HELD = (
-    "SELECT CASE WHEN count(*) = %s THEN 0"
+    "SELECT CASE WHEN count(*) = %(count)s THEN 0"
     " ELSE ('botd: a fence no longer holds: ' || count(*))::int END"
     " FROM (SELECT 1 FROM leases l"
-    " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+    " JOIN unnest(%(names)s::text[], %(holders)s::text[], %(epochs)s::bigint[])"
+    " AS f(name, holder, epoch)"
     " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-    " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l) AS held"
+    " WHERE l.name = ANY(%(names)s::text[]) AND l.expires_at > clock_timestamp()"
+    " FOR KEY SHARE OF l) AS held"
 )
 """Key-share-lock the lease row of every fence named (as ``fenced``); an error unless each
-is held unexpired by its holder at its epoch."""
+is held unexpired by its holder at its epoch. The rows are found by name in the table's
+key (``name = ANY``): joined with the list alone, the planner reads the whole table, one
+row for every conversation there ever was."""
 
 
 async def in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written:
@@ -139,12 +143,12 @@ async def in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written:
     if fences:
         await render.execute(
             ALL_HELD,
-            (
-                len(fences),
-                [fence.name for fence in fences],
-                [fence.holder for fence in fences],
-                [fence.epoch for fence in fences],
-            ),
+            {
+                "count": len(fences),
+                "names": [fence.name for fence in fences],
+                "holders": [fence.holder for fence in fences],
+                "epochs": [fence.epoch for fence in fences],
+            },
         )
     for queued in batch:
         if queued.future is None:
@@ -409,14 +413,16 @@ async def fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Ou
     listed = list(fences)
     cur = await conn.execute(
         "SELECT l.name, l.epoch FROM leases l"
-        " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+        " JOIN unnest(%(names)s::text[], %(holders)s::text[], %(epochs)s::bigint[])"
+        " AS f(name, holder, epoch)"
         " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-        " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l",
-        (
-            [fence.name for fence in listed],
-            [fence.holder for fence in listed],
-            [fence.epoch for fence in listed],
-        ),
+        " WHERE l.name = ANY(%(names)s::text[]) AND l.expires_at > clock_timestamp()"
+        " FOR KEY SHARE OF l",  # by the key, as ``ALL_HELD``
+        {
+            "names": [fence.name for fence in listed],
+            "holders": [fence.holder for fence in listed],
+            "epochs": [fence.epoch for fence in listed],
+        },
     )
     held = {(str(name), int(epoch)) for name, epoch in await cur.fetchall()}
     lost = {fence for fence in listed if (fence.name, fence.epoch) not in held}
