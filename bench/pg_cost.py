@@ -92,8 +92,10 @@ class Statements:
     ms: collections.defaultdict[str, float] = field(
         default_factory=lambda: collections.defaultdict(float)
     )
-    planning: float = 0.0
-    """Milliseconds of all statements' planning (in ``ms`` too)."""
+    planning: collections.defaultdict[str, float] = field(
+        default_factory=lambda: collections.defaultdict(float)
+    )
+    """Milliseconds of planning by statement (in ``ms`` too)."""
     messages: int = 0
 
     def lines(self, count: int = 12) -> list[str]:
@@ -101,14 +103,17 @@ class Statements:
         total = sum(self.calls.values()) * per
         out = [
             f"{total:.1f} statements/msg, {sum(self.ms.values()) * per:.2f} ms server time/msg "
-            f"(planning {self.planning * per:.2f})"
+            f"(planning {sum(self.planning.values()) * per:.2f})"
         ]
         out.append("most often:")
         for query, calls in self.calls.most_common(count):
             out.append(f"  {calls * per:6.2f}/msg {self.ms[query] * per:6.3f} ms  {query}")
-        out.append("most server time:")
+        out.append("most server time (of which planning):")
         for query, ms in sorted(self.ms.items(), key=lambda item: -item[1])[:count]:
-            out.append(f"  {self.calls[query] * per:6.2f}/msg {ms * per:6.3f} ms  {query}")
+            out.append(
+                f"  {self.calls[query] * per:6.2f}/msg {ms * per:6.3f} ms "
+                f"({self.planning[query] * per:5.3f})  {query}"
+            )
         return out
 
 
@@ -272,7 +277,7 @@ async def run(args: argparse.Namespace) -> Measured:
                             ).items():
                                 rounds.statements.calls[query] += calls
                                 rounds.statements.ms[query] += ms
-                                rounds.statements.planning += planning
+                                rounds.statements.planning[query] += planning
                             rounds.statements.messages += messages
             except BaseException:
                 print(f"pg cost: the logs are kept in {tmp}", file=sys.stderr)
