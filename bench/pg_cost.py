@@ -25,8 +25,8 @@ Diagnostics (each costs something of its own, so a ratio measured with one is no
 headline):
 
 * ``--statements``: the server loads ``pg_stat_statements`` (utility statements too: a
-  ``BEGIN`` is one); per load, the statements per message and the ones that run most often
-  and that take the server's time, by message.
+  ``BEGIN`` is one; planning timed too); per load, the statements per message and the ones
+  that run most often and that take the server's time (planning and executing), by message.
 * ``--profile PREFIX``: py-spy records both botds under each load of the last round (raw
   collapsed stacks in ``PREFIX.<load>.<backend>``; ``pip install --group profile``) and the
   functions with the most time are printed, as ``bench/e2e.py --profile`` does.
@@ -76,47 +76,63 @@ from tests.support.pg_server import postgres_bin_dir, running_postgres
 
 TARGET = 1.3
 """The ratio issue 35 asks for: PostgreSQL within 1.3x of SQLite."""
-STATEMENTS = "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+STATEMENTS = (
+    "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+    " -c pg_stat_statements.track_planning=on"
+)
 
 
 @dataclass
 class Statements:
     """What ``pg_stat_statements`` saw over a load's windows: calls and server milliseconds
-    by statement, and the messages answered meanwhile."""
+    (planning and executing) by statement, the planning alone, and the messages answered
+    meanwhile."""
 
     calls: collections.Counter[str] = field(default_factory=collections.Counter)
     ms: collections.defaultdict[str, float] = field(
         default_factory=lambda: collections.defaultdict(float)
     )
+    planning: collections.defaultdict[str, float] = field(
+        default_factory=lambda: collections.defaultdict(float)
+    )
+    """Milliseconds of planning by statement (in ``ms`` too)."""
     messages: int = 0
 
     def lines(self, count: int = 12) -> list[str]:
         per = 1 / self.messages
         total = sum(self.calls.values()) * per
-        out = [f"{total:.1f} statements/msg, {sum(self.ms.values()) * per:.2f} ms server time/msg"]
+        out = [
+            f"{total:.1f} statements/msg, {sum(self.ms.values()) * per:.2f} ms server time/msg "
+            f"(planning {sum(self.planning.values()) * per:.2f})"
+        ]
         out.append("most often:")
         for query, calls in self.calls.most_common(count):
             out.append(f"  {calls * per:6.2f}/msg {self.ms[query] * per:6.3f} ms  {query}")
-        out.append("most server time:")
+        out.append("most server time (of which planning):")
         for query, ms in sorted(self.ms.items(), key=lambda item: -item[1])[:count]:
-            out.append(f"  {self.calls[query] * per:6.2f}/msg {ms * per:6.3f} ms  {query}")
+            out.append(
+                f"  {self.calls[query] * per:6.2f}/msg {ms * per:6.3f} ms "
+                f"({self.planning[query] * per:5.3f})  {query}"
+            )
         return out
 
 
-async def statement_stats(dsn: str, *, reset: bool) -> dict[str, tuple[int, float]]:
+async def statement_stats(dsn: str, *, reset: bool) -> dict[str, tuple[int, float, float]]:
     """The bench database's statements so far, by query text (one line, cut at 110
-    characters): (calls, milliseconds); ``reset``: then start counting again."""
+    characters): (calls, milliseconds planning and executing, milliseconds planning);
+    ``reset``: then start counting again."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         cur = await conn.execute(
-            "SELECT query, calls, total_exec_time FROM pg_stat_statements"
+            "SELECT query, calls, total_exec_time + total_plan_time, total_plan_time"
+            " FROM pg_stat_statements"
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND query NOT LIKE '%%pg_stat_statements%%'"
         )
-        found: dict[str, tuple[int, float]] = {}
-        for query, calls, ms in await cur.fetchall():
+        found: dict[str, tuple[int, float, float]] = {}
+        for query, calls, ms, planning in await cur.fetchall():
             text = " ".join(str(query).split())[:110]
-            was = found.get(text, (0, 0.0))
-            found[text] = (was[0] + int(calls), was[1] + float(ms))
+            was = found.get(text, (0, 0.0, 0.0))
+            found[text] = (was[0] + int(calls), was[1] + float(ms), was[2] + float(planning))
         if reset:
             await conn.execute("SELECT pg_stat_statements_reset()")
     return found
@@ -256,11 +272,12 @@ async def run(args: argparse.Namespace) -> Measured:
                         if proxy is not None:
                             rounds.round_trips.append((proxy.round_trips - sent) / messages)
                         if args.statements:
-                            for query, (calls, ms) in (
+                            for query, (calls, ms, planning) in (
                                 await statement_stats(dsn, reset=False)
                             ).items():
                                 rounds.statements.calls[query] += calls
                                 rounds.statements.ms[query] += ms
+                                rounds.statements.planning[query] += planning
                             rounds.statements.messages += messages
             except BaseException:
                 print(f"pg cost: the logs are kept in {tmp}", file=sys.stderr)

@@ -21,13 +21,13 @@ accepts it): the server got the statement (and takes its locks), its answer neve
 back. The turn, not the chunk, is matched, so a statement split over two reads is still
 seen whole. ``hold`` keeps one client turn back: the next one that contains the given bytes
 (or that a given test accepts) is not forwarded, from the chunk that made it match, until
-``let_go`` (or ``at_most`` seconds, kept under the client's own bound for an answer: a hold is
-a slow network, never a fault); the server has not seen it (no lock taken), the client waits
-for its answer, and everything else on the proxy flows. ``holds`` counts the turns held so
-far, ``holding`` says one is held now. ``forwarded`` counts the chunks carried each way,
-``round_trips`` the times a client sent something after an answer on its connection (what
-it sent before the answer came, a pipeline, counts once: a bench counts a node's round
-trips with it).
+``let_go`` (or ``at_most`` seconds, kept under the client's own bound for an answer: a hold
+is a slow network, never a fault); the server has not seen it (no lock taken), the client
+waits for its answer, and everything else on the proxy flows. ``holds`` counts the turns
+held so far, ``holding`` says one is held now. ``forwarded`` counts the chunks carried each
+way, ``taken`` the client connections taken, ``round_trips`` the times a client sent
+something after an answer on its connection (what it sent before the answer came, a
+pipeline, counts once: a bench counts a node's round trips with it).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class SilentProxy:
         self.forwarded = 0
         self.round_trips = 0
         self.cuts = 0
+        self.taken = 0
+        """Client connections taken so far."""
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._marker: Callable[[bytes], bool] | None = None
@@ -139,6 +141,7 @@ class SilentProxy:
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
     ) -> None:
         self._writers.append(client_out)
+        self.taken += 1
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)

@@ -25,7 +25,8 @@ from botd.store import (
     UnknownSessionError,
 )
 from botd.store.postgres import PostgresStore
-from botd.store.postgres.base import Conn
+from botd.store.postgres.base import Conn, RecentFirstPool
+from tests.fakes.tcp_proxy import SilentProxy
 from tests.support.health_probe import free_port
 from tests.support.pg_server import PostgresServer
 from tests.support.waiting import until
@@ -270,3 +271,46 @@ async def test_an_awaited_write_rides_with_the_start_of_its_transaction(
     assert [m.content for m in await pg.transcript(session.session_id)] == ["ahead"]
     assert pg.health.ok
     assert not [r for r in caplog.records if "with care" in r.getMessage()]
+
+
+async def test_the_pool_hands_out_the_connection_given_back_last(postgres_dsn: str) -> None:
+    """A connection used again soon after it came back is handed out without a check's round
+    trip: the store's pool hands out the one given back last, not the one idle longest."""
+    async with RecentFirstPool(postgres_dsn, min_size=3, max_size=3, open=False) as pool:
+        await pool.wait()
+        taken = [await pool.getconn() for _ in range(3)]
+        for conn in taken:
+            await pool.putconn(conn)
+        again = await pool.getconn()
+        assert again is taken[-1]
+        await pool.putconn(again)
+        assert await pool.getconn() is again
+
+
+async def test_a_listener_whose_server_went_silent_listens_again_on_a_new_connection(
+    postgres_dsn: str,
+) -> None:
+    """The arrivals' listener sleeps until its socket has something to read; after a third of
+    the TTL with nothing, it asks the server, and a server that does not answer (a network
+    gone silent) costs it that connection: it listens again on a new one (None: arrivals may
+    have been missed meanwhile) and hears the arrivals after."""
+    async with SilentProxy.to_database(postgres_dsn) as proxy:
+        listening = await PostgresStore.open(proxy.dsn(postgres_dsn), lease_ttl=1.5)
+        telling = await PostgresStore.open(postgres_dsn)
+        arrivals = listening.listen_arrivals()
+        try:
+            assert await asyncio.wait_for(anext(arrivals), 10) is None  # listening
+            await telling.signal_arrival("telegram:1")
+            assert await asyncio.wait_for(anext(arrivals), 10) == "telegram:1"
+            taken = proxy.taken
+            proxy.cut()
+            again = asyncio.ensure_future(anext(arrivals))
+            await until(lambda: proxy.taken > taken, "the listener connecting again")
+            proxy.mend()
+            assert await asyncio.wait_for(again, 30) is None  # on a new connection
+            await telling.signal_arrival("telegram:2")
+            assert await asyncio.wait_for(anext(arrivals), 10) == "telegram:2"
+        finally:
+            await arrivals.aclose()  # type: ignore[attr-defined]
+            await listening.aclose()
+            await telling.aclose()

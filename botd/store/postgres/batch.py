@@ -6,16 +6,17 @@ executes statements; an awaited write may read what they return, and if its whol
 one statement whose rows give its result it is a ``Statement``, which the batch can send
 without waiting for its answer.
 
-``in_few_round_trips`` is the way a batch is first tried: ``BEGIN``, its advisory locks
-(``ALL_LOCKED``), its fences (``ALL_HELD``), the records, the ``Statement`` writes and
-``COMMIT`` go to the server rendered here (``Rendered``) as one query of the simple
-protocol, so a batch of records and statements is one round trip, its statements' results
-read once the query has run; any other awaited write sends what is kept so far with its
-first statement (``Leading``) and makes its later statements as they are. A statement with
-parameters that a connection has rendered before is prepared on it (``PREPARE``, once, on
-its own) and from then on rendered as ``EXECUTE`` with its parameters (``Prepared``): the
-server then neither parses nor plans it again, which is most of what a statement costs it
-(a simple-protocol query is otherwise parsed and planned in full every time). If anything fails
+``in_few_round_trips`` is the way a batch is first tried: ``BEGIN`` (the plans of
+``GENERIC_PLANS``), its advisory locks (``ALL_LOCKED``), its fences (``ALL_HELD``), the
+records, the ``Statement`` writes and ``COMMIT`` go to the server rendered here
+(``Rendered``) as one query of the simple protocol, so a batch of records and statements is
+one round trip, its statements' results read once the query has run; any other awaited write
+sends what is kept so far with its first statement (``Leading``) and makes its later
+statements as they are. A statement with parameters that a connection has rendered before is
+prepared on it (``PREPARE``, once, on its own) and from then on rendered as ``EXECUTE`` with
+its parameters (``Prepared``): the server then neither parses nor plans it again, which is
+most of what a statement costs it (a simple-protocol query is otherwise parsed and planned
+in full every time). If anything fails
 (a lock held elsewhere, a lost fence, a write failing for its own reason) the server stops
 at that statement, nothing of the batch commits, and the caller rolls it back and writes
 the batch with care, on the same connection, with ``locked`` and ``fenced``, which sort out
@@ -95,6 +96,12 @@ class Written:
     aside: list[Queued] = field(default_factory=list)
 
 
+GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+"""The batch's prepared statements run on the plan the server keeps for them, never planned
+again for their parameters: a batch's statements find their rows by a key, which the plan
+for any parameters does as well; left to choose (``auto``), the server plans again at
+every ``EXECUTE`` a statement taking an array (``id = ANY(...)``, the fence check), which
+costs it more than running the statement."""
 ALL_LOCKED = (
     "SELECT CASE WHEN bool_and(pg_try_advisory_xact_lock(hashtextextended(name, 0))) THEN 0"
     " ELSE ('botd: an advisory lock is held by another transaction: ' || count(*))::int END"
@@ -104,15 +111,19 @@ ALL_LOCKED = (
 elsewhere (the cast of the words fails: a plain statement cannot raise otherwise, and a
 constant ``1/0`` would fail when planned)."""
 ALL_HELD = (
-    "SELECT CASE WHEN count(*) = %s THEN 0"
+    "SELECT CASE WHEN count(*) = %(count)s THEN 0"
     " ELSE ('botd: a fence no longer holds: ' || count(*))::int END"
     " FROM (SELECT 1 FROM leases l"
-    " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+    " JOIN unnest(%(names)s::text[], %(holders)s::text[], %(epochs)s::bigint[])"
+    " AS f(name, holder, epoch)"
     " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-    " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l) AS held"
+    " WHERE l.name = ANY(%(names)s::text[]) AND l.expires_at > clock_timestamp()"
+    " FOR KEY SHARE OF l) AS held"
 )
 """Key-share-lock the lease row of every fence named (as ``fenced``); an error unless each
-is held unexpired by its holder at its epoch."""
+is held unexpired by its holder at its epoch. The rows are found by name in the table's
+key (``name = ANY``): joined with the list alone, the planner reads the whole table, one
+row for every conversation there ever was."""
 
 
 async def in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written:
@@ -134,17 +145,18 @@ async def in_few_round_trips(conn: Conn, batch: list[Queued]) -> Written:
     outcomes: list[Outcome] = []
     render = Rendered(conn, outcomes)
     await render.execute("BEGIN")
+    await render.execute(GENERIC_PLANS)
     if names:
         await render.execute(ALL_LOCKED, (names,))
     if fences:
         await render.execute(
             ALL_HELD,
-            (
-                len(fences),
-                [fence.name for fence in fences],
-                [fence.holder for fence in fences],
-                [fence.epoch for fence in fences],
-            ),
+            {
+                "count": len(fences),
+                "names": [fence.name for fence in fences],
+                "holders": [fence.holder for fence in fences],
+                "epochs": [fence.epoch for fence in fences],
+            },
         )
     for queued in batch:
         if queued.future is None:
@@ -409,14 +421,16 @@ async def fenced(conn: Conn, batch: list[Queued]) -> tuple[list[Queued], list[Ou
     listed = list(fences)
     cur = await conn.execute(
         "SELECT l.name, l.epoch FROM leases l"
-        " JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS f(name, holder, epoch)"
+        " JOIN unnest(%(names)s::text[], %(holders)s::text[], %(epochs)s::bigint[])"
+        " AS f(name, holder, epoch)"
         " ON l.name = f.name AND l.holder = f.holder AND l.epoch = f.epoch"
-        " WHERE l.expires_at > clock_timestamp() FOR KEY SHARE OF l",
-        (
-            [fence.name for fence in listed],
-            [fence.holder for fence in listed],
-            [fence.epoch for fence in listed],
-        ),
+        " WHERE l.name = ANY(%(names)s::text[]) AND l.expires_at > clock_timestamp()"
+        " FOR KEY SHARE OF l",  # by the key, as ``ALL_HELD``
+        {
+            "names": [fence.name for fence in listed],
+            "holders": [fence.holder for fence in listed],
+            "epochs": [fence.epoch for fence in listed],
+        },
     )
     held = {(str(name), int(epoch)) for name, epoch in await cur.fetchall()}
     lost = {fence for fence in listed if (fence.name, fence.epoch) not in held}
@@ -453,6 +467,7 @@ def lease_lost(fence: Fence) -> LeaseLost:
 __all__ = [
     "ALL_HELD",
     "ALL_LOCKED",
+    "GENERIC_PLANS",
     "Conn",
     "Leading",
     "Outcome",

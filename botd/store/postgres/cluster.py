@@ -6,9 +6,9 @@ The holder pulls a conversation's ``accepted`` entries by ``seq`` (commit order,
 unfinished entries and unconfirmed pieces; the poller finds the conversations with
 unfinished entries whose lease is absent or expired, in one statement joining the inbox
 and the leases. An arrival is a ``NOTIFY`` on ``ARRIVALS`` whose payload is the
-conversation key; ``listen_arrivals`` is a connection of its own that ``LISTEN``s,
-with keepalives, replaced when it stops answering, and reconnecting with backoff while the
-database is away.
+conversation key; ``listen_arrivals`` is a connection of its own that ``LISTEN``s, woken
+by its socket only, with keepalives, replaced when it stops answering, and reconnecting
+with backoff while the database is away.
 """
 
 from __future__ import annotations
@@ -168,10 +168,13 @@ class ClusterStore(PostgresBase):
         """The keys of arrivals, as they come, for as long as the caller iterates; None after
         each (re)connection (arrivals may have been missed while it was away).
 
-        The connection carries the store's session bounds and TCP keepalives, and is asked
-        ``SELECT 1`` every third of the TTL: one the server does not answer within that time
-        (a network that went silent, which TCP alone may not notice for a long while) is cut
-        and replaced."""
+        The listener sleeps until the connection's socket has something to read (not
+        psycopg's ``notifies``, whose wait wakes up ten times a second to look for a
+        cancellation: most of what an idle node spent). The connection carries the store's
+        session bounds and TCP keepalives, and is asked ``SELECT 1`` after each third of the
+        TTL in which nothing came: one the server does not answer within that time (a network
+        that went silent, which TCP alone may not notice for a long while) is cut and
+        replaced."""
         failures = 0
         every = self.bounds.lease_ttl / 3
         while True:
@@ -197,10 +200,12 @@ class ClusterStore(PostgresBase):
                 failures = 0
                 yield None
                 while True:
-                    async for notice in conn.notifies(timeout=every):
+                    # What came (and what psycopg kept while a SELECT 1 ran), without waiting.
+                    async for notice in conn.notifies(timeout=0):
                         yield notice.payload
-                    async with answer_within(conn, every):
-                        await conn.execute("SELECT 1")
+                    if not await _readable(conn, every):
+                        async with answer_within(conn, every):
+                            await conn.execute("SELECT 1")
             except psycopg.Error as exc:
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
                 failures += 1
@@ -210,6 +215,28 @@ class ClusterStore(PostgresBase):
                 await asyncio.sleep(delay)
             finally:
                 await conn.close()
+
+
+async def _readable(conn: AsyncConnection[Any], seconds: float) -> bool:
+    """Whether ``conn``'s socket has something to read within ``seconds`` (an event of the
+    loop's, no polling meanwhile)."""
+    loop = asyncio.get_running_loop()
+    fd = conn.pgconn.socket
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        async with asyncio.timeout(seconds):
+            await ready
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+    return True
 
 
 __all__ = ["ARRIVALS", "ClusterStore"]
