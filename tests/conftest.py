@@ -23,6 +23,7 @@ from botd.store.postgres import PostgresStore
 from botd.store.sqlite import SqliteStore
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import Chat, chatting
+from tests.support.npm_packages import installed
 from tests.support.pg_server import PostgresServer, running_postgres
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -118,3 +119,12 @@ def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
     yield dsn
     with suppress(psycopg.OperationalError):
         postgres_server.drop_database(dsn)
+
+
+@pytest.fixture(scope="session")
+def claude_code_acp() -> Path:
+    """The entry point of ``@zed-industries/claude-code-acp`` (Claude Code's ACP adapter,
+    the ACP agent botd drives in ``tests/agent/acp``), installed once from its pinned set in
+    ``tests/support/npm``."""
+    package = installed("claude-code-acp") / "node_modules" / "@zed-industries" / "claude-code-acp"
+    return package / "dist" / "index.js"

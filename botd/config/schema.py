@@ -50,6 +50,8 @@ __all__ = [
     "CATCH_UP_AT_MOST",
     "DEFAULT_TOOLS",
     "STATUSES",
+    "AcpAgentSection",
+    "AgentBackend",
     "AgentSection",
     "ApprovalsSection",
     "BlockBreak",
@@ -104,6 +106,7 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 ReasoningMode = Literal["off", "on", "stream"]
 ToolProgressMode = Literal["off", "status"]
+AgentBackend = Literal["model", "acp"]
 BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
@@ -435,6 +438,20 @@ class ApprovalsSection(Section):
         return self
 
 
+class AcpAgentSection(Section):
+    """``agent.acp``: the ACP agent that answers instead of botd's own model when
+    ``agent.backend`` is ``acp`` (botd is its client, docs/acp.md): a command botd starts
+    once and talks to over its stdin and stdout. ``env`` values are secrets (an API key)."""
+
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, Secret] = Field(default_factory=dict)
+    """Added to the few variables the agent inherits (``HOME``, ``PATH``, ``USER``…)."""
+    cancel_wait: Annotated[float, BeforeValidator(_seconds)] = Field(default=30.0, gt=0)
+    """How long ``/stop`` waits for the agent to end its turn as ``cancelled`` before the
+    run is ended as cancelled all the same."""
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
@@ -466,6 +483,16 @@ class AgentSection(Section):
     mcp_servers: dict[McpServerName, McpServerSection] = Field(default_factory=dict)
     """MCP servers whose tools the agent may use, by name (tools ``mcp__<name>__<tool>``)."""
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
+    backend: AgentBackend = "model"
+    """What answers: ``model``, botd's own agent loop on ``model``; ``acp``, the ACP agent
+    ``agent.acp`` names (Claude Code, Gemini CLI…), with botd as its client."""
+    acp: AcpAgentSection | None = None
+
+    @model_validator(mode="after")
+    def _acp_agent_named(self) -> AgentSection:
+        if self.backend == "acp" and self.acp is None:
+            raise ValueError("backend acp needs acp: the command of the agent to run")
+        return self
 
 
 # --------------------------------------------------------------------------- channels

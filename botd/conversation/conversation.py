@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..agent.loop import AgentRun
+from ..agent.loop import AgentTurn
 from ..chat import InboundMessage
 from ..cluster.fencing import RunScope
 from ..delivery import Delivery
@@ -210,7 +210,7 @@ class Conversation:
             self._session.reset_notice = shared.reset.notice()
         self._last_activity = now
 
-    def _turn_agent(self) -> AgentRun | None:
+    def _turn_agent(self) -> AgentTurn | None:
         return None if self._turn is None else self._turn.agent
 
     # -- commands ---------------------------------------------------------------------------
