@@ -85,7 +85,7 @@ from ...store import ApprovalState
 from ..loop import RunResult
 from ..types import StopReason
 
-__all__ = ["AcpTurn", "Ask", "Opened", "Sessions", "transcript_text"]
+__all__ = ["PREFACE", "AcpTurn", "Ask", "Opened", "Sessions", "transcript_text"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,8 @@ _VERBS: dict[str, Verb] = {
     "reject_always": "deny",
 }
 _CHOSEN: dict[ApprovalState, Verb] = {"approved": "approve", "always": "always"}
+PREFACE = "(What was said in this conversation before this session:)"
+"""The first line of the transcript a new agent session is given."""
 TRANSCRIPT_CHARS = 20_000
 """The most of an earlier transcript a new agent session is given (its end)."""
 
@@ -291,8 +293,7 @@ class AcpTurn:
             return self._finish("cancelled", None)
         blocks = _prompt_blocks(asked, opened.images)
         if opened.fresh and (before := transcript_text(earlier)):
-            preface = f"(What was said in this conversation before this session:)\n\n{before}"
-            blocks.insert(0, TextContentBlock(type="text", text=preface))
+            blocks.insert(0, TextContentBlock(type="text", text=f"{PREFACE}\n\n{before}"))
         prompting = self._prompting = asyncio.ensure_future(opened.prompt(blocks))
         try:
             await asyncio.wait({prompting})

@@ -7,6 +7,7 @@ showed, what the model was asked, and the files in the conversation's workspace.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.agent.acp.agent import AcpAgent
+from botd.agent.acp.turn import PREFACE
 from tests.agent.acp.harness import (
     AGENT_KEY,
     PARAGRAPHS,
@@ -36,10 +38,15 @@ ALICE = user(DM, "Alice")
 
 @asynccontextmanager
 async def acp_chat(
-    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI, entry: Path
+    tmp_path: Path,
+    telegram: FakeTelegramAPI,
+    model: FakeAnthropicAPI,
+    entry: Path,
+    home: str = "home",
 ) -> AsyncIterator[Chat]:
+    """botd answering the DM with Claude Code, whose HOME (its sessions) is ``home``."""
     async with chatting(
-        tmp_path, telegram, sections=[agent_yaml(entry, model, tmp_path / "home")]
+        tmp_path, telegram, sections=[agent_yaml(entry, model, tmp_path / home)]
     ) as chat:
         yield chat
 
@@ -138,3 +145,44 @@ async def test_an_agent_that_dies_is_one_line_and_started_again_for_the_next_mes
             assert agent_of(chat).pid not in (None, first)
             errors = [t for t in chat.shown() if t.startswith("⚠️")]
             assert len(errors) == 1
+
+
+async def test_a_restart_loads_the_agent_session_and_new_starts_another(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        agent = AgentModel(model, stream(text("Noted.")))
+        async with acp_chat(tmp_path, telegram, model, claude_code_acp) as chat:
+            await chat.send("remember the word pineapple")
+            assert await chat.reply() == "Noted."
+        async with acp_chat(tmp_path, telegram, model, claude_code_acp) as chat:
+            await chat.send("what was the word?")
+            assert await chat.reply() == "Noted."
+            # The agent's own session, loaded: what it was told before, not a retelling.
+            assert "pineapple" in said(agent.asked[1])
+            assert PREFACE not in said(agent.asked[1])
+            await chat.send("/new")
+            await chat.reply()
+            await chat.send("hello again")
+            assert await chat.reply() == "Noted."
+            assert "pineapple" not in said(agent.asked[2])
+        with_texts = (tmp_path / "state" / "acp" / "sessions.json").read_text()
+    assert len(json.loads(with_texts)) == 2  # one agent session per botd session
+
+
+async def test_an_agent_that_cannot_load_the_session_is_given_the_transcript(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        agent = AgentModel(model, stream(text("Noted.")))
+        async with acp_chat(tmp_path, telegram, model, claude_code_acp) as chat:
+            await chat.send("remember the word pineapple")
+            assert await chat.reply() == "Noted."
+        # Another HOME: the agent has none of its sessions any more.
+        async with acp_chat(tmp_path, telegram, model, claude_code_acp, "other") as chat:
+            await chat.send("what was the word?")
+            assert await chat.reply() == "Noted."
+    [preface, prompt] = agent.asked[1]["messages"][-1]["content"][-2:]
+    assert preface["text"].startswith(PREFACE)
+    assert "User: remember the word pineapple\n\nAssistant: Noted." in preface["text"]
+    assert prompt["text"] == "what was the word?"
