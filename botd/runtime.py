@@ -36,7 +36,7 @@ from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
-from .config import BotdConfig
+from .config import BotdConfig, ChatChannelSection
 from .config.extras import installed
 from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
@@ -416,6 +416,7 @@ def build_runtime(
         reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
         approvals=approvals,
         acp=acp,
+        answered_by=partial(answered_by, live, router),
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
@@ -441,11 +442,26 @@ def build_runtime(
     )
 
 
+def answered_by(live: LiveConfig, router: Router, message: InboundMessage) -> str:
+    """What answers ``message``'s chat, ``model`` or ``acp``: its group's ``backend``, else
+    its channel's, else ``agent.backend`` (read live: a reload applies to the next run)."""
+    config = live.current
+    section = config.channels.section(message.channel)
+    chosen: str = config.agent.backend
+    if isinstance(section, ChatChannelSection) and section.backend is not None:
+        chosen = section.backend
+    if not message.is_direct:
+        rule = router.group_rule(message.channel, message.chat_id)
+        if rule is not None and rule.backend is not None:
+            chosen = rule.backend
+    return chosen
+
+
 def acp_agent(config: BotdConfig, state_dir: Path) -> AcpAgent | None:
-    """The ACP agent ``agent.acp`` names when ``agent.backend`` is ``acp`` (None: the model
-    answers). Raises ``AcpUnavailable`` when its SDK (``botd[acp]``) is not installed."""
+    """The ACP agent ``agent.acp`` names (None: none is configured, the model answers
+    everywhere). Raises ``AcpUnavailable`` when its SDK (``botd[acp]``) is not installed."""
     section = config.agent.acp
-    if config.agent.backend != "acp" or section is None:
+    if section is None:
         return None
     if not installed("acp"):
         raise AcpUnavailable(

@@ -564,6 +564,8 @@ class GroupSection(Section):
     delivery: DeliveryMode | None = None
     """How replies appear in this group (unset: the channel's ``delivery``). Only for a
     group named by its id: a reply's chat is not known to be a group under ``"*"``."""
+    backend: AgentBackend | None = None
+    """What answers in this group: ``model`` or ``acp`` (unset: the channel's ``backend``)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -621,6 +623,9 @@ class ChatChannelSection(ChannelSection):
     """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
     native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
+    backend: AgentBackend | None = None
+    """What answers on this channel: ``model`` or ``acp`` (unset: ``agent.backend``); a
+    group's ``backend`` overrides it there."""
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
     """Status reactions on the messages the bot answers: ``taken`` when one is accepted,
@@ -1012,6 +1017,22 @@ class BotdConfig(Section):
     @classmethod
     def _expand_state_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _acp_agent_for_every_acp_backend(self) -> BotdConfig:
+        if self.agent.acp is not None:
+            return self
+        for name, section in self.channels.sections().items():
+            if not isinstance(section, ChatChannelSection):
+                continue
+            if section.backend == "acp":
+                raise ValueError(f"channels.{name}.backend is acp but agent.acp is not set")
+            for group, rule in section.groups.items():
+                if rule.backend == "acp":
+                    raise ValueError(
+                        f"channels.{name}.groups.{group}.backend is acp but agent.acp is not set"
+                    )
+        return self
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"

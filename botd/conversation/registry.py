@@ -98,6 +98,7 @@ class Conversations:
         reactions: StatusReactions | None = None,
         approvals: Approvals | None = None,
         acp: AcpAgent | None = None,
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -123,6 +124,7 @@ class Conversations:
             lambda: self._cancelling,
             approvals=approvals,
             acp=acp,
+            answered_by=answered_by,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

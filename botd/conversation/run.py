@@ -119,6 +119,7 @@ class Runner:
     # Slotted: every conversation held has its own copy (``under``), kept small.
     __slots__ = (
         "_acp",
+        "_answered_by",
         "_approvals",
         "_cancelling",
         "_delivery",
@@ -147,10 +148,13 @@ class Runner:
         *,
         approvals: Approvals | None = None,
         acp: AcpAgent | None = None,
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = ledger
         self._acp = acp
-        """The ACP agent that answers instead of the model (``agent.backend: acp``)."""
+        """The ACP agent (``agent.acp``), answering the chats ``answered_by`` says ``acp``
+        for instead of the model."""
+        self._answered_by = answered_by
         self._approvals = approvals
         """Asks a person before a listed tool runs (``agent.approvals``)."""
         self._promise = promise
@@ -315,13 +319,15 @@ class Runner:
         loop = replace(self._settings.loop, model=model)
         overflow.model = loop.model
         run: AgentTurn
-        if self._acp is not None:
-            run = self._acp.turn(
+        acp = self._agent_for(inbound)
+        if acp is not None:
+            run = acp.turn(
                 session.conversation_key,
                 session.session_id,
                 on_event,
                 on_cancel=output.cancel,
                 ask=self._chooser(turn, target),
+                on_plan=progress.plan if progress is not None else None,
             )
         else:
             run = AgentRun(
@@ -392,6 +398,12 @@ class Runner:
         anchor = str(min(turn.ids)) if turn.ids else session.run_id
         place = RunPlace(session.conversation_key, anchor, session.session_id, target)
         return self._approvals.gate(place, shutting_down=self._cancelling)
+
+    def _agent_for(self, inbound: InboundMessage) -> AcpAgent | None:
+        """The ACP agent that answers ``inbound``'s chat (None: botd's own loop)."""
+        if self._acp is None or self._answered_by(inbound) != "acp":
+            return None
+        return self._acp
 
     def _chooser(self, turn: Turn, target: Target) -> Ask | None:
         """How the run's ACP agent asks for a permission: through the approvals, named like
@@ -513,10 +525,10 @@ class Runner:
 
         return record
 
-    async def compact_if_needed(self, session: Session) -> None:
+    async def compact_if_needed(self, session: Session, inbound: InboundMessage) -> None:
         """Summarize older turns once the transcript outgrows the model's context budget
-        (not for an ACP agent: it keeps its own context)."""
-        if self._acp is not None:
+        (not where an ACP agent answers ``inbound``'s chat: it keeps its own context)."""
+        if self._agent_for(inbound) is not None:
             return
         settings = self._settings
         if session.history_tokens < 0:

@@ -45,6 +45,7 @@ from acp.schema import (
 
 from ... import __version__
 from ...config.schema import AcpAgentSection
+from ...delivery import PlanStep
 from ...events import AgentEvent
 from .session_ids import SessionIds
 from .turn import AcpTurn, Ask, Opened, PromptBlock
@@ -111,6 +112,7 @@ class AcpAgent:
         *,
         on_cancel: Callable[[], None] | None = None,
         ask: Ask | None = None,
+        on_plan: Callable[[PlanStep | None], None] | None = None,
     ) -> AcpTurn:
         """A turn of ``conversation_key``'s botd session ``session_id``."""
         return AcpTurn(
@@ -120,6 +122,7 @@ class AcpAgent:
             emit,
             on_cancel=on_cancel,
             ask=ask,
+            on_plan=on_plan,
             cancel_wait=self._section.cancel_wait,
         )
 

@@ -12,6 +12,7 @@ ACP update                  botd events
 ``agent_message_chunk``     an assistant message (``message_start`` once), its text block
                             (``text_start``, ``text_delta``…; ``text_end`` when it ends)
 ``agent_thought_chunk``     a thinking block of that message (shown per ``agent.reasoning``)
+``plan``                    the step under way, to ``on_plan`` (the tool-progress status line)
 ``tool_call``               the assistant message so far ends (``tool_use``), then
                             ``tool_execution_start`` (once per call id)
 ``tool_call_update``        ``tool_execution_end`` once the call is ``completed`` or ``failed``
@@ -50,6 +51,7 @@ from typing import Any, Protocol
 
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     AllowedOutcome,
     DeniedOutcome,
@@ -63,6 +65,7 @@ from acp.schema import (
 )
 
 from ...approvals import Choice, Verb
+from ...delivery import PlanStep
 from ...events import (
     AgentEnd,
     AgentEvent,
@@ -110,6 +113,8 @@ _VERBS: dict[str, Verb] = {
 _CHOSEN: dict[ApprovalState, Verb] = {"approved": "approve", "always": "always"}
 PREFACE = "(What was said in this conversation before this session:)"
 """The first line of the transcript a new agent session is given."""
+STEP_CHARS = 80
+"""The most of a plan step's text the status line shows."""
 TRANSCRIPT_CHARS = 20_000
 """The most of an earlier transcript a new agent session is given (its end)."""
 
@@ -198,9 +203,11 @@ class AcpTurn:
         *,
         on_cancel: Callable[[], None] | None = None,
         ask: Ask | None = None,
+        on_plan: Callable[[PlanStep | None], None] | None = None,
         cancel_wait: float = 30.0,
     ) -> None:
         self._sessions = sessions
+        self._on_plan = on_plan
         self._conversation_key = conversation_key
         self._session_id = session_id
         self._emit = emit
@@ -331,6 +338,9 @@ class AcpTurn:
         elif isinstance(update, AgentThoughtChunk):
             if isinstance(update.content, TextContentBlock) and update.content.text:
                 self._stream("thinking", update.content.text)
+        elif isinstance(update, AgentPlanUpdate):
+            if self._on_plan is not None:
+                self._on_plan(_step_of(update))
         elif isinstance(update, ToolCallStart):
             self._tool_started(update.tool_call_id, _tool_name(update.title, update.kind))
         elif isinstance(update, ToolCallProgress):
@@ -485,6 +495,18 @@ def _prompt_blocks(messages: Sequence[Message], images: bool) -> list[PromptBloc
                     ImageContentBlock(type="image", mime_type=block.mime_type, data=block.data)
                 )
     return blocks or [TextContentBlock(type="text", text="(an empty message)")]
+
+
+def _step_of(plan: AgentPlanUpdate) -> PlanStep | None:
+    """The step under way of ``plan``: the first in progress, else the first pending
+    (None: every step done)."""
+    entries = plan.entries
+    for wanted in ("in_progress", "pending"):
+        for number, entry in enumerate(entries, 1):
+            if entry.status == wanted:
+                text = " ".join(entry.content.split())
+                return PlanStep(number, len(entries), text[:STEP_CHARS])
+    return None
 
 
 def _tool_name(title: str | None, kind: str | None) -> str:

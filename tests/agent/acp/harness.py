@@ -23,8 +23,10 @@ from tests.fakes.anthropic_api import (
     text,
     tool_use,
 )
+from tests.support.daemon_inprocess import ANTHROPIC_KEY
 
-AGENT_KEY = "sk-ant-agent-test"
+AGENT_KEY = ANTHROPIC_KEY
+"""The key Claude Code asks the fake with (botd's own model's, where both ask one fake)."""
 PARAGRAPHS = [f"Paragraph {n} of what the agent found." for n in range(1, 5)]
 WRITE_ID = "toolu_acp_write_1"
 
@@ -64,6 +66,14 @@ def write_file(path: Path, content: str) -> Reply:
     """The model asks Claude Code to write ``content`` to ``path`` (its ACP file tool)."""
     arguments = json.dumps({"file_path": str(path), "content": content})
     return stream(tool_use(WRITE_ID, "mcp__acp__Write", arguments), stop_reason="tool_use")
+
+
+def plan(*steps: tuple[str, str]) -> Reply:
+    """The model writes its to-do list (Claude Code's ``TodoWrite``): (text, status) each;
+    the ACP adapter tells it as a ``plan``."""
+    todos = [{"content": c, "status": s, "activeForm": c} for c, s in steps]
+    arguments = json.dumps({"todos": todos})
+    return stream(tool_use("toolu_acp_plan_1", "TodoWrite", arguments), stop_reason="tool_use")
 
 
 def is_turn(body: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from tests.agent.acp.harness import (
     AgentModel,
     agent_yaml,
     paragraphs,
+    plan,
     said,
     tool_results,
     turn_streams,
@@ -68,7 +69,7 @@ def with_buttons(telegram: FakeTelegramAPI) -> list[dict[str, Any]]:
 
 
 def status_lines(shown: list[str]) -> list[str]:
-    return [line for line in shown if line.startswith("⏳")]
+    return [line for line in shown if line.startswith(("⏳", "📋"))]
 
 
 async def test_the_answer_in_blocks_a_tool_as_progress_and_its_permission_as_buttons(
@@ -186,3 +187,44 @@ async def test_an_agent_that_cannot_load_the_session_is_given_the_transcript(
     assert preface["text"].startswith(PREFACE)
     assert "User: remember the word pineapple\n\nAssistant: Noted." in preface["text"]
     assert prompt["text"] == "what was the word?"
+
+
+async def test_a_group_can_be_answered_by_the_agent_and_the_dms_by_the_model(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    group = -100123
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        agent = AgentModel(model, stream(text("The agent here.")))
+        agent_section = agent_yaml(claude_code_acp, model, tmp_path / "home")
+        async with chatting(
+            tmp_path,
+            telegram,
+            model=model,
+            telegram_options=[
+                "dm_policy: open",
+                f'groups: {{"{group}": {{require_mention: false, backend: acp}}}}',
+            ],
+            sections=[agent_section.replace("backend: acp", "backend: model", 1)],
+        ) as chat:
+            await chat.send("hello model")
+            assert await chat.reply() == "ok"  # botd's own model: no agent's tools offered
+            telegram.push_text(group, "hello agent", sender=ALICE)
+            await until(lambda: telegram.visible(group) == ["The agent here."], "the agent")
+            assert len(agent.asked) == 1
+
+
+async def test_the_agent_plan_shows_its_step_under_way_in_the_status_line(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        AgentModel(
+            model,
+            plan(("Read the notes", "in_progress"), ("Write the answer", "pending")),
+            stream(text("Reading"), stall=True),
+        )
+        async with acp_chat(tmp_path, telegram, model, claude_code_acp) as chat:
+            await chat.send("plan it")
+            shown = await until(lambda: status_lines(chat.shown()), "the plan's status line")
+            assert shown == ["📋 Step 1 of 2: Read the notes"]
+            await chat.send("/stop")
+            await until(lambda: not status_lines(chat.shown()), "the status line removed")
