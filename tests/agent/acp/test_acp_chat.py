@@ -29,7 +29,7 @@ from tests.agent.acp.harness import (
     turn_streams,
     write_file,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.support.chat import DM, Chat, chatting
 from tests.support.waiting import until
@@ -44,10 +44,12 @@ async def acp_chat(
     model: FakeAnthropicAPI,
     entry: Path,
     home: str = "home",
+    *lines: str,
 ) -> AsyncIterator[Chat]:
-    """botd answering the DM with Claude Code, whose HOME (its sessions) is ``home``."""
+    """botd answering the DM with Claude Code, whose HOME (its sessions) is ``home``;
+    ``lines`` are more keys of the ``agent`` section."""
     async with chatting(
-        tmp_path, telegram, sections=[agent_yaml(entry, model, tmp_path / home)]
+        tmp_path, telegram, sections=[agent_yaml(entry, model, tmp_path / home, *lines)]
     ) as chat:
         yield chat
 
@@ -228,3 +230,17 @@ async def test_the_agent_plan_shows_its_step_under_way_in_the_status_line(
             assert shown == ["📋 Step 1 of 2: Read the notes"]
             await chat.send("/stop")
             await until(lambda: not status_lines(chat.shown()), "the status line removed")
+
+
+async def test_the_agent_thoughts_are_shown_as_agent_reasoning_says(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        AgentModel(model, stream(thinking("First I check.", signature="s1"), text("It is 42.")))
+        async with acp_chat(
+            tmp_path, telegram, model, claude_code_acp, "home", "reasoning: stream"
+        ) as chat:
+            await chat.send("what is it?")
+            await until(lambda: "It is 42." in chat.shown(), "the answer")
+            await chat.idle()
+            assert chat.shown() == ["Reasoning:\nFirst I check.", "It is 42."]
