@@ -10,10 +10,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator
-from contextlib import suppress
 from pathlib import Path
 
-import psycopg
 import pytest
 from hypothesis import settings
 
@@ -24,6 +22,7 @@ from botd.store.sqlite import SqliteStore
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import Chat, chatting
 from tests.support.npm_packages import installed
+from tests.support.pg_databases import DatabaseSupply
 from tests.support.pg_server import PostgresServer, running_postgres
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -82,11 +81,12 @@ def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 @pytest.fixture(params=STORE_BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """A fresh store on each backend (SQLite in ``tmp_path/store``; PostgreSQL in a database
-    of the test's own on the worker's server), as the protocol ``Store``; closed after."""
+    """A fresh store on each backend (SQLite in ``tmp_path/store``; PostgreSQL in a migrated
+    database of the test's own on the worker's server), as the protocol ``Store``; closed
+    after."""
     opened: Store
     if request.param == "postgres":
-        opened = await PostgresStore.open(request.getfixturevalue("postgres_dsn"))
+        opened = await PostgresStore.open(request.getfixturevalue("migrated_postgres_dsn"))
     else:
         opened = SqliteStore.open(tmp_path / "store")
     try:
@@ -111,14 +111,32 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_server: PostgresServer) -> Iterator[DatabaseSupply]:
+    """The worker's databases, made ahead and dropped behind (``tests/support/pg_databases.py``)."""
+    supply = DatabaseSupply(postgres_server)
+    yield supply
+    supply.close()
+
+
 @pytest.fixture
-def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
-    """A new empty database of the test's own on the worker's server, dropped after the test
-    (unless the test left the server stopped: the next test that needs it starts it)."""
-    dsn = postgres_server.new_database()
+def postgres_dsn(postgres_databases: DatabaseSupply) -> Iterator[str]:
+    """A new empty database of the test's own on the worker's server, dropped after the test."""
+    dsn = postgres_databases.take()
     yield dsn
-    with suppress(psycopg.OperationalError):
-        postgres_server.drop_database(dsn)
+    postgres_databases.give_back(dsn)
+
+
+@pytest.fixture
+def migrated_postgres_dsn(
+    postgres_server: PostgresServer, postgres_databases: DatabaseSupply
+) -> Iterator[str]:
+    """Like ``postgres_dsn``, but the database already holds botd's current schema (a copy of
+    the worker's migrated template): for tests that open a store and are not about migrating
+    one. Opening a store on it finds nothing to migrate."""
+    dsn = postgres_databases.take(postgres_server.migrated_template())
+    yield dsn
+    postgres_databases.give_back(dsn)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.daemon_process import (
     BOTD,
     HANG_GUARD,
+    RunningDaemon,
     daemon_env,
     reap,
     run_botd,
@@ -123,7 +124,7 @@ channels:
 
 async def _start(
     config: Path, cwd: Path, token: str, log_path: Path | None = None
-) -> asyncio.subprocess.Process:
+) -> RunningDaemon:
     return await start_daemon(
         config,
         cwd,

@@ -113,9 +113,12 @@ async def test_a_local_rate_spaces_its_slots() -> None:
     assert round(await rate.reserve("other", 1, 0.1, 0.2), 6) == -0.2  # another bot's own rate
 
 
-async def test_nodes_draw_one_rate_from_postgres(postgres_dsn: str) -> None:
+async def test_nodes_draw_one_rate_from_postgres(migrated_postgres_dsn: str) -> None:
     """Two nodes' stores on one database: their reservations take turns on one schedule."""
-    one, two = await PostgresStore.open(postgres_dsn), await PostgresStore.open(postgres_dsn)
+    one, two = (
+        await PostgresStore.open(migrated_postgres_dsn),
+        await PostgresStore.open(migrated_postgres_dsn),
+    )
     try:
         first = await one.shared_rate().reserve("telegram:1", 4, 10.0, 0.0)
         second = await two.shared_rate().reserve("telegram:1", 1, 10.0, 0.0)

@@ -34,7 +34,6 @@ and killed, whatever the test did.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, start_daemon
 from tests.support.health_probe import free_port
 from tests.support.waiting import file_contains, until
 
@@ -82,7 +81,7 @@ class Node:
     root: Path
     listen_port: int
     """Its Telegram webhook listener (webhook mode)."""
-    process: asyncio.subprocess.Process | None = None
+    process: RunningDaemon | None = None
     paused: bool = False
     starts: int = 0
 

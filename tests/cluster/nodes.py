@@ -4,14 +4,13 @@ model (which answers "You said: <text>")."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from tests.support.daemon_process import start_daemon
+from tests.support.daemon_process import RunningDaemon, start_daemon
 
 LEASE_TTL = 2.0
 TELEGRAM_TOKEN = "123456:TEST-TOKEN"
@@ -28,7 +27,7 @@ class Node:
     def logged(self, text: str) -> bool:
         return self.log.exists() and text in self.log.read_text(encoding="utf-8", errors="replace")
 
-    async def start(self, dsn: str) -> asyncio.subprocess.Process:
+    async def start(self, dsn: str) -> RunningDaemon:
         return await start_daemon(
             self.config,
             self.config.parent,

@@ -7,7 +7,6 @@ shard 0; ``sessions_open`` counts the sessions identified on each shard."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from pathlib import Path
@@ -16,7 +15,7 @@ from urllib.parse import urlsplit
 from tests.cluster.nodes import Node, lease_holders, node
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.tcp_proxy import SilentProxy
-from tests.support.daemon_process import ended, reap, stop_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, stop_daemon
 from tests.support.waiting import until
 
 SHARDS = {"discord:default:0", "discord:default:1"}
@@ -78,7 +77,7 @@ async def test_each_shard_is_held_by_one_node_and_moves_when_its_node_is_killed(
         a = discord_node(tmp_path, "node-a", discord)
         b = discord_node(tmp_path, "node-b", discord)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await holding_both_shards(postgres_dsn, discord, "node-a")
             second = await b.start(postgres_dsn)
@@ -125,7 +124,7 @@ async def test_a_node_paused_past_its_leases_closes_its_shards_sessions_when_it_
         a = discord_node(tmp_path, "node-a", discord)
         b = discord_node(tmp_path, "node-b", discord)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await holding_both_shards(postgres_dsn, discord, "node-a")
             second = await b.start(postgres_dsn)
@@ -167,7 +166,7 @@ async def test_a_node_taking_over_the_shards_answers_what_was_sent_while_none_he
         a = discord_node(tmp_path, "node-a", discord)
         b = discord_node(tmp_path, "node-b", discord)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await holding_both_shards(postgres_dsn, discord, "node-a")
             await say(discord, "dm one", dm=True)
@@ -212,7 +211,7 @@ async def test_a_node_that_cannot_reach_the_gateway_gives_its_shards_up(
         )
         b = discord_node(tmp_path, "node-b", discord)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await holding_both_shards(postgres_dsn, discord, "node-a")
             second = await b.start(postgres_dsn)

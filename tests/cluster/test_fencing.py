@@ -45,10 +45,10 @@ async def _piece(store: PostgresStore, anchor: int | None, text: str) -> int:
 
 
 async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
-    postgres_dsn: str,
+    migrated_postgres_dsn: str,
 ) -> None:
-    node_a = await PostgresStore.open(postgres_dsn)
-    node_b = await PostgresStore.open(postgres_dsn)
+    node_a = await PostgresStore.open(migrated_postgres_dsn)
+    node_b = await PostgresStore.open(migrated_postgres_dsn)
     try:
         keeper_a = LeaseKeeper(node_a.lease_table(), "node-a", 0.5)
         keeper_b = LeaseKeeper(node_b.lease_table(), "node-b", 60)
@@ -75,7 +75,7 @@ async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
         await _piece(new, inbox_id, "new owner")
         new.finish_inbox([inbox_id], "answered")
         assert [p.text for p in await node_b.unconfirmed_pieces()] == ["new owner"]
-        async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        async with await psycopg.AsyncConnection.connect(migrated_postgres_dsn) as conn:
             cur = await conn.execute("SELECT text, epoch FROM outbox ORDER BY id")
             assert await cur.fetchall() == [("first", 1), ("new owner", 2)]
         assert await node_b.inbox_state(inbox_id) == "answered"
@@ -85,9 +85,9 @@ async def test_a_stale_epochs_writes_are_refused_and_its_sent_marks_kept(
 
 
 async def test_no_send_starts_past_the_lease_deadline_and_the_lease_is_given_up(
-    postgres_dsn: str,
+    migrated_postgres_dsn: str,
 ) -> None:
-    store = await PostgresStore.open(postgres_dsn)
+    store = await PostgresStore.open(migrated_postgres_dsn)
     try:
         keeper = LeaseKeeper(store.lease_table(), "node-a", 60)
         lease = await keeper.try_claim(NAME)
@@ -124,8 +124,10 @@ class ScopeSeen:
         return ToolOutput("looked")
 
 
-async def test_a_tool_sees_its_runs_conversation_and_lease_fence(postgres_dsn: str) -> None:
-    store = await PostgresStore.open(postgres_dsn)
+async def test_a_tool_sees_its_runs_conversation_and_lease_fence(
+    migrated_postgres_dsn: str,
+) -> None:
+    store = await PostgresStore.open(migrated_postgres_dsn)
     tool = ScopeSeen()
     provider = ScriptedProvider([ScriptedTurn(tool_calls=[{"name": "look", "args": {}}])])
     manager = Conversations(store, provider, ListSink(), settings(), tools=lambda m: [tool])

@@ -68,10 +68,10 @@ async def telegram() -> AsyncIterator[FakeTelegramAPI]:
 
 
 async def test_a_standby_says_who_holds_its_channel_and_a_stopped_node_is_gone(
-    tmp_path: Path, postgres_dsn: str, telegram: FakeTelegramAPI
+    tmp_path: Path, migrated_postgres_dsn: str, telegram: FakeTelegramAPI
 ) -> None:
-    first = node_config(tmp_path, "node-a", postgres_dsn, telegram)
-    second = node_config(tmp_path, "node-b", postgres_dsn, telegram)
+    first = node_config(tmp_path, "node-a", migrated_postgres_dsn, telegram)
+    second = node_config(tmp_path, "node-b", migrated_postgres_dsn, telegram)
     async with contextlib.AsyncExitStack() as a_running:
         a = await a_running.enter_async_context(
             daemon_running(first.read_text(encoding="utf-8"), config_path=first)
@@ -116,8 +116,10 @@ async def test_a_standby_says_who_holds_its_channel_and_a_stopped_node_is_gone(
             assert gone["state"] == "gone" and gone["seconds"] >= 0 and gone["holds"] == []
 
 
-async def test_no_node_holding_an_input_past_down_after_is_a_problem(postgres_dsn: str) -> None:
-    store = await PostgresStore.open(postgres_dsn)
+async def test_no_node_holding_an_input_past_down_after_is_a_problem(
+    migrated_postgres_dsn: str,
+) -> None:
+    store = await PostgresStore.open(migrated_postgres_dsn)
     try:
         table = store.lease_table()
         leases = LeaseKeeper(table, "node-a", ttl=30.0)
@@ -129,7 +131,9 @@ async def test_no_node_holding_an_input_past_down_after_is_a_problem(postgres_ds
         assert await table.claim(POLLER, "node-b", 30.0) == 1
         assert await table.claim("node:node-b", "node-b", 30.0) == 1
         assert await table.claim("discord:default:0", "node-c", 30.0) == 1
-        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            migrated_postgres_dsn, autocommit=True
+        ) as conn:
             await conn.execute(
                 "UPDATE leases SET expires_at = clock_timestamp() - interval '25 seconds' "
                 "WHERE holder = 'node-b'"

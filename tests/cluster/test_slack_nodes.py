@@ -18,7 +18,7 @@ import psycopg
 
 from tests.cluster.nodes import Node, node
 from tests.fakes.slack_api import FakeSlack, event_callback, signed_headers
-from tests.support.daemon_process import reap, stop_daemon
+from tests.support.daemon_process import RunningDaemon, reap, stop_daemon
 from tests.support.health_probe import free_port
 from tests.support.waiting import until
 
@@ -76,7 +76,7 @@ async def test_twins_and_retries_over_two_nodes_sockets_are_answered_once(
         a = slack_node(tmp_path, "node-a", slack)
         b = slack_node(tmp_path, "node-b", slack)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await until(lambda: len(slack.sockets) == 1, "node-a's socket")
             second = await b.start(postgres_dsn)
@@ -139,7 +139,7 @@ async def test_http_mode_behind_a_load_balancer_answers_retries_and_twins_once(
         a = slack_node(tmp_path, "node-a", slack, http_port=ports[0])
         b = slack_node(tmp_path, "node-b", slack, http_port=ports[1])
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             second = await b.start(postgres_dsn)
             probe = event_callback(dm(9, "probe"))

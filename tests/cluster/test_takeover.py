@@ -21,7 +21,7 @@ import psycopg
 from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config, long_answer
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.support.daemon_process import HANG_GUARD, RunningDaemon, ended, reap, start_daemon
 
 TTL = 2.0
 
@@ -30,7 +30,7 @@ TTL = 2.0
 class Node:
     name: str
     telegram: FakeTelegramAPI
-    process: asyncio.subprocess.Process
+    process: RunningDaemon
     log: Path
 
     def texts(self) -> list[str]:

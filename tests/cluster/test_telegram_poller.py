@@ -26,7 +26,7 @@ from tests.cluster.nodes import (
     unfinished_entries,
 )
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import ended, reap, stop_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, stop_daemon
 from tests.support.waiting import until
 
 DM = 777
@@ -108,7 +108,7 @@ async def test_the_poller_paused_then_killed_hands_polling_over_and_the_offset_n
         a = telegram_node(tmp_path, "node-a", telegram)
         b = telegram_node(tmp_path, "node-b", telegram)
         first = await a.start(postgres_dsn)
-        second: asyncio.subprocess.Process | None = None
+        second: RunningDaemon | None = None
         try:
             await until(lambda: a.logged(f"{POLLER}: holding (epoch 1)"), "node-a polling")
             second = await b.start(postgres_dsn)

@@ -8,7 +8,6 @@ model saw. Waits are hang guards, never delays that a result depends on.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import sqlite3
@@ -30,11 +29,11 @@ from tests.conversation.crash import (
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.support.daemon_process import HANG_GUARD, RunningDaemon, ended, reap, start_daemon
 from tests.support.waiting import until
 
 
-async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
+async def _start(config: Path, cwd: Path) -> RunningDaemon:
     return await start_daemon(
         config, cwd, ANTHROPIC_TEST_KEY="sk-ant-test", TELEGRAM_TEST_TOKEN=TOKEN
     )

@@ -4,7 +4,6 @@ confirmation; a model that stays silent gets one line to the user."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from botd.agent.providers.waits import NO_ANSWER_IN_TIME
 from botd.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import HANG_GUARD, reap, start_daemon, stop_daemon
+from tests.support.daemon_process import HANG_GUARD, RunningDaemon, reap, start_daemon, stop_daemon
 
 DM = 777
 TOKEN = "123456:TEST-TOKEN"
@@ -51,14 +50,14 @@ channels:
     return config
 
 
-async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
+async def _start(config: Path, cwd: Path) -> RunningDaemon:
     return await start_daemon(config, cwd, ANTHROPIC_TEST_KEY=API_KEY, TELEGRAM_TEST_TOKEN=TOKEN)
 
 
 _stop = stop_daemon
 
 
-async def _kill(process: asyncio.subprocess.Process) -> None:
+async def _kill(process: RunningDaemon) -> None:
     await reap(process)
 
 

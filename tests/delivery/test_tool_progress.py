@@ -37,7 +37,7 @@ from tests.support.daemon_inprocess import (
     slack_yaml,
     telegram_yaml,
 )
-from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, start_daemon
 from tests.support.waiting import until
 
 ANSWER = "I read it."
@@ -92,7 +92,7 @@ def _agent(progress: str = "status", fetch_timeout: float = 60.0) -> str:
     )
 
 
-async def _start(config: Path, cwd: Path) -> asyncio.subprocess.Process:
+async def _start(config: Path, cwd: Path) -> RunningDaemon:
     return await start_daemon(
         config, cwd, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY, TELEGRAM_TEST_TOKEN=TOKEN
     )

@@ -24,8 +24,8 @@ TOO_BIG = os.urandom(50_000).hex()
 
 
 @pytest.fixture
-async def pg(postgres_dsn: str) -> AsyncIterator[PostgresStore]:
-    store = await PostgresStore.open(postgres_dsn)
+async def pg(migrated_postgres_dsn: str) -> AsyncIterator[PostgresStore]:
+    store = await PostgresStore.open(migrated_postgres_dsn)
     try:
         yield store
     finally:

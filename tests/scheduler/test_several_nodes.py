@@ -90,8 +90,8 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(postgres_dsn: str) -> AsyncIterator[Cluster]:
-    nodes = Cluster(postgres_dsn)
+async def cluster(migrated_postgres_dsn: str) -> AsyncIterator[Cluster]:
+    nodes = Cluster(migrated_postgres_dsn)
     try:
         yield nodes
     finally:

@@ -44,7 +44,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     """Each store backend (PostgreSQL: a database of the test's own)."""
     if request.param == "sqlite":
         return Backend("")
-    dsn: str = request.getfixturevalue("postgres_dsn")
+    dsn: str = request.getfixturevalue("migrated_postgres_dsn")
     return Backend(f"store:\n  backend: postgres\n  dsn: {json.dumps(dsn)}\n", dsn)
 
 

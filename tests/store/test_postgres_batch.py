@@ -19,10 +19,12 @@ from tests.fakes.tcp_proxy import SilentProxy
 
 
 @pytest.fixture
-async def table(postgres_dsn: str) -> AsyncIterator[str]:
-    async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+async def table(migrated_postgres_dsn: str) -> AsyncIterator[str]:
+    async with await psycopg.AsyncConnection.connect(
+        migrated_postgres_dsn, autocommit=True
+    ) as conn:
         await conn.execute("CREATE TABLE batch_rows (id serial PRIMARY KEY, v text UNIQUE)")
-    yield postgres_dsn
+    yield migrated_postgres_dsn
 
 
 async def values(dsn: str) -> list[str]:

@@ -19,7 +19,7 @@ from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, crash_config
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import chatting
-from tests.support.daemon_process import HANG_GUARD, ended, reap, start_daemon
+from tests.support.daemon_process import HANG_GUARD, RunningDaemon, ended, reap, start_daemon
 
 # A short lease TTL: on postgres a restarted node takes its conversations back by claiming
 # them once the killed process's leases ran out.
@@ -43,7 +43,7 @@ async def test_the_daemon_on_postgres_answers_a_telegram_dm(
     assert not (tmp_path / "state" / "botd.sqlite3").exists()
 
 
-async def _start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process:
+async def _start(config: Path, cwd: Path, dsn: str) -> RunningDaemon:
     return await start_daemon(
         config,
         cwd,

@@ -50,8 +50,8 @@ async def seqs(dsn: str, key: str) -> list[tuple[str, int]]:
 
 
 @pytest.fixture
-async def store(postgres_dsn: str) -> AsyncIterator[PostgresStore]:
-    opened = await PostgresStore.open(postgres_dsn, lease_ttl=TTL)
+async def store(migrated_postgres_dsn: str) -> AsyncIterator[PostgresStore]:
+    opened = await PostgresStore.open(migrated_postgres_dsn, lease_ttl=TTL)
     try:
         yield opened
     finally:
@@ -59,10 +59,10 @@ async def store(postgres_dsn: str) -> AsyncIterator[PostgresStore]:
 
 
 async def test_a_conversation_locked_elsewhere_holds_up_only_its_own_accepts(
-    postgres_dsn: str, store: PostgresStore
+    migrated_postgres_dsn: str, store: PostgresStore
 ) -> None:
     keeper = LeaseKeeper(store.lease_table(), "node-a", TTL)
-    async with await psycopg.AsyncConnection.connect(postgres_dsn) as other:
+    async with await psycopg.AsyncConnection.connect(migrated_postgres_dsn) as other:
         # Another node's transaction holds conversation telegram:1's lock (as an accept
         # of it does until it commits).
         async with other.transaction():
@@ -86,15 +86,15 @@ async def test_a_conversation_locked_elsewhere_holds_up_only_its_own_accepts(
         # The lock released: both written, in the order they were queued.
         assert await first is not None
         assert await second is not None
-    assert await seqs(postgres_dsn, "telegram:1") == [("m1", 1), ("m2", 2)]
-    assert [seq for _, seq in await seqs(postgres_dsn, "telegram:2")] == [1, 2, 3]
+    assert await seqs(migrated_postgres_dsn, "telegram:1") == [("m1", 1), ("m2", 2)]
+    assert [seq for _, seq in await seqs(migrated_postgres_dsn, "telegram:2")] == [1, 2, 3]
 
 
 async def test_a_node_cut_off_after_taking_a_conversations_lock_holds_it_only_briefly(
-    postgres_dsn: str, store: PostgresStore
+    migrated_postgres_dsn: str, store: PostgresStore
 ) -> None:
-    async with SilentProxy.to_database(postgres_dsn) as proxy:
-        cut_off = await PostgresStore.open(proxy.dsn(postgres_dsn), lease_ttl=TTL)
+    async with SilentProxy.to_database(migrated_postgres_dsn) as proxy:
+        cut_off = await PostgresStore.open(proxy.dsn(migrated_postgres_dsn), lease_ttl=TTL)
         try:
             proxy.cut_after(b"pg_try_advisory_xact_lock")
             # A message of a readable history (as Slack's): its chat mark moves in the
@@ -122,7 +122,7 @@ async def test_a_node_cut_off_after_taking_a_conversations_lock_holds_it_only_br
         finally:
             proxy.mend()
             await cut_off.aclose()
-    assert await seqs(postgres_dsn, "telegram:7") == [("m2", 1), ("m3", 2)]
+    assert await seqs(migrated_postgres_dsn, "telegram:7") == [("m2", 1), ("m3", 2)]
 
 
 async def _accepts(store: PostgresStore, key: str, inbound: InboundMessage) -> bool:
@@ -133,11 +133,11 @@ async def _accepts(store: PostgresStore, key: str, inbound: InboundMessage) -> b
 
 
 async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_its_transaction(
-    postgres_dsn: str, store: PostgresStore
+    migrated_postgres_dsn: str, store: PostgresStore
 ) -> None:
     name = "conversation:telegram:9"
-    async with SilentProxy.to_database(postgres_dsn) as proxy:
-        cut_off = await PostgresStore.open(proxy.dsn(postgres_dsn), lease_ttl=TTL)
+    async with SilentProxy.to_database(migrated_postgres_dsn) as proxy:
+        cut_off = await PostgresStore.open(proxy.dsn(migrated_postgres_dsn), lease_ttl=TTL)
         try:
             keeper_a = LeaseKeeper(cut_off.lease_table(), "node-a", TTL)
             keeper_b = LeaseKeeper(store.lease_table(), "node-b", TTL)
@@ -172,7 +172,7 @@ async def test_a_lease_fenced_by_a_cut_off_node_is_claimed_once_the_server_ends_
 
 
 async def test_a_claim_cut_off_on_its_way_holds_up_neither_renewals_nor_writes(
-    postgres_dsn: str, store: PostgresStore
+    migrated_postgres_dsn: str, store: PostgresStore
 ) -> None:
     """Another node's claim of a lease this node holds, cut off right after it was sent,
     leaves no lock behind: the holder renews it and writes under it at once."""
@@ -181,8 +181,8 @@ async def test_a_claim_cut_off_on_its_way_holds_up_neither_renewals_nor_writes(
     lease = await holder.try_claim(name)
     assert lease is not None
     inbox_id = await store.accept_inbound("telegram", ["g1"], message(1, "telegram:11"))
-    async with SilentProxy.to_database(postgres_dsn) as proxy:
-        cut_off = await PostgresStore.open(proxy.dsn(postgres_dsn), lease_ttl=TTL)
+    async with SilentProxy.to_database(migrated_postgres_dsn) as proxy:
+        cut_off = await PostgresStore.open(proxy.dsn(migrated_postgres_dsn), lease_ttl=TTL)
         try:
             claimer = LeaseKeeper(cut_off.lease_table(), "node-b", TTL)
             proxy.cut_after(b"FOR UPDATE")

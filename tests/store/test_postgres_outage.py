@@ -33,7 +33,7 @@ from botd.inbound.router import STORE_FAILED_NOTICE
 from tests.conversation.crash import PARAGRAPHS, TOKEN, crash_config
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, start_daemon
 from tests.support.health_probe import free_port
 from tests.support.pg_server import PostgresServer, running_postgres
 from tests.support.waiting import until
@@ -76,7 +76,7 @@ async def healthz(port: int) -> tuple[int, dict[str, Any]]:
         return 0, {}
 
 
-async def start(config: Path, cwd: Path, dsn: str) -> asyncio.subprocess.Process:
+async def start(config: Path, cwd: Path, dsn: str) -> RunningDaemon:
     return await start_daemon(
         config,
         cwd,

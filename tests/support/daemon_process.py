@@ -14,8 +14,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from tests.support.waiting import HANG_GUARD as HANG_GUARD  # the one hang guard, named here too
+from tests.support.warm_daemons import WarmStarter
 
 BOTD = [sys.executable, "-m", "botd"]
 
@@ -57,40 +59,64 @@ def run_botd(
     )
 
 
+class RunningDaemon(Protocol):
+    """A started ``botd run``: an ``asyncio.subprocess.Process``, or a ``WarmDaemon`` forked
+    from the worker's warm interpreter (``tests/support/warm_daemons.py``)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    async def wait(self) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+WARM = WarmStarter()
+"""This worker's warm interpreter that ``start_daemon`` forks daemons from."""
+
+
 async def start_daemon(
     config: Path, cwd: Path, *, log_path: Path | None = None, **env: str
-) -> asyncio.subprocess.Process:
-    """``botd run --config CONFIG`` in ``cwd`` with stdin closed; ``env`` adds variables."""
+) -> RunningDaemon:
+    """``botd run --config CONFIG`` in ``cwd`` with stdin closed; ``env`` adds variables.
+    Forked from the worker's warm interpreter where its environment allows (see
+    ``tests/support/warm_daemons.py``), else started as a new process."""
+    args = ["run", "--config", str(config)]
+    child_env = daemon_env(**env)
     log_file = (log_path or cwd / "daemon.log").open("ab")
     try:
+        if WARM.fits(child_env):
+            return await WARM.start(
+                args, cwd=cwd, env=child_env, stderr=log_file.fileno(), warm_env=daemon_env()
+            )
         return await asyncio.create_subprocess_exec(
             *BOTD,
-            "run",
-            "--config",
-            str(config),
+            *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=log_file,
             cwd=cwd,
-            env=daemon_env(**env),
+            env=child_env,
         )
     finally:
         log_file.close()  # the child has its own copy
 
 
-async def ended(process: asyncio.subprocess.Process) -> int:
+async def ended(process: RunningDaemon) -> int:
     """The exit status, waited for no longer than the hang guard."""
     return await asyncio.wait_for(process.wait(), HANG_GUARD)
 
 
-async def reap(process: asyncio.subprocess.Process) -> None:
+async def reap(process: RunningDaemon) -> None:
     """Kill ``process`` if it still runs and wait for it: a test's cleanup, whatever failed."""
     if process.returncode is None:
         process.kill()
         await process.wait()
 
 
-async def stop_daemon(process: asyncio.subprocess.Process) -> int:
+async def stop_daemon(process: RunningDaemon) -> int:
     """SIGTERM (unless it already ended), then its exit status."""
     if process.returncode is None:
         process.send_signal(signal.SIGTERM)
