@@ -7,7 +7,6 @@ loopback Anthropic fake. Assertions are on what the chat and the model saw.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import sqlite3
@@ -17,7 +16,7 @@ from tests.agent.acp.harness import AGENT_KEY, AgentModel, agent_yaml, said, tur
 from tests.conversation.crash import DM, NOTICE, PARAGRAPHS, TOKEN, long_answer
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_process import ended, reap, start_daemon
+from tests.support.daemon_process import RunningDaemon, ended, reap, start_daemon
 from tests.support.waiting import until
 
 
@@ -57,7 +56,7 @@ def texts(telegram: FakeTelegramAPI) -> list[str]:
     return [str(c.params["text"]) for c in telegram.calls_to("sendMessage", ok_only=True)]
 
 
-async def start(path: Path, tmp_path: Path) -> asyncio.subprocess.Process:
+async def start(path: Path, tmp_path: Path) -> RunningDaemon:
     return await start_daemon(path, tmp_path, TELEGRAM_TEST_TOKEN=TOKEN)
 
 
