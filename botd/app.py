@@ -26,6 +26,8 @@ leases             (nothing)                                       released: fre
 channel outlets    (nothing: the adapters are built)               the adapters close
 mcp                the MCP servers, in the background (one that    stopped (a stdio server's
                    fails is down in ``/healthz``, retried)         process is waited for)
+acp agent          (nothing: the ACP agent's process starts when   its process stopped
+                   a run first needs it)
 sessions           (nothing: a conversation is loaded when the     running turns get
                    dispatcher hands it an entry)                   ``shutdown_grace``, the rest
                                                                    are cancelled
@@ -389,6 +391,7 @@ class App:
             # The adapters close once no run sends through them any more.
             Step("channel outlets", on_close=keeper.stop_all),
             Step("mcp", start_mcp, runtime.mcp.close),  # closed once no run calls a tool
+            Step("acp agent", on_close=runtime.close_acp),  # stopped once no run prompts it
             Step("sessions", on_close=close_sessions),
             Step("dispatcher", on_close=dispatcher.close),
             Step("pruner", start_pruner, runtime.pruner.stop),

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .agent.mcp import McpManager, narrow
 from .agent.tools.base import Tool
@@ -35,7 +36,8 @@ from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
-from .config import BotdConfig
+from .config import BotdConfig, ChatChannelSection
+from .config.extras import installed
 from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
@@ -68,7 +70,14 @@ from .wiring import (
     session_settings,
 )
 
-__all__ = ["Intake", "LiveConfig", "Runtime", "Toolbox", "build_runtime"]
+if TYPE_CHECKING:
+    from .agent.acp.agent import AcpAgent
+
+__all__ = ["AcpUnavailable", "Intake", "LiveConfig", "Runtime", "Toolbox", "build_runtime"]
+
+
+class AcpUnavailable(RuntimeError):
+    """``agent.backend`` is ``acp`` but the ACP SDK is not installed."""
 
 
 class LiveConfig:
@@ -271,6 +280,14 @@ class Runtime:
     lease, their accepted entries pulled, claims and takeovers (started by the App)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
+    acp: AcpAgent | None = None
+    """The ACP agent answering instead of the model (``agent.backend: acp``); its process
+    is started by the first run that needs it and stopped by the App."""
+
+    async def close_acp(self) -> None:
+        """Stop the ACP agent's process, if one runs."""
+        if self.acp is not None:
+            await self.acp.close()
 
     @property
     def config(self) -> BotdConfig:
@@ -330,6 +347,7 @@ def build_runtime(
     model_health: dict[str, Reachability] = {}
     provider = build_provider(config, model_health)
     mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
+    acp = acp_agent(config, state_dir)  # refused at once without the SDK too
     delivery = ChannelDelivery(
         {},  # the channels, once built (``Channels.update_channels``)
         delivery_modes(config),
@@ -398,6 +416,8 @@ def build_runtime(
         media=MediaResolver(lambda: live.current.media, channels.download, sandbox=reading),
         reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
         approvals=approvals,
+        acp=acp,
+        answered_by=partial(answered_by, live, router),
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
@@ -419,7 +439,38 @@ def build_runtime(
         http=http,
         dispatcher=dispatcher,
         model_health=model_health,
+        acp=acp,
     )
+
+
+def answered_by(live: LiveConfig, router: Router, message: InboundMessage) -> str:
+    """What answers ``message``'s chat, ``model`` or ``acp``: its group's ``backend``, else
+    its channel's, else ``agent.backend`` (read live: a reload applies to the next run)."""
+    config = live.current
+    section = config.channels.section(message.channel)
+    chosen: str = config.agent.backend
+    if isinstance(section, ChatChannelSection) and section.backend is not None:
+        chosen = section.backend
+    if not message.is_direct:
+        rule = router.group_rule(message.channel, message.chat_id)
+        if rule is not None and rule.backend is not None:
+            chosen = rule.backend
+    return chosen
+
+
+def acp_agent(config: BotdConfig, state_dir: Path) -> AcpAgent | None:
+    """The ACP agent ``agent.acp`` names (None: none is configured, the model answers
+    everywhere). Raises ``AcpUnavailable`` when its SDK (``botd[acp]``) is not installed."""
+    section = config.agent.acp
+    if section is None:
+        return None
+    if not installed("acp"):
+        raise AcpUnavailable(
+            "agent.backend is acp but the ACP SDK is not installed: pip install 'botd[acp]'"
+        )
+    from .agent.acp.agent import AcpAgent  # the SDK, imported only when configured
+
+    return AcpAgent(section, state_dir)
 
 
 async def session_started(store: Store, conversation_key: str) -> float | None:

@@ -177,6 +177,7 @@ def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> A
                 allow_from=frozenset(rule.allow_from),
                 enabled=rule.enabled,
                 tools=None if rule.tools is None else tuple(rule.tools),
+                backend=rule.backend,
             )
             for chat, rule in section.groups.items()
         },

@@ -21,6 +21,7 @@ from botd.store.postgres import PostgresStore
 from botd.store.sqlite import SqliteStore
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import Chat, chatting
+from tests.support.npm_packages import installed
 from tests.support.pg_databases import DatabaseSupply
 from tests.support.pg_server import PostgresServer, running_postgres
 
@@ -136,3 +137,12 @@ def migrated_postgres_dsn(
     dsn = postgres_databases.take(postgres_server.migrated_template())
     yield dsn
     postgres_databases.give_back(dsn)
+
+
+@pytest.fixture(scope="session")
+def claude_code_acp() -> Path:
+    """The entry point of ``@zed-industries/claude-code-acp`` (Claude Code's ACP adapter,
+    the ACP agent botd drives in ``tests/agent/acp``), installed once from its pinned set in
+    ``tests/support/npm``."""
+    package = installed("claude-code-acp") / "node_modules" / "@zed-industries" / "claude-code-acp"
+    return package / "dist" / "index.js"

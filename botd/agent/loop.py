@@ -61,7 +61,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import jsonschema
 
@@ -154,6 +154,33 @@ class RunResult:
     usage: dict[str, int] = field(default_factory=dict)
     """Token counts summed over the run's model calls (keys as the provider reports them)."""
     error_message: str | None = None
+
+
+class AgentTurn(Protocol):
+    """What a conversation holds of a run under way, whatever answers it: botd's own loop
+    (``AgentRun``) or an external agent's turn (``botd.agent.acp``). Each runs once: its
+    events go to the ``emit`` it was made with, ``agent_end`` last."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """What the run has added so far (also after a crash, for persistence)."""
+        ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def steer(self, message: Message) -> None:
+        """A message for the run while it runs (the ``steer`` queue mode)."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop the run; ``run()`` then returns with ``stop_reason="cancelled"``."""
+        ...
+
+    async def run(self, history: list[Message], prompt: list[Message]) -> RunResult:
+        """Run to the end from ``history`` with ``prompt`` (empty: a resumed run, whose
+        user turn ends ``history``)."""
+        ...
 
 
 class _Cancelled(Exception):

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from .gate import (
+    APPROVE_OR_DENY,
     NOT_AN_APPROVER,
     NOT_ITS_MESSAGE,
     PREFIX,
     ApprovalRules,
     Approvals,
+    Choice,
     RequestPoster,
     RunPlace,
+    Verb,
 )
 from .summary import call_summary
 
 __all__ = [
+    "APPROVE_OR_DENY",
     "NOT_AN_APPROVER",
     "NOT_ITS_MESSAGE",
     "PREFIX",
     "ApprovalRules",
     "Approvals",
+    "Choice",
     "RequestPoster",
     "RunPlace",
+    "Verb",
     "call_summary",
 ]

@@ -25,6 +25,12 @@ twice, or two approvers at once, decide once. The handler answers at once; the r
 waits is woken in this process, and polls the store every ``poll_interval`` for a press
 taken by another node.
 
+``Approvals.choose`` asks the same way about a call an external agent wants to make (an ACP
+agent's permission request, ``botd.agent.acp``), with the agent's own options as buttons:
+approve this once, approve it for good (``always``, which the agent remembers), deny. It is
+asked whatever ``tools`` lists (the agent decided to ask), decided by the same approvers
+within the same timeout.
+
 A restart: the run resumes with the same call (``resumable_prefix`` keeps it), finds the
 request by its key and does not post again; still pending, it waits for the time left; past
 its deadline it expires; decided meanwhile, that decision holds.
@@ -39,7 +45,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..agent.loop import ToolGate
 from ..agent.mcp.names import allowed
@@ -54,11 +60,33 @@ from .summary import call_summary
 log = logging.getLogger(__name__)
 
 PREFIX = "approval:"
-"""The prefix of the buttons' values: ``approval:<token>:approve`` / ``:deny``."""
+"""The prefix of the buttons' values: ``approval:<token>:approve`` / ``:always`` / ``:deny``."""
 NOT_AN_APPROVER = "Only approvers can decide this."
 NOT_ITS_MESSAGE = "This request can only be decided on its own message."
 CLEAR_WAIT = 10.0
 """Seconds a stopped run waits for its request's buttons to go before it lets them be."""
+
+
+Verb = Literal["approve", "always", "deny"]
+"""What a button decides: approve this call, approve it and the like for good, deny it."""
+
+_DECISIONS: dict[str, ApprovalState] = {
+    "approve": "approved",
+    "always": "always",
+    "deny": "denied",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One button of a request: its label and what it decides."""
+
+    label: str
+    verb: Verb
+
+
+APPROVE_OR_DENY = (Choice("Approve", "approve"), Choice("Deny", "deny"))
+"""The buttons of a request to run one of botd's own tools."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +155,7 @@ def _request_text(approval: StoredApproval) -> str:
 def _outcome_text(approval: StoredApproval) -> str:
     outcome = {
         "approved": f"Approved by {approval.decided_by}.",
+        "always": f"Always allowed by {approval.decided_by}.",
         "denied": f"Denied by {approval.decided_by}.",
         "expired": "Expired: not approved in time.",
         "stopped": "Not decided: the run was stopped.",
@@ -182,34 +211,11 @@ class Approvals:
         """Ask about ``call`` of the run at ``place``, for the run's ``scope``: the request
         is written through the store's view fenced by the conversation's lease, and posted
         (and its outcome shown) for it."""
-        key = f"{place.conversation_key}/{place.run_anchor}/{call.id}"
-        now = self.clock()
-        ledger = self.ledger.fenced(scope.fence)
-        approval = await ledger.open_approval(
-            StoredApproval(
-                key=key,
-                token=secrets.token_urlsafe(12),
-                session_id=place.session_id,
-                call_id=call.id,
-                tool_name=call.name,
-                summary=call_summary(call.name, call.arguments),
-                deadline=now + rules.timeout,
-                created_at=now,
-            )
+        summary = call_summary(call.name, call.arguments)
+        decided = await self._decided(
+            place, call.id, call.name, summary, APPROVE_OR_DENY, rules, shutting_down, scope
         )
-        if approval.state == "pending" and not approval.messages:
-            approval = await self._post(approval, place.target, rules, ledger, scope)
-        else:
-            log.info("tool %s: found its request (%s)", call.name, approval.state)
-        try:
-            decided = await self._decision(approval)
-        except asyncio.CancelledError:
-            if not shutting_down():
-                await self._stopped(approval)
-            raise
-        await self._show(decided, scope)
-        log.info("tool %s: %s %s", call.name, decided.state, decided.decided_by)
-        if decided.state == "approved":
+        if decided.state in ("approved", "always"):
             return None
         if decided.state == "denied":
             text = f"Not run: the call was denied by {decided.decided_by}."
@@ -218,6 +224,70 @@ class Approvals:
             text = f"Not run: the call was not approved in time ({waited})."
         return ToolOutput(text=text, is_error=True, details={"status": decided.state})
 
+    async def choose(
+        self,
+        place: RunPlace,
+        call_id: str,
+        title: str,
+        choices: Sequence[Choice],
+        *,
+        shutting_down: Callable[[], bool],
+        scope: RunScope,
+    ) -> ApprovalState:
+        """Ask a person about a call an external agent wants to make (an ACP agent's
+        permission request, ``botd.agent.acp``): ``choices`` are its buttons, ``title`` what
+        the request shows. Asked whatever ``agent.approvals.tools`` lists (the agent asks);
+        decided by its approvers within its timeout. Returns ``approved``, ``always``,
+        ``denied`` or ``expired``; ``/stop`` cancels the wait as for a tool of botd's."""
+        rules = self.rules()
+        decided = await self._decided(
+            place, call_id, title, title, choices, rules, shutting_down, scope
+        )
+        return decided.state
+
+    async def _decided(
+        self,
+        place: RunPlace,
+        call_id: str,
+        tool_name: str,
+        summary: str,
+        choices: Sequence[Choice],
+        rules: ApprovalRules,
+        shutting_down: Callable[[], bool],
+        scope: RunScope,
+    ) -> StoredApproval:
+        """The request about call ``call_id`` of the run at ``place``, once decided: opened
+        (or found, after a restart) through the store's view fenced by ``scope``, posted
+        with ``choices`` as buttons, waited for, its outcome shown."""
+        key = f"{place.conversation_key}/{place.run_anchor}/{call_id}"
+        now = self.clock()
+        ledger = self.ledger.fenced(scope.fence)
+        approval = await ledger.open_approval(
+            StoredApproval(
+                key=key,
+                token=secrets.token_urlsafe(12),
+                session_id=place.session_id,
+                call_id=call_id,
+                tool_name=tool_name,
+                summary=summary,
+                deadline=now + rules.timeout,
+                created_at=now,
+            )
+        )
+        if approval.state == "pending" and not approval.messages:
+            approval = await self._post(approval, place.target, rules, ledger, scope, choices)
+        else:
+            log.info("tool %s: found its request (%s)", tool_name, approval.state)
+        try:
+            decided = await self._decision(approval)
+        except asyncio.CancelledError:
+            if not shutting_down():
+                await self._stopped(approval)
+            raise
+        await self._show(decided, scope)
+        log.info("tool %s: %s %s", tool_name, decided.state, decided.decided_by)
+        return decided
+
     async def _post(
         self,
         approval: StoredApproval,
@@ -225,12 +295,10 @@ class Approvals:
         rules: ApprovalRules,
         ledger: ApprovalLedger,
         scope: RunScope,
+        choices: Sequence[Choice],
     ) -> StoredApproval:
         rows = [
-            [
-                Button("Approve", f"{PREFIX}{approval.token}:approve"),
-                Button("Deny", f"{PREFIX}{approval.token}:deny"),
-            ]
+            [Button(choice.label, f"{PREFIX}{approval.token}:{choice.verb}") for choice in choices]
         ]
         text = _request_text(approval)
         targets = [conversation]
@@ -315,7 +383,7 @@ class Approvals:
         docstring); the answer the presser is shown."""
         value = message.press.value if message.press is not None else ""
         token, _, verb = value.removeprefix(PREFIX).rpartition(":")
-        if verb not in ("approve", "deny") or not token:
+        if verb not in _DECISIONS or not token:
             return None
         approval = await self.ledger.approval_for_token(token)
         if approval is None:
@@ -342,13 +410,13 @@ class Approvals:
             self._wake(token)
             return "This request has expired."
         who = clean_name(message.sender_name) or message.sender_id  # shown in the chat
-        state: ApprovalState = "approved" if verb == "approve" else "denied"
+        state = _DECISIONS[verb]
         decided = await self.ledger.decide_approval(token, state, who)
         if decided is None:  # another press (or the timeout) came first
             now = await self.ledger.approval_for_token(token)
             return _already(now) if now is not None else None
         self._wake(token)
-        return "Approved." if state == "approved" else "Denied."
+        return {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
 
     def _wake(self, token: str) -> None:
         woken = self._woken.get(token)
@@ -373,6 +441,7 @@ def _on_its_message(approval: StoredApproval, message: InboundMessage) -> bool:
 def _already(approval: StoredApproval) -> str:
     return {
         "approved": f"Already approved by {approval.decided_by}.",
+        "always": f"Already allowed for good by {approval.decided_by}.",
         "denied": f"Already denied by {approval.decided_by}.",
         "expired": "This request has expired.",
         "stopped": "This request was stopped.",
@@ -380,11 +449,14 @@ def _already(approval: StoredApproval) -> str:
 
 
 __all__ = [
+    "APPROVE_OR_DENY",
     "NOT_AN_APPROVER",
     "NOT_ITS_MESSAGE",
     "PREFIX",
     "ApprovalRules",
     "Approvals",
+    "Choice",
     "RequestPoster",
     "RunPlace",
+    "Verb",
 ]

@@ -50,6 +50,8 @@ __all__ = [
     "CATCH_UP_AT_MOST",
     "DEFAULT_TOOLS",
     "STATUSES",
+    "AcpAgentSection",
+    "AgentBackend",
     "AgentSection",
     "ApprovalsSection",
     "BlockBreak",
@@ -104,6 +106,7 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 ReasoningMode = Literal["off", "on", "stream"]
 ToolProgressMode = Literal["off", "status"]
+AgentBackend = Literal["model", "acp"]
 BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
@@ -435,6 +438,20 @@ class ApprovalsSection(Section):
         return self
 
 
+class AcpAgentSection(Section):
+    """``agent.acp``: the ACP agent that answers instead of botd's own model when
+    ``agent.backend`` is ``acp`` (botd is its client, docs/acp.md): a command botd starts
+    once and talks to over its stdin and stdout. ``env`` values are secrets (an API key)."""
+
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, Secret] = Field(default_factory=dict)
+    """Added to the few variables the agent inherits (``HOME``, ``PATH``, ``USER``…)."""
+    cancel_wait: Annotated[float, BeforeValidator(_seconds)] = Field(default=30.0, gt=0)
+    """How long ``/stop`` waits for the agent to end its turn as ``cancelled`` before the
+    run is ended as cancelled all the same."""
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
@@ -466,6 +483,16 @@ class AgentSection(Section):
     mcp_servers: dict[McpServerName, McpServerSection] = Field(default_factory=dict)
     """MCP servers whose tools the agent may use, by name (tools ``mcp__<name>__<tool>``)."""
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
+    backend: AgentBackend = "model"
+    """What answers: ``model``, botd's own agent loop on ``model``; ``acp``, the ACP agent
+    ``agent.acp`` names (Claude Code, Gemini CLI…), with botd as its client."""
+    acp: AcpAgentSection | None = None
+
+    @model_validator(mode="after")
+    def _acp_agent_named(self) -> AgentSection:
+        if self.backend == "acp" and self.acp is None:
+            raise ValueError("backend acp needs acp: the command of the agent to run")
+        return self
 
 
 # --------------------------------------------------------------------------- channels
@@ -537,6 +564,8 @@ class GroupSection(Section):
     delivery: DeliveryMode | None = None
     """How replies appear in this group (unset: the channel's ``delivery``). Only for a
     group named by its id: a reply's chat is not known to be a group under ``"*"``."""
+    backend: AgentBackend | None = None
+    """What answers in this group: ``model`` or ``acp`` (unset: the channel's ``backend``)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -594,6 +623,9 @@ class ChatChannelSection(ChannelSection):
     """How replies appear: ``blocks``, ``edit``, ``final``, or ``stream`` (the platform's
     native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
+    backend: AgentBackend | None = None
+    """What answers on this channel: ``model`` or ``acp`` (unset: ``agent.backend``); a
+    group's ``backend`` overrides it there."""
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
     """Status reactions on the messages the bot answers: ``taken`` when one is accepted,
@@ -985,6 +1017,22 @@ class BotdConfig(Section):
     @classmethod
     def _expand_state_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _acp_agent_for_every_acp_backend(self) -> BotdConfig:
+        if self.agent.acp is not None:
+            return self
+        for name, section in self.channels.sections().items():
+            if not isinstance(section, ChatChannelSection):
+                continue
+            if section.backend == "acp":
+                raise ValueError(f"channels.{name}.backend is acp but agent.acp is not set")
+            for group, rule in section.groups.items():
+                if rule.backend == "acp":
+                    raise ValueError(
+                        f"channels.{name}.groups.{group}.backend is acp but agent.acp is not set"
+                    )
+        return self
 
     def summary(self) -> str:
         channels = ", ".join(self.channels.enabled()) or "none"

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..agent.loop import AgentRun
+from ..agent.loop import AgentTurn
 from ..chat import InboundMessage
 from ..cluster.fencing import RunScope
 from ..delivery import Delivery
@@ -210,7 +210,7 @@ class Conversation:
             self._session.reset_notice = shared.reset.notice()
         self._last_activity = now
 
-    def _turn_agent(self) -> AgentRun | None:
+    def _turn_agent(self) -> AgentTurn | None:
         return None if self._turn is None else self._turn.agent
 
     # -- commands ---------------------------------------------------------------------------
@@ -326,7 +326,7 @@ class Conversation:
                 return
             if ran and turn.session is self._session:
                 # (A session /new left is not compacted: nothing reads it.)
-                await self._compact(turn.inbound.channel)
+                await self._compact(turn.inbound)
 
     async def _gathered(self) -> None:
         """Before the next waiting message runs: when it is part of an album, wait until no
@@ -445,13 +445,13 @@ class Conversation:
         turn.prompt = [prompt]
         return True
 
-    async def _compact(self, channel: str) -> None:
+    async def _compact(self, inbound: InboundMessage) -> None:
         """Fold older turns into a summary if the transcript outgrew its budget (a model
         call: it takes a run slot)."""
-        with LogContext.bind(channel=channel, conversation=self.key):
+        with LogContext.bind(channel=inbound.channel, conversation=self.key):
             async with self._shared.slots:
                 try:
-                    await self._scoped.runner.compact_if_needed(self._session)
+                    await self._scoped.runner.compact_if_needed(self._session, inbound)
                 except Exception:
                     log.exception("compacting %s failed", self.key)
 

@@ -6,6 +6,9 @@ or a status line edited in place); the next tool to start replaces it at once, a
 tool has run for that second it is removed; the run's end (its answer, a ``/stop``, a
 failure, a shutdown) removes it in any case. A run of quick tools shows nothing at all.
 
+An agent that follows a plan (an ACP agent's ``plan`` update, ``plan``) shows the step under
+way whenever no tool does, at once ("📋 Step 2 of 5: …"); the run's end removes it too.
+
 What shows is plain words: the tool's name (an MCP tool's with its server), and for
 ``web_fetch`` the host it reads; never another argument, which could hold a secret.
 
@@ -22,7 +25,7 @@ from urllib.parse import urlsplit
 
 from ..chat import MessageRef
 from ..cluster.fencing import RunScope
-from ..delivery import Delivery, StatusKind, ToolActivity, ToolStatus
+from ..delivery import Delivery, PlanStep, StatusKind, ToolActivity, ToolStatus
 from ..events import AgentEvent, ToolExecutionEnd, ToolExecutionStart
 from ..store import StatusLine
 from ..store.protocols import StatusLines
@@ -65,6 +68,8 @@ class ToolProgress:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._idle: asyncio.TimerHandle | None = None
         self._showing = False
+        self._plan: PlanStep | None = None
+        """The plan's step under way (None: no plan, or every step done)."""
 
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, ToolExecutionStart):
@@ -93,6 +98,20 @@ class ToolProgress:
             # Removed unless another tool starts within the delay (a run of tools in a row).
             self._idle = self._loop.call_later(self._delay, self._hide)
 
+    def plan(self, step: PlanStep | None) -> None:
+        """The agent's plan is at ``step`` now (None: no step left): shown at once unless a
+        tool shows, in which case it shows when the tools are done."""
+        self._plan = step
+        if self._running and self._showing:
+            return
+        if step is not None:
+            self._cancel_idle()
+            self._showing = True
+            self._status.show(step)
+        elif self._showing and not self._running:
+            self._showing = False
+            self._status.show(None)
+
     def _slow(self, call_id: str) -> None:
         self._timers.pop(call_id, None)
         activity = self._running.get(call_id)
@@ -102,7 +121,11 @@ class ToolProgress:
 
     def _hide(self) -> None:
         self._idle = None
-        if not self._running:
+        if self._running:
+            return
+        if self._plan is not None:
+            self._status.show(self._plan)  # the tools are done: back to the plan's step
+        else:
             self._showing = False
             self._status.show(None)
 

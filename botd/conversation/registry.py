@@ -43,6 +43,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..agent.tools.base import Tool
 from ..agent.types import Provider
@@ -65,6 +66,9 @@ from .run import Runner
 from .session import Session
 from .settings import RunHooks, SessionSettings
 from .tasks import TaskOwner
+
+if TYPE_CHECKING:
+    from ..agent.acp.agent import AcpAgent
 
 log = logging.getLogger(__package__)
 
@@ -93,6 +97,8 @@ class Conversations:
         timer: Timer | None = None,
         reactions: StatusReactions | None = None,
         approvals: Approvals | None = None,
+        acp: AcpAgent | None = None,
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -117,6 +123,8 @@ class Conversations:
             book,
             lambda: self._cancelling,
             approvals=approvals,
+            acp=acp,
+            answered_by=answered_by,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

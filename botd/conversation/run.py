@@ -8,6 +8,11 @@ hands the subscriber's replies to the output as they come: blocks in ``blocks`` 
 partial replies in ``edit`` and ``stream`` modes, the final replies after the run. Without
 streamed blocks the finals are built without block dedupe, so the answer is never lost.
 
+With ``agent.backend: acp`` the run is a turn of the ACP agent (``botd.agent.acp``) instead
+of botd's own loop: it emits the same events, so everything below holds for it too, its
+permission requests go through the approvals (``Approvals.choose``), and the transcript is
+not compacted (the agent keeps its own context).
+
 The run asks the conversation's model first (``ModelBook.current``, what ``/model`` chose),
 and its token usage per model is queued to commit with its last transcript write.
 
@@ -75,13 +80,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..agent.compaction import CompactionResult, compact_transcript, estimate_tokens, summarizer_for
-from ..agent.loop import AgentRun, RunResult, ToolGate
+from ..agent.loop import AgentRun, AgentTurn, RunResult, ToolGate
 from ..agent.tools.base import Tool
 from ..agent.types import Provider
-from ..approvals import Approvals, RunPlace
+from ..approvals import Approvals, Choice, RunPlace
 from ..channels.base import RunFollower
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope, lost_in
@@ -108,6 +113,11 @@ from .session import Session, Turn
 from .settings import RunHooks, SessionSettings, call_hook
 from .steps import Saving, TranscriptWriter
 
+if TYPE_CHECKING:
+    from ..agent.acp.agent import AcpAgent
+    from ..agent.acp.turn import Ask
+    from ..store import ApprovalState
+
 log = logging.getLogger(__package__)
 
 
@@ -116,6 +126,8 @@ class Runner:
 
     # Slotted: every conversation held has its own copy (``under``), kept small.
     __slots__ = (
+        "_acp",
+        "_answered_by",
         "_approvals",
         "_cancelling",
         "_delivery",
@@ -143,8 +155,14 @@ class Runner:
         cancelling: Callable[[], bool],
         *,
         approvals: Approvals | None = None,
+        acp: AcpAgent | None = None,
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = ledger
+        self._acp = acp
+        """The ACP agent (``agent.acp``), answering the chats ``answered_by`` says ``acp``
+        for instead of the model."""
+        self._answered_by = answered_by
         self._approvals = approvals
         """Asks a person before a listed tool runs (``agent.approvals``)."""
         self._promise = promise
@@ -318,21 +336,33 @@ class Runner:
         model = await self._models.current(session.conversation_key)
         loop = replace(self._settings.loop, model=model)
         overflow.model = loop.model
-        run = AgentRun(
-            self._provider,
-            self._tools(inbound),
-            loop,
-            on_event,
-            conversation_key=session.conversation_key,
-            origin=target,
-            scope=self._scope,
-            # A stopped run shows nothing more: not the text it still had buffered, not the
-            # closing flush. Only the stop's confirmation follows.
-            on_cancel=output.cancel,
-            on_images_left_out=_ImagesLeftOut(self._ledger, session, shown, output),
-            compact=overflow,
-            gate=self._gate(turn, target),
-        )
+        run: AgentTurn
+        acp = self._agent_for(inbound)
+        if acp is not None:
+            run = acp.turn(
+                session.conversation_key,
+                session.session_id,
+                on_event,
+                on_cancel=output.cancel,
+                ask=self._chooser(turn, target),
+                on_plan=progress.plan if progress is not None else None,
+            )
+        else:
+            run = AgentRun(
+                self._provider,
+                self._tools(inbound),
+                loop,
+                on_event,
+                conversation_key=session.conversation_key,
+                origin=target,
+                scope=self._scope,
+                # A stopped run shows nothing more: not the text it still had buffered, not
+                # the closing flush. Only the stop's confirmation follows.
+                on_cancel=output.cancel,
+                on_images_left_out=_ImagesLeftOut(self._ledger, session, shown, output),
+                compact=overflow,
+                gate=self._gate(turn, target),
+            )
         writer.run = run
         turn.agent = run
         turn.working_on = (
@@ -386,6 +416,30 @@ class Runner:
         anchor = str(min(turn.ids)) if turn.ids else session.run_id
         place = RunPlace(session.conversation_key, anchor, session.session_id, target)
         return self._approvals.gate(place, shutting_down=self._cancelling)
+
+    def _agent_for(self, inbound: InboundMessage) -> AcpAgent | None:
+        """The ACP agent that answers ``inbound``'s chat (None: botd's own loop)."""
+        if self._acp is None or self._answered_by(inbound) != "acp":
+            return None
+        return self._acp
+
+    def _chooser(self, turn: Turn, target: Target) -> Ask | None:
+        """How the run's ACP agent asks for a permission: through the approvals, named like
+        the gate's requests (None: no approvals, every request is rejected)."""
+        approvals = self._approvals
+        if approvals is None:
+            return None
+        session = turn.session
+        anchor = str(min(turn.ids)) if turn.ids else session.run_id
+        place = RunPlace(session.conversation_key, anchor, session.session_id, target)
+        scope = self._scope if self._scope is not None else RunScope(session.conversation_key)
+
+        async def ask(call_id: str, title: str, choices: Sequence[Choice]) -> ApprovalState:
+            return await approvals.choose(
+                place, call_id, title, choices, shutting_down=self._cancelling, scope=scope
+            )
+
+        return ask
 
     @staticmethod
     def _subscriber(
@@ -489,8 +543,11 @@ class Runner:
 
         return record
 
-    async def compact_if_needed(self, session: Session) -> None:
-        """Summarize older turns once the transcript outgrows the model's context budget."""
+    async def compact_if_needed(self, session: Session, inbound: InboundMessage) -> None:
+        """Summarize older turns once the transcript outgrows the model's context budget
+        (not where an ACP agent answers ``inbound``'s chat: it keeps its own context)."""
+        if self._agent_for(inbound) is not None:
+            return
         settings = self._settings
         if session.history_tokens < 0:
             session.history_tokens = estimate_tokens(session.history)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..agent.compaction import CompactionResult, estimate_tokens
-from ..agent.loop import AgentRun
+from ..agent.loop import AgentTurn
 from ..chat import InboundMessage
 from ..events import Message
 from .queue import Waiting
@@ -109,7 +109,7 @@ class Turn:
     """The run started: from then on a cut cancels the run, not the task."""
     cut: bool = False
     """Cut by ``/stop``, ``/new``, an interrupt or the shutdown."""
-    agent: AgentRun | None = None
+    agent: AgentTurn | None = None
     """The agent run, while it runs."""
     working_on: str = ""
     """The running prompt's text (for ``/status``)."""

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from ..agent.loop import AgentRun
+from ..agent.loop import AgentTurn
 from ..cluster.fencing import RunScope, lost_in
 from ..events import AgentEvent, Message
 from ..store import StoreError
@@ -51,7 +51,7 @@ class TranscriptWriter:
         self._session_id = session_id
         self.written = written
         self._keep_writing = keep_writing
-        self.run: AgentRun | None = None
+        self.run: AgentTurn | None = None
 
     def on_event(self, event: AgentEvent) -> None:
         if event.type != "message_end" or self.run is None:

@@ -202,6 +202,23 @@ class ToolActivity:
         return f"is running {self._parts(self.tool)}…"
 
 
+@dataclass(frozen=True, slots=True)
+class PlanStep:
+    """What a run's status says while no tool runs and its agent follows a plan (an ACP
+    agent's ``plan``): the step under way, its place and the plan's length."""
+
+    number: int
+    of: int
+    text: str
+
+    def line(self) -> str:
+        """The status line's Markdown: ``📋 Step 2 of 5: Write the tests``."""
+        return f"📋 Step {self.number} of {self.of}: {self.text}"
+
+    def status(self) -> str:
+        return f"is on step {self.number} of {self.of}: {self.text}"
+
+
 class StatusJournal(Protocol):
     """Where a run's tool status is kept while it shows (the store's ``StatusLines``), so a
     run resumed after a crash removes what was left; a failure to keep is only logged."""
@@ -214,7 +231,7 @@ class StatusJournal(Protocol):
 class ToolStatus(Protocol):
     """One run's tool status in its chat (``agent.tool_progress: status``)."""
 
-    def show(self, activity: ToolActivity | None) -> None:
+    def show(self, activity: ToolActivity | PlanStep | None) -> None:
         """Show ``activity`` (None: nothing); never blocks. Changes are coalesced and the
         platform is called at most once per edit interval."""
         ...

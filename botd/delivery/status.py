@@ -35,7 +35,7 @@ from typing import Protocol
 from ..bounded import Recent
 from ..channels.base import AssistantStatus, ChannelAdapter
 from ..chat import MessageRef, Target
-from .base import StatusJournal, StatusKind, ToolActivity
+from .base import PlanStep, StatusJournal, StatusKind, ToolActivity
 from .presence import TypingIndicator
 from .routing import ChannelRoutes, ChatKey, chat_key
 from .scope import RunScope, status_scope
@@ -93,8 +93,8 @@ class ChatStatus:
         self._interval = interval
         self._scope = scope
         self._loop = asyncio.get_running_loop()
-        self._wanted: ToolActivity | None = None
-        self._shown: ToolActivity | None = None
+        self._wanted: ToolActivity | PlanStep | None = None
+        self._shown: ToolActivity | PlanStep | None = None
         self._kind: StatusKind | None = None
         self._ref: MessageRef | None = None
         self._last = float("-inf")
@@ -105,7 +105,7 @@ class ChatStatus:
         name = f"status:{target.channel}:{target.chat_id}"
         self._task = asyncio.create_task(self._work(), name=name)
 
-    def show(self, activity: ToolActivity | None) -> None:
+    def show(self, activity: ToolActivity | PlanStep | None) -> None:
         self._wanted = activity
         self._changed.set()
 
@@ -133,7 +133,7 @@ class ChatStatus:
             if closing:
                 return  # removed, or its failure logged (then it stays kept)
 
-    async def _make_show(self, wanted: ToolActivity | None) -> None:
+    async def _make_show(self, wanted: ToolActivity | PlanStep | None) -> None:
         try:
             if wanted is None:
                 await self._remove()
@@ -150,7 +150,7 @@ class ChatStatus:
             if wanted is not None:
                 self._broken = True  # not tried again in this run; what shows is removed
 
-    async def _post(self, activity: ToolActivity) -> None:
+    async def _post(self, activity: ToolActivity | PlanStep) -> None:
         target = self._target
         assistant = self._outlet.assistant_status(target)
         if assistant is not None and target.thread_id is not None:
@@ -174,7 +174,7 @@ class ChatStatus:
         self._kind, self._ref, self._shown = "message", refs[0], activity
         await self._keep("message", refs[0])
 
-    async def _edit(self, activity: ToolActivity) -> None:
+    async def _edit(self, activity: ToolActivity | PlanStep) -> None:
         ref = self._ref
         assert ref is not None
         if self._kind == "assistant":

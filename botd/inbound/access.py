@@ -27,6 +27,8 @@ class GroupRule:
     enabled: bool = True
     tools: tuple[str, ...] | None = None
     """The tools a run here is offered (names, or prefixes ending in ``*``; None: all)."""
+    backend: str | None = None
+    """What answers here, ``model`` or ``acp`` (None: the channel's choice)."""
 
 
 @dataclass(frozen=True, slots=True)

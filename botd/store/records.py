@@ -260,9 +260,10 @@ class PostedButtons:
         return None
 
 
-ApprovalState = Literal["pending", "approved", "denied", "expired", "stopped"]
-"""Where a request to approve a tool call is: waiting, decided by a press, out of time, or
-given up because its run was stopped."""
+ApprovalState = Literal["pending", "approved", "always", "denied", "expired", "stopped"]
+"""Where a request to approve a tool call is: waiting, decided by a press (``always``:
+approved for this call and the like from then on, a choice an ACP agent offers), out of
+time, or given up because its run was stopped."""
 
 
 @dataclass(frozen=True, slots=True)

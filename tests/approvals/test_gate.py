@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Sequence
 
 from botd.agent.tools.base import ToolContext
-from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, RunPlace
+from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, Choice, RunPlace
 from botd.chat import Button, InboundMessage, MessageRef, Press, Target
 from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
@@ -79,3 +79,35 @@ async def test_a_token_pressed_on_another_message_decides_nothing(store: Store) 
 
     assert await approvals.press(press(GROUP, request.message_id, approve)) == "Approved."
     assert await asyncio.wait_for(waiting, 5) is None  # approved: the tool runs
+
+
+async def test_an_agents_choices_are_its_buttons_and_always_is_kept_as_such(store: Store) -> None:
+    poster = Poster()
+    approvals = Approvals(store, poster, lambda: ApprovalRules(), poll_interval=0.05)
+    place = RunPlace("telegram:-100123", "1", "s1", GROUP)
+    choices = [
+        Choice("Always Allow", "always"),
+        Choice("Allow", "approve"),
+        Choice("Reject", "deny"),
+    ]
+    asking = asyncio.create_task(
+        approvals.choose(
+            place,
+            "toolu_1",
+            "Write /work/notes.txt",
+            choices,
+            shutting_down=lambda: False,
+            scope=RunScope(place.conversation_key),
+        )
+    )
+    await until(lambda: poster.posted, "the request posted")
+    [(request, text, rows)] = poster.posted
+    assert text == "Approve `Write /work/notes.txt`?"
+    assert [button.label for button in rows[0]] == ["Always Allow", "Allow", "Reject"]
+    always = rows[0][0].value
+    answer = await approvals.press(press(GROUP, request.message_id, always, sender="Alice"))
+    assert answer == "Always allowed."
+    assert await asking == "always"
+    kept = await store.approval(f"{place.conversation_key}/1/toolu_1")
+    assert kept is not None and kept.state == "always"
+    assert poster.posted[-1][1] == "Approve `Write /work/notes.txt`?\nAlways allowed by Eve."

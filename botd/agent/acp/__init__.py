@@ -1,0 +1,15 @@
+"""botd as the client of an ACP agent (``agent.backend: acp``, docs/acp.md): a coding agent
+that speaks the Agent Client Protocol (Claude Code through its ACP adapter, Gemini CLI…)
+answers the chats instead of botd's own agent loop.
+
+* ``agent``: the agent's process (one per configured backend, started when first needed and
+  again after it ended) and its sessions (one per botd session);
+* ``turn``: one prompt turn, told as botd's agent events, so the subscriber, tool progress,
+  approvals and the transcript work as for botd's own model;
+* ``workspace``: each conversation's directory, the agent's cwd and the only place its file
+  requests reach;
+* ``session_ids``: which agent session holds each botd session, across restarts.
+
+Only ``botd.runtime`` imports this package's SDK-using modules, and only when the backend is
+configured: the SDK (``agent-client-protocol``) is the extra ``botd[acp]``.
+"""
