@@ -15,16 +15,15 @@ from tests.support.daemon_process import daemon_env, reap, run_botd
 from tests.support.waiting import HANG_GUARD
 
 
-async def test_stdout_carries_only_frames_and_a_line_that_is_no_object_is_an_error(
-    tmp_path: Path,
-) -> None:
+async def _botd_acp(tmp_path: Path) -> asyncio.subprocess.Process:
+    """``botd acp`` on a config with the ACP channel, its stdin and stdout piped to the test."""
     config = tmp_path / "botd.yaml"
     config.write_text(
         config_yaml(
             tmp_path, "model: {provider: scripted}\n", "channels:\n  acp: {enabled: true}\n"
         )
     )
-    process = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "botd",
@@ -37,6 +36,12 @@ async def test_stdout_carries_only_frames_and_a_line_that_is_no_object_is_an_err
         cwd=tmp_path,
         env=daemon_env(),
     )
+
+
+async def test_stdout_carries_only_frames_and_a_line_that_is_no_object_is_an_error(
+    tmp_path: Path,
+) -> None:
+    process = await _botd_acp(tmp_path)
     try:
         assert process.stdin is not None and process.stdout is not None
         initialize = {
@@ -60,25 +65,7 @@ async def test_stdout_carries_only_frames_and_a_line_that_is_no_object_is_an_err
 
 
 async def test_the_socket_is_its_users_alone(tmp_path: Path) -> None:
-    config = tmp_path / "botd.yaml"
-    config.write_text(
-        config_yaml(
-            tmp_path, "model: {provider: scripted}\n", "channels:\n  acp: {enabled: true}\n"
-        )
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "botd",
-        "acp",
-        "--config",
-        str(config),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=daemon_env(),
-    )
+    process = await _botd_acp(tmp_path)
     try:
         assert process.stdin is not None and process.stdout is not None
         initialize = {
