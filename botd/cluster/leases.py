@@ -260,12 +260,13 @@ class LeaseKeeper:
         except Exception as exc:
             now = self._clock()
             reason = str(exc) or f"no answer within {self.renew_every:.2g} s"
-            for lease in held.values():
+            for lease in self._still_held(held):
                 if now >= lease.deadline:
                     self._lose(lease, f"not renewed before its deadline ({reason})")
             log.debug("renewing %d lease(s) failed after %.2f s: %s", len(held), now - sent, reason)
             return False
-        for name, lease in held.items():
+        for lease in self._still_held(held):
+            name = lease.name
             if name in renewed:
                 lease.deadline = sent + self.ttl
             else:
@@ -280,6 +281,12 @@ class LeaseKeeper:
                 self.ttl,
             )
         return True
+
+    def _still_held(self, sent: Mapping[str, Lease]) -> list[Lease]:
+        """The leases of a renewal's request that are still held now it is answered: one
+        released meanwhile (its work ended, the node stopping) was given up, not lost, even
+        though the renewal, which went out before the release, found it expired."""
+        return [lease for name, lease in sent.items() if self._held.get(name) is lease]
 
     def _lose(self, lease: Lease, why: str) -> None:
         if self._held.get(lease.name) is lease:

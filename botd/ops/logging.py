@@ -207,7 +207,7 @@ class _Demote(logging.Filter):
         if record.levelno <= logging.DEBUG:
             return True
         for name, text in _not_botds_concern:
-            if record.name == name and text in str(record.msg):
+            if record.name == name and text in record.getMessage():
                 if self.threshold > logging.DEBUG:
                     return False
                 record.levelno, record.levelname = logging.DEBUG, "DEBUG"
@@ -262,9 +262,9 @@ _not_botds_concern: tuple[tuple[str, str], ...] = ()
 
 
 def not_botds_concern(logger: str, text: str) -> None:
-    """Log the warnings of ``logger`` (another library's) whose message contains ``text`` at
-    DEBUG: they are about a part of it botd does not use. A platform package names its SDK's
-    when it imports the SDK."""
+    """Log the records of ``logger`` (another library's) whose message contains ``text`` at
+    DEBUG: they are about a part of it botd does not use, or about a failure botd tells in a
+    line of its own. A platform package names its SDK's when it imports the SDK."""
     global _not_botds_concern
     if (logger, text) not in _not_botds_concern:
         # A new tuple, never changed in place: a filter in another thread reads it whole.

@@ -330,3 +330,35 @@ async def test_a_late_renewal_is_told(caplog: pytest.LogCaptureFixture) -> None:
         "leases renewed 8.0 s after the previous renewal (they last 15 s): this node's event "
         "loop or the database is slow"
     ]
+
+
+async def test_a_lease_released_while_a_renewal_is_out_is_given_up_not_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A node stopping releases its leases while the renewal loop may have a request out:
+    that request, answered after the release, finds those rows expired. They were given
+    up, not lost: no "lost" line, and the lease still held is renewed."""
+    table = ProcessLeases()
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    class Slow:
+        async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+            asked.set()
+            await answer.wait()
+            return await table.renew(holder, held, ttl)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+    keeper = LeaseKeeper(cast(LeaseTable, Slow()), "n1", 15)
+    node = await keeper.try_claim("node:n1")
+    scheduler = await keeper.try_claim("scheduler")
+    assert node is not None and scheduler is not None
+    renewing = asyncio.create_task(keeper.renew_once())
+    await asked.wait()
+    await keeper.release(node)
+    answer.set()
+    assert await renewing
+    assert not node.lost.is_set() and not scheduler.lost.is_set()
+    assert keeper.held() == [scheduler]
+    assert [r.getMessage() for r in caplog.records if " lost" in r.getMessage()] == []

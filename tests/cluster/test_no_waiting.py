@@ -41,7 +41,7 @@ from tests.conversation.crash import NOTICE, PARAGRAPHS
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.tcp_proxy import SilentProxy
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.waiting import until
+from tests.support.waiting import file_contains, until
 
 TTL = 2.0
 POLLER = "telegram:default"
@@ -371,6 +371,46 @@ async def test_a_poller_cut_off_from_telegram_gives_the_poller_up(
     assert set(statuses.values()) == {0}, statuses
     assert any("giving the lease up" in line for line in _lines(poller))
     assert not any(line.startswith("Traceback") for line in _lines(poller))
+    check_answers(chats.posts(), users.asked, script.long_prompts())
+
+
+async def test_a_poller_whose_first_call_goes_unanswered_gives_the_poller_up(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """The poller's link to Telegram dies between the start and the first poll (PTB's
+    ``deleteWebhook``, sent when a node begins to poll): the lease is given up in one line,
+    without a traceback, and another node polls."""
+    async with (
+        FakeTelegramAPI(TOKEN) as telegram,
+        FakeAnthropicAPI(api_key=MODEL_KEY) as model,
+        Cluster(
+            tmp_path, postgres_dsn, model, telegram=telegram, lease_ttl=TTL, proxied=True, size=2
+        ) as cluster,
+    ):
+        script = ModelScript(model)
+        chats = TelegramChats(telegram)
+        first, second = cluster.nodes
+        cluster.telegram_proxy(first).cut_after(b"deleteWebhook")
+        await cluster.start(first)
+        await until(file_contains(first.log, "giving the lease up"), "n1 giving the poller up")
+        await cluster.start(second)
+        await until(
+            partial(taken_from, cluster, first, POLLER), "the poller lease taken", guard=GUARD
+        )
+        cluster.telegram_proxy(first).mend()
+        users = Users(chats, script, dms=2, messages=1)
+        try:
+            users.start()
+            await users.finished()
+        except BaseException:
+            await users.cancel()
+            print(cluster.logs())
+            raise
+        statuses = await cluster.stop_all()
+    assert set(statuses.values()) == {0}, statuses
+    given_up = [line for line in _lines(first) if "giving the lease up" in line]
+    assert len(given_up) == 1 and "Telegram did not answer before the first poll" in given_up[0]
+    assert loud_faults(first, outages=0) == []
     check_answers(chats.posts(), users.asked, script.long_prompts())
 
 

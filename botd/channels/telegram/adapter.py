@@ -46,7 +46,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from telegram.error import TelegramError
+from telegram.error import NetworkError, TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
@@ -55,6 +55,7 @@ from ...cluster.budget import SharedRate
 from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
 from ...net.tls import verified_context
+from ...ops.logging import not_botds_concern
 from ...retry import Backoff
 from ...store.protocols import Offsets
 from ..base import InboundSink, OutboundFile, PlatformLink, SendScope
@@ -91,6 +92,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# PTB logs the failed deleteWebhook that begins a poll with its traceback, at ERROR; botd
+# tells that failure in a line of its own (a start error, or the poller lease given up).
+not_botds_concern("telegram.ext", "Network Retry Loop (Bootstrap delete Webhook)")
 
 UNANSWERED_TTLS = 2
 """Lease TTLs past a long poll's own timeout that Telegram may leave this node's polls
@@ -291,7 +296,14 @@ class TelegramAdapter:
         )
         bot.poll_under(lease, int(saved) if saved else 0)
         try:
-            await self._start_polling(app)
+            try:
+                await self._start_polling(app)
+            except NetworkError as exc:
+                # PTB's start (its deleteWebhook) got no answer: another node may reach
+                # Telegram, so the lease goes to it as when the polls go unanswered.
+                raise PlatformUnreachable(
+                    f"Telegram did not answer before the first poll ({exc.message})"
+                ) from exc
             await self._while_answered(bot)
         finally:
             if app.updater.running:
