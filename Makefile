@@ -51,14 +51,15 @@ run: $(RUN_STAMP)
 	@$(BIN)/botd run $(if $(CONFIG),--config $(CONFIG))
 
 # Three workers (pytest-xdist) on two cores: at two, the suite kept the cores half idle, its tests
-# waiting on loopback servers, timers and leases.
+# waiting on loopback servers, timers and leases. The cluster tests go to one worker, one at a
+# time (their xdist group, tests/conftest.py).
 # botd and the tests are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (as in
 # many CI images), every botd process a test starts would compile botd again. The slowest
 # tests are listed at the end: the suite is kept under eight minutes on two cores.
 WORKERS ?= 3
 test: $(TEST_STAMP)
 	@$(BIN)/python -m compileall -q -j 0 botd tests
-	$(BIN)/python -m pytest -n $(WORKERS) --durations=30
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=30
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check botd tests bench

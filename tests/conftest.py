@@ -30,6 +30,24 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+SEVERAL_NODES = Path(__file__).parent / "cluster"
+"""The tests that run clusters of botd nodes (three daemons and a database each)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The cluster tests run one at a time, on one worker (``--dist loadgroup``), first.
+
+    Each stands for several machines, with leases of a couple of seconds: two or three of
+    them at once on two cores starved their nodes of the CPU past those leases (a live
+    node's renewal late, its leases lost), which no cluster of real machines sees. First,
+    so that this one long share of the suite does not come last on its worker."""
+    cluster = [item for item in items if SEVERAL_NODES in item.path.parents]
+    for item in cluster:
+        item.add_marker(pytest.mark.xdist_group("several_nodes"))
+    others = [item for item in items if SEVERAL_NODES not in item.path.parents]
+    items[:] = cluster + others
+
+
 @pytest.fixture(autouse=True)
 def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every fake server is on loopback: no proxy from the environment may sit in between,

@@ -408,8 +408,10 @@ async def test_a_poller_whose_first_call_goes_unanswered_gives_the_poller_up(
             raise
         statuses = await cluster.stop_all()
     assert set(statuses.values()) == {0}, statuses
+    # Given up once, or again if n1 claimed it back before n2 was up (cut all along).
     given_up = [line for line in _lines(first) if "giving the lease up" in line]
-    assert len(given_up) == 1 and "Telegram did not answer before the first poll" in given_up[0]
+    assert given_up
+    assert all("Telegram did not answer before the first poll" in line for line in given_up)
     assert loud_faults(first, outages=0) == []
     check_answers(chats.posts(), users.asked, script.long_prompts())
 
