@@ -50,13 +50,13 @@ $(DIST_STAMP): pyproject.toml | $(PIP_STAMP)
 run: $(RUN_STAMP)
 	@$(BIN)/botd run $(if $(CONFIG),--config $(CONFIG))
 
-# Three workers (pytest-xdist) on two cores: at two, the suite kept the cores half idle, its tests
-# waiting on loopback servers, timers and leases. The cluster tests go to one worker, one at a
-# time (their xdist group, tests/conftest.py).
+# Four workers (pytest-xdist) on two cores: the tests mostly wait (loopback servers, timers,
+# leases), and at three the cores were half idle. The cluster tests go to one worker, one at a
+# time, first (their xdist group, tests/conftest.py); the other three share the rest.
 # botd and the tests are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (as in
 # many CI images), every botd process a test starts would compile botd again. The slowest
 # tests are listed at the end: the suite is kept under eight minutes on two cores.
-WORKERS ?= 3
+WORKERS ?= 4
 test: $(TEST_STAMP)
 	@$(BIN)/python -m compileall -q -j 0 botd tests
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=30
