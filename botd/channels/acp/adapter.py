@@ -21,8 +21,10 @@ Each line an editor sends must be one JSON object: any other line is answered wi
 JSON-RPC ``Parse error`` (or ``Invalid Request`` for a batch) and the connection goes on.
 
 A session with no editor connected (the editor went away, or the daemon restarted while a run
-was answering) sends nothing: the answer stays in botd's transcript, and ``session/load``
-attaches the session to a new connection.
+was answering) sends nothing: the answer stays in botd's inbox and outbox, and
+``session/load`` attaches the session to a new connection and replays what the conversation
+said (``replay``). The sessions are kept in the store (``EditorSessions``, ``keep``) so that
+they are known and listed after a restart.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from acp import update_agent_message_text
+from acp import update_agent_message_text, update_user_message_text
 from acp.core import AgentSideConnection
 from acp.interfaces import Agent, Client
 from acp.schema import (
@@ -61,6 +63,7 @@ from ...chat import (
     TooLarge,
 )
 from ...events import AgentEvent
+from ...store import EditorSessions
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, SendScope
 from ..errors import ChannelStartError
@@ -72,6 +75,8 @@ log = logging.getLogger(__name__)
 PLATFORM = "acp"
 STOP_ANSWERS = frozenset({"Stopped.", "Nothing was running."})
 """What ``/stop`` answers: not shown after a ``session/cancel``, whose turn ends by itself."""
+CANCEL_ID = "cancel-"
+"""How the id of the ``/stop`` a ``session/cancel`` sends begins."""
 MAX_LINE_BYTES = 50 * 1024 * 1024
 """The longest JSON-RPC line read (a prompt with images is large)."""
 
@@ -124,10 +129,13 @@ class AcpAdapter(ChannelAdapter):
         channel: str = PLATFORM,
         socket_path: Path,
         has_conversation: Callable[[str], Awaitable[bool]] | None = None,
+        kept: EditorSessions | None = None,
     ) -> None:
         self.name = channel
         self.socket_path = socket_path
         self._has_conversation = has_conversation
+        self.kept = kept
+        """Where the sessions are kept across restarts (None: in this process only)."""
         self._sink: InboundSink | None = None
         self._server: asyncio.Server | None = None
         self._sessions: dict[str, AcpSession] = {}
@@ -229,15 +237,61 @@ class AcpAdapter(ChannelAdapter):
         """Whether botd has a conversation for ``session_id`` (in memory or in the store)."""
         if session_id in self._sessions:
             return True
+        if self.kept is not None and await self.kept.editor_session(self.name, session_id):
+            return True
         if self._has_conversation is None:
             return False
         return await self._has_conversation(self.conversation_key(session_id))
 
+    async def keep(self, session: AcpSession, title: str | None = None) -> None:
+        """Record in the store that ``session`` was made, loaded or prompted now (so that
+        ``session/list`` lists it after a restart)."""
+        if self.kept is not None:
+            await self.kept.keep_editor_session(
+                self.name, session.session_id, session.cwd, title=title
+            )
+
+    async def replay(self, session: AcpSession) -> int:
+        """Send ``session``'s editor what its conversation said, as the chat showed it: the
+        user's messages as ``user_message_chunk``s, botd's pieces as ``agent_message_chunk``s
+        (set apart as they were sent). Nothing else of the session goes out meanwhile.
+        Returns how many were sent."""
+        if self.kept is None:
+            return 0
+        said = await self.kept.conversation_said(self.conversation_key(session.session_id))
+        async with session.order:
+            client = session.client
+            if client is None:
+                return 0
+            after: str | None = None
+            sent = 0
+            for line in said:
+                if line.by == "user":
+                    if (line.message_id or "").startswith(CANCEL_ID):
+                        after = "cancel"  # the editor's cancel: it showed neither
+                        continue
+                    update: Any = update_user_message_text(line.text)
+                elif after == "cancel" and line.text.strip() in STOP_ANSWERS:
+                    continue
+                else:
+                    text = f"\n\n{line.text}" if after == "bot" else line.text
+                    update = update_agent_message_text(text)
+                await client.session_update(session.session_id, update)
+                after, sent = line.by, sent + 1
+        return sent
+
     def message(
-        self, session: AcpSession, text: str, files: Sequence[PromptFile] = (), sender: str = ""
+        self,
+        session: AcpSession,
+        text: str,
+        files: Sequence[PromptFile] = (),
+        sender: str = "",
+        *,
+        cancel: bool = False,
     ) -> InboundMessage:
         """An inbound message of ``session`` saying ``text`` with ``files`` (kept here until
-        the run reads them)."""
+        the run reads them); ``cancel``: the ``/stop`` a ``session/cancel`` sends, which a
+        replay leaves out (its id starts with ``CANCEL_ID``)."""
         for file in files:
             self._files[file.attachment.ref] = file.data
         return InboundMessage(
@@ -246,7 +300,8 @@ class AcpAdapter(ChannelAdapter):
             sender_id="editor",
             sender_name=sender,
             text=text,
-            message_id=uuid.uuid4().hex,  # unique across restarts: never "already seen"
+            # Unique across restarts: never "already seen".
+            message_id=(CANCEL_ID if cancel else "") + uuid.uuid4().hex,
             conversation_key=self.conversation_key(session.session_id),
             is_direct=True,
             mentions_bot=True,

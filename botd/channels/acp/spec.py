@@ -42,6 +42,7 @@ def _adapter(section: AcpSection, context: ChannelContext) -> ChannelAdapter:
         channel=context.instance_name(SPEC.name),
         socket_path=path,
         has_conversation=context.has_conversation,
+        kept=context.editor_sessions,
     )
 
 
