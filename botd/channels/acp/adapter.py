@@ -55,18 +55,18 @@ from ...chat import (
     Attachment,
     Button,
     Capabilities,
-    DownloadError,
     InboundMessage,
     MessageRef,
     Press,
     Target,
-    TooLarge,
 )
 from ...events import AgentEvent
-from ...store import EditorSessions
+from ...store import DEFAULT_INBOUND_RETENTION_SECONDS, EditorSessions
+from ...store.pruner import PRUNE_INTERVAL_SECONDS
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, SendScope
 from ..errors import ChannelStartError
+from .prompt_files import PromptFiles
 from .targets import acp_conversation_key
 from .updates import FAILED_TEXT, PromptFile, RunUpdates, failed
 
@@ -130,6 +130,7 @@ class AcpAdapter(ChannelAdapter):
         socket_path: Path,
         has_conversation: Callable[[str], Awaitable[bool]] | None = None,
         kept: EditorSessions | None = None,
+        files_dir: Path | None = None,
     ) -> None:
         self.name = channel
         self.socket_path = socket_path
@@ -139,7 +140,7 @@ class AcpAdapter(ChannelAdapter):
         self._sink: InboundSink | None = None
         self._server: asyncio.Server | None = None
         self._sessions: dict[str, AcpSession] = {}
-        self._files: dict[str, bytes] = {}
+        self._files = PromptFiles(files_dir)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count(1)
 
@@ -163,6 +164,21 @@ class AcpAdapter(ChannelAdapter):
         except OSError as exc:
             raise ChannelStartError(f"acp: cannot serve on {path}: {exc.strerror or exc}") from exc
         log.info("acp: serving editors on %s", path)
+        self._own(self._pruning())
+
+    async def _pruning(self) -> None:
+        """Remove the prompt files older than a finished message is kept, now and daily."""
+        while True:
+            try:
+                removed = await asyncio.to_thread(
+                    self._files.prune, DEFAULT_INBOUND_RETENTION_SECONDS
+                )
+            except OSError as exc:
+                log.warning("acp: removing old prompt files failed: %s", exc)
+            else:
+                if removed:
+                    log.info("acp: %d old prompt file(s) removed", removed)
+            await asyncio.sleep(PRUNE_INTERVAL_SECONDS)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .sessions import EditorConnection
@@ -280,20 +296,23 @@ class AcpAdapter(ChannelAdapter):
                 after, sent = line.by, sent + 1
         return sent
 
+    async def keep_files(self, files: Sequence[PromptFile]) -> tuple[Attachment, ...]:
+        """Write a prompt's ``files`` to the state dir (``prompt_files``): the attachments
+        naming them, for the message."""
+        return tuple([replace(f.attachment, ref=await self._files.keep(f.data)) for f in files])
+
     def message(
         self,
         session: AcpSession,
         text: str,
-        files: Sequence[PromptFile] = (),
+        attachments: Sequence[Attachment] = (),
         sender: str = "",
         *,
         cancel: bool = False,
     ) -> InboundMessage:
-        """An inbound message of ``session`` saying ``text`` with ``files`` (kept here until
-        the run reads them); ``cancel``: the ``/stop`` a ``session/cancel`` sends, which a
+        """An inbound message of ``session`` saying ``text`` with ``attachments`` (files
+        ``keep_files`` wrote); ``cancel``: the ``/stop`` a ``session/cancel`` sends, which a
         replay leaves out (its id starts with ``CANCEL_ID``)."""
-        for file in files:
-            self._files[file.attachment.ref] = file.data
         return InboundMessage(
             channel=self.name,
             chat_id=session.session_id,
@@ -305,7 +324,7 @@ class AcpAdapter(ChannelAdapter):
             conversation_key=self.conversation_key(session.session_id),
             is_direct=True,
             mentions_bot=True,
-            attachments=tuple(file.attachment for file in files),
+            attachments=tuple(attachments),
         )
 
     async def hand(self, message: InboundMessage) -> object:
@@ -361,12 +380,7 @@ class AcpAdapter(ChannelAdapter):
         return None
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        data = self._files.pop(attachment.ref, None)
-        if data is None:
-            raise DownloadError("the file is gone (botd restarted since the editor sent it)")
-        if len(data) > max_bytes:
-            raise TooLarge(len(data), max_bytes)
-        return data
+        return await self._files.read(attachment.ref, max_bytes)
 
     # -- buttons: a permission request ------------------------------------------------------
 

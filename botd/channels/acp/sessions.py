@@ -167,7 +167,8 @@ class EditorConnection:
         if not parts.text and not parts.files:
             raise RequestError.invalid_params({"prompt": "the prompt says nothing"})
         await self._adapter.keep(session, title=_title(parts.text))
-        message = self._adapter.message(session, parts.text, parts.files, self._editor)
+        attachments = await self._adapter.keep_files(parts.files)
+        message = self._adapter.message(session, parts.text, attachments, self._editor)
         turn = session.open_turn(command=_command_alone(parts.text) and not parts.files)
         decision = await self._adapter.hand(message)
         if not getattr(decision, "accepted", True):

@@ -16,7 +16,7 @@ A run's events become updates (``RunUpdates``, one per session):
 An ACP prompt (``prompt_parts``): text blocks are the message's text; a resource link is a
 Markdown link line; an embedded text resource is its text in a fence under its URI; an image,
 an audio clip and an embedded binary resource are files of the message (``Attachment``s whose
-bytes the adapter keeps until the run reads them).
+bytes the adapter writes to the state dir before the message is accepted: ``prompt_files``).
 
 A run's outcome becomes the turn's stop reason (``stop_reason``): the runtime's own reasons
 are ACP's (``botd.acp_mapping``, where the tool calls' kinds come from too); a run that

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from tests.fakes.anthropic_api import (
 from tests.fakes.image_headers import png
 from tests.fakes.loopback import serve
 from tests.support.daemon_inprocess import ANTHROPIC_KEY, anthropic_yaml, config_yaml
-from tests.support.daemon_process import daemon_env, reap, start_daemon, stop_daemon
+from tests.support.daemon_process import daemon_env, ended, reap, start_daemon, stop_daemon
 from tests.support.waiting import HANG_GUARD, until
 
 ACP_CHANNEL = "channels:\n  acp:\n    enabled: true\n"
@@ -396,3 +398,45 @@ async def test_the_sessions_are_listed_after_the_daemon_restarts(
         assert await again.close() == 0
     finally:
         await stop_daemon(daemon)
+
+
+async def test_a_prompts_image_survives_a_kill_mid_answer(
+    tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
+) -> None:
+    model.push(stream(stall=True))  # the model takes the request and says nothing
+    config = write_config(tmp_path, anthropic_yaml(model), ACP_CHANNEL)
+    daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+    try:
+        await until(lambda: (tmp_path / "state" / "acp.sock").exists(), "the daemon's socket")
+        client = await client_of(config)
+        session = await client.start()
+        image = base64.b64encode(png(8, 8)).decode()
+        blocks = [
+            {"type": "text", "text": "What is in it?"},
+            {"type": "image", "mimeType": "image/png", "data": image},
+        ]
+        client.send("session/prompt", {"sessionId": session, "prompt": blocks})
+        await until(lambda: len(model.requests) == 1, "the model asked")
+        daemon.kill()  # SIGKILL: no shutdown code runs
+        await ended(daemon)
+
+        # The image is a file of the state dir; one older than a finished message is kept
+        # (a week) is removed when the channel starts.
+        files = tmp_path / "state" / "acp" / "prompt-files"
+        [kept] = list(files.iterdir())
+        old = files / ("acp-file-" + "0" * 32)
+        old.write_bytes(b"an old image")
+        eight_days_ago = time.time() - 8 * 24 * 3600
+        os.utime(old, (eight_days_ago, eight_days_ago))
+
+        model.push(stream(text("A black square.")))
+        daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+        await until(lambda: len(model.requests) == 2, "the resumed run to ask the model")
+        for asked in model.requests:
+            content = asked.body["messages"][-1]["content"]
+            assert any(block.get("type") == "image" for block in content), content
+        await until(lambda: not old.exists(), "the old file removed")
+        assert list(files.iterdir()) == [kept]
+        assert await stop_daemon(daemon) == 0
+    finally:
+        await reap(daemon)
