@@ -61,7 +61,7 @@ from ...chat import (
     Target,
 )
 from ...events import AgentEvent
-from ...store import DEFAULT_INBOUND_RETENTION_SECONDS, EditorSessions
+from ...store import DEFAULT_INBOUND_RETENTION_SECONDS, EditorSessions, StoreError
 from ...store.pruner import PRUNE_INTERVAL_SECONDS
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, SendScope
@@ -261,11 +261,16 @@ class AcpAdapter(ChannelAdapter):
 
     async def keep(self, session: AcpSession, title: str | None = None) -> None:
         """Record in the store that ``session`` was made, loaded or prompted now (so that
-        ``session/list`` lists it after a restart)."""
-        if self.kept is not None:
+        ``session/list`` lists it after a restart). A store that fails is logged: the
+        session goes on, unlisted (the prompt's own accept says whether the store takes it)."""
+        if self.kept is None:
+            return
+        try:
             await self.kept.keep_editor_session(
                 self.name, session.session_id, session.cwd, title=title
             )
+        except StoreError as exc:
+            log.warning("acp: session %s was not kept: %s", session.session_id, exc)
 
     async def replay(self, session: AcpSession) -> int:
         """Send ``session``'s editor what its conversation said, as the chat showed it: the

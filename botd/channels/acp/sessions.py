@@ -1,7 +1,8 @@
 """What botd answers to an editor's ACP requests: one ``EditorConnection`` per connection.
 
 * ``initialize``: the protocol version (the client's, at most the SDK's), botd's name and
-  version, and its capabilities: images and embedded resources in prompts, ``session/load``.
+  version, and its capabilities: images and embedded resources in prompts, ``session/load``,
+  ``session/list``.
 * ``session/new``: a new session id, a conversation of the channel (``acp:<id>``). The cwd
   is kept with the session; botd's tools work in botd's own workspace, not in it. MCP
   servers the editor offers are not connected (logged): an editor's servers would run inside
@@ -52,7 +53,9 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
     SessionInfo,
+    SessionListCapabilities,
     SseMcpServer,
 )
 
@@ -99,6 +102,7 @@ class EditorConnection:
                 prompt_capabilities=PromptCapabilities(
                     image=True, embedded_context=True, audio=False
                 ),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="botd", title="botd", version=__version__),
         )

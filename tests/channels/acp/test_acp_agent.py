@@ -123,6 +123,7 @@ class Client:
         init = await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         assert init["protocolVersion"] == 1
         assert init["agentCapabilities"]["loadSession"] is True
+        assert init["agentCapabilities"]["sessionCapabilities"]["list"] == {}
         assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
         assert init["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is True
         session = await self.request("session/new", {"cwd": "/tmp", "mcpServers": []})
