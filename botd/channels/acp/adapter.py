@@ -23,8 +23,9 @@ JSON-RPC ``Parse error`` (or ``Invalid Request`` for a batch) and the connection
 A session with no editor connected (the editor went away, or the daemon restarted while a run
 was answering) sends nothing: the answer stays in botd's inbox and outbox, and
 ``session/load`` attaches the session to a new connection and replays what the conversation
-said (``replay``). The sessions are kept in the store (``EditorSessions``, ``keep``) so that
-they are known and listed after a restart.
+said (``sessions.py``). The sessions are kept in the store (``keep``, ``EditorSessions``) so
+that they are known and listed after a restart; a prompt's files are kept in the state dir
+(``prompt_files.py``) so that a run resumed after a restart still reads them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from acp import update_agent_message_text, update_user_message_text
+from acp import update_agent_message_text
 from acp.core import AgentSideConnection
 from acp.interfaces import Agent, Client
 from acp.schema import (
@@ -61,22 +62,17 @@ from ...chat import (
     Target,
 )
 from ...events import AgentEvent
-from ...store import DEFAULT_INBOUND_RETENTION_SECONDS, EditorSessions, StoreError
-from ...store.pruner import PRUNE_INTERVAL_SECONDS
+from ...store import EditorSessions, StoreError
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, SendScope
 from ..errors import ChannelStartError
 from .prompt_files import PromptFiles
 from .targets import acp_conversation_key
-from .updates import FAILED_TEXT, PromptFile, RunUpdates, failed
+from .updates import CANCEL_ID, FAILED_TEXT, STOP_ANSWERS, PromptFile, RunUpdates, failed
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "acp"
-STOP_ANSWERS = frozenset({"Stopped.", "Nothing was running."})
-"""What ``/stop`` answers: not shown after a ``session/cancel``, whose turn ends by itself."""
-CANCEL_ID = "cancel-"
-"""How the id of the ``/stop`` a ``session/cancel`` sends begins."""
 MAX_LINE_BYTES = 50 * 1024 * 1024
 """The longest JSON-RPC line read (a prompt with images is large)."""
 
@@ -164,21 +160,7 @@ class AcpAdapter(ChannelAdapter):
         except OSError as exc:
             raise ChannelStartError(f"acp: cannot serve on {path}: {exc.strerror or exc}") from exc
         log.info("acp: serving editors on %s", path)
-        self._own(self._pruning())
-
-    async def _pruning(self) -> None:
-        """Remove the prompt files older than a finished message is kept, now and daily."""
-        while True:
-            try:
-                removed = await asyncio.to_thread(
-                    self._files.prune, DEFAULT_INBOUND_RETENTION_SECONDS
-                )
-            except OSError as exc:
-                log.warning("acp: removing old prompt files failed: %s", exc)
-            else:
-                if removed:
-                    log.info("acp: %d old prompt file(s) removed", removed)
-            await asyncio.sleep(PRUNE_INTERVAL_SECONDS)
+        self._own(self._files.pruning())
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .sessions import EditorConnection
@@ -271,35 +253,6 @@ class AcpAdapter(ChannelAdapter):
             )
         except StoreError as exc:
             log.warning("acp: session %s was not kept: %s", session.session_id, exc)
-
-    async def replay(self, session: AcpSession) -> int:
-        """Send ``session``'s editor what its conversation said, as the chat showed it: the
-        user's messages as ``user_message_chunk``s, botd's pieces as ``agent_message_chunk``s
-        (set apart as they were sent). Nothing else of the session goes out meanwhile.
-        Returns how many were sent."""
-        if self.kept is None:
-            return 0
-        said = await self.kept.conversation_said(self.conversation_key(session.session_id))
-        async with session.order:
-            client = session.client
-            if client is None:
-                return 0
-            after: str | None = None
-            sent = 0
-            for line in said:
-                if line.by == "user":
-                    if (line.message_id or "").startswith(CANCEL_ID):
-                        after = "cancel"  # the editor's cancel: it showed neither
-                        continue
-                    update: Any = update_user_message_text(line.text)
-                elif after == "cancel" and line.text.strip() in STOP_ANSWERS:
-                    continue
-                else:
-                    text = f"\n\n{line.text}" if after == "bot" else line.text
-                    update = update_agent_message_text(text)
-                await client.session_update(session.session_id, update)
-                after, sent = line.by, sent + 1
-        return sent
 
     async def keep_files(self, files: Sequence[PromptFile]) -> tuple[Attachment, ...]:
         """Write a prompt's ``files`` to the state dir (``prompt_files``): the attachments

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import time
@@ -25,6 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...chat import DownloadError, TooLarge
+from ...store import DEFAULT_INBOUND_RETENTION_SECONDS
+from ...store.pruner import PRUNE_INTERVAL_SECONDS
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PromptFiles"]
 
@@ -75,6 +80,19 @@ class PromptFiles:
                     path.unlink()
                     removed += 1
         return removed
+
+    async def pruning(self) -> None:
+        """Remove the files older than a finished message is kept, now and then daily
+        (a task the adapter owns)."""
+        while True:
+            try:
+                removed = await asyncio.to_thread(self.prune, DEFAULT_INBOUND_RETENTION_SECONDS)
+            except OSError as exc:
+                log.warning("acp: removing old prompt files failed: %s", exc)
+            else:
+                if removed:
+                    log.info("acp: %d old prompt file(s) removed", removed)
+            await asyncio.sleep(PRUNE_INTERVAL_SECONDS)
 
     @staticmethod
     def _write(directory: Path, ref: str, data: bytes) -> None:

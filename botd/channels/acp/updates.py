@@ -65,7 +65,9 @@ from ...events import (
 )
 
 __all__ = [
+    "CANCEL_ID",
     "FAILED_TEXT",
+    "STOP_ANSWERS",
     "PromptBlock",
     "PromptParts",
     "RunUpdates",
@@ -83,6 +85,10 @@ PromptBlock = (
 )
 SessionUpdate = ToolCallStart | ToolCallProgress | AgentThoughtChunk
 
+STOP_ANSWERS = frozenset({"Stopped.", "Nothing was running."})
+"""What ``/stop`` answers: not shown after a ``session/cancel``, whose turn ends by itself."""
+CANCEL_ID = "cancel-"
+"""How the id of the ``/stop`` a ``session/cancel`` sends begins (a replay leaves it out)."""
 FAILED_TEXT = "The run failed before it could answer (botd's log says why)."
 """The message chunk a turn that failed without showing anything ends with."""
 
