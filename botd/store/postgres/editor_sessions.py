@@ -58,7 +58,7 @@ class EditorSessionStore(PostgresBase):
             where.append("cwd = %s")
             params.append(cwd)
         if after is not None:
-            where.append("(updated_at < %s OR (updated_at = %s AND session_id > %s))")
+            where.append('(updated_at < %s OR (updated_at = %s AND session_id COLLATE "C" > %s))')
             params += [after.updated_at, after.updated_at, after.session_id]
         query = (
             f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
