@@ -23,7 +23,7 @@ from tests.support.daemon_process import (
     start_daemon,
 )
 from tests.support.waiting import file_contains, until
-from tests.support.warm_daemons import WarmDaemon
+from tests.support.warm_daemons import WarmDaemon, WarmStarter
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("BOTD_TEST_COLD_DAEMONS") == "1", reason="daemons start cold in this run"
@@ -111,3 +111,13 @@ async def _check_warm_daemon(process: RunningDaemon, home: Path, telegram: FakeT
     assert process.returncode == -signal.SIGKILL
     with pytest.raises(ProcessLookupError):
         process.kill()
+
+
+def test_a_daemon_with_an_interpreter_set_up_of_its_own_is_started_cold() -> None:
+    """A ``PYTHONPATH`` of its own (a plugin installed beside botd) is never forked from
+    the warm process, which lacks it: also when no daemon was started before it, so that
+    the warm process is not running yet."""
+    starter = WarmStarter()
+    shared = daemon_env()
+    assert not starter.fits(daemon_env(PYTHONPATH="/elsewhere"), shared)
+    assert starter.fits(daemon_env(), shared)

@@ -87,9 +87,10 @@ async def start_daemon(
     child_env = daemon_env(**env)
     log_file = (log_path or cwd / "daemon.log").open("ab")
     try:
-        if WARM.fits(child_env):
+        warm_env = daemon_env()
+        if WARM.fits(child_env, warm_env):
             return await WARM.start(
-                args, cwd=cwd, env=child_env, stderr=log_file.fileno(), warm_env=daemon_env()
+                args, cwd=cwd, env=child_env, stderr=log_file.fileno(), warm_env=warm_env
             )
         return await asyncio.create_subprocess_exec(
             *BOTD,

@@ -203,7 +203,6 @@ class WarmStarter:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._socket_path = ""
-        self._python_env: dict[str, str] = {}
 
     def _started(self, env: dict[str, str]) -> None:
         """Start the warm process (once) with ``env``, the environment every daemon shares."""
@@ -213,7 +212,6 @@ class WarmStarter:
             directory = tempfile.mkdtemp(prefix="botd-warm-")
             self._socket_path = os.path.join(directory, "fork.sock")
             root = Path(__file__).resolve().parents[2]
-            self._python_env = _python_variables(env)
             process = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.warm_daemons", self._socket_path],
                 stdin=subprocess.PIPE,
@@ -227,11 +225,12 @@ class WarmStarter:
             self._process = process
             atexit.register(self.close)
 
-    def fits(self, env: dict[str, str]) -> bool:
-        """Whether a daemon with ``env`` may be forked (its interpreter set-up is ours)."""
+    def fits(self, env: dict[str, str], warm_env: dict[str, str]) -> bool:
+        """Whether a daemon with ``env`` may be forked from the warm process, which is (or
+        will be) started with ``warm_env``: their interpreter set-up (``PYTHON*``) is one."""
         if os.environ.get("BOTD_TEST_COLD_DAEMONS") == "1":
             return False
-        return self._process is None or _python_variables(env) == self._python_env
+        return _python_variables(env) == _python_variables(warm_env)
 
     async def start(
         self,

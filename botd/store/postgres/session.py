@@ -19,6 +19,8 @@ tells the server (``options``, set at connect) to end it sooner:
   holds, a claim of a lease row under another node's ``FOR KEY SHARE``) gives up after that, so
   no statement of a live node stalls behind a frozen one; the caller tries again later.
 * ``statement_timeout`` = TTL: no statement of botd's runs for as long as a lease.
+* ``plan_cache_mode`` = ``force_generic_plan`` (not a bound, set here with them): see
+  ``server_options``.
 * TCP keepalives and ``tcp_user_timeout`` on the server's side of the socket (idle TTL / 3,
   then every TTL / 6, three probes; unacknowledged data for a TTL) and the same on libpq's
   side: a peer cut off by the network (no acknowledgements at all) is noticed within about a
@@ -97,6 +99,11 @@ class SessionBounds:
             "tcp_keepalives_interval": self.keepalive_interval,
             "tcp_keepalives_count": self.keepalive_count,
             "tcp_user_timeout": self.unacknowledged,
+            # Prepared statements run on the plan the server keeps for them: botd's find
+            # their rows by a key, which the plan for any parameters does as well; left to
+            # choose (``auto``), the server plans a statement taking an array (``id =
+            # ANY(...)``) again at every ``EXECUTE``, which costs more than running it.
+            "plan_cache_mode": "force_generic_plan",
         }
         return " ".join(f"-c {name}={value}" for name, value in settings.items())
 
