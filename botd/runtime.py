@@ -377,6 +377,7 @@ def build_runtime(
             marks=store,
             on_end_of_input=on_end_of_input,
             has_conversation=partial(has_conversation, store),
+            editor_sessions=store,
             admits=router.admits,
             held_back=router.held_back,
             model=f"{config.model.provider} provider (model {config.model.model_name})",

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..cluster.leases import LeaseKeeper
     from ..http.routes import Routes
     from ..ops.doctor.checks import Check
-    from ..store.protocols import CatchUpMarks, Offsets
+    from ..store.protocols import CatchUpMarks, EditorSessions, Offsets
 
 __all__ = [
     "ChannelContext",
@@ -126,6 +126,10 @@ class ChannelContext:
     marks: CatchUpMarks | None = None
     """Where each chat's history was last taken from: what an adapter reads after a gap to
     take what it missed (``botd.channels.catch_up``); None: no catching up."""
+
+    editor_sessions: EditorSessions | None = None
+    """Where the ACP channel keeps its sessions and reads what a conversation said (to list
+    and replay them after a restart); None: only what this process made is listed."""
 
     state_dir: Path | None = None
     """The daemon's state directory, where a channel keeps a file of its own (the ACP

@@ -18,6 +18,8 @@ behind the same protocols: nothing here is a synchronous read.
 * ``CatchUpMarks``: in each chat, the newest message of its history botd took (moved by the
   accept or the keep of the message, in its transaction), from which an adapter reads what
   it missed while down (``botd.channels.catch_up``).
+* ``EditorSessions``: the ACP channel's: the sessions editors opened (listed across
+  restarts) and what a conversation said, replayed to an editor that loads its session.
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
@@ -67,6 +69,7 @@ from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
     ChatMark,
+    EditorSession,
     InboxBacklog,
     InboxEntry,
     InboxState,
@@ -77,6 +80,7 @@ from .records import (
     PendingCode,
     PostedButtons,
     RunRecord,
+    SaidLine,
     SessionRecord,
     StatusKind,
     StatusLine,
@@ -443,6 +447,41 @@ class CatchUpMarks(Protocol):
         ...
 
 
+class EditorSessions(Protocol):
+    """The ACP channel's sessions, kept so that a restart still lists and replays them."""
+
+    async def keep_editor_session(
+        self, channel: str, session_id: str, cwd: str, *, title: str | None = None
+    ) -> None:
+        """Record that ``channel``'s session ``session_id`` was made, loaded or prompted
+        now, in ``cwd``: made if new, its cwd replaced, its time moved; ``title`` is kept
+        only if it has none yet."""
+        ...
+
+    async def editor_session(self, channel: str, session_id: str) -> EditorSession | None:
+        """``channel``'s session ``session_id``, if it was kept."""
+        ...
+
+    async def editor_sessions(
+        self,
+        channel: str,
+        *,
+        cwd: str | None = None,
+        after: EditorSession | None = None,
+        limit: int,
+    ) -> list[EditorSession]:
+        """``channel``'s sessions (only those in ``cwd`` if given), the most recently
+        changed first (ties by id), starting past ``after`` (the last of the page before),
+        at most ``limit``."""
+        ...
+
+    async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
+        """What ``conversation_key``'s chat showed, oldest first: the text of each message
+        accepted from the user and of each piece sent for them. Only what the inbox and the
+        outbox still hold (finished rows are pruned after the inbound retention)."""
+        ...
+
+
 class JobLedger(Protocol):
     """The scheduler's jobs, each job's run log, and the imports done once."""
 
@@ -590,6 +629,7 @@ class Store(
     InboundLedger,
     Offsets,
     CatchUpMarks,
+    EditorSessions,
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
@@ -612,6 +652,7 @@ __all__ = [
     "ConversationInbox",
     "ConversationLedger",
     "ConversationStore",
+    "EditorSessions",
     "InboundLedger",
     "JobLedger",
     "ModelChoices",

@@ -147,6 +147,34 @@ class ChatMark:
 
 
 @dataclass(frozen=True, slots=True)
+class EditorSession:
+    """An ACP session an editor opened on a channel instance (``EditorSessions``): its
+    id, the editor's working directory, a title (the start of its first prompt) and when
+    it last changed (made, loaded, prompted)."""
+
+    session_id: str
+    cwd: str
+    title: str | None
+    updated_at: float
+
+
+SaidBy = Literal["user", "bot"]
+
+
+@dataclass(frozen=True, slots=True)
+class SaidLine:
+    """One thing said in a conversation as its chat showed it: a message botd accepted
+    from the user (its text), or a piece botd sent (its text as sent)."""
+
+    by: SaidBy
+    text: str
+    at: float
+    """When it was accepted or written (the store's clock)."""
+    message_id: str | None = None
+    """The platform's id of the user's message (None for botd's pieces)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelUsage:
     """The tokens one model used in one run."""
 

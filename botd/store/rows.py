@@ -20,8 +20,10 @@ from ..chat import Button, InboundMessage, MessageRef, Press, Quote, storable
 from ..events import Message, ToolCallContent, storable_data
 from .records import (
     ChatMark,
+    EditorSession,
     OutboxEntry,
     PostedButtons,
+    SaidLine,
     StoredApproval,
     StoredJob,
     StoredPreview,
@@ -131,6 +133,33 @@ def chat_mark_row(message: InboundMessage, now: float) -> MarkRow | None:
 def chat_mark_from_row(row: Sequence[Any]) -> ChatMark:
     """A ``ChatMark`` from ``chat_id, thread_id, message_id, marked_at``."""
     return ChatMark(str(row[0]), str(row[1]) or None, str(row[2]), float(row[3]))
+
+
+EDITOR_SESSION_COLUMNS = "session_id, cwd, title, updated_at"
+
+
+def editor_session_from_row(row: Sequence[Any]) -> EditorSession:
+    """An ``EditorSession`` from ``EDITOR_SESSION_COLUMNS``."""
+    return EditorSession(str(row[0]), str(row[1]), row[2], float(row[3]))
+
+
+def said_lines(rows: Sequence[Sequence[Any]]) -> list[SaidLine]:
+    """What a conversation said, from rows ``(by, text, at)``: ``by`` is ``user`` (``text``
+    the accepted message's JSON) or ``bot`` (``text`` a sent piece's). Ordered by time, a
+    user's message before what was sent at the same moment; the presses of buttons, which
+    nobody typed, left out."""
+    said: list[tuple[float, int, int, SaidLine]] = []
+    for place, (by, text, at) in enumerate(rows):
+        if by == "user":
+            message = inbound_from_json(str(text))
+            if message.press is not None:
+                continue
+            line = SaidLine("user", message.text, float(at), message.message_id)
+            said.append((float(at), 0, place, line))
+        else:
+            said.append((float(at), 1, place, SaidLine("bot", str(text), float(at))))
+    said.sort(key=lambda item: item[:3])
+    return [line for *_, line in said]
 
 
 def media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:
@@ -352,10 +381,12 @@ def approval_from_row(row: Sequence[Any]) -> StoredApproval:
 
 __all__ = [
     "APPROVAL_COLUMNS",
+    "EDITOR_SESSION_COLUMNS",
     "JOB_COLUMNS",
     "approval_from_row",
     "approval_row",
     "button_message_row",
+    "editor_session_from_row",
     "inbound_from_json",
     "inbound_json",
     "iso",
@@ -370,4 +401,5 @@ __all__ = [
     "preview_refs_json",
     "refs_json",
     "resumable_prefix",
+    "said_lines",
 ]

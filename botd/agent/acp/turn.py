@@ -64,6 +64,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from ...acp_mapping import shared_stop_reason, tool_name
 from ...approvals import Choice, Verb
 from ...delivery import PlanStep
 from ...events import (
@@ -97,13 +98,6 @@ Ask = Callable[[str, str, Sequence[Choice]], Awaitable[ApprovalState]]
 
 PromptBlock = TextContentBlock | ImageContentBlock
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "max_tokens": "max_tokens",
-    "max_turn_requests": "max_turn_requests",
-    "refusal": "refusal",
-    "cancelled": "cancelled",
-}
 _VERBS: dict[str, Verb] = {
     "allow_once": "approve",
     "allow_always": "always",
@@ -318,7 +312,7 @@ class AcpTurn:
             log.warning("the ACP agent %s failed the turn: %r", self._sessions.name, failure)
             return self._finish("error", _failure_text(self._sessions.name, failure))
         reason = prompting.result()
-        stop = _STOP_REASONS.get(reason)
+        stop = shared_stop_reason(reason)
         if stop is None:
             log.warning(
                 "the ACP agent %s gave an unknown stop reason %r", self._sessions.name, reason
@@ -342,10 +336,10 @@ class AcpTurn:
             if self._on_plan is not None:
                 self._on_plan(_step_of(update))
         elif isinstance(update, ToolCallStart):
-            self._tool_started(update.tool_call_id, _tool_name(update.title, update.kind))
+            self._tool_started(update.tool_call_id, tool_name(update.title, update.kind))
         elif isinstance(update, ToolCallProgress):
             if update.tool_call_id not in self._tools and update.title:
-                self._tool_started(update.tool_call_id, _tool_name(update.title, update.kind))
+                self._tool_started(update.tool_call_id, tool_name(update.title, update.kind))
             if update.status in ("completed", "failed"):
                 self._tool_ended(update.tool_call_id, update.status == "failed", update)
 
@@ -507,14 +501,6 @@ def _step_of(plan: AgentPlanUpdate) -> PlanStep | None:
                 text = " ".join(entry.content.split())
                 return PlanStep(number, len(entries), text[:STEP_CHARS])
     return None
-
-
-def _tool_name(title: str | None, kind: str | None) -> str:
-    """What the chat is shown of a call: the title's first word, if it is one, or the kind."""
-    first = (title or "").split(maxsplit=1)
-    if first and first[0].isidentifier():
-        return first[0]
-    return kind or "tool"
 
 
 def _tool_text(update: ToolCallProgress) -> str:

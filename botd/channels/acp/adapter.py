@@ -21,8 +21,11 @@ Each line an editor sends must be one JSON object: any other line is answered wi
 JSON-RPC ``Parse error`` (or ``Invalid Request`` for a batch) and the connection goes on.
 
 A session with no editor connected (the editor went away, or the daemon restarted while a run
-was answering) sends nothing: the answer stays in botd's transcript, and ``session/load``
-attaches the session to a new connection.
+was answering) sends nothing: the answer stays in botd's inbox and outbox, and
+``session/load`` attaches the session to a new connection and replays what the conversation
+said (``sessions.py``). The sessions are kept in the store (``keep``, ``EditorSessions``) so
+that they are known and listed after a restart; a prompt's files are kept in the state dir
+(``prompt_files.py``) so that a run resumed after a restart still reads them.
 """
 
 from __future__ import annotations
@@ -53,25 +56,23 @@ from ...chat import (
     Attachment,
     Button,
     Capabilities,
-    DownloadError,
     InboundMessage,
     MessageRef,
     Press,
     Target,
-    TooLarge,
 )
 from ...events import AgentEvent
+from ...store import EditorSessions, StoreError
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, SendScope
 from ..errors import ChannelStartError
+from .prompt_files import PromptFiles
 from .targets import acp_conversation_key
-from .updates import FAILED_TEXT, PromptFile, RunUpdates, failed
+from .updates import CANCEL_ID, FAILED_TEXT, STOP_ANSWERS, PromptFile, RunUpdates, failed
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "acp"
-STOP_ANSWERS = frozenset({"Stopped.", "Nothing was running."})
-"""What ``/stop`` answers: not shown after a ``session/cancel``, whose turn ends by itself."""
 MAX_LINE_BYTES = 50 * 1024 * 1024
 """The longest JSON-RPC line read (a prompt with images is large)."""
 
@@ -124,14 +125,18 @@ class AcpAdapter(ChannelAdapter):
         channel: str = PLATFORM,
         socket_path: Path,
         has_conversation: Callable[[str], Awaitable[bool]] | None = None,
+        kept: EditorSessions | None = None,
+        files_dir: Path | None = None,
     ) -> None:
         self.name = channel
         self.socket_path = socket_path
         self._has_conversation = has_conversation
+        self.kept = kept
+        """Where the sessions are kept across restarts (None: in this process only)."""
         self._sink: InboundSink | None = None
         self._server: asyncio.Server | None = None
         self._sessions: dict[str, AcpSession] = {}
-        self._files: dict[str, bytes] = {}
+        self._files = PromptFiles(files_dir)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count(1)
 
@@ -155,6 +160,7 @@ class AcpAdapter(ChannelAdapter):
         except OSError as exc:
             raise ChannelStartError(f"acp: cannot serve on {path}: {exc.strerror or exc}") from exc
         log.info("acp: serving editors on %s", path)
+        self._own(self._files.pruning())
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .sessions import EditorConnection
@@ -229,28 +235,54 @@ class AcpAdapter(ChannelAdapter):
         """Whether botd has a conversation for ``session_id`` (in memory or in the store)."""
         if session_id in self._sessions:
             return True
+        if self.kept is not None and await self.kept.editor_session(self.name, session_id):
+            return True
         if self._has_conversation is None:
             return False
         return await self._has_conversation(self.conversation_key(session_id))
 
+    async def keep(self, session: AcpSession, title: str | None = None) -> None:
+        """Record in the store that ``session`` was made, loaded or prompted now (so that
+        ``session/list`` lists it after a restart). A store that fails is logged: the
+        session goes on, unlisted (the prompt's own accept says whether the store takes it)."""
+        if self.kept is None:
+            return
+        try:
+            await self.kept.keep_editor_session(
+                self.name, session.session_id, session.cwd, title=title
+            )
+        except StoreError as exc:
+            log.warning("acp: session %s was not kept: %s", session.session_id, exc)
+
+    async def keep_files(self, files: Sequence[PromptFile]) -> tuple[Attachment, ...]:
+        """Write a prompt's ``files`` to the state dir (``prompt_files``): the attachments
+        naming them, for the message."""
+        return tuple([replace(f.attachment, ref=await self._files.keep(f.data)) for f in files])
+
     def message(
-        self, session: AcpSession, text: str, files: Sequence[PromptFile] = (), sender: str = ""
+        self,
+        session: AcpSession,
+        text: str,
+        attachments: Sequence[Attachment] = (),
+        sender: str = "",
+        *,
+        cancel: bool = False,
     ) -> InboundMessage:
-        """An inbound message of ``session`` saying ``text`` with ``files`` (kept here until
-        the run reads them)."""
-        for file in files:
-            self._files[file.attachment.ref] = file.data
+        """An inbound message of ``session`` saying ``text`` with ``attachments`` (files
+        ``keep_files`` wrote); ``cancel``: the ``/stop`` a ``session/cancel`` sends, which a
+        replay leaves out (its id starts with ``CANCEL_ID``)."""
         return InboundMessage(
             channel=self.name,
             chat_id=session.session_id,
             sender_id="editor",
             sender_name=sender,
             text=text,
-            message_id=uuid.uuid4().hex,  # unique across restarts: never "already seen"
+            # Unique across restarts: never "already seen".
+            message_id=(CANCEL_ID if cancel else "") + uuid.uuid4().hex,
             conversation_key=self.conversation_key(session.session_id),
             is_direct=True,
             mentions_bot=True,
-            attachments=tuple(file.attachment for file in files),
+            attachments=tuple(attachments),
         )
 
     async def hand(self, message: InboundMessage) -> object:
@@ -306,12 +338,7 @@ class AcpAdapter(ChannelAdapter):
         return None
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        data = self._files.pop(attachment.ref, None)
-        if data is None:
-            raise DownloadError("the file is gone (botd restarted since the editor sent it)")
-        if len(data) > max_bytes:
-            raise TooLarge(len(data), max_bytes)
-        return data
+        return await self._files.read(attachment.ref, max_bytes)
 
     # -- buttons: a permission request ------------------------------------------------------
 

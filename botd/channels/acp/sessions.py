@@ -1,15 +1,22 @@
 """What botd answers to an editor's ACP requests: one ``EditorConnection`` per connection.
 
 * ``initialize``: the protocol version (the client's, at most the SDK's), botd's name and
-  version, and its capabilities: images and embedded resources in prompts, ``session/load``.
+  version, and its capabilities: images and embedded resources in prompts, ``session/load``,
+  ``session/list``.
 * ``session/new``: a new session id, a conversation of the channel (``acp:<id>``). The cwd
   is kept with the session; botd's tools work in botd's own workspace, not in it. MCP
   servers the editor offers are not connected (logged): an editor's servers would run inside
   the daemon that answers every other channel too. botd's own ``agent.mcp_servers`` apply.
-* ``session/load``: a session botd knows (in memory, or a conversation in the store after a
-  restart) belongs to this connection from now on; an unknown one is ``Resource not found``.
-  Its earlier turns are not sent again: the model still has them.
-* ``session/list``: the sessions this daemon served since it started.
+* ``session/load``: a session botd knows (in memory, or kept in the store after a restart)
+  belongs to this connection from now on; an unknown one is ``Resource not found``. Before
+  the answer, the conversation is replayed (``_replay``): each message the user
+  sent as a ``user_message_chunk``, each piece botd sent as an ``agent_message_chunk``, in
+  the order the chat showed them, as far as the inbox and the outbox still hold them.
+* ``session/list``: every session of this channel instance the store keeps (made, loaded or
+  prompted, before a restart too), the most recently changed first, ``cwd`` filtering, in
+  pages of ``LIST_PAGE`` with an opaque ``nextCursor``; each with its cwd, its title (the
+  first line of its first prompt) and when it last changed. The store keeps each session
+  when it is made, loaded and prompted.
 * ``session/prompt``: the prompt becomes one inbound message (``updates.prompt_parts``) handed
   to the router like any channel's, so it is accepted into the durable inbox before anything
   runs; the request is answered when its run is over, with the run's stop reason. A chat
@@ -24,15 +31,24 @@ method ``Method not found`` by the SDK's router; the connection goes on.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    update_agent_message_text,
+    update_user_message_text,
+)
 from acp.interfaces import Client
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
+    AgentMessageChunk,
     ClientCapabilities,
     HttpMcpServer,
     Implementation,
@@ -43,13 +59,17 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
     SessionInfo,
+    SessionListCapabilities,
     SseMcpServer,
+    UserMessageChunk,
 )
 
 from ... import __version__
 from ...commands import chat_command, command_argument
-from .updates import PromptBlock, prompt_parts, stop_reason
+from ...store import EditorSession
+from .updates import CANCEL_ID, STOP_ANSWERS, PromptBlock, prompt_parts, stop_reason
 
 if TYPE_CHECKING:  # the adapter makes a connection's EditorConnection
     from .adapter import AcpAdapter, AcpSession
@@ -59,6 +79,11 @@ log = logging.getLogger(__name__)
 __all__ = ["EditorConnection"]
 
 McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+
+LIST_PAGE = 50
+"""The most sessions one ``session/list`` answer holds (``nextCursor`` gives the next)."""
+TITLE_CHARS = 80
+"""The longest session title (the start of its first prompt)."""
 
 
 class EditorConnection:
@@ -84,6 +109,7 @@ class EditorConnection:
                 prompt_capabilities=PromptCapabilities(
                     image=True, embedded_context=True, audio=False
                 ),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="botd", title="botd", version=__version__),
         )
@@ -96,7 +122,7 @@ class EditorConnection:
         **kwargs: Any,
     ) -> NewSessionResponse:
         session_id = uuid.uuid4().hex
-        self._adapter.attach(session_id, cwd, self._client)
+        await self._adapter.keep(self._adapter.attach(session_id, cwd, self._client))
         self._offered(session_id, mcp_servers)
         log.info("acp: new session %s (cwd %s)", session_id, cwd)
         return NewSessionResponse(session_id=session_id)
@@ -111,20 +137,34 @@ class EditorConnection:
     ) -> LoadSessionResponse:
         if not await self._adapter.known(session_id):
             raise RequestError(-32002, f"no session {session_id} here", {"sessionId": session_id})
-        self._adapter.attach(session_id, cwd, self._client)
+        session = self._adapter.attach(session_id, cwd, self._client)
+        await self._adapter.keep(session)
         self._offered(session_id, mcp_servers)
-        log.info("acp: session %s loaded", session_id)
+        replayed = await self._replay(session)
+        log.info("acp: session %s loaded (%d message(s) replayed)", session_id, replayed)
         return LoadSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
+        kept = self._adapter.kept
+        if kept is None:  # no store: the sessions of this process
+            return ListSessionsResponse(
+                sessions=[
+                    SessionInfo(session_id=session.session_id, cwd=session.cwd)
+                    for session in self._adapter.sessions()
+                    if cwd is None or session.cwd == cwd
+                ]
+            )
+        after = _page_start(cursor) if cursor else None
+        page = await kept.editor_sessions(
+            self._adapter.name, cwd=cwd, after=after, limit=LIST_PAGE + 1
+        )
+        more = len(page) > LIST_PAGE
+        page = page[:LIST_PAGE]
         return ListSessionsResponse(
-            sessions=[
-                SessionInfo(session_id=session.session_id, cwd=session.cwd)
-                for session in self._adapter.sessions()
-                if cwd is None or session.cwd == cwd
-            ]
+            sessions=[_session_info(session) for session in page],
+            next_cursor=_cursor(page[-1]) if more else None,
         )
 
     async def prompt(
@@ -137,7 +177,9 @@ class EditorConnection:
             raise RequestError.invalid_params({"prompt": str(exc)}) from None
         if not parts.text and not parts.files:
             raise RequestError.invalid_params({"prompt": "the prompt says nothing"})
-        message = self._adapter.message(session, parts.text, parts.files, self._editor)
+        await self._adapter.keep(session, title=_title(parts.text))
+        attachments = await self._adapter.keep_files(parts.files)
+        message = self._adapter.message(session, parts.text, attachments, self._editor)
         turn = session.open_turn(command=_command_alone(parts.text) and not parts.files)
         decision = await self._adapter.hand(message)
         if not getattr(decision, "accepted", True):
@@ -152,7 +194,8 @@ class EditorConnection:
         if session is None or not session.turns:
             return
         session.cancelled = True
-        await self._adapter.hand(self._adapter.message(session, "/stop", sender=self._editor))
+        stop = self._adapter.message(session, "/stop", sender=self._editor, cancel=True)
+        await self._adapter.hand(stop)
 
     def _session(self, session_id: str) -> AcpSession:
         session = self._adapter.session(session_id)
@@ -163,6 +206,35 @@ class EditorConnection:
                 {"sessionId": session_id},
             )
         return session
+
+    async def _replay(self, session: AcpSession) -> int:
+        """Send the editor what ``session``'s conversation said, as the chat showed it: the
+        user's messages as ``user_message_chunk``s, botd's pieces as ``agent_message_chunk``s
+        (set apart as they were sent); a cancel's ``/stop`` and its answer, which the editor
+        never showed, left out. Nothing else of the session goes out meanwhile. Returns how
+        many were sent."""
+        kept = self._adapter.kept
+        if kept is None:
+            return 0
+        said = await kept.conversation_said(self._adapter.conversation_key(session.session_id))
+        sent = 0
+        async with session.order:
+            after: str | None = None
+            for line in said:
+                update: UserMessageChunk | AgentMessageChunk
+                if line.by == "user":
+                    if (line.message_id or "").startswith(CANCEL_ID):
+                        after = "cancel"
+                        continue
+                    update = update_user_message_text(line.text)
+                elif after == "cancel" and line.text.strip() in STOP_ANSWERS:
+                    continue
+                else:
+                    text = f"\n\n{line.text}" if after == "bot" else line.text
+                    update = update_agent_message_text(text)
+                await self._client.session_update(session.session_id, update)
+                after, sent = line.by, sent + 1
+        return sent
 
     def _offered(self, session_id: str, servers: list[McpServer] | None) -> None:
         if servers:
@@ -181,3 +253,36 @@ def _command_alone(text: str) -> bool:
     if command is None:
         return False
     return not (command in ("/new", "/reset") and command_argument(text))
+
+
+def _title(text: str) -> str | None:
+    """A session's title: the first line of its first prompt, cut to ``TITLE_CHARS``."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _session_info(session: EditorSession) -> SessionInfo:
+    updated = datetime.fromtimestamp(session.updated_at, UTC).isoformat(timespec="seconds")
+    return SessionInfo(
+        session_id=session.session_id,
+        cwd=session.cwd,
+        title=session.title,
+        updated_at=updated.replace("+00:00", "Z"),
+    )
+
+
+def _cursor(last: EditorSession) -> str:
+    """The opaque cursor of the page after ``last``: where it is in the list's order."""
+    where = json.dumps([last.updated_at, last.session_id]).encode()
+    return base64.urlsafe_b64encode(where).decode()
+
+
+def _page_start(cursor: str) -> EditorSession:
+    """The session a ``cursor`` (``_cursor``'s) says the page starts after."""
+    try:
+        updated_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return EditorSession(str(session_id), "", None, float(updated_at))
+    except (ValueError, TypeError):
+        raise RequestError.invalid_params({"cursor": "not a cursor this agent gave"}) from None

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
     from ...ops.doctor.checks import Check
 
-__all__ = ["SPEC", "AcpSection"]
+__all__ = ["PROMPT_FILES", "SPEC", "AcpSection"]
+
+PROMPT_FILES = Path("acp") / "prompt-files"
+"""Where, under the state dir, the files of editors' prompts are kept (``prompt_files``)."""
 
 
 class AcpSection(ChannelSection):
@@ -42,6 +45,8 @@ def _adapter(section: AcpSection, context: ChannelContext) -> ChannelAdapter:
         channel=context.instance_name(SPEC.name),
         socket_path=path,
         has_conversation=context.has_conversation,
+        kept=context.editor_sessions,
+        files_dir=None if context.state_dir is None else context.state_dir / PROMPT_FILES,
     )
 
 

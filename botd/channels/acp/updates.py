@@ -16,11 +16,12 @@ A run's events become updates (``RunUpdates``, one per session):
 An ACP prompt (``prompt_parts``): text blocks are the message's text; a resource link is a
 Markdown link line; an embedded text resource is its text in a fence under its URI; an image,
 an audio clip and an embedded binary resource are files of the message (``Attachment``s whose
-bytes the adapter keeps until the run reads them).
+bytes the adapter writes to the state dir before the message is accepted: ``prompt_files``).
 
 A run's outcome becomes the turn's stop reason (``stop_reason``): the runtime's own reasons
-are ACP's; a run that failed (``error``, ``exception``) ends with ``end_turn``, the failure
-having been told as a message chunk (see ``FAILED_TEXT``).
+are ACP's (``botd.acp_mapping``, where the tool calls' kinds come from too); a run that
+failed (``error``, ``exception``) ends with ``end_turn``, the failure having been told as a
+message chunk (see ``FAILED_TEXT``).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from acp.schema import (
     TextResourceContents,
     ToolCallProgress,
     ToolCallStart,
-    ToolKind,
 )
 
+from ...acp_mapping import shared_stop_reason, tool_kind
 from ...chat import Attachment, AttachmentKind
 from ...events import (
     AgentEvent,
@@ -64,14 +65,15 @@ from ...events import (
 )
 
 __all__ = [
+    "CANCEL_ID",
     "FAILED_TEXT",
+    "STOP_ANSWERS",
     "PromptBlock",
     "PromptParts",
     "RunUpdates",
     "SessionUpdate",
     "prompt_parts",
     "stop_reason",
-    "tool_kind",
 ]
 
 PromptBlock = (
@@ -83,45 +85,22 @@ PromptBlock = (
 )
 SessionUpdate = ToolCallStart | ToolCallProgress | AgentThoughtChunk
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "max_tokens": "max_tokens",
-    "max_turn_requests": "max_turn_requests",
-    "refusal": "refusal",
-    "cancelled": "cancelled",
-}
+STOP_ANSWERS = frozenset({"Stopped.", "Nothing was running."})
+"""What ``/stop`` answers: not shown after a ``session/cancel``, whose turn ends by itself."""
+CANCEL_ID = "cancel-"
+"""How the id of the ``/stop`` a ``session/cancel`` sends begins (a replay leaves it out)."""
 FAILED_TEXT = "The run failed before it could answer (botd's log says why)."
 """The message chunk a turn that failed without showing anything ends with."""
 
 
 def stop_reason(outcome: str) -> StopReason:
     """The ACP stop reason of a run that ended with ``outcome`` (see the module docstring)."""
-    return _STOP_REASONS.get(outcome, "end_turn")
+    return shared_stop_reason(outcome) or "end_turn"
 
 
 def failed(outcome: str) -> bool:
     """Whether ``outcome`` is a run's failure rather than one of ACP's stop reasons."""
-    return outcome not in _STOP_REASONS
-
-
-_KINDS: tuple[tuple[tuple[str, ...], ToolKind], ...] = (
-    (("fetch", "http", "browse", "url"), "fetch"),
-    (("search", "grep", "find", "glob"), "search"),
-    (("read", "list", "ls", "cat", "view"), "read"),
-    (("write", "edit", "patch", "replace", "create"), "edit"),
-    (("delete", "remove", "rm"), "delete"),
-    (("move", "rename"), "move"),
-    (("exec", "shell", "bash", "run", "command"), "execute"),
-)
-
-
-def tool_kind(name: str) -> ToolKind:
-    """What kind of tool ``name`` is, as far as its name tells (editors pick an icon by it)."""
-    words = name.lower().replace("__", "_").replace("-", "_").split("_")
-    for hints, kind in _KINDS:
-        if any(word in hints for word in words):
-            return kind
-    return "other"
+    return shared_stop_reason(outcome) is None
 
 
 def _result_text(result: Any) -> str:

@@ -8,8 +8,9 @@ accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model cho
 ``approvals`` requests to approve tool calls; ``buttons`` the buttons under botd's
 messages; ``schema`` the migrations; ``leases`` the lease table and the fence a write can
 take; ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
-``status_lines`` the tool status a run shows; ``text`` the adapters every connection writes
-strings with (a NUL as U+FFFD).
+``status_lines`` the tool status a run shows; ``marks`` catch-up marks per chat;
+``editor_sessions`` the ACP channel's sessions and what a conversation said; ``text`` the
+adapters every connection writes strings with (a NUL as U+FFFD).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
 and only when ``store.backend`` is ``postgres``.
@@ -21,6 +22,7 @@ from .approvals import ApprovalStore
 from .base import describe
 from .buttons import ButtonStore
 from .cluster import ClusterStore
+from .editor_sessions import EditorSessionStore
 from .inbound import InboundStore
 from .jobs import JobStore
 from .ledger import LedgerStore
@@ -38,6 +40,7 @@ class PostgresStore(
     ApprovalStore,
     ButtonStore,
     MarkStore,
+    EditorSessionStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

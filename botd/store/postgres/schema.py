@@ -342,6 +342,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 36: the ACP channel's sessions, so that session/list lists them after a restart
+    # (as on SQLite).
+    (
+        """
+        CREATE TABLE editor_sessions (
+            channel text NOT NULL,
+            session_id text NOT NULL,
+            cwd text NOT NULL,
+            title text,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (channel, session_id)
+        )
+        """,
+        "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -10,7 +10,8 @@ accepted message and its state), ``outbox`` (every reply piece, written before i
 the conversations' model choices), ``status_lines`` (the tool status a run shows),
 ``approvals`` (requests to approve tool calls), ``buttons`` (the buttons under botd's
 messages), ``conversation_inbox`` (what the dispatcher reads of one conversation's inbox,
-and the arrival signal within the process).
+and the arrival signal within the process), ``marks`` (catch-up marks per chat),
+``editor_sessions`` (the ACP channel's sessions, and what a conversation said).
 ``schema`` holds the migrations, ``text`` the connection that writes a NUL as U+FFFD.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -27,6 +28,7 @@ from .base import BUSY_TIMEOUT_MS, DB_FILENAME, preflight
 from .buttons import ButtonStore
 from .chatter import ChatterStore
 from .conversation_inbox import ConversationInboxStore
+from .editor_sessions import EditorSessionStore
 from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
@@ -49,6 +51,7 @@ class SqliteStore(
     ButtonStore,
     ConversationInboxStore,
     MarkStore,
+    EditorSessionStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 

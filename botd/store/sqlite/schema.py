@@ -325,5 +325,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX chat_marks_by_time ON chat_marks (channel, account, marked_at)",
     ),
+    # issue 36: the ACP channel's sessions, so that session/list lists them after a restart:
+    # each session an editor made on a channel instance, its working directory, a title (the
+    # start of its first prompt) and when it last changed (made, loaded, prompted).
+    (
+        """
+        CREATE TABLE editor_sessions (
+            channel TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            title TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (channel, session_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

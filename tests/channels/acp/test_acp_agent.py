@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from tests.fakes.anthropic_api import (
 from tests.fakes.image_headers import png
 from tests.fakes.loopback import serve
 from tests.support.daemon_inprocess import ANTHROPIC_KEY, anthropic_yaml, config_yaml
-from tests.support.daemon_process import daemon_env, reap, start_daemon, stop_daemon
+from tests.support.daemon_process import daemon_env, ended, reap, start_daemon, stop_daemon
 from tests.support.waiting import HANG_GUARD, until
 
 ACP_CHANNEL = "channels:\n  acp:\n    enabled: true\n"
@@ -42,6 +44,8 @@ class Client:
         self._process = process
         self._ids = 0
         self.responses: dict[int, dict[str, Any]] = {}
+        self.updates_before: dict[int, int] = {}
+        """For each response, how many updates the client had received before it."""
         self.updates: list[dict[str, Any]] = []
         self.asks: list[dict[str, Any]] = []
         self.exit: int | None = None
@@ -58,6 +62,7 @@ class Client:
             elif "exit" in said:
                 self.exit = said["exit"]
             else:
+                self.updates_before[said["id"]] = len(self.updates)
                 self.responses[said["id"]] = said
 
     def _order(self, order: dict[str, Any]) -> None:
@@ -95,6 +100,15 @@ class Client:
             and u["update"]["sessionUpdate"] == "agent_message_chunk"
         )
 
+    def said(self, session_id: str, updates: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """The message chunks among ``updates`` of ``session_id``: (kind, text) in order."""
+        return [
+            (u["update"]["sessionUpdate"], u["update"]["content"]["text"])
+            for u in updates
+            if u["sessionId"] == session_id
+            and u["update"]["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+        ]
+
     def tool_states(self, call_id: str) -> list[str]:
         return [
             u["update"]["status"]
@@ -109,6 +123,7 @@ class Client:
         init = await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         assert init["protocolVersion"] == 1
         assert init["agentCapabilities"]["loadSession"] is True
+        assert init["agentCapabilities"]["sessionCapabilities"]["list"] == {}
         assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
         assert init["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is True
         session = await self.request("session/new", {"cwd": "/tmp", "mcpServers": []})
@@ -295,10 +310,15 @@ async def test_a_cancel_ends_the_turn_cancelled(
     assert (await client.response(turn))["result"] == {"stopReason": "cancelled"}
     held.set()
     assert client.chunks(session) == ""
+    # Loaded again, it replays the prompt; not the /stop the cancel sent, nor its answer.
+    load = client.send("session/load", {"sessionId": session, "cwd": "/tmp", "mcpServers": []})
+    await client.response(load)
+    replayed = client.updates[: client.updates_before[load]]
+    assert client.said(session, replayed) == [("user_message_chunk", "take your time")]
     assert await client.close() == 0
 
 
-async def test_a_session_is_loaded_again_after_the_daemon_restarts(
+async def test_a_session_is_loaded_again_after_the_daemon_restarts_replaying_what_it_said(
     tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
 ) -> None:
     model.push(stream(text("First answer.")), stream(text("Second answer.")))
@@ -317,15 +337,17 @@ async def test_a_session_is_loaded_again_after_the_daemon_restarts(
         await until(lambda: (tmp_path / "state" / "acp.sock").exists(), "the socket again")
         again = await client_of(config)
         await again.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        loaded = await again.request(
-            "session/load", {"sessionId": session, "cwd": "/tmp", "mcpServers": []}
-        )
-        assert loaded in ({}, None)
-        listed = await again.request("session/list", {})
-        assert {"sessionId": session, "cwd": "/tmp"} in listed["sessions"]
+        load = again.send("session/load", {"sessionId": session, "cwd": "/tmp", "mcpServers": []})
+        assert (await again.response(load))["result"] in ({}, None)
+        # The conversation came back, in order, before the load was answered.
+        replayed = again.updates[: again.updates_before[load]]
+        assert again.said(session, replayed) == [
+            ("user_message_chunk", "remember me"),
+            ("agent_message_chunk", "First answer."),
+        ]
         second = await again.request("session/prompt", prompt(session, "who am I?"))
         assert second == {"stopReason": "end_turn"}
-        assert again.chunks(session) == "Second answer."
+        assert again.chunks(session) == "First answer.Second answer."
         # The model was asked with the first turn before the second.
         said = json.dumps(model.requests[-1].body["messages"])
         assert "remember me" in said and "First answer." in said
@@ -336,3 +358,86 @@ async def test_a_session_is_loaded_again_after_the_daemon_restarts(
         assert await again.close() == 0
     finally:
         await stop_daemon(daemon)
+
+
+async def test_the_sessions_are_listed_after_the_daemon_restarts(
+    tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
+) -> None:
+    model.push(stream(text("Done.")))
+    config = write_config(tmp_path, anthropic_yaml(model), ACP_CHANNEL)
+    daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+    try:
+        await until(lambda: (tmp_path / "state" / "acp.sock").exists(), "the daemon's socket")
+        client = await client_of(config)
+        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        made = {
+            cwd: (await client.request("session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"]
+            for cwd in ("/work/b", "/work/a")
+        }
+        words = "Fix the parser\nIt breaks on empty lines."
+        assert await client.request("session/prompt", prompt(made["/work/b"], words)) == {
+            "stopReason": "end_turn"
+        }
+        assert await client.close() == 0
+        assert await stop_daemon(daemon) == 0
+
+        daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+        await until(lambda: (tmp_path / "state" / "acp.sock").exists(), "the socket again")
+        again = await client_of(config)
+        await again.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        listed = await again.request("session/list", {})
+        assert [(s["sessionId"], s["cwd"], s.get("title")) for s in listed["sessions"]] == [
+            (made["/work/b"], "/work/b", "Fix the parser"),  # prompted last: first
+            (made["/work/a"], "/work/a", None),
+        ]
+        assert all(s["updatedAt"].endswith("Z") for s in listed["sessions"])
+        assert listed.get("nextCursor") is None
+        in_a = await again.request("session/list", {"cwd": "/work/a"})
+        assert [s["sessionId"] for s in in_a["sessions"]] == [made["/work/a"]]
+        bad = await again.response(again.send("session/list", {"cursor": "no such"}))
+        assert bad["error"]["code"] == -32602
+        assert await again.close() == 0
+    finally:
+        await stop_daemon(daemon)
+
+
+async def test_a_prompts_image_survives_a_kill_mid_answer(
+    tmp_path: Path, model: FakeAnthropicAPI, client_of: Any
+) -> None:
+    model.push(stream(stall=True))  # the model takes the request and says nothing
+    config = write_config(tmp_path, anthropic_yaml(model), ACP_CHANNEL)
+    daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+    try:
+        await until(lambda: (tmp_path / "state" / "acp.sock").exists(), "the daemon's socket")
+        client = await client_of(config)
+        session = await client.start()
+        image = base64.b64encode(png(8, 8)).decode()
+        blocks = [
+            {"type": "text", "text": "What is in it?"},
+            {"type": "image", "mimeType": "image/png", "data": image},
+        ]
+        client.send("session/prompt", {"sessionId": session, "prompt": blocks})
+        await until(lambda: len(model.requests) == 1, "the model asked")
+        daemon.kill()  # SIGKILL: no shutdown code runs
+        await ended(daemon)
+
+        # The image is a file of the state dir; one older than a finished message is kept
+        # (a week) is removed when the channel starts.
+        files = tmp_path / "state" / "acp" / "prompt-files"
+        [kept] = list(files.iterdir())
+        old = files / ("acp-file-" + "0" * 32)
+        old.write_bytes(b"an old image")
+        eight_days_ago = time.time() - 8 * 24 * 3600
+        os.utime(old, (eight_days_ago, eight_days_ago))
+
+        model.push(stream(text("A black square.")))
+        daemon = await start_daemon(config, tmp_path, ANTHROPIC_TEST_KEY=ANTHROPIC_KEY)
+        await until(lambda: len(model.requests) == 2, "the resumed run to ask the model")
+        for asked in model.requests:
+            content = asked.body["messages"][-1]["content"]
+            assert any(block.get("type") == "image" for block in content), content
+        await until(lambda: not old.exists(), "the old file removed")
+        assert list(files.iterdir()) == [kept]
+        assert await stop_daemon(daemon) == 0
+    finally:
+        await reap(daemon)

@@ -19,7 +19,8 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from botd.channels.acp.updates import RunUpdates, prompt_parts, stop_reason, tool_kind
+from botd.acp_mapping import tool_kind
+from botd.channels.acp.updates import RunUpdates, prompt_parts, stop_reason
 from botd.events import (
     AssistantStreamEvent,
     Message,

@@ -1,0 +1,89 @@
+"""The ACP channel's sessions on PostgreSQL (``EditorSessions``), as the SQLite store means
+them (``botd/store/sqlite/editor_sessions.py``): kept so ``session/list`` lists them after a
+restart, and a conversation's accepted messages and sent pieces read back for
+``session/load`` to replay. A session is the channel's, not a conversation's run: its writes
+take no lease fence (any node an editor is connected to keeps its own editor's sessions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import EditorSession, SaidLine
+from ..rows import EDITOR_SESSION_COLUMNS, editor_session_from_row, said_lines
+from .base import Conn, PostgresBase
+
+
+class EditorSessionStore(PostgresBase):
+    """The ``editor_sessions`` table, and the replay read (see the module docstring)."""
+
+    async def keep_editor_session(
+        self, channel: str, session_id: str, cwd: str, *, title: str | None = None
+    ) -> None:
+        now = self._clock()
+
+        async def write(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO editor_sessions (channel, session_id, cwd, title, created_at, "
+                "updated_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (channel, session_id) "
+                "DO UPDATE SET cwd = excluded.cwd, updated_at = excluded.updated_at, "
+                "title = coalesce(editor_sessions.title, excluded.title)",
+                (channel, session_id, cwd, title, now, now),
+            )
+
+        await self._commit("keep_editor_session", write)
+
+    async def editor_session(self, channel: str, session_id: str) -> EditorSession | None:
+        async def read(conn: Conn) -> EditorSession | None:
+            cur = await conn.execute(
+                f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions "
+                "WHERE channel = %s AND session_id = %s",
+                (channel, session_id),
+            )
+            row = await cur.fetchone()
+            return None if row is None else editor_session_from_row(row)
+
+        return await self._read(read)
+
+    async def editor_sessions(
+        self,
+        channel: str,
+        *,
+        cwd: str | None = None,
+        after: EditorSession | None = None,
+        limit: int,
+    ) -> list[EditorSession]:
+        where: list[str] = ["channel = %s"]
+        params: list[Any] = [channel]
+        if cwd is not None:
+            where.append("cwd = %s")
+            params.append(cwd)
+        if after is not None:
+            where.append('(updated_at < %s OR (updated_at = %s AND session_id COLLATE "C" > %s))')
+            params += [after.updated_at, after.updated_at, after.session_id]
+        query = (
+            f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
+            'ORDER BY updated_at DESC, session_id COLLATE "C" LIMIT %s'
+        )
+        values: list[Any] = [*params, limit]
+
+        async def read(conn: Conn) -> list[EditorSession]:
+            cur = await conn.execute(query, values)
+            return [editor_session_from_row(row) for row in await cur.fetchall()]
+
+        return await self._read(read)
+
+    async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
+        async def read(conn: Conn) -> list[SaidLine]:
+            cur = await conn.execute(
+                "SELECT 'user', message, accepted_at FROM inbox WHERE conversation_key = %s "
+                "UNION ALL "
+                "SELECT 'bot', o.text, o.created_at FROM outbox o JOIN inbox i "
+                "ON o.anchor = i.id WHERE i.conversation_key = %s AND o.state = 'sent'",
+                (conversation_key, conversation_key),
+            )
+            return said_lines(await cur.fetchall())
+
+        return await self._read(read)
+
+
+__all__ = ["EditorSessionStore"]
