@@ -450,6 +450,10 @@ class AcpAgentSection(Section):
     cancel_wait: Annotated[float, BeforeValidator(_seconds)] = Field(default=30.0, gt=0)
     """How long ``/stop`` waits for the agent to end its turn as ``cancelled`` before the
     run is ended as cancelled all the same."""
+    terminals: bool = False
+    """Whether the agent may ask botd to run commands (ACP terminals) in the conversation's
+    workspace. Not a sandbox: the commands reach the host's files and network as botd's
+    user (docs/acp.md)."""
 
 
 class AgentSection(Section):
