@@ -1,7 +1,8 @@
 """A tiny ACP agent over stdio, on the Python SDK's agent side, for the tests of what botd
 offers an agent beyond Claude Code's habits: terminals, and several agents at once.
 
-Each prompt's last text is a command; the answer is one message chunk:
+Each prompt's last text is a command (after the ``[sender]`` botd puts before a group
+message); the answer is one message chunk:
 
 * ``who``: ``<AGENT_NAME> pid <its pid>`` (``AGENT_NAME`` from its environment);
 * ``run LIMIT SHELL``: runs ``sh -c SHELL`` in a terminal (``LIMIT``: its
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import Any, cast
 
 import acp
@@ -31,6 +33,9 @@ from acp.schema import (
     PromptResponse,
     TextContentBlock,
 )
+
+SENDER = re.compile(r"^\[[^\]]*\]\s*")
+"""Who said a group message, as botd writes it before the text."""
 
 
 class ShellAgent:
@@ -59,7 +64,7 @@ class ShellAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         texts = [b.text for b in prompt if isinstance(b, TextContentBlock)]
-        command = texts[-1].strip() if texts else ""
+        command = SENDER.sub("", texts[-1].strip()) if texts else ""
         self._cancelled.discard(session_id)
         try:
             answer = await self._answer(session_id, command)

@@ -61,8 +61,8 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def agent_of(chat: Chat) -> AcpAgent:
-    assert chat.daemon.runtime is not None and chat.daemon.runtime.acp is not None
-    return chat.daemon.runtime.acp
+    assert chat.daemon.runtime is not None
+    return chat.daemon.runtime.acp["acp"]
 
 
 def with_buttons(telegram: FakeTelegramAPI) -> list[dict[str, Any]]:
