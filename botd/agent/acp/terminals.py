@@ -2,8 +2,9 @@
 ``terminals: true``.
 
 A terminal is one command the agent asks botd to run (``terminal/create``): started in the
-session's workspace (or a directory beneath it the agent names), with the variables botd's
-own agent process inherits plus those the request sets, stdin closed, stdout and stderr
+session's workspace (or a directory beneath it the agent names), with the variables an agent
+process inherits from botd (``HOME``, ``PATH``…; not the section's ``env``, whose values are
+secrets) plus those the request sets, stdin closed, stdout and stderr
 together into one output. It runs in a process group of its own, under the limits the
 reading workers set themselves (``botd.media.worker.limit_self``: CPU time, address space,
 no core file), and is killed past ``TERMINAL_BUDGET.wall`` seconds.
