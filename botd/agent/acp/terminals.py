@@ -1,7 +1,9 @@
 """The terminals botd runs for an ACP agent (``terminal/*``), when its section says
 ``terminals: true``.
 
-A terminal is one command the agent asks botd to run (``terminal/create``): started in the
+A terminal is one command the agent asks botd to run (``terminal/create``): the program
+``command`` names with ``args``, or, without ``args``, ``command`` as a line of ``sh`` (what
+Claude Code sends: a shell command line, as an editor's terminal would run it); started in the
 session's workspace (or a directory beneath it the agent names), with the variables an agent
 process inherits from botd (``HOME``, ``PATH``…; not the section's ``env``, whose values are
 secrets) plus those the request sets, stdin closed, stdout and stderr
@@ -154,9 +156,9 @@ class Terminals:
         be started (not found, not executable)."""
         limit = OUTPUT_BYTES if output_byte_limit is None else min(output_byte_limit, OUTPUT_BYTES)
         budget = self._budget
+        program = [command, *args] if args else ["/bin/sh", "-c", command]
         process = await asyncio.create_subprocess_exec(
-            command,
-            *args,
+            *program,
             cwd=cwd,
             env={**self._environment, **env},
             stdin=asyncio.subprocess.DEVNULL,

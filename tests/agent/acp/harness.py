@@ -31,9 +31,12 @@ PARAGRAPHS = [f"Paragraph {n} of what the agent found." for n in range(1, 5)]
 WRITE_ID = "toolu_acp_write_1"
 
 
-def agent_yaml(entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str) -> str:
+def agent_yaml(
+    entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str, terminals: bool = False
+) -> str:
     """An ``agent:`` section answering with Claude Code over ACP (its HOME, where it keeps
-    its sessions, at ``home``); ``lines`` are more of the section's keys."""
+    its sessions, at ``home``); ``lines`` are more of the section's keys; ``terminals``: the
+    agent may run commands through botd's terminals."""
     extra = "".join(f"  {line}\n" for line in lines)
     env = {
         "ANTHROPIC_BASE_URL": model.base_url,
@@ -55,6 +58,7 @@ def agent_yaml(entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str) ->
         f"    env: {json.dumps(env)}\n"
         # Past the tests' hang guard: a /stop the agent did not end as cancelled fails.
         "    cancel_wait: 10m\n"
+        f"    terminals: {json.dumps(terminals)}\n"
     )
 
 
@@ -78,7 +82,10 @@ def plan(*steps: tuple[str, str]) -> Reply:
 
 def is_turn(body: dict[str, Any]) -> bool:
     """Whether a request is a turn of the conversation (not one of Claude Code's own)."""
-    return any(tool.get("name") == "Bash" for tool in body.get("tools") or [])
+    # A turn offers Claude Code's shell: its own Bash, or with botd's terminals on, the one
+    # run through them beside its own tools (its token count offers the ACP tools alone).
+    names = {tool.get("name") for tool in body.get("tools") or []}
+    return "Bash" in names or {"mcp__acp__Bash", "Glob"} <= names
 
 
 class AgentModel:
