@@ -100,9 +100,11 @@ class Terminal:
         return status
 
     def kill(self) -> None:
-        """Kill the command's process group (nothing if it ended)."""
+        """Kill the command's process group (nothing once it ended and its output closed)."""
         self._deadline.cancel()
-        if self._process.returncode is None:
+        # A child the command left behind may still hold its output: the group is alive
+        # (and its id not free for another) while the output is being read.
+        if self._process.returncode is None or not self._reading.done():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._process.pid, signal.SIGKILL)
 

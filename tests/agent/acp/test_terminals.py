@@ -97,11 +97,12 @@ def _pid_written(tmp_path: Path) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no one reaped yet does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # -- Terminals itself -----------------------------------------------------------------------
@@ -155,3 +156,17 @@ async def test_a_released_session_leaves_nothing_running(tmp_path: Path) -> None
     assert terminal is not None and terminal.running
     await terminals.release_session("s")
     assert not terminal.running and terminals.get("s", made) is None
+
+
+async def test_a_release_kills_what_the_command_left_running(tmp_path: Path) -> None:
+    terminals = Terminals(os.environ)
+    shell = "sleep 600 & echo $! > child; exit 0"
+    made = await terminals.create("s", tmp_path, "sh", ["-c", shell], {}, None)
+    child = int(await until(lambda: _read(tmp_path / "child"), "the child's pid"))
+    assert _alive(child)
+    await terminals.release("s", made)
+    await until(lambda: not _alive(child), "the child killed")
+
+
+def _read(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
