@@ -6,11 +6,15 @@ Claude Code asks the Messages API for more than the conversation's turns (a shor
 of its own as a session starts); ``AgentModel`` answers those with a word and the
 conversation's turns, recognized by the tools offered with them, by its script: each call
 gets the next of ``turns`` (the last is given again when they run out).
+
+The tests of what Claude Code does not exercise (terminals, several agents) drive the tiny
+``shell_agent.py`` instead: ``shell_agent_yaml`` and ``shell_agent_entry`` configure it.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,3 +128,29 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
             if block.get("type") == "tool_result":
                 found.append(block)
     return found
+
+
+SHELL_AGENT = Path(__file__).with_name("shell_agent.py")
+
+
+def shell_agent_yaml(*lines: str, name: str = "agent-one") -> str:
+    """An ``agent`` section answering with ``shell_agent.py`` as ``agent.acp`` (``lines``:
+    more of its keys)."""
+    extra = "".join(f"    {line}\n" for line in lines)
+    return (
+        "agent:\n"
+        "  backend: acp\n"
+        "  acp:\n"
+        f"    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(SHELL_AGENT))}]\n"
+        f"    env: {{AGENT_NAME: {name}}}\n"
+        f"{extra}"
+    )
+
+
+def shell_agent_entry(name: str) -> str:
+    """``shell_agent.py`` as one agent's section in flow style, answering ``who`` with ``name``."""
+    return (
+        f"{{command: {json.dumps(sys.executable)}, args: [{json.dumps(str(SHELL_AGENT))}], "
+        f"env: {{AGENT_NAME: {name}}}}}"
+    )

@@ -4,11 +4,9 @@ needed). The agents are the tiny ``shell_agent.py``, told apart by ``AGENT_NAME`
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-from tests.agent.acp.test_terminals import SHELL_AGENT
+from tests.agent.acp.harness import shell_agent_entry
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.support.chat import DM, chatting
 from tests.support.waiting import until
@@ -17,21 +15,16 @@ ONE, TWO = -100111, -100222
 ALICE = user(DM, "Alice")
 
 
-def agent_entry(name: str) -> str:
-    return (
-        f"{{command: {json.dumps(sys.executable)}, args: [{json.dumps(str(SHELL_AGENT))}], "
-        f"env: {{AGENT_NAME: {name}}}}}"
-    )
-
-
 async def test_two_groups_are_answered_by_two_agents_each_its_own_process(
     tmp_path: Path,
 ) -> None:
     section = (
         "agent:\n"
         "  backend: model\n"
-        f"  acp: {agent_entry('agent-one')}\n"
-        f"  acp_agents: {{second: {agent_entry('agent-two')}, unused: {agent_entry('agent-3')}}}\n"
+        f"  acp: {shell_agent_entry('agent-one')}\n"
+        "  acp_agents:\n"
+        f"    second: {shell_agent_entry('agent-two')}\n"
+        f"    unused: {shell_agent_entry('agent-3')}\n"
     )
     groups = (
         f'groups: {{"{ONE}": {{require_mention: false, backend: acp}}, '

@@ -8,34 +8,17 @@ a Telegram DM; the bounds are also checked on ``Terminals`` itself, with real pr
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from botd.agent.acp.terminals import OUTPUT_BYTES, Terminals
 from botd.media.sandbox import Budget
+from tests.agent.acp.harness import shell_agent_yaml
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import Chat, chatting
 from tests.support.waiting import until
-
-SHELL_AGENT = Path(__file__).with_name("shell_agent.py")
-
-
-def shell_agent_yaml(*lines: str, name: str = "agent-one") -> str:
-    """An ``agent.acp`` section running ``shell_agent.py`` (``lines``: more of its keys)."""
-    extra = "".join(f"    {line}\n" for line in lines)
-    return (
-        "agent:\n"
-        "  backend: acp\n"
-        "  acp:\n"
-        f"    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(SHELL_AGENT))}]\n"
-        f"    env: {{AGENT_NAME: {name}}}\n"
-        f"{extra}"
-    )
 
 
 @asynccontextmanager
