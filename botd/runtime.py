@@ -18,6 +18,7 @@ a backend, nor a platform.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,6 +39,7 @@ from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
 from .config import BotdConfig, ChatChannelSection
 from .config.extras import installed
+from .config.schema import acp_agent_key
 from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
@@ -77,7 +79,7 @@ __all__ = ["AcpUnavailable", "Intake", "LiveConfig", "Runtime", "Toolbox", "buil
 
 
 class AcpUnavailable(RuntimeError):
-    """``agent.backend`` is ``acp`` but the ACP SDK is not installed."""
+    """An ACP agent is configured but the ACP SDK is not installed."""
 
 
 class LiveConfig:
@@ -280,14 +282,14 @@ class Runtime:
     lease, their accepted entries pulled, claims and takeovers (started by the App)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
-    acp: AcpAgent | None = None
-    """The ACP agent answering instead of the model (``agent.backend: acp``); its process
-    is started by the first run that needs it and stopped by the App."""
+    acp: dict[str, AcpAgent] = field(default_factory=dict)
+    """The ACP agents answering instead of the model, by the backend that names them
+    (``acp``, ``acp:<name>``); each one's process is started by the first run that needs it
+    and stopped by the App."""
 
     async def close_acp(self) -> None:
-        """Stop the ACP agent's process, if one runs."""
-        if self.acp is not None:
-            await self.acp.close()
+        """Stop the ACP agents' processes, those that run."""
+        await asyncio.gather(*(agent.close() for agent in self.acp.values()))
 
     @property
     def config(self) -> BotdConfig:
@@ -347,7 +349,7 @@ def build_runtime(
     model_health: dict[str, Reachability] = {}
     provider = build_provider(config, model_health)
     mcp = McpManager(config.agent.mcp_servers)  # refused at once without the SDK
-    acp = acp_agent(config, state_dir)  # refused at once without the SDK too
+    acp = acp_agents(config, state_dir)  # refused at once without the SDK too
     delivery = ChannelDelivery(
         {},  # the channels, once built (``Channels.update_channels``)
         delivery_modes(config),
@@ -445,7 +447,8 @@ def build_runtime(
 
 
 def answered_by(live: LiveConfig, router: Router, message: InboundMessage) -> str:
-    """What answers ``message``'s chat, ``model`` or ``acp``: its group's ``backend``, else
+    """What answers ``message``'s chat, ``model``, ``acp`` or ``acp:<name>``: its group's
+    ``backend``, else
     its channel's, else ``agent.backend`` (read live: a reload applies to the next run)."""
     config = live.current
     section = config.channels.section(message.channel)
@@ -459,19 +462,29 @@ def answered_by(live: LiveConfig, router: Router, message: InboundMessage) -> st
     return chosen
 
 
-def acp_agent(config: BotdConfig, state_dir: Path) -> AcpAgent | None:
-    """The ACP agent ``agent.acp`` names (None: none is configured, the model answers
-    everywhere). Raises ``AcpUnavailable`` when its SDK (``botd[acp]``) is not installed."""
-    section = config.agent.acp
-    if section is None:
-        return None
+def acp_agents(config: BotdConfig, state_dir: Path) -> dict[str, AcpAgent]:
+    """The ACP agents the config has (``agent.acp``, ``agent.acp_agents``) by the backend
+    that names them; none started yet (empty: the model answers everywhere). The sessions of
+    ``agent.acp`` are kept in ``acp/sessions.json`` under the state dir, those of a named
+    agent in ``acp/agents/<name>/sessions.json``. Raises ``AcpUnavailable`` when the SDK
+    (``botd[acp]``) is not installed."""
+    sections = config.agent.acp_sections()
+    if not sections:
+        return {}
     if not installed("acp"):
         raise AcpUnavailable(
-            "agent.backend is acp but the ACP SDK is not installed: pip install 'botd[acp]'"
+            "an ACP agent is configured but the ACP SDK is not installed: pip install 'botd[acp]'"
         )
     from .agent.acp.agent import AcpAgent  # the SDK, imported only when configured
 
-    return AcpAgent(section, state_dir)
+    agents = {}
+    for backend, section in sections.items():
+        _, _, name = backend.partition(":")
+        sessions = state_dir / "acp" / "agents" / name / "sessions.json" if name else None
+        agents[backend] = AcpAgent(
+            section, state_dir, key=acp_agent_key(backend), sessions_file=sessions
+        )
+    return agents
 
 
 async def session_started(store: Store, conversation_key: str) -> float | None:

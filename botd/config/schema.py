@@ -50,6 +50,7 @@ __all__ = [
     "CATCH_UP_AT_MOST",
     "DEFAULT_TOOLS",
     "STATUSES",
+    "AcpAgentName",
     "AcpAgentSection",
     "AgentBackend",
     "AgentSection",
@@ -92,6 +93,7 @@ __all__ = [
     "StoreSection",
     "ToolProgressMode",
     "TranscriptionSection",
+    "acp_agent_key",
     "channels_in",
     "configured_in",
     "off_on",
@@ -106,7 +108,6 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 ReasoningMode = Literal["off", "on", "stream"]
 ToolProgressMode = Literal["off", "status"]
-AgentBackend = Literal["model", "acp"]
 BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
@@ -348,6 +349,41 @@ def _server_name(name: str) -> str:
 McpServerName = Annotated[str, AfterValidator(_server_name)]
 
 
+ACP_AGENT_NAME = re.compile(r"[A-Za-z0-9_-]+")
+"""What a named ACP agent (``agent.acp_agents``) may be called: ``backend: acp:<name>``."""
+
+
+def _acp_agent_name(name: str) -> str:
+    if not ACP_AGENT_NAME.fullmatch(name):
+        raise ValueError(f"ACP agent name {name!r} may hold only letters, digits, '_' and '-'")
+    return name
+
+
+def _backend_spelled(value: str) -> str:
+    if value in ("model", "acp"):
+        return value
+    prefix, _, name = value.partition(":")
+    if prefix != "acp" or not ACP_AGENT_NAME.fullmatch(name):
+        raise ValueError(
+            f"{value!r} is not a backend: model, acp (agent.acp) or acp:<name> "
+            "(one of agent.acp_agents)"
+        )
+    return value
+
+
+AcpAgentName = Annotated[str, AfterValidator(_acp_agent_name)]
+AgentBackend = Annotated[str, AfterValidator(_backend_spelled)]
+"""What answers a chat: ``model`` (botd's own loop), ``acp`` (the agent ``agent.acp``) or
+``acp:<name>`` (the agent ``agent.acp_agents.<name>``)."""
+
+
+def acp_agent_key(backend: str) -> str:
+    """The config key of the ACP agent an ``acp`` backend names (``agent.acp``, or
+    ``agent.acp_agents.<name>``)."""
+    _, _, name = backend.partition(":")
+    return f"agent.acp_agents.{name}" if name else "agent.acp"
+
+
 class McpServerSection(Section):
     """One MCP server whose tools the agent may use: a command botd runs and talks to over
     its stdin and stdout (``command``, ``args``, ``env``, ``cwd``), or a streamable-HTTP
@@ -439,9 +475,10 @@ class ApprovalsSection(Section):
 
 
 class AcpAgentSection(Section):
-    """``agent.acp``: the ACP agent that answers instead of botd's own model when
-    ``agent.backend`` is ``acp`` (botd is its client, docs/acp.md): a command botd starts
-    once and talks to over its stdin and stdout. ``env`` values are secrets (an API key)."""
+    """``agent.acp`` (or one of ``agent.acp_agents``): an ACP agent that answers instead of
+    botd's own model where the backend is ``acp`` (or ``acp:<name>``); botd is its client,
+    docs/acp.md. A command botd starts once and talks to over its stdin and stdout. ``env``
+    values are secrets (an API key)."""
 
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
@@ -450,6 +487,10 @@ class AcpAgentSection(Section):
     cancel_wait: Annotated[float, BeforeValidator(_seconds)] = Field(default=30.0, gt=0)
     """How long ``/stop`` waits for the agent to end its turn as ``cancelled`` before the
     run is ended as cancelled all the same."""
+    terminals: bool = False
+    """Whether the agent may ask botd to run commands (ACP terminals) in the conversation's
+    workspace. Not a sandbox: the commands reach the host's files and network as botd's
+    user (docs/acp.md)."""
 
 
 class AgentSection(Section):
@@ -485,14 +526,19 @@ class AgentSection(Section):
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     backend: AgentBackend = "model"
     """What answers: ``model``, botd's own agent loop on ``model``; ``acp``, the ACP agent
-    ``agent.acp`` names (Claude Code, Gemini CLI…), with botd as its client."""
+    ``agent.acp`` names (Claude Code, Gemini CLI…), with botd as its client; ``acp:<name>``,
+    the agent ``acp_agents.<name>``."""
     acp: AcpAgentSection | None = None
+    acp_agents: dict[AcpAgentName, AcpAgentSection] = Field(default_factory=dict)
+    """More ACP agents, by name, for chats that name theirs (``backend: acp:<name>``): two
+    groups can be answered by two agents, each its own process."""
 
-    @model_validator(mode="after")
-    def _acp_agent_named(self) -> AgentSection:
-        if self.backend == "acp" and self.acp is None:
-            raise ValueError("backend acp needs acp: the command of the agent to run")
-        return self
+    def acp_sections(self) -> dict[str, AcpAgentSection]:
+        """Every configured ACP agent's section, by the backend that names it (``acp``,
+        ``acp:<name>``)."""
+        sections = {} if self.acp is None else {"acp": self.acp}
+        sections.update({f"acp:{name}": s for name, s in self.acp_agents.items()})
+        return sections
 
 
 # --------------------------------------------------------------------------- channels
@@ -565,7 +611,8 @@ class GroupSection(Section):
     """How replies appear in this group (unset: the channel's ``delivery``). Only for a
     group named by its id: a reply's chat is not known to be a group under ``"*"``."""
     backend: AgentBackend | None = None
-    """What answers in this group: ``model`` or ``acp`` (unset: the channel's ``backend``)."""
+    """What answers in this group: ``model``, ``acp`` or ``acp:<name>`` (unset: the
+    channel's ``backend``)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -624,8 +671,8 @@ class ChatChannelSection(ChannelSection):
     native streaming where it has it, else as ``edit``; see ``botd.delivery.previews``)."""
     delivery_retry_for: float = Field(default=300.0, ge=0)
     backend: AgentBackend | None = None
-    """What answers on this channel: ``model`` or ``acp`` (unset: ``agent.backend``); a
-    group's ``backend`` overrides it there."""
+    """What answers on this channel: ``model``, ``acp`` or ``acp:<name>`` (unset:
+    ``agent.backend``); a group's ``backend`` overrides it there."""
     mention_patterns: list[str] = Field(default_factory=list)
     reactions: Reactions = True
     """Status reactions on the messages the bot answers: ``taken`` when one is accepted,
@@ -1018,20 +1065,37 @@ class BotdConfig(Section):
     def _expand_state_home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @model_validator(mode="after")
-    def _acp_agent_for_every_acp_backend(self) -> BotdConfig:
-        if self.agent.acp is not None:
-            return self
+    def backends(self) -> dict[Loc, str]:
+        """Every backend the config names, by its key: ``agent.backend``, each chat channel's
+        and each of its groups' that is set."""
+        named: dict[Loc, str] = {("agent", "backend"): self.agent.backend}
         for name, section in self.channels.sections().items():
             if not isinstance(section, ChatChannelSection):
                 continue
-            if section.backend == "acp":
-                raise ValueError(f"channels.{name}.backend is acp but agent.acp is not set")
+            if section.backend is not None:
+                named[("channels", name, "backend")] = section.backend
             for group, rule in section.groups.items():
-                if rule.backend == "acp":
-                    raise ValueError(
-                        f"channels.{name}.groups.{group}.backend is acp but agent.acp is not set"
-                    )
+                if rule.backend is not None:
+                    named[("channels", name, "groups", group, "backend")] = rule.backend
+        return named
+
+    @model_validator(mode="after")
+    def _acp_agent_for_every_acp_backend(self) -> BotdConfig:
+        """Refuse a backend naming an ACP agent the config does not have, under its own key
+        (and line)."""
+        sections = self.agent.acp_sections()
+        errors: list[InitErrorDetails] = []
+        for loc, backend in self.backends().items():
+            if backend == "model" or backend in sections:
+                continue
+            error = PydanticCustomError(
+                "value_error",
+                "{backend} names the ACP agent {key}, which is not set",
+                {"backend": backend, "key": acp_agent_key(backend)},
+            )
+            errors.append(InitErrorDetails(type=error, loc=loc, input=backend))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
     def summary(self) -> str:

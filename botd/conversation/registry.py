@@ -97,7 +97,7 @@ class Conversations:
         timer: Timer | None = None,
         reactions: StatusReactions | None = None,
         approvals: Approvals | None = None,
-        acp: AcpAgent | None = None,
+        acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = store

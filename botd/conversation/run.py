@@ -8,10 +8,11 @@ hands the subscriber's replies to the output as they come: blocks in ``blocks`` 
 partial replies in ``edit`` and ``stream`` modes, the final replies after the run. Without
 streamed blocks the finals are built without block dedupe, so the answer is never lost.
 
-With ``agent.backend: acp`` the run is a turn of the ACP agent (``botd.agent.acp``) instead
-of botd's own loop: it emits the same events, so everything below holds for it too, its
-permission requests go through the approvals (``Approvals.choose``), and the transcript is
-not compacted (the agent keeps its own context).
+Where the chat's backend is ``acp`` (or ``acp:<name>``) the run is a turn of that ACP agent
+(``botd.agent.acp``) instead of botd's own loop: it emits the same events, so everything
+below holds for it too, its permission requests go through the approvals
+(``Approvals.choose``), and the transcript is not compacted (the agent keeps its own
+context).
 
 The run asks the conversation's model first (``ModelBook.current``, what ``/model`` chose),
 and its token usage per model is queued to commit with its last transcript write.
@@ -77,7 +78,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -155,13 +156,14 @@ class Runner:
         cancelling: Callable[[], bool],
         *,
         approvals: Approvals | None = None,
-        acp: AcpAgent | None = None,
+        acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
     ) -> None:
         self._ledger = ledger
-        self._acp = acp
-        """The ACP agent (``agent.acp``), answering the chats ``answered_by`` says ``acp``
-        for instead of the model."""
+        self._acp = acp or {}
+        """The ACP agents by the backend that names them (``acp``: ``agent.acp``;
+        ``acp:<name>``: ``agent.acp_agents.<name>``), each answering the chats
+        ``answered_by`` says that backend for instead of the model."""
         self._answered_by = answered_by
         self._approvals = approvals
         """Asks a person before a listed tool runs (``agent.approvals``)."""
@@ -419,9 +421,15 @@ class Runner:
 
     def _agent_for(self, inbound: InboundMessage) -> AcpAgent | None:
         """The ACP agent that answers ``inbound``'s chat (None: botd's own loop)."""
-        if self._acp is None or self._answered_by(inbound) != "acp":
+        backend = self._answered_by(inbound)
+        if backend == "model":
             return None
-        return self._acp
+        agent = self._acp.get(backend)
+        if agent is None:  # named by a reload: the agents are made at start
+            log.warning(
+                "no ACP agent %s in this process (restart botd): the model answers", backend
+            )
+        return agent
 
     def _chooser(self, turn: Turn, target: Target) -> Ask | None:
         """How the run's ACP agent asks for a permission: through the approvals, named like

@@ -469,7 +469,7 @@ def test_the_reference_shows_every_key() -> None:
                 value = {k: v for item in items for k, v in item.items()}
             elif isinstance(value, dict) and key == "groups":
                 value = next(iter(value.values()), None)
-            elif isinstance(value, dict) and key == "mcp_servers":  # keys shown across servers
+            elif isinstance(value, dict) and key in ("mcp_servers", "acp_agents"):  # by name
                 value = {k: v for item in value.values() for k, v in item.items()}
             if inner is not None and isinstance(value, dict) and issubclass(inner, BaseModel):
                 out.extend(missing(inner, value, f"{where}{key}."))

@@ -23,8 +23,14 @@ REFERENCE_ENV = {
     "SLACK_APP_TOKEN": "xapp-example",
     "DISCORD_TOKEN": "discord-example",
 }
-"""The variables the reference needs (its examples need SEARCH_TOKEN and OPENAI_API_KEY too)."""
-EXAMPLES_ENV = {**REFERENCE_ENV, "SEARCH_TOKEN": "search-example", "OPENAI_API_KEY": "sk-oa-x"}
+"""The variables the reference needs (its examples need SEARCH_TOKEN, OPENAI_API_KEY and
+GEMINI_API_KEY too)."""
+EXAMPLES_ENV = {
+    **REFERENCE_ENV,
+    "SEARCH_TOKEN": "search-example",
+    "OPENAI_API_KEY": "sk-oa-x",
+    "GEMINI_API_KEY": "gemini-example",
+}
 
 _KEY = re.compile(r"( *)([A-Za-z_]+): .*")
 

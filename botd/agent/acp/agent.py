@@ -1,12 +1,13 @@
 """The ACP agent botd drives (``agent.backend: acp``): its process and its sessions.
 
-``AcpAgent`` runs the command ``agent.acp`` names as one process, started when a turn first
-needs it and talks to it over its stdin and stdout with the ``agent-client-protocol`` SDK
-(``acp.spawn_agent_process``: the SDK frames the JSON-RPC). ``initialize`` offers the file
-methods and no terminal. A process that ended (it crashed, it was killed) is noticed by the
-turn it fails (``botd.agent.acp.turn``: one line in the chat) and started again for the next
-turn; the process's stderr goes to botd's log at DEBUG, its last lines at WARNING when it
-ended unasked.
+``AcpAgent`` runs the command its section (``agent.acp`` or one of ``agent.acp_agents``)
+names as one process, started when a turn first needs it, and talks to it over its stdin
+and stdout with the ``agent-client-protocol`` SDK (``acp.spawn_agent_process``: the SDK
+frames the JSON-RPC). ``initialize`` offers the file methods, and terminals only when the
+section says ``terminals: true``. A process that ended (it crashed, it was killed) is
+noticed by the turn it fails (``botd.agent.acp.turn``: one line in the chat) and started
+again for the next turn; the process's stderr goes to botd's log at DEBUG, its last lines at
+WARNING when it ended unasked.
 
 Each botd session (a conversation since its start or its last ``/new``) is one session of the
 agent (``session_ids``), working in the conversation's workspace (``workspace``). A turn
@@ -16,7 +17,10 @@ replays of it is not shown again); else a new one, whose first prompt carries th
 
 The agent's requests go to the turn running in their session: ``session/update`` and
 ``session/request_permission``; ``fs/read_text_file`` and ``fs/write_text_file`` to the
-session's workspace, refused outside it; terminals are refused (not offered).
+session's workspace, refused outside it; ``terminal/*`` to the process's ``Terminals``
+(``terminals``) when they are on, else refused with the setting to change. A ``/stop`` kills
+what the session's terminals run; a session left for another (``/new``) and a process that
+ended have theirs released.
 """
 
 from __future__ import annotations
@@ -33,21 +37,30 @@ from typing import Any
 import acp
 from acp.schema import (
     ClientCapabilities,
+    CreateTerminalResponse,
     DeniedOutcome,
+    EnvVariable,
     FileSystemCapabilities,
     Implementation,
+    KillTerminalResponse,
     PermissionOption,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
     ToolCallUpdate,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
+from acp.transports import default_environment
 
 from ... import __version__
 from ...config.schema import AcpAgentSection
 from ...delivery import PlanStep
 from ...events import AgentEvent
 from .session_ids import SessionIds
+from .terminals import Terminal, Terminals
 from .turn import AcpTurn, Ask, Opened, PromptBlock
 from .workspace import Refused, Workspace, workspace_dir
 
@@ -75,6 +88,8 @@ class _Process:
     """The sessions this process has (created or loaded)."""
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES_KEPT))
     closing: bool = False
+    terminals: Terminals = field(default_factory=lambda: Terminals(default_environment()))
+    """The terminals run for this process's sessions (none unless they are on)."""
 
     @property
     def alive(self) -> bool:
@@ -84,14 +99,25 @@ class _Process:
 class AcpAgent:
     """The configured ACP agent (see the module docstring); the turns' ``Sessions``."""
 
-    def __init__(self, section: AcpAgentSection, state_dir: Path) -> None:
+    def __init__(
+        self,
+        section: AcpAgentSection,
+        state_dir: Path,
+        *,
+        key: str = "agent.acp",
+        sessions_file: Path | None = None,
+    ) -> None:
         self._section = section
         self._state_dir = state_dir
+        self.key = key
+        """The config key of the agent's section, for what is said about it."""
         self.name = Path(section.command).name
         if section.args:
             self.name = Path(section.args[-1]).name or self.name
-        self._ids = SessionIds(state_dir / "acp" / "sessions.json")
+        self._ids = SessionIds(sessions_file or state_dir / "acp" / "sessions.json")
         self._process: _Process | None = None
+        self._open_in: dict[str, str] = {}
+        """The agent session each conversation last opened."""
         self._starting = asyncio.Lock()
         self._turns: dict[str, AcpTurn] = {}
         self._workspaces: dict[str, Workspace] = {}
@@ -151,6 +177,10 @@ class AcpAgent:
                 self._ids.keep(session_id, agent_session)
             running.sessions.add(agent_session)
         opened: str = agent_session
+        left = self._open_in.get(conversation_key)
+        if left is not None and left != opened:  # /new: the session left is over
+            await running.terminals.release_session(left)
+        self._open_in[conversation_key] = opened
         self._workspaces[opened] = workspace
         self._turns[opened] = turn
 
@@ -159,6 +189,7 @@ class AcpAgent:
             return str(response.stop_reason)
 
         async def cancel() -> None:
+            running.terminals.kill_session(opened)  # /stop: what the agent runs stops too
             await running.conn.cancel(session_id=opened)
 
         def close() -> None:
@@ -199,7 +230,7 @@ class AcpAgent:
                 protocol_version=acp.PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                    terminal=False,
+                    terminal=section.terminals,
                 ),
                 client_info=Implementation(name="botd", title="botd", version=__version__),
             )
@@ -236,6 +267,7 @@ class AcpAgent:
                 running.stderr.append(text)
                 log.debug("%s: %s", self.name, text)
         code = await running.process.wait()
+        await running.terminals.close()
         if not running.closing:
             log.warning(
                 "ACP agent %s ended (exit code %s); it is started again when next needed%s",
@@ -250,6 +282,7 @@ class AcpAgent:
             await running.stack.aclose()
         except Exception as exc:
             log.debug("closing the ACP agent %s: %s", self.name, exc)
+        await running.terminals.close()
 
     async def close(self) -> None:
         """Stop the agent's process (asked to end, then terminated, then killed)."""
@@ -280,6 +313,23 @@ class AcpAgent:
         if workspace is None:
             raise acp.RequestError(-32602, f"unknown session {session_id}")
         return workspace
+
+    def terminals(self) -> Terminals:
+        """The running process's terminals; refused when they are off."""
+        running = self._process
+        if not self._section.terminals:
+            raise acp.RequestError(
+                -32601, f"terminals are off for this agent (botd's {self.key}.terminals)"
+            )
+        if running is None:
+            raise acp.RequestError(-32603, "the agent's process is not running")
+        return running.terminals
+
+    def terminal(self, session_id: str, terminal_id: str) -> Terminal:
+        found = self.terminals().get(session_id, terminal_id)
+        if found is None:
+            raise acp.RequestError(-32002, f"unknown terminal {terminal_id}")
+        return found
 
 
 class _Client:
@@ -330,20 +380,61 @@ class _Client:
             raise acp.RequestError(-32602, f"refused: {exc}") from None
         return WriteTextFileResponse()
 
-    async def create_terminal(self, *args: Any, **kwargs: Any) -> Any:
-        raise acp.RequestError(-32601, "terminals are not offered by this client")
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        terminals = self._agent.terminals()
+        try:
+            directory = self._agent.workspace(session_id).directory(cwd)
+        except Refused as exc:
+            raise acp.RequestError(-32602, f"refused: {exc}") from None
+        variables = {variable.name: variable.value for variable in env or []}
+        try:
+            terminal_id = await terminals.create(
+                session_id, directory, command, args or [], variables, output_byte_limit
+            )
+        except OSError as exc:
+            raise acp.RequestError(-32603, f"{command}: {exc.strerror or exc}") from None
+        return CreateTerminalResponse(terminal_id=terminal_id)
 
-    async def terminal_output(self, *args: Any, **kwargs: Any) -> Any:
-        raise acp.RequestError(-32601, "terminals are not offered by this client")
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        terminal = self._agent.terminal(session_id, terminal_id)
+        status = terminal.exit_status()
+        return TerminalOutputResponse(
+            output=terminal.output(),
+            truncated=terminal.truncated,
+            exit_status=None
+            if status is None
+            else TerminalExitStatus(exit_code=status.exit_code, signal=status.signal),
+        )
 
-    async def release_terminal(self, *args: Any, **kwargs: Any) -> Any:
-        raise acp.RequestError(-32601, "terminals are not offered by this client")
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        status = await self._agent.terminal(session_id, terminal_id).wait()
+        return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
 
-    async def wait_for_terminal_exit(self, *args: Any, **kwargs: Any) -> Any:
-        raise acp.RequestError(-32601, "terminals are not offered by this client")
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> KillTerminalResponse:
+        self._agent.terminal(session_id, terminal_id).kill()
+        return KillTerminalResponse()
 
-    async def kill_terminal(self, *args: Any, **kwargs: Any) -> Any:
-        raise acp.RequestError(-32601, "terminals are not offered by this client")
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse:
+        if not await self._agent.terminals().release(session_id, terminal_id):
+            raise acp.RequestError(-32002, f"unknown terminal {terminal_id}")
+        return ReleaseTerminalResponse()
 
     async def create_elicitation(self, *args: Any, **kwargs: Any) -> Any:
         raise acp.RequestError(-32601, "elicitations are not offered by this client")

@@ -7,6 +7,9 @@ the conversation key with every character other than a letter, digit, ``.``, ``_
 written as ``_``, then a short hash of the key (two keys that spell the same stay apart). It
 is made when the conversation's first session is opened and never removed by botd.
 
+A terminal's working directory (``directory``) is the workspace or a directory beneath it,
+its links resolved.
+
 A path the agent names must be absolute and lie beneath the workspace; the file is then
 opened relative to a descriptor of the workspace with no component a link
 (``botd.safe_open``, as the file tools do), so a symlink planted in the workspace cannot lead
@@ -64,6 +67,19 @@ class Workspace:
         if ".." in relative.parts or not relative.parts:
             raise Refused(f"{path}: outside the workspace {self.root}")
         return relative
+
+    def directory(self, path: str | None) -> Path:
+        """The directory ``path`` names beneath the workspace (None: the workspace itself),
+        for a terminal's working directory; one outside it, or not a directory, is refused."""
+        if path is None:
+            return self.root
+        relative = self._relative(path) if path != str(self.root) else PurePosixPath()
+        found = (self.root / relative).resolve()
+        if not found.is_relative_to(self.root):
+            raise Refused(f"{path}: outside the workspace {self.root}")
+        if not found.is_dir():
+            raise Refused(f"{path}: not a directory")
+        return found
 
     def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
         """The text of ``path`` (from 1-based ``line``, at most ``limit`` lines)."""

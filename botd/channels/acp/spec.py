@@ -1,9 +1,10 @@
 """The ACP platform's spec: ``channels.acp`` (``enabled`` and where its socket is), its
 adapter factory, its chats (one direct conversation per ACP session) and its probe, which
-has nothing to reach."""
+checks where the socket goes (nothing to reach)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,8 +52,39 @@ def _adapter(section: AcpSection, context: ChannelContext) -> ChannelAdapter:
 
 
 async def _probe(client: httpx.AsyncClient, section: AcpSection) -> list[Check]:
-    """Nothing to reach: editors come to botd's socket."""
-    return []
+    """Nothing to reach (editors come to botd's socket): whether the socket's directory
+    takes it. The default's is the state dir, which the doctor checks of its own."""
+    from ...ops.doctor.checks import failed, passed
+
+    if not section.socket:
+        return [passed("acp.socket", "acp socket: <state_dir>/acp.sock (the state dir's check)")]
+    path = acp_socket(Path("."), section.socket)
+    directory = path.parent
+    if not directory.is_dir():
+        return [
+            failed(
+                "acp.socket",
+                f"acp socket {path}: its directory {directory} does not exist",
+                "create it (owned by botd's user) or choose another channels.acp.socket",
+            )
+        ]
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return [
+            failed(
+                "acp.socket",
+                f"acp socket {path}: its directory {directory} is not writable by botd's user",
+                "make it writable for botd's user or choose another channels.acp.socket",
+            )
+        ]
+    if path.exists() and not path.is_socket():
+        return [
+            failed(
+                "acp.socket",
+                f"acp socket {path}: a file that is not a socket is there",
+                "move it aside or choose another channels.acp.socket",
+            )
+        ]
+    return [passed("acp.socket", f"acp socket {path}: its directory takes it")]
 
 
 SPEC = ChannelSpec(

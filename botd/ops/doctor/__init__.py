@@ -14,7 +14,8 @@ plain HTTP requests against the configured base URLs, each with a short timeout,
 status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
-stopped again (``doctor.mcp``).
+stopped again (``doctor.mcp``). Each ACP agent a chat uses has its command found and, when
+it runs on Node.js, Node's version checked; it is not started (``doctor.acp``).
 
 The state dir is checked without changing it: whether it exists or can be created, whether
 it takes files, whether a running botd holds its lock; then the store, as its backend checks it
@@ -233,8 +234,8 @@ async def diagnose(
     env: Mapping[str, str] | None = None,
 ) -> list[Check]:
     """Every check of a validated config, channels first (in the file's order), then the
-    model, the MCP servers, the state dir, the store, and the warnings about what works but most
-    likely not as meant (``advice``)."""
+    model, the MCP servers, the ACP agents, the state dir, the store, and the warnings about
+    what works but most likely not as meant (``advice``)."""
     sections: dict[str, BaseModel] = config.channels.sections()
     limits = httpx.Timeout(timeout)
     async with httpx.AsyncClient(
@@ -256,6 +257,10 @@ async def diagnose(
 
             # A server's start (a stdio command's imports) may take longer than one request.
             probes.append(_guarded("mcp", mcp_checks(config, max(timeout, MCP_TIMEOUT)), debug))
+        if config.agent.acp_sections():
+            from .acp import acp_checks
+
+            probes.append(_guarded("acp", acp_checks(config), debug))
         # The store's own checks (its file in the state dir, or its server) are read side
         # by side with the probes and listed after the state dir's.
         probes.append(_guarded("store", store_backend(config.store).doctor(config, timeout), debug))

@@ -6,11 +6,15 @@ Claude Code asks the Messages API for more than the conversation's turns (a shor
 of its own as a session starts); ``AgentModel`` answers those with a word and the
 conversation's turns, recognized by the tools offered with them, by its script: each call
 gets the next of ``turns`` (the last is given again when they run out).
+
+The tests of what Claude Code does not exercise (terminals, several agents) drive the tiny
+``shell_agent.py`` instead: ``shell_agent_yaml`` and ``shell_agent_entry`` configure it.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,9 +35,12 @@ PARAGRAPHS = [f"Paragraph {n} of what the agent found." for n in range(1, 5)]
 WRITE_ID = "toolu_acp_write_1"
 
 
-def agent_yaml(entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str) -> str:
+def agent_yaml(
+    entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str, terminals: bool = False
+) -> str:
     """An ``agent:`` section answering with Claude Code over ACP (its HOME, where it keeps
-    its sessions, at ``home``); ``lines`` are more of the section's keys."""
+    its sessions, at ``home``); ``lines`` are more of the section's keys; ``terminals``: the
+    agent may run commands through botd's terminals."""
     extra = "".join(f"  {line}\n" for line in lines)
     env = {
         "ANTHROPIC_BASE_URL": model.base_url,
@@ -55,6 +62,7 @@ def agent_yaml(entry: Path, model: FakeAnthropicAPI, home: Path, *lines: str) ->
         f"    env: {json.dumps(env)}\n"
         # Past the tests' hang guard: a /stop the agent did not end as cancelled fails.
         "    cancel_wait: 10m\n"
+        f"    terminals: {json.dumps(terminals)}\n"
     )
 
 
@@ -78,7 +86,10 @@ def plan(*steps: tuple[str, str]) -> Reply:
 
 def is_turn(body: dict[str, Any]) -> bool:
     """Whether a request is a turn of the conversation (not one of Claude Code's own)."""
-    return any(tool.get("name") == "Bash" for tool in body.get("tools") or [])
+    # A turn offers Claude Code's shell: its own Bash, or with botd's terminals on, the one
+    # run through them beside its own tools (its token count offers the ACP tools alone).
+    names = {tool.get("name") for tool in body.get("tools") or []}
+    return "Bash" in names or {"mcp__acp__Bash", "Glob"} <= names
 
 
 class AgentModel:
@@ -117,3 +128,29 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
             if block.get("type") == "tool_result":
                 found.append(block)
     return found
+
+
+SHELL_AGENT = Path(__file__).with_name("shell_agent.py")
+
+
+def shell_agent_yaml(*lines: str, name: str = "agent-one") -> str:
+    """An ``agent`` section answering with ``shell_agent.py`` as ``agent.acp`` (``lines``:
+    more of its keys)."""
+    extra = "".join(f"    {line}\n" for line in lines)
+    return (
+        "agent:\n"
+        "  backend: acp\n"
+        "  acp:\n"
+        f"    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(SHELL_AGENT))}]\n"
+        f"    env: {{AGENT_NAME: {name}}}\n"
+        f"{extra}"
+    )
+
+
+def shell_agent_entry(name: str) -> str:
+    """``shell_agent.py`` as one agent's section in flow style, answering ``who`` with ``name``."""
+    return (
+        f"{{command: {json.dumps(sys.executable)}, args: [{json.dumps(str(SHELL_AGENT))}], "
+        f"env: {{AGENT_NAME: {name}}}}}"
+    )

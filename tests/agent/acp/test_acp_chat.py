@@ -29,7 +29,7 @@ from tests.agent.acp.harness import (
     turn_streams,
     write_file,
 )
-from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, thinking, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.support.chat import DM, Chat, chatting
 from tests.support.waiting import until
@@ -61,8 +61,8 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def agent_of(chat: Chat) -> AcpAgent:
-    assert chat.daemon.runtime is not None and chat.daemon.runtime.acp is not None
-    return chat.daemon.runtime.acp
+    assert chat.daemon.runtime is not None
+    return chat.daemon.runtime.acp["acp"]
 
 
 def with_buttons(telegram: FakeTelegramAPI) -> list[dict[str, Any]]:
@@ -244,3 +244,34 @@ async def test_the_agent_thoughts_are_shown_as_agent_reasoning_says(
             await until(lambda: "It is 42." in chat.shown(), "the answer")
             await chat.idle()
             assert chat.shown() == ["Reasoning:\nFirst I check.", "It is 42."]
+
+
+async def test_with_terminals_on_claude_code_runs_its_bash_through_botd(
+    tmp_path: Path, claude_code_acp: Path
+) -> None:
+    arguments = json.dumps(
+        {"command": "pwd; echo done >&2; exit 3", "timeout": 60000, "description": "Show it"}
+    )
+    bash = stream(tool_use("toolu_acp_bash_1", "mcp__acp__Bash", arguments), stop_reason="tool_use")
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=AGENT_KEY) as model:
+        agent = AgentModel(model, bash, stream(text("Ran it.")))
+        section = agent_yaml(claude_code_acp, model, tmp_path / "home", terminals=True)
+        async with chatting(tmp_path, telegram, sections=[section]) as chat:
+            await chat.send("where are you?")
+            [request] = await until(lambda: with_buttons(telegram), "the permission request")
+            data = {
+                b["text"]: b["callback_data"]
+                for r in telegram.keyboard(DM, int(request["message_id"]))
+                for b in r
+            }
+            telegram.push_press(request, data["Allow"], sender=ALICE)
+            await until(lambda: "Ran it." in chat.shown(), "the answer")
+            [result] = tool_results(agent.asked[1])
+            # What botd's terminal ran in the workspace: its exit status and output.
+            assert not result.get("is_error")
+            assert result["content"] == [
+                {
+                    "type": "text",
+                    "text": f"Exited with code 3.Final output:\n\n{workspace(tmp_path)}\ndone\n",
+                }
+            ]

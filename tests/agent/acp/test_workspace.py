@@ -104,3 +104,15 @@ def test_a_missing_file_is_refused_and_a_directory_is_not_a_file(workspace: Work
         workspace.read_text(str(workspace.root / "folder"))
     with pytest.raises(Refused):
         workspace.write_text(str(workspace.root / "folder"), "x")
+
+
+def test_a_terminal_works_in_the_workspace_or_a_directory_beneath_it(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    (workspace.root / "src").mkdir()
+    (workspace.root / "out").symlink_to(tmp_path)
+    assert workspace.directory(None) == workspace.root
+    assert workspace.directory(str(workspace.root / "src")) == workspace.root / "src"
+    for outside in ("/etc", str(workspace.root / "out"), str(workspace.root / "nope"), "src"):
+        with pytest.raises(Refused):
+            workspace.directory(outside)
