@@ -201,6 +201,11 @@ class PollingBot(ExtBot[int]):
         if self._backoff.failures:
             log.info("%s: polling again", self._label)
             self._backoff.reset()
+        if updates and not self.holding:
+            # The lease ran out while this poll was out (the node paused, say): the updates go
+            # unconfirmed, to the next poller. Handed to PTB, whose updater is being stopped,
+            # they would be logged as dropped (CRITICAL), which they are not.
+            return ()
         return updates
 
     async def _back_off(self, what: str) -> None:
