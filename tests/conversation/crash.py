@@ -13,7 +13,7 @@ from tests.fakes.telegram_api import FakeTelegramAPI
 DM = 777
 TOKEN = "123456:TEST-TOKEN"
 NOTICE = "(The answer was interrupted by a restart; continuing.)"
-PARAGRAPHS = [f"Paragraph {n:02d} of the long answer." for n in range(1, 13)]
+PARAGRAPHS = [f"Paragraph {n:02d} of the long answer." for n in range(1, 9)]
 """A long answer: one block each. Telegram takes about one message a second in a chat, and
 botd keeps to it, so every paragraph costs a second of the test once the model is done."""
 
