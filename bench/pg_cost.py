@@ -11,7 +11,10 @@ their CPU per message is spent at the same rate). They run in ``--rounds`` round
 going to SQLite and then to PostgreSQL with the same messages, so a slow spell of a shared
 machine meets both; each botd idles while the other is measured. Before the loads, both
 idle for ``--idle`` seconds, measured the same way: what each costs per second with nothing
-to do (on PostgreSQL: the renewals, the dispatcher's poller, the server's own processes).
+to do (on PostgreSQL: the renewals, the dispatcher's poller, the server's own processes). The
+idle window, and so the first round, starts once both have settled after their start
+(``--settle`` seconds: lazy imports, the first connections, a fresh database's first
+autovacuum), so neither carries the start-up's tail.
 
 CPU per answered message, over the load window only (start-up excluded, the settle after
 the last answer included, as in ``bench/e2e.py``): botd's process (utime + stime of all its
@@ -159,7 +162,12 @@ class Rounds:
             f"({statistics.median(f.rate for f in self.sqlite):.1f} msg/s); PostgreSQL botd "
             f"{botd:.1f} + server {server:.1f} ms CPU/msg "
             f"({statistics.median(f.rate for f in self.postgres):.1f} msg/s); ratio "
-            f"{statistics.median(ratios):.2f} (by round: {' '.join(f'{r:.2f}' for r in ratios)})"
+            f"{statistics.median(ratios):.2f} (by round: {' '.join(f'{r:.2f}' for r in ratios)})",
+            f"pg cost {label}: by round, SQLite botd / PostgreSQL botd + server, ms CPU/msg: "
+            + ", ".join(
+                f"{s.cpu_ms:.1f} / {p.cpu_ms - p.db_ms:.1f} + {p.db_ms:.1f}"
+                for s, p in zip(self.sqlite, self.postgres, strict=True)
+            ),
         ]
         if self.round_trips:
             lines.append(
@@ -236,6 +244,7 @@ async def run(args: argparse.Namespace) -> Measured:
                 on_postgres = await start([*botd, str(pg_config)], tmp / "postgres.log", pg)
                 processes.append(on_postgres)
                 database = partial(server_cpu_seconds, server)
+                await asyncio.sleep(args.settle)
                 idle_sqlite, _ = await idle_cost(on_sqlite, args.idle)
                 idle_postgres = await idle_cost(on_postgres, args.idle, database)
                 for round_ in range(args.rounds):
@@ -331,6 +340,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--each", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
+    parser.add_argument(
+        "--settle", type=float, default=30.0, help="seconds after start before the idle window"
+    )
     parser.add_argument(
         "--statements", action="store_true", help="count statements (pg_stat_statements)"
     )
