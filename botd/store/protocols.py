@@ -80,6 +80,7 @@ from .records import (
     PendingCode,
     PostedButtons,
     RunRecord,
+    RunSteps,
     SaidLine,
     SessionRecord,
     StatusKind,
@@ -478,7 +479,14 @@ class EditorSessions(Protocol):
     async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
         """What ``conversation_key``'s chat showed, oldest first: the text of each message
         accepted from the user and of each piece sent for them. Only what the inbox and the
-        outbox still hold (finished rows are pruned after the inbound retention)."""
+        outbox still hold (finished rows are pruned after the inbound retention). Each line
+        names its inbox row (``SaidLine.turn``)."""
+        ...
+
+    async def conversation_runs(self, conversation_key: str) -> list[RunSteps]:
+        """The runs of ``conversation_key``'s inbox rows that the inbox still holds, oldest
+        first: for each, the rows it answered and what it added to the transcript after
+        their user turn (the rows a compaction folded included: the store keeps them)."""
         ...
 
 

@@ -1,7 +1,8 @@
 """The ACP channel's sessions (``EditorSessions``): ``editor_sessions`` keeps each session an
 editor made, with its cwd, title and last change, so that ``session/list`` lists it after a
 restart; ``conversation_said`` reads a conversation's accepted messages and sent pieces back
-from the inbox and the outbox, for ``session/load`` to replay.
+from the inbox and the outbox, and ``conversation_runs`` what its runs added to the
+transcript (thinking, tool calls, their results), for ``session/load`` to replay.
 
 The inbox has no index by conversation for finished rows: a replay reads the inbox (a
 retention's worth of rows) once per ``session/load``, which is rare, rather than every
@@ -10,8 +11,15 @@ accept paying for one more index.
 
 from __future__ import annotations
 
-from ..records import EditorSession, SaidLine
-from ..rows import EDITOR_SESSION_COLUMNS, editor_session_from_row, said_lines
+from ..records import EditorSession, RunSteps, SaidLine
+from ..rows import (
+    EDITOR_SESSION_COLUMNS,
+    RUN_ENTRIES_QUERY,
+    RUN_MESSAGES_QUERY,
+    editor_session_from_row,
+    run_steps,
+    said_lines,
+)
 from .deferred import DeferredWrites
 
 
@@ -75,9 +83,9 @@ class EditorSessionStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT 'user', message, accepted_at FROM inbox WHERE conversation_key = ? "
+                "SELECT 'user', message, accepted_at, id FROM inbox WHERE conversation_key = ? "
                 "UNION ALL "
-                "SELECT 'bot', o.text, o.created_at FROM outbox o JOIN inbox i "
+                "SELECT 'bot', o.text, o.created_at, o.anchor FROM outbox o JOIN inbox i "
                 "ON o.anchor = i.id WHERE i.conversation_key = ? AND o.state = 'sent' "
                 "ORDER BY 3",
                 (conversation_key, conversation_key),
@@ -85,6 +93,15 @@ class EditorSessionStore(DeferredWrites):
             .fetchall()
         )
         return said_lines(rows)
+
+    async def conversation_runs(self, conversation_key: str) -> list[RunSteps]:
+        self.flush_deferred()  # a step written a moment ago is read
+        conn = self._connection()
+        entries = conn.execute(RUN_ENTRIES_QUERY.format(p="?"), (conversation_key,)).fetchall()
+        if not entries:
+            return []
+        rows = conn.execute(RUN_MESSAGES_QUERY.format(p="?"), (conversation_key,)).fetchall()
+        return run_steps(entries, rows)
 
 
 __all__ = ["EditorSessionStore"]

@@ -2,7 +2,9 @@
 the model being the loopback Anthropic fake: a turn streams as message chunks and ends with
 ``end_turn``, a tool call shows its states, an approval is the client's permission request, a
 cancel ends the turn ``cancelled``, a malformed or unknown request is a JSON-RPC error while
-the connection goes on, and a session is loaded again after the daemon restarts."""
+the connection goes on, and a session is loaded again after the daemon restarts: its prompts
+and answers replayed, and its tool calls with their outcome and (reasoning shown) its thoughts
+in their place."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -249,3 +252,102 @@ async def test_a_prompts_image_survives_a_kill_mid_answer(
     await until(lambda: not old.exists(), "the old file removed")
     assert list(files.iterdir()) == [kept]
     assert await editors.stop_daemon() == 0
+
+
+def steps(session_id: str, updates: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """``session_id``'s updates among ``updates``, each as (kind, what it says): a chunk's
+    text; a tool call's id, title and kind; an update's id and status."""
+    out: list[tuple[str, Any]] = []
+    for said in updates:
+        if said["sessionId"] != session_id:
+            continue
+        update = said["update"]
+        kind = update["sessionUpdate"]
+        if kind == "tool_call":
+            out.append((kind, (update["toolCallId"], update["title"], update["kind"])))
+        elif kind == "tool_call_update":
+            out.append((kind, (update["toolCallId"], update["status"])))
+        else:
+            out.append((kind, update["content"]["text"]))
+    return out
+
+
+async def run_then_load(
+    editors: Editors, config: Path, words: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A prompt saying ``words`` answered on a daemon, the daemon restarted, the session
+    loaded: the updates the prompt streamed, and those replayed before the load's answer."""
+    await editors.start_daemon(config)
+    client, session = await editors.open(config)
+    assert await client.request("session/prompt", prompt(session, words)) == {
+        "stopReason": "end_turn"
+    }
+    live = client.updates
+    assert await client.close() == 0
+    assert await editors.stop_daemon() == 0
+
+    await editors.start_daemon(config)
+    again = await editors.connect(config)
+    replayed = await again.replayed(session)
+    assert await again.close() == 0
+    assert await editors.stop_daemon() == 0
+    return [u for u in live if u["sessionId"] == session], replayed
+
+
+WEB_FETCH = "  tools: [web_fetch]\n  web_fetch: {allow_hosts: [127.0.0.1]}\n"
+
+
+async def test_a_loaded_session_replays_its_tool_calls_and_thoughts_in_their_place(
+    model: FakeAnthropicAPI, editors: Editors, page: str
+) -> None:
+    model.push(
+        stream(
+            thinking("Which page?", signature="s1"),
+            tool_use("w1", "web_fetch", json.dumps({"url": page})),
+            stop_reason="tool_use",
+        ),
+        stream(thinking("It loaded.", signature="s2"), text("I read it.")),
+    )
+    config = editors.config("agent:\n  reasoning: on\n" + WEB_FETCH)
+    live, replayed = await run_then_load(editors, config, "read the page")
+    session = live[0]["sessionId"]
+
+    assert steps(session, replayed) == [
+        ("user_message_chunk", "read the page"),
+        ("agent_thought_chunk", "Which page?"),
+        ("tool_call", ("w1", "web_fetch", "fetch")),
+        ("tool_call_update", ("w1", "completed")),
+        ("agent_thought_chunk", "It loaded."),
+        ("agent_message_chunk", "I read it."),
+    ]
+    # The call as the live stream gave it: its raw input, and its result as its content.
+    [started] = [u["update"] for u in replayed if u["update"]["sessionUpdate"] == "tool_call"]
+    [shown] = [u["update"] for u in live if u["update"]["sessionUpdate"] == "tool_call"]
+    assert started["rawInput"] == shown["rawInput"] == {"url": page}
+    [ended_] = [u["update"] for u in replayed if u["update"]["sessionUpdate"] == "tool_call_update"]
+    assert "the page" in json.dumps(ended_["content"])
+
+
+async def test_with_reasoning_off_no_thought_is_replayed_and_a_failed_tool_is_failed(
+    model: FakeAnthropicAPI, editors: Editors
+) -> None:
+    refused = "http://192.0.2.1/secret"  # not a host web_fetch may reach
+    model.push(
+        stream(
+            thinking("Which page?", signature="s1"),
+            tool_use("w1", "web_fetch", json.dumps({"url": refused})),
+            stop_reason="tool_use",
+        ),
+        stream(thinking("It failed.", signature="s2"), text("I could not read it.")),
+    )
+    config = editors.config("agent:\n" + WEB_FETCH)
+    live, replayed = await run_then_load(editors, config, "read the secret")
+    session = live[0]["sessionId"]
+
+    assert steps(session, replayed) == [
+        ("user_message_chunk", "read the secret"),
+        ("tool_call", ("w1", "web_fetch", "fetch")),
+        ("tool_call_update", ("w1", "failed")),
+        ("agent_message_chunk", "I could not read it."),
+    ]
+    assert not [u for u in live if u["update"]["sessionUpdate"] == "agent_thought_chunk"]
