@@ -144,6 +144,38 @@ def editor_session_from_row(row: Sequence[Any]) -> EditorSession:
     return EditorSession(str(row[0]), str(row[1]), row[2], float(row[3]))
 
 
+def editor_sessions_query(
+    channel: str,
+    *,
+    cwd: str | None,
+    after: EditorSession | None,
+    limit: int,
+    placeholder: str,
+    byte_order: str = "",
+) -> tuple[str, list[Any]]:
+    """The query of ``EditorSessions.editor_sessions`` and its parameters, for either
+    backend: ``channel``'s sessions (those in ``cwd`` if given), the most recently changed
+    first, ties by session id, past ``after`` (the last of the page before), at most
+    ``limit``. ``placeholder`` is the backend's parameter mark (``?``, ``%s``);
+    ``byte_order`` what makes the ids compare and sort byte by byte, as the cursor assumes
+    (PostgreSQL's ``COLLATE "C"``, where a database's collation may say otherwise; SQLite
+    compares text so already)."""
+    p, session_id = placeholder, f"session_id{byte_order}"
+    where = [f"channel = {p}"]
+    params: list[Any] = [channel]
+    if cwd is not None:
+        where.append(f"cwd = {p}")
+        params.append(cwd)
+    if after is not None:
+        where.append(f"(updated_at < {p} OR (updated_at = {p} AND {session_id} > {p}))")
+        params += [after.updated_at, after.updated_at, after.session_id]
+    query = (
+        f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
+        f"ORDER BY updated_at DESC, {session_id} LIMIT {p}"
+    )
+    return query, [*params, limit]
+
+
 def said_lines(rows: Sequence[Sequence[Any]]) -> list[SaidLine]:
     """What a conversation said, from rows ``(by, text, at, turn)``: ``by`` is ``user``
     (``text`` the accepted message's JSON, ``turn`` its inbox id) or ``bot`` (``text`` a sent

@@ -7,14 +7,13 @@ keeps its own editor's sessions)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..records import EditorSession, RunSteps, SaidLine
 from ..rows import (
     EDITOR_SESSION_COLUMNS,
     RUN_ENTRIES_QUERY,
     RUN_MESSAGES_QUERY,
     editor_session_from_row,
+    editor_sessions_query,
     run_steps,
     said_lines,
 )
@@ -60,22 +59,12 @@ class EditorSessionStore(PostgresBase):
         after: EditorSession | None = None,
         limit: int,
     ) -> list[EditorSession]:
-        where: list[str] = ["channel = %s"]
-        params: list[Any] = [channel]
-        if cwd is not None:
-            where.append("cwd = %s")
-            params.append(cwd)
-        if after is not None:
-            where.append('(updated_at < %s OR (updated_at = %s AND session_id COLLATE "C" > %s))')
-            params += [after.updated_at, after.updated_at, after.session_id]
-        query = (
-            f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
-            'ORDER BY updated_at DESC, session_id COLLATE "C" LIMIT %s'
+        query, params = editor_sessions_query(
+            channel, cwd=cwd, after=after, limit=limit, placeholder="%s", byte_order=' COLLATE "C"'
         )
-        values: list[Any] = [*params, limit]
 
         async def read(conn: Conn) -> list[EditorSession]:
-            cur = await conn.execute(query, values)
+            cur = await conn.execute(query, params)
             return [editor_session_from_row(row) for row in await cur.fetchall()]
 
         return await self._read(read)

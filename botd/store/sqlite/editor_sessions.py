@@ -17,6 +17,7 @@ from ..rows import (
     RUN_ENTRIES_QUERY,
     RUN_MESSAGES_QUERY,
     editor_session_from_row,
+    editor_sessions_query,
     run_steps,
     said_lines,
 )
@@ -59,23 +60,10 @@ class EditorSessionStore(DeferredWrites):
         after: EditorSession | None = None,
         limit: int,
     ) -> list[EditorSession]:
-        where: list[str] = ["channel = ?"]
-        params: list[object] = [channel]
-        if cwd is not None:
-            where.append("cwd = ?")
-            params.append(cwd)
-        if after is not None:
-            where.append("(updated_at < ? OR (updated_at = ? AND session_id > ?))")
-            params += [after.updated_at, after.updated_at, after.session_id]
-        rows = (
-            self._connection()
-            .execute(
-                f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions "
-                f"WHERE {' AND '.join(where)} ORDER BY updated_at DESC, session_id LIMIT ?",
-                (*params, limit),
-            )
-            .fetchall()
+        query, params = editor_sessions_query(
+            channel, cwd=cwd, after=after, limit=limit, placeholder="?"
         )
+        rows = self._connection().execute(query, params).fetchall()
         return [editor_session_from_row(row) for row in rows]
 
     async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
