@@ -19,7 +19,8 @@ behind the same protocols: nothing here is a synchronous read.
   accept or the keep of the message, in its transaction), from which an adapter reads what
   it missed while down (``botd.channels.catch_up``).
 * ``EditorSessions``: the ACP channel's: the sessions editors opened (listed across
-  restarts) and what a conversation said, replayed to an editor that loads its session.
+  restarts), and what a conversation said and its runs did (their tool calls, their
+  thinking), replayed to an editor that loads its session.
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL

@@ -331,7 +331,7 @@ async def test_a_loaded_session_replays_its_tool_calls_and_thoughts_in_their_pla
 async def test_with_reasoning_off_no_thought_is_replayed_and_a_failed_tool_is_failed(
     model: FakeAnthropicAPI, editors: Editors
 ) -> None:
-    refused = "http://192.0.2.1/secret"  # not a host web_fetch may reach
+    refused = "http://192.0.2.1/secret"  # not public: web_fetch refuses it before connecting
     model.push(
         stream(
             thinking("Which page?", signature="s1"),
@@ -351,3 +351,5 @@ async def test_with_reasoning_off_no_thought_is_replayed_and_a_failed_tool_is_fa
         ("agent_message_chunk", "I could not read it."),
     ]
     assert not [u for u in live if u["update"]["sessionUpdate"] == "agent_thought_chunk"]
+    [failed] = [u["update"] for u in replayed if u["update"]["sessionUpdate"] == "tool_call_update"]
+    assert "refused to fetch" in json.dumps(failed["content"])  # the result's own words
