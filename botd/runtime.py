@@ -380,6 +380,7 @@ def build_runtime(
             on_end_of_input=on_end_of_input,
             has_conversation=partial(has_conversation, store),
             editor_sessions=store,
+            reasoning=lambda: live.current.agent.reasoning,
             admits=router.admits,
             held_back=router.held_back,
             model=f"{config.model.provider} provider (model {config.model.model_name})",

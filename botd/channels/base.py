@@ -381,13 +381,22 @@ class ReactionSetter(Protocol):
     ) -> None: ...
 
 
+def thoughts_followed(reasoning: str) -> bool:
+    """Whether a ``RunFollower`` is shown the model's thinking under ``agent.reasoning:
+    reasoning``: unless it is ``off`` (its client shows thoughts itself, whatever the
+    chats' delivery does with reasoning). The one rule for the live stream and for what a
+    client is shown again later (an ACP ``session/load``)."""
+    return reasoning != "off"
+
+
 @runtime_checkable
 class RunFollower(Protocol):
     """An adapter whose client follows a run step by step, not only through its replies (an
     ACP editor: tool calls with their states, thoughts, and the turn's stop reason).
 
     The run's replies still reach it as sends, through the subscriber and the delivery like
-    any channel's (block and dedupe rules hold); this hears the rest."""
+    any channel's (block and dedupe rules hold); this hears the rest: every event, the
+    model's thinking only when ``thoughts_followed``."""
 
     def run_event(self, target: Target, event: AgentEvent) -> None:
         """One event of the run answering in ``target``'s chat, as it happens; never blocks."""

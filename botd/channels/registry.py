@@ -131,6 +131,11 @@ class ChannelContext:
     """Where the ACP channel keeps its sessions and reads what a conversation said (to list
     and replay them after a restart); None: only what this process made is listed."""
 
+    reasoning: Callable[[], str] | None = None
+    """The config's ``agent.reasoning``, read live: whether a client that follows runs
+    itself (an ACP editor) is shown the model's thinking, then and when it loads a session
+    again (``base.thoughts_followed``); None: ``off``."""
+
     state_dir: Path | None = None
     """The daemon's state directory, where a channel keeps a file of its own (the ACP
     channel's socket); None where there is none (tests, ``botd doctor``)."""

@@ -88,7 +88,7 @@ from ..agent.loop import AgentRun, AgentTurn, RunResult, ToolGate
 from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals, Choice, RunPlace
-from ..channels.base import RunFollower
+from ..channels.base import RunFollower, thoughts_followed
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope, lost_in
 from ..delivery import Delivery, RunOutput
@@ -304,7 +304,7 @@ class Runner:
             config = replace(config, chunking=None)
         if mode == "final" and config.reasoning == "stream":
             config = replace(config, reasoning="on")  # nothing streams: it leads the finals
-        thoughts = config.reasoning != "off"
+        thoughts = thoughts_followed(config.reasoning)
         if follower is not None:  # its client shows the reasoning itself, not as blocks
             config = replace(config, reasoning="off")
         # A resumed run says it was interrupted before its first new piece, if it was seen;

@@ -19,7 +19,8 @@ behind the same protocols: nothing here is a synchronous read.
   accept or the keep of the message, in its transaction), from which an adapter reads what
   it missed while down (``botd.channels.catch_up``).
 * ``EditorSessions``: the ACP channel's: the sessions editors opened (listed across
-  restarts) and what a conversation said, replayed to an editor that loads its session.
+  restarts), and what a conversation said and its runs did (their tool calls, their
+  thinking), replayed to an editor that loads its session.
 * ``JobLedger``: the scheduler's jobs, their run log and the one-time imports.
 * ``Pairing``: DM pairing's codes and approvals (``botd pairing`` and the router). It is
   apart from ``Store``: the SQLite backend keeps it in ``pairing.json``, the PostgreSQL
@@ -80,6 +81,7 @@ from .records import (
     PendingCode,
     PostedButtons,
     RunRecord,
+    RunSteps,
     SaidLine,
     SessionRecord,
     StatusKind,
@@ -478,7 +480,14 @@ class EditorSessions(Protocol):
     async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
         """What ``conversation_key``'s chat showed, oldest first: the text of each message
         accepted from the user and of each piece sent for them. Only what the inbox and the
-        outbox still hold (finished rows are pruned after the inbound retention)."""
+        outbox still hold (finished rows are pruned after the inbound retention). Each line
+        names its inbox row (``SaidLine.turn``)."""
+        ...
+
+    async def conversation_runs(self, conversation_key: str) -> list[RunSteps]:
+        """The runs of ``conversation_key``'s inbox rows that the inbox still holds, oldest
+        first: for each, the rows it answered and what it added to the transcript after
+        their user turn (the rows a compaction folded included: the store keeps them)."""
         ...
 
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..chat import Attachment, Button, InboundMessage, MessageRef, Target
+from ..events import Message
 
 DEFAULT_INBOUND_RETENTION_SECONDS = 7 * 24 * 3600.0
 """How long inbound ids are kept: far beyond any platform's redelivery window."""
@@ -172,6 +173,20 @@ class SaidLine:
     """When it was accepted or written (the store's clock)."""
     message_id: str | None = None
     """The platform's id of the user's message (None for botd's pieces)."""
+    turn: int | None = None
+    """The inbox row it belongs to: the user's message's own; for a piece, the message it
+    answered (its anchor). ``RunSteps.inbox_ids`` names the same rows."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSteps:
+    """What one run added to its conversation's transcript after its user turn: assistant
+    messages (their thinking, text and tool calls) and tool results, in the transcript's
+    order (``EditorSessions.conversation_runs``)."""
+
+    inbox_ids: tuple[int, ...]
+    """The inbox rows the run answered (several when queued messages were run as one)."""
+    messages: tuple[Message, ...]
 
 
 @dataclass(frozen=True, slots=True)

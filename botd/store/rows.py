@@ -23,6 +23,7 @@ from .records import (
     EditorSession,
     OutboxEntry,
     PostedButtons,
+    RunSteps,
     SaidLine,
     StoredApproval,
     StoredJob,
@@ -143,23 +144,112 @@ def editor_session_from_row(row: Sequence[Any]) -> EditorSession:
     return EditorSession(str(row[0]), str(row[1]), row[2], float(row[3]))
 
 
+def editor_sessions_query(
+    channel: str,
+    *,
+    cwd: str | None,
+    after: EditorSession | None,
+    limit: int,
+    placeholder: str,
+    byte_order: str = "",
+) -> tuple[str, list[Any]]:
+    """The query of ``EditorSessions.editor_sessions`` and its parameters, for either
+    backend: ``channel``'s sessions (those in ``cwd`` if given), the most recently changed
+    first, ties by session id, past ``after`` (the last of the page before), at most
+    ``limit``. ``placeholder`` is the backend's parameter mark (``?``, ``%s``);
+    ``byte_order`` what makes the ids compare and sort byte by byte, as the cursor assumes
+    (PostgreSQL's ``COLLATE "C"``, where a database's collation may say otherwise; SQLite
+    compares text so already)."""
+    p, session_id = placeholder, f"session_id{byte_order}"
+    where = [f"channel = {p}"]
+    params: list[Any] = [channel]
+    if cwd is not None:
+        where.append(f"cwd = {p}")
+        params.append(cwd)
+    if after is not None:
+        where.append(f"(updated_at < {p} OR (updated_at = {p} AND {session_id} > {p}))")
+        params += [after.updated_at, after.updated_at, after.session_id]
+    query = (
+        f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
+        f"ORDER BY updated_at DESC, {session_id} LIMIT {p}"
+    )
+    return query, [*params, limit]
+
+
 def said_lines(rows: Sequence[Sequence[Any]]) -> list[SaidLine]:
-    """What a conversation said, from rows ``(by, text, at)``: ``by`` is ``user`` (``text``
-    the accepted message's JSON) or ``bot`` (``text`` a sent piece's). Ordered by time, a
-    user's message before what was sent at the same moment; the presses of buttons, which
-    nobody typed, left out."""
+    """What a conversation said, from rows ``(by, text, at, turn)``: ``by`` is ``user``
+    (``text`` the accepted message's JSON, ``turn`` its inbox id) or ``bot`` (``text`` a sent
+    piece's, ``turn`` its anchor). Ordered by time, a user's message before what was sent at
+    the same moment; the presses of buttons, which nobody typed, left out."""
     said: list[tuple[float, int, int, SaidLine]] = []
-    for place, (by, text, at) in enumerate(rows):
+    for place, (by, text, at, turn) in enumerate(rows):
+        inbox_id = None if turn is None else int(turn)
         if by == "user":
             message = inbound_from_json(str(text))
             if message.press is not None:
                 continue
-            line = SaidLine("user", message.text, float(at), message.message_id)
+            line = SaidLine("user", message.text, float(at), message.message_id, inbox_id)
             said.append((float(at), 0, place, line))
         else:
-            said.append((float(at), 1, place, SaidLine("bot", str(text), float(at))))
+            line = SaidLine("bot", str(text), float(at), turn=inbox_id)
+            said.append((float(at), 1, place, line))
     said.sort(key=lambda item: item[:3])
     return [line for *_, line in said]
+
+
+RUN_ENTRIES_QUERY = (
+    "SELECT id, session_id, user_turn_id FROM inbox "
+    "WHERE conversation_key = {p} AND user_turn_id IS NOT NULL ORDER BY id"
+)
+"""``run_steps``'s first rows: a conversation's inbox rows that started a run (``{p}``: the
+backend's placeholder)."""
+RUN_MESSAGES_QUERY = (
+    "SELECT m.session_id, m.id, m.body, m.compacted_at FROM messages m JOIN ("
+    "SELECT session_id, min(user_turn_id) AS first FROM inbox "
+    "WHERE conversation_key = {p} AND user_turn_id IS NOT NULL GROUP BY session_id"
+    ") t ON m.session_id = t.session_id AND m.id >= t.first ORDER BY m.id"
+)
+"""``run_steps``'s second rows: the transcript rows of those runs' sessions from the first
+user turn on, compacted ones included (``{p}``: the backend's placeholder)."""
+
+
+def run_steps(entries: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any]]) -> list[RunSteps]:
+    """The runs of a conversation's inbox rows (``RUN_ENTRIES_QUERY``'s ``id, session_id,
+    user_turn_id``) with what each added after its user turn, from the transcript rows
+    (``RUN_MESSAGES_QUERY``'s ``session_id, id, body, compacted_at``), oldest run first.
+
+    A run's messages are the rows after its user turn (whose first row is the inbox's
+    ``user_turn_id``) up to the next run's user turn, among the rows of the same compaction
+    as that first row (all live, or all folded by the same compaction): a compaction marks
+    the rows it folds and appends the summary and the kept rows again as new rows, which
+    belong to no run's user turn. So a run folded into a summary still has its own rows,
+    and a kept one is not read twice. A run whose user turn row is gone (a ``botd forget``)
+    has none."""
+    turns: dict[tuple[str, int], list[int]] = {}
+    for inbox_id, session_id, turn in entries:
+        turns.setdefault((str(session_id), int(turn)), []).append(int(inbox_id))
+    by_session: dict[str, list[tuple[int, str, object]]] = {}
+    for session_id, row_id, body, compacted_at in rows:
+        by_session.setdefault(str(session_id), []).append((int(row_id), str(body), compacted_at))
+    starts = {turn for _, turn in turns}
+    runs: list[tuple[int, RunSteps]] = []
+    for (session_id, turn), inbox_ids in turns.items():
+        session_rows = by_session.get(session_id, [])
+        place = next((i for i, row in enumerate(session_rows) if row[0] == turn), None)
+        messages: list[Message] = []
+        if place is not None:
+            folded = session_rows[place][2]
+            for row_id, body, compacted_at in session_rows[place + 1 :]:
+                if row_id in starts:
+                    break  # the next run's user turn
+                if compacted_at != folded:
+                    continue
+                message = message_from_json(body)
+                if messages or message.role != "user":  # past the turn's other messages
+                    messages.append(message)
+        runs.append((turn, RunSteps(tuple(sorted(inbox_ids)), tuple(messages))))
+    runs.sort(key=lambda item: (min(item[1].inbox_ids), item[0]))
+    return [run for _, run in runs]
 
 
 def media_json(media: Sequence[str], audio_as_voice: bool) -> str | None:

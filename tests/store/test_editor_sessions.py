@@ -1,8 +1,9 @@
 """The ACP channel's sessions (``EditorSessions``), on both backends: a session is kept with
 its cwd and its first title, listed the most recently changed first, by cwd, in pages that
 go on past the last of the page before; what a conversation said is read back from the inbox
-and the outbox in order (presses, unsent pieces and other conversations left out); and a
-database of the previous schema is upgraded."""
+and the outbox in order (presses, unsent pieces and other conversations left out), and what
+each of its runs added to the transcript (a compaction's folded rows included, its copies
+not read twice); and a database of the previous schema is upgraded."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import psycopg
 
+from botd.agent.compaction import CompactionResult
 from botd.chat import InboundMessage, Press, Target
-from botd.store import SaidLine, Store
+from botd.events import ContentBlock, Message, TextContent, ThinkingContent, ToolCallContent
+from botd.store import RunSteps, SaidLine, Store
 from botd.store.postgres import PostgresStore
 from botd.store.postgres import schema as pg_schema
 from botd.store.sqlite import SqliteStore
@@ -88,6 +91,81 @@ async def test_what_a_conversation_said_is_read_back_in_order(store: Store) -> N
         ("user", "who am I?"),
     ]
     assert await store.conversation_said("acp:nobody") == []
+    assert [line.turn for line in said] == [first, first, first, second]
+
+
+def _calling(call_id: str, *, thought: str = "") -> Message:
+    blocks: list[ContentBlock] = [ThinkingContent(thinking=thought)] if thought else []
+    blocks.append(ToolCallContent(id=call_id, name="web_fetch", arguments={"url": call_id}))
+    return Message(role="assistant", content=blocks, stop_reason="tool_use")
+
+
+def _result(call_id: str, text: str = "the page") -> Message:
+    return Message(
+        role="tool_result",
+        content=[TextContent(text=text)],
+        tool_call_id=call_id,
+        tool_name="web_fetch",
+    )
+
+
+def _answer(words: str) -> Message:
+    return Message(role="assistant", content=[TextContent(text=words)], stop_reason="end_turn")
+
+
+async def test_what_each_run_added_to_the_transcript_is_read_back(store: Store) -> None:
+    accepted = [
+        await store.accept_inbound("acp", (f"m{n}",), said_by("s1", f"ask {n}", n))
+        for n in range(1, 5)
+    ]
+    assert all(inbox_id is not None for inbox_id in accepted)
+    one, two, three, four = (inbox_id for inbox_id in accepted if inbox_id is not None)
+    session = await store.open_session("acp:s1")
+    first = [_calling("a", thought="hmm"), _result("a"), _answer("First.")]
+    store.start_inbox_run([one], session_id=session.session_id, run_id="r:1", user_turn=[_user(1)])
+    store.append_messages_soon(session.session_id, first)
+    # Two queued messages answered by one run.
+    store.start_inbox_run(
+        [two, three], session_id=session.session_id, run_id="r:2", user_turn=[_user(2), _user(3)]
+    )
+    store.append_messages_soon(session.session_id, [_answer("Second.")])
+    elsewhere = await store.accept_inbound("acp", ("x",), said_by("s2", "elsewhere", 9))
+    assert elsewhere is not None
+    other = await store.open_session("acp:s2")
+    store.start_inbox_run([elsewhere], session_id=other.session_id, run_id="o:1", user_turn=[])
+    store.append_messages_soon(other.session_id, [_answer("not this one")])
+
+    runs = await store.conversation_runs("acp:s1")
+    assert all(isinstance(run, RunSteps) for run in runs)
+    assert [(run.inbox_ids, list(run.messages)) for run in runs] == [
+        ((one,), first),
+        ((two, three), [_answer("Second.")]),
+    ]
+
+    # A compaction folds the first run into a summary and keeps the second: each run still
+    # reads its own rows, once, and a run after it its own.
+    history = await store.transcript(session.session_id)
+    kept = history[-3:]
+    summary = Message(role="user", content="[Summary of earlier conversation] ...")
+    await store.compact(
+        session.session_id,
+        CompactionResult([summary, *kept], "summary", len(history) - 3, True, 100, 10),
+    )
+    store.start_inbox_run([four], session_id=session.session_id, run_id="r:3", user_turn=[_user(4)])
+    store.append_messages_soon(
+        session.session_id, [_calling("b"), _result("b", "404"), _answer("Done.")]
+    )
+    runs = await store.conversation_runs("acp:s1")
+    assert [(run.inbox_ids, len(run.messages)) for run in runs] == [
+        ((one,), 3),
+        ((two, three), 1),
+        ((four,), 3),
+    ]
+    assert await store.conversation_runs("acp:nobody") == []
+
+
+def _user(number: int) -> Message:
+    return Message(role="user", content=f"ask {number}")
 
 
 # --- the upgrade from the previous schema ----------------------------------------------------

@@ -23,9 +23,10 @@ JSON-RPC ``Parse error`` (or ``Invalid Request`` for a batch) and the connection
 A session with no editor connected (the editor went away, or the daemon restarted while a run
 was answering) sends nothing: the answer stays in botd's inbox and outbox, and
 ``session/load`` attaches the session to a new connection and replays what the conversation
-said (``sessions.py``). The sessions are kept in the store (``keep``, ``EditorSessions``) so
-that they are known and listed after a restart; a prompt's files are kept in the state dir
-(``prompt_files.py``) so that a run resumed after a restart still reads them.
+said and did (``sessions.py``, ``replay.py``). The sessions are kept in the store (``keep``,
+``EditorSessions``) so that they are known and listed after a restart; a prompt's files are
+kept in the state dir (``prompt_files.py``) so that a run resumed after a restart still
+reads them.
 """
 
 from __future__ import annotations
@@ -127,12 +128,16 @@ class AcpAdapter(ChannelAdapter):
         has_conversation: Callable[[str], Awaitable[bool]] | None = None,
         kept: EditorSessions | None = None,
         files_dir: Path | None = None,
+        thoughts: Callable[[], bool] = lambda: False,
     ) -> None:
         self.name = channel
         self.socket_path = socket_path
         self._has_conversation = has_conversation
         self.kept = kept
         """Where the sessions are kept across restarts (None: in this process only)."""
+        self.thoughts = thoughts
+        """Whether editors are shown the model's thinking now (``agent.reasoning`` not
+        ``off``): the runs' events bring it live; a replay shows it only then too."""
         self._sink: InboundSink | None = None
         self._server: asyncio.Server | None = None
         self._sessions: dict[str, AcpSession] = {}

@@ -9,9 +9,11 @@
   the daemon that answers every other channel too. botd's own ``agent.mcp_servers`` apply.
 * ``session/load``: a session botd knows (in memory, or kept in the store after a restart)
   belongs to this connection from now on; an unknown one is ``Resource not found``. Before
-  the answer, the conversation is replayed (``_replay``): each message the user
-  sent as a ``user_message_chunk``, each piece botd sent as an ``agent_message_chunk``, in
-  the order the chat showed them, as far as the inbox and the outbox still hold them.
+  the answer, the conversation is replayed (``replay.py``): each message the user sent as a
+  ``user_message_chunk``, each piece botd sent as an ``agent_message_chunk``, in the order
+  the chat showed them, as far as the inbox and the outbox still hold them; and among them
+  each run's tool calls with their outcome and, when reasoning is shown, its thoughts, from
+  the transcript.
 * ``session/list``: every session of this channel instance the store keeps (made, loaded or
   prompted, before a restart too), the most recently changed first, ``cwd`` filtering, in
   pages of ``LIST_PAGE`` with an opaque ``nextCursor``; each with its cwd, its title (the
@@ -38,17 +40,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from acp import (
-    PROTOCOL_VERSION,
-    RequestError,
-    update_agent_message_text,
-    update_user_message_text,
-)
+from acp import PROTOCOL_VERSION, RequestError
 from acp.interfaces import Client
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
-    AgentMessageChunk,
     ClientCapabilities,
     HttpMcpServer,
     Implementation,
@@ -63,13 +59,13 @@ from acp.schema import (
     SessionInfo,
     SessionListCapabilities,
     SseMcpServer,
-    UserMessageChunk,
 )
 
 from ... import __version__
 from ...commands import chat_command, command_argument
 from ...store import EditorSession
-from .updates import CANCEL_ID, STOP_ANSWERS, PromptBlock, prompt_parts, stop_reason
+from .replay import replayed
+from .updates import PromptBlock, prompt_parts, stop_reason
 
 if TYPE_CHECKING:  # the adapter makes a connection's EditorConnection
     from .adapter import AcpAdapter, AcpSession
@@ -140,8 +136,8 @@ class EditorConnection:
         session = self._adapter.attach(session_id, cwd, self._client)
         await self._adapter.keep(session)
         self._offered(session_id, mcp_servers)
-        replayed = await self._replay(session)
-        log.info("acp: session %s loaded (%d message(s) replayed)", session_id, replayed)
+        count = await self._replay(session)
+        log.info("acp: session %s loaded (%d update(s) replayed)", session_id, count)
         return LoadSessionResponse()
 
     async def list_sessions(
@@ -208,33 +204,23 @@ class EditorConnection:
         return session
 
     async def _replay(self, session: AcpSession) -> int:
-        """Send the editor what ``session``'s conversation said, as the chat showed it: the
-        user's messages as ``user_message_chunk``s, botd's pieces as ``agent_message_chunk``s
-        (set apart as they were sent); a cancel's ``/stop`` and its answer, which the editor
-        never showed, left out. Nothing else of the session goes out meanwhile. Returns how
-        many were sent."""
+        """Send the editor what ``session``'s conversation said and did, in order
+        (``replay.py``: the user's messages, botd's pieces, each run's thoughts and tool
+        calls). Nothing else of the session goes out meanwhile. Returns how many updates
+        were sent."""
         kept = self._adapter.kept
         if kept is None:
             return 0
-        said = await kept.conversation_said(self._adapter.conversation_key(session.session_id))
-        sent = 0
+        key = self._adapter.conversation_key(session.session_id)
         async with session.order:
-            after: str | None = None
-            for line in said:
-                update: UserMessageChunk | AgentMessageChunk
-                if line.by == "user":
-                    if (line.message_id or "").startswith(CANCEL_ID):
-                        after = "cancel"
-                        continue
-                    update = update_user_message_text(line.text)
-                elif after == "cancel" and line.text.strip() in STOP_ANSWERS:
-                    continue
-                else:
-                    text = f"\n\n{line.text}" if after == "bot" else line.text
-                    update = update_agent_message_text(text)
+            updates = replayed(
+                await kept.conversation_said(key),
+                await kept.conversation_runs(key),
+                thoughts=self._adapter.thoughts(),
+            )
+            for update in updates:
                 await self._client.session_update(session.session_id, update)
-                after, sent = line.by, sent + 1
-        return sent
+        return len(updates)
 
     def _offered(self, session_id: str, servers: list[McpServer] | None) -> None:
         if servers:

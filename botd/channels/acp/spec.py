@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ...acp_socket import acp_socket
 from ...config.schema import ChannelSection
-from ..base import ChannelAdapter
+from ..base import ChannelAdapter, thoughts_followed
 from ..errors import ChannelStartError
 from ..registry import ChannelContext, ChannelSpec
 from . import targets
@@ -47,6 +47,7 @@ def _adapter(section: AcpSection, context: ChannelContext) -> ChannelAdapter:
         socket_path=path,
         has_conversation=context.has_conversation,
         kept=context.editor_sessions,
+        thoughts=lambda: thoughts_followed(context.reasoning() if context.reasoning else "off"),
         files_dir=None if context.state_dir is None else context.state_dir / PROMPT_FILES,
     )
 

@@ -6,9 +6,12 @@ A run's events become updates (``RunUpdates``, one per session):
 
 * a tool call the model finished writing (the assistant message's end) is a ``tool_call``,
   ``pending``; its execution's start is ``in_progress``; its end ``completed`` or ``failed``
-  (an error result: refused, timed out, denied), with the result's text as its content;
-* the model's thinking, as it streams, is ``agent_thought_chunk``s (the run passes on its
-  reasoning events only when ``agent.reasoning`` shows reasoning);
+  (an error result: refused, timed out, denied), with the result's text as its content
+  (``tool_call_written``, ``tool_call_ended``: a ``session/load``'s replay makes the same
+  updates from the transcript, ``replay.py``);
+* the model's thinking, as it streams, is ``agent_thought_chunk``s (``thought``; the run
+  passes on its reasoning events only when ``agent.reasoning`` shows reasoning:
+  ``botd.channels.base.thoughts_followed``);
 * the answer's text is *not* taken from the events: it reaches the adapter as the blocks the
   subscriber cut and the delivery sent (so the block, directive and dedupe rules hold), and
   the adapter sends each as ``agent_message_chunk``s.
@@ -74,6 +77,9 @@ __all__ = [
     "SessionUpdate",
     "prompt_parts",
     "stop_reason",
+    "thought",
+    "tool_call_ended",
+    "tool_call_written",
 ]
 
 PromptBlock = (
@@ -144,31 +150,46 @@ class RunUpdates:
             self._started.discard(event.tool_call_id)
             if self.current_call == event.tool_call_id:
                 self.current_call = None
-            text = _result_text(event.result)
-            return [
-                update_tool_call(
-                    event.tool_call_id,
-                    status="failed" if event.is_error else "completed",
-                    content=[tool_content(text_block(text))] if text else None,
-                )
-            ]
+            return [tool_call_ended(event.tool_call_id, event.result, is_error=event.is_error)]
         if (
             isinstance(event, MessageUpdate)
             and event.assistant_event.type == "thinking_delta"
             and event.assistant_event.delta
         ):
-            return [update_agent_thought_text(event.assistant_event.delta)]
+            return [thought(event.assistant_event.delta)]
         return []
 
     def _pending(self, call: ToolCallContent) -> ToolCallStart:
         self._started.add(call.id)
-        return start_tool_call(
-            call.id,
-            call.name,
-            kind=tool_kind(call.name),
-            status="pending",
-            raw_input=call.arguments,
-        )
+        return tool_call_written(call)
+
+
+def tool_call_written(call: ToolCallContent) -> ToolCallStart:
+    """The ``tool_call`` of a call the model wrote: ``pending``, titled by the tool's name,
+    its kind read off that name, its arguments as the raw input."""
+    return start_tool_call(
+        call.id,
+        call.name,
+        kind=tool_kind(call.name),
+        status="pending",
+        raw_input=call.arguments,
+    )
+
+
+def tool_call_ended(call_id: str, result: Any, *, is_error: bool) -> ToolCallProgress:
+    """The last ``tool_call_update`` of call ``call_id``: ``completed``, or ``failed`` for an
+    error result, with the text of ``result`` (a ``ToolOutput.payload``) as its content."""
+    text = _result_text(result)
+    return update_tool_call(
+        call_id,
+        status="failed" if is_error else "completed",
+        content=[tool_content(text_block(text))] if text else None,
+    )
+
+
+def thought(text: str) -> AgentThoughtChunk:
+    """An ``agent_thought_chunk`` saying ``text`` of the model's thinking."""
+    return update_agent_thought_text(text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,15 +1,22 @@
 """The ACP channel's sessions on PostgreSQL (``EditorSessions``), as the SQLite store means
 them (``botd/store/sqlite/editor_sessions.py``): kept so ``session/list`` lists them after a
-restart, and a conversation's accepted messages and sent pieces read back for
-``session/load`` to replay. A session is the channel's, not a conversation's run: its writes
-take no lease fence (any node an editor is connected to keeps its own editor's sessions)."""
+restart, and a conversation's accepted messages, sent pieces and what its runs added to the
+transcript read back for ``session/load`` to replay. A session is the channel's, not a
+conversation's run: its writes take no lease fence (any node an editor is connected to
+keeps its own editor's sessions)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..records import EditorSession, SaidLine
-from ..rows import EDITOR_SESSION_COLUMNS, editor_session_from_row, said_lines
+from ..records import EditorSession, RunSteps, SaidLine
+from ..rows import (
+    EDITOR_SESSION_COLUMNS,
+    RUN_ENTRIES_QUERY,
+    RUN_MESSAGES_QUERY,
+    editor_session_from_row,
+    editor_sessions_query,
+    run_steps,
+    said_lines,
+)
 from .base import Conn, PostgresBase
 
 
@@ -52,22 +59,12 @@ class EditorSessionStore(PostgresBase):
         after: EditorSession | None = None,
         limit: int,
     ) -> list[EditorSession]:
-        where: list[str] = ["channel = %s"]
-        params: list[Any] = [channel]
-        if cwd is not None:
-            where.append("cwd = %s")
-            params.append(cwd)
-        if after is not None:
-            where.append('(updated_at < %s OR (updated_at = %s AND session_id COLLATE "C" > %s))')
-            params += [after.updated_at, after.updated_at, after.session_id]
-        query = (
-            f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions WHERE {' AND '.join(where)} "
-            'ORDER BY updated_at DESC, session_id COLLATE "C" LIMIT %s'
+        query, params = editor_sessions_query(
+            channel, cwd=cwd, after=after, limit=limit, placeholder="%s", byte_order=' COLLATE "C"'
         )
-        values: list[Any] = [*params, limit]
 
         async def read(conn: Conn) -> list[EditorSession]:
-            cur = await conn.execute(query, values)
+            cur = await conn.execute(query, params)
             return [editor_session_from_row(row) for row in await cur.fetchall()]
 
         return await self._read(read)
@@ -75,13 +72,24 @@ class EditorSessionStore(PostgresBase):
     async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
         async def read(conn: Conn) -> list[SaidLine]:
             cur = await conn.execute(
-                "SELECT 'user', message, accepted_at FROM inbox WHERE conversation_key = %s "
+                "SELECT 'user', message, accepted_at, id FROM inbox WHERE conversation_key = %s "
                 "UNION ALL "
-                "SELECT 'bot', o.text, o.created_at FROM outbox o JOIN inbox i "
+                "SELECT 'bot', o.text, o.created_at, o.anchor FROM outbox o JOIN inbox i "
                 "ON o.anchor = i.id WHERE i.conversation_key = %s AND o.state = 'sent'",
                 (conversation_key, conversation_key),
             )
             return said_lines(await cur.fetchall())
+
+        return await self._read(read)
+
+    async def conversation_runs(self, conversation_key: str) -> list[RunSteps]:
+        async def read(conn: Conn) -> list[RunSteps]:
+            cur = await conn.execute(RUN_ENTRIES_QUERY.format(p="%s"), (conversation_key,))
+            entries = await cur.fetchall()
+            if not entries:
+                return []
+            cur = await conn.execute(RUN_MESSAGES_QUERY.format(p="%s"), (conversation_key,))
+            return run_steps(entries, await cur.fetchall())
 
         return await self._read(read)
 

@@ -1,7 +1,8 @@
 """The ACP channel's sessions (``EditorSessions``): ``editor_sessions`` keeps each session an
 editor made, with its cwd, title and last change, so that ``session/list`` lists it after a
 restart; ``conversation_said`` reads a conversation's accepted messages and sent pieces back
-from the inbox and the outbox, for ``session/load`` to replay.
+from the inbox and the outbox, and ``conversation_runs`` what its runs added to the
+transcript (thinking, tool calls, their results), for ``session/load`` to replay.
 
 The inbox has no index by conversation for finished rows: a replay reads the inbox (a
 retention's worth of rows) once per ``session/load``, which is rare, rather than every
@@ -10,8 +11,16 @@ accept paying for one more index.
 
 from __future__ import annotations
 
-from ..records import EditorSession, SaidLine
-from ..rows import EDITOR_SESSION_COLUMNS, editor_session_from_row, said_lines
+from ..records import EditorSession, RunSteps, SaidLine
+from ..rows import (
+    EDITOR_SESSION_COLUMNS,
+    RUN_ENTRIES_QUERY,
+    RUN_MESSAGES_QUERY,
+    editor_session_from_row,
+    editor_sessions_query,
+    run_steps,
+    said_lines,
+)
 from .deferred import DeferredWrites
 
 
@@ -51,23 +60,10 @@ class EditorSessionStore(DeferredWrites):
         after: EditorSession | None = None,
         limit: int,
     ) -> list[EditorSession]:
-        where: list[str] = ["channel = ?"]
-        params: list[object] = [channel]
-        if cwd is not None:
-            where.append("cwd = ?")
-            params.append(cwd)
-        if after is not None:
-            where.append("(updated_at < ? OR (updated_at = ? AND session_id > ?))")
-            params += [after.updated_at, after.updated_at, after.session_id]
-        rows = (
-            self._connection()
-            .execute(
-                f"SELECT {EDITOR_SESSION_COLUMNS} FROM editor_sessions "
-                f"WHERE {' AND '.join(where)} ORDER BY updated_at DESC, session_id LIMIT ?",
-                (*params, limit),
-            )
-            .fetchall()
+        query, params = editor_sessions_query(
+            channel, cwd=cwd, after=after, limit=limit, placeholder="?"
         )
+        rows = self._connection().execute(query, params).fetchall()
         return [editor_session_from_row(row) for row in rows]
 
     async def conversation_said(self, conversation_key: str) -> list[SaidLine]:
@@ -75,9 +71,9 @@ class EditorSessionStore(DeferredWrites):
         rows = (
             self._connection()
             .execute(
-                "SELECT 'user', message, accepted_at FROM inbox WHERE conversation_key = ? "
+                "SELECT 'user', message, accepted_at, id FROM inbox WHERE conversation_key = ? "
                 "UNION ALL "
-                "SELECT 'bot', o.text, o.created_at FROM outbox o JOIN inbox i "
+                "SELECT 'bot', o.text, o.created_at, o.anchor FROM outbox o JOIN inbox i "
                 "ON o.anchor = i.id WHERE i.conversation_key = ? AND o.state = 'sent' "
                 "ORDER BY 3",
                 (conversation_key, conversation_key),
@@ -85,6 +81,15 @@ class EditorSessionStore(DeferredWrites):
             .fetchall()
         )
         return said_lines(rows)
+
+    async def conversation_runs(self, conversation_key: str) -> list[RunSteps]:
+        self.flush_deferred()  # a step written a moment ago is read
+        conn = self._connection()
+        entries = conn.execute(RUN_ENTRIES_QUERY.format(p="?"), (conversation_key,)).fetchall()
+        if not entries:
+            return []
+        rows = conn.execute(RUN_MESSAGES_QUERY.format(p="?"), (conversation_key,)).fetchall()
+        return run_steps(entries, rows)
 
 
 __all__ = ["EditorSessionStore"]

@@ -2,7 +2,11 @@
 npm registry, at the version ``package-lock.json`` pins, installed once into a cache directory
 (``npm ci``) and shared by every test and worker. Without Node.js or the registry the tests
 skip with the reason, except under CI (``CI`` set), where they fail: ``.ci/run`` installs
-Node.js and npm on a fresh machine."""
+Node.js and npm on a fresh machine.
+
+``editors`` opens what every test starts with (``editors.py``): the config, the daemon when
+one runs before the editor, a client connected and initialized, a session; ``model`` is the
+loopback Anthropic API they answer with."""
 
 from __future__ import annotations
 
@@ -11,9 +15,14 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from tests.channels.acp.editors import Editors
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.support.daemon_inprocess import ANTHROPIC_KEY
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "client.mjs"
@@ -54,3 +63,20 @@ def acp_client() -> Path:
                 _unavailable(f"npm ci failed: {done.stderr.strip()[-500:]}")
         shutil.copyfile(CLIENT, home / CLIENT.name)
     return home / CLIENT.name
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeAnthropicAPI]:
+    async with FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as api:
+        yield api
+
+
+@pytest.fixture
+async def editors(
+    acp_client: Path, tmp_path: Path, model: FakeAnthropicAPI
+) -> AsyncIterator[Editors]:
+    opened = Editors(acp_client, tmp_path, model)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
