@@ -91,6 +91,11 @@ class SendScope:
     status_line: bool = False
     """The call posts or edits a run's tool status line: a platform budget lets it go after
     answers and previews (``botd.channels.budget.Priority.STATUS``)."""
+    silent: bool = False
+    """The message a ``send`` posts is not the answer (a status line, a preview's further
+    message): posted without a notification where the platform can (Telegram's
+    ``disable_notification``, Discord's ``SUPPRESS_NOTIFICATIONS``; Slack has no such
+    thing for a bot's message)."""
 
 
 def fence_of(scope: SendScope | None) -> Fence | None:

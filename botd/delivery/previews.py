@@ -4,6 +4,9 @@ In ``edit`` mode a run has one preview, posted at the first partial reply and ed
 at most every ``min_edit_interval`` seconds, then finished in place with the final text. A
 text that outgrows one message is cut into pieces that each fit one (``fitting.py``) and
 continues in further messages, each edited the same way, so the answer is never posted twice.
+The preview's first message notifies like an answer's (the final edit that completes it
+cannot: an edit notifies no one); the further messages a preview posts are silent
+(``SendScope.silent``), so an answer rings once.
 In ``stream`` mode the preview shows natively where the platform can (``native.py``), else as
 an ``edit`` preview.
 
@@ -222,7 +225,12 @@ class Previews:
                 if final:
                     refs = await self._sender.send_text(target, piece, scope=scope)
                 else:
-                    refs = await adapter.send(target, piece, scope=send_scope(scope))  # once
+                    # The preview's first message becomes the answer's: it notifies, as
+                    # the answer would (its final edit cannot). Those after it are silent.
+                    silent = bool(preview.refs)
+                    refs = await adapter.send(
+                        target, piece, scope=send_scope(scope, silent=silent)
+                    )  # once
                     self._sender.count_sent(target.channel, refs)
                 if not refs:
                     return

@@ -11,7 +11,7 @@ the key of the message being posted).
   (a backoff may outlast the lease) and hands it to the adapter, whose SDK checks it again
   as the request is written (a ``LeaseLost`` the SDK wrapped is raised as it is);
   ``send_scope`` for an adapter call tried once (a preview), ``status_scope`` for a status
-  line's (paced after previews); the calls
+  line's (paced after previews, silent); the calls
   ``tries`` makes are an answer's (``SendScope.final``: paced first); ``fence_of`` for
   the outbox, which gives the lease up when a piece cannot be written down.
 * The piece: ``PieceMessages`` numbers the messages (and uploads) of the piece ``send_text``
@@ -51,16 +51,17 @@ def fence_of(scope: RunScope | None) -> Fence | None:
     return None if scope is None else scope.fence
 
 
-def send_scope(scope: RunScope | None) -> SendScope:
-    """What a single adapter call for ``scope``'s conversation is given (a preview, a status
-    line: no piece's message)."""
-    return unkeyed(fence_of(scope))
+def send_scope(scope: RunScope | None, *, silent: bool = False) -> SendScope:
+    """What a single adapter call for ``scope``'s conversation is given (a preview: no
+    piece's message); ``silent``: what it posts is not the answer, and notifies no one."""
+    return SendScope(fence_of(scope), silent=silent)
 
 
 def status_scope(scope: RunScope | None) -> SendScope:
     """What an adapter call that posts or edits ``scope``'s tool status line is given: paced
-    after answers and previews (``SendScope.status_line``)."""
-    return SendScope(fence_of(scope), status_line=True)
+    after answers and previews (``SendScope.status_line``), and posted without a
+    notification (``SendScope.silent``): a status line is not the answer."""
+    return SendScope(fence_of(scope), status_line=True, silent=True)
 
 
 def unkeyed(fence: Fence | None) -> SendScope:

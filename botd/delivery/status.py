@@ -11,7 +11,8 @@ Where it shows:
   assistant threads), as that status: set, replaced, and cleared with '' at the end;
 * elsewhere, or once the platform refused that status in this conversation (not an
   assistant thread, a missing scope: logged once, in the platform's words), as a status line
-  message of its own: posted, edited in place, deleted at the end.
+  message of its own: posted without a notification (``SendScope.silent``: it is not the
+  answer), edited in place, deleted at the end.
 
 It is never a piece of the run: not journaled in the outbox, not counted, not deduplicated
 against. What shows is kept in the ``StatusJournal`` (before an assistant status is set,

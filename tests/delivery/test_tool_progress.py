@@ -41,6 +41,8 @@ from tests.support.daemon_process import RunningDaemon, ended, reap, start_daemo
 from tests.support.waiting import until
 
 ANSWER = "I read it."
+SUPPRESS_NOTIFICATIONS = 1 << 12
+"""Discord's message flag for a message that notifies no one (4096)."""
 THREAD = "1700000100.000001"
 
 
@@ -181,6 +183,30 @@ async def test_telegram_a_slow_tool_shows_a_status_line_that_is_gone_after_the_a
     assert posted.count(ANSWER) == 1
 
 
+async def test_telegram_the_status_line_is_silent_and_the_answer_notifies(
+    tmp_path: Path, model: FakeAnthropicAPI, site: SlowSite
+) -> None:
+    _fetching(model, site, "slow")
+    async with FakeTelegramAPI() as telegram:
+        config = config_yaml(
+            tmp_path,
+            anthropic_yaml(model),
+            _agent(),
+            telegram_yaml(telegram, "dm_policy: open", "poll_timeout: 1"),
+        )
+        async with daemon_running(config):
+            telegram.push_text(DM, "what does the page say?")
+            await until(lambda: _status_lines(telegram.visible(DM)), "a status line")
+            site.gate.set()
+            await until(lambda: telegram.visible(DM) == [ANSWER], "the answer, the line gone")
+        sent = {
+            str(c.params["text"]): c.params.get("disable_notification")
+            for c in telegram.calls_to("sendMessage", ok_only=True)
+        }
+    # As PTB writes it: a form field "true"; the answer's call has none (Telegram: notify).
+    assert sent == {"⏳ Running <code>web_fetch</code> (127.0.0.1)…": "true", ANSWER: None}
+
+
 async def test_telegram_a_fast_tool_shows_nothing(
     tmp_path: Path, model: FakeAnthropicAPI, site: SlowSite
 ) -> None:
@@ -250,6 +276,10 @@ async def test_discord_a_slow_tool_shows_a_status_line_that_is_gone_after_the_an
             await _no_status_kept(daemon)
         assert seen == ["⏳ Running `web_fetch` (127.0.0.1)…"]
         assert discord.visible(DM_CHANNEL_ID) == [ANSWER]
+        # The status line is no answer: posted with SUPPRESS_NOTIFICATIONS; the answer rings.
+        flags = {str(r.body["content"]): r.body.get("flags", 0) for r in discord.message_posts()}
+        assert flags[seen[0]] & SUPPRESS_NOTIFICATIONS
+        assert not flags[ANSWER] & SUPPRESS_NOTIFICATIONS
 
 
 # --- Slack: the assistant thread's status, or a status line where Slack refuses it -------------

@@ -9,6 +9,9 @@ crash) with the message it already made. Each call goes through the REST client'
 under the fence of its scope (``routes.fenced_channel``), once the bot's budget gave it its
 turn (``budget``: answers first; discord.py keeps Discord's buckets and waits out 429s
 itself), and what it still raises becomes a ``DiscordError`` (``errors.refusals``).
+
+A message that is not the answer (``SendScope.silent``: a status line, a preview's further
+message) is posted with the ``SUPPRESS_NOTIFICATIONS`` flag.
 """
 
 from __future__ import annotations
@@ -143,6 +146,8 @@ class DiscordOutbound:
             # The buttons go under the last message.
             view = button_view(rows) if number == len(chunks) - 1 else None
             extra: dict[str, Any] = {} if view is None else {"view": view}
+            if scope is not None and scope.silent:
+                extra["silent"] = True
             await take_turn(self.budget, paced_as(scope) or Priority.ANSWER)
             try:
                 with refusals("send"):

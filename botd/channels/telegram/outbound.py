@@ -3,6 +3,8 @@ draft, delete and react to messages and show that the bot is typing.
 
 Outgoing text is rendered to Telegram's HTML subset (``markup``) and cut into messages of
 the text limit; markup Telegram refuses ("can't parse entities") is sent again as plain text.
+A message that is not the answer (``SendScope.silent``: a status line, a preview's further
+message) is posted with ``disable_notification``.
 Every call is paced by the bot's budget (``budget``: Telegram's limits, shared by the nodes,
 answers first; a final edit goes as an answer). A 429 is waited out for its chat only
 (others go on). Each call that posts,
@@ -80,7 +82,11 @@ class TelegramOutbound:
         chunks = HTML.chunks(markdown, self._text_limit)
         with fenced_requests(fence_of(scope)):
             return await self._send_chunks(
-                target, chunks, reply_to=target.reply_to_id, pace=paced_as(scope)
+                target,
+                chunks,
+                reply_to=target.reply_to_id,
+                pace=paced_as(scope),
+                silent=scope is not None and scope.silent,
             )
 
     async def send_buttons(
@@ -133,15 +139,18 @@ class TelegramOutbound:
         reply_to: str | None,
         keyboard: InlineKeyboardMarkup | None = None,
         pace: Priority | None = None,
+        silent: bool = False,
     ) -> list[MessageRef]:
         """Post ``chunks`` as messages; ``pace``: their class in the bot's budget (None: from
-        the method, an answer's)."""
+        the method, an answer's); ``silent``: without a notification (not the answer)."""
         bot = self._bot()
         thread = target.thread_id if target.thread_id != GENERAL_TOPIC else None
         chat = target.chat_id
         refs = []
         for number, chunk in enumerate(chunks, 1):
             extra: dict[str, Any] = {}
+            if silent:
+                extra["disable_notification"] = True
             if keyboard is not None and number == len(chunks):
                 extra["reply_markup"] = keyboard  # the buttons go under the last message
             if thread is not None:
@@ -210,7 +219,9 @@ class TelegramOutbound:
         A final edit (``scope.final``) is paced as an answer, a status line's after previews,
         others as a preview's (``paced_as``)."""
         with fenced_requests(fence_of(scope)):
-            return await self._edit_text(ref, markdown, pace=paced_as(scope))
+            return await self._edit_text(
+                ref, markdown, pace=paced_as(scope), silent=scope is not None and scope.silent
+            )
 
     async def _edit_text(
         self,
@@ -219,9 +230,11 @@ class TelegramOutbound:
         keyboard: InlineKeyboardMarkup | None = None,
         *,
         pace: Priority | None = None,
+        silent: bool = False,
     ) -> list[MessageRef]:
         """Edit ``ref``'s message; ``pace``: its class in the bot's budget (None: from the
-        method, a preview's edit)."""
+        method, a preview's edit); ``silent``: text that outgrew it follows without a
+        notification."""
         bot = self._bot()
         chunks = HTML.chunks(markdown, self._text_limit)
         if not chunks:
@@ -256,7 +269,9 @@ class TelegramOutbound:
         except TelegramError as exc:
             raise api_error("editMessageText", exc) from exc
         # Text that outgrew one message continues in new ones rather than being lost.
-        more = await self._send_chunks(ref.target, chunks[1:], reply_to=None, pace=pace)
+        more = await self._send_chunks(
+            ref.target, chunks[1:], reply_to=None, pace=pace, silent=silent
+        )
         return [ref, *more]
 
     def can_draft(self, target: Target) -> bool:
