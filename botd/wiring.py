@@ -225,13 +225,14 @@ def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
 def reaction_rules(config: Callable[[], BotdConfig]) -> ReactionRules:
     """The status reactions a message gets under the config in force (``config()``, read
     at each message, so a reload applies to the next): its channel's ``reactions``, or its
-    group's."""
+    group's, and their ``scope``."""
 
     def rules(message: InboundMessage) -> StatusEmoji | None:
         section = config().channels.section(message.channel)
         if not isinstance(section, ChatChannelSection):
             return None
-        return section.status_reactions(None if message.is_direct else message.chat_id)
+        group = None if message.is_direct else message.chat_id
+        return section.reactions_for(group, mentions_bot=message.mentions_bot)
 
     return rules
 

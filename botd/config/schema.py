@@ -34,6 +34,8 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     create_model,
     field_validator,
     model_validator,
@@ -83,6 +85,7 @@ __all__ = [
     "ModelSection",
     "QueueMode",
     "Reactions",
+    "ReactionScope",
     "ReactionsSection",
     "ReasoningMode",
     "ResetMode",
@@ -112,6 +115,9 @@ BlockBreak = Literal["text_end", "message_end"]
 ChunkMode = Literal["length", "newline"]
 BreakPreference = Literal["paragraph", "newline", "sentence"]
 ResetMode = Literal["off", "idle", "daily"]
+ReactionScope = Literal["all", "dms", "groups", "mentions"]
+"""Which messages show status reactions: every one, direct chats' only, groups' only, or
+only those that mention the bot or reply to it."""
 DEFAULT_TOOLS = ("message", "schedule")
 """The tools a run is offered when ``agent.tools`` is not set."""
 AskIn = Literal["conversation", "approvers"]
@@ -592,9 +598,25 @@ class ReactionsSection(Section):
     """Replaces ``taken`` once the answer is complete (its last part sent)."""
     failed: str | None = Field(default=None, min_length=1)
     """Replaces ``taken`` when the run failed (the user was told in one line)."""
+    scope: ReactionScope | None = None
+    """Which messages show them: ``all``, ``dms``, ``groups`` or ``mentions`` (only a
+    message that mentions the bot or replies to it, in a direct chat too). Unset: the
+    channel's (``all`` when it sets none)."""
 
 
-Reactions = ReactionsSection | bool
+def _reactions_branch(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """``true``/``false`` as they are, a mapping as a ``ReactionsSection``: a wrong key or
+    value is named under its own key, not once per kind ``reactions`` may be."""
+    if isinstance(value, bool | ReactionsSection):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"expected true, false or a mapping of taken, done, failed and scope, got {value!r}"
+        )
+    return ReactionsSection.model_validate(value)
+
+
+Reactions = Annotated[ReactionsSection | bool, WrapValidator(_reactions_branch)]
 """``reactions:``: the emoji, ``true`` (the platform's defaults) or ``false`` (none)."""
 
 
@@ -704,6 +726,29 @@ class ChatChannelSection(ChannelSection):
             return None
         base = channel or self.default_reactions
         return base if rule.reactions is True else _filled(rule.reactions, base)
+
+    def reaction_scope(self, group: str | None = None) -> ReactionScope:
+        """Which messages show status reactions in ``group`` (None: a direct chat): the
+        group's ``reactions.scope`` if it sets one, else the channel's, else ``all``."""
+        rule = None if group is None else self.groups.get(group)
+        for reactions in (None if rule is None else rule.reactions, self.reactions):
+            if isinstance(reactions, ReactionsSection) and reactions.scope is not None:
+                return reactions.scope
+        return "all"
+
+    def reactions_for(
+        self, group: str | None, *, mentions_bot: bool
+    ) -> tuple[str, str, str] | None:
+        """The status reactions a message in ``group`` (None: a direct chat) gets, or None:
+        reactions are off there, or its ``reactions.scope`` leaves the message out."""
+        scope = self.reaction_scope(group)
+        if scope == "dms" and group is not None:
+            return None
+        if scope == "groups" and group is None:
+            return None
+        if scope == "mentions" and not mentions_bot:
+            return None
+        return self.status_reactions(group)
 
     @model_validator(mode="after")
     def _reactions_settable(self) -> ChatChannelSection:

@@ -1,5 +1,6 @@
-"""``reactions``: what each platform can set is checked with the key and line, and what a
-message gets follows the channel's and its group's settings."""
+"""``reactions`` (and ``link_previews``): what each platform can set, and each
+``reactions.scope``, is checked with the key and line, and what a message gets follows the
+channel's and its group's settings."""
 
 from __future__ import annotations
 
@@ -82,3 +83,63 @@ channels:
     assert telegram.status_reactions("-3") == ("👀", "🎉", "👎")
     assert discord.status_reactions() is None
     assert discord.status_reactions("5") == ("👀", "✅", "❌")
+
+
+def test_botd_check_names_a_wrong_scope_with_its_key_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            channels:
+              telegram:
+                token: "1:x"
+                reactions: {scope: everyone}
+                groups:
+                  "-100": {reactions: {scope: mention}}
+                  "-200": {reactions: 5}
+            """
+        ).lstrip(),
+        encoding="utf-8",
+    )
+    result = run_botd("check", "--config", str(path), env=bare_env())
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert any(
+        line.startswith(f"{path}:4: channels.telegram.reactions.scope:")
+        and "'all', 'dms', 'groups' or 'mentions'" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"{path}:6: channels.telegram.groups.-100.reactions.scope:")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"{path}:7: channels.telegram.groups.-200.reactions: expected true,")
+        for line in lines
+    ), lines
+    assert "3 problems" in result.stderr  # each once, not once per kind reactions may be
+
+
+def test_the_scope_of_a_group_replaces_the_channels() -> None:
+    config = parse_config(
+        """
+channels:
+  telegram:
+    token: "1:x"
+    reactions: {scope: dms}
+    groups:
+      "-1": {reactions: {scope: mentions}}
+      "-2": {reactions: {taken: "🤔"}}
+      "-3": {reactions: true}
+""",
+        {},
+    )
+    telegram = config.channels.section("telegram")
+    assert isinstance(telegram, ChatChannelSection)
+    assert telegram.reaction_scope() == "dms"
+    assert telegram.reactions_for(None, mentions_bot=False) == ("👀", "👍", "👎")
+    # -1: only a message that mentions the bot; -2 keeps the channel's dms (none here).
+    assert telegram.reactions_for("-1", mentions_bot=False) is None
+    assert telegram.reactions_for("-1", mentions_bot=True) == ("👀", "👍", "👎")
+    assert telegram.reactions_for("-2", mentions_bot=True) is None
+    assert telegram.reaction_scope("-3") == "dms"
