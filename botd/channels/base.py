@@ -6,8 +6,8 @@ import asyncio
 import logging
 import mimetypes
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..chat import (
@@ -96,6 +96,20 @@ class SendScope:
     message): posted without a notification where the platform can (Telegram's
     ``disable_notification``, Discord's ``SUPPRESS_NOTIFICATIONS``; Slack has no such
     thing for a bot's message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkPreviews:
+    """Whether links in the messages an adapter posts to a chat show a preview: the
+    channel's ``link_previews``, or that of the group (by chat id) that sets its own. Read
+    when the adapter is built: a reload that changes either restarts the channel."""
+
+    shown: bool = True
+    groups: Mapping[str, bool] = field(default_factory=dict)
+
+    def shown_in(self, chat_id: str) -> bool:
+        """Whether links in a message to ``chat_id`` show a preview."""
+        return self.groups.get(chat_id, self.shown)
 
 
 def fence_of(scope: SendScope | None) -> Fence | None:

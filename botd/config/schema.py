@@ -84,8 +84,8 @@ __all__ = [
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
-    "Reactions",
     "ReactionScope",
+    "Reactions",
     "ReactionsSection",
     "ReasoningMode",
     "ResetMode",
@@ -635,6 +635,9 @@ class GroupSection(Section):
     backend: AgentBackend | None = None
     """What answers in this group: ``model``, ``acp`` or ``acp:<name>`` (unset: the
     channel's ``backend``)."""
+    link_previews: bool | None = None
+    """Whether links in botd's messages here show a preview (unset: the channel's
+    ``link_previews``). Only for a group named by its id, like ``delivery``."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -702,6 +705,10 @@ class ChatChannelSection(ChannelSection):
     ``/stop`` cut it); ``false``: none."""
     default_reactions: ClassVar[tuple[str, str, str]] = ("👀", "✅", "❌")
     """The platform's taken, done and failed emoji when the config names none."""
+    link_previews: bool = True
+    """Whether links in the messages botd posts show a preview (Telegram's link preview,
+    Slack's unfurls, Discord's embeds); ``false``: none, in every chat of the channel but
+    the groups that set their own."""
 
     @classmethod
     def reaction_refusal(cls, emoji: str) -> str | None:
@@ -750,6 +757,15 @@ class ChatChannelSection(ChannelSection):
             return None
         return self.status_reactions(group)
 
+    def group_link_previews(self) -> dict[str, bool]:
+        """The groups that set their own ``link_previews``, by id (every other chat: the
+        channel's ``link_previews``)."""
+        return {
+            chat: rule.link_previews
+            for chat, rule in self.groups.items()
+            if rule.link_previews is not None
+        }
+
     @model_validator(mode="after")
     def _reactions_settable(self) -> ChatChannelSection:
         """Refuse an emoji the platform cannot set, under its own key and line."""
@@ -777,13 +793,14 @@ class ChatChannelSection(ChannelSection):
 
     @field_validator("groups")
     @classmethod
-    def _delivery_by_group_id(cls, groups: dict[str, GroupSection]) -> dict[str, GroupSection]:
+    def _by_group_id_only(cls, groups: dict[str, GroupSection]) -> dict[str, GroupSection]:
         every = groups.get("*")
-        if every is not None and every.delivery is not None:
-            raise ValueError(
-                'delivery cannot be set for "*" (every group not listed): set it for each '
-                "group by its id, or the channel's delivery for all its chats"
-            )
+        for key in ("delivery", "link_previews"):
+            if every is not None and getattr(every, key) is not None:
+                raise ValueError(
+                    f'{key} cannot be set for "*" (every group not listed): set it for each '
+                    f"group by its id, or the channel's {key} for all its chats"
+                )
         return groups
 
     @field_validator("mention_patterns")

@@ -143,3 +143,57 @@ channels:
     assert telegram.reactions_for("-1", mentions_bot=True) == ("👀", "👍", "👎")
     assert telegram.reactions_for("-2", mentions_bot=True) is None
     assert telegram.reaction_scope("-3") == "dms"
+
+
+def test_botd_check_names_a_wrong_link_previews_with_its_key_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            channels:
+              telegram:
+                token: "1:x"
+                link_previews: sometimes
+                groups:
+                  "-100": {link_previews: false}
+              slack:
+                bot_token: xoxb-1
+                app_token: xapp-1
+                groups:
+                  "*": {link_previews: false}
+            """
+        ).lstrip(),
+        encoding="utf-8",
+    )
+    result = run_botd("check", "--config", str(path), env=bare_env())
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert any(
+        line.startswith(f"{path}:4: channels.telegram.link_previews: expected true or false")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"{path}:10: channels.slack.groups:")
+        and 'link_previews cannot be set for "*"' in line
+        for line in lines
+    ), lines
+    assert "2 problems" in result.stderr
+
+
+def test_a_groups_link_previews_replace_the_channels() -> None:
+    config = parse_config(
+        """
+channels:
+  telegram:
+    token: "1:x"
+    link_previews: false
+    groups:
+      "-1": {link_previews: true}
+      "-2": {require_mention: false}
+""",
+        {},
+    )
+    telegram = config.channels.section("telegram")
+    assert isinstance(telegram, ChatChannelSection)
+    assert telegram.link_previews is False
+    assert telegram.group_link_previews() == {"-1": True}

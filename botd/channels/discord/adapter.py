@@ -51,7 +51,13 @@ import aiohttp
 import discord
 from discord.gateway import ReconnectWebSocket
 
-from botd.channels.base import InboundSink, OutboundFile, PlatformLink, SendScope
+from botd.channels.base import (
+    InboundSink,
+    LinkPreviews,
+    OutboundFile,
+    PlatformLink,
+    SendScope,
+)
 from botd.channels.catch_up import CatchUpSettings
 from botd.channels.discord.budget import discord_budget
 from botd.channels.discord.buttons import is_press
@@ -205,13 +211,15 @@ class DiscordAdapter:
         leases: LeaseKeeper | None = None,
         catch_up: CatchUpSettings | None = None,
         marks: CatchUpMarks | None = None,
+        link_previews: LinkPreviews | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, its conversation keys' and leases' start, its log lines'
         prefix). ``leases``: this node's, when it is one of several: each of the
         ``shard_count`` gateway shards runs here only while this node holds its lease.
         ``catch_up``, ``marks``: what each new gateway session reads of what it missed
-        (``history``; without ``marks``, nothing)."""
+        (``history``; without ``marks``, nothing). ``link_previews``: the chats (channel
+        ids) whose messages show no embeds (None: every chat's do)."""
         self.name = channel
         self._label = f"{channel}[{account_id}]"
         """What the log lines of this bot start with: ``discord[default]``."""
@@ -250,7 +258,11 @@ class DiscordAdapter:
             admits=admits,
         )
         self.outbound = DiscordOutbound(
-            self._connected, self.routes, self.followups, discord_budget(account_id)
+            self._connected,
+            self.routes,
+            self.followups,
+            discord_budget(account_id),
+            link_previews=link_previews,
         )
         self.catching_up = DiscordCatchUps(
             self._label,

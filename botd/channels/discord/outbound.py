@@ -11,7 +11,10 @@ turn (``budget``: answers first; discord.py keeps Discord's buckets and waits ou
 itself), and what it still raises becomes a ``DiscordError`` (``errors.refusals``).
 
 A message that is not the answer (``SendScope.silent``: a status line, a preview's further
-message) is posted with the ``SUPPRESS_NOTIFICATIONS`` flag.
+message) is posted with the ``SUPPRESS_NOTIFICATIONS`` flag; in a chat whose
+``link_previews`` is off every message is posted with ``SUPPRESS_EMBEDS``. The flag stays on
+the message, so its edits show no embed either (discord.py's edit of a partial message
+takes no flags, and needs none).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import discord
 
 from ...chat import Button, MessageKey, MessageRef, Target
 from ...text.markup import RenderedChunk
-from ..base import OutboundFile, SendScope, fence_of, key_of
+from ..base import LinkPreviews, OutboundFile, SendScope, fence_of, key_of
 from ..budget import Budget, Priority, paced_as
 from ..errors import ChannelError
 from .budget import TYPING_STALE, take_turn
@@ -54,7 +57,8 @@ class DiscordOutbound:
     ``client`` gives the client that does the REST calls (None while not connected: a call
     then raises a retryable ``ChannelError``); ``routes`` are its URLs; ``followups`` tell a
     slash command's user when the bot may not post in its channel; ``budget`` is the bot's
-    (``discord_budget``), which every call waits in for its turn.
+    (``discord_budget``), which every call waits in for its turn; ``link_previews``, the
+    chats whose messages show no embeds.
     """
 
     def __init__(
@@ -63,11 +67,14 @@ class DiscordOutbound:
         routes: DiscordRoutes,
         followups: CommandFollowups,
         budget: Budget,
+        *,
+        link_previews: LinkPreviews | None = None,
     ) -> None:
         self._client = client
         self._routes = routes
         self._followups = followups
         self.budget = budget
+        self._link_previews = link_previews or LinkPreviews()
 
     def _channel(
         self, target: Target, scope: SendScope | None = None
@@ -145,9 +152,9 @@ class DiscordOutbound:
             nonce = _nonce(key, number)
             # The buttons go under the last message.
             view = button_view(rows) if number == len(chunks) - 1 else None
-            extra: dict[str, Any] = {} if view is None else {"view": view}
-            if scope is not None and scope.silent:
-                extra["silent"] = True
+            extra: dict[str, Any] = self._flags(target, scope)
+            if view is not None:
+                extra["view"] = view
             await take_turn(self.budget, paced_as(scope) or Priority.ANSWER)
             try:
                 with refusals("send"):
@@ -201,11 +208,16 @@ class DiscordOutbound:
         attachment = discord.File(io.BytesIO(file.data), filename=file.filename)
         key = key_of(scope)
         nonce = _nonce(key, 0)
+        flags = self._flags(target, scope)
         await take_turn(self.budget, Priority.ANSWER)
         with refusals("upload"):
             if target.reply_to_id is None:
                 sent = await channel.send(
-                    content, file=attachment, allowed_mentions=ALLOWED_MENTIONS, nonce=nonce
+                    content,
+                    file=attachment,
+                    allowed_mentions=ALLOWED_MENTIONS,
+                    nonce=nonce,
+                    **flags,
                 )
             else:
                 reference = discord.MessageReference(
@@ -219,8 +231,19 @@ class DiscordOutbound:
                     allowed_mentions=ALLOWED_MENTIONS,
                     reference=reference,
                     nonce=nonce,
+                    **flags,
                 )
         return [MessageRef(target, str(sent.id))]
+
+    def _flags(self, target: Target, scope: SendScope | None) -> dict[str, Any]:
+        """discord.py's arguments for the flags of a message to ``target`` (``silent``:
+        ``SUPPRESS_NOTIFICATIONS``; ``suppress_embeds``: ``SUPPRESS_EMBEDS``)."""
+        flags: dict[str, Any] = {}
+        if scope is not None and scope.silent:
+            flags["silent"] = True
+        if not self._link_previews.shown_in(target.chat_id):
+            flags["suppress_embeds"] = True
+        return flags
 
     async def edit(
         self, ref: MessageRef, markdown: str, *, scope: SendScope | None = None

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from ...config.schema import CatchUp, CatchUpSection, ChatChannelSection
 from ...config.secrets import Secret
-from ..base import ChannelAdapter
+from ..base import ChannelAdapter, LinkPreviews
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 
@@ -89,6 +89,7 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         leases=context.leases,
         catch_up=CatchUpSettings.of(section.catch_up),
         marks=context.marks,
+        link_previews=LinkPreviews(section.link_previews, section.group_link_previews()),
     )
 
 

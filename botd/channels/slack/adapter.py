@@ -36,7 +36,7 @@ from slack_bolt.async_app import AsyncApp
 
 from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from ...store.protocols import CatchUpMarks
-from ..base import InboundSink, OutboundFile, PlatformLink, SendScope
+from ..base import InboundSink, LinkPreviews, OutboundFile, PlatformLink, SendScope
 from ..catch_up import CatchUpSettings
 from .budget import slack_budget
 from .commands import CommandReplies
@@ -91,12 +91,14 @@ class SlackAdapter:
         dm_threads: bool = False,
         catch_up: CatchUpSettings | None = None,
         marks: CatchUpMarks | None = None,
+        link_previews: LinkPreviews | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this app is (its messages' and
         targets' ``channel``, its conversation keys' start). ``dm_threads``: answer a DM
         message in a thread on it (``delivery: stream``, since a Slack stream needs a
         thread). ``catch_up``, ``marks``: what a start or a reconnect of the socket reads
-        of what was missed (``history``; without ``marks``, nothing)."""
+        of what was missed (``history``; without ``marks``, nothing). ``link_previews``: the
+        chats whose messages are posted without unfurls (None: every chat's unfurl)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
@@ -128,6 +130,7 @@ class SlackAdapter:
             command_replies,
             channel=channel,
             allow_mass_mentions=allow_mass_mentions,
+            link_previews=link_previews,
         )
         self.streams = SlackStreams(
             self.api, channel=channel, allow_mass_mentions=allow_mass_mentions

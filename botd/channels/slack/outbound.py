@@ -8,7 +8,10 @@ whole channel or user group (``<!channel>``, ``<!here>``, ``<!everyone>``, ``<!s
 are posted as plain text (``@channel``) unless ``allow_mass_mentions`` is set, and nothing is
 posted with ``link_names``, so text the model was made to echo cannot ping a channel; user
 mentions (``<@U…>``) stay. Buttons go under the last message as Block Kit (``button_blocks``).
-Each call that posts, edits or deletes a message is made under the fence of its
+In a chat whose ``link_previews`` is off, each message is posted with ``unfurl_links`` and
+``unfurl_media`` false (``chat.update`` takes neither: an edit keeps what its post said). Slack
+has no way to post a bot's message without a notification, so ``SendScope.silent`` changes
+nothing here. Each call that posts, edits or deletes a message is made under the fence of its
 ``SendScope`` (``webapi.FencedWebClient``). Slack has no typing indicator for bots in
 channels: ``typing`` sets the assistant-thread status when the target is a thread and does
 nothing otherwise; ``set_assistant_status`` shows a run's tool status there.
@@ -26,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from ...bounded import Recent
 from ...buttons.layout import chosen_label
 from ...chat import Button, InboundMessage, MessageRef, Target
-from ..base import OutboundFile, SendScope, fence_of, key_of
+from ..base import LinkPreviews, OutboundFile, SendScope, fence_of, key_of
 from ..budget import paced_as
 from .commands import NOT_A_MEMBER, CommandReplies
 from .emoji import slack_emoji_name
@@ -89,6 +92,7 @@ class SlackOutbound:
     ``channel``: the channel instance the refs are of and log lines name; ``command_replies``
     tells a slash command's user when the bot may not post in its channel. A target's
     ``reply_to_id`` threads only the first reply sent to it (``thread_for``).
+    ``link_previews``: the chats whose messages are posted without unfurls.
     """
 
     def __init__(
@@ -98,8 +102,10 @@ class SlackOutbound:
         *,
         channel: str,
         allow_mass_mentions: bool,
+        link_previews: LinkPreviews | None = None,
     ) -> None:
         self._api = api
+        self._link_previews = link_previews or LinkPreviews()
         self._command_replies = command_replies
         self.name = channel
         self.allow_mass_mentions = allow_mass_mentions
@@ -168,6 +174,7 @@ class SlackOutbound:
                     link_names=False,
                     metadata=tag,
                     blocks=blocks,
+                    **self._unfurls(target.chat_id),
                 )
             except SlackError as exc:
                 if exc.error in NOT_A_MEMBER:  # a slash command's user is told, if any
@@ -262,9 +269,16 @@ class SlackOutbound:
                 thread_ts=ref.target.thread_id,
                 mrkdwn=True,
                 link_names=False,
+                **self._unfurls(ref.target.chat_id),
             )
             refs.append(MessageRef(ref.target, str(response["ts"])))
         return refs
+
+    def _unfurls(self, chat_id: str) -> dict[str, bool]:
+        """``chat.postMessage``'s unfurl arguments for ``chat_id`` (none: Slack's own)."""
+        if self._link_previews.shown_in(chat_id):
+            return {}
+        return {"unfurl_links": False, "unfurl_media": False}
 
     def _render(self, markdown: str) -> list[str]:
         """The mrkdwn messages ``markdown`` is posted as, mass mentions defused unless allowed."""

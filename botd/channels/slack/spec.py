@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from ...config.schema import CatchUp, CatchUpSection, ChatChannelSection, off_on
 from ...config.secrets import OptionalSecret, Secret
-from ..base import ChannelAdapter
+from ..base import ChannelAdapter, LinkPreviews
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 from .emoji import EMOJI_NAMES, slack_emoji_name
@@ -91,6 +91,7 @@ def _adapter(section: SlackSection, context: ChannelContext) -> ChannelAdapter:
         dm_threads=section.delivery == "stream",
         catch_up=CatchUpSettings.of(section.catch_up),
         marks=context.marks,
+        link_previews=LinkPreviews(section.link_previews, section.group_link_previews()),
     )
 
 

@@ -58,7 +58,7 @@ from ...net.tls import verified_context
 from ...ops.logging import not_botds_concern
 from ...retry import Backoff
 from ...store.protocols import Offsets
-from ..base import InboundSink, OutboundFile, PlatformLink, SendScope
+from ..base import InboundSink, LinkPreviews, OutboundFile, PlatformLink, SendScope
 from ..budget import Budget
 from ..errors import ChannelError
 from . import uploads
@@ -143,6 +143,7 @@ class TelegramAdapter:
         http: Routes | None = None,
         shared_rate: SharedRate | None = None,
         held_back: Callable[[InboundMessage], Awaitable[object]] | None = None,
+        link_previews: LinkPreviews | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, the key of its offset and lease, its log lines' prefix).
@@ -152,7 +153,8 @@ class TelegramAdapter:
         ``<channel>:<account>`` (webhook mode needs no lease: every node takes POSTs).
         ``shared_rate``: where the nodes share the bot's rate (``budget``; None: alone).
         ``held_back``: told of each message polling holds back behind one the sink refused
-        (``ChannelContext.held_back``)."""
+        (``ChannelContext.held_back``). ``link_previews``: the chats whose messages show
+        no link preview (None: every chat's do)."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         if mode == "webhook" and http is None:
@@ -185,7 +187,10 @@ class TelegramAdapter:
         self.budget: Budget | None = None
         """The bot's budget (``budget``) while started: every Bot API call takes its turn."""
         self._outbound = TelegramOutbound(
-            self._require_bot, channel=channel, text_limit=self.capabilities.text_limit
+            self._require_bot,
+            channel=channel,
+            text_limit=self.capabilities.text_limit,
+            link_previews=link_previews or LinkPreviews(),
         )
         self._inbound = TelegramInbound(
             self._require_bot,

@@ -4,7 +4,8 @@ draft, delete and react to messages and show that the bot is typing.
 Outgoing text is rendered to Telegram's HTML subset (``markup``) and cut into messages of
 the text limit; markup Telegram refuses ("can't parse entities") is sent again as plain text.
 A message that is not the answer (``SendScope.silent``: a status line, a preview's further
-message) is posted with ``disable_notification``.
+message) is posted with ``disable_notification``; a chat whose ``link_previews`` is off gets
+``link_preview_options`` with ``is_disabled`` on every message and edit.
 Every call is paced by the bot's budget (``budget``: Telegram's limits, shared by the nodes,
 answers first; a final edit goes as an answer). A 429 is waited out for its chat only
 (others go on). Each call that posts,
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 from telegram import (
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    LinkPreviewOptions,
     ReactionTypeEmoji,
     ReplyParameters,
 )
@@ -34,7 +36,7 @@ from ...buttons.layout import chosen_label
 from ...chat import Button, MessageRef, Target
 from ...retry import retry_after
 from ...text.markup import RenderedChunk
-from ..base import OutboundFile, SendScope, fence_of
+from ..base import LinkPreviews, OutboundFile, SendScope, fence_of
 from ..budget import Priority, paced_as
 from . import uploads
 from .errors import api_error
@@ -67,14 +69,29 @@ class TelegramOutbound:
 
     ``bot`` gives the connected bot (it raises a retryable ``ChannelError`` while there is
     none); ``channel`` names the channel instance in log lines; ``text_limit`` is the length
-    a message's text is cut at. The per-chat flood waits outlive a restart of the bot.
+    a message's text is cut at; ``link_previews``, the chats whose messages (and edits)
+    show no link preview. The per-chat flood waits outlive a restart of the bot.
     """
 
-    def __init__(self, bot: Callable[[], ExtBot[Any]], *, channel: str, text_limit: int) -> None:
+    def __init__(
+        self,
+        bot: Callable[[], ExtBot[Any]],
+        *,
+        channel: str,
+        text_limit: int,
+        link_previews: LinkPreviews | None = None,
+    ) -> None:
         self._bot = bot
         self.name = channel
         self._text_limit = text_limit
+        self._link_previews = link_previews or LinkPreviews()
         self._chat_paused_until: dict[str, float] = {}
+
+    def _link_options(self, chat_id: str) -> dict[str, Any]:
+        """The ``link_preview_options`` of a message to ``chat_id`` (none: Telegram's)."""
+        if self._link_previews.shown_in(chat_id):
+            return {}
+        return {"link_preview_options": LinkPreviewOptions(is_disabled=True)}
 
     async def send(
         self, target: Target, markdown: str, *, scope: SendScope | None = None
@@ -148,7 +165,7 @@ class TelegramOutbound:
         chat = target.chat_id
         refs = []
         for number, chunk in enumerate(chunks, 1):
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = self._link_options(chat)
             if silent:
                 extra["disable_notification"] = True
             if keyboard is not None and number == len(chunks):
@@ -240,7 +257,9 @@ class TelegramOutbound:
         if not chunks:
             return [ref]
         chat_id, message_id = ref.target.chat_id, int(ref.message_id)
-        markup: dict[str, Any] = {} if keyboard is None else {"reply_markup": keyboard}
+        markup: dict[str, Any] = self._link_options(chat_id)
+        if keyboard is not None:
+            markup["reply_markup"] = keyboard
         try:
             try:
                 await self._per_chat(

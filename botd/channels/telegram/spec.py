@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from ...config.schema import ChatChannelSection, Section
 from ...config.secrets import OptionalSecret, Secret
-from ..base import ChannelAdapter
+from ..base import ChannelAdapter, LinkPreviews
 from ..registry import ChannelContext, ChannelSpec, InitQuestions, SecretQuestion
 from . import targets
 from .reactions import REACTION_EMOJI, telegram_reaction
@@ -108,6 +108,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         http=context.http,
         shared_rate=context.shared_rate,
         held_back=context.held_back,
+        link_previews=LinkPreviews(section.link_previews, section.group_link_previews()),
     )
 
 
