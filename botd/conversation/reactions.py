@@ -21,7 +21,8 @@ waited behind answers until the answer was out is never sent, and ``done`` is on
 instead of two. A change whose call is under way is let finish. Nothing is retried: a
 platform's refusal (a missing permission or scope, an emoji it does not have) is logged once
 per channel and reason, in the platform's words. Which emoji a message gets, if
-any, is the ``rules``' call (the live config: ``reactions`` per channel and per group).
+any, is the ``rules``' call (the live config: ``reactions`` per channel and per group, and
+its ``scope``: direct chats, groups, or the messages that mention the bot).
 """
 
 from __future__ import annotations
