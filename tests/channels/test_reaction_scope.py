@@ -31,7 +31,7 @@ async def model() -> AsyncIterator[FakeAnthropicAPI]:
 
 
 def _section(telegram: FakeTelegramAPI, *lines: str) -> str:
-    """Telegram with an open DM and ``GROUP`` answering every message, and ``lines``."""
+    """Telegram with an open DM, groups on their allowlist, and ``lines`` (the groups)."""
     return telegram_yaml(
         telegram,
         "dm_policy: open",
