@@ -30,6 +30,7 @@ from .commands import (
 )
 from .conversations import conversation_of
 from .errors import DiscordError, refusals
+from .inbound_kinds import forwarded_snapshot, marker_of, snapshot_text
 from .inbound_media import discord_attachments
 from .quotes import fetch_quote, quote_of, unresolved_reply
 from .routes import DiscordRoutes
@@ -187,7 +188,7 @@ class DiscordInbound:
         inbound = replace(
             self._inbound(message, me.id), bot_name=me.name, quoted=quote_of(message, me)
         )
-        blank = not message.content and not message.attachments
+        blank = not inbound.text and not inbound.attachments
         if inbound.mentions_bot and blank and message.guild is not None:
             self._warn_blank_content()
         reference = unresolved_reply(message)
@@ -271,6 +272,14 @@ class DiscordInbound:
         )
         # The bot's own mention is addressing, not content.
         text = without_mention(message.content, rf"<@!?{me_id}>")
+        marker = marker_of(message.stickers, message.poll)
+        text = " ".join(part for part in (text, marker) if part)
+        files = discord_attachments(message.attachments)
+        snapshot = forwarded_snapshot(message)
+        if snapshot is not None and reference is not None:
+            # A forward says nothing of its own: the snapshot is what it says.
+            text = snapshot_text(self._client(), reference, snapshot)
+            files += discord_attachments(snapshot.attachments)
         return InboundMessage(
             channel=self.name,
             chat_id=where.chat_id,
@@ -287,10 +296,10 @@ class DiscordInbound:
             in_history=True,
             reply_to_message_id=(
                 str(reference.message_id)
-                if reference is not None and reference.message_id is not None
+                if reference is not None and reference.message_id is not None and snapshot is None
                 else None
             ),
-            attachments=discord_attachments(message),
+            attachments=files,
         )
 
     def check_content_intent(self, client: discord.Client) -> None:
