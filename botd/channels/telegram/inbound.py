@@ -103,9 +103,13 @@ class TelegramInbound:
         # Files come with their caption as the text; stickers, locations, polls… as their
         # marker (``inbound_kinds``).
         taken = filters.TEXT | MEDIA | MARKED
-        updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
-        app.add_handler(MessageHandler(updates & taken, self._on_text))
-        app.add_handler(MessageHandler(updates & ~taken, self._on_not_read))
+        new, edited = filters.UpdateType.MESSAGE, filters.UpdateType.EDITED_MESSAGE
+        app.add_handler(
+            MessageHandler((new & taken) | (edited & (filters.TEXT | MEDIA)), self._on_text)
+        )
+        # (A live location comes again as an edit each time it moves: it was read when it
+        # came, and its moves are no edit of anything said.)
+        app.add_handler(MessageHandler((new | edited) & ~taken, self._on_not_read))
         app.add_handler(CallbackQueryHandler(self._on_press))
         # A later group sees every update once the handlers above are done with it.
         app.add_handler(TypeHandler(Update, self._on_processed), group=1)

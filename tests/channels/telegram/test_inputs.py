@@ -219,6 +219,24 @@ async def test_a_sticker_in_a_group_without_a_mention_is_chatter_not_a_prompt(
     assert lines[-3:] == [f"[Bob (id {BOB})] [sticker 👋]", "", f"[Alice (id {ALICE})] hi"]
 
 
+async def test_a_live_location_moving_is_no_edit_and_no_prompt(
+    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
+) -> None:
+    model.push(stream(text("You are in Berlin.")), stream(text("Sure.")))
+    async with daemon_running(_config(tmp_path, telegram, model)):
+        shared = telegram.push_message(
+            DM, {"location": {**location(52.52, 13.405), "live_period": 900}}
+        )
+        await _answers(telegram, 1)
+        moved = {**shared, "location": {**shared["location"], "latitude": 52.53}}
+        for step in range(1, 4):
+            telegram.push_update({"edited_message": {**moved, "edit_date": shared["date"] + step}})
+        telegram.push_text(DM, "thanks")
+        await _answers(telegram, 2)
+    assert _user_text(model, 0) == "[location 52.52, 13.405]"
+    assert _user_text(model, 1) == "thanks"  # no "(edited an earlier message to:)" before it
+
+
 # --- what is not read -------------------------------------------------------------------------
 
 
