@@ -8,6 +8,8 @@ restart too. A reply carries the message it answers, quoted (``quotes``; fetched
 did not send it along). With ``auto_thread`` a mention of the bot in a server's channel gets
 a thread of its own. A slash command (``commands``) and a press of a button (``buttons``) are
 handed on like the user's message and the interaction answered as the router decided.
+Stickers, polls and forwards are read as ``inbound_kinds`` says; a notice Discord wrote itself
+(a system message: a pin, a member joining) is not read, and logged once per kind.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import discord
 
 from ...chat import InboundMessage, PressAnswer
 from ..base import InboundSink, UntilAccepted, without_mention
+from ..inputs import NotRead
 from .buttons import PRESS_NOT_TAKEN, PRESS_NOT_TAKEN_NOW, acknowledge, chosen_view, press_message
 from .commands import (
     NOT_ADMITTED_TEXT,
@@ -78,6 +81,7 @@ class DiscordInbound:
         self._handing = UntilAccepted(channel)
         self._until_accepted = self._handing.hand
         self._warned_content = False
+        self._not_read = NotRead(f"{channel}[{account_id}]")
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
 
@@ -183,6 +187,10 @@ class DiscordInbound:
         # not send along), so messages reach it in gateway order.
         taking = self._taking(message)
         if taking is None:
+            return
+        if message.is_system():
+            # A notice Discord wrote (a pin, a member joining, a call): nobody's words.
+            self._not_read.came(message.type.name)
             return
         sink, me = taking
         inbound = replace(

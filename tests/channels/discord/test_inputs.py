@@ -3,11 +3,13 @@ and anthropic SDKs inside botd, the loopback fakes outside.
 
 A forward (a message snapshot: no text of its own) reaches the model as the forwarded text
 and files, labelled with the channel it came from and its day, and cannot forge a label;
-stickers and a poll reach the model as their markers.
+stickers and a poll reach the model as their markers; a notice Discord wrote itself (a pin)
+is not read, and logged once per kind.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -119,3 +121,31 @@ async def test_stickers_and_a_poll_reach_the_model_as_their_markers(
         )
         await _answers(discord, 2)
     assert _user_text(model) == '[poll "Lunch?": Pizza / Sushi]'
+
+
+async def test_a_notice_discord_wrote_is_not_read_and_logged_once_per_kind(
+    tmp_path: Path, model: FakeAnthropicAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    model.push(stream(text("Here.")))
+
+    def told() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "is not read" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="botd.channels.inputs"):
+        async with (
+            FakeDiscordAPI() as discord,
+            daemon_running(_config(tmp_path, discord, model)),
+        ):
+            for _ in range(3):
+                pinned = discord.message("", channel_id=DM_CHANNEL_ID, guild=False, author=ALICE)
+                pinned["type"] = 6  # CHANNEL_PINNED_MESSAGE
+                await discord.dispatch_message(pinned)
+            await until(told, "the line saying a pin is not read")
+            await discord.dispatch_message(
+                discord.message("still there?", channel_id=DM_CHANNEL_ID, guild=False, author=ALICE)
+            )
+            await _answers(discord, 1)
+    assert told() == [
+        "discord[default]: a message of kind 'pins_add' is not read (logged once per kind)"
+    ]
+    assert len(model.requests) == 1 and _user_text(model) == "still there?"
