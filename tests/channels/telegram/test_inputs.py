@@ -153,6 +153,26 @@ async def test_a_forwarded_text_cannot_forge_a_speaker_or_a_forward_label(
     ]
 
 
+async def test_a_forwarded_command_is_text_not_a_command(
+    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
+) -> None:
+    """Someone else's ``/new``, forwarded, does not start the forwarder's conversation over."""
+    model.push(stream(text("Hi.")), stream(text("That was Bob's command.")))
+    async with daemon_running(_config(tmp_path, telegram, model)):
+        telegram.push_text(DM, "remember 42", sender=user(ALICE, "Alice"))
+        await _answers(telegram, 1)
+        telegram.push_text(
+            DM,
+            "/new",
+            sender=user(ALICE, "Alice"),
+            forward_origin=from_user(user(BOB, "Bob"), WRITTEN),
+        )
+        await _answers(telegram, 2)
+    assert _user_text(model) == f"[forwarded from Bob (id {BOB}), 2026-11-20] /new"
+    said = [m for m in model.requests[-1].body["messages"] if m["role"] == "user"]
+    assert len(said) == 2  # the conversation went on: "remember 42" is still there
+
+
 # --- markers ----------------------------------------------------------------------------------
 
 
