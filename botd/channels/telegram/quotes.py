@@ -1,11 +1,12 @@
 """The message a Telegram message replies to, as the quote the model is shown.
 
 A reply carries the message it answers (``reply_to_message``): its text, or for a file its
-caption and the file named (``[sent the image]``). Where the user selected a part of it to
-quote (``quote``), that part is the quote. A reply to a message of another chat carries no
-message, only where it came from (``external_reply``) and the selected part, if any: that
-part is quoted, by whom Telegram says wrote it. A reply to the bot's own message is quoted
-as the bot's (``from_bot``), under the bot's username.
+caption and the file named (``[sent the image]``), or for a sticker, a location, a poll… its
+marker (``inbound_kinds``). Where the user selected a part of it to quote (``quote``), that
+part is the quote. A reply to a message of another chat carries no message, only where it came
+from (``external_reply``) and the selected part, if any: that part is quoted, by whom Telegram
+says wrote it. A reply to the bot's own message is quoted as the bot's (``from_bot``), under
+the bot's username.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from telegram import Message
 
 from ...chat import Quote
 from ...speakers import speaker
-from .inbound_kinds import origin_speaker
+from .inbound_kinds import marker_of, origin_speaker
 from .inbound_media import telegram_attachments
 
 __all__ = ["quote_of"]
@@ -38,7 +39,8 @@ def quote_of(message: Message, reply: Message | None, bot_id: int, bot_name: str
 
 
 def _said(message: Message) -> str:
-    return message.text or message.caption or ""
+    # A sticker, a location, a poll… is quoted as the model read it: its marker.
+    return message.text or message.caption or marker_of(message)
 
 
 def _author(message: Message) -> str:

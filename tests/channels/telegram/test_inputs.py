@@ -239,6 +239,29 @@ async def test_a_sticker_in_a_group_without_a_mention_is_chatter_not_a_prompt(
     assert lines[-3:] == [f"[Bob (id {BOB})] [sticker 👋]", "", f"[Alice (id {ALICE})] hi"]
 
 
+async def test_a_reply_to_a_location_quotes_its_marker(
+    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
+) -> None:
+    model.push(stream(text("Near the TV tower.")))
+    shared = {
+        "message_id": 900,
+        "date": WRITTEN,
+        "chat": telegram.chat(GROUP),
+        "from": user(BOB, "Bob"),
+        "location": location(52.52, 13.405),
+    }
+    async with daemon_running(_config(tmp_path, telegram, model)):
+        telegram.push_text(
+            GROUP, f"@{BOT_USERNAME} what is there?", sender=user(ALICE, "Alice"), reply_to=shared
+        )
+        await _answers(telegram, 1)
+    assert _user_text(model).splitlines() == [
+        f"[In reply to Bob (id {BOB}):]",
+        "> [location 52.52, 13.405]",
+        f"[Alice (id {ALICE})] what is there?",
+    ]
+
+
 async def test_a_live_location_moving_is_no_edit_and_no_prompt(
     tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
 ) -> None:
