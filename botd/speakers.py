@@ -18,6 +18,12 @@ one (``\\r``, U+2028 and the like) starts a new ``> `` line, so a quoted text ca
 block early or start a line of its own: whatever it says (a header, a label, a
 system-looking note), it stays inside the quote.
 
+A forwarded message is the forwarder's message (their label, in a group), its text after a
+label naming where it came from: ``[forwarded from Alice (id 123), 2026-11-20] text``. The
+origin is cleaned like every name, and every line of the forwarded text, its first too, is
+escaped as a sender's later lines are, so it can pose neither as a speaker nor as another
+forward.
+
 This module imports nothing of botd: the router, the prompt and the channels all use it.
 """
 
@@ -31,8 +37,10 @@ __all__ = [
     "QUOTE_MARK",
     "bot_line",
     "clean_name",
+    "forwarded",
     "hidden_speaker",
     "labelled",
+    "one_line",
     "quote_block",
     "speaker",
     "speaker_label",
@@ -70,6 +78,13 @@ def _cleaned(text: str, marks: frozenset[str], limit: int) -> str:
     return text
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line without square brackets, invisible or line-breaking characters,
+    whitespace collapsed, at most ``limit`` characters: a user's words inside a line botd
+    writes (``botd.channels.inputs``' markers); each line break is a space."""
+    return _cleaned(" ".join(text.splitlines()), _BRACKETS, limit)
+
+
 def speaker(name: str, sender_id: str) -> str:
     """``Name (id ID)``, or ``id ID`` when there is no usable name: who a label names."""
     who = clean_name(sender_id) or "unknown"
@@ -95,6 +110,18 @@ def speaker_label(name: str, sender_id: str) -> str:
 def labelled(name: str, sender_id: str, text: str) -> str:
     """``text`` after its speaker's label, its later lines unable to pose as labels."""
     return f"{speaker_label(name, sender_id)} {_escape_label_lines(text)}"
+
+
+def forwarded(origin: str, date: str, text: str = "", *, marker: str = "") -> str:
+    """``text`` forwarded from ``origin`` (a ``speaker``, or a chat's name), first written on
+    ``date`` (``YYYY-MM-DD``; "" when not told), as the forwarder's words show it.
+    ``marker``: botd's own line for what the message is (``botd.channels.inputs``), shown
+    before ``text`` as it is; every line of ``text``, its first too, is escaped."""
+    # ``origin`` is cleaned again (brackets and line breaks out), as a quote header's is.
+    who = _cleaned(origin, _BRACKETS, 2 * NAME_LIMIT) or "someone"
+    label = f"[forwarded from {who}, {date}]" if date else f"[forwarded from {who}]"
+    said = _escape_label_lines(f"\n{text}")[1:] if text else ""
+    return " ".join(part for part in (label, marker, said) if part)
 
 
 def bot_line(text: str) -> str:

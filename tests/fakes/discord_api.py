@@ -420,11 +420,17 @@ class FakeDiscordAPI:
         reply_to: dict[str, Any] | None = None,
         resolved: bool = True,
         attachments: list[dict[str, Any]] | None = None,
+        stickers: tuple[str, ...] = (),
+        poll: tuple[str, tuple[str, ...]] | None = None,
+        forwards: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A MESSAGE_CREATE payload, kept as a message of the channel (``payloads``);
         ``guild=False`` makes it a DM. ``reply_to``: the message it replies to, sent along
         as ``referenced_message`` unless ``resolved`` is False (Discord leaves it out when
-        it did not look the message up)."""
+        it did not look the message up). ``stickers``: the names of the stickers it carries
+        (``sticker_items``); ``poll``: its question and answers; ``forwards``: the message
+        (payload) it forwards, as Discord sends a forward: no content of its own, a
+        reference of type 1 and the forwarded message as a snapshot."""
         author = author or user(USER_ID, "alice")
         snowflake = message_id or self.next_id()
         payload: dict[str, Any] = {
@@ -462,6 +468,36 @@ class FakeDiscordAPI:
                 "channel_id": reply_to["channel_id"],
                 **({"guild_id": str(GUILD_ID)} if guild else {}),
             }
+        if stickers:
+            payload["sticker_items"] = [
+                {"id": str(self.next_id()), "name": name, "format_type": 1} for name in stickers
+            ]
+        if poll is not None:
+            question, answers = poll
+            payload["poll"] = {
+                "question": {"text": question},
+                "answers": [
+                    {"answer_id": n, "poll_media": {"text": answer}}
+                    for n, answer in enumerate(answers, 1)
+                ],
+                "expiry": TIMESTAMP,
+                "allow_multiselect": False,
+                "layout_type": 1,
+            }
+        if forwards is not None:
+            payload["content"] = ""
+            payload["message_reference"] = {
+                "type": 1,
+                "message_id": forwards["id"],
+                "channel_id": forwards["channel_id"],
+                **({"guild_id": forwards["guild_id"]} if "guild_id" in forwards else {}),
+            }
+            kept = ("type", "content", "embeds", "attachments", "timestamp", "edited_timestamp")
+            snapshot = {key: forwards[key] for key in kept}
+            snapshot.update(flags=0, mentions=[], mention_roles=[], components=[])
+            if "sticker_items" in forwards:
+                snapshot["sticker_items"] = forwards["sticker_items"]
+            payload["message_snapshots"] = [{"message": snapshot}]
         self.payloads[int(payload["id"])] = payload
         return payload
 

@@ -161,6 +161,28 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dic
     }
 
 
+def shared_message(
+    text: str, *, author: str, author_name: str, ts: str, channel: str = "C777"
+) -> dict[str, Any]:
+    """The attachment Slack puts on a message that shares another ("Share message"):
+    the shared message's text, author, channel and ``ts``."""
+    return {
+        "ts": ts,
+        "author_id": author,
+        "author_name": author_name,
+        "channel_id": channel,
+        "channel_name": "general",
+        "is_msg_unfurl": True,
+        "is_share": True,
+        "text": text,
+        "fallback": f"[{ts}] {author_name}: {text}",
+        "from_url": f"https://example.slack.com/archives/{channel}/p{ts.replace('.', '')}",
+        "mrkdwn_in": ["text"],
+        "footer": "Posted in #general",
+        "color": "D0D0D0",
+    }
+
+
 def message_changed(
     original: dict[str, Any],
     text: str,

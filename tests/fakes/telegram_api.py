@@ -282,6 +282,87 @@ def user(user_id: int, first_name: str = "Ada", username: str | None = None) -> 
     return found
 
 
+# --- what a message may carry besides text and files (the Bot API's shapes) ------------------
+
+
+def sticker(emoji: str | None, *, animated: bool = False, video: bool = False) -> dict[str, Any]:
+    """A ``Sticker`` (its ``emoji``; ``animated``: a TGS, ``video``: a WEBM one)."""
+    found: dict[str, Any] = {
+        "file_id": "sticker-1",
+        "file_unique_id": "usticker-1",
+        "type": "regular",
+        "width": 512,
+        "height": 512,
+        "is_animated": animated,
+        "is_video": video,
+        "set_name": "TestSet",
+    }
+    if emoji is not None:
+        found["emoji"] = emoji
+    return found
+
+
+def location(latitude: float, longitude: float) -> dict[str, Any]:
+    """A ``Location``."""
+    return {"latitude": latitude, "longitude": longitude}
+
+
+def venue(title: str, address: str, latitude: float, longitude: float) -> dict[str, Any]:
+    """A ``Venue`` (a message with one carries its ``location`` too: ``push_message`` adds it)."""
+    return {"location": location(latitude, longitude), "title": title, "address": address}
+
+
+def contact(first_name: str, phone: str, last_name: str | None = None) -> dict[str, Any]:
+    """A ``Contact``."""
+    found: dict[str, Any] = {"phone_number": phone, "first_name": first_name}
+    if last_name is not None:
+        found["last_name"] = last_name
+    return found
+
+
+def poll(question: str, options: list[str], *, quiz: bool = False) -> dict[str, Any]:
+    """A ``Poll`` nobody voted in yet (a quiz with its first option correct)."""
+    found: dict[str, Any] = {
+        "id": "poll-1",
+        "question": question,
+        "options": [
+            {"persistent_id": f"option-{n}", "text": option, "voter_count": 0}
+            for n, option in enumerate(options)
+        ],
+        "total_voter_count": 0,
+        "is_closed": False,
+        "is_anonymous": True,
+        "type": "quiz" if quiz else "regular",
+        "allows_multiple_answers": False,
+        "allows_revoting": True,
+        "members_only": False,
+    }
+    if quiz:
+        found["correct_option_ids"] = [0]
+    return found
+
+
+def dice(emoji: str, value: int) -> dict[str, Any]:
+    """A ``Dice`` as thrown."""
+    return {"emoji": emoji, "value": value}
+
+
+def from_user(sender: dict[str, Any], date: int) -> dict[str, Any]:
+    """A ``MessageOriginUser``: forwarded from ``sender``, first sent at ``date``."""
+    return {"type": "user", "date": date, "sender_user": sender}
+
+
+def from_hidden_user(name: str, date: int) -> dict[str, Any]:
+    """A ``MessageOriginHiddenUser``: forwarded from someone who hides their account."""
+    return {"type": "hidden_user", "date": date, "sender_user_name": name}
+
+
+def from_channel(chat_id: int, title: str, date: int, message_id: int = 1) -> dict[str, Any]:
+    """A ``MessageOriginChannel``: forwarded from a post of channel ``chat_id``."""
+    chat = {"id": chat_id, "type": "channel", "title": title}
+    return {"type": "channel", "date": date, "chat": chat, "message_id": message_id}
+
+
 BOT_USER: dict[str, Any] = {
     "id": BOT_ID,
     "is_bot": True,
@@ -509,6 +590,7 @@ class FakeTelegramAPI:
         entities: list[dict[str, Any]] | None = None,
         message_id: int | None = None,
         date: int | None = None,
+        forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A text message as Telegram sends it (not queued: ``push_text`` queues one).
         ``@word`` mentions get entities.
@@ -516,7 +598,8 @@ class FakeTelegramAPI:
         ``thread_id`` makes it a forum-topic message (``is_topic_message``); ``reply_to`` is a
         message dict (one the fake returned for a bot send, say); ``quote`` is the part of it
         the user selected to quote (a manual ``TextQuote``); ``date`` is when it was sent
-        (Unix seconds; default now).
+        (Unix seconds; default now); ``forward_origin``: where it was forwarded from
+        (``from_user``, ``from_channel``…).
         """
         chat = self.chat(chat_id, chat_type=chat_type, is_forum=is_forum)
         message: dict[str, Any] = {
@@ -538,12 +621,45 @@ class FakeTelegramAPI:
             original = str((reply_to or {}).get("text") or (reply_to or {}).get("caption") or "")
             position = max(original.find(quote), 0)
             message["quote"] = {"text": quote, "position": position, "is_manual": True}
+        if forward_origin is not None:
+            message["forward_origin"] = forward_origin
         return message
 
     def push_text(self, chat_id: int, text: str, **options: Any) -> dict[str, Any]:
         """Queue a text message update (``text_message`` with ``options``); returns the
         message."""
         message = self.text_message(chat_id, text, **options)
+        self.push_update({"message": message})
+        return message
+
+    def push_message(
+        self,
+        chat_id: int,
+        content: dict[str, Any],
+        *,
+        sender: dict[str, Any] | None = None,
+        chat_type: str | None = None,
+        reply_to: dict[str, Any] | None = None,
+        forward_origin: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Queue a message of any kind: ``content`` holds its kind's fields as Telegram sends
+        them (``{"sticker": sticker("😀")}``, ``{"game": {...}}``; a venue's location is
+        added); ``forward_origin``: where it was forwarded from (``from_user``…). Returns
+        the message."""
+        chat = self.chat(chat_id, chat_type=chat_type)
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender or user(chat_id if chat_id > 0 else 4242),
+            **content,
+        }
+        if "venue" in content:
+            message["location"] = content["venue"]["location"]
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
+        if forward_origin is not None:
+            message["forward_origin"] = forward_origin
         self.push_update({"message": message})
         return message
 

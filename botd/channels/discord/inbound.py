@@ -8,6 +8,8 @@ restart too. A reply carries the message it answers, quoted (``quotes``; fetched
 did not send it along). With ``auto_thread`` a mention of the bot in a server's channel gets
 a thread of its own. A slash command (``commands``) and a press of a button (``buttons``) are
 handed on like the user's message and the interaction answered as the router decided.
+Stickers, polls and forwards are read as ``inbound_kinds`` says; a notice Discord wrote itself
+(a system message: a pin, a member joining) is not read, and logged once per kind.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import discord
 
 from ...chat import InboundMessage, PressAnswer
 from ..base import InboundSink, UntilAccepted, without_mention
+from ..inputs import NotRead
 from .buttons import PRESS_NOT_TAKEN, PRESS_NOT_TAKEN_NOW, acknowledge, chosen_view, press_message
 from .commands import (
     NOT_ADMITTED_TEXT,
@@ -30,6 +33,7 @@ from .commands import (
 )
 from .conversations import conversation_of
 from .errors import DiscordError, refusals
+from .inbound_kinds import forwarded_snapshot, marker_of, snapshot_text
 from .inbound_media import discord_attachments
 from .quotes import fetch_quote, quote_of, unresolved_reply
 from .routes import DiscordRoutes
@@ -77,6 +81,7 @@ class DiscordInbound:
         self._handing = UntilAccepted(channel)
         self._until_accepted = self._handing.hand
         self._warned_content = False
+        self._not_read = NotRead(f"{channel}[{account_id}]")
         self._pressing: set[int] = set()
         """The ids of the interactions (button presses) being handled."""
 
@@ -183,11 +188,15 @@ class DiscordInbound:
         taking = self._taking(message)
         if taking is None:
             return
+        if message.is_system():
+            # A notice Discord wrote (a pin, a member joining, a call): nobody's words.
+            self._not_read.came(message.type.name)
+            return
         sink, me = taking
         inbound = replace(
             self._inbound(message, me.id), bot_name=me.name, quoted=quote_of(message, me)
         )
-        blank = not message.content and not message.attachments
+        blank = not inbound.text and not inbound.attachments
         if inbound.mentions_bot and blank and message.guild is not None:
             self._warn_blank_content()
         reference = unresolved_reply(message)
@@ -271,6 +280,14 @@ class DiscordInbound:
         )
         # The bot's own mention is addressing, not content.
         text = without_mention(message.content, rf"<@!?{me_id}>")
+        marker = marker_of(message.stickers, message.poll)
+        text = " ".join(part for part in (text, marker) if part)
+        files = discord_attachments(message.attachments)
+        snapshot = forwarded_snapshot(message)
+        if snapshot is not None and reference is not None:
+            # A forward says nothing of its own: the snapshot is what it says.
+            text = snapshot_text(self._client(), reference, snapshot)
+            files += discord_attachments(snapshot.attachments)
         return InboundMessage(
             channel=self.name,
             chat_id=where.chat_id,
@@ -287,10 +304,10 @@ class DiscordInbound:
             in_history=True,
             reply_to_message_id=(
                 str(reference.message_id)
-                if reference is not None and reference.message_id is not None
+                if reference is not None and reference.message_id is not None and snapshot is None
                 else None
             ),
-            attachments=discord_attachments(message),
+            attachments=files,
         )
 
     def check_content_intent(self, client: discord.Client) -> None:

@@ -7,6 +7,8 @@ file by its (signed) URL, no token needed: the download streams it, capped.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import discord
 
 from ...chat import Attachment, AttachmentKind, TooLarge
@@ -15,10 +17,10 @@ from ..downloads import fetch_capped
 _KINDS: dict[str, AttachmentKind] = {"image": "image", "audio": "audio", "video": "video"}
 
 
-def discord_attachments(message: discord.Message) -> tuple[Attachment, ...]:
-    """The files of ``message``, as attachments."""
+def discord_attachments(items: Iterable[discord.Attachment]) -> tuple[Attachment, ...]:
+    """The files of a message (its ``attachments``; a forwarded snapshot's), as attachments."""
     found: list[Attachment] = []
-    for item in message.attachments:
+    for item in items:
         mime = item.content_type or ""
         kind = "voice" if item.is_voice_message() else _KINDS.get(mime.split("/")[0], "document")
         found.append(Attachment(kind, item.url, item.filename, mime, item.size))

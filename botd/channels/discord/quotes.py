@@ -101,7 +101,7 @@ def _not_fetched(reference: discord.MessageReference, reason: str) -> None:
 
 def _quote(replied: discord.Message, me: discord.ClientUser) -> Quote | None:
     author = replied.author
-    files = discord_attachments(replied)
+    files = discord_attachments(replied.attachments)
     if author.id == me.id:
         return Quote.of(me.name, replied.content, files, from_bot=True)
     return Quote.of(speaker(author.display_name, str(author.id)), replied.content, files)

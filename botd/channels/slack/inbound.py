@@ -24,8 +24,9 @@ Conversations (``slack_conversation_key``, with the channel instance's name: ``s
 another section's): ``slack:<channel>`` for a channel or DM, ``slack:<channel>:thread:<ts>``
 for a message inside a thread (one session per thread). The first mention inside a thread
 the bot was not in brings the thread's earlier messages along as context, the first message
-of a DM thread its parent as the quoted message (``threads``). A sender whose message brings no name
-is looked up once an hour (``names``). Where the answer goes is ``reply_target``'s
+of a DM thread its parent as the quoted message (``threads``). A sender whose message brings no
+name is looked up once an hour (``names``). A shared message comes after the sharer's words as a
+forward (``shares``). Where the answer goes is ``reply_target``'s
 (``reply_to_mode``, ``dm_threads``).
 """
 
@@ -50,6 +51,7 @@ from .history import SlackHistory
 from .inbound_media import slack_attachments
 from .names import SenderNames
 from .outbound import SlackOutbound
+from .shares import shared_messages
 from .streams import SlackStreams
 from .targets import slack_conversation_key
 from .threads import ThreadContext, sender_name
@@ -298,6 +300,9 @@ class SlackInbound:
         if mention and mention in text:
             # The model needs the message, not the bot's own name (which it would echo).
             text = without_mention(text, re.escape(mention)) or text
+        if shared := await shared_messages(event, self.names.of):
+            # After the sharer's own words, on their line: the label stays a label in a group.
+            text = f"{text} {shared}" if text else shared
         message = InboundMessage(
             channel=self.name,
             chat_id=channel,

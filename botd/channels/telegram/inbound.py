@@ -1,14 +1,17 @@
 """What a Telegram bot takes in: ``TelegramInbound``, PTB's handlers that turn updates into
 ``InboundMessage``s and hand them to the sink.
 
-Text messages, commands included, and files with their caption become messages of the
-channel keyed ``<channel>:<chat>``, or ``<channel>:<chat>:topic:<thread>`` in forum
-supergroups (``telegram_conversation_key``; messages of the General topic carry no thread id
-and map to topic 1). Each carries ``chat:message_id`` as its dedupe key (an edit its own), so
-the router drops a message delivered twice. The parts of an album, and of a long text the
-app split (``pastes``), share an album id: the sessions answer them as one. A press of one
-of the bot's buttons is handed on as a message from the presser, then answered
-(``answerCallbackQuery``) as the router decided.
+Text messages, commands included, files with their caption, and stickers, locations, venues,
+contacts, polls and dice as their one-line marker (a forward labelled with where it came from:
+``inbound_kinds``) become messages of the channel keyed ``<channel>:<chat>``, or
+``<channel>:<chat>:topic:<thread>`` in forum supergroups (``telegram_conversation_key``;
+messages of the General topic carry no thread id and map to topic 1). Each carries
+``chat:message_id`` as its dedupe key (an edit its own), so the router drops a message
+delivered twice. The parts of an album, and of a long text the app split (``pastes``), share an
+album id: the sessions answer them as one. A press of one of the bot's buttons is handed on as
+a message from the presser, then answered (``answerCallbackQuery``) as the router decided. A
+message of any other kind (a game, a story, a service message) is not read, and logged once per
+kind (``inputs.NotRead``).
 
 Each update handled is reported to the ``PollingBot`` (accepted, refused, or nothing for the
 sink), which confirms to Telegram only what was accepted; while polling, the confirmed offset
@@ -43,6 +46,8 @@ from ...chat import InboundMessage, Press, PressAnswer
 from ...store.errors import StoreError
 from ...store.protocols import Offsets
 from ..base import InboundSink, without_mention
+from ..inputs import NotRead
+from .inbound_kinds import MARKED, forwarded_text, marker_of, message_kind
 from .inbound_media import MEDIA, telegram_attachments
 from .outbound import TelegramOutbound
 from .pastes import SplitPastes
@@ -88,15 +93,23 @@ class TelegramInbound:
         self._mode = mode
         self._offsets = offsets
         self._pastes = SplitPastes()
+        self._not_read = NotRead(label)
         self._sink: InboundSink | None = None
         self._refused: set[int] = set()
         """Updates whose message the sink did not take (webhook mode answers them 503)."""
 
     def install(self, app: _App, sink: InboundSink) -> None:
         """Have ``app`` hand its updates to these handlers, and their messages to ``sink``."""
-        taken = filters.TEXT | MEDIA  # files come with their caption as the text
-        updates = filters.UpdateType.MESSAGE | filters.UpdateType.EDITED_MESSAGE
-        app.add_handler(MessageHandler(updates & taken, self._on_text))
+        # Files come with their caption as the text; stickers, locations, polls… as their
+        # marker (``inbound_kinds``).
+        taken = filters.TEXT | MEDIA | MARKED
+        new, edited = filters.UpdateType.MESSAGE, filters.UpdateType.EDITED_MESSAGE
+        app.add_handler(
+            MessageHandler((new & taken) | (edited & (filters.TEXT | MEDIA)), self._on_text)
+        )
+        # (A live location comes again as an edit each time it moves: it was read when it
+        # came, and its moves are no edit of anything said.)
+        app.add_handler(MessageHandler((new | edited) & ~taken, self._on_not_read))
         app.add_handler(CallbackQueryHandler(self._on_press))
         # A later group sees every update once the handlers above are done with it.
         app.add_handler(TypeHandler(Update, self._on_processed), group=1)
@@ -145,6 +158,13 @@ class TelegramInbound:
                 self._refused.add(update.update_id)
             raise
         bot.handled(update.update_id, ok=True)
+
+    async def _on_not_read(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A message of a kind botd does not read (a game, a story, a service message):
+        said once per kind in the log, never in silence."""
+        message = update.message or update.edited_message
+        if message is not None:
+            self._not_read.came(message_kind(message))
 
     async def _on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button under one of the bot's messages pressed: handed to the sink like a
@@ -241,7 +261,8 @@ class TelegramInbound:
         """``message`` as botd takes it (an album's part with its album; a paste's part is
         marked by ``_deliver``, which takes it)."""
         sender, bot = message.from_user, self._bot()
-        text = self._without_own_mention(message.text or message.caption or "")
+        words = self._without_own_mention(message.text or message.caption or "")
+        text = forwarded_text(message, words, marker_of(message))
         mid = str(message.message_id)
         key_of, edit = f"{chat_id}:{mid}", message.edit_date
         if edit is not None:

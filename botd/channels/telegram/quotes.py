@@ -1,26 +1,21 @@
 """The message a Telegram message replies to, as the quote the model is shown.
 
 A reply carries the message it answers (``reply_to_message``): its text, or for a file its
-caption and the file named (``[sent the image]``). Where the user selected a part of it to
-quote (``quote``), that part is the quote. A reply to a message of another chat carries no
-message, only where it came from (``external_reply``) and the selected part, if any: that
-part is quoted, by whom Telegram says wrote it. A reply to the bot's own message is quoted
-as the bot's (``from_bot``), under the bot's username.
+caption and the file named (``[sent the image]``), or for a sticker, a location, a poll… its
+marker (``inbound_kinds``). Where the user selected a part of it to quote (``quote``), that
+part is the quote. A reply to a message of another chat carries no message, only where it came
+from (``external_reply``) and the selected part, if any: that part is quoted, by whom Telegram
+says wrote it. A reply to the bot's own message is quoted as the bot's (``from_bot``), under
+the bot's username.
 """
 
 from __future__ import annotations
 
-from telegram import (
-    ExternalReplyInfo,
-    Message,
-    MessageOriginChannel,
-    MessageOriginChat,
-    MessageOriginHiddenUser,
-    MessageOriginUser,
-)
+from telegram import Message
 
 from ...chat import Quote
-from ...speakers import hidden_speaker, speaker
+from ...speakers import speaker
+from .inbound_kinds import marker_of, origin_speaker
 from .inbound_media import telegram_attachments
 
 __all__ = ["quote_of"]
@@ -35,7 +30,7 @@ def quote_of(message: Message, reply: Message | None, bot_id: int, bot_name: str
         external = message.external_reply
         if external is None or not selected:
             return None
-        return Quote.of(_origin_speaker(external), selected)
+        return Quote.of(origin_speaker(external.origin), selected)
     author = reply.from_user
     if author is not None and author.id == bot_id:
         return Quote.of(bot_name, selected or _said(reply), from_bot=True)
@@ -44,7 +39,8 @@ def quote_of(message: Message, reply: Message | None, bot_id: int, bot_name: str
 
 
 def _said(message: Message) -> str:
-    return message.text or message.caption or ""
+    # A sticker, a location, a poll… is quoted as the model read it: its marker.
+    return message.text or message.caption or marker_of(message)
 
 
 def _author(message: Message) -> str:
@@ -55,17 +51,3 @@ def _author(message: Message) -> str:
         return speaker(chat.title or chat.username or "", str(chat.id))
     user = message.from_user
     return speaker(user.full_name, str(user.id)) if user is not None else "someone"
-
-
-def _origin_speaker(external: ExternalReplyInfo) -> str:
-    origin = external.origin
-    if isinstance(origin, MessageOriginUser):
-        return speaker(origin.sender_user.full_name, str(origin.sender_user.id))
-    if isinstance(origin, MessageOriginChat):
-        chat = origin.sender_chat
-        return speaker(chat.title or chat.username or "", str(chat.id))
-    if isinstance(origin, MessageOriginChannel):
-        return speaker(origin.chat.title or origin.chat.username or "", str(origin.chat.id))
-    if isinstance(origin, MessageOriginHiddenUser):
-        return hidden_speaker(origin.sender_user_name)
-    return "someone"
