@@ -98,7 +98,7 @@ class Conversations:
         reactions: StatusReactions | None = None,
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
-        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}

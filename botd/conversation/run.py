@@ -157,7 +157,7 @@ class Runner:
         *,
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
-        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "acp",
+        answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
     ) -> None:
         self._ledger = ledger
         self._acp = acp or {}
