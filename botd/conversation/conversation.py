@@ -32,7 +32,15 @@ from ..ops.logging import LogContext
 from ..store.protocols import ConversationLedger
 from .promise import Promise
 from .prompt import media_user_turn, user_turn
-from .queue import QueueStrategy, Steering, Waiting, Windows, resumed_turn, same_album
+from .queue import (
+    QueueStrategy,
+    Steering,
+    Waiting,
+    Windows,
+    resumed_turn,
+    same_album,
+    steering_goes_first,
+)
 from .run import Runner
 from .session import Session, Stopped, Turn
 from .settings import ResetPolicy
@@ -185,7 +193,9 @@ class Conversation:
         if self.working:
             agent = self._turn_agent()
             arrival = shared.queue.arriving(message, running=agent is not None)
-            if arrival == "steer" and agent is not None:
+            # A message waiting its turn came first: this one waits behind it, not steering
+            # the run past it (answers keep the order their messages came in).
+            if arrival == "steer" and agent is not None and not self._pending:
                 steering = user_turn([message])
                 self._steering.add(steering, message.inbox_id)
                 agent.steer(steering)
@@ -308,7 +318,10 @@ class Conversation:
         while self._pending or (self._steering and self._last_inbound is not None):
             if shared.closing():
                 return  # shutting down: left in the inbox, resumed at the next start
-            if self._pending:
+            steered = self._last_inbound is not None and steering_goes_first(
+                self._steering, self._pending
+            )
+            if not steered:
                 await self._gathered()
                 if shared.closing():
                     return

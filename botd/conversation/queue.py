@@ -7,7 +7,10 @@ windows, and the steering handed to a running agent.
   instead of once per line.
 * ``followup``: each waiting message gets its own run afterwards, in order.
 * ``steer``: the message is handed to the running agent, which reads it at the next tool
-  boundary; if the run ends before one, it runs next as a follow-up.
+  boundary; if the run ends before one, it runs next as a follow-up. Answers keep the order
+  the messages came in: a message that arrives while an earlier one waits its turn (one with
+  files, which never steers) waits behind it, and steering no run read runs before the
+  messages that came after it.
 * ``interrupt``: the run is cancelled and the new message starts a fresh one.
 
 Files sent together as one post (a Telegram album: one message per file, the caption on one
@@ -171,28 +174,36 @@ def strategy(mode: QueueMode) -> QueueStrategy:
 
 class Steering:
     """Steering handed to the running agent, with the entries it answers: what the run did
-    not read runs next as a follow-up; its entries end with the run that reads them."""
+    not read runs next as a follow-up, in its place among the messages waiting (``first``);
+    its entries end with the run that reads them."""
 
     def __init__(self) -> None:
-        self._messages: list[Message] = []
+        self._messages: list[tuple[Message, int | None]] = []
         self._ids: list[int] = []
 
     def __bool__(self) -> bool:
         return bool(self._messages)
 
     def add(self, message: Message, inbox_id: int | None) -> None:
-        self._messages.append(message)
+        self._messages.append((message, inbox_id))
         if inbox_id is not None:
             self._ids.append(inbox_id)
 
     def read_by(self, added: Sequence[Message]) -> None:
         """The run is over: what it read (``added`` holds it) is no longer waiting."""
-        self._messages = [m for m in self._messages if not any(m is a for a in added)]
+        self._messages = [
+            (m, inbox_id) for m, inbox_id in self._messages if not any(m is a for a in added)
+        ]
+
+    def first(self) -> int | None:
+        """The inbox entry of the earliest steering no run read (None: none, or not kept)."""
+        ids = [inbox_id for _, inbox_id in self._messages if inbox_id is not None]
+        return min(ids) if ids else None
 
     def take_messages(self) -> list[Message]:
         """What no run read, to run as a follow-up (taken off)."""
         taken, self._messages = self._messages, []
-        return taken
+        return [m for m, _ in taken]
 
     def take_ids(self) -> list[int]:
         """The entries of the steering handed so far (taken off: they end with the run)."""
@@ -205,6 +216,16 @@ class Steering:
 
 def same_album(message: InboundMessage, other: InboundMessage) -> bool:
     return message.album is not None and message.album == other.album
+
+
+def steering_goes_first(steering: Steering, pending: Sequence[Waiting]) -> bool:
+    """Whether the steering no run read came before the first message waiting (it was
+    accepted earlier), so it runs first: answers keep the order their messages came in."""
+    first = steering.first()
+    if not steering or not pending:
+        return bool(steering)
+    head = pending[0].message.inbox_id
+    return first is not None and head is not None and first < head
 
 
 def resumed_turn(resumed: Mapping[int, int], waiting: Waiting) -> int | None:
@@ -224,5 +245,6 @@ __all__ = [
     "Windows",
     "resumed_turn",
     "same_album",
+    "steering_goes_first",
     "strategy",
 ]

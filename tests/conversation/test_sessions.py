@@ -13,7 +13,7 @@ import pytest
 from botd.agent.providers.scripted import ScriptedProvider, ScriptedTurn
 from botd.agent.tools.base import ToolContext, ToolOutput
 from botd.agent.types import ToolDefinition
-from botd.chat import InboundMessage
+from botd.chat import Attachment, InboundMessage
 from botd.cli.replay import read_events
 from botd.conversation import Conversations, ResetPolicy, RunHooks
 from botd.conversation.queue import ALBUM_WINDOW
@@ -148,6 +148,34 @@ async def test_steer_without_a_tool_boundary_runs_as_a_follow_up(store: Store) -
     await manager.submit(inbound("more", n=1))
     await settle(manager)
     assert sink.texts("c1") == ["You said: first", "You said: more"]
+
+
+async def test_steer_never_answers_a_message_before_one_that_waits_its_turn(
+    store: Store,
+) -> None:
+    """A message with a file waits its turn (it never steers); a text that comes after it
+    while the run still works waits behind it rather than steering the run past it, and
+    steering the run did not read runs before the file that came after it."""
+    gate = GateTool()
+    script = [ScriptedTurn(tool_calls=[{"name": "wait", "args": {}}])]
+    sink = ListSink()
+    manager = Conversations(
+        store,
+        ScriptedProvider(script),
+        sink,
+        settings(queue_mode="steer"),
+        tools=lambda m: [gate],
+    )
+    photo = Attachment("image", "file-1", "photo.jpg", "image/jpeg", 10)
+    await manager.submit(replace(inbound("start", n=0), inbox_id=1))
+    await asyncio.wait_for(gate.started.wait(), 30)
+    await manager.submit(replace(inbound("a photo", n=1), inbox_id=2, attachments=(photo,)))
+    await manager.submit(replace(inbound("and then this", n=2), inbox_id=3))
+    gate.release.set()
+    await settle(manager)
+    said = sink.texts("c1")
+    assert said[0] == "You said: start"
+    assert said.index("a photo") < said.index("You said: and then this"), said
 
 
 async def test_interrupt_cancels_the_run_and_answers_the_new_message(store: Store) -> None:
