@@ -20,6 +20,7 @@ import botd.ops.logging as botd_logging
 from botd.store import Store
 from botd.store.postgres import PostgresStore
 from botd.store.sqlite import SqliteStore
+from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.chat import Chat, chatting
 from tests.support.npm_packages import installed
@@ -133,6 +134,20 @@ async def chat(tmp_path: Path) -> AsyncIterator[Chat]:
     (``tests/support/chat.py``)."""
     async with FakeTelegramAPI() as telegram, chatting(tmp_path, telegram) as dm:
         yield dm
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramAPI]:
+    """A loopback Bot API (the fake Telegram, its default token) for the test."""
+    async with FakeTelegramAPI() as api:
+        yield api
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeAnthropicAPI]:
+    """A loopback Anthropic API (the fake model) whose key is ``sk-ant-test``."""
+    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
+        yield api
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,8 @@ fakes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from botd.app import App
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -29,12 +26,6 @@ QUIET = "Quiet: https://example.com/quiet"
 LOUD = "Loud: https://example.com/loud"
 SUPPRESS_EMBEDS = 1 << 2
 """Discord's message flag for a message that shows no embeds (4)."""
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 async def test_telegram_previews_off_in_one_group_and_on_in_another(

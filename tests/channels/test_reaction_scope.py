@@ -4,10 +4,7 @@ scope to the next message. The whole daemon with the real SDK over the Telegram 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from botd.app import App
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
@@ -22,12 +19,6 @@ from tests.support.waiting import guarded, until
 
 DM = 777
 GROUP = -1001234567890
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 def _section(telegram: FakeTelegramAPI, *lines: str) -> str:

@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +65,6 @@ def healthy(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", trust_env=False).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
 
 
 async def test_all_up_is_0_and_a_killed_daemon_is_3(

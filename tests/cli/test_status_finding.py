@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -45,12 +44,6 @@ def telegram_config(path: Path, state: Path, telegram: FakeTelegramAPI) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return text
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
 
 
 async def test_botd_yaml_in_the_current_directory_is_the_first_place(

@@ -15,12 +15,10 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from botd.app import App
 from botd.cli.status import Report, describe
@@ -59,12 +57,6 @@ async def status_of(config: Path) -> tuple[list[str], dict[str, Any]]:
     body = json.loads(done.stdout)
     assert isinstance(body, dict)
     return text.stdout.splitlines(), body
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
 
 
 async def test_a_standby_says_who_holds_its_channel_and_a_stopped_node_is_gone(

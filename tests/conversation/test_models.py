@@ -38,12 +38,6 @@ OVERLOADED = [http_error(529, "overloaded_error", "Overloaded")] * 4  # a try an
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
-
-
-@pytest.fixture
 async def anthropic_api() -> AsyncIterator[FakeAnthropicAPI]:
     async with FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as api:
         yield api

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,12 +36,6 @@ from tests.support.waiting import until
 
 CHAT = 777
 PARAGRAPHS = ["First, the queue is empty.", "Second, the disk is fine.", "Third, all quiet."]
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 async def test_newline_mode_on_telegram_posts_a_message_per_paragraph(

@@ -7,10 +7,7 @@ for would stall every chat of the bot. Real daemon, real SDK, the loopback Bot A
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.support.daemon_inprocess import HANG_GUARD as GUARD
@@ -18,12 +15,6 @@ from tests.support.daemon_inprocess import config_yaml, daemon_running, telegram
 from tests.support.waiting import until
 
 ALICE, BOB, STRANGER = 111, 222, 333
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
 
 
 def _config(tmp_path: Path, telegram: FakeTelegramAPI, dm_policy: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +34,6 @@ from tests.support.waiting import until
 GROUP = -100777
 ALICE, BOB = 111, 222
 DM = ALICE  # a private chat's id is its user's
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 def _telegram_config(tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> str:

@@ -8,10 +8,7 @@ that conversation should leave, read with ``prometheus_client``'s own parser.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from botd.app import App
 from botd.store import InboxBacklog
@@ -51,18 +48,6 @@ def config_text(
         + telegram_section
         + slack_section
     )
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 async def test_every_metric_counts_a_scripted_conversation(

@@ -10,7 +10,6 @@ is not read, and logged once per kind.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,6 @@ ALICE = user(1400000000000000001, "alice")
 BOB = user(1400000000000000009, "bob")
 WRITTEN = "2026-11-20T09:30:00.000000+00:00"
 """When the forwarded message was first sent."""
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 def _config(tmp_path: Path, discord: FakeDiscordAPI, model: FakeAnthropicAPI) -> str:

@@ -11,7 +11,6 @@ prompt; a message of a kind botd does not read is logged once per kind, however 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,18 +47,6 @@ ALICE, BOB = 111, 222
 DM = ALICE  # a private chat's id is its user's
 WRITTEN = int(datetime(2026, 11, 20, 9, 30, tzinfo=UTC).timestamp())
 """When the forwarded messages were first sent."""
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramAPI]:
-    async with FakeTelegramAPI() as api:
-        yield api
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropicAPI]:
-    async with FakeAnthropicAPI(api_key="sk-ant-test") as api:
-        yield api
 
 
 def _config(tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> str:
