@@ -69,6 +69,10 @@ What fails a write, by kind:
 A deadlock or serialization failure with another node's transaction rolls the batch back and
 writes it again (``RETRIES`` times). The DSN's password is never in any of these words:
 the database is named by ``describe`` and the password is masked in every message.
+
+The module is some 800 lines, a fifth of them this docstring, because the queue, the
+flusher, the set-aside writes and the health are one piece of state that every path above
+reads and changes; the batch's own transaction lives in ``batch.py``.
 """
 
 from __future__ import annotations
