@@ -160,6 +160,11 @@ def _coalesce_settings(config: BotdConfig) -> CoalesceSettings | None:
     return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
 
 
+def _either(own: bool | None, channel: bool) -> bool:
+    """A group's own setting, or the channel's where the group gives none."""
+    return channel if own is None else own
+
+
 def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> AccessPolicy:
     """Who may talk to the bot on a channel. A chat platform's section says so; a channel
     without access settings (the console) belongs to whoever runs it and is open. ``spec``:
@@ -173,7 +178,7 @@ def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> A
         group_policy=section.group_policy,
         groups={
             chat: GroupRule(
-                require_mention=rule.require_mention,
+                require_mention=_either(rule.require_mention, section.require_mention),
                 allow_from=frozenset(rule.allow_from),
                 enabled=rule.enabled,
                 tools=None if rule.tools is None else tuple(rule.tools),

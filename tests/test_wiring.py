@@ -13,7 +13,7 @@ from botd.config import parse_config
 from botd.ops.metrics import Metrics
 from botd.runtime import build_runtime
 from botd.store.sqlite import SqliteStore
-from botd.wiring import scheduler_jobs
+from botd.wiring import access_policy, scheduler_jobs
 from tests.support.waiting import until
 
 
@@ -95,3 +95,27 @@ async def test_update_channels_points_delivery_and_router_at_the_new_config(
         await runtime.sessions.close(grace=1)
         await runtime.provider.aclose()
         await runtime.store.aclose()
+
+
+def test_a_group_without_its_own_require_mention_takes_the_channels() -> None:
+    """As the reference says: ``require_mention`` of the channel is the default for the
+    groups listed without one of their own; a group's own value wins."""
+    config = parse_config(
+        """
+channels:
+  telegram:
+    token: "123:abc"
+    require_mention: false
+    groups:
+      "-100": {allow_from: [7]}
+      "-200": {require_mention: true}
+      "*": {}
+""",
+        {},
+    )
+    section = config.channels.section("telegram")
+    assert section is not None
+    policy = access_policy(section)
+    assert policy.groups["-100"].require_mention is False
+    assert policy.groups["*"].require_mention is False
+    assert policy.groups["-200"].require_mention is True

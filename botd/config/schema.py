@@ -621,7 +621,8 @@ Reactions = Annotated[ReactionsSection | bool, WrapValidator(_reactions_branch)]
 
 
 class GroupSection(Section):
-    require_mention: bool = True
+    require_mention: bool | None = None
+    """Answer only when addressed here (unset: the channel's ``require_mention``)."""
     allow_from: list[Id] = Field(default_factory=list)
     enabled: bool = True
     tools: list[str] | None = None
