@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
+from tests.support.health_probe import free_port
+
 
 @pytest.fixture
 def unused_port() -> int:
-    """A loopback port nobody listens on (bound once, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nobody listens on (``free_port``: none other is handed it)."""
+    return free_port()
 
 
 @pytest.fixture(autouse=True)

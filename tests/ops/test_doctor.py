@@ -40,13 +40,11 @@ from tests.ops.harness import (
 )
 from tests.support.config_reference import EXAMPLE
 from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.health_probe import free_port
 
 
 def _closed_url(path: str = "/") -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}{path}"
+    return f"http://127.0.0.1:{free_port()}{path}"
 
 
 def anthropic(fake: FakeAnthropicAPI) -> str:
