@@ -94,8 +94,11 @@ __all__ = [
     "Section",
     "StoreBackendName",
     "StoreSection",
+    "SystemPromptMode",
     "ToolProgressMode",
+    "TopicSection",
     "TranscriptionSection",
+    "TurnOverrides",
     "acp_agent_key",
     "channels_in",
     "configured_in",
@@ -620,7 +623,50 @@ Reactions = Annotated[ReactionsSection | bool, WrapValidator(_reactions_branch)]
 """``reactions:``: the emoji, ``true`` (the platform's defaults) or ``false`` (none)."""
 
 
-class GroupSection(Section):
+SystemPromptMode = Literal["append", "replace"]
+"""How a channel's, group's or topic's ``system_prompt`` meets the one beneath it."""
+
+
+class TurnOverrides(Section):
+    """What a chat's turns read that a channel, a group or a Telegram forum topic may set
+    over the one beneath it (topic over group over channel over ``agent``); unset: the one
+    beneath. ``botd.config.overrides`` resolves them."""
+
+    system_prompt: str | None = None
+    """Given to the model with every turn here, never written into the transcript: after
+    the prompt beneath it (``system_prompt_mode: append``, the default) or instead of it
+    (``replace``; ``system_prompt: ""`` with ``replace``: none at all)."""
+    system_prompt_mode: SystemPromptMode | None = None
+    """``append`` (unset: append) or ``replace``; only with ``system_prompt``."""
+    model: str | None = None
+    """The model asked first here: one of the configured ones (``model.name`` or a
+    fallback's ``name``). A ``/model`` choice in the conversation still wins."""
+    queue_mode: QueueMode | None = None
+    """What a message arriving during a run does here (unset: the one beneath)."""
+
+    @model_validator(mode="after")
+    def _mode_needs_prompt(self) -> TurnOverrides:
+        if self.system_prompt_mode is not None and self.system_prompt is None:
+            raise ValueError("system_prompt_mode needs system_prompt here")
+        return self
+
+
+class TopicSection(TurnOverrides):
+    """One forum topic of a Telegram group (``groups.<id>.topics.<thread id>``; the General
+    topic is ``1``): what it sets over its group. Unset keys are the group's."""
+
+    require_mention: bool | None = None
+    allow_from: list[Id] | None = None
+    """Senders allowed to address the bot in this topic (unset: the group's)."""
+    enabled: bool | None = None
+    """``false``: the bot ignores this topic (unset: the group's)."""
+    tools: list[str] | None = None
+    """The tools a run in this topic is offered (unset: the group's)."""
+    backend: AgentBackend | None = None
+    """What answers in this topic (unset: the group's)."""
+
+
+class GroupSection(TurnOverrides):
     require_mention: bool | None = None
     """Answer only when addressed here (unset: the channel's ``require_mention``)."""
     allow_from: list[Id] = Field(default_factory=list)
@@ -639,6 +685,9 @@ class GroupSection(Section):
     link_previews: bool | None = None
     """Whether links in botd's messages here show a preview (unset: the channel's
     ``link_previews``). Only for a group named by its id, like ``delivery``."""
+    topics: dict[Id, TopicSection] = Field(default_factory=dict)
+    """Telegram forum topics of this group by thread id, each with its own settings over
+    the group's (only on platforms with forum topics)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -679,11 +728,13 @@ CatchUp = Annotated[CatchUpSection, BeforeValidator(_catch_up_shorthand)]
 """A platform section's ``catch_up`` key (Discord, Slack)."""
 
 
-class ChatChannelSection(ChannelSection):
+class ChatChannelSection(ChannelSection, TurnOverrides):
     """A chat platform's section: who may talk to the bot, how replies appear, which account.
 
     ``account`` names the bot account the section connects (``default`` unless set); it
-    keeps the stored state of two accounts of one platform apart.
+    keeps the stored state of two accounts of one platform apart. Its ``system_prompt``,
+    ``model`` and ``queue_mode`` (``TurnOverrides``) are set over ``agent``'s for every
+    chat of the account; each group's and topic's over those.
     """
 
     account: str = Field(default="default", min_length=1)
@@ -813,6 +864,29 @@ class ChatChannelSection(ChannelSection):
             except re.error as exc:
                 raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
         return patterns
+
+    forum_topics: ClassVar[bool] = False
+    """Whether the platform's groups have forum topics (``groups.<id>.topics``: Telegram's)."""
+
+    @model_validator(mode="after")
+    def _topics_where_the_platform_has_them(self) -> ChatChannelSection:
+        """Refuse ``topics`` on a platform without forum topics, under its own key (and line)."""
+        if self.forum_topics:
+            return self
+        errors: list[InitErrorDetails] = []
+        for gid, group in self.groups.items():
+            if group.topics:
+                error = PydanticCustomError(
+                    "value_error",
+                    "this platform has no forum topics: a thread here takes its group's settings",
+                    {},
+                )
+                errors.append(
+                    InitErrorDetails(type=error, loc=("groups", gid, "topics"), input=group.topics)
+                )
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
 
 def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tuple[str, str, str]:
@@ -1130,7 +1204,7 @@ class BotdConfig(Section):
 
     def backends(self) -> dict[Loc, str]:
         """Every backend the config names, by its key: ``agent.backend``, each chat channel's
-        and each of its groups' that is set."""
+        and each of its groups' and topics' that is set."""
         named: dict[Loc, str] = {("agent", "backend"): self.agent.backend}
         for name, section in self.channels.sections().items():
             if not isinstance(section, ChatChannelSection):
@@ -1140,6 +1214,10 @@ class BotdConfig(Section):
             for group, rule in section.groups.items():
                 if rule.backend is not None:
                     named[("channels", name, "groups", group, "backend")] = rule.backend
+                for topic, own in rule.topics.items():
+                    if own.backend is not None:
+                        loc = ("channels", name, "groups", group, "topics", topic, "backend")
+                        named[loc] = own.backend
         return named
 
     @model_validator(mode="after")
@@ -1157,6 +1235,47 @@ class BotdConfig(Section):
                 {"backend": backend, "key": acp_agent_key(backend)},
             )
             errors.append(InitErrorDetails(type=error, loc=loc, input=backend))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def model_names(self) -> list[str]:
+        """The configured models' names: the primary, then its fallbacks in order."""
+        return [self.model.model_name, *(f.name for f in self.model.fallbacks)]
+
+    def models_named(self) -> dict[Loc, str]:
+        """Every ``model`` a chat channel, a group or a topic sets, by its key."""
+        named: dict[Loc, str] = {}
+        for name, section in self.channels.sections().items():
+            if not isinstance(section, ChatChannelSection):
+                continue
+            places: list[tuple[Loc, TurnOverrides]] = [(("channels", name), section)]
+            for gid, group in section.groups.items():
+                places.append((("channels", name, "groups", gid), group))
+                places += [
+                    (("channels", name, "groups", gid, "topics", tid), topic)
+                    for tid, topic in group.topics.items()
+                ]
+            named.update({(*loc, "model"): o.model for loc, o in places if o.model is not None})
+        return named
+
+    @model_validator(mode="after")
+    def _models_configured(self) -> BotdConfig:
+        """Refuse a channel's, group's or topic's ``model`` that is not a configured one,
+        under its own key (and line)."""
+        known = self.model_names()
+        errors: list[InitErrorDetails] = []
+        for loc, model in self.models_named().items():
+            if model in known:
+                continue
+            close = difflib.get_close_matches(model, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            why = (
+                f"unknown model {model!r}: not one of the configured models "
+                f"({', '.join(known)}: model.name and model.fallbacks' names){hint}"
+            )
+            error = PydanticCustomError("value_error", "{why}", {"why": why})
+            errors.append(InitErrorDetails(type=error, loc=loc, input=model))
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self

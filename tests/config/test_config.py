@@ -467,7 +467,7 @@ def test_the_reference_shows_every_key() -> None:
             if isinstance(value, list):  # a list of mappings: keys shown across its items
                 items = [item for item in reversed(value) if isinstance(item, dict)]
                 value = {k: v for item in items for k, v in item.items()}
-            elif isinstance(value, dict) and key == "groups":
+            elif isinstance(value, dict) and key in ("groups", "topics"):  # by id
                 value = next(iter(value.values()), None)
             elif isinstance(value, dict) and key in ("mcp_servers", "acp_agents"):  # by name
                 value = {k: v for item in value.values() for k, v in item.items()}

@@ -46,6 +46,7 @@ class TelegramSection(ChatChannelSection):
     platform_text_limit = 4096  # the adapter's Capabilities.text_limit
     # Bots react only with Telegram's fixed list, which has neither ✅ nor ❌.
     default_reactions = ("👀", "👍", "👎")
+    forum_topics = True  # groups.<id>.topics.<thread id>
 
     token: Secret
     api_base_url: Annotated[str, AfterValidator(_without_bot_suffix)] = "https://api.telegram.org"
