@@ -37,8 +37,9 @@ from .channels.registry import ChannelContext, channel_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
-from .config import BotdConfig, ChatChannelSection
+from .config import BotdConfig
 from .config.extras import installed
+from .config.overrides import Defaults
 from .config.schema import acp_agent_key
 from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
@@ -55,6 +56,7 @@ from .scheduler import Scheduler
 from .store import ConversationLedger, InboundLedger, InboundPruner, Store
 from .store.backends import StoreBackend, store_backend
 from .wiring import (
+    PlaceSettings,
     Specs,
     access_policies,
     approval_rules,
@@ -68,6 +70,7 @@ from .wiring import (
     group_delivery_modes,
     media_settings,
     model_names,
+    place_settings,
     reaction_rules,
     session_settings,
 )
@@ -185,7 +188,7 @@ class Channels:
 class Toolbox:
     """The tools a run gets, chosen when it starts: those ``agent.tools`` lists (read live),
     each built through its spec (``botd.agent.tools.registry``), then the running MCP
-    servers' tools, narrowed by the group's ``tools`` list."""
+    servers' tools, narrowed by the group's (or forum topic's) ``tools`` list."""
 
     def __init__(
         self,
@@ -196,9 +199,11 @@ class Toolbox:
         message_access: MessageAccess,
         mcp: McpManager,
         sandbox: Sandbox,
+        place: PlaceSettings,
         specs: Mapping[str, ToolSpec] | None = None,
     ) -> None:
         self._live = live
+        self._place = place
         self._delivery = delivery
         self._scheduler = scheduler
         self._router = router
@@ -243,12 +248,8 @@ class Toolbox:
             if name in enabled
         ]
         chosen.extend(self._mcp.tools())  # the servers running now
-        rule = (
-            None if message.is_direct else self._router.group_rule(message.channel, message.chat_id)
-        )
-        if rule is not None and rule.tools is not None:
-            return narrow(chosen, rule.tools)
-        return chosen
+        allowed = self._place(message).tools.value  # the group's or topic's list, if any
+        return chosen if allowed is None else narrow(chosen, allowed)
 
     async def jobs(self, conversation_key: str) -> list[str]:
         return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
@@ -402,7 +403,9 @@ def build_runtime(
     # One pool of reading workers for files users send and pages the model fetches:
     # together they never run more than its slots of parsing at once.
     reading = Sandbox()
-    toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
+    # Each chat's settings (its topic's, group's, channel's) read live over the agent's.
+    place = place_settings(live.get, Defaults.of(config))
+    toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading, place)
     # Asks a person before a listed tool runs; presses of its buttons come to it.
     approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
     router.press_handlers.register(PREFIX, approvals.press)
@@ -421,7 +424,8 @@ def build_runtime(
         reactions=StatusReactions(channels.adapters, reaction_rules(live.get)),
         approvals=approvals,
         acp=acp,
-        answered_by=partial(answered_by, live, router),
+        answered_by=lambda message: place(message).backend.value,
+        place=place,
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
@@ -445,22 +449,6 @@ def build_runtime(
         model_health=model_health,
         acp=acp,
     )
-
-
-def answered_by(live: LiveConfig, router: Router, message: InboundMessage) -> str:
-    """What answers ``message``'s chat, ``model``, ``acp`` or ``acp:<name>``: its group's
-    ``backend``, else
-    its channel's, else ``agent.backend`` (read live: a reload applies to the next run)."""
-    config = live.current
-    section = config.channels.section(message.channel)
-    chosen: str = config.agent.backend
-    if isinstance(section, ChatChannelSection) and section.backend is not None:
-        chosen = section.backend
-    if not message.is_direct:
-        rule = router.group_rule(message.channel, message.chat_id)
-        if rule is not None and rule.backend is not None:
-            chosen = rule.backend
-    return chosen
 
 
 def acp_agents(config: BotdConfig, state_dir: Path) -> dict[str, AcpAgent]:

@@ -45,6 +45,7 @@ from .channels.registry import (
 from .chat import InboundMessage, Target
 from .cluster.leases import LeaseKeeper
 from .config import BotdConfig, ChannelSection, ChatChannelSection, parse_every
+from .config.overrides import Defaults, Effective, resolve
 from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
 from .conversation.reactions import ReactionRules, StatusEmoji
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
@@ -70,6 +71,7 @@ __all__ = [
     "loop_config",
     "model_names",
     "open_store",
+    "place_settings",
     "provider_settings",
     "reaction_rules",
     "scheduler_jobs",
@@ -160,15 +162,11 @@ def _coalesce_settings(config: BotdConfig) -> CoalesceSettings | None:
     return CoalesceSettings(section.min_chars, section.max_chars, section.idle_ms, joiner)
 
 
-def _either(own: bool | None, channel: bool) -> bool:
-    """A group's own setting, or the channel's where the group gives none."""
-    return channel if own is None else own
-
-
 def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> AccessPolicy:
     """Who may talk to the bot on a channel. A chat platform's section says so; a channel
     without access settings (the console) belongs to whoever runs it and is open. ``spec``:
-    the channel's platform, which tells what its chat ids mean."""
+    the channel's platform, which tells what its chat ids mean. Each group's rule, and each
+    forum topic's, is what ``resolve`` makes of its layers."""
     chat_kind = None if spec is None else spec.chat_kind
     if not isinstance(section, ChatChannelSection):
         return AccessPolicy(dm_policy="open", chat_kind=chat_kind)
@@ -177,19 +175,26 @@ def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> A
         allow_from=frozenset(section.allow_from),
         group_policy=section.group_policy,
         groups={
-            chat: GroupRule(
-                require_mention=_either(rule.require_mention, section.require_mention),
-                allow_from=frozenset(rule.allow_from),
-                enabled=rule.enabled,
-                tools=None if rule.tools is None else tuple(rule.tools),
-                backend=rule.backend,
-            )
+            chat: _group_rule(section, chat, topics=tuple(rule.topics))
             for chat, rule in section.groups.items()
         },
         require_mention=section.require_mention,
         mention_patterns=tuple(section.mention_patterns),
         buttons_expire_after=section.buttons_expire_after,
         chat_kind=chat_kind,
+    )
+
+
+def _group_rule(
+    section: ChatChannelSection, chat: str, topic: str | None = None, topics: tuple[str, ...] = ()
+) -> GroupRule:
+    """The access rule of group ``chat`` (its topic ``topic``), with its topics' rules."""
+    here = resolve(section, Defaults(), channel="", group=chat, topic=topic)
+    return GroupRule(
+        require_mention=here.require_mention.value,
+        allow_from=here.allow_from.value,
+        enabled=here.enabled.value,
+        topics={thread: _group_rule(section, chat, thread) for thread in topics},
     )
 
 
@@ -240,6 +245,29 @@ def reaction_rules(config: Callable[[], BotdConfig]) -> ReactionRules:
         return section.reactions_for(group, mentions_bot=message.mentions_bot)
 
     return rules
+
+
+PlaceSettings = Callable[[InboundMessage], Effective]
+"""The settings of an inbound message's chat (``botd.config.overrides``)."""
+
+
+def place_settings(config: Callable[[], BotdConfig], defaults: Defaults) -> PlaceSettings:
+    """The settings of a message's chat (its topic, group, channel), resolved under the
+    config in force (``config()``, read at each message, so a reload applies to the next)
+    over ``defaults`` (``agent``'s and the primary model's: those of the config botd started
+    with, since those sections apply after a restart)."""
+
+    def settings(message: InboundMessage) -> Effective:
+        group = None if message.is_direct else message.chat_id
+        return resolve(
+            config().channels.section(message.channel),
+            defaults,
+            channel=message.channel,
+            group=group,
+            topic=None if group is None else message.thread_id,
+        )
+
+    return settings
 
 
 def group_delivery_modes(config: BotdConfig) -> dict[str, dict[str, DeliveryMode]]:
@@ -357,7 +385,7 @@ def fallback_settings(config: BotdConfig, index: int) -> dict[str, Any]:
 
 def model_names(config: BotdConfig) -> list[str]:
     """The configured models' names: the primary, then its fallbacks in order."""
-    return [config.model.model_name, *(f.name for f in config.model.fallbacks)]
+    return config.model_names()
 
 
 def build_provider(config: BotdConfig, health: dict[str, Reachability] | None = None) -> Provider:

@@ -18,6 +18,7 @@ from botd.channels.base import InboundSink
 from botd.channels.errors import ChannelStartError
 from botd.channels.registry import ChannelContext
 from botd.config import BotdConfig
+from botd.config.overrides import Defaults, resolve
 from botd.conversation.commands import CommandDesk
 from botd.retry import Backoff
 from botd.store.sqlite import SqliteStore
@@ -183,19 +184,29 @@ async def test_a_report_about_a_channel_not_running_is_ignored() -> None:
     await keeper.close()
 
 
+AGENTS = resolve(None, Defaults(), channel="")
+"""A chat's settings when every one is the agent's (the defaults)."""
+
+
 async def test_status_lists_each_channel_that_is_down(tmp_path: Path) -> None:
     down = {"telegram": "getMe answered 404: check api_base_url", "discord": "token rejected"}
     with SqliteStore.open(tmp_path) as store:
-        desk = CommandDesk(store, {}, queue_mode="collect", jobs=None, channels_down=lambda: down)
+        desk = CommandDesk(store, {}, unplaced=AGENTS, jobs=None, channels_down=lambda: down)
         lines = (await desk.status("telegram:1")).splitlines()
 
         def broken() -> dict[str, str]:
             raise RuntimeError("keeper gone")
 
-        quiet = CommandDesk(store, {}, queue_mode="collect", jobs=None, channels_down=broken)
-        assert await quiet.status("telegram:1") == "No conversation yet."
+        quiet = CommandDesk(store, {}, unplaced=AGENTS, jobs=None, channels_down=broken)
+        assert await quiet.status("telegram:1") == (
+            "No conversation yet.\nQueue mode: collect (agent's).\nSystem prompt: none.\n"
+            "Backend: model (agent's)."
+        )
     assert lines == [
         "No conversation yet.",
+        "Queue mode: collect (agent's).",
+        "System prompt: none.",
+        "Backend: model (agent's).",
         "Channel discord is down: token rejected",
         "Channel telegram is down: getMe answered 404: check api_base_url",
     ]

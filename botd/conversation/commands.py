@@ -1,7 +1,9 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
-conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
-the conversation's model, ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
+conversation's scheduled jobs, and which channels are down) and the settings of its chat
+(model, queue mode, system prompt, backend), each with where it came from (``/model``, a
+topic, a group, the channel, the agent), ``/model`` lists and switches the conversation's
+model (``/new`` drops that choice), ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
 and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
 ``answer`` does what the command asks, at once, through the conversation's own methods
 (``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
@@ -19,12 +21,12 @@ from typing import NamedTuple
 
 from ..chat import InboundMessage
 from ..commands import command_argument
+from ..config.overrides import Effective
 from ..store import StoreError
 from ..store.protocols import ConversationLedger, ConversationStore
 from .conversation import Conversation
 from .models import ModelBook
 from .session import Stopped
-from .settings import QueueMode
 
 log = logging.getLogger(__package__)
 
@@ -63,7 +65,8 @@ class CommandDesk:
         ledger: ConversationLedger,
         conversations: Mapping[str, Conversation],
         *,
-        queue_mode: QueueMode,
+        unplaced: Effective,
+        place: Callable[[InboundMessage], Effective] | None = None,
         jobs: Callable[[str], Awaitable[list[str]]] | None,
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         servers_down: Callable[[], Mapping[str, str]] | None = None,
@@ -71,7 +74,10 @@ class CommandDesk:
     ) -> None:
         self._ledger = ledger
         self._conversations = conversations
-        self._queue_mode = queue_mode
+        self._unplaced = unplaced
+        """The settings where no chat's own are known (``status`` asked by key alone)."""
+        self._place = place or (lambda _message: unplaced)
+        """The settings of a message's chat (model, queue mode, prompt, backend: ``/status``)."""
         self._jobs = jobs
         self._channels_down = channels_down
         """Which channels are down and why (the daemon's view), for ``/status``."""
@@ -100,12 +106,13 @@ class CommandDesk:
                     stopped = await conversation.start_over()
                 else:
                     await (store or self._ledger).start_session(key)
-                text = "Started a new conversation."
+                text = "Started a new conversation." + await self._model_forgotten(message, store)
             return Reply(text, stopped.over)
         if command == "/status":
-            text = await self.status(key)
+            text = await self.status(key, self._place(message))
         elif command == "/model" and self._models is not None:
-            text = await self._models.answer(key, command_argument(message.text), store)
+            default = self._place(message).model.value
+            text = await self._models.answer(key, command_argument(message.text), store, default)
         elif command == "/usage" and self._models is not None:
             text = await self._models.usage(key)
         elif command == "/whoami":
@@ -116,8 +123,24 @@ class CommandDesk:
             text = HELP
         return Reply(text)
 
-    async def status(self, conversation_key: str) -> str:
-        """What the conversation is doing, what waits, and its scheduled jobs."""
+    async def _model_forgotten(
+        self, message: InboundMessage, store: ConversationStore | None
+    ) -> str:
+        """``/new`` drops the conversation's ``/model`` choice: what the answer adds when
+        there was one (the model it goes back to)."""
+        models = self._models
+        if models is None or not await models.forget(message.conversation_key, store):
+            return ""
+        model = self._place(message).model
+        if model.value not in models.names:
+            return f" The model is back to {models.primary} (agent's)."
+        return f" The model is back to {model.value} ({model.whose})."
+
+    async def status(self, conversation_key: str, here: Effective | None = None) -> str:
+        """What the conversation is doing, what waits, and its scheduled jobs; ``here``: its
+        chat's settings, each named with where it came from (None: the agent's)."""
+        here = here or self._unplaced
+        queue_mode = f"{here.queue_mode.value} ({here.queue_mode.whose})"
         conversation = self._conversations.get(conversation_key)
         lines: list[str] = []
         if conversation is None:
@@ -135,12 +158,16 @@ class CommandDesk:
                 lines.append(
                     f"Session {record.session_id[:8]}: idle, 0 waiting, "
                     f"{record.message_count} messages, {record.runs} runs, "
-                    f"queue mode {self._queue_mode}."
+                    f"queue mode {queue_mode}."
                 )
+            else:  # no session line to name it
+                lines.append(f"Queue mode: {queue_mode}.")
         else:
-            lines += conversation.status_lines(self._queue_mode)
+            lines += conversation.status_lines(queue_mode)
         if self._models is not None:
-            lines.append(await self._models.status_line(conversation_key))
+            lines.append(await self._models.status_line(conversation_key, here.model))
+        lines.append(f"System prompt: {here.system_prompt.describe()}.")
+        lines.append(f"Backend: {here.backend.value} ({here.backend.whose}).")
         if self._jobs is not None:
             try:
                 jobs = await self._jobs(conversation_key)

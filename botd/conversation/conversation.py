@@ -55,7 +55,8 @@ class Shared:
 
     delivery: Delivery
     media: MediaResolver
-    queue: QueueStrategy
+    queue: Callable[[InboundMessage], QueueStrategy]
+    """The queue mode of a message's chat (its topic's, group's, channel's or the agent's)."""
     windows: Windows
     reset: ResetPolicy
     clock: Callable[[], float]
@@ -192,7 +193,7 @@ class Conversation:
         await self._reset_if_due()
         if self.working:
             agent = self._turn_agent()
-            arrival = shared.queue.arriving(message, running=agent is not None)
+            arrival = shared.queue(message).arriving(message, running=agent is not None)
             # A message waiting its turn came first: this one waits behind it, not steering
             # the run past it (answers keep the order their messages came in).
             if arrival == "steer" and agent is not None and not self._pending:
@@ -372,7 +373,8 @@ class Conversation:
             while pending and resumed_turn(self._resumed, pending[0]) == resumed_from:
                 batch.append(pending.popleft())
         else:
-            batch = self._shared.queue.take(pending, self._resumed, self._shared.windows)
+            queue = self._shared.queue(pending[0].message)
+            batch = queue.take(pending, self._resumed, self._shared.windows)
         ids = [w.message.inbox_id for w in batch if w.message.inbox_id is not None]
         for inbox_id in ids:
             self._resumed.pop(inbox_id, None)

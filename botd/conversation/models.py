@@ -3,8 +3,14 @@
 ``ModelBook`` knows the configured models (the primary, then its fallbacks) and each
 conversation's choice, kept in the store so that it survives a restart. A run asks the book
 for its conversation's model (``current``) and names it in its request; the failover
-provider tries that model first and the others, in configured order, after it. A choice
-naming a model the configuration no longer has falls back to the primary.
+provider tries that model first and the others, in configured order, after it.
+
+The conversation's explicit choice wins over its chat's configured model (a topic's,
+group's or channel's ``model``), which wins over the primary. Choosing the model the chat's
+settings name (or ``/model default``) keeps no choice, so the conversation follows the
+config again; ``/new`` drops the choice (``forget``). A choice naming a model the
+configuration no longer has is ignored, and so is a configured one the running provider
+does not have (a reload named it: the models apply after a restart).
 
 ``usage_of`` reads a run's token counts off its assistant messages, per model that answered.
 """
@@ -15,6 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from ..config.overrides import Setting
 from ..events import Message
 from ..store import ModelUsage, StoreError, UsageTotals
 from ..store.protocols import ModelChoices
@@ -39,49 +46,78 @@ class ModelBook:
     def primary(self) -> str:
         return self.names[0]
 
-    async def current(self, conversation_key: str) -> str:
-        """The model the conversation's runs ask first."""
+    def configured(self, default: str | None) -> str:
+        """``default`` (the model a chat's settings name) when it is one of the models this
+        book has, else the primary."""
+        return default if default in self.names else self.primary
+
+    async def choice(self, conversation_key: str) -> str | None:
+        """The model ``/model`` chose for the conversation, if it is still configured (None:
+        none, or one the config no longer has, or the store cannot tell now)."""
         if conversation_key not in self._choices:
             try:
                 self._choices[conversation_key] = await self._store.model_choice(conversation_key)
             except StoreError as exc:
                 log.error("reading the model of %s failed: %s", conversation_key, exc)
-                return self.primary
+                return None
         chosen = self._choices[conversation_key]
-        return chosen if chosen in self.names else self.primary
+        return chosen if chosen in self.names else None
+
+    async def current(self, conversation_key: str, default: str | None = None) -> str:
+        """The model the conversation's runs ask first: its ``/model`` choice, else
+        ``default`` (what its chat's settings name; None or unknown: the primary)."""
+        return await self.choice(conversation_key) or self.configured(default)
 
     async def answer(
-        self, conversation_key: str, argument: str, store: ModelChoices | None = None
+        self,
+        conversation_key: str,
+        argument: str,
+        store: ModelChoices | None = None,
+        default: str | None = None,
     ) -> str:
         """``/model`` (list), ``/model <name or number>`` (switch), ``/model default``;
         a switch is written through ``store`` (the conversation's view, fenced by its lease;
-        None: the book's own)."""
+        None: the book's own). ``default``: the model the chat's settings name (None: the
+        primary); choosing it, or ``default``, forgets the conversation's choice."""
         argument = argument.strip()
+        configured = self.configured(default)
         if not argument:
-            return await self.listing(conversation_key)
+            return await self.listing(conversation_key, default)
         if argument.lower() == "default":
-            chosen = self.primary
+            chosen = configured
         else:
             found = self._find(argument)
             if found is None:
                 known = ", ".join(f"{i}: {n}" for i, n in enumerate(self.names, 1))
                 return f"Unknown model {argument!r}. Configured: {known}."
             chosen = found
+        kept = None if chosen == configured else chosen
         try:
-            await (store or self._store).set_model_choice(
-                conversation_key, None if chosen == self.primary else chosen
-            )
+            await (store or self._store).set_model_choice(conversation_key, kept)
         except StoreError as exc:
             log.error("keeping the model of %s failed: %s", conversation_key, exc)
             return "The model cannot be switched now (storage failing)."
-        self._choices[conversation_key] = None if chosen == self.primary else chosen
+        self._choices[conversation_key] = kept
         others = [n for n in self.names if n != chosen]
         tail = f"; fallbacks: {', '.join(others)}" if others else ""
-        default = " (the default)" if chosen == self.primary else ""
-        return f"This conversation now uses {chosen}{default}{tail}."
+        said = " (the default)" if kept is None else ""
+        return f"This conversation now uses {chosen}{said}{tail}."
 
-    async def listing(self, conversation_key: str) -> str:
-        current = await self.current(conversation_key)
+    async def forget(self, conversation_key: str, store: ModelChoices | None = None) -> bool:
+        """``/new``: the conversation's ``/model`` choice is dropped, written through
+        ``store`` (None: the book's own). True when there was one."""
+        try:
+            had = await self._store.model_choice(conversation_key) is not None
+            if had:
+                await (store or self._store).set_model_choice(conversation_key, None)
+        except StoreError as exc:
+            log.error("forgetting the model of %s failed: %s", conversation_key, exc)
+            return False
+        self._choices[conversation_key] = None
+        return had
+
+    async def listing(self, conversation_key: str, default: str | None = None) -> str:
+        current = await self.current(conversation_key, default)
         lines = ["Models:"]
         for number, name in enumerate(self.names, 1):
             role = "primary" if number == 1 else "fallback"
@@ -90,10 +126,18 @@ class ModelBook:
         lines.append("/model <name or number> switches; /model default goes back.")
         return "\n".join(lines)
 
-    async def status_line(self, conversation_key: str) -> str:
-        """``/status``'s line: the conversation's model and, with fallbacks configured, the one
-        that answered last (with a single model no other one can have answered)."""
-        line = f"Model: {await self.current(conversation_key)}"
+    async def status_line(self, conversation_key: str, default: Setting[str] | None = None) -> str:
+        """``/status``'s line: the conversation's model and where it came from (``/model``,
+        or ``default``: the chat's settings; None: the primary, the agent's) and, with
+        fallbacks configured, the one that answered last (with a single model no other one
+        can have answered)."""
+        chosen = await self.choice(conversation_key)
+        if chosen is not None:
+            line = f"Model: {chosen} (chosen with /model)"
+        elif default is None or default.value not in self.names:
+            line = f"Model: {self.primary} (agent's)"
+        else:
+            line = f"Model: {default.value} ({default.whose})"
         if len(self.names) < 2:
             return line + "."
         try:

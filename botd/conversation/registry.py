@@ -51,6 +51,7 @@ from ..approvals import Approvals
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope
 from ..commands import chat_command, command_argument
+from ..config.overrides import Effective
 from ..config.schema import MediaSection
 from ..delivery import Delivery
 from ..media import MediaResolver
@@ -64,7 +65,7 @@ from .queue import Timer, Windows, strategy
 from .reactions import StatusReactions
 from .run import Runner
 from .session import Session
-from .settings import RunHooks, SessionSettings
+from .settings import RunHooks, SessionSettings, everywhere
 from .tasks import TaskOwner
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class Conversations:
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
+        place: Callable[[InboundMessage], Effective] | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -112,6 +114,8 @@ class Conversations:
         self._reactions = reactions
         self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
+        agents = everywhere(settings, book.primary)
+        place = place or (lambda _message: agents)
         self._runner = Runner(
             store,
             self._promise,
@@ -125,12 +129,13 @@ class Conversations:
             approvals=approvals,
             acp=acp,
             answered_by=answered_by,
+            place=place,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(
             delivery=delivery,
             media=media or MediaResolver(MediaSection),
-            queue=strategy(settings.queue_mode),
+            queue=lambda message: strategy(place(message).queue_mode.value),
             windows=windows if timer is None else replace(windows, timer=timer),
             reset=settings.reset,
             clock=clock,
@@ -141,7 +146,8 @@ class Conversations:
         self._commands = CommandDesk(
             store,
             self._conversations,
-            queue_mode=settings.queue_mode,
+            place=place,
+            unplaced=agents,
             jobs=jobs,
             channels_down=channels_down,
             servers_down=servers_down,
@@ -201,7 +207,8 @@ class Conversations:
         return conversation
 
     async def status(self, conversation_key: str) -> str:
-        """What the conversation is doing, what waits, and its scheduled jobs."""
+        """What the conversation is doing, what waits, and its scheduled jobs (its chat's
+        settings as the agent's: the chat is not known by its key)."""
         return await self._commands.status(conversation_key)
 
     def post_later(self, target: Target, text: str, *, inbox_id: int | None = None) -> None:

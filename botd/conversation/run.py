@@ -14,8 +14,11 @@ below holds for it too, its permission requests go through the approvals
 (``Approvals.choose``), and the transcript is not compacted (the agent keeps its own
 context).
 
-The run asks the conversation's model first (``ModelBook.current``, what ``/model`` chose),
-and its token usage per model is queued to commit with its last transcript write.
+The run asks the conversation's model first (``ModelBook.current``: what ``/model`` chose,
+else the model its chat's settings name), with its chat's system prompt (``place``: the
+topic's, group's and channel's over the agent's, ``botd.config.overrides``), given with each
+request and never written into the transcript; its token usage per model is queued to
+commit with its last transcript write.
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
@@ -91,6 +94,7 @@ from ..approvals import Approvals, Choice, RunPlace
 from ..channels.base import RunFollower, thoughts_followed
 from ..chat import InboundMessage, Target
 from ..cluster.fencing import RunScope, lost_in
+from ..config.overrides import Effective
 from ..delivery import Delivery, RunOutput
 from ..events import AgentEvent, Message, MessageUpdate, TextContent, recording_json
 from ..media.history import with_recent_images, without_image, without_images
@@ -111,7 +115,7 @@ from .promise import Promise
 from .queue import Steering
 from .reasoning import ReasoningPoster
 from .session import Session, Turn
-from .settings import RunHooks, SessionSettings, call_hook
+from .settings import RunHooks, SessionSettings, call_hook, everywhere
 from .steps import Saving, TranscriptWriter
 
 if TYPE_CHECKING:
@@ -136,6 +140,7 @@ class Runner:
         "_ledger",
         "_models",
         "_options",
+        "_place",
         "_promise",
         "_provider",
         "_scope",
@@ -158,8 +163,12 @@ class Runner:
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
+        place: Callable[[InboundMessage], Effective] | None = None,
     ) -> None:
         self._ledger = ledger
+        agents = everywhere(settings, models.primary)
+        self._place = place or (lambda _message: agents)
+        """The settings of a message's chat: its run's system prompt and default model."""
         self._acp = acp or {}
         """The ACP agents by the backend that names them (``acp``: ``agent.acp``;
         ``acp:<name>``: ``agent.acp_agents.<name>``), each answering the chats
@@ -335,8 +344,11 @@ class Runner:
             if follower is not None and (thoughts or not _thinking(event)):
                 follower.run_event(target, event)
 
-        model = await self._models.current(session.conversation_key)
-        loop = replace(self._settings.loop, model=model)
+        # The chat's system prompt, given with each request and never kept in the
+        # transcript; its model unless the conversation chose one (/model).
+        here = self._place(inbound)
+        model = await self._models.current(session.conversation_key, here.model.value)
+        loop = replace(self._settings.loop, model=model, system=here.system_prompt.text)
         overflow.model = loop.model
         run: AgentTurn
         acp = self._agent_for(inbound)

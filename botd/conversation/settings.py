@@ -11,6 +11,7 @@ from typing import Literal
 
 from ..agent.loop import LoopConfig
 from ..chat import InboundMessage
+from ..config.overrides import Defaults, Effective, resolve
 from ..delivery import CoalesceSettings, RunOptions
 from ..store import ModelUsage
 from ..subscriber import SubscriberConfig
@@ -103,6 +104,12 @@ class RunHooks:
     """The tokens one model used in the run (once per model that answered, at its end)."""
 
 
+def everywhere(settings: SessionSettings, model: str) -> Effective:
+    """The settings of every chat alike where no chat's own are known: ``settings``'
+    system prompt and queue mode, the primary ``model``, botd's own loop answering."""
+    return resolve(None, Defaults(settings.loop.system, model, settings.queue_mode), channel="")
+
+
 def call_hook(hook: Callable[..., None] | None, *args: object) -> None:
     """Call ``hook`` if set; a hook that raises is logged and does not reach the run."""
     if hook is None:
@@ -121,4 +128,5 @@ __all__ = [
     "RunHooks",
     "SessionSettings",
     "call_hook",
+    "everywhere",
 ]

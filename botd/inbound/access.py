@@ -3,11 +3,13 @@ every inbound message, and the message tool's outbound posts are asked against.
 
 ``dm_policy`` (``open``, ``allowlist``, ``pairing``: an unknown sender gets a one-time code an
 admin approves, ``disabled``), ``allow_from``, ``group_policy`` (``open``, ``allowlist``,
-``disabled``) with per-group rules, and ``require_mention`` (default true).
+``disabled``) with per-group rules (and per forum topic), and ``require_mention`` (default
+true).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,16 +21,17 @@ GroupPolicy = Literal["open", "allowlist", "disabled"]
 
 @dataclass(frozen=True, slots=True)
 class GroupRule:
-    """Settings for one group or channel (``"*"``: every group not listed)."""
+    """Who may address the bot in one group or channel (``"*"``: every group not listed), or
+    in one of its forum topics. What else a group sets (tools, backend, prompt, model) is
+    read where it is used, through ``botd.config.overrides.resolve``."""
 
     require_mention: bool = True
     allow_from: frozenset[str] = frozenset()
     """Senders allowed to address the bot here (empty: everyone in the group)."""
     enabled: bool = True
-    tools: tuple[str, ...] | None = None
-    """The tools a run here is offered (names, or prefixes ending in ``*``; None: all)."""
-    backend: str | None = None
-    """What answers here, ``model`` or ``acp`` (None: the channel's choice)."""
+    topics: Mapping[str, GroupRule] = field(default_factory=dict)
+    """The rules of the group's forum topics that set their own, by thread id (each
+    already holds what it takes from the group)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +50,13 @@ class AccessPolicy:
     """What the channel's chat ids tell, as its platform reads them (``ChannelSpec.chat_kind``);
     None: nothing (every chat's kind is ``unknown``)."""
 
-    def group_rule(self, chat_id: str) -> GroupRule | None:
-        return self.groups.get(chat_id) or self.groups.get("*")
+    def group_rule(self, chat_id: str, thread_id: str | None = None) -> GroupRule | None:
+        """The rule of group ``chat_id`` (listed by id, else ``"*"``), or of its forum topic
+        ``thread_id`` where that sets its own."""
+        rule = self.groups.get(chat_id) or self.groups.get("*")
+        if rule is None or thread_id is None:
+            return rule
+        return rule.topics.get(thread_id, rule)
 
     def kind_of(self, chat_id: str) -> tuple[ChatKind, str | None]:
         """Whether ``chat_id`` is a direct chat (and with whom) or a group, as far as the

@@ -158,9 +158,12 @@ class Router:
             for channel, policy in policies.items()
         }
 
-    def group_rule(self, channel: str, chat_id: str) -> GroupRule | None:
-        """The rule the current policy of ``channel`` has for group ``chat_id``, if any."""
-        return self._policies.get(channel, AccessPolicy()).group_rule(chat_id)
+    def group_rule(
+        self, channel: str, chat_id: str, thread_id: str | None = None
+    ) -> GroupRule | None:
+        """The rule the current policy of ``channel`` has for group ``chat_id`` (its forum
+        topic ``thread_id``'s where that sets its own), if any."""
+        return self._policies.get(channel, AccessPolicy()).group_rule(chat_id, thread_id)
 
     async def handle(self, message: InboundMessage, *, ack: Ack | None = None) -> Decision:
         """Route one inbound message; returns what was decided and why. ``ack`` (the
@@ -469,10 +472,10 @@ class Router:
         return Decision(False, f"unknown sender {message.sender_id}: pairing code issued")
 
     def _group_access(self, message: InboundMessage, policy: AccessPolicy) -> Decision:
-        verdict = _group_allowed(policy, message.chat_id)
+        verdict = _group_allowed(policy, message.chat_id, message.thread_id)
         if not verdict.accepted:
             return verdict
-        rule = policy.group_rule(message.chat_id)
+        rule = policy.group_rule(message.chat_id, message.thread_id)
         if rule is not None and rule.allow_from and message.sender_id not in rule.allow_from:
             return Decision(False, f"sender {message.sender_id} may not address the bot here")
         return verdict
@@ -509,7 +512,7 @@ class Router:
             )
             verdict = self._dm_access(probe, policy)
             return verdict if verdict.accepted else Decision(False, _refused_dm(peer, verdict))
-        verdict = _group_allowed(policy, target.chat_id)
+        verdict = _group_allowed(policy, target.chat_id, target.thread_id)
         if verdict.accepted and kind == "unknown" and target.chat_id not in policy.groups:
             return Decision(
                 False, f"chat {target.chat_id} is not named under groups (its kind is unknown)"
@@ -517,7 +520,7 @@ class Router:
         return verdict
 
     def _addressed(self, message: InboundMessage, policy: AccessPolicy) -> bool:
-        rule = policy.group_rule(message.chat_id)
+        rule = policy.group_rule(message.chat_id, message.thread_id)
         required = rule.require_mention if rule is not None else policy.require_mention
         if not required or message.mentions_bot or _is_command(message):
             return True
@@ -533,15 +536,18 @@ def _album_key(message: InboundMessage) -> tuple[str, ...] | None:
     return (message.channel, message.account_id, message.chat_id, message.album)
 
 
-def _group_allowed(policy: AccessPolicy, chat_id: str) -> Decision:
-    """Whether the group policy allows group ``chat_id`` (whoever the sender)."""
+def _group_allowed(policy: AccessPolicy, chat_id: str, thread_id: str | None = None) -> Decision:
+    """Whether the group policy allows group ``chat_id`` (in its topic ``thread_id``, if
+    one), whoever the sender."""
     if policy.group_policy == "disabled":
         return Decision(False, "group messages are disabled")
-    rule = policy.group_rule(chat_id)
+    rule = policy.group_rule(chat_id, thread_id)
     if policy.group_policy == "allowlist" and rule is None:
         return Decision(False, f"group {chat_id} is not on the allowlist")
     if rule is not None and not rule.enabled:
-        return Decision(False, f"group {chat_id} is disabled")
+        topic = rule is not policy.group_rule(chat_id)  # the topic's own rule
+        where = f"topic {thread_id} of group {chat_id}" if topic else f"group {chat_id}"
+        return Decision(False, f"{where} is disabled")
     return Decision(True, "allowed")
 
 

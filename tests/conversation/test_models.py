@@ -105,7 +105,7 @@ async def test_an_overloaded_primary_is_covered_by_the_fallback(
         assert await _say(daemon, telegram, "hi") == "Hello from the fallback"
         assert len(anthropic_api.requests) == 4
         status = await _say(daemon, telegram, "/status")
-        assert f"Model: {PRIMARY}; the last answer came from {FALLBACK}." in status
+        assert f"Model: {PRIMARY} (agent's); the last answer came from {FALLBACK}." in status
         # The primary is back for the next run, and says what it used.
         anthropic_api.push(
             stream(

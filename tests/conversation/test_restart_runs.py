@@ -76,6 +76,10 @@ async def test_run_ids_and_recordings_continue_after_a_restart(
     assert status.startswith(f"Session {session_id[:8]}: idle, 0 waiting, 6 messages, 3 runs")
 
 
+AGENTS = "Model: scripted (agent's).\nSystem prompt: none.\nBackend: model (agent's)."
+"""/status's lines on the chat's settings when every one is the agent's."""
+
+
 async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Path) -> None:
     state, record_dir = tmp_path / "state", tmp_path / "runs"
     first, _ = await one_process(state, record_dir, "hello")
@@ -83,12 +87,15 @@ async def test_status_after_a_restart_shows_the_stored_conversation(tmp_path: Pa
     # The restarted process has not loaded the session: /status is its first message.
     _, status = await one_process(state, record_dir)
     assert status == (
-        f"Session {session_id[:8]}: idle, 0 waiting, 2 messages, 1 runs, queue mode collect.\n"
-        "Model: scripted."
+        f"Session {session_id[:8]}: idle, 0 waiting, 2 messages, 1 runs, "
+        "queue mode collect (agent's).\n"
+        f"{AGENTS}"
     )
     with SqliteStore.open(state) as store:
         manager = Conversations(store, ScriptedProvider(), ListSink(), settings())
-        assert await manager.status("console:nobody") == "No conversation yet.\nModel: scripted."
+        assert await manager.status("console:nobody") == (
+            f"No conversation yet.\nQueue mode: collect (agent's).\n{AGENTS}"
+        )
 
 
 async def test_status_says_so_when_the_store_cannot_be_read(
@@ -103,7 +110,8 @@ async def test_status_says_so_when_the_store_cannot_be_read(
 
         monkeypatch.setattr(store, "active_session", failing)
         assert await manager.status("console:c1") == (
-            "The conversation's state cannot be read now (storage failing).\nModel: scripted."
+            "The conversation's state cannot be read now (storage failing).\n"
+            f"Queue mode: collect (agent's).\n{AGENTS}"
         )
 
 

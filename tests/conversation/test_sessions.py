@@ -449,7 +449,9 @@ async def test_status_shows_jobs_before_any_conversation(store: Store) -> None:
     await manager.submit(inbound("/status", n=0))
     await settle(manager)
     assert sink.texts("c1") == [
-        "No conversation yet.\nModel: scripted.\nScheduled: r1: reminder: call Bob"
+        "No conversation yet.\nQueue mode: collect (agent's).\nModel: scripted (agent's).\n"
+        "System prompt: none.\n"
+        "Backend: model (agent's).\nScheduled: r1: reminder: call Bob"
     ]
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from botd.chat import Attachment, InboundMessage
+from botd.config import parse_config
 from botd.conversation.prompt import turn_text
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
 from botd.store import Store
 from botd.store.pairing import PairingFile
 from botd.store.sqlite import SqliteStore
+from botd.wiring import access_policies
 from tests.inbound.routing import Recorder, dm, group, router
 
 
@@ -298,3 +301,37 @@ async def test_the_router_records_a_message_in_one_write(sqlite_store: SqliteSto
     assert writes == [("EvA", "alice:1.0")]
     inbox_id = rec.submitted[0].inbox_id
     assert inbox_id is not None and sqlite_store.inbox_state(inbox_id) == "accepted"
+
+
+async def test_a_forum_topic_sets_its_own_access_over_its_groups(store: Store) -> None:
+    config = parse_config(
+        """channels:
+  telegram:
+    token: t
+    groups:
+      g1:
+        allow_from: [bob, eve]
+        topics:
+          "7": {require_mention: false, allow_from: [eve]}
+          "8": {enabled: false}
+""",
+        {},
+    )
+    rec = Recorder()
+    r = router(store, rec, access_policies(config)["telegram"])
+
+    def in_topic(text: str, topic: str | None, **options: Any) -> InboundMessage:
+        message = group(text, **options)
+        key = message.conversation_key + ("" if topic is None else f":topic:{topic}")
+        return replace(message, thread_id=topic, conversation_key=key)
+
+    # In the group (its General topic too, which no rule names) a mention is needed.
+    assert not (await r.handle(in_topic("hi", None, n=1))).accepted
+    assert (await r.handle(in_topic("@bot hi", "1", mention=True, n=2))).accepted
+    # Topic 7 needs none, and only eve may address the bot there; topic 8 is off.
+    refused = await r.handle(in_topic("hi", "7", n=3))
+    assert refused.reason == "sender bob may not address the bot here"
+    assert (await r.handle(in_topic("hi", "7", sender="eve", n=4))).accepted
+    off = await r.handle(in_topic("@bot hi", "8", mention=True, n=5))
+    assert off.reason == "topic 8 of group g1 is disabled"
+    assert [m.text for m in rec.submitted] == ["@bot hi", "hi"]
