@@ -5,8 +5,9 @@
 nodes, or a node's alone); no backend is named here.
 
 The functions that turn config sections into settings (loop, subscriber and session
-settings, access policies, delivery modes and retries, media, provider settings, scheduled
-jobs) and the parts built from the config alone (the model provider with its fallbacks, one
+settings, access policies, each chat's own settings by its topic, group and channel
+(``place_settings``), delivery modes and retries, media, provider settings, scheduled jobs)
+and the parts built from the config alone (the model provider with its fallbacks, one
 channel's adapter through the channel registry, the scheduler) live here, so the config
 package stays plain data. ``botd.app`` puts the parts together in dependency order.
 

@@ -18,8 +18,10 @@ reference config, secrets written in a file others may read), which
 This package imports no other part of botd: checking a file loads no runtime, no platform
 SDK. Secret fields are marked in the models (``secrets``) and ``secret_values`` collects
 their values from a loaded config, for the logging to mask. The runtime is built from a
-validated config by ``botd.wiring``. Cron expressions are read by ``cron``, which the scheduler uses
-too, so ``botd check`` accepts exactly what runs.
+validated config by ``botd.wiring``; which settings apply in one chat (its forum topic's,
+group's, channel's, the agent's) is resolved once, by ``overrides.resolve``. Cron
+expressions are read by ``cron``, which the scheduler uses too, so ``botd check`` accepts
+exactly what runs.
 """
 
 from __future__ import annotations

@@ -99,8 +99,9 @@ The parts
   commands act through its methods (``stop``, ``start_over``, ``status_lines``);
 * ``promise``: every transition above, in one place (``Promise``, ``RunEnd``,
   ``PieceJournal``), and resume;
-* ``queue``: the queue mode as a strategy (steer, followup, collect, interrupt), the album and
-  debounce windows on an injectable timer, steering;
+* ``queue``: the queue mode as a strategy (steer, followup, collect, interrupt; each chat's
+  own, as its settings resolve), the album and debounce windows on an injectable timer,
+  steering;
 * ``registry``: ``Conversations``, the map of key -> conversation, the global run cap,
   commands dispatch, a takeover's resume, drain and shutdown, every task owned (``tasks``);
 * ``dispatcher``: ``Dispatcher``, the one door (arrivals, pulls, claims, takeovers, the

@@ -8,10 +8,11 @@ that. No command waits for a turn: ``stop`` and ``start_over`` return at once wi
 that tells when the cut turn has wound down, and the worker takes the next turn only after
 it, so a conversation never has two turns at once and its messages are answered in order.
 
-Its entries move through their states by ``Promise`` (``promise.py``); the queue mode
-(``queue.py``) decides what a message arriving during a turn does and what the next turn
-takes. The conversation's parts are its own: the registry, the commands and the run call its
-methods, and none sets its fields.
+Its entries move through their states by ``Promise`` (``promise.py``); the queue mode of
+its chat (``queue.py``; the chat's topic's, group's, channel's or the agent's, asked per
+message so a reload applies to the next) decides what a message arriving during a turn does
+and what the next turn takes. The conversation's parts are its own: the registry, the
+commands and the run call its methods, and none sets its fields.
 """
 
 from __future__ import annotations

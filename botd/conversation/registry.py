@@ -33,7 +33,9 @@ number), and optional ``RunHooks`` tell the daemon when a run starts, how it end
 its first reply reached the chat (for metrics). ``/status`` also lists the conversation's
 scheduled jobs when a ``jobs`` callable is given, and the channels and MCP servers that are
 down. ``models`` names the configured models (primary first) that ``/model`` chooses among
-per conversation.
+per conversation. ``place`` gives each message's chat settings (``botd.config.overrides``:
+its system prompt, model, queue mode, backend, each with where it came from), which the
+runs, the queue and ``/status`` read; without it every chat has the agent's (``settings``).
 """
 
 from __future__ import annotations

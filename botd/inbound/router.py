@@ -20,9 +20,10 @@ admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
 an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
-``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
-``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
-a configured pattern counts. Chat commands from allowed senders pass without a mention, and
+``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists (and per
+Telegram forum topic: a topic's own rule, where it has one), and ``require_mention``
+(default true): a mention of the bot, a reply to the bot's message, or a configured pattern
+counts. Chat commands from allowed senders pass without a mention, and
 so do the other files of an album (one post) a part of which addressed the bot.
 
 When the store cannot take a message (its write fails: disk full, I/O error), the failure is
