@@ -115,7 +115,7 @@ from .promise import Promise
 from .queue import Steering
 from .reasoning import ReasoningPoster
 from .session import Session, Turn
-from .settings import RunHooks, SessionSettings, call_hook, everywhere
+from .settings import RunHooks, SessionSettings, call_hook
 from .steps import Saving, TranscriptWriter
 
 if TYPE_CHECKING:
@@ -163,11 +163,10 @@ class Runner:
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
-        place: Callable[[InboundMessage], Effective] | None = None,
+        place: Callable[[InboundMessage], Effective],
     ) -> None:
         self._ledger = ledger
-        agents = everywhere(settings, models.primary)
-        self._place = place or (lambda _message: agents)
+        self._place = place
         """The settings of a message's chat: its run's system prompt and default model."""
         self._acp = acp or {}
         """The ACP agents by the backend that names them (``acp``: ``agent.acp``;
