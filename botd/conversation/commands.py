@@ -1,10 +1,11 @@
 """Answers to the chat commands: ``/new`` and ``/reset`` start over, ``/stop`` cancels the
 run and clears the queue, ``/status`` tells what the session is doing (and the
 conversation's scheduled jobs, and which channels are down) and the settings of its chat
-(model, queue mode, system prompt, backend), each with where it came from (``/model``, a
-topic, a group, the channel, the agent), ``/model`` lists and switches the conversation's
-model (``/new`` drops that choice), ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
-and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
+(model, queue mode, system prompt, backend; in a group the mention rule and the tools),
+each with where it came from (``/model``, a topic, a group, the channel, the agent),
+``/model`` lists and switches the conversation's model (``/new`` drops that choice),
+``/usage`` shows the tokens used, ``/whoami`` gives the sender's and the chat's ids (what
+``allow_from`` and ``groups`` take), ``/help`` lists the commands.
 ``answer`` does what the command asks, at once, through the conversation's own methods
 (``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
 and what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
@@ -109,7 +110,7 @@ class CommandDesk:
                 text = "Started a new conversation." + await self._model_forgotten(message, store)
             return Reply(text, stopped.over)
         if command == "/status":
-            text = await self.status(key, self._place(message))
+            text = await self.status(key, self._place(message), group=not message.is_direct)
         elif command == "/model" and self._models is not None:
             default = self._place(message).model.value
             text = await self._models.answer(key, command_argument(message.text), store, default)
@@ -136,9 +137,12 @@ class CommandDesk:
             return f" The model is back to {models.primary} (agent's)."
         return f" The model is back to {model.value} ({model.whose})."
 
-    async def status(self, conversation_key: str, here: Effective | None = None) -> str:
+    async def status(
+        self, conversation_key: str, here: Effective | None = None, *, group: bool = False
+    ) -> str:
         """What the conversation is doing, what waits, and its scheduled jobs; ``here``: its
-        chat's settings, each named with where it came from (None: the agent's)."""
+        chat's settings, each named with where it came from (None: the agent's); ``group``:
+        the chat is a group, whose mention rule and tools are named too."""
         here = here or self._unplaced
         queue_mode = f"{here.queue_mode.value} ({here.queue_mode.whose})"
         conversation = self._conversations.get(conversation_key)
@@ -168,6 +172,8 @@ class CommandDesk:
             lines.append(await self._models.status_line(conversation_key, here.model))
         lines.append(f"System prompt: {here.system_prompt.describe()}.")
         lines.append(f"Backend: {here.backend.value} ({here.backend.whose}).")
+        if group:
+            lines += _group_lines(here)
         if self._jobs is not None:
             try:
                 jobs = await self._jobs(conversation_key)
@@ -183,6 +189,17 @@ class CommandDesk:
             for name, state in servers
         ]
         return "\n".join(lines)
+
+
+def _group_lines(here: Effective) -> list[str]:
+    """``/status``'s lines on what only a group sets: whether a mention is needed, the tools."""
+    mention = here.require_mention
+    tools = here.tools
+    offered = "every tool the agent has" if tools.value is None else ", ".join(tools.value)
+    return [
+        f"Mention needed: {'yes' if mention.value else 'no'} ({mention.whose}).",
+        f"Tools: {offered} ({tools.whose}).",
+    ]
 
 
 def whoami(message: InboundMessage) -> str:

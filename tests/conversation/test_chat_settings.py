@@ -33,6 +33,7 @@ channels:
       "-1001":
         model: gpt-team
         queue_mode: followup
+        tools: [message]
         topics:
           "7": {system_prompt: Releases only., system_prompt_mode: replace}
       "-1002": {}
@@ -112,6 +113,8 @@ async def test_status_names_each_value_and_model_beats_the_group_until_new(
             "Model: gpt-team (group -1001's).",
             "System prompt: topic 7's (replacing).",
             "Backend: model (agent's).",
+            "Mention needed: yes (channel telegram's).",
+            "Tools: message (group -1001's).",
         ]
         assert provider.requests == []
         assert await ask("/model scripted", 2) == (
