@@ -18,7 +18,7 @@ The inputs are spread over the nodes up (their own leases standing), each node's
 being its inputs over the nodes, rounded up; this assumes the nodes run one config. A node
 that holds its share leaves a free input to the others for up to a TTL before it claims it
 itself, so nodes started together split the inputs, and an input whose node died goes to a
-node with fewer. A node that has held more than its share at two checks a TTL apart (a node
+node with fewer. A node that has held more than its share for a whole TTL (a node
 joined after it took everything) hands one input over at a time: of the kind of work it
 holds most of, the last by name, so that each node keeps some of each kind.
 Handing over costs a gap of about a third of a TTL (a Discord shard identifies again), so
@@ -191,18 +191,20 @@ def first_to_hand_over(held: Mapping[str, str]) -> str | None:
 
 async def _over_share(leases: LeaseKeeper, lease: Lease, not_before: float) -> None:
     """Return when this node should hand ``lease`` over: it has held more than its share of
-    the inputs at two checks a TTL apart, and ``lease`` is the one it hands over first
-    (``first_to_hand_over``), so one is handed over at a time; not before ``not_before``
-    (the loop's time)."""
+    the inputs for a whole TTL (checked every third of one), and ``lease`` is the one it hands
+    over first (``first_to_hand_over``), so one is handed over at a time; not before
+    ``not_before`` (the loop's time)."""
     loop = asyncio.get_running_loop()
-    seen = 0
+    since: float | None = None
     while True:
-        await asyncio.sleep(leases.ttl)
+        await asyncio.sleep(leases.renew_every)
         held, share = await _share(leases)
         over = held > share and first_to_hand_over(leases.inputs_held()) == lease.name
-        over = over and loop.time() >= not_before
-        seen = seen + 1 if over else 0
-        if seen >= 2:
+        if not over or loop.time() < not_before:
+            since = None
+        elif since is None:
+            since = loop.time()
+        elif loop.time() - since >= leases.ttl:
             return
 
 
