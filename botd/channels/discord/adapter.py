@@ -62,7 +62,7 @@ from botd.channels.catch_up import CatchUpSettings
 from botd.channels.discord.budget import discord_budget
 from botd.channels.discord.buttons import is_press
 from botd.channels.discord.commands import CommandFollowups, command_tree, publish_commands
-from botd.channels.discord.errors import DiscordError, DiscordStartError
+from botd.channels.discord.errors import DiscordError, DiscordStartError, refusals
 from botd.channels.discord.history import DiscordCatchUps
 from botd.channels.discord.inbound import MESSAGE_CONTENT_INTENT_HELP, DiscordInbound
 from botd.channels.discord.inbound_media import discord_download
@@ -575,3 +575,19 @@ class DiscordAdapter:
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
         await self.outbound.typing(target)
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` owns the server of channel ``chat_id`` or has Manage Server
+        there (``ChatAdmins``); a direct chat has no server, so no admins."""
+        client = self._connected()
+        if client is None:
+            raise DiscordError("look up a member", 0, "not connected (yet)", retryable=True)
+        with refusals("look up a member"):
+            channel = client.get_channel(int(chat_id)) or await client.fetch_channel(int(chat_id))
+            guild = getattr(channel, "guild", None)
+            if not isinstance(guild, discord.Guild):
+                return False
+            if guild.owner_id == int(user_id):
+                return True
+            member = guild.get_member(int(user_id)) or await guild.fetch_member(int(user_id))
+            return bool(member.guild_permissions.manage_guild)
