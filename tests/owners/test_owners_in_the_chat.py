@@ -44,6 +44,8 @@ async def test_owners_in_a_group_and_pairing_approved_in_the_chat_and_by_the_cli
     )
     async with chatting(tmp_path, telegram, telegram_options=options) as dm:
         group = Chat(dm.daemon, telegram, GROUP)
+        # Owners approve pairing codes here: the menu lists /pair.
+        await until(lambda: "pair" in [c["command"] for c in telegram.my_commands], "/pair")
 
         said_by(telegram, MEMBER, "/model")
         assert await group.reply() == OWNERS_ONLY

@@ -207,6 +207,7 @@ class DiscordAdapter:
         auto_thread: bool = False,
         admits: Callable[[InboundMessage], bool] | None = None,
         command_menu: bool = True,
+        pair_in_menu: bool = False,
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
         catch_up: CatchUpSettings | None = None,
@@ -234,6 +235,8 @@ class DiscordAdapter:
         """The gateway clients of the shards this node holds (sharded mode)."""
         self._holding: list[asyncio.Task[None]] = []
         self._command_menu = command_menu
+        self._pair_in_menu = pair_in_menu
+        """Whether the commands include ``/pair`` (owners approve pairing codes)."""
         self._publishing: asyncio.Task[bool] | None = None
         self.followups = CommandFollowups()
         self._on_down = on_down
@@ -292,7 +295,7 @@ class DiscordAdapter:
         self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
         # Always there, so a command registered before (command_menu since turned off) is
         # still answered.
-        self._tree = command_tree(self._client, self.inbound.on_command)
+        self._tree = command_tree(self._client, self.inbound.on_command, pair=self._pair_in_menu)
         if self._leases is not None:
             await self._start_sharded(self._client, self._leases)
             return
@@ -376,7 +379,8 @@ class DiscordAdapter:
             shard_id=shard,
             shard_count=self._shard_count,
         )
-        command_tree(client, self.inbound.on_command)  # its interactions come on this session
+        # Its interactions come on this session.
+        command_tree(client, self.inbound.on_command, pair=self._pair_in_menu)
         self._shards[shard] = client
         try:
             await client.login(self._token)
