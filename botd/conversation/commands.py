@@ -101,6 +101,11 @@ class CommandDesk:
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
+    async def refused(self, command: str, message: InboundMessage) -> bool:
+        """Whether ``command`` is for the bot's owners only there and ``message``'s sender
+        is not one (``answer`` then says so and does nothing)."""
+        return self._owners is not None and await self._owners.refusal(command, message) is not None
+
     async def answer(
         self, command: str, message: InboundMessage, store: ConversationStore | None = None
     ) -> Reply:

@@ -164,7 +164,8 @@ class Conversations:
         command = chat_command(message.text, message.bot_name)
         if command is not None:
             rest = command_argument(message.text)
-            if command not in STARTING_OVER or not (rest or message.attachments):
+            plain = command not in STARTING_OVER or not (rest or message.attachments)
+            if plain or await self._commands.refused(command, message):
                 store = self._ledger.fenced(scope.fence)
                 reply = await self._commands.answer(command, message, store)
                 text = reply.text + (FILES_NOT_READ if message.attachments else "")

@@ -41,6 +41,7 @@ async def test_owners_in_a_group_and_pairing_approved_in_the_chat_and_by_the_cli
         "group_policy: open",
         f"owners: ['{OWNER}']",
         "admins_are_owners: true",
+        "commands: {owner_only: [/model, /usage, /new]}",
     )
     async with chatting(tmp_path, telegram, telegram_options=options) as dm:
         group = Chat(dm.daemon, telegram, GROUP)
@@ -49,6 +50,9 @@ async def test_owners_in_a_group_and_pairing_approved_in_the_chat_and_by_the_cli
 
         said_by(telegram, MEMBER, "/model")
         assert await group.reply() == OWNERS_ONLY
+        said_by(telegram, MEMBER, "/new tell me a joke")  # not started over, not answered
+        assert await group.reply() == OWNERS_ONLY
+        assert group.unread() == []
         said_by(telegram, OWNER, "/model")
         assert "model" in (answer := await group.reply()) and answer != OWNERS_ONLY
         said_by(telegram, ADMIN, "/usage")
