@@ -123,6 +123,7 @@ class PairingFile:
         while len(waiting) >= MAX_PENDING_PER_CHANNEL:
             _when, oldest = waiting.pop(0)
             who = self._pending.pop(oldest).sender
+            self._held.pop(oldest, None)
             log.warning(
                 "pairing: the code of %s on %s expired early: %d codes were waiting there",
                 who,
