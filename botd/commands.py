@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import re
 
-COMMANDS = (
-    "/new",
-    "/reset",
-    "/stop",
-    "/status",
-    "/model",
-    "/usage",
-    "/whoami",
-    "/help",
-    "/start",
-    "/pair",
-)
-"""Every chat command, as typed (lower case, without a bot name). ``/start`` is what
-Telegram's app sends when a user first opens a chat with the bot; ``/pair <code>`` is an
-owner's approval of a pairing code (``botd.owners``)."""
+from .config.schema import CHAT_COMMANDS
+
+COMMANDS = CHAT_COMMANDS
+"""Every chat command, as typed (lower case, without a bot name; the config's list, which
+``commands.owner_only`` names). ``/start`` is what Telegram's app sends when a user first
+opens a chat with the bot; ``/pair <code>`` is an owner's approval of a pairing code
+(``botd.owners``)."""
 
 MENU = (
     ("/new", "Start a new conversation (text after it: its first message)"),

@@ -42,7 +42,6 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from ..commands import COMMANDS
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
 from .problems import Loc
@@ -51,6 +50,7 @@ from .tools import registered_tools
 
 __all__ = [
     "CATCH_UP_AT_MOST",
+    "CHAT_COMMANDS",
     "DEFAULT_TOOLS",
     "STATUSES",
     "AcpAgentName",
@@ -680,6 +680,22 @@ CatchUp = Annotated[CatchUpSection, BeforeValidator(_catch_up_shorthand)]
 """A platform section's ``catch_up`` key (Discord, Slack)."""
 
 
+CHAT_COMMANDS = (
+    "/new",
+    "/reset",
+    "/stop",
+    "/status",
+    "/model",
+    "/usage",
+    "/whoami",
+    "/help",
+    "/start",
+    "/pair",
+)
+"""Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
+may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
+the commands are read, takes its list from here."""
+
 OwnerOnlyIn = Literal["groups", "everywhere"]
 
 
@@ -703,8 +719,8 @@ class CommandsSection(Section):
         spelled = []
         for command in commands:
             word = "/" + command.strip().lower().removeprefix("/")
-            if word not in COMMANDS:
-                known = ", ".join(COMMANDS)
+            if word not in CHAT_COMMANDS:
+                known = ", ".join(CHAT_COMMANDS)
                 raise ValueError(f"{command!r} is not one of botd's chat commands ({known})")
             spelled.append(word)
         return spelled
