@@ -4,8 +4,10 @@ started (``build_runtime``); the App (``botd.app``) starts and stops it.
 The parts are built in dependency order, each from parts already built: the model provider,
 the MCP servers, delivery, the intake (where accepted messages go), the scheduler and the
 router (both handing to the intake), the channel keeper (which builds the adapters and hears
-their events), the tools, the sessions and the dispatcher (the one door from the inbox into
-them, ``botd.conversation.dispatcher``); the intake is connected to the dispatcher last
+their events), the tools, the owners (``botd.owners``: who they are, for the commands and the
+approvals, and the welcomes of senders approved by pairing, handed to the router), the
+approvals, the sessions and the dispatcher (the one door from the inbox into them,
+``botd.conversation.dispatcher``); the intake is connected to the dispatcher last
 (``Intake.connect``: the sessions' tools need the router and the scheduler). The store comes
 in opened, with its backend (``botd.store.backends``), whose ``cluster`` decides whether
 pollers and the schedule go by lease among several nodes and whether the conversations'
