@@ -50,6 +50,7 @@ from .tools import registered_tools
 
 __all__ = [
     "CATCH_UP_AT_MOST",
+    "CHAT_COMMANDS",
     "DEFAULT_TOOLS",
     "STATUSES",
     "AcpAgentName",
@@ -679,6 +680,52 @@ CatchUp = Annotated[CatchUpSection, BeforeValidator(_catch_up_shorthand)]
 """A platform section's ``catch_up`` key (Discord, Slack)."""
 
 
+CHAT_COMMANDS = (
+    "/new",
+    "/reset",
+    "/stop",
+    "/status",
+    "/model",
+    "/usage",
+    "/whoami",
+    "/help",
+    "/start",
+    "/pair",
+)
+"""Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
+may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
+the commands are read, takes its list from here."""
+
+OwnerOnlyIn = Literal["groups", "everywhere"]
+
+
+class CommandsSection(Section):
+    """A chat channel's ``commands``: which chat commands only its owners may use.
+
+    Nothing is owner-only on a channel without owners (no ``owners`` and no
+    ``admins_are_owners``): the commands stay open to everyone admitted, as before owners.
+    """
+
+    owner_only: list[str] = Field(default_factory=lambda: ["/model", "/usage"])
+    """The commands only an owner may use (with or without the slash); anyone else gets one
+    line saying they are for the bot's owners, and nothing is done."""
+    owner_only_in: OwnerOnlyIn = "groups"
+    """Where ``owner_only`` holds: ``groups`` (a direct chat with an admitted user is that
+    user's own conversation, its model and usage theirs) or ``everywhere``."""
+
+    @field_validator("owner_only")
+    @classmethod
+    def _commands_spelled(cls, commands: list[str]) -> list[str]:
+        spelled = []
+        for command in commands:
+            word = "/" + command.strip().lower().removeprefix("/")
+            if word not in CHAT_COMMANDS:
+                known = ", ".join(CHAT_COMMANDS)
+                raise ValueError(f"{command!r} is not one of botd's chat commands ({known})")
+            spelled.append(word)
+        return spelled
+
+
 class ChatChannelSection(ChannelSection):
     """A chat platform's section: who may talk to the bot, how replies appear, which account.
 
@@ -813,6 +860,19 @@ class ChatChannelSection(ChannelSection):
             except re.error as exc:
                 raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
         return patterns
+
+    owners: list[Id] = Field(default_factory=list)
+    """The bot's owners on this channel: user ids in the platform's form (as ``allow_from``
+    takes them). Owners may use the ``commands.owner_only`` commands, approve a pairing code
+    in the chat (``/pair <code>``) and, when ``agent.approvals`` names no approvers, decide
+    tool approvals."""
+    admins_are_owners: bool = False
+    """Whether the chat's own admins count as owners too: Telegram's chat administrators
+    (in that group), Slack's workspace admins and owners (everywhere), Discord's members
+    with Manage Server and the server's owner (in that server). Looked up when needed and
+    remembered for a while; a failed lookup counts as "not an owner" (logged)."""
+    commands: CommandsSection = Field(default_factory=lambda: CommandsSection())
+    """Which chat commands only the owners may use."""
 
 
 def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tuple[str, str, str]:

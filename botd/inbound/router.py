@@ -19,11 +19,13 @@ sender's are recorded as seen and dropped, and a line kept from a sender the pol
 admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
-an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
-``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
-``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
-a configured pattern counts. Chat commands from allowed senders pass without a mention, and
-so do the other files of an album (one post) a part of which addressed the bot.
+an unknown sender gets a one-time code an admin approves, and what they write meanwhile is
+held with it, to be taken once approved: ``release``, ``botd.owners.welcomes``;
+``disabled``), ``allow_from``, ``group_policy`` (``open``, ``allowlist``, ``disabled``) with
+per-group allowlists, and ``require_mention`` (default true): a mention of the bot, a reply to
+the bot's message, or a configured pattern counts. Chat commands from allowed senders pass
+without a mention, and so do the other files of an album (one post) a part of which
+addressed the bot.
 
 When the store cannot take a message (its write fails: disk full, I/O error), the failure is
 logged with the conversation, the sender is told in one line (once per message, however often
@@ -61,6 +63,7 @@ from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import ContentRefused, InboundLedger, Pairing, StoreError
 from ..store.pairing import PairingFile
+from ..store.rows import inbound_json
 from .access import AccessPolicy, Decision, GroupRule
 from .in_order import InOrder
 from .kept_context import CONTEXT_LIMIT, accepted_with_kept_context, as_edit
@@ -413,6 +416,28 @@ class Router:
             ack()  # nothing more to keep
         return repeat
 
+    async def release(self, message: InboundMessage) -> bool:
+        """Take ``message``, held while its sender waited for a pairing approval, as if it
+        came now: accepted once (under keys of its own, ``paired:<key>``) and handed on, if
+        the policy admits its sender now. Whether it was taken."""
+        own = message.dedupe_keys or (
+            f"{message.account_id}:{message.chat_id}:{message.message_id}",
+        )
+        keys = tuple(f"paired:{key}" for key in own)
+        with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
+            async with self._in_order.turn(message.conversation_key):
+                if not self._access(message).accepted:
+                    await self._pairing.refresh()  # approved by another process
+                verdict = self._access(message)
+                if not verdict.accepted:
+                    log.info("held message %s not taken: %s", message.message_id, verdict.reason)
+                    return False
+                inbox_id = await self._store.accept_inbound(message.channel, keys, message)
+                if inbox_id is None:
+                    return False  # taken before a crash
+                await self._submit(replace(message, inbox_id=inbox_id))
+        return True
+
     def admits(self, message: InboundMessage) -> bool:
         """Whether the policy lets ``message`` through as a prompt (its sender may address the
         bot there, and did): asked by an adapter before work that only such a message needs.
@@ -455,10 +480,18 @@ class Router:
         return message.is_direct and policy.dm_policy in ("pairing", "allowlist")
 
     async def _offer_pairing(self, message: InboundMessage) -> Decision:
-        """Send an unknown sender a pairing code: once per code, however often they write."""
+        """Send an unknown sender a pairing code: once per code, however often they write.
+        The message is held with the code, to be answered once approved (the first
+        ``HELD_AT_MOST``: ``botd.owners.welcomes``)."""
         code, issued = await self._pairing.issue(
             message.channel, message.sender_id, message.sender_name
         )
+        if not await self._pairing.hold(message.channel, message.sender_id, inbound_json(message)):
+            log.info(
+                "message %s of %s waiting for approval is not kept: enough are",
+                message.message_id,
+                message.sender_id,
+            )
         if not issued:
             return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
         await self._reply(

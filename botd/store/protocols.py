@@ -90,6 +90,7 @@ from .records import (
     StoredJob,
     StoredPreview,
     UsageTotals,
+    Welcome,
 )
 
 if TYPE_CHECKING:
@@ -601,6 +602,22 @@ class Pairing(Protocol):
 
     async def channels(self) -> set[str]:
         """The channels that have a pending code or an approved sender."""
+        ...
+
+    async def hold(self, channel: str, sender: str, message: str) -> bool:
+        """Keep ``message`` (``inbound_json``), written by a sender waiting for approval,
+        with their pending code, to be answered once approved: at most ``HELD_AT_MOST`` per
+        code, for as long as the code is valid. False: not kept (no code pending, or the
+        limit reached)."""
+        ...
+
+    async def welcomes(self) -> list[Welcome]:
+        """The senders approved (here or by another process) who were not told yet, with
+        their held messages; on several nodes, each is handed to one node at a time."""
+        ...
+
+    async def welcomed(self, channel: str, sender: str) -> None:
+        """``sender`` was told and their held messages taken: forget the welcome."""
         ...
 
 

@@ -282,6 +282,16 @@ class PendingCode:
 
 
 @dataclass(frozen=True, slots=True)
+class Welcome:
+    """A sender approved by pairing who was not told yet that they can talk now, with the
+    messages they wrote while they waited (``inbound_json`` text, oldest first)."""
+
+    channel: str
+    sender: str
+    held: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PostedButtons:
     """The buttons botd put under one of its messages (``ButtonLedger``): the only choices a
     press of that message may count as, whatever data the presser's client sends."""
@@ -359,4 +369,5 @@ __all__ = [
     "StoredJob",
     "StoredPreview",
     "UsageTotals",
+    "Welcome",
 ]

@@ -358,6 +358,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
     ),
+    # issue 37, owners: the messages a sender wrote while waiting for a pairing approval,
+    # kept with the code, and the approved senders not told yet (``botd pairing approve`` in
+    # another process, an owner's /pair on another node), handed to one node at a time.
+    (
+        "ALTER TABLE pairing_codes ADD COLUMN held jsonb NOT NULL DEFAULT '[]'::jsonb",
+        """
+        CREATE TABLE pairing_welcomes (
+            channel text NOT NULL,
+            sender text NOT NULL,
+            held jsonb NOT NULL,
+            taken_until double precision NOT NULL DEFAULT 0,
+            PRIMARY KEY (channel, sender)
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
