@@ -358,6 +358,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
     ),
+    # issue 37 (session_scope: user): how far each member's conversation in a user-scoped
+    # group read the group's kept chatter (as on SQLite; the identity's ids are never
+    # reused, so no index is needed for new ones).
+    (
+        """
+        CREATE TABLE chatter_read (
+            reader_key text PRIMARY KEY,
+            up_to bigint NOT NULL,
+            read_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
