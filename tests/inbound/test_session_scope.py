@@ -10,10 +10,12 @@ from typing import Any
 
 from botd.chat import Button, InboundMessage, MessageRef, Press, Target
 from botd.config.schema import ChatChannelSection
+from botd.conversation.dispatcher import lease_name
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
 from botd.inbound.session_scope import user_conversation_key
 from botd.store import PostedButtons, Store
+from botd.store.postgres import PostgresStore
 from botd.wiring import access_policy
 from tests.inbound.routing import Recorder, group, router
 
@@ -123,3 +125,27 @@ async def _post_buttons(store: Store, message_id: str) -> str:
     ref = MessageRef(Target("telegram", "g1"), message_id)
     store.buttons_posted_soon(PostedButtons(ref, ((Button("Yes", "yes"),),), time.time()))
     return message_id
+
+
+async def test_on_postgresql_each_members_conversation_is_leased_apart(
+    migrated_postgres_dsn: str,
+) -> None:
+    # Alice's and Bob's messages in one user-scoped group are two conversations, each with
+    # its own lease, which two nodes hold at once.
+    store = await PostgresStore.open(migrated_postgres_dsn)
+    try:
+        rec = Recorder()
+        r = router(store, rec, USER_SCOPED)
+        await r.handle(group("@bot hi", mention=True, sender="alice", n=1))
+        await r.handle(group("@bot hello", mention=True, sender="bob", n=2))
+        await r.handle(group("@bot again", mention=True, sender="alice", n=3))
+        entries = await store.unfinished_entries()
+        alice, bob = "telegram:g1:user:alice", "telegram:g1:user:bob"
+        assert sorted(e.message.conversation_key for e in entries) == [alice, alice, bob]
+        leases = store.lease_table()
+        assert await leases.claim(lease_name(alice), "node-a", 60) == 1
+        assert await leases.claim(lease_name(bob), "node-b", 60) == 1
+        assert await leases.claim(lease_name(alice), "node-b", 60) is None
+        assert await leases.claim(lease_name("telegram:g1"), "node-b", 60) == 1  # not theirs
+    finally:
+        await store.aclose()
