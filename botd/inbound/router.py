@@ -66,7 +66,7 @@ from ..store.pairing import PairingFile
 from .access import AccessPolicy, Decision, GroupRule
 from .in_order import InOrder
 from .kept_context import CONTEXT_LIMIT, accepted_with_kept_context, as_edit
-from .session_scope import ScopedMessage, scoped
+from .session_scope import NOT_YOURS, ScopedMessage, anothers_buttons, scoped
 
 log = logging.getLogger(__name__)
 
@@ -350,10 +350,13 @@ class Router:
             return Decision(
                 False, f"a press of a button not offered on {where}", PressAnswer(NOT_OFFERED)
             )
-        message = self._scoped(replace(message, text=f"(pressed: {button.label})")).message
+        taken = self._scoped(replace(message, text=f"(pressed: {button.label})"))
+        message = taken.message
         handler = self.press_handlers.handler_for(press.value)
         if handler is not None:
             return Decision(False, "a press for its handler", PressAnswer(await handler(message)))
+        if anothers_buttons(taken, posted.conversation):
+            return Decision(False, "a press of another member's buttons", PressAnswer(NOT_YOURS))
         if await self._expired(message, posted.posted_at):
             return Decision(False, "a press of expired buttons", PressAnswer(EXPIRED))
         inbox_id = await self._store.accept_inbound(message.channel, (answered,), message)

@@ -19,8 +19,10 @@ store marks how far it read (``chatter_read_by`` of ``accept_inbound``), in the 
 that accepts the prompt, and the lines leave with the group's limit and retention. What one
 member asked the bot, and its answers, stay in that member's conversation: in a user-scoped
 group the bot is each person's own assistant, and another's prompt would be a question they
-did not ask. The default ``group`` keeps one conversation for the group and the keys botd
-always stored.
+did not ask. For the same reason buttons botd posted in one member's conversation take
+only that member's press (``anothers_buttons``); an approval request's buttons are decided
+by its approvers, whoever they are, as anywhere. The default ``group`` keeps one
+conversation for the group and the keys botd always stored.
 """
 
 from __future__ import annotations
@@ -30,10 +32,19 @@ from dataclasses import dataclass, replace
 from ..chat import InboundMessage
 from .access import AccessPolicy
 
-__all__ = ["USER_MARK", "ScopedMessage", "scoped", "user_conversation_key"]
+__all__ = [
+    "NOT_YOURS",
+    "USER_MARK",
+    "ScopedMessage",
+    "anothers_buttons",
+    "scoped",
+    "user_conversation_key",
+]
 
 USER_MARK = ":user:"
 """What separates a group's key from its member's id in a per-user key."""
+NOT_YOURS = "These buttons belong to another person's conversation."
+"""Told to a member who presses buttons botd posted in another member's conversation."""
 
 
 def user_conversation_key(group_key: str, user: str) -> str:
@@ -62,3 +73,14 @@ def scoped(message: InboundMessage, policy: AccessPolicy) -> ScopedMessage:
     group_key = message.conversation_key
     own = user_conversation_key(group_key, message.sender_id)
     return ScopedMessage(replace(message, conversation_key=own), group_key)
+
+
+def anothers_buttons(press: ScopedMessage, posted_by: str | None) -> bool:
+    """Whether the buttons a press (scoped) is of were posted by the conversation of another
+    member of the same user-scoped group (``posted_by``: that conversation's key, None when
+    not recorded)."""
+    group_key = press.chatter_key
+    if group_key is None or posted_by is None:
+        return False
+    own = press.message.conversation_key
+    return posted_by != own and posted_by.startswith(group_key + USER_MARK)

@@ -8,12 +8,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from botd.chat import Button, InboundMessage, MessageRef, Press, Target
+from botd.chat import Button, InboundMessage, MessageRef, Press, PressAnswer, Target
 from botd.config.schema import ChatChannelSection
 from botd.conversation.dispatcher import lease_name
 from botd.inbound.access import AccessPolicy, GroupRule
 from botd.inbound.kept_context import CONTEXT_HEADER
-from botd.inbound.session_scope import user_conversation_key
+from botd.inbound.session_scope import NOT_YOURS, user_conversation_key
 from botd.store import PostedButtons, Store
 from botd.store.postgres import PostgresStore
 from botd.wiring import access_policy
@@ -107,24 +107,31 @@ async def test_a_forum_topic_is_scoped_per_topic_and_member(store: Store) -> Non
     assert seven.thread_id == "7" and seven.reply_target().thread_id == "7"
 
 
-async def test_a_press_in_a_user_scoped_group_is_the_pressers(store: Store) -> None:
+async def test_buttons_in_a_user_scoped_group_take_their_members_press(store: Store) -> None:
     rec = Recorder()
     r = router(store, rec, USER_SCOPED)
-    await r.handle(group("@bot pick", mention=True, sender="alice", n=1))
-    posted = await _post_buttons(store, "m9")
-    press = replace(
-        group("", sender="alice", n=2),
-        press=Press(callback_id="cb1", value="yes", message_id=posted),
-    )
-    decision = await r.handle(press)
-    assert decision.accepted, decision.reason
-    assert rec.submitted[-1].conversation_key == "telegram:g1:user:alice"
+    alice = "telegram:g1:user:alice"
+    _post_buttons(store, "m9", conversation=alice)
+
+    def press(sender: str, n: int, message_id: str = "m9") -> InboundMessage:
+        pressed = Press(callback_id=f"cb{n}", value="yes", message_id=message_id)
+        return replace(group("", sender=sender, n=n), press=pressed)
+
+    refused = await r.handle(press("bob", 1))
+    assert not refused.accepted and refused.answer == PressAnswer(NOT_YOURS)
+    assert (await r.handle(press("alice", 2))).accepted
+    assert rec.submitted[-1].conversation_key == alice
+    assert rec.submitted[-1].text == "(pressed: Yes)"
+    # Buttons whose conversation was not recorded (posted before): the presser's own.
+    _post_buttons(store, "m10", conversation=None)
+    assert (await r.handle(press("bob", 3, "m10"))).accepted
+    assert rec.submitted[-1].conversation_key == "telegram:g1:user:bob"
 
 
-async def _post_buttons(store: Store, message_id: str) -> str:
+def _post_buttons(store: Store, message_id: str, *, conversation: str | None) -> None:
     ref = MessageRef(Target("telegram", "g1"), message_id)
-    store.buttons_posted_soon(PostedButtons(ref, ((Button("Yes", "yes"),),), time.time()))
-    return message_id
+    rows = ((Button("Yes", "yes"),),)
+    store.buttons_posted_soon(PostedButtons(ref, rows, time.time(), conversation=conversation))
 
 
 async def test_on_postgresql_each_members_conversation_is_leased_apart(
