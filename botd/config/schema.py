@@ -93,6 +93,7 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
+    "SessionScope",
     "StoreBackendName",
     "StoreSection",
     "ToolProgressMode",
@@ -122,6 +123,9 @@ only those that mention the bot or reply to it."""
 DEFAULT_TOOLS = ("message", "schedule")
 """The tools a run is offered when ``agent.tools`` is not set."""
 AskIn = Literal["conversation", "approvers"]
+SessionScope = Literal["group", "user"]
+"""Whose conversation a group message addressed to the bot is: the group's one (``group``),
+or its sender's own in that group (``user``; see ``botd.inbound.session_scope``)."""
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
@@ -640,6 +644,10 @@ class GroupSection(Section):
     link_previews: bool | None = None
     """Whether links in botd's messages here show a preview (unset: the channel's
     ``link_previews``). Only for a group named by its id, like ``delivery``."""
+    session_scope: SessionScope | None = None
+    """``user``: each sender has a conversation of their own here (history, queue, ``/new``,
+    ``/model``, usage), the group's chatter shared by all; ``group``: one for the group
+    (unset: ``"*"``'s, else the channel's ``session_scope``)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -838,6 +846,16 @@ class ChatChannelSection(ChannelSection):
     """Seconds the buttons of a message can be pressed after it was posted (a press later,
     or after a ``/new`` since, is answered "These buttons have expired."). At most 7 days:
     the ids that make a message's buttons count once are kept that long."""
+    session_scope: SessionScope = "group"
+    """The groups' default ``session_scope`` (a group's own, or ``"*"``'s, wins there);
+    direct chats are one conversation per person whatever it says."""
+
+    def group_session_scope(self, group: str) -> SessionScope:
+        """``group``'s ``session_scope``: its own, else ``"*"``'s, else the channel's."""
+        for rule in (self.groups.get(group), self.groups.get("*")):
+            if rule is not None and rule.session_scope is not None:
+                return rule.session_scope
+        return self.session_scope
 
     @field_validator("groups")
     @classmethod

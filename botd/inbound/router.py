@@ -25,7 +25,9 @@ held with it, to be taken once approved: ``release``, ``botd.owners.welcomes``;
 per-group allowlists, and ``require_mention`` (default true): a mention of the bot, a reply to
 the bot's message, or a configured pattern counts. Chat commands from allowed senders pass
 without a mention, and so do the other files of an album (one post) a part of which
-addressed the bot.
+addressed the bot. In a group whose ``session_scope`` is ``user``, a message to the bot is
+its sender's own conversation's and the group's kept lines are shared by its members
+(``session_scope``).
 
 When the store cannot take a message (its write fails: disk full, I/O error), the failure is
 logged with the conversation, the sender is told in one line (once per message, however often
@@ -67,6 +69,7 @@ from ..store.rows import inbound_json
 from .access import AccessPolicy, Decision, GroupRule
 from .in_order import InOrder
 from .kept_context import CONTEXT_LIMIT, accepted_with_kept_context, as_edit
+from .session_scope import NOT_YOURS, ScopedMessage, anothers_buttons, scoped
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +296,9 @@ class Router:
         album = _album_key(message)
         if album is not None:
             self._addressed_albums.remember(album, None)
+        group_message = message
+        taken = self._scoped(message)
+        message = taken.message
         # A command goes through as typed; the kept context waits for the next prompt.
         if _is_command(message):
             prompt = message
@@ -302,7 +308,8 @@ class Router:
                 self._store,
                 message,
                 keys,
-                admits=lambda sender: self._sender_admitted(message, sender),
+                admits=lambda sender: self._sender_admitted(group_message, sender),
+                shared_from=taken.chatter_key,
             )
         if inbox_id is None:
             return Decision(False, "already seen")
@@ -346,10 +353,13 @@ class Router:
             return Decision(
                 False, f"a press of a button not offered on {where}", PressAnswer(NOT_OFFERED)
             )
-        message = replace(message, text=f"(pressed: {button.label})")
+        taken = self._scoped(replace(message, text=f"(pressed: {button.label})"))
+        message = taken.message
         handler = self.press_handlers.handler_for(press.value)
         if handler is not None:
             return Decision(False, "a press for its handler", PressAnswer(await handler(message)))
+        if anothers_buttons(taken, posted.conversation):
+            return Decision(False, "a press of another member's buttons", PressAnswer(NOT_YOURS))
         if await self._expired(message, posted.posted_at):
             return Decision(False, "a press of expired buttons", PressAnswer(EXPIRED))
         inbox_id = await self._store.accept_inbound(message.channel, (answered,), message)
@@ -443,6 +453,11 @@ class Router:
         bot there, and did): asked by an adapter before work that only such a message needs.
         Nothing is recorded and no pairing code is issued."""
         return self._access(message).accepted
+
+    def _scoped(self, message: InboundMessage) -> ScopedMessage:
+        """``message`` (to the bot) keyed by the conversation that takes it: its sender's own
+        in a user-scoped group (``session_scope``)."""
+        return scoped(message, self._policies.get(message.channel, AccessPolicy()))
 
     def _sender_admitted(self, message: InboundMessage, sender_id: str) -> bool:
         """Whether the policy, as it is now, would take a message from ``sender_id``

@@ -391,9 +391,13 @@ class Chatter(Protocol):
         transaction. Whether it was a repeat."""
         ...
 
-    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+    async def kept_chatter(
+        self, conversation_key: str, *, read_by: str | None = None
+    ) -> list[KeptLine]:
         """The conversation's kept lines, oldest first (none older than
-        ``CHATTER_RETENTION_SECONDS``)."""
+        ``CHATTER_RETENTION_SECONDS``); ``read_by``: only those after the mark of that
+        reader (a member's conversation in a user-scoped group, which shares the group's
+        lines: ``accept_inbound``'s ``chatter_read_by``)."""
         ...
 
 
@@ -409,6 +413,7 @@ class InboundLedger(Chatter, ButtonLedger, Protocol):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         """Record the message's dedupe ids and the message, atomically: its inbox id once
         committed, or None when any id was seen before (then only the ids are recorded).
@@ -417,7 +422,9 @@ class InboundLedger(Chatter, ButtonLedger, Protocol):
         conversation keeps chatter (what ``kept_chatter`` would return), nothing is written
         and ``ChatterKept`` is raised; the check is in the accept's own transaction, so a
         message whose conversation keeps nothing is accepted without reading the lines
-        first (one round trip, not two)."""
+        first (one round trip, not two). ``chatter_read_by``: the lines ``consume_chatter``
+        names are shared by several conversations and stay kept; this reader's mark moves
+        past them instead, in the same transaction."""
         ...
 
     async def seen_inbound(self, channel: str, *keys: str) -> bool:

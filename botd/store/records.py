@@ -303,6 +303,9 @@ class PostedButtons:
     from before a conversation's current session began are expired."""
     answered: bool = False
     """A press of the message counted already (one press per message counts)."""
+    conversation: str | None = None
+    """The conversation whose run posted them, where a press of them goes (None: not
+    recorded, as for buttons posted before botd recorded it)."""
 
     def button(self, value: str) -> Button | None:
         """The button of the message whose value is ``value`` (None: no such button)."""

@@ -373,6 +373,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 37 (session_scope: user): how far each member's conversation in a user-scoped
+    # group read the group's kept chatter (as on SQLite; the identity's ids are never
+    # reused, so no index is needed for new ones), and the conversation whose run posted a
+    # message's buttons (NULL: posted before).
+    (
+        "ALTER TABLE button_messages ADD COLUMN conversation_key text",
+        """
+        CREATE TABLE chatter_read (
+            reader_key text PRIMARY KEY,
+            up_to bigint NOT NULL,
+            read_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
