@@ -8,7 +8,7 @@ Two libraries carry every connection botd makes to a platform or a model:
   only to the environment's proxy). ``direct`` is ``trust_env=False``; unset leaves httpx
   to read the environment as it always did.
 - aiohttp (slack_sdk, discord.py): ``AiohttpProxy`` says what to hand the SDK. aiohttp
-  speaks HTTP(S) proxies itself (``proxy=``, ``proxy_auth=``) but not SOCKS: a SOCKS proxy is
+  speaks HTTP(S) proxies itself (``proxy=``, credentials in the URL) but not SOCKS: a SOCKS proxy is
   a connector of ``aiohttp-socks`` (``connector()``), the session's every connection, a
   websocket's too. Unset, ``aiohttp_proxy`` reads the environment for the URL the SDK
   connects to (``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``, ``NO_PROXY`` honoured, the way
@@ -21,19 +21,26 @@ address it connects to, and a proxy would connect on its behalf to whatever the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 
-from ..config.proxy import DIRECT
+from ..config.proxy import DIRECT, shown
 
 if TYPE_CHECKING:
     from aiohttp_socks import ProxyConnector
 
-__all__ = ["AiohttpProxy", "aiohttp_proxy", "environment_proxy", "httpx_options"]
+__all__ = [
+    "AiohttpProxy",
+    "aiohttp_proxy",
+    "environment_proxy",
+    "httpx_options",
+    "proxy_failure",
+]
 
 
 def httpx_options(proxy: str | None) -> dict[str, Any]:
@@ -58,20 +65,13 @@ def environment_proxy(url: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class AiohttpProxy:
-    """What an aiohttp-based SDK is given for one proxy (all None: go direct)."""
+    """What an aiohttp-based SDK is given for one proxy (both None: go direct)."""
 
     url: str | None = None
-    """An HTTP(S) proxy without its credentials: aiohttp's ``proxy=``."""
-    auth: aiohttp.BasicAuth | None = None
-    """Its credentials: aiohttp's ``proxy_auth=``."""
+    """An HTTP(S) proxy, its credentials in the URL (aiohttp sends them as
+    ``Proxy-Authorization``): aiohttp's ``proxy=``."""
     socks: str | None = None
     """A SOCKS5 proxy's URL (credentials included): the session's ``connector()``."""
-
-    @property
-    def url_with_auth(self) -> str | None:
-        """The HTTP(S) proxy with its credentials in the URL, for an SDK that takes no
-        ``proxy_auth`` (slack_sdk; aiohttp reads them from the URL)."""
-        return _with_auth(self.url, self.auth)
 
     def connector(self, **options: Any) -> ProxyConnector | None:
         """A new connector for a SOCKS proxy (None for an HTTP one, or none): aiohttp's own
@@ -93,29 +93,55 @@ class AiohttpProxy:
         )
 
 
-def aiohttp_proxy(proxy: str | None, target: str, *, environment: bool = True) -> AiohttpProxy:
+def aiohttp_proxy(proxy: str | None, target: str) -> AiohttpProxy:
     """``proxy`` for an aiohttp session that connects to ``target``. Unset: the environment's
-    proxy for ``target`` when ``environment`` (else nothing: the SDK reads it itself)."""
+    proxy for ``target`` (see ``environment_proxy``)."""
     if proxy == DIRECT:
         return AiohttpProxy()
     if proxy is None:
-        found = environment_proxy(target) if environment else None
-        if found is None:
+        proxy = environment_proxy(target)
+        if proxy is None:
             return AiohttpProxy()
-        proxy = found
-    parts = urlsplit(proxy)
-    if parts.scheme.startswith("socks"):
+    if urlsplit(proxy).scheme.startswith("socks"):
         return AiohttpProxy(socks=proxy)
-    auth = None
-    if parts.username is not None:
-        auth = aiohttp.BasicAuth(unquote(parts.username), unquote(parts.password or ""))
-    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-    return AiohttpProxy(url=bare, auth=auth)
+    return AiohttpProxy(url=proxy)
 
 
-def _with_auth(url: str | None, auth: aiohttp.BasicAuth | None) -> str | None:
-    if url is None or auth is None:
-        return url
-    parts = urlsplit(url)
-    credentials = f"{quote(auth.login, safe='')}:{quote(auth.password, safe='')}"
-    return parts._replace(netloc=f"{credentials}@{parts.netloc}").geturl()
+_AUTH_REFUSED = re.compile(r"\b407\b|proxy authentication|authentication failure|username/password")
+
+
+def proxy_failure(exc: BaseException, proxy: str | None, key: str) -> str | None:
+    """The one-line reason of a failure that the proxy caused (None: it was not the proxy's):
+    its credentials refused (a 407, a SOCKS5 authentication failure) or the proxy itself
+    failing (unreachable, refusing the tunnel). ``proxy``: the section's ``proxy:`` (None:
+    the environment's), named with its password masked; ``key``: the config key to check
+    (``channels.telegram.proxy``). ``exc`` and its causes are read, whichever SDK raised them."""
+    found = _proxy_error(exc)
+    if found is None:
+        return None
+    where = "the proxy from the environment" if proxy is None else f"the proxy {shown(proxy)}"
+    if _AUTH_REFUSED.search(found.lower()):
+        return f"{where} refused the credentials ({found}): check the user and password of {key}"
+    return f"cannot get through {where} ({found}): check {key}"
+
+
+def _proxy_error(exc: BaseException) -> str | None:
+    """What the proxy said in ``exc`` or its causes, as one line (None: nothing of a proxy)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = " ".join(str(current).split()) or type(current).__name__
+        text = text.removeprefix("httpx.ProxyError: ")  # python-telegram-bot's wording
+        if isinstance(current, aiohttp.ClientHttpProxyError):
+            return f"{current.status} {current.message}"
+        if isinstance(current, aiohttp.ClientProxyConnectionError):
+            return text
+        if type(current).__name__ == "ProxyError" or type(current).__module__.startswith(
+            "python_socks"
+        ):
+            return text
+        if _AUTH_REFUSED.search(text.lower()):
+            return "407 Proxy Authentication Required" if "407" in text else text
+        current = current.__cause__ or current.__context__
+    return None

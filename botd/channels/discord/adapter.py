@@ -73,7 +73,7 @@ from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient, check_
 from botd.chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.holding import PlatformUnreachable, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
-from botd.net.proxy import aiohttp_proxy
+from botd.net.proxy import aiohttp_proxy, proxy_failure
 from botd.ops.logging import not_botds_concern
 from botd.store.protocols import CatchUpMarks
 
@@ -249,6 +249,8 @@ class DiscordAdapter:
         """Where this bot's clients send their requests (Discord's own URLs by default)."""
         self.proxy = aiohttp_proxy(proxy, self.routes.api or Route.BASE)
         """What this bot's clients' requests and gateway connections go through."""
+        self._proxy = proxy
+        self._proxy_key = f"channels.{channel}.proxy"
         self.account_id = account_id
         self._ready_timeout = ready_timeout
         # How long discord.py waits after the last GUILD_CREATE before firing on_ready.
@@ -325,6 +327,9 @@ class DiscordAdapter:
         await self.stop()
         if isinstance(error, DiscordStartError):
             raise error
+        proxied = None if error is None else proxy_failure(error, self._proxy, self._proxy_key)
+        if proxied is not None:
+            raise DiscordStartError(proxied) from error
         if isinstance(error, OSError):  # aiohttp's connection errors included
             raise DiscordStartError(f"cannot reach Discord: {error}") from error
         if error is not None:
@@ -342,7 +347,8 @@ class DiscordAdapter:
             raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
         except OSError as exc:
             await self.stop()
-            raise DiscordStartError(f"cannot reach Discord: {exc}") from exc
+            proxied = proxy_failure(exc, self._proxy, self._proxy_key)
+            raise DiscordStartError(proxied or f"cannot reach Discord: {exc}") from exc
         except BaseException:
             await self.stop()
             raise

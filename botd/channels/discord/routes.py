@@ -122,11 +122,12 @@ class RoutedHTTPClient(HTTPClient):
         proxy: AiohttpProxy | None = None,
     ) -> None:
         """``proxy``: what its REST requests and gateway connections go through (None:
-        direct). An HTTP(S) proxy is discord.py's own ``proxy``/``proxy_auth``; a SOCKS one
+        direct). An HTTP(S) proxy is discord.py's own ``proxy`` (its credentials in the URL:
+        ``proxy_auth`` is deprecated in aiohttp); a SOCKS one
         is the connector of the session ``static_login`` opens (the gateway's websocket is
         opened on that session too)."""
         proxy = proxy or AiohttpProxy()
-        super().__init__(loop, http_trace=http_trace, proxy=proxy.url, proxy_auth=proxy.auth)
+        super().__init__(loop, http_trace=http_trace, proxy=proxy.url)
         self.routes = routes
         self._proxy = proxy
 

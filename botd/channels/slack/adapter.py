@@ -35,7 +35,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
-from ...net.proxy import aiohttp_proxy
+from ...net.proxy import aiohttp_proxy, proxy_failure
 from ...store.protocols import CatchUpMarks
 from ..base import InboundSink, LinkPreviews, OutboundFile, PlatformLink, SendScope
 from ..catch_up import CatchUpSettings
@@ -175,14 +175,23 @@ class SlackAdapter:
         except SlackStartError:
             await self.stop()
             raise
-        except SlackError as exc:
+        except Exception as exc:
+            # The proxy's refusal first: it can come as a Slack error (a 407), an aiohttp
+            # one, or the SOCKS library's own.
+            proxied = proxy_failure(exc, self._proxy, f"channels.{self.name}.proxy")
+            if proxied is None and not isinstance(
+                exc, SlackError | aiohttp.ClientError | OSError | TimeoutError
+            ):
+                await self.stop()
+                raise
             await self.stop()
-            error = exc.error
-            if exc.method == "apps.connections.open" and not exc.retryable:
-                error = f"{error} (Slack refused the app-level token, app_token)"
-            raise SlackStartError(exc.method, error) from exc
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            await self.stop()
+            if proxied is not None:
+                raise SlackStartError("start", proxied) from exc
+            if isinstance(exc, SlackError):
+                error = exc.error
+                if exc.method == "apps.connections.open" and not exc.retryable:
+                    error = f"{error} (Slack refused the app-level token, app_token)"
+                raise SlackStartError(exc.method, error) from exc
             reason = str(exc) or type(exc).__name__
             raise SlackStartError("start", f"cannot reach Slack: {reason}") from exc
 

@@ -38,7 +38,7 @@ async def socket_through(client: SocketModeClient, proxy: AiohttpProxy) -> None:
     read ``HTTPS_PROXY`` when it was built): an HTTP(S) proxy is the SDK's ``proxy``; a
     SOCKS one, the session the SDK made (and keeps for every reconnect), replaced by one
     over the proxy's connector. Before the first connect."""
-    client.proxy = proxy.url_with_auth
+    client.proxy = proxy.url
     if proxy.socks is not None:
         plain, client.aiohttp_client_session = (
             client.aiohttp_client_session,

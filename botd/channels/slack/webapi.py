@@ -53,7 +53,7 @@ class FencedWebClient(AsyncWebClient):
     def through(self, proxy: AiohttpProxy) -> None:
         """Send every call through ``proxy`` (all None: direct, whatever the environment
         says: the SDK read ``HTTPS_PROXY`` when it was built, and this undoes it)."""
-        self.proxy = proxy.url_with_auth
+        self.proxy = proxy.url
         self.socks = proxy if proxy.socks is not None else None
 
     def fenced(self, fence: Fence | None) -> FencedWebClient:

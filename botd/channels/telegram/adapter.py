@@ -53,6 +53,7 @@ from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef
 from ...cluster.budget import SharedRate
 from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
+from ...net.proxy import proxy_failure
 from ...ops.logging import not_botds_concern
 from ...retry import Backoff
 from ...store.protocols import Offsets
@@ -248,7 +249,9 @@ class TelegramAdapter:
                 await self._start_polling(app)
         except TelegramError as exc:
             await self.stop()
-            raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
+            reason = proxy_failure(exc, self._proxy, f"channels.{self.name}.proxy")
+            reason = reason or start_failure(exc, self._api_base_url)
+            raise TelegramStartError("start", reason) from exc
         except OSError as exc:  # the webhook's port is taken or not ours to listen on
             await self.stop()
             host, port, _ = self._listen
