@@ -1,6 +1,6 @@
 """``proxy:``: every connection of Telegram, Slack (Web API and Socket Mode), Discord (REST and
-gateway) and the model goes through the proxy its section names, an HTTP one or a SOCKS5
-one, each with credentials.
+gateway, file downloads) and the model goes through the proxy its section names, an HTTP
+one or a SOCKS5 one, each with credentials.
 
 The real daemon with the real SDKs over the loopback fakes, one daemon per proxy kind
 carrying all four. The fakes listen on 127.0.0.1 and the tests set ``NO_PROXY`` to it
@@ -110,7 +110,15 @@ async def test_each_platform_and_the_model_answer_through_the_proxy(
             return {"telegram", "slack", "discord"} <= set(adapters)
 
         async with daemon_running(config, ready=ready):
-            telegram.push_text(TELEGRAM_DM, "hello from telegram")
+            # A file: its download goes through the proxy too.
+            telegram.push_file(
+                TELEGRAM_DM,
+                "document",
+                b"the notes",
+                caption="hello from telegram",
+                file_name="notes.txt",
+                mime_type="text/plain",
+            )
             await until(lambda: telegram.visible(TELEGRAM_DM), "the Telegram answer")
             await slack.wait_socket(HANG_GUARD)
             await slack.send_event(
@@ -150,6 +158,7 @@ async def test_each_platform_and_the_model_answer_through_the_proxy(
         if kind is HttpProxy:
             paths = {passage.path.partition("?")[0] for passage in proxy.passages}
             assert {"/link/", "/gateway/"} <= paths
+            assert any(path.startswith("/file/bot") for path in paths)  # the download
         else:
             to_discord = [p for p in proxy.passages if p.port == _port(discord.base_url)]
             assert len(to_discord) >= 2
@@ -161,7 +170,7 @@ async def _ignore(message: InboundMessage, *, ack: Ack | None = None) -> None:
 
 def _adapter(
     platform: str,
-    proxy: str,
+    proxy: str | None,
     fakes: tuple[FakeTelegramAPI, FakeSlack, FakeDiscordAPI],
 ) -> ChannelAdapter:
     """An adapter of ``platform`` on its fake through ``proxy``, as the instance ``support``."""
@@ -183,6 +192,7 @@ def _adapter(
         channel="support",
         api_base_url=discord.base_url,
         gateway_url=discord.gateway_url,
+        guild_ready_timeout=0.05,
         proxy=proxy,
     )
 
@@ -205,3 +215,30 @@ async def test_a_wrong_proxy_password_fails_the_start_naming_the_key_not_the_pas
     assert "check the user and password of channels.support.proxy" in message
     assert f"{kind.scheme}://{USER}:***@127.0.0.1:{proxy.port}" in message
     assert "Wr0ngPassw0rd" not in message and PASSWORD not in message
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("setting", [None, "direct"])
+async def test_the_environment_s_proxy_is_taken_unless_the_section_says_direct(
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str | None,
+    platform: str,
+    fakes: tuple[FakeTelegramAPI, FakeSlack, FakeDiscordAPI],
+) -> None:
+    """Unset, ``HTTP(S)_PROXY`` is taken (Discord's too, which discord.py alone ignores);
+    ``direct`` goes around it."""
+    async with HttpProxy() as proxy:
+        for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY")
+        monkeypatch.delenv("no_proxy")
+        adapter = _adapter(platform, setting, fakes)
+        try:
+            await asyncio.wait_for(adapter.start(_ignore), HANG_GUARD)
+        finally:
+            await adapter.stop()
+        telegram, slack, discord = fakes
+        url = {"telegram": telegram.base_url, "slack": slack.base_url}.get(platform)
+        assert proxy.reached(_port(url or discord.base_url)) is (setting is None)
+        if setting == "direct":
+            assert proxy.passages == []

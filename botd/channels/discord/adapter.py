@@ -585,7 +585,7 @@ class DiscordAdapter:
         await self.outbound.set_reaction(ref, emoji, replacing=replacing)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        return await discord_download(attachment, max_bytes)
+        return await discord_download(attachment, max_bytes, self._proxy)
 
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""

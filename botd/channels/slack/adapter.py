@@ -402,7 +402,11 @@ class SlackAdapter:
         """A file of a message, with the bot token (needs the ``files:read`` scope)."""
         api_host = urlsplit(self._api_base_url).hostname or ""
         return await slack_download(
-            attachment, max_bytes, bot_token=self._bot_token, api_hosts=[api_host]
+            attachment,
+            max_bytes,
+            bot_token=self._bot_token,
+            api_hosts=[api_host],
+            proxy=self._proxy,
         )
 
     async def typing(self, target: Target) -> None:

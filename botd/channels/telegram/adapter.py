@@ -484,7 +484,7 @@ class TelegramAdapter:
         await self._outbound.set_reaction(ref, emoji, replacing=replacing)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        return await telegram_download(self._require_bot(), attachment, max_bytes)
+        return await telegram_download(self._require_bot(), attachment, max_bytes, self._proxy)
 
     async def typing(self, target: Target) -> None:
         await self._outbound.typing(target)
