@@ -14,8 +14,10 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 
 from botd.app import App
@@ -30,7 +32,8 @@ from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscordAPI
 from tests.fakes.proxies import HttpProxy, Socks5Proxy
 from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.support.daemon_inprocess import config_yaml, daemon_running
+from tests.support.daemon_inprocess import config_yaml, daemon_running, telegram_yaml
+from tests.support.health_probe import free_port
 from tests.support.waiting import HANG_GUARD, until
 
 USER = "botd"
@@ -242,3 +245,31 @@ async def test_the_environment_s_proxy_is_taken_unless_the_section_says_direct(
         assert proxy.reached(_port(url or discord.base_url)) is (setting is None)
         if setting == "direct":
             assert proxy.passages == []
+
+
+async def test_a_wrong_proxy_password_shows_in_the_log_and_healthz_masked(
+    tmp_path: Path, telegram: FakeTelegramAPI, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon's own lines of a channel its proxy refused: the channel named, the
+    password nowhere (it is a URL password: a secret botd masks wherever it appears)."""
+    port = free_port()
+    async with HttpProxy(user=USER, password=PASSWORD) as proxy:
+        wrong = proxy.url_with(USER, "Wr0ngPassw0rd")
+        config = config_yaml(
+            tmp_path,
+            f"health: {{host: 127.0.0.1, port: {port}}}\n",
+            telegram_yaml(telegram, "poll_timeout: 1", f"proxy: {json.dumps(wrong)}"),
+        )
+        async with daemon_running(config), aiohttp.ClientSession() as http:
+
+            async def healthz() -> dict[str, Any] | None:
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    body: dict[str, Any] = await response.json()
+                    return body if response.status == 503 else None
+
+            body = await until(healthz, "/healthz naming the channel down")
+        assert proxy.refused >= 1
+    said = json.dumps(body) + capfd.readouterr().err
+    assert "channels.telegram.proxy" in said and "refused the credentials" in said
+    assert "channel telegram down: " in said
+    assert "Wr0ngPassw0rd" not in said and PASSWORD not in said
