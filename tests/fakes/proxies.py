@@ -5,6 +5,7 @@ tunnels and plain forwarding of ``http://`` and ``ws://`` requests) and ``Socks5
     async with HttpProxy(user="bob", password="s3cret") as proxy:
         proxy.url                      # http://bob:s3cret@127.0.0.1:<port>
         proxy.passages                 # each connection carried: kind, host, port
+        proxy.requests                 # (port, path) of each plain HTTP request seen
         proxy.reached(port)            # whether one went to 127.0.0.1:<port>
         proxy.refused                  # connections refused for their credentials
 
@@ -21,12 +22,14 @@ import asyncio
 import base64
 import contextlib
 import ipaddress
+import re
 import struct
 from dataclasses import dataclass
 from typing import Self
 from urllib.parse import quote, urlsplit
 
 HEAD_LIMIT = 64 * 1024
+_HTTP_REQUEST = re.compile(rb"[A-Z]+ (/\S*) HTTP/1\.[01]\r\n")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class _Proxy:
         self.passages: list[Passage] = []
         self.refused = 0
         """Connections refused for missing or wrong credentials."""
+        self.requests: list[tuple[int, str]] = []
+        """The port and path of each plain HTTP request seen: each one the HTTP proxy
+        forwarded, each one that starts a chunk in a SOCKS5 tunnel (the fakes speak plain
+        HTTP; what a TLS tunnel carries is not read)."""
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -189,6 +196,7 @@ class HttpProxy(_Proxy):
             kept.append(("Connection", "close"))
         upstream = await asyncio.open_connection(host, port)
         self.passages.append(Passage(method, host, port, path))
+        self.requests.append((port, path))
         upstream[1].write(_join_head(f"{method} {path} {version}", kept))
         await upstream[1].drain()
         if upgrade:
@@ -262,7 +270,29 @@ class Socks5Proxy(_Proxy):
         self.passages.append(Passage("SOCKS", host, port))
         writer.write(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
         await writer.drain()
-        await _both_ways((reader, writer), upstream)
+        try:
+            await asyncio.gather(
+                self._sniffing(reader, upstream[1], port), _pipe(upstream[0], writer)
+            )
+        finally:
+            upstream[1].close()
+
+    async def _sniffing(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
+    ) -> None:
+        """``_pipe``, noting each plain HTTP request that starts a chunk (``requests``)."""
+        try:
+            while chunk := await reader.read(65536):
+                request = _HTTP_REQUEST.match(chunk)
+                if request is not None:
+                    self.requests.append((port, request[1].decode("latin-1")))
+                writer.write(chunk)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                writer.write_eof() if writer.can_write_eof() else writer.close()
 
 
 __all__ = ["HttpProxy", "Passage", "Socks5Proxy"]

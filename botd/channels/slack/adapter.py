@@ -132,7 +132,9 @@ class SlackAdapter:
         self._link = link or PlatformLink()
         self._socket_watch: SocketWatch | None = None
         self._runner: web.AppRunner | None = None
-        command_replies = CommandReplies()
+        command_replies = CommandReplies(
+            proxy=None if proxy is None else aiohttp_proxy(proxy, api_base_url)
+        )
         self.outbound = SlackOutbound(
             self.api,
             command_replies,

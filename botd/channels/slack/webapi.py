@@ -17,12 +17,14 @@ import copy
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from ssl import SSLContext
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from slack_sdk.web.file_upload_v2_result import FileUploadV2Result
 
 from ...cluster.fencing import Fence
 from ...net.proxy import AiohttpProxy, aiohttp_proxy
@@ -76,6 +78,29 @@ class FencedWebClient(AsyncWebClient):
             view = copy.copy(self)
             view.session = session
             return await AsyncWebClient.api_call(view, api_method, **kwargs)
+
+    async def _upload_file(
+        self,
+        *,
+        url: str,
+        data: bytes,
+        logger: logging.Logger,
+        timeout: int,
+        proxy: str | None,
+        ssl: SSLContext | None,
+    ) -> FileUploadV2Result:
+        # files_upload_v2's upload to the URL Slack issued does not go through api_call:
+        # through SOCKS, it gets a session over the proxy's connector too.
+        if self.socks is None:
+            return await super()._upload_file(
+                url=url, data=data, logger=logger, timeout=timeout, proxy=proxy, ssl=ssl
+            )
+        async with aiohttp.ClientSession(connector=self.socks.connector()) as session:
+            view = copy.copy(self)
+            view.session = session
+            return await AsyncWebClient._upload_file(
+                view, url=url, data=data, logger=logger, timeout=timeout, proxy=proxy, ssl=ssl
+            )
 
 
 class WebAPI:
