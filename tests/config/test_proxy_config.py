@@ -13,6 +13,7 @@ from botd.config.proxy import shown
 from botd.config.schema import ChatChannelSection
 from botd.config.secrets import secret_values
 from botd.ops.logging import add_secrets, mask_secrets
+from botd.wiring import fallback_settings, provider_settings
 
 PASSWORD = "Hq4vTz8mWk2p"
 ENV = {"T": "1:a", "S_BOT": "xoxb-1", "S_APP": "xapp-1", "D": "d-token", "PROXY_PASS": PASSWORD}
@@ -118,3 +119,25 @@ def test_the_password_is_a_secret_masked_in_lines_and_shown_as_stars(tmp_path: P
     assert PASSWORD not in mask_secrets(f"connecting through {proxy}")
     assert shown(proxy) == "http://bob:***@127.0.0.1:3128"
     assert shown("socks5://127.0.0.1:1080") == "socks5://127.0.0.1:1080"
+
+
+def test_the_model_s_proxy_is_handed_to_the_primary_and_every_fallback(tmp_path: Path) -> None:
+    path = tmp_path / "botd.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            model:
+              provider: openai
+              name: first
+              proxy: socks5h://127.0.0.1:1080
+              fallbacks:
+                - {provider: openai, name: second}
+            """
+        ),
+        encoding="utf-8",
+    )
+    config = load_config(path, {})
+    assert provider_settings(config)["proxy"] == "socks5h://127.0.0.1:1080"
+    assert fallback_settings(config, 0)["proxy"] == "socks5h://127.0.0.1:1080"
+    path.write_text("model: {provider: openai, name: first}\n", encoding="utf-8")
+    assert "proxy" not in provider_settings(load_config(path, {}))  # unset: the environment's
