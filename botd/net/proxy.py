@@ -8,9 +8,9 @@ Two libraries carry every connection botd makes to a platform or a model:
   only to the environment's proxy). ``direct`` is ``trust_env=False``; unset leaves httpx
   to read the environment as it always did.
 - aiohttp (slack_sdk, discord.py): ``AiohttpProxy`` says what to hand the SDK. aiohttp
-  speaks HTTP(S) proxies itself (``proxy=``, credentials in the URL) but not SOCKS: a SOCKS proxy is
-  a connector of ``aiohttp-socks`` (``connector()``), the session's every connection, a
-  websocket's too. Unset, ``aiohttp_proxy`` reads the environment for the URL the SDK
+  speaks HTTP(S) proxies itself (``proxy=``, credentials in the URL) but not SOCKS: a SOCKS
+  proxy is a connector of ``aiohttp-socks`` (``connector()``), the session's every
+  connection, a websocket's too. Unset, ``aiohttp_proxy`` reads the environment for the URL the SDK
   connects to (``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``, ``NO_PROXY`` honoured, the way
   urllib reads them) for an SDK that would otherwise go direct (discord.py).
 
@@ -79,7 +79,13 @@ class AiohttpProxy:
         (``limit=0``, ``ssl=``)."""
         if self.socks is None:
             return None
-        from aiohttp_socks import ProxyConnector, ProxyType  # the slack and discord extras'
+        try:
+            from aiohttp_socks import ProxyConnector, ProxyType  # the slack and discord extras'
+        except ImportError:
+            raise RuntimeError(
+                "a socks5:// proxy needs aiohttp-socks: pip install 'botd[slack]' or "
+                "'botd[discord]' again (they bring it)"
+            ) from None
 
         parts = urlsplit(self.socks)
         return ProxyConnector(
@@ -116,10 +122,13 @@ def proxy_failure(exc: BaseException, proxy: str | None, key: str) -> str | None
     failing (unreachable, refusing the tunnel). ``proxy``: the section's ``proxy:`` (None:
     the environment's), named with its password masked; ``key``: the config key to check
     (``channels.telegram.proxy``). ``exc`` and its causes are read, whichever SDK raised them."""
-    found = _proxy_error(exc)
+    found = None if proxy == DIRECT else _proxy_error(exc)
     if found is None:
         return None
-    where = "the proxy from the environment" if proxy is None else f"the proxy {shown(proxy)}"
+    if proxy is None:
+        where, key = "the proxy from the environment", f"HTTPS_PROXY and the like (or set {key})"
+    else:
+        where = f"the proxy {shown(proxy)}"
     if _AUTH_REFUSED.search(found.lower()):
         return f"{where} refused the credentials ({found}): check the user and password of {key}"
     return f"cannot get through {where} ({found}): check {key}"

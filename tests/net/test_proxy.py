@@ -73,5 +73,5 @@ def test_only_a_failure_of_the_proxy_is_told_as_one() -> None:
     down = httpx.ProxyError("Connection refused by the proxy")
     assert proxy_failure(down, None, key) == (
         "cannot get through the proxy from the environment (Connection refused by the proxy): "
-        "check channels.slack.proxy"
+        "check HTTPS_PROXY and the like (or set channels.slack.proxy)"
     )
