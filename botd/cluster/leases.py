@@ -186,6 +186,11 @@ class LeaseKeeper:
         self._held: dict[str, Lease] = {}
         self._renewed_at: float | None = None
         """When the last renewal that was answered was sent (local monotonic time)."""
+        self.inputs: dict[str, str] = {}
+        """The leases of the inputs this node runs that one node takes at a time (a
+        Telegram poller, a Discord shard: ``botd.cluster.holding``), held or not, each with
+        its role (``poller``, ``gateway``)."""
+        self._nodes_up: tuple[float, int] | None = None
 
     @classmethod
     def alone(cls, node_id: str) -> LeaseKeeper:
@@ -204,6 +209,25 @@ class LeaseKeeper:
 
     def held(self) -> list[Lease]:
         return list(self._held.values())
+
+    def inputs_held(self) -> dict[str, str]:
+        """The ``inputs`` this node holds now, with their roles, sorted by name."""
+        return {name: self.inputs[name] for name in sorted(self.inputs) if name in self._held}
+
+    async def nodes_up(self) -> int:
+        """How many nodes are up (their own leases standing), read from the table at most
+        once a renewal period; 1 when it cannot be read or no node lease is held (a node
+        alone, a test's keeper)."""
+        now = asyncio.get_running_loop().time()  # a cache's age, not a lease's deadline
+        if self._nodes_up is not None and now - self._nodes_up[0] < self.renew_every:
+            return self._nodes_up[1]
+        try:
+            rows = await self.table.standing()
+        except Exception:
+            return 1
+        up = max(1, sum(row.name.startswith(NODE_LEASE) and row.expires_in > 0 for row in rows))
+        self._nodes_up = (now, up)
+        return up
 
     def holding(self, name: str) -> Lease | None:
         return self._held.get(name)

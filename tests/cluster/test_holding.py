@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from botd.cluster.holding import hold_lease
+from botd.cluster.holding import first_to_hand_over, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from tests.support.waiting import until
 
@@ -99,3 +99,90 @@ async def test_ending_the_holding_stops_the_work_and_frees_the_lease_at_once() -
     assert work.running is None and a.holding(NAME) is None
     lease = await b.try_claim(NAME)  # no waiting for the TTL (the clock did not move)
     assert lease is not None and lease.epoch == 2
+
+
+INPUTS = ("input:1", "input:2")
+
+
+async def _up(keeper: LeaseKeeper) -> None:
+    """``keeper``'s node up: its own lease held, as ``botd run`` holds it."""
+    assert await keeper.try_claim(f"node:{keeper.node_id}") is not None
+
+
+def _holders(keepers: tuple[LeaseKeeper, ...]) -> dict[str, str]:
+    return {name: k.node_id for k in keepers for name in k.inputs_held()}
+
+
+async def test_nodes_started_together_split_the_inputs() -> None:
+    clock = ManualClock()
+    table = CountedClaims(clock)
+    keepers = tuple(LeaseKeeper(table, node, TTL, clock=clock) for node in ("node-a", "node-b"))
+    for keeper in keepers:
+        await _up(keeper)
+    tasks = [
+        asyncio.create_task(hold_lease(keeper, name, "worker", Worker()))
+        for keeper in keepers
+        for name in INPUTS
+    ]
+    try:
+        await until(lambda: len(_holders(keepers)) == 2, "both inputs held")
+        assert sorted(_holders(keepers).values()) == ["node-a", "node-b"]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+
+
+async def test_a_node_that_took_everything_hands_one_input_to_a_node_that_joins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="botd.cluster.holding")
+    clock = ManualClock()
+    table = CountedClaims(clock)
+    a, b = (LeaseKeeper(table, node, TTL, clock=clock) for node in ("node-a", "node-b"))
+    await _up(a)
+    work = {name: Worker() for name in INPUTS}
+    tasks = [asyncio.create_task(hold_lease(a, name, "worker", work[name])) for name in INPUTS]
+    try:
+        await until(lambda: list(a.inputs_held()) == list(INPUTS), "node-a alone holding both")
+        await _up(b)
+        tasks += [asyncio.create_task(hold_lease(b, n, "worker", Worker())) for n in INPUTS]
+        await until(lambda: list(b.inputs_held()) == ["input:2"], "node-b given the last input")
+        assert list(a.inputs_held()) == ["input:1"]
+        assert work["input:1"].runs == 1  # the other input was never interrupted
+        assert "input:2 worker: handed over to spread the inputs over 2 nodes; standby" in (
+            caplog.messages
+        )
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+
+
+async def test_an_input_no_other_node_takes_comes_back_and_stays() -> None:
+    """node-b is up but runs no such input (another config): what node-a hands over it
+    claims back, and keeps."""
+    clock = ManualClock()
+    table = CountedClaims(clock)
+    a, b = (LeaseKeeper(table, node, TTL, clock=clock) for node in ("node-a", "node-b"))
+    await _up(a)
+    work = {name: Worker() for name in INPUTS}
+    tasks = [asyncio.create_task(hold_lease(a, name, "worker", work[name])) for name in INPUTS]
+    try:
+        await until(lambda: list(a.inputs_held()) == list(INPUTS), "node-a holding both")
+        await _up(b)
+        await until(lambda: work["input:2"].runs == 2, "handed over, then claimed back")
+        assert list(a.inputs_held()) == list(INPUTS) and not b.inputs_held()
+        assert table.claims["node-b"] == 1  # its own node lease, nothing else
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+
+
+def test_a_node_over_its_share_hands_over_from_the_kind_of_work_it_holds_most_of() -> None:
+    both = {"discord:default:0": "gateway", "guild:default:0": "gateway"}
+    pollers = {"support:default": "poller", "telegram:default": "poller"}
+    assert first_to_hand_over({**both, **pollers}) == "telegram:default"
+    assert first_to_hand_over({**both, "support:default": "poller"}) == "guild:default:0"
+    assert first_to_hand_over({}) is None

@@ -408,8 +408,12 @@ _NOT_MESSAGES = frozenset({"sendChatAction", "sendMessageDraft", "setMessageReac
 class FakeTelegramAPI:
     """See the module docstring."""
 
-    def __init__(self, token: str = "123456:TEST-TOKEN", *, port: int = 0) -> None:
-        """``port``: where to listen (0: any free port)."""
+    def __init__(
+        self, token: str = "123456:TEST-TOKEN", *, port: int = 0, updates_before: int = 0
+    ) -> None:
+        """``port``: where to listen (0: any free port); ``updates_before``: how many updates
+        the bot was given before (by an earlier server: a botd's saved offset is past them),
+        so the first one queued here has the next id."""
         self.stalls = 0
         self.token = token
         self.calls: list[Call] = []
@@ -423,7 +427,7 @@ class FakeTelegramAPI:
         self._updates: list[dict[str, Any]] = []
         self._vias: set[str] = set()  # the prefixes handed out by node_url
         self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
-        self._next_update_id = 1
+        self._next_update_id = updates_before + 1
         self._next_message_id: dict[int, int] = {}
         self._chats: dict[int, dict[str, Any]] = {}
         self._sent: dict[tuple[int, int], dict[str, Any]] = {}
