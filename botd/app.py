@@ -41,6 +41,8 @@ dispatch           the MCP servers waited for, the dispatcher      (nothing)
                    started: its first poll claims every
                    conversation the last process left (a
                    restart is "claim everything", ``Dispatcher``)
+pairing welcomes   approved senders told they can talk, what they  stopped
+                   wrote meanwhile handed on (``botd.owners``)
 health             ``/healthz`` and ``/metrics`` served            (nothing: see http)
 ready              READY=1 to systemd                              STOPPING=1, "shutting down"
 =================  ==============================================  ==========================
@@ -373,6 +375,14 @@ class App:
             await runtime.mcp.wait_started(MCP_START_WAIT)
             await dispatcher.start()  # its first poll claims what the last process left
 
+        async def start_welcomes() -> None:
+            if runtime.welcomes is not None:
+                await runtime.welcomes.start()
+
+        async def stop_welcomes() -> None:
+            if runtime.welcomes is not None:
+                await runtime.welcomes.stop()
+
         async def ready() -> None:
             notifier.ready(self._running_status())
             self.started = True
@@ -400,6 +410,7 @@ class App:
             # Input first to stop: nothing arrives that the closing parts would drop.
             Step("channel input", keeper.start_all, stop_input),
             Step("dispatch", dispatch),
+            Step("pairing welcomes", start_welcomes, stop_welcomes),
             Step("health", partial(self._serve_health, runtime)),
             Step("ready", ready, stopping),
         ]

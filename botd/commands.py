@@ -12,19 +12,13 @@ from __future__ import annotations
 
 import re
 
-COMMANDS = (
-    "/new",
-    "/reset",
-    "/stop",
-    "/status",
-    "/model",
-    "/usage",
-    "/whoami",
-    "/help",
-    "/start",
-)
-"""Every chat command, as typed (lower case, without a bot name). ``/start`` is what
-Telegram's app sends when a user first opens a chat with the bot."""
+from .config.schema import CHAT_COMMANDS
+
+COMMANDS = CHAT_COMMANDS
+"""Every chat command, as typed (lower case, without a bot name; the config's list, which
+``commands.owner_only`` names). ``/start`` is what Telegram's app sends when a user first
+opens a chat with the bot; ``/pair <code>`` is an owner's approval of a pairing code
+(``botd.owners``)."""
 
 MENU = (
     ("/new", "Start a new conversation (text after it: its first message)"),
@@ -37,6 +31,16 @@ MENU = (
 )
 """The commands a platform lists in its command menu, with what each does (``/reset``, the
 same as ``/new``, is left out)."""
+
+PAIR_ENTRY = ("/pair", "Owners: approve a pairing code, /pair <code>")
+"""``/pair``'s menu entry, listed only on a channel where it applies (``menu``)."""
+
+
+def menu(*, pairing_by_owners: bool = False) -> tuple[tuple[str, str], ...]:
+    """The command menu of a channel: ``MENU``, with ``/pair`` where owners can approve
+    pairing codes in the chat (the channel has owners and pairs unknown senders)."""
+    return (*MENU, PAIR_ENTRY) if pairing_by_owners else MENU
+
 
 _ADDRESSED = re.compile(r"(/\w{1,64})@([\w.-]{1,64})", re.ASCII)
 """``/command@botname`` as one word."""
@@ -77,4 +81,12 @@ def addressed_elsewhere(text: str, bot_name: str) -> str | None:
     return match.group(2)
 
 
-__all__ = ["COMMANDS", "MENU", "addressed_elsewhere", "chat_command", "command_argument"]
+__all__ = [
+    "COMMANDS",
+    "MENU",
+    "PAIR_ENTRY",
+    "addressed_elsewhere",
+    "chat_command",
+    "command_argument",
+    "menu",
+]

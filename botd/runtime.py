@@ -4,8 +4,10 @@ started (``build_runtime``); the App (``botd.app``) starts and stops it.
 The parts are built in dependency order, each from parts already built: the model provider,
 the MCP servers, delivery, the intake (where accepted messages go), the scheduler and the
 router (both handing to the intake), the channel keeper (which builds the adapters and hears
-their events), the tools, the sessions and the dispatcher (the one door from the inbox into
-them, ``botd.conversation.dispatcher``); the intake is connected to the dispatcher last
+their events), the tools, the owners (``botd.owners``: who they are, for the commands and the
+approvals, and the welcomes of senders approved by pairing, handed to the router), the
+approvals, the sessions and the dispatcher (the one door from the inbox into them,
+``botd.conversation.dispatcher``); the intake is connected to the dispatcher last
 (``Intake.connect``: the sessions' tools need the router and the scheduler). The store comes
 in opened, with its backend (``botd.store.backends``), whose ``cluster`` decides whether
 pollers and the schedule go by lease among several nodes and whether the conversations'
@@ -51,6 +53,7 @@ from .media import MediaResolver
 from .media.sandbox import Sandbox
 from .ops.metrics import Metrics
 from .ops.outages import Reachability
+from .owners import AdminLookups, OwnerDesk, PairingWelcomes, owner_rules
 from .scheduler import Scheduler
 from .store import ConversationLedger, InboundLedger, InboundPruner, Store
 from .store.backends import StoreBackend, store_backend
@@ -287,6 +290,9 @@ class Runtime:
     (``acp``, ``acp:<name>``); each one's process is started by the first run that needs it
     and stopped by the App."""
 
+    welcomes: PairingWelcomes | None = None
+    """Tells each sender approved by pairing that they can talk now (started by the App)."""
+
     async def close_acp(self) -> None:
         """Stop the ACP agents' processes, those that run."""
         await asyncio.gather(*(agent.close() for agent in self.acp.values()))
@@ -362,12 +368,13 @@ def build_runtime(
     )
     intake = Intake(store, counters)
     scheduler = build_scheduler(config, store, state_dir, intake.run_job, shared)
+    pairing = backend.pairing(config, store)
     router = Router(
         store,
         intake.submit,
         intake.reply,
         access_policies(config, registry),
-        pairing=backend.pairing(config, store),
+        pairing=pairing,
         session_started=partial(session_started, store),
     )
     channels = Channels(registry, router, delivery, router.handle)
@@ -403,8 +410,20 @@ def build_runtime(
     # together they never run more than its slots of parsing at once.
     reading = Sandbox()
     toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading)
-    # Asks a person before a listed tool runs; presses of its buttons come to it.
-    approvals = Approvals(store, delivery, lambda: approval_rules(live.current))
+    # An approved sender is told, and what they wrote meanwhile handed on; owners are asked
+    # about by the commands (their admin lookups through the live adapters).
+    welcomes = PairingWelcomes(pairing, partial(tell, delivery), router.release)
+    owners = OwnerDesk(
+        lambda channel: owner_rules(live.current.channels.section(channel)),
+        AdminLookups(channels.adapters),
+        pairing,
+        approved=welcomes.wake,
+    )
+    # Asks a person before a listed tool runs (the owners, where there are any and no
+    # approvers are named); presses of its buttons come to it.
+    approvals = Approvals(
+        store, delivery, lambda: approval_rules(live.current), owners=owners.decides
+    )
     router.press_handlers.register(PREFIX, approvals.press)
     sessions = Conversations(
         store,
@@ -422,6 +441,7 @@ def build_runtime(
         approvals=approvals,
         acp=acp,
         answered_by=partial(answered_by, live, router),
+        owners=owners,
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
@@ -444,6 +464,7 @@ def build_runtime(
         dispatcher=dispatcher,
         model_health=model_health,
         acp=acp,
+        welcomes=welcomes,
     )
 
 
@@ -486,6 +507,11 @@ def acp_agents(config: BotdConfig, state_dir: Path) -> dict[str, AcpAgent]:
             section, state_dir, key=acp_agent_key(backend), sessions_file=sessions
         )
     return agents
+
+
+async def tell(delivery: ChannelDelivery, target: Target, text: str) -> None:
+    """Send ``text`` to ``target`` now (raises when it could not be sent)."""
+    await delivery.send_text(target, text)
 
 
 async def session_started(store: Store, conversation_key: str) -> float | None:

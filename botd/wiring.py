@@ -190,6 +190,8 @@ def access_policy(section: BaseModel, spec: ChannelSpec[Any] | None = None) -> A
         mention_patterns=tuple(section.mention_patterns),
         buttons_expire_after=section.buttons_expire_after,
         chat_kind=chat_kind,
+        session_scopes={chat: section.group_session_scope(chat) for chat in section.groups},
+        session_scope=section.group_session_scope("*"),
     )
 
 

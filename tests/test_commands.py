@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from botd.commands import COMMANDS, chat_command
+from botd.commands import COMMANDS, chat_command, menu
 
 
 def test_commands_are_recognized_with_or_without_a_bot_name() -> None:
@@ -17,3 +17,9 @@ def test_other_text_is_not_a_command() -> None:
     assert chat_command("stop") is None
     assert chat_command("/stopper") is None
     assert chat_command("please /stop") is None
+
+
+def test_pair_is_in_the_menu_only_where_owners_approve_pairing_codes() -> None:
+    assert "/pair" not in dict(menu())
+    assert dict(menu(pairing_by_owners=True))["/pair"].startswith("Owners:")
+    assert chat_command("/pair ABCD2345") == "/pair"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .gate import (
     APPROVE_OR_DENY,
     NOT_AN_APPROVER,
+    NOT_AN_OWNER,
     NOT_ITS_MESSAGE,
     PREFIX,
     ApprovalRules,
@@ -19,6 +20,7 @@ from .summary import call_summary
 __all__ = [
     "APPROVE_OR_DENY",
     "NOT_AN_APPROVER",
+    "NOT_AN_OWNER",
     "NOT_ITS_MESSAGE",
     "PREFIX",
     "ApprovalRules",

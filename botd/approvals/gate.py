@@ -19,11 +19,12 @@ access policy refuses in the press's chat, and refused a value that is not one o
 buttons botd put on the pressed message). A press counts only on one of the request's own
 messages: its token, readable by everyone in the request's chat, pressed on a message of
 another chat decides nothing. Only an approver's press counts (with ``approvers`` empty,
-anyone the request's conversation admits: the press is then in that conversation's chat,
-where the router checked the presser); the decision is one conditional write, so a press
-twice, or two approvers at once, decide once. The handler answers at once; the run that
-waits is woken in this process, and polls the store every ``poll_interval`` for a press
-taken by another node.
+an owner's on a channel that has owners, ``owners``: anyone else is told ``NOT_AN_OWNER``;
+on a channel without, anyone the request's conversation admits: the press is then in that
+conversation's chat, where the router checked the presser); the decision is one conditional
+write, so a press twice, or two approvers at once, decide once. The handler answers at once;
+the run that waits is woken in this process, and polls the store every ``poll_interval`` for
+a press taken by another node.
 
 ``Approvals.choose`` asks the same way about a call an external agent wants to make (an ACP
 agent's permission request, ``botd.agent.acp``), with the agent's own options as buttons:
@@ -43,7 +44,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 PREFIX = "approval:"
 """The prefix of the buttons' values: ``approval:<token>:approve`` / ``:always`` / ``:deny``."""
 NOT_AN_APPROVER = "Only approvers can decide this."
+NOT_AN_OWNER = "Only the bot's owners can decide this."
+"""Told to a presser who is not an owner, where the owners decide (no ``approvers``)."""
 NOT_ITS_MESSAGE = "This request can only be decided on its own message."
 CLEAR_WAIT = 10.0
 """Seconds a stopped run waits for its request's buttons to go before it lets them be."""
@@ -118,6 +121,10 @@ class ApprovalRules:
             elif named == channel:
                 ids.append(ident)
         return ids
+
+
+OwnerVerdict = Callable[[InboundMessage], Awaitable[bool | None]]
+"""Whether a message's sender is an owner where they wrote it; None: no owners there."""
 
 
 class RequestPoster(Protocol):
@@ -182,6 +189,9 @@ class Approvals:
     clock: Callable[[], float] = time.time
     poll_interval: float = 2.0
     """Seconds between looks at the store while waiting (a press taken by another node)."""
+    owners: OwnerVerdict | None = None
+    """Whether a presser is one of the bot's owners on the press's channel (None from it:
+    that channel has no owners). Without ``approvers``, owners decide where there are any."""
     _woken: dict[str, asyncio.Event] = field(default_factory=dict)
 
     def gate(self, place: RunPlace, *, shutting_down: Callable[[], bool]) -> ToolGate | None:
@@ -399,13 +409,21 @@ class Approvals:
             return NOT_ITS_MESSAGE
         if approval.state != "pending":
             return _already(approval)
-        if not self.rules().may_decide(message):
+        rules = self.rules()
+        if not rules.may_decide(message):
             log.info(
                 "press by %s on a request to approve %s: not an approver",
                 message.sender_id,
                 approval.tool_name,
             )
             return NOT_AN_APPROVER
+        if not rules.approvers and self.owners is not None and await self.owners(message) is False:
+            log.info(
+                "press by %s on a request to approve %s: not an owner",
+                message.sender_id,
+                approval.tool_name,
+            )
+            return NOT_AN_OWNER
         if self.clock() >= approval.deadline:
             self._wake(token)
             return "This request has expired."

@@ -383,6 +383,20 @@ class AssistantStatus(Protocol):
 
 
 @runtime_checkable
+class ChatAdmins(Protocol):
+    """An adapter that can tell whether a user is one of a chat's admins, for the channels
+    whose chat admins count as the bot's owners (``admins_are_owners``, ``botd.owners``).
+
+    What an admin is follows the platform: Telegram's chat administrators of that group,
+    Slack's workspace admins and owners (whatever the chat), Discord's members with Manage
+    Server in the chat's server, and its owner. A direct chat has no admins on Telegram and
+    Discord. A lookup the platform refuses raises (a ``ChannelError`` in its words): the
+    caller counts it as "not an admin"."""
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool: ...
+
+
+@runtime_checkable
 class ReactionSetter(Protocol):
     """An adapter whose platform shows the bot's own reaction on a message, which botd sets
     as the message's status (taken, done, failed: ``botd.conversation.reactions``).

@@ -51,6 +51,7 @@ from .tools import registered_tools
 
 __all__ = [
     "CATCH_UP_AT_MOST",
+    "CHAT_COMMANDS",
     "DEFAULT_TOOLS",
     "STATUSES",
     "AcpAgentName",
@@ -93,6 +94,7 @@ __all__ = [
     "ResetSection",
     "SchedulerSection",
     "Section",
+    "SessionScope",
     "StoreBackendName",
     "StoreSection",
     "ToolProgressMode",
@@ -122,6 +124,9 @@ only those that mention the bot or reply to it."""
 DEFAULT_TOOLS = ("message", "schedule")
 """The tools a run is offered when ``agent.tools`` is not set."""
 AskIn = Literal["conversation", "approvers"]
+SessionScope = Literal["group", "user"]
+"""Whose conversation a group message addressed to the bot is: the group's one (``group``),
+or its sender's own in that group (``user``; see ``botd.inbound.session_scope``)."""
 
 CHANNELS_CONTEXT = "channels"
 """The validation-context key of the registered channels (default: the entry points)."""
@@ -645,6 +650,10 @@ class GroupSection(Section):
     link_previews: bool | None = None
     """Whether links in botd's messages here show a preview (unset: the channel's
     ``link_previews``). Only for a group named by its id, like ``delivery``."""
+    session_scope: SessionScope | None = None
+    """``user``: each sender has a conversation of their own here (history, queue, ``/new``,
+    ``/model``, usage), the group's chatter shared by all; ``group``: one for the group
+    (unset: ``"*"``'s, else the channel's ``session_scope``)."""
 
 
 BUTTONS_KEPT_AT_MOST = 7 * 24 * 3600.0
@@ -683,6 +692,52 @@ def _catch_up_shorthand(value: Any) -> Any:
 
 CatchUp = Annotated[CatchUpSection, BeforeValidator(_catch_up_shorthand)]
 """A platform section's ``catch_up`` key (Discord, Slack)."""
+
+
+CHAT_COMMANDS = (
+    "/new",
+    "/reset",
+    "/stop",
+    "/status",
+    "/model",
+    "/usage",
+    "/whoami",
+    "/help",
+    "/start",
+    "/pair",
+)
+"""Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
+may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
+the commands are read, takes its list from here."""
+
+OwnerOnlyIn = Literal["groups", "everywhere"]
+
+
+class CommandsSection(Section):
+    """A chat channel's ``commands``: which chat commands only its owners may use.
+
+    Nothing is owner-only on a channel without owners (no ``owners`` and no
+    ``admins_are_owners``): the commands stay open to everyone admitted, as before owners.
+    """
+
+    owner_only: list[str] = Field(default_factory=lambda: ["/model", "/usage"])
+    """The commands only an owner may use (with or without the slash); anyone else gets one
+    line saying they are for the bot's owners, and nothing is done."""
+    owner_only_in: OwnerOnlyIn = "groups"
+    """Where ``owner_only`` holds: ``groups`` (a direct chat with an admitted user is that
+    user's own conversation, its model and usage theirs) or ``everywhere``."""
+
+    @field_validator("owner_only")
+    @classmethod
+    def _commands_spelled(cls, commands: list[str]) -> list[str]:
+        spelled = []
+        for command in commands:
+            word = "/" + command.strip().lower().removeprefix("/")
+            if word not in CHAT_COMMANDS:
+                known = ", ".join(CHAT_COMMANDS)
+                raise ValueError(f"{command!r} is not one of botd's chat commands ({known})")
+            spelled.append(word)
+        return spelled
 
 
 class ChatChannelSection(ChannelSection):
@@ -801,6 +856,16 @@ class ChatChannelSection(ChannelSection):
     """Seconds the buttons of a message can be pressed after it was posted (a press later,
     or after a ``/new`` since, is answered "These buttons have expired."). At most 7 days:
     the ids that make a message's buttons count once are kept that long."""
+    session_scope: SessionScope = "group"
+    """The groups' default ``session_scope`` (a group's own, or ``"*"``'s, wins there);
+    direct chats are one conversation per person whatever it says."""
+
+    def group_session_scope(self, group: str) -> SessionScope:
+        """``group``'s ``session_scope``: its own, else ``"*"``'s, else the channel's."""
+        for rule in (self.groups.get(group), self.groups.get("*")):
+            if rule is not None and rule.session_scope is not None:
+                return rule.session_scope
+        return self.session_scope
 
     @field_validator("groups")
     @classmethod
@@ -823,6 +888,19 @@ class ChatChannelSection(ChannelSection):
             except re.error as exc:
                 raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
         return patterns
+
+    owners: list[Id] = Field(default_factory=list)
+    """The bot's owners on this channel: user ids in the platform's form (as ``allow_from``
+    takes them). Owners may use the ``commands.owner_only`` commands, approve a pairing code
+    in the chat (``/pair <code>``) and, when ``agent.approvals`` names no approvers, decide
+    tool approvals."""
+    admins_are_owners: bool = False
+    """Whether the chat's own admins count as owners too: Telegram's chat administrators
+    (in that group), Slack's workspace admins and owners (everywhere), Discord's members
+    with Manage Server and the server's owner (in that server). Looked up when needed and
+    remembered for a while; a failed lookup counts as "not an owner" (logged)."""
+    commands: CommandsSection = Field(default_factory=lambda: CommandsSection())
+    """Which chat commands only the owners may use."""
 
 
 def _filled(reactions: ReactionsSection, defaults: tuple[str, str, str]) -> tuple[str, str, str]:

@@ -2,7 +2,10 @@
 run and clears the queue, ``/status`` tells what the session is doing (and the
 conversation's scheduled jobs, and which channels are down), ``/model`` lists and switches
 the conversation's model, ``/usage`` shows the tokens used, ``/whoami`` gives the sender's
-and the chat's ids (what ``allow_from`` and ``groups`` take), ``/help`` lists the commands.
+and the chat's ids (what ``allow_from`` and ``groups`` take) and whether the sender is one of
+the bot's owners, ``/help`` lists the commands, ``/pair <code>`` (an owner's) approves a
+pairing code. A command the channel keeps for its owners, sent by anyone else, is answered
+with one line saying so and nothing is done (``OwnerChecks``, ``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods
 (``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
 and what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from ..chat import InboundMessage
 from ..commands import command_argument
@@ -50,6 +53,20 @@ class Reply(NamedTuple):
     """Set once the turn the command cut is over (None: send at once)."""
 
 
+class OwnerChecks(Protocol):
+    """What the desk asks about the bot's owners (``botd.owners.OwnerDesk``)."""
+
+    async def refusal(self, command: str, message: InboundMessage) -> str | None:
+        """The one line refusing ``command`` to a non-owner (None: it may be done)."""
+        ...
+
+    async def whoami(self, message: InboundMessage) -> str: ...
+
+    async def help(self, message: InboundMessage) -> str: ...
+
+    async def pair(self, message: InboundMessage, argument: str) -> str: ...
+
+
 class CommandDesk:
     """Answers chat commands about the conversations in ``conversations`` (the registry's
     map).
@@ -68,8 +85,11 @@ class CommandDesk:
         channels_down: Callable[[], Mapping[str, str]] | None = None,
         servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
+        owners: OwnerChecks | None = None,
     ) -> None:
         self._ledger = ledger
+        self._owners = owners
+        """Who the bot's owners are, and what only they may do (None: no owners)."""
         self._conversations = conversations
         self._queue_mode = queue_mode
         self._jobs = jobs
@@ -81,6 +101,11 @@ class CommandDesk:
         self._models = models
         """The configured models and each conversation's choice (``/model``, ``/usage``)."""
 
+    async def refused(self, command: str, message: InboundMessage) -> bool:
+        """Whether ``command`` is for the bot's owners only there and ``message``'s sender
+        is not one (``answer`` then says so and does nothing)."""
+        return self._owners is not None and await self._owners.refusal(command, message) is not None
+
     async def answer(
         self, command: str, message: InboundMessage, store: ConversationStore | None = None
     ) -> Reply:
@@ -88,6 +113,10 @@ class CommandDesk:
         conversation's view of the store (fenced by its lease), which what the command
         changes is written through (None: the desk's own)."""
         key = message.conversation_key
+        if self._owners is not None:
+            refusal = await self._owners.refusal(command, message)
+            if refusal is not None:
+                return Reply(refusal)
         if command == "/stop" or command in STARTING_OVER:
             conversation = self._conversations.get(key)
             stopped = Stopped(False, None)
@@ -110,10 +139,19 @@ class CommandDesk:
             text = await self._models.usage(key)
         elif command == "/whoami":
             text = whoami(message)
+            if self._owners is not None:
+                text = _lines(text, await self._owners.whoami(message))
+        elif command == "/pair":
+            if self._owners is None:
+                text = "This command is for the bot's owners."
+            else:
+                text = await self._owners.pair(message, command_argument(message.text))
         elif command == "/start":
             text = "Hello! Write to me and I will answer. " + HELP
         else:
             text = HELP
+            if self._owners is not None:
+                text = _lines(text, await self._owners.help(message))
         return Reply(text)
 
     async def status(self, conversation_key: str) -> str:
@@ -171,6 +209,11 @@ def whoami(message: InboundMessage) -> str:
     )
 
 
+def _lines(text: str, more: str) -> str:
+    """``text`` with ``more`` on a line of its own (nothing added when it is empty)."""
+    return f"{text}\n{more}" if more else text
+
+
 def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tuple[str, str]]:
     """What ``source`` says is down, by name; nothing when it is unset or fails (logged)."""
     if source is None:
@@ -182,4 +225,4 @@ def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tup
         return []
 
 
-__all__ = ["HELP", "CommandDesk", "Reply"]
+__all__ = ["HELP", "CommandDesk", "OwnerChecks", "Reply"]

@@ -33,7 +33,8 @@ number), and optional ``RunHooks`` tell the daemon when a run starts, how it end
 its first reply reached the chat (for metrics). ``/status`` also lists the conversation's
 scheduled jobs when a ``jobs`` callable is given, and the channels and MCP servers that are
 down. ``models`` names the configured models (primary first) that ``/model`` chooses among
-per conversation.
+per conversation; ``owners`` tells who the bot's owners are (``botd.owners``), for the
+commands only they may use.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ..delivery import Delivery
 from ..media import MediaResolver
 from ..store import InboxEntry, OutboxEntry
 from ..store.protocols import ConversationStore
-from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk
+from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk, OwnerChecks
 from .conversation import Conversation, Shared, Work
 from .models import ModelBook
 from .promise import Promise, ResumePlan
@@ -99,6 +100,7 @@ class Conversations:
         approvals: Approvals | None = None,
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
+        owners: OwnerChecks | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -146,6 +148,7 @@ class Conversations:
             channels_down=channels_down,
             servers_down=servers_down,
             models=book,
+            owners=owners,
         )
 
     # -- inbound ----------------------------------------------------------------------------
@@ -161,7 +164,8 @@ class Conversations:
         command = chat_command(message.text, message.bot_name)
         if command is not None:
             rest = command_argument(message.text)
-            if command not in STARTING_OVER or not (rest or message.attachments):
+            plain = command not in STARTING_OVER or not (rest or message.attachments)
+            if plain or await self._commands.refused(command, message):
                 store = self._ledger.fenced(scope.fence)
                 reply = await self._commands.answer(command, message, store)
                 text = reply.text + (FILES_NOT_READ if message.attachments else "")

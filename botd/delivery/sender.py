@@ -141,8 +141,18 @@ class Sender:
         (after telling the chat, if it can be reached, that a reply was lost).
         """
         messages = None if piece is None else PieceMessages(piece)
+        fence = fence_of(scope)
+        conversation = None if scope is None else scope.conversation
         return await self._send_text(
-            target, markdown, reply_to, media, audio_as_voice, buttons, messages, fence_of(scope)
+            target,
+            markdown,
+            reply_to,
+            media,
+            audio_as_voice,
+            buttons,
+            messages,
+            fence,
+            conversation,
         )
 
     async def edit(
@@ -193,7 +203,7 @@ class Sender:
         what = f"{target.channel} edit in {target.chat_id}"
         await self._retried(target, what, tries(edit, fence_of(scope)))
         if rows and isinstance(adapter, ButtonAdapter):
-            self._buttons_shown(ref, rows)
+            self._buttons_shown(ref, rows, None if scope is None else scope.conversation)
 
     def count_sent(self, channel: str, refs: Sequence[MessageRef]) -> None:
         """Count a confirmed send: one per message it made (one if the adapter names none)."""
@@ -210,9 +220,11 @@ class Sender:
         buttons: ButtonRows = (),
         messages: PieceMessages | None = None,
         fence: Fence | None = None,
+        conversation: str | None = None,
     ) -> list[MessageRef]:
         """``send_text``; ``messages`` numbers the messages of the piece it posts, if any,
-        and ``fence`` is the lease of the conversation it posts for."""
+        ``fence`` is the lease of the conversation it posts for and ``conversation`` its
+        key (where a press of its buttons goes)."""
         adapter = self._routes.adapter_for(target)
         if self._message_sent is not None:
             self._message_sent(target)
@@ -234,7 +246,13 @@ class Sender:
                         target, "", None, media, audio_as_voice, messages=messages, fence=fence
                     )
                 return refs + await self._post(
-                    adapter, target, markdown, buttons, numbered=messages, fence=fence
+                    adapter,
+                    target,
+                    markdown,
+                    buttons,
+                    numbered=messages,
+                    fence=fence,
+                    conversation=conversation,
                 )
             if media:
                 return await send_with_media(
@@ -272,10 +290,11 @@ class Sender:
         buttons: ButtonRows = (),
         numbered: PieceMessages | None = None,
         fence: Fence | None = None,
+        conversation: str | None = None,
     ) -> list[MessageRef]:
         """Send ``markdown`` one message at a time, each retried on its own (and keyed, as
         ``numbered`` numbers them); ``buttons`` go under the last one (the adapter is a
-        ``ButtonAdapter`` then)."""
+        ``ButtonAdapter`` then), recorded as ``conversation``'s."""
         what = f"{target.channel} send to {target.chat_id}"
         caps = self._routes.capabilities(target.channel, adapter)
         parts = messages(markdown, caps, self._routes.chunk_mode(target.channel))
@@ -301,7 +320,7 @@ class Sender:
                     # Later parts follow the first, in its thread, and reply to nothing.
                     target = replace(posted[0].target, reply_to_id=None)
         if buttons and refs and isinstance(adapter, ButtonAdapter):
-            self._buttons_shown(refs[-1], buttons)
+            self._buttons_shown(refs[-1], buttons, conversation)
         return refs
 
     async def _upload(
@@ -370,13 +389,15 @@ class Sender:
             return
         self.count_sent(target.channel, refs)
 
-    def _buttons_shown(self, ref: MessageRef, rows: ButtonRows) -> None:
-        """Record that ``ref``'s message shows ``rows``: the only presses it takes."""
+    def _buttons_shown(self, ref: MessageRef, rows: ButtonRows, conversation: str | None) -> None:
+        """Record that ``ref``'s message shows ``rows``: the only presses it takes, which go
+        to ``conversation`` (None: not known here; a record of it stays)."""
         if self._buttons is None or not ref.message_id:
             return
         shown = tuple(tuple(row) for row in rows)
+        posted = PostedButtons(ref, shown, self._wall_clock(), conversation=conversation)
         try:
-            self._buttons.buttons_posted_soon(PostedButtons(ref, shown, self._wall_clock()))
+            self._buttons.buttons_posted_soon(posted)
         except Exception as exc:  # its presses are refused: the answer itself stands
             log.warning("the buttons of message %s were not recorded: %s", ref.message_id, exc)
 

@@ -3,7 +3,9 @@ every inbound message, and the message tool's outbound posts are asked against.
 
 ``dm_policy`` (``open``, ``allowlist``, ``pairing``: an unknown sender gets a one-time code an
 admin approves, ``disabled``), ``allow_from``, ``group_policy`` (``open``, ``allowlist``,
-``disabled``) with per-group rules, and ``require_mention`` (default true).
+``disabled``) with per-group rules, and ``require_mention`` (default true). Each group's
+``session_scope`` says whose conversation a message to the bot there is (the group's, or
+its sender's: ``botd.inbound.session_scope``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..chat import ChatKind, ChatKindOf, PressAnswer
+from ..config.schema import SessionScope
 
 DmPolicy = Literal["open", "allowlist", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
@@ -46,9 +49,18 @@ class AccessPolicy:
     chat_kind: ChatKindOf | None = None
     """What the channel's chat ids tell, as its platform reads them (``ChannelSpec.chat_kind``);
     None: nothing (every chat's kind is ``unknown``)."""
+    session_scopes: dict[str, SessionScope] = field(default_factory=dict)
+    """The ``session_scope`` of each group listed by its id (resolved: its own, ``"*"``'s or
+    the channel's)."""
+    session_scope: SessionScope = "group"
+    """The ``session_scope`` of every other group (``"*"``'s, else the channel's)."""
 
     def group_rule(self, chat_id: str) -> GroupRule | None:
         return self.groups.get(chat_id) or self.groups.get("*")
+
+    def user_scoped(self, chat_id: str) -> bool:
+        """Whether each sender in group ``chat_id`` has a conversation of their own."""
+        return self.session_scopes.get(chat_id, self.session_scope) == "user"
 
     def kind_of(self, chat_id: str) -> tuple[ChatKind, str | None]:
         """Whether ``chat_id`` is a direct chat (and with whom) or a group, as far as the

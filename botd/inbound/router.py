@@ -19,11 +19,15 @@ sender's are recorded as seen and dropped, and a line kept from a sender the pol
 admits when the next prompt comes (a reload changed it) is not shown.
 
 Access follows the familiar policies: ``dm_policy`` (``open``, ``allowlist``, ``pairing``:
-an unknown sender gets a one-time code an admin approves, ``disabled``), ``allow_from``,
-``group_policy`` (``open``, ``allowlist``, ``disabled``) with per-group allowlists, and
-``require_mention`` (default true): a mention of the bot, a reply to the bot's message, or
-a configured pattern counts. Chat commands from allowed senders pass without a mention, and
-so do the other files of an album (one post) a part of which addressed the bot.
+an unknown sender gets a one-time code an admin approves, and what they write meanwhile is
+held with it, to be taken once approved: ``release``, ``botd.owners.welcomes``;
+``disabled``), ``allow_from``, ``group_policy`` (``open``, ``allowlist``, ``disabled``) with
+per-group allowlists, and ``require_mention`` (default true): a mention of the bot, a reply to
+the bot's message, or a configured pattern counts. Chat commands from allowed senders pass
+without a mention, and so do the other files of an album (one post) a part of which
+addressed the bot. In a group whose ``session_scope`` is ``user``, a message to the bot is
+its sender's own conversation's and the group's kept lines are shared by its members
+(``session_scope``).
 
 When the store cannot take a message (its write fails: disk full, I/O error), the failure is
 logged with the conversation, the sender is told in one line (once per message, however often
@@ -61,9 +65,11 @@ from ..commands import addressed_elsewhere, chat_command
 from ..ops.logging import LogContext
 from ..store import ContentRefused, InboundLedger, Pairing, StoreError
 from ..store.pairing import PairingFile
+from ..store.rows import inbound_json
 from .access import AccessPolicy, Decision, GroupRule
 from .in_order import InOrder
 from .kept_context import CONTEXT_LIMIT, accepted_with_kept_context, as_edit
+from .session_scope import NOT_YOURS, ScopedMessage, anothers_buttons, scoped
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +296,9 @@ class Router:
         album = _album_key(message)
         if album is not None:
             self._addressed_albums.remember(album, None)
+        group_message = message
+        taken = self._scoped(message)
+        message = taken.message
         # A command goes through as typed; the kept context waits for the next prompt.
         if _is_command(message):
             prompt = message
@@ -299,7 +308,8 @@ class Router:
                 self._store,
                 message,
                 keys,
-                admits=lambda sender: self._sender_admitted(message, sender),
+                admits=lambda sender: self._sender_admitted(group_message, sender),
+                shared_from=taken.chatter_key,
             )
         if inbox_id is None:
             return Decision(False, "already seen")
@@ -343,10 +353,13 @@ class Router:
             return Decision(
                 False, f"a press of a button not offered on {where}", PressAnswer(NOT_OFFERED)
             )
-        message = replace(message, text=f"(pressed: {button.label})")
+        taken = self._scoped(replace(message, text=f"(pressed: {button.label})"))
+        message = taken.message
         handler = self.press_handlers.handler_for(press.value)
         if handler is not None:
             return Decision(False, "a press for its handler", PressAnswer(await handler(message)))
+        if anothers_buttons(taken, posted.conversation):
+            return Decision(False, "a press of another member's buttons", PressAnswer(NOT_YOURS))
         if await self._expired(message, posted.posted_at):
             return Decision(False, "a press of expired buttons", PressAnswer(EXPIRED))
         inbox_id = await self._store.accept_inbound(message.channel, (answered,), message)
@@ -413,11 +426,38 @@ class Router:
             ack()  # nothing more to keep
         return repeat
 
+    async def release(self, message: InboundMessage) -> bool:
+        """Take ``message``, held while its sender waited for a pairing approval, as if it
+        came now: accepted once (under keys of its own, ``paired:<key>``) and handed on, if
+        the policy admits its sender now. Whether it was taken."""
+        own = message.dedupe_keys or (
+            f"{message.account_id}:{message.chat_id}:{message.message_id}",
+        )
+        keys = tuple(f"paired:{key}" for key in own)
+        with LogContext.bind(channel=message.channel, conversation=message.conversation_key):
+            async with self._in_order.turn(message.conversation_key):
+                if not self._access(message).accepted:
+                    await self._pairing.refresh()  # approved by another process
+                verdict = self._access(message)
+                if not verdict.accepted:
+                    log.info("held message %s not taken: %s", message.message_id, verdict.reason)
+                    return False
+                inbox_id = await self._store.accept_inbound(message.channel, keys, message)
+                if inbox_id is None:
+                    return False  # taken before a crash
+                await self._submit(replace(message, inbox_id=inbox_id))
+        return True
+
     def admits(self, message: InboundMessage) -> bool:
         """Whether the policy lets ``message`` through as a prompt (its sender may address the
         bot there, and did): asked by an adapter before work that only such a message needs.
         Nothing is recorded and no pairing code is issued."""
         return self._access(message).accepted
+
+    def _scoped(self, message: InboundMessage) -> ScopedMessage:
+        """``message`` (to the bot) keyed by the conversation that takes it: its sender's own
+        in a user-scoped group (``session_scope``)."""
+        return scoped(message, self._policies.get(message.channel, AccessPolicy()))
 
     def _sender_admitted(self, message: InboundMessage, sender_id: str) -> bool:
         """Whether the policy, as it is now, would take a message from ``sender_id``
@@ -455,10 +495,18 @@ class Router:
         return message.is_direct and policy.dm_policy in ("pairing", "allowlist")
 
     async def _offer_pairing(self, message: InboundMessage) -> Decision:
-        """Send an unknown sender a pairing code: once per code, however often they write."""
+        """Send an unknown sender a pairing code: once per code, however often they write.
+        The message is held with the code, to be answered once approved (the first
+        ``HELD_AT_MOST``: ``botd.owners.welcomes``)."""
         code, issued = await self._pairing.issue(
             message.channel, message.sender_id, message.sender_name
         )
+        if not await self._pairing.hold(message.channel, message.sender_id, inbound_json(message)):
+            log.info(
+                "message %s of %s waiting for approval is not kept: enough are",
+                message.message_id,
+                message.sender_id,
+            )
         if not issued:
             return Decision(False, f"unknown sender {message.sender_id}: pairing code already sent")
         await self._reply(

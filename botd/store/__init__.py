@@ -70,6 +70,7 @@ from .records import (
     StoredJob,
     StoredPreview,
     UsageTotals,
+    Welcome,
 )
 
 __all__ = [
@@ -127,4 +128,5 @@ __all__ = [
     "StoredPreview",
     "UnknownSessionError",
     "UsageTotals",
+    "Welcome",
 ]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Container
 from pathlib import Path
 
-from .records import PendingCode
+from .records import PendingCode, Welcome
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,9 @@ PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 PAIRING_TTL_SECONDS = 3600.0
 MAX_PENDING_PER_CHANNEL = 3
 """How many pairing codes may wait per channel; a new one expires the oldest beyond that."""
+HELD_AT_MOST = 3
+"""How many messages of a sender waiting for approval are kept, to be answered once approved
+(the first ones: later ones are dropped, logged); they go with the code when it expires."""
 
 
 def new_code(taken: Container[str]) -> str:
@@ -50,6 +53,11 @@ class PairingFile:
 
     A flood of strangers cannot pile up codes: at most ``MAX_PENDING_PER_CHANNEL`` wait per
     channel, and a new one expires the oldest of them first (it can no longer be approved).
+
+    A pending code keeps the first ``HELD_AT_MOST`` messages its sender wrote while waiting
+    (``hold``); approving it turns them into a welcome (``welcomes``), kept in the file until
+    the daemon told the sender and took the messages (``welcomed``): an approval by ``botd
+    pairing approve`` while the daemon is down is welcomed at its next start.
     """
 
     def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
@@ -59,6 +67,10 @@ class PairingFile:
         self._approved: set[tuple[str, str]] = set()
         self._names: dict[tuple[str, str], str] = {}
         """Display names of approved senders, where known."""
+        self._held: dict[str, list[str]] = {}
+        """The messages kept with each pending code (``inbound_json``), oldest first."""
+        self._welcomes: dict[tuple[str, str], list[str]] = {}
+        """Approved senders not told yet, with their held messages."""
         self._loaded_mtime: float | None = None
         self._reload()
 
@@ -111,6 +123,7 @@ class PairingFile:
         while len(waiting) >= MAX_PENDING_PER_CHANNEL:
             _when, oldest = waiting.pop(0)
             who = self._pending.pop(oldest).sender
+            self._held.pop(oldest, None)
             log.warning(
                 "pairing: the code of %s on %s expired early: %d codes were waiting there",
                 who,
@@ -135,10 +148,33 @@ class PairingFile:
             return None
         del self._pending[key]
         self._approved.add((channel, entry.sender))
+        self._welcomes[(channel, entry.sender)] = self._held.pop(key, [])
         if entry.name:
             self._names[(channel, entry.sender)] = entry.name
         self._save()
         return entry.sender
+
+    async def hold(self, channel: str, sender: str, message: str) -> bool:
+        self._reload()
+        self._expire()
+        for code, entry in self._pending.items():
+            if (entry.channel, entry.sender) == (channel, sender):
+                held = self._held.setdefault(code, [])
+                if len(held) >= HELD_AT_MOST:
+                    return False
+                held.append(message)
+                self._save()
+                return True
+        return False
+
+    async def welcomes(self) -> list[Welcome]:
+        self._reload()
+        return [Welcome(ch, who, tuple(held)) for (ch, who), held in self._welcomes.items()]
+
+    async def welcomed(self, channel: str, sender: str) -> None:
+        self._reload()
+        if self._welcomes.pop((channel, sender), None) is not None:
+            self._save()
 
     async def revoke(self, channel: str, sender: str) -> bool:
         """Take back a sender's approval; False when they were not approved."""
@@ -147,6 +183,7 @@ class PairingFile:
             return False
         self._approved.discard((channel, sender))
         self._names.pop((channel, sender), None)
+        self._welcomes.pop((channel, sender), None)  # taken back before they were told
         self._save()
         return True
 
@@ -155,6 +192,7 @@ class PairingFile:
         for code, entry in list(self._pending.items()):
             if now - entry.issued_at > PAIRING_TTL_SECONDS:
                 del self._pending[code]
+                self._held.pop(code, None)
 
     def _reload(self) -> None:
         path = self._path
@@ -177,6 +215,12 @@ class PairingFile:
                 )
                 for code, entry in data.get("pending", {}).items()
             }
+            held = {
+                str(code): [str(m) for m in kept] for code, kept in data.get("held", {}).items()
+            }
+            welcomes = {
+                (str(c), str(s)): [str(m) for m in kept] for c, s, kept in data.get("welcomes", [])
+            }
         except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
             # A damaged file (edited by hand, a full disk): whoever asks is refused, and the
             # file is left as it is for the admin to fix.
@@ -184,6 +228,8 @@ class PairingFile:
                 f"{path} cannot be read ({type(exc).__name__}: {exc}); fix or remove it"
             ) from None
         self._approved, self._names, self._pending = approved, names, pending
+        self._held = {code: kept for code, kept in held.items() if code in pending}
+        self._welcomes = welcomes
         self._loaded_mtime = mtime
 
     def _save(self) -> None:
@@ -197,6 +243,8 @@ class PairingFile:
                 code: [e.channel, e.sender, e.issued_at, e.name]
                 for code, e in self._pending.items()
             },
+            "held": {code: kept for code, kept in self._held.items() if code in self._pending},
+            "welcomes": [[c, s, kept] for (c, s), kept in sorted(self._welcomes.items())],
         }
         temporary = self._path.with_suffix(".tmp")
         temporary.write_text(json.dumps(data), encoding="utf-8")

@@ -90,6 +90,7 @@ from .records import (
     StoredJob,
     StoredPreview,
     UsageTotals,
+    Welcome,
 )
 
 if TYPE_CHECKING:
@@ -390,9 +391,13 @@ class Chatter(Protocol):
         transaction. Whether it was a repeat."""
         ...
 
-    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+    async def kept_chatter(
+        self, conversation_key: str, *, read_by: str | None = None
+    ) -> list[KeptLine]:
         """The conversation's kept lines, oldest first (none older than
-        ``CHATTER_RETENTION_SECONDS``)."""
+        ``CHATTER_RETENTION_SECONDS``); ``read_by``: only those after the mark of that
+        reader (a member's conversation in a user-scoped group, which shares the group's
+        lines: ``accept_inbound``'s ``chatter_read_by``)."""
         ...
 
 
@@ -408,6 +413,7 @@ class InboundLedger(Chatter, ButtonLedger, Protocol):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         """Record the message's dedupe ids and the message, atomically: its inbox id once
         committed, or None when any id was seen before (then only the ids are recorded).
@@ -416,7 +422,9 @@ class InboundLedger(Chatter, ButtonLedger, Protocol):
         conversation keeps chatter (what ``kept_chatter`` would return), nothing is written
         and ``ChatterKept`` is raised; the check is in the accept's own transaction, so a
         message whose conversation keeps nothing is accepted without reading the lines
-        first (one round trip, not two)."""
+        first (one round trip, not two). ``chatter_read_by``: the lines ``consume_chatter``
+        names are shared by several conversations and stay kept; this reader's mark moves
+        past them instead, in the same transaction."""
         ...
 
     async def seen_inbound(self, channel: str, *keys: str) -> bool:
@@ -601,6 +609,22 @@ class Pairing(Protocol):
 
     async def channels(self) -> set[str]:
         """The channels that have a pending code or an approved sender."""
+        ...
+
+    async def hold(self, channel: str, sender: str, message: str) -> bool:
+        """Keep ``message`` (``inbound_json``), written by a sender waiting for approval,
+        with their pending code, to be answered once approved: at most ``HELD_AT_MOST`` per
+        code, for as long as the code is valid. False: not kept (no code pending, or the
+        limit reached)."""
+        ...
+
+    async def welcomes(self) -> list[Welcome]:
+        """The senders approved (here or by another process) who were not told yet, with
+        their held messages; on several nodes, each is handed to one node at a time."""
+        ...
+
+    async def welcomed(self, channel: str, sender: str) -> None:
+        """``sender`` was told and their held messages taken: forget the welcome."""
         ...
 
 

@@ -282,6 +282,16 @@ class PendingCode:
 
 
 @dataclass(frozen=True, slots=True)
+class Welcome:
+    """A sender approved by pairing who was not told yet that they can talk now, with the
+    messages they wrote while they waited (``inbound_json`` text, oldest first)."""
+
+    channel: str
+    sender: str
+    held: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PostedButtons:
     """The buttons botd put under one of its messages (``ButtonLedger``): the only choices a
     press of that message may count as, whatever data the presser's client sends."""
@@ -293,6 +303,9 @@ class PostedButtons:
     from before a conversation's current session began are expired."""
     answered: bool = False
     """A press of the message counted already (one press per message counts)."""
+    conversation: str | None = None
+    """The conversation whose run posted them, where a press of them goes (None: not
+    recorded, as for buttons posted before botd recorded it)."""
 
     def button(self, value: str) -> Button | None:
         """The button of the message whose value is ``value`` (None: no such button)."""
@@ -359,4 +372,5 @@ __all__ = [
     "StoredJob",
     "StoredPreview",
     "UsageTotals",
+    "Welcome",
 ]

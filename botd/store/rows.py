@@ -285,7 +285,7 @@ def buttons_from_json(raw: object) -> tuple[tuple[Button, ...], ...]:
 
 def button_message_row(posted: PostedButtons) -> tuple[Any, ...]:
     """``posted`` as the ``button_messages`` columns (channel, account, chat_id, message_id,
-    buttons, posted_at)."""
+    buttons, posted_at, conversation_key)."""
     target = posted.message.target
     return (
         target.channel,
@@ -294,12 +294,17 @@ def button_message_row(posted: PostedButtons) -> tuple[Any, ...]:
         posted.message.message_id,
         buttons_json(posted.rows) or "[]",
         posted.posted_at,
+        posted.conversation,
     )
 
 
 def posted_buttons_from_row(message: MessageRef, row: Sequence[Any]) -> PostedButtons:
-    """The buttons of ``message`` from a row of (buttons, posted_at, answered)."""
-    return PostedButtons(message, buttons_from_json(row[0]), float(row[1]), bool(row[2]))
+    """The buttons of ``message`` from a row of (buttons, posted_at, answered,
+    conversation_key)."""
+    conversation = None if row[3] is None else str(row[3])
+    return PostedButtons(
+        message, buttons_from_json(row[0]), float(row[1]), bool(row[2]), conversation
+    )
 
 
 OUTBOX_COLUMNS = "id, anchor, seq, kind, target, text, media, created_at, buttons"

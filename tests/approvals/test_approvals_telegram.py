@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from botd.approvals import NOT_AN_APPROVER
+from botd.approvals import NOT_AN_APPROVER, NOT_AN_OWNER
 from botd.inbound.router import NOT_ALLOWED, NOT_OFFERED
 from tests.approvals.harness import (
     CALL_ID,
@@ -273,3 +273,18 @@ async def test_a_request_pressed_from_another_chat_decides_nothing(tmp_path: Pat
             await until(lambda: "All done." in telegram.visible(GROUP), "the answer")
             assert tool_result(model) == RAN
             assert request.text.endswith("\nApproved by Alice.")
+
+
+async def test_without_approvers_the_channel_s_owners_decide(tmp_path: Path) -> None:
+    """``approvers`` unset and the channel has owners: a member's press is told only the
+    owners decide, and changes nothing; the owner's press decides."""
+    async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
+        model_calls_the_tool(model)
+        options = [f'owners: ["{DM}"]', "groups:", f'  "{GROUP}": {{require_mention: false}}']
+        async with botd(tmp_path, telegram, model, telegram_options=options):
+            telegram.push_text(GROUP, "what is scheduled?", sender=MALLORY)
+            request = await asked(tmp_path, telegram, GROUP)
+            assert await request.answer(request.press("Approve", MALLORY)) == NOT_AN_OWNER
+            assert states(tmp_path / "state") == ["pending"]
+            assert await request.answer(request.press("Approve", ALICE)) == "Approved."
+            await until(lambda: "All done." in telegram.visible(GROUP), "the answer")

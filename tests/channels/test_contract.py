@@ -416,6 +416,7 @@ class SpyStore(SqliteStore):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         self.asked.extend(keys)
         self._asked_more.set()
@@ -425,6 +426,7 @@ class SpyStore(SqliteStore):
             message,
             consume_chatter=consume_chatter,
             unless_chatter_kept=unless_chatter_kept,
+            chatter_read_by=chatter_read_by,
         )
 
     async def wait_asked(self, message_id: str, times: int) -> None:

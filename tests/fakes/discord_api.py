@@ -4,6 +4,9 @@ botd's Discord adapter talks to it when given ``fake.base_url`` as its ``api_bas
 ``fake.gateway_url`` as its ``gateway_url`` (its clients' own URLs: several fakes serve
 several bots in one process). What the fake serves:
 
+- Members: ``GET /guilds/{id}/members/{id}`` serves alice (the server's owner), the
+  ``members`` and the ``managers`` (a role with Manage Server); anyone else is Discord's 404
+  Unknown Member.
 - Message history: ``GET /channels/{id}`` (the guild's channel and thread, threads the bot
   started, the DM) and ``GET /channels/{id}/messages`` with ``after``/``before``/``limit``,
   paged and ordered as Discord does (``history_reads`` lists them). A message made with
@@ -92,6 +95,9 @@ THREAD_ID = 1300000000000000002
 USER_ID = 1400000000000000001
 OTHER_BOT_ID = 1400000000000000002
 DM_CHANNEL_ID = 1500000000000000001
+MANAGERS_ROLE_ID = 1600000000000000001
+"""The server's role with Manage Server (``managers`` hold it)."""
+MANAGE_GUILD = 1 << 5
 DISCORD_EPOCH_MS = 1420070400000
 """2015-01-01T00:00:00Z, where Discord's snowflake clock starts."""
 
@@ -197,6 +203,12 @@ class FakeDiscordAPI:
         """Set while a session is identified or resumed and can take dispatches."""
         self.shard_count = 1
         """The shard count of the last IDENTIFY (1 without ``shard``)."""
+        self.members: set[int] = set()
+        """Members of the server (by user id) without a role, served by ``GET
+        /guilds/{id}/members/{id}`` (with alice, the owner, and the ``managers``); anyone
+        else is Discord's 404 Unknown Member."""
+        self.managers: set[int] = set()
+        """Members holding the server's "Managers" role (Manage Server)."""
         self.live_shards: dict[int, list[_Session]] = {}
         """The identified (or resumed) sessions still open, by shard."""
         self._shards_changed = asyncio.Event()
@@ -558,7 +570,18 @@ class FakeDiscordAPI:
                     "managed": False,
                     "mentionable": False,
                     "flags": 0,
-                }
+                },
+                {
+                    "id": str(MANAGERS_ROLE_ID),
+                    "name": "Managers",
+                    "permissions": str(MANAGE_GUILD),
+                    "position": 1,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                },
             ],
             "channels": [
                 {
@@ -714,6 +737,8 @@ class FakeDiscordAPI:
             return served
         if parts[0] == "channels" and len(parts) == 2 and method == "GET":
             return self._channel_object(parts[1])
+        if parts[0] == "guilds" and parts[2:3] == ["members"] and method == "GET":
+            return self._member(int(parts[3]))
         if parts[0] == "channels" and parts[2:] == ["messages"] and method == "GET":
             return self._history(parts[1], request.query)
         if parts[0] == "channels" and len(parts) == 5 and parts[4] == "threads":
@@ -728,6 +753,15 @@ class FakeDiscordAPI:
                 answer.headers.update(bucket)
                 return answer
         return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _member(self, user_id: int) -> web.Response:
+        """``GET /guilds/{id}/members/{id}``: a member, a manager, or alice; else Discord's
+        Unknown Member."""
+        if user_id not in self.members | self.managers | {USER_ID}:
+            return _json({"message": "Unknown Member", "code": 10007}, 404)
+        roles = [str(MANAGERS_ROLE_ID)] if user_id in self.managers else []
+        member = {"user": user(user_id, f"user{user_id}"), "roles": roles}
+        return _json({**member, "joined_at": TIMESTAMP, "deaf": False, "mute": False, "flags": 0})
 
     def _channel_object(self, channel_id: str) -> web.Response:
         """``GET /channels/{id}``: the guild's text channel, its thread, a thread the bot

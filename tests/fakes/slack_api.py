@@ -9,15 +9,15 @@ in ``assistant_threads``, with ``assistant:write`` among the scopes, else Slack'
 the thread clears it), ``conversations.replies`` (by ``latest``, ``oldest``, ``limit`` and
 ``cursor``, from ``replies`` and the bot's posts in the thread), ``conversations.history`` (the
 channel's top-level messages, people's from ``history`` and the bot's posts, newest first, by
-the same arguments) and ``users.info``
-(from ``users``); every call is recorded. A post keeps its ``metadata``, which the two reads
-return only with ``include_all_metadata``, as Slack does; ``posted(channel)`` lists the bot's
-messages there as the reads would show them. A posted message's ``ts`` counts from 1700000000,
-or from ``clock()`` when one is given. Errors are scripted per method for the next calls: a 429
-with ``Retry-After``, Slack's ``ok: false``, a 5xx (``status``), or a connection reset
-(``reset_next``); with ``land=True`` the call is carried out before it fails, as a timeout after
-the request landed would. ``chat.delete`` removes a posted message; ``visible(channel)`` is what
-the channel shows now.
+the same arguments) and ``users.info`` (from ``users``, with ``is_admin`` and ``is_owner``
+from ``admins`` and ``workspace_owners``); every call is recorded. A post keeps its
+``metadata``, which the two reads return only with ``include_all_metadata``, as Slack does;
+``posted(channel)`` lists the bot's messages there as the reads would show them. A posted
+message's ``ts`` counts from 1700000000, or from ``clock()`` when one is given. Errors are
+scripted per method for the next calls: a 429 with ``Retry-After``, Slack's ``ok: false``, a 5xx
+(``status``), or a connection reset (``reset_next``); with ``land=True`` the call is carried out
+before it fails, as a timeout after the request landed would. ``chat.delete`` removes a posted
+message; ``visible(channel)`` is what the channel shows now.
 Streams: ``chat.startStream`` posts a message in a thread that ``chat.appendStream`` and
 ``chat.stopStream`` grow (their ``markdown_text`` added at its end); ``streaming`` lists
 those not stopped. Its errors are Slack's: ``invalid_arguments`` without ``thread_ts``,
@@ -275,6 +275,10 @@ class FakeSlack:
         self._file_ids = itertools.count(1)
         self.users: dict[str, dict[str, Any]] = {}
         """``users.info`` answers: each user's profile by id (others: ``user_not_found``)."""
+        self.admins: set[str] = set()
+        """Users ``users.info`` says are workspace admins (``is_admin``)."""
+        self.workspace_owners: set[str] = set()
+        """Users ``users.info`` says own the workspace (``is_owner``)."""
         self.assistant_threads: set[tuple[str, str]] = set()
         """(channel, thread_ts) of the assistant threads (a DM with the app as an agent):
         the only threads ``assistant.threads.setStatus`` accepts."""
@@ -504,7 +508,10 @@ class FakeSlack:
             profile = self.users.get(str(args.get("user")))
             if profile is None:
                 return {"ok": False, "error": "user_not_found"}
-            return {"ok": True, "user": {"id": args.get("user"), "profile": profile}}
+            who = str(args.get("user"))
+            found: dict[str, Any] = {"id": who, "profile": profile}
+            found |= {"is_admin": who in self.admins, "is_owner": who in self.workspace_owners}
+            return {"ok": True, "user": found}
         return {"ok": False, "error": "unknown_method"}
 
     def _set_status(self, args: dict[str, Any]) -> dict[str, Any]:

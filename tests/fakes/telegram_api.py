@@ -62,6 +62,9 @@ Several botd processes on one token: ``node_url(name)`` is a base URL of its own
 came through (``Call.via``), so a test knows which process made each call. Any other prefix is
 not found (404), as on a wrong URL.
 
+Admins: ``getChatAdministrators`` answers from ``chat_admins`` (a group's creator and
+administrators by user id, the bot among them) and refuses a private chat as Telegram does.
+
 Drafts: ``sendMessageDraft`` takes a private chat's draft (``drafts`` keeps every text,
 ``draft_showing`` what the chat shows: the last one, until a message is posted there) and
 refuses any other chat with Telegram's 400 "TEXTDRAFT_PEER_INVALID"; ``fail_next`` makes it
@@ -424,6 +427,9 @@ class FakeTelegramAPI:
         """What ``getWebhookInfo`` reports as set (empty: none, so polling works)."""
         self.can_read_all_group_messages = False
         """``getMe``'s flag: False while privacy mode is on (BotFather's default)."""
+        self.chat_admins: dict[int, list[int]] = {}
+        """``getChatAdministrators`` answers: each group's administrators by user id, its
+        creator first (a chat not listed has the bot alone; a private chat is refused)."""
         self._updates: list[dict[str, Any]] = []
         self._vias: set[str] = set()  # the prefixes handed out by node_url
         self._polls = 0  # getUpdates requests so far: a waiting one ends when another comes
@@ -918,6 +924,41 @@ class FakeTelegramAPI:
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return {**BOT_USER, "can_read_all_group_messages": self.can_read_all_group_messages}
+
+    async def _api_getChatAdministrators(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        if chat_id > 0:
+            return ScriptedError(
+                400, "Bad Request: there are no administrators in the private chat"
+            )
+        ids = self.chat_admins.get(chat_id, [])
+        rights = (
+            "can_manage_chat can_delete_messages can_manage_video_chats can_restrict_members "
+            "can_promote_members can_change_info can_invite_users can_post_stories "
+            "can_edit_stories can_delete_stories"
+        ).split()
+        members: list[dict[str, Any]] = [
+            {"status": "creator", "user": user(uid), "is_anonymous": False}
+            if index == 0
+            else {
+                "status": "administrator",
+                "user": user(uid),
+                "can_be_edited": False,
+                "is_anonymous": False,
+                **dict.fromkeys(rights, True),
+            }
+            for index, uid in enumerate(ids)
+        ]
+        members.append(
+            {
+                "status": "administrator",
+                "user": {**BOT_USER},
+                "can_be_edited": False,
+                "is_anonymous": False,
+                **dict.fromkeys(rights, True),
+            }
+        )
+        return members
 
     async def _api_getMyCommands(self, params: dict[str, Any]) -> Any:
         return self.my_commands

@@ -276,6 +276,7 @@ async def test_the_router_records_a_message_in_one_write(sqlite_store: SqliteSto
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         writes.append(tuple(keys))
         return await accept(
@@ -284,6 +285,7 @@ async def test_the_router_records_a_message_in_one_write(sqlite_store: SqliteSto
             message,
             consume_chatter=consume_chatter,
             unless_chatter_kept=unless_chatter_kept,
+            chatter_read_by=chatter_read_by,
         )
 
     async def counting_record(channel: str, *keys: str) -> bool:

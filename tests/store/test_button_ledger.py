@@ -55,6 +55,17 @@ async def test_a_message_showing_other_buttons_is_recorded_again(store: Store) -
     assert await store.posted_buttons(MESSAGE, ANSWERED) == PostedButtons(MESSAGE, later, 2000.0)
 
 
+async def test_the_conversation_that_posted_them_is_kept_through_an_edit(store: Store) -> None:
+    key = "telegram:-100123:user:7"
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 1000.0, conversation=key))
+    found = await store.posted_buttons(MESSAGE, ANSWERED)
+    assert found is not None and found.conversation == key
+    # Shown again by an edit that does not name it (a request's outcome): still theirs.
+    store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 2000.0))
+    found = await store.posted_buttons(MESSAGE, ANSWERED)
+    assert found == PostedButtons(MESSAGE, ROWS, 2000.0, conversation=key)
+
+
 async def test_old_records_are_pruned(store: Store) -> None:
     store.buttons_posted_soon(PostedButtons(MESSAGE, ROWS, 0.0))
     recent = MessageRef(CHAT, "43")

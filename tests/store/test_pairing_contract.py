@@ -19,14 +19,15 @@ from psycopg_pool import AsyncConnectionPool
 from botd.chat import InboundMessage, Target
 from botd.inbound.access import AccessPolicy
 from botd.inbound.router import Router
-from botd.store import Pairing
+from botd.store import Pairing, Welcome
 from botd.store.pairing import (
+    HELD_AT_MOST,
     MAX_PENDING_PER_CHANNEL,
     PAIRING_ALPHABET,
     PAIRING_TTL_SECONDS,
     PairingFile,
 )
-from botd.store.postgres.pairing import PostgresPairing
+from botd.store.postgres.pairing import WELCOME_TAKEN_FOR, PostgresPairing
 from botd.store.postgres.schema import migrate
 from botd.store.sqlite import SqliteStore
 
@@ -183,3 +184,39 @@ async def test_the_router_admits_a_sender_another_process_approved(
     assert await open_pairing().approve("telegram", code) == "42"  # botd pairing approve
     assert (await router.handle(dm(2))).accepted
     assert [m.text for m in accepted] == ["hello 2"]
+
+
+async def test_what_a_waiting_sender_wrote_is_held_and_welcomed_once_approved(
+    backend: tuple[Opener, Clock],
+) -> None:
+    """The first ``HELD_AT_MOST`` messages are held with the code; an approval made by another
+    process turns them into a welcome the daemon finds, until it says it welcomed them."""
+    open_pairing, _ = backend
+    daemon, admin = open_pairing(), open_pairing()
+    assert not await daemon.hold("telegram", "42", "m0")  # no code pending yet
+    code, _ = await daemon.issue("telegram", "42", "Ann")
+    held = [await daemon.hold("telegram", "42", f"m{n}") for n in range(HELD_AT_MOST + 1)]
+    assert held == [True] * HELD_AT_MOST + [False]
+    assert await daemon.welcomes() == []
+    assert await admin.approve("telegram", code) == "42"
+    assert await open_pairing().welcomes() == [
+        Welcome("telegram", "42", tuple(f"m{n}" for n in range(HELD_AT_MOST)))
+    ]
+    await daemon.welcomed("telegram", "42")
+    assert await open_pairing().welcomes() == []
+
+
+async def test_a_welcome_is_handed_to_one_process_at_a_time_on_postgres(
+    backend: tuple[Opener, Clock],
+) -> None:
+    open_pairing, clock = backend
+    first, second = open_pairing(), open_pairing()
+    code, _ = await first.issue("telegram", "42")
+    await first.hold("telegram", "42", "m")
+    await first.approve("telegram", code)
+    if isinstance(first, PairingFile):
+        pytest.skip("one daemon per state dir (its lock): no other process to hand it to")
+    assert [w.sender for w in await first.welcomes()] == ["42"]
+    assert await second.welcomes() == []  # taken by the first for a while
+    clock.now += WELCOME_TAKEN_FOR + 1  # the first did not finish: the second takes it
+    assert [w.held for w in await second.welcomes()] == [("m",)]

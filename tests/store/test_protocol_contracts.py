@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from botd.store import (
     StoredJob,
     StoreStatus,
 )
+from botd.store.sqlite import SqliteStore
 
 TARGET = Target("telegram", "42")
 
@@ -330,3 +332,54 @@ async def test_pruning_keeps_what_is_recent(store: Store) -> None:
     assert await pruning.prune_chatter(-1.0) == 1  # everything is older than the future
     assert await pruning.prune_inbound(-1.0) == 2
     assert await store.kept_chatter("telegram:42") == []
+
+
+async def test_shared_chatter_is_read_past_each_readers_mark_and_stays(store: Store) -> None:
+    # A user-scoped group's lines: each member's conversation reads those after its own mark.
+    ledger: InboundLedger = store
+    group = "telegram:42"
+    alice, bob = f"{group}:user:a", f"{group}:user:b"
+    await ledger.keep_chatter("telegram", ["k1"], message(1), limit=10)
+    [first] = await ledger.kept_chatter(group, read_by=alice)
+    accepted = await ledger.accept_inbound(
+        "telegram",
+        ["p2"],
+        message(2, key=alice),
+        consume_chatter=(group, first.id),
+        chatter_read_by=alice,
+    )
+    assert accepted is not None
+    assert await ledger.kept_chatter(group, read_by=alice) == []
+    assert await ledger.kept_chatter(group, read_by=bob) == [first]  # not read by Bob yet
+    assert await ledger.kept_chatter(group) == [first]  # kept, not consumed
+    await ledger.keep_chatter("telegram", ["k3"], message(3), limit=10)
+    assert [line.text for line in await ledger.kept_chatter(group, read_by=alice)] == ["m3"]
+    assert [line.text for line in await ledger.kept_chatter(group, read_by=bob)] == ["m1", "m3"]
+
+
+async def test_a_new_line_is_never_taken_for_one_a_reader_read(tmp_path: Path) -> None:
+    # SQLite gives a new row the highest id + 1: once the newest lines are gone (consumed by
+    # another conversation, or pruned), a new line must still come after every mark.
+    now = [1000.0]
+    with SqliteStore.open(tmp_path / "store", clock=lambda: now[0]) as store:
+        group, other, alice = "telegram:42", "telegram:7", "telegram:42:user:a"
+        await store.keep_chatter("telegram", ["k1"], message(1), limit=10)
+        await store.keep_chatter("telegram", ["k2"], message(2, key=other), limit=10)
+        now[0] += CHATTER_RETENTION_SECONDS - 10  # Alice reads the line late in its week
+        [line] = await store.kept_chatter(group, read_by=alice)
+        await store.accept_inbound(
+            "telegram",
+            ["p3"],
+            message(3, key=alice),
+            consume_chatter=(group, line.id),
+            chatter_read_by=alice,
+        )
+        [theirs] = await store.kept_chatter(other)
+        await store.accept_inbound(
+            "telegram", ["p4"], message(4, key=other), consume_chatter=(other, theirs.id)
+        )
+        now[0] += 20
+        await store.prune_chatter()  # the line is a week old; Alice's mark is not
+        assert await store.kept_chatter(group) == []
+        await store.keep_chatter("telegram", ["k5"], message(5), limit=10)
+        assert [kept.text for kept in await store.kept_chatter(group, read_by=alice)] == ["m5"]

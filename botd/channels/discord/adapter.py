@@ -63,7 +63,7 @@ from botd.channels.catch_up import CatchUpSettings
 from botd.channels.discord.budget import discord_budget
 from botd.channels.discord.buttons import is_press
 from botd.channels.discord.commands import CommandFollowups, command_tree, publish_commands
-from botd.channels.discord.errors import DiscordError, DiscordStartError
+from botd.channels.discord.errors import DiscordError, DiscordStartError, refusals
 from botd.channels.discord.history import DiscordCatchUps
 from botd.channels.discord.inbound import MESSAGE_CONTENT_INTENT_HELP, DiscordInbound
 from botd.channels.discord.inbound_media import discord_download
@@ -211,6 +211,7 @@ class DiscordAdapter:
         auto_thread: bool = False,
         admits: Callable[[InboundMessage], bool] | None = None,
         command_menu: bool = True,
+        pair_in_menu: bool = False,
         shard_count: int = 1,
         leases: LeaseKeeper | None = None,
         catch_up: CatchUpSettings | None = None,
@@ -241,6 +242,8 @@ class DiscordAdapter:
         """The gateway clients of the shards this node holds (sharded mode)."""
         self._holding: list[asyncio.Task[None]] = []
         self._command_menu = command_menu
+        self._pair_in_menu = pair_in_menu
+        """Whether the commands include ``/pair`` (owners approve pairing codes)."""
         self._publishing: asyncio.Task[bool] | None = None
         self.followups = CommandFollowups()
         self._on_down = on_down
@@ -303,7 +306,7 @@ class DiscordAdapter:
         self._client = _Client(self, intents=intents, guild_ready_timeout=self._guild_ready_timeout)
         # Always there, so a command registered before (command_menu since turned off) is
         # still answered.
-        self._tree = command_tree(self._client, self.inbound.on_command)
+        self._tree = command_tree(self._client, self.inbound.on_command, pair=self._pair_in_menu)
         if self._leases is not None:
             await self._start_sharded(self._client, self._leases)
             return
@@ -391,7 +394,8 @@ class DiscordAdapter:
             shard_id=shard,
             shard_count=self._shard_count,
         )
-        command_tree(client, self.inbound.on_command)  # its interactions come on this session
+        # Its interactions come on this session.
+        command_tree(client, self.inbound.on_command, pair=self._pair_in_menu)
         self._shards[shard] = client
         try:
             await client.login(self._token)
@@ -590,3 +594,19 @@ class DiscordAdapter:
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""
         await self.outbound.typing(target)
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` owns the server of channel ``chat_id`` or has Manage Server
+        there (``ChatAdmins``); a direct chat has no server, so no admins."""
+        client = self._connected()
+        if client is None:
+            raise DiscordError("look up a member", 0, "not connected (yet)", retryable=True)
+        with refusals("look up a member"):
+            channel = client.get_channel(int(chat_id)) or await client.fetch_channel(int(chat_id))
+            guild = getattr(channel, "guild", None)
+            if not isinstance(guild, discord.Guild):
+                return False
+            if guild.owner_id == int(user_id):
+                return True
+            member = guild.get_member(int(user_id)) or await guild.fetch_member(int(user_id))
+            return bool(member.guild_permissions.manage_guild)

@@ -3,8 +3,9 @@
 Discord users find a bot's commands by typing ``/``, in a list of the commands the bot's
 application registered. A ``/stop`` typed as plain text still reaches botd as a message, but
 the picker shows nothing for it, and a user who picks nothing is left guessing. So the
-adapter registers botd's chat commands (``commands.MENU``) as global application commands,
-``/new`` and ``/model`` with an optional ``text`` option for what follows them.
+adapter registers botd's chat commands (``commands.menu``: ``/pair`` only on a channel whose
+owners approve pairing codes) as global application commands, ``/new``, ``/model`` and
+``/pair`` with an optional ``text`` option for what follows them.
 
 ``publish_commands`` runs in the background after the connection is ready: it fetches what
 the application has registered and only overwrites that (``PUT``, one call) when it differs,
@@ -37,17 +38,18 @@ from discord import app_commands
 
 from ...bounded import Expiring
 from ...chat import InboundMessage, Target
-from ...commands import MENU
+from ...commands import menu
 from .conversations import conversation_of
 
 log = logging.getLogger(__name__)
 
-WITH_TEXT = frozenset({"/new", "/model"})
-"""The commands that take text after them (a first message, a model's name)."""
+WITH_TEXT = frozenset({"/new", "/model", "/pair"})
+"""The commands that take text after them (a first message, a model's name, a code)."""
 
 TEXT_HELP = {
     "/new": "The new conversation's first message",
     "/model": "The model's name or number (none: list them)",
+    "/pair": "The pairing code the new user was given",
 }
 
 NOT_TAKEN_TEXT = "Not taken: botd's storage is failing. Use the command again later."
@@ -69,10 +71,13 @@ OnCommand = Callable[[discord.Interaction, str], Awaitable[None]]
 """Called with a command's interaction and the text it stands for (``/new what next?``)."""
 
 
-def command_tree(client: discord.Client, on_command: OnCommand) -> app_commands.CommandTree[Any]:
-    """A command tree on ``client`` holding botd's chat commands, each calling ``on_command``."""
+def command_tree(
+    client: discord.Client, on_command: OnCommand, *, pair: bool = False
+) -> app_commands.CommandTree[Any]:
+    """A command tree on ``client`` holding botd's chat commands, each calling ``on_command``
+    (``pair``: with ``/pair``, on a channel whose owners approve pairing codes in the chat)."""
     tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
-    for name, description in MENU:
+    for name, description in menu(pairing_by_owners=pair):
         tree.add_command(_command(name, description, on_command))
     return tree
 

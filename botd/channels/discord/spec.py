@@ -84,6 +84,8 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         auto_thread=section.auto_thread,
         admits=context.admits,
         command_menu=section.command_menu,
+        pair_in_menu=bool(section.owners or section.admins_are_owners)
+        and section.dm_policy == "pairing",
         shard_count=section.shard_count,
         guild_ready_timeout=section.guild_ready_timeout,
         leases=context.leases,

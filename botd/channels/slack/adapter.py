@@ -419,6 +419,15 @@ class SlackAdapter:
         """Show ``status`` in ``target``'s assistant thread ('' clears it)."""
         await self.outbound.set_assistant_status(target, status)
 
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` is an admin or owner of the workspace (``users.info``'s
+        ``is_admin`` / ``is_owner``), in whatever chat (``ChatAdmins``)."""
+        response = await self.api.call("users.info", self.client.users_info, user=user_id)
+        found = response.get("user")
+        if not isinstance(found, dict):
+            return False
+        return bool(found.get("is_admin") or found.get("is_owner"))
+
 
 def _bound_port(runner: web.AppRunner, requested: int) -> int:
     for address in runner.addresses:

@@ -133,6 +133,7 @@ class TelegramAdapter:
         stall_grace: float = 15.0,
         on_down: Callable[[str], None] | None = None,
         command_menu: bool = True,
+        pair_in_menu: bool = False,
         link: PlatformLink | None = None,
         leases: LeaseKeeper | None = None,
         mode: Literal["polling", "webhook"] = "polling",
@@ -169,6 +170,8 @@ class TelegramAdapter:
         self._token = token
         self._link = link or PlatformLink()
         self._command_menu = command_menu
+        self._pair_in_menu = pair_in_menu
+        """Whether the menu lists ``/pair`` (owners approve pairing codes in the chat)."""
         self._menu_task: asyncio.Task[bool] | None = None
         self._on_down = on_down
         self._offsets = offsets
@@ -271,7 +274,8 @@ class TelegramAdapter:
         log.info("%s: %s as @%s", self._label, how, bot.username)
         if self._command_menu:
             self._menu_task = asyncio.create_task(
-                publish_commands(bot, self._label), name=f"{self._label}:menu"
+                publish_commands(bot, self._label, pair=self._pair_in_menu),
+                name=f"{self._label}:menu",
             )
 
     @property
@@ -488,3 +492,14 @@ class TelegramAdapter:
 
     async def typing(self, target: Target) -> None:
         await self._outbound.typing(target)
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` is one of group ``chat_id``'s administrators (its creator
+        too), by ``getChatAdministrators`` (``ChatAdmins``). A private chat has none."""
+        if not chat_id.startswith("-"):
+            return False  # a private chat's id is its user's: no administrators
+        try:
+            members = await self._require_bot().get_chat_administrators(int(chat_id))
+        except TelegramError as exc:
+            raise api_error("getChatAdministrators", exc) from None
+        return any(str(member.user.id) == user_id for member in members)

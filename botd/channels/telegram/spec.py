@@ -98,6 +98,8 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         poll_timeout=section.poll_timeout,
         account_id=section.account,
         command_menu=section.command_menu,
+        pair_in_menu=bool(section.owners or section.admins_are_owners)
+        and section.dm_policy == "pairing",
         on_down=context.down_reporter(channel),
         link=context.link(channel),
         leases=context.leases,

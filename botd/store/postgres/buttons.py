@@ -20,9 +20,10 @@ class ButtonStore(PostgresBase):
         async def write(conn: Conn) -> None:
             await conn.execute(
                 "INSERT INTO button_messages (channel, account, chat_id, message_id, buttons, "
-                "posted_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (channel, account, "
-                "chat_id, message_id) DO UPDATE SET buttons = excluded.buttons, "
-                "posted_at = excluded.posted_at",
+                "posted_at, conversation_key) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT "
+                "(channel, account, chat_id, message_id) DO UPDATE SET buttons = "
+                "excluded.buttons, posted_at = excluded.posted_at, conversation_key = "
+                "coalesce(excluded.conversation_key, button_messages.conversation_key)",
                 params,
             )
 
@@ -41,7 +42,8 @@ class ButtonStore(PostgresBase):
         async def read(conn: Conn) -> PostedButtons | None:
             cur = await conn.execute(
                 "SELECT buttons, posted_at, EXISTS (SELECT 1 FROM inbound_seen s "
-                "WHERE s.channel = b.channel AND s.message_id = %s) FROM button_messages b "
+                "WHERE s.channel = b.channel AND s.message_id = %s), conversation_key "
+                "FROM button_messages b "
                 "WHERE b.channel = %s AND b.account = %s AND b.chat_id = %s AND b.message_id = %s",
                 params,
             )

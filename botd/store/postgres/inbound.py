@@ -152,11 +152,13 @@ class InboundStore(PostgresBase):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         """Record the message's ids and the message, atomically: its inbox id once
         committed, or None when any id was seen before (then only the ids are recorded);
         ``unless_chatter_kept``, ``ChatterKept`` and nothing written when the conversation
-        keeps chatter (checked by the accept's own statement)."""
+        keeps chatter (checked by the accept's own statement); ``chatter_read_by``: the
+        consumed lines are shared and stay, that reader's mark moves past them."""
         unique = _unique(keys, "accept_inbound")
         now = self._clock()
         key = message.conversation_key
@@ -164,7 +166,7 @@ class InboundStore(PostgresBase):
         async def write(conn: Conn) -> tuple[int, int] | object | None:
             placed = await _placed(conn, channel, unique, message, now, check=unless_chatter_kept)
             if isinstance(placed, tuple) and consume_chatter is not None:
-                await _consume(conn, *consume_chatter)
+                await _consume(conn, *consume_chatter, read_by=chatter_read_by, now=now)
             return placed
 
         accept: Callable[[Conn], Awaitable[tuple[int, int] | object | None]] = write
@@ -226,15 +228,19 @@ class InboundStore(PostgresBase):
 
         return await self._commit("keep_chatter", write)
 
-    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
-        """The conversation's kept lines, oldest first."""
+    async def kept_chatter(
+        self, conversation_key: str, *, read_by: str | None = None
+    ) -> list[KeptLine]:
+        """The conversation's kept lines, oldest first; ``read_by``: those after that
+        reader's mark (a user-scoped group's lines, shared by its members)."""
         since = self._clock() - CHATTER_RETENTION_SECONDS
 
         async def read(conn: Conn) -> list[KeptLine]:
             cur = await conn.execute(
                 "SELECT id, sender_id, sender_name, text, attachments FROM chatter "
-                "WHERE conversation_key = %s AND kept_at >= %s ORDER BY id",
-                (conversation_key, since),
+                "WHERE conversation_key = %s AND kept_at >= %s AND id > coalesce(("
+                "SELECT up_to FROM chatter_read WHERE reader_key = %s), 0) ORDER BY id",
+                (conversation_key, since, read_by),
             )
             return [
                 KeptLine(
@@ -255,6 +261,8 @@ class InboundStore(PostgresBase):
 
         async def write(conn: Conn) -> int:
             cur = await conn.execute("DELETE FROM chatter WHERE kept_at < %s", (cut,))
+            # A mark read before the cut passed only lines kept before it: gone too.
+            await conn.execute("DELETE FROM chatter_read WHERE read_at < %s", (cut,))
             return max(cur.rowcount, 0)
 
         return await self._commit("prune_chatter", write)
@@ -292,8 +300,19 @@ class InboundStore(PostgresBase):
         self._defer("set_offset_soon", write, lazy=True)
 
 
-async def _consume(conn: Conn, conversation_key: str, up_to: int) -> None:
-    """Delete the conversation's chatter up to line ``up_to`` (what the model was shown)."""
+async def _consume(
+    conn: Conn, conversation_key: str, up_to: int, *, read_by: str | None, now: float
+) -> None:
+    """Delete the conversation's chatter up to line ``up_to`` (what the model was shown);
+    ``read_by``: the lines are shared and stay, that reader's mark moves to ``up_to``."""
+    if read_by is not None:
+        await conn.execute(
+            "INSERT INTO chatter_read (reader_key, up_to, read_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (reader_key) DO UPDATE SET "
+            "up_to = greatest(chatter_read.up_to, excluded.up_to), read_at = excluded.read_at",
+            (read_by, up_to, now),
+        )
+        return
     await conn.execute(
         "DELETE FROM chatter WHERE conversation_key = %s AND id <= %s", (conversation_key, up_to)
     )

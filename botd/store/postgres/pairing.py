@@ -5,6 +5,11 @@ transaction under an advisory lock of that channel, so two nodes issuing codes a
 the per-channel limit. ``is_approved`` answers from a snapshot of the approved senders, taken
 by ``refresh`` and kept current by this process's own approvals and revocations; the router
 refreshes before it turns a DM sender away, so an approval made elsewhere counts at once.
+
+The messages a waiting sender wrote are kept with the code (``held``); an approval moves them
+to ``pairing_welcomes`` in the same transaction. ``welcomes`` hands each welcome to one node
+for ``WELCOME_TAKEN_FOR`` seconds (``taken_until``): another node takes it only if the first
+did not finish (``welcomed``) by then.
 """
 
 from __future__ import annotations
@@ -16,14 +21,18 @@ from collections.abc import Callable
 from psycopg import AsyncConnection
 from psycopg.errors import UniqueViolation
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from ..pairing import MAX_PENDING_PER_CHANNEL, PAIRING_TTL_SECONDS, new_code
-from ..records import PendingCode
+from ..pairing import HELD_AT_MOST, MAX_PENDING_PER_CHANNEL, PAIRING_TTL_SECONDS, new_code
+from ..records import PendingCode, Welcome
 
 log = logging.getLogger(__name__)
 
 Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+WELCOME_TAKEN_FOR = 60.0
+"""Seconds a welcome handed to one node is not handed to another."""
 
 
 class PostgresPairing:
@@ -91,13 +100,18 @@ class PostgresPairing:
         async with self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "DELETE FROM pairing_codes WHERE code = %s AND channel = %s AND issued_at >= %s"
-                " RETURNING sender, name",
+                " RETURNING sender, name, held",
                 (code.strip().upper(), channel, self._oldest_valid()),
             )
             row = await cur.fetchone()
             if row is None:
                 return None
             sender, name = str(row[0]), row[1]
+            await conn.execute(
+                "INSERT INTO pairing_welcomes (channel, sender, held) VALUES (%s, %s, %s)"
+                " ON CONFLICT (channel, sender) DO UPDATE SET held = excluded.held",
+                (channel, sender, Jsonb(row[2])),
+            )
             await conn.execute(
                 "INSERT INTO pairing_approved (channel, sender, name, approved_at)"
                 " VALUES (%s, %s, %s, %s)"
@@ -108,8 +122,42 @@ class PostgresPairing:
         self._approved.add((channel, sender))
         return sender
 
+    async def hold(self, channel: str, sender: str, message: str) -> bool:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE pairing_codes SET held = held || %s"
+                " WHERE channel = %s AND sender = %s AND issued_at >= %s"
+                " AND jsonb_array_length(held) < %s RETURNING 1",
+                (Jsonb([message]), channel, sender, self._oldest_valid(), HELD_AT_MOST),
+            )
+            return await cur.fetchone() is not None
+
+    async def welcomes(self) -> list[Welcome]:
+        now = self._clock()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE pairing_welcomes SET taken_until = %s WHERE taken_until < %s"
+                " RETURNING channel, sender, held",
+                (now + WELCOME_TAKEN_FOR, now),
+            )
+            return [
+                Welcome(str(c), str(s), tuple(str(m) for m in held))
+                for c, s, held in await cur.fetchall()
+            ]
+
+    async def welcomed(self, channel: str, sender: str) -> None:
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM pairing_welcomes WHERE channel = %s AND sender = %s",
+                (channel, sender),
+            )
+
     async def revoke(self, channel: str, sender: str) -> bool:
         async with self._pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM pairing_welcomes WHERE channel = %s AND sender = %s",
+                (channel, sender),
+            )
             cur = await conn.execute(
                 "DELETE FROM pairing_approved WHERE channel = %s AND sender = %s RETURNING 1",
                 (channel, sender),

@@ -358,6 +358,35 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
     ),
+    # issue 37, owners: the messages a sender wrote while waiting for a pairing approval,
+    # kept with the code, and the approved senders not told yet (``botd pairing approve`` in
+    # another process, an owner's /pair on another node), handed to one node at a time.
+    (
+        "ALTER TABLE pairing_codes ADD COLUMN held jsonb NOT NULL DEFAULT '[]'::jsonb",
+        """
+        CREATE TABLE pairing_welcomes (
+            channel text NOT NULL,
+            sender text NOT NULL,
+            held jsonb NOT NULL,
+            taken_until double precision NOT NULL DEFAULT 0,
+            PRIMARY KEY (channel, sender)
+        )
+        """,
+    ),
+    # issue 37 (session_scope: user): how far each member's conversation in a user-scoped
+    # group read the group's kept chatter (as on SQLite; the identity's ids are never
+    # reused, so no index is needed for new ones), and the conversation whose run posted a
+    # message's buttons (NULL: posted before).
+    (
+        "ALTER TABLE button_messages ADD COLUMN conversation_key text",
+        """
+        CREATE TABLE chatter_read (
+            reader_key text PRIMARY KEY,
+            up_to bigint NOT NULL,
+            read_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

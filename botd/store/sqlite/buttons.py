@@ -20,9 +20,10 @@ class ButtonStore(DeferredWrites):
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO button_messages (channel, account, chat_id, message_id, buttons, "
-                "posted_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, account, chat_id, "
-                "message_id) DO UPDATE SET buttons = excluded.buttons, "
-                "posted_at = excluded.posted_at",
+                "posted_at, conversation_key) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                "(channel, account, chat_id, message_id) DO UPDATE SET buttons = "
+                "excluded.buttons, posted_at = excluded.posted_at, "
+                "conversation_key = coalesce(excluded.conversation_key, conversation_key)",
                 params,
             )
 
@@ -37,7 +38,8 @@ class ButtonStore(DeferredWrites):
             self._connection()
             .execute(
                 "SELECT buttons, posted_at, EXISTS (SELECT 1 FROM inbound_seen s "
-                "WHERE s.channel = b.channel AND s.message_id = ?) FROM button_messages b "
+                "WHERE s.channel = b.channel AND s.message_id = ?), conversation_key "
+                "FROM button_messages b "
                 "WHERE b.channel = ? AND b.account = ? AND b.chat_id = ? AND b.message_id = ?",
                 params,
             )

@@ -13,6 +13,13 @@ asked to go only while its conversation keeps nothing (``unless_chatter_kept``) 
 in its own transaction (``keeps_chatter``). The daily
 pruner drops what conversations that never spoke to the bot again left behind
 (``prune_chatter``).
+
+A user-scoped group's lines (``botd.inbound.session_scope``) are shared by its members'
+conversations: each reads those after its own mark (``kept_chatter``'s ``read_by``), and the
+accept that shows them moves the mark (``chatter_read``) instead of deleting them. A mark is
+a line id, so a new line's id is above every mark (SQLite would otherwise reuse the ids of
+the newest lines once they are deleted); a mark read more than ``CHATTER_RETENTION_SECONDS``
+ago goes with the lines it passed.
 """
 
 from __future__ import annotations
@@ -57,8 +64,8 @@ class ChatterStore(DeferredWrites):
                 return True
             conn.execute(
                 "INSERT INTO chatter "
-                "(conversation_key, sender_id, sender_name, text, kept_at, attachments) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "(id, conversation_key, sender_id, sender_name, text, kept_at, attachments) "
+                f"VALUES (({_NEXT_LINE}), ?, ?, ?, ?, ?, ?)",
                 row,
             )
             mark_chat(conn, message, now)
@@ -73,15 +80,19 @@ class ChatterStore(DeferredWrites):
 
         return await self._commit("keep_chatter", write)
 
-    async def kept_chatter(self, conversation_key: str) -> list[KeptLine]:
+    async def kept_chatter(
+        self, conversation_key: str, *, read_by: str | None = None
+    ) -> list[KeptLine]:
         """The conversation's kept chatter, oldest first (what ``keep_chatter`` committed;
-        nothing of it waits in the deferred queue, so no flush is needed)."""
+        nothing of it waits in the deferred queue, so no flush is needed); ``read_by``: only
+        the lines after that reader's mark."""
         rows = (
             self._connection()
             .execute(
                 "SELECT id, sender_id, sender_name, text, attachments FROM chatter "
-                "WHERE conversation_key = ? AND kept_at >= ? ORDER BY id",
-                (conversation_key, self._clock() - CHATTER_RETENTION_SECONDS),
+                "WHERE conversation_key = ? AND kept_at >= ? AND id > coalesce(("
+                "SELECT up_to FROM chatter_read WHERE reader_key = ?), 0) ORDER BY id",
+                (conversation_key, self._clock() - CHATTER_RETENTION_SECONDS, read_by),
             )
             .fetchall()
         )
@@ -98,16 +109,39 @@ class ChatterStore(DeferredWrites):
 
     async def prune_chatter(self, older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
         """Drop chatter kept more than ``older_than_seconds`` ago; returns how many rows."""
+        cut = self._clock() - older_than_seconds
         with self._transaction("prune_chatter") as conn:
-            cursor = conn.execute(
-                "DELETE FROM chatter WHERE kept_at < ?", (self._clock() - older_than_seconds,)
-            )
+            cursor = conn.execute("DELETE FROM chatter WHERE kept_at < ?", (cut,))
+            conn.execute("DELETE FROM chatter_read WHERE read_at < ?", (cut,))
             return int(cursor.rowcount)
 
 
-def consume_chatter(conn: sqlite3.Connection, conversation_key: str, up_to: int) -> None:
+_NEXT_LINE = (
+    "SELECT max(coalesce((SELECT max(id) FROM chatter), 0), "
+    "coalesce((SELECT max(up_to) FROM chatter_read), 0)) + 1"
+)
+"""A new line's id: above every line's and every reader's mark."""
+
+
+def consume_chatter(
+    conn: sqlite3.Connection,
+    conversation_key: str,
+    up_to: int,
+    *,
+    read_by: str | None = None,
+    now: float = 0.0,
+) -> None:
     """Delete the conversation's chatter up to row ``up_to`` (what was shown to the model);
-    chatter kept meanwhile stays for the next turn."""
+    chatter kept meanwhile stays for the next turn. ``read_by``: the lines are shared, and
+    stay; that reader's mark moves to ``up_to`` (read at ``now``)."""
+    if read_by is not None:
+        conn.execute(
+            "INSERT INTO chatter_read (reader_key, up_to, read_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (reader_key) DO UPDATE SET up_to = max(up_to, excluded.up_to), "
+            "read_at = excluded.read_at",
+            (read_by, up_to, now),
+        )
+        return
     conn.execute(
         "DELETE FROM chatter WHERE conversation_key = ? AND id <= ?", (conversation_key, up_to)
     )

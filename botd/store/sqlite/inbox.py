@@ -93,6 +93,7 @@ class InboxStore(TranscriptStore):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         """Record the message's dedupe ids and the message itself, atomically, and wait for
         the commit (grouped with other writes of the moment, see ``deferred``).
@@ -102,6 +103,8 @@ class InboxStore(TranscriptStore):
         (conversation key, last row id) deletes the kept chatter the message carries, in the
         same transaction as the message is accepted. ``unless_chatter_kept``: when the
         message's conversation keeps chatter, nothing is written and ``ChatterKept`` raised.
+        ``chatter_read_by``: the consumed lines are shared (a user-scoped group's) and stay;
+        that conversation's mark moves past them instead.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
@@ -114,7 +117,7 @@ class InboxStore(TranscriptStore):
                 return False
             inbox_id = insert_accepted(conn, channel, unique, message, now)
             if inbox_id is not None and consume_chatter is not None:
-                _consume_chatter(conn, *consume_chatter)
+                _consume_chatter(conn, *consume_chatter, read_by=chatter_read_by, now=now)
             return inbox_id
 
         placed = await self._commit("accept_inbound", write)

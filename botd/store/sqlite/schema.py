@@ -342,5 +342,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX editor_sessions_by_time ON editor_sessions (channel, updated_at)",
     ),
+    # issue 37 (session_scope: user): how far each member's conversation in a user-scoped
+    # group read the group's kept chatter (the last line id shown to it), since those lines
+    # are shared, not consumed. The index serves the new chatter ids, which are never at or
+    # below a mark (``chatter``). And the conversation whose run posted a message's buttons,
+    # where a press of them goes (NULL: posted before).
+    (
+        "ALTER TABLE button_messages ADD COLUMN conversation_key TEXT",
+        """
+        CREATE TABLE chatter_read (
+            reader_key TEXT PRIMARY KEY,
+            up_to INTEGER NOT NULL,
+            read_at REAL NOT NULL
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX chatter_read_by_line ON chatter_read (up_to)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

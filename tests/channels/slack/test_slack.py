@@ -48,6 +48,7 @@ class SpyStore(SqliteStore):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         self.asked.extend(keys)
         return await super().accept_inbound(
@@ -56,6 +57,7 @@ class SpyStore(SqliteStore):
             message,
             consume_chatter=consume_chatter,
             unless_chatter_kept=unless_chatter_kept,
+            chatter_read_by=chatter_read_by,
         )
 
 

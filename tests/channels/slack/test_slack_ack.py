@@ -38,6 +38,7 @@ class FailingStore(SqliteStore):
         *,
         consume_chatter: tuple[str, int] | None = None,
         unless_chatter_kept: bool = False,
+        chatter_read_by: str | None = None,
     ) -> int | None:
         if self.failures:
             self.failures -= 1
@@ -48,6 +49,7 @@ class FailingStore(SqliteStore):
             message,
             consume_chatter=consume_chatter,
             unless_chatter_kept=unless_chatter_kept,
+            chatter_read_by=chatter_read_by,
         )
 
     def inbox_count(self) -> int:
