@@ -306,9 +306,10 @@ def provider_settings(config: BotdConfig) -> dict[str, Any]:
     model = config.model
     if model.provider == "scripted":
         return {} if model.script is None else {"script": model.script}
-    return _api_settings(
+    settings = _api_settings(
         model.provider, model.api_key, model.base_url, model.max_retry_wait, model.idle_timeout
     )
+    return _proxied(settings, model.proxy)
 
 
 def _watched(
@@ -348,6 +349,11 @@ def _api_settings(
     return settings
 
 
+def _proxied(settings: dict[str, Any], proxy: str | None) -> dict[str, Any]:
+    """``settings`` with ``model.proxy`` (the primary's and every fallback's) when it is set."""
+    return settings if proxy is None else {**settings, "proxy": proxy}
+
+
 def scheduler_jobs(config: BotdConfig) -> list[JobSpec]:
     """The configured jobs as the scheduler's ``JobSpec``s."""
     return [
@@ -377,13 +383,14 @@ def fallback_settings(config: BotdConfig, index: int) -> dict[str, Any]:
     """Keyword settings for ``create_provider`` of ``model.fallbacks[index]``."""
     model = config.model
     fallback = model.fallbacks[index]
-    return _api_settings(
+    settings = _api_settings(
         fallback.provider,
         fallback.api_key,
         fallback.base_url,
         model.max_retry_wait if fallback.max_retry_wait is None else fallback.max_retry_wait,
         model.idle_timeout if fallback.idle_timeout is None else fallback.idle_timeout,
     )
+    return _proxied(settings, model.proxy)
 
 
 def model_names(config: BotdConfig) -> list[str]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from ..chat import DownloadError, TooLarge
 from ..net.capped_body import ACCEPT_ENCODING, BodyTooLarge, BodyUnreadable, read_capped_body
+from ..net.proxy import httpx_options
 from ..net.tls import verified_context
 
 DOWNLOAD_TIMEOUT = 60.0
@@ -28,8 +29,10 @@ async def fetch_capped(
     *,
     headers: Mapping[str, str] | None = None,
     timeout: float = DOWNLOAD_TIMEOUT,
+    proxy: str | None = None,
 ) -> tuple[bytes, str]:
-    """The body at ``url`` and its content type; ``TooLarge`` past ``max_bytes``.
+    """The body at ``url`` and its content type; ``TooLarge`` past ``max_bytes``. ``proxy``:
+    the channel's ``proxy:`` (a URL, ``direct``; None: the environment's, as httpx reads it).
 
     Redirects are followed (httpx drops an ``Authorization`` header when one leaves the
     host), a 4xx/5xx, a lost connection or a body that cannot be decoded raises
@@ -41,7 +44,10 @@ async def fetch_capped(
     try:
         async with (
             httpx.AsyncClient(
-                timeout=timeout, follow_redirects=True, verify=verified_context()
+                timeout=timeout,
+                follow_redirects=True,
+                verify=verified_context(),
+                **httpx_options(proxy),
             ) as client,
             client.stream("GET", url, headers=sent) as response,
         ):

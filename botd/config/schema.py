@@ -45,6 +45,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from .channels import ChannelEntry, registered_channels
 from .cron import check_cron, parse_every, zone
 from .problems import Loc
+from .proxy import Proxy
 from .secrets import OptionalSecret, Secret
 from .tools import registered_tools
 
@@ -224,6 +225,11 @@ class ModelSection(Section):
     script: str | None = None
     fallbacks: list[FallbackModelSection] = Field(default_factory=list)
     """Models that answer, in order, when the one before them gives up on a call."""
+    proxy: Proxy = None
+    """The proxy of every request to the model and its fallbacks: an ``http://``,
+    ``https://``, ``socks5://`` or ``socks5h://`` URL, ``direct`` (none, whatever the
+    environment says) or unset (the environment's ``HTTPS_PROXY`` and the like); see
+    ``botd.config.proxy``."""
 
     @model_validator(mode="after")
     def _provider_needs(self) -> ModelSection:
@@ -816,6 +822,10 @@ class ChatChannelSection(ChannelSection, TurnOverrides):
     """Whether links in the messages botd posts show a preview (Telegram's link preview,
     Slack's unfurls, Discord's embeds); ``false``: none, in every chat of the channel but
     the groups that set their own."""
+    proxy: Proxy = None
+    """The proxy of this account's connections to its platform (API calls, the long poll,
+    Socket Mode, the gateway, file downloads): a URL, ``direct`` or unset (the
+    environment's); see ``botd.config.proxy``."""
 
     @classmethod
     def reaction_refusal(cls, emoji: str) -> str | None:

@@ -1,2 +1,3 @@
 """Reading over HTTP what someone else named: a URL fetched from public addresses only, a
-response body never read past its cap."""
+response body never read past its cap; and a section's ``proxy:`` as the HTTP libraries under
+the SDKs take it (``proxy``)."""

@@ -25,6 +25,7 @@ from botd.events import (
 from botd.ops.outages import Reachability
 from tests.fakes.image_headers import png
 from tests.fakes.openai_api import ChatStream, ErrorReply, FakeOpenAI
+from tests.fakes.proxies import Socks5Proxy
 from tests.support.waiting import HANG_GUARD
 
 """Seconds before a test that hangs fails (a guard, never a timing assertion)."""
@@ -711,3 +712,19 @@ async def test_other_failures_blame_no_image(
 
     assert result.message.stop_reason == "error"
     assert result.refused_images == frozenset()
+
+
+# --- proxy ---------------------------------------------------------------------------------------
+
+
+async def test_a_model_proxy_carries_the_stream(
+    fake: FakeOpenAI, make_provider: ProviderFactory
+) -> None:
+    """``model.proxy`` reaches the OpenAI-compatible client (the Anthropic one is tried with
+    the daemon, tests/channels/test_proxies.py): a SOCKS5 one here, loopback included."""
+    fake.enqueue(ChatStream().role().text("through").finish("stop"))
+    async with Socks5Proxy() as proxy:
+        provider = make_provider(proxy=proxy.url)
+        _, message = await run(provider, ask())
+    assert message.content == [TextContent(text="through")]
+    assert [path for _, path in proxy.requests] == ["/v1/chat/completions"]

@@ -15,6 +15,7 @@ import shutil
 import socket
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -25,6 +26,7 @@ from botd.store.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.discord_api import FLAG_MESSAGE_CONTENT_LIMITED, FakeDiscordAPI
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.proxies import HttpProxy, Socks5Proxy
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI, server_error
 from tests.ops.harness import (
@@ -855,3 +857,63 @@ async def test_strict_and_json(tmp_path: Path) -> None:
     (problem,) = data["checks"]
     assert problem["name"] == "config" and problem["status"] == "fail"
     assert problem["detail"].startswith(f"{broken}:1: model.provider: ")
+
+
+# --------------------------------------------------------------------------- proxies
+
+
+async def test_each_probe_goes_through_its_section_s_proxy(tmp_path: Path) -> None:
+    """Telegram and the model through a SOCKS5 proxy without credentials; Slack and Discord
+    through an HTTP one with them; a second Telegram bot through the HTTP one with a wrong
+    password: its line names it and the proxy, never the password."""
+    password, wrong = "Vx8qLm3Rt6Zw", "Kd5nBy2Hc9Qe"
+    async with (
+        FakeTelegramAPI(token=TELEGRAM_TOKEN) as telegram,
+        FakeSlack() as slack,
+        FakeDiscordAPI(token=DISCORD_TOKEN) as discord,
+        FakeAnthropicAPI(api_key=MODEL_KEY) as model,
+        Socks5Proxy() as socks,
+        HttpProxy(user="botd", password=password) as http,
+    ):
+        authed = json.dumps(http.url.replace(password, "${P_PASS}"))
+        config = write_config(
+            tmp_path,
+            telegram=telegram.base_url,
+            slack=slack.base_url,
+            discord=discord,
+            model=f"{anthropic(model)}\n  proxy: {json.dumps(socks.url)}",
+            extra=f"""    proxy: {json.dumps(socks.url)}
+  support:
+    platform: telegram
+    token: ${{T_TOKEN}}
+    api_base_url: {json.dumps(telegram.base_url)}
+    proxy: {json.dumps(http.url.replace(password, "${P_WRONG}"))}""",
+        )
+        text = config.read_text(encoding="utf-8")
+        text = text.replace(
+            f"api_base_url: {json.dumps(slack.base_url)}\n",
+            f"api_base_url: {json.dumps(slack.base_url)}\n    proxy: {authed}\n",
+        ).replace(
+            "guild_ready_timeout: 0.05\n", f"guild_ready_timeout: 0.05\n    proxy: {authed}\n"
+        )
+        config.write_text(text, encoding="utf-8")
+        report = await doctor(config, tmp_path, P_PASS=password, P_WRONG=wrong)
+    assert report.status == 1, report.out + report.err
+    [failed] = report.failed()
+    assert failed.startswith("✗ support: cannot reach")
+    assert "the proxy refused the credentials: 407 Proxy Authentication Required" in failed
+    assert password not in report.out + report.err and wrong not in report.out + report.err
+    report.line_with("telegram: token accepted")
+    report.line_with("slack: bot token accepted")
+    report.line_with("discord: token accepted")
+    report.line_with("model (anthropic")
+    routes: list[tuple[str, HttpProxy | Socks5Proxy]] = [
+        (telegram.base_url, socks),
+        (model.base_url, socks),
+        (slack.base_url, http),
+        (discord.base_url, http),
+    ]
+    for url, proxy in routes:
+        port = urlsplit(url).port
+        assert port is not None and proxy.reached(port), f"{url} not through {proxy.url}"
+    assert http.refused == 1  # the support bot's probe, refused before it reached Telegram

@@ -23,13 +23,14 @@ REFERENCE_ENV = {
     "SLACK_APP_TOKEN": "xapp-example",
     "DISCORD_TOKEN": "discord-example",
 }
-"""The variables the reference needs (its examples need SEARCH_TOKEN, OPENAI_API_KEY and
-GEMINI_API_KEY too)."""
+"""The variables the reference needs (its examples need SEARCH_TOKEN, OPENAI_API_KEY,
+GEMINI_API_KEY and PROXY_PASSWORD too)."""
 EXAMPLES_ENV = {
     **REFERENCE_ENV,
     "SEARCH_TOKEN": "search-example",
     "OPENAI_API_KEY": "sk-oa-x",
     "GEMINI_API_KEY": "gemini-example",
+    "PROXY_PASSWORD": "proxy-example",
 }
 
 _KEY = re.compile(r"( *)([A-Za-z_]+): .*")

@@ -62,6 +62,7 @@ from ...events import (
     ThinkingContent,
     ToolCallContent,
 )
+from ...net.proxy import httpx_options
 from ...net.tls import verified_context
 from ...ops.logging import mask_secrets
 from ...ops.outages import Reachability
@@ -103,7 +104,10 @@ class AnthropicProvider:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         name: str = "anthropic",
         health: Reachability | None = None,
+        proxy: str | None = None,
     ) -> None:
+        """``proxy``: ``model.proxy`` (a URL, ``direct``; None: the environment's, as httpx
+        reads it)."""
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive")
         self.name = name
@@ -122,7 +126,7 @@ class AnthropicProvider:
             timeout=timeout,
             # The SDK's own client settings, with botd's shared TLS context.
             http_client=anthropic.DefaultAsyncHttpxClient(
-                timeout=timeout, verify=verified_context()
+                timeout=timeout, verify=verified_context(), **httpx_options(proxy)
             ),
         )
 

@@ -50,6 +50,7 @@ from typing import Any
 import aiohttp
 import discord
 from discord.gateway import ReconnectWebSocket
+from discord.http import Route
 
 from botd.channels.base import (
     InboundSink,
@@ -72,6 +73,7 @@ from botd.channels.discord.routes import DiscordRoutes, RoutedHTTPClient, check_
 from botd.chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from botd.cluster.holding import PlatformUnreachable, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
+from botd.net.proxy import aiohttp_proxy, proxy_failure
 from botd.ops.logging import not_botds_concern
 from botd.store.protocols import CatchUpMarks
 
@@ -139,7 +141,9 @@ class _Client(discord.Client):
         trace.on_request_start.append(check_fence)
         # discord.py's own client with the same settings, on this adapter's URLs; its
         # connection state holds it too (the models' requests go through it).
-        http = RoutedHTTPClient(adapter.routes, self.http.loop, http_trace=trace)
+        http = RoutedHTTPClient(
+            adapter.routes, self.http.loop, http_trace=trace, proxy=adapter.proxy
+        )
         self.http = self._connection.http = http
         self._adapter = adapter
         self.down_since: float | None = time.monotonic()
@@ -213,6 +217,7 @@ class DiscordAdapter:
         catch_up: CatchUpSettings | None = None,
         marks: CatchUpMarks | None = None,
         link_previews: LinkPreviews | None = None,
+        proxy: str | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, its conversation keys' and leases' start, its log lines'
@@ -220,7 +225,9 @@ class DiscordAdapter:
         ``shard_count`` gateway shards runs here only while this node holds its lease.
         ``catch_up``, ``marks``: what each new gateway session reads of what it missed
         (``history``; without ``marks``, nothing). ``link_previews``: the chats (channel
-        ids) whose messages show no embeds (None: every chat's do)."""
+        ids) whose messages show no embeds (None: every chat's do). ``proxy``: the
+        section's ``proxy:`` for the REST API and the gateway (a URL, ``direct``; None: the
+        environment's ``HTTPS_PROXY`` and the like, which discord.py itself does not read)."""
         self.name = channel
         self._label = f"{channel}[{account_id}]"
         """What the log lines of this bot start with: ``discord[default]``."""
@@ -243,6 +250,10 @@ class DiscordAdapter:
         self._link = link or PlatformLink()
         self.routes = DiscordRoutes.of(api_base_url, gateway_url)
         """Where this bot's clients send their requests (Discord's own URLs by default)."""
+        self.proxy = aiohttp_proxy(proxy, self.routes.api or Route.BASE)
+        """What this bot's clients' requests and gateway connections go through."""
+        self._proxy = proxy
+        self._proxy_key = f"channels.{channel}.proxy"
         self.account_id = account_id
         self._ready_timeout = ready_timeout
         # How long discord.py waits after the last GUILD_CREATE before firing on_ready.
@@ -319,6 +330,9 @@ class DiscordAdapter:
         await self.stop()
         if isinstance(error, DiscordStartError):
             raise error
+        proxied = None if error is None else proxy_failure(error, self._proxy, self._proxy_key)
+        if proxied is not None:
+            raise DiscordStartError(proxied) from error
         if isinstance(error, OSError):  # aiohttp's connection errors included
             raise DiscordStartError(f"cannot reach Discord: {error}") from error
         if error is not None:
@@ -336,7 +350,8 @@ class DiscordAdapter:
             raise DiscordStartError(f"Discord rejected the bot token: {exc}") from exc
         except OSError as exc:
             await self.stop()
-            raise DiscordStartError(f"cannot reach Discord: {exc}") from exc
+            proxied = proxy_failure(exc, self._proxy, self._proxy_key)
+            raise DiscordStartError(proxied or f"cannot reach Discord: {exc}") from exc
         except BaseException:
             await self.stop()
             raise
@@ -574,7 +589,7 @@ class DiscordAdapter:
         await self.outbound.set_reaction(ref, emoji, replacing=replacing)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        return await discord_download(attachment, max_bytes)
+        return await discord_download(attachment, max_bytes, self._proxy)
 
     async def typing(self, target: Target) -> None:
         """Show "typing…" once (about 10 s); sessions refresh it while a run is active."""

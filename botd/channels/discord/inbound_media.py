@@ -27,11 +27,14 @@ def discord_attachments(items: Iterable[discord.Attachment]) -> tuple[Attachment
     return tuple(found)
 
 
-async def discord_download(attachment: Attachment, max_bytes: int) -> bytes:
-    """The bytes of ``attachment`` from Discord's CDN, at most ``max_bytes``."""
+async def discord_download(
+    attachment: Attachment, max_bytes: int, proxy: str | None = None
+) -> bytes:
+    """The bytes of ``attachment`` from Discord's CDN (through ``proxy``, the channel's
+    ``proxy:``), at most ``max_bytes``."""
     if attachment.size is not None and attachment.size > max_bytes:
         raise TooLarge(attachment.size, max_bytes)
-    body, _ = await fetch_capped(attachment.ref, max_bytes)
+    body, _ = await fetch_capped(attachment.ref, max_bytes, proxy=proxy)
     return body
 
 

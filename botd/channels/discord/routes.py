@@ -35,9 +35,12 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import HTTPClient, Route
+from discord.types.user import User as UserPayload
+from discord.utils import MISSING
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from ...cluster.fencing import Fence
+from ...net.proxy import AiohttpProxy
 
 __all__ = ["DiscordRoutes", "RoutedHTTPClient", "check_fence", "fenced_channel"]
 
@@ -116,9 +119,23 @@ class RoutedHTTPClient(HTTPClient):
         loop: asyncio.AbstractEventLoop,
         *,
         http_trace: aiohttp.TraceConfig | None = None,
+        proxy: AiohttpProxy | None = None,
     ) -> None:
-        super().__init__(loop, http_trace=http_trace)
+        """``proxy``: what its REST requests and gateway connections go through (None:
+        direct). An HTTP(S) proxy is discord.py's own ``proxy`` (its credentials in the URL:
+        ``proxy_auth`` is deprecated in aiohttp); a SOCKS one
+        is the connector of the session ``static_login`` opens (the gateway's websocket is
+        opened on that session too)."""
+        proxy = proxy or AiohttpProxy()
+        super().__init__(loop, http_trace=http_trace, proxy=proxy.url)
         self.routes = routes
+        self._proxy = proxy
+
+    async def static_login(self, token: str) -> UserPayload:
+        # The connector is made here, in the loop, as discord.py makes its own default one.
+        if self.connector is MISSING and self._proxy.socks is not None:
+            self.connector = self._proxy.connector(limit=0) or MISSING
+        return await super().static_login(token)
 
     fence: Fence | None = None
     """The lease its requests are made under (a ``fenced`` view's; None: unfenced)."""

@@ -92,6 +92,7 @@ def _adapter(section: DiscordSection, context: ChannelContext) -> ChannelAdapter
         catch_up=CatchUpSettings.of(section.catch_up),
         marks=context.marks,
         link_previews=LinkPreviews(section.link_previews, section.group_link_previews()),
+        proxy=section.proxy,
     )
 
 

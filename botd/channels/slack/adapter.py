@@ -35,6 +35,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
+from ...net.proxy import aiohttp_proxy, proxy_failure
 from ...store.protocols import CatchUpMarks
 from ..base import InboundSink, LinkPreviews, OutboundFile, PlatformLink, SendScope
 from ..catch_up import CatchUpSettings
@@ -45,7 +46,7 @@ from .inbound import SlackInbound
 from .inbound_media import slack_download
 from .markup import MRKDWN
 from .outbound import BUTTON_ACTION, TEXT_LIMIT, SlackOutbound
-from .socket_mode import SocketWatch
+from .socket_mode import SocketWatch, socket_through
 from .streams import SlackStreams
 from .threads import DEFAULT_THREAD_CONTEXT
 from .webapi import WebAPI
@@ -92,13 +93,16 @@ class SlackAdapter:
         catch_up: CatchUpSettings | None = None,
         marks: CatchUpMarks | None = None,
         link_previews: LinkPreviews | None = None,
+        proxy: str | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this app is (its messages' and
         targets' ``channel``, its conversation keys' start). ``dm_threads``: answer a DM
         message in a thread on it (``delivery: stream``, since a Slack stream needs a
         thread). ``catch_up``, ``marks``: what a start or a reconnect of the socket reads
         of what was missed (``history``; without ``marks``, nothing). ``link_previews``: the
-        chats whose messages are posted without unfurls (None: every chat's unfurl)."""
+        chats whose messages are posted without unfurls (None: every chat's unfurl).
+        ``proxy``: the section's ``proxy:`` for the Web API and the Socket Mode socket (a
+        URL, ``direct``; None: the environment's, as slack_sdk reads it)."""
         if mode == "socket" and not app_token:
             raise ValueError("Slack Socket Mode needs an app-level token (xapp-…)")
         if mode == "http" and not signing_secret:
@@ -115,8 +119,12 @@ class SlackAdapter:
         self._http_path = http_path
         # Every Web API call paced by the bot's budget, answers first (``budget``).
         self.api = WebAPI(
-            bot_token=bot_token, base_url=api_base_url, budget=slack_budget(account_id)
+            bot_token=bot_token,
+            base_url=api_base_url,
+            budget=slack_budget(account_id),
+            proxy=proxy,
         )
+        self._proxy = proxy
         self.client = self.api.client
         self.http_port: int | None = None
         """The port the HTTP Events API listens on once started (useful with ``http_port=0``)."""
@@ -124,7 +132,9 @@ class SlackAdapter:
         self._link = link or PlatformLink()
         self._socket_watch: SocketWatch | None = None
         self._runner: web.AppRunner | None = None
-        command_replies = CommandReplies()
+        command_replies = CommandReplies(
+            proxy=None if proxy is None else aiohttp_proxy(proxy, api_base_url)
+        )
         self.outbound = SlackOutbound(
             self.api,
             command_replies,
@@ -167,14 +177,23 @@ class SlackAdapter:
         except SlackStartError:
             await self.stop()
             raise
-        except SlackError as exc:
+        except Exception as exc:
+            # The proxy's refusal first: it can come as a Slack error (a 407), an aiohttp
+            # one, or the SOCKS library's own.
+            proxied = proxy_failure(exc, self._proxy, f"channels.{self.name}.proxy")
+            if proxied is None and not isinstance(
+                exc, SlackError | aiohttp.ClientError | OSError | TimeoutError
+            ):
+                await self.stop()
+                raise
             await self.stop()
-            error = exc.error
-            if exc.method == "apps.connections.open" and not exc.retryable:
-                error = f"{error} (Slack refused the app-level token, app_token)"
-            raise SlackStartError(exc.method, error) from exc
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            await self.stop()
+            if proxied is not None:
+                raise SlackStartError("start", proxied) from exc
+            if isinstance(exc, SlackError):
+                error = exc.error
+                if exc.method == "apps.connections.open" and not exc.retryable:
+                    error = f"{error} (Slack refused the app-level token, app_token)"
+                raise SlackStartError(exc.method, error) from exc
             reason = str(exc) or type(exc).__name__
             raise SlackStartError("start", f"cannot reach Slack: {reason}") from exc
 
@@ -195,6 +214,8 @@ class SlackAdapter:
             self._socket = handler = AsyncSocketModeHandler(
                 app, app_token=self._app_token, logger=watch.logger
             )
+            if self._proxy is not None:
+                await socket_through(handler.client, aiohttp_proxy(self._proxy, self._api_base_url))
             # The SDK retries a refused app token for ever, logging it each time: ask for the
             # first socket URL here, so a refusal fails the start, and hand the URL over.
             opened = await self.api.call(
@@ -383,7 +404,11 @@ class SlackAdapter:
         """A file of a message, with the bot token (needs the ``files:read`` scope)."""
         api_host = urlsplit(self._api_base_url).hostname or ""
         return await slack_download(
-            attachment, max_bytes, bot_token=self._bot_token, api_hosts=[api_host]
+            attachment,
+            max_bytes,
+            bot_token=self._bot_token,
+            api_hosts=[api_host],
+            proxy=self._proxy,
         )
 
     async def typing(self, target: Target) -> None:

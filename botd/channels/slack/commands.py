@@ -22,16 +22,19 @@ for a while, so the user who ran it is told so, in a message only they see.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import aiohttp
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from ...bounded import Expiring
 from ...chat import InboundMessage, Target
 from ...commands import COMMANDS
+from ...net.proxy import AiohttpProxy
 from .targets import slack_conversation_key
 
 log = logging.getLogger(__name__)
@@ -98,8 +101,13 @@ def slash_message(
 class CommandReplies:
     """The response URLs of recent slash commands, by channel (see the module docstring)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, proxy: AiohttpProxy | None = None
+    ) -> None:
+        """``proxy``: what the answers to ``response_url`` go through (the channel's
+        ``proxy:``; None: the environment's, as slack_sdk reads it)."""
         self._urls: Expiring[str, str] = Expiring(_MEMORY, REPLY_WINDOW, clock)
+        self._proxy = proxy
 
     def remember(self, payload: Mapping[str, Any]) -> None:
         channel, url = str(payload.get("channel_id") or ""), payload.get("response_url")
@@ -113,9 +121,15 @@ class CommandReplies:
         if url is None:
             return
         try:
-            response = await AsyncWebhookClient(url, timeout=10).send(
-                text=NOT_A_MEMBER_TEXT, response_type="ephemeral"
-            )
+            async with contextlib.AsyncExitStack() as stack:
+                client = AsyncWebhookClient(url, timeout=10)
+                if self._proxy is not None:
+                    client.proxy = self._proxy.url  # None: direct, though the SDK read the env
+                    connector = self._proxy.connector()
+                    if connector is not None:
+                        client.session = aiohttp.ClientSession(connector=connector)
+                        stack.push_async_callback(client.session.close)
+                response = await client.send(text=NOT_A_MEMBER_TEXT, response_type="ephemeral")
         except Exception as exc:
             log.warning(
                 "slack: telling a command's user the bot is not in %s failed: %s", channel, exc

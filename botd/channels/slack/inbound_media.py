@@ -53,16 +53,22 @@ def _attachment(file: dict[str, Any]) -> Attachment:
 
 
 async def slack_download(
-    attachment: Attachment, max_bytes: int, *, bot_token: str, api_hosts: Iterable[str]
+    attachment: Attachment,
+    max_bytes: int,
+    *,
+    bot_token: str,
+    api_hosts: Iterable[str],
+    proxy: str | None = None,
 ) -> bytes:
-    """The bytes of ``attachment``, fetched with the bot token, at most ``max_bytes``."""
+    """The bytes of ``attachment``, fetched with the bot token (through ``proxy``, the
+    channel's ``proxy:``), at most ``max_bytes``."""
     if attachment.size is not None and attachment.size > max_bytes:
         raise TooLarge(attachment.size, max_bytes)
     host = urlsplit(attachment.ref).hostname or ""
     if host not in FILE_HOSTS and host not in set(api_hosts):
         raise DownloadError("the file is not on Slack's file server")
     body, content_type = await fetch_capped(
-        attachment.ref, max_bytes, headers={"Authorization": f"Bearer {bot_token}"}
+        attachment.ref, max_bytes, headers={"Authorization": f"Bearer {bot_token}"}, proxy=proxy
     )
     if content_type.startswith("text/html") and not attachment.mime_type.startswith("text/html"):
         raise DownloadError("Slack sent its sign-in page instead (does the app have files:read?)")

@@ -18,17 +18,33 @@ import logging
 import re
 from collections.abc import Callable
 
+import aiohttp
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
+from ...net.proxy import AiohttpProxy
 from ..base import PlatformLink
 
-__all__ = ["SocketWatch"]
+__all__ = ["SocketWatch", "socket_through"]
 
 WATCH_INTERVAL = 1.0
 """Seconds between two looks at the connection."""
 
 _SESSION_ID = re.compile(r" ?\(?\bs_-?\d+\)?")
 """The SDK's session ids (``(s_1234)``): noise in a line a person reads."""
+
+
+async def socket_through(client: SocketModeClient, proxy: AiohttpProxy) -> None:
+    """Make ``client``'s socket connect through ``proxy`` (all None: direct, though the SDK
+    read ``HTTPS_PROXY`` when it was built): an HTTP(S) proxy is the SDK's ``proxy``; a
+    SOCKS one, the session the SDK made (and keeps for every reconnect), replaced by one
+    over the proxy's connector. Before the first connect."""
+    client.proxy = proxy.url
+    if proxy.socks is not None:
+        plain, client.aiohttp_client_session = (
+            client.aiohttp_client_session,
+            aiohttp.ClientSession(connector=proxy.connector()),
+        )
+        await plain.close()
 
 
 class _LastFailure(logging.Handler):

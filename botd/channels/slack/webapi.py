@@ -17,14 +17,17 @@ import copy
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from ssl import SSLContext
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from slack_sdk.web.file_upload_v2_result import FileUploadV2Result
 
 from ...cluster.fencing import Fence
+from ...net.proxy import AiohttpProxy, aiohttp_proxy
 from ...retry import retry_after
 from ..budget import Budget, Priority
 from .budget import take_turn
@@ -46,6 +49,14 @@ class FencedWebClient(AsyncWebClient):
 
     fence: Fence | None = None
     """The lease the calls of this view are made under (None: unfenced)."""
+    socks: AiohttpProxy | None = None
+    """A SOCKS proxy every call goes through (``through``); an HTTP one is the SDK's ``proxy``."""
+
+    def through(self, proxy: AiohttpProxy) -> None:
+        """Send every call through ``proxy`` (all None: direct, whatever the environment
+        says: the SDK read ``HTTPS_PROXY`` when it was built, and this undoes it)."""
+        self.proxy = proxy.url
+        self.socks = proxy if proxy.socks is not None else None
 
     def fenced(self, fence: Fence | None) -> FencedWebClient:
         """This client for the calls of one send made under ``fence``: a shallow copy (the
@@ -59,17 +70,53 @@ class FencedWebClient(AsyncWebClient):
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         if self.fence is not None:
             self.fence.check_send(time.monotonic())
-        return await super().api_call(api_method, **kwargs)
+        if self.socks is None:
+            return await super().api_call(api_method, **kwargs)
+        # The SDK opens a plain session per call when given none; through SOCKS, a session
+        # per call over the proxy's connector, closed with the call as the SDK's would be.
+        async with aiohttp.ClientSession(connector=self.socks.connector()) as session:
+            view = copy.copy(self)
+            view.session = session
+            return await AsyncWebClient.api_call(view, api_method, **kwargs)
+
+    async def _upload_file(
+        self,
+        *,
+        url: str,
+        data: bytes,
+        logger: logging.Logger,
+        timeout: int,
+        proxy: str | None,
+        ssl: SSLContext | None,
+    ) -> FileUploadV2Result:
+        # files_upload_v2's upload to the URL Slack issued does not go through api_call:
+        # through SOCKS, it gets a session over the proxy's connector too.
+        if self.socks is None:
+            return await super()._upload_file(
+                url=url, data=data, logger=logger, timeout=timeout, proxy=proxy, ssl=ssl
+            )
+        async with aiohttp.ClientSession(connector=self.socks.connector()) as session:
+            view = copy.copy(self)
+            view.session = session
+            return await AsyncWebClient._upload_file(
+                view, url=url, data=data, logger=logger, timeout=timeout, proxy=proxy, ssl=ssl
+            )
 
 
 class WebAPI:
     """One Slack app's Web API: its ``client`` and the ``call`` every request goes through,
     paced by ``budget`` (the bot's)."""
 
-    def __init__(self, *, bot_token: str, base_url: str, budget: Budget) -> None:
+    def __init__(
+        self, *, bot_token: str, base_url: str, budget: Budget, proxy: str | None = None
+    ) -> None:
+        """``proxy``: the section's ``proxy:`` (a URL, ``direct``; None: the environment's
+        ``HTTPS_PROXY``/``HTTP_PROXY``, as slack_sdk reads them)."""
         self.budget = budget
         # retry_handlers=[]: no SDK retries at all (None would mean the default handlers).
         self.client = FencedWebClient(token=bot_token, base_url=base_url, retry_handlers=[])
+        if proxy is not None:
+            self.client.through(aiohttp_proxy(proxy, base_url))
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         """How the wait a 429 asks for is waited out."""
 

@@ -48,13 +48,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from telegram.error import NetworkError, TelegramError
 from telegram.ext import Application
-from telegram.request import HTTPXRequest
 
 from ...chat import Attachment, Button, Capabilities, InboundMessage, MessageRef, Target
 from ...cluster.budget import SharedRate
 from ...cluster.holding import PlatformUnreachable, hold_lease
 from ...cluster.leases import Lease, LeaseKeeper
-from ...net.tls import verified_context
+from ...net.proxy import proxy_failure
 from ...ops.logging import not_botds_concern
 from ...retry import Backoff
 from ...store.protocols import Offsets
@@ -76,7 +75,7 @@ from .markup import HTML
 from .menu import publish_commands
 from .outbound import TelegramOutbound
 from .polling import PollingBot
-from .transport import sends_request
+from .transport import sends_request, updates_request
 
 if TYPE_CHECKING:
     from ...http.routes import Route, Routes
@@ -145,6 +144,7 @@ class TelegramAdapter:
         shared_rate: SharedRate | None = None,
         held_back: Callable[[InboundMessage], Awaitable[object]] | None = None,
         link_previews: LinkPreviews | None = None,
+        proxy: str | None = None,
     ) -> None:
         """``channel``: the name of the channel instance this bot is (its messages' and
         targets' ``channel``, the key of its offset and lease, its log lines' prefix).
@@ -155,7 +155,8 @@ class TelegramAdapter:
         ``shared_rate``: where the nodes share the bot's rate (``budget``; None: alone).
         ``held_back``: told of each message polling holds back behind one the sink refused
         (``ChannelContext.held_back``). ``link_previews``: the chats whose messages show
-        no link preview (None: every chat's do)."""
+        no link preview (None: every chat's do). ``proxy``: the section's ``proxy:`` (a URL,
+        ``direct``; None: the environment's), for every request to the Bot API."""
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise ValueError("Telegram's webhook mode needs webhook_url and webhook_secret")
         if mode == "webhook" and http is None:
@@ -175,6 +176,7 @@ class TelegramAdapter:
         self._on_down = on_down
         self._offsets = offsets
         self._api_base_url = api_base_url.rstrip("/")
+        self._proxy = proxy
         self.name = channel
         self.account_id = account_id
         self._label = f"{channel}[{account_id}]"
@@ -226,11 +228,9 @@ class TelegramAdapter:
             # A conversation's lease, given with a send, is checked again as each request
             # is written (see transport.py): a send held up past the lease's end is not
             # written.
-            request=sends_request(self._api_base_url),
+            request=sends_request(self._api_base_url, self._proxy),
             # PTB's own setting for the long poll, with botd's shared TLS context.
-            get_updates_request=HTTPXRequest(
-                connection_pool_size=1, httpx_kwargs={"verify": verified_context()}
-            ),
+            get_updates_request=updates_request(self._proxy),
             resume_offset=int(saved) if saved else 0,
             label=self._label,
             backoff=self._poll_backoff(),
@@ -252,7 +252,9 @@ class TelegramAdapter:
                 await self._start_polling(app)
         except TelegramError as exc:
             await self.stop()
-            raise TelegramStartError("start", start_failure(exc, self._api_base_url)) from exc
+            reason = proxy_failure(exc, self._proxy, f"channels.{self.name}.proxy")
+            reason = reason or start_failure(exc, self._api_base_url)
+            raise TelegramStartError("start", reason) from exc
         except OSError as exc:  # the webhook's port is taken or not ours to listen on
             await self.stop()
             host, port, _ = self._listen
@@ -486,7 +488,7 @@ class TelegramAdapter:
         await self._outbound.set_reaction(ref, emoji, replacing=replacing)
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
-        return await telegram_download(self._require_bot(), attachment, max_bytes)
+        return await telegram_download(self._require_bot(), attachment, max_bytes, self._proxy)
 
     async def typing(self, target: Target) -> None:
         await self._outbound.typing(target)

@@ -66,8 +66,11 @@ def telegram_attachments(message: Message) -> tuple[Attachment, ...]:
     return tuple(found)
 
 
-async def telegram_download(bot: Bot, attachment: Attachment, max_bytes: int) -> bytes:
-    """The bytes of ``attachment``: ``getFile``, then the file itself, at most ``max_bytes``."""
+async def telegram_download(
+    bot: Bot, attachment: Attachment, max_bytes: int, proxy: str | None = None
+) -> bytes:
+    """The bytes of ``attachment``: ``getFile``, then the file itself (through ``proxy``,
+    the channel's ``proxy:``), at most ``max_bytes``."""
     if attachment.size is not None and attachment.size > max_bytes:
         raise TooLarge(attachment.size, max_bytes)
     try:
@@ -79,7 +82,7 @@ async def telegram_download(bot: Bot, attachment: Attachment, max_bytes: int) ->
         raise TooLarge(file.file_size, max_bytes)
     if not file.file_path:
         raise DownloadError("Telegram gave no path to download it from")
-    body, _ = await fetch_capped(file.file_path, max_bytes)
+    body, _ = await fetch_capped(file.file_path, max_bytes, proxy=proxy)
     return body
 
 

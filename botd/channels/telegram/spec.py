@@ -112,6 +112,7 @@ def _adapter(section: TelegramSection, context: ChannelContext) -> ChannelAdapte
         shared_rate=context.shared_rate,
         held_back=context.held_back,
         link_previews=LinkPreviews(section.link_previews, section.group_link_previews()),
+        proxy=section.proxy,
     )
 
 

@@ -15,9 +15,11 @@ carried out: its connection is closed (httpcore does not reuse it).
 What remains is a request already in the network when the lease ends (a retransmission,
 a slow link): its size is the network's delay, not the node's.
 
-Where the environment names a proxy for the Bot API (``HTTPS_PROXY`` and the like, which httpx
-honours), httpx's own transport is kept so the sends go through it, and the lease is checked
-as each request starts instead (an httpx request hook).
+Where the section names a proxy (``proxy:``), or the environment names one for the Bot API
+(``HTTPS_PROXY`` and the like, which httpx honours) and the section does not say ``direct``,
+httpx's own transport is kept so the sends go through it, and the lease is checked as each
+request starts instead (an httpx request hook). ``updates_request`` is the long poll's pool,
+through the same proxy.
 
 How the fence reaches the socket: the adapter is given it with each send (``SendScope``), but
 python-telegram-bot takes no per-request argument that reaches httpx (``Bot.send_message``
@@ -49,6 +51,8 @@ import httpx
 from telegram.request import HTTPXRequest
 
 from ...cluster.fencing import Fence
+from ...config.proxy import DIRECT
+from ...net.proxy import httpx_options
 from ...net.tls import verified_context
 
 _fence: ContextVar[Fence | None] = ContextVar("botd_telegram_fence", default=None)
@@ -206,15 +210,31 @@ class FencedTransport(httpx.AsyncHTTPTransport):
         )
 
 
-def sends_request(api_base_url: str) -> HTTPXRequest:
+def sends_request(api_base_url: str, proxy: str | None = None) -> HTTPXRequest:
     """The request pool of the adapter's sends: over ``FencedTransport``, or over httpx's
-    own transport when the environment names a proxy for ``api_base_url``."""
-    parts = urlsplit(api_base_url)
-    proxies = getproxies()
-    if (parts.scheme in proxies or "all" in proxies) and not proxy_bypass(parts.hostname or ""):
+    own transport through ``proxy`` (the section's ``proxy:``), or through the proxy the
+    environment names for ``api_base_url`` when ``proxy`` is unset."""
+    if proxy is None:
+        parts = urlsplit(api_base_url)
+        proxies = getproxies()
+        if (parts.scheme in proxies or "all" in proxies) and not proxy_bypass(parts.hostname or ""):
+            proxy = proxies.get(parts.scheme) or proxies["all"]
+    if proxy is not None and proxy != DIRECT:
         hooks = {"request": [_check_fence_hook]}
-        return HTTPXRequest(httpx_kwargs={"verify": verified_context(), "event_hooks": hooks})
-    return HTTPXRequest(httpx_kwargs={"transport": FencedTransport(max_connections=256)})
+        return HTTPXRequest(
+            proxy=proxy, httpx_kwargs={"verify": verified_context(), "event_hooks": hooks}
+        )
+    # trust_env off: the environment was read above (and ``direct`` says not to read it).
+    transport = FencedTransport(max_connections=256)
+    return HTTPXRequest(httpx_kwargs={"transport": transport, "trust_env": False})
 
 
-__all__ = ["FencedTransport", "fenced_requests", "sends_request"]
+def updates_request(proxy: str | None = None) -> HTTPXRequest:
+    """The long poll's request pool (one connection), through ``proxy`` (unset: the
+    environment's, as httpx reads it)."""
+    return HTTPXRequest(
+        connection_pool_size=1, httpx_kwargs={"verify": verified_context(), **httpx_options(proxy)}
+    )
+
+
+__all__ = ["FencedTransport", "fenced_requests", "sends_request", "updates_request"]

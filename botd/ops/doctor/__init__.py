@@ -12,6 +12,8 @@ whether it knows the model configured (Anthropic lists dated ids only: an alias 
 when a listed id is it with a date, or when ``GET /v1/models/{name}`` finds it). They are
 plain HTTP requests against the configured base URLs, each with a short timeout, so a
 status code is reported as what it means (a 404 is a wrong base URL, not a rejected token).
+Each goes through the proxy its section names (``proxy:``; unset, the environment's), as
+the daemon's own connections do (``ProbeClients``).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
 stopped again (``doctor.mcp``). Each ACP agent a chat uses has its command found and, when
@@ -49,6 +51,7 @@ from pydantic import BaseModel
 from ...channels.registry import channel_instances, platform_specs
 from ...chat import ChannelId
 from ...config import BotdConfig
+from ...net.proxy import httpx_options
 from ...net.tls import verified_context
 from ...store.backends import store_backend
 from ..logging import mask_secrets
@@ -237,21 +240,21 @@ async def diagnose(
     model, the MCP servers, the ACP agents, the state dir, the store, and the warnings about
     what works but most likely not as meant (``advice``)."""
     sections: dict[str, BaseModel] = config.channels.sections()
-    limits = httpx.Timeout(timeout)
-    async with httpx.AsyncClient(
-        timeout=limits, follow_redirects=False, verify=verified_context()
-    ) as client:
+    async with ProbeClients(timeout) as clients:
         probes: list[Awaitable[list[Check]]] = []
         specs = platform_specs(config.channels)
         instances = channel_instances(config.channels)
         for name in config.channels.enabled():
             spec = specs.get(name)
             if spec is not None and spec.probe is not None:
+                # Through the proxy the channel's own connections take (``proxy:``).
+                client = clients.through(getattr(sections[name], "proxy", None))
                 probe = _guarded(name, spec.probe(client, sections[name]), debug)
                 probes.append(_for_instance(instances[name], probe))
             else:
                 probes.append(_skipped(name))
-        probes.append(_guarded("model", _model(client, config), debug))
+        model = _model(clients.through(config.model.proxy), config)
+        probes.append(_guarded("model", model, debug))
         if config.agent.mcp_servers:
             from .mcp import mcp_checks  # the MCP client and its tools' schemas: only then
 
@@ -279,6 +282,34 @@ async def diagnose(
     checks.extend(await access_checks(config, state_dir))
     checks.extend(health_port_check(config))
     return checks
+
+
+class ProbeClients:
+    """The doctor's HTTP clients, one per proxy the probed sections name (``proxy:``), so
+    each probe goes the way the daemon's connections will; closed together."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = httpx.Timeout(timeout)
+        self._clients: dict[str | None, httpx.AsyncClient] = {}
+
+    def through(self, proxy: str | None) -> httpx.AsyncClient:
+        """The client for ``proxy`` (a URL, ``direct``; None: the environment's)."""
+        client = self._clients.get(proxy)
+        if client is None:
+            client = self._clients[proxy] = httpx.AsyncClient(
+                timeout=self._timeout,
+                follow_redirects=False,
+                verify=verified_context(),
+                **httpx_options(proxy),
+            )
+        return client
+
+    async def __aenter__(self) -> ProbeClients:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        await asyncio.gather(*(client.aclose() for client in clients))
 
 
 async def _skipped(name: str) -> list[Check]:

@@ -114,8 +114,12 @@ async def request(
         response = await client.request(method, url, headers=headers, params=params)
     except httpx.TimeoutException:
         raise Unreachable(f"no answer within {client.timeout.read or PROBE_TIMEOUT:g} s") from None
+    except httpx.ProxyError as exc:  # a tunnel refused, a SOCKS5 login failed
+        raise Unreachable(f"through the proxy: {reason(exc)}") from None
     except httpx.HTTPError as exc:
         raise Unreachable(reason(exc)) from None
+    if response.status_code == 407:  # a proxy forwarding plain HTTP answers for the server
+        raise Unreachable("the proxy refused the credentials: 407 Proxy Authentication Required")
     return Answer(response)
 
 

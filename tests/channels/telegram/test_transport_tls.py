@@ -1,7 +1,8 @@
 """The Telegram adapter's own network layer (``transport.py``) over TLS, as the Bot API is
 served (the loopback fakes are plain HTTP): a verified server answers requests small and
 large, one connection after another and several at once; a certificate that does not name
-the host is refused; and a lease at its end writes nothing to the server."""
+the host is refused; and a lease at its end writes nothing to the server, also when the sends
+go through a proxy (a CONNECT tunnel)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import pytest
 import trustme
 from aiohttp import web
 
-from botd.channels.telegram.transport import FencedTransport, fenced_requests
+from botd.channels.telegram.transport import FencedTransport, fenced_requests, sends_request
 from botd.cluster.fencing import Fence, LeaseLost
 from botd.cluster.leases import LeaseKeeper, ProcessLeases
 from botd.net.tls import verified_context
+from tests.fakes.proxies import HttpProxy
 
 
 @pytest.fixture
@@ -99,3 +101,29 @@ async def test_a_lease_at_its_end_writes_nothing_over_tls(
                 await client.post(f"https://localhost:{port}/sendMessage", content=b"late")
     assert seen == [4]
     assert lease.lost.is_set()
+
+
+async def test_through_a_proxy_the_sends_tunnel_over_tls_and_a_lease_at_its_end_sends_nothing(
+    tls_server: tuple[int, list[int]],
+) -> None:
+    """With ``proxy:`` the sends go through httpx's own transport, over a CONNECT tunnel for
+    an https:// Bot API, and the lease is still checked as each request starts."""
+    port, seen = tls_server
+    keeper = LeaseKeeper(ProcessLeases(), "node-a", 60)
+    lease = await keeper.try_claim("conversation:telegram:1")
+    assert lease is not None
+    base = f"https://localhost:{port}"
+    async with HttpProxy(user="botd", password="Zr4kWq9Tn2") as proxy:
+        request = sends_request(base, proxy.url)
+        await request.initialize()
+        try:
+            with fenced_requests(Fence(lease, "node-a", 1.0)):
+                code, _ = await request.do_request(f"{base}/sendMessage", "POST")
+                assert code == 200
+                lease.deadline = time.monotonic()  # the node was frozen past the lease's end
+                with pytest.raises(LeaseLost):
+                    await request.do_request(f"{base}/sendMessage", "POST")
+        finally:
+            await request.shutdown()
+    assert seen == [0]
+    assert [(p.kind, p.host, p.port) for p in proxy.passages] == [("CONNECT", "localhost", port)]

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ....net.proxy import httpx_options
 from ....net.tls import verified_context
 from ....ops.outages import Reachability
 from ....retry import Backoff, retry_after, retry_wait
@@ -51,7 +52,10 @@ class OpenAIProvider:
         extra_headers: dict[str, str] | None = None,
         name: str = "openai",
         health: Reachability | None = None,
+        proxy: str | None = None,
     ) -> None:
+        """``proxy``: ``model.proxy`` (a URL, ``direct``; None: the environment's, as httpx
+        reads it)."""
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive")
         self.name = name
@@ -68,7 +72,7 @@ class OpenAIProvider:
         # two chunks of its stream.
         timeout = httpx.Timeout(idle_timeout, connect=min(idle_timeout, CONNECT_TIMEOUT))
         self._client = httpx.AsyncClient(
-            headers=headers, timeout=timeout, verify=verified_context()
+            headers=headers, timeout=timeout, verify=verified_context(), **httpx_options(proxy)
         )
 
     async def aclose(self) -> None:
