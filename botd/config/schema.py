@@ -912,10 +912,12 @@ class ChatChannelSection(ChannelSection, TurnOverrides):
     direct chats are one conversation per person whatever it says."""
 
     def group_session_scope(self, group: str) -> SessionScope:
-        """``group``'s ``session_scope``: its own, else ``"*"``'s, else the channel's."""
-        for rule in (self.groups.get(group), self.groups.get("*")):
-            if rule is not None and rule.session_scope is not None:
-                return rule.session_scope
+        """``group``'s ``session_scope``: its own, else the channel's; a group not listed
+        takes ``"*"``'s. A listed group takes nothing from ``"*"``, as for every other key
+        (``botd.config.overrides``)."""
+        rule = self.groups.get(group) or self.groups.get("*")
+        if rule is not None and rule.session_scope is not None:
+            return rule.session_scope
         return self.session_scope
 
     @field_validator("groups")

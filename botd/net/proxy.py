@@ -80,11 +80,12 @@ class AiohttpProxy:
         if self.socks is None:
             return None
         try:
-            from aiohttp_socks import ProxyConnector, ProxyType  # the slack and discord extras'
+            # The extras of the channels whose SDKs run on aiohttp bring it.
+            from aiohttp_socks import ProxyConnector, ProxyType
         except ImportError:
             raise RuntimeError(
-                "a socks5:// proxy needs aiohttp-socks: pip install 'botd[slack]' or "
-                "'botd[discord]' again (they bring it)"
+                "a socks5:// proxy needs aiohttp-socks: install that channel's extra of botd "
+                "again (it brings it), or pip install aiohttp-socks"
             ) from None
 
         parts = urlsplit(self.socks)

@@ -26,7 +26,7 @@ def section(**settings: Any) -> ChatChannelSection:
     return ChatChannelSection.model_validate(settings)
 
 
-def test_a_groups_scope_is_its_own_else_stars_else_the_channels() -> None:
+def test_a_groups_scope_is_its_own_else_the_channels_and_an_unlisted_groups_is_stars() -> None:
     assert section(groups={"g1": {}}).group_session_scope("g1") == "group"  # the default
     channel_wide = section(
         session_scope="user", groups={"g1": {}, "g2": {"session_scope": "group"}}
@@ -35,10 +35,10 @@ def test_a_groups_scope_is_its_own_else_stars_else_the_channels() -> None:
     assert channel_wide.group_session_scope("g2") == "group"
     assert channel_wide.group_session_scope("unlisted") == "user"
     star = section(groups={"*": {"session_scope": "user"}, "g1": {"require_mention": False}})
-    assert star.group_session_scope("g1") == "user"  # g1 sets none: "*"'s
+    assert star.group_session_scope("g1") == "group"  # listed, sets none: the channel's
     assert star.group_session_scope("unlisted") == "user"
     policy = access_policy(star)
-    assert policy.user_scoped("g1") and policy.user_scoped("unlisted")
+    assert not policy.user_scoped("g1") and policy.user_scoped("unlisted")
     mixed = access_policy(section(groups={"*": {}, "g1": {"session_scope": "user"}}))
     assert mixed.user_scoped("g1") and not mixed.user_scoped("g2")
 
