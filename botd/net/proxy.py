@@ -22,12 +22,11 @@ address it connects to, and a proxy would connect on its behalf to whatever the 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 from urllib.request import getproxies, proxy_bypass
-
-import aiohttp
 
 from ..config.proxy import DIRECT, shown
 
@@ -137,15 +136,18 @@ def proxy_failure(exc: BaseException, proxy: str | None, key: str) -> str | None
 
 def _proxy_error(exc: BaseException) -> str | None:
     """What the proxy said in ``exc`` or its causes, as one line (None: nothing of a proxy)."""
+    # aiohttp is loaded only by the SDKs that use it (Slack's, Discord's): when it is not,
+    # no error can be one of its.
+    aiohttp = sys.modules.get("aiohttp")
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         text = " ".join(str(current).split()) or type(current).__name__
         text = text.removeprefix("httpx.ProxyError: ")  # python-telegram-bot's wording
-        if isinstance(current, aiohttp.ClientHttpProxyError):
+        if aiohttp is not None and isinstance(current, aiohttp.ClientHttpProxyError):
             return f"{current.status} {current.message}"
-        if isinstance(current, aiohttp.ClientProxyConnectionError):
+        if aiohttp is not None and isinstance(current, aiohttp.ClientProxyConnectionError):
             return text
         if type(current).__name__ == "ProxyError" or type(current).__module__.startswith(
             "python_socks"

@@ -11,73 +11,28 @@ under its own name.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from botd.app import App
-from tests.fakes.discord_api import DM_CHANNEL_ID, USER_ID, FakeDiscordAPI, user
-from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.fakes.discord_api import DM_CHANNEL_ID, USER_ID, user
 from tests.support.daemon_inprocess import config_yaml, daemon_running
+from tests.support.four_bots import CHANNELS, FourBots, four_bots, four_bots_yaml
 from tests.support.health_probe import free_port, named, scrape
 from tests.support.waiting import guarded, until
 
 CHAT = 777
 """The Telegram DM written to each bot (a private chat's id is its user's)."""
 ALICE = user(USER_ID, "alice")
-CHANNELS = ("telegram", "support", "discord", "guild")
-
-
-@dataclass
-class Fakes:
-    telegram: FakeTelegramAPI
-    support: FakeTelegramAPI
-    discord: FakeDiscordAPI
-    guild: FakeDiscordAPI
 
 
 @pytest.fixture
-async def fakes() -> AsyncIterator[Fakes]:
-    async with AsyncExitStack() as stack:
-        yield Fakes(
-            await stack.enter_async_context(FakeTelegramAPI(token="111:first-bot")),
-            await stack.enter_async_context(FakeTelegramAPI(token="222:second-bot")),
-            await stack.enter_async_context(FakeDiscordAPI(token="discord-first")),
-            await stack.enter_async_context(FakeDiscordAPI(token="discord-second")),
-        )
-
-
-def channels_yaml(fakes: Fakes) -> str:
-    """Each bot's section: the second of each platform named, with its platform."""
-
-    def telegram(fake: FakeTelegramAPI) -> str:
-        return (
-            f"    token: {json.dumps(fake.token)}\n"
-            f"    api_base_url: {json.dumps(fake.base_url)}\n"
-            "    poll_timeout: 1\n    dm_policy: open\n"
-        )
-
-    def discord(fake: FakeDiscordAPI) -> str:
-        return (
-            f"    token: {json.dumps(fake.token)}\n"
-            f"    api_base_url: {json.dumps(fake.base_url)}\n"
-            f"    gateway_url: {json.dumps(fake.gateway_url)}\n"
-            "    guild_ready_timeout: 0.05\n"
-            "    dm_policy: open\n    command_menu: false\n"
-        )
-
-    return (
-        "channels:\n"
-        + ("  telegram:\n" + telegram(fakes.telegram))
-        + ("  support:\n    platform: telegram\n" + telegram(fakes.support))
-        + ("  discord:\n" + discord(fakes.discord))
-        + ("  guild:\n    platform: discord\n" + discord(fakes.guild))
-    )
+async def fakes() -> AsyncIterator[FourBots]:
+    async with four_bots() as bots:
+        yield bots
 
 
 def all_running(daemon: App) -> bool:
@@ -95,11 +50,11 @@ async def healthz(port: int) -> dict[str, object]:
 
 
 async def test_two_telegram_and_two_discord_bots_each_answer_their_own_chats(
-    tmp_path: Path, fakes: Fakes
+    tmp_path: Path, fakes: FourBots
 ) -> None:
     port = free_port()
     config = config_yaml(
-        tmp_path, f"health: {{enabled: true, port: {port}}}\n", channels_yaml(fakes)
+        tmp_path, f"health: {{enabled: true, port: {port}}}\n", four_bots_yaml(fakes)
     )
     async with daemon_running(config, ready=all_running) as daemon:
         fakes.telegram.push_text(CHAT, "hello first")
@@ -152,12 +107,12 @@ async def test_two_telegram_and_two_discord_bots_each_answer_their_own_chats(
 
 
 async def test_a_second_bot_that_fails_is_down_under_its_own_name(
-    tmp_path: Path, fakes: Fakes
+    tmp_path: Path, fakes: FourBots
 ) -> None:
     """The second Telegram bot's token refused (its Bot API knows another): it alone is
     down, under its name, and the first bot answers."""
     port = free_port()
-    refused = channels_yaml(fakes).replace(fakes.support.token, "333:not-this-bot")
+    refused = four_bots_yaml(fakes).replace(fakes.support.token, "333:not-this-bot")
 
     def support_down(daemon: App) -> bool:
         return daemon.started and daemon.channel_states().get("support") == "down"

@@ -10,19 +10,17 @@ the node that sent it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from tests.cluster.nodes import Node, lease_holders, node
-from tests.fakes.discord_api import DM_CHANNEL_ID, USER_ID, FakeDiscordAPI, user
+from tests.fakes.discord_api import DM_CHANNEL_ID, USER_ID, user
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.daemon_process import RunningDaemon, reap, stop_daemon
+from tests.support.four_bots import FourBots, four_bots, four_bots_yaml
 from tests.support.waiting import until
 
 CHAT = 777
@@ -39,51 +37,15 @@ SPREAD = {
 name (``botd.cluster.holding.first_to_hand_over``)."""
 
 
-@dataclass
-class Fakes:
-    telegram: FakeTelegramAPI
-    support: FakeTelegramAPI
-    discord: FakeDiscordAPI
-    guild: FakeDiscordAPI
-
-
 @pytest.fixture
-async def fakes() -> AsyncIterator[Fakes]:
-    async with AsyncExitStack() as stack:
-        yield Fakes(
-            await stack.enter_async_context(FakeTelegramAPI(token="111:first-bot")),
-            await stack.enter_async_context(FakeTelegramAPI(token="222:second-bot")),
-            await stack.enter_async_context(FakeDiscordAPI(token="discord-first")),
-            await stack.enter_async_context(FakeDiscordAPI(token="discord-second")),
-        )
+async def fakes() -> AsyncIterator[FourBots]:
+    async with four_bots() as bots:
+        yield bots
 
 
-def four_bots(tmp_path: Path, name: str, fakes: Fakes) -> Node:
-    def telegram(fake: FakeTelegramAPI) -> str:
-        return (
-            f"    token: {json.dumps(fake.token)}\n"
-            f"    api_base_url: {json.dumps(fake.node_url(name))}\n"
-            "    poll_timeout: 1\n    dm_policy: open\n    command_menu: false\n"
-        )
-
-    def discord(fake: FakeDiscordAPI) -> str:
-        return (
-            f"    token: {json.dumps(fake.token)}\n"
-            f"    api_base_url: {json.dumps(fake.base_url)}\n"
-            f"    gateway_url: {json.dumps(fake.gateway_url)}\n"
-            "    guild_ready_timeout: 0.05\n"
-            "    dm_policy: open\n    command_menu: false\n"
-        )
-
-    return node(
-        tmp_path,
-        name,
-        "channels:\n"
-        + ("  telegram:\n" + telegram(fakes.telegram))
-        + ("  support:\n    platform: telegram\n" + telegram(fakes.support))
-        + ("  discord:\n" + discord(fakes.discord))
-        + ("  guild:\n    platform: discord\n" + discord(fakes.guild)),
-    )
+def four_bots_node(tmp_path: Path, name: str, fakes: FourBots) -> Node:
+    """Node ``name`` running the four bots, reaching each Bot API under its own prefix."""
+    return node(tmp_path, name, four_bots_yaml(fakes, lambda fake: fake.node_url(name)))
 
 
 def holders(dsn: str) -> dict[str, str]:
@@ -103,9 +65,9 @@ def conversation_keys(dsn: str) -> set[str]:
 
 
 async def test_four_bots_on_two_nodes_spread_their_inputs_and_keep_one_user_apart(
-    tmp_path: Path, postgres_dsn: str, fakes: Fakes
+    tmp_path: Path, postgres_dsn: str, fakes: FourBots
 ) -> None:
-    a, b = (four_bots(tmp_path, name, fakes) for name in ("node-a", "node-b"))
+    a, b = (four_bots_node(tmp_path, name, fakes) for name in ("node-a", "node-b"))
     first = await a.start(postgres_dsn)
     second: RunningDaemon | None = None
     try:
