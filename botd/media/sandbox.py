@@ -71,7 +71,7 @@ class Sandbox:
 
     async def pdf_text(self, data: bytes, budget: Budget) -> PdfText:
         """The text of a PDF (``documents.pdf_text``), read in a worker."""
-        if find_spec("pypdf") is None:
+        if find_spec("pypdfium2") is None:
             raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'")
         header, payload = await self._run("pdf", data, budget)
         return PdfText(payload.decode(), int(header["pages_read"]), int(header["pages"]))

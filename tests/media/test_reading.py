@@ -4,7 +4,8 @@ A read past its time is one line and its worker is gone; a worker past its CPU l
 ended by the kernel; a cancelled read kills its worker at once; a worker killed from outside
 is one line; no more than ``READ_SLOTS``
 workers run at once, and DNS lookups still answer while they do; a long PDF is read only
-until there is enough text.
+until there is enough text; a page of 780,000 one-character text operations is read whole
+(how fast: ``bench/reading.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from botd.events import TextContent
 from botd.media import Resolved
 from botd.media.documents import DOCUMENT_CHAR_LIMIT
 from botd.media.sandbox import READ_SLOTS, Budget, ReadFailed, Sandbox
-from tests.media.files import minimal_pdf, pdf, showing, slow_pdf
+from tests.media.files import dense_text_pdf, minimal_pdf, pdf, showing, slow_pdf
 from tests.media.reading import message, reaped, resolver, worker_pids
 from tests.support.waiting import HANG_GUARD, until
 
@@ -52,6 +53,13 @@ async def test_a_long_pdf_is_read_only_until_there_is_enough_text() -> None:
     assert found is not None, note
     read = int(found[1])  # just past the limit: each page has about 1000 characters
     assert 40 <= read <= 42
+
+
+async def test_a_page_of_780_000_text_operations_is_read_whole() -> None:
+    data, shown = dense_text_pdf(780_000)
+    read = await Sandbox().pdf_text(data, Budget.of(HANG_GUARD))
+    assert (read.pages_read, read.pages) == (1, 1)
+    assert "".join(read.text.split()) == shown  # every character, in order (lines between)
 
 
 async def test_a_pdf_past_its_time_is_one_line_and_its_worker_is_gone() -> None:
