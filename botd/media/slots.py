@@ -7,9 +7,10 @@ minutes and every other conversation's files would wait behind them. ``FairSlots
 * lets one owner (a conversation) hold at most ``per_owner`` slots at once, by default all
   but one: however many files one conversation queues, a slot is left for the others, so
   that they never wait behind its readings (only behind a third conversation's);
-* hands a freed slot to the waiting owners in turn (round robin: the owner served longest
-  ago first, each owner's own waiters in the order they came), so that six conversations
-  with queued files share the slots evenly instead of in the order the files came.
+* hands a freed slot to the waiting owner served longest ago (one not served since it began
+  to read goes first; each owner's own waiters in the order they came): six conversations
+  with queued files take turns instead of going in the order the files came, and a seventh
+  that sends one file is served at the next freed slot, not behind their queues.
 
 A slot is not work-conserving for one owner alone: a conversation by itself reads at most
 ``per_owner`` files at once even when the other slots are idle. That is the price of the
@@ -37,8 +38,13 @@ class FairSlots:
         self.per_owner = max(1, slots - 1) if per_owner is None else min(per_owner, slots)
         self._free = slots
         self._held: Counter[str] = Counter()
-        # Owners with waiters, in the order they are served next (a dict keeps its order).
-        self._turns: dict[str, deque[asyncio.Future[None]]] = {}
+        self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
+        """Each owner's waiters in the order they came; owners in the order they began to
+        wait (a dict keeps its order)."""
+        self._grants = 0
+        self._served: dict[str, int] = {}
+        """When each busy owner (holding or waiting) was last given a slot, as a count of
+        grants; an owner that has not been since it became busy has no entry."""
 
     @asynccontextmanager
     async def slot(self, owner: str) -> AsyncIterator[None]:
@@ -55,14 +61,14 @@ class FairSlots:
 
     def waiting(self) -> int:
         """How many are waiting for a slot."""
-        return sum(len(waiters) for waiters in self._turns.values())
+        return sum(len(waiters) for waiters in self._waiters.values())
 
     async def _acquire(self, owner: str) -> None:
-        if self._free and self._held[owner] < self.per_owner and not self._turns:
+        if self._free and self._held[owner] < self.per_owner and not self._waiters:
             self._take(owner)
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._turns.setdefault(owner, deque()).append(waiter)
+        self._waiters.setdefault(owner, deque()).append(waiter)
         self._grant()
         try:
             await waiter
@@ -76,43 +82,51 @@ class FairSlots:
     def _take(self, owner: str) -> None:
         self._free -= 1
         self._held[owner] += 1
+        self._grants += 1
+        self._served[owner] = self._grants
 
     def _release(self, owner: str) -> None:
         self._free += 1
         self._held[owner] -= 1
         if not self._held[owner]:
             del self._held[owner]
+        self._tidy(owner)
         self._grant()
 
     def _forget(self, owner: str, waiter: asyncio.Future[None]) -> None:
-        waiters = self._turns.get(owner)
+        waiters = self._waiters.get(owner)
         if waiters is not None and waiter in waiters:
             waiters.remove(waiter)
             if not waiters:
-                del self._turns[owner]
+                del self._waiters[owner]
+        self._tidy(owner)
         self._grant()  # a waiter gone may leave a slot another owner can take
 
+    def _tidy(self, owner: str) -> None:
+        """Forgets when an owner that is no longer busy was served: it starts afresh."""
+        if not self._held[owner] and owner not in self._waiters:
+            self._served.pop(owner, None)
+
     def _grant(self) -> None:
-        """Hands free slots to waiting owners, in turn, as far as their caps allow."""
-        granted = True
-        while self._free and granted:
-            granted = False
-            for owner in list(self._turns):
-                if not self._free:
-                    break
-                if self._held[owner] >= self.per_owner:
-                    continue
-                waiters = self._turns.pop(owner)
-                while waiters and waiters[0].done():  # cancelled, its task not yet resumed
-                    waiters.popleft()
-                if not waiters:
-                    continue
-                waiter = waiters.popleft()
-                if waiters:
-                    self._turns[owner] = waiters  # to the back of the turns
-                self._take(owner)
-                waiter.set_result(None)
-                granted = True
+        """Hands free slots to waiting owners as far as their caps allow, each time to the
+        one served longest ago (one not served yet first, in the order they began to
+        wait)."""
+        for owner, waiters in list(self._waiters.items()):
+            while waiters and waiters[0].done():  # cancelled, its task not yet resumed
+                waiters.popleft()
+            if not waiters:
+                del self._waiters[owner]
+        while self._free:
+            ready = [owner for owner in self._waiters if self._held[owner] < self.per_owner]
+            if not ready:
+                return
+            owner = min(ready, key=lambda name: self._served.get(name, 0))
+            waiters = self._waiters[owner]
+            waiter = waiters.popleft()
+            if not waiters:
+                del self._waiters[owner]
+            self._take(owner)
+            waiter.set_result(None)
 
 
 __all__ = ["FairSlots"]

@@ -1,6 +1,6 @@
-"""``FairSlots``: freed slots go to the waiting conversations in turn, one conversation never
-holds the last slot, and a waiter that gives up passes its turn on (no workers: the order is
-the slots' alone)."""
+"""``FairSlots``: freed slots go to the waiting conversations in turn (one not served yet
+first), one conversation never holds the last slot, and a waiter that gives up passes its
+turn on (no workers: the order is the slots' alone)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,16 @@ async def test_freed_slots_go_to_the_waiting_conversations_in_turn() -> None:
         await until(lambda: slots.waiting() == 6, "every job to queue")
     await asyncio.wait_for(asyncio.gather(*jobs), HANG_GUARD)
     assert served == ["A", "B", "C", "A", "B", "A"]
+
+
+async def test_a_conversation_being_served_waits_behind_one_not_served_yet() -> None:
+    slots = FairSlots(1)
+    served: list[str] = []
+    async with holding(slots, "A"):  # A's first file is read
+        jobs = [asyncio.create_task(served_in(slots, owner, served)) for owner in "AAB"]
+        await until(lambda: slots.waiting() == 3, "every job to queue")
+    await asyncio.wait_for(asyncio.gather(*jobs), HANG_GUARD)
+    assert served == ["B", "A", "A"]  # B came after A's files, but had no turn yet
 
 
 async def test_one_conversation_never_holds_the_last_slot() -> None:
