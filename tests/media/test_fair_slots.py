@@ -1,6 +1,7 @@
 """``FairSlots``: freed slots go to the waiting conversations in turn (one not served yet
 first), one conversation never holds the last slot, and a waiter that gives up passes its
-turn on (no workers: the order is the slots' alone)."""
+turn on, also when it was given a slot it never used (no workers: the order is the
+slots' alone)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,20 @@ async def test_a_waiter_that_gives_up_passes_its_turn() -> None:
     assert served == ["B"]
     async with holding(slots, "C"):  # every slot is free again
         assert slots.held("C") == 1
+
+
+async def test_a_slot_granted_to_a_waiter_that_gave_up_is_handed_on() -> None:
+    slots = FairSlots(1)
+    served: list[str] = []
+    held = slots.slot("held")
+    await held.__aenter__()
+    gone = asyncio.create_task(served_in(slots, "A", served))
+    stays = asyncio.create_task(served_in(slots, "B", served))
+    await until(lambda: slots.waiting() == 2, "both jobs to queue")
+    await held.__aexit__(None, None, None)  # the slot is A's now (nothing yields meanwhile)
+    assert slots.held("A") == 1
+    gone.cancel()  # before A's job ran
+    await asyncio.gather(gone, return_exceptions=True)
+    await asyncio.wait_for(stays, HANG_GUARD)
+    assert served == ["B"]
+    assert (slots.held("A"), slots.held("B"), slots.waiting()) == (0, 0, 0)
