@@ -39,6 +39,7 @@ from botd.cluster.fencing import RunScope
 from botd.media.sandbox import Budget, Sandbox
 from tests.fakes.loopback import serve
 from tests.media.files import dense_text_pdf, minimal_pdf
+from tests.support.waiting import until
 
 OPERATIONS = 780_000
 BUDGET = Budget.of(30.0)  # media.read_timeout's default
@@ -109,8 +110,7 @@ async def others_while_six_chats_read(runs: int, files: int) -> None:
                     for n in senders
                     for _ in range(each)
                 ]
-                while sandbox.files.held("telegram:1") == 0:  # the readings have begun
-                    await asyncio.sleep(0.01)
+                await until(lambda: sandbox.files.held("telegram:1"), "the readings to begin")
                 fetch_delays.append(await timed(fetch) - idle_fetch)
                 pdf_delays.append(await timed(small_pdf) - idle_pdf)
                 for read in reads:  # what is left is not measured: its workers are killed
