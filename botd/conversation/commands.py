@@ -90,9 +90,12 @@ class CommandDesk:
         servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
         owners: OwnerChecks | None = None,
+        memory: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
         self._owners = owners
+        self._memory = memory
+        """Answers ``/memory`` (its argument given): ``botd.memory.Memory.command``."""
         """Who the bot's owners are, and what only they may do (None: no owners)."""
         self._conversations = conversations
         self._unplaced = unplaced
@@ -154,6 +157,11 @@ class CommandDesk:
                 text = "This command is for the bot's owners."
             else:
                 text = await self._owners.pair(message, command_argument(message.text))
+        elif command == "/memory":
+            if self._memory is None:
+                text = "There is no memory here."
+            else:
+                text = await self._memory(message, command_argument(message.text))
         elif command == "/start":
             text = "Hello! Write to me and I will answer. " + HELP
         else:

@@ -1,0 +1,120 @@
+"""Memory end to end: the real daemon, Telegram's SDK over the loopback Bot API, the Anthropic
+SDK over its fake. Alice has the model remember something in her DM; it is given to her next
+turn's request (with the system prompt, not kept in the transcript), never to Bob's DM nor to
+a group where Alice speaks; the group's own memory stays the group's; ``/memory`` lists and
+forgets, and what is forgotten is gone from the next request. One daemon for all of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from botd.app import App
+from botd.store import MemoryOwner
+from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
+from tests.fakes.telegram_api import FakeTelegramAPI, user
+from tests.support.daemon_inprocess import (
+    anthropic_yaml,
+    config_yaml,
+    daemon_running,
+    daemon_store,
+    telegram_yaml,
+)
+from tests.support.waiting import guarded, until
+
+ALICE, BOB = 1001, 1002
+GROUP = -1003
+ALICE_FACT = "Alice drinks green tea with honey"
+GROUP_FACT = "The team meets on Fridays"
+
+
+def _config(tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) -> str:
+    agent = "agent:\n  system_prompt: You are botd.\n  tools: [message, remember, recall, forget]\n"
+    channel = telegram_yaml(
+        telegram,
+        "poll_timeout: 1",
+        "dm_policy: open",
+        "require_mention: false",
+        "groups:",
+        f'  "{GROUP}": {{}}',
+    )
+    return config_yaml(tmp_path, anthropic_yaml(model), agent, channel)
+
+
+async def _say(daemon: App, telegram: FakeTelegramAPI, chat: int, said: str, sender: int) -> str:
+    """``sender`` says ``said`` in ``chat``; the bot's latest message there once it is over."""
+    before = len(telegram.visible(chat))
+    kind = "private" if chat > 0 else "supergroup"
+    telegram.push_text(chat, said, sender=user(sender), chat_type=kind)
+    await until(lambda: len(telegram.visible(chat)) > before, f"an answer to {said!r}")
+    assert daemon.runtime is not None
+    await guarded(daemon.runtime.dispatcher.drain(), f"the run of {said!r} to end")
+    return telegram.visible(chat)[-1]
+
+
+def _system(model: FakeAnthropicAPI) -> str:
+    """The system prompt of the latest request."""
+    return "".join(block["text"] for block in model.requests[-1].body.get("system", []))
+
+
+def _whole(model: FakeAnthropicAPI, first: int) -> str:
+    """Every request from ``first`` on, as JSON: all the model was given."""
+    return "".join(json.dumps(request.body) for request in model.requests[first:])
+
+
+async def test_a_persons_memory_reaches_only_their_own_direct_chat(
+    tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI
+) -> None:
+    async with daemon_running(_config(tmp_path, telegram, model)) as bot:
+        remember = json.dumps({"text": ALICE_FACT})
+        model.push(stream(tool_use("t1", "remember", remember), stop_reason="tool_use"))
+        model.push(stream(text("Noted.")))
+        assert await _say(bot, telegram, ALICE, "remember my tea", ALICE) == "Noted."
+        store = daemon_store(bot)
+        alice = MemoryOwner("telegram", "user", str(ALICE))
+        assert [item.text for item in await store.memories(alice)] == [ALICE_FACT]
+
+        # Alice's next turn is given it with the system prompt; the transcript keeps none.
+        model.push(stream(text("Green tea.")))
+        await _say(bot, telegram, ALICE, "what tea do I drink?", ALICE)
+        assert _system(model).startswith("You are botd.\n\n")
+        assert ALICE_FACT in _system(model)
+        assert ALICE_FACT not in json.dumps(model.requests[-1].body["messages"][-1])
+
+        # Bob's DM and the group Alice speaks in: no request carries it, even one that
+        # recalls (the group's recall reads the group's memory).
+        first = len(model.requests)
+        model.push(stream(text("No idea.")))
+        await _say(bot, telegram, BOB, "what tea does Alice drink?", BOB)
+        # /memory in her DM lists hers, numbered.
+        listing = await _say(bot, telegram, ALICE, "/memory", ALICE)
+        assert listing.startswith("What I keep in your memory (1 of 50):\n")
+        assert f"1. {ALICE_FACT}" in listing
+        model.push(stream(tool_use("t2", "recall", "{}"), stop_reason="tool_use"))
+        model.push(stream(text("Nothing kept.")))
+        await _say(bot, telegram, GROUP, "what tea do I drink?", ALICE)
+        remember = json.dumps({"text": GROUP_FACT})
+        model.push(stream(tool_use("t3", "remember", remember), stop_reason="tool_use"))
+        model.push(stream(text("Noted for the team.")))
+        await _say(bot, telegram, GROUP, "remember we meet on Fridays", ALICE)
+        model.push(stream(text("Fridays.")))
+        await _say(bot, telegram, GROUP, "when does the team meet?", BOB)
+        assert GROUP_FACT in _system(model)
+        assert "green tea" not in _whole(model, first)
+        group = MemoryOwner("telegram", "group", str(GROUP))
+        assert [(i.text, i.author) for i in await store.memories(group)] == [
+            (GROUP_FACT, str(ALICE))
+        ]
+        assert [item.text for item in await store.memories(alice)] == [ALICE_FACT]
+
+        # /memory in the group lists the group's, never Alice's own.
+        listing = await _say(bot, telegram, GROUP, "/memory", ALICE)
+        assert GROUP_FACT in listing and ALICE_FACT not in listing
+
+        # Forgetting it (by its number in /memory) drops it from the next turn.
+        forgot = await _say(bot, telegram, ALICE, "/memory forget 1", ALICE)
+        assert forgot == f"Forgot item 1: {ALICE_FACT}"
+        assert await store.memories(alice) == []
+        model.push(stream(text("I keep nothing.")))
+        await _say(bot, telegram, ALICE, "what tea do I drink?", ALICE)
+        assert _system(model) == "You are botd."
