@@ -67,9 +67,7 @@ def words(text: str) -> set[str]:
 
 def memory_owner(message: InboundMessage) -> MemoryOwner | None:
     """Whose memory ``message`` may reach (see the module docstring); None: nobody's."""
-    if message.sender_id == SCHEDULER_SENDER and message.heartbeat is not None:
-        return None
-    if message.message_id.startswith("job:") and message.sender_id == SCHEDULER_SENDER:
+    if message.sender_id == SCHEDULER_SENDER and message.message_id.startswith("job:"):
         return None
     if message.is_direct:
         return MemoryOwner(message.channel, "user", message.sender_id)
@@ -121,7 +119,9 @@ class Memory:
         """The memory a run answering ``message`` works on (None: none, see
         ``memory_owner``)."""
         owner = memory_owner(message)
-        return None if owner is None else MemoryHere(self, owner, message.sender_id)
+        if owner is None:
+            return None
+        return MemoryHere(self._ledger, self._settings, owner, message.sender_id)
 
     async def note(self, message: InboundMessage, text: str) -> str:
         """The system prompt's note for a turn answering ``message`` and saying ``text``:
@@ -171,8 +171,15 @@ class MemoryHere:
     """One memory as a run or a command reaches it: its owner, and the person who asks
     (the author of what is kept)."""
 
-    def __init__(self, memory: Memory, owner: MemoryOwner, author: str) -> None:
-        self._memory = memory
+    def __init__(
+        self,
+        ledger: MemoryLedger,
+        settings: Callable[[], MemorySection],
+        owner: MemoryOwner,
+        author: str,
+    ) -> None:
+        self._ledger = ledger
+        self._settings = settings
         self.owner = owner
         self.author = author
 
@@ -181,12 +188,12 @@ class MemoryHere:
         return "your" if self.owner.kind == "user" else "this group's"
 
     async def _items(self) -> list[tuple[int, MemoryItem]]:
-        items = await self._memory._ledger.memories(self.owner)
+        items = await self._ledger.memories(self.owner)
         return list(enumerate(items, start=1))
 
     async def remember(self, text: str) -> Outcome:
         """Keep ``text``, unless it is too long or the memory is full."""
-        settings = self._memory._settings()
+        settings = self._settings()
         text = text.strip()
         if not text:
             return Outcome("Nothing to remember: the text is empty.", failed=True)
@@ -196,7 +203,7 @@ class MemoryHere:
                 f"{settings.max_chars}. Keep it shorter.",
                 failed=True,
             )
-        kept = await self._memory._ledger.remember(
+        kept = await self._ledger.remember(
             self.owner, self.author, text, max_items=settings.max_items
         )
         if kept is None:
@@ -233,13 +240,13 @@ class MemoryHere:
                 f"There is no item {number}: {self._whose} memory has {len(items)}.",
                 failed=True,
             )
-        await self._memory._ledger.forget_memory(self.owner, chosen.id)
+        await self._ledger.forget_memory(self.owner, chosen.id)
         return Outcome(f"Forgot item {number}: {_one_line(chosen.text)}")
 
     async def listing(self) -> str:
         """``/memory``'s answer: the items, numbered, and how to drop one."""
         items = await self._items()
-        settings = self._memory._settings()
+        settings = self._settings()
         if not items:
             text = f"I keep nothing in {self._whose} memory."
         else:

@@ -15,7 +15,9 @@ leases lapse. The HTTP servers
 the channels and the health endpoint serve routes on (``botd.http``) are made here, empty.
 
 The tools a run gets are built through their specs (``Toolbox``): no tool is named here, nor
-a backend, nor a platform.
+a backend, nor a platform. The memory (``botd.memory``) is built over the store and given to
+the memory tools (``ToolDeps.memory``), to each turn's system prompt (its note, when the run
+is offered one of ``MEMORY_TOOLS``) and to ``/memory``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ with where it came from: ``/model``, a topic, a group, the channel, the agent), 
 lists and switches the conversation's model (``/new`` drops that choice), ``/usage`` shows
 the tokens used, ``/whoami`` gives the sender's and the chat's ids (what ``allow_from`` and
 ``groups`` take) and whether the sender is one of the bot's owners, ``/help`` lists the
-commands, ``/pair <code>`` (an owner's) approves a pairing code. A command the channel keeps
+commands, ``/pair <code>`` (an owner's) approves a pairing code, ``/memory`` lists what botd
+keeps about the sender (in a group, the group's) and ``/memory forget <n>`` drops an item
+(``botd.memory``, given as the ``memory`` callable). A command the channel keeps
 for its owners, sent by anyone else, is answered with one line saying so and nothing is done
 (``OwnerChecks``, ``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods

@@ -16,9 +16,10 @@ context).
 
 The run asks the conversation's model first (``ModelBook.current``: what ``/model`` chose,
 else the model its chat's settings name), with its chat's system prompt (``place``: the
-topic's, group's and channel's over the agent's, ``botd.config.overrides``), given with each
-request and never written into the transcript; its token usage per model is queued to
-commit with its last transcript write.
+topic's, group's and channel's over the agent's, ``botd.config.overrides``) followed by the
+turn's memory note (``memory_note``: what ``botd.memory`` keeps for the person or the group,
+the items relevant to this turn), given with each request and never written into the
+transcript; its token usage per model is queued to commit with its last transcript write.
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
