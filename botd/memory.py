@@ -158,12 +158,9 @@ class Memory:
         words_given = argument.split()
         if not words_given:
             return await here.listing()
-        if words_given[0].lower() == "forget" and len(words_given) == 2:
-            try:
-                number = int(words_given[1])
-            except ValueError:
-                number = 0
-            return (await here.forget(number)).text
+        forgetting = len(words_given) == 2 and words_given[0].lower() == "forget"
+        if forgetting and words_given[1].isdecimal():
+            return (await here.forget(int(words_given[1]))).text
         return "Usage: /memory lists what I keep; /memory forget <n> drops item n."
 
 
