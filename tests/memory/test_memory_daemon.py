@@ -2,7 +2,8 @@
 SDK over its fake. Alice has the model remember something in her DM; it is given to her next
 turn's request (with the system prompt, not kept in the transcript), never to Bob's DM nor to
 a group where Alice speaks; the group's own memory stays the group's; ``/memory`` in the group
-lists the group's and forgets, and what is forgotten is gone from the next request. One daemon
+lists the group's and forgets, and what is forgotten is gone from the next request; a group
+whose tools list leaves the memory tools out is given no memory. One daemon
 for all of it (a DM's ``/memory`` is ``test_memory.py``'s: a private chat's send budget would
 make this test wait)."""
 
@@ -25,7 +26,8 @@ from tests.support.daemon_inprocess import (
 from tests.support.waiting import guarded, until
 
 ALICE, BOB = 1001, 1002
-GROUP = -1003
+GROUP, QUIET = -1003, -1004
+"""Two groups: the memory tools are offered in GROUP, not in QUIET (its own tools list)."""
 ALICE_FACT = "Alice drinks green tea with honey"
 GROUP_FACT = "The team meets on Fridays"
 
@@ -39,6 +41,7 @@ def _config(tmp_path: Path, telegram: FakeTelegramAPI, model: FakeAnthropicAPI) 
         "require_mention: false",
         "groups:",
         f'  "{GROUP}": {{}}',
+        f'  "{QUIET}": {{tools: [message]}}',
     )
     return config_yaml(tmp_path, anthropic_yaml(model), agent, channel)
 
@@ -116,3 +119,12 @@ async def test_a_persons_memory_reaches_only_their_own_direct_chat(
         await _say(bot, telegram, GROUP, "when does the team meet?", BOB)
         assert _system(model) == "You are botd."
         assert [item.text for item in await store.memories(alice)] == [ALICE_FACT]
+
+        # A group whose tools list leaves the memory tools out is given no memory either.
+        quiet = MemoryOwner("telegram", "group", str(QUIET))
+        assert await store.remember(quiet, str(BOB), GROUP_FACT, max_items=50) is not None
+        model.push(stream(text("No idea.")))
+        await _say(bot, telegram, QUIET, "when does the team meet?", BOB)
+        assert _system(model) == "You are botd."
+        offered = [tool["name"] for tool in model.requests[-1].body["tools"]]
+        assert offered == ["message"]
