@@ -47,7 +47,9 @@ class MemoryStore(PostgresBase):
             rows = await cur.fetchall()
             return [MemoryItem(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]
 
-        return await self._read(read)
+        # Its writes are awaited, so nothing of it waits in the group commit: a turn's note
+        # does not wait for the batch of other conversations' records.
+        return await self._read(read, after_queued=False)
 
     async def forget_memory(self, owner: MemoryOwner, memory_id: int) -> bool:
         params = (owner.channel, owner.kind, owner.id, memory_id)
