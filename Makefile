@@ -75,6 +75,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/budget.py
 	$(BIN)/python bench/pg_cost.py
 	$(BIN)/python bench/reading.py
+	$(BIN)/python bench/memory.py
 
 # The sdist and the wheel (built from the sdist) into dist/; prints their paths.
 dist: $(DIST_STAMP)
