@@ -80,6 +80,9 @@ def _installed() -> str | None:
 class WebFetchTool:
     """The ``web_fetch`` tool (see the module docstring)."""
 
+    untrusted = True
+    """What it reads is content from outside (``tools.untrusted``)."""
+
     def __init__(
         self,
         *,
@@ -147,4 +150,4 @@ class WebFetchTool:
             lines.append(f"(Showing the first {self._max_chars:,} of {total:,} characters.)")
         body = "\n".join(lines) + "\n\n" + text
         details = {"status": "ok", "url": fetched.url, "chars": total, "truncated": cut}
-        return ToolOutput(text=body, details=details)
+        return ToolOutput(text=body, details=details, untrusted_from=f"web page {fetched.url}")
