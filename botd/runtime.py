@@ -407,8 +407,9 @@ def build_runtime(
     message_access = MessageAccess(
         router, lambda: live.current.agent.message_targets, channels.adapters
     )
-    # One pool of reading workers for files users send and pages the model fetches:
-    # together they never run more than its slots of parsing at once.
+    # One pool of reading workers for files users send and pages the model fetches: a
+    # lane of slots each (a page never waits behind documents), shared fairly between
+    # conversations.
     reading = Sandbox()
     # Each chat's settings (its topic's, group's, channel's) read live over the agent's.
     place = place_settings(live.get, Defaults.of(config))
