@@ -76,6 +76,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/pg_cost.py
 	$(BIN)/python bench/reading.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/web_search.py
 
 # The sdist and the wheel (built from the sdist) into dist/; prints their paths.
 dist: $(DIST_STAMP)

@@ -15,6 +15,9 @@ with an error result, and the steering messages go in before the next model call
 that arrives while the model writes a plain answer is injected once it finishes, and the run
 goes on.
 
+A run offered a tool that reads from outside (``tools.untrusted``) sends the system prompt
+with a note after it saying what the untrusted marker around such results means.
+
 Prompt and steering messages are added as the very objects given (callers may match them by
 identity).
 
@@ -93,6 +96,7 @@ from ..events import (
 from ..media.history import without_image, without_images
 from ..ops.logging import mask_secrets
 from .tools.base import Tool, ToolContext, ToolOutput, schema_validator
+from .tools.untrusted import reads_untrusted, system_with_note
 from .types import STOP_REASONS, AssistantResult, ModelRequest, Provider, StopReason, ToolDefinition
 
 log = logging.getLogger(__name__)
@@ -291,6 +295,10 @@ class AgentRun:
                 ) from exc
             self._tools[name] = tool
         self._tool_specs: list[ToolDefinition] = [tool.spec for tool in self._tools.values()]
+        offers_untrusted = any(reads_untrusted(tool) for tool in self._tools.values())
+        self._system = system_with_note(config.system, offers_untrusted)
+        """The system prompt sent: the configured one, and what the untrusted marker means
+        when a tool reads from outside (``tools.untrusted``)."""
 
         self._history: list[Message] = []
         self._messages: list[Message] = []
@@ -481,7 +489,7 @@ class AgentRun:
         request = ModelRequest(
             model=self._config.model,
             messages=self._history + self._messages,
-            system=self._config.system,
+            system=self._system,
             tools=list(self._tool_specs),
             max_tokens=self._config.max_tokens,
             thinking_budget=self._config.thinking_budget,

@@ -455,6 +455,51 @@ class WebFetchSection(Section):
     timeout: float = Field(default=20.0, gt=0)
 
 
+WebSearchProvider = Literal["searxng", "brave"]
+
+BRAVE_SEARCH_URL = "https://api.search.brave.com"
+"""The Brave Search API, the ``brave`` provider's ``base_url`` unless another is given."""
+
+
+class WebSearchSection(Section):
+    """``agent.web_search``: the search service the ``web_search`` tool asks.
+
+    ``searxng``: a SearXNG instance's JSON API (its ``search.formats`` must list ``json``),
+    ``base_url`` needed; ``brave``: the Brave Search API, ``api_key`` needed. The request
+    goes through the same address check and size cap as ``web_fetch``."""
+
+    provider: WebSearchProvider
+    base_url: str | None = None
+    """Where the service answers (``searxng``: needed; ``brave``: its public API unless
+    given)."""
+    api_key: OptionalSecret = None
+    """The provider's key (``brave``: its ``X-Subscription-Token``; needed)."""
+    max_results: int = Field(default=5, ge=1, le=20)
+    """Results the model gets per search."""
+    allow_private: bool = False
+    """Whether ``base_url``'s host may be a loopback or private address (a SearXNG on this
+    machine or the local network). Off: only public addresses are asked, as ``web_fetch``
+    does."""
+    max_bytes: int = Field(default=1_000_000, ge=1)
+    """The largest answer read from the service."""
+    timeout: float = Field(default=15.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _what_the_provider_needs(self) -> WebSearchSection:
+        if self.provider == "searxng" and self.base_url is None:
+            raise ValueError("the searxng provider needs base_url (where SearXNG answers)")
+        if self.provider == "brave" and not self.api_key:
+            raise ValueError("the brave provider needs api_key (e.g. ${BRAVE_API_KEY})")
+        return self
+
+
 def _seconds(value: Any) -> Any:
     """A duration written as an interval (``10m``, ``1h30m``, ``90s``) or as seconds."""
     if isinstance(value, str):
@@ -534,8 +579,11 @@ class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     """The tools the agent may use, each registered by its package (``botd.agent.tools``):
-    ``message`` and ``schedule`` (both by default), and ``web_fetch`` when listed."""
+    ``message`` and ``schedule`` (both by default), and ``web_fetch`` and ``web_search``
+    when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
+    web_search: WebSearchSection | None = None
+    """The ``web_search`` tool's service; needed when ``tools`` lists ``web_search``."""
     message_targets: list[MessageTargetSection] = Field(default_factory=list)
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
     policy still has to allow each)."""
@@ -571,6 +619,14 @@ class AgentSection(Section):
     groups can be answered by two agents, each its own process."""
     memory: MemorySection = Field(default_factory=MemorySection)
     """What the memory tools keep (``remember``, ``recall``, ``forget``: listed in ``tools``)."""
+
+    @model_validator(mode="after")
+    def _web_search_has_a_service(self) -> AgentSection:
+        if "web_search" in self.tools and self.web_search is None:
+            raise ValueError(
+                "tools lists web_search: set web_search (provider searxng or brave) too"
+            )
+        return self
 
     def acp_sections(self) -> dict[str, AcpAgentSection]:
         """Every configured ACP agent's section, by the backend that names it (``acp``,

@@ -7,7 +7,8 @@ listed the host in ``allow_hosts``. The check runs on the addresses the name res
 the connection is then made to the very address that was checked (the host name still goes
 in the ``Host`` header and TLS's server name), so a name that resolves to a public address
 for the check and to a private one a moment later gains nothing. Redirects are followed by
-hand, each hop checked the same way.
+hand, each hop checked the same way. Headers a caller adds (an API key, ``headers``) go only
+to the first URL's origin (scheme, host, port): a redirect elsewhere does not take them along.
 
 The body is read by ``botd.net.capped_body``: given up past ``max_bytes``, counted after decoding
 as the decoding happens, so a small compressed body cannot expand without limit. At most one
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from email.message import Message as _HeaderParser
 from urllib.parse import unquote, urljoin, urlsplit
@@ -141,7 +142,7 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
     return addresses
 
 
-async def _vetted_address(host: str, port: int, rules: AddressRules) -> IPAddress:
+async def _vetted_address(host: str, port: int, rules: AddressRules, allowed_by: str) -> IPAddress:
     """The address to connect to for ``host``: every address it resolves to must pass
     (a name with one private address among public ones is refused as a whole)."""
     addresses = await _resolve(host, port)
@@ -152,8 +153,7 @@ async def _vetted_address(host: str, port: int, rules: AddressRules) -> IPAddres
         if why is not None:
             shown = host if host.strip("[]") == str(address) else f"{host} ({address})"
             raise FetchRefused(
-                f"refused to fetch from {shown}: {why}; an operator can allow it with "
-                "agent.web_fetch.allow_hosts"
+                f"refused to fetch from {shown}: {why}; an operator can allow it with {allowed_by}"
             )
     return addresses[0]
 
@@ -202,6 +202,8 @@ async def fetch(
     max_bytes: int,
     timeout: float = 20.0,
     max_redirects: int = 5,
+    headers: Mapping[str, str] | None = None,
+    allowed_by: str = "agent.web_fetch.allow_hosts",
 ) -> Fetched:
     """GET ``url`` within the address rules (see the module docstring).
 
@@ -209,25 +211,42 @@ async def fetch(
     and ``FetchFailed`` for everything else that gives no body: a bad URL, DNS, network or
     TLS errors, an HTTP error status, too many redirects, a body over ``max_bytes``, or no
     answer within ``timeout`` seconds (for the whole fetch, redirects included).
+
+    ``headers`` are sent to the first URL's origin only; ``allowed_by`` names the setting a
+    refusal tells the operator to change.
     """
     rules = AddressRules(allow_hosts)
+    extra = _Extra(dict(headers or {}), allowed_by)
     try:
         async with asyncio.timeout(timeout):
-            return await _fetch(url, rules, max_bytes, max_redirects)
+            return await _fetch(url, rules, max_bytes, max_redirects, extra)
     except TimeoutError:
         raise FetchFailed(f"no answer from {urlsplit(url).hostname} within {timeout:g} s") from None
 
 
-async def _fetch(url: str, rules: AddressRules, max_bytes: int, max_redirects: int) -> Fetched:
+@dataclass(frozen=True, slots=True)
+class _Extra:
+    """What a caller adds to a fetch: headers for the first host, the setting to name."""
+
+    headers: dict[str, str]
+    allowed_by: str
+
+
+async def _fetch(
+    url: str, rules: AddressRules, max_bytes: int, max_redirects: int, extra: _Extra
+) -> Fetched:
     current = _checked_url(url)
+    origin = _origin(current)
     # trust_env off: a proxy from the environment would connect on our behalf, unchecked.
     async with httpx.AsyncClient(
         trust_env=False, follow_redirects=False, verify=verified_context()
     ) as client:
         for _ in range(max_redirects + 1):
             host = current.host
-            address = await _vetted_address(host, current.port or _default_port(current), rules)
+            port = current.port or _default_port(current)
+            address = await _vetted_address(host, port, rules, extra.allowed_by)
             headers = {
+                **(extra.headers if _origin(current) == origin else {}),
                 "Host": current.netloc.decode("ascii"),
                 "User-Agent": _USER_AGENT,
                 "Accept-Encoding": ACCEPT_ENCODING,
@@ -263,6 +282,10 @@ async def _fetch(url: str, rules: AddressRules, max_bytes: int, max_redirects: i
                 filename=_filename(str(current), response.headers.get("content-disposition")),
             )
     raise FetchFailed(f"more than {max_redirects} redirects from {urlsplit(url).hostname}")
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int]:
+    return url.scheme, url.host, url.port or _default_port(url)
 
 
 def _default_port(url: httpx.URL) -> int:

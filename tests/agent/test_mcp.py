@@ -281,7 +281,7 @@ async def test_a_stdio_server_runs_and_its_tools_answer(manager: McpManager) -> 
     assert tools["mcp__t__add"].spec.input_schema["required"] == ["a", "b"]
 
     assert await tools["mcp__t__echo"].run({"text": "hi"}, CONTEXT) == ToolOutput(
-        "echo: hi", details={"status": "ok"}
+        "echo: hi", details={"status": "ok"}, untrusted_from="MCP server t, tool echo"
     )
     assert (await tools["mcp__t__add"].run({"a": 2, "b": 3}, CONTEXT)).text == "5"
     picture = await tools["mcp__t__image"].run({}, CONTEXT)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import botd.app
+from botd.agent.tools.untrusted import mark_untrusted
 from botd.app import App
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.mcp_http import serving_mcp_http
@@ -94,6 +95,11 @@ def _agent(pidfile: Path, *servers: str, **env: str) -> str:
       env: {variables}
 """
     return "agent:\n  mcp_servers:\n" + stdio + "".join(servers)
+
+
+def _marked(text: str, tool: str = "echo", server: str = "t") -> list[dict[str, Any]]:
+    """The text of an MCP tool's result as the model reads it: marked as untrusted."""
+    return [{"type": "text", "text": mark_untrusted(text, f"MCP server {server}, tool {tool}")}]
 
 
 def _tool_results(body: dict[str, Any]) -> dict[str, tuple[bool, list[dict[str, Any]]]]:
@@ -177,14 +183,14 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             )
             assert {"message", "schedule", "mcp__t__echo", "mcp__web__add"} <= set(offered)
             assert not [name for name in offered if name.startswith("mcp__gone__")]
-            assert results["c1"] == (False, [{"type": "text", "text": "echo: hello"}])
+            assert results["c1"] == (False, _marked("echo: hello"))
             failed, parts = results["c2"]
             assert failed and "fail" in _text(parts)
             image_error, image = results["c3"]
-            assert not image_error and image[0] == {"type": "text", "text": "a 1x1 picture:"}
+            assert not image_error and [image[0]] == _marked("a 1x1 picture:", "image")
             assert image[1]["type"] == "image"
             assert image[1]["source"]["media_type"] == "image/png"
-            assert results["c4"] == (False, [{"type": "text", "text": "42"}])
+            assert results["c4"] == (False, _marked("42", "add", "web"))
 
             # The missing server is down in /healthz, the daemon answered all the same.
             loop = asyncio.get_running_loop()
@@ -220,7 +226,7 @@ async def test_the_model_uses_mcp_tools_and_botd_keeps_the_servers(
             )
             await until(lambda: mcp.states()["t"] == "running", "t running")
             _, results = await chat.run(FRIEND, tool_use("c6", "mcp__t__add", '{"a":1,"b":1}'))
-            assert results["c6"] == (False, [{"type": "text", "text": "2"}])
+            assert results["c6"] == (False, _marked("2", "add"))
             pids = [int(p) for p in pidfile.read_text().split()]
             assert [p for p in pids if _alive(p)] == [pids[-1]]
     # botd stopped: no server process of its own is left.
@@ -256,7 +262,7 @@ async def test_a_group_list_narrows_the_tools(tmp_path: Path, pidfile: Path) -> 
                 tool_use("g3", "schedule", '{"action": "list"}'),
             )
             assert offered == ["message", "mcp__t__echo"]
-            assert results["g1"] == (False, [{"type": "text", "text": "echo: ok"}])
+            assert results["g1"] == (False, _marked("echo: ok"))
             for refused in ("g2", "g3"):
                 is_error, parts = results[refused]
                 assert is_error and _text(parts).startswith("Unknown tool ")
@@ -405,7 +411,7 @@ async def test_a_tool_the_sdk_would_refuse_is_left_out_alone(
                 )
                 assert {"mcp__t__echo", "mcp__t__add", "mcp__t__env"} <= set(offered)
                 assert "mcp__t__broken" not in offered
-                assert results["b1"] == (False, [{"type": "text", "text": "echo: still here"}])
+                assert results["b1"] == (False, _marked("echo: still here"))
     warnings = [
         r.getMessage()
         for r in caplog.records

@@ -60,7 +60,15 @@ def register(monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
 
 def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     specs = tool_specs()
-    assert list(specs) == ["forget", "message", "recall", "remember", "schedule", "web_fetch"]
+    assert list(specs) == [
+        "forget",
+        "message",
+        "recall",
+        "remember",
+        "schedule",
+        "web_fetch",
+        "web_search",
+    ]
     assert all(name == spec.name for name, spec in specs.items())
     assert not any(spec.needs_approval for spec in specs.values())
     config = parse_config("{}", {})
@@ -68,7 +76,8 @@ def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     assert specs["web_fetch"].settings(config) is config.agent.web_fetch
     assert specs["message"].settings(config) is None
     assert specs["remember"].settings(config) is config.agent.memory
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 6
+    assert specs["web_search"].section == "agent.web_search"
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
 
 
 def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> None:
@@ -81,7 +90,7 @@ def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> N
         parse_config("agent:\n  tools: [clok]\n", {})
     assert str(refused.value) == (
         "<config>:2: agent.tools[0]: expected 'clock', 'forget', 'message', 'recall', "
-        "'remember', 'schedule' or 'web_fetch', got 'clok'"
+        "'remember', 'schedule', 'web_fetch' or 'web_search', got 'clok'"
     )
     # agent.approvals.tools may name it too.
     parse_config("agent:\n  approvals: {tools: [clock]}\n", {})
@@ -109,6 +118,7 @@ def test_a_plugin_that_cannot_be_loaded_is_said_to_be_so(
             "remember",
             "schedule",
             "web_fetch",
+            "web_search",
         ]
     assert "tool plugin broken" in caplog.text and "tool plugin odd" in caplog.text
 
@@ -119,7 +129,7 @@ def test_a_plugin_does_not_replace_a_builtin(
     with caplog.at_level(logging.WARNING, logger="botd.config.tools"):
         register(message="tests.agent.plugin_tool:SPEC")
         assert tool_specs()["message"].name == "message"
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 6
+        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
     assert "is not loaded: message is one of botd's own tools" in caplog.text
 
 

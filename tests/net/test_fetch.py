@@ -19,10 +19,14 @@ LOOPBACK = ["127.0.0.1"]
 
 
 class Site:
-    """A loopback web server with a few pages, recording the Host header of each request."""
+    """A loopback web server with a few pages, recording the Host header of each request
+    (and its ``X-Key`` header, None when it had none)."""
 
     def __init__(self) -> None:
         self.hosts: list[str] = []
+        self.keys: list[str | None] = []
+        self.elsewhere = ""
+        """Where ``/to-elsewhere`` redirects."""
         self.runner: web.AppRunner | None = None
         self.port = 0
         self.release = asyncio.Event()
@@ -33,6 +37,7 @@ class Site:
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
         self.hosts.append(request.headers.get("Host", ""))
+        self.keys.append(request.headers.get("X-Key"))
         name = request.match_info["name"]
         if name == "hello":
             return web.Response(text="<p>hi</p>", content_type="text/html", charset="latin-1")
@@ -44,6 +49,8 @@ class Site:
             )
         if name == "to-hello":
             raise web.HTTPFound("/hello")
+        if name == "to-elsewhere":
+            raise web.HTTPFound(self.elsewhere)
         if name == "to-other-loopback":
             raise web.HTTPFound(f"http://127.0.0.2:{self.port}/hello")
         if name == "to-metadata":
@@ -144,6 +151,23 @@ async def test_redirects_are_followed_and_each_hop_is_checked(site: Site) -> Non
             await fetch(f"{site.url}/{hop}", allow_hosts=["127.0.0.1/32"], max_bytes=1000)
     with pytest.raises(FetchFailed, match="more than 5 redirects"):
         await fetch(f"{site.url}/loop", allow_hosts=LOOPBACK, max_bytes=1000)
+
+
+async def test_a_caller_s_headers_go_to_the_first_origin_only(site: Site) -> None:
+    key = {"X-Key": "secret"}
+    await fetch(f"{site.url}/to-hello", allow_hosts=LOOPBACK, max_bytes=1000, headers=key)
+    assert site.keys == ["secret", "secret"]  # a redirect on the same origin keeps them
+    async with Site() as other:  # another port: another origin
+        site.elsewhere = f"{other.url}/hello"
+        page = await fetch(
+            f"{site.url}/to-elsewhere", allow_hosts=LOOPBACK, max_bytes=1000, headers=key
+        )
+        assert page.url == f"{other.url}/hello"
+        assert site.keys[-1] == "secret" and other.keys == [None]
+    with pytest.raises(FetchRefused, match=r"can allow it with agent\.web_search\.allow_private$"):
+        await fetch(
+            f"{site.url}/hello", max_bytes=1000, allowed_by="agent.web_search.allow_private"
+        )
 
 
 @pytest.mark.parametrize("name", ["big", "big-chunked", "bomb"])

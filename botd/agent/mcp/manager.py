@@ -12,6 +12,9 @@ for) at shutdown.
 
 States are ``starting``, ``running``, ``down`` and ``stopped``; ``health`` gives them to
 ``/healthz`` as components named ``mcp:<name>``.
+
+What a server answers is content from outside: its results reach the model inside the
+untrusted marker (``botd.agent.tools.untrusted``), naming the server and the tool.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -56,6 +60,9 @@ STOP_WAIT = 10.0
 
 class McpTool:
     """One tool of an MCP server, as the agent loop calls it."""
+
+    untrusted = True
+    """Its results come from outside botd (``tools.untrusted``)."""
 
     def __init__(self, keeper: _Keeper, name: str, remote: str, spec: ToolDefinition) -> None:
         self.spec = spec
@@ -111,7 +118,8 @@ class _Keeper:
             self._wake.set()
             why = describe_error(exc, self._refusals)
             return _error(f"MCP server {self.name!r} failed the call: {why}")
-        return to_output(result)
+        # What the server answered is content from outside: the model reads it marked.
+        return replace(to_output(result), untrusted_from=f"MCP server {self.name}, tool {tool}")
 
     # -- keeping it up ----------------------------------------------------------------------
 

@@ -5,8 +5,9 @@
 itself (``ToolSpec``: its name, its config section, the factory that builds it for a run,
 whether its calls need a person's approval) and finds the declared ones. Each built-in tool
 is a package here with a ``spec`` module (its ``SPEC``) beside the tool itself: ``message``,
-``schedule`` and ``web_fetch``. Nothing outside names them: ``agent.tools`` in the config
-lists the ones a run is offered, and the daemon builds them through their specs.
+``schedule``, ``web_fetch`` and ``web_search``. ``untrusted`` marks what a tool read from
+outside so that the model takes it as data. Nothing outside names them: ``agent.tools`` in
+the config lists the ones a run is offered, and the daemon builds them through their specs.
 
 This module imports nothing, so the config can list the tools without loading any of them.
 """

@@ -13,6 +13,7 @@ from ...chat import MessageRef, Target
 from ...cluster.fencing import RunScope
 from ...events import ContentBlock, ImageContent, TextContent
 from ..types import ToolDefinition
+from .untrusted import mark_untrusted
 
 
 def _ignore_progress(partial_result: object) -> None:
@@ -45,16 +46,23 @@ class ToolContext:
 class ToolOutput:
     """A tool's result as the model reads it; ``is_error`` marks a failed call.
 
-    ``images`` go to the model after the text, as image blocks of the tool result."""
+    ``images`` go to the model after the text, as image blocks of the tool result.
+    ``untrusted_from`` names where the text came from when it was read from outside (a web
+    page, an MCP server): the model reads it inside the untrusted marker (``untrusted``)."""
 
     text: str
     is_error: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     images: tuple[ImageContent, ...] = ()
+    untrusted_from: str | None = None
 
     def content(self) -> list[ContentBlock]:
-        """The tool result message's content: the text, then the images."""
-        return [TextContent(text=self.text), *self.images]
+        """The tool result message's content: the text (marked when it is untrusted), then
+        the images."""
+        text = self.text
+        if self.untrusted_from is not None:
+            text = mark_untrusted(text, self.untrusted_from)
+        return [TextContent(text=text), *self.images]
 
     def payload(self) -> dict[str, Any]:
         """The result in the JSON shape of ``tool_execution_end``."""

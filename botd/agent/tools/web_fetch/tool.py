@@ -3,7 +3,8 @@
 Pages come back as markdown (scripts, styles and other non-content elements removed), other
 text as it is, both cut at a character cap that the result states. Only public addresses are
 fetched unless the operator allowed a host (``botd.net.fetch`` does the refusing, after DNS and on
-every redirect). Anything that is not text is an error result naming its type.
+every redirect). Anything that is not text is an error result naming its type. What was read
+reaches the model inside the untrusted marker naming the page (``botd.agent.tools.untrusted``).
 
 A page is parsed in a reading worker (``botd.media.sandbox``, the one that reads the files
 users send, in a lane of its own so that it never waits behind their documents, shared fairly
@@ -81,6 +82,9 @@ def _installed() -> str | None:
 class WebFetchTool:
     """The ``web_fetch`` tool (see the module docstring)."""
 
+    untrusted = True
+    """What it reads is content from outside (``tools.untrusted``)."""
+
     def __init__(
         self,
         *,
@@ -151,4 +155,4 @@ class WebFetchTool:
             lines.append(f"(Showing the first {self._max_chars:,} of {total:,} characters.)")
         body = "\n".join(lines) + "\n\n" + text
         details = {"status": "ok", "url": fetched.url, "chars": total, "truncated": cut}
-        return ToolOutput(text=body, details=details)
+        return ToolOutput(text=body, details=details, untrusted_from=f"web page {fetched.url}")
