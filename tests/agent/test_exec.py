@@ -11,6 +11,9 @@ import functools
 import json
 import os
 import secrets
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from botd.agent.acp.workspace import workspace_dir
@@ -20,7 +23,7 @@ from tests.approvals.harness import request_posted, states
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.support.chat import DM, chatting
-from tests.support.daemon_inprocess import ANTHROPIC_KEY
+from tests.support.daemon_inprocess import ANTHROPIC_KEY, HANG_GUARD
 from tests.support.waiting import until
 
 ALICE = user(DM, "Alice")
@@ -225,3 +228,51 @@ async def test_with_show_command_the_status_line_shows_it_masked(tmp_path: Path)
     assert status == [
         "⏳ Running a command (echo *** >/dev/null; until [ -e go ]; do sleep 0.05; done)…"
     ]
+
+
+_REFUSED_HERE = """
+import asyncio, pathlib, sys
+from botd.agent.tools.exec.bubblewrap import Limits, SandboxUnavailable, run_sandboxed
+from botd.agent.tools.exec.bubblewrap import sandbox_problem
+
+print(sandbox_problem("bwrap"))
+limits = Limits(wall=60, cpu=60, memory=2**30, processes=64, file_bytes=2**20, output_bytes=999)
+try:
+    workspace = pathlib.Path(sys.argv[1])
+    asyncio.run(run_sandboxed("bwrap", workspace, "touch ran", limits, network=False))
+except SandboxUnavailable as exc:
+    print(exc)
+"""
+
+
+def test_where_user_namespaces_are_refused_no_command_runs(tmp_path: Path) -> None:
+    """In a user namespace that may not make more (``max_user_namespaces`` 0, as a unit's
+    ``RestrictNamespaces=yes`` refuses them), bwrap cannot set up its sandbox: that is said
+    before any command, and a command is refused, not run."""
+    script = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" -c "$1" "$2"'
+    done = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            script,
+            sys.executable,
+            _REFUSED_HERE,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    expected = (
+        f"bubblewrap ({shutil.which('bwrap')}) cannot set up its sandbox here: bwrap: Creating "
+        "new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded "
+        "(ENOSPC) (under systemd: botd unit --drop-in exec)"
+    )
+    assert said == [expected, expected]  # before any command, and for one
+    assert list(tmp_path.iterdir()) == []

@@ -20,8 +20,6 @@ async def tool_checks(config: BotdConfig) -> list[Check]:
     return [
         passed(f"tool.{name}", f"tool {name}: works on this host")
         if problem is None
-        else failed(
-            f"tool.{name}", problem, f"install what it names, or remove {name} from agent.tools"
-        )
+        else failed(f"tool.{name}", problem, "")  # the problem says what to do
         for name, problem in found.items()
     ]

@@ -86,7 +86,7 @@ _ENVIRONMENT = {
 _TMP_BYTES = 64 * 1024 * 1024
 _READ_CHUNK = 65536
 _PROBE_SECONDS = 10.0
-_SETUP_FAILED = "cannot set up its sandbox here"
+_SYSTEMD_HINT = "under systemd: botd unit --drop-in exec"
 
 
 class SandboxUnavailable(Exception):
@@ -167,10 +167,14 @@ def sandbox_problem(bwrap: str, *, network: bool = False) -> str | None:
             argv, capture_output=True, timeout=_PROBE_SECONDS, stdin=subprocess.DEVNULL, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap ({found}) {_SETUP_FAILED}: {exc}"
+        return _cannot_set_up(found, str(exc))
     if done.returncode != 0:
-        return f"bubblewrap ({found}) {_SETUP_FAILED}: {_first_line(done.stderr)}"
+        return _cannot_set_up(found, _first_line(done.stderr))
     return None
+
+
+def _cannot_set_up(bwrap: str, why: str) -> str:
+    return f"bubblewrap ({bwrap}) cannot set up its sandbox here: {why} ({_SYSTEMD_HINT})"
 
 
 def _not_installed(bwrap: str) -> str:
@@ -253,7 +257,7 @@ async def run_sandboxed(
                 await asyncio.shield(process.wait())
         info = _drain(info_read)
     if status is not None and not info:  # bwrap said nothing: the sandbox was never set up
-        raise SandboxUnavailable(f"bubblewrap ({found}) {_SETUP_FAILED}: {_first_line(bytes(err))}")
+        raise SandboxUnavailable(_cannot_set_up(found, _first_line(bytes(err))))
     return CommandResult(status, bytes(out), bytes(err), out_dropped.result(), err_dropped.result())
 
 

@@ -31,10 +31,7 @@ def _probe(config: BotdConfig) -> str | None:
     problem = sandbox_problem(config.agent.exec.bwrap, network=config.agent.exec.network)
     if problem is None:
         return None
-    return (
-        f"the exec tool cannot run commands: {problem} (commands are never run unsandboxed; "
-        "under systemd: botd unit --drop-in exec)"
-    )
+    return f"the exec tool refuses every call (it never runs a command unsandboxed): {problem}"
 
 
 SPEC = ToolSpec(name="exec", factory=_exec, section="agent.exec", probe=_probe)
