@@ -14,7 +14,10 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from botd.agent.acp.workspace import workspace_dir
 from botd.conversation.progress import activity_of
@@ -276,3 +279,41 @@ def test_where_user_namespaces_are_refused_no_command_runs(tmp_path: Path) -> No
     )
     assert said == [expected, expected]  # before any command, and for one
     assert list(tmp_path.iterdir()) == []
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+"""Runs a command as ``nobody`` (util-linux)."""
+_FORKS = """
+import asyncio, pathlib, sys
+from botd.agent.tools.exec.bubblewrap import Limits, run_sandboxed
+
+limits = Limits(wall=60, cpu=60, memory=2**30, processes=4, file_bytes=2**20, output_bytes=999)
+command = "for n in 1 2 3 4 5 6 7 8; do sleep 30 & echo $n; done"
+workspace = pathlib.Path(sys.argv[1])
+done = asyncio.run(run_sandboxed("bwrap", workspace, command, limits, network=False))
+print(done.status, len(done.stdout.split()), done.stderr.decode().strip())
+"""
+
+
+def test_a_command_runs_at_most_its_processes_counted_in_its_own_sandbox(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """As a user other than root (which the kernel does not hold to a process limit), with
+    that user's processes outside not counted: the fifth fork in the sandbox fails."""
+    workspace = tmp_path_factory.mktemp("nobody")
+    workspace.chmod(0o777)
+    for parent in workspace.parents:  # pytest's own directories are its owner's only
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    done = subprocess.run(
+        [*NOBODY, sys.executable, "-c", _FORKS, str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    status, started, error = done.stdout.split(" ", 2)
+    assert status == "2" and error.strip().endswith("Cannot fork")
+    assert started in ("1", "2")  # beside the shell and bwrap's own first process

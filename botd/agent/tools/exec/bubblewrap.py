@@ -16,7 +16,8 @@
   bwrap (``--die-with-parent``); an environment of a few fixed variables, nothing of botd's.
 
 ``run_sandboxed`` starts bwrap in a process group of its own, with rlimits it and the
-command inherit (``Limits``: CPU seconds per process, address space, processes, file size),
+command inherit (``Limits``: CPU seconds per process, address space, file size; the process
+count is set inside the sandbox),
 collects stdout and stderr up to a cap each (the rest is read and counted, not kept) and
 kills the group at the wall limit or when its task is cancelled (``/stop``), then waits until
 it is reaped. Killing bwrap ends the sandbox's first process (``--die-with-parent``), and with
@@ -86,6 +87,11 @@ _ENVIRONMENT = {
 _TMP_BYTES = 64 * 1024 * 1024
 _READ_CHUNK = 65536
 _PROBE_SECONDS = 10.0
+_PRLIMIT = shutil.which("prlimit", path="/usr/bin:/bin")
+"""util-linux's ``prlimit`` (Debian installs it everywhere), which sets the process limit
+inside the sandbox. Set there, after bwrap made the user namespace, the kernel counts the
+sandbox's own processes against it; set on bwrap itself, it would count every process of
+botd's user, botd's threads included. Without ``prlimit`` it is set on bwrap all the same."""
 _SYSTEMD_HINT = "under systemd: botd unit --drop-in exec"
 
 
@@ -104,8 +110,8 @@ class Limits:
     memory: int
     """Bytes of address space each of its processes may use."""
     processes: int
-    """Processes (and threads) it may run at once. The kernel counts them per user within
-    the sandbox's user namespace, and does not hold root (uid 0 outside) to it."""
+    """Processes (and threads) it may run at once, counted within its sandbox (``_PRLIMIT``).
+    The kernel does not hold root (uid 0 outside) to it."""
     file_bytes: int
     """The largest file it may write."""
     output_bytes: int
@@ -126,9 +132,16 @@ class CommandResult:
 
 
 def bwrap_argv(
-    bwrap: str, workspace: Path, command: str, *, network: bool, info_fd: int | None = None
+    bwrap: str,
+    workspace: Path,
+    command: str,
+    *,
+    network: bool,
+    info_fd: int | None = None,
+    processes: int | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs ``command`` with ``/bin/sh -c`` (see the module)."""
+    """The bwrap command line that runs ``command`` with ``/bin/sh -c`` (see the module);
+    with ``processes``, under util-linux's ``prlimit`` inside the sandbox (``_PRLIMIT``)."""
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
     if network:
         argv.append("--share-net")
@@ -150,7 +163,10 @@ def bwrap_argv(
     argv += ["--remount-ro", "/"]  # the sandbox's own root: nothing new appears beside them
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    return [*argv, "--", "/bin/sh", "-c", command]
+    shell = ["/bin/sh", "-c", command]
+    if processes is not None and _PRLIMIT is not None:
+        shell = [_PRLIMIT, f"--nproc={processes}", "--", *shell]
+    return [*argv, "--", *shell]
 
 
 def sandbox_problem(bwrap: str, *, network: bool = False) -> str | None:
@@ -198,7 +214,8 @@ def _limit(limits: Limits) -> None:
     _lower(resource.RLIMIT_CORE, 0)
     _lower(resource.RLIMIT_CPU, limits.cpu)
     _lower(resource.RLIMIT_AS, limits.memory)
-    _lower(resource.RLIMIT_NPROC, limits.processes)
+    if _PRLIMIT is None:
+        _lower(resource.RLIMIT_NPROC, limits.processes)
     _lower(resource.RLIMIT_FSIZE, limits.file_bytes)
 
 
@@ -225,7 +242,14 @@ async def run_sandboxed(
     info_read, info_write = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
-            *bwrap_argv(found, workspace, command, network=network, info_fd=info_write),
+            *bwrap_argv(
+                found,
+                workspace,
+                command,
+                network=network,
+                info_fd=info_write,
+                processes=limits.processes,
+            ),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
