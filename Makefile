@@ -74,6 +74,8 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/budget.py
 	$(BIN)/python bench/pg_cost.py
+	$(BIN)/python bench/reading.py
+	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/exec_sandbox.py
 
 # The sdist and the wheel (built from the sdist) into dist/; prints their paths.

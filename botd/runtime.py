@@ -15,7 +15,9 @@ leases lapse. The HTTP servers
 the channels and the health endpoint serve routes on (``botd.http``) are made here, empty.
 
 The tools a run gets are built through their specs (``Toolbox``): no tool is named here, nor
-a backend, nor a platform.
+a backend, nor a platform. The memory (``botd.memory``) is built over the store and given to
+the memory tools (``ToolDeps.memory``), to each turn's system prompt (its note, when the run
+is offered one of ``MEMORY_TOOLS``) and to ``/memory``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .agent.mcp import McpManager, narrow
+from .agent.mcp import McpManager, allowed, narrow
 from .agent.tools.base import Tool
 from .agent.tools.registry import ToolDeps, ToolSpec, tool_specs
 from .agent.types import Provider
@@ -52,6 +54,7 @@ from .inbound.message_access import MessageAccess
 from .inbound.router import Router
 from .media import MediaResolver
 from .media.sandbox import Sandbox
+from .memory import MEMORY_TOOLS, Memory
 from .ops.metrics import Metrics
 from .ops.outages import Reachability
 from .owners import AdminLookups, OwnerDesk, PairingWelcomes, owner_rules
@@ -204,8 +207,10 @@ class Toolbox:
         sandbox: Sandbox,
         place: PlaceSettings,
         specs: Mapping[str, ToolSpec] | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self._live = live
+        self._memory = memory
         self._place = place
         self._delivery = delivery
         self._scheduler = scheduler
@@ -243,6 +248,7 @@ class Toolbox:
             refusal=self._message_access.refusal,
             reminders=self._scheduler,
             sandbox=self._sandbox,
+            memory=None if self._memory is None else self._memory.here(message),
         )
         # In the registry's order (botd's own by name, then plugins), whatever the list's.
         chosen: list[Tool] = [
@@ -253,6 +259,20 @@ class Toolbox:
         chosen.extend(self._mcp.tools())  # the servers running now
         allowed = self._place(message).tools.value  # the group's or topic's list, if any
         return chosen if allowed is None else narrow(chosen, allowed)
+
+    def offers(self, message: InboundMessage, names: Sequence[str]) -> bool:
+        """Whether a run answering ``message`` is offered one of the built-in tools
+        ``names`` (``agent.tools`` lists it, and the group's list, if any, allows it)."""
+        listed = set(self._live.current.agent.tools).intersection(names)
+        patterns = self._place(message).tools.value
+        return any(patterns is None or allowed(name, patterns) for name in listed)
+
+    async def memory_note(self, message: InboundMessage, text: str) -> str:
+        """The memory note of a turn answering ``message`` (``botd.memory``): "" unless
+        the run is offered a memory tool."""
+        if self._memory is None or not self.offers(message, MEMORY_TOOLS):
+            return ""
+        return await self._memory.note(message, text)
 
     async def jobs(self, conversation_key: str) -> list[str]:
         return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
@@ -407,12 +427,17 @@ def build_runtime(
     message_access = MessageAccess(
         router, lambda: live.current.agent.message_targets, channels.adapters
     )
-    # One pool of reading workers for files users send and pages the model fetches:
-    # together they never run more than its slots of parsing at once.
+    # One pool of reading workers for files users send and pages the model fetches: a
+    # lane of slots each (a page never waits behind documents), shared fairly between
+    # conversations.
     reading = Sandbox()
     # Each chat's settings (its topic's, group's, channel's) read live over the agent's.
     place = place_settings(live.get, Defaults.of(config))
-    toolbox = Toolbox(live, delivery, scheduler, router, message_access, mcp, reading, place)
+    # What botd keeps for people and groups (the memory tools, the prompt's note, /memory).
+    memory = Memory(store, lambda: live.current.agent.memory)
+    toolbox = Toolbox(
+        live, delivery, scheduler, router, message_access, mcp, reading, place, memory=memory
+    )
     # An approved sender is told, and what they wrote meanwhile handed on; owners are asked
     # about by the commands (their admin lookups through the live adapters).
     welcomes = PairingWelcomes(pairing, partial(tell, delivery), router.release)
@@ -446,6 +471,8 @@ def build_runtime(
         answered_by=lambda message: place(message).backend.value,
         place=place,
         owners=owners,
+        memory_note=toolbox.memory_note,
+        memory_command=memory.command,
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)

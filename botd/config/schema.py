@@ -84,6 +84,7 @@ __all__ = [
     "LoggingSection",
     "McpServerSection",
     "MediaSection",
+    "MemorySection",
     "MessageTargetSection",
     "ModelSection",
     "QueueMode",
@@ -539,6 +540,22 @@ class AcpAgentSection(Section):
     user (docs/acp.md)."""
 
 
+class MemorySection(Section):
+    """``agent.memory``: how much the ``remember``, ``recall`` and ``forget`` tools keep
+    (``botd.memory``), and how much of it each turn's system prompt is given."""
+
+    max_items: int = Field(default=50, ge=1, le=1000)
+    """Items kept per person (their direct chats) or per group; a full memory refuses more
+    until one is forgotten."""
+    max_chars: int = Field(default=500, ge=20, le=4000)
+    """Characters one item may have."""
+    prompt_items: int = Field(default=5, ge=0, le=50)
+    """Items at most given with each turn's system prompt: those sharing the most words with
+    the turn, the newest first among equals (0: none; ``recall`` still reads them all)."""
+    prompt_chars: int = Field(default=1500, ge=0, le=20_000)
+    """Characters at most of those items, together."""
+
+
 class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
@@ -581,6 +598,8 @@ class AgentSection(Section):
     acp_agents: dict[AcpAgentName, AcpAgentSection] = Field(default_factory=dict)
     """More ACP agents, by name, for chats that name theirs (``backend: acp:<name>``): two
     groups can be answered by two agents, each its own process."""
+    memory: MemorySection = Field(default_factory=MemorySection)
+    """What the memory tools keep (``remember``, ``recall``, ``forget``: listed in ``tools``)."""
 
     def acp_sections(self) -> dict[str, AcpAgentSection]:
         """Every configured ACP agent's section, by the backend that names it (``acp``,
@@ -783,6 +802,7 @@ CHAT_COMMANDS = (
     "/help",
     "/start",
     "/pair",
+    "/memory",
 )
 """Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
 may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where

@@ -6,7 +6,9 @@ with where it came from: ``/model``, a topic, a group, the channel, the agent), 
 lists and switches the conversation's model (``/new`` drops that choice), ``/usage`` shows
 the tokens used, ``/whoami`` gives the sender's and the chat's ids (what ``allow_from`` and
 ``groups`` take) and whether the sender is one of the bot's owners, ``/help`` lists the
-commands, ``/pair <code>`` (an owner's) approves a pairing code. A command the channel keeps
+commands, ``/pair <code>`` (an owner's) approves a pairing code, ``/memory`` lists what botd
+keeps about the sender (in a group, the group's) and ``/memory forget <n>`` drops an item
+(``botd.memory``, given as the ``memory`` callable). A command the channel keeps
 for its owners, sent by anyone else, is answered with one line saying so and nothing is done
 (``OwnerChecks``, ``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods
@@ -90,9 +92,12 @@ class CommandDesk:
         servers_down: Callable[[], Mapping[str, str]] | None = None,
         models: ModelBook | None = None,
         owners: OwnerChecks | None = None,
+        memory: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
         self._owners = owners
+        self._memory = memory
+        """Answers ``/memory`` (its argument given): ``botd.memory.Memory.command``."""
         """Who the bot's owners are, and what only they may do (None: no owners)."""
         self._conversations = conversations
         self._unplaced = unplaced
@@ -154,6 +159,11 @@ class CommandDesk:
                 text = "This command is for the bot's owners."
             else:
                 text = await self._owners.pair(message, command_argument(message.text))
+        elif command == "/memory":
+            if self._memory is None:
+                text = "There is no memory here."
+            else:
+                text = await self._memory(message, command_argument(message.text))
         elif command == "/start":
             text = "Hello! Write to me and I will answer. " + HELP
         else:

@@ -106,6 +106,8 @@ class Conversations:
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective] | None = None,
         owners: OwnerChecks | None = None,
+        memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        memory_command: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -135,6 +137,7 @@ class Conversations:
             acp=acp,
             answered_by=answered_by,
             place=place,
+            memory_note=memory_note,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(
@@ -158,6 +161,7 @@ class Conversations:
             servers_down=servers_down,
             models=book,
             owners=owners,
+            memory=memory_command,
         )
 
     # -- inbound ----------------------------------------------------------------------------

@@ -16,9 +16,10 @@ context).
 
 The run asks the conversation's model first (``ModelBook.current``: what ``/model`` chose,
 else the model its chat's settings name), with its chat's system prompt (``place``: the
-topic's, group's and channel's over the agent's, ``botd.config.overrides``), given with each
-request and never written into the transcript; its token usage per model is queued to
-commit with its last transcript write.
+topic's, group's and channel's over the agent's, ``botd.config.overrides``) followed by the
+turn's memory note (``memory_note``: what ``botd.memory`` keeps for the person or the group,
+the items relevant to this turn), given with each request and never written into the
+transcript; its token usage per model is queued to commit with its last transcript write.
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
@@ -81,7 +82,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -138,6 +139,7 @@ class Runner:
         "_delivery",
         "_hooks",
         "_ledger",
+        "_memory_note",
         "_models",
         "_options",
         "_place",
@@ -164,8 +166,12 @@ class Runner:
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective],
+        memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
+        self._memory_note = memory_note
+        """The memory a turn is given with its system prompt (``botd.memory``): from the
+        message it answers and the turn's text; "" for none."""
         self._place = place
         """The settings of a message's chat: its run's system prompt and default model."""
         self._acp = acp or {}
@@ -347,7 +353,16 @@ class Runner:
         # transcript; its model unless the conversation chose one (/model).
         here = self._place(inbound)
         model = await self._models.current(session.conversation_key, here.model.value)
-        loop = replace(self._settings.loop, model=model, system=here.system_prompt.text)
+        working_on = (
+            "\n".join(c.text for m in prompt for c in m.content if isinstance(c, TextContent))
+            or inbound.text
+        )
+        system = here.system_prompt.text
+        if self._memory_note is not None:
+            # Given with this turn's requests only: what is forgotten is gone next turn.
+            note = await self._memory_note(inbound, working_on)
+            system = f"{system}\n\n{note}" if system and note else system or note
+        loop = replace(self._settings.loop, model=model, system=system)
         overflow.model = loop.model
         run: AgentTurn
         acp = self._agent_for(inbound)
@@ -378,10 +393,7 @@ class Runner:
             )
         writer.run = run
         turn.agent = run
-        turn.working_on = (
-            "\n".join(c.text for m in prompt for c in m.content if isinstance(c, TextContent))
-            or inbound.text
-        )
+        turn.working_on = working_on
         result: RunResult | None = None
         outcome = "exception"
         log.debug("run started")

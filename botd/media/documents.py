@@ -2,20 +2,21 @@
 
 ``image_type`` sniffs the bytes (a photo's declared type is not trusted: an image sent as
 a file may be named anything). Text files are decoded as UTF-8, an undecodable byte
-becoming U+FFFD. PDF text is read with pypdf, an optional dependency (``botd[pdf]``); without
-it ``pdf_text`` raises ``PdfSupportMissing``. ``pdf_text`` runs in the reading worker
-(``worker``), so this module imports nothing of botd at run time.
+becoming U+FFFD. PDF text is read with PDFium through pypdfium2, an optional dependency
+(``botd[pdf]``); without it ``pdf_text`` raises ``PdfSupportMissing``. ``pdf_text`` runs in
+the reading worker (``worker``), so this module imports nothing of botd at run time.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pypdfium2
+
     from ..chat import Attachment
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ TEXT_MIME_TYPES = frozenset(
 
 
 class PdfSupportMissing(Exception):
-    """pypdf is not installed (``pip install 'botd[pdf]'``)."""
+    """pypdfium2 is not installed (``pip install 'botd[pdf]'``)."""
 
 
 class DocumentUnreadable(Exception):
@@ -108,33 +109,54 @@ class PdfText:
 
 def pdf_text(data: bytes, enough: int = DOCUMENT_CHAR_LIMIT) -> PdfText:
     """The text of a PDF's pages, read page by page until it is longer than ``enough``
-    characters (synchronous CPU work: run in the reading worker)."""
+    characters (synchronous CPU work: run in the reading worker).
+
+    PDFium reads a page's text whole, however many text operations draw it (in the order it
+    stores the characters, including those drawn outside the page's box, as a text layer
+    would be); a page is never cut short."""
     try:
-        from pypdf import PdfReader
-        from pypdf.errors import PyPdfError
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as pdfium_c
     except ImportError:
         raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'") from None
     texts: list[str] = []
     length = 0
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise DocumentUnreadable("the PDF is encrypted")
-        pages = len(reader.pages)
-        for page in reader.pages:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
+            raise DocumentUnreadable("the PDF is encrypted") from None
+        log.warning("a PDF could not be read: %s", exc)
+        raise DocumentUnreadable("the PDF could not be read") from None
+    try:
+        pages = len(document)
+        for number in range(pages):
             if length > enough:
                 break
-            text = (page.extract_text() or "").strip()
+            text = _page_text(document, number).strip()
             texts.append(text)
             if text:
                 length += len(text) + (2 if length else 0)  # as joined below
-    except PyPdfError as exc:
+    except pdfium.PdfiumError as exc:
         log.warning("a PDF could not be read: %s", exc)
         raise DocumentUnreadable("the PDF could not be read") from None
-    except (ValueError, KeyError, TypeError) as exc:  # pypdf on malformed input
-        log.warning("a PDF could not be read: %s: %s", type(exc).__name__, exc)
-        raise DocumentUnreadable("the PDF could not be read") from None
+    finally:
+        document.close()
     return PdfText("\n\n".join(text for text in texts if text), len(texts), pages)
+
+
+def _page_text(document: pypdfium2.PdfDocument, number: int) -> str:
+    """The text of one page, its line ends as ``\\n``."""
+    page = document[number]
+    try:
+        text_page = page.get_textpage()
+        try:
+            text: str = text_page.get_text_range()
+        finally:
+            text_page.close()
+    finally:
+        page.close()
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def capped(text: str, limit: int = DOCUMENT_CHAR_LIMIT) -> str:

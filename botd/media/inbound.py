@@ -11,8 +11,9 @@ download) and turns it into what the model reads:
 * a text file becomes its text, a PDF the text of its pages (``botd[pdf]``), each under the
   file's name and cut at ``DOCUMENT_CHAR_LIMIT`` characters.
 
-Images and PDFs are read in worker processes (``sandbox``): at most a few at once, each
-within ``media.read_timeout`` seconds, killed past it or when ``resolve`` is cancelled.
+Images and PDFs are read in worker processes (``sandbox``): at most a few at once, shared
+fairly between conversations (the message's conversation key is the job's), each within
+``media.read_timeout`` seconds, killed past it or when ``resolve`` is cancelled.
 
 Whatever cannot be read (too big, a type the model cannot take, audio with no transcription
 configured, a failed download or transcription, a corrupt image, a read over its budget)
@@ -122,7 +123,9 @@ class MediaResolver:
             raise TooLarge(len(data), limit)
         budget = Budget.of(settings.read_timeout)
         if image_type(data) is not None:
-            image = await self._sandbox.fit_image(data, budget)
+            image = await self._sandbox.fit_image(
+                data, budget, conversation=message.conversation_key
+            )
             return ImageContent(
                 mime_type=image.mime_type, data=base64.b64encode(image.data).decode("ascii")
             )
@@ -149,7 +152,9 @@ class MediaResolver:
             return TextContent(text=f"{mark} {text or '(no speech recognised)'}")
         if is_pdf(attachment, data):
             try:
-                pdf = await self._sandbox.pdf_text(data, budget)
+                pdf = await self._sandbox.pdf_text(
+                    data, budget, conversation=message.conversation_key
+                )
             except PdfSupportMissing as exc:
                 log.warning("a PDF was sent but cannot be read: %s", exc)
                 raise _Unreadable("PDF reading is not installed here") from None

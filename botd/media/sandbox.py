@@ -6,8 +6,12 @@ not in botd's process: parsing and decoding are CPU work that holds the GIL for 
 and on the default thread pool they would make DNS lookups (``loop.getaddrinfo``) and other
 tools wait behind them. ``Sandbox`` runs such a job so that
 
-* at most ``slots`` workers run at once; further jobs wait for a slot (nothing uses the
-  default thread pool);
+* files users send (PDFs, images) and fetched pages (``web_fetch``'s HTML) have a lane each,
+  with slots of its own: a page is never parsed after documents queued before it;
+* in a lane, at most ``slots`` workers run at once, at most all but one of them for one
+  conversation, and waiting conversations get the freed slots in turn (``slots.FairSlots``):
+  one conversation's queued files never hold up another's; further jobs wait for a slot
+  (nothing uses the default thread pool);
 * a worker gets ``Budget.wall`` seconds from its start and is killed past them;
 * the worker limits its own CPU time and memory (``Budget.cpu``, ``Budget.memory``), which
   bounds it even when botd is gone;
@@ -32,12 +36,17 @@ from typing import Any
 
 from .documents import PdfSupportMissing, PdfText
 from .images import FittedImage
+from .slots import FairSlots
 from .worker import EXIT_NO_MEMORY
 
 log = logging.getLogger(__name__)
 
 READ_SLOTS = 2
-"""Workers running at once: reading is CPU work, and botd shares its cores with the rest."""
+"""Workers reading files at once: reading is CPU work, and botd shares its cores with the
+rest. One conversation holds at most all but one of them."""
+PAGE_SLOTS = 2
+"""Workers parsing fetched pages at once, besides the files' (most pages take a fraction of
+a second; a hostile one cannot hold up another conversation's)."""
 READ_MEMORY = 1024 * 1024 * 1024
 """The address space a worker may use (1 GiB): room for a 50-megapixel image decoded whole."""
 
@@ -64,37 +73,52 @@ class Budget:
 
 
 class Sandbox:
-    """Runs reading jobs in worker processes, at most ``slots`` at once (see the module)."""
+    """Runs reading jobs in worker processes: files in ``slots`` at once, pages in
+    ``page_slots``, each shared fairly between conversations (see the module).
 
-    def __init__(self, slots: int = READ_SLOTS) -> None:
-        self._slots = asyncio.Semaphore(slots)
+    ``conversation`` (each job's) is the key of the conversation the job reads for; jobs
+    with none share the key ``""``."""
 
-    async def pdf_text(self, data: bytes, budget: Budget) -> PdfText:
+    def __init__(self, slots: int = READ_SLOTS, page_slots: int = PAGE_SLOTS) -> None:
+        self.files = FairSlots(slots)
+        self.pages = FairSlots(page_slots)
+
+    async def pdf_text(self, data: bytes, budget: Budget, *, conversation: str = "") -> PdfText:
         """The text of a PDF (``documents.pdf_text``), read in a worker."""
-        if find_spec("pypdf") is None:
+        if find_spec("pypdfium2") is None:
             raise PdfSupportMissing("PDF support is not installed: pip install 'botd[pdf]'")
-        header, payload = await self._run("pdf", data, budget)
+        header, payload = await self._run(self.files, conversation, "pdf", data, budget)
         return PdfText(payload.decode(), int(header["pages_read"]), int(header["pages"]))
 
-    async def fit_image(self, data: bytes, budget: Budget) -> FittedImage:
+    async def fit_image(
+        self, data: bytes, budget: Budget, *, conversation: str = ""
+    ) -> FittedImage:
         """An image the model takes (``images.fit_image``), made in a worker."""
-        header, payload = await self._run("image", data, budget)
+        header, payload = await self._run(self.files, conversation, "image", data, budget)
         return FittedImage(
             str(header["mime_type"]), payload, int(header["width"]), int(header["height"])
         )
 
     async def page_markdown(
-        self, body: bytes, charset: str | None, budget: Budget
+        self, body: bytes, charset: str | None, budget: Budget, *, conversation: str = ""
     ) -> tuple[str, str]:
         """The title and markdown text of an HTML page (``pages.page_markdown``), made in a
-        worker."""
-        header, payload = await self._run("html", body, budget, charset or "")
+        worker (in the pages' lane)."""
+        header, payload = await self._run(
+            self.pages, conversation, "html", body, budget, charset or ""
+        )
         return str(header["title"]), payload.decode()
 
     async def _run(
-        self, job: str, data: bytes, budget: Budget, *option: str
+        self,
+        lane: FairSlots,
+        conversation: str,
+        job: str,
+        data: bytes,
+        budget: Budget,
+        *option: str,
     ) -> tuple[dict[str, Any], bytes]:
-        async with self._slots:
+        async with lane.slot(conversation):
             worker = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -150,4 +174,4 @@ def _tail(err: bytes) -> str:
     return lines[-1][:500] if lines else "nothing on stderr"
 
 
-__all__ = ["READ_MEMORY", "READ_SLOTS", "Budget", "ReadFailed", "Sandbox"]
+__all__ = ["PAGE_SLOTS", "READ_MEMORY", "READ_SLOTS", "Budget", "ReadFailed", "Sandbox"]

@@ -14,7 +14,7 @@ JSON, then the payload.
   argument.
 
 A file that cannot be read is the line ``{"unreadable": phrase, "detail": …}`` and no
-payload; ``{"missing": "pdf"}`` says pypdf is not installed.
+payload; ``{"missing": "pdf"}`` says pypdfium2 is not installed.
 
 Before it reads anything, the process limits itself: its CPU time to CPU_SECONDS (the kernel
 ends it with SIGXCPU, also when botd is no longer there to), its address space to

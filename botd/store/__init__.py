@@ -1,5 +1,6 @@
 """botd's persistent state behind narrow protocols: sessions and transcripts, the inbound
-ledger and inbox, the outbox, kept chatter, offsets, token usage, the scheduler's jobs.
+ledger and inbox, the outbox, kept chatter, offsets, token usage, the scheduler's jobs, what
+botd keeps in memory for people and groups.
 
 ``protocols`` says what each part of botd needs of storage (``ConversationLedger``,
 ``InboundLedger``, ``Offsets``, ``JobLedger`` ...), ``records`` the records they take and
@@ -32,6 +33,7 @@ from .protocols import (
     EditorSessions,
     InboundLedger,
     JobLedger,
+    MemoryLedger,
     ModelChoices,
     Offsets,
     Pairing,
@@ -54,6 +56,9 @@ from .records import (
     InboxState,
     JobFire,
     KeptLine,
+    MemoryItem,
+    MemoryKind,
+    MemoryOwner,
     ModelUsage,
     OutboxEntry,
     Outcome,
@@ -99,6 +104,10 @@ __all__ = [
     "JobFire",
     "JobLedger",
     "KeptLine",
+    "MemoryItem",
+    "MemoryKind",
+    "MemoryLedger",
+    "MemoryOwner",
     "ModelChoices",
     "ModelUsage",
     "Offsets",

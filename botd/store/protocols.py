@@ -31,6 +31,8 @@ behind the same protocols: nothing here is a synchronous read.
   finds them (``botd.approvals``).
 * ``ButtonLedger``: the buttons botd put under each of its messages, the only choices a
   press of that message can be (``botd.buttons.presses``).
+* ``MemoryLedger``: what botd keeps for a person or a group (``botd.memory``: the
+  ``remember``, ``recall`` and ``forget`` tools, the prompt's note of it, ``/memory``).
 * ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
@@ -76,6 +78,8 @@ from .records import (
     InboxState,
     JobFire,
     KeptLine,
+    MemoryItem,
+    MemoryOwner,
     ModelUsage,
     OutboxEntry,
     PendingCode,
@@ -558,6 +562,31 @@ class JobLedger(Protocol):
         ...
 
 
+class MemoryLedger(Protocol):
+    """What botd keeps in memory for a person or a group (``botd.memory``), each row under
+    its owner (``MemoryOwner``) and its author: the user who had it written (for a person's
+    own memory, that person). A person's rows, their memory and what they had a group keep,
+    are those of their channel and author (``memories`` by ``channel, author``), deleted in
+    one statement. Writes take no lease fence: a memory is no conversation's state."""
+
+    async def remember(
+        self, owner: MemoryOwner, author: str, text: str, *, max_items: int
+    ) -> MemoryItem | None:
+        """Keep ``text`` in ``owner``'s memory: the kept item, or None (nothing written)
+        when that memory holds ``max_items`` already; the count is checked in the write's
+        own transaction."""
+        ...
+
+    async def memories(self, owner: MemoryOwner) -> list[MemoryItem]:
+        """Everything kept in ``owner``'s memory, oldest first."""
+        ...
+
+    async def forget_memory(self, owner: MemoryOwner, memory_id: int) -> bool:
+        """Drop the item ``memory_id`` of ``owner``'s memory; False when it has none such
+        (another owner's id drops nothing)."""
+        ...
+
+
 class Pruning(Protocol):
     """What the daily pruner forgets (``botd.store.pruner``)."""
 
@@ -666,6 +695,7 @@ class Store(
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
+    MemoryLedger,
     Pruning,
     StoreStatus,
     Protocol,
@@ -688,6 +718,7 @@ __all__ = [
     "EditorSessions",
     "InboundLedger",
     "JobLedger",
+    "MemoryLedger",
     "ModelChoices",
     "Offsets",
     "Pairing",

@@ -159,6 +159,31 @@ class EditorSession:
     updated_at: float
 
 
+MemoryKind = Literal["user", "group"]
+"""Whose memory: one person's (offered only in their direct chats) or one group's."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOwner:
+    """Whose memory a row is (``MemoryLedger``): a person on a channel instance (``kind``
+    ``user``, ``id`` their user id) or a group chat on it (``group``, the chat id)."""
+
+    channel: str
+    kind: MemoryKind
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One thing botd keeps in a memory: its row id, what it says, who had it written
+    (``author``: for a person's own memory, that person) and when."""
+
+    id: int
+    text: str
+    author: str
+    created_at: float
+
+
 SaidBy = Literal["user", "bot"]
 
 
@@ -359,6 +384,9 @@ __all__ = [
     "InboxEntry",
     "InboxState",
     "KeptLine",
+    "MemoryItem",
+    "MemoryKind",
+    "MemoryOwner",
     "ModelUsage",
     "OutboxEntry",
     "Outcome",

@@ -60,14 +60,23 @@ def register(monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
 
 def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     specs = tool_specs()
-    assert list(specs) == ["exec", "message", "schedule", "web_fetch"]
+    assert list(specs) == [
+        "exec",
+        "forget",
+        "message",
+        "recall",
+        "remember",
+        "schedule",
+        "web_fetch",
+    ]
     assert all(name == spec.name for name, spec in specs.items())
     assert not any(spec.needs_approval for spec in specs.values())
     config = parse_config("{}", {})
     assert specs["web_fetch"].section == "agent.web_fetch"
     assert specs["web_fetch"].settings(config) is config.agent.web_fetch
     assert specs["message"].settings(config) is None
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True, True, True, True]
+    assert specs["remember"].settings(config) is config.agent.memory
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
 
 
 def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> None:
@@ -79,8 +88,8 @@ def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> N
     with pytest.raises(ConfigError) as refused:
         parse_config("agent:\n  tools: [clok]\n", {})
     assert str(refused.value) == (
-        "<config>:2: agent.tools[0]: expected 'clock', 'exec', 'message', 'schedule' or "
-        "'web_fetch', got 'clok'"
+        "<config>:2: agent.tools[0]: expected 'clock', 'exec', 'forget', 'message', 'recall', "
+        "'remember', 'schedule' or 'web_fetch', got 'clok'"
     )
     # agent.approvals.tools may name it too.
     parse_config("agent:\n  approvals: {tools: [clock]}\n", {})
@@ -101,7 +110,15 @@ def test_a_plugin_that_cannot_be_loaded_is_said_to_be_so(
         "tests.agent.plugin_tool:NOT_A_SPEC is not a tool spec"
     )
     with caplog.at_level(logging.ERROR, logger="botd.agent.tools.registry"):
-        assert list(tool_specs()) == ["exec", "message", "schedule", "web_fetch"]
+        assert list(tool_specs()) == [
+            "exec",
+            "forget",
+            "message",
+            "recall",
+            "remember",
+            "schedule",
+            "web_fetch",
+        ]
     assert "tool plugin broken" in caplog.text and "tool plugin odd" in caplog.text
 
 
@@ -111,7 +128,7 @@ def test_a_plugin_does_not_replace_a_builtin(
     with caplog.at_level(logging.WARNING, logger="botd.config.tools"):
         register(message="tests.agent.plugin_tool:SPEC")
         assert tool_specs()["message"].name == "message"
-        assert [r.builtin for r in config_tools.tool_registrations()] == [True, True, True, True]
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
     assert "is not loaded: message is one of botd's own tools" in caplog.text
 
 

@@ -20,7 +20,7 @@ from botd.agent.tools.base import ToolContext
 from botd.agent.tools.web_fetch.tool import WebFetchTool
 from botd.cluster.fencing import RunScope
 from botd.config import ConfigError, parse_config
-from botd.media.sandbox import READ_SLOTS, Sandbox
+from botd.media.sandbox import PAGE_SLOTS, Sandbox
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.loopback import serve
 from tests.fakes.telegram_api import FakeTelegramAPI, user
@@ -107,13 +107,17 @@ async def test_a_page_too_deep_or_too_slow_to_parse_is_one_error_line(site: str)
 
 async def test_pages_are_parsed_in_workers_while_dns_lookups_answer(site: str) -> None:
     """More heavy pages than the default thread pool (where DNS lookups run) has threads:
-    while their parsing fills every reading slot, ``getaddrinfo`` answers."""
+    while their parsing fills every page slot, ``getaddrinfo`` answers."""
     sandbox = Sandbox()
     tool = WebFetchTool(allow_hosts=["127.0.0.1"], sandbox=sandbox)
     count = min(32, (os.cpu_count() or 1) + 4) + 1  # asyncio's default pool size, and one
-    reads = [asyncio.create_task(tool.run({"url": f"{site}/heavy"}, CONTEXT)) for _ in range(count)]
+    # Each for a conversation of its own: one conversation never holds every slot.
+    contexts = [
+        ToolContext(scope=RunScope(f"k{n}"), origin=None, call_id="c1") for n in range(count)
+    ]
+    reads = [asyncio.create_task(tool.run({"url": f"{site}/heavy"}, c)) for c in contexts]
     try:
-        await until(lambda: len(worker_pids()) == READ_SLOTS, "the reading slots to fill")
+        await until(lambda: len(worker_pids()) == PAGE_SLOTS, "the page slots to fill")
         loop = asyncio.get_running_loop()
         addresses = await asyncio.wait_for(loop.getaddrinfo("localhost", 80), HANG_GUARD)
         assert addresses

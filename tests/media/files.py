@@ -83,6 +83,12 @@ def pdf(contents: Sequence[bytes], *, compressed: bool = False) -> bytes:
         pages.append(len(objects))
     kids = b" ".join(b"%d 0 R" % page for page in pages)
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages))
+    return _document(objects)
+
+
+def _document(objects: Sequence[bytes]) -> bytes:
+    """A PDF file of these objects (numbered from 1, the first the catalog), with a correct
+    xref table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -110,6 +116,44 @@ def minimal_pdf(text: str) -> bytes:
 
 
 def slow_pdf() -> bytes:
-    """A small PDF (about 40 kB) whose text takes pypdf about a minute of CPU to look for:
-    300 pages, each showing an empty string 10,000 times."""
-    return pdf([b"BT /F1 1 Tf " + b"() Tj " * 10_000 + b"ET"] * 300, compressed=True)
+    """A small PDF (under 2 kB) whose text takes PDFium minutes of CPU to look for, in little
+    memory: its page draws a form ten times, which draws the next form ten times, six forms
+    deep, and the last shows an empty string 10,000 times (10^9 operations parsed)."""
+    depth = 6
+    first = 5  # the object number of the outermost form
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+        b"/Resources << /XObject << /X %d 0 R >> >> >>" % (first + depth, first),
+    ]
+    for level in range(depth):
+        if level == depth - 1:
+            content = b"BT /F1 1 Tf " + b"() Tj " * 10_000 + b"ET"
+            resources = b"<< /Font << /F1 3 0 R >> >>"
+        else:
+            content = b"/X Do " * 10
+            resources = b"<< /XObject << /X %d 0 R >> >>" % (first + level + 1)
+        data = zlib.compress(content)
+        objects.append(
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources %s "
+            b"/Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream"
+            % (resources, len(data), data)
+        )
+    objects.append(b"<< /Length 5 >>\nstream\n/X Do\nendstream")
+    return _document(objects)
+
+
+def dense_text_pdf(operations: int) -> tuple[bytes, str]:
+    """A one-page PDF drawn by ``operations`` text operations of one character each (``(c)Tj``,
+    6 bytes: 780,000 of them make a 4.7 MB file, the shape of a PDF whose every glyph is
+    placed on its own), in lines of 1,000 characters at 1 point; and the characters it shows,
+    in order (letters and digits cycling)."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    shown = "".join(alphabet[n % len(alphabet)] for n in range(operations))
+    lines = [shown[start : start + 1000] for start in range(0, operations, 1000)]
+    content = b"BT /F1 1 Tf 1 TL 10 790 Td\n" + b"T*\n".join(
+        b"".join(b"(%s)Tj " % c.encode() for c in line) for line in lines
+    )
+    return pdf([content + b"\nET"]), shown

@@ -12,9 +12,10 @@ from botd.config.schema import MediaSection
 from botd.media import MediaResolver
 
 
-def message(*attachments: Attachment) -> InboundMessage:
+def message(*attachments: Attachment, chat: str = "777") -> InboundMessage:
+    """A direct message in ``chat`` (its conversation: ``telegram:<chat>``) with these files."""
     return InboundMessage(
-        "telegram", "777", "777", "", "1", "telegram:777", attachments=attachments, is_direct=True
+        "telegram", chat, chat, "", "1", f"telegram:{chat}", attachments=attachments, is_direct=True
     )
 
 

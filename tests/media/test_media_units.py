@@ -181,7 +181,7 @@ async def test_an_unexpected_failure_is_one_line_not_a_crash(
 async def test_a_pdf_without_the_extra_is_one_line_and_the_log_names_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pypdf", None)  # what an import finds when it is missing
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)  # what an import finds when it is missing
     media = _resolver({"p": minimal_pdf("Hello")})
     with caplog.at_level(logging.WARNING):
         turn, problems = await media_user_turn(

@@ -4,7 +4,9 @@ A read past its time is one line and its worker is gone; a worker past its CPU l
 ended by the kernel; a cancelled read kills its worker at once; a worker killed from outside
 is one line; no more than ``READ_SLOTS``
 workers run at once, and DNS lookups still answer while they do; a long PDF is read only
-until there is enough text.
+until there is enough text; one chat's queued PDFs leave a slot for another chat's, and a
+fetched page is parsed while PDFs fill every file slot; a page of 780,000 one-character text
+operations is read whole (how fast, and how long a page waits: ``bench/reading.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from botd.events import TextContent
 from botd.media import Resolved
 from botd.media.documents import DOCUMENT_CHAR_LIMIT
 from botd.media.sandbox import READ_SLOTS, Budget, ReadFailed, Sandbox
-from tests.media.files import minimal_pdf, pdf, showing, slow_pdf
+from tests.media.files import dense_text_pdf, minimal_pdf, pdf, showing, slow_pdf
 from tests.media.reading import message, reaped, resolver, worker_pids
 from tests.support.waiting import HANG_GUARD, until
 
@@ -52,6 +54,13 @@ async def test_a_long_pdf_is_read_only_until_there_is_enough_text() -> None:
     assert found is not None, note
     read = int(found[1])  # just past the limit: each page has about 1000 characters
     assert 40 <= read <= 42
+
+
+async def test_a_page_of_780_000_text_operations_is_read_whole() -> None:
+    data, shown = dense_text_pdf(780_000)
+    read = await Sandbox().pdf_text(data, Budget.of(HANG_GUARD))
+    assert (read.pages_read, read.pages) == (1, 1)
+    assert "".join(read.text.split()) == shown  # every character, in order (lines between)
 
 
 async def test_a_pdf_past_its_time_is_one_line_and_its_worker_is_gone() -> None:
@@ -118,7 +127,9 @@ async def test_reads_beyond_the_slots_wait_for_one() -> None:
     watcher = asyncio.create_task(watch())
     try:
         results = await asyncio.wait_for(
-            asyncio.gather(*(media.resolve(message(SLOW)) for _ in range(count))), HANG_GUARD
+            # Each from a chat of its own: one conversation never holds every slot.
+            asyncio.gather(*(media.resolve(message(SLOW, chat=str(n))) for n in range(count))),
+            HANG_GUARD,
         )
     finally:
         watcher.cancel()
@@ -135,7 +146,7 @@ async def test_dns_lookups_answer_while_every_slot_reads() -> None:
     they are all unfinished and the slots are full, ``getaddrinfo`` still answers."""
     count = min(32, (os.cpu_count() or 1) + 4) + 1  # asyncio's default pool size, and one
     media = resolver({"slow": slow_pdf()})
-    reads = [asyncio.create_task(media.resolve(message(SLOW))) for _ in range(count)]
+    reads = [asyncio.create_task(media.resolve(message(SLOW, chat=str(n)))) for n in range(count)]
     try:
         await until(lambda: len(worker_pids()) == READ_SLOTS, "the slots to fill")
         loop = asyncio.get_running_loop()
@@ -143,6 +154,45 @@ async def test_dns_lookups_answer_while_every_slot_reads() -> None:
         assert addresses
         assert not any(read.done() for read in reads)
         assert len(worker_pids()) == READ_SLOTS
+    finally:
+        for read in reads:
+            read.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+    assert worker_pids() == set()
+
+
+async def test_one_chats_queued_pdfs_leave_a_slot_for_another_chats() -> None:
+    media = resolver({"slow": slow_pdf(), "p": minimal_pdf("Hello from chat B")})
+    queued = [asyncio.create_task(media.resolve(message(SLOW, chat="A"))) for _ in range(6)]
+    try:
+        await until(lambda: len(worker_pids()) == 1, "chat A's first reading")
+        other = message(Attachment("document", "p", "b.pdf"), chat="B")
+        resolved = await asyncio.wait_for(media.resolve(other), HANG_GUARD)
+        assert resolved.blocks == [TextContent(text="[file: b.pdf]\nHello from chat B")]
+        assert not any(read.done() for read in queued)  # A's six are still held or waiting
+    finally:
+        for read in queued:
+            read.cancel()
+        await asyncio.gather(*queued, return_exceptions=True)
+    assert worker_pids() == set()
+
+
+async def test_a_page_is_parsed_while_pdfs_fill_every_file_slot() -> None:
+    sandbox = Sandbox()
+    budget = Budget.of(HANG_GUARD)
+    reads = [
+        asyncio.create_task(sandbox.pdf_text(slow_pdf(), budget, conversation=f"telegram:{chat}"))
+        for chat in ["A"] * 6 + ["C"]
+    ]
+    try:
+        await until(lambda: len(worker_pids()) == READ_SLOTS, "the file slots to fill")
+        page = b"<html><head><title>News</title></head><body><p>Fresh</p></body></html>"
+        parsed = await asyncio.wait_for(
+            sandbox.page_markdown(page, None, budget, conversation="telegram:B"), HANG_GUARD
+        )
+        assert parsed == ("News", "Fresh")
+        assert sandbox.files.waiting() == 5  # A's other five, behind A's first and C's
+        assert not any(read.done() for read in reads)
     finally:
         for read in reads:
             read.cancel()

@@ -36,6 +36,7 @@ from ...config.tools import tool_registrations
 if TYPE_CHECKING:
     from ...config import BotdConfig
     from ...media.sandbox import Sandbox
+    from ...memory import MemoryHere
     from .base import SendFunction, Tool
     from .message.tool import ButtonSendFunction, MediaSendFunction, Refusal
     from .schedule.tool import Reminders
@@ -65,6 +66,9 @@ class ToolDeps:
     """The scheduler, as a tool setting reminders sees it."""
     sandbox: Sandbox
     """The reading workers (pages and files are parsed there, never in the event loop)."""
+    memory: MemoryHere | None = None
+    """The memory the run's message reaches (``botd.memory``; None: none, a scheduled job's
+    run)."""
 
 
 @dataclass(frozen=True, eq=False)

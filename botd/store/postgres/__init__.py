@@ -9,7 +9,8 @@ accepts, chatter and offsets; ``jobs`` the scheduler's jobs, usage and model cho
 messages; ``schema`` the migrations; ``leases`` the lease table and the fence a write can
 take; ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
 ``status_lines`` the tool status a run shows; ``marks`` catch-up marks per chat;
-``editor_sessions`` the ACP channel's sessions and what a conversation said; ``text`` the
+``editor_sessions`` the ACP channel's sessions and what a conversation said; ``memory``
+what botd keeps for a person or a group; ``text`` the
 adapters every connection writes strings with (a NUL as U+FFFD).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
@@ -27,6 +28,7 @@ from .inbound import InboundStore
 from .jobs import JobStore
 from .ledger import LedgerStore
 from .marks import MarkStore
+from .memory import MemoryStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
 
@@ -41,6 +43,7 @@ class PostgresStore(
     ButtonStore,
     MarkStore,
     EditorSessionStore,
+    MemoryStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

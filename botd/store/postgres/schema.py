@@ -387,6 +387,22 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # issue 38, memory: as on SQLite, a person's or a group's rows with who had them written.
+    (
+        """
+        CREATE TABLE memories (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            channel text NOT NULL,
+            kind text NOT NULL,
+            owner text NOT NULL,
+            author text NOT NULL,
+            text text NOT NULL,
+            created_at double precision NOT NULL
+        )
+        """,
+        "CREATE INDEX memories_by_owner ON memories (channel, kind, owner, id)",
+        "CREATE INDEX memories_by_author ON memories (channel, author)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -11,7 +11,8 @@ the conversations' model choices), ``status_lines`` (the tool status a run shows
 ``approvals`` (requests to approve tool calls), ``buttons`` (the buttons under botd's
 messages), ``conversation_inbox`` (what the dispatcher reads of one conversation's inbox,
 and the arrival signal within the process), ``marks`` (catch-up marks per chat),
-``editor_sessions`` (the ACP channel's sessions, and what a conversation said).
+``editor_sessions`` (the ACP channel's sessions, and what a conversation said), ``memory``
+(what botd keeps for a person or a group).
 ``schema`` holds the migrations, ``text`` the connection that writes a NUL as U+FFFD.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -33,6 +34,7 @@ from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
 from .marks import MarkStore
+from .memory import MemoryStore
 from .outbox import OutboxStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
@@ -52,6 +54,7 @@ class SqliteStore(
     ConversationInboxStore,
     MarkStore,
     EditorSessionStore,
+    MemoryStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 

@@ -358,5 +358,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX chatter_read_by_line ON chatter_read (up_to)",
     ),
+    # issue 38, memory: what botd keeps for a person (kind 'user', owner their user id) or a
+    # group (kind 'group', owner the chat id) on a channel instance, each row with the user
+    # who had it written (author), so that a person's rows go by (channel, author).
+    (
+        """
+        CREATE TABLE memories (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            author TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX memories_by_owner ON memories (channel, kind, owner, id)",
+        "CREATE INDEX memories_by_author ON memories (channel, author)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -557,7 +557,7 @@ async def test_a_stop_during_a_long_pdf_read_kills_the_reader_and_another_chat_i
             assert reader in worker_pids()  # answered while the PDF is still being read
             f.telegram.push_text(DM, command)
             await until_sent(f.telegram, DM)
-            # The reader (a minute of CPU for this PDF) was killed by the command.
+            # The reader (minutes of CPU for this PDF) was killed by the command.
             await until(lambda: reaped(reader), "the reader to be killed")
             assert store.inbox_state(reading.id) == "skipped"
             await idle(daemon)

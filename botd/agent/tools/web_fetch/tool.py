@@ -5,9 +5,10 @@ text as it is, both cut at a character cap that the result states. Only public a
 fetched unless the operator allowed a host (``botd.net.fetch`` does the refusing, after DNS and on
 every redirect). Anything that is not text is an error result naming its type.
 
-A page is parsed in a reading worker (``botd.media.sandbox``, shared with the files users
-send): a large or hostile page costs a process of its own within a time, CPU and memory
-budget, never the event loop or the thread pool DNS lookups use.
+A page is parsed in a reading worker (``botd.media.sandbox``, the one that reads the files
+users send, in a lane of its own so that it never waits behind their documents, shared fairly
+between conversations): a large or hostile page costs a process of its own within a time, CPU
+and memory budget, never the event loop or the thread pool DNS lookups use.
 """
 
 from __future__ import annotations
@@ -119,15 +120,18 @@ class WebFetchTool:
             )
         except FetchFailed as exc:
             return _error(str(exc))
-        return await self._readable(fetched)
+        return await self._readable(fetched, context.conversation_key)
 
-    async def _readable(self, fetched: Fetched) -> ToolOutput:
+    async def _readable(self, fetched: Fetched, conversation: str) -> ToolOutput:
         kind = fetched.content_type
         title = ""
         if kind in _HTML_TYPES or (not kind and _looks_like_html(fetched.body)):
             try:
                 title, text = await self._sandbox.page_markdown(
-                    fetched.body, fetched.charset, Budget.of(self._read_timeout)
+                    fetched.body,
+                    fetched.charset,
+                    Budget.of(self._read_timeout),
+                    conversation=conversation,
                 )
             except ReadFailed as exc:
                 return _error(f"{fetched.url} could not be read: {exc}")

@@ -1,0 +1,1 @@
+"""The ``forget`` tool (drops one item of the run's memory)."""

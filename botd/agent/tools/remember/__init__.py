@@ -1,0 +1,1 @@
+"""The ``remember`` tool (keeps a fact in the run's memory)."""

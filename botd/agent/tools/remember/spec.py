@@ -1,0 +1,22 @@
+"""The ``remember`` tool's spec: its limits are ``agent.memory`` (``botd.memory``), and it is
+built for each run over the memory that run's message reaches (none for a scheduled job)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..registry import ToolDeps, ToolSpec
+
+if TYPE_CHECKING:
+    from ..base import Tool
+
+__all__ = ["SPEC"]
+
+
+def _remember(deps: ToolDeps) -> Tool:
+    from .tool import RememberTool
+
+    return RememberTool(deps.memory)
+
+
+SPEC = ToolSpec(name="remember", factory=_remember, section="agent.memory")
