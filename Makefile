@@ -77,6 +77,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/reading.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/web_search.py
+	$(BIN)/python bench/exec_sandbox.py
 
 # The sdist and the wheel (built from the sdist) into dist/; prints their paths.
 dist: $(DIST_STAMP)

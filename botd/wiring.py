@@ -151,6 +151,7 @@ def session_settings(config: BotdConfig, state_dir: Path | None = None) -> Sessi
         record_events_dir=root / "events" if config.agent.record_events else None,
         coalesce=_coalesce_settings(config),
         tool_status=config.agent.tool_progress == "status",
+        show_command=config.agent.exec.show_command,
     )
 
 

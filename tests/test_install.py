@@ -249,6 +249,7 @@ def _check_wheel(wheel: Path, version: str) -> None:
             ("botd/data/botd.service", ROOT / "systemd" / "botd.service"),
             ("botd/data/config-reference.yaml", ROOT / "docs" / "config-reference.yaml"),
             ("botd/data/mcp-node.conf", ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"),
+            ("botd/data/exec.conf", ROOT / "systemd" / "botd.service.d" / "exec.conf"),
         ):
             mode = archive.getinfo(name).external_attr >> 16
             assert stat.S_ISREG(mode), f"{name} is not a regular file in the wheel"

@@ -26,6 +26,7 @@ DATA = ROOT / "botd" / "data"
 REFERENCE = ROOT / "docs" / "config-reference.yaml"
 UNIT = ROOT / "systemd" / "botd.service"
 NODE_DROP_IN = ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"
+EXEC_DROP_IN = ROOT / "systemd" / "botd.service.d" / "exec.conf"
 
 
 def test_the_package_data_are_links_to_the_one_copy_of_each_file() -> None:
@@ -34,6 +35,7 @@ def test_the_package_data_are_links_to_the_one_copy_of_each_file() -> None:
         "config-reference.yaml": REFERENCE,
         "botd.service": UNIT,
         "mcp-node.conf": NODE_DROP_IN,
+        "exec.conf": EXEC_DROP_IN,
     }
     for name, canonical in shipped.items():
         link = DATA / name
@@ -85,11 +87,15 @@ def test_unit_prints_the_shipped_unit() -> None:
     assert out.getvalue() == result.stdout
 
 
-def test_unit_prints_the_node_drop_in() -> None:
+def test_unit_prints_the_node_and_exec_drop_ins() -> None:
     result = run_botd("unit", "--drop-in", "mcp-node")
     assert result.returncode == 0, result.stderr
     assert result.stdout == NODE_DROP_IN.read_text(encoding="utf-8")
     assert "MemoryDenyWriteExecute=no" in result.stdout
+    exec_drop_in = run_botd("unit", "--drop-in", "exec")
+    assert exec_drop_in.returncode == 0, exec_drop_in.stderr
+    assert exec_drop_in.stdout == EXEC_DROP_IN.read_text(encoding="utf-8")
+    assert "RestrictNamespaces=user mnt pid net ipc uts cgroup" in exec_drop_in.stdout
     refused = run_botd("unit", "--drop-in", "nothing")
     assert refused.returncode == 2
     assert "invalid choice: 'nothing'" in refused.stderr

@@ -199,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--drop-in",
         choices=sorted(DROP_INS),
         help="print this drop-in instead (mcp-node: MCP servers on Node.js need "
-        "MemoryDenyWriteExecute off), for /etc/systemd/system/botd.service.d/NAME.conf",
+        "MemoryDenyWriteExecute off; exec: the exec tool's bubblewrap needs user namespaces), "
+        "for /etc/systemd/system/botd.service.d/NAME.conf",
     )
 
     run = commands.add_parser(
@@ -268,6 +269,11 @@ def _check(path: str, allow_empty: bool) -> int:
         return 2
     for warning in loaded.warnings:  # usable, but likely not what was meant
         _say(f"⚠ {warning.render(path)}")
+    from ..agent.tools.registry import host_problems
+
+    for problem in host_problems(config).values():  # botd runs; that tool refuses each call
+        if problem is not None:
+            _say(f"⚠ agent.tools: {problem}")
     _say(f"config OK: {config.summary()}", file=sys.stdout)
     return 0
 

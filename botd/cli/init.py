@@ -11,7 +11,7 @@ appears while the questions are being answered.
 Files ship inside the package (``botd/data``, so an install from a wheel has them too): the
 full config reference, which ``botd init --example FILE`` writes the same way, the systemd
 unit, which ``botd unit`` prints, and its drop-ins (``botd unit --drop-in NAME``: ``mcp-node``
-for MCP servers on Node.js).
+for MCP servers on Node.js, ``exec`` for the ``exec`` tool's bubblewrap).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def _create(path: Path, text: str) -> int:
 
 REFERENCE = "config-reference.yaml"
 UNIT = "botd.service"
-DROP_INS = {"mcp-node": "mcp-node.conf"}
+DROP_INS = {"mcp-node": "mcp-node.conf", "exec": "exec.conf"}
 """The unit's drop-ins botd ships, by the name ``botd unit --drop-in`` takes."""
 
 

@@ -73,6 +73,7 @@ __all__ = [
     "DeliverToSection",
     "DeliveryMode",
     "DmPolicy",
+    "ExecSection",
     "FallbackModelSection",
     "GroupPolicy",
     "GroupSection",
@@ -500,6 +501,31 @@ class WebSearchSection(Section):
         return self
 
 
+class ExecSection(Section):
+    """What the ``exec`` tool's commands may take and reach: each runs in bubblewrap, the
+    conversation's workspace its only writable place (docs/tools-and-media.md)."""
+
+    network: bool = False
+    """Whether commands reach the network (the host's, as botd does); off: none at all, not
+    even loopback."""
+    show_command: bool = False
+    """Whether tool progress shows the command (secrets masked) instead of "a command"."""
+    bwrap: str = Field(default="bwrap", min_length=1)
+    """The bubblewrap program: a name looked up on ``PATH`` or a path."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds a command may run before it is killed with everything it started."""
+    cpu_seconds: int = Field(default=60, ge=1)
+    """CPU seconds each of its processes may use."""
+    memory_mb: int = Field(default=1024, ge=16)
+    """Megabytes of address space each of its processes may use."""
+    max_processes: int = Field(default=64, ge=1)
+    """Processes and threads it may run at once (not enforced when botd runs as root)."""
+    max_file_mb: int = Field(default=100, ge=1)
+    """The largest file it may write, in megabytes."""
+    max_output_bytes: int = Field(default=16_000, ge=100)
+    """Bytes of stdout, and as many of stderr, the model gets; the rest is cut and counted."""
+
+
 def _seconds(value: Any) -> Any:
     """A duration written as an interval (``10m``, ``1h30m``, ``90s``) or as seconds."""
     if isinstance(value, str):
@@ -579,11 +605,13 @@ class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     """The tools the agent may use, each registered by its package (``botd.agent.tools``):
-    ``message`` and ``schedule`` (both by default), and ``web_fetch`` and ``web_search``
-    when listed."""
+    ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search`` and
+    ``exec`` when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     web_search: WebSearchSection | None = None
     """The ``web_search`` tool's service; needed when ``tools`` lists ``web_search``."""
+    exec: ExecSection = Field(default_factory=ExecSection)
+    """The ``exec`` tool's sandbox and budgets (used when ``tools`` lists ``exec``)."""
     message_targets: list[MessageTargetSection] = Field(default_factory=list)
     """Chats the ``message`` tool may post to besides the run's own conversation (the access
     policy still has to allow each)."""

@@ -10,7 +10,9 @@ An agent that follows a plan (an ACP agent's ``plan`` update, ``plan``) shows th
 way whenever no tool does, at once ("📋 Step 2 of 5: …"); the run's end removes it too.
 
 What shows is plain words: the tool's name (an MCP tool's with its server), and for
-``web_fetch`` the host it reads; never another argument, which could hold a secret.
+``web_fetch`` the host it reads; never another argument, which could hold a secret. The
+``exec`` tool shows as "a command", with its command line (secrets masked, cut short) only
+where ``agent.exec.show_command`` is on.
 
 ``StatusKeeper`` is the run's ``StatusJournal`` over the store (``StatusLines``), and
 ``remove_leftovers`` removes, for a resumed run, what a process that crashed mid-tool left.
@@ -27,6 +29,7 @@ from ..chat import MessageRef
 from ..cluster.fencing import RunScope
 from ..delivery import Delivery, PlanStep, StatusKind, ToolActivity, ToolStatus
 from ..events import AgentEvent, ToolExecutionEnd, ToolExecutionStart
+from ..ops.logging import mask_secrets
 from ..store import StatusLine
 from ..store.protocols import StatusLines
 
@@ -38,8 +41,16 @@ SLOW_TOOL_SECONDS = 1.0
 _HINT_CHARS = 60
 
 
-def activity_of(name: str, args: dict[str, Any]) -> ToolActivity:
-    """What the chat is shown of a call to tool ``name`` with ``args``."""
+def activity_of(name: str, args: dict[str, Any], *, show_command: bool = False) -> ToolActivity:
+    """What the chat is shown of a call to tool ``name`` with ``args``; ``show_command``:
+    the ``exec`` tool's command line is shown (``agent.exec.show_command``)."""
+    if name == "exec":
+        command = args.get("command")
+        hint = ""
+        if show_command and isinstance(command, str):
+            hint = mask_secrets(" ".join(command.split()))
+            hint = hint if len(hint) <= _HINT_CHARS else hint[: _HINT_CHARS - 1] + "…"
+        return ToolActivity(name, hint=hint, phrase="a command")
     where = ""
     if name.startswith("mcp__"):
         server, _, tool = name.removeprefix("mcp__").partition("__")
@@ -59,8 +70,11 @@ def activity_of(name: str, args: dict[str, Any]) -> ToolActivity:
 class ToolProgress:
     """Feeds one run's ``ToolStatus`` from its events (see the module docstring)."""
 
-    def __init__(self, status: ToolStatus, delay: float = SLOW_TOOL_SECONDS) -> None:
+    def __init__(
+        self, status: ToolStatus, delay: float = SLOW_TOOL_SECONDS, *, show_command: bool = False
+    ) -> None:
         self._status = status
+        self._show_command = show_command
         self._delay = delay
         self._loop = asyncio.get_running_loop()
         self._running: dict[str, ToolActivity] = {}
@@ -73,7 +87,10 @@ class ToolProgress:
 
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, ToolExecutionStart):
-            self._started(event.tool_call_id, activity_of(event.tool_name, event.args))
+            self._started(
+                event.tool_call_id,
+                activity_of(event.tool_name, event.args, show_command=self._show_command),
+            )
         elif isinstance(event, ToolExecutionEnd):
             self._ended(event.tool_call_id)
 

@@ -249,7 +249,7 @@ class Runner:
         if self._settings.tool_status and inbound.heartbeat is None:
             keeper = StatusKeeper(self._ledger, session.conversation_key)
             status = self._delivery.open_status(target, keeper, scope=self._scope)
-            progress = ToolProgress(status)
+            progress = ToolProgress(status, show_command=self._settings.show_command)
         outcome, notice = "exception", None
         saving: Saving | None = None
         delivered: Callable[[], None] | None = None

@@ -76,6 +76,9 @@ class SessionSettings:
     tool_status: bool = False
     """Show which tool a run waits on while one takes longer than a second
     (``agent.tool_progress: status``; ``progress.py``)."""
+    show_command: bool = False
+    """Tool progress shows the ``exec`` tool's command line, not only "a command"
+    (``agent.exec.show_command``)."""
 
     def run_options(self) -> RunOptions:
         """How the delivery paces each run's output."""

@@ -187,11 +187,13 @@ class ToolActivity:
     where: str = ""
     """Where the tool comes from (an MCP server's name), '' for a built-in."""
     hint: str = ""
+    phrase: str = ""
+    """What runs in words, shown instead of the tool's name ("a command"); '' for the name."""
 
     def _parts(self, tool: str) -> str:
         where = f" from {self.where}" if self.where else ""
         hint = f" ({self.hint})" if self.hint else ""
-        return f"{tool}{where}{hint}"
+        return f"{self.phrase or tool}{where}{hint}"
 
     def line(self) -> str:
         """The status line's Markdown: ``⏳ Running `web_fetch` (example.com)…``."""

@@ -61,6 +61,7 @@ def register(monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
 def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     specs = tool_specs()
     assert list(specs) == [
+        "exec",
         "forget",
         "message",
         "recall",
@@ -77,7 +78,7 @@ def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     assert specs["message"].settings(config) is None
     assert specs["remember"].settings(config) is config.agent.memory
     assert specs["web_search"].section == "agent.web_search"
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
 
 
 def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> None:
@@ -89,7 +90,7 @@ def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> N
     with pytest.raises(ConfigError) as refused:
         parse_config("agent:\n  tools: [clok]\n", {})
     assert str(refused.value) == (
-        "<config>:2: agent.tools[0]: expected 'clock', 'forget', 'message', 'recall', "
+        "<config>:2: agent.tools[0]: expected 'clock', 'exec', 'forget', 'message', 'recall', "
         "'remember', 'schedule', 'web_fetch' or 'web_search', got 'clok'"
     )
     # agent.approvals.tools may name it too.
@@ -112,6 +113,7 @@ def test_a_plugin_that_cannot_be_loaded_is_said_to_be_so(
     )
     with caplog.at_level(logging.ERROR, logger="botd.agent.tools.registry"):
         assert list(tool_specs()) == [
+            "exec",
             "forget",
             "message",
             "recall",
@@ -129,7 +131,7 @@ def test_a_plugin_does_not_replace_a_builtin(
     with caplog.at_level(logging.WARNING, logger="botd.config.tools"):
         register(message="tests.agent.plugin_tool:SPEC")
         assert tool_specs()["message"].name == "message"
-        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 7
+        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
     assert "is not loaded: message is one of botd's own tools" in caplog.text
 
 

@@ -30,6 +30,7 @@ from tests.support.daemon_process import ended, reap, start_daemon
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "botd.service"
 NODE_DROP_IN = ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"
+EXEC_DROP_IN = ROOT / "systemd" / "botd.service.d" / "exec.conf"
 
 # --------------------------------------------------------------------------- notify socket
 
@@ -133,19 +134,26 @@ async def test_run_watchdog_without_watchdog_waits_for_stop() -> None:
 # --------------------------------------------------------------------------- unit file
 
 
-def _unit_copy(tmp_path: Path, text: str, *, drop_in: bool) -> Path:
-    """The unit as ``botd.service`` in ``tmp_path``, with the Node drop-in beside it in
-    ``botd.service.d/`` (where systemd-analyze, like systemd, reads drop-ins) or without."""
+def _unit_copy(tmp_path: Path, text: str, *, drop_in: bool, more: tuple[Path, ...] = ()) -> Path:
+    """The unit as ``botd.service`` in ``tmp_path``, with the Node drop-in (and ``more``)
+    beside it in ``botd.service.d/`` (where systemd-analyze, like systemd, reads drop-ins) or
+    without."""
     copy = tmp_path / "botd.service"
     copy.write_text(text)
-    if drop_in:
+    drop_ins = ((NODE_DROP_IN,) if drop_in else ()) + more
+    if drop_ins:
         (tmp_path / "botd.service.d").mkdir()
-        shutil.copyfile(NODE_DROP_IN, tmp_path / "botd.service.d" / NODE_DROP_IN.name)
+    for source in drop_ins:
+        shutil.copyfile(source, tmp_path / "botd.service.d" / source.name)
     return copy
 
 
-@pytest.mark.parametrize("drop_in", [False, True], ids=["unit", "unit+mcp-node"])
-def test_unit_file_verifies(tmp_path: Path, drop_in: bool) -> None:
+@pytest.mark.parametrize(
+    ("drop_in", "more"),
+    [(False, ()), (True, ()), (False, (EXEC_DROP_IN,))],
+    ids=["unit", "unit+mcp-node", "unit+exec"],
+)
+def test_unit_file_verifies(tmp_path: Path, drop_in: bool, more: tuple[Path, ...]) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze not installed (.ci/run installs Debian's systemd)")
@@ -156,7 +164,10 @@ def test_unit_file_verifies(tmp_path: Path, drop_in: bool) -> None:
     exec_line = "ExecStart=/opt/botd/.venv/bin/botd run --config /etc/botd/botd.yaml"
     assert exec_line in text.splitlines()
     copy = _unit_copy(
-        tmp_path, text.replace("/opt/botd/.venv/bin/botd", "/bin/true"), drop_in=drop_in
+        tmp_path,
+        text.replace("/opt/botd/.venv/bin/botd", "/bin/true"),
+        drop_in=drop_in,
+        more=more,
     )
     result = subprocess.run(
         [analyze, "verify", "--man=no", str(copy)],

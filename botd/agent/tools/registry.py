@@ -5,7 +5,8 @@ settings are read from (``section``, a dotted key such as ``agent.web_fetch``; N
 without settings), the factory that builds it for one run from ``ToolDeps`` (the config in
 force and the runtime's parts a tool may use), whether its calls wait for a person's approval
 even when ``agent.approvals.tools`` does not list it (``needs_approval``), and what must be
-installed for it (``requirement``, ``modules``: probed without importing anything).
+installed for it (``requirement``, ``modules``: probed without importing anything), and what
+``botd check`` and ``botd doctor`` ask about the host (``probe``: the ``exec`` tool's bubblewrap).
 
 botd's own tools declare their specs in their packages (``botd.agent.tools.<name>.spec``,
 ``SPEC``); a separate distribution adds a tool under the entry-point group ``botd.tools``
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from .message.tool import ButtonSendFunction, MediaSendFunction, Refusal
     from .schedule.tool import Reminders
 
-__all__ = ["ToolDeps", "ToolSpec", "load_tool_specs", "tool_specs"]
+__all__ = ["ToolDeps", "ToolSpec", "host_problems", "load_tool_specs", "tool_specs"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,10 @@ class ToolSpec:
     """What provides the modules the tool needs, as pip takes it: ``botd[web]``."""
     modules: tuple[str, ...] = ()
     """Top-level modules the tool needs, probed without importing them."""
+    probe: Callable[[BotdConfig], str | None] | None = None
+    """What keeps the tool from working on this host under ``config`` (one sentence; None:
+    nothing), beyond its modules: a program or a kernel feature. ``botd check`` and ``botd
+    doctor`` ask it for a listed tool; it may block for a moment."""
 
     def missing(self) -> str | None:
         """One sentence naming what to install before this tool can run; None if ready."""
@@ -134,3 +139,14 @@ def load_tool_specs() -> dict[str, ToolSpec]:
 def tool_specs() -> Mapping[str, ToolSpec]:
     """``load_tool_specs()``, read once per process."""
     return load_tool_specs()
+
+
+def host_problems(config: BotdConfig) -> dict[str, str | None]:
+    """For each tool ``agent.tools`` lists that has a ``probe``: what keeps it from working
+    on this host (None: nothing), by name. Runs the probes, one after the other."""
+    specs = tool_specs()
+    return {
+        name: spec.probe(config)
+        for name in config.agent.tools
+        if (spec := specs.get(name)) is not None and spec.probe is not None
+    }

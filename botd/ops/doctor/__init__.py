@@ -16,8 +16,10 @@ Each goes through the proxy its section names (``proxy:``; unset, the environmen
 the daemon's own connections do (``ProbeClients``).
 
 Each configured MCP server is started as ``botd run`` would start it, its tools listed, and
-stopped again (``doctor.mcp``). Each ACP agent a chat uses has its command found and, when
-it runs on Node.js, Node's version checked; it is not started (``doctor.acp``).
+stopped again (``doctor.mcp``). A listed tool that needs something of the host (the ``exec``
+tool: bubblewrap and user namespaces) is tried (``doctor.tools``). Each ACP agent a chat uses
+has its command found and, when it runs on Node.js, Node's version checked; it is not started
+(``doctor.acp``).
 
 The state dir is checked without changing it: whether it exists or can be created, whether
 it takes files, whether a running botd holds its lock; then the store, as its backend checks it
@@ -71,6 +73,7 @@ from .checks import (
     warned,
 )
 from .state import state_dir_checks
+from .tools import tool_checks
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -264,6 +267,7 @@ async def diagnose(
             from .acp import acp_checks
 
             probes.append(_guarded("acp", acp_checks(config), debug))
+        probes.append(_guarded("tools", tool_checks(config), debug))
         # The store's own checks (its file in the state dir, or its server) are read side
         # by side with the probes and listed after the state dir's.
         probes.append(_guarded("store", store_backend(config.store).doctor(config, timeout), debug))
