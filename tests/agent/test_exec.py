@@ -44,8 +44,13 @@ def calls(*commands: str) -> list[Reply]:
     return [*replies, stream(text("Done."))]
 
 
+MARKED = '<untrusted source="a command\'s output">\n'
+"""How a command's output reaches the model: inside the untrusted marker (its end after it)."""
+
+
 def result(model: FakeAnthropicAPI, call_id: str) -> tuple[bool, str]:
-    """(is_error, text) of the result the model was sent for ``call_id``."""
+    """(is_error, text) of the result the model was sent for ``call_id``: a command's output
+    is asserted to be inside the untrusted marker and given without it."""
     for request in model.requests:
         for message in request.body["messages"]:
             content = message["content"]
@@ -53,6 +58,9 @@ def result(model: FakeAnthropicAPI, call_id: str) -> tuple[bool, str]:
                 if block.get("type") == "tool_result" and block["tool_use_id"] == call_id:
                     inner = block["content"]
                     said = inner if isinstance(inner, str) else inner[0]["text"]
+                    if not said.startswith("exec is not available"):  # botd's own line
+                        assert said.startswith(MARKED) and said.endswith("\n</untrusted>")
+                        said = said.removeprefix(MARKED).removesuffix("\n</untrusted>")
                     return bool(block.get("is_error")), said
     raise AssertionError(f"the model was sent no result for {call_id}")
 

@@ -5,7 +5,8 @@ The command runs with ``/bin/sh -c`` in bubblewrap (``bubblewrap``): the host re
 hidden, the workspace (``<state_dir>/workspaces/<conversation>``, the directory an ACP agent
 of the same conversation works in) its only writable place, no network unless
 ``agent.exec.network``, within ``agent.exec``'s budgets. The model gets the exit status and
-stdout and stderr, each cut at ``max_output_bytes`` with a note of how much more there was.
+stdout and stderr, each cut at ``max_output_bytes`` with a note of how much more there was,
+inside the untrusted marker (``tools.untrusted``).
 A command past its time limit is killed with everything it started, and so is one whose run
 is stopped (``/stop`` cancels the call). Where no sandbox can be set up the call is refused in
 one line: a command never runs unsandboxed.
@@ -90,6 +91,10 @@ def result_text(result: CommandResult, limits: Limits) -> str:
 class ExecTool:
     """The ``exec`` tool (see the module docstring)."""
 
+    untrusted = True
+    """What a command prints may come from anywhere (a file, a download): the model reads it
+    inside the untrusted marker (``tools.untrusted``)."""
+
     def __init__(self, section: ExecSection, *, state_dir: Path) -> None:
         self._section = section
         self._limits = limits_of(section)
@@ -117,4 +122,9 @@ class ExecTool:
         details: dict[str, Any] = {"status": "killed" if result.status is None else "exited"}
         if result.status is not None:
             details["exit_status"] = result.status
-        return ToolOutput(text=result_text(result, self._limits), is_error=failed, details=details)
+        return ToolOutput(
+            text=result_text(result, self._limits),
+            is_error=failed,
+            details=details,
+            untrusted_from="a command's output",
+        )
