@@ -338,15 +338,13 @@ class App:
         """What ``run`` enters once the runtime is built, in this order; the stack closes them
         in the reverse order (the module docstring says why each is where it is)."""
         keeper, sessions, dispatcher = runtime.keeper, runtime.sessions, runtime.dispatcher
-        renewals: list[asyncio.Task[None]] = []
 
         async def renew_leases() -> None:
-            renewals.append(tasks.create_task(runtime.leases.run(), name="lease-renewal"))
+            tasks.create_task(runtime.leases.run(), name="lease-renewal")
 
         async def stopped() -> None:
             log.info("stopped")  # every other service is closed
-            for task in renewals:
-                task.cancel()  # the task group awaits it
+            runtime.leases.stop()  # a renewal under way ends first; the task group awaits it
 
         async def start_mcp() -> None:
             runtime.mcp.start()  # in the background, side by side with the channels
