@@ -344,7 +344,6 @@ class LeaseKeeper:
                 stopping.cancel()
             if self._stopping.is_set():
                 return
-            sleeping.result()  # what ended the pause (a cancellation) ends the loop too
             renewed = await self.renew_once()
 
     def stop(self) -> None:
