@@ -338,13 +338,15 @@ class App:
         """What ``run`` enters once the runtime is built, in this order; the stack closes them
         in the reverse order (the module docstring says why each is where it is)."""
         keeper, sessions, dispatcher = runtime.keeper, runtime.sessions, runtime.dispatcher
+        renewals: list[asyncio.Task[None]] = []
 
         async def renew_leases() -> None:
-            tasks.create_task(runtime.leases.run(), name="lease-renewal")
+            renewals.append(tasks.create_task(runtime.leases.run(), name="lease-renewal"))
 
         async def stopped() -> None:
             log.info("stopped")  # every other service is closed
-            runtime.leases.stop()  # a renewal under way ends first; the task group awaits it
+            for task in renewals:
+                task.cancel()  # the task group awaits it
 
         async def start_mcp() -> None:
             runtime.mcp.start()  # in the background, side by side with the channels

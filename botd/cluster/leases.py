@@ -191,7 +191,6 @@ class LeaseKeeper:
         Telegram poller, a Discord shard: ``botd.cluster.holding``), held or not, each with
         its role (``poller``, ``gateway``)."""
         self._nodes_up: tuple[float, int] | None = None
-        self._stopping = asyncio.Event()
 
     @classmethod
     def alone(cls, node_id: str) -> LeaseKeeper:
@@ -325,33 +324,18 @@ class LeaseKeeper:
             )
 
     async def run(self) -> None:
-        """Renew every third of the TTL until ``stop`` (or until cancelled); leases are not
-        released here (the owner calls ``release_all`` at a clean stop). Leases that never
-        lapse need nothing: it returns at once.
+        """Renew every third of the TTL until cancelled; leases are not released here (the
+        owner calls ``release_all`` at a clean stop). Leases that never lapse need nothing:
+        it returns at once.
 
         A renewal that failed (the database slow or away) is tried again a twelfth of the
         TTL later, not a third: one slow answer must not use up the margin, since the next
         regular renewal would then be due about when the leases run out."""
         renewed = True
-        while self.lapses and not self._stopping.is_set():
+        while self.lapses:
             pause = self.renew_every if renewed else self.renew_every / 4
-            sleeping = asyncio.ensure_future(self._sleep(pause))
-            stopping = asyncio.ensure_future(self._stopping.wait())
-            try:
-                await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeping.cancel()
-                stopping.cancel()
-            if self._stopping.is_set():
-                return
+            await self._sleep(pause)
             renewed = await self.renew_once()
-
-    def stop(self) -> None:
-        """End ``run`` at its next pause. A renewal under way is finished first (it is bounded
-        by its own timeout), never cancelled from outside: a query cancelled while its own
-        cancellation is under way leaves its connection broken (psycopg closes it under the
-        query), which once crashed a stopping node."""
-        self._stopping.set()
 
 
 class ProcessLeases:

@@ -29,7 +29,7 @@ from botd.cluster.leases import (
 from botd.store.postgres.leases import PostgresLeases, fence
 from botd.store.postgres.schema import migrate
 from tests.support.pg_server import PostgresServer
-from tests.support.waiting import guarded, until
+from tests.support.waiting import until
 
 SHORT_TTL = 0.3
 
@@ -362,42 +362,3 @@ async def test_a_lease_released_while_a_renewal_is_out_is_given_up_not_lost(
     assert not node.lost.is_set() and not scheduler.lost.is_set()
     assert keeper.held() == [scheduler]
     assert [r.getMessage() for r in caplog.records if " lost" in r.getMessage()] == []
-
-
-async def test_stopping_the_renewals_lets_a_renewal_under_way_finish() -> None:
-    """``stop`` ends the renewal loop at its next pause: a request out is answered, never
-    cancelled from outside (a query cancelled while psycopg cancels it leaves a broken
-    connection behind)."""
-    table = ProcessLeases()
-    asked, answer = asyncio.Event(), asyncio.Event()
-    cancelled = False
-
-    class Slow:
-        async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
-            nonlocal cancelled
-            asked.set()
-            try:
-                await answer.wait()
-            except asyncio.CancelledError:
-                cancelled = True
-                raise
-            return await table.renew(holder, held, ttl)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(table, name)
-
-    async def no_pause(_seconds: float) -> None:
-        await asyncio.sleep(0)
-
-    # A TTL long enough that the request's own timeout (a third of it) never fires here.
-    keeper = LeaseKeeper(cast(LeaseTable, Slow()), "n1", 60, sleep=no_pause)
-    lease = await keeper.try_claim("node:n1")
-    assert lease is not None
-    renewals = asyncio.create_task(keeper.run())
-    await asked.wait()
-    keeper.stop()
-    await asyncio.sleep(0)  # the loop had its chance to cancel the request: it must not
-    assert not renewals.done()
-    answer.set()
-    await guarded(renewals, "the renewals to end")
-    assert not cancelled and not lease.lost.is_set()
