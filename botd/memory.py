@@ -37,6 +37,7 @@ from .store import MemoryItem, MemoryLedger, MemoryOwner
 
 __all__ = [
     "MEMORY_TOOLS",
+    "NO_MEMORY",
     "Memory",
     "MemoryHere",
     "Outcome",
@@ -46,6 +47,9 @@ __all__ = [
 
 MEMORY_TOOLS = ("remember", "recall", "forget")
 """The tools over a memory; the note is given only to a run offered one of them."""
+
+NO_MEMORY = "There is no memory in this run (a scheduled job's): nothing was done."
+"""What each memory tool answers in a run that has no memory."""
 
 SCHEDULER_SENDER = "scheduler"
 """The sender of a scheduled job's prompt (``botd.scheduler.SENDER``)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....memory import MemoryHere
+from ....memory import NO_MEMORY, MemoryHere
 from ...types import ToolDefinition
 from ..base import ToolContext, ToolOutput
 
@@ -24,8 +24,6 @@ _SCHEMA: dict[str, Any] = {
     "required": ["number"],
     "additionalProperties": False,
 }
-
-NO_MEMORY = "There is no memory in this run (a scheduled job's): nothing was done."
 
 
 class ForgetTool:
