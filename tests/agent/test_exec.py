@@ -14,11 +14,11 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+import botd
 from botd.agent.acp.workspace import workspace_dir
 from botd.conversation.progress import activity_of
 from botd.ops.logging import add_secret
@@ -310,10 +310,16 @@ def test_a_command_runs_at_most_its_processes_counted_in_its_own_sandbox(
     that user's processes outside not counted: the fifth fork in the sandbox fails."""
     workspace = tmp_path_factory.mktemp("nobody")
     workspace.chmod(0o777)
-    for parent in workspace.parents:  # pytest's own directories are its owner's only
-        if parent == Path(tempfile.gettempdir()):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
+    # pytest's own directories are its owner's only, and so may be the directory the checkout
+    # and its venv are in (a clone into ``mktemp -d``): nobody is let through them.
+    for place in (workspace, Path(botd.__file__).resolve(), Path(sys.prefix).resolve()):
+        for parent in place.parents:
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                parent.chmod(mode | 0o011)
+    # An editable install puts the checkout on sys.path, and an import lists that directory.
+    checkout = Path(botd.__file__).resolve().parent.parent
+    checkout.chmod(checkout.stat().st_mode | 0o055)
     done = subprocess.run(
         [*NOBODY, sys.executable, "-c", _FORKS, str(workspace)],
         capture_output=True,
