@@ -519,7 +519,11 @@ def acp_agents(config: BotdConfig, state_dir: Path) -> dict[str, AcpAgent]:
         _, _, name = backend.partition(":")
         sessions = state_dir / "acp" / "agents" / name / "sessions.json" if name else None
         agents[backend] = AcpAgent(
-            section, state_dir, key=acp_agent_key(backend), sessions_file=sessions
+            section,
+            state_dir,
+            key=acp_agent_key(backend),
+            sessions_file=sessions,
+            workspaces=config.agent.workspace,
         )
     return agents
 

@@ -213,8 +213,8 @@ def parse_config(
 
     ``channels`` are the channels the file may configure (default: the registered ones).
     ``config_file`` is where ``text`` was read from: relative paths in it (``state_dir``,
-    ``media.outbound_dir``) are taken from its directory (without it, from the working
-    directory), and ``media.outbound_dir`` must not hold it. ``allow_empty=False`` makes a
+    ``media.outbound_dir``, ``agent.workspace.root``) are taken from its directory (without
+    it, from the working directory), and ``media.outbound_dir`` must not hold it. ``allow_empty=False`` makes a
     file that enables no channel a problem. ``unset_ok`` is for reading the file without the
     daemon's environment (``botd pairing``): a variable that is not set is no problem outside
     ``state_dir``, and its value is a stand-in, so the config returned must not be run.
@@ -303,6 +303,12 @@ def _paths_from(config: BotdConfig, config_file: Path) -> BotdConfig:
     if outbound is not None:
         update["media"] = config.media.model_copy(
             update={"outbound_dir": configured_path(outbound, config_file)}
+        )
+    workspace = config.agent.workspace
+    if workspace.root is not None:
+        root = configured_path(workspace.root, config_file)
+        update["agent"] = config.agent.model_copy(
+            update={"workspace": workspace.model_copy(update={"root": root})}
         )
     return config.model_copy(update=update)
 

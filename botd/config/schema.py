@@ -526,6 +526,33 @@ class ExecSection(Section):
     """Bytes of stdout, and as many of stderr, the model gets; the rest is cut and counted."""
 
 
+class WorkspaceSection(Section):
+    """``agent.workspace``: where each conversation's files live (the file tools, ``exec``, an
+    ACP agent) and how much the file tools read, write, list and search at a time
+    (docs/tools-and-media.md)."""
+
+    shared: bool = False
+    """One workspace for every conversation (each chat sees the others' files); false: one
+    per conversation."""
+    root: Path | None = None
+    """The directory the workspaces are made in (None: ``<state_dir>/workspaces``); a volume
+    every node mounts (NFS) lets all nodes see the same files."""
+    max_file_kb: int = Field(default=1024, ge=1)
+    """The largest file ``read_file`` reads, ``write_file`` and ``edit_file`` write, in KiB."""
+    max_list_entries: int = Field(default=200, ge=1)
+    """Entries ``list_files`` names at most; it says how many more there were."""
+    max_search_matches: int = Field(default=100, ge=1)
+    """Matching lines ``search_files`` gives at most; it stops at the last."""
+    max_search_files: int = Field(default=2000, ge=1)
+    """Files ``search_files`` looks into at most (those larger than ``max_file_kb`` or not
+    text are skipped, and counted)."""
+
+    @field_validator("root")
+    @classmethod
+    def _expand_root_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+
 def _seconds(value: Any) -> Any:
     """A duration written as an interval (``10m``, ``1h30m``, ``90s``) or as seconds."""
     if isinstance(value, str):
@@ -647,6 +674,9 @@ class AgentSection(Section):
     groups can be answered by two agents, each its own process."""
     memory: MemorySection = Field(default_factory=MemorySection)
     """What the memory tools keep (``remember``, ``recall``, ``forget``: listed in ``tools``)."""
+    workspace: WorkspaceSection = Field(default_factory=WorkspaceSection)
+    """Where conversations' files live and the file tools' caps (``read_file``,
+    ``write_file``, ``edit_file``, ``list_files``, ``search_files``: listed in ``tools``)."""
 
     @model_validator(mode="after")
     def _web_search_has_a_service(self) -> AgentSection:

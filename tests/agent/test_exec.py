@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import botd
-from botd.agent.acp.workspace import workspace_dir
+from botd.workspace import workspace_dir
 from botd.conversation.progress import activity_of
 from botd.ops.logging import add_secret
 from tests.approvals.harness import request_posted, states

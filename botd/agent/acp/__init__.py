@@ -4,11 +4,10 @@ answers the chats instead of botd's own agent loop.
 
 * ``agent``: an agent's process (one per configured agent, ``agent.acp`` and each of
   ``agent.acp_agents``, started when a chat first needs it and again after it ended) and its
-  sessions (one per botd session);
+  sessions (one per botd session), each working in its conversation's workspace
+  (``botd.workspace``: the agent's cwd and the only place its file requests reach);
 * ``turn``: one prompt turn, told as botd's agent events, so the subscriber, tool progress,
   approvals and the transcript work as for botd's own model;
-* ``workspace``: each conversation's directory, the agent's cwd and the only place its file
-  requests reach;
 * ``terminals``: the commands an agent runs through botd (``terminal/*``), when its section
   turns them on;
 * ``session_ids``: which agent session holds each botd session, across restarts.

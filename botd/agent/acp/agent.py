@@ -10,7 +10,7 @@ again for the next turn; the process's stderr goes to botd's log at DEBUG, its l
 WARNING when it ended unasked.
 
 Each botd session (a conversation since its start or its last ``/new``) is one session of the
-agent (``session_ids``), working in the conversation's workspace (``workspace``). A turn
+agent (``session_ids``), working in the conversation's workspace (``botd.workspace``). A turn
 opens it: the session this process already has; else the one kept for it, loaded with
 ``session/load`` when the agent offers that (a restart of botd or of the agent; what the agent
 replays of it is not shown again); else a new one, whose first prompt carries the transcript.
@@ -56,13 +56,13 @@ from acp.schema import (
 from acp.transports import default_environment
 
 from ... import __version__
-from ...config.schema import AcpAgentSection
+from ...config.schema import AcpAgentSection, WorkspaceSection
 from ...delivery import PlanStep
 from ...events import AgentEvent
+from ...workspace import Refused, Workspace, workspace_dir, workspaces_root
 from .session_ids import SessionIds
 from .terminals import Terminal, Terminals
 from .turn import AcpTurn, Ask, Opened, PromptBlock
-from .workspace import Refused, Workspace, workspace_dir
 
 __all__ = ["AcpAgent"]
 
@@ -106,9 +106,11 @@ class AcpAgent:
         *,
         key: str = "agent.acp",
         sessions_file: Path | None = None,
+        workspaces: WorkspaceSection | None = None,
     ) -> None:
         self._section = section
         self._state_dir = state_dir
+        self._workspace_settings = workspaces or WorkspaceSection()
         self.key = key
         """The config key of the agent's section, for what is said about it."""
         self.name = Path(section.command).name
@@ -154,7 +156,11 @@ class AcpAgent:
 
     async def open(self, conversation_key: str, session_id: str, turn: AcpTurn) -> Opened:
         running = await self._running()
-        workspace = Workspace(workspace_dir(self._state_dir, conversation_key))
+        settings = self._workspace_settings
+        where = workspace_dir(
+            self._state_dir, conversation_key, root=settings.root, shared=settings.shared
+        )
+        workspace = Workspace(where)
         cwd = str(workspace.root)
         known = self._ids.get(session_id)
         fresh = False
@@ -212,7 +218,7 @@ class AcpAgent:
 
     async def _start(self) -> _Process:
         section = self._section
-        root = self._state_dir / "workspaces"
+        root = workspaces_root(self._state_dir, self._workspace_settings.root)
         root.mkdir(parents=True, exist_ok=True)
         stack = contextlib.AsyncExitStack()
         try:

@@ -41,6 +41,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ....workspace import SANDBOX_ROOT
+
 __all__ = [
     "WORKSPACE",
     "CommandResult",
@@ -51,7 +53,7 @@ __all__ = [
     "sandbox_problem",
 ]
 
-WORKSPACE = "/workspace"
+WORKSPACE = str(SANDBOX_ROOT)
 """Where the conversation's workspace is inside the sandbox (its working directory)."""
 
 _HOST_READ_ONLY = ("/usr", "/opt")

@@ -22,7 +22,8 @@ def _exec(deps: ToolDeps) -> Tool:
 
     section = deps.section
     assert isinstance(section, ExecSection)
-    return ExecTool(section, state_dir=deps.config.state_dir)
+    config = deps.config
+    return ExecTool(section, state_dir=config.state_dir, workspace=config.agent.workspace)
 
 
 def _probe(config: BotdConfig) -> str | None:

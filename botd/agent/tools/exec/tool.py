@@ -2,8 +2,8 @@
 workspace.
 
 The command runs with ``/bin/sh -c`` in bubblewrap (``bubblewrap``): the host read-only or
-hidden, the workspace (``<state_dir>/workspaces/<conversation>``, the directory an ACP agent
-of the same conversation works in) its only writable place, no network unless
+hidden, the conversation's workspace (``botd.workspace``: the directory the file tools and an
+ACP agent of the same conversation reach) its only writable place, no network unless
 ``agent.exec.network``, within ``agent.exec``'s budgets. The model gets the exit status and
 stdout and stderr, each cut at ``max_output_bytes`` with a note of how much more there was,
 inside the untrusted marker (``tools.untrusted``).
@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ....config.schema import ExecSection
-from ...acp.workspace import workspace_dir
+from ....config.schema import ExecSection, WorkspaceSection
+from ....workspace import workspace_dir
 from ...types import ToolDefinition
 from ..base import ToolContext, ToolOutput
 from .bubblewrap import WORKSPACE, CommandResult, Limits, SandboxUnavailable, run_sandboxed
@@ -95,8 +95,15 @@ class ExecTool:
     """What a command prints may come from anywhere (a file, a download): the model reads it
     inside the untrusted marker (``tools.untrusted``)."""
 
-    def __init__(self, section: ExecSection, *, state_dir: Path) -> None:
+    def __init__(
+        self,
+        section: ExecSection,
+        *,
+        state_dir: Path,
+        workspace: WorkspaceSection | None = None,
+    ) -> None:
         self._section = section
+        self._workspace = workspace or WorkspaceSection()
         self._limits = limits_of(section)
         self._state_dir = state_dir
         self.timeout: float | None = section.timeout + EXTRA_SECONDS
@@ -105,7 +112,12 @@ class ExecTool:
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         command = str(args.get("command", ""))
-        workspace = workspace_dir(self._state_dir, context.conversation_key)
+        workspace = workspace_dir(
+            self._state_dir,
+            context.conversation_key,
+            root=self._workspace.root,
+            shared=self._workspace.shared,
+        )
         try:
             result = await run_sandboxed(
                 self._section.bwrap,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.agent.acp.workspace import Refused, Workspace, workspace_dir
+from botd.workspace import Refused, Workspace, workspace_dir
 
 
 @pytest.fixture
