@@ -42,6 +42,7 @@ __all__ = [
     "Refused",
     "SearchResult",
     "Workspace",
+    "lines_of",
     "workspace_dir",
     "workspaces_root",
 ]
@@ -173,9 +174,11 @@ class Workspace:
         """An ACP agent's write of ``content`` to ``path``, making its missing directories."""
         self.write_bytes(self._relative(path), content.encode("utf-8"), shown=path)
 
-    def read_bytes(self, relative: PurePosixPath, max_bytes: int, *, shown: str) -> bytes:
+    def read_bytes(
+        self, relative: PurePosixPath, max_bytes: int, *, shown: str, cap: str = ""
+    ) -> bytes:
         """The bytes of the file ``relative`` (at most ``max_bytes``); ``shown`` is how the
-        path is named in a refusal."""
+        path is named in a refusal, ``cap`` how the limit is (default: in bytes)."""
         try:
             directory = open_directory(self.root)
             try:
@@ -184,7 +187,7 @@ class Workspace:
                 os.close(directory)
         except NotRead as exc:
             if exc.refusal is Refusal.TOO_LARGE:
-                raise Refused(f"{shown}: larger than {max_bytes} bytes") from None
+                raise Refused(f"{shown}: larger than {cap or f'{max_bytes} bytes'}") from None
             raise Refused(f"{shown}: {exc}") from None
 
     def write_bytes(self, relative: PurePosixPath, data: bytes, *, shown: str) -> None:

@@ -214,10 +214,11 @@ def parse_config(
     ``channels`` are the channels the file may configure (default: the registered ones).
     ``config_file`` is where ``text`` was read from: relative paths in it (``state_dir``,
     ``media.outbound_dir``, ``agent.workspace.root``) are taken from its directory (without
-    it, from the working directory), and ``media.outbound_dir`` must not hold it. ``allow_empty=False`` makes a
-    file that enables no channel a problem. ``unset_ok`` is for reading the file without the
-    daemon's environment (``botd pairing``): a variable that is not set is no problem outside
-    ``state_dir``, and its value is a stand-in, so the config returned must not be run.
+    it, from the working directory), and ``media.outbound_dir`` must not hold it.
+    ``allow_empty=False`` makes a file that enables no channel a problem. ``unset_ok`` is for
+    reading the file without the daemon's environment (``botd pairing``): a variable that is
+    not set is no problem outside ``state_dir``, and its value is a stand-in, so the config
+    returned must not be run.
     """
     return _parse(
         text,

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import botd
-from botd.workspace import workspace_dir
 from botd.conversation.progress import activity_of
 from botd.ops.logging import add_secret
+from botd.workspace import workspace_dir
 from tests.approvals.harness import request_posted, states
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Reply, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user

@@ -1,0 +1,1 @@
+"""The ``list_files`` tool (lists a directory of the conversation's workspace)."""

@@ -1,0 +1,1 @@
+"""The ``write_file`` tool (writes a text file in the conversation's workspace)."""
