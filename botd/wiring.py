@@ -58,6 +58,7 @@ from .scheduler.store import LEGACY_DB_NAME
 from .store import JobLedger, Store
 from .store.backends import StoreBackend, store_backend
 from .subscriber.payloads import ChunkingConfig, SubscriberConfig
+from .workspace import workspaces_root
 
 __all__ = [
     "access_policies",
@@ -217,13 +218,16 @@ def access_policies(config: BotdConfig, specs: Specs | None = None) -> dict[str,
 
 
 def media_settings(config: BotdConfig) -> MediaSettings:
-    """Where uploaded files may come from: the address guard's allow list, the size cap and
-    the one local directory."""
+    """Where uploaded files may come from: the address guard's allow list, the size cap, the
+    one local directory and the conversations' workspaces."""
+    workspace = config.agent.workspace
     return MediaSettings(
         allow_hosts=tuple(config.agent.web_fetch.allow_hosts),
         max_bytes=config.media.max_bytes,
         outbound_dir=config.media.outbound_dir,
         timeout=config.agent.web_fetch.timeout,
+        workspaces=workspaces_root(config.state_dir, workspace.root),
+        shared_workspace=workspace.shared,
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Refused",
     "SearchResult",
     "Workspace",
+    "conversation_dir",
     "lines_of",
     "workspace_dir",
     "workspaces_root",
@@ -76,11 +77,15 @@ def workspace_dir(
 ) -> Path:
     """Where ``conversation_key``'s files are (see the module docstring); ``root`` and
     ``shared`` as ``agent.workspace`` sets them."""
-    parent = workspaces_root(state_dir, root)
+    return conversation_dir(workspaces_root(state_dir, root), conversation_key, shared=shared)
+
+
+def conversation_dir(root: Path, conversation_key: str, *, shared: bool = False) -> Path:
+    """``conversation_key``'s workspace beneath the directory of workspaces ``root``."""
     if shared:
-        return parent / SHARED
+        return root / SHARED
     digest = hashlib.sha256(conversation_key.encode()).hexdigest()[:10]
-    return parent / f"{_UNSAFE.sub('_', conversation_key)[:80]}-{digest}"
+    return root / f"{_UNSAFE.sub('_', conversation_key)[:80]}-{digest}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import pytest
 
 from botd.delivery.media import MediaSettings, MediaUnavailable, load
 from botd.safe_open import openat2_available
+from botd.workspace import conversation_dir
 from tests.support.waiting import HANG_GUARD
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -234,3 +235,69 @@ async def test_once_the_swapping_stops_each_side_gives_its_answer(
     (outbound / "link-or-dir").symlink_to(tmp_path / "secret")
     (tmp_path / "secret" / "file").write_bytes(SECRET)
     assert await refused("link-or-dir/file", settings) == "a link"
+
+
+@pytest.fixture
+def workspaces(tmp_path: Path) -> Path:
+    """The directory of workspaces: conversation ``telegram:1``'s holds ``report.txt``,
+    ``telegram:2``'s ``theirs.txt``; ``secret/secret.txt`` lies beside it."""
+    root = tmp_path / "workspaces"
+    for key, name, data in [
+        ("telegram:1", "report.txt", b"the report"),
+        ("telegram:2", "theirs.txt", b"another chat's file"),
+    ]:
+        conversation_dir(root, key).mkdir(parents=True)
+        (conversation_dir(root, key) / name).write_bytes(data)
+    (tmp_path / "secret").mkdir(exist_ok=True)
+    (tmp_path / "secret" / "secret.txt").write_bytes(SECRET)
+    return root
+
+
+async def refused_for(reference: str, settings: MediaSettings, conversation: str | None) -> str:
+    """The reason ``reference`` is not sent for ``conversation`` (fails if it is)."""
+    with pytest.raises(MediaUnavailable) as caught:
+        await load(reference, settings, conversation=conversation)
+    return str(caught.value)
+
+
+async def test_a_workspace_file_is_sent_for_its_own_conversation_only(
+    workspaces: Path, openat2: bool
+) -> None:
+    settings = MediaSettings(workspaces=workspaces, openat2=openat2)
+    own = conversation_dir(workspaces, "telegram:1")
+    for reference in ["/workspace/report.txt", str(own / "report.txt")]:
+        file = await load(reference, settings, conversation="telegram:1")
+        assert (file.data, file.filename) == (b"the report", "report.txt")
+    other = conversation_dir(workspaces, "telegram:2") / "theirs.txt"
+    for reference, conversation in [
+        (str(other), "telegram:1"),
+        (str(own / "report.txt"), "telegram:2"),
+        (str(workspaces / ".." / "secret" / "secret.txt"), "telegram:1"),
+        ("/workspace/report.txt", None),  # a send made for no conversation
+    ]:
+        said = await refused_for(reference, settings, conversation)
+        assert said == "not this conversation's workspace", reference
+    for reference in [
+        "/workspace/../secret/secret.txt",
+        str(own / ".." / other.parent.name / "theirs.txt"),
+    ]:
+        assert await refused_for(reference, settings, "telegram:1") == "outside the workspace"
+    assert await refused_for("/workspace/theirs.txt", settings, "telegram:1") == "no such file"
+    assert await refused_for("/workspace/a.txt", settings, "telegram:3") == "no such file"
+    shared = MediaSettings(workspaces=workspaces, shared_workspace=True, openat2=openat2)
+    assert await refused_for("/workspace/report.txt", shared, "telegram:1") == "no such file"
+
+
+async def test_a_link_out_of_the_workspace_is_not_sent(workspaces: Path, openat2: bool) -> None:
+    own = conversation_dir(workspaces, "telegram:1")
+    secret = workspaces.parent / "secret" / "secret.txt"
+    (own / "escape.txt").symlink_to(secret)
+    (own / "up").symlink_to(secret.parent)
+    os.link(secret, own / "hard.txt")
+    settings = MediaSettings(workspaces=workspaces, openat2=openat2)
+    for name, reason in [
+        ("escape.txt", "a link"),
+        ("up/secret.txt", "a link"),
+        ("hard.txt", "more than one hard link"),
+    ]:
+        assert await refused_for(f"/workspace/{name}", settings, "telegram:1") == reason

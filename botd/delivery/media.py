@@ -11,7 +11,13 @@ Each reference becomes an ``OutboundFile`` before the adapter uploads it:
   descriptor it opened (``botd.safe_open``), so a directory swapped for a link meanwhile
   gains nothing; it must be a regular file with one hard link, at most ``media.max_bytes``.
   The directory itself is resolved once, when the settings are made (a link the operator put
-  in its path is followed then). Without an ``outbound_dir`` no local file is sent.
+  in its path is followed then). Without an ``outbound_dir`` no such local file is sent;
+* a path into a workspace (``botd.workspace``) is a file of the conversation the send is
+  made for (the run's own, also for the ``message`` tool's media to another chat):
+  ``/workspace/<path>`` as ``exec`` and the file tools name it, or the host path beneath the
+  workspaces' directory. A path into another conversation's workspace, or one named by a
+  send made for no conversation, is refused. The file is opened in the same way, from a
+  descriptor of the conversation's workspace, at most ``media.max_bytes``.
 
 The reply's text goes with the first file as its caption when it fits the platform's caption
 limit (``Capabilities.caption_limit``, measured as rendered), else as a message of its own
@@ -19,8 +25,9 @@ before it. Files follow in the order named; only the first message replies to an
 
 An adapter without ``send_file`` gets the references named after the text, unfetched.
 When a file cannot be sent (the guard refused the URL, the fetch failed, the path is outside
-``outbound_dir``, goes through a link, has another hard link or is missing, the platform
-refused the upload or said it is too large) the reference is posted as text instead, once:
+``outbound_dir`` or in another conversation's workspace, goes through a link, has another
+hard link or is missing, the platform refused the upload or said it is too large) the
+reference is posted as text instead, once:
 a URL as the link, a local path as its file name with a short reason; a warning names the
 reason in the platform's own words. A failure that may pass (a 5xx, a 429, a lost
 connection) is not a refusal: the caller retries the upload alone, so nothing already
@@ -43,13 +50,17 @@ from ..channels.errors import ChannelError
 from ..chat import Capabilities, MessageRef, Target
 from ..config.paths import resolved
 from ..safe_open import NotRead, Refusal, open_directory, read_beneath
+from ..workspace import SANDBOX_ROOT, conversation_dir
 from .retrying import DeliveryGivenUp
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 _URL = re.compile(r"^https?://", re.IGNORECASE)
-_OUTSIDE = "outside media.outbound_dir"
+_OUTBOUND = "media.outbound_dir"
+_OUTSIDE = f"outside {_OUTBOUND}"
+_WORKSPACE = "the workspace"
+_OTHER_WORKSPACE = "not this conversation's workspace"
 
 PostText = Callable[[Target, str], Awaitable[list[MessageRef]]]
 Upload = Callable[[Target, OutboundFile, str], Awaitable[list[MessageRef]]]
@@ -65,6 +76,11 @@ class MediaSettings:
     outbound_dir: Path | None = None
     """The one directory local files are taken from (None: no local files)."""
     timeout: float = 20.0
+    workspaces: Path | None = None
+    """The directory the conversations' workspaces are in (``botd.workspace``; None: no
+    workspace file is sent)."""
+    shared_workspace: bool = False
+    """One workspace for every conversation (``agent.workspace.shared``)."""
     openat2: bool = True
     """False: open local files by walking the path one component at a time, as on a system
     without ``openat2(2)`` (the tests cover both ways with it)."""
@@ -75,7 +91,15 @@ class MediaSettings:
     """The prefixes an absolute reference may start with: the directory as configured and as
     resolved."""
 
+    workspace_names: tuple[Path, ...] = field(init=False, default=())
+    """The prefixes a host path into a workspace starts with: the workspaces' directory as
+    configured and as resolved (the first)."""
+
     def __post_init__(self) -> None:
+        if self.workspaces is not None:
+            configured = Path(os.path.abspath(self.workspaces))
+            names = (resolved(self.workspaces), configured)
+            object.__setattr__(self, "workspace_names", tuple(dict.fromkeys(names)))
         if self.outbound_dir is None:
             return
         root = resolved(self.outbound_dir)
@@ -101,8 +125,15 @@ def shown_instead(reference: str, reason: str) -> str:
     return f"{name} (not sent: {reason})"
 
 
-async def load(reference: str, settings: MediaSettings, *, as_voice: bool = False) -> OutboundFile:
-    """``reference`` as a file to upload; raises ``MediaUnavailable`` with the reason."""
+async def load(
+    reference: str,
+    settings: MediaSettings,
+    *,
+    as_voice: bool = False,
+    conversation: str | None = None,
+) -> OutboundFile:
+    """``reference`` as a file to upload, for a send made for ``conversation`` (whose
+    workspace it may name); raises ``MediaUnavailable`` with the reason."""
     reference = reference.strip()
     if is_url(reference):
         from ..net.fetch import FetchFailed, FetchRefused, fetch  # httpx, at the first URL
@@ -121,11 +152,16 @@ async def load(reference: str, settings: MediaSettings, *, as_voice: bool = Fals
         return OutboundFile(
             fetched.body, fetched.filename, fetched.content_type, as_voice, source=reference
         )
-    root = settings.outbound_root
-    if root is None:
-        raise MediaUnavailable("local files are not sent (media.outbound_dir is not set)")
-    relative = _beneath_outbound_dir(reference, settings)
-    data = await asyncio.to_thread(_read_local, root, relative, settings)
+    in_workspace = _in_workspace(reference, settings, conversation)
+    if in_workspace is not None:
+        workspace, relative = in_workspace
+        data = await asyncio.to_thread(_read_local, workspace, relative, settings, _WORKSPACE)
+    else:
+        root = settings.outbound_root
+        if root is None:
+            raise MediaUnavailable("local files are not sent (media.outbound_dir is not set)")
+        relative = _beneath_outbound_dir(reference, settings)
+        data = await asyncio.to_thread(_read_local, root, relative, settings, _OUTBOUND)
     guessed, _ = mimetypes.guess_type(relative.name)
     return OutboundFile(data, relative.name, guessed or "", as_voice, source=reference)
 
@@ -145,18 +181,52 @@ def _beneath_outbound_dir(reference: str, settings: MediaSettings) -> PurePosixP
     raise MediaUnavailable(_OUTSIDE)
 
 
-def _read_local(root: Path, relative: PurePosixPath, settings: MediaSettings) -> bytes:
-    """The bytes of ``relative`` beneath the resolved ``outbound_dir`` ``root``, no link
-    followed on the way (``botd.safe_open``)."""
+def _in_workspace(
+    reference: str, settings: MediaSettings, conversation: str | None
+) -> tuple[Path, PurePosixPath] | None:
+    """The workspace directory and the path beneath it that ``reference`` names, when it
+    names one (None: it does not); refused when it is not ``conversation``'s."""
+    named = PurePosixPath(reference.removeprefix("file://"))
+    if not named.is_absolute() or not settings.workspace_names:
+        return None
+    relative: PurePosixPath | None = None
+    if named.is_relative_to(SANDBOX_ROOT):
+        relative = named.relative_to(SANDBOX_ROOT)
+    own = None
+    if conversation is not None:
+        own = conversation_dir(Path(), conversation, shared=settings.shared_workspace).name
+    for directory in settings.workspace_names:
+        if relative is None and named.is_relative_to(directory):
+            beneath = named.relative_to(directory)
+            if beneath.parts[:1] != (own,):
+                raise MediaUnavailable(_OTHER_WORKSPACE)
+            relative = PurePosixPath(*beneath.parts[1:])
+    if relative is None:
+        return None
+    if conversation is None:
+        raise MediaUnavailable(_OTHER_WORKSPACE)
+    if ".." in relative.parts:
+        raise MediaUnavailable("outside the workspace")
+    root = conversation_dir(
+        settings.workspace_names[0], conversation, shared=settings.shared_workspace
+    )
+    return root, relative
+
+
+def _read_local(root: Path, relative: PurePosixPath, settings: MediaSettings, where: str) -> bytes:
+    """The bytes of ``relative`` beneath the resolved directory ``root`` (``where`` says
+    which, in a refusal), no link followed on the way (``botd.safe_open``)."""
     try:
         directory = open_directory(root, openat2=settings.openat2)
     except NotRead as exc:
-        raise MediaUnavailable(f"media.outbound_dir cannot be opened ({exc})") from None
+        if exc.refusal is Refusal.MISSING and where == _WORKSPACE:
+            raise MediaUnavailable(Refusal.MISSING.value) from None  # never written to
+        raise MediaUnavailable(f"{where} cannot be opened ({exc})") from None
     try:
         return read_beneath(directory, relative, settings.max_bytes, openat2=settings.openat2)
     except NotRead as exc:
         if exc.refusal is Refusal.OUTSIDE:
-            raise MediaUnavailable(_OUTSIDE) from None
+            raise MediaUnavailable(f"outside {where}") from None
         if exc.refusal is Refusal.TOO_LARGE:
             limit = settings.max_bytes
             raise MediaUnavailable(f"larger than media.max_bytes ({limit} bytes)") from None
@@ -211,8 +281,9 @@ async def send_with_media(
     post_text: PostText,
     upload: Upload,
     caps: Capabilities | None = None,
+    conversation: str | None = None,
 ) -> list[MessageRef]:
-    """Post ``text`` and upload ``media`` (see the module docstring).
+    """Post ``text`` and upload ``media`` (see the module docstring) for ``conversation``.
 
     ``post_text`` and ``upload`` are the caller's retried sends; a failure that outlasts the
     retries (``DeliveryGivenUp``) is raised, a refusal falls back to text. ``caps``: the limits
@@ -232,7 +303,7 @@ async def send_with_media(
         if refs:
             target = replace(refs[0].target, reply_to_id=None)  # only the first one replies
         try:
-            file = await load(reference, settings, as_voice=as_voice)
+            file = await load(reference, settings, as_voice=as_voice, conversation=conversation)
         except MediaUnavailable as exc:
             log.warning(
                 "%s: not sending %s to %s: %s", adapter.name, reference, target.chat_id, exc

@@ -243,7 +243,14 @@ class Sender:
                 # The files first, then the text with the buttons: the choices come last.
                 if media:
                     refs = await self._send_text(
-                        target, "", None, media, audio_as_voice, messages=messages, fence=fence
+                        target,
+                        "",
+                        None,
+                        media,
+                        audio_as_voice,
+                        messages=messages,
+                        fence=fence,
+                        conversation=conversation,
                     )
                 return refs + await self._post(
                     adapter,
@@ -265,6 +272,7 @@ class Sender:
                     post_text=partial(self._post, adapter, numbered=messages, fence=fence),
                     upload=partial(self._upload, adapter, messages=messages, fence=fence),
                     caps=self._routes.capabilities(target.channel, adapter),
+                    conversation=conversation,
                 )
             return await self._post(adapter, target, markdown, numbered=messages, fence=fence)
         except DeliveryGivenUp as exc:

@@ -5,7 +5,8 @@ the loopback fakes.
 URLs are served by a loopback file server that ``agent.web_fetch.allow_hosts`` lets through;
 with the default guard the same URL is refused, and its link is posted once instead. Local
 files come only from ``media.outbound_dir`` (a path outside it, a symlink, a hard link to a
-file elsewhere is named with the reason instead). A 5xx on the upload is retried and the file shows
+file elsewhere is named with the reason instead), or from the conversation's own workspace
+(``/workspace/...``). A 5xx on the upload is retried and the file shows
 once. ``[[reply_to_current]]`` in ``blocks`` mode replies to the message being answered.
 """
 
@@ -32,6 +33,7 @@ from botd.delivery.media import MediaSettings, MediaUnavailable, load, shown_ins
 from botd.store.sqlite import SqliteStore
 from botd.subscriber import BlockReply, PartialReply
 from botd.text.markup import PLAIN
+from botd.workspace import workspace_dir
 from tests.conversation.harness import dispatching, settings
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.files import FileServer
@@ -51,9 +53,13 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 OGG = b"OggS" + b"\x00voice" * 100
 
 
-def media_yaml(*, allow_loopback: bool, outbound_dir: Path | None = None) -> str:
+def media_yaml(
+    *, allow_loopback: bool, outbound_dir: Path | None = None, tools: Sequence[str] = ()
+) -> str:
     hosts = '["127.0.0.1"]' if allow_loopback else "[]"
     lines = f"agent:\n  web_fetch:\n    allow_hosts: {hosts}\n"
+    if tools:
+        lines += f"  tools: {json.dumps(list(tools))}\n"
     if outbound_dir is not None:
         lines += f"media:\n  outbound_dir: {json.dumps(str(outbound_dir))}\n"
     return lines
@@ -61,7 +67,11 @@ def media_yaml(*, allow_loopback: bool, outbound_dir: Path | None = None) -> str
 
 @asynccontextmanager
 async def botd(
-    tmp_path: Path, *, allow_loopback: bool = True, outbound_dir: Path | None = None
+    tmp_path: Path,
+    *,
+    allow_loopback: bool = True,
+    outbound_dir: Path | None = None,
+    tools: Sequence[str] = (),
 ) -> AsyncIterator[tuple[App, FakeTelegramAPI, FakeAnthropicAPI, FileServer]]:
     files = {"cat.png": ("image/png", PNG), "hello.ogg": ("audio/ogg", OGG)}
     async with (
@@ -73,7 +83,7 @@ async def botd(
             tmp_path,
             anthropic_yaml(model),
             telegram_yaml(telegram, "dm_policy: open"),
-            media_yaml(allow_loopback=allow_loopback, outbound_dir=outbound_dir),
+            media_yaml(allow_loopback=allow_loopback, outbound_dir=outbound_dir, tools=tools),
         )
         ready = lambda d: d.runtime is not None and "telegram" in d.runtime.adapters  # noqa: E731
         async with daemon_running(config, ready=ready) as daemon:
@@ -217,6 +227,32 @@ async def test_the_message_tool_uploads_its_media(tmp_path: Path) -> None:
     [upload] = telegram.uploads
     assert (upload.file.data, upload.caption) == (PNG, "Sent separately")
     assert [call.params["text"] for call in telegram.calls_to("sendMessage")] == ["Done."]
+
+
+async def test_a_file_the_agent_wrote_in_its_workspace_is_uploaded(tmp_path: Path) -> None:
+    """``write_file`` writes into the DM's workspace; the message tool's ``media`` and the
+    reply's ``MEDIA:`` name it as ``/workspace/...`` and it is uploaded, while a file of
+    another conversation's workspace is named with the reason instead."""
+    other = workspace_dir(tmp_path / "state", "telegram:888") / "theirs.txt"
+    other.parent.mkdir(parents=True)
+    other.write_text("another chat's file")
+    write = {"path": "out/report.txt", "content": "the report\n"}
+    send = {"action": "send", "message": "Early copy", "media": ["/workspace/out/report.txt"]}
+    async with botd(tmp_path, tools=["write_file", "message"]) as (daemon, telegram, model, _):
+        model.push(
+            stream(tool_use("t1", "write_file", json.dumps(write)), stop_reason="tool_use"),
+            stream(tool_use("t2", "message", json.dumps(send)), stop_reason="tool_use"),
+            stream(text(f"Here.\nMEDIA: /workspace/out/report.txt\nMEDIA: {other}")),
+        )
+        await answered(daemon, telegram, "the report?")
+        await until(lambda: len(telegram.uploads) >= 2, "both uploads")
+        await telegram.wait_for_call("sendMessage", ok_only=True)
+    assert [(u.method, u.file.data, u.caption) for u in telegram.uploads] == [
+        ("sendDocument", b"the report\n", "Early copy"),
+        ("sendDocument", b"the report\n", "Here."),
+    ]
+    texts = [call.params["text"] for call in telegram.calls_to("sendMessage")]
+    assert texts == ["theirs.txt (not sent: not this conversation's workspace)"]
 
 
 async def test_reply_to_current_replies_to_the_message_in_blocks_mode(tmp_path: Path) -> None:

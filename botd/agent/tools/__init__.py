@@ -8,8 +8,9 @@ is a package here with a ``spec`` module (its ``SPEC``), mostly beside the tool 
 ``message``, ``schedule``, ``web_fetch``, ``web_search``, ``exec``, the memory tools; the five
 file tools (``read_file``, ``write_file``, ``edit_file``, ``list_files``, ``search_files``)
 share one module, ``workspace_files``, as they share how a path is named and the caps.
-``untrusted`` marks what a tool read from outside so that the model takes it as data. Nothing outside names them: ``agent.tools`` in
-the config lists the ones a run is offered, and the daemon builds them through their specs.
+``untrusted`` marks what a tool read from outside so that the model takes it as data.
+Nothing outside names them: ``agent.tools`` in the config lists the ones a run is offered,
+and the daemon builds them through their specs.
 
 This module imports nothing, so the config can list the tools without loading any of them.
 """
