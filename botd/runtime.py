@@ -17,7 +17,9 @@ the channels and the health endpoint serve routes on (``botd.http``) are made he
 The tools a run gets are built through their specs (``Toolbox``): no tool is named here, nor
 a backend, nor a platform. The memory (``botd.memory``) is built over the store and given to
 the memory tools (``ToolDeps.memory``), to each turn's system prompt (its note, when the run
-is offered one of ``MEMORY_TOOLS``) and to ``/memory``.
+is offered one of ``MEMORY_TOOLS``) and to ``/memory``. A resumed run offered a tool that
+reaches the workspace is told, on several nodes, what its workspace here holds
+(``Toolbox.resumed_note``).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from .wiring import (
     reaction_rules,
     session_settings,
 )
+from .workspace import WORKSPACE_TOOLS, moved_note, workspace_dir
 
 if TYPE_CHECKING:
     from .agent.acp.agent import AcpAgent
@@ -273,6 +276,20 @@ class Toolbox:
         if self._memory is None or not self.offers(message, MEMORY_TOOLS):
             return ""
         return await self._memory.note(message, text)
+
+    async def resumed_note(self, message: InboundMessage, conversation_key: str) -> str:
+        """What a resumed run answering ``message`` is told of its workspace
+        (``botd.workspace.moved_note``): "" unless several nodes may have run it (the
+        postgres store), each keeps its own workspaces (no ``agent.workspace.root``) and the
+        run is offered a tool that reaches them."""
+        config = self._live.current
+        section = config.agent.workspace
+        if config.store.backend != "postgres" or section.root is not None:
+            return ""
+        if not self.offers(message, WORKSPACE_TOOLS):
+            return ""
+        directory = workspace_dir(config.state_dir, conversation_key, shared=section.shared)
+        return await asyncio.to_thread(moved_note, directory, config.store.node_id)
 
     async def jobs(self, conversation_key: str) -> list[str]:
         return [describe_job(info) for info in await self._scheduler.list_jobs(conversation_key)]
@@ -472,6 +489,7 @@ def build_runtime(
         place=place,
         owners=owners,
         memory_note=toolbox.memory_note,
+        resumed_note=toolbox.resumed_note,
         memory_command=memory.command,
     )
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)

@@ -37,6 +37,7 @@ from .safe_open import NotRead, Refusal, open_beneath, open_directory, read_bene
 __all__ = [
     "MAX_FILE_BYTES",
     "SANDBOX_ROOT",
+    "WORKSPACE_TOOLS",
     "Entry",
     "Listing",
     "Refused",
@@ -44,6 +45,7 @@ __all__ = [
     "Workspace",
     "conversation_dir",
     "lines_of",
+    "moved_note",
     "workspace_dir",
     "workspaces_root",
 ]
@@ -53,6 +55,9 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 
 SANDBOX_ROOT = PurePosixPath("/workspace")
 """Where the workspace is inside ``exec``'s sandbox (its working directory)."""
+
+WORKSPACE_TOOLS = ("exec", "read_file", "write_file", "edit_file", "list_files", "search_files")
+"""The built-in tools that reach the workspace."""
 
 SHARED = "shared"
 """The one workspace's directory name with ``agent.workspace.shared`` (a conversation's
@@ -86,6 +91,23 @@ def conversation_dir(root: Path, conversation_key: str, *, shared: bool = False)
         return root / SHARED
     digest = hashlib.sha256(conversation_key.encode()).hexdigest()[:10]
     return root / f"{_UNSAFE.sub('_', conversation_key)[:80]}-{digest}"
+
+
+def moved_note(directory: Path, node: str) -> str:
+    """The line a resumed run is given about the workspace ``directory`` on ``node`` when
+    each node keeps its own workspaces: whether it is empty, since the run's earlier part
+    may have written its files on another node."""
+    try:
+        with os.scandir(directory) as found:
+            count = sum(1 for _ in found)
+    except OSError:  # not made yet
+        count = 0
+    here = "is empty" if not count else f"holds {count} entries kept on this node from before"
+    return (
+        f"Note: this answer was interrupted and goes on on node {node}, where this "
+        f"conversation's workspace {here}; files written on another node before the "
+        "interruption are not here."
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,7 @@ class Conversations:
         owners: OwnerChecks | None = None,
         memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         memory_command: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -138,6 +139,7 @@ class Conversations:
             answered_by=answered_by,
             place=place,
             memory_note=memory_note,
+            resumed_note=resumed_note,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

@@ -18,8 +18,10 @@ The run asks the conversation's model first (``ModelBook.current``: what ``/mode
 else the model its chat's settings name), with its chat's system prompt (``place``: the
 topic's, group's and channel's over the agent's, ``botd.config.overrides``) followed by the
 turn's memory note (``memory_note``: what ``botd.memory`` keeps for the person or the group,
-the items relevant to this turn), given with each request and never written into the
-transcript; its token usage per model is queued to commit with its last transcript write.
+the items relevant to this turn) and, for a resumed turn, the line about its workspace on
+this node (``resumed_note``, ``botd.workspace.moved_note``), given with each request and
+never written into the transcript; its token usage per model is queued to commit with its
+last transcript write.
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
@@ -145,6 +147,7 @@ class Runner:
         "_place",
         "_promise",
         "_provider",
+        "_resumed_note",
         "_scope",
         "_settings",
         "_tools",
@@ -167,11 +170,15 @@ class Runner:
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective],
         memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
         self._memory_note = memory_note
         """The memory a turn is given with its system prompt (``botd.memory``): from the
         message it answers and the turn's text; "" for none."""
+        self._resumed_note = resumed_note
+        """What a resumed turn is told of its workspace on this node (``botd.workspace``):
+        from the message it answers and its conversation's key; "" for nothing."""
         self._place = place
         """The settings of a message's chat: its run's system prompt and default model."""
         self._acp = acp or {}
@@ -361,6 +368,9 @@ class Runner:
         if self._memory_note is not None:
             # Given with this turn's requests only: what is forgotten is gone next turn.
             note = await self._memory_note(inbound, working_on)
+            system = f"{system}\n\n{note}" if system and note else system or note
+        if turn.resumed and self._resumed_note is not None:
+            note = await self._resumed_note(inbound, session.conversation_key)
             system = f"{system}\n\n{note}" if system and note else system or note
         loop = replace(self._settings.loop, model=model, system=system)
         overflow.model = loop.model

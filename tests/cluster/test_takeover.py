@@ -2,13 +2,15 @@
 Telegram fake (one polls it, by the lease ``telegram:default``; each reaches it under its own
 path prefix, so each post is known by its node): the node answering a long story is
 SIGKILLed, or SIGSTOPped past the TTL and let go on, mid-answer. The other node takes the
-conversation over and finishes the answer; the chat shows every paragraph once and the
-restart notice once, and a paused owner posts nothing after it is let go on (its lease is
-gone: fenced writes, no send past its deadline)."""
+conversation over and finishes the answer (its run told which workspace it has there); the
+chat shows every paragraph once and the restart notice once, and a paused owner posts
+nothing after it is let go on (its lease is gone: fenced writes, no send past its
+deadline)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -64,7 +66,9 @@ async def two_nodes(tmp_path: Path, dsn: str, model: FakeAnthropicAPI) -> AsyncI
                 f"store:\n  backend: postgres\n  dsn: ${{BOTD_DATABASE_URL}}\n"
                 f"  node_id: {name}\n  lease_ttl: {TTL}\n"
             )
-            config = crash_config(home, home / "state", telegram, model, store, node=name)
+            config = crash_config(
+                home, home / "state", telegram, model, store, node=name, tools="[read_file]"
+            )
             log = home / "daemon.log"
             process = await start_daemon(
                 config,
@@ -142,6 +146,10 @@ async def test_the_owner_killed_mid_answer_the_other_node_finishes_it_once(
     assert other.texts().count(NOTICE) == 1 and other.texts()[0] == NOTICE
     assert len(owner.texts()) == shown_before
     assert len(model.requests) == 2
+    # Each node keeps its own workspaces: the resumed run is told which one it has.
+    said = json.dumps(model.requests[1].body.get("system"))
+    assert f"goes on on node {other.name}, where this conversation's workspace is empty" in said
+    assert "Note: this answer was interrupted" not in json.dumps(model.requests[0].body)
 
 
 async def test_a_paused_owner_posts_nothing_after_the_other_node_took_over(

@@ -29,10 +29,11 @@ def crash_config(
     model: FakeAnthropicAPI,
     extra: str = "",
     node: str = "",
+    tools: str = "",
 ) -> Path:
     """``botd.yaml`` for a crash test: a Telegram DM answered in blocks by the fake model;
     ``extra`` sections go at the end; ``node``: reach Telegram through ``node_url(node)``
-    (one of several nodes sharing the fake)."""
+    (one of several nodes sharing the fake); ``tools``: the agent's, if not the default."""
     config = path / "botd.yaml"
     config.write_text(
         f"""
@@ -47,6 +48,7 @@ model:
   max_retry_wait: 1
 agent:
   block_streaming: {{min_chars: 10, max_chars: 200}}
+{f"  tools: {tools}" if tools else ""}
 channels:
   telegram:
     token: ${{TELEGRAM_TEST_TOKEN}}
