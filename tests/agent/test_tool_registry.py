@@ -58,18 +58,27 @@ def register(monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
         _forget()
 
 
+BUILTINS = [
+    "edit_file",
+    "exec",
+    "forget",
+    "list_files",
+    "message",
+    "read_file",
+    "recall",
+    "remember",
+    "schedule",
+    "search_files",
+    "web_fetch",
+    "web_search",
+    "write_file",
+]
+"""botd's own tools, in name order."""
+
+
 def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     specs = tool_specs()
-    assert list(specs) == [
-        "exec",
-        "forget",
-        "message",
-        "recall",
-        "remember",
-        "schedule",
-        "web_fetch",
-        "web_search",
-    ]
+    assert list(specs) == BUILTINS
     assert all(name == spec.name for name, spec in specs.items())
     assert not any(spec.needs_approval for spec in specs.values())
     config = parse_config("{}", {})
@@ -77,8 +86,9 @@ def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     assert specs["web_fetch"].settings(config) is config.agent.web_fetch
     assert specs["message"].settings(config) is None
     assert specs["remember"].settings(config) is config.agent.memory
+    assert specs["search_files"].settings(config) is config.agent.workspace
     assert specs["web_search"].section == "agent.web_search"
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * len(BUILTINS)
 
 
 def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> None:
@@ -90,8 +100,9 @@ def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> N
     with pytest.raises(ConfigError) as refused:
         parse_config("agent:\n  tools: [clok]\n", {})
     assert str(refused.value) == (
-        "<config>:2: agent.tools[0]: expected 'clock', 'exec', 'forget', 'message', 'recall', "
-        "'remember', 'schedule', 'web_fetch' or 'web_search', got 'clok'"
+        "<config>:2: agent.tools[0]: expected 'clock', "
+        + ", ".join(f"'{name}'" for name in BUILTINS[:-1])
+        + f" or '{BUILTINS[-1]}', got 'clok'"
     )
     # agent.approvals.tools may name it too.
     parse_config("agent:\n  approvals: {tools: [clock]}\n", {})
@@ -112,16 +123,7 @@ def test_a_plugin_that_cannot_be_loaded_is_said_to_be_so(
         "tests.agent.plugin_tool:NOT_A_SPEC is not a tool spec"
     )
     with caplog.at_level(logging.ERROR, logger="botd.agent.tools.registry"):
-        assert list(tool_specs()) == [
-            "exec",
-            "forget",
-            "message",
-            "recall",
-            "remember",
-            "schedule",
-            "web_fetch",
-            "web_search",
-        ]
+        assert list(tool_specs()) == BUILTINS
     assert "tool plugin broken" in caplog.text and "tool plugin odd" in caplog.text
 
 
@@ -131,7 +133,7 @@ def test_a_plugin_does_not_replace_a_builtin(
     with caplog.at_level(logging.WARNING, logger="botd.config.tools"):
         register(message="tests.agent.plugin_tool:SPEC")
         assert tool_specs()["message"].name == "message"
-        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
+        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * len(BUILTINS)
     assert "is not loaded: message is one of botd's own tools" in caplog.text
 
 
