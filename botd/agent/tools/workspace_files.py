@@ -103,8 +103,11 @@ class _FileTool:
         return Workspace(where)
 
     async def run(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self._call, args, context)
+
+    def _call(self, args: dict[str, Any], context: ToolContext) -> ToolOutput:
         try:
-            return await asyncio.to_thread(self.act, self.workspace(context), args)
+            return self.act(self.workspace(context), args)
         except Refused as exc:
             return _refused(exc)
 
