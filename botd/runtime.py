@@ -429,8 +429,8 @@ def build_runtime(
     )
     # One pool of reading workers for files users send and pages the model fetches: a
     # lane of slots each (a page never waits behind documents), shared fairly between
-    # conversations.
-    reading = Sandbox()
+    # conversations; and the exec tool's lane of commands, as fairly shared.
+    reading = Sandbox(command_slots=config.agent.exec.max_concurrent)
     # Each chat's settings (its topic's, group's, channel's) read live over the agent's.
     place = place_settings(live.get, Defaults.of(config))
     # What botd keeps for people and groups (the memory tools, the prompt's note, /memory).

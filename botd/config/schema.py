@@ -524,6 +524,10 @@ class ExecSection(Section):
     """The largest file it may write, in megabytes."""
     max_output_bytes: int = Field(default=16_000, ge=100)
     """Bytes of stdout, and as many of stderr, the model gets; the rest is cut and counted."""
+    max_concurrent: int = Field(default=4, ge=1, le=64)
+    """Commands run at once on this node, shared fairly between conversations: one holds at
+    most all but one of them, and a call waits for a slot at most ``timeout`` seconds (then
+    the model is told all are busy). Read at start."""
 
 
 def _seconds(value: Any) -> Any:
@@ -558,11 +562,22 @@ class ApprovalsSection(Section):
     ask_in: AskIn = "conversation"
     """Where the request is posted: ``conversation`` (the run's own chat) or ``approvers``
     (each approver's direct chat on the conversation's platform; needs ``approvers``)."""
+    always_allow: list[str] = Field(default_factory=list)
+    """Tools among ``tools`` whose requests offer a third button, *Always allow here*: the
+    exact call (every argument, to the byte) then runs without asking in that chat until
+    ``/allowed revoke``. Offered only when the whole call fits in the request and shows no
+    masked secret. Empty (the default): every call is asked about."""
 
     @model_validator(mode="after")
     def _approvers_to_ask(self) -> ApprovalsSection:
         if self.ask_in == "approvers" and not self.approvers:
             raise ValueError("ask_in approvers needs approvers: the people to ask")
+        unasked = [name for name in self.always_allow if name not in self.tools]
+        if unasked:
+            raise ValueError(
+                f"always_allow names {', '.join(unasked)}, which tools does not list: "
+                "only a call that is asked about can be allowed for good"
+            )
         return self
 
 
@@ -855,6 +870,7 @@ CHAT_COMMANDS = (
     "/usage",
     "/whoami",
     "/help",
+    "/allowed",
     "/start",
     "/pair",
     "/memory",

@@ -162,6 +162,7 @@ class Conversations:
             models=book,
             owners=owners,
             memory=memory_command,
+            grants=None if approvals is None else approvals.grants_command,
         )
 
     # -- inbound ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def _exec(deps: ToolDeps) -> Tool:
 
     section = deps.section
     assert isinstance(section, ExecSection)
-    return ExecTool(section, state_dir=deps.config.state_dir)
+    return ExecTool(section, state_dir=deps.config.state_dir, slots=deps.sandbox.commands)
 
 
 def _probe(config: BotdConfig) -> str | None:
