@@ -185,6 +185,17 @@ Id = Annotated[str, BeforeValidator(_as_text)]
 """A chat, user or group id: numbers YAML read are taken as their text."""
 
 
+def _http_url(value: str) -> str:
+    if not re.match(r"https?://[^/\s]+", value):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An ``http://`` or ``https://`` URL with a host, kept as written (an MCP server's ``url``,
+a search provider's ``base_url``)."""
+
+
 class Section(BaseModel):
     """A config section: unknown keys are errors, values are frozen."""
 
@@ -415,19 +426,12 @@ class McpServerSection(Section):
     args: list[str] = Field(default_factory=list)
     env: dict[str, Secret] = Field(default_factory=dict)
     cwd: Path | None = None
-    url: str | None = None
+    url: HttpUrl | None = None
     headers: dict[str, Secret] = Field(default_factory=dict)
     tools: list[str] | None = None
     """The server's tools to offer, by their own names (unset: all of them)."""
     timeout: float | None = Field(default=None, gt=0)
     """Seconds one call may take (unset: ``agent.tool_timeout``)."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> McpServerSection:
@@ -470,7 +474,7 @@ class WebSearchSection(Section):
     goes through the same address check and size cap as ``web_fetch``."""
 
     provider: WebSearchProvider
-    base_url: str | None = None
+    base_url: HttpUrl | None = None
     """Where the service answers (``searxng``: needed; ``brave``: its public API unless
     given)."""
     api_key: OptionalSecret = None
@@ -484,13 +488,6 @@ class WebSearchSection(Section):
     max_bytes: int = Field(default=1_000_000, ge=1)
     """The largest answer read from the service."""
     timeout: float = Field(default=15.0, gt=0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
 
     @model_validator(mode="after")
     def _what_the_provider_needs(self) -> WebSearchSection:
