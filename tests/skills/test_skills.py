@@ -15,16 +15,7 @@ from botd.agent.tools.skill.tool import SkillTool
 from botd.cluster.fencing import RunScope
 from botd.config.skills import MAX_DESCRIPTION, Skill, SkillProblem, read_skills
 from botd.skills import MAX_FILE_BYTES, PROMPT_CHARS, PROMPT_SKILLS, Skills, SkillsHere
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "skills"
-
-
-def write_skill(root: Path, folder: str, front: str, body: str = "Do the thing.\n") -> Path:
-    """A skill folder ``folder`` under ``root`` whose SKILL.md has front matter ``front``."""
-    skill = root / folder
-    skill.mkdir(parents=True, exist_ok=True)
-    (skill / "SKILL.md").write_text(f"---\n{front}---\n{body}", encoding="utf-8")
-    return skill
+from tests.skills.harness import EXAMPLE, write_skill
 
 
 def _problems(root: Path) -> list[str]:

@@ -18,8 +18,7 @@ from botd.conversation import Conversations
 from botd.store.sqlite import SqliteStore
 from botd.wiring import place_settings
 from tests.conversation.harness import ListSink, RecordingProvider, settings, settle
-from tests.conversation.test_chat_settings import said
-from tests.skills.test_skills import write_skill
+from tests.skills.harness import in_group, write_skill
 
 
 def _skills(root: Path) -> Path:
@@ -121,8 +120,8 @@ async def test_status_names_the_chats_skills_and_where_they_came_from(tmp_path: 
             settings(),
             place=place_settings(lambda: config, Defaults.of(config)),
         )
-        await manager.submit(said("/status", "-1001", 1))
-        await manager.submit(said("/status", "-1001", 2, topic="7"))
+        await manager.submit(in_group("/status", "-1001", 1))
+        await manager.submit(in_group("/status", "-1001", 2, topic="7"))
         await settle(manager)
     first, second = sink.texts("-1001")
     assert "Skills: beta (group -1001's)." in first.splitlines()

@@ -14,7 +14,7 @@ from typing import Any
 from botd.app import App
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
-from tests.skills.test_skills import EXAMPLE, write_skill
+from tests.skills.harness import EXAMPLE, write_skill
 from tests.support.daemon_inprocess import (
     anthropic_yaml,
     config_yaml,
