@@ -605,8 +605,8 @@ class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     """The tools the agent may use, each registered by its package (``botd.agent.tools``):
-    ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search`` and
-    ``exec`` when listed."""
+    ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search``,
+    ``exec``, the memory tools and ``skill`` when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     web_search: WebSearchSection | None = None
     """The ``web_search`` tool's service; needed when ``tools`` lists ``web_search``."""

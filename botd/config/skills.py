@@ -181,7 +181,7 @@ def read_skill(folder: Path) -> Skill:
         add("name", f"name {name!r} is not its folder's name {folder.name!r}")
     description = data.get("description")
     if not isinstance(description, str) or not description.strip():
-        add("description", "description is missing or empty: say what the skill does and when")
+        add("description", "description is missing, empty or not text: say what it does, when")
     elif len(description) > MAX_DESCRIPTION:
         add(
             "description",

@@ -74,7 +74,7 @@ def test_each_broken_rule_is_a_problem_naming_the_file_and_line(tmp_path: Path) 
         "no-name/SKILL.md:1: name is missing (lowercase letters, digits and single hyphens, "
         "not first or last, at most 64 characters; its folder's name)",
         "open/SKILL.md:1: the front matter is not closed by a line '---'",
-        "quiet/SKILL.md:3: description is missing or empty: say what the skill does and when",
+        "quiet/SKILL.md:3: description is missing, empty or not text: say what it does, when",
         "upper/SKILL.md:3: name 'Upper--Case' is not a skill name: lowercase letters, digits "
         "and single hyphens, not first or last, at most 64 characters",
         "wordy/SKILL.md:3: description has 1025 characters, at most 1024",

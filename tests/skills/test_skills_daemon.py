@@ -2,7 +2,8 @@
 SDK over its fake. In a group whose ``skills`` list names one skill, the system prompt lists
 that one only; the model calls ``skill`` and reads its body, and asking for a skill not
 offered there is an error naming none of the others. A skill added to the directory is
-offered after a reload (SIGHUP's path), in a direct chat, which offers every skill."""
+offered after a reload (SIGHUP's path), in a direct chat, which offers every skill; a reload
+that finds a broken skill is refused and keeps the skills in force."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from botd.app import App
+from botd.ops.systemd import SystemdNotifier
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 from tests.fakes.telegram_api import FakeTelegramAPI, user
 from tests.skills.harness import EXAMPLE, write_skill
@@ -109,3 +111,8 @@ async def test_a_group_is_offered_its_skills_and_the_model_loads_one(
         system = _system(model.requests[-1])
         assert "- alpha: Only in direct chats." in system
         assert "- gamma: Added while running." in system
+
+        # A broken skill makes the reload refused: the skills read before stay in force.
+        write_skill(skills, "delta", "name: Delta\ndescription: Misnamed.\n")
+        assert not await bot.reload(runtime, SystemdNotifier({}))
+        assert runtime.skills.names == ["alpha", "gamma", "release-notes"]
