@@ -617,8 +617,8 @@ class AgentSection(Section):
     system_prompt: str = ""
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     """The tools the agent may use, each registered by its package (``botd.agent.tools``):
-    ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search`` and
-    ``exec`` when listed."""
+    ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search``,
+    ``exec``, the memory tools and ``skill`` when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     web_search: WebSearchSection | None = None
     """The ``web_search`` tool's service; needed when ``tools`` lists ``web_search``."""
@@ -659,12 +659,30 @@ class AgentSection(Section):
     groups can be answered by two agents, each its own process."""
     memory: MemorySection = Field(default_factory=MemorySection)
     """What the memory tools keep (``remember``, ``recall``, ``forget``: listed in ``tools``)."""
+    skills_dir: Path | None = None
+    """A directory of skill folders in the Agent Skills format (``botd.config.skills``), read
+    at start and on each reload; the ``skill`` tool (listed in ``tools``) loads them."""
+
+    @field_validator("skills_dir")
+    @classmethod
+    def _expand_skills_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
 
     @model_validator(mode="after")
     def _web_search_has_a_service(self) -> AgentSection:
         if "web_search" in self.tools and self.web_search is None:
             raise ValueError(
                 "tools lists web_search: set web_search (provider searxng or brave) too"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _skill_tool_has_skills(self) -> AgentSection:
+        if "skill" in self.tools and self.skills_dir is None:
+            raise ValueError("tools lists skill: set skills_dir (a directory of skills) too")
+        if self.skills_dir is not None and "skill" not in self.tools:
+            raise ValueError(
+                "skills_dir is set but tools does not list skill, which loads them: add it"
             )
         return self
 
@@ -769,6 +787,9 @@ class TurnOverrides(Section):
     fallback's ``name``). A ``/model`` choice in the conversation still wins."""
     queue_mode: QueueMode | None = None
     """What a message arriving during a run does here (unset: the one beneath)."""
+    skills: list[str] | None = None
+    """The skills of ``agent.skills_dir`` offered here, by name (unset: the one beneath;
+    ``[]``: none)."""
 
     @model_validator(mode="after")
     def _mode_needs_prompt(self) -> TurnOverrides:

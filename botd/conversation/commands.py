@@ -231,6 +231,9 @@ class CommandDesk:
             lines.append(await self._models.status_line(conversation_key, here.model))
         lines.append(f"System prompt: {here.system_prompt.describe()}.")
         lines.append(f"Backend: {here.backend.value} ({here.backend.whose}).")
+        if here.skills.value is not None:  # a channel, group or topic names its skills
+            named = ", ".join(here.skills.value) or "none"
+            lines.append(f"Skills: {named} ({here.skills.whose}).")
         if group:
             lines += _group_lines(here)
         if self._jobs is not None:

@@ -106,7 +106,7 @@ class Conversations:
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective] | None = None,
         owners: OwnerChecks | None = None,
-        memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        prompt_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         memory_command: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = store
@@ -137,7 +137,7 @@ class Conversations:
             acp=acp,
             answered_by=answered_by,
             place=place,
-            memory_note=memory_note,
+            prompt_note=prompt_note,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(

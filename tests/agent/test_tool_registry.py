@@ -67,6 +67,7 @@ def test_botd_s_own_tools_are_found_by_their_packages() -> None:
         "recall",
         "remember",
         "schedule",
+        "skill",
         "web_fetch",
         "web_search",
     ]
@@ -78,7 +79,7 @@ def test_botd_s_own_tools_are_found_by_their_packages() -> None:
     assert specs["message"].settings(config) is None
     assert specs["remember"].settings(config) is config.agent.memory
     assert specs["web_search"].section == "agent.web_search"
-    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
+    assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 9
 
 
 def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> None:
@@ -91,7 +92,7 @@ def test_a_plugin_s_tool_is_a_name_agent_tools_may_list(register: Register) -> N
         parse_config("agent:\n  tools: [clok]\n", {})
     assert str(refused.value) == (
         "<config>:2: agent.tools[0]: expected 'clock', 'exec', 'forget', 'message', 'recall', "
-        "'remember', 'schedule', 'web_fetch' or 'web_search', got 'clok'"
+        "'remember', 'schedule', 'skill', 'web_fetch' or 'web_search', got 'clok'"
     )
     # agent.approvals.tools may name it too.
     parse_config("agent:\n  approvals: {tools: [clock]}\n", {})
@@ -119,6 +120,7 @@ def test_a_plugin_that_cannot_be_loaded_is_said_to_be_so(
             "recall",
             "remember",
             "schedule",
+            "skill",
             "web_fetch",
             "web_search",
         ]
@@ -131,7 +133,7 @@ def test_a_plugin_does_not_replace_a_builtin(
     with caplog.at_level(logging.WARNING, logger="botd.config.tools"):
         register(message="tests.agent.plugin_tool:SPEC")
         assert tool_specs()["message"].name == "message"
-        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 8
+        assert [r.builtin for r in config_tools.tool_registrations()] == [True] * 9
     assert "is not loaded: message is one of botd's own tools" in caplog.text
 
 
