@@ -66,7 +66,7 @@ re-synced, the router takes the new access policies, and a new ``shutdown_grace`
 next stop; unchanged channels are untouched. Settings that only apply at start (model, agent,
 state_dir, health) are logged as such: ``agent.mcp_servers`` among them, since its servers run
 from start to stop. A group's ``tools`` list is part of its channel's section and applies with
-it.
+it. The skills of ``agent.skills_dir`` are read again at every reload, changed or not.
 
 The App names no tool, no store backend and no platform: the runtime builds tools through
 their specs, the store's backend says what it is, and the channels come from their registry.
@@ -524,6 +524,7 @@ class App:
             log.warning("config %s changed: it applies when botd restarts", key)
         await runtime.keeper.reload(new, stop=plan.stop, restart=plan.restart, start=plan.start)
         runtime.update_channels(new)
+        runtime.skills.load(new)  # the folders as they are now, checked by load_config
         if plan.jobs_changed:
             try:
                 await runtime.scheduler.sync_config_jobs(scheduler_jobs(new))

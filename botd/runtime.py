@@ -17,9 +17,11 @@ the channels and the health endpoint serve routes on (``botd.http``) are made he
 The tools a run gets are built through their specs (``Toolbox``): no tool is named here, nor
 a backend, nor a platform. The memory (``botd.memory``) is built over the store and given to
 the memory tools (``ToolDeps.memory``), to each turn's system prompt (its note, when the run
-is offered one of ``MEMORY_TOOLS``) and to ``/memory``. A resumed run offered a tool that
-reaches the workspace is told, on several nodes, what its workspace here holds
-(``Toolbox.resumed_note``).
+is offered one of ``MEMORY_TOOLS``) and to ``/memory``. The skills (``botd.skills``) are
+read at build and again by each reload (``Runtime.skills``); a run offered the ``skill`` tool
+gets its chat's skills named in its system prompt and loads them through that tool. A
+resumed run offered a tool that reaches the workspace is told, on several nodes, what its
+workspace here holds (``Toolbox.resumed_note``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from .ops.metrics import Metrics
 from .ops.outages import Reachability
 from .owners import AdminLookups, OwnerDesk, PairingWelcomes, owner_rules
 from .scheduler import Scheduler
+from .skills import SKILL_TOOL, Skills
 from .store import ConversationLedger, InboundLedger, InboundPruner, Store
 from .store.backends import StoreBackend, store_backend
 from .wiring import (
@@ -211,9 +214,11 @@ class Toolbox:
         place: PlaceSettings,
         specs: Mapping[str, ToolSpec] | None = None,
         memory: Memory | None = None,
+        skills: Skills | None = None,
     ) -> None:
         self._live = live
         self._memory = memory
+        self._skills = skills or Skills()
         self._place = place
         self._delivery = delivery
         self._scheduler = scheduler
@@ -252,6 +257,7 @@ class Toolbox:
             reminders=self._scheduler,
             sandbox=self._sandbox,
             memory=None if self._memory is None else self._memory.here(message),
+            skills=self._skills.here(self._place(message).skills.value),
         )
         # In the registry's order (botd's own by name, then plugins), whatever the list's.
         chosen: list[Tool] = [
@@ -276,6 +282,19 @@ class Toolbox:
         if self._memory is None or not self.offers(message, MEMORY_TOOLS):
             return ""
         return await self._memory.note(message, text)
+
+    def skills_note(self, message: InboundMessage) -> str:
+        """The list of the skills offered to a run answering ``message`` (``botd.skills``):
+        "" unless the run is offered the ``skill`` tool."""
+        if not self.offers(message, (SKILL_TOOL,)):
+            return ""
+        return self._skills.here(self._place(message).skills.value).note()
+
+    async def prompt_note(self, message: InboundMessage, text: str) -> str:
+        """What a turn answering ``message`` and saying ``text`` is given after its chat's
+        system prompt: the skills offered, then the memory relevant to it."""
+        notes = (self.skills_note(message), await self.memory_note(message, text))
+        return "\n\n".join(note for note in notes if note)
 
     async def resumed_note(self, message: InboundMessage, conversation_key: str) -> str:
         """What a resumed run answering ``message`` is told of its workspace
@@ -330,6 +349,8 @@ class Runtime:
 
     welcomes: PairingWelcomes | None = None
     """Tells each sender approved by pairing that they can talk now (started by the App)."""
+    skills: Skills = field(default_factory=Skills)
+    """The skills of ``agent.skills_dir`` (read again by each reload: ``Skills.load``)."""
 
     async def close_acp(self) -> None:
         """Stop the ACP agents' processes, those that run."""
@@ -446,14 +467,26 @@ def build_runtime(
     )
     # One pool of reading workers for files users send and pages the model fetches: a
     # lane of slots each (a page never waits behind documents), shared fairly between
-    # conversations.
-    reading = Sandbox()
+    # conversations; and the exec tool's lane of commands, as fairly shared.
+    reading = Sandbox(command_slots=config.agent.exec.max_concurrent)
     # Each chat's settings (its topic's, group's, channel's) read live over the agent's.
     place = place_settings(live.get, Defaults.of(config))
     # What botd keeps for people and groups (the memory tools, the prompt's note, /memory).
     memory = Memory(store, lambda: live.current.agent.memory)
+    # The skills of agent.skills_dir: read now, and again by each reload.
+    skills = Skills()
+    skills.load(config)
     toolbox = Toolbox(
-        live, delivery, scheduler, router, message_access, mcp, reading, place, memory=memory
+        live,
+        delivery,
+        scheduler,
+        router,
+        message_access,
+        mcp,
+        reading,
+        place,
+        memory=memory,
+        skills=skills,
     )
     # An approved sender is told, and what they wrote meanwhile handed on; owners are asked
     # about by the commands (their admin lookups through the live adapters).
@@ -488,7 +521,7 @@ def build_runtime(
         answered_by=lambda message: place(message).backend.value,
         place=place,
         owners=owners,
-        memory_note=toolbox.memory_note,
+        prompt_note=toolbox.prompt_note,
         resumed_note=toolbox.resumed_note,
         memory_command=memory.command,
     )
@@ -514,6 +547,7 @@ def build_runtime(
         model_health=model_health,
         acp=acp,
         welcomes=welcomes,
+        skills=skills,
     )
 
 

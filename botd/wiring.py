@@ -133,6 +133,7 @@ def approval_rules(
         approvers=frozenset(section.approvers),
         timeout=section.timeout,
         ask_in=section.ask_in,
+        always_allow=tuple(section.always_allow),
     )
 
 

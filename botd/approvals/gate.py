@@ -56,7 +56,8 @@ from ..cluster.fencing import RunScope
 from ..events import ToolCallContent
 from ..speakers import clean_name
 from ..store import ApprovalLedger, ApprovalState, StoredApproval
-from .summary import call_summary
+from .grants import grant_chat, grant_key
+from .summary import call_summary, exact_call
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,13 @@ class Choice:
 
 APPROVE_OR_DENY = (Choice("Approve", "approve"), Choice("Deny", "deny"))
 """The buttons of a request to run one of botd's own tools."""
+WITH_GRANT = (
+    Choice("Approve", "approve"),
+    Choice("Always allow here", "always"),
+    Choice("Deny", "deny"),
+)
+"""The buttons of a request that offers to allow the exact call for good in its chat
+(``grants``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +109,14 @@ class ApprovalRules:
     """User ids, or ``<channel>:<id>``; empty: anyone the conversation admits."""
     timeout: float = 600.0
     ask_in: str = "conversation"
+    always_allow: tuple[str, ...] = ()
+    """The tools whose requests offer "always allow this exact call here" (``grants``)."""
 
     def gates(self, tool_name: str) -> bool:
         return allowed(tool_name, self.tools)
+
+    def offers_grant(self, tool_name: str) -> bool:
+        return allowed(tool_name, self.always_allow)
 
     def may_decide(self, message: InboundMessage) -> bool:
         if not self.approvers:
@@ -160,9 +173,11 @@ def _request_text(approval: StoredApproval) -> str:
 
 
 def _outcome_text(approval: StoredApproval) -> str:
+    here = " in this chat" if approval.grant is not None else ""
     outcome = {
         "approved": f"Approved by {approval.decided_by}.",
-        "always": f"Always allowed by {approval.decided_by}.",
+        "always": f"Always allowed{here} by {approval.decided_by}.",
+        "revoked": f"Allowed for good, then revoked by {approval.decided_by}.",
         "denied": f"Denied by {approval.decided_by}.",
         "expired": "Expired: not approved in time.",
         "stopped": "Not decided: the run was stopped.",
@@ -222,8 +237,23 @@ class Approvals:
         is written through the store's view fenced by the conversation's lease, and posted
         (and its outcome shown) for it."""
         summary = call_summary(call.name, call.arguments)
+        choices: Sequence[Choice] = APPROVE_OR_DENY
+        grant: tuple[str, str] | None = None
+        shown = exact_call(call.name, call.arguments) if rules.offers_grant(call.name) else None
+        if shown is not None:
+            chat = grant_chat(place.target)
+            key = grant_key(chat, call.name, call.arguments)
+            standing = await self.ledger.granted(key)
+            if standing is not None:
+                log.info(
+                    "tool %s: allowed for good in this chat by %s",
+                    call.name,
+                    standing.decided_by,
+                )
+                return None
+            summary, choices, grant = shown, WITH_GRANT, (key, chat)
         decided = await self._decided(
-            place, call.id, call.name, summary, APPROVE_OR_DENY, rules, shutting_down, scope
+            place, call.id, call.name, summary, choices, rules, shutting_down, scope, grant
         )
         if decided.state in ("approved", "always"):
             return None
@@ -265,10 +295,12 @@ class Approvals:
         rules: ApprovalRules,
         shutting_down: Callable[[], bool],
         scope: RunScope,
+        grant: tuple[str, str] | None = None,
     ) -> StoredApproval:
         """The request about call ``call_id`` of the run at ``place``, once decided: opened
         (or found, after a restart) through the store's view fenced by ``scope``, posted
-        with ``choices`` as buttons, waited for, its outcome shown."""
+        with ``choices`` as buttons, waited for, its outcome shown. ``grant``: the exact
+        call's grant key and chat, for a request offering "always allow here"."""
         key = f"{place.conversation_key}/{place.run_anchor}/{call_id}"
         now = self.clock()
         ledger = self.ledger.fenced(scope.fence)
@@ -282,6 +314,8 @@ class Approvals:
                 summary=summary,
                 deadline=now + rules.timeout,
                 created_at=now,
+                grant=None if grant is None else grant[0],
+                grant_chat=None if grant is None else grant[1],
             )
         )
         if approval.state == "pending" and not approval.messages:
@@ -409,21 +443,9 @@ class Approvals:
             return NOT_ITS_MESSAGE
         if approval.state != "pending":
             return _already(approval)
-        rules = self.rules()
-        if not rules.may_decide(message):
-            log.info(
-                "press by %s on a request to approve %s: not an approver",
-                message.sender_id,
-                approval.tool_name,
-            )
-            return NOT_AN_APPROVER
-        if not rules.approvers and self.owners is not None and await self.owners(message) is False:
-            log.info(
-                "press by %s on a request to approve %s: not an owner",
-                message.sender_id,
-                approval.tool_name,
-            )
-            return NOT_AN_OWNER
+        refusal = await self._refusal(message, f"a request to approve {approval.tool_name}")
+        if refusal is not None:
+            return refusal
         if self.clock() >= approval.deadline:
             self._wake(token)
             return "This request has expired."
@@ -435,6 +457,51 @@ class Approvals:
             return _already(now) if now is not None else None
         self._wake(token)
         return {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
+
+    async def _refusal(self, message: InboundMessage, what: str) -> str | None:
+        """Why ``message``'s sender may not decide ``what`` (None: they may): not one of
+        the approvers, or, without approvers, not an owner on a channel that has owners."""
+        rules = self.rules()
+        if not rules.may_decide(message):
+            log.info("%s by %s on %s: not an approver", _act(message), message.sender_id, what)
+            return NOT_AN_APPROVER
+        if not rules.approvers and self.owners is not None and await self.owners(message) is False:
+            log.info("%s by %s on %s: not an owner", _act(message), message.sender_id, what)
+            return NOT_AN_OWNER
+        return None
+
+    # -- the chat's grants -------------------------------------------------------------------
+
+    async def grants_command(self, message: InboundMessage, argument: str) -> str:
+        """``/allowed``: the calls allowed for good in the message's chat, numbered;
+        ``/allowed revoke <n>`` takes one back (a person who may decide requests only)."""
+        chat = grant_chat(message.reply_target())
+        standing = list(await self.ledger.grants(chat))
+        words = argument.split()
+        if not words:
+            if not standing:
+                return "Nothing is allowed for good in this chat."
+            lines = [
+                f"{n}. `{grant.summary}` (by {grant.decided_by})"
+                for n, grant in enumerate(standing, 1)
+            ]
+            return _lines_of(
+                "Allowed for good in this chat:", *lines, "/allowed revoke <n> takes one back."
+            )
+        if len(words) != 2 or words[0].lower() != "revoke" or not words[1].isdigit():
+            return "Use /allowed to list what is allowed for good here, /allowed revoke <n>."
+        refusal = await self._refusal(message, "the grants of this chat")
+        if refusal is not None:
+            return refusal
+        number = int(words[1])
+        if not 1 <= number <= len(standing):
+            return f"There is no grant {number} here: /allowed lists them."
+        grant = standing[number - 1]
+        who = clean_name(message.sender_name) or message.sender_id
+        if not await self.ledger.revoke_grant(grant.token, who):
+            return "That one was revoked already."
+        log.info("grant of %s in %s revoked by %s", grant.tool_name, chat, message.sender_id)
+        return f"Revoked: `{grant.summary}` asks again from now on."
 
     def _wake(self, token: str) -> None:
         woken = self._woken.get(token)
@@ -456,6 +523,14 @@ def _on_its_message(approval: StoredApproval, message: InboundMessage) -> bool:
     )
 
 
+def _act(message: InboundMessage) -> str:
+    return "press" if message.press is not None else "command"
+
+
+def _lines_of(*lines: str) -> str:
+    return "\n".join(lines)
+
+
 def _already(approval: StoredApproval) -> str:
     return {
         "approved": f"Already approved by {approval.decided_by}.",
@@ -463,6 +538,7 @@ def _already(approval: StoredApproval) -> str:
         "denied": f"Already denied by {approval.decided_by}.",
         "expired": "This request has expired.",
         "stopped": "This request was stopped.",
+        "revoked": f"Allowed for good, then revoked by {approval.decided_by}.",
     }.get(approval.state, "This request is no longer open.")
 
 
@@ -471,6 +547,7 @@ __all__ = [
     "NOT_AN_APPROVER",
     "NOT_ITS_MESSAGE",
     "PREFIX",
+    "WITH_GRANT",
     "ApprovalRules",
     "Approvals",
     "Choice",

@@ -36,6 +36,7 @@ renewed, and a long pause (a busy loop, a stop of the process) cuts no work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -191,6 +192,8 @@ class LeaseKeeper:
         Telegram poller, a Discord shard: ``botd.cluster.holding``), held or not, each with
         its role (``poller``, ``gateway``)."""
         self._nodes_up: tuple[float, int] | None = None
+        self._request: asyncio.Task[set[str]] | None = None
+        """The last renewal request sent to the table, until it is answered (``_renewed``)."""
 
     @classmethod
     def alone(cls, node_id: str) -> LeaseKeeper:
@@ -278,9 +281,7 @@ class LeaseKeeper:
             # A renewal that hangs (a database that stopped answering) must not outlast
             # the next one: the deadlines are checked when it gives up.
             async with asyncio.timeout(self.renew_every):
-                renewed = await self.table.renew(
-                    self.node_id, {name: lease.epoch for name, lease in held.items()}, self.ttl
-                )
+                renewed = await self._renewed({name: lease.epoch for name, lease in held.items()})
         except Exception as exc:
             now = self._clock()
             reason = str(exc) or f"no answer within {self.renew_every:.2g} s"
@@ -305,6 +306,22 @@ class LeaseKeeper:
                 self.ttl,
             )
         return True
+
+    async def _renewed(self, epochs: Mapping[str, int]) -> set[str]:
+        """The table's answer to a renewal of ``epochs``. A request once sent is never
+        cancelled: a renewal that gives up (its timeout, the node stopping) stops waiting
+        and leaves the request to finish, and the next renewal waits for it before sending
+        its own. A PostgreSQL query cancelled while psycopg was still cancelling it after an
+        earlier interruption made psycopg close the connection under the running request,
+        and a node stopping so crashed (SIGSEGV) at its exit."""
+        earlier = self._request
+        if earlier is not None and not earlier.done():
+            with contextlib.suppress(Exception):  # its answer is stale; only its end matters
+                await asyncio.shield(earlier)
+        request = asyncio.ensure_future(self.table.renew(self.node_id, epochs, self.ttl))
+        request.add_done_callback(_answered)
+        self._request = request
+        return await asyncio.shield(request)
 
     def _still_held(self, sent: Mapping[str, Lease]) -> list[Lease]:
         """The leases of a renewal's request that are still held now it is answered: one
@@ -336,6 +353,13 @@ class LeaseKeeper:
             pause = self.renew_every if renewed else self.renew_every / 4
             await self._sleep(pause)
             renewed = await self.renew_once()
+
+
+def _answered(request: asyncio.Task[set[str]]) -> None:
+    """Takes a renewal request's failure, so that one nobody waited for any more (given up
+    by its renewal) is not reported as never retrieved: the renewal that waited logged it."""
+    if not request.cancelled():
+        request.exception()
 
 
 class ProcessLeases:

@@ -8,7 +8,8 @@ validates the result with the models of ``schema``, which reject unknown keys; e
 ``ConfigError`` (``problems``), each as ``file:line: key.path: message``, in one pass: a key
 written twice, a blank secret, a value of the wrong kind and the rules spanning sections
 (unique job ids, delivery targets on configured channels, optionally at least one enabled
-channel, a ``media.outbound_dir`` that exposes no secrets: ``paths``) together. Values
+channel, a ``media.outbound_dir`` that exposes no secrets: ``paths``; the skill folders of
+``agent.skills_dir`` and the ``skills`` lists naming them: ``skills``) together. Values
 that came from the environment, and keys that hold secrets, are never echoed. A relative
 ``state_dir`` or ``media.outbound_dir`` is taken from the config file's directory
 (``paths``). A valid file may still carry warnings (``notices``: placeholder ids from the

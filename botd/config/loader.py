@@ -17,6 +17,7 @@ from .paths import configured_path, outbound_dir_problem
 from .problems import ConfigError, ConfigProblem, Loc, format_path, translate, unwrap_model
 from .schema import CHANNELS_CONTEXT, CONFIGURED_CONTEXT, BotdConfig, ChannelsSection
 from .secrets import blank_secrets
+from .skills import override_problems, read_skills
 from .source import duplicate_keys, interpolate, line_of, read_yaml
 from .tools import ToolEntry, registered_tools
 
@@ -286,6 +287,8 @@ def _parse(
         if exposed is not None:
             key: Loc = ("media", "outbound_dir")
             problems.append(ConfigProblem(format_path(key), line_of(root, key), exposed))
+    if config is not None:
+        problems.extend(_skill_problems(root, config))
     problems.extend(_cross_checks(root, registered, allow_empty=allow_empty))
     if problems or config is None:
         problems.sort(key=lambda p: (p.line or 0, p.path))
@@ -297,9 +300,32 @@ def _parse(
     return LoadedConfig(config, warnings)
 
 
+def _skill_problems(root: Any, config: BotdConfig) -> list[ConfigProblem]:
+    """What is wrong with the skills of ``agent.skills_dir`` (each under that key, naming its
+    file and line) and with the ``skills`` lists naming them (each under its own key)."""
+    problems: list[ConfigProblem] = []
+    known = None
+    if config.agent.skills_dir is not None:
+        found = read_skills(config.agent.skills_dir)
+        key: Loc = ("agent", "skills_dir")
+        problems += [
+            ConfigProblem(format_path(key), line_of(root, key), problem.render())
+            for problem in found.problems
+        ]
+        known = found.skills
+    for loc, why in override_problems(config, known):
+        problems.append(ConfigProblem(format_path(loc), line_of(root, loc), why))
+    return problems
+
+
 def _paths_from(config: BotdConfig, config_file: Path) -> BotdConfig:
     """``config`` with its relative paths taken from ``config_file``'s directory."""
     update: dict[str, Any] = {"state_dir": configured_path(config.state_dir, config_file)}
+    skills = config.agent.skills_dir
+    if skills is not None:
+        update["agent"] = config.agent.model_copy(
+            update={"skills_dir": configured_path(skills, config_file)}
+        )
     outbound = config.media.outbound_dir
     if outbound is not None:
         update["media"] = config.media.model_copy(

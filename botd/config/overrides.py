@@ -22,6 +22,7 @@ allowlist, another thing than a group's):
     allow_from           yes    yes    no       everyone
     enabled              yes    yes    no       true
     tools                yes    yes    no       every tool the agent has
+    skills               yes    yes    yes      every skill of agent.skills_dir
 
 System prompts compose: each layer's ``system_prompt`` comes after the one beneath it (a
 blank line apart) unless its ``system_prompt_mode`` is ``replace``. The result is given to
@@ -122,6 +123,8 @@ class Effective:
     enabled: Setting[bool]
     tools: Setting[tuple[str, ...] | None]
     """The tools offered (names or ``*`` prefixes; None: every tool the agent has)."""
+    skills: Setting[tuple[str, ...] | None]
+    """The skills offered, by name (None: every skill of ``agent.skills_dir``)."""
 
 
 def _group_layers(
@@ -183,6 +186,7 @@ def resolve(
     )
     allow_from = _pick(inner, "allow_from", list[str]())
     tools = _pick(inner, "tools", cast(list[str] | None, None))
+    skills = _pick(every, "skills", cast(list[str] | None, None))
     return Effective(
         system_prompt=_prompt(every, defaults.system_prompt),
         model=_pick(every, "model", defaults.model),
@@ -192,4 +196,5 @@ def resolve(
         allow_from=Setting(frozenset(allow_from.value), allow_from.source),
         enabled=_pick(inner, "enabled", True),
         tools=Setting(None if tools.value is None else tuple(tools.value), tools.source),
+        skills=Setting(None if skills.value is None else tuple(skills.value), skills.source),
     )

@@ -185,6 +185,17 @@ Id = Annotated[str, BeforeValidator(_as_text)]
 """A chat, user or group id: numbers YAML read are taken as their text."""
 
 
+def _http_url(value: str) -> str:
+    if not re.match(r"https?://[^/\s]+", value):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An ``http://`` or ``https://`` URL with a host, kept as written (an MCP server's ``url``,
+a search provider's ``base_url``)."""
+
+
 class Section(BaseModel):
     """A config section: unknown keys are errors, values are frozen."""
 
@@ -415,19 +426,12 @@ class McpServerSection(Section):
     args: list[str] = Field(default_factory=list)
     env: dict[str, Secret] = Field(default_factory=dict)
     cwd: Path | None = None
-    url: str | None = None
+    url: HttpUrl | None = None
     headers: dict[str, Secret] = Field(default_factory=dict)
     tools: list[str] | None = None
     """The server's tools to offer, by their own names (unset: all of them)."""
     timeout: float | None = Field(default=None, gt=0)
     """Seconds one call may take (unset: ``agent.tool_timeout``)."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> McpServerSection:
@@ -470,7 +474,7 @@ class WebSearchSection(Section):
     goes through the same address check and size cap as ``web_fetch``."""
 
     provider: WebSearchProvider
-    base_url: str | None = None
+    base_url: HttpUrl | None = None
     """Where the service answers (``searxng``: needed; ``brave``: its public API unless
     given)."""
     api_key: OptionalSecret = None
@@ -484,13 +488,6 @@ class WebSearchSection(Section):
     max_bytes: int = Field(default=1_000_000, ge=1)
     """The largest answer read from the service."""
     timeout: float = Field(default=15.0, gt=0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
 
     @model_validator(mode="after")
     def _what_the_provider_needs(self) -> WebSearchSection:
@@ -524,6 +521,10 @@ class ExecSection(Section):
     """The largest file it may write, in megabytes."""
     max_output_bytes: int = Field(default=16_000, ge=100)
     """Bytes of stdout, and as many of stderr, the model gets; the rest is cut and counted."""
+    max_concurrent: int = Field(default=4, ge=1, le=64)
+    """Commands run at once on this node, shared fairly between conversations: one holds at
+    most all but one of them, and a call waits for a slot at most ``timeout`` seconds (then
+    the model is told all are busy). Read at start."""
 
 
 class WorkspaceSection(Section):
@@ -585,11 +586,22 @@ class ApprovalsSection(Section):
     ask_in: AskIn = "conversation"
     """Where the request is posted: ``conversation`` (the run's own chat) or ``approvers``
     (each approver's direct chat on the conversation's platform; needs ``approvers``)."""
+    always_allow: list[str] = Field(default_factory=list)
+    """Tools among ``tools`` whose requests offer a third button, *Always allow here*: the
+    exact call (every argument, to the byte) then runs without asking in that chat until
+    ``/allowed revoke``. Offered only when the whole call fits in the request and shows no
+    masked secret. Empty (the default): every call is asked about."""
 
     @model_validator(mode="after")
     def _approvers_to_ask(self) -> ApprovalsSection:
         if self.ask_in == "approvers" and not self.approvers:
             raise ValueError("ask_in approvers needs approvers: the people to ask")
+        unasked = [name for name in self.always_allow if name not in self.tools]
+        if unasked:
+            raise ValueError(
+                f"always_allow names {', '.join(unasked)}, which tools does not list: "
+                "only a call that is asked about can be allowed for good"
+            )
         return self
 
 
@@ -633,7 +645,7 @@ class AgentSection(Section):
     tools: list[ToolName] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     """The tools the agent may use, each registered by its package (``botd.agent.tools``):
     ``message`` and ``schedule`` (both by default), and ``web_fetch``, ``web_search``,
-    ``exec``, the memory tools and the file tools (``read_file``, ``write_file``,
+    ``exec``, the memory tools, ``skill`` and the file tools (``read_file``, ``write_file``,
     ``edit_file``, ``list_files``, ``search_files``) when listed."""
     web_fetch: WebFetchSection = Field(default_factory=WebFetchSection)
     web_search: WebSearchSection | None = None
@@ -675,6 +687,15 @@ class AgentSection(Section):
     groups can be answered by two agents, each its own process."""
     memory: MemorySection = Field(default_factory=MemorySection)
     """What the memory tools keep (``remember``, ``recall``, ``forget``: listed in ``tools``)."""
+    skills_dir: Path | None = None
+    """A directory of skill folders in the Agent Skills format (``botd.config.skills``), read
+    at start and on each reload; the ``skill`` tool (listed in ``tools``) loads them."""
+
+    @field_validator("skills_dir")
+    @classmethod
+    def _expand_skills_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
     workspace: WorkspaceSection = Field(default_factory=WorkspaceSection)
     """Where conversations' files live and the file tools' caps (``read_file``,
     ``write_file``, ``edit_file``, ``list_files``, ``search_files``: listed in ``tools``)."""
@@ -684,6 +705,16 @@ class AgentSection(Section):
         if "web_search" in self.tools and self.web_search is None:
             raise ValueError(
                 "tools lists web_search: set web_search (provider searxng or brave) too"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _skill_tool_has_skills(self) -> AgentSection:
+        if "skill" in self.tools and self.skills_dir is None:
+            raise ValueError("tools lists skill: set skills_dir (a directory of skills) too")
+        if self.skills_dir is not None and "skill" not in self.tools:
+            raise ValueError(
+                "skills_dir is set but tools does not list skill, which loads them: add it"
             )
         return self
 
@@ -788,6 +819,9 @@ class TurnOverrides(Section):
     fallback's ``name``). A ``/model`` choice in the conversation still wins."""
     queue_mode: QueueMode | None = None
     """What a message arriving during a run does here (unset: the one beneath)."""
+    skills: list[str] | None = None
+    """The skills of ``agent.skills_dir`` offered here, by name (unset: the one beneath;
+    ``[]``: none)."""
 
     @model_validator(mode="after")
     def _mode_needs_prompt(self) -> TurnOverrides:
@@ -886,6 +920,7 @@ CHAT_COMMANDS = (
     "/usage",
     "/whoami",
     "/help",
+    "/allowed",
     "/start",
     "/pair",
     "/memory",

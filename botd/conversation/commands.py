@@ -8,7 +8,9 @@ the tokens used, ``/whoami`` gives the sender's and the chat's ids (what ``allow
 ``groups`` take) and whether the sender is one of the bot's owners, ``/help`` lists the
 commands, ``/pair <code>`` (an owner's) approves a pairing code, ``/memory`` lists what botd
 keeps about the sender (in a group, the group's) and ``/memory forget <n>`` drops an item
-(``botd.memory``, given as the ``memory`` callable). A command the channel keeps
+(``botd.memory``, given as the ``memory`` callable), ``/allowed`` lists the calls allowed
+for good in the chat and ``/allowed revoke <n>`` takes one back (``botd.approvals.grants``,
+given as ``grants``). A command the channel keeps
 for its owners, sent by anyone else, is answered with one line saying so and nothing is done
 (``OwnerChecks``, ``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods
@@ -93,11 +95,15 @@ class CommandDesk:
         models: ModelBook | None = None,
         owners: OwnerChecks | None = None,
         memory: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        grants: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
         self._owners = owners
         self._memory = memory
         """Answers ``/memory`` (its argument given): ``botd.memory.Memory.command``."""
+        self._grants = grants
+        """Answers ``/allowed`` (its argument given): ``botd.approvals.Approvals.grants_command``
+        (None: no approvals here)."""
         """Who the bot's owners are, and what only they may do (None: no owners)."""
         self._conversations = conversations
         self._unplaced = unplaced
@@ -164,6 +170,11 @@ class CommandDesk:
                 text = "There is no memory here."
             else:
                 text = await self._memory(message, command_argument(message.text))
+        elif command == "/allowed":
+            if self._grants is None:
+                text = "Nothing is asked about here, so nothing is allowed for good."
+            else:
+                text = await self._grants(message, command_argument(message.text))
         elif command == "/start":
             text = "Hello! Write to me and I will answer. " + HELP
         else:
@@ -220,6 +231,9 @@ class CommandDesk:
             lines.append(await self._models.status_line(conversation_key, here.model))
         lines.append(f"System prompt: {here.system_prompt.describe()}.")
         lines.append(f"Backend: {here.backend.value} ({here.backend.whose}).")
+        if here.skills.value is not None:  # a channel, group or topic names its skills
+            named = ", ".join(here.skills.value) or "none"
+            lines.append(f"Skills: {named} ({here.skills.whose}).")
         if group:
             lines += _group_lines(here)
         if self._jobs is not None:

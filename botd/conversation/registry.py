@@ -106,7 +106,7 @@ class Conversations:
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective] | None = None,
         owners: OwnerChecks | None = None,
-        memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        prompt_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         memory_command: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
@@ -138,7 +138,7 @@ class Conversations:
             acp=acp,
             answered_by=answered_by,
             place=place,
-            memory_note=memory_note,
+            prompt_note=prompt_note,
             resumed_note=resumed_note,
         )
         windows = Windows(settings.debounce)
@@ -164,6 +164,7 @@ class Conversations:
             models=book,
             owners=owners,
             memory=memory_command,
+            grants=None if approvals is None else approvals.grants_command,
         )
 
     # -- inbound ----------------------------------------------------------------------------

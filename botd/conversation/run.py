@@ -17,11 +17,11 @@ context).
 The run asks the conversation's model first (``ModelBook.current``: what ``/model`` chose,
 else the model its chat's settings name), with its chat's system prompt (``place``: the
 topic's, group's and channel's over the agent's, ``botd.config.overrides``) followed by the
-turn's memory note (``memory_note``: what ``botd.memory`` keeps for the person or the group,
-the items relevant to this turn) and, for a resumed turn, the line about its workspace on
-this node (``resumed_note``, ``botd.workspace.moved_note``), given with each request and
-never written into the transcript; its token usage per model is queued to commit with its
-last transcript write.
+turn's note (``prompt_note``: the items relevant to this turn of what ``botd.memory`` keeps
+for the person or the group, the skills offered in the chat) and, for a resumed turn, the line
+about its workspace on this node (``resumed_note``, ``botd.workspace.moved_note``), given
+with each request and never written into the transcript; its token usage per model is queued
+to commit with its last transcript write.
 
 What the run adds goes to the transcript as it happens (``TranscriptWriter``): for a run on
 inbox messages the user turn is written with their ``running`` state in one transaction, then
@@ -141,11 +141,11 @@ class Runner:
         "_delivery",
         "_hooks",
         "_ledger",
-        "_memory_note",
         "_models",
         "_options",
         "_place",
         "_promise",
+        "_prompt_note",
         "_provider",
         "_resumed_note",
         "_scope",
@@ -169,13 +169,13 @@ class Runner:
         acp: Mapping[str, AcpAgent] | None = None,
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective],
-        memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        prompt_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
     ) -> None:
         self._ledger = ledger
-        self._memory_note = memory_note
-        """The memory a turn is given with its system prompt (``botd.memory``): from the
-        message it answers and the turn's text; "" for none."""
+        self._prompt_note = prompt_note
+        """What a turn is given after its chat's system prompt (the memory relevant to it,
+        the skills offered): from the message it answers and the turn's text; "" for none."""
         self._resumed_note = resumed_note
         """What a resumed turn is told of its workspace on this node (``botd.workspace``):
         from the message it answers and its conversation's key; "" for nothing."""
@@ -365,9 +365,9 @@ class Runner:
             or inbound.text
         )
         system = here.system_prompt.text
-        if self._memory_note is not None:
+        if self._prompt_note is not None:
             # Given with this turn's requests only: what is forgotten is gone next turn.
-            note = await self._memory_note(inbound, working_on)
+            note = await self._prompt_note(inbound, working_on)
             system = f"{system}\n\n{note}" if system and note else system or note
         if turn.resumed and self._resumed_note is not None:
             note = await self._resumed_note(inbound, session.conversation_key)

@@ -47,6 +47,9 @@ rest. One conversation holds at most all but one of them."""
 PAGE_SLOTS = 2
 """Workers parsing fetched pages at once, besides the files' (most pages take a fraction of
 a second; a hostile one cannot hold up another conversation's)."""
+COMMAND_SLOTS = 4
+"""Commands the ``exec`` tool runs at once (``agent.exec.max_concurrent``): each is bound by
+its own CPU and memory budget, and one conversation holds at most all but one of them."""
 READ_MEMORY = 1024 * 1024 * 1024
 """The address space a worker may use (1 GiB): room for a 50-megapixel image decoded whole."""
 
@@ -74,14 +77,22 @@ class Budget:
 
 class Sandbox:
     """Runs reading jobs in worker processes: files in ``slots`` at once, pages in
-    ``page_slots``, each shared fairly between conversations (see the module).
+    ``page_slots``, each shared fairly between conversations (see the module). It also
+    holds the lane the ``exec`` tool's commands take (``commands``, ``command_slots`` at
+    once, as fairly shared), which runs them itself in bubblewrap.
 
     ``conversation`` (each job's) is the key of the conversation the job reads for; jobs
     with none share the key ``""``."""
 
-    def __init__(self, slots: int = READ_SLOTS, page_slots: int = PAGE_SLOTS) -> None:
+    def __init__(
+        self,
+        slots: int = READ_SLOTS,
+        page_slots: int = PAGE_SLOTS,
+        command_slots: int = COMMAND_SLOTS,
+    ) -> None:
         self.files = FairSlots(slots)
         self.pages = FairSlots(page_slots)
+        self.commands = FairSlots(command_slots)
 
     async def pdf_text(self, data: bytes, budget: Budget, *, conversation: str = "") -> PdfText:
         """The text of a PDF (``documents.pdf_text``), read in a worker."""

@@ -367,6 +367,20 @@ class ApprovalLedger(Protocol):
         or two, exactly one is taken."""
         ...
 
+    async def granted(self, grant: str) -> StoredApproval | None:
+        """The standing grant of the exact call ``grant`` names (a request with that
+        ``grant`` decided ``always`` and not revoked); None: there is none."""
+        ...
+
+    async def grants(self, chat: str) -> Sequence[StoredApproval]:
+        """The standing grants of ``chat`` (``StoredApproval.grant_chat``), oldest first."""
+        ...
+
+    async def revoke_grant(self, token: str, revoked_by: str) -> bool:
+        """Revoke the standing grant decided through ``token``, committed; False when it is
+        not one (any more)."""
+        ...
+
 
 class ButtonLedger(Protocol):
     """The buttons botd put under its messages, by message: what a press of one is checked

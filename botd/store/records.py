@@ -341,7 +341,7 @@ class PostedButtons:
         return None
 
 
-ApprovalState = Literal["pending", "approved", "always", "denied", "expired", "stopped"]
+ApprovalState = Literal["pending", "approved", "always", "denied", "expired", "stopped", "revoked"]
 """Where a request to approve a tool call is: waiting, decided by a press (``always``:
 approved for this call and the like from then on, a choice an ACP agent offers), out of
 time, or given up because its run was stopped."""
@@ -372,6 +372,12 @@ class StoredApproval:
     messages: tuple[MessageRef, ...] = ()
     created_at: float = 0.0
     decided_at: float | None = None
+    grant: str | None = None
+    """For a request that offers "always allow here": a digest of the exact call in its
+    chat (``botd.approvals.grants``). Decided ``always``, the row is a standing grant: the
+    same call in the same chat runs without asking, until revoked. None: no grant offered."""
+    grant_chat: str | None = None
+    """The chat a grant holds in (``<channel>:<account>:<chat id>``), to list its grants."""
 
 
 __all__ = [

@@ -416,7 +416,7 @@ def resumable_prefix(messages: Sequence[Message], awaiting: Collection[str] = ()
 
 APPROVAL_COLUMNS = (
     "key, token, session_id, call_id, tool_name, summary, deadline, state, decided_by, "
-    "messages, created_at, decided_at"
+    "messages, created_at, decided_at, grant_key, grant_chat"
 )
 """An approval's columns, in the order ``approval_row`` writes and ``approval_from_row``
 reads them."""
@@ -453,6 +453,8 @@ def approval_row(approval: StoredApproval) -> tuple[Any, ...]:
         refs_json(a.messages),
         a.created_at,
         a.decided_at,
+        a.grant,
+        a.grant_chat,
     )
 
 
@@ -471,6 +473,8 @@ def approval_from_row(row: Sequence[Any]) -> StoredApproval:
         messages=refs_from_json(row[9]),
         created_at=float(row[10]),
         decided_at=None if row[11] is None else float(row[11]),
+        grant=None if row[12] is None else str(row[12]),
+        grant_chat=None if row[13] is None else str(row[13]),
     )
 
 

@@ -7,6 +7,7 @@ host (the workspace's files, files the command tried to write elsewhere, its pro
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -19,7 +20,13 @@ from pathlib import Path
 import pytest
 
 import botd
+from botd.agent.tools.base import ToolContext, ToolOutput
+from botd.agent.tools.exec.tool import ExecTool
+from botd.chat import Target
+from botd.cluster.fencing import RunScope
+from botd.config.schema import ExecSection
 from botd.conversation.progress import activity_of
+from botd.media.slots import FairSlots
 from botd.ops.logging import add_secret
 from botd.workspace import workspace_dir
 from tests.approvals.harness import request_posted, states
@@ -171,11 +178,15 @@ def _request(tmp_path: Path, asked: int) -> int | None:
 async def test_a_gated_command_waits_for_approval_and_a_denied_one_does_not_run(
     tmp_path: Path,
 ) -> None:
+    """Approve, Deny, then *Always allow here*: the very same command runs again in the chat
+    without a request."""
     async with FakeTelegramAPI() as telegram, FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model:
-        model.push(*calls("touch approved"), *calls("touch denied"))
-        sections = [exec_yaml("approvals:", "  tools: [exec]")]
+        model.push(*calls("touch approved"), *calls("touch denied"), *calls("touch kept"))
+        model.push(*calls("touch kept"))
+        sections = [exec_yaml("approvals:", "  tools: [exec]", "  always_allow: [exec]")]
         async with chatting(tmp_path, telegram, model=model, sections=sections) as chat:
-            for asked, (file, label) in enumerate((("approved", "Approve"), ("denied", "Deny"))):
+            rounds = (("approved", "Approve"), ("denied", "Deny"), ("kept", "Always allow here"))
+            for asked, (file, label) in enumerate(rounds):
                 await chat.send(f"make a file named {file}")
                 posted = await until(
                     functools.partial(_request, tmp_path, asked), f"asked about {file}"
@@ -188,10 +199,14 @@ async def test_a_gated_command_waits_for_approval_and_a_denied_one_does_not_run(
                 telegram.push_press(message, buttons[label], sender=ALICE)
                 chat.read += 1  # the request
                 assert await chat.reply() == "Done."
+            (workspace(tmp_path) / "kept").unlink()
+            await chat.send("make it again")
+            assert await chat.reply() == "Done."  # no request in between
     assert (workspace(tmp_path) / "approved").exists()
     assert not (workspace(tmp_path) / "denied").exists()
+    assert (workspace(tmp_path) / "kept").exists()
     assert result(model, "exec_1") == (False, "exit status 0\nstdout: (empty)\nstderr: (empty)")
-    assert states(tmp_path / "state") == ["approved", "denied"]
+    assert states(tmp_path / "state") == ["approved", "denied", "always"]
 
 
 async def test_without_bubblewrap_the_call_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -331,3 +346,29 @@ def test_a_command_runs_at_most_its_processes_counted_in_its_own_sandbox(
     status, started, error = done.stdout.split(" ", 2)
     assert status == "2" and error.strip().endswith("Cannot fork")
     assert started in ("1", "2")  # beside the shell and bwrap's own first process
+
+
+async def test_one_conversations_commands_leave_a_slot_for_another_conversation(
+    tmp_path: Path,
+) -> None:
+    """Two slots: a conversation with two commands runs one and queues the other; a second
+    conversation's command takes the slot left and finishes while the first still waits."""
+    section = ExecSection(timeout=30)
+    slots = FairSlots(2)
+    tool = ExecTool(section, state_dir=tmp_path / "state", slots=slots)
+
+    def run(conversation: str, command: str) -> asyncio.Task[ToolOutput]:
+        context = ToolContext(RunScope(conversation), Target("telegram", conversation), "c")
+        return asyncio.create_task(tool.run({"command": command}, context))
+
+    marker = f"{3000 + secrets.randbelow(10**6)}.5"
+    first = run("telegram:1", f"sleep {marker}")
+    queued = run("telegram:1", "echo second")
+    await until(lambda: processes_with(marker), "the first command running")
+    assert slots.waiting() == 1 and slots.held("telegram:1") == 1
+    other = await asyncio.wait_for(run("telegram:2", "echo other"), 20)
+    assert other.text.startswith("exit status 0\nstdout:\nother")
+    assert not first.done() and not queued.done()  # the first conversation still waits
+    first.cancel()
+    assert (await asyncio.wait_for(queued, 20)).text.startswith("exit status 0\nstdout:\nsecond")
+    await until(lambda: processes_with(marker) == [], "the first command killed")

@@ -69,6 +69,7 @@ BUILTINS = [
     "remember",
     "schedule",
     "search_files",
+    "skill",
     "web_fetch",
     "web_search",
     "write_file",

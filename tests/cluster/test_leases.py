@@ -362,3 +362,43 @@ async def test_a_lease_released_while_a_renewal_is_out_is_given_up_not_lost(
     assert not node.lost.is_set() and not scheduler.lost.is_set()
     assert keeper.held() == [scheduler]
     assert [r.getMessage() for r in caplog.records if " lost" in r.getMessage()] == []
+
+
+async def test_a_renewal_request_once_sent_is_never_cancelled_and_the_next_waits_for_it() -> None:
+    """The renewal loop cancelled (the node stopping), or a renewal past its timeout, stops
+    waiting, but the request it sent runs to its end; the next renewal sends its own only
+    after that one ended (one request at a time, none cut off mid-query)."""
+    table = ProcessLeases()
+    answer = asyncio.Event()
+    sent: list[str] = []
+    ended: list[str] = []
+
+    class Slow:
+        async def renew(self, holder: str, held: Mapping[str, int], ttl: float) -> set[str]:
+            sent.append(f"request {len(sent) + 1}")
+            try:
+                await answer.wait()
+            except asyncio.CancelledError:
+                ended.append("cancelled")
+                raise
+            ended.append("answered")
+            return await table.renew(holder, held, ttl)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+    keeper = LeaseKeeper(cast(LeaseTable, Slow()), "n1", 15)
+    lease = await keeper.try_claim("scheduler")
+    assert lease is not None
+    stopping = asyncio.create_task(keeper.renew_once())
+    await until(lambda: sent, "the first request sent")
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    next_one = asyncio.create_task(keeper.renew_once())
+    await asyncio.sleep(0.05)
+    assert sent == ["request 1"] and ended == []  # still running; the next one waits
+    answer.set()
+    assert await next_one
+    assert sent == ["request 1", "request 2"] and ended == ["answered", "answered"]
+    assert not lease.lost.is_set()

@@ -122,3 +122,42 @@ async def test_an_interrupted_run_keeps_its_call_waiting_for_approval_and_drops_
     store.append_messages_soon(session.session_id, [calling("d")])
     assert await store.trim_interrupted(session.session_id, entry.user_turn_id)
     assert await store.transcript(session.session_id) == [user, *steps]
+
+
+async def test_a_grant_stands_once_decided_always_until_revoked_and_the_pruner_keeps_it(
+    store: Store,
+) -> None:
+    ledger: ApprovalLedger = store
+    chat = "telegram:default:42"
+    granting = request(token="g1", grant="digest-1", grant_chat=chat)
+    await ledger.open_approval(granting)
+    # Pending, or decided otherwise, a request with a grant key grants nothing.
+    assert await ledger.granted("digest-1") is None
+    await ledger.open_approval(
+        request(key="telegram:42/8/toolu_2", token="g2", grant="digest-2", grant_chat=chat)
+    )
+    await ledger.decide_approval("g2", "approved", "Alice")
+    assert await ledger.granted("digest-2") is None
+
+    decided = await ledger.decide_approval("g1", "always", "Alice")
+    assert decided is not None and decided.grant == "digest-1"
+    standing = await ledger.granted("digest-1")
+    assert standing is not None and standing.decided_by == "Alice"
+    assert [grant.token for grant in await ledger.grants(chat)] == ["g1"]
+    assert await ledger.grants("telegram:default:43") == []
+
+    # Old decided requests are pruned; a standing grant is not.
+    await store.prune_finished(-60.0)
+    assert await ledger.approval_for_token("g2") is None
+    assert await ledger.granted("digest-1") is not None
+
+    assert await ledger.revoke_grant("g1", "Bob") is True
+    assert await ledger.revoke_grant("g1", "Bob") is False
+    assert await ledger.granted("digest-1") is None
+    assert await ledger.grants(chat) == []
+    revoked = await ledger.approval_for_token("g1")
+    assert revoked is not None and (revoked.state, revoked.decided_by) == ("revoked", "Bob")
+    # A request without a grant key, decided always (an ACP agent's), is no grant to revoke.
+    await ledger.open_approval(request(key="telegram:42/9/toolu_3", token="g3"))
+    await ledger.decide_approval("g3", "always", "Alice")
+    assert await ledger.revoke_grant("g3", "Bob") is False

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ...config import BotdConfig
     from ...media.sandbox import Sandbox
     from ...memory import MemoryHere
+    from ...skills import SkillsHere
     from .base import SendFunction, Tool
     from .message.tool import ButtonSendFunction, MediaSendFunction, Refusal
     from .schedule.tool import Reminders
@@ -69,6 +70,8 @@ class ToolDeps:
     memory: MemoryHere | None = None
     """The memory the run's message reaches (``botd.memory``; None: none, a scheduled job's
     run)."""
+    skills: SkillsHere | None = None
+    """The skills the run's chat is offered (``botd.skills``; None: none)."""
 
 
 @dataclass(frozen=True, eq=False)

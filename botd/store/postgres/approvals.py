@@ -76,6 +76,42 @@ class ApprovalStore(PostgresBase):
 
         return await self._commit("decide_approval", write)
 
+    async def granted(self, grant: str) -> StoredApproval | None:
+        async def read(conn: Conn) -> StoredApproval | None:
+            cur = await conn.execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals "
+                "WHERE grant_key = %s AND state = 'always' ORDER BY created_at LIMIT 1",
+                (grant,),
+            )
+            row = await cur.fetchone()
+            return None if row is None else approval_from_row(row)
+
+        return await self._read(read)
+
+    async def grants(self, chat: str) -> Sequence[StoredApproval]:
+        async def read(conn: Conn) -> list[StoredApproval]:
+            cur = await conn.execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals "
+                "WHERE grant_chat = %s AND state = 'always' ORDER BY created_at, key",
+                (chat,),
+            )
+            return [approval_from_row(row) for row in await cur.fetchall()]
+
+        return await self._read(read)
+
+    async def revoke_grant(self, token: str, revoked_by: str) -> bool:
+        params = (revoked_by, self._clock(), token)
+
+        async def write(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "UPDATE approvals SET state = 'revoked', decided_by = %s, decided_at = %s "
+                "WHERE token = %s AND state = 'always' AND grant_key IS NOT NULL",
+                params,
+            )
+            return cur.rowcount > 0
+
+        return await self._commit("revoke_grant", write)
+
 
 async def awaiting_calls(conn: Conn, session_id: str) -> set[str]:
     """The tool call ids of ``session_id`` that have a request to approve them."""

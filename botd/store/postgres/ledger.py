@@ -608,7 +608,9 @@ class LedgerStore(PostgresBase):
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < %s", (cut,)
             )
             approvals = await conn.execute(
-                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < %s", (cut,)
+                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < %s "
+                "AND NOT (state = 'always' AND grant_key IS NOT NULL)",
+                (cut,),
             )
             # A run's preview matters only while its entries may resume: gone with them.
             await conn.execute(

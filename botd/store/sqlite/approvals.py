@@ -17,6 +17,8 @@ from ..records import ApprovalState, StoredApproval
 from ..rows import APPROVAL_COLUMNS, approval_from_row, approval_row, refs_json
 from .deferred import DeferredWrites
 
+_PLACES = ", ".join(["?"] * len(APPROVAL_COLUMNS.split(",")))
+
 
 class ApprovalStore(DeferredWrites):
     """The approvals table (see the module docstring)."""
@@ -27,7 +29,7 @@ class ApprovalStore(DeferredWrites):
         def write(conn: sqlite3.Connection) -> StoredApproval:
             conn.execute(
                 f"INSERT INTO approvals ({APPROVAL_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                f"VALUES ({_PLACES}) ON CONFLICT (key) DO NOTHING",
                 params,
             )
             row = conn.execute(
@@ -73,6 +75,41 @@ class ApprovalStore(DeferredWrites):
             return None if row is None else approval_from_row(row)
 
         return await self._commit("decide_approval", write)
+
+    async def granted(self, grant: str) -> StoredApproval | None:
+        self.flush_deferred()
+        row = (
+            self._connection()
+            .execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals "
+                "WHERE grant_key = ? AND state = 'always' ORDER BY created_at LIMIT 1",
+                (grant,),
+            )
+            .fetchone()
+        )
+        return None if row is None else approval_from_row(row)
+
+    async def grants(self, chat: str) -> Sequence[StoredApproval]:
+        self.flush_deferred()
+        rows = self._connection().execute(
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals "
+            "WHERE grant_chat = ? AND state = 'always' ORDER BY created_at, key",
+            (chat,),
+        )
+        return [approval_from_row(row) for row in rows]
+
+    async def revoke_grant(self, token: str, revoked_by: str) -> bool:
+        params = (revoked_by, self._clock(), token)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE approvals SET state = 'revoked', decided_by = ?, decided_at = ? "
+                "WHERE token = ? AND state = 'always' AND grant_key IS NOT NULL",
+                params,
+            )
+            return cursor.rowcount > 0
+
+        return await self._commit("revoke_grant", write)
 
 
 def awaiting_calls(conn: sqlite3.Connection, session_id: str) -> set[str]:

@@ -284,7 +284,9 @@ class InboxStore(TranscriptStore):
                 "DELETE FROM outbox WHERE state != 'pending' AND updated_at < ?", (cut,)
             ).rowcount
             approvals = conn.execute(
-                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < ?", (cut,)
+                "DELETE FROM approvals WHERE state != 'pending' AND decided_at < ? "
+                "AND NOT (state = 'always' AND grant_key IS NOT NULL)",
+                (cut,),
             ).rowcount
             # A run's preview matters only while its entries may resume: gone with them.
             conn.execute(

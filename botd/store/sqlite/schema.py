@@ -376,5 +376,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memories_by_owner ON memories (channel, kind, owner, id)",
         "CREATE INDEX memories_by_author ON memories (channel, author)",
     ),
+    # issue 38, exec: "always allow this exact command in this chat". A request offering it
+    # keeps a digest of the exact call in its chat (grant_key) and the chat (grant_chat);
+    # decided 'always', the row is a standing grant the pruner leaves until it is revoked.
+    (
+        "ALTER TABLE approvals ADD COLUMN grant_key TEXT",
+        "ALTER TABLE approvals ADD COLUMN grant_chat TEXT",
+        "CREATE INDEX approvals_grants ON approvals (grant_key) WHERE grant_key IS NOT NULL",
+        "CREATE INDEX approvals_grants_by_chat ON approvals (grant_chat) "
+        "WHERE grant_chat IS NOT NULL",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

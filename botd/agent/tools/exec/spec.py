@@ -23,7 +23,12 @@ def _exec(deps: ToolDeps) -> Tool:
     section = deps.section
     assert isinstance(section, ExecSection)
     config = deps.config
-    return ExecTool(section, state_dir=config.state_dir, workspace=config.agent.workspace)
+    return ExecTool(
+        section,
+        state_dir=config.state_dir,
+        slots=deps.sandbox.commands,
+        workspace=config.agent.workspace,
+    )
 
 
 def _probe(config: BotdConfig) -> str | None:

@@ -8,17 +8,22 @@ ACP agent of the same conversation reach) its only writable place, no network un
 stdout and stderr, each cut at ``max_output_bytes`` with a note of how much more there was,
 inside the untrusted marker (``tools.untrusted``).
 A command past its time limit is killed with everything it started, and so is one whose run
-is stopped (``/stop`` cancels the call). Where no sandbox can be set up the call is refused in
-one line: a command never runs unsandboxed.
+is stopped (``/stop`` cancels the call). Commands take slots shared fairly between
+conversations (``Sandbox.commands``, ``agent.exec.max_concurrent``): one conversation holds at
+most all but one, so another's command never waits behind its queue. Where no sandbox can be
+set up the call is refused in one line: a command never runs unsandboxed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
 
 from ....config.schema import ExecSection, WorkspaceSection
+from ....media.slots import FairSlots
 from ....workspace import workspace_dir
 from ...types import ToolDefinition
 from ..base import ToolContext, ToolOutput
@@ -100,13 +105,16 @@ class ExecTool:
         section: ExecSection,
         *,
         state_dir: Path,
+        slots: FairSlots | None = None,
         workspace: WorkspaceSection | None = None,
     ) -> None:
         self._section = section
         self._workspace = workspace or WorkspaceSection()
         self._limits = limits_of(section)
         self._state_dir = state_dir
-        self.timeout: float | None = section.timeout + EXTRA_SECONDS
+        self._slots = slots or FairSlots(section.max_concurrent)
+        # A call may wait for a slot as long as a command may run, then run for as long.
+        self.timeout: float | None = 2 * section.timeout + EXTRA_SECONDS
         description = _DESCRIPTION + (_NETWORK if section.network else _NO_NETWORK)
         self.spec = ToolDefinition(name="exec", description=description, input_schema=_SCHEMA)
 
@@ -119,13 +127,23 @@ class ExecTool:
             shared=self._workspace.shared,
         )
         try:
-            result = await run_sandboxed(
-                self._section.bwrap,
-                workspace,
-                command,
-                self._limits,
-                network=self._section.network,
-            )
+            async with contextlib.AsyncExitStack() as held:
+                try:
+                    async with asyncio.timeout(self._section.timeout):
+                        await held.enter_async_context(self._slots.slot(context.conversation_key))
+                except TimeoutError:
+                    text = (
+                        f"Not run: every command slot ({self._slots.slots}) stayed busy for "
+                        f"{self._section.timeout:g} s; try again later."
+                    )
+                    return ToolOutput(text=text, is_error=True, details={"status": "busy"})
+                result = await run_sandboxed(
+                    self._section.bwrap,
+                    workspace,
+                    command,
+                    self._limits,
+                    network=self._section.network,
+                )
         except SandboxUnavailable as exc:
             log.warning("exec refused: %s", exc)
             text = f"exec is not available here, so the command was not run: {exc}"
