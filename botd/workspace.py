@@ -8,7 +8,9 @@ Where it is (``workspace_dir``): beneath ``agent.workspace.root`` (default
 is the conversation key with every character other than a letter, digit, ``.``, ``_`` or ``-``
 written as ``_`` and ``hash`` a short hash of the key (two keys that spell the same stay
 apart); with ``agent.workspace.shared``, the one directory ``shared`` for every conversation.
-It is made when first used and never removed by botd.
+It is made when first used and never removed by botd. With several nodes each keeps its own
+unless ``root`` is a volume they share; a run resumed on another node is told what the
+workspace holds there (``moved_note``).
 
 Paths: the file tools name a file relative to the workspace, or absolute as ``exec`` sees it
 (``/workspace/notes.txt``) or as the host does (beneath the directory); an ACP agent names

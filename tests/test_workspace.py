@@ -1,5 +1,6 @@
 """What an ACP agent may read and write through botd (``fs/read_text_file``,
-``fs/write_text_file``): the conversation's workspace and nothing else, no link followed."""
+``fs/write_text_file``): the conversation's workspace and nothing else, no link followed; and
+what a run resumed on another node is told of the workspace there."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from botd.workspace import Refused, Workspace, workspace_dir
+from botd.workspace import Refused, Workspace, moved_note, workspace_dir
 
 
 @pytest.fixture
@@ -116,3 +117,18 @@ def test_a_terminal_works_in_the_workspace_or_a_directory_beneath_it(
     for outside in ("/etc", str(workspace.root / "out"), str(workspace.root / "nope"), "src"):
         with pytest.raises(Refused):
             workspace.directory(outside)
+
+
+def test_a_resumed_run_is_told_what_its_workspace_holds_on_this_node(tmp_path: Path) -> None:
+    directory = tmp_path / "workspaces" / "one"
+    assert moved_note(directory, "node-b") == (
+        "Note: this answer was interrupted and goes on on node node-b, where this "
+        "conversation's workspace is empty; files written on another node before the "
+        "interruption are not here."
+    )
+    directory.mkdir(parents=True)
+    (directory / "a.txt").write_text("a")
+    (directory / "src").mkdir()
+    assert "workspace holds 2 entries kept on this node from before;" in moved_note(
+        directory, "node-b"
+    )
