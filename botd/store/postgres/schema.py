@@ -403,6 +403,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memories_by_owner ON memories (channel, kind, owner, id)",
         "CREATE INDEX memories_by_author ON memories (channel, author)",
     ),
+    # issue 38, voice replies: as on SQLite, a row for each conversation whose answers are
+    # spoken (``/voice on``).
+    (
+        """
+        CREATE TABLE conversation_voice (
+            conversation_key text PRIMARY KEY,
+            updated_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

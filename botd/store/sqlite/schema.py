@@ -376,5 +376,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memories_by_owner ON memories (channel, kind, owner, id)",
         "CREATE INDEX memories_by_author ON memories (channel, author)",
     ),
+    # issue 38, voice replies: a row for each conversation whose answers are spoken
+    # (``/voice on``); none, as before: text.
+    (
+        """
+        CREATE TABLE conversation_voice (
+            conversation_key TEXT PRIMARY KEY,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
