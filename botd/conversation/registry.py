@@ -71,6 +71,7 @@ from .run import Runner
 from .session import Session
 from .settings import RunHooks, SessionSettings, everywhere
 from .tasks import TaskOwner
+from .voice import VoiceSwitch
 
 if TYPE_CHECKING:
     from ..agent.acp.agent import AcpAgent
@@ -121,6 +122,7 @@ class Conversations:
         self._reactions = reactions
         self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
+        voice = VoiceSwitch(store, configured=settings.speech is not None)
         agents = everywhere(settings, book.primary)
         place = place or (lambda _message: agents)
         self._runner = Runner(
@@ -138,6 +140,7 @@ class Conversations:
             answered_by=answered_by,
             place=place,
             memory_note=memory_note,
+            voice=voice,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(
@@ -162,6 +165,7 @@ class Conversations:
             models=book,
             owners=owners,
             memory=memory_command,
+            voice=voice,
         )
 
     # -- inbound ----------------------------------------------------------------------------

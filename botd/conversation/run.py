@@ -118,6 +118,7 @@ from .reasoning import ReasoningPoster
 from .session import Session, Turn
 from .settings import RunHooks, SessionSettings, call_hook
 from .steps import Saving, TranscriptWriter
+from .voice import VoiceSwitch
 
 if TYPE_CHECKING:
     from ..agent.acp.agent import AcpAgent
@@ -148,6 +149,7 @@ class Runner:
         "_scope",
         "_settings",
         "_tools",
+        "_voice",
     )
 
     def __init__(
@@ -167,8 +169,11 @@ class Runner:
         answered_by: Callable[[InboundMessage], str] = lambda _inbound: "model",
         place: Callable[[InboundMessage], Effective],
         memory_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        voice: VoiceSwitch | None = None,
     ) -> None:
         self._ledger = ledger
+        self._voice = voice
+        """Whether a conversation chose spoken answers (``/voice on``)."""
         self._memory_note = memory_note
         """The memory a turn is given with its system prompt (``botd.memory``): from the
         message it answers and the turn's text; "" for none."""
@@ -242,6 +247,9 @@ class Runner:
         options = replace(self._options, journal=journal, previews=journal)
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
+        elif self._voice is not None and await self._voice.on(session.conversation_key):
+            # Every reply spoken, the answer whole: one voice note per answer, not per block.
+            options = replace(options, voice=True, mode="final")
         output = self._delivery.open_run(
             target, options, on_first_reply=first_reply, scope=self._scope
         )
