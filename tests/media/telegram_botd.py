@@ -116,9 +116,7 @@ async def fakes(
             telegram_yaml(
                 telegram, "dm_policy: open", "groups:", '  "-100123": {require_mention: true}'
             ),
-            media_yaml(
-                transcriber if transcription else None, max_bytes=max_bytes, speech=speech
-            ),
+            media_yaml(transcriber if transcription else None, max_bytes=max_bytes, speech=speech),
             extra,
         )
         yield Fakes(telegram, model, transcriber, config)
