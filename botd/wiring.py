@@ -51,7 +51,7 @@ from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
 from .conversation.reactions import ReactionRules, StatusEmoji
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
-from .delivery.voice import Voice, speech_dir
+from .delivery.voice import speech_dir
 from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
@@ -140,7 +140,6 @@ def session_settings(config: BotdConfig, state_dir: Path | None = None) -> Sessi
     """Session settings; ``state_dir`` overrides the configured one (e.g. resolved)."""
     root = config.state_dir if state_dir is None else state_dir
     reset = config.agent.reset
-    speech = config.media.speech
     return SessionSettings(
         loop=loop_config(config),
         subscriber=subscriber_config(config),
@@ -154,7 +153,6 @@ def session_settings(config: BotdConfig, state_dir: Path | None = None) -> Sessi
         coalesce=_coalesce_settings(config),
         tool_status=config.agent.tool_progress == "status",
         show_command=config.agent.exec.show_command,
-        speech=None if speech is None else Voice(speech, speech_dir(Path(root))),
     )
 
 

@@ -122,7 +122,8 @@ class Conversations:
         self._reactions = reactions
         self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
-        voice = VoiceSwitch(store, configured=settings.speech is not None)
+        speech = settings.speech
+        voice = VoiceSwitch(store, configured=lambda: speech is not None and speech.configured)
         agents = everywhere(settings, book.primary)
         place = place or (lambda _message: agents)
         self._runner = Runner(

@@ -9,6 +9,7 @@ not configured nothing is spoken and ``/voice on`` says so in one line, keeping 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ..store import StoreError
 from ..store.protocols import VoiceChoices
@@ -20,9 +21,10 @@ USAGE = "Use /voice on or /voice off (/voice alone says which it is)."
 
 
 class VoiceSwitch:
-    """Each conversation's ``/voice`` choice; ``configured``: ``media.speech`` is set."""
+    """Each conversation's ``/voice`` choice; ``configured()``: whether ``media.speech`` is
+    set now (a reload may set or unset it)."""
 
-    def __init__(self, store: VoiceChoices, *, configured: bool) -> None:
+    def __init__(self, store: VoiceChoices, *, configured: Callable[[], bool]) -> None:
         self._store = store
         self.configured = configured
         self._choices: dict[str, bool] = {}
@@ -30,7 +32,7 @@ class VoiceSwitch:
     async def on(self, conversation_key: str) -> bool:
         """Whether the conversation's answers are spoken now (False when the store cannot
         tell: the answer goes as text)."""
-        if not self.configured:
+        if not self.configured():
             return False
         if conversation_key not in self._choices:
             try:
@@ -48,7 +50,7 @@ class VoiceSwitch:
         word = argument.strip().lower()
         if word not in ("", "on", "off"):
             return USAGE
-        if not self.configured and word != "off":
+        if not self.configured() and word != "off":
             return NOT_CONFIGURED
         if word == "":
             if await self.on(conversation_key):

@@ -53,21 +53,28 @@ def speech_dir(state_dir: Path) -> Path:
 
 
 class Voice:
-    """Speaks replies through ``settings``' service into files under ``directory``."""
+    """Speaks replies through the service ``settings()`` names (``media.speech`` in force,
+    read at each reply: a reload applies to the next; None: nothing is spoken) into files
+    under ``directory``."""
 
     def __init__(
         self,
-        settings: SpeechSection,
+        settings: Callable[[], SpeechSection | None],
         directory: Path,
         *,
         synthesizer: Synthesize = synthesize,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.directory = directory
         self._synthesize = synthesizer
         self._clock = clock
         self._swept = False
+
+    @property
+    def configured(self) -> bool:
+        """Whether a speech service is configured now."""
+        return self._settings() is not None
 
     async def spoken(self, reply: BlockReply, where: str) -> BlockReply:
         """``reply`` with its text spoken, as a voice note first among its media; the
@@ -76,10 +83,11 @@ class Voice:
         if not reply.tts:
             return reply
         unspoken = replace(reply, tts=False)
+        settings = self._settings()
         text = PLAIN.render(reply.text).strip()
-        if not text:
+        if settings is None or not text:
             return unspoken
-        limit = self.settings.max_chars
+        limit = settings.max_chars
         if len(text) > limit:
             log.info(
                 "a reply to %s is sent as text: %d characters, media.speech.max_chars is %d",
@@ -89,11 +97,11 @@ class Voice:
             )
             return unspoken
         try:
-            audio = await self._synthesize(self.settings, text)
+            audio = await self._synthesize(settings, text)
         except SpeechFailed as exc:
             log.warning("a voice reply to %s is sent as text: %s", where, exc)
             return unspoken
-        _, extension = MEDIA_TYPES[self.settings.format]
+        _, extension = MEDIA_TYPES[settings.format]
         name = secrets.token_hex(16) + extension
         await asyncio.to_thread(self._keep, name, audio)
         return replace(

@@ -165,7 +165,7 @@ async def test_a_spoken_reply_is_written_by_reference_uploaded_as_a_voice_note_a
     directory = speech_dir(tmp_path)
     adapter, journal = VoiceAdapter(), Journal(directory)
     delivery = ChannelDelivery({"console": adapter}, media=MediaSettings(speech_dir=directory))
-    voice = Voice(section(speaker), directory)
+    voice = Voice(lambda: section(speaker), directory)
     output = delivery.open_run(CHAT, RunOptions(journal=journal, speech=voice))
     output.final(BlockReply("It is **sunny**.", tts=True))
     output.final(BlockReply("Not spoken."))
@@ -185,7 +185,7 @@ async def test_a_resent_piece_uploads_the_same_audio_without_speaking_again(
 ) -> None:
     # What a restart does with a piece written and never confirmed (Promise.send_unconfirmed).
     directory = speech_dir(tmp_path)
-    voice = Voice(section(speaker), directory)
+    voice = Voice(lambda: section(speaker), directory)
     spoken = await voice.spoken(BlockReply("Hello.", tts=True), "c1")
     [reference] = spoken.media_urls
     adapter = VoiceAdapter()
@@ -205,9 +205,8 @@ async def test_a_long_text_goes_before_its_voice_note_as_a_piece_of_its_own(
     directory = speech_dir(tmp_path)
     adapter, journal = VoiceAdapter(), Journal(directory)
     delivery = ChannelDelivery({"console": adapter}, media=MediaSettings(speech_dir=directory))
-    output = delivery.open_run(
-        CHAT, RunOptions(journal=journal, speech=Voice(section(speaker), directory), voice=True)
-    )
+    voice = Voice(lambda: section(speaker), directory)
+    output = delivery.open_run(CHAT, RunOptions(journal=journal, speech=voice, voice=True))
     long_text = ("A longer answer. " * 10).strip()  # 169 characters: over the caption limit
     output.final(BlockReply(long_text))
     await output.close()
@@ -226,7 +225,7 @@ async def test_a_failed_or_too_long_synthesis_goes_as_text_once(
     directory = speech_dir(tmp_path)
     adapter = VoiceAdapter()
     delivery = ChannelDelivery({"console": adapter}, media=MediaSettings(speech_dir=directory))
-    voice = Voice(section(speaker, max_chars=20), directory)
+    voice = Voice(lambda: section(speaker, max_chars=20), directory)
     speaker.fail_speech(502)
     output = delivery.open_run(CHAT, RunOptions(speech=voice, voice=True))
     output.final(BlockReply("Short answer."))
@@ -240,9 +239,13 @@ async def test_a_failed_or_too_long_synthesis_goes_as_text_once(
     assert levels[1][0] == logging.INFO and "max_chars is 20" in levels[1][1]
 
 
-async def test_a_tts_reply_without_speech_configured_goes_as_text() -> None:
+@pytest.mark.parametrize("unset", ["no voice", "no media.speech"])
+async def test_a_tts_reply_without_speech_configured_goes_as_text(
+    tmp_path: Path, unset: str
+) -> None:
     adapter = VoiceAdapter()
-    output = ChannelDelivery({"console": adapter}).open_run(CHAT, RunOptions())
+    voice = None if unset == "no voice" else Voice(lambda: None, speech_dir(tmp_path))
+    output = ChannelDelivery({"console": adapter}).open_run(CHAT, RunOptions(speech=voice))
     output.final(BlockReply("Hello.", tts=True))
     await output.close()
     assert adapter.texts == ["Hello."] and adapter.files == []
