@@ -3,41 +3,40 @@ inside botd; the loopback Telegram, Anthropic and OpenAI-compatible speech fakes
 
 An answer carrying ``[[tts]]`` goes out as the fake's Ogg Opus audio, uploaded as a voice
 note with the answer's text as its caption, while the transcript keeps the model's own text
-and the audio file is gone once the upload is confirmed. ``/voice on`` speaks a plain answer;
-a synthesis that fails is not retried: the answer goes as text, a WARNING in the provider's
-words.
+and the audio file is gone once the upload is confirmed. ``/voice on`` speaks a plain answer.
+A failed synthesis, a text over the cap and a resend after a crash are tested in
+``tests/delivery/test_voice.py``, against the same speech fake.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 
-import pytest
-
+from botd.events import TextContent
 from tests.fakes.anthropic_api import stream, text
 from tests.fakes.ogg_opus import pages
 from tests.media.telegram_botd import DM, TRANSCRIBE_KEY, botd
-from tests.support.daemon_inprocess import HANG_GUARD
+from tests.support.daemon_inprocess import HANG_GUARD, daemon_store
 
 
 async def test_a_tts_answer_is_uploaded_as_the_fakes_voice_note_with_its_text(
     tmp_path: Path,
 ) -> None:
     async with botd(tmp_path, speech=True) as b:
-        b.model.push(stream(text("[[tts]] It is **sunny** today.")), stream(text("Yes.")))
+        b.model.push(stream(text("[[tts]] It is **sunny** today.")))
         b.telegram.push_text(DM, "weather?")
         await b.telegram.wait_for_call("sendVoice", timeout=HANG_GUARD)
         await b.idle()
-        b.telegram.push_text(DM, "really?")
-        await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
-        await b.idle()
+        store = daemon_store(b.daemon)
+        session = store.active_session(f"telegram:{DM}")
+        assert session is not None
+        kept = store.load_transcript(session.session_id)
     [upload] = b.telegram.uploads
     assert upload.method == "sendVoice"
     assert upload.file.data == b.transcriber.speech_audio
     assert pages(upload.file.data)[0][0].startswith(b"OpusHead")  # Ogg Opus, as sent
     assert upload.caption == "It is sunny today."
+    assert b.sent() == []  # the text went as the caption, once
     [speech] = b.transcriber.speeches
     assert speech.body == {
         "model": "tts-test",
@@ -46,37 +45,25 @@ async def test_a_tts_answer_is_uploaded_as_the_fakes_voice_note_with_its_text(
         "response_format": "opus",
     }
     assert speech.authorization == f"Bearer {TRANSCRIBE_KEY}"
-    assert b.sent() == ["Yes."]  # the first answer's text went as the caption, once
-    # The model's own text is what the transcript keeps.
-    history = json.dumps(b.model.requests[1].body["messages"])
-    assert "[[tts]] It is **sunny** today." in history
+    # The transcript keeps the model's own text; the audio file is gone once confirmed.
+    answer = kept[-1]
+    assert answer.role == "assistant"
+    assert [c.text for c in answer.content if isinstance(c, TextContent)] == [
+        "[[tts]] It is **sunny** today."
+    ]
     assert list((tmp_path / "state" / "speech").iterdir()) == []
 
 
-async def test_voice_on_speaks_a_plain_answer_and_a_failed_synthesis_goes_as_text_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING, logger="botd.delivery.voice")
+async def test_voice_on_speaks_a_plain_answer(tmp_path: Path) -> None:
     async with botd(tmp_path, speech=True) as b:
         b.telegram.push_text(DM, "/voice on")
         await b.telegram.wait_for_call("sendMessage", timeout=HANG_GUARD)
-        b.model.push(stream(text("Hello there.")), stream(text("Still here.")))
+        b.model.push(stream(text("Hello there.")))
         b.telegram.push_text(DM, "hi")
         await b.telegram.wait_for_call("sendVoice", timeout=HANG_GUARD)
         await b.idle()
-        b.transcriber.fail_speech(503)
-        b.telegram.push_text(DM, "again")
-        await b.telegram.wait_for_call("sendMessage", 2, timeout=HANG_GUARD)
-        await b.idle()
-    assert b.sent() == [
-        "Voice replies are on: answers come as voice notes with their text.",
-        "Still here.",
-    ]
+    assert b.sent() == ["Voice replies are on: answers come as voice notes with their text."]
     [upload] = b.telegram.uploads
     assert (upload.method, upload.caption) == ("sendVoice", "Hello there.")
-    assert [s.body["input"] for s in b.transcriber.speeches] == ["Hello there.", "Still here."]
-    [warning] = [r for r in caplog.records if r.name == "botd.delivery.voice"]
-    assert warning.levelno == logging.WARNING
-    assert "HTTP 503" in warning.getMessage()
-    assert "The server had an error while processing your request." in warning.getMessage()
-    assert TRANSCRIBE_KEY not in caplog.text
+    assert upload.file.data == b.transcriber.speech_audio
+    assert [s.body["input"] for s in b.transcriber.speeches] == ["Hello there."]
