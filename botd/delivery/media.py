@@ -257,8 +257,12 @@ async def send_with_media(
     """
     if not can_upload(adapter):
         # A platform without uploads: the references are named after the text, unfetched.
+        # A voice reply's audio is its text spoken: the text alone stands for it.
+        named = [ref for ref in media if not is_speech(ref)]
+        if not named:
+            return await post_text(target, text) if text.strip() else []
         log.warning("%s cannot upload files; posting their references", adapter.name)
-        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in media)
+        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in named)
         return await post_text(target, _joined(text, shown))
     refs: list[MessageRef] = []
     caption = text

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from botd.channels.base import InboundSink, OutboundFile, SendScope
+from botd.channels.base import ChannelAdapter, InboundSink, OutboundFile, SendScope
 from botd.chat import Attachment, Capabilities, MessageRef, Target
 from botd.config.schema import SpeechSection
 from botd.delivery import ChannelDelivery, Outgoing, RunOptions
@@ -263,3 +264,15 @@ async def test_only_a_voice_reply_name_is_read_from_the_speech_dir(
     (directory / ("a" * 32 + ".wav")).write_bytes(b"RIFF")
     with pytest.raises(MediaUnavailable, match="not a voice reply"):
         await load(reference, MediaSettings(speech_dir=directory))
+
+
+async def test_a_chat_without_uploads_gets_the_text_of_a_voice_reply_alone(tmp_path: Path) -> None:
+    class TextOnly(VoiceAdapter):
+        send_file = None  # type: ignore[assignment]
+
+    adapter = TextOnly()  # an adapter of another distribution, without send_file at all
+    adapters = {"console": cast(ChannelAdapter, adapter)}
+    delivery = ChannelDelivery(adapters, media=MediaSettings(speech_dir=tmp_path))
+    reference = "speech:" + "b" * 32 + ".ogg"
+    await delivery.send_text(CHAT, "Hello.", media=[reference], audio_as_voice=True)
+    assert adapter.texts == ["Hello."]
