@@ -256,6 +256,7 @@ class RunOutbox:
     async def _post(self, piece: Outgoing) -> None:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
         if self._cancelled:
+            self._spoken_done(piece.reply)  # a voice note spoken before the stop is not kept
             return  # a stopped run posts nothing more: the piece is dropped, not sent
         if self._typing:
             await self._stop_typing()  # the answer has started: no more "typing…"

@@ -16,7 +16,7 @@ import pytest
 from botd.channels.base import ChannelAdapter, InboundSink, OutboundFile, SendScope
 from botd.chat import Attachment, Capabilities, MessageRef, Target
 from botd.config.schema import SpeechSection
-from botd.delivery import ChannelDelivery, Outgoing, RunOptions
+from botd.delivery import ChannelDelivery, Outgoing, RunOptions, RunOutbox
 from botd.delivery.media import MediaSettings, MediaUnavailable, load
 from botd.delivery.voice import Voice, speech_dir
 from botd.media.speech import SpeechFailed, synthesize
@@ -276,3 +276,24 @@ async def test_a_chat_without_uploads_gets_the_text_of_a_voice_reply_alone(tmp_p
     reference = "speech:" + "b" * 32 + ".ogg"
     await delivery.send_text(CHAT, "Hello.", media=[reference], audio_as_voice=True)
     assert adapter.texts == ["Hello."]
+
+
+async def test_a_reply_spoken_while_the_run_is_stopped_is_not_sent_and_its_audio_goes(
+    speaker: FakeOpenAI, tmp_path: Path
+) -> None:
+    directory = speech_dir(tmp_path)
+    adapter = VoiceAdapter()
+    delivery = ChannelDelivery({"console": adapter}, media=MediaSettings(speech_dir=directory))
+    stopped: list[RunOutbox] = []
+
+    async def spoken_then_stopped(settings: SpeechSection, text: str) -> bytes:
+        stopped[0].cancel()  # /stop arrives while the service speaks
+        return silence()
+
+    voice = Voice(lambda: section(speaker), directory, synthesizer=spoken_then_stopped)
+    output = delivery.open_run(CHAT, RunOptions(speech=voice, voice=True))
+    stopped.append(output)
+    output.final(BlockReply("Hello."))
+    await output.close()
+    assert adapter.texts == [] and adapter.files == []
+    assert list(directory.iterdir()) == []
