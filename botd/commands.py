@@ -26,6 +26,7 @@ MENU = (
     ("/status", "What the bot is doing in this chat"),
     ("/model", "List the models, or switch: /model <name or number>"),
     ("/usage", "Tokens used in this chat and today"),
+    ("/voice", "Spoken answers: /voice on or /voice off"),
     ("/whoami", "Your user id and this chat's id, for the bot's settings"),
     ("/help", "The commands"),
 )

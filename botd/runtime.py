@@ -53,6 +53,7 @@ from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
+from .delivery.voice import Voice, speech_dir
 from .http.routes import HttpServers
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
@@ -507,7 +508,10 @@ def build_runtime(
         store,
         provider,
         delivery,
-        session_settings(config, state_dir),
+        replace(
+            session_settings(config, state_dir),
+            speech=Voice(lambda: live.current.media.speech, speech_dir(state_dir)),
+        ),
         tools=toolbox.for_message,
         jobs=toolbox.jobs,
         hooks=hooks,

@@ -51,6 +51,7 @@ from .conversation import CoalesceSettings, ResetPolicy, SessionSettings
 from .conversation.reactions import ReactionRules, StatusEmoji
 from .delivery import ChunkSettings, DeliveryMode, RetrySettings
 from .delivery.media import MediaSettings
+from .delivery.voice import speech_dir
 from .inbound.access import AccessPolicy, GroupRule
 from .ops.outages import MODEL_DOWN_AFTER_CALLS, Reachability
 from .scheduler import JobInfo, JobSpec, Scheduler
@@ -229,6 +230,7 @@ def media_settings(config: BotdConfig) -> MediaSettings:
         timeout=config.agent.web_fetch.timeout,
         workspaces=workspaces_root(config.state_dir, workspace.root),
         shared_workspace=workspace.shared,
+        speech_dir=speech_dir(Path(config.state_dir)),
     )
 
 

@@ -97,6 +97,7 @@ __all__ = [
     "SchedulerSection",
     "Section",
     "SessionScope",
+    "SpeechSection",
     "StoreBackendName",
     "StoreSection",
     "SystemPromptMode",
@@ -924,6 +925,7 @@ CHAT_COMMANDS = (
     "/start",
     "/pair",
     "/memory",
+    "/voice",
 )
 """Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
 may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
@@ -1370,6 +1372,26 @@ class TranscriptionSection(Section):
     timeout: float = Field(default=60.0, gt=0)
 
 
+SpeechFormat = Literal["opus", "mp3"]
+"""The audio a voice reply is made in: Ogg Opus (what a Telegram voice note is) or MP3."""
+
+
+class SpeechSection(Section):
+    """Where voice replies are spoken: ``[[tts]]`` in an answer, or ``/voice on``."""
+
+    provider: Literal["openai"] = "openai"
+    """An OpenAI-compatible ``POST {base_url}/audio/speech``."""
+    base_url: str = "https://api.openai.com/v1"
+    api_key: Secret
+    model: str = "gpt-4o-mini-tts"
+    voice: str = "alloy"
+    format: SpeechFormat = "opus"
+    max_chars: int = Field(default=1500, ge=1, le=100_000)
+    """The longest answer spoken; a longer one is sent as text only (a clipped recording
+    would pass for the whole answer)."""
+    timeout: float = Field(default=60.0, gt=0)
+
+
 class MediaSection(Section):
     """Files in and out: the size limit, how audio is read, where local files may come from."""
 
@@ -1378,6 +1400,8 @@ class MediaSection(Section):
     bytes during it) or the agent names it for upload (fetched or local)."""
     transcription: TranscriptionSection | None = None
     """Not set: voice notes and audio are answered with a line saying they cannot be read."""
+    speech: SpeechSection | None = None
+    """Not set: answers are never spoken (``/voice on`` says so in one line)."""
     read_timeout: float = Field(default=30.0, gt=0, le=3600)
     """Seconds reading one PDF or image may take (in a worker process of its own, which may
     use as much CPU time); past them the worker is killed and the user told in one line."""

@@ -10,9 +10,10 @@ commands, ``/pair <code>`` (an owner's) approves a pairing code, ``/memory`` lis
 keeps about the sender (in a group, the group's) and ``/memory forget <n>`` drops an item
 (``botd.memory``, given as the ``memory`` callable), ``/allowed`` lists the calls allowed
 for good in the chat and ``/allowed revoke <n>`` takes one back (``botd.approvals.grants``,
-given as ``grants``). A command the channel keeps
-for its owners, sent by anyone else, is answered with one line saying so and nothing is done
-(``OwnerChecks``, ``botd.owners``).
+given as ``grants``), ``/voice on|off`` chooses whether the conversation's answers are spoken
+(``voice.py``; ``/voice`` alone says which). A command the channel keeps for its owners, sent
+by anyone else, is answered with one line saying so and nothing is done (``OwnerChecks``,
+``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods
 (``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
 and what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
@@ -35,13 +36,14 @@ from ..store.protocols import ConversationLedger, ConversationStore
 from .conversation import Conversation
 from .models import ModelBook
 from .session import Stopped
+from .voice import VoiceSwitch
 
 log = logging.getLogger(__package__)
 
 HELP = (
     "Commands: /new (start over; /new <text> starts over with that message), /stop (cancel), "
-    "/status, /model (list or switch the model), /usage (tokens used), /whoami (your id and "
-    "this chat's), /help."
+    "/status, /model (list or switch the model), /usage (tokens used), /voice (spoken answers "
+    "on or off), /whoami (your id and this chat's), /help."
 )
 
 STARTING_OVER = ("/new", "/reset")
@@ -96,8 +98,11 @@ class CommandDesk:
         owners: OwnerChecks | None = None,
         memory: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         grants: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        voice: VoiceSwitch | None = None,
     ) -> None:
         self._ledger = ledger
+        self._voice = voice
+        """Each conversation's ``/voice`` choice."""
         self._owners = owners
         self._memory = memory
         """Answers ``/memory`` (its argument given): ``botd.memory.Memory.command``."""
@@ -154,6 +159,8 @@ class CommandDesk:
         elif command == "/model" and self._models is not None:
             default = self._place(message).model.value
             text = await self._models.answer(key, command_argument(message.text), store, default)
+        elif command == "/voice" and self._voice is not None:
+            text = await self._voice.answer(key, command_argument(message.text), store)
         elif command == "/usage" and self._models is not None:
             text = await self._models.usage(key)
         elif command == "/whoami":

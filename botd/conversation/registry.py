@@ -71,6 +71,7 @@ from .run import Runner
 from .session import Session
 from .settings import RunHooks, SessionSettings, everywhere
 from .tasks import TaskOwner
+from .voice import VoiceSwitch
 
 if TYPE_CHECKING:
     from ..agent.acp.agent import AcpAgent
@@ -122,6 +123,8 @@ class Conversations:
         self._reactions = reactions
         self._promise = Promise(store, None if reactions is None else reactions.ended)
         book = ModelBook(store, models or [settings.loop.model], clock)
+        speech = settings.speech
+        voice = VoiceSwitch(store, configured=lambda: speech is not None and speech.configured)
         agents = everywhere(settings, book.primary)
         place = place or (lambda _message: agents)
         self._runner = Runner(
@@ -140,6 +143,7 @@ class Conversations:
             place=place,
             prompt_note=prompt_note,
             resumed_note=resumed_note,
+            voice=voice,
         )
         windows = Windows(settings.debounce)
         self._shared = Shared(
@@ -165,6 +169,7 @@ class Conversations:
             owners=owners,
             memory=memory_command,
             grants=None if approvals is None else approvals.grants_command,
+            voice=voice,
         )
 
     # -- inbound ----------------------------------------------------------------------------

@@ -120,6 +120,7 @@ from .reasoning import ReasoningPoster
 from .session import Session, Turn
 from .settings import RunHooks, SessionSettings, call_hook
 from .steps import Saving, TranscriptWriter
+from .voice import VoiceSwitch
 
 if TYPE_CHECKING:
     from ..agent.acp.agent import AcpAgent
@@ -151,6 +152,7 @@ class Runner:
         "_scope",
         "_settings",
         "_tools",
+        "_voice",
     )
 
     def __init__(
@@ -171,8 +173,11 @@ class Runner:
         place: Callable[[InboundMessage], Effective],
         prompt_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        voice: VoiceSwitch | None = None,
     ) -> None:
         self._ledger = ledger
+        self._voice = voice
+        """Whether a conversation chose spoken answers (``/voice on``)."""
         self._prompt_note = prompt_note
         """What a turn is given after its chat's system prompt (the memory relevant to it,
         the skills offered): from the message it answers and the turn's text; "" for none."""
@@ -249,6 +254,9 @@ class Runner:
         options = replace(self._options, journal=journal, previews=journal)
         if inbound.heartbeat is not None:
             options = replace(options, mode="final", typing=False)
+        elif self._voice is not None and await self._voice.on(session.conversation_key):
+            # Every reply spoken, the answer whole: one voice note per answer, not per block.
+            options = replace(options, voice=True, mode="final")
         output = self._delivery.open_run(
             target, options, on_first_reply=first_reply, scope=self._scope
         )

@@ -13,6 +13,7 @@ from ..agent.loop import LoopConfig
 from ..chat import InboundMessage
 from ..config.overrides import Defaults, Effective, resolve
 from ..delivery import CoalesceSettings, RunOptions
+from ..delivery.voice import Voice
 from ..store import ModelUsage
 from ..subscriber import SubscriberConfig
 
@@ -79,6 +80,8 @@ class SessionSettings:
     show_command: bool = False
     """Tool progress shows the ``exec`` tool's command line, not only "a command"
     (``agent.exec.show_command``)."""
+    speech: Voice | None = None
+    """Speaks the replies asked for as voice notes (``media.speech``; None: not set)."""
 
     def run_options(self) -> RunOptions:
         """How the delivery paces each run's output."""
@@ -86,6 +89,7 @@ class SessionSettings:
             coalesce=self.coalesce,
             typing_delay=self.typing_delay,
             typing_interval=self.typing_interval,
+            speech=self.speech,
         )
 
 

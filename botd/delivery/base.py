@@ -22,6 +22,7 @@ from ..chat import Button, MessageRef, PieceKey, Target
 from ..store.records import StoredPreview
 from ..subscriber import BlockReply, PartialReply
 from .scope import RunScope
+from .voice import Voice
 
 DeliveryMode = Literal["blocks", "edit", "final", "stream"]
 """How a run is shown in a chat: every block as its own message, one preview edited into the
@@ -121,6 +122,11 @@ class RunOptions:
     previews: PreviewJournal | None = None
     """Where the run's preview messages are kept (``edit`` and ``stream`` modes; None:
     nowhere, and a resumed run starts a new preview)."""
+    speech: Voice | None = None
+    """Speaks the replies that ask for it (``media.speech``; None: none is spoken, and
+    ``[[tts]]`` is dropped)."""
+    voice: bool = False
+    """Every reply of the run is spoken (the conversation's ``/voice on``)."""
 
 
 class Outgoing(NamedTuple):

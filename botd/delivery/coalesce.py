@@ -41,6 +41,7 @@ class BlockCoalescer:
         if template is not None and (
             template.reply_to_id != reply.reply_to_id
             or template.audio_as_voice != reply.audio_as_voice
+            or template.tts != reply.tts
         ):
             ready += self.flush()
         if len(reply.text) > self.max_chars:

@@ -18,6 +18,10 @@ Each reference becomes an ``OutboundFile`` before the adapter uploads it:
   workspaces' directory. A path into another conversation's workspace, or one named by a
   send made for no conversation, is refused. The file is opened in the same way, from a
   descriptor of the conversation's workspace, at most ``media.max_bytes``.
+* ``speech:<name>`` is a voice reply's audio (``botd.delivery.voice``), read from
+  ``speech_dir`` (under the state dir) by a name of 32 random hex digits and its extension:
+  no other name is read there, and none can be guessed. When it is gone (a restart after its
+  confirmation, another node resuming the run) only the reply's text is posted.
 
 The reply's text goes with the first file as its caption when it fits the platform's caption
 limit (``Capabilities.caption_limit``, measured as rendered), else as a message of its own
@@ -61,6 +65,10 @@ _OUTBOUND = "media.outbound_dir"
 _OUTSIDE = f"outside {_OUTBOUND}"
 _WORKSPACE = "the workspace"
 _OTHER_WORKSPACE = "not this conversation's workspace"
+SPEECH_PREFIX = "speech:"
+"""How a voice reply's audio is named in a reply and in the outbox: ``speech:<file name>``."""
+SPEECH_NAME = re.compile(r"[0-9a-f]{32}\.(?:ogg|mp3)")
+_SPEECH_TYPES = {".ogg": "audio/ogg", ".mp3": "audio/mpeg"}
 
 PostText = Callable[[Target, str], Awaitable[list[MessageRef]]]
 Upload = Callable[[Target, OutboundFile, str], Awaitable[list[MessageRef]]]
@@ -84,6 +92,8 @@ class MediaSettings:
     openat2: bool = True
     """False: open local files by walking the path one component at a time, as on a system
     without ``openat2(2)`` (the tests cover both ways with it)."""
+    speech_dir: Path | None = None
+    """Where voice replies' audio waits for its upload (None: no voice replies)."""
     outbound_root: Path | None = field(init=False, default=None)
     """``outbound_dir`` resolved once, when the settings are made (at start, at a reload): a
     link the operator configured is followed here, none beneath it later."""
@@ -112,6 +122,11 @@ class MediaUnavailable(Exception):
     """A reference that did not become a file; the message is the short reason."""
 
 
+def is_speech(reference: str) -> bool:
+    """Whether ``reference`` names a voice reply's audio (``speech:<name>``)."""
+    return reference.strip().startswith(SPEECH_PREFIX)
+
+
 def is_url(reference: str) -> bool:
     return bool(_URL.match(reference.strip()))
 
@@ -135,6 +150,8 @@ async def load(
     """``reference`` as a file to upload, for a send made for ``conversation`` (whose
     workspace it may name); raises ``MediaUnavailable`` with the reason."""
     reference = reference.strip()
+    if is_speech(reference):
+        return await asyncio.to_thread(_read_speech, reference, settings)
     if is_url(reference):
         from ..net.fetch import FetchFailed, FetchRefused, fetch  # httpx, at the first URL
 
@@ -164,6 +181,18 @@ async def load(
         data = await asyncio.to_thread(_read_local, root, relative, settings, _OUTBOUND)
     guessed, _ = mimetypes.guess_type(relative.name)
     return OutboundFile(data, relative.name, guessed or "", as_voice, source=reference)
+
+
+def _read_speech(reference: str, settings: MediaSettings) -> OutboundFile:
+    """The voice note ``reference`` names, always sent as one."""
+    name = reference.removeprefix(SPEECH_PREFIX)
+    if settings.speech_dir is None or not SPEECH_NAME.fullmatch(name):
+        raise MediaUnavailable("not a voice reply of this botd")
+    try:
+        data = (settings.speech_dir / name).read_bytes()
+    except OSError as exc:
+        raise MediaUnavailable(f"the voice reply's audio is gone ({exc.strerror})") from None
+    return OutboundFile(data, f"voice{Path(name).suffix}", _SPEECH_TYPES[Path(name).suffix], True)
 
 
 def _beneath_outbound_dir(reference: str, settings: MediaSettings) -> PurePosixPath:
@@ -254,6 +283,14 @@ def _joined(text: str, extra: str) -> str:
     return f"{text}\n\n{extra}" if text.strip() else extra
 
 
+def _instead(caption: str, reference: str, reason: str) -> str:
+    """What is posted for a file that was not sent: the caption and what ``shown_instead``
+    says, or for a voice reply's audio (the text spoken) the caption alone."""
+    if is_speech(reference):
+        return caption
+    return _joined(caption, shown_instead(reference, reason))
+
+
 async def upload_file(
     adapter: ChannelAdapter,
     target: Target,
@@ -291,8 +328,12 @@ async def send_with_media(
     """
     if not can_upload(adapter):
         # A platform without uploads: the references are named after the text, unfetched.
+        # A voice reply's audio is its text spoken: the text alone stands for it.
+        named = [ref for ref in media if not is_speech(ref)]
+        if not named:
+            return await post_text(target, text) if text.strip() else []
         log.warning("%s cannot upload files; posting their references", adapter.name)
-        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in media)
+        shown = "\n".join(shown_instead(ref, "uploads are not supported") for ref in named)
         return await post_text(target, _joined(text, shown))
     refs: list[MessageRef] = []
     caption = text
@@ -308,9 +349,9 @@ async def send_with_media(
             log.warning(
                 "%s: not sending %s to %s: %s", adapter.name, reference, target.chat_id, exc
             )
-            refs.extend(
-                await post_text(target, _joined(caption, shown_instead(reference, str(exc))))
-            )
+            shown = _instead(caption, reference, str(exc))
+            if shown.strip():
+                refs.extend(await post_text(target, shown))
             caption = ""
             continue
         try:
@@ -326,7 +367,8 @@ async def send_with_media(
                 exc,
             )
             reason = "refused by the platform"
-            posted = await post_text(target, _joined(caption, shown_instead(reference, reason)))
+            shown = _instead(caption, reference, reason)
+            posted = await post_text(target, shown) if shown.strip() else []
         refs.extend(posted)
         caption = ""
     if caption.strip():
@@ -336,10 +378,13 @@ async def send_with_media(
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "SPEECH_NAME",
+    "SPEECH_PREFIX",
     "MediaSettings",
     "MediaUnavailable",
     "can_upload",
     "fits_caption",
+    "is_speech",
     "is_url",
     "load",
     "send_with_media",

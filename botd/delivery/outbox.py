@@ -29,6 +29,11 @@ it is written (a NUL becomes U+FFFD), so the chat shows what the store keeps, on
 backend. A piece the platform refuses is logged and skipped; the rest of the run still goes
 out.
 
+A reply to be spoken (``BlockReply.tts``, or every reply of a run with ``RunOptions.voice``)
+is spoken by ``RunOptions.speech`` when its turn comes, before it is cut into pieces and
+written (``botd.delivery.voice``): its voice note is a piece like any file, written down by
+its reference before the upload, and its audio file is deleted once the piece is confirmed.
+
 ``close(then)`` waits until every piece is out; ``then`` is called right after the last
 piece's confirmation, in the same step, so what it records commits together with that
 piece's sent mark (a run's messages marked answered, with its reply marked sent).
@@ -107,6 +112,8 @@ class RunOutbox:
         self._loop = asyncio.get_running_loop()
         self._typing_interval = options.typing_interval
         self._journal = options.journal
+        self._speech = options.speech
+        self._voice = options.voice
         self._typing_call: asyncio.Task[None] | None = None
         self._typing_timer: asyncio.TimerHandle | None = None
         self._typing = options.typing
@@ -192,7 +199,7 @@ class RunOutbox:
                 await self._post(Outgoing(0, "partial", reply))
             elif kind != "flush":
                 assert isinstance(reply, BlockReply)
-                for part in self._pieces(reply):
+                for part in self._pieces(await self._spoken(reply)):
                     self._sent += 1
                     await self._post(Outgoing(self._sent, kind, part))
         if coalescer is not None:
@@ -218,9 +225,24 @@ class RunOutbox:
 
     async def _post_blocks(self, replies: list[BlockReply]) -> None:
         for reply in replies:
-            for part in self._pieces(reply):
+            for part in self._pieces(await self._spoken(reply)):
                 self._sent += 1
                 await self._post(Outgoing(self._sent, "block", part))
+
+    async def _spoken(self, reply: BlockReply) -> BlockReply:
+        """``reply`` spoken if it is to be (see the module docstring)."""
+        if self._voice and reply.text.strip() and not reply.tts:
+            reply = replace(reply, tts=True)
+        if not reply.tts:
+            return reply
+        if self._speech is None or self._cancelled:
+            return replace(reply, tts=False)
+        return await self._speech.spoken(reply, self._name)
+
+    def _spoken_done(self, reply: BlockReply | PartialReply) -> None:
+        """The piece ``reply`` is confirmed or dropped: the audio it names is deleted."""
+        if self._speech is not None and isinstance(reply, BlockReply):
+            self._speech.done(reply)
 
     def _pieces(self, reply: BlockReply) -> list[BlockReply]:
         if not reply.media_urls:
@@ -234,6 +256,7 @@ class RunOutbox:
     async def _post(self, piece: Outgoing) -> None:
         """Send one piece; a refusal is logged, not fatal to the run's other pieces."""
         if self._cancelled:
+            self._spoken_done(piece.reply)  # a voice note spoken before the stop is not kept
             return  # a stopped run posts nothing more: the piece is dropped, not sent
         if self._typing:
             await self._stop_typing()  # the answer has started: no more "typing…"
@@ -258,6 +281,7 @@ class RunOutbox:
                 # The store holds nothing of this piece, and would refuse it again: the
                 # piece is skipped (no lost lease, nothing to resume), the run goes on.
                 log.error("a reply to %s is not sent: %s", target.chat_id, exc)
+                self._spoken_done(reply)
                 return
             except Exception as exc:
                 fence = fence_of(self._scope)
@@ -272,6 +296,7 @@ class RunOutbox:
                     return
             if self._cancelled:  # stopped while the piece was written: it is not sent
                 self._note(key, None)
+                self._spoken_done(reply)
                 return
         shown = True
         try:
@@ -292,9 +317,11 @@ class RunOutbox:
         except Exception:
             log.exception("delivery to %s:%s failed", target.channel, target.chat_id)
             self._note(key, None)
+            self._spoken_done(reply)
             return
         if not isinstance(reply, PartialReply):
             self._note(key, refs)
+            self._spoken_done(reply)
         if shown and self._on_first_reply is not None:
             # The first piece the chat shows (a preview that failed shows nothing yet).
             first_reply, self._on_first_reply = self._on_first_reply, None

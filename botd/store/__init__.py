@@ -41,6 +41,7 @@ from .protocols import (
     StatusLines,
     Store,
     StoreStatus,
+    VoiceChoices,
 )
 from .pruner import InboundPruner
 from .records import (
@@ -137,5 +138,6 @@ __all__ = [
     "StoredPreview",
     "UnknownSessionError",
     "UsageTotals",
+    "VoiceChoices",
     "Welcome",
 ]

@@ -322,7 +322,19 @@ class ModelChoices(Protocol):
         ...
 
 
-class ConversationStore(ConversationLedger, ModelChoices, Protocol):
+class VoiceChoices(Protocol):
+    """Which conversations chose spoken replies (``/voice on``)."""
+
+    async def voice_replies(self, conversation_key: str) -> bool:
+        """Whether the conversation's answers are spoken (``/voice on``)."""
+        ...
+
+    async def set_voice_replies(self, conversation_key: str, on: bool) -> None:
+        """Keep whether the conversation's answers are spoken."""
+        ...
+
+
+class ConversationStore(ConversationLedger, ModelChoices, VoiceChoices, Protocol):
     """What the conversations' registry is given: the ledger and the model choices."""
 
     def fenced(self, fence: Fence | None) -> Self:
@@ -741,4 +753,5 @@ __all__ = [
     "StatusLines",
     "Store",
     "StoreStatus",
+    "VoiceChoices",
 ]

@@ -1,9 +1,12 @@
-"""Reply directives in assistant text: reply tags, the voice tag, MEDIA lines, ``NO_REPLY``.
+"""Reply directives in assistant text: reply tags, the voice tags, MEDIA lines, ``NO_REPLY``.
 
 An assistant reply can carry instructions for its delivery inside the text:
 
 * ``[[reply_to_current]]`` or ``[[reply_to: <id>]]`` — send it as a reply to a message;
 * ``[[audio_as_voice]]`` — send an audio attachment as a voice note;
+* ``[[tts]]`` — speak the reply: delivery sends its text as a voice note too (``media.speech``;
+  ``botd.delivery.voice``), and in a reply arriving in pieces every later piece of the same
+  message is spoken as well;
 * ``MEDIA: <url or path>`` lines — attachments (see ``botd.subscriber.media``);
 * the silent token ``NO_REPLY`` — send nothing;
 * ``[[buttons: Yes | No || Later]]`` — buttons under the reply's message (``|`` between the
@@ -32,6 +35,9 @@ from botd.subscriber.media import (
 )
 
 SILENT_TOKEN = "NO_REPLY"
+
+TTS_TAG = re.compile(r"\[\[\s*tts\s*\]\]", re.IGNORECASE)
+"""``[[tts]]``, any case, whitespace allowed inside the brackets."""
 
 # The id is everything up to "]" or a newline; trailing spaces are trimmed off it afterwards.
 _REPLY_TAG = re.compile(
@@ -145,6 +151,8 @@ class ReplyDirectives:
     is_silent: bool
     buttons: ButtonRows = ()
     """The ``[[buttons: ...]]`` directives' buttons."""
+    tts: bool = False
+    """``[[tts]]`` was seen: the reply is to be spoken."""
 
     @property
     def renderable(self) -> bool:
@@ -156,16 +164,18 @@ class ReplyDirectives:
 def parse_reply_directives(text: str, *, current_message_id: str | None = None) -> ReplyDirectives:
     """Split a complete reply into its text and directives.
 
-    MEDIA lines and the audio tag are taken out first, then reply tags. Whitespace is only
-    normalised when a reply tag was found. A reply that is only ``NO_REPLY`` is silent (empty
-    text); a trailing ``NO_REPLY`` after real content is removed and the reply is delivered.
+    MEDIA lines and the audio tag are taken out first, then ``[[tts]]``, buttons and reply
+    tags. Whitespace is only normalised when one of those tags was found. A reply that is
+    only ``NO_REPLY`` is silent (empty text); a trailing ``NO_REPLY`` after real content is
+    removed and the reply is delivered.
     """
     media = split_media(text)
-    without_buttons, buttons = take_directives(media.text)
+    unspoken, tts = TTS_TAG.subn(" ", media.text) if "[[" in media.text else (media.text, 0)
+    without_buttons, buttons = take_directives(unspoken)
     inline = parse_inline_directives(
         without_buttons, current_message_id=current_message_id, strip_reply_tags=True
     )
-    found = without_buttons is not media.text  # a buttons tag was taken out
+    found = without_buttons is not unspoken or tts > 0  # a buttons or tts tag was taken out
     body = inline.text if inline.has_reply_tag or found else media.text
 
     is_silent = is_silent_reply(body)
@@ -187,6 +197,7 @@ def parse_reply_directives(text: str, *, current_message_id: str | None = None) 
         audio_as_voice=media.audio_as_voice,
         is_silent=is_silent,
         buttons=buttons,
+        tts=tts > 0,
     )
 
 
@@ -198,7 +209,8 @@ class DirectiveAccumulator:
 
     * a tail from the last ``[[`` that has no ``]]`` after it (a tag cut in two), held back until
       the next piece unless ``final`` is set, in which case it is delivered as literal text;
-    * the reply state of a piece that was only tags, attached to the next piece with content.
+    * the reply state of a piece that was only tags, attached to the next piece with content;
+    * ``[[tts]]``: once seen, every later piece of the message is spoken too (until ``reset``).
 
     The held tail always starts with ``[[`` and holds no ``]]`` after its first two characters,
     so each call only scans the new text: the tail is joined once, when it is released.
@@ -211,6 +223,7 @@ class DirectiveAccumulator:
         self._pending_explicit_id: str | None = None
         self._pending_saw_current = False
         self._pending_has_tag = False
+        self._tts = False
 
     def reset(self) -> None:
         """Forget the held tail and the pending reply state (at the start of a message)."""
@@ -218,6 +231,7 @@ class DirectiveAccumulator:
         self._pending_explicit_id = None
         self._pending_saw_current = False
         self._pending_has_tag = False
+        self._tts = False
 
     def consume(self, text: str, *, final: bool = False) -> ReplyDirectives | None:
         """Take the next piece of the reply; return its directives, or None if nothing to send."""
@@ -231,8 +245,13 @@ class DirectiveAccumulator:
         saw_current = parsed.reply_to_current or self._pending_saw_current
         has_tag = parsed.reply_to_tag or self._pending_has_tag
         reply_to_id = explicit_id if explicit_id is not None or not saw_current else self._current
+        self._tts = self._tts or parsed.tts
         merged = dataclasses.replace(
-            parsed, reply_to_id=reply_to_id, reply_to_current=saw_current, reply_to_tag=has_tag
+            parsed,
+            reply_to_id=reply_to_id,
+            reply_to_current=saw_current,
+            reply_to_tag=has_tag,
+            tts=self._tts,
         )
         if not merged.renderable:
             if has_tag:

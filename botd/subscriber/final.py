@@ -121,8 +121,10 @@ def build_final_replies(data: FinalReplyInput) -> list[BlockReply]:
 
 def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
     texts: list[str] = []
+    reasoning = ""
     if data.reasoning_text:
         texts.append(data.reasoning_text)
+        reasoning = parse_reply_directives(data.reasoning_text).text.strip()
     answers = list(data.assistant_texts) or ([data.fallback_text] if data.fallback_text else [])
     texts.extend(answers)
 
@@ -140,6 +142,7 @@ def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
                 reply_to_current=parsed.reply_to_current,
                 reply_to_tag=parsed.reply_to_tag,
                 buttons=parsed.buttons,
+                tts=parsed.tts,
             )
         )
     if not replies and data.last_tool_error is not None and not data.delivered_blocks:
@@ -150,6 +153,13 @@ def _answers_still_due(data: FinalReplyInput) -> list[BlockReply]:
     if any(r.audio_as_voice for r in replies):
         replies = [
             dataclasses.replace(r, audio_as_voice=True) if r.media_urls else r for r in replies
+        ]
+    if any(r.tts for r in replies):
+        # One answer: spoken whole, whichever of its messages held the tag (the reasoning
+        # leading it is not part of the answer).
+        lead = 1 if data.reasoning_text and replies and replies[0].text == reasoning else 0
+        replies = replies[:lead] + [
+            dataclasses.replace(r, tts=True) if r.text else r for r in replies[lead:]
         ]
 
     if data.block_streaming and data.delivered_blocks:

@@ -48,6 +48,9 @@ class BlockReply:
     reply_to_tag: bool = False
     buttons: tuple[tuple[Button, ...], ...] = ()
     """Rows of buttons under the reply's last message (the ``[[buttons: ...]]`` directive)."""
+    tts: bool = False
+    """The reply is to be spoken (``[[tts]]``, or the conversation's ``/voice on``): delivery
+    sends its text as a voice note as well (``botd.delivery.voice``)."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,6 +63,8 @@ class BlockReply:
         }
         if self.buttons:
             data["buttons"] = [[button.label for button in row] for row in self.buttons]
+        if self.tts:
+            data["tts"] = True
         return data
 
 

@@ -479,6 +479,7 @@ class StreamSubscriber:
             reply_to_current=parsed.reply_to_current,
             reply_to_tag=parsed.reply_to_tag,
             buttons=parsed.buttons,
+            tts=parsed.tts,
         )
         self._blocks_this_message += 1
         self.block_replies.append(reply)

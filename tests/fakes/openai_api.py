@@ -25,6 +25,12 @@ Please reduce the length of the messages."
 ``POST /v1/audio/transcriptions`` (multipart ``model`` and ``file``, as OpenAI's API takes
 them) answers ``{"text": transcript}``; every upload is recorded in ``transcriptions``, and
 ``fail_transcriptions`` answers the next ones with an error status instead.
+
+``POST /v1/audio/speech`` (JSON ``model``, ``voice``, ``input``, ``response_format``, as
+OpenAI's API takes them) answers ``speech_audio`` as ``audio/ogg``: by default a small valid
+Ogg Opus stream (``ogg_opus.silence``); only ``opus`` is spoken. Every request is recorded in
+``speeches``, and ``fail_speech`` answers the next ones with an error status and OpenAI's
+error body instead.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from aiohttp import web
 
 from .image_headers import base64_image_size
 from .loopback import serve
+from .ogg_opus import silence
 
 INVALID_IMAGE = {
     "error": {
@@ -98,6 +105,14 @@ class Transcription:
     filename: str
     content_type: str
     data: bytes
+    authorization: str
+
+
+@dataclass(frozen=True)
+class Speech:
+    """One request to ``/audio/speech``."""
+
+    body: dict[str, Any]
     authorization: str
 
 
@@ -261,6 +276,10 @@ class FakeOpenAI:
         """What ``/audio/transcriptions`` answers."""
         self.transcriptions: list[Transcription] = []
         self._transcription_failures: list[int] = []
+        self.speech_audio = silence()
+        """What ``/audio/speech`` answers: Ogg Opus audio."""
+        self.speeches: list[Speech] = []
+        self._speech_failures: list[int] = []
         self.max_image_side = 8000
         """Pixels on a side beyond which an image is refused."""
         self.refusals = 0
@@ -288,6 +307,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speak)
         self._runner, self.port = await serve(app, access_log=None, shutdown_timeout=1.0)
         return self
 
@@ -303,6 +323,40 @@ class FakeOpenAI:
     def fail_transcriptions(self, status: int = 500, *, times: int = 1) -> None:
         """Answer the next ``times`` transcription requests with HTTP ``status``."""
         self._transcription_failures.extend([status] * times)
+
+    def fail_speech(self, status: int = 500, *, times: int = 1) -> None:
+        """Answer the next ``times`` speech requests with HTTP ``status``."""
+        self._speech_failures.extend([status] * times)
+
+    async def _speak(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            error = {"message": "We could not parse the JSON body", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        self.speeches.append(Speech(body, request.headers.get("Authorization", "")))
+        if self._speech_failures:
+            status = self._speech_failures.pop(0)
+            error = {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+            }
+            return web.json_response({"error": error}, status=status)
+        if self.api_key is not None and request.headers.get("Authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=401)
+        missing = [key for key in ("model", "voice", "input") if not body.get(key)]
+        if missing:
+            error = {"message": f"{missing[0]} is required", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        if body.get("response_format", "mp3") != "opus":
+            error = {"message": "the fake speaks opus only", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        return web.Response(body=self.speech_audio, content_type="audio/ogg")
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         form = await request.post()

@@ -1,5 +1,6 @@
-"""botd with Telegram, Anthropic and a transcription service, all loopback fakes, for the
-media tests: the daemon in-process with the real SDKs, and readers of what reached the model."""
+"""botd with Telegram, Anthropic and a transcription and speech service, all loopback fakes,
+for the media tests: the daemon in-process with the real SDKs, and readers of what reached
+the model."""
 
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ GROUP = -100123
 TRANSCRIBE_KEY = "sk-transcribe-test"
 
 
-def media_yaml(transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000) -> str:
-    """A ``media:`` section (transcribing through ``transcriber`` unless it is None)."""
+def media_yaml(
+    transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000, speech: bool = False
+) -> str:
+    """A ``media:`` section (transcribing through ``transcriber`` unless it is None; with
+    ``speech``, speaking through it too)."""
     lines = f"media:\n  max_bytes: {max_bytes}\n"
     if transcriber is not None:
         lines += (
@@ -38,6 +42,14 @@ def media_yaml(transcriber: FakeOpenAI | None, *, max_bytes: int = 100_000) -> s
             f"    base_url: {json.dumps(transcriber.base_url)}\n"
             f"    api_key: {TRANSCRIBE_KEY}\n"
             "    model: whisper-test\n"
+        )
+    if transcriber is not None and speech:
+        lines += (
+            "  speech:\n"
+            f"    base_url: {json.dumps(transcriber.base_url)}\n"
+            f"    api_key: {TRANSCRIBE_KEY}\n"
+            "    model: tts-test\n"
+            "    voice: fable\n"
         )
     return lines
 
@@ -85,7 +97,12 @@ class Fakes(NamedTuple):
 
 @asynccontextmanager
 async def fakes(
-    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
+    tmp_path: Path,
+    *,
+    transcription: bool = True,
+    max_bytes: int = 100_000,
+    extra: str = "",
+    speech: bool = False,
 ) -> AsyncIterator[Fakes]:
     """The fakes started, and a config for botd over them."""
     async with (
@@ -99,7 +116,7 @@ async def fakes(
             telegram_yaml(
                 telegram, "dm_policy: open", "groups:", '  "-100123": {require_mention: true}'
             ),
-            media_yaml(transcriber if transcription else None, max_bytes=max_bytes),
+            media_yaml(transcriber if transcription else None, max_bytes=max_bytes, speech=speech),
             extra,
         )
         yield Fakes(telegram, model, transcriber, config)
@@ -112,11 +129,18 @@ def telegram_ready(daemon: App) -> bool:
 
 @asynccontextmanager
 async def botd(
-    tmp_path: Path, *, transcription: bool = True, max_bytes: int = 100_000, extra: str = ""
+    tmp_path: Path,
+    *,
+    transcription: bool = True,
+    max_bytes: int = 100_000,
+    extra: str = "",
+    speech: bool = False,
 ) -> AsyncIterator[Botd]:
     """botd running over :func:`fakes` until the block ends."""
     async with (
-        fakes(tmp_path, transcription=transcription, max_bytes=max_bytes, extra=extra) as f,
+        fakes(
+            tmp_path, transcription=transcription, max_bytes=max_bytes, extra=extra, speech=speech
+        ) as f,
         daemon_running(f.config, ready=telegram_ready) as daemon,
     ):
         yield Botd(daemon, f.telegram, f.model, f.transcriber)

@@ -43,13 +43,15 @@ from .conversations import conversation_of
 
 log = logging.getLogger(__name__)
 
-WITH_TEXT = frozenset({"/new", "/model", "/pair"})
-"""The commands that take text after them (a first message, a model's name, a code)."""
+WITH_TEXT = frozenset({"/new", "/model", "/pair", "/voice"})
+"""The commands that take text after them (a first message, a model's name, a code, on or
+off)."""
 
 TEXT_HELP = {
     "/new": "The new conversation's first message",
     "/model": "The model's name or number (none: list them)",
     "/pair": "The pairing code the new user was given",
+    "/voice": "on or off (none: say which it is)",
 }
 
 NOT_TAKEN_TEXT = "Not taken: botd's storage is failing. Use the command again later."

@@ -1,6 +1,6 @@
 """The scheduler's jobs and run log, one-time imports, token usage and the conversations'
-model choices on PostgreSQL (``JobLedger``, ``ModelChoices``), as the SQLite store means
-them (``botd/store/sqlite/jobs.py``, ``usage.py``)."""
+model and voice choices on PostgreSQL (``JobLedger``, ``ModelChoices``, ``VoiceChoices``), as
+the SQLite store means them (``botd/store/sqlite/jobs.py``, ``usage.py``)."""
 
 from __future__ import annotations
 
@@ -265,6 +265,38 @@ class JobStore(PostgresBase):
                 )
 
         await self._commit("set_model_choice", write)
+
+    async def voice_replies(self, conversation_key: str) -> bool:
+        """Whether the conversation's answers are spoken (``/voice on``)."""
+
+        async def read(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "SELECT 1 FROM conversation_voice WHERE conversation_key = %s",
+                (conversation_key,),
+            )
+            return await cur.fetchone() is not None
+
+        return await self._read(read, after_queued=False)
+
+    async def set_voice_replies(self, conversation_key: str, on: bool) -> None:
+        """Keep whether the conversation's answers are spoken."""
+        now = self._clock()
+
+        async def write(conn: Conn) -> None:
+            if on:
+                await conn.execute(
+                    "INSERT INTO conversation_voice (conversation_key, updated_at) "
+                    "VALUES (%s, %s) ON CONFLICT (conversation_key) DO UPDATE SET "
+                    "updated_at = excluded.updated_at",
+                    (conversation_key, now),
+                )
+            else:
+                await conn.execute(
+                    "DELETE FROM conversation_voice WHERE conversation_key = %s",
+                    (conversation_key,),
+                )
+
+        await self._commit("set_voice_replies", write)
 
 
 __all__ = ["JobStore"]

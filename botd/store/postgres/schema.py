@@ -413,6 +413,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX approvals_grants_by_chat ON approvals (grant_chat) "
         "WHERE grant_chat IS NOT NULL",
     ),
+    # issue 38, voice replies: as on SQLite, a row for each conversation whose answers are
+    # spoken (``/voice on``).
+    (
+        """
+        CREATE TABLE conversation_voice (
+            conversation_key text PRIMARY KEY,
+            updated_at double precision NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -386,5 +386,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX approvals_grants_by_chat ON approvals (grant_chat) "
         "WHERE grant_chat IS NOT NULL",
     ),
+    # issue 38, voice replies: a row for each conversation whose answers are spoken
+    # (``/voice on``); none, as before: text.
+    (
+        """
+        CREATE TABLE conversation_voice (
+            conversation_key TEXT PRIMARY KEY,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

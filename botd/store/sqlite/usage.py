@@ -6,7 +6,8 @@ same group commit and costs no transaction of its own. ``usage_totals`` sums the
 conversation, or of every conversation since a time (today's totals).
 
 ``conversation_models`` keeps what ``/model`` set for a conversation, so the choice survives
-a restart; a conversation without a row uses the configured primary.
+a restart; a conversation without a row uses the configured primary. ``conversation_voice``
+holds a row for each conversation whose answers are spoken (``/voice on``); none: text.
 """
 
 from __future__ import annotations
@@ -117,6 +118,33 @@ class UsageStore(DeferredWrites):
                     "VALUES (?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET "
                     "model = excluded.model, updated_at = excluded.updated_at",
                     (conversation_key, model, self._clock()),
+                )
+
+    async def voice_replies(self, conversation_key: str) -> bool:
+        """Whether the conversation's answers are spoken (``/voice on``)."""
+        row = (
+            self._connection()
+            .execute(
+                "SELECT 1 FROM conversation_voice WHERE conversation_key = ?",
+                (conversation_key,),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+    async def set_voice_replies(self, conversation_key: str, on: bool) -> None:
+        """Keep whether the conversation's answers are spoken."""
+        with self._transaction("set_voice_replies") as conn:
+            if on:
+                conn.execute(
+                    "INSERT INTO conversation_voice (conversation_key, updated_at) VALUES (?, ?) "
+                    "ON CONFLICT (conversation_key) DO UPDATE SET updated_at = excluded.updated_at",
+                    (conversation_key, self._clock()),
+                )
+            else:
+                conn.execute(
+                    "DELETE FROM conversation_voice WHERE conversation_key = ?",
+                    (conversation_key,),
                 )
 
 

@@ -398,6 +398,7 @@ async def test_the_command_menu_lists_the_chat_commands_and_is_set_once(
         "status",
         "model",
         "usage",
+        "voice",
         "whoami",
         "help",
     }
