@@ -23,6 +23,7 @@ from .errors import (
     StoreWriteError,
     UnknownSessionError,
 )
+from .forgetting import Forgotten, Person
 from .protocols import (
     ApprovalLedger,
     ButtonLedger,
@@ -31,6 +32,7 @@ from .protocols import (
     ConversationLedger,
     ConversationStore,
     EditorSessions,
+    Forgetting,
     InboundLedger,
     JobLedger,
     MemoryLedger,
@@ -96,6 +98,8 @@ __all__ = [
     "ConversationStore",
     "EditorSession",
     "EditorSessions",
+    "Forgetting",
+    "Forgotten",
     "InboundLedger",
     "InboundPruner",
     "InboxBacklog",
@@ -115,6 +119,7 @@ __all__ = [
     "Outcome",
     "Pairing",
     "PendingCode",
+    "Person",
     "PostedButtons",
     "Pruning",
     "RunRecord",

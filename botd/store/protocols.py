@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Protocol, Self
 from ..chat import Button, InboundMessage, MessageRef, Target
 from ..cluster.fencing import Fence
 from .errors import StoreHealth
+from .forgetting import Forgotten, Person
 from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
@@ -587,8 +588,23 @@ class MemoryLedger(Protocol):
         ...
 
 
+class Forgetting(Protocol):
+    """Forgetting a person (``botd forget``, ``/forget me``): every row of theirs, on every
+    table (``botd.store.forgetting`` says which rows are theirs)."""
+
+    async def forget_person(self, person: Person) -> Forgotten:
+        """Remove ``person``'s rows in one transaction; the counts per table."""
+        ...
+
+
 class Pruning(Protocol):
     """What the daily pruner forgets (``botd.store.pruner``)."""
+
+    async def prune_kept(self, older_than_seconds: float) -> int:
+        """``retention``: drop transcript lines and memories older than the cut; how many.
+        A transcript loses whole turns (up to its first user turn after the cut), all of
+        them once its session is idle since the cut, unless an unfinished entry runs in it."""
+        ...
 
     async def prune_inbound(self, older_than_seconds: float) -> int:
         """Forget inbound ids first seen more than ``older_than_seconds`` ago; how many."""
@@ -696,6 +712,7 @@ class Store(
     ApprovalLedger,
     ButtonLedger,
     MemoryLedger,
+    Forgetting,
     Pruning,
     StoreStatus,
     Protocol,
@@ -716,6 +733,7 @@ __all__ = [
     "ConversationLedger",
     "ConversationStore",
     "EditorSessions",
+    "Forgetting",
     "InboundLedger",
     "JobLedger",
     "MemoryLedger",
