@@ -37,7 +37,7 @@ from .approvals import PREFIX, Approvals
 from .buttons.layout import ButtonRows
 from .channel_keeper import ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
-from .channels.registry import ChannelContext, channel_specs
+from .channels.registry import ChannelContext, channel_specs, platform_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
@@ -49,6 +49,8 @@ from .conversation import Conversations, RunHooks
 from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
+from .forget import PREFIX as FORGET_PREFIX
+from .forget import Forgetter, dm_spelling
 from .http.routes import HttpServers
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
@@ -453,6 +455,11 @@ def build_runtime(
         store, delivery, lambda: approval_rules(live.current), owners=owners.decides
     )
     router.press_handlers.register(PREFIX, approvals.press)
+    # /forget me, and its confirmation's button.
+    forgetter = Forgetter(
+        store, state_dir, dm_spelling(lambda: platform_specs(live.current.channels))
+    )
+    router.press_handlers.register(FORGET_PREFIX, forgetter.press)
     sessions = Conversations(
         store,
         provider,
@@ -473,7 +480,9 @@ def build_runtime(
         owners=owners,
         memory_note=toolbox.memory_note,
         memory_command=memory.command,
+        forget_command=forgetter.command,
     )
+    forgetter.drop = sessions.forget
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
     keeper.build_all(config)

@@ -858,6 +858,7 @@ CHAT_COMMANDS = (
     "/start",
     "/pair",
     "/memory",
+    "/forget",
 )
 """Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
 may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
