@@ -496,7 +496,9 @@ def build_runtime(
         sessions=sessions,
         scheduler=scheduler,
         router=router,
-        pruner=InboundPruner(store),
+        pruner=InboundPruner(
+            store, kept_for=lambda: live.current.retention, recordings=state_dir / "events"
+        ),
         mcp=mcp,
         leases=leases,
         backend=backend,

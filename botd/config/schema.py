@@ -1391,6 +1391,9 @@ class BotdConfig(Section):
     health: HealthSection = Field(default_factory=HealthSection)
     media: MediaSection = Field(default_factory=MediaSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    retention: int | None = Field(default=None, ge=1)
+    """Days botd keeps people's words: transcript turns, kept chatter, memories and event
+    recordings older than this are pruned daily (``botd.store.pruner``); null keeps them."""
 
     @field_validator("state_dir")
     @classmethod
