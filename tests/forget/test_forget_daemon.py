@@ -3,7 +3,8 @@ Anthropic SDK over its fake. Alice and Bob each talk to the bot in a DM and in a
 Alice has it remember something; her ``/forget me`` is answered with a button that only she
 can confirm (Bob's forged press of it changes nothing); her press is answered with the counts
 removed, and the database, read directly, holds no row naming her while Bob's rows stay; her
-workspace is gone. Her next message starts afresh."""
+workspace is gone. Her next message starts afresh. Bob's typed ``/forget me confirm`` does
+the same at once."""
 
 from __future__ import annotations
 
@@ -113,3 +114,9 @@ async def test_forget_me_is_confirmed_by_its_asker_and_leaves_no_row_of_theirs(
         model.push(stream(text("Hello again.")))
         assert await _say(bot, telegram, ALICE, "hi", ALICE) == "Hello again."
         assert "remember I like tea" not in json.dumps(model.requests[first].body)
+
+        # Typed, where a platform has no buttons (or without waiting for them): at once.
+        done = await _say(bot, telegram, BOB, "/forget me confirm", BOB)
+        assert done.startswith("Done: removed ") and "hello" not in done
+        tables = rows_of(state / "botd.sqlite3")
+        assert {t: naming(rows, BOB) for t, rows in tables.items() if naming(rows, BOB)} == {}
