@@ -12,7 +12,10 @@ database (``StoreBackend.open_beside``); the files it removes are those of this 
 state dir.
 
 The channel must be one the config has (a section name under ``channels:``); the user id is
-the platform's, as ``/whoami`` shows it.
+the platform's, as ``/whoami`` shows it. Their direct chats are found by the messages the
+inbox still holds from them (a week), and, where the platform spells a direct chat from the
+user id (Telegram, Discord), by that key; ``--conversation`` names one more (a Slack DM
+older than that week: its key, as ``/whoami`` there shows it).
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--user", required=True, metavar="ID", help="the user's platform id (/whoami shows it)"
+    )
+    parser.add_argument(
+        "--conversation",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a conversation of theirs botd holds no message of any more (a Slack DM older "
+        "than the inbox's week): its key, as /whoami in it shows; repeatable",
     )
 
 
@@ -96,13 +107,24 @@ def forget(
     if not user:
         say("botd: --user must be a user id (as /whoami shows it)")
         return 2
+    named = frozenset(args.conversation)
+    stray = sorted(key for key in named if not key.startswith(f"{args.channel}:"))
+    if stray:
+        say(f"botd: --conversation {stray[0]!r} is not a conversation of {args.channel}")
+        return 2
     try:
-        return asyncio.run(_forget(config, args.channel, user, say))
+        return asyncio.run(_forget(config, args.channel, user, named, say))
     except KeyboardInterrupt:
         return 130
 
 
-async def _forget(config: BotdConfig, channel: str, user: str, say: Callable[..., None]) -> int:
+async def _forget(
+    config: BotdConfig,
+    channel: str,
+    user: str,
+    named: frozenset[str],
+    say: Callable[..., None],
+) -> int:
     from ..channels.registry import platform_specs
     from ..config.source import unset_variable
     from ..forget import dm_spelling, forget_person
@@ -136,7 +158,8 @@ async def _forget(config: BotdConfig, channel: str, user: str, say: Callable[...
         keys, chats = dm_spelling(lambda: platform_specs(config.channels))(channel, user)
         store = await backend.open_beside(config)
         try:
-            forgotten = await forget_person(store, Person(channel, user, keys, chats), state_dir)
+            person = Person(channel, user, keys | named, chats)
+            forgotten = await forget_person(store, person, state_dir)
             where = backend.where(config) if backend.cluster else str(state_dir)
         finally:
             await store.aclose()

@@ -12,10 +12,11 @@ A person is a platform user id on one channel instance (``Person``). What is the
 - **their own rows in groups**: the messages they sent (inbox rows, kept chatter, the inbound
   ids of those messages), the memories they had written or that are about them, and their
   words in a group's transcript: each user turn that carries their speaker label
-  (``[Name (id <user>)]``, which also marks their lines shown to the bot as chatter) has its
-  text replaced by ``REDACTED`` — the turn stays, so the answers after it still follow a
-  question, but nothing of what was said in it remains (others' lines in that same turn go
-  with it: a turn is removed whole rather than guessed apart);
+  (``[Name (id <user>)]``, which also marks their lines shown to the bot as chatter) or
+  quotes a message of theirs (``[In reply to Name (id <user>):]``) has its text replaced by
+  ``REDACTED``. The turn stays, so the answers after it still follow a question, but nothing
+  of what was said in it remains (others' lines in that same turn go with it: a turn is
+  removed whole rather than guessed apart);
 - **pairing**: their waiting code and their approval (they pair again to talk to the bot).
 
 The store gathers the rows in one read (``traces``), then each backend runs its table's rule
@@ -37,7 +38,7 @@ __all__ = [
     "Person",
     "Traces",
     "key_range",
-    "speaker_mark",
+    "speaker_marks",
     "traces",
 ]
 
@@ -113,10 +114,11 @@ class Traces:
     """The inbound ids of the messages they sent that the inbox still holds."""
 
 
-def speaker_mark(user: str) -> str:
-    """The end of their speaker label (``botd.speakers.speaker``) as it reads inside a stored
-    turn: ``(id 42)]``, which no other id's label contains."""
-    return f"(id {user})]"
+def speaker_marks(user: str) -> tuple[str, str]:
+    """How a stored turn names them (``botd.speakers``): the end of their speaker label,
+    ``(id 42)]``, and of the header of a quote of their message, ``(id 42):]``; no other
+    id's label or header contains either."""
+    return f"(id {user})]", f"(id {user}):]"
 
 
 def key_range(channel: str) -> tuple[str, str]:

@@ -122,3 +122,21 @@ def test_forget_refuses_a_running_botds_state_dir_and_an_unknown_channel(
     argv = ["forget", "--config", str(config), "--channel", "slack", "--user", ALICE]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == "botd: unknown channel 'slack'; configured: telegram"
+
+
+def test_a_conversation_named_goes_too_and_one_of_another_channel_is_refused(
+    tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+
+    async def old_dm() -> None:
+        with SqliteStore.open(state) as store:  # a DM whose inbox rows were pruned
+            session = await store.open_session("telegram:dm-of-long-ago")
+            store.append_messages_soon(session.session_id, [Message(role="user", content="x")])
+
+    asyncio.run(old_dm())
+    argv = ["forget", "--config", str(config), "--channel", "telegram", "--user", ALICE]
+    assert main([*argv, "--conversation", "slack:D1"]) == 2
+    assert "is not a conversation of telegram" in capsys.readouterr().err
+    assert main([*argv, "--conversation", "telegram:dm-of-long-ago"]) == 0
+    assert "  sessions: 1" in capsys.readouterr().out

@@ -153,6 +153,11 @@ async def _people(store: Store) -> None:
             Message(role="assistant", content="answer"),
             _user_turn(BOB, "another"),
             Message(role="assistant", content="more"),
+            Message(
+                role="user",
+                content=f"[In reply to Alice (id {ALICE}):]\n> a question\n[Bob (id {BOB})] yes",
+            ),
+            Message(role="assistant", content="noted"),
         ],
     )
     store.commit_soon()
@@ -238,7 +243,7 @@ async def test_forgetting_a_person_leaves_no_row_of_theirs_and_every_row_of_anot
     assert not {t: rows for t, rows in left.items() if rows}
     for table in holding:
         assert any(BOB in row for row in after[table]), table
-    assert done.redacted == 1
+    assert done.redacted == 2  # her turn, and Bob's that quotes her
     assert done.conversations == {f"{CHANNEL}:{ALICE}", f"{CHANNEL}:{GROUP}:user:{ALICE}"}
     assert done.removed["messages"] >= 4 and done.removed["memories"] == 2
     summary = done.summary()
@@ -250,7 +255,7 @@ async def test_forgetting_a_person_leaves_no_row_of_theirs_and_every_row_of_anot
     # The group's transcript keeps Bob's turn and the answers; Alice's turn is a stand-in.
     group = await store.open_session(f"{CHANNEL}:{GROUP}")
     turns = await store.transcript(group.session_id)
-    assert [m.role for m in turns] == ["user", "assistant", "user", "assistant"]
+    assert [m.role for m in turns] == ["user", "assistant"] * 3
     assert "removed" in str(turns[0].content) and BOB in str(turns[2].content)
     # Forgetting again finds nothing.
     assert (await store.forget_person(Person(CHANNEL, ALICE))).total == 0

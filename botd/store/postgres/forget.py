@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..forgetting import REDACTED, Forgotten, Person, key_range, speaker_mark, traces
+from ..forgetting import REDACTED, Forgotten, Person, key_range, speaker_marks, traces
 from .base import Conn, PostgresBase
 
 __all__ = ["KEPT", "REDACT", "RETENTION", "RULES", "ForgetStore"]
@@ -79,7 +79,7 @@ RULES: dict[str, tuple[str, ...]] = {
 
 REDACT = (
     "UPDATE messages SET body = %(redacted)s WHERE role = 'user' AND body != %(redacted)s "
-    "AND strpos(body, %(mark)s) > 0 AND session_id IN "
+    "AND (strpos(body, %(mark)s) > 0 OR strpos(body, %(quoted)s) > 0) AND session_id IN "
     f"(SELECT session_id FROM sessions WHERE {_OF_CHANNEL})"
 )
 """The group turns that carry the person's label, in the channel's remaining sessions."""
@@ -141,7 +141,8 @@ class ForgetStore(PostgresBase):
                 "chats": sorted(found.chats),
                 "dedupe": sorted(found.dedupe),
                 "lo": lo,
-                "mark": speaker_mark(person.user),
+                "mark": speaker_marks(person.user)[0],
+                "quoted": speaker_marks(person.user)[1],
                 "redacted": REDACTED,
             }
             done = Forgotten(conversations=found.keys, sessions=frozenset(sessions))

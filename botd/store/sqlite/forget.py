@@ -17,7 +17,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..forgetting import REDACTED, Forgotten, Person, key_range, speaker_mark, traces
+from ..forgetting import REDACTED, Forgotten, Person, key_range, speaker_marks, traces
 from ..pairing import PairingFile
 from .deferred import DeferredWrites
 
@@ -78,7 +78,7 @@ RULES: dict[str, tuple[str, ...]] = {
 
 REDACT = (
     "UPDATE messages SET body = :redacted WHERE role = 'user' AND body != :redacted "
-    "AND instr(body, :mark) > 0 AND session_id IN "
+    "AND (instr(body, :mark) > 0 OR instr(body, :quoted) > 0) AND session_id IN "
     f"(SELECT session_id FROM sessions WHERE {_CHANNEL_KEYS})"
 )
 """The group turns that carry the person's label, in the channel's remaining sessions."""
@@ -171,6 +171,7 @@ def forget_params(person: Person, keys: frozenset[str], sessions: list[str]) -> 
         "sessions": json.dumps(sessions),
         "lo": lo,
         "hi": hi,
-        "mark": speaker_mark(person.user),
+        "mark": speaker_marks(person.user)[0],
+        "quoted": speaker_marks(person.user)[1],
         "redacted": REDACTED,
     }
