@@ -58,6 +58,10 @@ ASK = (
     "messages in groups, what I remember about you, your pairing. The platform keeps its "
     "own copy of the chat. Press to confirm (or send /forget me confirm)."
 )
+ASK_TYPED = ASK.replace(
+    "Press to confirm (or send /forget me confirm).", "Send /forget me confirm."
+)
+"""``ASK`` where a button could not carry the asker's id (longer than a platform allows)."""
 
 Spelling = Callable[[str, str], tuple[frozenset[str], frozenset[str]]]
 """For a channel and a user id: the conversation keys and chat ids of their direct chat
@@ -139,7 +143,7 @@ class Forgetter:
             return USAGE, ()
         value = f"{PREFIX}{message.sender_id}:{int(self._clock() // 60)}"
         if len(value.encode()) > 64:  # past a platform's limit for a button's data
-            return ASK.replace("Press to confirm (or", "Confirm:").rstrip(")."), ()
+            return ASK_TYPED, ()
         rows = ((Button("Forget me", value), Button("Keep", f"{PREFIX}keep")),)
         return ASK, rows
 
