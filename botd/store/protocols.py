@@ -33,7 +33,10 @@ behind the same protocols: nothing here is a synchronous read.
   press of that message can be (``botd.buttons.presses``).
 * ``MemoryLedger``: what botd keeps for a person or a group (``botd.memory``: the
   ``remember``, ``recall`` and ``forget`` tools, the prompt's note of it, ``/memory``).
-* ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
+* ``Forgetting``: a person's rows on every table (``botd.forget``: ``botd forget``,
+  ``/forget me``; which rows are theirs: ``botd.store.forgetting``).
+* ``Pruning``: what the daily pruner forgets (with ``retention``, old transcript turns and
+  memories too). ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
 The work of a conversation held by lease (several nodes) writes through the store's view
