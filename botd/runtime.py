@@ -41,7 +41,7 @@ from .approvals import PREFIX, Approvals
 from .buttons.layout import ButtonRows
 from .channel_keeper import ChannelKeeper
 from .channels.base import ChannelAdapter, InboundSink
-from .channels.registry import ChannelContext, channel_specs
+from .channels.registry import ChannelContext, channel_specs, platform_specs
 from .chat import Attachment, DownloadError, InboundMessage, MessageRef, Target
 from .cluster.fencing import RunScope
 from .cluster.leases import LeaseKeeper
@@ -54,6 +54,8 @@ from .conversation.dispatcher import Dispatcher
 from .conversation.reactions import StatusReactions
 from .delivery import ChannelDelivery
 from .delivery.voice import Voice, speech_dir
+from .forget import PREFIX as FORGET_PREFIX
+from .forget import Forgetter, dm_spelling
 from .http.routes import HttpServers
 from .inbound.message_access import MessageAccess
 from .inbound.router import Router
@@ -504,6 +506,14 @@ def build_runtime(
         store, delivery, lambda: approval_rules(live.current), owners=owners.decides
     )
     router.press_handlers.register(PREFIX, approvals.press)
+    # /forget me, and its confirmation's button.
+    forgetter = Forgetter(
+        store,
+        state_dir,
+        dm_spelling(lambda: platform_specs(live.current.channels)),
+        workspaces=lambda: live.current.agent.workspace,
+    )
+    router.press_handlers.register(FORGET_PREFIX, forgetter.press)
     sessions = Conversations(
         store,
         provider,
@@ -528,7 +538,9 @@ def build_runtime(
         prompt_note=toolbox.prompt_note,
         resumed_note=toolbox.resumed_note,
         memory_command=memory.command,
+        forget_command=forgetter.command,
     )
+    forgetter.drop = sessions.forget
     dispatcher = Dispatcher(sessions, backend.inbox(store), leases)
     intake.connect(sessions, dispatcher)
     keeper.build_all(config)
@@ -542,7 +554,9 @@ def build_runtime(
         sessions=sessions,
         scheduler=scheduler,
         router=router,
-        pruner=InboundPruner(store),
+        pruner=InboundPruner(
+            store, kept_for=lambda: live.current.retention, recordings=state_dir / "events"
+        ),
         mcp=mcp,
         leases=leases,
         backend=backend,

@@ -1,5 +1,5 @@
-"""The ``botd`` command: ``botd check | doctor | init | run | acp | status | pairing | replay |
-unit | version`` (and ``--version``; ``python -m botd`` is the same command).
+"""The ``botd`` command: ``botd check | doctor | init | run | acp | status | pairing | forget |
+replay | unit | version`` (and ``--version``; ``python -m botd`` is the same command).
 
 Every error it prints goes through the log masking, and every secret of a loaded config is
 registered for that masking before anything runs. A startup failure is one line ``botd:
@@ -232,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_status(commands, common)
     _add_pairing(commands, common)
+    _add_forget(commands, common)
 
     commands.add_parser("version", help="print botd's version", description="Print botd's version.")
     return parser
@@ -247,6 +248,13 @@ def _add_status(commands: Any, common: argparse.ArgumentParser) -> None:
 def _add_pairing(commands: Any, common: argparse.ArgumentParser) -> None:
     """``botd pairing list|approve|revoke``: they read the state dir only (see pairing_cli)."""
     from .pairing import add_parser
+
+    add_parser(commands, common)
+
+
+def _add_forget(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``botd forget --channel --user`` (see forget_cli)."""
+    from .forget import add_parser
 
     add_parser(commands, common)
 
@@ -416,6 +424,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .pairing import pairing
 
         return pairing(args, say=_say, register=_registered)
+    if args.command == "forget":
+        from .forget import forget
+
+        return forget(args, say=_say, register=_registered)
     if args.command == "version":
         print(f"botd {version()}")
         return 0

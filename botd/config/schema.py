@@ -926,6 +926,7 @@ CHAT_COMMANDS = (
     "/pair",
     "/memory",
     "/voice",
+    "/forget",
 )
 """Every chat command, as typed (lower case, without a bot name): what ``commands.owner_only``
 may name. Kept here because the config imports nothing else of botd; ``botd.commands``, where
@@ -1480,6 +1481,9 @@ class BotdConfig(Section):
     health: HealthSection = Field(default_factory=HealthSection)
     media: MediaSection = Field(default_factory=MediaSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    retention: int | None = Field(default=None, ge=1)
+    """Days botd keeps people's words: transcript turns, kept chatter, memories and event
+    recordings older than this are pruned daily (``botd.store.pruner``); null keeps them."""
 
     @field_validator("state_dir")
     @classmethod

@@ -11,9 +11,10 @@ keeps about the sender (in a group, the group's) and ``/memory forget <n>`` drop
 (``botd.memory``, given as the ``memory`` callable), ``/allowed`` lists the calls allowed
 for good in the chat and ``/allowed revoke <n>`` takes one back (``botd.approvals.grants``,
 given as ``grants``), ``/voice on|off`` chooses whether the conversation's answers are spoken
-(``voice.py``; ``/voice`` alone says which). A command the channel keeps for its owners, sent
-by anyone else, is answered with one line saying so and nothing is done (``OwnerChecks``,
-``botd.owners``).
+(``voice.py``; ``/voice`` alone says which), ``/forget me`` removes what botd keeps about the
+sender, once confirmed (``botd.forget``, the ``forget`` callable). A command the channel keeps
+for its owners, sent by anyone else, is answered with one line saying so and nothing is done
+(``OwnerChecks``, ``botd.owners``).
 ``answer`` does what the command asks, at once, through the conversation's own methods
 (``Conversation.stop``, ``start_over``, ``status_lines``), and returns the text to reply with
 and what the reply waits for: ``/stop`` and ``/new`` cut the turn under way (its files being
@@ -28,7 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import NamedTuple, Protocol
 
-from ..chat import InboundMessage
+from ..chat import Button, InboundMessage
 from ..commands import command_argument
 from ..config.overrides import Effective
 from ..store import StoreError
@@ -43,7 +44,8 @@ log = logging.getLogger(__package__)
 HELP = (
     "Commands: /new (start over; /new <text> starts over with that message), /stop (cancel), "
     "/status, /model (list or switch the model), /usage (tokens used), /voice (spoken answers "
-    "on or off), /whoami (your id and this chat's), /help."
+    "on or off), /whoami (your id and this chat's), /forget me (remove what I keep about you), "
+    "/help."
 )
 
 STARTING_OVER = ("/new", "/reset")
@@ -60,6 +62,14 @@ class Reply(NamedTuple):
     text: str
     after: asyncio.Event | None = None
     """Set once the turn the command cut is over (None: send at once)."""
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    """Rows of buttons under the answer (``/forget me``'s confirmation)."""
+
+
+ForgetCommand = Callable[
+    [InboundMessage, str], Awaitable[tuple[str, tuple[tuple[Button, ...], ...]]]
+]
+"""Answers ``/forget`` (its argument given): ``botd.forget.Forgetter.command``."""
 
 
 class OwnerChecks(Protocol):
@@ -99,10 +109,12 @@ class CommandDesk:
         memory: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         grants: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         voice: VoiceSwitch | None = None,
+        forget: ForgetCommand | None = None,
     ) -> None:
         self._ledger = ledger
         self._voice = voice
         """Each conversation's ``/voice`` choice."""
+        self._forget = forget
         self._owners = owners
         self._memory = memory
         """Answers ``/memory`` (its argument given): ``botd.memory.Memory.command``."""
@@ -182,6 +194,12 @@ class CommandDesk:
                 text = "Nothing is asked about here, so nothing is allowed for good."
             else:
                 text = await self._grants(message, command_argument(message.text))
+        elif command == "/forget":
+            if self._forget is None:
+                text = "Forgetting is not offered here."
+            else:
+                text, rows = await self._forget(message, command_argument(message.text))
+                return Reply(text, buttons=rows)
         elif command == "/start":
             text = "Hello! Write to me and I will answer. " + HELP
         else:
@@ -300,4 +318,4 @@ def _down(source: Callable[[], Mapping[str, str]] | None, what: str) -> list[tup
         return []
 
 
-__all__ = ["HELP", "CommandDesk", "OwnerChecks", "Reply"]
+__all__ = ["HELP", "CommandDesk", "ForgetCommand", "OwnerChecks", "Reply"]

@@ -35,7 +35,10 @@ poller's node, and the runs must spread).
   claims it next (this node too, with a new epoch) resumes it from the store.
 * **idle**: on several nodes a conversation with nothing running or waiting for a TTL
   releases its lease and leaves memory, so a dead node's idle conversations do not hold up
-  new messages.
+  new messages. Accepted entries at or below the last taken do not keep it: they are none
+  this node will hand over (a person forgotten, ``botd.forget``, takes every inbox row of
+  their conversation, and its ``seq`` starts again from 1), and whoever claims it next
+  takes them up.
 * **polling**: arrivals are only a hint (a node away from the database misses them). Every
   ``min(ttl / 3, 2 s)`` the poller claims conversations with unfinished entries and no live
   lease (an accept whose commit reply was cut is among them: it is ``accepted``), and pulls
@@ -250,7 +253,8 @@ class Dispatcher:
     async def _let_go_idle(self, heads: Mapping[str, int]) -> None:
         now = time.monotonic()
         for key, held in list(self._held.items()):
-            if key in heads or held.lock.locked() or not self._conversations.idle(key):
+            waiting = heads.get(key, 0) > held.taken
+            if waiting or held.lock.locked() or not self._conversations.idle(key):
                 held.active_at = now  # idle is counted from when the work was over
             elif now - held.active_at > self._leases.ttl:
                 await self._let_go(held, "idle")

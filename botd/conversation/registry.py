@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from ..agent.tools.base import Tool
 from ..agent.types import Provider
 from ..approvals import Approvals
-from ..chat import InboundMessage, Target
+from ..chat import Button, InboundMessage, Target
 from ..cluster.fencing import RunScope
 from ..commands import chat_command, command_argument
 from ..config.overrides import Effective
@@ -61,7 +61,7 @@ from ..delivery import Delivery
 from ..media import MediaResolver
 from ..store import InboxEntry, OutboxEntry
 from ..store.protocols import ConversationStore
-from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk, OwnerChecks
+from .commands import FILES_NOT_READ, STARTING_OVER, CommandDesk, ForgetCommand, OwnerChecks
 from .conversation import Conversation, Shared, Work
 from .models import ModelBook
 from .promise import Promise, ResumePlan
@@ -110,6 +110,7 @@ class Conversations:
         prompt_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         memory_command: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
         resumed_note: Callable[[InboundMessage, str], Awaitable[str]] | None = None,
+        forget_command: ForgetCommand | None = None,
     ) -> None:
         self._ledger = store
         self._conversations: dict[str, Conversation] = {}
@@ -170,6 +171,7 @@ class Conversations:
             memory=memory_command,
             grants=None if approvals is None else approvals.grants_command,
             voice=voice,
+            forget=forget_command,
         )
 
     # -- inbound ----------------------------------------------------------------------------
@@ -191,8 +193,9 @@ class Conversations:
                 reply = await self._commands.answer(command, message, store)
                 text = reply.text + (FILES_NOT_READ if message.attachments else "")
                 target, inbox_id = message.reply_target(), message.inbox_id
+                promise = self._work(scope).promise
                 self._posts.spawn(
-                    self._post(target, text, inbox_id, reply.after, self._work(scope).promise),
+                    self._post(target, text, inbox_id, reply.after, promise, reply.buttons),
                     f"post:{message.chat_id}",
                 )
                 return
@@ -248,13 +251,15 @@ class Conversations:
         inbox_id: int | None,
         after: asyncio.Event | None,
         promise: Promise,
+        buttons: tuple[tuple[Button, ...], ...] = (),
     ) -> None:
-        """Send ``text`` once ``after`` is set (None: now), then end ``inbox_id`` through
-        ``promise`` (the conversation's, whose scope the send is made for)."""
+        """Send ``text`` (with ``buttons`` under it) once ``after`` is set (None: now), then
+        end ``inbox_id`` through ``promise`` (the conversation's, whose scope the send is
+        made for)."""
         if after is not None:
             await after.wait()  # the turn a /stop or /new cut winds down first
         try:
-            await self._delivery.send_text(target, text, scope=promise.scope)
+            await self._delivery.send_text(target, text, buttons=buttons, scope=promise.scope)
         except Exception as exc:
             log.warning("a reply to %s:%s was not sent: %s", target.channel, target.chat_id, exc)
             promise.failed([inbox_id])

@@ -23,6 +23,7 @@ from .errors import (
     StoreWriteError,
     UnknownSessionError,
 )
+from .forgetting import Forgotten, Person
 from .protocols import (
     ApprovalLedger,
     ButtonLedger,
@@ -31,6 +32,7 @@ from .protocols import (
     ConversationLedger,
     ConversationStore,
     EditorSessions,
+    Forgetting,
     InboundLedger,
     JobLedger,
     MemoryLedger,
@@ -97,6 +99,8 @@ __all__ = [
     "ConversationStore",
     "EditorSession",
     "EditorSessions",
+    "Forgetting",
+    "Forgotten",
     "InboundLedger",
     "InboundPruner",
     "InboxBacklog",
@@ -116,6 +120,7 @@ __all__ = [
     "Outcome",
     "Pairing",
     "PendingCode",
+    "Person",
     "PostedButtons",
     "Pruning",
     "RunRecord",

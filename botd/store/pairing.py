@@ -187,6 +187,23 @@ class PairingFile:
         self._save()
         return True
 
+    def forget(self, channel: str, sender: str) -> int:
+        """Remove everything the file keeps of ``sender`` on ``channel`` (their waiting code
+        and the messages held with it, their approval, name and welcome); how many entries
+        (``botd.store.forgetting``)."""
+        self._reload()
+        codes = [c for c, e in self._pending.items() if (e.channel, e.sender) == (channel, sender)]
+        for code in codes:
+            del self._pending[code]
+            self._held.pop(code, None)
+        who = (channel, sender)
+        count = len(codes) + (who in self._approved) + (self._welcomes.pop(who, None) is not None)
+        self._approved.discard(who)
+        self._names.pop(who, None)
+        if count:
+            self._save()
+        return count
+
     def _expire(self) -> None:
         now = self._clock()
         for code, entry in list(self._pending.items()):

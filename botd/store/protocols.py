@@ -33,7 +33,10 @@ behind the same protocols: nothing here is a synchronous read.
   press of that message can be (``botd.buttons.presses``).
 * ``MemoryLedger``: what botd keeps for a person or a group (``botd.memory``: the
   ``remember``, ``recall`` and ``forget`` tools, the prompt's note of it, ``/memory``).
-* ``Pruning``: what the daily pruner forgets. ``StoreStatus``: what ``/healthz``,
+* ``Forgetting``: a person's rows on every table (``botd.forget``: ``botd forget``,
+  ``/forget me``; which rows are theirs: ``botd.store.forgetting``).
+* ``Pruning``: what the daily pruner forgets (with ``retention``, old transcript turns and
+  memories too). ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
 
 The work of a conversation held by lease (several nodes) writes through the store's view
@@ -68,6 +71,7 @@ from typing import TYPE_CHECKING, Protocol, Self
 from ..chat import Button, InboundMessage, MessageRef, Target
 from ..cluster.fencing import Fence
 from .errors import StoreHealth
+from .forgetting import Forgotten, Person
 from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
@@ -613,8 +617,23 @@ class MemoryLedger(Protocol):
         ...
 
 
+class Forgetting(Protocol):
+    """Forgetting a person (``botd forget``, ``/forget me``): every row of theirs, on every
+    table (``botd.store.forgetting`` says which rows are theirs)."""
+
+    async def forget_person(self, person: Person) -> Forgotten:
+        """Remove ``person``'s rows in one transaction; the counts per table."""
+        ...
+
+
 class Pruning(Protocol):
     """What the daily pruner forgets (``botd.store.pruner``)."""
+
+    async def prune_kept(self, older_than_seconds: float) -> int:
+        """``retention``: drop transcript lines and memories older than the cut; how many.
+        A transcript loses whole turns (up to its first user turn after the cut), all of
+        them once its session is idle since the cut, unless an unfinished entry runs in it."""
+        ...
 
     async def prune_inbound(self, older_than_seconds: float) -> int:
         """Forget inbound ids first seen more than ``older_than_seconds`` ago; how many."""
@@ -722,6 +741,7 @@ class Store(
     ApprovalLedger,
     ButtonLedger,
     MemoryLedger,
+    Forgetting,
     Pruning,
     StoreStatus,
     Protocol,
@@ -742,6 +762,7 @@ __all__ = [
     "ConversationLedger",
     "ConversationStore",
     "EditorSessions",
+    "Forgetting",
     "InboundLedger",
     "JobLedger",
     "MemoryLedger",

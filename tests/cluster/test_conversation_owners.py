@@ -23,6 +23,7 @@ from botd.app import App
 from botd.channels.telegram.adapter import TelegramAdapter
 from botd.channels.telegram.webhook import SECRET_HEADER
 from botd.chat import InboundMessage
+from botd.store import Person
 from botd.store.postgres import PostgresStore
 from tests.conversation.crash import PARAGRAPHS, long_answer
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -236,3 +237,24 @@ async def test_an_idle_conversation_lets_its_lease_go_and_leaves_memory(
         # A new message is taken up at once by whichever node claims it.
         await cluster.arrive(1, chat, "second", message_id=2)
         await until(lambda: len(cluster.texts(chat)) == 2, "the second answer")
+
+
+async def test_a_forgotten_persons_next_message_is_answered_afresh(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Forgetting takes every inbox row of the person's conversation, so its ``seq`` starts
+    again below what its holder took: the holder lets it go as idle, and the next message is
+    answered by whoever claims it, in a new session."""
+    chat = 404
+    async with two_nodes(tmp_path, postgres_dsn) as cluster:
+        await cluster.arrive(0, chat, "first", message_id=1)
+        await until(lambda: cluster.texts(chat), "the first answer")
+        store = await PostgresStore.open(postgres_dsn)
+        try:
+            done = await store.forget_person(Person("telegram", str(chat)))
+        finally:
+            await store.aclose()
+        assert done.removed["inbox"] == 1 and done.removed["sessions"] == 1
+        await cluster.arrive(1, chat, "second", message_id=2)
+        await until(lambda: len(cluster.texts(chat)) == 2, "the second answer")
+        assert "first" not in cluster.texts(chat)[1]

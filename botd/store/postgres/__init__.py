@@ -10,7 +10,8 @@ messages; ``schema`` the migrations; ``leases`` the lease table and the fence a 
 take; ``cluster`` what a conversation's owner reads and the arrival signal (cluster mode);
 ``status_lines`` the tool status a run shows; ``marks`` catch-up marks per chat;
 ``editor_sessions`` the ACP channel's sessions and what a conversation said; ``memory``
-what botd keeps for a person or a group; ``text`` the
+what botd keeps for a person or a group; ``forget`` a person's rows and retention;
+``text`` the
 adapters every connection writes strings with (a NUL as U+FFFD).
 
 Needs the ``postgres`` extra (``pip install 'botd[postgres]'``): only the wiring imports it,
@@ -24,6 +25,7 @@ from .base import describe
 from .buttons import ButtonStore
 from .cluster import ClusterStore
 from .editor_sessions import EditorSessionStore
+from .forget import ForgetStore
 from .inbound import InboundStore
 from .jobs import JobStore
 from .ledger import LedgerStore
@@ -44,6 +46,7 @@ class PostgresStore(
     MarkStore,
     EditorSessionStore,
     MemoryStore,
+    ForgetStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

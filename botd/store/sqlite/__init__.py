@@ -12,7 +12,7 @@ the conversations' model choices), ``status_lines`` (the tool status a run shows
 messages), ``conversation_inbox`` (what the dispatcher reads of one conversation's inbox,
 and the arrival signal within the process), ``marks`` (catch-up marks per chat),
 ``editor_sessions`` (the ACP channel's sessions, and what a conversation said), ``memory``
-(what botd keeps for a person or a group).
+(what botd keeps for a person or a group), ``forget`` (a person's rows, and retention).
 ``schema`` holds the migrations, ``text`` the connection that writes a NUL as U+FFFD.
 
 Only the wiring and the commands that open the state directory import this package; every
@@ -30,6 +30,7 @@ from .buttons import ButtonStore
 from .chatter import ChatterStore
 from .conversation_inbox import ConversationInboxStore
 from .editor_sessions import EditorSessionStore
+from .forget import ForgetStore
 from .inbound import InboundStore
 from .inbox import InboxStore
 from .jobs import ScheduleStore
@@ -55,6 +56,7 @@ class SqliteStore(
     MarkStore,
     EditorSessionStore,
     MemoryStore,
+    ForgetStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 
