@@ -92,6 +92,7 @@ async def _a_conversation(
         await store.outbox_add(None, 0, "final", target, f"reminder for {user}")
     store.finish_inbox([inbox], "answered")
     await store.set_model_choice(key, "other-model")
+    await store.set_voice_replies(key, True)
     await store.keep_status_line(key, StatusLine("message", target, f"s-{user}"))
     await store.preview_keep(inbox, [MessageRef(target, f"p-{user}")])
     await store.open_approval(
