@@ -1531,21 +1531,27 @@ class BotdConfig(Section):
         """The configured models' names: the primary, then its fallbacks in order."""
         return [self.model.model_name, *(f.name for f in self.model.fallbacks)]
 
-    def models_named(self) -> dict[Loc, str]:
-        """Every ``model`` a chat channel, a group or a topic sets, by its key."""
-        named: dict[Loc, str] = {}
+    def override_places(self) -> list[tuple[Loc, TurnOverrides]]:
+        """Every chat channel, group and topic section (what may set ``TurnOverrides``),
+        each with its key."""
+        places: list[tuple[Loc, TurnOverrides]] = []
         for name, section in self.channels.sections().items():
             if not isinstance(section, ChatChannelSection):
                 continue
-            places: list[tuple[Loc, TurnOverrides]] = [(("channels", name), section)]
+            places.append((("channels", name), section))
             for gid, group in section.groups.items():
                 places.append((("channels", name, "groups", gid), group))
                 places += [
                     (("channels", name, "groups", gid, "topics", tid), topic)
                     for tid, topic in group.topics.items()
                 ]
-            named.update({(*loc, "model"): o.model for loc, o in places if o.model is not None})
-        return named
+        return places
+
+    def models_named(self) -> dict[Loc, str]:
+        """Every ``model`` a chat channel, a group or a topic sets, by its key."""
+        return {
+            (*loc, "model"): o.model for loc, o in self.override_places() if o.model is not None
+        }
 
     @model_validator(mode="after")
     def _models_configured(self) -> BotdConfig:

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from .problems import Loc
-from .schema import BotdConfig, ChatChannelSection, TurnOverrides
+from .schema import BotdConfig
 
 __all__ = [
     "MAX_DESCRIPTION",
@@ -226,19 +226,9 @@ def read_skills(directory: Path) -> SkillSet:
 
 def skills_named(config: BotdConfig) -> dict[Loc, list[str]]:
     """Every ``skills`` list a chat channel, a group or a topic sets, by its key."""
-    named: dict[Loc, list[str]] = {}
-    for name, section in config.channels.sections().items():
-        if not isinstance(section, ChatChannelSection):
-            continue
-        places: list[tuple[Loc, TurnOverrides]] = [(("channels", name), section)]
-        for gid, group in section.groups.items():
-            places.append((("channels", name, "groups", gid), group))
-            places += [
-                (("channels", name, "groups", gid, "topics", tid), topic)
-                for tid, topic in group.topics.items()
-            ]
-        named.update({(*loc, "skills"): o.skills for loc, o in places if o.skills is not None})
-    return named
+    return {
+        (*loc, "skills"): o.skills for loc, o in config.override_places() if o.skills is not None
+    }
 
 
 def override_problems(
