@@ -213,9 +213,9 @@ async def test_the_daily_pruner_prunes_chatter(store: Store) -> None:
     pruned: list[str] = []
     original = store.prune_chatter
 
-    async def counting() -> int:
+    async def counting(older_than_seconds: float = CHATTER_RETENTION_SECONDS) -> int:
         pruned.append("chatter")
-        return await original()
+        return await original(older_than_seconds)
 
     store.prune_chatter = counting  # type: ignore[method-assign]
 

@@ -59,8 +59,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY",
-        help="a conversation of theirs botd holds no message of any more (a Slack DM older "
-        "than the inbox's week): its key, as /whoami in it shows; repeatable",
+        help="a conversation of theirs botd holds no message of any more (a direct chat "
+        "whose id does not name the user, quiet for longer than the inbox's week): its key, "
+        "as /whoami in it shows; repeatable",
     )
 
 

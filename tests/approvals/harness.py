@@ -1,13 +1,17 @@
 """What the approvals tests share: a model that calls the ``schedule`` tool once and then
-answers, the tool results it was sent, and the requests kept in the store."""
+answers, the tool results it was sent, and the requests kept in the store; and for the gate
+on its own, where it posts (``Poster``) and a press (``press``)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from botd.chat import Button, InboundMessage, MessageRef, Press, Target
+from botd.cluster.fencing import RunScope
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text, tool_use
 
 CALL_ID = "toolu_gate_1"
@@ -61,3 +65,40 @@ def request_posted(state_dir: Path) -> str | None:
     rows = requests_kept(state_dir)
     refs = json.loads(rows[-1]["messages"]) if rows else []
     return str(refs[-1]["message_id"]) if refs else None
+
+
+class Poster:
+    """Where the gate posts: each message numbered in its chat, its buttons kept."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[MessageRef, str, Sequence[Sequence[Button]]]] = []
+
+    async def send_buttons(
+        self,
+        target: Target,
+        markdown: str,
+        rows: Sequence[Sequence[Button]],
+        *,
+        scope: RunScope | None = None,
+    ) -> Sequence[MessageRef]:
+        ref = MessageRef(target, str(100 + len(self.posted)))
+        self.posted.append((ref, markdown, rows))
+        return [ref]
+
+    async def clear_buttons(
+        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
+    ) -> None:
+        self.posted.append((ref, markdown, ()))
+
+
+def press(target: Target, message_id: str, value: str, sender: str = "5555") -> InboundMessage:
+    return InboundMessage(
+        channel=target.channel,
+        chat_id=target.chat_id,
+        sender_id=sender,
+        sender_name="Eve",
+        text="",
+        message_id=f"press:{value}",
+        conversation_key=f"telegram:{target.chat_id}",
+        press=Press(f"q-{message_id}", value, message_id),
+    )

@@ -5,55 +5,18 @@ is a button of the pressed message; the gate holds on its own too)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 from botd.agent.tools.base import ToolContext
 from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, Choice, RunPlace
-from botd.chat import Button, InboundMessage, MessageRef, Press, Target
+from botd.chat import Target
 from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
 from botd.store import Store
+from tests.approvals.harness import Poster, press
 from tests.support.waiting import until
 
 GROUP = Target("telegram", "-100123")
 ELSEWHERE = Target("telegram", "5555")
-
-
-class Poster:
-    """Where the gate posts: each message numbered in its chat, its buttons kept."""
-
-    def __init__(self) -> None:
-        self.posted: list[tuple[MessageRef, str, Sequence[Sequence[Button]]]] = []
-
-    async def send_buttons(
-        self,
-        target: Target,
-        markdown: str,
-        rows: Sequence[Sequence[Button]],
-        *,
-        scope: RunScope | None = None,
-    ) -> Sequence[MessageRef]:
-        ref = MessageRef(target, str(100 + len(self.posted)))
-        self.posted.append((ref, markdown, rows))
-        return [ref]
-
-    async def clear_buttons(
-        self, ref: MessageRef, markdown: str, *, scope: RunScope | None = None
-    ) -> None:
-        self.posted.append((ref, markdown, ()))
-
-
-def press(target: Target, message_id: str, value: str, sender: str = "5555") -> InboundMessage:
-    return InboundMessage(
-        channel=target.channel,
-        chat_id=target.chat_id,
-        sender_id=sender,
-        sender_name="Eve",
-        text="",
-        message_id=f"press:{value}",
-        conversation_key=f"telegram:{target.chat_id}",
-        press=Press(f"q-{message_id}", value, message_id),
-    )
 
 
 async def test_a_token_pressed_on_another_message_decides_nothing(store: Store) -> None:

@@ -16,7 +16,7 @@ from botd.chat import InboundMessage, Target
 from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
 from botd.store import Store
-from tests.approvals.test_gate import Poster, press
+from tests.approvals.harness import Poster, press
 from tests.support.waiting import until
 
 GROUP = Target("telegram", "-100123")

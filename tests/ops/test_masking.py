@@ -273,7 +273,10 @@ async def test_a_reload_registers_the_new_config_s_secrets(tmp_path: Path) -> No
         pass
 
     keeper = SimpleNamespace(reload=reload)
-    runtime = SimpleNamespace(config=None, keeper=keeper, update_channels=lambda new: None)
+    skills = SimpleNamespace(load=lambda config: None)
+    runtime = SimpleNamespace(
+        config=None, keeper=keeper, skills=skills, update_channels=lambda new: None
+    )
     assert await daemon.reload(cast(Any, runtime), cast(Any, _Notifier()))
     assert mask_secrets("key Yh5-reload-Pq") == "key ***"
 
