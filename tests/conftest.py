@@ -7,8 +7,10 @@ means a change, not a lucky draw.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -45,7 +47,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 class OneClusterAtATime(LoadScopeScheduling):  # type: ignore[misc]
     """xdist's scheduling for ``--dist loadgroup``: the cluster tests are one unit of work,
-    run by one worker one after the other, and every other test a unit of its own.
+    run by one worker one after the other, and every other test a unit of its own (a cluster
+    module marked ``no_nodes`` too: it starts no node).
 
     Each cluster test stands for several machines, with leases of a couple of seconds: two or
     three of them at once on two cores starved their nodes of the CPU past those leases (a
@@ -54,7 +57,20 @@ class OneClusterAtATime(LoadScopeScheduling):  # type: ignore[misc]
     lets a plugin change.)"""
 
     def _split_scope(self, nodeid: str) -> str:
-        return "several_nodes" if nodeid.startswith("tests/cluster/") else nodeid
+        module = nodeid.split("::", 1)[0]
+        if module.startswith("tests/cluster/") and not starts_no_nodes(module):
+            return "several_nodes"
+        return nodeid
+
+
+@functools.cache
+def starts_no_nodes(module: str) -> bool:
+    """Whether the test module at ``module`` (a path from the checkout) is marked as
+    starting no botd node (``pytestmark = pytest.mark.no_nodes``): the leases, holding and
+    fencing logic on their own, whose tests need not wait for the clusters' turn. Read from
+    its source, since the scheduler sees only test ids."""
+    source = (Path(__file__).parent.parent / module).read_text(encoding="utf-8")
+    return re.search(r"^pytestmark = pytest\.mark\.no_nodes$", source, re.MULTILINE) is not None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

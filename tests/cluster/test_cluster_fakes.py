@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from tests.cluster.proxy import RoundRobinProxy
@@ -20,6 +21,8 @@ from tests.fakes.slack_api import FakeSlack, event_callback
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.health_probe import free_port
 from tests.support.waiting import guarded, until
+
+pytestmark = pytest.mark.no_nodes
 
 
 @asynccontextmanager

@@ -34,6 +34,8 @@ from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.waiting import HANG_GUARD
 
+pytestmark = pytest.mark.no_nodes
+
 MARGIN = 1.0
 
 

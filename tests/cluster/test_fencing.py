@@ -25,6 +25,8 @@ from botd.store.postgres import PostgresStore
 from tests.conversation.harness import ListSink, inbound, settings
 from tests.support.waiting import until
 
+pytestmark = pytest.mark.no_nodes
+
 NAME = "conversation:telegram:42"
 TARGET = Target("telegram", "42")
 

@@ -14,6 +14,8 @@ from botd.cluster.holding import first_to_hand_over, hold_lease
 from botd.cluster.leases import Lease, LeaseKeeper, ProcessLeases
 from tests.support.waiting import until
 
+pytestmark = pytest.mark.no_nodes
+
 TTL = 0.3
 NAME = "thing:main"
 

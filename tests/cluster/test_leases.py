@@ -31,6 +31,8 @@ from botd.store.postgres.schema import migrate
 from tests.support.pg_server import PostgresServer
 from tests.support.waiting import until
 
+pytestmark = pytest.mark.no_nodes
+
 SHORT_TTL = 0.3
 
 

@@ -26,6 +26,8 @@ from tests.support.daemon_inprocess import telegram_yaml
 from tests.support.daemon_process import run_botd
 from tests.support.health_probe import free_port
 
+pytestmark = pytest.mark.no_nodes
+
 NEXT_RELEASE = (
     "CREATE TABLE upgrade_notes (id bigint PRIMARY KEY, note text NOT NULL)",
     "ALTER TABLE inbox ADD COLUMN upgrade_note text",
