@@ -72,6 +72,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/sessions.py
 	$(BIN)/python bench/e2e.py
+	$(BIN)/python bench/reading.py
 	$(BIN)/python bench/budget.py
 	$(BIN)/python bench/pg_cost.py
 	$(BIN)/python bench/reading.py
