@@ -15,9 +15,8 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-
-import pytest
 
 import botd
 from botd.agent.tools.base import ToolContext, ToolOutput
@@ -318,30 +317,35 @@ print(done.status, len(done.stdout.split()), done.stderr.decode().strip())
 """
 
 
-def test_a_command_runs_at_most_its_processes_counted_in_its_own_sandbox(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
+def test_a_command_runs_at_most_its_processes_counted_in_its_own_sandbox() -> None:
     """As a user other than root (which the kernel does not hold to a process limit), with
     that user's processes outside not counted: the fifth fork in the sandbox fails."""
-    workspace = tmp_path_factory.mktemp("nobody")
-    workspace.chmod(0o777)
-    # pytest's own directories are its owner's only, and so may be the directory the checkout
-    # and its venv are in (a clone into ``mktemp -d``): nobody is let through them.
-    for place in (workspace, Path(botd.__file__).resolve(), Path(sys.prefix).resolve()):
-        for parent in place.parents:
-            mode = parent.stat().st_mode
-            if not mode & 0o001:
-                parent.chmod(mode | 0o011)
-    # An editable install puts the checkout on sys.path, and an import lists that directory.
-    checkout = Path(botd.__file__).resolve().parent.parent
-    checkout.chmod(checkout.stat().st_mode | 0o055)
-    done = subprocess.run(
-        [*NOBODY, sys.executable, "-c", _FORKS, str(workspace)],
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-        check=False,
-    )
+    # The workspace is made in /tmp itself, not beneath pytest's own directories: those are
+    # their owner's only, and another pytest run on the machine sets them back to that at
+    # any time (seen while one ran beside the suite).
+    workspace = Path(tempfile.mkdtemp(prefix="botd-test-nobody-"))
+    try:
+        workspace.chmod(0o777)
+        # The directory the checkout and its venv are in may be their owner's only too (a
+        # clone into ``mktemp -d``): nobody is let through it.
+        for place in (Path(botd.__file__).resolve(), Path(sys.prefix).resolve()):
+            for parent in place.parents:
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    parent.chmod(mode | 0o011)
+        # An editable install puts the checkout on sys.path, and an import lists that
+        # directory.
+        checkout = Path(botd.__file__).resolve().parent.parent
+        checkout.chmod(checkout.stat().st_mode | 0o055)
+        done = subprocess.run(
+            [*NOBODY, sys.executable, "-c", _FORKS, str(workspace)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
     assert done.returncode == 0, done.stderr
     status, started, error = done.stdout.split(" ", 2)
     assert status == "2" and error.strip().endswith("Cannot fork")
