@@ -54,6 +54,7 @@ __all__ = [
     "CHAT_COMMANDS",
     "DEFAULT_TOOLS",
     "STATUSES",
+    "WEB_CHANNEL",
     "AcpAgentName",
     "AcpAgentSection",
     "AgentBackend",
@@ -105,7 +106,6 @@ __all__ = [
     "TopicSection",
     "TranscriptionSection",
     "TurnOverrides",
-    "WEB_CHANNEL",
     "WebSection",
     "acp_agent_key",
     "channels_in",
@@ -1223,7 +1223,7 @@ def _section_model(
     """The model of section ``channels.<name>``: its platform's (the one it is named after,
     or the one its ``platform`` key names), or one refusing its ``platform`` key with why."""
     said = value.get("platform") if isinstance(value, Mapping) else None
-    known = sorted(registered)
+    known = sorted(name for name in registered if name != WEB_CHANNEL)  # web.enabled's own
     if name in registered:
         if said is None or said == name:
             return registered[name].section

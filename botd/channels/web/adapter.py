@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...chat import Capabilities, InboundMessage, MessageRef, Target
 from ...text.markup import PLAIN
-from ..base import InboundSink, OutboundFile, SendScope
-from .spec import web_conversation_key
+from ..base import ChannelAdapter, InboundSink, OutboundFile, SendScope
+from .targets import web_conversation_key
 
 if TYPE_CHECKING:
     from ...events import AgentEvent
@@ -112,7 +112,7 @@ class Subscriber:
             self._queue.get_nowait()
         self._queue.put_nowait(None)
 
-    async def next(self, wait: float) -> Event | None | Literal[False]:
+    async def next(self, wait: float) -> Event | Literal[False] | None:
         """The next event; None once dropped; False when none came within ``wait`` seconds."""
         try:
             return await asyncio.wait_for(self._queue.get(), wait)
@@ -181,7 +181,7 @@ class NotTaken(Exception):
     """The router could not take a message now (the store failed); the client may retry."""
 
 
-class WebChatAdapter:
+class WebChatAdapter(ChannelAdapter):
     """See the module docstring. ``said``: where a conversation not in memory is read back
     from (None: nowhere, it starts empty)."""
 
@@ -191,9 +191,7 @@ class WebChatAdapter:
         self.name = channel
         self._said = said
         self._sink: InboundSink | None = None
-        self._conversations: collections.OrderedDict[str, Conversation] = (
-            collections.OrderedDict()
-        )
+        self._conversations: collections.OrderedDict[str, Conversation] = collections.OrderedDict()
         self._loading: dict[str, asyncio.Future[Conversation]] = {}
         self._handing: set[asyncio.Future[object]] = set()
 
@@ -369,4 +367,3 @@ class WebChatAdapter:
 
     async def run_over(self, target: Target, outcome: str) -> None:
         (await self.conversation(target.chat_id)).run_over()
-

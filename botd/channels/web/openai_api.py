@@ -106,7 +106,9 @@ class _Turn:
             return
 
 
-def _chunk(ident: str, model: str, created: int, delta: dict[str, str], finish: str | None) -> bytes:
+def _chunk(
+    ident: str, model: str, created: int, delta: dict[str, str], finish: str | None
+) -> bytes:
     chunk = {
         "id": ident,
         "object": "chat.completion.chunk",
@@ -155,7 +157,10 @@ def openai_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> l
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": _answer(conversation, message_id)},
+                        "message": {
+                            "role": "assistant",
+                            "content": _answer(conversation, message_id),
+                        },
                         "finish_reason": "stop",
                     }
                 ],
@@ -170,7 +175,9 @@ def openai_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> l
         )
         await response.prepare(request)
         try:
-            await response.write(_chunk(ident, model, created, {"role": "assistant", "content": ""}, None))
+            await response.write(
+                _chunk(ident, model, created, {"role": "assistant", "content": ""}, None)
+            )
             sent = ""
             while True:
                 changed = conversation.changed()

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from .adapter import NotTaken, WebChatAdapter
-from .spec import CONVERSATION_ID
+from .targets import CONVERSATION_ID
 
 if TYPE_CHECKING:
     from ...http.routes import Handler
 
-__all__ = ["HEARTBEAT", "MAX_TEXT_BYTES", "ChatRoute", "BadRequest", "chat_routes", "dumps"]
+__all__ = ["HEARTBEAT", "MAX_TEXT_BYTES", "BadRequest", "ChatRoute", "chat_routes", "dumps"]
 
 MAX_TEXT_BYTES = 64 * 1024
 """The longest message the page may post (UTF-8)."""

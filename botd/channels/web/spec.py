@@ -4,23 +4,21 @@ conversation, the operator's direct chat) and their conversation keys (``web:<id
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from ...chat import ChatKind
+from pydantic import model_validator
+
 from ...config.schema import ChannelSection, DeliveryMode
 from ..base import ChannelAdapter
 from ..registry import ChannelContext, ChannelSpec
+from . import targets
 
 if TYPE_CHECKING:
     import httpx
 
     from ...ops.doctor.checks import Check
 
-__all__ = ["CONVERSATION_ID", "SPEC", "WebChannelSection", "chat_kind", "web_conversation_key"]
-
-CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
-"""What a conversation id a client names must match (the page makes a random one)."""
+__all__ = ["SPEC", "WebChannelSection"]
 
 
 class WebChannelSection(ChannelSection):
@@ -30,17 +28,11 @@ class WebChannelSection(ChannelSection):
     enabled: bool = False
     delivery: DeliveryMode = "edit"
 
-
-def chat_kind(chat_id: str) -> tuple[ChatKind, str | None]:
-    """Every web chat is the operator's direct chat."""
-    return "direct", chat_id
-
-
-def web_conversation_key(
-    instance: str, chat_id: str, thread_id: str | None = None, *, dm_user: str | None = None
-) -> str:
-    """``<instance>:<conversation id>``: ``web:k3f…``, one conversation per browser's id."""
-    return f"{instance}:{chat_id}"
+    @model_validator(mode="after")
+    def _not_another_instance(self) -> WebChannelSection:
+        if self.platform is not None:
+            raise ValueError("the web chat is not set here: it runs when web.enabled is true")
+        return self
 
 
 def _adapter(section: WebChannelSection, context: ChannelContext) -> ChannelAdapter:
@@ -58,7 +50,7 @@ SPEC = ChannelSpec(
     name="web",
     section=WebChannelSection,
     factory=_adapter,
-    chat_kind=chat_kind,
-    conversation_key=web_conversation_key,
+    chat_kind=targets.chat_kind,
+    conversation_key=targets.web_conversation_key,
     probe=_probe,
 )

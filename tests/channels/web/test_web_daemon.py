@@ -69,9 +69,7 @@ async def test_a_page_message_is_taken_once_and_its_answer_streams_in_place(
             def partial(now: list[dict[str, Any]]) -> bool:
                 return any(m["role"] == "bot" and not m["final"] for m in now)
 
-            shown = await until(
-                lambda: _when(messages(session, base), partial), "a partial answer"
-            )
+            shown = await until(lambda: _when(messages(session, base), partial), "a partial answer")
             (bot,) = [m for m in shown if m["role"] == "bot"]
             assert whole.startswith(bot["text"]) and bot["text"] != whole
 
@@ -79,9 +77,7 @@ async def test_a_page_message_is_taken_once_and_its_answer_streams_in_place(
                 lambda: any(e["final"] for _, e in events.events if e["role"] == "bot"),
                 "the final answer on the stream",
             )
-            async with session.get(
-                f"{base}/api/chat/messages?conversation={CONVERSATION}"
-            ) as got:
+            async with session.get(f"{base}/api/chat/messages?conversation={CONVERSATION}") as got:
                 raw = await got.text()
             said_back = await daemon_store(daemon).conversation_said(f"web:{CONVERSATION}")
 
@@ -101,9 +97,7 @@ async def test_a_page_message_is_taken_once_and_its_answer_streams_in_place(
     assert len(model.requests) == 1
 
 
-async def _when(
-    fetch: Any, check: Any
-) -> list[dict[str, Any]] | None:
+async def _when(fetch: Any, check: Any) -> list[dict[str, Any]] | None:
     now: list[dict[str, Any]] = await fetch
     return now if check(now) else None
 
