@@ -5,7 +5,9 @@ Nothing is sent anywhere: a ``send`` appends a bot message to its conversation's
 then the final edit completes it), a ``delete`` takes it out; each change is published to the
 conversation's subscribers (the page's event streams, ``Subscriber``) and wakes whoever waits
 on the conversation (``Conversation.changed``: the OpenAI endpoint). A message is ``final``
-once the delivery posted or edited it as an answer (``SendScope.final``), not a preview.
+once it will not change: posted or edited as an answer (``SendScope.final``), or posted while
+no run is under way (a command's reply); a preview, or a tool's status line, is final once its
+run is over (a stopped run's preview stays as it was).
 
 Messages come in through ``submit``: an ``InboundMessage`` handed to the router like any
 channel's (the durable inbox, the dedupe ledger: a retried POST with the same ``client_id``
@@ -76,6 +78,8 @@ class ChatMessage:
     role: Role
     text: str
     final: bool
+    status: bool = False
+    """A run's tool status line (shown, then deleted): no part of the answer."""
 
     def json(self) -> dict[str, Any]:
         return {"id": self.id, "role": self.role, "text": self.text, "final": self.final}
@@ -156,8 +160,13 @@ class Conversation:
             self._wake()
 
     def run_over(self) -> None:
+        """The run is over: what it left showing changes no more (a preview it stopped in)."""
         self.running = False
         self.runs_over += 1
+        for message in list(self.messages.values()):
+            if not message.final:
+                message.final = True
+                self._publish(("message", message.json()))
         self._wake()
 
     def _publish(self, event: Event) -> None:
@@ -335,8 +344,12 @@ class WebChatAdapter(ChannelAdapter):
         self, target: Target, message_id: str, markdown: str, scope: SendScope | None
     ) -> None:
         conversation = await self.conversation(target.chat_id)
-        final = scope is not None and scope.final
-        conversation.put(ChatMessage(message_id, "bot", markdown, final))
+        status = scope is not None and scope.status_line
+        if scope is not None and scope.final:
+            final = True
+        else:  # a preview, a status line, or a notice (final when no run is under way)
+            final = not status and not conversation.running
+        conversation.put(ChatMessage(message_id, "bot", markdown, final, status))
 
     async def delete(self, ref: MessageRef, *, scope: SendScope | None = None) -> None:
         (await self.conversation(ref.target.chat_id)).drop(ref.message_id)

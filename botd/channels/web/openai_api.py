@@ -80,7 +80,7 @@ def _answer(conversation: Conversation, message_id: str) -> str:
             after = True
         elif after and message.role == "user":
             break
-        elif after:
+        elif after and not message.status:
             texts.append(message.text.strip())
     return "\n\n".join(text for text in texts if text)
 

@@ -158,27 +158,31 @@ async def test_the_stream_carries_edits_and_deletes_by_id_and_beats_while_idle(
     target = Target("web", CONVERSATION)
     url = f"{base}/api/chat/events?conversation={CONVERSATION}"
     async with following(session, url) as events:
-        [ref] = await adapter.send(target, "Hel")
+        (await adapter.conversation(CONVERSATION)).run_started()
+        [ref] = await adapter.send(target, "Hel", scope=SendScope())  # a preview
         await adapter.edit(ref, "Hello <b>there</b>", scope=SendScope(final=True))
         [status] = await adapter.send(target, "running a tool…", scope=SendScope(status_line=True))
         await adapter.delete(status)
-        await until(lambda: len(events.events) == 4, "four events")
+        [stopped] = await adapter.send(target, "Half an", scope=SendScope())
+        await adapter.run_over(target, "cancelled")
+        [notice] = await adapter.send(target, "Stopped.")  # no run under way
+        await until(lambda: len(events.events) == 7, "seven events")
         await until(lambda: "heartbeat" in events.comments, "a heartbeat")
 
+    def bot(ref: MessageRef, text: str, final: bool) -> tuple[str, dict[str, Any]]:
+        return ("message", {"id": ref.message_id, "role": "bot", "text": text, "final": final})
+
     assert events.events == [
-        ("message", {"id": ref.message_id, "role": "bot", "text": "Hel", "final": False}),
-        (
-            "message",
-            {"id": ref.message_id, "role": "bot", "text": "Hello <b>there</b>", "final": True},
-        ),
-        (
-            "message",
-            {"id": status.message_id, "role": "bot", "text": "running a tool…", "final": False},
-        ),
+        bot(ref, "Hel", False),
+        bot(ref, "Hello <b>there</b>", True),
+        bot(status, "running a tool…", False),
         ("delete", {"id": status.message_id}),
+        bot(stopped, "Half an", False),
+        bot(stopped, "Half an", True),  # its run is over: it changes no more
+        bot(notice, "Stopped.", True),
     ]
     conversation = await adapter.conversation(CONVERSATION)
-    assert [m.id for m in conversation.messages.values()] == [ref.message_id]
+    assert list(conversation.messages) == [ref.message_id, stopped.message_id, notice.message_id]
 
 
 async def test_a_client_gone_or_the_channel_stopping_ends_its_subscription(
