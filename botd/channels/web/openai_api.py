@@ -28,8 +28,17 @@ import time
 
 from aiohttp import web
 
-from .adapter import Conversation, NotTaken, WebChatAdapter
-from .routes import HEARTBEAT, BadRequest, ChatRoute, conversation_id, dumps, json_body
+from .adapter import Conversation, NotTaken
+from .routes import (
+    HEARTBEAT,
+    NOT_RUNNING,
+    BadRequest,
+    ChatRoute,
+    WebChannel,
+    conversation_id,
+    dumps,
+    json_body,
+)
 from .routes import message_text as checked_text
 
 __all__ = ["API_CHAT_PREFIX", "CONVERSATION_HEADER", "openai_routes"]
@@ -119,8 +128,9 @@ def _chunk(
     return f"data: {dumps(chunk)}\n\n".encode()
 
 
-def openai_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> list[ChatRoute]:
-    """``POST /v1/chat/completions`` answered by ``adapter``'s conversations."""
+def openai_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[ChatRoute]:
+    """``POST /v1/chat/completions`` answered in the conversations of the web channel
+    ``channel()`` returns when asked (503 when none runs)."""
 
     async def completions(request: web.Request) -> web.StreamResponse:
         try:
@@ -138,6 +148,9 @@ def openai_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> l
             stream = body.get("stream", False) is True
         except BadRequest as exc:
             return _error(str(exc))
+        adapter = channel()
+        if adapter is None:
+            return _error(NOT_RUNNING, 503, "server_error")
         conversation = await adapter.conversation(chat)
         turn = _Turn(conversation)
         try:

@@ -17,16 +17,22 @@ Conversation ids are what ``CONVERSATION_ID`` allows. A refused request is a 400
 user or the model wrote can read as markup, whatever a client makes of the body.
 
 No guard here: the page's (``botd.web``) registers these routes behind its token, host and
-origin checks (``writes``: whether a route changes anything).
+origin checks (``writes``: whether a route changes anything), with
+``chat_routes(lambda: web_channel(runtime.adapters))``: the routes find the web channel
+running when a request comes (a 503 when there is none), so they may be served before it
+starts and across a restart of it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ...config.schema import WEB_CHANNEL
+from ..base import ChannelAdapter
 from .adapter import NotTaken, WebChatAdapter
 from .targets import CONVERSATION_ID
 
@@ -46,6 +52,9 @@ not cancel a handler whose client left): its subscriber goes within this."""
 
 ChatRoute = tuple[str, str, "Handler", bool]
 """(method, path, handler, writes)."""
+WebChannel = Callable[[], WebChatAdapter | None]
+"""The web channel running now, if any (``web_channel`` of the runtime's adapters)."""
+NOT_RUNNING = "the web chat is not running"
 
 
 class BadRequest(ValueError):
@@ -107,8 +116,15 @@ def _gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
-def chat_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> list[ChatRoute]:
-    """The chat's three routes, answered by ``adapter`` (see the module docstring)."""
+def web_channel(adapters: Mapping[str, ChannelAdapter]) -> WebChatAdapter | None:
+    """The running web channel among ``adapters`` (the runtime's live ones), if any."""
+    adapter = adapters.get(WEB_CHANNEL)
+    return adapter if isinstance(adapter, WebChatAdapter) else None
+
+
+def chat_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[ChatRoute]:
+    """The chat's three routes, answered by the web channel ``channel()`` returns when asked
+    (see the module docstring): the one running then, if any (503 when none is)."""
 
     async def post_message(request: web.Request) -> web.StreamResponse:
         try:
@@ -123,6 +139,9 @@ def chat_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> lis
                 client_id = conversation_id(client_id, "client_id")
         except BadRequest as exc:
             return refused(str(exc))
+        adapter = channel()
+        if adapter is None:
+            return refused(NOT_RUNNING, 503)
         try:
             message_id = await adapter.submit(chat, text, client_id)
         except NotTaken as exc:
@@ -134,6 +153,9 @@ def chat_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> lis
             chat = conversation_id(request.query.get("conversation"))
         except BadRequest as exc:
             return refused(str(exc))
+        adapter = channel()
+        if adapter is None:
+            return refused(NOT_RUNNING, 503)
         conversation = await adapter.conversation(chat)
         return json_response({"messages": conversation.snapshot()})
 
@@ -142,6 +164,9 @@ def chat_routes(adapter: WebChatAdapter, *, heartbeat: float = HEARTBEAT) -> lis
             chat = conversation_id(request.query.get("conversation"))
         except BadRequest as exc:
             return refused(str(exc))
+        adapter = channel()
+        if adapter is None:
+            return refused(NOT_RUNNING, 503)
         async with adapter.subscribed(chat) as (_, subscriber):
             response = web.StreamResponse(
                 headers={

@@ -52,7 +52,10 @@ async def adapter(sink: Sink) -> AsyncIterator[WebChatAdapter]:
 
 @pytest.fixture
 async def base(adapter: WebChatAdapter) -> AsyncIterator[str]:
-    async with served(chat_routes(adapter, heartbeat=0.05) + openai_routes(adapter)) as url:
+    def web() -> WebChatAdapter:
+        return adapter
+
+    async with served(chat_routes(web, heartbeat=0.05) + openai_routes(web)) as url:
         yield url
 
 

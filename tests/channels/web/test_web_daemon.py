@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import openai
 from botd.app import App
 from botd.channels.web.adapter import WebChatAdapter
 from botd.channels.web.openai_api import openai_routes
-from botd.channels.web.routes import chat_routes
+from botd.channels.web.routes import chat_routes, web_channel
 from tests.channels.web.conftest import following, served
 from tests.fakes.anthropic_api import FakeAnthropicAPI, stream, text
 from tests.support.daemon_inprocess import (
@@ -38,7 +39,8 @@ async def web_botd(tmp_path: Path, model: FakeAnthropicAPI) -> AsyncIterator[tup
         adapter = daemon.runtime.adapters["web"]
         assert isinstance(adapter, WebChatAdapter)
         await until(lambda: adapter.ready, "the web channel started")
-        routes = chat_routes(adapter) + openai_routes(adapter)
+        web = partial(web_channel, daemon.runtime.adapters)
+        routes = chat_routes(web) + openai_routes(web)
         async with served(routes, daemon.runtime.http) as base:
             yield daemon, base
 
