@@ -12,7 +12,7 @@ import pytest
 from botd.channels.base import Ack, SendScope
 from botd.channels.web.adapter import Conversation, Subscriber, WebChatAdapter
 from botd.channels.web.openai_api import openai_routes
-from botd.channels.web.routes import MAX_TEXT_BYTES, chat_routes
+from botd.channels.web.routes import MAX_TEXT_BYTES, NOT_RUNNING, chat_routes
 from botd.channels.web.targets import web_conversation_key
 from botd.chat import InboundMessage, MessageRef, Target
 from tests.channels.web.conftest import following, served
@@ -286,3 +286,28 @@ async def test_a_bad_completion_request_is_refused_in_openais_shape(
     assert answer["error"]["message"] == error
     assert answer["error"]["type"] == "invalid_request_error"
     assert sink.messages == []
+
+
+async def test_without_a_running_web_channel_every_route_answers_503(
+    session: aiohttp.ClientSession,
+) -> None:
+    def none() -> WebChatAdapter | None:
+        return None
+
+    async with served(chat_routes(none) + openai_routes(none)) as url:
+        query = f"conversation={CONVERSATION}"
+        async with session.get(f"{url}/api/chat/messages?{query}") as got:
+            assert (got.status, await got.json()) == (503, {"error": NOT_RUNNING})
+        async with session.get(f"{url}/api/chat/events?{query}") as got:
+            assert (got.status, await got.json()) == (503, {"error": NOT_RUNNING})
+        status, answer = await post(
+            session, f"{url}/api/chat/messages", {"conversation": CONVERSATION, "text": "hi"}
+        )
+        assert (status, answer) == (503, {"error": NOT_RUNNING})
+        async with session.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"X-Botd-Conversation": CONVERSATION},
+        ) as got:
+            assert got.status == 503
+            assert (await got.json())["error"]["message"] == NOT_RUNNING
