@@ -283,6 +283,7 @@ class WebChatAdapter(ChannelAdapter):
             await asyncio.wait({handling, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiting.cancel()
+            await asyncio.wait({waiting})
         if handling.done() and not accepted.is_set():
             if handling.cancelled() or handling.exception() is not None:
                 raise NotTaken("botd could not take the message now: try again")
