@@ -131,6 +131,8 @@ class Conversation:
         self.chat_id = chat_id
         self.messages: collections.OrderedDict[str, ChatMessage] = collections.OrderedDict()
         self.subscribers: set[Subscriber] = set()
+        self.held = 0
+        """Requests using it now (kept in memory meanwhile, like one with subscribers)."""
         self.running = False
         self.runs_over = 0
         """Runs of this conversation over since it was loaded."""
@@ -242,7 +244,11 @@ class WebChatAdapter(ChannelAdapter):
         return conversation
 
     def _forget_old(self) -> None:
-        idle = [key for key, kept in self._conversations.items() if not kept.subscribers]
+        idle = [
+            key
+            for key, kept in self._conversations.items()
+            if not kept.subscribers and not kept.held
+        ]
         for key in idle[: max(0, len(self._conversations) - KEPT_CONVERSATIONS)]:
             del self._conversations[key]
 
@@ -297,6 +303,16 @@ class WebChatAdapter(ChannelAdapter):
         self._handing.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("web: handling an accepted message failed", exc_info=task.exception())
+
+    @contextlib.asynccontextmanager
+    async def held(self, chat_id: str) -> AsyncIterator[Conversation]:
+        """``chat_id``'s conversation, kept in memory until the block ends."""
+        conversation = await self.conversation(chat_id)
+        conversation.held += 1
+        try:
+            yield conversation
+        finally:
+            conversation.held -= 1
 
     @contextlib.asynccontextmanager
     async def subscribed(self, chat_id: str) -> AsyncIterator[tuple[Conversation, Subscriber]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -115,17 +116,43 @@ class _Turn:
             return
 
 
-def _chunk(
-    ident: str, model: str, created: int, delta: dict[str, str], finish: str | None
-) -> bytes:
-    chunk = {
-        "id": ident,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return f"data: {dumps(chunk)}\n\n".encode()
+@dataclass(frozen=True, slots=True)
+class _Answering:
+    """One completion's id, model and time, and its answer in OpenAI's shapes."""
+
+    ident: str
+    model: str
+    created: int
+
+    def completion(self, content: str) -> web.Response:
+        completion = {
+            "id": self.ident,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        return web.Response(
+            text=dumps(completion),
+            content_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
+
+    def chunk(self, delta: dict[str, str], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": self.ident,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return f"data: {dumps(chunk)}\n\n".encode()
 
 
 def openai_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[ChatRoute]:
@@ -151,64 +178,40 @@ def openai_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[
         adapter = channel()
         if adapter is None:
             return _error(NOT_RUNNING, 503, "server_error")
-        conversation = await adapter.conversation(chat)
-        turn = _Turn(conversation)
-        try:
-            message_id = await adapter.submit(chat, text)
-        except NotTaken as exc:
-            return _error(str(exc), 503, "server_error")
-        ident = f"chatcmpl-{message_id}"
-        created = int(time.time())
-        if not stream:
-            while not turn.over:
-                await turn.changed(conversation.changed(), heartbeat)
-            completion = {
-                "id": ident,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {
-                            "role": "assistant",
-                            "content": _answer(conversation, message_id),
-                        },
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-            return web.Response(
-                text=dumps(completion),
-                content_type="application/json",
-                headers={"Cache-Control": "no-store"},
+        async with adapter.held(chat) as conversation:
+            turn = _Turn(conversation)
+            try:
+                message_id = await adapter.submit(chat, text)
+            except NotTaken as exc:
+                return _error(str(exc), 503, "server_error")
+            answering = _Answering(f"chatcmpl-{message_id}", model, int(time.time()))
+            if not stream:
+                while not turn.over:
+                    await turn.changed(conversation.changed(), heartbeat)
+                return answering.completion(_answer(conversation, message_id))
+            response = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
             )
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
-        )
-        await response.prepare(request)
-        try:
-            await response.write(
-                _chunk(ident, model, created, {"role": "assistant", "content": ""}, None)
-            )
-            sent = ""
-            while True:
-                changed = conversation.changed()
-                over = turn.over
-                answer = _answer(conversation, message_id)
-                if answer.startswith(sent) and len(answer) > len(sent):
-                    delta = {"content": answer[len(sent) :]}
-                    await response.write(_chunk(ident, model, created, delta, None))
-                    sent = answer
-                if over:
-                    break
-                await turn.changed(changed, heartbeat)
-                if not changed.is_set():
-                    await response.write(b": waiting\n\n")
-            await response.write(_chunk(ident, model, created, {}, "stop"))
-            await response.write(b"data: [DONE]\n\n")
-        except ConnectionError:  # the client went away; the run goes on
+            await response.prepare(request)
+            try:
+                await response.write(answering.chunk({"role": "assistant", "content": ""}))
+                sent = ""
+                while True:
+                    changed = conversation.changed()
+                    over = turn.over
+                    answer = _answer(conversation, message_id)
+                    if answer.startswith(sent) and len(answer) > len(sent):
+                        await response.write(answering.chunk({"content": answer[len(sent) :]}))
+                        sent = answer
+                    if over:
+                        break
+                    await turn.changed(changed, heartbeat)
+                    if not changed.is_set():
+                        await response.write(b": waiting\n\n")
+                await response.write(answering.chunk({}, "stop"))
+                await response.write(b"data: [DONE]\n\n")
+            except ConnectionError:  # the client went away; the run goes on
+                pass
             return response
-        return response
 
     return [("POST", "/v1/chat/completions", completions, True)]

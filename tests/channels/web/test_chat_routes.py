@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from botd.channels.base import Ack, SendScope
+from botd.channels.web import adapter as web_adapter
 from botd.channels.web.adapter import Conversation, Subscriber, WebChatAdapter
 from botd.channels.web.openai_api import openai_routes
 from botd.channels.web.routes import MAX_TEXT_BYTES, NOT_RUNNING, chat_routes
@@ -311,3 +312,19 @@ async def test_without_a_running_web_channel_every_route_answers_503(
         ) as got:
             assert got.status == 503
             assert (await got.json())["error"]["message"] == NOT_RUNNING
+
+
+async def test_the_conversation_used_longest_ago_and_unused_now_is_forgotten(
+    adapter: WebChatAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_adapter, "KEPT_CONVERSATIONS", 4)
+    async with adapter.subscribed("followed-1"), adapter.held("held-0001"):
+        older = await adapter.conversation("idle-0001")
+        newer = await adapter.conversation("idle-0002")
+        await adapter.send(Target("web", "idle-0001"), "used again")  # now the newer one
+        await adapter.conversation("idle-0003")  # one too many
+
+        assert await adapter.conversation("idle-0001") is older
+        assert await adapter.conversation("idle-0002") is not newer  # forgotten, read anew
+        assert (await adapter.conversation("followed-1")).subscribers
+        assert (await adapter.conversation("held-0001")).held == 1
