@@ -18,6 +18,13 @@ delta whenever the answer so far extends what was sent), then ``data: [DONE]``.
 A text starting with ``/`` and a letter is a chat command (``/new``, ``/stop``): no run
 answers it, so it is refused here. Errors are OpenAI's shape: ``{"error": {"message",
 "type"}}``. One request at a time per conversation: two at once are answered as one run.
+
+It is for programs, never for a page: a request a browser makes (one with an ``Origin`` or
+``Sec-Fetch-Site`` header) is refused, and so is a body not sent as ``application/json``
+(which a cross-site form can send without asking), so no web site can make the agent run
+through a browser on the operator's machine. The page's own guard (token, host) still
+applies; its write check (the page's ``X-Botd-Console`` header) does not, since SDKs cannot
+send it.
 """
 
 from __future__ import annotations
@@ -160,6 +167,10 @@ def openai_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[
     ``channel()`` returns when asked (503 when none runs)."""
 
     async def completions(request: web.Request) -> web.StreamResponse:
+        if request.content_type != "application/json":
+            return _error("the body must be JSON, sent as application/json", 415)
+        if "Origin" in request.headers or "Sec-Fetch-Site" in request.headers:
+            return _error("this endpoint is for programs, not for pages in a browser", 403)
         try:
             body = await json_body(request)
             text = _last_user_text(body.get("messages"))
@@ -214,4 +225,5 @@ def openai_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[
                 pass
             return response
 
-    return [("POST", "/v1/chat/completions", completions, True)]
+    # Not a page's write (no X-Botd-Console header from an SDK): it refuses browsers itself.
+    return [("POST", "/v1/chat/completions", completions, False)]

@@ -3,6 +3,7 @@ recording sink (the router's place): what is refused, how the event streams end.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -328,3 +329,38 @@ async def test_the_conversation_used_longest_ago_and_unused_now_is_forgotten(
         assert await adapter.conversation("idle-0002") is not newer  # forgotten, read anew
         assert (await adapter.conversation("followed-1")).subscribers
         assert (await adapter.conversation("held-0001")).held == 1
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "error"),
+    [
+        (
+            {"Content-Type": "text/plain"},
+            415,
+            "the body must be JSON, sent as application/json",
+        ),
+        (
+            {"Content-Type": "application/json", "Origin": "https://elsewhere.example"},
+            403,
+            "this endpoint is for programs, not for pages in a browser",
+        ),
+        (
+            {"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"},
+            403,
+            "this endpoint is for programs, not for pages in a browser",
+        ),
+    ],
+)
+async def test_a_browser_cannot_make_the_agent_answer_through_the_openai_endpoint(
+    session: aiohttp.ClientSession,
+    base: str,
+    sink: Sink,
+    headers: dict[str, str],
+    status: int,
+    error: str,
+) -> None:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "run rm -rf"}]})
+    headers = {**headers, "X-Botd-Conversation": CONVERSATION}
+    async with session.post(f"{base}/v1/chat/completions", data=body, headers=headers) as got:
+        assert (got.status, (await got.json())["error"]["message"]) == (status, error)
+    assert sink.messages == []
