@@ -23,7 +23,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -235,12 +235,14 @@ def media_settings(config: BotdConfig) -> MediaSettings:
 
 
 def delivery_modes(config: BotdConfig) -> dict[str, DeliveryMode]:
-    """How replies appear, for each enabled chat channel that sets it."""
-    return {
-        name: section.delivery
-        for name, section in _enabled_sections(config).items()
-        if isinstance(section, ChatChannelSection)
-    }
+    """How replies appear, for each enabled channel whose section says (a chat channel's
+    ``delivery``; the web channel's, fixed to ``edit``)."""
+    modes: dict[str, DeliveryMode] = {}
+    for name, section in _enabled_sections(config).items():
+        mode = getattr(section, "delivery", None)
+        if isinstance(mode, str):
+            modes[name] = cast("DeliveryMode", mode)
+    return modes
 
 
 def reaction_rules(config: Callable[[], BotdConfig]) -> ReactionRules:

@@ -54,6 +54,7 @@ __all__ = [
     "CHAT_COMMANDS",
     "DEFAULT_TOOLS",
     "STATUSES",
+    "WEB_CHANNEL",
     "AcpAgentName",
     "AcpAgentSection",
     "AgentBackend",
@@ -105,6 +106,7 @@ __all__ = [
     "TopicSection",
     "TranscriptionSection",
     "TurnOverrides",
+    "WebSection",
     "acp_agent_key",
     "channels_in",
     "configured_in",
@@ -1221,7 +1223,7 @@ def _section_model(
     """The model of section ``channels.<name>``: its platform's (the one it is named after,
     or the one its ``platform`` key names), or one refusing its ``platform`` key with why."""
     said = value.get("platform") if isinstance(value, Mapping) else None
-    known = sorted(registered)
+    known = sorted(name for name in registered if name != WEB_CHANNEL)  # web.enabled's own
     if name in registered:
         if said is None or said == name:
             return registered[name].section
@@ -1438,6 +1440,50 @@ class HealthSection(Section):
     the inbox stuck."""
 
 
+# --------------------------------------------------------------------------- web (issue 39)
+
+
+class WebSection(Section):
+    """``web``: the page on botd's HTTP server and its chat (the ``web`` channel)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8480, ge=1, le=65535)
+    token: OptionalSecret = None
+    """What a client off loopback must show (a Bearer header, or the page's cookie)."""
+    # --- the chat's keys (botd.channels.web)
+    openai_api: bool = False
+    """Serve ``POST /v1/chat/completions``: the agent answers in a ``web`` conversation."""
+
+
+WEB_CHANNEL = "web"
+"""The channel ``web.enabled`` runs (``botd.channels.web``); never a ``channels:`` section."""
+
+
+def _web_channel(data: Any, info: ValidationInfo) -> Any:
+    """``data`` with the ``web`` channel's section put under ``channels`` when ``web.enabled``
+    (the page's chat is a channel like any other from there on); a ``channels.web`` written
+    in the file is refused, under its own key: ``web.enabled`` alone turns it on."""
+    if not isinstance(data, Mapping):
+        return data
+    channels = data.get("channels")
+    if isinstance(channels, Mapping) and channels.get(WEB_CHANNEL) is not None:
+        error = PydanticCustomError(
+            "value_error", "the web chat is not set here: it runs when web.enabled is true", {}
+        )
+        details = InitErrorDetails(
+            type=error, loc=("channels", WEB_CHANNEL), input=channels[WEB_CHANNEL]
+        )
+        raise ValidationError.from_exception_data("BotdConfig", [details])
+    web = data.get("web")
+    if not (isinstance(web, Mapping) and web.get("enabled") is True):
+        return data
+    if WEB_CHANNEL not in channels_in(info.context):
+        return data
+    taken = dict(channels) if isinstance(channels, Mapping) else {}
+    return {**data, "channels": {**taken, WEB_CHANNEL: {"enabled": True}}}
+
+
 StoreBackendName = Literal["sqlite", "postgres"]
 """The backends ``store.backend`` may name (``botd.store.backends``: what each one is)."""
 
@@ -1481,9 +1527,15 @@ class BotdConfig(Section):
     health: HealthSection = Field(default_factory=HealthSection)
     media: MediaSection = Field(default_factory=MediaSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    web: WebSection = Field(default_factory=WebSection)
     retention: int | None = Field(default=None, ge=1)
     """Days botd keeps people's words: transcript turns, kept chatter, memories and event
     recordings older than this are pruned daily (``botd.store.pruner``); null keeps them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _web_chat(cls, data: Any, info: ValidationInfo) -> Any:
+        return _web_channel(data, info)
 
     @field_validator("state_dir")
     @classmethod

@@ -29,6 +29,7 @@ from botd.channels.registry import (
 )
 from botd.channels.slack.spec import SPEC as SLACK
 from botd.channels.telegram.spec import SPEC as TELEGRAM
+from botd.channels.web.spec import SPEC as WEB
 from botd.chat import Capabilities, ChannelId, MessageRef, Target
 from botd.cli import main
 from botd.config import ChatChannelSection, ConfigError, parse_config, registered_channels
@@ -44,6 +45,7 @@ BUILTINS = {
     "discord": DISCORD,
     "console": CONSOLE,
     "acp": ACP,
+    "web": WEB,
 }
 
 
