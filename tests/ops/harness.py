@@ -3,13 +3,12 @@ leaked secrets) and a config for the loopback fakes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fakes.discord_api import FakeDiscordAPI
-from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.daemon_process import botd_command, daemon_env
 
 TELEGRAM_TOKEN = "424242:q9ZrTk7pLw2xVb"
 WRONG_TELEGRAM = "424242:m3XcRv8Kq1dJh"
@@ -57,18 +56,8 @@ async def doctor(
     config: Path | None, cwd: Path, *, options: tuple[str, ...] = (), **env: str
 ) -> Report:
     args = ["doctor", *options] + (["--config", str(config)] if config else [])
-    process = await asyncio.create_subprocess_exec(
-        *BOTD,
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        env=daemon_env(**{**ENV, "PYTHONIOENCODING": "utf-8", **env}),
-    )
-    out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
-    assert process.returncode is not None
-    report = Report(process.returncode, out.decode(), err.decode())
+    env = daemon_env(**{**ENV, "PYTHONIOENCODING": "utf-8", **env})
+    report = Report(*await botd_command(args, cwd, env))
     for secret in SECRETS:
         for start in range(len(secret) - 7):
             piece = secret[start : start + 8]

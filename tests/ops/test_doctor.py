@@ -41,7 +41,7 @@ from tests.ops.harness import (
     write_config,
 )
 from tests.support.config_reference import EXAMPLE
-from tests.support.daemon_process import BOTD, HANG_GUARD, daemon_env
+from tests.support.daemon_process import botd_command, daemon_env
 from tests.support.health_probe import free_port
 
 
@@ -612,20 +612,9 @@ async def test_the_example_copied_as_it_is_passes_check_and_doctor(tmp_path: Pat
 
 
 async def botd_check(config: Path, cwd: Path, **env: str) -> Report:
-    process = await asyncio.create_subprocess_exec(
-        *BOTD,
-        "check",
-        "--config",
-        str(config),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        env=daemon_env(**{"PYTHONIOENCODING": "utf-8", **env}),
-    )
-    out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
-    assert process.returncode is not None
-    return Report(process.returncode, out.decode(), err.decode())
+    args = ["check", "--config", str(config)]
+    env = daemon_env(**{"PYTHONIOENCODING": "utf-8", **env})
+    return Report(*await botd_command(args, cwd, env))
 
 
 # --------------------------------------------------------------------------- warnings

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Protocol
 
@@ -103,6 +104,43 @@ async def start_daemon(
         )
     finally:
         log_file.close()  # the child has its own copy
+
+
+async def botd_command(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """``botd ARGS`` in ``cwd`` with ``env`` and stdin closed, to its end (hang-guarded): its
+    exit status, stdout and stderr as text. Forked from the worker's warm interpreter where
+    ``env`` allows, as ``start_daemon`` does (a ``botd doctor`` then costs no imports),
+    else started as a new process."""
+    warm_env = daemon_env()
+    if not WARM.fits(env, warm_env):
+        process = await asyncio.create_subprocess_exec(
+            *BOTD,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD)
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode()
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        forked = await WARM.start(
+            args,
+            cwd=cwd,
+            env=env,
+            stderr=err_file.fileno(),
+            stdout=out_file.fileno(),
+            warm_env=warm_env,
+        )
+        try:
+            status = await asyncio.wait_for(forked.wait(), HANG_GUARD)
+        finally:
+            await reap(forked)
+        out_file.seek(0)
+        err_file.seek(0)
+        return status, out_file.read().decode(), err_file.read().decode()
 
 
 async def ended(process: RunningDaemon) -> int:

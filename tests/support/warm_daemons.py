@@ -92,6 +92,12 @@ def _become_daemon(request: dict[str, object], fds: list[int]) -> None:
     assert isinstance(env, dict)
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in env.items()})
+    # The one interpreter setting a child may ask for that the fork can still give: the
+    # encoding of its standard streams (a test reading ✓ and ✗ from ``botd doctor``).
+    encoding, _, errors = str(env.get("PYTHONIOENCODING", "")).partition(":")
+    if encoding or errors:
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(encoding=encoding or None, errors=errors or None)  # type: ignore[union-attr]
     args = request["args"]
     assert isinstance(args, list)
     sys.argv = [str(Path(sys.modules["botd"].__file__ or "").parent / "__main__.py"), *args]
@@ -240,17 +246,18 @@ class WarmStarter:
         env: dict[str, str],
         stderr: int,
         warm_env: dict[str, str],
+        stdout: int | None = None,
     ) -> WarmDaemon:
-        """Fork ``botd ARGS`` in ``cwd`` with ``env``, stdin and stdout on /dev/null and
-        ``stderr`` (a file descriptor); the warm process is started with ``warm_env`` first."""
+        """Fork ``botd ARGS`` in ``cwd`` with ``env``, stdin on /dev/null, ``stdout`` and
+        ``stderr`` (file descriptors; no ``stdout``: /dev/null); the warm process is started
+        with ``warm_env`` first."""
         await asyncio.to_thread(self._started, warm_env)
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with open(os.devnull, "rb") as stdin, open(os.devnull, "wb") as stdout:
+        with open(os.devnull, "rb") as stdin, open(os.devnull, "wb") as null:
             await asyncio.to_thread(conn.connect, self._socket_path)
             body = json.dumps({"args": args, "cwd": str(cwd), "env": env}).encode()
-            socket.send_fds(
-                conn, [_LENGTH.pack(len(body)) + body], [stdin.fileno(), stdout.fileno(), stderr]
-            )
+            out = null.fileno() if stdout is None else stdout
+            socket.send_fds(conn, [_LENGTH.pack(len(body)) + body], [stdin.fileno(), out, stderr])
         pid = await asyncio.to_thread(_read_line, conn)
         return WarmDaemon(int(pid), conn)
 
@@ -274,7 +281,9 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 def _python_variables(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    """The variables that set an interpreter up at its start (``PYTHONIOENCODING`` is left
+    out: a forked child sets its streams' encoding itself, ``_become_daemon``)."""
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONIOENCODING"}
 
 
 if __name__ == "__main__":
