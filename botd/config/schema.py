@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import ipaddress
 import re
 import socket
 from collections.abc import Mapping
@@ -105,9 +106,11 @@ __all__ = [
     "TopicSection",
     "TranscriptionSection",
     "TurnOverrides",
+    "WebSection",
     "acp_agent_key",
     "channels_in",
     "configured_in",
+    "is_loopback",
     "off_on",
 ]
 
@@ -1438,6 +1441,40 @@ class HealthSection(Section):
     the inbox stuck."""
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class WebSection(Section):
+    """The web page (``botd.web``): status, conversations, approvals and chat on botd's HTTP
+    server. Off loopback it needs ``token``."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8480, ge=1, le=65535)
+    """The health endpoint's default port: one server when both are at the same address."""
+    token: OptionalSecret = None
+    """What a browser or client shows to be let in (``Authorization: Bearer``, or the page's
+    login); required when ``host`` is not loopback."""
+
+    # -- the web chat (CHAT helper's keys go in this block) --
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> WebSection:
+        if self.enabled and not is_loopback(self.host) and self.token is None:
+            raise ValueError(
+                f"web.host {self.host} is not loopback: set web.token (e.g. ${{BOTD_WEB_TOKEN}})"
+                " or bind 127.0.0.1"
+            )
+        return self
+
+
 StoreBackendName = Literal["sqlite", "postgres"]
 """The backends ``store.backend`` may name (``botd.store.backends``: what each one is)."""
 
@@ -1479,6 +1516,7 @@ class BotdConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
+    web: WebSection = Field(default_factory=WebSection)
     media: MediaSection = Field(default_factory=MediaSection)
     store: StoreSection = Field(default_factory=StoreSection)
     retention: int | None = Field(default=None, ge=1)
