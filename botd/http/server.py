@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 DRAIN_WAIT = 60.0
 """Seconds a removed route's requests get to be answered (aiohttp's shutdown timeout)."""
-RESPONSE_HEADERS = "botd.response_headers"
+RESPONSE_HEADERS = web.RequestKey("botd.response_headers", dict[str, str])
 """The request key under which a handler (or a wrapper around one) puts headers that every
 response to that request carries, a streamed one or an error included: they are set as the
 response is prepared."""

@@ -141,7 +141,9 @@ async def test_a_decision_from_the_page_wakes_the_run_and_a_press_first_wins(sto
     assert poster.posted[-1][1].endswith("?\nApproved by the web console.")
 
     waiting, token, ref = await ask("c2")
-    assert await approvals.press(press(GROUP, ref.message_id, f"approval:{token}:deny")) == "Denied."
+    assert (
+        await approvals.press(press(GROUP, ref.message_id, f"approval:{token}:deny")) == "Denied."
+    )
     assert await approvals.decide(token, "approve", "the web console") == (
         False,
         "Already denied by Eve.",
