@@ -61,7 +61,9 @@ class Page:
             elements = self.browser.find_elements(By.CSS_SELECTOR, css)
             return elements[0] if elements and elements[0].is_displayed() else None
 
-        return await until(lambda: self._run(found), f"{css} on the page")
+        element = await until(lambda: self._run(found), f"{css} on the page")
+        assert element is not None
+        return element
 
     async def text(self, css: str) -> str:
         def read() -> str:
@@ -75,9 +77,9 @@ class Page:
     async def shows(self, css: str, words: str) -> str:
         """The text of ``css`` once it holds ``words``."""
 
-        async def holding() -> str | None:
+        async def holding() -> str:
             text = await self.text(css)
-            return text if words in text else None
+            return text if words in text else ""
 
         return await until(holding, f"{words!r} in {css}")
 
