@@ -114,7 +114,7 @@ from .wiring import open_leases, scheduler_jobs
 
 if TYPE_CHECKING:
     from .ops.health import HealthEndpoint
-    from .web.console import WebConsole
+    from .web.page import WebPage
 
 __all__ = ["App", "freeze_start_up", "settled_heap"]
 
@@ -226,7 +226,7 @@ class App:
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthEndpoint | None = None
-        self.web: WebConsole | None = None
+        self.web: WebPage | None = None
         self._lock: StateLock | None = None
         """The state dir's lock, once taken (``run``)."""
         self.started = False
@@ -470,12 +470,10 @@ class App:
         close (the stack's) stops its live updates."""
         if not self.config.web.enabled:
             return
-        from .web.console import WebConsole  # aiohttp: imported only to serve it
+        from .web.page import WebPage  # aiohttp: imported only to serve it
 
-        console = self.web = WebConsole(
-            runtime, self._status_report(runtime), lambda: self.config.web
-        )
-        await console.serve()
+        page = self.web = WebPage(runtime, self._status_report(runtime), lambda: self.config.web)
+        await page.serve()
 
     async def _close_web(self) -> None:
         """The page's live streams end (a stream never ends by itself), its routes go."""

@@ -1,4 +1,4 @@
-"""What the web page reads of the store (``ConsoleReads``): the conversations with their
+"""What the web page reads of the store (``PageReads``): the conversations with their
 last activity and queue, one conversation's messages and pieces with their delivery state,
 and the approval requests still pending. Both backends run the same queries (``{p}`` is
 their placeholder) and build the records here.

@@ -35,7 +35,7 @@ behind the same protocols: nothing here is a synchronous read.
   ``remember``, ``recall`` and ``forget`` tools, the prompt's note of it, ``/memory``).
 * ``Forgetting``: a person's rows on every table (``botd.forget``: ``botd forget``,
   ``/forget me``; which rows are theirs: ``botd.store.forgetting``).
-* ``ConsoleReads``: what the web page (``botd.web``) shows: the conversations, one
+* ``PageReads``: what the web page (``botd.web``) shows: the conversations, one
   conversation's messages and pieces with their delivery state, the pending approvals.
 * ``Pruning``: what the daily pruner forgets (with ``retention``, old transcript turns and
   memories too). ``StoreStatus``: what ``/healthz``,
@@ -733,7 +733,7 @@ class StoreStatus(Protocol):
         ...
 
 
-class ConsoleReads(Protocol):
+class PageReads(Protocol):
     """What the web page reads (``botd.store.overview``: the records and their queries)."""
 
     async def conversation_summaries(self, limit: int = 200) -> list[ConversationSummary]:
@@ -757,7 +757,7 @@ class Store(
     Offsets,
     CatchUpMarks,
     EditorSessions,
-    ConsoleReads,
+    PageReads,
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
@@ -779,7 +779,6 @@ __all__ = [
     "ButtonLedger",
     "CatchUpMarks",
     "Chatter",
-    "ConsoleReads",
     "ConversationInbox",
     "ConversationLedger",
     "ConversationStore",
@@ -790,6 +789,7 @@ __all__ = [
     "MemoryLedger",
     "ModelChoices",
     "Offsets",
+    "PageReads",
     "Pairing",
     "PreviewLedger",
     "Pruning",

@@ -7,7 +7,7 @@
   token): a page of another site whose name was re-pointed at this machine (DNS rebinding)
   is refused with 421;
 * with ``web.token`` set, it carries the token: ``Authorization: Bearer <token>``, or the
-  console's cookie, which ``GET /login?token=`` or the login form's ``POST /login`` sets
+  page's cookie, which ``GET /login?token=`` or the login form's ``POST /login`` sets
   (HttpOnly, SameSite=Strict; its value is derived from the token, never the token). Else 401.
   The token is compared in constant time and never logged or rendered;
 * for a route that changes something (``writes``), it came from the page itself: a request
@@ -47,9 +47,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-COOKIE = "botd_console"
+COOKIE = "botd_web"
 """The cookie the login sets (``cookie_value``)."""
-CONSOLE_HEADER = "X-Botd-Console"
+PAGE_HEADER = "X-Botd-Console"
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -68,13 +68,13 @@ _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
 def cookie_value(token: str) -> str:
-    """What the console's cookie holds for ``token``: a digest of it, so the cookie jar never
+    """What the page's cookie holds for ``token``: a digest of it, so the cookie jar never
     holds the token itself."""
-    return hmac.new(token.encode(), b"botd web console", hashlib.sha256).hexdigest()
+    return hmac.new(token.encode(), b"botd web page", hashlib.sha256).hexdigest()
 
 
 def token_accepted(request: web.Request, token: str) -> bool:
-    """Whether ``request`` carries ``token`` (a Bearer header or the console's cookie)."""
+    """Whether ``request`` carries ``token`` (a Bearer header or the page's cookie)."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
         return True
@@ -108,7 +108,7 @@ def _is_loopback_address(name: str) -> bool:
 def _same_origin(request: web.Request) -> bool:
     if "Authorization" in request.headers:
         return True
-    if request.headers.get(CONSOLE_HEADER) != "1":
+    if request.headers.get(PAGE_HEADER) != "1":
         return False
     site = request.headers.get("Sec-Fetch-Site")
     if site is not None and site not in ("same-origin", "none"):
@@ -157,7 +157,7 @@ autocomplete="current-password" required></label> <button type="submit">Log in</
 
 def login_handler(web_section: Callable[[], WebSection]) -> Handler:
     """``GET /login`` (the form, or ``?token=`` at once) and ``POST /login`` (the form sent):
-    the right token sets the console's cookie and goes to the page; a wrong one shows the
+    the right token sets the page's cookie and goes to the page; a wrong one shows the
     form again, 401. Guard it with ``writes=False``: it is how a browser gets in."""
 
     async def login(request: web.Request) -> web.StreamResponse:

@@ -130,21 +130,21 @@ async def test_a_decision_from_the_page_wakes_the_run_and_a_press_first_wins(sto
         return waiting, token, ref
 
     waiting, token, _ = await ask("c1")
-    assert await approvals.decide(token, "always", "the web console") == (
+    assert await approvals.decide(token, "always", "the web page") == (
         False,
         "Not a choice of this request: 'always'.",
     )
-    assert await approvals.decide(token, "approve", "the web console") == (True, "Approved.")
+    assert await approvals.decide(token, "approve", "the web page") == (True, "Approved.")
     # Woken by the decision (the next look at the store is 10 min away); the request shows
     # who decided.
     assert await asyncio.wait_for(waiting, 60) is None
-    assert poster.posted[-1][1].endswith("?\nApproved by the web console.")
+    assert poster.posted[-1][1].endswith("?\nApproved by the web page.")
 
     waiting, token, ref = await ask("c2")
     assert (
         await approvals.press(press(GROUP, ref.message_id, f"approval:{token}:deny")) == "Denied."
     )
-    assert await approvals.decide(token, "approve", "the web console") == (
+    assert await approvals.decide(token, "approve", "the web page") == (
         False,
         "Already denied by Eve.",
     )

@@ -97,7 +97,7 @@ async def test_a_pending_approval_is_approved_from_the_page(
         await page.shows("#approval-list", "Nothing waits")
         # The chat shows the outcome on the request, and the run went on.
         await until(
-            lambda: any("Approved by the web console" in t for t in chat.shown()),
+            lambda: any("Approved by the web page" in t for t in chat.shown()),
             "the outcome in the chat",
         )
         await until(lambda: "All done." in chat.shown(), "the answer")

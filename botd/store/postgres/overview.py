@@ -1,4 +1,4 @@
-"""What the web page reads (``ConsoleReads``), on PostgreSQL: the queries of
+"""What the web page reads (``PageReads``), on PostgreSQL: the queries of
 ``botd.store.overview``, as the SQLite store runs them."""
 
 from __future__ import annotations

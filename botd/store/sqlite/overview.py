@@ -1,4 +1,4 @@
-"""What the web page reads (``ConsoleReads``), on SQLite: the queries of
+"""What the web page reads (``PageReads``), on SQLite: the queries of
 ``botd.store.overview``."""
 
 from __future__ import annotations

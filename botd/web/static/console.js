@@ -1,4 +1,4 @@
-// botd's web page: four views over the page's API (botd/web/console.py), updated live by
+// botd's web page: four views over the page's API (botd/web/page.py), updated live by
 // server-sent events. Every text that came from a user, a model or a platform is put in
 // with textContent, never as HTML.
 "use strict";

@@ -1,4 +1,4 @@
-"""What the web page reads of the store (``ConsoleReads``), on both backends: the
+"""What the web page reads of the store (``PageReads``), on both backends: the
 conversations with their queue, latest first; one conversation's messages and pieces in
 order with their delivery state (a pending piece of a finished run is in doubt; presses and
 other conversations left out); the pending approval requests only."""

@@ -5,7 +5,7 @@
 route                      answers
 =========================  ================================================================
 ``GET /``                  the page (``static/index.html``); ``/console.js``, ``/console.css``
-``GET|POST /login``        the token asked for, the console's cookie set (``guard``)
+``GET|POST /login``        the token asked for, the page's cookie set (``guard``)
 ``GET /api/status``        ``StatusReport.read``: what ``/healthz`` and ``botd status`` show
 ``GET /api/events``        server-sent events: ``status``, ``conversations``, ``approvals``,
                            each sent when it changes (``Live``)
@@ -14,7 +14,7 @@ route                      answers
                            with their delivery state
 ``GET /api/approvals``     the pending approval requests
 ``POST /api/approvals/     ``{"token", "verb"}``: decided as a press decides
-decide``                   (``Approvals.decide``), by "the web console"
+decide``                   (``Approvals.decide``), by "the web page"
 ``GET /api/about``         what the page needs to know of botd: version, whether there is chat
 =========================  ================================================================
 
@@ -45,11 +45,11 @@ from .views import approval_view, conversation_view, piece_view
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-__all__ = ["DECIDED_BY", "WebConsole", "WebPortInUse"]
+__all__ = ["DECIDED_BY", "WebPage", "WebPortInUse"]
 
 log = logging.getLogger(__name__)
 
-DECIDED_BY = "the web console"
+DECIDED_BY = "the web page"
 """Who a decision made on the page is said to be by."""
 
 _FILES = {
@@ -69,7 +69,7 @@ RouteSpec = tuple[str, str, Handler, bool]
 """A route as the chat gives it: method, path, handler, whether it writes."""
 
 
-class WebConsole:
+class WebPage:
     """The page and its API (see the module docstring)."""
 
     def __init__(
