@@ -2,8 +2,9 @@
 whole botd in-process: Telegram through the loopback Bot API, the model through the fake
 Messages API. The page follows the daemon live, without a reload: Telegram taken away shows
 its channel down and back up, a run appears in flight and ends with its stop reason, a
-pending approval is approved from the page (the chat shows who decided), and a user's
-``<script>`` is shown as text in the conversation. ``BOTD_SCREENSHOT=1`` writes
+pending approval is approved from the page (the chat shows who decided), a user's
+``<script>`` is shown as text in the conversation, and without a web channel the Chat view
+says chat is not available. ``BOTD_SCREENSHOT=1`` writes
 docs/images/web-console.png from the first test."""
 
 from __future__ import annotations
@@ -101,3 +102,7 @@ async def test_a_pending_approval_is_approved_from_the_page(
             "the outcome in the chat",
         )
         await until(lambda: "All done." in chat.shown(), "the answer")
+
+        # No web channel in this botd: the Chat view says so.
+        await page.click('nav button[data-view="chat"]')
+        await page.shows("#chat-off", "chat is not available")

@@ -88,9 +88,19 @@ function showStatus(status) {
   const about = [];
   for (const [key, value] of Object.entries({ ...status.botd, ...node })) {
     about.push(el("dt", key));
-    about.push(el("dd", typeof value === "object" ? JSON.stringify(value) : value));
+    if (key === "nodes" && Array.isArray(value)) {
+      about.push(el("dd", value.map(describeNode).join("\n")));
+    } else {
+      about.push(el("dd", value !== null && typeof value === "object" ? JSON.stringify(value) : value));
+    }
   }
   fill("node", about);
+}
+
+function describeNode(node) {
+  if (node.state !== "up") return node.id + ": gone for " + seconds(node.seconds);
+  const holds = (node.holds || []).join(", ");
+  return node.id + ": up" + (holds ? ", holds " + holds : "") + ", " + (node.conversations || 0) + " conversation(s)";
 }
 
 // -- conversations ----------------------------------------------------------------------
