@@ -94,5 +94,9 @@ class Page:
             lambda: str(self.browser.find_element(By.CSS_SELECTOR, css).get_attribute("innerHTML"))
         )
 
+    async def script(self, code: str) -> object:
+        """What ``code`` (a script's body, ``return ...``) returns on the page."""
+        return await self._run(lambda: self.browser.execute_script(code))
+
     async def screenshot(self, path: str) -> None:
         await self._run(lambda: self.browser.save_screenshot(path))

@@ -70,7 +70,7 @@ async def test_the_page_follows_channels_and_runs_live_and_shows_text_as_text(
         shown = await page.shows("#transcript", SCRIPT)
         assert "Nothing much." in shown and "sent" in shown
         assert "&lt;script&gt;" in await page.html("#transcript")
-        assert await page._run(lambda: browser.execute_script("return window.pwned")) is None
+        assert await page.script("return window.pwned") is None  # never run
 
 
 async def test_a_pending_approval_is_approved_from_the_page(
