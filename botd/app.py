@@ -44,6 +44,8 @@ dispatch           the MCP servers waited for, the dispatcher      (nothing)
 pairing welcomes   approved senders told they can talk, what they  stopped
                    wrote meanwhile handed on (``botd.owners``)
 health             ``/healthz`` and ``/metrics`` served            (nothing: see http)
+web                the web page served (``web.enabled``)           its live streams end, its
+                                                                   routes go
 ready              READY=1 to systemd                              STOPPING=1, "shutting down"
 =================  ==============================================  ==========================
 
@@ -100,7 +102,9 @@ from .ops.metrics import Backlog, Metrics
 from .ops.node import PROBE_WAIT, NodeHealth
 from .ops.outages import stuck_inbox
 from .ops.ports import cannot_listen, health_url, listen_problem
+from .ops.runs import RunLog
 from .ops.statelock import StateLock
+from .ops.status import StatusReport
 from .ops.systemd import SystemdNotifier
 from .runtime import Runtime, build_runtime
 from .services import Service, Step, enter_services
@@ -110,6 +114,7 @@ from .wiring import open_leases, scheduler_jobs
 
 if TYPE_CHECKING:
     from .ops.health import HealthEndpoint
+    from .web.page import WebPage
 
 __all__ = ["App", "freeze_start_up", "settled_heap"]
 
@@ -213,9 +218,15 @@ class App:
         self._input_ended = False
         self._reload_requested = asyncio.Event()
         self.metrics = Metrics()
+        self.runs = RunLog()
+        """This process's runs in flight and the last that ended (the status shows them)."""
+        self.status: StatusReport | None = None
+        """What ``/healthz``, ``botd status`` and the web page show, once the runtime is
+        built."""
         self.runtime: Runtime | None = None
         """The running parts, once built (for tests and introspection)."""
         self.health: HealthEndpoint | None = None
+        self.web: WebPage | None = None
         self._lock: StateLock | None = None
         """The state dir's lock, once taken (``run``)."""
         self.started = False
@@ -241,13 +252,15 @@ class App:
     def run_hooks(self) -> RunHooks:
         """The sessions' hooks that feed ``self.metrics`` (runs, errors, reply latency,
         tokens)."""
-        metrics = self.metrics
+        metrics, runs = self.metrics, self.runs
 
         def on_start(inbound: InboundMessage) -> None:
             metrics.run_started(inbound.channel)
+            runs.started(inbound)
 
         def on_end(inbound: InboundMessage, outcome: str) -> None:
             metrics.run_ended(inbound.channel, failed=outcome in ("error", "exception"))
+            runs.ended(inbound, outcome)
 
         def on_first_reply(inbound: InboundMessage, seconds: float | None) -> None:
             if seconds is not None:
@@ -255,6 +268,7 @@ class App:
 
         def on_usage(inbound: InboundMessage, usage: ModelUsage) -> None:
             metrics.add_tokens(usage.model, usage.counts())
+            runs.used(inbound, usage)
 
         return RunHooks(
             on_start=on_start, on_end=on_end, on_first_reply=on_first_reply, on_usage=on_usage
@@ -412,8 +426,31 @@ class App:
             Step("dispatch", dispatch),
             Step("pairing welcomes", start_welcomes, stop_welcomes),
             Step("health", partial(self._serve_health, runtime)),
+            Step("web", partial(self._serve_web, runtime), self._close_web),
             Step("ready", ready, stopping),
         ]
+
+    def _status_report(self, runtime: Runtime) -> StatusReport:
+        """The one ``StatusReport`` of this run (``/healthz`` and the web page share it)."""
+        if self.status is None:
+            config = self.config
+            node = NodeHealth(
+                config.store.node_id,
+                runtime.backend.name,
+                runtime.store,
+                runtime.leases,
+                schema_known=runtime.backend.known_schema(),
+                inputs=lambda: input_leases(runtime.adapters),
+            )
+            self.status = StatusReport(
+                channel_states=self.channel_states,
+                channel_problems=runtime.keeper.problems,
+                metrics=self.metrics,
+                components=lambda: health_components(runtime, self.config, node),
+                node=node.view,
+                runs=self.runs,
+            )
+        return self.status
 
     async def _serve_health(self, runtime: Runtime) -> None:
         """``/healthz`` and ``/metrics`` on the HTTP server at ``health.host``/``port``
@@ -423,24 +460,25 @@ class App:
             return
         from .ops.health import HealthEndpoint  # aiohttp: imported only to serve it
 
-        node = NodeHealth(
-            config.store.node_id,
-            runtime.backend.name,
-            runtime.store,
-            runtime.leases,
-            schema_known=runtime.backend.known_schema(),
-            inputs=lambda: input_leases(runtime.adapters),
-        )
-        health = self.health = HealthEndpoint(
-            channel_states=self.channel_states,
-            channel_problems=runtime.keeper.problems,
-            metrics=self.metrics,
-            components=lambda: health_components(runtime, self.config, node),
-            node=node.view,
-        )
+        health = self.health = HealthEndpoint(self._status_report(runtime))
         port = await health.serve(runtime.http, config.health.host, config.health.port)
         if self._lock is not None:  # botd status, without --config, asks it there
             self._lock.record(health=health_url(config.health.host, port))
+
+    async def _serve_web(self, runtime: Runtime) -> None:
+        """The web page on the HTTP server at ``web.host``/``port`` (``web.enabled``); its
+        close (the stack's) stops its live updates."""
+        if not self.config.web.enabled:
+            return
+        from .web.page import WebPage  # aiohttp: imported only to serve it
+
+        page = self.web = WebPage(runtime, self._status_report(runtime), lambda: self.config.web)
+        await page.serve()
+
+    async def _close_web(self) -> None:
+        """The page's live streams end (a stream never ends by itself), its routes go."""
+        if self.web is not None:
+            await self.web.close()
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:

@@ -343,6 +343,8 @@ class Runtime:
     dispatcher: Dispatcher
     """The one door from the inbox into the sessions: the conversations this node holds by
     lease, their accepted entries pulled, claims and takeovers (started by the App)."""
+    approvals: Approvals
+    """The requests to approve tool calls (decided by presses, or from the web page)."""
     model_health: dict[str, Reachability] = field(default_factory=dict)
     """Whether each model API answers, by ``model:<provider>/<model>`` (``/healthz``)."""
     acp: dict[str, AcpAgent] = field(default_factory=dict)
@@ -562,6 +564,7 @@ def build_runtime(
         backend=backend,
         http=http,
         dispatcher=dispatcher,
+        approvals=approvals,
         model_health=model_health,
         acp=acp,
         welcomes=welcomes,

@@ -242,7 +242,8 @@ def _make_dist(clone: Path) -> tuple[str, Path]:
 
 
 def _check_wheel(wheel: Path, version: str) -> None:
-    """The wheel carries the shipped files as regular files, the licence and py.typed."""
+    """The wheel carries the shipped files as regular files (the web page's among them), the
+    licence and py.typed."""
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         for name, source in (
@@ -250,6 +251,10 @@ def _check_wheel(wheel: Path, version: str) -> None:
             ("botd/data/config-reference.yaml", ROOT / "docs" / "config-reference.yaml"),
             ("botd/data/mcp-node.conf", ROOT / "systemd" / "botd.service.d" / "mcp-node.conf"),
             ("botd/data/exec.conf", ROOT / "systemd" / "botd.service.d" / "exec.conf"),
+            *(
+                (f"botd/web/static/{page}", ROOT / "botd" / "web" / "static" / page)
+                for page in ("index.html", "console.js", "console.css")
+            ),
         ):
             mode = archive.getinfo(name).external_attr >> 16
             assert stat.S_ISREG(mode), f"{name} is not a regular file in the wheel"

@@ -26,6 +26,10 @@ ALLOWED = {
     "is a console chat: a value of botd's own default config, as a user's file names a channel",
     ("cli/__init__.py", "console"): "`botd run --help` says what runs without --config: the "
     "embedded default's console chat",
+    ("web/page.py", "console"): "the web page's script and style sheet are /console.js and "
+    "/console.css, the paths issue 39's contract gives them",
+    ("web/guard.py", "console"): "the header a write from the web page carries, "
+    "X-Botd-Console, named by issue 39's contract (and the login form's /console.css)",
 }
 """(module path under botd/, platform): why that module may name it in code."""
 

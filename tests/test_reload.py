@@ -88,6 +88,14 @@ def test_message_targets_apply_live_other_agent_keys_at_restart() -> None:
     assert not plan.targets_changed and plan.restart_only == ("agent",)
 
 
+def test_the_web_token_applies_live_the_rest_of_web_at_restart() -> None:
+    on = config(BASE + "web:\n  enabled: true\n  token: first-t0ken\n")
+    token = config(BASE + "web:\n  enabled: true\n  token: second-t0ken\n")
+    assert plan_reload(on, token).restart_only == ()  # read at each request
+    moved = config(BASE + "web:\n  enabled: true\n  token: first-t0ken\n  port: 9999\n")
+    assert plan_reload(on, moved).restart_only == ("web",)
+
+
 async def test_daemon_hooks_count_runs_and_observe_latency(tmp_path: Path) -> None:
     from botd.agent.providers.scripted import ScriptedProvider
 

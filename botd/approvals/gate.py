@@ -458,6 +458,31 @@ class Approvals:
         self._wake(token)
         return {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
 
+    async def decide(self, token: str, verb: str, who: str) -> tuple[bool, str]:
+        """A decision made outside the chat (the web page, whose operator is trusted as an
+        owner): the same conditional write as a press, the waiting run woken (it shows the
+        outcome on the request messages). Returns whether this decision was taken, and what
+        to tell whoever made it ("Approved.", or "Already approved by Alice." when a press
+        came first). ``always`` only for a request that offers it."""
+        approval = await self.ledger.approval_for_token(token)
+        if approval is None:
+            return False, "This request is no longer open."
+        if verb not in _DECISIONS or (verb == "always" and approval.grant is None):
+            return False, f"Not a choice of this request: {verb[:20]!r}."
+        if approval.state != "pending":
+            return False, _already(approval)
+        if self.clock() >= approval.deadline:
+            self._wake(token)
+            return False, "This request has expired."
+        state = _DECISIONS[verb]
+        decided = await self.ledger.decide_approval(token, state, who)
+        if decided is None:
+            now = await self.ledger.approval_for_token(token)
+            return False, _already(now) if now is not None else "This request is no longer open."
+        self._wake(token)
+        log.info("tool %s: %s from outside the chat by %s", approval.tool_name, state, who)
+        return True, {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
+
     async def _refusal(self, message: InboundMessage, what: str) -> str | None:
         """Why ``message``'s sender may not decide ``what`` (None: they may): not one of
         the approvers, or, without approvers, not an owner on a channel that has owners."""

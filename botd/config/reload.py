@@ -16,11 +16,11 @@ from .schema import BotdConfig
 
 __all__ = ["LIVE_KEYS", "RESTART_ONLY", "ReloadPlan", "channel_sections", "plan_reload"]
 
-RESTART_ONLY = ("state_dir", "model", "agent", "health", "store")
+RESTART_ONLY = ("state_dir", "model", "agent", "health", "web", "store")
 """Top-level sections read only at start: a change is logged and waits for a restart."""
-LIVE_KEYS = {"agent": {"message_targets", "skills_dir"}}
-"""Keys of those sections read when used (the message tool's targets) or again on each reload
-(the skills): a reload applies them."""
+LIVE_KEYS = {"agent": {"message_targets", "skills_dir"}, "web": {"token"}}
+"""Keys of those sections read when used (the message tool's targets, the web page's token)
+or again on each reload (the skills): a reload applies them."""
 
 
 def channel_sections(config: BotdConfig) -> dict[str, dict[str, Any]]:

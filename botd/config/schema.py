@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import ipaddress
 import re
 import socket
 from collections.abc import Mapping
@@ -110,6 +111,7 @@ __all__ = [
     "acp_agent_key",
     "channels_in",
     "configured_in",
+    "is_loopback",
     "off_on",
 ]
 
@@ -1443,17 +1445,40 @@ class HealthSection(Section):
 # --------------------------------------------------------------------------- web (issue 39)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class WebSection(Section):
-    """``web``: the page on botd's HTTP server and its chat (the ``web`` channel)."""
+    """The web page (``botd.web``): status, conversations, approvals and chat on botd's HTTP
+    server (the chat is the ``web`` channel, ``botd.channels.web``). Off loopback it needs
+    ``token``."""
 
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(default=8480, ge=1, le=65535)
+    """The health endpoint's default port: one server when both are at the same address."""
     token: OptionalSecret = None
-    """What a client off loopback must show (a Bearer header, or the page's cookie)."""
-    # --- the chat's keys (botd.channels.web)
+    """What a browser or client shows to be let in (``Authorization: Bearer``, or the page's
+    login); required when ``host`` is not loopback."""
+
     openai_api: bool = False
     """Serve ``POST /v1/chat/completions``: the agent answers in a ``web`` conversation."""
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> WebSection:
+        if self.enabled and not is_loopback(self.host) and self.token is None:
+            raise ValueError(
+                f"web.host {self.host} is not loopback: set web.token (e.g. ${{BOTD_WEB_TOKEN}})"
+                " or bind 127.0.0.1"
+            )
+        return self
 
 
 WEB_CHANNEL = "web"
@@ -1525,9 +1550,9 @@ class BotdConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     health: HealthSection = Field(default_factory=HealthSection)
+    web: WebSection = Field(default_factory=WebSection)
     media: MediaSection = Field(default_factory=MediaSection)
     store: StoreSection = Field(default_factory=StoreSection)
-    web: WebSection = Field(default_factory=WebSection)
     retention: int | None = Field(default=None, ge=1)
     """Days botd keeps people's words: transcript turns, kept chatter, memories and event
     recordings older than this are pruned daily (``botd.store.pruner``); null keeps them."""

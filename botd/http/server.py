@@ -23,12 +23,16 @@ from aiohttp import web
 if TYPE_CHECKING:
     from .routes import Handler
 
-__all__ = ["DRAIN_WAIT", "HttpServer", "Served"]
+__all__ = ["DRAIN_WAIT", "RESPONSE_HEADERS", "HttpServer", "Served"]
 
 log = logging.getLogger(__name__)
 
 DRAIN_WAIT = 60.0
 """Seconds a removed route's requests get to be answered (aiohttp's shutdown timeout)."""
+RESPONSE_HEADERS = web.RequestKey("botd.response_headers", dict[str, str])
+"""The request key under which a handler (or a wrapper around one) puts headers that every
+response to that request carries, a streamed one or an error included: they are set as the
+response is prepared."""
 
 
 class Served:
@@ -81,6 +85,7 @@ class HttpServer:
         self._port = port
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self._dispatch)
+        app.on_response_prepare.append(_add_headers)
         self._app = app
 
     @property
@@ -140,3 +145,9 @@ class HttpServer:
         if allowed:
             raise web.HTTPMethodNotAllowed(request.method, allowed)
         raise web.HTTPNotFound()
+
+
+async def _add_headers(request: web.Request, response: web.StreamResponse) -> None:
+    headers = request.get(RESPONSE_HEADERS)
+    if headers:
+        response.headers.update(headers)

@@ -35,6 +35,8 @@ behind the same protocols: nothing here is a synchronous read.
   ``remember``, ``recall`` and ``forget`` tools, the prompt's note of it, ``/memory``).
 * ``Forgetting``: a person's rows on every table (``botd.forget``: ``botd forget``,
   ``/forget me``; which rows are theirs: ``botd.store.forgetting``).
+* ``PageReads``: what the web page (``botd.web``) shows: the conversations, one
+  conversation's messages and pieces with their delivery state, the pending approvals.
 * ``Pruning``: what the daily pruner forgets (with ``retention``, old transcript turns and
   memories too). ``StoreStatus``: what ``/healthz``,
   ``/metrics`` and ``botd status`` read (the backlog, whether writes fail).
@@ -72,6 +74,7 @@ from ..chat import Button, InboundMessage, MessageRef, Target
 from ..cluster.fencing import Fence
 from .errors import StoreHealth
 from .forgetting import Forgotten, Person
+from .overview import ConversationSummary, LoggedPiece
 from .records import (
     CHATTER_RETENTION_SECONDS,
     ApprovalState,
@@ -730,6 +733,23 @@ class StoreStatus(Protocol):
         ...
 
 
+class PageReads(Protocol):
+    """What the web page reads (``botd.store.overview``: the records and their queries)."""
+
+    async def conversation_summaries(self, limit: int = 200) -> list[ConversationSummary]:
+        """The conversations with any inbox row, the latest changed first."""
+        ...
+
+    async def conversation_pieces(self, conversation_key: str) -> list[LoggedPiece]:
+        """A conversation's messages and the pieces written for them, in order, each with
+        its delivery state."""
+        ...
+
+    async def pending_approvals(self) -> list[StoredApproval]:
+        """The approval requests still pending, the oldest first."""
+        ...
+
+
 class Store(
     ConversationStore,
     ConversationInbox,
@@ -737,6 +757,7 @@ class Store(
     Offsets,
     CatchUpMarks,
     EditorSessions,
+    PageReads,
     JobLedger,
     ApprovalLedger,
     ButtonLedger,
@@ -768,6 +789,7 @@ __all__ = [
     "MemoryLedger",
     "ModelChoices",
     "Offsets",
+    "PageReads",
     "Pairing",
     "PreviewLedger",
     "Pruning",

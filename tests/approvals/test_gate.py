@@ -8,7 +8,7 @@ import asyncio
 
 from botd.agent.tools.base import ToolContext
 from botd.approvals import NOT_ITS_MESSAGE, ApprovalRules, Approvals, Choice, RunPlace
-from botd.chat import Target
+from botd.chat import MessageRef, Target
 from botd.cluster.fencing import RunScope
 from botd.events import ToolCallContent
 from botd.store import Store
@@ -74,3 +74,46 @@ async def test_an_agents_choices_are_its_buttons_and_always_is_kept_as_such(stor
     kept = await store.approval(f"{place.conversation_key}/1/toolu_1")
     assert kept is not None and kept.state == "always"
     assert poster.posted[-1][1] == "Approve `Write /work/notes.txt`?\nAlways allowed by Eve."
+
+
+async def test_a_decision_from_the_page_wakes_the_run_and_a_press_first_wins(store: Store) -> None:
+    poster = Poster()
+    approvals = Approvals(store, poster, lambda: ApprovalRules(tools=("exec",)), poll_interval=600)
+    place = RunPlace("telegram:-100123", "1", "s1", GROUP)
+    gate = approvals.gate(place, shutting_down=lambda: False)
+    assert gate is not None
+
+    async def ask(call_id: str) -> tuple[asyncio.Task[object], str, MessageRef]:
+        call = ToolCallContent(id=call_id, name="exec", arguments={"command": "ls"})
+        context = ToolContext(RunScope(place.conversation_key), GROUP, call.id)
+        waiting: asyncio.Task[object] = asyncio.create_task(gate(call, context))
+        await until(lambda: len(poster.posted) % 2 == 1, "the request posted")
+        ref, _, rows = poster.posted[-1]
+        token = rows[0][0].value.removeprefix("approval:").rpartition(":")[0]
+        return waiting, token, ref
+
+    waiting, token, _ = await ask("c1")
+    assert await approvals.decide(token, "always", "the web page") == (
+        False,
+        "Not a choice of this request: 'always'.",
+    )
+    assert await approvals.decide(token, "approve", "the web page") == (True, "Approved.")
+    # Woken by the decision (the next look at the store is 10 min away); the request shows
+    # who decided.
+    assert await asyncio.wait_for(waiting, 60) is None
+    assert poster.posted[-1][1].endswith("?\nApproved by the web page.")
+
+    waiting, token, ref = await ask("c2")
+    assert (
+        await approvals.press(press(GROUP, ref.message_id, f"approval:{token}:deny")) == "Denied."
+    )
+    assert await approvals.decide(token, "approve", "the web page") == (
+        False,
+        "Already denied by Eve.",
+    )
+    output = await asyncio.wait_for(waiting, 60)
+    assert output is not None and "denied by Eve" in str(output)
+    assert await approvals.decide("no-such-token", "approve", "x") == (
+        False,
+        "This request is no longer open.",
+    )

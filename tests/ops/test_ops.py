@@ -23,6 +23,7 @@ from botd.ops.health import HealthEndpoint, HealthPortInUse
 from botd.ops.logging import LogContext, configure_logging
 from botd.ops.metrics import Metrics
 from botd.ops.ports import cannot_listen, listen_problem
+from botd.ops.status import StatusReport
 from botd.ops.systemd import SystemdNotifier
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.daemon_process import ended, reap, start_daemon
@@ -226,7 +227,7 @@ def _metrics() -> Metrics:
 async def test_healthz_and_metrics() -> None:
     states = {"telegram": "running", "slack": "running"}
     servers = HttpServers()
-    server = HealthEndpoint(channel_states=lambda: dict(states), metrics=_metrics())
+    server = HealthEndpoint(StatusReport(channel_states=lambda: dict(states), metrics=_metrics()))
     port = await server.serve(servers)
     try:
         async with aiohttp.ClientSession() as http:
@@ -279,7 +280,7 @@ async def test_healthz_and_metrics() -> None:
 
 async def test_health_server_restartable_and_stop_idempotent() -> None:
     http = HttpServers()
-    server = HealthEndpoint(channel_states=dict, metrics=Metrics())
+    server = HealthEndpoint(StatusReport(channel_states=dict, metrics=Metrics()))
     port = await server.serve(http)
     assert port > 0 and http.listening() == [("127.0.0.1", port)]
     await server.stop()
@@ -300,7 +301,7 @@ async def test_a_health_port_in_use_is_one_line_naming_health_port() -> None:
         )
         assert cannot_listen(listen_problem("127.0.0.1", port) or "") == line
         http = HttpServers()
-        server = HealthEndpoint(channel_states=dict, metrics=Metrics())
+        server = HealthEndpoint(StatusReport(channel_states=dict, metrics=Metrics()))
         with pytest.raises(HealthPortInUse) as caught:
             await server.serve(http, port=port)
         assert str(caught.value) == line

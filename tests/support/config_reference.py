@@ -24,13 +24,14 @@ REFERENCE_ENV = {
     "DISCORD_TOKEN": "discord-example",
 }
 """The variables the reference needs (its examples need SEARCH_TOKEN, OPENAI_API_KEY,
-GEMINI_API_KEY and PROXY_PASSWORD too)."""
+GEMINI_API_KEY, PROXY_PASSWORD and BOTD_WEB_TOKEN too)."""
 EXAMPLES_ENV = {
     **REFERENCE_ENV,
     "SEARCH_TOKEN": "search-example",
     "OPENAI_API_KEY": "sk-oa-x",
     "GEMINI_API_KEY": "gemini-example",
     "PROXY_PASSWORD": "proxy-example",
+    "BOTD_WEB_TOKEN": "web-example",
 }
 
 _KEY = re.compile(r"( *)([A-Za-z_]+): .*")

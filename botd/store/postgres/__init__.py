@@ -31,6 +31,7 @@ from .jobs import JobStore
 from .ledger import LedgerStore
 from .marks import MarkStore
 from .memory import MemoryStore
+from .overview import OverviewStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
 
@@ -47,6 +48,7 @@ class PostgresStore(
     EditorSessionStore,
     MemoryStore,
     ForgetStore,
+    OverviewStore,
 ):
     """botd's state on PostgreSQL. Open with ``await PostgresStore.open(dsn)``; ``aclose``
     when done."""

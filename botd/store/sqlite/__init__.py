@@ -37,6 +37,7 @@ from .jobs import ScheduleStore
 from .marks import MarkStore
 from .memory import MemoryStore
 from .outbox import OutboxStore
+from .overview import OverviewStore
 from .schema import SCHEMA_VERSION
 from .status_lines import StatusLineStore
 from .usage import UsageStore
@@ -57,6 +58,7 @@ class SqliteStore(
     EditorSessionStore,
     MemoryStore,
     ForgetStore,
+    OverviewStore,
 ):
     """botd's SQLite state. Open with ``SqliteStore.open(state_dir)``; close when done."""
 
