@@ -145,8 +145,12 @@ class WebPage:
         return self._routes[0].port if self._routes else None
 
     async def close(self) -> None:
-        """End the live streams, then serve nothing more; safe twice."""
+        """End the live streams (the page's and the chat's), then serve nothing more; safe
+        twice."""
         await self.live.close()
+        chat = web_channel(self._runtime.adapters)
+        if chat is not None:
+            chat.end_streams()
         routes, self._routes = self._routes, []
         for route in routes:
             await route.remove()

@@ -56,6 +56,11 @@ class Page:
         element = await self.find(css)
         await self._run(element.click)
 
+    async def type(self, css: str, text: str) -> None:
+        """Type ``text`` into the field ``css``, as a person would."""
+        element = await self.find(css)
+        await self._run(lambda: element.send_keys(text))
+
     async def find(self, css: str) -> WebElement:
         def found() -> WebElement | None:
             elements = self.browser.find_elements(By.CSS_SELECTOR, css)

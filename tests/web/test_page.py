@@ -3,8 +3,9 @@ whole botd in-process: Telegram through the loopback Bot API, the model through 
 Messages API. The page follows the daemon live, without a reload: Telegram taken away shows
 its channel down and back up, a run appears in flight and ends with its stop reason, a
 pending approval is approved from the page (the chat shows who decided), a user's
-``<script>`` is shown as text in the conversation, and without a web channel the Chat view
-says chat is not available. ``BOTD_SCREENSHOT=1`` writes
+``<script>`` is shown as text in the conversation, and a message typed into the Chat view
+is answered there as it streams, whole and once after a reload mid-answer.
+``BOTD_SCREENSHOT=1`` writes
 docs/images/web-console.png from the first test."""
 
 from __future__ import annotations
@@ -103,6 +104,35 @@ async def test_a_pending_approval_is_approved_from_the_page(
         )
         await until(lambda: "All done." in chat.shown(), "the answer")
 
-        # No web channel in this botd: the Chat view says so.
+
+async def test_a_message_typed_into_the_box_is_answered_on_the_page_once_across_a_reload(
+    tmp_path: Path, browser: webdriver.Chrome
+) -> None:
+    """The answer grows in place as the model streams it; the page reloaded mid-answer shows
+    it as it stands, goes on with it, and ends with the question and the whole answer once."""
+    port = free_port()
+    words = ["The ", "answer ", "comes ", "in ", "many ", "small ", "parts, ", "then ", "ends."]
+    whole = "".join(words)
+    async with (
+        FakeTelegramAPI() as telegram,
+        FakeAnthropicAPI(api_key=ANTHROPIC_KEY) as model,
+        chatting(tmp_path, telegram, model=model, sections=[web_yaml(port)]),
+    ):
+        model.push(stream(text(*words), delay=0.4))
+        page = Page(browser, f"http://127.0.0.1:{port}")
+        await page.open()
         await page.click('nav button[data-view="chat"]')
-        await page.shows("#chat-off", "chat is not available")
+        await page.type("#chat-text", SCRIPT)
+        await page.click('#chat-form button[type="submit"]')
+        await page.shows("#chat-log li.user", SCRIPT)
+        await page.shows("#chat-log li.bot", "The answer")  # growing, not yet whole
+        assert whole not in await page.text("#chat-log li.bot")
+
+        await page.open()  # reloaded mid-answer
+        await page.click('nav button[data-view="chat"]')
+        await page.shows("#chat-log li.bot.final", whole)
+        assert await page.text("#chat-log li.user") == SCRIPT
+        assert await page.text("#chat-log li.bot") == whole  # one answer, whole
+        assert "&lt;script&gt;" in await page.html("#chat-log")
+        assert await page.script("return window.pwned") is None
+    assert len(model.requests) == 1

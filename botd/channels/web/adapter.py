@@ -337,6 +337,11 @@ class WebChatAdapter(ChannelAdapter):
 
     async def stop(self) -> None:
         await self.stop_inbound()
+        self.end_streams()
+
+    def end_streams(self) -> None:
+        """End every conversation's event streams (the page serving them is closing, or the
+        channel stopping); the conversations stay, and a new stream may follow them."""
         for conversation in self._conversations.values():
             conversation.close()
 

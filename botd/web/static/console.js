@@ -211,6 +211,11 @@ async function startChat() {
   if (answer.ok) for (const message of (await answer.json()).messages) chatMessage(message);
   const events = new EventSource("/api/chat/events?conversation=" + encodeURIComponent(id));
   events.addEventListener("message", (event) => chatMessage(JSON.parse(event.data)));
+  events.addEventListener("delete", (event) => {
+    const gone = JSON.parse(event.data);
+    const li = document.getElementById("chat-log").querySelector('[data-id="' + CSS.escape(String(gone.id)) + '"]');
+    if (li) li.remove();
+  });
   document.getElementById("chat-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const box = document.getElementById("chat-text");
