@@ -61,7 +61,12 @@ class RunLog:
         self._running[key] = _Run(key, inbound.channel, self._clock())
 
     def used(self, inbound: InboundMessage, usage: ModelUsage) -> None:
-        run = self._running.get(inbound.conversation_key)
+        key = inbound.conversation_key
+        run = self._running.get(key)
+        if run is None:
+            # A run's usage is counted with its last transcript write, which may come just
+            # after it was told ended: it is that run's, the conversation's latest.
+            run = next((ended for ended in self._ended if ended.conversation == key), None)
         if run is None:
             return
         for kind, count in usage.counts().items():

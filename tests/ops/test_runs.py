@@ -50,3 +50,14 @@ def test_a_run_is_in_flight_then_recent_with_its_stop_reason() -> None:
     assert recent[0]["conversation"] == f"telegram:{RECENT_RUNS + 4}"
     runs.ended(message("never started"), "end_turn")  # nothing to end: ignored
     assert len(runs.view()["recent"]) == RECENT_RUNS
+
+
+def test_usage_counted_just_after_the_run_ended_is_that_runs() -> None:
+    """The run's usage comes with its last transcript write, which may follow its end."""
+    runs = RunLog(clock=lambda: 100.0)
+    runs.started(message("7"))
+    runs.ended(message("7"), "end_turn")
+    runs.used(message("7"), ModelUsage("claude", input=10, output=3))
+    runs.used(message("8"), ModelUsage("claude", input=99))  # no run of its own: not counted
+    [ended] = runs.view()["recent"]
+    assert ended["tokens"] == {"input": 10, "output": 3, "cache_read": 0, "cache_write": 0}
