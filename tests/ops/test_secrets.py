@@ -21,10 +21,10 @@ from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, stream, text
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.daemon_process import (
-    BOTD,
     HANG_GUARD,
     daemon_env,
     reap,
+    start_botd,
     start_daemon,
     stop_daemon,
 )
@@ -214,19 +214,13 @@ async def _run_until_down(config: Path, cwd: Path, *args: str, **env: str) -> tu
     """``botd [args] run`` until its log says a channel is down, then SIGTERM: the exit
     status and the log (stderr)."""
     log_path = cwd / "daemon.log"
-    with log_path.open("ab") as log_file:
-        process = await asyncio.create_subprocess_exec(
-            *BOTD,
-            *args,
-            "run",
-            "--config",
-            str(config),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=log_file,
-            cwd=cwd,
-            env=daemon_env(**SECRET_ENV, **env),
-        )
+    process = await start_botd(
+        [*args, "run", "--config", str(config)],
+        cwd,
+        env=daemon_env(**SECRET_ENV, **env),
+        log_path=log_path,
+        stdout_too=True,
+    )
     try:
         await until(file_contains(log_path, " down: "), "a channel down in the log")
         status = await stop_daemon(process)

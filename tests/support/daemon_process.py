@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -81,26 +82,45 @@ WARM = WarmStarter()
 async def start_daemon(
     config: Path, cwd: Path, *, log_path: Path | None = None, **env: str
 ) -> RunningDaemon:
-    """``botd run --config CONFIG`` in ``cwd`` with stdin closed; ``env`` adds variables.
-    Forked from the worker's warm interpreter where its environment allows (see
+    """``botd run --config CONFIG`` in ``cwd`` with stdin closed, its stderr written to the
+    log (``cwd/daemon.log`` unless ``log_path``); ``env`` adds variables (``start_botd``)."""
+    return await start_botd(
+        ["run", "--config", str(config)], cwd, log_path=log_path, env=daemon_env(**env)
+    )
+
+
+async def start_botd(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    env: dict[str, str],
+    log_path: Path | None = None,
+    stdout_too: bool = False,
+) -> RunningDaemon:
+    """``botd ARGS`` in ``cwd`` with ``env`` and stdin closed, its stderr (and with
+    ``stdout_too`` its stdout) written to the log (``cwd/daemon.log`` unless ``log_path``).
+    Forked from the worker's warm interpreter where ``env`` allows (see
     ``tests/support/warm_daemons.py``), else started as a new process."""
-    args = ["run", "--config", str(config)]
-    child_env = daemon_env(**env)
     log_file = (log_path or cwd / "daemon.log").open("ab")
     try:
         warm_env = daemon_env()
-        if WARM.fits(child_env, warm_env):
+        if WARM.fits(env, warm_env):
             return await WARM.start(
-                args, cwd=cwd, env=child_env, stderr=log_file.fileno(), warm_env=warm_env
+                list(args),
+                cwd=cwd,
+                env=env,
+                stderr=log_file.fileno(),
+                stdout=log_file.fileno() if stdout_too else None,
+                warm_env=warm_env,
             )
         return await asyncio.create_subprocess_exec(
             *BOTD,
             *args,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
+            stdout=log_file if stdout_too else asyncio.subprocess.DEVNULL,
             stderr=log_file,
             cwd=cwd,
-            env=child_env,
+            env=env,
         )
     finally:
         log_file.close()  # the child has its own copy
