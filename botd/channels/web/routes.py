@@ -148,7 +148,8 @@ def chat_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[Ch
             return refused(str(exc), 503)
         return json_response({"id": message_id}, 202)
 
-    async def get_messages(request: web.Request) -> web.StreamResponse:
+    def reading(request: web.Request) -> tuple[str, WebChatAdapter] | web.Response:
+        """The conversation a read names and the channel answering it, or the refusal."""
         try:
             chat = conversation_id(request.query.get("conversation"))
         except BadRequest as exc:
@@ -156,17 +157,21 @@ def chat_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[Ch
         adapter = channel()
         if adapter is None:
             return refused(NOT_RUNNING, 503)
+        return chat, adapter
+
+    async def get_messages(request: web.Request) -> web.StreamResponse:
+        found = reading(request)
+        if isinstance(found, web.Response):
+            return found
+        chat, adapter = found
         conversation = await adapter.conversation(chat)
         return json_response({"messages": conversation.snapshot()})
 
     async def events(request: web.Request) -> web.StreamResponse:
-        try:
-            chat = conversation_id(request.query.get("conversation"))
-        except BadRequest as exc:
-            return refused(str(exc))
-        adapter = channel()
-        if adapter is None:
-            return refused(NOT_RUNNING, 503)
+        found = reading(request)
+        if isinstance(found, web.Response):
+            return found
+        chat, adapter = found
         async with adapter.subscribed(chat) as (_, subscriber):
             response = web.StreamResponse(
                 headers={

@@ -25,16 +25,22 @@ from tests.support.daemon_inprocess import (
     daemon_running,
     daemon_store,
 )
+from tests.support.health_probe import free_port
 from tests.support.waiting import until
 
 CONVERSATION = "page-conv-0001"
-WEB_YAML = "web:\n  enabled: true\n  openai_api: true\n"
+
+
+def web_yaml() -> str:
+    """The web chat on, with the OpenAI endpoint; the page on a port of its own (the page is
+    served with the chat, and two tests at once must not both ask for 8480)."""
+    return f"web:\n  enabled: true\n  openai_api: true\n  port: {free_port()}\n"
 
 
 @asynccontextmanager
 async def web_botd(tmp_path: Path, model: FakeAnthropicAPI) -> AsyncIterator[tuple[App, str]]:
     """A botd with the web chat on, its chat and OpenAI routes served; the base URL."""
-    async with daemon_running(config_yaml(tmp_path, anthropic_yaml(model), WEB_YAML)) as daemon:
+    async with daemon_running(config_yaml(tmp_path, anthropic_yaml(model), web_yaml())) as daemon:
         assert daemon.runtime is not None
         adapter = daemon.runtime.adapters["web"]
         assert isinstance(adapter, WebChatAdapter)
