@@ -446,17 +446,9 @@ class Approvals:
         refusal = await self._refusal(message, f"a request to approve {approval.tool_name}")
         if refusal is not None:
             return refusal
-        if self.clock() >= approval.deadline:
-            self._wake(token)
-            return "This request has expired."
         who = clean_name(message.sender_name) or message.sender_id  # shown in the chat
-        state = _DECISIONS[verb]
-        decided = await self.ledger.decide_approval(token, state, who)
-        if decided is None:  # another press (or the timeout) came first
-            now = await self.ledger.approval_for_token(token)
-            return _already(now) if now is not None else None
-        self._wake(token)
-        return {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
+        _taken, answer = await self._take(approval, verb, who)
+        return answer
 
     async def decide(self, token: str, verb: str, who: str) -> tuple[bool, str]:
         """A decision made outside the chat (the web page, whose operator is trusted as an
@@ -471,16 +463,27 @@ class Approvals:
             return False, f"Not a choice of this request: {verb[:20]!r}."
         if approval.state != "pending":
             return False, _already(approval)
+        taken, answer = await self._take(approval, verb, who)
+        if taken:
+            state = _DECISIONS[verb]
+            log.info("tool %s: %s from outside the chat by %s", approval.tool_name, state, who)
+        return taken, answer or "This request is no longer open."
+
+    async def _take(self, approval: StoredApproval, verb: str, who: str) -> tuple[bool, str | None]:
+        """Decide the pending ``approval`` as ``verb`` says, by ``who``, in the one
+        conditional write (past its deadline it is not: the waiting run expires it), the
+        waiting run woken. Whether this decision was taken, and what its maker is told (None:
+        the request is gone meanwhile)."""
+        token = approval.token
         if self.clock() >= approval.deadline:
             self._wake(token)
             return False, "This request has expired."
         state = _DECISIONS[verb]
         decided = await self.ledger.decide_approval(token, state, who)
-        if decided is None:
+        if decided is None:  # another press (or the timeout) came first
             now = await self.ledger.approval_for_token(token)
-            return False, _already(now) if now is not None else "This request is no longer open."
+            return False, _already(now) if now is not None else None
         self._wake(token)
-        log.info("tool %s: %s from outside the chat by %s", approval.tool_name, state, who)
         return True, {"approved": "Approved.", "always": "Always allowed."}.get(state, "Denied.")
 
     async def _refusal(self, message: InboundMessage, what: str) -> str | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -63,7 +62,6 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
@@ -94,15 +92,8 @@ def host_allowed(header: str, bound: str) -> bool:
     if bound in _WILDCARDS:
         return bool(name)
     if is_loopback(bound):
-        return name in _LOOPBACK_NAMES or _is_loopback_address(name)
+        return is_loopback(name)
     return name == bound.lower().strip("[]")
-
-
-def _is_loopback_address(name: str) -> bool:
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _same_origin(request: web.Request) -> bool:

@@ -28,7 +28,6 @@ available.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 from importlib import resources
@@ -38,7 +37,7 @@ from aiohttp import web
 
 from .. import __version__
 from ..channels.web.openai_api import openai_routes
-from ..channels.web.routes import chat_routes, web_channel
+from ..channels.web.routes import BadRequest, chat_routes, json_body, web_channel
 from ..config.schema import WebSection
 from ..http.routes import CannotListen, Handler, Route
 from ..ops.status import StatusReport
@@ -192,10 +191,8 @@ class WebPage:
 
     async def _api_decide(self, request: web.Request) -> web.StreamResponse:
         try:
-            asked = json.loads(await request.text())
-        except ValueError:
-            asked = None
-        if not isinstance(asked, dict):
+            asked = await json_body(request)
+        except BadRequest:
             return web.json_response({"error": 'a JSON object {"token", "verb"}'}, status=400)
         token, verb = asked.get("token"), asked.get("verb")
         if not isinstance(token, str) or not isinstance(verb, str) or not token or not verb:
