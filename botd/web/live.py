@@ -6,8 +6,9 @@ returning JSON data). One poller, shared by every page open, reads them all ever
 name whenever its JSON differs from what was sent last; a page that connects gets the last of
 each at once. ``poke`` reads them now (a decision made on the page shows at once). A page
 that reads too slowly to keep up (``BACKLOG`` events unread) is dropped: its EventSource
-reconnects and starts again from the latest. A comment line every ``KEEPALIVE`` seconds finds
-a page gone away. ``close`` ends every stream and the poller.
+reconnects and starts again from the latest. The streams are ``botd.http.event_stream``'s: a
+comment every ``KEEPALIVE`` seconds while nothing changes, a page gone away noticed within half
+a second. ``close`` ends every stream and the poller.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ..http.event_stream import Subscriber, follow
+
 __all__ = ["BACKLOG", "KEEPALIVE", "Live"]
 
 log = logging.getLogger(__name__)
@@ -29,8 +32,8 @@ BACKLOG = 64
 KEEPALIVE = 15.0
 
 Source = Callable[[], Awaitable[Any]]
-_Event = tuple[str, str] | None
-"""An event's name and JSON data; None: the stream ends."""
+_Event = tuple[str, str]
+"""An event's name and JSON data."""
 
 
 class Live:
@@ -41,7 +44,7 @@ class Live:
         self._sources = dict(sources)
         self._interval = interval
         self._last: dict[str, str] = {}
-        self._streams: set[asyncio.Queue[_Event]] = set()
+        self._streams: set[Subscriber[_Event]] = set()
         self._poller: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closed = False
@@ -58,32 +61,15 @@ class Live:
         """``GET /api/events``: the events until the page goes or botd stops."""
         if self._closed:
             raise web.HTTPServiceUnavailable()
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
-        )
-        await response.prepare(request)
-        queue: asyncio.Queue[_Event] = asyncio.Queue(BACKLOG)
-        for name, data in self._last.items():
-            queue.put_nowait((name, data))
-        self._streams.add(queue)
+        subscriber: Subscriber[_Event] = Subscriber(BACKLOG)
+        for event in self._last.items():
+            subscriber.put(event)
+        self._streams.add(subscriber)
         self._start_polling()
         try:
-            while True:
-                try:
-                    async with asyncio.timeout(KEEPALIVE):
-                        event = await queue.get()
-                except TimeoutError:
-                    await response.write(b": still here\n\n")
-                    continue
-                if event is None:
-                    break
-                name, data = event
-                await response.write(f"event: {name}\ndata: {data}\n\n".encode())
-        except ConnectionError:
-            pass  # the page went away
+            return await follow(request, subscriber, _encoded, heartbeat=KEEPALIVE)
         finally:
-            self._streams.discard(queue)
-        return response
+            self._streams.discard(subscriber)
 
     def _start_polling(self) -> None:
         if self._poller is None or self._poller.done():
@@ -107,24 +93,21 @@ class Live:
         self._last.clear()  # read afresh when a page listens again
 
     def _send(self, event: _Event) -> None:
-        for queue in list(self._streams):
-            try:
-                queue.put_nowait(event)
-            except asyncio.QueueFull:
-                self._streams.discard(queue)
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-                queue.put_nowait(None)
+        for subscriber in list(self._streams):
+            if not subscriber.put(event):  # too far behind: its stream ends
+                self._streams.discard(subscriber)
 
     async def close(self) -> None:
         """End every stream and the poller; safe twice."""
         self._closed = True
-        for queue in list(self._streams):
-            with contextlib.suppress(asyncio.QueueEmpty):
-                while True:
-                    queue.get_nowait()
-            queue.put_nowait(None)
+        for subscriber in list(self._streams):
+            subscriber.close()
         poller, self._poller = self._poller, None
         if poller is not None:
             poller.cancel()
             await asyncio.wait({poller})
+
+
+def _encoded(event: _Event) -> bytes:
+    name, data = event
+    return f"event: {name}\ndata: {data}\n\n".encode()

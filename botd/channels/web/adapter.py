@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...chat import Capabilities, InboundMessage, MessageRef, Target
+from ...http import event_stream
 from ...text.markup import PLAIN
 from ..base import ChannelAdapter, InboundSink, OutboundFile, SendScope
 from .targets import web_conversation_key
@@ -89,39 +90,9 @@ Event = tuple[str, dict[str, Any]]
 """One server-sent event: its name (``message``, ``delete``) and its JSON object."""
 
 
-class Subscriber:
-    """One event stream of a conversation: the events published since it subscribed, at
-    most ``QUEUE_LIMIT`` behind; a subscriber further behind is dropped (``next`` returns
-    None at once, and from then on)."""
-
-    def __init__(self, limit: int = QUEUE_LIMIT) -> None:
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=limit)
-        self.dropped = False
-
-    def put(self, event: Event) -> bool:
-        """Queue ``event``; False (and dropped) when the subscriber is too far behind."""
-        if self.dropped:
-            return False
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.close()
-            return False
-        return True
-
-    def close(self) -> None:
-        """End the stream: what is queued is dropped, ``next`` returns None."""
-        self.dropped = True
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        self._queue.put_nowait(None)
-
-    async def next(self, wait: float) -> Event | Literal[False] | None:
-        """The next event; None once dropped; False when none came within ``wait`` seconds."""
-        try:
-            return await asyncio.wait_for(self._queue.get(), wait)
-        except TimeoutError:
-            return None if self.dropped else False
+Subscriber = event_stream.Subscriber[Event]
+"""One event stream of a conversation (``botd.http.event_stream``): a subscriber more than
+``QUEUE_LIMIT`` events behind is dropped."""
 
 
 class Conversation:
@@ -318,7 +289,7 @@ class WebChatAdapter(ChannelAdapter):
     async def subscribed(self, chat_id: str) -> AsyncIterator[tuple[Conversation, Subscriber]]:
         """A subscriber of ``chat_id``'s conversation for the block, with the conversation."""
         conversation = await self.conversation(chat_id)
-        subscriber = Subscriber()
+        subscriber = Subscriber(QUEUE_LIMIT)
         conversation.subscribers.add(subscriber)
         try:
             yield conversation, subscriber

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ...config.schema import WEB_CHANNEL
+from ...http.event_stream import follow
 from ..base import ChannelAdapter
-from .adapter import NotTaken, WebChatAdapter
+from .adapter import Event, NotTaken, WebChatAdapter
 from .targets import CONVERSATION_ID
 
 if TYPE_CHECKING:
@@ -45,10 +46,6 @@ MAX_TEXT_BYTES = 64 * 1024
 """The longest message the page may post (UTF-8)."""
 HEARTBEAT = 15.0
 """Seconds between two comments on an idle event stream (proxies keep it open)."""
-
-GONE_CHECK = 0.5
-"""Seconds between two looks at whether an event stream's client went away (aiohttp does
-not cancel a handler whose client left): its subscriber goes within this."""
 
 ChatRoute = tuple[str, str, "Handler", bool]
 """(method, path, handler, writes)."""
@@ -110,10 +107,10 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _gone(request: web.Request) -> bool:
-    """Whether ``request``'s client went away."""
-    transport = request.transport
-    return transport is None or transport.is_closing()
+def encoded(event: Event) -> bytes:
+    """One chat event as the stream writes it (its JSON escaped as ``dumps`` does)."""
+    name, data = event
+    return f"event: {name}\ndata: {dumps(data)}\n\n".encode()
 
 
 def web_channel(adapters: Mapping[str, ChannelAdapter]) -> WebChatAdapter | None:
@@ -173,32 +170,9 @@ def chat_routes(channel: WebChannel, *, heartbeat: float = HEARTBEAT) -> list[Ch
             return found
         chat, adapter = found
         async with adapter.subscribed(chat) as (_, subscriber):
-            response = web.StreamResponse(
-                headers={
-                    "Content-Type": "text/event-stream",
-                    "Cache-Control": "no-store",
-                    "X-Accel-Buffering": "no",
-                }
+            return await follow(
+                request, subscriber, encoded, heartbeat=heartbeat, greeting=b": following\n\n"
             )
-            await response.prepare(request)
-            try:
-                await response.write(b": following\n\n")
-                idle = 0.0
-                while not _gone(request):
-                    event = await subscriber.next(min(GONE_CHECK, heartbeat))
-                    if event is None:
-                        break
-                    if event is False:
-                        idle += min(GONE_CHECK, heartbeat)
-                        if idle >= heartbeat:
-                            await response.write(b": heartbeat\n\n")
-                            idle = 0.0
-                        continue
-                    name, data = event
-                    await response.write(f"event: {name}\ndata: {dumps(data)}\n\n".encode())
-            except ConnectionError:  # the client went away
-                return response
-        return response
 
     return [
         ("POST", "/api/chat/messages", post_message, True),
